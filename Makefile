@@ -1,0 +1,58 @@
+# The two commands a newcomer runs: `make synth` (set up, then synthesize every environment
+# into cdk.out/) and `make test` (set up, then run the whole suite). Both are idempotent:
+# set-up steps rerun only when their inputs change.
+SHELL := /bin/bash
+.DEFAULT_GOAL := synth
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+# The pinned Node.js 22 from package.json runs the CDK CLI and jsii, ahead of the system Node.
+export PATH := $(CURDIR)/node_modules/.bin:$(CURDIR)/$(VENV)/bin:$(PATH)
+export JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION := 1
+export CDK_DISABLE_CLI_TELEMETRY := true
+
+APP_STAMP := $(VENV)/.app-installed
+DEV_STAMP := $(VENV)/.dev-installed
+NODE_STAMP := node_modules/.installed
+
+.PHONY: setup setup-dev synth test lint-dockerfile bench bench-short update-snapshots clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+
+$(APP_STAMP): $(PY) requirements.txt constructs/pyproject.toml
+	$(PY) -m pip install --quiet -r requirements.txt
+	touch $@
+
+$(DEV_STAMP): $(APP_STAMP) requirements-dev.txt inference_image/requirements.txt inference_image/pyproject.toml
+	$(PY) -m pip install --quiet -r requirements-dev.txt
+	touch $@
+
+$(NODE_STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+setup: $(APP_STAMP) $(NODE_STAMP)
+
+setup-dev: setup $(DEV_STAMP)
+
+synth: setup
+	rm -rf cdk.out
+	cdk synth --quiet
+
+test: setup-dev
+	$(PY) -m pytest
+
+update-snapshots: setup-dev
+	$(PY) -m pytest tests/infra -k snapshot --snapshot-update
+
+bench: setup-dev
+	$(PY) -m bench
+
+bench-short: setup-dev
+	$(PY) -m bench --short
+
+clean:
+	rm -rf cdk.out .pytest_cache

@@ -1,0 +1,24 @@
+"""The one error type that every props validation raises."""
+
+
+class ConfigError(ValueError):
+    """A configuration value is wrong; the message names the key, the value and what is allowed.
+
+    ``key`` is the dotted path inside the props (``capacity.instance_types[1]``);
+    loaders prefix it with where the props came from (an environment name).
+    """
+
+    def __init__(self, key: str, message: str) -> None:
+        self.key = key
+        self.detail = message
+        super().__init__(f"{key}: {message}")
+
+    def within(self, prefix: str) -> "ConfigError":
+        """The same error, its key nested under ``prefix``."""
+        key = f"{prefix}.{self.key}" if self.key and not self.key.startswith("[") else f"{prefix}{self.key}"
+        return ConfigError(key, self.detail)
+
+
+def require(condition: bool, key: str, message: str) -> None:
+    if not condition:
+        raise ConfigError(key, message)

@@ -1,0 +1,145 @@
+"""The GPU instance types this library knows, their shape, GPU, regions and price.
+
+cfn-lint does not check instance types inside a mixed-instances policy's ``Overrides``
+(its rule E3628 covers Instance, LaunchTemplate and EC2Fleet only), so the props check every
+type against this catalog, per region, before anything is synthesized.
+
+Sources (checked by the maintainers; update both tables together and record the date):
+- shapes: the "Accelerated computing" table of the Amazon EC2 instance types page;
+- regions: the regional availability of each family on the same pages, limited to the regions
+  we have seen each family offered in; add a region here when you confirm it;
+- prices: Amazon EC2 On-Demand pricing, Linux, us-east-1, as of 2025-11. They are used only
+  for the dashboard's cost estimate; pass ``hourly_price_usd`` in the monitoring props to use
+  your own (a negotiated rate, another region).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import ConfigError
+
+PRICES_AS_OF = "2025-11 (us-east-1, Linux, On-Demand)"
+
+
+@dataclass(frozen=True)
+class GpuInstanceType:
+    name: str
+    vcpus: int
+    memory_gib: int
+    gpus: int
+    gpu_model: str
+    gpu_memory_gib: int
+    compute_capability: str
+    supports_bf16: bool
+    on_demand_hourly_usd: float
+
+    @property
+    def family(self) -> str:
+        return self.name.split(".", 1)[0]
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        """What ECS managed scaling and task placement see: vCPUs, memory, GPUs."""
+        return (self.vcpus, self.memory_gib, self.gpus)
+
+    @property
+    def task_memory_limit_mib(self) -> int:
+        """Memory a task may reserve: the instance's memory less what the OS and ECS agent keep.
+
+        The ECS-optimised AMI reports roughly 6% less than the nominal memory as registered; we
+        keep a further margin so one task per GPU always fits.
+        """
+        return int(self.memory_gib * 1024 * 0.90)
+
+    @property
+    def task_cpu_limit_units(self) -> int:
+        return self.vcpus * 1024
+
+
+_T4 = ("NVIDIA T4", 16, "7.5", False)
+_A10G = ("NVIDIA A10G", 24, "8.6", True)
+_L4 = ("NVIDIA L4", 24, "8.9", True)
+_L40S = ("NVIDIA L40S", 48, "8.9", True)
+
+
+def _types(family_gpu: tuple[str, int, str, bool], rows: list[tuple[str, int, int, int, float]]) -> list[GpuInstanceType]:
+    gpu_model, gpu_memory, capability, bf16 = family_gpu
+    return [
+        GpuInstanceType(name, vcpus, memory, gpus, gpu_model, gpu_memory, capability, bf16, price)
+        for name, vcpus, memory, gpus, price in rows
+    ]
+
+
+CATALOG: dict[str, GpuInstanceType] = {
+    t.name: t
+    for t in [
+        *_types(_T4, [
+            ("g4dn.xlarge", 4, 16, 1, 0.526),
+            ("g4dn.2xlarge", 8, 32, 1, 0.752),
+            ("g4dn.4xlarge", 16, 64, 1, 1.204),
+            ("g4dn.8xlarge", 32, 128, 1, 2.176),
+            ("g4dn.12xlarge", 48, 192, 4, 3.912),
+            ("g4dn.16xlarge", 64, 256, 1, 4.352),
+        ]),
+        *_types(_A10G, [
+            ("g5.xlarge", 4, 16, 1, 1.006),
+            ("g5.2xlarge", 8, 32, 1, 1.212),
+            ("g5.4xlarge", 16, 64, 1, 1.624),
+            ("g5.8xlarge", 32, 128, 1, 2.448),
+            ("g5.12xlarge", 48, 192, 4, 5.672),
+            ("g5.16xlarge", 64, 256, 1, 4.096),
+        ]),
+        *_types(_L4, [
+            ("g6.xlarge", 4, 16, 1, 0.8048),
+            ("g6.2xlarge", 8, 32, 1, 0.9776),
+            ("g6.4xlarge", 16, 64, 1, 1.3232),
+            ("g6.8xlarge", 32, 128, 1, 2.0144),
+            ("g6.12xlarge", 48, 192, 4, 4.6016),
+        ]),
+        *_types(_L40S, [
+            ("g6e.xlarge", 4, 32, 1, 1.861),
+            ("g6e.2xlarge", 8, 64, 1, 2.24208),
+            ("g6e.4xlarge", 16, 128, 1, 3.00424),
+            ("g6e.8xlarge", 32, 256, 1, 4.52856),
+            ("g6e.12xlarge", 48, 384, 4, 10.49264),
+        ]),
+    ]
+}
+
+REGIONS_BY_FAMILY: dict[str, frozenset[str]] = {
+    "g4dn": frozenset({
+        "us-east-1", "us-east-2", "us-west-1", "us-west-2", "ca-central-1", "sa-east-1",
+        "eu-west-1", "eu-west-2", "eu-west-3", "eu-central-1", "eu-north-1",
+        "ap-northeast-1", "ap-northeast-2", "ap-southeast-1", "ap-southeast-2", "ap-south-1",
+    }),
+    "g5": frozenset({
+        "us-east-1", "us-east-2", "us-west-2", "ca-central-1",
+        "eu-west-1", "eu-west-2", "eu-central-1", "eu-north-1",
+        "ap-northeast-1", "ap-northeast-2", "ap-southeast-2", "ap-south-1",
+    }),
+    "g6": frozenset({
+        "us-east-1", "us-east-2", "us-west-2", "ca-central-1",
+        "eu-west-2", "eu-central-1", "ap-northeast-1", "ap-south-1",
+    }),
+    "g6e": frozenset({"us-east-1", "us-east-2", "us-west-2"}),
+}
+
+
+def lookup(name: str, region: str, key: str) -> GpuInstanceType:
+    """The catalog entry for ``name``, or a ConfigError naming ``key`` if unknown or not in ``region``."""
+    instance_type = CATALOG.get(name)
+    if instance_type is None:
+        raise ConfigError(
+            key,
+            f"{name!r} is not a known GPU instance type; known: {', '.join(sorted(CATALOG))} "
+            "(add new types to gpu_inference_constructs.instance_catalog)",
+        )
+    regions = REGIONS_BY_FAMILY[instance_type.family]
+    if region not in regions:
+        raise ConfigError(
+            key,
+            f"{name!r} is not offered in region {region!r}; {instance_type.family} is offered in: "
+            f"{', '.join(sorted(regions))}",
+        )
+    return instance_type

@@ -1,0 +1,62 @@
+"""Turn ``cdk.json`` context into one validated, typed config object per environment.
+
+This is the only place that reads context. Every error names the environment and the key.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from gpu_inference_constructs.errors import ConfigError, require
+from gpu_inference_constructs.network import NetworkProps
+from gpu_inference_constructs.settings import from_dict
+
+CONTEXT_KEY = "environments"
+ENVIRONMENT_NAME = re.compile(r"^[a-z][a-z0-9-]{1,20}$")
+ACCOUNT = re.compile(r"^\d{12}$")
+REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d$")
+
+
+@dataclass(frozen=True)
+class EnvironmentConfig:
+    account: str
+    region: str
+    network: NetworkProps
+    name: str = ""
+    tags: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        require(bool(ACCOUNT.match(self.account)), "account", f"{self.account!r} is not a 12-digit AWS account id")
+        require(bool(REGION.match(self.region)), "region", f"{self.region!r} is not an AWS region name such as 'us-east-1'")
+        try:
+            self.network.zones_for(self.region)
+        except ConfigError as error:
+            raise error.within("network") from None
+
+    @property
+    def stage_name(self) -> str:
+        return "".join(part.capitalize() for part in self.name.split("-"))
+
+
+def load_environments(context: Mapping[str, Any], only: str | None = None) -> list[EnvironmentConfig]:
+    """All environments in ``context[CONTEXT_KEY]`` (or just ``only``), validated."""
+    environments = context.get(CONTEXT_KEY)
+    if not isinstance(environments, dict) or not environments:
+        raise ConfigError(CONTEXT_KEY, "cdk.json context must hold an object of environments, e.g. {\"dev\": {...}}")
+    if only is not None and only not in environments:
+        raise ConfigError(CONTEXT_KEY, f"unknown environment {only!r}; defined: {', '.join(environments)}")
+    names = [only] if only is not None else list(environments)
+    return [load_environment(name, environments[name]) for name in names]
+
+
+def load_environment(name: str, data: Any) -> EnvironmentConfig:
+    if not ENVIRONMENT_NAME.match(name):
+        raise ConfigError(f"environment {name!r}", "names are 2-21 lowercase letters, digits or '-', starting with a letter")
+    if isinstance(data, dict) and "name" in data:
+        raise ConfigError(f"environment {name!r}: name", "unknown key; the environment's name is its key in 'environments'")
+    try:
+        return from_dict(EnvironmentConfig, {**(data if isinstance(data, dict) else {"<not an object>": data}), "name": name})
+    except ConfigError as error:
+        raise ConfigError(f"environment {name!r}: {error.key}", error.detail) from None

@@ -1,0 +1,27 @@
+"""One environment: its stacks, its tags and the cdk-nag checks that guard it."""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from cdk_nag import AwsSolutionsChecks
+from constructs import Construct
+
+from .config import EnvironmentConfig
+from .network_stack import NetworkStack
+
+
+class InferenceStage(cdk.Stage):
+    def __init__(self, scope: Construct, config: EnvironmentConfig) -> None:
+        env = cdk.Environment(account=config.account, region=config.region)
+        super().__init__(scope, config.stage_name, env=env)
+        self.config = config
+        # What the availability-zones lookup would return, so synth never calls AWS.
+        self.node.set_context(
+            f"availability-zones:account={config.account}:region={config.region}",
+            list(config.network.availability_zones),
+        )
+        cdk.Validations.of(self).add_plugins(AwsSolutionsChecks(self))
+        for key, value in {"project": "gpu-inference", **config.tags}.items():
+            cdk.Tags.of(self).add(key, value)
+
+        self.network_stack = NetworkStack(self, "Network", props=config.network, env=env)

@@ -1,0 +1,73 @@
+"""Bad configuration fails before any construct is built, naming the environment, key and fix."""
+
+import copy
+
+import pytest
+
+from gpu_inference_constructs.errors import ConfigError
+from stacks.config import load_environment, load_environments
+from tests.conftest import cdk_context
+
+BASE = cdk_context()["environments"]["dev"]
+
+
+def with_change(path: str, value):
+    """A copy of the dev config with ``path`` (dotted; list indexes as numbers) set, or removed if value is DELETE."""
+    data = copy.deepcopy(BASE)
+    *parents, last = path.split(".")
+    node = data
+    for part in parents:
+        node = node[int(part)] if isinstance(node, list) else node[part]
+    if value is DELETE:
+        del node[last]
+    elif isinstance(node, list):
+        node[int(last)] = value
+    else:
+        node[last] = value
+    return data
+
+
+DELETE = object()
+
+BAD_CONFIGS = [
+    ("account", "12345", r"environment 'dev': account: '12345' is not a 12-digit AWS account id"),
+    ("region", "mars-1", r"environment 'dev': region: 'mars-1' is not an AWS region"),
+    ("region", DELETE, r"environment 'dev': region: required key is missing"),
+    ("colour", "blue", r"environment 'dev': colour: unknown key; allowed keys here: account, .*network"),
+    ("network.vpc_cidr", "10.0.0.300/16", r"network.vpc_cidr: '10.0.0.300/16' is not an IPv4 network in CIDR form"),
+    ("network.vpc_cidr", "10.0.0.1/16", r"network.vpc_cidr: .*has host bits set"),
+    ("network.vpc_cidr", "10.0.0.0/8", r"network.vpc_cidr: '10.0.0.0/8': the prefix must be between /16 and /24"),
+    ("network.max_azs", 0, r"network.max_azs: 0 is out of range; allowed 1 to 6"),
+    ("network.max_azs", "2", r"network.max_azs: expected a whole number, got str '2'"),
+    ("network.max_azs", 4, r"network.availability_zones: lists 3 zone\(s\) but max_azs is 4"),
+    ("network.availability_zones", ["us-west-2a", "us-west-2b"], r"network.availability_zones: \['us-west-2a', 'us-west-2b'\] are not zones of region 'us-east-1'"),
+    ("network.nat_gateways", 3, r"network.nat_gateways: 3 is out of range; allowed 0 \(endpoints only\) to max_azs \(2\)"),
+    ("network.interface_endpoints", ["ecr.api", "ecr.dockr"], r"network.interface_endpoints: unknown endpoint\(s\) \['ecr.dockr'\]"),
+    ("network.flow_log_retention_days", 31, r"network.flow_log_retention_days: 31 is not a CloudWatch Logs retention period; allowed days: 1, 3"),
+    ("network.flow_logs", True, r"network.flow_logs: unknown key"),
+]
+
+
+@pytest.mark.parametrize(("path", "value", "message"), BAD_CONFIGS, ids=[f"{p}={v!r}" for p, v, _ in BAD_CONFIGS])
+def test_bad_config_is_refused_with_a_message_naming_the_key(path, value, message):
+    with pytest.raises(ConfigError, match=message):
+        load_environment("dev", with_change(path, value))
+
+
+def test_unknown_environment_is_refused():
+    with pytest.raises(ConfigError, match=r"unknown environment 'qa'; defined: dev, staging, prod"):
+        load_environments(cdk_context(), only="qa")
+
+
+def test_environment_names_are_checked():
+    with pytest.raises(ConfigError, match=r"environment 'Prod!'"):
+        load_environment("Prod!", BASE)
+
+
+def test_missing_environments_block_is_refused():
+    with pytest.raises(ConfigError, match=r"environments: cdk.json context must hold an object of environments"):
+        load_environments({})
+
+
+def test_every_environment_in_cdk_json_loads():
+    assert [config.name for config in load_environments(cdk_context())] == ["dev", "staging", "prod"]
