@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from gpu_inference_constructs.errors import ConfigError, require
+from gpu_inference_constructs.gpu_capacity import GpuCapacityProps
 from gpu_inference_constructs.network import NetworkProps
 from gpu_inference_constructs.settings import from_dict
 
@@ -24,16 +25,19 @@ class EnvironmentConfig:
     account: str
     region: str
     network: NetworkProps
+    capacity: GpuCapacityProps = field(default_factory=GpuCapacityProps)
+    alarm_emails: tuple[str, ...] = ()
     name: str = ""
     tags: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         require(bool(ACCOUNT.match(self.account)), "account", f"{self.account!r} is not a 12-digit AWS account id")
         require(bool(REGION.match(self.region)), "region", f"{self.region!r} is not an AWS region name such as 'us-east-1'")
-        try:
-            self.network.zones_for(self.region)
-        except ConfigError as error:
-            raise error.within("network") from None
+        for section, check in (("network", self.network.zones_for), ("capacity", self.capacity.resolve_instance_types)):
+            try:
+                check(self.region)
+            except ConfigError as error:
+                raise error.within(section) from None
 
     @property
     def stage_name(self) -> str:

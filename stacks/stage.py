@@ -7,6 +7,7 @@ from cdk_nag import AwsSolutionsChecks
 from constructs import Construct
 
 from .config import EnvironmentConfig
+from .inference_stack import InferenceStack
 from .network_stack import NetworkStack
 
 
@@ -25,3 +26,6 @@ class InferenceStage(cdk.Stage):
             cdk.Tags.of(self).add(key, value)
 
         self.network_stack = NetworkStack(self, "Network", props=config.network, env=env)
+        self.inference_stack = InferenceStack(
+            self, "Inference", config=config, network=self.network_stack.network, env=env
+        )

@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 
+import aws_cdk as cdk
 import pytest
 from cdk_nag import AwsSolutionsChecks
 from syrupy.extensions.json import JSONSnapshotExtension
@@ -13,14 +14,51 @@ from tests.conftest import normalise_hashes
 ENVIRONMENTS = ["dev", "staging", "prod"]
 
 
+ACKNOWLEDGED = cdk.Validations.ACKNOWLEDGED_RULES_METADATA_KEY
+
+
+def acknowledgements_on(construct) -> dict:
+    found = {}
+    for entry in construct.node.metadata:
+        if entry.type == ACKNOWLEDGED:
+            found.update(entry.data)
+    return found
+
+
 @pytest.mark.parametrize("environment", ENVIRONMENTS)
 def test_cdk_nag_finds_nothing_unacknowledged(synthesized, environment):
-    report = AwsSolutionsChecks().validate_scope(synthesized.stages[environment])
-    findings = [
-        f"{violation.rule_name} {[r.construct_path for r in violation.violating_resources]}: {violation.description}"
-        for violation in report.violations
+    """Synth already fails on an unacknowledged finding; this also proves each acknowledgement is narrow:
+    it sits on the very resource of the finding, names its exact rule and gives a real reason."""
+    stage = synthesized.stages[environment]
+    report = AwsSolutionsChecks().validate_scope(stage)
+    unacknowledged = []
+    for violation in report.violations:
+        for resource in violation.violating_resources:
+            construct = stage.node.find_child(resource.construct_path.split("/", 1)[1].split("/")[0])
+            for part in resource.construct_path.split("/")[2:]:
+                construct = construct.node.find_child(part)
+            reason = acknowledgements_on(construct).get(f"AwsSolutions::{violation.rule_name}", "")
+            if len(reason) < 60:
+                unacknowledged.append(f"{violation.rule_name} at {resource.construct_path}: {violation.description}")
+    assert unacknowledged == []
+
+
+@pytest.mark.parametrize("environment", ENVIRONMENTS)
+def test_every_acknowledgement_answers_a_real_finding(synthesized, environment):
+    """An acknowledgement that no longer matches a finding hides nothing but misleads a reviewer."""
+    stage = synthesized.stages[environment]
+    findings = {
+        (resource.construct_path, f"AwsSolutions::{violation.rule_name}")
+        for violation in AwsSolutionsChecks().validate_scope(stage).violations
+        for resource in violation.violating_resources
+    }
+    stale = [
+        (construct.node.path, rule)
+        for construct in stage.node.find_all()
+        for rule in acknowledgements_on(construct)
+        if rule.startswith("AwsSolutions::") and (construct.node.path, rule) not in findings
     ]
-    assert findings == []
+    assert stale == []
 
 
 def test_cfn_lint_finds_no_errors(synthesized):

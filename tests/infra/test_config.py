@@ -71,3 +71,36 @@ def test_missing_environments_block_is_refused():
 
 def test_every_environment_in_cdk_json_loads():
     assert [config.name for config in load_environments(cdk_context())] == ["dev", "staging", "prod"]
+
+
+BAD_CAPACITY = [
+    ("capacity.instance_types", ["g5.xlarg"], r"capacity.instance_types\[0\]: 'g5.xlarg' is not a known GPU instance type; known: g4dn.12xlarge"),
+    ("capacity.instance_types", ["g5.xlarge", "m5.xlarge"], r"capacity.instance_types\[1\]: 'm5.xlarge' is not a known GPU instance type"),
+    ("capacity.instance_types", ["g6e.xlarge"], None),  # us-east-1 offers g6e: accepted
+    ("capacity.instance_types", ["g5.xlarge", "g4dn.2xlarge"], r"capacity.instance_types\[1\]: g4dn.2xlarge has shape \(8 vCPU, 32 GiB, 1 GPU\) but g5.xlarge has \(4 vCPU, 16 GiB, 1 GPU\)"),
+    ("capacity.instance_types", [], r"capacity.instance_types: list at least one GPU instance type"),
+    ("capacity.instance_types", ["g5.xlarge", "g5.xlarge"], r"capacity.instance_types: \['g5.xlarge', 'g5.xlarge'\] repeats a type"),
+    ("capacity.instance_weights", {"g5.xlarge": 1, "g4dn.2xlarge": 2}, r"capacity.instance_weights: ECS capacity providers do not support instance weighting"),
+    ("capacity.on_demand_base_capacity", 3, r"capacity.on_demand_base_capacity: 3 is greater than max_capacity 2"),
+    ("capacity.on_demand_percentage_above_base", 150, r"capacity.on_demand_percentage_above_base: 150 is out of range; allowed 0 to 100"),
+    ("capacity.min_capacity", 3, r"capacity.min_capacity: 3 is greater than max_capacity 2; min must be <= max"),
+    ("capacity.target_capacity_percent", 0, r"capacity.target_capacity_percent: 0 is out of range; allowed 1 to 100"),
+    ("capacity.root_volume_gib", 8, r"capacity.root_volume_gib: 8 is out of range; allowed 30 to 16384"),
+    ("capacity.managed_termination_protection", "yes", r"capacity.managed_termination_protection: expected true or false"),
+]
+
+
+@pytest.mark.parametrize(("path", "value", "message"), BAD_CAPACITY, ids=[f"{p}={v!r}" for p, v, _ in BAD_CAPACITY])
+def test_bad_capacity_config_is_refused(path, value, message):
+    if message is None:
+        load_environment("dev", with_change(path, value))
+        return
+    with pytest.raises(ConfigError, match=rf"environment 'dev': {message}"):
+        load_environment("dev", with_change(path, value))
+
+
+def test_instance_type_not_offered_in_the_region_is_refused():
+    data = with_change("region", "eu-west-3")
+    data["network"]["availability_zones"] = ["eu-west-3a", "eu-west-3b"]
+    with pytest.raises(ConfigError, match=r"environment 'dev': capacity.instance_types\[0\]: 'g5.xlarge' is not offered in region 'eu-west-3'"):
+        load_environment("dev", data)

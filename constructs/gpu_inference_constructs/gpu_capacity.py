@@ -1,0 +1,283 @@
+"""ECS on an EC2 Auto Scaling group of GPU instances: Spot above an On-Demand base, g5 before g4dn.
+
+Why a priority list and no weights: an ECS capacity provider cannot manage a group with
+instance weights ("Instance weighting isn't supported when used with an Amazon ECS capacity
+provider", ECS developer guide), and managed scaling sizes scale-out from the smallest type in
+the group. So every override has the same shape (vCPUs, memory, GPUs) and the fallback is the
+order: On-Demand ``prioritized`` and Spot ``capacity-optimized-prioritized`` try the first type
+first and fall back to the next when it is short. A slower fallback GPU serves fewer requests
+per task, and service auto scaling adds tasks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import aws_cdk as cdk
+from aws_cdk import aws_autoscaling as autoscaling
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_ecs as ecs
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_sns as sns
+from constructs import Construct
+
+from .acknowledgements import acknowledge, default_policy
+from .errors import ConfigError, require
+from .instance_catalog import GpuInstanceType, lookup
+
+# Lines appended to /etc/ecs/ecs.config on every instance. CDK applies Spot draining only to
+# groups with a spotPrice (aws/aws-cdk#24360), never to a mixed-instances group: set it here.
+ECS_AGENT_SETTINGS: tuple[str, ...] = (
+    "ECS_ENABLE_SPOT_INSTANCE_DRAINING=true",
+    "ECS_ENABLE_GPU_SUPPORT=true",
+    "ECS_IMAGE_PULL_BEHAVIOR=prefer-cached",
+    "ECS_ENABLE_TASK_IAM_ROLE=true",
+    # awsvpc tasks cannot reach the instance metadata service, so never the instance role.
+    "ECS_AWSVPC_BLOCK_IMDS=true",
+    "ECS_ENABLE_CONTAINER_METADATA=true",
+)
+
+
+@dataclass(frozen=True)
+class GpuCapacityProps:
+    """GPU capacity for one cluster. Defaults are a small all-Spot fleet that scales to zero."""
+
+    instance_types: tuple[str, ...] = ("g5.xlarge", "g4dn.xlarge")
+    on_demand_base_capacity: int = 0
+    on_demand_percentage_above_base: int = 0
+    min_capacity: int = 0
+    max_capacity: int = 4
+    target_capacity_percent: int = 100
+    root_volume_gib: int = 100
+    managed_termination_protection: bool = False
+    instance_warmup_seconds: int = 300
+    instance_weights: Optional[dict[str, int]] = None
+
+    def __post_init__(self) -> None:
+        require(
+            self.instance_weights is None,
+            "instance_weights",
+            "ECS capacity providers do not support instance weighting; list types of one shape in priority order in instance_types instead",
+        )
+        require(len(self.instance_types) >= 1, "instance_types", "list at least one GPU instance type, preferred first")
+        require(
+            len(set(self.instance_types)) == len(self.instance_types),
+            "instance_types",
+            f"{list(self.instance_types)} repeats a type",
+        )
+        require(len(self.instance_types) <= 20, "instance_types", "a mixed-instances policy takes at most 20 overrides")
+        require(0 <= self.on_demand_base_capacity, "on_demand_base_capacity", f"{self.on_demand_base_capacity} must be 0 or more")
+        require(
+            0 <= self.on_demand_percentage_above_base <= 100,
+            "on_demand_percentage_above_base",
+            f"{self.on_demand_percentage_above_base} is out of range; allowed 0 to 100 (0 = all Spot above the base)",
+        )
+        require(0 <= self.min_capacity, "min_capacity", f"{self.min_capacity} must be 0 or more")
+        require(
+            self.min_capacity <= self.max_capacity,
+            "min_capacity",
+            f"{self.min_capacity} is greater than max_capacity {self.max_capacity}; min must be <= max",
+        )
+        require(self.max_capacity >= 1, "max_capacity", f"{self.max_capacity} must be at least 1")
+        require(
+            self.on_demand_base_capacity <= self.max_capacity,
+            "on_demand_base_capacity",
+            f"{self.on_demand_base_capacity} is greater than max_capacity {self.max_capacity}; the base must fit in the group",
+        )
+        require(
+            1 <= self.target_capacity_percent <= 100,
+            "target_capacity_percent",
+            f"{self.target_capacity_percent} is out of range; allowed 1 to 100",
+        )
+        require(
+            30 <= self.root_volume_gib <= 16384,
+            "root_volume_gib",
+            f"{self.root_volume_gib} is out of range; allowed 30 to 16384 (CUDA images need room: 100 or more is sensible)",
+        )
+        require(
+            0 <= self.instance_warmup_seconds <= 10000,
+            "instance_warmup_seconds",
+            f"{self.instance_warmup_seconds} is out of range; allowed 0 to 10000",
+        )
+
+    def resolve_instance_types(self, region: str) -> list[GpuInstanceType]:
+        """The catalog entries, in priority order, checked for the region and for one shape."""
+        types = [lookup(name, region, f"instance_types[{index}]") for index, name in enumerate(self.instance_types)]
+        first = types[0]
+        for index, other in enumerate(types[1:], start=1):
+            if other.shape != first.shape:
+                raise ConfigError(
+                    f"instance_types[{index}]",
+                    f"{other.name} has shape {_shape(other)} but {first.name} has {_shape(first)}; every type must have "
+                    "the same vCPUs, memory and GPUs (managed scaling sizes from the smallest type and capacity "
+                    "providers allow no weights); pick the same size in each family, e.g. g5.xlarge and g4dn.xlarge",
+                )
+        return types
+
+
+def private_subnets(vpc: ec2.IVpc) -> ec2.SubnetSelection:
+    """The VPC's private subnets: with egress if it has them, else isolated ones."""
+    if vpc.private_subnets:
+        return ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS)
+    return ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_ISOLATED)
+
+
+def _shape(instance_type: GpuInstanceType) -> str:
+    return f"({instance_type.vcpus} vCPU, {instance_type.memory_gib} GiB, {instance_type.gpus} GPU)"
+
+
+class GpuCapacity(Construct):
+    """An ECS cluster whose capacity provider manages a mixed Spot/On-Demand GPU Auto Scaling group.
+
+    Attributes: ``cluster``, ``auto_scaling_group``, ``capacity_provider``, ``launch_template``,
+    ``security_group`` (the instances'), ``instance_role``, ``instance_types`` (catalog entries,
+    preferred first). Tasks in awsvpc mode get their own security groups; use
+    :meth:`allow_ingress_from` only for bridge- or host-mode tasks on these instances.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        vpc: ec2.IVpc,
+        props: GpuCapacityProps,
+        subnets: Optional[ec2.SubnetSelection] = None,
+        notification_topic: Optional[sns.ITopic] = None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.props = props
+        self.instance_types = props.resolve_instance_types(cdk.Stack.of(self).region)
+        subnets = subnets or private_subnets(vpc)
+
+        self.cluster = ecs.Cluster(
+            self,
+            "Cluster",
+            vpc=vpc,
+            container_insights_v2=ecs.ContainerInsights.ENHANCED,
+        )
+
+        self.security_group = ec2.SecurityGroup(
+            self,
+            "InstanceSecurityGroup",
+            vpc=vpc,
+            description="GPU container instances: no inbound; HTTPS out, which only VPC endpoints can answer",
+            allow_all_outbound=False,
+        )
+        self.security_group.add_egress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "HTTPS to VPC endpoints and the S3 gateway")
+
+        self.instance_role = iam.Role(
+            self,
+            "InstanceRole",
+            assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
+            description="GPU container instances: ECS agent (added by the capacity provider) and Session Manager",
+            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name("AmazonSSMManagedInstanceCore")],
+        )
+
+        user_data = ec2.UserData.for_linux()
+        user_data.add_commands(
+            "cat >> /etc/ecs/ecs.config <<'EOF'",
+            *ECS_AGENT_SETTINGS,
+            "EOF",
+        )
+        self.launch_template = ec2.LaunchTemplate(
+            self,
+            "LaunchTemplate",
+            machine_image=ecs.EcsOptimizedImage.amazon_linux2023(ecs.AmiHardwareType.GPU),
+            role=self.instance_role,
+            security_group=self.security_group,
+            user_data=user_data,
+            require_imdsv2=True,
+            # One hop: the instance itself reaches IMDS, containers behind a bridge do not.
+            http_put_response_hop_limit=1,
+            detailed_monitoring=True,
+            associate_public_ip_address=False,
+            block_devices=[
+                ec2.BlockDevice(
+                    device_name="/dev/xvda",
+                    volume=ec2.BlockDeviceVolume.ebs(
+                        props.root_volume_gib,
+                        encrypted=True,
+                        volume_type=ec2.EbsDeviceVolumeType.GP3,
+                        delete_on_termination=True,
+                    ),
+                )
+            ],
+        )
+
+        self.auto_scaling_group = autoscaling.AutoScalingGroup(
+            self,
+            "AutoScalingGroup",
+            vpc=vpc,
+            vpc_subnets=subnets,
+            mixed_instances_policy=autoscaling.MixedInstancesPolicy(
+                launch_template=self.launch_template,
+                launch_template_overrides=[
+                    autoscaling.LaunchTemplateOverrides(instance_type=ec2.InstanceType(t.name)) for t in self.instance_types
+                ],
+                instances_distribution=autoscaling.InstancesDistribution(
+                    on_demand_allocation_strategy=autoscaling.OnDemandAllocationStrategy.PRIORITIZED,
+                    on_demand_base_capacity=props.on_demand_base_capacity,
+                    on_demand_percentage_above_base_capacity=props.on_demand_percentage_above_base,
+                    spot_allocation_strategy=autoscaling.SpotAllocationStrategy.CAPACITY_OPTIMIZED_PRIORITIZED,
+                ),
+            ),
+            min_capacity=props.min_capacity,
+            max_capacity=props.max_capacity,
+            capacity_rebalance=True,
+            group_metrics=[autoscaling.GroupMetrics.all()],
+            notifications=(
+                [autoscaling.NotificationConfiguration(topic=notification_topic)] if notification_topic is not None else None
+            ),
+        )
+
+        self.capacity_provider = ecs.AsgCapacityProvider(
+            self,
+            "CapacityProvider",
+            auto_scaling_group=self.auto_scaling_group,
+            enable_managed_scaling=True,
+            target_capacity_percent=props.target_capacity_percent,
+            enable_managed_draining=True,
+            enable_managed_termination_protection=props.managed_termination_protection,
+            instance_warmup_period=props.instance_warmup_seconds,
+            machine_image_type=ecs.MachineImageType.AMAZON_LINUX_2,
+        )
+        self.cluster.add_asg_capacity_provider(self.capacity_provider)
+        self._acknowledge_findings()
+
+    def _acknowledge_findings(self) -> None:
+        acknowledge(
+            self.instance_role.node.default_child,
+            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonSSMManagedInstanceCore]",
+            "AmazonSSMManagedInstanceCore is AWS's documented minimum for Session Manager and ECS Exec on instances; "
+            "AWS maintains it as the SSM agent's needs change.",
+        )
+        policy = default_policy(self.instance_role)
+        acknowledge(
+            policy,
+            "AwsSolutions-IAM5[Resource::*]",
+            "Added by aws-cdk-lib's AsgCapacityProvider for the ECS agent: ecs:DiscoverPollEndpoint, "
+            "ecr:GetAuthorizationToken and the agent's log actions support no resource-level permissions; "
+            "ecs:Poll and ecs:StartTelemetrySession are conditioned on this cluster's ARN.",
+        )
+        acknowledge(
+            policy,
+            "AwsSolutions-IAM5[Action::ecs:Submit*]",
+            "Added by aws-cdk-lib's AsgCapacityProvider: the ECS agent's ecs:Submit* state-change calls, limited to this cluster's ARN.",
+        )
+        acknowledge(
+            self.auto_scaling_group.node.default_child,
+            "AwsSolutions-EC26",
+            "cdk-nag reads only AutoScalingGroup.LaunchTemplate and throws on a mixed-instances policy (cdklabs/cdk-nag#1902). "
+            "The launch template's root volume is encrypted gp3: asserted by "
+            "tests/infra/test_capacity.py::test_launch_template_root_volume_is_encrypted_gp3.",
+        )
+
+    @property
+    def smallest_instance_type(self) -> GpuInstanceType:
+        return min(self.instance_types, key=lambda t: (t.memory_gib, t.vcpus))
+
+    def allow_ingress_from(self, peer: ec2.IConnectable, port: ec2.Port, description: str) -> None:
+        """Open ``port`` on the instances to ``peer`` (for bridge- or host-mode tasks, e.g. from a load balancer)."""
+        self.security_group.connections.allow_from(peer, port, description)

@@ -1,0 +1,162 @@
+"""What the GPU capacity promises, per environment (cdk-nag cannot read a mixed-instances group's launch template)."""
+
+import aws_cdk as cdk
+import pytest
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk.assertions import Match, Template
+
+from gpu_inference_constructs.gpu_capacity import ECS_AGENT_SETTINGS, GpuCapacity, GpuCapacityProps
+
+ENVIRONMENTS = ["dev", "staging", "prod"]
+
+
+@pytest.fixture(scope="module", params=ENVIRONMENTS)
+def capacity(request, synthesized):
+    config = synthesized.stages[request.param].config
+    template = Template.from_json(synthesized.template(request.param, "Inference"))
+    return config, template
+
+
+def only(template, resource_type):
+    (resource,) = template.find_resources(resource_type).values()
+    return resource
+
+
+def test_overrides_keep_the_configured_priority_order_and_have_no_weights(capacity):
+    config, template = capacity
+    policy = only(template, "AWS::AutoScaling::AutoScalingGroup")["Properties"]["MixedInstancesPolicy"]
+    overrides = policy["LaunchTemplate"]["Overrides"]
+    assert [o["InstanceType"] for o in overrides] == list(config.capacity.instance_types)
+    assert all(set(o) == {"InstanceType"} for o in overrides), "no WeightedCapacity: capacity providers forbid weights"
+
+
+def test_allocation_strategies_fall_back_by_priority(capacity):
+    config, template = capacity
+    distribution = only(template, "AWS::AutoScaling::AutoScalingGroup")["Properties"]["MixedInstancesPolicy"]["InstancesDistribution"]
+    assert distribution == {
+        "OnDemandAllocationStrategy": "prioritized",
+        "SpotAllocationStrategy": "capacity-optimized-prioritized",
+        "OnDemandBaseCapacity": config.capacity.on_demand_base_capacity,
+        "OnDemandPercentageAboveBaseCapacity": config.capacity.on_demand_percentage_above_base,
+    }
+
+
+def test_environment_defaults_dev_all_spot_prod_on_demand_base(synthesized):
+    dev = synthesized.stages["dev"].config.capacity
+    prod = synthesized.stages["prod"].config.capacity
+    assert (dev.on_demand_base_capacity, dev.on_demand_percentage_above_base, dev.min_capacity) == (0, 0, 0)
+    assert prod.on_demand_base_capacity >= 1 and prod.min_capacity >= 1
+
+
+def test_group_sizes_rebalances_and_never_sets_desired_capacity(capacity):
+    config, template = capacity
+    group = only(template, "AWS::AutoScaling::AutoScalingGroup")["Properties"]
+    assert group["CapacityRebalance"] is True
+    assert "DesiredCapacity" not in group, "a desired capacity resets the fleet on every deploy (aws/aws-cdk#5215)"
+    assert (group["MinSize"], group["MaxSize"]) == (str(config.capacity.min_capacity), str(config.capacity.max_capacity))
+    assert group.get("NewInstancesProtectedFromScaleIn", False) is config.capacity.managed_termination_protection
+
+
+def test_group_lives_in_the_private_subnets(capacity):
+    _, template = capacity
+    subnets = only(template, "AWS::AutoScaling::AutoScalingGroup")["Properties"]["VPCZoneIdentifier"]
+    assert subnets and all("privateSubnet" in str(subnet) for subnet in subnets)
+
+
+def test_launch_template_requires_imdsv2_with_one_hop(capacity):
+    _, template = capacity
+    data = only(template, "AWS::EC2::LaunchTemplate")["Properties"]["LaunchTemplateData"]
+    assert data["MetadataOptions"] == {"HttpTokens": "required", "HttpPutResponseHopLimit": 1}
+
+
+def test_launch_template_root_volume_is_encrypted_gp3(capacity):
+    config, template = capacity
+    data = only(template, "AWS::EC2::LaunchTemplate")["Properties"]["LaunchTemplateData"]
+    assert data["BlockDeviceMappings"] == [
+        {
+            "DeviceName": "/dev/xvda",
+            "Ebs": {"DeleteOnTermination": True, "Encrypted": True, "VolumeSize": config.capacity.root_volume_gib, "VolumeType": "gp3"},
+        }
+    ]
+
+
+def test_launch_template_has_monitoring_no_key_and_no_public_ip(capacity):
+    _, template = capacity
+    data = only(template, "AWS::EC2::LaunchTemplate")["Properties"]["LaunchTemplateData"]
+    assert data["Monitoring"] == {"Enabled": True}
+    assert "KeyName" not in data
+    assert [ni["AssociatePublicIpAddress"] for ni in data["NetworkInterfaces"]] == [False]
+
+
+def test_ami_is_the_al2023_gpu_ecs_optimised_parameter(capacity):
+    _, template = capacity
+    data = only(template, "AWS::EC2::LaunchTemplate")["Properties"]["LaunchTemplateData"]
+    parameter = template.to_json()["Parameters"][data["ImageId"]["Ref"]]
+    assert parameter["Default"] == "/aws/service/ecs/optimized-ami/amazon-linux-2023/gpu/recommended/image_id"
+
+
+@pytest.mark.parametrize("line", ECS_AGENT_SETTINGS)
+def test_user_data_configures_the_ecs_agent(capacity, line):
+    _, template = capacity
+    user_data = only(template, "AWS::EC2::LaunchTemplate")["Properties"]["LaunchTemplateData"]["UserData"]
+    script = "".join(part for part in user_data["Fn::Base64"]["Fn::Join"][1] if isinstance(part, str))
+    assert f"\n{line}\n" in script
+
+
+def test_user_data_covers_the_required_agent_settings():
+    assert {
+        "ECS_ENABLE_SPOT_INSTANCE_DRAINING=true",
+        "ECS_ENABLE_GPU_SUPPORT=true",
+        "ECS_IMAGE_PULL_BEHAVIOR=prefer-cached",
+        "ECS_AWSVPC_BLOCK_IMDS=true",
+    } <= set(ECS_AGENT_SETTINGS)
+
+
+def test_capacity_provider_manages_scaling_and_draining(capacity):
+    config, template = capacity
+    provider = only(template, "AWS::ECS::CapacityProvider")["Properties"]["AutoScalingGroupProvider"]
+    assert provider["ManagedScaling"]["Status"] == "ENABLED"
+    assert provider["ManagedScaling"]["TargetCapacity"] == config.capacity.target_capacity_percent
+    assert provider["ManagedDraining"] == "ENABLED"
+    expected = "ENABLED" if config.capacity.managed_termination_protection else "DISABLED"
+    assert provider["ManagedTerminationProtection"] == expected
+
+
+def test_termination_protection_off_where_stacks_are_torn_down_often(synthesized):
+    assert synthesized.stages["dev"].config.capacity.managed_termination_protection is False
+    assert synthesized.stages["prod"].config.capacity.managed_termination_protection is True
+
+
+def test_cluster_has_enhanced_container_insights(capacity):
+    _, template = capacity
+    template.has_resource_properties("AWS::ECS::Cluster", {"ClusterSettings": [{"Name": "containerInsights", "Value": "enhanced"}]})
+
+
+def test_instances_accept_no_inbound_traffic(capacity):
+    _, template = capacity
+    groups = template.find_resources("AWS::EC2::SecurityGroup", {"Properties": {"GroupDescription": Match.string_like_regexp("GPU container instances")}})
+    (group,) = groups.values()
+    assert "SecurityGroupIngress" not in group["Properties"]
+    assert group["Properties"]["SecurityGroupEgress"] == [
+        {"CidrIp": "0.0.0.0/0", "Description": "HTTPS to VPC endpoints and the S3 gateway", "FromPort": 443, "IpProtocol": "tcp", "ToPort": 443}
+    ]
+
+
+def test_instance_role_has_only_ecs_agent_and_session_manager(capacity):
+    _, template = capacity
+    roles = template.find_resources("AWS::IAM::Role", {"Properties": {"AssumeRolePolicyDocument": {"Statement": [{"Principal": {"Service": "ec2.amazonaws.com"}}]}}})
+    (role,) = roles.values()
+    assert [arn["Fn::Join"][1][-1] for arn in role["Properties"]["ManagedPolicyArns"]] == [":iam::aws:policy/AmazonSSMManagedInstanceCore"]
+
+
+def test_allow_ingress_from_opens_one_port_to_one_peer():
+    app = cdk.App()
+    stack = cdk.Stack(app, "S", env=cdk.Environment(account="123456789012", region="us-east-1"))
+    vpc = ec2.Vpc(stack, "Vpc", availability_zones=["us-east-1a", "us-east-1b"], nat_gateways=0)
+    capacity = GpuCapacity(stack, "Gpu", vpc=vpc, props=GpuCapacityProps())
+    balancer = ec2.SecurityGroup(stack, "Alb", vpc=vpc)
+    capacity.allow_ingress_from(balancer, ec2.Port.tcp_range(32768, 65535), "ALB to bridge-mode tasks")
+    Template.from_stack(stack).has_resource_properties(
+        "AWS::EC2::SecurityGroupIngress",
+        {"FromPort": 32768, "ToPort": 65535, "IpProtocol": "tcp", "SourceSecurityGroupId": {"Fn::GetAtt": [Match.string_like_regexp("Alb"), "GroupId"]}},
+    )
