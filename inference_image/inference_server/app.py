@@ -1,0 +1,142 @@
+"""The HTTP API. Every route is served at /<route> and again at /<model-name>/<route>, so ALB path routing
+needs no rewrite; the OpenAPI document lists the short form."""
+
+
+import copy
+from contextlib import asynccontextmanager
+from typing import Any
+
+import orjson
+from fastapi import APIRouter, FastAPI, Request, Security
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.security import APIKeyHeader
+from starlette.responses import HTMLResponse, Response
+
+from . import __version__
+from .errors import install_error_handlers, not_ready
+from .metrics import PROMETHEUS_CONTENT_TYPE
+from .middleware import LOG_FIELDS, PredictGateMiddleware, RequestLogMiddleware
+from .schemas import ErrorResponse, HealthResponse, ReadyResponse, build_schemas
+from .service import ModelService
+
+PREDICT_ROUTES = ("/predict", "/predict/batch")
+PROBE_ROUTES = ("/health", "/ready", "/metrics")
+_JSON_OPTIONS = orjson.OPT_SERIALIZE_NUMPY
+
+
+def _error(description: str, **extra: Any) -> dict[str, Any]:
+    return {"model": ErrorResponse, "description": description, **extra}
+
+
+_RETRY_AFTER = {"Retry-After": {"description": "seconds to wait before retrying", "schema": {"type": "string"}}}
+
+
+def _predict_errors(with_auth: bool) -> dict[int | str, dict[str, Any]]:
+    errors: dict[int | str, dict[str, Any]] = {
+        400: _error("Malformed JSON, an empty body or a bad Content-Length"),
+        413: _error("The body is over MAX_BODY_BYTES"),
+        415: _error("The body is not application/json"),
+        422: _error("The JSON does not match the schema (empty or oversize text, too many texts, extra fields, "
+                    "wrong types) or the model cannot take the input"),
+        500: _error("Inference failed"),
+        503: _error("Loading, draining, the queue is full, or the model failed", headers=_RETRY_AFTER),
+        504: _error("No result within REQUEST_TIMEOUT_S"),
+    }
+    if with_auth:
+        errors[401] = _error("Missing or wrong x-api-key")
+    return dict(sorted(errors.items()))
+
+
+def json_response(content: Any, status: int = 200) -> Response:
+    return Response(orjson.dumps(content, option=_JSON_OPTIONS), status_code=status, media_type="application/json")
+
+
+def _add_docs_routes(app: FastAPI, prefix: str, title: str) -> None:
+    """OpenAPI JSON and Swagger UI at {prefix}/openapi.json and {prefix}/docs; under the model prefix the document
+    names that prefix as its server, so "Try it out" goes through the ALB's path rule."""
+    cached: list[bytes] = []
+
+    async def openapi_json() -> Response:
+        if not cached:
+            doc = copy.deepcopy(app.openapi())
+            if prefix:
+                doc["servers"] = [{"url": prefix}]
+            cached.append(orjson.dumps(doc))
+        return Response(cached[0], media_type="application/json")
+
+    async def docs() -> HTMLResponse:
+        return get_swagger_ui_html(openapi_url=f"{prefix}/openapi.json", title=title)
+
+    app.add_api_route(f"{prefix}/openapi.json", openapi_json, include_in_schema=False)
+    app.add_api_route(f"{prefix}/docs", docs, include_in_schema=False)
+
+
+def create_app(service: ModelService) -> FastAPI:
+    settings = service.settings
+    schemas = build_schemas(settings, service.prediction_model)
+    PredictRequest, BatchRequest = schemas.predict_request, schemas.batch_request
+    api_key = APIKeyHeader(name="x-api-key", auto_error=False, description="One of API_KEYS")
+    # The key itself is checked by PredictGateMiddleware before the body is read; this documents it.
+    auth = [Security(api_key)] if settings.api_keys else []
+    model, version = settings.model_name, settings.model_version
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        service.start()
+        yield
+        service.stop()
+
+    app = FastAPI(title=f"{model} inference", version=__version__, lifespan=lifespan, openapi_url=None,
+                  docs_url=None, redoc_url=None, redirect_slashes=False,
+                  description="Dynamic-batching model server. Errors are "
+                              "`{\"error\": {\"code\": ..., \"message\": ...}}`.")
+    router = APIRouter()
+
+    @router.get("/health", response_model=HealthResponse, tags=["probes"],
+                summary="Liveness: the process is up (never shed, never behind auth)")
+    async def health() -> Response:
+        return json_response({"status": "ok"})
+
+    @router.get("/ready", response_model=ReadyResponse, tags=["probes"],
+                summary="Readiness: model loaded, warmed up and a recent test inference succeeded",
+                responses={503: _error("Loading, draining, or no recent successful test inference")})
+    async def ready() -> Response:
+        reason = service.readiness()
+        if reason is not None:
+            raise not_ready(reason)
+        return json_response({"status": "ready", "model": model, "version": version})
+
+    @router.get("/metrics", tags=["probes"], summary="Prometheus metrics",
+                response_class=Response,
+                responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}})
+    async def metrics() -> Response:
+        return Response(service.metrics.prometheus_text(), media_type=PROMETHEUS_CONTENT_TYPE)
+
+    @router.post("/predict", response_model=schemas.predict_response, tags=["predict"], dependencies=auth,
+                 summary="Predict one text", responses=_predict_errors(bool(auth)))
+    async def predict(body: PredictRequest, request: Request) -> Response:  # type: ignore[valid-type]
+        fields = request.scope[LOG_FIELDS]
+        fields["items"] = 1
+        predictions = await service.predict([body.text], fields)
+        return json_response({"model": model, "version": version, "prediction": predictions[0]})
+
+    @router.post("/predict/batch", response_model=schemas.batch_response, tags=["predict"], dependencies=auth,
+                 summary=f"Predict up to {settings.max_client_batch} texts", responses=_predict_errors(bool(auth)))
+    async def predict_batch(body: BatchRequest, request: Request) -> Response:  # type: ignore[valid-type]
+        fields = request.scope[LOG_FIELDS]
+        fields["items"] = len(body.texts)
+        predictions = await service.predict(body.texts, fields)
+        return json_response({"model": model, "version": version, "predictions": predictions})
+
+    app.include_router(router)
+    app.include_router(router, prefix=f"/{model}", include_in_schema=False)
+
+    for prefix in ("", f"/{model}"):
+        _add_docs_routes(app, prefix, title=f"{model} inference")
+
+    install_error_handlers(app)
+    prefixed = [f"/{model}{path}" for path in PREDICT_ROUTES]
+    app.add_middleware(PredictGateMiddleware, service=service, predict_paths=[*PREDICT_ROUTES, *prefixed])
+    app.add_middleware(RequestLogMiddleware, service=service, predict_paths=[*PREDICT_ROUTES, *prefixed],
+                       quiet_paths=[*PROBE_ROUTES, *(f"/{model}{path}" for path in PROBE_ROUTES)])
+    return app

@@ -1,0 +1,46 @@
+"""CloudWatch Embedded Metric Format: a JSON log line that CloudWatch turns into metrics, no agent needed."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from . import metric_names as m
+
+MILLISECONDS = "Milliseconds"
+COUNT = "Count"
+PERCENT = "Percent"
+
+UNITS = {
+    m.REQUEST_LATENCY: MILLISECONDS,
+    m.QUEUE_WAIT: MILLISECONDS,
+    m.INFERENCE_TIME: MILLISECONDS,
+    m.BATCH_SIZE: COUNT,
+    m.QUEUE_DEPTH: COUNT,
+    m.REJECTED_REQUESTS: COUNT,
+    m.TIMED_OUT_REQUESTS: COUNT,
+    m.GPU_UTILIZATION: PERCENT,
+    m.GPU_MEMORY_UTILIZATION: PERCENT,
+    m.CACHE_HITS: COUNT,
+    m.CACHE_MISSES: COUNT,
+}
+MAX_VALUES = 100  # EMF accepts at most 100 values per metric in one document
+
+
+def document(environment: str, model_name: str, values: Mapping[str, float | list[float]],
+             fields: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """An EMF document: `values` become metrics (units from UNITS), `fields` ride along as log properties."""
+    doc: dict[str, Any] = dict(fields or {})
+    doc["_aws"] = {
+        "Timestamp": int(time.time() * 1000),
+        "CloudWatchMetrics": [{
+            "Namespace": m.NAMESPACE,
+            "Dimensions": [[m.DIMENSION_ENVIRONMENT, m.DIMENSION_MODEL]],
+            "Metrics": [{"Name": name, "Unit": UNITS[name]} for name in values],
+        }],
+    }
+    doc[m.DIMENSION_ENVIRONMENT] = environment
+    doc[m.DIMENSION_MODEL] = model_name
+    doc.update(values)
+    return doc

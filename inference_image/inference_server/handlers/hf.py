@@ -1,0 +1,140 @@
+"""Built-in handlers for Hugging Face directories (config.json, safetensors weights, tokenizer files)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from pydantic import BaseModel, ConfigDict
+
+from .base import Encoded, Handler, InputError, LoadContext
+
+
+class ClassificationPrediction(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    label: str
+    score: float
+    scores: dict[str, float]
+
+
+class EmbeddingPrediction(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    embedding: list[float]
+
+
+class HuggingFaceHandler(Handler):
+    def _load_model(self, ctx: LoadContext) -> torch.nn.Module:
+        raise NotImplementedError
+
+    def _head(self, outputs: Any, attention_mask: torch.Tensor) -> torch.Tensor:
+        """Model outputs to the float32 tensor that leaves the device."""
+        raise NotImplementedError
+
+    def load(self, ctx: LoadContext) -> None:
+        from transformers import AutoTokenizer
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+        hf_logging.disable_default_handler()  # its records go to the root logger's JSON lines instead
+        hf_logging.enable_propagation()
+        self.tokenizer = AutoTokenizer.from_pretrained(ctx.model_dir, local_files_only=True,
+                                                       trust_remote_code=ctx.allow_artifact_code)
+        self.model = self._load_model(ctx).to(ctx.device).eval()
+        self.config = self.model.config
+        self.device = ctx.device
+        positions = getattr(self.config, "max_position_embeddings", None) or ctx.max_sequence_length
+        self.max_length = min(ctx.max_sequence_length, positions)
+        self.pad_id = self.tokenizer.pad_token_id or 0
+        self.use_token_types = "token_type_ids" in self.tokenizer.model_input_names
+        self._run = self._forward_tensors
+        if ctx.compile:
+            mode = "reduce-overhead" if ctx.device.type == "cuda" else "default"
+            self._run = torch.compile(self._forward_tensors, mode=mode, dynamic=False, fullgraph=False)
+        self._compiled_cuda = ctx.compile and ctx.device.type == "cuda"
+
+    def _auto_kwargs(self, ctx: LoadContext) -> dict[str, Any]:
+        # use_safetensors: never unpickle weights (torch.load) from an artifact.
+        return {"dtype": ctx.dtype, "local_files_only": True, "use_safetensors": True,
+                "trust_remote_code": ctx.allow_artifact_code}
+
+    def preprocess(self, texts: list[str]) -> list[Encoded]:
+        try:
+            ids = self.tokenizer(texts, truncation=True, max_length=self.max_length, padding=False,
+                                 return_attention_mask=False, return_token_type_ids=False)["input_ids"]
+        except Exception as exc:
+            raise InputError(f"cannot tokenize: {exc}") from exc
+        return [Encoded(len(row), row) for row in ids]
+
+    def warmup_input(self, seq_len: int) -> Encoded:
+        ids = self.preprocess(["warm up"])[0].data
+        filler = self.tokenizer.unk_token_id if self.tokenizer.unk_token_id is not None else self.pad_id
+        ids = (ids[:-1] + [filler] * seq_len)[: seq_len - 1] + ids[-1:]
+        return Encoded(len(ids), ids)
+
+    def forward(self, batch: list[Encoded], batch_size: int, seq_len: int) -> torch.Tensor:
+        input_ids = np.full((batch_size, seq_len), self.pad_id, dtype=np.int64)
+        attention_mask = np.zeros((batch_size, seq_len), dtype=np.int64)
+        attention_mask[len(batch):, 0] = 1  # padding rows attend to one token, so they stay NaN-free
+        for row, item in enumerate(batch):
+            input_ids[row, : item.length] = item.data
+            attention_mask[row, : item.length] = 1
+        tensors = [torch.from_numpy(input_ids), torch.from_numpy(attention_mask)]
+        if self.use_token_types:
+            tensors.append(torch.zeros_like(tensors[0]))
+        tensors = [t.to(self.device, non_blocking=True) for t in tensors]
+        with torch.inference_mode():
+            if self._compiled_cuda:
+                torch.compiler.cudagraph_mark_step_begin()
+            # .cpu() copies the result out of the CUDA graph's memory before the next replay.
+            return self._run(*tensors).cpu()
+
+    def _forward_tensors(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                         token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
+        kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
+        if token_type_ids is not None:
+            kwargs["token_type_ids"] = token_type_ids
+        return self._head(self.model(**kwargs), attention_mask)
+
+
+class TextClassificationHandler(HuggingFaceHandler):
+    prediction_model = ClassificationPrediction
+
+    def _load_model(self, ctx: LoadContext) -> torch.nn.Module:
+        from transformers import AutoModelForSequenceClassification
+
+        model = AutoModelForSequenceClassification.from_pretrained(ctx.model_dir, **self._auto_kwargs(ctx))
+        labels = model.config.id2label
+        self.labels = [str(labels.get(i, f"LABEL_{i}")) for i in range(model.config.num_labels)]
+        self.multi_label = model.config.problem_type == "multi_label_classification"
+        return model
+
+    def _head(self, outputs: Any, attention_mask: torch.Tensor) -> torch.Tensor:
+        logits = outputs.logits.float()
+        return torch.sigmoid(logits) if self.multi_label else torch.softmax(logits, dim=-1)
+
+    def postprocess(self, outputs: torch.Tensor, count: int) -> list[dict[str, Any]]:
+        probs = outputs[:count].numpy()
+        best = probs.argmax(axis=1)
+        return [{"label": self.labels[b], "score": row[b], "scores": dict(zip(self.labels, row))}
+                for row, b in zip(probs, best)]
+
+
+class TextEmbeddingHandler(HuggingFaceHandler):
+    """Mean-pooled, L2-normalised token embeddings (the sentence-transformers recipe)."""
+
+    prediction_model = EmbeddingPrediction
+
+    def _load_model(self, ctx: LoadContext) -> torch.nn.Module:
+        from transformers import AutoModel
+
+        return AutoModel.from_pretrained(ctx.model_dir, **self._auto_kwargs(ctx))
+
+    def _head(self, outputs: Any, attention_mask: torch.Tensor) -> torch.Tensor:
+        hidden = outputs.last_hidden_state.float()
+        mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+        pooled = (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1e-9)
+        return torch.nn.functional.normalize(pooled, p=2, dim=1)
+
+    def postprocess(self, outputs: torch.Tensor, count: int) -> list[dict[str, Any]]:
+        return [{"embedding": row} for row in outputs[:count].numpy()]

@@ -1,0 +1,102 @@
+"""Publish a model version to S3 with its manifest:
+
+    python -m inference_server.publish ./my-model s3://bucket/models/<model-name>/<version>/ [--task ...] [--force]
+
+Every file is uploaded first and manifest.json last, so a version with a manifest is complete.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from .artifacts import DOWNLOAD_WORKERS, ArtifactError, parse_s3_uri, s3_client
+from .logs import configure_logging
+from .manifest import MANIFEST_FILE, Manifest, ManifestError, build_manifest
+from .settings import MODEL_NAME_PATTERN, TASKS
+
+log = logging.getLogger("inference_server.publish")
+
+
+class PublishError(Exception):
+    pass
+
+
+def name_and_version(prefix: str) -> tuple[str, str]:
+    """(model name, version) from a prefix ending in <model-name>/<version>/."""
+    parts = prefix.strip("/").split("/")
+    if len(parts) < 2:
+        raise PublishError(f"cannot take model name and version from {prefix!r}: expected .../<model-name>/<version>/")
+    return parts[-2], parts[-1]
+
+
+def publish(model_dir: Path, uri: str, *, task: str | None = None, model_name: str | None = None,
+            version: str | None = None, force: bool = False, client=None) -> Manifest:
+    if not model_dir.is_dir():
+        raise PublishError(f"{model_dir} is not a directory")
+    bucket, prefix = parse_s3_uri(uri)
+    if not prefix:
+        raise PublishError(f"{uri}: give a prefix, s3://bucket/models/<model-name>/<version>/")
+    default_name, default_version = name_and_version(prefix)
+    model_name, version = model_name or default_name, version or default_version
+    if not MODEL_NAME_PATTERN.fullmatch(model_name):
+        raise PublishError(f"model name {model_name!r} must be URL-safe ([a-z0-9-]+)")
+    if task is not None and task not in TASKS:
+        raise PublishError(f"task must be one of {', '.join(TASKS)}")
+    client = client or s3_client()
+    existing = _existing_keys(client, bucket, prefix)
+    if existing and not force:
+        raise PublishError(f"{uri} already exists ({len(existing)} objects); pass --force to overwrite it")
+    manifest = build_manifest(model_dir, model_name, version, task)
+
+    def upload(relpath: str) -> None:
+        client.upload_file(str(model_dir / relpath), bucket, prefix + relpath)
+
+    with ThreadPoolExecutor(DOWNLOAD_WORKERS) as pool:
+        list(pool.map(upload, manifest.files))
+    client.put_object(Bucket=bucket, Key=prefix + MANIFEST_FILE, Body=manifest.to_json(),
+                      ContentType="application/json")
+    stale = existing - {prefix + p for p in manifest.files} - {prefix + MANIFEST_FILE}
+    for key in sorted(stale):
+        client.delete_object(Bucket=bucket, Key=key)
+    log.info("model published", extra={"model_uri": f"s3://{bucket}/{prefix}", "model_name": model_name,
+                                       "version": version, "files": len(manifest.files),
+                                       "bytes": sum(e.size for e in manifest.files.values())})
+    return manifest
+
+
+def _existing_keys(client, bucket: str, prefix: str) -> set[str]:
+    keys: set[str] = set()
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        keys.update(obj["Key"] for obj in page.get("Contents", []))
+    return keys
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m inference_server.publish", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("model_dir", type=Path, help="local model directory")
+    parser.add_argument("uri", help="s3://bucket/models/<model-name>/<version>/")
+    parser.add_argument("--task", choices=TASKS, help="recorded in the manifest; the server's default MODEL_TASK")
+    parser.add_argument("--model-name", help="default: taken from the URI")
+    parser.add_argument("--version", help="default: taken from the URI")
+    parser.add_argument("--force", action="store_true", help="overwrite an existing version")
+    args = parser.parse_args(argv)
+    configure_logging()
+    try:
+        publish(args.model_dir, args.uri, task=args.task, model_name=args.model_name, version=args.version,
+                force=args.force)
+    except (PublishError, ArtifactError, ManifestError, BotoCoreError, ClientError) as exc:
+        log.error("publish refused", extra={"error": str(exc)})
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""Running the app under uvicorn, with draining on SIGTERM instead of uvicorn's immediate shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import threading
+from types import FrameType
+
+import uvicorn
+
+from .app import create_app
+from .service import ModelService
+from .settings import Settings
+
+log = logging.getLogger(__name__)
+FATAL_EXIT_GRACE_S = 15.0  # after a CUDA error, how long a graceful shutdown may take before a hard exit
+
+
+class DrainingServer(uvicorn.Server):
+    """On the first SIGTERM/SIGINT: readiness fails and new predict requests get 503 at once, accepted work
+    finishes (up to DRAIN_TIMEOUT_S), then uvicorn shuts down and the process exits 0. A second signal stops at
+    once."""
+
+    def __init__(self, config: uvicorn.Config, service: ModelService) -> None:
+        super().__init__(config)
+        self.service = service
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._draining = False
+
+    async def serve(self, sockets=None) -> None:
+        self._loop = asyncio.get_running_loop()
+        await super().serve(sockets)
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        # Unlike uvicorn's handler this does not re-raise the signal after shutdown, so the exit code stays 0.
+        if self._draining or self._loop is None:
+            self.force_exit = self.should_exit and sig == signal.SIGINT
+            self.should_exit = True
+            return
+        self._draining = True
+        log.info("signal received; draining", extra={"signal": signal.Signals(sig).name,
+                                                     "drain_timeout_s": self.service.settings.drain_timeout_s})
+        self._loop.call_soon_threadsafe(self._start_drain)
+
+    def _start_drain(self) -> None:
+        self.service.begin_drain()
+        self._drain_task = asyncio.ensure_future(self._drain())
+
+    async def _drain(self) -> None:
+        await self.service.wait_drained(self.service.settings.drain_timeout_s)
+        self.should_exit = True
+
+    def exit_soon(self, code: int) -> None:
+        """From any thread: shut down and exit with code; a hard exit if that takes too long."""
+        self.should_exit = True
+        watchdog = threading.Timer(FATAL_EXIT_GRACE_S, os._exit, (code,))
+        watchdog.daemon = True
+        watchdog.start()
+
+
+def run(settings: Settings) -> int:
+    service = ModelService(settings)
+    app = create_app(service)
+    config = uvicorn.Config(app, host=settings.host, port=settings.port, loop="uvloop", http="httptools",
+                            lifespan="on", log_config=None, log_level=settings.log_level.lower(),
+                            access_log=False, timeout_keep_alive=settings.keep_alive_s,
+                            timeout_graceful_shutdown=5, server_header=False)
+    server = DrainingServer(config, service)
+    service.request_exit = server.exit_soon
+    server.run()
+    log.info("exiting", extra={"exit_code": service.exit_code})
+    return service.exit_code

@@ -1,0 +1,195 @@
+"""Server settings: every setting is an environment variable with a CLI flag that overrides it."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+TASKS = ("text-classification", "text-embedding")
+MODEL_NAME_PATTERN = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?")
+
+
+class SettingsError(ValueError):
+    def __init__(self, variable: str, message: str):
+        super().__init__(f"{variable}: {message}")
+        self.variable = variable
+
+
+def _str(raw: str) -> str:
+    if not raw.strip():
+        raise ValueError("must not be empty")
+    return raw.strip()
+
+
+def _opt_str(raw: str) -> str | None:
+    return raw.strip() or None
+
+
+def _bool(raw: str) -> bool:
+    value = raw.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"must be true or false, got {raw!r}")
+
+
+def _int(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
+    def parse(raw: str) -> int:
+        try:
+            value = int(raw.strip())
+        except ValueError:
+            raise ValueError(f"must be an integer, got {raw!r}") from None
+        if value < minimum or (maximum is not None and value > maximum):
+            bounds = f">= {minimum}" if maximum is None else f"between {minimum} and {maximum}"
+            raise ValueError(f"must be {bounds}, got {value}")
+        return value
+
+    return parse
+
+
+def _float(minimum: float, *, exclusive: bool = False) -> Callable[[str], float]:
+    def parse(raw: str) -> float:
+        try:
+            value = float(raw.strip())
+        except ValueError:
+            raise ValueError(f"must be a number, got {raw!r}") from None
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ValueError(f"must be a finite number, got {raw!r}")
+        if value < minimum or (exclusive and value == minimum):
+            raise ValueError(f"must be {'>' if exclusive else '>='} {minimum:g}, got {value:g}")
+        return value
+
+    return parse
+
+
+def _choice(*choices: str) -> Callable[[str], str]:
+    def parse(raw: str) -> str:
+        value = raw.strip().lower()
+        if value not in choices:
+            raise ValueError(f"must be one of {', '.join(choices)}, got {raw!r}")
+        return value
+
+    return parse
+
+
+def _opt_choice(*choices: str) -> Callable[[str], str | None]:
+    parse = _choice(*choices)
+    return lambda raw: parse(raw) if raw.strip() else None
+
+
+def _model_name(raw: str) -> str:
+    if not MODEL_NAME_PATTERN.fullmatch(raw):
+        raise ValueError(f"must be URL-safe ([a-z0-9-]+, at most 64 characters), got {raw!r}")
+    return raw
+
+
+def _log_level(raw: str) -> str:
+    return _choice("debug", "info", "warning", "error")(raw).upper()
+
+
+def _api_keys(raw: str) -> tuple[str, ...]:
+    return tuple(key.strip() for key in raw.split(",") if key.strip())
+
+
+def _setting(parse: Callable[[str], Any], default: Any, help: str, *, required: bool = False, secret: bool = False,
+             flags: Sequence[str] = ()) -> Any:
+    meta = {"parse": parse, "help": help, "required": required, "secret": secret, "flags": tuple(flags)}
+    if isinstance(default, (list, dict, tuple)):
+        return field(default_factory=lambda: default, metadata=meta, repr=not secret)
+    return field(default=default, metadata=meta, repr=not secret)
+
+
+@dataclass(frozen=True)
+class Settings:
+    model_name: str = _setting(_model_name, None, "URL-safe model name; also the route prefix /<name>/", required=True)
+    model_version: str = _setting(_str, None, "model version, reported in responses and logs", required=True)
+    model_uri: str = _setting(_str, None, "s3://bucket/models/<name>/<version>/ or a local directory", required=True,
+                              flags=("--model",))
+    model_task: str | None = _setting(_opt_choice(*TASKS), None, "default: the manifest's task")
+    model_handler: str | None = _setting(_opt_str, None, "handler class import path, module:Class")
+    allow_artifact_code: bool = _setting(_bool, False, "allow trust_remote_code and a handler.py in the model")
+    model_cache_dir: Path = _setting(lambda raw: Path(_str(raw)), Path("/tmp/model-cache"),
+                                     "writable scratch directory for models and library caches")
+    require_manifest: bool | None = _setting(_bool, None, "refuse a model without manifest.json (default: true for s3)")
+    host: str = _setting(_str, "0.0.0.0", "listen address")
+    port: int = _setting(_int(1, 65535), 8080, "listen port")
+    device: str = _setting(_choice("auto", "cpu", "cuda"), "auto", "auto picks cuda when present")
+    precision: str = _setting(_choice("auto", "fp32", "fp16", "bf16"), "auto", "auto: fp16 on GPU, fp32 on CPU")
+    compile: bool = _setting(_bool, False, "torch.compile; CUDA graphs on GPU")
+    max_batch_size: int = _setting(_int(1, 4096), 32, "largest batch sent to the model")
+    max_batch_wait_ms: float = _setting(_float(0), 2.0, "longest a queued request waits for a fuller batch")
+    max_queue_size: int = _setting(_int(1), 256, "queued inputs beyond which requests get 503")
+    max_sequence_length: int = _setting(_int(8, 65536), 256, "tokens per input; longer inputs are truncated")
+    max_client_batch: int = _setting(_int(1, 100000), 64, "most texts in one /predict/batch request")
+    max_text_chars: int = _setting(_int(1), 10000, "longest text in characters")
+    max_body_bytes: int = _setting(_int(64), 1048576, "largest request body")
+    request_timeout_s: float = _setting(_float(0, exclusive=True), 10.0, "per-request deadline (504 after it)")
+    drain_timeout_s: float = _setting(_float(0), 70.0, "on SIGTERM, how long to finish accepted work")
+    keep_alive_s: float = _setting(_float(0, exclusive=True), 75.0, "HTTP keep-alive; keep above the ALB idle timeout")
+    result_cache_size: int = _setting(_int(0), 0, "entries in the result LRU cache; 0 turns it off")
+    api_keys: tuple[str, ...] = _setting(_api_keys, (), "comma-separated keys required in x-api-key", secret=True)
+    deployment_env: str = _setting(_str, "local", "Environment dimension of the metrics")
+    log_level: str = _setting(_log_level, "INFO", "DEBUG, INFO, WARNING or ERROR")
+    metrics_interval_s: float = _setting(_float(0, exclusive=True), 10.0, "period of the EMF metrics line")
+    ready_probe_interval_s: float = _setting(_float(0, exclusive=True), 15.0, "period of the readiness test inference")
+
+    @property
+    def model_is_s3(self) -> bool:
+        return self.model_uri.startswith("s3://")
+
+    @property
+    def manifest_required(self) -> bool:
+        return self.model_is_s3 if self.require_manifest is None else self.require_manifest
+
+    def replace(self, **changes: Any) -> Settings:
+        return dataclasses.replace(self, **changes)
+
+
+def env_name(f: dataclasses.Field) -> str:
+    return f.name.upper()
+
+
+def _flags(f: dataclasses.Field) -> list[str]:
+    return ["--" + f.name.replace("_", "-"), *f.metadata["flags"]]
+
+
+def build_parser(prog: str = "python -m inference_server") -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=prog, description="Dynamic-batching model server. Every flag is also read from the environment "
+                               "variable named in brackets; a flag overrides the variable.")
+    for f in dataclasses.fields(Settings):
+        default = "" if f.metadata["secret"] or f.default is None else f" (default {_show(f)})"
+        parser.add_argument(*_flags(f), dest=f.name, metavar="VALUE", default=None,
+                            help=f"[{env_name(f)}] {f.metadata['help']}{default}")
+    return parser
+
+
+def _show(f: dataclasses.Field) -> str:
+    default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+    return str(default).lower() if isinstance(default, bool) else str(default)
+
+
+def load_settings(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> Settings:
+    """Settings from flags, then environment variables, then defaults. Raises SettingsError naming the variable."""
+    environ = os.environ if environ is None else environ
+    args = vars(build_parser().parse_args(argv))
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(Settings):
+        name = env_name(f)
+        raw = args[f.name] if args[f.name] is not None else environ.get(name)
+        if raw is None or (f.metadata["required"] and not raw.strip()):
+            if f.metadata["required"]:
+                raise SettingsError(name, f"is required (or the flag {_flags(f)[0]})")
+            continue
+        try:
+            values[f.name] = f.metadata["parse"](raw)
+        except ValueError as exc:
+            raise SettingsError(name, str(exc)) from None
+    return Settings(**values)
