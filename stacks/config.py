@@ -11,6 +11,10 @@ from typing import Any, Mapping
 
 from gpu_inference_constructs.errors import ConfigError, require
 from gpu_inference_constructs.gpu_capacity import GpuCapacityProps
+from gpu_inference_constructs.load_balancer import LoadBalancerProps
+from gpu_inference_constructs.log_retention import retention_days
+from gpu_inference_constructs.model_service import ModelProps, ServiceTimingProps
+from gpu_inference_constructs.model_store import ModelStoreProps
 from gpu_inference_constructs.network import NetworkProps
 from gpu_inference_constructs.settings import from_dict
 
@@ -25,7 +29,12 @@ class EnvironmentConfig:
     account: str
     region: str
     network: NetworkProps
+    load_balancer: LoadBalancerProps
+    models: tuple[ModelProps, ...]
     capacity: GpuCapacityProps = field(default_factory=GpuCapacityProps)
+    model_store: ModelStoreProps = field(default_factory=ModelStoreProps)
+    service: ServiceTimingProps = field(default_factory=ServiceTimingProps)
+    log_retention_days: int = 90
     alarm_emails: tuple[str, ...] = ()
     name: str = ""
     tags: dict[str, str] = field(default_factory=dict)
@@ -33,11 +42,31 @@ class EnvironmentConfig:
     def __post_init__(self) -> None:
         require(bool(ACCOUNT.match(self.account)), "account", f"{self.account!r} is not a 12-digit AWS account id")
         require(bool(REGION.match(self.region)), "region", f"{self.region!r} is not an AWS region name such as 'us-east-1'")
-        for section, check in (("network", self.network.zones_for), ("capacity", self.capacity.resolve_instance_types)):
+        retention_days(self.log_retention_days, "log_retention_days")
+        checks = (
+            ("network", lambda: self.network.zones_for(self.region)),
+            ("capacity", lambda: self.capacity.resolve_instance_types(self.region)),
+            ("load_balancer", lambda: self.load_balancer.check_certificate_region(self.region)),
+            ("service", lambda: self.service.check_keep_alive(self.load_balancer.idle_timeout_seconds)),
+        )
+        for section, check in checks:
             try:
-                check(self.region)
+                check()
             except ConfigError as error:
                 raise error.within(section) from None
+        self._check_models()
+
+    def _check_models(self) -> None:
+        require(bool(self.models), "models", "list at least one model to serve")
+        smallest = min(self.capacity.resolve_instance_types(self.region), key=lambda t: (t.memory_gib, t.vcpus))
+        seen: set[str] = set()
+        for index, model in enumerate(self.models):
+            require(model.name not in seen, f"models[{index}].name", f"{model.name!r} is listed twice; model names must be unique")
+            seen.add(model.name)
+            try:
+                model.check_fits(smallest)
+            except ConfigError as error:
+                raise error.within(f"models[{index}]") from None
 
     @property
     def stage_name(self) -> str:

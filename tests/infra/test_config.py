@@ -81,9 +81,9 @@ BAD_CAPACITY = [
     ("capacity.instance_types", [], r"capacity.instance_types: list at least one GPU instance type"),
     ("capacity.instance_types", ["g5.xlarge", "g5.xlarge"], r"capacity.instance_types: \['g5.xlarge', 'g5.xlarge'\] repeats a type"),
     ("capacity.instance_weights", {"g5.xlarge": 1, "g4dn.2xlarge": 2}, r"capacity.instance_weights: ECS capacity providers do not support instance weighting"),
-    ("capacity.on_demand_base_capacity", 3, r"capacity.on_demand_base_capacity: 3 is greater than max_capacity 2"),
+    ("capacity.on_demand_base_capacity", 5, r"capacity.on_demand_base_capacity: 5 is greater than max_capacity 4"),
     ("capacity.on_demand_percentage_above_base", 150, r"capacity.on_demand_percentage_above_base: 150 is out of range; allowed 0 to 100"),
-    ("capacity.min_capacity", 3, r"capacity.min_capacity: 3 is greater than max_capacity 2; min must be <= max"),
+    ("capacity.min_capacity", 5, r"capacity.min_capacity: 5 is greater than max_capacity 4; min must be <= max"),
     ("capacity.target_capacity_percent", 0, r"capacity.target_capacity_percent: 0 is out of range; allowed 1 to 100"),
     ("capacity.root_volume_gib", 8, r"capacity.root_volume_gib: 8 is out of range; allowed 30 to 16384"),
     ("capacity.managed_termination_protection", "yes", r"capacity.managed_termination_protection: expected true or false"),
@@ -103,4 +103,37 @@ def test_instance_type_not_offered_in_the_region_is_refused():
     data = with_change("region", "eu-west-3")
     data["network"]["availability_zones"] = ["eu-west-3a", "eu-west-3b"]
     with pytest.raises(ConfigError, match=r"environment 'dev': capacity.instance_types\[0\]: 'g5.xlarge' is not offered in region 'eu-west-3'"):
+        load_environment("dev", data)
+
+
+def model_change(index: int, key: str, value):
+    return with_change(f"models.{index}.{key}", value)
+
+
+BAD_SERVICE = [
+    (model_change(1, "name", "minilm"), r"models\[1\].name: 'minilm' is listed twice; model names must be unique"),
+    (model_change(0, "name", "MiniLM"), r"models\[0\].name: 'MiniLM' is not URL-safe"),
+    (model_change(0, "name", "mini/lm"), r"models\[0\].name: 'mini/lm' is not URL-safe"),
+    (model_change(0, "memory_mib", 16384), r"models\[0\].memory_mib: 16384 MiB does not fit on g5.xlarge \(16 GiB; at most 14745 MiB"),
+    (model_change(0, "cpu", 4096), r"models\[0\].cpu: 4096 CPU units does not fit on g5.xlarge"),
+    (model_change(0, "task", "text-generation"), r"models\[0\].task: 'text-generation' is not supported; use one of: text-classification, text-embedding"),
+    (model_change(0, "min_tasks", 5), r"models\[0\].min_tasks: 5 must be between 0 and max_tasks \(2\)"),
+    (model_change(0, "max_batch_wait_ms", 50.5), r"models\[0\].max_batch_wait_ms: expected a whole number"),
+    (model_change(0, "environment", {"MODEL_URI": "s3://elsewhere/"}), r"models\[0\].environment: \['MODEL_URI'\] are set from the model's own keys"),
+    (with_change("models", []), r"models: list at least one model to serve"),
+    (with_change("load_balancer.allow_http", False), r"load_balancer.certificate_arn: is not set and allow_http is false"),
+    (with_change("load_balancer.certificate_arn", "arn:aws:acm:eu-west-1:111111111111:certificate/abc"), r"load_balancer.certificate_arn: .* is not in region 'us-east-1'"),
+    (with_change("load_balancer.certificate_arn", "my-cert"), r"load_balancer.certificate_arn: 'my-cert' is not an ACM certificate ARN"),
+    (with_change("load_balancer.ingress_cidrs", ["10.0.0.0/33"]), r"load_balancer.ingress_cidrs\[0\]: '10.0.0.0/33' is not a CIDR block"),
+    (with_change("load_balancer.idle_timeout_seconds", 90), r"service.keep_alive_seconds: 75 must exceed the load balancer's idle timeout \(90 s\)"),
+    (with_change("service.stop_timeout_seconds", 110), r"service.stop_timeout_seconds: deregistration_delay_seconds \(20\) \+ stop_timeout_seconds \(110\) = 130 s exceeds the 120 s Spot interruption notice"),
+    (with_change("service.drain_timeout_seconds", 85), r"service.drain_timeout_seconds: 85 must be at least 5 and at least 10 s below stop_timeout_seconds \(90\)"),
+    (with_change("model_store.noncurrent_versions_to_infrequent_access_days", 7), r"model_store.noncurrent_versions_to_infrequent_access_days: 7 is too short"),
+    (with_change("log_retention_days", 10), r"log_retention_days: 10 is not a CloudWatch Logs retention period"),
+]
+
+
+@pytest.mark.parametrize(("data", "message"), BAD_SERVICE, ids=[m.split(":")[0].replace("\\", "") for _, m in BAD_SERVICE])
+def test_bad_service_config_is_refused(data, message):
+    with pytest.raises(ConfigError, match=rf"environment 'dev': {message}"):
         load_environment("dev", data)

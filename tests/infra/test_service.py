@@ -1,0 +1,287 @@
+"""What each model service, the load balancer, the model store and the image promise."""
+
+import json
+import shutil
+import subprocess
+
+import pytest
+from aws_cdk.assertions import Template
+
+from gpu_inference_constructs.model_service import CONTAINER_PORT, SPOT_NOTICE_SECONDS
+from tests.conftest import ROOT
+
+ENVIRONMENTS = ["dev", "staging", "prod"]
+
+
+@pytest.fixture(scope="module", params=ENVIRONMENTS)
+def env(request, synthesized):
+    config = synthesized.stages[request.param].config
+    return config, Template.from_json(synthesized.template(request.param, "Inference"))
+
+
+def containers(template):
+    return {
+        next(e["Value"] for e in c["Environment"] if e["Name"] == "MODEL_NAME"): c
+        for td in template.find_resources("AWS::ECS::TaskDefinition").values()
+        for c in td["Properties"]["ContainerDefinitions"]
+    }
+
+
+def environment_of(container):
+    return {e["Name"]: e["Value"] for e in container["Environment"]}
+
+
+def test_one_service_and_task_definition_per_model(env):
+    config, template = env
+    template.resource_count_is("AWS::ECS::Service", len(config.models))
+    assert sorted(containers(template)) == sorted(m.name for m in config.models)
+
+
+def test_each_task_needs_one_gpu_and_the_configured_cpu_and_memory(env):
+    config, template = env
+    for model in config.models:
+        container = containers(template)[model.name]
+        assert container["ResourceRequirements"] == [{"Type": "GPU", "Value": "1"}]
+        assert (container["Cpu"], container["MemoryReservation"]) == (model.cpu, model.memory_mib)
+        assert container["PortMappings"] == [{"ContainerPort": CONTAINER_PORT, "Name": "http", "Protocol": "tcp"}]
+
+
+def test_tasks_run_on_the_gpu_capacity_provider_in_awsvpc_mode(env):
+    _, template = env
+    for service in template.find_resources("AWS::ECS::Service").values():
+        (strategy,) = service["Properties"]["CapacityProviderStrategy"]
+        assert strategy["CapacityProvider"]["Ref"].startswith("GpuCapacityCapacityProvider") and strategy["Weight"] == 1
+        assert service["Properties"]["NetworkConfiguration"]["AwsvpcConfiguration"]["AssignPublicIp"] == "DISABLED"
+    for td in template.find_resources("AWS::ECS::TaskDefinition").values():
+        assert td["Properties"]["NetworkMode"] == "awsvpc"
+        assert td["Properties"]["RequiresCompatibilities"] == ["EC2"]
+
+
+def test_secrets_are_injected_not_in_environment(env):
+    _, template = env
+    for container in containers(template).values():
+        assert [s["Name"] for s in container["Secrets"]] == ["API_KEYS"]
+        assert "Ref" in container["Secrets"][0]["ValueFrom"]
+        assert not any(word in name for name in environment_of(container) for word in ("KEY", "SECRET", "TOKEN", "PASSWORD"))
+
+
+def test_server_environment_names_the_model_and_its_s3_uri(env):
+    config, template = env
+    for model in config.models:
+        environment = environment_of(containers(template)[model.name])
+        assert environment["MODEL_VERSION"] == model.version
+        assert environment["MODEL_TASK"] == model.task
+        assert environment["MODEL_URI"]["Fn::Join"][1][-1] == f"/models/{model.name}/{model.version}/"
+        assert environment["MAX_BATCH_SIZE"] == str(model.max_batch_size)
+        assert environment["DEPLOYMENT_ENV"] == config.name
+        assert environment["DRAIN_TIMEOUT_S"] == str(config.service.drain_timeout_seconds)
+
+
+def test_containers_are_non_root_read_only_and_unprivileged(env):
+    _, template = env
+    for container in containers(template).values():
+        assert container["User"] == "10001:10001"
+        assert container["ReadonlyRootFilesystem"] is True
+        assert container["Privileged"] is False
+        assert container["LinuxParameters"]["InitProcessEnabled"] is True
+        assert container["MountPoints"] == [{"ContainerPath": "/scratch", "ReadOnly": False, "SourceVolume": "scratch"}]
+
+
+def test_scratch_volume_is_task_scoped(env):
+    _, template = env
+    for td in template.find_resources("AWS::ECS::TaskDefinition").values():
+        assert td["Properties"]["Volumes"] == [{"Name": "scratch", "DockerVolumeConfiguration": {"Driver": "local", "Scope": "task"}}]
+
+
+def test_stop_timeout_and_deregistration_fit_the_spot_notice(env):
+    config, template = env
+    for container in containers(template).values():
+        stop = container["StopTimeout"]
+        assert stop == config.service.stop_timeout_seconds
+        assert int(environment_of(container)["DRAIN_TIMEOUT_S"]) < stop
+    for group in template.find_resources("AWS::ElasticLoadBalancingV2::TargetGroup").values():
+        attributes = {a["Key"]: a["Value"] for a in group["Properties"]["TargetGroupAttributes"]}
+        delay = int(attributes["deregistration_delay.timeout_seconds"])
+        assert delay + config.service.stop_timeout_seconds <= SPOT_NOTICE_SECONDS
+
+
+def test_logs_go_to_encrypted_groups_with_the_environment_retention(env):
+    config, template = env
+    for container in containers(template).values():
+        assert container["LogConfiguration"]["LogDriver"] == "awslogs"
+        assert container["LogConfiguration"]["Options"]["mode"] == "non-blocking"
+    groups = [g for k, g in template.find_resources("AWS::Logs::LogGroup").items() if k.startswith("Model")]
+    assert len(groups) == len(config.models)
+    for group in groups:
+        assert group["Properties"]["RetentionInDays"] == config.log_retention_days
+        assert "KmsKeyId" in group["Properties"]
+
+
+def test_deployments_roll_back_and_grace_period_follows_model_load_time(env):
+    config, template = env
+    services = list(template.find_resources("AWS::ECS::Service").values())
+    for model, service in zip(config.models, services):
+        properties = service["Properties"]
+        assert properties["DeploymentConfiguration"]["DeploymentCircuitBreaker"] == {"Enable": True, "Rollback": True}
+        assert properties["HealthCheckGracePeriodSeconds"] == model.health_check_grace_seconds
+        assert properties["HealthCheckGracePeriodSeconds"] > model.expected_load_seconds
+        assert properties["PlacementStrategies"][0] == {"Field": "attribute:ecs.availability-zone", "Type": "spread"}
+        assert "DesiredCount" not in properties, "auto scaling owns the count"
+
+
+def test_container_health_check_is_cheap_liveness_within_ecs_limits(env):
+    _, template = env
+    for container in containers(template).values():
+        check = container["HealthCheck"]
+        assert check["Command"] == ["CMD", "python", "-m", "inference_server.healthcheck"]
+        assert check["StartPeriod"] <= 300
+
+
+def test_target_groups_check_readiness_without_flapping(env):
+    _, template = env
+    for group in template.find_resources("AWS::ElasticLoadBalancingV2::TargetGroup").values():
+        properties = group["Properties"]
+        assert (properties["TargetType"], properties["Port"], properties["HealthCheckPath"]) == ("ip", CONTAINER_PORT, "/ready")
+        assert properties["Matcher"] == {"HttpCode": "200"}
+        assert properties["UnhealthyThresholdCount"] >= 3
+
+
+def test_each_model_has_a_path_rule(env):
+    config, template = env
+    rules = template.find_resources("AWS::ElasticLoadBalancingV2::ListenerRule")
+    patterns = sorted(tuple(r["Properties"]["Conditions"][0]["PathPatternConfig"]["Values"]) for r in rules.values())
+    assert patterns == sorted((f"/{m.name}", f"/{m.name}/*") for m in config.models)
+    assert sorted(r["Properties"]["Priority"] for r in rules.values()) == list(range(1, len(config.models) + 1))
+
+
+def test_unknown_paths_get_a_json_404(env):
+    _, template = env
+    listeners = template.find_resources("AWS::ElasticLoadBalancingV2::Listener")
+    routing = [l for l in listeners.values() if l["Properties"]["DefaultActions"][0]["Type"] == "fixed-response"]
+    assert len(routing) == 1
+    response = routing[0]["Properties"]["DefaultActions"][0]["FixedResponseConfig"]
+    assert response["StatusCode"] == "404" and response["ContentType"] == "application/json"
+    assert json.loads(response["MessageBody"])["error"]["code"] == "not_found"
+
+
+def test_https_uses_a_modern_policy_and_http_redirects_when_a_certificate_is_set(env):
+    config, template = env
+    listeners = {l["Properties"]["Port"]: l["Properties"] for l in template.find_resources("AWS::ElasticLoadBalancingV2::Listener").values()}
+    if config.load_balancer.certificate_arn:
+        assert listeners[443]["Protocol"] == "HTTPS"
+        assert listeners[443]["SslPolicy"] == "ELBSecurityPolicy-TLS13-1-2-2021-06"
+        assert listeners[80]["DefaultActions"] == [{"RedirectConfig": {"Port": "443", "Protocol": "HTTPS", "StatusCode": "HTTP_301"}, "Type": "redirect"}]
+    else:
+        assert config.load_balancer.allow_http and set(listeners) == {80}
+
+
+def test_plain_http_is_only_in_dev(synthesized):
+    assert [name for name, stage in synthesized.stages.items() if stage.config.load_balancer.certificate_arn is None] == ["dev"]
+
+
+def test_load_balancer_drops_bad_headers_logs_access_and_is_protected_in_prod(env):
+    config, template = env
+    (balancer,) = template.find_resources("AWS::ElasticLoadBalancingV2::LoadBalancer").values()
+    attributes = {a["Key"]: a["Value"] for a in balancer["Properties"]["LoadBalancerAttributes"]}
+    assert attributes["routing.http.drop_invalid_header_fields.enabled"] == "true"
+    assert attributes["access_logs.s3.enabled"] == "true"
+    assert int(attributes["idle_timeout.timeout_seconds"]) < config.service.keep_alive_seconds
+    assert attributes["deletion_protection.enabled"] == ("true" if config.name == "prod" else "false")
+
+
+def test_waf_counts_instead_of_blocking_large_inference_bodies(env):
+    config, template = env
+    acls = template.find_resources("AWS::WAFv2::WebACL")
+    if not config.load_balancer.waf:
+        assert acls == {}
+        return
+    (acl,) = acls.values()
+    rules = {r["Name"]: r for r in acl["Properties"]["Rules"]}
+    common = rules["AWSManagedRulesCommonRuleSet"]["Statement"]["ManagedRuleGroupStatement"]
+    assert common["RuleActionOverrides"] == [{"ActionToUse": {"Count": {}}, "Name": "SizeRestrictions_BODY"}]
+    assert rules["RateLimitPerClientIp"]["Statement"]["RateBasedStatement"]["Limit"] == config.load_balancer.waf_rate_limit_per_5_minutes
+    template.resource_count_is("AWS::WAFv2::WebACLAssociation", 1)
+
+
+def test_tasks_accept_only_the_load_balancer_on_the_container_port(env):
+    config, template = env
+    ingress = template.find_resources("AWS::EC2::SecurityGroupIngress")
+    to_tasks = [i["Properties"] for i in ingress.values() if i["Properties"]["GroupId"]["Fn::GetAtt"][0].startswith("Model")]
+    assert len(to_tasks) == len(config.models)
+    for rule in to_tasks:
+        assert (rule["FromPort"], rule["ToPort"], rule["IpProtocol"]) == (CONTAINER_PORT, CONTAINER_PORT, "tcp")
+        assert rule["SourceSecurityGroupId"]["Fn::GetAtt"][0].startswith("LoadBalancerSecurityGroup")
+
+
+def test_task_role_reads_only_its_model_prefix(env):
+    config, template = env
+    policies = {k: p for k, p in template.find_resources("AWS::IAM::Policy").items() if "TaskRoleDefaultPolicy" in k}
+    assert len(policies) == len(config.models)
+    for model in config.models:
+        (policy,) = [p for k, p in policies.items() if k.startswith(f"Model{model.name}")]
+        statements = policy["Properties"]["PolicyDocument"]["Statement"]
+        actions = sorted(s["Action"] for s in statements)
+        assert actions == ["s3:GetObject", "s3:ListBucket"]
+        get = next(s for s in statements if s["Action"] == "s3:GetObject")
+        assert get["Resource"]["Fn::Join"][1][-1] == f"/models/{model.name}/*"
+        listing = next(s for s in statements if s["Action"] == "s3:ListBucket")
+        assert listing["Condition"] == {"StringLike": {"s3:prefix": [f"models/{model.name}/", f"models/{model.name}/*"]}}
+
+
+def test_model_bucket_is_versioned_encrypted_private_logged_and_ages_out_old_versions(env):
+    config, template = env
+    buckets = template.find_resources("AWS::S3::Bucket", {"Properties": {"VersioningConfiguration": {"Status": "Enabled"}}})
+    (bucket,) = buckets.values()
+    properties = bucket["Properties"]
+    assert properties["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]["ServerSideEncryptionByDefault"] == {"SSEAlgorithm": "AES256"}
+    assert properties["PublicAccessBlockConfiguration"] == {
+        "BlockPublicAcls": True, "BlockPublicPolicy": True, "IgnorePublicAcls": True, "RestrictPublicBuckets": True,
+    }
+    assert properties["LoggingConfiguration"]["LogFilePrefix"] == "s3/models/"
+    rule = next(r for r in properties["LifecycleConfiguration"]["Rules"] if r["Id"] == "age-out-noncurrent-versions")
+    assert rule["NoncurrentVersionTransitions"] == [{"StorageClass": "STANDARD_IA", "TransitionInDays": config.model_store.noncurrent_versions_to_infrequent_access_days}]
+    assert rule["NoncurrentVersionExpiration"] == {"NoncurrentDays": config.model_store.noncurrent_versions_expire_days}
+
+
+def test_buckets_deny_plain_http(env):
+    _, template = env
+    for policy in template.find_resources("AWS::S3::BucketPolicy").values():
+        statements = policy["Properties"]["PolicyDocument"]["Statement"]
+        assert any(s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}} for s in statements)
+
+
+def test_stateful_resources_are_retained_in_prod_only(synthesized):
+    for name in ENVIRONMENTS:
+        template = synthesized.template(name, "Inference")
+        stateful = {
+            k: r for k, r in template["Resources"].items() if r["Type"] in ("AWS::S3::Bucket", "AWS::SecretsManager::Secret")
+        }
+        assert set(stateful) == {"ModelStoreAccessLogsE6BA2A6E", "ModelStoreModelsB220DB3A", "ApiKeys3BB3983D"}, "logical IDs stay stable"
+        expected = "Retain" if name == "prod" else "Delete"
+        assert {r["DeletionPolicy"] for r in stateful.values()} == {expected}, name
+
+
+def test_outputs_give_the_load_balancer_and_each_model_url(env):
+    config, template = env
+    outputs = template.to_json()["Outputs"]
+    assert "LoadBalancerDns" in outputs
+    for model in config.models:
+        url = next(o for k, o in outputs.items() if k.startswith(f"Url{model.name}"))
+        assert url["Value"]["Fn::Join"][1][-1] == f"/{model.name}/predict"
+
+
+def test_image_asset_is_built_for_linux_amd64_from_a_lean_context(synthesized):
+    manifest = json.loads(next(synthesized.outdir.glob("assembly-Dev/*Inference*.assets.json")).read_text())
+    (image,) = manifest["dockerImages"].values()
+    assert image["source"]["platform"] == "linux/amd64"
+    context = synthesized.outdir / "assembly-Dev" / image["source"]["directory"]
+    names = {path.name for path in context.rglob("*")}
+    assert {"Dockerfile", "requirements.txt", "pyproject.toml", "__main__.py", "healthcheck.py"} <= names
+    leaked = sorted(n for n in names if n in {"__pycache__", "tests", ".pytest_cache"} or n.endswith((".pyc", ".egg-info")) or n.startswith("test_"))
+    assert leaked == []
+
+
+def test_dockerfile_passes_hadolint():
+    hadolint = shutil.which("hadolint") or str(ROOT / ".venv" / "bin" / "hadolint")
+    result = subprocess.run([hadolint, "--failure-threshold", "style", str(ROOT / "inference_image" / "Dockerfile")], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
