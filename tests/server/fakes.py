@@ -1,0 +1,62 @@
+"""Fake handlers: no model, controllable timing. Importable as tests.server.fakes for MODEL_HANDLER."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from pydantic import BaseModel
+
+from inference_server.handlers import Encoded, Handler, InputError, LoadContext
+
+
+class EchoPrediction(BaseModel):
+    echo: str
+    tokens: int
+
+
+class EchoHandler(Handler):
+    """Length = words in the text. forward records each call's shape and can be held at a gate."""
+
+    prediction_model = EchoPrediction
+    max_length = 64
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[int, int, list[str]]] = []  # (batch_size, seq_len, texts)
+        self.gate = threading.Event()
+        self.gate.set()
+        self.entered = threading.Event()  # set whenever a forward starts
+        self.error: BaseException | None = None
+        self.preprocessed: list[list[str]] = []
+        self.warmups: list[tuple[int, int]] = []
+
+    def load(self, ctx: LoadContext) -> None:
+        self.ctx = ctx
+
+    def preprocess(self, texts: list[str]) -> list[Encoded]:
+        self.preprocessed.append(list(texts))
+        if any("\x00" in t for t in texts):
+            raise InputError("NUL in text")
+        return [Encoded(max(1, len(t.split())), t) for t in texts]
+
+    def warmup_input(self, seq_len: int) -> Encoded:
+        return Encoded(seq_len, "<warmup>")
+
+    def forward(self, batch: list[Encoded], batch_size: int, seq_len: int) -> Any:
+        texts = [e.data for e in batch]
+        if texts[0] == "<warmup>":
+            self.warmups.append((batch_size, seq_len))
+        else:
+            self.calls.append((batch_size, seq_len, texts))
+            self.entered.set()
+            self.gate.wait(30)
+            if self.error is not None:
+                raise self.error
+        return [(t, e.length) for t, e in zip(texts, batch)]
+
+    def postprocess(self, outputs: Any, count: int) -> list[Any]:
+        return [{"echo": t, "tokens": n} for t, n in outputs[:count]]
+
+    @property
+    def served(self) -> list[tuple[int, int, list[str]]]:
+        return [c for c in self.calls if c[2] != ["readiness probe"]]

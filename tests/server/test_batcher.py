@@ -1,0 +1,261 @@
+"""The dynamic batcher with a fake model: ordering and grouping are asserted, never timing windows."""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import Future
+
+import pytest
+
+from inference_server.batcher import Batcher, DeadlineExceeded, JobResult, ModelUnavailable, QueueFull, size_buckets
+from inference_server.device import is_cuda_error
+from inference_server.handlers import InputError
+
+from .fakes import EchoHandler
+
+FAR = 3600.0  # a deadline nobody reaches
+RESULT_TIMEOUT = 30.0
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def make(handler: EchoHandler | None = None, **options) -> tuple[Batcher, EchoHandler]:
+    handler = handler or EchoHandler()
+    options = {"max_batch_size": 8, "max_wait_s": 0.0, "max_queue_size": 64, "max_sequence_length": 64, **options}
+    batcher = Batcher(lambda: handler, **options)
+    batcher.start()
+    assert batcher.ready.wait(RESULT_TIMEOUT)
+    return batcher, handler
+
+
+@pytest.fixture
+def batchers():
+    made: list[tuple[Batcher, EchoHandler]] = []
+
+    def factory(handler=None, **options):
+        made.append(make(handler, **options))
+        return made[-1]
+
+    yield factory
+    for batcher, handler in made:
+        handler.gate.set()
+        batcher.stop()
+
+
+def words(n: int) -> str:
+    return " ".join(["w"] * n)
+
+
+def hold_worker(batcher: Batcher, handler: EchoHandler, clock: Clock | None = None) -> Future:
+    """Occupy the model with one request held at the gate."""
+    handler.gate.clear()
+    handler.entered.clear()
+    future = batcher.submit(["blocker"], (clock() if clock else time.monotonic()) + FAR)
+    assert handler.entered.wait(RESULT_TIMEOUT)
+    return future
+
+
+def test_size_buckets():
+    assert size_buckets(32) == [1, 2, 4, 8, 16, 32]
+    assert size_buckets(24) == [1, 2, 4, 8, 16, 24]
+    assert size_buckets(1) == [1]
+    assert size_buckets(256, smallest=16) == [16, 32, 64, 128, 256]
+    assert size_buckets(100, smallest=16) == [16, 32, 64, 100]
+
+
+def test_warm_up_runs_every_batch_and_length_shape_before_ready(batchers):
+    batcher, handler = batchers(max_batch_size=8, max_sequence_length=64)
+    assert batcher.batch_sizes == [1, 2, 4, 8]
+    assert batcher.lengths == [16, 32, 64]
+    assert sorted(handler.warmups) == sorted((b, s) for b in [1, 2, 4, 8] for s in [16, 32, 64])
+
+
+def test_length_buckets_stop_at_the_handlers_limit(batchers):
+    handler = EchoHandler()
+    handler.max_length = 40
+    batcher, _ = batchers(handler, max_sequence_length=512)
+    assert batcher.lengths == [16, 32, 40]
+
+
+def test_result_carries_predictions_in_order_and_timings(batchers):
+    batcher, _ = batchers()
+    result = batcher.submit(["a b", "c", "d e f"], time.monotonic() + FAR).result(RESULT_TIMEOUT)
+    assert isinstance(result, JobResult)
+    assert [p["echo"] for p in result.predictions] == ["a b", "c", "d e f"]
+    assert result.input_tokens == 6
+    assert result.queue_wait_s >= 0 and result.inference_s >= 0
+
+
+def test_requests_queued_while_busy_go_together_when_the_model_is_free(batchers):
+    batcher, handler = batchers(max_wait_s=0.0)
+    blocker = hold_worker(batcher, handler)
+    futures = [batcher.submit([f"r{i}"], time.monotonic() + FAR) for i in range(5)]
+    assert batcher.queued == 5
+    handler.gate.set()
+    for f in [blocker, *futures]:
+        f.result(RESULT_TIMEOUT)
+    assert [c[2] for c in handler.served] == [["blocker"], ["r0", "r1", "r2", "r3", "r4"]]
+    assert batcher.queued == 0
+
+
+def test_a_lone_request_waits_for_max_wait_then_runs_alone(batchers):
+    batcher, handler = batchers(max_wait_s=0.3)
+    started = time.monotonic()
+    batcher.submit(["alone"], started + FAR).result(RESULT_TIMEOUT)
+    assert time.monotonic() - started >= 0.29
+    assert handler.served == [(1, 16, ["alone"])]
+
+
+def test_a_full_batch_does_not_wait_for_max_wait(batchers):
+    batcher, handler = batchers(max_wait_s=600.0, max_batch_size=4)
+    first = batcher.submit(["a", "b"], time.monotonic() + FAR)
+    second = batcher.submit(["c", "d"], time.monotonic() + FAR)
+    first.result(RESULT_TIMEOUT)  # would take 600 s if the batcher waited for max_wait
+    second.result(RESULT_TIMEOUT)
+    assert [c[2] for c in handler.served] == [["a", "b", "c", "d"]]
+
+
+def test_batches_never_exceed_max_batch_size(batchers):
+    batcher, handler = batchers(max_batch_size=4)
+    blocker = hold_worker(batcher, handler)
+    job = batcher.submit([f"t{i}" for i in range(10)], time.monotonic() + FAR)
+    handler.gate.set()
+    blocker.result(RESULT_TIMEOUT)
+    assert len(job.result(RESULT_TIMEOUT).predictions) == 10
+    assert [len(c[2]) for c in handler.served[1:]] == [4, 4, 2]
+
+
+def test_inputs_are_grouped_by_sequence_length_bucket(batchers):
+    batcher, handler = batchers()
+    blocker = hold_worker(batcher, handler)
+    texts = [words(1), words(20), words(2), words(40), words(30)]
+    futures = [batcher.submit([t], time.monotonic() + FAR) for t in texts]
+    handler.gate.set()
+    for f in [blocker, *futures]:
+        f.result(RESULT_TIMEOUT)
+    groups = {seq_len: batch for _, seq_len, batch in handler.served[1:]}
+    assert groups == {16: [words(1), words(2)], 32: [words(20), words(30)], 64: [words(40)]}
+    assert len(handler.served) == 4
+
+
+def test_batches_are_padded_to_a_batch_bucket_when_asked(batchers):
+    batcher, handler = batchers(pad_batches=True)
+    blocker = hold_worker(batcher, handler)
+    job = batcher.submit(["a", "b", "c"], time.monotonic() + FAR)
+    handler.gate.set()
+    blocker.result(RESULT_TIMEOUT)
+    assert len(job.result(RESULT_TIMEOUT).predictions) == 3
+    assert handler.served[1][:2] == (4, 16)
+
+
+def test_queue_is_bounded(batchers):
+    batcher, handler = batchers(max_queue_size=3)
+    hold_worker(batcher, handler)  # running, so no longer queued
+    batcher.submit(["a", "b"], time.monotonic() + FAR)
+    with pytest.raises(QueueFull):
+        batcher.submit(["c", "d"], time.monotonic() + FAR)  # a client batch needs room for all its texts
+    batcher.submit(["c"], time.monotonic() + FAR)
+    with pytest.raises(QueueFull):
+        batcher.submit(["d"], time.monotonic() + FAR)
+    batcher.submit(["probe"], time.monotonic() + FAR, bypass_queue_limit=True)
+    assert batcher.queued == 4
+
+
+def test_expired_requests_are_dropped_before_running(batchers):
+    clock = Clock()
+    batcher, handler = batchers(clock=clock)
+    blocker = hold_worker(batcher, handler, clock)
+    expiring = batcher.submit(["expires"], clock() + 1.0)
+    lasting = batcher.submit(["lasts"], clock() + FAR)
+    clock.now += 2.0
+    handler.gate.set()
+    with pytest.raises(DeadlineExceeded):
+        expiring.result(RESULT_TIMEOUT)
+    lasting.result(RESULT_TIMEOUT)
+    blocker.result(RESULT_TIMEOUT)
+    assert [c[2] for c in handler.served] == [["blocker"], ["lasts"]]
+    assert batcher.queued == 0
+
+
+def test_cancelled_requests_are_not_run(batchers):
+    batcher, handler = batchers()
+    blocker = hold_worker(batcher, handler)
+    cancelled = batcher.submit(["cancelled"], time.monotonic() + FAR)
+    kept = batcher.submit(["kept"], time.monotonic() + FAR)
+    assert cancelled.cancel()
+    handler.gate.set()
+    kept.result(RESULT_TIMEOUT)
+    blocker.result(RESULT_TIMEOUT)
+    assert [c[2] for c in handler.served] == [["blocker"], ["kept"]]
+    assert batcher.queued == 0
+
+
+def test_bad_input_fails_only_its_own_request(batchers):
+    batcher, handler = batchers()
+    blocker = hold_worker(batcher, handler)
+    good = batcher.submit(["good"], time.monotonic() + FAR)
+    bad = batcher.submit(["bad\x00"], time.monotonic() + FAR)
+    handler.gate.set()
+    with pytest.raises(InputError):
+        bad.result(RESULT_TIMEOUT)
+    assert good.result(RESULT_TIMEOUT).predictions == [{"echo": "good", "tokens": 1}]
+    blocker.result(RESULT_TIMEOUT)
+    assert batcher.queued == 0
+
+
+def test_a_failing_batch_fails_its_requests_and_the_batcher_goes_on(batchers):
+    batcher, handler = batchers()
+    handler.error = ValueError("boom")
+    with pytest.raises(ValueError, match="boom"):
+        batcher.submit(["x"], time.monotonic() + FAR).result(RESULT_TIMEOUT)
+    handler.error = None
+    assert batcher.submit(["y"], time.monotonic() + FAR).result(RESULT_TIMEOUT).predictions[0]["echo"] == "y"
+    assert not batcher.failed
+
+
+def test_a_cuda_error_is_fatal(batchers):
+    fatal: list[BaseException] = []
+    batcher, handler = batchers(on_fatal=fatal.append, is_fatal=is_cuda_error)
+    handler.error = RuntimeError("CUDA error: an illegal memory access was encountered")
+    with pytest.raises(ModelUnavailable):
+        batcher.submit(["x"], time.monotonic() + FAR).result(RESULT_TIMEOUT)
+    assert batcher.failed and fatal == [handler.error]
+    with pytest.raises(ModelUnavailable):
+        batcher.submit(["y"], time.monotonic() + FAR)
+
+
+def test_a_load_failure_is_reported_and_never_ready():
+    fatal: list[BaseException] = []
+
+    def load():
+        raise OSError("no weights")
+
+    batcher = Batcher(load, max_batch_size=4, max_wait_s=0, max_queue_size=4, max_sequence_length=16,
+                      on_fatal=fatal.append)
+    batcher.start()
+    batcher._thread.join(RESULT_TIMEOUT)
+    assert not batcher.ready.is_set() and batcher.failed
+    assert isinstance(fatal[0], OSError)
+
+
+def test_is_cuda_error():
+    assert is_cuda_error(RuntimeError("CUDA error: device-side assert triggered"))
+    assert is_cuda_error(RuntimeError("cuDNN error: CUDNN_STATUS_EXECUTION_FAILED"))
+    assert not is_cuda_error(RuntimeError("shape mismatch"))
+    assert not is_cuda_error(ValueError("CUDA"))
+
+
+def test_stop_fails_queued_requests(batchers):
+    batcher, handler = batchers()
+    hold_worker(batcher, handler)
+    queued = batcher.submit(["queued"], time.monotonic() + FAR)
+    batcher.stop(timeout=0.1)
+    handler.gate.set()
+    with pytest.raises(ModelUnavailable):
+        queued.result(RESULT_TIMEOUT)
