@@ -82,9 +82,8 @@ def create_app(service: ModelService) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        service.start()
+        service.start()  # idempotent; whoever created the service stops it (ASGI test clients restart lifespans)
         yield
-        service.stop()
 
     app = FastAPI(title=f"{model} inference", version=__version__, lifespan=lifespan, openapi_url=None,
                   docs_url=None, redoc_url=None, redirect_slashes=False,

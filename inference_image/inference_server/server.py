@@ -70,6 +70,9 @@ def run(settings: Settings) -> int:
                             timeout_graceful_shutdown=5, server_header=False)
     server = DrainingServer(config, service)
     service.request_exit = server.exit_soon
-    server.run()
+    try:
+        server.run()
+    finally:
+        service.stop()
     log.info("exiting", extra={"exit_code": service.exit_code})
     return service.exit_code
