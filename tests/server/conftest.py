@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 
@@ -84,3 +85,43 @@ def echo_service(tmp_path):
         if service.batcher.handler is not None:
             service.batcher.handler.gate.set()
         service.stop()
+
+
+@pytest.fixture
+def restore_logging():
+    """For tests that call a main() which configures logging: put the root logger back afterwards."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
+@pytest.fixture(scope="module")
+def s3():
+    """A moto S3 server on a free port; boto3 in this process and in child processes reaches it through
+    AWS_ENDPOINT_URL_S3. Yields a client."""
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # moto's request log
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in {"AWS_ENDPOINT_URL_S3": f"http://{host}:{port}", "AWS_ACCESS_KEY_ID": "testing",
+                            "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}.items():
+            patch.setenv(name, value)
+        for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL"):
+            patch.delenv(name, raising=False)
+        yield boto3.client("s3")
+    server.stop()
+
+
+@pytest.fixture
+def bucket(s3) -> str:
+    import uuid
+
+    name = f"models-{uuid.uuid4().hex[:12]}"
+    s3.create_bucket(Bucket=name)
+    return name

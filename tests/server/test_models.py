@@ -1,0 +1,89 @@
+"""Real models through the whole service: the tiny BERT built by a fixture, and all-MiniLM-L6-v2 from PyPI."""
+
+from __future__ import annotations
+
+import shutil
+import time
+
+import numpy as np
+import pytest
+
+from .conftest import make_settings, started
+
+SENTENCES = ["A man is eating food.", "A man is eating a piece of bread.", "A man is riding a horse.",
+             "The new movie is awesome and everyone should see it twice, or maybe three times. " * 3]
+
+
+def embed(service, texts: list[str]) -> np.ndarray:
+    result = service.batcher.submit(texts, time.monotonic() + 60).result(60)
+    return np.stack([np.asarray(p["embedding"]) for p in result.predictions])
+
+
+@pytest.fixture(scope="module")
+def embedder_service(tiny_embedder_dir):
+    service = started(make_settings(tiny_embedder_dir, model_task="text-embedding"))
+    yield service
+    service.stop()
+
+
+@pytest.fixture(scope="module")
+def minilm_service(minilm_dir):
+    service = started(make_settings(minilm_dir, model_name="minilm", model_task="text-embedding",
+                                    max_sequence_length=128))
+    yield service
+    service.stop()
+
+
+def test_embeddings_are_unit_vectors_and_do_not_depend_on_batch_or_padding(embedder_service):
+    alone = embed(embedder_service, [SENTENCES[0]])
+    together = embed(embedder_service, SENTENCES)
+    assert together.shape == (4, 32)
+    assert np.linalg.norm(together, axis=1) == pytest.approx(np.ones(4), abs=1e-5)
+    # In a batch the short sentence is padded to the long one's bucket: the attention mask must hide that.
+    np.testing.assert_allclose(alone[0], together[0], atol=1e-5)
+    assert not np.allclose(together[0], together[2])
+
+
+def test_warmup_inputs_have_exactly_the_bucket_length(embedder_service):
+    handler = embedder_service.batcher.handler
+    for length in embedder_service.batcher.lengths:
+        assert handler.warmup_input(length).length == length
+
+
+def test_long_inputs_are_truncated_to_max_sequence_length(embedder_service):
+    result = embedder_service.batcher.submit(["word " * 1000], time.monotonic() + 60).result(60)
+    assert result.input_tokens == 64
+
+
+def test_minilm_matches_sentence_transformers(minilm_service, minilm_dir):
+    from sentence_transformers import SentenceTransformer
+
+    ours = embed(minilm_service, SENTENCES)
+    reference = SentenceTransformer(str(minilm_dir), device="cpu").encode(SENTENCES, normalize_embeddings=True)
+    assert ours.shape == (4, 384)
+    np.testing.assert_allclose(ours, reference, atol=2e-4)
+    similarity = ours @ ours.T
+    assert similarity[0, 1] > similarity[0, 2] + 0.2
+
+
+ARTIFACT_HANDLER = '''
+from tests.server.fakes import EchoHandler
+
+
+class ModelHandler(EchoHandler):
+    pass
+'''
+
+
+@pytest.mark.parametrize("allowed", [False, True])
+def test_a_handler_py_in_the_model_runs_only_when_artifact_code_is_allowed(tiny_classifier_dir, tmp_path, allowed):
+    model = tmp_path / "model"
+    shutil.copytree(tiny_classifier_dir, model)
+    (model / "handler.py").write_text(ARTIFACT_HANDLER)
+    service = started(make_settings(model, allow_artifact_code=allowed))
+    try:
+        handler = type(service.batcher.handler)
+        assert (handler.__name__ == "ModelHandler") is allowed
+        assert (service.prediction_model is None) is allowed  # the schema cannot know an artifact's predictions
+    finally:
+        service.stop()
