@@ -15,6 +15,8 @@ from gpu_inference_constructs.load_balancer import LoadBalancerProps
 from gpu_inference_constructs.log_retention import retention_days
 from gpu_inference_constructs.model_service import ModelProps, ServiceTimingProps
 from gpu_inference_constructs.model_store import ModelStoreProps
+from gpu_inference_constructs.monitoring import MonitoringProps
+from gpu_inference_constructs.service_scaling import ScalingProps
 from gpu_inference_constructs.network import NetworkProps
 from gpu_inference_constructs.settings import from_dict
 
@@ -34,6 +36,8 @@ class EnvironmentConfig:
     capacity: GpuCapacityProps = field(default_factory=GpuCapacityProps)
     model_store: ModelStoreProps = field(default_factory=ModelStoreProps)
     service: ServiceTimingProps = field(default_factory=ServiceTimingProps)
+    scaling: ScalingProps = field(default_factory=ScalingProps)
+    monitoring: MonitoringProps = field(default_factory=MonitoringProps)
     log_retention_days: int = 90
     alarm_emails: tuple[str, ...] = ()
     name: str = ""
@@ -55,6 +59,12 @@ class EnvironmentConfig:
             except ConfigError as error:
                 raise error.within(section) from None
         self._check_models()
+        for index, prewarm in enumerate(self.scaling.capacity_prewarm):
+            require(
+                prewarm.min_capacity <= self.capacity.max_capacity,
+                f"scaling.capacity_prewarm[{index}].min_capacity",
+                f"{prewarm.min_capacity} is greater than capacity.max_capacity {self.capacity.max_capacity}",
+            )
 
     def _check_models(self) -> None:
         require(bool(self.models), "models", "list at least one model to serve")

@@ -15,6 +15,8 @@ from gpu_inference_constructs.gpu_capacity import GpuCapacity
 from gpu_inference_constructs.load_balancer import InferenceLoadBalancer
 from gpu_inference_constructs.model_service import ModelService
 from gpu_inference_constructs.model_store import ModelStore
+from gpu_inference_constructs.monitoring import InferenceMonitoring
+from gpu_inference_constructs.service_scaling import ServiceScaling
 from gpu_inference_constructs.network import InferenceNetwork, grant_logs_service
 from gpu_inference_constructs.notifications import NotificationTopic
 
@@ -90,7 +92,27 @@ class InferenceStack(cdk.Stack):
                 api_keys_secret=self.api_keys,
             )
             self.services[model.name] = service
+            ServiceScaling(
+                self,
+                f"Scaling-{model.name}",
+                model_service=service,
+                props=model.scaling,
+                scaling=config.scaling,
+                load_balancer=self.load_balancer.load_balancer,
+            )
             cdk.CfnOutput(self, f"Url-{model.name}", value=f"{self.load_balancer.base_url}/{model.name}/predict", description=f"{model.name} predictions")
 
+        for prewarm in config.scaling.capacity_prewarm:
+            self.capacity.add_prewarm(prewarm)
+        self.monitoring = InferenceMonitoring(
+            self,
+            "Monitoring",
+            environment_name=config.name,
+            services=list(self.services.values()),
+            load_balancer=self.load_balancer.load_balancer,
+            capacity=self.capacity,
+            topic=self.notifications.topic,
+            props=config.monitoring,
+        )
         cdk.CfnOutput(self, "LoadBalancerDns", value=self.load_balancer.load_balancer.load_balancer_dns_name)
         cdk.CfnOutput(self, "ModelBucket", value=self.model_store.bucket.bucket_name, description="Publish models under models/<name>/<version>/")

@@ -56,3 +56,13 @@ def synthesized(tmp_path_factory) -> Synthesized:
 def normalise_hashes(value):
     """Asset hashes change with any source edit: replace them so snapshots show real changes only."""
     return json.loads(HASH.sub("<hash>", json.dumps(value)))
+
+
+def single_metric(properties):
+    """(namespace, name, statistic, dimensions, period) of an alarm's one metric, in either template form."""
+    if "MetricName" in properties:
+        statistic = properties.get("ExtendedStatistic") or properties["Statistic"]
+        return properties["Namespace"], properties["MetricName"], statistic, properties.get("Dimensions", []), properties["Period"]
+    (metric,) = [m for m in properties["Metrics"] if "MetricStat" in m]
+    stat = metric["MetricStat"]
+    return stat["Metric"]["Namespace"], stat["Metric"]["MetricName"], stat["Stat"], stat["Metric"].get("Dimensions", []), stat["Period"]

@@ -25,6 +25,7 @@ from constructs import Construct
 from .acknowledgements import acknowledge, default_policy
 from .errors import ConfigError, require
 from .instance_catalog import GpuInstanceType, lookup
+from .schedules import CapacityPrewarm
 
 # Lines appended to /etc/ecs/ecs.config on every instance. CDK applies Spot draining only to
 # groups with a spotPrice (aws/aws-cdk#24360), never to a mixed-instances group: set it here.
@@ -272,6 +273,20 @@ class GpuCapacity(Construct):
             "cdk-nag reads only AutoScalingGroup.LaunchTemplate and throws on a mixed-instances policy (cdklabs/cdk-nag#1902). "
             "The launch template's root volume is encrypted gp3: asserted by "
             "tests/infra/test_capacity.py::test_launch_template_root_volume_is_encrypted_gp3.",
+        )
+
+    def add_prewarm(self, prewarm: CapacityPrewarm) -> autoscaling.ScheduledAction:
+        """Raise the group's minimum on a schedule. Never its desired capacity: ECS managed scaling owns that."""
+        require(
+            prewarm.min_capacity <= self.props.max_capacity,
+            f"capacity_prewarm.{prewarm.name}.min_capacity",
+            f"{prewarm.min_capacity} is greater than the group's max_capacity {self.props.max_capacity}",
+        )
+        return self.auto_scaling_group.scale_on_schedule(
+            f"Prewarm-{prewarm.name}",
+            schedule=autoscaling.Schedule.expression(prewarm.cron),
+            time_zone=prewarm.time_zone,
+            min_capacity=prewarm.min_capacity,
         )
 
     @property

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 import aws_cdk as cdk
+from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_elasticloadbalancingv2 as elbv2
@@ -17,12 +18,14 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
+from . import metric_names
 from .acknowledgements import acknowledge, default_policy
 from .errors import require
 from .instance_catalog import GpuInstanceType
 from .load_balancer import InferenceLoadBalancer
 from .log_retention import retention_days
 from .model_store import ModelStore
+from .service_scaling import ModelScalingProps
 
 MODEL_NAME = re.compile(r"^[a-z][a-z0-9-]{0,38}[a-z0-9]$")
 MODEL_VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
@@ -57,6 +60,7 @@ class ModelProps:
     result_cache_size: int = 0
     compile: bool = False
     environment: dict[str, str] = field(default_factory=dict)
+    scaling: ModelScalingProps = field(default_factory=ModelScalingProps)
 
     def __post_init__(self) -> None:
         require(
@@ -168,6 +172,7 @@ class ModelService(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         self.model = model
+        self.environment_name = environment_name
         self.url_path = f"/{model.name}/"
         region = cdk.Stack.of(self).region
 
@@ -302,6 +307,41 @@ class ModelService(Construct):
         )
         self.listener_rule = load_balancer.add_model_route(model.name, self.target_group)
         self._acknowledge_findings(model_store)
+
+    def metric_server(self, name: str, statistic: str, period: cdk.Duration = cdk.Duration.minutes(1)) -> cloudwatch.Metric:
+        """A metric the server emits in EMF (see metric_names), for this model in this environment."""
+        return cloudwatch.Metric(
+            namespace=metric_names.NAMESPACE,
+            metric_name=name,
+            dimensions_map={metric_names.DIMENSION_ENVIRONMENT: self.environment_name, metric_names.DIMENSION_MODEL: self.model.name},
+            statistic=statistic,
+            period=period,
+            label=f"{self.model.name} {name} {statistic}",
+        )
+
+    def metric_requests(self, period: cdk.Duration = cdk.Duration.minutes(1)) -> cloudwatch.Metric:
+        return self.target_group.metrics.request_count(period=period, label=f"{self.model.name} requests")
+
+    def metric_target_response_time(self, statistic: str, period: cdk.Duration = cdk.Duration.minutes(1)) -> cloudwatch.Metric:
+        """ALB TargetResponseTime in seconds (``p50``, ``p95``, ``p99``, ...)."""
+        return self.target_group.metrics.target_response_time(statistic=statistic, period=period, label=f"{self.model.name} {statistic}")
+
+    def metric_target_5xx(self, period: cdk.Duration = cdk.Duration.minutes(1)) -> cloudwatch.Metric:
+        return self.target_group.metrics.http_code_target(elbv2.HttpCodeTarget.TARGET_5XX_COUNT, period=period, statistic="Sum", label=f"{self.model.name} target 5xx")
+
+    def metric_unhealthy_hosts(self, period: cdk.Duration = cdk.Duration.minutes(1)) -> cloudwatch.Metric:
+        return self.target_group.metrics.unhealthy_host_count(period=period, statistic="Maximum", label=f"{self.model.name} unhealthy targets")
+
+    def metric_tasks(self, name: str, period: cdk.Duration = cdk.Duration.minutes(1)) -> cloudwatch.Metric:
+        """Container Insights task counts: ``RunningTaskCount``, ``DesiredTaskCount`` or ``PendingTaskCount``."""
+        return cloudwatch.Metric(
+            namespace="ECS/ContainerInsights",
+            metric_name=name,
+            dimensions_map={"ClusterName": self.service.cluster.cluster_name, "ServiceName": self.service.service_name},
+            statistic="Average",
+            period=period,
+            label=f"{self.model.name} {name}",
+        )
 
     def _acknowledge_findings(self, model_store: ModelStore) -> None:
         bucket_id = cdk.Stack.of(self).get_logical_id(model_store.bucket.node.default_child)

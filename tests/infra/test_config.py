@@ -137,3 +137,34 @@ BAD_SERVICE = [
 def test_bad_service_config_is_refused(data, message):
     with pytest.raises(ConfigError, match=rf"environment 'dev': {message}"):
         load_environment("dev", data)
+
+
+def schedule_change(key: str, value):
+    data = copy.deepcopy(BASE)
+    data["scaling"]["schedules"][0][key] = value
+    return data
+
+
+BAD_SCALING = [
+    (schedule_change("cron", "0 19 * * MON-FRI"), r"scaling.schedules\[0\].cron: '0 19 \* \* MON-FRI' is not a 6-field cron expression"),
+    (schedule_change("cron", "0 19 * * MON-FRI *"), r"scaling.schedules\[0\].cron: .*exactly one of day-of-month and day-of-week must be '\?'"),
+    (schedule_change("cron", "0 25 ? * MON-FRI *"), r"scaling.schedules\[0\].cron: hour 25 is out of range 0-23"),
+    (schedule_change("time_zone", "Europe/Atlantis"), r"scaling.schedules\[0\].time_zone: 'Europe/Atlantis' is not an IANA time zone"),
+    (schedule_change("min_tasks", 3), r"scaling.schedules\[0\].min_tasks: 3 is greater than max_tasks 0"),
+    (schedule_change("name", "workday-on"), r"scaling.schedules: schedule names must be unique; repeated: \['workday-on'\]"),
+    (with_change("scaling.predictive.mode", "Forecast"), r"scaling.predictive.mode: 'Forecast' is not allowed; use one of: 'off', 'ForecastOnly', 'ForecastAndScale'"),
+    (with_change("scaling.predictive", {"mode": "ForecastOnly", "scheduling_buffer_seconds": 3600}), r"scaling.predictive.scheduling_buffer_seconds: 3600 is out of range"),
+    (with_change("scaling.capacity_prewarm", [{"name": "am", "cron": "0 7 * * *", "min_capacity": 9}]), r"scaling.capacity_prewarm\[0\].min_capacity: 9 is greater than capacity.max_capacity 4"),
+    (with_change("scaling.capacity_prewarm", [{"name": "am", "cron": "0 7 * * *", "min_capacity": 1, "desired_capacity": 2}]), r"scaling.capacity_prewarm\[0\].desired_capacity: unknown key"),
+    (model_change(0, "scaling", {"requests_per_target_per_minute": 0}), r"models\[0\].scaling.requests_per_target_per_minute: 0 must be greater than 0"),
+    (model_change(0, "scaling", {"gpu_utilization_percent": 120}), r"models\[0\].scaling.gpu_utilization_percent: 120 is out of range; allowed 1 to 100"),
+    (with_change("monitoring.latency_p95_ms", 5000), r"monitoring.latency_p95_ms: 5000 is above latency_p99_ms 3000"),
+    (with_change("monitoring.target_5xx_percent", 0), r"monitoring.target_5xx_percent: 0.0 is out of range"),
+    (with_change("monitoring.spot_price_fraction", 1.5), r"monitoring.spot_price_fraction: 1.5 is out of range"),
+]
+
+
+@pytest.mark.parametrize(("data", "message"), BAD_SCALING, ids=[m.split(":")[0].replace("\\", "") + str(i) for i, (_, m) in enumerate(BAD_SCALING)])
+def test_bad_scaling_and_monitoring_config_is_refused(data, message):
+    with pytest.raises(ConfigError, match=rf"environment 'dev': {message}"):
+        load_environment("dev", data)

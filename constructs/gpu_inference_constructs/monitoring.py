@@ -1,0 +1,272 @@
+"""Alarms and a dashboard for one environment's model services, GPU fleet and load balancer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+import aws_cdk as cdk
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
+from aws_cdk import aws_elasticloadbalancingv2 as elbv2
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as events_targets
+from aws_cdk import aws_sns as sns
+from constructs import Construct
+
+from . import metric_names
+from .errors import require
+from .gpu_capacity import GpuCapacity
+from .instance_catalog import PRICES_AS_OF
+from .model_service import ModelService
+
+MINUTE = cdk.Duration.minutes(1)
+HOUR = cdk.Duration.hours(1)
+
+
+@dataclass(frozen=True)
+class MonitoringProps:
+    """Alarm thresholds (each with a default that suits a latency-sensitive text model) and cost settings."""
+
+    latency_p95_ms: int = 500
+    latency_p99_ms: int = 1500
+    target_5xx_percent: float = 1.0
+    elb_5xx_percent: float = 1.0
+    unhealthy_hosts_minutes: int = 3
+    tasks_below_desired_minutes: int = 15
+    queue_depth: int = 200
+    rejected_requests_per_minute: int = 10
+    gpu_memory_percent: int = 90
+    low_gpu_utilization_percent: int = 10
+    low_gpu_utilization_hours: int = 6
+    spot_interruptions_per_15_minutes: int = 3
+    spot_price_fraction: float = 0.4
+    hourly_price_usd: Optional[float] = None
+
+    def __post_init__(self) -> None:
+        for key in ("latency_p95_ms", "latency_p99_ms"):
+            value = getattr(self, key)
+            require(1 <= value <= 120_000, key, f"{value} is out of range; allowed 1 to 120000")
+        require(self.latency_p95_ms <= self.latency_p99_ms, "latency_p95_ms", f"{self.latency_p95_ms} is above latency_p99_ms {self.latency_p99_ms}")
+        for key in ("target_5xx_percent", "elb_5xx_percent"):
+            value = getattr(self, key)
+            require(0 < value <= 100, key, f"{value} is out of range; a percentage above 0, at most 100")
+        for key in ("unhealthy_hosts_minutes", "tasks_below_desired_minutes"):
+            value = getattr(self, key)
+            require(1 <= value <= 1440, key, f"{value} is out of range; allowed 1 to 1440 minutes")
+        require(self.queue_depth >= 1, "queue_depth", f"{self.queue_depth} must be at least 1")
+        require(self.rejected_requests_per_minute >= 1, "rejected_requests_per_minute", f"{self.rejected_requests_per_minute} must be at least 1")
+        for key in ("gpu_memory_percent", "low_gpu_utilization_percent"):
+            value = getattr(self, key)
+            require(1 <= value <= 100, key, f"{value} is out of range; allowed 1 to 100")
+        require(1 <= self.low_gpu_utilization_hours <= 24, "low_gpu_utilization_hours", f"{self.low_gpu_utilization_hours} is out of range; allowed 1 to 24")
+        require(self.spot_interruptions_per_15_minutes >= 1, "spot_interruptions_per_15_minutes", f"{self.spot_interruptions_per_15_minutes} must be at least 1")
+        require(0 < self.spot_price_fraction <= 1, "spot_price_fraction", f"{self.spot_price_fraction} is out of range; a fraction of the On-Demand price above 0, at most 1")
+        if self.hourly_price_usd is not None:
+            require(self.hourly_price_usd > 0, "hourly_price_usd", f"{self.hourly_price_usd} must be greater than 0")
+
+
+class InferenceMonitoring(Construct):
+    """Attributes: ``alarms`` (name -> Alarm), ``dashboard``, ``spot_interruption_rule``, ``metric_cost_per_million_requests``."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        environment_name: str,
+        services: Sequence[ModelService],
+        load_balancer: elbv2.ApplicationLoadBalancer,
+        capacity: GpuCapacity,
+        topic: sns.ITopic,
+        props: MonitoringProps,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.props = props
+        self._action = cloudwatch_actions.SnsAction(topic)
+        self.alarms: dict[str, cloudwatch.Alarm] = {}
+
+        for service in services:
+            self._add_service_alarms(service)
+        self._add_load_balancer_alarm(load_balancer)
+        self.spot_interruption_rule = events.Rule(
+            self,
+            "SpotInterruptions",
+            description="EC2 Spot interruption warnings in this account and region (the GPU fleet's Spot instances)",
+            event_pattern=events.EventPattern(source=["aws.ec2"], detail_type=["EC2 Spot Instance Interruption Warning"]),
+            targets=[events_targets.SnsTopic(topic)],
+        )
+        self.metric_spot_interruptions = cloudwatch.Metric(
+            namespace="AWS/Events",
+            metric_name="TriggeredRules",
+            dimensions_map={"RuleName": self.spot_interruption_rule.rule_name},
+            statistic="Sum",
+            period=cdk.Duration.minutes(15),
+            label="Spot interruption warnings",
+        )
+        self._alarm(
+            "SpotInterruptionStorm",
+            self.metric_spot_interruptions,
+            props.spot_interruptions_per_15_minutes,
+            "Spot capacity is being reclaimed repeatedly: On-Demand base and the g4dn fallback carry the load; consider a higher On-Demand share",
+        )
+        self.metric_cost_per_million_requests = self._cost_per_million_requests(capacity, load_balancer)
+        self.dashboard = self._dashboard(environment_name, services, load_balancer, capacity)
+
+    def _alarm(
+        self,
+        name: str,
+        metric: cloudwatch.IMetric,
+        threshold: float,
+        description: str,
+        *,
+        periods: int = 1,
+        comparison: cloudwatch.ComparisonOperator = cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+    ) -> cloudwatch.Alarm:
+        alarm = cloudwatch.Alarm(
+            self,
+            name,
+            metric=metric,
+            threshold=threshold,
+            evaluation_periods=periods,
+            datapoints_to_alarm=periods,
+            comparison_operator=comparison,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            alarm_description=description,
+        )
+        alarm.add_alarm_action(self._action)
+        alarm.add_ok_action(self._action)
+        self.alarms[name] = alarm
+        return alarm
+
+    def _add_service_alarms(self, service: ModelService) -> None:
+        props = self.props
+        name = service.model.name
+        self._alarm(f"{name}-LatencyP95", service.metric_target_response_time("p95"), props.latency_p95_ms / 1000,
+                    f"{name}: p95 latency at the load balancer above {props.latency_p95_ms} ms for 3 minutes", periods=3)
+        self._alarm(f"{name}-LatencyP99", service.metric_target_response_time("p99"), props.latency_p99_ms / 1000,
+                    f"{name}: p99 latency at the load balancer above {props.latency_p99_ms} ms for 3 minutes", periods=3)
+        self._alarm(f"{name}-Target5xxRate", error_rate(service.metric_target_5xx(), service.metric_requests(), f"{name} target 5xx %"),
+                    props.target_5xx_percent, f"{name}: more than {props.target_5xx_percent}% of requests answered 5xx by the server", periods=3)
+        self._alarm(f"{name}-UnhealthyTargets", service.metric_unhealthy_hosts(), 1,
+                    f"{name}: a task failed its readiness check for {props.unhealthy_hosts_minutes} minutes", periods=props.unhealthy_hosts_minutes)
+        below = cloudwatch.MathExpression(
+            expression="desired - running",
+            using_metrics={"desired": service.metric_tasks("DesiredTaskCount"), "running": service.metric_tasks("RunningTaskCount")},
+            period=MINUTE,
+            label=f"{name} tasks below desired",
+        )
+        self._alarm(f"{name}-TasksBelowDesired", below, 1,
+                    f"{name}: fewer tasks running than desired for {props.tasks_below_desired_minutes} minutes (no GPU capacity, failing starts or image pulls)",
+                    periods=props.tasks_below_desired_minutes)
+        self._alarm(f"{name}-QueueDepth", service.metric_server(metric_names.QUEUE_DEPTH, "Maximum"), props.queue_depth,
+                    f"{name}: server queue above {props.queue_depth} requests for 3 minutes", periods=3)
+        self._alarm(f"{name}-RejectedRequests", service.metric_server(metric_names.REJECTED_REQUESTS, "Sum"), props.rejected_requests_per_minute,
+                    f"{name}: more than {props.rejected_requests_per_minute} requests a minute shed with 503 (queue full or draining)", periods=2)
+        self._alarm(f"{name}-GpuMemory", service.metric_server(metric_names.GPU_MEMORY_UTILIZATION, "Maximum"), props.gpu_memory_percent,
+                    f"{name}: GPU memory above {props.gpu_memory_percent}% (risk of CUDA out-of-memory)", periods=3)
+        self._alarm(f"{name}-LowGpuUtilization", service.metric_server(metric_names.GPU_UTILIZATION, "Average", period=HOUR),
+                    props.low_gpu_utilization_percent,
+                    f"{name}: GPU below {props.low_gpu_utilization_percent}% busy for {props.low_gpu_utilization_hours} hours: paying for idle GPUs (lower min_tasks or add a schedule)",
+                    periods=props.low_gpu_utilization_hours, comparison=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD)
+
+    def _add_load_balancer_alarm(self, load_balancer: elbv2.ApplicationLoadBalancer) -> None:
+        rate = error_rate(
+            load_balancer.metrics.http_code_elb(elbv2.HttpCodeElb.ELB_5XX_COUNT, period=MINUTE, statistic="Sum"),
+            load_balancer.metrics.request_count(period=MINUTE, statistic="Sum"),
+            "load balancer 5xx %",
+        )
+        self._alarm("Elb5xxRate", rate, self.props.elb_5xx_percent,
+                    f"More than {self.props.elb_5xx_percent}% of requests answered 5xx by the load balancer itself (no healthy targets, timeouts)", periods=3)
+
+    def _instances(self, capacity: GpuCapacity, period: cdk.Duration) -> dict[str, cloudwatch.IMetric]:
+        """In-service instances, and the On-Demand/Spot split that the group's distribution policy implies."""
+        base = capacity.props.on_demand_base_capacity
+        share = capacity.props.on_demand_percentage_above_base / 100
+        total = cloudwatch.Metric(
+            namespace="AWS/AutoScaling",
+            metric_name="GroupInServiceInstances",
+            dimensions_map={"AutoScalingGroupName": capacity.auto_scaling_group.auto_scaling_group_name},
+            statistic="Average",
+            period=period,
+            label="GPU instances in service",
+        )
+        on_demand = f"IF(total > {base}, {base} + CEIL((total - {base}) * {share}), total)"
+        return {
+            "total": total,
+            "on_demand": cloudwatch.MathExpression(expression=on_demand, using_metrics={"total": total}, period=period, label="On-Demand (by policy)"),
+            "spot": cloudwatch.MathExpression(expression=f"total - ({on_demand})", using_metrics={"total": total}, period=period, label="Spot (by policy)"),
+            "on_demand_expression": on_demand,
+        }
+
+    def _cost_per_million_requests(self, capacity: GpuCapacity, load_balancer: elbv2.ApplicationLoadBalancer) -> cloudwatch.MathExpression:
+        price = self.props.hourly_price_usd or capacity.instance_types[0].on_demand_hourly_usd
+        spot_price = round(price * self.props.spot_price_fraction, 5)
+        instances = self._instances(capacity, HOUR)
+        on_demand = instances["on_demand_expression"]
+        return cloudwatch.MathExpression(
+            expression=f"IF(requests > 0, (({on_demand}) * {price} + (total - ({on_demand})) * {spot_price}) / requests * 1000000, 0)",
+            using_metrics={"total": instances["total"], "requests": load_balancer.metrics.request_count(period=HOUR, statistic="Sum")},
+            period=HOUR,
+            label=f"USD per 1M requests ({capacity.instance_types[0].name} at ${price}/h, Spot at {self.props.spot_price_fraction:.0%}; prices {PRICES_AS_OF})",
+        )
+
+    def _dashboard(
+        self,
+        environment_name: str,
+        services: Sequence[ModelService],
+        load_balancer: elbv2.ApplicationLoadBalancer,
+        capacity: GpuCapacity,
+    ) -> cloudwatch.Dashboard:
+        def graph(title: str, left: list, right: Optional[list] = None, unit: str = "") -> cloudwatch.GraphWidget:
+            return cloudwatch.GraphWidget(title=title, left=left, right=right or [], width=12, height=6,
+                                          left_y_axis=cloudwatch.YAxisProps(label=unit, show_units=False) if unit else None)
+
+        instances = self._instances(capacity, MINUTE)
+        dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=f"gpu-inference-{environment_name}", default_interval=cdk.Duration.hours(3))
+        dashboard.add_widgets(
+            cloudwatch.TextWidget(markdown=f"# GPU inference: {environment_name}\nModels: {', '.join(s.model.name for s in services)}", width=24, height=2)
+        )
+        dashboard.add_widgets(
+            graph("Requests per minute", [s.metric_requests() for s in services]),
+            graph("Latency at the load balancer (s): p50 / p95 / p99",
+                  [s.metric_target_response_time(p) for s in services for p in ("p50", "p95", "p99")], unit="seconds"),
+        )
+        dashboard.add_widgets(
+            graph("Errors per minute", [s.metric_target_5xx() for s in services]
+                  + [load_balancer.metrics.http_code_elb(elbv2.HttpCodeElb.ELB_5XX_COUNT, period=MINUTE, statistic="Sum", label="load balancer 5xx")]
+                  + [s.target_group.metrics.http_code_target(elbv2.HttpCodeTarget.TARGET_4XX_COUNT, period=MINUTE, statistic="Sum", label=f"{s.model.name} 4xx") for s in services]),
+            graph("Server latency (ms): p50 / p95 / p99, queue wait p95",
+                  [s.metric_server(metric_names.REQUEST_LATENCY, p) for s in services for p in ("p50", "p95", "p99")]
+                  + [s.metric_server(metric_names.QUEUE_WAIT, "p95") for s in services], unit="ms"),
+        )
+        dashboard.add_widgets(
+            graph("Tasks: running / desired", [s.metric_tasks(n) for s in services for n in ("RunningTaskCount", "DesiredTaskCount")]),
+            graph("GPU instances: Spot vs On-Demand", [instances["total"], instances["on_demand"], instances["spot"]]),
+        )
+        dashboard.add_widgets(
+            graph("GPU utilisation and memory (%)",
+                  [s.metric_server(metric_names.GPU_UTILIZATION, "Average") for s in services],
+                  [s.metric_server(metric_names.GPU_MEMORY_UTILIZATION, "Maximum") for s in services], unit="%"),
+            graph("Batch size (avg) and queue depth (max)",
+                  [s.metric_server(metric_names.BATCH_SIZE, "Average") for s in services],
+                  [s.metric_server(metric_names.QUEUE_DEPTH, "Maximum") for s in services]),
+        )
+        dashboard.add_widgets(
+            graph("Shed (503) and timed-out (504) requests",
+                  [s.metric_server(n, "Sum") for s in services for n in (metric_names.REJECTED_REQUESTS, metric_names.TIMED_OUT_REQUESTS)]
+                  + [self.metric_spot_interruptions]),
+            graph("Cost per 1M requests (USD, hourly)", [self.metric_cost_per_million_requests]),
+        )
+        dashboard.add_widgets(cloudwatch.AlarmStatusWidget(alarms=list(self.alarms.values()), title="Alarms", width=24, height=6))
+        return dashboard
+
+
+def error_rate(errors: cloudwatch.IMetric, requests: cloudwatch.IMetric, label: str) -> cloudwatch.MathExpression:
+    """Errors as a percentage of requests; 0 when there are no requests."""
+    return cloudwatch.MathExpression(
+        expression="IF(FILL(requests, 0) > 0, 100 * FILL(errors, 0) / requests, 0)",
+        using_metrics={"errors": errors, "requests": requests},
+        period=MINUTE,
+        label=label,
+    )

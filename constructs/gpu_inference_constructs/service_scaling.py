@@ -1,0 +1,205 @@
+"""Auto scaling of one model service on several signals, on schedules, and by forecast.
+
+Target tracking on requests per target is the main signal (measure the per-task capacity with
+the benchmark). Step policies add tasks when p95 latency or GPU utilisation run high, and when CPU
+is high while the server's queue grows (one metric-math alarm: a CPU spike alone does not scale).
+Predictive scaling sits on the service's scalable target, never on the GPU Auto Scaling group,
+whose desired capacity ECS managed scaling owns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal, Optional
+
+import aws_cdk as cdk
+from aws_cdk import aws_applicationautoscaling as appscaling
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_elasticloadbalancingv2 as elbv2
+from constructs import Construct
+
+from . import metric_names
+from .errors import require
+from .schedules import CapacityPrewarm, ServiceSchedule
+
+if TYPE_CHECKING:
+    from .model_service import ModelService
+
+
+@dataclass(frozen=True)
+class ModelScalingProps:
+    """Per-model scaling signals. ``requests_per_target_per_minute`` is what one task sustains at your latency goal."""
+
+    requests_per_target_per_minute: int = 600
+    scale_out_cooldown_seconds: int = 60
+    scale_in_cooldown_seconds: int = 300
+    latency_p95_ms: int = 250
+    gpu_utilization_percent: int = 85
+    cpu_percent: int = 80
+
+    def __post_init__(self) -> None:
+        require(self.requests_per_target_per_minute > 0, "requests_per_target_per_minute", f"{self.requests_per_target_per_minute} must be greater than 0")
+        for key in ("scale_out_cooldown_seconds", "scale_in_cooldown_seconds"):
+            value = getattr(self, key)
+            require(0 <= value <= 3600, key, f"{value} is out of range; allowed 0 to 3600")
+        require(1 <= self.latency_p95_ms <= 60_000, "latency_p95_ms", f"{self.latency_p95_ms} is out of range; allowed 1 to 60000")
+        for key in ("gpu_utilization_percent", "cpu_percent"):
+            value = getattr(self, key)
+            require(1 <= value <= 100, key, f"{value} is out of range; allowed 1 to 100")
+
+
+@dataclass(frozen=True)
+class PredictiveScalingProps:
+    mode: Literal["off", "ForecastOnly", "ForecastAndScale"] = "ForecastOnly"
+    scheduling_buffer_seconds: int = 600
+    max_capacity_breach_behavior: Literal["HonorMaxCapacity", "IncreaseMaxCapacity"] = "HonorMaxCapacity"
+    max_capacity_buffer_percent: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        require(
+            0 <= self.scheduling_buffer_seconds < 3600,
+            "scheduling_buffer_seconds",
+            f"{self.scheduling_buffer_seconds} is out of range; allowed 0 to 3599 (less than the forecast interval)",
+        )
+        increase = self.max_capacity_breach_behavior == "IncreaseMaxCapacity"
+        require(
+            (self.max_capacity_buffer_percent is not None) == increase,
+            "max_capacity_buffer_percent",
+            "is required with IncreaseMaxCapacity and not allowed with HonorMaxCapacity",
+        )
+        if self.max_capacity_buffer_percent is not None:
+            require(0 <= self.max_capacity_buffer_percent <= 100, "max_capacity_buffer_percent", f"{self.max_capacity_buffer_percent} is out of range; allowed 0 to 100")
+
+
+@dataclass(frozen=True)
+class ScalingProps:
+    """Environment-wide scaling: schedules for every model service, predictive scaling, GPU pre-warm floors."""
+
+    schedules: tuple[ServiceSchedule, ...] = ()
+    predictive: PredictiveScalingProps = field(default_factory=PredictiveScalingProps)
+    capacity_prewarm: tuple[CapacityPrewarm, ...] = ()
+
+    def __post_init__(self) -> None:
+        names = [s.name for s in self.schedules] + [p.name for p in self.capacity_prewarm]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        require(not duplicates, "schedules", f"schedule names must be unique; repeated: {duplicates}")
+
+
+class ServiceScaling(Construct):
+    """Attributes: ``task_count`` (ScalableTaskCount), ``scalable_target``, ``predictive_policy`` (or None),
+    ``combined_cpu_queue_metric``."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        model_service: "ModelService",
+        props: ModelScalingProps,
+        scaling: ScalingProps,
+        load_balancer: elbv2.IApplicationLoadBalancer,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        model = model_service.model
+        self.task_count = model_service.service.auto_scale_task_count(min_capacity=model.min_tasks, max_capacity=model.max_tasks)
+        self.scalable_target: appscaling.ScalableTarget = self.task_count.node.find_child("Target")
+        out_cooldown = cdk.Duration.seconds(props.scale_out_cooldown_seconds)
+        in_cooldown = cdk.Duration.seconds(props.scale_in_cooldown_seconds)
+
+        self.task_count.scale_on_request_count(
+            "RequestsPerTarget",
+            requests_per_target=props.requests_per_target_per_minute,
+            target_group=model_service.target_group,
+            scale_out_cooldown=out_cooldown,
+            scale_in_cooldown=in_cooldown,
+        )
+        self._scale_out_on(
+            "LatencyP95",
+            model_service.metric_target_response_time("p95"),
+            props.latency_p95_ms / 1000,
+            out_cooldown,
+        )
+        self._scale_out_on(
+            "GpuUtilization",
+            model_service.metric_server(metric_names.GPU_UTILIZATION, "Average"),
+            props.gpu_utilization_percent,
+            out_cooldown,
+        )
+        self.combined_cpu_queue_metric = cloudwatch.MathExpression(
+            expression=f"IF(cpu > {props.cpu_percent} AND DIFF(queue) > 0, 1, 0)",
+            using_metrics={
+                "cpu": model_service.service.metric_cpu_utilization(period=cdk.Duration.minutes(1)),
+                "queue": model_service.metric_server(metric_names.QUEUE_DEPTH, "Maximum"),
+            },
+            period=cdk.Duration.minutes(1),
+            label="CPU high and queue growing",
+        )
+        self._scale_out_on("CpuAndQueueGrowing", self.combined_cpu_queue_metric, 1, out_cooldown, evaluation_periods=3)
+
+        for schedule in scaling.schedules:
+            self.task_count.scale_on_schedule(
+                f"Schedule-{schedule.name}",
+                schedule=appscaling.Schedule.expression(f"cron({schedule.cron})"),
+                time_zone=cdk.TimeZone.of(schedule.time_zone),
+                min_capacity=model.min_tasks if schedule.min_tasks is None else schedule.min_tasks,
+                max_capacity=model.max_tasks if schedule.max_tasks is None else schedule.max_tasks,
+            )
+
+        self.predictive_policy = None
+        if scaling.predictive.mode != "off":
+            self.predictive_policy = self._add_predictive(scaling.predictive, props, model_service, load_balancer)
+
+    def _scale_out_on(
+        self,
+        name: str,
+        metric: cloudwatch.IMetric,
+        threshold: float,
+        cooldown: cdk.Duration,
+        evaluation_periods: int = 2,
+    ) -> None:
+        """Step policy that only adds tasks (+1 above the threshold, +2 above twice it); target tracking scales in."""
+        self.task_count.scale_on_metric(
+            name,
+            metric=metric,
+            scaling_steps=[
+                appscaling.ScalingInterval(upper=threshold, change=0),
+                appscaling.ScalingInterval(lower=threshold, change=1),
+                appscaling.ScalingInterval(lower=threshold * 2, change=2),
+            ],
+            adjustment_type=appscaling.AdjustmentType.CHANGE_IN_CAPACITY,
+            cooldown=cooldown,
+            evaluation_periods=evaluation_periods,
+            datapoints_to_alarm=evaluation_periods,
+            metric_aggregation_type=appscaling.MetricAggregationType.MAXIMUM,
+        )
+
+    def _add_predictive(
+        self,
+        predictive: PredictiveScalingProps,
+        props: ModelScalingProps,
+        model_service: "ModelService",
+        load_balancer: elbv2.IApplicationLoadBalancer,
+    ) -> appscaling.CfnScalingPolicy:
+        resource_label = f"{load_balancer.load_balancer_full_name}/{model_service.target_group.target_group_full_name}"
+        return appscaling.CfnScalingPolicy(
+            self,
+            "Predictive",
+            policy_name=f"{cdk.Names.unique_id(self)[-200:]}-predictive",
+            policy_type="PredictiveScaling",
+            scaling_target_id=self.scalable_target.scalable_target_id,
+            predictive_scaling_policy_configuration=appscaling.CfnScalingPolicy.PredictiveScalingPolicyConfigurationProperty(
+                mode=predictive.mode,
+                scheduling_buffer_time=predictive.scheduling_buffer_seconds,
+                max_capacity_breach_behavior=predictive.max_capacity_breach_behavior,
+                max_capacity_buffer=predictive.max_capacity_buffer_percent,
+                metric_specifications=[
+                    appscaling.CfnScalingPolicy.PredictiveScalingMetricSpecificationProperty(
+                        target_value=props.requests_per_target_per_minute,
+                        predefined_metric_pair_specification=appscaling.CfnScalingPolicy.PredictiveScalingPredefinedMetricPairProperty(
+                            predefined_metric_type="ALBRequestCount",
+                            resource_label=resource_label,
+                        ),
+                    )
+                ],
+            ),
+        )

@@ -1,0 +1,163 @@
+"""Alarms, the Spot interruption counter, the dashboard, and the metric names shared with the server."""
+
+import json
+
+import pytest
+from aws_cdk.assertions import Template
+
+from tests.conftest import single_metric
+
+from gpu_inference_constructs import metric_names as infra_names
+
+ENVIRONMENTS = ["dev", "staging", "prod"]
+PER_MODEL_ALARMS = [
+    "LatencyP95", "LatencyP99", "Target5xxRate", "UnhealthyTargets", "TasksBelowDesired",
+    "QueueDepth", "RejectedRequests", "GpuMemory", "LowGpuUtilization",
+]
+
+
+@pytest.fixture(scope="module", params=ENVIRONMENTS)
+def env(request, synthesized):
+    config = synthesized.stages[request.param].config
+    return config, Template.from_json(synthesized.template(request.param, "Inference"))
+
+
+def monitoring_alarms(template):
+    return {k: a["Properties"] for k, a in template.find_resources("AWS::CloudWatch::Alarm").items() if k.startswith("Monitoring")}
+
+
+def alarm(template, name):
+    key = "Monitoring" + name.replace("-", "")
+    (found,) = [a for k, a in monitoring_alarms(template).items() if k.startswith(key)]
+    return found
+
+
+def test_every_alarm_exists_and_notifies_the_encrypted_topic(env):
+    config, template = env
+    alarms = monitoring_alarms(template)
+    assert len(alarms) == len(PER_MODEL_ALARMS) * len(config.models) + 2
+    for properties in alarms.values():
+        assert properties["AlarmActions"] == [{"Ref": "NotificationsTopicAE679CBD"}]
+        assert properties["OKActions"] == [{"Ref": "NotificationsTopicAE679CBD"}]
+        assert properties["TreatMissingData"] == "notBreaching"
+    template.has_resource_properties("AWS::SNS::Topic", {"KmsMasterKeyId": {"Fn::GetAtt": ["NotificationsKeyADCFA950", "Arn"]}})
+
+
+def test_latency_alarms_use_configured_percentile_thresholds(env):
+    config, template = env
+    for model in config.models:
+        p95 = alarm(template, f"{model.name}-LatencyP95")
+        p99 = alarm(template, f"{model.name}-LatencyP99")
+        assert (single_metric(p95)[1:3], p95["Threshold"]) == (("TargetResponseTime", "p95"), config.monitoring.latency_p95_ms / 1000)
+        assert (single_metric(p99)[1:3], p99["Threshold"]) == (("TargetResponseTime", "p99"), config.monitoring.latency_p99_ms / 1000)
+
+
+def test_error_rates_are_percentages_by_metric_math(env):
+    config, template = env
+    rates = [(alarm(template, f"{m.name}-Target5xxRate"), config.monitoring.target_5xx_percent) for m in config.models]
+    rates.append((alarm(template, "Elb5xxRate"), config.monitoring.elb_5xx_percent))
+    for properties, threshold in rates:
+        expression = next(m for m in properties["Metrics"] if "Expression" in m)["Expression"]
+        assert expression == "IF(FILL(requests, 0) > 0, 100 * FILL(errors, 0) / requests, 0)"
+        assert properties["Threshold"] == threshold
+        names = sorted(m["MetricStat"]["Metric"]["MetricName"] for m in properties["Metrics"] if "MetricStat" in m)
+        assert names in (["HTTPCode_Target_5XX_Count", "RequestCount"], ["HTTPCode_ELB_5XX_Count", "RequestCount"])
+
+
+def test_tasks_below_desired_compares_container_insights_counts(env):
+    config, template = env
+    for model in config.models:
+        properties = alarm(template, f"{model.name}-TasksBelowDesired")
+        assert next(m for m in properties["Metrics"] if "Expression" in m)["Expression"] == "desired - running"
+        assert properties["EvaluationPeriods"] == config.monitoring.tasks_below_desired_minutes
+
+
+@pytest.mark.parametrize(
+    ("suffix", "metric", "statistic", "threshold_key", "comparison"),
+    [
+        ("QueueDepth", "QueueDepth", "Maximum", "queue_depth", "GreaterThanOrEqualToThreshold"),
+        ("RejectedRequests", "RejectedRequests", "Sum", "rejected_requests_per_minute", "GreaterThanOrEqualToThreshold"),
+        ("GpuMemory", "GpuMemoryUtilization", "Maximum", "gpu_memory_percent", "GreaterThanOrEqualToThreshold"),
+        ("LowGpuUtilization", "GpuUtilization", "Average", "low_gpu_utilization_percent", "LessThanThreshold"),
+    ],
+)
+def test_server_metric_alarms(env, suffix, metric, statistic, threshold_key, comparison):
+    config, template = env
+    for model in config.models:
+        properties = alarm(template, f"{model.name}-{suffix}")
+        namespace, name, stat, dimensions, _ = single_metric(properties)
+        assert (namespace, name, stat) == ("GpuInference", metric, statistic)
+        assert {d["Name"]: d["Value"] for d in dimensions} == {"Environment": config.name, "ModelName": model.name}
+        assert properties["Threshold"] == getattr(config.monitoring, threshold_key)
+        assert properties["ComparisonOperator"] == comparison
+
+
+def test_low_gpu_utilization_is_judged_over_hours(env):
+    config, template = env
+    for model in config.models:
+        properties = alarm(template, f"{model.name}-LowGpuUtilization")
+        assert single_metric(properties)[4] == 3600 and properties["EvaluationPeriods"] == config.monitoring.low_gpu_utilization_hours
+
+
+def test_spot_interruption_warnings_are_counted_and_alarmed(env):
+    config, template = env
+    (rule_id, rule) = next(iter(template.find_resources("AWS::Events::Rule").items()))
+    assert rule["Properties"]["EventPattern"] == {"source": ["aws.ec2"], "detail-type": ["EC2 Spot Instance Interruption Warning"]}
+    properties = alarm(template, "SpotInterruptionStorm")
+    namespace, name, _, dimensions, _ = single_metric(properties)
+    assert (namespace, name) == ("AWS/Events", "TriggeredRules")
+    assert dimensions == [{"Name": "RuleName", "Value": {"Ref": rule_id}}]
+    assert properties["Threshold"] == config.monitoring.spot_interruptions_per_15_minutes
+
+
+def dashboard_body(template) -> str:
+    (dashboard,) = template.find_resources("AWS::CloudWatch::Dashboard").values()
+    return json.dumps(dashboard["Properties"]["DashboardBody"])
+
+
+@pytest.mark.parametrize(
+    "title",
+    [
+        "Requests per minute",
+        "Latency at the load balancer (s): p50 / p95 / p99",
+        "Errors per minute",
+        "Server latency (ms): p50 / p95 / p99, queue wait p95",
+        "Tasks: running / desired",
+        "GPU instances: Spot vs On-Demand",
+        "GPU utilisation and memory (%)",
+        "Batch size (avg) and queue depth (max)",
+        "Shed (503) and timed-out (504) requests",
+        "Cost per 1M requests (USD, hourly)",
+        "Alarms",
+    ],
+)
+def test_dashboard_has_each_widget(env, title):
+    _, template = env
+    assert f'\\"title\\":\\"{title}\\"' in dashboard_body(template)
+
+
+def test_dashboard_latency_shows_three_percentiles_per_model(env):
+    config, template = env
+    body = dashboard_body(template)
+    for percentile in ("p50", "p95", "p99"):
+        assert body.count(f'\\"stat\\":\\"{percentile}\\"') >= 2 * len(config.models)
+
+
+def test_cost_per_million_requests_uses_catalog_price_and_policy_split(env):
+    config, template = env
+    body = dashboard_body(template)
+    base = config.capacity.on_demand_base_capacity
+    share = config.capacity.on_demand_percentage_above_base / 100
+    on_demand = f"IF(total > {base}, {base} + CEIL((total - {base}) * {share}), total)"
+    assert f"IF(requests > 0, (({on_demand}) * 1.006 + (total - ({on_demand})) * 0.4024) / requests * 1000000, 0)" in body
+    assert "GroupInServiceInstances" in body
+
+
+def test_server_and_infrastructure_agree_on_metric_names():
+    from inference_server import metric_names as server_names
+
+    def public(module):
+        return {k: v for k, v in vars(module).items() if k.isupper()}
+
+    assert public(infra_names) == public(server_names)
+    assert len(public(infra_names)) >= 14

@@ -1,0 +1,158 @@
+"""Scaling: every policy and schedule per model service; predictive on the service, never on the GPU group."""
+
+import pytest
+from aws_cdk.assertions import Template
+
+from tests.conftest import single_metric
+
+ENVIRONMENTS = ["dev", "staging", "prod"]
+
+
+@pytest.fixture(scope="module", params=ENVIRONMENTS)
+def env(request, synthesized):
+    config = synthesized.stages[request.param].config
+    return config, Template.from_json(synthesized.template(request.param, "Inference"))
+
+
+def targets_by_model(template):
+    return {
+        logical_id.split("Service")[0].removeprefix("Model"): (logical_id, target)
+        for logical_id, target in template.find_resources("AWS::ApplicationAutoScaling::ScalableTarget").items()
+    }
+
+
+def policies_of(template, target_id, policy_type):
+    return [
+        p["Properties"]
+        for p in template.find_resources("AWS::ApplicationAutoScaling::ScalingPolicy").values()
+        if p["Properties"].get("ScalingTargetId") == {"Ref": target_id} and p["Properties"]["PolicyType"] == policy_type
+    ]
+
+
+def test_each_service_scales_between_its_min_and_max_tasks(env):
+    config, template = env
+    targets = targets_by_model(template)
+    assert sorted(targets) == sorted(m.name for m in config.models)
+    for model in config.models:
+        _, target = targets[model.name]
+        properties = target["Properties"]
+        assert (properties["MinCapacity"], properties["MaxCapacity"]) == (model.min_tasks, model.max_tasks)
+        assert properties["ScalableDimension"] == "ecs:service:DesiredCount"
+
+
+def test_target_tracking_on_requests_per_target_with_configured_cooldowns(env):
+    config, template = env
+    targets = targets_by_model(template)
+    for model in config.models:
+        (policy,) = policies_of(template, targets[model.name][0], "TargetTrackingScaling")
+        tracking = policy["TargetTrackingScalingPolicyConfiguration"]
+        assert tracking["PredefinedMetricSpecification"]["PredefinedMetricType"] == "ALBRequestCountPerTarget"
+        assert tracking["TargetValue"] == model.scaling.requests_per_target_per_minute
+        assert (tracking["ScaleOutCooldown"], tracking["ScaleInCooldown"]) == (
+            model.scaling.scale_out_cooldown_seconds,
+            model.scaling.scale_in_cooldown_seconds,
+        )
+
+
+def step_alarm(template, policy_logical_id):
+    (alarm,) = [
+        a["Properties"]
+        for a in template.find_resources("AWS::CloudWatch::Alarm").values()
+        if {"Ref": policy_logical_id} in a["Properties"].get("AlarmActions", [])
+    ]
+    return alarm
+
+
+def step_policies(template, model_name):
+    return {
+        logical_id.split("TaskCountTarget")[1].split("UpperPolicy")[0]: (logical_id, p["Properties"])
+        for logical_id, p in template.find_resources("AWS::ApplicationAutoScaling::ScalingPolicy").items()
+        if logical_id.startswith(f"Model{model_name}") and p["Properties"]["PolicyType"] == "StepScaling"
+    }
+
+
+def test_step_scaling_only_adds_tasks_on_latency_gpu_and_cpu_with_growing_queue(env):
+    config, template = env
+    for model in config.models:
+        steps = step_policies(template, model.name)
+        assert sorted(steps) == ["CpuAndQueueGrowing", "GpuUtilization", "LatencyP95"]
+        for logical_id, policy in steps.values():
+            adjustments = [s["ScalingAdjustment"] for s in policy["StepScalingPolicyConfiguration"]["StepAdjustments"]]
+            assert adjustments == [1, 2] and policy["StepScalingPolicyConfiguration"]["Cooldown"] == model.scaling.scale_out_cooldown_seconds
+
+        latency = step_alarm(template, steps["LatencyP95"][0])
+        assert single_metric(latency)[1:3] == ("TargetResponseTime", "p95")
+        assert latency["Threshold"] == model.scaling.latency_p95_ms / 1000
+        gpu = step_alarm(template, steps["GpuUtilization"][0])
+        namespace, name, _, dimensions, _ = single_metric(gpu)
+        assert (namespace, name, gpu["Threshold"]) == ("GpuInference", "GpuUtilization", model.scaling.gpu_utilization_percent)
+        assert {d["Name"]: d["Value"] for d in dimensions} == {"Environment": config.name, "ModelName": model.name}
+
+
+def test_cpu_and_growing_queue_is_one_metric_math_alarm(env):
+    config, template = env
+    for model in config.models:
+        alarm = step_alarm(template, step_policies(template, model.name)["CpuAndQueueGrowing"][0])
+        expression = next(m for m in alarm["Metrics"] if "Expression" in m)["Expression"]
+        assert expression == f"IF(cpu > {model.scaling.cpu_percent} AND DIFF(queue) > 0, 1, 0)"
+        named = {m["Id"]: m["MetricStat"]["Metric"]["MetricName"] for m in alarm["Metrics"] if "MetricStat" in m}
+        assert named == {"cpu": "CPUUtilization", "queue": "QueueDepth"}
+        assert alarm["EvaluationPeriods"] == 3, "a short CPU spike alone does not scale"
+
+
+def test_schedules_apply_to_every_service_with_time_zones(env):
+    config, template = env
+    for model in config.models:
+        _, target = targets_by_model(template)[model.name]
+        actions = target["Properties"].get("ScheduledActions", [])
+        assert [a["ScheduledActionName"] for a in actions] == [f"Schedule-{s.name}" for s in config.scaling.schedules]
+        for action, schedule in zip(actions, config.scaling.schedules):
+            assert action["Schedule"] == f"cron({schedule.cron})" and action["Timezone"] == schedule.time_zone
+            expected_min = model.min_tasks if schedule.min_tasks is None else schedule.min_tasks
+            assert action["ScalableTargetAction"]["MinCapacity"] == expected_min
+
+
+def test_dev_scales_to_zero_on_nights_and_weekends(synthesized):
+    dev = synthesized.stages["dev"].config
+    off = [s for s in dev.scaling.schedules if s.max_tasks == 0]
+    assert off and off[0].cron.endswith("MON-FRI *") and all(m.min_tasks == 0 for m in dev.models)
+    assert dev.capacity.min_capacity == 0
+
+
+def test_predictive_scaling_sits_on_each_service_target(env):
+    config, template = env
+    targets = targets_by_model(template)
+    for model in config.models:
+        policies = policies_of(template, targets[model.name][0], "PredictiveScaling")
+        if config.scaling.predictive.mode == "off":
+            assert policies == []
+            continue
+        (policy,) = policies
+        predictive = policy["PredictiveScalingPolicyConfiguration"]
+        assert predictive["Mode"] == config.scaling.predictive.mode
+        assert predictive["SchedulingBufferTime"] == config.scaling.predictive.scheduling_buffer_seconds
+        (spec,) = predictive["MetricSpecifications"]
+        assert spec["PredefinedMetricPairSpecification"]["PredefinedMetricType"] == "ALBRequestCount"
+        assert spec["TargetValue"] == model.scaling.requests_per_target_per_minute
+
+
+def test_predictive_modes_per_environment(synthesized):
+    modes = {name: stage.config.scaling.predictive.mode for name, stage in synthesized.stages.items()}
+    assert modes == {"dev": "off", "staging": "ForecastOnly", "prod": "ForecastAndScale"}
+
+
+def test_no_scaling_policy_targets_the_gpu_auto_scaling_group(env):
+    _, template = env
+    template.resource_count_is("AWS::AutoScaling::ScalingPolicy", 0)
+    for target in template.find_resources("AWS::ApplicationAutoScaling::ScalableTarget").values():
+        assert target["Properties"]["ServiceNamespace"] == "ecs"
+
+
+def test_group_schedules_raise_only_the_minimum(env):
+    config, template = env
+    actions = template.find_resources("AWS::AutoScaling::ScheduledAction")
+    assert len(actions) == len(config.scaling.capacity_prewarm)
+    for action in actions.values():
+        properties = action["Properties"]
+        assert "DesiredCapacity" not in properties and "MaxSize" not in properties
+        assert "MinSize" in properties and "TimeZone" in properties
