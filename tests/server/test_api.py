@@ -328,3 +328,31 @@ async def test_api_keys_guard_predict_only(echo_service):
     doc = open_routes[-1].json()
     assert doc["components"]["securitySchemes"]["APIKeyHeader"]["name"] == "x-api-key"
     assert "401" in doc["paths"]["/predict"]["post"]["responses"]
+
+
+def test_the_periodic_metrics_line_is_an_emf_document(echo_service, caplog):
+    service = echo_service(max_queue_size=1)
+    service.metrics.take_interval()  # drop the start-up readiness probe's batch
+    for text in ("a", "b c"):
+        service.batcher.submit([text], time.monotonic() + 60).result(10)
+    service.metrics.record_rejected()
+    service.metrics.record_cache(hits=2, misses=1)
+    with caplog.at_level(logging.INFO, logger="inference_server.service"):
+        service.emit_interval_metrics()
+    [record] = [r for r in caplog.records if r.getMessage() == "metrics"]
+    line = json.loads(JsonFormatter().format(record))
+    names = {d["Name"]: d["Unit"] for d in line["_aws"]["CloudWatchMetrics"][0]["Metrics"]}
+    assert names == {m.REJECTED_REQUESTS: "Count", m.TIMED_OUT_REQUESTS: "Count", m.CACHE_HITS: "Count",
+                     m.CACHE_MISSES: "Count", m.BATCH_SIZE: "Count", m.QUEUE_DEPTH: "Count"}  # no GPU on CPU
+    assert line[m.REJECTED_REQUESTS] == 1 and line[m.TIMED_OUT_REQUESTS] == 0
+    assert (line[m.CACHE_HITS], line[m.CACHE_MISSES], line[m.QUEUE_DEPTH]) == (2, 1, 0)
+    assert sorted(line[m.BATCH_SIZE]) == [1, 1]
+    assert line[m.DIMENSION_ENVIRONMENT] == "local" and line[m.DIMENSION_MODEL] == "tiny"
+    assert service.metrics.take_interval()[m.REJECTED_REQUESTS] == 0  # counts are per interval
+
+
+def test_gpu_metrics_are_omitted_without_a_gpu():
+    from inference_server.gpu import GpuSampler
+
+    assert GpuSampler(None).sample() == {}
+    assert GpuSampler(0).sample() == {}  # no NVIDIA driver here

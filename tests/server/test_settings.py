@@ -1,0 +1,110 @@
+"""Settings: environment variables with CLI overrides; a bad value names its variable and exits non-zero."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from inference_server import metric_names
+from inference_server.__main__ import confine_library_caches, main
+from inference_server.settings import Settings, SettingsError, load_settings
+
+REQUIRED = {"MODEL_NAME": "minilm", "MODEL_VERSION": "3", "MODEL_URI": "s3://bucket/models/minilm/3/"}
+
+
+def test_defaults_match_the_infrastructure_contract():
+    s = load_settings([], REQUIRED)
+    assert (s.model_name, s.model_version, s.model_uri) == ("minilm", "3", "s3://bucket/models/minilm/3/")
+    expected = dict(host="0.0.0.0", port=8080, model_task=None, model_handler=None, allow_artifact_code=False,
+                    model_cache_dir=Path("/tmp/model-cache"), device="auto", precision="auto", compile=False,
+                    max_batch_size=32, max_batch_wait_ms=2.0, max_queue_size=256, max_sequence_length=256,
+                    max_client_batch=64, max_text_chars=10000, max_body_bytes=1048576, request_timeout_s=10.0,
+                    drain_timeout_s=70.0, keep_alive_s=75.0, result_cache_size=0, api_keys=(),
+                    deployment_env="local", log_level="INFO", metrics_interval_s=10.0, ready_probe_interval_s=15.0)
+    assert {k: getattr(s, k) for k in expected} == expected
+    assert s.manifest_required  # s3 models need a manifest by default
+    assert s.drain_timeout_s < 90 and s.keep_alive_s > 60  # below stopTimeout, above the ALB idle timeout
+
+
+def test_every_setting_has_an_environment_variable_and_a_flag():
+    env = {f.name.upper(): f.name for f in dataclasses.fields(Settings)}
+    assert set(env) == {"MODEL_NAME", "MODEL_VERSION", "MODEL_URI", "MODEL_TASK", "MODEL_HANDLER",
+                        "ALLOW_ARTIFACT_CODE", "MODEL_CACHE_DIR", "REQUIRE_MANIFEST", "HOST", "PORT", "DEVICE",
+                        "PRECISION", "COMPILE", "MAX_BATCH_SIZE", "MAX_BATCH_WAIT_MS", "MAX_QUEUE_SIZE",
+                        "MAX_SEQUENCE_LENGTH", "MAX_CLIENT_BATCH", "MAX_TEXT_CHARS", "MAX_BODY_BYTES",
+                        "REQUEST_TIMEOUT_S", "DRAIN_TIMEOUT_S", "KEEP_ALIVE_S", "RESULT_CACHE_SIZE", "API_KEYS",
+                        "DEPLOYMENT_ENV", "LOG_LEVEL", "METRICS_INTERVAL_S", "READY_PROBE_INTERVAL_S"}
+
+
+def test_environment_values_are_parsed_and_flags_override_them(tmp_path):
+    environ = {**REQUIRED, "PORT": "9000", "MAX_BATCH_WAIT_MS": "0.5", "COMPILE": "true", "API_KEYS": " a, b ,,",
+               "REQUIRE_MANIFEST": "0", "LOG_LEVEL": "debug", "MODEL_TASK": "text-embedding"}
+    s = load_settings(["--port", "9100", "--model", str(tmp_path), "--max-batch-size", "8"], environ)
+    assert (s.port, s.max_batch_size, s.max_batch_wait_ms, s.compile) == (9100, 8, 0.5, True)
+    assert s.model_uri == str(tmp_path) and s.api_keys == ("a", "b") and s.log_level == "DEBUG"
+    assert not s.manifest_required and s.model_task == "text-embedding"
+
+
+def test_api_keys_are_not_in_the_repr():
+    s = load_settings([], {**REQUIRED, "API_KEYS": "super-secret"})
+    assert "super-secret" not in repr(s)
+
+
+@pytest.mark.parametrize("variable,value,message", [
+    ("MAX_BATCH_SIZE", "abc", "must be an integer"),
+    ("MAX_BATCH_SIZE", "0", "between 1 and"),
+    ("PORT", "70000", "between 1 and 65535"),
+    ("MAX_BATCH_WAIT_MS", "-1", ">= 0"),
+    ("REQUEST_TIMEOUT_S", "0", "> 0"),
+    ("DRAIN_TIMEOUT_S", "nan", "finite"),
+    ("COMPILE", "maybe", "true or false"),
+    ("DEVICE", "tpu", "one of auto, cpu, cuda"),
+    ("PRECISION", "int8", "one of auto, fp32, fp16, bf16"),
+    ("MODEL_TASK", "translation", "one of text-classification, text-embedding"),
+    ("MODEL_NAME", "MiniLM_v2", "URL-safe"),
+    ("MODEL_NAME", "", "is required"),
+    ("MODEL_URI", " ", "is required"),
+    ("LOG_LEVEL", "loud", "one of"),
+])
+def test_a_bad_value_names_its_variable(variable, value, message):
+    with pytest.raises(SettingsError, match=message) as error:
+        load_settings([], {**REQUIRED, variable: value})
+    assert error.value.variable == variable and str(error.value).startswith(variable)
+
+
+def test_a_missing_required_variable_is_named():
+    with pytest.raises(SettingsError, match="MODEL_VERSION: is required"):
+        load_settings([], {"MODEL_NAME": "m", "MODEL_URI": "/x"})
+
+
+def test_main_exits_2_with_a_json_line_naming_the_variable(monkeypatch, capsys, restore_logging):
+    monkeypatch.setenv("MODEL_NAME", "m")
+    monkeypatch.setenv("MODEL_VERSION", "1")
+    monkeypatch.setenv("MODEL_URI", "/nowhere")
+    monkeypatch.setenv("MAX_QUEUE_SIZE", "lots")
+    assert main([]) == 2
+    line = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert line["level"] == "ERROR" and line["setting"] == "MAX_QUEUE_SIZE" and "integer" in line["error"]
+
+
+def test_library_caches_are_confined_to_the_cache_dir(tmp_path, monkeypatch):
+    import os
+
+    monkeypatch.setattr(os, "environ", {"TORCH_HOME": "/operator/choice"})
+    confine_library_caches(tmp_path / "cache")
+    for name in ("HF_HOME", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "CUDA_CACHE_PATH", "XDG_CACHE_HOME"):
+        assert os.environ[name].startswith(str(tmp_path / "cache"))
+    assert os.environ["TORCH_HOME"] == "/operator/choice"
+    assert os.environ["HF_HUB_OFFLINE"] == "1"
+
+
+def test_metric_names_are_the_contract():
+    assert {k: v for k, v in vars(metric_names).items() if k.isupper()} == {
+        "NAMESPACE": "GpuInference", "DIMENSION_ENVIRONMENT": "Environment", "DIMENSION_MODEL": "ModelName",
+        "REQUEST_LATENCY": "RequestLatency", "QUEUE_WAIT": "QueueWait", "INFERENCE_TIME": "InferenceTime",
+        "BATCH_SIZE": "BatchSize", "QUEUE_DEPTH": "QueueDepth", "REJECTED_REQUESTS": "RejectedRequests",
+        "TIMED_OUT_REQUESTS": "TimedOutRequests", "GPU_UTILIZATION": "GpuUtilization",
+        "GPU_MEMORY_UTILIZATION": "GpuMemoryUtilization", "CACHE_HITS": "CacheHits", "CACHE_MISSES": "CacheMisses"}
