@@ -35,12 +35,14 @@ def confine_library_caches(cache_dir: Path) -> None:
 
 
 def resolve_task(settings: Settings) -> Settings:
-    """MODEL_TASK defaults to the task recorded in the model's manifest."""
+    """MODEL_TASK defaults to the task recorded in the model's manifest (read before the server starts)."""
     if settings.model_task or settings.model_handler:
         return settings
-    from .artifacts import read_manifest_at
+    from .artifacts import ArtifactError, read_manifest_at
 
     manifest = read_manifest_at(settings.model_uri)
+    if manifest is None and settings.manifest_required:
+        raise ArtifactError(f"{settings.model_uri} has no manifest.json and REQUIRE_MANIFEST is true")
     return settings.replace(model_task=manifest.task) if manifest and manifest.task else settings
 
 

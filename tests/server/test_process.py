@@ -1,0 +1,160 @@
+"""The real server process: uvicorn under concurrent load receiving SIGTERM, refusing a corrupted model,
+the container health check, and startup errors."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from inference_server.publish import publish
+
+pytestmark = pytest.mark.slow
+STARTUP_TIMEOUT = 180.0
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def server_env(model_uri: str | Path, port: int, cache: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MODEL_", "MAX_", "API_KEYS"))}
+    env.update(MODEL_NAME="tiny", MODEL_VERSION="1", MODEL_URI=str(model_uri), PORT=str(port), HOST="127.0.0.1",
+               MODEL_CACHE_DIR=str(cache), DEPLOYMENT_ENV="test", **extra)
+    return env
+
+
+def start(env: dict[str, str], log: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "inference_server"], env=env, stdout=log.open("wb"),
+                            stderr=subprocess.STDOUT)
+
+
+def request(port: int, method: str, path: str, body: dict | None = None, timeout: float = 30.0):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        payload = json.dumps(body).encode() if body is not None else None
+        conn.request(method, path, body=payload, headers={"content-type": "application/json", "connection": "close"})
+        response = conn.getresponse()
+        return response.status, response.read()
+    finally:
+        conn.close()
+
+
+def wait_until_ready(process: subprocess.Popen, port: int, log: Path) -> None:
+    deadline = time.monotonic() + STARTUP_TIMEOUT
+    while time.monotonic() < deadline:
+        assert process.poll() is None, f"server exited with {process.returncode}:\n{log.read_text()}"
+        try:
+            if request(port, "GET", "/ready", timeout=2)[0] == 200:
+                return
+        except OSError:
+            pass
+        time.sleep(0.1)
+    raise AssertionError(f"not ready after {STARTUP_TIMEOUT} s:\n{log.read_text()}")
+
+
+def json_lines(log: Path) -> list[dict]:
+    return [json.loads(line) for line in log.read_text().splitlines()]  # every line must be JSON
+
+
+def healthcheck(port: int) -> int:
+    env = {**os.environ, "PORT": str(port)}
+    return subprocess.run([sys.executable, "-m", "inference_server.healthcheck"], env=env, timeout=30).returncode
+
+
+def test_sigterm_under_load_drains_accepted_requests_and_exits_0(tiny_classifier_dir, tmp_path):
+    port, log = free_port(), tmp_path / "server.log"
+    env = server_env(tiny_classifier_dir, port, tmp_path / "cache", MODEL_TASK="text-classification",
+                     MODEL_HANDLER="inference_server.testing:SlowClassificationHandler", SLOW_HANDLER_DELAY_S="0.05",
+                     MAX_BATCH_SIZE="4", MAX_SEQUENCE_LENGTH="32", READY_PROBE_INTERVAL_S="1",
+                     MAX_BODY_BYTES="4096", DRAIN_TIMEOUT_S="30")
+    process = start(env, log)
+    try:
+        wait_until_ready(process, port, log)
+        assert healthcheck(port) == 0
+        assert request(port, "POST", "/predict", {"text": "x" * 5000})[0] == 413
+
+        outcomes: list[tuple[float, object]] = []  # (finished at, status or "refused")
+        lock = threading.Lock()
+        sigterm_at: list[float] = []
+
+        def client(n: int) -> None:
+            for i in range(10_000):
+                try:
+                    status, body = request(port, "POST", "/predict", {"text": f"client {n} says hello {i}"})
+                    if status == 503:
+                        assert json.loads(body)["error"]["code"] == "draining"
+                except ConnectionRefusedError:
+                    status = "refused"
+                except Exception as exc:  # a reset or a timeout: an accepted request lost
+                    status = repr(exc)
+                with lock:
+                    outcomes.append((time.monotonic(), status))
+                if status != 200:
+                    return
+
+        clients = [threading.Thread(target=client, args=(n,)) for n in range(12)]
+        for t in clients:
+            t.start()
+        while sum(1 for _, s in outcomes if s == 200) < 20:
+            time.sleep(0.01)
+        sigterm_at.append(time.monotonic())
+        process.send_signal(signal.SIGTERM)
+        for t in clients:
+            t.join(60)
+        assert process.wait(60) == 0, log.read_text()
+    finally:
+        if process.poll() is None:
+            process.kill()
+    statuses = [s for _, s in outcomes]
+    assert set(statuses) <= {200, 503, "refused"}, statuses
+    finished_after_sigterm = [s for at, s in outcomes if at > sigterm_at[0] and s == 200]
+    assert finished_after_sigterm, "requests in flight at SIGTERM should have completed"
+    lines = json_lines(log)
+    messages = [line["message"] for line in lines]
+    assert "signal received; draining" in messages and "drained" in messages
+    assert lines[-1]["message"] == "exiting" and lines[-1]["exit_code"] == 0
+    requests = [line for line in lines if line.get("path") == "/predict" and line.get("status") == 200]
+    assert requests and all(line["Environment"] == "test" and "RequestLatency" in line for line in requests)
+    assert healthcheck(port) == 1  # nothing listens any more
+
+
+def test_a_corrupted_model_in_s3_refuses_to_start(s3, bucket, tiny_classifier_dir, tmp_path):
+    uri = f"s3://{bucket}/models/tiny/1/"
+    publish(tiny_classifier_dir, uri, task="text-classification")
+    s3.put_object(Bucket=bucket, Key="models/tiny/1/config.json", Body=b'{"model_type": "bert"}')
+    log = tmp_path / "server.log"
+    process = start(server_env(uri, free_port(), tmp_path / "cache"), log)
+    assert process.wait(STARTUP_TIMEOUT) == 1, log.read_text()
+    [refusal] = [line for line in json_lines(log) if line["level"] == "CRITICAL"]
+    assert refusal["message"] == "model load failed; refusing to start"
+    assert "config.json: size" in refusal["error"]
+
+
+def test_a_model_without_manifest_in_s3_refuses_to_start(s3, bucket, tiny_classifier_dir, tmp_path):
+    for path in tiny_classifier_dir.iterdir():
+        s3.upload_file(str(path), bucket, f"models/tiny/1/{path.name}")
+    log = tmp_path / "server.log"
+    process = start(server_env(f"s3://{bucket}/models/tiny/1/", free_port(), tmp_path / "cache"), log)
+    assert process.wait(STARTUP_TIMEOUT) == 1, log.read_text()
+    [refusal] = [line for line in json_lines(log) if line["level"] == "CRITICAL"]
+    assert "REQUIRE_MANIFEST" in refusal["error"]
+
+
+def test_missing_settings_exit_2_naming_the_variable(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MODEL_")}
+    result = subprocess.run([sys.executable, "-m", "inference_server"], env=env, capture_output=True, timeout=60)
+    assert result.returncode == 2
+    line = json.loads(result.stdout.decode().strip().splitlines()[-1])
+    assert line["setting"] == "MODEL_NAME" and "required" in line["error"]
