@@ -1,0 +1,265 @@
+"""End to end, here: each synthesized task definition starts the real server the way ECS would, and the
+load balancer's view of it holds (health check, path rules, container health check, Spot drain).
+
+Read from the synthesized JSON, not from our Python objects. The only things added to the container's
+environment point it at a local S3 (moto) and stand in for the task's scratch volume and role credentials.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import boto3
+import pytest
+
+from tests.conftest import ROOT
+from tests.e2e.contract import (
+    ModelContract,
+    disagreements_with_dockerfile,
+    load_contracts,
+    read_dockerfile,
+    resolve,
+    unread_variables,
+)
+
+ENVIRONMENTS = ["dev", "staging", "prod"]
+API_KEY = "e2e-test-key"
+BUCKET_REF = "ModelStoreModelsB220DB3A"
+PYTHON = {"python", "python3"}
+
+
+def contracts_for(synthesized, environment: str) -> list[ModelContract]:
+    (path,) = synthesized.outdir.glob(f"assembly-{environment.capitalize()}/*Inference*.template.json")
+    return load_contracts(path, environment)
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint():
+    from moto.server import ThreadedMotoServer
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    yield f"http://127.0.0.1:{port}"
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def fake_aws(monkeypatch_module, s3_endpoint):
+    for name, value in aws_test_environment(s3_endpoint).items():
+        monkeypatch_module.setenv(name, value)
+    return s3_endpoint
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    with pytest.MonkeyPatch.context() as patch:
+        yield patch
+
+
+def aws_test_environment(endpoint: str) -> dict[str, str]:
+    """Stand-ins for the task role's credentials and the VPC's S3 endpoint."""
+    return {
+        "AWS_ENDPOINT_URL_S3": endpoint,
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+    }
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def all_contracts(synthesized):
+    return [(env, contract) for env in ENVIRONMENTS for contract in contracts_for(synthesized, env)]
+
+
+def pytest_generate_tests(metafunc):
+    if "contract_id" in metafunc.fixturenames:
+        ids = [f"{env}-{model}" for env in ENVIRONMENTS for model in ("minilm", "sentiment")]
+        metafunc.parametrize("contract_id", ids)
+
+
+@pytest.fixture
+def contract(synthesized, contract_id) -> ModelContract:
+    environment, model = contract_id.split("-", 1)
+    matches = [c for c in contracts_for(synthesized, environment) if c.model_name == model]
+    assert matches, f"no service for model {model!r} in the {environment} template"
+    return matches[0]
+
+
+def container_environment(contract: ModelContract, bucket: str, scratch: Path, endpoint: str) -> dict[str, str]:
+    environment = {name: resolve(value, {BUCKET_REF: bucket}) for name, value in contract.environment.items()}
+    # The task mounts a scratch volume at its mount path; here a temporary directory stands in for it.
+    (mount,) = contract.mount_paths
+    environment = {name: value.replace(mount, str(scratch), 1) if value.startswith(mount) else value for name, value in environment.items()}
+    secrets = {name: API_KEY for name in contract.secret_names}
+    return {"PATH": os.environ["PATH"], **environment, **secrets, **aws_test_environment(endpoint)}
+
+
+def as_local_command(command: list[str]) -> list[str]:
+    assert command and command[0] in PYTHON, f"the container command {command} does not start with python"
+    return [sys.executable, *command[1:]]
+
+
+def http(method: str, url: str, body: dict | None = None, headers: dict | None = None, timeout: float = 10) -> tuple[int, dict]:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, method=method, headers={"content-type": "application/json", **(headers or {})})
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(request, timeout=timeout) as response:
+            return response.status, json.loads(response.read() or b"{}")
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read() or b"{}")
+
+
+def publish_model(contract: ModelContract, uri: str, work: Path, environment: dict[str, str]) -> None:
+    from inference_server.testing import build_tiny_bert
+
+    model_dir = build_tiny_bert(work / "model", task=str(contract.environment["MODEL_TASK"]))
+    result = subprocess.run(
+        [sys.executable, "-m", "inference_server.publish", str(model_dir), uri],
+        env={**os.environ, **environment},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, f"the publishing command failed for {uri}:\n{result.stdout}\n{result.stderr}"
+
+
+def wait_until_ready(process: subprocess.Popen, url: str, success: str, deadline_s: float, log: Path) -> float:
+    started = time.monotonic()
+    while time.monotonic() - started < deadline_s:
+        if process.poll() is not None:
+            pytest.fail(f"the server exited with {process.returncode} before it was ready:\n{log.read_text()[-4000:]}")
+        try:
+            status, _ = http("GET", url, timeout=2)
+            if str(status) == success:
+                return time.monotonic() - started
+            if status == 404:
+                pytest.fail(f"the target group health-checks {url}, a path the server does not serve (404)")
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        time.sleep(0.25)
+    pytest.fail(f"{url} did not answer {success} within the health-check grace period ({deadline_s} s):\n{log.read_text()[-4000:]}")
+
+
+def server_variables() -> set[str]:
+    from inference_server.settings import Settings
+
+    return {field.name.upper() for field in dataclasses.fields(Settings)}
+
+
+def test_every_variable_the_task_sets_is_read_by_the_server(synthesized):
+    problems = [p for _, contract in all_contracts(synthesized) for p in unread_variables(contract, server_variables())]
+    assert problems == []
+
+
+def test_dockerfile_and_task_definition_agree(synthesized):
+    dockerfile = read_dockerfile(ROOT / "inference_image" / "Dockerfile")
+    problems = [p for _, contract in all_contracts(synthesized) for p in disagreements_with_dockerfile(contract, dockerfile)]
+    assert problems == []
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (lambda c: c.environment.update(MODEL_CACHE_DIRECTORY=c.environment.pop("MODEL_CACHE_DIR")), r"sets \['MODEL_CACHE_DIRECTORY'\], which the server never reads"),
+        (lambda c: setattr(c, "secret_names", ["API_KEY"]), r"injects secrets \['API_KEY'\], which the server never reads"),
+        (lambda c: setattr(c, "container_port", 8081), r"task definition port 8081 is not EXPOSEd by the Dockerfile"),
+        (lambda c: c.environment.update(PORT="9000"), r"task definition PORT=9000 and Dockerfile PORT=8080 must agree"),
+        (lambda c: setattr(c, "health_check_port", 8000), r"target group health-checks port 8000 but the container listens on 8080"),
+        (lambda c: setattr(c, "command", ["python", "-m", "server"]), r"task definition command .* differs from the Dockerfile's CMD"),
+        (lambda c: setattr(c, "health_check_command", ["CMD-SHELL", "curl -f localhost:8080/health"]), r"task definition health check .* differs from the Dockerfile's HEALTHCHECK"),
+        (lambda c: setattr(c, "user", "root"), r"task definition runs as root but the Dockerfile's USER is 10001:10001"),
+    ],
+    ids=["renamed-variable", "renamed-secret", "container-port", "port-variable", "health-check-port", "command", "health-check", "user"],
+)
+def test_a_broken_contract_names_the_side_that_disagrees(synthesized, change, expected):
+    import re
+
+    contract = dataclasses.replace(contracts_for(synthesized, "dev")[0])
+    contract.environment = dict(contract.environment)
+    change(contract)
+    problems = unread_variables(contract, server_variables()) + disagreements_with_dockerfile(contract, read_dockerfile(ROOT / "inference_image" / "Dockerfile"))
+    assert any(re.search(expected, problem) for problem in problems), problems
+
+
+def test_the_task_definition_starts_a_server_that_the_load_balancer_can_use(synthesized, contract, fake_aws, tmp_path):
+    bucket = f"e2e-{contract.environment_name}-{contract.model_name}"
+    boto3.client("s3", region_name="us-east-1").create_bucket(Bucket=bucket)
+    environment = container_environment(contract, bucket, tmp_path / "scratch", fake_aws)
+    publish_model(contract, environment["MODEL_URI"], tmp_path, environment)
+
+    log = tmp_path / "server.log"
+    with log.open("w") as output:
+        process = subprocess.Popen(as_local_command(contract.command), env=environment, stdout=output, stderr=subprocess.STDOUT)
+    try:
+        base = f"http://127.0.0.1:{contract.health_check_port}"
+        took = wait_until_ready(process, base + contract.health_check_path, contract.success_codes, contract.grace_period, log)
+        assert took < contract.grace_period
+
+        health = subprocess.run(as_local_command(contract.health_check_command[1:]), env=environment, timeout=10)
+        assert health.returncode == 0, "the container health check command failed against a ready server"
+
+        prefixes = sorted({pattern.removesuffix("/*") for pattern in contract.path_patterns})
+        assert prefixes == [f"/{contract.model_name}"], f"listener rules {contract.path_patterns} do not route to /{contract.model_name}"
+        for prefix in prefixes:
+            status, body = http("POST", f"{base}{prefix}/predict", {"text": "the service was quick and friendly"}, {"x-api-key": API_KEY})
+            assert status == 200, f"POST {prefix}/predict answered {status}: {body}"
+            assert (body["model"], body["version"]) == (contract.model_name, contract.environment["MODEL_VERSION"])
+            assert body["prediction"]
+
+        assert_drains_on_sigterm(process, base, contract, log)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def assert_drains_on_sigterm(process: subprocess.Popen, base: str, contract: ModelContract, log: Path) -> None:
+    """A Spot interruption: SIGTERM under load; every accepted request completes, exit 0 within stopTimeout."""
+    results: list[int] = []
+    refused: list[str] = []
+    stop = threading.Event()
+
+    def client() -> None:
+        while not stop.is_set():
+            try:
+                status, _ = http("POST", f"{base}/{contract.model_name}/predict/batch", {"texts": ["good food"] * 8}, {"x-api-key": API_KEY}, timeout=30)
+                results.append(status)
+            except (urllib.error.URLError, ConnectionError) as error:
+                refused.append(str(error))
+                return
+
+    clients = [threading.Thread(target=client) for _ in range(4)]
+    for thread in clients:
+        thread.start()
+    time.sleep(1.0)
+    started = time.monotonic()
+    process.send_signal(signal.SIGTERM)
+    try:
+        code = process.wait(timeout=contract.stop_timeout)
+    finally:
+        stop.set()
+        for thread in clients:
+            thread.join(timeout=30)
+    elapsed = time.monotonic() - started
+    assert code == 0, f"the server exited {code} after SIGTERM:\n{log.read_text()[-4000:]}"
+    assert elapsed < contract.stop_timeout
+    accepted = [status for status in results if status != 503]
+    assert accepted and set(accepted) == {200}, f"accepted requests must all complete: {sorted(set(results))}"
