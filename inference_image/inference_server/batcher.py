@@ -82,7 +82,7 @@ def _settle(future: Future, *, result: Any = None, error: BaseException | None =
 
 class Batcher:
     def __init__(self, load: Callable[[], Handler], *, max_batch_size: int, max_wait_s: float, max_queue_size: int,
-                 max_sequence_length: int, pad_batches: bool = False,
+                 max_sequence_length: int, pad_batches: bool = False, warmup_runs: int = 1,
                  on_batch: Callable[[int], None] = lambda size: None,
                  on_fatal: Callable[[BaseException], None] = lambda exc: None,
                  is_fatal: Callable[[BaseException], bool] = lambda exc: False,
@@ -93,6 +93,7 @@ class Batcher:
         self.max_queue_size = max_queue_size
         self._max_sequence_length = max_sequence_length
         self.pad_batches = pad_batches
+        self.warmup_runs = warmup_runs
         self._on_batch, self._on_fatal, self._is_fatal = on_batch, on_fatal, is_fatal
         self._clock = clock
         self.batch_sizes = size_buckets(max_batch_size)
@@ -170,7 +171,8 @@ class Batcher:
         for length in self.lengths:
             item = handler.warmup_input(length)
             for size in self.batch_sizes:
-                handler.postprocess(handler.forward([item] * size, size, length), size)
+                for _ in range(self.warmup_runs):
+                    handler.postprocess(handler.forward([item] * size, size, length), size)
         log.info("warm-up done", extra={"batch_sizes": self.batch_sizes, "lengths": self.lengths,
                                         "seconds": round(self._clock() - started, 3)})
 

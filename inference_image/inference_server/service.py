@@ -47,6 +47,7 @@ class ModelService:
         self.batcher = Batcher(self._load_handler, max_batch_size=s.max_batch_size,
                                max_wait_s=s.max_batch_wait_ms / 1000, max_queue_size=s.max_queue_size,
                                max_sequence_length=s.max_sequence_length, pad_batches=self.compile,
+                               warmup_runs=3 if self.compile else 1,  # CUDA graphs record on a later call
                                on_batch=self.metrics.observe_batch, on_fatal=self._on_fatal, is_fatal=is_cuda_error)
         self.metrics.bind_gauges(lambda: self.batcher.queued, lambda: self.readiness() is None)
         self.gpu = GpuSampler(None)

@@ -49,6 +49,8 @@ class HuggingFaceHandler(Handler):
         self.use_token_types = "token_type_ids" in self.tokenizer.model_input_names
         self._run = self._forward_tensors
         if ctx.compile:
+            # One graph per (batch bucket x length bucket) shape: lift dynamo's limit of 8 recompilations.
+            torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 512)
             mode = "reduce-overhead" if ctx.device.type == "cuda" else "default"
             self._run = torch.compile(self._forward_tensors, mode=mode, dynamic=False, fullgraph=False)
         self._compiled_cuda = ctx.compile and ctx.device.type == "cuda"
@@ -137,4 +139,5 @@ class TextEmbeddingHandler(HuggingFaceHandler):
         return torch.nn.functional.normalize(pooled, p=2, dim=1)
 
     def postprocess(self, outputs: torch.Tensor, count: int) -> list[dict[str, Any]]:
-        return [{"embedding": row} for row in outputs[:count].numpy()]
+        # Copies, so a cached prediction does not keep its whole batch's array alive.
+        return [{"embedding": row.copy()} for row in outputs[:count].numpy()]
