@@ -7,14 +7,8 @@ from aws_cdk.assertions import Match, Template
 
 from gpu_inference_constructs.gpu_capacity import ECS_AGENT_SETTINGS, GpuCapacity, GpuCapacityProps
 
-ENVIRONMENTS = ["dev", "staging", "prod"]
 
 
-@pytest.fixture(scope="module", params=ENVIRONMENTS)
-def capacity(request, synthesized):
-    config = synthesized.stages[request.param].config
-    template = Template.from_json(synthesized.template(request.param, "Inference"))
-    return config, template
 
 
 def only(template, resource_type):
@@ -22,16 +16,16 @@ def only(template, resource_type):
     return resource
 
 
-def test_overrides_keep_the_configured_priority_order_and_have_no_weights(capacity):
-    config, template = capacity
+def test_overrides_keep_the_configured_priority_order_and_have_no_weights(env):
+    config, template = env
     policy = only(template, "AWS::AutoScaling::AutoScalingGroup")["Properties"]["MixedInstancesPolicy"]
     overrides = policy["LaunchTemplate"]["Overrides"]
     assert [o["InstanceType"] for o in overrides] == list(config.capacity.instance_types)
     assert all(set(o) == {"InstanceType"} for o in overrides), "no WeightedCapacity: capacity providers forbid weights"
 
 
-def test_allocation_strategies_fall_back_by_priority(capacity):
-    config, template = capacity
+def test_allocation_strategies_fall_back_by_priority(env):
+    config, template = env
     distribution = only(template, "AWS::AutoScaling::AutoScalingGroup")["Properties"]["MixedInstancesPolicy"]["InstancesDistribution"]
     assert distribution == {
         "OnDemandAllocationStrategy": "prioritized",
@@ -48,8 +42,8 @@ def test_environment_defaults_dev_all_spot_prod_on_demand_base(synthesized):
     assert prod.on_demand_base_capacity >= 1 and prod.min_capacity >= 1
 
 
-def test_group_sizes_rebalances_and_never_sets_desired_capacity(capacity):
-    config, template = capacity
+def test_group_sizes_rebalances_and_never_sets_desired_capacity(env):
+    config, template = env
     group = only(template, "AWS::AutoScaling::AutoScalingGroup")["Properties"]
     assert group["CapacityRebalance"] is True
     assert "DesiredCapacity" not in group, "a desired capacity resets the fleet on every deploy (aws/aws-cdk#5215)"
@@ -57,20 +51,20 @@ def test_group_sizes_rebalances_and_never_sets_desired_capacity(capacity):
     assert group.get("NewInstancesProtectedFromScaleIn", False) is config.capacity.managed_termination_protection
 
 
-def test_group_lives_in_the_private_subnets(capacity):
-    _, template = capacity
+def test_group_lives_in_the_private_subnets(env):
+    _, template = env
     subnets = only(template, "AWS::AutoScaling::AutoScalingGroup")["Properties"]["VPCZoneIdentifier"]
     assert subnets and all("privateSubnet" in str(subnet) for subnet in subnets)
 
 
-def test_launch_template_requires_imdsv2_with_one_hop(capacity):
-    _, template = capacity
+def test_launch_template_requires_imdsv2_with_one_hop(env):
+    _, template = env
     data = only(template, "AWS::EC2::LaunchTemplate")["Properties"]["LaunchTemplateData"]
     assert data["MetadataOptions"] == {"HttpTokens": "required", "HttpPutResponseHopLimit": 1}
 
 
-def test_launch_template_root_volume_is_encrypted_gp3(capacity):
-    config, template = capacity
+def test_launch_template_root_volume_is_encrypted_gp3(env):
+    config, template = env
     data = only(template, "AWS::EC2::LaunchTemplate")["Properties"]["LaunchTemplateData"]
     assert data["BlockDeviceMappings"] == [
         {
@@ -80,24 +74,24 @@ def test_launch_template_root_volume_is_encrypted_gp3(capacity):
     ]
 
 
-def test_launch_template_has_monitoring_no_key_and_no_public_ip(capacity):
-    _, template = capacity
+def test_launch_template_has_monitoring_no_key_and_no_public_ip(env):
+    _, template = env
     data = only(template, "AWS::EC2::LaunchTemplate")["Properties"]["LaunchTemplateData"]
     assert data["Monitoring"] == {"Enabled": True}
     assert "KeyName" not in data
     assert [ni["AssociatePublicIpAddress"] for ni in data["NetworkInterfaces"]] == [False]
 
 
-def test_ami_is_the_al2023_gpu_ecs_optimised_parameter(capacity):
-    _, template = capacity
+def test_ami_is_the_al2023_gpu_ecs_optimised_parameter(env):
+    _, template = env
     data = only(template, "AWS::EC2::LaunchTemplate")["Properties"]["LaunchTemplateData"]
     parameter = template.to_json()["Parameters"][data["ImageId"]["Ref"]]
     assert parameter["Default"] == "/aws/service/ecs/optimized-ami/amazon-linux-2023/gpu/recommended/image_id"
 
 
 @pytest.mark.parametrize("line", ECS_AGENT_SETTINGS)
-def test_user_data_configures_the_ecs_agent(capacity, line):
-    _, template = capacity
+def test_user_data_configures_the_ecs_agent(env, line):
+    _, template = env
     user_data = only(template, "AWS::EC2::LaunchTemplate")["Properties"]["LaunchTemplateData"]["UserData"]
     script = "".join(part for part in user_data["Fn::Base64"]["Fn::Join"][1] if isinstance(part, str))
     assert f"\n{line}\n" in script
@@ -112,8 +106,8 @@ def test_user_data_covers_the_required_agent_settings():
     } <= set(ECS_AGENT_SETTINGS)
 
 
-def test_capacity_provider_manages_scaling_and_draining(capacity):
-    config, template = capacity
+def test_capacity_provider_manages_scaling_and_draining(env):
+    config, template = env
     provider = only(template, "AWS::ECS::CapacityProvider")["Properties"]["AutoScalingGroupProvider"]
     assert provider["ManagedScaling"]["Status"] == "ENABLED"
     assert provider["ManagedScaling"]["TargetCapacity"] == config.capacity.target_capacity_percent
@@ -127,13 +121,13 @@ def test_termination_protection_off_where_stacks_are_torn_down_often(synthesized
     assert synthesized.stages["prod"].config.capacity.managed_termination_protection is True
 
 
-def test_cluster_has_enhanced_container_insights(capacity):
-    _, template = capacity
+def test_cluster_has_enhanced_container_insights(env):
+    _, template = env
     template.has_resource_properties("AWS::ECS::Cluster", {"ClusterSettings": [{"Name": "containerInsights", "Value": "enhanced"}]})
 
 
-def test_instances_accept_no_inbound_traffic(capacity):
-    _, template = capacity
+def test_instances_accept_no_inbound_traffic(env):
+    _, template = env
     groups = template.find_resources("AWS::EC2::SecurityGroup", {"Properties": {"GroupDescription": Match.string_like_regexp("GPU container instances")}})
     (group,) = groups.values()
     assert "SecurityGroupIngress" not in group["Properties"]
@@ -142,8 +136,8 @@ def test_instances_accept_no_inbound_traffic(capacity):
     ]
 
 
-def test_instance_role_has_only_ecs_agent_and_session_manager(capacity):
-    _, template = capacity
+def test_instance_role_has_only_ecs_agent_and_session_manager(env):
+    _, template = env
     roles = template.find_resources("AWS::IAM::Role", {"Properties": {"AssumeRolePolicyDocument": {"Statement": [{"Principal": {"Service": "ec2.amazonaws.com"}}]}}})
     (role,) = roles.values()
     assert [arn["Fn::Join"][1][-1] for arn in role["Properties"]["ManagedPolicyArns"]] == [":iam::aws:policy/AmazonSSMManagedInstanceCore"]

@@ -11,7 +11,7 @@ from syrupy.extensions.json import JSONSnapshotExtension
 
 from tests.conftest import normalise_hashes
 
-ENVIRONMENTS = ["dev", "staging", "prod"]
+from tests.infra.conftest import ENVIRONMENTS
 
 
 ACKNOWLEDGED = cdk.Validations.ACKNOWLEDGED_RULES_METADATA_KEY

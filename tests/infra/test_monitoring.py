@@ -9,17 +9,12 @@ from tests.conftest import single_metric
 
 from gpu_inference_constructs import metric_names as infra_names
 
-ENVIRONMENTS = ["dev", "staging", "prod"]
 PER_MODEL_ALARMS = [
     "LatencyP95", "LatencyP99", "Target5xxRate", "UnhealthyTargets", "TasksBelowDesired",
     "QueueDepth", "RejectedRequests", "GpuMemory", "LowGpuUtilization",
 ]
 
 
-@pytest.fixture(scope="module", params=ENVIRONMENTS)
-def env(request, synthesized):
-    config = synthesized.stages[request.param].config
-    return config, Template.from_json(synthesized.template(request.param, "Inference"))
 
 
 def monitoring_alarms(template):

@@ -5,12 +5,8 @@ from aws_cdk.assertions import Match, Template
 
 from gpu_inference_constructs.network import DEFAULT_INTERFACE_ENDPOINTS
 
-ENVIRONMENTS = ["dev", "staging", "prod"]
 
 
-@pytest.fixture(scope="module", params=ENVIRONMENTS)
-def network(request, synthesized):
-    return request.param, Template.from_json(synthesized.template(request.param, "Network"))
 
 
 def test_subnets_are_public_for_the_load_balancer_and_private_for_the_fleet(network, synthesized):

@@ -5,13 +5,8 @@ from aws_cdk.assertions import Template
 
 from tests.conftest import single_metric
 
-ENVIRONMENTS = ["dev", "staging", "prod"]
 
 
-@pytest.fixture(scope="module", params=ENVIRONMENTS)
-def env(request, synthesized):
-    config = synthesized.stages[request.param].config
-    return config, Template.from_json(synthesized.template(request.param, "Inference"))
 
 
 def targets_by_model(template):

@@ -10,13 +10,9 @@ from aws_cdk.assertions import Template
 from gpu_inference_constructs.model_service import CONTAINER_PORT, SPOT_NOTICE_SECONDS
 from tests.conftest import ROOT
 
-ENVIRONMENTS = ["dev", "staging", "prod"]
+from tests.infra.conftest import ENVIRONMENTS
 
 
-@pytest.fixture(scope="module", params=ENVIRONMENTS)
-def env(request, synthesized):
-    config = synthesized.stages[request.param].config
-    return config, Template.from_json(synthesized.template(request.param, "Inference"))
 
 
 def containers(template):
