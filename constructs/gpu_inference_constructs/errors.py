@@ -22,3 +22,8 @@ class ConfigError(ValueError):
 def require(condition: bool, key: str, message: str) -> None:
     if not condition:
         raise ConfigError(key, message)
+
+
+def require_range(value: float, low: float, high: float, key: str, hint: str = "") -> None:
+    """``low <= value <= high``, or a ConfigError naming ``key`` and the allowed range."""
+    require(low <= value <= high, key, f"{value} is out of range; allowed {low} to {high}{hint}")

@@ -23,7 +23,7 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from .acknowledgements import acknowledge, default_policy
-from .errors import ConfigError, require
+from .errors import ConfigError, require, require_range
 from .instance_catalog import GpuInstanceType, lookup
 from .schedules import CapacityPrewarm
 
@@ -69,11 +69,7 @@ class GpuCapacityProps:
         )
         require(len(self.instance_types) <= 20, "instance_types", "a mixed-instances policy takes at most 20 overrides")
         require(0 <= self.on_demand_base_capacity, "on_demand_base_capacity", f"{self.on_demand_base_capacity} must be 0 or more")
-        require(
-            0 <= self.on_demand_percentage_above_base <= 100,
-            "on_demand_percentage_above_base",
-            f"{self.on_demand_percentage_above_base} is out of range; allowed 0 to 100 (0 = all Spot above the base)",
-        )
+        require_range(self.on_demand_percentage_above_base, 0, 100, "on_demand_percentage_above_base", hint=" (0 = all Spot above the base)")
         require(0 <= self.min_capacity, "min_capacity", f"{self.min_capacity} must be 0 or more")
         require(
             self.min_capacity <= self.max_capacity,
@@ -86,21 +82,9 @@ class GpuCapacityProps:
             "on_demand_base_capacity",
             f"{self.on_demand_base_capacity} is greater than max_capacity {self.max_capacity}; the base must fit in the group",
         )
-        require(
-            1 <= self.target_capacity_percent <= 100,
-            "target_capacity_percent",
-            f"{self.target_capacity_percent} is out of range; allowed 1 to 100",
-        )
-        require(
-            30 <= self.root_volume_gib <= 16384,
-            "root_volume_gib",
-            f"{self.root_volume_gib} is out of range; allowed 30 to 16384 (CUDA images need room: 100 or more is sensible)",
-        )
-        require(
-            0 <= self.instance_warmup_seconds <= 10000,
-            "instance_warmup_seconds",
-            f"{self.instance_warmup_seconds} is out of range; allowed 0 to 10000",
-        )
+        require_range(self.target_capacity_percent, 1, 100, "target_capacity_percent")
+        require_range(self.root_volume_gib, 30, 16384, "root_volume_gib", hint=" (CUDA images need room: 100 or more is sensible)")
+        require_range(self.instance_warmup_seconds, 0, 10000, "instance_warmup_seconds")
 
     def resolve_instance_types(self, region: str) -> list[GpuInstanceType]:
         """The catalog entries, in priority order, checked for the region and for one shape."""

@@ -16,7 +16,7 @@ from aws_cdk import aws_wafv2 as wafv2
 from constructs import Construct
 
 from .acknowledgements import acknowledge
-from .errors import ConfigError, require
+from .errors import ConfigError, require, require_range
 
 NOT_FOUND_BODY = json.dumps({"error": {"code": "not_found", "message": "No model is served at this path; use /<model-name>/predict"}})
 
@@ -44,7 +44,7 @@ class LoadBalancerProps:
                 "certificate_arn",
                 f"{self.certificate_arn!r} is not an ACM certificate ARN (arn:aws:acm:<region>:<account>:certificate/<id>)",
             )
-        require(1 <= self.idle_timeout_seconds <= 4000, "idle_timeout_seconds", f"{self.idle_timeout_seconds} is out of range; allowed 1 to 4000")
+        require_range(self.idle_timeout_seconds, 1, 4000, "idle_timeout_seconds")
         require(bool(self.ingress_cidrs), "ingress_cidrs", "list at least one CIDR that may reach the load balancer")
         for index, cidr in enumerate(self.ingress_cidrs):
             try:

@@ -20,7 +20,7 @@ from constructs import Construct
 
 from . import metric_names
 from .acknowledgements import acknowledge, default_policy
-from .errors import require
+from .errors import require, require_range
 from .instance_catalog import GpuInstanceType
 from .load_balancer import InferenceLoadBalancer
 from .log_retention import retention_days
@@ -73,13 +73,13 @@ class ModelProps:
         require(256 <= self.cpu, "cpu", f"{self.cpu} CPU units is too small; at least 256 (1024 = one vCPU)")
         require(512 <= self.memory_mib, "memory_mib", f"{self.memory_mib} MiB is too small; at least 512")
         require(0 <= self.min_tasks <= self.max_tasks, "min_tasks", f"{self.min_tasks} must be between 0 and max_tasks ({self.max_tasks})")
-        require(1 <= self.max_tasks <= 100, "max_tasks", f"{self.max_tasks} is out of range; allowed 1 to 100")
-        require(1 <= self.max_batch_size <= 512, "max_batch_size", f"{self.max_batch_size} is out of range; allowed 1 to 512")
-        require(0 <= self.max_batch_wait_ms <= 100, "max_batch_wait_ms", f"{self.max_batch_wait_ms} is out of range; allowed 0 to 100 (a few ms is right)")
-        require(1 <= self.max_queue_size <= 100_000, "max_queue_size", f"{self.max_queue_size} is out of range; allowed 1 to 100000")
-        require(8 <= self.max_sequence_length <= 8192, "max_sequence_length", f"{self.max_sequence_length} is out of range; allowed 8 to 8192")
-        require(1 <= self.request_timeout_seconds <= 60, "request_timeout_seconds", f"{self.request_timeout_seconds} is out of range; allowed 1 to 60 (below the ALB idle timeout)")
-        require(10 <= self.expected_load_seconds <= 3000, "expected_load_seconds", f"{self.expected_load_seconds} is out of range; allowed 10 to 3000")
+        require_range(self.max_tasks, 1, 100, "max_tasks")
+        require_range(self.max_batch_size, 1, 512, "max_batch_size")
+        require_range(self.max_batch_wait_ms, 0, 100, "max_batch_wait_ms", hint=" (a few ms is right)")
+        require_range(self.max_queue_size, 1, 100_000, "max_queue_size")
+        require_range(self.max_sequence_length, 8, 8192, "max_sequence_length")
+        require_range(self.request_timeout_seconds, 1, 60, "request_timeout_seconds", hint=" (below the ALB idle timeout)")
+        require_range(self.expected_load_seconds, 10, 3000, "expected_load_seconds")
         require(0 <= self.result_cache_size <= 1_000_000, "result_cache_size", f"{self.result_cache_size} is out of range; allowed 0 (off) to 1000000")
         reserved = sorted(set(self.environment) & set(server_environment_keys()))
         require(not reserved, "environment", f"{reserved} are set from the model's own keys; set those keys instead")
@@ -124,7 +124,7 @@ class ServiceTimingProps:
             f"deregistration_delay_seconds ({self.deregistration_delay_seconds}) + stop_timeout_seconds ({self.stop_timeout_seconds}) "
             f"= {total} s exceeds the {SPOT_NOTICE_SECONDS} s Spot interruption notice",
         )
-        require(0 <= self.deregistration_delay_seconds <= 3600, "deregistration_delay_seconds", f"{self.deregistration_delay_seconds} is out of range; allowed 0 to 3600")
+        require_range(self.deregistration_delay_seconds, 0, 3600, "deregistration_delay_seconds")
         require(
             5 <= self.drain_timeout_seconds <= self.stop_timeout_seconds - 10,
             "drain_timeout_seconds",

@@ -15,7 +15,7 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from . import metric_names
-from .errors import require
+from .errors import require, require_range
 from .gpu_capacity import GpuCapacity
 from .instance_catalog import PRICES_AS_OF
 from .model_service import ModelService
@@ -46,7 +46,7 @@ class MonitoringProps:
     def __post_init__(self) -> None:
         for key in ("latency_p95_ms", "latency_p99_ms"):
             value = getattr(self, key)
-            require(1 <= value <= 120_000, key, f"{value} is out of range; allowed 1 to 120000")
+            require_range(value, 1, 120_000, key)
         require(self.latency_p95_ms <= self.latency_p99_ms, "latency_p95_ms", f"{self.latency_p95_ms} is above latency_p99_ms {self.latency_p99_ms}")
         for key in ("target_5xx_percent", "elb_5xx_percent"):
             value = getattr(self, key)
@@ -58,8 +58,8 @@ class MonitoringProps:
         require(self.rejected_requests_per_minute >= 1, "rejected_requests_per_minute", f"{self.rejected_requests_per_minute} must be at least 1")
         for key in ("gpu_memory_percent", "low_gpu_utilization_percent"):
             value = getattr(self, key)
-            require(1 <= value <= 100, key, f"{value} is out of range; allowed 1 to 100")
-        require(1 <= self.low_gpu_utilization_hours <= 24, "low_gpu_utilization_hours", f"{self.low_gpu_utilization_hours} is out of range; allowed 1 to 24")
+            require_range(value, 1, 100, key)
+        require_range(self.low_gpu_utilization_hours, 1, 24, "low_gpu_utilization_hours")
         require(self.spot_interruptions_per_15_minutes >= 1, "spot_interruptions_per_15_minutes", f"{self.spot_interruptions_per_15_minutes} must be at least 1")
         require(0 < self.spot_price_fraction <= 1, "spot_price_fraction", f"{self.spot_price_fraction} is out of range; a fraction of the On-Demand price above 0, at most 1")
         if self.hourly_price_usd is not None:

@@ -12,7 +12,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from .errors import ConfigError, require
+from .errors import ConfigError, require, require_range
 from .log_retention import retention_days
 
 # What ECS on EC2 with images from ECR, secrets, logs and metrics needs without a NAT gateway,
@@ -51,7 +51,7 @@ class NetworkProps:
         except ValueError as error:
             raise ConfigError("vpc_cidr", f"{self.vpc_cidr!r} is not an IPv4 network in CIDR form ({error}); e.g. '10.20.0.0/16'") from None
         require(16 <= network.prefixlen <= 24, "vpc_cidr", f"{self.vpc_cidr!r}: the prefix must be between /16 and /24")
-        require(1 <= self.max_azs <= 6, "max_azs", f"{self.max_azs} is out of range; allowed 1 to 6")
+        require_range(self.max_azs, 1, 6, "max_azs")
         require(
             len(self.availability_zones) >= self.max_azs,
             "availability_zones",

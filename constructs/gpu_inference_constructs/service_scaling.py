@@ -19,7 +19,7 @@ from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 from constructs import Construct
 
 from . import metric_names
-from .errors import require
+from .errors import require, require_range
 from .schedules import CapacityPrewarm, ServiceSchedule
 
 if TYPE_CHECKING:
@@ -41,11 +41,11 @@ class ModelScalingProps:
         require(self.requests_per_target_per_minute > 0, "requests_per_target_per_minute", f"{self.requests_per_target_per_minute} must be greater than 0")
         for key in ("scale_out_cooldown_seconds", "scale_in_cooldown_seconds"):
             value = getattr(self, key)
-            require(0 <= value <= 3600, key, f"{value} is out of range; allowed 0 to 3600")
-        require(1 <= self.latency_p95_ms <= 60_000, "latency_p95_ms", f"{self.latency_p95_ms} is out of range; allowed 1 to 60000")
+            require_range(value, 0, 3600, key)
+        require_range(self.latency_p95_ms, 1, 60_000, "latency_p95_ms")
         for key in ("gpu_utilization_percent", "cpu_percent"):
             value = getattr(self, key)
-            require(1 <= value <= 100, key, f"{value} is out of range; allowed 1 to 100")
+            require_range(value, 1, 100, key)
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ class PredictiveScalingProps:
             "is required with IncreaseMaxCapacity and not allowed with HonorMaxCapacity",
         )
         if self.max_capacity_buffer_percent is not None:
-            require(0 <= self.max_capacity_buffer_percent <= 100, "max_capacity_buffer_percent", f"{self.max_capacity_buffer_percent} is out of range; allowed 0 to 100")
+            require_range(self.max_capacity_buffer_percent, 0, 100, "max_capacity_buffer_percent")
 
 
 @dataclass(frozen=True)
