@@ -280,7 +280,9 @@ class Batcher:
             predictions = self.handler.postprocess(outputs, len(items))
         except Exception as exc:
             fatal = self._is_fatal(exc)
-            if not fatal:
+            if fatal:
+                self.error = exc  # before the callers hear of it, so readiness already fails when they do
+            else:
                 log.exception("batch failed", extra={"batch_size": len(items)})
             for item in items:
                 _settle(item.job.future, error=ModelUnavailable("the model failed") if fatal else exc)

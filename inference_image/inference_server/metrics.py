@@ -24,7 +24,7 @@ class Metrics:
         Gauge("model_info", "The served model", ["model", "version"], registry=r).labels(model_name, model_version).set(1)
         self.requests = Counter("requests", "Predict requests by endpoint and status", ["endpoint", "status"],
                                 registry=r)
-        self.request_latency = Histogram("request_latency_seconds", "Predict request latency", registry=r,
+        self.request_latency = Histogram("request_latency_seconds", "Latency of successful predict requests", registry=r,
                                          buckets=_LATENCY_BUCKETS)
         self.queue_wait = Histogram("queue_wait_seconds", "Time a request spent queued", registry=r,
                                     buckets=_LATENCY_BUCKETS)
@@ -52,7 +52,8 @@ class Metrics:
 
     def observe_request(self, endpoint: str, status: int, latency_s: float) -> None:
         self.requests.labels(endpoint, str(status)).inc()
-        self.request_latency.observe(latency_s)
+        if status == 200:
+            self.request_latency.observe(latency_s)
 
     def observe_model_time(self, queue_wait_s: float, inference_s: float) -> None:
         self.queue_wait.observe(queue_wait_s)

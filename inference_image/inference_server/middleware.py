@@ -34,7 +34,9 @@ def request_id(headers: list[tuple[bytes, bytes]]) -> str:
 
 
 class RequestLogMiddleware:
-    """One JSON line per request; for predict requests it is also an EMF document with the request's timings."""
+    """One JSON line per request. For a successful predict request the line is also an EMF document carrying
+    its timings; failures are left out of the latency metrics (a shed request's fast 503 would hide overload) and
+    are counted by the periodic metrics line instead."""
 
     def __init__(self, app: ASGIApp, service: ModelService, predict_paths: Collection[str],
                  quiet_paths: Collection[str]) -> None:
@@ -75,6 +77,9 @@ class RequestLogMiddleware:
             access_log.info("request", extra={"fields": line})
             return
         self.service.metrics.observe_request(path.rsplit("/", 1)[-1], status, seconds)
+        if status != 200:
+            access_log.info("request", extra={"fields": line})
+            return
         values = {m.REQUEST_LATENCY: line["total_ms"]}
         if "queue_wait_ms" in fields:
             values[m.QUEUE_WAIT] = fields["queue_wait_ms"]

@@ -15,7 +15,7 @@ from pydantic import BaseModel
 
 from . import emf
 from . import metric_names as m
-from .artifacts import fetch_model
+from .artifacts import ArtifactError, fetch_model
 from .batcher import Batcher, DeadlineExceeded, ModelUnavailable, QueueFull
 from .cache import ResultCache
 from .device import is_cuda_error, select_device, select_dtype
@@ -104,10 +104,13 @@ class ModelService:
         if manifest and (manifest.model_name, manifest.version) != (s.model_name, s.model_version):
             log.warning("the manifest names another model or version",
                         extra={"manifest_model": manifest.model_name, "manifest_version": manifest.version})
-        cls = self.handler_class
+        cls = self.handler_class or artifact_handler_class(artifact.directory)
         if cls is None:
-            cls = artifact_handler_class(artifact.directory) or builtin_handler_class(
-                s.model_task or (manifest.task if manifest else None) or "")
+            task = s.model_task or (manifest.task if manifest else None)
+            if task is None:
+                raise SettingsError("MODEL_TASK", "is not set, the manifest names no task and the model has no "
+                                                  "handler.py")
+            cls = builtin_handler_class(task)
         handler = cls()
         handler.load(LoadContext(artifact.directory, self.device, self.dtype, s.max_sequence_length, self.compile,
                                  s.allow_artifact_code, s.model_task, manifest))
@@ -123,8 +126,9 @@ class ModelService:
             log.critical("model failure; exiting so the task is replaced", exc_info=exc,
                          extra={"error": str(exc), "cuda_error": is_cuda_error(exc)})
         else:
-            log.critical("model load failed; refusing to start", extra={"error": str(exc),
-                                                                       "error_type": type(exc).__name__})
+            expected = isinstance(exc, (ArtifactError, SettingsError))  # no traceback needed for these
+            log.critical("model load failed; refusing to start", exc_info=None if expected else exc,
+                         extra={"error": str(exc), "error_type": type(exc).__name__})
         self.exit_code = 1
         self.request_exit(1)
 

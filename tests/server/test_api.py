@@ -356,3 +356,12 @@ def test_gpu_metrics_are_omitted_without_a_gpu():
 
     assert GpuSampler(None).sample() == {}
     assert GpuSampler(0).sample() == {}  # no NVIDIA driver here
+
+
+async def test_failed_requests_log_a_line_without_latency_metrics(classifier_app, caplog):
+    caplog.set_level(logging.INFO, logger="inference_server.access")
+    async with client(classifier_app) as c:
+        await c.post("/predict", json={"text": ""})
+    [record] = [r for r in caplog.records if r.name == "inference_server.access"]
+    line = json.loads(JsonFormatter().format(record))
+    assert line["status"] == 422 and line["path"] == "/predict" and "_aws" not in line
