@@ -244,22 +244,25 @@ class Batcher:
             self._queued -= count
 
     def _pick(self) -> tuple[int | None, float]:
-        """The bucket to run now, or None and how long to wait for one."""
+        """The bucket to run now, or None and how long to wait for one. Of the buckets that are ready (a full
+        batch, or a head that has waited max_wait), the one whose head is oldest runs, so no bucket starves."""
         now = self._clock()
-        oldest: tuple[float, int] | None = None
+        ready: tuple[float, int] | None = None
+        wait = self.max_wait_s
         for length, items in self._buckets.items():
             while items and self._dropped(items[0].job, now):
                 items.popleft()
             if not items:
                 continue
-            if len(items) >= self.max_batch_size:
-                return length, 0.0
-            if oldest is None or items[0].job.enqueued < oldest[0]:
-                oldest = (items[0].job.enqueued, length)
-        if oldest is None:
-            return None, 0.0
-        age = now - oldest[0]
-        return (oldest[1], 0.0) if age >= self.max_wait_s else (None, self.max_wait_s - age)
+            enqueued = items[0].job.enqueued
+            if len(items) >= self.max_batch_size or now - enqueued >= self.max_wait_s:
+                if ready is None or enqueued < ready[0]:
+                    ready = (enqueued, length)
+            else:
+                wait = min(wait, self.max_wait_s - (now - enqueued))
+        if ready is not None:
+            return ready[1], 0.0
+        return None, wait if any(self._buckets.values()) else 0.0
 
     def _run_batch(self, length: int) -> None:
         now = self._clock()

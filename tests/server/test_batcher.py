@@ -259,3 +259,14 @@ def test_stop_fails_queued_requests(batchers):
     handler.gate.set()
     with pytest.raises(ModelUnavailable):
         queued.result(RESULT_TIMEOUT)
+
+
+def test_of_the_ready_buckets_the_one_with_the_oldest_input_runs_first(batchers):
+    batcher, handler = batchers(max_batch_size=2)
+    blocker = hold_worker(batcher, handler)
+    futures = [batcher.submit([t], time.monotonic() + FAR) for t in (words(20), "a", "b", "c", "d")]
+    handler.gate.set()
+    for f in [blocker, *futures]:
+        f.result(RESULT_TIMEOUT)
+    # The short bucket is full twice over, but the long input came first.
+    assert [c[2] for c in handler.served[1:]] == [[words(20)], ["a", "b"], ["c", "d"]]
