@@ -1,0 +1,104 @@
+"""The same comparison on a GPU: `python -m bench.gpu_bench [--short]` on a machine with CUDA.
+
+The model is DistilBERT-size (6 layers, hidden 768, 12 heads, 30522-token vocabulary) built from a
+DistilBertConfig with random weights and a local WordPiece vocabulary, saved as safetensors: nothing is
+downloaded. The raw model, our server and the baseline run in FP16; the raw model and our server also use
+torch.compile (our server with CUDA graphs). Reports each system's requests/s at p95 < 50 ms. Without CUDA it
+says so and exits 0 having measured nothing. Results go to bench/results/gpu/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import re
+import string
+import sys
+import tempfile
+from pathlib import Path
+
+from .config import RESULTS_DIR, BenchConfig, all_systems
+from .report import series
+from .texts import make_texts
+
+LABEL = "distilbert"
+SLO_P95_MS = 50.0
+SPECIAL = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
+
+
+def build_distilbert(dest: str | Path, *, dim: int = 768, layers: int = 6, heads: int = 12, hidden_dim: int = 3072,
+                     vocab_size: int = 30522, seed: int = 0) -> Path:
+    """Save a randomly initialised DistilBERT and its WordPiece tokenizer to dest (config.json,
+    model.safetensors, tokenizer files). The vocabulary holds the benchmark texts' words, so they tokenise to
+    about one token per word, and is padded with unused tokens to vocab_size."""
+    import torch
+    from transformers import DistilBertConfig, DistilBertModel, DistilBertTokenizerFast
+
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    words = sorted({w for text in make_texts() for w in re.findall(r"[a-z0-9]+", text.lower())})
+    pieces = [*string.ascii_lowercase, *string.digits, *string.punctuation,
+              *(f"##{c}" for c in string.ascii_lowercase + string.digits)]
+    vocab = list(dict.fromkeys([*SPECIAL, *words, *pieces]))
+    vocab += [f"[unused{i}]" for i in range(vocab_size - len(vocab))]
+    (dest / "vocab.txt").write_text("\n".join(vocab) + "\n")
+    tokenizer = DistilBertTokenizerFast(vocab=str(dest / "vocab.txt"), do_lower_case=True,
+                                        model_max_length=512)
+    tokenizer.save_pretrained(dest)
+    config = DistilBertConfig(vocab_size=len(vocab), dim=dim, n_layers=layers, n_heads=heads, hidden_dim=hidden_dim,
+                              max_position_embeddings=512, pad_token_id=0)
+    torch.manual_seed(seed)
+    DistilBertModel(config).save_pretrained(dest, safe_serialization=True)
+    return dest
+
+
+def best_within_slo(results: dict, slo_ms: float = SLO_P95_MS) -> dict[str, dict | None]:
+    """Per server, the highest-throughput load level whose p95 stayed under slo_ms."""
+    best = {}
+    for server, model in all_systems(LABEL):
+        runs = [r for r in series(results, server, model) if r["p95_ms"] < slo_ms and not r["errors"]]
+        best[f"{server}:{model}"] = max(runs, key=lambda r: r["throughput_rps"]) if runs else None
+    return best
+
+
+def gpu_config(short: bool, output_dir: Path, model_dir: Path) -> BenchConfig:
+    full = dict(concurrency=(1, 8, 32, 64, 128, 256), warmup_s=3.0, duration_s=10.0,
+                raw_batch_sizes=(1, 8, 32, 64, 128, 256), raw_duration_s=3.0)
+    quick = dict(concurrency=(1, 32, 128), warmup_s=1.0, duration_s=3.0, raw_batch_sizes=(1, 32, 128),
+                 raw_duration_s=1.0)
+    return dataclasses.replace(
+        BenchConfig(), **(quick if short else full), systems=all_systems(LABEL), model_label=LABEL,
+        model_dir=str(model_dir), device="cuda", precision="fp16", compile=True, max_batch_size=64,
+        ready_timeout_s=1800.0, output_dir=output_dir, mode="gpu-short" if short else "gpu")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.gpu_bench", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--short", action="store_true", help="fewer levels, shorter windows")
+    parser.add_argument("--output-dir", type=Path, default=RESULTS_DIR / "gpu")
+    args = parser.parse_args(argv)
+    import torch
+
+    if not torch.cuda.is_available():
+        print("gpu_bench: no CUDA device is available (torch.cuda.is_available() is False), so nothing was "
+              "measured. Run it on a machine with an NVIDIA GPU and a CUDA build of torch; `python -m bench` "
+              "runs the CPU comparison.")
+        return 0
+    from .run import main as run_main
+
+    with tempfile.TemporaryDirectory(prefix="gpu-bench-model-") as model_dir:
+        build_distilbert(model_dir)
+        cfg = gpu_config(args.short, args.output_dir, Path(model_dir))
+        results = run_main(cfg, extra=lambda r: {"gpu": torch.cuda.get_device_name(0),
+                                                 "best_within_p95_50ms": best_within_slo(r)})
+    print(f"\nrequests/s at p95 < {SLO_P95_MS:g} ms ({torch.cuda.get_device_name(0)}):")
+    for name, run in results["best_within_p95_50ms"].items():
+        print(f"  {name:<22} " + ("none of the levels" if run is None else
+                                  f"{run['throughput_rps']:9.1f} req/s at {run['concurrency']} clients "
+                                  f"(p95 {run['p95_ms']:.1f} ms)"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,29 @@
+"""A handler for our server that does no work: with it, a benchmark measures the server's HTTP and batching path
+alone. Start the server with MODEL_HANDLER=bench.null_handler:NullHandler and the repo root on PYTHONPATH."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from inference_server.handlers import Encoded, Handler, LoadContext
+
+from .models import NULL_PREDICTION
+
+
+class NullHandler(Handler):
+    max_length = 16
+
+    def load(self, ctx: LoadContext) -> None:
+        pass
+
+    def preprocess(self, texts: list[str]) -> list[Encoded]:
+        return [Encoded(1, None) for _ in texts]
+
+    def forward(self, batch: list[Encoded], batch_size: int, seq_len: int) -> Any:
+        return None
+
+    def postprocess(self, outputs: Any, count: int) -> list[Any]:
+        return [NULL_PREDICTION] * count
+
+    def warmup_input(self, seq_len: int) -> Encoded:
+        return Encoded(seq_len, None)

@@ -1,0 +1,135 @@
+"""One benchmark run: the raw model in-process, then each server process driven over HTTP at every concurrency
+level; writes the JSON result and the PNG plot and prints the table."""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from importlib import metadata
+from pathlib import Path
+
+import orjson
+
+from .config import NULL, BenchConfig
+from .loadgen import encode_requests, run_load
+from .models import minilm_dir
+from .plot import plot
+from .processes import HOST, free_port, start_server
+from .report import evaluate, generator_ceiling, table
+from .systems import REPO_ROOT, launch, thread_env
+from .texts import make_texts
+
+_VERSIONS = ("torch", "transformers", "tokenizers", "fastapi", "starlette", "pydantic", "uvicorn", "uvloop",
+             "httptools", "orjson", "numpy")
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def setup_info(cfg: BenchConfig, model_dir: str) -> dict:
+    versions = {}
+    for name in _VERSIONS:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return {"mode": cfg.mode, "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "cpu_count": os.cpu_count(), "cpu_model": _cpu_model(), "platform": platform.platform(),
+            "python": platform.python_version(), "versions": versions, "device": cfg.device,
+            "precision": cfg.precision, "compile": cfg.compile, "torch_threads": cfg.torch_threads,
+            "model_label": cfg.model_label, "max_sequence_length": cfg.max_sequence_length,
+            "model_process_env": thread_env(cfg.torch_threads), "model_dir": model_dir,
+            "our_server": {"MAX_BATCH_SIZE": cfg.max_batch_size, "MAX_BATCH_WAIT_MS": cfg.max_batch_wait_ms,
+                           "RESULT_CACHE_SIZE": 0, "LOG_LEVEL": "info"},
+            "load": {"concurrency": list(cfg.concurrency), "warmup_s": cfg.warmup_s, "duration_s": cfg.duration_s,
+                     "texts": cfg.texts, "client": "closed loop, HTTP/1.1 keep-alive, httptools on uvloop, "
+                                                   "one process"},
+            "load_average_at_start": os.getloadavg()}
+
+
+def _cpu_model() -> str | None:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
+
+
+def measure_raw_model(cfg: BenchConfig, model_dir: str) -> dict:
+    command = [sys.executable, "-m", "bench.raw_model", "--model", model_dir, "--duration", str(cfg.raw_duration_s),
+               "--batch-sizes", ",".join(map(str, cfg.raw_batch_sizes)), "--texts", str(cfg.texts),
+               "--device", cfg.device, "--dtype", "fp16" if cfg.precision == "fp16" else "fp32",
+               "--max-length", str(cfg.max_sequence_length), *(["--compile"] if cfg.compile else [])]
+    env = {**os.environ, **thread_env(cfg.torch_threads)}
+    done = subprocess.run(command, env=env, cwd=REPO_ROOT, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"raw model measurement failed:\n{done.stderr[-3000:]}")
+    return orjson.loads(done.stdout.strip().splitlines()[-1])
+
+
+def measure_server(server: str, model: str, model_dir: str, cfg: BenchConfig, bodies: list[bytes],
+                   scratch: Path) -> list[dict]:
+    port = free_port()
+    spec = NULL if model == NULL else model_dir
+    how = launch(server, spec, port, cfg, scratch)
+    name = f"{server}-{model}"
+    process = start_server(name, how.command, how.env, port, cfg.output_dir / "logs")
+    runs = []
+    try:
+        started = time.monotonic()
+        process.wait_ready(how.ready_path, cfg.ready_timeout_s)
+        _log(f"{name}: ready in {time.monotonic() - started:.1f} s")
+        requests = encode_requests(HOST, port, "/predict", bodies)
+        for concurrency in cfg.concurrency:
+            result = run_load(HOST, port, requests, concurrency, cfg.warmup_s, cfg.duration_s, process.pid)
+            runs.append({"system": server, "model": model, **result.as_dict()})
+            _log(f"{name}: {concurrency:>3} clients {result.throughput_rps:9.1f} req/s  p50 {result.p50_ms:7.2f}  "
+                 f"p95 {result.p95_ms:7.2f}  p99 {result.p99_ms:7.2f} ms  errors {result.errors}")
+    finally:
+        process.stop()
+    return runs
+
+
+def run_benchmark(cfg: BenchConfig) -> dict:
+    model_dir = cfg.model_dir or str(minilm_dir())
+    cfg.output_dir.mkdir(parents=True, exist_ok=True)
+    results: dict = {"setup": setup_info(cfg, model_dir), "raw_model": None, "runs": []}
+    if any(model != NULL for _, model in cfg.systems):
+        _log(f"raw model: batch sizes {', '.join(map(str, cfg.raw_batch_sizes))}")
+        results["raw_model"] = measure_raw_model(cfg, model_dir)
+        results["setup"]["torch_threads_seen"] = results["raw_model"]["torch_threads"]
+    bodies = [orjson.dumps({"text": text}) for text in make_texts(cfg.texts)]
+    with tempfile.TemporaryDirectory(prefix="bench-") as scratch:
+        for server, model in cfg.systems:
+            results["runs"] += measure_server(server, model, model_dir, cfg, bodies, Path(scratch))
+    results["generator"] = generator_ceiling(results)
+    results["ratios"], results["targets"] = evaluate(results)
+    return results
+
+
+def write_outputs(results: dict, output_dir: Path) -> tuple[Path, Path]:
+    json_path, png_path = output_dir / "bench.json", output_dir / "bench.png"
+    json_path.write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))
+    plot(results, png_path)
+    return json_path, png_path
+
+
+def main(cfg: BenchConfig, extra: Callable[[dict], dict] | None = None) -> dict:
+    """Run, add extra(results) to the results, write them, print the table."""
+    started = time.monotonic()
+    results = run_benchmark(cfg)
+    results["setup"]["elapsed_s"] = round(time.monotonic() - started, 1)
+    if extra:
+        results.update(extra(results))
+    json_path, png_path = write_outputs(results, cfg.output_dir)
+    print(table(results))
+    print(f"wrote {json_path} and {png_path} in {results['setup']['elapsed_s']:.0f} s")
+    return results

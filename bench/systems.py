@@ -1,0 +1,56 @@
+"""How each system under test is started: the command, its environment, its readiness path."""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from .config import BARE, BASELINE, OURS, BenchConfig
+from .models import NULL
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Launch:
+    command: list[str]
+    env: dict[str, str]
+    ready_path: str
+
+
+def thread_env(threads: int) -> dict[str, str]:
+    """The same thread settings for every model process: torch's intra-op pool (OpenMP and MKL) gets `threads`,
+    the tokenizer stays on the calling thread."""
+    return {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "false"}
+
+
+def _python_path() -> str:
+    import os
+
+    return os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p)
+
+
+def launch(server: str, model_spec: str, port: int, cfg: BenchConfig, scratch: Path) -> Launch:
+    """model_spec: a Hugging Face model directory, or `null`."""
+    env = {**thread_env(cfg.torch_threads), "PYTHONPATH": _python_path(), "PYTHONUNBUFFERED": "1"}
+    if server == OURS:
+        env.update(PORT=str(port), HOST="127.0.0.1", MODEL_NAME="bench", MODEL_VERSION="1",
+                   MAX_BATCH_SIZE=str(cfg.max_batch_size), MAX_BATCH_WAIT_MS=str(cfg.max_batch_wait_ms),
+                   MAX_SEQUENCE_LENGTH=str(cfg.max_sequence_length), DEVICE=cfg.device, PRECISION=cfg.precision, COMPILE=str(cfg.compile).lower(),
+                   MODEL_CACHE_DIR=str(scratch / "model-cache"))
+        if model_spec == NULL:
+            empty = Path(tempfile.mkdtemp(prefix="null-model-", dir=scratch))
+            env.update(MODEL_URI=str(empty), MODEL_HANDLER="bench.null_handler:NullHandler")
+        else:
+            env.update(MODEL_URI=model_spec, MODEL_TASK="text-embedding")
+        return Launch([sys.executable, "-m", "inference_server"], env, "/ready")
+    if server == BASELINE:
+        return Launch([sys.executable, "-m", "bench.baseline_server", "--port", str(port), "--model", model_spec,
+                       "--device", cfg.device, "--dtype", "fp16" if cfg.precision == "fp16" else "fp32",
+                       "--max-length", str(cfg.max_sequence_length)],
+                      env, "/ready")
+    if server == BARE:
+        return Launch([sys.executable, "-m", "bench.bare_asgi", "--port", str(port)], env, "/")
+    raise ValueError(f"unknown server {server!r}")

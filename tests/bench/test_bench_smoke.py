@@ -1,0 +1,57 @@
+"""`python -m bench --short` end to end: the harness works and its numbers are sane (not timing targets)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bench.config import all_systems
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def short_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
+    out = tmp_path_factory.mktemp("bench-results")
+    done = subprocess.run([sys.executable, "-m", "bench", "--short", "--output-dir", str(out)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return done, out
+
+
+@pytest.mark.slow
+def test_writes_json_and_png(short_run):
+    _, out = short_run
+    assert (out / "bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    results = json.loads((out / "bench.json").read_text())
+    assert results["setup"]["mode"] == "short"
+    assert results["setup"]["torch_threads_seen"] == results["setup"]["torch_threads"]
+
+
+@pytest.mark.slow
+def test_every_system_measured_with_sane_numbers(short_run):
+    _, out = short_run
+    results = json.loads((out / "bench.json").read_text())
+    raw = results["raw_model"]
+    assert raw["best_items_per_s"] > 0 and all(rate > 0 for rate in raw["items_per_s"].values())
+    measured = {(r["system"], r["model"]) for r in results["runs"]}
+    assert measured == set(all_systems("minilm"))
+    for run in results["runs"]:
+        name = f"{run['system']}:{run['model']}@{run['concurrency']}"
+        assert run["errors"] == 0, name
+        assert run["requests"] > 0 and run["throughput_rps"] > 0, name
+        assert 0 < run["p50_ms"] <= run["p95_ms"] <= run["p99_ms"], name
+        assert run["client_cpu_s"] > 0 and run["server_cpu_s"] is not None, name
+    assert results["generator"]["ceiling_rps"] > 0
+    assert len(results["targets"]) == 3 and all(t["value"] is not None for t in results["targets"])
+
+
+@pytest.mark.slow
+def test_prints_the_ratio_table(short_run):
+    done, out = short_run
+    assert "ours/baseline" in done.stdout and "targets:" in done.stdout
+    assert str(out / "bench.json") in done.stdout

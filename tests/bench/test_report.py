@@ -1,0 +1,73 @@
+"""Ratios and targets from a hand-made result, the percentile helper, and the CLI presets."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.config import BenchConfig, parse_args
+from bench.loadgen import encode_requests, percentile
+from bench.report import evaluate, generator_ceiling, table
+
+
+def _run(system, model, concurrency, rps, p95, client_cpu=1.0):
+    return {"system": system, "model": model, "concurrency": concurrency, "requests": int(rps * 10),
+            "duration_s": 10.0, "errors": 0, "throughput_rps": rps, "p50_ms": p95 / 2, "p95_ms": p95,
+            "p99_ms": p95 * 1.5, "client_cpu_s": client_cpu, "server_cpu_s": 10.0}
+
+
+@pytest.fixture
+def results():
+    runs = [_run("ours", "minilm", 1, 50, 25), _run("ours", "minilm", 64, 190, 400),
+            _run("baseline", "minilm", 1, 60, 20), _run("baseline", "minilm", 64, 55, 1500),
+            _run("ours", "null", 64, 2000, 40), _run("bare-asgi", "null", 64, 5000, 15, client_cpu=2.5)]
+    return {"setup": {"model_label": "minilm"}, "runs": runs,
+            "raw_model": {"items_per_s": {"1": 60.0, "32": 200.0}, "best_batch_size": 32, "best_items_per_s": 200.0}}
+
+
+def test_targets(results):
+    ratios, targets = evaluate(results)
+    assert ratios["ours_peak_over_raw_best"] == pytest.approx(0.95)
+    assert ratios["ours_over_baseline_at_64"] == pytest.approx(190 / 55)
+    assert ratios["ours_null_peak_over_bare_asgi_peak"] == pytest.approx(0.4)
+    assert [t["met"] for t in targets] == [True, True, False]
+
+
+def test_missing_systems_are_not_measured(results):
+    results["runs"] = [r for r in results["runs"] if r["system"] != "baseline"]
+    _, targets = evaluate(results)
+    assert [t["met"] for t in targets] == [True, None, False]
+
+
+def test_generator_ceiling_from_the_bare_asgi_run(results):
+    gen = generator_ceiling(results)
+    assert gen["ceiling_rps"] == pytest.approx(50000 / 2.5)
+    assert gen["client_cpu_us_per_request"] == pytest.approx(50.0)
+    assert gen["headroom_over_fastest_run"] == pytest.approx(4.0)
+
+
+def test_table_names_ratios_and_verdicts(results):
+    results["generator"] = generator_ceiling(results)
+    results["ratios"], results["targets"] = evaluate(results)
+    text = table(results)
+    assert "ours/baseline" in text and "MISSED" in text and "met" in text
+    assert "3.45" in text  # ours / baseline at 64 clients
+
+
+def test_percentile_is_nearest_rank():
+    values = [float(v) for v in range(1, 101)]
+    assert (percentile(values, 0.5), percentile(values, 0.95), percentile(values, 0.99)) == (50.0, 95.0, 99.0)
+    assert percentile([7.0], 0.99) == 7.0
+
+
+def test_requests_are_complete_http_messages():
+    (request,) = encode_requests("127.0.0.1", 80, "/predict", [b'{"text":"hi"}'], {"x-api-key": "k"})
+    head, body = request.split(b"\r\n\r\n")
+    assert body == b'{"text":"hi"}' and b"Content-Length: 13" in head and b"x-api-key: k" in head
+
+
+def test_short_preset_and_overrides():
+    cfg = parse_args(["--short", "--concurrency", "1,4", "--systems", "ours:null,bare-asgi:null"])
+    assert cfg.mode == "short" and cfg.concurrency == (1, 4) and cfg.duration_s < BenchConfig().duration_s
+    assert cfg.systems == (("ours", "null"), ("bare-asgi", "null"))
+    with pytest.raises(SystemExit):
+        parse_args(["--systems", "bare-asgi:minilm"])

@@ -1,0 +1,37 @@
+"""The Locust file compiles (Locust itself is not installed here) and the GPU script behaves without a GPU."""
+
+from __future__ import annotations
+
+import os
+import py_compile
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_locustfile_compiles(tmp_path):
+    py_compile.compile(str(ROOT / "bench" / "locustfile.py"), cfile=str(tmp_path / "locustfile.pyc"), doraise=True)
+
+
+def test_gpu_bench_without_cuda_exits_cleanly():
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
+    done = subprocess.run([sys.executable, "-m", "bench.gpu_bench"], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "no CUDA device" in done.stdout and "Traceback" not in done.stderr
+
+
+def test_gpu_model_builds_and_loads_from_its_config(tmp_path):
+    from transformers import AutoModel, AutoTokenizer
+
+    from bench.gpu_bench import build_distilbert
+
+    model_dir = build_distilbert(tmp_path, dim=32, layers=1, heads=2, hidden_dim=64, vocab_size=2000)
+    assert (model_dir / "model.safetensors").is_file() and (model_dir / "vocab.txt").is_file()
+    tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
+    model = AutoModel.from_pretrained(model_dir, local_files_only=True, use_safetensors=True)
+    assert model.config.model_type == "distilbert" and model.config.vocab_size == 2000
+    ids = tokenizer("The delivery arrived two days late.")["input_ids"]
+    assert tokenizer.unk_token_id not in ids
