@@ -295,6 +295,9 @@ async def test_a_cuda_error_answers_503_and_asks_the_process_to_exit(echo_servic
     assert r.status_code == 503 and r.json()["error"]["code"] == "model_unavailable"
     assert after.status_code == 503
     assert ready.status_code == 503
+    deadline = time.monotonic() + 10
+    while not exits and time.monotonic() < deadline:  # the inference thread reports just after failing the batch
+        time.sleep(0.01)
     assert exits == [1] and service.exit_code == 1
 
 

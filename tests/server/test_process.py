@@ -107,7 +107,9 @@ def test_sigterm_under_load_drains_accepted_requests_and_exits_0(tiny_classifier
         clients = [threading.Thread(target=client, args=(n,)) for n in range(12)]
         for t in clients:
             t.start()
+        deadline = time.monotonic() + 60
         while sum(1 for _, s in outcomes if s == 200) < 20:
+            assert time.monotonic() < deadline and process.poll() is None, outcomes[-5:]
             time.sleep(0.01)
         sigterm_at.append(time.monotonic())
         process.send_signal(signal.SIGTERM)
