@@ -1,7 +1,6 @@
 """The HTTP API. Every route is served at /<route> and again at /<model-name>/<route>, so ALB path routing
 needs no rewrite; the OpenAPI document lists the short form."""
 
-
 import copy
 from contextlib import asynccontextmanager
 from typing import Any
@@ -47,8 +46,8 @@ def _predict_errors(with_auth: bool) -> dict[int | str, dict[str, Any]]:
     return dict(sorted(errors.items()))
 
 
-def json_response(content: Any, status: int = 200) -> Response:
-    return Response(orjson.dumps(content, option=_JSON_OPTIONS), status_code=status, media_type="application/json")
+def json_response(content: Any) -> Response:
+    return Response(orjson.dumps(content, option=_JSON_OPTIONS), media_type="application/json")
 
 
 def _add_docs_routes(app: FastAPI, prefix: str, title: str) -> None:
