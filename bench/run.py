@@ -44,7 +44,7 @@ def setup_info(cfg: BenchConfig, model_dir: str) -> dict:
             "python": platform.python_version(), "versions": versions, "device": cfg.device,
             "precision": cfg.precision, "compile": cfg.compile, "torch_threads": cfg.torch_threads,
             "model_label": cfg.model_label, "max_sequence_length": cfg.max_sequence_length,
-            "model_process_env": thread_env(cfg.torch_threads), "model_dir": model_dir,
+            "model_process_env": thread_env(cfg), "model_dir": model_dir,
             "our_server": {"MAX_BATCH_SIZE": cfg.max_batch_size, "MAX_BATCH_WAIT_MS": cfg.max_batch_wait_ms,
                            "RESULT_CACHE_SIZE": 0, "LOG_LEVEL": "info"},
             "load": {"concurrency": list(cfg.concurrency), "warmup_s": cfg.warmup_s, "duration_s": cfg.duration_s,
@@ -68,7 +68,7 @@ def measure_raw_model(cfg: BenchConfig, model_dir: str) -> dict:
                "--batch-sizes", ",".join(map(str, cfg.raw_batch_sizes)), "--texts", str(cfg.texts),
                "--device", cfg.device, "--dtype", "fp16" if cfg.precision == "fp16" else "fp32",
                "--max-length", str(cfg.max_sequence_length), *(["--compile"] if cfg.compile else [])]
-    env = {**os.environ, **thread_env(cfg.torch_threads)}
+    env = {**os.environ, **thread_env(cfg)}
     done = subprocess.run(command, env=env, cwd=REPO_ROOT, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"raw model measurement failed:\n{done.stderr[-3000:]}")

@@ -20,10 +20,14 @@ class Launch:
     ready_path: str
 
 
-def thread_env(threads: int) -> dict[str, str]:
-    """The same thread settings for every model process: torch's intra-op pool (OpenMP and MKL) gets `threads`,
-    the tokenizer stays on the calling thread."""
-    return {"OMP_NUM_THREADS": str(threads), "MKL_NUM_THREADS": str(threads), "TOKENIZERS_PARALLELISM": "false"}
+def thread_env(cfg: BenchConfig) -> dict[str, str]:
+    """The same thread settings for every model process: torch's intra-op pool (OpenMP and MKL) gets
+    cfg.torch_threads, the tokenizer stays on the calling thread."""
+    env = {"OMP_NUM_THREADS": str(cfg.torch_threads), "MKL_NUM_THREADS": str(cfg.torch_threads),
+           "TOKENIZERS_PARALLELISM": "false"}
+    if cfg.omp_wait_policy:
+        env["OMP_WAIT_POLICY"] = cfg.omp_wait_policy
+    return env
 
 
 def _python_path() -> str:
@@ -34,7 +38,7 @@ def _python_path() -> str:
 
 def launch(server: str, model_spec: str, port: int, cfg: BenchConfig, scratch: Path) -> Launch:
     """model_spec: a Hugging Face model directory, or `null`."""
-    env = {**thread_env(cfg.torch_threads), "PYTHONPATH": _python_path(), "PYTHONUNBUFFERED": "1"}
+    env = {**thread_env(cfg), "PYTHONPATH": _python_path(), "PYTHONUNBUFFERED": "1"}
     if server == OURS:
         env.update(PORT=str(port), HOST="127.0.0.1", MODEL_NAME="bench", MODEL_VERSION="1",
                    MAX_BATCH_SIZE=str(cfg.max_batch_size), MAX_BATCH_WAIT_MS=str(cfg.max_batch_wait_ms),
