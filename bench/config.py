@@ -44,8 +44,8 @@ class BenchConfig:
     mode: str = "full"
 
 
-SHORT = dict(concurrency=(1, 8, 32, 64), warmup_s=0.3, duration_s=1.0, raw_batch_sizes=(1, 8, 32),
-             raw_duration_s=0.6, mode="short")
+SHORT = dict(concurrency=(1, 8, 64), warmup_s=0.3, duration_s=0.7, raw_batch_sizes=(1, 32), raw_duration_s=0.5,
+             mode="short")
 
 
 def _ints(raw: str) -> tuple[int, ...]:

@@ -24,6 +24,7 @@ class LoadResult:
     duration_s: float
     requests: int
     errors: int  # non-2xx responses and broken connections
+    connections: int  # connections opened: `concurrency` when the server keeps them alive
     throughput_rps: float
     p50_ms: float
     p95_ms: float
@@ -105,12 +106,13 @@ class _Run:
         self.recording = self.stopping = False
         self.latencies_ns: list[int] = []
         self.errors = 0
-        self.open = 0
+        self.open = self.opened = 0
         self.all_closed = asyncio.Event()
         self.connect_errors: list[BaseException] = []
 
     def connect(self, offset: int) -> None:
         self.open += 1
+        self.opened += 1
         task = asyncio.ensure_future(asyncio.get_running_loop().create_connection(
             lambda: _Connection(self, offset), self.host, self.port))
         task.add_done_callback(self._connected)
@@ -153,6 +155,10 @@ async def _drive(host: str, port: int, requests: list[bytes], concurrency: int, 
     server_cpu = process_cpu_s(server_pid) if server_pid else None
     client_cpu, started = time.process_time(), time.perf_counter()
     await asyncio.sleep(duration_s)
+    # A slow server may not finish a round in a short window: extend it to two responses per client.
+    give_up = started + max(10 * duration_s, 30.0)
+    while len(run.latencies_ns) < 2 * concurrency and time.perf_counter() < give_up:
+        await asyncio.sleep(0.02)
     run.recording = False
     elapsed = time.perf_counter() - started
     client_cpu = time.process_time() - client_cpu
@@ -162,12 +168,13 @@ async def _drive(host: str, port: int, requests: list[bytes], concurrency: int, 
     await asyncio.wait_for(run.all_closed.wait(), timeout=60)
     latencies = sorted(ns / 1e6 for ns in run.latencies_ns)
     return LoadResult(concurrency=concurrency, duration_s=round(elapsed, 3), requests=len(latencies),
-                      errors=run.errors + len(run.connect_errors), throughput_rps=len(latencies) / elapsed,
+                      errors=run.errors + len(run.connect_errors), connections=run.opened, throughput_rps=len(latencies) / elapsed,
                       p50_ms=percentile(latencies, 0.50), p95_ms=percentile(latencies, 0.95),
                       p99_ms=percentile(latencies, 0.99), client_cpu_s=client_cpu, server_cpu_s=server_cpu)
 
 
 def run_load(host: str, port: int, requests: list[bytes], concurrency: int, warmup_s: float, duration_s: float,
              server_pid: int | None = None) -> LoadResult:
-    """Drive the server for warmup_s (not recorded), then duration_s (recorded), with `concurrency` clients."""
+    """Drive the server for warmup_s (not recorded), then at least duration_s (recorded) with `concurrency`
+    clients."""
     return uvloop.run(_drive(host, port, requests, concurrency, warmup_s, duration_s, server_pid))

@@ -50,6 +50,10 @@ def setup_info(cfg: BenchConfig, model_dir: str) -> dict:
             "load": {"concurrency": list(cfg.concurrency), "warmup_s": cfg.warmup_s, "duration_s": cfg.duration_s,
                      "texts": cfg.texts, "client": "closed loop, HTTP/1.1 keep-alive, httptools on uvloop, "
                                                    "one process"},
+            "systems": {"raw-model": "transformers forward in-process, padded to the batch's longest text",
+                        "ours": "python -m inference_server (dynamic batching, length buckets)",
+                        "baseline": "FastAPI + pydantic, sync def endpoint (thread pool), one forward per request",
+                        "bare-asgi": "raw ASGI callable, constant response, same uvicorn/httptools/uvloop"},
             "load_average_at_start": os.getloadavg()}
 
 

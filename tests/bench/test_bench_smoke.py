@@ -42,7 +42,7 @@ def test_every_system_measured_with_sane_numbers(short_run):
     assert measured == set(all_systems("minilm"))
     for run in results["runs"]:
         name = f"{run['system']}:{run['model']}@{run['concurrency']}"
-        assert run["errors"] == 0, name
+        assert run["errors"] == 0 and run["connections"] == run["concurrency"], name
         assert run["requests"] > 0 and run["throughput_rps"] > 0, name
         assert 0 < run["p50_ms"] <= run["p95_ms"] <= run["p99_ms"], name
         assert run["client_cpu_s"] > 0 and run["server_cpu_s"] is not None, name
