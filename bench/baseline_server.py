@@ -42,8 +42,9 @@ def main() -> None:
     parser.add_argument("--dtype", default="fp32", choices=("fp32", "fp16"))
     parser.add_argument("--max-length", type=int, default=256)
     args = parser.parse_args()
-    uvicorn.run(create_app(args.model, args.device, args.dtype, args.max_length), host=args.host, port=args.port, loop="uvloop",
-                http="httptools", access_log=False, log_level="warning")
+    app = create_app(args.model, args.device, args.dtype, args.max_length)
+    uvicorn.run(app, host=args.host, port=args.port, loop="uvloop", http="httptools", access_log=False,
+                log_level="warning")
 
 
 if __name__ == "__main__":

@@ -168,9 +168,10 @@ async def _drive(host: str, port: int, requests: list[bytes], concurrency: int, 
     await asyncio.wait_for(run.all_closed.wait(), timeout=60)
     latencies = sorted(ns / 1e6 for ns in run.latencies_ns)
     return LoadResult(concurrency=concurrency, duration_s=round(elapsed, 3), requests=len(latencies),
-                      errors=run.errors + len(run.connect_errors), connections=run.opened, throughput_rps=len(latencies) / elapsed,
-                      p50_ms=percentile(latencies, 0.50), p95_ms=percentile(latencies, 0.95),
-                      p99_ms=percentile(latencies, 0.99), client_cpu_s=client_cpu, server_cpu_s=server_cpu)
+                      errors=run.errors + len(run.connect_errors), connections=run.opened,
+                      throughput_rps=len(latencies) / elapsed, p50_ms=percentile(latencies, 0.50),
+                      p95_ms=percentile(latencies, 0.95), p99_ms=percentile(latencies, 0.99),
+                      client_cpu_s=client_cpu, server_cpu_s=server_cpu)
 
 
 def run_load(host: str, port: int, requests: list[bytes], concurrency: int, warmup_s: float, duration_s: float,

@@ -87,16 +87,17 @@ def table(results: dict) -> str:
         levels = sorted({r["concurrency"] for r in results["runs"] if r["model"] == model})
         if not levels:
             continue
-        lines.append(f"\n{model} model       {'ours':>28} | {'baseline':>22} | {'ours/baseline':>13}")
+        lines.append(f"\n{model + ' model':<18}{'ours':>24} | {'baseline':>22} | {'ours/baseline':>13}")
         lines.append(f"{'clients':>7} {'req/s':>10} {'p50':>7} {'p95':>7} {'p99':>7} | {'req/s':>10} {'p95':>11} |"
                      f" {'x req/s':>7} {'x p95':>5}")
         for level in levels:
             o = next((r for r in series(results, OURS, model) if r["concurrency"] == level), None)
             b = next((r for r in series(results, BASELINE, model) if r["concurrency"] == level), None)
+            speedup = _ratio(o and o["throughput_rps"], b and b["throughput_rps"])
             lines.append(
                 f"{level:>7} {_num(o and o['throughput_rps']):>10} {_num(o and o['p50_ms']):>7} "
                 f"{_num(o and o['p95_ms']):>7} {_num(o and o['p99_ms']):>7} | {_num(b and b['throughput_rps']):>10} "
-                f"{_num(b and b['p95_ms']):>11} | {_num(_ratio(o and o['throughput_rps'], b and b['throughput_rps']), 2):>7} "
+                f"{_num(b and b['p95_ms']):>11} | {_num(speedup, 2):>7} "
                 f"{_num(_ratio(o and o['p95_ms'], b and b['p95_ms']), 2):>5}")
     lines.append("  (latencies in ms)")
     raw = results.get("raw_model")

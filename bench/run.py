@@ -131,6 +131,7 @@ def main(cfg: BenchConfig, extra: Callable[[dict], dict] | None = None) -> dict:
     started = time.monotonic()
     results = run_benchmark(cfg)
     results["setup"]["elapsed_s"] = round(time.monotonic() - started, 1)
+    results["setup"]["load_average_at_end"] = os.getloadavg()
     if extra:
         results.update(extra(results))
     json_path, png_path = write_outputs(results, cfg.output_dir)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -31,8 +32,6 @@ def thread_env(cfg: BenchConfig) -> dict[str, str]:
 
 
 def _python_path() -> str:
-    import os
-
     return os.pathsep.join(p for p in (str(REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p)
 
 
@@ -40,10 +39,10 @@ def launch(server: str, model_spec: str, port: int, cfg: BenchConfig, scratch: P
     """model_spec: a Hugging Face model directory, or `null`."""
     env = {**thread_env(cfg), "PYTHONPATH": _python_path(), "PYTHONUNBUFFERED": "1"}
     if server == OURS:
-        env.update(PORT=str(port), HOST="127.0.0.1", MODEL_NAME="bench", MODEL_VERSION="1",
+        env.update(PORT=str(port), HOST="127.0.0.1", MODEL_NAME="bench", MODEL_VERSION="1", LOG_LEVEL="info",
                    MAX_BATCH_SIZE=str(cfg.max_batch_size), MAX_BATCH_WAIT_MS=str(cfg.max_batch_wait_ms),
-                   MAX_SEQUENCE_LENGTH=str(cfg.max_sequence_length), DEVICE=cfg.device, PRECISION=cfg.precision, COMPILE=str(cfg.compile).lower(),
-                   MODEL_CACHE_DIR=str(scratch / "model-cache"))
+                   MAX_SEQUENCE_LENGTH=str(cfg.max_sequence_length), DEVICE=cfg.device, PRECISION=cfg.precision,
+                   COMPILE=str(cfg.compile).lower(), MODEL_CACHE_DIR=str(scratch / "model-cache"))
         if model_spec == NULL:
             empty = Path(tempfile.mkdtemp(prefix="null-model-", dir=scratch))
             env.update(MODEL_URI=str(empty), MODEL_HANDLER="bench.null_handler:NullHandler")
