@@ -36,7 +36,11 @@ def plot(results: dict, path: Path) -> Path:
         throughput.set(title=f"{model}: throughput", xlabel="concurrent clients", ylabel="requests/s", xscale="log")
         latency.set(title=f"{model}: p95 latency", xlabel="concurrent clients", ylabel="ms", xscale="log",
                     yscale="log")
-        throughput.set_ylim(bottom=0)
+        rates = [r["throughput_rps"] for r in results["runs"] if r["model"] == model and r["throughput_rps"] > 0]
+        if rates and max(rates) > 20 * min(rates):
+            throughput.set_yscale("log")
+        else:
+            throughput.set_ylim(bottom=0)
         for ax in row:
             ax.set_xticks(sorted({r["concurrency"] for r in results["runs"]}))
             ax.get_xaxis().set_major_formatter(matplotlib.ticker.ScalarFormatter())
