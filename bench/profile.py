@@ -79,6 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     (server, model), = args.system
     py_spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    if not Path(py_spy).is_file():
+        parser.exit(2, "bench.profile needs py-spy: pip install py-spy==0.4.3\n")
     cfg = BenchConfig()
     out = RESULTS_DIR / f"profile-{server}-{model}{'-gil' if args.gil else ''}.txt"
     out.parent.mkdir(parents=True, exist_ok=True)
