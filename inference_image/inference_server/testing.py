@@ -31,7 +31,7 @@ def build_tiny_bert(dest_dir: str | Path, task: str = "text-classification", *, 
              *(f"##{c}" for c in string.ascii_lowercase + string.digits)]
     vocab_file = dest / "vocab.txt"
     vocab_file.write_text("\n".join(vocab) + "\n")
-    tokenizer = BertTokenizerFast(vocab_file=str(vocab_file), do_lower_case=True, model_max_length=512)
+    tokenizer = BertTokenizerFast(vocab=str(vocab_file), do_lower_case=True, model_max_length=512)
     tokenizer.save_pretrained(dest)
     config = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
                         intermediate_size=64, max_position_embeddings=512, pad_token_id=0,
