@@ -68,7 +68,7 @@ class EnvironmentConfig:
 
     def _check_models(self) -> None:
         require(bool(self.models), "models", "list at least one model to serve")
-        smallest = min(self.capacity.resolve_instance_types(self.region), key=lambda t: (t.memory_gib, t.vcpus))
+        smallest = self.capacity.smallest_instance_type(self.region)
         seen: set[str] = set()
         for index, model in enumerate(self.models):
             require(model.name not in seen, f"models[{index}].name", f"{model.name!r} is listed twice; model names must be unique")

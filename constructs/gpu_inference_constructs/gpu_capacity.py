@@ -100,6 +100,10 @@ class GpuCapacityProps:
                 )
         return types
 
+    def smallest_instance_type(self, region: str) -> GpuInstanceType:
+        """The type a task must fit on: the least memory, then the fewest vCPUs."""
+        return min(self.resolve_instance_types(region), key=lambda t: (t.memory_gib, t.vcpus))
+
 
 def private_subnets(vpc: ec2.IVpc) -> ec2.SubnetSelection:
     """The VPC's private subnets: with egress if it has them, else isolated ones."""
@@ -272,10 +276,6 @@ class GpuCapacity(Construct):
             time_zone=prewarm.time_zone,
             min_capacity=prewarm.min_capacity,
         )
-
-    @property
-    def smallest_instance_type(self) -> GpuInstanceType:
-        return min(self.instance_types, key=lambda t: (t.memory_gib, t.vcpus))
 
     def allow_ingress_from(self, peer: ec2.IConnectable, port: ec2.Port, description: str) -> None:
         """Open ``port`` on the instances to ``peer`` (for bridge- or host-mode tasks, e.g. from a load balancer)."""

@@ -179,11 +179,8 @@ class InferenceMonitoring(Construct):
         self._alarm("Elb5xxRate", rate, self.props.elb_5xx_percent,
                     f"More than {self.props.elb_5xx_percent}% of requests answered 5xx by the load balancer itself (no healthy targets, timeouts)", periods=3)
 
-    def _instances(self, capacity: GpuCapacity, period: cdk.Duration) -> dict[str, cloudwatch.IMetric]:
-        """In-service instances, and the On-Demand/Spot split that the group's distribution policy implies."""
-        base = capacity.props.on_demand_base_capacity
-        share = capacity.props.on_demand_percentage_above_base / 100
-        total = cloudwatch.Metric(
+    def _instances(self, capacity: GpuCapacity, period: cdk.Duration) -> cloudwatch.Metric:
+        return cloudwatch.Metric(
             namespace="AWS/AutoScaling",
             metric_name="GroupInServiceInstances",
             dimensions_map={"AutoScalingGroupName": capacity.auto_scaling_group.auto_scaling_group_name},
@@ -191,22 +188,14 @@ class InferenceMonitoring(Construct):
             period=period,
             label="GPU instances in service",
         )
-        on_demand = f"IF(total > {base}, {base} + CEIL((total - {base}) * {share}), total)"
-        return {
-            "total": total,
-            "on_demand": cloudwatch.MathExpression(expression=on_demand, using_metrics={"total": total}, period=period, label="On-Demand (by policy)"),
-            "spot": cloudwatch.MathExpression(expression=f"total - ({on_demand})", using_metrics={"total": total}, period=period, label="Spot (by policy)"),
-            "on_demand_expression": on_demand,
-        }
 
     def _cost_per_million_requests(self, capacity: GpuCapacity, load_balancer: elbv2.ApplicationLoadBalancer) -> cloudwatch.MathExpression:
         price = self.props.hourly_price_usd or capacity.instance_types[0].on_demand_hourly_usd
         spot_price = round(price * self.props.spot_price_fraction, 5)
-        instances = self._instances(capacity, HOUR)
-        on_demand = instances["on_demand_expression"]
+        on_demand = on_demand_instances_expression(capacity)
         return cloudwatch.MathExpression(
             expression=f"IF(requests > 0, (({on_demand}) * {price} + (total - ({on_demand})) * {spot_price}) / requests * 1000000, 0)",
-            using_metrics={"total": instances["total"], "requests": load_balancer.metrics.request_count(period=HOUR, statistic="Sum")},
+            using_metrics={"total": self._instances(capacity, HOUR), "requests": load_balancer.metrics.request_count(period=HOUR, statistic="Sum")},
             period=HOUR,
             label=f"USD per 1M requests ({capacity.instance_types[0].name} at ${price}/h, Spot at {self.props.spot_price_fraction:.0%}; prices {PRICES_AS_OF})",
         )
@@ -222,7 +211,8 @@ class InferenceMonitoring(Construct):
             return cloudwatch.GraphWidget(title=title, left=left, right=right or [], width=12, height=6,
                                           left_y_axis=cloudwatch.YAxisProps(label=unit, show_units=False) if unit else None)
 
-        instances = self._instances(capacity, MINUTE)
+        total = self._instances(capacity, MINUTE)
+        on_demand = on_demand_instances_expression(capacity)
         dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=f"gpu-inference-{environment_name}", default_interval=cdk.Duration.hours(3))
         dashboard.add_widgets(
             cloudwatch.TextWidget(markdown=f"# GPU inference: {environment_name}\nModels: {', '.join(s.model.name for s in services)}", width=24, height=2)
@@ -242,7 +232,11 @@ class InferenceMonitoring(Construct):
         )
         dashboard.add_widgets(
             graph("Tasks: running / desired", [s.metric_tasks(n) for s in services for n in ("RunningTaskCount", "DesiredTaskCount")]),
-            graph("GPU instances: Spot vs On-Demand", [instances["total"], instances["on_demand"], instances["spot"]]),
+            graph("GPU instances: Spot vs On-Demand", [
+                total,
+                cloudwatch.MathExpression(expression=on_demand, using_metrics={"total": total}, period=MINUTE, label="On-Demand (by policy)"),
+                cloudwatch.MathExpression(expression=f"total - ({on_demand})", using_metrics={"total": total}, period=MINUTE, label="Spot (by policy)"),
+            ]),
         )
         dashboard.add_widgets(
             graph("GPU utilisation and memory (%)",
@@ -260,6 +254,14 @@ class InferenceMonitoring(Construct):
         )
         dashboard.add_widgets(cloudwatch.AlarmStatusWidget(alarms=list(self.alarms.values()), title="Alarms", width=24, height=6))
         return dashboard
+
+
+def on_demand_instances_expression(capacity: GpuCapacity) -> str:
+    """Metric math for the On-Demand share of ``total`` in-service instances that the distribution policy implies
+    (no CloudWatch metric splits a mixed-instances group by purchase option)."""
+    base = capacity.props.on_demand_base_capacity
+    share = capacity.props.on_demand_percentage_above_base / 100
+    return f"IF(total > {base}, {base} + CEIL((total - {base}) * {share}), total)"
 
 
 def error_rate(errors: cloudwatch.IMetric, requests: cloudwatch.IMetric, label: str) -> cloudwatch.MathExpression:

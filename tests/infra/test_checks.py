@@ -34,8 +34,8 @@ def test_cdk_nag_finds_nothing_unacknowledged(synthesized, environment):
     unacknowledged = []
     for violation in report.violations:
         for resource in violation.violating_resources:
-            construct = stage.node.find_child(resource.construct_path.split("/", 1)[1].split("/")[0])
-            for part in resource.construct_path.split("/")[2:]:
+            construct = stage
+            for part in resource.construct_path.split("/")[1:]:
                 construct = construct.node.find_child(part)
             reason = acknowledgements_on(construct).get(f"AwsSolutions::{violation.rule_name}", "")
             if len(reason) < 60:
