@@ -12,14 +12,17 @@ from fastapi.security import APIKeyHeader
 from starlette.responses import HTMLResponse, Response
 
 from . import __version__
-from .errors import install_error_handlers, not_ready
+from .errors import ApiError, install_error_handlers, not_ready
 from .metrics import PROMETHEUS_CONTENT_TYPE
 from .middleware import LOG_FIELDS, PredictGateMiddleware, RequestLogMiddleware
+from .protocols.errors import ProtocolErrorMiddleware
+from .protocols.oip import add_oip_routes
+from .protocols.openai import add_openai_routes
 from .schemas import ErrorResponse, HealthResponse, ReadyResponse, build_schemas
 from .service import ModelService
 
 PREDICT_ROUTES = ("/predict", "/predict/batch")
-PROBE_ROUTES = ("/health", "/ready", "/metrics")
+PROBE_ROUTES = ("/health", "/ready", "/metrics", "/v2/health/live", "/v2/health/ready")
 _JSON_OPTIONS = orjson.OPT_SERIALIZE_NUMPY
 
 
@@ -90,6 +93,11 @@ def create_app(service: ModelService) -> FastAPI:
                               "`{\"error\": {\"code\": ..., \"message\": ...}}`.")
     router = APIRouter()
 
+    def _require_text_model() -> None:
+        kind = service.input_kind
+        if kind not in (None, "text"):
+            raise ApiError(422, "invalid_input", f"{model} takes {kind}, not text: use POST /v2/models/{model}/infer")
+
     @router.get("/health", response_model=HealthResponse, tags=["probes"],
                 summary="Liveness: the process is up (never shed, never behind auth)")
     async def health() -> Response:
@@ -113,6 +121,7 @@ def create_app(service: ModelService) -> FastAPI:
     @router.post("/predict", response_model=schemas.predict_response, tags=["predict"], dependencies=auth,
                  summary="Predict one text", responses=_predict_errors(bool(auth)))
     async def predict(body: PredictRequest, request: Request) -> Response:  # type: ignore[valid-type]
+        _require_text_model()
         fields = request.scope[LOG_FIELDS]
         fields["items"] = 1
         predictions = await service.predict([body.text], fields)
@@ -121,6 +130,7 @@ def create_app(service: ModelService) -> FastAPI:
     @router.post("/predict/batch", response_model=schemas.batch_response, tags=["predict"], dependencies=auth,
                  summary=f"Predict up to {settings.max_client_batch} texts", responses=_predict_errors(bool(auth)))
     async def predict_batch(body: BatchRequest, request: Request) -> Response:  # type: ignore[valid-type]
+        _require_text_model()
         fields = request.scope[LOG_FIELDS]
         fields["items"] = len(body.texts)
         predictions = await service.predict(body.texts, fields)
@@ -128,13 +138,17 @@ def create_app(service: ModelService) -> FastAPI:
 
     app.include_router(router)
     app.include_router(router, prefix=f"/{model}", include_in_schema=False)
+    embedding_paths = add_openai_routes(app, service, [f"/{model}"], auth)
+    infer_paths = add_oip_routes(app, service, [f"/{model}"], auth)
 
     for prefix in ("", f"/{model}"):
         _add_docs_routes(app, prefix, title=f"{model} inference")
 
     install_error_handlers(app)
     prefixed = [f"/{model}{path}" for path in PREDICT_ROUTES]
-    app.add_middleware(PredictGateMiddleware, service=service, predict_paths=[*PREDICT_ROUTES, *prefixed])
-    app.add_middleware(RequestLogMiddleware, service=service, predict_paths=[*PREDICT_ROUTES, *prefixed],
+    gated = [*PREDICT_ROUTES, *prefixed, *embedding_paths, *infer_paths]
+    app.add_middleware(PredictGateMiddleware, service=service, predict_paths=gated, any_content_type_paths=infer_paths)
+    app.add_middleware(ProtocolErrorMiddleware, model_name=model)
+    app.add_middleware(RequestLogMiddleware, service=service, predict_paths=gated,
                        quiet_paths=[*PROBE_ROUTES, *(f"/{model}{path}" for path in PROBE_ROUTES)])
     return app

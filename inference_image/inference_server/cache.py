@@ -22,8 +22,9 @@ class ResultCache:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def key(self, text: str) -> bytes:
-        return hashlib.blake2b(self._prefix + text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+    def key(self, text: str | bytes) -> bytes:
+        data = b"b" + text if isinstance(text, bytes) else b"s" + text.encode("utf-8", "surrogatepass")
+        return hashlib.blake2b(self._prefix + data, digest_size=16).digest()
 
     def get(self, key: bytes) -> Any | None:
         with self._lock:

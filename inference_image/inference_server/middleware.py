@@ -103,9 +103,12 @@ class PredictGateMiddleware:
     """Checks a predict request before its body is read: API key (401), shedding (503), content type (415),
     Content-Length (413); then counts streamed body bytes (413) and tracks it as in flight for draining."""
 
-    def __init__(self, app: ASGIApp, service: ModelService, predict_paths: Collection[str]) -> None:
+    def __init__(self, app: ASGIApp, service: ModelService, predict_paths: Collection[str],
+                 any_content_type_paths: Collection[str] = ()) -> None:
         self.app, self.service = app, service
         self.predict_paths = frozenset(predict_paths)
+        # Binary bodies (the Open Inference Protocol's binary tensor data): the route parses them itself.
+        self.any_content_type_paths = frozenset(any_content_type_paths)
         self.api_keys = [key.encode() for key in service.settings.api_keys]
         self.max_body = service.settings.max_body_bytes
 
@@ -113,7 +116,7 @@ class PredictGateMiddleware:
         if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] not in self.predict_paths:
             return await self.app(scope, receive, send)
         try:
-            self._check(scope)
+            self._check(scope, json_only=scope["path"] not in self.any_content_type_paths)
         except ApiError as error:
             return await send_error(send, error)
         limit, received = self.max_body, 0
@@ -132,11 +135,13 @@ class PredictGateMiddleware:
         finally:
             self.service.in_flight -= 1
 
-    def _check(self, scope: Scope) -> None:
+    def _check(self, scope: Scope, json_only: bool = True) -> None:
         api_key = content_type = content_length = None
         for name, value in scope["headers"]:
             if name == b"x-api-key":
                 api_key = value
+            elif name == b"authorization" and api_key is None and value[:7].lower() == b"bearer ":
+                api_key = value[7:].strip()  # what OpenAI clients send
             elif name == b"content-type":
                 content_type = value
             elif name == b"content-length":
@@ -146,10 +151,14 @@ class PredictGateMiddleware:
             for key in self.api_keys:  # no early exit: compare against every key
                 valid |= api_key is not None and hmac.compare_digest(api_key, key)
             if not valid:
-                raise ApiError(401, "unauthorized", "a valid x-api-key header is required")
+                raise ApiError(401, "unauthorized", "a valid x-api-key (or Authorization: Bearer) header is required")
         self.service.admit()
-        if content_type is None or not _is_json(content_type):
+        if json_only and (content_type is None or not _is_json(content_type)):
             raise ApiError(415, "unsupported_media_type", "send the body as application/json")
+        if not json_only and content_type is not None and not (
+                _is_json(content_type) or content_type.split(b";", 1)[0].strip().lower() == b"application/octet-stream"):
+            raise ApiError(415, "unsupported_media_type", "send application/json, or binary tensor data as "
+                                                          "application/octet-stream")
         if content_length is not None:
             if not content_length.isdigit():
                 raise ApiError(400, "invalid_content_length", "Content-Length is not a number")

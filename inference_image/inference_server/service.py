@@ -113,7 +113,7 @@ class ModelService:
             cls = builtin_handler_class(task)
         handler = cls()
         handler.load(LoadContext(artifact.directory, self.device, self.dtype, s.max_sequence_length, self.compile,
-                                 s.allow_artifact_code, s.model_task, manifest))
+                                 s.allow_artifact_code, s.model_task, manifest, s.max_batch_size))
         if self.device.type == "cuda":
             self.gpu = GpuSampler(self.device.index if self.device.index is not None else torch.cuda.current_device())
         log.info("model loaded", extra={"handler": f"{cls.__module__}.{cls.__qualname__}", "device": str(self.device),
@@ -159,7 +159,9 @@ class ModelService:
     def probe(self) -> bool:
         timeout = self.settings.request_timeout_s
         try:
-            future = self.batcher.submit([PROBE_TEXT], time.monotonic() + timeout, bypass_queue_limit=True)
+            handler = self.batcher.handler
+            probe = handler.probe_input() if handler is not None else PROBE_TEXT
+            future = self.batcher.submit([probe], time.monotonic() + timeout, bypass_queue_limit=True)
             future.result(timeout)
         except Exception as exc:
             self._last_probe_ok = None
@@ -183,12 +185,30 @@ class ModelService:
             self.metrics.record_rejected()
             raise overloaded("queue full")
 
-    async def predict(self, texts: list[str], log_fields: dict[str, Any]) -> list[Any]:
+    @property
+    def input_kind(self) -> str | None:
+        """The handler's input kind; None while a handler from the artifact is not loaded yet."""
+        handler = self.batcher.handler
+        cls = type(handler) if handler is not None else self.handler_class
+        return cls.input_kind if cls is not None else None
+
+    @property
+    def handler(self) -> Handler:
+        """The loaded handler, for what it declares (signature, tensors); raises ApiError 503 until loaded."""
+        handler = self.batcher.handler
+        if handler is None:
+            self.admit()
+            raise not_ready("loading")
+        return handler
+
+    async def predict(self, texts: list[Any], log_fields: dict[str, Any], *, use_cache: bool = True) -> list[Any]:
+        """Predictions for inputs of the handler's input_kind (the name `texts` is historical)."""
         cache = self.cache
-        keys = [cache.key(t) for t in texts] if cache.enabled else []
+        cacheable = use_cache and cache.enabled and all(isinstance(t, (str, bytes)) for t in texts)
+        keys = [cache.key(t) for t in texts] if cacheable else []
         predictions: list[Any] = [cache.get(k) for k in keys] if keys else [None] * len(texts)
         missing = [i for i, p in enumerate(predictions) if p is None]
-        if cache.enabled:
+        if cacheable:
             log_fields["cache_hits"] = len(texts) - len(missing)
             self.metrics.record_cache(len(texts) - len(missing), len(missing))
         if not missing:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-TASKS = ("text-classification", "text-embedding")
+TASKS = ("text-classification", "text-embedding", "torch-export", "image-classification")
 MODEL_NAME_PATTERN = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?")
 
 
@@ -98,6 +98,11 @@ def _api_keys(raw: str) -> tuple[str, ...]:
     return tuple(key.strip() for key in raw.split(",") if key.strip())
 
 
+def _dimensions(raw: str) -> tuple[int, ...]:
+    parse = _int(1, 65536)
+    return tuple(sorted({parse(part) for part in raw.split(",") if part.strip()}))
+
+
 def _setting(parse: Callable[[str], Any], default: Any, help: str, *, required: bool = False, secret: bool = False,
              flags: Sequence[str] = ()) -> Any:
     meta = {"parse": parse, "help": help, "required": required, "secret": secret, "flags": tuple(flags)}
@@ -133,6 +138,9 @@ class Settings:
     request_timeout_s: float = _setting(_float(0, exclusive=True), 10.0, "per-request deadline (504 after it)")
     drain_timeout_s: float = _setting(_float(0), 70.0, "on SIGTERM, how long to finish accepted work")
     keep_alive_s: float = _setting(_float(0, exclusive=True), 75.0, "HTTP keep-alive; keep above the ALB idle timeout")
+    embedding_dimensions: tuple[int, ...] = _setting(
+        _dimensions, (), "comma-separated sizes /v1/embeddings may truncate to (`dimensions`), for models trained "
+                         "for it (Matryoshka); empty: only the full size")
     result_cache_size: int = _setting(_int(0), 0, "entries in the result LRU cache; 0 turns it off")
     api_keys: tuple[str, ...] = _setting(_api_keys, (), "comma-separated keys required in x-api-key", secret=True)
     deployment_env: str = _setting(_str, "local", "Environment dimension of the metrics")

@@ -10,7 +10,7 @@ import pytest
 
 from inference_server.service import ModelService
 from inference_server.settings import Settings
-from inference_server.testing import build_tiny_bert
+from inference_server.testing import build_tiny_bert, build_tiny_export_model, build_tiny_image_classifier
 
 
 @pytest.fixture
@@ -51,6 +51,33 @@ def tiny_classifier_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_embedder_dir(tmp_path_factory) -> Path:
     return build_tiny_bert(tmp_path_factory.mktemp("tiny-embedder"), "text-embedding")
+
+
+@pytest.fixture(scope="session")
+def tiny_export_dir(tmp_path_factory) -> Path:
+    return build_tiny_export_model(tmp_path_factory.mktemp("tiny-export") / "model")
+
+
+@pytest.fixture(scope="session")
+def tiny_image_dir(tmp_path_factory) -> Path:
+    return build_tiny_image_classifier(tmp_path_factory.mktemp("tiny-image") / "model")
+
+
+@pytest.fixture(scope="session")
+def export_service(tiny_export_dir):
+    """The tiny torch.export model, loaded and ready; shared, so tests must not drain or break it."""
+    service = started(make_settings(tiny_export_dir, model_name="tabular", model_task="torch-export"))
+    yield service
+    service.stop()
+
+
+@pytest.fixture(scope="session")
+def image_service(tiny_image_dir):
+    """The tiny image classifier, loaded and ready; shared, so tests must not drain or break it."""
+    service = started(make_settings(tiny_image_dir, model_name="vision", model_task="image-classification",
+                                    result_cache_size=16))
+    yield service
+    service.stop()
 
 
 @pytest.fixture(scope="session")

@@ -69,7 +69,10 @@ async def test_openapi_documents_every_error_status(classifier_app):
     async with client(classifier_app) as c:
         doc = (await c.get("/openapi.json")).json()
         prefixed = (await c.get("/tiny/openapi.json")).json()
-    assert set(doc["paths"]) == {"/health", "/ready", "/metrics", "/predict", "/predict/batch"}
+    oip = ["/v2/models/{model_name}", "/v2/models/{model_name}/versions/{model_version}"]
+    assert set(doc["paths"]) == {"/health", "/ready", "/metrics", "/predict", "/predict/batch", "/v1/embeddings",
+                                 "/v1/models", "/v1/models/{model_id}", "/v2", "/v2/health/live", "/v2/health/ready",
+                                 *oip, *(f"{p}/ready" for p in oip), *(f"{p}/infer" for p in oip)}
     for path in ("/predict", "/predict/batch"):
         assert set(doc["paths"][path]["post"]["responses"]) == {"200", "400", "413", "415", "422", "500", "503",
                                                                 "504"}

@@ -6,9 +6,9 @@ import importlib
 import importlib.util
 from pathlib import Path
 
-from .base import Encoded, Handler, InputError, LoadContext
+from .base import INPUT_KINDS, Encoded, Handler, InputError, LoadContext
 
-__all__ = ["Encoded", "Handler", "HandlerError", "InputError", "LoadContext", "ARTIFACT_HANDLER_FILE", "handler_class",
+__all__ = ["INPUT_KINDS", "Encoded", "Handler", "HandlerError", "InputError", "LoadContext", "ARTIFACT_HANDLER_FILE", "handler_class",
            "artifact_handler_class", "builtin_handler_class"]
 
 ARTIFACT_HANDLER_FILE = "handler.py"
@@ -20,9 +20,12 @@ class HandlerError(Exception):
 
 
 def builtin_handler_class(task: str) -> type[Handler]:
+    from .export import TorchExportHandler
     from .hf import TextClassificationHandler, TextEmbeddingHandler
+    from .image import ImageClassificationHandler
 
-    return {"text-classification": TextClassificationHandler, "text-embedding": TextEmbeddingHandler}[task]
+    return {"text-classification": TextClassificationHandler, "text-embedding": TextEmbeddingHandler,
+            "torch-export": TorchExportHandler, "image-classification": ImageClassificationHandler}[task]
 
 
 def handler_class(import_path: str) -> type[Handler]:
@@ -52,4 +55,6 @@ def artifact_handler_class(model_dir: Path) -> type[Handler] | None:
 def _checked(cls: object, name: str) -> type[Handler]:
     if not (isinstance(cls, type) and issubclass(cls, Handler)):
         raise HandlerError(f"{name} is not a subclass of inference_server.handlers.Handler")
+    if cls.input_kind not in INPUT_KINDS:
+        raise HandlerError(f"{name}.input_kind is {cls.input_kind!r}; use one of {', '.join(INPUT_KINDS)}")
     return cls

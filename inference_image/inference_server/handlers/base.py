@@ -1,9 +1,20 @@
 """The handler interface: how a model plugs into the server without forking it.
 
-A handler turns texts into model inputs, runs a padded batch, and turns outputs into JSON-able predictions.
+A handler turns inputs into model inputs, runs a padded batch, and turns outputs into JSON-able predictions.
 The server creates it with no arguments, then calls every method below on its single inference thread, so a
 handler needs no locking. Install the class in the image and start the server with
 ``MODEL_HANDLER=mypkg.module:MyHandler`` (or ``--model-handler``).
+
+Inputs are typed by ``input_kind``:
+
+- ``"text"``: each input is a str (from /predict, /v1/embeddings, or a BYTES tensor over the Open Inference
+  Protocol, decoded as UTF-8);
+- ``"bytes"``: each input is the bytes of one element of the handler's single BYTES input tensor (an image file);
+- ``"tensors"``: each input is one row, a dict of input name -> numpy array without the batch dimension, already
+  checked against ``signature()`` (datatype and shape).
+
+``signature()`` describes the model to the Open Inference Protocol (/v2): its input and output tensors, -1 marking
+the batch dimension; ``to_tensors`` turns a request's predictions back into those output tensors.
 """
 
 from __future__ import annotations
@@ -12,10 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+import numpy as np
 import torch
 from pydantic import BaseModel
 
 from ..manifest import Manifest
+from ..tensor_spec import Signature
 
 
 @dataclass(frozen=True)
@@ -28,6 +41,7 @@ class LoadContext:
     allow_artifact_code: bool
     task: str | None
     manifest: Manifest | None
+    max_batch_size: int = 32
 
 
 @dataclass(slots=True)
@@ -42,7 +56,13 @@ class InputError(ValueError):
     """Raised by preprocess for an input the model cannot take: the request gets a 422, not a 500."""
 
 
+INPUT_KINDS = ("text", "bytes", "tensors")
+
+
 class Handler:
+    input_kind: ClassVar[str] = "text"  # one of INPUT_KINDS (see the module docstring)
+    # True when each prediction is {"embedding": [...]}: the model is served at /v1/embeddings too.
+    provides_embeddings: ClassVar[bool] = False
     # The JSON schema of one prediction, for the OpenAPI document; None documents it as any JSON value.
     prediction_model: ClassVar[type[BaseModel] | None] = None
     # Set by load() when inputs have a length limit (in tokens): the length buckets stop there.
@@ -52,8 +72,8 @@ class Handler:
         """Load weights from ctx.model_dir onto ctx.device. Load safetensors, never pickles."""
         raise NotImplementedError
 
-    def preprocess(self, texts: list[str]) -> list[Encoded]:
-        """One Encoded per text, in order."""
+    def preprocess(self, inputs: list[Any]) -> list[Encoded]:
+        """One Encoded per input (of input_kind), in order. Raise InputError for an input the model cannot take."""
         raise NotImplementedError
 
     def forward(self, batch: list[Encoded], batch_size: int, seq_len: int) -> Any:
@@ -68,3 +88,15 @@ class Handler:
     def warmup_input(self, seq_len: int) -> Encoded:
         """An input of length seq_len, used to run every batch shape before the server is ready."""
         return Encoded(seq_len, self.preprocess(["warm up"])[0].data)
+
+    def probe_input(self) -> Any:
+        """One input (of input_kind) for the periodic readiness test inference."""
+        return "readiness probe"
+
+    def signature(self) -> Signature | None:
+        """The model's tensors for the Open Inference Protocol, once loaded; None: not served over /v2."""
+        return None
+
+    def to_tensors(self, predictions: list[Any]) -> dict[str, np.ndarray]:
+        """The output tensors (name -> array with the batch dimension first) of a request's predictions."""
+        raise NotImplementedError

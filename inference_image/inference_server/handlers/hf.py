@@ -8,7 +8,10 @@ import numpy as np
 import torch
 from pydantic import BaseModel, ConfigDict
 
+from ..tensor_spec import Signature, TensorSpec
 from .base import Encoded, Handler, InputError, LoadContext
+
+TEXT_INPUT = TensorSpec("text", "BYTES", (-1,))
 
 
 class ClassificationPrediction(BaseModel):
@@ -115,6 +118,16 @@ class TextClassificationHandler(HuggingFaceHandler):
         logits = outputs.logits.float()
         return torch.sigmoid(logits) if self.multi_label else torch.softmax(logits, dim=-1)
 
+    def signature(self) -> Signature:
+        return Signature((TEXT_INPUT,), (TensorSpec("label", "BYTES", (-1,)), TensorSpec("score", "FP32", (-1,)),
+                                         TensorSpec("scores", "FP32", (-1, len(self.labels)))))
+
+    def to_tensors(self, predictions: list[Any]) -> dict[str, np.ndarray]:
+        return {"label": np.array([p["label"].encode() for p in predictions], dtype=object),
+                "score": np.array([p["score"] for p in predictions], dtype=np.float32),
+                "scores": np.array([[p["scores"][label] for label in self.labels] for p in predictions],
+                                   dtype=np.float32)}
+
     def postprocess(self, outputs: torch.Tensor, count: int) -> list[dict[str, Any]]:
         probs = outputs[:count].numpy()
         best = probs.argmax(axis=1)
@@ -126,11 +139,20 @@ class TextEmbeddingHandler(HuggingFaceHandler):
     """Mean-pooled, L2-normalised token embeddings (the sentence-transformers recipe)."""
 
     prediction_model = EmbeddingPrediction
+    provides_embeddings = True
 
     def _load_model(self, ctx: LoadContext) -> torch.nn.Module:
         from transformers import AutoModel
 
-        return AutoModel.from_pretrained(ctx.model_dir, **self._auto_kwargs(ctx))
+        model = AutoModel.from_pretrained(ctx.model_dir, **self._auto_kwargs(ctx))
+        self.dimensions = int(model.config.hidden_size)
+        return model
+
+    def signature(self) -> Signature:
+        return Signature((TEXT_INPUT,), (TensorSpec("embedding", "FP32", (-1, self.dimensions)),))
+
+    def to_tensors(self, predictions: list[Any]) -> dict[str, np.ndarray]:
+        return {"embedding": np.stack([np.asarray(p["embedding"], dtype=np.float32) for p in predictions])}
 
     def _head(self, outputs: Any, attention_mask: torch.Tensor) -> torch.Tensor:
         hidden = outputs.last_hidden_state.float()
