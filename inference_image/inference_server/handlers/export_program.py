@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import threading
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +23,7 @@ _TORCH_DTYPES = {"BOOL": torch.bool, "UINT8": torch.uint8, "INT8": torch.int8, "
                  "INT32": torch.int32, "INT64": torch.int64, "FP16": torch.float16, "FP32": torch.float32,
                  "FP64": torch.float64}
 _TENSOR_CONSTANT_PREFIX = "tensor_"
+_LOAD_LOCK = threading.Lock()  # torch.export's deserializer is process-global state
 
 
 class ProgramError(ValueError):
@@ -75,7 +77,7 @@ def _weights_only_loads() -> Iterator[None]:
 
 def load_program(path: Path) -> torch.export.ExportedProgram:
     check_archive(path)
-    with _weights_only_loads():
+    with _LOAD_LOCK, _weights_only_loads():
         try:
             return torch.export.load(path)
         except Exception as exc:

@@ -46,6 +46,8 @@ def rewrite(protocol: str, status: int, body: bytes) -> tuple[int, bytes] | None
         doc = orjson.loads(body)
         error = doc["error"]
         code, message = error["code"], error["message"]
+        if "type" in error:
+            return None  # already in OpenAI's shape
     except (orjson.JSONDecodeError, KeyError, TypeError):
         return None  # already in the protocol's shape, or not an error body of ours
     details = error.get("details")

@@ -2,12 +2,11 @@
 gate (API key, shedding, body limit), batcher, deadline and metrics. Errors are the protocol's {"error": "..."}
 (see protocols.errors)."""
 
-from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
-from fastapi import APIRouter, FastAPI, Request
+from fastapi import APIRouter, FastAPI, Path, Request
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.responses import Response
 
@@ -202,20 +201,6 @@ def _inline(schema: dict[str, Any]) -> dict[str, Any]:
     return resolve(schema)
 
 
-def _unversioned(route):
-    async def endpoint(request: Request, model_name: str) -> Response:
-        return await route(request, model_name, None)
-
-    return endpoint
-
-
-def _versioned(route):
-    async def endpoint(request: Request, model_name: str, model_version: str) -> Response:
-        return await route(request, model_name, model_version)
-
-    return endpoint
-
-
 def add_oip_routes(app: FastAPI, service: ModelService, prefixes: list[str], auth: list[Any]) -> list[str]:
     """Add the /v2 routes at each prefix; returns the infer paths, for the predict gate."""
     settings = service.settings
@@ -297,16 +282,31 @@ def add_oip_routes(app: FastAPI, service: ModelService, prefixes: list[str], aut
         return Response(content, media_type="application/octet-stream",
                         headers={HEADER_LENGTH: str(header_length)})
 
-    infer_doc = {
-        "requestBody": {"required": True, "content": {
-            "application/json": {"schema": _inline(_InferenceRequest.model_json_schema())},
-            "application/octet-stream": {"schema": {"type": "string", "format": "binary"},
-                                         "description": f"binary tensor data: a JSON header of {HEADER_LENGTH} "
-                                                        "bytes, then each binary input's bytes in order"}}},
-    }
-    for path, versioned in (("/v2/models/{model_name}", False),
-                            ("/v2/models/{model_name}/versions/{model_version}", True)):
-        route = _versioned if versioned else _unversioned
+    # Only the JSON form can be described in OpenAPI; the binary form is in the description.
+    infer_doc = {"requestBody": {
+        "required": True,
+        "description": f"JSON tensors; or the binary tensor data extension: a JSON header of {HEADER_LENGTH} "
+                       "bytes (that header says how many), then each binary input's bytes in order, sent as "
+                       "application/octet-stream",
+        "content": {"application/json": {"schema": _inline(_InferenceRequest.model_json_schema())}}}}
+    # Any name and version are accepted (others get a 404); the document names the served ones.
+    ModelName = Annotated[str, Path(json_schema_extra={"enum": [model]})]
+    ModelVersion = Annotated[str, Path(json_schema_extra={"enum": [version]})]
+
+    def unversioned(route):
+        async def endpoint(request: Request, model_name: ModelName) -> Response:
+            return await route(request, model_name, None)
+
+        return endpoint
+
+    def versioned(route):
+        async def endpoint(request: Request, model_name: ModelName, model_version: ModelVersion) -> Response:
+            return await route(request, model_name, model_version)
+
+        return endpoint
+
+    for path, route in (("/v2/models/{model_name}", unversioned),
+                        ("/v2/models/{model_name}/versions/{model_version}", versioned)):
         router.add_api_route(path, route(metadata), methods=["GET"], response_model=ModelMetadata,
                              summary="Model metadata: input and output tensors",
                              responses={404: _oip_error("No such model or version"),

@@ -12,8 +12,8 @@ from typing import Annotated, Any, Literal
 
 import numpy as np
 import orjson
-from fastapi import APIRouter, FastAPI, Request
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, create_model
+from fastapi import APIRouter, FastAPI, Path, Request
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, WithJsonSchema, create_model
 from starlette.responses import Response
 
 from ..errors import ApiError
@@ -65,16 +65,22 @@ class ModelList(BaseModel):
     data: list[ModelObject]
 
 
-def embeddings_request_model(max_text_chars: int, max_inputs: int) -> type[BaseModel]:
+def embeddings_request_model(model: str, max_text_chars: int, max_inputs: int, dimensions: tuple[int, ...]
+                             ) -> type[BaseModel]:
     text = Annotated[str, StringConstraints(min_length=1, max_length=max_text_chars), AfterValidator(_encodable)]
+    # Validated against the model's size in the route (unknown until it loads); documented as the declared sizes.
+    sizes = Annotated[int | None, WithJsonSchema({"anyOf": [{"enum": list(dimensions)}, {"type": "null"}]}
+                                                 if dimensions else {"type": "null"})]
     return create_model(
         "EmbeddingsRequest", __config__=ConfigDict(extra="forbid", strict=True),
         input=(text | Annotated[list[text], Field(min_length=1, max_length=max_inputs)],
                Field(description=f"a text, or a list of 1 to {max_inputs} texts (token arrays are not supported)",
                      examples=["The food was delicious."])),
-        model=(str, Field(description="the served model's name", examples=["minilm"])),
+        # Any name is accepted (another gets a 404, model_not_found); the document names the served one.
+        model=(Annotated[str, WithJsonSchema({"enum": [model]})], Field(description="the served model's name")),
         encoding_format=(Literal["float", "base64"], "float"),
-        dimensions=(int | None, Field(None, ge=1, description="truncate to this size (EMBEDDING_DIMENSIONS)")),
+        dimensions=(sizes, Field(None, ge=1, description="truncate to one of these sizes (EMBEDDING_DIMENSIONS), or "
+                                                         "give the model's full size")),
         user=(str | None, Field(None, max_length=256, description="accepted and ignored")),
     )
 
@@ -101,7 +107,8 @@ def add_openai_routes(app: FastAPI, service: ModelService, prefixes: list[str], 
     settings = service.settings
     model = settings.model_name
     created = int(time.time())
-    EmbeddingsRequest = embeddings_request_model(settings.max_text_chars, settings.max_client_batch)
+    EmbeddingsRequest = embeddings_request_model(model, settings.max_text_chars, settings.max_client_batch,
+                                                 settings.embedding_dimensions)
     router = APIRouter(tags=["openai"])
     model_object = {"id": model, "object": "model", "created": created, "owned_by": OWNER}
     errors = {400: _error("Invalid request: schema violation, unknown `dimensions`, or a model without embeddings"),
@@ -150,7 +157,7 @@ def add_openai_routes(app: FastAPI, service: ModelService, prefixes: list[str], 
 
     @router.get("/v1/models/{model_id}", response_model=ModelObject, summary="Retrieve a model (OpenAI-compatible)",
                 responses={404: _error("No such model")})
-    async def retrieve_model(model_id: str) -> Response:
+    async def retrieve_model(model_id: Annotated[str, Path(json_schema_extra={"enum": [model]})]) -> Response:
         if model_id != model:
             raise ApiError(404, "model_not_found", f"The model `{model_id}` does not exist; this server has "
                                                    f"`{model}`")
