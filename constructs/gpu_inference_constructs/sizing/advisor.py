@@ -77,10 +77,17 @@ class TypeAdvice:
     def name(self) -> str:
         return self.instance_type.name
 
+    def meets_p95(self, p95_ms: float) -> Optional[bool]:
+        estimate = self.throughput.p95_ms_estimate if self.throughput else None
+        return None if estimate is None else estimate <= p95_ms
+
     @property
     def ranked(self) -> bool:
-        """Fits, can be deployed here, and has a throughput to cost."""
-        return self.fits and self.deployable and self.usd_per_million_requests.get("mix") is not None
+        """Fits, can be deployed here, meets the latency goal as far as known, and has a throughput to cost."""
+        return (self.fits and self.deployable and self.usd_per_million_requests.get("mix") is not None
+                and not self.too_slow)
+
+    too_slow: bool = False
 
 
 def types_in_region(region: str) -> list[GpuInstanceType]:
@@ -160,6 +167,10 @@ def _advise_type(instance: GpuInstanceType, model: ModelShape, workload: Workloa
     else:
         result.throughput = encoder_throughput(model, workload, instance, gpus, assumptions)
     _cost(result, workload, purchase, assumptions)
+    if result.meets_p95(workload.p95_ms) is False:
+        result.too_slow = True
+        result.reason += (f"; misses the latency goal: about {result.throughput.p95_ms_estimate:,.0f} ms per request "
+                          f"against p95 <= {workload.p95_ms:g} ms" + (" (lower --concurrency)" if model.kind == "llm" else ""))
     return result
 
 

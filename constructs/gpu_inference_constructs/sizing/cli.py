@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Optional
 
@@ -122,6 +123,8 @@ def _model(args: argparse.Namespace) -> ModelShape:
         raise ConfigError("--model-dir", "give --model-dir or --params, not both")
     if args.model_dir:
         model = from_model_dir(args.model_dir, args.dtype, args.kind)
+        if args.name:
+            model = replace(model, name=args.name)
     elif args.params:
         if not args.dtype or not args.kind:
             raise ConfigError("--params", "with --params also give --dtype (fp16, bf16, fp32, int8, int4) and --kind (encoder, llm)")

@@ -19,7 +19,7 @@ def plot(advice: list[TypeAdvice], path: str | Path, title: str) -> Path:
     ranked = [a for a in advice if a.usd_per_million_requests.get("mix") is not None]
     if not ranked:
         raise ConfigError("--plot", "nothing to plot: no type both fits and has a throughput")
-    names = [a.name for a in ranked]
+    names = [a.name + ("" if a.deployable else " (compared only)") for a in ranked]
     fig, (cost, speed) = plt.subplots(1, 2, figsize=(13, 0.45 * len(names) + 2.2), sharey=True)
     y = range(len(names))
     for offset, (key, label, color) in enumerate((("on_demand", "On-Demand", "tab:red"), ("spot", "all Spot", "tab:green"),

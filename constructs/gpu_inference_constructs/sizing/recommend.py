@@ -22,6 +22,7 @@ from .model_shape import ModelShape
 from .workload import Assumptions, Purchase, Workload
 
 MAX_TASKS = 100  # ModelProps.max_tasks' upper bound
+MIN_FALLBACK_SPEED = 0.5  # a fallback type must sustain at least this fraction of the first type's throughput
 
 
 @dataclass
@@ -38,13 +39,21 @@ def recommend(advice: list[TypeAdvice], model: ModelShape, workload: Workload, p
         return None
     best = ranked[0]
     shape = best.instance_type.shape
-    chosen = [a for a in advice if a.fits and a.deployable and a.instance_type.shape == shape
-              and a.gpus_per_task == best.gpus_per_task][:20]
+    same_shape = [a for a in advice if a.fits and a.deployable and not a.too_slow and a.instance_type.shape == shape
+                  and a.gpus_per_task == best.gpus_per_task]
+    best_rps = best.throughput.requests_per_second
+    chosen = [a for a in same_shape if _rps(a) is None or _rps(a) >= best_rps * MIN_FALLBACK_SPEED][:20]
+    dropped = [a.name for a in same_shape if a not in chosen]
     known = [a for a in chosen if a.throughput and a.throughput.requests_per_second]
     slowest = min(known, key=lambda a: a.throughput.requests_per_second)
     per_task = slowest.throughput.requests_per_second
     tasks = max(1, math.ceil(workload.requests_per_second / (per_task * assumptions.target_utilization) - 1e-9))
-    notes = []
+    notes = [f"fallback types slower than {MIN_FALLBACK_SPEED:.0%} of {best.name}'s throughput left out (they would "
+             f"need more tasks than the fleet is sized for): {', '.join(dropped)}"] if dropped else []
+    unknown = [a.name for a in chosen if _rps(a) is None]
+    if unknown:
+        notes.append(f"throughput of {', '.join(unknown)} is not known (no sourced figure, no --measured): measure it "
+                     "before relying on it as a fallback")
     max_tasks = min(MAX_TASKS, math.ceil(tasks * assumptions.peak_factor))
     if tasks > MAX_TASKS:
         notes.append(f"{tasks} tasks are needed but a model's max_tasks is at most {MAX_TASKS}: split the traffic over "
@@ -104,3 +113,7 @@ def _model_name(raw: str) -> str:
     if not name or not name[0].isalpha():
         name = f"m-{name}".rstrip("-")
     return (name[:40].rstrip("-") or "model") if len(name) >= 2 else "model"
+
+
+def _rps(advice: TypeAdvice) -> Optional[float]:
+    return advice.throughput.requests_per_second if advice.throughput else None

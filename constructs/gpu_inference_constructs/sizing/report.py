@@ -38,6 +38,7 @@ def type_entry(a: TypeAdvice) -> dict:
             "requests_per_second_per_task": _round(t.requests_per_second, 2), "source": t.source, "formula": t.formula,
             "bound": t.bound, "tokens_per_second_per_task": _round(t.tokens_per_second, 1),
             "p95_ms": _round(t.p95_ms_estimate, 1), "max_batch_size": t.max_batch_size},
+        "meets_p95": None if t is None else (not a.too_slow if t.p95_ms_estimate is not None else None),
         "tasks": a.tasks,
         "instances": a.instances,
         "on_demand_hourly_usd": a.price_usd,
