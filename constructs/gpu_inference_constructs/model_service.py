@@ -29,7 +29,7 @@ from .service_scaling import ModelScalingProps
 
 MODEL_NAME = re.compile(r"^[a-z][a-z0-9-]{0,38}[a-z0-9]$")
 MODEL_VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
-TASKS = ("text-classification", "text-embedding")
+TASKS = ("text-classification", "text-embedding", "torch-export", "image-classification")
 SPOT_NOTICE_SECONDS = 120
 CONTAINER_PORT = 8080
 CONTAINER_USER = "10001:10001"

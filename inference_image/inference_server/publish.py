@@ -2,7 +2,9 @@
 
     python -m inference_server.publish ./my-model s3://bucket/models/<model-name>/<version>/ [--task ...] [--force]
 
-Every file is uploaded first and manifest.json last, so a version with a manifest is complete.
+Every file is uploaded first and manifest.json last, so a version with a manifest is complete. A torch-export or
+image-classification artifact (model.pt2 and model.json) is checked before anything is uploaded: the declaration,
+no pickled entries in the archive, and the program's inputs and outputs against the declaration.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 from botocore.exceptions import BotoCoreError, ClientError
 
 from .artifacts import DOWNLOAD_WORKERS, ArtifactError, parse_s3_uri, s3_client
+from .handlers.artifact_check import EXPORT_TASKS, ArtifactCheckError, check_export_artifact
 from .logs import configure_logging
 from .manifest import MANIFEST_FILE, Manifest, ManifestError, build_manifest
 from .settings import MODEL_NAME_PATTERN, TASKS
@@ -49,6 +52,11 @@ def publish(model_dir: Path, uri: str, *, task: str | None = None, model_name: s
         raise PublishError(f"model name {model_name!r} must be URL-safe ([a-z0-9-]+)")
     if task is not None and task not in TASKS:
         raise PublishError(f"task must be one of {', '.join(TASKS)}")
+    if task in EXPORT_TASKS:
+        try:
+            check_export_artifact(model_dir, task)
+        except ArtifactCheckError as exc:
+            raise PublishError(str(exc)) from None
     client = client or s3_client()
     existing = _existing_keys(client, bucket, prefix)
     if existing and not force:

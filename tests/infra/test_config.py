@@ -116,7 +116,7 @@ BAD_SERVICE = [
     (model_change(0, "name", "mini/lm"), r"models\[0\].name: 'mini/lm' is not URL-safe"),
     (model_change(0, "memory_mib", 16384), r"models\[0\].memory_mib: 16384 MiB does not fit on g5.xlarge \(16 GiB; at most 14745 MiB"),
     (model_change(0, "cpu", 4096), r"models\[0\].cpu: 4096 CPU units does not fit on g5.xlarge"),
-    (model_change(0, "task", "text-generation"), r"models\[0\].task: 'text-generation' is not supported; use one of: text-classification, text-embedding"),
+    (model_change(0, "task", "text-generation"), r"models\[0\].task: 'text-generation' is not supported; use one of: text-classification, text-embedding, torch-export, image-classification"),
     (model_change(0, "min_tasks", 5), r"models\[0\].min_tasks: 5 must be between 0 and max_tasks \(2\)"),
     (model_change(0, "max_batch_wait_ms", 50.5), r"models\[0\].max_batch_wait_ms: expected a whole number"),
     (model_change(0, "environment", {"MODEL_URI": "s3://elsewhere/"}), r"models\[0\].environment: \['MODEL_URI'\] are set from the model's own keys"),
@@ -168,3 +168,9 @@ BAD_SCALING = [
 def test_bad_scaling_and_monitoring_config_is_refused(data, message):
     with pytest.raises(ConfigError, match=rf"environment 'dev': {message}"):
         load_environment("dev", data)
+
+
+@pytest.mark.parametrize("task", ["torch-export", "image-classification"])
+def test_non_text_tasks_are_accepted_for_a_model(task):
+    environment = load_environment("dev", model_change(0, "task", task))
+    assert environment.models[0].task == task

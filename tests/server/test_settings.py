@@ -63,7 +63,7 @@ def test_api_keys_are_not_in_the_repr():
     ("COMPILE", "maybe", "true or false"),
     ("DEVICE", "tpu", "one of auto, cpu, cuda"),
     ("PRECISION", "int8", "one of auto, fp32, fp16, bf16"),
-    ("MODEL_TASK", "translation", "one of text-classification, text-embedding"),
+    ("MODEL_TASK", "translation", "one of text-classification, text-embedding, torch-export, image-classification"),
     ("MODEL_NAME", "MiniLM_v2", "URL-safe"),
     ("MODEL_NAME", "", "is required"),
     ("MODEL_URI", " ", "is required"),
