@@ -262,3 +262,64 @@ def assert_drains_on_sigterm(process: subprocess.Popen, base: str, contract: Mod
     assert elapsed < contract.stop_timeout
     accepted = [status for status in results if status != 503]
     assert accepted and set(accepted) == {200}, f"accepted requests must all complete: {sorted(set(results))}"
+
+
+def infer_image(url: str, image: bytes, headers: dict) -> tuple[int, dict]:
+    """An Open Inference Protocol request with one BYTES element in the binary tensor data extension."""
+    import struct
+
+    element = struct.pack("<I", len(image)) + image
+    header = json.dumps({"inputs": [{"name": "image", "datatype": "BYTES", "shape": [1],
+                                     "parameters": {"binary_data_size": len(element)}}]}).encode()
+    request = urllib.request.Request(url, data=header + element, method="POST", headers={
+        "content-type": "application/octet-stream", "inference-header-content-length": str(len(header)), **headers})
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(request, timeout=30) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read() or b"{}")
+
+
+def test_a_non_text_model_is_published_and_served_through_its_listener_path(synthesized, fake_aws, tmp_path):
+    """The dev task definition with `"task": "image-classification"` (the only key that changes in cdk.json): an
+    image classifier exported with torch.export, published to S3 with its manifest, answers the Open Inference
+    Protocol under the path its listener rule routes."""
+    import io
+
+    from PIL import Image
+
+    from inference_server.testing import build_tiny_image_classifier
+
+    contract = dataclasses.replace(contracts_for(synthesized, "dev")[0])
+    contract.environment = {**contract.environment, "MODEL_TASK": "image-classification"}
+    bucket = f"e2e-image-{contract.model_name}"
+    boto3.client("s3", region_name="us-east-1").create_bucket(Bucket=bucket)
+    environment = container_environment(contract, bucket, tmp_path / "scratch", fake_aws)
+    model_dir = build_tiny_image_classifier(tmp_path / "model")
+    published = subprocess.run([sys.executable, "-m", "inference_server.publish", str(model_dir), environment["MODEL_URI"],
+                                "--task", "image-classification"], env={**os.environ, **environment}, capture_output=True,
+                               text=True, timeout=120)
+    assert published.returncode == 0, published.stderr
+
+    log = tmp_path / "server.log"
+    with log.open("w") as output:
+        process = subprocess.Popen(as_local_command(contract.command), env=environment, stdout=output, stderr=subprocess.STDOUT)
+    try:
+        base = f"http://127.0.0.1:{contract.health_check_port}"
+        wait_until_ready(process, base + contract.health_check_path, contract.success_codes, contract.grace_period, log)
+        (prefix,) = sorted({pattern.removesuffix("/*") for pattern in contract.path_patterns})
+        name = contract.model_name
+        buffer = io.BytesIO()
+        Image.new("RGB", (48, 32), (200, 30, 90)).save(buffer, format="JPEG")
+        status, body = infer_image(f"{base}{prefix}/v2/models/{name}/infer", buffer.getvalue(), {"x-api-key": API_KEY})
+        assert status == 200, f"POST {prefix}/v2/models/{name}/infer answered {status}: {body}"
+        labels = next(o for o in body["outputs"] if o["name"] == "labels")
+        assert labels["shape"] == [1, 2] and len(labels["data"]) == 2
+        status, _ = infer_image(f"{base}{prefix}/v2/models/{name}/infer", b"not an image", {"x-api-key": API_KEY})
+        assert status == 400
+        status, metadata = http("GET", f"{base}{prefix}/v2/models/{name}")
+        assert status == 200 and metadata["inputs"] == [{"name": "image", "datatype": "BYTES", "shape": [-1]}]
+    finally:
+        process.kill()
+        process.wait()

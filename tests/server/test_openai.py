@@ -13,24 +13,21 @@ import pytest
 
 from inference_server.app import create_app
 
-from .conftest import make_settings, started
+from .conftest import MINILM_API_KEY
 from .live import live_server
 
 openai = pytest.importorskip("openai")
 
 SENTENCES = ["A man is eating food.", "A man is riding a horse.",
              "The new movie is awesome and everyone should see it twice. " * 4]
-KEY = "sk-test-key"
+KEY = MINILM_API_KEY
 TOLERANCE = 2e-4
 
 
 @pytest.fixture(scope="module")
-def minilm_server(minilm_dir):
-    service = started(make_settings(minilm_dir, model_name="minilm", model_task="text-embedding",
-                                    max_sequence_length=128, api_keys=(KEY,), embedding_dimensions=(128, 256)))
-    with live_server(service) as address:
+def minilm_server(minilm_service):
+    with live_server(minilm_service) as address:
         yield address
-    service.stop()
 
 
 @pytest.fixture(scope="module")
