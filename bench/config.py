@@ -11,11 +11,15 @@ from pathlib import Path
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 NULL = "null"
 OURS, BASELINE, BARE = "ours", "baseline", "bare-asgi"
+# Our server's other endpoints, on the same process and model as OURS (its /predict): the protocols' overhead.
+OURS_OPENAI, OURS_OIP = "ours-openai", "ours-oip"
+ENDPOINT_OF = {OURS_OPENAI: OURS, OURS_OIP: OURS}
 
 
 def all_systems(model_label: str) -> tuple[tuple[str, str], ...]:
     """The (server, model) pairs driven over HTTP, in this order."""
-    return ((OURS, model_label), (BASELINE, model_label), (OURS, NULL), (BASELINE, NULL), (BARE, NULL))
+    return ((OURS, model_label), (OURS_OPENAI, model_label), (OURS_OIP, model_label), (BASELINE, model_label),
+            (OURS, NULL), (BASELINE, NULL), (BARE, NULL))
 
 
 @dataclass(frozen=True)

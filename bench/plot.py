@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .config import BARE, BASELINE, NULL, OURS
+from .config import BARE, BASELINE, NULL, OURS, OURS_OIP, OURS_OPENAI
 from .report import models, series
 
 _STYLE = {OURS: dict(color="tab:blue", marker="o"), BASELINE: dict(color="tab:orange", marker="s"),
-          BARE: dict(color="tab:gray", marker="^", linestyle="--")}
+          BARE: dict(color="tab:gray", marker="^", linestyle="--"),
+          OURS_OPENAI: dict(color="tab:green", marker="d", linestyle=":"),
+          OURS_OIP: dict(color="tab:purple", marker="v", linestyle=":")}
 
 
 def plot(results: dict, path: Path) -> Path:
@@ -21,7 +23,7 @@ def plot(results: dict, path: Path) -> Path:
     fig, axes = plt.subplots(len(measured) or 1, 2, figsize=(11, 4 * max(1, len(measured))), squeeze=False)
     for row, model in zip(axes, measured):
         throughput, latency = row
-        for system in (OURS, BASELINE, BARE):
+        for system in (OURS, OURS_OPENAI, OURS_OIP, BASELINE, BARE):
             runs = series(results, system, model)
             if not runs:
                 continue

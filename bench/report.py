@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .config import BARE, BASELINE, NULL, OURS
+from .config import BARE, BASELINE, NULL, OURS, OURS_OIP, OURS_OPENAI
 
 RAW = "raw-model"
 
@@ -63,6 +63,10 @@ def evaluate(results: dict, target_concurrency: int = 64) -> tuple[dict[str, Any
         "ours_null_peak_over_bare_asgi_peak": _ratio(ours_null and ours_null["throughput_rps"],
                                                     bare and bare["throughput_rps"]),
     }
+    for system, key in ((OURS_OPENAI, "openai_embeddings"), (OURS_OIP, "oip_infer")):
+        other = peak(results, system, model)
+        ratios[f"{key}_peak_over_predict_peak"] = _ratio(other and other["throughput_rps"],
+                                                         ours and ours["throughput_rps"])
     null_ratio = ratios["ours_null_peak_over_bare_asgi_peak"]
     raw_ratio = ratios["ours_peak_over_raw_best"]
     speedup, p95_ratio = ratios[f"ours_over_baseline_at_{c}"], ratios[f"ours_p95_over_baseline_p95_at_{c}"]
@@ -100,6 +104,13 @@ def table(results: dict) -> str:
                 f"{_num(b and b['p95_ms']):>11} | {_num(speedup, 2):>7} "
                 f"{_num(_ratio(o and o['p95_ms'], b and b['p95_ms']), 2):>5}")
     lines.append("  (latencies in ms)")
+    for system, endpoint in ((OURS_OPENAI, "/v1/embeddings"), (OURS_OIP, "/v2/models/<name>/infer")):
+        other, ours = peak(results, system, results["setup"]["model_label"]), peak(
+            results, OURS, results["setup"]["model_label"])
+        if other and ours:
+            lines.append(f"{endpoint}: peak {other['throughput_rps']:.1f} req/s at {other['concurrency']} clients, "
+                         f"{_ratio(other['throughput_rps'], ours['throughput_rps']):.2f} x /predict's "
+                         f"(p95 {other['p95_ms']:.1f} ms)")
     raw = results.get("raw_model")
     if raw:
         rates = ", ".join(f"{k}: {v:.1f}" for k, v in raw["items_per_s"].items())

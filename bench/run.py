@@ -15,13 +15,13 @@ from pathlib import Path
 
 import orjson
 
-from .config import NULL, BenchConfig
+from .config import ENDPOINT_OF, NULL, BenchConfig
 from .loadgen import encode_requests, run_load
 from .models import minilm_dir
 from .plot import plot
 from .processes import HOST, free_port, start_server
 from .report import evaluate, generator_ceiling, table
-from .systems import REPO_ROOT, launch, thread_env
+from .systems import REPO_ROOT, launch, request_bodies, thread_env
 from .texts import make_texts
 
 _VERSIONS = ("torch", "transformers", "tokenizers", "fastapi", "starlette", "pydantic", "uvicorn", "uvloop",
@@ -52,6 +52,8 @@ def setup_info(cfg: BenchConfig, model_dir: str) -> dict:
                                                    "one process"},
             "systems": {"raw-model": "transformers forward in-process, padded to the batch's longest text",
                         "ours": "python -m inference_server (dynamic batching, length buckets)",
+                        "ours-openai": "the same process as ours, POST /v1/embeddings with one text",
+                        "ours-oip": "the same process as ours, POST /v2/models/bench/infer, one BYTES text",
                         "baseline": "FastAPI + pydantic, sync def endpoint (thread pool), one forward per request",
                         "bare-asgi": "raw ASGI callable, constant response, same uvicorn/httptools/uvloop"},
             "load_average_at_start": os.getloadavg()}
@@ -79,8 +81,9 @@ def measure_raw_model(cfg: BenchConfig, model_dir: str) -> dict:
     return orjson.loads(done.stdout.strip().splitlines()[-1])
 
 
-def measure_server(server: str, model: str, model_dir: str, cfg: BenchConfig, bodies: list[bytes],
+def measure_server(server: str, model: str, model_dir: str, cfg: BenchConfig, texts: list[str],
                    scratch: Path) -> list[dict]:
+    """Every endpoint of cfg.systems that this server process serves, at each concurrency level."""
     port = free_port()
     spec = NULL if model == NULL else model_dir
     how = launch(server, spec, port, cfg, scratch)
@@ -91,12 +94,17 @@ def measure_server(server: str, model: str, model_dir: str, cfg: BenchConfig, bo
         started = time.monotonic()
         process.wait_ready(how.ready_path, cfg.ready_timeout_s)
         _log(f"{name}: ready in {time.monotonic() - started:.1f} s")
-        requests = encode_requests(HOST, port, "/predict", bodies)
+        systems = [s for s, m in cfg.systems if m == model and ENDPOINT_OF.get(s, s) == server]
+        requests = {system: encode_requests(HOST, port, *request_bodies(system, texts)) for system in systems}
+        # Level by level, each endpoint in turn: drift on a shared machine hits them alike.
         for concurrency in cfg.concurrency:
-            result = run_load(HOST, port, requests, concurrency, cfg.warmup_s, cfg.duration_s, process.pid)
-            runs.append({"system": server, "model": model, **result.as_dict()})
-            _log(f"{name}: {concurrency:>3} clients {result.throughput_rps:9.1f} req/s  p50 {result.p50_ms:7.2f}  "
-                 f"p95 {result.p95_ms:7.2f}  p99 {result.p99_ms:7.2f} ms  errors {result.errors}")
+            for system in systems:
+                result = run_load(HOST, port, requests[system], concurrency, cfg.warmup_s, cfg.duration_s,
+                                  process.pid)
+                runs.append({"system": system, "model": model, **result.as_dict()})
+                _log(f"{system}-{model}: {concurrency:>3} clients {result.throughput_rps:9.1f} req/s  "
+                     f"p50 {result.p50_ms:7.2f}  p95 {result.p95_ms:7.2f}  p99 {result.p99_ms:7.2f} ms  "
+                     f"errors {result.errors}")
     finally:
         process.stop()
     return runs
@@ -110,10 +118,11 @@ def run_benchmark(cfg: BenchConfig) -> dict:
         _log(f"raw model: batch sizes {', '.join(map(str, cfg.raw_batch_sizes))}")
         results["raw_model"] = measure_raw_model(cfg, model_dir)
         results["setup"]["torch_threads_seen"] = results["raw_model"]["torch_threads"]
-    bodies = [orjson.dumps({"text": text}) for text in make_texts(cfg.texts)]
+    texts = make_texts(cfg.texts)
+    processes = list(dict.fromkeys((ENDPOINT_OF.get(server, server), model) for server, model in cfg.systems))
     with tempfile.TemporaryDirectory(prefix="bench-") as scratch:
-        for server, model in cfg.systems:
-            results["runs"] += measure_server(server, model, model_dir, cfg, bodies, Path(scratch))
+        for server, model in processes:
+            results["runs"] += measure_server(server, model, model_dir, cfg, texts, Path(scratch))
     results["generator"] = generator_ceiling(results)
     results["ratios"], results["targets"] = evaluate(results)
     return results

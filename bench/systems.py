@@ -8,7 +8,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import BARE, BASELINE, OURS, BenchConfig
+import orjson
+
+from .config import BARE, BASELINE, OURS, OURS_OIP, OURS_OPENAI, BenchConfig
 from .models import NULL
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -57,3 +59,14 @@ def launch(server: str, model_spec: str, port: int, cfg: BenchConfig, scratch: P
     if server == BARE:
         return Launch([sys.executable, "-m", "bench.bare_asgi", "--port", str(port)], env, "/")
     raise ValueError(f"unknown server {server!r}")
+
+
+def request_bodies(system: str, texts: list[str]) -> tuple[str, list[bytes]]:
+    """(path, bodies) of one text per request for a system: /predict, or the same text over /v1/embeddings or the
+    Open Inference Protocol on our server (model name "bench")."""
+    if system == OURS_OPENAI:
+        return "/v1/embeddings", [orjson.dumps({"model": "bench", "input": text}) for text in texts]
+    if system == OURS_OIP:
+        return "/v2/models/bench/infer", [orjson.dumps({"inputs": [{"name": "text", "datatype": "BYTES", "shape": [1],
+                                                                  "data": [text]}]}) for text in texts]
+    return "/predict", [orjson.dumps({"text": text}) for text in texts]
