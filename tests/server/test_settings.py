@@ -36,7 +36,7 @@ def test_every_setting_has_an_environment_variable_and_a_flag():
                         "PRECISION", "COMPILE", "MAX_BATCH_SIZE", "MAX_BATCH_WAIT_MS", "MAX_QUEUE_SIZE",
                         "MAX_SEQUENCE_LENGTH", "MAX_CLIENT_BATCH", "MAX_TEXT_CHARS", "MAX_BODY_BYTES",
                         "REQUEST_TIMEOUT_S", "DRAIN_TIMEOUT_S", "KEEP_ALIVE_S", "RESULT_CACHE_SIZE", "API_KEYS",
-                        "DEPLOYMENT_ENV", "LOG_LEVEL", "METRICS_INTERVAL_S", "READY_PROBE_INTERVAL_S"}
+                        "EMBEDDING_DIMENSIONS", "DEPLOYMENT_ENV", "LOG_LEVEL", "METRICS_INTERVAL_S", "READY_PROBE_INTERVAL_S"}
 
 
 def test_environment_values_are_parsed_and_flags_override_them(tmp_path):
@@ -108,3 +108,10 @@ def test_metric_names_are_the_contract():
         "BATCH_SIZE": "BatchSize", "QUEUE_DEPTH": "QueueDepth", "REJECTED_REQUESTS": "RejectedRequests",
         "TIMED_OUT_REQUESTS": "TimedOutRequests", "GPU_UTILIZATION": "GpuUtilization",
         "GPU_MEMORY_UTILIZATION": "GpuMemoryUtilization", "CACHE_HITS": "CacheHits", "CACHE_MISSES": "CacheMisses"}
+
+
+def test_embedding_dimensions_are_a_sorted_set_of_sizes(tmp_path):
+    s = load_settings(["--model", str(tmp_path)], {**REQUIRED, "EMBEDDING_DIMENSIONS": "256, 64,128,64"})
+    assert s.embedding_dimensions == (64, 128, 256)
+    with pytest.raises(SettingsError, match="EMBEDDING_DIMENSIONS: must be between 1 and 65536, got 0"):
+        load_settings(["--model", str(tmp_path)], {**REQUIRED, "EMBEDDING_DIMENSIONS": "0"})
