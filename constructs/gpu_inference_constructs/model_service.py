@@ -20,6 +20,7 @@ from constructs import Construct
 
 from . import metric_names
 from .acknowledgements import acknowledge, default_policy
+from .deployment import DeploymentProps
 from .errors import require, require_range
 from .instance_catalog import GpuInstanceType
 from .load_balancer import InferenceLoadBalancer
@@ -61,6 +62,7 @@ class ModelProps:
     compile: bool = False
     environment: dict[str, str] = field(default_factory=dict)
     scaling: ModelScalingProps = field(default_factory=ModelScalingProps)
+    deployment: DeploymentProps = field(default_factory=DeploymentProps)
 
     def __post_init__(self) -> None:
         require(
