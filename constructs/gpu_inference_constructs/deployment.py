@@ -182,7 +182,7 @@ class _Names:
     def __init__(self, names: list[str]) -> None:
         self._names = names
 
-    def produce(self, context: cdk.IResolveContext) -> list[str]:
+    def produce(self) -> list[str]:
         return list(self._names)
 
 
@@ -260,10 +260,10 @@ class RollbackAlarms(Construct):
         minute = cdk.Duration.minutes(1)
         per_group_rates = [
             cloudwatch.MathExpression(
-                expression="IF(FILL(requests, 0) > 0, 100 * FILL(errors, 0) / requests, 0)",
+                expression=f"IF(FILL(requests{index}, 0) > 0, 100 * FILL(errors{index}, 0) / requests{index}, 0)",
                 using_metrics={
-                    "errors": tg.metrics.http_code_target(elbv2.HttpCodeTarget.TARGET_5XX_COUNT, period=minute, statistic="Sum"),
-                    "requests": tg.metrics.request_count(period=minute, statistic="Sum"),
+                    f"errors{index}": tg.metrics.http_code_target(elbv2.HttpCodeTarget.TARGET_5XX_COUNT, period=minute, statistic="Sum"),
+                    f"requests{index}": tg.metrics.request_count(period=minute, statistic="Sum"),
                 },
                 period=minute,
                 label=f"{model_name} target 5xx % ({index})",
