@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from gpu_inference_constructs.deployment import DeploymentProps
+from gpu_inference_constructs.deployment import DeploymentProps, RollbackThresholds
 from gpu_inference_constructs.errors import ConfigError, require
 from gpu_inference_constructs.gpu_capacity import GpuCapacityProps
 from gpu_inference_constructs.load_balancer import LoadBalancerProps
@@ -79,6 +79,11 @@ class EnvironmentConfig:
                 model.check_fits(smallest)
             except ConfigError as error:
                 raise error.within(f"models[{index}]") from None
+
+    @property
+    def rollback_thresholds(self) -> RollbackThresholds:
+        """The rollback alarms trip where the environment's latency and 5xx alarms do."""
+        return RollbackThresholds(latency_p95_ms=self.monitoring.latency_p95_ms, target_5xx_percent=self.monitoring.target_5xx_percent)
 
     @property
     def stage_name(self) -> str:

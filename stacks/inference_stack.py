@@ -90,6 +90,7 @@ class InferenceStack(cdk.Stack):
                 log_retention_days=config.log_retention_days,
                 environment_name=config.name,
                 api_keys_secret=self.api_keys,
+                rollback_thresholds=config.rollback_thresholds,
             )
             self.services[model.name] = service
             ServiceScaling(

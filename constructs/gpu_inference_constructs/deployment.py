@@ -9,6 +9,7 @@ weights to it step by step, bake, then stop the old tasks; any rollback alarm in
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Literal, Optional, Sequence
 
@@ -203,29 +204,35 @@ class RollbackAlarmNames:
         return ecs.DeploymentAlarmConfig(alarm_names=self.token, behavior=ecs.AlarmBehavior.ROLLBACK_ON_ALARM)
 
 
-def sum_over(metrics: Sequence[cloudwatch.IMetric], label: str) -> cloudwatch.IMetric:
+def _ids(label: str, count: int) -> list[str]:
+    """Metric ids unique within any expression that nests this one (CloudWatch ids: lowercase start, [a-z0-9_])."""
+    stem = re.sub(r"[^a-z0-9]+", "_", label.lower()).strip("_")
+    return [f"m_{stem}_{index}" for index in range(count)]
+
+
+def sum_over(metrics: Sequence[cloudwatch.Metric], label: str) -> cloudwatch.IMetric:
     """The sum of one metric across target groups (the one metric itself when there is one)."""
     if len(metrics) == 1:
-        return metrics[0]
-    names = [f"tg{index}" for index in range(len(metrics))]
+        return metrics[0].with_(label=label)
+    names = _ids(label, len(metrics))
     return cloudwatch.MathExpression(
         expression=" + ".join(f"FILL({name}, 0)" for name in names),
         using_metrics=dict(zip(names, metrics)),
-        period=cdk.Duration.minutes(1),
+        period=metrics[0].period,
         label=label,
     )
 
 
-def worst_of(metrics: Sequence[cloudwatch.IMetric], label: str) -> cloudwatch.IMetric:
+def worst_of(metrics: Sequence[cloudwatch.Metric], label: str) -> cloudwatch.IMetric:
     """The highest of one metric across target groups: a percentile of the sum cannot be computed from its parts,
     and the new version's own percentile is what a rollback must see."""
     if len(metrics) == 1:
-        return metrics[0]
-    names = [f"tg{index}" for index in range(len(metrics))]
+        return metrics[0].with_(label=label)
+    names = _ids(label, len(metrics))
     return cloudwatch.MathExpression(
         expression=f"MAX([{', '.join(names)}])",
         using_metrics=dict(zip(names, metrics)),
-        period=cdk.Duration.minutes(1),
+        period=metrics[0].period,
         label=label,
     )
 
@@ -260,10 +267,10 @@ class RollbackAlarms(Construct):
         minute = cdk.Duration.minutes(1)
         per_group_rates = [
             cloudwatch.MathExpression(
-                expression=f"IF(FILL(requests{index}, 0) > 0, 100 * FILL(errors{index}, 0) / requests{index}, 0)",
+                expression=f"IF(FILL(requests_{index}, 0) > 0, 100 * FILL(errors_{index}, 0) / requests_{index}, 0)",
                 using_metrics={
-                    f"errors{index}": tg.metrics.http_code_target(elbv2.HttpCodeTarget.TARGET_5XX_COUNT, period=minute, statistic="Sum"),
-                    f"requests{index}": tg.metrics.request_count(period=minute, statistic="Sum"),
+                    f"errors_{index}": tg.metrics.http_code_target(elbv2.HttpCodeTarget.TARGET_5XX_COUNT, period=minute, statistic="Sum"),
+                    f"requests_{index}": tg.metrics.request_count(period=minute, statistic="Sum"),
                 },
                 period=minute,
                 label=f"{model_name} target 5xx % ({index})",
