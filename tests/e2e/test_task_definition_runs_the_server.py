@@ -218,6 +218,15 @@ def test_the_task_definition_starts_a_server_that_the_load_balancer_can_use(synt
 
         prefixes = sorted({pattern.removesuffix("/*") for pattern in contract.path_patterns})
         assert prefixes == [f"/{contract.model_name}"], f"listener rules {contract.path_patterns} do not route to /{contract.model_name}"
+        # Canary, linear and blue/green register the same tasks in a second target group: the load balancer must
+        # find them ready and route the model's paths there too.
+        config = synthesized.stages[contract.environment_name].config
+        (model,) = [m for m in config.models if m.name == contract.model_name]
+        assert len(contract.target_groups) == (2 if model.deployment.shifts_traffic else 1)
+        for group in contract.target_groups:
+            assert group.path_patterns == contract.path_patterns, f"{group.logical_id} is routed {group.path_patterns}"
+            status, _ = http("GET", f"http://127.0.0.1:{group.health_check_port}{group.health_check_path}", None, {})
+            assert str(status) in group.success_codes.split(","), f"{group.logical_id}'s health check got {status}"
         for prefix in prefixes:
             status, body = http("POST", f"{base}{prefix}/predict", {"text": "the service was quick and friendly"}, {"x-api-key": API_KEY})
             assert status == 200, f"POST {prefix}/predict answered {status}: {body}"
