@@ -150,8 +150,13 @@ class InferenceLoadBalancer(Construct):
         model_name: str,
         target_group: elbv2.IApplicationTargetGroup,
         alternate_target_group: Optional[elbv2.IApplicationTargetGroup] = None,
+        *,
+        scope: Optional[Construct] = None,
     ) -> elbv2.ApplicationListenerRule:
         """Forward ``/<model_name>`` and ``/<model_name>/*`` to ``target_group`` (the server serves under that prefix).
+
+        The rule is created in ``scope`` (default: this construct); a model in its own stack passes itself,
+        so the rule lives, and is replaced or deleted, with the model.
 
         With ``alternate_target_group`` the rule forwards weighted to both (100 / 0): ECS's canary, linear and
         blue/green deployments shift those weights. CloudFormation rewrites a rule's weights only when the rule's
@@ -168,8 +173,8 @@ class InferenceLoadBalancer(Construct):
                 ]
             )
         return elbv2.ApplicationListenerRule(
-            self,
-            f"Route-{model_name}",
+            scope or self,
+            f"Route-{model_name}" if scope is None else "Route",
             listener=self.listener,
             priority=self._priority_for(model_name),
             conditions=[elbv2.ListenerCondition.path_patterns([f"/{model_name}", f"/{model_name}/*"])],

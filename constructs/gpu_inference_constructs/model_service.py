@@ -19,7 +19,7 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from . import metric_names
-from .acknowledgements import acknowledge, default_policy
+from .acknowledgements import acknowledge, acknowledge_when_resolved, default_policy, nag_rendering
 from .deployment import DeploymentProps, RollbackAlarmNames, RollbackAlarms, RollbackThresholds, sum_over, worst_of
 from .errors import require, require_range
 from .instance_catalog import GpuInstanceType
@@ -297,7 +297,7 @@ class ModelService(Construct):
         target_group_ids = ("TargetGroup", "AlternateTargetGroup") if deployment.shifts_traffic else ("TargetGroup",)
         self.target_groups = [self._target_group(target_group_id, cluster.vpc, timing) for target_group_id in target_group_ids]
         self.target_group = self.target_groups[0]
-        self.listener_rule = load_balancer.add_model_route(model.name, *self.target_groups)
+        self.listener_rule = load_balancer.add_model_route(model.name, *self.target_groups, scope=self)
         alternate = None
         if deployment.shifts_traffic:
             alternate = ecs.AlternateTarget(
@@ -382,7 +382,6 @@ class ModelService(Construct):
         )
 
     def _acknowledge_findings(self, model_store: ModelStore) -> None:
-        bucket_id = cdk.Stack.of(self).get_logical_id(model_store.bucket.node.default_child)
         acknowledge(
             self.task_definition.node.default_child,
             "AwsSolutions-ECS2",
@@ -396,9 +395,9 @@ class ModelService(Construct):
             "Added by aws-cdk-lib for the ECS execution role: ecr:GetAuthorizationToken has no resource-level permissions. "
             "Image pulls, log writes and secret reads are scoped to their ARNs.",
         )
-        acknowledge(
+        acknowledge_when_resolved(
             default_policy(self.task_role),
-            f"AwsSolutions-IAM5[Resource::<{bucket_id}.Arn>/models/{self.model.name}/*]",
+            lambda: f"AwsSolutions-IAM5[Resource::{nag_rendering(self, model_store.bucket.bucket_arn)}/models/{self.model.name}/*]",
             "The task reads every object under its own model's prefix (versions are folders under it); "
             "nothing else in the bucket. Asserted by tests/infra/test_service.py::test_task_role_reads_only_its_model_prefix.",
         )
