@@ -83,6 +83,22 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def wait_until_port_is_free(port: int, timeout: float = 300) -> None:
+    """The server must bind the task's own port; on a shared machine another test's server may hold it for a while,
+    and requests would then reach that server instead of ours."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind(("0.0.0.0", port))
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"port {port} stayed in use for {timeout} s: another process serves on it") from None
+        time.sleep(1)
+
+
 def all_contracts(synthesized):
     return [(env, contract) for env in ENVIRONMENTS for contract in contracts_for(synthesized, env)]
 
@@ -205,6 +221,7 @@ def test_the_task_definition_starts_a_server_that_the_load_balancer_can_use(synt
     publish_model(contract, environment["MODEL_URI"], tmp_path, environment)
 
     log = tmp_path / "server.log"
+    wait_until_port_is_free(contract.container_port)
     with log.open("w") as output:
         process = subprocess.Popen(as_local_command(contract.command), env=environment, stdout=output, stderr=subprocess.STDOUT)
     try:
