@@ -329,6 +329,7 @@ def test_a_non_text_model_is_published_and_served_through_its_listener_path(synt
     assert published.returncode == 0, published.stderr
 
     log = tmp_path / "server.log"
+    wait_until_port_is_free(contract.container_port)
     with log.open("w") as output:
         process = subprocess.Popen(as_local_command(contract.command), env=environment, stdout=output, stderr=subprocess.STDOUT)
     try:
