@@ -15,7 +15,7 @@ from . import __version__
 from .errors import ApiError, install_error_handlers, not_ready
 from .metrics import PROMETHEUS_CONTENT_TYPE
 from .middleware import LOG_FIELDS, PredictGateMiddleware, RequestLogMiddleware
-from .protocols.errors import ProtocolErrorMiddleware
+from .protocols.errors import ProtocolErrorMiddleware, drop_rewritten_statuses
 from .protocols.oip import add_oip_routes
 from .protocols.openai import add_openai_routes
 from .schemas import ErrorResponse, HealthResponse, ReadyResponse, build_schemas
@@ -140,6 +140,7 @@ def create_app(service: ModelService) -> FastAPI:
     app.include_router(router, prefix=f"/{model}", include_in_schema=False)
     embedding_paths = add_openai_routes(app, service, [f"/{model}"], auth)
     infer_paths = add_oip_routes(app, service, [f"/{model}"], auth)
+    drop_rewritten_statuses(app)
 
     for prefix in ("", f"/{model}"):
         _add_docs_routes(app, prefix, title=f"{model} inference")

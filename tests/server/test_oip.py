@@ -318,3 +318,14 @@ async def test_infer_is_behind_the_api_key_and_counted_in_the_metrics(tiny_expor
     assert (keyed.status_code, bearer.status_code) == (200, 200)
     assert 'requests_total{endpoint="infer",status="200"} 2.0' in metrics
     assert shed.status_code == 503 and shed.headers["retry-after"] and isinstance(shed.json()["error"], str)
+
+
+@pytest.mark.anyio
+async def test_the_openapi_document_lists_the_statuses_the_protocols_answer(export_service):
+    async with client(create_app(export_service)) as c:
+        doc = (await c.get("/openapi.json")).json()
+    infer = doc["paths"]["/v2/models/{model_name}/infer"]["post"]
+    assert set(infer["responses"]) == {"200", "400", "404", "413", "415", "500", "503", "504"}
+    assert set(doc["paths"]["/v1/embeddings"]["post"]["responses"]) == {"200", "400", "404", "413", "415", "500",
+                                                                       "503", "504"}
+    assert doc["paths"]["/v2/models/{model_name}"]["get"]["parameters"][0]["schema"]["enum"] == ["tabular"]
