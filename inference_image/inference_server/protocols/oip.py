@@ -6,12 +6,14 @@ gate (API key, shedding, body limit), batcher, deadline and metrics. Errors are 
 from typing import Annotated, Any, Literal
 
 import numpy as np
+import orjson
 from fastapi import APIRouter, FastAPI, Path, Request
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.responses import Response
 
 from .. import __version__
 from ..errors import ApiError, not_ready
+from ..middleware import LOG_FIELDS
 from ..service import ModelService
 from ..tensor_spec import DATATYPES, Signature
 from .oip_codec import InferRequest, Tensor, TensorError, decode_request, encode_response
@@ -118,8 +120,6 @@ def _infer_errors(with_auth: bool) -> dict[int | str, dict[str, Any]]:
 
 
 def _json(content: Any, status: int = 200) -> Response:
-    import orjson
-
     return Response(orjson.dumps(content), status_code=status, media_type="application/json")
 
 
@@ -267,8 +267,6 @@ def add_oip_routes(app: FastAPI, service: ModelService, prefixes: list[str], aut
                                   max_text_chars=settings.max_text_chars)
         except TensorError as exc:
             raise ApiError(400, "invalid_request", str(exc)) from None
-        from ..middleware import LOG_FIELDS
-
         fields = request.scope[LOG_FIELDS]
         fields["items"] = len(items)
         predictions = await service.predict(items, fields)

@@ -18,6 +18,7 @@ from starlette.responses import Response
 
 from ..errors import ApiError
 from ..schemas import _encodable
+from ..middleware import LOG_FIELDS
 from ..service import ModelService
 from .errors import openai_error
 
@@ -129,8 +130,6 @@ def add_openai_routes(app: FastAPI, service: ModelService, prefixes: list[str], 
             raise ApiError(400, "invalid_request", f"the model `{model}` does not produce embeddings; use "
                                                    f"/v2/models/{model}/infer")
         texts = [body.input] if isinstance(body.input, str) else body.input
-        from ..middleware import LOG_FIELDS
-
         fields = request.scope[LOG_FIELDS]
         fields["items"] = len(texts)
         # Without the result cache: usage needs every input's token count.
