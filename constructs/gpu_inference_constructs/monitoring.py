@@ -11,7 +11,6 @@ from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
 from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as events_targets
-from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
@@ -19,7 +18,7 @@ from . import metric_names
 from .errors import require, require_range
 from .gpu_capacity import GpuCapacity
 from .instance_catalog import PRICES_AS_OF
-from .model_service import ModelService
+from .model_service import ModelService, service_log_group_name
 
 MINUTE = cdk.Duration.minutes(1)
 GIB = 2**30  # a billed GB taken as 2^30 bytes (were it 10^9, the logs figure would be 7 % higher)
@@ -77,57 +76,24 @@ class MonitoringProps:
             require(0 <= value <= 100, key, f"{value} is out of range; a price in USD from 0 to 100")
 
 
-class InferenceMonitoring(Construct):
-    """Attributes: ``alarms`` (name -> Alarm), ``dashboard``, ``spot_interruption_rule``, ``metric_cost_per_million_requests``
-    (the whole bill per request, an estimate: GPU instances + CloudWatch Logs ingestion of the services' log groups and any
-    ``log_groups`` passed + the load balancer's hourly and LCU charges) and ``metric_cost_components`` (each part per 1M)."""
+def alarm_name(environment_name: str, name: str) -> str:
+    """The name an alarm of this environment carries: in the console, in every notification, in ``alarm_name_prefix``."""
+    return f"{alarm_name_prefix(environment_name)}{name}"
 
-    def __init__(
-        self,
-        scope: Construct,
-        construct_id: str,
-        *,
-        environment_name: str,
-        services: Sequence[ModelService],
-        load_balancer: elbv2.ApplicationLoadBalancer,
-        capacity: GpuCapacity,
-        topic: sns.ITopic,
-        props: MonitoringProps,
-        log_groups: Sequence[logs.ILogGroup] = (),
-    ) -> None:
+
+def alarm_name_prefix(environment_name: str) -> str:
+    return f"gpu-inference-{environment_name}-"
+
+
+class _Alarms(Construct):
+    """Alarms that notify ``topic`` on ALARM and on OK, named after the environment."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, environment_name: str, topic: sns.ITopic, props: MonitoringProps) -> None:
         super().__init__(scope, construct_id)
         self.props = props
+        self.environment_name = environment_name
         self._action = cloudwatch_actions.SnsAction(topic)
         self.alarms: dict[str, cloudwatch.Alarm] = {}
-
-        for service in services:
-            self._add_service_alarms(service)
-        self._add_load_balancer_alarm(load_balancer)
-        self.spot_interruption_rule = events.Rule(
-            self,
-            "SpotInterruptions",
-            description="EC2 Spot interruption warnings in this account and region (the GPU fleet's Spot instances)",
-            event_pattern=events.EventPattern(source=["aws.ec2"], detail_type=["EC2 Spot Instance Interruption Warning"]),
-            targets=[events_targets.SnsTopic(topic)],
-        )
-        self.metric_spot_interruptions = cloudwatch.Metric(
-            namespace="AWS/Events",
-            metric_name="TriggeredRules",
-            dimensions_map={"RuleName": self.spot_interruption_rule.rule_name},
-            statistic="Sum",
-            period=cdk.Duration.minutes(15),
-            label="Spot interruption warnings",
-        )
-        self._alarm(
-            "SpotInterruptionStorm",
-            self.metric_spot_interruptions,
-            props.spot_interruptions_per_15_minutes,
-            "Spot capacity is being reclaimed repeatedly: On-Demand base and the g4dn fallback carry the load; consider a higher On-Demand share",
-        )
-        billed_logs = [s.log_group for s in services] + [g for g in log_groups if g not in [s.log_group for s in services]]
-        self.metric_cost_per_million_requests, self.metric_cost_components = self._cost_per_million_requests(
-            capacity, load_balancer, billed_logs)
-        self.dashboard = self._dashboard(environment_name, services, load_balancer, capacity)
 
     def _alarm(
         self,
@@ -142,6 +108,7 @@ class InferenceMonitoring(Construct):
         alarm = cloudwatch.Alarm(
             self,
             name,
+            alarm_name=alarm_name(self.environment_name, name),
             metric=metric,
             threshold=threshold,
             evaluation_periods=periods,
@@ -155,8 +122,21 @@ class InferenceMonitoring(Construct):
         self.alarms[name] = alarm
         return alarm
 
-    def _add_service_alarms(self, service: ModelService) -> None:
-        props = self.props
+
+class ModelAlarms(_Alarms):
+    """The alarms of one model service (they live with the service, in its stack). Attributes: ``alarms`` (name -> Alarm)."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        environment_name: str,
+        service: ModelService,
+        topic: sns.ITopic,
+        props: MonitoringProps,
+    ) -> None:
+        super().__init__(scope, construct_id, environment_name=environment_name, topic=topic, props=props)
         name = service.model.name
         self._alarm(f"{name}-LatencyP95", service.metric_target_response_time("p95"), props.latency_p95_ms / 1000,
                     f"{name}: p95 latency at the load balancer above {props.latency_p95_ms} ms for 3 minutes", periods=3)
@@ -186,6 +166,59 @@ class InferenceMonitoring(Construct):
                     f"{name}: GPU below {props.low_gpu_utilization_percent}% busy for {props.low_gpu_utilization_hours} hours: paying for idle GPUs (lower min_tasks or add a schedule)",
                     periods=props.low_gpu_utilization_hours, comparison=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD)
 
+
+class InferenceMonitoring(_Alarms):
+    """The environment's own alarms (load balancer, Spot), the Spot interruption rule and the dashboard.
+
+    The dashboard finds every model by CloudWatch search (the environment's ``ModelName`` dimension, this load
+    balancer's target groups, this cluster's services), so it references no model's stack and grows with the
+    models. Each model's alarms are :class:`ModelAlarms`, in the model's own stack.
+
+    Attributes: ``alarms`` (name -> Alarm), ``dashboard``, ``spot_interruption_rule``, ``metric_cost_per_million_requests``
+    (an estimate of the whole bill per request: GPU instances + CloudWatch Logs ingestion of each model's log group, found by
+    its name, :func:`~.model_service.service_log_group_name` + the load balancer's hour and LCUs) and
+    ``metric_cost_components`` (each part per 1M requests).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        environment_name: str,
+        model_names: Sequence[str],
+        load_balancer: elbv2.ApplicationLoadBalancer,
+        capacity: GpuCapacity,
+        topic: sns.ITopic,
+        props: MonitoringProps,
+    ) -> None:
+        super().__init__(scope, construct_id, environment_name=environment_name, topic=topic, props=props)
+        self._add_load_balancer_alarm(load_balancer)
+        self.spot_interruption_rule = events.Rule(
+            self,
+            "SpotInterruptions",
+            description="EC2 Spot interruption warnings in this account and region (the GPU fleet's Spot instances)",
+            event_pattern=events.EventPattern(source=["aws.ec2"], detail_type=["EC2 Spot Instance Interruption Warning"]),
+            targets=[events_targets.SnsTopic(topic)],
+        )
+        self.metric_spot_interruptions = cloudwatch.Metric(
+            namespace="AWS/Events",
+            metric_name="TriggeredRules",
+            dimensions_map={"RuleName": self.spot_interruption_rule.rule_name},
+            statistic="Sum",
+            period=cdk.Duration.minutes(15),
+            label="Spot interruption warnings",
+        )
+        self._alarm(
+            "SpotInterruptionStorm",
+            self.metric_spot_interruptions,
+            props.spot_interruptions_per_15_minutes,
+            "Spot capacity is being reclaimed repeatedly: On-Demand base and the g4dn fallback carry the load; consider a higher On-Demand share",
+        )
+        self.metric_cost_per_million_requests, self.metric_cost_components = self._cost_per_million_requests(
+            capacity, load_balancer, [service_log_group_name(environment_name, name) for name in model_names])
+        self.dashboard = self._dashboard(environment_name, model_names, load_balancer, capacity)
+
     def _add_load_balancer_alarm(self, load_balancer: elbv2.ApplicationLoadBalancer) -> None:
         rate = error_rate(
             load_balancer.metrics.http_code_elb(elbv2.HttpCodeElb.ELB_5XX_COUNT, period=MINUTE, statistic="Sum"),
@@ -206,12 +239,13 @@ class InferenceMonitoring(Construct):
         )
 
     def _cost_per_million_requests(
-        self, capacity: GpuCapacity, load_balancer: elbv2.ApplicationLoadBalancer, log_groups: Sequence[logs.ILogGroup],
+        self, capacity: GpuCapacity, load_balancer: elbv2.ApplicationLoadBalancer, log_group_names: Sequence[str],
     ) -> tuple[cloudwatch.MathExpression, list[cloudwatch.MathExpression]]:
         """USD per 1M requests, hourly: GPU instances by the purchase policy, log bytes ingested, the ALB's hour and LCUs.
 
-        ConsumedLCUs is the load balancer's billed capacity (AWS re:Post: the usage averaged over time that billing uses);
-        its hourly Average is the LCU-hours of that hour. IncomingBytes is the uncompressed volume ingested (billed per GB)."""
+        ConsumedLCUs is the load balancer's billed capacity (AWS re:Post: the usage averaged over time that billing
+        uses), so its hourly Average is that hour's LCU-hours. IncomingBytes is the uncompressed volume ingested, which
+        is what CloudWatch Logs bills per GB."""
         props = self.props
         price = props.hourly_price_usd or capacity.instance_types[0].on_demand_hourly_usd
         spot_price = round(price * props.spot_price_fraction, 5)
@@ -221,11 +255,11 @@ class InferenceMonitoring(Construct):
             "requests": load_balancer.metrics.request_count(period=HOUR, statistic="Sum"),
             "lcus": load_balancer.metrics.custom("ConsumedLCUs", period=HOUR, statistic="Average"),
         }
-        for index, group in enumerate(log_groups):
+        for index, name in enumerate(log_group_names):
             using[f"logbytes{index}"] = cloudwatch.Metric(
-                namespace="AWS/Logs", metric_name="IncomingBytes", dimensions_map={"LogGroupName": group.log_group_name},
+                namespace="AWS/Logs", metric_name="IncomingBytes", dimensions_map={"LogGroupName": name},
                 statistic="Sum", period=HOUR)
-        log_bytes = " + ".join(f"FILL(logbytes{i}, 0)" for i in range(len(log_groups))) or "0"
+        log_bytes = " + ".join(f"FILL(logbytes{i}, 0)" for i in range(len(log_group_names))) or "0"
         parts = {
             "GPU instances": f"(({on_demand}) * {price} + (total - ({on_demand})) * {spot_price})",
             "CloudWatch Logs ingestion": f"({log_bytes}) / {GIB} * {props.logs_ingestion_usd_per_gb}",
@@ -241,13 +275,12 @@ class InferenceMonitoring(Construct):
                             f"{props.spot_price_fraction:.0%}; prices {PRICES_AS_OF}) + CloudWatch Logs ingestion "
                             f"(${props.logs_ingestion_usd_per_gb}/GB) + ALB (${props.load_balancer_hourly_usd}/h + "
                             f"${props.load_balancer_lcu_hourly_usd}/LCU-h)")
-        components = [per_million(hourly, f"{name} (estimate)") for name, hourly in parts.items()]
-        return total, components
+        return total, [per_million(hourly, f"{name} (estimate)") for name, hourly in parts.items()]
 
     def _dashboard(
         self,
         environment_name: str,
-        services: Sequence[ModelService],
+        model_names: Sequence[str],
         load_balancer: elbv2.ApplicationLoadBalancer,
         capacity: GpuCapacity,
     ) -> cloudwatch.Dashboard:
@@ -255,27 +288,52 @@ class InferenceMonitoring(Construct):
             return cloudwatch.GraphWidget(title=title, left=left, right=right or [], width=12, height=6,
                                           left_y_axis=cloudwatch.YAxisProps(label=unit, show_units=False) if unit else None)
 
+        def per_target_group(metric: str, statistic: str, label: str) -> cloudwatch.MathExpression:
+            return search(
+                f"{{AWS/ApplicationELB,LoadBalancer,TargetGroup}} MetricName=\"{metric}\" LoadBalancer=\"{load_balancer.load_balancer_full_name}\"",
+                statistic, f"{label} ${{PROP('Dim.TargetGroup')}}",
+            )
+
+        def per_model(metric: str, statistic: str, label: str = "") -> cloudwatch.MathExpression:
+            return search(
+                f"{{{metric_names.NAMESPACE},{metric_names.DIMENSION_ENVIRONMENT},{metric_names.DIMENSION_MODEL}}} "
+                f"MetricName=\"{metric}\" {metric_names.DIMENSION_ENVIRONMENT}=\"{environment_name}\"",
+                statistic, f"${{PROP('Dim.{metric_names.DIMENSION_MODEL}')}} {label or metric} {statistic}",
+            )
+
+        def per_service(metric: str) -> cloudwatch.MathExpression:
+            return search(
+                f"{{ECS/ContainerInsights,ClusterName,ServiceName}} MetricName=\"{metric}\" ClusterName=\"{capacity.cluster.cluster_name}\"",
+                "Average", f"${{PROP('Dim.ServiceName')}} {metric}",
+            )
+
         total = self._instances(capacity, MINUTE)
         on_demand = on_demand_instances_expression(capacity)
         dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=f"gpu-inference-{environment_name}", default_interval=cdk.Duration.hours(3))
         dashboard.add_widgets(
-            cloudwatch.TextWidget(markdown=f"# GPU inference: {environment_name}\nModels: {', '.join(s.model.name for s in services)}", width=24, height=2)
+            cloudwatch.TextWidget(
+                markdown=f"# GPU inference: {environment_name}\nModels: {', '.join(model_names)}\n\n"
+                         f"Each model's alarms are named `{alarm_name_prefix(environment_name)}<model>-<alarm>`: "
+                         f"[all alarms of this environment](https://console.aws.amazon.com/cloudwatch/home#alarmsV2:?search={alarm_name_prefix(environment_name)})",
+                width=24, height=2,
+            )
         )
         dashboard.add_widgets(
-            graph("Requests per minute", [s.metric_requests() for s in services]),
+            graph("Requests per minute", [per_target_group("RequestCount", "Sum", "requests"),
+                                          load_balancer.metrics.request_count(period=MINUTE, statistic="Sum", label="load balancer total")]),
             graph("Latency at the load balancer (s): p50 / p95 / p99",
-                  [s.metric_target_response_time(p) for s in services for p in ("p50", "p95", "p99")], unit="seconds"),
+                  [per_target_group("TargetResponseTime", p, p) for p in ("p50", "p95", "p99")], unit="seconds"),
         )
         dashboard.add_widgets(
-            graph("Errors per minute", [s.metric_target_5xx() for s in services]
-                  + [load_balancer.metrics.http_code_elb(elbv2.HttpCodeElb.ELB_5XX_COUNT, period=MINUTE, statistic="Sum", label="load balancer 5xx")]
-                  + [s.target_group.metrics.http_code_target(elbv2.HttpCodeTarget.TARGET_4XX_COUNT, period=MINUTE, statistic="Sum", label=f"{s.model.name} 4xx") for s in services]),
+            graph("Errors per minute", [per_target_group("HTTPCode_Target_5XX_Count", "Sum", "5xx"),
+                                        load_balancer.metrics.http_code_elb(elbv2.HttpCodeElb.ELB_5XX_COUNT, period=MINUTE, statistic="Sum", label="load balancer 5xx"),
+                                        per_target_group("HTTPCode_Target_4XX_Count", "Sum", "4xx")]),
             graph("Server latency (ms): p50 / p95 / p99, queue wait p95",
-                  [s.metric_server(metric_names.REQUEST_LATENCY, p) for s in services for p in ("p50", "p95", "p99")]
-                  + [s.metric_server(metric_names.QUEUE_WAIT, "p95") for s in services], unit="ms"),
+                  [per_model(metric_names.REQUEST_LATENCY, p) for p in ("p50", "p95", "p99")]
+                  + [per_model(metric_names.QUEUE_WAIT, "p95")], unit="ms"),
         )
         dashboard.add_widgets(
-            graph("Tasks: running / desired", [s.metric_tasks(n) for s in services for n in ("RunningTaskCount", "DesiredTaskCount")]),
+            graph("Tasks: running / desired", [per_service("RunningTaskCount"), per_service("DesiredTaskCount")]),
             graph("GPU instances: Spot vs On-Demand", [
                 total,
                 cloudwatch.MathExpression(expression=on_demand, using_metrics={"total": total}, period=MINUTE, label="On-Demand (by policy)"),
@@ -284,20 +342,25 @@ class InferenceMonitoring(Construct):
         )
         dashboard.add_widgets(
             graph("GPU utilisation and memory (%)",
-                  [s.metric_server(metric_names.GPU_UTILIZATION, "Average") for s in services],
-                  [s.metric_server(metric_names.GPU_MEMORY_UTILIZATION, "Maximum") for s in services], unit="%"),
+                  [per_model(metric_names.GPU_UTILIZATION, "Average")],
+                  [per_model(metric_names.GPU_MEMORY_UTILIZATION, "Maximum")], unit="%"),
             graph("Batch size (avg) and queue depth (max)",
-                  [s.metric_server(metric_names.BATCH_SIZE, "Average") for s in services],
-                  [s.metric_server(metric_names.QUEUE_DEPTH, "Maximum") for s in services]),
+                  [per_model(metric_names.BATCH_SIZE, "Average")],
+                  [per_model(metric_names.QUEUE_DEPTH, "Maximum")]),
         )
         dashboard.add_widgets(
             graph("Shed (503) and timed-out (504) requests",
-                  [s.metric_server(n, "Sum") for s in services for n in (metric_names.REJECTED_REQUESTS, metric_names.TIMED_OUT_REQUESTS)]
+                  [per_model(n, "Sum") for n in (metric_names.REJECTED_REQUESTS, metric_names.TIMED_OUT_REQUESTS)]
                   + [self.metric_spot_interruptions]),
             graph("Cost per 1M requests (USD, hourly)", [self.metric_cost_per_million_requests, *self.metric_cost_components]),
         )
         dashboard.add_widgets(cloudwatch.AlarmStatusWidget(alarms=list(self.alarms.values()), title="Alarms", width=24, height=6))
         return dashboard
+
+
+def search(query: str, statistic: str, label: str, period: cdk.Duration = MINUTE) -> cloudwatch.MathExpression:
+    """A CloudWatch SEARCH expression: one graph line per matching metric, however many models there are."""
+    return cloudwatch.MathExpression(expression=f"SEARCH('{query}', '{statistic}', {period.to_seconds()})", using_metrics={}, period=period, label=label)
 
 
 def on_demand_instances_expression(capacity: GpuCapacity) -> str:

@@ -131,19 +131,36 @@ def test_dashboard_has_each_widget(env, title):
     assert f'\\"title\\":\\"{title}\\"' in dashboard_body(template)
 
 
-def test_dashboard_latency_shows_three_percentiles_per_model(env):
+def dashboard_widgets(template) -> list[dict]:
+    """The dashboard's widgets, each reference in its body replaced by "<ref>"."""
+    (dashboard,) = template.find_resources("AWS::CloudWatch::Dashboard").values()
+    body = dashboard["Properties"]["DashboardBody"]
+    text = "".join(part if isinstance(part, str) else "<ref>" for part in body["Fn::Join"][1]) if isinstance(body, dict) else body
+    return json.loads(text)["widgets"]
+
+
+def graph_expressions(template, title) -> list[str]:
+    (widget,) = [w for w in dashboard_widgets(template) if w["properties"].get("title") == title]
+    return [entry[0]["expression"] for entry in widget["properties"]["metrics"] if isinstance(entry[0], dict)]
+
+
+def test_dashboard_finds_every_model_by_search_so_it_grows_with_the_models(env):
+    """The dashboard lives in the shared stack and references no model stack: each per-model graph is a
+    SEARCH over this environment's models, this load balancer's target groups or this cluster's services."""
     config, template = env
-    body = dashboard_body(template)
-    for percentile in ("p50", "p95", "p99"):
-        assert body.count(f'\\"stat\\":\\"{percentile}\\"') >= 2 * len(config.models)
+    latency = graph_expressions(template, "Latency at the load balancer (s): p50 / p95 / p99")
+    assert latency == [
+        f"SEARCH('{{AWS/ApplicationELB,LoadBalancer,TargetGroup}} MetricName=\"TargetResponseTime\" LoadBalancer=\"<ref>\"', '{p}', 60)"
+        for p in ("p50", "p95", "p99")
+    ]
+    server = graph_expressions(template, "Server latency (ms): p50 / p95 / p99, queue wait p95")
+    assert server[0] == f"SEARCH('{{GpuInference,Environment,ModelName}} MetricName=\"RequestLatency\" Environment=\"{config.name}\"', 'p50', 60)"
+    tasks = graph_expressions(template, "Tasks: running / desired")
+    assert all("ClusterName=\"<ref>\"" in expression for expression in tasks) and len(tasks) == 2
 
 
 def cost_widget(template) -> dict:
-    (dashboard,) = template.find_resources("AWS::CloudWatch::Dashboard").values()
-    body = json.loads(json.dumps(dashboard["Properties"]["DashboardBody"]))
-    text = "".join(part if isinstance(part, str) else "<token>" for part in body["Fn::Join"][1])
-    widgets = json.loads(text.replace('"<token>"', '"TOKEN"').replace("<token>", "TOKEN"))["widgets"]
-    (widget,) = [w for w in widgets if w["properties"].get("title") == "Cost per 1M requests (USD, hourly)"]
+    (widget,) = [w for w in dashboard_widgets(template) if w["properties"].get("title") == "Cost per 1M requests (USD, hourly)"]
     return widget
 
 
@@ -168,6 +185,10 @@ def test_cost_per_million_requests_is_the_whole_bill_gpu_logs_and_load_balancer(
     assert len(incoming) == len(config.models)  # one per model service's log group
     for m in incoming:
         assert m[0] == "AWS/Logs" and m[2] == "LogGroupName" and m[-1]["stat"] == "Sum" and m[-1]["period"] == 3600
+    # the names the dashboard prices are the names the model stacks give their log groups (no cross-stack reference)
+    named_groups = {g["Properties"].get("LogGroupName") for g in template.find_resources("AWS::Logs::LogGroup").values()}
+    assert {m[3] for m in incoming} == {f"/gpu-inference/{config.name}/{model.name}" for model in config.models}
+    assert {m[3] for m in incoming} <= named_groups
     assert named["ConsumedLCUs"][-1].get("stat", "Average") == "Average"  # a dashboard omits its default stat
     assert named["ConsumedLCUs"][-1]["period"] == 3600
 
