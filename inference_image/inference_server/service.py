@@ -192,8 +192,7 @@ class ModelService:
         cls = type(handler) if handler is not None else self.handler_class
         return cls.input_kind if cls is not None else None
 
-    @property
-    def handler(self) -> Handler:
+    def loaded_handler(self) -> Handler:
         """The loaded handler, for what it declares (signature, tensors); raises ApiError 503 until loaded."""
         handler = self.batcher.handler
         if handler is None:

@@ -4,6 +4,7 @@ checks an artifact before uploading it, and the service serves one from S3 with 
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import io
 import json
@@ -191,8 +192,7 @@ def test_the_service_serves_an_image_classifier_from_s3_with_its_manifests_task(
     service = started(settings)
     try:
         assert service.probe()  # the readiness probe sends the handler's own probe input, an image
-        result = service.batcher.submit([png(20, 20)], time.monotonic() + 30).result(30)
+        (prediction,) = asyncio.run(service.predict([png(20, 20)], {}))
     finally:
         service.stop()
-    (prediction,) = result.predictions
     assert len(prediction["labels"]) == 2 and prediction["scores"][0] >= prediction["scores"][1]

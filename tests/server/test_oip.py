@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from inference_server.app import create_app
+from inference_server.handlers.declaration import read_declaration
 from inference_server.handlers.image import decode_image
 from inference_server.testing import reference_module
 
@@ -102,7 +103,7 @@ def test_tritonclient_sees_health_readiness_and_metadata(export_server):
                                    {"name": "total", "datatype": "FP32", "shape": [-1]}]
 
 
-def test_tritonclient_classifies_images_sent_as_bytes(image_server, tiny_image_dir, image_service):
+def test_tritonclient_classifies_images_sent_as_bytes(image_server, tiny_image_dir):
     images = [image_bytes("JPEG", 1), image_bytes("PNG", 2, (64, 20)), image_bytes("JPEG", 3, (16, 16))]
     http = tritonclient_http
     with http.InferenceServerClient(image_server) as triton:
@@ -111,7 +112,7 @@ def test_tritonclient_classifies_images_sent_as_bytes(image_server, tiny_image_d
         result = triton.infer("vision", [data])
     labels, scores = result.as_numpy("labels"), result.as_numpy("scores")
     assert labels.shape == (3, 2) and scores.shape == (3, 2)
-    prep = image_service.batcher.handler.prep
+    prep = read_declaration(tiny_image_dir, image=True).image
     pixels = torch.from_numpy(np.stack([decode_image(image, prep) for image in images]))
     with torch.inference_mode():
         probabilities = torch.softmax(reference_module(tiny_image_dir)(pixels), dim=-1).numpy()

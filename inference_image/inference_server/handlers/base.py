@@ -68,6 +68,9 @@ class Handler:
     # Set by load() when inputs have a length limit (in tokens): the length buckets stop there.
     max_length: int | None = None
 
+    def load_preprocessing(self, ctx: LoadContext) -> None:
+        """What preprocess, postprocess and signature need (a tokenizer, labels, a declaration). No GPU."""
+
     def load(self, ctx: LoadContext) -> None:
         """Load weights from ctx.model_dir onto ctx.device. Load safetensors, never pickles."""
         raise NotImplementedError

@@ -1,7 +1,8 @@
 """The torch-export task: any PyTorch model saved with torch.export (model.pt2) and declared in model.json.
 
-Each input is one row (the tensors of one batch element, without the batch dimension); rows are stacked on the
-batch dimension, so requests batch together whatever their origin.
+Each input is one row: a dict of input name -> array without the batch dimension. Rows are stacked on the batch
+dimension, so requests batch together whatever their origin. Preprocessing (checking rows against model.json)
+needs no torch; only load and forward do.
 """
 
 from __future__ import annotations
@@ -9,12 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import torch
 
 from ..tensor_spec import Signature
 from .base import Encoded, Handler, InputError, LoadContext
 from .declaration import Declaration, read_declaration
-from .export_program import check_program, load_program, torch_dtype
 
 
 class TorchExportHandler(Handler):
@@ -22,8 +21,18 @@ class TorchExportHandler(Handler):
     max_length = 1  # rows have no sequence length: one length bucket
     image = False  # whether model.json must have an "image" section
 
-    def load(self, ctx: LoadContext) -> None:
+    def load_preprocessing(self, ctx: LoadContext) -> None:
         self.declaration: Declaration = read_declaration(ctx.model_dir, image=self.image)
+        self._inputs = self.declaration.inputs
+        self._outputs = self.declaration.outputs
+
+    def load(self, ctx: LoadContext) -> None:
+        import torch
+
+        from .export_program import check_program, load_program
+
+        if not hasattr(self, "declaration"):
+            self.load_preprocessing(ctx)
         program = load_program(ctx.model_dir / self.declaration.program)
         check_program(program, self.declaration, ctx.max_batch_size)
         if ctx.device.type != "cpu":
@@ -32,14 +41,12 @@ class TorchExportHandler(Handler):
         self.module = program.module()
         # Autocast keeps numerically sensitive ops (softmax, norms, reductions) in FP32; only a model declared
         # safe runs under it.
-        self.autocast = (self.declaration.fp16_safe and ctx.device.type == "cuda" and ctx.dtype == torch.float16)
+        self.autocast = self.declaration.fp16_safe and ctx.device.type == "cuda" and ctx.dtype == torch.float16
         self._run = self.module
         self._compiled_cuda = ctx.compile and ctx.device.type == "cuda"
         if self._compiled_cuda:
             torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 512)
             self._run = torch.compile(self.module, mode="reduce-overhead", dynamic=False, fullgraph=False)
-        self._inputs = self.declaration.inputs
-        self._outputs = self.declaration.outputs
 
     def signature(self) -> Signature:
         return self.declaration.signature
@@ -47,38 +54,35 @@ class TorchExportHandler(Handler):
     def preprocess(self, inputs: list[Any]) -> list[Encoded]:
         return [Encoded(1, self._row(row)) for row in inputs]
 
-    def _row(self, row: Any) -> tuple[np.ndarray, ...]:
+    def _row(self, row: Any) -> dict[str, np.ndarray]:
         if not isinstance(row, dict) or set(row) != {spec.name for spec in self._inputs}:
             raise InputError(f"expected the tensors {[spec.name for spec in self._inputs]}")
-        arrays = []
+        arrays = {}
         for spec in self._inputs:
             array = np.asarray(row[spec.name])
             if array.dtype != spec.dtype or array.shape != spec.row_shape:
                 raise InputError(f"{spec.name}: expected {spec.datatype} of shape {list(spec.row_shape)} per row, "
                                  f"got {array.dtype} of shape {list(array.shape)}")
-            arrays.append(array)
-        return tuple(arrays)
+            arrays[spec.name] = array
+        return arrays
 
     def warmup_input(self, seq_len: int) -> Encoded:
-        return Encoded(1, self.zero_row())
-
-    def zero_row(self) -> tuple[np.ndarray, ...]:
-        return tuple(np.zeros(spec.row_shape, dtype=spec.dtype) for spec in self._inputs)
+        return Encoded(1, self.probe_input())
 
     def probe_input(self) -> Any:
-        return {spec.name: array for spec, array in zip(self._inputs, self.zero_row())}
+        return {spec.name: np.zeros(spec.row_shape, dtype=spec.dtype) for spec in self._inputs}
 
-    def _stack(self, batch: list[Encoded], batch_size: int) -> list[torch.Tensor]:
+    def forward(self, batch: list[Encoded], batch_size: int, seq_len: int) -> dict[str, np.ndarray]:
+        import torch
+
+        from .export_program import torch_dtype
+
         tensors = []
-        for i, spec in enumerate(self._inputs):
+        for spec in self._inputs:
             stacked = np.zeros((batch_size, *spec.row_shape), dtype=spec.dtype)  # padding rows stay zero
             for row, item in enumerate(batch):
-                stacked[row] = item.data[i]
+                stacked[row] = item.data[spec.name]
             tensors.append(torch.from_numpy(stacked).to(self.device, non_blocking=True))
-        return tensors
-
-    def forward(self, batch: list[Encoded], batch_size: int, seq_len: int) -> tuple[np.ndarray, ...]:
-        tensors = self._stack(batch, batch_size)
         with torch.inference_mode(), torch.autocast("cuda", dtype=torch.float16, enabled=self.autocast):
             if self._compiled_cuda:
                 torch.compiler.cudagraph_mark_step_begin()
@@ -88,11 +92,11 @@ class TorchExportHandler(Handler):
             raise RuntimeError(f"the program returned {len(leaves)} tensors, model.json declares "
                                f"{len(self._outputs)}")
         # .cpu() copies results out of CUDA graph memory; autocast outputs go back to the declared dtype.
-        return tuple(leaf.to(torch_dtype(spec.datatype)).cpu().numpy()
-                     for leaf, spec in zip(leaves, self._outputs))
+        return {spec.name: leaf.to(torch_dtype(spec.datatype)).cpu().numpy()
+                for leaf, spec in zip(leaves, self._outputs)}
 
-    def postprocess(self, outputs: tuple[np.ndarray, ...], count: int) -> list[dict[str, np.ndarray]]:
-        return [{spec.name: array[row].copy() for spec, array in zip(self._outputs, outputs)} for row in range(count)]
+    def postprocess(self, outputs: dict[str, np.ndarray], count: int) -> list[dict[str, np.ndarray]]:
+        return [{spec.name: outputs[spec.name][row].copy() for spec in self._outputs} for row in range(count)]
 
     def to_tensors(self, predictions: list[Any]) -> dict[str, np.ndarray]:
         return {spec.name: np.stack([p[spec.name] for p in predictions]) for spec in self._outputs}

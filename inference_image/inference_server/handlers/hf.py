@@ -144,12 +144,10 @@ class TextEmbeddingHandler(HuggingFaceHandler):
     def _load_model(self, ctx: LoadContext) -> torch.nn.Module:
         from transformers import AutoModel
 
-        model = AutoModel.from_pretrained(ctx.model_dir, **self._auto_kwargs(ctx))
-        self.dimensions = int(model.config.hidden_size)
-        return model
+        return AutoModel.from_pretrained(ctx.model_dir, **self._auto_kwargs(ctx))
 
     def signature(self) -> Signature:
-        return Signature((TEXT_INPUT,), (TensorSpec("embedding", "FP32", (-1, self.dimensions)),))
+        return Signature((TEXT_INPUT,), (TensorSpec("embedding", "FP32", (-1, int(self.config.hidden_size))),))
 
     def to_tensors(self, predictions: list[Any]) -> dict[str, np.ndarray]:
         return {"embedding": np.stack([np.asarray(p["embedding"], dtype=np.float32) for p in predictions])}

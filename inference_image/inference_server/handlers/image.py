@@ -67,10 +67,10 @@ class ImageClassificationHandler(TorchExportHandler):
     input_kind = "bytes"
     image = True
 
-    def load(self, ctx: LoadContext) -> None:
-        super().load(ctx)
+    def load_preprocessing(self, ctx: LoadContext) -> None:
+        super().load_preprocessing(ctx)
         self.prep: ImagePreprocessing = self.declaration.image  # type: ignore[assignment]
-        self._pixel_dtype = self._inputs[0].dtype
+        self._pixels = self._inputs[0]
         self._probe = probe_image()
 
     def signature(self) -> Signature:
@@ -80,13 +80,17 @@ class ImageClassificationHandler(TorchExportHandler):
                          platform="pytorch_torch_export")
 
     def preprocess(self, inputs: list[Any]) -> list[Encoded]:
-        return [Encoded(1, (decode_image(data, self.prep).astype(self._pixel_dtype, copy=False),)) for data in inputs]
+        name, dtype = self._pixels.name, self._pixels.dtype
+        return [Encoded(1, {name: decode_image(data, self.prep).astype(dtype, copy=False)}) for data in inputs]
 
     def probe_input(self) -> Any:
         return self._probe
 
-    def postprocess(self, outputs: tuple[np.ndarray, ...], count: int) -> list[dict[str, Any]]:
-        scores = outputs[0][:count].astype(np.float32)
+    def warmup_input(self, seq_len: int) -> Encoded:
+        return Encoded(1, {self._pixels.name: np.zeros(self._pixels.row_shape, dtype=self._pixels.dtype)})
+
+    def postprocess(self, outputs: dict[str, np.ndarray], count: int) -> list[dict[str, Any]]:
+        scores = outputs[self._outputs[0].name][:count].astype(np.float32)
         if self.prep.softmax:
             scores = np.exp(scores - scores.max(axis=1, keepdims=True))
             scores /= scores.sum(axis=1, keepdims=True)

@@ -214,7 +214,7 @@ def add_oip_routes(app: FastAPI, service: ModelService, prefixes: list[str], aut
                            f"{model!r} version {version!r}")
 
     def signature() -> Signature:
-        sig = service.handler.signature()
+        sig = service.loaded_handler().signature()
         if sig is None:
             raise ApiError(404, "not_found", f"the handler of {model!r} declares no tensors for this protocol")
         return sig
@@ -258,7 +258,7 @@ def add_oip_routes(app: FastAPI, service: ModelService, prefixes: list[str], aut
         raw_length = request.headers.get(HEADER_LENGTH)
         if raw_length is not None and not raw_length.strip().isdigit():
             raise ApiError(400, "invalid_request", f"{HEADER_LENGTH} must be a non-negative integer")
-        handler = service.handler
+        handler = service.loaded_handler()
         sig = signature()
         body = await request.body()
         try:

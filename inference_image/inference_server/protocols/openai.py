@@ -126,7 +126,7 @@ def add_openai_routes(app: FastAPI, service: ModelService, prefixes: list[str], 
         if body.model != model:
             raise ApiError(404, "model_not_found", f"The model `{body.model}` does not exist; this server has "
                                                    f"`{model}`")
-        if not service.handler.provides_embeddings:
+        if not service.loaded_handler().provides_embeddings:
             raise ApiError(400, "invalid_request", f"the model `{model}` does not produce embeddings; use "
                                                    f"/v2/models/{model}/infer")
         texts = [body.input] if isinstance(body.input, str) else body.input
