@@ -41,7 +41,18 @@ def test_target_tracking_on_requests_per_target_with_configured_cooldowns(env):
     for model in config.models:
         (policy,) = policies_of(template, targets[model.name][0], "TargetTrackingScaling")
         tracking = policy["TargetTrackingScalingPolicyConfiguration"]
-        assert tracking["PredefinedMetricSpecification"]["PredefinedMetricType"] == "ALBRequestCountPerTarget"
+        if model.deployment.shifts_traffic:
+            # Either target group may be production: requests over healthy targets of both.
+            metrics = tracking["CustomizedMetricSpecification"]["Metrics"]
+            (expression,) = [m for m in metrics if "Expression" in m]
+            assert expression["ReturnData"] and expression["Expression"].startswith("IF((FILL(healthy_0, 0) + FILL(healthy_1, 0)) > 0")
+            stats = sorted((m["Id"], m["MetricStat"]["Metric"]["MetricName"], m["MetricStat"]["Stat"]) for m in metrics if "MetricStat" in m)
+            assert stats == [("healthy_0", "HealthyHostCount", "Average"), ("healthy_1", "HealthyHostCount", "Average"),
+                             ("requests_0", "RequestCount", "Sum"), ("requests_1", "RequestCount", "Sum")]
+            groups = {d["Value"]["Fn::GetAtt"][0] for m in metrics if "MetricStat" in m for d in m["MetricStat"]["Metric"]["Dimensions"] if d["Name"] == "TargetGroup"}
+            assert len(groups) == 2
+        else:
+            assert tracking["PredefinedMetricSpecification"]["PredefinedMetricType"] == "ALBRequestCountPerTarget"
         assert tracking["TargetValue"] == model.scaling.requests_per_target_per_minute
         assert (tracking["ScaleOutCooldown"], tracking["ScaleInCooldown"]) == (
             model.scaling.scale_out_cooldown_seconds,
