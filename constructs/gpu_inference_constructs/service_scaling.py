@@ -253,6 +253,52 @@ class ServiceScaling(Construct):
                             resource_label=resource_label,
                         ),
                     )
+                    if len(model_service.target_groups) == 1
+                    else self._requests_across_target_groups_for_prediction(model_service, load_balancer, props)
                 ],
+            ),
+        )
+
+    @staticmethod
+    def _requests_across_target_groups_for_prediction(
+        model_service: "ModelService", load_balancer: elbv2.IApplicationLoadBalancer, props: ModelScalingProps
+    ) -> appscaling.CfnScalingPolicy.PredictiveScalingMetricSpecificationProperty:
+        """The ALBRequestCount pair over both target groups: load = their requests (Sum), scaling metric = requests per
+        healthy target (the forecast's history stays whole while deployments move production between them)."""
+        policy = appscaling.CfnScalingPolicy
+
+        def stat(metric_id: str, name: str, statistic: str, target_group: elbv2.ApplicationTargetGroup):
+            return policy.PredictiveScalingMetricDataQueryProperty(
+                id=metric_id,
+                return_data=False,
+                metric_stat=policy.PredictiveScalingMetricStatProperty(
+                    stat=statistic,
+                    metric=policy.PredictiveScalingMetricProperty(
+                        namespace="AWS/ApplicationELB",
+                        metric_name=name,
+                        dimensions=[
+                            policy.PredictiveScalingMetricDimensionProperty(name="LoadBalancer", value=load_balancer.load_balancer_full_name),
+                            policy.PredictiveScalingMetricDimensionProperty(name="TargetGroup", value=target_group.target_group_full_name),
+                        ],
+                    ),
+                ),
+            )
+
+        groups = list(enumerate(model_service.target_groups))
+        requests = " + ".join(f"FILL(requests_{i}, 0)" for i, _ in groups)
+        healthy = " + ".join(f"FILL(healthy_{i}, 0)" for i, _ in groups)
+        request_stats = [stat(f"requests_{i}", "RequestCount", "Sum", tg) for i, tg in groups]
+        load = policy.PredictiveScalingMetricDataQueryProperty(id="load", expression=requests, label="requests, both target groups", return_data=True)
+        per_target = policy.PredictiveScalingMetricDataQueryProperty(
+            id="requests_per_target",
+            expression=f"IF(({healthy}) > 0, ({requests}) / ({healthy}), {requests})",
+            label="requests per healthy target, both target groups",
+            return_data=True,
+        )
+        return policy.PredictiveScalingMetricSpecificationProperty(
+            target_value=props.requests_per_target_per_minute,
+            customized_load_metric_specification=policy.PredictiveScalingCustomizedLoadMetricProperty(metric_data_queries=[*request_stats, load]),
+            customized_scaling_metric_specification=policy.PredictiveScalingCustomizedScalingMetricProperty(
+                metric_data_queries=[*request_stats, *[stat(f"healthy_{i}", "HealthyHostCount", "Average", tg) for i, tg in groups], per_target]
             ),
         )

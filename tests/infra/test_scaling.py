@@ -138,8 +138,18 @@ def test_predictive_scaling_sits_on_each_service_target(env):
         assert predictive["Mode"] == config.scaling.predictive.mode
         assert predictive["SchedulingBufferTime"] == config.scaling.predictive.scheduling_buffer_seconds
         (spec,) = predictive["MetricSpecifications"]
-        assert spec["PredefinedMetricPairSpecification"]["PredefinedMetricType"] == "ALBRequestCount"
         assert spec["TargetValue"] == model.scaling.requests_per_target_per_minute
+        if not model.deployment.shifts_traffic:
+            assert spec["PredefinedMetricPairSpecification"]["PredefinedMetricType"] == "ALBRequestCount"
+            continue
+        # ALBRequestCount over both target groups, so the forecast's history survives deployments moving production.
+        load = spec["CustomizedLoadMetricSpecification"]["MetricDataQueries"]
+        scaling = spec["CustomizedScalingMetricSpecification"]["MetricDataQueries"]
+        assert [q["Expression"] for q in load if q.get("ReturnData")] == ["FILL(requests_0, 0) + FILL(requests_1, 0)"]
+        assert [q["Id"] for q in scaling if q.get("ReturnData")] == ["requests_per_target"]
+        for queries in (load, scaling):
+            groups = {d["Value"]["Fn::GetAtt"][0] for q in queries if "MetricStat" in q for d in q["MetricStat"]["Metric"]["Dimensions"] if d["Name"] == "TargetGroup"}
+            assert len(groups) == 2
 
 
 def test_predictive_modes_per_environment(synthesized):
