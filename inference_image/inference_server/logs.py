@@ -21,6 +21,7 @@ class JsonFormatter(logging.Formatter):
             "level": record.levelname,
             "logger": record.name,
             "message": record.getMessage(),
+            "pid": record.process,  # the supervisor, the model process and each HTTP worker write here
         }
         for key, value in vars(record).items():
             if key not in _RECORD_ATTRS and not key.startswith("_"):
