@@ -7,8 +7,12 @@ They live in aws-cdk-lib's validation API, so the library needs no cdk-nag depen
 
 from __future__ import annotations
 
+import json
+from typing import Any, Callable
+
 import aws_cdk as cdk
-from constructs import IConstruct
+import jsii
+from constructs import IConstruct, IValidation
 
 
 def acknowledge(resource: IConstruct, finding: str, reason: str) -> None:
@@ -19,3 +23,35 @@ def acknowledge(resource: IConstruct, finding: str, reason: str) -> None:
 def default_policy(role: IConstruct) -> IConstruct:
     """The CfnPolicy that grants add to a role."""
     return role.node.find_child("DefaultPolicy").node.default_child
+
+
+def acknowledge_when_resolved(resource: IConstruct, finding: Callable[[], str], reason: str) -> None:
+    """Acknowledge the finding that ``finding()`` names once cross-stack references are resolved.
+
+    A finding on a resource that refers to another stack names that reference as the template shows it
+    (``Fn::GetStackOutput`` or ``Fn::ImportValue``), which exists only after CDK's prepare phase; construct
+    validations run after it and before the validation plugins, so the acknowledgement is added there.
+    """
+    resource.node.add_validation(_AcknowledgeWhenResolved(resource, finding, reason))
+
+
+@jsii.implements(IValidation)
+class _AcknowledgeWhenResolved:
+    def __init__(self, resource: IConstruct, finding: Callable[[], str], reason: str) -> None:
+        self._resource, self._finding, self._reason = resource, finding, reason
+
+    def validate(self) -> list[str]:
+        acknowledge(self._resource, self._finding(), self._reason)
+        return []
+
+
+def nag_rendering(scope: IConstruct, value: Any) -> str:
+    """``value`` (a token) as cdk-nag writes it in a finding: ``<Id.Attr>`` for GetAtt, ``<Id>`` for Ref, else compact JSON."""
+    resolved = cdk.Stack.of(scope).resolve(value)
+    if isinstance(resolved, str):
+        return resolved
+    if isinstance(resolved, dict) and list(resolved) == ["Fn::GetAtt"]:
+        return f"<{'.'.join(resolved['Fn::GetAtt'])}>"
+    if isinstance(resolved, dict) and list(resolved) == ["Ref"]:
+        return f"<{resolved['Ref']}>"
+    return json.dumps(resolved, separators=(",", ":"))

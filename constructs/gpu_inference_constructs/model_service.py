@@ -19,7 +19,7 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from . import metric_names
-from .acknowledgements import acknowledge, default_policy
+from .acknowledgements import acknowledge, acknowledge_when_resolved, default_policy, nag_rendering
 from .errors import require, require_range
 from .instance_catalog import GpuInstanceType
 from .load_balancer import InferenceLoadBalancer
@@ -305,7 +305,7 @@ class ModelService(Construct):
                 unhealthy_threshold_count=4,
             ),
         )
-        self.listener_rule = load_balancer.add_model_route(model.name, self.target_group)
+        self.listener_rule = load_balancer.add_model_route(model.name, self.target_group, scope=self)
         self._acknowledge_findings(model_store)
 
     def metric_server(self, name: str, statistic: str, period: cdk.Duration = cdk.Duration.minutes(1)) -> cloudwatch.Metric:
@@ -344,7 +344,6 @@ class ModelService(Construct):
         )
 
     def _acknowledge_findings(self, model_store: ModelStore) -> None:
-        bucket_id = cdk.Stack.of(self).get_logical_id(model_store.bucket.node.default_child)
         acknowledge(
             self.task_definition.node.default_child,
             "AwsSolutions-ECS2",
@@ -358,9 +357,9 @@ class ModelService(Construct):
             "Added by aws-cdk-lib for the ECS execution role: ecr:GetAuthorizationToken has no resource-level permissions. "
             "Image pulls, log writes and secret reads are scoped to their ARNs.",
         )
-        acknowledge(
+        acknowledge_when_resolved(
             default_policy(self.task_role),
-            f"AwsSolutions-IAM5[Resource::<{bucket_id}.Arn>/models/{self.model.name}/*]",
+            lambda: f"AwsSolutions-IAM5[Resource::{nag_rendering(self, model_store.bucket.bucket_arn)}/models/{self.model.name}/*]",
             "The task reads every object under its own model's prefix (versions are folders under it); "
             "nothing else in the bucket. Asserted by tests/infra/test_service.py::test_task_role_reads_only_its_model_prefix.",
         )
