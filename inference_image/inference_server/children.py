@@ -97,7 +97,7 @@ def run_worker(settings, index: int, fds: dict[str, int], ready_before_serving: 
 def main() -> int:
     spec = orjson.loads(os.environ.pop(CHILD_ENV))
     settings = load_settings([], spec["settings"])
-    configure_logging(settings.log_level)
+    configure_logging(settings.log_level, {"model": settings.model_name, "model_version": settings.model_version})
     from .__main__ import confine_library_caches
 
     confine_library_caches(settings.model_cache_dir)
