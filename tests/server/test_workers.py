@@ -36,8 +36,14 @@ def alive(pid: int) -> bool:
         return False
 
 
-def shm_entries() -> set[str]:
-    return set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+def shared_mappings(pid: int) -> set[str]:
+    """The shared-memory files a process has mapped: memfds (anonymous) and anything under /dev/shm (named)."""
+    found = set()
+    for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
+        path = line.split(maxsplit=5)[5] if len(line.split(maxsplit=5)) == 6 else ""
+        if path.startswith("/memfd:") or path.startswith("/dev/shm/"):
+            found.add(path.removesuffix(" (deleted)"))
+    return found
 
 
 @pytest.fixture
@@ -45,7 +51,6 @@ def two_workers(tiny_classifier_dir, tmp_path):
     port, log = free_port(), tmp_path / "server.log"
     env = server_env(tiny_classifier_dir, port, tmp_path / "cache", MODEL_TASK="text-classification", WORKERS="2",
                      MAX_SEQUENCE_LENGTH="32", MAX_BATCH_SIZE="4", READY_PROBE_INTERVAL_S="1")
-    before = shm_entries()
     process = start(env, log)
     try:
         wait_until_ready(process, port, log)
@@ -53,6 +58,11 @@ def two_workers(tiny_classifier_dir, tmp_path):
         while [request(port, "GET", "/ready")[0] for _ in range(6)] != [200] * 6:  # both workers
             assert time.monotonic() < deadline, log.read_text()
             time.sleep(0.1)
+        # The links live in anonymous memory (memfd): nothing named under /dev/shm that a crash could leave.
+        for pid in started_pids(log).values():
+            mapped = shared_mappings(pid)
+            assert not [m for m in mapped if m.startswith("/dev/shm/")], mapped
+            assert {"/memfd:inference-status", "/memfd:inference-requests", "/memfd:inference-responses"} <= mapped
         yield process, port, log
     finally:
         if process.poll() is None:
@@ -62,8 +72,8 @@ def two_workers(tiny_classifier_dir, tmp_path):
     pids = started_pids(log).values()
     while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.1)
+    # The kernel frees a memfd with its last mapping: with every process gone, so is the shared memory.
     assert not [pid for pid in pids if alive(pid)], "a child process outlived the server"
-    assert shm_entries() <= before, "shared memory left behind in /dev/shm"
 
 
 def test_a_killed_model_process_fails_every_workers_readiness_at_once_and_the_task_exits_1(two_workers):
