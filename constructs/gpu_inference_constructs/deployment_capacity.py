@@ -17,16 +17,21 @@ from .errors import require
 
 @dataclass(frozen=True)
 class ServiceDeployment:
-    """One service as a deployment sees it: its peak task count and its deployment's ``maximumPercent``."""
+    """One service as a deployment sees it: its peak task count and the tasks it runs while deploying at that peak
+    (``DeploymentProps.peak_tasks``; for a rolling deployment see :meth:`rolling`)."""
 
     name: str
     max_tasks: int
-    maximum_percent: int
+    tasks_during_deployment: int
+
+    @classmethod
+    def rolling(cls, name: str, max_tasks: int, maximum_percent: int) -> "ServiceDeployment":
+        """ECS's ceiling on running tasks while it replaces them: floor(max_tasks x maximumPercent / 100)."""
+        return cls(name, max_tasks, max_tasks * maximum_percent // 100)
 
     @property
-    def tasks_during_deployment(self) -> int:
-        """ECS's ceiling on running tasks while it replaces them at peak: floor(max_tasks x maximumPercent / 100)."""
-        return self.max_tasks * self.maximum_percent // 100
+    def percent(self) -> int:
+        return round(100 * self.tasks_during_deployment / self.max_tasks)
 
 
 def instances_for_deployment_at_peak(services: Sequence[ServiceDeployment], gpus_per_instance: int) -> tuple[int, ServiceDeployment]:
@@ -48,6 +53,6 @@ def check_group_holds_deployment_at_peak(
         key,
         f"{max_capacity} instances cannot hold a deployment at peak: the models' max_tasks add up to {peak} tasks, "
         f"and deploying {deploying.name!r} runs up to {deploying.tasks_during_deployment} of its tasks "
-        f"({deploying.maximum_percent}% of {deploying.max_tasks}), so {peak - deploying.max_tasks + deploying.tasks_during_deployment} "
+        f"({deploying.percent}% of {deploying.max_tasks}), so {peak - deploying.max_tasks + deploying.tasks_during_deployment} "
         f"GPUs = {needed} instances of {gpus_per_instance} GPU are needed; raise max_capacity to at least {needed} or lower max_tasks",
     )

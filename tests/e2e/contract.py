@@ -9,6 +9,17 @@ from pathlib import Path
 
 
 @dataclass
+class TargetGroupContract:
+    """One target group the service registers tasks in (canary, linear and blue/green have two) and its routes."""
+
+    logical_id: str
+    health_check_path: str
+    health_check_port: int
+    success_codes: str
+    path_patterns: list[str]
+
+
+@dataclass
 class ModelContract:
     """What AWS would do with one model service, as the synthesized template says it."""
 
@@ -27,6 +38,7 @@ class ModelContract:
     health_check_port: int
     success_codes: str
     path_patterns: list[str] = field(default_factory=list)
+    target_groups: list[TargetGroupContract] = field(default_factory=list)
 
 
 def load_contracts(template: dict | Path, environment_name: str) -> list[ModelContract]:
@@ -46,13 +58,12 @@ def load_contracts(template: dict | Path, environment_name: str) -> list[ModelCo
         (binding,) = properties["LoadBalancers"]
         target_group_id = binding["TargetGroupArn"]["Ref"]
         target_group = resources[target_group_id]["Properties"]
-        patterns = [
-            value
-            for rule in of_type("AWS::ElasticLoadBalancingV2::ListenerRule").values()
-            if any(action.get("TargetGroupArn") == {"Ref": target_group_id} for action in rule["Properties"]["Actions"])
-            for condition in rule["Properties"]["Conditions"]
-            for value in condition["PathPatternConfig"]["Values"]
+        alternate = binding.get("AdvancedConfiguration", {}).get("AlternateTargetGroupArn")
+        target_groups = [
+            target_group_contract(logical_id, resources[logical_id]["Properties"], of_type("AWS::ElasticLoadBalancingV2::ListenerRule"))
+            for logical_id in [target_group_id] + ([alternate["Ref"]] if alternate else [])
         ]
+        patterns = target_groups[0].path_patterns
         environment = {item["Name"]: item["Value"] for item in container.get("Environment", [])}
         assert binding["ContainerPort"] in [p["ContainerPort"] for p in container["PortMappings"]], (
             f"{environment_name}: the service registers port {binding['ContainerPort']} with the target group, "
@@ -75,9 +86,34 @@ def load_contracts(template: dict | Path, environment_name: str) -> list[ModelCo
                 health_check_port=int(target_group.get("HealthCheckPort", target_group["Port"])),
                 success_codes=target_group["Matcher"]["HttpCode"],
                 path_patterns=patterns,
+                target_groups=target_groups,
             )
         )
     return contracts
+
+
+def forwarded_to(action: dict) -> list[dict]:
+    """The target groups a listener rule action forwards to, plain or weighted."""
+    if "TargetGroupArn" in action:
+        return [action["TargetGroupArn"]]
+    return [group["TargetGroupArn"] for group in action.get("ForwardConfig", {}).get("TargetGroups", [])]
+
+
+def target_group_contract(logical_id: str, properties: dict, rules: dict) -> TargetGroupContract:
+    patterns = [
+        value
+        for rule in rules.values()
+        if any({"Ref": logical_id} in forwarded_to(action) for action in rule["Properties"]["Actions"])
+        for condition in rule["Properties"]["Conditions"]
+        for value in condition["PathPatternConfig"]["Values"]
+    ]
+    return TargetGroupContract(
+        logical_id=logical_id,
+        health_check_path=properties["HealthCheckPath"],
+        health_check_port=int(properties.get("HealthCheckPort", properties["Port"])),
+        success_codes=properties["Matcher"]["HttpCode"],
+        path_patterns=patterns,
+    )
 
 
 def resolve(value: object, bucket_names: dict[str, str]) -> str:
