@@ -44,6 +44,11 @@ READINESS_PATH = "/ready"
 # The container's command must start the server that listens on CONTAINER_PORT and answers READINESS_PATH.
 
 
+def service_log_group_name(environment_name: str, model_name: str) -> str:
+    """A model service's log group: named, so the environment's dashboard can price its ingestion without a reference."""
+    return f"/gpu-inference/{environment_name}/{model_name}"
+
+
 @dataclass(frozen=True)
 class ModelProps:
     """One model and how its service runs. Memory and CPU are the container's reservation per task (one GPU each)."""
@@ -188,7 +193,8 @@ class ModelService(Construct):
         region = cdk.Stack.of(self).region
 
         self.log_group = logs.LogGroup(
-            self, "Logs", encryption_key=logs_key, retention=retention_days(log_retention_days, "log_retention_days")
+            self, "Logs", log_group_name=service_log_group_name(environment_name, model.name),
+            encryption_key=logs_key, retention=retention_days(log_retention_days, "log_retention_days"),
         )
         self.task_role = iam.Role(
             self,
