@@ -1,5 +1,6 @@
 """AWS CDK constructs for real-time PyTorch inference on ECS GPU capacity."""
 
+from .deployment import DeploymentProps
 from .errors import ConfigError
 from .gpu_capacity import GpuCapacity, GpuCapacityProps
 from .instance_catalog import CATALOG, GpuInstanceType
@@ -14,6 +15,7 @@ __all__ = [
     "CATALOG",
     "ConfigError",
     "DEFAULT_INTERFACE_ENDPOINTS",
+    "DeploymentProps",
     "GpuCapacity",
     "GpuCapacityProps",
     "GpuInstanceType",

@@ -209,6 +209,7 @@ def test_a_later_deploy_leaves_the_listener_rule_untouched(strategies):
     release["deployment"] = {"strategy": "linear", "step_percent": 10.0, "step_bake_minutes": 3, "bake_minutes": 30}
     newcomer = {**copy.deepcopy(base["models"][0]), "name": "reranker"}
     release["models"] = [newcomer] + [dict(m, version="2027-01-15", min_tasks=3) for m in reversed(base["models"])]
+    release["capacity"] = {**base["capacity"], "max_capacity": 48}  # room for the newcomer while one model deploys at peak
     before, after = rules_by_model(strategies["canary"]), rules_by_model(synthesize({"canary": release})["canary"])
     assert set(before) < set(after)
     for name, rule in before.items():
@@ -224,3 +225,26 @@ def test_the_deploy_instructions_never_revert_drift():
     assert "cdk deploy" in readme_commands
     for commands in (readme_commands, (ROOT / "Makefile").read_text()):
         assert "--revert-drift" not in commands
+
+
+def test_the_readme_library_examples_synthesize_a_canary_in_a_plain_app():
+    """The README's construct examples, run as written in an app of their own (cdk.json's feature flags, as a fresh
+    `cdk init` app has them; no environments, no stacks/ code)."""
+    from aws_cdk import aws_ecs as ecs
+    from aws_cdk import aws_kms as kms
+
+    section = (ROOT / "README.md").read_text().split("## Using the constructs in your own stacks", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
+    assert len(blocks) >= 2
+    app = cdk.App(context={k: v for k, v in cdk_context().items() if k != "environments"})
+    stack = cdk.Stack(app, "Library", env=cdk.Environment(account="444444444444", region="eu-west-1"))
+    namespace = {"self": stack, "my_image": ecs.ContainerImage.from_registry("public.ecr.aws/example/server:1"),
+                 "my_key": kms.Key(stack, "LogsKey", enable_key_rotation=True)}
+    for block in blocks:
+        exec(block.replace("arn:aws:acm:eu-west-1:…:certificate/…", "arn:aws:acm:eu-west-1:444444444444:certificate/example"), namespace)
+    template = app.synth().get_stack_by_name("Library").template
+    (canary,) = [ModelView(template, key) for key, r in template["Resources"].items()
+                 if r["Type"] == "AWS::ECS::Service" and "Ranker" in key]
+    config = canary.service["DeploymentConfiguration"]
+    assert config["Strategy"] == "CANARY" and config["CanaryConfiguration"] == {"CanaryPercent": 10, "CanaryBakeTimeInMinutes": 10}
+    assert len(config["Alarms"]["AlarmNames"]) == 3 and canary.alternate_id is not None
