@@ -12,9 +12,9 @@ from fastapi.security import APIKeyHeader
 from starlette.responses import HTMLResponse, Response
 
 from . import __version__
-from .errors import ApiError, install_error_handlers, not_ready
+from .errors import install_error_handlers, not_ready
 from .metrics import PROMETHEUS_CONTENT_TYPE
-from .middleware import LOG_FIELDS, PredictGateMiddleware, RequestLogMiddleware
+from .middleware import LOG_FIELDS, FrontDoor
 from .protocols.errors import ProtocolErrorMiddleware, drop_rewritten_statuses
 from .protocols.oip import add_oip_routes
 from .protocols.openai import add_openai_routes
@@ -22,7 +22,7 @@ from .schemas import ErrorResponse, HealthResponse, ReadyResponse, build_schemas
 from .service import ModelService
 
 PREDICT_ROUTES = ("/predict", "/predict/batch")
-PROBE_ROUTES = ("/health", "/ready", "/metrics", "/v2/health/live", "/v2/health/ready")
+PROBE_ROUTES = ("/health", "/ready", "/metrics")
 _JSON_OPTIONS = orjson.OPT_SERIALIZE_NUMPY
 
 
@@ -93,11 +93,6 @@ def create_app(service: ModelService) -> FastAPI:
                               "`{\"error\": {\"code\": ..., \"message\": ...}}`.")
     router = APIRouter()
 
-    def _require_text_model() -> None:
-        kind = service.input_kind
-        if kind not in (None, "text"):
-            raise ApiError(422, "invalid_input", f"{model} takes {kind}, not text: use POST /v2/models/{model}/infer")
-
     @router.get("/health", response_model=HealthResponse, tags=["probes"],
                 summary="Liveness: the process is up (never shed, never behind auth)")
     async def health() -> Response:
@@ -118,21 +113,19 @@ def create_app(service: ModelService) -> FastAPI:
     async def metrics() -> Response:
         return Response(service.metrics.prometheus_text(), media_type=PROMETHEUS_CONTENT_TYPE)
 
+    # The predict routes, /health and /ready are answered by FrontDoor before FastAPI; these definitions
+    # document them (OpenAPI) and answer only if FrontDoor is bypassed.
     @router.post("/predict", response_model=schemas.predict_response, tags=["predict"], dependencies=auth,
                  summary="Predict one text", responses=_predict_errors(bool(auth)))
     async def predict(body: PredictRequest, request: Request) -> Response:  # type: ignore[valid-type]
-        _require_text_model()
-        fields = request.scope[LOG_FIELDS]
-        fields["items"] = 1
+        fields = request.scope.get(LOG_FIELDS, {})
         predictions = await service.predict([body.text], fields)
         return json_response({"model": model, "version": version, "prediction": predictions[0]})
 
     @router.post("/predict/batch", response_model=schemas.batch_response, tags=["predict"], dependencies=auth,
                  summary=f"Predict up to {settings.max_client_batch} texts", responses=_predict_errors(bool(auth)))
     async def predict_batch(body: BatchRequest, request: Request) -> Response:  # type: ignore[valid-type]
-        _require_text_model()
-        fields = request.scope[LOG_FIELDS]
-        fields["items"] = len(body.texts)
+        fields = request.scope.get(LOG_FIELDS, {})
         predictions = await service.predict(body.texts, fields)
         return json_response({"model": model, "version": version, "predictions": predictions})
 
@@ -146,10 +139,9 @@ def create_app(service: ModelService) -> FastAPI:
         _add_docs_routes(app, prefix, title=f"{model} inference")
 
     install_error_handlers(app)
-    prefixed = [f"/{model}{path}" for path in PREDICT_ROUTES]
-    gated = [*PREDICT_ROUTES, *prefixed, *embedding_paths, *infer_paths]
-    app.add_middleware(PredictGateMiddleware, service=service, predict_paths=gated, any_content_type_paths=infer_paths)
+    # The protocols' routes pass FrontDoor's gate (key, shedding, body size) on their way to FastAPI.
+    gated = {**{path: "embeddings" for path in embedding_paths}, **{path: "infer" for path in infer_paths}}
+    app.add_middleware(FrontDoor, service=service, model_prefix=f"/{model}", predict_request=PredictRequest,
+                       batch_request=BatchRequest, gated_paths=gated, any_content_type_paths=infer_paths)
     app.add_middleware(ProtocolErrorMiddleware, model_name=model)
-    app.add_middleware(RequestLogMiddleware, service=service, predict_paths=gated,
-                       quiet_paths=[*PROBE_ROUTES, *(f"/{model}{path}" for path in PROBE_ROUTES)])
     return app

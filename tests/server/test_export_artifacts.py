@@ -194,5 +194,5 @@ def test_the_service_serves_an_image_classifier_from_s3_with_its_manifests_task(
         assert service.probe()  # the readiness probe sends the handler's own probe input, an image
         (prediction,) = asyncio.run(service.predict([png(20, 20)], {}))
     finally:
-        service.stop()
+        service.local_model.stop()
     assert len(prediction["labels"]) == 2 and prediction["scores"][0] >= prediction["scores"][1]

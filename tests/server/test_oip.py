@@ -314,7 +314,7 @@ async def test_infer_is_behind_the_api_key_and_counted_in_the_metrics(tiny_expor
             service.begin_drain()
             shed = await c.post("/v2/models/tabular/infer", json=body, headers={"x-api-key": "sesame"})
     finally:
-        service.stop()
+        service.local_model.stop()
     assert denied.status_code == 401 and isinstance(denied.json()["error"], str)
     assert (keyed.status_code, bearer.status_code) == (200, 200)
     assert 'requests_total{endpoint="infer",status="200"} 2.0' in metrics

@@ -14,8 +14,7 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 
 from inference_server.app import create_app
-from inference_server.service import ModelService
-from inference_server.testing import build_tiny_bert, build_tiny_export_model, build_tiny_image_classifier
+from inference_server.testing import build_tiny_bert, build_tiny_export_model, build_tiny_image_classifier, local_service
 
 from .conftest import make_settings, wait_ready
 
@@ -25,18 +24,18 @@ API_KEY = "sesame"
 MODEL_DIR = Path(tempfile.mkdtemp(prefix="schemathesis-model-"))
 EMBEDDER_DIR, EXPORT_DIR, IMAGE_DIR = (MODEL_DIR / "embedder", MODEL_DIR / "export", MODEL_DIR / "image")
 SERVICES = {
-    "open": ModelService(make_settings(MODEL_DIR)),
-    "keyed": ModelService(make_settings(MODEL_DIR, model_task=None, model_handler="tests.server.fakes:EchoHandler",
-                                        api_keys=(API_KEY,))),
+    "open": local_service(make_settings(MODEL_DIR)),
+    "keyed": local_service(make_settings(MODEL_DIR, model_task=None, model_handler="tests.server.fakes:EchoHandler",
+                                         api_keys=(API_KEY,))),
     # The protocols' routes (/v1, /v2) on each kind of input: text, tensors, image bytes.
-    "embedder": ModelService(make_settings(EMBEDDER_DIR, model_task="text-embedding", embedding_dimensions=(16,))),
-    "export": ModelService(make_settings(EXPORT_DIR, model_task="torch-export", api_keys=(API_KEY,))),
-    "image": ModelService(make_settings(IMAGE_DIR, model_task="image-classification")),
+    "embedder": local_service(make_settings(EMBEDDER_DIR, model_task="text-embedding", embedding_dimensions=(16,))),
+    "export": local_service(make_settings(EXPORT_DIR, model_task="torch-export", api_keys=(API_KEY,))),
+    "image": local_service(make_settings(IMAGE_DIR, model_task="image-classification")),
 }
 PROTOCOL_SETTINGS = settings(SETTINGS, max_examples=15)
 
 
-def asgi_schema(service: ModelService):
+def asgi_schema(service):
     app = create_app(service)
     schema = schemathesis.openapi.from_dict(app.openapi())
     schema.app = app
@@ -59,12 +58,12 @@ def ready_services():
     build_tiny_export_model(EXPORT_DIR)
     build_tiny_image_classifier(IMAGE_DIR)
     for service in SERVICES.values():
-        service.start()
+        service.local_model.start()
     for service in SERVICES.values():
         wait_ready(service)
     yield
     for service in SERVICES.values():
-        service.stop()
+        service.local_model.stop()
     shutil.rmtree(MODEL_DIR, ignore_errors=True)
 
 

@@ -1,11 +1,23 @@
 """The handler interface: how a model plugs into the server without forking it.
 
-A handler turns inputs into model inputs, runs a padded batch, and turns outputs into JSON-able predictions.
-The server creates it with no arguments, then calls every method below on its single inference thread, so a
-handler needs no locking. Install the class in the image and start the server with
-``MODEL_HANDLER=mypkg.module:MyHandler`` (or ``--model-handler``).
+The server runs in two kinds of process, and a handler is created (with no arguments) in both:
 
-Inputs are typed by ``input_kind``:
+- every HTTP worker calls ``load_preprocessing(ctx)`` once, then ``preprocess`` for each request's inputs and
+  ``postprocess`` for its outputs. Workers never touch the GPU.
+- the model process (one per GPU) calls ``load_preprocessing(ctx)`` and ``load(ctx)`` once, then
+  ``warmup_input`` and ``forward`` on its single inference thread, so a handler needs no locking.
+
+The boundary between the two is plain arrays, never pickled objects:
+
+- worker -> model: each input is an ``Encoded(length, data)`` where ``data`` maps names to numpy arrays
+  (``{"input_ids": int32[n]}`` for text; any dtype and shape, e.g. ``{"pixels": uint8[3, 224, 224]}``).
+  ``length`` (tokens, or 1 for inputs without a sequence) picks the input's length bucket. The arrays are
+  copied into a shared-memory ring; the model process gets them back as numpy arrays of the same dtype/shape.
+- model -> worker: ``forward`` returns a numpy array (or a CPU tensor) with one row per batch row, or a dict of
+  such arrays. Each request's rows come back to its worker through shared memory, where ``postprocess`` turns
+  them into JSON-able predictions.
+
+What ``preprocess`` receives is typed by ``input_kind``:
 
 - ``"text"``: each input is a str (from /predict, /v1/embeddings, or a BYTES tensor over the Open Inference
   Protocol, decoded as UTF-8);
@@ -14,7 +26,11 @@ Inputs are typed by ``input_kind``:
   checked against ``signature()`` (datatype and shape).
 
 ``signature()`` describes the model to the Open Inference Protocol (/v2): its input and output tensors, -1 marking
-the batch dimension; ``to_tensors`` turns a request's predictions back into those output tensors.
+the batch dimension; ``to_tensors`` turns a request's predictions back into those output tensors. Both run in the
+HTTP workers, after ``load_preprocessing``.
+
+Install the class in the image and start the server with ``MODEL_HANDLER=mypkg.module:MyHandler`` (or
+``--model-handler``).
 """
 
 from __future__ import annotations
@@ -24,7 +40,6 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
-import torch
 from pydantic import BaseModel
 
 from ..manifest import Manifest
@@ -34,8 +49,8 @@ from ..tensor_spec import Signature
 @dataclass(frozen=True)
 class LoadContext:
     model_dir: Path
-    device: torch.device
-    dtype: torch.dtype
+    device: Any  # torch.device in the model process; "cpu" in HTTP workers
+    dtype: Any  # torch.dtype in the model process; None in HTTP workers
     max_sequence_length: int
     compile: bool
     allow_artifact_code: bool
@@ -46,10 +61,10 @@ class LoadContext:
 
 @dataclass(slots=True)
 class Encoded:
-    """One preprocessed input. `length` (tokens, or 1 for inputs without a sequence) picks its length bucket."""
+    """One preprocessed input: `length` picks its length bucket, `data` maps names to numpy arrays."""
 
     length: int
-    data: Any
+    data: dict[str, np.ndarray]
 
 
 class InputError(ValueError):
@@ -65,41 +80,46 @@ class Handler:
     provides_embeddings: ClassVar[bool] = False
     # The JSON schema of one prediction, for the OpenAPI document; None documents it as any JSON value.
     prediction_model: ClassVar[type[BaseModel] | None] = None
-    # Set by load() when inputs have a length limit (in tokens): the length buckets stop there.
+    # Set by load_preprocessing() when inputs have a length limit (in tokens): the length buckets stop there.
     max_length: int | None = None
 
     def load_preprocessing(self, ctx: LoadContext) -> None:
-        """What preprocess, postprocess and signature need (a tokenizer, labels, a declaration). No GPU."""
+        """What preprocess, postprocess and signature need (a tokenizer, labels, a declaration). Runs in every
+        process. No GPU."""
 
     def load(self, ctx: LoadContext) -> None:
-        """Load weights from ctx.model_dir onto ctx.device. Load safetensors, never pickles."""
+        """Model process only: load weights from ctx.model_dir onto ctx.device. Load safetensors, never pickles."""
         raise NotImplementedError
 
     def preprocess(self, inputs: list[Any]) -> list[Encoded]:
-        """One Encoded per input (of input_kind), in order. Raise InputError for an input the model cannot take."""
+        """HTTP worker: one Encoded per input (of input_kind), in order. Raise InputError for an input the model
+        cannot take."""
         raise NotImplementedError
 
     def forward(self, batch: list[Encoded], batch_size: int, seq_len: int) -> Any:
-        """Run the model on batch, padded to exactly (batch_size, seq_len); batch_size >= len(batch) and
-        seq_len >= every item's length. Return outputs copied off any CUDA graph's memory (e.g. on the CPU)."""
+        """Model process: run the model on batch, padded to exactly (batch_size, seq_len); batch_size >=
+        len(batch) and seq_len >= every item's length. Return CPU arrays (copied off any CUDA graph's memory)
+        with batch_size or len(batch) rows: a numpy array, a CPU tensor, or a dict of them."""
         raise NotImplementedError
 
     def postprocess(self, outputs: Any, count: int) -> list[Any]:
-        """The predictions of the first `count` rows of outputs; values orjson can serialise (numpy allowed)."""
+        """HTTP worker: the predictions of `count` rows of outputs (numpy: an array or a dict of arrays, as
+        forward returned them, holding this request's rows only); values orjson can serialise (numpy allowed)."""
         raise NotImplementedError
 
     def warmup_input(self, seq_len: int) -> Encoded:
         """An input of length seq_len, used to run every batch shape before the server is ready."""
-        return Encoded(seq_len, self.preprocess(["warm up"])[0].data)
+        encoded = self.preprocess(["warm up"])[0]
+        return Encoded(seq_len, encoded.data)
 
     def probe_input(self) -> Any:
         """One input (of input_kind) for the periodic readiness test inference."""
         return "readiness probe"
 
     def signature(self) -> Signature | None:
-        """The model's tensors for the Open Inference Protocol, once loaded; None: not served over /v2."""
+        """HTTP worker: the model's tensors for the Open Inference Protocol; None: not served over /v2."""
         return None
 
     def to_tensors(self, predictions: list[Any]) -> dict[str, np.ndarray]:
-        """The output tensors (name -> array with the batch dimension first) of a request's predictions."""
+        """HTTP worker: the output tensors (name -> array, batch dimension first) of a request's predictions."""
         raise NotImplementedError
