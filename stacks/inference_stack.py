@@ -14,6 +14,7 @@ from gpu_inference_constructs.acknowledgements import acknowledge
 from gpu_inference_constructs.gpu_capacity import GpuCapacity
 from gpu_inference_constructs.load_balancer import InferenceLoadBalancer
 from gpu_inference_constructs.model_service import ModelService
+from gpu_inference_constructs.server_contract import server_for
 from gpu_inference_constructs.model_store import ModelStore
 from gpu_inference_constructs.monitoring import InferenceMonitoring
 from gpu_inference_constructs.service_scaling import ServiceScaling
@@ -80,10 +81,9 @@ class InferenceStack(cdk.Stack):
                 f"Model-{model.name}",
                 model=model,
                 timing=config.service,
-                cluster=self.capacity.cluster,
-                capacity_provider_name=self.capacity.capacity_provider.capacity_provider_name,
+                capacity=self.capacity,
                 subnets=network.private_subnets,
-                image=image,
+                server=server_for(model, image),
                 model_store=self.model_store,
                 load_balancer=self.load_balancer,
                 logs_key=self.logs_key,
