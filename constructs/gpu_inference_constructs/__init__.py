@@ -11,7 +11,7 @@ from .load_balancer import InferenceLoadBalancer, LoadBalancerProps
 from .model_service import ModelProps, ModelService, ServiceTimingProps
 from .model_store import ModelStore, ModelStoreProps
 from .monitoring import InferenceMonitoring, MonitoringProps
-from .network import DEFAULT_INTERFACE_ENDPOINTS, InferenceNetwork, NetworkProps
+from .network import DEFAULT_INTERFACE_ENDPOINTS, InferenceNetwork, NetworkProps, grant_logs_service
 from .notifications import NotificationTopic
 from .schedules import CapacityPrewarm, ServiceSchedule
 from .server_contract import (
@@ -72,5 +72,6 @@ __all__ = [
     "VllmProps",
     "VllmServer",
     "from_dict",
+    "grant_logs_service",
     "server_for",
 ]

@@ -118,7 +118,6 @@ class ModelProps:
         require_range(self.expected_load_seconds, 10, 3000, "expected_load_seconds")
         require(0 <= self.result_cache_size <= 1_000_000, "result_cache_size", f"{self.result_cache_size} is out of range; allowed 0 (off) to 1000000")
         require_range(self.gpus, 1, 8, "gpus", hint=" (GPUs per task; a 12xlarge type has 4)")
-        require(self.vllm is not None or self.gpus == 1, "gpus", f"{self.gpus}: the bundled server uses one GPU per task; set vllm (tensor parallelism) or run more tasks")
         reserved_keys = VLLM_RESERVED_ENVIRONMENT if self.vllm is not None else server_environment_keys()
         reserved = sorted(set(self.environment) & set(reserved_keys))
         require(not reserved, "environment", f"{reserved} are set from the model's own keys; set those keys instead")
@@ -465,6 +464,7 @@ class ModelService(Construct):
                 "SERVER_USER": contract.user,
                 "AWS_DEFAULT_REGION": region,
                 "HOME": f"{SCRATCH_PATH}/tmp",
+                "TMPDIR": f"{SCRATCH_PATH}/tmp",
             },
             logging=self._log_driver(f"{self.model.name}-fetch"),
             readonly_root_filesystem=True,

@@ -26,7 +26,13 @@ HOUR = cdk.Duration.hours(1)
 
 @dataclass(frozen=True)
 class MonitoringProps:
-    """Alarm thresholds (each with a default that suits a latency-sensitive text model) and cost settings."""
+    """Alarm thresholds (each with a default that suits a latency-sensitive text model) and cost settings.
+
+    Defaults: p95 500 ms, p99 1500 ms; 1 % target and load-balancer 5xx; 3 minutes unhealthy; 15 minutes
+    below desired; queue depth 200; 10 shed requests a minute; GPU memory 90 %; GPU under 10 % for 6
+    hours; 3 Spot interruptions in 15 minutes; Spot at 0.4 of On-Demand; ``hourly_price_usd`` the
+    catalog's On-Demand price of the preferred type.
+    """
 
     latency_p95_ms: int = 500
     latency_p99_ms: int = 1500
@@ -67,7 +73,13 @@ class MonitoringProps:
 
 
 class InferenceMonitoring(Construct):
-    """Attributes: ``alarms`` (name -> Alarm), ``dashboard``, ``spot_interruption_rule``, ``metric_cost_per_million_requests``."""
+    """Alarms (to ``topic``) and one dashboard for the ``services`` of an environment, their load balancer
+    and GPU capacity. Per service: ALB p95/p99 latency, target 5xx rate, unhealthy targets, tasks below
+    desired; servers with the library's metrics also queue depth, shed requests, GPU memory and idle
+    GPUs; other servers an alarm per scale-out signal held above its threshold for 15 minutes. Thresholds:
+    ``props`` (MonitoringProps, each with its default).
+
+    Attributes: ``alarms`` (name -> Alarm), ``dashboard``, ``spot_interruption_rule``, ``metric_cost_per_million_requests``."""
 
     def __init__(
         self,
@@ -159,6 +171,9 @@ class InferenceMonitoring(Construct):
         self._alarm(f"{name}-TasksBelowDesired", below, 1,
                     f"{name}: fewer tasks running than desired for {props.tasks_below_desired_minutes} minutes (no GPU capacity, failing starts or image pulls)",
                     periods=props.tasks_below_desired_minutes)
+        if not service.contract.bundled_metrics:
+            self._add_contract_alarms(service)
+            return
         self._alarm(f"{name}-QueueDepth", service.metric_server(metric_names.QUEUE_DEPTH, "Maximum"), props.queue_depth,
                     f"{name}: server queue above {props.queue_depth} requests for 3 minutes", periods=3)
         self._alarm(f"{name}-RejectedRequests", service.metric_server(metric_names.REJECTED_REQUESTS, "Sum"), props.rejected_requests_per_minute,
@@ -169,6 +184,16 @@ class InferenceMonitoring(Construct):
                     props.low_gpu_utilization_percent,
                     f"{name}: GPU below {props.low_gpu_utilization_percent}% busy for {props.low_gpu_utilization_hours} hours: paying for idle GPUs (lower min_tasks or add a schedule)",
                     periods=props.low_gpu_utilization_hours, comparison=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD)
+
+    def _add_contract_alarms(self, service: ModelService) -> None:
+        """A server with its own metrics: alarm when a scale-out signal stays above its threshold for 15 minutes."""
+        name = service.model.name
+        for signal in service.contract.scaling_signals:
+            if signal.scale_out_above is None:
+                continue
+            self._alarm(f"{name}-{signal.metric}", service.metric_server(signal.metric, signal.statistic), signal.scale_out_above,
+                        f"{name}: {signal.metric} ({signal.statistic}) above its scale-out threshold {signal.scale_out_above:g} "
+                        "for 15 minutes: scaling is not keeping up (max_tasks or GPU capacity)", periods=15)
 
     def _add_load_balancer_alarm(self, load_balancer: elbv2.ApplicationLoadBalancer) -> None:
         rate = error_rate(

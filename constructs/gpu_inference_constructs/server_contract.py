@@ -281,7 +281,7 @@ class BundledServer:
 
     def contract(self, context: ServerContext) -> ServerContract:
         model, timing = context.model, context.timing
-        require(model.gpus == 1, "gpus", f"{model.gpus}: the bundled server uses one GPU per task; run more tasks instead")
+        require(model.gpus == 1, "gpus", f"{model.gpus}: the bundled server uses one GPU per task; run more tasks, or serve with vLLM (vllm) for tensor parallelism")
         require(model.vllm is None, "vllm", "is set but the server is the bundled one")
         environment = {
             **model.environment,
@@ -393,16 +393,20 @@ class VllmProps:
 
 @dataclass(frozen=True)
 class VllmServer:
-    """The vLLM preset. ``image`` overrides ``props.image`` (for example the team's own build)."""
+    """The vLLM preset. ``props`` defaults to the model's ``vllm`` settings, else VllmProps().
+    ``image`` overrides ``props.image`` (for example the team's own build); ``user`` defaults to
+    1000:1000; ``fetcher_image`` and ``collector_image`` default to the pinned public AWS CLI and
+    CloudWatch agent images."""
 
-    props: VllmProps = field(default_factory=VllmProps)
+    props: Optional[VllmProps] = None
     image: Optional[ecs.ContainerImage] = None
     user: str = "1000:1000"
     fetcher_image: Optional[ecs.ContainerImage] = None
     collector_image: Optional[ecs.ContainerImage] = None
 
     def contract(self, context: ServerContext) -> ServerContract:
-        props, model = self.props, context.model
+        model = context.model
+        props = self.props or model.vllm or VllmProps()
         image = self.image
         if image is None and props.image is not None:
             image = props.image.container_image(context.scope, "VllmImage")
