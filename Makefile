@@ -46,7 +46,7 @@ test: setup-dev
 	$(PY) -m pytest
 
 update-snapshots: setup-dev
-	$(PY) -m pytest tests/infra -k snapshot --snapshot-update
+	$(PY) -m pytest tests/infra tests/consumer -k snapshot --snapshot-update
 
 bench: setup-dev
 	$(PY) -m bench

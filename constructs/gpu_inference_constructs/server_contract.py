@@ -489,8 +489,11 @@ def collector_config(contract: ServerContract, *, environment_name: str, model_n
                         "labels": {metric_names.DIMENSION_ENVIRONMENT: environment_name, metric_names.DIMENSION_MODEL: model_name},
                     }
                 ],
+                # One literal rename per metric: CloudFormation would read a "${1}" group reference as its own syntax.
                 "metric_relabel_configs": [
-                    {"source_labels": ["__name__"], "regex": "([^:]+):(.*)", "target_label": "__name__", "replacement": "${1}_${2}"},
+                    {"source_labels": ["__name__"], "regex": re.escape(name), "target_label": "__name__", "replacement": PrometheusMetrics.cloudwatch_name(name)}
+                    for name in metrics.metrics
+                    if ":" in name
                 ],
             }
         ],
