@@ -8,14 +8,20 @@ Sources (checked by the maintainers; update both tables together and record the 
 - shapes: the "Accelerated computing" table of the Amazon EC2 instance types page;
 - regions: the regional availability of each family on the same pages, limited to the regions
   we have seen each family offered in; add a region here when you confirm it;
-- prices: Amazon EC2 On-Demand pricing, Linux, us-east-1, as of 2025-11. They are used only
-  for the dashboard's cost estimate; pass ``hourly_price_usd`` in the monitoring props to use
-  your own (a negotiated rate, another region).
+- prices: Amazon EC2 On-Demand pricing, Linux, us-east-1, as of 2025-11; every figure re-checked
+  on 2026-12-03 against the AWS Price List extract in aws/karpenter-provider-aws
+  ``pkg/providers/pricing/zz_generated.pricing_aws.go`` (generated 2026-07-20T13:44:30Z, us-east-1
+  only: no other region's prices could be sourced here, see ``ON_DEMAND_HOURLY_USD``). They are used
+  for the dashboard's cost estimate and the sizing advisor; pass ``hourly_price_usd`` in the
+  monitoring props (or ``--price`` to the advisor) to use your own (a negotiated rate, another region);
+- accelerators (memory bandwidth, dense FP16/BF16 tensor throughput): ``ACCELERATORS``, each with
+  its source and the date it was read.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 from .errors import ConfigError
 
@@ -33,6 +39,7 @@ class GpuInstanceType:
     compute_capability: str
     supports_bf16: bool
     on_demand_hourly_usd: float
+    cuda: bool = True
 
     @property
     def family(self) -> str:
@@ -107,6 +114,63 @@ CATALOG: dict[str, GpuInstanceType] = {
     ]
 }
 
+# Priced, non-CUDA accelerated types: the sizing advisor compares them, the capacity construct
+# refuses them (its AMI, user data and task definitions are CUDA's; Inferentia needs the Neuron AMI,
+# /dev/neuron* device mappings, a Neuron SDK image and a compiled model). Shape: EC2
+# DescribeInstanceTypes as captured in aws/karpenter-provider-aws pkg/fake/zz_generated.describe_instance_types.go
+# (4 vCPU, 16384 MiB, one Inferentia2 device); accelerator memory: AWS Neuron docs, Inferentia2 architecture.
+NON_CUDA_CATALOG: dict[str, GpuInstanceType] = {
+    "inf2.xlarge": GpuInstanceType("inf2.xlarge", 4, 16, 1, "AWS Inferentia2", 32, "n/a (Neuron)", True, 0.7582, cuda=False),
+}
+
+
+@dataclass(frozen=True)
+class AcceleratorSpec:
+    """Per device. ``dense_fp16_tflops`` is tensor throughput without structured sparsity; None where no source publishes it."""
+
+    memory_bandwidth_gb_per_s: float
+    dense_fp16_tflops: Optional[float]
+    source: str
+    as_of: str
+
+
+ACCELERATORS: dict[str, AcceleratorSpec] = {
+    "NVIDIA T4": AcceleratorSpec(
+        320, 65,
+        "NVIDIA T4 Tensor Core GPU datasheet: 320+ GB/s GDDR6; 65 TFLOPS mixed precision (FP16/FP32), "
+        "Turing has no structured sparsity so the figure is dense; no BF16",
+        "2026-12-03"),
+    "NVIDIA A10G": AcceleratorSpec(
+        600, None,
+        "600 GB/s: Baseten, 'NVIDIA A10 vs A10G for ML model inference' (same 24 GB GDDR6 and bandwidth as "
+        "the A10). Tensor throughput: neither NVIDIA nor AWS publishes an A10G figure and third-party tables "
+        "disagree, so none is recorded: measure it (python -m bench.gpu_bench on a g5) and pass --measured",
+        "2026-12-03"),
+    "NVIDIA L4": AcceleratorSpec(
+        300, 121,
+        "NVIDIA L4 datasheet: 300 GB/s; FP16/BF16 Tensor Core 242 TFLOPS with sparsity, i.e. 121 dense",
+        "2026-12-03"),
+    "NVIDIA L40S": AcceleratorSpec(
+        864, 362.05,
+        "NVIDIA L40S datasheet: 864 GB/s; FP16 and BF16 Tensor Core 362.05 TFLOPS dense (733 with sparsity)",
+        "2026-12-03"),
+    "AWS Inferentia2": AcceleratorSpec(
+        820, 190,
+        "AWS Neuron docs, Inferentia2 architecture: 32 GB HBM at 820 GB/s per chip (later revisions write "
+        "GiB/s; the smaller unit is used); 190 FP16/BF16 TFLOPS per chip",
+        "2026-12-03"),
+}
+
+# On-Demand, Linux, USD per hour, by region. Only us-east-1 could be sourced (see the module
+# docstring); a region missing here falls back to the us-east-1 price and says so.
+ON_DEMAND_HOURLY_USD: dict[str, dict[str, float]] = {
+    "us-east-1": {t.name: t.on_demand_hourly_usd for t in [*CATALOG.values(), *NON_CUDA_CATALOG.values()]},
+}
+ON_DEMAND_PRICE_SOURCE = (
+    "AWS Price List (us-east-1, Linux, On-Demand) via aws/karpenter-provider-aws "
+    "pkg/providers/pricing/zz_generated.pricing_aws.go, generated 2026-07-20; read 2026-12-03"
+)
+
 REGIONS_BY_FAMILY: dict[str, frozenset[str]] = {
     "g4dn": frozenset({
         "us-east-1", "us-east-2", "us-west-1", "us-west-2", "ca-central-1", "sa-east-1",
@@ -123,11 +187,29 @@ REGIONS_BY_FAMILY: dict[str, frozenset[str]] = {
         "eu-west-2", "eu-central-1", "ap-northeast-1", "ap-south-1",
     }),
     "g6e": frozenset({"us-east-1", "us-east-2", "us-west-2"}),
+    # Only where a price was sourced (us-east-1); add regions as you confirm them.
+    "inf2": frozenset({"us-east-1"}),
 }
+
+
+def on_demand_price(name: str, region: str) -> tuple[float, str]:
+    """USD per hour for ``name`` in ``region`` and where the figure comes from (a fallback says so)."""
+    instance_type = CATALOG.get(name) or NON_CUDA_CATALOG[name]
+    regional = ON_DEMAND_HOURLY_USD.get(region, {})
+    if name in regional:
+        return regional[name], f"{region} On-Demand, {ON_DEMAND_PRICE_SOURCE}"
+    return instance_type.on_demand_hourly_usd, f"us-east-1 price: no sourced {region} price (pass --price {name}=USD)"
 
 
 def lookup(name: str, region: str, key: str) -> GpuInstanceType:
     """The catalog entry for ``name``, or a ConfigError naming ``key`` if unknown or not in ``region``."""
+    if name in NON_CUDA_CATALOG:
+        raise ConfigError(
+            key,
+            f"{name!r} is an {NON_CUDA_CATALOG[name].gpu_model} (Neuron, not CUDA) instance type: the GPU capacity construct "
+            "launches CUDA GPU types only (GPU AMI, NVIDIA runtime, CUDA image). Serving on Inferentia needs the Neuron AMI, "
+            "/dev/neuron device mappings and a Neuron-compiled model in its own capacity provider; pick a g4dn, g5, g6 or g6e type here",
+        )
     instance_type = CATALOG.get(name)
     if instance_type is None:
         raise ConfigError(

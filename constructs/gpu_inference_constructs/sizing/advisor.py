@@ -1,0 +1,291 @@
+"""Per instance type: does the model fit, how fast can one task go, how many tasks, what a million requests cost.
+
+The formulas (every estimate in the report names the one it used):
+- weights = parameters x bytes per parameter; split over the GPUs of a task (tensor parallel)
+- LLM KV cache = 2 x layers x kv_heads x head_dim x bytes x (prompt + output) x concurrency
+- encoder activations (peak, one layer) = batch x sequence x bytes x (4 x hidden + intermediate + heads x sequence)
+- it fits when weights + KV cache or activations <= GPU memory x (1 - headroom)
+- decode ceiling per sequence = memory bandwidth / weight bytes (every token reads every weight)
+- a GPU pass takes max(FLOPs / (tensor FLOPS x efficiency), bytes read / (bandwidth x efficiency))
+- tasks = requests per second / (one task's requests per second x target utilisation), rounded up
+- USD per 1M requests = the fleet's hourly cost / (requests per second x 3600) x 1e6
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Optional
+
+from ..errors import ConfigError
+from ..instance_catalog import ACCELERATORS, CATALOG, NON_CUDA_CATALOG, REGIONS_BY_FAMILY, GpuInstanceType, on_demand_price
+from .model_shape import ModelShape
+from .workload import SERVER_CEILING_SOURCE, Assumptions, Measurement, Purchase, Workload
+
+GIB = 2**30
+_NOTHING = {"on_demand": None, "spot": None, "mix": None}
+TENSOR_PARALLEL = (1, 2, 4, 8)
+
+
+@dataclass
+class Memory:
+    usable_gib: float
+    weights_gib: float
+    kv_cache_gib: Optional[float]
+    activations_gib: Optional[float]
+
+    @property
+    def total_gib(self) -> float:
+        return self.weights_gib + (self.kv_cache_gib or 0) + (self.activations_gib or 0)
+
+    @property
+    def fits(self) -> bool:
+        return self.total_gib <= self.usable_gib
+
+
+@dataclass
+class Throughput:
+    requests_per_second: Optional[float]  # one task
+    source: str  # "measured" or "estimate"
+    formula: str
+    bound: str = ""
+    tokens_per_second: Optional[float] = None  # LLMs: one task's decode rate at the concurrency
+    p95_ms_estimate: Optional[float] = None
+    max_batch_size: Optional[int] = None
+
+
+@dataclass
+class TypeAdvice:
+    instance_type: GpuInstanceType
+    fits: bool
+    reason: str
+    gpus_per_task: int
+    tasks_per_instance: int
+    deployable: bool
+    memory: Optional[Memory]
+    decode_tokens_per_second_ceiling: Optional[float]
+    throughput: Optional[Throughput]
+    price_usd: float
+    price_source: str
+    tasks: Optional[int] = None
+    instances: Optional[int] = None
+    hourly_usd: dict[str, float] = field(default_factory=dict)
+    usd_per_million_requests: dict[str, Optional[float]] = field(default_factory=lambda: dict(_NOTHING))
+    usd_per_million_tokens: dict[str, Optional[float]] = field(default_factory=lambda: dict(_NOTHING))
+
+    @property
+    def name(self) -> str:
+        return self.instance_type.name
+
+    def meets_p95(self, p95_ms: float) -> Optional[bool]:
+        estimate = self.throughput.p95_ms_estimate if self.throughput else None
+        return None if estimate is None else estimate <= p95_ms
+
+    @property
+    def ranked(self) -> bool:
+        """Fits, can be deployed here, meets the latency goal as far as known, and has a throughput to cost."""
+        return (self.fits and self.deployable and self.usd_per_million_requests.get("mix") is not None
+                and not self.too_slow)
+
+    too_slow: bool = False
+
+
+def types_in_region(region: str) -> list[GpuInstanceType]:
+    found = [t for t in [*CATALOG.values(), *NON_CUDA_CATALOG.values()] if region in REGIONS_BY_FAMILY[t.family]]
+    if not found:
+        offered = sorted(set().union(*REGIONS_BY_FAMILY.values()))
+        raise ConfigError("--region", f"no catalog type is offered in {region!r}; the catalog knows: {', '.join(offered)}")
+    return found
+
+
+def advise(model: ModelShape, workload: Workload, purchase: Purchase, assumptions: Assumptions,
+           measurement: Optional[Measurement] = None, only: Optional[list[str]] = None) -> list[TypeAdvice]:
+    """One TypeAdvice per catalog type offered in the region (or per type in ``only``), cheapest mix first."""
+    _check_context(model, workload)
+    types = types_in_region(purchase.region)
+    if only:
+        known = {t.name for t in types}
+        unknown = [name for name in only if name not in known]
+        if unknown:
+            raise ConfigError("--instance-types", f"{unknown} not offered in {purchase.region} or not in the catalog; "
+                                                  f"known here: {', '.join(sorted(known))}")
+        types = [t for t in types if t.name in only]
+    if measurement is not None and not any(t.gpu_model == measurement.gpu_model for t in types):
+        raise ConfigError("--measured", f"it was measured on {measurement.gpu_model!r}, which no type here has "
+                                        f"({', '.join(sorted({t.gpu_model for t in types}))}); pass --measured-on TYPE "
+                                        "to say which type the measurement stands for")
+    results = [_advise_type(t, model, workload, purchase, assumptions, measurement) for t in types]
+    return sorted(results, key=lambda a: (not a.ranked, a.usd_per_million_requests.get("mix") or math.inf, a.name))
+
+
+def _check_context(model: ModelShape, workload: Workload) -> None:
+    if model.context_limit and workload.tokens_per_request > model.context_limit:
+        raise ConfigError("--tokens-per-request", f"{workload.tokens_per_request} tokens exceed the model's "
+                                                  f"max_position_embeddings ({model.context_limit})")
+    if model.kind == "encoder" and workload.output_tokens:
+        raise ConfigError("--tokens-per-request", "an encoder generates no tokens: give one number, the tokens per text")
+
+
+def _advise_type(instance: GpuInstanceType, model: ModelShape, workload: Workload, purchase: Purchase,
+                 assumptions: Assumptions, measurement: Optional[Measurement]) -> TypeAdvice:
+    spec = ACCELERATORS[instance.gpu_model]
+    price, price_source = on_demand_price(instance.name, purchase.region)
+    if instance.name in purchase.prices:
+        price, price_source = purchase.prices[instance.name], "--price"
+    deployable = instance.cuda
+    advice = dict(instance_type=instance, price_usd=price, price_source=price_source, deployable=deployable)
+    if model.dtype == "bf16" and not instance.supports_bf16:
+        return TypeAdvice(**advice, fits=False, gpus_per_task=1, tasks_per_instance=instance.gpus, memory=None,
+                          decode_tokens_per_second_ceiling=None, throughput=None,
+                          reason=f"{instance.gpu_model} has no BF16 (compute capability {instance.compute_capability}): "
+                                 "serve the model in FP16 (--dtype fp16) if it tolerates it")
+    candidates = [g for g in TENSOR_PARALLEL if g <= instance.gpus and instance.gpus % g == 0
+                  and all(h is None or h % g == 0 for h in (model.heads, model.kv_heads))]
+    memory = None
+    for gpus in candidates:
+        memory = memory_per_gpu(model, workload, instance, gpus, assumptions)
+        if memory.fits:
+            break
+    fits = memory.fits
+    reason = _fit_reason(model, workload, instance, gpus, memory)
+    if not deployable:
+        reason += (f"; compared only: {instance.gpu_model} runs Neuron-compiled models, and the capacity construct "
+                   "launches CUDA types only")
+    ceiling = spec.memory_bandwidth_gb_per_s * 1e9 * gpus / model.weight_bytes if model.kind == "llm" else None
+    result = TypeAdvice(**advice, fits=fits, reason=reason, gpus_per_task=gpus, tasks_per_instance=instance.gpus // gpus,
+                        memory=memory, decode_tokens_per_second_ceiling=ceiling, throughput=None)
+    if not fits:
+        return result
+    if measurement is not None and measurement.gpu_model == instance.gpu_model:
+        result.throughput = Throughput(
+            measurement.requests_per_second, "measured",
+            f"{measurement.source}: {measurement.requests_per_second:.1f} req/s at {measurement.clients} clients, "
+            f"p95 {measurement.p95_ms:.1f} ms", bound="measured", p95_ms_estimate=measurement.p95_ms,
+            max_batch_size=measurement.max_batch_size)
+    elif model.kind == "llm":
+        result.throughput = llm_throughput(model, workload, instance, gpus, assumptions)
+    else:
+        result.throughput = encoder_throughput(model, workload, instance, gpus, assumptions)
+    _cost(result, workload, purchase, assumptions)
+    if result.meets_p95(workload.p95_ms) is False:
+        result.too_slow = True
+        result.reason += (f"; misses the latency goal: about {result.throughput.p95_ms_estimate:,.0f} ms per request "
+                          f"against p95 <= {workload.p95_ms:g} ms" + (" (lower --concurrency)" if model.kind == "llm" else ""))
+    return result
+
+
+def memory_per_gpu(model: ModelShape, workload: Workload, instance: GpuInstanceType, gpus: int,
+                   assumptions: Assumptions) -> Memory:
+    usable = instance.gpu_memory_gib * (1 - assumptions.vram_headroom)
+    weights = model.weight_bytes / gpus / GIB
+    act_bytes = 4 if model.dtype == "fp32" else 2
+    kv = activations = None
+    if model.has_geometry:
+        h, inter = model.hidden_size, model.intermediate_size or 4 * model.hidden_size
+        if model.kind == "llm":
+            kv = model.kv_bytes_per_token * workload.tokens_per_request * workload.concurrency / gpus / GIB
+            activations = workload.prompt_tokens * (4 * h + inter) * act_bytes / gpus / GIB
+        else:
+            b, s = workload.max_batch_size, workload.prompt_tokens
+            activations = b * s * act_bytes * (4 * h + inter + model.heads * s) / gpus / GIB
+    return Memory(usable, weights, kv, activations)
+
+
+def _fit_reason(model: ModelShape, workload: Workload, instance: GpuInstanceType, gpus: int, memory: Memory) -> str:
+    parts = [f"{_gib(memory.weights_gib)} GiB weights"]
+    if model.kind == "llm":
+        parts.append(f"{_gib(memory.kv_cache_gib)} GiB KV cache ({workload.concurrency} x {workload.tokens_per_request} tokens)"
+                     if memory.kv_cache_gib is not None else "KV cache not sized (no geometry: pass --model-dir, or --layers, --hidden-size and --heads)")
+    else:
+        parts.append(f"{_gib(memory.activations_gib)} GiB activations (batch {workload.max_batch_size} x {workload.prompt_tokens} tokens)"
+                     if memory.activations_gib is not None else "activations not sized (no geometry: pass --model-dir, or --layers, --hidden-size and --heads)")
+    if model.kind == "llm" and memory.activations_gib is not None:
+        parts.append(f"{_gib(memory.activations_gib)} GiB prefill activations")
+    where = f"one {instance.gpu_model}" if gpus == 1 else f"each of {gpus} {instance.gpu_model} GPUs (tensor parallel)"
+    used = f"{' + '.join(parts)} = {_gib(memory.total_gib)} of {memory.usable_gib:.1f} GiB usable on {where}"
+    if memory.fits:
+        return f"fits: {used}"
+    smaller = {"fp32": "fp16", "fp16": "int8", "bf16": "int8", "int8": "int4"}.get(model.dtype)
+    hint = (f"; quantised to {smaller} the weights take {model.params * {'fp16': 2, 'int8': 1, 'int4': 0.5}[smaller] / gpus / GIB:.1f} GiB"
+            if smaller else "")
+    return (f"does not fit: {used}, and {instance.name} has {instance.gpus} GPU{'s' if instance.gpus > 1 else ''}: "
+            f"pick a type with more GPU memory or more GPUs{hint}")
+
+
+def _gib(value: float) -> str:
+    return f"{value:.1f}" if value >= 1 else f"{value:.3f}"
+
+
+def encoder_throughput(model: ModelShape, workload: Workload, instance: GpuInstanceType, gpus: int,
+                       assumptions: Assumptions) -> Throughput:
+    spec = ACCELERATORS[instance.gpu_model]
+    if spec.dense_fp16_tflops is None:
+        return Throughput(None, "estimate", f"no sourced tensor throughput for {instance.gpu_model}: {spec.source}")
+    if model.dtype == "fp32":
+        return Throughput(None, "estimate", "no FP32 throughput figure is recorded (the catalog holds FP16/BF16 tensor "
+                                            "throughput): pass --dtype fp16 if you serve in half precision, or --measured")
+    eff = assumptions.efficiency
+    flops = spec.dense_fp16_tflops * 1e12 * gpus * eff
+    bandwidth = spec.memory_bandwidth_gb_per_s * 1e9 * gpus * eff
+    s = workload.prompt_tokens
+    attention = 4 * model.layers * s * s * model.hidden_size if model.has_geometry else 0
+    per_request = 2 * model.compute_params * s + attention
+
+    def batch_seconds(b: int) -> float:
+        return max(b * per_request / flops, model.weight_bytes / bandwidth)
+
+    b = workload.max_batch_size
+    while b > 1 and workload.max_batch_wait_ms + 2 * batch_seconds(b) * 1000 > workload.p95_ms:
+        b //= 2
+    gpu_rps = b / batch_seconds(b)
+    rps = min(gpu_rps, assumptions.server_ceiling_rps)
+    bound = ("HTTP server" if rps < gpu_rps else
+             "GPU compute" if b * per_request / flops >= model.weight_bytes / bandwidth else "GPU memory bandwidth")
+    formula = (f"estimate: batch {b} / max({b} x {per_request / 1e9:.2f} GFLOP per request / ({spec.dense_fp16_tflops:g} TFLOPS"
+               f" x {gpus} x {eff:g}), {model.weight_bytes / 1e9:.2f} GB / ({spec.memory_bandwidth_gb_per_s:g} GB/s x {gpus} x {eff:g}))"
+               f" = {gpu_rps:,.0f} req/s on the GPU, capped at the server's {assumptions.server_ceiling_rps:,.0f} req/s "
+               f"({SERVER_CEILING_SOURCE}); FLOPs per request = 2 x {model.compute_params / 1e6:.1f}M parameters x {s} tokens"
+               + (" + attention 4 x layers x tokens^2 x hidden" if attention else ""))
+    p95 = workload.max_batch_wait_ms + 2 * batch_seconds(b) * 1000
+    return Throughput(rps, "estimate", formula, bound, p95_ms_estimate=p95, max_batch_size=b)
+
+
+def llm_throughput(model: ModelShape, workload: Workload, instance: GpuInstanceType, gpus: int,
+                   assumptions: Assumptions) -> Throughput:
+    spec = ACCELERATORS[instance.gpu_model]
+    eff = assumptions.efficiency
+    bandwidth = spec.memory_bandwidth_gb_per_s * 1e9 * gpus * eff
+    flops = spec.dense_fp16_tflops * 1e12 * gpus * eff if spec.dense_fp16_tflops and model.dtype != "fp32" else None
+    c, prompt, output = workload.concurrency, workload.prompt_tokens, max(workload.output_tokens, 1)
+    kv_read = c * (model.kv_bytes_per_token or 0) * (prompt + output / 2)
+    step = max((model.weight_bytes + kv_read) / bandwidth, 2 * model.compute_params * c / flops if flops else 0)
+    prefill = 2 * model.compute_params * prompt / flops if flops else 0
+    rps = 1 / (prefill + output * step / c)
+    notes = [] if flops else [f"prefill and decode compute not counted (no sourced tensor throughput for {instance.gpu_model})"]
+    if model.kv_bytes_per_token is None:
+        notes.append("KV-cache reads not counted (no geometry)")
+    formula = (f"estimate: decode step = max((weights {model.weight_bytes / 1e9:.1f} GB + KV reads {kv_read / 1e9:.2f} GB) / "
+               f"({spec.memory_bandwidth_gb_per_s:g} GB/s x {gpus} x {eff:g}), 2 x params x {c} / tensor FLOPS) = {step * 1000:.1f} ms "
+               f"for {c} sequences; prefill = 2 x params x {prompt} tokens / ({spec.dense_fp16_tflops or 'n/a'} TFLOPS x {gpus} x {eff:g}) "
+               f"= {prefill * 1000:.1f} ms; req/s = 1 / (prefill + {output} x step / {c})" + (f"; {'; '.join(notes)}" if notes else ""))
+    bound = "GPU compute" if flops and 2 * model.compute_params * c / flops > (model.weight_bytes + kv_read) / bandwidth else "GPU memory bandwidth"
+    return Throughput(rps, "estimate", formula, bound, tokens_per_second=c / step,
+                      p95_ms_estimate=(prefill + output * step) * 1000, max_batch_size=c)
+
+
+def _cost(result: TypeAdvice, workload: Workload, purchase: Purchase, assumptions: Assumptions) -> None:
+    per_task = result.throughput.requests_per_second if result.throughput else None
+    if not per_task:
+        return
+    tasks = max(1, math.ceil(workload.requests_per_second / (per_task * assumptions.target_utilization) - 1e-9))
+    instances = math.ceil(tasks / result.tasks_per_instance)
+    price, spot_price = result.price_usd, result.price_usd * purchase.spot_fraction
+    on_demand = purchase.on_demand_instances(instances)
+    result.tasks, result.instances = tasks, instances
+    result.hourly_usd = {"on_demand": instances * price, "spot": instances * spot_price,
+                         "mix": on_demand * price + (instances - on_demand) * spot_price}
+    per_hour = workload.requests_per_second * 3600
+    result.usd_per_million_requests = {k: v / per_hour * 1e6 for k, v in result.hourly_usd.items()}
+    if workload.output_tokens:
+        tokens = per_hour * workload.tokens_per_request
+        result.usd_per_million_tokens = {k: v / tokens * 1e6 for k, v in result.hourly_usd.items()}

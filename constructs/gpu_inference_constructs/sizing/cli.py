@@ -1,0 +1,200 @@
+"""``python -m gpu_inference_constructs.sizing``: which GPU, how many, and what a million requests cost."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Optional
+
+from ..errors import ConfigError
+from ..gpu_capacity import GpuCapacityProps
+from ..model_service import ModelProps
+from ..monitoring import MonitoringProps
+from ..service_scaling import ModelScalingProps
+from ..settings import from_dict
+from .advisor import advise
+from .measured import read_measurement
+from .model_shape import BYTES_PER_PARAM, ModelShape, from_model_dir
+from .plot import plot
+from .recommend import recommend, validate
+from .report import as_json, dumps, table
+from .workload import Assumptions, Purchase, Workload
+
+EXAMPLES = """examples:
+  python -m gpu_inference_constructs.sizing --model-dir ./all-MiniLM-L6-v2 --dtype fp16 --requests-per-second 500 --p95-ms 100
+  python -m gpu_inference_constructs.sizing --params 7e9 --dtype fp16 --kind llm --layers 32 --hidden-size 4096 --heads 32 \\
+      --tokens-per-request 512,256 --concurrency 8 --requests-per-second 2 --p95-ms 20000 --environment prod --json
+  python -m gpu_inference_constructs.sizing --model-dir DIR --dtype fp16 --requests-per-second 300 \\
+      --measured bench/results/gpu/bench.json --plot sizing.png
+"""
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m gpu_inference_constructs.sizing", description=__doc__, epilog=EXAMPLES,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    model = p.add_argument_group("the model (--model-dir, or --params with --dtype and --kind)")
+    model.add_argument("--model-dir", help="a Hugging Face model directory: config.json and *.safetensors (only headers are read)")
+    model.add_argument("--params", type=float, help="parameter count, e.g. 7e9")
+    model.add_argument("--dtype", choices=sorted(BYTES_PER_PARAM), help="precision it is served in (default: as stored)")
+    model.add_argument("--kind", choices=("encoder", "llm"), help="default: from config.json's architectures")
+    model.add_argument("--layers", type=int, help="geometry for --params (sizes KV cache and activations)")
+    model.add_argument("--hidden-size", type=int)
+    model.add_argument("--heads", type=int)
+    model.add_argument("--kv-heads", type=int, help="default: --heads (no grouped-query attention)")
+    model.add_argument("--intermediate-size", type=int, help="default: 4 x hidden size")
+    load = p.add_argument_group("the traffic")
+    load.add_argument("--requests-per-second", type=float, required=True)
+    load.add_argument("--p95-ms", type=float, default=float(ModelScalingProps.latency_p95_ms),
+                      help="latency goal (default %(default)g, ModelScalingProps')")
+    load.add_argument("--tokens-per-request", help=f"encoders: tokens per text (default {ModelProps.max_sequence_length}, "
+                                                   "ModelProps.max_sequence_length); LLMs: PROMPT,OUTPUT (required)")
+    load.add_argument("--concurrency", type=int, default=1, help="LLMs: sequences one task decodes together (default 1)")
+    load.add_argument("--max-batch-size", type=int, default=ModelProps.max_batch_size,
+                      help="encoders: the server's largest batch (default %(default)s)")
+    buy = p.add_argument_group("where and how it is bought")
+    buy.add_argument("--region", help="default: the --environment's, else us-east-1")
+    buy.add_argument("--environment", help="read region, On-Demand base and share and Spot price fraction from cdk.json")
+    buy.add_argument("--cdk-json", default="cdk.json", help="with --environment (default %(default)s)")
+    buy.add_argument("--on-demand-base", type=int)
+    buy.add_argument("--on-demand-percent", type=int, help="On-Demand share above the base, 0-100")
+    buy.add_argument("--spot-fraction", type=float, help=f"Spot price / On-Demand (default {MonitoringProps.spot_price_fraction})")
+    buy.add_argument("--price", action="append", default=[], metavar="TYPE=USD", help="your own hourly price (repeatable)")
+    buy.add_argument("--instance-types", help="compare only these, comma-separated")
+    measured = p.add_argument_group("measurements and assumptions")
+    measured.add_argument("--measured", metavar="FILE", help="a bench JSON (make bench, python -m bench.gpu_bench): measured throughput")
+    measured.add_argument("--measured-on", metavar="TYPE", help="the instance type the measurement stands for (needed for a CPU run)")
+    defaults = Assumptions()
+    measured.add_argument("--efficiency", type=float, default=defaults.efficiency, help="fraction of peak reached (default %(default)s)")
+    measured.add_argument("--vram-headroom", type=float, default=defaults.vram_headroom, help="GPU memory kept free (default %(default)s)")
+    measured.add_argument("--target-utilization", type=float, default=defaults.target_utilization, help="default %(default)s")
+    measured.add_argument("--peak-factor", type=float, default=defaults.peak_factor, help="max_tasks / tasks (default %(default)s)")
+    out = p.add_argument_group("output")
+    out.add_argument("--name", help="the model's name in the snippet (default: the directory's)")
+    out.add_argument("--version", default="1", help="the model's version in the snippet (its S3 prefix)")
+    out.add_argument("--json", action="store_true", help="machine-readable output")
+    out.add_argument("--plot", metavar="FILE.png", help="write a PNG of cost and throughput per type (needs matplotlib)")
+    return p
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return run(args)
+    except ConfigError as error:
+        print(f"sizing: error: {error}", file=sys.stderr)
+        return 2
+
+
+def run(args: argparse.Namespace) -> int:
+    model = _model(args)
+    workload = _workload(args, model)
+    purchase = _purchase(args)
+    assumptions = Assumptions(args.efficiency, args.vram_headroom, args.target_utilization, args.peak_factor)
+    measurement = None
+    if args.measured:
+        if model.kind == "llm":
+            raise ConfigError("--measured", "the benchmarks measure encoder servers (requests/s); an LLM's throughput "
+                                            "cannot be read from them")
+        measurement = read_measurement(args.measured, workload.p95_ms, args.measured_on)
+    only = [t.strip() for t in args.instance_types.split(",") if t.strip()] if args.instance_types else None
+    advice = advise(model, workload, purchase, assumptions, measurement, only)
+    recommendation = recommend(advice, model, workload, purchase, assumptions, args.name, args.version)
+    if recommendation is not None:
+        validate(recommendation, purchase.region)
+    if args.plot:
+        if not args.plot.lower().endswith(".png"):
+            raise ConfigError("--plot", f"{args.plot!r}: give a .png file name")
+        plot(advice, args.plot, f"{model.name} ({model.dtype}), {workload.requests_per_second:g} req/s, p95 <= "
+                                f"{workload.p95_ms:g} ms, {purchase.region}")
+    if args.json:
+        print(dumps(as_json(advice, recommendation, model, workload, purchase, assumptions, measurement)))
+    else:
+        print(table(advice, recommendation, model, workload, purchase, assumptions))
+        if args.plot:
+            print(f"\nwrote {args.plot}")
+    return 0
+
+
+def _model(args: argparse.Namespace) -> ModelShape:
+    if args.model_dir and args.params:
+        raise ConfigError("--model-dir", "give --model-dir or --params, not both")
+    if args.model_dir:
+        model = from_model_dir(args.model_dir, args.dtype, args.kind)
+        if args.name:
+            model = replace(model, name=args.name)
+    elif args.params:
+        if not args.dtype or not args.kind:
+            raise ConfigError("--params", "with --params also give --dtype (fp16, bf16, fp32, int8, int4) and --kind (encoder, llm)")
+        model = ModelShape(params=int(args.params), dtype=args.dtype, kind=args.kind, name=args.name or "model",
+                           layers=args.layers, hidden_size=args.hidden_size, heads=args.heads,
+                           kv_heads=args.kv_heads, intermediate_size=args.intermediate_size)
+    else:
+        raise ConfigError("--model-dir", "describe the model: --model-dir DIR, or --params N --dtype D --kind encoder|llm")
+    geometry = [args.layers, args.hidden_size, args.heads]
+    if args.params and any(geometry) and not all(geometry):
+        raise ConfigError("--layers", "give --layers, --hidden-size and --heads together (or none)")
+    if model.kind == "llm" and not model.has_geometry:
+        raise ConfigError("--layers", "an LLM's KV cache needs its geometry: pass --model-dir, or --layers, --hidden-size "
+                                      "and --heads (and --kv-heads with grouped-query attention)")
+    return model
+
+
+def _workload(args: argparse.Namespace, model: ModelShape) -> Workload:
+    raw = args.tokens_per_request
+    if raw is None:
+        if model.kind == "llm":
+            raise ConfigError("--tokens-per-request", "an LLM needs PROMPT,OUTPUT tokens per request, e.g. 512,256")
+        raw = str(ModelProps.max_sequence_length)
+    parts = raw.split(",")
+    try:
+        tokens = [int(p) for p in parts]
+    except ValueError:
+        raise ConfigError("--tokens-per-request", f"{raw!r}: give N (encoders) or PROMPT,OUTPUT (LLMs), whole numbers") from None
+    if model.kind == "llm" and len(tokens) != 2:
+        raise ConfigError("--tokens-per-request", f"{raw!r}: an LLM needs PROMPT,OUTPUT, e.g. 512,256")
+    if len(tokens) > 2:
+        raise ConfigError("--tokens-per-request", f"{raw!r}: give N or PROMPT,OUTPUT")
+    return Workload(args.requests_per_second, args.p95_ms, tokens[0], tokens[1] if len(tokens) > 1 else 0,
+                    args.concurrency, args.max_batch_size)
+
+
+def _purchase(args: argparse.Namespace) -> Purchase:
+    region, base, percent, spot = "us-east-1", 0, 0, MonitoringProps.spot_price_fraction
+    if args.environment:
+        region, base, percent, spot = _from_environment(Path(args.cdk_json), args.environment)
+    prices = {}
+    for item in args.price:
+        name, _, value = item.partition("=")
+        try:
+            prices[name.strip()] = float(value)
+        except ValueError:
+            raise ConfigError("--price", f"{item!r}: give TYPE=USD per hour, e.g. g5.xlarge=0.95") from None
+        if prices[name.strip()] <= 0:
+            raise ConfigError("--price", f"{item!r}: the price must be greater than 0")
+    return Purchase(
+        region=args.region or region,
+        on_demand_base=base if args.on_demand_base is None else args.on_demand_base,
+        on_demand_percent=percent if args.on_demand_percent is None else args.on_demand_percent,
+        spot_fraction=spot if args.spot_fraction is None else args.spot_fraction,
+        prices=prices,
+    )
+
+
+def _from_environment(path: Path, name: str) -> tuple[str, int, int, float]:
+    """The environment's raw settings read with the library's own loader (stacks/ is not importable from here)."""
+    try:
+        environments = json.loads(path.read_text())["context"]["environments"]
+    except FileNotFoundError:
+        raise ConfigError("--cdk-json", f"{str(path)!r} does not exist") from None
+    except (KeyError, TypeError, json.JSONDecodeError):
+        raise ConfigError("--cdk-json", f"{str(path)!r} has no context.environments object") from None
+    if name not in environments:
+        raise ConfigError("--environment", f"unknown environment {name!r}; defined: {', '.join(environments)}")
+    data = environments[name]
+    capacity = from_dict(GpuCapacityProps, data.get("capacity", {}), f"environments.{name}.capacity")
+    monitoring = from_dict(MonitoringProps, data.get("monitoring", {}), f"environments.{name}.monitoring")
+    return (data.get("region", "us-east-1"), capacity.on_demand_base_capacity, capacity.on_demand_percentage_above_base,
+            monitoring.spot_price_fraction)

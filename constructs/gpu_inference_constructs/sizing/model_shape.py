@@ -1,0 +1,140 @@
+"""What the advisor needs to know about a model: size, precision, kind and (where known) its geometry.
+
+From a Hugging Face model directory (``config.json`` and the safetensors headers, sharded or not)
+or from flags. Geometry (layers, hidden size, heads) sizes the KV cache and activations; without
+it those terms are left out and every report says so.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, Optional
+
+from ..errors import ConfigError
+from .safetensors_header import DTYPE_BYTES, read_header
+
+Kind = Literal["encoder", "llm"]
+BYTES_PER_PARAM: dict[str, float] = {"fp32": 4, "fp16": 2, "bf16": 2, "int8": 1, "int4": 0.5}
+_SAFETENSORS_DTYPES = {"F32": "fp32", "F16": "fp16", "BF16": "bf16", "I8": "int8", "U8": "int8"}
+# Integer buffers saved beside the weights (position_ids, attention masks) are not parameters.
+_BUFFER_DTYPES = {"I64", "U64", "I32", "U32", "I16", "U16", "BOOL"}
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    params: int
+    dtype: str
+    kind: Kind
+    name: str = "model"
+    layers: Optional[int] = None
+    hidden_size: Optional[int] = None
+    heads: Optional[int] = None
+    kv_heads: Optional[int] = None
+    intermediate_size: Optional[int] = None
+    vocab_size: Optional[int] = None
+    max_positions: Optional[int] = None  # learned position embeddings (encoders), counted as embeddings
+    context_limit: Optional[int] = None  # max_position_embeddings: the longest sequence the model takes
+    source: str = "flags"
+
+    def __post_init__(self) -> None:
+        if self.params <= 0:
+            raise ConfigError("--params", f"{self.params} must be a positive number of parameters, e.g. 7e9")
+        if self.dtype not in BYTES_PER_PARAM:
+            raise ConfigError("--dtype", f"{self.dtype!r} is not supported; use one of: {', '.join(BYTES_PER_PARAM)}")
+        if self.kind not in ("encoder", "llm"):
+            raise ConfigError("--kind", f"{self.kind!r} is not supported; use encoder or llm")
+        for key in ("layers", "hidden_size", "heads", "kv_heads", "intermediate_size"):
+            value = getattr(self, key)
+            if value is not None and value <= 0:
+                raise ConfigError(f"--{key.replace('_', '-')}", f"{value} must be positive")
+
+    @property
+    def bytes_per_param(self) -> float:
+        return BYTES_PER_PARAM[self.dtype]
+
+    @property
+    def weight_bytes(self) -> float:
+        return self.params * self.bytes_per_param
+
+    @property
+    def has_geometry(self) -> bool:
+        return self.layers is not None and self.hidden_size is not None and self.heads is not None
+
+    @property
+    def head_dim(self) -> Optional[int]:
+        return self.hidden_size // self.heads if self.has_geometry else None
+
+    @property
+    def kv_bytes_per_token(self) -> Optional[float]:
+        """K and V for every layer: 2 x layers x kv_heads x head_dim x bytes (the cache keeps the model's precision,
+        FP16 for integer-quantised weights)."""
+        if not self.has_geometry:
+            return None
+        element = self.bytes_per_param if self.dtype in ("fp32", "fp16", "bf16") else 2
+        return 2 * self.layers * (self.kv_heads or self.heads) * self.head_dim * element
+
+    @property
+    def compute_params(self) -> int:
+        """Parameters that do matrix multiplies per token: all but the input embeddings, where they are known."""
+        if self.vocab_size and self.hidden_size:
+            embeddings = (self.vocab_size + (self.max_positions or 0)) * self.hidden_size
+            if embeddings < self.params:
+                return self.params - embeddings
+        return self.params
+
+
+def from_model_dir(directory: str | Path, dtype: Optional[str] = None, kind: Optional[Kind] = None) -> ModelShape:
+    """Parameter count and dtype from the safetensors headers, geometry and kind from config.json."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise ConfigError("--model-dir", f"{str(directory)!r} is not a directory")
+    config_path = directory / "config.json"
+    if not config_path.is_file():
+        raise ConfigError("--model-dir", f"{str(directory)!r} has no config.json (a Hugging Face model directory has one)")
+    try:
+        config = json.loads(config_path.read_text())
+    except json.JSONDecodeError as error:
+        raise ConfigError("--model-dir", f"{config_path}: not JSON ({error})") from None
+    config = {**config.get("text_config", {}), **config} if isinstance(config, dict) else {}
+    files = sorted(directory.glob("*.safetensors"))
+    if not files:
+        raise ConfigError("--model-dir", f"{str(directory)!r} has no *.safetensors file; save the model with "
+                                         "safe_serialization=True, or pass --params and --dtype")
+    params, bytes_by_dtype = 0, Counter()
+    for file in files:
+        for tensor in read_header(file).values():
+            if tensor.dtype in _BUFFER_DTYPES:
+                continue
+            params += tensor.elements
+            bytes_by_dtype[tensor.dtype] += tensor.elements * DTYPE_BYTES[tensor.dtype]
+    stored = bytes_by_dtype.most_common(1)[0][0]
+    if dtype is None:
+        if stored not in _SAFETENSORS_DTYPES:
+            raise ConfigError("--dtype", f"the weights are stored as {stored}; say how they will be served with --dtype")
+        dtype = _SAFETENSORS_DTYPES[stored]
+    heads = config.get("num_attention_heads") or config.get("n_head")
+    return ModelShape(
+        params=params,
+        dtype=dtype,
+        kind=kind or _kind(config),
+        name=directory.name,
+        layers=config.get("num_hidden_layers") or config.get("n_layer"),
+        hidden_size=config.get("hidden_size") or config.get("n_embd") or config.get("d_model"),
+        heads=heads,
+        kv_heads=config.get("num_key_value_heads") or heads,
+        intermediate_size=config.get("intermediate_size") or config.get("n_inner"),
+        vocab_size=config.get("vocab_size"),
+        max_positions=config.get("max_position_embeddings") if _kind(config) == "encoder" else None,
+        context_limit=config.get("max_position_embeddings") or config.get("n_positions"),
+        source=f"{directory}: config.json and {len(files)} safetensors header(s), stored as {stored}",
+    )
+
+
+def _kind(config: dict) -> Kind:
+    architectures = " ".join(config.get("architectures") or [])
+    if config.get("is_decoder") or "CausalLM" in architectures or "LMHead" in architectures:
+        return "llm"
+    return "encoder"

@@ -1,0 +1,100 @@
+"""The inputs besides the model: the traffic, the latency goal, the purchase mix and the stated assumptions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from ..errors import ConfigError
+
+# Measured, not assumed: our server's ceiling with a null model (the HTTP path alone), `make bench`
+# on the 2-core build machine, 2026-12-02 (README "Benchmarks"). One server process per task.
+SERVER_CEILING_RPS = 1636.0
+SERVER_CEILING_SOURCE = "our server with a null model, make bench 2026-12-02 on a 2-core build machine (README)"
+
+
+@dataclass(frozen=True)
+class Workload:
+    requests_per_second: float
+    p95_ms: float
+    prompt_tokens: int  # an encoder's tokens per text (its sequence length); an LLM's prompt
+    output_tokens: int = 0  # LLMs: tokens generated per request
+    concurrency: int = 1  # LLMs: sequences one task decodes together
+    max_batch_size: int = 32  # encoders: the server's largest batch (ModelProps default)
+    max_batch_wait_ms: int = 2
+
+    def __post_init__(self) -> None:
+        _positive(self.requests_per_second, "--requests-per-second", "requests per second, e.g. 200")
+        _positive(self.p95_ms, "--p95-ms", "milliseconds, e.g. 250")
+        _positive(self.prompt_tokens, "--tokens-per-request", "tokens, e.g. 128 (encoders) or 512,256 (LLMs: prompt,output)")
+        if self.output_tokens < 0:
+            raise ConfigError("--tokens-per-request", f"{self.output_tokens} output tokens must be 0 or more")
+        _positive(self.concurrency, "--concurrency", "sequences decoded together per task, e.g. 8")
+        if not 1 <= self.max_batch_size <= 512:
+            raise ConfigError("--max-batch-size", f"{self.max_batch_size} is out of range; allowed 1 to 512 (ModelProps)")
+
+    @property
+    def tokens_per_request(self) -> int:
+        return self.prompt_tokens + self.output_tokens
+
+
+@dataclass(frozen=True)
+class Purchase:
+    """How the fleet is bought: the environment's On-Demand base and share, and Spot's price as a fraction."""
+
+    region: str = "us-east-1"
+    on_demand_base: int = 0
+    on_demand_percent: int = 0
+    spot_fraction: float = 0.4  # MonitoringProps.spot_price_fraction's default
+    prices: dict[str, float] = field(default_factory=dict)  # instance type -> USD/h, overriding the catalog
+
+    def __post_init__(self) -> None:
+        if self.on_demand_base < 0:
+            raise ConfigError("--on-demand-base", f"{self.on_demand_base} must be 0 or more")
+        if not 0 <= self.on_demand_percent <= 100:
+            raise ConfigError("--on-demand-percent", f"{self.on_demand_percent} is out of range; allowed 0 to 100")
+        if not 0 < self.spot_fraction <= 1:
+            raise ConfigError("--spot-fraction", f"{self.spot_fraction} is out of range; a fraction above 0, at most 1")
+
+    def on_demand_instances(self, instances: int) -> int:
+        """The same split as the dashboard's metric math (monitoring.on_demand_instances_expression)."""
+        if instances <= self.on_demand_base:
+            return instances
+        return self.on_demand_base + -(-(instances - self.on_demand_base) * self.on_demand_percent // 100)
+
+
+@dataclass(frozen=True)
+class Assumptions:
+    """Modelling choices, not measurements: printed with every report, each replaceable by a flag."""
+
+    efficiency: float = 0.5  # fraction of peak bandwidth and tensor throughput a real server reaches
+    vram_headroom: float = 0.10  # GPU memory kept free: CUDA context, cuBLAS workspace, fragmentation
+    target_utilization: float = 0.7  # tasks are sized to run at this fraction of their throughput
+    peak_factor: float = 2.0  # max_tasks = tasks needed x this
+    server_ceiling_rps: float = SERVER_CEILING_RPS
+
+    def __post_init__(self) -> None:
+        for key, low, high in (("efficiency", 0, 1), ("vram_headroom", 0, 0.9), ("target_utilization", 0, 1)):
+            value = getattr(self, key)
+            if not low < value <= high and not (key == "vram_headroom" and value == 0):
+                raise ConfigError(f"--{key.replace('_', '-')}", f"{value} is out of range; a fraction above {low}, at most {high}")
+        if self.peak_factor < 1:
+            raise ConfigError("--peak-factor", f"{self.peak_factor} must be at least 1")
+        _positive(self.server_ceiling_rps, "--server-ceiling-rps", "requests per second")
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """Throughput one task sustained within the latency goal, from a benchmark JSON."""
+
+    gpu_model: str
+    requests_per_second: float
+    p95_ms: float
+    clients: int
+    max_batch_size: Optional[int]
+    source: str
+
+
+def _positive(value: float, key: str, what: str) -> None:
+    if not value > 0:
+        raise ConfigError(key, f"{value} must be greater than 0 ({what})")

@@ -1,0 +1,161 @@
+"""The advisor's arithmetic against values computed by hand from the formulas in sizing/advisor.py."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from gpu_inference_constructs.errors import ConfigError
+from gpu_inference_constructs.gpu_capacity import GpuCapacityProps
+from gpu_inference_constructs.instance_catalog import ACCELERATORS, CATALOG, NON_CUDA_CATALOG, on_demand_price
+from gpu_inference_constructs.sizing import Assumptions, ModelShape, Purchase, Workload, advise, from_model_dir
+
+GIB = 2**30
+# Llama-2-7B by hand: embeddings and lm_head 2 x 32000 x 4096, final norm 4096, and per layer
+# 4 x 4096^2 (attention) + 3 x 11008 x 4096 (MLP) + 2 x 4096 (norms), 32 layers.
+LLAMA_7B_PARAMS = 2 * 32000 * 4096 + 4096 + 32 * (4 * 4096**2 + 3 * 11008 * 4096 + 2 * 4096)
+LLAMA_13B_PARAMS = 2 * 32000 * 5120 + 5120 + 40 * (4 * 5120**2 + 3 * 13824 * 5120 + 2 * 5120)
+
+
+def by_name(advice):
+    return {a.name: a for a in advice}
+
+
+def llm_workload(**kw):
+    return Workload(**{"requests_per_second": 1, "p95_ms": 60_000, "prompt_tokens": 512, "output_tokens": 256, **kw})
+
+
+def test_parameter_count_and_dtype_come_from_the_safetensors_headers(llama_7b):
+    model = from_model_dir(llama_7b)
+    assert (model.params, model.dtype, model.kind) == (LLAMA_7B_PARAMS, "fp16", "llm")
+    assert LLAMA_7B_PARAMS == 6_738_415_616  # the published 6.74B
+    assert (model.layers, model.hidden_size, model.heads, model.kv_heads) == (32, 4096, 32, 32)
+    assert model.kv_bytes_per_token == 2 * 32 * 32 * 128 * 2 == 524_288
+
+
+def test_llama_2_7b_fp16_fits_one_24_gb_a10g(llama_7b):
+    advice = by_name(advise(from_model_dir(llama_7b), llm_workload(), Purchase(), Assumptions()))["g5.xlarge"]
+    weights = LLAMA_7B_PARAMS * 2 / GIB  # 12.55 GiB, "about 14 GB"
+    kv = 524_288 * (512 + 256) * 1 / GIB  # one sequence of 768 tokens: 0.375 GiB
+    prefill = 512 * (4 * 4096 + 11008) * 2 / GIB
+    assert advice.fits and advice.gpus_per_task == 1
+    assert advice.memory.weights_gib == pytest.approx(weights) and weights == pytest.approx(12.551, abs=1e-3)
+    assert advice.memory.kv_cache_gib == pytest.approx(kv) == 0.375
+    assert advice.memory.total_gib == pytest.approx(weights + kv + prefill)
+    assert advice.memory.usable_gib == pytest.approx(24 * 0.9)
+    assert advice.reason.startswith("fits: 12.6 GiB weights + 0.375 GiB KV cache")
+
+
+def test_13b_fp16_does_not_fit_one_a10g_but_fits_one_l40s_or_two_a10gs(llama_13b):
+    advice = by_name(advise(from_model_dir(llama_13b), llm_workload(), Purchase(), Assumptions()))
+    weights = LLAMA_13B_PARAMS * 2 / GIB  # 24.24 GiB, "about 26 GB"
+    assert weights == pytest.approx(24.244, abs=1e-3)
+    g5 = advice["g5.xlarge"]
+    assert not g5.fits and g5.memory.weights_gib == pytest.approx(weights)
+    assert "does not fit" in g5.reason and "quantised to int8 the weights take 12.1 GiB" in g5.reason
+    assert g5.usd_per_million_requests == {"on_demand": None, "spot": None, "mix": None} and g5.throughput is None
+    l40s = advice["g6e.xlarge"]
+    assert l40s.fits and l40s.gpus_per_task == 1 and l40s.memory.usable_gib == pytest.approx(48 * 0.9)
+    four_a10g = advice["g5.12xlarge"]  # 40 heads split over 2 GPUs: 12.1 GiB each
+    assert four_a10g.fits and four_a10g.gpus_per_task == 2 and four_a10g.tasks_per_instance == 2
+    assert four_a10g.memory.weights_gib == pytest.approx(weights / 2)
+    assert "tensor parallel" in four_a10g.reason
+
+
+def test_7b_on_a10g_decodes_at_most_bandwidth_over_weight_bytes():
+    model = ModelShape(params=7_000_000_000, dtype="fp16", kind="llm", layers=32, hidden_size=4096, heads=32)
+    g5 = by_name(advise(model, llm_workload(), Purchase(), Assumptions()))["g5.xlarge"]
+    assert g5.decode_tokens_per_second_ceiling == pytest.approx(600e9 / 14e9) == pytest.approx(42.857, abs=1e-3)
+    l40s = by_name(advise(model, llm_workload(), Purchase(), Assumptions()))["g6e.xlarge"]
+    assert l40s.decode_tokens_per_second_ceiling == pytest.approx(864e9 / 14e9)
+
+
+def test_llm_throughput_follows_the_stated_roofline():
+    model = ModelShape(params=7_000_000_000, dtype="fp16", kind="llm", layers=32, hidden_size=4096, heads=32)
+    workload = llm_workload(concurrency=8, requests_per_second=2)
+    l40s = by_name(advise(model, workload, Purchase(), Assumptions()))["g6e.xlarge"]
+    bandwidth, flops = 864e9 * 0.5, 362.05e12 * 0.5
+    kv_read = 8 * 524_288 * (512 + 256 / 2)
+    step = max((14e9 + kv_read) / bandwidth, 2 * 7e9 * 8 / flops)
+    prefill = 2 * 7e9 * 512 / flops
+    rps = 1 / (prefill + 256 * step / 8)
+    assert l40s.throughput.requests_per_second == pytest.approx(rps)
+    assert l40s.throughput.tokens_per_second == pytest.approx(8 / step)
+    tasks = math.ceil(2 / (rps * 0.7))
+    assert l40s.tasks == tasks and l40s.instances == tasks
+    hourly = tasks * 1.861
+    assert l40s.usd_per_million_requests["on_demand"] == pytest.approx(hourly / (2 * 3600) * 1e6)
+    assert l40s.usd_per_million_tokens["on_demand"] == pytest.approx(hourly / (2 * 3600 * 768) * 1e6)
+    assert l40s.usd_per_million_requests["spot"] == pytest.approx(0.4 * hourly / (2 * 3600) * 1e6)
+
+
+def test_minilm_fits_everything(minilm):
+    advice = advise(from_model_dir(minilm, dtype="fp16"), Workload(500, 100, 256), Purchase(), Assumptions())
+    assert {a.name for a in advice} == set(CATALOG) | set(NON_CUDA_CATALOG)
+    assert all(a.fits and a.gpus_per_task == 1 for a in advice), [a.reason for a in advice if not a.fits]
+
+
+def test_minilm_estimate_is_capped_by_the_measured_server_ceiling_and_costed(minilm):
+    model = from_model_dir(minilm, dtype="fp16")
+    assert model.params == 22_713_216 and model.kind == "encoder"
+    t4 = by_name(advise(model, Workload(500, 100, 256), Purchase(), Assumptions()))["g4dn.xlarge"]
+    per_request = 2 * (22_713_216 - (30522 + 512) * 384) * 256 + 4 * 6 * 256**2 * 384
+    gpu_rps = 32 / max(32 * per_request / (65e12 * 0.5), 22_713_216 * 2 / (320e9 * 0.5))
+    assert gpu_rps > 1636 and t4.throughput.requests_per_second == 1636.0
+    assert t4.throughput.bound == "HTTP server" and t4.throughput.source == "estimate"
+    assert t4.tasks == 1 and t4.instances == 1  # 500 / (1636 x 0.7) = 0.44
+    assert t4.usd_per_million_requests["on_demand"] == pytest.approx(0.526 / (500 * 3600) * 1e6) == pytest.approx(0.29222, abs=1e-5)
+
+
+def test_a10g_has_no_sourced_tensor_figure_so_its_encoder_throughput_is_not_estimated(minilm):
+    assert ACCELERATORS["NVIDIA A10G"].dense_fp16_tflops is None
+    g5 = by_name(advise(from_model_dir(minilm, dtype="fp16"), Workload(500, 100, 256), Purchase(), Assumptions()))["g5.xlarge"]
+    assert g5.fits and g5.throughput.requests_per_second is None
+    assert "no sourced tensor throughput for NVIDIA A10G" in g5.throughput.formula
+    assert g5.usd_per_million_requests["mix"] is None and not g5.ranked
+
+
+def test_bf16_does_not_fit_a_t4():
+    model = ModelShape(params=110_000_000, dtype="bf16", kind="encoder")
+    advice = by_name(advise(model, Workload(100, 100, 128), Purchase(), Assumptions()))
+    assert not advice["g4dn.xlarge"].fits and "has no BF16" in advice["g4dn.xlarge"].reason
+    assert advice["g6.xlarge"].fits
+
+
+def test_mix_uses_the_environments_on_demand_base_and_share():
+    model = ModelShape(params=7_000_000_000, dtype="fp16", kind="llm", layers=32, hidden_size=4096, heads=32)
+    purchase = Purchase(on_demand_base=1, on_demand_percent=50)
+    l40s = by_name(advise(model, llm_workload(concurrency=8, requests_per_second=5), purchase, Assumptions()))["g6e.xlarge"]
+    n = l40s.instances
+    on_demand = 1 + -(-(n - 1) * 50 // 100)
+    assert n > 2
+    assert l40s.hourly_usd["mix"] == pytest.approx(on_demand * 1.861 + (n - on_demand) * 1.861 * 0.4)
+    assert Purchase(on_demand_base=2).on_demand_instances(1) == 1
+
+
+def test_inferentia2_is_priced_and_compared_but_the_capacity_construct_refuses_it(minilm):
+    inf2 = by_name(advise(from_model_dir(minilm, dtype="fp16"), Workload(500, 100, 256), Purchase(), Assumptions()))["inf2.xlarge"]
+    assert inf2.fits and not inf2.deployable and not inf2.ranked
+    assert inf2.price_usd == 0.7582 and inf2.usd_per_million_requests["on_demand"] == pytest.approx(0.7582 / 1.8)
+    with pytest.raises(ConfigError, match=r"instance_types\[0\]: 'inf2.xlarge' is an AWS Inferentia2 \(Neuron, not CUDA\)"):
+        GpuCapacityProps(instance_types=("inf2.xlarge",)).resolve_instance_types("us-east-1")
+
+
+def test_every_catalog_figure_has_a_source_and_a_date():
+    gpus = {t.gpu_model for t in [*CATALOG.values(), *NON_CUDA_CATALOG.values()]}
+    assert gpus == set(ACCELERATORS)
+    for spec in ACCELERATORS.values():
+        assert spec.source and spec.as_of == "2026-12-03" and spec.memory_bandwidth_gb_per_s > 0
+    price, source = on_demand_price("g5.xlarge", "us-east-1")
+    assert price == 1.006 and "karpenter" in source
+    price, source = on_demand_price("g5.xlarge", "eu-west-1")
+    assert price == 1.006 and "no sourced eu-west-1 price" in source
+
+
+def test_a_region_without_a_type_and_an_unknown_type_are_errors():
+    model = ModelShape(params=1e8, dtype="fp16", kind="encoder")
+    with pytest.raises(ConfigError, match="--region: no catalog type is offered in 'xx-nowhere-1'"):
+        advise(model, Workload(1, 100, 128), Purchase(region="xx-nowhere-1"), Assumptions())
+    with pytest.raises(ConfigError, match=r"--instance-types: \['p5.48xlarge'\] not offered"):
+        advise(model, Workload(1, 100, 128), Purchase(), Assumptions(), only=["p5.48xlarge"])

@@ -1,0 +1,182 @@
+"""`python -m gpu_inference_constructs.sizing`: JSON field names, the cdk.json snippet round trip,
+--measured from a bench JSON, the PNG, and clear errors for bad arguments."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from bench.config import BenchConfig
+from bench.loadgen import LoadResult
+from bench.run import setup_info
+from gpu_inference_constructs.errors import ConfigError
+from gpu_inference_constructs.sizing.cli import main
+from gpu_inference_constructs.sizing.safetensors_header import read_header
+from stacks.config import load_environment
+from tests.conftest import cdk_context
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_json(capsys, *argv) -> dict:
+    assert main([*argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def minilm_args(minilm, *extra):
+    return ["--model-dir", str(minilm), "--dtype", "fp16", "--requests-per-second", "500", "--p95-ms", "100", *extra]
+
+
+def test_json_has_the_field_names_scripts_read(capsys, minilm):
+    data = run_json(capsys, *minilm_args(minilm))
+    entry = next(e for e in data["instance_types"] if e["instance_type"] == "g4dn.xlarge")
+    for key in ("instance_type", "fits", "reason", "gpus_per_task", "decode_tokens_per_second_ceiling", "usd_per_million_requests"):
+        assert key in entry
+    assert set(entry["usd_per_million_requests"]) == {"on_demand", "spot", "mix"}
+    assert entry["fits"] is True and entry["decode_tokens_per_second_ceiling"] is None  # an encoder decodes nothing
+    assert entry["throughput"]["source"] == "estimate" and "estimate:" in entry["throughput"]["formula"]
+    assert set(data["recommendation"]) >= {"capacity", "model"}
+
+
+def test_the_recommended_snippet_round_trips_through_the_apps_config_loader(capsys, minilm):
+    recommendation = run_json(capsys, *minilm_args(minilm, "--name", "minilm"))["recommendation"]
+    capacity, model = recommendation["capacity"], recommendation["model"]
+    assert capacity["instance_types"][0] == "g4dn.xlarge"  # the cheapest with a throughput
+    assert set(capacity["instance_types"]) <= {"g4dn.xlarge", "g5.xlarge", "g6.xlarge"}  # one shape: 4 vCPU, 16 GiB, 1 GPU
+    assert model["scaling"]["requests_per_target_per_minute"] == int(1636 * 0.7 * 60)
+    dev = json.loads(json.dumps(cdk_context()["environments"]["dev"]))
+    dev["capacity"], dev["models"] = capacity, [model]
+    config = load_environment("dev", dev)
+    assert config.capacity.instance_types == tuple(capacity["instance_types"])
+    assert config.models[0].name == "minilm" and config.models[0].max_batch_size == model["max_batch_size"]
+    assert config.models[0].scaling.requests_per_target_per_minute == model["scaling"]["requests_per_target_per_minute"]
+
+
+def test_an_llm_snippet_validates_and_says_the_bundled_server_is_for_encoders(capsys, llama_7b):
+    data = run_json(capsys, "--model-dir", str(llama_7b), "--tokens-per-request", "512,256", "--concurrency", "8",
+                    "--requests-per-second", "2", "--p95-ms", "30000")
+    recommendation = data["recommendation"]
+    assert recommendation["model"]["max_batch_size"] == 8
+    assert any("bundled server serves encoders" in note for note in recommendation["notes"])
+    g5 = next(e for e in data["instance_types"] if e["instance_type"] == "g5.xlarge")
+    assert g5["decode_tokens_per_second_ceiling"] == pytest.approx(600e9 / (6_738_415_616 * 2), rel=1e-4)
+    assert g5["usd_per_million_tokens"]["mix"] is not None
+    dev = json.loads(json.dumps(cdk_context()["environments"]["dev"]))
+    dev["capacity"], dev["models"] = recommendation["capacity"], [recommendation["model"]]
+    load_environment("dev", dev)
+
+
+def bench_json(path: Path, gpu: str | None, runs: list[tuple[int, float, float, int]]) -> Path:
+    """The JSON bench/run.py writes: setup_info, runs of LoadResult.as_dict() per system, and gpu_bench's device name."""
+    cfg = replace(BenchConfig(), device="cuda" if gpu else "cpu", max_batch_size=64)
+    results = {"setup": setup_info(cfg, "/tmp/model"), "raw_model": None, "runs": []}
+    for clients, rps, p95, errors in runs:
+        result = LoadResult(concurrency=clients, duration_s=10.0, requests=int(rps * 10), errors=errors, connections=clients,
+                            throughput_rps=rps, p50_ms=p95 / 2, p95_ms=p95, p99_ms=p95 * 1.5, client_cpu_s=1.0, server_cpu_s=2.0)
+        results["runs"].append({"system": "ours", "model": "distilbert", **result.as_dict()})
+        results["runs"].append({"system": "ours", "model": "null", **replace(result, throughput_rps=rps * 10).as_dict()})
+    if gpu:
+        results["gpu"] = gpu
+    path.write_text(json.dumps(results))
+    return path
+
+
+def test_measured_throughput_replaces_the_estimate_for_that_gpu(capsys, minilm, tmp_path):
+    measured = bench_json(tmp_path / "bench.json", "NVIDIA A10G", [(1, 100.0, 12.0, 0), (32, 900.0, 60.0, 0),
+                                                                   (128, 1400.0, 150.0, 0), (64, 1300.0, 90.0, 5)])
+    data = run_json(capsys, *minilm_args(minilm, "--requests-per-second", "2000", "--measured", str(measured),
+                                         "--on-demand-base", "1", "--on-demand-percent", "50"))
+    g5 = next(e for e in data["instance_types"] if e["instance_type"] == "g5.xlarge")
+    # the best level with p95 <= 100 ms and no errors: 900 req/s at 32 clients (64 clients had errors)
+    assert g5["throughput"]["source"] == "measured" and g5["throughput"]["requests_per_second_per_task"] == 900.0
+    assert g5["tasks"] == 4 and g5["instances"] == 4  # 2000 / (900 x 0.7) = 3.17
+    on_demand = 1 + 2  # base 1, then 50% of the 3 above it, rounded up
+    hourly = on_demand * 1.006 + 1 * 1.006 * 0.4
+    assert g5["usd_per_million_requests"]["mix"] == pytest.approx(hourly / (2000 * 3600) * 1e6, rel=1e-4)
+    assert g5["usd_per_million_requests"]["on_demand"] == pytest.approx(4 * 1.006 / 7.2, rel=1e-4)
+    t4 = next(e for e in data["instance_types"] if e["instance_type"] == "g4dn.xlarge")
+    assert t4["throughput"]["source"] == "estimate"
+    assert data["measured"]["max_batch_size"] == 64 and data["measured"]["gpu_model"] == "NVIDIA A10G"
+
+
+def test_a_cpu_bench_needs_measured_on_and_a_tesla_t4_name_maps_to_the_catalog(capsys, minilm, tmp_path):
+    cpu = bench_json(tmp_path / "cpu.json", None, [(8, 60.0, 40.0, 0)])
+    assert main(minilm_args(minilm, "--measured", str(cpu))) == 2
+    assert "was measured on 'cpu'" in capsys.readouterr().err
+    data = run_json(capsys, *minilm_args(minilm, "--measured", str(cpu), "--measured-on", "g6.xlarge"))
+    assert next(e for e in data["instance_types"] if e["instance_type"] == "g6.xlarge")["throughput"]["source"] == "measured"
+    t4 = bench_json(tmp_path / "t4.json", "Tesla T4", [(8, 300.0, 40.0, 0)])
+    data = run_json(capsys, *minilm_args(minilm, "--measured", str(t4)))
+    assert next(e for e in data["instance_types"] if e["instance_type"] == "g4dn.xlarge")["throughput"]["requests_per_second_per_task"] == 300.0
+
+
+def test_the_plot_is_a_valid_png(capsys, minilm, tmp_path):
+    png = tmp_path / "sizing.png"
+    assert main(minilm_args(minilm, "--plot", str(png))) == 0
+    data = png.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR" and len(data) > 10_000
+    assert "wrote" in capsys.readouterr().out
+
+
+def test_plot_without_matplotlib_says_how_to_get_it(capsys, minilm, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    assert main(minilm_args(minilm, "--plot", str(tmp_path / "x.png"))) == 2
+    assert "--plot: needs matplotlib" in capsys.readouterr().err
+
+
+def test_environment_settings_come_from_cdk_json(capsys, minilm):
+    data = run_json(capsys, *minilm_args(minilm, "--environment", "dev", "--cdk-json", str(ROOT / "cdk.json")))
+    dev = cdk_context()["environments"]["dev"]
+    assert data["purchase"]["region"] == dev["region"]
+    assert data["purchase"]["on_demand_base"] == dev["capacity"]["on_demand_base_capacity"]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--requests-per-second", "10"], "--model-dir: describe the model"),
+    (["--params", "7e9", "--requests-per-second", "10"], "--params: with --params also give --dtype"),
+    (["--params", "7e9", "--dtype", "fp16", "--kind", "llm", "--requests-per-second", "1", "--tokens-per-request", "1,1"],
+     "--layers: an LLM's KV cache needs its geometry"),
+    (["--params", "1e8", "--dtype", "fp16", "--kind", "encoder", "--requests-per-second", "0"], "--requests-per-second: 0.0 must be greater than 0"),
+    (["--params", "1e8", "--dtype", "fp16", "--kind", "encoder", "--requests-per-second", "5", "--tokens-per-request", "x"],
+     "--tokens-per-request: 'x'"),
+    (["--params", "1e8", "--dtype", "fp16", "--kind", "encoder", "--requests-per-second", "5", "--region", "mars-1"], "--region:"),
+    (["--params", "1e8", "--dtype", "fp16", "--kind", "encoder", "--requests-per-second", "5", "--price", "g5.xlarge=cheap"], "--price:"),
+    (["--params", "1e8", "--dtype", "fp16", "--kind", "encoder", "--requests-per-second", "5", "--measured", "/nonexistent.json"],
+     "--measured: '/nonexistent.json' does not exist"),
+    (["--params", "1e8", "--dtype", "fp16", "--kind", "encoder", "--requests-per-second", "5", "--environment", "nope"], "--environment: unknown environment 'nope'"),
+    (["--model-dir", "/nonexistent", "--requests-per-second", "5"], "--model-dir: '/nonexistent' is not a directory"),
+    (["--params", "1e8", "--dtype", "fp16", "--kind", "encoder", "--requests-per-second", "5", "--plot", "out.jpg"], "--plot: 'out.jpg': give a .png"),
+])
+def test_bad_arguments_get_a_clear_error(capsys, argv, message):
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_argparse_refuses_a_missing_rate_and_an_unknown_dtype(capsys):
+    for argv in (["--params", "1e8"], ["--params", "1e8", "--dtype", "fp8", "--requests-per-second", "1"]):
+        with pytest.raises(SystemExit) as exit_:
+            main(argv)
+        assert exit_.value.code == 2
+
+
+def test_a_truncated_safetensors_file_is_refused(tmp_path, minilm):
+    broken = tmp_path / "broken.safetensors"
+    broken.write_bytes((minilm / "model.safetensors").read_bytes()[:4096])
+    with pytest.raises(ConfigError, match="truncated file|does not fit"):
+        read_header(broken)
+    broken.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00not json at all!")
+    with pytest.raises(ConfigError, match="the header is not JSON"):
+        read_header(broken)
+
+
+def test_the_module_runs_as_a_command_without_torch(minilm):
+    code = ("import sys, runpy; sys.modules['torch'] = None; sys.argv = ['sizing', '--model-dir', sys.argv[1], '--dtype', 'fp16', "
+            "'--requests-per-second', '100', '--json']; runpy.run_module('gpu_inference_constructs.sizing', run_name='__main__')")
+    done = subprocess.run([sys.executable, "-c", code, str(minilm)], capture_output=True, text=True, cwd=ROOT, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout)["recommendation"]["capacity"]["instance_types"]
