@@ -354,7 +354,9 @@ class VllmProps:
     Scaling: hold ``target_running_requests_per_task`` (default 3/4 of ``max_num_seqs``) running
     requests per task; add tasks when more than ``waiting_requests_scale_out`` requests wait or the
     KV cache is more than ``kv_cache_scale_out_percent`` full. ``image``: a mirror in your ECR of
-    ``vllm/vllm-openai`` (no public registry is reachable from private subnets without NAT).
+    ``vllm/vllm-openai`` (no public registry is reachable from private subnets without NAT);
+    ``fetcher_image`` and ``collector_image``: ECR mirrors of DEFAULT_FETCHER_IMAGE and
+    DEFAULT_COLLECTOR_IMAGE (default: those public images).
     """
 
     image: Optional[EcrImage] = None
@@ -369,6 +371,8 @@ class VllmProps:
     target_running_requests_per_task: Optional[int] = None
     waiting_requests_scale_out: int = 4
     kv_cache_scale_out_percent: int = 90
+    fetcher_image: Optional[EcrImage] = None
+    collector_image: Optional[EcrImage] = None
 
     def __post_init__(self) -> None:
         if self.served_model_name:
@@ -412,6 +416,8 @@ class VllmServer:
             image = props.image.container_image(context.scope, "VllmImage")
         if image is None:
             raise ConfigError("vllm.image", "is missing: give the ECR repository and tag of your vllm/vllm-openai mirror, or pass image= to VllmServer")
+        fetcher_image = self.fetcher_image or (props.fetcher_image.container_image(context.scope, "FetcherImage") if props.fetcher_image else None)
+        collector_image = self.collector_image or (props.collector_image.container_image(context.scope, "CollectorImage") if props.collector_image else None)
         model_path = f"{SCRATCH_PATH}/model"
         command = (
             "vllm", "serve", model_path,
@@ -436,7 +442,7 @@ class VllmServer:
             readiness_path="/health",
             liveness=LivenessCheck(command=("CMD", "python3", "-c", f"import urllib.request; urllib.request.urlopen('{health}', timeout=4)")),
             user=self.user,
-            model_source=ModelFromS3.copy_to_scratch(model_path, fetcher_image=self.fetcher_image),
+            model_source=ModelFromS3.copy_to_scratch(model_path, fetcher_image=fetcher_image),
             gpus_per_task=model.gpus,
             shared_memory_mib=props.shared_memory_mib,
             tmpfs_mib={"/tmp": 2048},
@@ -455,7 +461,7 @@ class VllmServer:
                 "AWS_DEFAULT_REGION": context.region,
             },
             api_keys_variable="VLLM_API_KEY",
-            metrics=PrometheusMetrics(metrics=VLLM_METRICS, collector_image=self.collector_image),
+            metrics=PrometheusMetrics(metrics=VLLM_METRICS, collector_image=collector_image),
             scaling_signals=(
                 ScalingSignal(running, target=props.running_target),
                 ScalingSignal(waiting, statistic="Maximum", scale_out_above=props.waiting_requests_scale_out),
