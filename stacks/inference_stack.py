@@ -1,43 +1,29 @@
-"""GPU capacity, the model services behind one load balancer, their scaling and monitoring."""
+"""What every model of an environment shares: GPU capacity, the load balancer, the model store, keys, the topic.
+
+Each model is its own stack (stacks/model_stack.py) that builds on this one. The construct IDs here are the
+ones the single-stack layout had, so these resources keep their logical IDs.
+"""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import aws_cdk as cdk
-from aws_cdk import aws_ecr_assets as ecr_assets
-from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 from gpu_inference_constructs.acknowledgements import acknowledge
 from gpu_inference_constructs.gpu_capacity import GpuCapacity
 from gpu_inference_constructs.load_balancer import InferenceLoadBalancer
-from gpu_inference_constructs.model_service import ModelService
-from gpu_inference_constructs.server_contract import server_for
 from gpu_inference_constructs.model_store import ModelStore
 from gpu_inference_constructs.monitoring import InferenceMonitoring
-from gpu_inference_constructs.service_scaling import ServiceScaling
 from gpu_inference_constructs.network import InferenceNetwork, grant_logs_service
 from gpu_inference_constructs.notifications import NotificationTopic
 
 from .config import EnvironmentConfig
 
-IMAGE_DIRECTORY = Path(__file__).resolve().parents[1] / "inference_image"
-
-
-def bundled_image(scope: Construct) -> ecs.ContainerImage:
-    """The model server image, built from inference_image/ by `cdk deploy` (synth needs no Docker)."""
-    return ecs.ContainerImage.from_asset(
-        str(IMAGE_DIRECTORY),
-        platform=ecr_assets.Platform.LINUX_AMD64,
-        display_name="gpu-inference-server",
-    )
-
 
 class InferenceStack(cdk.Stack):
     def __init__(self, scope: Construct, construct_id: str, *, config: EnvironmentConfig, network: InferenceNetwork, **kwargs) -> None:
-        super().__init__(scope, construct_id, description="GPU inference: capacity, model services, scaling and monitoring", **kwargs)
+        super().__init__(scope, construct_id, description="GPU inference: shared capacity, load balancer, model store, keys and alarms topic", **kwargs)
         retain = cdk.RemovalPolicy.RETAIN if config.model_store.retain_on_delete else cdk.RemovalPolicy.DESTROY
         self.notifications = NotificationTopic(self, "Notifications", emails=config.alarm_emails)
         self.capacity = GpuCapacity(
@@ -48,6 +34,20 @@ class InferenceStack(cdk.Stack):
             props=config.capacity,
             notification_topic=self.notifications.topic,
         )
+        # Capacity of another shape (4-GPU instances for tensor-parallel models): more providers of the same cluster.
+        self.capacity_groups = {
+            name: GpuCapacity(
+                self,
+                f"GpuCapacity-{name}",
+                vpc=network.vpc,
+                subnets=network.private_subnets,
+                props=group.capacity,
+                notification_topic=self.notifications.topic,
+                cluster=self.capacity.cluster,
+            )
+            for name, group in config.capacity_groups.items()
+        }
+        self._placement = config.model_placement()
         self.model_store = ModelStore(self, "ModelStore", props=config.model_store)
         self.logs_key = kms.Key(self, "LogsKey", description="Encrypts the model servers' log groups", enable_key_rotation=True)
         grant_logs_service(self.logs_key, self.region, self.account)
@@ -73,42 +73,13 @@ class InferenceStack(cdk.Stack):
             props=config.load_balancer,
             access_logs_bucket=self.model_store.access_logs_bucket,
         )
-        image = bundled_image(self)
-        self.services: dict[str, ModelService] = {}
-        for model in config.models:
-            service = ModelService(
-                self,
-                f"Model-{model.name}",
-                model=model,
-                timing=config.service,
-                capacity=self.capacity,
-                subnets=network.private_subnets,
-                server=server_for(model, image),
-                model_store=self.model_store,
-                load_balancer=self.load_balancer,
-                logs_key=self.logs_key,
-                log_retention_days=config.log_retention_days,
-                environment_name=config.name,
-                api_keys_secret=self.api_keys,
-            )
-            self.services[model.name] = service
-            ServiceScaling(
-                self,
-                f"Scaling-{model.name}",
-                model_service=service,
-                props=model.scaling,
-                scaling=config.scaling,
-                load_balancer=self.load_balancer.load_balancer,
-            )
-            cdk.CfnOutput(self, f"Url-{model.name}", value=f"{self.load_balancer.base_url}/{model.name}/predict", description=f"{model.name} predictions")
-
         for prewarm in config.scaling.capacity_prewarm:
             self.capacity.add_prewarm(prewarm)
         self.monitoring = InferenceMonitoring(
             self,
             "Monitoring",
             environment_name=config.name,
-            services=list(self.services.values()),
+            model_names=[model.name for model in config.models],
             load_balancer=self.load_balancer.load_balancer,
             capacity=self.capacity,
             topic=self.notifications.topic,
@@ -116,3 +87,8 @@ class InferenceStack(cdk.Stack):
         )
         cdk.CfnOutput(self, "LoadBalancerDns", value=self.load_balancer.load_balancer.load_balancer_dns_name)
         cdk.CfnOutput(self, "ModelBucket", value=self.model_store.bucket.bucket_name, description="Publish models under models/<name>/<version>/")
+
+    def capacity_for(self, model_name: str) -> GpuCapacity:
+        """The capacity a model runs on: its capacity group's, else the environment's ``capacity``."""
+        group = self._placement.get(model_name)
+        return self.capacity_groups[group] if group else self.capacity

@@ -1,4 +1,4 @@
-"""One environment: its stacks, its tags and the cdk-nag checks that guard it."""
+"""One environment: its stacks (network, shared, one per model), its tags and the cdk-nag checks that guard it."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from constructs import Construct
 
 from .config import EnvironmentConfig
 from .inference_stack import InferenceStack
+from .model_stack import ModelStack, model_stack_id
 from .network_stack import NetworkStack
 
 
@@ -29,3 +30,15 @@ class InferenceStage(cdk.Stage):
         self.inference_stack = InferenceStack(
             self, "Inference", config=config, network=self.network_stack.network, env=env
         )
+        self.model_stacks = {
+            model.name: ModelStack(
+                self,
+                model_stack_id(model.name),
+                config=config,
+                model=model,
+                shared=self.inference_stack,
+                network=self.network_stack.network,
+                env=env,
+            )
+            for model in config.models
+        }

@@ -24,9 +24,19 @@ class Synthesized:
     stages: dict  # environment name -> InferenceStage
     outdir: Path
     templates: dict  # (environment, stack id) -> template dict
+    stack_names: dict  # (environment, stack id) -> CloudFormation stack name
 
     def template(self, environment: str, stack: str) -> dict:
         return self.templates[(environment, stack)]
+
+    def stack_ids(self, environment: str) -> list[str]:
+        return [stack for env, stack in self.templates if env == environment]
+
+    def inference_template(self, environment: str) -> dict:
+        """The shared stack and every model stack as one template (see merge_templates)."""
+        return merge_templates({
+            self.stack_names[(environment, s)]: self.template(environment, s) for s in self.stack_ids(environment) if s != "Network"
+        })
 
     def template_paths(self) -> list[Path]:
         return sorted(self.outdir.glob("assembly-*/*.template.json"))
@@ -44,13 +54,14 @@ def synthesized(tmp_path_factory) -> Synthesized:
     app = cdk.App(context=context, outdir=str(outdir))
     stages = {config.name: InferenceStage(app, config) for config in load_environments(context)}
     app.synth()
-    templates = {}
+    templates, stack_names = {}, {}
     for name, stage in stages.items():
         assembly = stage.synth()
         for stack in assembly.stacks:
             stack_id = stack.hierarchical_id.split("/")[-1]
             templates[(name, stack_id)] = stack.template
-    return Synthesized(app, stages, outdir, templates)
+            stack_names[(name, stack_id)] = stack.stack_name
+    return Synthesized(app, stages, outdir, templates, stack_names)
 
 
 def normalise_hashes(value):
@@ -66,3 +77,37 @@ def single_metric(properties):
     (metric,) = [m for m in properties["Metrics"] if "MetricStat" in m]
     stat = metric["MetricStat"]
     return stat["Metric"]["Namespace"], stat["Metric"]["MetricName"], stat["Stat"], stat["Metric"].get("Dimensions", []), stat["Period"]
+
+
+def merge_templates(templates: dict) -> dict:
+    """Several stacks' templates (by stack name) as one, each cross-stack reference between them resolved to what it points at.
+
+    The model stacks keep the logical IDs they had in the single-stack layout, so a promise about "the
+    environment" is checked once over the union; a reference to a stack outside ``templates`` stays as it is.
+    """
+    outputs = {
+        (stack_name, name): output["Value"]
+        for stack_name, template in templates.items()
+        for name, output in template.get("Outputs", {}).items()
+    }
+
+    def resolve(value):
+        if isinstance(value, dict):
+            if list(value) == ["Fn::GetStackOutput"]:
+                reference = value["Fn::GetStackOutput"]
+                key = (reference["StackName"], reference["OutputName"])
+                return resolve(outputs[key]) if key in outputs else value
+            return {k: resolve(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [resolve(v) for v in value]
+        return value
+
+    merged = {"Resources": {}, "Outputs": {}, "Parameters": {}}
+    for template in templates.values():
+        for section in merged:
+            for key, value in template.get(section, {}).items():
+                if key == "CDKMetadata" or key.startswith("PublishOutput"):
+                    continue
+                assert key not in merged[section] or section == "Parameters", f"{section} {key} is in two stacks"
+                merged[section][key] = resolve(value)
+    return merged

@@ -7,8 +7,12 @@ They live in aws-cdk-lib's validation API, so the library needs no cdk-nag depen
 
 from __future__ import annotations
 
+import json
+from typing import Any, Callable
+
 import aws_cdk as cdk
-from constructs import IConstruct
+import jsii
+from constructs import IConstruct, IValidation
 
 
 def acknowledge(resource: IConstruct, finding: str, reason: str) -> None:
@@ -21,17 +25,38 @@ def default_policy(role: IConstruct) -> IConstruct:
     return role.node.find_child("DefaultPolicy").node.default_child
 
 
-def nag_reference(scope: IConstruct, value: object) -> str:
-    """``value`` (a token such as a bucket ARN) as cdk-nag writes it in a finding's id
-    (``<Logical.Arn>``, ``<AWS::Partition>``, literals as they are), for same-stack and literal values."""
-    resolved = cdk.Stack.of(scope).resolve(value)
+def acknowledge_when_resolved(resource: IConstruct, finding: Callable[[], str], reason: str) -> None:
+    """Acknowledge the finding that ``finding()`` names once cross-stack references are resolved.
 
-    def visit(node: object) -> str:
+    A finding on a resource that refers to another stack names that reference as the template shows it
+    (``Fn::GetStackOutput`` or ``Fn::ImportValue``), which exists only after CDK's prepare phase; construct
+    validations run after it and before the validation plugins, so the acknowledgement is added there.
+    """
+    resource.node.add_validation(_AcknowledgeWhenResolved(resource, finding, reason))
+
+
+@jsii.implements(IValidation)
+class _AcknowledgeWhenResolved:
+    def __init__(self, resource: IConstruct, finding: Callable[[], str], reason: str) -> None:
+        self._resource, self._finding, self._reason = resource, finding, reason
+
+    def validate(self) -> list[str]:
+        acknowledge(self._resource, self._finding(), self._reason)
+        return []
+
+
+def nag_rendering(scope: IConstruct, value: Any) -> str:
+    """``value`` (a token) as cdk-nag writes it in a finding (its ``flattenCfnReference``): ``<Id.Attr>`` for
+    GetAtt, ``<Id>`` for Ref, joins flattened, an import as its export name, anything else as compact JSON."""
+
+    def visit(node: Any) -> str:
         if isinstance(node, str):
             return node.replace("${", "<").replace("}", ">")
         if isinstance(node, dict) and "Fn::Join" in node:
             delimiter, items = node["Fn::Join"]
             return delimiter.join(visit(item) for item in items)
+        if isinstance(node, dict) and "Fn::Sub" in node:
+            return visit(node["Fn::Sub"])
         if isinstance(node, dict) and "Fn::GetAtt" in node:
             resource, attribute = node["Fn::GetAtt"]
             return f"<{visit(resource)}.{visit(attribute)}>"
@@ -39,6 +64,6 @@ def nag_reference(scope: IConstruct, value: object) -> str:
             return visit(node["Fn::ImportValue"])
         if isinstance(node, dict) and "Ref" in node:
             return f"<{visit(node['Ref'])}>"
-        raise ValueError(f"cannot name {node!r} as cdk-nag does")
+        return json.dumps(node, separators=(",", ":"))
 
-    return visit(resolved)
+    return visit(cdk.Stack.of(scope).resolve(value))

@@ -143,11 +143,17 @@ class InferenceLoadBalancer(Construct):
         self.web_acl = self._add_web_acl(props) if props.waf else None
         self._next_priority = 1
 
-    def add_model_route(self, model_name: str, target_group: elbv2.IApplicationTargetGroup) -> elbv2.ApplicationListenerRule:
-        """Forward ``/<model_name>`` and ``/<model_name>/*`` to ``target_group`` (the server serves under that prefix)."""
+    def add_model_route(
+        self, model_name: str, target_group: elbv2.IApplicationTargetGroup, *, scope: Optional[Construct] = None
+    ) -> elbv2.ApplicationListenerRule:
+        """Forward ``/<model_name>`` and ``/<model_name>/*`` to ``target_group`` (the server serves under that prefix).
+
+        The rule is created in ``scope`` (default: this construct); a model in its own stack passes itself,
+        so the rule lives, and is replaced or deleted, with the model.
+        """
         rule = elbv2.ApplicationListenerRule(
-            self,
-            f"Route-{model_name}",
+            scope or self,
+            f"Route-{model_name}" if scope is None else "Route",
             listener=self.listener,
             priority=self._next_priority,
             conditions=[elbv2.ListenerCondition.path_patterns([f"/{model_name}", f"/{model_name}/*"])],

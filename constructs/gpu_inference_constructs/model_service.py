@@ -20,7 +20,7 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from . import metric_names
-from .acknowledgements import acknowledge, default_policy, nag_reference
+from .acknowledgements import acknowledge, default_policy, acknowledge_when_resolved, nag_rendering
 from .errors import ConfigError, require, require_range
 from .gpu_capacity import GpuCapacity
 from .instance_catalog import GpuInstanceType, lookup
@@ -403,7 +403,7 @@ class ModelService(Construct):
             ),
         )
         if load_balancer is not None:
-            self.listener_rule = load_balancer.add_model_route(model.name, self.target_group)
+            self.listener_rule = load_balancer.add_model_route(model.name, self.target_group, scope=self)
         else:
             self.listener_rule = elbv2.ApplicationListenerRule(
                 self,
@@ -559,10 +559,10 @@ class ModelService(Construct):
             "Added by aws-cdk-lib for the ECS execution role: ecr:GetAuthorizationToken has no resource-level permissions. "
             "Image pulls, log writes and secret reads are scoped to their ARNs.",
         )
-        objects = nag_reference(self, bucket.arn_for_objects(f"{self._read_prefix}*"))
-        acknowledge(
+        read_prefix = f"{self._read_prefix}*"
+        acknowledge_when_resolved(
             default_policy(self.task_role),
-            f"AwsSolutions-IAM5[Resource::{objects}]",
+            lambda: f"AwsSolutions-IAM5[Resource::{nag_rendering(self, bucket.arn_for_objects(read_prefix))}]",
             "The task reads every object under its own model's prefix (versions are folders under it); "
             "nothing else in the bucket. Asserted by tests/infra/test_service.py::test_task_role_reads_only_its_model_prefix.",
         )

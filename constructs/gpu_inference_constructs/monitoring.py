@@ -72,58 +72,24 @@ class MonitoringProps:
             require(self.hourly_price_usd > 0, "hourly_price_usd", f"{self.hourly_price_usd} must be greater than 0")
 
 
-class InferenceMonitoring(Construct):
-    """Alarms (to ``topic``) and one dashboard for the ``services`` of an environment, their load balancer
-    and GPU capacity. Per service: ALB p95/p99 latency, target 5xx rate, unhealthy targets, tasks below
-    desired; servers with the library's metrics also queue depth, shed requests, GPU memory and idle
-    GPUs; other servers an alarm per scale-out signal held above its threshold for 15 minutes. Thresholds:
-    ``props`` (MonitoringProps, each with its default).
+def alarm_name(environment_name: str, name: str) -> str:
+    """The name an alarm of this environment carries: in the console, in every notification, in ``alarm_name_prefix``."""
+    return f"{alarm_name_prefix(environment_name)}{name}"
 
-    Attributes: ``alarms`` (name -> Alarm), ``dashboard``, ``spot_interruption_rule``, ``metric_cost_per_million_requests``."""
 
-    def __init__(
-        self,
-        scope: Construct,
-        construct_id: str,
-        *,
-        environment_name: str,
-        services: Sequence[ModelService],
-        load_balancer: elbv2.ApplicationLoadBalancer,
-        capacity: GpuCapacity,
-        topic: sns.ITopic,
-        props: MonitoringProps,
-    ) -> None:
+def alarm_name_prefix(environment_name: str) -> str:
+    return f"gpu-inference-{environment_name}-"
+
+
+class _Alarms(Construct):
+    """Alarms that notify ``topic`` on ALARM and on OK, named after the environment."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, environment_name: str, topic: sns.ITopic, props: MonitoringProps) -> None:
         super().__init__(scope, construct_id)
         self.props = props
+        self.environment_name = environment_name
         self._action = cloudwatch_actions.SnsAction(topic)
         self.alarms: dict[str, cloudwatch.Alarm] = {}
-
-        for service in services:
-            self._add_service_alarms(service)
-        self._add_load_balancer_alarm(load_balancer)
-        self.spot_interruption_rule = events.Rule(
-            self,
-            "SpotInterruptions",
-            description="EC2 Spot interruption warnings in this account and region (the GPU fleet's Spot instances)",
-            event_pattern=events.EventPattern(source=["aws.ec2"], detail_type=["EC2 Spot Instance Interruption Warning"]),
-            targets=[events_targets.SnsTopic(topic)],
-        )
-        self.metric_spot_interruptions = cloudwatch.Metric(
-            namespace="AWS/Events",
-            metric_name="TriggeredRules",
-            dimensions_map={"RuleName": self.spot_interruption_rule.rule_name},
-            statistic="Sum",
-            period=cdk.Duration.minutes(15),
-            label="Spot interruption warnings",
-        )
-        self._alarm(
-            "SpotInterruptionStorm",
-            self.metric_spot_interruptions,
-            props.spot_interruptions_per_15_minutes,
-            "Spot capacity is being reclaimed repeatedly: On-Demand base and the g4dn fallback carry the load; consider a higher On-Demand share",
-        )
-        self.metric_cost_per_million_requests = self._cost_per_million_requests(capacity, load_balancer)
-        self.dashboard = self._dashboard(environment_name, services, load_balancer, capacity)
 
     def _alarm(
         self,
@@ -138,6 +104,7 @@ class InferenceMonitoring(Construct):
         alarm = cloudwatch.Alarm(
             self,
             name,
+            alarm_name=alarm_name(self.environment_name, name),
             metric=metric,
             threshold=threshold,
             evaluation_periods=periods,
@@ -151,8 +118,28 @@ class InferenceMonitoring(Construct):
         self.alarms[name] = alarm
         return alarm
 
-    def _add_service_alarms(self, service: ModelService) -> None:
-        props = self.props
+
+class ModelAlarms(_Alarms):
+    """The alarms of one model service (they live with the service, in its stack), to ``topic``.
+
+    Every server: ALB p95/p99 latency, target 5xx rate, unhealthy targets, tasks below desired. A server
+    with the library's metrics (``contract.bundled_metrics``) also: queue depth, shed requests, GPU memory,
+    idle GPUs. Any other server: one alarm per scale-out signal of its contract, held above its threshold
+    for 15 minutes (scaling is not keeping up). Thresholds: ``props`` (MonitoringProps, defaults there).
+    Attributes: ``alarms`` (name -> Alarm).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        environment_name: str,
+        service: ModelService,
+        topic: sns.ITopic,
+        props: MonitoringProps,
+    ) -> None:
+        super().__init__(scope, construct_id, environment_name=environment_name, topic=topic, props=props)
         name = service.model.name
         self._alarm(f"{name}-LatencyP95", service.metric_target_response_time("p95"), props.latency_p95_ms / 1000,
                     f"{name}: p95 latency at the load balancer above {props.latency_p95_ms} ms for 3 minutes", periods=3)
@@ -186,7 +173,6 @@ class InferenceMonitoring(Construct):
                     periods=props.low_gpu_utilization_hours, comparison=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD)
 
     def _add_contract_alarms(self, service: ModelService) -> None:
-        """A server with its own metrics: alarm when a scale-out signal stays above its threshold for 15 minutes."""
         name = service.model.name
         for signal in service.contract.scaling_signals:
             if signal.scale_out_above is None:
@@ -194,6 +180,55 @@ class InferenceMonitoring(Construct):
             self._alarm(f"{name}-{signal.metric}", service.metric_server(signal.metric, signal.statistic), signal.scale_out_above,
                         f"{name}: {signal.metric} ({signal.statistic}) above its scale-out threshold {signal.scale_out_above:g} "
                         "for 15 minutes: scaling is not keeping up (max_tasks or GPU capacity)", periods=15)
+
+
+class InferenceMonitoring(_Alarms):
+    """The environment's own alarms (load balancer, Spot), the Spot interruption rule and the dashboard.
+
+    The dashboard finds every model by CloudWatch search (the environment's ``ModelName`` dimension, this load
+    balancer's target groups, this cluster's services), so it references no model's stack and grows with the
+    models. Each model's alarms are :class:`ModelAlarms`, in the model's own stack.
+
+    Attributes: ``alarms`` (name -> Alarm), ``dashboard``, ``spot_interruption_rule``, ``metric_cost_per_million_requests``.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        environment_name: str,
+        model_names: Sequence[str],
+        load_balancer: elbv2.ApplicationLoadBalancer,
+        capacity: GpuCapacity,
+        topic: sns.ITopic,
+        props: MonitoringProps,
+    ) -> None:
+        super().__init__(scope, construct_id, environment_name=environment_name, topic=topic, props=props)
+        self._add_load_balancer_alarm(load_balancer)
+        self.spot_interruption_rule = events.Rule(
+            self,
+            "SpotInterruptions",
+            description="EC2 Spot interruption warnings in this account and region (the GPU fleet's Spot instances)",
+            event_pattern=events.EventPattern(source=["aws.ec2"], detail_type=["EC2 Spot Instance Interruption Warning"]),
+            targets=[events_targets.SnsTopic(topic)],
+        )
+        self.metric_spot_interruptions = cloudwatch.Metric(
+            namespace="AWS/Events",
+            metric_name="TriggeredRules",
+            dimensions_map={"RuleName": self.spot_interruption_rule.rule_name},
+            statistic="Sum",
+            period=cdk.Duration.minutes(15),
+            label="Spot interruption warnings",
+        )
+        self._alarm(
+            "SpotInterruptionStorm",
+            self.metric_spot_interruptions,
+            props.spot_interruptions_per_15_minutes,
+            "Spot capacity is being reclaimed repeatedly: On-Demand base and the g4dn fallback carry the load; consider a higher On-Demand share",
+        )
+        self.metric_cost_per_million_requests = self._cost_per_million_requests(capacity, load_balancer)
+        self.dashboard = self._dashboard(environment_name, model_names, load_balancer, capacity)
 
     def _add_load_balancer_alarm(self, load_balancer: elbv2.ApplicationLoadBalancer) -> None:
         rate = error_rate(
@@ -228,7 +263,7 @@ class InferenceMonitoring(Construct):
     def _dashboard(
         self,
         environment_name: str,
-        services: Sequence[ModelService],
+        model_names: Sequence[str],
         load_balancer: elbv2.ApplicationLoadBalancer,
         capacity: GpuCapacity,
     ) -> cloudwatch.Dashboard:
@@ -236,27 +271,52 @@ class InferenceMonitoring(Construct):
             return cloudwatch.GraphWidget(title=title, left=left, right=right or [], width=12, height=6,
                                           left_y_axis=cloudwatch.YAxisProps(label=unit, show_units=False) if unit else None)
 
+        def per_target_group(metric: str, statistic: str, label: str) -> cloudwatch.MathExpression:
+            return search(
+                f"{{AWS/ApplicationELB,LoadBalancer,TargetGroup}} MetricName=\"{metric}\" LoadBalancer=\"{load_balancer.load_balancer_full_name}\"",
+                statistic, f"{label} ${{PROP('Dim.TargetGroup')}}",
+            )
+
+        def per_model(metric: str, statistic: str, label: str = "") -> cloudwatch.MathExpression:
+            return search(
+                f"{{{metric_names.NAMESPACE},{metric_names.DIMENSION_ENVIRONMENT},{metric_names.DIMENSION_MODEL}}} "
+                f"MetricName=\"{metric}\" {metric_names.DIMENSION_ENVIRONMENT}=\"{environment_name}\"",
+                statistic, f"${{PROP('Dim.{metric_names.DIMENSION_MODEL}')}} {label or metric} {statistic}",
+            )
+
+        def per_service(metric: str) -> cloudwatch.MathExpression:
+            return search(
+                f"{{ECS/ContainerInsights,ClusterName,ServiceName}} MetricName=\"{metric}\" ClusterName=\"{capacity.cluster.cluster_name}\"",
+                "Average", f"${{PROP('Dim.ServiceName')}} {metric}",
+            )
+
         total = self._instances(capacity, MINUTE)
         on_demand = on_demand_instances_expression(capacity)
         dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=f"gpu-inference-{environment_name}", default_interval=cdk.Duration.hours(3))
         dashboard.add_widgets(
-            cloudwatch.TextWidget(markdown=f"# GPU inference: {environment_name}\nModels: {', '.join(s.model.name for s in services)}", width=24, height=2)
+            cloudwatch.TextWidget(
+                markdown=f"# GPU inference: {environment_name}\nModels: {', '.join(model_names)}\n\n"
+                         f"Each model's alarms are named `{alarm_name_prefix(environment_name)}<model>-<alarm>`: "
+                         f"[all alarms of this environment](https://console.aws.amazon.com/cloudwatch/home#alarmsV2:?search={alarm_name_prefix(environment_name)})",
+                width=24, height=2,
+            )
         )
         dashboard.add_widgets(
-            graph("Requests per minute", [s.metric_requests() for s in services]),
+            graph("Requests per minute", [per_target_group("RequestCount", "Sum", "requests"),
+                                          load_balancer.metrics.request_count(period=MINUTE, statistic="Sum", label="load balancer total")]),
             graph("Latency at the load balancer (s): p50 / p95 / p99",
-                  [s.metric_target_response_time(p) for s in services for p in ("p50", "p95", "p99")], unit="seconds"),
+                  [per_target_group("TargetResponseTime", p, p) for p in ("p50", "p95", "p99")], unit="seconds"),
         )
         dashboard.add_widgets(
-            graph("Errors per minute", [s.metric_target_5xx() for s in services]
-                  + [load_balancer.metrics.http_code_elb(elbv2.HttpCodeElb.ELB_5XX_COUNT, period=MINUTE, statistic="Sum", label="load balancer 5xx")]
-                  + [s.target_group.metrics.http_code_target(elbv2.HttpCodeTarget.TARGET_4XX_COUNT, period=MINUTE, statistic="Sum", label=f"{s.model.name} 4xx") for s in services]),
+            graph("Errors per minute", [per_target_group("HTTPCode_Target_5XX_Count", "Sum", "5xx"),
+                                        load_balancer.metrics.http_code_elb(elbv2.HttpCodeElb.ELB_5XX_COUNT, period=MINUTE, statistic="Sum", label="load balancer 5xx"),
+                                        per_target_group("HTTPCode_Target_4XX_Count", "Sum", "4xx")]),
             graph("Server latency (ms): p50 / p95 / p99, queue wait p95",
-                  [s.metric_server(metric_names.REQUEST_LATENCY, p) for s in services for p in ("p50", "p95", "p99")]
-                  + [s.metric_server(metric_names.QUEUE_WAIT, "p95") for s in services], unit="ms"),
+                  [per_model(metric_names.REQUEST_LATENCY, p) for p in ("p50", "p95", "p99")]
+                  + [per_model(metric_names.QUEUE_WAIT, "p95")], unit="ms"),
         )
         dashboard.add_widgets(
-            graph("Tasks: running / desired", [s.metric_tasks(n) for s in services for n in ("RunningTaskCount", "DesiredTaskCount")]),
+            graph("Tasks: running / desired", [per_service("RunningTaskCount"), per_service("DesiredTaskCount")]),
             graph("GPU instances: Spot vs On-Demand", [
                 total,
                 cloudwatch.MathExpression(expression=on_demand, using_metrics={"total": total}, period=MINUTE, label="On-Demand (by policy)"),
@@ -265,20 +325,25 @@ class InferenceMonitoring(Construct):
         )
         dashboard.add_widgets(
             graph("GPU utilisation and memory (%)",
-                  [s.metric_server(metric_names.GPU_UTILIZATION, "Average") for s in services],
-                  [s.metric_server(metric_names.GPU_MEMORY_UTILIZATION, "Maximum") for s in services], unit="%"),
+                  [per_model(metric_names.GPU_UTILIZATION, "Average")],
+                  [per_model(metric_names.GPU_MEMORY_UTILIZATION, "Maximum")], unit="%"),
             graph("Batch size (avg) and queue depth (max)",
-                  [s.metric_server(metric_names.BATCH_SIZE, "Average") for s in services],
-                  [s.metric_server(metric_names.QUEUE_DEPTH, "Maximum") for s in services]),
+                  [per_model(metric_names.BATCH_SIZE, "Average")],
+                  [per_model(metric_names.QUEUE_DEPTH, "Maximum")]),
         )
         dashboard.add_widgets(
             graph("Shed (503) and timed-out (504) requests",
-                  [s.metric_server(n, "Sum") for s in services for n in (metric_names.REJECTED_REQUESTS, metric_names.TIMED_OUT_REQUESTS)]
+                  [per_model(n, "Sum") for n in (metric_names.REJECTED_REQUESTS, metric_names.TIMED_OUT_REQUESTS)]
                   + [self.metric_spot_interruptions]),
             graph("Cost per 1M requests (USD, hourly)", [self.metric_cost_per_million_requests]),
         )
         dashboard.add_widgets(cloudwatch.AlarmStatusWidget(alarms=list(self.alarms.values()), title="Alarms", width=24, height=6))
         return dashboard
+
+
+def search(query: str, statistic: str, label: str, period: cdk.Duration = MINUTE) -> cloudwatch.MathExpression:
+    """A CloudWatch SEARCH expression: one graph line per matching metric, however many models there are."""
+    return cloudwatch.MathExpression(expression=f"SEARCH('{query}', '{statistic}', {period.to_seconds()})", using_metrics={}, period=period, label=label)
 
 
 def on_demand_instances_expression(capacity: GpuCapacity) -> str:

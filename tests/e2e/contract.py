@@ -29,8 +29,10 @@ class ModelContract:
     path_patterns: list[str] = field(default_factory=list)
 
 
-def load_contracts(template_path: Path, environment_name: str) -> list[ModelContract]:
-    template = json.loads(template_path.read_text())
+def load_contracts(template: dict | Path, environment_name: str) -> list[ModelContract]:
+    """Each model service's contract, from a template (or its file) that holds the services, their target groups and rules."""
+    if isinstance(template, Path):
+        template = json.loads(template.read_text())
     resources = template["Resources"]
 
     def of_type(kind: str) -> dict:

@@ -40,8 +40,7 @@ PYTHON = {"python", "python3"}
 
 
 def contracts_for(synthesized, environment: str) -> list[ModelContract]:
-    (path,) = synthesized.outdir.glob(f"assembly-{environment.capitalize()}/*Inference*.template.json")
-    return load_contracts(path, environment)
+    return load_contracts(synthesized.inference_template(environment), environment)
 
 
 @pytest.fixture(scope="module")

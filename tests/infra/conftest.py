@@ -8,9 +8,9 @@ ENVIRONMENTS = ["dev", "staging", "prod"]
 
 @pytest.fixture(scope="module", params=ENVIRONMENTS)
 def env(request, synthesized):
-    """(config, Template of the Inference stack) for each environment in turn."""
+    """(config, Template of the shared and model stacks together) for each environment in turn."""
     config = synthesized.stages[request.param].config
-    return config, Template.from_json(synthesized.template(request.param, "Inference"))
+    return config, Template.from_json(synthesized.inference_template(request.param))
 
 
 @pytest.fixture(scope="module", params=ENVIRONMENTS)

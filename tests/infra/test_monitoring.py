@@ -131,11 +131,32 @@ def test_dashboard_has_each_widget(env, title):
     assert f'\\"title\\":\\"{title}\\"' in dashboard_body(template)
 
 
-def test_dashboard_latency_shows_three_percentiles_per_model(env):
+def dashboard_widgets(template) -> list[dict]:
+    """The dashboard's widgets, each reference in its body replaced by "<ref>"."""
+    (dashboard,) = template.find_resources("AWS::CloudWatch::Dashboard").values()
+    body = dashboard["Properties"]["DashboardBody"]
+    text = "".join(part if isinstance(part, str) else "<ref>" for part in body["Fn::Join"][1]) if isinstance(body, dict) else body
+    return json.loads(text)["widgets"]
+
+
+def graph_expressions(template, title) -> list[str]:
+    (widget,) = [w for w in dashboard_widgets(template) if w["properties"].get("title") == title]
+    return [entry[0]["expression"] for entry in widget["properties"]["metrics"] if isinstance(entry[0], dict)]
+
+
+def test_dashboard_finds_every_model_by_search_so_it_grows_with_the_models(env):
+    """The dashboard lives in the shared stack and references no model stack: each per-model graph is a
+    SEARCH over this environment's models, this load balancer's target groups or this cluster's services."""
     config, template = env
-    body = dashboard_body(template)
-    for percentile in ("p50", "p95", "p99"):
-        assert body.count(f'\\"stat\\":\\"{percentile}\\"') >= 2 * len(config.models)
+    latency = graph_expressions(template, "Latency at the load balancer (s): p50 / p95 / p99")
+    assert latency == [
+        f"SEARCH('{{AWS/ApplicationELB,LoadBalancer,TargetGroup}} MetricName=\"TargetResponseTime\" LoadBalancer=\"<ref>\"', '{p}', 60)"
+        for p in ("p50", "p95", "p99")
+    ]
+    server = graph_expressions(template, "Server latency (ms): p50 / p95 / p99, queue wait p95")
+    assert server[0] == f"SEARCH('{{GpuInference,Environment,ModelName}} MetricName=\"RequestLatency\" Environment=\"{config.name}\"', 'p50', 60)"
+    tasks = graph_expressions(template, "Tasks: running / desired")
+    assert all("ClusterName=\"<ref>\"" in expression for expression in tasks) and len(tasks) == 2
 
 
 def test_cost_per_million_requests_uses_catalog_price_and_policy_split(env):

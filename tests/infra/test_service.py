@@ -267,7 +267,7 @@ def test_outputs_give_the_load_balancer_and_each_model_url(env):
 
 
 def test_image_asset_is_built_for_linux_amd64_from_a_lean_context(synthesized):
-    manifest = json.loads(next(synthesized.outdir.glob("assembly-Dev/*Inference*.assets.json")).read_text())
+    manifest = json.loads(next(synthesized.outdir.glob("assembly-Dev/*Modelminilm*.assets.json")).read_text())
     (image,) = manifest["dockerImages"].values()
     assert image["source"]["platform"] == "linux/amd64"
     context = synthesized.outdir / "assembly-Dev" / image["source"]["directory"]

@@ -1,0 +1,88 @@
+"""One model of an environment: its service, route, scaling and alarms, on the shared stack's capacity.
+
+A stack per model keeps every stack far below CloudFormation's 500 resources however many models an
+environment serves, and a change to one model (its version, say) updates that model's stack only.
+The construct IDs are the ones the single-stack layout had, so each resource keeps its logical ID.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import aws_cdk as cdk
+from aws_cdk import aws_ecr_assets as ecr_assets
+from aws_cdk import aws_ecs as ecs
+from constructs import Construct
+from gpu_inference_constructs.model_service import ModelProps, ModelService
+from gpu_inference_constructs.monitoring import ModelAlarms
+from gpu_inference_constructs.network import InferenceNetwork
+from gpu_inference_constructs.server_contract import server_for
+from gpu_inference_constructs.service_scaling import ServiceScaling
+
+from .config import EnvironmentConfig
+from .inference_stack import InferenceStack
+
+IMAGE_DIRECTORY = Path(__file__).resolve().parents[1] / "inference_image"
+
+
+def bundled_image(scope: Construct) -> ecs.ContainerImage:
+    """The model server image, built from inference_image/ by `cdk deploy` (synth needs no Docker).
+
+    Every model stack names the same directory, so `cdk deploy` builds and pushes the image once.
+    """
+    return ecs.ContainerImage.from_asset(
+        str(IMAGE_DIRECTORY),
+        platform=ecr_assets.Platform.LINUX_AMD64,
+        display_name="gpu-inference-server",
+    )
+
+
+def model_stack_id(model_name: str) -> str:
+    return f"Model-{model_name}"
+
+
+class ModelStack(cdk.Stack):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        config: EnvironmentConfig,
+        model: ModelProps,
+        shared: InferenceStack,
+        network: InferenceNetwork,
+        **kwargs,
+    ) -> None:
+        super().__init__(scope, construct_id, description=f"GPU inference: the {model.name} model service", **kwargs)
+        self.service = ModelService(
+            self,
+            f"Model-{model.name}",
+            model=model,
+            timing=config.service,
+            capacity=shared.capacity_for(model.name),
+            subnets=network.private_subnets,
+            server=server_for(model, None if model.vllm is not None else bundled_image(self)),
+            model_store=shared.model_store,
+            load_balancer=shared.load_balancer,
+            logs_key=shared.logs_key,
+            log_retention_days=config.log_retention_days,
+            environment_name=config.name,
+            api_keys_secret=shared.api_keys,
+        )
+        self.scaling = ServiceScaling(
+            self,
+            f"Scaling-{model.name}",
+            model_service=self.service,
+            props=model.scaling,
+            scaling=config.scaling,
+            load_balancer=shared.load_balancer.load_balancer,
+        )
+        self.alarms = ModelAlarms(
+            self,
+            "Monitoring",
+            environment_name=config.name,
+            service=self.service,
+            topic=shared.notifications.topic,
+            props=config.monitoring,
+        )
+        cdk.CfnOutput(self, f"Url-{model.name}", value=f"{shared.load_balancer.base_url}/{model.name}/predict", description=f"{model.name} predictions")
