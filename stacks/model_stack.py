@@ -85,4 +85,4 @@ class ModelStack(cdk.Stack):
             topic=shared.notifications.topic,
             props=config.monitoring,
         )
-        cdk.CfnOutput(self, f"Url-{model.name}", value=f"{shared.load_balancer.base_url}/{model.name}/predict", description=f"{model.name} predictions")
+        cdk.CfnOutput(self, f"Url-{model.name}", value=f"{shared.load_balancer.base_url}/{model.name}/{'v1/completions' if model.vllm else 'predict'}", description=f"{model.name} {'completions (OpenAI API)' if model.vllm else 'predictions'}")

@@ -413,6 +413,15 @@ class ModelService(Construct):
                 conditions=[elbv2.ListenerCondition.path_patterns([f"/{model.name}", f"/{model.name}/*"])],
                 action=elbv2.ListenerAction.forward([self.target_group]),
             )
+        if contract.serves_at_root:
+            self.listener_rule.node.default_child.transforms = [
+                elbv2.CfnListenerRule.TransformProperty(
+                    type="url-rewrite",
+                    url_rewrite_config=elbv2.CfnListenerRule.RewriteConfigObjectProperty(
+                        rewrites=[elbv2.CfnListenerRule.RewriteConfigProperty(regex=f"^/{model.name}/(.*)$", replace="/$1")]
+                    ),
+                )
+            ]
         self._acknowledge_findings(bucket)
 
     def _log_driver(self, stream_prefix: str) -> ecs.LogDriver:

@@ -158,7 +158,9 @@ class ServerContract:
     ``tmpfs_mib`` paths (path -> size); no environment or secrets; ``api_keys_variable`` None (the
     environment's API-key secret is not injected); no Prometheus sidecar (``metrics``);
     ``bundled_metrics`` False (the server does not emit this library's EMF metrics); no extra
-    ``scaling_signals`` (requests per target and ALB latency still apply).
+    ``scaling_signals`` (requests per target and ALB latency still apply); ``serves_at_root`` True:
+    the listener rule rewrites ``/<model>/<path>`` to ``/<path>`` (an ALB url-rewrite transform), so
+    a server that knows nothing of the prefix answers ``/<model>/v1/completions`` at ``/v1/completions``.
     """
 
     image: Optional[ecs.ContainerImage] = None
@@ -179,6 +181,7 @@ class ServerContract:
     metrics: Optional[PrometheusMetrics] = None
     bundled_metrics: bool = False
     scaling_signals: tuple[ScalingSignal, ...] = ()
+    serves_at_root: bool = True
     name: str = "custom"
 
     def __post_init__(self) -> None:
@@ -318,6 +321,7 @@ class BundledServer:
             environment=environment,
             api_keys_variable="API_KEYS",
             bundled_metrics=True,
+            serves_at_root=False,
         )
 
 
