@@ -154,3 +154,15 @@ def test_allow_ingress_from_opens_one_port_to_one_peer():
         "AWS::EC2::SecurityGroupIngress",
         {"FromPort": 32768, "ToPort": 65535, "IpProtocol": "tcp", "SourceSecurityGroupId": {"Fn::GetAtt": [Match.string_like_regexp("Alb"), "GroupId"]}},
     )
+
+
+def test_capacity_groups_are_more_providers_of_the_one_cluster(env):
+    """A 4-GPU group is its own Auto Scaling group and capacity provider (one shape per group), in the same cluster."""
+    config, template = env
+    template.resource_count_is("AWS::ECS::Cluster", 1)
+    template.resource_count_is("AWS::AutoScaling::AutoScalingGroup", 1 + len(config.capacity_groups))
+    (association,) = template.find_resources("AWS::ECS::ClusterCapacityProviderAssociations").values()
+    providers = sorted(p["Ref"] for p in association["Properties"]["CapacityProviders"])
+    assert [p.startswith("GpuCapacity") for p in providers] == [True] * (1 + len(config.capacity_groups))
+    for group in config.capacity_groups:
+        assert any(p.startswith(f"GpuCapacity{group.replace('-', '')}CapacityProvider") for p in providers)
