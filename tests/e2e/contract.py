@@ -14,6 +14,7 @@ class ModelContract:
 
     environment_name: str
     model_name: str
+    image: object  # the template's Image value
     command: list[str]
     environment: dict[str, object]  # values may be CloudFormation intrinsics
     secret_names: list[str]
@@ -27,6 +28,13 @@ class ModelContract:
     health_check_port: int
     success_codes: str
     path_patterns: list[str] = field(default_factory=list)
+    containers: dict[str, dict] = field(default_factory=dict)  # every container of the task, by name
+    url_rewrites: list[dict] = field(default_factory=list)  # the listener rule's url-rewrite transforms
+
+    @property
+    def runs_bundled_image(self) -> bool:
+        """The task runs the image built from inference_image/ (a CDK container asset), not another server."""
+        return "container-assets" in json.dumps(self.image)
 
 
 def load_contracts(template: dict | Path, environment_name: str) -> list[ModelContract]:
@@ -42,17 +50,18 @@ def load_contracts(template: dict | Path, environment_name: str) -> list[ModelCo
     for service in of_type("AWS::ECS::Service").values():
         properties = service["Properties"]
         task = resources[properties["TaskDefinition"]["Ref"]]["Properties"]
-        (container,) = task["ContainerDefinitions"]
+        containers = {c["Name"]: c for c in task["ContainerDefinitions"]}
+        container = containers["server"]
         (binding,) = properties["LoadBalancers"]
         target_group_id = binding["TargetGroupArn"]["Ref"]
         target_group = resources[target_group_id]["Properties"]
-        patterns = [
-            value
+        rules = [
+            rule["Properties"]
             for rule in of_type("AWS::ElasticLoadBalancingV2::ListenerRule").values()
             if any(action.get("TargetGroupArn") == {"Ref": target_group_id} for action in rule["Properties"]["Actions"])
-            for condition in rule["Properties"]["Conditions"]
-            for value in condition["PathPatternConfig"]["Values"]
         ]
+        patterns = [value for rule in rules for condition in rule["Conditions"] for value in condition["PathPatternConfig"]["Values"]]
+        rewrites = [r for rule in rules for t in rule.get("Transforms", []) if t["Type"] == "url-rewrite" for r in t["UrlRewriteConfig"]["Rewrites"]]
         environment = {item["Name"]: item["Value"] for item in container.get("Environment", [])}
         assert binding["ContainerPort"] in [p["ContainerPort"] for p in container["PortMappings"]], (
             f"{environment_name}: the service registers port {binding['ContainerPort']} with the target group, "
@@ -61,7 +70,8 @@ def load_contracts(template: dict | Path, environment_name: str) -> list[ModelCo
         contracts.append(
             ModelContract(
                 environment_name=environment_name,
-                model_name=str(environment["MODEL_NAME"]),
+                model_name=container["LogConfiguration"]["Options"]["awslogs-stream-prefix"],
+                image=container["Image"],
                 command=container["Command"],
                 environment=environment,
                 secret_names=[secret["Name"] for secret in container.get("Secrets", [])],
@@ -75,6 +85,8 @@ def load_contracts(template: dict | Path, environment_name: str) -> list[ModelCo
                 health_check_port=int(target_group.get("HealthCheckPort", target_group["Port"])),
                 success_codes=target_group["Matcher"]["HttpCode"],
                 path_patterns=patterns,
+                containers=containers,
+                url_rewrites=rewrites,
             )
         )
     return contracts
