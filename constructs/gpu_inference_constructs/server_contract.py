@@ -368,7 +368,7 @@ class VllmProps:
     max_model_len: int = 4096
     gpu_memory_utilization: float = 0.90
     max_num_seqs: int = 64
-    dtype: Literal["auto", "float16", "bfloat16"] = "auto"
+    dtype: Literal["auto", "float16", "bfloat16", "float32"] = "auto"
     shared_memory_mib: int = 16384
     port: int = 8000
     extra_args: tuple[str, ...] = ()

@@ -316,3 +316,22 @@ def test_dockerfile_passes_hadolint():
     hadolint = shutil.which("hadolint") or str(ROOT / ".venv" / "bin" / "hadolint")
     result = subprocess.run([hadolint, "--failure-threshold", "style", str(ROOT / "inference_image" / "Dockerfile")], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_vllm_models_serve_with_tensor_parallelism_over_their_gpus_from_scratch(env):
+    config, template = env
+    for model in [m for m in config.models if m.vllm is not None]:
+        server = containers(template)[model.name]
+        command = server["Command"]
+        assert command[:3] == ["vllm", "serve", "/scratch/model"]
+        assert command[command.index("--tensor-parallel-size") + 1] == str(model.gpus) == "4"
+        assert server["ResourceRequirements"] == [{"Type": "GPU", "Value": "4"}]
+        assert server["LinuxParameters"]["SharedMemorySize"] == model.vllm.shared_memory_mib
+        assert server["DependsOn"] == [{"Condition": "SUCCESS", "ContainerName": "model-fetch"}]
+        assert "vllm/vllm-openai" not in str(server["Image"]) and str(server["Image"]).count(".dkr.ecr.") == 1, "from the account's ECR mirror"
+        fetcher = containers(template, "model-fetch")[model.name]
+        uri = {e["Name"]: e["Value"] for e in fetcher["Environment"]}["MODEL_URI"]
+        assert json.dumps(uri).endswith(f'"/models/{model.name}/{model.version}/"]]}}'), "weights from the model bucket's versioned prefix"
+        collector = containers(template, "metrics-collector")[model.name]
+        agent = json.dumps(collector["Environment"])
+        assert "vllm_num_requests_waiting" in agent and "env:PROMETHEUS_CONFIG_CONTENT" in agent
