@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from gpu_inference_constructs.deployment import DeploymentProps, RollbackThresholds
 from gpu_inference_constructs.errors import ConfigError, require
 from gpu_inference_constructs.gpu_capacity import GpuCapacityProps
 from gpu_inference_constructs.load_balancer import LoadBalancerProps
@@ -51,6 +52,7 @@ class EnvironmentConfig:
     service: ServiceTimingProps = field(default_factory=ServiceTimingProps)
     scaling: ScalingProps = field(default_factory=ScalingProps)
     monitoring: MonitoringProps = field(default_factory=MonitoringProps)
+    deployment: DeploymentProps = field(default_factory=DeploymentProps)
     log_retention_days: int = 90
     alarm_emails: tuple[str, ...] = ()
     name: str = ""
@@ -116,6 +118,11 @@ class EnvironmentConfig:
         return self.capacity_groups[group].capacity if group else self.capacity
 
     @property
+    def rollback_thresholds(self) -> RollbackThresholds:
+        """The rollback alarms trip where the environment's latency and 5xx alarms do."""
+        return RollbackThresholds(latency_p95_ms=self.monitoring.latency_p95_ms, target_5xx_percent=self.monitoring.target_5xx_percent)
+
+    @property
     def stage_name(self) -> str:
         return "".join(part.capitalize() for part in self.name.split("-"))
 
@@ -137,6 +144,19 @@ def load_environment(name: str, data: Any) -> EnvironmentConfig:
     if isinstance(data, dict) and "name" in data:
         raise ConfigError(f"environment {name!r}: name", "unknown key; the environment's name is its key in 'environments'")
     try:
-        return from_dict(EnvironmentConfig, {**(data if isinstance(data, dict) else {"<not an object>": data}), "name": name})
+        return from_dict(EnvironmentConfig, {**with_model_deployments(data), "name": name})
     except ConfigError as error:
         raise ConfigError(f"environment {name!r}: {error.key}", error.detail) from None
+
+
+def with_model_deployments(data: Any) -> dict:
+    """The environment's ``deployment`` becomes each model's unless the model has its own (which replaces it whole)."""
+    if not isinstance(data, dict):
+        return {"<not an object>": data}
+    if "deployment" not in data or not isinstance(data.get("models"), list):
+        return data
+    models = [
+        {"deployment": data["deployment"], **model} if isinstance(model, dict) else model
+        for model in data["models"]
+    ]
+    return {**data, "models": models}

@@ -68,6 +68,7 @@ class ModelStack(cdk.Stack):
             log_retention_days=config.log_retention_days,
             environment_name=config.name,
             api_keys_secret=shared.api_keys,
+            rollback_thresholds=config.rollback_thresholds,
         )
         self.scaling = ServiceScaling(
             self,

@@ -69,6 +69,14 @@ def normalise_hashes(value):
     return json.loads(HASH.sub("<hash>", json.dumps(value)))
 
 
+def metric_stats(properties):
+    """(namespace, name, statistic) of every metric an alarm reads (one per target group for ALB target metrics)."""
+    if "MetricName" in properties:
+        return [(properties["Namespace"], properties["MetricName"], properties.get("ExtendedStatistic") or properties["Statistic"])]
+    return [(m["MetricStat"]["Metric"]["Namespace"], m["MetricStat"]["Metric"]["MetricName"], m["MetricStat"]["Stat"])
+            for m in properties["Metrics"] if "MetricStat" in m]
+
+
 def single_metric(properties):
     """(namespace, name, statistic, dimensions, period) of an alarm's one metric, in either template form."""
     if "MetricName" in properties:

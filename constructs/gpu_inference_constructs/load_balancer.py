@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 import json
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from constructs import Construct
 from .acknowledgements import acknowledge
 from .errors import ConfigError, require, require_range
 
+MAX_RULE_PRIORITY = 50_000
 NOT_FOUND_BODY = json.dumps({"error": {"code": "not_found", "message": "No model is served at this path; use /<model-name>/predict"}})
 
 
@@ -141,26 +143,51 @@ class InferenceLoadBalancer(Construct):
                 "narrow ingress_cidrs in config for a partner-only endpoint. WAF (config: waf) filters requests.",
             )
         self.web_acl = self._add_web_acl(props) if props.waf else None
-        self._next_priority = 1
+        self._priorities: set[int] = set()
 
     def add_model_route(
-        self, model_name: str, target_group: elbv2.IApplicationTargetGroup, *, scope: Optional[Construct] = None
+        self,
+        model_name: str,
+        target_group: elbv2.IApplicationTargetGroup,
+        alternate_target_group: Optional[elbv2.IApplicationTargetGroup] = None,
+        *,
+        scope: Optional[Construct] = None,
     ) -> elbv2.ApplicationListenerRule:
         """Forward ``/<model_name>`` and ``/<model_name>/*`` to ``target_group`` (the server serves under that prefix).
 
         The rule is created in ``scope`` (default: this construct); a model in its own stack passes itself,
         so the rule lives, and is replaced or deleted, with the model.
+
+        With ``alternate_target_group`` the rule forwards weighted to both (100 / 0): ECS's canary, linear and
+        blue/green deployments shift those weights. CloudFormation rewrites a rule's weights only when the rule's
+        own template changes (aws/aws-cdk#36649), so nothing in it may depend on anything but the model's name:
+        its priority is derived from the name, not from the order models are added in.
         """
-        rule = elbv2.ApplicationListenerRule(
+        if alternate_target_group is None:
+            action = elbv2.ListenerAction.forward([target_group])
+        else:
+            action = elbv2.ListenerAction.weighted_forward(
+                [
+                    elbv2.WeightedTargetGroup(target_group=target_group, weight=100),
+                    elbv2.WeightedTargetGroup(target_group=alternate_target_group, weight=0),
+                ]
+            )
+        return elbv2.ApplicationListenerRule(
             scope or self,
             f"Route-{model_name}" if scope is None else "Route",
             listener=self.listener,
-            priority=self._next_priority,
+            priority=self._priority_for(model_name),
             conditions=[elbv2.ListenerCondition.path_patterns([f"/{model_name}", f"/{model_name}/*"])],
-            action=elbv2.ListenerAction.forward([target_group]),
+            action=action,
         )
-        self._next_priority += 1
-        return rule
+
+    def _priority_for(self, model_name: str) -> int:
+        """A listener rule priority (1 to 50000) from the model's name alone; the next free one on a collision."""
+        priority = 1 + int.from_bytes(hashlib.sha256(model_name.encode()).digest()[:4], "big") % MAX_RULE_PRIORITY
+        while priority in self._priorities:
+            priority = priority % MAX_RULE_PRIORITY + 1
+        self._priorities.add(priority)
+        return priority
 
     def allow_to(self, peer: ec2.IConnectable, port: ec2.Port) -> None:
         self.security_group.connections.allow_to(peer, port, "load balancer to model tasks")

@@ -20,7 +20,8 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from . import metric_names
-from .acknowledgements import acknowledge, default_policy, acknowledge_when_resolved, nag_rendering
+from .acknowledgements import acknowledge, acknowledge_when_resolved, default_policy, nag_rendering
+from .deployment import DeploymentProps, RollbackAlarmNames, RollbackAlarms, RollbackThresholds, sum_over, worst_of
 from .errors import ConfigError, require, require_range
 from .gpu_capacity import GpuCapacity
 from .instance_catalog import GpuInstanceType, lookup
@@ -97,6 +98,7 @@ class ModelProps:
     vllm: Optional[VllmProps] = None
     environment: dict[str, str] = field(default_factory=dict)
     scaling: ModelScalingProps = field(default_factory=ModelScalingProps)
+    deployment: DeploymentProps = field(default_factory=DeploymentProps)
 
     def __post_init__(self) -> None:
         require(
@@ -221,9 +223,14 @@ class ModelService(Construct):
     ``log_retention_days`` (default 90). ``timing`` defaults to ServiceTimingProps().
     ``api_keys_secret`` goes to the contract's ``api_keys_variable``.
 
+    How a new version goes out follows ``model.deployment`` (rolling, canary, linear, blue/green);
+    ``rollback_thresholds`` set the alarms that roll a deployment back.
+
     Attributes: ``contract``, ``service``, ``task_definition``, ``container``, ``model_fetcher`` (or
-    None), ``metrics_collector`` (or None), ``target_group``, ``listener_rule``, ``security_group``,
-    ``log_group``, ``task_role``, ``url_path``, ``instance_type``.
+    None), ``metrics_collector`` (or None), ``target_group``, ``target_groups`` (with the alternate one
+    that canary, linear and blue/green deployments shift traffic to), ``listener_rule``,
+    ``rollback_alarms``, ``security_group``, ``log_group``, ``task_role``, ``url_path``,
+    ``instance_type``. ``add_rollback_alarm`` adds an alarm that rolls back a deployment in progress.
     """
 
     def __init__(
@@ -250,10 +257,13 @@ class ModelService(Construct):
         listener_priority: Optional[int] = None,
         log_retention_days: int = 90,
         api_keys_secret: Optional[secretsmanager.ISecret] = None,
+        rollback_thresholds: RollbackThresholds = RollbackThresholds(),
     ) -> None:
         super().__init__(scope, construct_id)
         timing = timing or ServiceTimingProps()
         self.model = model
+        deployment = model.deployment
+        self._rollback_alarm_names = RollbackAlarmNames()
         self.environment_name = environment_name
         self.url_path = f"/{model.name}/"
         region = cdk.Stack.of(self).region
@@ -372,7 +382,8 @@ class ModelService(Construct):
             vpc_subnets=subnets,
             min_healthy_percent=100,
             max_healthy_percent=200,
-            circuit_breaker=ecs.DeploymentCircuitBreaker(enable=True, rollback=True),
+            deployment_alarms=self._rollback_alarm_names.config(),
+            **deployment.service_options(),
             health_check_grace_period=cdk.Duration.seconds(model.health_check_grace_seconds),
             placement_strategies=[
                 ecs.PlacementStrategy.spread_across(ecs.BuiltInAttributes.AVAILABILITY_ZONE),
@@ -382,28 +393,12 @@ class ModelService(Construct):
             enable_ecs_managed_tags=True,
         )
 
-        self.target_group = elbv2.ApplicationTargetGroup(
-            self,
-            "TargetGroup",
-            vpc=cluster.vpc,
-            port=contract.port,
-            protocol=elbv2.ApplicationProtocol.HTTP,
-            target_type=elbv2.TargetType.IP,
-            targets=[self.service],
-            deregistration_delay=cdk.Duration.seconds(timing.deregistration_delay_seconds),
-            load_balancing_algorithm_type=elbv2.TargetGroupLoadBalancingAlgorithmType.LEAST_OUTSTANDING_REQUESTS,
-            health_check=elbv2.HealthCheck(
-                path=contract.readiness_path,
-                port=str(contract.port),
-                healthy_http_codes="200",
-                interval=cdk.Duration.seconds(15),
-                timeout=cdk.Duration.seconds(5),
-                healthy_threshold_count=2,
-                unhealthy_threshold_count=4,
-            ),
-        )
+        # Both target groups health-check readiness and drain alike: either may be production after a deployment.
+        target_group_ids = ("TargetGroup", "AlternateTargetGroup") if deployment.shifts_traffic else ("TargetGroup",)
+        self.target_groups = [self._target_group(target_group_id, cluster.vpc, timing) for target_group_id in target_group_ids]
+        self.target_group = self.target_groups[0]
         if load_balancer is not None:
-            self.listener_rule = load_balancer.add_model_route(model.name, self.target_group, scope=self)
+            self.listener_rule = load_balancer.add_model_route(model.name, *self.target_groups, scope=self)
         else:
             self.listener_rule = elbv2.ApplicationListenerRule(
                 self,
@@ -411,7 +406,7 @@ class ModelService(Construct):
                 listener=listener,
                 priority=listener_priority,
                 conditions=[elbv2.ListenerCondition.path_patterns([f"/{model.name}", f"/{model.name}/*"])],
-                action=elbv2.ListenerAction.forward([self.target_group]),
+                action=_forward(self.target_groups),
             )
         if contract.serves_at_root:
             self.listener_rule.node.default_child.transforms = [
@@ -422,7 +417,52 @@ class ModelService(Construct):
                     ),
                 )
             ]
+        alternate = None
+        if deployment.shifts_traffic:
+            alternate = ecs.AlternateTarget(
+                "AlternateTarget",
+                alternate_target_group=self.target_groups[1],
+                production_listener=ecs.ListenerRuleConfiguration.application_listener_rule(self.listener_rule),
+            )
+        self.service.load_balancer_target(
+            container_name=self.container.container_name, container_port=contract.port, alternate_target=alternate
+        ).attach_to_application_target_group(self.target_group)
+        self.rollback_alarms = RollbackAlarms(
+            self, "RollbackAlarms", model_name=model.name, target_groups=self.target_groups,
+            thresholds=rollback_thresholds, enabled=deployment.rollback_alarms,
+        )
+        for alarm in self.rollback_alarms.alarms.values():
+            self.add_rollback_alarm(alarm)
+        for name in deployment.alarm_names:
+            self._rollback_alarm_names.add(name)
         self._acknowledge_findings(bucket)
+        if deployment.shifts_traffic:
+            self._acknowledge_traffic_shifting()
+
+    def _target_group(self, construct_id: str, vpc: ec2.IVpc, timing: ServiceTimingProps) -> elbv2.ApplicationTargetGroup:
+        return elbv2.ApplicationTargetGroup(
+            self,
+            construct_id,
+            vpc=vpc,
+            port=self.contract.port,
+            protocol=elbv2.ApplicationProtocol.HTTP,
+            target_type=elbv2.TargetType.IP,
+            deregistration_delay=cdk.Duration.seconds(timing.deregistration_delay_seconds),
+            load_balancing_algorithm_type=elbv2.TargetGroupLoadBalancingAlgorithmType.LEAST_OUTSTANDING_REQUESTS,
+            health_check=elbv2.HealthCheck(
+                path=self.contract.readiness_path,
+                port=str(self.contract.port),
+                healthy_http_codes="200",
+                interval=cdk.Duration.seconds(15),
+                timeout=cdk.Duration.seconds(5),
+                healthy_threshold_count=2,
+                unhealthy_threshold_count=4,
+            ),
+        )
+
+    def add_rollback_alarm(self, alarm: cloudwatch.IAlarm) -> None:
+        """ECS rolls a deployment in progress back (every strategy) while ``alarm`` is in ALARM."""
+        self._rollback_alarm_names.add(alarm.alarm_name)
 
     def _log_driver(self, stream_prefix: str) -> ecs.LogDriver:
         return ecs.LogDrivers.aws_logs(
@@ -530,18 +570,19 @@ class ModelService(Construct):
             label=f"{self.model.name} {name} {statistic}",
         )
 
-    def metric_requests(self, period: cdk.Duration = cdk.Duration.minutes(1)) -> cloudwatch.Metric:
-        return self.target_group.metrics.request_count(period=period, label=f"{self.model.name} requests")
+    def metric_requests(self, period: cdk.Duration = cdk.Duration.minutes(1)) -> cloudwatch.IMetric:
+        return sum_over([tg.metrics.request_count(period=period) for tg in self.target_groups], f"{self.model.name} requests")
 
-    def metric_target_response_time(self, statistic: str, period: cdk.Duration = cdk.Duration.minutes(1)) -> cloudwatch.Metric:
+    def metric_target_response_time(self, statistic: str, period: cdk.Duration = cdk.Duration.minutes(1)) -> cloudwatch.IMetric:
         """ALB TargetResponseTime in seconds (``p50``, ``p95``, ``p99``, ...)."""
-        return self.target_group.metrics.target_response_time(statistic=statistic, period=period, label=f"{self.model.name} {statistic}")
+        return worst_of([tg.metrics.target_response_time(statistic=statistic, period=period) for tg in self.target_groups], f"{self.model.name} {statistic}")
 
-    def metric_target_5xx(self, period: cdk.Duration = cdk.Duration.minutes(1)) -> cloudwatch.Metric:
-        return self.target_group.metrics.http_code_target(elbv2.HttpCodeTarget.TARGET_5XX_COUNT, period=period, statistic="Sum", label=f"{self.model.name} target 5xx")
+    def metric_target_5xx(self, period: cdk.Duration = cdk.Duration.minutes(1)) -> cloudwatch.IMetric:
+        return sum_over([tg.metrics.http_code_target(elbv2.HttpCodeTarget.TARGET_5XX_COUNT, period=period, statistic="Sum") for tg in self.target_groups],
+                        f"{self.model.name} target 5xx")
 
-    def metric_unhealthy_hosts(self, period: cdk.Duration = cdk.Duration.minutes(1)) -> cloudwatch.Metric:
-        return self.target_group.metrics.unhealthy_host_count(period=period, statistic="Maximum", label=f"{self.model.name} unhealthy targets")
+    def metric_unhealthy_hosts(self, period: cdk.Duration = cdk.Duration.minutes(1)) -> cloudwatch.IMetric:
+        return sum_over([tg.metrics.unhealthy_host_count(period=period, statistic="Maximum") for tg in self.target_groups], f"{self.model.name} unhealthy targets")
 
     def metric_tasks(self, name: str, period: cdk.Duration = cdk.Duration.minutes(1)) -> cloudwatch.Metric:
         """Container Insights task counts: ``RunningTaskCount``, ``DesiredTaskCount`` or ``PendingTaskCount``."""
@@ -574,6 +615,20 @@ class ModelService(Construct):
             lambda: f"AwsSolutions-IAM5[Resource::{nag_rendering(self, bucket.arn_for_objects(read_prefix))}]",
             "The task reads every object under its own model's prefix (versions are folders under it); "
             "nothing else in the bucket. Asserted by tests/infra/test_service.py::test_task_role_reads_only_its_model_prefix.",
+        )
+
+
+    def _acknowledge_traffic_shifting(self) -> None:
+        cdk.Annotations.of(self.service).acknowledge_warning(
+            "@aws-cdk/aws-ecs:shouldUseCircuitBreaker",
+            "The circuit breaker works for rolling deployments only; this service's rollback alarms stop a canary, "
+            "linear or blue/green deployment (tests/infra/test_rollout.py).",
+        )
+        acknowledge(
+            self.service.node.find_child("AlternateTargetRole").node.default_child,
+            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonECSInfrastructureRolePolicyForLoadBalancers]",
+            "The role ECS assumes to shift the listener rule's weights and register tasks: the AWS managed policy "
+            "is the one the ECS developer guide prescribes for blue/green, linear and canary deployments.",
         )
 
 
@@ -627,3 +682,13 @@ def _capabilities(scope: Construct, construct_id: str, keep: list[ecs.Capability
     if keep:
         parameters.add_capabilities(*keep)
     return parameters
+
+
+def _forward(target_groups: list[elbv2.IApplicationTargetGroup]) -> elbv2.ListenerAction:
+    """Forward to the one target group, or weighted 100 / 0 to both (deployments shift the weights)."""
+    if len(target_groups) == 1:
+        return elbv2.ListenerAction.forward(target_groups)
+    production, alternate = target_groups
+    return elbv2.ListenerAction.weighted_forward(
+        [elbv2.WeightedTargetGroup(target_group=production, weight=100), elbv2.WeightedTargetGroup(target_group=alternate, weight=0)]
+    )

@@ -53,7 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         configure_logging()
         log.error("invalid setting", extra={"setting": exc.variable, "error": str(exc)})
         return 2
-    configure_logging(settings.log_level)
+    configure_logging(settings.log_level, {"model": settings.model_name, "model_version": settings.model_version})
     confine_library_caches(settings.model_cache_dir)
     from .artifacts import ArtifactError
     from .handlers import HandlerError

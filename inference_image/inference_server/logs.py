@@ -14,6 +14,12 @@ _RECORD_ATTRS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", (), None))) |
 
 
 class JsonFormatter(logging.Formatter):
+    """``static`` fields (the served model and version) go on every line, so two live versions' logs never mix."""
+
+    def __init__(self, static: dict[str, Any] | None = None) -> None:
+        super().__init__()
+        self.static = dict(static or {})
+
     def format(self, record: logging.LogRecord) -> str:
         line: dict[str, Any] = {
             "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
@@ -21,6 +27,7 @@ class JsonFormatter(logging.Formatter):
             "level": record.levelname,
             "logger": record.name,
             "message": record.getMessage(),
+            **self.static,
         }
         for key, value in vars(record).items():
             if key not in _RECORD_ATTRS and not key.startswith("_"):
@@ -32,9 +39,9 @@ class JsonFormatter(logging.Formatter):
         return orjson.dumps(line, default=str, option=orjson.OPT_SERIALIZE_NUMPY).decode()
 
 
-def configure_logging(level: str = "INFO") -> None:
+def configure_logging(level: str = "INFO", static: dict[str, Any] | None = None) -> None:
     handler = logging.StreamHandler(sys.stdout)
-    handler.setFormatter(JsonFormatter())
+    handler.setFormatter(JsonFormatter(static))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)

@@ -9,6 +9,17 @@ from pathlib import Path
 
 
 @dataclass
+class TargetGroupContract:
+    """One target group the service registers tasks in (canary, linear and blue/green have two) and its routes."""
+
+    logical_id: str
+    health_check_path: str
+    health_check_port: int
+    success_codes: str
+    path_patterns: list[str]
+
+
+@dataclass
 class ModelContract:
     """What AWS would do with one model service, as the synthesized template says it."""
 
@@ -28,6 +39,7 @@ class ModelContract:
     health_check_port: int
     success_codes: str
     path_patterns: list[str] = field(default_factory=list)
+    target_groups: list[TargetGroupContract] = field(default_factory=list)
     containers: dict[str, dict] = field(default_factory=dict)  # every container of the task, by name
     url_rewrites: list[dict] = field(default_factory=list)  # the listener rule's url-rewrite transforms
 
@@ -55,13 +67,20 @@ def load_contracts(template: dict | Path, environment_name: str) -> list[ModelCo
         (binding,) = properties["LoadBalancers"]
         target_group_id = binding["TargetGroupArn"]["Ref"]
         target_group = resources[target_group_id]["Properties"]
-        rules = [
-            rule["Properties"]
-            for rule in of_type("AWS::ElasticLoadBalancingV2::ListenerRule").values()
-            if any(action.get("TargetGroupArn") == {"Ref": target_group_id} for action in rule["Properties"]["Actions"])
+        alternate = binding.get("AdvancedConfiguration", {}).get("AlternateTargetGroupArn")
+        target_groups = [
+            target_group_contract(logical_id, resources[logical_id]["Properties"], of_type("AWS::ElasticLoadBalancingV2::ListenerRule"))
+            for logical_id in [target_group_id] + ([alternate["Ref"]] if alternate else [])
         ]
-        patterns = [value for rule in rules for condition in rule["Conditions"] for value in condition["PathPatternConfig"]["Values"]]
-        rewrites = [r for rule in rules for t in rule.get("Transforms", []) if t["Type"] == "url-rewrite" for r in t["UrlRewriteConfig"]["Rewrites"]]
+        patterns = target_groups[0].path_patterns
+        rewrites = [
+            rewrite
+            for rule in of_type("AWS::ElasticLoadBalancingV2::ListenerRule").values()
+            if any({"Ref": target_group_id} in forwarded_to(action) for action in rule["Properties"]["Actions"])
+            for transform in rule["Properties"].get("Transforms", [])
+            if transform["Type"] == "url-rewrite"
+            for rewrite in transform["UrlRewriteConfig"]["Rewrites"]
+        ]
         environment = {item["Name"]: item["Value"] for item in container.get("Environment", [])}
         assert binding["ContainerPort"] in [p["ContainerPort"] for p in container["PortMappings"]], (
             f"{environment_name}: the service registers port {binding['ContainerPort']} with the target group, "
@@ -85,11 +104,36 @@ def load_contracts(template: dict | Path, environment_name: str) -> list[ModelCo
                 health_check_port=int(target_group.get("HealthCheckPort", target_group["Port"])),
                 success_codes=target_group["Matcher"]["HttpCode"],
                 path_patterns=patterns,
+                target_groups=target_groups,
                 containers=containers,
                 url_rewrites=rewrites,
             )
         )
     return contracts
+
+
+def forwarded_to(action: dict) -> list[dict]:
+    """The target groups a listener rule action forwards to, plain or weighted."""
+    if "TargetGroupArn" in action:
+        return [action["TargetGroupArn"]]
+    return [group["TargetGroupArn"] for group in action.get("ForwardConfig", {}).get("TargetGroups", [])]
+
+
+def target_group_contract(logical_id: str, properties: dict, rules: dict) -> TargetGroupContract:
+    patterns = [
+        value
+        for rule in rules.values()
+        if any({"Ref": logical_id} in forwarded_to(action) for action in rule["Properties"]["Actions"])
+        for condition in rule["Properties"]["Conditions"]
+        for value in condition["PathPatternConfig"]["Values"]
+    ]
+    return TargetGroupContract(
+        logical_id=logical_id,
+        health_check_path=properties["HealthCheckPath"],
+        health_check_port=int(properties.get("HealthCheckPort", properties["Port"])),
+        success_codes=properties["Matcher"]["HttpCode"],
+        path_patterns=patterns,
+    )
 
 
 def resolve(value: object, bucket_names: dict[str, str]) -> str:

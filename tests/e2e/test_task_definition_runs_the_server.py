@@ -84,6 +84,22 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def wait_until_port_is_free(port: int, timeout: float = 300) -> None:
+    """The server must bind the task's own port; on a shared machine another test's server may hold it for a while,
+    and requests would then reach that server instead of ours."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind(("0.0.0.0", port))
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise AssertionError(f"port {port} stayed in use for {timeout} s: another process serves on it") from None
+        time.sleep(1)
+
+
 def all_contracts(synthesized):
     return [(env, contract) for env in ENVIRONMENTS for contract in contracts_for(synthesized, env)]
 
@@ -206,6 +222,7 @@ def test_the_task_definition_starts_a_server_that_the_load_balancer_can_use(synt
     publish_model(contract, environment["MODEL_URI"], tmp_path, environment)
 
     log = tmp_path / "server.log"
+    wait_until_port_is_free(contract.container_port)
     with log.open("w") as output:
         process = subprocess.Popen(as_local_command(contract.command), env=environment, stdout=output, stderr=subprocess.STDOUT)
     try:
@@ -218,6 +235,15 @@ def test_the_task_definition_starts_a_server_that_the_load_balancer_can_use(synt
 
         prefixes = sorted({pattern.removesuffix("/*") for pattern in contract.path_patterns})
         assert prefixes == [f"/{contract.model_name}"], f"listener rules {contract.path_patterns} do not route to /{contract.model_name}"
+        # Canary, linear and blue/green register the same tasks in a second target group: the load balancer must
+        # find them ready and route the model's paths there too.
+        config = synthesized.stages[contract.environment_name].config
+        (model,) = [m for m in config.models if m.name == contract.model_name]
+        assert len(contract.target_groups) == (2 if model.deployment.shifts_traffic else 1)
+        for group in contract.target_groups:
+            assert group.path_patterns == contract.path_patterns, f"{group.logical_id} is routed {group.path_patterns}"
+            status, _ = http("GET", f"http://127.0.0.1:{group.health_check_port}{group.health_check_path}", None, {})
+            assert str(status) in group.success_codes.split(","), f"{group.logical_id}'s health check got {status}"
         for prefix in prefixes:
             status, body = http("POST", f"{base}{prefix}/predict", {"text": "the service was quick and friendly"}, {"x-api-key": API_KEY})
             assert status == 200, f"POST {prefix}/predict answered {status}: {body}"

@@ -5,7 +5,7 @@ import json
 import pytest
 from aws_cdk.assertions import Template
 
-from tests.conftest import single_metric
+from tests.conftest import metric_stats, single_metric
 
 from gpu_inference_constructs import metric_names as infra_names
 
@@ -47,8 +47,9 @@ def test_latency_alarms_use_configured_percentile_thresholds(env):
     for model in config.models:
         p95 = alarm(template, f"{model.name}-LatencyP95")
         p99 = alarm(template, f"{model.name}-LatencyP99")
-        assert (single_metric(p95)[1:3], p95["Threshold"]) == (("TargetResponseTime", "p95"), config.monitoring.latency_p95_ms / 1000)
-        assert (single_metric(p99)[1:3], p99["Threshold"]) == (("TargetResponseTime", "p99"), config.monitoring.latency_p99_ms / 1000)
+        target_groups = 2 if model.deployment.shifts_traffic else 1  # the worst of both during and after a deployment
+        assert (metric_stats(p95), p95["Threshold"]) == ([("AWS/ApplicationELB", "TargetResponseTime", "p95")] * target_groups, config.monitoring.latency_p95_ms / 1000)
+        assert (metric_stats(p99), p99["Threshold"]) == ([("AWS/ApplicationELB", "TargetResponseTime", "p99")] * target_groups, config.monitoring.latency_p99_ms / 1000)
 
 
 def test_error_rates_are_percentages_by_metric_math(env):
@@ -59,7 +60,7 @@ def test_error_rates_are_percentages_by_metric_math(env):
         expression = next(m for m in properties["Metrics"] if "Expression" in m)["Expression"]
         assert expression == "IF(FILL(requests, 0) > 0, 100 * FILL(errors, 0) / requests, 0)"
         assert properties["Threshold"] == threshold
-        names = sorted(m["MetricStat"]["Metric"]["MetricName"] for m in properties["Metrics"] if "MetricStat" in m)
+        names = sorted({m["MetricStat"]["Metric"]["MetricName"] for m in properties["Metrics"] if "MetricStat" in m})
         assert names in (["HTTPCode_Target_5XX_Count", "RequestCount"], ["HTTPCode_ELB_5XX_Count", "RequestCount"])
 
 

@@ -368,3 +368,19 @@ async def test_failed_requests_log_a_line_without_latency_metrics(classifier_app
     [record] = [r for r in caplog.records if r.name == "inference_server.access"]
     line = json.loads(JsonFormatter().format(record))
     assert line["status"] == 422 and line["path"] == "/predict" and "_aws" not in line
+
+
+def test_the_result_cache_never_answers_for_another_model_version():
+    """During a canary both versions serve the same inputs; their cached results must not be interchangeable."""
+    from inference_server.cache import ResultCache
+
+    old, new = ResultCache(8, "2026-11-01"), ResultCache(8, "2026-12-01")
+    old.put(old.key("same input"), "old result")
+    assert old.key("same input") != new.key("same input")
+    assert new.get(new.key("same input")) is None and old.get(old.key("same input")) == "old result"
+
+
+def test_static_log_fields_name_the_version_on_every_line():
+    record = logging.LogRecord("inference_server.service", logging.WARNING, "", 0, "model loaded slowly", (), None)
+    line = json.loads(JsonFormatter({"model": "tiny", "model_version": "7"}).format(record))
+    assert (line["model"], line["model_version"], line["message"]) == ("tiny", "7", "model loaded slowly")

@@ -142,6 +142,8 @@ def test_a_corrupted_model_in_s3_refuses_to_start(s3, bucket, tiny_classifier_di
     [refusal] = [line for line in json_lines(log) if line["level"] == "CRITICAL"]
     assert refusal["message"] == "model load failed; refusing to start"
     assert "config.json: size" in refusal["error"]
+    # Two versions run side by side during a canary: every line (not only request lines) says which one wrote it.
+    assert {(line["model"], line["model_version"]) for line in json_lines(log)} == {("tiny", "1")}
 
 
 def test_a_model_without_manifest_in_s3_refuses_to_start(s3, bucket, tiny_classifier_dir, tmp_path):

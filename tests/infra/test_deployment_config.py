@@ -1,0 +1,94 @@
+"""Rollout settings: invalid combinations fail at synth naming the key and the fix; defaults are explicit."""
+
+import copy
+
+import pytest
+
+from gpu_inference_constructs.deployment import ALARM_MINUTES, DeploymentProps
+from gpu_inference_constructs.errors import ConfigError
+from gpu_inference_constructs.settings import from_dict
+from stacks.config import load_environment
+from tests.conftest import cdk_context
+
+CONTEXT = cdk_context()["environments"]
+
+BAD_DEPLOYMENTS = [
+    ({"strategy": "canary", "circuit_breaker": True}, r"circuit_breaker: the deployment circuit breaker works only with rolling"),
+    ({"strategy": "blue_green", "circuit_breaker": True}, r"circuit_breaker: .*only with rolling deployments; remove it for blue_green"),
+    ({"strategy": "canary", "bake_minutes": 1441}, r"bake_minutes: 1441 is out of range; allowed 3 to 1440 minutes"),
+    ({"strategy": "canary", "step_bake_minutes": 2}, r"step_bake_minutes: 2 is out of range; allowed 3 to 1440 .*before the next traffic shift"),
+    ({"strategy": "blue_green", "bake_minutes": 0}, r"bake_minutes: 0 is out of range; allowed 3 to 1440 .*before the old tasks stop"),
+    ({"strategy": "linear", "step_percent": 2.0}, r"step_percent: 2.0 is out of range; allowed 3.0 to 100.0 for linear"),
+    ({"strategy": "canary", "step_percent": 0.05}, r"step_percent: 0.05 is out of range; allowed 0.1 to 100.0 for canary"),
+    ({"strategy": "canary", "step_percent": 12.34}, r"step_percent: 12.34 must be a multiple of 0.1"),
+    ({"strategy": "linear", "step_percent": 3.0, "step_bake_minutes": 60}, r"step_bake_minutes: the bake times add up to 1990 minutes; CloudFormation rejects"),
+    ({"strategy": "canary", "rollback_alarms": []}, r"rollback_alarms: a canary deployment without alarms shifts all traffic"),
+    ({"strategy": "linear", "rollback_alarms": [], "alarm_names": []}, r"rollback_alarms: a linear deployment without alarms"),
+    ({"strategy": "canary", "rollback_alarms": ["p99"]}, r"rollback_alarms: \['p99'\] are not built-in alarms; use any of: target_5xx_rate, latency_p95"),
+    ({"strategy": "rolling", "step_percent": 10.0}, r"step_percent: only canary and linear shift traffic in steps"),
+    ({"strategy": "blue_green", "step_bake_minutes": 5}, r"step_bake_minutes: only canary and linear shift traffic in steps"),
+    ({"strategy": "rolling", "bake_minutes": 10}, r"bake_minutes: a rolling deployment has no bake time"),
+    ({"strategy": "canary", "alarm_names": ["a", "a"]}, r"alarm_names: lists an alarm twice"),
+    ({"strategy": "canary", "alarm_names": [""]}, r"alarm_names\[0\]: '' is not a CloudWatch alarm name"),
+    ({"strategy": "gradual"}, r"strategy: 'gradual' is not allowed; use one of: 'rolling', 'canary', 'linear', 'blue_green'"),
+]
+
+
+@pytest.mark.parametrize(("deployment", "message"), BAD_DEPLOYMENTS, ids=[str(d) for d, _ in BAD_DEPLOYMENTS])
+def test_invalid_deployment_is_refused_naming_the_key(deployment, message):
+    with pytest.raises(ConfigError, match=message):
+        from_dict(DeploymentProps, deployment)
+
+
+def test_bad_model_deployment_names_the_environment_and_model():
+    data = copy.deepcopy(CONTEXT["prod"])
+    data["models"][1]["deployment"] = {"strategy": "canary", "circuit_breaker": True}
+    with pytest.raises(ConfigError, match=r"environment 'prod': models\[1\].deployment.circuit_breaker: "):
+        load_environment("prod", data)
+
+
+def test_bad_environment_deployment_names_the_environment():
+    data = copy.deepcopy(CONTEXT["prod"])
+    data["deployment"] = {"strategy": "blue_green", "bake_minutes": 2000}
+    with pytest.raises(ConfigError, match=r"environment 'prod': .*deployment.bake_minutes: 2000 is out of range"):
+        load_environment("prod", data)
+
+
+def test_dev_rolls_and_prod_canaries_by_default():
+    dev, prod = load_environment("dev", CONTEXT["dev"]), load_environment("prod", CONTEXT["prod"])
+    assert {m.deployment.strategy for m in dev.models} == {"rolling"}
+    assert all(m.deployment.uses_circuit_breaker for m in dev.models)
+    assert {m.deployment.strategy for m in prod.models} == {"canary"}
+
+
+def test_a_model_deployment_replaces_the_environment_default_whole():
+    data = copy.deepcopy(CONTEXT["prod"])
+    data["deployment"] = {"strategy": "canary", "step_percent": 5.0}
+    data["models"][0]["deployment"] = {"strategy": "blue_green", "bake_minutes": 20}
+    config = load_environment("prod", data)
+    assert config.models[0].deployment == DeploymentProps(strategy="blue_green", bake_minutes=20)
+    assert config.models[1].deployment == DeploymentProps(strategy="canary", step_percent=5.0)
+
+
+@pytest.mark.parametrize("strategy", ["canary", "linear", "blue_green"])
+def test_every_traffic_shifting_default_bakes_long_enough_for_the_alarms(strategy):
+    props = DeploymentProps(strategy=strategy)
+    assert props.final_bake >= ALARM_MINUTES and not props.uses_circuit_breaker
+    if strategy != "blue_green":
+        assert props.step_bake >= ALARM_MINUTES
+
+
+@pytest.mark.parametrize(
+    ("percent", "steps"),
+    [(10.0, 9), (11.0, 9), (25.0, 3), (33.3, 3), (100.0, 0), (3.0, 33)],
+)
+def test_linear_steps_are_counted_as_cloudformation_counts_them(percent, steps):
+    assert DeploymentProps(strategy="linear", step_percent=percent, step_bake_minutes=3).traffic_steps == steps
+
+
+def test_every_strategy_peaks_at_twice_the_tasks():
+    """A traffic-shifting deployment starts a whole second set behind the alternate target group."""
+    for strategy in ("canary", "linear", "blue_green"):
+        assert DeploymentProps(strategy=strategy).peak_tasks(6) == 12
+    assert DeploymentProps().peak_tasks(6, max_healthy_percent=200) == 12
+    assert DeploymentProps().peak_tasks(6, max_healthy_percent=150) == 9

@@ -1,0 +1,226 @@
+"""What ECS will do when a new model version goes out, per strategy, read from the synthesized templates.
+
+One app holds the prod environment four times, once per strategy (synthesized once for the module), and the
+real dev and prod environments come from the session's synthesis.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+
+import aws_cdk as cdk
+import pytest
+
+from gpu_inference_constructs.deployment import ALARM_MINUTES, DeploymentProps
+from gpu_inference_constructs.model_service import SPOT_NOTICE_SECONDS
+from stacks.config import load_environment
+from tests.conftest import ROOT, cdk_context
+
+STRATEGIES = {
+    "rolling": {"strategy": "rolling", "alarm_names": ["team-slo-burn"]},
+    "canary": {"strategy": "canary", "step_percent": 5.0, "step_bake_minutes": 12, "bake_minutes": 7, "alarm_names": ["team-slo-burn"]},
+    "linear": {"strategy": "linear", "step_percent": 20.0, "step_bake_minutes": 4, "bake_minutes": 6, "alarm_names": ["team-slo-burn"]},
+    "blue-green": {"strategy": "blue_green", "bake_minutes": 9, "alarm_names": ["team-slo-burn"]},
+}
+
+
+def prod_with(deployment: dict, models=None) -> dict:
+    data = copy.deepcopy(cdk_context()["environments"]["prod"])
+    data["deployment"] = deployment
+    if models is not None:
+        data["models"] = models
+    return data
+
+
+def synthesize(environments: dict[str, dict]) -> dict[str, list[dict]]:
+    """Environment name -> its stacks' templates."""
+    from stacks.stage import InferenceStage
+
+    app = cdk.App(context=cdk_context())
+    stages = {name: InferenceStage(app, load_environment(name, data)) for name, data in environments.items()}
+    app.synth()
+    return {name: [stack.template for stack in stage.synth().stacks] for name, stage in stages.items()}
+
+
+@pytest.fixture(scope="module")
+def strategies():
+    return synthesize({name: prod_with(deployment) for name, deployment in STRATEGIES.items()})
+
+
+class ModelView:
+    """One model's service and what it references, inside the stack that holds its service."""
+
+    def __init__(self, template: dict, service_id: str) -> None:
+        self.resources = template["Resources"]
+        self.service = self.resources[service_id]["Properties"]
+        (self.binding,) = self.service["LoadBalancers"]
+        self.primary_id = self.binding["TargetGroupArn"]["Ref"]
+        advanced = self.binding.get("AdvancedConfiguration")
+        self.alternate_id = advanced["AlternateTargetGroupArn"]["Ref"] if advanced else None
+        self.advanced = advanced
+        self.rules = {
+            key: r["Properties"]
+            for key, r in self.resources.items()
+            if r["Type"] == "AWS::ElasticLoadBalancingV2::ListenerRule" and self.primary_id in json.dumps(r["Properties"]["Actions"])
+        }
+
+    @property
+    def target_group_ids(self) -> list[str]:
+        return [self.primary_id] + ([self.alternate_id] if self.alternate_id else [])
+
+    def target_group(self, logical_id: str) -> dict:
+        return self.resources[logical_id]["Properties"]
+
+    def alarms_named_by_service(self) -> list[dict]:
+        refs = [name["Ref"] for name in self.service["DeploymentConfiguration"]["Alarms"]["AlarmNames"] if isinstance(name, dict)]
+        return [self.resources[ref]["Properties"] for ref in refs]
+
+
+def models(templates: list[dict]) -> dict[str, ModelView]:
+    views = {}
+    for template in templates:
+        for key, resource in template["Resources"].items():
+            if resource["Type"] == "AWS::ECS::Service":
+                task = template["Resources"][resource["Properties"]["TaskDefinition"]["Ref"]]["Properties"]
+                (container,) = task["ContainerDefinitions"]
+                name = next(e["Value"] for e in container["Environment"] if e["Name"] == "MODEL_NAME")
+                views[name] = ModelView(template, key)
+    return views
+
+
+@pytest.mark.parametrize("environment", list(STRATEGIES))
+def test_each_strategy_is_written_with_its_steps_and_explicit_bake_times(strategies, environment):
+    props = DeploymentProps(**{k: tuple(v) if isinstance(v, list) else v for k, v in STRATEGIES[environment].items()})
+    for view in models(strategies[environment]).values():
+        config = view.service["DeploymentConfiguration"]
+        if props.strategy == "rolling":
+            assert "Strategy" not in config or config["Strategy"] == "ROLLING"
+            assert config["DeploymentCircuitBreaker"] == {"Enable": True, "Rollback": True}
+            assert "BakeTimeInMinutes" not in config and view.advanced is None
+            continue
+        assert config["Strategy"] == {"canary": "CANARY", "linear": "LINEAR", "blue_green": "BLUE_GREEN"}[props.strategy]
+        assert config["BakeTimeInMinutes"] == props.bake_minutes
+        assert "DeploymentCircuitBreaker" not in config
+        if props.strategy == "canary":
+            assert config["CanaryConfiguration"] == {"CanaryPercent": props.step_percent, "CanaryBakeTimeInMinutes": props.step_bake_minutes}
+        if props.strategy == "linear":
+            assert config["LinearConfiguration"] == {"StepPercent": props.step_percent, "StepBakeTimeInMinutes": props.step_bake_minutes}
+        assert (config["MinimumHealthyPercent"], config["MaximumPercent"]) == (100, 200)
+
+
+@pytest.mark.parametrize("environment", list(STRATEGIES))
+def test_every_strategy_rolls_back_on_the_models_alarms_and_the_users(strategies, environment):
+    for name, view in models(strategies[environment]).items():
+        alarms = view.service["DeploymentConfiguration"]["Alarms"]
+        assert (alarms["Enable"], alarms["Rollback"]) == (True, True)
+        assert "team-slo-burn" in alarms["AlarmNames"]
+        rollback = view.alarms_named_by_service()
+        assert len(rollback) == 2
+        watched = {
+            dimension["Value"]["Fn::GetAtt"][0]
+            for alarm in rollback
+            for metric in alarm["Metrics"]
+            if "MetricStat" in metric
+            for dimension in metric["MetricStat"]["Metric"]["Dimensions"]
+            if dimension["Name"] == "TargetGroup"
+        }
+        assert watched == set(view.target_group_ids), f"{name}: rollback alarms must watch every target group"
+        names = {m["MetricStat"]["Metric"]["MetricName"] for alarm in rollback for m in alarm["Metrics"] if "MetricStat" in m}
+        assert names == {"HTTPCode_Target_5XX_Count", "RequestCount", "TargetResponseTime"}
+        for alarm in rollback:
+            assert (alarm["EvaluationPeriods"], alarm["DatapointsToAlarm"]) == (ALARM_MINUTES, ALARM_MINUTES)
+            assert alarm["TreatMissingData"] == "notBreaching"
+        thresholds = sorted(alarm["Threshold"] for alarm in rollback)
+        monitoring = cdk_context()["environments"]["prod"]["monitoring"]
+        assert thresholds == sorted([monitoring["target_5xx_percent"], monitoring["latency_p95_ms"] / 1000])
+
+
+@pytest.mark.parametrize("environment", ["canary", "linear", "blue-green"])
+def test_one_weighted_rule_per_model_and_ecs_holds_the_alternate_target_group(strategies, environment):
+    for name, view in models(strategies[environment]).items():
+        (rule,) = view.rules.values()
+        (action,) = rule["Actions"]
+        assert action["Type"] == "forward" and "TargetGroupArn" not in action
+        assert action["ForwardConfig"]["TargetGroups"] == [
+            {"TargetGroupArn": {"Ref": view.primary_id}, "Weight": 100},
+            {"TargetGroupArn": {"Ref": view.alternate_id}, "Weight": 0},
+        ]
+        (rule_id,) = view.rules
+        assert view.advanced["ProductionListenerRule"] == {"Ref": rule_id}
+        role = view.resources[view.advanced["RoleArn"]["Fn::GetAtt"][0]]["Properties"]
+        (statement,) = role["AssumeRolePolicyDocument"]["Statement"]
+        assert statement["Principal"] == {"Service": "ecs.amazonaws.com"}
+        assert "AmazonECSInfrastructureRolePolicyForLoadBalancers" in json.dumps(role["ManagedPolicyArns"])
+
+
+@pytest.mark.parametrize("environment", list(STRATEGIES))
+def test_both_target_groups_check_readiness_and_drain_within_the_spot_budget(strategies, environment):
+    for view in models(strategies[environment]).values():
+        groups = [view.target_group(logical_id) for logical_id in view.target_group_ids]
+        assert len(groups) == (1 if environment == "rolling" else 2)
+        shapes = {
+            json.dumps({k: g.get(k) for k in ("HealthCheckPath", "HealthCheckPort", "Matcher", "Port", "Protocol", "TargetType",
+                                               "HealthyThresholdCount", "UnhealthyThresholdCount", "TargetGroupAttributes")}, sort_keys=True)
+            for g in groups
+        }
+        assert len(shapes) == 1, "the alternate target group must be the primary's twin"
+        assert groups[0]["HealthCheckPath"] == "/ready"
+        attributes = {a["Key"]: a["Value"] for a in groups[0]["TargetGroupAttributes"]}
+        task = view.resources[view.service["TaskDefinition"]["Ref"]]["Properties"]
+        (container,) = task["ContainerDefinitions"]
+        assert int(attributes["deregistration_delay.timeout_seconds"]) + container["StopTimeout"] <= SPOT_NOTICE_SECONDS
+        # One grace period for the service covers tasks registering in either target group.
+        assert view.service["HealthCheckGracePeriodSeconds"] > 0
+
+
+def test_dev_rolls_and_prod_canaries_in_the_real_environments(synthesized):
+    def views(environment):
+        return models([t for (env, _), t in synthesized.templates.items() if env == environment])
+
+    for view in views("dev").values():
+        config = view.service["DeploymentConfiguration"]
+        assert config["DeploymentCircuitBreaker"] == {"Enable": True, "Rollback": True} and config["Alarms"]["Rollback"]
+        assert view.alternate_id is None
+    for view in views("prod").values():
+        config = view.service["DeploymentConfiguration"]
+        assert config["Strategy"] == "CANARY" and view.alternate_id is not None
+        assert config["BakeTimeInMinutes"] >= ALARM_MINUTES and config["CanaryConfiguration"]["CanaryBakeTimeInMinutes"] >= ALARM_MINUTES
+
+
+def rules_by_model(templates: list[dict]) -> dict[str, dict]:
+    """Model name -> (the rule's logical id, its properties) as CloudFormation would compare them on update."""
+    found = {}
+    for template in templates:
+        for name, view in models([template]).items():
+            ((rule_id, rule),) = view.rules.items()
+            found[name] = (rule_id, rule)
+    return found
+
+
+def test_a_later_deploy_leaves_the_listener_rule_untouched(strategies):
+    """aws/aws-cdk#36649: CloudFormation writes a rule's weights back to the template's (100 / 0) whenever the rule's
+    template changes, even while ECS is shifting traffic or after it made the alternate target group production.
+    So nothing a release changes may reach the rule: not the version, the rollout settings or the strategy, and
+    not other models coming, going or moving in the list."""
+    base = prod_with(STRATEGIES["canary"])  # what the module fixture synthesized as "canary"
+    release = copy.deepcopy(base)
+    release["deployment"] = {"strategy": "linear", "step_percent": 10.0, "step_bake_minutes": 3, "bake_minutes": 30}
+    newcomer = {**copy.deepcopy(base["models"][0]), "name": "reranker"}
+    release["models"] = [newcomer] + [dict(m, version="2027-01-15", min_tasks=3) for m in reversed(base["models"])]
+    before, after = rules_by_model(strategies["canary"]), rules_by_model(synthesize({"canary": release})["canary"])
+    assert set(before) < set(after)
+    for name, rule in before.items():
+        assert after[name] == rule, f"{name}: a release changed the listener rule, which would reset its weights"
+    priorities = [rule["Priority"] for _, rule in after.values()]
+    assert len(set(priorities)) == len(priorities)
+
+
+def test_the_deploy_instructions_never_revert_drift():
+    """`cdk deploy --revert-drift` (aws-cdk-cli#1127) sets drifted resources back to the template: for a listener rule
+    whose weights ECS shifted, that sends production traffic to the target group without tasks."""
+    readme_commands = "\n".join(re.findall(r"```(?:bash|sh)\n(.*?)```", (ROOT / "README.md").read_text(), re.S))
+    assert "cdk deploy" in readme_commands
+    for commands in (readme_commands, (ROOT / "Makefile").read_text()):
+        assert "--revert-drift" not in commands
