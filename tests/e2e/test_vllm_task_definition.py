@@ -30,6 +30,7 @@ import boto3
 import pytest
 from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_kms as kms
+from aws_cdk import aws_secretsmanager as secretsmanager
 
 from gpu_inference_constructs import (
     GpuCapacity,
@@ -71,7 +72,7 @@ def contract(tmp_path_factory):
         server=VllmServer(VllmProps(max_model_len=128, max_num_seqs=4, dtype="float32", shared_memory_mib=2048, served_model_name="tiny"),
                           image=ecs.ContainerImage.from_registry("vllm/vllm-openai:v0.32.0")),
         capacity=gpus, model_store=store, load_balancer=alb, logs_key=kms.Key(stack, "Key", enable_key_rotation=True),
-        environment_name="e2e",
+        environment_name="e2e", api_keys_secret=secretsmanager.Secret(stack, "ApiKeys"),
     )
     template = app.synth().get_stack_by_name("Llm").template
     (found,) = load_contracts(template, "e2e")
@@ -91,7 +92,7 @@ def s3(tmp_path_factory):
 
 
 def make_tiny_llama(directory: Path) -> Path:
-    """A randomly initialised 2-layer Llama with a word-level tokenizer: nothing downloaded from a hub."""
+    """A randomly initialised 2-layer Llama (about 0.5 M parameters) with a word-level tokenizer: nothing downloaded from a hub."""
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
@@ -99,8 +100,9 @@ def make_tiny_llama(directory: Path) -> Path:
     tokenizer = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
     tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
     fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, unk_token="<unk>", bos_token="<s>", eos_token="</s>")
-    config = LlamaConfig(vocab_size=len(words), hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                         num_key_value_heads=4, max_position_embeddings=256, bos_token_id=1, eos_token_id=2, torch_dtype="float32")
+    # head_dim 64: vLLM's CPU attention kernels support 32, 64, 80, 96, 112, 128, ... (not 16).
+    config = LlamaConfig(vocab_size=len(words), hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=2,
+                         num_key_value_heads=2, max_position_embeddings=256, bos_token_id=1, eos_token_id=2, torch_dtype="float32")
     LlamaForCausalLM(config).save_pretrained(directory, safe_serialization=True)
     fast.save_pretrained(directory)
     return directory
@@ -152,6 +154,7 @@ def test_the_vllm_task_definition_serves_completions_through_the_listener_rule(c
         server = contract.containers["server"]
         environment = {e["Name"]: on_scratch(e["Value"], scratch) for e in server["Environment"]}
         secrets = {s["Name"]: API_KEY for s in server.get("Secrets", [])}
+        assert list(secrets) == ["VLLM_API_KEY"], "the environment's API-key secret reaches vLLM as its key"
         cpu_stand_ins = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind"}
         command = [on_scratch(part, scratch) for part in server["Command"]]
         log = work / "vllm.log"
@@ -186,7 +189,7 @@ def test_the_vllm_task_definition_serves_completions_through_the_listener_rule(c
             t0 = time.monotonic()
             status, body = http("POST", base + path, request, {"authorization": f"Bearer {API_KEY}"})
             completion_s = time.monotonic() - t0
-            assert status == 200, body[:2000]
+            assert status == 200, f"{body[:500]!r}\n{log.read_text()[-5000:]}"
             answer = json.loads(body)
             assert answer["model"] == "tiny" and isinstance(answer["choices"][0]["text"], str)
             assert answer["usage"]["completion_tokens"] == 5
