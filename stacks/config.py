@@ -14,11 +14,13 @@ from gpu_inference_constructs.errors import ConfigError, require
 from gpu_inference_constructs.gpu_capacity import GpuCapacityProps
 from gpu_inference_constructs.load_balancer import LoadBalancerProps
 from gpu_inference_constructs.log_retention import retention_days
-from gpu_inference_constructs.model_service import ModelProps, ServiceTimingProps
+from gpu_inference_constructs.deployment_capacity import ServiceDeployment, check_group_holds_deployment_at_peak
+from gpu_inference_constructs.model_service import ROLLING_MAX_HEALTHY_PERCENT, ModelProps, ServiceTimingProps
 from gpu_inference_constructs.model_store import ModelStoreProps
 from gpu_inference_constructs.monitoring import MonitoringProps
 from gpu_inference_constructs.service_scaling import ScalingProps
 from gpu_inference_constructs.network import NetworkProps
+from gpu_inference_constructs.schedules import check_schedule_task_ranges
 from gpu_inference_constructs.settings import from_dict
 
 CONTEXT_KEY = "environments"
@@ -95,6 +97,18 @@ class EnvironmentConfig:
             except ConfigError as error:
                 where = f" (it runs on capacity_groups.{group})" if group else " (it runs on capacity; place it in a capacity group of a larger shape)"
                 raise ConfigError(f"models[{index}].{error.key}", error.detail + where) from None
+            check_schedule_task_ranges(model.name, model.min_tasks, model.max_tasks, self.scaling.schedules)
+        for group in ["", *self.capacity_groups]:
+            placed = [m for m in self.models if placement.get(m.name, "") == group]
+            if not placed:
+                continue
+            # Counted in GPUs: a task of a 4-GPU model takes four of an instance's GPUs.
+            check_group_holds_deployment_at_peak(
+                self.group_capacity(group).max_capacity,
+                smallest[group].gpus,
+                [ServiceDeployment(m.name, m.max_tasks * m.gpus, m.deployment.peak_tasks(m.max_tasks, ROLLING_MAX_HEALTHY_PERCENT) * m.gpus) for m in placed],
+                key=f"capacity_groups.{group}.capacity.max_capacity" if group else "capacity.max_capacity",
+            )
 
     def model_placement(self) -> dict[str, str]:
         """Model name -> the capacity group it runs on; models in no group run on ``capacity``."""

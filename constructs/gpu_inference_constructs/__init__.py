@@ -4,6 +4,7 @@ Everything a consumer needs is importable from here: the constructs, their props
 contract and its presets. Each props class documents its defaults.
 """
 
+from .deployment import DeploymentProps
 from .errors import ConfigError
 from .gpu_capacity import GpuCapacity, GpuCapacityProps
 from .instance_catalog import CATALOG, GpuInstanceType
@@ -41,6 +42,7 @@ __all__ = [
     "DEFAULT_COLLECTOR_IMAGE",
     "DEFAULT_FETCHER_IMAGE",
     "DEFAULT_INTERFACE_ENDPOINTS",
+    "DeploymentProps",
     "EcrImage",
     "GpuCapacity",
     "GpuCapacityProps",

@@ -45,12 +45,15 @@ from .server_contract import (
     bundled_environment_keys,
     collector_config,
 )
+from .schedules import check_model_task_range
 from .service_scaling import ModelScalingProps
 
 MODEL_NAME = re.compile(r"^[a-z][a-z0-9-]{0,38}[a-z0-9]$")
 MODEL_VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 TASKS = ("text-classification", "text-embedding")
 SPOT_NOTICE_SECONDS = 120
+# A rolling deployment starts the new tasks before it stops the old: up to twice the tasks, one GPU each.
+ROLLING_MAX_HEALTHY_PERCENT = 200
 # The bundled server's contract (server_contract.BundledServer); kept here for existing imports.
 CONTAINER_PORT = BUNDLED_PORT
 CONTAINER_USER = BUNDLED_USER
@@ -65,6 +68,11 @@ VLLM_RESERVED_ENVIRONMENT = (
     "HOME", "XDG_CACHE_HOME", "VLLM_CACHE_ROOT", "HF_HOME", "HF_HUB_OFFLINE", "VLLM_NO_USAGE_STATS", "DO_NOT_TRACK",
     "VLLM_HTTP_TIMEOUT_KEEP_ALIVE", "AWS_DEFAULT_REGION", "VLLM_API_KEY",
 )
+
+
+def service_log_group_name(environment_name: str, model_name: str) -> str:
+    """A model service's log group: named, so the environment's dashboard can price its ingestion without a reference."""
+    return f"/gpu-inference/{environment_name}/{model_name}"
 
 
 @dataclass(frozen=True)
@@ -110,8 +118,9 @@ class ModelProps:
         require(self.task in TASKS, "task", f"{self.task!r} is not supported; use one of: {', '.join(TASKS)}")
         require(256 <= self.cpu, "cpu", f"{self.cpu} CPU units is too small; at least 256 (1024 = one vCPU)")
         require(512 <= self.memory_mib, "memory_mib", f"{self.memory_mib} MiB is too small; at least 512")
-        require(0 <= self.min_tasks <= self.max_tasks, "min_tasks", f"{self.min_tasks} must be between 0 and max_tasks ({self.max_tasks})")
         require_range(self.max_tasks, 1, 100, "max_tasks")
+        require(self.min_tasks <= self.max_tasks, "min_tasks", f"{self.min_tasks} must be between 1 and max_tasks ({self.max_tasks})")
+        check_model_task_range(self.min_tasks, self.max_tasks)
         require_range(self.max_batch_size, 1, 512, "max_batch_size")
         require_range(self.max_batch_wait_ms, 0, 100, "max_batch_wait_ms", hint=" (a few ms is right)")
         require_range(self.max_queue_size, 1, 100_000, "max_queue_size")
@@ -294,7 +303,8 @@ class ModelService(Construct):
             )
 
         self.log_group = logs.LogGroup(
-            self, "Logs", encryption_key=logs_key, retention=retention_days(log_retention_days, "log_retention_days")
+            self, "Logs", log_group_name=service_log_group_name(environment_name, model.name),
+            encryption_key=logs_key, retention=retention_days(log_retention_days, "log_retention_days"),
         )
         self.task_role = iam.Role(
             self,
@@ -381,7 +391,7 @@ class ModelService(Construct):
             security_groups=[self.security_group],
             vpc_subnets=subnets,
             min_healthy_percent=100,
-            max_healthy_percent=200,
+            max_healthy_percent=ROLLING_MAX_HEALTHY_PERCENT,
             deployment_alarms=self._rollback_alarm_names.config(),
             **deployment.service_options(),
             health_check_grace_period=cdk.Duration.seconds(model.health_check_grace_seconds),
@@ -392,6 +402,11 @@ class ModelService(Construct):
             propagate_tags=ecs.PropagatedTagSource.SERVICE,
             enable_ecs_managed_tags=True,
         )
+        # Created after, and deleted before, the cluster's capacity-provider association; otherwise CloudFormation
+        # may do either in the wrong order ("The specified capacity provider is in use", aws/aws-cdk#15366).
+        # The association is a child of the cluster, created at synth: depending on the cluster covers it. Across
+        # stacks this becomes a dependency on the stack that holds the cluster.
+        self.service.node.add_dependency(cluster)
 
         # Both target groups health-check readiness and drain alike: either may be production after a deployment.
         target_group_ids = ("TargetGroup", "AlternateTargetGroup") if deployment.shifts_traffic else ("TargetGroup",)

@@ -18,9 +18,10 @@ from . import metric_names
 from .errors import require, require_range
 from .gpu_capacity import GpuCapacity
 from .instance_catalog import PRICES_AS_OF
-from .model_service import ModelService
+from .model_service import ModelService, service_log_group_name
 
 MINUTE = cdk.Duration.minutes(1)
+GIB = 2**30  # a billed GB taken as 2^30 bytes (were it 10^9, the logs figure would be 7 % higher)
 HOUR = cdk.Duration.hours(1)
 
 
@@ -48,6 +49,12 @@ class MonitoringProps:
     spot_interruptions_per_15_minutes: int = 3
     spot_price_fraction: float = 0.4
     hourly_price_usd: Optional[float] = None
+    # us-east-1 list prices for the rest of the bill per request, read 2026-12-03: CloudWatch Logs standard-class
+    # ingestion per GB (CloudWatch pricing; DESIGN.md), ALB per hour and per LCU-hour (Elastic Load Balancing
+    # pricing page's US-East-1 examples). Set your region's or your negotiated rates here.
+    logs_ingestion_usd_per_gb: float = 0.50
+    load_balancer_hourly_usd: float = 0.0225
+    load_balancer_lcu_hourly_usd: float = 0.008
 
     def __post_init__(self) -> None:
         for key in ("latency_p95_ms", "latency_p99_ms"):
@@ -70,6 +77,9 @@ class MonitoringProps:
         require(0 < self.spot_price_fraction <= 1, "spot_price_fraction", f"{self.spot_price_fraction} is out of range; a fraction of the On-Demand price above 0, at most 1")
         if self.hourly_price_usd is not None:
             require(self.hourly_price_usd > 0, "hourly_price_usd", f"{self.hourly_price_usd} must be greater than 0")
+        for key in ("logs_ingestion_usd_per_gb", "load_balancer_hourly_usd", "load_balancer_lcu_hourly_usd"):
+            value = getattr(self, key)
+            require(0 <= value <= 100, key, f"{value} is out of range; a price in USD from 0 to 100")
 
 
 def alarm_name(environment_name: str, name: str) -> str:
@@ -189,7 +199,10 @@ class InferenceMonitoring(_Alarms):
     balancer's target groups, this cluster's services), so it references no model's stack and grows with the
     models. Each model's alarms are :class:`ModelAlarms`, in the model's own stack.
 
-    Attributes: ``alarms`` (name -> Alarm), ``dashboard``, ``spot_interruption_rule``, ``metric_cost_per_million_requests``.
+    Attributes: ``alarms`` (name -> Alarm), ``dashboard``, ``spot_interruption_rule``, ``metric_cost_per_million_requests``
+    (an estimate of the whole bill per request: GPU instances + CloudWatch Logs ingestion of each model's log group, found by
+    its name, :func:`~.model_service.service_log_group_name` + the load balancer's hour and LCUs) and
+    ``metric_cost_components`` (each part per 1M requests).
     """
 
     def __init__(
@@ -227,7 +240,8 @@ class InferenceMonitoring(_Alarms):
             props.spot_interruptions_per_15_minutes,
             "Spot capacity is being reclaimed repeatedly: On-Demand base and the g4dn fallback carry the load; consider a higher On-Demand share",
         )
-        self.metric_cost_per_million_requests = self._cost_per_million_requests(capacity, load_balancer)
+        self.metric_cost_per_million_requests, self.metric_cost_components = self._cost_per_million_requests(
+            capacity, load_balancer, [service_log_group_name(environment_name, name) for name in model_names])
         self.dashboard = self._dashboard(environment_name, model_names, load_balancer, capacity)
 
     def _add_load_balancer_alarm(self, load_balancer: elbv2.ApplicationLoadBalancer) -> None:
@@ -249,16 +263,44 @@ class InferenceMonitoring(_Alarms):
             label="GPU instances in service",
         )
 
-    def _cost_per_million_requests(self, capacity: GpuCapacity, load_balancer: elbv2.ApplicationLoadBalancer) -> cloudwatch.MathExpression:
-        price = self.props.hourly_price_usd or capacity.instance_types[0].on_demand_hourly_usd
-        spot_price = round(price * self.props.spot_price_fraction, 5)
+    def _cost_per_million_requests(
+        self, capacity: GpuCapacity, load_balancer: elbv2.ApplicationLoadBalancer, log_group_names: Sequence[str],
+    ) -> tuple[cloudwatch.MathExpression, list[cloudwatch.MathExpression]]:
+        """USD per 1M requests, hourly: GPU instances by the purchase policy, log bytes ingested, the ALB's hour and LCUs.
+
+        ConsumedLCUs is the load balancer's billed capacity (AWS re:Post: the usage averaged over time that billing
+        uses), so its hourly Average is that hour's LCU-hours. IncomingBytes is the uncompressed volume ingested, which
+        is what CloudWatch Logs bills per GB."""
+        props = self.props
+        price = props.hourly_price_usd or capacity.instance_types[0].on_demand_hourly_usd
+        spot_price = round(price * props.spot_price_fraction, 5)
         on_demand = on_demand_instances_expression(capacity)
-        return cloudwatch.MathExpression(
-            expression=f"IF(requests > 0, (({on_demand}) * {price} + (total - ({on_demand})) * {spot_price}) / requests * 1000000, 0)",
-            using_metrics={"total": self._instances(capacity, HOUR), "requests": load_balancer.metrics.request_count(period=HOUR, statistic="Sum")},
-            period=HOUR,
-            label=f"USD per 1M requests ({capacity.instance_types[0].name} at ${price}/h, Spot at {self.props.spot_price_fraction:.0%}; prices {PRICES_AS_OF})",
-        )
+        using: dict[str, cloudwatch.IMetric] = {
+            "total": self._instances(capacity, HOUR),
+            "requests": load_balancer.metrics.request_count(period=HOUR, statistic="Sum"),
+            "lcus": load_balancer.metrics.custom("ConsumedLCUs", period=HOUR, statistic="Average"),
+        }
+        for index, name in enumerate(log_group_names):
+            using[f"logbytes{index}"] = cloudwatch.Metric(
+                namespace="AWS/Logs", metric_name="IncomingBytes", dimensions_map={"LogGroupName": name},
+                statistic="Sum", period=HOUR)
+        log_bytes = " + ".join(f"FILL(logbytes{i}, 0)" for i in range(len(log_group_names))) or "0"
+        parts = {
+            "GPU instances": f"(({on_demand}) * {price} + (total - ({on_demand})) * {spot_price})",
+            "CloudWatch Logs ingestion": f"({log_bytes}) / {GIB} * {props.logs_ingestion_usd_per_gb}",
+            "load balancer": f"({props.load_balancer_hourly_usd} + FILL(lcus, 0) * {props.load_balancer_lcu_hourly_usd})",
+        }
+
+        def per_million(hourly: str, label: str) -> cloudwatch.MathExpression:
+            return cloudwatch.MathExpression(expression=f"IF(requests > 0, ({hourly}) / requests * 1000000, 0)",
+                                             using_metrics=using, period=HOUR, label=label)
+
+        total = per_million(" + ".join(parts.values()),
+                            f"USD per 1M requests, estimate: GPU ({capacity.instance_types[0].name} at ${price}/h, Spot at "
+                            f"{props.spot_price_fraction:.0%}; prices {PRICES_AS_OF}) + CloudWatch Logs ingestion "
+                            f"(${props.logs_ingestion_usd_per_gb}/GB) + ALB (${props.load_balancer_hourly_usd}/h + "
+                            f"${props.load_balancer_lcu_hourly_usd}/LCU-h)")
+        return total, [per_million(hourly, f"{name} (estimate)") for name, hourly in parts.items()]
 
     def _dashboard(
         self,
@@ -335,7 +377,7 @@ class InferenceMonitoring(_Alarms):
             graph("Shed (503) and timed-out (504) requests",
                   [per_model(n, "Sum") for n in (metric_names.REJECTED_REQUESTS, metric_names.TIMED_OUT_REQUESTS)]
                   + [self.metric_spot_interruptions]),
-            graph("Cost per 1M requests (USD, hourly)", [self.metric_cost_per_million_requests]),
+            graph("Cost per 1M requests (USD, hourly)", [self.metric_cost_per_million_requests, *self.metric_cost_components]),
         )
         dashboard.add_widgets(cloudwatch.AlarmStatusWidget(alarms=list(self.alarms.values()), title="Alarms", width=24, height=6))
         return dashboard

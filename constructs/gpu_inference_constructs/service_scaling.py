@@ -20,7 +20,7 @@ from constructs import Construct
 
 from . import metric_names
 from .errors import require, require_range
-from .schedules import CapacityPrewarm, ServiceSchedule
+from .schedules import CapacityPrewarm, ServiceSchedule, check_schedule_task_ranges
 
 if TYPE_CHECKING:
     from .model_service import ModelService
@@ -107,6 +107,7 @@ class ServiceScaling(Construct):
     ``combined_cpu_queue_metric`` (or None).
     """
 
+
     def __init__(
         self,
         scope: Construct,
@@ -128,13 +129,17 @@ class ServiceScaling(Construct):
         in_cooldown = cdk.Duration.seconds(props.scale_in_cooldown_seconds)
 
         if contract.bundled_metrics or not contract.scaling_signals:
-            self.task_count.scale_on_request_count(
-                "RequestsPerTarget",
-                requests_per_target=props.requests_per_target_per_minute,
-                target_group=model_service.target_group,
-                scale_out_cooldown=out_cooldown,
-                scale_in_cooldown=in_cooldown,
-            )
+            if len(model_service.target_groups) == 1:
+                self.task_count.scale_on_request_count(
+                    "RequestsPerTarget",
+                    requests_per_target=props.requests_per_target_per_minute,
+                    target_group=model_service.target_group,
+                    scale_out_cooldown=out_cooldown,
+                    scale_in_cooldown=in_cooldown,
+                )
+            else:
+                require(load_balancer is not None, "load_balancer", "is missing: requests per target over two target groups need the load balancer's name")
+                self._track_requests_across(model_service, load_balancer, props)
         self._scale_out_on(
             "LatencyP95",
             model_service.metric_target_response_time("p95"),
@@ -157,13 +162,15 @@ class ServiceScaling(Construct):
         if contract.bundled_metrics:
             self._add_bundled_signals(model_service, props, out_cooldown)
 
+        check_schedule_task_ranges(model.name, model.min_tasks, model.max_tasks, scaling.schedules)
         for schedule in scaling.schedules:
+            low, high = schedule.task_range(model.min_tasks, model.max_tasks)
             self.task_count.scale_on_schedule(
                 f"Schedule-{schedule.name}",
                 schedule=appscaling.Schedule.expression(f"cron({schedule.cron})"),
                 time_zone=cdk.TimeZone.of(schedule.time_zone),
-                min_capacity=model.min_tasks if schedule.min_tasks is None else schedule.min_tasks,
-                max_capacity=model.max_tasks if schedule.max_tasks is None else schedule.max_tasks,
+                min_capacity=low,
+                max_capacity=high,
             )
 
         self.predictive_policy = None
@@ -189,6 +196,56 @@ class ServiceScaling(Construct):
             label="CPU high and queue growing",
         )
         self._scale_out_on("CpuAndQueueGrowing", self.combined_cpu_queue_metric, 1, out_cooldown, evaluation_periods=3)
+
+    def _track_requests_across(
+        self, model_service: "ModelService", load_balancer: elbv2.IApplicationLoadBalancer, props: ModelScalingProps
+    ) -> appscaling.CfnScalingPolicy:
+        """Requests per healthy target over both target groups: after a canary, linear or blue/green deployment the
+        alternate one is production, and ALBRequestCountPerTarget names one target group only."""
+
+        def stat(metric_id: str, name: str, statistic: str, target_group: elbv2.ApplicationTargetGroup):
+            return appscaling.CfnScalingPolicy.TargetTrackingMetricDataQueryProperty(
+                id=metric_id,
+                return_data=False,
+                metric_stat=appscaling.CfnScalingPolicy.TargetTrackingMetricStatProperty(
+                    stat=statistic,
+                    metric=appscaling.CfnScalingPolicy.TargetTrackingMetricProperty(
+                        namespace="AWS/ApplicationELB",
+                        metric_name=name,
+                        dimensions=[
+                            appscaling.CfnScalingPolicy.TargetTrackingMetricDimensionProperty(name="LoadBalancer", value=load_balancer.load_balancer_full_name),
+                            appscaling.CfnScalingPolicy.TargetTrackingMetricDimensionProperty(name="TargetGroup", value=target_group.target_group_full_name),
+                        ],
+                    ),
+                ),
+            )
+
+        groups = list(enumerate(model_service.target_groups))
+        requests = " + ".join(f"FILL(requests_{i}, 0)" for i, _ in groups)
+        healthy = " + ".join(f"FILL(healthy_{i}, 0)" for i, _ in groups)
+        queries = [stat(f"requests_{i}", "RequestCount", "Sum", tg) for i, tg in groups]
+        queries += [stat(f"healthy_{i}", "HealthyHostCount", "Average", tg) for i, tg in groups]
+        queries.append(
+            appscaling.CfnScalingPolicy.TargetTrackingMetricDataQueryProperty(
+                id="requests_per_target",
+                expression=f"IF(({healthy}) > 0, ({requests}) / ({healthy}), {requests})",
+                label="requests per healthy target, both target groups",
+                return_data=True,
+            )
+        )
+        return appscaling.CfnScalingPolicy(
+            self,
+            "RequestsPerTarget",
+            policy_name=f"{cdk.Names.unique_id(self)[-200:]}-requests-per-target",
+            policy_type="TargetTrackingScaling",
+            scaling_target_id=self.scalable_target.scalable_target_id,
+            target_tracking_scaling_policy_configuration=appscaling.CfnScalingPolicy.TargetTrackingScalingPolicyConfigurationProperty(
+                target_value=props.requests_per_target_per_minute,
+                scale_out_cooldown=props.scale_out_cooldown_seconds,
+                scale_in_cooldown=props.scale_in_cooldown_seconds,
+                customized_metric_specification=appscaling.CfnScalingPolicy.CustomizedMetricSpecificationProperty(metrics=queries),
+            ),
+        )
 
     def _scale_out_on(
         self,
@@ -241,6 +298,52 @@ class ServiceScaling(Construct):
                             resource_label=resource_label,
                         ),
                     )
+                    if len(model_service.target_groups) == 1
+                    else self._requests_across_target_groups_for_prediction(model_service, load_balancer, props)
                 ],
+            ),
+        )
+
+    @staticmethod
+    def _requests_across_target_groups_for_prediction(
+        model_service: "ModelService", load_balancer: elbv2.IApplicationLoadBalancer, props: ModelScalingProps
+    ) -> appscaling.CfnScalingPolicy.PredictiveScalingMetricSpecificationProperty:
+        """The ALBRequestCount pair over both target groups: load = their requests (Sum), scaling metric = requests per
+        healthy target (the forecast's history stays whole while deployments move production between them)."""
+        policy = appscaling.CfnScalingPolicy
+
+        def stat(metric_id: str, name: str, statistic: str, target_group: elbv2.ApplicationTargetGroup):
+            return policy.PredictiveScalingMetricDataQueryProperty(
+                id=metric_id,
+                return_data=False,
+                metric_stat=policy.PredictiveScalingMetricStatProperty(
+                    stat=statistic,
+                    metric=policy.PredictiveScalingMetricProperty(
+                        namespace="AWS/ApplicationELB",
+                        metric_name=name,
+                        dimensions=[
+                            policy.PredictiveScalingMetricDimensionProperty(name="LoadBalancer", value=load_balancer.load_balancer_full_name),
+                            policy.PredictiveScalingMetricDimensionProperty(name="TargetGroup", value=target_group.target_group_full_name),
+                        ],
+                    ),
+                ),
+            )
+
+        groups = list(enumerate(model_service.target_groups))
+        requests = " + ".join(f"FILL(requests_{i}, 0)" for i, _ in groups)
+        healthy = " + ".join(f"FILL(healthy_{i}, 0)" for i, _ in groups)
+        request_stats = [stat(f"requests_{i}", "RequestCount", "Sum", tg) for i, tg in groups]
+        load = policy.PredictiveScalingMetricDataQueryProperty(id="load", expression=requests, label="requests, both target groups", return_data=True)
+        per_target = policy.PredictiveScalingMetricDataQueryProperty(
+            id="requests_per_target",
+            expression=f"IF(({healthy}) > 0, ({requests}) / ({healthy}), {requests})",
+            label="requests per healthy target, both target groups",
+            return_data=True,
+        )
+        return policy.PredictiveScalingMetricSpecificationProperty(
+            target_value=props.requests_per_target_per_minute,
+            customized_load_metric_specification=policy.PredictiveScalingCustomizedLoadMetricProperty(metric_data_queries=[*request_stats, load]),
+            customized_scaling_metric_specification=policy.PredictiveScalingCustomizedScalingMetricProperty(
+                metric_data_queries=[*request_stats, *[stat(f"healthy_{i}", "HealthyHostCount", "Average", tg) for i, tg in groups], per_target]
             ),
         )

@@ -116,7 +116,7 @@ def test_low_gpu_utilization_is_judged_over_hours(env):
 
 def test_spot_interruption_warnings_are_counted_and_alarmed(env):
     config, template = env
-    (rule_id, rule) = next(iter(template.find_resources("AWS::Events::Rule").items()))
+    (rule_id, rule) = next(iter(template.find_resources("AWS::Events::Rule", {"Properties": {"EventPattern": {"source": ["aws.ec2"]}}}).items()))
     assert rule["Properties"]["EventPattern"] == {"source": ["aws.ec2"], "detail-type": ["EC2 Spot Instance Interruption Warning"]}
     properties = alarm(template, "SpotInterruptionStorm")
     namespace, name, _, dimensions, _ = single_metric(properties)
@@ -179,14 +179,47 @@ def test_dashboard_finds_every_model_by_search_so_it_grows_with_the_models(env):
     assert all("ClusterName=\"<ref>\"" in expression for expression in tasks) and len(tasks) == 2
 
 
-def test_cost_per_million_requests_uses_catalog_price_and_policy_split(env):
+def cost_widget(template) -> dict:
+    (widget,) = [w for w in dashboard_widgets(template) if w["properties"].get("title") == "Cost per 1M requests (USD, hourly)"]
+    return widget
+
+
+def test_cost_per_million_requests_is_the_whole_bill_gpu_logs_and_load_balancer(env):
     config, template = env
-    body = dashboard_body(template)
     base = config.capacity.on_demand_base_capacity
     share = config.capacity.on_demand_percentage_above_base / 100
     on_demand = f"IF(total > {base}, {base} + CEIL((total - {base}) * {share}), total)"
-    assert f"IF(requests > 0, (({on_demand}) * 1.006 + (total - ({on_demand})) * 0.4024) / requests * 1000000, 0)" in body
-    assert "GroupInServiceInstances" in body
+    gpu = f"(({on_demand}) * 1.006 + (total - ({on_demand})) * 0.4024)"
+    logs = " + ".join(f"FILL(logbytes{i}, 0)" for i in range(len(config.models)))
+    parts = [gpu, f"({logs}) / 1073741824 * 0.5", "(0.0225 + FILL(lcus, 0) * 0.008)"]
+    metrics = cost_widget(template)["properties"]["metrics"]
+    expressions = {m[0]["label"]: m[0]["expression"] for m in metrics if isinstance(m[0], dict) and "expression" in m[0]}
+    (total_label,) = [label for label in expressions if label.startswith("USD per 1M requests, estimate")]
+    assert expressions[total_label] == f"IF(requests > 0, ({' + '.join(parts)}) / requests * 1000000, 0)"
+    assert "CloudWatch Logs ingestion ($0.5/GB)" in total_label and "ALB ($0.0225/h + $0.008/LCU-h)" in total_label
+    for name, part in zip(("GPU instances", "CloudWatch Logs ingestion", "load balancer"), parts):
+        assert expressions[f"{name} (estimate)"] == f"IF(requests > 0, ({part}) / requests * 1000000, 0)"
+    named = {m[1]: m for m in metrics if isinstance(m[0], str)}
+    assert {"GroupInServiceInstances", "RequestCount", "ConsumedLCUs", "IncomingBytes"} <= set(named)
+    incoming = [m for m in metrics if isinstance(m[0], str) and m[1] == "IncomingBytes"]
+    assert len(incoming) == len(config.models)  # one per model service's log group
+    for m in incoming:
+        assert m[0] == "AWS/Logs" and m[2] == "LogGroupName" and m[-1]["stat"] == "Sum" and m[-1]["period"] == 3600
+    # the names the dashboard prices are the names the model stacks give their log groups (no cross-stack reference)
+    named_groups = {g["Properties"].get("LogGroupName") for g in template.find_resources("AWS::Logs::LogGroup").values()}
+    assert {m[3] for m in incoming} == {f"/gpu-inference/{config.name}/{model.name}" for model in config.models}
+    assert {m[3] for m in incoming} <= named_groups
+    assert named["ConsumedLCUs"][-1].get("stat", "Average") == "Average"  # a dashboard omits its default stat
+    assert named["ConsumedLCUs"][-1]["period"] == 3600
+
+
+def test_cost_prices_are_settings_with_ranges():
+    from gpu_inference_constructs.errors import ConfigError
+    from gpu_inference_constructs.monitoring import MonitoringProps
+
+    assert MonitoringProps(logs_ingestion_usd_per_gb=0.63).logs_ingestion_usd_per_gb == 0.63
+    with pytest.raises(ConfigError, match="load_balancer_lcu_hourly_usd: -1 is out of range"):
+        MonitoringProps(load_balancer_lcu_hourly_usd=-1)
 
 
 def test_server_and_infrastructure_agree_on_metric_names():
@@ -197,3 +230,33 @@ def test_server_and_infrastructure_agree_on_metric_names():
 
     assert public(infra_names) == public(server_names)
     assert len(public(infra_names)) >= 14
+
+
+def evaluate(expression: str, values: dict) -> float:
+    """CloudWatch metric math's IF, FILL and CEIL over single values: enough for the cost expressions."""
+    import math
+
+    python = expression.replace("IF(", "_if(").replace("FILL(", "_fill(").replace("CEIL(", "_ceil(")
+    helpers = {"_if": lambda c, a, b: a if c else b, "_fill": lambda x, v: v if x is None else x, "_ceil": math.ceil}
+    return eval(python, {"__builtins__": {}}, {**helpers, **values})  # noqa: S307 - our own synthesized expression
+
+
+def test_the_dashboards_cost_agrees_with_the_sizing_advisors_arithmetic(env):
+    """At 5 instances, 2M requests an hour, 3 GiB of logs and 12 LCUs, the total equals GPU (the advisor's On-Demand/Spot
+    split and prices) + logs + ALB, by hand; the advisor's GPU-only figure for the same fleet is the GPU part."""
+    from gpu_inference_constructs.sizing import Purchase
+
+    config, template = env
+    metrics = cost_widget(template)["properties"]["metrics"]
+    expressions = {m[0]["label"]: m[0]["expression"] for m in metrics if isinstance(m[0], dict) and "expression" in m[0]}
+    (total,) = [e for label, e in expressions.items() if label.startswith("USD per 1M requests, estimate")]
+    values = {"total": 5, "requests": 2_000_000, "lcus": 12.0,
+              **{f"logbytes{i}": 3 * 2**30 / len(config.models) for i in range(len(config.models))}}
+    purchase = Purchase(on_demand_base=config.capacity.on_demand_base_capacity,
+                        on_demand_percent=config.capacity.on_demand_percentage_above_base)
+    on_demand = purchase.on_demand_instances(5)
+    gpu_hourly = on_demand * 1.006 + (5 - on_demand) * 0.4024
+    by_hand = (gpu_hourly + 3 * 0.5 + 0.0225 + 12 * 0.008) / 2_000_000 * 1e6
+    assert evaluate(total, values) == pytest.approx(by_hand)
+    assert evaluate(expressions["GPU instances (estimate)"], values) == pytest.approx(gpu_hourly / 2)
+    assert total.startswith("IF(requests > 0, ") and total.endswith(", 0)")  # no requests: 0, not a division by zero

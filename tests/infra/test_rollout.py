@@ -209,6 +209,7 @@ def test_a_later_deploy_leaves_the_listener_rule_untouched(strategies):
     release["deployment"] = {"strategy": "linear", "step_percent": 10.0, "step_bake_minutes": 3, "bake_minutes": 30}
     newcomer = {**copy.deepcopy(base["models"][0]), "name": "reranker"}
     release["models"] = [newcomer] + [dict(m, version="2027-01-15", min_tasks=3) for m in reversed(base["models"])]
+    release["capacity"] = {**base["capacity"], "max_capacity": 48}  # room for the newcomer while one model deploys at peak
     before, after = rules_by_model(strategies["canary"]), rules_by_model(synthesize({"canary": release})["canary"])
     assert set(before) < set(after)
     for name, rule in before.items():
@@ -224,3 +225,16 @@ def test_the_deploy_instructions_never_revert_drift():
     assert "cdk deploy" in readme_commands
     for commands in (readme_commands, (ROOT / "Makefile").read_text()):
         assert "--revert-drift" not in commands
+
+
+def test_the_readme_library_examples_synthesize_a_canary_in_a_plain_app():
+    """The README's canary example, run as written in a bare app of its own (no context: no feature flags, no
+    environments, no stacks/ code); tests/consumer runs it under cdk.json's flags and cdk-nag too."""
+    from tests.consumer.test_readme_examples import ran
+
+    template = ran("canary")[1]["template"]
+    (canary,) = [ModelView(template, key) for key, r in template["Resources"].items()
+                 if r["Type"] == "AWS::ECS::Service" and "Ranker" in key]
+    config = canary.service["DeploymentConfiguration"]
+    assert config["Strategy"] == "CANARY" and config["CanaryConfiguration"] == {"CanaryPercent": 10, "CanaryBakeTimeInMinutes": 10}
+    assert len(config["Alarms"]["AlarmNames"]) == 3 and canary.alternate_id is not None

@@ -47,7 +47,18 @@ def test_target_tracking_on_requests_per_target_with_configured_cooldowns(env):
     for model in [m for m in config.models if m.vllm is None]:
         (policy,) = policies_of(template, targets[logical(model.name)][0], "TargetTrackingScaling")
         tracking = policy["TargetTrackingScalingPolicyConfiguration"]
-        assert tracking["PredefinedMetricSpecification"]["PredefinedMetricType"] == "ALBRequestCountPerTarget"
+        if model.deployment.shifts_traffic:
+            # Either target group may be production: requests over healthy targets of both.
+            metrics = tracking["CustomizedMetricSpecification"]["Metrics"]
+            (expression,) = [m for m in metrics if "Expression" in m]
+            assert expression["ReturnData"] and expression["Expression"].startswith("IF((FILL(healthy_0, 0) + FILL(healthy_1, 0)) > 0")
+            stats = sorted((m["Id"], m["MetricStat"]["Metric"]["MetricName"], m["MetricStat"]["Stat"]) for m in metrics if "MetricStat" in m)
+            assert stats == [("healthy_0", "HealthyHostCount", "Average"), ("healthy_1", "HealthyHostCount", "Average"),
+                             ("requests_0", "RequestCount", "Sum"), ("requests_1", "RequestCount", "Sum")]
+            groups = {d["Value"]["Fn::GetAtt"][0] for m in metrics if "MetricStat" in m for d in m["MetricStat"]["Metric"]["Dimensions"] if d["Name"] == "TargetGroup"}
+            assert len(groups) == 2
+        else:
+            assert tracking["PredefinedMetricSpecification"]["PredefinedMetricType"] == "ALBRequestCountPerTarget"
         assert tracking["TargetValue"] == model.scaling.requests_per_target_per_minute
         assert (tracking["ScaleOutCooldown"], tracking["ScaleInCooldown"]) == (
             model.scaling.scale_out_cooldown_seconds,
@@ -151,7 +162,7 @@ def test_schedules_apply_to_every_service_with_time_zones(env):
 def test_dev_scales_to_zero_on_nights_and_weekends(synthesized):
     dev = synthesized.stages["dev"].config
     off = [s for s in dev.scaling.schedules if s.max_tasks == 0]
-    assert off and off[0].cron.endswith("MON-FRI *") and all(m.min_tasks == 0 for m in dev.models)
+    assert off and off[0].cron.endswith("MON-FRI *") and (off[0].min_tasks, off[0].max_tasks) == (0, 0)
     assert dev.capacity.min_capacity == 0
 
 
@@ -168,8 +179,18 @@ def test_predictive_scaling_sits_on_each_service_target(env):
         assert predictive["Mode"] == config.scaling.predictive.mode
         assert predictive["SchedulingBufferTime"] == config.scaling.predictive.scheduling_buffer_seconds
         (spec,) = predictive["MetricSpecifications"]
-        assert spec["PredefinedMetricPairSpecification"]["PredefinedMetricType"] == "ALBRequestCount"
         assert spec["TargetValue"] == model.scaling.requests_per_target_per_minute
+        if not model.deployment.shifts_traffic:
+            assert spec["PredefinedMetricPairSpecification"]["PredefinedMetricType"] == "ALBRequestCount"
+            continue
+        # ALBRequestCount over both target groups, so the forecast's history survives deployments moving production.
+        load = spec["CustomizedLoadMetricSpecification"]["MetricDataQueries"]
+        scaling = spec["CustomizedScalingMetricSpecification"]["MetricDataQueries"]
+        assert [q["Expression"] for q in load if q.get("ReturnData")] == ["FILL(requests_0, 0) + FILL(requests_1, 0)"]
+        assert [q["Id"] for q in scaling if q.get("ReturnData")] == ["requests_per_target"]
+        for queries in (load, scaling):
+            groups = {d["Value"]["Fn::GetAtt"][0] for q in queries if "MetricStat" in q for d in q["MetricStat"]["Metric"]["Dimensions"] if d["Name"] == "TargetGroup"}
+            assert len(groups) == 2
 
 
 def test_predictive_modes_per_environment(synthesized):
