@@ -180,3 +180,24 @@ def test_the_module_runs_as_a_command_without_torch(minilm):
     done = subprocess.run([sys.executable, "-c", code, str(minilm)], capture_output=True, text=True, cwd=ROOT, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads(done.stdout)["recommendation"]["capacity"]["instance_types"]
+
+
+def test_prod_environment_mix_is_read_with_the_librarys_loader(capsys, minilm, tmp_path):
+    """A cdk.json with an On-Demand base and share: the advisor's mix uses them, and the snippet keeps the base."""
+    context = cdk_context()
+    env = json.loads(json.dumps(context["environments"]["dev"]))
+    env["capacity"].update(on_demand_base_capacity=1, on_demand_percentage_above_base=50)
+    env.setdefault("monitoring", {})["spot_price_fraction"] = 0.3
+    path = tmp_path / "cdk.json"
+    path.write_text(json.dumps({"context": {"environments": {"mixed": env}}}))
+    data = run_json(capsys, *minilm_args(minilm, "--requests-per-second", "4000", "--environment", "mixed",
+                                         "--cdk-json", str(path)))
+    assert data["purchase"] == {"region": "us-east-1", "on_demand_base": 1, "on_demand_percent": 50, "spot_fraction": 0.3,
+                                "prices": {}}
+    t4 = next(e for e in data["instance_types"] if e["instance_type"] == "g4dn.xlarge")
+    n = t4["instances"]  # 4000 / (1636 x 0.7) = 3.49 -> 4
+    assert n == 4
+    on_demand = 1 + 2  # the base, then half of the 3 above it rounded up
+    assert t4["hourly_usd"]["mix"] == pytest.approx(on_demand * 0.526 + (n - on_demand) * 0.526 * 0.3)
+    assert data["recommendation"]["capacity"]["on_demand_base_capacity"] == 1
+    assert data["recommendation"]["capacity"]["on_demand_percentage_above_base"] == 50
