@@ -92,3 +92,8 @@ def test_every_strategy_peaks_at_twice_the_tasks():
         assert DeploymentProps(strategy=strategy).peak_tasks(6) == 12
     assert DeploymentProps().peak_tasks(6, max_healthy_percent=200) == 12
     assert DeploymentProps().peak_tasks(6, max_healthy_percent=150) == 9
+
+
+def test_props_built_in_python_are_checked_too():
+    with pytest.raises(ConfigError, match=r"strategy: 'gradual' is not a strategy; use one of: canary, linear, blue_green, rolling"):
+        DeploymentProps(strategy="gradual")
