@@ -14,11 +14,13 @@ from gpu_inference_constructs.errors import ConfigError, require
 from gpu_inference_constructs.gpu_capacity import GpuCapacityProps
 from gpu_inference_constructs.load_balancer import LoadBalancerProps
 from gpu_inference_constructs.log_retention import retention_days
-from gpu_inference_constructs.model_service import ModelProps, ServiceTimingProps
+from gpu_inference_constructs.deployment_capacity import ServiceDeployment, check_group_holds_deployment_at_peak
+from gpu_inference_constructs.model_service import ROLLING_MAX_HEALTHY_PERCENT, ModelProps, ServiceTimingProps
 from gpu_inference_constructs.model_store import ModelStoreProps
 from gpu_inference_constructs.monitoring import MonitoringProps
 from gpu_inference_constructs.service_scaling import ScalingProps
 from gpu_inference_constructs.network import NetworkProps
+from gpu_inference_constructs.schedules import check_schedule_task_ranges
 from gpu_inference_constructs.settings import from_dict
 
 CONTEXT_KEY = "environments"
@@ -79,6 +81,12 @@ class EnvironmentConfig:
                 model.check_fits(smallest)
             except ConfigError as error:
                 raise error.within(f"models[{index}]") from None
+            check_schedule_task_ranges(model.name, model.min_tasks, model.max_tasks, self.scaling.schedules)
+        check_group_holds_deployment_at_peak(
+            self.capacity.max_capacity,
+            smallest.gpus,
+            [ServiceDeployment(m.name, m.max_tasks, m.deployment.peak_tasks(m.max_tasks, ROLLING_MAX_HEALTHY_PERCENT)) for m in self.models],
+        )
 
     @property
     def rollback_thresholds(self) -> RollbackThresholds:

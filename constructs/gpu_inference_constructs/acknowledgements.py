@@ -46,12 +46,19 @@ class _AcknowledgeWhenResolved:
 
 
 def nag_rendering(scope: IConstruct, value: Any) -> str:
-    """``value`` (a token) as cdk-nag writes it in a finding: ``<Id.Attr>`` for GetAtt, ``<Id>`` for Ref, else compact JSON."""
-    resolved = cdk.Stack.of(scope).resolve(value)
+    """``value`` (a token) as cdk-nag writes it in a finding: ``<Id.Attr>`` for GetAtt, ``<Id>`` for Ref, joins
+    joined, anything else (a cross-stack reference) as compact JSON."""
+    return _render(cdk.Stack.of(scope).resolve(value))
+
+
+def _render(resolved: Any) -> str:
     if isinstance(resolved, str):
         return resolved
     if isinstance(resolved, dict) and list(resolved) == ["Fn::GetAtt"]:
         return f"<{'.'.join(resolved['Fn::GetAtt'])}>"
     if isinstance(resolved, dict) and list(resolved) == ["Ref"]:
         return f"<{resolved['Ref']}>"
+    if isinstance(resolved, dict) and list(resolved) == ["Fn::Join"]:
+        separator, parts = resolved["Fn::Join"]
+        return separator.join(_render(part) for part in parts)
     return json.dumps(resolved, separators=(",", ":"))

@@ -18,11 +18,13 @@ import aws_cdk as cdk
 from aws_cdk import aws_autoscaling as autoscaling
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_ecs as ecs
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as events_targets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from .acknowledgements import acknowledge, default_policy
+from .acknowledgements import acknowledge, default_policy, nag_rendering
 from .errors import ConfigError, require, require_range
 from .instance_catalog import GpuInstanceType, lookup
 from .schedules import CapacityPrewarm
@@ -37,6 +39,13 @@ ECS_AGENT_SETTINGS: tuple[str, ...] = (
     # awsvpc tasks cannot reach the instance metadata service, so never the instance role.
     "ECS_AWSVPC_BLOCK_IMDS=true",
     "ECS_ENABLE_CONTAINER_METADATA=true",
+)
+
+GROUP_EVENT_TYPES = (
+    "EC2 Instance Launch Successful",
+    "EC2 Instance Launch Unsuccessful",
+    "EC2 Instance Terminate Successful",
+    "EC2 Instance Terminate Unsuccessful",
 )
 
 
@@ -216,10 +225,8 @@ class GpuCapacity(Construct):
             max_capacity=props.max_capacity,
             capacity_rebalance=True,
             group_metrics=[autoscaling.GroupMetrics.all()],
-            notifications=(
-                [autoscaling.NotificationConfiguration(topic=notification_topic)] if notification_topic is not None else None
-            ),
         )
+        self.group_events_rule = self._notify_group_events(notification_topic) if notification_topic is not None else None
 
         self.capacity_provider = ecs.AsgCapacityProvider(
             self,
@@ -233,7 +240,47 @@ class GpuCapacity(Construct):
             machine_image_type=ecs.MachineImageType.AMAZON_LINUX_2,
         )
         self.cluster.add_asg_capacity_provider(self.capacity_provider)
+        self._grant_spot_draining()
         self._acknowledge_findings()
+
+    def _notify_group_events(self, topic: sns.ITopic) -> events.Rule:
+        """Launches and terminations of this group, failed ones too, to ``topic`` through EventBridge.
+
+        Not the group's own notification configuration: EC2 Auto Scaling publishes those with its service-linked
+        role, which an encrypted topic's key policy would have to name, and cannot before the role exists.
+        """
+        acknowledge(
+            self.auto_scaling_group.node.default_child,
+            "AwsSolutions-AS3",
+            "Launch and termination events, failed ones included, reach the alarm topic through EventBridge (rule "
+            "GroupEvents): the group's own notifications would publish with a service-linked role that the topic's key "
+            "policy cannot name. Proven by tests/infra/test_runtime_interactions.py.",
+        )
+        return events.Rule(
+            self,
+            "GroupEvents",
+            description="Launches and terminations (successful or not) of the GPU Auto Scaling group",
+            event_pattern=events.EventPattern(
+                source=["aws.autoscaling"],
+                detail_type=list(GROUP_EVENT_TYPES),
+                detail={"AutoScalingGroupName": [self.auto_scaling_group.auto_scaling_group_name]},
+            ),
+            targets=[events_targets.SnsTopic(topic)],
+        )
+
+    def _grant_spot_draining(self) -> None:
+        """On a Spot interruption notice the ECS agent sets its own instance to DRAINING (ECS_ENABLE_SPOT_INSTANCE_DRAINING)."""
+        stack = cdk.Stack.of(self)
+        instances = f"arn:{stack.partition}:ecs:{stack.region}:{stack.account}:container-instance/{self.cluster.cluster_name}/*"
+        self.instance_role.add_to_principal_policy(
+            iam.PolicyStatement(sid="SpotDrainingOfThisClustersInstances", actions=["ecs:UpdateContainerInstancesState"], resources=[instances])
+        )
+        acknowledge(
+            default_policy(self.instance_role),
+            f"AwsSolutions-IAM5[Resource::{nag_rendering(self, instances)}]",
+            "Spot draining: the ECS agent sets its own container instance to DRAINING; instance IDs are not known "
+            "in advance, so the grant covers this cluster's container instances (the cluster name is in the ARN) and no other.",
+        )
 
     def _acknowledge_findings(self) -> None:
         acknowledge(

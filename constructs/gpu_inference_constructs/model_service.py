@@ -26,12 +26,15 @@ from .instance_catalog import GpuInstanceType
 from .load_balancer import InferenceLoadBalancer
 from .log_retention import retention_days
 from .model_store import ModelStore
+from .schedules import check_model_task_range
 from .service_scaling import ModelScalingProps
 
 MODEL_NAME = re.compile(r"^[a-z][a-z0-9-]{0,38}[a-z0-9]$")
 MODEL_VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 TASKS = ("text-classification", "text-embedding")
 SPOT_NOTICE_SECONDS = 120
+# A rolling deployment starts the new tasks before it stops the old: up to twice the tasks, one GPU each.
+ROLLING_MAX_HEALTHY_PERCENT = 200
 CONTAINER_PORT = 8080
 CONTAINER_USER = "10001:10001"
 SCRATCH_PATH = "/scratch"
@@ -79,8 +82,9 @@ class ModelProps:
         require(self.task in TASKS, "task", f"{self.task!r} is not supported; use one of: {', '.join(TASKS)}")
         require(256 <= self.cpu, "cpu", f"{self.cpu} CPU units is too small; at least 256 (1024 = one vCPU)")
         require(512 <= self.memory_mib, "memory_mib", f"{self.memory_mib} MiB is too small; at least 512")
-        require(0 <= self.min_tasks <= self.max_tasks, "min_tasks", f"{self.min_tasks} must be between 0 and max_tasks ({self.max_tasks})")
         require_range(self.max_tasks, 1, 100, "max_tasks")
+        require(self.min_tasks <= self.max_tasks, "min_tasks", f"{self.min_tasks} must be between 1 and max_tasks ({self.max_tasks})")
+        check_model_task_range(self.min_tasks, self.max_tasks)
         require_range(self.max_batch_size, 1, 512, "max_batch_size")
         require_range(self.max_batch_wait_ms, 0, 100, "max_batch_wait_ms", hint=" (a few ms is right)")
         require_range(self.max_queue_size, 1, 100_000, "max_queue_size")
@@ -287,7 +291,7 @@ class ModelService(Construct):
             security_groups=[self.security_group],
             vpc_subnets=subnets,
             min_healthy_percent=100,
-            max_healthy_percent=200,
+            max_healthy_percent=ROLLING_MAX_HEALTHY_PERCENT,
             deployment_alarms=self._rollback_alarm_names.config(),
             **deployment.service_options(),
             health_check_grace_period=cdk.Duration.seconds(model.health_check_grace_seconds),
@@ -298,6 +302,11 @@ class ModelService(Construct):
             propagate_tags=ecs.PropagatedTagSource.SERVICE,
             enable_ecs_managed_tags=True,
         )
+        # Created after, and deleted before, the cluster's capacity-provider association; otherwise CloudFormation
+        # may do either in the wrong order ("The specified capacity provider is in use", aws/aws-cdk#15366).
+        # The association is a child of the cluster, created at synth: depending on the cluster covers it. Across
+        # stacks this becomes a dependency on the stack that holds the cluster.
+        self.service.node.add_dependency(cluster)
 
         # Both target groups health-check readiness and drain alike: either may be production after a deployment.
         target_group_ids = ("TargetGroup", "AlternateTargetGroup") if deployment.shifts_traffic else ("TargetGroup",)

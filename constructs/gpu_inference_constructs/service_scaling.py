@@ -20,7 +20,7 @@ from constructs import Construct
 
 from . import metric_names
 from .errors import require, require_range
-from .schedules import CapacityPrewarm, ServiceSchedule
+from .schedules import CapacityPrewarm, ServiceSchedule, check_schedule_task_ranges
 
 if TYPE_CHECKING:
     from .model_service import ModelService
@@ -139,13 +139,15 @@ class ServiceScaling(Construct):
         )
         self._scale_out_on("CpuAndQueueGrowing", self.combined_cpu_queue_metric, 1, out_cooldown, evaluation_periods=3)
 
+        check_schedule_task_ranges(model.name, model.min_tasks, model.max_tasks, scaling.schedules)
         for schedule in scaling.schedules:
+            low, high = schedule.task_range(model.min_tasks, model.max_tasks)
             self.task_count.scale_on_schedule(
                 f"Schedule-{schedule.name}",
                 schedule=appscaling.Schedule.expression(f"cron({schedule.cron})"),
                 time_zone=cdk.TimeZone.of(schedule.time_zone),
-                min_capacity=model.min_tasks if schedule.min_tasks is None else schedule.min_tasks,
-                max_capacity=model.max_tasks if schedule.max_tasks is None else schedule.max_tasks,
+                min_capacity=low,
+                max_capacity=high,
             )
 
         self.predictive_policy = None

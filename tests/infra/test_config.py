@@ -81,9 +81,9 @@ BAD_CAPACITY = [
     ("capacity.instance_types", [], r"capacity.instance_types: list at least one GPU instance type"),
     ("capacity.instance_types", ["g5.xlarge", "g5.xlarge"], r"capacity.instance_types: \['g5.xlarge', 'g5.xlarge'\] repeats a type"),
     ("capacity.instance_weights", {"g5.xlarge": 1, "g4dn.2xlarge": 2}, r"capacity.instance_weights: ECS capacity providers do not support instance weighting"),
-    ("capacity.on_demand_base_capacity", 5, r"capacity.on_demand_base_capacity: 5 is greater than max_capacity 4"),
+    ("capacity.on_demand_base_capacity", 7, r"capacity.on_demand_base_capacity: 7 is greater than max_capacity 6"),
     ("capacity.on_demand_percentage_above_base", 150, r"capacity.on_demand_percentage_above_base: 150 is out of range; allowed 0 to 100"),
-    ("capacity.min_capacity", 5, r"capacity.min_capacity: 5 is greater than max_capacity 4; min must be <= max"),
+    ("capacity.min_capacity", 7, r"capacity.min_capacity: 7 is greater than max_capacity 6; min must be <= max"),
     ("capacity.target_capacity_percent", 0, r"capacity.target_capacity_percent: 0 is out of range; allowed 1 to 100"),
     ("capacity.root_volume_gib", 8, r"capacity.root_volume_gib: 8 is out of range; allowed 30 to 16384"),
     ("capacity.managed_termination_protection", "yes", r"capacity.managed_termination_protection: expected true or false"),
@@ -117,7 +117,10 @@ BAD_SERVICE = [
     (model_change(0, "memory_mib", 16384), r"models\[0\].memory_mib: 16384 MiB does not fit on g5.xlarge \(16 GiB; at most 14745 MiB"),
     (model_change(0, "cpu", 4096), r"models\[0\].cpu: 4096 CPU units does not fit on g5.xlarge"),
     (model_change(0, "task", "text-generation"), r"models\[0\].task: 'text-generation' is not supported; use one of: text-classification, text-embedding"),
-    (model_change(0, "min_tasks", 5), r"models\[0\].min_tasks: 5 must be between 0 and max_tasks \(2\)"),
+    (model_change(0, "min_tasks", 5), r"models\[0\].min_tasks: 5 must be between 1 and max_tasks \(2\)"),
+    (model_change(0, "min_tasks", 0), r"models\[0\].min_tasks: 0 with max_tasks 2: a service at 0 tasks has no requests per target.* set min_tasks to at least 1"),
+    (with_change("capacity.max_capacity", 5), r"capacity.max_capacity: 5 instances cannot hold a deployment at peak: the models' max_tasks add up to 4 tasks, "
+     r"and deploying 'minilm' runs up to 4 of its tasks \(200% of 2\), so 6 GPUs = 6 instances of 1 GPU are needed; raise max_capacity to at least 6"),
     (model_change(0, "max_batch_wait_ms", 50.5), r"models\[0\].max_batch_wait_ms: expected a whole number"),
     (model_change(0, "environment", {"MODEL_URI": "s3://elsewhere/"}), r"models\[0\].environment: \['MODEL_URI'\] are set from the model's own keys"),
     (with_change("models", []), r"models: list at least one model to serve"),
@@ -139,10 +142,17 @@ def test_bad_service_config_is_refused(data, message):
         load_environment("dev", data)
 
 
-def schedule_change(key: str, value):
+def schedule_change(key: str, value, index: int = 0):
     data = copy.deepcopy(BASE)
-    data["scaling"]["schedules"][0][key] = value
+    if value is DELETE:
+        del data["scaling"]["schedules"][index][key]
+    else:
+        data["scaling"]["schedules"][index][key] = value
     return data
+
+
+def second_schedule_change(key: str, value):
+    return schedule_change(key, value, index=1)
 
 
 BAD_SCALING = [
@@ -151,10 +161,13 @@ BAD_SCALING = [
     (schedule_change("cron", "0 25 ? * MON-FRI *"), r"scaling.schedules\[0\].cron: hour 25 is out of range 0-23"),
     (schedule_change("time_zone", "Europe/Atlantis"), r"scaling.schedules\[0\].time_zone: 'Europe/Atlantis' is not an IANA time zone"),
     (schedule_change("min_tasks", 3), r"scaling.schedules\[0\].min_tasks: 3 is greater than max_tasks 0"),
+    (schedule_change("min_tasks", DELETE), r"scaling.schedules\[0\].min_tasks: set min_tasks: 0 too: a schedule with max_tasks 0 turns the service off"),
+    (second_schedule_change("min_tasks", 0), r"scaling.schedules\[1\].min_tasks: 0 with max_tasks inherited: a service at 0 tasks has no requests per target"),
+    (second_schedule_change("min_tasks", 3), r"scaling.schedules\[1\].min_tasks: 3 is greater than max_tasks 2 for model 'minilm' \(its own range is 1-2\)"),
     (schedule_change("name", "workday-on"), r"scaling.schedules: schedule names must be unique; repeated: \['workday-on'\]"),
     (with_change("scaling.predictive.mode", "Forecast"), r"scaling.predictive.mode: 'Forecast' is not allowed; use one of: 'off', 'ForecastOnly', 'ForecastAndScale'"),
     (with_change("scaling.predictive", {"mode": "ForecastOnly", "scheduling_buffer_seconds": 3600}), r"scaling.predictive.scheduling_buffer_seconds: 3600 is out of range"),
-    (with_change("scaling.capacity_prewarm", [{"name": "am", "cron": "0 7 * * *", "min_capacity": 9}]), r"scaling.capacity_prewarm\[0\].min_capacity: 9 is greater than capacity.max_capacity 4"),
+    (with_change("scaling.capacity_prewarm", [{"name": "am", "cron": "0 7 * * *", "min_capacity": 9}]), r"scaling.capacity_prewarm\[0\].min_capacity: 9 is greater than capacity.max_capacity 6"),
     (with_change("scaling.capacity_prewarm", [{"name": "am", "cron": "0 7 * * *", "min_capacity": 1, "desired_capacity": 2}]), r"scaling.capacity_prewarm\[0\].desired_capacity: unknown key"),
     (model_change(0, "scaling", {"requests_per_target_per_minute": 0}), r"models\[0\].scaling.requests_per_target_per_minute: 0 must be greater than 0"),
     (model_change(0, "scaling", {"gpu_utilization_percent": 120}), r"models\[0\].scaling.gpu_utilization_percent: 120 is out of range; allowed 1 to 100"),

@@ -97,7 +97,7 @@ def test_low_gpu_utilization_is_judged_over_hours(env):
 
 def test_spot_interruption_warnings_are_counted_and_alarmed(env):
     config, template = env
-    (rule_id, rule) = next(iter(template.find_resources("AWS::Events::Rule").items()))
+    (rule_id, rule) = next(iter(template.find_resources("AWS::Events::Rule", {"Properties": {"EventPattern": {"source": ["aws.ec2"]}}}).items()))
     assert rule["Properties"]["EventPattern"] == {"source": ["aws.ec2"], "detail-type": ["EC2 Spot Instance Interruption Warning"]}
     properties = alarm(template, "SpotInterruptionStorm")
     namespace, name, _, dimensions, _ = single_metric(properties)

@@ -211,6 +211,7 @@ def test_a_later_deploy_leaves_the_listener_rule_untouched(strategies):
     release["deployment"] = {"strategy": "linear", "step_percent": 10.0, "step_bake_minutes": 3, "bake_minutes": 30}
     newcomer = {**copy.deepcopy(base["models"][0]), "name": "reranker"}
     release["models"] = [newcomer] + [dict(m, version="2027-01-15", min_tasks=3) for m in reversed(base["models"])]
+    release["capacity"] = {**base["capacity"], "max_capacity": 48}  # room for the newcomer while one model deploys at peak
     before, after = rules_by_model(strategies["canary"]), rules_by_model(synthesize({"canary": release})["canary"])
     assert set(before) < set(after)
     for name, rule in before.items():

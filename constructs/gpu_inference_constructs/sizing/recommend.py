@@ -15,7 +15,8 @@ from typing import Optional
 
 from ..errors import ConfigError
 from ..gpu_capacity import GpuCapacityProps
-from ..model_service import ModelProps
+from ..deployment_capacity import ServiceDeployment, instances_for_deployment_at_peak
+from ..model_service import ROLLING_MAX_HEALTHY_PERCENT, ModelProps
 from ..settings import from_dict
 from .advisor import TypeAdvice
 from .model_shape import ModelShape
@@ -62,12 +63,16 @@ def recommend(advice: list[TypeAdvice], model: ModelShape, workload: Workload, p
     per_instance = best.tasks_per_instance
     instance = best.instance_type
     batch = (best.throughput.max_batch_size or workload.max_batch_size) if model.kind == "encoder" else workload.concurrency
+    # Room for every task at peak while a rolling deployment runs up to twice them (one GPU share each).
+    instances, _ = instances_for_deployment_at_peak(
+        [ServiceDeployment.rolling(name or model.name, max_tasks, ROLLING_MAX_HEALTHY_PERCENT)], per_instance
+    )
     capacity = {
         "instance_types": [a.name for a in chosen],
         "on_demand_base_capacity": min(purchase.on_demand_base, math.ceil(max_tasks / per_instance)),
         "on_demand_percentage_above_base": purchase.on_demand_percent,
         "min_capacity": 0,
-        "max_capacity": math.ceil(max_tasks / per_instance),
+        "max_capacity": instances,
     }
     block = {
         "name": _model_name(name or model.name),
