@@ -10,12 +10,15 @@ from pathlib import Path
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 NULL = "null"
-OURS, BASELINE, BARE = "ours", "baseline", "bare-asgi"
+OURS, OURS_2W, PEER, BASELINE, BARE = "ours", "ours-2w", "litserve", "baseline", "bare-asgi"
+# The same ~20-token text in every request to every system (and the raw model): padding cannot hide.
+SAME_TEXT = "The delivery arrived two days late and the box was crushed on one side, but support refunded me."
 
 
 def all_systems(model_label: str) -> tuple[tuple[str, str], ...]:
     """The (server, model) pairs driven over HTTP, in this order."""
-    return ((OURS, model_label), (BASELINE, model_label), (OURS, NULL), (BASELINE, NULL), (BARE, NULL))
+    return ((OURS, model_label), (PEER, model_label), (BASELINE, model_label), (OURS, NULL), (OURS_2W, NULL),
+            (BASELINE, NULL), (BARE, NULL))
 
 
 @dataclass(frozen=True)
@@ -39,13 +42,21 @@ class BenchConfig:
     precision: str = "fp32"
     compile: bool = False
     texts: int = 512
+    same_text: bool = True  # every request carries SAME_TEXT; False: `texts` varied texts of 10 to 60 words
+    # Cores: the model path (the raw model, our model process, the peer's inference worker, the single-process
+    # servers) on model_cpus; our HTTP workers, the peer's API server and the load generator on the others.
+    pin_cpus: bool = True
+    model_cpus: tuple[int, ...] = (0,)
+    # The goodput scenario: closed-loop clients that retry at once after a 503 (more than MAX_QUEUE_SIZE, 256).
+    overload_clients: int = 600
+    overload_duration_s: float = 10.0
     ready_timeout_s: float = 300.0
     output_dir: Path = RESULTS_DIR
     mode: str = "full"
 
 
 SHORT = dict(concurrency=(1, 8, 64), warmup_s=0.3, duration_s=0.7, raw_batch_sizes=(1, 32), raw_duration_s=0.5,
-             mode="short")
+             overload_clients=400, overload_duration_s=1.0, mode="short")
 
 
 def _ints(raw: str) -> tuple[int, ...]:
@@ -80,6 +91,11 @@ def parse_args(argv: list[str] | None = None) -> BenchConfig:
     parser.add_argument("--max-batch-wait-ms", type=float, help="our server's MAX_BATCH_WAIT_MS")
     parser.add_argument("--model-dir", help="a Hugging Face embedding model directory (default: all-MiniLM-L6-v2)")
     parser.add_argument("--output-dir", type=Path, help=f"default {RESULTS_DIR}")
+    parser.add_argument("--varied-texts", action="store_false", dest="same_text", default=None,
+                        help="varied texts of 10 to 60 words instead of one text for every request")
+    parser.add_argument("--no-pin", action="store_false", dest="pin_cpus", default=None,
+                        help="leave every process on every core")
+    parser.add_argument("--overload-clients", type=int, help="clients of the goodput-under-overload scenario (0: skip)")
     args = vars(parser.parse_args(argv))
     values = dict(SHORT) if args.pop("short") else {}
     values.update({name: value for name, value in args.items() if value is not None})

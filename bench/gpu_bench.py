@@ -5,6 +5,9 @@ DistilBertConfig with random weights and a local WordPiece vocabulary, saved as 
 downloaded. The raw model, our server and the baseline run in FP16; the raw model and our server also use
 torch.compile (our server with CUDA graphs). Reports each system's requests/s at p95 < 50 ms. Without CUDA it
 says so and exits 0 having measured nothing. Results go to bench/results/gpu/.
+
+`--server`: our server only (its default worker count for the machine's CPUs, FP16, torch.compile with CUDA
+graphs), driven over HTTP at rising concurrency, with the raw model's ceiling; reports req/s at p95 < 50 ms.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .config import RESULTS_DIR, BenchConfig, all_systems
+from .config import OURS, RESULTS_DIR, BenchConfig, all_systems
 from .report import series
 from .texts import make_texts
 
@@ -55,21 +58,26 @@ def build_distilbert(dest: str | Path, *, dim: int = 768, layers: int = 6, heads
 def best_within_slo(results: dict, slo_ms: float = SLO_P95_MS) -> dict[str, dict | None]:
     """Per server, the highest-throughput load level whose p95 stayed under slo_ms."""
     best = {}
-    for server, model in all_systems(LABEL):
+    measured = {(r["system"], r["model"]) for r in results["runs"]}
+    for server, model in [s for s in all_systems(LABEL) if s in measured]:
         runs = [r for r in series(results, server, model) if r["p95_ms"] < slo_ms and not r["errors"]]
         best[f"{server}:{model}"] = max(runs, key=lambda r: r["throughput_rps"]) if runs else None
     return best
 
 
-def gpu_config(short: bool, output_dir: Path, model_dir: Path) -> BenchConfig:
+def gpu_config(short: bool, output_dir: Path, model_dir: Path, server_only: bool = False) -> BenchConfig:
     full = dict(concurrency=(1, 8, 32, 64, 128, 256), warmup_s=3.0, duration_s=10.0,
                 raw_batch_sizes=(1, 8, 32, 64, 128, 256), raw_duration_s=3.0)
     quick = dict(concurrency=(1, 32, 128), warmup_s=1.0, duration_s=3.0, raw_batch_sizes=(1, 32, 128),
                  raw_duration_s=1.0)
+    systems = ((OURS, LABEL),) if server_only else all_systems(LABEL)
+    mode = ("gpu-server" if server_only else "gpu") + ("-short" if short else "")
+    # On a GPU the model path is the GPU: no core pinning; the overload scenario is the CPU bench's.
     return dataclasses.replace(
-        BenchConfig(), **(quick if short else full), systems=all_systems(LABEL), model_label=LABEL,
+        BenchConfig(), **(quick if short else full), systems=systems, model_label=LABEL,
         model_dir=str(model_dir), device="cuda", precision="fp16", compile=True, max_batch_size=64,
-        ready_timeout_s=1800.0, output_dir=output_dir, mode="gpu-short" if short else "gpu")
+        pin_cpus=False, overload_clients=0, same_text=True,
+        ready_timeout_s=1800.0, output_dir=output_dir, mode=mode)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--short", action="store_true", help="fewer levels, shorter windows")
     parser.add_argument("--output-dir", type=Path, default=RESULTS_DIR / "gpu")
+    parser.add_argument("--server", action="store_true", help="our server alone (FP16, torch.compile) over HTTP")
     args = parser.parse_args(argv)
     import torch
 
@@ -89,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory(prefix="gpu-bench-model-") as model_dir:
         build_distilbert(model_dir)
-        cfg = gpu_config(args.short, args.output_dir, Path(model_dir))
+        cfg = gpu_config(args.short, args.output_dir, Path(model_dir), server_only=args.server)
         results = run_main(cfg, extra=lambda r: {"gpu": torch.cuda.get_device_name(0),
                                                  "best_within_p95_50ms": best_within_slo(r)})
     print(f"\nrequests/s at p95 < {SLO_P95_MS:g} ms ({torch.cuda.get_device_name(0)}):")

@@ -30,7 +30,9 @@ class LoadResult:
     p95_ms: float
     p99_ms: float
     client_cpu_s: float  # this process's CPU time during the window
-    server_cpu_s: float | None  # the server process's CPU time (all threads) during the window
+    server_cpu_s: float | None  # the server's CPU time (all its processes and threads) during the window
+    statuses: dict[str, int] | None = None  # responses by status code
+    shed_p50_ms: float | None = None  # median latency of the 503 answers
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -50,13 +52,38 @@ def encode_requests(host: str, port: int, path: str, bodies: list[bytes],
              f"Content-Length: {len(body)}\r\n{extra}\r\n").encode() + body for body in bodies]
 
 
-def process_cpu_s(pid: int) -> float | None:
-    """User + system CPU seconds of a process, all its threads (Linux /proc)."""
+def _stat(pid: int) -> list[str] | None:
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:
         return None
-    return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+
+
+def descendants(pid: int) -> list[int]:
+    """pid and every process below it (Linux /proc)."""
+    parents: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            fields = _stat(int(entry.name))
+            if fields:
+                parents.setdefault(int(fields[1]), []).append(int(entry.name))
+    found, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        todo.extend(parents.get(current, ()))
+    return found
+
+
+def process_cpu_s(pid: int) -> float | None:
+    """User + system CPU seconds of a process and all its descendants, all their threads (Linux /proc)."""
+    total, seen = 0.0, False
+    for member in descendants(pid):
+        fields = _stat(member)
+        if fields:
+            seen = True
+            total += (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
+    return total if seen else None
 
 
 class _Connection(asyncio.Protocol):
@@ -105,6 +132,8 @@ class _Run:
         self.host, self.port, self.requests = host, port, requests
         self.recording = self.stopping = False
         self.latencies_ns: list[int] = []
+        self.shed_ns: list[int] = []
+        self.statuses: dict[int, int] = {}
         self.errors = 0
         self.open = self.opened = 0
         self.all_closed = asyncio.Event()
@@ -124,10 +153,13 @@ class _Run:
 
     def record(self, started: int, status: int) -> None:
         if self.recording:
+            self.statuses[status] = self.statuses.get(status, 0) + 1
             if 200 <= status < 300:
                 self.latencies_ns.append(time.perf_counter_ns() - started)
             else:
                 self.errors += 1
+                if status == 503:
+                    self.shed_ns.append(time.perf_counter_ns() - started)
 
     def closed(self, conn: _Connection) -> None:
         if conn.in_flight and self.recording:
@@ -143,7 +175,7 @@ class _Run:
 
 
 async def _drive(host: str, port: int, requests: list[bytes], concurrency: int, warmup_s: float,
-                 duration_s: float, server_pid: int | None) -> LoadResult:
+                 duration_s: float, server_pid: int | None, min_per_client: int = 2) -> LoadResult:
     run = _Run(host, port, requests)
     stride = max(1, len(requests) // concurrency)
     for n in range(concurrency):
@@ -157,7 +189,7 @@ async def _drive(host: str, port: int, requests: list[bytes], concurrency: int, 
     await asyncio.sleep(duration_s)
     # A slow server may not finish a round in a short window: extend it to two responses per client.
     give_up = started + max(10 * duration_s, 30.0)
-    while len(run.latencies_ns) < 2 * concurrency and time.perf_counter() < give_up:
+    while len(run.latencies_ns) < min_per_client * concurrency and time.perf_counter() < give_up:
         await asyncio.sleep(0.02)
     run.recording = False
     elapsed = time.perf_counter() - started
@@ -167,15 +199,19 @@ async def _drive(host: str, port: int, requests: list[bytes], concurrency: int, 
     run.stopping = True
     await asyncio.wait_for(run.all_closed.wait(), timeout=60)
     latencies = sorted(ns / 1e6 for ns in run.latencies_ns)
+    shed = sorted(ns / 1e6 for ns in run.shed_ns)
     return LoadResult(concurrency=concurrency, duration_s=round(elapsed, 3), requests=len(latencies),
                       errors=run.errors + len(run.connect_errors), connections=run.opened,
                       throughput_rps=len(latencies) / elapsed, p50_ms=percentile(latencies, 0.50),
                       p95_ms=percentile(latencies, 0.95), p99_ms=percentile(latencies, 0.99),
-                      client_cpu_s=client_cpu, server_cpu_s=server_cpu)
+                      client_cpu_s=client_cpu, server_cpu_s=server_cpu,
+                      statuses={str(k): v for k, v in sorted(run.statuses.items())},
+                      shed_p50_ms=percentile(shed, 0.50) if shed else None)
 
 
 def run_load(host: str, port: int, requests: list[bytes], concurrency: int, warmup_s: float, duration_s: float,
-             server_pid: int | None = None) -> LoadResult:
+             server_pid: int | None = None, min_per_client: int = 2) -> LoadResult:
     """Drive the server for warmup_s (not recorded), then at least duration_s (recorded) with `concurrency`
-    clients."""
-    return uvloop.run(_drive(host, port, requests, concurrency, warmup_s, duration_s, server_pid))
+    clients, each sending its next request as soon as an answer (a 503 too) arrives; the window is extended
+    until each client had min_per_client successful answers (at most 10 x duration_s)."""
+    return uvloop.run(_drive(host, port, requests, concurrency, warmup_s, duration_s, server_pid, min_per_client))

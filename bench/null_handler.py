@@ -1,13 +1,17 @@
-"""A handler for our server that does no work: with it, a benchmark measures the server's HTTP and batching path
-alone. Start the server with MODEL_HANDLER=bench.null_handler:NullHandler and the repo root on PYTHONPATH."""
+"""A handler for our server that does no work: with it, a benchmark measures the server's HTTP, IPC and batching
+path alone. Start the server with MODEL_HANDLER=bench.null_handler:NullHandler and the repo root on PYTHONPATH."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from inference_server.handlers import Encoded, Handler, LoadContext
 
 from .models import NULL_PREDICTION
+
+_ONE = {"x": np.zeros(1, dtype=np.int32)}
 
 
 class NullHandler(Handler):
@@ -17,13 +21,13 @@ class NullHandler(Handler):
         pass
 
     def preprocess(self, texts: list[str]) -> list[Encoded]:
-        return [Encoded(1, None) for _ in texts]
+        return [Encoded(1, _ONE) for _ in texts]
 
     def forward(self, batch: list[Encoded], batch_size: int, seq_len: int) -> Any:
-        return None
+        return np.zeros((len(batch), 1), dtype=np.int8)
 
     def postprocess(self, outputs: Any, count: int) -> list[Any]:
         return [NULL_PREDICTION] * count
 
     def warmup_input(self, seq_len: int) -> Encoded:
-        return Encoded(seq_len, None)
+        return Encoded(seq_len, _ONE)

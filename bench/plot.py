@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .config import BARE, BASELINE, NULL, OURS
+from .config import BARE, BASELINE, NULL, OURS, OURS_2W, PEER
 from .report import models, series
 
-_STYLE = {OURS: dict(color="tab:blue", marker="o"), BASELINE: dict(color="tab:orange", marker="s"),
+_STYLE = {OURS: dict(color="tab:blue", marker="o"), OURS_2W: dict(color="tab:cyan", marker="o", linestyle=":"),
+          PEER: dict(color="tab:green", marker="D"), BASELINE: dict(color="tab:orange", marker="s"),
           BARE: dict(color="tab:gray", marker="^", linestyle="--")}
 
 
@@ -21,7 +22,7 @@ def plot(results: dict, path: Path) -> Path:
     fig, axes = plt.subplots(len(measured) or 1, 2, figsize=(11, 4 * max(1, len(measured))), squeeze=False)
     for row, model in zip(axes, measured):
         throughput, latency = row
-        for system in (OURS, BASELINE, BARE):
+        for system in (OURS, OURS_2W, PEER, BASELINE, BARE):
             runs = series(results, system, model)
             if not runs:
                 continue

@@ -37,6 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dtype", default="fp32", choices=("fp32", "fp16"))
     parser.add_argument("--max-length", type=int, default=256)
     parser.add_argument("--compile", action="store_true", help="torch.compile the model (dynamic shapes)")
+    parser.add_argument("--same-text", action="store_true", help="every input is the benchmark's one text")
     args = parser.parse_args(argv)
     import torch
 
@@ -44,7 +45,10 @@ def main(argv: list[str] | None = None) -> int:
 
     model = Embedder(args.model, args.device, args.dtype, args.max_length, args.compile)
     sizes = [int(s) for s in args.batch_sizes.split(",")]
-    rates = sweep(model, make_texts(args.texts), sizes, args.duration)
+    from .config import SAME_TEXT
+
+    texts = [SAME_TEXT] * args.texts if args.same_text else make_texts(args.texts)
+    rates = sweep(model, texts, sizes, args.duration)
     best = max(rates, key=rates.get)
     sys.stdout.write(orjson.dumps({"items_per_s": {str(k): v for k, v in rates.items()}, "best_batch_size": best,
                                    "best_items_per_s": rates[best], "torch_threads": torch.get_num_threads(),

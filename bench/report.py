@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .config import BARE, BASELINE, NULL, OURS
+from .config import BARE, BASELINE, NULL, OURS, OURS_2W, PEER
 
 RAW = "raw-model"
 
@@ -47,32 +47,75 @@ def models(results: dict) -> list[str]:
     return sorted({r["model"] for r in results["runs"]}, key=lambda m: (m == NULL, m))
 
 
+def _at(results: dict, system: str, model: str, concurrency: int) -> dict | None:
+    return next((r for r in series(results, system, model) if r["concurrency"] == concurrency), None)
+
+
+def _target(name: str, value: float | None, threshold: float, met: bool | None, at_most: bool = False) -> dict:
+    return {"target": name, "value": value, "threshold": threshold, "met": met, "at_most": at_most}
+
+
 def evaluate(results: dict, target_concurrency: int = 64) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """(ratios, targets). A target whose systems were not measured is reported with met = None."""
+    """(ratios, targets), the issue's targets. A target whose systems were not measured has met = None."""
     raw = results.get("raw_model") or {}
     model = results["setup"]["model_label"]
-    ours = peak(results, OURS, model)
     c = max((r["concurrency"] for r in series(results, OURS, model) if r["concurrency"] <= target_concurrency),
             default=target_concurrency)
-    ours_c, base_c = _at_highest(results, OURS, model, c), _at_highest(results, BASELINE, model, c)
-    ours_null, bare = peak(results, OURS, NULL), peak(results, BARE, NULL)
+    ours_c, peer_c, base_c = (_at_highest(results, s, model, c) for s in (OURS, PEER, BASELINE))
+    ours_1, base_1 = _at(results, OURS, model, 1), _at(results, BASELINE, model, 1)
+    ours_null, ours_2w, bare = peak(results, OURS, NULL), peak(results, OURS_2W, NULL), peak(results, BARE, NULL)
+    saturation = peak(results, OURS, model)
+    overload = next((o for o in results.get("overload", []) if o["system"] == OURS), None)
+
+    def rps(run):
+        return run and run["throughput_rps"]
+
     ratios = {
-        "ours_peak_over_raw_best": _ratio(ours and ours["throughput_rps"], raw.get("best_items_per_s")),
-        f"ours_over_baseline_at_{c}": _ratio(ours_c and ours_c["throughput_rps"], base_c and base_c["throughput_rps"]),
+        f"ours_over_raw_best_at_{c}": _ratio(rps(ours_c), raw.get("best_items_per_s")),
+        f"ours_over_peer_at_{c}": _ratio(rps(ours_c), rps(peer_c)),
+        f"ours_over_baseline_at_{c}": _ratio(rps(ours_c), rps(base_c)),
+        f"ours_p95_over_peer_p95_at_{c}": _ratio(ours_c and ours_c["p95_ms"], peer_c and peer_c["p95_ms"]),
         f"ours_p95_over_baseline_p95_at_{c}": _ratio(ours_c and ours_c["p95_ms"], base_c and base_c["p95_ms"]),
-        "ours_null_peak_over_bare_asgi_peak": _ratio(ours_null and ours_null["throughput_rps"],
-                                                    bare and bare["throughput_rps"]),
+        "ours_p50_over_baseline_p50_at_1": _ratio(ours_1 and ours_1["p50_ms"], base_1 and base_1["p50_ms"]),
+        "ours_null_over_bare_asgi": _ratio(rps(ours_null), rps(bare)),
+        "ours_2_workers_null_over_1_worker": _ratio(rps(ours_2w), rps(ours_null)),
     }
-    null_ratio = ratios["ours_null_peak_over_bare_asgi_peak"]
-    raw_ratio = ratios["ours_peak_over_raw_best"]
-    speedup, p95_ratio = ratios[f"ours_over_baseline_at_{c}"], ratios[f"ours_p95_over_baseline_p95_at_{c}"]
+    if overload and saturation:
+        answers = sum(overload["statuses"].values()) / overload["duration_s"]
+        fives = sum(n for code, n in overload["statuses"].items() if code.startswith("5") and code != "503")
+        ratios.update(overload_goodput_over_saturation=rps(overload) / rps(saturation),
+                      overload_offered_over_saturation=answers / rps(saturation),
+                      overload_shed_p50_ms=overload["shed_p50_ms"], overload_5xx_other_than_503=fives)
+    log_bytes = ours_c.get("log_bytes_per_request") if ours_c else None
+    ratios[f"ours_log_bytes_per_request_at_{c}"] = log_bytes
+
+    def check(value, threshold, at_most=False):
+        return None if value is None else (value <= threshold if at_most else value >= threshold)
+
+    p95_peer, p95_base = ratios[f"ours_p95_over_peer_p95_at_{c}"], ratios[f"ours_p95_over_baseline_p95_at_{c}"]
+    lower_p95 = None if p95_peer is None or p95_base is None else p95_peer < 1 and p95_base < 1
+    goodput = ratios.get("overload_goodput_over_saturation")
+    offered = ratios.get("overload_offered_over_saturation")
+    shed = ratios.get("overload_shed_p50_ms")
     targets = [
-        {"target": "ours at saturation >= 0.9 x raw model at its best batch size", "value": raw_ratio,
-         "threshold": 0.9, "met": None if raw_ratio is None else raw_ratio >= 0.9},
-        {"target": f"ours >= 3 x baseline at {c} clients, with a lower p95", "value": speedup, "threshold": 3.0,
-         "met": None if speedup is None or p95_ratio is None else speedup >= 3.0 and p95_ratio < 1.0},
-        {"target": "null model: ours >= 0.5 x bare ASGI", "value": null_ratio, "threshold": 0.5,
-         "met": None if null_ratio is None else null_ratio >= 0.5},
+        _target(f"ours at {c} clients >= 1.0 x the raw model's best batch", ratios[f"ours_over_raw_best_at_{c}"],
+                1.0, check(ratios[f"ours_over_raw_best_at_{c}"], 1.0)),
+        _target(f"ours at {c} clients >= 1.3 x the peer (LitServe)", ratios[f"ours_over_peer_at_{c}"], 1.3,
+                check(ratios[f"ours_over_peer_at_{c}"], 1.3)),
+        _target(f"ours p95 at {c} clients below the peer's and the baseline's (ours/peer shown)", p95_peer, 1.0,
+                lower_p95, at_most=True),
+        _target("ours p50 at 1 client <= 1.1 x the baseline's", ratios["ours_p50_over_baseline_p50_at_1"], 1.1,
+                check(ratios["ours_p50_over_baseline_p50_at_1"], 1.1, at_most=True), at_most=True),
+        _target("overload (>= 10 x saturation offered): goodput >= 0.9 x saturation", goodput, 0.9,
+                None if goodput is None else goodput >= 0.9 and offered >= 10),
+        _target("overload: shed answers in < 5 ms median, no 5xx but 503", shed, 5.0,
+                None if shed is None else shed < 5.0 and ratios["overload_5xx_other_than_503"] == 0, at_most=True),
+        _target("null model, 1 worker: ours >= 0.25 x bare ASGI", ratios["ours_null_over_bare_asgi"], 0.25,
+                check(ratios["ours_null_over_bare_asgi"], 0.25)),
+        _target("null model: 2 workers >= 1.7 x 1 worker", ratios["ours_2_workers_null_over_1_worker"], 1.7,
+                check(ratios["ours_2_workers_null_over_1_worker"], 1.7)),
+        _target(f"log bytes per successful request at {c} clients <= 30", log_bytes, 30.0,
+                check(log_bytes, 30.0, at_most=True), at_most=True),
     ]
     return ratios, targets
 
@@ -87,18 +130,23 @@ def table(results: dict) -> str:
         levels = sorted({r["concurrency"] for r in results["runs"] if r["model"] == model})
         if not levels:
             continue
-        lines.append(f"\n{model + ' model':<18}{'ours':>24} | {'baseline':>22} | {'ours/baseline':>13}")
-        lines.append(f"{'clients':>7} {'req/s':>10} {'p50':>7} {'p95':>7} {'p99':>7} | {'req/s':>10} {'p95':>11} |"
-                     f" {'x req/s':>7} {'x p95':>5}")
+        lines.append(f"\n{model + ' model':<18}{'ours':>24} | {'litserve':>18} | {'baseline':>18} | "
+                     f"{'ours/baseline':>13}")
+        lines.append(f"{'clients':>7} {'req/s':>10} {'p50':>7} {'p95':>7} {'p99':>7} | {'req/s':>10} {'p95':>7} |"
+                     f" {'req/s':>10} {'p95':>7} | {'x req/s':>7} {'x p95':>5}")
         for level in levels:
-            o = next((r for r in series(results, OURS, model) if r["concurrency"] == level), None)
-            b = next((r for r in series(results, BASELINE, model) if r["concurrency"] == level), None)
+            o, p, b = (_at(results, system, model, level) for system in (OURS, PEER, BASELINE))
             speedup = _ratio(o and o["throughput_rps"], b and b["throughput_rps"])
             lines.append(
                 f"{level:>7} {_num(o and o['throughput_rps']):>10} {_num(o and o['p50_ms']):>7} "
-                f"{_num(o and o['p95_ms']):>7} {_num(o and o['p99_ms']):>7} | {_num(b and b['throughput_rps']):>10} "
-                f"{_num(b and b['p95_ms']):>11} | {_num(speedup, 2):>7} "
+                f"{_num(o and o['p95_ms']):>7} {_num(o and o['p99_ms']):>7} | {_num(p and p['throughput_rps']):>10} "
+                f"{_num(p and p['p95_ms']):>7} | {_num(b and b['throughput_rps']):>10} "
+                f"{_num(b and b['p95_ms']):>7} | {_num(speedup, 2):>7} "
                 f"{_num(_ratio(o and o['p95_ms'], b and b['p95_ms']), 2):>5}")
+        two = [r for r in series(results, OURS_2W, model)]
+        if two:
+            lines.append("  ours with 2 workers: " + ", ".join(f"{r['concurrency']}: {r['throughput_rps']:.0f} req/s"
+                                                              for r in two))
     lines.append("  (latencies in ms)")
     raw = results.get("raw_model")
     if raw:
@@ -108,6 +156,14 @@ def table(results: dict) -> str:
     bare = peak(results, BARE, NULL)
     if bare:
         lines.append(f"bare ASGI ceiling: {bare['throughput_rps']:.0f} req/s at {bare['concurrency']} clients")
+    for o in results.get("overload", []):
+        lines.append(f"overload, {o['system']}: {o['concurrency']} clients retrying at once: goodput "
+                     f"{o['throughput_rps']:.1f} req/s, answers {o['statuses']}, 503 median "
+                     f"{_num(o['shed_p50_ms'], 2)} ms")
+    logs = [(r["system"], r["model"], r["concurrency"], r.get("log_bytes_per_request")) for r in results["runs"]]
+    ours_logs = [f"{m}@{c}: {_num(b, 1)}" for s, m, c, b in logs if s == OURS and b is not None]
+    if ours_logs:
+        lines.append("ours, log bytes per successful request: " + ", ".join(ours_logs))
     gen = results.get("generator")
     if gen:
         lines.append(f"load generator ceiling: {gen['ceiling_rps']:.0f} req/s per core "
@@ -116,5 +172,6 @@ def table(results: dict) -> str:
     lines.append("targets:")
     for t in results["targets"]:
         verdict = {True: "met", False: "MISSED", None: "not measured"}[t["met"]]
-        lines.append(f"  [{verdict:>12}] {t['target']}: {_num(t['value'], 2)} (need {t['threshold']:g})")
+        need = f"{'<=' if t.get('at_most') else '>='} {t['threshold']:g}"
+        lines.append(f"  [{verdict:>12}] {t['target']}: {_num(t['value'], 2)} (need {need})")
     return "\n".join(lines)

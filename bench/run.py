@@ -15,13 +15,13 @@ from pathlib import Path
 
 import orjson
 
-from .config import NULL, BenchConfig
+from .config import NULL, OURS, PEER, SAME_TEXT, BenchConfig
 from .loadgen import encode_requests, run_load
 from .models import minilm_dir
 from .plot import plot
-from .processes import HOST, free_port, start_server
+from .processes import HOST, free_port, pin, start_server
 from .report import evaluate, generator_ceiling, table
-from .systems import REPO_ROOT, launch, thread_env
+from .systems import REPO_ROOT, cpu_layout, launch, thread_env, torch_threads
 from .texts import make_texts
 
 _VERSIONS = ("torch", "transformers", "tokenizers", "fastapi", "starlette", "pydantic", "uvicorn", "uvloop",
@@ -42,7 +42,7 @@ def setup_info(cfg: BenchConfig, model_dir: str) -> dict:
     return {"mode": cfg.mode, "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "cpu_count": os.cpu_count(), "cpu_model": _cpu_model(), "platform": platform.platform(),
             "python": platform.python_version(), "versions": versions, "device": cfg.device,
-            "precision": cfg.precision, "compile": cfg.compile, "torch_threads": cfg.torch_threads,
+            "precision": cfg.precision, "compile": cfg.compile, "torch_threads": torch_threads(cfg),
             "model_label": cfg.model_label, "max_sequence_length": cfg.max_sequence_length,
             "model_process_env": thread_env(cfg), "model_dir": model_dir,
             "our_server": {"MAX_BATCH_SIZE": cfg.max_batch_size, "MAX_BATCH_WAIT_MS": cfg.max_batch_wait_ms,
@@ -51,10 +51,21 @@ def setup_info(cfg: BenchConfig, model_dir: str) -> dict:
                      "texts": cfg.texts, "client": "closed loop, HTTP/1.1 keep-alive, httptools on uvloop, "
                                                    "one process"},
             "systems": {"raw-model": "transformers forward in-process, padded to the batch's longest text",
-                        "ours": "python -m inference_server (dynamic batching, length buckets)",
+                        "ours": "python -m inference_server, 1 HTTP worker + the model process",
+                        "ours-2w": "python -m inference_server, 2 HTTP workers + the model process",
+                        "litserve": "LitServe (open-source dynamic batching): API server + inference worker",
                         "baseline": "FastAPI + pydantic, sync def endpoint (thread pool), one forward per request",
                         "bare-asgi": "raw ASGI callable, constant response, same uvicorn/httptools/uvloop"},
+            "texts": "the same text in every request" if cfg.same_text else f"{cfg.texts} varied texts",
+            "cpus": _layout_info(cfg),
             "load_average_at_start": os.getloadavg()}
+
+
+def _layout_info(cfg: BenchConfig) -> dict:
+    model, rest = cpu_layout(cfg)
+    if model is None:
+        return {"pinned": False}
+    return {"pinned": True, "model_path": sorted(model), "http_and_load_generator": sorted(rest)}
 
 
 def _cpu_model() -> str | None:
@@ -71,35 +82,63 @@ def measure_raw_model(cfg: BenchConfig, model_dir: str) -> dict:
     command = [sys.executable, "-m", "bench.raw_model", "--model", model_dir, "--duration", str(cfg.raw_duration_s),
                "--batch-sizes", ",".join(map(str, cfg.raw_batch_sizes)), "--texts", str(cfg.texts),
                "--device", cfg.device, "--dtype", "fp16" if cfg.precision == "fp16" else "fp32",
-               "--max-length", str(cfg.max_sequence_length), *(["--compile"] if cfg.compile else [])]
+               "--max-length", str(cfg.max_sequence_length), *(["--compile"] if cfg.compile else []),
+               *(["--same-text"] if cfg.same_text else [])]
     env = {**os.environ, **thread_env(cfg)}
-    done = subprocess.run(command, env=env, cwd=REPO_ROOT, capture_output=True, text=True, check=False)
+    model_cpus, _ = cpu_layout(cfg)
+    done = subprocess.run(command, env=env, cwd=REPO_ROOT, capture_output=True, text=True, check=False,
+                          preexec_fn=(lambda: os.sched_setaffinity(0, model_cpus)) if model_cpus else None)
     if done.returncode != 0:
         raise RuntimeError(f"raw model measurement failed:\n{done.stderr[-3000:]}")
     return orjson.loads(done.stdout.strip().splitlines()[-1])
 
 
+def _pin_model_process(log_path: Path, cpus: set[int]) -> None:
+    """Our server logs each child it starts; its model process goes onto the model cores."""
+    for line in log_path.read_text(errors="replace").splitlines():
+        try:
+            entry = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if entry.get("message") == "process started" and entry.get("role") == "model":
+            pin(entry["pid"], cpus)
+
+
 def measure_server(server: str, model: str, model_dir: str, cfg: BenchConfig, bodies: list[bytes],
-                   scratch: Path) -> list[dict]:
+                   scratch: Path) -> tuple[list[dict], dict | None]:
+    """The concurrency sweep, then (ours and the peer with the real model) the overload scenario."""
     port = free_port()
     spec = NULL if model == NULL else model_dir
     how = launch(server, spec, port, cfg, scratch)
     name = f"{server}-{model}"
-    process = start_server(name, how.command, how.env, port, cfg.output_dir / "logs")
-    runs = []
+    process = start_server(name, how.command, how.env, port, cfg.output_dir / "logs", how.cpus)
+    runs, overload = [], None
     try:
         started = time.monotonic()
         process.wait_ready(how.ready_path, cfg.ready_timeout_s)
+        if how.model_cpus:
+            _pin_model_process(process.log_path, how.model_cpus)
         _log(f"{name}: ready in {time.monotonic() - started:.1f} s")
         requests = encode_requests(HOST, port, "/predict", bodies)
         for concurrency in cfg.concurrency:
+            log_before = process.log_path.stat().st_size
             result = run_load(HOST, port, requests, concurrency, cfg.warmup_s, cfg.duration_s, process.pid)
-            runs.append({"system": server, "model": model, **result.as_dict()})
+            # Bytes the server logged over warm-up and window, per successful request of the window (an upper
+            # bound: the warm-up's requests are not counted).
+            log_bytes = process.log_path.stat().st_size - log_before
+            runs.append({"system": server, "model": model, **result.as_dict(),
+                         "log_bytes_per_request": log_bytes / result.requests if result.requests else None})
             _log(f"{name}: {concurrency:>3} clients {result.throughput_rps:9.1f} req/s  p50 {result.p50_ms:7.2f}  "
                  f"p95 {result.p95_ms:7.2f}  p99 {result.p99_ms:7.2f} ms  errors {result.errors}")
+        if server in (OURS, PEER) and model != NULL and cfg.overload_clients:
+            result = run_load(HOST, port, requests, cfg.overload_clients, cfg.warmup_s, cfg.overload_duration_s,
+                              process.pid, min_per_client=0)
+            overload = {"system": server, "model": model, **result.as_dict()}
+            _log(f"{name}: overload, {cfg.overload_clients} clients: goodput {result.throughput_rps:.1f} req/s, "
+                 f"answers {result.statuses}, 503 median {result.shed_p50_ms} ms")
     finally:
         process.stop()
-    return runs
+    return runs, overload
 
 
 def run_benchmark(cfg: BenchConfig) -> dict:
@@ -110,10 +149,18 @@ def run_benchmark(cfg: BenchConfig) -> dict:
         _log(f"raw model: batch sizes {', '.join(map(str, cfg.raw_batch_sizes))}")
         results["raw_model"] = measure_raw_model(cfg, model_dir)
         results["setup"]["torch_threads_seen"] = results["raw_model"]["torch_threads"]
-    bodies = [orjson.dumps({"text": text}) for text in make_texts(cfg.texts)]
+    texts = [SAME_TEXT] if cfg.same_text else make_texts(cfg.texts)
+    bodies = [orjson.dumps({"text": text}) for text in texts]
+    results["overload"] = []
+    _, generator_cpus = cpu_layout(cfg)
+    if generator_cpus:
+        os.sched_setaffinity(0, generator_cpus)  # the load generator stays off the model path's cores
     with tempfile.TemporaryDirectory(prefix="bench-") as scratch:
         for server, model in cfg.systems:
-            results["runs"] += measure_server(server, model, model_dir, cfg, bodies, Path(scratch))
+            runs, overload = measure_server(server, model, model_dir, cfg, bodies, Path(scratch))
+            results["runs"] += runs
+            if overload:
+                results["overload"].append(overload)
     results["generator"] = generator_ceiling(results)
     results["ratios"], results["targets"] = evaluate(results)
     return results

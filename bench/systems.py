@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import BARE, BASELINE, OURS, BenchConfig
+from .config import BARE, BASELINE, OURS, OURS_2W, PEER, BenchConfig
 from .models import NULL
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -19,13 +20,31 @@ class Launch:
     command: list[str]
     env: dict[str, str]
     ready_path: str
+    cpus: set[int] | None = None  # the process (and what it starts) runs there
+    model_cpus: set[int] | None = None  # where its model process goes, when it has one (pinned once ready)
+
+
+def cpu_layout(cfg: BenchConfig) -> tuple[set[int] | None, set[int] | None]:
+    """(model path cores, the other cores), or (None, None) when not pinning."""
+    available = os.sched_getaffinity(0)
+    model = set(cfg.model_cpus) & available
+    rest = available - model
+    if not cfg.pin_cpus or not model or not rest:
+        return None, None
+    return model, rest
+
+
+def torch_threads(cfg: BenchConfig) -> int:
+    """cfg.torch_threads, or one per model core when the model path is pinned."""
+    model, _ = cpu_layout(cfg)
+    return len(model) if model else cfg.torch_threads
 
 
 def thread_env(cfg: BenchConfig) -> dict[str, str]:
     """The same thread settings for every model process: torch's intra-op pool (OpenMP and MKL) gets
-    cfg.torch_threads, the tokenizer stays on the calling thread."""
-    env = {"OMP_NUM_THREADS": str(cfg.torch_threads), "MKL_NUM_THREADS": str(cfg.torch_threads),
-           "TOKENIZERS_PARALLELISM": "false"}
+    torch_threads(cfg), the tokenizer stays on the calling thread."""
+    threads = str(torch_threads(cfg))
+    env = {"OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads, "TOKENIZERS_PARALLELISM": "false"}
     if cfg.omp_wait_policy:
         env["OMP_WAIT_POLICY"] = cfg.omp_wait_policy
     return env
@@ -36,24 +55,48 @@ def _python_path() -> str:
 
 
 def launch(server: str, model_spec: str, port: int, cfg: BenchConfig, scratch: Path) -> Launch:
-    """model_spec: a Hugging Face model directory, or `null`."""
+    """model_spec: a Hugging Face model directory, or `null`.
+
+    Cores, when pinning: a single-process server runs on the model cores. Ours keeps its HTTP workers on the
+    other cores (beside the load generator) and its model process on the model cores; LitServe the same for its
+    API server and inference worker. The null runs put a whole server on the model cores (the HTTP path on one
+    core), except ours with 2 workers, which gets every core."""
     env = {**thread_env(cfg), "PYTHONPATH": _python_path(), "PYTHONUNBUFFERED": "1"}
-    if server == OURS:
-        env.update(PORT=str(port), HOST="127.0.0.1", MODEL_NAME="bench", MODEL_VERSION="1", LOG_LEVEL="info",
-                   MAX_BATCH_SIZE=str(cfg.max_batch_size), MAX_BATCH_WAIT_MS=str(cfg.max_batch_wait_ms),
-                   MAX_SEQUENCE_LENGTH=str(cfg.max_sequence_length), DEVICE=cfg.device, PRECISION=cfg.precision,
-                   COMPILE=str(cfg.compile).lower(), MODEL_CACHE_DIR=str(scratch / "model-cache"))
+    model_cpus, rest = cpu_layout(cfg)
+    if server in (OURS, OURS_2W):
+        launched = _ours(server, model_spec, port, cfg, scratch, env)
+        if model_cpus is None or server == OURS_2W:
+            return launched
         if model_spec == NULL:
-            empty = Path(tempfile.mkdtemp(prefix="null-model-", dir=scratch))
-            env.update(MODEL_URI=str(empty), MODEL_HANDLER="bench.null_handler:NullHandler")
-        else:
-            env.update(MODEL_URI=model_spec, MODEL_TASK="text-embedding")
-        return Launch([sys.executable, "-m", "inference_server"], env, "/ready")
+            return dataclasses.replace(launched, cpus=model_cpus)
+        return dataclasses.replace(launched, cpus=rest, model_cpus=model_cpus)
+    if server == PEER:
+        if model_cpus is not None:
+            env["BENCH_MODEL_CPUS"] = ",".join(map(str, sorted(model_cpus)))
+        return Launch([sys.executable, "-m", "bench.litserve_server", "--port", str(port), "--model", model_spec,
+                       "--device", cfg.device, "--dtype", "fp16" if cfg.precision == "fp16" else "fp32",
+                       "--max-length", str(cfg.max_sequence_length), "--max-batch-size", str(cfg.max_batch_size),
+                       "--batch-timeout-ms", str(cfg.max_batch_wait_ms)],
+                      env, "/health", cpus=(model_cpus if model_spec == NULL else rest))
     if server == BASELINE:
         return Launch([sys.executable, "-m", "bench.baseline_server", "--port", str(port), "--model", model_spec,
                        "--device", cfg.device, "--dtype", "fp16" if cfg.precision == "fp16" else "fp32",
                        "--max-length", str(cfg.max_sequence_length)],
-                      env, "/ready")
+                      env, "/ready", cpus=model_cpus)
     if server == BARE:
-        return Launch([sys.executable, "-m", "bench.bare_asgi", "--port", str(port)], env, "/")
+        return Launch([sys.executable, "-m", "bench.bare_asgi", "--port", str(port)], env, "/", cpus=model_cpus)
     raise ValueError(f"unknown server {server!r}")
+
+
+def _ours(server: str, model_spec: str, port: int, cfg: BenchConfig, scratch: Path, env: dict[str, str]) -> Launch:
+    env.update(PORT=str(port), HOST="127.0.0.1", MODEL_NAME="bench", MODEL_VERSION="1", LOG_LEVEL="info",
+               MAX_BATCH_SIZE=str(cfg.max_batch_size), MAX_BATCH_WAIT_MS=str(cfg.max_batch_wait_ms),
+               MAX_SEQUENCE_LENGTH=str(cfg.max_sequence_length), DEVICE=cfg.device, PRECISION=cfg.precision,
+               COMPILE=str(cfg.compile).lower(), MODEL_CACHE_DIR=str(scratch / "model-cache"))
+    if model_spec == NULL:
+        empty = Path(tempfile.mkdtemp(prefix="null-model-", dir=scratch))
+        env.update(MODEL_URI=str(empty), MODEL_HANDLER="bench.null_handler:NullHandler")
+    else:
+        env.update(MODEL_URI=model_spec, MODEL_TASK="text-embedding")
+    env["WORKERS"] = "2" if server == OURS_2W else "1"
+    return Launch([sys.executable, "-m", "inference_server"], env, "/ready")

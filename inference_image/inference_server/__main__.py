@@ -56,11 +56,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging(settings.log_level, {"model": settings.model_name, "model_version": settings.model_version})
     confine_library_caches(settings.model_cache_dir)
     from .artifacts import ArtifactError
-    from .handlers import HandlerError
-    from .server import run
+    from .handlers import HandlerError, check_handler_path
+    from .supervisor import run
 
     try:
         settings = resolve_task(settings)
+        if settings.model_handler:
+            check_handler_path(settings.model_handler)
         return run(settings)
     except SettingsError as exc:
         log.error("invalid setting", extra={"setting": exc.variable, "error": str(exc)})
@@ -70,6 +72,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except ArtifactError as exc:
         log.critical("model refused; not starting", extra={"error": str(exc)})
+        return 1
+    except OSError as exc:  # the port is taken, or no memfd
+        log.critical("cannot start the server", extra={"error": str(exc)})
         return 1
 
 

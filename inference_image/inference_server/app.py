@@ -14,7 +14,7 @@ from starlette.responses import HTMLResponse, Response
 from . import __version__
 from .errors import install_error_handlers, not_ready
 from .metrics import PROMETHEUS_CONTENT_TYPE
-from .middleware import LOG_FIELDS, PredictGateMiddleware, RequestLogMiddleware
+from .middleware import LOG_FIELDS, FrontDoor
 from .schemas import ErrorResponse, HealthResponse, ReadyResponse, build_schemas
 from .service import ModelService
 
@@ -110,19 +110,19 @@ def create_app(service: ModelService) -> FastAPI:
     async def metrics() -> Response:
         return Response(service.metrics.prometheus_text(), media_type=PROMETHEUS_CONTENT_TYPE)
 
+    # The predict routes, /health and /ready are answered by FrontDoor before FastAPI; these definitions
+    # document them (OpenAPI) and answer only if FrontDoor is bypassed.
     @router.post("/predict", response_model=schemas.predict_response, tags=["predict"], dependencies=auth,
                  summary="Predict one text", responses=_predict_errors(bool(auth)))
     async def predict(body: PredictRequest, request: Request) -> Response:  # type: ignore[valid-type]
-        fields = request.scope[LOG_FIELDS]
-        fields["items"] = 1
+        fields = request.scope.get(LOG_FIELDS, {})
         predictions = await service.predict([body.text], fields)
         return json_response({"model": model, "version": version, "prediction": predictions[0]})
 
     @router.post("/predict/batch", response_model=schemas.batch_response, tags=["predict"], dependencies=auth,
                  summary=f"Predict up to {settings.max_client_batch} texts", responses=_predict_errors(bool(auth)))
     async def predict_batch(body: BatchRequest, request: Request) -> Response:  # type: ignore[valid-type]
-        fields = request.scope[LOG_FIELDS]
-        fields["items"] = len(body.texts)
+        fields = request.scope.get(LOG_FIELDS, {})
         predictions = await service.predict(body.texts, fields)
         return json_response({"model": model, "version": version, "predictions": predictions})
 
@@ -133,8 +133,6 @@ def create_app(service: ModelService) -> FastAPI:
         _add_docs_routes(app, prefix, title=f"{model} inference")
 
     install_error_handlers(app)
-    prefixed = [f"/{model}{path}" for path in PREDICT_ROUTES]
-    app.add_middleware(PredictGateMiddleware, service=service, predict_paths=[*PREDICT_ROUTES, *prefixed])
-    app.add_middleware(RequestLogMiddleware, service=service, predict_paths=[*PREDICT_ROUTES, *prefixed],
-                       quiet_paths=[*PROBE_ROUTES, *(f"/{model}{path}" for path in PROBE_ROUTES)])
+    app.add_middleware(FrontDoor, service=service, model_prefix=f"/{model}", predict_request=PredictRequest,
+                       batch_request=BatchRequest)
     return app

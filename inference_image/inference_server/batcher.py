@@ -1,9 +1,11 @@
-"""Dynamic batching on one inference thread that owns the model.
+"""Dynamic batching on one inference thread that owns the model (in the model process).
 
-The thread loads the model, warms up every (batch bucket x length bucket) shape, then loops: take new jobs,
-tokenise them together, file their inputs into sequence-length buckets, and run a batch as soon as the model is
-free. A bucket runs when it has a full batch, or when its oldest input has waited max_wait; until then the thread
-waits for more. Inputs past their deadline are dropped before they run.
+The thread loads the model, warms up every (batch bucket x length bucket) shape, then loops: take new jobs
+(inputs already preprocessed by the HTTP workers), file their inputs into sequence-length buckets, and run a batch
+as soon as the model is free. A job that arrives while the model is idle and nothing is queued runs at once (no
+batching window: at low load waiting only adds latency). Otherwise a bucket runs when it has a full batch, or when
+its oldest input has waited max_wait; until then the thread waits for more. Inputs past their deadline are dropped
+before they run.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from .handlers import Encoded, Handler, InputError
 
@@ -38,7 +42,7 @@ class ModelUnavailable(Exception):
 
 @dataclass(frozen=True)
 class JobResult:
-    predictions: list[Any]
+    outputs: Any  # the job's rows of the model's outputs: a numpy array, or a dict of them
     input_tokens: int
     queue_wait_s: float
     inference_s: float
@@ -46,9 +50,10 @@ class JobResult:
 
 @dataclass(eq=False, slots=True)
 class Job:
-    texts: list[str]
+    items: list[Encoded]
     deadline: float
     enqueued: float
+    idle: bool = False  # arrived while the model was idle with nothing queued: runs at once
     future: Future = field(default_factory=Future)
     results: list[Any] = field(default_factory=list)
     remaining: int = 0
@@ -72,6 +77,40 @@ def size_buckets(limit: int, smallest: int = 1) -> list[int]:
     return [*sizes, limit]
 
 
+def as_numpy(outputs: Any) -> Any:
+    """A handler's forward outputs as numpy: an array, or a dict of arrays."""
+    if isinstance(outputs, dict):
+        return {name: as_numpy(value) for name, value in outputs.items()}
+    if isinstance(outputs, np.ndarray):
+        return outputs
+    if hasattr(outputs, "numpy"):  # a CPU torch tensor
+        return outputs.numpy()
+    return np.asarray(outputs)
+
+
+def _stack(rows: list[np.ndarray]) -> np.ndarray:
+    """Rows from different batches may be padded differently: zero-pad them to the largest shape."""
+    shapes = {row.shape for row in rows}
+    if len(shapes) == 1:
+        return np.stack(rows)
+    shape = tuple(max(sizes) for sizes in zip(*shapes))
+    out = np.zeros((len(rows), *shape), dtype=rows[0].dtype)
+    for i, row in enumerate(rows):
+        out[(i, *(slice(0, n) for n in row.shape))] = row
+    return out
+
+
+def gather_rows(rows: list[tuple[Any, int]]) -> Any:
+    """Stack (batch outputs, row) pairs into one array (or dict of arrays) of len(rows) rows."""
+    first = rows[0][0]
+    if isinstance(first, dict):
+        return {name: _stack([out[name][row] for out, row in rows]) for name in first}
+    if len(rows) == 1:
+        out, row = rows[0]
+        return out[row: row + 1]
+    return _stack([out[row] for out, row in rows])
+
+
 def _settle(future: Future, *, result: Any = None, error: BaseException | None = None) -> None:
     if future.done():
         return
@@ -85,6 +124,8 @@ class Batcher:
     def __init__(self, load: Callable[[], Handler], *, max_batch_size: int, max_wait_s: float, max_queue_size: int,
                  max_sequence_length: int, pad_batches: bool = False, warmup_runs: int = 1,
                  on_batch: Callable[[int], None] = lambda size: None,
+                 on_cycle: Callable[[], None] = lambda: None,
+                 on_queue_change: Callable[[int], None] = lambda queued: None,
                  on_fatal: Callable[[BaseException], None] = lambda exc: None,
                  is_fatal: Callable[[BaseException], bool] = lambda exc: False,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -96,6 +137,7 @@ class Batcher:
         self.pad_batches = pad_batches
         self.warmup_runs = warmup_runs
         self._on_batch, self._on_fatal, self._is_fatal = on_batch, on_fatal, is_fatal
+        self._on_cycle, self._on_queue_change = on_cycle, on_queue_change
         self._clock = clock
         self.batch_sizes = size_buckets(max_batch_size)
         self.lengths: list[int] = []
@@ -134,18 +176,20 @@ class Batcher:
     def failed(self) -> bool:
         return self.error is not None
 
-    def submit(self, texts: list[str], deadline: float, *, bypass_queue_limit: bool = False) -> Future:
-        """Queue texts; the future gets a JobResult, or DeadlineExceeded, InputError, ModelUnavailable, or the
-        model's error. Raises QueueFull when the queue has no room for all the texts."""
-        job = Job(texts, deadline, self._clock())
+    def submit(self, items: list[Encoded], deadline: float, *, bypass_queue_limit: bool = False) -> Future:
+        """Queue preprocessed inputs; the future gets a JobResult, or DeadlineExceeded, InputError,
+        ModelUnavailable, or the model's error. Raises QueueFull when the queue has no room for all the inputs."""
+        job = Job(items, deadline, self._clock())
         with self._cond:
             if self.error is not None or self._stopping:
                 raise ModelUnavailable("the model is not available")
-            if not bypass_queue_limit and self._queued + len(texts) > self.max_queue_size:
+            if not bypass_queue_limit and self._queued + len(items) > self.max_queue_size:
                 raise QueueFull(f"the queue holds {self._queued} of {self.max_queue_size} inputs")
-            self._queued += len(texts)
+            job.idle = self._queued == 0 and not self._running_batch and self.ready.is_set()
+            self._queued += len(items)
             self._intake.append(job)
             self._cond.notify()
+        self._on_queue_change(self._queued)
         return job.future
 
     # -- the inference thread ----------------------------------------------------------------------------------
@@ -167,9 +211,11 @@ class Batcher:
         except BaseException as exc:
             self.error = exc
             self._fail_all(ModelUnavailable("the model failed"))
+            self._on_cycle()
             self._on_fatal(exc)
         else:
             self._fail_all(ModelUnavailable("the server is shutting down"))
+            self._on_cycle()
 
     def _warm_up(self, handler: Handler) -> None:
         started = self._clock()
@@ -177,7 +223,7 @@ class Batcher:
             item = handler.warmup_input(length)
             for size in self.batch_sizes:
                 for _ in range(self.warmup_runs):
-                    handler.postprocess(handler.forward([item] * size, size, length), size)
+                    as_numpy(handler.forward([item] * size, size, length))
         log.info("warm-up done", extra={"batch_sizes": self.batch_sizes, "lengths": self.lengths,
                                         "seconds": round(self._clock() - started, 3)})
 
@@ -194,44 +240,28 @@ class Batcher:
             bucket, wait = self._pick()
             if bucket is not None:
                 self._run_batch(bucket)
-            elif wait > 0:
+            self._on_cycle()
+            if bucket is None and wait > 0:
                 with self._cond:
                     if not self._intake and not self._stopping:
                         self._cond.wait(wait)
 
     def _admit(self, jobs: list[Job]) -> None:
         now = self._clock()
-        live = [job for job in jobs if not self._dropped(job, now, count=len(job.texts))]
-        if not live:
-            return
-        try:
-            encoded = self.handler.preprocess([text for job in live for text in job.texts])
-        except InputError:
-            encoded = None  # find the culprit: preprocess job by job
-        except Exception as exc:
-            if self._is_fatal(exc):
-                raise
-            log.exception("preprocess failed", extra={"jobs": len(live)})
-            for job in live:
-                self._discard(len(job.texts))
-                _settle(job.future, error=exc)
-            return
-        offset = 0
-        for job in live:
-            if encoded is not None:
-                job_encoded, offset = encoded[offset: offset + len(job.texts)], offset + len(job.texts)
-            else:
-                try:
-                    job_encoded = self.handler.preprocess(job.texts)
-                except InputError as exc:
-                    self._discard(len(job.texts))
-                    _settle(job.future, error=exc)
-                    continue
-            job.results = [None] * len(job.texts)
-            job.remaining = len(job.texts)
-            job.input_tokens = sum(e.length for e in job_encoded)
-            for index, e in enumerate(job_encoded):
-                self._buckets[self._length_bucket(e.length)].append(_Item(job, index, e))
+        limit = self.lengths[-1]
+        for job in jobs:
+            if self._dropped(job, now, count=len(job.items)):
+                continue
+            too_long = [item.length for item in job.items if item.length > limit]
+            if too_long:
+                self._discard(len(job.items))
+                _settle(job.future, error=InputError(f"an input has {max(too_long)} tokens; the limit is {limit}"))
+                continue
+            job.results = [None] * len(job.items)
+            job.remaining = len(job.items)
+            job.input_tokens = sum(item.length for item in job.items)
+            for index, item in enumerate(job.items):
+                self._buckets[self._length_bucket(item.length)].append(_Item(job, index, item))
 
     def _length_bucket(self, length: int) -> int:
         return self.lengths[min(bisect.bisect_left(self.lengths, length), len(self.lengths) - 1)]
@@ -247,6 +277,7 @@ class Batcher:
     def _discard(self, count: int) -> None:
         with self._cond:
             self._queued -= count
+        self._on_queue_change(self._queued)
 
     def _pick(self) -> tuple[int | None, float]:
         """The bucket to run now, or None and how long to wait for one. Of the buckets that are ready (a full
@@ -259,8 +290,9 @@ class Batcher:
                 items.popleft()
             if not items:
                 continue
-            enqueued = items[0].job.enqueued
-            if len(items) >= self.max_batch_size or now - enqueued >= self.max_wait_s:
+            head = items[0].job
+            enqueued = head.enqueued
+            if head.idle or len(items) >= self.max_batch_size or now - enqueued >= self.max_wait_s:
                 if ready is None or enqueued < ready[0]:
                     ready = (enqueued, length)
             else:
@@ -281,11 +313,11 @@ class Batcher:
         with self._cond:
             self._queued -= len(items)
             self._running_batch = True
+        self._on_queue_change(self._queued)
         size = self.batch_sizes[bisect.bisect_left(self.batch_sizes, len(items))] if self.pad_batches else len(items)
         seq_len = max(length, max(item.encoded.length for item in items))
         try:
-            outputs = self.handler.forward([item.encoded for item in items], size, seq_len)
-            predictions = self.handler.postprocess(outputs, len(items))
+            outputs = as_numpy(self.handler.forward([item.encoded for item in items], size, seq_len))
         except Exception as exc:
             fatal = self._is_fatal(exc)
             if fatal:
@@ -302,15 +334,21 @@ class Batcher:
         finished = self._clock()
         self._on_batch(len(items))
         seen: set[int] = set()
-        for item, prediction in zip(items, predictions):
+        for row, item in enumerate(items):
             job = item.job
             if id(job) not in seen:
                 seen.add(id(job))
                 job.inference_s += finished - now
-            job.results[item.index] = prediction
+            job.results[item.index] = (outputs, row)
             job.remaining -= 1
             if job.remaining == 0:
-                _settle(job.future, result=JobResult(job.results, job.input_tokens,
+                try:
+                    outputs_of_job = gather_rows(job.results)
+                except Exception as exc:  # outputs the handler shaped badly: this job fails, not the model
+                    log.exception("cannot assemble a job's outputs")
+                    _settle(job.future, error=exc)
+                    continue
+                _settle(job.future, result=JobResult(outputs_of_job, job.input_tokens,
                                                      finished - job.enqueued - job.inference_s, job.inference_s))
 
     def _fail_all(self, error: BaseException) -> None:
@@ -321,5 +359,6 @@ class Batcher:
                 jobs.extend(item.job for item in items)
                 items.clear()
             self._queued = 0
+        self._on_queue_change(0)
         for job in jobs:
             _settle(job.future, error=error)

@@ -27,6 +27,7 @@ class JsonFormatter(logging.Formatter):
             "level": record.levelname,
             "logger": record.name,
             "message": record.getMessage(),
+            "pid": record.process,  # the supervisor, the model process and each HTTP worker write here
             **self.static,
         }
         for key, value in vars(record).items():

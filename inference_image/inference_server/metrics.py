@@ -1,10 +1,13 @@
-"""Server metrics: Prometheus for /metrics, and per-interval totals for the periodic EMF line."""
+"""Server metrics: Prometheus for /metrics (per process), and per-interval distributions and counts for the
+interval EMF document, so no request needs a log line of its own."""
 
 from __future__ import annotations
 
-import random
+import math
 import threading
+from collections import Counter as Tally
 from collections.abc import Callable
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -14,10 +17,70 @@ from . import metric_names as m
 PROMETHEUS_CONTENT_TYPE = CONTENT_TYPE_LATEST
 disable_created_metrics()  # no *_created series: they double the output for nothing here
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
-_MAX_BATCH_SAMPLES = 10_000
+# CloudWatch: an EMF metric carries at most 100 values (PutMetricData's Values/Counts: 150); we keep to 100.
+MAX_DISTINCT_VALUES = 100
+_RESOLUTION = 16  # log buckets per doubling: about 4.4 % wide before any coarsening
+
+
+class IntervalStats:
+    """A distribution of one interval: exact values while there are few distinct ones (batch sizes), else
+    log-spaced buckets (latencies), coarsened until at most MAX_DISTINCT_VALUES remain. take() gives the EMF
+    value {"Values", "Counts", "Min", "Max", "Sum", "Count"}, from which CloudWatch computes percentiles."""
+
+    def __init__(self, exact: bool = True) -> None:
+        self.exact = exact
+        self._lock = threading.Lock()
+        self._reset()
+
+    def _reset(self) -> None:
+        self._counts: Tally = Tally()
+        self._n, self._sum, self._min, self._max = 0, 0.0, math.inf, -math.inf
+
+    def observe(self, value: float) -> None:
+        key = value if self.exact else (math.floor(math.log2(value) * _RESOLUTION) if value > 0 else None)
+        with self._lock:
+            self._counts[key] += 1
+            self._n += 1
+            self._sum += value
+            if value < self._min:
+                self._min = value
+            if value > self._max:
+                self._max = value
+
+    def take(self) -> dict[str, Any] | None:
+        with self._lock:
+            if not self._n:
+                return None
+            counts, n, total, low, high = self._counts, self._n, self._sum, self._min, self._max
+            self._reset()
+        if self.exact and len(counts) <= MAX_DISTINCT_VALUES:
+            pairs = sorted(counts.items())
+        else:
+            if self.exact:  # too many distinct values: bucket them too
+                logs: Tally = Tally()
+                for value, count in counts.items():
+                    logs[math.floor(math.log2(value) * _RESOLUTION) if value > 0 else None] += count
+                counts = logs
+            pairs = _log_pairs(counts)
+        return {"Values": [round(v, 4) for v, _ in pairs], "Counts": [c for _, c in pairs],
+                "Min": round(low, 4), "Max": round(high, 4), "Sum": round(total, 4), "Count": n}
+
+
+def _log_pairs(buckets: Tally) -> list[tuple[float, int]]:
+    zero = buckets.pop(None, 0)
+    resolution = _RESOLUTION
+    while len(buckets) + (1 if zero else 0) > MAX_DISTINCT_VALUES:
+        merged: Tally = Tally()
+        for index, count in buckets.items():
+            merged[index // 2] += count
+        buckets, resolution = merged, resolution / 2
+    pairs = [(2 ** ((index + 0.5) / resolution), count) for index, count in sorted(buckets.items())]
+    return [(0.0, zero), *pairs] if zero else pairs
 
 
 class Metrics:
+    """One HTTP worker's metrics."""
+
     def __init__(self, model_name: str, model_version: str) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
@@ -30,8 +93,6 @@ class Metrics:
                                     buckets=_LATENCY_BUCKETS)
         self.inference_time = Histogram("inference_seconds", "Model time of a request's batches", registry=r,
                                         buckets=_LATENCY_BUCKETS)
-        self.batch_size = Histogram("batch_size", "Inputs per model batch", registry=r,
-                                    buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256))
         self.rejected = Counter("rejected_requests", "503s from a full queue or draining", registry=r)
         self.timed_out = Counter("timed_out_requests", "504s: requests past their deadline", registry=r)
         self.cache_hits = Counter("cache_hits", "Result cache hits", registry=r)
@@ -40,7 +101,10 @@ class Metrics:
         self.ready = Gauge("ready", "1 when the server is ready for traffic", registry=r)
         self._lock = threading.Lock()
         self._interval = {m.REJECTED_REQUESTS: 0, m.TIMED_OUT_REQUESTS: 0, m.CACHE_HITS: 0, m.CACHE_MISSES: 0}
-        self._batch_sizes: list[int] = []
+        self._statuses: Tally = Tally()
+        self.latency = IntervalStats(exact=False)
+        self.queue_wait_ms = IntervalStats(exact=False)
+        self.inference_ms = IntervalStats(exact=False)
 
     def bind_gauges(self, queue_depth: Callable[[], float], ready: Callable[[], bool]) -> None:
         self.queue_depth.set_function(queue_depth)
@@ -52,18 +116,17 @@ class Metrics:
 
     def observe_request(self, endpoint: str, status: int, latency_s: float) -> None:
         self.requests.labels(endpoint, str(status)).inc()
+        with self._lock:
+            self._statuses[status] += 1
         if status == 200:
             self.request_latency.observe(latency_s)
+            self.latency.observe(latency_s * 1000)
 
     def observe_model_time(self, queue_wait_s: float, inference_s: float) -> None:
         self.queue_wait.observe(queue_wait_s)
         self.inference_time.observe(inference_s)
-
-    def observe_batch(self, size: int) -> None:
-        self.batch_size.observe(size)
-        with self._lock:
-            if len(self._batch_sizes) < _MAX_BATCH_SAMPLES:
-                self._batch_sizes.append(size)
+        self.queue_wait_ms.observe(queue_wait_s * 1000)
+        self.inference_ms.observe(inference_s * 1000)
 
     def record_rejected(self) -> None:
         self.rejected.inc()
@@ -81,15 +144,18 @@ class Metrics:
             self.cache_misses.inc(misses)
             self._count(m.CACHE_MISSES, misses)
 
-    def take_interval(self, max_batch_values: int = 100) -> dict[str, float | list[float]]:
-        """Totals since the last call, reset; batch sizes as a uniform sample of at most max_batch_values."""
+    def take_interval(self) -> tuple[dict[str, Any], dict[str, int]]:
+        """(metric values, requests by status) since the last call, reset."""
         with self._lock:
-            values: dict[str, float | list[float]] = dict(self._interval)
+            values: dict[str, Any] = dict(self._interval)
             self._interval = dict.fromkeys(self._interval, 0)
-            sizes, self._batch_sizes = self._batch_sizes, []
-        if sizes:
-            values[m.BATCH_SIZE] = random.sample(sizes, max_batch_values) if len(sizes) > max_batch_values else sizes
-        return values
+            statuses, self._statuses = self._statuses, Tally()
+        for name, stats in ((m.REQUEST_LATENCY, self.latency), (m.QUEUE_WAIT, self.queue_wait_ms),
+                            (m.INFERENCE_TIME, self.inference_ms)):
+            distribution = stats.take()
+            if distribution is not None:
+                values[name] = distribution
+        return values, {str(status): count for status, count in sorted(statuses.items())}
 
     def prometheus_text(self) -> bytes:
         return generate_latest(self.registry)

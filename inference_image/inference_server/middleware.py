@@ -1,27 +1,34 @@
-"""Plain ASGI middleware (cheaper than BaseHTTPMiddleware): the per-request log line, and the gate in front of the
-predict routes (API key, shedding, content type and body size, all before the body is read)."""
+"""The front door, plain ASGI: the predict routes, /health and /ready are answered here without FastAPI (the hot
+path: gate, body, validation, prediction, response), everything else goes on to the FastAPI app. Every request
+is counted in the interval metrics; an access log line is written for errors (at most ERROR_LINES_PER_S a
+second), slow requests and a sample of the rest."""
 
 from __future__ import annotations
 
 import hmac
+import json
 import logging
+import random
 import re
 import time
 import uuid
 from collections.abc import Collection
 from typing import Any
 
-from starlette.exceptions import HTTPException
+import orjson
+from pydantic import BaseModel, ValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from . import emf
-from . import metric_names as m
-from .errors import ApiError, error_body
+from .errors import ApiError, error_body, not_ready
 from .service import ModelService
 
 access_log = logging.getLogger("inference_server.access")
+log = logging.getLogger(__name__)
 LOG_FIELDS = "inference_server.log"  # scope key: a dict the routes add log fields to
+ERROR_LINES_PER_S = 20
 _TRACE_ROOT = re.compile(rb"(?:^|;)\s*Root=([A-Za-z0-9-]{1,64})")
+_JSON_HEADERS = [(b"content-type", b"application/json")]
+_NUMPY = orjson.OPT_SERIALIZE_NUMPY
 
 
 def request_id(headers: list[tuple[bytes, bytes]]) -> str:
@@ -33,65 +40,30 @@ def request_id(headers: list[tuple[bytes, bytes]]) -> str:
     return uuid.uuid4().hex
 
 
-class RequestLogMiddleware:
-    """One JSON line per request. For a successful predict request the line is also an EMF document carrying
-    its timings; failures are left out of the latency metrics (a shed request's fast 503 would hide overload) and
-    are counted by the periodic metrics line instead."""
+class AccessLog:
+    """Which requests get a line: every error (rate-limited, the rest counted), every slow one, a sample of the
+    rest."""
 
-    def __init__(self, app: ASGIApp, service: ModelService, predict_paths: Collection[str],
-                 quiet_paths: Collection[str]) -> None:
-        self.app, self.service = app, service
-        self.predict_paths, self.quiet_paths = frozenset(predict_paths), frozenset(quiet_paths)
+    def __init__(self, sample: float, slow_ms: float, errors_per_s: int = ERROR_LINES_PER_S) -> None:
+        self.sample, self.slow_ms, self.errors_per_s = sample, slow_ms, errors_per_s
+        self._second, self._errors, self.suppressed = 0, 0, 0
+        self._random = random.random
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-        started = time.perf_counter()
-        rid = request_id(scope["headers"])
-        fields: dict[str, Any] = {}
-        scope[LOG_FIELDS] = fields
-        status = 500
+    def wants(self, status: int, ms: float) -> bool:
+        if status >= 400:
+            second = int(time.monotonic())
+            if second != self._second:
+                self._second, self._errors = second, 0
+            if self._errors < self.errors_per_s:
+                self._errors += 1
+                return True
+            self.suppressed += 1
+            return False
+        return ms >= self.slow_ms or (self.sample > 0 and self._random() < self.sample)
 
-        async def send_with_id(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-                message["headers"] = [*message.get("headers", ()), (b"x-request-id", rid.encode())]
-            await send(message)
-
-        try:
-            await self.app(scope, receive, send_with_id)
-        finally:
-            self._log(scope, rid, status, time.perf_counter() - started, fields)
-
-    def _log(self, scope: Scope, rid: str, status: int, seconds: float, fields: dict[str, Any]) -> None:
-        path = scope["path"]
-        s = self.service.settings
-        line = {"request_id": rid, "method": scope["method"], "path": path, "status": status,
-                "total_ms": round(seconds * 1000, 3), "model": s.model_name, "model_version": s.model_version,
-                **fields}
-        if path in self.quiet_paths:
-            access_log.debug("request", extra={"fields": line})
-            return
-        if path not in self.predict_paths or scope["method"] != "POST":
-            access_log.info("request", extra={"fields": line})
-            return
-        self.service.metrics.observe_request(path.rsplit("/", 1)[-1], status, seconds)
-        if status != 200:
-            access_log.info("request", extra={"fields": line})
-            return
-        values = {m.REQUEST_LATENCY: line["total_ms"]}
-        if "queue_wait_ms" in fields:
-            values[m.QUEUE_WAIT] = fields["queue_wait_ms"]
-            values[m.INFERENCE_TIME] = fields["inference_ms"]
-        access_log.info("request", extra={"fields": emf.document(s.deployment_env, s.model_name, values, line)})
-
-
-async def send_error(send: Send, error: ApiError) -> None:
-    headers = [(b"content-type", b"application/json")]
-    headers += [(k.lower().encode(), v.encode()) for k, v in error.headers.items()]
-    await send({"type": "http.response.start", "status": error.status, "headers": headers})
-    await send({"type": "http.response.body", "body": error_body(error.code, error.message)})
+    def take_suppressed(self) -> int:
+        n, self.suppressed = self.suppressed, 0
+        return n
 
 
 def _is_json(content_type: bytes) -> bool:
@@ -99,40 +71,115 @@ def _is_json(content_type: bytes) -> bool:
     return media == b"application/json" or (media.startswith(b"application/") and media.endswith(b"+json"))
 
 
-class PredictGateMiddleware:
-    """Checks a predict request before its body is read: API key (401), shedding (503), content type (415),
-    Content-Length (413); then counts streamed body bytes (413) and tracks it as in flight for draining."""
+def _validation_error(exc: ValidationError) -> ApiError:
+    details = [{"loc": ["body", *(str(part) for part in err.get("loc", ()))], "type": err.get("type", ""),
+                "msg": err.get("msg", "")} for err in exc.errors()]
+    error = ApiError(422, "invalid_request", "the request does not match the schema")
+    error.details = details  # type: ignore[attr-defined]
+    return error
 
-    def __init__(self, app: ASGIApp, service: ModelService, predict_paths: Collection[str]) -> None:
+
+class FrontDoor:
+    def __init__(self, app: ASGIApp, service: ModelService, model_prefix: str,
+                 predict_request: type[BaseModel], batch_request: type[BaseModel]) -> None:
         self.app, self.service = app, service
-        self.predict_paths = frozenset(predict_paths)
-        self.api_keys = [key.encode() for key in service.settings.api_keys]
-        self.max_body = service.settings.max_body_bytes
+        s = service.settings
+        self.model, self.version = s.model_name, s.model_version
+        self.api_keys = [key.encode() for key in s.api_keys]
+        self.max_body, self.max_chars, self.max_batch = s.max_body_bytes, s.max_text_chars, s.max_client_batch
+        self.predict_request, self.batch_request = predict_request, batch_request
+        self.access = AccessLog(s.access_log_sample, s.slow_request_ms)
+        service.take_suppressed = self.access.take_suppressed
+        self.routes: dict[str, str] = {}
+        for prefix in ("", model_prefix):
+            self.routes.update({f"{prefix}/predict": "predict", f"{prefix}/predict/batch": "batch",
+                                f"{prefix}/health": "health", f"{prefix}/ready": "ready"})
+        self.quiet = frozenset(p for p, r in self.routes.items() if r in ("health", "ready")) | \
+            frozenset((f"/metrics", f"{model_prefix}/metrics"))
+        self._ready_body = orjson.dumps({"status": "ready", "model": self.model, "version": self.version})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] not in self.predict_paths:
+        if scope["type"] != "http":
             return await self.app(scope, receive, send)
+        started = time.perf_counter()
+        rid = request_id(scope["headers"])
+        rid_header = (b"x-request-id", rid.encode())
+        path, method = scope["path"], scope["method"]
+        route = self.routes.get(path)
+        fields: dict[str, Any] = {}
+        status = 500
+        try:
+            if route in ("predict", "batch") and method == "POST":
+                status = await self._predict(route, scope, receive, send, rid_header, fields)
+                self.service.metrics.observe_request(route if route == "predict" else "batch", status,
+                                                     time.perf_counter() - started)
+            elif route == "health" and method == "GET":
+                status = await self._respond(send, 200, b'{"status":"ok"}', rid_header)
+            elif route == "ready" and method == "GET":
+                reason = self.service.readiness()
+                if reason is None:
+                    status = await self._respond(send, 200, self._ready_body, rid_header)
+                else:
+                    status = await self._error(send, not_ready(reason), rid_header)
+            else:
+                scope[LOG_FIELDS] = fields
+
+                async def send_with_id(message: Message) -> None:
+                    nonlocal status
+                    if message["type"] == "http.response.start":
+                        status = message["status"]
+                        message["headers"] = [*message.get("headers", ()), rid_header]
+                    await send(message)
+
+                await self.app(scope, receive, send_with_id)
+        finally:
+            ms = (time.perf_counter() - started) * 1000
+            if path not in self.quiet and self.access.wants(status, ms):
+                access_log.info("request", extra={"fields": {
+                    "request_id": rid, "method": method, "path": path, "status": status, "total_ms": round(ms, 3),
+                    "model": self.model, "model_version": self.version, **fields}})
+
+    async def _respond(self, send: Send, status: int, body: bytes, rid_header: tuple[bytes, bytes],
+                       extra: list[tuple[bytes, bytes]] | None = None) -> int:
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                   rid_header, *(extra or ())]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+        return status
+
+    async def _error(self, send: Send, error: ApiError, rid_header: tuple[bytes, bytes]) -> int:
+        extra = [(k.lower().encode(), v.encode()) for k, v in error.headers.items()]
+        body = error_body(error.code, error.message, getattr(error, "details", None))
+        return await self._respond(send, error.status, body, rid_header, extra)
+
+    async def _predict(self, route: str, scope: Scope, receive: Receive, send: Send,
+                       rid_header: tuple[bytes, bytes], fields: dict[str, Any]) -> int:
+        service = self.service
         try:
             self._check(scope)
         except ApiError as error:
-            return await send_error(send, error)
-        limit, received = self.max_body, 0
-
-        async def counting_receive() -> Message:
-            nonlocal received
-            message = await receive()
-            received += len(message.get("body", b""))
-            if received > limit:
-                raise HTTPException(413, f"the body is over {limit} bytes")
-            return message
-
-        self.service.in_flight += 1
+            return await self._error(send, error, rid_header)
+        service.in_flight += 1
         try:
-            await self.app(scope, counting_receive, send)
+            body = await self._read_body(receive)
+            texts = self._texts(route, body)
+            fields["items"] = len(texts)
+            predictions = await service.predict(texts, fields)
+            if route == "predict":
+                content = {"model": self.model, "version": self.version, "prediction": predictions[0]}
+            else:
+                content = {"model": self.model, "version": self.version, "predictions": predictions}
+            return await self._respond(send, 200, orjson.dumps(content, option=_NUMPY), rid_header)
+        except ApiError as error:
+            return await self._error(send, error, rid_header)
+        except Exception as exc:
+            log.error("unhandled error", exc_info=exc)
+            return await self._error(send, ApiError(500, "internal_error", "internal server error"), rid_header)
         finally:
-            self.service.in_flight -= 1
+            service.in_flight -= 1
 
     def _check(self, scope: Scope) -> None:
+        """API key (401), shedding (503), content type (415), Content-Length (400/413): before the body is read."""
         api_key = content_type = content_length = None
         for name, value in scope["headers"]:
             if name == b"x-api-key":
@@ -155,3 +202,53 @@ class PredictGateMiddleware:
                 raise ApiError(400, "invalid_content_length", "Content-Length is not a number")
             if int(content_length) > self.max_body:
                 raise ApiError(413, "payload_too_large", f"the body is over {self.max_body} bytes")
+
+    async def _read_body(self, receive: Receive) -> bytes:
+        message = await receive()
+        body = message.get("body", b"")
+        if not message.get("more_body", False):
+            if len(body) > self.max_body:
+                raise ApiError(413, "payload_too_large", f"the body is over {self.max_body} bytes")
+            return body
+        chunks, size = [body], len(body)
+        while message.get("more_body", False):
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise ApiError(400, "invalid_json", "the client went away")
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body:
+                raise ApiError(413, "payload_too_large", f"the body is over {self.max_body} bytes")
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def _texts(self, route: str, body: bytes) -> list[str]:
+        """The request's texts. The fast check accepts only what the pydantic model accepts; anything else is
+        judged by the model itself (as FastAPI would: stdlib JSON, then strict validation) for its exact error."""
+        if not body:
+            raise ApiError(400, "invalid_json", "the body is empty; send a JSON object")
+        try:
+            obj = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            obj = None
+        else:
+            if type(obj) is dict and len(obj) == 1:
+                if route == "predict":
+                    text = obj.get("text")
+                    if type(text) is str and 0 < len(text) <= self.max_chars:
+                        return [text]
+                else:
+                    texts = obj.get("texts")
+                    if (type(texts) is list and 0 < len(texts) <= self.max_batch
+                            and all(type(t) is str and 0 < len(t) <= self.max_chars for t in texts)):
+                        return texts
+        model = self.predict_request if route == "predict" else self.batch_request
+        try:
+            parsed = json.loads(body)
+        except Exception:
+            raise ApiError(400, "invalid_json", "the body is not valid JSON") from None
+        try:
+            request = model.model_validate(parsed)
+        except ValidationError as exc:
+            raise _validation_error(exc) from None
+        return [request.text] if route == "predict" else list(request.texts)

@@ -6,6 +6,7 @@ import asyncio
 import logging
 import os
 import signal
+import socket
 import threading
 from types import FrameType
 
@@ -61,18 +62,17 @@ class DrainingServer(uvicorn.Server):
         watchdog.start()
 
 
-def run(settings: Settings) -> int:
-    service = ModelService(settings)
+def run_worker(settings: Settings, service: ModelService, listen: socket.socket) -> int:
+    """Serve HTTP on `listen` (shared by every worker) until drained or told to stop."""
     app = create_app(service)
-    config = uvicorn.Config(app, host=settings.host, port=settings.port, loop="uvloop", http="httptools",
-                            lifespan="on", log_config=None, log_level=settings.log_level.lower(),
-                            access_log=False, timeout_keep_alive=settings.keep_alive_s,
-                            timeout_graceful_shutdown=5, server_header=False)
+    config = uvicorn.Config(app, loop="uvloop", http="httptools", lifespan="on", log_config=None,
+                            log_level=settings.log_level.lower(), access_log=False,
+                            timeout_keep_alive=settings.keep_alive_s, timeout_graceful_shutdown=5,
+                            server_header=False, backlog=2048)
     server = DrainingServer(config, service)
     service.request_exit = server.exit_soon
     try:
-        server.run()
+        server.run(sockets=[listen])
     finally:
         service.stop()
-    log.info("exiting", extra={"exit_code": service.exit_code})
     return service.exit_code

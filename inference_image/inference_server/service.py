@@ -1,5 +1,5 @@
-"""The model service: loading state, admission (shed, drain), predictions through cache and batcher, readiness
-probe and the periodic metrics line."""
+"""One HTTP worker's model service: loading state, admission (shed, drain), predictions through the cache,
+the worker's preprocessing and the link to the model process, the readiness probe and the interval metrics."""
 
 from __future__ import annotations
 
@@ -10,18 +10,16 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import torch
 from pydantic import BaseModel
 
 from . import emf
 from . import metric_names as m
-from .artifacts import ArtifactError, fetch_model
-from .batcher import Batcher, DeadlineExceeded, ModelUnavailable, QueueFull
+from .batcher import DeadlineExceeded, ModelUnavailable, QueueFull
 from .cache import ResultCache
-from .device import is_cuda_error, select_device, select_dtype
+from .client import ModelClient
 from .errors import ApiError, draining, model_unavailable, not_ready, overloaded
-from .gpu import GpuSampler
-from .handlers import Handler, InputError, LoadContext, artifact_handler_class, builtin_handler_class, handler_class
+from .handlers import Handler, InputError, LoadContext, builtin_handler_class, handler_class
+from .ipc import StatusPage
 from .metrics import Metrics
 from .settings import Settings, SettingsError
 
@@ -30,31 +28,26 @@ PROBE_TEXT = "readiness probe"
 
 
 class ModelService:
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, client: ModelClient, worker: int = 0) -> None:
         self.settings = s = settings
-        self.device = select_device(s.device)
-        self.dtype = select_dtype(s.precision, self.device)
-        self.compile = s.compile and self.device.type == "cuda"
-        if s.compile and not self.compile:
-            log.warning("COMPILE is for CUDA; running eager on the CPU")
+        self.client = client
+        self.status = client.status
+        self.worker = worker
         self.handler_class: type[Handler] | None = handler_class(s.model_handler) if s.model_handler else None
         if self.handler_class is None and not s.allow_artifact_code:
             if s.model_task is None:
                 raise SettingsError("MODEL_TASK", "is not set and the model's manifest names no task")
             self.handler_class = builtin_handler_class(s.model_task)
+        self._schema_class = self.handler_class
+        self.handler: Handler | None = None  # this worker's preprocessing, once the model process is ready
         self.metrics = Metrics(s.model_name, s.model_version)
         self.cache = ResultCache(s.result_cache_size, s.model_version)
-        self.batcher = Batcher(self._load_handler, max_batch_size=s.max_batch_size,
-                               max_wait_s=s.max_batch_wait_ms / 1000, max_queue_size=s.max_queue_size,
-                               max_sequence_length=s.max_sequence_length, pad_batches=self.compile,
-                               warmup_runs=3 if self.compile else 1,  # CUDA graphs record on a later call
-                               on_batch=self.metrics.observe_batch, on_fatal=self._on_fatal, is_fatal=is_cuda_error)
-        self.metrics.bind_gauges(lambda: self.batcher.queued, lambda: self.readiness() is None)
-        self.gpu = GpuSampler(None)
+        self.metrics.bind_gauges(lambda: self.status.queued, lambda: self.readiness() is None)
         self.draining = False
         self.in_flight = 0
         self.exit_code = 0
-        # Set by the server: ends the process after a load failure or a CUDA error.
+        self.load_error: BaseException | None = None
+        # Set by the server: ends the process (a failed preprocessing load).
         self.request_exit: Callable[[int], None] = lambda code: None
         self._last_probe_ok: float | None = None
         self._stop = threading.Event()
@@ -62,7 +55,11 @@ class ModelService:
 
     @property
     def prediction_model(self) -> type[BaseModel] | None:
-        return self.handler_class.prediction_model if self.handler_class else None
+        return self._schema_class.prediction_model if self._schema_class else None
+
+    @property
+    def model_ready(self) -> bool:
+        return self.handler is not None and self.client.ready.is_set() and not self.client.model_failed
 
     # -- lifecycle ---------------------------------------------------------------------------------------------
 
@@ -70,77 +67,75 @@ class ModelService:
         if self._started:
             return
         self._started = True
-        self.batcher.start()
-        for target, name in ((self._probe_loop, "ready-probe"), (self._metrics_loop, "metrics")):
+        self.client.start()
+        for target, name in ((self._load_loop, "preprocessing-load"), (self._metrics_loop, "metrics")):
             threading.Thread(target=target, name=name, daemon=True).start()
 
     def stop(self) -> None:
+        """Stop the background threads; the last interval's metrics are written now, not lost."""
+        if self._stop.is_set():
+            return
         self._stop.set()
-        self.batcher.stop()
+        if self._started:
+            self.emit_interval_metrics()
 
     def begin_drain(self) -> None:
         if not self.draining:
             self.draining = True
-            log.info("draining", extra={"in_flight": self.in_flight, "queued": self.batcher.queued})
+            log.info("draining", extra={"in_flight": self.in_flight, "worker": self.worker})
 
     async def wait_drained(self, timeout: float) -> bool:
         """Wait until accepted requests have finished; False if the timeout came first."""
         deadline = time.monotonic() + timeout
-        while self.in_flight or not self.batcher.idle:
+        while self.in_flight:
             if time.monotonic() >= deadline:
-                log.warning("drain timeout; exiting with work in flight",
-                            extra={"in_flight": self.in_flight, "queued": self.batcher.queued})
+                log.warning("drain timeout; exiting with work in flight", extra={"in_flight": self.in_flight})
                 return False
             await asyncio.sleep(0.02)
-        log.info("drained")
+        log.info("drained", extra={"worker": self.worker})
         return True
 
-    def _load_handler(self) -> Handler:
-        """Runs on the inference thread, which then owns the model."""
+    def _load_loop(self) -> None:
+        """Load this worker's preprocessing from the model directory the model process fetched (while it loads
+        the weights), then probe once the model is ready."""
+        while not self.client.artifact.wait(0.1):
+            if self._stop.is_set() or self.client.model_failed:
+                return
+        info = self.client.artifact_info
         s = self.settings
-        started = time.monotonic()
-        artifact = fetch_model(s.model_uri, s.model_cache_dir, s.manifest_required)
-        manifest = artifact.manifest
-        if manifest and (manifest.model_name, manifest.version) != (s.model_name, s.model_version):
-            log.warning("the manifest names another model or version",
-                        extra={"manifest_model": manifest.model_name, "manifest_version": manifest.version})
-        cls = self.handler_class or artifact_handler_class(artifact.directory)
-        if cls is None:
-            task = s.model_task or (manifest.task if manifest else None)
-            if task is None:
-                raise SettingsError("MODEL_TASK", "is not set, the manifest names no task and the model has no "
-                                                  "handler.py")
-            cls = builtin_handler_class(task)
-        handler = cls()
-        handler.load(LoadContext(artifact.directory, self.device, self.dtype, s.max_sequence_length, self.compile,
-                                 s.allow_artifact_code, s.model_task, manifest))
-        if self.device.type == "cuda":
-            self.gpu = GpuSampler(self.device.index if self.device.index is not None else torch.cuda.current_device())
-        log.info("model loaded", extra={"handler": f"{cls.__module__}.{cls.__qualname__}", "device": str(self.device),
-                                        "dtype": str(self.dtype).removeprefix("torch."), "compile": self.compile,
-                                        "seconds": round(time.monotonic() - started, 3)})
-        return handler
+        try:
+            from pathlib import Path
 
-    def _on_fatal(self, exc: BaseException) -> None:
-        if self.batcher.ready.is_set():
-            log.critical("model failure; exiting so the task is replaced", exc_info=exc,
-                         extra={"error": str(exc), "cuda_error": is_cuda_error(exc)})
-        else:
-            expected = isinstance(exc, (ArtifactError, SettingsError))  # no traceback needed for these
-            log.critical("model load failed; refusing to start", exc_info=None if expected else exc,
-                         extra={"error": str(exc), "error_type": type(exc).__name__})
-        self.exit_code = 1
-        self.request_exit(1)
+            from .artifacts import read_manifest_at
+            from .model_runner import handler_class_from
+
+            model_dir = Path(info["model_dir"])
+            cls = handler_class_from(info["handler"], model_dir)
+            handler = cls()
+            manifest = read_manifest_at(str(model_dir)) if info.get("manifest") else None
+            handler.load_preprocessing(LoadContext(model_dir, "cpu", None, s.max_sequence_length, False,
+                                                   s.allow_artifact_code, info.get("task"), manifest))
+        except Exception as exc:
+            self.load_error = exc
+            log.critical("preprocessing load failed", exc_info=exc, extra={"error": str(exc)})
+            self.exit_code = 1
+            self.request_exit(1)
+            return
+        self.handler = handler
+        while not self.client.ready.wait(0.1):
+            if self._stop.is_set() or self.client.model_failed:
+                return
+        self._probe_loop()
 
     # -- readiness ---------------------------------------------------------------------------------------------
 
     def readiness(self) -> str | None:
         """None when ready for traffic, else why not."""
-        if self.draining:
+        if self.draining or self.status.draining:
             return "draining"
-        if self.batcher.failed:
+        if self.client.model_failed or self.load_error is not None:
             return "the model failed"
-        if not self.batcher.ready.is_set():
+        if not self.model_ready:
             return "loading"
         window = 2 * self.settings.ready_probe_interval_s + self.settings.request_timeout_s
         if self._last_probe_ok is None or time.monotonic() - self._last_probe_ok > window:
@@ -148,19 +143,18 @@ class ModelService:
         return None
 
     def _probe_loop(self) -> None:
-        while not self.batcher.ready.wait(0.2):
-            if self._stop.is_set() or self.batcher.failed:
-                return
         while not self._stop.is_set():
             if not self.draining:
                 self.probe()
             self._stop.wait(self.settings.ready_probe_interval_s)
 
     def probe(self) -> bool:
+        """A test inference through the whole path: this worker's preprocessing, the link, the model."""
         timeout = self.settings.request_timeout_s
         try:
-            future = self.batcher.submit([PROBE_TEXT], time.monotonic() + timeout, bypass_queue_limit=True)
-            future.result(timeout)
+            items = self.handler.preprocess([PROBE_TEXT])
+            result = self.client.submit_sync(items, time.monotonic() + timeout, bypass_queue_limit=True)
+            self.handler.postprocess(result.result(timeout).outputs, 1)
         except Exception as exc:
             self._last_probe_ok = None
             log.warning("readiness test inference failed", extra={"error": repr(exc)})
@@ -172,14 +166,14 @@ class ModelService:
 
     def admit(self) -> None:
         """Shed a predict request before reading its body. Raises ApiError."""
-        if self.draining:
+        if self.draining or self.status.draining:
             self.metrics.record_rejected()
             raise draining()
-        if self.batcher.failed:
+        if self.client.model_failed:
             raise model_unavailable()
-        if not self.batcher.ready.is_set():
+        if not self.model_ready:
             raise not_ready("loading")
-        if self.batcher.queued >= self.settings.max_queue_size:
+        if self.status.queued >= self.settings.max_queue_size:
             self.metrics.record_rejected()
             raise overloaded("queue full")
 
@@ -187,33 +181,33 @@ class ModelService:
         cache = self.cache
         keys = [cache.key(t) for t in texts] if cache.enabled else []
         predictions: list[Any] = [cache.get(k) for k in keys] if keys else [None] * len(texts)
-        missing = [i for i, p in enumerate(predictions) if p is None]
+        missing = [i for i, p in enumerate(predictions) if p is None] if keys else range(len(texts))
         if cache.enabled:
             log_fields["cache_hits"] = len(texts) - len(missing)
             self.metrics.record_cache(len(texts) - len(missing), len(missing))
-        if not missing:
-            return predictions
-        result = await self._infer([texts[i] for i in missing])
-        for i, prediction in zip(missing, result.predictions):
+            if not missing:
+                return predictions
+        fresh = await self._infer([texts[i] for i in missing], log_fields)
+        for i, prediction in zip(missing, fresh):
             predictions[i] = prediction
             if keys:
                 cache.put(keys[i], prediction)
-        log_fields.update(input_tokens=result.input_tokens, queue_wait_ms=round(result.queue_wait_s * 1000, 3),
-                          inference_ms=round(result.inference_s * 1000, 3))
-        self.metrics.observe_model_time(result.queue_wait_s, result.inference_s)
         return predictions
 
-    async def _infer(self, texts: list[str]):
+    async def _infer(self, texts: list[str], log_fields: dict[str, Any]) -> list[Any]:
+        handler = self.handler
+        if handler is None:
+            raise not_ready("loading")
+        try:
+            items = handler.preprocess(texts)
+        except InputError as exc:
+            raise ApiError(422, "invalid_input", str(exc)) from None
         timeout = self.settings.request_timeout_s
         try:
-            future = self.batcher.submit(texts, time.monotonic() + timeout)
+            result = await asyncio.wait_for(self.client.submit(items, time.monotonic() + timeout), timeout)
         except QueueFull as exc:
             self.metrics.record_rejected()
             raise overloaded(str(exc)) from None
-        except ModelUnavailable:
-            raise model_unavailable() from None
-        try:
-            return await asyncio.wait_for(asyncio.wrap_future(future), timeout)
         except (TimeoutError, DeadlineExceeded):
             self.metrics.record_timed_out()
             raise ApiError(504, "timeout", f"no result within {timeout:g} s") from None
@@ -222,16 +216,24 @@ class ModelService:
         except ModelUnavailable:
             raise model_unavailable() from None
         except Exception as exc:
-            log.error("inference failed", exc_info=exc)
+            log.error("inference failed", extra={"error": str(exc)})
             raise ApiError(500, "internal_error", "inference failed") from None
+        log_fields.update(input_tokens=result.input_tokens, queue_wait_ms=round(result.queue_wait_s * 1000, 3),
+                          inference_ms=round(result.inference_s * 1000, 3))
+        self.metrics.observe_model_time(result.queue_wait_s, result.inference_s)
+        return handler.postprocess(result.outputs, len(texts))
+
+    # -- metrics -----------------------------------------------------------------------------------------------
 
     def emit_interval_metrics(self) -> None:
-        values: dict[str, Any] = self.metrics.take_interval()
-        values[m.QUEUE_DEPTH] = self.batcher.queued
-        values.update(self.gpu.sample())
+        values, statuses = self.metrics.take_interval()
         s = self.settings
-        log.info("metrics", extra={"fields": emf.document(s.deployment_env, s.model_name, values,
-                                                          {"model_version": s.model_version})})
+        fields = {"model_version": s.model_version, "process": "worker", "worker": self.worker,
+                  "requests_by_status": statuses, "access_log_suppressed": self.take_suppressed()}
+        log.info("metrics", extra={"fields": emf.document(s.deployment_env, s.model_name, values, fields)})
+
+    # Set by the app's access log: how many error lines it left out since the last call (rate limit).
+    take_suppressed: Callable[[], int] = staticmethod(lambda: 0)
 
     def _metrics_loop(self) -> None:
         while not self._stop.wait(self.settings.metrics_interval_s):

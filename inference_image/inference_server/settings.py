@@ -69,6 +69,13 @@ def _float(minimum: float, *, exclusive: bool = False) -> Callable[[str], float]
     return parse
 
 
+def _fraction(raw: str) -> float:
+    value = _float(0)(raw)
+    if value > 1:
+        raise ValueError(f"must be between 0 and 1, got {value:g}")
+    return value
+
+
 def _choice(*choices: str) -> Callable[[str], str]:
     def parse(raw: str) -> str:
         value = raw.strip().lower()
@@ -137,7 +144,13 @@ class Settings:
     api_keys: tuple[str, ...] = _setting(_api_keys, (), "comma-separated keys required in x-api-key", secret=True)
     deployment_env: str = _setting(_str, "local", "Environment dimension of the metrics")
     log_level: str = _setting(_log_level, "INFO", "DEBUG, INFO, WARNING or ERROR")
-    metrics_interval_s: float = _setting(_float(0, exclusive=True), 10.0, "period of the EMF metrics line")
+    metrics_interval_s: float = _setting(_float(0, exclusive=True), 10.0, "period of each process's EMF metrics "
+                                                                       "document (keep below the alarms' 60 s)")
+    workers: int = _setting(_int(0, 256), 0, "HTTP worker processes; 0: one per CPU of the task, less one for the "
+                                             "model process (at least 1)")
+    access_log_sample: float = _setting(_fraction, 0.001, "share of successful requests that get an access log line "
+                                                          "(errors and slow requests always do)")
+    slow_request_ms: float = _setting(_float(0), 1000.0, "requests slower than this always get an access log line")
     ready_probe_interval_s: float = _setting(_float(0, exclusive=True), 15.0, "period of the readiness test inference")
 
     @property

@@ -49,3 +49,37 @@ class SlowClassificationHandler(TextClassificationHandler):
     def forward(self, batch: list[Encoded], batch_size: int, seq_len: int) -> Any:
         time.sleep(float(os.environ.get("SLOW_HANDLER_DELAY_S", "0.05")))
         return super().forward(batch, batch_size, seq_len)
+
+
+class LocalModel:
+    """The model side in threads of this process, linked to one in-process worker service the same way a
+    model process is (a socket pair and two shared-memory rings): for tests and notebooks."""
+
+    def __init__(self, settings) -> None:
+        from .client import ModelClient
+        from .ipc import LinkEnds, StatusPage
+        from .model_runner import ModelRunner
+        from .service import ModelService
+
+        self.status = StatusPage.create()
+        self.exits: list[int] = []
+        self.runner = ModelRunner(settings, self.status, on_exit=self.exits.append)
+        self.link = LinkEnds()
+        self.runner.add_link(self.link.model_channel(), "local")
+        self.service = ModelService(settings, ModelClient(self.link.worker_channel(), self.status))
+        self.service.local_model = self
+
+    def start(self):
+        self.runner.start()
+        self.service.start()
+        return self.service
+
+    def stop(self) -> None:
+        self.service.stop()
+        self.service.client.close()
+        self.runner.stop()
+
+
+def local_service(settings):
+    """A worker's ModelService with its model side running in this process (see LocalModel); not started."""
+    return LocalModel(settings).service

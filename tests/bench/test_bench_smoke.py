@@ -43,11 +43,16 @@ def test_every_system_measured_with_sane_numbers(short_run):
     for run in results["runs"]:
         name = f"{run['system']}:{run['model']}@{run['concurrency']}"
         assert run["errors"] == 0 and run["connections"] == run["concurrency"], name
+        assert run["statuses"] == {"200": run["requests"]}, name
         assert run["requests"] > 0 and run["throughput_rps"] > 0, name
         assert 0 < run["p50_ms"] <= run["p95_ms"] <= run["p99_ms"], name
         assert run["client_cpu_s"] > 0 and run["server_cpu_s"] is not None, name
     assert results["generator"]["ceiling_rps"] > 0
-    assert len(results["targets"]) == 3 and all(t["value"] is not None for t in results["targets"])
+    assert len(results["targets"]) == 9 and all(t["value"] is not None for t in results["targets"])
+    overload = {o["system"]: o for o in results["overload"]}
+    assert set(overload) == {"ours", "litserve"}
+    assert overload["ours"]["statuses"].get("200", 0) > 0 and set(overload["ours"]["statuses"]) <= {"200", "503"}
+    assert [r["log_bytes_per_request"] >= 0 for r in results["runs"] if r["system"] == "ours"]
 
 
 @pytest.mark.slow

@@ -17,25 +17,35 @@ def _run(system, model, concurrency, rps, p95, client_cpu=1.0):
 
 @pytest.fixture
 def results():
-    runs = [_run("ours", "minilm", 1, 50, 25), _run("ours", "minilm", 64, 190, 400),
+    runs = [_run("ours", "minilm", 1, 50, 25), {**_run("ours", "minilm", 64, 210, 400), "log_bytes_per_request": 4.0},
+            _run("litserve", "minilm", 64, 140, 480),
             _run("baseline", "minilm", 1, 60, 20), _run("baseline", "minilm", 64, 55, 1500),
-            _run("ours", "null", 64, 2000, 40), _run("bare-asgi", "null", 64, 5000, 15, client_cpu=2.5)]
-    return {"setup": {"model_label": "minilm"}, "runs": runs,
+            _run("ours", "null", 64, 2000, 40), _run("ours-2w", "null", 64, 3000, 30),
+            _run("bare-asgi", "null", 64, 5000, 15, client_cpu=2.5)]
+    overload = {"system": "ours", "model": "minilm", "concurrency": 600, "duration_s": 10.0, "throughput_rps": 195.0,
+                "statuses": {"200": 1950, "503": 40000}, "shed_p50_ms": 2.0}
+    return {"setup": {"model_label": "minilm"}, "runs": runs, "overload": [overload],
             "raw_model": {"items_per_s": {"1": 60.0, "32": 200.0}, "best_batch_size": 32, "best_items_per_s": 200.0}}
 
 
 def test_targets(results):
     ratios, targets = evaluate(results)
-    assert ratios["ours_peak_over_raw_best"] == pytest.approx(0.95)
-    assert ratios["ours_over_baseline_at_64"] == pytest.approx(190 / 55)
-    assert ratios["ours_null_peak_over_bare_asgi_peak"] == pytest.approx(0.4)
-    assert [t["met"] for t in targets] == [True, True, False]
+    assert ratios["ours_over_raw_best_at_64"] == pytest.approx(1.05)
+    assert ratios["ours_over_peer_at_64"] == pytest.approx(1.5)
+    assert ratios["ours_over_baseline_at_64"] == pytest.approx(210 / 55)
+    assert ratios["ours_p50_over_baseline_p50_at_1"] == pytest.approx(12.5 / 10)
+    assert ratios["ours_null_over_bare_asgi"] == pytest.approx(0.4)
+    assert ratios["ours_2_workers_null_over_1_worker"] == pytest.approx(1.5)
+    assert ratios["overload_goodput_over_saturation"] == pytest.approx(195 / 210)
+    assert ratios["overload_offered_over_saturation"] == pytest.approx(4195 / 210)
+    assert [t["met"] for t in targets] == [True, True, True, False, True, True, True, False, True]
 
 
 def test_missing_systems_are_not_measured(results):
     results["runs"] = [r for r in results["runs"] if r["system"] != "baseline"]
+    results["overload"] = []
     _, targets = evaluate(results)
-    assert [t["met"] for t in targets] == [True, None, False]
+    assert [t["met"] for t in targets] == [True, True, None, None, None, None, True, False, True]
 
 
 def test_generator_ceiling_from_the_bare_asgi_run(results):
@@ -49,8 +59,9 @@ def test_table_names_ratios_and_verdicts(results):
     results["generator"] = generator_ceiling(results)
     results["ratios"], results["targets"] = evaluate(results)
     text = table(results)
-    assert "ours/baseline" in text and "MISSED" in text and "met" in text
-    assert "3.45" in text  # ours / baseline at 64 clients
+    assert "ours/baseline" in text and "litserve" in text and "MISSED" in text and "met" in text
+    assert "3.82" in text  # ours / baseline at 64 clients
+    assert "overload, ours: 600 clients" in text and "log bytes per successful request" in text
 
 
 def test_percentile_is_nearest_rank():

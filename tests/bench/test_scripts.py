@@ -35,3 +35,16 @@ def test_gpu_model_builds_and_loads_from_its_config(tmp_path):
     assert model.config.model_type == "distilbert" and model.config.vocab_size == 2000
     ids = tokenizer("The delivery arrived two days late.")["input_ids"]
     assert tokenizer.unk_token_id not in ids
+
+
+def test_gpu_server_mode_runs_our_server_alone_on_cuda_with_fp16_and_compile(tmp_path):
+    from bench.gpu_bench import LABEL, best_within_slo, gpu_config
+
+    cfg = gpu_config(short=False, output_dir=tmp_path, model_dir=tmp_path, server_only=True)
+    assert cfg.systems == (("ours", LABEL),) and cfg.mode == "gpu-server"
+    assert (cfg.device, cfg.precision, cfg.compile, cfg.pin_cpus) == ("cuda", "fp16", True, False)
+    assert max(cfg.concurrency) >= 256
+    runs = [{"system": "ours", "model": LABEL, "concurrency": c, "throughput_rps": rps, "p95_ms": p95, "errors": 0}
+            for c, rps, p95 in ((32, 900.0, 20.0), (128, 2500.0, 45.0), (256, 2600.0, 90.0))]
+    best = best_within_slo({"runs": runs})
+    assert best == {f"ours:{LABEL}": runs[1]}  # the fastest level that kept p95 under 50 ms

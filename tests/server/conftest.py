@@ -10,7 +10,7 @@ import pytest
 
 from inference_server.service import ModelService
 from inference_server.settings import Settings
-from inference_server.testing import build_tiny_bert
+from inference_server.testing import LocalModel, build_tiny_bert
 
 
 @pytest.fixture
@@ -30,17 +30,30 @@ def make_settings(model_uri: str | Path, **overrides) -> Settings:
 def wait_ready(service: ModelService, timeout: float = 120.0) -> None:
     deadline = time.monotonic() + timeout
     while service.readiness() is not None:
-        if service.batcher.failed:
-            raise AssertionError(f"model failed to load: {service.batcher.error!r}")
+        batcher = service.local_model.runner.batcher
+        if batcher.failed:
+            raise AssertionError(f"model failed to load: {batcher.error!r}")
         assert time.monotonic() < deadline, f"not ready: {service.readiness()}"
         time.sleep(0.02)
 
 
 def started(settings: Settings) -> ModelService:
-    service = ModelService(settings)
-    service.start()
+    """A worker's service with its model side in threads of this process (the same link as across processes)."""
+    service = LocalModel(settings).start()
     wait_ready(service)
     return service
+
+
+def model_handler(service: ModelService):
+    """The model side's handler instance (forward runs there), as opposed to the worker's service.handler."""
+    return service.local_model.runner.handler
+
+
+def infer(service: ModelService, texts: list[str], timeout: float = 60.0):
+    """Through the worker's preprocessing and the link to the model: (predictions, JobResult)."""
+    items = service.handler.preprocess(texts)
+    result = service.client.submit_sync(items, time.monotonic() + timeout).result(timeout)
+    return service.handler.postprocess(result.outputs, len(texts)), result
 
 
 @pytest.fixture(scope="session")
@@ -65,7 +78,7 @@ def classifier_service(tiny_classifier_dir):
     """The tiny BERT classifier, loaded and ready; shared, so tests must not drain or break it."""
     service = started(make_settings(tiny_classifier_dir, result_cache_size=100))
     yield service
-    service.stop()
+    service.local_model.stop()
 
 
 @pytest.fixture
@@ -82,9 +95,9 @@ def echo_service(tmp_path):
 
     yield make
     for service in services:
-        if service.batcher.handler is not None:
-            service.batcher.handler.gate.set()
-        service.stop()
+        if model_handler(service) is not None:
+            model_handler(service).gate.set()
+        service.local_model.stop()
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
+import numpy as np
 from pydantic import BaseModel
 
 from inference_server.handlers import Encoded, Handler, InputError, LoadContext
@@ -15,8 +16,13 @@ class EchoPrediction(BaseModel):
     tokens: int
 
 
+def _text(data: dict[str, np.ndarray]) -> str:
+    return data["text"].tobytes().decode()
+
+
 class EchoHandler(Handler):
-    """Length = words in the text. forward records each call's shape and can be held at a gate."""
+    """Length = words in the text; the text crosses to the model as an array of its UTF-8 bytes and comes back
+    padded in a (batch, bytes) array. forward records each call's shape and can be held at a gate."""
 
     prediction_model = EchoPrediction
     max_length = 64
@@ -37,13 +43,13 @@ class EchoHandler(Handler):
         self.preprocessed.append(list(texts))
         if any("\x00" in t for t in texts):
             raise InputError("NUL in text")
-        return [Encoded(max(1, len(t.split())), t) for t in texts]
+        return [Encoded(max(1, len(t.split())), {"text": np.frombuffer(t.encode(), dtype=np.uint8)}) for t in texts]
 
     def warmup_input(self, seq_len: int) -> Encoded:
-        return Encoded(seq_len, "<warmup>")
+        return Encoded(seq_len, {"text": np.frombuffer(b"<warmup>", dtype=np.uint8)})
 
     def forward(self, batch: list[Encoded], batch_size: int, seq_len: int) -> Any:
-        texts = [e.data for e in batch]
+        texts = [_text(e.data) for e in batch]
         if texts[0] == "<warmup>":
             self.warmups.append((batch_size, seq_len))
         else:
@@ -52,10 +58,16 @@ class EchoHandler(Handler):
             self.gate.wait(30)
             if self.error is not None:
                 raise self.error
-        return [(t, e.length) for t, e in zip(texts, batch)]
+        width = max(len(e.data["text"]) for e in batch)
+        padded = np.zeros((len(batch), max(width, 1)), dtype=np.uint8)
+        for row, e in enumerate(batch):
+            padded[row, : len(e.data["text"])] = e.data["text"]
+        return {"text": padded, "nbytes": np.array([len(e.data["text"]) for e in batch]),
+                "tokens": np.array([e.length for e in batch])}
 
     def postprocess(self, outputs: Any, count: int) -> list[Any]:
-        return [{"echo": t, "tokens": n} for t, n in outputs[:count]]
+        return [{"echo": outputs["text"][i, : outputs["nbytes"][i]].tobytes().decode(),
+                 "tokens": int(outputs["tokens"][i])} for i in range(count)]
 
     @property
     def served(self) -> list[tuple[int, int, list[str]]]:

@@ -12,9 +12,9 @@ import pytest
 from inference_server import metric_names as m
 from inference_server.app import create_app
 from inference_server.logs import JsonFormatter
-from inference_server.service import ModelService
+from inference_server.testing import local_service
 
-from .conftest import make_settings
+from .conftest import make_settings, model_handler
 
 pytestmark = pytest.mark.anyio
 
@@ -101,22 +101,55 @@ async def test_request_id_comes_from_the_amazon_trace_header_or_is_generated(cla
     assert len(plain.headers["x-request-id"]) == 32
 
 
-async def test_each_predict_request_logs_one_emf_line(classifier_app, caplog):
+async def test_a_successful_request_writes_no_log_line_but_is_in_the_interval_metrics(echo_service, caplog):
+    service = echo_service(access_log_sample=0.0)
+    service.metrics.take_interval()
     caplog.set_level(logging.INFO, logger="inference_server.access")
-    async with client(classifier_app) as c:
-        await c.post("/predict", json={"text": "log me please"}, headers={"X-Amzn-Trace-Id": "Root=1-abc-def"})
-    [record] = [r for r in caplog.records if r.name == "inference_server.access"]
-    line = json.loads(JsonFormatter().format(record))
-    assert line["request_id"] == "1-abc-def" and line["status"] == 200 and line["path"] == "/predict"
-    assert line["model"] == "tiny" and line["model_version"] == "1" and line["input_tokens"] >= 3
-    directive = line["_aws"]["CloudWatchMetrics"][0]
-    assert directive["Namespace"] == m.NAMESPACE
-    assert directive["Dimensions"] == [[m.DIMENSION_ENVIRONMENT, m.DIMENSION_MODEL]]
-    assert {d["Name"]: d["Unit"] for d in directive["Metrics"]} == {
-        m.REQUEST_LATENCY: "Milliseconds", m.QUEUE_WAIT: "Milliseconds", m.INFERENCE_TIME: "Milliseconds"}
-    assert line[m.DIMENSION_ENVIRONMENT] == "local" and line[m.DIMENSION_MODEL] == "tiny"
-    assert line[m.REQUEST_LATENCY] == line["total_ms"] >= line[m.QUEUE_WAIT] + line[m.INFERENCE_TIME] - 1
-    assert line["queue_wait_ms"] == line[m.QUEUE_WAIT] and line["inference_ms"] == line[m.INFERENCE_TIME]
+    async with client(create_app(service)) as c:
+        for _ in range(3):
+            assert (await c.post("/predict", json={"text": "quiet please"})).status_code == 200
+    assert [r for r in caplog.records if r.name == "inference_server.access"] == []
+    values, statuses = service.metrics.take_interval()
+    assert statuses == {"200": 3}
+    assert values[m.REQUEST_LATENCY]["Count"] == 3 and sum(values[m.REQUEST_LATENCY]["Counts"]) == 3
+    assert values[m.QUEUE_WAIT]["Count"] == 3 and values[m.INFERENCE_TIME]["Count"] == 3
+
+
+async def test_sampled_and_slow_requests_get_an_access_line_without_metrics(echo_service, caplog):
+    sampled = echo_service(access_log_sample=1.0)
+    slow = echo_service(access_log_sample=0.0, slow_request_ms=0.0)
+    caplog.set_level(logging.INFO, logger="inference_server.access")
+    for service in (sampled, slow):
+        async with client(create_app(service)) as c:
+            await c.post("/predict", json={"text": "log me please"}, headers={"X-Amzn-Trace-Id": "Root=1-abc-def"})
+    records = [r for r in caplog.records if r.name == "inference_server.access"]
+    assert len(records) == 2
+    for record in records:
+        line = json.loads(JsonFormatter().format(record))
+        assert line["request_id"] == "1-abc-def" and line["status"] == 200 and line["path"] == "/predict"
+        assert line["model"] == "tiny" and line["model_version"] == "1" and line["input_tokens"] == 3
+        assert line["total_ms"] >= line["queue_wait_ms"] + line["inference_ms"] - 1
+        assert "_aws" not in line  # metrics come from the interval document only
+
+
+def test_errors_are_logged_up_to_a_rate_limit_and_the_rest_counted():
+    from inference_server.middleware import AccessLog
+
+    access = AccessLog(sample=0.0, slow_ms=1e9, errors_per_s=3)
+    assert [access.wants(503, 0.1) for _ in range(5)] == [True, True, True, False, False]
+    assert access.wants(200, 0.1) is False
+    assert access.take_suppressed() == 2 and access.take_suppressed() == 0
+
+
+def test_the_default_sample_is_well_under_one_percent():
+    from inference_server.middleware import AccessLog
+    from inference_server.settings import Settings
+
+    default = Settings.__dataclass_fields__["access_log_sample"].default
+    assert 0 < default < 0.01
+    access = AccessLog(sample=default, slow_ms=1e9)
+    lines = sum(access.wants(200, 1.0) for _ in range(100_000))
+    assert 30 < lines < 300
 
 
 async def test_result_cache_hits_and_misses(classifier_app, classifier_service):
@@ -246,48 +279,51 @@ async def test_draining_sheds_new_work_and_fails_readiness_but_not_liveness(echo
 
 async def test_a_full_queue_gets_503_with_retry_after(echo_service):
     service = echo_service(max_queue_size=2)
-    handler = service.batcher.handler
+    handler, batcher = model_handler(service), service.local_model.runner.batcher
+
+    def submit(text: str):
+        return batcher.submit(service.handler.preprocess([text]), time.monotonic() + 60)
+
     handler.gate.clear()
     handler.entered.clear()
-    service.batcher.submit(["running"], time.monotonic() + 60)
+    submit("running")
     assert handler.entered.wait(10)
-    service.batcher.submit(["queued"], time.monotonic() + 60)
+    submit("queued")
     async with client(create_app(service)) as c:
-        too_many = await c.post("/predict/batch", json={"texts": ["a", "b"]})  # room for one only
-        service.batcher.submit(["queued too"], time.monotonic() + 60)
-        full = await c.post("/predict", json={"text": "a"})
+        too_many = await c.post("/predict/batch", json={"texts": ["a", "b"]})  # room for one only: the model says
+        submit("queued too")
+        full = await c.post("/predict", json={"text": "a"})  # shed by the worker before the body is read
     handler.gate.set()
     for r in (too_many, full):
         assert r.status_code == 503 and r.json()["error"]["code"] == "overloaded"
         assert r.headers["retry-after"] == "1"
-    assert service.metrics.take_interval()[m.REJECTED_REQUESTS] == 2
+    assert service.metrics.take_interval()[0][m.REJECTED_REQUESTS] == 2
 
 
 async def test_a_request_past_its_deadline_gets_504(echo_service):
     service = echo_service(request_timeout_s=0.2)
-    service.batcher.handler.gate.clear()
+    model_handler(service).gate.clear()
     async with client(create_app(service)) as c:
         r = await c.post("/predict", json={"text": "slow"})
-    service.batcher.handler.gate.set()
+    model_handler(service).gate.set()
     assert r.status_code == 504 and r.json()["error"]["code"] == "timeout"
-    assert service.metrics.take_interval()[m.TIMED_OUT_REQUESTS] == 1
+    assert service.metrics.take_interval()[0][m.TIMED_OUT_REQUESTS] == 1
 
 
 async def test_input_the_model_refuses_gets_422_and_a_model_bug_gets_500(echo_service):
     service = echo_service()
     async with client(create_app(service)) as c:
         refused = await c.post("/predict", json={"text": "nul \u0000 byte"})
-        service.batcher.handler.error = ValueError("a bug")
+        model_handler(service).error = ValueError("a bug")
         failed = await c.post("/predict", json={"text": "fine"})
     assert refused.status_code == 422 and refused.json()["error"]["code"] == "invalid_input"
     assert failed.status_code == 500 and failed.json()["error"]["code"] == "internal_error"
 
 
-async def test_a_cuda_error_answers_503_and_asks_the_process_to_exit(echo_service):
+async def test_a_cuda_error_answers_503_and_asks_the_model_process_to_exit(echo_service):
     service = echo_service()
-    exits = []
-    service.request_exit = exits.append
-    service.batcher.handler.error = RuntimeError("CUDA error: an illegal memory access was encountered")
+    exits = service.local_model.exits
+    model_handler(service).error = RuntimeError("CUDA error: an illegal memory access was encountered")
     async with client(create_app(service)) as c:
         r = await c.post("/predict", json={"text": "boom"})
         ready = await c.get("/ready")
@@ -298,12 +334,12 @@ async def test_a_cuda_error_answers_503_and_asks_the_process_to_exit(echo_servic
     deadline = time.monotonic() + 10
     while not exits and time.monotonic() < deadline:  # the inference thread reports just after failing the batch
         time.sleep(0.01)
-    assert exits == [1] and service.exit_code == 1
+    assert exits == [1] and service.local_model.runner.exit_code == 1
 
 
 async def test_while_loading_predict_and_ready_are_503_and_health_is_200(tmp_path):
     settings = make_settings(tmp_path, model_task=None, model_handler="tests.server.fakes:EchoHandler")
-    service = ModelService(settings)  # never started: still "loading"
+    service = local_service(settings)  # never started: still "loading"
     async with client(create_app(service)) as c:
         predict = await c.post("/predict", json={"text": "early"})
         ready = await c.get("/ready")
@@ -333,25 +369,36 @@ async def test_api_keys_guard_predict_only(echo_service):
     assert "401" in doc["paths"]["/predict"]["post"]["responses"]
 
 
-def test_the_periodic_metrics_line_is_an_emf_document(echo_service, caplog):
+async def test_each_worker_and_the_model_write_one_emf_document_per_interval(echo_service, caplog):
     service = echo_service(max_queue_size=1)
-    service.metrics.take_interval()  # drop the start-up readiness probe's batch
-    for text in ("a", "b c"):
-        service.batcher.submit([text], time.monotonic() + 60).result(10)
+    runner = service.local_model.runner
+    service.metrics.take_interval()  # drop the start-up readiness probe
+    runner.batch_sizes.take()
+    async with client(create_app(service)) as c:
+        for text in ("a", "b c", "d"):
+            assert (await c.post("/predict", json={"text": text})).status_code == 200
+        assert (await c.post("/predict", json={"text": ""})).status_code == 422
     service.metrics.record_rejected()
     service.metrics.record_cache(hits=2, misses=1)
-    with caplog.at_level(logging.INFO, logger="inference_server.service"):
+    with caplog.at_level(logging.INFO):
         service.emit_interval_metrics()
-    [record] = [r for r in caplog.records if r.getMessage() == "metrics"]
-    line = json.loads(JsonFormatter().format(record))
-    names = {d["Name"]: d["Unit"] for d in line["_aws"]["CloudWatchMetrics"][0]["Metrics"]}
+        runner.emit_interval_metrics()
+    worker, model = [json.loads(JsonFormatter().format(r)) for r in caplog.records if r.getMessage() == "metrics"]
+    names = {d["Name"]: d["Unit"] for d in worker["_aws"]["CloudWatchMetrics"][0]["Metrics"]}
     assert names == {m.REJECTED_REQUESTS: "Count", m.TIMED_OUT_REQUESTS: "Count", m.CACHE_HITS: "Count",
-                     m.CACHE_MISSES: "Count", m.BATCH_SIZE: "Count", m.QUEUE_DEPTH: "Count"}  # no GPU on CPU
-    assert line[m.REJECTED_REQUESTS] == 1 and line[m.TIMED_OUT_REQUESTS] == 0
-    assert (line[m.CACHE_HITS], line[m.CACHE_MISSES], line[m.QUEUE_DEPTH]) == (2, 1, 0)
-    assert sorted(line[m.BATCH_SIZE]) == [1, 1]
-    assert line[m.DIMENSION_ENVIRONMENT] == "local" and line[m.DIMENSION_MODEL] == "tiny"
-    assert service.metrics.take_interval()[m.REJECTED_REQUESTS] == 0  # counts are per interval
+                     m.CACHE_MISSES: "Count", m.REQUEST_LATENCY: "Milliseconds", m.QUEUE_WAIT: "Milliseconds",
+                     m.INFERENCE_TIME: "Milliseconds"}
+    assert worker[m.REJECTED_REQUESTS] == 1 and worker[m.TIMED_OUT_REQUESTS] == 0
+    assert (worker[m.CACHE_HITS], worker[m.CACHE_MISSES]) == (2, 1)
+    assert worker["requests_by_status"] == {"200": 3, "422": 1}
+    latency = worker[m.REQUEST_LATENCY]
+    assert latency["Count"] == sum(latency["Counts"]) == 3 and len(latency["Values"]) == len(latency["Counts"])
+    assert latency["Min"] <= min(latency["Values"]) * 1.05 and max(latency["Values"]) <= latency["Max"] * 1.05
+    assert worker[m.DIMENSION_ENVIRONMENT] == "local" and worker[m.DIMENSION_MODEL] == "tiny"
+    assert {d["Name"] for d in model["_aws"]["CloudWatchMetrics"][0]["Metrics"]} == {m.BATCH_SIZE, m.QUEUE_DEPTH}
+    assert model[m.BATCH_SIZE] == {"Values": [1], "Counts": [3], "Min": 1, "Max": 1, "Sum": 3, "Count": 3}
+    assert model[m.QUEUE_DEPTH] == 0
+    assert service.metrics.take_interval()[0][m.REJECTED_REQUESTS] == 0  # counts are per interval
 
 
 def test_gpu_metrics_are_omitted_without_a_gpu():
@@ -361,9 +408,9 @@ def test_gpu_metrics_are_omitted_without_a_gpu():
     assert GpuSampler(0).sample() == {}  # no NVIDIA driver here
 
 
-async def test_failed_requests_log_a_line_without_latency_metrics(classifier_app, caplog):
+async def test_failed_requests_log_a_line_without_latency_metrics(classifier_service, caplog):
     caplog.set_level(logging.INFO, logger="inference_server.access")
-    async with client(classifier_app) as c:
+    async with client(create_app(classifier_service)) as c:  # a fresh app: its own error-line budget
         await c.post("/predict", json={"text": ""})
     [record] = [r for r in caplog.records if r.name == "inference_server.access"]
     line = json.loads(JsonFormatter().format(record))

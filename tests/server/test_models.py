@@ -8,22 +8,22 @@ import time
 import numpy as np
 import pytest
 
-from .conftest import make_settings, started
+from .conftest import infer, make_settings, model_handler, started
 
 SENTENCES = ["A man is eating food.", "A man is eating a piece of bread.", "A man is riding a horse.",
              "The new movie is awesome and everyone should see it twice, or maybe three times. " * 3]
 
 
 def embed(service, texts: list[str]) -> np.ndarray:
-    result = service.batcher.submit(texts, time.monotonic() + 60).result(60)
-    return np.stack([np.asarray(p["embedding"]) for p in result.predictions])
+    predictions, _ = infer(service, texts)
+    return np.stack([np.asarray(p["embedding"]) for p in predictions])
 
 
 @pytest.fixture(scope="module")
 def embedder_service(tiny_embedder_dir):
     service = started(make_settings(tiny_embedder_dir, model_task="text-embedding"))
     yield service
-    service.stop()
+    service.local_model.stop()
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +31,7 @@ def minilm_service(minilm_dir):
     service = started(make_settings(minilm_dir, model_name="minilm", model_task="text-embedding",
                                     max_sequence_length=128))
     yield service
-    service.stop()
+    service.local_model.stop()
 
 
 def test_embeddings_are_unit_vectors_and_do_not_depend_on_batch_or_padding(embedder_service):
@@ -45,13 +45,13 @@ def test_embeddings_are_unit_vectors_and_do_not_depend_on_batch_or_padding(embed
 
 
 def test_warmup_inputs_have_exactly_the_bucket_length(embedder_service):
-    handler = embedder_service.batcher.handler
-    for length in embedder_service.batcher.lengths:
+    handler = model_handler(embedder_service)
+    for length in embedder_service.local_model.runner.batcher.lengths:
         assert handler.warmup_input(length).length == length
 
 
 def test_long_inputs_are_truncated_to_max_sequence_length(embedder_service):
-    result = embedder_service.batcher.submit(["word " * 1000], time.monotonic() + 60).result(60)
+    _, result = infer(embedder_service, ["word " * 1000])
     assert result.input_tokens == 64
 
 
@@ -82,8 +82,9 @@ def test_a_handler_py_in_the_model_runs_only_when_artifact_code_is_allowed(tiny_
     (model / "handler.py").write_text(ARTIFACT_HANDLER)
     service = started(make_settings(model, allow_artifact_code=allowed))
     try:
-        handler = type(service.batcher.handler)
-        assert (handler.__name__ == "ModelHandler") is allowed
+        # Both processes use the artifact's class: the model side for forward, the worker for pre/postprocess.
+        for handler in (type(model_handler(service)), type(service.handler)):
+            assert (handler.__name__ == "ModelHandler") is allowed
         assert (service.prediction_model is None) is allowed  # the schema cannot know an artifact's predictions
     finally:
-        service.stop()
+        service.local_model.stop()

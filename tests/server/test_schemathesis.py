@@ -14,8 +14,7 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 
 from inference_server.app import create_app
-from inference_server.service import ModelService
-from inference_server.testing import build_tiny_bert
+from inference_server.testing import build_tiny_bert, local_service
 
 from .conftest import make_settings, wait_ready
 
@@ -24,13 +23,13 @@ SETTINGS = settings(max_examples=40, deadline=None, derandomize=True, database=N
 API_KEY = "sesame"
 MODEL_DIR = Path(tempfile.mkdtemp(prefix="schemathesis-model-"))
 SERVICES = {
-    "open": ModelService(make_settings(MODEL_DIR)),
-    "keyed": ModelService(make_settings(MODEL_DIR, model_task=None, model_handler="tests.server.fakes:EchoHandler",
-                                        api_keys=(API_KEY,))),
+    "open": local_service(make_settings(MODEL_DIR)),
+    "keyed": local_service(make_settings(MODEL_DIR, model_task=None, model_handler="tests.server.fakes:EchoHandler",
+                                         api_keys=(API_KEY,))),
 }
 
 
-def asgi_schema(service: ModelService):
+def asgi_schema(service):
     app = create_app(service)
     schema = schemathesis.openapi.from_dict(app.openapi())
     schema.app = app
@@ -45,12 +44,12 @@ keyed_api = asgi_schema(SERVICES["keyed"])
 def ready_services():
     build_tiny_bert(MODEL_DIR)
     for service in SERVICES.values():
-        service.start()
+        service.local_model.start()
     for service in SERVICES.values():
         wait_ready(service)
     yield
     for service in SERVICES.values():
-        service.stop()
+        service.local_model.stop()
     shutil.rmtree(MODEL_DIR, ignore_errors=True)
 
 

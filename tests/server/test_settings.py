@@ -36,7 +36,8 @@ def test_every_setting_has_an_environment_variable_and_a_flag():
                         "PRECISION", "COMPILE", "MAX_BATCH_SIZE", "MAX_BATCH_WAIT_MS", "MAX_QUEUE_SIZE",
                         "MAX_SEQUENCE_LENGTH", "MAX_CLIENT_BATCH", "MAX_TEXT_CHARS", "MAX_BODY_BYTES",
                         "REQUEST_TIMEOUT_S", "DRAIN_TIMEOUT_S", "KEEP_ALIVE_S", "RESULT_CACHE_SIZE", "API_KEYS",
-                        "DEPLOYMENT_ENV", "LOG_LEVEL", "METRICS_INTERVAL_S", "READY_PROBE_INTERVAL_S"}
+                        "DEPLOYMENT_ENV", "LOG_LEVEL", "METRICS_INTERVAL_S", "READY_PROBE_INTERVAL_S",
+                        "WORKERS", "ACCESS_LOG_SAMPLE", "SLOW_REQUEST_MS"}
 
 
 def test_environment_values_are_parsed_and_flags_override_them(tmp_path):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from .base import Encoded, Handler, InputError, LoadContext
 
-__all__ = ["Encoded", "Handler", "HandlerError", "InputError", "LoadContext", "ARTIFACT_HANDLER_FILE", "handler_class",
+__all__ = ["Encoded", "Handler", "HandlerError", "check_handler_path", "InputError", "LoadContext", "ARTIFACT_HANDLER_FILE", "handler_class",
            "artifact_handler_class", "builtin_handler_class"]
 
 ARTIFACT_HANDLER_FILE = "handler.py"
@@ -23,6 +23,20 @@ def builtin_handler_class(task: str) -> type[Handler]:
     from .hf import TextClassificationHandler, TextEmbeddingHandler
 
     return {"text-classification": TextClassificationHandler, "text-embedding": TextEmbeddingHandler}[task]
+
+
+def check_handler_path(import_path: str) -> None:
+    """Fail early (HandlerError) when the module of 'package.module:ClassName' cannot be found, without
+    importing it: the first process stays light; the model process imports it."""
+    module_name, sep, class_name = import_path.partition(":")
+    if not sep or not module_name or not class_name:
+        raise HandlerError(f"expected module:Class, got {import_path!r}")
+    try:
+        found = importlib.util.find_spec(module_name) is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        raise HandlerError(f"cannot import {import_path!r}: no module named {module_name!r}")
 
 
 def handler_class(import_path: str) -> type[Handler]:

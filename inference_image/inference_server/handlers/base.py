@@ -1,9 +1,24 @@
 """The handler interface: how a model plugs into the server without forking it.
 
-A handler turns texts into model inputs, runs a padded batch, and turns outputs into JSON-able predictions.
-The server creates it with no arguments, then calls every method below on its single inference thread, so a
-handler needs no locking. Install the class in the image and start the server with
-``MODEL_HANDLER=mypkg.module:MyHandler`` (or ``--model-handler``).
+The server runs in two kinds of process, and a handler is created (with no arguments) in both:
+
+- every HTTP worker calls ``load_preprocessing(ctx)`` once, then ``preprocess`` for each request's inputs and
+  ``postprocess`` for its outputs. Workers never touch the GPU.
+- the model process (one per GPU) calls ``load_preprocessing(ctx)`` and ``load(ctx)`` once, then
+  ``warmup_input`` and ``forward`` on its single inference thread, so a handler needs no locking.
+
+The boundary between the two is plain arrays, never pickled objects:
+
+- worker -> model: each input is an ``Encoded(length, data)`` where ``data`` maps names to numpy arrays
+  (``{"input_ids": int32[n]}`` for text; any dtype and shape, e.g. ``{"pixels": uint8[3, 224, 224]}``).
+  ``length`` (tokens, or 1 for inputs without a sequence) picks the input's length bucket. The arrays are
+  copied into a shared-memory ring; the model process gets them back as numpy arrays of the same dtype/shape.
+- model -> worker: ``forward`` returns a numpy array (or a CPU tensor) with one row per batch row, or a dict of
+  such arrays. Each request's rows come back to its worker through shared memory, where ``postprocess`` turns
+  them into JSON-able predictions.
+
+Install the class in the image and start the server with ``MODEL_HANDLER=mypkg.module:MyHandler`` (or
+``--model-handler``).
 """
 
 from __future__ import annotations
@@ -12,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-import torch
+import numpy as np
 from pydantic import BaseModel
 
 from ..manifest import Manifest
@@ -21,8 +36,8 @@ from ..manifest import Manifest
 @dataclass(frozen=True)
 class LoadContext:
     model_dir: Path
-    device: torch.device
-    dtype: torch.dtype
+    device: Any  # torch.device in the model process; "cpu" in HTTP workers
+    dtype: Any  # torch.dtype in the model process; None in HTTP workers
     max_sequence_length: int
     compile: bool
     allow_artifact_code: bool
@@ -32,10 +47,10 @@ class LoadContext:
 
 @dataclass(slots=True)
 class Encoded:
-    """One preprocessed input. `length` (tokens, or 1 for inputs without a sequence) picks its length bucket."""
+    """One preprocessed input: `length` picks its length bucket, `data` maps names to numpy arrays."""
 
     length: int
-    data: Any
+    data: dict[str, np.ndarray]
 
 
 class InputError(ValueError):
@@ -45,26 +60,32 @@ class InputError(ValueError):
 class Handler:
     # The JSON schema of one prediction, for the OpenAPI document; None documents it as any JSON value.
     prediction_model: ClassVar[type[BaseModel] | None] = None
-    # Set by load() when inputs have a length limit (in tokens): the length buckets stop there.
+    # Set by load_preprocessing() when inputs have a length limit (in tokens): the length buckets stop there.
     max_length: int | None = None
 
+    def load_preprocessing(self, ctx: LoadContext) -> None:
+        """What preprocess and postprocess need (a tokenizer, label names). Runs in every process. No GPU."""
+
     def load(self, ctx: LoadContext) -> None:
-        """Load weights from ctx.model_dir onto ctx.device. Load safetensors, never pickles."""
+        """Model process only: load weights from ctx.model_dir onto ctx.device. Load safetensors, never pickles."""
         raise NotImplementedError
 
     def preprocess(self, texts: list[str]) -> list[Encoded]:
-        """One Encoded per text, in order."""
+        """HTTP worker: one Encoded per text, in order. Raise InputError for an input the model cannot take."""
         raise NotImplementedError
 
     def forward(self, batch: list[Encoded], batch_size: int, seq_len: int) -> Any:
-        """Run the model on batch, padded to exactly (batch_size, seq_len); batch_size >= len(batch) and
-        seq_len >= every item's length. Return outputs copied off any CUDA graph's memory (e.g. on the CPU)."""
+        """Model process: run the model on batch, padded to exactly (batch_size, seq_len); batch_size >=
+        len(batch) and seq_len >= every item's length. Return CPU arrays (copied off any CUDA graph's memory)
+        with batch_size or len(batch) rows: a numpy array, a CPU tensor, or a dict of them."""
         raise NotImplementedError
 
     def postprocess(self, outputs: Any, count: int) -> list[Any]:
-        """The predictions of the first `count` rows of outputs; values orjson can serialise (numpy allowed)."""
+        """HTTP worker: the predictions of `count` rows of outputs (numpy: an array or a dict of arrays, as
+        forward returned them, holding this request's rows only); values orjson can serialise (numpy allowed)."""
         raise NotImplementedError
 
     def warmup_input(self, seq_len: int) -> Encoded:
         """An input of length seq_len, used to run every batch shape before the server is ready."""
-        return Encoded(seq_len, self.preprocess(["warm up"])[0].data)
+        encoded = self.preprocess(["warm up"])[0]
+        return Encoded(seq_len, encoded.data)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import torch
 from pydantic import BaseModel, ConfigDict
 
 from .base import Encoded, Handler, InputError, LoadContext
@@ -31,8 +30,8 @@ class HuggingFaceHandler(Handler):
         """Model outputs to the float32 tensor that leaves the device."""
         raise NotImplementedError
 
-    def load(self, ctx: LoadContext) -> None:
-        from transformers import AutoTokenizer
+    def load_preprocessing(self, ctx: LoadContext) -> None:
+        from transformers import AutoConfig, AutoTokenizer
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()
@@ -40,13 +39,24 @@ class HuggingFaceHandler(Handler):
         hf_logging.enable_propagation()
         self.tokenizer = AutoTokenizer.from_pretrained(ctx.model_dir, local_files_only=True,
                                                        trust_remote_code=ctx.allow_artifact_code)
-        self.model = self._load_model(ctx).to(ctx.device).eval()
-        self.config = self.model.config
-        self.device = ctx.device
+        self.config = AutoConfig.from_pretrained(ctx.model_dir, local_files_only=True,
+                                                 trust_remote_code=ctx.allow_artifact_code)
         positions = getattr(self.config, "max_position_embeddings", None) or ctx.max_sequence_length
         self.max_length = min(ctx.max_sequence_length, positions)
         self.pad_id = self.tokenizer.pad_token_id or 0
         self.use_token_types = "token_type_ids" in self.tokenizer.model_input_names
+        self._load_labels(self.config)
+
+    def _load_labels(self, config: Any) -> None:
+        pass
+
+    def load(self, ctx: LoadContext) -> None:
+        import torch  # model process only: HTTP workers never import it
+
+        if not hasattr(self, "tokenizer"):
+            self.load_preprocessing(ctx)
+        self.model = self._load_model(ctx).to(ctx.device).eval()
+        self.device = ctx.device
         self._run = self._forward_tensors
         if ctx.compile:
             # One graph per (batch bucket x length bucket) shape: lift dynamo's limit of 8 recompilations.
@@ -66,20 +76,22 @@ class HuggingFaceHandler(Handler):
                                  return_attention_mask=False, return_token_type_ids=False)["input_ids"]
         except Exception as exc:
             raise InputError(f"cannot tokenize: {exc}") from exc
-        return [Encoded(len(row), row) for row in ids]
+        return [Encoded(len(row), {"input_ids": np.asarray(row, dtype=np.int32)}) for row in ids]
 
     def warmup_input(self, seq_len: int) -> Encoded:
-        ids = self.preprocess(["warm up"])[0].data
+        ids = self.preprocess(["warm up"])[0].data["input_ids"].tolist()
         filler = self.tokenizer.unk_token_id if self.tokenizer.unk_token_id is not None else self.pad_id
         ids = (ids[:-1] + [filler] * seq_len)[: seq_len - 1] + ids[-1:]
-        return Encoded(len(ids), ids)
+        return Encoded(len(ids), {"input_ids": np.asarray(ids, dtype=np.int32)})
 
-    def forward(self, batch: list[Encoded], batch_size: int, seq_len: int) -> torch.Tensor:
+    def forward(self, batch: list[Encoded], batch_size: int, seq_len: int) -> np.ndarray:
+        import torch
+
         input_ids = np.full((batch_size, seq_len), self.pad_id, dtype=np.int64)
         attention_mask = np.zeros((batch_size, seq_len), dtype=np.int64)
         attention_mask[len(batch):, 0] = 1  # padding rows attend to one token, so they stay NaN-free
         for row, item in enumerate(batch):
-            input_ids[row, : item.length] = item.data
+            input_ids[row, : item.length] = item.data["input_ids"]
             attention_mask[row, : item.length] = 1
         tensors = [torch.from_numpy(input_ids), torch.from_numpy(attention_mask)]
         if self.use_token_types:
@@ -89,7 +101,7 @@ class HuggingFaceHandler(Handler):
             if self._compiled_cuda:
                 torch.compiler.cudagraph_mark_step_begin()
             # .cpu() copies the result out of the CUDA graph's memory before the next replay.
-            return self._run(*tensors).cpu()
+            return self._run(*tensors).cpu().numpy()
 
     def _forward_tensors(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                          token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
@@ -106,17 +118,22 @@ class TextClassificationHandler(HuggingFaceHandler):
         from transformers import AutoModelForSequenceClassification
 
         model = AutoModelForSequenceClassification.from_pretrained(ctx.model_dir, **self._auto_kwargs(ctx))
-        labels = model.config.id2label
-        self.labels = [str(labels.get(i, f"LABEL_{i}")) for i in range(model.config.num_labels)]
-        self.multi_label = model.config.problem_type == "multi_label_classification"
+        self._load_labels(model.config)
         return model
 
+    def _load_labels(self, config: Any) -> None:
+        labels = config.id2label
+        self.labels = [str(labels.get(i, f"LABEL_{i}")) for i in range(config.num_labels)]
+        self.multi_label = config.problem_type == "multi_label_classification"
+
     def _head(self, outputs: Any, attention_mask: torch.Tensor) -> torch.Tensor:
+        import torch
+
         logits = outputs.logits.float()
         return torch.sigmoid(logits) if self.multi_label else torch.softmax(logits, dim=-1)
 
-    def postprocess(self, outputs: torch.Tensor, count: int) -> list[dict[str, Any]]:
-        probs = outputs[:count].numpy()
+    def postprocess(self, outputs: np.ndarray, count: int) -> list[dict[str, Any]]:
+        probs = outputs[:count]
         best = probs.argmax(axis=1)
         return [{"label": self.labels[b], "score": row[b], "scores": dict(zip(self.labels, row))}
                 for row, b in zip(probs, best)]
@@ -133,11 +150,12 @@ class TextEmbeddingHandler(HuggingFaceHandler):
         return AutoModel.from_pretrained(ctx.model_dir, **self._auto_kwargs(ctx))
 
     def _head(self, outputs: Any, attention_mask: torch.Tensor) -> torch.Tensor:
+        import torch
+
         hidden = outputs.last_hidden_state.float()
         mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
         pooled = (hidden * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1e-9)
         return torch.nn.functional.normalize(pooled, p=2, dim=1)
 
-    def postprocess(self, outputs: torch.Tensor, count: int) -> list[dict[str, Any]]:
-        # Copies, so a cached prediction does not keep its whole batch's array alive.
-        return [{"embedding": row.copy()} for row in outputs[:count].numpy()]
+    def postprocess(self, outputs: np.ndarray, count: int) -> list[dict[str, Any]]:
+        return [{"embedding": row} for row in outputs[:count]]

@@ -1,0 +1,189 @@
+"""The HTTP worker's side of its link to the model process.
+
+Jobs submitted from the event loop are sent together, one frame per loop iteration; a reader thread receives
+result frames and hands each result to its waiter (an asyncio future on its loop, or a concurrent future for
+threads such as the readiness probe). When the link breaks (the model process died), every waiter fails at once
+and `failed` turns true."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import threading
+from collections import defaultdict
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .batcher import DeadlineExceeded, JobResult, ModelUnavailable, QueueFull
+from .handlers import Encoded, InputError
+from .ipc import Channel, StatusPage
+from .model_runner import DEADLINE, FAILED, INVALID_INPUT, OK, QUEUE_FULL, UNAVAILABLE
+
+log = logging.getLogger(__name__)
+
+
+class ModelError(Exception):
+    """The model raised an error that is not the input's fault (a 500)."""
+
+
+@dataclass(slots=True)
+class _Waiter:
+    loop: asyncio.AbstractEventLoop | None
+    future: Any  # asyncio.Future when loop is set, else concurrent.futures.Future
+
+
+def _error(code: int, message: str) -> Exception:
+    return {DEADLINE: DeadlineExceeded, INVALID_INPUT: InputError, UNAVAILABLE: ModelUnavailable,
+            QUEUE_FULL: QueueFull}.get(code, ModelError)(message)
+
+
+def _deliver(results: list[tuple[Any, Any, bool]]) -> None:
+    for future, value, ok in results:
+        if future.done():
+            continue
+        if ok:
+            future.set_result(value)
+        else:
+            future.set_exception(value)
+
+
+class ModelClient:
+    def __init__(self, channel: Channel, status: StatusPage) -> None:
+        self.channel, self.status = channel, status
+        self.artifact = threading.Event()  # the model process fetched the model: its directory is known
+        self.artifact_info: dict[str, Any] = {}
+        self.ready = threading.Event()  # the model process loaded and warmed up the model
+        self.failed = False
+        self._closing = False
+        self._ids = itertools.count(1)
+        self._waiters: dict[int, _Waiter] = {}
+        self._lock = threading.Lock()
+        self._outbox: list[tuple[int, float, bool, list[Encoded]]] = []
+        self._flush_scheduled = False
+        self._thread = threading.Thread(target=self._read, name="model-link", daemon=True)
+
+    def start(self) -> None:
+        if not self._thread.is_alive() and not self.failed:
+            self._thread.start()
+
+    @property
+    def model_failed(self) -> bool:
+        return self.failed or self.status.state == StatusPage.FAILED
+
+    def submit(self, items: list[Encoded], deadline: float, *, bypass_queue_limit: bool = False) -> asyncio.Future:
+        """From the event loop: an asyncio future of the JobResult (or the error)."""
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        if self.failed:
+            future.set_exception(ModelUnavailable("the model process is gone"))
+            return future
+        job_id = next(self._ids)
+        with self._lock:
+            self._waiters[job_id] = _Waiter(loop, future)
+            self._outbox.append((job_id, deadline, bypass_queue_limit, items))
+            schedule = not self._flush_scheduled
+            self._flush_scheduled = True
+        if schedule:
+            loop.call_soon(self.flush)
+        return future
+
+    def submit_sync(self, items: list[Encoded], deadline: float, *, bypass_queue_limit: bool = False) -> Future:
+        """From any thread: a concurrent future, sent at once."""
+        future: Future = Future()
+        if self.failed:
+            future.set_exception(ModelUnavailable("the model process is gone"))
+            return future
+        job_id = next(self._ids)
+        with self._lock:
+            self._waiters[job_id] = _Waiter(None, future)
+            self._outbox.append((job_id, deadline, bypass_queue_limit, items))
+        self.flush()
+        return future
+
+    def flush(self) -> None:
+        with self._lock:
+            jobs, self._outbox = self._outbox, []
+            self._flush_scheduled = False
+        if not jobs:
+            return
+        rows, arrays = [], []
+        for job_id, deadline, bypass, items in jobs:
+            item_rows = []
+            for item in items:
+                names = list(item.data)
+                item_rows.append([item.length, names])
+                arrays.extend(np.asarray(item.data[name]) for name in names)
+            rows.append([job_id, deadline, bypass, item_rows])
+        try:
+            self.channel.send({"t": "submit", "jobs": rows}, arrays)
+        except OSError:
+            self._fail_all()
+
+    def _read(self) -> None:
+        while True:
+            frames = self.channel.receive()
+            if not frames:
+                break
+            deliveries: dict[asyncio.AbstractEventLoop | None, list[tuple[Any, Any, bool]]] = defaultdict(list)
+            for header, arrays in frames:
+                kind = header.get("t")
+                if kind == "results":
+                    self._collect(header["results"], arrays, deliveries)
+                elif kind == "artifact":
+                    self.artifact_info = header
+                    self.artifact.set()
+                elif kind == "ready":
+                    self.ready.set()
+            self._dispatch(deliveries)
+        self._fail_all()
+
+    def _collect(self, rows: list[list[Any]], arrays: list[np.ndarray], deliveries) -> None:
+        index = 0
+        with self._lock:
+            waiters = [self._waiters.pop(row[0], None) for row in rows]
+        for row, waiter in zip(rows, waiters):
+            code = row[1]
+            if code == OK:
+                _, _, tokens, queue_wait_s, inference_s, names = row
+                if names is None:
+                    outputs: Any = arrays[index]
+                    index += 1
+                else:
+                    outputs = dict(zip(names, arrays[index: index + len(names)]))
+                    index += len(names)
+                value, ok = JobResult(outputs, tokens, queue_wait_s, inference_s), True
+            else:
+                value, ok = _error(code, row[2]), False
+            if waiter is not None:
+                deliveries[waiter.loop].append((waiter.future, value, ok))
+
+    def _dispatch(self, deliveries) -> None:
+        for loop, results in deliveries.items():
+            if loop is None:
+                _deliver(results)
+            elif not loop.is_closed():
+                try:
+                    loop.call_soon_threadsafe(_deliver, results)
+                except RuntimeError:  # the loop closed in the meantime
+                    pass
+
+    def _fail_all(self) -> None:
+        if not self.failed:
+            self.failed = True
+            if not self._closing:
+                log.error("the link to the model process is broken; failing every request")
+        with self._lock:
+            waiters, self._waiters = self._waiters, {}
+            self._outbox = []
+        deliveries: dict[Any, list[tuple[Any, Any, bool]]] = defaultdict(list)
+        for waiter in waiters.values():
+            deliveries[waiter.loop].append((waiter.future, ModelUnavailable("the model process is gone"), False))
+        self._dispatch(deliveries)
+
+    def close(self) -> None:
+        self._closing = True
+        self.channel.close()

@@ -1,0 +1,243 @@
+"""The link between an HTTP worker and the model process: small control frames over a Unix socket, array
+payloads in shared memory.
+
+Each direction of a link has its own ring: an anonymous shared-memory file (memfd: no name under /dev/shm, so
+nothing is left behind when a process dies; the kernel frees it with the last mapping) with one producer and one
+consumer. The producer copies a frame's arrays into the ring and sends a frame header naming where they are; the
+consumer copies them out when the frame arrives and moves the ring's tail, so messages are consumed in order and
+the ring never fragments. A frame whose arrays do not fit (the ring is full) carries them inline instead. Headers
+are JSON (orjson); nothing is pickled.
+
+Frame: u32 length of the rest | u32 header length | header JSON | inline payload (may be empty).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import socket
+import struct
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import orjson
+
+_FRAME = struct.Struct("<II")
+_ALIGN = 64
+RING_HEADER = 64  # the consumer's tail counter lives here, on its own cache line
+DEFAULT_RING_BYTES = 16 * 1024 * 1024
+
+
+def _aligned(n: int) -> int:
+    return (n + _ALIGN - 1) // _ALIGN * _ALIGN
+
+
+def memfd(name: str, size: int) -> int:
+    fd = os.memfd_create(name, os.MFD_CLOEXEC)
+    os.ftruncate(fd, size)
+    return fd
+
+
+class ShmRing:
+    """A single-producer, single-consumer byte ring in shared memory. Positions are absolute byte counts; the
+    producer keeps its head locally, the consumer publishes its tail in the ring's header."""
+
+    def __init__(self, fd: int, size: int | None = None) -> None:
+        self.fd = fd
+        total = os.fstat(fd).st_size
+        self._map = mmap.mmap(fd, total)
+        self.size = total - RING_HEADER if size is None else size
+        self._mem = memoryview(self._map)
+        self._tail = self._mem[:8].cast("Q")
+        self._data = self._mem[RING_HEADER:RING_HEADER + self.size]
+        self._head = 0
+
+    @classmethod
+    def create(cls, size: int = DEFAULT_RING_BYTES, name: str = "inference-ring") -> ShmRing:
+        return cls(memfd(name, RING_HEADER + size))
+
+    # producer
+
+    def alloc(self, nbytes: int) -> int | None:
+        """The absolute start of nbytes of contiguous space, or None when the ring has no room now."""
+        n = _aligned(max(nbytes, 1))
+        if n > self.size:
+            return None
+        pos = self._head % self.size
+        start = self._head + (self.size - pos if pos + n > self.size else 0)
+        if start + n - self._tail[0] > self.size:
+            return None
+        self._head = start + n
+        return start
+
+    @property
+    def head(self) -> int:
+        return self._head
+
+    def view(self, start: int, nbytes: int) -> memoryview:
+        pos = start % self.size
+        return self._data[pos: pos + nbytes]
+
+    # consumer
+
+    def release(self, end: int) -> None:
+        self._tail[0] = end
+
+    def close(self) -> None:
+        for view in (self._tail, self._data, self._mem):
+            view.release()
+        self._map.close()
+
+
+def _layout(arrays: Sequence[np.ndarray]) -> tuple[list[list[Any]], int]:
+    specs, offset = [], 0
+    for array in arrays:
+        specs.append([array.dtype.str, list(array.shape), offset])
+        offset += (array.nbytes + 7) // 8 * 8
+    return specs, offset
+
+
+def _write(dest: memoryview, specs: list[list[Any]], arrays: Sequence[np.ndarray]) -> None:
+    for (_, _, offset), array in zip(specs, arrays):
+        if array.nbytes:
+            np.frombuffer(dest, dtype=np.uint8, count=array.nbytes, offset=offset)[:] = \
+                np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+
+
+def _read(src: memoryview | bytes, specs: list[list[Any]]) -> list[np.ndarray]:
+    arrays = []
+    for dtype, shape, offset in specs:
+        dt = np.dtype(dtype)
+        count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+        arrays.append(np.frombuffer(src, dtype=dt, count=count, offset=offset).reshape(shape).copy())
+    return arrays
+
+
+class Channel:
+    """One end of a link: encodes frames with arrays into `out_ring` (or inline) and decodes frames whose arrays
+    are in `in_ring`. Sending is thread-safe; decoding belongs to the one thread that reads the socket."""
+
+    def __init__(self, sock: socket.socket, out_ring: ShmRing, in_ring: ShmRing) -> None:
+        self.sock, self.out_ring, self.in_ring = sock, out_ring, in_ring
+        self._send_lock = threading.Lock()
+        self._buffer = bytearray()
+
+    def send(self, header: dict[str, Any], arrays: Sequence[np.ndarray] = ()) -> None:
+        with self._send_lock:
+            payload = b""
+            if arrays:
+                specs, nbytes = _layout(arrays)
+                start = self.out_ring.alloc(nbytes)
+                if start is not None:
+                    _write(self.out_ring.view(start, nbytes), specs, arrays)
+                    header["ring"] = [start, self.out_ring.head]
+                else:
+                    inline = bytearray(nbytes)
+                    _write(memoryview(inline), specs, arrays)
+                    payload = bytes(inline)
+                header["arrays"] = specs
+            head = orjson.dumps(header)
+            self.sock.sendall(_FRAME.pack(4 + len(head) + len(payload), len(head)) + head + payload)
+
+    def decode(self, frame: memoryview) -> tuple[dict[str, Any], list[np.ndarray]]:
+        (head_len,) = struct.unpack_from("<I", frame, 0)
+        header = orjson.loads(frame[4:4 + head_len])
+        specs = header.get("arrays")
+        if not specs:
+            return header, []
+        ring = header.get("ring")
+        if ring is None:
+            return header, _read(frame[4 + head_len:], specs)
+        start, end = ring
+        arrays = _read(self.in_ring.view(start, end - start), specs)
+        self.in_ring.release(end)
+        return header, arrays
+
+    def receive(self) -> list[tuple[dict[str, Any], list[np.ndarray]]]:
+        """Block until at least one frame arrived; [] when the other end closed."""
+        while True:
+            frames = self._frames()
+            if frames:
+                return frames
+            try:
+                chunk = self.sock.recv(1 << 20)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                return []
+            self._buffer += chunk
+
+    def _frames(self) -> list[tuple[dict[str, Any], list[np.ndarray]]]:
+        frames, offset, buffer = [], 0, self._buffer
+        view = memoryview(buffer)
+        try:
+            while len(buffer) - offset >= 4:
+                (length,) = struct.unpack_from("<I", buffer, offset)
+                if len(buffer) - offset - 4 < length:
+                    break
+                frames.append(self.decode(view[offset + 4: offset + 4 + length]))
+                offset += 4 + length
+        finally:
+            view.release()
+        if offset:
+            del buffer[:offset]
+        return frames
+
+    def close(self) -> None:
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.sock.close()
+
+
+class StatusPage:
+    """A few counters every process of the server can read without a message (shared memory)."""
+
+    STATE, QUEUED, DRAINING, MODEL_PID = range(4)
+    LOADING, READY, FAILED, STOPPED = range(4)
+    _SIZE = 4096
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self._map = mmap.mmap(fd, self._SIZE)
+        self._values = memoryview(self._map).cast("q")
+
+    @classmethod
+    def create(cls) -> StatusPage:
+        return cls(memfd("inference-status", cls._SIZE))
+
+    def get(self, index: int) -> int:
+        return self._values[index]
+
+    def set(self, index: int, value: int) -> None:
+        self._values[index] = value
+
+    @property
+    def state(self) -> int:
+        return self._values[self.STATE]
+
+    @property
+    def queued(self) -> int:
+        return self._values[self.QUEUED]
+
+    @property
+    def draining(self) -> bool:
+        return bool(self._values[self.DRAINING])
+
+
+class LinkEnds:
+    """The fds of one worker link, before they are handed to the two processes."""
+
+    def __init__(self, ring_bytes: int = DEFAULT_RING_BYTES) -> None:
+        self.worker_sock, self.model_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.requests = ShmRing.create(ring_bytes, "inference-requests")  # worker -> model
+        self.responses = ShmRing.create(ring_bytes, "inference-responses")  # model -> worker
+
+    def worker_channel(self) -> Channel:
+        return Channel(self.worker_sock, self.requests, self.responses)
+
+    def model_channel(self) -> Channel:
+        return Channel(self.model_sock, self.responses, self.requests)

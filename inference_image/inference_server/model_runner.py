@@ -1,0 +1,299 @@
+"""The model side: loads the handler, owns the device, batches the inputs of every HTTP worker's link and sends
+each job's outputs back to the worker that asked. Runs in the model process (or, in tests, in threads of the
+test process)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any
+
+from . import emf
+from . import metric_names as m
+from .artifacts import ArtifactError, fetch_model
+from .batcher import Batcher, DeadlineExceeded, ModelUnavailable, QueueFull
+from .handlers import (Encoded, Handler, HandlerError, InputError, LoadContext, artifact_handler_class,
+                       builtin_handler_class, handler_class)
+from .ipc import Channel, StatusPage
+from .metrics import IntervalStats
+from .settings import Settings, SettingsError
+
+log = logging.getLogger("inference_server.model")
+
+# Result codes in a results frame.
+OK, DEADLINE, INVALID_INPUT, UNAVAILABLE, QUEUE_FULL, FAILED = range(6)
+
+
+def resolve_handler_class(settings: Settings, model_dir, manifest) -> tuple[type[Handler], str]:
+    """The handler class and how a worker finds the same one ('import:<path>', 'artifact' or 'task:<task>')."""
+    if settings.model_handler:
+        return handler_class(settings.model_handler), f"import:{settings.model_handler}"
+    if settings.allow_artifact_code:
+        cls = artifact_handler_class(model_dir)
+        if cls is not None:
+            return cls, "artifact"
+    task = settings.model_task or (manifest.task if manifest else None)
+    if task is None:
+        raise SettingsError("MODEL_TASK", "is not set, the manifest names no task and the model has no handler.py")
+    return builtin_handler_class(task), f"task:{task}"
+
+
+def handler_class_from(source: str, model_dir) -> type[Handler]:
+    kind, _, value = source.partition(":")
+    if kind == "import":
+        return handler_class(value)
+    if kind == "artifact":
+        cls = artifact_handler_class(model_dir)
+        assert cls is not None, "the model's handler.py went missing"
+        return cls
+    return builtin_handler_class(value)
+
+
+class WorkerLink:
+    """The model side of one HTTP worker's link: a reader thread submits its jobs; results are sent back in one
+    frame per batcher cycle."""
+
+    def __init__(self, runner: ModelRunner, channel: Channel, name: str) -> None:
+        self.runner, self.channel, self.name = runner, channel, name
+        self._pending: list[tuple[list[Any], list[Any]]] = []  # (result row, arrays)
+        self._lock = threading.Lock()
+        self._futures: dict[int, Future] = {}
+        self.closed = False
+        self._thread = threading.Thread(target=self._read, name=f"link-{name}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def send(self, header: dict[str, Any]) -> None:
+        if self.closed:
+            return
+        try:
+            self.channel.send(header)
+        except OSError:
+            self.closed = True
+
+    def _read(self) -> None:
+        while True:
+            frames = self.channel.receive()
+            if not frames:
+                break
+            for header, arrays in frames:
+                if header.get("t") == "submit":
+                    self._submit(header["jobs"], arrays)
+            self.flush()
+        self.closed = True
+        for future in list(self._futures.values()):
+            future.cancel()  # the batcher drops cancelled jobs before they run
+        self._futures.clear()
+        self.channel.close()
+        log.info("worker link closed", extra={"link": self.name})
+
+    def _submit(self, jobs: list[list[Any]], arrays: list[Any]) -> None:
+        batcher = self.runner.batcher
+        index = 0
+        for job_id, deadline, bypass, items in jobs:
+            encoded = []
+            for length, names in items:
+                encoded.append(Encoded(length, dict(zip(names, arrays[index: index + len(names)]))))
+                index += len(names)
+            try:
+                future = batcher.submit(encoded, deadline, bypass_queue_limit=bypass)
+            except QueueFull as exc:
+                self._add([job_id, QUEUE_FULL, str(exc)])
+                continue
+            except ModelUnavailable as exc:
+                self._add([job_id, UNAVAILABLE, str(exc)])
+                continue
+            self._futures[job_id] = future
+            future.add_done_callback(lambda f, job_id=job_id: self._done(job_id, f))
+
+    def _done(self, job_id: int, future: Future) -> None:
+        self._futures.pop(job_id, None)
+        if future.cancelled():
+            return
+        error = future.exception()
+        if error is None:
+            result = future.result()
+            outputs = result.outputs
+            if isinstance(outputs, dict):
+                names, arrays = list(outputs), list(outputs.values())
+            else:
+                names, arrays = None, [outputs]
+            self._add([job_id, OK, result.input_tokens, result.queue_wait_s, result.inference_s, names], arrays)
+        elif isinstance(error, DeadlineExceeded):
+            self._add([job_id, DEADLINE, str(error)])
+        elif isinstance(error, InputError):
+            self._add([job_id, INVALID_INPUT, str(error)])
+        elif isinstance(error, ModelUnavailable):
+            self._add([job_id, UNAVAILABLE, str(error)])
+        else:
+            self._add([job_id, FAILED, f"{type(error).__name__}: {error}"])
+
+    def _add(self, row: list[Any], arrays: list[Any] | None = None) -> None:
+        with self._lock:
+            self._pending.append((row, arrays or []))
+
+    def flush(self) -> None:
+        with self._lock:
+            pending, self._pending = self._pending, []
+        if not pending or self.closed:
+            return
+        rows = [row for row, _ in pending]
+        arrays = [array for _, batch in pending for array in batch]
+        try:
+            self.channel.send({"t": "results", "results": rows}, arrays)
+        except OSError:
+            self.closed = True
+
+
+class ModelRunner:
+    """Loads the model on the inference thread, serves every worker link, reports readiness in the status page
+    and emits the model's interval metrics (batch sizes, queue depth, GPU)."""
+
+    def __init__(self, settings: Settings, status: StatusPage,
+                 on_exit: Callable[[int], None] = lambda code: None) -> None:
+        import torch
+
+        from .device import is_cuda_error, select_device, select_dtype
+        from .gpu import GpuSampler
+
+        self.settings = s = settings
+        self.status = status
+        self.device = select_device(s.device)
+        self.dtype = select_dtype(s.precision, self.device)
+        self.compile = s.compile and self.device.type == "cuda"
+        if s.compile and not self.compile:
+            log.warning("COMPILE is for CUDA; running eager on the CPU")
+        self._torch = torch
+        self._gpu_sampler = GpuSampler
+        self.gpu = GpuSampler(None)
+        self.on_exit = on_exit
+        self.links: list[WorkerLink] = []
+        self._links_lock = threading.Lock()
+        self.announcements: list[dict[str, Any]] = []  # what the model directory is; that the model is ready
+        self.batch_sizes = IntervalStats()
+        self.exit_code = 0
+        self._stop = threading.Event()
+        self.batcher = Batcher(self._load_handler, max_batch_size=s.max_batch_size,
+                               max_wait_s=s.max_batch_wait_ms / 1000, max_queue_size=s.max_queue_size,
+                               max_sequence_length=s.max_sequence_length, pad_batches=self.compile,
+                               warmup_runs=3 if self.compile else 1,  # CUDA graphs record on a later call
+                               on_batch=self.batch_sizes.observe, on_cycle=self._flush_links,
+                               on_queue_change=lambda n: status.set(StatusPage.QUEUED, n),
+                               on_fatal=self._on_fatal, is_fatal=self._is_fatal)
+        self._is_cuda_error = is_cuda_error
+
+    def _is_fatal(self, exc: BaseException) -> bool:
+        fatal = self._is_cuda_error(exc)
+        if fatal:  # before any worker hears of the failure, so their readiness already fails when it does
+            self.status.set(StatusPage.STATE, StatusPage.FAILED)
+        return fatal
+
+    @property
+    def handler(self) -> Handler | None:
+        return self.batcher.handler
+
+    def start(self) -> None:
+        self.batcher.start()
+        threading.Thread(target=self._announce_when_ready, name="announce", daemon=True).start()
+        threading.Thread(target=self._metrics_loop, name="model-metrics", daemon=True).start()
+
+    def stop(self) -> None:
+        if self._stop.is_set():
+            return
+        self._stop.set()
+        self.batcher.stop()
+        self.emit_interval_metrics()  # the last interval's, not lost
+        if self.status.state != StatusPage.FAILED:
+            self.status.set(StatusPage.STATE, StatusPage.STOPPED)
+
+    def add_link(self, channel: Channel, name: str) -> WorkerLink:
+        link = WorkerLink(self, channel, name)
+        with self._links_lock:
+            self.links = [existing for existing in self.links if not existing.closed] + [link]
+            for message in self.announcements:
+                link.send(message)
+        link.start()
+        return link
+
+    def _flush_links(self) -> None:
+        for link in self.links:
+            link.flush()
+
+    def _load_handler(self) -> Handler:
+        """Runs on the inference thread, which then owns the model."""
+        s = self.settings
+        started = time.monotonic()
+        artifact = fetch_model(s.model_uri, s.model_cache_dir, s.manifest_required)
+        manifest = artifact.manifest
+        if manifest and (manifest.model_name, manifest.version) != (s.model_name, s.model_version):
+            log.warning("the manifest names another model or version",
+                        extra={"manifest_model": manifest.model_name, "manifest_version": manifest.version})
+        cls, source = resolve_handler_class(s, artifact.directory, manifest)
+        handler = cls()
+        task = s.model_task or (manifest.task if manifest else None)
+        # The workers load their preprocessing (a tokenizer) while this process loads weights and warms up.
+        self._announce({"t": "artifact", "model_dir": str(artifact.directory), "handler": source, "task": task,
+                        "manifest": manifest is not None})
+        ctx = LoadContext(artifact.directory, self.device, self.dtype, s.max_sequence_length, self.compile,
+                          s.allow_artifact_code, task, manifest)
+        handler.load_preprocessing(ctx)
+        handler.load(ctx)
+        if self.device.type == "cuda":
+            index = self.device.index if self.device.index is not None else self._torch.cuda.current_device()
+            self.gpu = self._gpu_sampler(index)
+        log.info("model loaded", extra={"handler": f"{cls.__module__}.{cls.__qualname__}", "device": str(self.device),
+                                        "dtype": str(self.dtype).removeprefix("torch."), "compile": self.compile,
+                                        "seconds": round(time.monotonic() - started, 3)})
+        return handler
+
+    def _announce(self, message: dict[str, Any]) -> None:
+        """Send to every link, and to each link that connects later."""
+        with self._links_lock:
+            self.announcements.append(message)
+            links = list(self.links)
+        for link in links:
+            link.send(message)
+
+    def _announce_when_ready(self) -> None:
+        while not self.batcher.ready.wait(0.1):
+            if self._stop.is_set() or self.batcher.failed:
+                return
+        self.status.set(StatusPage.STATE, StatusPage.READY)
+        self._announce({"t": "ready"})
+
+    def _on_fatal(self, exc: BaseException) -> None:
+        self.status.set(StatusPage.STATE, StatusPage.FAILED)
+        if self.batcher.ready.is_set():
+            log.critical("model failure; exiting so the task is replaced", exc_info=exc,
+                         extra={"error": str(exc), "cuda_error": self._is_cuda_error(exc)})
+            code = 1
+        else:
+            expected = isinstance(exc, (ArtifactError, SettingsError))  # no traceback needed for these
+            log.critical("model load failed; refusing to start", exc_info=None if expected else exc,
+                         extra={"error": str(exc), "error_type": type(exc).__name__})
+            code = 2 if isinstance(exc, (SettingsError, HandlerError)) else 1
+        self.exit_code = code
+        sys.stdout.flush()
+        self.on_exit(code)
+
+    def emit_interval_metrics(self) -> None:
+        values: dict[str, Any] = {m.QUEUE_DEPTH: self.batcher.queued}
+        sizes = self.batch_sizes.take()
+        if sizes is not None:
+            values[m.BATCH_SIZE] = sizes
+        values.update(self.gpu.sample())
+        s = self.settings
+        log.info("metrics", extra={"fields": emf.document(s.deployment_env, s.model_name, values,
+                                                          {"model_version": s.model_version, "process": "model"})})
+
+    def _metrics_loop(self) -> None:
+        while not self._stop.wait(self.settings.metrics_interval_s):
+            try:
+                self.emit_interval_metrics()
+            except Exception:
+                log.exception("metrics emission failed")

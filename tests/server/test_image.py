@@ -1,0 +1,58 @@
+"""The image installs what requirements.txt pins into the base image's own Python, next to its torch: resolve
+those pins against exactly that Python and torch, as the image build will, so a conflicting pin fails here
+instead of in a user's `cdk deploy`. (Needs the package index, like `make setup-dev`.)"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+IMAGE = Path(__file__).resolve().parents[2] / "inference_image"
+# The base image is Ubuntu 22.04 (glibc 2.35): wheels tagged manylinux up to 2.35 install there.
+PLATFORMS = ["manylinux2014_x86_64", *(f"manylinux_2_{minor}_x86_64" for minor in range(17, 36))]
+
+
+def dockerfile_arg(name: str) -> str:
+    match = re.search(rf"^ARG {name}=(\S+)$", (IMAGE / "Dockerfile").read_text(), re.MULTILINE)
+    assert match, f"the Dockerfile has no ARG {name}"
+    return match.group(1)
+
+
+def resolve(*requirements: str, tmp_path: Path) -> subprocess.CompletedProcess:
+    report = tmp_path / "report.json"
+    command = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
+               "--report", str(report), "--python-version", dockerfile_arg("BASE_PYTHON"), "--implementation", "cp",
+               "--only-binary", ":all:", *(arg for p in PLATFORMS for arg in ("--platform", p)),
+               "-r", str(IMAGE / "requirements.txt"), *requirements]
+    return subprocess.run(command, capture_output=True, text=True, timeout=300)
+
+
+def test_the_base_image_tag_and_its_pinned_torch_agree():
+    assert dockerfile_arg("BASE_TORCH") in dockerfile_arg("BASE_IMAGE").split(":")[1].split("-")[0]
+    pins = (IMAGE / "requirements.txt").read_text()
+    assert not re.search(r"^torch\b", pins, re.MULTILINE), "torch comes from the base image, never from pip"
+
+
+@pytest.mark.slow
+def test_the_requirements_resolve_with_the_base_images_python_and_torch(tmp_path):
+    torch = f"torch=={dockerfile_arg('BASE_TORCH')}"
+    done = resolve(torch, tmp_path=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    installed = {item["metadata"]["name"].lower().replace("_", "-"): item["metadata"]["version"]
+                 for item in json.loads((tmp_path / "report.json").read_text())["install"]}
+    assert installed["torch"].split("+")[0] == dockerfile_arg("BASE_TORCH")  # nothing asks pip for another torch
+    for line in (IMAGE / "requirements.txt").read_text().splitlines():
+        if "==" in line and not line.startswith("#"):
+            name, version = line.split("==")
+            assert installed[name.strip().lower().replace("_", "-")] == version.strip(), name
+
+
+@pytest.mark.slow
+def test_a_pin_that_conflicts_with_the_base_torch_fails(tmp_path):
+    done = resolve(f"torch=={dockerfile_arg('BASE_TORCH')}", "torch<2", tmp_path=tmp_path)
+    assert done.returncode != 0 and "conflict" in (done.stderr + done.stdout).lower()
