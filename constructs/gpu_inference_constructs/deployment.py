@@ -59,6 +59,7 @@ class DeploymentProps:
     alarm_names: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        require(self.strategy in DEFAULTS, "strategy", f"{self.strategy!r} is not a strategy; use one of: {', '.join(DEFAULTS)}")
         stepped = self.strategy in STEP_RANGES
         for key in ("step_percent", "step_bake_minutes"):
             require(

@@ -8,12 +8,14 @@ environment point it at a local S3 (moto) and stand in for the task's scratch vo
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import json
 import os
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.error
@@ -82,6 +84,15 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def hold_port(port: int):
+    """An exclusive lock, across every test process on this machine, on serving at ``port`` (release: close it).
+    The task's port is fixed, so concurrent runs from other checkouts would otherwise reach each other's servers."""
+    lock = open(Path(tempfile.gettempdir()) / f"gpu-inference-e2e-port-{port}.lock", "w")
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    wait_until_port_is_free(port)
+    return lock
 
 
 def wait_until_port_is_free(port: int, timeout: float = 300) -> None:
@@ -222,7 +233,7 @@ def test_the_task_definition_starts_a_server_that_the_load_balancer_can_use(synt
     publish_model(contract, environment["MODEL_URI"], tmp_path, environment)
 
     log = tmp_path / "server.log"
-    wait_until_port_is_free(contract.container_port)
+    port_lock = hold_port(contract.container_port)
     with log.open("w") as output:
         process = subprocess.Popen(as_local_command(contract.command), env=environment, stdout=output, stderr=subprocess.STDOUT)
     try:
@@ -255,6 +266,7 @@ def test_the_task_definition_starts_a_server_that_the_load_balancer_can_use(synt
         if process.poll() is None:
             process.kill()
             process.wait()
+        port_lock.close()
 
 
 def assert_drains_on_sigterm(process: subprocess.Popen, base: str, contract: ModelContract, log: Path) -> None:

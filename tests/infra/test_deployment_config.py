@@ -92,3 +92,24 @@ def test_every_strategy_peaks_at_twice_the_tasks():
         assert DeploymentProps(strategy=strategy).peak_tasks(6) == 12
     assert DeploymentProps().peak_tasks(6, max_healthy_percent=200) == 12
     assert DeploymentProps().peak_tasks(6, max_healthy_percent=150) == 9
+
+
+def test_props_built_in_python_are_checked_too():
+    with pytest.raises(ConfigError, match=r"strategy: 'gradual' is not a strategy; use one of: canary, linear, blue_green, rolling"):
+        DeploymentProps(strategy="gradual")
+
+
+@pytest.mark.parametrize("strategy", ["canary", "linear", "blue_green"])
+def test_the_capacity_check_counts_the_second_target_groups_tasks(strategy):
+    """While a traffic-shifting deployment runs, the old set keeps all its tasks behind one target group and a full new
+    set starts behind the other: the group must hold every model at max_tasks plus the deploying model's again."""
+    data = copy.deepcopy(CONTEXT["prod"])
+    data["deployment"] = {"strategy": strategy}
+    data["models"][1]["max_tasks"] = 5
+    peak = sum(m["max_tasks"] for m in data["models"])  # 12 + 5
+    data["capacity"]["max_capacity"] = peak + 12  # one GPU per instance: the larger model deploys 12 more tasks
+    load_environment("prod", data)
+    data["capacity"]["max_capacity"] = peak + 11
+    with pytest.raises(ConfigError, match=r"capacity.max_capacity: 28 instances cannot hold a deployment at peak: .*"
+                                          r"deploying 'minilm' runs up to 24 of its tasks \(200% of 12\)"):
+        load_environment("prod", data)
