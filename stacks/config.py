@@ -29,6 +29,18 @@ ACCOUNT = re.compile(r"^\d{12}$")
 REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d$")
 
 
+GROUP_NAME = re.compile(r"^[a-z][a-z0-9-]{0,19}$")
+
+
+@dataclass(frozen=True)
+class CapacityGroupConfig:
+    """GPU capacity of another shape (such as 4-GPU 12xlarge instances for tensor-parallel LLMs),
+    as a second capacity provider of the environment's cluster, and the models that run on it."""
+
+    capacity: GpuCapacityProps
+    models: tuple[str, ...]
+
+
 @dataclass(frozen=True)
 class EnvironmentConfig:
     account: str
@@ -37,6 +49,7 @@ class EnvironmentConfig:
     load_balancer: LoadBalancerProps
     models: tuple[ModelProps, ...]
     capacity: GpuCapacityProps = field(default_factory=GpuCapacityProps)
+    capacity_groups: dict[str, CapacityGroupConfig] = field(default_factory=dict)
     model_store: ModelStoreProps = field(default_factory=ModelStoreProps)
     service: ServiceTimingProps = field(default_factory=ServiceTimingProps)
     scaling: ScalingProps = field(default_factory=ScalingProps)
@@ -72,21 +85,51 @@ class EnvironmentConfig:
 
     def _check_models(self) -> None:
         require(bool(self.models), "models", "list at least one model to serve")
-        smallest = self.capacity.smallest_instance_type(self.region)
+        placement = self.model_placement()
+        smallest = {group: self.group_capacity(group).smallest_instance_type(self.region) for group in {"", *self.capacity_groups}}
         seen: set[str] = set()
         for index, model in enumerate(self.models):
             require(model.name not in seen, f"models[{index}].name", f"{model.name!r} is listed twice; model names must be unique")
             seen.add(model.name)
+            group = placement.get(model.name, "")
             try:
-                model.check_fits(smallest)
+                model.check_fits(smallest[group])
             except ConfigError as error:
-                raise error.within(f"models[{index}]") from None
+                where = f" (it runs on capacity_groups.{group})" if group else " (it runs on capacity; place it in a capacity group of a larger shape)"
+                raise ConfigError(f"models[{index}].{error.key}", error.detail + where) from None
             check_schedule_task_ranges(model.name, model.min_tasks, model.max_tasks, self.scaling.schedules)
-        check_group_holds_deployment_at_peak(
-            self.capacity.max_capacity,
-            smallest.gpus,
-            [ServiceDeployment(m.name, m.max_tasks, m.deployment.peak_tasks(m.max_tasks, ROLLING_MAX_HEALTHY_PERCENT)) for m in self.models],
-        )
+        for group in ["", *self.capacity_groups]:
+            placed = [m for m in self.models if placement.get(m.name, "") == group]
+            if not placed:
+                continue
+            # Counted in GPUs: a task of a 4-GPU model takes four of an instance's GPUs.
+            check_group_holds_deployment_at_peak(
+                self.group_capacity(group).max_capacity,
+                smallest[group].gpus,
+                [ServiceDeployment(m.name, m.max_tasks * m.gpus, m.deployment.peak_tasks(m.max_tasks, ROLLING_MAX_HEALTHY_PERCENT) * m.gpus) for m in placed],
+                key=f"capacity_groups.{group}.capacity.max_capacity" if group else "capacity.max_capacity",
+            )
+
+    def model_placement(self) -> dict[str, str]:
+        """Model name -> the capacity group it runs on; models in no group run on ``capacity``."""
+        names = {model.name for model in self.models}
+        placement: dict[str, str] = {}
+        for group, config in self.capacity_groups.items():
+            key = f"capacity_groups.{group}"
+            require(bool(GROUP_NAME.match(group)), key, "group names are 1-20 lowercase letters, digits or '-', starting with a letter")
+            try:
+                config.capacity.resolve_instance_types(self.region)
+            except ConfigError as error:
+                raise error.within(f"{key}.capacity") from None
+            require(bool(config.models), f"{key}.models", "list the models that run on this capacity (a group without models only costs money)")
+            for index, name in enumerate(config.models):
+                require(name in names, f"{key}.models[{index}]", f"{name!r} is not a model of this environment; models: {', '.join(sorted(names))}")
+                require(name not in placement, f"{key}.models[{index}]", f"{name!r} is already placed on capacity_groups.{placement.get(name)}")
+                placement[name] = group
+        return placement
+
+    def group_capacity(self, group: str) -> GpuCapacityProps:
+        return self.capacity_groups[group].capacity if group else self.capacity
 
     @property
     def rollback_thresholds(self) -> RollbackThresholds:

@@ -34,6 +34,20 @@ class InferenceStack(cdk.Stack):
             props=config.capacity,
             notification_topic=self.notifications.topic,
         )
+        # Capacity of another shape (4-GPU instances for tensor-parallel models): more providers of the same cluster.
+        self.capacity_groups = {
+            name: GpuCapacity(
+                self,
+                f"GpuCapacity-{name}",
+                vpc=network.vpc,
+                subnets=network.private_subnets,
+                props=group.capacity,
+                notification_topic=self.notifications.topic,
+                cluster=self.capacity.cluster,
+            )
+            for name, group in config.capacity_groups.items()
+        }
+        self._placement = config.model_placement()
         self.model_store = ModelStore(self, "ModelStore", props=config.model_store)
         self.logs_key = kms.Key(self, "LogsKey", description="Encrypts the model servers' log groups", enable_key_rotation=True)
         grant_logs_service(self.logs_key, self.region, self.account)
@@ -73,3 +87,8 @@ class InferenceStack(cdk.Stack):
         )
         cdk.CfnOutput(self, "LoadBalancerDns", value=self.load_balancer.load_balancer.load_balancer_dns_name)
         cdk.CfnOutput(self, "ModelBucket", value=self.model_store.bucket.bucket_name, description="Publish models under models/<name>/<version>/")
+
+    def capacity_for(self, model_name: str) -> GpuCapacity:
+        """The capacity a model runs on: its capacity group's, else the environment's ``capacity``."""
+        group = self._placement.get(model_name)
+        return self.capacity_groups[group] if group else self.capacity

@@ -16,6 +16,7 @@ from constructs import Construct
 from gpu_inference_constructs.model_service import ModelProps, ModelService
 from gpu_inference_constructs.monitoring import ModelAlarms
 from gpu_inference_constructs.network import InferenceNetwork
+from gpu_inference_constructs.server_contract import server_for
 from gpu_inference_constructs.service_scaling import ServiceScaling
 
 from .config import EnvironmentConfig
@@ -58,10 +59,9 @@ class ModelStack(cdk.Stack):
             f"Model-{model.name}",
             model=model,
             timing=config.service,
-            cluster=shared.capacity.cluster,
-            capacity_provider_name=shared.capacity.capacity_provider.capacity_provider_name,
+            capacity=shared.capacity_for(model.name),
             subnets=network.private_subnets,
-            image=bundled_image(self),
+            server=server_for(model, None if model.vllm is not None else bundled_image(self)),
             model_store=shared.model_store,
             load_balancer=shared.load_balancer,
             logs_key=shared.logs_key,
@@ -86,4 +86,4 @@ class ModelStack(cdk.Stack):
             topic=shared.notifications.topic,
             props=config.monitoring,
         )
-        cdk.CfnOutput(self, f"Url-{model.name}", value=f"{shared.load_balancer.base_url}/{model.name}/predict", description=f"{model.name} predictions")
+        cdk.CfnOutput(self, f"Url-{model.name}", value=f"{shared.load_balancer.base_url}/{model.name}/{'v1/completions' if model.vllm else 'predict'}", description=f"{model.name} {'completions (OpenAI API)' if model.vllm else 'predictions'}")

@@ -1,4 +1,8 @@
-"""AWS CDK constructs for real-time PyTorch inference on ECS GPU capacity."""
+"""AWS CDK constructs for real-time PyTorch inference on ECS GPU capacity.
+
+Everything a consumer needs is importable from here: the constructs, their props, the server
+contract and its presets. Each props class documents its defaults.
+"""
 
 from .deployment import DeploymentProps
 from .errors import ConfigError
@@ -7,27 +11,69 @@ from .instance_catalog import CATALOG, GpuInstanceType
 from .load_balancer import InferenceLoadBalancer, LoadBalancerProps
 from .model_service import ModelProps, ModelService, ServiceTimingProps
 from .model_store import ModelStore, ModelStoreProps
-from .network import DEFAULT_INTERFACE_ENDPOINTS, InferenceNetwork, NetworkProps
+from .monitoring import InferenceMonitoring, MonitoringProps
+from .network import DEFAULT_INTERFACE_ENDPOINTS, InferenceNetwork, NetworkProps, grant_logs_service
 from .notifications import NotificationTopic
+from .schedules import CapacityPrewarm, ServiceSchedule
+from .server_contract import (
+    DEFAULT_COLLECTOR_IMAGE,
+    DEFAULT_FETCHER_IMAGE,
+    BundledServer,
+    EcrImage,
+    LivenessCheck,
+    ModelFromS3,
+    PrometheusMetrics,
+    ScalingSignal,
+    ServerContext,
+    ServerContract,
+    ServerDefinition,
+    VllmProps,
+    VllmServer,
+    server_for,
+)
+from .service_scaling import ModelScalingProps, PredictiveScalingProps, ScalingProps, ServiceScaling
 from .settings import from_dict
 
 __all__ = [
+    "BundledServer",
     "CATALOG",
+    "CapacityPrewarm",
     "ConfigError",
+    "DEFAULT_COLLECTOR_IMAGE",
+    "DEFAULT_FETCHER_IMAGE",
     "DEFAULT_INTERFACE_ENDPOINTS",
     "DeploymentProps",
+    "EcrImage",
     "GpuCapacity",
     "GpuCapacityProps",
     "GpuInstanceType",
     "InferenceLoadBalancer",
+    "InferenceMonitoring",
     "InferenceNetwork",
+    "LivenessCheck",
     "LoadBalancerProps",
+    "ModelFromS3",
     "ModelProps",
+    "ModelScalingProps",
     "ModelService",
     "ModelStore",
     "ModelStoreProps",
+    "MonitoringProps",
     "NetworkProps",
     "NotificationTopic",
+    "PredictiveScalingProps",
+    "PrometheusMetrics",
+    "ScalingProps",
+    "ScalingSignal",
+    "ServerContext",
+    "ServerContract",
+    "ServerDefinition",
+    "ServiceSchedule",
+    "ServiceScaling",
     "ServiceTimingProps",
+    "VllmProps",
+    "VllmServer",
     "from_dict",
+    "grant_logs_service",
+    "server_for",
 ]

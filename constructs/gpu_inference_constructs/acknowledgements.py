@@ -46,19 +46,24 @@ class _AcknowledgeWhenResolved:
 
 
 def nag_rendering(scope: IConstruct, value: Any) -> str:
-    """``value`` (a token) as cdk-nag writes it in a finding: ``<Id.Attr>`` for GetAtt, ``<Id>`` for Ref, joins
-    joined, anything else (a cross-stack reference) as compact JSON."""
-    return _render(cdk.Stack.of(scope).resolve(value))
+    """``value`` (a token) as cdk-nag writes it in a finding (its ``flattenCfnReference``): ``<Id.Attr>`` for
+    GetAtt, ``<Id>`` for Ref, joins flattened, an import as its export name, anything else as compact JSON."""
 
+    def visit(node: Any) -> str:
+        if isinstance(node, str):
+            return node.replace("${", "<").replace("}", ">")
+        if isinstance(node, dict) and "Fn::Join" in node:
+            delimiter, items = node["Fn::Join"]
+            return delimiter.join(visit(item) for item in items)
+        if isinstance(node, dict) and "Fn::Sub" in node:
+            return visit(node["Fn::Sub"])
+        if isinstance(node, dict) and "Fn::GetAtt" in node:
+            resource, attribute = node["Fn::GetAtt"]
+            return f"<{visit(resource)}.{visit(attribute)}>"
+        if isinstance(node, dict) and "Fn::ImportValue" in node:
+            return visit(node["Fn::ImportValue"])
+        if isinstance(node, dict) and "Ref" in node:
+            return f"<{visit(node['Ref'])}>"
+        return json.dumps(node, separators=(",", ":"))
 
-def _render(resolved: Any) -> str:
-    if isinstance(resolved, str):
-        return resolved
-    if isinstance(resolved, dict) and list(resolved) == ["Fn::GetAtt"]:
-        return f"<{'.'.join(resolved['Fn::GetAtt'])}>"
-    if isinstance(resolved, dict) and list(resolved) == ["Ref"]:
-        return f"<{resolved['Ref']}>"
-    if isinstance(resolved, dict) and list(resolved) == ["Fn::Join"]:
-        separator, parts = resolved["Fn::Join"]
-        return separator.join(_render(part) for part in parts)
-    return json.dumps(resolved, separators=(",", ":"))
+    return visit(cdk.Stack.of(scope).resolve(value))

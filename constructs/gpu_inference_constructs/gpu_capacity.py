@@ -130,7 +130,9 @@ class GpuCapacity(Construct):
 
     Attributes: ``cluster``, ``auto_scaling_group``, ``capacity_provider``, ``launch_template``,
     ``security_group`` (the instances'), ``instance_role``, ``instance_types`` (catalog entries,
-    preferred first). Tasks in awsvpc mode get their own security groups; use
+    preferred first), ``smallest_instance_type`` (what every task must fit). Pass ``cluster`` to add
+    this group as another capacity provider of an existing cluster (a second shape, such as
+    4-GPU 12xlarge instances for tensor-parallel models); by default it makes its own cluster. Tasks in awsvpc mode get their own security groups; use
     :meth:`allow_ingress_from` only for bridge- or host-mode tasks on these instances.
     """
 
@@ -143,13 +145,15 @@ class GpuCapacity(Construct):
         props: GpuCapacityProps,
         subnets: Optional[ec2.SubnetSelection] = None,
         notification_topic: Optional[sns.ITopic] = None,
+        cluster: Optional[ecs.Cluster] = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.props = props
         self.instance_types = props.resolve_instance_types(cdk.Stack.of(self).region)
+        self.smallest_instance_type = min(self.instance_types, key=lambda t: (t.memory_gib, t.vcpus))
         subnets = subnets or private_subnets(vpc)
 
-        self.cluster = ecs.Cluster(
+        self.cluster = cluster or ecs.Cluster(
             self,
             "Cluster",
             vpc=vpc,

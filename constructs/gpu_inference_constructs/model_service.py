@@ -15,17 +15,36 @@ from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from . import metric_names
 from .acknowledgements import acknowledge, acknowledge_when_resolved, default_policy, nag_rendering
 from .deployment import DeploymentProps, RollbackAlarmNames, RollbackAlarms, RollbackThresholds, sum_over, worst_of
-from .errors import require, require_range
-from .instance_catalog import GpuInstanceType
+from .errors import ConfigError, require, require_range
+from .gpu_capacity import GpuCapacity
+from .instance_catalog import GpuInstanceType, lookup
 from .load_balancer import InferenceLoadBalancer
 from .log_retention import retention_days
-from .model_store import ModelStore
+from .model_store import MODELS_PREFIX, ModelStore, grant_read_prefix, model_read_prefix, model_uri
+from .server_contract import (
+    BUNDLED_COMMAND,
+    BUNDLED_LIVENESS,
+    BUNDLED_PORT,
+    BUNDLED_READINESS_PATH,
+    BUNDLED_USER,
+    DEFAULT_COLLECTOR_IMAGE,
+    DEFAULT_FETCHER_IMAGE,
+    SCRATCH_PATH,
+    BundledServer,
+    ServerContext,
+    ServerContract,
+    ServerDefinition,
+    VllmProps,
+    bundled_environment_keys,
+    collector_config,
+)
 from .schedules import check_model_task_range
 from .service_scaling import ModelScalingProps
 
@@ -35,13 +54,20 @@ TASKS = ("text-classification", "text-embedding")
 SPOT_NOTICE_SECONDS = 120
 # A rolling deployment starts the new tasks before it stops the old: up to twice the tasks, one GPU each.
 ROLLING_MAX_HEALTHY_PERCENT = 200
-CONTAINER_PORT = 8080
-CONTAINER_USER = "10001:10001"
-SCRATCH_PATH = "/scratch"
-HEALTH_CHECK_COMMAND = ("CMD", "python", "-m", "inference_server.healthcheck")
-SERVER_COMMAND = ("python", "-m", "inference_server")
-READINESS_PATH = "/ready"
-# The container's command must start the server that listens on CONTAINER_PORT and answers READINESS_PATH.
+# The bundled server's contract (server_contract.BundledServer); kept here for existing imports.
+CONTAINER_PORT = BUNDLED_PORT
+CONTAINER_USER = BUNDLED_USER
+HEALTH_CHECK_COMMAND = BUNDLED_LIVENESS
+SERVER_COMMAND = BUNDLED_COMMAND
+READINESS_PATH = BUNDLED_READINESS_PATH
+# What ECS keeps back on every instance for the agent and daemons.
+AGENT_RESERVED_CPU = 512
+# The init container that copies a model to scratch, and the metrics collector sidecar.
+FETCHER_CPU, FETCHER_MEMORY_MIB = 128, 256
+VLLM_RESERVED_ENVIRONMENT = (
+    "HOME", "XDG_CACHE_HOME", "VLLM_CACHE_ROOT", "HF_HOME", "HF_HUB_OFFLINE", "VLLM_NO_USAGE_STATS", "DO_NOT_TRACK",
+    "VLLM_HTTP_TIMEOUT_KEEP_ALIVE", "AWS_DEFAULT_REGION", "VLLM_API_KEY",
+)
 
 
 def service_log_group_name(environment_name: str, model_name: str) -> str:
@@ -51,7 +77,15 @@ def service_log_group_name(environment_name: str, model_name: str) -> str:
 
 @dataclass(frozen=True)
 class ModelProps:
-    """One model and how its service runs. Memory and CPU are the container's reservation per task (one GPU each)."""
+    """One model and how its service runs.
+
+    ``cpu`` (units, 1024 = one vCPU; default 3072) and ``memory_mib`` (default 12288) are the server
+    container's reservation per task; ``gpus`` (default 1) GPUs are reserved per task. Tasks run
+    between ``min_tasks`` (1) and ``max_tasks`` (4). ``vllm`` (default None) selects the vLLM preset
+    with its settings; without it the bundled server runs and ``task``, the batching keys,
+    ``result_cache_size`` and ``compile`` configure it. ``expected_load_seconds`` (180) is how long
+    download, load and warm-up take: the health-check grace period follows it.
+    """
 
     name: str
     version: str
@@ -68,6 +102,8 @@ class ModelProps:
     expected_load_seconds: int = 180
     result_cache_size: int = 0
     compile: bool = False
+    gpus: int = 1
+    vllm: Optional[VllmProps] = None
     environment: dict[str, str] = field(default_factory=dict)
     scaling: ModelScalingProps = field(default_factory=ModelScalingProps)
     deployment: DeploymentProps = field(default_factory=DeploymentProps)
@@ -92,22 +128,28 @@ class ModelProps:
         require_range(self.request_timeout_seconds, 1, 60, "request_timeout_seconds", hint=" (below the ALB idle timeout)")
         require_range(self.expected_load_seconds, 10, 3000, "expected_load_seconds")
         require(0 <= self.result_cache_size <= 1_000_000, "result_cache_size", f"{self.result_cache_size} is out of range; allowed 0 (off) to 1000000")
-        reserved = sorted(set(self.environment) & set(server_environment_keys()))
+        require_range(self.gpus, 1, 8, "gpus", hint=" (GPUs per task; a 12xlarge type has 4)")
+        reserved_keys = VLLM_RESERVED_ENVIRONMENT if self.vllm is not None else server_environment_keys()
+        reserved = sorted(set(self.environment) & set(reserved_keys))
         require(not reserved, "environment", f"{reserved} are set from the model's own keys; set those keys instead")
+        if self.vllm is not None:
+            require(
+                self.vllm.shared_memory_mib < self.memory_mib,
+                "vllm.shared_memory_mib",
+                f"{self.vllm.shared_memory_mib} MiB of /dev/shm must be below memory_mib ({self.memory_mib}): shared memory counts against the task's memory",
+            )
+
+    @property
+    def sidecar_reservation(self) -> tuple[int, int]:
+        """(CPU units, MiB) the presets add beside the server: vLLM's model fetcher and metrics collector."""
+        if self.vllm is None:
+            return (0, 0)
+        return (FETCHER_CPU + 256, FETCHER_MEMORY_MIB + 256)
 
     def check_fits(self, instance_type: GpuInstanceType) -> None:
-        require(
-            self.memory_mib <= instance_type.task_memory_limit_mib,
-            "memory_mib",
-            f"{self.memory_mib} MiB does not fit on {instance_type.name} ({instance_type.memory_gib} GiB; at most "
-            f"{instance_type.task_memory_limit_mib} MiB leaves room for the OS and ECS agent)",
-        )
-        require(
-            self.cpu <= instance_type.task_cpu_limit_units - 512,
-            "cpu",
-            f"{self.cpu} CPU units does not fit on {instance_type.name} ({instance_type.vcpus} vCPU = "
-            f"{instance_type.task_cpu_limit_units} units; keep 512 for the agent and daemons)",
-        )
+        """The task (server plus the preset's sidecars) fits ``instance_type``: GPUs, vCPUs and memory."""
+        cpu, memory = self.sidecar_reservation
+        check_task_fits(instance_type, gpus=self.gpus, cpu=self.cpu + cpu, memory_mib=self.memory_mib + memory)
 
     @property
     def health_check_grace_seconds(self) -> int:
@@ -151,19 +193,54 @@ class ServiceTimingProps:
 
 
 def server_environment_keys() -> tuple[str, ...]:
-    return (
-        "PORT", "MODEL_NAME", "MODEL_VERSION", "MODEL_URI", "MODEL_TASK", "MODEL_CACHE_DIR", "DEPLOYMENT_ENV",
-        "MAX_BATCH_SIZE", "MAX_BATCH_WAIT_MS", "MAX_QUEUE_SIZE", "MAX_SEQUENCE_LENGTH", "REQUEST_TIMEOUT_S",
-        "DRAIN_TIMEOUT_S", "KEEP_ALIVE_S", "RESULT_CACHE_SIZE", "COMPILE", "REQUIRE_MANIFEST", "API_KEYS",
-        "AWS_DEFAULT_REGION", "HOME", "TMPDIR",
+    return bundled_environment_keys()
+
+
+def check_task_fits(instance_type: GpuInstanceType, *, gpus: int, cpu: int, memory_mib: int) -> None:
+    """A task reserving ``gpus``, ``cpu`` units and ``memory_mib`` in all fits one ``instance_type``."""
+    require(
+        gpus <= instance_type.gpus,
+        "gpus",
+        f"{gpus} GPUs per task do not fit on {instance_type.name} ({instance_type.gpus} GPU); use a type with "
+        f"{gpus} or more GPUs (the 12xlarge types have 4) for this model's capacity",
+    )
+    require(
+        memory_mib <= instance_type.task_memory_limit_mib,
+        "memory_mib",
+        f"{memory_mib} MiB does not fit on {instance_type.name} ({instance_type.memory_gib} GiB; at most "
+        f"{instance_type.task_memory_limit_mib} MiB leaves room for the OS and ECS agent)",
+    )
+    require(
+        cpu <= instance_type.task_cpu_limit_units - AGENT_RESERVED_CPU,
+        "cpu",
+        f"{cpu} CPU units does not fit on {instance_type.name} ({instance_type.vcpus} vCPU = "
+        f"{instance_type.task_cpu_limit_units} units; keep {AGENT_RESERVED_CPU} for the agent and daemons)",
     )
 
 
 class ModelService(Construct):
-    """Attributes: ``service``, ``task_definition``, ``container``, ``target_group``, ``target_groups`` (with the
-    alternate one that canary, linear and blue/green deployments shift traffic to), ``listener_rule``,
-    ``rollback_alarms``, ``security_group``, ``log_group``, ``task_role``, ``url_path``.
-    ``add_rollback_alarm`` adds an alarm that rolls back a deployment in progress."""
+    """One model as an ECS service on GPU capacity, behind an ALB listener, from its server contract.
+
+    Where it runs: ``capacity`` (a GpuCapacity), or ``cluster`` + ``capacity_provider_name`` +
+    ``instance_type`` (the smallest type of your capacity, name or catalog entry: the task must fit it).
+    What runs: ``server`` (a preset such as BundledServer / VllmServer, or a ServerContract);
+    ``image`` alone means ``BundledServer(image)``. Where its model is: ``model_store`` (a
+    ModelStore), or ``model_bucket`` (any IBucket) + ``models_prefix`` (default ``"models"``): the
+    model's files are under ``<models_prefix>/<name>/<version>/``. Routing: ``load_balancer`` (an
+    InferenceLoadBalancer), or ``listener`` (any IApplicationListener; its connections reach the
+    tasks) + ``listener_priority``. ``logs_key`` (any IKey) encrypts the log group, kept
+    ``log_retention_days`` (default 90). ``timing`` defaults to ServiceTimingProps().
+    ``api_keys_secret`` goes to the contract's ``api_keys_variable``.
+
+    How a new version goes out follows ``model.deployment`` (rolling, canary, linear, blue/green);
+    ``rollback_thresholds`` set the alarms that roll a deployment back.
+
+    Attributes: ``contract``, ``service``, ``task_definition``, ``container``, ``model_fetcher`` (or
+    None), ``metrics_collector`` (or None), ``target_group``, ``target_groups`` (with the alternate one
+    that canary, linear and blue/green deployments shift traffic to), ``listener_rule``,
+    ``rollback_alarms``, ``security_group``, ``log_group``, ``task_role``, ``url_path``,
+    ``instance_type``. ``add_rollback_alarm`` adds an alarm that rolls back a deployment in progress.
+    """
 
     def __init__(
         self,
@@ -171,26 +248,59 @@ class ModelService(Construct):
         construct_id: str,
         *,
         model: ModelProps,
-        timing: ServiceTimingProps,
-        cluster: ecs.ICluster,
-        capacity_provider_name: str,
-        subnets: ec2.SubnetSelection,
-        image: ecs.ContainerImage,
-        model_store: ModelStore,
-        load_balancer: InferenceLoadBalancer,
         logs_key: kms.IKey,
-        log_retention_days: int,
         environment_name: str,
+        timing: Optional[ServiceTimingProps] = None,
+        capacity: Optional[GpuCapacity] = None,
+        cluster: Optional[ecs.ICluster] = None,
+        capacity_provider_name: Optional[str] = None,
+        instance_type: Optional[GpuInstanceType | str] = None,
+        subnets: Optional[ec2.SubnetSelection] = None,
+        server: Optional[ServerDefinition] = None,
+        image: Optional[ecs.ContainerImage] = None,
+        model_store: Optional[ModelStore] = None,
+        model_bucket: Optional[s3.IBucket] = None,
+        models_prefix: str = MODELS_PREFIX,
+        load_balancer: Optional[InferenceLoadBalancer] = None,
+        listener: Optional[elbv2.IApplicationListener] = None,
+        listener_priority: Optional[int] = None,
+        log_retention_days: int = 90,
         api_keys_secret: Optional[secretsmanager.ISecret] = None,
         rollback_thresholds: RollbackThresholds = RollbackThresholds(),
     ) -> None:
         super().__init__(scope, construct_id)
+        timing = timing or ServiceTimingProps()
         self.model = model
         deployment = model.deployment
         self._rollback_alarm_names = RollbackAlarmNames()
         self.environment_name = environment_name
         self.url_path = f"/{model.name}/"
         region = cdk.Stack.of(self).region
+        cluster, capacity_provider_name, self.instance_type = _placement(capacity, cluster, capacity_provider_name, instance_type, region)
+        bucket = _model_bucket(model_store, model_bucket)
+        _one_of(load_balancer=load_balancer, listener=listener)
+        if listener is not None:
+            require(listener_priority is not None, "listener_priority", "is missing: a rule on your own listener needs a priority unique on that listener (1-50000)")
+            require_range(listener_priority, 1, 50_000, "listener_priority")
+        if server is None:
+            require(image is not None, "server", "is missing: pass server= (BundledServer, VllmServer or a ServerContract), or image= for the bundled server")
+            server = BundledServer(image)
+        else:
+            require(image is None, "image", "is given together with server; the image belongs in the server definition")
+        if subnets is None:
+            subnets = ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS if cluster.vpc.private_subnets else ec2.SubnetType.PRIVATE_ISOLATED)
+
+        uri = model_uri(bucket, models_prefix, model.name, model.version)
+        contract = server.contract(ServerContext(self, model, timing, environment_name, region, uri))
+        require(isinstance(contract, ServerContract), "server", f"{type(server).__name__}.contract() must return a ServerContract")
+        self.contract = contract
+        self._check_fits(contract)
+        if api_keys_secret is not None:
+            require(
+                contract.api_keys_variable is not None,
+                "api_keys_secret",
+                f"is given but the {contract.name} server contract names no api_keys_variable to receive it",
+            )
 
         self.log_group = logs.LogGroup(
             self, "Logs", log_group_name=service_log_group_name(environment_name, model.name),
@@ -202,7 +312,8 @@ class ModelService(Construct):
             assumed_by=iam.ServicePrincipal("ecs-tasks.amazonaws.com"),
             description=f"Model server for {model.name}: reads its own model prefix only",
         )
-        model_store.grant_read_model(self.task_role, model.name)
+        self._read_prefix = model_read_prefix(models_prefix, model.name)
+        grant_read_prefix(bucket, self.task_role, self._read_prefix)
 
         self.task_definition = ecs.Ec2TaskDefinition(
             self,
@@ -216,61 +327,49 @@ class ModelService(Construct):
                 )
             ],
         )
-        environment = {
-            **model.environment,
-            "PORT": str(CONTAINER_PORT),
-            "MODEL_NAME": model.name,
-            "MODEL_VERSION": model.version,
-            "MODEL_URI": model_store.uri(model.name, model.version),
-            "MODEL_TASK": model.task,
-            "MODEL_CACHE_DIR": f"{SCRATCH_PATH}/model-cache",
-            "REQUIRE_MANIFEST": "true",
-            "DEPLOYMENT_ENV": environment_name,
-            "MAX_BATCH_SIZE": str(model.max_batch_size),
-            "MAX_BATCH_WAIT_MS": str(model.max_batch_wait_ms),
-            "MAX_QUEUE_SIZE": str(model.max_queue_size),
-            "MAX_SEQUENCE_LENGTH": str(model.max_sequence_length),
-            "REQUEST_TIMEOUT_S": str(model.request_timeout_seconds),
-            "DRAIN_TIMEOUT_S": str(timing.drain_timeout_seconds),
-            "KEEP_ALIVE_S": str(timing.keep_alive_seconds),
-            "RESULT_CACHE_SIZE": str(model.result_cache_size),
-            "COMPILE": "true" if model.compile else "false",
-            "AWS_DEFAULT_REGION": region,
-            "HOME": f"{SCRATCH_PATH}/home",
-            "TMPDIR": f"{SCRATCH_PATH}/tmp",
-        }
-        secrets = {"API_KEYS": ecs.Secret.from_secrets_manager(api_keys_secret)} if api_keys_secret is not None else None
+        environment = dict(contract.environment)
+        if contract.model_source.mode == "server_downloads":
+            environment.setdefault(contract.model_source.uri_variable, uri)
+        secrets = dict(contract.secrets)
+        if api_keys_secret is not None:
+            secrets[contract.api_keys_variable] = ecs.Secret.from_secrets_manager(api_keys_secret)
+        linux_parameters = ecs.LinuxParameters(
+            self, "LinuxParameters", init_process_enabled=True, shared_memory_size=contract.shared_memory_mib
+        )
+        for path, size in contract.tmpfs_mib.items():
+            linux_parameters.add_tmpfs(
+                ecs.Tmpfs(container_path=path, size=size, mount_options=[ecs.TmpfsMountOption.NOSUID, ecs.TmpfsMountOption.NODEV])
+            )
+        liveness = contract.liveness
         self.container = self.task_definition.add_container(
             "server",
-            image=image,
-            command=list(SERVER_COMMAND),
+            image=contract.image,
+            entry_point=list(contract.entry_point) if contract.entry_point else None,
+            command=list(contract.command),
             cpu=model.cpu,
             memory_reservation_mib=model.memory_mib,
-            gpu_count=1,
+            gpu_count=contract.gpus_per_task,
             environment=environment,
-            secrets=secrets,
-            port_mappings=[ecs.PortMapping(container_port=CONTAINER_PORT, protocol=ecs.Protocol.TCP, name="http")],
-            logging=ecs.LogDrivers.aws_logs(
-                stream_prefix=model.name,
-                log_group=self.log_group,
-                mode=ecs.AwsLogDriverMode.NON_BLOCKING,
-                max_buffer_size=cdk.Size.mebibytes(25),
-            ),
-            readonly_root_filesystem=True,
+            secrets=secrets or None,
+            port_mappings=[ecs.PortMapping(container_port=contract.port, protocol=ecs.Protocol.TCP, name="http")],
+            logging=self._log_driver(model.name),
+            readonly_root_filesystem=contract.read_only_root_filesystem,
             privileged=False,
-            user=CONTAINER_USER,
+            user=contract.user,
             stop_timeout=cdk.Duration.seconds(timing.stop_timeout_seconds),
-            linux_parameters=ecs.LinuxParameters(self, "LinuxParameters", init_process_enabled=True),
+            linux_parameters=linux_parameters,
             health_check=ecs.HealthCheck(
-                command=list(HEALTH_CHECK_COMMAND),
-                interval=cdk.Duration.seconds(15),
-                timeout=cdk.Duration.seconds(5),
-                retries=3,
+                command=list(liveness.command),
+                interval=cdk.Duration.seconds(liveness.interval_seconds),
+                timeout=cdk.Duration.seconds(liveness.timeout_seconds),
+                retries=liveness.retries,
                 start_period=cdk.Duration.seconds(min(300, model.health_check_grace_seconds)),
             ),
             ulimits=[ecs.Ulimit(name=ecs.UlimitName.NOFILE, soft_limit=65536, hard_limit=65536)],
         )
         self.container.add_mount_points(ecs.MountPoint(container_path=SCRATCH_PATH, source_volume="scratch", read_only=False))
+        self.model_fetcher = self._add_model_fetcher(contract, uri, region) if contract.model_source.mode == "copy_to_scratch" else None
+        self.metrics_collector = self._add_metrics_collector(contract, region) if contract.metrics is not None else None
 
         self.security_group = ec2.SecurityGroup(
             self,
@@ -280,7 +379,8 @@ class ModelService(Construct):
             allow_all_outbound=False,
         )
         self.security_group.add_egress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "HTTPS to VPC endpoints and the S3 gateway")
-        self.security_group.connections.allow_from(load_balancer.security_group, ec2.Port.tcp(CONTAINER_PORT), "load balancer")
+        balancer_peer = load_balancer.security_group if load_balancer is not None else listener
+        self.security_group.connections.allow_from(balancer_peer, ec2.Port.tcp(contract.port), "load balancer")
 
         self.service = ecs.Ec2Service(
             self,
@@ -312,7 +412,26 @@ class ModelService(Construct):
         target_group_ids = ("TargetGroup", "AlternateTargetGroup") if deployment.shifts_traffic else ("TargetGroup",)
         self.target_groups = [self._target_group(target_group_id, cluster.vpc, timing) for target_group_id in target_group_ids]
         self.target_group = self.target_groups[0]
-        self.listener_rule = load_balancer.add_model_route(model.name, *self.target_groups, scope=self)
+        if load_balancer is not None:
+            self.listener_rule = load_balancer.add_model_route(model.name, *self.target_groups, scope=self)
+        else:
+            self.listener_rule = elbv2.ApplicationListenerRule(
+                self,
+                "Route",
+                listener=listener,
+                priority=listener_priority,
+                conditions=[elbv2.ListenerCondition.path_patterns([f"/{model.name}", f"/{model.name}/*"])],
+                action=_forward(self.target_groups),
+            )
+        if contract.serves_at_root:
+            self.listener_rule.node.default_child.transforms = [
+                elbv2.CfnListenerRule.TransformProperty(
+                    type="url-rewrite",
+                    url_rewrite_config=elbv2.CfnListenerRule.RewriteConfigObjectProperty(
+                        rewrites=[elbv2.CfnListenerRule.RewriteConfigProperty(regex=f"^/{model.name}/(.*)$", replace="/$1")]
+                    ),
+                )
+            ]
         alternate = None
         if deployment.shifts_traffic:
             alternate = ecs.AlternateTarget(
@@ -321,7 +440,7 @@ class ModelService(Construct):
                 production_listener=ecs.ListenerRuleConfiguration.application_listener_rule(self.listener_rule),
             )
         self.service.load_balancer_target(
-            container_name=self.container.container_name, container_port=CONTAINER_PORT, alternate_target=alternate
+            container_name=self.container.container_name, container_port=contract.port, alternate_target=alternate
         ).attach_to_application_target_group(self.target_group)
         self.rollback_alarms = RollbackAlarms(
             self, "RollbackAlarms", model_name=model.name, target_groups=self.target_groups,
@@ -331,7 +450,7 @@ class ModelService(Construct):
             self.add_rollback_alarm(alarm)
         for name in deployment.alarm_names:
             self._rollback_alarm_names.add(name)
-        self._acknowledge_findings(model_store)
+        self._acknowledge_findings(bucket)
         if deployment.shifts_traffic:
             self._acknowledge_traffic_shifting()
 
@@ -340,14 +459,14 @@ class ModelService(Construct):
             self,
             construct_id,
             vpc=vpc,
-            port=CONTAINER_PORT,
+            port=self.contract.port,
             protocol=elbv2.ApplicationProtocol.HTTP,
             target_type=elbv2.TargetType.IP,
             deregistration_delay=cdk.Duration.seconds(timing.deregistration_delay_seconds),
             load_balancing_algorithm_type=elbv2.TargetGroupLoadBalancingAlgorithmType.LEAST_OUTSTANDING_REQUESTS,
             health_check=elbv2.HealthCheck(
-                path=READINESS_PATH,
-                port=str(CONTAINER_PORT),
+                path=self.contract.readiness_path,
+                port=str(self.contract.port),
                 healthy_http_codes="200",
                 interval=cdk.Duration.seconds(15),
                 timeout=cdk.Duration.seconds(5),
@@ -359,6 +478,101 @@ class ModelService(Construct):
     def add_rollback_alarm(self, alarm: cloudwatch.IAlarm) -> None:
         """ECS rolls a deployment in progress back (every strategy) while ``alarm`` is in ALARM."""
         self._rollback_alarm_names.add(alarm.alarm_name)
+
+    def _log_driver(self, stream_prefix: str) -> ecs.LogDriver:
+        return ecs.LogDrivers.aws_logs(
+            stream_prefix=stream_prefix,
+            log_group=self.log_group,
+            mode=ecs.AwsLogDriverMode.NON_BLOCKING,
+            max_buffer_size=cdk.Size.mebibytes(25),
+        )
+
+    def _check_fits(self, contract: ServerContract) -> None:
+        cpu, memory = self.model.cpu, self.model.memory_mib
+        if contract.model_source.mode == "copy_to_scratch":
+            cpu, memory = cpu + FETCHER_CPU, memory + FETCHER_MEMORY_MIB
+        if contract.metrics is not None:
+            cpu, memory = cpu + contract.metrics.collector_cpu, memory + contract.metrics.collector_memory_mib
+        if contract.shared_memory_mib is not None:
+            require(
+                contract.shared_memory_mib < self.model.memory_mib,
+                "shared_memory_mib",
+                f"{contract.shared_memory_mib} MiB of /dev/shm must be below the server's memory_mib ({self.model.memory_mib})",
+            )
+        try:
+            check_task_fits(self.instance_type, gpus=contract.gpus_per_task, cpu=cpu, memory_mib=memory)
+        except ConfigError as error:
+            raise ConfigError(f"models[{self.model.name}].{error.key}", error.detail) from None
+
+    def _add_model_fetcher(self, contract: ServerContract, uri: str, region: str) -> ecs.ContainerDefinition:
+        """An init container: copy the model's S3 prefix to scratch, hand scratch to the server's user, exit 0."""
+        source = contract.model_source
+        script = (
+            "set -eu; "
+            f'mkdir -p "$MODEL_DIR" {SCRATCH_PATH}/home {SCRATCH_PATH}/cache {SCRATCH_PATH}/tmp; '
+            'aws s3 sync --only-show-errors --no-progress "$MODEL_URI" "$MODEL_DIR"; '
+            'if [ -z "$(ls -A "$MODEL_DIR")" ]; then echo "no model files under $MODEL_URI" >&2; exit 1; fi; '
+            f'chown -R "$SERVER_USER" {SCRATCH_PATH}'
+        )
+        fetcher = self.task_definition.add_container(
+            "model-fetch",
+            image=source.fetcher_image or ecs.ContainerImage.from_registry(DEFAULT_FETCHER_IMAGE),
+            essential=False,
+            entry_point=["/bin/sh", "-c"],
+            command=[script],
+            cpu=FETCHER_CPU,
+            memory_reservation_mib=FETCHER_MEMORY_MIB,
+            environment={
+                "MODEL_URI": uri,
+                "MODEL_DIR": source.local_path,
+                "SERVER_USER": contract.user,
+                "AWS_DEFAULT_REGION": region,
+                "HOME": f"{SCRATCH_PATH}/tmp",
+                "TMPDIR": f"{SCRATCH_PATH}/tmp",
+            },
+            logging=self._log_driver(f"{self.model.name}-fetch"),
+            readonly_root_filesystem=True,
+            privileged=False,
+            # Root, but with no capability beyond changing ownership: it creates scratch and hands it to the server's user.
+            user="0",
+            linux_parameters=_capabilities(self, "FetcherLinuxParameters", keep=[ecs.Capability.CHOWN]),
+        )
+        fetcher.add_mount_points(ecs.MountPoint(container_path=SCRATCH_PATH, source_volume="scratch", read_only=False))
+        self.container.add_container_dependencies(
+            ecs.ContainerDependency(container=fetcher, condition=ecs.ContainerDependencyCondition.SUCCESS)
+        )
+        return fetcher
+
+    def _add_metrics_collector(self, contract: ServerContract, region: str) -> ecs.ContainerDefinition:
+        """The CloudWatch agent as a sidecar: scrapes the server's Prometheus metrics over the task's loopback."""
+        metrics = contract.metrics
+        collector = self.task_definition.add_container(
+            "metrics-collector",
+            image=metrics.collector_image or ecs.ContainerImage.from_registry(DEFAULT_COLLECTOR_IMAGE),
+            essential=False,
+            enable_restart_policy=True,
+            cpu=metrics.collector_cpu,
+            memory_reservation_mib=metrics.collector_memory_mib,
+            environment=collector_config(
+                contract,
+                environment_name=self.environment_name,
+                model_name=self.model.name,
+                region=region,
+                log_group_name=self.log_group.log_group_name,
+            ),
+            logging=self._log_driver(f"{self.model.name}-collector"),
+            privileged=False,
+            # The agent writes its translated configuration under /opt/aws: a writable root, no capabilities.
+            readonly_root_filesystem=False,
+            linux_parameters=_capabilities(self, "CollectorLinuxParameters", keep=[]),
+        )
+        self.task_role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
+                resources=[self.log_group.log_group_arn],
+            )
+        )
+        return collector
 
     def metric_server(self, name: str, statistic: str, period: cdk.Duration = cdk.Duration.minutes(1)) -> cloudwatch.Metric:
         """A metric the server emits in EMF (see metric_names), for this model in this environment."""
@@ -396,7 +610,7 @@ class ModelService(Construct):
             label=f"{self.model.name} {name}",
         )
 
-    def _acknowledge_findings(self, model_store: ModelStore) -> None:
+    def _acknowledge_findings(self, bucket: s3.IBucket) -> None:
         acknowledge(
             self.task_definition.node.default_child,
             "AwsSolutions-ECS2",
@@ -410,12 +624,14 @@ class ModelService(Construct):
             "Added by aws-cdk-lib for the ECS execution role: ecr:GetAuthorizationToken has no resource-level permissions. "
             "Image pulls, log writes and secret reads are scoped to their ARNs.",
         )
+        read_prefix = f"{self._read_prefix}*"
         acknowledge_when_resolved(
             default_policy(self.task_role),
-            lambda: f"AwsSolutions-IAM5[Resource::{nag_rendering(self, model_store.bucket.bucket_arn)}/models/{self.model.name}/*]",
+            lambda: f"AwsSolutions-IAM5[Resource::{nag_rendering(self, bucket.arn_for_objects(read_prefix))}]",
             "The task reads every object under its own model's prefix (versions are folders under it); "
             "nothing else in the bucket. Asserted by tests/infra/test_service.py::test_task_role_reads_only_its_model_prefix.",
         )
+
 
     def _acknowledge_traffic_shifting(self) -> None:
         cdk.Annotations.of(self.service).acknowledge_warning(
@@ -429,3 +645,65 @@ class ModelService(Construct):
             "The role ECS assumes to shift the listener rule's weights and register tasks: the AWS managed policy "
             "is the one the ECS developer guide prescribes for blue/green, linear and canary deployments.",
         )
+
+
+def _placement(
+    capacity: Optional[GpuCapacity],
+    cluster: Optional[ecs.ICluster],
+    capacity_provider_name: Optional[str],
+    instance_type: Optional[GpuInstanceType | str],
+    region: str,
+) -> tuple[ecs.ICluster, str, GpuInstanceType]:
+    if capacity is not None:
+        require(
+            cluster is None and capacity_provider_name is None and instance_type is None,
+            "capacity",
+            "is given together with cluster, capacity_provider_name or instance_type; pass either capacity or those three",
+        )
+        return capacity.cluster, capacity.capacity_provider.capacity_provider_name, capacity.smallest_instance_type
+    missing = [name for name, value in (("cluster", cluster), ("capacity_provider_name", capacity_provider_name), ("instance_type", instance_type)) if value is None]
+    if missing:
+        raise ConfigError(
+            missing[0],
+            f"is missing: pass capacity (a GpuCapacity), or cluster, capacity_provider_name and instance_type "
+            f"(the smallest GPU instance type your capacity provider launches, for the fit check); missing: {', '.join(missing)}",
+        )
+    if isinstance(instance_type, str):
+        instance_type = lookup(instance_type, region, "instance_type") if not cdk.Token.is_unresolved(region) else _catalog_entry(instance_type)
+    return cluster, capacity_provider_name, instance_type
+
+
+def _catalog_entry(name: str) -> GpuInstanceType:
+    from .instance_catalog import CATALOG
+
+    require(name in CATALOG, "instance_type", f"{name!r} is not a known GPU instance type; known: {', '.join(sorted(CATALOG))}")
+    return CATALOG[name]
+
+
+def _model_bucket(model_store: Optional[ModelStore], model_bucket: Optional[s3.IBucket]) -> s3.IBucket:
+    _one_of(model_store=model_store, model_bucket=model_bucket)
+    return model_store.bucket if model_store is not None else model_bucket
+
+
+def _one_of(**options: object) -> None:
+    given = [name for name, value in options.items() if value is not None]
+    names = " or ".join(options)
+    require(len(given) == 1, names.split(" or ")[0], f"pass exactly one of {names}" + (f" (got {', '.join(given)})" if given else " (got neither)"))
+
+
+def _capabilities(scope: Construct, construct_id: str, keep: list[ecs.Capability]) -> ecs.LinuxParameters:
+    parameters = ecs.LinuxParameters(scope, construct_id, init_process_enabled=True)
+    parameters.drop_capabilities(ecs.Capability.ALL)
+    if keep:
+        parameters.add_capabilities(*keep)
+    return parameters
+
+
+def _forward(target_groups: list[elbv2.IApplicationTargetGroup]) -> elbv2.ListenerAction:
+    """Forward to the one target group, or weighted 100 / 0 to both (deployments shift the weights)."""
+    if len(target_groups) == 1:
+        return elbv2.ListenerAction.forward(target_groups)
+    production, alternate = target_groups
+    return elbv2.ListenerAction.weighted_forward(
+        [elbv2.WeightedTargetGroup(target_group=production, weight=100), elbv2.WeightedTargetGroup(target_group=alternate, weight=0)]
+    )

@@ -16,6 +16,7 @@ from constructs import Construct
 from .errors import require
 
 MODELS_PREFIX = "models"
+ACCESS_LOGS_PREFIX = "s3/models/"
 
 
 def model_prefix(model_name: str, version: str) -> str:
@@ -72,8 +73,6 @@ class ModelStore(Construct):
             enforce_ssl=True,
             block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
             object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
-            server_access_logs_bucket=self.access_logs_bucket,
-            server_access_logs_prefix="s3/models/",
             lifecycle_rules=[
                 s3.LifecycleRule(
                     id="age-out-noncurrent-versions",
@@ -89,20 +88,64 @@ class ModelStore(Construct):
             ],
             removal_policy=removal,
         )
+        self._log_access_to(self.access_logs_bucket, ACCESS_LOGS_PREFIX)
+
+    def _log_access_to(self, target: s3.Bucket, prefix: str) -> None:
+        """S3 server access logging, granted by bucket policy whatever the app's feature flags.
+
+        ``server_access_logs_bucket`` grants by ACL (LogDeliveryWrite) unless the consuming app sets
+        ``@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy``, and an ACL fails on a bucket whose
+        ownership is BucketOwnerEnforced. So the logging configuration and its bucket-policy grant
+        are written here, exactly as that flag would write them.
+        """
+        bucket = self.bucket.node.default_child
+        bucket.logging_configuration = s3.CfnBucket.LoggingConfigurationProperty(
+            destination_bucket_name=target.bucket_name, log_file_prefix=prefix
+        )
+        target.add_to_resource_policy(
+            iam.PolicyStatement(
+                effect=iam.Effect.ALLOW,
+                principals=[iam.ServicePrincipal("logging.s3.amazonaws.com")],
+                actions=["s3:PutObject"],
+                resources=[target.arn_for_objects(f"{prefix}*")],
+                conditions={
+                    "ArnLike": {"aws:SourceArn": self.bucket.bucket_arn},
+                    "StringEquals": {"aws:SourceAccount": cdk.Stack.of(self).account},
+                },
+            )
+        )
 
     def uri(self, model_name: str, version: str) -> str:
         return f"s3://{self.bucket.bucket_name}/{model_prefix(model_name, version)}"
 
     def grant_read_model(self, grantee: iam.IGrantable, model_name: str) -> None:
         """Read every version of one model, and nothing else in the bucket."""
-        prefix = f"{MODELS_PREFIX}/{model_name}/"
-        grantee.grant_principal.add_to_principal_policy(
-            iam.PolicyStatement(actions=["s3:GetObject"], resources=[self.bucket.arn_for_objects(f"{prefix}*")])
+        grant_read_prefix(self.bucket, grantee, f"{MODELS_PREFIX}/{model_name}/")
+
+
+def model_uri(bucket: s3.IBucket, models_prefix: str, model_name: str, version: str) -> str:
+    """``s3://<bucket>/<models_prefix>/<name>/<version>/``: where a model version's files live."""
+    return f"s3://{bucket.bucket_name}/{_join_prefix(models_prefix, model_name)}{version}/"
+
+
+def grant_read_prefix(bucket: s3.IBucket, grantee: iam.IGrantable, prefix: str) -> None:
+    """GetObject under ``prefix`` and ListBucket limited to it; nothing else in ``bucket``."""
+    grantee.grant_principal.add_to_principal_policy(
+        iam.PolicyStatement(actions=["s3:GetObject"], resources=[bucket.arn_for_objects(f"{prefix}*")])
+    )
+    grantee.grant_principal.add_to_principal_policy(
+        iam.PolicyStatement(
+            actions=["s3:ListBucket"],
+            resources=[bucket.bucket_arn],
+            conditions={"StringLike": {"s3:prefix": [prefix, f"{prefix}*"]}},
         )
-        grantee.grant_principal.add_to_principal_policy(
-            iam.PolicyStatement(
-                actions=["s3:ListBucket"],
-                resources=[self.bucket.bucket_arn],
-                conditions={"StringLike": {"s3:prefix": [prefix, f"{prefix}*"]}},
-            )
-        )
+    )
+
+
+def model_read_prefix(models_prefix: str, model_name: str) -> str:
+    return _join_prefix(models_prefix, model_name)
+
+
+def _join_prefix(models_prefix: str, model_name: str) -> str:
+    base = models_prefix.strip("/")
+    return f"{base}/{model_name}/" if base else f"{model_name}/"

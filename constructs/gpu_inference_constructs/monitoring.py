@@ -27,7 +27,13 @@ HOUR = cdk.Duration.hours(1)
 
 @dataclass(frozen=True)
 class MonitoringProps:
-    """Alarm thresholds (each with a default that suits a latency-sensitive text model) and cost settings."""
+    """Alarm thresholds (each with a default that suits a latency-sensitive text model) and cost settings.
+
+    Defaults: p95 500 ms, p99 1500 ms; 1 % target and load-balancer 5xx; 3 minutes unhealthy; 15 minutes
+    below desired; queue depth 200; 10 shed requests a minute; GPU memory 90 %; GPU under 10 % for 6
+    hours; 3 Spot interruptions in 15 minutes; Spot at 0.4 of On-Demand; ``hourly_price_usd`` the
+    catalog's On-Demand price of the preferred type.
+    """
 
     latency_p95_ms: int = 500
     latency_p99_ms: int = 1500
@@ -124,7 +130,14 @@ class _Alarms(Construct):
 
 
 class ModelAlarms(_Alarms):
-    """The alarms of one model service (they live with the service, in its stack). Attributes: ``alarms`` (name -> Alarm)."""
+    """The alarms of one model service (they live with the service, in its stack), to ``topic``.
+
+    Every server: ALB p95/p99 latency, target 5xx rate, unhealthy targets, tasks below desired. A server
+    with the library's metrics (``contract.bundled_metrics``) also: queue depth, shed requests, GPU memory,
+    idle GPUs. Any other server: one alarm per scale-out signal of its contract, held above its threshold
+    for 15 minutes (scaling is not keeping up). Thresholds: ``props`` (MonitoringProps, defaults there).
+    Attributes: ``alarms`` (name -> Alarm).
+    """
 
     def __init__(
         self,
@@ -155,6 +168,9 @@ class ModelAlarms(_Alarms):
         self._alarm(f"{name}-TasksBelowDesired", below, 1,
                     f"{name}: fewer tasks running than desired for {props.tasks_below_desired_minutes} minutes (no GPU capacity, failing starts or image pulls)",
                     periods=props.tasks_below_desired_minutes)
+        if not service.contract.bundled_metrics:
+            self._add_contract_alarms(service)
+            return
         self._alarm(f"{name}-QueueDepth", service.metric_server(metric_names.QUEUE_DEPTH, "Maximum"), props.queue_depth,
                     f"{name}: server queue above {props.queue_depth} requests for 3 minutes", periods=3)
         self._alarm(f"{name}-RejectedRequests", service.metric_server(metric_names.REJECTED_REQUESTS, "Sum"), props.rejected_requests_per_minute,
@@ -165,6 +181,15 @@ class ModelAlarms(_Alarms):
                     props.low_gpu_utilization_percent,
                     f"{name}: GPU below {props.low_gpu_utilization_percent}% busy for {props.low_gpu_utilization_hours} hours: paying for idle GPUs (lower min_tasks or add a schedule)",
                     periods=props.low_gpu_utilization_hours, comparison=cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD)
+
+    def _add_contract_alarms(self, service: ModelService) -> None:
+        name = service.model.name
+        for signal in service.contract.scaling_signals:
+            if signal.scale_out_above is None:
+                continue
+            self._alarm(f"{name}-{signal.metric}", service.metric_server(signal.metric, signal.statistic), signal.scale_out_above,
+                        f"{name}: {signal.metric} ({signal.statistic}) above its scale-out threshold {signal.scale_out_above:g} "
+                        "for 15 minutes: scaling is not keeping up (max_tasks or GPU capacity)", periods=15)
 
 
 class InferenceMonitoring(_Alarms):

@@ -28,7 +28,10 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class ModelScalingProps:
-    """Per-model scaling signals. ``requests_per_target_per_minute`` is what one task sustains at your latency goal."""
+    """Per-model scaling thresholds. Defaults: ``requests_per_target_per_minute`` 600 (what one task
+    sustains at your latency goal: measure it with ``make bench``), cooldowns 60 s out / 300 s in,
+    ``latency_p95_ms`` 250 (ALB p95 above it adds tasks), ``gpu_utilization_percent`` 85 and
+    ``cpu_percent`` 80 (bundled server only)."""
 
     requests_per_target_per_minute: int = 600
     scale_out_cooldown_seconds: int = 60
@@ -50,6 +53,9 @@ class ModelScalingProps:
 
 @dataclass(frozen=True)
 class PredictiveScalingProps:
+    """Predictive scaling of the service on the ALB request count. Defaults: ``ForecastOnly`` (forecasts,
+    does not act), 600 s scheduling buffer, ``HonorMaxCapacity``."""
+
     mode: Literal["off", "ForecastOnly", "ForecastAndScale"] = "ForecastOnly"
     scheduling_buffer_seconds: int = 600
     max_capacity_breach_behavior: Literal["HonorMaxCapacity", "IncreaseMaxCapacity"] = "HonorMaxCapacity"
@@ -73,7 +79,9 @@ class PredictiveScalingProps:
 
 @dataclass(frozen=True)
 class ScalingProps:
-    """Environment-wide scaling: schedules for every model service, predictive scaling, GPU pre-warm floors."""
+    """Environment-wide scaling: schedules for every model service, predictive scaling, GPU pre-warm floors.
+    Defaults: no schedules, predictive ``ForecastOnly``, no pre-warm (ServiceScaling without ``scaling``
+    turns predictive off)."""
 
     schedules: tuple[ServiceSchedule, ...] = ()
     predictive: PredictiveScalingProps = field(default_factory=PredictiveScalingProps)
@@ -86,8 +94,19 @@ class ScalingProps:
 
 
 class ServiceScaling(Construct):
-    """Attributes: ``task_count`` (ScalableTaskCount), ``scalable_target``, ``predictive_policy`` (or None),
-    ``combined_cpu_queue_metric``."""
+    """Auto scaling of one ModelService between its model's ``min_tasks`` and ``max_tasks``.
+
+    Signals follow the service's server contract. A server with ``bundled_metrics`` (ours): target
+    tracking on requests per target, step scale-out on ALB p95 latency, GPU utilisation, and CPU
+    high while the queue grows. A server with ``scaling_signals`` (vLLM: running and waiting
+    requests, KV-cache use): those signals plus ALB p95 latency, and no requests-per-target
+    tracking (LLM requests differ too much in cost). Any other server: requests per target and
+    latency. ``scaling`` adds schedules and predictive scaling (which needs ``load_balancer``).
+
+    Attributes: ``task_count`` (ScalableTaskCount), ``scalable_target``, ``predictive_policy`` (or None),
+    ``combined_cpu_queue_metric`` (or None).
+    """
+
 
     def __init__(
         self,
@@ -95,33 +114,72 @@ class ServiceScaling(Construct):
         construct_id: str,
         *,
         model_service: "ModelService",
-        props: ModelScalingProps,
-        scaling: ScalingProps,
-        load_balancer: elbv2.IApplicationLoadBalancer,
+        props: Optional[ModelScalingProps] = None,
+        scaling: Optional[ScalingProps] = None,
+        load_balancer: Optional[elbv2.IApplicationLoadBalancer] = None,
     ) -> None:
         super().__init__(scope, construct_id)
+        scaling = scaling or ScalingProps(predictive=PredictiveScalingProps(mode="off"))
         model = model_service.model
+        props = props or model.scaling
+        contract = model_service.contract
         self.task_count = model_service.service.auto_scale_task_count(min_capacity=model.min_tasks, max_capacity=model.max_tasks)
         self.scalable_target: appscaling.ScalableTarget = self.task_count.node.find_child("Target")
         out_cooldown = cdk.Duration.seconds(props.scale_out_cooldown_seconds)
         in_cooldown = cdk.Duration.seconds(props.scale_in_cooldown_seconds)
 
-        if len(model_service.target_groups) == 1:
-            self.task_count.scale_on_request_count(
-                "RequestsPerTarget",
-                requests_per_target=props.requests_per_target_per_minute,
-                target_group=model_service.target_group,
-                scale_out_cooldown=out_cooldown,
-                scale_in_cooldown=in_cooldown,
-            )
-        else:
-            self._track_requests_across(model_service, load_balancer, props)
+        if contract.bundled_metrics or not contract.scaling_signals:
+            if len(model_service.target_groups) == 1:
+                self.task_count.scale_on_request_count(
+                    "RequestsPerTarget",
+                    requests_per_target=props.requests_per_target_per_minute,
+                    target_group=model_service.target_group,
+                    scale_out_cooldown=out_cooldown,
+                    scale_in_cooldown=in_cooldown,
+                )
+            else:
+                require(load_balancer is not None, "load_balancer", "is missing: requests per target over two target groups need the load balancer's name")
+                self._track_requests_across(model_service, load_balancer, props)
         self._scale_out_on(
             "LatencyP95",
             model_service.metric_target_response_time("p95"),
             props.latency_p95_ms / 1000,
             out_cooldown,
         )
+        for signal in contract.scaling_signals:
+            metric = model_service.metric_server(signal.metric, signal.statistic)
+            if signal.target is not None:
+                self.task_count.scale_to_track_custom_metric(
+                    f"Track-{signal.metric}",
+                    metric=metric,
+                    target_value=signal.target,
+                    scale_out_cooldown=out_cooldown,
+                    scale_in_cooldown=in_cooldown,
+                )
+            else:
+                self._scale_out_on(f"ScaleOut-{signal.metric}", metric, signal.scale_out_above, out_cooldown)
+        self.combined_cpu_queue_metric = None
+        if contract.bundled_metrics:
+            self._add_bundled_signals(model_service, props, out_cooldown)
+
+        check_schedule_task_ranges(model.name, model.min_tasks, model.max_tasks, scaling.schedules)
+        for schedule in scaling.schedules:
+            low, high = schedule.task_range(model.min_tasks, model.max_tasks)
+            self.task_count.scale_on_schedule(
+                f"Schedule-{schedule.name}",
+                schedule=appscaling.Schedule.expression(f"cron({schedule.cron})"),
+                time_zone=cdk.TimeZone.of(schedule.time_zone),
+                min_capacity=low,
+                max_capacity=high,
+            )
+
+        self.predictive_policy = None
+        if scaling.predictive.mode != "off":
+            require(load_balancer is not None, "load_balancer", "is missing: predictive scaling forecasts the load balancer's request count")
+            self.predictive_policy = self._add_predictive(scaling.predictive, props, model_service, load_balancer)
+
+    def _add_bundled_signals(self, model_service: "ModelService", props: ModelScalingProps, out_cooldown: cdk.Duration) -> None:
+        """Our server's own metrics: GPU utilisation, and CPU high while its queue grows."""
         self._scale_out_on(
             "GpuUtilization",
             model_service.metric_server(metric_names.GPU_UTILIZATION, "Average"),
@@ -138,21 +196,6 @@ class ServiceScaling(Construct):
             label="CPU high and queue growing",
         )
         self._scale_out_on("CpuAndQueueGrowing", self.combined_cpu_queue_metric, 1, out_cooldown, evaluation_periods=3)
-
-        check_schedule_task_ranges(model.name, model.min_tasks, model.max_tasks, scaling.schedules)
-        for schedule in scaling.schedules:
-            low, high = schedule.task_range(model.min_tasks, model.max_tasks)
-            self.task_count.scale_on_schedule(
-                f"Schedule-{schedule.name}",
-                schedule=appscaling.Schedule.expression(f"cron({schedule.cron})"),
-                time_zone=cdk.TimeZone.of(schedule.time_zone),
-                min_capacity=low,
-                max_capacity=high,
-            )
-
-        self.predictive_policy = None
-        if scaling.predictive.mode != "off":
-            self.predictive_policy = self._add_predictive(scaling.predictive, props, model_service, load_balancer)
 
     def _track_requests_across(
         self, model_service: "ModelService", load_balancer: elbv2.IApplicationLoadBalancer, props: ModelScalingProps

@@ -25,6 +25,7 @@ class ModelContract:
 
     environment_name: str
     model_name: str
+    image: object  # the template's Image value
     command: list[str]
     environment: dict[str, object]  # values may be CloudFormation intrinsics
     secret_names: list[str]
@@ -39,6 +40,13 @@ class ModelContract:
     success_codes: str
     path_patterns: list[str] = field(default_factory=list)
     target_groups: list[TargetGroupContract] = field(default_factory=list)
+    containers: dict[str, dict] = field(default_factory=dict)  # every container of the task, by name
+    url_rewrites: list[dict] = field(default_factory=list)  # the listener rule's url-rewrite transforms
+
+    @property
+    def runs_bundled_image(self) -> bool:
+        """The task runs the image built from inference_image/ (a CDK container asset), not another server."""
+        return "container-assets" in json.dumps(self.image)
 
 
 def load_contracts(template: dict | Path, environment_name: str) -> list[ModelContract]:
@@ -54,7 +62,8 @@ def load_contracts(template: dict | Path, environment_name: str) -> list[ModelCo
     for service in of_type("AWS::ECS::Service").values():
         properties = service["Properties"]
         task = resources[properties["TaskDefinition"]["Ref"]]["Properties"]
-        (container,) = task["ContainerDefinitions"]
+        containers = {c["Name"]: c for c in task["ContainerDefinitions"]}
+        container = containers["server"]
         (binding,) = properties["LoadBalancers"]
         target_group_id = binding["TargetGroupArn"]["Ref"]
         target_group = resources[target_group_id]["Properties"]
@@ -64,6 +73,14 @@ def load_contracts(template: dict | Path, environment_name: str) -> list[ModelCo
             for logical_id in [target_group_id] + ([alternate["Ref"]] if alternate else [])
         ]
         patterns = target_groups[0].path_patterns
+        rewrites = [
+            rewrite
+            for rule in of_type("AWS::ElasticLoadBalancingV2::ListenerRule").values()
+            if any({"Ref": target_group_id} in forwarded_to(action) for action in rule["Properties"]["Actions"])
+            for transform in rule["Properties"].get("Transforms", [])
+            if transform["Type"] == "url-rewrite"
+            for rewrite in transform["UrlRewriteConfig"]["Rewrites"]
+        ]
         environment = {item["Name"]: item["Value"] for item in container.get("Environment", [])}
         assert binding["ContainerPort"] in [p["ContainerPort"] for p in container["PortMappings"]], (
             f"{environment_name}: the service registers port {binding['ContainerPort']} with the target group, "
@@ -72,7 +89,8 @@ def load_contracts(template: dict | Path, environment_name: str) -> list[ModelCo
         contracts.append(
             ModelContract(
                 environment_name=environment_name,
-                model_name=str(environment["MODEL_NAME"]),
+                model_name=container["LogConfiguration"]["Options"]["awslogs-stream-prefix"],
+                image=container["Image"],
                 command=container["Command"],
                 environment=environment,
                 secret_names=[secret["Name"] for secret in container.get("Secrets", [])],
@@ -87,6 +105,8 @@ def load_contracts(template: dict | Path, environment_name: str) -> list[ModelCo
                 success_codes=target_group["Matcher"]["HttpCode"],
                 path_patterns=patterns,
                 target_groups=target_groups,
+                containers=containers,
+                url_rewrites=rewrites,
             )
         )
     return contracts

@@ -40,7 +40,8 @@ PYTHON = {"python", "python3"}
 
 
 def contracts_for(synthesized, environment: str) -> list[ModelContract]:
-    return load_contracts(synthesized.inference_template(environment), environment)
+    """The services that run our bundled server (the image built from inference_image/); vLLM has its own test."""
+    return [c for c in load_contracts(synthesized.inference_template(environment), environment) if c.runs_bundled_image]
 
 
 @pytest.fixture(scope="module")

@@ -16,22 +16,22 @@ def only(template, resource_type):
     return resource
 
 
-def test_overrides_keep_the_configured_priority_order_and_have_no_weights(env):
-    config, template = env
+def test_overrides_keep_the_configured_priority_order_and_have_no_weights(capacity_group):
+    props, template = capacity_group
     policy = only(template, "AWS::AutoScaling::AutoScalingGroup")["Properties"]["MixedInstancesPolicy"]
     overrides = policy["LaunchTemplate"]["Overrides"]
-    assert [o["InstanceType"] for o in overrides] == list(config.capacity.instance_types)
+    assert [o["InstanceType"] for o in overrides] == list(props.instance_types)
     assert all(set(o) == {"InstanceType"} for o in overrides), "no WeightedCapacity: capacity providers forbid weights"
 
 
-def test_allocation_strategies_fall_back_by_priority(env):
-    config, template = env
+def test_allocation_strategies_fall_back_by_priority(capacity_group):
+    props, template = capacity_group
     distribution = only(template, "AWS::AutoScaling::AutoScalingGroup")["Properties"]["MixedInstancesPolicy"]["InstancesDistribution"]
     assert distribution == {
         "OnDemandAllocationStrategy": "prioritized",
         "SpotAllocationStrategy": "capacity-optimized-prioritized",
-        "OnDemandBaseCapacity": config.capacity.on_demand_base_capacity,
-        "OnDemandPercentageAboveBaseCapacity": config.capacity.on_demand_percentage_above_base,
+        "OnDemandBaseCapacity": props.on_demand_base_capacity,
+        "OnDemandPercentageAboveBaseCapacity": props.on_demand_percentage_above_base,
     }
 
 
@@ -42,56 +42,56 @@ def test_environment_defaults_dev_all_spot_prod_on_demand_base(synthesized):
     assert prod.on_demand_base_capacity >= 1 and prod.min_capacity >= 1
 
 
-def test_group_sizes_rebalances_and_never_sets_desired_capacity(env):
-    config, template = env
+def test_group_sizes_rebalances_and_never_sets_desired_capacity(capacity_group):
+    props, template = capacity_group
     group = only(template, "AWS::AutoScaling::AutoScalingGroup")["Properties"]
     assert group["CapacityRebalance"] is True
     assert "DesiredCapacity" not in group, "a desired capacity resets the fleet on every deploy (aws/aws-cdk#5215)"
-    assert (group["MinSize"], group["MaxSize"]) == (str(config.capacity.min_capacity), str(config.capacity.max_capacity))
-    assert group.get("NewInstancesProtectedFromScaleIn", False) is config.capacity.managed_termination_protection
+    assert (group["MinSize"], group["MaxSize"]) == (str(props.min_capacity), str(props.max_capacity))
+    assert group.get("NewInstancesProtectedFromScaleIn", False) is props.managed_termination_protection
 
 
-def test_group_lives_in_the_private_subnets(env):
-    _, template = env
+def test_group_lives_in_the_private_subnets(capacity_group):
+    _, template = capacity_group
     subnets = only(template, "AWS::AutoScaling::AutoScalingGroup")["Properties"]["VPCZoneIdentifier"]
     assert subnets and all("privateSubnet" in str(subnet) for subnet in subnets)
 
 
-def test_launch_template_requires_imdsv2_with_one_hop(env):
-    _, template = env
+def test_launch_template_requires_imdsv2_with_one_hop(capacity_group):
+    _, template = capacity_group
     data = only(template, "AWS::EC2::LaunchTemplate")["Properties"]["LaunchTemplateData"]
     assert data["MetadataOptions"] == {"HttpTokens": "required", "HttpPutResponseHopLimit": 1}
 
 
-def test_launch_template_root_volume_is_encrypted_gp3(env):
-    config, template = env
+def test_launch_template_root_volume_is_encrypted_gp3(capacity_group):
+    props, template = capacity_group
     data = only(template, "AWS::EC2::LaunchTemplate")["Properties"]["LaunchTemplateData"]
     assert data["BlockDeviceMappings"] == [
         {
             "DeviceName": "/dev/xvda",
-            "Ebs": {"DeleteOnTermination": True, "Encrypted": True, "VolumeSize": config.capacity.root_volume_gib, "VolumeType": "gp3"},
+            "Ebs": {"DeleteOnTermination": True, "Encrypted": True, "VolumeSize": props.root_volume_gib, "VolumeType": "gp3"},
         }
     ]
 
 
-def test_launch_template_has_monitoring_no_key_and_no_public_ip(env):
-    _, template = env
+def test_launch_template_has_monitoring_no_key_and_no_public_ip(capacity_group):
+    _, template = capacity_group
     data = only(template, "AWS::EC2::LaunchTemplate")["Properties"]["LaunchTemplateData"]
     assert data["Monitoring"] == {"Enabled": True}
     assert "KeyName" not in data
     assert [ni["AssociatePublicIpAddress"] for ni in data["NetworkInterfaces"]] == [False]
 
 
-def test_ami_is_the_al2023_gpu_ecs_optimised_parameter(env):
-    _, template = env
+def test_ami_is_the_al2023_gpu_ecs_optimised_parameter(capacity_group):
+    _, template = capacity_group
     data = only(template, "AWS::EC2::LaunchTemplate")["Properties"]["LaunchTemplateData"]
     parameter = template.to_json()["Parameters"][data["ImageId"]["Ref"]]
     assert parameter["Default"] == "/aws/service/ecs/optimized-ami/amazon-linux-2023/gpu/recommended/image_id"
 
 
 @pytest.mark.parametrize("line", ECS_AGENT_SETTINGS)
-def test_user_data_configures_the_ecs_agent(env, line):
-    _, template = env
+def test_user_data_configures_the_ecs_agent(capacity_group, line):
+    _, template = capacity_group
     user_data = only(template, "AWS::EC2::LaunchTemplate")["Properties"]["LaunchTemplateData"]["UserData"]
     script = "".join(part for part in user_data["Fn::Base64"]["Fn::Join"][1] if isinstance(part, str))
     assert f"\n{line}\n" in script
@@ -106,13 +106,13 @@ def test_user_data_covers_the_required_agent_settings():
     } <= set(ECS_AGENT_SETTINGS)
 
 
-def test_capacity_provider_manages_scaling_and_draining(env):
-    config, template = env
+def test_capacity_provider_manages_scaling_and_draining(capacity_group):
+    props, template = capacity_group
     provider = only(template, "AWS::ECS::CapacityProvider")["Properties"]["AutoScalingGroupProvider"]
     assert provider["ManagedScaling"]["Status"] == "ENABLED"
-    assert provider["ManagedScaling"]["TargetCapacity"] == config.capacity.target_capacity_percent
+    assert provider["ManagedScaling"]["TargetCapacity"] == props.target_capacity_percent
     assert provider["ManagedDraining"] == "ENABLED"
-    expected = "ENABLED" if config.capacity.managed_termination_protection else "DISABLED"
+    expected = "ENABLED" if props.managed_termination_protection else "DISABLED"
     assert provider["ManagedTerminationProtection"] == expected
 
 
@@ -126,8 +126,8 @@ def test_cluster_has_enhanced_container_insights(env):
     template.has_resource_properties("AWS::ECS::Cluster", {"ClusterSettings": [{"Name": "containerInsights", "Value": "enhanced"}]})
 
 
-def test_instances_accept_no_inbound_traffic(env):
-    _, template = env
+def test_instances_accept_no_inbound_traffic(capacity_group):
+    _, template = capacity_group
     groups = template.find_resources("AWS::EC2::SecurityGroup", {"Properties": {"GroupDescription": Match.string_like_regexp("GPU container instances")}})
     (group,) = groups.values()
     assert "SecurityGroupIngress" not in group["Properties"]
@@ -136,8 +136,8 @@ def test_instances_accept_no_inbound_traffic(env):
     ]
 
 
-def test_instance_role_has_only_ecs_agent_and_session_manager(env):
-    _, template = env
+def test_instance_role_has_only_ecs_agent_and_session_manager(capacity_group):
+    _, template = capacity_group
     roles = template.find_resources("AWS::IAM::Role", {"Properties": {"AssumeRolePolicyDocument": {"Statement": [{"Principal": {"Service": "ec2.amazonaws.com"}}]}}})
     (role,) = roles.values()
     assert [arn["Fn::Join"][1][-1] for arn in role["Properties"]["ManagedPolicyArns"]] == [":iam::aws:policy/AmazonSSMManagedInstanceCore"]
@@ -154,3 +154,15 @@ def test_allow_ingress_from_opens_one_port_to_one_peer():
         "AWS::EC2::SecurityGroupIngress",
         {"FromPort": 32768, "ToPort": 65535, "IpProtocol": "tcp", "SourceSecurityGroupId": {"Fn::GetAtt": [Match.string_like_regexp("Alb"), "GroupId"]}},
     )
+
+
+def test_capacity_groups_are_more_providers_of_the_one_cluster(env):
+    """A 4-GPU group is its own Auto Scaling group and capacity provider (one shape per group), in the same cluster."""
+    config, template = env
+    template.resource_count_is("AWS::ECS::Cluster", 1)
+    template.resource_count_is("AWS::AutoScaling::AutoScalingGroup", 1 + len(config.capacity_groups))
+    (association,) = template.find_resources("AWS::ECS::ClusterCapacityProviderAssociations").values()
+    providers = sorted(p["Ref"] for p in association["Properties"]["CapacityProviders"])
+    assert [p.startswith("GpuCapacity") for p in providers] == [True] * (1 + len(config.capacity_groups))
+    for group in config.capacity_groups:
+        assert any(p.startswith(f"GpuCapacity{group.replace('-', '')}CapacityProvider") for p in providers)

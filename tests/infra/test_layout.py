@@ -20,7 +20,8 @@ def test_a_model_stack_holds_that_model_only_and_keeps_its_single_stack_logical_
     config = synthesized.stages[environment].config
     for model in config.models:
         resources = synthesized.template(environment, f"Model-{model.name}")["Resources"]
-        prefixes = (f"Model{model.name}", f"Scaling{model.name}", f"Monitoring{model.name}")
+        name = model.name.replace("-", "")
+        prefixes = (f"Model{name}", f"Scaling{name}", f"Monitoring{name}")
         assert [k for k in resources if not k.startswith(prefixes) and k != "CDKMetadata"] == []
         types = {r["Type"] for r in resources.values()}
         assert {"AWS::ECS::Service", "AWS::ElasticLoadBalancingV2::TargetGroup", "AWS::ElasticLoadBalancingV2::ListenerRule"} <= types

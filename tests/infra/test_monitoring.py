@@ -9,10 +9,14 @@ from tests.conftest import metric_stats, single_metric
 
 from gpu_inference_constructs import metric_names as infra_names
 
-PER_MODEL_ALARMS = [
-    "LatencyP95", "LatencyP99", "Target5xxRate", "UnhealthyTargets", "TasksBelowDesired",
-    "QueueDepth", "RejectedRequests", "GpuMemory", "LowGpuUtilization",
-]
+PER_MODEL_ALARMS = ["LatencyP95", "LatencyP99", "Target5xxRate", "UnhealthyTargets", "TasksBelowDesired"]
+BUNDLED_SERVER_ALARMS = ["QueueDepth", "RejectedRequests", "GpuMemory", "LowGpuUtilization"]
+VLLM_ALARMS = {"vllm_num_requests_waiting": "waiting_requests_scale_out", "vllm_kv_cache_usage_perc": "kv_cache_scale_out_percent"}
+
+
+def alarms_of(model) -> list[str]:
+    """The alarms a model has: every model's, then its server's (ours: from our metrics; vLLM: its scale-out signals)."""
+    return PER_MODEL_ALARMS + (BUNDLED_SERVER_ALARMS if model.vllm is None else list(VLLM_ALARMS))
 
 
 
@@ -22,7 +26,7 @@ def monitoring_alarms(template):
 
 
 def alarm(template, name):
-    key = "Monitoring" + name.replace("-", "")
+    key = "Monitoring" + "".join(c for c in name if c.isalnum())
     (found,) = [a for k, a in monitoring_alarms(template).items() if k.startswith(key)]
     return found
 
@@ -30,7 +34,7 @@ def alarm(template, name):
 def test_every_alarm_exists_and_notifies_the_encrypted_topic(env):
     config, template = env
     alarms = monitoring_alarms(template)
-    assert len(alarms) == len(PER_MODEL_ALARMS) * len(config.models) + 2
+    assert len(alarms) == sum(len(alarms_of(model)) for model in config.models) + 2
     for properties in alarms.values():
         assert properties["AlarmActions"] == [{"Ref": "NotificationsTopicAE679CBD"}]
         assert properties["OKActions"] == [{"Ref": "NotificationsTopicAE679CBD"}]
@@ -79,7 +83,7 @@ def test_tasks_below_desired_compares_container_insights_counts(env):
 )
 def test_server_metric_alarms(env, suffix, metric, statistic, threshold_key, comparison):
     config, template = env
-    for model in config.models:
+    for model in [m for m in config.models if m.vllm is None]:
         properties = alarm(template, f"{model.name}-{suffix}")
         namespace, name, stat, dimensions, _ = single_metric(properties)
         assert (namespace, name, stat) == ("GpuInference", metric, statistic)
@@ -88,9 +92,24 @@ def test_server_metric_alarms(env, suffix, metric, statistic, threshold_key, com
         assert properties["ComparisonOperator"] == comparison
 
 
+def test_vllm_models_alarm_when_a_scale_out_signal_stays_high_for_15_minutes(env):
+    config, template = env
+    for model in [m for m in config.models if m.vllm is not None]:
+        for metric, threshold_key in VLLM_ALARMS.items():
+            properties = alarm(template, f"{model.name}-{metric}")
+            namespace, name, stat, dimensions, _ = single_metric(properties)
+            assert (namespace, name, stat) == ("GpuInference", metric, "Maximum")
+            assert {d["Name"]: d["Value"] for d in dimensions} == {"Environment": config.name, "ModelName": model.name}
+            threshold = getattr(model.vllm, threshold_key)
+            assert properties["Threshold"] == (threshold / 100 if threshold_key.endswith("percent") else threshold)
+            assert properties["EvaluationPeriods"] == 15
+        with pytest.raises(ValueError):
+            alarm(template, f"{model.name}-QueueDepth")  # vLLM does not emit our server's metrics
+
+
 def test_low_gpu_utilization_is_judged_over_hours(env):
     config, template = env
-    for model in config.models:
+    for model in [m for m in config.models if m.vllm is None]:
         properties = alarm(template, f"{model.name}-LowGpuUtilization")
         assert single_metric(properties)[4] == 3600 and properties["EvaluationPeriods"] == config.monitoring.low_gpu_utilization_hours
 

@@ -228,21 +228,11 @@ def test_the_deploy_instructions_never_revert_drift():
 
 
 def test_the_readme_library_examples_synthesize_a_canary_in_a_plain_app():
-    """The README's construct examples, run as written in an app of their own (cdk.json's feature flags, as a fresh
-    `cdk init` app has them; no environments, no stacks/ code)."""
-    from aws_cdk import aws_ecs as ecs
-    from aws_cdk import aws_kms as kms
+    """The README's canary example, run as written in a bare app of its own (no context: no feature flags, no
+    environments, no stacks/ code); tests/consumer runs it under cdk.json's flags and cdk-nag too."""
+    from tests.consumer.test_readme_examples import ran
 
-    section = (ROOT / "README.md").read_text().split("## Using the constructs in your own stacks", 1)[1].split("\n## ", 1)[0]
-    blocks = re.findall(r"```python\n(.*?)```", section, re.S)
-    assert len(blocks) >= 2
-    app = cdk.App(context={k: v for k, v in cdk_context().items() if k != "environments"})
-    stack = cdk.Stack(app, "Library", env=cdk.Environment(account="444444444444", region="eu-west-1"))
-    namespace = {"self": stack, "my_image": ecs.ContainerImage.from_registry("public.ecr.aws/example/server:1"),
-                 "my_key": kms.Key(stack, "LogsKey", enable_key_rotation=True)}
-    for block in blocks:
-        exec(block.replace("arn:aws:acm:eu-west-1:…:certificate/…", "arn:aws:acm:eu-west-1:444444444444:certificate/example"), namespace)
-    template = app.synth().get_stack_by_name("Library").template
+    template = ran("canary")[1]["template"]
     (canary,) = [ModelView(template, key) for key, r in template["Resources"].items()
                  if r["Type"] == "AWS::ECS::Service" and "Ranker" in key]
     config = canary.service["DeploymentConfiguration"]

@@ -87,7 +87,11 @@ def test_auto_scaling_group_events_reach_the_topic(world):
     needs the key policy (it has no KMS permissions of its own); an EventBridge rule for the group publishes
     as events.amazonaws.com."""
     topic, key = topic_and_key(world)
-    group = world.only("AWS::AutoScaling::AutoScalingGroup")
+    for group in world.of_type("AWS::AutoScaling::AutoScalingGroup"):  # the capacity and every capacity group
+        assert_group_events_reach(world, group, topic, key)
+
+
+def assert_group_events_reach(world, group: str, topic: str, key: str) -> None:
     # The service-linked role's managed policy allows sns:Publish but no KMS action on customer keys.
     publish = Policy("AutoScalingServiceRolePolicy", "AutoScalingServiceRolePolicy",
                      {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "sns:Publish", "Resource": "*"}]})
@@ -173,7 +177,7 @@ def test_the_load_balancer_can_write_access_logs_under_its_prefix_for_this_accou
 
 
 def model_role(world: TemplateWorld, model: str, kind: str) -> str:
-    return world.only("AWS::IAM::Role", f"Model{model}{kind}")
+    return world.only("AWS::IAM::Role", f"Model{model.replace('-', '')}{kind}")
 
 
 @pytest.fixture

@@ -1,5 +1,7 @@
 """Scaling: every policy and schedule per model service; predictive on the service, never on the GPU group."""
 
+import json
+
 import pytest
 from aws_cdk.assertions import Template
 
@@ -16,6 +18,10 @@ def targets_by_model(template):
     }
 
 
+def logical(model_name):
+    return model_name.replace("-", "")
+
+
 def policies_of(template, target_id, policy_type):
     return [
         p["Properties"]
@@ -27,9 +33,9 @@ def policies_of(template, target_id, policy_type):
 def test_each_service_scales_between_its_min_and_max_tasks(env):
     config, template = env
     targets = targets_by_model(template)
-    assert sorted(targets) == sorted(m.name for m in config.models)
+    assert sorted(targets) == sorted(logical(m.name) for m in config.models)
     for model in config.models:
-        _, target = targets[model.name]
+        _, target = targets[logical(model.name)]
         properties = target["Properties"]
         assert (properties["MinCapacity"], properties["MaxCapacity"]) == (model.min_tasks, model.max_tasks)
         assert properties["ScalableDimension"] == "ecs:service:DesiredCount"
@@ -38,8 +44,8 @@ def test_each_service_scales_between_its_min_and_max_tasks(env):
 def test_target_tracking_on_requests_per_target_with_configured_cooldowns(env):
     config, template = env
     targets = targets_by_model(template)
-    for model in config.models:
-        (policy,) = policies_of(template, targets[model.name][0], "TargetTrackingScaling")
+    for model in [m for m in config.models if m.vllm is None]:
+        (policy,) = policies_of(template, targets[logical(model.name)][0], "TargetTrackingScaling")
         tracking = policy["TargetTrackingScalingPolicyConfiguration"]
         if model.deployment.shifts_traffic:
             # Either target group may be production: requests over healthy targets of both.
@@ -60,6 +66,22 @@ def test_target_tracking_on_requests_per_target_with_configured_cooldowns(env):
         )
 
 
+def test_vllm_tracks_running_requests_per_task_not_requests_per_target(env):
+    config, template = env
+    targets = targets_by_model(template)
+    for model in [m for m in config.models if m.vllm is not None]:
+        (policy,) = policies_of(template, targets[logical(model.name)][0], "TargetTrackingScaling")
+        tracking = policy["TargetTrackingScalingPolicyConfiguration"]
+        metric = tracking["CustomizedMetricSpecification"]
+        assert (metric["Namespace"], metric["MetricName"], metric["Statistic"]) == ("GpuInference", "vllm_num_requests_running", "Average")
+        assert {d["Name"]: d["Value"] for d in metric["Dimensions"]} == {"Environment": config.name, "ModelName": model.name}
+        assert tracking["TargetValue"] == model.vllm.running_target == (model.vllm.max_num_seqs * 3) // 4
+        assert (tracking["ScaleOutCooldown"], tracking["ScaleInCooldown"]) == (
+            model.scaling.scale_out_cooldown_seconds,
+            model.scaling.scale_in_cooldown_seconds,
+        )
+
+
 def step_alarm(template, policy_logical_id):
     (alarm,) = [
         a["Properties"]
@@ -73,13 +95,13 @@ def step_policies(template, model_name):
     return {
         logical_id.split("TaskCountTarget")[1].split("UpperPolicy")[0]: (logical_id, p["Properties"])
         for logical_id, p in template.find_resources("AWS::ApplicationAutoScaling::ScalingPolicy").items()
-        if logical_id.startswith(f"Model{model_name}") and p["Properties"]["PolicyType"] == "StepScaling"
+        if logical_id.startswith(f"Model{logical(model_name)}") and p["Properties"]["PolicyType"] == "StepScaling"
     }
 
 
 def test_step_scaling_only_adds_tasks_on_latency_gpu_and_cpu_with_growing_queue(env):
     config, template = env
-    for model in config.models:
+    for model in [m for m in config.models if m.vllm is None]:
         steps = step_policies(template, model.name)
         assert sorted(steps) == ["CpuAndQueueGrowing", "GpuUtilization", "LatencyP95"]
         for logical_id, policy in steps.values():
@@ -95,9 +117,28 @@ def test_step_scaling_only_adds_tasks_on_latency_gpu_and_cpu_with_growing_queue(
         assert {d["Name"]: d["Value"] for d in dimensions} == {"Environment": config.name, "ModelName": model.name}
 
 
+def test_vllm_adds_tasks_on_latency_waiting_requests_and_kv_cache(env):
+    config, template = env
+    for model in [m for m in config.models if m.vllm is not None]:
+        steps = step_policies(template, model.name)
+        assert sorted(steps) == ["LatencyP95", "ScaleOutvllmkvcacheusageperc", "ScaleOutvllmnumrequestswaiting"]
+        for logical_id, policy in steps.values():
+            adjustments = [s["ScalingAdjustment"] for s in policy["StepScalingPolicyConfiguration"]["StepAdjustments"]]
+            assert adjustments == [1, 2]
+        waiting = step_alarm(template, steps["ScaleOutvllmnumrequestswaiting"][0])
+        assert single_metric(waiting)[:3] == ("GpuInference", "vllm_num_requests_waiting", "Maximum")
+        assert waiting["Threshold"] == model.vllm.waiting_requests_scale_out
+        kv_cache = step_alarm(template, steps["ScaleOutvllmkvcacheusageperc"][0])
+        assert single_metric(kv_cache)[:3] == ("GpuInference", "vllm_kv_cache_usage_perc", "Maximum")
+        assert kv_cache["Threshold"] == model.vllm.kv_cache_scale_out_percent / 100, "vLLM reports KV-cache use as a fraction"
+        latency = step_alarm(template, steps["LatencyP95"][0])
+        assert '"MetricName": "TargetResponseTime"' in json.dumps(latency) and '"p95"' in json.dumps(latency)
+        assert latency["Threshold"] == model.scaling.latency_p95_ms / 1000
+
+
 def test_cpu_and_growing_queue_is_one_metric_math_alarm(env):
     config, template = env
-    for model in config.models:
+    for model in [m for m in config.models if m.vllm is None]:
         alarm = step_alarm(template, step_policies(template, model.name)["CpuAndQueueGrowing"][0])
         expression = next(m for m in alarm["Metrics"] if "Expression" in m)["Expression"]
         assert expression == f"IF(cpu > {model.scaling.cpu_percent} AND DIFF(queue) > 0, 1, 0)"
@@ -109,7 +150,7 @@ def test_cpu_and_growing_queue_is_one_metric_math_alarm(env):
 def test_schedules_apply_to_every_service_with_time_zones(env):
     config, template = env
     for model in config.models:
-        _, target = targets_by_model(template)[model.name]
+        _, target = targets_by_model(template)[logical(model.name)]
         actions = target["Properties"].get("ScheduledActions", [])
         assert [a["ScheduledActionName"] for a in actions] == [f"Schedule-{s.name}" for s in config.scaling.schedules]
         for action, schedule in zip(actions, config.scaling.schedules):
@@ -129,7 +170,7 @@ def test_predictive_scaling_sits_on_each_service_target(env):
     config, template = env
     targets = targets_by_model(template)
     for model in config.models:
-        policies = policies_of(template, targets[model.name][0], "PredictiveScaling")
+        policies = policies_of(template, targets[logical(model.name)][0], "PredictiveScaling")
         if config.scaling.predictive.mode == "off":
             assert policies == []
             continue

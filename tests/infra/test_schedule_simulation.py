@@ -85,11 +85,15 @@ def service_targets(template: dict) -> dict[str, tuple[tuple[int, int], list[Act
     return targets
 
 
-def group_schedule(template: dict) -> tuple[tuple[int, int], list[Action]]:
-    (group,) = [r for r in template["Resources"].values() if r["Type"] == "AWS::AutoScaling::AutoScalingGroup"]
+def group_schedule(template: dict, prefix: str = "GpuCapacityAutoScalingGroup") -> tuple[tuple[int, int], list[Action]]:
+    """The (min, max) and scheduled actions of the GPU group whose logical ID starts with ``prefix``
+    (the environment's ``capacity``; a capacity group's is ``GpuCapacity<group>AutoScalingGroup``)."""
+    (group_id,) = [k for k, r in template["Resources"].items() if r["Type"] == "AWS::AutoScaling::AutoScalingGroup" and k.startswith(prefix)]
+    group = template["Resources"][group_id]
     actions = [
         Action(r["Properties"]["Recurrence"], ZoneInfo(r["Properties"].get("TimeZone", "UTC")), r["Properties"].get("MinSize"), r["Properties"].get("MaxSize"))
-        for r in template["Resources"].values() if r["Type"] == "AWS::AutoScaling::ScheduledAction"
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::AutoScaling::ScheduledAction" and r["Properties"]["AutoScalingGroupName"] == {"Ref": group_id}
     ]
     return (int(group["Properties"]["MinSize"]), int(group["Properties"]["MaxSize"])), actions
 
@@ -156,10 +160,17 @@ def test_the_gpu_group_holds_every_services_floor_all_week(environment):
     """The group's maximum covers the sum of the services' minimums at every minute, and its bounds stay ordered."""
     config, template = environment
     targets = service_targets(template)
-    group_initial, group_actions = group_schedule(template)
-    service_runs = [list(simulate(initial, actions)) for initial, actions in targets.values()]
-    gpus_per_instance = config.capacity.smallest_instance_type(config.region).gpus
-    for (minute, group_min, group_max), *services in zip(simulate(group_initial, group_actions), *service_runs):
-        floor = sum(low for _, low, _ in services)
-        assert group_min <= group_max, minute
-        assert floor <= group_max * gpus_per_instance, f"at minute {minute} the services' floor {floor} exceeds the group's {group_max} GPUs"
+    placement = config.model_placement()
+    for group in ["", *config.capacity_groups]:
+        logical = group.replace("-", "")
+        models = [m for m in config.models if placement.get(m.name, "") == group]
+        prefixes = tuple(f"Model{m.name.replace('-', '')}Service" for m in models)
+        placed = [(target, m.gpus) for m in models for target in [targets[k] for k in targets if k.startswith(f"Model{m.name.replace('-', '')}Service")]]
+        assert len(placed) == len(models) and all(k.startswith(prefixes) for k in targets if any(k.startswith(p) for p in prefixes))
+        group_initial, group_actions = group_schedule(template, f"GpuCapacity{logical}AutoScalingGroup")
+        service_runs = [list(simulate(initial, actions)) for (initial, actions), _ in placed]
+        gpus_per_instance = config.group_capacity(group).smallest_instance_type(config.region).gpus
+        for (minute, group_min, group_max), *services in zip(simulate(group_initial, group_actions), *service_runs):
+            floor = sum(low * gpus for (_, low, _), (_, gpus) in zip(services, placed))  # a 4-GPU task takes four GPUs
+            assert group_min <= group_max, minute
+            assert floor <= group_max * gpus_per_instance, f"at minute {minute} the services' floor of {floor} GPUs exceeds the group's {group_max} x {gpus_per_instance} GPUs"

@@ -15,12 +15,28 @@ from tests.infra.conftest import ENVIRONMENTS
 
 
 
-def containers(template):
-    return {
-        next(e["Value"] for e in c["Environment"] if e["Name"] == "MODEL_NAME"): c
-        for td in template.find_resources("AWS::ECS::TaskDefinition").values()
-        for c in td["Properties"]["ContainerDefinitions"]
-    }
+def containers(template, name="server"):
+    """Model name -> its server container (or the ``name`` sidecar), found by the container's log stream prefix."""
+    found = {}
+    for td in template.find_resources("AWS::ECS::TaskDefinition").values():
+        for c in td["Properties"]["ContainerDefinitions"]:
+            if c["Name"] == name:
+                prefix = c["LogConfiguration"]["Options"]["awslogs-stream-prefix"]
+                found[prefix if name == "server" else prefix.rsplit("-", 1)[0]] = c
+    return found
+
+
+def promised(model):
+    """What the model's server contract promises: the bundled server's, or the vLLM preset's."""
+    if model.vllm is None:
+        return {"port": CONTAINER_PORT, "user": "10001:10001", "readiness": "/ready", "secret": "API_KEYS", "gpus": 1, "path": "predict",
+                "liveness": ["CMD", "python", "-m", "inference_server.healthcheck"]}
+    return {"port": model.vllm.port, "user": "1000:1000", "readiness": "/health", "secret": "VLLM_API_KEY", "gpus": model.gpus,
+            "path": "v1/completions", "liveness": ["CMD", "python3", "-c", f"import urllib.request; urllib.request.urlopen('http://127.0.0.1:{model.vllm.port}/health', timeout=4)"]}
+
+
+def bundled(config):
+    return [m for m in config.models if m.vllm is None]
 
 
 def environment_of(container):
@@ -33,20 +49,29 @@ def test_one_service_and_task_definition_per_model(env):
     assert sorted(containers(template)) == sorted(m.name for m in config.models)
 
 
-def test_each_task_needs_one_gpu_and_the_configured_cpu_and_memory(env):
+def test_each_task_reserves_its_gpus_and_the_configured_cpu_and_memory(env):
     config, template = env
     for model in config.models:
         container = containers(template)[model.name]
-        assert container["ResourceRequirements"] == [{"Type": "GPU", "Value": "1"}]
+        assert container["ResourceRequirements"] == [{"Type": "GPU", "Value": str(promised(model)["gpus"])}]
         assert (container["Cpu"], container["MemoryReservation"]) == (model.cpu, model.memory_mib)
-        assert container["PortMappings"] == [{"ContainerPort": CONTAINER_PORT, "Name": "http", "Protocol": "tcp"}]
+        assert container["PortMappings"] == [{"ContainerPort": promised(model)["port"], "Name": "http", "Protocol": "tcp"}]
 
 
-def test_tasks_run_on_the_gpu_capacity_provider_in_awsvpc_mode(env):
-    _, template = env
-    for service in template.find_resources("AWS::ECS::Service").values():
+def logical(model_name):
+    return model_name.replace("-", "")
+
+
+def test_tasks_run_on_their_capacity_groups_provider_in_awsvpc_mode(env):
+    config, template = env
+    placement = config.model_placement()
+    services = template.find_resources("AWS::ECS::Service")
+    assert len(services) == len(config.models)
+    for model in config.models:
+        (service,) = [s for k, s in services.items() if k.startswith(f"Model{logical(model.name)}Service")]
         (strategy,) = service["Properties"]["CapacityProviderStrategy"]
-        assert strategy["CapacityProvider"]["Ref"].startswith("GpuCapacityCapacityProvider") and strategy["Weight"] == 1
+        group = logical(placement.get(model.name, ""))
+        assert strategy["CapacityProvider"]["Ref"].startswith(f"GpuCapacity{group}CapacityProvider") and strategy["Weight"] == 1
         assert service["Properties"]["NetworkConfiguration"]["AwsvpcConfiguration"]["AssignPublicIp"] == "DISABLED"
     for td in template.find_resources("AWS::ECS::TaskDefinition").values():
         assert td["Properties"]["NetworkMode"] == "awsvpc"
@@ -54,16 +79,17 @@ def test_tasks_run_on_the_gpu_capacity_provider_in_awsvpc_mode(env):
 
 
 def test_secrets_are_injected_not_in_environment(env):
-    _, template = env
-    for container in containers(template).values():
-        assert [s["Name"] for s in container["Secrets"]] == ["API_KEYS"]
+    config, template = env
+    for model in config.models:
+        container = containers(template)[model.name]
+        assert [s["Name"] for s in container["Secrets"]] == [promised(model)["secret"]]
         assert "Ref" in container["Secrets"][0]["ValueFrom"]
         assert not any(word in name for name in environment_of(container) for word in ("KEY", "SECRET", "TOKEN", "PASSWORD"))
 
 
 def test_server_environment_names_the_model_and_its_s3_uri(env):
     config, template = env
-    for model in config.models:
+    for model in bundled(config):
         environment = environment_of(containers(template)[model.name])
         assert environment["MODEL_VERSION"] == model.version
         assert environment["MODEL_TASK"] == model.task
@@ -74,9 +100,10 @@ def test_server_environment_names_the_model_and_its_s3_uri(env):
 
 
 def test_containers_are_non_root_read_only_and_unprivileged(env):
-    _, template = env
-    for container in containers(template).values():
-        assert container["User"] == "10001:10001"
+    config, template = env
+    for model in config.models:
+        container = containers(template)[model.name]
+        assert container["User"] == promised(model)["user"]
         assert container["ReadonlyRootFilesystem"] is True
         assert container["Privileged"] is False
         assert container["LinuxParameters"]["InitProcessEnabled"] is True
@@ -91,10 +118,12 @@ def test_scratch_volume_is_task_scoped(env):
 
 def test_stop_timeout_and_deregistration_fit_the_spot_notice(env):
     config, template = env
-    for container in containers(template).values():
+    for model in config.models:
+        container = containers(template)[model.name]
         stop = container["StopTimeout"]
         assert stop == config.service.stop_timeout_seconds
-        assert int(environment_of(container)["DRAIN_TIMEOUT_S"]) < stop
+        if model.vllm is None:
+            assert int(environment_of(container)["DRAIN_TIMEOUT_S"]) < stop
     for group in template.find_resources("AWS::ElasticLoadBalancingV2::TargetGroup").values():
         attributes = {a["Key"]: a["Value"] for a in group["Properties"]["TargetGroupAttributes"]}
         delay = int(attributes["deregistration_delay.timeout_seconds"])
@@ -115,8 +144,9 @@ def test_logs_go_to_encrypted_groups_with_the_environment_retention(env):
 
 def test_deployments_roll_back_and_grace_period_follows_model_load_time(env):
     config, template = env
-    services = list(template.find_resources("AWS::ECS::Service").values())
-    for model, service in zip(config.models, services):
+    services = template.find_resources("AWS::ECS::Service")
+    for model in config.models:
+        (service,) = [s for k, s in services.items() if k.startswith(f"Model{logical(model.name)}Service")]
         properties = service["Properties"]
         deployment = properties["DeploymentConfiguration"]
         assert deployment["Alarms"]["Rollback"] and len(deployment["Alarms"]["AlarmNames"]) >= 1
@@ -129,18 +159,19 @@ def test_deployments_roll_back_and_grace_period_follows_model_load_time(env):
 
 
 def test_container_health_check_is_cheap_liveness_within_ecs_limits(env):
-    _, template = env
-    for container in containers(template).values():
-        check = container["HealthCheck"]
-        assert check["Command"] == ["CMD", "python", "-m", "inference_server.healthcheck"]
+    config, template = env
+    for model in config.models:
+        check = containers(template)[model.name]["HealthCheck"]
+        assert check["Command"] == promised(model)["liveness"]
         assert check["StartPeriod"] <= 300
 
 
 def test_target_groups_check_readiness_without_flapping(env):
-    _, template = env
-    for group in template.find_resources("AWS::ElasticLoadBalancingV2::TargetGroup").values():
-        properties = group["Properties"]
-        assert (properties["TargetType"], properties["Port"], properties["HealthCheckPath"]) == ("ip", CONTAINER_PORT, "/ready")
+    config, template = env
+    groups = [g["Properties"] for g in template.find_resources("AWS::ElasticLoadBalancingV2::TargetGroup").values()]
+    assert {(g["Port"], g["HealthCheckPath"]) for g in groups} == {(promised(m)["port"], promised(m)["readiness"]) for m in config.models}
+    for properties in groups:
+        assert (properties["TargetType"], properties["HealthCheckPort"]) == ("ip", str(properties["Port"]))
         assert properties["Matcher"] == {"HttpCode": "200"}
         assert properties["UnhealthyThresholdCount"] >= 3
 
@@ -207,9 +238,8 @@ def test_tasks_accept_only_the_load_balancer_on_the_container_port(env):
     config, template = env
     ingress = template.find_resources("AWS::EC2::SecurityGroupIngress")
     to_tasks = [i["Properties"] for i in ingress.values() if i["Properties"]["GroupId"]["Fn::GetAtt"][0].startswith("Model")]
-    assert len(to_tasks) == len(config.models)
+    assert sorted((r["FromPort"], r["ToPort"], r["IpProtocol"]) for r in to_tasks) == sorted((promised(m)["port"], promised(m)["port"], "tcp") for m in config.models)
     for rule in to_tasks:
-        assert (rule["FromPort"], rule["ToPort"], rule["IpProtocol"]) == (CONTAINER_PORT, CONTAINER_PORT, "tcp")
         assert rule["SourceSecurityGroupId"]["Fn::GetAtt"][0].startswith("LoadBalancerSecurityGroup")
 
 
@@ -218,10 +248,15 @@ def test_task_role_reads_only_its_model_prefix(env):
     policies = {k: p for k, p in template.find_resources("AWS::IAM::Policy").items() if "TaskRoleDefaultPolicy" in k}
     assert len(policies) == len(config.models)
     for model in config.models:
-        (policy,) = [p for k, p in policies.items() if k.startswith(f"Model{model.name}")]
+        (policy,) = [p for k, p in policies.items() if k.startswith(f"Model{logical(model.name)}")]
         statements = policy["Properties"]["PolicyDocument"]["Statement"]
-        actions = sorted(s["Action"] for s in statements)
-        assert actions == ["s3:GetObject", "s3:ListBucket"]
+        actions = sorted(str(s["Action"]) for s in statements)
+        # The vLLM preset's metrics collector also writes its EMF to the model's own log group, nothing else.
+        collector = ["['logs:CreateLogStream', 'logs:DescribeLogStreams', 'logs:PutLogEvents']"] if model.vllm else []
+        assert actions == sorted(["s3:GetObject", "s3:ListBucket", *collector])
+        for statement in statements:
+            if str(statement["Action"]).startswith("['logs"):
+                assert statement["Resource"]["Fn::GetAtt"][0].startswith(f"Model{model.name.replace('-', '')}Logs")
         get = next(s for s in statements if s["Action"] == "s3:GetObject")
         assert get["Resource"]["Fn::Join"][1][-1] == f"/models/{model.name}/*"
         listing = next(s for s in statements if s["Action"] == "s3:ListBucket")
@@ -266,8 +301,8 @@ def test_outputs_give_the_load_balancer_and_each_model_url(env):
     outputs = template.to_json()["Outputs"]
     assert "LoadBalancerDns" in outputs
     for model in config.models:
-        url = next(o for k, o in outputs.items() if k.startswith(f"Url{model.name}"))
-        assert url["Value"]["Fn::Join"][1][-1] == f"/{model.name}/predict"
+        url = next(o for k, o in outputs.items() if k.startswith(f"Url{logical(model.name)}"))
+        assert url["Value"]["Fn::Join"][1][-1] == f"/{model.name}/{promised(model)['path']}"
 
 
 def test_image_asset_is_built_for_linux_amd64_from_a_lean_context(synthesized):
@@ -285,3 +320,22 @@ def test_dockerfile_passes_hadolint():
     hadolint = shutil.which("hadolint") or str(ROOT / ".venv" / "bin" / "hadolint")
     result = subprocess.run([hadolint, "--failure-threshold", "style", str(ROOT / "inference_image" / "Dockerfile")], capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_vllm_models_serve_with_tensor_parallelism_over_their_gpus_from_scratch(env):
+    config, template = env
+    for model in [m for m in config.models if m.vllm is not None]:
+        server = containers(template)[model.name]
+        command = server["Command"]
+        assert command[:3] == ["vllm", "serve", "/scratch/model"]
+        assert command[command.index("--tensor-parallel-size") + 1] == str(model.gpus) == "4"
+        assert server["ResourceRequirements"] == [{"Type": "GPU", "Value": "4"}]
+        assert server["LinuxParameters"]["SharedMemorySize"] == model.vllm.shared_memory_mib
+        assert server["DependsOn"] == [{"Condition": "SUCCESS", "ContainerName": "model-fetch"}]
+        assert "vllm/vllm-openai" not in str(server["Image"]) and str(server["Image"]).count(".dkr.ecr.") == 1, "from the account's ECR mirror"
+        fetcher = containers(template, "model-fetch")[model.name]
+        uri = {e["Name"]: e["Value"] for e in fetcher["Environment"]}["MODEL_URI"]
+        assert json.dumps(uri).endswith(f'"/models/{model.name}/{model.version}/"]]}}'), "weights from the model bucket's versioned prefix"
+        collector = containers(template, "metrics-collector")[model.name]
+        agent = json.dumps(collector["Environment"])
+        assert "vllm_num_requests_waiting" in agent and "env:PROMETHEUS_CONFIG_CONTENT" in agent

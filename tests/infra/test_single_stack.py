@@ -24,7 +24,7 @@ def template() -> Template:
                                 props=LoadBalancerProps(allow_http=True))
     for name in ("embedder", "classifier"):
         ModelService(stack, name.capitalize(), model=ModelProps(name=name, version="v3"), timing=ServiceTimingProps(),
-                     cluster=gpus.cluster, capacity_provider_name=gpus.capacity_provider.capacity_provider_name,
+                     cluster=gpus.cluster, capacity_provider_name=gpus.capacity_provider.capacity_provider_name, instance_type="g5.xlarge",
                      subnets=network.private_subnets, image=ecs.ContainerImage.from_registry("example.com/their-server:1"),
                      model_store=store, load_balancer=alb, logs_key=kms.Key(stack, f"{name}Logs"), log_retention_days=30,
                      environment_name="prod")

