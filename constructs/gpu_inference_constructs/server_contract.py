@@ -102,13 +102,14 @@ class ModelFromS3:
 class PrometheusMetrics:
     """The server exposes Prometheus metrics; a CloudWatch agent sidecar scrapes ``path`` on the
     server's port every ``scrape_interval_seconds`` and writes the ``metrics`` listed (names as the
-    server exposes them) to CloudWatch through the model's log group (EMF), in namespace
+    server exposes them; on ``port``, default the server's own) to CloudWatch through the model's log group (EMF), in namespace
     ``GpuInference`` with the model's Environment and ModelName dimensions. Names are imported
     with ':' replaced by '_' (``vllm:num_requests_waiting`` becomes ``vllm_num_requests_waiting``).
     """
 
     metrics: tuple[str, ...]
     path: str = "/metrics"
+    port: Optional[int] = None  # default: the server's port (Triton serves metrics on its own, 8002)
     scrape_interval_seconds: int = 15
     collector_image: Optional[ecs.ContainerImage] = None  # default: DEFAULT_COLLECTOR_IMAGE (CloudWatch agent)
     collector_cpu: int = 256
@@ -119,6 +120,8 @@ class PrometheusMetrics:
         for index, name in enumerate(self.metrics):
             require(bool(re.match(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$", name)), f"metrics.metrics[{index}]", f"{name!r} is not a Prometheus metric name")
         require(bool(PATH.match(self.path)), "metrics.path", f"{self.path!r} is not an absolute URL path")
+        if self.port is not None:
+            require_range(self.port, 1024, 65535, "metrics.port")
         require_range(self.scrape_interval_seconds, 5, 300, "metrics.scrape_interval_seconds")
         require_range(self.collector_cpu, 64, 4096, "metrics.collector_cpu")
         require_range(self.collector_memory_mib, 128, 8192, "metrics.collector_memory_mib")
@@ -495,7 +498,7 @@ def collector_config(contract: ServerContract, *, environment_name: str, model_n
                 "metrics_path": metrics.path,
                 "static_configs": [
                     {
-                        "targets": [f"127.0.0.1:{contract.port}"],
+                        "targets": [f"127.0.0.1:{metrics.port or contract.port}"],
                         "labels": {metric_names.DIMENSION_ENVIRONMENT: environment_name, metric_names.DIMENSION_MODEL: model_name},
                     }
                 ],

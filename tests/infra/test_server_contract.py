@@ -236,3 +236,46 @@ def test_staging_places_the_llm_on_four_gpu_instances():
     assert config.model_placement() == {llm.name: "llm"}
     smallest = config.group_capacity("llm").smallest_instance_type(config.region)
     assert (smallest.gpus, llm.gpus) == (4, 4)
+
+
+def test_tgi_and_triton_contracts_synthesize_with_their_own_ports_paths_and_metrics():
+    """What the closing note tells a team to write for TGI and Triton: both synthesize, route and scrape as declared."""
+    import json
+
+    from gpu_inference_constructs import ScalingSignal
+
+    stack, parts = stack_with_placement()
+    tgi = ServerContract(
+        name="tgi", image=IMAGE,
+        command=("--model-id", "/scratch/model", "--port", "8080", "--hostname", "0.0.0.0", "--num-shard", "4"),
+        port=8080, readiness_path="/health", liveness=LivenessCheck(("CMD", "curl", "-f", "http://127.0.0.1:8080/health")),
+        user="1000:1000", model_source=ModelFromS3.copy_to_scratch(), gpus_per_task=4, shared_memory_mib=16384,
+        environment={"HF_HUB_OFFLINE": "1", "HOME": "/scratch/home", "HUGGINGFACE_HUB_CACHE": "/scratch/cache"},
+        metrics=PrometheusMetrics(metrics=("tgi_queue_size", "tgi_batch_current_size")),
+        scaling_signals=(ScalingSignal("tgi_queue_size", statistic="Maximum", scale_out_above=8),),
+    )
+    triton = ServerContract(
+        name="triton", image=IMAGE,
+        command=("tritonserver", "--model-repository=/scratch/model", "--http-port=8000", "--metrics-port=8002"),
+        port=8000, readiness_path="/v2/health/ready", liveness=LivenessCheck(("CMD", "curl", "-f", "http://127.0.0.1:8000/v2/health/live")),
+        user="1000:1000", model_source=ModelFromS3.copy_to_scratch(), shared_memory_mib=4096,
+        metrics=PrometheusMetrics(metrics=("nv_inference_pending_request_count",), port=8002),
+        scaling_signals=(ScalingSignal("nv_inference_pending_request_count", statistic="Maximum", scale_out_above=16),),
+    )
+    ModelService(stack, "Tgi", model=ModelProps(name="tgi-llm", version="1", gpus=4, cpu=40960, memory_mib=131072),
+                 server=tgi, instance_type="g5.12xlarge", **parts)
+    ModelService(stack, "Triton", model=ModelProps(name="triton-bert", version="1"), server=triton, instance_type="g5.xlarge",
+                 **{**parts, "listener_priority": 11})
+    template = Template.from_stack(stack).to_json()
+    groups = {r["Properties"]["HealthCheckPath"]: r["Properties"]["Port"] for r in template["Resources"].values()
+              if r["Type"] == "AWS::ElasticLoadBalancingV2::TargetGroup"}
+    assert groups == {"/health": 8080, "/v2/health/ready": 8000}
+    scrapes = {}
+    for resource in template["Resources"].values():
+        if resource["Type"] == "AWS::ECS::TaskDefinition":
+            by_name = {c["Name"]: c for c in resource["Properties"]["ContainerDefinitions"]}
+            config = next(e["Value"] for e in by_name["metrics-collector"]["Environment"] if e["Name"] == "PROMETHEUS_CONFIG_CONTENT")
+            scrapes[by_name["server"]["Command"][0]] = json.loads(config)["scrape_configs"][0]["static_configs"][0]["targets"]
+            gpus = by_name["server"]["ResourceRequirements"][0]["Value"]
+            assert gpus == ("4" if by_name["server"]["Command"][0] == "--model-id" else "1")
+    assert scrapes == {"--model-id": ["127.0.0.1:8080"], "tritonserver": ["127.0.0.1:8002"]}
