@@ -53,6 +53,11 @@ class ServerProcess:
         raise TimeoutError(f"{self.name} not ready after {timeout_s:g} s:\n{self.log_tail()}")
 
     def stop(self, timeout_s: float = 10.0) -> None:
+        """SIGTERM, then SIGKILL for the process and anything it started that outlived it (LitServe's
+        workers do)."""
+        from .loadgen import descendants
+
+        tree = descendants(self.process.pid) if self.process.poll() is None else []
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             try:
@@ -60,6 +65,11 @@ class ServerProcess:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
+        for pid in tree[1:]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
 
 
 def pin(pid: int, cpus: set[int]) -> None:

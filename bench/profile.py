@@ -20,10 +20,11 @@ from pathlib import Path
 
 import orjson
 
-from .config import RESULTS_DIR, BenchConfig, _systems
+from .config import RESULTS_DIR, SAME_TEXT, BenchConfig, _systems
 from .loadgen import encode_requests, run_load
 from .models import NULL, minilm_dir
 from .processes import HOST, free_port, start_server
+from .run import _pin_model_process
 from .systems import launch
 from .texts import make_texts
 
@@ -87,12 +88,17 @@ def main(argv: list[str] | None = None) -> int:
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="bench-profile-") as scratch:
         how = launch(server, NULL if model == NULL else str(minilm_dir()), port, cfg, Path(scratch))
-        process = start_server(f"profile-{server}-{model}", how.command, how.env, port, RESULTS_DIR / "logs")
+        process = start_server(f"profile-{server}-{model}", how.command, how.env, port, RESULTS_DIR / "logs",
+                               how.cpus)
         try:
             process.wait_ready(how.ready_path, cfg.ready_timeout_s)
-            requests = encode_requests(HOST, port, "/predict", [orjson.dumps({"text": t}) for t in make_texts()])
+            if how.model_cpus:
+                _pin_model_process(process.log_path, how.model_cpus)
+            texts = [SAME_TEXT] if cfg.same_text else make_texts()
+            requests = encode_requests(HOST, port, "/predict", [orjson.dumps({"text": t}) for t in texts])
             record = [py_spy, "record", "--pid", str(process.pid), "--duration", str(int(args.seconds)),
                       "--rate", str(args.rate), "--format", "raw", "--output", str(out), "--nonblocking",
+                      "--subprocesses",  # our server's model process and HTTP workers
                       *(["--gil"] if args.gil else [])]
             spy = threading.Thread(target=subprocess.run, args=(record,),
                                    kwargs=dict(capture_output=True, check=True))

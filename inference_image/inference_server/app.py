@@ -73,6 +73,18 @@ def _add_docs_routes(app: FastAPI, prefix: str, title: str) -> None:
     app.add_api_route(f"{prefix}/docs", docs, include_in_schema=False)
 
 
+class InferenceApp(FastAPI):
+    """FastAPI behind the FrontDoor (inside the protocols' error rewriting): the hot routes never enter FastAPI's middleware stack."""
+
+    front_door: ProtocolErrorMiddleware
+
+    async def __call__(self, scope, receive, send) -> None:
+        await self.front_door(scope, receive, send)
+
+    async def serve_rest(self, scope, receive, send) -> None:
+        await super().__call__(scope, receive, send)
+
+
 def create_app(service: ModelService) -> FastAPI:
     settings = service.settings
     schemas = build_schemas(settings, service.prediction_model)
@@ -84,10 +96,10 @@ def create_app(service: ModelService) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        service.start()  # idempotent; whoever created the service stops it (ASGI test clients restart lifespans)
+        service.start(on_loop=True)  # idempotent; whoever created the service stops it (test clients restart lifespans)
         yield
 
-    app = FastAPI(title=f"{model} inference", version=__version__, lifespan=lifespan, openapi_url=None,
+    app = InferenceApp(title=f"{model} inference", version=__version__, lifespan=lifespan, openapi_url=None,
                   docs_url=None, redoc_url=None, redirect_slashes=False,
                   description="Dynamic-batching model server. Errors are "
                               "`{\"error\": {\"code\": ..., \"message\": ...}}`.")
@@ -139,9 +151,10 @@ def create_app(service: ModelService) -> FastAPI:
         _add_docs_routes(app, prefix, title=f"{model} inference")
 
     install_error_handlers(app)
-    # The protocols' routes pass FrontDoor's gate (key, shedding, body size) on their way to FastAPI.
+    # The protocols' routes pass FrontDoor's gate (key, shedding, body size) on their way to FastAPI; their errors
+    # leave in the protocol's own error body.
     gated = {**{path: "embeddings" for path in embedding_paths}, **{path: "infer" for path in infer_paths}}
-    app.add_middleware(FrontDoor, service=service, model_prefix=f"/{model}", predict_request=PredictRequest,
-                       batch_request=BatchRequest, gated_paths=gated, any_content_type_paths=infer_paths)
-    app.add_middleware(ProtocolErrorMiddleware, model_name=model)
+    front_door = FrontDoor(app.serve_rest, service=service, model_prefix=f"/{model}", predict_request=PredictRequest,
+                           batch_request=BatchRequest, gated_paths=gated, any_content_type_paths=infer_paths)
+    app.front_door = ProtocolErrorMiddleware(front_door, model_name=model)
     return app

@@ -1,9 +1,10 @@
 """The HTTP worker's side of its link to the model process.
 
-Jobs submitted from the event loop are sent together, one frame per loop iteration; a reader thread receives
-result frames and hands each result to its waiter (an asyncio future on its loop, or a concurrent future for
-threads such as the readiness probe). When the link breaks (the model process died), every waiter fails at once
-and `failed` turns true."""
+Jobs submitted from the event loop are sent together, one frame per loop iteration. Result frames are read by the
+server's event loop itself when the client starts on it (no thread hand-off: the hot path), or else by a reader
+thread (started outside a loop, as in-process tests do); each result goes to its waiter (an asyncio future, or a
+concurrent future for threads such as the readiness probe). When the link breaks (the model process died), every
+waiter fails at once and `failed` turns true."""
 
 from __future__ import annotations
 
@@ -64,11 +65,29 @@ class ModelClient:
         self._lock = threading.Lock()
         self._outbox: list[tuple[int, float, bool, list[Encoded]]] = []
         self._flush_scheduled = False
+        self._started = False
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._thread = threading.Thread(target=self._read, name="model-link", daemon=True)
 
-    def start(self) -> None:
-        if not self._thread.is_alive() and not self.failed:
+    def start(self, on_loop: bool = False) -> None:
+        """on_loop: the running event loop reads the link (the server's); else a reader thread does."""
+        if self._started or self.failed:
+            return
+        self._started = True
+        if not on_loop:
             self._thread.start()
+            return
+        loop = self._loop = asyncio.get_running_loop()
+        loop.add_reader(self.channel.sock.fileno(), self._on_readable)
+
+    def _on_readable(self) -> None:
+        frames = self.channel.receive_available()
+        if frames is None:
+            self._loop.remove_reader(self.channel.sock.fileno())
+            self._fail_all()
+            return
+        if frames:
+            self._handle(frames)
 
     @property
     def model_failed(self) -> bool:
@@ -128,18 +147,21 @@ class ModelClient:
             frames = self.channel.receive()
             if not frames:
                 break
-            deliveries: dict[asyncio.AbstractEventLoop | None, list[tuple[Any, Any, bool]]] = defaultdict(list)
-            for header, arrays in frames:
-                kind = header.get("t")
-                if kind == "results":
-                    self._collect(header["results"], arrays, deliveries)
-                elif kind == "artifact":
-                    self.artifact_info = header
-                    self.artifact.set()
-                elif kind == "ready":
-                    self.ready.set()
-            self._dispatch(deliveries)
+            self._handle(frames)
         self._fail_all()
+
+    def _handle(self, frames) -> None:
+        deliveries: dict[asyncio.AbstractEventLoop | None, list[tuple[Any, Any, bool]]] = defaultdict(list)
+        for header, arrays in frames:
+            kind = header.get("t")
+            if kind == "results":
+                self._collect(header["results"], arrays, deliveries)
+            elif kind == "artifact":
+                self.artifact_info = header
+                self.artifact.set()
+            elif kind == "ready":
+                self.ready.set()
+        self._dispatch(deliveries)
 
     def _collect(self, rows: list[list[Any]], arrays: list[np.ndarray], deliveries) -> None:
         index = 0
@@ -163,7 +185,7 @@ class ModelClient:
 
     def _dispatch(self, deliveries) -> None:
         for loop, results in deliveries.items():
-            if loop is None:
+            if loop is None or loop is self._loop:  # a concurrent future, or already on the waiter's loop
                 _deliver(results)
             elif not loop.is_closed():
                 try:
@@ -186,4 +208,9 @@ class ModelClient:
 
     def close(self) -> None:
         self._closing = True
+        if self._loop is not None and not self._loop.is_closed():
+            try:
+                self._loop.remove_reader(self.channel.sock.fileno())
+            except (RuntimeError, ValueError, OSError):
+                pass
         self.channel.close()

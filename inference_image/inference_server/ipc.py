@@ -155,6 +155,20 @@ class Channel:
         self.in_ring.release(end)
         return header, arrays
 
+    def receive_available(self) -> list[tuple[dict[str, Any], list[np.ndarray]]] | None:
+        """One recv (call when the socket is readable): the frames completed by it; None when the other end
+        closed."""
+        try:
+            chunk = self.sock.recv(1 << 20)
+        except BlockingIOError:
+            return []
+        except OSError:
+            chunk = b""
+        if not chunk:
+            return None
+        self._buffer += chunk
+        return self._frames()
+
     def receive(self) -> list[tuple[dict[str, Any], list[np.ndarray]]]:
         """Block until at least one frame arrived; [] when the other end closed."""
         while True:

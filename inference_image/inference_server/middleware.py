@@ -7,12 +7,13 @@ second), slow requests and a sample of the rest."""
 from __future__ import annotations
 
 import hmac
+import itertools
 import json
 import logging
+import os
 import random
 import re
 import time
-import uuid
 from collections.abc import Collection, Mapping
 from typing import Any
 
@@ -33,13 +34,18 @@ _JSON_HEADERS = [(b"content-type", b"application/json")]
 _NUMPY = orjson.OPT_SERIALIZE_NUMPY
 
 
+_ID_PREFIX = os.urandom(8).hex()  # per process: ids stay unique across workers and restarts
+_ID_COUNTER = itertools.count()
+
+
 def request_id(headers: list[tuple[bytes, bytes]]) -> str:
+    """The Root of X-Amzn-Trace-Id, or a new id (32 hex characters)."""
     for name, value in headers:
         if name == b"x-amzn-trace-id":
             match = _TRACE_ROOT.search(value)
             if match:
                 return match.group(1).decode()
-    return uuid.uuid4().hex
+    return f"{_ID_PREFIX}{next(_ID_COUNTER):016x}"
 
 
 class AccessLog:

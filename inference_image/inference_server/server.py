@@ -68,7 +68,7 @@ def run_worker(settings: Settings, service: ModelService, listen: socket.socket)
     config = uvicorn.Config(app, loop="uvloop", http="httptools", lifespan="on", log_config=None,
                             log_level=settings.log_level.lower(), access_log=False,
                             timeout_keep_alive=settings.keep_alive_s, timeout_graceful_shutdown=5,
-                            server_header=False, backlog=2048)
+                            server_header=False, backlog=2048, proxy_headers=False)
     server = DrainingServer(config, service)
     service.request_exit = server.exit_soon
     try:

@@ -63,11 +63,12 @@ class ModelService:
 
     # -- lifecycle ---------------------------------------------------------------------------------------------
 
-    def start(self) -> None:
+    def start(self, on_loop: bool = False) -> None:
+        """on_loop: called on the server's event loop, which then reads the link to the model itself."""
         if self._started:
             return
         self._started = True
-        self.client.start()
+        self.client.start(on_loop)
         for target, name in ((self._load_loop, "preprocessing-load"), (self._metrics_loop, "metrics")):
             threading.Thread(target=target, name=name, daemon=True).start()
 

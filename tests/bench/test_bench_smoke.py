@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def short_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
     out = tmp_path_factory.mktemp("bench-results")
     done = subprocess.run([sys.executable, "-m", "bench", "--short", "--output-dir", str(out)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-4000:]
     return done, out
 
