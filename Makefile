@@ -15,6 +15,8 @@ export CDK_DISABLE_CLI_TELEMETRY := true
 APP_STAMP := $(VENV)/.app-installed
 DEV_STAMP := $(VENV)/.dev-installed
 NODE_STAMP := node_modules/.installed
+CHECKOV_VENV := .venv-checkov
+CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 
 .PHONY: setup setup-dev synth test e2e-vllm lint-dockerfile bench bench-short update-snapshots clean
 
@@ -30,13 +32,20 @@ $(DEV_STAMP): $(APP_STAMP) requirements-dev.txt inference_image/requirements.txt
 	$(PY) -m pip install --quiet -r requirements-dev.txt
 	touch $@
 
+# checkov in its own virtualenv: its pinned dependencies clash with the app's.
+$(CHECKOV_STAMP): requirements-checkov.txt
+	$(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(CHECKOV_VENV)/bin/python -m pip install --quiet -r requirements-checkov.txt
+	touch $@
+
 $(NODE_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
 setup: $(APP_STAMP) $(NODE_STAMP)
 
-setup-dev: setup $(DEV_STAMP)
+setup-dev: setup $(DEV_STAMP) $(CHECKOV_STAMP)
 
 synth: setup
 	rm -rf cdk.out

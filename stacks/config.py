@@ -12,9 +12,9 @@ from typing import Any, Mapping
 from gpu_inference_constructs.deployment import DeploymentProps, RollbackThresholds
 from gpu_inference_constructs.errors import ConfigError, require
 from gpu_inference_constructs.gpu_capacity import GpuCapacityProps
-from gpu_inference_constructs.load_balancer import LoadBalancerProps
+from gpu_inference_constructs.load_balancer import ConfiguredLoad, LoadBalancerProps
 from gpu_inference_constructs.log_retention import retention_days
-from gpu_inference_constructs.deployment_capacity import ServiceDeployment, check_group_holds_deployment_at_peak
+from gpu_inference_constructs.deployment_capacity import ServiceDeployment, check_group_holds_deployment_at_peak, tasks_for_deployment_at_peak
 from gpu_inference_constructs.model_service import ROLLING_MAX_HEALTHY_PERCENT, ModelProps, ServiceTimingProps
 from gpu_inference_constructs.model_store import ModelStoreProps
 from gpu_inference_constructs.monitoring import MonitoringProps
@@ -109,6 +109,23 @@ class EnvironmentConfig:
                 [ServiceDeployment(m.name, m.max_tasks * m.gpus, m.deployment.peak_tasks(m.max_tasks, ROLLING_MAX_HEALTHY_PERCENT) * m.gpus) for m in placed],
                 key=f"capacity_groups.{group}.capacity.max_capacity" if group else "capacity.max_capacity",
             )
+        deployments = [ServiceDeployment(m.name, m.max_tasks, m.deployment.peak_tasks(m.max_tasks, ROLLING_MAX_HEALTHY_PERCENT)) for m in self.models]
+        self.load_balancer.quotas.check(
+            rules=len(self.models),
+            target_groups=sum(2 if m.deployment.shifts_traffic else 1 for m in self.models),
+            targets=tasks_for_deployment_at_peak(deployments),
+        )
+        try:
+            self.load_balancer.waf_rate_limit(self.configured_load)
+        except ConfigError as error:
+            raise error.within("load_balancer") from None
+
+    @property
+    def configured_load(self) -> ConfiguredLoad:
+        return ConfiguredLoad(
+            one_task=max(m.scaling.requests_per_target_per_minute for m in self.models),
+            one_model_at_peak=max(m.scaling.requests_per_target_per_minute * m.max_tasks for m in self.models),
+        )
 
     def model_placement(self) -> dict[str, str]:
         """Model name -> the capacity group it runs on; models in no group run on ``capacity``."""

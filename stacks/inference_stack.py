@@ -52,11 +52,16 @@ class InferenceStack(cdk.Stack):
         self.logs_key = kms.Key(self, "LogsKey", description="Encrypts the model servers' log groups", enable_key_rotation=True)
         grant_logs_service(self.logs_key, self.region, self.account)
 
+        # Its own key, so only roles this account grants (the tasks' execution roles, through Secrets Manager) decrypt it.
+        self.api_keys_key = kms.Key(
+            self, "ApiKeysKey", description="Encrypts the client API-key secret", enable_key_rotation=True, removal_policy=retain
+        )
         self.api_keys = secretsmanager.Secret(
             self,
             "ApiKeys",
             description="Comma-separated API keys that clients send in x-api-key; injected into every model task",
             generate_secret_string=secretsmanager.SecretStringGenerator(exclude_punctuation=True, password_length=40),
+            encryption_key=self.api_keys_key,
             removal_policy=retain,
         )
         acknowledge(
@@ -72,6 +77,7 @@ class InferenceStack(cdk.Stack):
             vpc=network.vpc,
             props=config.load_balancer,
             access_logs_bucket=self.model_store.access_logs_bucket,
+            configured_load=config.configured_load,
         )
         for prewarm in config.scaling.capacity_prewarm:
             self.capacity.add_prewarm(prewarm)

@@ -12,6 +12,9 @@ from pathlib import Path
 import aws_cdk as cdk
 from aws_cdk import aws_ecr_assets as ecr_assets
 from aws_cdk import aws_ecs as ecs
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 from gpu_inference_constructs.model_service import ModelProps, ModelService
 from gpu_inference_constructs.monitoring import ModelAlarms
@@ -67,7 +70,7 @@ class ModelStack(cdk.Stack):
             logs_key=shared.logs_key,
             log_retention_days=config.log_retention_days,
             environment_name=config.name,
-            api_keys_secret=shared.api_keys,
+            api_keys_secret=self._api_keys(shared),
             rollback_thresholds=config.rollback_thresholds,
         )
         self.scaling = ServiceScaling(
@@ -86,4 +89,23 @@ class ModelStack(cdk.Stack):
             topic=shared.notifications.topic,
             props=config.monitoring,
         )
+        self._grant_api_keys_decrypt(shared)
         cdk.CfnOutput(self, f"Url-{model.name}", value=f"{shared.load_balancer.base_url}/{model.name}/{'v1/completions' if model.vllm else 'predict'}", description=f"{model.name} {'completions (OpenAI API)' if model.vllm else 'predictions'}")
+
+    def _api_keys(self, shared: InferenceStack) -> secretsmanager.ISecret:
+        """The shared API-key secret and its key as this stack sees them: granting to an imported key changes only
+        the execution role's policy (the key trusts the account), never the shared stack's key policy, which would
+        make the shared stack depend on every model stack."""
+        key = kms.Key.from_key_arn(self, "ApiKeysKey", shared.api_keys_key.key_arn)
+        return secretsmanager.Secret.from_secret_attributes(self, "ApiKeys", secret_complete_arn=shared.api_keys.secret_arn, encryption_key=key)
+
+    def _grant_api_keys_decrypt(self, shared: InferenceStack) -> None:
+        """ECS reads the secret with the execution role, and Secrets Manager decrypts it with that role's permission.
+        CDK grants that to the key's policy only (to a ViaServicePrincipal), which an imported key does not have."""
+        self.service.task_definition.obtain_execution_role().add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["kms:Decrypt"],
+                resources=[shared.api_keys_key.key_arn],
+                conditions={"StringEquals": {"kms:ViaService": f"secretsmanager.{self.region}.amazonaws.com"}},
+            )
+        )

@@ -34,13 +34,20 @@ class ServiceDeployment:
         return round(100 * self.tasks_during_deployment / self.max_tasks)
 
 
+def deploying_at_peak(services: Sequence[ServiceDeployment]) -> ServiceDeployment:
+    """The service whose deployment adds the most tasks (stacks deploy one at a time)."""
+    return max(services, key=lambda s: s.tasks_during_deployment - s.max_tasks)
+
+
+def tasks_for_deployment_at_peak(services: Sequence[ServiceDeployment]) -> int:
+    """Tasks running when every service is at ``max_tasks`` and the one with the largest surge deploys."""
+    deploying = deploying_at_peak(services)
+    return sum(s.max_tasks for s in services) - deploying.max_tasks + deploying.tasks_during_deployment
+
+
 def instances_for_deployment_at_peak(services: Sequence[ServiceDeployment], gpus_per_instance: int) -> tuple[int, ServiceDeployment]:
-    """Instances needed when every service runs at ``max_tasks`` and the one with the largest surge deploys
-    (stacks deploy one at a time), and that service."""
-    peak = sum(s.max_tasks for s in services)
-    deploying = max(services, key=lambda s: s.tasks_during_deployment - s.max_tasks)
-    gpus = peak - deploying.max_tasks + deploying.tasks_during_deployment
-    return math.ceil(gpus / gpus_per_instance), deploying
+    """Instances needed for :func:`tasks_for_deployment_at_peak` (one GPU per task), and the deploying service."""
+    return math.ceil(tasks_for_deployment_at_peak(services) / gpus_per_instance), deploying_at_peak(services)
 
 
 def check_group_holds_deployment_at_peak(

@@ -16,10 +16,55 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_wafv2 as wafv2
 from constructs import Construct
 
-from .acknowledgements import acknowledge
+from .acknowledgements import acknowledge, skip_checkov
 from .errors import ConfigError, require, require_range
 
 MAX_RULE_PRIORITY = 50_000
+# Paths whose bodies are prediction texts: they may hold HTML, paths or URLs that the common rule set's body
+# rules block. Those rules count everywhere and block only off these paths (rule BodyRulesOffPredictions).
+PREDICTION_PATH_SUFFIXES = ("/predict", "/predict/batch", "/v1/completions", "/v1/chat/completions")
+# The common rule set's rules that inspect the body, with the label each adds (AWS WAF developer guide, "Core rule set").
+BODY_RULES = {
+    "SizeRestrictions_BODY": "SizeRestrictions_Body",
+    "CrossSiteScripting_BODY": "CrossSiteScripting_Body",
+    "GenericLFI_BODY": "GenericLFI_Body",
+    "GenericRFI_BODY": "GenericRFI_Body",
+    "EC2MetaDataSSRF_BODY": "EC2MetaDataSSRF_Body",
+}
+CORE_RULE_SET_LABEL = "awswaf:managed:aws:core-rule-set:"
+RATE_WINDOW_MINUTES = 5
+
+
+@dataclass(frozen=True)
+class ConfiguredLoad:
+    """What the models behind the load balancer are configured to serve, in requests per minute: one task of the
+    busiest model (its ``requests_per_target_per_minute``) and the busiest model at ``max_tasks``."""
+
+    one_task: int
+    one_model_at_peak: int
+
+
+@dataclass(frozen=True)
+class LoadBalancerQuotas:
+    """Elastic Load Balancing quotas of the account (defaults: 100 rules besides the default ones, 100 target
+    groups, 1000 targets per Application Load Balancer); raise them in Service Quotas and say so here."""
+
+    listener_rules: int = 100
+    target_groups: int = 100
+    targets: int = 1000
+
+    def check(self, rules: int, target_groups: int, targets: int, key: str = "models") -> None:
+        for count, limit, what, field_name in (
+            (rules, self.listener_rules, "listener rules (one per model)", "listener_rules"),
+            (target_groups, self.target_groups, "target groups (one per model, two with canary, linear or blue/green)", "target_groups"),
+            (targets, self.targets, "targets at peak while one model deploys (one per task)", "targets"),
+        ):
+            require(
+                count <= limit,
+                key,
+                f"{count} {what} exceed the load balancer's quota of {limit}: serve fewer models or tasks per environment "
+                f"(or split them over two environments), or raise the quota with AWS and set load_balancer.quotas.{field_name}",
+            )
 NOT_FOUND_BODY = json.dumps({"error": {"code": "not_found", "message": "No model is served at this path; use /<model-name>/predict"}})
 
 
@@ -32,7 +77,9 @@ class LoadBalancerProps:
     idle_timeout_seconds: int = 60
     deletion_protection: bool = True
     waf: bool = False
-    waf_rate_limit_per_5_minutes: int = 2000
+    # Requests per client IP in 5 minutes; default: what the busiest model serves at max_tasks.
+    waf_rate_limit_per_5_minutes: Optional[int] = None
+    quotas: LoadBalancerQuotas = LoadBalancerQuotas()
 
     def __post_init__(self) -> None:
         require(
@@ -53,11 +100,29 @@ class LoadBalancerProps:
                 ipaddress.ip_network(cidr, strict=True)
             except ValueError as error:
                 raise ConfigError(f"ingress_cidrs[{index}]", f"{cidr!r} is not a CIDR block ({error})") from None
+        if self.waf_rate_limit_per_5_minutes is not None:
+            require(
+                100 <= self.waf_rate_limit_per_5_minutes <= 2_000_000_000,
+                "waf_rate_limit_per_5_minutes",
+                f"{self.waf_rate_limit_per_5_minutes} is out of range; WAF allows 100 to 2000000000",
+            )
+
+    def waf_rate_limit(self, load: Optional[ConfiguredLoad]) -> int:
+        """The per-IP limit: as configured, else the busiest model's peak; never below one task's configured load
+        (one client, a backend behind a NAT say, may well send that much)."""
+        if load is None:
+            return self.waf_rate_limit_per_5_minutes or 2000
+        one_task = load.one_task * RATE_WINDOW_MINUTES
+        if self.waf_rate_limit_per_5_minutes is None:
+            return min(2_000_000_000, max(100, load.one_model_at_peak * RATE_WINDOW_MINUTES))
         require(
-            100 <= self.waf_rate_limit_per_5_minutes <= 2_000_000_000,
+            self.waf_rate_limit_per_5_minutes >= one_task,
             "waf_rate_limit_per_5_minutes",
-            f"{self.waf_rate_limit_per_5_minutes} is out of range; WAF allows 100 to 2000000000",
+            f"{self.waf_rate_limit_per_5_minutes} is below one task's configured load ({load.one_task} requests a minute = "
+            f"{one_task} in 5 minutes): WAF would block a single client before the first task is busy; set at least {one_task}, "
+            "or leave it out to allow the busiest model's peak",
         )
+        return self.waf_rate_limit_per_5_minutes
 
     def check_certificate_region(self, region: str) -> None:
         if self.certificate_arn is not None:
@@ -80,10 +145,16 @@ class InferenceLoadBalancer(Construct):
         vpc: ec2.IVpc,
         props: LoadBalancerProps,
         access_logs_bucket: s3.IBucket,
+        configured_load: Optional[ConfiguredLoad] = None,
     ) -> None:
         super().__init__(scope, construct_id)
         props.check_certificate_region(cdk.Stack.of(self).region)
         self.props = props
+        self.waf_rate_limit = props.waf_rate_limit(configured_load)
+        self._vpc = vpc
+        self._target_ports: set[int] = set()
+        self._target_groups: set[str] = set()
+        self._rules = 0
         self.security_group = ec2.SecurityGroup(
             self,
             "SecurityGroup",
@@ -104,7 +175,11 @@ class InferenceLoadBalancer(Construct):
             vpc=vpc,
             internet_facing=props.internet_facing,
             vpc_subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PUBLIC if props.internet_facing else ec2.SubnetType.PRIVATE_ISOLATED),
-            security_group=self.security_group,
+            # The balancer sees its group as immutable, so attaching a target group adds no egress rule per model
+            # (a group holds 60 rules by default); allow_to_targets_on adds one rule to the VPC instead.
+            security_group=ec2.SecurityGroup.from_security_group_id(
+                self, "SecurityGroupAsSeenByTargets", self.security_group.security_group_id, mutable=False
+            ),
             drop_invalid_header_fields=True,
             deletion_protection=props.deletion_protection,
             idle_timeout=cdk.Duration.seconds(props.idle_timeout_seconds),
@@ -135,7 +210,19 @@ class InferenceLoadBalancer(Construct):
                 "Http", port=80, protocol=elbv2.ApplicationProtocol.HTTP, default_action=not_found, open=False
             )
 
+        if not props.certificate_arn:
+            for check in ("CKV_AWS_2", "CKV_AWS_103"):
+                skip_checkov(
+                    self.listener, check,
+                    "Plain HTTP only where the config says allow_http and gives no certificate (dev); staging and prod "
+                    "serve HTTPS with a TLS 1.2+ policy and redirect port 80 (tests/infra/test_service.py).",
+                )
         if props.internet_facing and "0.0.0.0/0" in props.ingress_cidrs:
+            skip_checkov(
+                self.security_group, "CKV_AWS_260",
+                "An internet-facing endpoint takes clients from anywhere; with a certificate, port 80 only answers a "
+                "301 redirect to HTTPS; without one (dev, allow_http) it is the endpoint. Narrow ingress_cidrs to restrict.",
+            )
             acknowledge(
                 self.security_group.node.default_child,
                 "AwsSolutions-EC23",
@@ -163,6 +250,9 @@ class InferenceLoadBalancer(Construct):
         own template changes (aws/aws-cdk#36649), so nothing in it may depend on anything but the model's name:
         its priority is derived from the name, not from the order models are added in.
         """
+        self._rules += 1
+        self._target_groups.update(cdk.Names.unique_id(t) for t in (target_group, alternate_target_group) if t is not None)
+        self.props.quotas.check(self._rules, len(self._target_groups), 0, key=f"models ({model_name})")
         if alternate_target_group is None:
             action = elbv2.ListenerAction.forward([target_group])
         else:
@@ -191,6 +281,13 @@ class InferenceLoadBalancer(Construct):
 
     def allow_to(self, peer: ec2.IConnectable, port: ec2.Port) -> None:
         self.security_group.connections.allow_to(peer, port, "load balancer to model tasks")
+
+    def allow_to_targets_on(self, port: int) -> None:
+        """One egress rule to the VPC on a targets' port, however many models: a rule per model's security group
+        would pass the 60 rules a security group holds by default. Each model's group admits only this one."""
+        if port not in self._target_ports:
+            self._target_ports.add(port)
+            self.security_group.add_egress_rule(ec2.Peer.ipv4(self._vpc.vpc_cidr_block), ec2.Port.tcp(port), "model tasks in the VPC")
 
     @property
     def base_url(self) -> str:
@@ -225,7 +322,7 @@ class InferenceLoadBalancer(Construct):
             action=wafv2.CfnWebACL.RuleActionProperty(block={}),
             statement=wafv2.CfnWebACL.StatementProperty(
                 rate_based_statement=wafv2.CfnWebACL.RateBasedStatementProperty(
-                    limit=props.waf_rate_limit_per_5_minutes, aggregate_key_type="IP"
+                    limit=self.waf_rate_limit, aggregate_key_type="IP"
                 )
             ),
             visibility_config=_visibility("RateLimitPerClientIp"),
@@ -239,14 +336,46 @@ class InferenceLoadBalancer(Construct):
             rules=[
                 rate_limit,
                 managed("AWSManagedRulesAmazonIpReputationList", 1),
-                # Inference payloads exceed the common rule set's 8 KB body limit: count, don't block.
-                # The server enforces its own limit (MAX_BODY_BYTES) and answers 413.
-                managed("AWSManagedRulesCommonRuleSet", 2, overrides=("SizeRestrictions_BODY",)),
-                managed("AWSManagedRulesKnownBadInputsRuleSet", 3),
+                # The body rules count (they label the request); BodyRulesOffPredictions then blocks what they
+                # found everywhere but in prediction bodies, which are texts that may hold HTML, paths or URLs.
+                # Inference payloads also exceed the 8 KB body limit: the server enforces its own and answers 413.
+                managed("AWSManagedRulesCommonRuleSet", 2, overrides=tuple(BODY_RULES)),
+                self._body_rules_off_predictions(priority=3),
+                managed("AWSManagedRulesKnownBadInputsRuleSet", 4),
             ],
         )
         wafv2.CfnWebACLAssociation(self, "WebAclAssociation", resource_arn=self.load_balancer.load_balancer_arn, web_acl_arn=acl.attr_arn)
         return acl
+
+    @staticmethod
+    def _body_rules_off_predictions(priority: int) -> wafv2.CfnWebACL.RuleProperty:
+        statement = wafv2.CfnWebACL.StatementProperty
+
+        def label(name: str) -> wafv2.CfnWebACL.StatementProperty:
+            return statement(label_match_statement=wafv2.CfnWebACL.LabelMatchStatementProperty(scope="LABEL", key=CORE_RULE_SET_LABEL + name))
+
+        def path_ends_with(suffix: str) -> wafv2.CfnWebACL.StatementProperty:
+            return statement(byte_match_statement=wafv2.CfnWebACL.ByteMatchStatementProperty(
+                field_to_match=wafv2.CfnWebACL.FieldToMatchProperty(uri_path={}),
+                positional_constraint="ENDS_WITH",
+                search_string=suffix,
+                text_transformations=[wafv2.CfnWebACL.TextTransformationProperty(priority=0, type="NONE")],
+            ))
+
+        found = [label(name) for rule, name in BODY_RULES.items() if rule != "SizeRestrictions_BODY"]
+        predictions = [path_ends_with(suffix) for suffix in PREDICTION_PATH_SUFFIXES]
+        return wafv2.CfnWebACL.RuleProperty(
+            name="BodyRulesOffPredictions",
+            priority=priority,
+            action=wafv2.CfnWebACL.RuleActionProperty(block={}),
+            statement=statement(and_statement=wafv2.CfnWebACL.AndStatementProperty(statements=[
+                statement(or_statement=wafv2.CfnWebACL.OrStatementProperty(statements=found)),
+                statement(not_statement=wafv2.CfnWebACL.NotStatementProperty(
+                    statement=statement(or_statement=wafv2.CfnWebACL.OrStatementProperty(statements=predictions))
+                )),
+            ])),
+            visibility_config=_visibility("BodyRulesOffPredictions"),
+        )
 
 
 def _visibility(name: str) -> wafv2.CfnWebACL.VisibilityConfigProperty:

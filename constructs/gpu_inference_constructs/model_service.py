@@ -379,8 +379,11 @@ class ModelService(Construct):
             allow_all_outbound=False,
         )
         self.security_group.add_egress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "HTTPS to VPC endpoints and the S3 gateway")
-        balancer_peer = load_balancer.security_group if load_balancer is not None else listener
-        self.security_group.connections.allow_from(balancer_peer, ec2.Port.tcp(contract.port), "load balancer")
+        if load_balancer is not None:
+            # Attaching the target group admits the balancer's group on the container port; it needs one egress rule.
+            load_balancer.allow_to_targets_on(contract.port)
+        else:
+            self.security_group.connections.allow_from(listener, ec2.Port.tcp(contract.port), "load balancer")
 
         self.service = ecs.Ec2Service(
             self,

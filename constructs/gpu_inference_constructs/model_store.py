@@ -13,6 +13,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from .acknowledgements import skip_checkov
 from .errors import require
 
 MODELS_PREFIX = "models"
@@ -60,9 +61,21 @@ class ModelStore(Construct):
             enforce_ssl=True,
             block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
             object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
-            versioned=False,
-            lifecycle_rules=[s3.LifecycleRule(id="expire-logs", expiration=cdk.Duration.days(props.access_log_retention_days))],
+            # Versioned, so a deleted or overwritten log survives as a noncurrent version until the logs' retention.
+            versioned=True,
+            lifecycle_rules=[
+                s3.LifecycleRule(
+                    id="expire-logs",
+                    expiration=cdk.Duration.days(props.access_log_retention_days),
+                    noncurrent_version_expiration=cdk.Duration.days(props.access_log_retention_days),
+                )
+            ],
             removal_policy=removal,
+        )
+        skip_checkov(
+            self.access_logs_bucket, "CKV_AWS_18",
+            "This is the access-log bucket (S3 server access logs of the model bucket, ALB access logs): logging it into "
+            "itself would log each log delivery, and into another bucket would only move the question there.",
         )
 
         self.bucket = s3.Bucket(

@@ -12,6 +12,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from .acknowledgements import skip_checkov
 from .errors import ConfigError, require, require_range
 from .log_retention import retention_days
 
@@ -112,6 +113,7 @@ class InferenceNetwork(Construct):
             ],
         )
         self.private_subnets = ec2.SubnetSelection(subnet_type=private_type)
+        self._skip_checks_on_default_group_handler()
 
         self.flow_log_key = kms.Key(
             self,
@@ -157,6 +159,20 @@ class InferenceNetwork(Construct):
                 open=False,
                 private_dns_enabled=True,
             )
+
+    def _skip_checks_on_default_group_handler(self) -> None:
+        """aws-cdk-lib's custom resource that strips the VPC's default security group runs a Lambda at deploy only."""
+        provider = cdk.Stack.of(self).node.try_find_child("Custom::VpcRestrictDefaultSGCustomResourceProvider")
+        if provider is None:
+            return
+        handler = provider.node.find_child("Handler")
+        reasons = {
+            "CKV_AWS_115": "Runs once per deployment, invoked by CloudFormation: a concurrency limit protects nothing.",
+            "CKV_AWS_116": "CloudFormation invokes it and fails the deployment if it fails: a dead-letter queue would hold nothing to act on.",
+            "CKV_AWS_117": "It calls only the EC2 API to revoke the default group's rules; inside the VPC it would need an EC2 endpoint for no gain.",
+        }
+        for check, reason in reasons.items():
+            skip_checkov(handler, check, f"aws-cdk-lib's default-security-group custom resource. {reason}")
 
 
 def grant_logs_service(key: kms.IKey, region: str, account: str) -> None:

@@ -106,6 +106,14 @@ def test_instance_type_not_offered_in_the_region_is_refused():
         load_environment("dev", data)
 
 
+def many_models(count: int, max_tasks: int = 2, **model_keys):
+    """The dev config serving ``count`` copies of its first model (and a group big enough for them)."""
+    data = copy.deepcopy(BASE)
+    data["models"] = [{**data["models"][0], "name": f"model-{index}", "max_tasks": max_tasks, **model_keys} for index in range(count)]
+    data["capacity"]["max_capacity"] = 10_000
+    return data
+
+
 def model_change(index: int, key: str, value):
     return with_change(f"models.{index}.{key}", value)
 
@@ -128,6 +136,11 @@ BAD_SERVICE = [
     (with_change("load_balancer.certificate_arn", "arn:aws:acm:eu-west-1:111111111111:certificate/abc"), r"load_balancer.certificate_arn: .* is not in region 'us-east-1'"),
     (with_change("load_balancer.certificate_arn", "my-cert"), r"load_balancer.certificate_arn: 'my-cert' is not an ACM certificate ARN"),
     (with_change("load_balancer.ingress_cidrs", ["10.0.0.0/33"]), r"load_balancer.ingress_cidrs\[0\]: '10.0.0.0/33' is not a CIDR block"),
+    (with_change("load_balancer.waf_rate_limit_per_5_minutes", 2000), r"load_balancer.waf_rate_limit_per_5_minutes: 2000 is below one task's configured load "
+     r"\(1200 requests a minute = 6000 in 5 minutes\): WAF would block a single client before the first task is busy"),
+    (many_models(101), r"models: 101 listener rules \(one per model\) exceed the load balancer's quota of 100: serve fewer models"),
+    (many_models(51, deployment={"strategy": "blue_green"}), r"models: 102 target groups \(one per model, two with canary, linear or blue/green\) exceed the load balancer's quota of 100"),
+    (many_models(100, max_tasks=10), r"models: 1010 targets at peak while one model deploys \(one per task\) exceed the load balancer's quota of 1000"),
     (with_change("load_balancer.idle_timeout_seconds", 90), r"service.keep_alive_seconds: 75 must exceed the load balancer's idle timeout \(90 s\)"),
     (with_change("service.stop_timeout_seconds", 110), r"service.stop_timeout_seconds: deregistration_delay_seconds \(20\) \+ stop_timeout_seconds \(110\) = 130 s exceeds the 120 s Spot interruption notice"),
     (with_change("service.drain_timeout_seconds", 85), r"service.drain_timeout_seconds: 85 must be at least 5 and at least 10 s below stop_timeout_seconds \(90\)"),

@@ -211,3 +211,8 @@ def test_each_execution_role_reads_the_api_key_secret_and_no_other(world, models
         assert not world.role_may(role, "secretsmanager:GetSecretValue", other, TLS)
         task_role = model_role(world, model, "TaskRole")
         assert not world.role_may(task_role, "secretsmanager:GetSecretValue", world.arn(secret), TLS, secret), "the task itself gets the keys only through ECS"
+        key = world.resources[secret]["Properties"]["KmsKeyId"]["Fn::GetAtt"][0]
+        through_secrets_manager = {"kms:ViaService": f"secretsmanager.{world.region}.amazonaws.com"}
+        assert world.role_may(role, "kms:Decrypt", world.arn(key), through_secrets_manager, key), model
+        assert not world.role_may(role, "kms:Decrypt", world.arn(key), {}, key), "only through Secrets Manager"
+        assert not world.role_may(task_role, "kms:Decrypt", world.arn(key), through_secrets_manager, key)

@@ -220,18 +220,59 @@ def test_load_balancer_drops_bad_headers_logs_access_and_is_protected_in_prod(en
     assert attributes["deletion_protection.enabled"] == ("true" if config.name == "prod" else "false")
 
 
-def test_waf_counts_instead_of_blocking_large_inference_bodies(env):
-    config, template = env
+def web_acl_rules(config, template):
     acls = template.find_resources("AWS::WAFv2::WebACL")
     if not config.load_balancer.waf:
         assert acls == {}
-        return
+        return None
     (acl,) = acls.values()
-    rules = {r["Name"]: r for r in acl["Properties"]["Rules"]}
-    common = rules["AWSManagedRulesCommonRuleSet"]["Statement"]["ManagedRuleGroupStatement"]
-    assert common["RuleActionOverrides"] == [{"ActionToUse": {"Count": {}}, "Name": "SizeRestrictions_BODY"}]
-    assert rules["RateLimitPerClientIp"]["Statement"]["RateBasedStatement"]["Limit"] == config.load_balancer.waf_rate_limit_per_5_minutes
     template.resource_count_is("AWS::WAFv2::WebACLAssociation", 1)
+    return {r["Name"]: r for r in acl["Properties"]["Rules"]}
+
+
+def test_waf_body_rules_do_not_block_prediction_texts(env):
+    """Prediction texts may hold HTML, paths or URLs: the common rule set's body rules (cross-site scripting, local and
+    remote file inclusion, metadata SSRF, the 8 KB size limit) count, and a later rule blocks on their labels only off
+    the prediction paths."""
+    config, template = env
+    rules = web_acl_rules(config, template)
+    if rules is None:
+        return
+    common = rules["AWSManagedRulesCommonRuleSet"]["Statement"]["ManagedRuleGroupStatement"]
+    counted = {o["Name"] for o in common["RuleActionOverrides"] if o["ActionToUse"] == {"Count": {}}}
+    assert counted == {"SizeRestrictions_BODY", "CrossSiteScripting_BODY", "GenericLFI_BODY", "GenericRFI_BODY", "EC2MetaDataSSRF_BODY"}
+    scoped = rules["BodyRulesOffPredictions"]
+    assert scoped["Priority"] > rules["AWSManagedRulesCommonRuleSet"]["Priority"] and scoped["Action"] == {"Block": {}}
+    found, off_predictions = scoped["Statement"]["AndStatement"]["Statements"]
+    labels = {s["LabelMatchStatement"]["Key"] for s in found["OrStatement"]["Statements"]}
+    assert labels == {f"awswaf:managed:aws:core-rule-set:{n}_Body" for n in ("CrossSiteScripting", "GenericLFI", "GenericRFI", "EC2MetaDataSSRF")}
+    paths = off_predictions["NotStatement"]["Statement"]["OrStatement"]["Statements"]
+    assert {(p["ByteMatchStatement"]["PositionalConstraint"], p["ByteMatchStatement"]["SearchString"]) for p in paths} == {
+        ("ENDS_WITH", "/predict"), ("ENDS_WITH", "/predict/batch"), ("ENDS_WITH", "/v1/completions"), ("ENDS_WITH", "/v1/chat/completions")
+    }
+
+
+def test_waf_rate_limit_lets_one_client_load_at_least_one_task(env):
+    """A single client IP (a backend behind a NAT) may send what one task is configured for; by default, what the
+    busiest model serves at max_tasks."""
+    config, template = env
+    rules = web_acl_rules(config, template)
+    if rules is None:
+        return
+    limit = rules["RateLimitPerClientIp"]["Statement"]["RateBasedStatement"]["Limit"]
+    for model in config.models:
+        assert limit >= 5 * model.scaling.requests_per_target_per_minute, model.name
+    if config.load_balancer.waf_rate_limit_per_5_minutes is None:
+        assert limit == 5 * max(m.max_tasks * m.scaling.requests_per_target_per_minute for m in config.models)
+
+
+def test_the_load_balancer_needs_one_egress_rule_however_many_models(env):
+    """A security group holds 60 rules by default: one egress rule per model's group would stop at 60 models."""
+    _, template = env
+    egress = [e["Properties"] for e in template.find_resources("AWS::EC2::SecurityGroup").values() if e["Properties"]["GroupDescription"].startswith("Inference load balancer")]
+    (balancer,) = egress
+    assert [(r["IpProtocol"], r["FromPort"], r["ToPort"]) for r in balancer["SecurityGroupEgress"]] == [("tcp", CONTAINER_PORT, CONTAINER_PORT)]
+    template.resource_count_is("AWS::EC2::SecurityGroupEgress", 0)
 
 
 def test_tasks_accept_only_the_load_balancer_on_the_container_port(env):

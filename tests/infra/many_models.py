@@ -1,0 +1,62 @@
+"""An environment with many models, generated from prod's config, and a timer for `cdk synth` of it.
+
+    .venv/bin/python -m tests.infra.many_models 1 10 50 100
+
+synthesizes one generated environment per count with the pinned CDK CLI (`cdk synth --quiet`, cdk-nag on, as
+`make synth` runs it) and prints the wall time, the stacks and the largest template.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def many_model_environment(count: int, base: str = "prod") -> dict:
+    """``base``'s settings serving ``count`` models, each a copy of its first with a rolling deployment (canary,
+    linear and blue/green need two target groups a model, so at most 50 fit one load balancer's default quota)."""
+    environments = json.loads((ROOT / "cdk.json").read_text())["context"]["environments"]
+    data = copy.deepcopy(environments[base])
+    template = {**data["models"][0], "min_tasks": 1, "max_tasks": 4}
+    data["models"] = [{**template, "name": f"model-{index:03d}"} for index in range(count)]
+    data["deployment"] = {"strategy": "rolling"}
+    data["scaling"]["schedules"] = []
+    data["capacity"]["max_capacity"] = 4 * count + 4
+    return data
+
+
+def measure(count: int) -> dict:
+    context = json.loads((ROOT / "cdk.json").read_text())
+    context["context"]["environments"] = {"many": many_model_environment(count)}
+    with tempfile.TemporaryDirectory() as directory:
+        Path(directory, "cdk.json").write_text(json.dumps({**context, "app": f"{ROOT / '.venv/bin/python'} {ROOT / 'app.py'}"}))
+        environment = {**os.environ, "PATH": f"{ROOT / 'node_modules/.bin'}:{os.environ['PATH']}", "CDK_DISABLE_CLI_TELEMETRY": "true",
+                       "JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION": "1"}
+        started = time.perf_counter()
+        subprocess.run(["cdk", "synth", "--quiet", "--output", "cdk.out"], cwd=directory, env=environment, check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        seconds = time.perf_counter() - started
+        templates = sorted(Path(directory, "cdk.out").glob("assembly-*/*.template.json"))
+        sizes = {path.name: path.stat().st_size for path in templates}
+        resources = {path.name: len(json.loads(path.read_text())["Resources"]) for path in templates}
+    shared = next(name for name in sizes if "Inference" in name)
+    models = [name for name in sizes if "Model" in name]
+    return {
+        "models": count, "seconds": round(seconds, 1), "stacks": len(templates),
+        "shared_bytes": sizes[shared], "shared_resources": resources[shared],
+        "largest_model_bytes": max(sizes[m] for m in models), "model_resources": max(resources[m] for m in models),
+        "all_bytes": sum(sizes.values()),
+    }
+
+
+if __name__ == "__main__":
+    for argument in sys.argv[1:] or ["1", "10", "50", "100"]:
+        print(json.dumps(measure(int(argument))), flush=True)
