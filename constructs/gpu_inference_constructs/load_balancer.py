@@ -286,8 +286,15 @@ class InferenceLoadBalancer(Construct):
         """One egress rule to the VPC on a targets' port, however many models: a rule per model's security group
         would pass the 60 rules a security group holds by default. Each model's group admits only this one."""
         if port not in self._target_ports:
+            try:
+                cidr = self._vpc.vpc_cidr_block
+            except RuntimeError:  # jsii: an imported VPC without vpc_cidr_block
+                raise ConfigError(
+                    "vpc", "the load balancer's egress rule to the model tasks needs the VPC's CIDR; "
+                    "pass vpc_cidr_block to ec2.Vpc.from_vpc_attributes"
+                ) from None
             self._target_ports.add(port)
-            self.security_group.add_egress_rule(ec2.Peer.ipv4(self._vpc.vpc_cidr_block), ec2.Port.tcp(port), "model tasks in the VPC")
+            self.security_group.add_egress_rule(ec2.Peer.ipv4(cidr), ec2.Port.tcp(port), "model tasks in the VPC")
 
     @property
     def base_url(self) -> str:
