@@ -266,12 +266,14 @@ def test_waf_rate_limit_lets_one_client_load_at_least_one_task(env):
         assert limit == 5 * max(m.max_tasks * m.scaling.requests_per_target_per_minute for m in config.models)
 
 
-def test_the_load_balancer_needs_one_egress_rule_however_many_models(env):
-    """A security group holds 60 rules by default: one egress rule per model's group would stop at 60 models."""
-    _, template = env
+def test_the_load_balancer_needs_one_egress_rule_per_container_port_however_many_models(env):
+    """A security group holds 60 rules by default: one egress rule per model's group would stop at 60 models.
+    Models on the same port (every bundled-server model) share one rule; a vLLM model on 8000 adds one."""
+    config, template = env
     egress = [e["Properties"] for e in template.find_resources("AWS::EC2::SecurityGroup").values() if e["Properties"]["GroupDescription"].startswith("Inference load balancer")]
     (balancer,) = egress
-    assert [(r["IpProtocol"], r["FromPort"], r["ToPort"]) for r in balancer["SecurityGroupEgress"]] == [("tcp", CONTAINER_PORT, CONTAINER_PORT)]
+    ports = sorted({promised(m)["port"] for m in config.models})
+    assert sorted((r["IpProtocol"], r["FromPort"], r["ToPort"]) for r in balancer["SecurityGroupEgress"]) == [("tcp", p, p) for p in ports]
     template.resource_count_is("AWS::EC2::SecurityGroupEgress", 0)
 
 
@@ -306,8 +308,9 @@ def test_task_role_reads_only_its_model_prefix(env):
 
 def test_model_bucket_is_versioned_encrypted_private_logged_and_ages_out_old_versions(env):
     config, template = env
-    buckets = template.find_resources("AWS::S3::Bucket", {"Properties": {"VersioningConfiguration": {"Status": "Enabled"}}})
+    buckets = template.find_resources("AWS::S3::Bucket", {"Properties": {"LoggingConfiguration": {"LogFilePrefix": "s3/models/"}}})
     (bucket,) = buckets.values()
+    assert bucket["Properties"]["VersioningConfiguration"] == {"Status": "Enabled"}
     properties = bucket["Properties"]
     assert properties["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]["ServerSideEncryptionByDefault"] == {"SSEAlgorithm": "AES256"}
     assert properties["PublicAccessBlockConfiguration"] == {
