@@ -4,13 +4,12 @@ one model forward per request, no batching, the same uvicorn stack as ours (http
 
 from __future__ import annotations
 
-import argparse
 
 import uvicorn
 from fastapi import FastAPI
 from pydantic import BaseModel
 
-from .models import load_model
+from .models import load_model, server_parser
 
 
 class PredictRequest(BaseModel):
@@ -34,13 +33,7 @@ def create_app(model_spec: str, device: str, dtype: str, max_length: int) -> Fas
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--model", required=True, help="a Hugging Face model directory, or 'null'")
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--dtype", default="fp32", choices=("fp32", "fp16"))
-    parser.add_argument("--max-length", type=int, default=256)
+    parser = server_parser(__doc__)
     args = parser.parse_args()
     app = create_app(args.model, args.device, args.dtype, args.max_length)
     uvicorn.run(app, host=args.host, port=args.port, loop="uvloop", http="httptools", access_log=False,

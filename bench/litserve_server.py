@@ -8,12 +8,11 @@ the affinity it was started with."""
 
 from __future__ import annotations
 
-import argparse
 import os
 
 import litserve as ls
 
-from .models import load_model
+from .models import load_model, server_parser
 
 
 class EmbedAPI(ls.LitAPI):
@@ -45,13 +44,7 @@ class EmbedAPI(ls.LitAPI):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--model", required=True, help="a Hugging Face model directory, or 'null'")
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--dtype", default="fp32", choices=("fp32", "fp16"))
-    parser.add_argument("--max-length", type=int, default=256)
+    parser = server_parser(__doc__)
     parser.add_argument("--max-batch-size", type=int, default=32)
     parser.add_argument("--batch-timeout-ms", type=float, default=2.0)
     args = parser.parse_args()

@@ -6,6 +6,7 @@ handler (mean pooling over the attention mask, then L2 normalisation).
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -63,3 +64,15 @@ class Embedder:
 def load_model(spec: str, device: str = "cpu", dtype: str = "fp32", max_length: int = 256) -> Model:
     """`null`, or a Hugging Face model directory."""
     return NullModel() if spec == NULL else Embedder(spec, device, dtype, max_length)
+
+
+def server_parser(description: str) -> argparse.ArgumentParser:
+    """The flags every bench server takes: where to listen and which model to serve how."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--model", required=True, help="a Hugging Face model directory, or 'null'")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--dtype", default="fp32", choices=("fp32", "fp16"))
+    parser.add_argument("--max-length", type=int, default=256)
+    return parser

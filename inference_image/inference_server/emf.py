@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
+from collections.abc import Callable
 from collections.abc import Mapping
 from typing import Any
 
@@ -44,3 +47,12 @@ def document(environment: str, model_name: str, values: Mapping[str, float | lis
     doc[m.DIMENSION_MODEL] = model_name
     doc.update(values)
     return doc
+
+
+def emit_every(interval_s: float, stop: threading.Event, emit: Callable[[], None]) -> None:
+    """Call emit every interval_s until stop is set (a thread's target); a failed emission is logged, not fatal."""
+    while not stop.wait(interval_s):
+        try:
+            emit()
+        except Exception:
+            logging.getLogger(__name__).exception("metrics emission failed")

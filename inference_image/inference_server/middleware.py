@@ -87,6 +87,21 @@ def _validation_error(exc: ValidationError) -> ApiError:
     return error
 
 
+class _IdentifiedResponse:
+    """Passes the app's response on with the request id header; status is what it started (500 until then)."""
+
+    __slots__ = ("_send", "_rid_header", "status")
+
+    def __init__(self, send: Send, rid_header: tuple[bytes, bytes]) -> None:
+        self._send, self._rid_header, self.status = send, rid_header, 500
+
+    async def send(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self.status = message["status"]
+            message["headers"] = [*message.get("headers", ()), self._rid_header]
+        await self._send(message)
+
+
 class FrontDoor:
     def __init__(self, app: ASGIApp, service: ModelService, model_prefix: str,
                  predict_request: type[BaseModel], batch_request: type[BaseModel],
@@ -139,15 +154,11 @@ class FrontDoor:
                     status = await self._error(send, not_ready(reason), rid_header)
             else:
                 scope[LOG_FIELDS] = fields
-
-                async def send_with_id(message: Message) -> None:
-                    nonlocal status
-                    if message["type"] == "http.response.start":
-                        status = message["status"]
-                        message["headers"] = [*message.get("headers", ()), rid_header]
-                    await send(message)
-
-                await self.app(scope, receive, send_with_id)
+                response = _IdentifiedResponse(send, rid_header)
+                try:
+                    await self.app(scope, receive, response.send)
+                finally:
+                    status = response.status
         finally:
             ms = (time.perf_counter() - started) * 1000
             if path not in self.quiet and self.access.wants(status, ms):
@@ -163,7 +174,7 @@ class FrontDoor:
         except ApiError as error:
             return await self._error(send, error, rid_header)
         scope[LOG_FIELDS] = fields
-        status, received, limit = 500, 0, self.max_body
+        received, limit = 0, self.max_body
 
         async def counting_receive() -> Message:
             nonlocal received
@@ -173,19 +184,13 @@ class FrontDoor:
                 raise HTTPException(413, f"the body is over {limit} bytes")
             return message
 
-        async def send_with_id(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-                message["headers"] = [*message.get("headers", ()), rid_header]
-            await send(message)
-
+        response = _IdentifiedResponse(send, rid_header)
         self.service.in_flight += 1
         try:
-            await self.app(scope, counting_receive, send_with_id)
+            await self.app(scope, counting_receive, response.send)
         finally:
             self.service.in_flight -= 1
-        return status
+        return response.status
 
     async def _respond(self, send: Send, status: int, body: bytes, rid_header: tuple[bytes, bytes],
                        extra: list[tuple[bytes, bytes]] | None = None) -> int:

@@ -200,7 +200,8 @@ class ModelRunner:
     def start(self) -> None:
         self.batcher.start()
         threading.Thread(target=self._announce_when_ready, name="announce", daemon=True).start()
-        threading.Thread(target=self._metrics_loop, name="model-metrics", daemon=True).start()
+        threading.Thread(target=emf.emit_every, args=(self.settings.metrics_interval_s, self._stop, self.emit_interval_metrics),
+                         name="model-metrics", daemon=True).start()
 
     def stop(self) -> None:
         if self._stop.is_set():
@@ -291,9 +292,3 @@ class ModelRunner:
         log.info("metrics", extra={"fields": emf.document(s.deployment_env, s.model_name, values,
                                                           {"model_version": s.model_version, "process": "model"})})
 
-    def _metrics_loop(self) -> None:
-        while not self._stop.wait(self.settings.metrics_interval_s):
-            try:
-                self.emit_interval_metrics()
-            except Exception:
-                log.exception("metrics emission failed")

@@ -69,8 +69,9 @@ class ModelService:
             return
         self._started = True
         self.client.start(on_loop)
-        for target, name in ((self._load_loop, "preprocessing-load"), (self._metrics_loop, "metrics")):
-            threading.Thread(target=target, name=name, daemon=True).start()
+        threading.Thread(target=self._load_loop, name="preprocessing-load", daemon=True).start()
+        threading.Thread(target=emf.emit_every, args=(self.settings.metrics_interval_s, self._stop, self.emit_interval_metrics),
+                         name="metrics", daemon=True).start()
 
     def stop(self) -> None:
         """Stop the background threads; the last interval's metrics are written now, not lost."""
@@ -252,9 +253,3 @@ class ModelService:
     # Set by the app's access log: how many error lines it left out since the last call (rate limit).
     take_suppressed: Callable[[], int] = staticmethod(lambda: 0)
 
-    def _metrics_loop(self) -> None:
-        while not self._stop.wait(self.settings.metrics_interval_s):
-            try:
-                self.emit_interval_metrics()
-            except Exception:
-                log.exception("metrics emission failed")
