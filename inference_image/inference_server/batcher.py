@@ -3,7 +3,8 @@
 The thread loads the model, warms up every (batch bucket x length bucket) shape, then loops: take new jobs
 (inputs already preprocessed by the HTTP workers), file their inputs into sequence-length buckets, and run a batch
 as soon as the model is free. A job that arrives while the model is idle and nothing is queued runs at once (no
-batching window: at low load waiting only adds latency). Otherwise a bucket runs when it has a full batch, or when
+batching window: at low load waiting only adds latency). A batch is padded to its longest input, or to its
+bucket's shapes when the model needs fixed shapes (pad_batches: compiled CUDA graphs). Otherwise a bucket runs when it has a full batch, or when
 its oldest input has waited max_wait; until then the thread waits for more. Inputs past their deadline are dropped
 before they run.
 """
@@ -315,7 +316,10 @@ class Batcher:
             self._running_batch = True
         self._on_queue_change(self._queued)
         size = self.batch_sizes[bisect.bisect_left(self.batch_sizes, len(items))] if self.pad_batches else len(items)
-        seq_len = max(length, max(item.encoded.length for item in items))
+        # Fixed shapes (compiled CUDA graphs) pad to the bucket; otherwise to the batch's longest input, so a bucket
+        # of 16-32 tokens does not run 22-token texts at 32.
+        longest = max(item.encoded.length for item in items)
+        seq_len = max(length, longest) if self.pad_batches else longest
         try:
             outputs = as_numpy(self.handler.forward([item.encoded for item in items], size, seq_len))
         except Exception as exc:
