@@ -50,6 +50,9 @@ class BenchConfig:
     # servers) on model_cpus; our HTTP workers, the peer's API server and the load generator on the others.
     pin_cpus: bool = True
     model_cpus: tuple[int, ...] = (0,)
+    # The cores this run may use, taken when the configuration is made: the load generator later pins the bench's
+    # own process to the other cores, and the layout must not be computed from that.
+    cpus: frozenset[int] = field(default_factory=lambda: frozenset(os.sched_getaffinity(0)))
     # The goodput scenario: closed-loop clients that retry at once after a 503 (more than MAX_QUEUE_SIZE, 256).
     overload_clients: int = 600
     overload_duration_s: float = 10.0

@@ -26,7 +26,7 @@ class Launch:
 
 def cpu_layout(cfg: BenchConfig) -> tuple[set[int] | None, set[int] | None]:
     """(model path cores, the other cores), or (None, None) when not pinning."""
-    available = os.sched_getaffinity(0)
+    available = set(cfg.cpus)
     model = set(cfg.model_cpus) & available
     rest = available - model
     if not cfg.pin_cpus or not model or not rest:
@@ -65,8 +65,10 @@ def launch(server: str, model_spec: str, port: int, cfg: BenchConfig, scratch: P
     model_cpus, rest = cpu_layout(cfg)
     if server in (OURS, OURS_2W):
         launched = _ours(server, model_spec, port, cfg, scratch, env)
-        if model_cpus is None or server == OURS_2W:
+        if model_cpus is None:
             return launched
+        if server == OURS_2W:  # every core, not the generator's cores that the bench process is pinned to
+            return dataclasses.replace(launched, cpus=model_cpus | rest)
         if model_spec == NULL:
             return dataclasses.replace(launched, cpus=model_cpus)
         return dataclasses.replace(launched, cpus=rest, model_cpus=model_cpus)
