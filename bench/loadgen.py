@@ -33,6 +33,8 @@ class LoadResult:
     server_cpu_s: float | None  # the server's CPU time (all its processes and threads) during the window
     statuses: dict[str, int] | None = None  # responses by status code
     shed_p50_ms: float | None = None  # median latency of the 503 answers
+    # Cores each named process of the server used over the window (its threads together), and the generator's.
+    cores_by_process: dict[str, float] | None = None
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -174,8 +176,14 @@ class _Run:
             self.all_closed.set()
 
 
+def _own_cpu_s(pid: int) -> float | None:
+    fields = _stat(pid)
+    return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS if fields else None
+
+
 async def _drive(host: str, port: int, requests: list[bytes], concurrency: int, warmup_s: float,
-                 duration_s: float, server_pid: int | None, min_per_client: int = 2) -> LoadResult:
+                 duration_s: float, server_pid: int | None, min_per_client: int = 2,
+                 processes: dict[int, str] | None = None) -> LoadResult:
     run = _Run(host, port, requests)
     stride = max(1, len(requests) // concurrency)
     for n in range(concurrency):
@@ -185,6 +193,7 @@ async def _drive(host: str, port: int, requests: list[bytes], concurrency: int, 
         raise ConnectionError(f"cannot connect to {host}:{port}: {run.connect_errors[0]!r}")
     run.recording = True
     server_cpu = process_cpu_s(server_pid) if server_pid else None
+    named_cpu = {pid: _own_cpu_s(pid) for pid in processes or {}}
     client_cpu, started = time.process_time(), time.perf_counter()
     await asyncio.sleep(duration_s)
     # A slow server may not finish a round in a short window: extend it to two responses per client.
@@ -196,6 +205,13 @@ async def _drive(host: str, port: int, requests: list[bytes], concurrency: int, 
     client_cpu = time.process_time() - client_cpu
     if server_cpu is not None:
         server_cpu = process_cpu_s(server_pid) - server_cpu
+    cores = None
+    if processes:
+        cores = {"generator": round(client_cpu / elapsed, 3)}
+        for pid, before in named_cpu.items():
+            after = _own_cpu_s(pid)
+            if before is not None and after is not None:
+                cores[processes[pid]] = round((after - before) / elapsed, 3)
     run.stopping = True
     await asyncio.wait_for(run.all_closed.wait(), timeout=60)
     latencies = sorted(ns / 1e6 for ns in run.latencies_ns)
@@ -206,12 +222,15 @@ async def _drive(host: str, port: int, requests: list[bytes], concurrency: int, 
                       p95_ms=percentile(latencies, 0.95), p99_ms=percentile(latencies, 0.99),
                       client_cpu_s=client_cpu, server_cpu_s=server_cpu,
                       statuses={str(k): v for k, v in sorted(run.statuses.items())},
-                      shed_p50_ms=percentile(shed, 0.50) if shed else None)
+                      shed_p50_ms=percentile(shed, 0.50) if shed else None, cores_by_process=cores)
 
 
 def run_load(host: str, port: int, requests: list[bytes], concurrency: int, warmup_s: float, duration_s: float,
-             server_pid: int | None = None, min_per_client: int = 2) -> LoadResult:
+             server_pid: int | None = None, min_per_client: int = 2,
+             processes: dict[int, str] | None = None) -> LoadResult:
     """Drive the server for warmup_s (not recorded), then at least duration_s (recorded) with `concurrency`
     clients, each sending its next request as soon as an answer (a 503 too) arrives; the window is extended
-    until each client had min_per_client successful answers (at most 10 x duration_s)."""
-    return uvloop.run(_drive(host, port, requests, concurrency, warmup_s, duration_s, server_pid, min_per_client))
+    until each client had min_per_client successful answers (at most 10 x duration_s). processes: pid -> name,
+    the server's processes whose cores to report."""
+    return uvloop.run(_drive(host, port, requests, concurrency, warmup_s, duration_s, server_pid, min_per_client,
+                             processes))

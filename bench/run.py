@@ -15,7 +15,7 @@ from pathlib import Path
 
 import orjson
 
-from .config import ENDPOINT_OF, NULL, OURS, PEER, SAME_TEXT, BenchConfig
+from .config import BARE, ENDPOINT_OF, NULL, OURS, OURS_2W, PEER, SAME_TEXT, BenchConfig
 from .loadgen import encode_requests, run_load
 from .models import minilm_dir
 from .plot import plot
@@ -95,15 +95,25 @@ def measure_raw_model(cfg: BenchConfig, model_dir: str) -> dict:
     return orjson.loads(done.stdout.strip().splitlines()[-1])
 
 
-def _pin_model_process(log_path: Path, cpus: set[int]) -> None:
-    """Our server logs each child it starts; its model process goes onto the model cores."""
+def server_processes(log_path: Path) -> dict[int, str]:
+    """Our server logs each child it starts: pid -> "model", "worker-0", ... (the latest of each)."""
+    named: dict[str, int] = {}
     for line in log_path.read_text(errors="replace").splitlines():
         try:
             entry = orjson.loads(line)
         except orjson.JSONDecodeError:
             continue
-        if entry.get("message") == "process started" and entry.get("role") == "model":
-            pin(entry["pid"], cpus)
+        if entry.get("message") == "process started" and entry.get("role"):
+            role = entry["role"] if entry["role"] == "model" else f"{entry['role']}-{entry.get('index', 0)}"
+            named[role] = entry["pid"]
+    return {pid: role for role, pid in named.items()}
+
+
+def _pin_model_process(log_path: Path, cpus: set[int]) -> None:
+    """Our server's model process goes onto the model cores."""
+    for pid, role in server_processes(log_path).items():
+        if role == "model":
+            pin(pid, cpus)
 
 
 def measure_server(server: str, model: str, model_dir: str, cfg: BenchConfig, texts: list[str],
@@ -126,11 +136,12 @@ def measure_server(server: str, model: str, model_dir: str, cfg: BenchConfig, te
         systems = [s for s, m in cfg.systems if m == model and ENDPOINT_OF.get(s, s) == server]
         endpoints = {system: encode_requests(HOST, port, *request_bodies(system, texts)) for system in systems}
         requests = encode_requests(HOST, port, *request_bodies(server, texts))
+        processes = server_processes(process.log_path) if server in (OURS, OURS_2W) else None
         for concurrency in cfg.concurrency:
             for system, system_requests in endpoints.items():
                 log_before = process.log_path.stat().st_size
                 result = run_load(HOST, port, system_requests, concurrency, cfg.warmup_s, cfg.duration_s,
-                                  process.pid)
+                                  process.pid, processes=processes)
                 # Bytes the server logged over warm-up and window, per successful request of the window (an
                 # upper bound: the warm-up's requests are not counted).
                 log_bytes = process.log_path.stat().st_size - log_before
@@ -139,9 +150,11 @@ def measure_server(server: str, model: str, model_dir: str, cfg: BenchConfig, te
                 _log(f"{system}-{model}: {concurrency:>3} clients {result.throughput_rps:9.1f} req/s  "
                      f"p50 {result.p50_ms:7.2f}  p95 {result.p95_ms:7.2f}  p99 {result.p99_ms:7.2f} ms  "
                      f"errors {result.errors}")
-        if server in systems and server in (OURS, PEER) and model != NULL and cfg.overload_clients:
+        # The bare app under the same offered load: the HTTP stack's floor for any answer, a 503 included.
+        overloaded = (server in (OURS, PEER) and model != NULL) or server == BARE
+        if server in systems and overloaded and cfg.overload_clients:
             result = run_load(HOST, port, requests, cfg.overload_clients, cfg.warmup_s, cfg.overload_duration_s,
-                              process.pid, min_per_client=0)
+                              process.pid, min_per_client=0, processes=processes)
             overload = {"system": server, "model": model, **result.as_dict()}
             _log(f"{name}: overload, {cfg.overload_clients} clients: goodput {result.throughput_rps:.1f} req/s, "
                  f"answers {result.statuses}, 503 median {result.shed_p50_ms} ms")

@@ -31,6 +31,15 @@ def test_closed_loop_over_keep_alive_connections(bare_server, concurrency):
     assert result.server_cpu_s is not None and result.client_cpu_s > 0
 
 
+def test_reports_the_cores_of_each_named_process(bare_server):
+    requests = encode_requests(HOST, bare_server.port, "/predict", [b'{"text":"a"}'])
+    result = run_load(HOST, bare_server.port, requests, 8, warmup_s=0.2, duration_s=0.5,
+                      server_pid=bare_server.pid, processes={bare_server.pid: "app"})
+    cores = result.cores_by_process
+    assert set(cores) == {"app", "generator"}
+    assert 0 < cores["app"] <= 1.05 and 0 < cores["generator"] <= 1.05  # both busy: a closed loop on one app
+
+
 def test_counts_refused_connections_as_errors():
     port = free_port()  # nothing listens there
     with pytest.raises(ConnectionError):

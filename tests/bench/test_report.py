@@ -23,8 +23,10 @@ def results():
             _run("ours", "null", 64, 2000, 40), _run("ours-2w", "null", 64, 3000, 30),
             _run("bare-asgi", "null", 64, 5000, 15, client_cpu=2.5)]
     overload = {"system": "ours", "model": "minilm", "concurrency": 600, "duration_s": 10.0, "throughput_rps": 195.0,
-                "statuses": {"200": 1950, "503": 40000}, "shed_p50_ms": 2.0}
-    return {"setup": {"model_label": "minilm"}, "runs": runs, "overload": [overload],
+                "statuses": {"200": 1950, "503": 40000}, "shed_p50_ms": 2.0, "p50_ms": 1500.0}
+    bare = {"system": "bare-asgi", "model": "null", "concurrency": 600, "duration_s": 10.0, "throughput_rps": 30000.0,
+            "statuses": {"200": 300000}, "shed_p50_ms": None, "p50_ms": 19.0}
+    return {"setup": {"model_label": "minilm"}, "runs": runs, "overload": [overload, bare],
             "raw_model": {"items_per_s": {"1": 60.0, "32": 200.0}, "best_batch_size": 32, "best_items_per_s": 200.0}}
 
 
@@ -62,6 +64,19 @@ def test_table_names_ratios_and_verdicts(results):
     assert "ours/baseline" in text and "litserve" in text and "MISSED" in text and "met" in text
     assert "3.82" in text  # ours / baseline at 64 clients
     assert "overload, ours: 600 clients" in text and "log bytes per successful request" in text
+
+
+def test_a_missed_target_says_what_the_run_measured_binds_it(results):
+    results["runs"] = [r for r in results["runs"] if r["system"] != "ours-2w"]
+    results["runs"].append({**_run("ours-2w", "null", 64, 2400, 30),
+                            "cores_by_process": {"generator": 0.2, "model": 0.5, "worker-0": 0.6, "worker-1": 0.65}})
+    results["overload"][0]["shed_p50_ms"] = 18.0
+    results["ratios"], results["targets"] = evaluate(results)
+    assert results["ratios"]["overload_bare_asgi_p50_ms"] == 19.0
+    text = table(results)
+    assert "bound by the HTTP stack: the bare ASGI app's constant answer takes 19.0 ms median under the same 600" in text
+    assert "bound by two cores for the server and the generator: generator 0.20, model 0.50, worker-0 0.60" in text
+    assert text.count("bound by") == 2  # only missed targets say it
 
 
 def test_percentile_is_nearest_rank():
