@@ -90,6 +90,7 @@ class InferenceStack(cdk.Stack):
             capacity=self.capacity,
             topic=self.notifications.topic,
             props=config.monitoring,
+            more_capacity=list(self.capacity_groups.values()),
         )
         cdk.CfnOutput(self, "LoadBalancerDns", value=self.load_balancer.load_balancer.load_balancer_dns_name)
         cdk.CfnOutput(self, "ModelBucket", value=self.model_store.bucket.bucket_name, description="Publish models under models/<name>/<version>/")

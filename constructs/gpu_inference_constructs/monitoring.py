@@ -200,7 +200,7 @@ class InferenceMonitoring(_Alarms):
     models. Each model's alarms are :class:`ModelAlarms`, in the model's own stack.
 
     Attributes: ``alarms`` (name -> Alarm), ``dashboard``, ``spot_interruption_rule``, ``metric_cost_per_million_requests``
-    (an estimate of the whole bill per request: GPU instances + CloudWatch Logs ingestion of each model's log group, found by
+    (an estimate of the whole bill per request: every capacity group's GPU instances + CloudWatch Logs ingestion of each model's log group, found by
     its name, :func:`~.model_service.service_log_group_name` + the load balancer's hour and LCUs) and
     ``metric_cost_components`` (each part per 1M requests).
     """
@@ -216,7 +216,9 @@ class InferenceMonitoring(_Alarms):
         capacity: GpuCapacity,
         topic: sns.ITopic,
         props: MonitoringProps,
+        more_capacity: Sequence[GpuCapacity] = (),
     ) -> None:
+        """``more_capacity``: the environment's other capacity groups (other GPU shapes), priced at their own types."""
         super().__init__(scope, construct_id, environment_name=environment_name, topic=topic, props=props)
         self._add_load_balancer_alarm(load_balancer)
         self.spot_interruption_rule = events.Rule(
@@ -241,7 +243,7 @@ class InferenceMonitoring(_Alarms):
             "Spot capacity is being reclaimed repeatedly: On-Demand base and the g4dn fallback carry the load; consider a higher On-Demand share",
         )
         self.metric_cost_per_million_requests, self.metric_cost_components = self._cost_per_million_requests(
-            capacity, load_balancer, [service_log_group_name(environment_name, name) for name in model_names])
+            [capacity, *more_capacity], load_balancer, [service_log_group_name(environment_name, name) for name in model_names])
         self.dashboard = self._dashboard(environment_name, model_names, load_balancer, capacity)
 
     def _add_load_balancer_alarm(self, load_balancer: elbv2.ApplicationLoadBalancer) -> None:
@@ -264,29 +266,37 @@ class InferenceMonitoring(_Alarms):
         )
 
     def _cost_per_million_requests(
-        self, capacity: GpuCapacity, load_balancer: elbv2.ApplicationLoadBalancer, log_group_names: Sequence[str],
+        self, capacities: Sequence[GpuCapacity], load_balancer: elbv2.ApplicationLoadBalancer,
+        log_group_names: Sequence[str],
     ) -> tuple[cloudwatch.MathExpression, list[cloudwatch.MathExpression]]:
-        """USD per 1M requests, hourly: GPU instances by the purchase policy, log bytes ingested, the ALB's hour and LCUs.
+        """USD per 1M requests, hourly: each capacity group's GPU instances by its purchase policy at its preferred type's
+        price (``hourly_price_usd`` overrides the first group's), log bytes ingested, the ALB's hour and LCUs.
 
         ConsumedLCUs is the load balancer's billed capacity (AWS re:Post: the usage averaged over time that billing
         uses), so its hourly Average is that hour's LCU-hours. IncomingBytes is the uncompressed volume ingested, which
         is what CloudWatch Logs bills per GB."""
         props = self.props
-        price = props.hourly_price_usd or capacity.instance_types[0].on_demand_hourly_usd
-        spot_price = round(price * props.spot_price_fraction, 5)
-        on_demand = on_demand_instances_expression(capacity)
-        using: dict[str, cloudwatch.IMetric] = {
-            "total": self._instances(capacity, HOUR),
-            "requests": load_balancer.metrics.request_count(period=HOUR, statistic="Sum"),
-            "lcus": load_balancer.metrics.custom("ConsumedLCUs", period=HOUR, statistic="Average"),
-        }
+        using: dict[str, cloudwatch.IMetric] = {}
+        gpu_parts, priced = [], []
+        for index, capacity in enumerate(capacities):
+            name = "total" if index == 0 else f"total{index}"
+            using[name] = self._instances(capacity, HOUR)
+            # The other groups may scale to zero (an LLM group off hours) and then have no datapoints: none cost 0.
+            running = name if index == 0 else f"FILL({name}, 0)"
+            price = (props.hourly_price_usd if index == 0 else None) or capacity.instance_types[0].on_demand_hourly_usd
+            spot_price = round(price * props.spot_price_fraction, 5)
+            on_demand = on_demand_instances_expression(capacity, running)
+            gpu_parts.append(f"(({on_demand}) * {price} + ({running} - ({on_demand})) * {spot_price})")
+            priced.append(f"{capacity.instance_types[0].name} at ${price}/h")
+        using["requests"] = load_balancer.metrics.request_count(period=HOUR, statistic="Sum")
+        using["lcus"] = load_balancer.metrics.custom("ConsumedLCUs", period=HOUR, statistic="Average")
         for index, name in enumerate(log_group_names):
             using[f"logbytes{index}"] = cloudwatch.Metric(
                 namespace="AWS/Logs", metric_name="IncomingBytes", dimensions_map={"LogGroupName": name},
                 statistic="Sum", period=HOUR)
         log_bytes = " + ".join(f"FILL(logbytes{i}, 0)" for i in range(len(log_group_names))) or "0"
         parts = {
-            "GPU instances": f"(({on_demand}) * {price} + (total - ({on_demand})) * {spot_price})",
+            "GPU instances": " + ".join(gpu_parts),
             "CloudWatch Logs ingestion": f"({log_bytes}) / {GIB} * {props.logs_ingestion_usd_per_gb}",
             "load balancer": f"({props.load_balancer_hourly_usd} + FILL(lcus, 0) * {props.load_balancer_lcu_hourly_usd})",
         }
@@ -296,7 +306,7 @@ class InferenceMonitoring(_Alarms):
                                              using_metrics=using, period=HOUR, label=label)
 
         total = per_million(" + ".join(parts.values()),
-                            f"USD per 1M requests, estimate: GPU ({capacity.instance_types[0].name} at ${price}/h, Spot at "
+                            f"USD per 1M requests, estimate: GPU ({', '.join(priced)}, Spot at "
                             f"{props.spot_price_fraction:.0%}; prices {PRICES_AS_OF}) + CloudWatch Logs ingestion "
                             f"(${props.logs_ingestion_usd_per_gb}/GB) + ALB (${props.load_balancer_hourly_usd}/h + "
                             f"${props.load_balancer_lcu_hourly_usd}/LCU-h)")
@@ -388,12 +398,12 @@ def search(query: str, statistic: str, label: str, period: cdk.Duration = MINUTE
     return cloudwatch.MathExpression(expression=f"SEARCH('{query}', '{statistic}', {period.to_seconds()})", using_metrics={}, period=period, label=label)
 
 
-def on_demand_instances_expression(capacity: GpuCapacity) -> str:
+def on_demand_instances_expression(capacity: GpuCapacity, total: str = "total") -> str:
     """Metric math for the On-Demand share of ``total`` in-service instances that the distribution policy implies
     (no CloudWatch metric splits a mixed-instances group by purchase option)."""
     base = capacity.props.on_demand_base_capacity
     share = capacity.props.on_demand_percentage_above_base / 100
-    return f"IF(total > {base}, {base} + CEIL((total - {base}) * {share}), total)"
+    return f"IF({total} > {base}, {base} + CEIL(({total} - {base}) * {share}), {total})"
 
 
 def error_rate(errors: cloudwatch.IMetric, requests: cloudwatch.IMetric, label: str) -> cloudwatch.MathExpression:

@@ -184,12 +184,25 @@ def cost_widget(template) -> dict:
     return widget
 
 
+def gpu_cost_expression(config) -> str:
+    """Each capacity group's instances at its preferred type's catalog price, Spot at 40 %; the other groups' counts
+    FILLed with 0 (a group scaled to zero has no datapoints)."""
+    from gpu_inference_constructs.instance_catalog import CATALOG
+
+    groups = [("total", config.capacity)] + [(f"FILL(total{i}, 0)", group.capacity)
+                                             for i, group in enumerate(config.capacity_groups.values(), start=1)]
+    parts = []
+    for total, capacity in groups:
+        base, share = capacity.on_demand_base_capacity, capacity.on_demand_percentage_above_base / 100
+        price = CATALOG[capacity.instance_types[0]].on_demand_hourly_usd
+        on_demand = f"IF({total} > {base}, {base} + CEIL(({total} - {base}) * {share}), {total})"
+        parts.append(f"(({on_demand}) * {price} + ({total} - ({on_demand})) * {round(price * 0.4, 5)})")
+    return " + ".join(parts)
+
+
 def test_cost_per_million_requests_is_the_whole_bill_gpu_logs_and_load_balancer(env):
     config, template = env
-    base = config.capacity.on_demand_base_capacity
-    share = config.capacity.on_demand_percentage_above_base / 100
-    on_demand = f"IF(total > {base}, {base} + CEIL((total - {base}) * {share}), total)"
-    gpu = f"(({on_demand}) * 1.006 + (total - ({on_demand})) * 0.4024)"
+    gpu = gpu_cost_expression(config)
     logs = " + ".join(f"FILL(logbytes{i}, 0)" for i in range(len(config.models)))
     parts = [gpu, f"({logs}) / 1073741824 * 0.5", "(0.0225 + FILL(lcus, 0) * 0.008)"]
     metrics = cost_widget(template)["properties"]["metrics"]
@@ -197,6 +210,7 @@ def test_cost_per_million_requests_is_the_whole_bill_gpu_logs_and_load_balancer(
     (total_label,) = [label for label in expressions if label.startswith("USD per 1M requests, estimate")]
     assert expressions[total_label] == f"IF(requests > 0, ({' + '.join(parts)}) / requests * 1000000, 0)"
     assert "CloudWatch Logs ingestion ($0.5/GB)" in total_label and "ALB ($0.0225/h + $0.008/LCU-h)" in total_label
+    assert all(f"{group.capacity.instance_types[0]} at $" in total_label for group in config.capacity_groups.values())
     for name, part in zip(("GPU instances", "CloudWatch Logs ingestion", "load balancer"), parts):
         assert expressions[f"{name} (estimate)"] == f"IF(requests > 0, ({part}) / requests * 1000000, 0)"
     named = {m[1]: m for m in metrics if isinstance(m[0], str)}
@@ -251,7 +265,8 @@ def test_the_dashboards_cost_agrees_with_the_sizing_advisors_arithmetic(env):
     expressions = {m[0]["label"]: m[0]["expression"] for m in metrics if isinstance(m[0], dict) and "expression" in m[0]}
     (total,) = [e for label, e in expressions.items() if label.startswith("USD per 1M requests, estimate")]
     values = {"total": 5, "requests": 2_000_000, "lcus": 12.0,
-              **{f"logbytes{i}": 3 * 2**30 / len(config.models) for i in range(len(config.models))}}
+              **{f"logbytes{i}": 3 * 2**30 / len(config.models) for i in range(len(config.models))},
+              **{f"total{i}": None for i in range(1, len(config.capacity_groups) + 1)}}  # scaled to zero: no data
     purchase = Purchase(on_demand_base=config.capacity.on_demand_base_capacity,
                         on_demand_percent=config.capacity.on_demand_percentage_above_base)
     on_demand = purchase.on_demand_instances(5)
@@ -260,3 +275,24 @@ def test_the_dashboards_cost_agrees_with_the_sizing_advisors_arithmetic(env):
     assert evaluate(total, values) == pytest.approx(by_hand)
     assert evaluate(expressions["GPU instances (estimate)"], values) == pytest.approx(gpu_hourly / 2)
     assert total.startswith("IF(requests > 0, ") and total.endswith(", 0)")  # no requests: 0, not a division by zero
+
+
+def test_the_dashboards_cost_prices_every_capacity_group_at_its_own_type(synthesized):
+    """staging's LLM group (4-GPU g5.12xlarge, all Spot) adds its instances at its own price to the GPU part."""
+    from gpu_inference_constructs.instance_catalog import CATALOG
+    from gpu_inference_constructs.sizing import Purchase
+
+    config = synthesized.stages["staging"].config
+    template = Template.from_json(synthesized.inference_template("staging"))
+    (group,) = config.capacity_groups.values()
+    metrics = cost_widget(template)["properties"]["metrics"]
+    expressions = {m[0]["label"]: m[0]["expression"] for m in metrics if isinstance(m[0], dict) and "expression" in m[0]}
+    instances = [m for m in metrics if isinstance(m[0], str) and m[1] == "GroupInServiceInstances"]
+    assert len(instances) == 2  # the main group and the LLM group, each its own Auto Scaling group
+    values = {"total": 3, "total1": 2, "requests": 1_000_000}
+    main, llm = (Purchase(on_demand_base=c.on_demand_base_capacity, on_demand_percent=c.on_demand_percentage_above_base)
+                 for c in (config.capacity, group.capacity))
+    main_price, llm_price = (CATALOG[c.instance_types[0]].on_demand_hourly_usd for c in (config.capacity, group.capacity))
+    by_hand = (main.on_demand_instances(3) * main_price + (3 - main.on_demand_instances(3)) * main_price * 0.4
+               + llm.on_demand_instances(2) * llm_price + (2 - llm.on_demand_instances(2)) * llm_price * 0.4)
+    assert evaluate(expressions["GPU instances (estimate)"], values) == pytest.approx(by_hand)
