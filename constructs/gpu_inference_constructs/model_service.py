@@ -27,7 +27,8 @@ from .gpu_capacity import GpuCapacity
 from .instance_catalog import GpuInstanceType, lookup
 from .load_balancer import InferenceLoadBalancer
 from .log_retention import retention_days
-from .model_store import MODELS_PREFIX, ModelStore, grant_read_prefix, model_read_prefix, model_uri
+from .model_store import (MANIFEST_FILE, MODELS_PREFIX, SHA256SUMS_FILE, ModelStore, grant_read_prefix, model_read_prefix,
+                          model_uri)
 from .server_contract import (
     BUNDLED_COMMAND,
     BUNDLED_LIVENESS,
@@ -508,13 +509,22 @@ class ModelService(Construct):
             raise ConfigError(f"models[{self.model.name}].{error.key}", error.detail) from None
 
     def _add_model_fetcher(self, contract: ServerContract, uri: str, region: str) -> ecs.ContainerDefinition:
-        """An init container: copy the model's S3 prefix to scratch, hand scratch to the server's user, exit 0."""
+        """An init container: copy the model's S3 prefix to scratch, check the files against the SHA256SUMS that
+        publish wrote beside the manifest (a prefix without a manifest is copied unverified, and says so), hand
+        scratch to the server's user, exit 0."""
         source = contract.model_source
         script = (
             "set -eu; "
             f'mkdir -p "$MODEL_DIR" {SCRATCH_PATH}/home {SCRATCH_PATH}/cache {SCRATCH_PATH}/tmp; '
             'aws s3 sync --only-show-errors --no-progress "$MODEL_URI" "$MODEL_DIR"; '
             'if [ -z "$(ls -A "$MODEL_DIR")" ]; then echo "no model files under $MODEL_URI" >&2; exit 1; fi; '
+            # What `python -m inference_server.publish` wrote: every file's SHA-256, checked before the server starts.
+            f'if [ -f "$MODEL_DIR/{MANIFEST_FILE}" ]; then '
+            f'if [ ! -f "$MODEL_DIR/{SHA256SUMS_FILE}" ]; then echo "$MODEL_URI has {MANIFEST_FILE} but no {SHA256SUMS_FILE}: '
+            'publish it again with python -m inference_server.publish" >&2; exit 1; fi; '
+            f'(cd "$MODEL_DIR" && sha256sum --check --strict --quiet {SHA256SUMS_FILE}) || '
+            f'{{ echo "model files under $MODEL_URI do not match {SHA256SUMS_FILE}" >&2; exit 1; }}; '
+            f'else echo "$MODEL_URI has no {MANIFEST_FILE}: files not verified" >&2; fi; '
             f'chown -R "$SERVER_USER" {SCRATCH_PATH}'
         )
         fetcher = self.task_definition.add_container(

@@ -17,6 +17,9 @@ from .acknowledgements import skip_checkov
 from .errors import require
 
 MODELS_PREFIX = "models"
+# What `python -m inference_server.publish` writes beside a version's files (the server's manifest module says the same).
+MANIFEST_FILE = "manifest.json"
+SHA256SUMS_FILE = "SHA256SUMS"
 ACCESS_LOGS_PREFIX = "s3/models/"
 
 

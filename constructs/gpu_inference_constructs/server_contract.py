@@ -70,9 +70,11 @@ class ModelFromS3:
     """How the model's files get from the model bucket to the server.
 
     ``server_downloads``: the server reads the model's S3 URI from ``uri_variable`` (ModelService
-    sets it unless the contract's environment already does) and fetches it itself (our server does, and verifies the manifest). ``copy_to_scratch``: an init container
-    copies the model's S3 prefix into ``local_path`` (under the scratch volume) and exits; the
-    server container starts only after it succeeded, so nothing is fetched from a model hub.
+    sets it unless the contract's environment already does) and fetches it itself (our server does, and verifies
+    the manifest). ``copy_to_scratch``: an init container copies the model's S3 prefix into ``local_path`` (under
+    the scratch volume), checks the files against the SHA256SUMS that publish wrote (a prefix without a manifest
+    is copied unverified, and its log says so) and exits; the server container starts only after it succeeded,
+    so nothing is fetched from a model hub.
     """
 
     mode: Literal["server_downloads", "copy_to_scratch"]

@@ -18,6 +18,9 @@ from typing import Any
 import orjson
 
 MANIFEST_FILE = "manifest.json"
+# The same digests in `sha256sum --check` format, for fetchers that have coreutils but no JSON parser (the AWS CLI
+# image of the copy-to-scratch init container).
+SHA256SUMS_FILE = "SHA256SUMS"
 FORMAT = 1
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _CHUNK = 4 * 1024 * 1024
@@ -49,6 +52,11 @@ class Manifest:
         doc["files"] = {path: {"sha256": e.sha256, "size": e.size} for path, e in sorted(self.files.items())}
         return orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n"
 
+    def to_sha256sums(self) -> bytes:
+        """`sha256sum --check --strict` input: one "<digest>  <path>" line per file (publish refuses newlines in
+        paths through check_relative_path)."""
+        return "".join(f"{e.sha256}  {path}\n" for path, e in sorted(self.files.items())).encode()
+
     @classmethod
     def from_json(cls, data: bytes) -> Manifest:
         try:
@@ -78,8 +86,8 @@ class Manifest:
 def check_relative_path(path: str) -> None:
     """Refuse paths that could escape the model directory."""
     pure = PurePosixPath(path)
-    if (not path or "\\" in path or pure.is_absolute() or ".." in pure.parts or str(pure) != path
-            or path == MANIFEST_FILE):
+    if (not path or "\\" in path or "\n" in path or "\r" in path or pure.is_absolute() or ".." in pure.parts
+            or str(pure) != path or path in (MANIFEST_FILE, SHA256SUMS_FILE)):
         raise ManifestError(f"{MANIFEST_FILE}: unsafe or invalid file path {path!r}")
 
 
@@ -92,9 +100,9 @@ def sha256_file(path: Path) -> str:
 
 
 def model_files(directory: Path) -> list[str]:
-    """Relative POSIX paths of every file under directory except the manifest."""
+    """Relative POSIX paths of every file under directory except the manifest and its SHA256SUMS."""
     return sorted(p.relative_to(directory).as_posix() for p in directory.rglob("*")
-                  if p.is_file() and p.relative_to(directory).as_posix() != MANIFEST_FILE)
+                  if p.is_file() and p.relative_to(directory).as_posix() not in (MANIFEST_FILE, SHA256SUMS_FILE))
 
 
 def build_manifest(directory: Path, model_name: str, version: str, task: str | None = None,
@@ -102,6 +110,8 @@ def build_manifest(directory: Path, model_name: str, version: str, task: str | N
     paths = model_files(directory)
     if not paths:
         raise ManifestError(f"{directory} has no files")
+    for path in paths:
+        check_relative_path(path)
     with ThreadPoolExecutor(workers) as pool:
         digests = pool.map(lambda p: sha256_file(directory / p), paths)
         files = {p: FileEntry(d, (directory / p).stat().st_size) for p, d in zip(paths, digests)}

@@ -2,7 +2,8 @@
 
     python -m inference_server.publish ./my-model s3://bucket/models/<model-name>/<version>/ [--task ...] [--force]
 
-Every file is uploaded first and manifest.json last, so a version with a manifest is complete. A torch-export or
+Every file is uploaded first, then SHA256SUMS (the same digests for `sha256sum --check`), and manifest.json last,
+so a version with a manifest is complete. A torch-export or
 image-classification artifact (model.pt2 and model.json) is checked before anything is uploaded: the declaration,
 no pickled entries in the archive, and the program's inputs and outputs against the declaration.
 """
@@ -21,7 +22,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from .artifacts import DOWNLOAD_WORKERS, ArtifactError, parse_s3_uri, s3_client
 from .handlers.artifact_check import EXPORT_TASKS, ArtifactCheckError, check_export_artifact
 from .logs import configure_logging
-from .manifest import MANIFEST_FILE, Manifest, ManifestError, build_manifest
+from .manifest import MANIFEST_FILE, SHA256SUMS_FILE, Manifest, ManifestError, build_manifest
 from .settings import MODEL_NAME_PATTERN, TASKS
 
 log = logging.getLogger("inference_server.publish")
@@ -68,9 +69,11 @@ def publish(model_dir: Path, uri: str, *, task: str | None = None, model_name: s
 
     with ThreadPoolExecutor(DOWNLOAD_WORKERS) as pool:
         list(pool.map(upload, manifest.files))
+    client.put_object(Bucket=bucket, Key=prefix + SHA256SUMS_FILE, Body=manifest.to_sha256sums(),
+                      ContentType="text/plain")
     client.put_object(Bucket=bucket, Key=prefix + MANIFEST_FILE, Body=manifest.to_json(),
                       ContentType="application/json")
-    stale = existing - {prefix + p for p in manifest.files} - {prefix + MANIFEST_FILE}
+    stale = existing - {prefix + p for p in manifest.files} - {prefix + MANIFEST_FILE, prefix + SHA256SUMS_FILE}
     for key in sorted(stale):
         client.delete_object(Bucket=bucket, Key=key)
     log.info("model published", extra={"model_uri": f"s3://{bucket}/{prefix}", "model_name": model_name,

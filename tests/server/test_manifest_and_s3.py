@@ -10,8 +10,8 @@ import pytest
 
 from inference_server import publish as publish_cli
 from inference_server.artifacts import ArtifactError, fetch_model, parse_s3_uri, read_manifest_at
-from inference_server.manifest import (MANIFEST_FILE, Manifest, ManifestError, build_manifest, read_manifest,
-                                       sha256_file, verify_directory)
+from inference_server.manifest import (MANIFEST_FILE, SHA256SUMS_FILE, Manifest, ManifestError, build_manifest,
+                                       read_manifest, sha256_file, verify_directory)
 from inference_server.publish import PublishError, publish
 
 from .conftest import make_settings, started
@@ -63,10 +63,19 @@ def test_publish_uploads_every_file_and_the_manifest(s3, bucket, tiny_classifier
     publish(tiny_classifier_dir, uri, task="text-classification")
     keys = {o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"]}
     files = {p.name for p in tiny_classifier_dir.iterdir()}
-    assert keys == {f"models/tiny/3/{name}" for name in files | {MANIFEST_FILE}}
+    assert keys == {f"models/tiny/3/{name}" for name in files | {MANIFEST_FILE, SHA256SUMS_FILE}}
     manifest = read_manifest_at(uri)
     assert (manifest.model_name, manifest.version, manifest.task) == ("tiny", "3", "text-classification")
     assert manifest.files == build_manifest(tiny_classifier_dir, "tiny", "3").files
+    sums = s3.get_object(Bucket=bucket, Key=f"models/tiny/3/{SHA256SUMS_FILE}")["Body"].read().decode()
+    assert sums.splitlines() == [f"{e.sha256}  {path}" for path, e in sorted(manifest.files.items())]
+
+
+def test_a_file_name_with_a_newline_cannot_be_published(tmp_path):
+    (tmp_path / "config.json").write_text("{}")
+    (tmp_path / "weights\nother").write_text("x")  # would split its SHA256SUMS line in two
+    with pytest.raises(ManifestError, match="unsafe or invalid file path"):
+        build_manifest(tmp_path, "m", "1")
 
 
 def test_publish_refuses_to_overwrite_a_version_unless_forced(s3, bucket, tiny_classifier_dir, tmp_path):
@@ -79,7 +88,8 @@ def test_publish_refuses_to_overwrite_a_version_unless_forced(s3, bucket, tiny_c
     (smaller / "config.json").write_text("{}")
     publish(smaller, uri, force=True)
     keys = {o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"]}
-    assert keys == {"models/tiny/1/config.json", f"models/tiny/1/{MANIFEST_FILE}"}  # stale files removed
+    assert keys == {"models/tiny/1/config.json", f"models/tiny/1/{MANIFEST_FILE}",
+                    f"models/tiny/1/{SHA256SUMS_FILE}"}  # stale files removed
 
 
 def test_publish_command_line(s3, bucket, tiny_classifier_dir, capsys, restore_logging):

@@ -1,0 +1,113 @@
+"""The copy-to-scratch init container's script, exactly as staging's vLLM task definition holds it, run with
+stand-ins for what the container has: `aws s3 sync` copies a local directory (the S3 prefix), `chown` is recorded.
+A model published by `python -m inference_server.publish` is verified against its SHA256SUMS before the server
+starts; a tampered or incomplete one stops the task."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from gpu_inference_constructs.model_store import MANIFEST_FILE, SHA256SUMS_FILE
+from inference_server import manifest as server_manifest
+from inference_server.manifest import build_manifest
+from tests.e2e.contract import resolve
+
+FAKE_AWS = """#!/bin/sh
+# aws s3 sync [flags] SRC DST: copy the stand-in prefix to DST
+[ "$1 $2" = "s3 sync" ] || exit 2
+eval "destination=\\${$#}"
+mkdir -p "$destination" && cp -R "$FAKE_S3_PREFIX/." "$destination/"
+"""
+FAKE_CHOWN = """#!/bin/sh
+echo "$@" >> "$CHOWN_LOG"
+"""
+
+
+@pytest.fixture(scope="module")
+def fetcher(synthesized):
+    template = synthesized.inference_template("staging")
+    definitions = [r for r in template["Resources"].values() if r["Type"] == "AWS::ECS::TaskDefinition"]
+    (container,) = [c for d in definitions for c in d["Properties"]["ContainerDefinitions"] if c["Name"] == "model-fetch"]
+    return container
+
+
+def run_fetch(fetcher, tmp_path: Path, prefix: Path) -> subprocess.CompletedProcess:
+    bin_dir, scratch = tmp_path / "bin", tmp_path / "scratch"
+    bin_dir.mkdir()
+    scratch.mkdir()
+    for name, body in (("aws", FAKE_AWS), ("chown", FAKE_CHOWN)):
+        (bin_dir / name).write_text(body)
+        (bin_dir / name).chmod(0o755)
+    environment = {e["Name"]: resolve(e["Value"], {}).replace("/scratch", str(scratch)) if isinstance(e["Value"], str)
+                   else "s3://bucket/models/llama-13b/1/" for e in fetcher["Environment"]}
+    script = fetcher["Command"][0].replace("/scratch", str(scratch))
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_S3_PREFIX": str(prefix), "CHOWN_LOG": str(tmp_path / "chown"),
+           **{k: v for k, v in environment.items() if k not in ("HOME", "TMPDIR")}, "HOME": str(scratch), "TMPDIR": str(scratch)}
+    return subprocess.run([*fetcher["EntryPoint"], script], env=env, capture_output=True, text=True, timeout=60)
+
+
+@pytest.fixture
+def published(tmp_path) -> Path:
+    """A model version as publish leaves it in S3: the files, SHA256SUMS and manifest.json."""
+    prefix = tmp_path / "s3-prefix"
+    (prefix / "tokenizer").mkdir(parents=True)
+    (prefix / "config.json").write_text('{"architectures": ["LlamaForCausalLM"]}')
+    (prefix / "model-00001-of-00002.safetensors").write_bytes(os.urandom(4096))
+    (prefix / "model-00002-of-00002.safetensors").write_bytes(os.urandom(4096))
+    (prefix / "tokenizer" / "tokenizer config.json").write_text("{}")  # a space in a name
+    manifest = build_manifest(prefix, "llama-13b", "1")
+    (prefix / SHA256SUMS_FILE).write_bytes(manifest.to_sha256sums())
+    (prefix / MANIFEST_FILE).write_bytes(manifest.to_json())
+    return prefix
+
+
+def test_the_library_and_the_server_name_the_same_files():
+    assert (MANIFEST_FILE, SHA256SUMS_FILE) == (server_manifest.MANIFEST_FILE, server_manifest.SHA256SUMS_FILE)
+
+
+def test_a_published_model_is_verified_copied_and_handed_to_the_servers_user(fetcher, tmp_path, published):
+    done = run_fetch(fetcher, tmp_path, published)
+    assert done.returncode == 0, done.stderr
+    model = tmp_path / "scratch" / "model"
+    assert (model / "model-00002-of-00002.safetensors").read_bytes() == (published / "model-00002-of-00002.safetensors").read_bytes()
+    assert (tmp_path / "chown").read_text().split() == ["-R", "1000:1000", str(tmp_path / "scratch")]
+    assert "not verified" not in done.stderr
+
+
+def test_a_tampered_file_stops_the_task_before_the_server_starts(fetcher, tmp_path, published):
+    shard = published / "model-00001-of-00002.safetensors"
+    shard.write_bytes(shard.read_bytes()[:-1] + b"\x00")
+    done = run_fetch(fetcher, tmp_path, published)
+    assert done.returncode != 0
+    assert "do not match SHA256SUMS" in done.stderr and "model-00001-of-00002.safetensors: FAILED" in done.stdout + done.stderr
+    assert not (tmp_path / "chown").exists()
+
+
+def test_a_missing_file_stops_the_task(fetcher, tmp_path, published):
+    (published / "model-00002-of-00002.safetensors").unlink()
+    done = run_fetch(fetcher, tmp_path, published)
+    assert done.returncode != 0 and "do not match SHA256SUMS" in done.stderr
+
+
+def test_a_manifest_without_its_sums_stops_the_task_and_says_to_publish_again(fetcher, tmp_path, published):
+    (published / SHA256SUMS_FILE).unlink()
+    done = run_fetch(fetcher, tmp_path, published)
+    assert done.returncode != 0 and "publish it again with python -m inference_server.publish" in done.stderr
+
+
+def test_a_prefix_copied_without_publish_is_served_unverified_and_says_so(fetcher, tmp_path, published):
+    for name in (MANIFEST_FILE, SHA256SUMS_FILE):
+        (published / name).unlink()
+    done = run_fetch(fetcher, tmp_path, published)
+    assert done.returncode == 0 and "files not verified" in done.stderr
+
+
+def test_an_empty_prefix_stops_the_task(fetcher, tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    done = run_fetch(fetcher, tmp_path, empty)
+    assert done.returncode != 0 and "no model files" in done.stderr
