@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Optional
 
@@ -239,8 +240,10 @@ class InferenceLoadBalancer(Construct):
         alternate_target_group: Optional[elbv2.IApplicationTargetGroup] = None,
         *,
         scope: Optional[Construct] = None,
+        paths: Sequence[str] = (),
     ) -> elbv2.ApplicationListenerRule:
-        """Forward ``/<model_name>`` and ``/<model_name>/*`` to ``target_group`` (the server serves under that prefix).
+        """Forward ``/<model_name>`` and ``/<model_name>/*`` to ``target_group`` (the server serves under that prefix);
+        with ``paths`` (patterns below the prefix, such as ``/v1/*``) only those.
 
         The rule is created in ``scope`` (default: this construct); a model in its own stack passes itself,
         so the rule lives, and is replaced or deleted, with the model.
@@ -267,7 +270,7 @@ class InferenceLoadBalancer(Construct):
             f"Route-{model_name}" if scope is None else "Route",
             listener=self.listener,
             priority=self._priority_for(model_name),
-            conditions=[elbv2.ListenerCondition.path_patterns([f"/{model_name}", f"/{model_name}/*"])],
+            conditions=[elbv2.ListenerCondition.path_patterns(model_path_patterns(model_name, paths))],
             action=action,
         )
 
@@ -387,3 +390,8 @@ class InferenceLoadBalancer(Construct):
 
 def _visibility(name: str) -> wafv2.CfnWebACL.VisibilityConfigProperty:
     return wafv2.CfnWebACL.VisibilityConfigProperty(cloud_watch_metrics_enabled=True, metric_name=name, sampled_requests_enabled=True)
+
+
+def model_path_patterns(model_name: str, paths: Sequence[str] = ()) -> list[str]:
+    """The listener rule's path patterns of a model: its whole prefix, or just ``paths`` below it."""
+    return [f"/{model_name}{path}" for path in paths] if paths else [f"/{model_name}", f"/{model_name}/*"]

@@ -25,7 +25,7 @@ from .deployment import DeploymentProps, RollbackAlarmNames, RollbackAlarms, Rol
 from .errors import ConfigError, require, require_range
 from .gpu_capacity import GpuCapacity
 from .instance_catalog import GpuInstanceType, lookup
-from .load_balancer import InferenceLoadBalancer
+from .load_balancer import InferenceLoadBalancer, model_path_patterns
 from .log_retention import retention_days
 from .model_store import (MANIFEST_FILE, MODELS_PREFIX, SHA256SUMS_FILE, ModelStore, grant_read_prefix, model_read_prefix,
                           model_uri)
@@ -417,14 +417,15 @@ class ModelService(Construct):
         self.target_groups = [self._target_group(target_group_id, cluster.vpc, timing) for target_group_id in target_group_ids]
         self.target_group = self.target_groups[0]
         if load_balancer is not None:
-            self.listener_rule = load_balancer.add_model_route(model.name, *self.target_groups, scope=self)
+            self.listener_rule = load_balancer.add_model_route(model.name, *self.target_groups, scope=self,
+                                                               paths=contract.public_paths)
         else:
             self.listener_rule = elbv2.ApplicationListenerRule(
                 self,
                 "Route",
                 listener=listener,
                 priority=listener_priority,
-                conditions=[elbv2.ListenerCondition.path_patterns([f"/{model.name}", f"/{model.name}/*"])],
+                conditions=[elbv2.ListenerCondition.path_patterns(model_path_patterns(model.name, contract.public_paths))],
                 action=_forward(self.target_groups),
             )
         if contract.serves_at_root:

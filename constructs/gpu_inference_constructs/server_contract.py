@@ -34,6 +34,7 @@ SCRATCH_PATH = "/scratch"
 ROOT_USERS = frozenset({"0", "root"})
 USER = re.compile(r"^[0-9]+(:[0-9]+)?$")
 PATH = re.compile(r"^/[A-Za-z0-9._/-]*$")
+PUBLIC_PATH = re.compile(r"^/[A-Za-z0-9._/*?-]*$")
 # Pinned tags seen in public sources (DESIGN.md: never a digest not seen). In a VPC without a route
 # to the internet, pass copies from your own ECR (a mirror, or a pull-through cache rule for public.ecr.aws).
 DEFAULT_FETCHER_IMAGE = "public.ecr.aws/aws-cli/aws-cli:2.32.9"
@@ -165,7 +166,11 @@ class ServerContract:
     ``bundled_metrics`` False (the server does not emit this library's EMF metrics); no extra
     ``scaling_signals`` (requests per target and ALB latency still apply); ``serves_at_root`` True:
     the listener rule rewrites ``/<model>/<path>`` to ``/<path>`` (an ALB url-rewrite transform), so
-    a server that knows nothing of the prefix answers ``/<model>/v1/completions`` at ``/v1/completions``.
+    a server that knows nothing of the prefix answers ``/<model>/v1/completions`` at ``/v1/completions``;
+    ``public_paths`` () (everything under ``/<model>/`` reaches the server): else the ALB path patterns, below the
+    model's prefix, that clients may reach (at most 5, an ALB condition's limit; ``*`` and ``?`` as the ALB reads
+    them), and every other path gets the listener's 404. A server that guards only some of its routes with its
+    key (vLLM: ``/v1`` only) must list just those.
     """
 
     image: Optional[ecs.ContainerImage] = None
@@ -187,6 +192,7 @@ class ServerContract:
     bundled_metrics: bool = False
     scaling_signals: tuple[ScalingSignal, ...] = ()
     serves_at_root: bool = True
+    public_paths: tuple[str, ...] = ()
     name: str = "custom"
 
     def __post_init__(self) -> None:
@@ -225,6 +231,11 @@ class ServerContract:
             require_range(size, 1, 65_536, f"server.tmpfs_mib[{path}]")
         clashing = sorted(set(self.environment) & set(self.secrets))
         require(not clashing, "server.environment", f"{clashing} are set both as plain environment and as secrets")
+        require(len(self.public_paths) <= 5, "server.public_paths",
+                f"{len(self.public_paths)} patterns; a listener rule's path condition holds at most 5")
+        for pattern in self.public_paths:
+            require(bool(PUBLIC_PATH.match(pattern)), "server.public_paths",
+                    f"{pattern!r} must be an absolute URL path pattern such as '/v1/*'")
         if self.api_keys_variable is not None:
             require(self.api_keys_variable not in self.environment, "server.api_keys_variable", f"{self.api_keys_variable} is also set as plain environment")
 
@@ -449,6 +460,9 @@ class VllmServer:
             command=command,
             port=props.port,
             readiness_path="/health",
+            # vLLM's --api-key guards /v1 only: /invocations, /pooling, /score, /rerank, /tokenize and its control
+            # routes answer without a key (docs.vllm.ai, "Security"). Clients reach the OpenAI API and nothing else.
+            public_paths=("/v1/*",),
             liveness=LivenessCheck(command=("CMD", "python3", "-c", f"import urllib.request; urllib.request.urlopen('{health}', timeout=4)")),
             user=self.user,
             model_source=ModelFromS3.copy_to_scratch(model_path, fetcher_image=fetcher_image),

@@ -185,6 +185,9 @@ def test_the_vllm_task_definition_serves_completions_through_the_listener_rule(c
             for rewrite in contract.url_rewrites:
                 path = re.sub(rewrite["Regex"], rewrite["Replace"].replace("$", "\\"), path)
             assert path == "/v1/completions"
+            # vLLM answers /invocations without its key; the rule does not forward it (the listener answers 404).
+            unguarded = f"/{contract.model_name}/invocations"
+            assert not any(re.fullmatch(p.replace("*", ".*"), unguarded) for p in contract.path_patterns)
             request = {"model": "tiny", "prompt": "the model serves", "max_tokens": 5, "temperature": 0}
             t0 = time.monotonic()
             status, body = http("POST", base + path, request, {"authorization": f"Bearer {API_KEY}"})

@@ -180,9 +180,37 @@ def test_each_model_has_a_path_rule(env):
     config, template = env
     rules = template.find_resources("AWS::ElasticLoadBalancingV2::ListenerRule")
     patterns = sorted(tuple(r["Properties"]["Conditions"][0]["PathPatternConfig"]["Values"]) for r in rules.values())
-    assert patterns == sorted((f"/{m.name}", f"/{m.name}/*") for m in config.models)
+    # A vLLM model's rule forwards its OpenAI API only: vLLM's key guards /v1 and nothing else.
+    assert patterns == sorted((f"/{m.name}/v1/*",) if m.vllm else (f"/{m.name}", f"/{m.name}/*") for m in config.models)
     priorities = [r["Properties"]["Priority"] for r in rules.values()]
     assert len(set(priorities)) == len(priorities) and all(1 <= p <= 50_000 for p in priorities)
+
+
+def routed_path(template, path: str) -> str | None:
+    """What the ALB does with a request path: the pattern of the rule that forwards it, or None (the listener's 404).
+    ALB path patterns are case-sensitive globs where * matches any characters, / included, and ? one."""
+    import fnmatch
+
+    for rule in template.find_resources("AWS::ElasticLoadBalancingV2::ListenerRule").values():
+        for pattern in rule["Properties"]["Conditions"][0]["PathPatternConfig"]["Values"]:
+            if fnmatch.fnmatchcase(path, pattern):
+                return pattern
+    return None
+
+
+def test_a_vllm_models_unauthenticated_routes_are_not_reachable_through_the_load_balancer(env):
+    """vLLM answers /invocations (the same inference as /v1), /pooling, /score, /rerank, /tokenize and its control
+    routes without checking its API key; through our listener only /<model>/v1/... reaches it."""
+    config, template = env
+    for model in (m for m in config.models if m.vllm):
+        for unguarded in ("invocations", "pooling", "classify", "score", "rerank", "tokenize", "detokenize", "version",
+                          "metrics", "health", "ping", "reset_prefix_cache", "sleep", "wake_up", "collective_rpc", ""):
+            assert routed_path(template, f"/{model.name}/{unguarded}") is None, unguarded
+        assert routed_path(template, f"/{model.name}") is None
+        for guarded in ("v1/completions", "v1/chat/completions", "v1/models"):
+            assert routed_path(template, f"/{model.name}/{guarded}") == f"/{model.name}/v1/*"
+    for model in (m for m in config.models if not m.vllm):
+        assert routed_path(template, f"/{model.name}/predict") == f"/{model.name}/*"
 
 
 def test_unknown_paths_get_a_json_404(env):
