@@ -4,7 +4,6 @@ one model forward per request, no batching, the same uvicorn stack as ours (http
 
 from __future__ import annotations
 
-
 import uvicorn
 from fastapi import FastAPI
 from pydantic import BaseModel

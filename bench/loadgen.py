@@ -77,15 +77,16 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
+def own_cpu_s(pid: int) -> float | None:
+    """User + system CPU seconds of one process, all its threads (Linux /proc)."""
+    fields = _stat(pid)
+    return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS if fields else None
+
+
 def process_cpu_s(pid: int) -> float | None:
     """User + system CPU seconds of a process and all its descendants, all their threads (Linux /proc)."""
-    total, seen = 0.0, False
-    for member in descendants(pid):
-        fields = _stat(member)
-        if fields:
-            seen = True
-            total += (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
-    return total if seen else None
+    seconds = [s for s in map(own_cpu_s, descendants(pid)) if s is not None]
+    return sum(seconds) if seconds else None
 
 
 class _Connection(asyncio.Protocol):
@@ -176,11 +177,6 @@ class _Run:
             self.all_closed.set()
 
 
-def _own_cpu_s(pid: int) -> float | None:
-    fields = _stat(pid)
-    return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS if fields else None
-
-
 async def _drive(host: str, port: int, requests: list[bytes], concurrency: int, warmup_s: float,
                  duration_s: float, server_pid: int | None, min_per_client: int = 2,
                  processes: dict[int, str] | None = None) -> LoadResult:
@@ -193,7 +189,7 @@ async def _drive(host: str, port: int, requests: list[bytes], concurrency: int, 
         raise ConnectionError(f"cannot connect to {host}:{port}: {run.connect_errors[0]!r}")
     run.recording = True
     server_cpu = process_cpu_s(server_pid) if server_pid else None
-    named_cpu = {pid: _own_cpu_s(pid) for pid in processes or {}}
+    named_cpu = {pid: own_cpu_s(pid) for pid in processes or {}}
     client_cpu, started = time.process_time(), time.perf_counter()
     await asyncio.sleep(duration_s)
     # A slow server may not finish a round in a short window: extend it to two responses per client.
@@ -209,7 +205,7 @@ async def _drive(host: str, port: int, requests: list[bytes], concurrency: int, 
     if processes:
         cores = {"generator": round(client_cpu / elapsed, 3)}
         for pid, before in named_cpu.items():
-            after = _own_cpu_s(pid)
+            after = own_cpu_s(pid)
             if before is not None and after is not None:
                 cores[processes[pid]] = round((after - before) / elapsed, 3)
     run.stopping = True

@@ -24,7 +24,7 @@ from .config import RESULTS_DIR, SAME_TEXT, BenchConfig, _systems
 from .loadgen import encode_requests, run_load
 from .models import NULL, minilm_dir
 from .processes import HOST, free_port, start_server
-from .run import _pin_model_process
+from .run import _pin_model_process, server_processes
 from .systems import launch
 from .texts import make_texts
 
@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             process.wait_ready(how.ready_path, cfg.ready_timeout_s)
             if how.model_cpus:
-                _pin_model_process(process.log_path, how.model_cpus)
+                _pin_model_process(server_processes(process.log_path), how.model_cpus)
             texts = [SAME_TEXT] if cfg.same_text else make_texts()
             requests = encode_requests(HOST, port, "/predict", [orjson.dumps({"text": t}) for t in texts])
             record = [py_spy, "record", "--pid", str(process.pid), "--duration", str(int(args.seconds)),

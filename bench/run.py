@@ -109,9 +109,9 @@ def server_processes(log_path: Path) -> dict[int, str]:
     return {pid: role for role, pid in named.items()}
 
 
-def _pin_model_process(log_path: Path, cpus: set[int]) -> None:
-    """Our server's model process goes onto the model cores."""
-    for pid, role in server_processes(log_path).items():
+def _pin_model_process(processes: dict[int, str], cpus: set[int]) -> None:
+    """Our server's model process (of server_processes) goes onto the model cores."""
+    for pid, role in processes.items():
         if role == "model":
             pin(pid, cpus)
 
@@ -130,13 +130,13 @@ def measure_server(server: str, model: str, model_dir: str, cfg: BenchConfig, te
     try:
         started = time.monotonic()
         process.wait_ready(how.ready_path, cfg.ready_timeout_s)
+        processes = server_processes(process.log_path) if server in (OURS, OURS_2W) else None
         if how.model_cpus:
-            _pin_model_process(process.log_path, how.model_cpus)
+            _pin_model_process(processes, how.model_cpus)
         _log(f"{name}: ready in {time.monotonic() - started:.1f} s")
         systems = [s for s, m in cfg.systems if m == model and ENDPOINT_OF.get(s, s) == server]
         endpoints = {system: encode_requests(HOST, port, *request_bodies(system, texts)) for system in systems}
         requests = encode_requests(HOST, port, *request_bodies(server, texts))
-        processes = server_processes(process.log_path) if server in (OURS, OURS_2W) else None
         for concurrency in cfg.concurrency:
             for system, system_requests in endpoints.items():
                 log_before = process.log_path.stat().st_size

@@ -200,8 +200,9 @@ class InferenceMonitoring(_Alarms):
     models. Each model's alarms are :class:`ModelAlarms`, in the model's own stack.
 
     Attributes: ``alarms`` (name -> Alarm), ``dashboard``, ``spot_interruption_rule``, ``metric_cost_per_million_requests``
-    (an estimate of the whole bill per request: every capacity group's GPU instances + CloudWatch Logs ingestion of each model's log group, found by
-    its name, :func:`~.model_service.service_log_group_name` + the load balancer's hour and LCUs) and
+    (an estimate of the whole bill per request: every capacity group's GPU instances + CloudWatch Logs ingestion of
+    each model's log group, found by its name, :func:`~.model_service.service_log_group_name` + the load balancer's
+    hour and LCUs) and
     ``metric_cost_components`` (each part per 1M requests).
     """
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from . import metric_names as m
@@ -49,10 +48,14 @@ def document(environment: str, model_name: str, values: Mapping[str, float | lis
     return doc
 
 
-def emit_every(interval_s: float, stop: threading.Event, emit: Callable[[], None]) -> None:
-    """Call emit every interval_s until stop is set (a thread's target); a failed emission is logged, not fatal."""
-    while not stop.wait(interval_s):
-        try:
-            emit()
-        except Exception:
-            logging.getLogger(__name__).exception("metrics emission failed")
+def start_emitting(name: str, interval_s: float, stop: threading.Event, emit: Callable[[], None]) -> None:
+    """A daemon thread that calls emit every interval_s until stop is set; a failed emission is logged, not fatal."""
+
+    def loop() -> None:
+        while not stop.wait(interval_s):
+            try:
+                emit()
+            except Exception:
+                logging.getLogger(__name__).exception("metrics emission failed")
+
+    threading.Thread(target=loop, name=name, daemon=True).start()

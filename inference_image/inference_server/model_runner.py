@@ -200,8 +200,7 @@ class ModelRunner:
     def start(self) -> None:
         self.batcher.start()
         threading.Thread(target=self._announce_when_ready, name="announce", daemon=True).start()
-        threading.Thread(target=emf.emit_every, args=(self.settings.metrics_interval_s, self._stop, self.emit_interval_metrics),
-                         name="model-metrics", daemon=True).start()
+        emf.start_emitting("model-metrics", self.settings.metrics_interval_s, self._stop, self.emit_interval_metrics)
 
     def stop(self) -> None:
         if self._stop.is_set():
@@ -291,4 +290,3 @@ class ModelRunner:
         s = self.settings
         log.info("metrics", extra={"fields": emf.document(s.deployment_env, s.model_name, values,
                                                           {"model_version": s.model_version, "process": "model"})})
-

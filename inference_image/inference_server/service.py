@@ -70,8 +70,7 @@ class ModelService:
         self._started = True
         self.client.start(on_loop)
         threading.Thread(target=self._load_loop, name="preprocessing-load", daemon=True).start()
-        threading.Thread(target=emf.emit_every, args=(self.settings.metrics_interval_s, self._stop, self.emit_interval_metrics),
-                         name="metrics", daemon=True).start()
+        emf.start_emitting("metrics", self.settings.metrics_interval_s, self._stop, self.emit_interval_metrics)
 
     def stop(self) -> None:
         """Stop the background threads; the last interval's metrics are written now, not lost."""
@@ -252,4 +251,3 @@ class ModelService:
 
     # Set by the app's access log: how many error lines it left out since the last call (rate limit).
     take_suppressed: Callable[[], int] = staticmethod(lambda: 0)
-
