@@ -4,16 +4,16 @@ Everything a consumer needs is importable from here: the constructs, their props
 contract and its presets. Each props class documents its defaults.
 """
 
-from .deployment import DeploymentProps
+from .deployment import DeploymentProps, RollbackAlarms, RollbackThresholds
 from .errors import ConfigError
 from .gpu_capacity import GpuCapacity, GpuCapacityProps
 from .instance_catalog import CATALOG, GpuInstanceType
-from .load_balancer import InferenceLoadBalancer, LoadBalancerProps
+from .load_balancer import ConfiguredLoad, InferenceLoadBalancer, LoadBalancerProps, LoadBalancerQuotas
 from .model_service import ModelProps, ModelService, ServiceTimingProps
 from .model_store import ModelStore, ModelStoreProps
-from .monitoring import InferenceMonitoring, MonitoringProps
+from .monitoring import InferenceMonitoring, ModelAlarms, MonitoringProps
 from .network import DEFAULT_INTERFACE_ENDPOINTS, InferenceNetwork, NetworkProps, grant_logs_service
-from .notifications import NotificationTopic
+from .notifications import NotificationTopic, topic_target
 from .schedules import CapacityPrewarm, ServiceSchedule
 from .server_contract import (
     DEFAULT_COLLECTOR_IMAGE,
@@ -27,6 +27,7 @@ from .server_contract import (
     ServerContext,
     ServerContract,
     ServerDefinition,
+    StopTiming,
     VllmProps,
     VllmServer,
     server_for,
@@ -39,6 +40,7 @@ __all__ = [
     "CATALOG",
     "CapacityPrewarm",
     "ConfigError",
+    "ConfiguredLoad",
     "DEFAULT_COLLECTOR_IMAGE",
     "DEFAULT_FETCHER_IMAGE",
     "DEFAULT_INTERFACE_ENDPOINTS",
@@ -52,6 +54,8 @@ __all__ = [
     "InferenceNetwork",
     "LivenessCheck",
     "LoadBalancerProps",
+    "LoadBalancerQuotas",
+    "ModelAlarms",
     "ModelFromS3",
     "ModelProps",
     "ModelScalingProps",
@@ -63,17 +67,21 @@ __all__ = [
     "NotificationTopic",
     "PredictiveScalingProps",
     "PrometheusMetrics",
+    "RollbackAlarms",
+    "RollbackThresholds",
     "ScalingProps",
     "ScalingSignal",
     "ServerContext",
     "ServerContract",
     "ServerDefinition",
-    "ServiceSchedule",
     "ServiceScaling",
+    "ServiceSchedule",
     "ServiceTimingProps",
+    "StopTiming",
     "VllmProps",
     "VllmServer",
     "from_dict",
     "grant_logs_service",
     "server_for",
+    "topic_target",
 ]

@@ -240,7 +240,9 @@ def worst_of(metrics: Sequence[cloudwatch.Metric], label: str) -> cloudwatch.IMe
 
 @dataclass(frozen=True)
 class RollbackThresholds:
-    """Where the built-in rollback alarms trip (the environment's monitoring thresholds)."""
+    """Where the built-in rollback alarms trip (the environment's monitoring thresholds). Defaults: p95 latency of a
+    target group at or above ``latency_p95_ms`` 500, or ``target_5xx_percent`` 1.0 % of its requests answered 5xx,
+    each for 3 minutes."""
 
     latency_p95_ms: int = 500
     target_5xx_percent: float = 1.0

@@ -19,7 +19,6 @@ from aws_cdk import aws_autoscaling as autoscaling
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_events as events
-from aws_cdk import aws_events_targets as events_targets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sns as sns
 from constructs import Construct
@@ -27,6 +26,7 @@ from constructs import Construct
 from .acknowledgements import acknowledge, default_policy, nag_rendering, skip_checkov
 from .errors import ConfigError, require, require_range
 from .instance_catalog import GpuInstanceType, lookup
+from .notifications import topic_target
 from .schedules import CapacityPrewarm
 
 # Lines appended to /etc/ecs/ecs.config on every instance. CDK applies Spot draining only to
@@ -269,7 +269,7 @@ class GpuCapacity(Construct):
                 detail_type=list(GROUP_EVENT_TYPES),
                 detail={"AutoScalingGroupName": [self.auto_scaling_group.auto_scaling_group_name]},
             ),
-            targets=[events_targets.SnsTopic(topic)],
+            targets=[topic_target(topic)],
         )
 
     def _grant_spot_draining(self) -> None:

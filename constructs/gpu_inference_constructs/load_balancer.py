@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Optional
@@ -21,9 +22,20 @@ from .acknowledgements import acknowledge, skip_checkov
 from .errors import ConfigError, require, require_range
 
 MAX_RULE_PRIORITY = 50_000
-# Paths whose bodies are prediction texts: they may hold HTML, paths or URLs that the common rule set's body
-# rules block. Those rules count everywhere and block only off these paths (rule BodyRulesOffPredictions).
-PREDICTION_PATH_SUFFIXES = ("/predict", "/predict/batch", "/v1/completions", "/v1/chat/completions")
+# Paths, below a model's prefix, whose bodies are prediction inputs: texts that may hold HTML, paths or URLs, which
+# the common rule set's body rules block. Those rules count everywhere and block only off these paths (rule
+# BodyRulesOffPredictions). The bundled server's routes (/predict, /predict/batch, OpenAI /v1/embeddings, Open
+# Inference Protocol /v2/models/<m>[/versions/<v>]/infer) and vLLM's OpenAI routes; ``{name}`` is one path segment.
+# tests/infra/test_service.py derives the bundled server's POST routes from its own app and proves each is here.
+PREDICTION_PATHS = (
+    "/predict",
+    "/predict/batch",
+    "/v1/embeddings",
+    "/v1/completions",
+    "/v1/chat/completions",
+    "/v2/models/{model}/infer",
+    "/v2/models/{model}/versions/{version}/infer",
+)
 # The common rule set's rules that inspect the body, with the label each adds (AWS WAF developer guide, "Core rule set").
 BODY_RULES = {
     "SizeRestrictions_BODY": "SizeRestrictions_Body",
@@ -364,28 +376,37 @@ class InferenceLoadBalancer(Construct):
         def label(name: str) -> wafv2.CfnWebACL.StatementProperty:
             return statement(label_match_statement=wafv2.CfnWebACL.LabelMatchStatementProperty(scope="LABEL", key=CORE_RULE_SET_LABEL + name))
 
-        def path_ends_with(suffix: str) -> wafv2.CfnWebACL.StatementProperty:
-            return statement(byte_match_statement=wafv2.CfnWebACL.ByteMatchStatementProperty(
+        # A regex match on the URI path per prediction path (3 WCUs each), each anchored and without groups or
+        # alternation (AWS WAF rejects capturing groups and limits '|' branches). The path as sent: no query string,
+        # no transformation.
+        predictions = statement(or_statement=wafv2.CfnWebACL.OrStatementProperty(statements=[
+            statement(regex_match_statement=wafv2.CfnWebACL.RegexMatchStatementProperty(
                 field_to_match=wafv2.CfnWebACL.FieldToMatchProperty(uri_path={}),
-                positional_constraint="ENDS_WITH",
-                search_string=suffix,
+                regex_string=regex,
                 text_transformations=[wafv2.CfnWebACL.TextTransformationProperty(priority=0, type="NONE")],
             ))
-
+            for regex in prediction_path_regexes()
+        ]))
         found = [label(name) for rule, name in BODY_RULES.items() if rule != "SizeRestrictions_BODY"]
-        predictions = [path_ends_with(suffix) for suffix in PREDICTION_PATH_SUFFIXES]
         return wafv2.CfnWebACL.RuleProperty(
             name="BodyRulesOffPredictions",
             priority=priority,
             action=wafv2.CfnWebACL.RuleActionProperty(block={}),
             statement=statement(and_statement=wafv2.CfnWebACL.AndStatementProperty(statements=[
                 statement(or_statement=wafv2.CfnWebACL.OrStatementProperty(statements=found)),
-                statement(not_statement=wafv2.CfnWebACL.NotStatementProperty(
-                    statement=statement(or_statement=wafv2.CfnWebACL.OrStatementProperty(statements=predictions))
-                )),
+                statement(not_statement=wafv2.CfnWebACL.NotStatementProperty(statement=predictions)),
             ])),
             visibility_config=_visibility("BodyRulesOffPredictions"),
         )
+
+
+def prediction_path_regexes(paths: Sequence[str] = PREDICTION_PATHS) -> list[str]:
+    """The URI paths ``/<model><path>`` for each of ``paths`` (``{name}``: one path segment), each as an anchored
+    regex in the syntax AWS WAF supports (PCRE without groups or alternation here; at most 512 characters)."""
+    regexes = ["^/[^/]+" + re.sub(r"\\\{[a-z_]+\\\}", "[^/]+", re.escape(path)) + "$" for path in paths]
+    for regex in regexes:
+        require(len(regex) <= 512 and "(" not in regex and "|" not in regex, "prediction paths", f"{regex!r} is not a regex AWS WAF accepts")
+    return regexes
 
 
 def _visibility(name: str) -> wafv2.CfnWebACL.VisibilityConfigProperty:

@@ -38,10 +38,11 @@ from .server_contract import (
     DEFAULT_COLLECTOR_IMAGE,
     DEFAULT_FETCHER_IMAGE,
     SCRATCH_PATH,
-    BundledServer,
+    SPOT_NOTICE_SECONDS,
     ServerContext,
     ServerContract,
     ServerDefinition,
+    StopTiming,
     VllmProps,
     bundled_environment_keys,
     collector_config,
@@ -52,7 +53,6 @@ from .service_scaling import ModelScalingProps
 MODEL_NAME = re.compile(r"^[a-z][a-z0-9-]{0,38}[a-z0-9]$")
 MODEL_VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 TASKS = ("text-classification", "text-embedding", "torch-export", "image-classification")
-SPOT_NOTICE_SECONDS = 120
 # A rolling deployment starts the new tasks before it stops the old: up to twice the tasks, one GPU each.
 ROLLING_MAX_HEALTHY_PERCENT = 200
 # The bundled server's contract (server_contract.BundledServer); kept here for existing imports.
@@ -162,7 +162,10 @@ class ModelProps:
 class ServiceTimingProps:
     """How a task leaves: ALB deregistration, then SIGTERM, drain, and SIGKILL at the stop timeout.
 
-    On a Spot interruption all of it must fit in the two-minute notice.
+    On a Spot interruption all of it must fit in the two-minute notice. Defaults: ``deregistration_delay_seconds``
+    20, ``stop_timeout_seconds`` 90, ``drain_timeout_seconds`` 70 (the bundled server's ``DRAIN_TIMEOUT_S``; it then
+    takes up to 15 s more to exit), ``keep_alive_seconds`` 75. Each server contract's :class:`StopTiming` is checked
+    against these when the ModelService is built.
     """
 
     deregistration_delay_seconds: int = 20
@@ -179,10 +182,13 @@ class ServiceTimingProps:
             f"= {total} s exceeds the {SPOT_NOTICE_SECONDS} s Spot interruption notice",
         )
         require_range(self.deregistration_delay_seconds, 0, 3600, "deregistration_delay_seconds")
+        bundled = StopTiming.bundled(self.drain_timeout_seconds)
         require(
-            5 <= self.drain_timeout_seconds <= self.stop_timeout_seconds - 10,
+            5 <= self.drain_timeout_seconds and bundled.seconds_after_sigterm <= self.stop_timeout_seconds,
             "drain_timeout_seconds",
-            f"{self.drain_timeout_seconds} must be at least 5 and at least 10 s below stop_timeout_seconds ({self.stop_timeout_seconds}) so the server exits before SIGKILL",
+            f"{self.drain_timeout_seconds} must be at least 5, and with the {bundled.exit_seconds} s the bundled server then takes "
+            f"to stop its processes ({bundled.seconds_after_sigterm} s) fit stop_timeout_seconds ({self.stop_timeout_seconds}) so "
+            f"the server exits before SIGKILL; at most {self.stop_timeout_seconds - bundled.exit_seconds}",
         )
 
     def check_keep_alive(self, idle_timeout_seconds: int) -> None:
@@ -224,8 +230,8 @@ class ModelService(Construct):
 
     Where it runs: ``capacity`` (a GpuCapacity), or ``cluster`` + ``capacity_provider_name`` +
     ``instance_type`` (the smallest type of your capacity, name or catalog entry: the task must fit it).
-    What runs: ``server`` (a preset such as BundledServer / VllmServer, or a ServerContract);
-    ``image`` alone means ``BundledServer(image)``. Where its model is: ``model_store`` (a
+    What runs: ``server`` (required: a preset such as BundledServer / VllmServer, or a ServerContract; an
+    ``image=`` alone is refused, since it cannot say which server the image holds). Where its model is: ``model_store`` (a
     ModelStore), or ``model_bucket`` (any IBucket) + ``models_prefix`` (default ``"models"``): the
     model's files are under ``<models_prefix>/<name>/<version>/``. Routing: ``load_balancer`` (an
     InferenceLoadBalancer), or ``listener`` (any IApplicationListener; its connections reach the
@@ -258,7 +264,7 @@ class ModelService(Construct):
         instance_type: Optional[GpuInstanceType | str] = None,
         subnets: Optional[ec2.SubnetSelection] = None,
         server: Optional[ServerDefinition] = None,
-        image: Optional[ecs.ContainerImage] = None,
+        image: None = None,
         model_store: Optional[ModelStore] = None,
         model_bucket: Optional[s3.IBucket] = None,
         models_prefix: str = MODELS_PREFIX,
@@ -283,11 +289,21 @@ class ModelService(Construct):
         if listener is not None:
             require(listener_priority is not None, "listener_priority", "is missing: a rule on your own listener needs a priority unique on that listener (1-50000)")
             require_range(listener_priority, 1, 50_000, "listener_priority")
-        if server is None:
-            require(image is not None, "server", "is missing: pass server= (BundledServer, VllmServer or a ServerContract), or image= for the bundled server")
-            server = BundledServer(image)
-        else:
-            require(image is None, "image", "is given together with server; the image belongs in the server definition")
+        # An image says nothing about the server in it: taken for ours, vllm/vllm-openai would run `python -m
+        # inference_server`. So the server is always named; image= is refused with the fix.
+        require(
+            image is None,
+            "image",
+            "is not accepted: an image alone does not say which server it holds or how to run it. Pass "
+            "server=BundledServer(image=...) for the image built from inference_image/, server=VllmServer(...) for "
+            "vLLM, or server=ServerContract(image=..., command=..., ...) for any other server",
+        )
+        require(
+            server is not None,
+            "server",
+            "is missing: pass server=BundledServer(image=...) (this repository's server), server=VllmServer(...) "
+            "or a ServerContract for any other server",
+        )
         if subnets is None:
             subnets = ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS if cluster.vpc.private_subnets else ec2.SubnetType.PRIVATE_ISOLATED)
 
@@ -296,6 +312,12 @@ class ModelService(Construct):
         require(isinstance(contract, ServerContract), "server", f"{type(server).__name__}.contract() must return a ServerContract")
         self.contract = contract
         self._check_fits(contract)
+        try:
+            contract.stop.check_fits(stop_timeout_seconds=timing.stop_timeout_seconds,
+                                     deregistration_delay_seconds=timing.deregistration_delay_seconds,
+                                     server=f"the {contract.name} server")
+        except ConfigError as error:
+            raise ConfigError(f"timing.{error.key}", f"{error.detail} (models[{model.name}])") from None
         if api_keys_secret is not None:
             require(
                 contract.api_keys_variable is not None,

@@ -10,7 +10,6 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
 from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 from aws_cdk import aws_events as events
-from aws_cdk import aws_events_targets as events_targets
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
@@ -19,6 +18,7 @@ from .errors import require, require_range
 from .gpu_capacity import GpuCapacity
 from .instance_catalog import PRICES_AS_OF
 from .model_service import ModelService, service_log_group_name
+from .notifications import topic_target
 
 MINUTE = cdk.Duration.minutes(1)
 GIB = 2**30  # a billed GB taken as 2^30 bytes (were it 10^9, the logs figure would be 7 % higher)
@@ -227,7 +227,7 @@ class InferenceMonitoring(_Alarms):
             "SpotInterruptions",
             description="EC2 Spot interruption warnings in this account and region (the GPU fleet's Spot instances)",
             event_pattern=events.EventPattern(source=["aws.ec2"], detail_type=["EC2 Spot Instance Interruption Warning"]),
-            targets=[events_targets.SnsTopic(topic)],
+            targets=[topic_target(topic)],
         )
         self.metric_spot_interruptions = cloudwatch.Metric(
             namespace="AWS/Events",

@@ -153,12 +153,109 @@ class ScalingSignal:
         require(value > 0, f"scaling_signals[{self.metric}]", f"{value} must be greater than 0")
 
 
+SPOT_NOTICE_SECONDS = 120
+# The bundled server (inference_image/inference_server): SIGTERM -> every HTTP worker finishes its accepted requests
+# for at most DRAIN_TIMEOUT_S (settings.py, default 70), then the supervisor gives what is left WORKER_STOP_GRACE_S
+# (supervisor.py, 15) before it kills it and exits. tests/infra/test_server_contract.py reads both from the server.
+BUNDLED_DEFAULT_DRAIN_SECONDS = 70
+BUNDLED_EXIT_SECONDS = 15
+
+
+@dataclass(frozen=True)
+class StopTiming:
+    """What a server does between ECS's SIGTERM and its exit, so the task's timing can leave it the time.
+
+    When ECS stops a task (scale-in, deployment, Spot interruption) the target is first deregistered from the
+    load balancer: no new requests, and in-flight ones get the target group's deregistration delay to finish.
+    Then ECS sends SIGTERM, and SIGKILL after the container's ``stopTimeout``. So:
+
+    - ``drain_seconds``: after SIGTERM, the longest the server keeps finishing requests it had accepted
+      (its own drain timeout; 0 for a server that aborts them, whose requests must finish in the deregistration delay).
+    - ``exit_seconds``: after draining, the longest it takes to stop its processes and release the GPU.
+    - ``longest_request_seconds`` (default None: unknown): the longest one request may run (the server's own
+      request timeout). When given, the deregistration delay plus ``drain_seconds`` must cover it.
+
+    ``ModelService`` checks at construction that ``drain_seconds + exit_seconds`` fits the task's ``stopTimeout``
+    and, after the deregistration delay, the 2-minute Spot notice. Presets: :meth:`bundled` (this repository's
+    server), :meth:`vllm`, :meth:`tgi`, :meth:`triton`.
+    """
+
+    drain_seconds: int
+    exit_seconds: int
+    longest_request_seconds: Optional[int] = None
+
+    def __post_init__(self) -> None:
+        require_range(self.drain_seconds, 0, SPOT_NOTICE_SECONDS, "server.stop.drain_seconds")
+        require_range(self.exit_seconds, 1, SPOT_NOTICE_SECONDS, "server.stop.exit_seconds")
+        if self.longest_request_seconds is not None:
+            require_range(self.longest_request_seconds, 1, 3600, "server.stop.longest_request_seconds")
+
+    @property
+    def seconds_after_sigterm(self) -> int:
+        """The most the server may take from SIGTERM to exit."""
+        return self.drain_seconds + self.exit_seconds
+
+    def check_fits(self, *, stop_timeout_seconds: int, deregistration_delay_seconds: int, server: str = "the server") -> None:
+        """The server exits before SIGKILL, inside the Spot notice, and its requests finish before it stops serving."""
+        need = self.seconds_after_sigterm
+        require(
+            deregistration_delay_seconds + need <= SPOT_NOTICE_SECONDS,
+            "deregistration_delay_seconds",
+            f"{deregistration_delay_seconds} s of deregistration delay + the {need} s {server} needs after SIGTERM "
+            f"(drain {self.drain_seconds} + exit {self.exit_seconds}) = {deregistration_delay_seconds + need} s exceeds the "
+            f"{SPOT_NOTICE_SECONDS} s Spot interruption notice; shorten the delay or the server's drain",
+        )
+        require(
+            need <= stop_timeout_seconds,
+            "stop_timeout_seconds",
+            f"{stop_timeout_seconds} s is shorter than the {need} s {server} needs after SIGTERM (drain {self.drain_seconds} "
+            f"+ exit {self.exit_seconds}): ECS would SIGKILL it mid-drain; raise stop_timeout_seconds to {need} or shorten the drain",
+        )
+        if self.longest_request_seconds is not None:
+            window = deregistration_delay_seconds + self.drain_seconds
+            require(
+                window >= self.longest_request_seconds,
+                "deregistration_delay_seconds",
+                f"{deregistration_delay_seconds} s of deregistration delay + {self.drain_seconds} s of drain = {window} s is "
+                f"shorter than the longest request {server} serves ({self.longest_request_seconds} s): requests in flight "
+                f"when the task stops would be cut; raise deregistration_delay_seconds to {self.longest_request_seconds - self.drain_seconds}",
+            )
+
+    @classmethod
+    def bundled(cls, drain_timeout_seconds: int = BUNDLED_DEFAULT_DRAIN_SECONDS, request_timeout_seconds: Optional[int] = None) -> "StopTiming":
+        """This repository's server: drains for ``DRAIN_TIMEOUT_S`` (default 70 s, its settings.py default), then its
+        supervisor kills what is left after 15 s more and exits; no request runs past ``REQUEST_TIMEOUT_S``."""
+        return cls(drain_timeout_seconds, BUNDLED_EXIT_SECONDS, request_timeout_seconds)
+
+    @classmethod
+    def vllm(cls) -> "StopTiming":
+        """vLLM's OpenAI server (``vllm serve``, its default ``--shutdown-mode immediate``): SIGTERM aborts the requests
+        still running (drain 0: they get the deregistration delay, before SIGTERM, to finish), then the API server,
+        the engine core and the tensor-parallel workers stop (budget: 20 s)."""
+        return cls(0, 20)
+
+    @classmethod
+    def tgi(cls, longest_request_seconds: int = 60) -> "StopTiming":
+        """Hugging Face TGI (``text-generation-launcher``): on SIGTERM its router stops taking requests and finishes
+        the running ones (the launcher waits up to 90 s for it), then the launcher stops the shards. The drain lasts as
+        long as the longest generation, so say it: ``longest_request_seconds`` (default 60; bound it with
+        ``--max-new-tokens``); shards: 20 s."""
+        return cls(longest_request_seconds, 20, longest_request_seconds)
+
+    @classmethod
+    def triton(cls, exit_timeout_seconds: int = 30) -> "StopTiming":
+        """NVIDIA Triton: on SIGTERM it waits for in-flight inferences up to ``--exit-timeout-secs`` (default 30; pass
+        the same value in the command), then unloads its models (10 s)."""
+        return cls(exit_timeout_seconds, 10)
+
+
 @dataclass(frozen=True)
 class ServerContract:
     """Everything the infrastructure needs to know about a model server container.
 
     Required (a contract without one fails, naming it): ``image``, ``command``, ``port``,
-    ``readiness_path``, ``liveness``, ``user`` (never root), ``model_source``.
+    ``readiness_path``, ``liveness``, ``user`` (never root), ``model_source``, ``stop`` (a
+    :class:`StopTiming`: how long the server needs after SIGTERM; presets for vLLM, TGI and Triton).
     Defaults: 1 GPU per task; Docker's 64 MiB ``/dev/shm`` (``shared_memory_mib`` to raise it);
     read-only root filesystem with the task-scoped scratch volume at ``/scratch`` writable, plus
     ``tmpfs_mib`` paths (path -> size); no environment or secrets; ``api_keys_variable`` None (the
@@ -180,6 +277,7 @@ class ServerContract:
     liveness: Optional[LivenessCheck] = None
     user: Optional[str] = None
     model_source: Optional[ModelFromS3] = None
+    stop: Optional[StopTiming] = None
     entry_point: Optional[tuple[str, ...]] = None
     gpus_per_task: int = 1
     shared_memory_mib: Optional[int] = None
@@ -204,6 +302,8 @@ class ServerContract:
             "liveness": "a cheap container health check (LivenessCheck) so ECS replaces a wedged container",
             "user": "the uid[:gid] the server runs as (not root)",
             "model_source": "how the model gets from S3 to the server (ModelFromS3.server_downloads() or .copy_to_scratch())",
+            "stop": "how long the server needs after SIGTERM to drain and exit (StopTiming, e.g. StopTiming.vllm(), .tgi(), .triton()), "
+                    "checked against the task's stop timeout and the deregistration delay",
         }
         missing = [name for name in needs if getattr(self, name) is None or getattr(self, name) == ()]
         if missing:
@@ -286,15 +386,25 @@ def bundled_environment_keys() -> tuple[str, ...]:
         "PORT", "MODEL_NAME", "MODEL_VERSION", "MODEL_URI", "MODEL_TASK", "MODEL_CACHE_DIR", "DEPLOYMENT_ENV",
         "MAX_BATCH_SIZE", "MAX_BATCH_WAIT_MS", "MAX_QUEUE_SIZE", "MAX_SEQUENCE_LENGTH", "REQUEST_TIMEOUT_S",
         "DRAIN_TIMEOUT_S", "KEEP_ALIVE_S", "RESULT_CACHE_SIZE", "COMPILE", "REQUIRE_MANIFEST", "API_KEYS",
-        "AWS_DEFAULT_REGION", "HOME", "TMPDIR",
+        "AWS_DEFAULT_REGION", "HOME", "TMPDIR", "WORKERS",
     )
+
+
+def bundled_workers(cpu_units: int) -> int:
+    """HTTP workers for a bundled-server task reserving ``cpu_units`` (1024 = one vCPU): one per whole vCPU of the
+    reservation, less one for the model process (which drives the GPU, batches and runs the forward pass: a core
+    of its own), at least 1. ``floor``, not ``ceil``: on ECS on EC2 the reservation is a CPU share, the minimum the
+    task is guaranteed under contention, not a limit; the container sees every vCPU of the host (its cgroup has no
+    CPU quota), so the server's own default, one worker per CPU it can see, would start 47 on a g5.12xlarge."""
+    return max(1, cpu_units // 1024 - 1)
 
 
 @dataclass(frozen=True)
 class BundledServer:
     """This repository's server (inference_image/): one GPU, port 8080, ``/ready``, uid 10001,
-    downloads and verifies its model itself, emits the library's EMF metrics. ``image`` is the
-    image built from inference_image/ (``ecs.ContainerImage.from_asset``)."""
+    downloads and verifies its model itself, emits the library's EMF metrics, runs
+    :func:`bundled_workers` HTTP workers for the model's ``cpu``. ``image`` is the image built from
+    inference_image/ (``ecs.ContainerImage.from_asset``)."""
 
     image: ecs.ContainerImage
 
@@ -321,6 +431,7 @@ class BundledServer:
             "KEEP_ALIVE_S": str(timing.keep_alive_seconds),
             "RESULT_CACHE_SIZE": str(model.result_cache_size),
             "COMPILE": "true" if model.compile else "false",
+            "WORKERS": str(bundled_workers(model.cpu)),
             "AWS_DEFAULT_REGION": context.region,
             "HOME": f"{SCRATCH_PATH}/home",
             "TMPDIR": f"{SCRATCH_PATH}/tmp",
@@ -338,6 +449,7 @@ class BundledServer:
             api_keys_variable="API_KEYS",
             bundled_metrics=True,
             serves_at_root=False,
+            stop=StopTiming.bundled(timing.drain_timeout_seconds, model.request_timeout_seconds),
         )
 
 
@@ -484,6 +596,7 @@ class VllmServer:
                 "AWS_DEFAULT_REGION": context.region,
             },
             api_keys_variable="VLLM_API_KEY",
+            stop=StopTiming.vllm(),
             metrics=PrometheusMetrics(metrics=VLLM_METRICS, collector_image=collector_image),
             scaling_signals=(
                 ScalingSignal(running, target=props.running_target),

@@ -1,9 +1,12 @@
 """An environment with many models, generated from prod's config, and a timer for `cdk synth` of it.
 
     .venv/bin/python -m tests.infra.many_models 1 10 50 100
+    .venv/bin/python -m tests.infra.many_models --markdown 1 10 50 100
 
 synthesizes one generated environment per count with the pinned CDK CLI (`cdk synth --quiet`, cdk-nag on, as
-`make synth` runs it) and prints the wall time, the stacks and the largest template.
+`make synth` runs it) and prints, per count, the wall time, the stacks, and each stack's template size (bytes of
+the synthesized JSON) and resource count: the Network stack, the shared (Inference) stack, the largest model
+stack, and the totals; `--markdown` prints the table the README's "Synth time" section shows.
 """
 
 from __future__ import annotations
@@ -48,15 +51,40 @@ def measure(count: int) -> dict:
         sizes = {path.name: path.stat().st_size for path in templates}
         resources = {path.name: len(json.loads(path.read_text())["Resources"]) for path in templates}
     shared = next(name for name in sizes if "Inference" in name)
+    network = next(name for name in sizes if "Network" in name)
     models = [name for name in sizes if "Model" in name]
     return {
         "models": count, "seconds": round(seconds, 1), "stacks": len(templates),
+        "network_bytes": sizes[network], "network_resources": resources[network],
         "shared_bytes": sizes[shared], "shared_resources": resources[shared],
         "largest_model_bytes": max(sizes[m] for m in models), "model_resources": max(resources[m] for m in models),
-        "all_bytes": sum(sizes.values()),
+        "models_bytes": sum(sizes[m] for m in models), "models_resources": sum(resources[m] for m in models),
+        "all_bytes": sum(sizes.values()), "all_resources": sum(resources.values()),
     }
 
 
+def markdown(rows: list[dict]) -> str:
+    def kb(size: int) -> str:
+        return f"{size / 1000:,.0f} KB" if size < 1_000_000 else f"{size / 1_000_000:,.1f} MB"
+
+    lines = [
+        "| models | synth | stacks | Network stack | shared stack | largest model stack | all model stacks | all stacks |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['models']} | {r['seconds']} s | {r['stacks']} | {kb(r['network_bytes'])}, {r['network_resources']} resources "
+            f"| {kb(r['shared_bytes'])}, {r['shared_resources']} | {kb(r['largest_model_bytes'])}, {r['model_resources']} "
+            f"| {kb(r['models_bytes'])}, {r['models_resources']} | {kb(r['all_bytes'])}, {r['all_resources']} |"
+        )
+    return "\n".join(lines)
+
+
 if __name__ == "__main__":
-    for argument in sys.argv[1:] or ["1", "10", "50", "100"]:
-        print(json.dumps(measure(int(argument))), flush=True)
+    arguments = [a for a in sys.argv[1:] if a != "--markdown"]
+    rows = []
+    for argument in arguments or ["1", "10", "50", "100"]:
+        rows.append(measure(int(argument)))
+        print(json.dumps(rows[-1]), flush=True)
+    if "--markdown" in sys.argv[1:]:
+        print(markdown(rows))

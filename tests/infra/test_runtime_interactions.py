@@ -7,13 +7,18 @@ twin (another account, another prefix, another cluster) that must be denied.
 
 from __future__ import annotations
 
-import pytest
+import json
 
+import pytest
+from moto.events.models import EventPattern
+
+from gpu_inference_constructs.gpu_capacity import GROUP_EVENT_TYPES
 from tests.infra.aws_policies import Policy, TemplateWorld, principal
 from tests.infra.conftest import ENVIRONMENTS
 
 OTHER_ACCOUNT = "999999999999"
 TLS = {"aws:SecureTransport": "true"}
+TOPIC_CONTEXT = "kms:EncryptionContext:aws:sns:topicArn"
 # Elastic Load Balancing's log-delivery account per region (ELB user guide, "Enable access logs": attach a policy).
 ELB_ACCOUNTS = {"us-east-1": "127311923021", "us-west-2": "797873946194"}
 AUTOSCALING_ROLE = "role/aws-service-role/autoscaling.amazonaws.com/AWSServiceRoleForAutoScaling"
@@ -47,15 +52,105 @@ def publishes_to(resource: dict, topic: str) -> bool:
 # --- Alarms, EventBridge and Auto Scaling -> the encrypted topic --------------------------------------------
 
 
+# Alarms that intentionally notify nobody, each recognised by what it is wired to (not by its name), with the reason.
+SILENT_ALARMS = {
+    "step scaling": "its only actions are step scaling policies (a scale-out signal: the bundled server's latency, GPU or "
+                    "growing queue, vLLM's waiting requests or KV cache): it fires at every routine scale-out; what deserves a "
+                    "notification (tasks below desired, latency, 5xx, vLLM signals high for 15 minutes) has its own alarm",
+    "deployment rollback": "ECS reads its state during a deployment and rolls the deployment back (deployment alarms); an "
+                           "alarm that notifies the topic reads the same metrics, so the condition is notified once",
+    "composite child": "a child of a composite alarm that notifies the topic; the composite is the one notification",
+}
+
+
+def alarm_metrics(properties: dict) -> frozenset:
+    """(namespace, metric, statistic, dimensions) of every metric an alarm reads."""
+    if "MetricName" in properties:
+        statistic = properties.get("ExtendedStatistic") or properties.get("Statistic")
+        return frozenset({(properties["Namespace"], properties["MetricName"], statistic, json.dumps(properties.get("Dimensions", []), sort_keys=True))})
+    return frozenset(
+        (m["MetricStat"]["Metric"]["Namespace"], m["MetricStat"]["Metric"]["MetricName"], m["MetricStat"]["Stat"],
+         json.dumps(m["MetricStat"]["Metric"].get("Dimensions", []), sort_keys=True))
+        for m in properties["Metrics"] if "MetricStat" in m
+    )
+
+
+def notifying_alarms(world: TemplateWorld, topic: str) -> list[str]:
+    return [k for k, r in world.of_type("AWS::CloudWatch::Alarm").items() if publishes_to(r, topic)]
+
+
+def why_silent(world: TemplateWorld, alarm: str, topic: str) -> str | None:
+    """The SILENT_ALARMS key that applies to ``alarm``, or None."""
+    properties = world.resources[alarm]["Properties"]
+    actions = properties.get("AlarmActions", [])
+    others = properties.get("OKActions", []) + properties.get("InsufficientDataActions", [])
+    if actions and not others and all(
+        list(a) == ["Ref"] and world.resources.get(a["Ref"], {}).get("Type") == "AWS::ApplicationAutoScaling::ScalingPolicy" for a in actions
+    ):
+        return "step scaling"
+    if actions or others:
+        return None
+    deployment_alarms = [name for service in world.of_type("AWS::ECS::Service").values()
+                         for name in service["Properties"].get("DeploymentConfiguration", {}).get("Alarms", {}).get("AlarmNames", [])]
+    if {"Ref": alarm} in deployment_alarms:
+        reads = alarm_metrics(properties)
+        if any(alarm_metrics(world.resources[n]["Properties"]) == reads for n in notifying_alarms(world, topic)):
+            return "deployment rollback"
+        return None
+    for composite in world.of_type("AWS::CloudWatch::CompositeAlarm").values():
+        if publishes_to(composite, topic) and world.ref(alarm) in json.dumps(world.resolve(composite["Properties"]["AlarmRule"])):
+            return "composite child"
+    return None
+
+
+@pytest.fixture
+def environment(world, synthesized) -> str:
+    return next(name for name, stage in synthesized.stages.items() if stage.config.account == world.account)
+
+
+def test_every_alarm_of_every_stack_notifies_the_topic_or_is_silent_for_a_listed_reason(world, environment, synthesized):
+    """Every alarm, in the shared stack and in each model's stack: it notifies the topic both ways (ALARM and OK) and
+    is enabled, or it is one of SILENT_ALARMS. A new alarm wired to nothing fails here."""
+    topic, _ = topic_and_key(world)
+    seen = set()
+    for stack in synthesized.stack_ids(environment):
+        template = synthesized.template(environment, stack)
+        alarms = [k for k, r in template["Resources"].items() if r["Type"] in ("AWS::CloudWatch::Alarm", "AWS::CloudWatch::CompositeAlarm")]
+        if stack == "Network":
+            assert alarms == [], "the Network stack is outside the merged template; prove its alarms here too"
+            continue
+        assert alarms, f"{environment}/{stack} has no alarms"
+        notifying = 0
+        for alarm in alarms:
+            properties = world.resources[alarm]["Properties"]
+            if publishes_to(world.resources[alarm], topic):
+                assert properties["AlarmActions"] == [{"Ref": topic}] and properties["OKActions"] == [{"Ref": topic}], alarm
+                assert properties.get("ActionsEnabled", True), alarm
+                notifying += 1
+            else:
+                reason = why_silent(world, alarm, topic)
+                assert reason in SILENT_ALARMS, (
+                    f"{environment}/{stack} {alarm} notifies nobody and is none of {sorted(SILENT_ALARMS)}: give it "
+                    "the topic as alarm and OK action, or add its kind, with the reason, to SILENT_ALARMS")
+            seen.add(alarm)
+        assert notifying, f"{environment}/{stack}: no alarm of this stack notifies the topic"
+    assert seen == set(world.of_type("AWS::CloudWatch::Alarm")) | set(world.of_type("AWS::CloudWatch::CompositeAlarm"))
+
+
+def sns_key_context(world: TemplateWorld, topic: str) -> dict:
+    """What SNS puts in its KMS requests for a message to ``topic``: the topic's ARN as encryption context."""
+    return {TOPIC_CONTEXT: world.ref(topic)}
+
+
 def test_every_alarm_that_notifies_can_publish_to_the_topic_and_use_its_key(world):
     topic, key = topic_and_key(world)
-    alarms = [k for k, r in world.of_type("AWS::CloudWatch::Alarm").items() if publishes_to(r, topic)]
-    assert len(alarms) >= 11
+    alarms = notifying_alarms(world, topic)  # every other alarm is silent for a listed reason (test below)
+    assert alarms
     for alarm in alarms:
-        context = {**TLS, "aws:SourceAccount": world.account, "aws:SourceArn": world.arn(alarm)}
-        assert world.service_may("cloudwatch.amazonaws.com", "sns:Publish", topic, world.ref(topic), context), alarm
+        source = {"aws:SourceAccount": world.account, "aws:SourceArn": world.arn(alarm)}
+        assert world.service_may("cloudwatch.amazonaws.com", "sns:Publish", topic, world.ref(topic), {**TLS, **source}), alarm
         for action in ("kms:GenerateDataKey", "kms:Decrypt"):
-            assert world.service_may("cloudwatch.amazonaws.com", action, key, world.arn(key), {}), (alarm, action)
+            assert world.service_may("cloudwatch.amazonaws.com", action, key, world.arn(key), {**source, **sns_key_context(world, topic)}), (alarm, action)
 
 
 def test_alarms_of_another_account_or_over_plain_http_cannot_publish(world):
@@ -73,11 +168,85 @@ def test_alarms_of_another_account_or_over_plain_http_cannot_publish(world):
 def test_every_eventbridge_rule_that_notifies_can_publish_and_use_the_key(world):
     topic, key = topic_and_key(world)
     rules = [k for k, r in world.of_type("AWS::Events::Rule").items() if publishes_to(r, topic)]
-    assert len(rules) >= 2
+    assert len(rules) == 1 + len(world.of_type("AWS::AutoScaling::AutoScalingGroup")), "Spot warnings, and each group's events"
     for rule in rules:
         context = {**TLS, "aws:SourceAccount": world.account, "aws:SourceArn": world.arn(rule)}
         assert world.service_may("events.amazonaws.com", "sns:Publish", topic, world.ref(topic), context), rule
-        assert world.service_may("events.amazonaws.com", "kms:GenerateDataKey", key, world.arn(key), {}), rule
+        for action in ("kms:GenerateDataKey", "kms:Decrypt"):
+            # SNS passes EventBridge's calls to KMS without aws:SourceAccount / aws:SourceArn (SNS developer guide).
+            assert world.service_may("events.amazonaws.com", action, key, world.arn(key), sns_key_context(world, topic)), (rule, action)
+
+
+def test_eventbridge_rules_of_another_account_cannot_publish(world):
+    """The topic policy names this account's rules: another account's rule (or one that claims this account but
+    is not of it, or any call without a source) is denied; a rule of this account in another region too."""
+    topic, _ = topic_and_key(world)
+    theirs = f"arn:aws:events:{world.region}:{OTHER_ACCOUNT}:rule/theirs"
+    for context in (
+        {"aws:SourceAccount": OTHER_ACCOUNT, "aws:SourceArn": theirs},
+        {"aws:SourceAccount": world.account, "aws:SourceArn": theirs},
+        {"aws:SourceAccount": world.account, "aws:SourceArn": f"arn:aws:events:eu-central-1:{world.account}:rule/ours-elsewhere"},
+        {},
+    ):
+        assert not world.service_may("events.amazonaws.com", "sns:Publish", topic, world.ref(topic), {**TLS, **context}), context
+    ours = f"arn:aws:events:{world.region}:{world.account}:rule/ours"
+    plain = {"aws:SecureTransport": "false", "aws:SourceAccount": world.account, "aws:SourceArn": ours}
+    assert not world.service_may("events.amazonaws.com", "sns:Publish", topic, world.ref(topic), plain)
+
+
+def test_the_topic_key_serves_this_accounts_alarms_and_topics_only(world):
+    """CloudWatch -> key: another account's alarm, an alarm that is not of this account, or a message to another
+    account's topic is denied. EventBridge -> key: only for messages to this account's topics. No other service."""
+    topic, key = topic_and_key(world)
+    ours = {"aws:SourceAccount": world.account, "aws:SourceArn": world.arn(next(iter(world.of_type("AWS::CloudWatch::Alarm"))))}
+    their_alarm = f"arn:aws:cloudwatch:{world.region}:{OTHER_ACCOUNT}:alarm:theirs"
+    their_topic = {TOPIC_CONTEXT: f"arn:aws:sns:{world.region}:{OTHER_ACCOUNT}:theirs"}
+    for action in ("kms:GenerateDataKey", "kms:Decrypt"):
+        for context in (
+            {"aws:SourceAccount": OTHER_ACCOUNT, "aws:SourceArn": their_alarm, **sns_key_context(world, topic)},
+            {"aws:SourceAccount": world.account, "aws:SourceArn": their_alarm, **sns_key_context(world, topic)},
+            {**ours, **their_topic},
+            ours,
+            sns_key_context(world, topic),
+        ):
+            assert not world.service_may("cloudwatch.amazonaws.com", action, key, world.arn(key), context), (action, context)
+        for context in (their_topic, {TOPIC_CONTEXT: f"arn:aws:sns:eu-central-1:{world.account}:elsewhere"}, {}):
+            assert not world.service_may("events.amazonaws.com", action, key, world.arn(key), context), (action, context)
+        assert not world.service_may("s3.amazonaws.com", action, key, world.arn(key), sns_key_context(world, topic))
+
+
+def test_the_group_event_rules_match_their_own_group_only(world):
+    """Each group's rule, run through an EventBridge pattern matcher (moto's implementation of EventBridge's
+    content filtering): its own group's launches and terminations match; the same events from another group
+    in the account, and other Auto Scaling events of its own group, do not."""
+    topic, _ = topic_and_key(world)
+    groups = world.of_type("AWS::AutoScaling::AutoScalingGroup")
+    for group in groups:
+        (rule,) = [r for r in world.of_type("AWS::Events::Rule").values()
+                   if publishes_to(r, topic) and r["Properties"]["EventPattern"].get("source") == ["aws.autoscaling"]
+                   and r["Properties"]["EventPattern"]["detail"]["AutoScalingGroupName"] == [{"Ref": group}]]
+        pattern = EventPattern.load(json.dumps(world.resolve(rule["Properties"]["EventPattern"])))
+        for detail_type in GROUP_EVENT_TYPES:
+            assert pattern.matches_event(autoscaling_event(world, world.ref(group), detail_type)), (group, detail_type)
+            assert not pattern.matches_event(autoscaling_event(world, "someone-elses-group", detail_type)), (group, detail_type)
+            for other in groups:
+                if other != group:
+                    assert not pattern.matches_event(autoscaling_event(world, world.ref(other), detail_type)), (group, other)
+        assert not pattern.matches_event(autoscaling_event(world, world.ref(group), "EC2 Instance-launch Lifecycle Action"))
+        ec2 = {**autoscaling_event(world, world.ref(group), GROUP_EVENT_TYPES[0]), "source": "aws.ec2"}
+        assert not pattern.matches_event(ec2)
+
+
+def autoscaling_event(world: TemplateWorld, group_name: str, detail_type: str) -> dict:
+    """An EC2 Auto Scaling event as EventBridge delivers it (EC2 Auto Scaling user guide, "Event reference")."""
+    return {
+        "version": "0", "id": "12345678-1234-1234-1234-123456789012", "detail-type": detail_type,
+        "source": "aws.autoscaling", "account": world.account, "time": "2026-12-03T10:00:00Z", "region": world.region,
+        "resources": [f"arn:aws:autoscaling:{world.region}:{world.account}:autoScalingGroup:1234:autoScalingGroupName/{group_name}",
+                      f"arn:aws:ec2:{world.region}:{world.account}:instance/i-0123456789abcdef0"],
+        "detail": {"StatusCode": "InProgress", "AutoScalingGroupName": group_name, "EC2InstanceId": "i-0123456789abcdef0",
+                   "Cause": "At 2026-12-03T10:00:00Z an instance was started in response to a difference between desired and actual capacity"},
+    }
 
 
 def test_auto_scaling_group_events_reach_the_topic(world):

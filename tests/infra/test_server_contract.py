@@ -16,6 +16,7 @@ import gpu_inference_constructs
 from gpu_inference_constructs import (
     BundledServer,
     ConfigError,
+    StopTiming,
     LivenessCheck,
     ModelFromS3,
     ModelProps,
@@ -41,6 +42,7 @@ def complete(**overrides) -> ServerContract:
         liveness=LivenessCheck(("CMD", "serve", "--alive")),
         user="1000:1000",
         model_source=ModelFromS3.server_downloads(),
+        stop=StopTiming(drain_seconds=30, exit_seconds=10),
     )
     return ServerContract(**{**values, **overrides})
 
@@ -50,7 +52,7 @@ def test_an_incomplete_contract_names_everything_it_misses():
         ServerContract(image=IMAGE, command=("serve",), user="1000:1000")
     message = str(error.value)
     assert message.startswith("server.port: the custom server contract is incomplete; missing: port (")
-    for name in ("port", "readiness_path", "liveness", "model_source"):
+    for name in ("port", "readiness_path", "liveness", "model_source", "stop"):
         assert f"{name} (" in message
     assert "image (" not in message and "command (" not in message
 
@@ -157,7 +159,7 @@ def test_the_fit_check_counts_the_sidecars():
         ({"listener_priority": None}, "listener_priority", "is missing"),
         ({"model_bucket": None}, "model_store", "exactly one of model_store or model_bucket (got neither)"),
         ({"listener": None}, "load_balancer", "exactly one of load_balancer or listener (got neither)"),
-        ({"server": None}, "server", "is missing"),
+        ({"server": None}, "server", "is missing: pass server=BundledServer(image=...)"),
     ],
 )
 def test_missing_parts_are_named(change, key, message):
@@ -168,6 +170,21 @@ def test_missing_parts_are_named(change, key, message):
     assert error.value.key == key and message in error.value.detail
 
 
+@pytest.mark.parametrize("server", [None, "bundled"])
+def test_an_image_alone_is_refused_and_the_error_names_the_fix(server):
+    """ModelService(image=vllm/vllm-openai) used to become BundledServer(image): vLLM's image running our
+    `python -m inference_server`. An image never stands for a server now, alone or beside one."""
+    stack, parts = stack_with_placement()
+    vllm_image = ecs.ContainerImage.from_registry("vllm/vllm-openai:v0.32.0")
+    extra = {"server": BundledServer(IMAGE)} if server else {}
+    with pytest.raises(ConfigError) as error:
+        ModelService(stack, "M", model=ModelProps(name="mm", version="1"), image=vllm_image, instance_type="g5.xlarge", **parts, **extra)
+    assert error.value.key == "image"
+    for fix in ("server=BundledServer(image=...)", "server=VllmServer(...)", "server=ServerContract("):
+        assert fix in error.value.detail
+    assert not [c for c in stack.node.find_all() if isinstance(c, ecs.TaskDefinition)], "nothing was built from the image"
+
+
 def test_the_bundled_server_takes_one_gpu_and_vllm_needs_an_image():
     stack, parts = stack_with_placement()
     with pytest.raises(ConfigError, match="one GPU per task"):
@@ -175,6 +192,60 @@ def test_the_bundled_server_takes_one_gpu_and_vllm_needs_an_image():
     stack, parts = stack_with_placement()
     with pytest.raises(ConfigError, match=r"vllm.image: is missing"):
         ModelService(stack, "B", model=ModelProps(name="bb", version="1", gpus=1), server=VllmServer(), instance_type="g5.xlarge", **parts)
+
+
+def test_the_bundled_servers_stop_timing_is_read_from_the_server_itself():
+    """The preset's numbers are the server's own: DRAIN_TIMEOUT_S's default (settings.py) and the grace the
+    supervisor gives its processes after the drain before it kills them and exits (supervisor.py)."""
+    import dataclasses
+
+    from gpu_inference_constructs.server_contract import BUNDLED_DEFAULT_DRAIN_SECONDS, BUNDLED_EXIT_SECONDS
+    from inference_server import supervisor
+    from inference_server.settings import Settings
+
+    (drain,) = [f.default for f in dataclasses.fields(Settings) if f.name == "drain_timeout_s"]
+    assert BUNDLED_DEFAULT_DRAIN_SECONDS == drain
+    assert BUNDLED_EXIT_SECONDS == supervisor.WORKER_STOP_GRACE_S
+    stack, parts = stack_with_placement()
+    timing = gpu_inference_constructs.ServiceTimingProps(drain_timeout_seconds=60, stop_timeout_seconds=80)
+    service = ModelService(stack, "M", model=ModelProps(name="mm", version="1", request_timeout_seconds=12), server=BundledServer(IMAGE),
+                           instance_type="g5.xlarge", timing=timing, **parts)
+    assert service.contract.stop == StopTiming(drain_seconds=60, exit_seconds=15, longest_request_seconds=12)
+    assert service.contract.environment["DRAIN_TIMEOUT_S"] == "60" and service.contract.environment["REQUEST_TIMEOUT_S"] == "12"
+
+
+@pytest.mark.parametrize("preset", [StopTiming.vllm(), StopTiming.tgi(), StopTiming.triton(), StopTiming.bundled()])
+def test_each_preset_fits_the_default_timing(preset):
+    timing = gpu_inference_constructs.ServiceTimingProps()
+    preset.check_fits(stop_timeout_seconds=timing.stop_timeout_seconds, deregistration_delay_seconds=timing.deregistration_delay_seconds)
+
+
+@pytest.mark.parametrize(
+    "stop, timing, key, message",
+    [
+        (StopTiming(drain_seconds=80, exit_seconds=15), dict(stop_timeout_seconds=90), "timing.stop_timeout_seconds",
+         "90 s is shorter than the 95 s the custom server needs after SIGTERM (drain 80 + exit 15): ECS would SIGKILL it mid-drain"),
+        (StopTiming(drain_seconds=95, exit_seconds=15), dict(stop_timeout_seconds=90), "timing.deregistration_delay_seconds",
+         "20 s of deregistration delay + the 110 s the custom server needs after SIGTERM (drain 95 + exit 15) = 130 s exceeds the 120 s Spot"),
+        (StopTiming(drain_seconds=0, exit_seconds=20, longest_request_seconds=45), dict(deregistration_delay_seconds=30),
+         "timing.deregistration_delay_seconds", "30 s of deregistration delay + 0 s of drain = 30 s is shorter than the longest request"),
+    ],
+)
+def test_a_server_that_needs_more_time_than_the_task_gives_fails_at_construction(stop, timing, key, message):
+    """A server cut by SIGKILL mid-drain, or by the Spot reclaim, or stopped while requests still run, is a
+    configuration error: the contract's stop timing against the task's stopTimeout and deregistration delay."""
+    stack, parts = stack_with_placement()
+    with pytest.raises(ConfigError) as error:
+        ModelService(stack, "M", model=ModelProps(name="mm", version="1"), server=complete(stop=stop), instance_type="g5.xlarge",
+                     timing=gpu_inference_constructs.ServiceTimingProps(**timing), **parts)
+    assert error.value.key == key and message in error.value.detail and "(models[mm])" in error.value.detail
+
+
+def test_stop_timing_ranges():
+    with pytest.raises(ConfigError, match="server.stop.exit_seconds"):
+        StopTiming(drain_seconds=10, exit_seconds=0)
+    with pytest.raises(ConfigError, match="server.stop.drain_seconds"):
+        StopTiming(drain_seconds=-1, exit_seconds=5)
 
 
 def test_a_secret_needs_a_variable_in_the_contract():
@@ -196,16 +267,116 @@ def test_a_server_that_serves_at_its_root_gets_the_prefix_stripped_and_ours_does
     assert "Transforms" not in rules[11], "the bundled server serves under /<model>/ itself"
 
 
-def test_everything_a_consumer_needs_is_exported_with_documented_defaults():
-    for name in ("ServiceScaling", "InferenceMonitoring", "ModelScalingProps", "ScalingProps", "PredictiveScalingProps", "MonitoringProps",
-                 "ServerContract", "BundledServer", "VllmServer", "VllmProps", "LivenessCheck", "ModelFromS3", "PrometheusMetrics",
-                 "ScalingSignal", "ModelService", "ModelProps", "GpuCapacity", "ModelStore", "InferenceLoadBalancer", "grant_logs_service"):
-        assert name in gpu_inference_constructs.__all__, name
+def library_namespace() -> dict:
+    """Every name of every module of the library: what its annotations (strings, under ``from __future__ import
+    annotations``, some imported only for type checking) refer to."""
+    import importlib
+    import pkgutil
+
+    namespace = {}
+    for module in pkgutil.walk_packages(gpu_inference_constructs.__path__, "gpu_inference_constructs."):
+        if not module.name.endswith("__main__"):  # a command line, not a module to import
+            namespace.update(vars(importlib.import_module(module.name)))
+    return namespace
+
+
+def library_types_in(annotation) -> set[type]:
+    """The library's own classes that an annotation names, through Optional, Union, Sequence, Mapping, tuple, ..."""
+    import typing
+
+    found = set()
+    for part in (typing.get_origin(annotation), *typing.get_args(annotation), annotation):
+        if part is annotation and (typing.get_origin(annotation) or typing.get_args(annotation)):
+            continue
+        if part is not annotation and (typing.get_origin(part) or typing.get_args(part)):
+            found |= library_types_in(part)
+        elif isinstance(part, type) and part.__module__.startswith("gpu_inference_constructs"):
+            found.add(part)
+    return found
+
+
+def public_signatures(obj, names: dict | None = None) -> dict[str, dict]:
+    """{where: type hints} of an exported class (its fields, constructor, public methods and properties) or function."""
+    import dataclasses
+    import inspect
+    import typing
+
+    namespace = {**library_namespace(), **(names or {})}
+
+    def hints(function) -> dict:
+        try:
+            return typing.get_type_hints(function, globalns=namespace, localns=namespace)
+        except NameError as error:
+            raise AssertionError(f"{function.__qualname__}: an annotation names something the library does not define ({error})") from None
+
+    if not isinstance(obj, type):
+        return {obj.__name__: hints(obj)} if callable(obj) else {}
+    found = {f"{obj.__name__} fields": hints(obj)} if dataclasses.is_dataclass(obj) else {}
+    for name, member in inspect.getmembers(obj):
+        function = member.fget if isinstance(member, property) else member
+        if (name == "__init__" or not name.startswith("_")) and inspect.isfunction(function) \
+                and function.__module__.startswith("gpu_inference_constructs"):
+            found[f"{obj.__name__}.{name}"] = hints(function)
+    return found
+
+
+def test_every_library_type_in_a_public_signature_is_exported():
+    """Walks the type hints of everything exported (constructs' and presets' constructors, props' fields, public
+    methods and properties, functions), and of every library type they name, in turn: a library type a consumer
+    must build or receive (RollbackThresholds for ModelService, LoadBalancerQuotas for LoadBalancerProps, ...) and
+    cannot import from gpu_inference_constructs fails here, naming where it is used."""
+    exported = set(gpu_inference_constructs.__all__)
+    import inspect
+
+    pending = [getattr(gpu_inference_constructs, name) for name in sorted(exported)]
+    pending = [obj for obj in pending if isinstance(obj, type) or inspect.isfunction(obj)]  # not CATALOG and the like
+    walked, unexported = set(), {}
+    while pending:
+        obj = pending.pop()
+        if obj in walked:
+            continue
+        walked.add(obj)
+        for where, hints in public_signatures(obj).items():
+            for name, annotation in hints.items():
+                for kind in library_types_in(annotation):
+                    if kind.__name__ not in exported or getattr(gpu_inference_constructs, kind.__name__) is not kind:
+                        unexported.setdefault(kind.__name__, []).append(f"{where}({name})")
+                    pending.append(kind)
+    assert not unexported, f"used in public signatures but not exported from gpu_inference_constructs: {unexported}"
+    assert len(walked) > 40, "the walk reaches the constructs, their props and what those name"
+
+
+def test_the_signature_walk_finds_a_type_that_is_not_exported():
+    """The walk itself: a props class naming an unexported library type is caught, inside Optional and tuple too."""
+    from dataclasses import dataclass
+    from typing import Optional
+
+    from gpu_inference_constructs.load_balancer import LoadBalancerQuotas
+
+    @dataclass(frozen=True)
+    class Hidden:
+        """Not exported."""
+
+    Hidden.__module__ = "gpu_inference_constructs.hidden"
+
+    @dataclass(frozen=True)
+    class Props:
+        quotas: Optional[LoadBalancerQuotas] = None
+        hidden: tuple[Optional[Hidden], ...] = ()
+
+    Props.__module__ = "gpu_inference_constructs.hidden"
+    hints = public_signatures(Props, {"Hidden": Hidden, "Optional": Optional})["Props fields"]
+    found = {kind.__name__ for annotation in hints.values() for kind in library_types_in(annotation)}
+    assert found == {"LoadBalancerQuotas", "Hidden"}
+
+
+def test_exported_classes_have_docstrings_that_state_their_defaults():
     for name in gpu_inference_constructs.__all__:
         value = getattr(gpu_inference_constructs, name)
         if isinstance(value, type):
             assert value.__doc__ and len(value.__doc__) > 40, f"{name} needs a docstring"
-    for props in ("ModelScalingProps", "ScalingProps", "PredictiveScalingProps", "MonitoringProps", "ServerContract", "VllmProps", "ModelProps"):
+    for props in ("ModelScalingProps", "ScalingProps", "PredictiveScalingProps", "MonitoringProps", "ServerContract", "VllmProps", "ModelProps",
+                  "LoadBalancerQuotas", "RollbackThresholds", "StopTiming"):
         assert "efault" in getattr(gpu_inference_constructs, props).__doc__, f"{props}' docstring states its defaults"
 
 
@@ -251,16 +422,16 @@ def test_tgi_and_triton_contracts_synthesize_with_their_own_ports_paths_and_metr
         name="tgi", image=IMAGE,
         command=("--model-id", "/scratch/model", "--port", "8080", "--hostname", "0.0.0.0", "--num-shard", "4"),
         port=8080, readiness_path="/health", liveness=LivenessCheck(("CMD", "curl", "-f", "http://127.0.0.1:8080/health")),
-        user="1000:1000", model_source=ModelFromS3.copy_to_scratch(), gpus_per_task=4, shared_memory_mib=16384,
+        user="1000:1000", model_source=ModelFromS3.copy_to_scratch(), gpus_per_task=4, shared_memory_mib=16384, stop=StopTiming.tgi(),
         environment={"HF_HUB_OFFLINE": "1", "HOME": "/scratch/home", "HUGGINGFACE_HUB_CACHE": "/scratch/cache"},
         metrics=PrometheusMetrics(metrics=("tgi_queue_size", "tgi_batch_current_size")),
         scaling_signals=(ScalingSignal("tgi_queue_size", statistic="Maximum", scale_out_above=8),),
     )
     triton = ServerContract(
         name="triton", image=IMAGE,
-        command=("tritonserver", "--model-repository=/scratch/model", "--http-port=8000", "--metrics-port=8002"),
+        command=("tritonserver", "--model-repository=/scratch/model", "--http-port=8000", "--metrics-port=8002", "--exit-timeout-secs=30"),
         port=8000, readiness_path="/v2/health/ready", liveness=LivenessCheck(("CMD", "curl", "-f", "http://127.0.0.1:8000/v2/health/live")),
-        user="1000:1000", model_source=ModelFromS3.copy_to_scratch(), shared_memory_mib=4096,
+        user="1000:1000", model_source=ModelFromS3.copy_to_scratch(), shared_memory_mib=4096, stop=StopTiming.triton(),
         metrics=PrometheusMetrics(metrics=("nv_inference_pending_request_count",), port=8002),
         scaling_signals=(ScalingSignal("nv_inference_pending_request_count", statistic="Maximum", scale_out_above=16),),
     )

@@ -99,6 +99,39 @@ def test_server_environment_names_the_model_and_its_s3_uri(env):
         assert environment["DRAIN_TIMEOUT_S"] == str(config.service.drain_timeout_seconds)
 
 
+def test_the_bundled_server_runs_workers_for_its_cpu_reservation_not_for_the_hosts_cpus(env):
+    """On ECS on EC2 a container's `cpu` is a CPU share: the container sees all the host's vCPUs and has no cgroup
+    CPU quota, so the server's own default (one worker per CPU it sees, less one) would start 47 workers for a
+    3-vCPU task on a g5.12xlarge. The task sets WORKERS: one per whole reserved vCPU, less one for the model process."""
+    config, template = env
+    for model in bundled(config):
+        container = containers(template)[model.name]
+        assert container["Cpu"] == model.cpu
+        assert environment_of(container)["WORKERS"] == str(max(1, model.cpu // 1024 - 1)), model.name
+
+
+@pytest.mark.parametrize("cpu, workers", [(256, 1), (1024, 1), (2048, 1), (3072, 2), (3584, 2), (4096, 3), (16384, 15), (45056, 43)])
+def test_worker_count_formula(cpu, workers):
+    from gpu_inference_constructs.server_contract import bundled_workers
+
+    assert bundled_workers(cpu) == workers
+
+
+def test_a_task_on_a_large_host_starts_the_workers_its_reservation_pays_for(tmp_path):
+    """The server, given the task's environment on a host with more CPUs than the task reserves, starts WORKERS
+    workers (the supervisor's own count: settings first, CPUs it can see only without them)."""
+    from gpu_inference_constructs.server_contract import bundled_workers
+    from inference_server import supervisor
+    from inference_server.settings import load_settings
+
+    environment = {"MODEL_NAME": "m", "MODEL_VERSION": "1", "MODEL_URI": str(tmp_path), "MODEL_TASK": "text-embedding",
+                   "WORKERS": str(bundled_workers(3072))}
+    settings = load_settings([], environment)
+    assert supervisor.worker_count(settings) == 2
+    unset = load_settings([], {k: v for k, v in environment.items() if k != "WORKERS"})
+    assert supervisor.worker_count(unset) == max(1, supervisor.task_cpus() - 1), "without WORKERS the server counts the CPUs it sees"
+
+
 def test_containers_are_non_root_read_only_and_unprivileged(env):
     config, template = env
     for model in config.models:
@@ -274,10 +307,67 @@ def test_waf_body_rules_do_not_block_prediction_texts(env):
     found, off_predictions = scoped["Statement"]["AndStatement"]["Statements"]
     labels = {s["LabelMatchStatement"]["Key"] for s in found["OrStatement"]["Statements"]}
     assert labels == {f"awswaf:managed:aws:core-rule-set:{n}_Body" for n in ("CrossSiteScripting", "GenericLFI", "GenericRFI", "EC2MetaDataSSRF")}
-    paths = off_predictions["NotStatement"]["Statement"]["OrStatement"]["Statements"]
-    assert {(p["ByteMatchStatement"]["PositionalConstraint"], p["ByteMatchStatement"]["SearchString"]) for p in paths} == {
-        ("ENDS_WITH", "/predict"), ("ENDS_WITH", "/predict/batch"), ("ENDS_WITH", "/v1/completions"), ("ENDS_WITH", "/v1/chat/completions")
-    }
+    exempt = off_predictions["NotStatement"]["Statement"]
+    for model in config.models:
+        for path in body_routes(model):
+            assert waf_matches(exempt, f"/{model.name}{path}"), f"{model.name}: the body rules would block {path}"
+        for path in ("/ready", "/health", "/metrics", "/docs", "/openapi.json", f"/v2/models/{model.name}", "/predict/", "/x/predict"):
+            assert not waf_matches(exempt, f"/{model.name}{path}"), f"{model.name}: {path} takes no prediction body"
+        assert not waf_matches(exempt, "/predict"), "the exemption is below a model's prefix only"
+
+
+def bundled_server_routes(model_name: str, version: str) -> dict:
+    """The OpenAPI paths of the bundled server itself (inference_image/), built for ``model_name``: {path: operations}.
+    Every route is served at /<route> and at /<model>/<route> (inference_server/app.py); the document lists the first."""
+    from types import SimpleNamespace
+
+    from inference_server.app import create_app
+    from inference_server.service import ModelService
+    from inference_server.settings import Settings
+
+    settings = Settings(model_name=model_name, model_version=version, model_uri="/nonexistent", model_task="text-embedding")
+    return create_app(ModelService(settings, client=SimpleNamespace(status=None))).openapi()["paths"]
+
+
+# vLLM's OpenAI routes that take a prompt (its API key guards /v1; public_paths forwards /v1/* only).
+VLLM_BODY_ROUTES = ("/v1/completions", "/v1/chat/completions", "/v1/embeddings")
+
+
+def body_routes(model) -> list[str]:
+    """The paths below the model's prefix whose requests carry a body (prompt, texts, tensors), with each path
+    parameter set to the value the server accepts: derived from the bundled server's own routes, so a route added
+    to the server that the WAF would inspect as a body fails the test until PREDICTION_PATHS has it."""
+    if model.vllm is not None:
+        return list(VLLM_BODY_ROUTES)
+    paths = []
+    for path, operations in bundled_server_routes(model.name, model.version).items():
+        for operation in operations.values():
+            if "requestBody" in operation:
+                for parameter in operation.get("parameters", []):
+                    if parameter["in"] == "path":
+                        (value,) = parameter["schema"]["enum"]
+                        path = path.replace("{" + parameter["name"] + "}", value)
+                paths.append(path)
+    assert {"/predict", "/predict/batch", "/v1/embeddings", f"/v2/models/{model.name}/infer"} <= set(paths), paths
+    return paths
+
+
+def waf_matches(statement: dict, uri_path: str) -> bool:
+    """What AWS WAF decides for a statement on the request's URI path (the statement kinds the web ACL uses there)."""
+    import re
+
+    if "OrStatement" in statement:
+        return any(waf_matches(s, uri_path) for s in statement["OrStatement"]["Statements"])
+    if "NotStatement" in statement:
+        return not waf_matches(statement["NotStatement"]["Statement"], uri_path)
+    (kind, match), = statement.items()
+    assert match["FieldToMatch"] == {"UriPath": {}} and match["TextTransformations"] == [{"Priority": 0, "Type": "NONE"}]
+    if kind == "RegexMatchStatement":
+        return re.search(match["RegexString"], uri_path) is not None
+    assert kind == "ByteMatchStatement", kind
+    search, where = match["SearchString"], match["PositionalConstraint"]
+    return {"EXACTLY": uri_path == search, "STARTS_WITH": uri_path.startswith(search), "ENDS_WITH": uri_path.endswith(search),
+            "CONTAINS": search in uri_path}[where]
 
 
 def test_waf_rate_limit_lets_one_client_load_at_least_one_task(env):

@@ -7,15 +7,20 @@ from aws_cdk import aws_kms as kms
 from aws_cdk.assertions import Template
 
 from gpu_inference_constructs import (
-    GpuCapacity, GpuCapacityProps, InferenceLoadBalancer, InferenceNetwork, LoadBalancerProps,
+    BundledServer, GpuCapacity, GpuCapacityProps, InferenceLoadBalancer, InferenceNetwork, LoadBalancerProps,
     ModelProps, ModelService, ModelStore, ModelStoreProps, NetworkProps, ServiceTimingProps,
 )
 
 
+BUCKET_POLICY_FLAG = "@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy"
+
+
 @pytest.fixture(scope="module")
 def template() -> Template:
-    # A `cdk init` app's flag; without it CDK gives the access-log bucket an ACL that object ownership forbids.
-    app = cdk.App(context={"@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy": True})
+    # No context at all, so none of the flags a `cdk init` app sets: the library must not need them (ModelStore
+    # grants S3 log delivery by bucket policy itself, whatever the flags say).
+    app = cdk.App()
+    assert not cdk.FeatureFlags.of(app).is_enabled(BUCKET_POLICY_FLAG)
     stack = cdk.Stack(app, "TheirStack", env=cdk.Environment(account="123456789012", region="eu-west-1"))
     network = InferenceNetwork(stack, "Net", props=NetworkProps(availability_zones=("eu-west-1a", "eu-west-1b")))
     gpus = GpuCapacity(stack, "Gpus", vpc=network.vpc, props=GpuCapacityProps(max_capacity=8))
@@ -25,7 +30,7 @@ def template() -> Template:
     for name in ("embedder", "classifier"):
         ModelService(stack, name.capitalize(), model=ModelProps(name=name, version="v3"), timing=ServiceTimingProps(),
                      cluster=gpus.cluster, capacity_provider_name=gpus.capacity_provider.capacity_provider_name, instance_type="g5.xlarge",
-                     subnets=network.private_subnets, image=ecs.ContainerImage.from_registry("example.com/their-server:1"),
+                     subnets=network.private_subnets, server=BundledServer(ecs.ContainerImage.from_registry("example.com/their-server:1")),
                      model_store=store, load_balancer=alb, logs_key=kms.Key(stack, f"{name}Logs"), log_retention_days=30,
                      environment_name="prod")
     return Template.from_stack(stack)
@@ -38,3 +43,23 @@ def test_each_service_waits_for_the_capacity_provider_association(template):
     assert len(services) == 2
     for service in services.values():
         assert association in service["DependsOn"]
+
+
+def test_access_logging_works_without_the_bucket_policy_flag(template):
+    """Without @aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy aws-cdk-lib would grant S3 log delivery by an ACL
+    (LogDeliveryWrite), which a bucket with BucketOwnerEnforced ownership refuses at deploy. ModelStore writes the
+    logging configuration and a bucket-policy grant itself: no bucket has an ACL, and log delivery is allowed for
+    the model bucket's logs from this account only."""
+    buckets = template.find_resources("AWS::S3::Bucket")
+    assert len(buckets) == 2
+    for bucket in buckets.values():
+        assert "AccessControl" not in bucket["Properties"]
+        assert bucket["Properties"]["OwnershipControls"] == {"Rules": [{"ObjectOwnership": "BucketOwnerEnforced"}]}
+    (models,) = [k for k, b in buckets.items() if "LoggingConfiguration" in b["Properties"]]
+    logging = buckets[models]["Properties"]["LoggingConfiguration"]
+    target = logging["DestinationBucketName"]["Ref"]
+    (policy,) = [p for p in template.find_resources("AWS::S3::BucketPolicy").values() if p["Properties"]["Bucket"] == {"Ref": target}]
+    (grant,) = [s for s in policy["Properties"]["PolicyDocument"]["Statement"] if s.get("Principal") == {"Service": "logging.s3.amazonaws.com"}]
+    assert grant["Effect"] == "Allow" and grant["Action"] == "s3:PutObject"
+    assert grant["Condition"]["ArnLike"]["aws:SourceArn"] == {"Fn::GetAtt": [models, "Arn"]}
+    assert grant["Condition"]["StringEquals"]["aws:SourceAccount"] == "123456789012"
