@@ -85,7 +85,8 @@ class ModelProps:
     between ``min_tasks`` (1) and ``max_tasks`` (4). ``vllm`` (default None) selects the vLLM preset
     with its settings; without it the bundled server runs and ``task``, the batching keys,
     ``result_cache_size`` and ``compile`` configure it. ``expected_load_seconds`` (180) is how long
-    download, load and warm-up take: the health-check grace period follows it.
+    download, load and warm-up take: the health-check grace period follows it. ``listener_priority``
+    (default: derived from the name) is its listener rule's priority; set it when two models' collide.
     """
 
     name: str
@@ -104,6 +105,7 @@ class ModelProps:
     result_cache_size: int = 0
     compile: bool = False
     gpus: int = 1
+    listener_priority: Optional[int] = None
     vllm: Optional[VllmProps] = None
     environment: dict[str, str] = field(default_factory=dict)
     scaling: ModelScalingProps = field(default_factory=ModelScalingProps)
@@ -130,6 +132,8 @@ class ModelProps:
         require_range(self.expected_load_seconds, 10, 3000, "expected_load_seconds")
         require(0 <= self.result_cache_size <= 1_000_000, "result_cache_size", f"{self.result_cache_size} is out of range; allowed 0 (off) to 1000000")
         require_range(self.gpus, 1, 8, "gpus", hint=" (GPUs per task; a 12xlarge type has 4)")
+        if self.listener_priority is not None:
+            require_range(self.listener_priority, 1, 50_000, "listener_priority")
         reserved_keys = VLLM_RESERVED_ENVIRONMENT if self.vllm is not None else server_environment_keys()
         reserved = sorted(set(self.environment) & set(reserved_keys))
         require(not reserved, "environment", f"{reserved} are set from the model's own keys; set those keys instead")
@@ -280,6 +284,7 @@ class ModelService(Construct):
         cluster, capacity_provider_name, self.instance_type = _placement(capacity, cluster, capacity_provider_name, instance_type, region)
         bucket = _model_bucket(model_store, model_bucket)
         _one_of(load_balancer=load_balancer, listener=listener)
+        listener_priority = model.listener_priority if listener_priority is None else listener_priority
         if listener is not None:
             require(listener_priority is not None, "listener_priority", "is missing: a rule on your own listener needs a priority unique on that listener (1-50000)")
             require_range(listener_priority, 1, 50_000, "listener_priority")
@@ -418,7 +423,7 @@ class ModelService(Construct):
         self.target_group = self.target_groups[0]
         if load_balancer is not None:
             self.listener_rule = load_balancer.add_model_route(model.name, *self.target_groups, scope=self,
-                                                               paths=contract.public_paths)
+                                                               paths=contract.public_paths, priority=listener_priority)
         else:
             self.listener_rule = elbv2.ApplicationListenerRule(
                 self,
