@@ -243,8 +243,8 @@ class ModelService(Construct):
     Attributes: ``contract``, ``service``, ``task_definition``, ``container``, ``model_fetcher`` (or
     None), ``metrics_collector`` (or None), ``target_group``, ``target_groups`` (with the alternate one
     that canary, linear and blue/green deployments shift traffic to), ``listener_rule``,
-    ``rollback_alarms``, ``security_group``, ``log_group``, ``task_role``, ``url_path``,
-    ``instance_type``. ``add_rollback_alarm`` adds an alarm that rolls back a deployment in progress.
+    ``rollback_alarms``, ``security_group``, ``log_group``, ``log_stream_prefix`` (``<model>/<version>``),
+    ``task_role``, ``url_path``, ``instance_type``. ``add_rollback_alarm`` adds an alarm that rolls back a deployment in progress.
     """
 
     def __init__(
@@ -358,7 +358,7 @@ class ModelService(Construct):
             environment=environment,
             secrets=secrets or None,
             port_mappings=[ecs.PortMapping(container_port=contract.port, protocol=ecs.Protocol.TCP, name="http")],
-            logging=self._log_driver(model.name),
+            logging=self._log_driver(),
             readonly_root_filesystem=contract.read_only_root_filesystem,
             privileged=False,
             user=contract.user,
@@ -489,9 +489,15 @@ class ModelService(Construct):
         """ECS rolls a deployment in progress back (every strategy) while ``alarm`` is in ALARM."""
         self._rollback_alarm_names.add(alarm.alarm_name)
 
-    def _log_driver(self, stream_prefix: str) -> ecs.LogDriver:
+    @property
+    def log_stream_prefix(self) -> str:
+        """``<model>/<version>``: every container's log stream is ``<model>/<version>/<container>/<task id>``, so the
+        two versions that serve side by side during a deployment stay apart, whatever the server logs."""
+        return f"{self.model.name}/{self.model.version}"
+
+    def _log_driver(self) -> ecs.LogDriver:
         return ecs.LogDrivers.aws_logs(
-            stream_prefix=stream_prefix,
+            stream_prefix=self.log_stream_prefix,
             log_group=self.log_group,
             mode=ecs.AwsLogDriverMode.NON_BLOCKING,
             max_buffer_size=cdk.Size.mebibytes(25),
@@ -549,7 +555,7 @@ class ModelService(Construct):
                 "HOME": f"{SCRATCH_PATH}/tmp",
                 "TMPDIR": f"{SCRATCH_PATH}/tmp",
             },
-            logging=self._log_driver(f"{self.model.name}-fetch"),
+            logging=self._log_driver(),
             readonly_root_filesystem=True,
             privileged=False,
             # Root, but with no capability beyond changing ownership: it creates scratch and hands it to the server's user.
@@ -579,7 +585,7 @@ class ModelService(Construct):
                 region=region,
                 log_group_name=self.log_group.log_group_name,
             ),
-            logging=self._log_driver(f"{self.model.name}-collector"),
+            logging=self._log_driver(),
             privileged=False,
             # The agent writes its translated configuration under /opt/aws: a writable root, no capabilities.
             readonly_root_filesystem=False,
