@@ -154,10 +154,10 @@ class EnvironmentConfig:
     def group_capacity(self, group: str) -> GpuCapacityProps:
         return self.capacity_groups[group].capacity if group else self.capacity
 
-    @property
-    def rollback_thresholds(self) -> RollbackThresholds:
-        """The rollback alarms trip where the environment's latency and 5xx alarms do."""
-        return RollbackThresholds(latency_p95_ms=self.monitoring.latency_p95_ms, target_5xx_percent=self.monitoring.target_5xx_percent)
+    def rollback_thresholds_for(self, model: ModelProps) -> RollbackThresholds:
+        """Per model: its ``rollback`` block, else its own latency goal (scaling.latency_p95_ms) and the environment's
+        5xx threshold. An LLM with a 20 s goal never shares an encoder's 500 ms."""
+        return model.rollback_thresholds(self.monitoring.target_5xx_percent)
 
     @property
     def stage_name(self) -> str:

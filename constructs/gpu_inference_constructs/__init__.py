@@ -4,7 +4,7 @@ Everything a consumer needs is importable from here: the constructs, their props
 contract and its presets. Each props class documents its defaults.
 """
 
-from .deployment import DeploymentProps
+from .deployment import DeploymentProps, RollbackProps, RollbackThresholds
 from .errors import ConfigError
 from .gpu_capacity import GpuCapacity, GpuCapacityProps
 from .instance_catalog import CATALOG, GpuInstanceType
@@ -63,6 +63,8 @@ __all__ = [
     "NotificationTopic",
     "PredictiveScalingProps",
     "PrometheusMetrics",
+    "RollbackProps",
+    "RollbackThresholds",
     "ScalingProps",
     "ScalingSignal",
     "ServerContext",

@@ -21,7 +21,7 @@ from constructs import Construct
 
 from . import metric_names
 from .acknowledgements import acknowledge, acknowledge_when_resolved, default_policy, nag_rendering
-from .deployment import DeploymentProps, RollbackAlarmNames, RollbackAlarms, RollbackThresholds, sum_over, worst_of
+from .deployment import DeploymentProps, RollbackAlarmNames, RollbackAlarms, RollbackProps, RollbackThresholds, sum_over, worst_of
 from .errors import ConfigError, require, require_range
 from .gpu_capacity import GpuCapacity
 from .instance_catalog import GpuInstanceType, lookup
@@ -110,6 +110,7 @@ class ModelProps:
     environment: dict[str, str] = field(default_factory=dict)
     scaling: ModelScalingProps = field(default_factory=ModelScalingProps)
     deployment: DeploymentProps = field(default_factory=DeploymentProps)
+    rollback: RollbackProps = field(default_factory=RollbackProps)
 
     def __post_init__(self) -> None:
         require(
@@ -134,6 +135,7 @@ class ModelProps:
         require_range(self.gpus, 1, 8, "gpus", hint=" (GPUs per task; a 12xlarge type has 4)")
         if self.listener_priority is not None:
             require_range(self.listener_priority, 1, 50_000, "listener_priority")
+        self.rollback_thresholds()
         reserved_keys = VLLM_RESERVED_ENVIRONMENT if self.vllm is not None else server_environment_keys()
         reserved = sorted(set(self.environment) & set(reserved_keys))
         require(not reserved, "environment", f"{reserved} are set from the model's own keys; set those keys instead")
@@ -143,6 +145,13 @@ class ModelProps:
                 "vllm.shared_memory_mib",
                 f"{self.vllm.shared_memory_mib} MiB of /dev/shm must be below memory_mib ({self.memory_mib}): shared memory counts against the task's memory",
             )
+
+    def rollback_thresholds(self, target_5xx_percent: float = RollbackThresholds.target_5xx_percent) -> RollbackThresholds:
+        """Where this model's rollback alarms trip: ``rollback``, else derived from its own latency goal."""
+        try:
+            return self.rollback.thresholds(self.scaling.latency_p95_ms, target_5xx_percent)
+        except ConfigError as error:
+            raise error.within("rollback") from None
 
     @property
     def sidecar_reservation(self) -> tuple[int, int]:
@@ -238,7 +247,8 @@ class ModelService(Construct):
     ``api_keys_secret`` goes to the contract's ``api_keys_variable``.
 
     How a new version goes out follows ``model.deployment`` (rolling, canary, linear, blue/green);
-    ``rollback_thresholds`` set the alarms that roll a deployment back.
+    ``rollback_thresholds`` (default ``model.rollback_thresholds()``: ``model.rollback``, else twice the model's
+    scaling p95 target and 1 % 5xx) set the alarms that roll a deployment back.
 
     Attributes: ``contract``, ``service``, ``task_definition``, ``container``, ``model_fetcher`` (or
     None), ``metrics_collector`` (or None), ``target_group``, ``target_groups`` (with the alternate one
@@ -271,10 +281,13 @@ class ModelService(Construct):
         listener_priority: Optional[int] = None,
         log_retention_days: int = 90,
         api_keys_secret: Optional[secretsmanager.ISecret] = None,
-        rollback_thresholds: RollbackThresholds = RollbackThresholds(),
+        rollback_thresholds: Optional[RollbackThresholds] = None,
     ) -> None:
         super().__init__(scope, construct_id)
         timing = timing or ServiceTimingProps()
+        if rollback_thresholds is None:
+            rollback_thresholds = model.rollback_thresholds()
+        rollback_thresholds.check_above_scaling(model.scaling.latency_p95_ms, "rollback_thresholds.latency_p95_ms")
         self.model = model
         deployment = model.deployment
         self._rollback_alarm_names = RollbackAlarmNames()

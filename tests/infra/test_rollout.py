@@ -86,8 +86,8 @@ def models(templates: list[dict]) -> dict[str, ModelView]:
         for key, resource in template["Resources"].items():
             if resource["Type"] == "AWS::ECS::Service":
                 task = template["Resources"][resource["Properties"]["TaskDefinition"]["Ref"]]["Properties"]
-                (container,) = task["ContainerDefinitions"]
-                name = next(e["Value"] for e in container["Environment"] if e["Name"] == "MODEL_NAME")
+                (server,) = [c for c in task["ContainerDefinitions"] if c["Name"] == "server"]
+                name = server["LogConfiguration"]["Options"]["awslogs-stream-prefix"].split("/")[0]  # <model>/<version>
                 views[name] = ModelView(template, key)
     return views
 
@@ -135,8 +135,10 @@ def test_every_strategy_rolls_back_on_the_models_alarms_and_the_users(strategies
             assert (alarm["EvaluationPeriods"], alarm["DatapointsToAlarm"]) == (ALARM_MINUTES, ALARM_MINUTES)
             assert alarm["TreatMissingData"] == "notBreaching"
         thresholds = sorted(alarm["Threshold"] for alarm in rollback)
-        monitoring = cdk_context()["environments"]["prod"]["monitoring"]
-        assert thresholds == sorted([monitoring["target_5xx_percent"], monitoring["latency_p95_ms"] / 1000])
+        prod = cdk_context()["environments"]["prod"]
+        model = next(m for m in prod["models"] if m["name"] == name)
+        # The model's own latency goal, twice over; the environment's 5xx threshold.
+        assert thresholds == sorted([prod["monitoring"]["target_5xx_percent"], 2 * model["scaling"]["latency_p95_ms"] / 1000])
 
 
 @pytest.mark.parametrize("environment", ["canary", "linear", "blue-green"])
@@ -314,3 +316,59 @@ def test_switching_between_rolling_and_a_traffic_shifting_strategy_rewrites_the_
     assert [group["Weight"] for group in weighted["ForwardConfig"]["TargetGroups"]] == [100, 0]
     readme = (ROOT / "README.md").read_text()
     assert "**Switching between `rolling` and a traffic-shifting strategy rewrites the rule.**" in readme
+
+
+def rollback_thresholds_in(templates: list[dict]) -> dict[str, dict[str, float]]:
+    """Model name -> {metric name -> threshold} of the alarms its service rolls back on."""
+    found = {}
+    for name, view in models(templates).items():
+        found[name] = {
+            next(m["MetricStat"]["Metric"]["MetricName"] for m in alarm["Metrics"] if "MetricStat" in m
+                 and m["MetricStat"]["Metric"]["MetricName"] != "RequestCount"): alarm["Threshold"]
+            for alarm in view.alarms_named_by_service()
+        }
+    return found
+
+
+def test_rollback_thresholds_follow_each_models_own_latency_goal(synthesized):
+    """staging canaries an encoder (p95 goal 250 ms) and vLLM's llama-13b (20 s): one environment-wide p95 would roll
+    back every llama release. Each model's rollback p95 is twice its own scaling goal."""
+    staging = rollback_thresholds_in([t for (env, _), t in synthesized.templates.items() if env == "staging"])
+    assert staging["llama-13b"] == {"TargetResponseTime": 40.0, "HTTPCode_Target_5XX_Count": 1.0}
+    assert staging["minilm"] == {"TargetResponseTime": 0.5, "HTTPCode_Target_5XX_Count": 1.0}
+
+
+def test_a_models_rollback_block_overrides_the_derived_thresholds():
+    data = copy.deepcopy(cdk_context()["environments"]["staging"])
+    llama = next(m for m in data["models"] if m["name"] == "llama-13b")
+    llama["rollback"] = {"latency_p95_ms": 30000, "target_5xx_percent": 2.5}
+    config = load_environment("staging", data)
+    thresholds = {m.name: config.rollback_thresholds_for(m) for m in config.models}
+    assert (thresholds["llama-13b"].latency_p95_ms, thresholds["llama-13b"].target_5xx_percent) == (30000, 2.5)
+    assert (thresholds["minilm"].latency_p95_ms, thresholds["minilm"].target_5xx_percent) == (500, 1.0)
+
+
+@pytest.mark.parametrize(("rollback", "message"), [
+    ({"latency_p95_ms": 500}, r"environment 'staging': models\[2\].rollback.latency_p95_ms: 500 ms is below the model's "
+                              r"scaling.latency_p95_ms \(20000 ms\): the service adds tasks only above that p95"),
+    ({"latency_p95_ms": 0}, r"models\[2\].rollback.latency_p95_ms: 0 is out of range"),
+    ({"target_5xx_percent": 0}, r"models\[2\].rollback.target_5xx_percent: 0.0 is out of range"),
+])
+def test_a_rollback_threshold_the_model_would_trip_in_normal_service_is_refused(rollback, message):
+    from gpu_inference_constructs.errors import ConfigError
+
+    data = copy.deepcopy(cdk_context()["environments"]["staging"])
+    data["models"][2]["rollback"] = rollback
+    assert data["models"][2]["name"] == "llama-13b"
+    with pytest.raises(ConfigError, match=message):
+        load_environment("staging", data)
+
+
+def test_the_library_derives_rollback_thresholds_from_the_model_and_checks_explicit_ones():
+    from gpu_inference_constructs import ModelProps, ModelScalingProps, RollbackThresholds
+    from gpu_inference_constructs.errors import ConfigError
+
+    model = ModelProps(name="llm", version="1", scaling=ModelScalingProps(latency_p95_ms=20_000))
+    assert model.rollback_thresholds() == RollbackThresholds(latency_p95_ms=40_000, target_5xx_percent=1.0)
+    with pytest.raises(ConfigError, match=r"rollback_thresholds.latency_p95_ms: 500 ms is below the model's scaling.latency_p95_ms"):
+        RollbackThresholds(latency_p95_ms=500).check_above_scaling(20_000, "rollback_thresholds.latency_p95_ms")
