@@ -104,6 +104,26 @@ def test_measured_throughput_replaces_the_estimate_for_that_gpu(capsys, minilm, 
     assert data["measured"]["max_batch_size"] == 64 and data["measured"]["gpu_model"] == "NVIDIA A10G"
 
 
+def test_measured_is_refused_for_an_llm_saying_which_format_it_reads(capsys, llama_7b, tmp_path):
+    """Neither benchmark measures an LLM; the refusal says what a --measured file must hold and what to do instead."""
+    measured = bench_json(tmp_path / "bench.json", "NVIDIA A10G", [(8, 900.0, 60.0, 0)])
+    assert main(["--model-dir", str(llama_7b), "--tokens-per-request", "512,256", "--requests-per-second", "2",
+                 "--p95-ms", "30000", "--measured", str(measured)]) == 2
+    err = capsys.readouterr().err
+    assert "--measured: " in err and "an LLM's throughput cannot be measured with the files this reads" in err
+    for field in ('"runs"', '"system": "ours"', '"throughput_rps"', '"p95_ms"', '"gpu"', "--measured-on"):
+        assert field in err, field
+    assert "For an LLM drop --measured" in err
+
+
+def test_a_file_that_is_not_a_bench_result_is_refused_with_the_format(capsys, minilm, tmp_path):
+    (tmp_path / "other.json").write_text('{"results": []}')
+    assert main(minilm_args(minilm, "--measured", str(tmp_path / "other.json"))) == 2
+    err = capsys.readouterr().err
+    assert "is not a benchmark result: expected the JSON that make bench or python -m bench.gpu_bench writes" in err
+    assert '"throughput_rps"' in err
+
+
 def test_a_cpu_bench_needs_measured_on_and_a_tesla_t4_name_maps_to_the_catalog(capsys, minilm, tmp_path):
     cpu = bench_json(tmp_path / "cpu.json", None, [(8, 60.0, 40.0, 0)])
     assert main(minilm_args(minilm, "--measured", str(cpu))) == 2
