@@ -12,7 +12,7 @@ from typing import Any, Mapping
 from gpu_inference_constructs.deployment import DeploymentProps, RollbackThresholds
 from gpu_inference_constructs.errors import ConfigError, require
 from gpu_inference_constructs.gpu_capacity import GpuCapacityProps
-from gpu_inference_constructs.load_balancer import ConfiguredLoad, LoadBalancerProps
+from gpu_inference_constructs.load_balancer import ConfiguredLoad, LoadBalancerProps, duplicate_priority_detail, priority_from_name
 from gpu_inference_constructs.log_retention import retention_days
 from gpu_inference_constructs.deployment_capacity import ServiceDeployment, check_group_holds_deployment_at_peak, tasks_for_deployment_at_peak
 from gpu_inference_constructs.model_service import ROLLING_MAX_HEALTHY_PERCENT, ModelProps, ServiceTimingProps
@@ -88,9 +88,15 @@ class EnvironmentConfig:
         placement = self.model_placement()
         smallest = {group: self.group_capacity(group).smallest_instance_type(self.region) for group in {"", *self.capacity_groups}}
         seen: set[str] = set()
+        priorities: dict[int, int] = {}  # listener rule priority -> index of the model that has it
         for index, model in enumerate(self.models):
             require(model.name not in seen, f"models[{index}].name", f"{model.name!r} is listed twice; model names must be unique")
             seen.add(model.name)
+            priority = priority_from_name(model.name) if model.listener_priority is None else model.listener_priority
+            other = priorities.setdefault(priority, index)
+            require(other == index, f"models[{index}].listener_priority", duplicate_priority_detail(
+                model.name, model.listener_priority, self.models[other].name, priority,
+                keys=f"models[{other}].listener_priority or models[{index}].listener_priority"))
             group = placement.get(model.name, "")
             try:
                 model.check_fits(smallest[group])
@@ -148,10 +154,10 @@ class EnvironmentConfig:
     def group_capacity(self, group: str) -> GpuCapacityProps:
         return self.capacity_groups[group].capacity if group else self.capacity
 
-    @property
-    def rollback_thresholds(self) -> RollbackThresholds:
-        """The rollback alarms trip where the environment's latency and 5xx alarms do."""
-        return RollbackThresholds(latency_p95_ms=self.monitoring.latency_p95_ms, target_5xx_percent=self.monitoring.target_5xx_percent)
+    def rollback_thresholds_for(self, model: ModelProps) -> RollbackThresholds:
+        """Per model: its ``rollback`` block, else its own latency goal (scaling.latency_p95_ms) and the environment's
+        5xx threshold. An LLM with a 20 s goal never shares an encoder's 500 ms."""
+        return model.rollback_thresholds(self.monitoring.target_5xx_percent)
 
     @property
     def stage_name(self) -> str:

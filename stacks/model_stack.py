@@ -71,7 +71,7 @@ class ModelStack(cdk.Stack):
             log_retention_days=config.log_retention_days,
             environment_name=config.name,
             api_keys_secret=self._api_keys(shared),
-            rollback_thresholds=config.rollback_thresholds,
+            rollback_thresholds=config.rollback_thresholds_for(model),
         )
         self.scaling = ServiceScaling(
             self,

@@ -4,7 +4,7 @@ Everything a consumer needs is importable from here: the constructs, their props
 contract and its presets. Each props class documents its defaults.
 """
 
-from .deployment import DeploymentProps, RollbackAlarms, RollbackThresholds
+from .deployment import DeploymentProps, RollbackAlarms, RollbackProps, RollbackThresholds
 from .errors import ConfigError
 from .gpu_capacity import GpuCapacity, GpuCapacityProps
 from .instance_catalog import CATALOG, GpuInstanceType
@@ -68,6 +68,7 @@ __all__ = [
     "PredictiveScalingProps",
     "PrometheusMetrics",
     "RollbackAlarms",
+    "RollbackProps",
     "RollbackThresholds",
     "ScalingProps",
     "ScalingSignal",

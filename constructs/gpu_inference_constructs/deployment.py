@@ -240,9 +240,9 @@ def worst_of(metrics: Sequence[cloudwatch.Metric], label: str) -> cloudwatch.IMe
 
 @dataclass(frozen=True)
 class RollbackThresholds:
-    """Where the built-in rollback alarms trip (the environment's monitoring thresholds). Defaults: p95 latency of a
-    target group at or above ``latency_p95_ms`` 500, or ``target_5xx_percent`` 1.0 % of its requests answered 5xx,
-    each for 3 minutes."""
+    """Where one model's built-in rollback alarms trip, each for 3 minutes (RollbackProps says how a model's are
+    chosen). Defaults: p95 latency of a target group at or above ``latency_p95_ms`` 500, or ``target_5xx_percent``
+    1.0 % of its requests answered 5xx."""
 
     latency_p95_ms: int = 500
     target_5xx_percent: float = 1.0
@@ -250,6 +250,41 @@ class RollbackThresholds:
     def __post_init__(self) -> None:
         require_range(self.latency_p95_ms, 1, 120_000, "latency_p95_ms")
         require(0 < self.target_5xx_percent <= 100, "target_5xx_percent", f"{self.target_5xx_percent} is out of range; a percentage above 0, at most 100")
+
+    def check_above_scaling(self, scaling_latency_p95_ms: int, key: str = "latency_p95_ms") -> None:
+        """A rollback p95 below the model's scaling target would roll back versions for latency the model is
+        configured to run at: the service only adds tasks once p95 passes that target."""
+        require(
+            self.latency_p95_ms >= scaling_latency_p95_ms,
+            key,
+            f"{self.latency_p95_ms} ms is below the model's scaling.latency_p95_ms ({scaling_latency_p95_ms} ms): the service "
+            "adds tasks only above that p95, so every release would roll back under load it is sized for; set at least "
+            f"{scaling_latency_p95_ms} (or leave it out: {ROLLBACK_LATENCY_FACTOR} x scaling.latency_p95_ms)",
+        )
+
+
+# A version still this many times slower than the model's latency goal after scaling had its say is slow, not busy.
+ROLLBACK_LATENCY_FACTOR = 2
+
+
+@dataclass(frozen=True)
+class RollbackProps:
+    """One model's rollback thresholds (``rollback`` in its cdk.json block). ``latency_p95_ms`` defaults to
+    ``ROLLBACK_LATENCY_FACTOR`` x the model's own ``scaling.latency_p95_ms`` and may not be below that target;
+    ``target_5xx_percent`` defaults to the environment's ``monitoring.target_5xx_percent`` (1 % in the library)."""
+
+    latency_p95_ms: Optional[int] = None
+    target_5xx_percent: Optional[float] = None
+
+    def __post_init__(self) -> None:
+        RollbackThresholds(**{k: v for k, v in vars(self).items() if v is not None})  # the same ranges
+
+    def thresholds(self, scaling_latency_p95_ms: int, target_5xx_percent: float = RollbackThresholds.target_5xx_percent) -> RollbackThresholds:
+        latency = self.latency_p95_ms if self.latency_p95_ms is not None else ROLLBACK_LATENCY_FACTOR * scaling_latency_p95_ms
+        errors = self.target_5xx_percent if self.target_5xx_percent is not None else target_5xx_percent
+        thresholds = RollbackThresholds(latency_p95_ms=latency, target_5xx_percent=errors)
+        thresholds.check_above_scaling(scaling_latency_p95_ms)
+        return thresholds
 
 
 class RollbackAlarms(Construct):

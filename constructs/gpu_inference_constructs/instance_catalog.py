@@ -4,18 +4,16 @@ cfn-lint does not check instance types inside a mixed-instances policy's ``Overr
 (its rule E3628 covers Instance, LaunchTemplate and EC2Fleet only), so the props check every
 type against this catalog, per region, before anything is synthesized.
 
-Sources (checked by the maintainers; update both tables together and record the date):
-- shapes: the "Accelerated computing" table of the Amazon EC2 instance types page;
-- regions: the regional availability of each family on the same pages, limited to the regions
-  we have seen each family offered in; add a region here when you confirm it;
-- prices: Amazon EC2 On-Demand pricing, Linux, us-east-1, as of 2025-11; every figure re-checked
-  on 2026-12-03 against the AWS Price List extract in aws/karpenter-provider-aws
-  ``pkg/providers/pricing/zz_generated.pricing_aws.go`` (generated 2026-07-20T13:44:30Z, us-east-1
-  only: no other region's prices could be sourced here, see ``ON_DEMAND_HOURLY_USD``). They are used
-  for the dashboard's cost estimate and the sizing advisor; pass ``hourly_price_usd`` in the
+Every figure of every entry has a source and the date it was read there: ``figure_sources(entry)``
+(a test checks each field of each entry). In short:
+- shapes (vCPUs, memory, GPUs): the "Accelerated computing" table of the Amazon EC2 instance types page;
+- GPU memory, compute capability, BF16: NVIDIA's datasheets and CUDA GPU list, AWS's pages for the A10G;
+- regions: the regional availability of each family, limited to the regions we have seen each family
+  offered in; add a region here when you confirm it;
+- prices: Amazon EC2 On-Demand, Linux, us-east-1, from the AWS Price List (see ``ON_DEMAND_HOURLY_USD``);
+  used for the dashboard's cost estimate and the sizing advisor; pass ``hourly_price_usd`` in the
   monitoring props (or ``--price`` to the advisor) to use your own (a negotiated rate, another region);
-- accelerators (memory bandwidth, dense FP16/BF16 tensor throughput): ``ACCELERATORS``, each with
-  its source and the date it was read.
+- accelerators (memory bandwidth, dense FP16/BF16 tensor throughput): ``ACCELERATORS``.
 """
 
 from __future__ import annotations
@@ -143,8 +141,10 @@ ACCELERATORS: dict[str, AcceleratorSpec] = {
     "NVIDIA A10G": AcceleratorSpec(
         600, None,
         "600 GB/s: Baseten, 'NVIDIA A10 vs A10G for ML model inference' (same 24 GB GDDR6 and bandwidth as "
-        "the A10). Tensor throughput: neither NVIDIA nor AWS publishes an A10G figure and third-party tables "
-        "disagree, so none is recorded: measure it (python -m bench.gpu_bench on a g5) and pass --measured",
+        "the A10). Tensor throughput: the A10G is an AWS-only variant of the A10 and neither NVIDIA nor AWS publishes "
+        "its FP16 tensor figure (searched 2026-12-03: NVIDIA's A10 datasheet covers the A10 only, AWS's G5 pages give "
+        "none); Baseten's comparison says the A10G's tensor throughput differs from the A10's, and third-party tables "
+        "disagree (62.5 TFLOPS in one, the A10's 125 in others), so none is recorded rather than a guess",
         "2026-12-03"),
     "NVIDIA L4": AcceleratorSpec(
         300, 121,
@@ -170,6 +170,60 @@ ON_DEMAND_PRICE_SOURCE = (
     "AWS Price List (us-east-1, Linux, On-Demand) via aws/karpenter-provider-aws "
     "pkg/providers/pricing/zz_generated.pricing_aws.go, generated 2026-07-20; read 2026-12-03"
 )
+
+
+@dataclass(frozen=True)
+class Sourced:
+    """Where a catalog figure comes from, and the day (ISO date) it was read there."""
+
+    source: str
+    as_of: str
+
+
+_SHAPES = Sourced(
+    "vCPUs, memory and GPU count: the Accelerated computing table of the Amazon EC2 instance types page (recorded "
+    "2026-12-02); re-checked 2026-12-03 against meta-pytorch/torchx torchx/specs/named_resources_aws.py (g4dn, g5, g6e, "
+    "'taken from aws.amazon.com/ec2/instance-types') and public instance maps listing g6 (xlarge to 16xlarge: 4 to 64 "
+    "vCPUs at 4 GiB each, 12xlarge 48 vCPUs, 192 GiB, 4 GPUs)",
+    "2026-12-03")
+SHAPE_SOURCES: dict[str, Sourced] = {
+    **{family: _SHAPES for family in ("g4dn", "g5", "g6", "g6e")},
+    "inf2": Sourced("EC2 DescribeInstanceTypes as captured in aws/karpenter-provider-aws "
+                    "pkg/fake/zz_generated.describe_instance_types.go (4 vCPU, 16384 MiB, one Inferentia2 device)", "2026-12-03"),
+}
+GPU_SOURCES: dict[str, Sourced] = {
+    # GPU memory, compute capability, BF16 support, and whether it runs CUDA.
+    "NVIDIA T4": Sourced("NVIDIA T4 datasheet: 16 GB GDDR6, Turing (compute capability 7.5, no BF16), recorded "
+                         "2026-12-02", "2026-12-02"),
+    "NVIDIA A10G": Sourced("24 GB GDDR6: Baseten's A10 vs A10G comparison and the RAPIDS deployment docs' AWS instance "
+                           "table (g5: A10G, 24 GB); Ampere GA102 (compute capability 8.6, BF16)", "2026-12-03"),
+    "NVIDIA L4": Sourced("NVIDIA L4 datasheet: 24 GB GDDR6, FP16/BF16 tensor cores; Ada Lovelace (compute capability "
+                         "8.9), recorded 2026-12-02", "2026-12-02"),
+    "NVIDIA L40S": Sourced("NVIDIA L40S datasheet: 48 GB GDDR6, FP16/BF16 tensor cores; Ada Lovelace (compute capability "
+                           "8.9), recorded 2026-12-02", "2026-12-02"),
+    "AWS Inferentia2": Sourced("AWS Neuron docs, Inferentia2 architecture: 32 GB HBM, FP16/BF16; runs Neuron-compiled "
+                               "models, not CUDA", "2026-12-03"),
+}
+REGION_SOURCES: dict[str, Sourced] = {
+    **{family: Sourced("the family's regional availability on its Amazon EC2 page, limited to the regions we have seen "
+                       "it offered in", "2026-12-02") for family in ("g4dn", "g5", "g6", "g6e")},
+    "inf2": Sourced("us-east-1 only: the one region whose price was sourced", "2026-12-03"),
+}
+PRICE_SOURCE = Sourced(ON_DEMAND_PRICE_SOURCE, "2026-12-03")
+
+
+def figure_sources(instance_type: GpuInstanceType) -> dict[str, Sourced]:
+    """Each figure of a catalog entry (its fields but the name, its regions, its accelerator's) -> its source and date."""
+    shape, gpu = SHAPE_SOURCES[instance_type.family], GPU_SOURCES[instance_type.gpu_model]
+    spec = ACCELERATORS[instance_type.gpu_model]
+    accelerator = Sourced(spec.source, spec.as_of)
+    return {
+        "vcpus": shape, "memory_gib": shape, "gpus": shape, "gpu_model": shape,
+        "gpu_memory_gib": gpu, "compute_capability": gpu, "supports_bf16": gpu, "cuda": gpu,
+        "on_demand_hourly_usd": PRICE_SOURCE,
+        "regions": REGION_SOURCES[instance_type.family],
+        "memory_bandwidth_gb_per_s": accelerator, "dense_fp16_tflops": accelerator,
+    }
 
 REGIONS_BY_FAMILY: dict[str, frozenset[str]] = {
     "g4dn": frozenset({

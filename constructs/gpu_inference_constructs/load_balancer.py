@@ -243,7 +243,7 @@ class InferenceLoadBalancer(Construct):
                 "narrow ingress_cidrs in config for a partner-only endpoint. WAF (config: waf) filters requests.",
             )
         self.web_acl = self._add_web_acl(props) if props.waf else None
-        self._priorities: set[int] = set()
+        self._priorities: dict[int, str] = {}  # priority -> the model whose rule has it
 
     def add_model_route(
         self,
@@ -253,6 +253,7 @@ class InferenceLoadBalancer(Construct):
         *,
         scope: Optional[Construct] = None,
         paths: Sequence[str] = (),
+        priority: Optional[int] = None,
     ) -> elbv2.ApplicationListenerRule:
         """Forward ``/<model_name>`` and ``/<model_name>/*`` to ``target_group`` (the server serves under that prefix);
         with ``paths`` (patterns below the prefix, such as ``/v1/*``) only those.
@@ -262,8 +263,9 @@ class InferenceLoadBalancer(Construct):
 
         With ``alternate_target_group`` the rule forwards weighted to both (100 / 0): ECS's canary, linear and
         blue/green deployments shift those weights. CloudFormation rewrites a rule's weights only when the rule's
-        own template changes (aws/aws-cdk#36649), so nothing in it may depend on anything but the model's name:
-        its priority is derived from the name, not from the order models are added in.
+        own template changes (aws/aws-cdk#36649), so nothing in it may depend on other models: its priority is
+        ``priority`` when given, else derived from the name alone. Two models with one priority are an error
+        naming both, never resolved by moving one (which would depend on which model came first).
         """
         self._rules += 1
         self._target_groups.update(cdk.Names.unique_id(t) for t in (target_group, alternate_target_group) if t is not None)
@@ -281,18 +283,19 @@ class InferenceLoadBalancer(Construct):
             scope or self,
             f"Route-{model_name}" if scope is None else "Route",
             listener=self.listener,
-            priority=self._priority_for(model_name),
+            priority=self._claim_priority(model_name, priority),
             conditions=[elbv2.ListenerCondition.path_patterns(model_path_patterns(model_name, paths))],
             action=action,
         )
 
-    def _priority_for(self, model_name: str) -> int:
-        """A listener rule priority (1 to 50000) from the model's name alone; the next free one on a collision."""
-        priority = 1 + int.from_bytes(hashlib.sha256(model_name.encode()).digest()[:4], "big") % MAX_RULE_PRIORITY
-        while priority in self._priorities:
-            priority = priority % MAX_RULE_PRIORITY + 1
-        self._priorities.add(priority)
-        return priority
+    def _claim_priority(self, model_name: str, priority: Optional[int]) -> int:
+        chosen = priority_from_name(model_name) if priority is None else priority
+        key = f"models[{model_name}].listener_priority"
+        require_range(chosen, 1, MAX_RULE_PRIORITY, key)
+        other = self._priorities.get(chosen)
+        require(other is None, key, duplicate_priority_detail(model_name, priority, other, chosen))
+        self._priorities[chosen] = model_name
+        return chosen
 
     def allow_to(self, peer: ec2.IConnectable, port: ec2.Port) -> None:
         self.security_group.connections.allow_to(peer, port, "load balancer to model tasks")
@@ -411,6 +414,21 @@ def prediction_path_regexes(paths: Sequence[str] = PREDICTION_PATHS) -> list[str
 
 def _visibility(name: str) -> wafv2.CfnWebACL.VisibilityConfigProperty:
     return wafv2.CfnWebACL.VisibilityConfigProperty(cloud_watch_metrics_enabled=True, metric_name=name, sampled_requests_enabled=True)
+
+
+def priority_from_name(model_name: str) -> int:
+    """A listener rule priority (1 to 50000) from the model's name alone."""
+    return 1 + int.from_bytes(hashlib.sha256(model_name.encode()).digest()[:4], "big") % MAX_RULE_PRIORITY
+
+
+def duplicate_priority_detail(model_name: str, priority: Optional[int], other: str, chosen: int,
+                              keys: str = "listener_priority on one of the two models") -> str:
+    how = "its listener_priority" if priority is not None else "derived from its name"
+    return (
+        f"listener rule priority {chosen} of {model_name!r} ({how}) is already {other!r}'s: set {keys} "
+        f"(1-{MAX_RULE_PRIORITY}, unused on the listener). Priorities never move by themselves: moving one would "
+        "rewrite that model's rule and reset its traffic weights (aws/aws-cdk#36649)"
+    )
 
 
 def model_path_patterns(model_name: str, paths: Sequence[str] = ()) -> list[str]:

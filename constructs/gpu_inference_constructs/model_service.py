@@ -21,7 +21,7 @@ from constructs import Construct
 
 from . import metric_names
 from .acknowledgements import acknowledge, acknowledge_when_resolved, default_policy, nag_rendering
-from .deployment import DeploymentProps, RollbackAlarmNames, RollbackAlarms, RollbackThresholds, sum_over, worst_of
+from .deployment import DeploymentProps, RollbackAlarmNames, RollbackAlarms, RollbackProps, RollbackThresholds, sum_over, worst_of
 from .errors import ConfigError, require, require_range
 from .gpu_capacity import GpuCapacity
 from .instance_catalog import GpuInstanceType, lookup
@@ -85,7 +85,8 @@ class ModelProps:
     between ``min_tasks`` (1) and ``max_tasks`` (4). ``vllm`` (default None) selects the vLLM preset
     with its settings; without it the bundled server runs and ``task``, the batching keys,
     ``result_cache_size`` and ``compile`` configure it. ``expected_load_seconds`` (180) is how long
-    download, load and warm-up take: the health-check grace period follows it.
+    download, load and warm-up take: the health-check grace period follows it. ``listener_priority``
+    (default: derived from the name) is its listener rule's priority; set it when two models' collide.
     """
 
     name: str
@@ -104,10 +105,12 @@ class ModelProps:
     result_cache_size: int = 0
     compile: bool = False
     gpus: int = 1
+    listener_priority: Optional[int] = None
     vllm: Optional[VllmProps] = None
     environment: dict[str, str] = field(default_factory=dict)
     scaling: ModelScalingProps = field(default_factory=ModelScalingProps)
     deployment: DeploymentProps = field(default_factory=DeploymentProps)
+    rollback: RollbackProps = field(default_factory=RollbackProps)
 
     def __post_init__(self) -> None:
         require(
@@ -130,6 +133,9 @@ class ModelProps:
         require_range(self.expected_load_seconds, 10, 3000, "expected_load_seconds")
         require(0 <= self.result_cache_size <= 1_000_000, "result_cache_size", f"{self.result_cache_size} is out of range; allowed 0 (off) to 1000000")
         require_range(self.gpus, 1, 8, "gpus", hint=" (GPUs per task; a 12xlarge type has 4)")
+        if self.listener_priority is not None:
+            require_range(self.listener_priority, 1, 50_000, "listener_priority")
+        self.rollback_thresholds()
         reserved_keys = VLLM_RESERVED_ENVIRONMENT if self.vllm is not None else server_environment_keys()
         reserved = sorted(set(self.environment) & set(reserved_keys))
         require(not reserved, "environment", f"{reserved} are set from the model's own keys; set those keys instead")
@@ -139,6 +145,13 @@ class ModelProps:
                 "vllm.shared_memory_mib",
                 f"{self.vllm.shared_memory_mib} MiB of /dev/shm must be below memory_mib ({self.memory_mib}): shared memory counts against the task's memory",
             )
+
+    def rollback_thresholds(self, target_5xx_percent: float = RollbackThresholds.target_5xx_percent) -> RollbackThresholds:
+        """Where this model's rollback alarms trip: ``rollback``, else derived from its own latency goal."""
+        try:
+            return self.rollback.thresholds(self.scaling.latency_p95_ms, target_5xx_percent)
+        except ConfigError as error:
+            raise error.within("rollback") from None
 
     @property
     def sidecar_reservation(self) -> tuple[int, int]:
@@ -240,13 +253,14 @@ class ModelService(Construct):
     ``api_keys_secret`` goes to the contract's ``api_keys_variable``.
 
     How a new version goes out follows ``model.deployment`` (rolling, canary, linear, blue/green);
-    ``rollback_thresholds`` set the alarms that roll a deployment back.
+    ``rollback_thresholds`` (default ``model.rollback_thresholds()``: ``model.rollback``, else twice the model's
+    scaling p95 target and 1 % 5xx) set the alarms that roll a deployment back.
 
     Attributes: ``contract``, ``service``, ``task_definition``, ``container``, ``model_fetcher`` (or
     None), ``metrics_collector`` (or None), ``target_group``, ``target_groups`` (with the alternate one
     that canary, linear and blue/green deployments shift traffic to), ``listener_rule``,
-    ``rollback_alarms``, ``security_group``, ``log_group``, ``task_role``, ``url_path``,
-    ``instance_type``. ``add_rollback_alarm`` adds an alarm that rolls back a deployment in progress.
+    ``rollback_alarms``, ``security_group``, ``log_group``, ``log_stream_prefix`` (``<model>/<version>``),
+    ``task_role``, ``url_path``, ``instance_type``. ``add_rollback_alarm`` adds an alarm that rolls back a deployment in progress.
     """
 
     def __init__(
@@ -273,10 +287,13 @@ class ModelService(Construct):
         listener_priority: Optional[int] = None,
         log_retention_days: int = 90,
         api_keys_secret: Optional[secretsmanager.ISecret] = None,
-        rollback_thresholds: RollbackThresholds = RollbackThresholds(),
+        rollback_thresholds: Optional[RollbackThresholds] = None,
     ) -> None:
         super().__init__(scope, construct_id)
         timing = timing or ServiceTimingProps()
+        if rollback_thresholds is None:
+            rollback_thresholds = model.rollback_thresholds()
+        rollback_thresholds.check_above_scaling(model.scaling.latency_p95_ms, "rollback_thresholds.latency_p95_ms")
         self.model = model
         deployment = model.deployment
         self._rollback_alarm_names = RollbackAlarmNames()
@@ -286,6 +303,7 @@ class ModelService(Construct):
         cluster, capacity_provider_name, self.instance_type = _placement(capacity, cluster, capacity_provider_name, instance_type, region)
         bucket = _model_bucket(model_store, model_bucket)
         _one_of(load_balancer=load_balancer, listener=listener)
+        listener_priority = model.listener_priority if listener_priority is None else listener_priority
         if listener is not None:
             require(listener_priority is not None, "listener_priority", "is missing: a rule on your own listener needs a priority unique on that listener (1-50000)")
             require_range(listener_priority, 1, 50_000, "listener_priority")
@@ -375,7 +393,7 @@ class ModelService(Construct):
             environment=environment,
             secrets=secrets or None,
             port_mappings=[ecs.PortMapping(container_port=contract.port, protocol=ecs.Protocol.TCP, name="http")],
-            logging=self._log_driver(model.name),
+            logging=self._log_driver(),
             readonly_root_filesystem=contract.read_only_root_filesystem,
             privileged=False,
             user=contract.user,
@@ -440,7 +458,7 @@ class ModelService(Construct):
         self.target_group = self.target_groups[0]
         if load_balancer is not None:
             self.listener_rule = load_balancer.add_model_route(model.name, *self.target_groups, scope=self,
-                                                               paths=contract.public_paths)
+                                                               paths=contract.public_paths, priority=listener_priority)
         else:
             self.listener_rule = elbv2.ApplicationListenerRule(
                 self,
@@ -506,9 +524,15 @@ class ModelService(Construct):
         """ECS rolls a deployment in progress back (every strategy) while ``alarm`` is in ALARM."""
         self._rollback_alarm_names.add(alarm.alarm_name)
 
-    def _log_driver(self, stream_prefix: str) -> ecs.LogDriver:
+    @property
+    def log_stream_prefix(self) -> str:
+        """``<model>/<version>``: every container's log stream is ``<model>/<version>/<container>/<task id>``, so the
+        two versions that serve side by side during a deployment stay apart, whatever the server logs."""
+        return f"{self.model.name}/{self.model.version}"
+
+    def _log_driver(self) -> ecs.LogDriver:
         return ecs.LogDrivers.aws_logs(
-            stream_prefix=stream_prefix,
+            stream_prefix=self.log_stream_prefix,
             log_group=self.log_group,
             mode=ecs.AwsLogDriverMode.NON_BLOCKING,
             max_buffer_size=cdk.Size.mebibytes(25),
@@ -566,7 +590,7 @@ class ModelService(Construct):
                 "HOME": f"{SCRATCH_PATH}/tmp",
                 "TMPDIR": f"{SCRATCH_PATH}/tmp",
             },
-            logging=self._log_driver(f"{self.model.name}-fetch"),
+            logging=self._log_driver(),
             readonly_root_filesystem=True,
             privileged=False,
             # Root, but with no capability beyond changing ownership: it creates scratch and hands it to the server's user.
@@ -596,7 +620,7 @@ class ModelService(Construct):
                 region=region,
                 log_group_name=self.log_group.log_group_name,
             ),
-            logging=self._log_driver(f"{self.model.name}-collector"),
+            logging=self._log_driver(),
             privileged=False,
             # The agent writes its translated configuration under /opt/aws: a writable root, no capabilities.
             readonly_root_filesystem=False,

@@ -89,7 +89,7 @@ def load_contracts(template: dict | Path, environment_name: str) -> list[ModelCo
         contracts.append(
             ModelContract(
                 environment_name=environment_name,
-                model_name=container["LogConfiguration"]["Options"]["awslogs-stream-prefix"],
+                model_name=container["LogConfiguration"]["Options"]["awslogs-stream-prefix"].split("/")[0],
                 image=container["Image"],
                 command=container["Command"],
                 environment=environment,

@@ -7,6 +7,7 @@ import pytest
 from gpu_inference_constructs.deployment import ALARM_MINUTES, DeploymentProps
 from gpu_inference_constructs.errors import ConfigError
 from gpu_inference_constructs.settings import from_dict
+import stacks.config
 from stacks.config import load_environment
 from tests.conftest import cdk_context
 
@@ -86,12 +87,14 @@ def test_linear_steps_are_counted_as_cloudformation_counts_them(percent, steps):
     assert DeploymentProps(strategy="linear", step_percent=percent, step_bake_minutes=3).traffic_steps == steps
 
 
-def test_every_strategy_peaks_at_twice_the_tasks():
-    """A traffic-shifting deployment starts a whole second set behind the alternate target group."""
-    for strategy in ("canary", "linear", "blue_green"):
-        assert DeploymentProps(strategy=strategy).peak_tasks(6) == 12
-    assert DeploymentProps().peak_tasks(6, max_healthy_percent=200) == 12
-    assert DeploymentProps().peak_tasks(6, max_healthy_percent=150) == 9
+@pytest.mark.parametrize("strategy", ["canary", "linear", "blue_green"])
+def test_a_traffic_shifting_deployment_peaks_at_twice_the_tasks_whatever_rolling_allows(strategy):
+    """A traffic-shifting deployment starts a whole second set behind the alternate target group; a rolling one runs
+    up to its maximum percent. Below 200 % the two differ, so the traffic-shifting count cannot come from the rolling one."""
+    assert DeploymentProps(strategy=strategy).peak_tasks(6, max_healthy_percent=150) == 12
+    assert DeploymentProps(strategy=strategy).peak_tasks(6, max_healthy_percent=100) == 12
+    assert DeploymentProps(strategy="rolling").peak_tasks(6, max_healthy_percent=150) == 9
+    assert DeploymentProps(strategy="rolling").peak_tasks(6, max_healthy_percent=200) == 12
 
 
 def test_props_built_in_python_are_checked_too():
@@ -100,16 +103,24 @@ def test_props_built_in_python_are_checked_too():
 
 
 @pytest.mark.parametrize("strategy", ["canary", "linear", "blue_green"])
-def test_the_capacity_check_counts_the_second_target_groups_tasks(strategy):
+def test_the_capacity_check_counts_the_second_target_groups_tasks(strategy, monkeypatch):
     """While a traffic-shifting deployment runs, the old set keeps all its tasks behind one target group and a full new
-    set starts behind the other: the group must hold every model at max_tasks plus the deploying model's again."""
+    set starts behind the other: the group must hold every model at max_tasks plus the deploying model's again. With
+    rolling deployments capped at 150 % (not the 200 % the services use), rolling and traffic-shifting need different
+    room, so a check that counted a canary like a rolling deployment fails here."""
+    monkeypatch.setattr(stacks.config, "ROLLING_MAX_HEALTHY_PERCENT", 150)
     data = copy.deepcopy(CONTEXT["prod"])
-    data["deployment"] = {"strategy": strategy}
     data["models"][1]["max_tasks"] = 5
     peak = sum(m["max_tasks"] for m in data["models"])  # 12 + 5
+    data["deployment"] = {"strategy": "rolling"}
+    data["capacity"]["max_capacity"] = peak + 6  # rolling: 150 % of minilm's 12 tasks is 18, 6 more
+    load_environment("prod", data)
+    data["deployment"] = {"strategy": strategy}
+    with pytest.raises(ConfigError, match=r"capacity.max_capacity: 23 instances cannot hold a deployment at peak: .*"
+                                          r"deploying 'minilm' runs up to 24 of its tasks \(200% of 12\)"):
+        load_environment("prod", data)
     data["capacity"]["max_capacity"] = peak + 12  # one GPU per instance: the larger model deploys 12 more tasks
     load_environment("prod", data)
     data["capacity"]["max_capacity"] = peak + 11
-    with pytest.raises(ConfigError, match=r"capacity.max_capacity: 28 instances cannot hold a deployment at peak: .*"
-                                          r"deploying 'minilm' runs up to 24 of its tasks \(200% of 12\)"):
+    with pytest.raises(ConfigError, match=r"capacity.max_capacity: 28 instances cannot hold a deployment at peak"):
         load_environment("prod", data)

@@ -86,8 +86,8 @@ def models(templates: list[dict]) -> dict[str, ModelView]:
         for key, resource in template["Resources"].items():
             if resource["Type"] == "AWS::ECS::Service":
                 task = template["Resources"][resource["Properties"]["TaskDefinition"]["Ref"]]["Properties"]
-                (container,) = task["ContainerDefinitions"]
-                name = next(e["Value"] for e in container["Environment"] if e["Name"] == "MODEL_NAME")
+                (server,) = [c for c in task["ContainerDefinitions"] if c["Name"] == "server"]
+                name = server["LogConfiguration"]["Options"]["awslogs-stream-prefix"].split("/")[0]  # <model>/<version>
                 views[name] = ModelView(template, key)
     return views
 
@@ -135,8 +135,10 @@ def test_every_strategy_rolls_back_on_the_models_alarms_and_the_users(strategies
             assert (alarm["EvaluationPeriods"], alarm["DatapointsToAlarm"]) == (ALARM_MINUTES, ALARM_MINUTES)
             assert alarm["TreatMissingData"] == "notBreaching"
         thresholds = sorted(alarm["Threshold"] for alarm in rollback)
-        monitoring = cdk_context()["environments"]["prod"]["monitoring"]
-        assert thresholds == sorted([monitoring["target_5xx_percent"], monitoring["latency_p95_ms"] / 1000])
+        prod = cdk_context()["environments"]["prod"]
+        model = next(m for m in prod["models"] if m["name"] == name)
+        # The model's own latency goal, twice over; the environment's 5xx threshold.
+        assert thresholds == sorted([prod["monitoring"]["target_5xx_percent"], 2 * model["scaling"]["latency_p95_ms"] / 1000])
 
 
 @pytest.mark.parametrize("environment", ["canary", "linear", "blue-green"])
@@ -240,3 +242,133 @@ def test_the_readme_library_examples_synthesize_a_canary_in_a_plain_app():
     config = canary.service["DeploymentConfiguration"]
     assert config["Strategy"] == "CANARY" and config["CanaryConfiguration"] == {"CanaryPercent": 10, "CanaryBakeTimeInMinutes": 10}
     assert len(config["Alarms"]["AlarmNames"]) == 3 and canary.alternate_id is not None
+
+
+# Two valid model names whose derived listener-rule priorities collide (sha256 of the name, mod 50000, plus 1).
+COLLIDING = ("model-221", "model-242")
+COLLIDING_PRIORITY = 1441
+
+
+def route_priorities(*models: tuple[str, int | None]) -> dict[str, int]:
+    """Model name -> its rule's priority, with the models added to one load balancer in this order."""
+    from aws_cdk import aws_ec2 as ec2
+    from aws_cdk import aws_elasticloadbalancingv2 as elbv2
+    from gpu_inference_constructs import InferenceLoadBalancer, LoadBalancerProps, ModelStore, ModelStoreProps
+
+    stack = cdk.Stack(cdk.App(), "Team", env=cdk.Environment(account="123456789012", region="eu-west-1"))
+    vpc = ec2.Vpc.from_vpc_attributes(stack, "Vpc", vpc_id="vpc-0a1b2c3d4e5f67890", vpc_cidr_block="10.0.0.0/16",
+                                      availability_zones=["eu-west-1a"], public_subnet_ids=["subnet-0aaaaaaaaaaaaaaa1"])
+    balancer = InferenceLoadBalancer(stack, "Alb", vpc=vpc, props=LoadBalancerProps(allow_http=True),
+                                     access_logs_bucket=ModelStore(stack, "Models", props=ModelStoreProps()).access_logs_bucket)
+    priorities = {}
+    for name, priority in models:
+        target_group = elbv2.ApplicationTargetGroup(stack, f"Tg-{name}", vpc=vpc, port=8080, target_type=elbv2.TargetType.IP)
+        priorities[name] = balancer.add_model_route(name, target_group, priority=priority).node.default_child.priority
+    return priorities
+
+
+def test_two_models_whose_names_give_one_priority_are_an_error_naming_both():
+    """Taking the next free priority instead would make one model's rule depend on the other: removing or reordering
+    models would then move it, rewrite the rule and reset its weights (aws/aws-cdk#36649)."""
+    from gpu_inference_constructs.errors import ConfigError
+    from gpu_inference_constructs.load_balancer import priority_from_name
+
+    assert {priority_from_name(name) for name in COLLIDING} == {COLLIDING_PRIORITY}
+    first, second = COLLIDING
+    with pytest.raises(ConfigError, match=rf"models\[{second}\].listener_priority: listener rule priority {COLLIDING_PRIORITY} of "
+                                          rf"'{second}' \(derived from its name\) is already '{first}''s: set listener_priority"):
+        route_priorities((first, None), (second, None))
+    with pytest.raises(ConfigError, match=rf"priority 7 of '{second}' \(its listener_priority\) is already '{first}''s"):
+        route_priorities((first, 7), (second, 7))
+
+
+def test_a_models_priority_never_depends_on_the_other_models():
+    first, second = COLLIDING
+    alone = route_priorities((first, None))
+    assert alone == {first: COLLIDING_PRIORITY}
+    assert route_priorities((first, None), (second, 7)) == route_priorities((second, 7), (first, None)) == {**alone, second: 7}
+
+
+def test_the_config_names_both_colliding_models_and_the_keys_to_set():
+    first, second = COLLIDING
+    base = prod_with(STRATEGIES["canary"])
+    models = [dict(base["models"][0], name=first), dict(base["models"][1], name=second)]
+    with pytest.raises(Exception, match=rf"environment 'prod': models\[1\].listener_priority: listener rule priority {COLLIDING_PRIORITY} of "
+                                        rf"'{second}' \(derived from its name\) is already '{first}''s: set models\[0\].listener_priority "
+                                        r"or models\[1\].listener_priority"):
+        load_environment("prod", prod_with(STRATEGIES["canary"], models))
+    models[1]["listener_priority"] = COLLIDING_PRIORITY + 1
+    assert [m.listener_priority for m in load_environment("prod", prod_with(STRATEGIES["canary"], models)).models] == [None, COLLIDING_PRIORITY + 1]
+    models[0]["listener_priority"] = COLLIDING_PRIORITY + 1
+    with pytest.raises(Exception, match=r"models\[1\].listener_priority: listener rule priority 1442 of 'model-242' \(its listener_priority\)"):
+        load_environment("prod", prod_with(STRATEGIES["canary"], models))
+
+
+def test_switching_between_rolling_and_a_traffic_shifting_strategy_rewrites_the_rule(strategies):
+    """The one rollout change that does reach the rule: rolling forwards to one target group, canary, linear and
+    blue/green forward weighted to two. Same rule (logical id, priority, paths), another action, so CloudFormation
+    rewrites it; the README says when that is safe and how to make it so."""
+    (rolling_id, rolling), (canary_id, canary) = (rules_by_model(strategies[name])["minilm"] for name in ("rolling", "canary"))
+    assert rolling_id == canary_id
+    assert (rolling["Priority"], rolling["Conditions"]) == (canary["Priority"], canary["Conditions"])
+    ((plain,), (weighted,)) = rolling["Actions"], canary["Actions"]
+    assert "TargetGroupArn" in plain and "ForwardConfig" not in plain
+    assert [group["Weight"] for group in weighted["ForwardConfig"]["TargetGroups"]] == [100, 0]
+    readme = (ROOT / "README.md").read_text()
+    assert "**Switching between `rolling` and a traffic-shifting strategy rewrites the rule.**" in readme
+
+
+def rollback_thresholds_in(templates: list[dict]) -> dict[str, dict[str, float]]:
+    """Model name -> {metric name -> threshold} of the alarms its service rolls back on."""
+    found = {}
+    for name, view in models(templates).items():
+        found[name] = {
+            next(m["MetricStat"]["Metric"]["MetricName"] for m in alarm["Metrics"] if "MetricStat" in m
+                 and m["MetricStat"]["Metric"]["MetricName"] != "RequestCount"): alarm["Threshold"]
+            for alarm in view.alarms_named_by_service()
+        }
+    return found
+
+
+def test_rollback_thresholds_follow_each_models_own_latency_goal(synthesized):
+    """staging canaries an encoder (p95 goal 250 ms) and vLLM's llama-13b (20 s): one environment-wide p95 would roll
+    back every llama release. Each model's rollback p95 is twice its own scaling goal."""
+    staging = rollback_thresholds_in([t for (env, _), t in synthesized.templates.items() if env == "staging"])
+    assert staging["llama-13b"] == {"TargetResponseTime": 40.0, "HTTPCode_Target_5XX_Count": 1.0}
+    assert staging["minilm"] == {"TargetResponseTime": 0.5, "HTTPCode_Target_5XX_Count": 1.0}
+
+
+def test_a_models_rollback_block_overrides_the_derived_thresholds():
+    data = copy.deepcopy(cdk_context()["environments"]["staging"])
+    llama = next(m for m in data["models"] if m["name"] == "llama-13b")
+    llama["rollback"] = {"latency_p95_ms": 30000, "target_5xx_percent": 2.5}
+    config = load_environment("staging", data)
+    thresholds = {m.name: config.rollback_thresholds_for(m) for m in config.models}
+    assert (thresholds["llama-13b"].latency_p95_ms, thresholds["llama-13b"].target_5xx_percent) == (30000, 2.5)
+    assert (thresholds["minilm"].latency_p95_ms, thresholds["minilm"].target_5xx_percent) == (500, 1.0)
+
+
+@pytest.mark.parametrize(("rollback", "message"), [
+    ({"latency_p95_ms": 500}, r"environment 'staging': models\[2\].rollback.latency_p95_ms: 500 ms is below the model's "
+                              r"scaling.latency_p95_ms \(20000 ms\): the service adds tasks only above that p95"),
+    ({"latency_p95_ms": 0}, r"models\[2\].rollback.latency_p95_ms: 0 is out of range"),
+    ({"target_5xx_percent": 0}, r"models\[2\].rollback.target_5xx_percent: 0.0 is out of range"),
+])
+def test_a_rollback_threshold_the_model_would_trip_in_normal_service_is_refused(rollback, message):
+    from gpu_inference_constructs.errors import ConfigError
+
+    data = copy.deepcopy(cdk_context()["environments"]["staging"])
+    data["models"][2]["rollback"] = rollback
+    assert data["models"][2]["name"] == "llama-13b"
+    with pytest.raises(ConfigError, match=message):
+        load_environment("staging", data)
+
+
+def test_the_library_derives_rollback_thresholds_from_the_model_and_checks_explicit_ones():
+    from gpu_inference_constructs import ModelProps, ModelScalingProps, RollbackThresholds
+    from gpu_inference_constructs.errors import ConfigError
+
+    model = ModelProps(name="llm", version="1", scaling=ModelScalingProps(latency_p95_ms=20_000))
+    assert model.rollback_thresholds() == RollbackThresholds(latency_p95_ms=40_000, target_5xx_percent=1.0)
+    with pytest.raises(ConfigError, match=r"rollback_thresholds.latency_p95_ms: 500 ms is below the model's scaling.latency_p95_ms"):
+        RollbackThresholds(latency_p95_ms=500).check_above_scaling(20_000, "rollback_thresholds.latency_p95_ms")

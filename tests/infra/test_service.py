@@ -16,13 +16,13 @@ from tests.infra.conftest import ENVIRONMENTS
 
 
 def containers(template, name="server"):
-    """Model name -> its server container (or the ``name`` sidecar), found by the container's log stream prefix."""
+    """Model name -> its server container (or the ``name`` sidecar), found by the container's log stream prefix
+    (``<model>/<version>``)."""
     found = {}
     for td in template.find_resources("AWS::ECS::TaskDefinition").values():
         for c in td["Properties"]["ContainerDefinitions"]:
             if c["Name"] == name:
-                prefix = c["LogConfiguration"]["Options"]["awslogs-stream-prefix"]
-                found[prefix if name == "server" else prefix.rsplit("-", 1)[0]] = c
+                found[c["LogConfiguration"]["Options"]["awslogs-stream-prefix"].split("/")[0]] = c
     return found
 
 
@@ -173,6 +173,19 @@ def test_logs_go_to_encrypted_groups_with_the_environment_retention(env):
     for group in groups:
         assert group["Properties"]["RetentionInDays"] == config.log_retention_days
         assert "KmsKeyId" in group["Properties"]
+
+
+def test_every_containers_log_stream_carries_the_model_version(env):
+    """During a canary two versions of a model log to one group side by side; every container of every server
+    (vLLM's included, whose own lines carry no version) writes to ``<model>/<version>/<container>/<task id>``, so
+    Logs Insights keeps them apart with ``filter @logStream like "<model>/<version>/"``."""
+    config, template = env
+    by_prefix = {}
+    for td in template.find_resources("AWS::ECS::TaskDefinition").values():
+        for c in td["Properties"]["ContainerDefinitions"]:
+            by_prefix.setdefault(c["LogConfiguration"]["Options"]["awslogs-stream-prefix"], set()).add(c["Name"])
+    expected = {f"{m.name}/{m.version}": {"server"} | ({"model-fetch", "metrics-collector"} if m.vllm else set()) for m in config.models}
+    assert by_prefix == expected
 
 
 def test_deployments_roll_back_and_grace_period_follows_model_load_time(env):

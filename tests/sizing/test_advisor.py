@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import math
+from dataclasses import fields
+from datetime import date
 
 import pytest
 
 from gpu_inference_constructs.errors import ConfigError
 from gpu_inference_constructs.gpu_capacity import GpuCapacityProps
-from gpu_inference_constructs.instance_catalog import ACCELERATORS, CATALOG, NON_CUDA_CATALOG, on_demand_price
+from gpu_inference_constructs.instance_catalog import (ACCELERATORS, CATALOG, NON_CUDA_CATALOG, ON_DEMAND_HOURLY_USD, AcceleratorSpec,
+                                                       GpuInstanceType, figure_sources, on_demand_price)
 from gpu_inference_constructs.sizing import Assumptions, ModelShape, Purchase, Workload, advise, from_model_dir
 
 GIB = 2**30
@@ -111,8 +114,11 @@ def test_minilm_estimate_is_capped_by_the_measured_server_ceiling_and_costed(min
 def test_a10g_has_no_sourced_tensor_figure_so_its_encoder_throughput_is_not_estimated(minilm):
     assert ACCELERATORS["NVIDIA A10G"].dense_fp16_tflops is None
     g5 = by_name(advise(from_model_dir(minilm, dtype="fp16"), Workload(500, 100, 256), Purchase(), Assumptions()))["g5.xlarge"]
-    assert g5.fits and g5.throughput.requests_per_second is None
+    assert g5.fits and g5.throughput.requests_per_second is None and g5.throughput.source == "none"
     assert "no sourced tensor throughput for NVIDIA A10G" in g5.throughput.formula
+    # The reason people read says why, and what to do.
+    assert "; not costed, not estimated: an encoder's estimate needs the GPU's tensor throughput" in g5.reason
+    assert "neither NVIDIA nor AWS publishes" in g5.reason and "pass --measured" in g5.reason
     assert g5.usd_per_million_requests["mix"] is None and not g5.ranked
 
 
@@ -143,10 +149,24 @@ def test_inferentia2_is_priced_and_compared_but_the_capacity_construct_refuses_i
 
 
 def test_every_catalog_figure_has_a_source_and_a_date():
-    gpus = {t.gpu_model for t in [*CATALOG.values(), *NON_CUDA_CATALOG.values()]}
-    assert gpus == set(ACCELERATORS)
+    """Every field of every entry (a new field fails here until it has a source), its regions, its accelerator's
+    figures, and every regional price."""
+    figures = {f.name for f in fields(GpuInstanceType)} - {"name"}
+    figures |= {"regions"} | {f.name for f in fields(AcceleratorSpec)} - {"source", "as_of"}
+    entries = [*CATALOG.values(), *NON_CUDA_CATALOG.values()]
+    assert {t.gpu_model for t in entries} == set(ACCELERATORS)
+    for entry in entries:
+        sources = figure_sources(entry)
+        assert set(sources) == figures, entry.name
+        for figure, sourced in sources.items():
+            assert len(sourced.source) > 20, (entry.name, figure)
+            assert date(2025, 1, 1) <= date.fromisoformat(sourced.as_of) <= date(2026, 12, 3), (entry.name, figure, sourced.as_of)
     for spec in ACCELERATORS.values():
-        assert spec.source and spec.as_of == "2026-12-03" and spec.memory_bandwidth_gb_per_s > 0
+        assert spec.memory_bandwidth_gb_per_s > 0 and date.fromisoformat(spec.as_of)
+    for region, prices in ON_DEMAND_HOURLY_USD.items():
+        for name in prices:
+            price, source = on_demand_price(name, region)
+            assert price > 0 and "read 2026-12-03" in source, (region, name)
     price, source = on_demand_price("g5.xlarge", "us-east-1")
     assert price == 1.006 and "karpenter" in source
     price, source = on_demand_price("g5.xlarge", "eu-west-1")

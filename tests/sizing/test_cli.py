@@ -57,18 +57,68 @@ def test_the_recommended_snippet_round_trips_through_the_apps_config_loader(caps
     assert config.models[0].scaling.requests_per_target_per_minute == model["scaling"]["requests_per_target_per_minute"]
 
 
-def test_an_llm_snippet_validates_and_says_the_bundled_server_is_for_encoders(capsys, llama_7b):
+def synthesized_task_definitions(environment: str, config) -> list[dict]:
+    import aws_cdk as cdk
+
+    from stacks.stage import InferenceStage
+
+    app = cdk.App(context=cdk_context())
+    stage = InferenceStage(app, config)
+    app.synth()
+    return [resource["Properties"] for stack in stage.synth().stacks for resource in stack.template["Resources"].values()
+            if resource["Type"] == "AWS::ECS::TaskDefinition"]
+
+
+def test_an_llm_snippet_is_a_vllm_block_on_its_own_capacity_group_that_loads_and_synthesizes(capsys, llama_7b):
     data = run_json(capsys, "--model-dir", str(llama_7b), "--tokens-per-request", "512,256", "--concurrency", "8",
-                    "--requests-per-second", "2", "--p95-ms", "30000")
+                    "--requests-per-second", "2", "--p95-ms", "30000", "--name", "llama-2-7b")
     recommendation = data["recommendation"]
-    assert recommendation["model"]["max_batch_size"] == 8
-    assert any("bundled server serves encoders" in note for note in recommendation["notes"])
+    model, capacity = recommendation["model"], recommendation["capacity"]
+    best = next(e for e in data["instance_types"] if e["instance_type"] == capacity["instance_types"][0])
+    assert model["gpus"] == best["gpus_per_task"] == 1
+    assert model["vllm"] | {"image": None, "fetcher_image": None, "collector_image": None} == {
+        "image": None, "fetcher_image": None, "collector_image": None,
+        "max_model_len": 512 + 256, "max_num_seqs": 8, "dtype": "float16", "gpu_memory_utilization": 0.9, "shared_memory_mib": 3072}
+    assert "task" not in model and "max_batch_size" not in model  # the bundled server's keys
+    assert recommendation["capacity_groups"] == {"llm": {"capacity": capacity, "models": ["llama-2-7b"]}}
+    assert not any("bundled server" in note or "your own image" in note for note in recommendation["notes"])
     g5 = next(e for e in data["instance_types"] if e["instance_type"] == "g5.xlarge")
     assert g5["decode_tokens_per_second_ceiling"] == pytest.approx(600e9 / (6_738_415_616 * 2), rel=1e-4)
     assert g5["usd_per_million_tokens"]["mix"] is not None
     dev = json.loads(json.dumps(cdk_context()["environments"]["dev"]))
-    dev["capacity"], dev["models"] = recommendation["capacity"], [recommendation["model"]]
-    load_environment("dev", dev)
+    dev["capacity_groups"], dev["models"] = recommendation["capacity_groups"], [model]
+    config = load_environment("dev", dev)
+    assert config.models[0].vllm.max_num_seqs == 8 and config.model_placement() == {"llama-2-7b": "llm"}
+    (task,) = synthesized_task_definitions("dev", config)
+    server = next(c for c in task["ContainerDefinitions"] if c["Name"] == "server")
+    assert server["Command"][:2] == ["vllm", "serve"]
+    assert server["Command"][server["Command"].index("--tensor-parallel-size") + 1] == "1"
+    assert server["Command"][server["Command"].index("--max-model-len") + 1] == "768"
+    assert server["ResourceRequirements"] == [{"Type": "GPU", "Value": "1"}]
+    assert {c["Name"] for c in task["ContainerDefinitions"]} == {"server", "model-fetch", "metrics-collector"}
+
+
+def test_a_snippet_with_several_gpus_per_task_sets_gpus_and_loads(capsys, llama_13b):
+    """13B in FP16 fits no single 24 GB A10G: two of a g5.12xlarge's four per task, and the block must say so
+    (a block without gpus would load as 1-GPU tasks and still validate)."""
+    data = run_json(capsys, "--model-dir", str(llama_13b), "--tokens-per-request", "512,256", "--concurrency", "8",
+                    "--requests-per-second", "1", "--p95-ms", "60000", "--instance-types", "g5.12xlarge", "--name", "llama-2-13b")
+    (g5,) = data["instance_types"]
+    recommendation = data["recommendation"]
+    model = recommendation["model"]
+    assert g5["gpus_per_task"] == 2 and g5["tasks_per_instance"] == 2
+    assert model["gpus"] == 2 and recommendation["capacity"]["instance_types"] == ["g5.12xlarge"]
+    staging = json.loads(json.dumps(cdk_context()["environments"]["staging"]))
+    staging["capacity_groups"] = recommendation["capacity_groups"]
+    staging["models"] = [m for m in staging["models"] if m["name"] != "llama-13b"] + [model]
+    config = load_environment("staging", staging)
+    loaded = next(m for m in config.models if m.name == "llama-2-13b")
+    assert loaded.gpus == 2 and loaded.vllm is not None
+    # Two tasks per instance, sidecars included, beside what the agent keeps.
+    instance = config.group_capacity("llm").smallest_instance_type("us-east-1")
+    cpu, memory = loaded.sidecar_reservation
+    assert 2 * (loaded.cpu + cpu) + 512 <= instance.task_cpu_limit_units
+    assert 2 * (loaded.memory_mib + memory) <= instance.task_memory_limit_mib
 
 
 def bench_json(path: Path, gpu: str | None, runs: list[tuple[int, float, float, int]]) -> Path:
@@ -102,6 +152,26 @@ def test_measured_throughput_replaces_the_estimate_for_that_gpu(capsys, minilm, 
     t4 = next(e for e in data["instance_types"] if e["instance_type"] == "g4dn.xlarge")
     assert t4["throughput"]["source"] == "estimate"
     assert data["measured"]["max_batch_size"] == 64 and data["measured"]["gpu_model"] == "NVIDIA A10G"
+
+
+def test_measured_is_refused_for_an_llm_saying_which_format_it_reads(capsys, llama_7b, tmp_path):
+    """Neither benchmark measures an LLM; the refusal says what a --measured file must hold and what to do instead."""
+    measured = bench_json(tmp_path / "bench.json", "NVIDIA A10G", [(8, 900.0, 60.0, 0)])
+    assert main(["--model-dir", str(llama_7b), "--tokens-per-request", "512,256", "--requests-per-second", "2",
+                 "--p95-ms", "30000", "--measured", str(measured)]) == 2
+    err = capsys.readouterr().err
+    assert "--measured: " in err and "an LLM's throughput cannot be measured with the files this reads" in err
+    for field in ('"runs"', '"system": "ours"', '"throughput_rps"', '"p95_ms"', '"gpu"', "--measured-on"):
+        assert field in err, field
+    assert "For an LLM drop --measured" in err
+
+
+def test_a_file_that_is_not_a_bench_result_is_refused_with_the_format(capsys, minilm, tmp_path):
+    (tmp_path / "other.json").write_text('{"results": []}')
+    assert main(minilm_args(minilm, "--measured", str(tmp_path / "other.json"))) == 2
+    err = capsys.readouterr().err
+    assert "is not a benchmark result: expected the JSON that make bench or python -m bench.gpu_bench writes" in err
+    assert '"throughput_rps"' in err
 
 
 def test_a_cpu_bench_needs_measured_on_and_a_tesla_t4_name_maps_to_the_catalog(capsys, minilm, tmp_path):
@@ -201,3 +271,15 @@ def test_prod_environment_mix_is_read_with_the_librarys_loader(capsys, minilm, t
     assert t4["hourly_usd"]["mix"] == pytest.approx(on_demand * 0.526 + (n - on_demand) * 0.526 * 0.3)
     assert data["recommendation"]["capacity"]["on_demand_base_capacity"] == 1
     assert data["recommendation"]["capacity"]["on_demand_percentage_above_base"] == 50
+
+
+def test_the_readmes_llm_snippet_is_what_the_advisor_prints(capsys):
+    """README "Sizing before you deploy": the 7B command's recommended blocks, as printed there."""
+    import re
+
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Sizing before you deploy"):readme.index("## Using the constructs in your own stacks")]
+    command = re.search(r"sizing (--params 6.74e9 .*?) --plot", section, re.S).group(1)
+    snippet = json.loads("{" + re.search(r"For the 7B example above:\n\n```json\n(.*?)```", section, re.S).group(1) + "}")
+    recommendation = run_json(capsys, *command.replace("\\\n", " ").split())["recommendation"]
+    assert snippet == {"capacity_groups": recommendation["capacity_groups"], "models": [recommendation["model"]]}

@@ -25,6 +25,7 @@ from .workload import SERVER_CEILING_SOURCE, Assumptions, Measurement, Purchase,
 GIB = 2**30
 _NOTHING = {"on_demand": None, "spot": None, "mix": None}
 TENSOR_PARALLEL = (1, 2, 4, 8)
+NOT_ESTIMATED = "none"  # Throughput.source when no figure allows an estimate
 
 
 @dataclass
@@ -46,7 +47,7 @@ class Memory:
 @dataclass
 class Throughput:
     requests_per_second: Optional[float]  # one task
-    source: str  # "measured" or "estimate"
+    source: str  # "measured", "estimate" or NOT_ESTIMATED
     formula: str
     bound: str = ""
     tokens_per_second: Optional[float] = None  # LLMs: one task's decode rate at the concurrency
@@ -166,6 +167,8 @@ def _advise_type(instance: GpuInstanceType, model: ModelShape, workload: Workloa
         result.throughput = llm_throughput(model, workload, instance, gpus, assumptions)
     else:
         result.throughput = encoder_throughput(model, workload, instance, gpus, assumptions)
+    if result.throughput.requests_per_second is None:
+        result.reason += f"; not costed, {result.throughput.formula}"
     _cost(result, workload, purchase, assumptions)
     if result.meets_p95(workload.p95_ms) is False:
         result.too_slow = True
@@ -219,11 +222,13 @@ def _gib(value: float) -> str:
 def encoder_throughput(model: ModelShape, workload: Workload, instance: GpuInstanceType, gpus: int,
                        assumptions: Assumptions) -> Throughput:
     spec = ACCELERATORS[instance.gpu_model]
+    measure = f"measure one task (python -m bench.gpu_bench on a {instance.name}) and pass --measured"
     if spec.dense_fp16_tflops is None:
-        return Throughput(None, "estimate", f"no sourced tensor throughput for {instance.gpu_model}: {spec.source}")
+        return Throughput(None, NOT_ESTIMATED, f"not estimated: an encoder's estimate needs the GPU's tensor throughput, and "
+                                               f"there is no sourced tensor throughput for {instance.gpu_model} ({spec.source}); {measure}")
     if model.dtype == "fp32":
-        return Throughput(None, "estimate", "no FP32 throughput figure is recorded (the catalog holds FP16/BF16 tensor "
-                                            "throughput): pass --dtype fp16 if you serve in half precision, or --measured")
+        return Throughput(None, NOT_ESTIMATED, "not estimated: no FP32 throughput figure is recorded (the catalog holds "
+                                               f"FP16/BF16 tensor throughput): pass --dtype fp16 if you serve in half precision, or {measure}")
     eff = assumptions.efficiency
     flops = spec.dense_fp16_tflops * 1e12 * gpus * eff
     bandwidth = spec.memory_bandwidth_gb_per_s * 1e9 * gpus * eff

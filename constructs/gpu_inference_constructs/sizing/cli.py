@@ -16,7 +16,7 @@ from ..monitoring import MonitoringProps
 from ..service_scaling import ModelScalingProps
 from ..settings import from_dict
 from .advisor import advise
-from .measured import read_measurement
+from .measured import read_measurement, refuse_llm
 from .model_shape import BYTES_PER_PARAM, ModelShape, from_model_dir
 from .plot import plot
 from .recommend import recommend, validate
@@ -96,8 +96,7 @@ def run(args: argparse.Namespace) -> int:
     measurement = None
     if args.measured:
         if model.kind == "llm":
-            raise ConfigError("--measured", "the benchmarks measure encoder servers (requests/s); an LLM's throughput "
-                                            "cannot be read from them")
+            raise refuse_llm(args.measured)
         measurement = read_measurement(args.measured, workload.p95_ms, args.measured_on)
     only = [t.strip() for t in args.instance_types.split(",") if t.strip()] if args.instance_types else None
     advice = advise(model, workload, purchase, assumptions, measurement, only)

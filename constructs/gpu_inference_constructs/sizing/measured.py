@@ -19,6 +19,20 @@ from .workload import Measurement
 
 SERVER = "ours"
 NULL_MODEL = "null"
+ACCEPTED_FORMAT = (
+    'the JSON that make bench or python -m bench.gpu_bench writes: {"setup": {"device": ..., "started_at": ..., '
+    '"our_server": {"MAX_BATCH_SIZE": N}}, "runs": [{"system": "ours", "model": NAME (not "null"), "concurrency": N, '
+    '"throughput_rps": X, "p95_ms": X, "errors": N}, ...], "gpu": CUDA DEVICE NAME (or --measured-on TYPE)}'
+)
+
+
+def refuse_llm(path: str) -> ConfigError:
+    """The bench formats hold requests/s of our encoder server per load level: nothing an LLM's decoding can be sized from."""
+    return ConfigError("--measured", f"{path!r}: an LLM's throughput cannot be measured with the files this reads. --measured accepts "
+                                     f"{ACCEPTED_FORMAT}, and both benchmarks measure encoder servers (requests/s of our server); "
+                                     "neither runs an LLM or records tokens per second. For an LLM drop --measured: the "
+                                     "estimate is bound by memory bandwidth and names its formula; measure vLLM on the type "
+                                     "yourself and set vllm.max_num_seqs and scaling.requests_per_target_per_minute from it")
 
 
 def read_measurement(path: str | Path, p95_ms: float, measured_on: Optional[str] = None) -> Measurement:
@@ -31,8 +45,7 @@ def read_measurement(path: str | Path, p95_ms: float, measured_on: Optional[str]
     except json.JSONDecodeError as error:
         raise ConfigError(key, f"{str(path)!r} is not JSON ({error})") from None
     if not isinstance(results, dict) or not isinstance(results.get("runs"), list) or "setup" not in results:
-        raise ConfigError(key, f"{str(path)!r} is not a benchmark result: expected 'setup' and a list of 'runs' "
-                               "(the JSON that make bench or python -m bench.gpu_bench writes)")
+        raise ConfigError(key, f"{str(path)!r} is not a benchmark result: expected {ACCEPTED_FORMAT}")
     gpu_model = _gpu_model(results, path, measured_on)
     runs = [r for r in results["runs"] if r.get("system") == SERVER and r.get("model") != NULL_MODEL]
     if not runs:

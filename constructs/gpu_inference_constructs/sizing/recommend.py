@@ -4,6 +4,10 @@ Instance types: the cheapest type that fits, then the other fitting, deployable 
 shape (vCPUs, memory, GPUs: what an ECS capacity provider requires) in order of cost.
 ``requests_per_target_per_minute`` comes from the slowest listed type with a known throughput, so a
 fallback type is never asked for more than it sustains.
+
+An encoder gets a bundled-server block for the environment's ``capacity``. An LLM gets a vLLM block
+(``gpus`` = the tensor-parallel GPUs per task, ``vllm`` with the sized context and concurrency) on a
+capacity group of its own: only types whose GPUs hold it, never a fallback that cannot.
 """
 
 from __future__ import annotations
@@ -15,8 +19,9 @@ from typing import Optional
 
 from ..errors import ConfigError
 from ..gpu_capacity import GpuCapacityProps
-from ..deployment_capacity import ServiceDeployment, instances_for_deployment_at_peak
-from ..model_service import ROLLING_MAX_HEALTHY_PERCENT, ModelProps
+from ..deployment_capacity import ServiceDeployment, check_group_holds_deployment_at_peak, instances_for_deployment_at_peak
+from ..model_service import AGENT_RESERVED_CPU, FETCHER_CPU, FETCHER_MEMORY_MIB, ROLLING_MAX_HEALTHY_PERCENT, ModelProps
+from ..server_contract import DEFAULT_COLLECTOR_IMAGE, DEFAULT_FETCHER_IMAGE
 from ..settings import from_dict
 from .advisor import TypeAdvice
 from .model_shape import ModelShape
@@ -24,13 +29,41 @@ from .workload import Assumptions, Purchase, Workload
 
 MAX_TASKS = 100  # ModelProps.max_tasks' upper bound
 MIN_FALLBACK_SPEED = 0.5  # a fallback type must sustain at least this fraction of the first type's throughput
+LLM_GROUP = "llm"
+# ECR mirrors, as staging names them (README "LLMs on 4-GPU instances"): vLLM at the version the preset is
+# tested with, the fetcher and collector at the library's pinned public images' tags.
+VLLM_IMAGE = {"repository": "mirror/vllm-openai", "tag": "v0.32.0"}
+FETCHER_IMAGE = {"repository": "mirror/aws-cli", "tag": DEFAULT_FETCHER_IMAGE.rsplit(":", 1)[1]}
+COLLECTOR_IMAGE = {"repository": "mirror/cloudwatch-agent", "tag": DEFAULT_COLLECTOR_IMAGE.rsplit(":", 1)[1]}
+VLLM_DTYPE = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "int8": "auto", "int4": "auto"}
+# The server's sidecars (ModelProps.sidecar_reservation): the fetcher and the metrics collector.
+VLLM_SIDECAR_CPU, VLLM_SIDECAR_MEMORY_MIB = FETCHER_CPU + 256, FETCHER_MEMORY_MIB + 256
+# Copy from S3, load and CUDA graph capture of a multi-GB checkpoint (staging's 13B: 600 s); measure yours.
+LLM_EXPECTED_LOAD_SECONDS = 600
+VLLM_MAX_SHARED_MEMORY_MIB = 16384
 
 
 @dataclass
 class Recommendation:
+    """``capacity``: the GPU capacity block; for an LLM it is ``capacity_groups[LLM_GROUP]``'s, and the model runs
+    there, not on the environment's ``capacity``."""
+
     capacity: dict
     model: dict
     notes: list[str] = field(default_factory=list)
+    capacity_group: Optional[str] = None
+
+    @property
+    def capacity_groups(self) -> dict:
+        if self.capacity_group is None:
+            return {}
+        return {self.capacity_group: {"capacity": self.capacity, "models": [self.model["name"]]}}
+
+    def snippet(self) -> dict:
+        """What to paste into the environment (an LLM's group goes beside the environment's own capacity)."""
+        if self.capacity_group is None:
+            return {"capacity": self.capacity, "models": [self.model]}
+        return {"capacity_groups": self.capacity_groups, "models": [self.model]}
 
 
 def recommend(advice: list[TypeAdvice], model: ModelShape, workload: Workload, purchase: Purchase,
@@ -62,7 +95,7 @@ def recommend(advice: list[TypeAdvice], model: ModelShape, workload: Workload, p
         tasks = MAX_TASKS
     per_instance = best.tasks_per_instance
     instance = best.instance_type
-    batch = (best.throughput.max_batch_size or workload.max_batch_size) if model.kind == "encoder" else workload.concurrency
+    llm = model.kind == "llm"
     # Room for every task at peak while a rolling deployment runs up to twice them (one GPU share each).
     instances, _ = instances_for_deployment_at_peak(
         [ServiceDeployment.rolling(name or model.name, max_tasks, ROLLING_MAX_HEALTHY_PERCENT)], per_instance
@@ -74,40 +107,86 @@ def recommend(advice: list[TypeAdvice], model: ModelShape, workload: Workload, p
         "min_capacity": 0,
         "max_capacity": instances,
     }
-    block = {
-        "name": _model_name(name or model.name),
-        "version": version,
-        "task": "text-embedding",
-        "cpu": (instance.task_cpu_limit_units - 512) // per_instance // 256 * 256,
-        "memory_mib": instance.task_memory_limit_mib // per_instance,
+    cpu = (instance.task_cpu_limit_units - AGENT_RESERVED_CPU) // per_instance
+    memory = instance.task_memory_limit_mib // per_instance
+    block = {"name": _model_name(name or model.name), "version": version}
+    if llm:
+        cpu, memory = cpu - VLLM_SIDECAR_CPU, memory - VLLM_SIDECAR_MEMORY_MIB
+        # The model's files are copied to scratch on the root volume, and a task of the outgoing version may
+        # still hold its copy: room for two copies per task beside the image.
+        weights_gib = model.weight_bytes / 2**30
+        capacity["root_volume_gib"] = max(100, 50 * math.ceil((100 + 2 * per_instance * weights_gib) / 50))
+        block |= {"gpus": best.gpus_per_task}
+    else:
+        block["task"] = "text-embedding"
+    block |= {
+        "cpu": cpu // 256 * 256,
+        "memory_mib": memory,
         "min_tasks": tasks,
         "max_tasks": max_tasks,
-        "max_batch_size": max(1, min(512, batch)),
-        "max_sequence_length": max(8, min(8192, workload.tokens_per_request)),
-        "scaling": {
-            "requests_per_target_per_minute": max(1, math.floor(per_task * assumptions.target_utilization * 60)),
-            "latency_p95_ms": max(1, min(60_000, round(workload.p95_ms))),
-        },
     }
+    scaling = {
+        "requests_per_target_per_minute": max(1, math.floor(per_task * assumptions.target_utilization * 60)),
+        "latency_p95_ms": max(1, min(60_000, round(workload.p95_ms))),
+    }
+    if llm:
+        block |= {"expected_load_seconds": LLM_EXPECTED_LOAD_SECONDS, "scaling": scaling,
+                  "vllm": _vllm(model, workload, assumptions, memory)}
+    else:
+        batch = best.throughput.max_batch_size or workload.max_batch_size
+        block |= {"max_batch_size": max(1, min(512, batch)),
+                  "max_sequence_length": max(8, min(8192, workload.tokens_per_request)), "scaling": scaling}
     if slowest is not best:
         notes.append(f"requests_per_target_per_minute is {slowest.name}'s (the slowest listed type), so a fallback "
                      "instance is never asked for more than it sustains")
-    if model.kind == "llm":
-        notes.append("the bundled server serves encoders (text-embedding, text-classification) only: for an LLM run your "
-                     "own image (a vLLM or TGI container) and set the task it accepts; the sizes here hold for it")
-    if best.gpus_per_task > 1:
-        notes.append(f"each task needs {best.gpus_per_task} GPUs (tensor parallel): give the task definition that many GPUs")
+    if llm:
+        notes.append(f"served by vLLM on a capacity group of its own ('{LLM_GROUP}': types whose GPUs hold the model), "
+                     "beside the environment's capacity: add capacity_groups and the model to the environment")
+        per_task_gpus = (f"vLLM runs tensor parallel over {best.gpus_per_task} GPUs per task" if best.gpus_per_task > 1
+                         else "one GPU per task")
+        notes.append(f"gpus {best.gpus_per_task}: {per_task_gpus}, {per_instance} task{'s' if per_instance > 1 else ''} "
+                     f"per {instance.name}")
+        notes.append(f"vllm.image, fetcher_image and collector_image are ECR mirrors ({VLLM_IMAGE['repository']}:"
+                     f"{VLLM_IMAGE['tag']}, ...): mirror them into the environment's account first (README, "
+                     "'LLMs on 4-GPU instances')")
+        if model.dtype in ("int8", "int4"):
+            notes.append("quantised weights: vllm.dtype is auto and vLLM reads the quantisation from the checkpoint's config")
+        notes.append(f"expected_load_seconds {LLM_EXPECTED_LOAD_SECONDS} is an assumption (copy, load and CUDA graph "
+                     "capture); time one task's start and set it")
     if purchase.on_demand_base > capacity["on_demand_base_capacity"]:
         notes.append("on_demand_base_capacity lowered to max_capacity")
-    return Recommendation(capacity, block, notes)
+    return Recommendation(capacity, block, notes, LLM_GROUP if llm else None)
+
+
+def _vllm(model: ModelShape, workload: Workload, assumptions: Assumptions, memory_mib: int) -> dict:
+    """The vLLM preset's block: the context and concurrency the advisor sized the KV cache for."""
+    return {
+        "image": dict(VLLM_IMAGE),
+        "max_model_len": max(128, workload.tokens_per_request),
+        "gpu_memory_utilization": round(min(0.98, max(0.1, 1 - assumptions.vram_headroom)), 2),
+        "max_num_seqs": max(1, min(4096, workload.concurrency)),
+        "dtype": VLLM_DTYPE[model.dtype],
+        # NCCL and the engine's workers use /dev/shm, which counts against the task's memory.
+        "shared_memory_mib": max(1024, min(VLLM_MAX_SHARED_MEMORY_MIB, memory_mib // 4 // 1024 * 1024)),
+        "fetcher_image": dict(FETCHER_IMAGE),
+        "collector_image": dict(COLLECTOR_IMAGE),
+    }
 
 
 def validate(recommendation: Recommendation, region: str) -> tuple[GpuCapacityProps, ModelProps]:
-    """The blocks through the same strict loader and checks as cdk.json: types, region, shape, fit."""
+    """The blocks through the same strict loader and checks as cdk.json: types, region, shape, fit, and room for a
+    deployment at peak (counted in GPUs, as the app counts a capacity group)."""
+    group = recommendation.capacity_group
+    key = f"capacity_groups.{group}.capacity" if group else "capacity"
     try:
-        capacity = from_dict(GpuCapacityProps, recommendation.capacity, "capacity")
+        capacity = from_dict(GpuCapacityProps, recommendation.capacity, key)
         model = from_dict(ModelProps, recommendation.model, "models[0]")
-        model.check_fits(capacity.smallest_instance_type(region))
+        smallest = capacity.smallest_instance_type(region)
+        model.check_fits(smallest)
+        peak = model.deployment.peak_tasks(model.max_tasks, ROLLING_MAX_HEALTHY_PERCENT)
+        check_group_holds_deployment_at_peak(capacity.max_capacity, smallest.gpus,
+                                             [ServiceDeployment(model.name, model.max_tasks * model.gpus, peak * model.gpus)],
+                                             key=f"{key}.max_capacity")
     except ConfigError as error:
         raise ConfigError(error.key, f"the recommended snippet does not validate (a bug in the advisor): {error.detail}") from None
     return capacity, model

@@ -60,7 +60,8 @@ def as_json(advice: list[TypeAdvice], recommendation: Optional[Recommendation], 
         "measured": None if measurement is None else asdict(measurement),
         "instance_types": [type_entry(a) for a in advice],
         "recommendation": None if recommendation is None else {
-            "capacity": recommendation.capacity, "model": recommendation.model, "notes": recommendation.notes},
+            "capacity": recommendation.capacity, "model": recommendation.model,
+            "capacity_groups": recommendation.capacity_groups, "notes": recommendation.notes},
     }
 
 
@@ -118,6 +119,6 @@ def table(advice: list[TypeAdvice], recommendation: Optional[Recommendation], mo
         lines += ["", "No recommendation: no deployable type both fits and has a throughput (see Why; --measured supplies one)."]
     else:
         lines += ["", "Recommended cdk.json blocks (validated with GpuCapacityProps and ModelProps):",
-                  json.dumps({"capacity": recommendation.capacity, "models": [recommendation.model]}, indent=2)]
+                  json.dumps(recommendation.snippet(), indent=2)]
         lines += [f"note: {n}" for n in recommendation.notes]
     return "\n".join(lines)
