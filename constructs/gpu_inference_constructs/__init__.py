@@ -8,6 +8,7 @@ from .deployment import DeploymentProps, RollbackAlarms, RollbackProps, Rollback
 from .errors import ConfigError
 from .gpu_capacity import GpuCapacity, GpuCapacityProps
 from .instance_catalog import CATALOG, GpuInstanceType
+from .latency_alarms import LatencyAlarmProps, LatencyAlarmThresholds
 from .load_balancer import ConfiguredLoad, InferenceLoadBalancer, LoadBalancerProps, LoadBalancerQuotas
 from .model_service import ModelProps, ModelService, ServiceTimingProps
 from .model_store import ModelStore, ModelStoreProps
@@ -52,6 +53,8 @@ __all__ = [
     "InferenceLoadBalancer",
     "InferenceMonitoring",
     "InferenceNetwork",
+    "LatencyAlarmProps",
+    "LatencyAlarmThresholds",
     "LivenessCheck",
     "LoadBalancerProps",
     "LoadBalancerQuotas",

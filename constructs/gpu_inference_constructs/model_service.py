@@ -25,6 +25,7 @@ from .deployment import DeploymentProps, RollbackAlarmNames, RollbackAlarms, Rol
 from .errors import ConfigError, require, require_range
 from .gpu_capacity import GpuCapacity
 from .instance_catalog import GpuInstanceType, lookup
+from .latency_alarms import LatencyAlarmProps, LatencyAlarmThresholds
 from .load_balancer import InferenceLoadBalancer, model_path_patterns
 from .log_retention import retention_days
 from .model_store import (MANIFEST_FILE, MODELS_PREFIX, SHA256SUMS_FILE, ModelStore, grant_read_prefix, model_read_prefix,
@@ -87,6 +88,8 @@ class ModelProps:
     ``result_cache_size`` and ``compile`` configure it. ``expected_load_seconds`` (180) is how long
     download, load and warm-up take: the health-check grace period follows it. ``listener_priority``
     (default: derived from the name) is its listener rule's priority; set it when two models' collide.
+    ``rollback`` and ``alarms`` (its paging p95/p99 latency thresholds) default to multiples of its own
+    ``scaling.latency_p95_ms`` (see RollbackProps, LatencyAlarmProps); neither may be below it.
     """
 
     name: str
@@ -111,6 +114,7 @@ class ModelProps:
     scaling: ModelScalingProps = field(default_factory=ModelScalingProps)
     deployment: DeploymentProps = field(default_factory=DeploymentProps)
     rollback: RollbackProps = field(default_factory=RollbackProps)
+    alarms: LatencyAlarmProps = field(default_factory=LatencyAlarmProps)
 
     def __post_init__(self) -> None:
         require(
@@ -136,6 +140,7 @@ class ModelProps:
         if self.listener_priority is not None:
             require_range(self.listener_priority, 1, 50_000, "listener_priority")
         self.rollback_thresholds()
+        self.latency_alarm_thresholds()
         reserved_keys = VLLM_RESERVED_ENVIRONMENT if self.vllm is not None else server_environment_keys()
         reserved = sorted(set(self.environment) & set(reserved_keys))
         require(not reserved, "environment", f"{reserved} are set from the model's own keys; set those keys instead")
@@ -152,6 +157,13 @@ class ModelProps:
             return self.rollback.thresholds(self.scaling.latency_p95_ms, target_5xx_percent)
         except ConfigError as error:
             raise error.within("rollback") from None
+
+    def latency_alarm_thresholds(self) -> LatencyAlarmThresholds:
+        """Where this model's paging latency alarms trip: ``alarms``, else derived from its own latency goal."""
+        try:
+            return self.alarms.thresholds(self.scaling.latency_p95_ms)
+        except ConfigError as error:
+            raise error.within("alarms") from None
 
     @property
     def sidecar_reservation(self) -> tuple[int, int]:

@@ -14,9 +14,10 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from . import metric_names
-from .errors import require, require_range
+from .errors import ConfigError, require, require_range
 from .gpu_capacity import GpuCapacity
 from .instance_catalog import PRICES_AS_OF
+from .latency_alarms import PAGING_P95_FACTOR, PAGING_P99_FACTOR, LatencyAlarmThresholds
 from .model_service import ModelService, service_log_group_name
 from .notifications import topic_target
 
@@ -27,16 +28,18 @@ HOUR = cdk.Duration.hours(1)
 
 @dataclass(frozen=True)
 class MonitoringProps:
-    """Alarm thresholds (each with a default that suits a latency-sensitive text model) and cost settings.
+    """The environment's alarm thresholds and cost settings. Latency thresholds are each model's own
+    (``ModelProps.alarms``, from its ``scaling.latency_p95_ms``): one environment-wide number pages all day on a
+    model whose goal is above it, so ``latency_p95_ms`` and ``latency_p99_ms`` here are refused with that fix.
 
-    Defaults: p95 500 ms, p99 1500 ms; 1 % target and load-balancer 5xx; 3 minutes unhealthy; 15 minutes
+    Defaults: 1 % target and load-balancer 5xx; 3 minutes unhealthy; 15 minutes
     below desired; queue depth 200; 10 shed requests a minute; GPU memory 90 %; GPU under 10 % for 6
     hours; 3 Spot interruptions in 15 minutes; Spot at 0.4 of On-Demand; ``hourly_price_usd`` the
     catalog's On-Demand price of the preferred type.
     """
 
-    latency_p95_ms: int = 500
-    latency_p99_ms: int = 1500
+    latency_p95_ms: Optional[int] = None  # moved to each model's ``alarms``; kept to refuse it with the fix
+    latency_p99_ms: Optional[int] = None
     target_5xx_percent: float = 1.0
     elb_5xx_percent: float = 1.0
     unhealthy_hosts_minutes: int = 3
@@ -58,9 +61,14 @@ class MonitoringProps:
 
     def __post_init__(self) -> None:
         for key in ("latency_p95_ms", "latency_p99_ms"):
-            value = getattr(self, key)
-            require_range(value, 1, 120_000, key)
-        require(self.latency_p95_ms <= self.latency_p99_ms, "latency_p95_ms", f"{self.latency_p95_ms} is above latency_p99_ms {self.latency_p99_ms}")
+            require(
+                getattr(self, key) is None,
+                key,
+                f"is no longer an environment setting: each model pages at its own latency goal. Remove it, and set "
+                f"models[].alarms.{key} where a model needs another threshold than the default (latency_p95_ms "
+                f"{PAGING_P95_FACTOR} x its scaling.latency_p95_ms, latency_p99_ms {PAGING_P99_FACTOR} x latency_p95_ms; "
+                "in Python: ModelProps(alarms=LatencyAlarmProps(...)))",
+            )
         for key in ("target_5xx_percent", "elb_5xx_percent"):
             value = getattr(self, key)
             require(0 < value <= 100, key, f"{value} is out of range; a percentage above 0, at most 100")
@@ -135,8 +143,10 @@ class ModelAlarms(_Alarms):
     Every server: ALB p95/p99 latency, target 5xx rate, unhealthy targets, tasks below desired. A server
     with the library's metrics (``contract.bundled_metrics``) also: queue depth, shed requests, GPU memory,
     idle GPUs. Any other server: one alarm per scale-out signal of its contract, held above its threshold
-    for 15 minutes (scaling is not keeping up). Thresholds: ``props`` (MonitoringProps, defaults there).
-    Attributes: ``alarms`` (name -> Alarm).
+    for 15 minutes (scaling is not keeping up). Latency thresholds: ``latency_thresholds`` (default
+    ``service.model.latency_alarm_thresholds()``: the model's ``alarms``, else 2 x and 6 x its
+    ``scaling.latency_p95_ms``; never below that goal); the others: ``props`` (MonitoringProps, defaults there).
+    Attributes: ``alarms`` (name -> Alarm), ``latency_thresholds``.
     """
 
     def __init__(
@@ -148,13 +158,22 @@ class ModelAlarms(_Alarms):
         service: ModelService,
         topic: sns.ITopic,
         props: MonitoringProps,
+        latency_thresholds: Optional[LatencyAlarmThresholds] = None,
     ) -> None:
         super().__init__(scope, construct_id, environment_name=environment_name, topic=topic, props=props)
         name = service.model.name
-        self._alarm(f"{name}-LatencyP95", service.metric_target_response_time("p95"), props.latency_p95_ms / 1000,
-                    f"{name}: p95 latency at the load balancer above {props.latency_p95_ms} ms for 3 minutes", periods=3)
-        self._alarm(f"{name}-LatencyP99", service.metric_target_response_time("p99"), props.latency_p99_ms / 1000,
-                    f"{name}: p99 latency at the load balancer above {props.latency_p99_ms} ms for 3 minutes", periods=3)
+        if latency_thresholds is None:
+            latency_thresholds = service.model.latency_alarm_thresholds()
+        try:
+            latency_thresholds.check_above_scaling(service.model.scaling.latency_p95_ms)
+        except ConfigError as error:
+            raise error.within("latency_thresholds") from None
+        self.latency_thresholds = latency = latency_thresholds
+        self._alarm(f"{name}-LatencyP95", service.metric_target_response_time("p95"), latency.latency_p95_ms / 1000,
+                    f"{name}: p95 latency at the load balancer above {latency.latency_p95_ms} ms for 3 minutes "
+                    f"(its scaling goal is {service.model.scaling.latency_p95_ms} ms)", periods=3)
+        self._alarm(f"{name}-LatencyP99", service.metric_target_response_time("p99"), latency.latency_p99_ms / 1000,
+                    f"{name}: p99 latency at the load balancer above {latency.latency_p99_ms} ms for 3 minutes", periods=3)
         self._alarm(f"{name}-Target5xxRate", error_rate(service.metric_target_5xx(), service.metric_requests(), f"{name} target 5xx %"),
                     props.target_5xx_percent, f"{name}: more than {props.target_5xx_percent}% of requests answered 5xx by the server", periods=3)
         self._alarm(f"{name}-UnhealthyTargets", service.metric_unhealthy_hosts(), 1,

@@ -184,9 +184,11 @@ BAD_SCALING = [
     (with_change("scaling.capacity_prewarm", [{"name": "am", "cron": "0 7 * * *", "min_capacity": 1, "desired_capacity": 2}]), r"scaling.capacity_prewarm\[0\].desired_capacity: unknown key"),
     (model_change(0, "scaling", {"requests_per_target_per_minute": 0}), r"models\[0\].scaling.requests_per_target_per_minute: 0 must be greater than 0"),
     (model_change(0, "scaling", {"gpu_utilization_percent": 120}), r"models\[0\].scaling.gpu_utilization_percent: 120 is out of range; allowed 1 to 100"),
-    (with_change("monitoring.latency_p95_ms", 5000), r"monitoring.latency_p95_ms: 5000 is above latency_p99_ms 3000"),
-    (with_change("monitoring.target_5xx_percent", 0), r"monitoring.target_5xx_percent: 0.0 is out of range"),
-    (with_change("monitoring.spot_price_fraction", 1.5), r"monitoring.spot_price_fraction: 1.5 is out of range"),
+    (with_change("monitoring", {"latency_p95_ms": 1000}), r"monitoring.latency_p95_ms: is no longer an environment setting: each model pages at its own latency goal"),
+    (model_change(0, "alarms", {"latency_p95_ms": 100}), r"models\[0\].alarms.latency_p95_ms: 100 ms is below the model's scaling.latency_p95_ms \(250 ms\)"),
+    (model_change(0, "alarms", {"latency_p95_ms": 5000, "latency_p99_ms": 3000}), r"models\[0\].alarms.latency_p95_ms: 5000 is above latency_p99_ms 3000"),
+    (with_change("monitoring", {"target_5xx_percent": 0}), r"monitoring.target_5xx_percent: 0.0 is out of range"),
+    (with_change("monitoring", {"spot_price_fraction": 1.5}), r"monitoring.spot_price_fraction: 1.5 is out of range"),
 ]
 
 

@@ -21,6 +21,9 @@ def alarms_of(model) -> list[str]:
 
 
 
+TOPIC = "NotificationsTopicAE679CBD"
+
+
 def monitoring_alarms(template):
     return {k: a["Properties"] for k, a in template.find_resources("AWS::CloudWatch::Alarm").items() if k.startswith("Monitoring")}
 
@@ -42,14 +45,77 @@ def test_every_alarm_exists_and_notifies_the_encrypted_topic(env):
     template.has_resource_properties("AWS::SNS::Topic", {"KmsMasterKeyId": {"Fn::GetAtt": ["NotificationsKeyADCFA950", "Arn"]}})
 
 
-def test_latency_alarms_use_configured_percentile_thresholds(env):
+def test_latency_alarms_use_each_models_own_percentile_thresholds(env):
     config, template = env
     for model in config.models:
         p95 = alarm(template, f"{model.name}-LatencyP95")
         p99 = alarm(template, f"{model.name}-LatencyP99")
+        thresholds = model.latency_alarm_thresholds()
         target_groups = 2 if model.deployment.shifts_traffic else 1  # the worst of both during and after a deployment
-        assert (metric_stats(p95), p95["Threshold"]) == ([("AWS/ApplicationELB", "TargetResponseTime", "p95")] * target_groups, config.monitoring.latency_p95_ms / 1000)
-        assert (metric_stats(p99), p99["Threshold"]) == ([("AWS/ApplicationELB", "TargetResponseTime", "p99")] * target_groups, config.monitoring.latency_p99_ms / 1000)
+        assert (metric_stats(p95), p95["Threshold"]) == ([("AWS/ApplicationELB", "TargetResponseTime", "p95")] * target_groups, thresholds.latency_p95_ms / 1000)
+        assert (metric_stats(p99), p99["Threshold"]) == ([("AWS/ApplicationELB", "TargetResponseTime", "p99")] * target_groups, thresholds.latency_p99_ms / 1000)
+
+
+def test_no_latency_alarm_pages_below_its_models_own_scaling_goal(env, synthesized):
+    """Read from the synthesized templates, per model: an alarm on a model's p95 or p99 that trips below the p95 its
+    service scales to would page under load the model is sized for (a 500 ms alarm on staging's 20 s LLM)."""
+    config, template = env
+    stacks = [s for s in synthesized.stack_ids(config.name) if s.startswith("Model-")]
+    assert len(stacks) == len(config.models)
+    for model in config.models:
+        (stack,) = [s for s in stacks if s == f"Model-{model.name}"]
+        own = synthesized.template(config.name, stack)["Resources"]
+        alarms = template.find_resources("AWS::CloudWatch::Alarm", {"Properties": {"AlarmActions": [{"Ref": TOPIC}]}})
+        paging = {k: r["Properties"] for k, r in alarms.items() if k in own
+                  and any(stat in ("p95", "p99") for *_, stat in metric_stats(r["Properties"]))}
+        assert len(paging) == 2, (config.name, model.name, sorted(paging))
+        for logical_id, properties in paging.items():
+            assert properties["Threshold"] * 1000 >= model.scaling.latency_p95_ms, (config.name, model.name, logical_id, properties["Threshold"])
+
+
+def test_the_llm_pages_at_its_own_goal_not_the_encoders(synthesized):
+    config = synthesized.stages["staging"].config
+    template = Template.from_json(synthesized.inference_template("staging"))
+    (llama,) = [m for m in config.models if m.name == "llama-13b"]
+    assert llama.scaling.latency_p95_ms == 20_000
+    p95, p99 = (alarm(template, f"llama-13b-{name}")["Threshold"] for name in ("LatencyP95", "LatencyP99"))
+    assert (p95, p99) == (40.0, 120.0)  # 2 x its 20 s goal, and 3 x that
+    assert alarm(template, "minilm-LatencyP95")["Threshold"] == 0.5  # 2 x the encoder's 250 ms goal
+
+
+def test_a_paging_threshold_below_the_models_goal_is_refused_naming_both_keys():
+    from gpu_inference_constructs import LatencyAlarmProps, ModelProps, ModelScalingProps
+    from gpu_inference_constructs.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"^alarms.latency_p95_ms: 10000 ms is below the model's scaling.latency_p95_ms \(20000 ms\)"):
+        ModelProps(name="llm", version="1", scaling=ModelScalingProps(latency_p95_ms=20_000), alarms=LatencyAlarmProps(latency_p95_ms=10_000))
+    with pytest.raises(ConfigError, match=r"^alarms.latency_p95_ms: 60000 is above latency_p99_ms 50000"):
+        ModelProps(name="llm", version="1", alarms=LatencyAlarmProps(latency_p95_ms=60_000, latency_p99_ms=50_000))
+    model = ModelProps(name="llm", version="1", scaling=ModelScalingProps(latency_p95_ms=20_000), alarms=LatencyAlarmProps(latency_p95_ms=25_000))
+    assert (model.latency_alarm_thresholds().latency_p95_ms, model.latency_alarm_thresholds().latency_p99_ms) == (25_000, 75_000)
+
+
+def test_staging_refuses_an_llm_paging_threshold_below_its_goal_naming_the_model_and_both_keys():
+    import copy
+
+    from gpu_inference_constructs.errors import ConfigError
+    from stacks.config import load_environment
+    from tests.conftest import cdk_context
+
+    data = copy.deepcopy(cdk_context()["environments"]["staging"])
+    (llama,) = [m for m in data["models"] if m["name"] == "llama-13b"]
+    llama["alarms"] = {"latency_p95_ms": 500}
+    with pytest.raises(ConfigError, match=r"^environment 'staging': models\[2\]\.alarms\.latency_p95_ms: 500 ms is below the model's "
+                                          r"scaling\.latency_p95_ms \(20000 ms\)"):
+        load_environment("staging", data)
+
+
+def test_the_environment_wide_latency_thresholds_are_refused_with_the_per_model_fix():
+    from gpu_inference_constructs import MonitoringProps
+    from gpu_inference_constructs.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"^latency_p95_ms: is no longer an environment setting.*models\[\]\.alarms\.latency_p95_ms"):
+        MonitoringProps(latency_p95_ms=500)
 
 
 def test_error_rates_are_percentages_by_metric_math(env):
@@ -296,3 +362,28 @@ def test_the_dashboards_cost_prices_every_capacity_group_at_its_own_type(synthes
     by_hand = (main.on_demand_instances(3) * main_price + (3 - main.on_demand_instances(3)) * main_price * 0.4
                + llm.on_demand_instances(2) * llm_price + (2 - llm.on_demand_instances(2)) * llm_price * 0.4)
     assert evaluate(expressions["GPU instances (estimate)"], values) == pytest.approx(by_hand)
+
+
+def test_the_librarys_model_alarms_follow_the_models_goal_without_the_app():
+    """A consumer's ModelAlarms in a bare app: no environment config, the thresholds come from the model itself; an
+    explicit threshold below its goal is refused at construction."""
+    from aws_cdk import aws_sns as sns
+
+    from gpu_inference_constructs import (LatencyAlarmThresholds, ModelAlarms, ModelProps, ModelScalingProps, ModelService,
+                                          MonitoringProps, VllmProps, VllmServer)
+    from gpu_inference_constructs.errors import ConfigError
+    from tests.infra.test_server_contract import IMAGE, stack_with_placement
+
+    stack, parts = stack_with_placement()
+    model = ModelProps(name="llm", version="1", gpus=4, cpu=45056, memory_mib=163840, scaling=ModelScalingProps(latency_p95_ms=20_000), vllm=VllmProps())
+    service = ModelService(stack, "M", model=model, server=VllmServer(image=IMAGE), instance_type="g5.12xlarge", **parts)
+    topic = sns.Topic.from_topic_arn(stack, "Topic", "arn:aws:sns:us-east-1:123456789012:alarms")
+    alarms = ModelAlarms(stack, "Alarms", environment_name="test", service=service, topic=topic, props=MonitoringProps())
+    template = Template.from_stack(stack)
+    thresholds = {a["Properties"]["AlarmName"]: a["Properties"]["Threshold"] for a in template.find_resources("AWS::CloudWatch::Alarm").values()
+                  if "AlarmName" in a["Properties"]}
+    assert (thresholds["gpu-inference-test-llm-LatencyP95"], thresholds["gpu-inference-test-llm-LatencyP99"]) == (40.0, 120.0)
+    assert alarms.latency_thresholds == LatencyAlarmThresholds(latency_p95_ms=40_000, latency_p99_ms=120_000)
+    with pytest.raises(ConfigError, match=r"^latency_thresholds.latency_p95_ms: 500 ms is below the model's scaling.latency_p95_ms \(20000 ms\)"):
+        ModelAlarms(stack, "Low", environment_name="test", service=service, topic=topic, props=MonitoringProps(),
+                    latency_thresholds=LatencyAlarmThresholds(latency_p95_ms=500, latency_p99_ms=1500))
