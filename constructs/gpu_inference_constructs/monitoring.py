@@ -8,6 +8,7 @@ from typing import Optional, Sequence
 import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
+from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 from aws_cdk import aws_events as events
 from aws_cdk import aws_sns as sns
@@ -212,13 +213,15 @@ class ModelAlarms(_Alarms):
 
 
 class InferenceMonitoring(_Alarms):
-    """The environment's own alarms (load balancer, Spot), the Spot interruption rule and the dashboard.
+    """The environment's own alarms (load balancer, Spot), the Spot interruption rule, the deployment rollback rule
+    (every failed or rolled-back deployment of a service of ``capacity``'s cluster goes to ``topic``) and the dashboard.
 
     The dashboard finds every model by CloudWatch search (the environment's ``ModelName`` dimension, this load
     balancer's target groups, this cluster's services), so it references no model's stack and grows with the
     models. Each model's alarms are :class:`ModelAlarms`, in the model's own stack.
 
-    Attributes: ``alarms`` (name -> Alarm), ``dashboard``, ``spot_interruption_rule``, ``metric_cost_per_million_requests``
+    Attributes: ``alarms`` (name -> Alarm), ``dashboard``, ``spot_interruption_rule``, ``deployment_rollback_rule``,
+    ``metric_cost_per_million_requests``
     (an estimate of the whole bill per request: every capacity group's GPU instances + CloudWatch Logs ingestion of
     each model's log group, found by its name, :func:`~.model_service.service_log_group_name` + the load balancer's
     hour and LCUs) and
@@ -246,6 +249,13 @@ class InferenceMonitoring(_Alarms):
             "SpotInterruptions",
             description="EC2 Spot interruption warnings in this account and region (the GPU fleet's Spot instances)",
             event_pattern=events.EventPattern(source=["aws.ec2"], detail_type=["EC2 Spot Instance Interruption Warning"]),
+            targets=[topic_target(topic)],
+        )
+        self.deployment_rollback_rule = events.Rule(
+            self,
+            "DeploymentRollbacks",
+            description="ECS deployments of this cluster's services that failed or are being rolled back (circuit breaker or rollback alarms)",
+            event_pattern=deployment_rollback_pattern(capacity.cluster),
             targets=[topic_target(topic)],
         )
         self.metric_spot_interruptions = cloudwatch.Metric(
@@ -411,6 +421,35 @@ class InferenceMonitoring(_Alarms):
         )
         dashboard.add_widgets(cloudwatch.AlarmStatusWidget(alarms=list(self.alarms.values()), title="Alarms", width=24, height=6))
         return dashboard
+
+
+# ECS's "ECS Deployment State Change" events (ECS developer guide, ecs_service_deployment_events): FAILED is documented for
+# services with the circuit breaker; a rollback starts a new deployment whose IN_PROGRESS event's reason says it is one
+# ("ECS deployment circuit breaker: rolling back to deploymentId ..."). The alarm rollbacks and the blue/green, canary and
+# linear strategies document no event names of their own, so both are matched, and the reason in either spelling.
+DEPLOYMENT_STATE_CHANGE = "ECS Deployment State Change"
+DEPLOYMENT_FAILED = "SERVICE_DEPLOYMENT_FAILED"
+DEPLOYMENT_IN_PROGRESS = "SERVICE_DEPLOYMENT_IN_PROGRESS"
+ROLLBACK_REASONS = ("*rolling back*", "*Rolling back*", "*rollback*", "*Rollback*", "*rolled back*")
+
+
+def deployment_rollback_pattern(cluster: ecs.ICluster) -> events.EventPattern:
+    """ECS deployment events of ``cluster``'s services (each event's resource is the service's ARN,
+    ``arn:aws:ecs:<region>:<account>:service/<cluster>/<service>``) that report a failed deployment or the start of
+    a rollback."""
+    partition = cdk.Stack.of(cluster).partition
+    services = f"arn:{partition}:ecs:{cluster.env.region}:{cluster.env.account}:service/{cluster.cluster_name}/"
+    return events.EventPattern(
+        source=["aws.ecs"],
+        detail_type=[DEPLOYMENT_STATE_CHANGE],
+        resources=events.Match.prefix(services),
+        detail={
+            "$or": [
+                {"eventName": [DEPLOYMENT_FAILED]},
+                {"eventName": [DEPLOYMENT_IN_PROGRESS], "reason": [{"wildcard": reason} for reason in ROLLBACK_REASONS]},
+            ]
+        },
+    )
 
 
 def search(query: str, statistic: str, label: str, period: cdk.Duration = MINUTE) -> cloudwatch.MathExpression:

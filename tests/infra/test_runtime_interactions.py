@@ -168,7 +168,7 @@ def test_alarms_of_another_account_or_over_plain_http_cannot_publish(world):
 def test_every_eventbridge_rule_that_notifies_can_publish_and_use_the_key(world):
     topic, key = topic_and_key(world)
     rules = [k for k, r in world.of_type("AWS::Events::Rule").items() if publishes_to(r, topic)]
-    assert len(rules) == 1 + len(world.of_type("AWS::AutoScaling::AutoScalingGroup")), "Spot warnings, and each group's events"
+    assert len(rules) == 2 + len(world.of_type("AWS::AutoScaling::AutoScalingGroup")), "Spot warnings, deployment rollbacks, and each group's events"
     for rule in rules:
         context = {**TLS, "aws:SourceAccount": world.account, "aws:SourceArn": world.arn(rule)}
         assert world.service_may("events.amazonaws.com", "sns:Publish", topic, world.ref(topic), context), rule
@@ -247,6 +247,55 @@ def autoscaling_event(world: TemplateWorld, group_name: str, detail_type: str) -
         "detail": {"StatusCode": "InProgress", "AutoScalingGroupName": group_name, "EC2InstanceId": "i-0123456789abcdef0",
                    "Cause": "At 2026-12-03T10:00:00Z an instance was started in response to a difference between desired and actual capacity"},
     }
+
+
+def deployment_event(world: TemplateWorld, cluster: str, event_name: str, reason: str, service: str = "Model-minilm-Service") -> dict:
+    """An "ECS Deployment State Change" event as EventBridge delivers it (ECS developer guide,
+    ecs_service_deployment_events): its one resource is the service's ARN, which names the cluster."""
+    return {
+        "version": "0", "id": "ddca6449-b258-46c0-8653-e0e3a6example", "detail-type": "ECS Deployment State Change",
+        "source": "aws.ecs", "account": world.account, "time": "2026-12-03T10:00:00Z", "region": world.region,
+        "resources": [f"arn:aws:ecs:{world.region}:{world.account}:service/{cluster}/{service}"],
+        "detail": {"eventType": "ERROR" if event_name.endswith("FAILED") else "INFO", "eventName": event_name,
+                   "deploymentId": "ecs-svc/1234567890123456789", "updatedAt": "2026-12-03T10:00:00Z", "reason": reason},
+    }
+
+
+ROLLED_BACK = [
+    ("SERVICE_DEPLOYMENT_FAILED", "ECS deployment circuit breaker: task failed to start."),
+    ("SERVICE_DEPLOYMENT_FAILED", "ECS deployment alarms: gpu-inference-prod-minilm-rollback in ALARM."),
+    ("SERVICE_DEPLOYMENT_IN_PROGRESS", "ECS deployment circuit breaker: rolling back to deploymentId ecs-svc/9876543210987654321."),
+    ("SERVICE_DEPLOYMENT_IN_PROGRESS", "Rollback of service deployment to the previous service revision in progress."),
+]
+ROUTINE = [
+    ("SERVICE_DEPLOYMENT_IN_PROGRESS", "ECS deployment ecs-svc/1234567890123456789 in progress."),
+    ("SERVICE_DEPLOYMENT_COMPLETED", "ECS deployment ecs-svc/1234567890123456789 completed."),
+]
+
+
+def test_a_rolled_back_deployment_of_this_clusters_services_reaches_the_topic(world):
+    """A deployment that ECS fails or rolls back (circuit breaker, rollback alarms, any strategy) is delivered to the
+    topic: the rule's pattern, run through EventBridge's matcher (moto's), matches the failure and rollback events of
+    this cluster's services and not another cluster's, nor a routine start or completion; and the topic and its key
+    let this very rule publish."""
+    topic, key = topic_and_key(world)
+    (rule,) = [k for k, r in world.of_type("AWS::Events::Rule").items()
+               if publishes_to(r, topic) and r["Properties"]["EventPattern"].get("detail-type") == ["ECS Deployment State Change"]]
+    pattern = EventPattern.load(json.dumps(world.resolve(world.resources[rule]["Properties"]["EventPattern"])))
+    cluster = world.ref(world.only("AWS::ECS::Cluster"))
+    for event_name, reason in ROLLED_BACK:
+        assert pattern.matches_event(deployment_event(world, cluster, event_name, reason)), (event_name, reason)
+        assert not pattern.matches_event(deployment_event(world, "another-cluster", event_name, reason)), (event_name, reason)
+        assert not pattern.matches_event(deployment_event(world, f"{cluster}x", event_name, reason)), "a cluster whose name starts like ours"
+        other_account = deployment_event(world, cluster, event_name, reason)
+        other_account["resources"] = [r.replace(world.account, OTHER_ACCOUNT) for r in other_account["resources"]]
+        assert not pattern.matches_event(other_account)
+    for event_name, reason in ROUTINE:
+        assert not pattern.matches_event(deployment_event(world, cluster, event_name, reason)), (event_name, reason)
+    context = {**TLS, "aws:SourceAccount": world.account, "aws:SourceArn": world.arn(rule)}
+    assert world.service_may("events.amazonaws.com", "sns:Publish", topic, world.ref(topic), context)
+    for action in ("kms:GenerateDataKey", "kms:Decrypt"):
+        assert world.service_may("events.amazonaws.com", action, key, world.arn(key), sns_key_context(world, topic)), action
 
 
 def test_auto_scaling_group_events_reach_the_topic(world):
