@@ -190,7 +190,9 @@ class ServiceTimingProps:
     On a Spot interruption all of it must fit in the two-minute notice. Defaults: ``deregistration_delay_seconds``
     20, ``stop_timeout_seconds`` 90, ``drain_timeout_seconds`` 70 (the bundled server's ``DRAIN_TIMEOUT_S``; it then
     takes up to 15 s more to exit), ``keep_alive_seconds`` 75. Each server contract's :class:`StopTiming` is checked
-    against these when the ModelService is built.
+    against these when the ModelService is built; a contract whose StopTiming names its own deregistration delay (the
+    vLLM preset: ``VllmProps.longest_generation_seconds``) gets that delay and a ``stopTimeout`` of its drain plus exit
+    instead.
     """
 
     deregistration_delay_seconds: int = 20
@@ -272,6 +274,7 @@ class ModelService(Construct):
     None), ``metrics_collector`` (or None), ``target_group``, ``target_groups`` (with the alternate one
     that canary, linear and blue/green deployments shift traffic to), ``listener_rule``,
     ``rollback_alarms``, ``security_group``, ``log_group``, ``log_stream_prefix`` (``<model>/<version>``),
+    ``deregistration_delay_seconds`` and ``stop_timeout_seconds`` (``timing``'s, or the contract's own),
     ``task_role``, ``url_path``, ``instance_type``. ``add_rollback_alarm`` adds an alarm that rolls back a deployment in progress.
     """
 
@@ -342,9 +345,11 @@ class ModelService(Construct):
         require(isinstance(contract, ServerContract), "server", f"{type(server).__name__}.contract() must return a ServerContract")
         self.contract = contract
         self._check_fits(contract)
+        self.deregistration_delay_seconds, self.stop_timeout_seconds = contract.stop.task_timing(
+            timing.deregistration_delay_seconds, timing.stop_timeout_seconds)
         try:
-            contract.stop.check_fits(stop_timeout_seconds=timing.stop_timeout_seconds,
-                                     deregistration_delay_seconds=timing.deregistration_delay_seconds,
+            contract.stop.check_fits(stop_timeout_seconds=self.stop_timeout_seconds,
+                                     deregistration_delay_seconds=self.deregistration_delay_seconds,
                                      server=f"the {contract.name} server")
         except ConfigError as error:
             raise ConfigError(f"timing.{error.key}", f"{error.detail} (models[{model.name}])") from None
@@ -409,7 +414,7 @@ class ModelService(Construct):
             readonly_root_filesystem=contract.read_only_root_filesystem,
             privileged=False,
             user=contract.user,
-            stop_timeout=cdk.Duration.seconds(timing.stop_timeout_seconds),
+            stop_timeout=cdk.Duration.seconds(self.stop_timeout_seconds),
             linux_parameters=linux_parameters,
             health_check=ecs.HealthCheck(
                 command=list(liveness.command),
@@ -466,7 +471,7 @@ class ModelService(Construct):
 
         # Both target groups health-check readiness and drain alike: either may be production after a deployment.
         target_group_ids = ("TargetGroup", "AlternateTargetGroup") if deployment.shifts_traffic else ("TargetGroup",)
-        self.target_groups = [self._target_group(target_group_id, cluster.vpc, timing) for target_group_id in target_group_ids]
+        self.target_groups = [self._target_group(target_group_id, cluster.vpc) for target_group_id in target_group_ids]
         self.target_group = self.target_groups[0]
         if load_balancer is not None:
             self.listener_rule = load_balancer.add_model_route(model.name, *self.target_groups, scope=self,
@@ -511,7 +516,7 @@ class ModelService(Construct):
         if deployment.shifts_traffic:
             self._acknowledge_traffic_shifting()
 
-    def _target_group(self, construct_id: str, vpc: ec2.IVpc, timing: ServiceTimingProps) -> elbv2.ApplicationTargetGroup:
+    def _target_group(self, construct_id: str, vpc: ec2.IVpc) -> elbv2.ApplicationTargetGroup:
         return elbv2.ApplicationTargetGroup(
             self,
             construct_id,
@@ -519,7 +524,7 @@ class ModelService(Construct):
             port=self.contract.port,
             protocol=elbv2.ApplicationProtocol.HTTP,
             target_type=elbv2.TargetType.IP,
-            deregistration_delay=cdk.Duration.seconds(timing.deregistration_delay_seconds),
+            deregistration_delay=cdk.Duration.seconds(self.deregistration_delay_seconds),
             load_balancing_algorithm_type=elbv2.TargetGroupLoadBalancingAlgorithmType.LEAST_OUTSTANDING_REQUESTS,
             health_check=elbv2.HealthCheck(
                 path=self.contract.readiness_path,

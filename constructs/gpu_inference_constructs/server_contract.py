@@ -161,6 +161,23 @@ BUNDLED_DEFAULT_DRAIN_SECONDS = 70
 BUNDLED_EXIT_SECONDS = 15
 
 
+# vLLM 0.32 (vllm/engine/arg_utils.py, config/vllm.py): ``--shutdown-timeout N`` (default 0). On SIGTERM the API
+# server stops the engine with that timeout: 0 aborts every running request; N > 0 rejects new requests and lets the
+# running ones finish for up to N s, then aborts the rest and stops the engine processes.
+VLLM_EXIT_SECONDS = 20
+VLLM_LONGEST_GENERATION_SECONDS = 80
+
+
+def vllm_drain_seconds(longest_generation_seconds: int) -> int:
+    """vLLM's ``--shutdown-timeout``: what the Spot notice leaves after a deregistration delay of
+    ``longest_generation_seconds`` and vLLM's exit."""
+    high = SPOT_NOTICE_SECONDS - VLLM_EXIT_SECONDS
+    require_range(longest_generation_seconds, 1, high, "longest_generation_seconds",
+                  hint=f" (the deregistration delay, then vLLM's drain and {VLLM_EXIT_SECONDS} s exit, fit the "
+                       f"{SPOT_NOTICE_SECONDS} s Spot notice; bound longer generations with max_tokens)")
+    return high - longest_generation_seconds
+
+
 @dataclass(frozen=True)
 class StopTiming:
     """What a server does between ECS's SIGTERM and its exit, so the task's timing can leave it the time.
@@ -174,6 +191,10 @@ class StopTiming:
     - ``exit_seconds``: after draining, the longest it takes to stop its processes and release the GPU.
     - ``longest_request_seconds`` (default None: unknown): the longest one request may run (the server's own
       request timeout). When given, the deregistration delay plus ``drain_seconds`` must cover it.
+    - ``deregistration_delay_seconds`` (default None: the environment's ``ServiceTimingProps``): the delay this
+      server's requests need. When given, the model's target groups use it and the container's ``stopTimeout`` is
+      ``drain_seconds + exit_seconds``, whatever the environment's timing (a server with minutes-long requests
+      cannot share an encoder's 20 s delay and 90 s stop timeout within the Spot notice).
 
     ``ModelService`` checks at construction that ``drain_seconds + exit_seconds`` fits the task's ``stopTimeout``
     and, after the deregistration delay, the 2-minute Spot notice. Presets: :meth:`bundled` (this repository's
@@ -183,12 +204,21 @@ class StopTiming:
     drain_seconds: int
     exit_seconds: int
     longest_request_seconds: Optional[int] = None
+    deregistration_delay_seconds: Optional[int] = None
 
     def __post_init__(self) -> None:
         require_range(self.drain_seconds, 0, SPOT_NOTICE_SECONDS, "server.stop.drain_seconds")
         require_range(self.exit_seconds, 1, SPOT_NOTICE_SECONDS, "server.stop.exit_seconds")
         if self.longest_request_seconds is not None:
             require_range(self.longest_request_seconds, 1, 3600, "server.stop.longest_request_seconds")
+        if self.deregistration_delay_seconds is not None:
+            require_range(self.deregistration_delay_seconds, 0, SPOT_NOTICE_SECONDS, "server.stop.deregistration_delay_seconds")
+
+    def task_timing(self, deregistration_delay_seconds: int, stop_timeout_seconds: int) -> tuple[int, int]:
+        """(deregistration delay, stopTimeout) of the task: the server's own when it names a delay, else the given ones."""
+        if self.deregistration_delay_seconds is None:
+            return deregistration_delay_seconds, stop_timeout_seconds
+        return self.deregistration_delay_seconds, self.seconds_after_sigterm
 
     @property
     def seconds_after_sigterm(self) -> int:
@@ -228,11 +258,15 @@ class StopTiming:
         return cls(drain_timeout_seconds, BUNDLED_EXIT_SECONDS, request_timeout_seconds)
 
     @classmethod
-    def vllm(cls) -> "StopTiming":
-        """vLLM's OpenAI server (``vllm serve``, its default ``--shutdown-mode immediate``): SIGTERM aborts the requests
-        still running (drain 0: they get the deregistration delay, before SIGTERM, to finish), then the API server,
-        the engine core and the tensor-parallel workers stop (budget: 20 s)."""
-        return cls(0, 20)
+    def vllm(cls, longest_generation_seconds: int = VLLM_LONGEST_GENERATION_SECONDS) -> "StopTiming":
+        """vLLM's OpenAI server (``vllm serve``) with ``--shutdown-timeout`` :func:`vllm_drain_seconds`: a generation up to
+        ``longest_generation_seconds`` (default 80) long finishes when its task stops. The ALB keeps it running through
+        the deregistration delay (``longest_generation_seconds``: AWS documents in-flight requests completing then);
+        on SIGTERM vLLM refuses new requests and drains running ones for the rest of the Spot notice (20 s by default;
+        without the flag, vLLM 0.32's default 0 aborts them at once), then the API server, engine core and
+        tensor-parallel workers stop (``VLLM_EXIT_SECONDS``, 20 s budget)."""
+        return cls(vllm_drain_seconds(longest_generation_seconds), VLLM_EXIT_SECONDS,
+                   longest_request_seconds=longest_generation_seconds, deregistration_delay_seconds=longest_generation_seconds)
 
     @classmethod
     def tgi(cls, longest_request_seconds: int = 60) -> "StopTiming":
@@ -483,6 +517,10 @@ class VllmProps:
     the model's ``gpus``. Defaults: ``served_model_name`` the model's name; ``max_model_len`` 4096;
     ``gpu_memory_utilization`` 0.90; ``max_num_seqs`` 64; ``dtype`` auto; ``shared_memory_mib`` 16384
     (NCCL and the engine's worker processes use /dev/shm); port 8000; readiness ``/health``.
+    ``longest_generation_seconds`` (default 80, at most 100): the longest generation that still finishes when its task
+    stops (scale-in, deployment, Spot): it is the deregistration delay of the model's target groups, and vLLM's
+    ``--shutdown-timeout`` gets the rest of the 2-minute Spot notice after it and vLLM's 20 s exit (20 s by default),
+    the container's ``stopTimeout`` that drain plus the exit (40 s). See :meth:`StopTiming.vllm`.
     Scaling: hold ``target_running_requests_per_task`` (default 3/4 of ``max_num_seqs``) running
     requests per task; add tasks when more than ``waiting_requests_scale_out`` requests wait or the
     KV cache is more than ``kv_cache_scale_out_percent`` full. ``image``: a mirror in your ECR of
@@ -505,8 +543,10 @@ class VllmProps:
     kv_cache_scale_out_percent: int = 90
     fetcher_image: Optional[EcrImage] = None
     collector_image: Optional[EcrImage] = None
+    longest_generation_seconds: int = VLLM_LONGEST_GENERATION_SECONDS
 
     def __post_init__(self) -> None:
+        vllm_drain_seconds(self.longest_generation_seconds)
         if self.served_model_name:
             require(bool(re.match(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$", self.served_model_name)), "served_model_name", f"{self.served_model_name!r}: letters, digits, '.', '_', '-', '/'")
         require_range(self.max_model_len, 128, 1_048_576, "max_model_len")
@@ -514,7 +554,7 @@ class VllmProps:
         require_range(self.max_num_seqs, 1, 4096, "max_num_seqs")
         require_range(self.shared_memory_mib, 1024, 262_144, "shared_memory_mib", hint=" (vLLM with tensor parallelism needs gigabytes of /dev/shm)")
         require_range(self.port, 1024, 65535, "port")
-        owned = ("--model", "--port", "--host", "--tensor-parallel-size", "--served-model-name", "--max-model-len", "--gpu-memory-utilization", "--max-num-seqs", "--dtype", "--api-key", "--download-dir")
+        owned = ("--model", "--port", "--host", "--tensor-parallel-size", "--served-model-name", "--max-model-len", "--gpu-memory-utilization", "--max-num-seqs", "--dtype", "--api-key", "--download-dir", "--shutdown-timeout")
         for index, arg in enumerate(self.extra_args):
             require(arg.split("=")[0] not in owned, f"extra_args[{index}]", f"{arg!r} is set from its own key; set that key instead")
         if self.target_running_requests_per_task is not None:
@@ -561,6 +601,7 @@ class VllmServer:
             "--gpu-memory-utilization", f"{props.gpu_memory_utilization:g}",
             "--max-num-seqs", str(props.max_num_seqs),
             "--dtype", props.dtype,
+            "--shutdown-timeout", str(vllm_drain_seconds(props.longest_generation_seconds)),
             *props.extra_args,
         )
         health = f"http://127.0.0.1:{props.port}/health"
@@ -596,7 +637,7 @@ class VllmServer:
                 "AWS_DEFAULT_REGION": context.region,
             },
             api_keys_variable="VLLM_API_KEY",
-            stop=StopTiming.vllm(),
+            stop=StopTiming.vllm(props.longest_generation_seconds),
             metrics=PrometheusMetrics(metrics=VLLM_METRICS, collector_image=collector_image),
             scaling_signals=(
                 ScalingSignal(running, target=props.running_target),

@@ -217,7 +217,8 @@ def test_the_bundled_servers_stop_timing_is_read_from_the_server_itself():
 @pytest.mark.parametrize("preset", [StopTiming.vllm(), StopTiming.tgi(), StopTiming.triton(), StopTiming.bundled()])
 def test_each_preset_fits_the_default_timing(preset):
     timing = gpu_inference_constructs.ServiceTimingProps()
-    preset.check_fits(stop_timeout_seconds=timing.stop_timeout_seconds, deregistration_delay_seconds=timing.deregistration_delay_seconds)
+    deregistration_delay, stop_timeout = preset.task_timing(timing.deregistration_delay_seconds, timing.stop_timeout_seconds)
+    preset.check_fits(stop_timeout_seconds=stop_timeout, deregistration_delay_seconds=deregistration_delay)
 
 
 @pytest.mark.parametrize(
@@ -239,6 +240,57 @@ def test_a_server_that_needs_more_time_than_the_task_gives_fails_at_construction
         ModelService(stack, "M", model=ModelProps(name="mm", version="1"), server=complete(stop=stop), instance_type="g5.xlarge",
                      timing=gpu_inference_constructs.ServiceTimingProps(**timing), **parts)
     assert error.value.key == key and message in error.value.detail and "(models[mm])" in error.value.detail
+
+
+def test_vllm_drains_in_flight_generations_within_the_spot_notice():
+    """vLLM 0.32 aborts running requests on SIGTERM unless --shutdown-timeout is set. The preset sets it, and the
+    model's target groups, stopTimeout and drain are sized so a generation of longest_generation_seconds in flight when
+    its task stops finishes: the ALB keeps it through the deregistration delay (that long), vLLM drains after SIGTERM
+    for what the Spot notice leaves, and delay + drain + exit fit the notice."""
+    from gpu_inference_constructs.server_contract import SPOT_NOTICE_SECONDS, VLLM_EXIT_SECONDS
+
+    for longest in (80, 60, 100):
+        stack, parts = stack_with_placement()
+        model = ModelProps(name="llm", version="1", gpus=4, cpu=45056, memory_mib=163840, vllm=VllmProps(longest_generation_seconds=longest))
+        service = ModelService(stack, "M", model=model, server=VllmServer(image=IMAGE), instance_type="g5.12xlarge", **parts)
+        template = Template.from_stack(stack)
+        (task,) = template.find_resources("AWS::ECS::TaskDefinition").values()
+        (server,) = [c for c in task["Properties"]["ContainerDefinitions"] if c["Name"] == "server"]
+        command = server["Command"]
+        drain = int(command[command.index("--shutdown-timeout") + 1])
+        (group,) = template.find_resources("AWS::ElasticLoadBalancingV2::TargetGroup").values()
+        delay = int({a["Key"]: a["Value"] for a in group["Properties"]["TargetGroupAttributes"]}["deregistration_delay.timeout_seconds"])
+        assert delay >= longest, "the ALB lets a generation of the stated length finish before ECS sends SIGTERM"
+        assert server["StopTimeout"] >= drain + VLLM_EXIT_SECONDS, "vLLM drains and exits before SIGKILL"
+        assert delay + server["StopTimeout"] <= SPOT_NOTICE_SECONDS, "all of it inside the Spot notice"
+        assert (delay, drain, server["StopTimeout"]) == (longest, SPOT_NOTICE_SECONDS - VLLM_EXIT_SECONDS - longest, SPOT_NOTICE_SECONDS - longest)
+        assert (service.deregistration_delay_seconds, service.stop_timeout_seconds) == (delay, server["StopTimeout"])
+        assert service.contract.stop == StopTiming.vllm(longest)
+    assert drain == 0, "at 100 s the delay takes all the notice leaves: vLLM aborts at SIGTERM (its default)"
+    assert StopTiming.vllm().drain_seconds == 20 and VllmProps().longest_generation_seconds == 80
+
+
+def test_the_environments_timing_still_applies_to_the_other_servers_of_the_environment(synthesized):
+    """staging: the encoders keep the environment's 20 s delay and 90 s stopTimeout; only the LLM has its own."""
+    config = synthesized.stages["staging"].config
+    for model in config.models:
+        template = synthesized.template("staging", f"Model-{model.name}")["Resources"]
+        delays = {int({a["Key"]: a["Value"] for a in r["Properties"]["TargetGroupAttributes"]}["deregistration_delay.timeout_seconds"])
+                  for r in template.values() if r["Type"] == "AWS::ElasticLoadBalancingV2::TargetGroup"}
+        (task,) = [r for r in template.values() if r["Type"] == "AWS::ECS::TaskDefinition"]
+        (server,) = [c for c in task["Properties"]["ContainerDefinitions"] if c["Name"] == "server"]
+        if model.vllm is None:
+            assert (delays, server["StopTimeout"]) == ({config.service.deregistration_delay_seconds}, config.service.stop_timeout_seconds)
+        else:
+            assert (delays, server["StopTimeout"]) == ({80}, 40) and server["Command"][-2:] == ["--shutdown-timeout", "20"]
+
+
+@pytest.mark.parametrize("longest", [0, 101])
+def test_a_generation_longer_than_the_spot_notice_allows_is_refused(longest):
+    with pytest.raises(ConfigError, match=rf"longest_generation_seconds: {longest} is out of range; allowed 1 to 100 \(the deregistration delay"):
+        VllmProps(longest_generation_seconds=longest)
+    with pytest.raises(ConfigError, match=r"extra_args\[0\]: '--shutdown-timeout=5' is set from its own key"):
+        VllmProps(extra_args=("--shutdown-timeout=5",))
 
 
 def test_stop_timing_ranges():
@@ -376,7 +428,7 @@ def test_exported_classes_have_docstrings_that_state_their_defaults():
         if isinstance(value, type):
             assert value.__doc__ and len(value.__doc__) > 40, f"{name} needs a docstring"
     for props in ("ModelScalingProps", "ScalingProps", "PredictiveScalingProps", "MonitoringProps", "ServerContract", "VllmProps", "ModelProps",
-                  "LoadBalancerQuotas", "RollbackThresholds", "StopTiming"):
+                  "LoadBalancerQuotas", "RollbackThresholds", "StopTiming", "LatencyAlarmProps"):
         assert "efault" in getattr(gpu_inference_constructs, props).__doc__, f"{props}' docstring states its defaults"
 
 

@@ -150,17 +150,27 @@ def test_scratch_volume_is_task_scoped(env):
 
 
 def test_stop_timeout_and_deregistration_fit_the_spot_notice(env):
+    """Each model's own target groups' delay plus its own stopTimeout fit the notice: the environment's timing for
+    our server, the preset's for vLLM (its longest generation as the delay, its drain and exit as the stop timeout)."""
+    from gpu_inference_constructs import StopTiming
+
     config, template = env
+    groups = template.find_resources("AWS::ElasticLoadBalancingV2::TargetGroup")
+    assert groups
     for model in config.models:
         container = containers(template)[model.name]
         stop = container["StopTimeout"]
-        assert stop == config.service.stop_timeout_seconds
+        prefix = f"Model{model.name.replace('-', '')}"
+        delays = {int({a["Key"]: a["Value"] for a in g["Properties"]["TargetGroupAttributes"]}["deregistration_delay.timeout_seconds"])
+                  for k, g in groups.items() if k.startswith(f"{prefix}TargetGroup") or k.startswith(f"{prefix}AlternateTargetGroup")}
         if model.vllm is None:
+            assert (delays, stop) == ({config.service.deregistration_delay_seconds}, config.service.stop_timeout_seconds)
             assert int(environment_of(container)["DRAIN_TIMEOUT_S"]) < stop
-    for group in template.find_resources("AWS::ElasticLoadBalancingV2::TargetGroup").values():
-        attributes = {a["Key"]: a["Value"] for a in group["Properties"]["TargetGroupAttributes"]}
-        delay = int(attributes["deregistration_delay.timeout_seconds"])
-        assert delay + config.service.stop_timeout_seconds <= SPOT_NOTICE_SECONDS
+        else:
+            timing = StopTiming.vllm(model.vllm.longest_generation_seconds)
+            assert (delays, stop) == ({model.vllm.longest_generation_seconds}, timing.seconds_after_sigterm)
+        (delay,) = delays
+        assert delay + stop <= SPOT_NOTICE_SECONDS
 
 
 def test_logs_go_to_encrypted_groups_with_the_environment_retention(env):
