@@ -264,7 +264,9 @@ class StopTiming:
         the deregistration delay (``longest_generation_seconds``: AWS documents in-flight requests completing then);
         on SIGTERM vLLM refuses new requests and drains running ones for the rest of the Spot notice (20 s by default;
         without the flag, vLLM 0.32's default 0 aborts them at once), then the API server, engine core and
-        tensor-parallel workers stop (``VLLM_EXIT_SECONDS``, 20 s budget)."""
+        tensor-parallel workers stop (``VLLM_EXIT_SECONDS``, 20 s budget). A generation still running when the drain
+        ends is cut, and vLLM 0.32 then waits on its open response until SIGKILL at ``stopTimeout`` (seen in
+        ``make e2e-vllm`` with ``--shutdown-timeout 0``), which the budget already allows for."""
         return cls(vllm_drain_seconds(longest_generation_seconds), VLLM_EXIT_SECONDS,
                    longest_request_seconds=longest_generation_seconds, deregistration_delay_seconds=longest_generation_seconds)
 

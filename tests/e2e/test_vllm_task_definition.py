@@ -6,7 +6,8 @@ exactly as written (``aws s3 sync`` into the scratch volume); then the ``server`
 and environment start vLLM; the target group's health path and port answer 200 within the grace period;
 the container health check passes; an OpenAI completion through the listener rule's path (with the rule's
 url rewrite applied, as the ALB applies it) answers 200, without the API key 401; the metrics the
-collector sidecar imports exist under the names the scaling policies use; SIGTERM stops it within
+collector sidecar imports exist under the names the scaling policies use; SIGTERM while a streamed
+generation is running lets it finish to its last token (the task's ``--shutdown-timeout``) and stops vLLM within
 stopTimeout. Stand-ins, as in the bundled server's e2e test: a temporary directory for the scratch
 volume, test credentials and the S3 endpoint, a test API key, and CPU settings (VLLM_CPU_KVCACHE_SPACE).
 """
@@ -20,6 +21,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -55,6 +57,7 @@ pytestmark = pytest.mark.vllm_cpu
 VLLM_BIN = ROOT / ".venv-vllm" / "bin"
 API_KEY = "e2e-vllm-key"
 MODEL = "tiny-llm"
+MAX_MODEL_LEN = 256
 
 
 @pytest.fixture(scope="module")
@@ -69,14 +72,14 @@ def contract(tmp_path_factory):
     ModelService(
         stack, "Llm",
         model=ModelProps(name=MODEL, version="2026-12-01", gpus=1, cpu=3072, memory_mib=12288, expected_load_seconds=300),
-        server=VllmServer(VllmProps(max_model_len=128, max_num_seqs=4, dtype="float32", shared_memory_mib=2048, served_model_name="tiny"),
+        server=VllmServer(VllmProps(max_model_len=MAX_MODEL_LEN, max_num_seqs=4, dtype="float32", shared_memory_mib=2048, served_model_name="tiny"),
                           image=ecs.ContainerImage.from_registry("vllm/vllm-openai:v0.32.0")),
         capacity=gpus, model_store=store, load_balancer=alb, logs_key=kms.Key(stack, "Key", enable_key_rotation=True),
         environment_name="e2e", api_keys_secret=secretsmanager.Secret(stack, "ApiKeys"),
     )
     template = app.synth().get_stack_by_name("Llm").template
     (found,) = load_contracts(template, "e2e")
-    bucket_ref = next(k for k, r in template["Resources"].items() if r["Type"] == "AWS::S3::Bucket" and "VersioningConfiguration" in r["Properties"])
+    bucket_ref = stack.resolve(store.bucket.bucket_name)["Ref"]  # the model bucket (the access-log bucket is versioned too)
     return found, bucket_ref
 
 
@@ -117,6 +120,46 @@ def http(method: str, url: str, body: dict | None = None, headers: dict | None =
             return response.status, response.read()
     except urllib.error.HTTPError as error:
         return error.code, error.read()
+
+
+class StreamedCompletion(threading.Thread):
+    """An OpenAI streaming completion read in the background: counts its chunks (one per step) and sees its end."""
+
+    def __init__(self, url: str, body: dict, headers: dict) -> None:
+        super().__init__(daemon=True)
+        self.url, self.body, self.headers = url, {**body, "stream_options": {"include_usage": True}}, headers
+        self.started = threading.Event()
+        self.chunks = self.chunks_at_signal = 0
+        self.completion_tokens = None
+        self.finish_reason = None
+        self.done = False
+        self.error = None
+        self.start()
+
+    def run(self) -> None:
+        request = urllib.request.Request(self.url, data=json.dumps(self.body).encode(), method="POST",
+                                         headers={"content-type": "application/json", **self.headers})
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        try:
+            with opener.open(request, timeout=120) as response:
+                for raw in response:
+                    line = raw.decode().strip()
+                    if line == "data: [DONE]":
+                        self.done = True
+                        break
+                    if not line.startswith("data: "):
+                        continue
+                    payload = json.loads(line.removeprefix("data: "))
+                    if payload.get("usage"):
+                        self.completion_tokens = payload["usage"]["completion_tokens"]
+                    for choice in payload.get("choices", []):
+                        self.chunks += 1
+                        self.finish_reason = choice.get("finish_reason") or self.finish_reason
+                        self.started.set()
+        except Exception as error:  # noqa: BLE001 - reported by the test
+            self.error = repr(error)
+        finally:
+            self.started.set()
 
 
 def on_scratch(value: str, scratch: Path) -> str:
@@ -203,11 +246,27 @@ def test_the_vllm_task_definition_serves_completions_through_the_listener_rule(c
             for name in ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc"):
                 assert re.search(rf"^{re.escape(name)}\{{", metrics, re.M), f"{name} is not exposed; the collector and scaling would see nothing"
 
+            # A generation in flight at SIGTERM finishes: the task's --shutdown-timeout makes vLLM drain instead of
+            # aborting (its default). The SIGTERM goes out once the stream has started, and tokens must still arrive after it.
+            command_line = server["Command"]
+            drain = int(command_line[command_line.index("--shutdown-timeout") + 1])
+            assert drain > 0
+            long_request = {**request, "max_tokens": MAX_MODEL_LEN - 16, "ignore_eos": True, "stream": True}
+            stream = StreamedCompletion(base + path, long_request, {"authorization": f"Bearer {API_KEY}"})
+            stream.started.wait(timeout=60)
+            assert stream.started.is_set(), f"the stream did not start: {stream.error}\n{log.read_text()[-3000:]}"
             stopping = time.monotonic()
             process.send_signal(signal.SIGTERM)
+            stream.chunks_at_signal = stream.chunks
             code = process.wait(timeout=server["StopTimeout"])
-            print(f"stopped {time.monotonic() - stopping:.1f} s after SIGTERM with {code}")
+            stream.join(timeout=10)
+            print(f"stopped {time.monotonic() - stopping:.1f} s after SIGTERM with {code} (--shutdown-timeout {drain}); "
+                  f"{stream.chunks - stream.chunks_at_signal} of {stream.chunks} chunks arrived after SIGTERM; "
+                  f"{stream.completion_tokens} tokens, finish {stream.finish_reason}")
             assert code == 0, f"vLLM exited {code} after SIGTERM:\n{log.read_text()[-3000:]}"
+            assert stream.error is None and stream.done, f"the in-flight generation was cut: {stream.error}\n{log.read_text()[-3000:]}"
+            assert stream.chunks > stream.chunks_at_signal, "the generation had finished before SIGTERM: nothing was drained"
+            assert (stream.completion_tokens, stream.finish_reason) == (long_request["max_tokens"], "length"), "every token, not an abort"
         finally:
             if process.poll() is None:
                 process.kill()
