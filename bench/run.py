@@ -48,7 +48,7 @@ def setup_info(cfg: BenchConfig, model_dir: str) -> dict:
             "model_label": cfg.model_label, "max_sequence_length": cfg.max_sequence_length,
             "model_process_env": thread_env(cfg), "model_dir": model_dir,
             "our_server": {"MAX_BATCH_SIZE": cfg.max_batch_size, "MAX_BATCH_WAIT_MS": cfg.max_batch_wait_ms,
-                           "RESULT_CACHE_SIZE": 0, "LOG_LEVEL": "info"},
+                           "WORKERS": cfg.workers, "RESULT_CACHE_SIZE": 0, "LOG_LEVEL": "info"},
             "load": {"concurrency": list(cfg.concurrency), "warmup_s": cfg.warmup_s, "duration_s": cfg.duration_s,
                      "texts": cfg.texts, "client": "closed loop, HTTP/1.1 keep-alive, httptools on uvloop, "
                                                    "one process"},
