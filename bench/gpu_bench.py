@@ -6,8 +6,9 @@ downloaded. The raw model, our server and the baseline run in FP16; the raw mode
 torch.compile (our server with CUDA graphs). Reports each system's requests/s at p95 < 50 ms. Without CUDA it
 says so and exits 0 having measured nothing. Results go to bench/results/gpu/.
 
-`--server`: our server only (its default worker count for the machine's CPUs, FP16, torch.compile with CUDA
-graphs), driven over HTTP at rising concurrency, with the raw model's ceiling; reports req/s at p95 < 50 ms.
+`--server`: our server only (its default worker count for the machine's CPUs, or `--workers N`; FP16,
+torch.compile with CUDA graphs), driven over HTTP at rising concurrency, with the raw model's ceiling; reports
+req/s at p95 < 50 ms.
 """
 
 from __future__ import annotations
@@ -65,7 +66,9 @@ def best_within_slo(results: dict, slo_ms: float = SLO_P95_MS) -> dict[str, dict
     return best
 
 
-def gpu_config(short: bool, output_dir: Path, model_dir: Path, server_only: bool = False) -> BenchConfig:
+def gpu_config(short: bool, output_dir: Path, model_dir: Path, server_only: bool = False,
+               workers: int = 0) -> BenchConfig:
+    """workers: our server's WORKERS (0: its default for this machine's CPUs; the CPU bench pins 1)."""
     full = dict(concurrency=(1, 8, 32, 64, 128, 256), warmup_s=3.0, duration_s=10.0,
                 raw_batch_sizes=(1, 8, 32, 64, 128, 256), raw_duration_s=3.0)
     quick = dict(concurrency=(1, 32, 128), warmup_s=1.0, duration_s=3.0, raw_batch_sizes=(1, 32, 128),
@@ -76,17 +79,23 @@ def gpu_config(short: bool, output_dir: Path, model_dir: Path, server_only: bool
     return dataclasses.replace(
         BenchConfig(), **(quick if short else full), systems=systems, model_label=LABEL,
         model_dir=str(model_dir), device="cuda", precision="fp16", compile=True, max_batch_size=64,
-        pin_cpus=False, overload_clients=0, same_text=True,
+        workers=workers, pin_cpus=False, overload_clients=0, same_text=True,
         ready_timeout_s=1800.0, output_dir=output_dir, mode=mode)
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.gpu_bench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--short", action="store_true", help="fewer levels, shorter windows")
     parser.add_argument("--output-dir", type=Path, default=RESULTS_DIR / "gpu")
     parser.add_argument("--server", action="store_true", help="our server alone (FP16, torch.compile) over HTTP")
-    args = parser.parse_args(argv)
+    parser.add_argument("--workers", type=int, default=0,
+                        help="our server's HTTP workers (default 0: the server's default, one per CPU less one)")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     import torch
 
     if not torch.cuda.is_available():
@@ -98,7 +107,8 @@ def main(argv: list[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory(prefix="gpu-bench-model-") as model_dir:
         build_distilbert(model_dir)
-        cfg = gpu_config(args.short, args.output_dir, Path(model_dir), server_only=args.server)
+        cfg = gpu_config(args.short, args.output_dir, Path(model_dir), server_only=args.server,
+                         workers=args.workers)
         results = run_main(cfg, extra=lambda r: {"gpu": torch.cuda.get_device_name(0),
                                                  "best_within_p95_50ms": best_within_slo(r)})
     print(f"\nrequests/s at p95 < {SLO_P95_MS:g} ms ({torch.cuda.get_device_name(0)}):")

@@ -3,6 +3,7 @@ level; writes the JSON result and the PNG plot and prints the table."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import platform
 import subprocess
@@ -17,6 +18,7 @@ import orjson
 
 from .config import BARE, ENDPOINT_OF, NULL, OURS, OURS_2W, PEER, SAME_TEXT, BenchConfig
 from .loadgen import encode_requests, run_load
+from .log_cost import LevelLog, interval_bytes_per_s
 from .models import minilm_dir
 from .plot import plot
 from .processes import HOST, free_port, pin, start_server
@@ -46,7 +48,7 @@ def setup_info(cfg: BenchConfig, model_dir: str) -> dict:
             "model_label": cfg.model_label, "max_sequence_length": cfg.max_sequence_length,
             "model_process_env": thread_env(cfg), "model_dir": model_dir,
             "our_server": {"MAX_BATCH_SIZE": cfg.max_batch_size, "MAX_BATCH_WAIT_MS": cfg.max_batch_wait_ms,
-                           "RESULT_CACHE_SIZE": 0, "LOG_LEVEL": "info"},
+                           "WORKERS": cfg.workers, "RESULT_CACHE_SIZE": 0, "LOG_LEVEL": "info"},
             "load": {"concurrency": list(cfg.concurrency), "warmup_s": cfg.warmup_s, "duration_s": cfg.duration_s,
                      "texts": cfg.texts, "client": "closed loop, HTTP/1.1 keep-alive, httptools on uvloop, "
                                                    "one process"},
@@ -116,6 +118,13 @@ def _pin_model_process(processes: dict[int, str], cpus: set[int]) -> None:
             pin(pid, cpus)
 
 
+def _default_metrics_interval_s() -> float:
+    """Our server's METRICS_INTERVAL_S, which the bench leaves at its default."""
+    from inference_server.settings import Settings
+
+    return next(f.default for f in dataclasses.fields(Settings) if f.name == "metrics_interval_s")
+
+
 def measure_server(server: str, model: str, model_dir: str, cfg: BenchConfig, texts: list[str],
                    scratch: Path) -> tuple[list[dict], dict | None]:
     """The concurrency sweep of every endpoint this process serves in cfg.systems (level by level, each endpoint
@@ -126,7 +135,7 @@ def measure_server(server: str, model: str, model_dir: str, cfg: BenchConfig, te
     how = launch(server, spec, port, cfg, scratch)
     name = f"{server}-{model}"
     process = start_server(name, how.command, how.env, port, cfg.output_dir / "logs", how.cpus)
-    runs, overload = [], None
+    runs, overload, levels = [], None, []
     try:
         started = time.monotonic()
         process.wait_ready(how.ready_path, cfg.ready_timeout_s)
@@ -139,14 +148,14 @@ def measure_server(server: str, model: str, model_dir: str, cfg: BenchConfig, te
         requests = encode_requests(HOST, port, *request_bodies(server, texts))
         for concurrency in cfg.concurrency:
             for system, system_requests in endpoints.items():
-                log_before = process.log_path.stat().st_size
+                log_before, level_started = process.log_path.stat().st_size, time.monotonic()
                 result = run_load(HOST, port, system_requests, concurrency, cfg.warmup_s, cfg.duration_s,
                                   process.pid, processes=processes)
-                # Bytes the server logged over warm-up and window, per successful request of the window (an
-                # upper bound: the warm-up's requests are not counted).
-                log_bytes = process.log_path.stat().st_size - log_before
-                runs.append({"system": system, "model": model, **result.as_dict(),
-                             "log_bytes_per_request": log_bytes / result.requests if result.requests else None})
+                # The log over warm-up and window, per successful request of the window (an upper bound: the
+                # warm-up's requests are not counted); see log_cost for the interval documents.
+                levels.append(LevelLog(log_before, process.log_path.stat().st_size,
+                                       time.monotonic() - level_started, result.requests))
+                runs.append({"system": system, "model": model, **result.as_dict()})
                 _log(f"{system}-{model}: {concurrency:>3} clients {result.throughput_rps:9.1f} req/s  "
                      f"p50 {result.p50_ms:7.2f}  p95 {result.p95_ms:7.2f}  p99 {result.p99_ms:7.2f} ms  "
                      f"errors {result.errors}")
@@ -160,6 +169,10 @@ def measure_server(server: str, model: str, model_dir: str, cfg: BenchConfig, te
                  f"answers {result.statuses}, 503 median {result.shed_p50_ms} ms")
     finally:
         process.stop()
+    # After the stop: every process has written its last document.
+    interval_rate = interval_bytes_per_s(process.log_path, _default_metrics_interval_s())
+    for run, level in zip(runs, levels):
+        run["log_bytes_per_request"] = level.bytes_per_request(process.log_path, interval_rate)
     return runs, overload
 
 

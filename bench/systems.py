@@ -100,7 +100,7 @@ def _ours(server: str, model_spec: str, port: int, cfg: BenchConfig, scratch: Pa
         env.update(MODEL_URI=str(empty), MODEL_HANDLER="bench.null_handler:NullHandler")
     else:
         env.update(MODEL_URI=model_spec, MODEL_TASK="text-embedding")
-    env["WORKERS"] = "2" if server == OURS_2W else "1"
+    env["WORKERS"] = "2" if server == OURS_2W else str(cfg.workers)
     return Launch([sys.executable, "-m", "inference_server"], env, "/ready")
 
 

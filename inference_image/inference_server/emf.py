@@ -27,7 +27,6 @@ UNITS = {
     m.CACHE_HITS: COUNT,
     m.CACHE_MISSES: COUNT,
 }
-MAX_VALUES = 100  # EMF accepts at most 100 values per metric in one document
 
 
 def document(environment: str, model_name: str, values: Mapping[str, float | list[float]],

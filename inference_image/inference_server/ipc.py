@@ -44,19 +44,15 @@ class ShmRing:
     """A single-producer, single-consumer byte ring in shared memory. Positions are absolute byte counts; the
     producer keeps its head locally, the consumer publishes its tail in the ring's header."""
 
-    def __init__(self, fd: int, size: int | None = None) -> None:
-        self.fd = fd
-        total = os.fstat(fd).st_size
-        self._map = mmap.mmap(fd, total)
-        self.size = total - RING_HEADER if size is None else size
+    def __init__(self, fd: int) -> None:
+        stat = os.fstat(fd)
+        self.inode, total = stat.st_ino, stat.st_size
+        self._map = mmap.mmap(fd, total)  # holds its own duplicate of fd: the caller may close fd
+        self.size = total - RING_HEADER
         self._mem = memoryview(self._map)
         self._tail = self._mem[:8].cast("Q")
         self._data = self._mem[RING_HEADER:RING_HEADER + self.size]
         self._head = 0
-
-    @classmethod
-    def create(cls, size: int = DEFAULT_RING_BYTES, name: str = "inference-ring") -> ShmRing:
-        return cls(memfd(name, RING_HEADER + size))
 
     # producer
 
@@ -85,7 +81,12 @@ class ShmRing:
     def release(self, end: int) -> None:
         self._tail[0] = end
 
+    @property
+    def closed(self) -> bool:
+        return self._map.closed
+
     def close(self) -> None:
+        """Unmap the ring and close its fd (the kernel frees the memory with the last of them in any process)."""
         for view in (self._tail, self._data, self._mem):
             view.release()
         self._map.close()
@@ -117,15 +118,20 @@ def _read(src: memoryview | bytes, specs: list[list[Any]]) -> list[np.ndarray]:
 
 class Channel:
     """One end of a link: encodes frames with arrays into `out_ring` (or inline) and decodes frames whose arrays
-    are in `in_ring`. Sending is thread-safe; decoding belongs to the one thread that reads the socket."""
+    are in `in_ring`. Sending is thread-safe; decoding belongs to the one thread that reads the socket. The channel
+    owns its socket and its mappings of the two rings: closing it releases all three."""
 
     def __init__(self, sock: socket.socket, out_ring: ShmRing, in_ring: ShmRing) -> None:
         self.sock, self.out_ring, self.in_ring = sock, out_ring, in_ring
         self._send_lock = threading.Lock()
+        self._decode_lock = threading.Lock()
         self._buffer = bytearray()
+        self.closed = False
 
     def send(self, header: dict[str, Any], arrays: Sequence[np.ndarray] = ()) -> None:
         with self._send_lock:
+            if self.closed:
+                raise BrokenPipeError("the link is closed")
             payload = b""
             if arrays:
                 specs, nbytes = _layout(arrays)
@@ -151,8 +157,11 @@ class Channel:
         if ring is None:
             return header, _read(frame[4 + head_len:], specs)
         start, end = ring
-        arrays = _read(self.in_ring.view(start, end - start), specs)
-        self.in_ring.release(end)
+        with self._decode_lock:
+            if self.closed:
+                raise ConnectionAbortedError("the link is closed")
+            arrays = _read(self.in_ring.view(start, end - start), specs)
+            self.in_ring.release(end)
         return header, arrays
 
     def receive_available(self) -> list[tuple[dict[str, Any], list[np.ndarray]]] | None:
@@ -193,6 +202,8 @@ class Channel:
                     break
                 frames.append(self.decode(view[offset + 4: offset + 4 + length]))
                 offset += 4 + length
+        except ConnectionAbortedError:  # closed meanwhile: the rest is never read
+            offset = len(buffer)
         finally:
             view.release()
         if offset:
@@ -200,11 +211,17 @@ class Channel:
         return frames
 
     def close(self) -> None:
-        try:
+        try:  # first, so that a send blocked on a full socket fails and lets go of its lock
             self.sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
-        self.sock.close()
+        with self._send_lock, self._decode_lock:  # no array is being copied into or out of a ring
+            if self.closed:
+                return
+            self.closed = True
+            self.sock.close()
+            self.out_ring.close()
+            self.in_ring.close()
 
 
 class StatusPage:
@@ -243,15 +260,21 @@ class StatusPage:
 
 
 class LinkEnds:
-    """The fds of one worker link, before they are handed to the two processes."""
+    """A new link before it is handed to its two processes: a socket pair and the two rings' memfds (not mapped
+    here: each Channel maps its own)."""
 
     def __init__(self, ring_bytes: int = DEFAULT_RING_BYTES) -> None:
         self.worker_sock, self.model_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.requests = ShmRing.create(ring_bytes, "inference-requests")  # worker -> model
-        self.responses = ShmRing.create(ring_bytes, "inference-responses")  # model -> worker
+        self.requests_fd = memfd("inference-requests", RING_HEADER + ring_bytes)  # worker -> model
+        self.responses_fd = memfd("inference-responses", RING_HEADER + ring_bytes)  # model -> worker
 
     def worker_channel(self) -> Channel:
-        return Channel(self.worker_sock, self.requests, self.responses)
+        return Channel(self.worker_sock, ShmRing(self.requests_fd), ShmRing(self.responses_fd))
 
     def model_channel(self) -> Channel:
-        return Channel(self.model_sock, self.responses, self.requests)
+        return Channel(self.model_sock, ShmRing(self.responses_fd), ShmRing(self.requests_fd))
+
+    def close_ring_fds(self) -> None:
+        """Once every end is mapped or handed over (a mapping keeps the memory; the last one frees it)."""
+        os.close(self.requests_fd)
+        os.close(self.responses_fd)

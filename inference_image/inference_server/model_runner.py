@@ -89,7 +89,8 @@ class WorkerLink:
         for future in list(self._futures.values()):
             future.cancel()  # the batcher drops cancelled jobs before they run
         self._futures.clear()
-        self.channel.close()
+        self.channel.close()  # unmaps the link's rings now, not when a later link or a GC comes along
+        self.runner.remove_link(self)
         log.info("worker link closed", extra={"link": self.name})
 
     def _submit(self, jobs: list[list[Any]], arrays: list[Any]) -> None:
@@ -214,11 +215,15 @@ class ModelRunner:
     def add_link(self, channel: Channel, name: str) -> WorkerLink:
         link = WorkerLink(self, channel, name)
         with self._links_lock:
-            self.links = [existing for existing in self.links if not existing.closed] + [link]
+            self.links = [*self.links, link]
             for message in self.announcements:
                 link.send(message)
         link.start()
         return link
+
+    def remove_link(self, link: WorkerLink) -> None:
+        with self._links_lock:
+            self.links = [existing for existing in self.links if existing is not link]
 
     def _flush_links(self) -> None:
         for link in self.links:

@@ -8,6 +8,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from pydantic import BaseModel
@@ -18,13 +19,14 @@ from .batcher import DeadlineExceeded, ModelUnavailable, QueueFull
 from .cache import ResultCache
 from .client import ModelClient
 from .errors import ApiError, draining, model_unavailable, not_ready, overloaded
-from .handlers import Handler, InputError, LoadContext, builtin_handler_class, handler_class
+from .handlers import Encoded, Handler, InputError, LoadContext, builtin_handler_class, handler_class
 from .ipc import StatusPage
 from .metrics import Metrics
 from .settings import Settings, SettingsError
 
 log = logging.getLogger(__name__)
 PROBE_TEXT = "readiness probe"
+PREPROCESS_THREADS = 2  # per worker, for a handler's slow_preprocess (Pillow decodes without the GIL)
 
 
 class ModelService:
@@ -52,6 +54,8 @@ class ModelService:
         self._last_probe_ok: float | None = None
         self._stop = threading.Event()
         self._started = False
+        self._preprocess_pool: ThreadPoolExecutor | None = None
+        self._preprocessing = 0  # inputs waiting for or in the pool
 
     @property
     def prediction_model(self) -> type[BaseModel] | None:
@@ -77,6 +81,8 @@ class ModelService:
         if self._stop.is_set():
             return
         self._stop.set()
+        if self._preprocess_pool is not None:
+            self._preprocess_pool.shutdown(wait=False, cancel_futures=True)
         if self._started:
             self.emit_interval_metrics()
 
@@ -216,7 +222,7 @@ class ModelService:
         if handler is None:
             raise not_ready("loading")
         try:
-            items = handler.preprocess(texts)
+            items = await self._preprocess(handler, texts)
         except InputError as exc:
             raise ApiError(422, "invalid_input", str(exc)) from None
         timeout = self.settings.request_timeout_s
@@ -239,6 +245,23 @@ class ModelService:
                           inference_ms=round(result.inference_s * 1000, 3))
         self.metrics.observe_model_time(result.queue_wait_s, result.inference_s)
         return handler.postprocess(result.outputs, len(texts))
+
+    async def _preprocess(self, handler: Handler, inputs: list[Any]) -> list[Encoded]:
+        """On the event loop, or for a slow_preprocess handler on the worker's threads: at most max_queue_size
+        inputs wait for them (or are being preprocessed); beyond that a request is shed (503)."""
+        if not handler.slow_preprocess:
+            return handler.preprocess(inputs)
+        if self._preprocessing + len(inputs) > self.settings.max_queue_size:
+            self.metrics.record_rejected()
+            raise overloaded("too many inputs waiting to be preprocessed")
+        if self._preprocess_pool is None:
+            self._preprocess_pool = ThreadPoolExecutor(PREPROCESS_THREADS, thread_name_prefix="preprocess")
+        self._preprocessing += len(inputs)
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._preprocess_pool, handler.preprocess,
+                                                                    inputs)
+        finally:
+            self._preprocessing -= len(inputs)
 
     # -- metrics -----------------------------------------------------------------------------------------------
 

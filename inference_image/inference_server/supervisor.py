@@ -125,19 +125,16 @@ class Supervisor:
     def _start_worker(self, index: int) -> None:
         link = LinkEnds()
         message = orjson.dumps({"t": "worker", "name": str(index)})
-        socket.send_fds(self.control, [message], [link.model_sock.fileno(), link.requests.fd, link.responses.fd])
+        socket.send_fds(self.control, [message], [link.model_sock.fileno(), link.requests_fd, link.responses_fd])
         self.workers[index] = self._spawn("worker", index, {"listen": self.listen.fileno(),
                                                             "link": link.worker_sock.fileno(),
-                                                            "requests": link.requests.fd,
-                                                            "responses": link.responses.fd},
+                                                            "requests": link.requests_fd,
+                                                            "responses": link.responses_fd},
                                           # A replacement joins ready workers: it accepts once ready itself.
                                           ready_before_serving=self.status.state == StatusPage.READY)
         link.worker_sock.close()
         link.model_sock.close()
-        link.requests.close()
-        link.responses.close()
-        os.close(link.requests.fd)
-        os.close(link.responses.fd)
+        link.close_ring_fds()
 
     # -- the loop ----------------------------------------------------------------------------------------------
 

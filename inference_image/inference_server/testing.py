@@ -158,9 +158,10 @@ class LocalModel:
         self.status = StatusPage.create()
         self.exits: list[int] = []
         self.runner = ModelRunner(settings, self.status, on_exit=self.exits.append)
-        self.link = LinkEnds()
-        self.runner.add_link(self.link.model_channel(), "local")
-        self.service = ModelService(settings, ModelClient(self.link.worker_channel(), self.status))
+        link = LinkEnds()
+        self.runner.add_link(link.model_channel(), "local")
+        self.service = ModelService(settings, ModelClient(link.worker_channel(), self.status))
+        link.close_ring_fds()
         self.service.local_model = self
 
     def start(self):

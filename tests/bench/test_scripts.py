@@ -48,3 +48,26 @@ def test_gpu_server_mode_runs_our_server_alone_on_cuda_with_fp16_and_compile(tmp
             for c, rps, p95 in ((32, 900.0, 20.0), (128, 2500.0, 45.0), (256, 2600.0, 90.0))]
     best = best_within_slo({"runs": runs})
     assert best == {f"ours:{LABEL}": runs[1]}  # the fastest level that kept p95 under 50 ms
+
+
+def test_gpu_server_mode_launches_our_server_with_its_default_worker_count_unless_told(tmp_path):
+    from bench.config import OURS, OURS_2W, BenchConfig
+    from bench.gpu_bench import gpu_config, parse_args
+    from bench.systems import launch
+    from inference_server.settings import load_settings
+    from inference_server.supervisor import task_cpus, worker_count
+
+    args = parse_args(["--server"])
+    cfg = gpu_config(short=True, output_dir=tmp_path, model_dir=tmp_path, server_only=args.server,
+                     workers=args.workers)
+    env = launch(OURS, str(tmp_path), 1234, cfg, tmp_path).env
+    assert env["WORKERS"] == "0"
+    # What the server makes of the launched environment: its own default for this machine's CPUs.
+    assert worker_count(load_settings([], env)) == max(1, task_cpus() - 1)
+
+    args = parse_args(["--server", "--workers", "3"])
+    cfg = gpu_config(short=True, output_dir=tmp_path, model_dir=tmp_path, server_only=True, workers=args.workers)
+    assert worker_count(load_settings([], launch(OURS, str(tmp_path), 1234, cfg, tmp_path).env)) == 3
+    # The CPU bench keeps its pinned layout: one worker beside the generator, two for ours-2w.
+    assert launch(OURS, str(tmp_path), 1234, BenchConfig(), tmp_path).env["WORKERS"] == "1"
+    assert launch(OURS_2W, "null", 1234, BenchConfig(), tmp_path).env["WORKERS"] == "2"

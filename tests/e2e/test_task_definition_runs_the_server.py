@@ -320,46 +320,66 @@ def infer_image(url: str, image: bytes, headers: dict) -> tuple[int, dict]:
         return error.code, json.loads(error.read() or b"{}")
 
 
+NON_TEXT_TASKS = ("image-classification", "torch-export")
+
+
+def build_artifact(task: str, dest: Path) -> Path:
+    from inference_server.testing import build_tiny_export_model, build_tiny_image_classifier
+
+    return (build_tiny_image_classifier if task == "image-classification" else build_tiny_export_model)(dest)
+
+
 def test_a_non_text_model_is_published_and_served_through_its_listener_path(synthesized, fake_aws, tmp_path):
-    """The dev task definition with `"task": "image-classification"` (the only key that changes in cdk.json): an
-    image classifier exported with torch.export, published to S3 with its manifest, answers the Open Inference
-    Protocol under the path its listener rule routes."""
+    """dev's non-text model, from its synthesized task definition as it is (nothing injected): its artifact
+    (exported with torch.export) is published to S3 with its manifest by the publishing command, and the server the
+    task starts answers the Open Inference Protocol under the path its listener rule routes."""
     import io
 
+    import numpy as np
     from PIL import Image
 
-    from inference_server.testing import build_tiny_image_classifier
-
-    contract = dataclasses.replace(contracts_for(synthesized, "dev")[0])
-    contract.environment = {**contract.environment, "MODEL_TASK": "image-classification"}
-    bucket = f"e2e-image-{contract.model_name}"
+    contracts = [c for c in contracts_for(synthesized, "dev") if c.environment.get("MODEL_TASK") in NON_TEXT_TASKS]
+    assert [c.model_name for c in contracts] == ["vision"], "cdk.json's dev environment deploys one non-text model"
+    (contract,) = contracts
+    task = str(contract.environment["MODEL_TASK"])
+    assert task == "image-classification"
+    bucket = f"e2e-{contract.environment_name}-{contract.model_name}"
     boto3.client("s3", region_name="us-east-1").create_bucket(Bucket=bucket)
     environment = container_environment(contract, bucket, tmp_path / "scratch", fake_aws)
-    model_dir = build_tiny_image_classifier(tmp_path / "model")
+    model_dir = build_artifact(task, tmp_path / "model")
     published = subprocess.run([sys.executable, "-m", "inference_server.publish", str(model_dir), environment["MODEL_URI"],
-                                "--task", "image-classification"], env={**os.environ, **environment}, capture_output=True,
-                               text=True, timeout=120)
+                                "--task", task], env={**os.environ, **environment}, capture_output=True, text=True, timeout=120)
     assert published.returncode == 0, published.stderr
+    manifest = boto3.client("s3", region_name="us-east-1").get_object(
+        Bucket=bucket, Key=environment["MODEL_URI"].split(f"s3://{bucket}/", 1)[1].rstrip("/") + "/manifest.json")
+    assert json.loads(manifest["Body"].read())["task"] == task
 
     log = tmp_path / "server.log"
-    wait_until_port_is_free(contract.container_port)
+    port_lock = hold_port(contract.container_port)
     with log.open("w") as output:
         process = subprocess.Popen(as_local_command(contract.command), env=environment, stdout=output, stderr=subprocess.STDOUT)
     try:
         base = f"http://127.0.0.1:{contract.health_check_port}"
         wait_until_ready(process, base + contract.health_check_path, contract.success_codes, contract.grace_period, log)
         (prefix,) = sorted({pattern.removesuffix("/*") for pattern in contract.path_patterns})
+        assert prefix == f"/{contract.model_name}", f"listener rules {contract.path_patterns} do not route to /{contract.model_name}"
         name = contract.model_name
+        # A photo of 1.6 megapixels, over the server's default 1 MiB body: cdk.json's MAX_BODY_BYTES reached the task.
+        pixels = np.random.default_rng(0).integers(0, 256, (1200, 1600, 3), dtype=np.uint8)
         buffer = io.BytesIO()
-        Image.new("RGB", (48, 32), (200, 30, 90)).save(buffer, format="JPEG")
+        Image.fromarray(pixels).save(buffer, format="JPEG", quality=95)
+        assert 1 << 20 < len(buffer.getvalue()) < int(contract.environment["MAX_BODY_BYTES"])
         status, body = infer_image(f"{base}{prefix}/v2/models/{name}/infer", buffer.getvalue(), {"x-api-key": API_KEY})
         assert status == 200, f"POST {prefix}/v2/models/{name}/infer answered {status}: {body}"
         labels = next(o for o in body["outputs"] if o["name"] == "labels")
         assert labels["shape"] == [1, 2] and len(labels["data"]) == 2
         status, _ = infer_image(f"{base}{prefix}/v2/models/{name}/infer", b"not an image", {"x-api-key": API_KEY})
         assert status == 400
+        status, _ = infer_image(f"{base}{prefix}/v2/models/{name}/infer", b"not an image", {})
+        assert status == 401  # the task's API key guards the protocol too
         status, metadata = http("GET", f"{base}{prefix}/v2/models/{name}")
         assert status == 200 and metadata["inputs"] == [{"name": "image", "datatype": "BYTES", "shape": [-1]}]
     finally:
         process.kill()
         process.wait()
+        port_lock.close()

@@ -56,3 +56,31 @@ def test_the_requirements_resolve_with_the_base_images_python_and_torch(tmp_path
 def test_a_pin_that_conflicts_with_the_base_torch_fails(tmp_path):
     done = resolve(f"torch=={dockerfile_arg('BASE_TORCH')}", "torch<2", tmp_path=tmp_path)
     assert done.returncode != 0 and "conflict" in (done.stderr + done.stdout).lower()
+
+
+def test_the_build_imports_every_server_module_the_lazy_libraries_and_the_image_codecs():
+    from inference_server import import_check
+
+    build = (IMAGE / "Dockerfile").read_text()
+    assert "&& python -P -m inference_server.import_check \\" in build  # in the install RUN, before rm -rf /build
+    on_disk = {".".join(path.relative_to(IMAGE).with_suffix("").parts).removesuffix(".__init__")
+               for path in (IMAGE / "inference_server").rglob("*.py")}
+    assert set(import_check.server_modules()) == on_disk - {"inference_server"}
+    assert {"inference_server.handlers.image", "inference_server.handlers.export",
+            "inference_server.protocols.oip", "inference_server.protocols.openai"} <= on_disk
+    assert {"PIL.Image", "torch.export"} <= set(import_check.LAZY_IMPORTS)
+    done = subprocess.run([sys.executable, "-P", "-m", "inference_server.import_check"], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
+def test_the_import_check_fails_naming_what_did_not_import(monkeypatch, capsys):
+    from inference_server import import_check
+
+    monkeypatch.setattr(import_check, "LAZY_IMPORTS", (*import_check.LAZY_IMPORTS, "no_such_library"))
+    from PIL import features
+
+    monkeypatch.setattr(features, "check", lambda codec: codec != "jpg")  # a Pillow built without libjpeg
+    assert import_check.main() == 1
+    errors = capsys.readouterr().err
+    assert "no_such_library: ModuleNotFoundError" in errors and "Pillow has no jpg support" in errors

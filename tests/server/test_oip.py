@@ -13,6 +13,8 @@ import httpx
 import numpy as np
 import pytest
 import torch
+import tritonclient.http as tritonclient_http
+from tritonclient.utils import InferenceServerException
 
 from inference_server.app import create_app
 from inference_server.handlers.declaration import read_declaration
@@ -21,9 +23,6 @@ from inference_server.testing import reference_module
 
 from .conftest import make_settings, started
 from .live import live_server
-
-tritonclient_http = pytest.importorskip("tritonclient.http")
-from tritonclient.utils import InferenceServerException  # noqa: E402
 
 FEATURES = np.array([[0.5, -1.0, 2.0, 0.0], [1.5, 0.25, -0.5, 3.0], [0.0, 0.0, 0.0, 1.0]], dtype=np.float32)
 COUNTS = np.array([[1, 2], [0, 5], [3, 3]], dtype=np.int64)

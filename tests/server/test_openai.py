@@ -9,14 +9,13 @@ import base64
 
 import httpx
 import numpy as np
+import openai
 import pytest
 
 from inference_server.app import create_app
 
 from .conftest import MINILM_API_KEY
 from .live import live_server
-
-openai = pytest.importorskip("openai")
 
 SENTENCES = ["A man is eating food.", "A man is riding a horse.",
              "The new movie is awesome and everyone should see it twice. " * 4]

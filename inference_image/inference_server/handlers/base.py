@@ -82,6 +82,9 @@ class Handler:
     prediction_model: ClassVar[type[BaseModel] | None] = None
     # Set by load_preprocessing() when inputs have a length limit (in tokens): the length buckets stop there.
     max_length: int | None = None
+    # True when preprocess can take milliseconds per input (decoding an image): the worker runs it on its small
+    # thread pool instead of its event loop, so other requests are not held up meanwhile.
+    slow_preprocess: ClassVar[bool] = False
 
     def load_preprocessing(self, ctx: LoadContext) -> None:
         """What preprocess, postprocess and signature need (a tokenizer, labels, a declaration). Runs in every

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import numpy as np
@@ -25,6 +26,11 @@ class EmbeddingPrediction(BaseModel):
     embedding: list[float]
 
 
+# transformers' lazy module fails ("cannot import name ...") when two threads of one process first import from it
+# at once: in-process (testing.LocalModel) the model side and the worker load their tokenizers together.
+_TRANSFORMERS_LOCK = threading.Lock()
+
+
 class HuggingFaceHandler(Handler):
     def _load_model(self, ctx: LoadContext) -> torch.nn.Module:
         raise NotImplementedError
@@ -34,16 +40,17 @@ class HuggingFaceHandler(Handler):
         raise NotImplementedError
 
     def load_preprocessing(self, ctx: LoadContext) -> None:
-        from transformers import AutoConfig, AutoTokenizer
-        from transformers.utils import logging as hf_logging
+        with _TRANSFORMERS_LOCK:
+            from transformers import AutoConfig, AutoTokenizer
+            from transformers.utils import logging as hf_logging
 
-        hf_logging.disable_progress_bar()
-        hf_logging.disable_default_handler()  # its records go to the root logger's JSON lines instead
-        hf_logging.enable_propagation()
-        self.tokenizer = AutoTokenizer.from_pretrained(ctx.model_dir, local_files_only=True,
-                                                       trust_remote_code=ctx.allow_artifact_code)
-        self.config = AutoConfig.from_pretrained(ctx.model_dir, local_files_only=True,
-                                                 trust_remote_code=ctx.allow_artifact_code)
+            hf_logging.disable_progress_bar()
+            hf_logging.disable_default_handler()  # its records go to the root logger's JSON lines instead
+            hf_logging.enable_propagation()
+            self.tokenizer = AutoTokenizer.from_pretrained(ctx.model_dir, local_files_only=True,
+                                                           trust_remote_code=ctx.allow_artifact_code)
+            self.config = AutoConfig.from_pretrained(ctx.model_dir, local_files_only=True,
+                                                     trust_remote_code=ctx.allow_artifact_code)
         positions = getattr(self.config, "max_position_embeddings", None) or ctx.max_sequence_length
         self.max_length = min(ctx.max_sequence_length, positions)
         self.pad_id = self.tokenizer.pad_token_id or 0
@@ -118,7 +125,8 @@ class TextClassificationHandler(HuggingFaceHandler):
     prediction_model = ClassificationPrediction
 
     def _load_model(self, ctx: LoadContext) -> torch.nn.Module:
-        from transformers import AutoModelForSequenceClassification
+        with _TRANSFORMERS_LOCK:
+            from transformers import AutoModelForSequenceClassification
 
         model = AutoModelForSequenceClassification.from_pretrained(ctx.model_dir, **self._auto_kwargs(ctx))
         self._load_labels(model.config)
@@ -159,7 +167,8 @@ class TextEmbeddingHandler(HuggingFaceHandler):
     provides_embeddings = True
 
     def _load_model(self, ctx: LoadContext) -> torch.nn.Module:
-        from transformers import AutoModel
+        with _TRANSFORMERS_LOCK:
+            from transformers import AutoModel
 
         return AutoModel.from_pretrained(ctx.model_dir, **self._auto_kwargs(ctx))
 

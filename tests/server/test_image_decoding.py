@@ -1,0 +1,117 @@
+"""Decoding images off the worker's event loop: a large image within the limits (16 megapixels; a one-colour PNG of
+that size is 57 KiB on the wire and takes a quarter of a second to decode on the build machine) must not hold up a
+small request that arrives meanwhile; and the decodes waiting for the worker's threads are bounded."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import threading
+import time
+
+import httpx
+import pytest
+
+from inference_server.app import create_app
+from inference_server.handlers.declaration import read_declaration
+from inference_server.handlers.image import decode_image
+
+from .conftest import make_settings, model_handler, started
+from .live import live_server
+
+pytestmark = pytest.mark.slow
+
+
+def png(size: tuple[int, int], colour: tuple[int, int, int]) -> bytes:
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.new("RGB", size, colour).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def binary_infer(data: bytes) -> tuple[bytes, dict[str, str]]:
+    header = json.dumps({"inputs": [{"name": "image", "datatype": "BYTES", "shape": [1],
+                                     "parameters": {"binary_data_size": 4 + len(data)}}]}).encode()
+    return header + len(data).to_bytes(4, "little") + data, {
+        "inference-header-content-length": str(len(header)), "content-type": "application/octet-stream"}
+
+
+@pytest.fixture(scope="module")
+def vision(tiny_image_dir):
+    service = started(make_settings(tiny_image_dir, model_name="vision", model_task="image-classification",
+                                    max_body_bytes=1 << 20))
+    yield service
+    service.local_model.stop()
+
+
+def test_a_small_image_is_not_held_behind_a_large_decode(vision, tiny_image_dir):
+    large, small = png((4096, 4096), (120, 60, 30)), png((32, 32), (1, 2, 3))
+    prep = read_declaration(tiny_image_dir, image=True).image
+    assert 4096 * 4096 <= prep.max_pixels and len(large) < 64 * 1024  # allowed, and small on the wire
+    began = time.perf_counter()
+    decode_image(large, prep)
+    decode_s = time.perf_counter() - began
+    assert decode_s > 0.05, decode_s  # long enough to see here
+
+    with live_server(vision) as address:
+        url = f"http://{address}/v2/models/vision/infer"
+
+        def post(data: bytes) -> tuple[int, float]:
+            body, headers = binary_infer(data)
+            began = time.perf_counter()
+            status = httpx.post(url, content=body, headers=headers, timeout=30).status_code
+            return status, time.perf_counter() - began
+
+        post(small)  # a warm connection path and model
+        rounds = []
+        for _ in range(3):
+            answers: dict[str, tuple[int, float]] = {}
+            large_request = threading.Thread(target=lambda: answers.update(large=post(large)))
+            large_request.start()
+            time.sleep(decode_s / 4)  # the large image is being decoded now
+            answers["small"] = post(small)
+            large_request.join(30)
+            rounds.append(answers)
+
+    assert all(a["small"][0] == 200 and a["large"][0] == 200 for a in rounds), rounds
+    # On the event loop, the small request would wait for the rest of the large decode: 3/4 of decode_s at least.
+    assert min(a["small"][1] for a in rounds) < decode_s / 2, (rounds, decode_s)
+
+
+@pytest.mark.anyio
+async def test_decodes_waiting_for_the_workers_threads_are_bounded(tiny_image_dir):
+    service = started(make_settings(tiny_image_dir, model_name="vision", model_task="image-classification",
+                                    max_queue_size=3))
+    held = threading.Event()
+    handler = service.handler
+    original = handler.preprocess
+
+    def slow_preprocess(inputs):
+        held.wait(30)
+        return original(inputs)
+
+    handler.preprocess = slow_preprocess
+    try:
+        body, headers = binary_infer(png((8, 8), (9, 9, 9)))
+        transport = httpx.ASGITransport(app=create_app(service))
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+            requests = [asyncio.ensure_future(client.post("/v2/models/vision/infer", content=body, headers=headers))
+                        for _ in range(5)]
+            deadline = time.monotonic() + 10
+            while sum(task.done() for task in requests) < 2 and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.2)
+            done = [task for task in requests if task.done()]
+            assert len(done) == 2  # over max_queue_size (3 inputs waiting or decoding): shed at once
+            assert {task.result().status_code for task in done} == {503}
+            assert all("at capacity" in task.result().json()["error"] for task in done)
+            held.set()
+            statuses = sorted([(await task).status_code for task in requests])
+        assert statuses == [200, 200, 200, 503, 503]
+    finally:
+        held.set()
+        handler.preprocess = original
+        if model_handler(service) is not None:
+            service.local_model.stop()

@@ -1,0 +1,67 @@
+"""The link's shared memory: each end unmaps its rings as soon as the link closes, so a dead worker's rings do not
+stay in the model process."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from inference_server.ipc import LinkEnds
+
+from .conftest import infer
+
+
+def held(inodes: set[int]) -> list[str]:
+    """This process's mappings and open fds of the shared-memory files with these inodes."""
+    found = []
+    for line in Path("/proc/self/maps").read_text().splitlines():
+        fields = line.split(maxsplit=5)
+        if len(fields) == 6 and int(fields[4]) in inodes:
+            found.append(line)
+    for fd in Path("/proc/self/fd").iterdir():
+        try:
+            if fd.stat().st_ino in inodes and fd.readlink().name.startswith("memfd:"):
+                found.append(f"fd {fd.name}")
+        except OSError:
+            pass
+    return found
+
+
+def test_closing_a_channel_unmaps_its_rings_and_it_sends_no_more():
+    link = LinkEnds(ring_bytes=1 << 16)
+    worker, model = link.worker_channel(), link.model_channel()
+    link.close_ring_fds()
+    inodes = {worker.out_ring.inode, worker.in_ring.inode}
+    worker.send({"t": "submit"}, [np.arange(10)])
+    [(header, arrays)] = model.receive()
+    assert header["t"] == "submit" and arrays[0].tolist() == list(range(10))
+    assert len(held(inodes)) == 8  # two rings, each mapped (and its fd held) by both ends
+
+    worker.close()
+    assert worker.out_ring.closed and worker.in_ring.closed
+    assert len(held(inodes)) == 4  # the model's end alone
+    with pytest.raises(OSError):
+        worker.send({"t": "submit"}, [np.arange(10)])
+    worker.close()  # twice is fine
+    assert model.receive() == []  # the peer is gone
+    model.close()
+    assert held(inodes) == []
+
+
+def test_the_model_side_unmaps_a_links_rings_as_soon_as_its_worker_is_gone(echo_service):
+    service = echo_service()
+    runner = service.local_model.runner
+    assert infer(service, ["hello there"])[0][0]["echo"] == "hello there"
+    [link] = runner.links
+    inodes = {link.channel.in_ring.inode, link.channel.out_ring.inode}
+    assert held(inodes)
+
+    service.client.close()  # the worker's end goes, as when a worker process dies
+    deadline = time.monotonic() + 10
+    while runner.links and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert runner.links == []  # no later worker needed to drop it
+    assert held(inodes) == []
