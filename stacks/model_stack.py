@@ -90,7 +90,8 @@ class ModelStack(cdk.Stack):
             props=config.monitoring,
         )
         self._grant_api_keys_decrypt(shared)
-        cdk.CfnOutput(self, f"Url-{model.name}", value=f"{shared.load_balancer.base_url}/{model.name}/{'v1/completions' if model.vllm else 'predict'}", description=f"{model.name} {'completions (OpenAI API)' if model.vllm else 'predictions'}")
+        route, what = inference_route(model)
+        cdk.CfnOutput(self, f"Url-{model.name}", value=f"{shared.load_balancer.base_url}/{model.name}/{route}", description=f"{model.name} {what}")
 
     def _api_keys(self, shared: InferenceStack) -> secretsmanager.ISecret:
         """The shared API-key secret and its key as this stack sees them: granting to an imported key changes only
@@ -109,3 +110,13 @@ class ModelStack(cdk.Stack):
                 conditions={"StringEquals": {"kms:ViaService": f"secretsmanager.{self.region}.amazonaws.com"}},
             )
         )
+
+
+def inference_route(model: ModelProps) -> tuple[str, str]:
+    """The path below the model's prefix that answers its inference, and what it is: vLLM's completions, the Open
+    Inference Protocol for tensor and image models (their inputs are not texts), /predict for text models."""
+    if model.vllm:
+        return "v1/completions", "completions (OpenAI API)"
+    if model.task in ("torch-export", "image-classification"):
+        return f"v2/models/{model.name}/infer", "inference (Open Inference Protocol v2)"
+    return "predict", "predictions"

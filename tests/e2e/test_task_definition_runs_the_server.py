@@ -364,6 +364,8 @@ def test_a_non_text_model_is_published_and_served_through_its_listener_path(synt
         (prefix,) = sorted({pattern.removesuffix("/*") for pattern in contract.path_patterns})
         assert prefix == f"/{contract.model_name}", f"listener rules {contract.path_patterns} do not route to /{contract.model_name}"
         name = contract.model_name
+        (url,) = [o["Value"]["Fn::Join"][1][-1] for k, o in synthesized.inference_template("dev")["Outputs"].items() if k.startswith(f"Url{name}")]
+        assert url == f"{prefix}/v2/models/{name}/infer", f"the stack's Url output {url} is not the route that infers"
         # A photo of 1.6 megapixels, over the server's default 1 MiB body: cdk.json's MAX_BODY_BYTES reached the task.
         pixels = np.random.default_rng(0).integers(0, 256, (1200, 1600, 3), dtype=np.uint8)
         buffer = io.BytesIO()

@@ -29,7 +29,8 @@ def containers(template, name="server"):
 def promised(model):
     """What the model's server contract promises: the bundled server's, or the vLLM preset's."""
     if model.vllm is None:
-        return {"port": CONTAINER_PORT, "user": "10001:10001", "readiness": "/ready", "secret": "API_KEYS", "gpus": 1, "path": "predict",
+        path = f"v2/models/{model.name}/infer" if model.task in ("torch-export", "image-classification") else "predict"
+        return {"port": CONTAINER_PORT, "user": "10001:10001", "readiness": "/ready", "secret": "API_KEYS", "gpus": 1, "path": path,
                 "liveness": ["CMD", "python", "-m", "inference_server.healthcheck"]}
     return {"port": model.vllm.port, "user": "1000:1000", "readiness": "/health", "secret": "VLLM_API_KEY", "gpus": model.gpus,
             "path": "v1/completions", "liveness": ["CMD", "python3", "-c", f"import urllib.request; urllib.request.urlopen('http://127.0.0.1:{model.vllm.port}/health', timeout=4)"]}
