@@ -46,49 +46,41 @@ def _this_accounts_topics(scope: IConstruct) -> str:
     return f"arn:{stack.partition}:sns:{stack.region}:{stack.account}:*"
 
 
+def _from_this_account(scope: IConstruct, service: str, source_arn_tail: str) -> dict:
+    """Conditions: the request comes from ``service`` acting for this account, for a source whose ARN (in this
+    region) ends in ``source_arn_tail``."""
+    stack = cdk.Stack.of(scope)
+    return {
+        "StringEquals": {"aws:SourceAccount": stack.account},
+        "ArnLike": {"aws:SourceArn": f"arn:{stack.partition}:{service}:{stack.region}:{stack.account}:{source_arn_tail}"},
+    }
+
+
+def _publish_statement(sid: str, principal: str, topic: sns.ITopic, conditions: dict) -> iam.PolicyStatement:
+    return iam.PolicyStatement(sid=sid, principals=[iam.ServicePrincipal(principal)], actions=["sns:Publish"],
+                               resources=[topic.topic_arn], conditions=conditions)
+
+
 def alarms_publish_statement(scope: IConstruct, topic: sns.ITopic) -> iam.PolicyStatement:
     """Topic policy: this account's CloudWatch alarms (in this region) may publish to ``topic``."""
-    stack = cdk.Stack.of(scope)
-    return iam.PolicyStatement(
-        sid="AlarmsOfThisAccountPublish",
-        principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
-        actions=["sns:Publish"],
-        resources=[topic.topic_arn],
-        conditions={
-            "StringEquals": {"aws:SourceAccount": stack.account},
-            "ArnLike": {"aws:SourceArn": f"arn:{stack.partition}:cloudwatch:{stack.region}:{stack.account}:alarm:*"},
-        },
-    )
+    return _publish_statement("AlarmsOfThisAccountPublish", "cloudwatch.amazonaws.com", topic,
+                              _from_this_account(scope, "cloudwatch", "alarm:*"))
 
 
 def rules_publish_statement(scope: IConstruct, topic: sns.ITopic) -> iam.PolicyStatement:
     """Topic policy: this account's EventBridge rules (in this region, any event bus) may publish to ``topic``."""
-    stack = cdk.Stack.of(scope)
-    return iam.PolicyStatement(
-        sid="RulesOfThisAccountPublish",
-        principals=[iam.ServicePrincipal("events.amazonaws.com")],
-        actions=["sns:Publish"],
-        resources=[topic.topic_arn],
-        conditions={
-            "StringEquals": {"aws:SourceAccount": stack.account},
-            "ArnLike": {"aws:SourceArn": f"arn:{stack.partition}:events:{stack.region}:{stack.account}:rule/*"},
-        },
-    )
+    return _publish_statement("RulesOfThisAccountPublish", "events.amazonaws.com", topic,
+                              _from_this_account(scope, "events", "rule/*"))
 
 
 def alarms_use_key_statement(scope: IConstruct) -> iam.PolicyStatement:
     """Key policy: CloudWatch may use the key for this account's alarms publishing to this account's topics."""
-    stack = cdk.Stack.of(scope)
     return iam.PolicyStatement(
         sid="AlarmsOfThisAccountUseTheKey",
         principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
         actions=KEY_ACTIONS,
         resources=["*"],
-        conditions={
-            "StringEquals": {"aws:SourceAccount": stack.account},
-            "ArnLike": {"aws:SourceArn": f"arn:{stack.partition}:cloudwatch:{stack.region}:{stack.account}:alarm:*"},
-            "StringLike": {TOPIC_ARN_CONTEXT: _this_accounts_topics(scope)},
-        },
+        conditions={**_from_this_account(scope, "cloudwatch", "alarm:*"), "StringLike": {TOPIC_ARN_CONTEXT: _this_accounts_topics(scope)}},
     )
 
 
