@@ -23,7 +23,9 @@ def _is_interval_document(line: bytes) -> tuple[bool, int | None]:
         entry = orjson.loads(line)
     except orjson.JSONDecodeError:
         return False, None
-    return isinstance(entry, dict) and "_aws" in entry, entry.get("pid")
+    if not isinstance(entry, dict):
+        return False, None
+    return "_aws" in entry, entry.get("pid")
 
 
 def _lines(log_path: Path, start: int = 0, end: int | None = None) -> list[bytes]:

@@ -86,7 +86,7 @@ class ShmRing:
         return self._map.closed
 
     def close(self) -> None:
-        """Unmap the ring and close its fd (the kernel frees the memory with the last of them in any process)."""
+        """Unmap the ring (the memory is freed with the last mapping or memfd of it in any process)."""
         for view in (self._tail, self._data, self._mem):
             view.release()
         self._map.close()

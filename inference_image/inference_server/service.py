@@ -221,13 +221,11 @@ class ModelService:
         handler = self.handler
         if handler is None:
             raise not_ready("loading")
-        try:
-            items = await self._preprocess(handler, texts)
-        except InputError as exc:
-            raise ApiError(422, "invalid_input", str(exc)) from None
         timeout = self.settings.request_timeout_s
+        deadline = time.monotonic() + timeout  # the wait for a slow preprocess counts against it too
         try:
-            result = await asyncio.wait_for(self.client.submit(items, time.monotonic() + timeout), timeout)
+            items = await self._preprocess(handler, texts, deadline)
+            result = await asyncio.wait_for(self.client.submit(items, deadline), deadline - time.monotonic())
         except QueueFull as exc:
             self.metrics.record_rejected()
             raise overloaded(str(exc)) from None
@@ -238,6 +236,8 @@ class ModelService:
             raise ApiError(422, "invalid_input", str(exc)) from None
         except ModelUnavailable:
             raise model_unavailable() from None
+        except ApiError:
+            raise
         except Exception as exc:
             log.error("inference failed", extra={"error": str(exc)})
             raise ApiError(500, "internal_error", "inference failed") from None
@@ -246,9 +246,11 @@ class ModelService:
         self.metrics.observe_model_time(result.queue_wait_s, result.inference_s)
         return handler.postprocess(result.outputs, len(texts))
 
-    async def _preprocess(self, handler: Handler, inputs: list[Any]) -> list[Encoded]:
-        """On the event loop, or for a slow_preprocess handler on the worker's threads: at most max_queue_size
-        inputs wait for them (or are being preprocessed); beyond that a request is shed (503)."""
+    async def _preprocess(self, handler: Handler, inputs: list[Any], deadline: float) -> list[Encoded]:
+        """On the event loop, or for a slow_preprocess handler on the worker's threads until ``deadline``: at most
+        max_queue_size inputs wait for them (or are being preprocessed); beyond that a request is shed (503). An
+        input counts until its thread is done with it (or it is taken off the threads' queue unstarted), not only
+        until its request stops waiting."""
         if not handler.slow_preprocess:
             return handler.preprocess(inputs)
         if self._preprocessing + len(inputs) > self.settings.max_queue_size:
@@ -256,12 +258,22 @@ class ModelService:
             raise overloaded("too many inputs waiting to be preprocessed")
         if self._preprocess_pool is None:
             self._preprocess_pool = ThreadPoolExecutor(PREPROCESS_THREADS, thread_name_prefix="preprocess")
-        self._preprocessing += len(inputs)
+        loop, count = asyncio.get_running_loop(), len(inputs)
+        self._preprocessing += count
+        work = self._preprocess_pool.submit(handler.preprocess, inputs)
+        work.add_done_callback(lambda _: self._release_preprocessing(loop, count))
+        return await asyncio.wait_for(asyncio.wrap_future(work), deadline - time.monotonic())
+
+    def _release_preprocessing(self, loop: asyncio.AbstractEventLoop, count: int) -> None:
+        """From the preprocessing thread: the loop's count drops by ``count`` (unless the loop is gone: shutdown)."""
+
+        def release() -> None:
+            self._preprocessing -= count
+
         try:
-            return await asyncio.get_running_loop().run_in_executor(self._preprocess_pool, handler.preprocess,
-                                                                    inputs)
-        finally:
-            self._preprocessing -= len(inputs)
+            loop.call_soon_threadsafe(release)
+        except RuntimeError:
+            pass
 
     # -- metrics -----------------------------------------------------------------------------------------------
 

@@ -31,8 +31,8 @@ def test_a_level_is_charged_the_interval_documents_rate_not_the_ones_that_fell_i
     assert LevelLog(start, end, 2.0, requests=0).bytes_per_request(log, rate) is None
 
 
-def test_lines_that_are_not_json_count_as_request_lines(tmp_path):
+def test_lines_that_are_not_json_objects_count_as_request_lines(tmp_path):
     log = tmp_path / "server.log"
-    log.write_bytes(b'Traceback "_aws" (most recent call last):\n' + _line(message="x"))
+    log.write_bytes(b'Traceback "_aws" (most recent call last):\n' + b'["_aws"]\n' + b'"_aws"\n' + _line(message="x"))
     assert request_line_bytes(log, 0, log.stat().st_size) == log.stat().st_size
     assert interval_bytes_per_s(log, 10.0) == 0

@@ -115,3 +115,41 @@ async def test_decodes_waiting_for_the_workers_threads_are_bounded(tiny_image_di
         handler.preprocess = original
         if model_handler(service) is not None:
             service.local_model.stop()
+
+
+@pytest.mark.anyio
+async def test_time_waiting_for_a_decode_counts_against_the_request_timeout(tiny_image_dir):
+    """REQUEST_TIMEOUT_S bounds the whole request, decode included (the stop timing relies on it), and an input the
+    threads are still decoding keeps counting against max_queue_size after its request timed out."""
+    service = started(make_settings(tiny_image_dir, model_name="vision", model_task="image-classification",
+                                    max_queue_size=1, request_timeout_s=0.5))
+    held = threading.Event()
+    handler = service.handler
+    original = handler.preprocess
+
+    def slow_preprocess(inputs):
+        held.wait(30)
+        return original(inputs)
+
+    handler.preprocess = slow_preprocess
+    try:
+        body, headers = binary_infer(png((8, 8), (9, 9, 9)))
+        transport = httpx.ASGITransport(app=create_app(service))
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+            began = time.monotonic()
+            first = await client.post("/v2/models/vision/infer", content=body, headers=headers)
+            waited = time.monotonic() - began
+            assert first.status_code == 504 and waited < 2, (first.status_code, waited)
+            second = await client.post("/v2/models/vision/infer", content=body, headers=headers)
+            assert second.status_code == 503  # the first input is still on a thread
+            held.set()
+            deadline = time.monotonic() + 10
+            while service._preprocessing and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
+            third = await client.post("/v2/models/vision/infer", content=body, headers=headers)
+            assert third.status_code == 200, third.text
+    finally:
+        held.set()
+        handler.preprocess = original
+        if model_handler(service) is not None:
+            service.local_model.stop()
