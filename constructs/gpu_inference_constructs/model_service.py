@@ -40,6 +40,7 @@ from .server_contract import (
     DEFAULT_FETCHER_IMAGE,
     SCRATCH_PATH,
     SPOT_NOTICE_SECONDS,
+    PrometheusMetrics,
     ServerContext,
     ServerContract,
     ServerDefinition,
@@ -66,6 +67,9 @@ READINESS_PATH = BUNDLED_READINESS_PATH
 AGENT_RESERVED_CPU = 512
 # The init container that copies a model to scratch, and the metrics collector sidecar.
 FETCHER_CPU, FETCHER_MEMORY_MIB = 128, 256
+# What the vLLM preset adds beside the server: the fetcher and a collector of PrometheusMetrics' default size.
+VLLM_SIDECAR_CPU = FETCHER_CPU + PrometheusMetrics.collector_cpu
+VLLM_SIDECAR_MEMORY_MIB = FETCHER_MEMORY_MIB + PrometheusMetrics.collector_memory_mib
 VLLM_RESERVED_ENVIRONMENT = (
     "HOME", "XDG_CACHE_HOME", "VLLM_CACHE_ROOT", "HF_HOME", "HF_HUB_OFFLINE", "VLLM_NO_USAGE_STATS", "DO_NOT_TRACK",
     "VLLM_HTTP_TIMEOUT_KEEP_ALIVE", "AWS_DEFAULT_REGION", "VLLM_API_KEY",
@@ -170,7 +174,7 @@ class ModelProps:
         """(CPU units, MiB) the presets add beside the server: vLLM's model fetcher and metrics collector."""
         if self.vllm is None:
             return (0, 0)
-        return (FETCHER_CPU + 256, FETCHER_MEMORY_MIB + 256)
+        return (VLLM_SIDECAR_CPU, VLLM_SIDECAR_MEMORY_MIB)
 
     def check_fits(self, instance_type: GpuInstanceType) -> None:
         """The task (server plus the preset's sidecars) fits ``instance_type``: GPUs, vCPUs and memory."""
