@@ -14,8 +14,8 @@ from gpu_inference_constructs.errors import ConfigError, require
 from gpu_inference_constructs.gpu_capacity import GpuCapacityProps
 from gpu_inference_constructs.load_balancer import ConfiguredLoad, LoadBalancerProps, duplicate_priority_detail, priority_from_name
 from gpu_inference_constructs.log_retention import retention_days
-from gpu_inference_constructs.deployment_capacity import ServiceDeployment, check_group_holds_deployment_at_peak, tasks_for_deployment_at_peak
-from gpu_inference_constructs.model_service import ROLLING_MAX_HEALTHY_PERCENT, ModelProps, ServiceTimingProps
+from gpu_inference_constructs.deployment_capacity import check_group_holds_deployment_at_peak, tasks_for_deployment_at_peak
+from gpu_inference_constructs.model_service import ModelProps, ServiceTimingProps, service_deployment
 from gpu_inference_constructs.model_store import ModelStoreProps
 from gpu_inference_constructs.monitoring import MonitoringProps
 from gpu_inference_constructs.service_scaling import ScalingProps
@@ -112,10 +112,10 @@ class EnvironmentConfig:
             check_group_holds_deployment_at_peak(
                 self.group_capacity(group).max_capacity,
                 smallest[group].gpus,
-                [ServiceDeployment(m.name, m.max_tasks * m.gpus, m.deployment.peak_tasks(m.max_tasks, ROLLING_MAX_HEALTHY_PERCENT) * m.gpus) for m in placed],
+                [service_deployment(m, in_gpus=True) for m in placed],
                 key=f"capacity_groups.{group}.capacity.max_capacity" if group else "capacity.max_capacity",
             )
-        deployments = [ServiceDeployment(m.name, m.max_tasks, m.deployment.peak_tasks(m.max_tasks, ROLLING_MAX_HEALTHY_PERCENT)) for m in self.models]
+        deployments = [service_deployment(m) for m in self.models]
         self.load_balancer.quotas.check(
             rules=len(self.models),
             target_groups=sum(2 if m.deployment.shifts_traffic else 1 for m in self.models),

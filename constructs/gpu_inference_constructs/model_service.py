@@ -22,6 +22,7 @@ from constructs import Construct
 from . import metric_names
 from .acknowledgements import acknowledge, acknowledge_when_resolved, default_policy, nag_rendering
 from .deployment import DeploymentProps, RollbackAlarmNames, RollbackAlarms, RollbackProps, RollbackThresholds, sum_over, worst_of
+from .deployment_capacity import ServiceDeployment
 from .errors import ConfigError, require, require_range
 from .gpu_capacity import GpuCapacity
 from .instance_catalog import GpuInstanceType, lookup
@@ -228,6 +229,14 @@ class ServiceTimingProps:
             "keep_alive_seconds",
             f"{self.keep_alive_seconds} must exceed the load balancer's idle timeout ({idle_timeout_seconds} s), or the ALB reuses closed connections and answers 502",
         )
+
+
+def service_deployment(model: ModelProps, *, in_gpus: bool = False) -> ServiceDeployment:
+    """``model`` at ``max_tasks`` and while it deploys at that peak, counted in tasks (load balancer targets) or,
+    ``in_gpus``, in GPUs (what a capacity group must hold: a task takes ``gpus`` of them)."""
+    per_task = model.gpus if in_gpus else 1
+    peak = model.deployment.peak_tasks(model.max_tasks, ROLLING_MAX_HEALTHY_PERCENT)
+    return ServiceDeployment(model.name, model.max_tasks * per_task, peak * per_task)
 
 
 def server_environment_keys() -> tuple[str, ...]:

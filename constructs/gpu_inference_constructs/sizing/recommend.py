@@ -21,7 +21,7 @@ from ..errors import ConfigError
 from ..gpu_capacity import GpuCapacityProps
 from ..deployment_capacity import ServiceDeployment, check_group_holds_deployment_at_peak, instances_for_deployment_at_peak
 from ..model_service import (AGENT_RESERVED_CPU, ROLLING_MAX_HEALTHY_PERCENT, VLLM_SIDECAR_CPU, VLLM_SIDECAR_MEMORY_MIB,
-                             ModelProps)
+                             ModelProps, service_deployment)
 from ..server_contract import DEFAULT_COLLECTOR_IMAGE, DEFAULT_FETCHER_IMAGE
 from ..settings import from_dict
 from .advisor import TypeAdvice
@@ -182,9 +182,7 @@ def validate(recommendation: Recommendation, region: str) -> tuple[GpuCapacityPr
         model = from_dict(ModelProps, recommendation.model, "models[0]")
         smallest = capacity.smallest_instance_type(region)
         model.check_fits(smallest)
-        peak = model.deployment.peak_tasks(model.max_tasks, ROLLING_MAX_HEALTHY_PERCENT)
-        check_group_holds_deployment_at_peak(capacity.max_capacity, smallest.gpus,
-                                             [ServiceDeployment(model.name, model.max_tasks * model.gpus, peak * model.gpus)],
+        check_group_holds_deployment_at_peak(capacity.max_capacity, smallest.gpus, [service_deployment(model, in_gpus=True)],
                                              key=f"{key}.max_capacity")
     except ConfigError as error:
         raise ConfigError(error.key, f"the recommended snippet does not validate (a bug in the advisor): {error.detail}") from None
