@@ -27,7 +27,7 @@ from .errors import ConfigError, require, require_range
 from .gpu_capacity import GpuCapacity
 from .instance_catalog import GpuInstanceType, lookup
 from .latency_alarms import LatencyAlarmProps, LatencyAlarmThresholds
-from .load_balancer import InferenceLoadBalancer, model_path_patterns
+from .load_balancer import MAX_RULE_PRIORITY, InferenceLoadBalancer, check_rule_priority, model_path_patterns
 from .log_retention import retention_days
 from .model_store import (MANIFEST_FILE, MODELS_PREFIX, SHA256SUMS_FILE, ModelStore, grant_read_prefix, model_read_prefix,
                           model_uri)
@@ -143,7 +143,7 @@ class ModelProps:
         require(0 <= self.result_cache_size <= 1_000_000, "result_cache_size", f"{self.result_cache_size} is out of range; allowed 0 (off) to 1000000")
         require_range(self.gpus, 1, 8, "gpus", hint=" (GPUs per task; a 12xlarge type has 4)")
         if self.listener_priority is not None:
-            require_range(self.listener_priority, 1, 50_000, "listener_priority")
+            check_rule_priority(self.listener_priority, "listener_priority")
         self.rollback_thresholds()
         self.latency_alarm_thresholds()
         reserved_keys = VLLM_RESERVED_ENVIRONMENT if self.vllm is not None else server_environment_keys()
@@ -333,8 +333,9 @@ class ModelService(Construct):
         _one_of(load_balancer=load_balancer, listener=listener)
         listener_priority = model.listener_priority if listener_priority is None else listener_priority
         if listener is not None:
-            require(listener_priority is not None, "listener_priority", "is missing: a rule on your own listener needs a priority unique on that listener (1-50000)")
-            require_range(listener_priority, 1, 50_000, "listener_priority")
+            require(listener_priority is not None, "listener_priority",
+                    f"is missing: a rule on your own listener needs a priority unique on that listener (1-{MAX_RULE_PRIORITY})")
+            check_rule_priority(listener_priority, "listener_priority")
         # An image says nothing about the server in it: taken for ours, vllm/vllm-openai would run `python -m
         # inference_server`. So the server is always named; image= is refused with the fix.
         require(
