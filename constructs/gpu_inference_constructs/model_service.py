@@ -320,8 +320,9 @@ class ModelService(Construct):
         super().__init__(scope, construct_id)
         timing = timing or ServiceTimingProps()
         if rollback_thresholds is None:
-            rollback_thresholds = model.rollback_thresholds()
-        rollback_thresholds.check_above_scaling(model.scaling.latency_p95_ms, "rollback_thresholds.latency_p95_ms")
+            rollback_thresholds = model.rollback_thresholds()  # ModelProps checked its rollback block
+        else:
+            rollback_thresholds.check_above_scaling(model.scaling.latency_p95_ms, "rollback_thresholds.latency_p95_ms")
         self.model = model
         deployment = model.deployment
         self._rollback_alarm_names = RollbackAlarmNames()
