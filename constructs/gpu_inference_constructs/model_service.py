@@ -48,6 +48,7 @@ from .server_contract import (
     StopTiming,
     VllmProps,
     bundled_environment_keys,
+    bundled_workers_for,
     collector_config,
 )
 from .schedules import check_model_task_range
@@ -149,6 +150,8 @@ class ModelProps:
         reserved_keys = VLLM_RESERVED_ENVIRONMENT if self.vllm is not None else server_environment_keys()
         reserved = sorted(set(self.environment) & set(reserved_keys))
         require(not reserved, "environment", f"{reserved} are set from the model's own keys; set those keys instead")
+        if self.vllm is None:
+            bundled_workers_for(self.environment, self.cpu)
         if self.vllm is not None:
             require(
                 self.vllm.shared_memory_mib < self.memory_mib,

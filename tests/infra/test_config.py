@@ -131,6 +131,7 @@ BAD_SERVICE = [
      r"and deploying 'minilm' runs up to 4 of its tasks \(200% of 2\), so 8 GPUs = 8 instances of 1 GPU are needed; raise max_capacity to at least 8"),
     (model_change(0, "max_batch_wait_ms", 50.5), r"models\[0\].max_batch_wait_ms: expected a whole number"),
     (model_change(0, "environment", {"MODEL_URI": "s3://elsewhere/"}), r"models\[0\].environment: \['MODEL_URI'\] are set from the model's own keys"),
+    (model_change(0, "environment", {"WORKERS": "0"}), r"models\[0\].environment.WORKERS: '0' is not a worker count: set a whole number from 1 to 256"),
     (with_change("models", []), r"models: list at least one model to serve"),
     (with_change("load_balancer.allow_http", False), r"load_balancer.certificate_arn: is not set and allow_http is false"),
     (with_change("load_balancer.certificate_arn", "arn:aws:acm:eu-west-1:111111111111:certificate/abc"), r"load_balancer.certificate_arn: .* is not in region 'us-east-1'"),
