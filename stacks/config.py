@@ -12,10 +12,10 @@ from typing import Any, Mapping
 from gpu_inference_constructs.deployment import DeploymentProps, RollbackThresholds
 from gpu_inference_constructs.errors import ConfigError, require
 from gpu_inference_constructs.gpu_capacity import GpuCapacityProps
-from gpu_inference_constructs.load_balancer import ConfiguredLoad, LoadBalancerProps, duplicate_priority_detail, priority_from_name
+from gpu_inference_constructs.load_balancer import ConfiguredLoad, LoadBalancerProps, claim_priority
 from gpu_inference_constructs.log_retention import retention_days
-from gpu_inference_constructs.deployment_capacity import ServiceDeployment, check_group_holds_deployment_at_peak, tasks_for_deployment_at_peak
-from gpu_inference_constructs.model_service import ROLLING_MAX_HEALTHY_PERCENT, ModelProps, ServiceTimingProps
+from gpu_inference_constructs.deployment_capacity import check_group_holds_deployment_at_peak, tasks_for_deployment_at_peak
+from gpu_inference_constructs.model_service import ModelProps, ServiceTimingProps, service_deployment
 from gpu_inference_constructs.model_store import ModelStoreProps
 from gpu_inference_constructs.monitoring import MonitoringProps
 from gpu_inference_constructs.service_scaling import ScalingProps
@@ -88,15 +88,13 @@ class EnvironmentConfig:
         placement = self.model_placement()
         smallest = {group: self.group_capacity(group).smallest_instance_type(self.region) for group in {"", *self.capacity_groups}}
         seen: set[str] = set()
-        priorities: dict[int, int] = {}  # listener rule priority -> index of the model that has it
+        names = [model.name for model in self.models]
+        priorities: dict[int, str] = {}  # listener rule priority -> the model that has it
         for index, model in enumerate(self.models):
             require(model.name not in seen, f"models[{index}].name", f"{model.name!r} is listed twice; model names must be unique")
             seen.add(model.name)
-            priority = priority_from_name(model.name) if model.listener_priority is None else model.listener_priority
-            other = priorities.setdefault(priority, index)
-            require(other == index, f"models[{index}].listener_priority", duplicate_priority_detail(
-                model.name, model.listener_priority, self.models[other].name, priority,
-                keys=f"models[{other}].listener_priority or models[{index}].listener_priority"))
+            claim_priority(priorities, model.name, model.listener_priority, f"models[{index}].listener_priority",
+                           fix_keys=lambda other: f"models[{names.index(other)}].listener_priority or models[{index}].listener_priority")
             group = placement.get(model.name, "")
             try:
                 model.check_fits(smallest[group])
@@ -112,10 +110,10 @@ class EnvironmentConfig:
             check_group_holds_deployment_at_peak(
                 self.group_capacity(group).max_capacity,
                 smallest[group].gpus,
-                [ServiceDeployment(m.name, m.max_tasks * m.gpus, m.deployment.peak_tasks(m.max_tasks, ROLLING_MAX_HEALTHY_PERCENT) * m.gpus) for m in placed],
+                [service_deployment(m, in_gpus=True) for m in placed],
                 key=f"capacity_groups.{group}.capacity.max_capacity" if group else "capacity.max_capacity",
             )
-        deployments = [ServiceDeployment(m.name, m.max_tasks, m.deployment.peak_tasks(m.max_tasks, ROLLING_MAX_HEALTHY_PERCENT)) for m in self.models]
+        deployments = [service_deployment(m) for m in self.models]
         self.load_balancer.quotas.check(
             rules=len(self.models),
             target_groups=sum(2 if m.deployment.shifts_traffic else 1 for m in self.models),

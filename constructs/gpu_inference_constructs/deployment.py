@@ -21,6 +21,7 @@ from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 from constructs import Construct
 
 from .errors import require, require_range
+from .latency_goal import GoalMultiple
 
 Strategy = Literal["rolling", "canary", "linear", "blue_green"]
 BUILT_IN_ALARMS = ("target_5xx_rate", "latency_p95")
@@ -254,17 +255,13 @@ class RollbackThresholds:
     def check_above_scaling(self, scaling_latency_p95_ms: int, key: str = "latency_p95_ms") -> None:
         """A rollback p95 below the model's scaling target would roll back versions for latency the model is
         configured to run at: the service only adds tasks once p95 passes that target."""
-        require(
-            self.latency_p95_ms >= scaling_latency_p95_ms,
-            key,
-            f"{self.latency_p95_ms} ms is below the model's scaling.latency_p95_ms ({scaling_latency_p95_ms} ms): the service "
-            "adds tasks only above that p95, so every release would roll back under load it is sized for; set at least "
-            f"{scaling_latency_p95_ms} (or leave it out: {ROLLBACK_LATENCY_FACTOR} x scaling.latency_p95_ms)",
-        )
+        ROLLBACK_LATENCY.check(self.latency_p95_ms, scaling_latency_p95_ms, key)
 
 
 # A version still this many times slower than the model's latency goal after scaling had its say is slow, not busy.
 ROLLBACK_LATENCY_FACTOR = 2
+ROLLBACK_LATENCY = GoalMultiple(ROLLBACK_LATENCY_FACTOR, "every release would roll back under load it is sized for",
+                                f"{ROLLBACK_LATENCY_FACTOR} x scaling.latency_p95_ms")
 
 
 @dataclass(frozen=True)
@@ -280,7 +277,7 @@ class RollbackProps:
         RollbackThresholds(**{k: v for k, v in vars(self).items() if v is not None})  # the same ranges
 
     def thresholds(self, scaling_latency_p95_ms: int, target_5xx_percent: float = RollbackThresholds.target_5xx_percent) -> RollbackThresholds:
-        latency = self.latency_p95_ms if self.latency_p95_ms is not None else ROLLBACK_LATENCY_FACTOR * scaling_latency_p95_ms
+        latency = ROLLBACK_LATENCY.or_default(self.latency_p95_ms, scaling_latency_p95_ms)
         errors = self.target_5xx_percent if self.target_5xx_percent is not None else target_5xx_percent
         thresholds = RollbackThresholds(latency_p95_ms=latency, target_5xx_percent=errors)
         thresholds.check_above_scaling(scaling_latency_p95_ms)

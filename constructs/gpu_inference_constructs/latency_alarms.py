@@ -13,12 +13,17 @@ from typing import Optional
 
 from .deployment import ROLLBACK_LATENCY_FACTOR
 from .errors import require, require_range
+from .latency_goal import GoalMultiple
 
 # A p95 still this many times the goal after scaling had its say pages (the rollback alarm trips at the same p95).
 PAGING_P95_FACTOR = ROLLBACK_LATENCY_FACTOR
 # The tail's threshold, as a multiple of the p95 one: 250 ms goal -> 500 ms p95 -> 1500 ms p99.
 PAGING_P99_FACTOR = 3
 MAX_THRESHOLD_MS = 3_600_000  # an ALB holds a request at most its idle timeout, 4000 s at most
+PAGING_LATENCY = GoalMultiple(
+    PAGING_P95_FACTOR, "this alarm would page under load the model is sized for",
+    f"latency_p95_ms defaults to {PAGING_P95_FACTOR} x scaling.latency_p95_ms, latency_p99_ms to {PAGING_P99_FACTOR} x latency_p95_ms",
+)
 
 
 @dataclass(frozen=True)
@@ -37,15 +42,7 @@ class LatencyAlarmThresholds:
     def check_above_scaling(self, scaling_latency_p95_ms: int) -> None:
         """Neither alarm may page below the model's own p95 goal, where the service is still adding tasks."""
         for key in ("latency_p95_ms", "latency_p99_ms"):
-            value = getattr(self, key)
-            require(
-                value >= scaling_latency_p95_ms,
-                key,
-                f"{value} ms is below the model's scaling.latency_p95_ms ({scaling_latency_p95_ms} ms): the service adds "
-                "tasks only above that p95, so this alarm would page under load the model is sized for; set at least "
-                f"{scaling_latency_p95_ms} (or leave it out: latency_p95_ms defaults to {PAGING_P95_FACTOR} x "
-                f"scaling.latency_p95_ms, latency_p99_ms to {PAGING_P99_FACTOR} x latency_p95_ms)",
-            )
+            PAGING_LATENCY.check(getattr(self, key), scaling_latency_p95_ms, key)
 
 
 @dataclass(frozen=True)
@@ -65,7 +62,7 @@ class LatencyAlarmProps:
                 require_range(value, 1, MAX_THRESHOLD_MS, key)
 
     def thresholds(self, scaling_latency_p95_ms: int) -> LatencyAlarmThresholds:
-        p95 = self.latency_p95_ms if self.latency_p95_ms is not None else PAGING_P95_FACTOR * scaling_latency_p95_ms
+        p95 = PAGING_LATENCY.or_default(self.latency_p95_ms, scaling_latency_p95_ms)
         p99 = self.latency_p99_ms if self.latency_p99_ms is not None else min(MAX_THRESHOLD_MS, PAGING_P99_FACTOR * p95)
         thresholds = LatencyAlarmThresholds(latency_p95_ms=p95, latency_p99_ms=p99)
         thresholds.check_above_scaling(scaling_latency_p95_ms)

@@ -6,7 +6,7 @@ import hashlib
 import ipaddress
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Optional
 
@@ -283,19 +283,10 @@ class InferenceLoadBalancer(Construct):
             scope or self,
             f"Route-{model_name}" if scope is None else "Route",
             listener=self.listener,
-            priority=self._claim_priority(model_name, priority),
+            priority=claim_priority(self._priorities, model_name, priority, f"models[{model_name}].listener_priority"),
             conditions=[elbv2.ListenerCondition.path_patterns(model_path_patterns(model_name, paths))],
             action=action,
         )
-
-    def _claim_priority(self, model_name: str, priority: Optional[int]) -> int:
-        chosen = priority_from_name(model_name) if priority is None else priority
-        key = f"models[{model_name}].listener_priority"
-        require_range(chosen, 1, MAX_RULE_PRIORITY, key)
-        other = self._priorities.get(chosen)
-        require(other is None, key, duplicate_priority_detail(model_name, priority, other, chosen))
-        self._priorities[chosen] = model_name
-        return chosen
 
     def allow_to(self, peer: ec2.IConnectable, port: ec2.Port) -> None:
         self.security_group.connections.allow_to(peer, port, "load balancer to model tasks")
@@ -419,6 +410,25 @@ def _visibility(name: str) -> wafv2.CfnWebACL.VisibilityConfigProperty:
 def priority_from_name(model_name: str) -> int:
     """A listener rule priority (1 to 50000) from the model's name alone."""
     return 1 + int.from_bytes(hashlib.sha256(model_name.encode()).digest()[:4], "big") % MAX_RULE_PRIORITY
+
+
+def check_rule_priority(priority: int, key: str) -> None:
+    require_range(priority, 1, MAX_RULE_PRIORITY, key)
+
+
+def claim_priority(claimed: dict[int, str], model_name: str, priority: Optional[int], key: str,
+                   fix_keys: Optional[Callable[[str], str]] = None) -> int:
+    """``model_name``'s listener rule priority (``priority``, else derived from its name), recorded in ``claimed``
+    (priority -> model name). One already claimed is an error under ``key`` naming both models and the keys to set
+    (``fix_keys(other model)``, default: listener_priority on either)."""
+    chosen = priority_from_name(model_name) if priority is None else priority
+    check_rule_priority(chosen, key)
+    other = claimed.get(chosen)
+    if other is not None:
+        keys = {} if fix_keys is None else {"keys": fix_keys(other)}
+        raise ConfigError(key, duplicate_priority_detail(model_name, priority, other, chosen, **keys))
+    claimed[chosen] = model_name
+    return chosen
 
 
 def duplicate_priority_detail(model_name: str, priority: Optional[int], other: str, chosen: int,

@@ -22,11 +22,12 @@ from constructs import Construct
 from . import metric_names
 from .acknowledgements import acknowledge, acknowledge_when_resolved, default_policy, nag_rendering
 from .deployment import DeploymentProps, RollbackAlarmNames, RollbackAlarms, RollbackProps, RollbackThresholds, sum_over, worst_of
+from .deployment_capacity import ServiceDeployment
 from .errors import ConfigError, require, require_range
 from .gpu_capacity import GpuCapacity
 from .instance_catalog import GpuInstanceType, lookup
 from .latency_alarms import LatencyAlarmProps, LatencyAlarmThresholds
-from .load_balancer import InferenceLoadBalancer, model_path_patterns
+from .load_balancer import MAX_RULE_PRIORITY, InferenceLoadBalancer, check_rule_priority, model_path_patterns
 from .log_retention import retention_days
 from .model_store import (MANIFEST_FILE, MODELS_PREFIX, SHA256SUMS_FILE, ModelStore, grant_read_prefix, model_read_prefix,
                           model_uri)
@@ -40,12 +41,14 @@ from .server_contract import (
     DEFAULT_FETCHER_IMAGE,
     SCRATCH_PATH,
     SPOT_NOTICE_SECONDS,
+    PrometheusMetrics,
     ServerContext,
     ServerContract,
     ServerDefinition,
     StopTiming,
     VllmProps,
     bundled_environment_keys,
+    bundled_workers_for,
     collector_config,
 )
 from .schedules import check_model_task_range
@@ -66,6 +69,9 @@ READINESS_PATH = BUNDLED_READINESS_PATH
 AGENT_RESERVED_CPU = 512
 # The init container that copies a model to scratch, and the metrics collector sidecar.
 FETCHER_CPU, FETCHER_MEMORY_MIB = 128, 256
+# What the vLLM preset adds beside the server: the fetcher and a collector of PrometheusMetrics' default size.
+VLLM_SIDECAR_CPU = FETCHER_CPU + PrometheusMetrics.collector_cpu
+VLLM_SIDECAR_MEMORY_MIB = FETCHER_MEMORY_MIB + PrometheusMetrics.collector_memory_mib
 VLLM_RESERVED_ENVIRONMENT = (
     "HOME", "XDG_CACHE_HOME", "VLLM_CACHE_ROOT", "HF_HOME", "HF_HUB_OFFLINE", "VLLM_NO_USAGE_STATS", "DO_NOT_TRACK",
     "VLLM_HTTP_TIMEOUT_KEEP_ALIVE", "AWS_DEFAULT_REGION", "VLLM_API_KEY",
@@ -138,12 +144,14 @@ class ModelProps:
         require(0 <= self.result_cache_size <= 1_000_000, "result_cache_size", f"{self.result_cache_size} is out of range; allowed 0 (off) to 1000000")
         require_range(self.gpus, 1, 8, "gpus", hint=" (GPUs per task; a 12xlarge type has 4)")
         if self.listener_priority is not None:
-            require_range(self.listener_priority, 1, 50_000, "listener_priority")
+            check_rule_priority(self.listener_priority, "listener_priority")
         self.rollback_thresholds()
         self.latency_alarm_thresholds()
         reserved_keys = VLLM_RESERVED_ENVIRONMENT if self.vllm is not None else server_environment_keys()
         reserved = sorted(set(self.environment) & set(reserved_keys))
         require(not reserved, "environment", f"{reserved} are set from the model's own keys; set those keys instead")
+        if self.vllm is None:
+            bundled_workers_for(self.environment, self.cpu)
         if self.vllm is not None:
             require(
                 self.vllm.shared_memory_mib < self.memory_mib,
@@ -170,7 +178,7 @@ class ModelProps:
         """(CPU units, MiB) the presets add beside the server: vLLM's model fetcher and metrics collector."""
         if self.vllm is None:
             return (0, 0)
-        return (FETCHER_CPU + 256, FETCHER_MEMORY_MIB + 256)
+        return (VLLM_SIDECAR_CPU, VLLM_SIDECAR_MEMORY_MIB)
 
     def check_fits(self, instance_type: GpuInstanceType) -> None:
         """The task (server plus the preset's sidecars) fits ``instance_type``: GPUs, vCPUs and memory."""
@@ -224,6 +232,14 @@ class ServiceTimingProps:
             "keep_alive_seconds",
             f"{self.keep_alive_seconds} must exceed the load balancer's idle timeout ({idle_timeout_seconds} s), or the ALB reuses closed connections and answers 502",
         )
+
+
+def service_deployment(model: ModelProps, *, in_gpus: bool = False) -> ServiceDeployment:
+    """``model`` at ``max_tasks`` and while it deploys at that peak, counted in tasks (load balancer targets) or,
+    ``in_gpus``, in GPUs (what a capacity group must hold: a task takes ``gpus`` of them)."""
+    per_task = model.gpus if in_gpus else 1
+    peak = model.deployment.peak_tasks(model.max_tasks, ROLLING_MAX_HEALTHY_PERCENT)
+    return ServiceDeployment(model.name, model.max_tasks * per_task, peak * per_task)
 
 
 def server_environment_keys() -> tuple[str, ...]:
@@ -307,8 +323,9 @@ class ModelService(Construct):
         super().__init__(scope, construct_id)
         timing = timing or ServiceTimingProps()
         if rollback_thresholds is None:
-            rollback_thresholds = model.rollback_thresholds()
-        rollback_thresholds.check_above_scaling(model.scaling.latency_p95_ms, "rollback_thresholds.latency_p95_ms")
+            rollback_thresholds = model.rollback_thresholds()  # ModelProps checked its rollback block
+        else:
+            rollback_thresholds.check_above_scaling(model.scaling.latency_p95_ms, "rollback_thresholds.latency_p95_ms")
         self.model = model
         deployment = model.deployment
         self._rollback_alarm_names = RollbackAlarmNames()
@@ -320,8 +337,9 @@ class ModelService(Construct):
         _one_of(load_balancer=load_balancer, listener=listener)
         listener_priority = model.listener_priority if listener_priority is None else listener_priority
         if listener is not None:
-            require(listener_priority is not None, "listener_priority", "is missing: a rule on your own listener needs a priority unique on that listener (1-50000)")
-            require_range(listener_priority, 1, 50_000, "listener_priority")
+            require(listener_priority is not None, "listener_priority",
+                    f"is missing: a rule on your own listener needs a priority unique on that listener (1-{MAX_RULE_PRIORITY})")
+            check_rule_priority(listener_priority, "listener_priority")
         # An image says nothing about the server in it: taken for ours, vllm/vllm-openai would run `python -m
         # inference_server`. So the server is always named; image= is refused with the fix.
         require(

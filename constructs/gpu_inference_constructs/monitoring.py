@@ -164,11 +164,12 @@ class ModelAlarms(_Alarms):
         super().__init__(scope, construct_id, environment_name=environment_name, topic=topic, props=props)
         name = service.model.name
         if latency_thresholds is None:
-            latency_thresholds = service.model.latency_alarm_thresholds()
-        try:
-            latency_thresholds.check_above_scaling(service.model.scaling.latency_p95_ms)
-        except ConfigError as error:
-            raise error.within("latency_thresholds") from None
+            latency_thresholds = service.model.latency_alarm_thresholds()  # ModelProps checked its alarms block
+        else:
+            try:
+                latency_thresholds.check_above_scaling(service.model.scaling.latency_p95_ms)
+            except ConfigError as error:
+                raise error.within("latency_thresholds") from None
         self.latency_thresholds = latency = latency_thresholds
         self._alarm(f"{name}-LatencyP95", service.metric_target_response_time("p95"), latency.latency_p95_ms / 1000,
                     f"{name}: p95 latency at the load balancer above {latency.latency_p95_ms} ms for 3 minutes "

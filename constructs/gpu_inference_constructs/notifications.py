@@ -36,9 +36,9 @@ from constructs import Construct, IConstruct
 
 from .errors import require
 
-PUBLISHING_SERVICES = ("cloudwatch.amazonaws.com", "events.amazonaws.com")
 TOPIC_ARN_CONTEXT = "kms:EncryptionContext:aws:sns:topicArn"
 KEY_ACTIONS = ["kms:Decrypt", "kms:GenerateDataKey*"]
+RULES_MAY_PUBLISH = "RulesOfThisAccountMayPublish"
 
 
 def _this_accounts_topics(scope: IConstruct) -> str:
@@ -117,6 +117,10 @@ def topic_target(topic: sns.ITopic) -> events.IRuleTarget:
 
 
 def allow_rules_to_publish(topic: sns.ITopic) -> None:
+    """Once per topic, however many rules target it (a child construct of the topic records that it is done)."""
+    if topic.node.try_find_child(RULES_MAY_PUBLISH) is not None:
+        return
+    Construct(topic, RULES_MAY_PUBLISH)
     topic.add_to_resource_policy(rules_publish_statement(topic, topic))
     if topic.master_key is not None:
         topic.master_key.add_to_resource_policy(rules_use_key_statement(topic))
@@ -124,7 +128,8 @@ def allow_rules_to_publish(topic: sns.ITopic) -> None:
 
 class NotificationTopic(Construct):
     """Attributes: ``topic``, ``key``. ``emails`` (default none) subscribe on creation (each must confirm).
-    This account's CloudWatch alarms and EventBridge rules, in this region, may publish; nothing else."""
+    This account's CloudWatch alarms and EventBridge rules, in this region, may publish; nothing else. The rules'
+    statements come with the first rule that targets the topic through :func:`topic_target`."""
 
     def __init__(self, scope: Construct, construct_id: str, *, emails: tuple[str, ...] = ()) -> None:
         super().__init__(scope, construct_id)
@@ -134,6 +139,5 @@ class NotificationTopic(Construct):
         self.key.add_to_resource_policy(alarms_use_key_statement(self))
         self.topic = sns.Topic(self, "Topic", master_key=self.key, enforce_ssl=True)
         self.topic.add_to_resource_policy(alarms_publish_statement(self, self.topic))
-        allow_rules_to_publish(self.topic)
         for email in emails:
             self.topic.add_subscription(subscriptions.EmailSubscription(email))

@@ -414,6 +414,7 @@ BUNDLED_USER = "10001:10001"
 BUNDLED_COMMAND = ("python", "-m", "inference_server")
 BUNDLED_LIVENESS = ("CMD", "python", "-m", "inference_server.healthcheck")
 BUNDLED_READINESS_PATH = "/ready"
+MAX_BUNDLED_WORKERS = 256  # the server refuses more (inference_server.settings: WORKERS)
 
 
 def bundled_environment_keys() -> tuple[str, ...]:
@@ -422,7 +423,7 @@ def bundled_environment_keys() -> tuple[str, ...]:
         "PORT", "MODEL_NAME", "MODEL_VERSION", "MODEL_URI", "MODEL_TASK", "MODEL_CACHE_DIR", "DEPLOYMENT_ENV",
         "MAX_BATCH_SIZE", "MAX_BATCH_WAIT_MS", "MAX_QUEUE_SIZE", "MAX_SEQUENCE_LENGTH", "REQUEST_TIMEOUT_S",
         "DRAIN_TIMEOUT_S", "KEEP_ALIVE_S", "RESULT_CACHE_SIZE", "COMPILE", "REQUIRE_MANIFEST", "API_KEYS",
-        "AWS_DEFAULT_REGION", "HOME", "TMPDIR", "WORKERS",
+        "AWS_DEFAULT_REGION", "HOME", "TMPDIR",
     )
 
 
@@ -435,11 +436,28 @@ def bundled_workers(cpu_units: int) -> int:
     return max(1, cpu_units // 1024 - 1)
 
 
+def bundled_workers_for(environment: Mapping[str, str], cpu_units: int) -> int:
+    """The bundled server's ``WORKERS``: ``environment["WORKERS"]`` when the model sets it (a whole number from 1 to
+    the server's own limit, MAX_BUNDLED_WORKERS), else :func:`bundled_workers` of ``cpu_units``."""
+    raw = environment.get("WORKERS")
+    if raw is None:
+        return bundled_workers(cpu_units)
+    require(
+        isinstance(raw, str) and re.fullmatch(r"[1-9][0-9]*", raw) is not None and int(raw) <= MAX_BUNDLED_WORKERS,
+        "environment.WORKERS",
+        f"{raw!r} is not a worker count: set a whole number from 1 to {MAX_BUNDLED_WORKERS} (the bundled server's HTTP "
+        f"worker processes), or leave WORKERS out for one per whole vCPU of cpu less one ({bundled_workers(cpu_units)} "
+        f"for cpu {cpu_units})",
+    )
+    return int(raw)
+
+
 @dataclass(frozen=True)
 class BundledServer:
     """This repository's server (inference_image/): one GPU, port 8080, ``/ready``, uid 10001,
     downloads and verifies its model itself, emits the library's EMF metrics, runs
-    :func:`bundled_workers` HTTP workers for the model's ``cpu``. ``image`` is the image built from
+    :func:`bundled_workers` HTTP workers for the model's ``cpu``, or ``environment["WORKERS"]`` when the model sets
+    it (a whole number from 1 to 256; see :func:`bundled_workers_for`). ``image`` is the image built from
     inference_image/ (``ecs.ContainerImage.from_asset``)."""
 
     image: ecs.ContainerImage
@@ -467,7 +485,7 @@ class BundledServer:
             "KEEP_ALIVE_S": str(timing.keep_alive_seconds),
             "RESULT_CACHE_SIZE": str(model.result_cache_size),
             "COMPILE": "true" if model.compile else "false",
-            "WORKERS": str(bundled_workers(model.cpu)),
+            "WORKERS": str(bundled_workers_for(model.environment, model.cpu)),
             "AWS_DEFAULT_REGION": context.region,
             "HOME": f"{SCRATCH_PATH}/home",
             "TMPDIR": f"{SCRATCH_PATH}/tmp",

@@ -131,6 +131,7 @@ BAD_SERVICE = [
      r"and deploying 'minilm' runs up to 4 of its tasks \(200% of 2\), so 8 GPUs = 8 instances of 1 GPU are needed; raise max_capacity to at least 8"),
     (model_change(0, "max_batch_wait_ms", 50.5), r"models\[0\].max_batch_wait_ms: expected a whole number"),
     (model_change(0, "environment", {"MODEL_URI": "s3://elsewhere/"}), r"models\[0\].environment: \['MODEL_URI'\] are set from the model's own keys"),
+    (model_change(0, "environment", {"WORKERS": "0"}), r"models\[0\].environment.WORKERS: '0' is not a worker count: set a whole number from 1 to 256"),
     (with_change("models", []), r"models: list at least one model to serve"),
     (with_change("load_balancer.allow_http", False), r"load_balancer.certificate_arn: is not set and allow_http is false"),
     (with_change("load_balancer.certificate_arn", "arn:aws:acm:eu-west-1:111111111111:certificate/abc"), r"load_balancer.certificate_arn: .* is not in region 'us-east-1'"),
@@ -202,3 +203,15 @@ def test_bad_scaling_and_monitoring_config_is_refused(data, message):
 def test_non_text_tasks_are_accepted_for_a_model(task):
     environment = load_environment("dev", model_change(0, "task", task))
     assert environment.models[0].task == task
+
+
+def test_a_capacity_group_holds_a_multi_gpu_models_deployment_at_peak_counted_in_gpus():
+    """staging's llama-13b: 4 GPUs a task, max_tasks 2, canary (a second full set while it deploys): 16 GPUs, 4 g5.12xlarge."""
+    data = copy.deepcopy(cdk_context()["environments"]["staging"])
+    data["capacity_groups"]["llm"]["capacity"]["max_capacity"] = 3
+    with pytest.raises(ConfigError, match=r"environment 'staging': capacity_groups.llm.capacity.max_capacity: 3 instances cannot hold a "
+                                          r"deployment at peak: the models' max_tasks add up to 8 tasks, and deploying 'llama-13b' runs "
+                                          r"up to 16 of its tasks \(200% of 8\), so 16 GPUs = 4 instances of 4 GPU are needed"):
+        load_environment("staging", data)
+    data["capacity_groups"]["llm"]["capacity"]["max_capacity"] = 4
+    load_environment("staging", data)

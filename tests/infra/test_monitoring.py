@@ -387,3 +387,27 @@ def test_the_librarys_model_alarms_follow_the_models_goal_without_the_app():
     with pytest.raises(ConfigError, match=r"^latency_thresholds.latency_p95_ms: 500 ms is below the model's scaling.latency_p95_ms \(20000 ms\)"):
         ModelAlarms(stack, "Low", environment_name="test", service=service, topic=topic, props=MonitoringProps(),
                     latency_thresholds=LatencyAlarmThresholds(latency_p95_ms=500, latency_p99_ms=1500))
+
+
+def test_rules_targeting_a_topic_through_topic_target_allow_this_accounts_rules_once():
+    """On any encrypted topic of the app (here not a NotificationTopic), however many rules target it: one topic
+    policy statement for this account's rules and one key statement."""
+    import aws_cdk as cdk
+    from aws_cdk import aws_events as events
+    from aws_cdk import aws_kms as kms
+    from aws_cdk import aws_sns as sns
+
+    from gpu_inference_constructs import topic_target
+
+    stack = cdk.Stack(cdk.App(), "S", env=cdk.Environment(account="123456789012", region="us-east-1"))
+    topic = sns.Topic(stack, "Topic", master_key=kms.Key(stack, "Key"))
+    for index in range(3):
+        events.Rule(stack, f"Rule{index}", event_pattern=events.EventPattern(source=["aws.ec2"]), targets=[topic_target(topic)])
+    template = Template.from_stack(stack)
+    (policy,) = template.find_resources("AWS::SNS::TopicPolicy").values()
+    statements = policy["Properties"]["PolicyDocument"]["Statement"]
+    assert [s.get("Sid") for s in statements] == ["RulesOfThisAccountPublish"]
+    assert statements[0]["Condition"]["StringEquals"] == {"aws:SourceAccount": "123456789012"}
+    (key,) = template.find_resources("AWS::KMS::Key").values()
+    sids = [s.get("Sid") for s in key["Properties"]["KeyPolicy"]["Statement"]]
+    assert sids.count("RulesPublishingToThisAccountsTopicsUseTheKey") == 1

@@ -372,3 +372,18 @@ def test_the_library_derives_rollback_thresholds_from_the_model_and_checks_expli
     assert model.rollback_thresholds() == RollbackThresholds(latency_p95_ms=40_000, target_5xx_percent=1.0)
     with pytest.raises(ConfigError, match=r"rollback_thresholds.latency_p95_ms: 500 ms is below the model's scaling.latency_p95_ms"):
         RollbackThresholds(latency_p95_ms=500).check_above_scaling(20_000, "rollback_thresholds.latency_p95_ms")
+
+
+def test_a_model_service_refuses_explicit_rollback_thresholds_below_its_models_goal():
+    from gpu_inference_constructs import BundledServer, ModelProps, ModelScalingProps, ModelService, RollbackThresholds
+    from gpu_inference_constructs.errors import ConfigError
+    from tests.infra.test_server_contract import IMAGE, stack_with_placement
+
+    stack, parts = stack_with_placement()
+    model = ModelProps(name="slow", version="1", scaling=ModelScalingProps(latency_p95_ms=2_000))
+    with pytest.raises(ConfigError, match=r"^rollback_thresholds.latency_p95_ms: 1999 ms is below the model's scaling.latency_p95_ms \(2000 ms\)"):
+        ModelService(stack, "Low", model=model, server=BundledServer(IMAGE), instance_type="g5.xlarge",
+                     rollback_thresholds=RollbackThresholds(latency_p95_ms=1999), **parts)
+    service = ModelService(stack, "AtGoal", model=model, server=BundledServer(IMAGE), instance_type="g5.xlarge",
+                           rollback_thresholds=RollbackThresholds(latency_p95_ms=2_000), **parts)
+    assert service.rollback_alarms.alarms["latency_p95"].node.default_child.threshold == 2.0

@@ -1,6 +1,7 @@
 """What each model service, the load balancer, the model store and the image promise."""
 
 import json
+import re
 import shutil
 import subprocess
 
@@ -104,11 +105,15 @@ def test_the_bundled_server_runs_workers_for_its_cpu_reservation_not_for_the_hos
     """On ECS on EC2 a container's `cpu` is a CPU share: the container sees all the host's vCPUs and has no cgroup
     CPU quota, so the server's own default (one worker per CPU it sees, less one) would start 47 workers for a
     3-vCPU task on a g5.12xlarge. The task sets WORKERS: one per whole reserved vCPU, less one for the model process."""
+    from gpu_inference_constructs.server_contract import bundled_workers
+
     config, template = env
     for model in bundled(config):
         container = containers(template)[model.name]
         assert container["Cpu"] == model.cpu
-        assert environment_of(container)["WORKERS"] == str(max(1, model.cpu // 1024 - 1)), model.name
+        assert environment_of(container)["WORKERS"] == str(bundled_workers(model.cpu)), model.name
+    three_vcpus = [containers(template)[m.name] for m in bundled(config) if m.cpu == 3072]
+    assert three_vcpus and all(environment_of(c)["WORKERS"] == "2" for c in three_vcpus)
 
 
 @pytest.mark.parametrize("cpu, workers", [(256, 1), (1024, 1), (2048, 1), (3072, 2), (3584, 2), (4096, 3), (16384, 15), (45056, 43)])
@@ -116,6 +121,27 @@ def test_worker_count_formula(cpu, workers):
     from gpu_inference_constructs.server_contract import bundled_workers
 
     assert bundled_workers(cpu) == workers
+
+
+def test_a_models_environment_workers_overrides_the_derived_count():
+    from gpu_inference_constructs import BundledServer, ModelProps, ModelService
+    from tests.infra.test_server_contract import IMAGE, stack_with_placement
+
+    stack, parts = stack_with_placement()
+    ModelService(stack, "M", model=ModelProps(name="m1", version="1", cpu=3072, environment={"WORKERS": "4"}),
+                 server=BundledServer(IMAGE), instance_type="g5.xlarge", **parts)
+    (container,) = containers(Template.from_stack(stack)).values()
+    assert environment_of(container)["WORKERS"] == "4"
+
+
+@pytest.mark.parametrize("workers", ["0", "-1", "four", "2.5", " 4", "257", ""])
+def test_a_models_environment_workers_that_is_not_a_worker_count_is_refused(workers):
+    from gpu_inference_constructs import ModelProps
+    from gpu_inference_constructs.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=rf"^environment.WORKERS: '{re.escape(workers)}' is not a worker count: set a whole number "
+                                          r"from 1 to 256 .* or leave WORKERS out for one per whole vCPU of cpu less one \(2 for cpu 3072\)"):
+        ModelProps(name="m1", version="1", cpu=3072, environment={"WORKERS": workers})
 
 
 def test_a_task_on_a_large_host_starts_the_workers_its_reservation_pays_for(tmp_path):

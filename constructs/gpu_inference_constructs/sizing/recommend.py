@@ -20,7 +20,8 @@ from typing import Optional
 from ..errors import ConfigError
 from ..gpu_capacity import GpuCapacityProps
 from ..deployment_capacity import ServiceDeployment, check_group_holds_deployment_at_peak, instances_for_deployment_at_peak
-from ..model_service import AGENT_RESERVED_CPU, FETCHER_CPU, FETCHER_MEMORY_MIB, ROLLING_MAX_HEALTHY_PERCENT, ModelProps
+from ..model_service import (AGENT_RESERVED_CPU, ROLLING_MAX_HEALTHY_PERCENT, VLLM_SIDECAR_CPU, VLLM_SIDECAR_MEMORY_MIB,
+                             ModelProps, service_deployment)
 from ..server_contract import DEFAULT_COLLECTOR_IMAGE, DEFAULT_FETCHER_IMAGE
 from ..settings import from_dict
 from .advisor import TypeAdvice
@@ -36,8 +37,6 @@ VLLM_IMAGE = {"repository": "mirror/vllm-openai", "tag": "v0.32.0"}
 FETCHER_IMAGE = {"repository": "mirror/aws-cli", "tag": DEFAULT_FETCHER_IMAGE.rsplit(":", 1)[1]}
 COLLECTOR_IMAGE = {"repository": "mirror/cloudwatch-agent", "tag": DEFAULT_COLLECTOR_IMAGE.rsplit(":", 1)[1]}
 VLLM_DTYPE = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "int8": "auto", "int4": "auto"}
-# The server's sidecars (ModelProps.sidecar_reservation): the fetcher and the metrics collector.
-VLLM_SIDECAR_CPU, VLLM_SIDECAR_MEMORY_MIB = FETCHER_CPU + 256, FETCHER_MEMORY_MIB + 256
 # Copy from S3, load and CUDA graph capture of a multi-GB checkpoint (staging's 13B: 600 s); measure yours.
 LLM_EXPECTED_LOAD_SECONDS = 600
 VLLM_MAX_SHARED_MEMORY_MIB = 16384
@@ -183,9 +182,7 @@ def validate(recommendation: Recommendation, region: str) -> tuple[GpuCapacityPr
         model = from_dict(ModelProps, recommendation.model, "models[0]")
         smallest = capacity.smallest_instance_type(region)
         model.check_fits(smallest)
-        peak = model.deployment.peak_tasks(model.max_tasks, ROLLING_MAX_HEALTHY_PERCENT)
-        check_group_holds_deployment_at_peak(capacity.max_capacity, smallest.gpus,
-                                             [ServiceDeployment(model.name, model.max_tasks * model.gpus, peak * model.gpus)],
+        check_group_holds_deployment_at_peak(capacity.max_capacity, smallest.gpus, [service_deployment(model, in_gpus=True)],
                                              key=f"{key}.max_capacity")
     except ConfigError as error:
         raise ConfigError(error.key, f"the recommended snippet does not validate (a bug in the advisor): {error.detail}") from None
