@@ -5,6 +5,7 @@ small request that arrives meanwhile; and the decodes waiting for the worker's t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import json
 import threading
@@ -46,6 +47,30 @@ def vision(tiny_image_dir):
     service.local_model.stop()
 
 
+@contextlib.asynccontextmanager
+async def vision_with_held_decodes(tiny_image_dir, **settings):
+    """A vision service whose decodes wait for the yielded event, and a client of its app."""
+    service = started(make_settings(tiny_image_dir, model_name="vision", model_task="image-classification", **settings))
+    held = threading.Event()
+    handler = service.handler
+    original = handler.preprocess
+
+    def slow_preprocess(inputs):
+        held.wait(30)
+        return original(inputs)
+
+    handler.preprocess = slow_preprocess
+    try:
+        transport = httpx.ASGITransport(app=create_app(service))
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+            yield service, held, client
+    finally:
+        held.set()
+        handler.preprocess = original
+        if model_handler(service) is not None:
+            service.local_model.stop()
+
+
 def test_a_small_image_is_not_held_behind_a_large_decode(vision, tiny_image_dir):
     large, small = png((4096, 4096), (120, 60, 30)), png((32, 32), (1, 2, 3))
     prep = read_declaration(tiny_image_dir, image=True).image
@@ -82,74 +107,38 @@ def test_a_small_image_is_not_held_behind_a_large_decode(vision, tiny_image_dir)
 
 @pytest.mark.anyio
 async def test_decodes_waiting_for_the_workers_threads_are_bounded(tiny_image_dir):
-    service = started(make_settings(tiny_image_dir, model_name="vision", model_task="image-classification",
-                                    max_queue_size=3))
-    held = threading.Event()
-    handler = service.handler
-    original = handler.preprocess
-
-    def slow_preprocess(inputs):
-        held.wait(30)
-        return original(inputs)
-
-    handler.preprocess = slow_preprocess
-    try:
-        body, headers = binary_infer(png((8, 8), (9, 9, 9)))
-        transport = httpx.ASGITransport(app=create_app(service))
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
-            requests = [asyncio.ensure_future(client.post("/v2/models/vision/infer", content=body, headers=headers))
-                        for _ in range(5)]
-            deadline = time.monotonic() + 10
-            while sum(task.done() for task in requests) < 2 and time.monotonic() < deadline:
-                await asyncio.sleep(0.01)
-            await asyncio.sleep(0.2)
-            done = [task for task in requests if task.done()]
-            assert len(done) == 2  # over max_queue_size (3 inputs waiting or decoding): shed at once
-            assert {task.result().status_code for task in done} == {503}
-            assert all("at capacity" in task.result().json()["error"] for task in done)
-            held.set()
-            statuses = sorted([(await task).status_code for task in requests])
-        assert statuses == [200, 200, 200, 503, 503]
-    finally:
+    body, headers = binary_infer(png((8, 8), (9, 9, 9)))
+    async with vision_with_held_decodes(tiny_image_dir, max_queue_size=3) as (_, held, client):
+        requests = [asyncio.ensure_future(client.post("/v2/models/vision/infer", content=body, headers=headers))
+                    for _ in range(5)]
+        deadline = time.monotonic() + 10
+        while sum(task.done() for task in requests) < 2 and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.2)
+        done = [task for task in requests if task.done()]
+        assert len(done) == 2  # over max_queue_size (3 inputs waiting or decoding): shed at once
+        assert {task.result().status_code for task in done} == {503}
+        assert all("at capacity" in task.result().json()["error"] for task in done)
         held.set()
-        handler.preprocess = original
-        if model_handler(service) is not None:
-            service.local_model.stop()
+        statuses = sorted([(await task).status_code for task in requests])
+    assert statuses == [200, 200, 200, 503, 503]
 
 
 @pytest.mark.anyio
 async def test_time_waiting_for_a_decode_counts_against_the_request_timeout(tiny_image_dir):
     """REQUEST_TIMEOUT_S bounds the whole request, decode included (the stop timing relies on it), and an input the
     threads are still decoding keeps counting against max_queue_size after its request timed out."""
-    service = started(make_settings(tiny_image_dir, model_name="vision", model_task="image-classification",
-                                    max_queue_size=1, request_timeout_s=0.5))
-    held = threading.Event()
-    handler = service.handler
-    original = handler.preprocess
-
-    def slow_preprocess(inputs):
-        held.wait(30)
-        return original(inputs)
-
-    handler.preprocess = slow_preprocess
-    try:
-        body, headers = binary_infer(png((8, 8), (9, 9, 9)))
-        transport = httpx.ASGITransport(app=create_app(service))
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
-            began = time.monotonic()
-            first = await client.post("/v2/models/vision/infer", content=body, headers=headers)
-            waited = time.monotonic() - began
-            assert first.status_code == 504 and waited < 2, (first.status_code, waited)
-            second = await client.post("/v2/models/vision/infer", content=body, headers=headers)
-            assert second.status_code == 503  # the first input is still on a thread
-            held.set()
-            deadline = time.monotonic() + 10
-            while service._preprocessing and time.monotonic() < deadline:
-                await asyncio.sleep(0.01)
-            third = await client.post("/v2/models/vision/infer", content=body, headers=headers)
-            assert third.status_code == 200, third.text
-    finally:
+    body, headers = binary_infer(png((8, 8), (9, 9, 9)))
+    async with vision_with_held_decodes(tiny_image_dir, max_queue_size=1, request_timeout_s=0.5) as (service, held, client):
+        began = time.monotonic()
+        first = await client.post("/v2/models/vision/infer", content=body, headers=headers)
+        waited = time.monotonic() - began
+        assert first.status_code == 504 and waited < 2, (first.status_code, waited)
+        second = await client.post("/v2/models/vision/infer", content=body, headers=headers)
+        assert second.status_code == 503  # the first input is still on a thread
         held.set()
-        handler.preprocess = original
-        if model_handler(service) is not None:
-            service.local_model.stop()
+        deadline = time.monotonic() + 10
+        while service._preprocessing and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        third = await client.post("/v2/models/vision/infer", content=body, headers=headers)
+        assert third.status_code == 200, third.text
