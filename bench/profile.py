@@ -9,7 +9,6 @@ total time (anywhere on the stack), as shares of all samples of busy threads.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import shutil
 import subprocess
 import sys

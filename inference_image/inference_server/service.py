@@ -14,13 +14,11 @@ from typing import Any
 from pydantic import BaseModel
 
 from . import emf
-from . import metric_names as m
 from .batcher import DeadlineExceeded, ModelUnavailable, QueueFull
 from .cache import ResultCache
 from .client import ModelClient
 from .errors import ApiError, draining, model_unavailable, not_ready, overloaded
 from .handlers import Encoded, Handler, InputError, LoadContext, builtin_handler_class, handler_class
-from .ipc import StatusPage
 from .metrics import Metrics
 from .settings import Settings, SettingsError
 
