@@ -87,7 +87,7 @@ async def test_openapi_documents_every_error_status(classifier_app):
 async def test_health_ready_metrics(classifier_app):
     async with client(classifier_app) as c:
         assert (await c.get("/health")).json() == {"status": "ok"}
-        assert (await c.get("/ready")).json() == {"status": "ready", "model": "tiny", "version": "1"}
+        assert (await c.get("/ready")).json() == {"status": "ready"}  # the status and nothing more
         await c.post("/predict", json={"text": "counted"})
         metrics = await c.get("/metrics")
     assert metrics.headers["content-type"].startswith("text/plain")
@@ -352,8 +352,8 @@ async def test_while_loading_predict_and_ready_are_503_and_health_is_200(tmp_pat
     assert health.status_code == 200
 
 
-async def test_api_keys_guard_predict_only(echo_service):
-    service = echo_service(api_keys=("first-key", "second-key"))
+async def test_api_keys_guard_every_route_but_the_probes(echo_service, caplog):
+    service = echo_service(api_keys=(("first", "first-key"), ("second", "second-key")), docs=True)
     app = create_app(service)
     async with client(app) as c:
         missing = await c.post("/predict", json={"text": "a"})
@@ -361,15 +361,47 @@ async def test_api_keys_guard_predict_only(echo_service):
         wrong_before_bad_body = await c.post("/predict", content=b"{", headers={"x-api-key": "nope",
                                                                                   "content-type": "text/plain"})
         first = await c.post("/predict", json={"text": "a"}, headers={"x-api-key": "first-key"})
-        second = await c.post("/tiny/predict/batch", json={"texts": ["a"]}, headers={"x-api-key": "second-key"})
-        open_routes = [await c.get(p) for p in ("/health", "/ready", "/metrics", "/openapi.json")]
-    for r in (missing, wrong, wrong_before_bad_body):
-        assert r.status_code == 401 and r.json()["error"]["code"] == "unauthorized"
+        with caplog.at_level(logging.INFO, logger="inference_server.access"):
+            second = await c.post("/tiny/predict/batch", json={"texts": ["a"]},
+                                  headers={"authorization": "Bearer second-key"})
+        probes = [await c.get(p) for p in ("/health", "/ready", "/metrics", "/tiny/health", "/tiny/ready")]
+        keyless = {p: await c.get(p) for p in ("/openapi.json", "/docs", "/tiny/openapi.json", "/v1/models",
+                                               "/tiny/v1/models", "/tiny/v2", "/tiny/v2/models/tiny/ready",
+                                               "/tiny/v2/health/live", "/no-such-route", "/tiny/later-route")}
+        keyed = {p: await c.get(p, headers={"x-api-key": "second-key"}) for p in keyless}
+        metrics = (await c.get("/metrics")).text
+    for r in (missing, wrong, wrong_before_bad_body, *keyless.values()):
+        assert r.status_code == 401, (r.request.url, r.status_code)
     assert first.status_code == 200 and second.status_code == 200
-    assert [r.status_code for r in open_routes] == [200, 200, 200, 200]
-    doc = open_routes[-1].json()
+    assert [r.status_code for r in probes] == [200] * 5
+    assert {p: r.status_code for p, r in keyed.items()} == {**dict.fromkeys(keyless, 200), "/no-such-route": 404,
+                                                           "/tiny/later-route": 404}
+    doc = keyed["/openapi.json"].json()
     assert doc["components"]["securitySchemes"]["APIKeyHeader"]["name"] == "x-api-key"
     assert "401" in doc["paths"]["/predict"]["post"]["responses"]
+    # Which key, by name, never the key: in the Prometheus counter and the interval document.
+    assert 'key_requests_total{key="first",status="200"} 1.0' in metrics
+    assert 'key_requests_total{key="-",status="401"}' in metrics
+    assert "first-key" not in metrics and "second-key" not in metrics
+    counts = service.metrics.take_key_counts()
+    assert counts["first"] == 1 and counts["second"] == 1 + len(keyless) and counts["-"] == 3 + len(keyless)
+
+
+async def test_the_access_log_names_the_key_never_shows_it(echo_service, caplog):
+    service = echo_service(api_keys=(("team-a", "team-a-secret"),), access_log_sample=1.0)
+    async with client(create_app(service)) as c:
+        with caplog.at_level(logging.INFO, logger="inference_server.access"):
+            assert (await c.post("/predict", json={"text": "a"}, headers={"x-api-key": "team-a-secret"})).status_code == 200
+            assert (await c.post("/predict", json={"text": "a"}, headers={"x-api-key": "guess"})).status_code == 401
+    lines = [json.loads(JsonFormatter().format(r)) for r in caplog.records if r.getMessage() == "request"]
+    assert [(line.get("api_key"), line["status"]) for line in lines] == [("team-a", 200), (None, 401)]
+    assert not any("team-a-secret" in JsonFormatter().format(r) or "guess" in JsonFormatter().format(r)
+                   for r in caplog.records)
+
+
+async def test_docs_are_off_unless_turned_on(echo_service):
+    async with client(create_app(echo_service(deployment_env="prod"))) as c:
+        assert [(await c.get(p)).status_code for p in ("/docs", "/openapi.json", "/tiny/docs")] == [404] * 3
 
 
 async def test_each_worker_and_the_model_write_one_emf_document_per_interval(echo_service, caplog):
