@@ -317,8 +317,9 @@ def test_https_uses_a_modern_policy_and_http_redirects_when_a_certificate_is_set
         assert config.load_balancer.allow_http and set(listeners) == {80}
 
 
-def test_plain_http_is_only_in_dev(synthesized):
-    assert [name for name, stage in synthesized.stages.items() if stage.config.load_balancer.certificate_arn is None] == ["dev"]
+def test_no_environment_serves_plain_http(synthesized):
+    """dev too: plain HTTP from the internet would carry the keys in cleartext (tests/infra/test_exposure.py)."""
+    assert [name for name, stage in synthesized.stages.items() if stage.config.load_balancer.certificate_arn is None] == []
 
 
 def test_load_balancer_drops_bad_headers_logs_access_and_is_protected_in_prod(env):

@@ -399,6 +399,34 @@ async def test_the_access_log_names_the_key_never_shows_it(echo_service, caplog)
                    for r in caplog.records)
 
 
+async def test_rotation_two_keys_live_at_once_then_one_revoked_alone(echo_service):
+    """The secret's JSON object during a rotation ({"team-a": old, "team-a-next": new, "team-b": ...}): both of
+    team-a's keys work; the tasks started after "team-a" is removed refuse only the old key."""
+    keys = '{"team-a": "a-old-key", "team-a-next": "a-new-key", "team-b": "b-key"}'
+    from inference_server.settings import _api_keys
+
+    rotating = create_app(echo_service(api_keys=_api_keys(keys)))
+    revoked = create_app(echo_service(api_keys=_api_keys('{"team-a-next": "a-new-key", "team-b": "b-key"}')))
+
+    async def statuses(app):
+        async with client(app) as c:
+            return [(await c.post("/predict", json={"text": "a"}, headers={"x-api-key": key})).status_code
+                    for key in ("a-old-key", "a-new-key", "b-key")]
+
+    assert await statuses(rotating) == [200, 200, 200]
+    assert await statuses(revoked) == [401, 200, 200]
+
+
+async def test_paths_that_only_look_like_a_probe_need_the_key(echo_service):
+    """A forwarded prefix plus dot segments or encodings never reaches a probe without the key: only the exact
+    probe paths are open."""
+    app = create_app(echo_service(api_keys=(("a", "a-key"),)))
+    async with client(app) as c:
+        for path in ("/tiny/v1/../metrics", "/tiny/v1/%2e%2e/metrics", "/tiny/metrics/", "/tiny//metrics",
+                     "/TINY/metrics", "/tiny/health/x", "/tiny/predict/../ready"):
+            assert (await c.get(path)).status_code == 401, path
+
+
 async def test_docs_are_off_unless_turned_on(echo_service):
     async with client(create_app(echo_service(deployment_env="prod"))) as c:
         assert [(await c.get(p)).status_code for p in ("/docs", "/openapi.json", "/tiny/docs")] == [404] * 3

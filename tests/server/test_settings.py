@@ -144,3 +144,13 @@ def test_embedding_dimensions_are_a_sorted_set_of_sizes(tmp_path):
     assert s.embedding_dimensions == (64, 128, 256)
     with pytest.raises(SettingsError, match="EMBEDDING_DIMENSIONS: must be between 1 and 65536, got 0"):
         load_settings(["--model", str(tmp_path)], {**REQUIRED, "EMBEDDING_DIMENSIONS": "0"})
+
+
+def test_the_workers_get_the_named_keys_the_supervisor_read():
+    """The supervisor hands its settings to each worker as environment variables: names and keys survive."""
+    from inference_server.supervisor import settings_environment
+
+    s = load_settings([], {**REQUIRED, "API_KEYS": '{"team-a": "k-a", "team-b": "k-b"}', "EMBEDDING_DIMENSIONS": "64,128"})
+    again = load_settings([], settings_environment(s))
+    assert again.api_keys == (("team-a", "k-a"), ("team-b", "k-b")) and again.embedding_dimensions == (64, 128)
+    assert again == s
