@@ -285,7 +285,8 @@ class ModelService(Construct):
     InferenceLoadBalancer), or ``listener`` (any IApplicationListener; its connections reach the
     tasks) + ``listener_priority``. ``logs_key`` (any IKey) encrypts the log group, kept
     ``log_retention_days`` (default 90). ``timing`` defaults to ServiceTimingProps().
-    ``api_keys_secret`` goes to the contract's ``api_keys_variable``.
+    ``api_keys_secret`` (a JSON object of key names to keys) goes to the contract's ``api_keys_variable``: whole,
+    or only its ``api_key_field`` key (vLLM's one key).
 
     How a new version goes out follows ``model.deployment`` (rolling, canary, linear, blue/green);
     ``rollback_thresholds`` (default ``model.rollback_thresholds()``: ``model.rollback``, else twice the model's
