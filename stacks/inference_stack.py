@@ -17,6 +17,7 @@ from gpu_inference_constructs.model_store import ModelStore
 from gpu_inference_constructs.monitoring import InferenceMonitoring
 from gpu_inference_constructs.network import InferenceNetwork, grant_logs_service
 from gpu_inference_constructs.notifications import NotificationTopic
+from gpu_inference_constructs.server_contract import DEFAULT_API_KEY_NAME
 
 from .config import EnvironmentConfig
 
@@ -56,19 +57,25 @@ class InferenceStack(cdk.Stack):
         self.api_keys_key = kms.Key(
             self, "ApiKeysKey", description="Encrypts the client API-key secret", enable_key_rotation=True, removal_policy=retain
         )
+        # A JSON object of key names to keys: one per client, so one can be revoked alone (README, "API keys").
         self.api_keys = secretsmanager.Secret(
             self,
             "ApiKeys",
-            description="Comma-separated API keys that clients send in x-api-key; injected into every model task",
-            generate_secret_string=secretsmanager.SecretStringGenerator(exclude_punctuation=True, password_length=40),
+            description="API keys clients send in x-api-key or Authorization: Bearer, a JSON object of key names to "
+                        "keys; injected into every model task",
+            generate_secret_string=secretsmanager.SecretStringGenerator(
+                secret_string_template="{}", generate_string_key=DEFAULT_API_KEY_NAME,
+                exclude_punctuation=True, password_length=40,
+            ),
             encryption_key=self.api_keys_key,
             removal_policy=retain,
         )
         acknowledge(
             self.api_keys.node.default_child,
             "AwsSolutions-SMG4",
-            "Client API keys are rotated by issuing a new key alongside the old (the value is a comma-separated list), "
-            "then retiring the old one; a single-user rotation Lambda would cut clients off mid-rotation.",
+            "Client API keys are rotated by adding a new named key alongside the old one (the value is a JSON object "
+            "of names to keys), moving the client, then removing the old name; a single-user rotation Lambda would "
+            "cut clients off mid-rotation.",
         )
 
         self.load_balancer = InferenceLoadBalancer(

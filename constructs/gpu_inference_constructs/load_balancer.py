@@ -108,11 +108,21 @@ class LoadBalancerProps:
             )
         require_range(self.idle_timeout_seconds, 1, 4000, "idle_timeout_seconds")
         require(bool(self.ingress_cidrs), "ingress_cidrs", "list at least one CIDR that may reach the load balancer")
+        networks = []
         for index, cidr in enumerate(self.ingress_cidrs):
             try:
-                ipaddress.ip_network(cidr, strict=True)
+                networks.append(ipaddress.ip_network(cidr, strict=True))
             except ValueError as error:
                 raise ConfigError(f"ingress_cidrs[{index}]", f"{cidr!r} is not a CIDR block ({error})") from None
+        world = [str(network) for network in networks if open_to_the_world(network)]
+        require(
+            self.certificate_arn is not None or not self.internet_facing or not world,
+            "allow_http",
+            f"plain HTTP on an internet-facing load balancer open to {', '.join(world)} would carry every client's API "
+            "key across the internet in cleartext; set certificate_arn (an ACM certificate in the load balancer's "
+            "region: HTTPS, and port 80 only redirects), or narrow ingress_cidrs to the team's own network, or set "
+            "internet_facing: false for a load balancer reachable only inside the VPC",
+        )
         if self.waf_rate_limit_per_5_minutes is not None:
             require(
                 100 <= self.waf_rate_limit_per_5_minutes <= 2_000_000_000,
@@ -144,6 +154,13 @@ class LoadBalancerProps:
                 "certificate_arn",
                 f"{self.certificate_arn!r} is not in region {region!r}; an ALB needs a certificate from its own region",
             )
+
+
+def open_to_the_world(network: ipaddress.IPv4Network | ipaddress.IPv6Network) -> bool:
+    """A CIDR that takes in a good part of the internet: any IPv4 block wider than a /8 (16.7 million addresses),
+    any IPv6 block wider than a /32 (a regional registry's allocation to one network); a team's network is
+    narrower."""
+    return network.prefixlen < (8 if network.version == 4 else 32) and not network.is_private
 
 
 class InferenceLoadBalancer(Construct):
@@ -441,6 +458,13 @@ def duplicate_priority_detail(model_name: str, priority: Optional[int], other: s
     )
 
 
+MAX_PATH_PATTERN_CHARS = 128  # each path-pattern value (CloudFormation, ListenerRule PathPatternConfig)
+
+
 def model_path_patterns(model_name: str, paths: Sequence[str] = ()) -> list[str]:
     """The listener rule's path patterns of a model: its whole prefix, or just ``paths`` below it."""
-    return [f"/{model_name}{path}" for path in paths] if paths else [f"/{model_name}", f"/{model_name}/*"]
+    patterns = [f"/{model_name}{path}" for path in paths] if paths else [f"/{model_name}", f"/{model_name}/*"]
+    for pattern in patterns:
+        require(len(pattern) <= MAX_PATH_PATTERN_CHARS, "server.public_paths",
+                f"{pattern!r} is {len(pattern)} characters; an ALB path pattern holds at most {MAX_PATH_PATTERN_CHARS}")
+    return patterns

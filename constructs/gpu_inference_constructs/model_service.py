@@ -96,6 +96,8 @@ class ModelProps:
     (default: derived from the name) is its listener rule's priority; set it when two models' collide.
     ``rollback`` and ``alarms`` (its paging p95/p99 latency thresholds) default to multiples of its own
     ``scaling.latency_p95_ms`` (see RollbackProps, LatencyAlarmProps); neither may be below it.
+    ``api_docs`` (default false): the bundled server serves ``/<model>/docs`` and ``/<model>/openapi.json``, behind
+    the API key, and the listener rule forwards them; off, neither exists and the load balancer answers 404.
     """
 
     name: str
@@ -113,6 +115,7 @@ class ModelProps:
     expected_load_seconds: int = 180
     result_cache_size: int = 0
     compile: bool = False
+    api_docs: bool = False
     gpus: int = 1
     listener_priority: Optional[int] = None
     vllm: Optional[VllmProps] = None
@@ -152,6 +155,8 @@ class ModelProps:
         require(not reserved, "environment", f"{reserved} are set from the model's own keys; set those keys instead")
         if self.vllm is None:
             bundled_workers_for(self.environment, self.cpu)
+        require(not (self.api_docs and self.vllm is not None), "api_docs",
+                "is for the bundled server; vLLM's docs answer without its key, so they stay off (--disable-fastapi-docs)")
         if self.vllm is not None:
             require(
                 self.vllm.shared_memory_mib < self.memory_mib,
@@ -280,7 +285,8 @@ class ModelService(Construct):
     InferenceLoadBalancer), or ``listener`` (any IApplicationListener; its connections reach the
     tasks) + ``listener_priority``. ``logs_key`` (any IKey) encrypts the log group, kept
     ``log_retention_days`` (default 90). ``timing`` defaults to ServiceTimingProps().
-    ``api_keys_secret`` goes to the contract's ``api_keys_variable``.
+    ``api_keys_secret`` (a JSON object of key names to keys) goes to the contract's ``api_keys_variable``: whole,
+    or only its ``api_key_field`` key (vLLM's one key).
 
     How a new version goes out follows ``model.deployment`` (rolling, canary, linear, blue/green);
     ``rollback_thresholds`` (default ``model.rollback_thresholds()``: ``model.rollback``, else twice the model's
@@ -408,7 +414,7 @@ class ModelService(Construct):
             environment.setdefault(contract.model_source.uri_variable, uri)
         secrets = dict(contract.secrets)
         if api_keys_secret is not None:
-            secrets[contract.api_keys_variable] = ecs.Secret.from_secrets_manager(api_keys_secret)
+            secrets[contract.api_keys_variable] = ecs.Secret.from_secrets_manager(api_keys_secret, field=contract.api_key_field)
         linux_parameters = ecs.LinuxParameters(
             self, "LinuxParameters", init_process_enabled=True, shared_memory_size=contract.shared_memory_mib
         )

@@ -35,6 +35,13 @@ ROOT_USERS = frozenset({"0", "root"})
 USER = re.compile(r"^[0-9]+(:[0-9]+)?$")
 PATH = re.compile(r"^/[A-Za-z0-9._/-]*$")
 PUBLIC_PATH = re.compile(r"^/[A-Za-z0-9._/*?-]*$")
+# An ALB rule's limits (Elastic Load Balancing quotas, "Rules"): condition values and wildcards per rule.
+MAX_RULE_CONDITION_VALUES = 5
+MAX_RULE_CONDITION_WILDCARDS = 5
+# Names of the keys in the API-key secret's JSON object (as the bundled server's API_KEYS accepts them).
+API_KEY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+# The name of the key the shared stack generates in the secret; vLLM reads it unless vllm.api_key_name says another.
+DEFAULT_API_KEY_NAME = "default"
 # Pinned tags seen in public sources (DESIGN.md: never a digest not seen). In a VPC without a route
 # to the internet, pass copies from your own ECR (a mirror, or a pull-through cache rule for public.ecr.aws).
 DEFAULT_FETCHER_IMAGE = "public.ecr.aws/aws-cli/aws-cli:2.32.9"
@@ -301,9 +308,12 @@ class ServerContract:
     the listener rule rewrites ``/<model>/<path>`` to ``/<path>`` (an ALB url-rewrite transform), so
     a server that knows nothing of the prefix answers ``/<model>/v1/completions`` at ``/v1/completions``;
     ``public_paths`` () (everything under ``/<model>/`` reaches the server): else the ALB path patterns, below the
-    model's prefix, that clients may reach (at most 5, an ALB condition's limit; ``*`` and ``?`` as the ALB reads
-    them), and every other path gets the listener's 404. A server that guards only some of its routes with its
-    key (vLLM: ``/v1`` only) must list just those.
+    model's prefix, that clients may reach (at most 5 patterns with at most 5 wildcards, an ALB rule's limits;
+    ``*`` and ``?`` as the ALB reads them; each, with the prefix, at most 128 characters), and every other path
+    gets the listener's 404. A server that guards only some of its routes with its key (vLLM: ``/v1`` only) must
+    list just those. ``api_key_field`` None: the whole API-key secret reaches ``api_keys_variable`` (the bundled
+    server parses its JSON object of names to keys); else only the key of that name in it (ECS's JSON-key
+    reference), for a server that takes one literal key (vLLM).
     """
 
     image: Optional[ecs.ContainerImage] = None
@@ -322,6 +332,7 @@ class ServerContract:
     environment: Mapping[str, str] = field(default_factory=dict)
     secrets: Mapping[str, ecs.Secret] = field(default_factory=dict)
     api_keys_variable: Optional[str] = None
+    api_key_field: Optional[str] = None
     metrics: Optional[PrometheusMetrics] = None
     bundled_metrics: bool = False
     scaling_signals: tuple[ScalingSignal, ...] = ()
@@ -367,13 +378,20 @@ class ServerContract:
             require_range(size, 1, 65_536, f"server.tmpfs_mib[{path}]")
         clashing = sorted(set(self.environment) & set(self.secrets))
         require(not clashing, "server.environment", f"{clashing} are set both as plain environment and as secrets")
-        require(len(self.public_paths) <= 5, "server.public_paths",
-                f"{len(self.public_paths)} patterns; a listener rule's path condition holds at most 5")
+        require(len(self.public_paths) <= MAX_RULE_CONDITION_VALUES, "server.public_paths",
+                f"{len(self.public_paths)} patterns; a listener rule holds at most {MAX_RULE_CONDITION_VALUES} condition values")
+        wildcards = sum(pattern.count("*") + pattern.count("?") for pattern in self.public_paths)
+        require(wildcards <= MAX_RULE_CONDITION_WILDCARDS, "server.public_paths",
+                f"{wildcards} wildcards ('*', '?') in {list(self.public_paths)}; a listener rule allows at most {MAX_RULE_CONDITION_WILDCARDS}")
         for pattern in self.public_paths:
             require(bool(PUBLIC_PATH.match(pattern)), "server.public_paths",
                     f"{pattern!r} must be an absolute URL path pattern such as '/v1/*'")
         if self.api_keys_variable is not None:
             require(self.api_keys_variable not in self.environment, "server.api_keys_variable", f"{self.api_keys_variable} is also set as plain environment")
+        if self.api_key_field is not None:
+            require(self.api_keys_variable is not None, "server.api_key_field", "is set but api_keys_variable is not: name the variable that receives the key")
+            require(bool(API_KEY_NAME.match(self.api_key_field)), "server.api_key_field",
+                    f"{self.api_key_field!r} is not a key name (1-64 letters, digits, '.', '_', '-', starting with a letter or digit)")
 
     def contract(self, context: "ServerContext") -> "ServerContract":
         """A contract is its own definition: ``ModelService(server=ServerContract(...))``."""
@@ -414,6 +432,13 @@ BUNDLED_USER = "10001:10001"
 BUNDLED_COMMAND = ("python", "-m", "inference_server")
 BUNDLED_LIVENESS = ("CMD", "python", "-m", "inference_server.healthcheck")
 BUNDLED_READINESS_PATH = "/ready"
+# What the listener rule forwards, below /<model>: the inference and metadata routes, every one behind the key
+# (the server's own rule: every route but its probes needs one). /predict* is /predict and /predict/batch in one
+# pattern and /v2* is the protocol's /v2 (server metadata) and /v2/..., leaving room for the docs within a rule's
+# 5 condition values; anything else they match gets the server's 401 without a key. Probes, metrics and (unless
+# api_docs) docs are never forwarded: the listener's 404.
+BUNDLED_PUBLIC_PATHS = ("/predict*", "/v1/*", "/v2*")
+BUNDLED_DOCS_PATHS = ("/docs", "/openapi.json")
 MAX_BUNDLED_WORKERS = 256  # the server refuses more (inference_server.settings: WORKERS)
 
 
@@ -422,7 +447,7 @@ def bundled_environment_keys() -> tuple[str, ...]:
     return (
         "PORT", "MODEL_NAME", "MODEL_VERSION", "MODEL_URI", "MODEL_TASK", "MODEL_CACHE_DIR", "DEPLOYMENT_ENV",
         "MAX_BATCH_SIZE", "MAX_BATCH_WAIT_MS", "MAX_QUEUE_SIZE", "MAX_SEQUENCE_LENGTH", "REQUEST_TIMEOUT_S",
-        "DRAIN_TIMEOUT_S", "KEEP_ALIVE_S", "RESULT_CACHE_SIZE", "COMPILE", "REQUIRE_MANIFEST", "API_KEYS",
+        "DRAIN_TIMEOUT_S", "KEEP_ALIVE_S", "RESULT_CACHE_SIZE", "COMPILE", "REQUIRE_MANIFEST", "API_KEYS", "DOCS",
         "AWS_DEFAULT_REGION", "HOME", "TMPDIR",
     )
 
@@ -485,6 +510,7 @@ class BundledServer:
             "KEEP_ALIVE_S": str(timing.keep_alive_seconds),
             "RESULT_CACHE_SIZE": str(model.result_cache_size),
             "COMPILE": "true" if model.compile else "false",
+            "DOCS": "true" if model.api_docs else "false",
             "WORKERS": str(bundled_workers_for(model.environment, model.cpu)),
             "AWS_DEFAULT_REGION": context.region,
             "HOME": f"{SCRATCH_PATH}/home",
@@ -501,6 +527,7 @@ class BundledServer:
             model_source=ModelFromS3.server_downloads("MODEL_URI"),
             environment=environment,
             api_keys_variable="API_KEYS",
+            public_paths=BUNDLED_PUBLIC_PATHS + (BUNDLED_DOCS_PATHS if model.api_docs else ()),
             bundled_metrics=True,
             serves_at_root=False,
             stop=StopTiming.bundled(timing.drain_timeout_seconds, model.request_timeout_seconds),
@@ -547,6 +574,10 @@ class VllmProps:
     ``vllm/vllm-openai`` (no public registry is reachable from private subnets without NAT);
     ``fetcher_image`` and ``collector_image``: ECR mirrors of DEFAULT_FETCHER_IMAGE and
     DEFAULT_COLLECTOR_IMAGE (default: those public images).
+    ``api_key_name`` (default ``default``, the key the shared stack generates): vLLM takes exactly one literal key
+    (``VLLM_API_KEY``), so it gets only the key of this name from the API-key secret. Rotating it: add the new key
+    under a new name, set ``api_key_name`` to it and deploy; while the deployment replaces the tasks, old tasks
+    accept only the old key and new ones only the new (README, "API keys").
     """
 
     image: Optional[EcrImage] = None
@@ -564,9 +595,12 @@ class VllmProps:
     fetcher_image: Optional[EcrImage] = None
     collector_image: Optional[EcrImage] = None
     longest_generation_seconds: int = VLLM_LONGEST_GENERATION_SECONDS
+    api_key_name: str = DEFAULT_API_KEY_NAME
 
     def __post_init__(self) -> None:
         vllm_drain_seconds(self.longest_generation_seconds)
+        require(bool(API_KEY_NAME.match(self.api_key_name)), "api_key_name",
+                f"{self.api_key_name!r} is not a key name in the API-key secret (1-64 letters, digits, '.', '_', '-', starting with a letter or digit)")
         if self.served_model_name:
             require(bool(re.match(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$", self.served_model_name)), "served_model_name", f"{self.served_model_name!r}: letters, digits, '.', '_', '-', '/'")
         require_range(self.max_model_len, 128, 1_048_576, "max_model_len")
@@ -622,6 +656,8 @@ class VllmServer:
             "--max-num-seqs", str(props.max_num_seqs),
             "--dtype", props.dtype,
             "--shutdown-timeout", str(vllm_drain_seconds(props.longest_generation_seconds)),
+            # Its /docs, /redoc and /openapi.json answer without the key: off (the listener forwards only /v1/* anyway).
+            "--disable-fastapi-docs",
             *props.extra_args,
         )
         health = f"http://127.0.0.1:{props.port}/health"
@@ -656,7 +692,9 @@ class VllmServer:
                 "VLLM_HTTP_TIMEOUT_KEEP_ALIVE": str(context.timing.keep_alive_seconds),
                 "AWS_DEFAULT_REGION": context.region,
             },
+            # vLLM takes one literal key: the one of this name in the secret's JSON object (see VllmProps).
             api_keys_variable="VLLM_API_KEY",
+            api_key_field=props.api_key_name,
             stop=StopTiming.vllm(props.longest_generation_seconds),
             metrics=PrometheusMetrics(metrics=VLLM_METRICS, collector_image=collector_image),
             scaling_signals=(

@@ -89,7 +89,8 @@ def create_app(service: ModelService) -> FastAPI:
     settings = service.settings
     schemas = build_schemas(settings, service.prediction_model)
     PredictRequest, BatchRequest = schemas.predict_request, schemas.batch_request
-    api_key = APIKeyHeader(name="x-api-key", auto_error=False, description="One of API_KEYS")
+    api_key = APIKeyHeader(name="x-api-key", auto_error=False,
+                           description="One of API_KEYS (also accepted as Authorization: Bearer <key>)")
     # The key itself is checked by PredictGateMiddleware before the body is read; this documents it.
     auth = [Security(api_key)] if settings.api_keys else []
     model, version = settings.model_name, settings.model_version
@@ -117,7 +118,7 @@ def create_app(service: ModelService) -> FastAPI:
         reason = service.readiness()
         if reason is not None:
             raise not_ready(reason)
-        return json_response({"status": "ready", "model": model, "version": version})
+        return json_response({"status": "ready"})
 
     @router.get("/metrics", tags=["probes"], summary="Prometheus metrics",
                 response_class=Response,
@@ -147,8 +148,9 @@ def create_app(service: ModelService) -> FastAPI:
     infer_paths = add_oip_routes(app, service, [f"/{model}"], auth)
     drop_rewritten_statuses(app)
 
-    for prefix in ("", f"/{model}"):
-        _add_docs_routes(app, prefix, title=f"{model} inference")
+    if settings.docs_enabled:
+        for prefix in ("", f"/{model}"):
+            _add_docs_routes(app, prefix, title=f"{model} inference")
 
     install_error_handlers(app)
     # The protocols' routes pass FrontDoor's gate (key, shedding, body size) on their way to FastAPI; their errors

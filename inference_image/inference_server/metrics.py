@@ -120,6 +120,8 @@ class Metrics:
                                     buckets=_LATENCY_BUCKETS)
         self.inference_time = Histogram("inference_seconds", "Model time of a request's batches", registry=r,
                                         buckets=_LATENCY_BUCKETS)
+        self.key_requests = Counter("key_requests", "Requests by API key name ('-': no valid key, a 401) and "
+                                    "status; never the key itself", ["key", "status"], registry=r)
         self.rejected = Counter("rejected_requests", "503s from a full queue or draining", registry=r)
         self.timed_out = Counter("timed_out_requests", "504s: requests past their deadline", registry=r)
         self.cache_hits = Counter("cache_hits", "Result cache hits", registry=r)
@@ -129,6 +131,7 @@ class Metrics:
         self._lock = threading.Lock()
         self._interval = {m.REJECTED_REQUESTS: 0, m.TIMED_OUT_REQUESTS: 0, m.CACHE_HITS: 0, m.CACHE_MISSES: 0}
         self._statuses: Tally = Tally()
+        self._keys: Tally = Tally()
         self.latency = IntervalStats(exact=False)
         self.queue_wait_ms = IntervalStats(exact=False)
         self.inference_ms = IntervalStats(exact=False)
@@ -148,6 +151,18 @@ class Metrics:
         if status == 200:
             self.request_latency.observe(latency_s)
             self.latency.observe(latency_s * 1000)
+
+    def observe_key(self, key_name: str, status: int) -> None:
+        """A request that needed a key: which key's name it carried (NO_KEY without a valid one)."""
+        self.key_requests.labels(key_name, str(status)).inc()
+        with self._lock:
+            self._keys[key_name] += 1
+
+    def take_key_counts(self) -> dict[str, int]:
+        """Requests by key name since the last call, reset."""
+        with self._lock:
+            keys, self._keys = self._keys, Tally()
+        return dict(sorted(keys.items()))
 
     def observe_model_time(self, queue_wait_s: float, inference_s: float) -> None:
         self.queue_wait.observe(queue_wait_s)

@@ -1,8 +1,11 @@
 """The front door, plain ASGI: the predict routes, /health and /ready are answered here without FastAPI (the hot
 path: gate, body, validation, prediction, response), everything else goes on to the FastAPI app; the protocols'
-routes (gated_paths: /v1/embeddings, /v2/.../infer) pass the same gate on their way there. Every request
-is counted in the interval metrics; an access log line is written for errors (at most ERROR_LINES_PER_S a
-second), slow requests and a sample of the rest."""
+routes (gated_paths: /v1/embeddings, /v2/.../infer) pass the same gate on their way there. With API keys set,
+every path but the probes (/health, /ready, /metrics: for the target group, the container health check and a
+local scrape, never forwarded by the load balancer) needs a valid key first, known route or not, so a route added
+later is private until listed in OPEN_ROUTES. Every request is counted in the interval metrics, by key name too;
+an access log line is written for errors (at most ERROR_LINES_PER_S a second), slow requests and a sample of the
+rest."""
 
 from __future__ import annotations
 
@@ -32,6 +35,10 @@ ERROR_LINES_PER_S = 20
 _TRACE_ROOT = re.compile(rb"(?:^|;)\s*Root=([A-Za-z0-9-]{1,64})")
 _JSON_HEADERS = [(b"content-type", b"application/json")]
 _NUMPY = orjson.OPT_SERIALIZE_NUMPY
+# Answered without a key (below / and /<model>): what the target group, the container health check and a local
+# metrics scrape need. The load balancer's rule forwards none of them.
+OPEN_ROUTES = ("/health", "/ready", "/metrics")
+NO_KEY = "-"  # the key-name label of requests without a valid key (no key name can start with '-')
 
 
 _ID_PREFIX = os.urandom(8).hex()  # per process: ids stay unique across workers and restarts
@@ -87,6 +94,9 @@ def _validation_error(exc: ValidationError) -> ApiError:
     return error
 
 
+UNAUTHORIZED = ApiError(401, "unauthorized", "a valid x-api-key (or Authorization: Bearer) header is required")
+
+
 class _IdentifiedResponse:
     """Passes the app's response on with the request id header; status is what it started (500 until then)."""
 
@@ -112,7 +122,7 @@ class FrontDoor:
         self.any_content_type = frozenset(any_content_type_paths)
         s = service.settings
         self.model, self.version = s.model_name, s.model_version
-        self.api_keys = [key.encode() for key in s.api_keys]
+        self.api_keys = [(name, key.encode()) for name, key in s.api_keys]
         self.max_body, self.max_chars, self.max_batch = s.max_body_bytes, s.max_text_chars, s.max_client_batch
         self.predict_request, self.batch_request = predict_request, batch_request
         self.access = AccessLog(s.access_log_sample, s.slow_request_ms)
@@ -121,10 +131,11 @@ class FrontDoor:
         for prefix in ("", model_prefix):
             self.routes.update({f"{prefix}/predict": "predict", f"{prefix}/predict/batch": "batch",
                                 f"{prefix}/health": "health", f"{prefix}/ready": "ready"})
+        self.open = frozenset(f"{prefix}{route}" for prefix in ("", model_prefix) for route in OPEN_ROUTES)
         self.quiet = frozenset(p for p, r in self.routes.items() if r in ("health", "ready")) | \
             frozenset((f"/metrics", f"{model_prefix}/metrics")) | \
             frozenset(f"{prefix}/v2/health/{probe}" for prefix in ("", model_prefix) for probe in ("live", "ready"))
-        self._ready_body = orjson.dumps({"status": "ready", "model": self.model, "version": self.version})
+        self._ready_body = orjson.dumps({"status": "ready"})  # says no more than the status: nothing to learn from it
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -136,7 +147,14 @@ class FrontDoor:
         route = self.routes.get(path)
         fields: dict[str, Any] = {}
         status = 500
+        key_name = None
         try:
+            if self.api_keys and path not in self.open:
+                key_name = self._key_name(scope["headers"])
+                if key_name is None:
+                    status = await self._error(send, UNAUTHORIZED, rid_header)
+                    return
+                fields["api_key"] = key_name
             if route in ("predict", "batch") and method == "POST":
                 status = await self._predict(route, scope, receive, send, rid_header, fields)
                 self.service.metrics.observe_request(route if route == "predict" else "batch", status,
@@ -161,6 +179,8 @@ class FrontDoor:
                     status = response.status
         finally:
             ms = (time.perf_counter() - started) * 1000
+            if self.api_keys and path not in self.open:
+                self.service.metrics.observe_key(key_name or NO_KEY, status)
             if path not in self.quiet and self.access.wants(status, ms):
                 access_log.info("request", extra={"fields": {
                     "request_id": rid, "method": method, "path": path, "status": status, "total_ms": round(ms, 3),
@@ -235,24 +255,32 @@ class FrontDoor:
         finally:
             service.in_flight -= 1
 
-    def _check(self, scope: Scope, json_only: bool = True) -> None:
-        """API key (401), shedding (503), content type (415), Content-Length (400/413): before the body is read."""
-        api_key = content_type = content_length = None
-        for name, value in scope["headers"]:
+    def _key_name(self, headers: list[tuple[bytes, bytes]]) -> str | None:
+        """The name of the key the request carries (x-api-key, else Authorization: Bearer), or None. Every key is
+        compared, in constant time, whether or not an earlier one matched."""
+        api_key = None
+        for name, value in headers:
             if name == b"x-api-key":
                 api_key = value
             elif name == b"authorization" and api_key is None and value[:7].lower() == b"bearer ":
                 api_key = value[7:].strip()  # what OpenAI clients send
-            elif name == b"content-type":
+        if api_key is None:
+            return None
+        matched = None
+        for name, key in self.api_keys:
+            if hmac.compare_digest(api_key, key):
+                matched = name
+        return matched
+
+    def _check(self, scope: Scope, json_only: bool = True) -> None:
+        """Shedding (503), content type (415), Content-Length (400/413): before the body is read (the key was
+        checked in __call__)."""
+        content_type = content_length = None
+        for name, value in scope["headers"]:
+            if name == b"content-type":
                 content_type = value
             elif name == b"content-length":
                 content_length = value
-        if self.api_keys:
-            valid = False
-            for key in self.api_keys:  # no early exit: compare against every key
-                valid |= api_key is not None and hmac.compare_digest(api_key, key)
-            if not valid:
-                raise ApiError(401, "unauthorized", "a valid x-api-key (or Authorization: Bearer) header is required")
         self.service.admit()
         if json_only and (content_type is None or not _is_json(content_type)):
             raise ApiError(415, "unsupported_media_type", "send the body as application/json")

@@ -42,8 +42,6 @@ class HealthResponse(BaseModel):
 
 class ReadyResponse(BaseModel):
     status: Literal["ready"]
-    model: str
-    version: str
 
 
 @dataclass(frozen=True)

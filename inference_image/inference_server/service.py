@@ -279,7 +279,8 @@ class ModelService:
         values, statuses = self.metrics.take_interval()
         s = self.settings
         fields = {"model_version": s.model_version, "process": "worker", "worker": self.worker,
-                  "requests_by_status": statuses, "access_log_suppressed": self.take_suppressed()}
+                  "requests_by_status": statuses, "requests_by_key": self.metrics.take_key_counts(),
+                  "access_log_suppressed": self.take_suppressed()}
         log.info("metrics", extra={"fields": emf.document(s.deployment_env, s.model_name, values, fields)})
 
     # Set by the app's access log: how many error lines it left out since the last call (rate limit).

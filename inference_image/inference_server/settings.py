@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -54,6 +55,10 @@ def _int(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
     return parse
 
 
+def _opt_bool(raw: str) -> bool | None:
+    return _bool(raw) if raw.strip() else None
+
+
 def _float(minimum: float, *, exclusive: bool = False) -> Callable[[str], float]:
     def parse(raw: str) -> float:
         try:
@@ -101,8 +106,43 @@ def _log_level(raw: str) -> str:
     return _choice("debug", "info", "warning", "error")(raw).upper()
 
 
-def _api_keys(raw: str) -> tuple[str, ...]:
-    return tuple(key.strip() for key in raw.split(",") if key.strip())
+API_KEY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+
+def _unique_names(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    names = [name for name, _ in pairs]
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise ValueError(f"names {repeated} appear twice; each key needs its own name")
+    return dict(pairs)
+
+
+def _api_keys(raw: str) -> tuple[tuple[str, str], ...]:
+    """(name, key) pairs from a JSON object of names to keys (what the Secrets Manager secret holds:
+    {"team-a": "...", "team-b": "..."}), or from comma-separated keys, named key-1, key-2, ... in order.
+    Messages name keys, never show them."""
+    text = raw.strip()
+    if text.startswith("{"):
+        try:
+            named = json.loads(text, object_pairs_hook=_unique_names)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"is not a JSON object of key names to keys ({exc.msg} at character {exc.pos})") from None
+        pairs = []
+        for name, key in named.items():
+            if not API_KEY_NAME.fullmatch(name):
+                raise ValueError(f"key name {name!r} must be 1-64 letters, digits, '.', '_' or '-', starting with a "
+                                 "letter or digit (it appears in logs and metrics)")
+            if not isinstance(key, str) or not key.strip() or key != key.strip():
+                raise ValueError(f"the key named {name!r} must be a non-empty string without surrounding spaces")
+            pairs.append((name, key))
+    else:
+        pairs = [(f"key-{index}", key) for index, key in
+                 enumerate((key.strip() for key in text.split(",") if key.strip()), 1)]
+    keys = [key for _, key in pairs]
+    if len(set(keys)) != len(keys):
+        shared = sorted({name for name, key in pairs if keys.count(key) > 1})
+        raise ValueError(f"keys {shared} are the same key: give each client its own, so one can be revoked alone")
+    return tuple(pairs)
 
 
 def _dimensions(raw: str) -> tuple[int, ...]:
@@ -149,7 +189,12 @@ class Settings:
         _dimensions, (), "comma-separated sizes /v1/embeddings may truncate to (`dimensions`), for models trained "
                          "for it (Matryoshka); empty: only the full size")
     result_cache_size: int = _setting(_int(0), 0, "entries in the result LRU cache; 0 turns it off")
-    api_keys: tuple[str, ...] = _setting(_api_keys, (), "comma-separated keys required in x-api-key", secret=True)
+    api_keys: tuple[tuple[str, str], ...] = _setting(
+        _api_keys, (), "keys clients send in x-api-key or Authorization: Bearer: a JSON object of names to keys "
+                       "({\"team-a\": \"...\"}; the name appears in logs and metrics), or comma-separated keys "
+                       "(named key-1, key-2, ...); every route but /health, /ready and /metrics requires one", secret=True)
+    docs: bool | None = _setting(_opt_bool, None, "serve /docs and /openapi.json (behind the key when API_KEYS is "
+                                                  "set); default: on only where DEPLOYMENT_ENV is local")
     deployment_env: str = _setting(_str, "local", "Environment dimension of the metrics")
     log_level: str = _setting(_log_level, "INFO", "DEBUG, INFO, WARNING or ERROR")
     metrics_interval_s: float = _setting(_float(0, exclusive=True), 10.0, "period of each process's EMF metrics "
@@ -160,6 +205,16 @@ class Settings:
                                                           "(errors and slow requests always do)")
     slow_request_ms: float = _setting(_float(0), 1000.0, "requests slower than this always get an access log line")
     ready_probe_interval_s: float = _setting(_float(0, exclusive=True), 15.0, "period of the readiness test inference")
+
+    def __post_init__(self) -> None:
+        # Programmatic callers may pass bare keys: named key-1, key-2, ... as from a comma-separated variable.
+        if any(isinstance(entry, str) for entry in self.api_keys):
+            object.__setattr__(self, "api_keys", _api_keys(",".join(
+                entry if isinstance(entry, str) else entry[1] for entry in self.api_keys)))
+
+    @property
+    def docs_enabled(self) -> bool:
+        return self.deployment_env == "local" if self.docs is None else self.docs
 
     @property
     def model_is_s3(self) -> bool:

@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import math
 import os
@@ -66,8 +67,10 @@ def settings_environment(settings: Settings) -> dict[str, str]:
             continue
         if isinstance(value, bool):
             raw = "true" if value else "false"
+        elif f.name == "api_keys":
+            raw = json.dumps(dict(value)) if value else ""  # names survive: a JSON object of names to keys
         elif isinstance(value, tuple):
-            raw = ",".join(value)
+            raw = ",".join(map(str, value))
         elif isinstance(value, float):
             raw = repr(value)
         else:

@@ -134,8 +134,11 @@ def container_environment(contract: ModelContract, bucket: str, scratch: Path, e
     # The task mounts a scratch volume at its mount path; here a temporary directory stands in for it.
     (mount,) = contract.mount_paths
     environment = {name: value.replace(mount, str(scratch), 1) if value.startswith(mount) else value for name, value in environment.items()}
-    secrets = {name: API_KEY for name in contract.secret_names}
-    return {"PATH": os.environ["PATH"], **environment, **secrets, **aws_test_environment(endpoint)}
+    # The secret as the shared stack generates it: a JSON object of key names to keys.
+    secrets = {name: json.dumps({"default": API_KEY}) for name in contract.secret_names}
+    # PYTHONPATH: the image's server is this checkout's, not whichever copy the virtualenv has installed.
+    return {"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT / "inference_image"), **environment, **secrets,
+            **aws_test_environment(endpoint)}
 
 
 def as_local_command(command: list[str]) -> list[str]:
@@ -244,8 +247,8 @@ def test_the_task_definition_starts_a_server_that_the_load_balancer_can_use(synt
         health = subprocess.run(as_local_command(contract.health_check_command[1:]), env=environment, timeout=10)
         assert health.returncode == 0, "the container health check command failed against a ready server"
 
-        prefixes = sorted({pattern.removesuffix("/*") for pattern in contract.path_patterns})
-        assert prefixes == [f"/{contract.model_name}"], f"listener rules {contract.path_patterns} do not route to /{contract.model_name}"
+        prefixes = [f"/{contract.model_name}"]
+        assert all(p.startswith(f"/{contract.model_name}/") for p in contract.path_patterns), f"listener rules {contract.path_patterns} do not route to /{contract.model_name}/"
         # Canary, linear and blue/green register the same tasks in a second target group: the load balancer must
         # find them ready and route the model's paths there too.
         config = synthesized.stages[contract.environment_name].config
@@ -261,12 +264,51 @@ def test_the_task_definition_starts_a_server_that_the_load_balancer_can_use(synt
             assert (body["model"], body["version"]) == (contract.model_name, contract.environment["MODEL_VERSION"])
             assert body["prediction"]
 
+        assert_only_keyed_routes_are_forwarded(base, contract, environment)
         assert_drains_on_sigterm(process, base, contract, log)
     finally:
         if process.poll() is None:
             process.kill()
             process.wait()
         port_lock.close()
+
+
+def assert_only_keyed_routes_are_forwarded(base: str, contract: ModelContract, environment: dict[str, str]) -> None:
+    """Every route of the server's own OpenAPI document (built from the task's settings: its docs are off, so the
+    running server does not serve it) and outside it (docs, probes, metrics), as a client sends it: the listener
+    rule forwards exactly the inference and metadata routes, and the running server answers each of those 401
+    without a key or with a wrong one, and not 401 with the key; the probes answer the target group without one."""
+    from inference_server.app import create_app
+    from inference_server.settings import load_settings
+    from inference_server.testing import local_service
+
+    from tests.e2e.exposure import exposure_problems, route_table
+
+    doc = create_app(local_service(load_settings([], environment))).openapi()
+    table = route_table(doc, contract.model_name, contract.path_patterns, environment.get("DOCS") == "true")
+    assert exposure_problems(table, contract.model_name) == []
+    forwarded = [route for route in table if route.forwarded]
+    assert len(forwarded) >= 8, forwarded
+    for route in forwarded:
+        body = {} if route.method == "POST" else None
+        for headers in ({}, {"x-api-key": API_KEY + "x"}, {"authorization": "Bearer " + API_KEY[:-1]}):
+            status, _ = http(route.method, base + route.path, body, headers)
+            assert status == 401, f"{route.method} {route.path} answered {status} with {headers or 'no key'}"
+        status, _ = http(route.method, base + route.path, body, {"authorization": f"Bearer {API_KEY}"})
+        assert status != 401, f"{route.method} {route.path} refused the task's key"
+    for path in ("/health", "/ready", "/metrics", f"/{contract.model_name}/ready"):
+        status, _ = http("GET", base + path) if path != "/metrics" else (raw_status(base + path), None)
+        assert status == 200, f"GET {path} answered {status} without a key"
+    assert raw_status(base + f"/{contract.model_name}/docs") == 401  # no route there, and still no answer without a key
+
+
+def raw_status(url: str) -> int:
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(url, timeout=10) as response:
+            return response.status
+    except urllib.error.HTTPError as error:
+        return error.code
 
 
 def assert_drains_on_sigterm(process: subprocess.Popen, base: str, contract: ModelContract, log: Path) -> None:
@@ -361,8 +403,8 @@ def test_a_non_text_model_is_published_and_served_through_its_listener_path(synt
     try:
         base = f"http://127.0.0.1:{contract.health_check_port}"
         wait_until_ready(process, base + contract.health_check_path, contract.success_codes, contract.grace_period, log)
-        (prefix,) = sorted({pattern.removesuffix("/*") for pattern in contract.path_patterns})
-        assert prefix == f"/{contract.model_name}", f"listener rules {contract.path_patterns} do not route to /{contract.model_name}"
+        prefix = f"/{contract.model_name}"
+        assert f"{prefix}/v2*" in contract.path_patterns, f"listener rules {contract.path_patterns} do not route {prefix}/v2/..."
         name = contract.model_name
         (url,) = [o["Value"]["Fn::Join"][1][-1] for k, o in synthesized.inference_template("dev")["Outputs"].items() if k.startswith(f"Url{name}")]
         assert url == f"{prefix}/v2/models/{name}/infer", f"the stack's Url output {url} is not the route that infers"
@@ -379,7 +421,8 @@ def test_a_non_text_model_is_published_and_served_through_its_listener_path(synt
         assert status == 400
         status, _ = infer_image(f"{base}{prefix}/v2/models/{name}/infer", b"not an image", {})
         assert status == 401  # the task's API key guards the protocol too
-        status, metadata = http("GET", f"{base}{prefix}/v2/models/{name}")
+        assert http("GET", f"{base}{prefix}/v2/models/{name}")[0] == 401  # metadata needs the key too
+        status, metadata = http("GET", f"{base}{prefix}/v2/models/{name}", None, {"x-api-key": API_KEY})
         assert status == 200 and metadata["inputs"] == [{"name": "image", "datatype": "BYTES", "shape": [-1]}]
     finally:
         process.kill()

@@ -11,6 +11,13 @@ from tests.conftest import cdk_context
 BASE = cdk_context()["environments"]["dev"]
 
 
+def plain_http_from_anywhere():
+    """dev as it was before issue 26: plain HTTP, internet-facing, open to 0.0.0.0/0."""
+    data = with_change("load_balancer.certificate_arn", DELETE)
+    data["load_balancer"]["allow_http"] = True
+    return data
+
+
 def with_change(path: str, value):
     """A copy of the dev config with ``path`` (dotted; list indexes as numbers) set, or removed if value is DELETE."""
     data = copy.deepcopy(BASE)
@@ -133,7 +140,9 @@ BAD_SERVICE = [
     (model_change(0, "environment", {"MODEL_URI": "s3://elsewhere/"}), r"models\[0\].environment: \['MODEL_URI'\] are set from the model's own keys"),
     (model_change(0, "environment", {"WORKERS": "0"}), r"models\[0\].environment.WORKERS: '0' is not a worker count: set a whole number from 1 to 256"),
     (with_change("models", []), r"models: list at least one model to serve"),
-    (with_change("load_balancer.allow_http", False), r"load_balancer.certificate_arn: is not set and allow_http is false"),
+    (with_change("load_balancer.certificate_arn", DELETE), r"load_balancer.certificate_arn: is not set and allow_http is false"),
+    (plain_http_from_anywhere(), r"load_balancer.allow_http: plain HTTP on an internet-facing load balancer open to 0.0.0.0/0 would carry "
+     r"every client's API key across the internet in cleartext; set certificate_arn .* or narrow ingress_cidrs .* or set internet_facing: false"),
     (with_change("load_balancer.certificate_arn", "arn:aws:acm:eu-west-1:111111111111:certificate/abc"), r"load_balancer.certificate_arn: .* is not in region 'us-east-1'"),
     (with_change("load_balancer.certificate_arn", "my-cert"), r"load_balancer.certificate_arn: 'my-cert' is not an ACM certificate ARN"),
     (with_change("load_balancer.ingress_cidrs", ["10.0.0.0/33"]), r"load_balancer.ingress_cidrs\[0\]: '10.0.0.0/33' is not a CIDR block"),

@@ -13,7 +13,7 @@ def test_an_imported_vpc_without_its_cidr_names_the_missing_attribute():
         public_subnet_ids=["subnet-0aaaaaaaaaaaaaaa1", "subnet-0aaaaaaaaaaaaaaa2"],
     )
     store = ModelStore(stack, "Models", props=ModelStoreProps())
-    balancer = InferenceLoadBalancer(stack, "Alb", vpc=vpc, props=LoadBalancerProps(allow_http=True),
+    balancer = InferenceLoadBalancer(stack, "Alb", vpc=vpc, props=LoadBalancerProps(allow_http=True, ingress_cidrs=("10.0.0.0/8",)),
                                      access_logs_bucket=store.access_logs_bucket)
     with pytest.raises(ConfigError, match="vpc_cidr_block"):
         balancer.allow_to_targets_on(8080)

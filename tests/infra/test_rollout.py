@@ -258,7 +258,7 @@ def route_priorities(*models: tuple[str, int | None]) -> dict[str, int]:
     stack = cdk.Stack(cdk.App(), "Team", env=cdk.Environment(account="123456789012", region="eu-west-1"))
     vpc = ec2.Vpc.from_vpc_attributes(stack, "Vpc", vpc_id="vpc-0a1b2c3d4e5f67890", vpc_cidr_block="10.0.0.0/16",
                                       availability_zones=["eu-west-1a"], public_subnet_ids=["subnet-0aaaaaaaaaaaaaaa1"])
-    balancer = InferenceLoadBalancer(stack, "Alb", vpc=vpc, props=LoadBalancerProps(allow_http=True),
+    balancer = InferenceLoadBalancer(stack, "Alb", vpc=vpc, props=LoadBalancerProps(allow_http=True, ingress_cidrs=("10.0.0.0/8",)),
                                      access_logs_bucket=ModelStore(stack, "Models", props=ModelStoreProps()).access_logs_bucket)
     priorities = {}
     for name, priority in models:

@@ -282,7 +282,7 @@ def test_the_environments_timing_still_applies_to_the_other_servers_of_the_envir
         if model.vllm is None:
             assert (delays, server["StopTimeout"]) == ({config.service.deregistration_delay_seconds}, config.service.stop_timeout_seconds)
         else:
-            assert (delays, server["StopTimeout"]) == ({80}, 40) and server["Command"][-2:] == ["--shutdown-timeout", "20"]
+            assert (delays, server["StopTimeout"]) == ({80}, 40) and server["Command"][-3:-1] == ["--shutdown-timeout", "20"]
 
 
 @pytest.mark.parametrize("longest", [0, 101])

@@ -85,7 +85,9 @@ def test_secrets_are_injected_not_in_environment(env):
     for model in config.models:
         container = containers(template)[model.name]
         assert [s["Name"] for s in container["Secrets"]] == [promised(model)["secret"]]
-        assert "Ref" in container["Secrets"][0]["ValueFrom"]
+        value_from = container["Secrets"][0]["ValueFrom"]
+        # The whole secret (a JSON object of names to keys), or for vLLM the one key of its name in it.
+        assert "Ref" in value_from or ("Ref" in value_from["Fn::Join"][1][0] and model.vllm is not None)
         assert not any(word in name for name in environment_of(container) for word in ("KEY", "SECRET", "TOKEN", "PASSWORD"))
 
 
@@ -264,7 +266,9 @@ def test_each_model_has_a_path_rule(env):
     rules = template.find_resources("AWS::ElasticLoadBalancingV2::ListenerRule")
     patterns = sorted(tuple(r["Properties"]["Conditions"][0]["PathPatternConfig"]["Values"]) for r in rules.values())
     # A vLLM model's rule forwards its OpenAI API only: vLLM's key guards /v1 and nothing else.
-    assert patterns == sorted((f"/{m.name}/v1/*",) if m.vllm else (f"/{m.name}", f"/{m.name}/*") for m in config.models)
+    # The bundled server's: its keyed inference and metadata routes only (tests/infra/test_exposure.py).
+    assert patterns == sorted((f"/{m.name}/v1/*",) if m.vllm else (f"/{m.name}/predict*", f"/{m.name}/v1/*", f"/{m.name}/v2*")
+                              for m in config.models)
     priorities = [r["Properties"]["Priority"] for r in rules.values()]
     assert len(set(priorities)) == len(priorities) and all(1 <= p <= 50_000 for p in priorities)
 
@@ -293,7 +297,7 @@ def test_a_vllm_models_unauthenticated_routes_are_not_reachable_through_the_load
         for guarded in ("v1/completions", "v1/chat/completions", "v1/models"):
             assert routed_path(template, f"/{model.name}/{guarded}") == f"/{model.name}/v1/*"
     for model in (m for m in config.models if not m.vllm):
-        assert routed_path(template, f"/{model.name}/predict") == f"/{model.name}/*"
+        assert routed_path(template, f"/{model.name}/predict") == f"/{model.name}/predict*"
 
 
 def test_unknown_paths_get_a_json_404(env):
@@ -317,8 +321,9 @@ def test_https_uses_a_modern_policy_and_http_redirects_when_a_certificate_is_set
         assert config.load_balancer.allow_http and set(listeners) == {80}
 
 
-def test_plain_http_is_only_in_dev(synthesized):
-    assert [name for name, stage in synthesized.stages.items() if stage.config.load_balancer.certificate_arn is None] == ["dev"]
+def test_no_environment_serves_plain_http(synthesized):
+    """dev too: plain HTTP from the internet would carry the keys in cleartext (tests/infra/test_exposure.py)."""
+    assert [name for name, stage in synthesized.stages.items() if stage.config.load_balancer.certificate_arn is None] == []
 
 
 def test_load_balancer_drops_bad_headers_logs_access_and_is_protected_in_prod(env):

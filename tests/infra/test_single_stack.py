@@ -26,7 +26,7 @@ def template() -> Template:
     gpus = GpuCapacity(stack, "Gpus", vpc=network.vpc, props=GpuCapacityProps(max_capacity=8))
     store = ModelStore(stack, "Models", props=ModelStoreProps())
     alb = InferenceLoadBalancer(stack, "Alb", vpc=network.vpc, access_logs_bucket=store.access_logs_bucket,
-                                props=LoadBalancerProps(allow_http=True))
+                                props=LoadBalancerProps(allow_http=True, ingress_cidrs=("10.0.0.0/8",)))
     for name in ("embedder", "classifier"):
         ModelService(stack, name.capitalize(), model=ModelProps(name=name, version="v3"), timing=ServiceTimingProps(),
                      cluster=gpus.cluster, capacity_provider_name=gpus.capacity_provider.capacity_provider_name, instance_type="g5.xlarge",

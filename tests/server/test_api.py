@@ -87,7 +87,7 @@ async def test_openapi_documents_every_error_status(classifier_app):
 async def test_health_ready_metrics(classifier_app):
     async with client(classifier_app) as c:
         assert (await c.get("/health")).json() == {"status": "ok"}
-        assert (await c.get("/ready")).json() == {"status": "ready", "model": "tiny", "version": "1"}
+        assert (await c.get("/ready")).json() == {"status": "ready"}  # the status and nothing more
         await c.post("/predict", json={"text": "counted"})
         metrics = await c.get("/metrics")
     assert metrics.headers["content-type"].startswith("text/plain")
@@ -352,8 +352,8 @@ async def test_while_loading_predict_and_ready_are_503_and_health_is_200(tmp_pat
     assert health.status_code == 200
 
 
-async def test_api_keys_guard_predict_only(echo_service):
-    service = echo_service(api_keys=("first-key", "second-key"))
+async def test_api_keys_guard_every_route_but_the_probes(echo_service, caplog):
+    service = echo_service(api_keys=(("first", "first-key"), ("second", "second-key")), docs=True)
     app = create_app(service)
     async with client(app) as c:
         missing = await c.post("/predict", json={"text": "a"})
@@ -361,15 +361,93 @@ async def test_api_keys_guard_predict_only(echo_service):
         wrong_before_bad_body = await c.post("/predict", content=b"{", headers={"x-api-key": "nope",
                                                                                   "content-type": "text/plain"})
         first = await c.post("/predict", json={"text": "a"}, headers={"x-api-key": "first-key"})
-        second = await c.post("/tiny/predict/batch", json={"texts": ["a"]}, headers={"x-api-key": "second-key"})
-        open_routes = [await c.get(p) for p in ("/health", "/ready", "/metrics", "/openapi.json")]
-    for r in (missing, wrong, wrong_before_bad_body):
-        assert r.status_code == 401 and r.json()["error"]["code"] == "unauthorized"
+        with caplog.at_level(logging.INFO, logger="inference_server.access"):
+            second = await c.post("/tiny/predict/batch", json={"texts": ["a"]},
+                                  headers={"authorization": "Bearer second-key"})
+        probes = [await c.get(p) for p in ("/health", "/ready", "/metrics", "/tiny/health", "/tiny/ready")]
+        keyless = {p: await c.get(p) for p in ("/openapi.json", "/docs", "/tiny/openapi.json", "/v1/models",
+                                               "/tiny/v1/models", "/tiny/v2", "/tiny/v2/models/tiny/ready",
+                                               "/tiny/v2/health/live", "/no-such-route", "/tiny/later-route")}
+        keyed = {p: await c.get(p, headers={"x-api-key": "second-key"}) for p in keyless}
+        metrics = (await c.get("/metrics")).text
+    for r in (missing, wrong, wrong_before_bad_body, *keyless.values()):
+        assert r.status_code == 401, (r.request.url, r.status_code)
     assert first.status_code == 200 and second.status_code == 200
-    assert [r.status_code for r in open_routes] == [200, 200, 200, 200]
-    doc = open_routes[-1].json()
+    assert [r.status_code for r in probes] == [200] * 5
+    assert {p: r.status_code for p, r in keyed.items()} == {**dict.fromkeys(keyless, 200), "/no-such-route": 404,
+                                                           "/tiny/later-route": 404}
+    doc = keyed["/openapi.json"].json()
     assert doc["components"]["securitySchemes"]["APIKeyHeader"]["name"] == "x-api-key"
     assert "401" in doc["paths"]["/predict"]["post"]["responses"]
+    # Which key, by name, never the key: in the Prometheus counter and the interval document.
+    assert 'key_requests_total{key="first",status="200"} 1.0' in metrics
+    assert 'key_requests_total{key="-",status="401"}' in metrics
+    assert "first-key" not in metrics and "second-key" not in metrics
+    counts = service.metrics.take_key_counts()
+    assert counts["first"] == 1 and counts["second"] == 1 + len(keyless) and counts["-"] == 3 + len(keyless)
+
+
+async def test_the_access_log_names_the_key_never_shows_it(echo_service, caplog):
+    service = echo_service(api_keys=(("team-a", "team-a-secret"),), access_log_sample=1.0)
+    async with client(create_app(service)) as c:
+        with caplog.at_level(logging.INFO, logger="inference_server.access"):
+            assert (await c.post("/predict", json={"text": "a"}, headers={"x-api-key": "team-a-secret"})).status_code == 200
+            assert (await c.post("/predict", json={"text": "a"}, headers={"x-api-key": "guess"})).status_code == 401
+    lines = [json.loads(JsonFormatter().format(r)) for r in caplog.records if r.getMessage() == "request"]
+    assert [(line.get("api_key"), line["status"]) for line in lines] == [("team-a", 200), (None, 401)]
+    assert not any("team-a-secret" in JsonFormatter().format(r) or "guess" in JsonFormatter().format(r)
+                   for r in caplog.records)
+
+
+async def test_rotation_two_keys_live_at_once_then_one_revoked_alone(echo_service):
+    """The secret's JSON object during a rotation ({"team-a": old, "team-a-next": new, "team-b": ...}): both of
+    team-a's keys work; the tasks started after "team-a" is removed refuse only the old key."""
+    keys = '{"team-a": "a-old-key", "team-a-next": "a-new-key", "team-b": "b-key"}'
+    from inference_server.settings import _api_keys
+
+    rotating = create_app(echo_service(api_keys=_api_keys(keys)))
+    revoked = create_app(echo_service(api_keys=_api_keys('{"team-a-next": "a-new-key", "team-b": "b-key"}')))
+
+    async def statuses(app):
+        async with client(app) as c:
+            return [(await c.post("/predict", json={"text": "a"}, headers={"x-api-key": key})).status_code
+                    for key in ("a-old-key", "a-new-key", "b-key")]
+
+    assert await statuses(rotating) == [200, 200, 200]
+    assert await statuses(revoked) == [401, 200, 200]
+
+
+async def test_paths_that_only_look_like_a_probe_need_the_key(echo_service):
+    """A forwarded prefix plus dot segments or encodings never reaches a probe without the key: only the exact
+    probe paths are open."""
+    app = create_app(echo_service(api_keys=(("a", "a-key"),)))
+
+    async def status(path: str) -> int:
+        # As uvicorn hands a raw request line over (percent-decoded, dot segments kept); an HTTP client would
+        # normalise "..", which an attacker's need not.
+        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET", "scheme": "http",
+                 "path": path, "raw_path": path.encode(), "root_path": "", "query_string": b"", "headers": [],
+                 "server": ("127.0.0.1", 8080), "client": ("127.0.0.1", 1)}
+        sent = []
+
+        async def receive():
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        async def send(message):
+            sent.append(message)
+
+        await app(scope, receive, send)
+        return next(m["status"] for m in sent if m["type"] == "http.response.start")
+
+    for path in ("/tiny/v1/../metrics", "/tiny/predict/../ready", "/tiny/v2/../health", "/tiny/metrics/",
+                 "/tiny//metrics", "/TINY/metrics", "/tiny/health/x"):
+        assert await status(path) == 401, path
+    assert await status("/tiny/metrics") == 200  # the exact probe path, for a local scrape
+
+
+async def test_docs_are_off_unless_turned_on(echo_service):
+    async with client(create_app(echo_service(deployment_env="prod"))) as c:
+        assert [(await c.get(p)).status_code for p in ("/docs", "/openapi.json", "/tiny/docs")] == [404] * 3
 
 
 async def test_each_worker_and_the_model_write_one_emf_document_per_interval(echo_service, caplog):

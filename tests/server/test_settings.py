@@ -37,7 +37,7 @@ def test_every_setting_has_an_environment_variable_and_a_flag():
                         "MAX_SEQUENCE_LENGTH", "MAX_CLIENT_BATCH", "MAX_TEXT_CHARS", "MAX_BODY_BYTES",
                         "REQUEST_TIMEOUT_S", "DRAIN_TIMEOUT_S", "KEEP_ALIVE_S", "RESULT_CACHE_SIZE", "API_KEYS",
                         "EMBEDDING_DIMENSIONS", "DEPLOYMENT_ENV", "LOG_LEVEL", "METRICS_INTERVAL_S", "READY_PROBE_INTERVAL_S",
-                        "WORKERS", "ACCESS_LOG_SAMPLE", "SLOW_REQUEST_MS"}
+                        "WORKERS", "ACCESS_LOG_SAMPLE", "SLOW_REQUEST_MS", "DOCS"}
 
 
 def test_environment_values_are_parsed_and_flags_override_them(tmp_path):
@@ -45,8 +45,36 @@ def test_environment_values_are_parsed_and_flags_override_them(tmp_path):
                "REQUIRE_MANIFEST": "0", "LOG_LEVEL": "debug", "MODEL_TASK": "text-embedding"}
     s = load_settings(["--port", "9100", "--model", str(tmp_path), "--max-batch-size", "8"], environ)
     assert (s.port, s.max_batch_size, s.max_batch_wait_ms, s.compile) == (9100, 8, 0.5, True)
-    assert s.model_uri == str(tmp_path) and s.api_keys == ("a", "b") and s.log_level == "DEBUG"
+    assert s.model_uri == str(tmp_path) and s.api_keys == (("key-1", "a"), ("key-2", "b")) and s.log_level == "DEBUG"
     assert not s.manifest_required and s.model_task == "text-embedding"
+
+
+def test_named_api_keys_come_from_a_json_object_of_names_to_keys():
+    s = load_settings([], {**REQUIRED, "API_KEYS": '{"team-a": "k-aaaaaaaa", "partner.b": "k-bbbbbbbb"}'})
+    assert s.api_keys == (("team-a", "k-aaaaaaaa"), ("partner.b", "k-bbbbbbbb"))
+
+
+@pytest.mark.parametrize("value,message", [
+    ('{"a": "same-secret", "b": "same-secret"}', r"keys \['a', 'b'\] are the same key"),
+    ('{"a": "k1-secret", "a": "k2-secret"}', r"names \['a'\] appear twice"),
+    ('{"-a": "k1-secret"}', "key name '-a' must be"),
+    ('{"a b": "k1-secret"}', "key name 'a b' must be"),
+    ('{"a": ""}', "the key named 'a' must be a non-empty string"),
+    ('{"a": 7}', "the key named 'a' must be a non-empty string"),
+    ('{"a": "k1-secret"', "is not a JSON object"),
+    ("same-secret,same-secret", r"keys \['key-1', 'key-2'\] are the same key"),
+])
+def test_bad_api_keys_are_refused_naming_keys_never_showing_them(value, message):
+    with pytest.raises(SettingsError, match=message) as error:
+        load_settings([], {**REQUIRED, "API_KEYS": value})
+    assert "k1-secret" not in str(error.value) and "same-secret" not in str(error.value)
+
+
+def test_docs_are_on_locally_and_off_in_a_deployed_environment_unless_turned_on():
+    assert load_settings([], REQUIRED).docs_enabled
+    assert not load_settings([], {**REQUIRED, "DEPLOYMENT_ENV": "prod"}).docs_enabled
+    assert load_settings([], {**REQUIRED, "DEPLOYMENT_ENV": "prod", "DOCS": "true"}).docs_enabled
+    assert not load_settings([], {**REQUIRED, "DOCS": "false"}).docs_enabled
 
 
 def test_api_keys_are_not_in_the_repr():
@@ -116,3 +144,13 @@ def test_embedding_dimensions_are_a_sorted_set_of_sizes(tmp_path):
     assert s.embedding_dimensions == (64, 128, 256)
     with pytest.raises(SettingsError, match="EMBEDDING_DIMENSIONS: must be between 1 and 65536, got 0"):
         load_settings(["--model", str(tmp_path)], {**REQUIRED, "EMBEDDING_DIMENSIONS": "0"})
+
+
+def test_the_workers_get_the_named_keys_the_supervisor_read():
+    """The supervisor hands its settings to each worker as environment variables: names and keys survive."""
+    from inference_server.supervisor import settings_environment
+
+    s = load_settings([], {**REQUIRED, "API_KEYS": '{"team-a": "k-a", "team-b": "k-b"}', "EMBEDDING_DIMENSIONS": "64,128"})
+    again = load_settings([], settings_environment(s))
+    assert again.api_keys == (("team-a", "k-a"), ("team-b", "k-b")) and again.embedding_dimensions == (64, 128)
+    assert again == s

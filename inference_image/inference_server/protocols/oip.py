@@ -205,7 +205,8 @@ def add_oip_routes(app: FastAPI, service: ModelService, prefixes: list[str], aut
     """Add the /v2 routes at each prefix; returns the infer paths, for the predict gate."""
     settings = service.settings
     model, version = settings.model_name, settings.model_version
-    router = APIRouter(tags=["open inference protocol"])
+    router = APIRouter(tags=["open inference protocol"], dependencies=auth)
+    unauthorized = {401: _oip_error("Missing or wrong API key")} if auth else {}
 
     def check_model(model_name: str, model_version: str | None) -> None:
         if model_name != model or model_version not in (None, version):
@@ -219,16 +220,16 @@ def add_oip_routes(app: FastAPI, service: ModelService, prefixes: list[str], aut
             raise ApiError(404, "not_found", f"the handler of {model!r} declares no tensors for this protocol")
         return sig
 
-    @router.get("/v2", response_model=ServerMetadata, summary="Server metadata")
+    @router.get("/v2", response_model=ServerMetadata, summary="Server metadata", responses=unauthorized)
     async def server_metadata() -> Response:
         return _json({"name": SERVER_NAME, "version": __version__, "extensions": ["binary_tensor_data"]})
 
-    @router.get("/v2/health/live", response_model=ServerLive, summary="Liveness")
+    @router.get("/v2/health/live", response_model=ServerLive, summary="Liveness", responses=unauthorized)
     async def live() -> Response:
         return _json({"live": True})
 
     @router.get("/v2/health/ready", response_model=ServerReady, summary="Readiness, as /ready",
-                responses={503: _oip_error("Loading, draining, or no recent successful test inference")})
+                responses={**unauthorized, 503: _oip_error("Loading, draining, or no recent successful test inference")})
     async def ready() -> Response:
         reason = service.readiness()
         if reason is not None:
@@ -307,15 +308,15 @@ def add_oip_routes(app: FastAPI, service: ModelService, prefixes: list[str], aut
                         ("/v2/models/{model_name}/versions/{model_version}", versioned)):
         router.add_api_route(path, route(metadata), methods=["GET"], response_model=ModelMetadata,
                              summary="Model metadata: input and output tensors",
-                             responses={404: _oip_error("No such model or version"),
+                             responses={**unauthorized, 404: _oip_error("No such model or version"),
                                         503: _oip_error("The model is loading")})
         router.add_api_route(f"{path}/ready", route(model_ready), methods=["GET"], response_model=ModelReady,
                              summary="Model readiness",
-                             responses={404: _oip_error("No such model or version"),
+                             responses={**unauthorized, 404: _oip_error("No such model or version"),
                                         503: _oip_error("Loading, draining, or failing")})
         router.add_api_route(f"{path}/infer", route(infer), methods=["POST"], response_model=InferenceResponse,
                              summary="Inference: JSON tensors, or the binary tensor data extension",
-                             dependencies=auth, responses=_infer_errors(bool(auth)), openapi_extra=infer_doc)
+                             responses=_infer_errors(bool(auth)), openapi_extra=infer_doc)
     app.include_router(router)
     for prefix in prefixes:
         app.include_router(router, prefix=prefix, include_in_schema=False)

@@ -150,12 +150,15 @@ def add_openai_routes(app: FastAPI, service: ModelService, prefixes: list[str], 
                                       "usage": {"prompt_tokens": tokens, "total_tokens": tokens}},
                                      option=orjson.OPT_SERIALIZE_NUMPY), media_type="application/json")
 
-    @router.get("/v1/models", response_model=ModelList, summary="List models (OpenAI-compatible)")
+    unauthorized = {401: errors[401]} if auth else {}
+
+    @router.get("/v1/models", response_model=ModelList, summary="List models (OpenAI-compatible)", dependencies=auth,
+                responses=unauthorized)
     async def list_models() -> Response:
         return Response(orjson.dumps({"object": "list", "data": [model_object]}), media_type="application/json")
 
     @router.get("/v1/models/{model_id}", response_model=ModelObject, summary="Retrieve a model (OpenAI-compatible)",
-                responses={404: _error("No such model")})
+                dependencies=auth, responses=dict(sorted({404: _error("No such model"), **unauthorized}.items())))
     async def retrieve_model(model_id: Annotated[str, Path(json_schema_extra={"enum": [model]})]) -> Response:
         if model_id != model:
             raise ApiError(404, "model_not_found", f"The model `{model_id}` does not exist; this server has "

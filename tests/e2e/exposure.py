@@ -1,0 +1,84 @@
+"""What a client on the internet can reach of one model: every route of the bundled server (its own OpenAPI
+document, plus the routes outside it) as the client sends it, whether the model's listener rule forwards it (the
+ALB's path-pattern matching), and what the route is for. Used against the synthesized rule (tests/infra) and
+against the server the task definition starts (tests/e2e)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+# Routes the server answers that its OpenAPI document leaves out: the docs themselves.
+DOCS_ROUTES = (("GET", "/docs"), ("GET", "/openapi.json"))
+# Answered without a key, for the target group, the container health check and a local metrics scrape: never
+# forwarded to the internet.
+PROBE_ROUTES = (("GET", "/health"), ("GET", "/ready"), ("GET", "/metrics"))
+
+
+@dataclass(frozen=True)
+class Route:
+    method: str
+    path: str  # as a client sends it, below the load balancer
+    purpose: str  # "inference", "metadata", "docs" or "probe"
+    forwarded: bool  # the model's listener rule matches it
+    docs_on: bool = False  # the server serves its docs (api_docs)
+
+    @property
+    def intended_public(self) -> bool:
+        return self.purpose in ("inference", "metadata") or (self.purpose == "docs" and self.docs_on)
+
+
+def alb_matches(pattern: str, path: str) -> bool:
+    """ALB path-pattern matching: case-sensitive, '*' any run of characters ('/' included), '?' exactly one, the
+    whole path (Elastic Load Balancing, "Path conditions")."""
+    regex = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
+    return re.fullmatch(regex, path) is not None
+
+
+def forwarded(patterns: list[str], path: str) -> bool:
+    return any(alb_matches(pattern, path) for pattern in patterns)
+
+
+def _concrete(path: str, parameters: list[dict[str, Any]]) -> str:
+    """The path with each parameter replaced by the value the document names (its enum), else a placeholder."""
+    for parameter in parameters:
+        if parameter.get("in") == "path":
+            schema = parameter.get("schema", {})
+            value = (schema.get("enum") or ["x"])[0]
+            path = path.replace("{" + parameter["name"] + "}", str(value))
+    return path
+
+
+def _purpose(method: str, path: str) -> str:
+    if (method, path) in PROBE_ROUTES:
+        return "probe"
+    if (method, path) in DOCS_ROUTES:
+        return "docs"
+    return "inference" if method == "POST" else "metadata"
+
+
+def route_table(doc: dict[str, Any], model: str, patterns: list[str], docs_on: bool) -> list[Route]:
+    """Every route of the server's document and outside it, at the model's prefix (what the rule sees) and bare
+    (which no model's rule forwards)."""
+    routes = [(method.upper(), _concrete(path, operation.get("parameters", [])))
+              for path, operations in doc["paths"].items() for method, operation in operations.items()]
+    routes += [*DOCS_ROUTES, *PROBE_ROUTES]
+    table = []
+    for method, path in dict.fromkeys(routes):
+        for sent in (f"/{model}{path}", path):
+            table.append(Route(method, sent, _purpose(method, path), forwarded(patterns, sent), docs_on))
+    return table
+
+
+def exposure_problems(table: list[Route], model: str) -> list[str]:
+    """What the rule gets wrong: a probe, metrics or (off) docs route it forwards, an inference or metadata route
+    under the model's prefix it does not."""
+    problems = []
+    for route in table:
+        under_prefix = route.path.startswith(f"/{model}/")
+        if route.forwarded and not route.intended_public:
+            problems.append(f"{route.method} {route.path} ({route.purpose}) is forwarded to the internet")
+        if under_prefix and route.intended_public and not route.forwarded:
+            problems.append(f"{route.method} {route.path} ({route.purpose}) is not forwarded: clients cannot reach it")
+    return problems

@@ -1,0 +1,237 @@
+"""Least exposure, route by route: each model's listener rule forwards exactly the routes its server declares
+public (inference and metadata, behind the key), never probes, metrics or docs that are off; the server the task
+definition configures refuses each forwarded route without a key; the rules fit the ALB's limits; no environment
+carries keys over plain HTTP from the internet. The running-server half is in
+tests/e2e/test_task_definition_runs_the_server.py."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+
+import httpx
+import pytest
+from aws_cdk import aws_secretsmanager as secretsmanager
+from aws_cdk.assertions import Template
+
+from gpu_inference_constructs import BundledServer, ConfigError, LoadBalancerProps, ModelProps, ModelService
+from gpu_inference_constructs.server_contract import (
+    BUNDLED_DOCS_PATHS,
+    BUNDLED_PUBLIC_PATHS,
+    MAX_RULE_CONDITION_VALUES,
+    MAX_RULE_CONDITION_WILDCARDS,
+)
+from tests.e2e.contract import load_contracts
+from tests.e2e.exposure import Route, exposure_problems, forwarded, route_table
+from tests.infra.test_server_contract import IMAGE, complete, stack_with_placement
+
+ENVIRONMENTS = ["dev", "staging", "prod"]
+KEY = "exposure-test-key"
+# vLLM's routes that --api-key leaves open (vLLM docs, "Security": the key guards /v1, /v2, /inference and /cohere
+# only) and its probes, metrics and docs: none may be forwarded.
+VLLM_UNGUARDED = ("/invocations", "/pooling", "/classify", "/score", "/rerank", "/tokenize", "/detokenize", "/pause",
+                  "/resume", "/abort_requests", "/update_weights", "/metrics", "/health", "/ping", "/version",
+                  "/docs", "/redoc", "/openapi.json", "/load", "/v2/models")
+VLLM_KEYED = ("/v1/completions", "/v1/chat/completions", "/v1/models", "/v1/embeddings")
+
+
+def bundled_contracts(synthesized):
+    return [c for env in ENVIRONMENTS for c in load_contracts(synthesized.inference_template(env), env) if c.runs_bundled_image]
+
+
+def server_app(contract, tmp_path):
+    """The bundled server's app as the task definition configures it (settings from its environment, the secret as
+    the shared stack generates it: a JSON object of names to keys)."""
+    from inference_server.app import create_app
+    from inference_server.settings import load_settings
+    from inference_server.testing import local_service
+
+    environ = {name: value for name, value in contract.environment.items() if isinstance(value, str)}
+    environ.update(MODEL_URI=str(tmp_path), MODEL_CACHE_DIR=str(tmp_path / "cache"),
+                   **{name: json.dumps({"default": KEY}) for name in contract.secret_names})
+    service = local_service(load_settings([], environ))
+    return service, create_app(service)
+
+
+def walk(contract, tmp_path) -> tuple[list[Route], dict]:
+    service, app = server_app(contract, tmp_path)
+    doc = app.openapi()
+    docs_on = contract.environment.get("DOCS") == "true"
+    return route_table(doc, contract.model_name, contract.path_patterns, docs_on), doc
+
+
+def test_each_rule_forwards_exactly_the_keyed_inference_and_metadata_routes(synthesized, tmp_path):
+    contracts = bundled_contracts(synthesized)
+    assert {c.model_name for c in contracts} == {"minilm", "sentiment", "vision"}
+    for contract in contracts:
+        assert contract.path_patterns == [f"/{contract.model_name}{p}" for p in BUNDLED_PUBLIC_PATHS]
+        table, doc = walk(contract, tmp_path)
+        assert exposure_problems(table, contract.model_name) == [], (contract.environment_name, contract.model_name)
+        assert contract.environment["DOCS"] == "false"
+        # Each forwarded route the document describes says it needs the key.
+        for route in table:
+            if route.forwarded and route.purpose != "docs":
+                bare = route.path.removeprefix(f"/{contract.model_name}")
+                operations = [op for path, ops in doc["paths"].items() for method, op in ops.items()
+                              if method.upper() == route.method and re.fullmatch(re.sub(r"\{[^}]+\}", "[^/]+", path), bare)]
+                assert operations and all("401" in op["responses"] and op.get("security") for op in operations), route
+
+
+def test_the_configured_server_refuses_every_forwarded_route_without_a_key(synthesized, tmp_path):
+    """In-process, the app the task definition configures: 401 for every forwarded route without a key (or with a
+    wrong one), and never 401 with the key; the probes answer without one (the target group needs them)."""
+    contract = next(c for c in bundled_contracts(synthesized) if c.environment_name == "prod")
+    table, _ = walk(contract, tmp_path)
+    _, app = server_app(contract, tmp_path)
+
+    async def statuses():
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as client:
+            async def send(route, headers):
+                body = {} if route.method == "POST" else None
+                return (await client.request(route.method, route.path, json=body, headers=headers)).status_code
+            forwarded_routes = [r for r in table if r.forwarded]
+            assert forwarded_routes
+            return ([await send(r, {}) for r in forwarded_routes],
+                    [await send(r, {"x-api-key": "wrong"}) for r in forwarded_routes],
+                    [await send(r, {"authorization": f"Bearer {KEY}"}) for r in forwarded_routes],
+                    [await send(Route("GET", path, "probe", False), {}) for path in ("/health", "/metrics")])
+
+    without, wrong, keyed, probes = asyncio.run(statuses())
+    assert set(without) == {401} and set(wrong) == {401}
+    assert 401 not in keyed
+    assert probes == [200, 200]
+
+
+def test_a_rule_that_forwards_too_much_or_too_little_is_found(synthesized, tmp_path):
+    """The walk can fail: the old rule (the whole prefix) forwards metrics, docs and probes; one forwarding only
+    /predict* leaves the metadata and the protocols out."""
+    contract = next(c for c in bundled_contracts(synthesized) if c.model_name == "minilm")
+    _, app = server_app(contract, tmp_path)
+    doc = app.openapi()
+    whole = exposure_problems(route_table(doc, "minilm", ["/minilm", "/minilm/*"], False), "minilm")
+    for path in ("/minilm/metrics", "/minilm/docs", "/minilm/openapi.json", "/minilm/health", "/minilm/ready"):
+        assert any(problem.startswith(f"GET {path} ") for problem in whole), whole
+    narrow = exposure_problems(route_table(doc, "minilm", ["/minilm/predict*"], False), "minilm")
+    assert any("GET /minilm/v1/models (metadata) is not forwarded" in p for p in narrow)
+    assert any("POST /minilm/v1/embeddings (inference) is not forwarded" in p for p in narrow)
+
+
+def test_api_docs_are_forwarded_behind_the_key_only_when_turned_on():
+    stack, parts = stack_with_placement()
+    secret = secretsmanager.Secret(stack, "ApiKeys")
+    for name, docs in (("off", False), ("on", True)):
+        ModelService(stack, f"M{name}", model=ModelProps(name=f"docs-{name}", version="1", api_docs=docs),
+                     server=BundledServer(IMAGE), instance_type="g5.xlarge", api_keys_secret=secret,
+                     **{**parts, "listener_priority": 10 + docs})
+    rules = Template.from_stack(stack).find_resources("AWS::ElasticLoadBalancingV2::ListenerRule")
+    patterns = {r["Properties"]["Conditions"][0]["PathPatternConfig"]["Values"][0].split("/")[1]:
+                r["Properties"]["Conditions"][0]["PathPatternConfig"]["Values"] for r in rules.values()}
+    assert patterns["docs-off"] == [f"/docs-off{p}" for p in BUNDLED_PUBLIC_PATHS]
+    assert patterns["docs-on"] == [f"/docs-on{p}" for p in BUNDLED_PUBLIC_PATHS + BUNDLED_DOCS_PATHS]
+    with pytest.raises(ConfigError, match="api_docs: is for the bundled server"):
+        ModelProps(name="llm", version="1", gpus=4, api_docs=True, vllm=__import__("gpu_inference_constructs").VllmProps())
+
+
+def test_every_listener_rule_fits_the_alb_limits(synthesized):
+    """At most 5 condition values and 5 wildcards per rule, each path pattern at most 128 characters (Elastic
+    Load Balancing quotas, "Rules"; CloudFormation, ListenerRule PathPatternConfig)."""
+    rules = [r for env in ENVIRONMENTS for r in synthesized.inference_template(env)["Resources"].values()
+             if r["Type"] == "AWS::ElasticLoadBalancingV2::ListenerRule"]
+    assert len(rules) == 8  # dev 3, staging 3, prod 2
+    for rule in rules:
+        values = [v for c in rule["Properties"]["Conditions"] for v in c.get("Values", []) + c.get("PathPatternConfig", {}).get("Values", [])]
+        assert [c["Field"] for c in rule["Properties"]["Conditions"]] == ["path-pattern"]
+        assert len(values) <= MAX_RULE_CONDITION_VALUES
+        assert sum(v.count("*") + v.count("?") for v in values) <= MAX_RULE_CONDITION_WILDCARDS
+        assert all(len(v) <= 128 for v in values)
+
+
+@pytest.mark.parametrize("paths, message", [
+    (("/a", "/b", "/c", "/d", "/e", "/f"), "6 patterns; a listener rule holds at most 5 condition values"),
+    (("/a*?", "/b**", "/c??"), r"6 wildcards \('\*', '\?'\) in .* a listener rule allows at most 5"),
+])
+def test_a_server_declaring_more_than_a_rule_holds_fails_at_synth(paths, message):
+    with pytest.raises(ConfigError, match=message):
+        complete(public_paths=paths)
+
+
+def test_a_path_pattern_longer_than_the_alb_takes_fails_at_synth():
+    stack, parts = stack_with_placement()
+    with pytest.raises(ConfigError, match="is 130 characters; an ALB path pattern holds at most 128"):
+        ModelService(stack, "M", model=ModelProps(name="aa", version="1"), server=complete(public_paths=("/" + "x" * 126,)),
+                     instance_type="g5.xlarge", **parts)
+
+
+def test_the_vllm_rule_forwards_only_the_prefix_its_key_guards(synthesized):
+    (llm,) = [c for c in load_contracts(synthesized.inference_template("staging"), "staging") if not c.runs_bundled_image]
+    assert llm.path_patterns == [f"/{llm.model_name}/v1/*"]
+    for path in VLLM_UNGUARDED:
+        assert not forwarded(llm.path_patterns, f"/{llm.model_name}{path}"), path
+    for path in VLLM_KEYED:
+        assert forwarded(llm.path_patterns, f"/{llm.model_name}{path}"), path
+    assert "--disable-fastapi-docs" in llm.command
+
+
+@pytest.mark.parametrize("props", [
+    dict(allow_http=True),
+    dict(allow_http=True, ingress_cidrs=("10.0.0.0/16", "0.0.0.0/0")),
+    dict(allow_http=True, ingress_cidrs=("::/0",)),
+    dict(allow_http=True, ingress_cidrs=("0.0.0.0/1", "128.0.0.0/1")),
+])
+def test_plain_http_from_the_internet_is_refused_naming_the_fixes(props):
+    with pytest.raises(ConfigError) as error:
+        LoadBalancerProps(**props)
+    assert error.value.key == "allow_http"
+    for fix in ("cleartext", "certificate_arn", "narrow ingress_cidrs", "internet_facing: false"):
+        assert fix in error.value.detail
+
+
+@pytest.mark.parametrize("props", [
+    dict(allow_http=True, ingress_cidrs=("203.0.113.0/24",)),
+    dict(allow_http=True, internet_facing=False),
+    dict(certificate_arn="arn:aws:acm:us-east-1:111111111111:certificate/00000000-0000-4000-8000-000000000001"),
+])
+def test_https_a_narrowed_network_or_an_internal_balancer_is_accepted(props):
+    LoadBalancerProps(**props)
+
+
+def test_no_environment_takes_keys_over_plain_http(synthesized):
+    """Every environment, dev included, listens with HTTPS; port 80 only redirects."""
+    for env in ENVIRONMENTS:
+        listeners = Template.from_json(synthesized.inference_template(env)).find_resources("AWS::ElasticLoadBalancingV2::Listener")
+        by_port = {l["Properties"]["Port"]: l["Properties"] for l in listeners.values()}
+        assert by_port[443]["Protocol"] == "HTTPS", env
+        assert [a["Type"] for a in by_port[80]["DefaultActions"]] == ["redirect"], env
+        assert synthesized.stages[env].config.load_balancer.certificate_arn, env
+
+
+def test_vllm_gets_one_named_key_and_the_bundled_server_the_whole_secret(synthesized):
+    template = synthesized.inference_template("staging")
+    secrets = {c.model_name: c.containers["server"]["Secrets"] for c in load_contracts(template, "staging")}
+    (vllm,) = secrets["llama-13b"]
+    assert vllm["Name"] == "VLLM_API_KEY"
+    joined = vllm["ValueFrom"]["Fn::Join"][1]
+    assert joined[-1] == ":default::"  # ECS's JSON-key reference: secret-arn:json-key:version-stage:version-id
+    (bundled,) = secrets["minilm"]
+    assert bundled["Name"] == "API_KEYS" and "Fn::Join" not in json.dumps(bundled["ValueFrom"])
+    generated = [r["Properties"]["GenerateSecretString"] for r in template["Resources"].values() if r["Type"] == "AWS::SecretsManager::Secret"]
+    assert generated == [{"ExcludePunctuation": True, "GenerateStringKey": "default", "PasswordLength": 40, "SecretStringTemplate": "{}"}]
+
+
+def test_rotating_the_vllm_key_points_its_tasks_at_another_named_key():
+    """vLLM takes one literal key: rotating means naming another key of the secret (README, "API keys")."""
+    from gpu_inference_constructs import VllmProps, VllmServer
+
+    stack, parts = stack_with_placement()
+    secret = secretsmanager.Secret(stack, "ApiKeys")
+    model = ModelProps(name="llm", version="1", gpus=4, cpu=45056, memory_mib=163840,
+                       vllm=VllmProps(api_key_name="llm-2026-12"))
+    ModelService(stack, "M", model=model, server=VllmServer(image=IMAGE), instance_type="g5.12xlarge",
+                 api_keys_secret=secret, **parts)
+    (task,) = Template.from_stack(stack).find_resources("AWS::ECS::TaskDefinition").values()
+    (server,) = [c for c in task["Properties"]["ContainerDefinitions"] if c["Name"] == "server"]
+    (reference,) = server["Secrets"]
+    assert reference["ValueFrom"]["Fn::Join"][1][-1] == ":llm-2026-12::"
+    with pytest.raises(ConfigError, match="api_key_name: 'a key' is not a key name"):
+        VllmProps(api_key_name="a key")
