@@ -32,6 +32,7 @@ ERROR_LINES_PER_S = 20
 _TRACE_ROOT = re.compile(rb"(?:^|;)\s*Root=([A-Za-z0-9-]{1,64})")
 _JSON_HEADERS = [(b"content-type", b"application/json")]
 _NUMPY = orjson.OPT_SERIALIZE_NUMPY
+TIMEOUT_HEADER = b"x-request-timeout-ms"  # the client's deadline, milliseconds from arrival
 
 
 _ID_PREFIX = os.urandom(8).hex()  # per process: ids stay unique across workers and restarts
@@ -77,6 +78,17 @@ class AccessLog:
 def _is_json(content_type: bytes) -> bool:
     media = content_type.split(b";", 1)[0].strip().lower()
     return media == b"application/json" or (media.startswith(b"application/") and media.endswith(b"+json"))
+
+
+def _timeout_s(raw: bytes) -> float:
+    """X-Request-Timeout-Ms as seconds: a non-negative number of milliseconds (0: never admitted)."""
+    try:
+        ms = float(raw)
+    except ValueError:
+        ms = -1.0
+    if not 0 <= ms < float("inf"):
+        raise ApiError(400, "invalid_timeout", "X-Request-Timeout-Ms is not a non-negative number of milliseconds")
+    return ms / 1000
 
 
 def _validation_error(exc: ValidationError) -> ApiError:
@@ -209,7 +221,7 @@ class FrontDoor:
                        rid_header: tuple[bytes, bytes], fields: dict[str, Any]) -> int:
         service = self.service
         try:
-            self._check(scope)
+            deadline = self._check(scope)
         except ApiError as error:
             return await self._error(send, error, rid_header)
         service.in_flight += 1
@@ -221,7 +233,7 @@ class FrontDoor:
             body = await self._read_body(receive)
             texts = self._texts(route, body)
             fields["items"] = len(texts)
-            predictions = await service.predict(texts, fields)
+            predictions = await service.predict(texts, fields, deadline=deadline)
             if route == "predict":
                 content = {"model": self.model, "version": self.version, "prediction": predictions[0]}
             else:
@@ -235,9 +247,11 @@ class FrontDoor:
         finally:
             service.in_flight -= 1
 
-    def _check(self, scope: Scope, json_only: bool = True) -> None:
-        """API key (401), shedding (503), content type (415), Content-Length (400/413): before the body is read."""
-        api_key = content_type = content_length = None
+    def _check(self, scope: Scope, json_only: bool = True) -> float | None:
+        """API key (401), shedding (503: by the request's deadline too), content type (415), Content-Length
+        (400/413): before the body is read. Returns the request's deadline (time.monotonic()) when it set one
+        (X-Request-Timeout-Ms, milliseconds from now; REQUEST_TIMEOUT_S at most), else None."""
+        api_key = content_type = content_length = timeout_ms = None
         for name, value in scope["headers"]:
             if name == b"x-api-key":
                 api_key = value
@@ -247,13 +261,19 @@ class FrontDoor:
                 content_type = value
             elif name == b"content-length":
                 content_length = value
+            elif name == TIMEOUT_HEADER:
+                timeout_ms = value
         if self.api_keys:
             valid = False
             for key in self.api_keys:  # no early exit: compare against every key
                 valid |= api_key is not None and hmac.compare_digest(api_key, key)
             if not valid:
                 raise ApiError(401, "unauthorized", "a valid x-api-key (or Authorization: Bearer) header is required")
-        self.service.admit()
+        deadline = budget_s = None
+        if timeout_ms is not None:
+            budget_s = _timeout_s(timeout_ms)
+            deadline = time.monotonic() + budget_s
+        self.service.admit(budget_s)
         if json_only and (content_type is None or not _is_json(content_type)):
             raise ApiError(415, "unsupported_media_type", "send the body as application/json")
         if not json_only and content_type is not None and not (
@@ -265,6 +285,7 @@ class FrontDoor:
                 raise ApiError(400, "invalid_content_length", "Content-Length is not a number")
             if int(content_length) > self.max_body:
                 raise ApiError(413, "payload_too_large", f"the body is over {self.max_body} bytes")
+        return deadline
 
     async def _read_body(self, receive: Receive) -> bytes:
         message = await receive()

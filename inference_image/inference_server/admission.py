@@ -1,0 +1,133 @@
+"""Admission by deadline. The model process measures how long its batches take (an EWMA per batch-size bucket and
+sequence-length bucket, and one per batch-size bucket over whatever lengths ran) and publishes the table, and the
+batch it is running, in shared memory (the status page). A worker admits a request only if the batch now running,
+the inputs queued ahead of it and its own batch can finish before the request's deadline; otherwise it answers 503
+at once, rather than after the request has waited in the queue past its deadline."""
+
+from __future__ import annotations
+
+import bisect
+import time
+from collections.abc import Callable, Sequence
+
+ALPHA = 0.2  # weight of the newest batch in the EWMA
+MAX_BUCKETS = 16
+# Slots (int64) of the table: counts, what runs now, the bucket sizes, then the EWMA nanoseconds.
+_NB, _NL, _BUSY_SINCE, _BUSY_NS = range(4)
+_SIZES = 4
+_LENGTHS = _SIZES + MAX_BUCKETS
+_CELLS = _LENGTHS + MAX_BUCKETS  # [batch bucket][length bucket]
+_MIX = _CELLS + MAX_BUCKETS * MAX_BUCKETS  # [batch bucket], any length
+SLOTS = _MIX + MAX_BUCKETS
+
+
+class BatchTimes:
+    """The measured batch times over int64 slots that the model process writes and the workers read (a status
+    page's table, or a plain list in tests). Aligned 8-byte stores are atomic: a reader never sees half a value."""
+
+    def __init__(self, slots: Sequence[int] | memoryview, clock_ns: Callable[[], int] = time.monotonic_ns) -> None:
+        if len(slots) < SLOTS:
+            raise ValueError(f"the batch-time table needs {SLOTS} slots, got {len(slots)}")
+        self.slots = slots
+        self._clock_ns = clock_ns
+        self._seeded: set[tuple[int, int]] = set()  # cells holding only a warm-up time (model process side)
+
+    # -- the model process ---------------------------------------------------------------------------------------
+
+    def configure(self, batch_sizes: Sequence[int], lengths: Sequence[int]) -> None:
+        if len(batch_sizes) > MAX_BUCKETS or len(lengths) > MAX_BUCKETS:
+            raise ValueError(f"at most {MAX_BUCKETS} batch and length buckets")
+        s = self.slots
+        for i in range(_SIZES, SLOTS):
+            s[i] = 0
+        for i, size in enumerate(batch_sizes):
+            s[_SIZES + i] = size
+        for i, length in enumerate(lengths):
+            s[_LENGTHS + i] = length
+        s[_NL] = len(lengths)
+        s[_NB] = len(batch_sizes)
+
+    def seed(self, size: int, length: int, seconds: float) -> None:
+        """A warm-up time: the first real batch of that shape replaces it (warm-up's first calls run slow)."""
+        b, l = self._bucket(size, length)
+        self._set(b, l, seconds, replace=True)
+        self._seeded.add((b, l))
+
+    def observe(self, size: int, length: int, seconds: float) -> None:
+        b, l = self._bucket(size, length)
+        replace = (b, l) in self._seeded
+        self._seeded.discard((b, l))
+        self._set(b, l, seconds, replace)
+
+    def started(self, size: int, length: int) -> None:
+        b, l = self._bucket(size, length)
+        self.slots[_BUSY_NS] = self._cell(b, l)
+        self.slots[_BUSY_SINCE] = self._clock_ns()
+
+    def finished(self) -> None:
+        self.slots[_BUSY_SINCE] = 0
+
+    def _set(self, b: int, l: int, seconds: float, replace: bool) -> None:
+        ns = max(1, int(seconds * 1e9))
+        s = self.slots
+        cell = _CELLS + b * MAX_BUCKETS + l
+        s[cell] = ns if replace or not s[cell] else int(s[cell] + ALPHA * (ns - s[cell]))
+        mix = _MIX + b
+        s[mix] = ns if not s[mix] else int(s[mix] + ALPHA * (ns - s[mix]))
+
+    # -- both sides ----------------------------------------------------------------------------------------------
+
+    @property
+    def configured(self) -> bool:
+        return self.slots[_NB] > 0
+
+    def _bucket(self, size: int, length: int | None) -> tuple[int, int | None]:
+        s = self.slots
+        nb, nl = s[_NB], s[_NL]
+        b = min(bisect.bisect_left(s[_SIZES:_SIZES + nb], size), nb - 1)
+        if length is None:
+            return b, None
+        return b, min(bisect.bisect_left(s[_LENGTHS:_LENGTHS + nl], length), nl - 1)
+
+    def _cell(self, b: int, l: int | None) -> int:
+        """EWMA nanoseconds of a batch of bucket b at length bucket l (None: the recent mix of lengths); the mix
+        where that shape has not run."""
+        if l is not None:
+            ns = self.slots[_CELLS + b * MAX_BUCKETS + l]
+            if ns:
+                return ns
+        return self.slots[_MIX + b]
+
+    # -- a worker ------------------------------------------------------------------------------------------------
+
+    def estimate_s(self, queued: int, inputs: int, length: int | None = None) -> float:
+        """Seconds until `inputs` more inputs (of that token length, or of the recent mix) would be done, behind
+        `queued` queued inputs and the batch running now: full batches back to back, then the rest in one. 0
+        before the model has published its buckets."""
+        s = self.slots
+        nb = s[_NB]
+        if not nb:
+            return 0.0
+        largest = s[_SIZES + nb - 1]
+        l = self._bucket(1, length)[1] if length is not None else None
+        full, rest = divmod(queued + inputs, largest)
+        ns = full * self._cell(nb - 1, l)
+        if rest:
+            ns += self._cell(self._bucket(rest, None)[0], l)
+        since = s[_BUSY_SINCE]
+        if since:
+            ns += max(0, s[_BUSY_NS] - (self._clock_ns() - since))
+        return ns / 1e9
+
+
+class Admission:
+    """A worker's decision: can a request with `budget_s` left finish in time? The margin covers what the table
+    does not time: the link both ways, postprocessing, the response, and the batching window."""
+
+    def __init__(self, times: BatchTimes, queued: Callable[[], int], margin_s: float) -> None:
+        self.times, self._queued, self.margin_s = times, queued, margin_s
+
+    def can_finish(self, budget_s: float, inputs: int = 1, length: int | None = None) -> bool:
+        if budget_s <= 0:
+            return False
+        return self.times.estimate_s(self._queued(), inputs, length) + self.margin_s <= budget_s
