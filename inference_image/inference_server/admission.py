@@ -13,8 +13,8 @@ from collections.abc import Callable, Sequence
 ALPHA = 0.2  # weight of the newest batch in the EWMA
 MAX_BUCKETS = 16
 # Slots (int64) of the table: counts, what runs now, the bucket sizes, then the EWMA nanoseconds.
-_NB, _NL, _BUSY_SINCE, _BUSY_NS = range(4)
-_SIZES = 4
+_NB, _NL, _BUSY_SINCE, _BUSY_NS, _BUSY_SIZE = range(5)
+_SIZES = 5
 _LENGTHS = _SIZES + MAX_BUCKETS
 _CELLS = _LENGTHS + MAX_BUCKETS  # [batch bucket][length bucket]
 _MIX = _CELLS + MAX_BUCKETS * MAX_BUCKETS  # [batch bucket], any length
@@ -62,6 +62,7 @@ class BatchTimes:
     def started(self, size: int, length: int) -> None:
         b, l = self._bucket(size, length)
         self.slots[_BUSY_NS] = self._cell(b, l)
+        self.slots[_BUSY_SIZE] = size
         self.slots[_BUSY_SINCE] = self._clock_ns()
 
     def finished(self) -> None:
@@ -80,6 +81,11 @@ class BatchTimes:
     @property
     def configured(self) -> bool:
         return self.slots[_NB] > 0
+
+    @property
+    def running(self) -> int:
+        """Inputs in the batch running now (0: none)."""
+        return self.slots[_BUSY_SIZE] if self.slots[_BUSY_SINCE] else 0
 
     def _bucket(self, size: int, length: int | None) -> tuple[int, int | None]:
         s = self.slots
@@ -102,32 +108,39 @@ class BatchTimes:
 
     def estimate_s(self, queued: int, inputs: int, length: int | None = None) -> float:
         """Seconds until `inputs` more inputs (of that token length, or of the recent mix) would be done, behind
-        `queued` queued inputs and the batch running now: full batches back to back, then the rest in one. 0
-        before the model has published its buckets."""
+        `queued` queued inputs and the batch running now. An idle model runs them at once, as one batch of their
+        own size; a busy one runs the queue in full batches back to back, the inputs in the last: full too, since
+        whatever arrives before it starts joins it. 0 before the model has published its buckets."""
         s = self.slots
         nb = s[_NB]
         if not nb:
             return 0.0
-        largest = s[_SIZES + nb - 1]
         l = self._bucket(1, length)[1] if length is not None else None
-        full, rest = divmod(queued + inputs, largest)
-        ns = full * self._cell(nb - 1, l)
-        if rest:
-            ns += self._cell(self._bucket(rest, None)[0], l)
         since = s[_BUSY_SINCE]
+        if not since and not queued:
+            return self._cell(self._bucket(inputs, None)[0], l) / 1e9
+        largest = s[_SIZES + nb - 1]
+        batches = -(-(queued + inputs) // largest)
+        ns = batches * self._cell(nb - 1, l)
         if since:
             ns += max(0, s[_BUSY_NS] - (self._clock_ns() - since))
         return ns / 1e9
 
 
 class Admission:
-    """A worker's decision: can a request with `budget_s` left finish in time? The margin covers what the table
-    does not time: the link both ways, postprocessing, the response, and the batching window."""
+    """A worker's decision: can a request with `budget_s` left finish in time? The queue ahead is the model's
+    count, or this worker's own inputs at the model less the running batch when that is more: the model counts an
+    input only once the link has carried it, and a burst admitted in one loop iteration must not all see the
+    same empty queue. The margin covers what the table does not time (the link both ways, postprocessing, the
+    response, the batching window); headroom, how far a batch may run over its average."""
 
-    def __init__(self, times: BatchTimes, queued: Callable[[], int], margin_s: float) -> None:
-        self.times, self._queued, self.margin_s = times, queued, margin_s
+    def __init__(self, times: BatchTimes, queued: Callable[[], int], margin_s: float, headroom: float = 1.0) -> None:
+        self.times, self._queued, self.margin_s, self.headroom = times, queued, margin_s, headroom
+        self.at_model = 0  # this worker's inputs submitted and not answered yet (kept by the service)
 
     def can_finish(self, budget_s: float, inputs: int = 1, length: int | None = None) -> bool:
         if budget_s <= 0:
             return False
-        return self.times.estimate_s(self._queued(), inputs, length) + self.margin_s <= budget_s
+        times = self.times
+        ahead = max(self._queued(), self.at_model - times.running)
+        return times.estimate_s(ahead, inputs, length) * self.headroom + self.margin_s <= budget_s

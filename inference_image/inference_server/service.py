@@ -29,6 +29,8 @@ PREPROCESS_THREADS = 2  # per worker, for a handler's slow_preprocess (Pillow de
 # What admission by deadline adds to the model's measured batch times (beside the batching window): the link both
 # ways, postprocessing and the response.
 ADMISSION_MARGIN_S = 0.005
+ADMISSION_HEADROOM = 1.2  # a batch may run this much over its average (another process on the core, a GC pause)
+QUEUE_FULL, WOULD_MISS_DEADLINE = "queue full", "the queue ahead would miss the deadline"  # why a request is shed
 
 
 class ModelService:
@@ -49,7 +51,8 @@ class ModelService:
         self.metrics.bind_gauges(lambda: self.status.queued, lambda: self.readiness() is None)
         times = BatchTimes(self.status.table if self.status is not None else [0] * SLOTS)
         self.admission = Admission(times, lambda: self.status.queued,
-                                   margin_s=s.max_batch_wait_ms / 1000 + ADMISSION_MARGIN_S)
+                                   margin_s=s.max_batch_wait_ms / 1000 + ADMISSION_MARGIN_S,
+                                   headroom=ADMISSION_HEADROOM)
         self.draining = False
         self.in_flight = 0
         self.exit_code = 0
@@ -180,6 +183,13 @@ class ModelService:
     def admit(self, budget_s: float | None = None) -> None:
         """Shed a predict request before reading its body: also when one more input could not finish within
         budget_s (default REQUEST_TIMEOUT_S) behind the queue. Raises ApiError."""
+        self.check_serving()
+        reason = self.shed_reason(budget_s)
+        if reason is not None:
+            raise overloaded(reason)
+
+    def check_serving(self) -> None:
+        """Raises ApiError 503 while draining, failed or loading."""
         if self.draining or self.status.draining:
             self.metrics.record_rejected()
             raise draining()
@@ -187,9 +197,6 @@ class ModelService:
             raise model_unavailable()
         if not self.model_ready:
             raise not_ready("loading")
-        reason = self.shed_reason(budget_s)
-        if reason is not None:
-            raise overloaded(reason)
 
     def shed_reason(self, budget_s: float | None = None) -> str | None:
         """Why a ready server sheds a request now (a full queue, or a deadline the queue ahead would miss), or
@@ -197,10 +204,10 @@ class ModelService:
         queued = self.status.queued
         if queued >= self.settings.max_queue_size:
             self.metrics.record_rejected()
-            return "queue full"
+            return QUEUE_FULL
         if not self.admission.can_finish(self.settings.request_timeout_s if budget_s is None else budget_s):
             self.metrics.record_rejected()
-            return "the queue ahead would miss the deadline"
+            return WOULD_MISS_DEADLINE
         return None
 
     @property
@@ -247,11 +254,16 @@ class ModelService:
         try:
             items = await self._preprocess(handler, texts, deadline)
             # Now the inputs' lengths are known: their own length bucket's batch times.
-            if items and not self.admission.can_finish(deadline - time.monotonic(), len(items),
-                                                       max(item.length for item in items)):
+            admission = self.admission
+            if items and not admission.can_finish(deadline - time.monotonic(), len(items),
+                                                  max(item.length for item in items)):
                 self.metrics.record_rejected()
-                raise overloaded("the queue ahead would miss the deadline")
-            result = await asyncio.wait_for(self.client.submit(items, deadline), deadline - time.monotonic())
+                raise overloaded(WOULD_MISS_DEADLINE)
+            admission.at_model += len(items)
+            try:
+                result = await asyncio.wait_for(self.client.submit(items, deadline), deadline - time.monotonic())
+            finally:
+                admission.at_model -= len(items)
         except QueueFull as exc:
             self.metrics.record_rejected()
             raise overloaded(str(exc)) from None
