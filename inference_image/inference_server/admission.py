@@ -18,7 +18,9 @@ _SIZES = 5
 _LENGTHS = _SIZES + MAX_BUCKETS
 _CELLS = _LENGTHS + MAX_BUCKETS  # [batch bucket][length bucket]
 _MIX = _CELLS + MAX_BUCKETS * MAX_BUCKETS  # [batch bucket], any length
-SLOTS = _MIX + MAX_BUCKETS
+_DEV = _MIX + MAX_BUCKETS  # [batch bucket]: EWMA of how far a batch's time strays from its cell's
+SLOTS = _DEV + MAX_BUCKETS
+DEVIATIONS = 2  # a batch is planned at its EWMA plus this many mean deviations (as TCP plans its retransmits)
 
 
 class BatchTimes:
@@ -50,7 +52,7 @@ class BatchTimes:
     def seed(self, size: int, length: int, seconds: float) -> None:
         """A warm-up time: the first real batch of that shape replaces it (warm-up's first calls run slow)."""
         b, l = self._bucket(size, length)
-        self._set(b, l, seconds, replace=True)
+        self.slots[_CELLS + b * MAX_BUCKETS + l] = max(1, int(seconds * 1e9))
         self._seeded.add((b, l))
 
     def observe(self, size: int, length: int, seconds: float) -> None:
@@ -69,9 +71,13 @@ class BatchTimes:
         self.slots[_BUSY_SINCE] = 0
 
     def _set(self, b: int, l: int, seconds: float, replace: bool) -> None:
+        """The cell's EWMA (or the time itself, replacing a seed), and the row's mix of lengths (real batches
+        only: warm-up runs every length alike, and its first call runs slow)."""
         ns = max(1, int(seconds * 1e9))
         s = self.slots
         cell = _CELLS + b * MAX_BUCKETS + l
+        if not replace and s[cell]:
+            s[_DEV + b] = int(s[_DEV + b] + ALPHA * (abs(ns - s[cell]) - s[_DEV + b]))
         s[cell] = ns if replace or not s[cell] else int(s[cell] + ALPHA * (ns - s[cell]))
         mix = _MIX + b
         s[mix] = ns if not s[mix] else int(s[mix] + ALPHA * (ns - s[mix]))
@@ -97,12 +103,19 @@ class BatchTimes:
 
     def _cell(self, b: int, l: int | None) -> int:
         """EWMA nanoseconds of a batch of bucket b at length bucket l (None: the recent mix of lengths); the mix
-        where that shape has not run."""
+        where that shape has not run; before any real batch of bucket b, its shortest length's (the check before
+        the body must not refuse what the check after it would admit). Plus DEVIATIONS mean deviations."""
+        s = self.slots
+        spread = DEVIATIONS * s[_DEV + b]
         if l is not None:
-            ns = self.slots[_CELLS + b * MAX_BUCKETS + l]
+            ns = s[_CELLS + b * MAX_BUCKETS + l]
             if ns:
-                return ns
-        return self.slots[_MIX + b]
+                return ns + spread
+        ns = s[_MIX + b]
+        if ns:
+            return ns + spread
+        row = _CELLS + b * MAX_BUCKETS
+        return min((v for v in s[row:row + s[_NL]] if v), default=0) + spread
 
     # -- a worker ------------------------------------------------------------------------------------------------
 
