@@ -113,6 +113,8 @@ def parse_args(argv: list[str] | None = None) -> BenchConfig:
     parser.add_argument("--no-pin", action="store_false", dest="pin_cpus", default=None,
                         help="leave every process on every core")
     parser.add_argument("--overload-clients", type=int, help="clients of the goodput-under-overload scenario (0: skip)")
+    parser.add_argument("--overload-duration", type=float, dest="overload_duration_s",
+                        help="seconds recorded in the overload scenario")
     parser.add_argument("--overload-deadline-ms", type=float,
                         help=f"the overload requests' deadline (default: {DEADLINE_BATCHES} x the raw model's best "
                              f"batch's time, at least 500 ms)")

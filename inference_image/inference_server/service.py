@@ -29,7 +29,7 @@ PREPROCESS_THREADS = 2  # per worker, for a handler's slow_preprocess (Pillow de
 # What admission by deadline adds to the model's measured batch times (beside the batching window): the link both
 # ways, postprocessing and the response.
 ADMISSION_MARGIN_S = 0.005
-ADMISSION_HEADROOM = 1.2  # a batch may run this much over its average (another process on the core, a GC pause)
+ADMISSION_HEADROOM = 1.0  # on top of the planned deviations: 1.2 refused every request under overload on a busy machine
 QUEUE_FULL, WOULD_MISS_DEADLINE = "queue full", "the queue ahead would miss the deadline"  # why a request is shed
 
 
