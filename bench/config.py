@@ -18,6 +18,9 @@ ENDPOINT_OF = {OURS_OPENAI: OURS, OURS_OIP: OURS}
 SAME_TEXT = "The delivery arrived two days late and the box was crushed on one side, but support refunded me."
 
 
+DEADLINE_BATCHES = 5
+
+
 def all_systems(model_label: str) -> tuple[tuple[str, str], ...]:
     """The (server, model) pairs driven over HTTP, in this order."""
     return ((OURS, model_label), (OURS_OPENAI, model_label), (OURS_OIP, model_label), (PEER, model_label),
@@ -57,6 +60,13 @@ class BenchConfig:
     # The goodput scenario: closed-loop clients that retry at once after a 503 (more than MAX_QUEUE_SIZE, 256).
     overload_clients: int = 600
     overload_duration_s: float = 10.0
+    # Each overload request's deadline (X-Request-Timeout-Ms to our server): goodput counts only 200s within it.
+    # None: DEADLINE_BATCHES x the raw model's best batch's time (at least 500 ms), so a deadline means the same
+    # on a fast or a slow (busy) machine.
+    overload_deadline_ms: float | None = None
+    # The cost of a no: our server (null model) shedding every request (X-Request-Timeout-Ms: 0) against the bare
+    # ASGI app's constant answer, CPU per answer, both on the model core with this many clients.
+    reject_clients: int = 64
     ready_timeout_s: float = 300.0
     output_dir: Path = RESULTS_DIR
     mode: str = "full"
@@ -103,6 +113,12 @@ def parse_args(argv: list[str] | None = None) -> BenchConfig:
     parser.add_argument("--no-pin", action="store_false", dest="pin_cpus", default=None,
                         help="leave every process on every core")
     parser.add_argument("--overload-clients", type=int, help="clients of the goodput-under-overload scenario (0: skip)")
+    parser.add_argument("--overload-duration", type=float, dest="overload_duration_s",
+                        help="seconds recorded in the overload scenario")
+    parser.add_argument("--overload-deadline-ms", type=float,
+                        help=f"the overload requests' deadline (default: {DEADLINE_BATCHES} x the raw model's best "
+                             f"batch's time, at least 500 ms)")
+    parser.add_argument("--reject-clients", type=int, help="clients of the rejection-cost scenario (0: skip)")
     args = vars(parser.parse_args(argv))
     values = dict(SHORT) if args.pop("short") else {}
     values.update({name: value for name, value in args.items() if value is not None})

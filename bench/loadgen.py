@@ -35,6 +35,20 @@ class LoadResult:
     shed_p50_ms: float | None = None  # median latency of the 503 answers
     # Cores each named process of the server used over the window (its threads together), and the generator's.
     cores_by_process: dict[str, float] | None = None
+    # With a deadline: the 200s that arrived within it (goodput counts only these) and their p99.
+    deadline_ms: float | None = None
+    within_deadline: int | None = None
+    within_deadline_p99_ms: float | None = None
+
+    @property
+    def answers(self) -> int:
+        return sum((self.statuses or {}).values())
+
+    @property
+    def goodput_rps(self) -> float:
+        """200s per second; with a deadline, only those within it."""
+        good = self.requests if self.within_deadline is None else self.within_deadline
+        return good / self.duration_s if self.duration_s else 0.0
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -179,7 +193,7 @@ class _Run:
 
 async def _drive(host: str, port: int, requests: list[bytes], concurrency: int, warmup_s: float,
                  duration_s: float, server_pid: int | None, min_per_client: int = 2,
-                 processes: dict[int, str] | None = None) -> LoadResult:
+                 processes: dict[int, str] | None = None, deadline_ms: float | None = None) -> LoadResult:
     run = _Run(host, port, requests)
     stride = max(1, len(requests) // concurrency)
     for n in range(concurrency):
@@ -212,21 +226,24 @@ async def _drive(host: str, port: int, requests: list[bytes], concurrency: int, 
     await asyncio.wait_for(run.all_closed.wait(), timeout=60)
     latencies = sorted(ns / 1e6 for ns in run.latencies_ns)
     shed = sorted(ns / 1e6 for ns in run.shed_ns)
+    good = [ms for ms in latencies if ms <= deadline_ms] if deadline_ms is not None else None
     return LoadResult(concurrency=concurrency, duration_s=round(elapsed, 3), requests=len(latencies),
                       errors=run.errors + len(run.connect_errors), connections=run.opened,
                       throughput_rps=len(latencies) / elapsed, p50_ms=percentile(latencies, 0.50),
                       p95_ms=percentile(latencies, 0.95), p99_ms=percentile(latencies, 0.99),
                       client_cpu_s=client_cpu, server_cpu_s=server_cpu,
                       statuses={str(k): v for k, v in sorted(run.statuses.items())},
-                      shed_p50_ms=percentile(shed, 0.50) if shed else None, cores_by_process=cores)
+                      shed_p50_ms=percentile(shed, 0.50) if shed else None, cores_by_process=cores,
+                      deadline_ms=deadline_ms, within_deadline=None if good is None else len(good),
+                      within_deadline_p99_ms=percentile(good, 0.99) if good else None)
 
 
 def run_load(host: str, port: int, requests: list[bytes], concurrency: int, warmup_s: float, duration_s: float,
              server_pid: int | None = None, min_per_client: int = 2,
-             processes: dict[int, str] | None = None) -> LoadResult:
+             processes: dict[int, str] | None = None, deadline_ms: float | None = None) -> LoadResult:
     """Drive the server for warmup_s (not recorded), then at least duration_s (recorded) with `concurrency`
     clients, each sending its next request as soon as an answer (a 503 too) arrives; the window is extended
     until each client had min_per_client successful answers (at most 10 x duration_s). processes: pid -> name,
-    the server's processes whose cores to report."""
+    the server's processes whose cores to report. deadline_ms: also count the 200s that took at most that."""
     return uvloop.run(_drive(host, port, requests, concurrency, warmup_s, duration_s, server_pid, min_per_client,
-                             processes))
+                             processes, deadline_ms))

@@ -91,11 +91,18 @@ def evaluate(results: dict, target_concurrency: int = 64) -> tuple[dict[str, Any
     if overload and saturation:
         answers = sum(overload["statuses"].values()) / overload["duration_s"]
         fives = sum(n for code, n in overload["statuses"].items() if code.startswith("5") and code != "503")
-        ratios.update(overload_goodput_over_saturation=rps(overload) / rps(saturation),
+        ratios.update(overload_goodput_over_saturation=overload.get("goodput_rps", rps(overload)) / rps(saturation),
                       overload_offered_over_saturation=answers / rps(saturation),
-                      overload_shed_p50_ms=overload["shed_p50_ms"], overload_5xx_other_than_503=fives)
+                      overload_shed_p50_ms=overload["shed_p50_ms"], overload_5xx_other_than_503=fives,
+                      overload_good_p99_ms=overload.get("within_deadline_p99_ms"),
+                      overload_deadline_ms=overload.get("deadline_ms"))
     if bare_overload:
         ratios["overload_bare_asgi_p50_ms"] = bare_overload["p50_ms"]
+    costs = {c["system"]: c for c in results.get("rejection_cost", [])}
+    shed_cost, bare_cost = costs.get(OURS), costs.get(BARE)
+    ratios["rejection_cpu_over_bare_asgi_answer"] = _ratio(shed_cost and shed_cost["cpu_us_per_answer"],
+                                                            bare_cost and bare_cost["cpu_us_per_answer"])
+    timeout_ms = 1000 * results["setup"].get("our_server", {}).get("REQUEST_TIMEOUT_S", 10.0)
     ratios["peer_over_raw_best"] = _ratio(rps(peer_c), raw.get("best_items_per_s"))
     for system, key in ((OURS_OPENAI, "openai_embeddings"), (OURS_OIP, "oip_infer")):
         ratios[f"{key}_peak_over_predict_peak"] = _ratio(rps(peak(results, system, model)), rps(saturation))
@@ -124,8 +131,16 @@ def evaluate(results: dict, target_concurrency: int = 64) -> tuple[dict[str, Any
                 lower_p95, at_most=True),
         _target("ours p50 at 1 client <= 1.1 x the baseline's", ratios["ours_p50_over_baseline_p50_at_1"], 1.1,
                 check(ratios["ours_p50_over_baseline_p50_at_1"], 1.1, at_most=True), at_most=True),
-        _target("overload (>= 10 x saturation offered): goodput >= 0.9 x saturation", goodput, 0.9,
+        _target("overload (>= 10 x saturation offered): goodput (200s within their deadline) >= 0.9 x saturation",
+                goodput, 0.9,
                 None if goodput is None else goodput >= 0.9 and offered >= 10),
+        _target(f"overload: p99 of the 200s within their deadline below the request timeout ({timeout_ms:g} ms)",
+                ratios.get("overload_good_p99_ms"), timeout_ms,
+                check(ratios.get("overload_good_p99_ms"), timeout_ms, at_most=True), at_most=True),
+        _target("a rejection's CPU <= 2 x a bare ASGI answer's (null model, every request shed)",
+                ratios["rejection_cpu_over_bare_asgi_answer"], 2.0,
+                check(ratios["rejection_cpu_over_bare_asgi_answer"], 2.0, at_most=True), at_most=True,
+                bound=shed_cost and f"the worker: {_cores(shed_cost)}"),
         _target("overload: shed answers in < 5 ms median, no 5xx but 503", shed, 5.0,
                 None if shed is None else shed < 5.0 and ratios["overload_5xx_other_than_503"] == 0, at_most=True,
                 bound=None if floor is None else f"the HTTP stack: the bare ASGI app's constant answer takes {floor:.1f} "
@@ -187,8 +202,14 @@ def table(results: dict) -> str:
         lines.append(f"bare ASGI ceiling: {bare['throughput_rps']:.0f} req/s at {bare['concurrency']} clients")
     for o in results.get("overload", []):
         lines.append(f"overload, {o['system']}: {o['concurrency']} clients retrying at once: goodput "
-                     f"{o['throughput_rps']:.1f} req/s, answers {o['statuses']}, 503 median "
-                     f"{_num(o['shed_p50_ms'], 2)} ms, 200 median {_num(o['p50_ms'], 1)} ms")
+                     f"{o.get('goodput_rps', o['throughput_rps']):.1f} req/s within {_num(o.get('deadline_ms'), 0)} ms "
+                     f"(all 200s {o['throughput_rps']:.1f}), answers {o['statuses']}, 503 median "
+                     f"{_num(o['shed_p50_ms'], 2)} ms, 200 median {_num(o['p50_ms'], 1)} ms, p99 within the "
+                     f"deadline {_num(o.get('within_deadline_p99_ms'), 1)} ms")
+    for c in results.get("rejection_cost", []):
+        lines.append(f"cost of an answer, {c['system']} (null model, {c['clients']} clients): "
+                     f"{c['answers_per_s']:.0f} answers/s {c['statuses']}, {_num(c['cpu_us_per_answer'])} us CPU "
+                     f"each, {1e6 / c['cpu_us_per_answer'] if c['cpu_us_per_answer'] else 0:.0f} per core-second")
     logs = [(r["system"], r["model"], r["concurrency"], r.get("log_bytes_per_request")) for r in results["runs"]]
     ours_logs = [f"{m}@{c}: {_num(b, 1)}" for s, m, c, b in logs if s == OURS and b is not None]
     if ours_logs:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import orjson
 
-from .config import BARE, ENDPOINT_OF, NULL, OURS, OURS_2W, PEER, SAME_TEXT, BenchConfig
+from .config import BARE, DEADLINE_BATCHES, ENDPOINT_OF, NULL, OURS, OURS_2W, PEER, SAME_TEXT, BenchConfig
 from .loadgen import encode_requests, run_load
 from .log_cost import LevelLog, interval_bytes_per_s
 from .models import minilm_dir
@@ -48,7 +48,8 @@ def setup_info(cfg: BenchConfig, model_dir: str) -> dict:
             "model_label": cfg.model_label, "max_sequence_length": cfg.max_sequence_length,
             "model_process_env": thread_env(cfg), "model_dir": model_dir,
             "our_server": {"MAX_BATCH_SIZE": cfg.max_batch_size, "MAX_BATCH_WAIT_MS": cfg.max_batch_wait_ms,
-                           "WORKERS": cfg.workers, "RESULT_CACHE_SIZE": 0, "LOG_LEVEL": "info"},
+                           "WORKERS": cfg.workers, "RESULT_CACHE_SIZE": 0, "LOG_LEVEL": "info",
+                           "REQUEST_TIMEOUT_S": _server_default("request_timeout_s")},
             "load": {"concurrency": list(cfg.concurrency), "warmup_s": cfg.warmup_s, "duration_s": cfg.duration_s,
                      "texts": cfg.texts, "client": "closed loop, HTTP/1.1 keep-alive, httptools on uvloop, "
                                                    "one process"},
@@ -118,24 +119,54 @@ def _pin_model_process(processes: dict[int, str], cpus: set[int]) -> None:
             pin(pid, cpus)
 
 
-def _default_metrics_interval_s() -> float:
-    """Our server's METRICS_INTERVAL_S, which the bench leaves at its default."""
+def _server_default(name: str) -> float:
+    """One of our server's settings that the bench leaves at its default."""
     from inference_server.settings import Settings
 
-    return next(f.default for f in dataclasses.fields(Settings) if f.name == "metrics_interval_s")
+    return next(f.default for f in dataclasses.fields(Settings) if f.name == name)
+
+
+def _default_metrics_interval_s() -> float:
+    """Our server's METRICS_INTERVAL_S, which the bench leaves at its default."""
+    return _server_default("metrics_interval_s")
+
+
+def overload_deadline_ms(cfg: BenchConfig, raw: dict | None) -> float:
+    """The overload requests' deadline: cfg's, or DEADLINE_BATCHES x the raw model's best batch's time."""
+    if cfg.overload_deadline_ms is not None:
+        return cfg.overload_deadline_ms
+    if not raw:
+        return 1000.0
+    batch_ms = 1000 * raw["best_batch_size"] / raw["best_items_per_s"]
+    return max(500.0, round(DEADLINE_BATCHES * batch_ms, -1))
+
+
+def measure_rejection_cost(server: str, port: int, pid: int, cfg: BenchConfig, processes: dict[int, str] | None
+                           ) -> dict:
+    """CPU per answer with cfg.reject_clients clients: our server shedding every request (a deadline of 0 ms can
+    never be met), the bare app answering its constant; both alone on the model core."""
+    requests = encode_requests(HOST, port, "/predict", [orjson.dumps({"text": SAME_TEXT})],
+                               {"X-Request-Timeout-Ms": "0"})
+    result = run_load(HOST, port, requests, cfg.reject_clients, cfg.warmup_s, cfg.duration_s, pid, min_per_client=0,
+                      processes=processes)
+    answers = result.answers
+    return {"system": server, "clients": cfg.reject_clients, "statuses": result.statuses,
+            "answers_per_s": answers / result.duration_s, "server_cores": result.server_cpu_s / result.duration_s,
+            "cpu_us_per_answer": 1e6 * result.server_cpu_s / answers if answers else None,
+            "cores_by_process": result.cores_by_process}
 
 
 def measure_server(server: str, model: str, model_dir: str, cfg: BenchConfig, texts: list[str],
-                   scratch: Path) -> tuple[list[dict], dict | None]:
+                   scratch: Path) -> tuple[list[dict], dict | None, dict | None]:
     """The concurrency sweep of every endpoint this process serves in cfg.systems (level by level, each endpoint
     in turn, so drift on a shared machine hits them alike), then (ours and the peer with the real model) the
-    overload scenario."""
+    overload scenario, and (ours with the null model, the bare app) the cost of an answer that says no."""
     port = free_port()
     spec = NULL if model == NULL else model_dir
     how = launch(server, spec, port, cfg, scratch)
     name = f"{server}-{model}"
     process = start_server(name, how.command, how.env, port, cfg.output_dir / "logs", how.cpus)
-    runs, overload, levels = [], None, []
+    runs, overload, cost, levels = [], None, None, []
     try:
         started = time.monotonic()
         process.wait_ready(how.ready_path, cfg.ready_timeout_s)
@@ -145,7 +176,9 @@ def measure_server(server: str, model: str, model_dir: str, cfg: BenchConfig, te
         _log(f"{name}: ready in {time.monotonic() - started:.1f} s")
         systems = [s for s, m in cfg.systems if m == model and ENDPOINT_OF.get(s, s) == server]
         endpoints = {system: encode_requests(HOST, port, *request_bodies(system, texts)) for system in systems}
-        requests = encode_requests(HOST, port, *request_bodies(server, texts))
+        # Every overload request carries its deadline (only our server reads it); goodput counts 200s within it.
+        requests = encode_requests(HOST, port, *request_bodies(server, texts),
+                                   {"X-Request-Timeout-Ms": f"{cfg.overload_deadline_ms:g}"})
         for concurrency in cfg.concurrency:
             for system, system_requests in endpoints.items():
                 log_before, level_started = process.log_path.stat().st_size, time.monotonic()
@@ -163,17 +196,23 @@ def measure_server(server: str, model: str, model_dir: str, cfg: BenchConfig, te
         overloaded = (server in (OURS, PEER) and model != NULL) or server == BARE
         if server in systems and overloaded and cfg.overload_clients:
             result = run_load(HOST, port, requests, cfg.overload_clients, cfg.warmup_s, cfg.overload_duration_s,
-                              process.pid, min_per_client=0, processes=processes)
-            overload = {"system": server, "model": model, **result.as_dict()}
-            _log(f"{name}: overload, {cfg.overload_clients} clients: goodput {result.throughput_rps:.1f} req/s, "
-                 f"answers {result.statuses}, 503 median {result.shed_p50_ms} ms")
+                              process.pid, min_per_client=0, processes=processes,
+                              deadline_ms=cfg.overload_deadline_ms)
+            overload = {"system": server, "model": model, **result.as_dict(), "goodput_rps": result.goodput_rps}
+            _log(f"{name}: overload, {cfg.overload_clients} clients: goodput {result.goodput_rps:.1f} req/s within "
+                 f"{cfg.overload_deadline_ms:g} ms (p99 {result.within_deadline_p99_ms} ms), answers "
+                 f"{result.statuses}, 503 median {result.shed_p50_ms} ms")
+        if cfg.reject_clients and model == NULL and server in (OURS, BARE) and server in systems:
+            cost = measure_rejection_cost(server, port, process.pid, cfg, processes)
+            _log(f"{name}: {cost['answers_per_s']:.0f} answers/s {cost['statuses']}, "
+                 f"{cost['cpu_us_per_answer']:.1f} us CPU each")
     finally:
         process.stop()
     # After the stop: every process has written its last document.
     interval_rate = interval_bytes_per_s(process.log_path, _default_metrics_interval_s())
     for run, level in zip(runs, levels):
         run["log_bytes_per_request"] = level.bytes_per_request(process.log_path, interval_rate)
-    return runs, overload
+    return runs, overload, cost
 
 
 def run_benchmark(cfg: BenchConfig) -> dict:
@@ -185,16 +224,20 @@ def run_benchmark(cfg: BenchConfig) -> dict:
         results["raw_model"] = measure_raw_model(cfg, model_dir)
         results["setup"]["torch_threads_seen"] = results["raw_model"]["torch_threads"]
     texts = [SAME_TEXT] if cfg.same_text else make_texts(cfg.texts)
-    results["overload"] = []
+    cfg = dataclasses.replace(cfg, overload_deadline_ms=overload_deadline_ms(cfg, results["raw_model"]))
+    results["setup"]["overload_deadline_ms"] = cfg.overload_deadline_ms
+    results["overload"], results["rejection_cost"] = [], []
     _, generator_cpus = cpu_layout(cfg)
     if generator_cpus:
         os.sched_setaffinity(0, generator_cpus)  # the load generator stays off the model path's cores
     with tempfile.TemporaryDirectory(prefix="bench-") as scratch:
         for server, model in dict.fromkeys((ENDPOINT_OF.get(s, s), m) for s, m in cfg.systems):
-            runs, overload = measure_server(server, model, model_dir, cfg, texts, Path(scratch))
+            runs, overload, cost = measure_server(server, model, model_dir, cfg, texts, Path(scratch))
             results["runs"] += runs
             if overload:
                 results["overload"].append(overload)
+            if cost:
+                results["rejection_cost"].append(cost)
     results["generator"] = generator_ceiling(results)
     results["ratios"], results["targets"] = evaluate(results)
     return results

@@ -35,13 +35,14 @@ _RETRY_AFTER = {"Retry-After": {"description": "seconds to wait before retrying"
 
 def _predict_errors(with_auth: bool) -> dict[int | str, dict[str, Any]]:
     errors: dict[int | str, dict[str, Any]] = {
-        400: _error("Malformed JSON, an empty body or a bad Content-Length"),
+        400: _error("Malformed JSON, an empty body, a bad Content-Length or a bad X-Request-Timeout-Ms"),
         413: _error("The body is over MAX_BODY_BYTES"),
         415: _error("The body is not application/json"),
         422: _error("The JSON does not match the schema (empty or oversize text, too many texts, extra fields, "
                     "wrong types) or the model cannot take the input"),
         500: _error("Inference failed"),
-        503: _error("Loading, draining, the queue is full, or the model failed", headers=_RETRY_AFTER),
+        503: _error("Loading, draining, the queue is full or would make the request miss its deadline, or the "
+                    "model failed", headers=_RETRY_AFTER),
         504: _error("No result within REQUEST_TIMEOUT_S"),
     }
     if with_auth:

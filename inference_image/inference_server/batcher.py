@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from .admission import BatchTimes
 from .handlers import Encoded, Handler, InputError
 
 log = logging.getLogger(__name__)
@@ -129,6 +130,7 @@ class Batcher:
                  on_queue_change: Callable[[int], None] = lambda queued: None,
                  on_fatal: Callable[[BaseException], None] = lambda exc: None,
                  is_fatal: Callable[[BaseException], bool] = lambda exc: False,
+                 batch_times: BatchTimes | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._load = load
         self.max_batch_size = max_batch_size
@@ -140,6 +142,7 @@ class Batcher:
         self._on_batch, self._on_fatal, self._is_fatal = on_batch, on_fatal, is_fatal
         self._on_cycle, self._on_queue_change = on_cycle, on_queue_change
         self._clock = clock
+        self.batch_times = batch_times  # published for the workers' admission by deadline
         self.batch_sizes = size_buckets(max_batch_size)
         self.lengths: list[int] = []
         self._cond = threading.Condition()
@@ -201,6 +204,8 @@ class Batcher:
             limit = min(self._max_sequence_length, handler.max_length or self._max_sequence_length)
             self.lengths = size_buckets(limit, smallest=min(16, limit))
             self._buckets = {length: deque() for length in self.lengths}
+            if self.batch_times is not None:
+                self.batch_times.configure(self.batch_sizes, self.lengths)
             self._warm_up(handler)
             # Startup objects (model, tokenizer, modules) never die: keep later full collections from
             # rescanning them, which otherwise stalls every request for ~0.2 s (the p99 tail).
@@ -224,7 +229,10 @@ class Batcher:
             item = handler.warmup_input(length)
             for size in self.batch_sizes:
                 for _ in range(self.warmup_runs):
+                    shape_started = time.perf_counter()
                     as_numpy(handler.forward([item] * size, size, length))
+                    if self.batch_times is not None:
+                        self.batch_times.seed(size, length, time.perf_counter() - shape_started)
         log.info("warm-up done", extra={"batch_sizes": self.batch_sizes, "lengths": self.lengths,
                                         "seconds": round(self._clock() - started, 3)})
 
@@ -320,8 +328,14 @@ class Batcher:
         # of 16-32 tokens does not run 22-token texts at 32.
         longest = max(item.encoded.length for item in items)
         seq_len = max(length, longest) if self.pad_batches else longest
+        times = self.batch_times
+        if times is not None:
+            times.started(len(items), length)
         try:
+            forward_started = time.perf_counter()
             outputs = as_numpy(self.handler.forward([item.encoded for item in items], size, seq_len))
+            if times is not None:
+                times.observe(len(items), length, time.perf_counter() - forward_started)
         except Exception as exc:
             fatal = self._is_fatal(exc)
             if fatal:
@@ -335,6 +349,8 @@ class Batcher:
             return
         finally:
             self._running_batch = False
+            if times is not None:
+                times.finished()
         finished = self._clock()
         self._on_batch(len(items))
         seen: set[int] = set()

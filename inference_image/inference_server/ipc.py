@@ -229,6 +229,7 @@ class StatusPage:
 
     STATE, QUEUED, DRAINING, MODEL_PID = range(4)
     LOADING, READY, FAILED, STOPPED = range(4)
+    TABLE = 16  # from here on: the model's measured batch times (admission.BatchTimes)
     _SIZE = 4096
 
     def __init__(self, fd: int) -> None:
@@ -242,6 +243,11 @@ class StatusPage:
 
     def get(self, index: int) -> int:
         return self._values[index]
+
+    @property
+    def table(self) -> memoryview:
+        """The slots after the counters, as int64: the batch-time table both sides share."""
+        return self._values[self.TABLE:]
 
     def set(self, index: int, value: int) -> None:
         self._values[index] = value

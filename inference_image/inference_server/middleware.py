@@ -25,7 +25,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .errors import ApiError, error_body, not_ready
+from .errors import ApiError, error_body, not_ready, overloaded
 from .service import ModelService
 
 access_log = logging.getLogger("inference_server.access")
@@ -39,6 +39,9 @@ _NUMPY = orjson.OPT_SERIALIZE_NUMPY
 # metrics scrape need. The load balancer's rule forwards none of them.
 OPEN_ROUTES = ("/health", "/ready", "/metrics")
 NO_KEY = "-"  # the key-name label of requests without a valid key (no key name can start with '-')
+SHED = "shed"  # a log field: the request was shed (no access log line)
+TIMEOUT_HEADER = b"x-request-timeout-ms"  # the client's deadline, milliseconds from arrival
+_LONGEST_MS = 1e12
 
 
 _ID_PREFIX = os.urandom(8).hex()  # per process: ids stay unique across workers and restarts
@@ -84,6 +87,17 @@ class AccessLog:
 def _is_json(content_type: bytes) -> bool:
     media = content_type.split(b";", 1)[0].strip().lower()
     return media == b"application/json" or (media.startswith(b"application/") and media.endswith(b"+json"))
+
+
+def _timeout_s(raw: bytes) -> float:
+    """X-Request-Timeout-Ms as seconds: a non-negative number of milliseconds (0: never admitted)."""
+    try:
+        ms = float(raw)
+    except ValueError:
+        ms = -1.0
+    if not 0 <= ms <= _LONGEST_MS:  # NaN and infinity too
+        raise ApiError(400, "invalid_timeout", "X-Request-Timeout-Ms is not a non-negative number of milliseconds")
+    return ms / 1000
 
 
 def _validation_error(exc: ValidationError) -> ApiError:
@@ -135,6 +149,7 @@ class FrontDoor:
         self.quiet = frozenset(p for p, r in self.routes.items() if r in ("health", "ready")) | \
             frozenset((f"/metrics", f"{model_prefix}/metrics")) | \
             frozenset(f"{prefix}/v2/health/{probe}" for prefix in ("", model_prefix) for probe in ("live", "ready"))
+        self._shed_starts: dict[str, tuple[list[tuple[bytes, bytes]], bytes]] = {}
         self._ready_body = orjson.dumps({"status": "ready"})  # says no more than the status: nothing to learn from it
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -181,7 +196,7 @@ class FrontDoor:
             ms = (time.perf_counter() - started) * 1000
             if self.api_keys and path not in self.open:
                 self.service.metrics.observe_key(key_name or NO_KEY, status)
-            if path not in self.quiet and self.access.wants(status, ms):
+            if path not in self.quiet and SHED not in fields and self.access.wants(status, ms):
                 access_log.info("request", extra={"fields": {
                     "request_id": rid, "method": method, "path": path, "status": status, "total_ms": round(ms, 3),
                     "model": self.model, "model_version": self.version, **fields}})
@@ -190,9 +205,11 @@ class FrontDoor:
                      fields: dict[str, Any]) -> int:
         """The gate of the predict routes, then the FastAPI route, whose streamed body is counted (413)."""
         try:
-            self._check(scope, json_only=scope["path"] not in self.any_content_type)
+            _, shed = self._check(scope, json_only=scope["path"] not in self.any_content_type)
         except ApiError as error:
             return await self._error(send, error, rid_header)
+        if shed is not None:
+            return await self._shed(send, shed, rid_header, fields)
         scope[LOG_FIELDS] = fields
         received, limit = 0, self.max_body
 
@@ -229,9 +246,11 @@ class FrontDoor:
                        rid_header: tuple[bytes, bytes], fields: dict[str, Any]) -> int:
         service = self.service
         try:
-            self._check(scope)
+            deadline, shed = self._check(scope)
         except ApiError as error:
             return await self._error(send, error, rid_header)
+        if shed is not None:
+            return await self._shed(send, shed, rid_header, fields)
         service.in_flight += 1
         try:
             kind = service.input_kind
@@ -241,7 +260,7 @@ class FrontDoor:
             body = await self._read_body(receive)
             texts = self._texts(route, body)
             fields["items"] = len(texts)
-            predictions = await service.predict(texts, fields)
+            predictions = await service.predict(texts, fields, deadline=deadline)
             if route == "predict":
                 content = {"model": self.model, "version": self.version, "prediction": predictions[0]}
             else:
@@ -272,16 +291,24 @@ class FrontDoor:
                 matched = name
         return matched
 
-    def _check(self, scope: Scope, json_only: bool = True) -> None:
-        """Shedding (503), content type (415), Content-Length (400/413): before the body is read (the key was
-        checked in __call__)."""
-        content_type = content_length = None
+    def _check(self, scope: Scope, json_only: bool = True) -> tuple[float | None, str | None]:
+        """Not serving (503), content type (415), Content-Length (400/413), before the body is read (the key was
+        checked in __call__); then (deadline, shed): the request's deadline (time.monotonic()) when it set one
+        (X-Request-Timeout-Ms, milliseconds from now; REQUEST_TIMEOUT_S at most), else None, and why it is to be
+        shed (a full queue, or one its deadline would not survive), else None."""
+        content_type = content_length = timeout_ms = None
         for name, value in scope["headers"]:
             if name == b"content-type":
                 content_type = value
             elif name == b"content-length":
                 content_length = value
-        self.service.admit()
+            elif name == TIMEOUT_HEADER:
+                timeout_ms = value
+        deadline = budget_s = None
+        if timeout_ms is not None:
+            budget_s = _timeout_s(timeout_ms)
+            deadline = time.monotonic() + budget_s
+        self.service.check_serving()
         if json_only and (content_type is None or not _is_json(content_type)):
             raise ApiError(415, "unsupported_media_type", "send the body as application/json")
         if not json_only and content_type is not None and not (
@@ -293,6 +320,21 @@ class FrontDoor:
                 raise ApiError(400, "invalid_content_length", "Content-Length is not a number")
             if int(content_length) > self.max_body:
                 raise ApiError(413, "payload_too_large", f"the body is over {self.max_body} bytes")
+        return deadline, self.service.shed_reason(budget_s)
+
+    async def _shed(self, send: Send, reason: str, rid_header: tuple[bytes, bytes], fields: dict[str, Any]) -> int:
+        """The 503 of overload: a prepared answer, no body read, no log line (counted in the metrics)."""
+        start = self._shed_starts.get(reason)
+        if start is None:
+            error = overloaded(reason)
+            body = error_body(error.code, error.message)
+            start = self._shed_starts[reason] = (
+                [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                 *((k.lower().encode(), v.encode()) for k, v in error.headers.items())], body)
+        fields[SHED] = True
+        await send({"type": "http.response.start", "status": 503, "headers": [*start[0], rid_header]})
+        await send({"type": "http.response.body", "body": start[1]})
+        return 503
 
     async def _read_body(self, receive: Receive) -> bytes:
         message = await receive()

@@ -14,6 +14,7 @@ from typing import Any
 
 from . import emf
 from . import metric_names as m
+from .admission import BatchTimes
 from .artifacts import ArtifactError, fetch_model
 from .batcher import Batcher, DeadlineExceeded, ModelUnavailable, QueueFull
 from .handlers import (Encoded, Handler, HandlerError, InputError, LoadContext, artifact_handler_class,
@@ -185,7 +186,8 @@ class ModelRunner:
                                warmup_runs=3 if self.compile else 1,  # CUDA graphs record on a later call
                                on_batch=self.batch_sizes.observe, on_cycle=self._flush_links,
                                on_queue_change=lambda n: status.set(StatusPage.QUEUED, n),
-                               on_fatal=self._on_fatal, is_fatal=self._is_fatal)
+                               on_fatal=self._on_fatal, is_fatal=self._is_fatal,
+                               batch_times=BatchTimes(status.table))
         self._is_cuda_error = is_cuda_error
 
     def _is_fatal(self, exc: BaseException) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import signal
@@ -70,6 +71,10 @@ def run_worker(settings: Settings, service: ModelService, listen: socket.socket)
                             timeout_keep_alive=settings.keep_alive_s, timeout_graceful_shutdown=5,
                             server_header=False, backlog=2048, proxy_headers=False)
     server = DrainingServer(config, service)
+    # The app, its schemas and the imports never die: keep full collections, which a request's allocations
+    # trigger now and then, from rescanning them (on the hot path of sheds, too).
+    gc.collect()
+    gc.freeze()
     service.request_exit = server.exit_soon
     try:
         server.run(sockets=[listen])

@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from . import emf
+from .admission import SLOTS, Admission, BatchTimes
 from .batcher import DeadlineExceeded, ModelUnavailable, QueueFull
 from .cache import ResultCache
 from .client import ModelClient
@@ -25,6 +26,11 @@ from .settings import Settings, SettingsError
 log = logging.getLogger(__name__)
 PROBE_TEXT = "readiness probe"
 PREPROCESS_THREADS = 2  # per worker, for a handler's slow_preprocess (Pillow decodes without the GIL)
+# What admission by deadline adds to the model's measured batch times (beside the batching window): the link both
+# ways, postprocessing and the response.
+ADMISSION_MARGIN_S = 0.005
+ADMISSION_HEADROOM = 1.0  # on top of the planned deviations: 1.2 refused every request under overload on a busy machine
+QUEUE_FULL, WOULD_MISS_DEADLINE = "queue full", "the queue ahead would miss the deadline"  # why a request is shed
 
 
 class ModelService:
@@ -43,6 +49,10 @@ class ModelService:
         self.metrics = Metrics(s.model_name, s.model_version)
         self.cache = ResultCache(s.result_cache_size, s.model_version)
         self.metrics.bind_gauges(lambda: self.status.queued, lambda: self.readiness() is None)
+        times = BatchTimes(self.status.table if self.status is not None else [0] * SLOTS)
+        self.admission = Admission(times, lambda: self.status.queued,
+                                   margin_s=s.max_batch_wait_ms / 1000 + ADMISSION_MARGIN_S,
+                                   headroom=ADMISSION_HEADROOM)
         self.draining = False
         self.in_flight = 0
         self.exit_code = 0
@@ -170,8 +180,16 @@ class ModelService:
 
     # -- requests ----------------------------------------------------------------------------------------------
 
-    def admit(self) -> None:
-        """Shed a predict request before reading its body. Raises ApiError."""
+    def admit(self, budget_s: float | None = None) -> None:
+        """Shed a predict request before reading its body: also when one more input could not finish within
+        budget_s (default REQUEST_TIMEOUT_S) behind the queue. Raises ApiError."""
+        self.check_serving()
+        reason = self.shed_reason(budget_s)
+        if reason is not None:
+            raise overloaded(reason)
+
+    def check_serving(self) -> None:
+        """Raises ApiError 503 while draining, failed or loading."""
         if self.draining or self.status.draining:
             self.metrics.record_rejected()
             raise draining()
@@ -179,9 +197,18 @@ class ModelService:
             raise model_unavailable()
         if not self.model_ready:
             raise not_ready("loading")
-        if self.status.queued >= self.settings.max_queue_size:
+
+    def shed_reason(self, budget_s: float | None = None) -> str | None:
+        """Why a ready server sheds a request now (a full queue, or a deadline the queue ahead would miss), or
+        None; counted as rejected. The hot path of overload: no exception, no allocation on the way to yes."""
+        queued = self.status.queued
+        if queued >= self.settings.max_queue_size:
             self.metrics.record_rejected()
-            raise overloaded("queue full")
+            return QUEUE_FULL
+        if not self.admission.can_finish(self.settings.request_timeout_s if budget_s is None else budget_s):
+            self.metrics.record_rejected()
+            return WOULD_MISS_DEADLINE
+        return None
 
     @property
     def input_kind(self) -> str | None:
@@ -196,8 +223,10 @@ class ModelService:
             raise not_ready("loading")
         return self.handler
 
-    async def predict(self, texts: list[Any], log_fields: dict[str, Any], *, use_cache: bool = True) -> list[Any]:
-        """Predictions for inputs of the handler's input_kind (the name `texts` is historical)."""
+    async def predict(self, texts: list[Any], log_fields: dict[str, Any], *, use_cache: bool = True,
+                      deadline: float | None = None) -> list[Any]:
+        """Predictions for inputs of the handler's input_kind (the name `texts` is historical), by `deadline`
+        (time.monotonic(); at most REQUEST_TIMEOUT_S from now)."""
         cache = self.cache
         cacheable = use_cache and cache.enabled and all(isinstance(t, (str, bytes)) for t in texts)
         keys = [cache.key(t) for t in texts] if cacheable else []
@@ -208,22 +237,33 @@ class ModelService:
             self.metrics.record_cache(len(texts) - len(missing), len(missing))
             if not missing:
                 return predictions
-        fresh = await self._infer([texts[i] for i in missing], log_fields)
+        fresh = await self._infer([texts[i] for i in missing], log_fields, deadline)
         for i, prediction in zip(missing, fresh):
             predictions[i] = prediction
             if keys:
                 cache.put(keys[i], prediction)
         return predictions
 
-    async def _infer(self, texts: list[Any], log_fields: dict[str, Any]) -> list[Any]:
+    async def _infer(self, texts: list[Any], log_fields: dict[str, Any], deadline: float | None) -> list[Any]:
         handler = self.handler
         if handler is None:
             raise not_ready("loading")
         timeout = self.settings.request_timeout_s
-        deadline = time.monotonic() + timeout  # the wait for a slow preprocess counts against it too
+        latest = time.monotonic() + timeout  # the wait for a slow preprocess counts against it too
+        deadline = latest if deadline is None else min(deadline, latest)
         try:
             items = await self._preprocess(handler, texts, deadline)
-            result = await asyncio.wait_for(self.client.submit(items, deadline), deadline - time.monotonic())
+            # Now the inputs' lengths are known: their own length bucket's batch times.
+            admission = self.admission
+            if items and not admission.can_finish(deadline - time.monotonic(), len(items),
+                                                  max(item.length for item in items)):
+                self.metrics.record_rejected()
+                raise overloaded(WOULD_MISS_DEADLINE)
+            admission.at_model += len(items)
+            try:
+                result = await asyncio.wait_for(self.client.submit(items, deadline), deadline - time.monotonic())
+            finally:
+                admission.at_model -= len(items)
         except QueueFull as exc:
             self.metrics.record_rejected()
             raise overloaded(str(exc)) from None

@@ -23,10 +23,15 @@ def results():
             _run("ours", "null", 64, 2000, 40), _run("ours-2w", "null", 64, 3000, 30),
             _run("bare-asgi", "null", 64, 5000, 15, client_cpu=2.5)]
     overload = {"system": "ours", "model": "minilm", "concurrency": 600, "duration_s": 10.0, "throughput_rps": 195.0,
-                "statuses": {"200": 1950, "503": 40000}, "shed_p50_ms": 2.0, "p50_ms": 1500.0}
+                "statuses": {"200": 1950, "503": 40000}, "shed_p50_ms": 2.0, "p50_ms": 1500.0, "goodput_rps": 195.0,
+                "deadline_ms": 1000.0, "within_deadline_p99_ms": 900.0}
     bare = {"system": "bare-asgi", "model": "null", "concurrency": 600, "duration_s": 10.0, "throughput_rps": 30000.0,
             "statuses": {"200": 300000}, "shed_p50_ms": None, "p50_ms": 19.0}
-    return {"setup": {"model_label": "minilm"}, "runs": runs, "overload": [overload, bare],
+    costs = [{"system": "ours", "clients": 64, "statuses": {"503": 100}, "answers_per_s": 10.0, "server_cores": 0.5,
+              "cpu_us_per_answer": 50.0, "cores_by_process": {"worker-0": 0.5}},
+             {"system": "bare-asgi", "clients": 64, "statuses": {"200": 100}, "answers_per_s": 10.0,
+              "server_cores": 0.3, "cpu_us_per_answer": 30.0, "cores_by_process": None}]
+    return {"setup": {"model_label": "minilm"}, "runs": runs, "overload": [overload, bare], "rejection_cost": costs,
             "raw_model": {"items_per_s": {"1": 60.0, "32": 200.0}, "best_batch_size": 32, "best_items_per_s": 200.0}}
 
 
@@ -40,14 +45,24 @@ def test_targets(results):
     assert ratios["ours_2_workers_null_over_1_worker"] == pytest.approx(1.5)
     assert ratios["overload_goodput_over_saturation"] == pytest.approx(195 / 210)
     assert ratios["overload_offered_over_saturation"] == pytest.approx(4195 / 210)
-    assert [t["met"] for t in targets] == [True, True, True, False, True, True, True, False, True]
+    assert ratios["rejection_cpu_over_bare_asgi_answer"] == pytest.approx(50 / 30)
+    assert [t["met"] for t in targets] == [True, True, True, False, True, True, True, True, True, False, True]
+
+
+def test_a_costly_no_and_late_200s_miss_their_targets(results):
+    results["rejection_cost"][0]["cpu_us_per_answer"] = 61.0  # > 2 x the bare app's 30
+    results["overload"][0]["within_deadline_p99_ms"] = 10_001.0  # past REQUEST_TIMEOUT_S (10 s by default)
+    _, targets = evaluate(results)
+    verdicts = {t["target"].split(":")[0]: t["met"] for t in targets}
+    assert verdicts["a rejection's CPU <= 2 x a bare ASGI answer's (null model, every request shed)"] is False
+    assert [t["met"] for t in targets if "p99 of the 200s" in t["target"]] == [False]
 
 
 def test_missing_systems_are_not_measured(results):
     results["runs"] = [r for r in results["runs"] if r["system"] != "baseline"]
     results["overload"] = []
     _, targets = evaluate(results)
-    assert [t["met"] for t in targets] == [True, True, None, None, None, None, True, False, True]
+    assert [t["met"] for t in targets] == [True, True, None, None, None, None, True, None, True, False, True]
 
 
 def test_generator_ceiling_from_the_bare_asgi_run(results):

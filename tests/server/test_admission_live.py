@@ -1,0 +1,64 @@
+"""Admission by deadline in the real server (model process, HTTP worker, uvicorn): clients that retry at once,
+each request with a deadline the queue could not keep for all of them. The 200s arrive within their deadline,
+the rest are 503 with Retry-After (and a few 504s where a batch overran its plan), nothing else."""
+
+from __future__ import annotations
+
+import http.client
+import time
+
+import orjson
+import pytest
+
+from bench.loadgen import encode_requests, run_load
+
+from .test_process import free_port, server_env, start, wait_until_ready
+
+pytestmark = pytest.mark.slow
+BATCH_S = 0.05  # SlowClassificationHandler's pause in every batch, warm-up included (so the table knows it)
+CLIENTS, SECONDS = 24, 3.0
+BODY = orjson.dumps({"text": "a short text"})
+
+
+def _one_ms(port: int) -> float:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        started = time.perf_counter()
+        conn.request("POST", "/predict", body=BODY, headers={"content-type": "application/json"})
+        assert conn.getresponse().read()
+        return 1000 * (time.perf_counter() - started)
+    finally:
+        conn.close()
+
+
+def test_under_overload_every_200_is_within_its_deadline_and_the_rest_are_503(tiny_classifier_dir, tmp_path):
+    port, log = free_port(), tmp_path / "server.log"
+    # Batches of at most 2: 24 clients would queue 12 batches deep without admission; the deadline allows 4
+    # batches (of however long a batch takes on this machine now).
+    env = server_env(tiny_classifier_dir, port, tmp_path / "cache", MODEL_TASK="text-classification",
+                     MODEL_HANDLER="inference_server.testing:SlowClassificationHandler",
+                     SLOW_HANDLER_DELAY_S=str(BATCH_S), MAX_BATCH_SIZE="2", MAX_SEQUENCE_LENGTH="32", WORKERS="1",
+                     OMP_NUM_THREADS="1")
+    process = start(env, log)
+    try:
+        wait_until_ready(process, port, log)
+        batch_ms = sorted(_one_ms(port) for _ in range(5))[2]
+        deadline_ms = 4 * batch_ms
+        # The bench's load generator: one uvloop thread, so its own delays stay small beside the deadline.
+        requests = encode_requests("127.0.0.1", port, "/predict", [BODY],
+                                   {"X-Request-Timeout-Ms": f"{deadline_ms:.0f}"})
+        result = run_load("127.0.0.1", port, requests, CLIENTS, 0.3, SECONDS, min_per_client=0,
+                          deadline_ms=deadline_ms)
+    finally:
+        process.terminate()
+        process.wait(30)
+    counts = {int(code): n for code, n in result.statuses.items()}
+    # Admission plans with measured times; a batch that overruns its plan (EWMA + 2 deviations, x 1.2) on this
+    # shared machine makes its requests 504 at their deadline: a few, never most of what was admitted.
+    assert set(counts) <= {200, 503, 504}, counts
+    assert counts.get(200) and counts.get(503), counts
+    assert counts.get(504, 0) <= 0.1 * (counts[200] + counts.get(504, 0)), counts
+    # The server's clock starts when the worker reads the request, the client's when it writes it.
+    assert result.within_deadline >= 0.9 * counts[200], (deadline_ms, result.within_deadline, counts)
+    assert result.p99_ms < deadline_ms + batch_ms, (deadline_ms, batch_ms, result.p99_ms)
+    assert counts[200] >= 0.5 * 2 * SECONDS * 1000 / batch_ms, (batch_ms, counts)  # half the model's capacity
