@@ -4,6 +4,7 @@ import json
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 from aws_cdk.assertions import Template
@@ -528,10 +529,23 @@ def test_image_asset_is_built_for_linux_amd64_from_a_lean_context(synthesized):
     assert leaked == []
 
 
+def hadolint(dockerfile: Path) -> tuple[int, list]:
+    """hadolint's exit code and its JSON findings (a list, empty when clean: a crash prints no JSON)."""
+    binary = shutil.which("hadolint") or str(ROOT / ".venv" / "bin" / "hadolint")
+    result = subprocess.run([binary, "--format", "json", "--failure-threshold", "style", str(dockerfile)], capture_output=True, text=True)
+    return result.returncode, json.loads(result.stdout)
+
+
 def test_dockerfile_passes_hadolint():
-    hadolint = shutil.which("hadolint") or str(ROOT / ".venv" / "bin" / "hadolint")
-    result = subprocess.run([hadolint, "--failure-threshold", "style", str(ROOT / "inference_image" / "Dockerfile")], capture_output=True, text=True)
-    assert result.returncode == 0, result.stdout + result.stderr
+    assert hadolint(ROOT / "inference_image" / "Dockerfile") == (0, [])
+
+
+def test_hadolint_reports_a_planted_finding(tmp_path):
+    """The twin: the same call fails on a Dockerfile with an unpinned base image and apt packages (DL3007, DL3008)."""
+    planted = tmp_path / "Dockerfile"
+    planted.write_text("FROM ubuntu:latest\nRUN apt-get update && apt-get install -y curl\n")
+    returncode, findings = hadolint(planted)
+    assert returncode == 1 and {"DL3007", "DL3008"} <= {f["code"] for f in findings}
 
 
 def test_vllm_models_serve_with_tensor_parallelism_over_their_gpus_from_scratch(env):
