@@ -27,6 +27,7 @@ from .errors import ConfigError, require, require_range
 from .gpu_capacity import GpuCapacity
 from .instance_catalog import GpuInstanceType, lookup
 from .latency_alarms import LatencyAlarmProps, LatencyAlarmThresholds
+from .target_group_metrics import TargetGroupMetrics, load_balancer_name_from_listener_arn
 from .load_balancer import MAX_RULE_PRIORITY, InferenceLoadBalancer, check_rule_priority, model_path_patterns
 from .log_retention import retention_days
 from .model_store import (MANIFEST_FILE, MODELS_PREFIX, SHA256SUMS_FILE, ModelStore, grant_read_prefix, model_read_prefix,
@@ -278,7 +279,9 @@ class ModelService(Construct):
     ModelStore), or ``model_bucket`` (any IBucket) + ``models_prefix`` (default ``"models"``): the
     model's files are under ``<models_prefix>/<name>/<version>/``. Routing: ``load_balancer`` (an
     InferenceLoadBalancer), or ``listener`` (any IApplicationListener; its connections reach the
-    tasks) + ``listener_priority``. ``logs_key`` (any IKey) encrypts the log group, kept
+    tasks) + ``listener_priority``; ``load_balancer_full_name`` (``app/<name>/<id>``, default: the load balancer's, or
+    parsed from the listener's ARN) dimensions the target-group metrics: give it when the listener is another
+    stack's, whose ARN CloudFormation may not accept inside ``Fn::Split``. ``logs_key`` (any IKey) encrypts the log group, kept
     ``log_retention_days`` (default 90). ``timing`` defaults to ServiceTimingProps().
     ``api_keys_secret`` goes to the contract's ``api_keys_variable``.
 
@@ -288,7 +291,7 @@ class ModelService(Construct):
 
     Attributes: ``contract``, ``service``, ``task_definition``, ``container``, ``model_fetcher`` (or
     None), ``metrics_collector`` (or None), ``target_group``, ``target_groups`` (with the alternate one
-    that canary, linear and blue/green deployments shift traffic to), ``listener_rule``,
+    that canary, linear and blue/green deployments shift traffic to), ``target_group_metrics`` (TargetGroupMetrics of each), ``load_balancer_full_name``, ``listener_rule``,
     ``rollback_alarms``, ``security_group``, ``log_group``, ``log_stream_prefix`` (``<model>/<version>``),
     ``deregistration_delay_seconds`` and ``stop_timeout_seconds`` (``timing``'s, or the contract's own),
     ``task_role``, ``url_path``, ``instance_type``. ``add_rollback_alarm`` adds an alarm that rolls back a deployment in progress.
@@ -316,6 +319,7 @@ class ModelService(Construct):
         load_balancer: Optional[InferenceLoadBalancer] = None,
         listener: Optional[elbv2.IApplicationListener] = None,
         listener_priority: Optional[int] = None,
+        load_balancer_full_name: Optional[str] = None,
         log_retention_days: int = 90,
         api_keys_secret: Optional[secretsmanager.ISecret] = None,
         rollback_thresholds: Optional[RollbackThresholds] = None,
@@ -512,6 +516,11 @@ class ModelService(Construct):
                     ),
                 )
             ]
+        if load_balancer_full_name is None:
+            load_balancer_full_name = (load_balancer.load_balancer.load_balancer_full_name if load_balancer is not None
+                                       else load_balancer_name_from_listener_arn(listener.listener_arn))
+        self.load_balancer_full_name = load_balancer_full_name
+        self.target_group_metrics = [TargetGroupMetrics(tg, load_balancer_full_name) for tg in self.target_groups]
         alternate = None
         if deployment.shifts_traffic:
             alternate = ecs.AlternateTarget(
@@ -523,7 +532,7 @@ class ModelService(Construct):
             container_name=self.container.container_name, container_port=contract.port, alternate_target=alternate
         ).attach_to_application_target_group(self.target_group)
         self.rollback_alarms = RollbackAlarms(
-            self, "RollbackAlarms", model_name=model.name, target_groups=self.target_groups,
+            self, "RollbackAlarms", model_name=model.name, target_groups=self.target_group_metrics,
             thresholds=rollback_thresholds, enabled=deployment.rollback_alarms,
         )
         for alarm in self.rollback_alarms.alarms.values():
@@ -681,18 +690,18 @@ class ModelService(Construct):
         )
 
     def metric_requests(self, period: cdk.Duration = cdk.Duration.minutes(1)) -> cloudwatch.IMetric:
-        return sum_over([tg.metrics.request_count(period=period) for tg in self.target_groups], f"{self.model.name} requests")
+        return sum_over([tg.request_count(period=period) for tg in self.target_group_metrics], f"{self.model.name} requests")
 
     def metric_target_response_time(self, statistic: str, period: cdk.Duration = cdk.Duration.minutes(1)) -> cloudwatch.IMetric:
         """ALB TargetResponseTime in seconds (``p50``, ``p95``, ``p99``, ...)."""
-        return worst_of([tg.metrics.target_response_time(statistic=statistic, period=period) for tg in self.target_groups], f"{self.model.name} {statistic}")
+        return worst_of([tg.target_response_time(statistic=statistic, period=period) for tg in self.target_group_metrics], f"{self.model.name} {statistic}")
 
     def metric_target_5xx(self, period: cdk.Duration = cdk.Duration.minutes(1)) -> cloudwatch.IMetric:
-        return sum_over([tg.metrics.http_code_target(elbv2.HttpCodeTarget.TARGET_5XX_COUNT, period=period, statistic="Sum") for tg in self.target_groups],
+        return sum_over([tg.http_code_target(elbv2.HttpCodeTarget.TARGET_5XX_COUNT, period=period, statistic="Sum") for tg in self.target_group_metrics],
                         f"{self.model.name} target 5xx")
 
     def metric_unhealthy_hosts(self, period: cdk.Duration = cdk.Duration.minutes(1)) -> cloudwatch.IMetric:
-        return sum_over([tg.metrics.unhealthy_host_count(period=period, statistic="Maximum") for tg in self.target_groups], f"{self.model.name} unhealthy targets")
+        return sum_over([tg.unhealthy_host_count(period=period, statistic="Maximum") for tg in self.target_group_metrics], f"{self.model.name} unhealthy targets")
 
     def metric_tasks(self, name: str, period: cdk.Duration = cdk.Duration.minutes(1)) -> cloudwatch.Metric:
         """Container Insights task counts: ``RunningTaskCount``, ``DesiredTaskCount`` or ``PendingTaskCount``."""

@@ -130,10 +130,16 @@ class ServiceScaling(Construct):
 
         if contract.bundled_metrics or not contract.scaling_signals:
             if len(model_service.target_groups) == 1:
-                self.task_count.scale_on_request_count(
+                # scale_on_request_count would parse the load balancer's name out of the listener's ARN (Fn::Split),
+                # which CloudFormation may not accept over another stack's output: the name is given instead.
+                name = load_balancer.load_balancer_full_name if load_balancer is not None else model_service.load_balancer_full_name
+                appscaling.TargetTrackingScalingPolicy(
+                    self.task_count,
                     "RequestsPerTarget",
-                    requests_per_target=props.requests_per_target_per_minute,
-                    target_group=model_service.target_group,
+                    scaling_target=self.scalable_target,
+                    predefined_metric=appscaling.PredefinedMetric.ALB_REQUEST_COUNT_PER_TARGET,
+                    resource_label=f"{name}/{model_service.target_group.target_group_full_name}",
+                    target_value=props.requests_per_target_per_minute,
                     scale_out_cooldown=out_cooldown,
                     scale_in_cooldown=in_cooldown,
                 )
