@@ -385,6 +385,9 @@ class ModelService(Construct):
         self.log_group = logs.LogGroup(
             self, "Logs", log_group_name=service_log_group_name(environment_name, model.name),
             encryption_key=logs_key, retention=retention_days(log_retention_days, "log_retention_days"),
+            # Kept when the model is removed, but not after a failed first create: with a fixed name, a group kept
+            # then makes the retry (or adding the model back) fail with "already exists".
+            removal_policy=cdk.RemovalPolicy.RETAIN_ON_UPDATE_OR_DELETE,
         )
         self.task_role = iam.Role(
             self,
