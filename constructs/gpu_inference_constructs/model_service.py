@@ -60,6 +60,8 @@ MODEL_VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 TASKS = ("text-classification", "text-embedding", "torch-export", "image-classification")
 # A rolling deployment starts the new tasks before it stops the old: up to twice the tasks, one GPU each.
 ROLLING_MAX_HEALTHY_PERCENT = 200
+# ECS caps a container health check's startPeriod at 300 s (ECS API HealthCheck).
+MAX_HEALTH_CHECK_START_PERIOD = 300
 # The bundled server's contract (server_contract.BundledServer); kept here for existing imports.
 CONTAINER_PORT = BUNDLED_PORT
 CONTAINER_USER = BUNDLED_USER
@@ -424,6 +426,16 @@ class ModelService(Construct):
                 ecs.Tmpfs(container_path=path, size=size, mount_options=[ecs.TmpfsMountOption.NOSUID, ecs.TmpfsMountOption.NODEV])
             )
         liveness = contract.liveness
+        start_period = min(MAX_HEALTH_CHECK_START_PERIOD, model.health_check_grace_seconds)
+        require(
+            liveness.passes_while_loading or liveness.start_window_seconds(start_period) >= model.expected_load_seconds,
+            f"models[{model.name}].expected_load_seconds",
+            f"{model.expected_load_seconds} s is longer than the {contract.name} server's liveness check allows while "
+            f"loading ({start_period} s start period + {liveness.retries} x {liveness.interval_seconds} s = "
+            f"{liveness.start_window_seconds(start_period)} s; ECS caps the start period at {MAX_HEALTH_CHECK_START_PERIOD} s): ECS "
+            "would replace the container mid-load, in a loop. Give the server a liveness check that passes while it loads "
+            "(LivenessCheck(passes_while_loading=True); the target group's readiness check gates traffic), or load faster",
+        )
         self.container = self.task_definition.add_container(
             "server",
             image=contract.image,
@@ -446,7 +458,7 @@ class ModelService(Construct):
                 interval=cdk.Duration.seconds(liveness.interval_seconds),
                 timeout=cdk.Duration.seconds(liveness.timeout_seconds),
                 retries=liveness.retries,
-                start_period=cdk.Duration.seconds(min(300, model.health_check_grace_seconds)),
+                start_period=cdk.Duration.seconds(start_period),
             ),
             ulimits=[ecs.Ulimit(name=ecs.UlimitName.NOFILE, soft_limit=65536, hard_limit=65536)],
         )

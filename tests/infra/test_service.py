@@ -10,6 +10,7 @@ import pytest
 from aws_cdk.assertions import Template
 
 from gpu_inference_constructs.model_service import CONTAINER_PORT, SPOT_NOTICE_SECONDS
+from gpu_inference_constructs.server_contract import vllm_liveness
 from tests.conftest import ROOT
 
 from tests.infra.conftest import ENVIRONMENTS
@@ -35,7 +36,7 @@ def promised(model):
         return {"port": CONTAINER_PORT, "user": "10001:10001", "readiness": "/ready", "secret": "API_KEYS", "gpus": 1, "path": path,
                 "liveness": ["CMD", "python", "-m", "inference_server.healthcheck"]}
     return {"port": model.vllm.port, "user": "1000:1000", "readiness": "/health", "secret": "VLLM_API_KEY", "gpus": model.gpus,
-            "path": "v1/completions", "liveness": ["CMD", "python3", "-c", f"import urllib.request; urllib.request.urlopen('http://127.0.0.1:{model.vllm.port}/health', timeout=4)"]}
+            "path": "v1/completions", "liveness": list(vllm_liveness(model.vllm.port).command)}  # passes while loading: tests/infra/test_liveness.py
 
 
 def bundled(config):
