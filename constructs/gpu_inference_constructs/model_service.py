@@ -62,6 +62,8 @@ TASKS = ("text-classification", "text-embedding", "torch-export", "image-classif
 ROLLING_MAX_HEALTHY_PERCENT = 200
 # ECS caps a container health check's startPeriod at 300 s (ECS API HealthCheck).
 MAX_HEALTH_CHECK_START_PERIOD = 300
+# Task-definition metadata: container name -> {'user' | 'readonly_root_filesystem': why it is root / writable}.
+CONTAINER_ACKNOWLEDGEMENTS = "gpu-inference:container-acknowledgements"
 # The bundled server's contract (server_contract.BundledServer); kept here for existing imports.
 CONTAINER_PORT = BUNDLED_PORT
 CONTAINER_USER = BUNDLED_USER
@@ -296,7 +298,8 @@ class ModelService(Construct):
     that canary, linear and blue/green deployments shift traffic to), ``target_group_metrics`` (TargetGroupMetrics of each), ``load_balancer_full_name``, ``listener_rule``,
     ``rollback_alarms``, ``security_group``, ``log_group``, ``log_stream_prefix`` (``<model>/<version>``),
     ``deregistration_delay_seconds`` and ``stop_timeout_seconds`` (``timing``'s, or the contract's own),
-    ``task_role``, ``url_path``, ``instance_type``. ``add_rollback_alarm`` adds an alarm that rolls back a deployment in progress.
+    ``task_role``, ``url_path``, ``instance_type``. ``acknowledge_container`` records why a container runs as root
+    or writes its root filesystem. ``add_rollback_alarm`` adds an alarm that rolls back a deployment in progress.
     """
 
     def __init__(
@@ -463,6 +466,7 @@ class ModelService(Construct):
             ulimits=[ecs.Ulimit(name=ecs.UlimitName.NOFILE, soft_limit=65536, hard_limit=65536)],
         )
         self.container.add_mount_points(ecs.MountPoint(container_path=SCRATCH_PATH, source_volume="scratch", read_only=False))
+        self._container_acknowledgements: dict[str, dict[str, str]] = {}
         self.model_fetcher = self._add_model_fetcher(contract, uri, region) if contract.model_source.mode == "copy_to_scratch" else None
         self.metrics_collector = self._add_metrics_collector(contract, region) if contract.metrics is not None else None
 
@@ -599,8 +603,8 @@ class ModelService(Construct):
 
     def _check_fits(self, contract: ServerContract) -> None:
         cpu, memory = self.model.cpu, self.model.memory_mib
-        if contract.model_source.mode == "copy_to_scratch":
-            cpu, memory = cpu + FETCHER_CPU, memory + FETCHER_MEMORY_MIB
+        if contract.model_source.mode == "copy_to_scratch":  # scratch-owner and model-fetch: ECS reserves both
+            cpu, memory = cpu + 2 * FETCHER_CPU, memory + 2 * FETCHER_MEMORY_MIB
         if contract.metrics is not None:
             cpu, memory = cpu + contract.metrics.collector_cpu, memory + contract.metrics.collector_memory_mib
         if contract.shared_memory_mib is not None:
@@ -615,13 +619,37 @@ class ModelService(Construct):
             raise ConfigError(f"models[{self.model.name}].{error.key}", error.detail) from None
 
     def _add_model_fetcher(self, contract: ServerContract, uri: str, region: str) -> ecs.ContainerDefinition:
-        """An init container: copy the model's S3 prefix to scratch, check the files against the SHA256SUMS that
-        publish wrote beside the manifest (a prefix without a manifest is copied unverified, and says so), hand
-        scratch to the server's user, exit 0."""
+        """Two init containers. ``scratch-owner`` (root, CHOWN only) creates scratch's folders and hands the volume,
+        which Docker creates root-owned, to the server's user; it reads nothing. ``model-fetch`` then runs as that
+        user: copy the model's S3 prefix to scratch, check the files against the SHA256SUMS that publish wrote beside
+        the manifest (a prefix without a manifest is copied unverified, and says so), exit 0."""
         source = contract.model_source
+        image = source.fetcher_image or ecs.ContainerImage.from_registry(DEFAULT_FETCHER_IMAGE)
+        owner = self.task_definition.add_container(
+            "scratch-owner",
+            image=image,
+            essential=False,
+            entry_point=["/bin/sh", "-c"],
+            command=[f'set -eu; mkdir -p "$MODEL_DIR" {SCRATCH_PATH}/home {SCRATCH_PATH}/cache {SCRATCH_PATH}/tmp; '
+                     f'chown -R "$SERVER_USER" {SCRATCH_PATH}'],
+            cpu=FETCHER_CPU,
+            memory_reservation_mib=FETCHER_MEMORY_MIB,
+            environment={"MODEL_DIR": source.local_path, "SERVER_USER": contract.user},
+            logging=self._log_driver(),
+            readonly_root_filesystem=True,
+            privileged=False,
+            user="0",
+            linux_parameters=_capabilities(self, "ScratchOwnerLinuxParameters", keep=[ecs.Capability.CHOWN]),
+        )
+        self.acknowledge_container(
+            "scratch-owner", "user",
+            "Root with every capability dropped but CHOWN: Docker creates the task's scratch volume owned by root, and "
+            "only root may hand it to the server's user. It runs mkdir and chown, reads no input and exits; the model "
+            "fetch and the server run as that user.",
+        )
+        owner.add_mount_points(ecs.MountPoint(container_path=SCRATCH_PATH, source_volume="scratch", read_only=False))
         script = (
             "set -eu; "
-            f'mkdir -p "$MODEL_DIR" {SCRATCH_PATH}/home {SCRATCH_PATH}/cache {SCRATCH_PATH}/tmp; '
             'aws s3 sync --only-show-errors --no-progress "$MODEL_URI" "$MODEL_DIR"; '
             'if [ -z "$(ls -A "$MODEL_DIR")" ]; then echo "no model files under $MODEL_URI" >&2; exit 1; fi; '
             # What `python -m inference_server.publish` wrote: every file's SHA-256, checked before the server starts.
@@ -630,12 +658,11 @@ class ModelService(Construct):
             'publish it again with python -m inference_server.publish" >&2; exit 1; fi; '
             f'(cd "$MODEL_DIR" && sha256sum --check --strict --quiet {SHA256SUMS_FILE}) || '
             f'{{ echo "model files under $MODEL_URI do not match {SHA256SUMS_FILE}" >&2; exit 1; }}; '
-            f'else echo "$MODEL_URI has no {MANIFEST_FILE}: files not verified" >&2; fi; '
-            f'chown -R "$SERVER_USER" {SCRATCH_PATH}'
+            f'else echo "$MODEL_URI has no {MANIFEST_FILE}: files not verified" >&2; fi'
         )
         fetcher = self.task_definition.add_container(
             "model-fetch",
-            image=source.fetcher_image or ecs.ContainerImage.from_registry(DEFAULT_FETCHER_IMAGE),
+            image=image,
             essential=False,
             entry_point=["/bin/sh", "-c"],
             command=[script],
@@ -644,7 +671,6 @@ class ModelService(Construct):
             environment={
                 "MODEL_URI": uri,
                 "MODEL_DIR": source.local_path,
-                "SERVER_USER": contract.user,
                 "AWS_DEFAULT_REGION": region,
                 "HOME": f"{SCRATCH_PATH}/tmp",
                 "TMPDIR": f"{SCRATCH_PATH}/tmp",
@@ -652,15 +678,23 @@ class ModelService(Construct):
             logging=self._log_driver(),
             readonly_root_filesystem=True,
             privileged=False,
-            # Root, but with no capability beyond changing ownership: it creates scratch and hands it to the server's user.
-            user="0",
-            linux_parameters=_capabilities(self, "FetcherLinuxParameters", keep=[ecs.Capability.CHOWN]),
+            user=contract.user,
+            linux_parameters=_capabilities(self, "FetcherLinuxParameters", keep=[]),
         )
         fetcher.add_mount_points(ecs.MountPoint(container_path=SCRATCH_PATH, source_volume="scratch", read_only=False))
+        fetcher.add_container_dependencies(ecs.ContainerDependency(container=owner, condition=ecs.ContainerDependencyCondition.SUCCESS))
         self.container.add_container_dependencies(
             ecs.ContainerDependency(container=fetcher, condition=ecs.ContainerDependencyCondition.SUCCESS)
         )
         return fetcher
+
+    def acknowledge_container(self, container_name: str, what: str, reason: str) -> None:
+        """Record, in the task definition's metadata (``CONTAINER_ACKNOWLEDGEMENTS``), why ``container_name`` is not
+        non-root (``what`` "user") or has a writable root filesystem ("readonly_root_filesystem")."""
+        require(what in ("user", "readonly_root_filesystem"), "what", f"{what!r}: 'user' or 'readonly_root_filesystem'")
+        require(len(reason) >= 60, "reason", "say why, in a sentence a reviewer would accept")
+        self._container_acknowledgements.setdefault(container_name, {})[what] = reason
+        self.task_definition.node.default_child.add_metadata(CONTAINER_ACKNOWLEDGEMENTS, self._container_acknowledgements)
 
     def _add_metrics_collector(self, contract: ServerContract, region: str) -> ecs.ContainerDefinition:
         """The CloudWatch agent as a sidecar: scrapes the server's Prometheus metrics over the task's loopback."""
@@ -685,6 +719,13 @@ class ModelService(Construct):
             readonly_root_filesystem=False,
             linux_parameters=_capabilities(self, "CollectorLinuxParameters", keep=[]),
         )
+        for what in ("user", "readonly_root_filesystem"):
+            self.acknowledge_container(
+                "metrics-collector", what,
+                "The CloudWatch agent image runs as its default user, root, and its entrypoint writes the translated "
+                "configuration and state under /opt/aws/amazon-cloudwatch-agent; every capability is dropped, it is "
+                "not essential, reads only the task's loopback and writes only this model's log group.",
+            )
         self.task_role.add_to_principal_policy(
             iam.PolicyStatement(
                 actions=["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],

@@ -223,7 +223,7 @@ def test_every_containers_log_stream_carries_the_model_version(env):
     for td in template.find_resources("AWS::ECS::TaskDefinition").values():
         for c in td["Properties"]["ContainerDefinitions"]:
             by_prefix.setdefault(c["LogConfiguration"]["Options"]["awslogs-stream-prefix"], set()).add(c["Name"])
-    expected = {f"{m.name}/{m.version}": {"server"} | ({"model-fetch", "metrics-collector"} if m.vllm else set()) for m in config.models}
+    expected = {f"{m.name}/{m.version}": {"server"} | ({"scratch-owner", "model-fetch", "metrics-collector"} if m.vllm else set()) for m in config.models}
     assert by_prefix == expected
 
 
