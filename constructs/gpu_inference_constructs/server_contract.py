@@ -147,18 +147,22 @@ class ScalingSignal:
     """One metric (in namespace ``GpuInference``, this model's dimensions) that drives the task count.
 
     Set exactly one of ``target`` (target tracking holds the per-task ``statistic`` at it; scales in
-    too) and ``scale_out_above`` (a step policy adds one task above it and two above twice it).
+    too) and ``scale_out_above`` (a step policy adds one task above it and two above twice it, when the
+    metric can reach twice it: ``maximum``, the most it can be, such as 1 for a fraction).
     """
 
     metric: str
     statistic: str = "Average"
     target: Optional[float] = None
     scale_out_above: Optional[float] = None
+    maximum: Optional[float] = None
 
     def __post_init__(self) -> None:
         require((self.target is None) != (self.scale_out_above is None), f"scaling_signals[{self.metric}]", "set exactly one of target and scale_out_above")
         value = self.target if self.target is not None else self.scale_out_above
         require(value > 0, f"scaling_signals[{self.metric}]", f"{value} must be greater than 0")
+        if self.maximum is not None:
+            require(value < self.maximum, f"scaling_signals[{self.metric}]", f"{value} can never be passed: the metric is at most {self.maximum}")
 
 
 SPOT_NOTICE_SECONDS = 120
@@ -685,7 +689,8 @@ class VllmServer:
             scaling_signals=(
                 ScalingSignal(running, target=props.running_target),
                 ScalingSignal(waiting, statistic="Maximum", scale_out_above=props.waiting_requests_scale_out),
-                ScalingSignal(kv_cache, statistic="Maximum", scale_out_above=props.kv_cache_scale_out_percent / 100),
+                # vllm:kv_cache_usage_perc is a fraction, 0 to 1.
+                ScalingSignal(kv_cache, statistic="Maximum", scale_out_above=props.kv_cache_scale_out_percent / 100, maximum=1),
             ),
         )
 
