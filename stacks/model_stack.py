@@ -8,6 +8,7 @@ The construct IDs are the ones the single-stack layout had, so each resource kee
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Optional
 
 import aws_cdk as cdk
 from aws_cdk import aws_ecr_assets as ecr_assets
@@ -16,6 +17,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
+from gpu_inference_constructs.load_balancer import InferenceLoadBalancer
 from gpu_inference_constructs.model_service import ModelProps, ModelService
 from gpu_inference_constructs.monitoring import ModelAlarms
 from gpu_inference_constructs.network import InferenceNetwork
@@ -54,9 +56,13 @@ class ModelStack(cdk.Stack):
         model: ModelProps,
         shared: InferenceStack,
         network: InferenceNetwork,
+        load_balancer: Optional[InferenceLoadBalancer] = None,
         **kwargs,
     ) -> None:
+        """``load_balancer``: the one this model is routed on (default: the shared stack's). Whatever stack holds it,
+        this stack reads its listener ARN and ``LoadBalancerFullName`` as plain outputs, never a parsed ARN."""
         super().__init__(scope, construct_id, description=f"GPU inference: the {model.name} model service", **kwargs)
+        load_balancer = load_balancer or shared.load_balancer
         self.service = ModelService(
             self,
             f"Model-{model.name}",
@@ -66,7 +72,7 @@ class ModelStack(cdk.Stack):
             subnets=network.private_subnets,
             server=server_for(model, None if model.vllm is not None else bundled_image(self)),
             model_store=shared.model_store,
-            load_balancer=shared.load_balancer,
+            load_balancer=load_balancer,
             logs_key=shared.logs_key,
             log_retention_days=config.log_retention_days,
             environment_name=config.name,
@@ -79,7 +85,7 @@ class ModelStack(cdk.Stack):
             model_service=self.service,
             props=model.scaling,
             scaling=config.scaling,
-            load_balancer=shared.load_balancer.load_balancer,
+            load_balancer=load_balancer.load_balancer,
         )
         self.alarms = ModelAlarms(
             self,
@@ -91,7 +97,7 @@ class ModelStack(cdk.Stack):
         )
         self._grant_api_keys_decrypt(shared)
         route, what = inference_route(model)
-        cdk.CfnOutput(self, f"Url-{model.name}", value=f"{shared.load_balancer.base_url}/{model.name}/{route}", description=f"{model.name} {what}")
+        cdk.CfnOutput(self, f"Url-{model.name}", value=f"{load_balancer.base_url}/{model.name}/{route}", description=f"{model.name} {what}")
 
     def _api_keys(self, shared: InferenceStack) -> secretsmanager.ISecret:
         """The shared API-key secret and its key as this stack sees them: granting to an imported key changes only

@@ -11,6 +11,9 @@ from .inference_stack import InferenceStack
 from .model_stack import ModelStack, model_stack_id
 from .network_stack import NetworkStack
 
+# Resources whose update has side effects a tag change should never cause (see below).
+UNTAGGED = ("AWS::ElasticLoadBalancingV2::ListenerRule", "AWS::ApplicationAutoScaling::ScalableTarget")
+
 
 class InferenceStage(cdk.Stage):
     def __init__(self, scope: Construct, config: EnvironmentConfig) -> None:
@@ -23,8 +26,11 @@ class InferenceStage(cdk.Stage):
             list(config.network.availability_zones),
         )
         cdk.Validations.of(self).add_plugins(AwsSolutionsChecks(self))
+        # Not on listener rules: a tag change would update the rule, and CloudFormation rewrites its forward weights
+        # with it, which may undo a canary's shift in progress (aws/aws-cdk#36649). Not on scalable targets: an update
+        # registers the template's MinCapacity again, dropping a scheduled floor until the next scheduled action.
         for key, value in {"project": "gpu-inference", **config.tags}.items():
-            cdk.Tags.of(self).add(key, value)
+            cdk.Tags.of(self).add(key, value, exclude_resource_types=list(UNTAGGED))
 
         self.network_stack = NetworkStack(self, "Network", props=config.network, env=env)
         self.inference_stack = InferenceStack(

@@ -5,6 +5,7 @@ contract and its presets. Each props class documents its defaults.
 """
 
 from .deployment import DeploymentProps, RollbackAlarms, RollbackProps, RollbackThresholds
+from .target_group_metrics import TargetGroupMetrics
 from .errors import ConfigError
 from .gpu_capacity import GpuCapacity, GpuCapacityProps
 from .instance_catalog import CATALOG, GpuInstanceType
@@ -71,6 +72,7 @@ __all__ = [
     "PredictiveScalingProps",
     "PrometheusMetrics",
     "RollbackAlarms",
+    "TargetGroupMetrics",
     "RollbackProps",
     "RollbackThresholds",
     "ScalingProps",

@@ -22,6 +22,7 @@ from constructs import Construct
 
 from .errors import require, require_range
 from .latency_goal import GoalMultiple
+from .target_group_metrics import TargetGroupMetrics
 
 Strategy = Literal["rolling", "canary", "linear", "blue_green"]
 BUILT_IN_ALARMS = ("target_5xx_rate", "latency_p95")
@@ -286,7 +287,7 @@ class RollbackProps:
 
 class RollbackAlarms(Construct):
     """The built-in rollback alarms of one model, each watching every target group the model serves from, so a
-    canary's errors count however little traffic it has. Attribute ``alarms``: name (``BUILT_IN_ALARMS``) -> Alarm."""
+    canary's errors count however little traffic it has (``target_groups``: the TargetGroupMetrics of each). Attribute ``alarms``: name (``BUILT_IN_ALARMS``) -> Alarm."""
 
     def __init__(
         self,
@@ -294,7 +295,7 @@ class RollbackAlarms(Construct):
         construct_id: str,
         *,
         model_name: str,
-        target_groups: Sequence[elbv2.ApplicationTargetGroup],
+        target_groups: Sequence[TargetGroupMetrics],
         thresholds: RollbackThresholds,
         enabled: Sequence[str] = BUILT_IN_ALARMS,
     ) -> None:
@@ -304,15 +305,15 @@ class RollbackAlarms(Construct):
             cloudwatch.MathExpression(
                 expression=f"IF(FILL(requests_{index}, 0) > 0, 100 * FILL(errors_{index}, 0) / requests_{index}, 0)",
                 using_metrics={
-                    f"errors_{index}": tg.metrics.http_code_target(elbv2.HttpCodeTarget.TARGET_5XX_COUNT, period=minute, statistic="Sum"),
-                    f"requests_{index}": tg.metrics.request_count(period=minute, statistic="Sum"),
+                    f"errors_{index}": tg.http_code_target(elbv2.HttpCodeTarget.TARGET_5XX_COUNT, period=minute, statistic="Sum"),
+                    f"requests_{index}": tg.request_count(period=minute, statistic="Sum"),
                 },
                 period=minute,
                 label=f"{model_name} target 5xx % ({index})",
             )
             for index, tg in enumerate(target_groups)
         ]
-        latencies = [tg.metrics.target_response_time(statistic="p95", period=minute) for tg in target_groups]
+        latencies = [tg.target_response_time(statistic="p95", period=minute) for tg in target_groups]
         definitions = {
             "target_5xx_rate": (
                 worst_of(per_group_rates, f"{model_name} target 5xx % (worst target group)"),

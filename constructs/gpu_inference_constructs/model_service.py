@@ -27,6 +27,7 @@ from .errors import ConfigError, require, require_range
 from .gpu_capacity import GpuCapacity
 from .instance_catalog import GpuInstanceType, lookup
 from .latency_alarms import LatencyAlarmProps, LatencyAlarmThresholds
+from .target_group_metrics import TargetGroupMetrics, load_balancer_name_from_listener_arn
 from .load_balancer import MAX_RULE_PRIORITY, InferenceLoadBalancer, check_rule_priority, model_path_patterns
 from .log_retention import retention_days
 from .model_store import (MANIFEST_FILE, MODELS_PREFIX, SHA256SUMS_FILE, ModelStore, grant_read_prefix, model_read_prefix,
@@ -59,6 +60,10 @@ MODEL_VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 TASKS = ("text-classification", "text-embedding", "torch-export", "image-classification")
 # A rolling deployment starts the new tasks before it stops the old: up to twice the tasks, one GPU each.
 ROLLING_MAX_HEALTHY_PERCENT = 200
+# ECS caps a container health check's startPeriod at 300 s (ECS API HealthCheck).
+MAX_HEALTH_CHECK_START_PERIOD = 300
+# Task-definition metadata: container name -> {'user' | 'readonly_root_filesystem': why it is root / writable}.
+CONTAINER_ACKNOWLEDGEMENTS = "gpu-inference:container-acknowledgements"
 # The bundled server's contract (server_contract.BundledServer); kept here for existing imports.
 CONTAINER_PORT = BUNDLED_PORT
 CONTAINER_USER = BUNDLED_USER
@@ -283,7 +288,9 @@ class ModelService(Construct):
     ModelStore), or ``model_bucket`` (any IBucket) + ``models_prefix`` (default ``"models"``): the
     model's files are under ``<models_prefix>/<name>/<version>/``. Routing: ``load_balancer`` (an
     InferenceLoadBalancer), or ``listener`` (any IApplicationListener; its connections reach the
-    tasks) + ``listener_priority``. ``logs_key`` (any IKey) encrypts the log group, kept
+    tasks) + ``listener_priority``; ``load_balancer_full_name`` (``app/<name>/<id>``, default: the load balancer's, or
+    parsed from the listener's ARN) dimensions the target-group metrics: give it when the listener is another
+    stack's, whose ARN CloudFormation may not accept inside ``Fn::Split``. ``logs_key`` (any IKey) encrypts the log group, kept
     ``log_retention_days`` (default 90). ``timing`` defaults to ServiceTimingProps().
     ``api_keys_secret`` (a JSON object of key names to keys) goes to the contract's ``api_keys_variable``: whole,
     or only its ``api_key_field`` key (vLLM's one key).
@@ -294,10 +301,11 @@ class ModelService(Construct):
 
     Attributes: ``contract``, ``service``, ``task_definition``, ``container``, ``model_fetcher`` (or
     None), ``metrics_collector`` (or None), ``target_group``, ``target_groups`` (with the alternate one
-    that canary, linear and blue/green deployments shift traffic to), ``listener_rule``,
+    that canary, linear and blue/green deployments shift traffic to), ``target_group_metrics`` (TargetGroupMetrics of each), ``load_balancer_full_name``, ``listener_rule``,
     ``rollback_alarms``, ``security_group``, ``log_group``, ``log_stream_prefix`` (``<model>/<version>``),
     ``deregistration_delay_seconds`` and ``stop_timeout_seconds`` (``timing``'s, or the contract's own),
-    ``task_role``, ``url_path``, ``instance_type``. ``add_rollback_alarm`` adds an alarm that rolls back a deployment in progress.
+    ``task_role``, ``url_path``, ``instance_type``. ``acknowledge_container`` records why a container runs as root
+    or writes its root filesystem. ``add_rollback_alarm`` adds an alarm that rolls back a deployment in progress.
     """
 
     def __init__(
@@ -322,6 +330,7 @@ class ModelService(Construct):
         load_balancer: Optional[InferenceLoadBalancer] = None,
         listener: Optional[elbv2.IApplicationListener] = None,
         listener_priority: Optional[int] = None,
+        load_balancer_full_name: Optional[str] = None,
         log_retention_days: int = 90,
         api_keys_secret: Optional[secretsmanager.ISecret] = None,
         rollback_thresholds: Optional[RollbackThresholds] = None,
@@ -387,6 +396,9 @@ class ModelService(Construct):
         self.log_group = logs.LogGroup(
             self, "Logs", log_group_name=service_log_group_name(environment_name, model.name),
             encryption_key=logs_key, retention=retention_days(log_retention_days, "log_retention_days"),
+            # Kept when the model is removed, but not after a failed first create: with a fixed name, a group kept
+            # then makes the retry (or adding the model back) fail with "already exists".
+            removal_policy=cdk.RemovalPolicy.RETAIN_ON_UPDATE_OR_DELETE,
         )
         self.task_role = iam.Role(
             self,
@@ -423,6 +435,16 @@ class ModelService(Construct):
                 ecs.Tmpfs(container_path=path, size=size, mount_options=[ecs.TmpfsMountOption.NOSUID, ecs.TmpfsMountOption.NODEV])
             )
         liveness = contract.liveness
+        start_period = min(MAX_HEALTH_CHECK_START_PERIOD, model.health_check_grace_seconds)
+        require(
+            liveness.passes_while_loading or liveness.start_window_seconds(start_period) >= model.expected_load_seconds,
+            f"models[{model.name}].expected_load_seconds",
+            f"{model.expected_load_seconds} s is longer than the {contract.name} server's liveness check allows while "
+            f"loading ({start_period} s start period + {liveness.retries} x {liveness.interval_seconds} s = "
+            f"{liveness.start_window_seconds(start_period)} s; ECS caps the start period at {MAX_HEALTH_CHECK_START_PERIOD} s): ECS "
+            "would replace the container mid-load, in a loop. Give the server a liveness check that passes while it loads "
+            "(LivenessCheck(passes_while_loading=True); the target group's readiness check gates traffic), or load faster",
+        )
         self.container = self.task_definition.add_container(
             "server",
             image=contract.image,
@@ -445,11 +467,12 @@ class ModelService(Construct):
                 interval=cdk.Duration.seconds(liveness.interval_seconds),
                 timeout=cdk.Duration.seconds(liveness.timeout_seconds),
                 retries=liveness.retries,
-                start_period=cdk.Duration.seconds(min(300, model.health_check_grace_seconds)),
+                start_period=cdk.Duration.seconds(start_period),
             ),
             ulimits=[ecs.Ulimit(name=ecs.UlimitName.NOFILE, soft_limit=65536, hard_limit=65536)],
         )
         self.container.add_mount_points(ecs.MountPoint(container_path=SCRATCH_PATH, source_volume="scratch", read_only=False))
+        self._container_acknowledgements: dict[str, dict[str, str]] = {}
         self.model_fetcher = self._add_model_fetcher(contract, uri, region) if contract.model_source.mode == "copy_to_scratch" else None
         self.metrics_collector = self._add_metrics_collector(contract, region) if contract.metrics is not None else None
 
@@ -518,6 +541,11 @@ class ModelService(Construct):
                     ),
                 )
             ]
+        if load_balancer_full_name is None:
+            load_balancer_full_name = (load_balancer.load_balancer.load_balancer_full_name if load_balancer is not None
+                                       else load_balancer_name_from_listener_arn(listener.listener_arn))
+        self.load_balancer_full_name = load_balancer_full_name
+        self.target_group_metrics = [TargetGroupMetrics(tg, load_balancer_full_name) for tg in self.target_groups]
         alternate = None
         if deployment.shifts_traffic:
             alternate = ecs.AlternateTarget(
@@ -529,7 +557,7 @@ class ModelService(Construct):
             container_name=self.container.container_name, container_port=contract.port, alternate_target=alternate
         ).attach_to_application_target_group(self.target_group)
         self.rollback_alarms = RollbackAlarms(
-            self, "RollbackAlarms", model_name=model.name, target_groups=self.target_groups,
+            self, "RollbackAlarms", model_name=model.name, target_groups=self.target_group_metrics,
             thresholds=rollback_thresholds, enabled=deployment.rollback_alarms,
         )
         for alarm in self.rollback_alarms.alarms.values():
@@ -581,8 +609,8 @@ class ModelService(Construct):
 
     def _check_fits(self, contract: ServerContract) -> None:
         cpu, memory = self.model.cpu, self.model.memory_mib
-        if contract.model_source.mode == "copy_to_scratch":
-            cpu, memory = cpu + FETCHER_CPU, memory + FETCHER_MEMORY_MIB
+        if contract.model_source.mode == "copy_to_scratch":  # scratch-owner and model-fetch: ECS reserves both
+            cpu, memory = cpu + 2 * FETCHER_CPU, memory + 2 * FETCHER_MEMORY_MIB
         if contract.metrics is not None:
             cpu, memory = cpu + contract.metrics.collector_cpu, memory + contract.metrics.collector_memory_mib
         if contract.shared_memory_mib is not None:
@@ -597,13 +625,37 @@ class ModelService(Construct):
             raise ConfigError(f"models[{self.model.name}].{error.key}", error.detail) from None
 
     def _add_model_fetcher(self, contract: ServerContract, uri: str, region: str) -> ecs.ContainerDefinition:
-        """An init container: copy the model's S3 prefix to scratch, check the files against the SHA256SUMS that
-        publish wrote beside the manifest (a prefix without a manifest is copied unverified, and says so), hand
-        scratch to the server's user, exit 0."""
+        """Two init containers. ``scratch-owner`` (root, CHOWN only) creates scratch's folders and hands the volume,
+        which Docker creates root-owned, to the server's user; it reads nothing. ``model-fetch`` then runs as that
+        user: copy the model's S3 prefix to scratch, check the files against the SHA256SUMS that publish wrote beside
+        the manifest (a prefix without a manifest is copied unverified, and says so), exit 0."""
         source = contract.model_source
+        image = source.fetcher_image or ecs.ContainerImage.from_registry(DEFAULT_FETCHER_IMAGE)
+        owner = self.task_definition.add_container(
+            "scratch-owner",
+            image=image,
+            essential=False,
+            entry_point=["/bin/sh", "-c"],
+            command=[f'set -eu; mkdir -p "$MODEL_DIR" {SCRATCH_PATH}/home {SCRATCH_PATH}/cache {SCRATCH_PATH}/tmp; '
+                     f'chown -R "$SERVER_USER" {SCRATCH_PATH}'],
+            cpu=FETCHER_CPU,
+            memory_reservation_mib=FETCHER_MEMORY_MIB,
+            environment={"MODEL_DIR": source.local_path, "SERVER_USER": contract.user},
+            logging=self._log_driver(),
+            readonly_root_filesystem=True,
+            privileged=False,
+            user="0",
+            linux_parameters=_capabilities(self, "ScratchOwnerLinuxParameters", keep=[ecs.Capability.CHOWN]),
+        )
+        self.acknowledge_container(
+            "scratch-owner", "user",
+            "Root with every capability dropped but CHOWN: Docker creates the task's scratch volume owned by root, and "
+            "only root may hand it to the server's user. It runs mkdir and chown, reads no input and exits; the model "
+            "fetch and the server run as that user.",
+        )
+        owner.add_mount_points(ecs.MountPoint(container_path=SCRATCH_PATH, source_volume="scratch", read_only=False))
         script = (
             "set -eu; "
-            f'mkdir -p "$MODEL_DIR" {SCRATCH_PATH}/home {SCRATCH_PATH}/cache {SCRATCH_PATH}/tmp; '
             'aws s3 sync --only-show-errors --no-progress "$MODEL_URI" "$MODEL_DIR"; '
             'if [ -z "$(ls -A "$MODEL_DIR")" ]; then echo "no model files under $MODEL_URI" >&2; exit 1; fi; '
             # What `python -m inference_server.publish` wrote: every file's SHA-256, checked before the server starts.
@@ -612,12 +664,11 @@ class ModelService(Construct):
             'publish it again with python -m inference_server.publish" >&2; exit 1; fi; '
             f'(cd "$MODEL_DIR" && sha256sum --check --strict --quiet {SHA256SUMS_FILE}) || '
             f'{{ echo "model files under $MODEL_URI do not match {SHA256SUMS_FILE}" >&2; exit 1; }}; '
-            f'else echo "$MODEL_URI has no {MANIFEST_FILE}: files not verified" >&2; fi; '
-            f'chown -R "$SERVER_USER" {SCRATCH_PATH}'
+            f'else echo "$MODEL_URI has no {MANIFEST_FILE}: files not verified" >&2; fi'
         )
         fetcher = self.task_definition.add_container(
             "model-fetch",
-            image=source.fetcher_image or ecs.ContainerImage.from_registry(DEFAULT_FETCHER_IMAGE),
+            image=image,
             essential=False,
             entry_point=["/bin/sh", "-c"],
             command=[script],
@@ -626,7 +677,6 @@ class ModelService(Construct):
             environment={
                 "MODEL_URI": uri,
                 "MODEL_DIR": source.local_path,
-                "SERVER_USER": contract.user,
                 "AWS_DEFAULT_REGION": region,
                 "HOME": f"{SCRATCH_PATH}/tmp",
                 "TMPDIR": f"{SCRATCH_PATH}/tmp",
@@ -634,15 +684,23 @@ class ModelService(Construct):
             logging=self._log_driver(),
             readonly_root_filesystem=True,
             privileged=False,
-            # Root, but with no capability beyond changing ownership: it creates scratch and hands it to the server's user.
-            user="0",
-            linux_parameters=_capabilities(self, "FetcherLinuxParameters", keep=[ecs.Capability.CHOWN]),
+            user=contract.user,
+            linux_parameters=_capabilities(self, "FetcherLinuxParameters", keep=[]),
         )
         fetcher.add_mount_points(ecs.MountPoint(container_path=SCRATCH_PATH, source_volume="scratch", read_only=False))
+        fetcher.add_container_dependencies(ecs.ContainerDependency(container=owner, condition=ecs.ContainerDependencyCondition.SUCCESS))
         self.container.add_container_dependencies(
             ecs.ContainerDependency(container=fetcher, condition=ecs.ContainerDependencyCondition.SUCCESS)
         )
         return fetcher
+
+    def acknowledge_container(self, container_name: str, what: str, reason: str) -> None:
+        """Record, in the task definition's metadata (``CONTAINER_ACKNOWLEDGEMENTS``), why ``container_name`` is not
+        non-root (``what`` "user") or has a writable root filesystem ("readonly_root_filesystem")."""
+        require(what in ("user", "readonly_root_filesystem"), "what", f"{what!r}: 'user' or 'readonly_root_filesystem'")
+        require(len(reason) >= 60, "reason", "say why, in a sentence a reviewer would accept")
+        self._container_acknowledgements.setdefault(container_name, {})[what] = reason
+        self.task_definition.node.default_child.add_metadata(CONTAINER_ACKNOWLEDGEMENTS, self._container_acknowledgements)
 
     def _add_metrics_collector(self, contract: ServerContract, region: str) -> ecs.ContainerDefinition:
         """The CloudWatch agent as a sidecar: scrapes the server's Prometheus metrics over the task's loopback."""
@@ -667,6 +725,13 @@ class ModelService(Construct):
             readonly_root_filesystem=False,
             linux_parameters=_capabilities(self, "CollectorLinuxParameters", keep=[]),
         )
+        for what in ("user", "readonly_root_filesystem"):
+            self.acknowledge_container(
+                "metrics-collector", what,
+                "The CloudWatch agent image runs as its default user, root, and its entrypoint writes the translated "
+                "configuration and state under /opt/aws/amazon-cloudwatch-agent; every capability is dropped, it is "
+                "not essential, reads only the task's loopback and writes only this model's log group.",
+            )
         self.task_role.add_to_principal_policy(
             iam.PolicyStatement(
                 actions=["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
@@ -687,18 +752,18 @@ class ModelService(Construct):
         )
 
     def metric_requests(self, period: cdk.Duration = cdk.Duration.minutes(1)) -> cloudwatch.IMetric:
-        return sum_over([tg.metrics.request_count(period=period) for tg in self.target_groups], f"{self.model.name} requests")
+        return sum_over([tg.request_count(period=period) for tg in self.target_group_metrics], f"{self.model.name} requests")
 
     def metric_target_response_time(self, statistic: str, period: cdk.Duration = cdk.Duration.minutes(1)) -> cloudwatch.IMetric:
         """ALB TargetResponseTime in seconds (``p50``, ``p95``, ``p99``, ...)."""
-        return worst_of([tg.metrics.target_response_time(statistic=statistic, period=period) for tg in self.target_groups], f"{self.model.name} {statistic}")
+        return worst_of([tg.target_response_time(statistic=statistic, period=period) for tg in self.target_group_metrics], f"{self.model.name} {statistic}")
 
     def metric_target_5xx(self, period: cdk.Duration = cdk.Duration.minutes(1)) -> cloudwatch.IMetric:
-        return sum_over([tg.metrics.http_code_target(elbv2.HttpCodeTarget.TARGET_5XX_COUNT, period=period, statistic="Sum") for tg in self.target_groups],
+        return sum_over([tg.http_code_target(elbv2.HttpCodeTarget.TARGET_5XX_COUNT, period=period, statistic="Sum") for tg in self.target_group_metrics],
                         f"{self.model.name} target 5xx")
 
     def metric_unhealthy_hosts(self, period: cdk.Duration = cdk.Duration.minutes(1)) -> cloudwatch.IMetric:
-        return sum_over([tg.metrics.unhealthy_host_count(period=period, statistic="Maximum") for tg in self.target_groups], f"{self.model.name} unhealthy targets")
+        return sum_over([tg.unhealthy_host_count(period=period, statistic="Maximum") for tg in self.target_group_metrics], f"{self.model.name} unhealthy targets")
 
     def metric_tasks(self, name: str, period: cdk.Duration = cdk.Duration.minutes(1)) -> cloudwatch.Metric:
         """Container Insights task counts: ``RunningTaskCount``, ``DesiredTaskCount`` or ``PendingTaskCount``."""

@@ -53,13 +53,21 @@ class LivenessCheck:
     """The container health check: cheap, local, never the model. ECS replaces a container that fails it.
 
     ``command`` is Docker's form: ``("CMD", "prog", "arg", ...)`` or ``("CMD-SHELL", "a shell line")``.
-    Defaults: every 15 s, 5 s timeout, 3 retries; the start period follows the model's load time.
+    Defaults: every 15 s, 5 s timeout, 3 retries; the start period follows the model's load time (at most 300 s,
+    the ECS maximum). ``passes_while_loading``: the check passes while the model loads (readiness is the target
+    group's job); when False, synth refuses a model whose ``expected_load_seconds`` exceeds the start period plus
+    the retries, since ECS would replace the container mid-load, in a loop.
     """
 
     command: tuple[str, ...]
     interval_seconds: int = 15
     timeout_seconds: int = 5
     retries: int = 3
+    passes_while_loading: bool = False
+
+    def start_window_seconds(self, start_period_seconds: int) -> int:
+        """How long a container that never passes survives: the start period, then ``retries`` failed checks."""
+        return start_period_seconds + self.retries * self.interval_seconds
 
     def __post_init__(self) -> None:
         require(
@@ -146,18 +154,22 @@ class ScalingSignal:
     """One metric (in namespace ``GpuInference``, this model's dimensions) that drives the task count.
 
     Set exactly one of ``target`` (target tracking holds the per-task ``statistic`` at it; scales in
-    too) and ``scale_out_above`` (a step policy adds one task above it and two above twice it).
+    too) and ``scale_out_above`` (a step policy adds one task above it and two above twice it, when the
+    metric can reach twice it: ``maximum``, the most it can be, such as 1 for a fraction).
     """
 
     metric: str
     statistic: str = "Average"
     target: Optional[float] = None
     scale_out_above: Optional[float] = None
+    maximum: Optional[float] = None
 
     def __post_init__(self) -> None:
         require((self.target is None) != (self.scale_out_above is None), f"scaling_signals[{self.metric}]", "set exactly one of target and scale_out_above")
         value = self.target if self.target is not None else self.scale_out_above
         require(value > 0, f"scaling_signals[{self.metric}]", f"{value} must be greater than 0")
+        if self.maximum is not None:
+            require(value < self.maximum, f"scaling_signals[{self.metric}]", f"{value} can never be passed: the metric is at most {self.maximum}")
 
 
 SPOT_NOTICE_SECONDS = 120
@@ -522,7 +534,8 @@ class BundledServer:
             command=BUNDLED_COMMAND,
             port=BUNDLED_PORT,
             readiness_path=BUNDLED_READINESS_PATH,
-            liveness=LivenessCheck(command=BUNDLED_LIVENESS),
+            # /health answers as soon as the server listens, while the model loads (/ready answers 503 "loading").
+            liveness=LivenessCheck(command=BUNDLED_LIVENESS, passes_while_loading=True),
             user=BUNDLED_USER,
             model_source=ModelFromS3.server_downloads("MODEL_URI"),
             environment=environment,
@@ -621,6 +634,20 @@ class VllmProps:
         return self.target_running_requests_per_task or max(1, (self.max_num_seqs * 3) // 4)
 
 
+def vllm_liveness(port: int) -> LivenessCheck:
+    """vLLM opens its port only once the weights are loaded (minutes for a large model, past ECS's 300 s start
+    period): until then the check passes; once it listens, /health must answer 200 within 4 s."""
+    script = (
+        "import socket, sys, urllib.request\n"
+        "probe = socket.socket()\n"
+        "probe.settimeout(2)\n"
+        f"loading = probe.connect_ex(('127.0.0.1', {port})) != 0\n"
+        "probe.close()\n"
+        f"sys.exit(0) if loading else urllib.request.urlopen('http://127.0.0.1:{port}/health', timeout=4)\n"
+    )
+    return LivenessCheck(command=("CMD", "python3", "-c", script), passes_while_loading=True)
+
+
 @dataclass(frozen=True)
 class VllmServer:
     """The vLLM preset. ``props`` defaults to the model's ``vllm`` settings, else VllmProps().
@@ -672,7 +699,7 @@ class VllmServer:
             # vLLM's --api-key guards /v1 only: /invocations, /pooling, /score, /rerank, /tokenize and its control
             # routes answer without a key (docs.vllm.ai, "Security"). Clients reach the OpenAI API and nothing else.
             public_paths=("/v1/*",),
-            liveness=LivenessCheck(command=("CMD", "python3", "-c", f"import urllib.request; urllib.request.urlopen('{health}', timeout=4)")),
+            liveness=vllm_liveness(props.port),
             user=self.user,
             model_source=ModelFromS3.copy_to_scratch(model_path, fetcher_image=fetcher_image),
             gpus_per_task=model.gpus,
@@ -700,7 +727,8 @@ class VllmServer:
             scaling_signals=(
                 ScalingSignal(running, target=props.running_target),
                 ScalingSignal(waiting, statistic="Maximum", scale_out_above=props.waiting_requests_scale_out),
-                ScalingSignal(kv_cache, statistic="Maximum", scale_out_above=props.kv_cache_scale_out_percent / 100),
+                # vllm:kv_cache_usage_perc is a fraction, 0 to 1.
+                ScalingSignal(kv_cache, statistic="Maximum", scale_out_above=props.kv_cache_scale_out_percent / 100, maximum=1),
             ),
         )
 

@@ -130,10 +130,16 @@ class ServiceScaling(Construct):
 
         if contract.bundled_metrics or not contract.scaling_signals:
             if len(model_service.target_groups) == 1:
-                self.task_count.scale_on_request_count(
+                # scale_on_request_count would parse the load balancer's name out of the listener's ARN (Fn::Split),
+                # which CloudFormation may not accept over another stack's output: the name is given instead.
+                name = load_balancer.load_balancer_full_name if load_balancer is not None else model_service.load_balancer_full_name
+                appscaling.TargetTrackingScalingPolicy(
+                    self.task_count,
                     "RequestsPerTarget",
-                    requests_per_target=props.requests_per_target_per_minute,
-                    target_group=model_service.target_group,
+                    scaling_target=self.scalable_target,
+                    predefined_metric=appscaling.PredefinedMetric.ALB_REQUEST_COUNT_PER_TARGET,
+                    resource_label=f"{name}/{model_service.target_group.target_group_full_name}",
+                    target_value=props.requests_per_target_per_minute,
                     scale_out_cooldown=out_cooldown,
                     scale_in_cooldown=in_cooldown,
                 )
@@ -157,7 +163,7 @@ class ServiceScaling(Construct):
                     scale_in_cooldown=in_cooldown,
                 )
             else:
-                self._scale_out_on(f"ScaleOut-{signal.metric}", metric, signal.scale_out_above, out_cooldown)
+                self._scale_out_on(f"ScaleOut-{signal.metric}", metric, signal.scale_out_above, out_cooldown, maximum=signal.maximum)
         self.combined_cpu_queue_metric = None
         if contract.bundled_metrics:
             self._add_bundled_signals(model_service, props, out_cooldown)
@@ -185,6 +191,7 @@ class ServiceScaling(Construct):
             model_service.metric_server(metric_names.GPU_UTILIZATION, "Average"),
             props.gpu_utilization_percent,
             out_cooldown,
+            maximum=100,
         )
         self.combined_cpu_queue_metric = cloudwatch.MathExpression(
             expression=f"IF(cpu > {props.cpu_percent} AND DIFF(queue) > 0, 1, 0)",
@@ -195,7 +202,7 @@ class ServiceScaling(Construct):
             period=cdk.Duration.minutes(1),
             label="CPU high and queue growing",
         )
-        self._scale_out_on("CpuAndQueueGrowing", self.combined_cpu_queue_metric, 1, out_cooldown, evaluation_periods=3)
+        self._scale_out_on("CpuAndQueueGrowing", self.combined_cpu_queue_metric, 1, out_cooldown, evaluation_periods=3, maximum=1)
 
     def _track_requests_across(
         self, model_service: "ModelService", load_balancer: elbv2.IApplicationLoadBalancer, props: ModelScalingProps
@@ -254,16 +261,17 @@ class ServiceScaling(Construct):
         threshold: float,
         cooldown: cdk.Duration,
         evaluation_periods: int = 2,
+        maximum: Optional[float] = None,
     ) -> None:
-        """Step policy that only adds tasks (+1 above the threshold, +2 above twice it); target tracking scales in."""
+        """Step policy that only adds tasks (+1 above the threshold, +2 above twice it where the metric, at most
+        ``maximum``, can get there); target tracking scales in."""
+        steps = [appscaling.ScalingInterval(upper=threshold, change=0), appscaling.ScalingInterval(lower=threshold, change=1)]
+        if maximum is None or threshold * 2 < maximum:
+            steps.append(appscaling.ScalingInterval(lower=threshold * 2, change=2))
         self.task_count.scale_on_metric(
             name,
             metric=metric,
-            scaling_steps=[
-                appscaling.ScalingInterval(upper=threshold, change=0),
-                appscaling.ScalingInterval(lower=threshold, change=1),
-                appscaling.ScalingInterval(lower=threshold * 2, change=2),
-            ],
+            scaling_steps=steps,
             adjustment_type=appscaling.AdjustmentType.CHANGE_IN_CAPACITY,
             cooldown=cooldown,
             evaluation_periods=evaluation_periods,

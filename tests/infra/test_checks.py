@@ -1,8 +1,9 @@
 """Every environment passes cdk-nag (AwsSolutions) and cfn-lint, and matches its snapshot."""
 
 import json
+import shutil
 import subprocess
-import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import aws_cdk as cdk
@@ -62,39 +63,120 @@ def test_every_acknowledgement_answers_a_real_finding(synthesized, environment):
     assert stale == []
 
 
-def test_cfn_lint_finds_no_errors(synthesized):
-    paths = [str(path) for path in synthesized.template_paths()]
-    assert len(paths) >= 3 * 1
-    result = subprocess.run(
-        [sys.executable, "-m", "cfnlint", "--format", "parseable", "--", *paths],
-        capture_output=True,
-        text=True,
-    )
-    errors = [line for line in result.stdout.splitlines() if ":E" in line]
-    assert errors == [], result.stdout + result.stderr
-    # Exit code bit 2 means errors, 4 warnings, 8 informational: warnings are reported, not fatal.
-    assert result.returncode & 2 == 0, result.stdout + result.stderr
+CFN_LINT = ROOT / ".venv" / "bin" / "cfn-lint"
+CFN_LINT_RULES = Path(__file__).parent / "cfn_lint_rules"
+READ_RULE = "I9901"  # tests/infra/cfn_lint_rules/template_read.py: one line per template read
+# What cfn-lint rejected in every model stack before (aws-cloudformation/cfn-lint#4495, #4519): a cross-stack
+# reference inside Fn::Split, a position CloudFormation was never shown to accept.
+PLANTED_INTRINSIC = {
+    "Resources": {
+        "Alarm": {
+            "Type": "AWS::CloudWatch::Alarm",
+            "Properties": {
+                "ComparisonOperator": "GreaterThanThreshold", "EvaluationPeriods": 1, "Threshold": 1,
+                "Namespace": "AWS/ApplicationELB", "MetricName": "RequestCount", "Period": 60, "Statistic": "Sum",
+                "Dimensions": [{"Name": "LoadBalancer", "Value": {"Fn::Join": ["/", [{"Fn::Select": [1, {"Fn::Split": ["/", {
+                    "Fn::GetStackOutput": {"StackName": "Shared", "Region": "us-east-1", "OutputName": "ListenerArn"}}]}]}]]}}],
+            },
+        }
+    }
+}
 
 
-CHECKOV = ROOT / ".venv-checkov" / "bin" / "checkov"
+@dataclass
+class LintRun:
+    returncode: int
+    findings: list  # (template path, rule id, message)
+    stderr: str
+    planted: str
 
 
 @pytest.fixture(scope="module")
-def checkov_report(synthesized) -> dict:
-    """`checkov -d cdk.out --framework cloudformation` over every synthesized template (its own virtualenv)."""
-    assert CHECKOV.exists(), f"{CHECKOV} is missing: run `make setup-dev`"
+def cfn_lint_run(synthesized, tmp_path_factory) -> LintRun:
+    """One run of the `cfn-lint` console script, as a user runs it, over every template and one planted defect."""
+    planted = tmp_path_factory.mktemp("planted") / "planted-intrinsic.template.json"
+    planted.write_text(json.dumps(PLANTED_INTRINSIC))
+    paths = [str(path) for path in synthesized.template_paths()] + [str(planted)]
     result = subprocess.run(
-        [str(CHECKOV), "-d", str(synthesized.outdir), "--framework", "cloudformation", "--output", "json", "--compact"],
-        capture_output=True, text=True,
+        [str(CFN_LINT), "--format", "parseable", "--append-rules", str(CFN_LINT_RULES), "--include-checks", READ_RULE, "--", *paths],
+        capture_output=True, text=True, timeout=300,
     )
+    findings = []
+    for line in result.stdout.splitlines():
+        path, _, _, _, _, rule, message = line.split(":", 6)
+        findings.append((path, rule, message))
+    return LintRun(result.returncode, findings, result.stderr, str(planted))
+
+
+def test_cfn_lint_ran_and_read_every_template(cfn_lint_run, synthesized):
+    """Exit code: bit 2 errors (the planted one), 4 warnings, 8 informational (the read rule); 1 would be a crash."""
+    assert cfn_lint_run.returncode in (2 | 8, 2 | 4 | 8), cfn_lint_run.stderr
+    read = {path: message for path, rule, message in cfn_lint_run.findings if rule == READ_RULE}
+    expected = {str(path): f"read {len(json.loads(path.read_text())['Resources'])} resources" for path in synthesized.template_paths()}
+    assert len(expected) >= 3 * 4  # network, shared and at least two models in each environment
+    assert {path: read.get(path) for path in expected} == expected
+    assert sum(int(message.split()[1]) for message in expected.values()) > 400
+
+
+def test_cfn_lint_finds_no_errors(cfn_lint_run):
+    errors = [f for f in cfn_lint_run.findings if f[1].startswith("E") and f[0] != cfn_lint_run.planted]
+    assert errors == []
+
+
+def test_cfn_lint_reports_a_planted_cross_stack_reference_in_split(cfn_lint_run):
+    """The twin: the same run reports the defect the model stacks had, so the test above can fail."""
+    planted = [rule for path, rule, _ in cfn_lint_run.findings if path == cfn_lint_run.planted and rule.startswith("E")]
+    assert planted == ["E1022"]
+
+
+CHECKOV = ROOT / ".venv-checkov" / "bin" / "checkov"
+# A finding checkov reports on any account: SSH open to the world (CKV_AWS_24).
+PLANTED_FINDING = {
+    "Resources": {
+        "OpenSsh": {
+            "Type": "AWS::EC2::SecurityGroup",
+            "Properties": {"GroupDescription": "planted", "SecurityGroupIngress": [
+                {"IpProtocol": "tcp", "FromPort": 22, "ToPort": 22, "CidrIp": "0.0.0.0/0"}]},
+        }
+    }
+}
+PLANTED_FILE = "planted-finding.template.json"
+
+
+@pytest.fixture(scope="module")
+def checkov_report(synthesized, tmp_path_factory) -> dict:
+    """`checkov -d <dir> --framework cloudformation` (its own virtualenv) over a copy of every synthesized
+    template and one planted finding; checkov reads one directory per report."""
+    assert CHECKOV.exists(), f"{CHECKOV} is missing: run `make setup-dev`"
+    directory = tmp_path_factory.mktemp("checkov")
+    for path in synthesized.template_paths():
+        shutil.copy(path, directory / path.name)
+    (directory / PLANTED_FILE).write_text(json.dumps(PLANTED_FINDING))
+    result = subprocess.run(
+        [str(CHECKOV), "-d", str(directory), "--framework", "cloudformation", "--output", "json", "--compact"],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert result.returncode == 1, result.stderr[-3000:]  # 1: failed checks (the planted one)
     report = json.loads(result.stdout)
     assert not isinstance(report, list), "one report, for CloudFormation only"
-    assert report["summary"]["resource_count"] > 100 and report["summary"]["parsing_errors"] == 0, report["summary"]
+    resources = sum(len(json.loads(path.read_text())["Resources"]) for path in synthesized.template_paths())
+    assert report["summary"]["resource_count"] >= resources > 400 and report["summary"]["parsing_errors"] == 0, report["summary"]
+    read = {Path(c["file_path"]).name for c in report["results"]["passed_checks"] + report["results"]["failed_checks"]}
+    assert read >= {path.name for path in synthesized.template_paths()} | {PLANTED_FILE}
     return report
 
 
+def real_findings(report: dict) -> list:
+    return [f for f in report["results"]["failed_checks"] if Path(f["file_path"]).name != PLANTED_FILE]
+
+
+def test_checkov_reports_the_planted_finding(checkov_report):
+    planted = {f["check_id"] for f in checkov_report["results"]["failed_checks"] if Path(f["file_path"]).name == PLANTED_FILE}
+    assert "CKV_AWS_24" in planted
+
+
 def test_checkov_finds_nothing_unexplained(checkov_report):
-    failed = [f"{f['check_id']} {f['resource']} ({f['file_path']}): {f['check_name']}" for f in checkov_report["results"]["failed_checks"]]
+    failed = [f"{f['check_id']} {f['resource']} ({f['file_path']}): {f['check_name']}" for f in real_findings(checkov_report)]
     assert failed == []
 
 

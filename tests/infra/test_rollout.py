@@ -387,3 +387,20 @@ def test_a_model_service_refuses_explicit_rollback_thresholds_below_its_models_g
     service = ModelService(stack, "AtGoal", model=model, server=BundledServer(IMAGE), instance_type="g5.xlarge",
                            rollback_thresholds=RollbackThresholds(latency_p95_ms=2_000), **parts)
     assert service.rollback_alarms.alarms["latency_p95"].node.default_child.threshold == 2.0
+
+
+@pytest.mark.parametrize("resource_type", ["AWS::ElasticLoadBalancingV2::ListenerRule", "AWS::ApplicationAutoScaling::ScalableTarget"])
+def test_no_listener_rule_or_scalable_target_carries_the_stage_tags(synthesized, resource_type):
+    """A tag change would update the rule, which rewrites its forward weights (aws/aws-cdk#36649), or the scalable
+    target, which registers the template's MinCapacity again (dropping prod's scheduled business-hours floor until
+    the next scheduled action). Both carried every stage tag before; other resources still carry them."""
+    rules, tagged = [], []
+    for (environment, stack), template in synthesized.templates.items():
+        for logical_id, resource in template["Resources"].items():
+            if resource["Type"] == resource_type:
+                rules.append(logical_id)
+                if resource["Properties"].get("Tags"):
+                    tagged.append(f"{environment}/{stack}/{logical_id}")
+            elif resource["Type"] == "AWS::ElasticLoadBalancingV2::TargetGroup":
+                assert {"Key": "project", "Value": "gpu-inference"} in resource["Properties"]["Tags"]
+    assert len(rules) >= 8 and tagged == []

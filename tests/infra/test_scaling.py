@@ -104,9 +104,11 @@ def test_step_scaling_only_adds_tasks_on_latency_gpu_and_cpu_with_growing_queue(
     for model in [m for m in config.models if m.vllm is None]:
         steps = step_policies(template, model.name)
         assert sorted(steps) == ["CpuAndQueueGrowing", "GpuUtilization", "LatencyP95"]
-        for logical_id, policy in steps.values():
+        # +2 at twice the threshold only where the metric can get there (a percentage, an indicator of 0 or 1 cannot).
+        expected = {"LatencyP95": [1, 2], "CpuAndQueueGrowing": [1], "GpuUtilization": [1, 2] if model.scaling.gpu_utilization_percent * 2 < 100 else [1]}
+        for name, (logical_id, policy) in steps.items():
             adjustments = [s["ScalingAdjustment"] for s in policy["StepScalingPolicyConfiguration"]["StepAdjustments"]]
-            assert adjustments == [1, 2] and policy["StepScalingPolicyConfiguration"]["Cooldown"] == model.scaling.scale_out_cooldown_seconds
+            assert adjustments == expected[name] and policy["StepScalingPolicyConfiguration"]["Cooldown"] == model.scaling.scale_out_cooldown_seconds
 
         latency = step_alarm(template, steps["LatencyP95"][0])
         assert {stat[1:] for stat in metric_stats(latency)} == {("TargetResponseTime", "p95")}
@@ -122,9 +124,10 @@ def test_vllm_adds_tasks_on_latency_waiting_requests_and_kv_cache(env):
     for model in [m for m in config.models if m.vllm is not None]:
         steps = step_policies(template, model.name)
         assert sorted(steps) == ["LatencyP95", "ScaleOutvllmkvcacheusageperc", "ScaleOutvllmnumrequestswaiting"]
-        for logical_id, policy in steps.values():
+        for name, (logical_id, policy) in steps.items():
             adjustments = [s["ScalingAdjustment"] for s in policy["StepScalingPolicyConfiguration"]["StepAdjustments"]]
-            assert adjustments == [1, 2]
+            # KV-cache use is a fraction: no +2 step at twice 0.9 (tests below: every step is reachable).
+            assert adjustments == ([1] if name == "ScaleOutvllmkvcacheusageperc" and model.vllm.kv_cache_scale_out_percent >= 50 else [1, 2])
         waiting = step_alarm(template, steps["ScaleOutvllmnumrequestswaiting"][0])
         assert single_metric(waiting)[:3] == ("GpuInference", "vllm_num_requests_waiting", "Maximum")
         assert waiting["Threshold"] == model.vllm.waiting_requests_scale_out
@@ -213,3 +216,46 @@ def test_group_schedules_raise_only_the_minimum(env):
         properties = action["Properties"]
         assert "DesiredCapacity" not in properties and "MaxSize" not in properties
         assert "MinSize" in properties and "TimeZone" in properties
+
+
+# The most each step-scaled metric can be: vLLM's KV-cache use is a fraction, GPU utilisation a percentage, and
+# "CPU high and queue growing" an IF(...) of 1 or 0. Latency and waiting requests have no ceiling.
+STEP_METRIC_MAXIMUM = {"kvcacheusageperc": 1, "GpuUtilization": 100, "CpuAndQueueGrowing": 1, "LatencyP95": None, "numrequestswaiting": None}
+
+
+def unreachable_steps(template: dict) -> list[str]:
+    """Step adjustments whose lower bound (alarm threshold + MetricIntervalLowerBound) the metric can never reach."""
+    resources = template["Resources"]
+    thresholds = {action["Ref"]: alarm["Properties"]["Threshold"] for alarm in resources.values()
+                  if alarm["Type"] == "AWS::CloudWatch::Alarm" for action in alarm["Properties"].get("AlarmActions", [])
+                  if isinstance(action, dict) and "Ref" in action}
+    found = []
+    for logical_id, policy in resources.items():
+        if policy["Type"] != "AWS::ApplicationAutoScaling::ScalingPolicy" or policy["Properties"].get("PolicyType") != "StepScaling":
+            continue
+        (kind,) = [k for k in STEP_METRIC_MAXIMUM if k in logical_id]  # every step policy's metric is classified
+        maximum = STEP_METRIC_MAXIMUM[kind]
+        for step in policy["Properties"]["StepScalingPolicyConfiguration"]["StepAdjustments"]:
+            lower = thresholds[logical_id] + step.get("MetricIntervalLowerBound", 0)
+            if maximum is not None and lower > maximum:
+                found.append(f"{logical_id}: +{step['ScalingAdjustment']} at {lower:g} > {maximum}")
+    return found
+
+
+def test_every_scale_out_step_is_reachable_by_its_metric(env):
+    """The KV-cache policy had a +2 step at 1.8 of a 0-1 metric; GPU utilisation one at 170 %."""
+    config, template = env
+    merged = template.to_json()
+    assert sum(1 for r in merged["Resources"].values() if r["Properties"].get("PolicyType") == "StepScaling") >= 2 * len(config.models)
+    assert unreachable_steps(merged) == []
+
+
+def test_the_walk_finds_a_planted_unreachable_step():
+    template = {"Resources": {
+        "Alarm": {"Type": "AWS::CloudWatch::Alarm", "Properties": {"Threshold": 0.9, "AlarmActions": [{"Ref": "ScaleOutvllmkvcacheusagepercPolicy"}]}},
+        "ScaleOutvllmkvcacheusagepercPolicy": {"Type": "AWS::ApplicationAutoScaling::ScalingPolicy", "Properties": {
+            "PolicyType": "StepScaling", "StepScalingPolicyConfiguration": {"StepAdjustments": [
+                {"MetricIntervalLowerBound": 0, "MetricIntervalUpperBound": 0.9, "ScalingAdjustment": 1},
+                {"MetricIntervalLowerBound": 0.9, "ScalingAdjustment": 2}]}}},
+    }}
+    assert unreachable_steps(template) == ["ScaleOutvllmkvcacheusagepercPolicy: +2 at 1.8 > 1"]

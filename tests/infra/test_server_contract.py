@@ -144,11 +144,11 @@ def test_a_task_that_does_not_fit_fails_in_the_construct_itself(model, instance_
 
 
 def test_the_fit_check_counts_the_sidecars():
-    """vLLM's fetcher and collector reserve CPU and memory too: a server sized to the limit alone does not fit."""
+    """vLLM's scratch-owner, fetcher and collector reserve CPU and memory too: a server sized to the limit alone does not fit."""
     stack, parts = stack_with_placement()
     limit = int(192 * 1024 * 0.90)
     model = ModelProps(name="llm", version="1", gpus=4, cpu=45056, memory_mib=limit, vllm=VllmProps())
-    with pytest.raises(ConfigError, match=rf"{limit + 512} MiB does not fit on g5.12xlarge"):
+    with pytest.raises(ConfigError, match=rf"{limit + 768} MiB does not fit on g5.12xlarge"):
         ModelService(stack, "M", model=model, server=VllmServer(image=IMAGE), instance_type="g5.12xlarge", **parts)
 
 

@@ -1,0 +1,81 @@
+"""A change that would replace a resource the model stacks read through a weak reference is refused at synth."""
+
+import json
+
+import aws_cdk as cdk
+import pytest
+from cfnlint.schema import PROVIDER_SCHEMA_MANAGER
+
+from stacks.reference_guard import LOCK_FILE, REPLACED_BY, ReplacementRefused, check, consumed_fingerprints, guard
+from tests.conftest import ROOT, cdk_context
+
+
+def templates_by_stack_name(synthesized, environment=None) -> dict:
+    return {synthesized.stack_names[key]: template for key, template in synthesized.templates.items()
+            if environment is None or key[0] == environment}
+
+
+def test_the_committed_lock_records_every_consumed_resource_as_synthesized(synthesized):
+    """`cdk synth` writes references.lock.json; a change to a consumed resource's replacing properties that was not
+    accepted (and committed) fails here as well as in synth."""
+    current = consumed_fingerprints(templates_by_stack_name(synthesized))
+    lock = json.loads((ROOT / LOCK_FILE).read_text())
+    assert len(current) > 30 and {t for v in current.values() for t in [v["type"]]} >= {
+        "AWS::EC2::SecurityGroup", "AWS::ElasticLoadBalancingV2::Listener", "AWS::ECS::Cluster", "AWS::ECS::CapacityProvider", "AWS::KMS::Key"}
+    assert check(lock, current) == []
+    assert set(current) <= set(lock)
+
+
+def test_the_replacing_properties_are_cloudformations_create_only_properties():
+    for resource_type, properties in REPLACED_BY.items():
+        schema = PROVIDER_SCHEMA_MANAGER.get_resource_schema("us-east-1", resource_type).schema
+        create_only = tuple(p.removeprefix("/properties/") for p in schema.get("createOnlyProperties", []))
+        assert properties == create_only, resource_type
+
+
+def test_every_consumed_resource_type_is_known(synthesized):
+    """A consumed resource of a type the table lacks would never be guarded."""
+    types = {v["type"] for v in consumed_fingerprints(templates_by_stack_name(synthesized)).values()}
+    assert types <= set(REPLACED_BY)
+
+
+@pytest.fixture(scope="module")
+def changed_dev(tmp_path_factory):
+    """Dev synthesized again with the load balancer security group's description changed (CloudFormation replaces
+    the group) and the listener's port changed (updated in place: its ARN, which the model stacks read, stays)."""
+    from stacks.config import load_environments
+    from stacks.stage import InferenceStage
+
+    context = cdk_context()
+    app = cdk.App(context=context, outdir=str(tmp_path_factory.mktemp("changed")))
+    (config,) = load_environments(context, only="dev")
+    stage = InferenceStage(app, config)
+    load_balancer = stage.inference_stack.load_balancer
+    load_balancer.security_group.node.default_child.add_property_override("GroupDescription", "Inference load balancer (renamed)")
+    load_balancer.listener.node.default_child.add_property_override("Port", 8080)
+    assembly = stage.synth()
+    return {stack.stack_name: stack.template for stack in assembly.stacks}
+
+
+def test_replacing_a_consumed_security_group_is_refused_and_a_listener_port_change_is_not(synthesized, changed_dev, tmp_path):
+    lock = tmp_path / LOCK_FILE
+    guard(templates_by_stack_name(synthesized, "dev"), lock)  # what is deployed
+    before = lock.read_text()
+    with pytest.raises(ReplacementRefused) as refused:
+        guard(changed_dev, lock)
+    (problem,) = str(refused.value).splitlines()
+    assert problem.startswith("AWS::EC2::SecurityGroup LoadBalancerSecurityGroup")
+    assert "in Dev-Inference would be replaced (GroupDescription changed) under Dev-Model-minilm, Dev-Model-sentiment, Dev-Model-vision" in problem
+    assert "new construct id" in problem and "-c acceptReplacement=true" in problem
+    assert lock.read_text() == before  # refused: nothing recorded
+    guard(changed_dev, lock, accept=True)
+    assert "(renamed)" in lock.read_text()
+    guard(changed_dev, lock)  # accepted once, then synth passes
+
+
+def test_a_new_logical_id_is_not_refused_since_every_consumer_then_updates(synthesized):
+    """Renaming the construct renames the output the model stacks read, so their templates change with it."""
+    current = consumed_fingerprints(templates_by_stack_name(synthesized, "dev"))
+    key = next(k for k, v in current.items() if v["type"] == "AWS::EC2::SecurityGroup")
+    moved = {**current, key: {**current[key], "resource": "Other", "replaced_by": {"GroupDescription": "x"}}}
+    assert check(current, moved) == []
