@@ -68,7 +68,6 @@ class EnvironmentConfig:
             ("network", lambda: self.network.zones_for(self.region)),
             ("capacity", lambda: self.capacity.resolve_instance_types(self.region)),
             ("load_balancer", lambda: self.load_balancer.check_certificate_region(self.region)),
-            ("service", lambda: self.service.check_keep_alive(self.load_balancer.idle_timeout_seconds)),
         )
         for section, check in checks:
             try:
@@ -122,6 +121,25 @@ class EnvironmentConfig:
         try:
             self.load_balancer.waf_rate_limit(self.configured_load)
         except ConfigError as error:
+            raise error.within("load_balancer") from None
+        idle_timeout = self.idle_timeout_seconds_for(self.models)
+        try:
+            self.service.keep_alive_above(idle_timeout)
+        except ConfigError as error:
+            raise error.within("service") from None
+
+    def idle_timeout_seconds_for(self, models: tuple[ModelProps, ...]) -> int:
+        """The idle timeout of the load balancer in front of ``models``: from the longest request among them."""
+        if not models:
+            return self.load_balancer.idle_timeout_for(None)
+        longest = max(models, key=lambda m: m.longest_request_seconds)
+        index = self.models.index(longest)
+        key = f"models[{index}].vllm.longest_generation_seconds" if longest.vllm else f"models[{index}].request_timeout_seconds"
+        try:
+            return self.load_balancer.idle_timeout_for(longest.longest_request_seconds, model=longest.name)
+        except ConfigError as error:
+            if self.load_balancer.idle_timeout_seconds is None:  # no timeout the ALB allows carries the request
+                raise ConfigError(key, error.detail) from None
             raise error.within("load_balancer") from None
 
     @property

@@ -78,6 +78,7 @@ class InferenceStack(cdk.Stack):
             props=config.load_balancer,
             access_logs_bucket=self.model_store.access_logs_bucket,
             configured_load=config.configured_load,
+            longest_request_seconds=max(m.longest_request_seconds for m in config.models),
         )
         for prewarm in config.scaling.capacity_prewarm:
             self.capacity.add_prewarm(prewarm)

@@ -46,6 +46,13 @@ BODY_RULES = {
 }
 CORE_RULE_SET_LABEL = "awswaf:managed:aws:core-rule-set:"
 RATE_WINDOW_MINUTES = 5
+# An ALB closes a connection on which nothing was sent for its idle timeout (1-4000 s, default 60; Elastic Load
+# Balancing user guide, "Connection idle timeout"): a non-streamed response that takes longer gets an ELB 504. The
+# derived timeout is the longest request behind the load balancer plus IDLE_TIMEOUT_MARGIN_SECONDS (the server's
+# own timeout answer, queueing and the trip back), and never below the ALB's default.
+ALB_MAX_IDLE_TIMEOUT_SECONDS = 4000
+ALB_DEFAULT_IDLE_TIMEOUT_SECONDS = 60
+IDLE_TIMEOUT_MARGIN_SECONDS = 10
 
 
 @dataclass(frozen=True)
@@ -87,7 +94,8 @@ class LoadBalancerProps:
     certificate_arn: Optional[str] = None
     allow_http: bool = False
     ingress_cidrs: tuple[str, ...] = ("0.0.0.0/0",)
-    idle_timeout_seconds: int = 60
+    # Default: derived from the longest request of the models behind the load balancer (idle_timeout_for).
+    idle_timeout_seconds: Optional[int] = None
     deletion_protection: bool = True
     waf: bool = False
     # Requests per client IP in 5 minutes; default: what the busiest model serves at max_tasks.
@@ -106,7 +114,8 @@ class LoadBalancerProps:
                 "certificate_arn",
                 f"{self.certificate_arn!r} is not an ACM certificate ARN (arn:aws:acm:<region>:<account>:certificate/<id>)",
             )
-        require_range(self.idle_timeout_seconds, 1, 4000, "idle_timeout_seconds")
+        if self.idle_timeout_seconds is not None:
+            require_range(self.idle_timeout_seconds, 1, ALB_MAX_IDLE_TIMEOUT_SECONDS, "idle_timeout_seconds")
         require(bool(self.ingress_cidrs), "ingress_cidrs", "list at least one CIDR that may reach the load balancer")
         for index, cidr in enumerate(self.ingress_cidrs):
             try:
@@ -119,6 +128,32 @@ class LoadBalancerProps:
                 "waf_rate_limit_per_5_minutes",
                 f"{self.waf_rate_limit_per_5_minutes} is out of range; WAF allows 100 to 2000000000",
             )
+
+    def idle_timeout_for(self, longest_request_seconds: Optional[int], model: str = "a model") -> int:
+        """The ALB idle timeout for models whose longest request (the server's request timeout, vLLM's longest
+        generation) is ``longest_request_seconds`` (None: no model yet): ``idle_timeout_seconds`` when set, else that
+        request plus the margin, at least the ALB's default 60 s. A request the ALB cannot carry (past 4000 s less the
+        margin), or an explicit timeout it would outlast, is refused naming ``model``."""
+        if longest_request_seconds is None:
+            return self.idle_timeout_seconds or ALB_DEFAULT_IDLE_TIMEOUT_SECONDS
+        need = longest_request_seconds + IDLE_TIMEOUT_MARGIN_SECONDS
+        require(
+            need <= ALB_MAX_IDLE_TIMEOUT_SECONDS,
+            "idle_timeout_seconds",
+            f"{model}'s longest request ({longest_request_seconds} s) + {IDLE_TIMEOUT_MARGIN_SECONDS} s is more than the "
+            f"{ALB_MAX_IDLE_TIMEOUT_SECONDS} s idle timeout an Application Load Balancer allows: a response that sends "
+            "nothing for that long gets an ELB 504; bound the request (its request timeout, max_tokens) or stream the response",
+        )
+        if self.idle_timeout_seconds is None:
+            return max(ALB_DEFAULT_IDLE_TIMEOUT_SECONDS, need)
+        require(
+            self.idle_timeout_seconds >= need,
+            "idle_timeout_seconds",
+            f"{self.idle_timeout_seconds} s is shorter than {model}'s longest request ({longest_request_seconds} s) + "
+            f"{IDLE_TIMEOUT_MARGIN_SECONDS} s: the load balancer would answer 504 before the server does; set at least "
+            f"{need}, or leave idle_timeout_seconds out to derive it from the models",
+        )
+        return self.idle_timeout_seconds
 
     def waf_rate_limit(self, load: Optional[ConfiguredLoad]) -> int:
         """The per-IP limit: as configured, else the busiest model's peak; never below one task's configured load
@@ -148,7 +183,11 @@ class LoadBalancerProps:
 
 class InferenceLoadBalancer(Construct):
     """Attributes: ``load_balancer``, ``listener`` (the one that routes to models), ``security_group``,
-    ``web_acl`` (or None). Models attach with :meth:`add_model_route`."""
+    ``web_acl`` (or None), ``idle_timeout_seconds``. Models attach with :meth:`add_model_route`.
+
+    ``longest_request_seconds`` is the longest request of the models it will carry (``ModelProps.longest_request_seconds``):
+    the idle timeout is derived from it (:meth:`LoadBalancerProps.idle_timeout_for`), and a ModelService whose server
+    takes longer, or keeps connections alive for less, is refused when it attaches."""
 
     def __init__(
         self,
@@ -159,10 +198,12 @@ class InferenceLoadBalancer(Construct):
         props: LoadBalancerProps,
         access_logs_bucket: s3.IBucket,
         configured_load: Optional[ConfiguredLoad] = None,
+        longest_request_seconds: Optional[int] = None,
     ) -> None:
         super().__init__(scope, construct_id)
         props.check_certificate_region(cdk.Stack.of(self).region)
         self.props = props
+        self.idle_timeout_seconds = props.idle_timeout_for(longest_request_seconds)
         self.waf_rate_limit = props.waf_rate_limit(configured_load)
         self._vpc = vpc
         self._target_ports: set[int] = set()
@@ -195,7 +236,7 @@ class InferenceLoadBalancer(Construct):
             ),
             drop_invalid_header_fields=True,
             deletion_protection=props.deletion_protection,
-            idle_timeout=cdk.Duration.seconds(props.idle_timeout_seconds),
+            idle_timeout=cdk.Duration.seconds(self.idle_timeout_seconds),
             http2_enabled=True,
         )
         self.load_balancer.log_access_logs(access_logs_bucket, prefix="alb")

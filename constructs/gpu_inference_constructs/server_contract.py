@@ -303,7 +303,9 @@ class ServerContract:
     ``public_paths`` () (everything under ``/<model>/`` reaches the server): else the ALB path patterns, below the
     model's prefix, that clients may reach (at most 5, an ALB condition's limit; ``*`` and ``?`` as the ALB reads
     them), and every other path gets the listener's 404. A server that guards only some of its routes with its
-    key (vLLM: ``/v1`` only) must list just those.
+    key (vLLM: ``/v1`` only) must list just those. ``keep_alive_seconds`` (default None: unknown, a synth warning) is
+    how long the server keeps an idle HTTP connection open, which must exceed the load balancer's idle timeout
+    (``ModelService`` refuses one that does not); ``stop.longest_request_seconds`` must fit inside that idle timeout.
     """
 
     image: Optional[ecs.ContainerImage] = None
@@ -327,6 +329,7 @@ class ServerContract:
     scaling_signals: tuple[ScalingSignal, ...] = ()
     serves_at_root: bool = True
     public_paths: tuple[str, ...] = ()
+    keep_alive_seconds: Optional[int] = None
     name: str = "custom"
 
     def __post_init__(self) -> None:
@@ -372,6 +375,8 @@ class ServerContract:
         for pattern in self.public_paths:
             require(bool(PUBLIC_PATH.match(pattern)), "server.public_paths",
                     f"{pattern!r} must be an absolute URL path pattern such as '/v1/*'")
+        if self.keep_alive_seconds is not None:
+            require_range(self.keep_alive_seconds, 1, 86_400, "server.keep_alive_seconds")
         if self.api_keys_variable is not None:
             require(self.api_keys_variable not in self.environment, "server.api_keys_variable", f"{self.api_keys_variable} is also set as plain environment")
 
@@ -503,6 +508,7 @@ class BundledServer:
             api_keys_variable="API_KEYS",
             bundled_metrics=True,
             serves_at_root=False,
+            keep_alive_seconds=timing.keep_alive_seconds,
             stop=StopTiming.bundled(timing.drain_timeout_seconds, model.request_timeout_seconds),
         )
 
@@ -657,6 +663,7 @@ class VllmServer:
                 "AWS_DEFAULT_REGION": context.region,
             },
             api_keys_variable="VLLM_API_KEY",
+            keep_alive_seconds=context.timing.keep_alive_seconds,
             stop=StopTiming.vllm(props.longest_generation_seconds),
             metrics=PrometheusMetrics(metrics=VLLM_METRICS, collector_image=collector_image),
             scaling_signals=(

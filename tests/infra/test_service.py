@@ -327,8 +327,24 @@ def test_load_balancer_drops_bad_headers_logs_access_and_is_protected_in_prod(en
     attributes = {a["Key"]: a["Value"] for a in balancer["Properties"]["LoadBalancerAttributes"]}
     assert attributes["routing.http.drop_invalid_header_fields.enabled"] == "true"
     assert attributes["access_logs.s3.enabled"] == "true"
-    assert int(attributes["idle_timeout.timeout_seconds"]) < config.service.keep_alive_seconds
     assert attributes["deletion_protection.enabled"] == ("true" if config.name == "prod" else "false")
+
+
+def test_the_idle_timeout_carries_the_longest_request_and_every_server_keeps_connections_longer(env):
+    """A non-streamed response sends nothing until it is done: past the ALB idle timeout the client gets an ELB 504
+    (staging's llama-13b generates for up to 80 s; the timeout was 60). And a server that closes an idle connection
+    before the ALB does causes 502s: the bundled server's KEEP_ALIVE_S and vLLM's VLLM_HTTP_TIMEOUT_KEEP_ALIVE."""
+    config, template = env
+    (balancer,) = template.find_resources("AWS::ElasticLoadBalancingV2::LoadBalancer").values()
+    idle_timeout = int({a["Key"]: a["Value"] for a in balancer["Properties"]["LoadBalancerAttributes"]}["idle_timeout.timeout_seconds"])
+    longest = {m.name: m.vllm.longest_generation_seconds if m.vllm else m.request_timeout_seconds for m in config.models}
+    assert idle_timeout >= max(longest.values()) + 10 and idle_timeout <= 4000
+    for model in config.models:
+        variables = environment_of(containers(template)[model.name])
+        keep_alive = variables["VLLM_HTTP_TIMEOUT_KEEP_ALIVE" if model.vllm else "KEEP_ALIVE_S"]
+        assert float(keep_alive) > idle_timeout, model.name
+        if model.vllm is None:
+            assert float(variables["REQUEST_TIMEOUT_S"]) + 10 <= idle_timeout
 
 
 def web_acl_rules(config, template):
