@@ -144,9 +144,11 @@ class EnvironmentConfig:
 
     @property
     def configured_load(self) -> ConfiguredLoad:
+        busiest = max(self.models, key=lambda m: m.scaling.requests_per_target_per_minute * m.max_tasks)
         return ConfiguredLoad(
             one_task=max(m.scaling.requests_per_target_per_minute for m in self.models),
-            one_model_at_peak=max(m.scaling.requests_per_target_per_minute * m.max_tasks for m in self.models),
+            one_model_at_peak=busiest.scaling.requests_per_target_per_minute * busiest.max_tasks,
+            busiest_model=busiest.name,
         )
 
     def model_placement(self) -> dict[str, str]:

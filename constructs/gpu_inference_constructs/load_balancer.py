@@ -36,15 +36,35 @@ PREDICTION_PATHS = (
     "/v2/models/{model}/infer",
     "/v2/models/{model}/versions/{version}/infer",
 )
-# The common rule set's rules that inspect the body, with the label each adds (AWS WAF developer guide, "Core rule set").
-BODY_RULES = {
-    "SizeRestrictions_BODY": "SizeRestrictions_Body",
-    "CrossSiteScripting_BODY": "CrossSiteScripting_Body",
-    "GenericLFI_BODY": "GenericLFI_Body",
-    "GenericRFI_BODY": "GenericRFI_Body",
-    "EC2MetaDataSSRF_BODY": "EC2MetaDataSSRF_Body",
-}
+COMMON_RULE_SET = "AWSManagedRulesCommonRuleSet"
+KNOWN_BAD_INPUTS = "AWSManagedRulesKnownBadInputsRuleSet"
 CORE_RULE_SET_LABEL = "awswaf:managed:aws:core-rule-set:"
+KNOWN_BAD_INPUTS_LABEL = "awswaf:managed:aws:known-bad-inputs:"
+# Every rule, in the managed rule groups the web ACL uses, that inspects the request body, with the label it adds
+# (AWS WAF developer guide, "Baseline rule groups": core rule set, known bad inputs). Each counts (it only labels), and
+# BodyRulesOffPredictions blocks on its label everywhere but on the prediction paths: prediction bodies are texts, and
+# a legitimate one may hold HTML (cross-site scripting), paths or URLs (file inclusion, the metadata address), a
+# Log4Shell string (a security model classifying logs) or Java code (a code model's prompt). The size rule is only
+# counted: inference payloads exceed 8 KB and the server enforces its own limit (413).
+BODY_RULES = {
+    COMMON_RULE_SET: {
+        "SizeRestrictions_BODY": None,
+        "CrossSiteScripting_BODY": CORE_RULE_SET_LABEL + "CrossSiteScripting_Body",
+        "GenericLFI_BODY": CORE_RULE_SET_LABEL + "GenericLFI_Body",
+        "GenericRFI_BODY": CORE_RULE_SET_LABEL + "GenericRFI_Body",
+        "EC2MetaDataSSRF_BODY": CORE_RULE_SET_LABEL + "EC2MetaDataSSRF_Body",
+    },
+    KNOWN_BAD_INPUTS: {
+        "Log4JRCE_BODY": KNOWN_BAD_INPUTS_LABEL + "Log4JRCE_Body",
+        "JavaDeserializationRCE_BODY": KNOWN_BAD_INPUTS_LABEL + "JavaDeserializationRCE_Body",
+    },
+}
+# Managed rules that count everywhere, and why. NoUserAgent_HEADER blocks a request without a User-Agent header: API
+# clients need not send one (a service's own HTTP client, curl -A '', many SDK-less integrations), and on an API that
+# authenticates every inference request with its key, a missing User-Agent tells nothing about the caller.
+COUNTED_RULES = {
+    COMMON_RULE_SET: {"NoUserAgent_HEADER": "API clients need not send a User-Agent; the API key, not the header, says who calls"},
+}
 RATE_WINDOW_MINUTES = 5
 # An ALB closes a connection on which nothing was sent for its idle timeout (1-4000 s, default 60; Elastic Load
 # Balancing user guide, "Connection idle timeout"): a non-streamed response that takes longer gets an ELB 504. The
@@ -62,6 +82,7 @@ class ConfiguredLoad:
 
     one_task: int
     one_model_at_peak: int
+    busiest_model: str = "the busiest model"
 
 
 @dataclass(frozen=True)
@@ -156,19 +177,20 @@ class LoadBalancerProps:
         return self.idle_timeout_seconds
 
     def waf_rate_limit(self, load: Optional[ConfiguredLoad]) -> int:
-        """The per-IP limit: as configured, else the busiest model's peak; never below one task's configured load
-        (one client, a backend behind a NAT say, may well send that much)."""
+        """The per-IP limit: as configured, else the busiest model's configured peak (``requests_per_target_per_minute``
+        at ``max_tasks``, over WAF's 5-minute window); never below that peak: one client (a backend behind one NAT
+        address, say) may drive a model to its peak, and a lower limit answers it 403 before scaling reaches it."""
         if load is None:
             return self.waf_rate_limit_per_5_minutes or 2000
-        one_task = load.one_task * RATE_WINDOW_MINUTES
         if self.waf_rate_limit_per_5_minutes is None:
-            return min(2_000_000_000, max(100, load.one_model_at_peak * RATE_WINDOW_MINUTES))
+            return peak_rate_limit(load)
+        peak = load.one_model_at_peak * RATE_WINDOW_MINUTES
         require(
-            self.waf_rate_limit_per_5_minutes >= one_task,
+            self.waf_rate_limit_per_5_minutes >= peak,
             "waf_rate_limit_per_5_minutes",
-            f"{self.waf_rate_limit_per_5_minutes} is below one task's configured load ({load.one_task} requests a minute = "
-            f"{one_task} in 5 minutes): WAF would block a single client before the first task is busy; set at least {one_task}, "
-            "or leave it out to allow the busiest model's peak",
+            f"{self.waf_rate_limit_per_5_minutes} is below {load.busiest_model}'s configured peak ({load.one_model_at_peak} "
+            f"requests a minute at max_tasks = {peak} in 5 minutes): WAF would answer one client 403 before the model scales "
+            f"to its maximum; set at least {peak}, or leave it out to derive it from the peak",
         )
         return self.waf_rate_limit_per_5_minutes
 
@@ -352,7 +374,8 @@ class InferenceLoadBalancer(Construct):
         return f"{scheme}://{self.load_balancer.load_balancer_dns_name}"
 
     def _add_web_acl(self, props: LoadBalancerProps) -> wafv2.CfnWebACL:
-        def managed(name: str, priority: int, overrides: tuple[str, ...] = ()) -> wafv2.CfnWebACL.RuleProperty:
+        def managed(name: str, priority: int) -> wafv2.CfnWebACL.RuleProperty:
+            counted = [*BODY_RULES.get(name, {}), *COUNTED_RULES.get(name, {})]
             return wafv2.CfnWebACL.RuleProperty(
                 name=name,
                 priority=priority,
@@ -365,7 +388,7 @@ class InferenceLoadBalancer(Construct):
                             wafv2.CfnWebACL.RuleActionOverrideProperty(
                                 name=rule, action_to_use=wafv2.CfnWebACL.RuleActionProperty(count={})
                             )
-                            for rule in overrides
+                            for rule in counted
                         ]
                         or None,
                     )
@@ -373,43 +396,44 @@ class InferenceLoadBalancer(Construct):
                 visibility_config=_visibility(name),
             )
 
-        rate_limit = wafv2.CfnWebACL.RuleProperty(
-            name="RateLimitPerClientIp",
-            priority=0,
-            action=wafv2.CfnWebACL.RuleActionProperty(block={}),
-            statement=wafv2.CfnWebACL.StatementProperty(
-                rate_based_statement=wafv2.CfnWebACL.RateBasedStatementProperty(
-                    limit=self.waf_rate_limit, aggregate_key_type="IP"
-                )
-            ),
-            visibility_config=_visibility("RateLimitPerClientIp"),
-        )
+        rules = [
+            *self._rate_limits(),
+            managed("AWSManagedRulesAmazonIpReputationList", 0),
+            managed(COMMON_RULE_SET, 0),
+            managed(KNOWN_BAD_INPUTS, 0),
+            # After both groups, so their body rules' labels are on the request.
+            self._body_rules_off_predictions(priority=0),
+        ]
         acl = wafv2.CfnWebACL(
             self,
             "WebAcl",
             scope="REGIONAL",
             default_action=wafv2.CfnWebACL.DefaultActionProperty(allow={}),
             visibility_config=_visibility("InferenceWebAcl"),
-            rules=[
-                rate_limit,
-                managed("AWSManagedRulesAmazonIpReputationList", 1),
-                # The body rules count (they label the request); BodyRulesOffPredictions then blocks what they
-                # found everywhere but in prediction bodies, which are texts that may hold HTML, paths or URLs.
-                # Inference payloads also exceed the 8 KB body limit: the server enforces its own and answers 413.
-                managed("AWSManagedRulesCommonRuleSet", 2, overrides=tuple(BODY_RULES)),
-                self._body_rules_off_predictions(priority=3),
-                managed("AWSManagedRulesKnownBadInputsRuleSet", 4),
-            ],
+            rules=[_with_priority(rule, priority) for priority, rule in enumerate(rules)],
         )
         wafv2.CfnWebACLAssociation(self, "WebAclAssociation", resource_arn=self.load_balancer.load_balancer_arn, web_acl_arn=acl.attr_arn)
         return acl
+
+    def _rate_limits(self) -> list[wafv2.CfnWebACL.RuleProperty]:
+        return [
+            wafv2.CfnWebACL.RuleProperty(
+                name="RateLimitPerClientIp",
+                priority=0,
+                action=wafv2.CfnWebACL.RuleActionProperty(block={}),
+                statement=wafv2.CfnWebACL.StatementProperty(
+                    rate_based_statement=wafv2.CfnWebACL.RateBasedStatementProperty(limit=self.waf_rate_limit, aggregate_key_type="IP")
+                ),
+                visibility_config=_visibility("RateLimitPerClientIp"),
+            )
+        ]
 
     @staticmethod
     def _body_rules_off_predictions(priority: int) -> wafv2.CfnWebACL.RuleProperty:
         statement = wafv2.CfnWebACL.StatementProperty
 
-        def label(name: str) -> wafv2.CfnWebACL.StatementProperty:
-            return statement(label_match_statement=wafv2.CfnWebACL.LabelMatchStatementProperty(scope="LABEL", key=CORE_RULE_SET_LABEL + name))
+        def label(key: str) -> wafv2.CfnWebACL.StatementProperty:
+            return statement(label_match_statement=wafv2.CfnWebACL.LabelMatchStatementProperty(scope="LABEL", key=key))
 
         # A regex match on the URI path per prediction path (3 WCUs each), each anchored and without groups or
         # alternation (AWS WAF rejects capturing groups and limits '|' branches). The path as sent: no query string,
@@ -422,7 +446,7 @@ class InferenceLoadBalancer(Construct):
             ))
             for regex in prediction_path_regexes()
         ]))
-        found = [label(name) for rule, name in BODY_RULES.items() if rule != "SizeRestrictions_BODY"]
+        found = [label(key) for rules in BODY_RULES.values() for key in rules.values() if key is not None]
         return wafv2.CfnWebACL.RuleProperty(
             name="BodyRulesOffPredictions",
             priority=priority,
@@ -433,6 +457,19 @@ class InferenceLoadBalancer(Construct):
             ])),
             visibility_config=_visibility("BodyRulesOffPredictions"),
         )
+
+
+def _with_priority(rule: wafv2.CfnWebACL.RuleProperty, priority: int) -> wafv2.CfnWebACL.RuleProperty:
+    """``rule`` at ``priority``: the web ACL's rules run in list order."""
+    return wafv2.CfnWebACL.RuleProperty(
+        name=rule.name, priority=priority, action=rule.action, override_action=rule.override_action,
+        statement=rule.statement, visibility_config=rule.visibility_config,
+    )
+
+
+def peak_rate_limit(load: ConfiguredLoad) -> int:
+    """The busiest model's configured peak over WAF's 5-minute window, within what WAF accepts (100 to 2e9 here)."""
+    return min(2_000_000_000, max(100, load.one_model_at_peak * RATE_WINDOW_MINUTES))
 
 
 def prediction_path_regexes(paths: Sequence[str] = PREDICTION_PATHS) -> list[str]:

@@ -137,8 +137,8 @@ BAD_SERVICE = [
     (with_change("load_balancer.certificate_arn", "arn:aws:acm:eu-west-1:111111111111:certificate/abc"), r"load_balancer.certificate_arn: .* is not in region 'us-east-1'"),
     (with_change("load_balancer.certificate_arn", "my-cert"), r"load_balancer.certificate_arn: 'my-cert' is not an ACM certificate ARN"),
     (with_change("load_balancer.ingress_cidrs", ["10.0.0.0/33"]), r"load_balancer.ingress_cidrs\[0\]: '10.0.0.0/33' is not a CIDR block"),
-    (with_change("load_balancer.waf_rate_limit_per_5_minutes", 2000), r"load_balancer.waf_rate_limit_per_5_minutes: 2000 is below one task's configured load "
-     r"\(1200 requests a minute = 6000 in 5 minutes\): WAF would block a single client before the first task is busy"),
+    (with_change("load_balancer.waf_rate_limit_per_5_minutes", 11999), r"load_balancer.waf_rate_limit_per_5_minutes: 11999 is below minilm's configured peak "
+     r"\(2400 requests a minute at max_tasks = 12000 in 5 minutes\): WAF would answer one client 403 before the model scales to its maximum; set at least 12000"),
     (many_models(101), r"models: 101 listener rules \(one per model\) exceed the load balancer's quota of 100: serve fewer models"),
     (many_models(51, deployment={"strategy": "blue_green"}), r"models: 102 target groups \(one per model, two with canary, linear or blue/green\) exceed the load balancer's quota of 100"),
     (many_models(100, max_tasks=10), r"models: 1010 targets at peak while one model deploys \(one per task\) exceed the load balancer's quota of 1000"),
