@@ -62,6 +62,16 @@ BODY_RULES = {
 # Managed rules that count everywhere, and why. NoUserAgent_HEADER blocks a request without a User-Agent header: API
 # clients need not send one (a service's own HTTP client, curl -A '', many SDK-less integrations), and on an API that
 # authenticates every inference request with its key, a missing User-Agent tells nothing about the caller.
+# The headers a client's API key arrives in (the bundled server takes both; vLLM takes the bearer form), with the
+# text transformations that make each key one aggregation instance of its rate-based rule: x-api-key is compared
+# exactly by the servers, so as sent; "Authorization: Bearer <key>" is taken with the scheme in any case and the key
+# trimmed, so lowercased (the scheme; a generated key differing only in case is no other valid key) and with
+# whitespace runs compressed. Without them one leaked key would be many instances (BEARER, bearer, extra spaces),
+# each with the full limit.
+API_KEY_HEADERS = (
+    ("RateLimitPerApiKey", "x-api-key", ("NONE",)),
+    ("RateLimitPerBearerToken", "authorization", ("LOWERCASE", "COMPRESS_WHITE_SPACE")),
+)
 COUNTED_RULES = {
     COMMON_RULE_SET: {"NoUserAgent_HEADER": "API clients need not send a User-Agent; the API key, not the header, says who calls"},
 }
@@ -205,7 +215,8 @@ class LoadBalancerProps:
 
 class InferenceLoadBalancer(Construct):
     """Attributes: ``load_balancer``, ``listener`` (the one that routes to models), ``security_group``,
-    ``web_acl`` (or None), ``idle_timeout_seconds``. Models attach with :meth:`add_model_route`.
+    ``web_acl`` (or None), ``idle_timeout_seconds``, ``waf_rate_limit`` (per client IP) and ``waf_rate_limit_per_key``
+    (per API key, in x-api-key or Authorization: Bearer), both per 5 minutes. Models attach with :meth:`add_model_route`.
 
     ``longest_request_seconds`` is the longest request of the models it will carry (``ModelProps.longest_request_seconds``):
     the idle timeout is derived from it (:meth:`LoadBalancerProps.idle_timeout_for`), and a ModelService whose server
@@ -227,6 +238,9 @@ class InferenceLoadBalancer(Construct):
         self.props = props
         self.idle_timeout_seconds = props.idle_timeout_for(longest_request_seconds)
         self.waf_rate_limit = props.waf_rate_limit(configured_load)
+        # Per API key: the busiest model's configured peak (one key may drive one model to its peak), whatever the
+        # per-IP limit (which may be raised for many clients behind one address).
+        self.waf_rate_limit_per_key = peak_rate_limit(configured_load) if configured_load is not None else self.waf_rate_limit
         self._vpc = vpc
         self._target_ports: set[int] = set()
         self._target_groups: set[str] = set()
@@ -416,17 +430,26 @@ class InferenceLoadBalancer(Construct):
         return acl
 
     def _rate_limits(self) -> list[wafv2.CfnWebACL.RuleProperty]:
-        return [
-            wafv2.CfnWebACL.RuleProperty(
-                name="RateLimitPerClientIp",
-                priority=0,
-                action=wafv2.CfnWebACL.RuleActionProperty(block={}),
-                statement=wafv2.CfnWebACL.StatementProperty(
-                    rate_based_statement=wafv2.CfnWebACL.RateBasedStatementProperty(limit=self.waf_rate_limit, aggregate_key_type="IP")
-                ),
-                visibility_config=_visibility("RateLimitPerClientIp"),
+        """Per client IP, and per API key in each header the servers take it from: a leaked key used from many
+        addresses is held to one model's configured peak. A custom-key rule skips requests without its header (AWS
+        WAF developer guide, rate-based rule aggregation), so each header form needs its own rule."""
+        def rule(name: str, **statement) -> wafv2.CfnWebACL.RuleProperty:
+            return wafv2.CfnWebACL.RuleProperty(
+                name=name, priority=0, action=wafv2.CfnWebACL.RuleActionProperty(block={}),
+                statement=wafv2.CfnWebACL.StatementProperty(rate_based_statement=wafv2.CfnWebACL.RateBasedStatementProperty(**statement)),
+                visibility_config=_visibility(name),
             )
+
+        per_key = [
+            rule(name, limit=self.waf_rate_limit_per_key, aggregate_key_type="CUSTOM_KEYS", custom_keys=[
+                wafv2.CfnWebACL.RateBasedStatementCustomKeyProperty(header=wafv2.CfnWebACL.RateLimitHeaderProperty(
+                    name=header,
+                    text_transformations=[wafv2.CfnWebACL.TextTransformationProperty(priority=p, type=t) for p, t in enumerate(transformations)],
+                ))
+            ])
+            for name, header, transformations in API_KEY_HEADERS
         ]
+        return [rule("RateLimitPerClientIp", limit=self.waf_rate_limit, aggregate_key_type="IP"), *per_key]
 
     @staticmethod
     def _body_rules_off_predictions(priority: int) -> wafv2.CfnWebACL.RuleProperty:
