@@ -88,11 +88,11 @@ class EnvironmentConfig:
         smallest = {group: self.group_capacity(group).smallest_instance_type(self.region) for group in {"", *self.capacity_groups}}
         seen: set[str] = set()
         names = [model.name for model in self.models]
-        priorities: dict[int, str] = {}  # listener rule priority -> the model that has it
+        priorities: dict[int, dict[int, str]] = {}  # load balancer -> listener rule priority -> the model that has it
         for index, model in enumerate(self.models):
             require(model.name not in seen, f"models[{index}].name", f"{model.name!r} is listed twice; model names must be unique")
             seen.add(model.name)
-            claim_priority(priorities, model.name, model.listener_priority, f"models[{index}].listener_priority",
+            claim_priority(priorities.setdefault(model.load_balancer, {}), model.name, model.listener_priority, f"models[{index}].listener_priority",
                            fix_keys=lambda other: f"models[{names.index(other)}].listener_priority or models[{index}].listener_priority")
             group = placement.get(model.name, "")
             try:
@@ -112,21 +112,60 @@ class EnvironmentConfig:
                 [service_deployment(m, in_gpus=True) for m in placed],
                 key=f"capacity_groups.{group}.capacity.max_capacity" if group else "capacity.max_capacity",
             )
-        deployments = [service_deployment(m) for m in self.models]
-        self.load_balancer.quotas.check(
-            rules=len(self.models),
-            target_groups=sum(2 if m.deployment.shifts_traffic else 1 for m in self.models),
-            targets=tasks_for_deployment_at_peak(deployments),
-        )
-        try:
-            self.load_balancer.waf_rate_limit(self.configured_load)
-        except ConfigError as error:
-            raise error.within("load_balancer") from None
-        idle_timeout = self.idle_timeout_seconds_for(self.models)
-        try:
-            self.service.keep_alive_above(idle_timeout)
-        except ConfigError as error:
-            raise error.within("service") from None
+        self._check_load_balancers()
+
+    def _check_load_balancers(self) -> None:
+        """Each load balancer's models fit its quotas; numbers run 1..N with none empty; per load balancer, the WAF
+        rate limit and the idle timeout follow its own models, and the servers' keep-alive outlasts that timeout."""
+        groups = self.load_balancer_groups()
+        missing = sorted(set(range(1, max(groups) + 1)) - set(groups))
+        require(not missing, "models", f"no model is on load balancer {', '.join(map(str, missing))}: number the load balancers "
+                                       f"1 to {max(groups)} without gaps (an empty load balancer only costs money)")
+        for number, models in groups.items():
+            placed: list[ModelProps] = []
+            for model in models:
+                placed.append(model)
+                try:
+                    self.load_balancer.quotas.check(
+                        rules=len(placed),
+                        target_groups=sum(2 if m.deployment.shifts_traffic else 1 for m in placed),
+                        targets=tasks_for_deployment_at_peak([service_deployment(m) for m in placed]),
+                        key=f"models[{self.models.index(model)}].load_balancer",
+                    )
+                except ConfigError as error:
+                    raise ConfigError(error.key, f"on load balancer {number}, {error.detail}; to serve {model.name!r} from another, "
+                                                 f"set {error.key}: {self._load_balancer_with_room(groups, model)} "
+                                                 "(no other model moves)") from None
+            try:
+                self.load_balancer.waf_rate_limit(self.configured_load_for(models))
+            except ConfigError as error:
+                raise error.within("load_balancer") from None
+            idle_timeout = self.idle_timeout_seconds_for(models)
+            try:
+                self.service.keep_alive_above(idle_timeout)
+            except ConfigError as error:
+                raise error.within("service") from None
+
+    def _load_balancer_with_room(self, groups: dict[int, tuple[ModelProps, ...]], model: ModelProps) -> int:
+        """The lowest-numbered other load balancer that would hold ``model`` too (a new one after the last if none)."""
+        for number, models in groups.items():
+            if number == model.load_balancer:
+                continue
+            candidate = [*models, model]
+            try:
+                self.load_balancer.quotas.check(rules=len(candidate), target_groups=sum(2 if m.deployment.shifts_traffic else 1 for m in candidate),
+                                                targets=tasks_for_deployment_at_peak([service_deployment(m) for m in candidate]))
+            except ConfigError:
+                continue
+            return number
+        return max(groups) + 1
+
+    def load_balancer_groups(self) -> dict[int, tuple[ModelProps, ...]]:
+        """Load balancer number -> the models it serves (``models[].load_balancer``), in config order."""
+        groups: dict[int, list[ModelProps]] = {}
+        for model in self.models:
+            groups.setdefault(model.load_balancer, []).append(model)
+        return {number: tuple(groups[number]) for number in sorted(groups)}
 
     def idle_timeout_seconds_for(self, models: tuple[ModelProps, ...]) -> int:
         """The idle timeout of the load balancer in front of ``models``: from the longest request among them."""
@@ -144,9 +183,14 @@ class EnvironmentConfig:
 
     @property
     def configured_load(self) -> ConfiguredLoad:
-        busiest = max(self.models, key=lambda m: m.scaling.requests_per_target_per_minute * m.max_tasks)
+        return self.configured_load_for(self.models)
+
+    @staticmethod
+    def configured_load_for(models: tuple[ModelProps, ...]) -> ConfiguredLoad:
+        """What ``models`` (those behind one load balancer) are configured to serve."""
+        busiest = max(models, key=lambda m: m.scaling.requests_per_target_per_minute * m.max_tasks)
         return ConfiguredLoad(
-            one_task=max(m.scaling.requests_per_target_per_minute for m in self.models),
+            one_task=max(m.scaling.requests_per_target_per_minute for m in models),
             one_model_at_peak=busiest.scaling.requests_per_target_per_minute * busiest.max_tasks,
             busiest_model=busiest.name,
         )

@@ -57,6 +57,7 @@ class ModelStack(cdk.Stack):
         **kwargs,
     ) -> None:
         super().__init__(scope, construct_id, description=f"GPU inference: the {model.name} model service", **kwargs)
+        load_balancer = shared.load_balancer_for(model.name)
         self.service = ModelService(
             self,
             f"Model-{model.name}",
@@ -66,7 +67,7 @@ class ModelStack(cdk.Stack):
             subnets=network.private_subnets,
             server=server_for(model, None if model.vllm is not None else bundled_image(self)),
             model_store=shared.model_store,
-            load_balancer=shared.load_balancer,
+            load_balancer=load_balancer,
             logs_key=shared.logs_key,
             log_retention_days=config.log_retention_days,
             environment_name=config.name,
@@ -79,7 +80,7 @@ class ModelStack(cdk.Stack):
             model_service=self.service,
             props=model.scaling,
             scaling=config.scaling,
-            load_balancer=shared.load_balancer.load_balancer,
+            load_balancer=load_balancer.load_balancer,
         )
         self.alarms = ModelAlarms(
             self,
@@ -91,7 +92,7 @@ class ModelStack(cdk.Stack):
         )
         self._grant_api_keys_decrypt(shared)
         route, what = inference_route(model)
-        cdk.CfnOutput(self, f"Url-{model.name}", value=f"{shared.load_balancer.base_url}/{model.name}/{route}", description=f"{model.name} {what}")
+        cdk.CfnOutput(self, f"Url-{model.name}", value=f"{load_balancer.base_url}/{model.name}/{route}", description=f"{model.name} {what}")
 
     def _api_keys(self, shared: InferenceStack) -> secretsmanager.ISecret:
         """The shared API-key secret and its key as this stack sees them: granting to an imported key changes only

@@ -113,8 +113,8 @@ class LoadBalancerQuotas:
             require(
                 count <= limit,
                 key,
-                f"{count} {what} exceed the load balancer's quota of {limit}: serve fewer models or tasks per environment "
-                f"(or split them over two environments), or raise the quota with AWS and set load_balancer.quotas.{field_name}",
+                f"{count} {what} exceed the load balancer's quota of {limit}: serve fewer models or tasks on this load "
+                f"balancer (spread them over more), or raise the quota with AWS and set load_balancer.quotas.{field_name}",
             )
 NOT_FOUND_BODY = json.dumps({"error": {"code": "not_found", "message": "No model is served at this path; use /<model-name>/predict"}})
 

@@ -67,6 +67,8 @@ CONTAINER_USER = BUNDLED_USER
 HEALTH_CHECK_COMMAND = BUNDLED_LIVENESS
 SERVER_COMMAND = BUNDLED_COMMAND
 READINESS_PATH = BUNDLED_READINESS_PATH
+# Load balancers one environment may spread its models over (each holds 100 rules and target groups by default).
+MAX_LOAD_BALANCERS = 20
 # A server's HTTP keep-alive outlasts the load balancer's idle timeout by this much, so the ALB, not the server,
 # closes an idle connection (otherwise the ALB may send a request on a connection the server just closed: a 502).
 KEEP_ALIVE_MARGIN_SECONDS = 15
@@ -99,6 +101,8 @@ class ModelProps:
     ``result_cache_size`` and ``compile`` configure it. ``expected_load_seconds`` (180) is how long
     download, load and warm-up take: the health-check grace period follows it. ``listener_priority``
     (default: derived from the name) is its listener rule's priority; set it when two models' collide.
+    ``load_balancer`` (default 1) is which of the environment's load balancers serves it (an app of this repository
+    builds one per number used; ModelService itself attaches to the load balancer it is given).
     ``rollback`` and ``alarms`` (its paging p95/p99 latency thresholds) default to multiples of its own
     ``scaling.latency_p95_ms`` (see RollbackProps, LatencyAlarmProps); neither may be below it.
     """
@@ -120,6 +124,7 @@ class ModelProps:
     compile: bool = False
     gpus: int = 1
     listener_priority: Optional[int] = None
+    load_balancer: int = 1
     vllm: Optional[VllmProps] = None
     environment: dict[str, str] = field(default_factory=dict)
     scaling: ModelScalingProps = field(default_factory=ModelScalingProps)
@@ -151,6 +156,7 @@ class ModelProps:
         require_range(self.gpus, 1, 8, "gpus", hint=" (GPUs per task; a 12xlarge type has 4)")
         if self.listener_priority is not None:
             check_rule_priority(self.listener_priority, "listener_priority")
+        require_range(self.load_balancer, 1, MAX_LOAD_BALANCERS, "load_balancer", hint=" (which of the environment's load balancers serves it)")
         self.rollback_thresholds()
         self.latency_alarm_thresholds()
         reserved_keys = VLLM_RESERVED_ENVIRONMENT if self.vllm is not None else server_environment_keys()
