@@ -126,12 +126,7 @@ class EnvironmentConfig:
             for model in models:
                 placed.append(model)
                 try:
-                    self.load_balancer.quotas.check(
-                        rules=len(placed),
-                        target_groups=sum(2 if m.deployment.shifts_traffic else 1 for m in placed),
-                        targets=tasks_for_deployment_at_peak([service_deployment(m) for m in placed]),
-                        key=f"models[{self.models.index(model)}].load_balancer",
-                    )
+                    self.load_balancer.quotas.check(**quota_use(placed), key=f"models[{self.models.index(model)}].load_balancer")
                 except ConfigError as error:
                     raise ConfigError(error.key, f"on load balancer {number}, {error.detail}; to serve {model.name!r} from another, "
                                                  f"set {error.key}: {self._load_balancer_with_room(groups, model)} "
@@ -153,8 +148,7 @@ class EnvironmentConfig:
                 continue
             candidate = [*models, model]
             try:
-                self.load_balancer.quotas.check(rules=len(candidate), target_groups=sum(2 if m.deployment.shifts_traffic else 1 for m in candidate),
-                                                targets=tasks_for_deployment_at_peak([service_deployment(m) for m in candidate]))
+                self.load_balancer.quotas.check(**quota_use(candidate))
             except ConfigError:
                 continue
             return number
@@ -224,6 +218,16 @@ class EnvironmentConfig:
     @property
     def stage_name(self) -> str:
         return "".join(part.capitalize() for part in self.name.split("-"))
+
+
+def quota_use(models: list[ModelProps]) -> dict[str, int]:
+    """What ``models`` take of one load balancer's quotas: a rule each, one target group each (two with canary, linear
+    or blue/green), and their targets at peak while one of them deploys."""
+    return {
+        "rules": len(models),
+        "target_groups": sum(2 if m.deployment.shifts_traffic else 1 for m in models),
+        "targets": tasks_for_deployment_at_peak([service_deployment(m) for m in models]),
+    }
 
 
 def load_environments(context: Mapping[str, Any], only: str | None = None) -> list[EnvironmentConfig]:
