@@ -574,31 +574,34 @@ class ModelService(Construct):
     def _check_idle_timeout(self, contract: ServerContract, idle_timeout: int, *, known: bool) -> None:
         """The load balancer carries the server's longest request (a non-streamed response sends nothing until it is
         done, and the ALB answers 504 after its idle timeout), and the server keeps connections alive for longer
-        than the load balancer (or the ALB reuses one the server closed: 502)."""
-        where = "the load balancer's" if known else "the ALB's default (the listener's load balancer is not known here)"
+        than the load balancer (or the ALB reuses one the server closed: 502). Behind an InferenceLoadBalancer a
+        mismatch is an error; behind another listener, whose idle timeout is not known here, a warning."""
+        def refuse(key: str, detail: str, fix: str) -> None:
+            if known:
+                raise ConfigError(key, f"{detail} (models[{self.model.name}]); {fix}")
+            cdk.Annotations.of(self).add_warning_v2(f"gpu-inference:{key}", f"{detail}, if your load balancer keeps the ALB's default "
+                                                    f"idle timeout ({idle_timeout} s): {fix}")
+
         longest = contract.stop.longest_request_seconds
         if longest is not None and longest + IDLE_TIMEOUT_MARGIN_SECONDS > idle_timeout:
-            fix = ("pass longest_request_seconds (at least this model's) to its InferenceLoadBalancer, or raise "
-                   "load_balancer.idle_timeout_seconds" if known else "raise your load balancer's idle timeout and say so here")
-            raise ConfigError(
-                "server.stop.longest_request_seconds",
-                f"the {contract.name} server's longest request ({longest} s) + {IDLE_TIMEOUT_MARGIN_SECONDS} s outlasts "
-                f"{where} idle timeout ({idle_timeout} s): the client would get an ELB 504 (models[{self.model.name}]); {fix}",
-            )
+            refuse("server.stop.longest_request_seconds",
+                   f"the {contract.name} server's longest request ({longest} s) + {IDLE_TIMEOUT_MARGIN_SECONDS} s outlasts the "
+                   f"load balancer's idle timeout ({idle_timeout} s): the client would get an ELB 504",
+                   "pass longest_request_seconds (at least this model's) to its InferenceLoadBalancer, or raise "
+                   "load_balancer.idle_timeout_seconds" if known else
+                   f"set its idle timeout to at least {longest + IDLE_TIMEOUT_MARGIN_SECONDS} s")
         if contract.keep_alive_seconds is None:
             cdk.Annotations.of(self).add_warning_v2(
                 "gpu-inference:keep-alive-unknown",
-                f"The {contract.name} server contract does not say its HTTP keep-alive: if it is not above {where} idle "
-                f"timeout ({idle_timeout} s), the ALB answers intermittent 502s. Set ServerContract.keep_alive_seconds "
-                f"(at least {idle_timeout + 1}) to what the server's own setting is.",
+                f"The {contract.name} server contract does not say its HTTP keep-alive: if it is not above the load "
+                f"balancer's idle timeout ({idle_timeout} s), the ALB answers intermittent 502s. Set "
+                f"ServerContract.keep_alive_seconds (at least {idle_timeout + 1}) to what the server's own setting is.",
             )
         elif contract.keep_alive_seconds <= idle_timeout:
-            raise ConfigError(
-                "server.keep_alive_seconds",
-                f"the {contract.name} server keeps idle connections {contract.keep_alive_seconds} s, not longer than {where} "
-                f"idle timeout ({idle_timeout} s): the ALB would reuse connections the server closed (502s) "
-                f"(models[{self.model.name}]); set the server's keep-alive above {idle_timeout} s",
-            )
+            refuse("server.keep_alive_seconds",
+                   f"the {contract.name} server keeps idle connections {contract.keep_alive_seconds} s, not longer than the "
+                   f"load balancer's idle timeout ({idle_timeout} s): the ALB would reuse connections the server closed (502s)",
+                   f"set the server's keep-alive above {idle_timeout} s")
 
     def _target_group(self, construct_id: str, vpc: ec2.IVpc) -> elbv2.ApplicationTargetGroup:
         return elbv2.ApplicationTargetGroup(

@@ -582,3 +582,16 @@ def test_a_server_whose_longest_request_outlasts_the_idle_timeout_is_refused(lon
         ModelService(stack, "M", model=ModelProps(name="mm", version="1"), server=complete(stop=stop, keep_alive_seconds=200), **parts)
     assert error.value.key == "server.stop.longest_request_seconds" and f"({longest} s) + 10 s outlasts the load balancer's idle timeout (110 s)" in error.value.detail
     assert "pass longest_request_seconds (at least this model's) to its InferenceLoadBalancer" in error.value.detail
+
+
+def test_behind_a_listener_whose_idle_timeout_is_unknown_a_long_request_is_a_warning_naming_the_timeout_to_set():
+    """ModelService(listener=...) cannot know the load balancer's idle timeout: vLLM's 80 s generations get a synth
+    warning (set the idle timeout to at least 90 s), not an error; behind an InferenceLoadBalancer the same is refused."""
+    stack, parts = stack_with_placement()
+    model = ModelProps(name="llm", version="1", gpus=1, vllm=VllmProps(shared_memory_mib=4096))
+    ModelService(stack, "M", model=model, server=VllmServer(image=IMAGE), instance_type="g5.xlarge", **parts)
+    (warning,) = Annotations.from_stack(stack).find_warning("*", Match.string_like_regexp("outlasts"))
+    assert "longest request (80 s) + 10 s" in warning.entry.data and "set its idle timeout to at least 90 s" in warning.entry.data
+    stack, _, parts = stack_with_load_balancer(10)
+    with pytest.raises(ConfigError, match=r"server.stop.longest_request_seconds: the vllm server's longest request \(80 s\)"):
+        ModelService(stack, "M", model=model, server=VllmServer(image=IMAGE), **parts)
