@@ -68,7 +68,6 @@ class EnvironmentConfig:
             ("network", lambda: self.network.zones_for(self.region)),
             ("capacity", lambda: self.capacity.resolve_instance_types(self.region)),
             ("load_balancer", lambda: self.load_balancer.check_certificate_region(self.region)),
-            ("service", lambda: self.service.check_keep_alive(self.load_balancer.idle_timeout_seconds)),
         )
         for section, check in checks:
             try:
@@ -89,11 +88,11 @@ class EnvironmentConfig:
         smallest = {group: self.group_capacity(group).smallest_instance_type(self.region) for group in {"", *self.capacity_groups}}
         seen: set[str] = set()
         names = [model.name for model in self.models]
-        priorities: dict[int, str] = {}  # listener rule priority -> the model that has it
+        priorities: dict[int, dict[int, str]] = {}  # load balancer -> listener rule priority -> the model that has it
         for index, model in enumerate(self.models):
             require(model.name not in seen, f"models[{index}].name", f"{model.name!r} is listed twice; model names must be unique")
             seen.add(model.name)
-            claim_priority(priorities, model.name, model.listener_priority, f"models[{index}].listener_priority",
+            claim_priority(priorities.setdefault(model.load_balancer, {}), model.name, model.listener_priority, f"models[{index}].listener_priority",
                            fix_keys=lambda other: f"models[{names.index(other)}].listener_priority or models[{index}].listener_priority")
             group = placement.get(model.name, "")
             try:
@@ -113,22 +112,81 @@ class EnvironmentConfig:
                 [service_deployment(m, in_gpus=True) for m in placed],
                 key=f"capacity_groups.{group}.capacity.max_capacity" if group else "capacity.max_capacity",
             )
-        deployments = [service_deployment(m) for m in self.models]
-        self.load_balancer.quotas.check(
-            rules=len(self.models),
-            target_groups=sum(2 if m.deployment.shifts_traffic else 1 for m in self.models),
-            targets=tasks_for_deployment_at_peak(deployments),
-        )
+        self._check_load_balancers()
+
+    def _check_load_balancers(self) -> None:
+        """Each load balancer's models fit its quotas; numbers run 1..N with none empty; per load balancer, the WAF
+        rate limit and the idle timeout follow its own models, and the servers' keep-alive outlasts that timeout."""
+        groups = self.load_balancer_groups()
+        missing = sorted(set(range(1, max(groups) + 1)) - set(groups))
+        require(not missing, "models", f"no model is on load balancer {', '.join(map(str, missing))}: number the load balancers "
+                                       f"1 to {max(groups)} without gaps (an empty load balancer only costs money)")
+        for number, models in groups.items():
+            placed: list[ModelProps] = []
+            for model in models:
+                placed.append(model)
+                try:
+                    self.load_balancer.quotas.check(**quota_use(placed), key=f"models[{self.models.index(model)}].load_balancer")
+                except ConfigError as error:
+                    raise ConfigError(error.key, f"on load balancer {number}, {error.detail}; to serve {model.name!r} from another, "
+                                                 f"set {error.key}: {self._load_balancer_with_room(groups, model)} "
+                                                 "(no other model moves)") from None
+            try:
+                self.load_balancer.waf_rate_limit(self.configured_load_for(models))
+            except ConfigError as error:
+                raise error.within("load_balancer") from None
+            idle_timeout = self.idle_timeout_seconds_for(models)
+            try:
+                self.service.keep_alive_above(idle_timeout)
+            except ConfigError as error:
+                raise error.within("service") from None
+
+    def _load_balancer_with_room(self, groups: dict[int, tuple[ModelProps, ...]], model: ModelProps) -> int:
+        """The lowest-numbered other load balancer that would hold ``model`` too (a new one after the last if none)."""
+        for number, models in groups.items():
+            if number == model.load_balancer:
+                continue
+            candidate = [*models, model]
+            try:
+                self.load_balancer.quotas.check(**quota_use(candidate))
+            except ConfigError:
+                continue
+            return number
+        return max(groups) + 1
+
+    def load_balancer_groups(self) -> dict[int, tuple[ModelProps, ...]]:
+        """Load balancer number -> the models it serves (``models[].load_balancer``), in config order."""
+        groups: dict[int, list[ModelProps]] = {}
+        for model in self.models:
+            groups.setdefault(model.load_balancer, []).append(model)
+        return {number: tuple(groups[number]) for number in sorted(groups)}
+
+    def idle_timeout_seconds_for(self, models: tuple[ModelProps, ...]) -> int:
+        """The idle timeout of the load balancer in front of ``models``: from the longest request among them."""
+        if not models:
+            return self.load_balancer.idle_timeout_for(None)
+        longest = max(models, key=lambda m: m.longest_request_seconds)
+        index = self.models.index(longest)
+        key = f"models[{index}].vllm.longest_generation_seconds" if longest.vllm else f"models[{index}].request_timeout_seconds"
         try:
-            self.load_balancer.waf_rate_limit(self.configured_load)
+            return self.load_balancer.idle_timeout_for(longest.longest_request_seconds, model=longest.name)
         except ConfigError as error:
+            if self.load_balancer.idle_timeout_seconds is None:  # no timeout the ALB allows carries the request
+                raise ConfigError(key, error.detail) from None
             raise error.within("load_balancer") from None
 
     @property
     def configured_load(self) -> ConfiguredLoad:
+        return self.configured_load_for(self.models)
+
+    @staticmethod
+    def configured_load_for(models: tuple[ModelProps, ...]) -> ConfiguredLoad:
+        """What ``models`` (those behind one load balancer) are configured to serve."""
+        busiest = max(models, key=lambda m: m.scaling.requests_per_target_per_minute * m.max_tasks)
         return ConfiguredLoad(
-            one_task=max(m.scaling.requests_per_target_per_minute for m in self.models),
-            one_model_at_peak=max(m.scaling.requests_per_target_per_minute * m.max_tasks for m in self.models),
+            one_task=max(m.scaling.requests_per_target_per_minute for m in models),
+            one_model_at_peak=busiest.scaling.requests_per_target_per_minute * busiest.max_tasks,
+            busiest_model=busiest.name,
         )
 
     def model_placement(self) -> dict[str, str]:
@@ -160,6 +218,16 @@ class EnvironmentConfig:
     @property
     def stage_name(self) -> str:
         return "".join(part.capitalize() for part in self.name.split("-"))
+
+
+def quota_use(models: list[ModelProps]) -> dict[str, int]:
+    """What ``models`` take of one load balancer's quotas: a rule each, one target group each (two with canary, linear
+    or blue/green), and their targets at peak while one of them deploys."""
+    return {
+        "rules": len(models),
+        "target_groups": sum(2 if m.deployment.shifts_traffic else 1 for m in models),
+        "targets": tasks_for_deployment_at_peak([service_deployment(m) for m in models]),
+    }
 
 
 def load_environments(context: Mapping[str, Any], only: str | None = None) -> list[EnvironmentConfig]:

@@ -22,6 +22,10 @@ from gpu_inference_constructs.server_contract import DEFAULT_API_KEY_NAME
 from .config import EnvironmentConfig
 
 
+def load_balancer_id(number: int) -> str:
+    return "LoadBalancer" if number == 1 else f"LoadBalancer{number}"
+
+
 class InferenceStack(cdk.Stack):
     def __init__(self, scope: Construct, construct_id: str, *, config: EnvironmentConfig, network: InferenceNetwork, **kwargs) -> None:
         super().__init__(scope, construct_id, description="GPU inference: shared capacity, load balancer, model store, keys and alarms topic", **kwargs)
@@ -78,14 +82,21 @@ class InferenceStack(cdk.Stack):
             "cut clients off mid-rotation.",
         )
 
-        self.load_balancer = InferenceLoadBalancer(
-            self,
-            "LoadBalancer",
-            vpc=network.vpc,
-            props=config.load_balancer,
-            access_logs_bucket=self.model_store.access_logs_bucket,
-            configured_load=config.configured_load,
-        )
+        # One load balancer per number models[].load_balancer names; the first keeps the single-balancer construct ID.
+        self.load_balancers = {
+            number: InferenceLoadBalancer(
+                self,
+                load_balancer_id(number),
+                vpc=network.vpc,
+                props=config.load_balancer,
+                access_logs_bucket=self.model_store.access_logs_bucket,
+                configured_load=config.configured_load_for(models),
+                longest_request_seconds=max(m.longest_request_seconds for m in models),
+            )
+            for number, models in config.load_balancer_groups().items()
+        }
+        self.load_balancer = self.load_balancers[1]
+        self._load_balancer_of = {model.name: model.load_balancer for model in config.models}
         for prewarm in config.scaling.capacity_prewarm:
             self.capacity.add_prewarm(prewarm)
         self.monitoring = InferenceMonitoring(
@@ -98,9 +109,18 @@ class InferenceStack(cdk.Stack):
             topic=self.notifications.topic,
             props=config.monitoring,
             more_capacity=list(self.capacity_groups.values()),
+            more_load_balancers=[lb.load_balancer for number, lb in self.load_balancers.items() if number != 1],
         )
         cdk.CfnOutput(self, "LoadBalancerDns", value=self.load_balancer.load_balancer.load_balancer_dns_name)
+        for number, balancer in self.load_balancers.items():
+            if number != 1:
+                cdk.CfnOutput(self, f"LoadBalancerDns{number}", value=balancer.load_balancer.load_balancer_dns_name,
+                              description=f"Load balancer {number}: serves the models whose load_balancer is {number}")
         cdk.CfnOutput(self, "ModelBucket", value=self.model_store.bucket.bucket_name, description="Publish models under models/<name>/<version>/")
+
+    def load_balancer_for(self, model_name: str) -> InferenceLoadBalancer:
+        """The load balancer that serves a model (its ``load_balancer`` number)."""
+        return self.load_balancers[self._load_balancer_of[model_name]]
 
     def capacity_for(self, model_name: str) -> GpuCapacity:
         """The capacity a model runs on: its capacity group's, else the environment's ``capacity``."""

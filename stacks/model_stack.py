@@ -62,7 +62,7 @@ class ModelStack(cdk.Stack):
         """``load_balancer``: the one this model is routed on (default: the shared stack's). Whatever stack holds it,
         this stack reads its listener ARN and ``LoadBalancerFullName`` as plain outputs, never a parsed ARN."""
         super().__init__(scope, construct_id, description=f"GPU inference: the {model.name} model service", **kwargs)
-        load_balancer = load_balancer or shared.load_balancer
+        load_balancer = load_balancer or shared.load_balancer_for(model.name)
         self.service = ModelService(
             self,
             f"Model-{model.name}",

@@ -36,16 +36,53 @@ PREDICTION_PATHS = (
     "/v2/models/{model}/infer",
     "/v2/models/{model}/versions/{version}/infer",
 )
-# The common rule set's rules that inspect the body, with the label each adds (AWS WAF developer guide, "Core rule set").
-BODY_RULES = {
-    "SizeRestrictions_BODY": "SizeRestrictions_Body",
-    "CrossSiteScripting_BODY": "CrossSiteScripting_Body",
-    "GenericLFI_BODY": "GenericLFI_Body",
-    "GenericRFI_BODY": "GenericRFI_Body",
-    "EC2MetaDataSSRF_BODY": "EC2MetaDataSSRF_Body",
-}
+COMMON_RULE_SET = "AWSManagedRulesCommonRuleSet"
+KNOWN_BAD_INPUTS = "AWSManagedRulesKnownBadInputsRuleSet"
 CORE_RULE_SET_LABEL = "awswaf:managed:aws:core-rule-set:"
+KNOWN_BAD_INPUTS_LABEL = "awswaf:managed:aws:known-bad-inputs:"
+# Every rule, in the managed rule groups the web ACL uses, that inspects the request body, with the label it adds
+# (AWS WAF developer guide, "Baseline rule groups": core rule set, known bad inputs). Each counts (it only labels), and
+# BodyRulesOffPredictions blocks on its label everywhere but on the prediction paths: prediction bodies are texts, and
+# a legitimate one may hold HTML (cross-site scripting), paths or URLs (file inclusion, the metadata address), a
+# Log4Shell string (a security model classifying logs) or Java code (a code model's prompt). The size rule is only
+# counted: inference payloads exceed 8 KB and the server enforces its own limit (413).
+BODY_RULES = {
+    COMMON_RULE_SET: {
+        "SizeRestrictions_BODY": None,
+        "CrossSiteScripting_BODY": CORE_RULE_SET_LABEL + "CrossSiteScripting_Body",
+        "GenericLFI_BODY": CORE_RULE_SET_LABEL + "GenericLFI_Body",
+        "GenericRFI_BODY": CORE_RULE_SET_LABEL + "GenericRFI_Body",
+        "EC2MetaDataSSRF_BODY": CORE_RULE_SET_LABEL + "EC2MetaDataSSRF_Body",
+    },
+    KNOWN_BAD_INPUTS: {
+        "Log4JRCE_BODY": KNOWN_BAD_INPUTS_LABEL + "Log4JRCE_Body",
+        "JavaDeserializationRCE_BODY": KNOWN_BAD_INPUTS_LABEL + "JavaDeserializationRCE_Body",
+    },
+}
+# Managed rules that count everywhere, and why. NoUserAgent_HEADER blocks a request without a User-Agent header: API
+# clients need not send one (a service's own HTTP client, curl -A '', many SDK-less integrations), and on an API that
+# authenticates every inference request with its key, a missing User-Agent tells nothing about the caller.
+# The headers a client's API key arrives in (the bundled server takes both; vLLM takes the bearer form), with the
+# text transformations that make each key one aggregation instance of its rate-based rule: x-api-key is compared
+# exactly by the servers, so as sent; "Authorization: Bearer <key>" is taken with the scheme in any case and the key
+# trimmed, so lowercased (the scheme; a generated key differing only in case is no other valid key) and with
+# whitespace runs compressed. Without them one leaked key would be many instances (BEARER, bearer, extra spaces),
+# each with the full limit.
+API_KEY_HEADERS = (
+    ("RateLimitPerApiKey", "x-api-key", ("NONE",)),
+    ("RateLimitPerBearerToken", "authorization", ("LOWERCASE", "COMPRESS_WHITE_SPACE")),
+)
+COUNTED_RULES = {
+    COMMON_RULE_SET: {"NoUserAgent_HEADER": "API clients need not send a User-Agent; the API key, not the header, says who calls"},
+}
 RATE_WINDOW_MINUTES = 5
+# An ALB closes a connection on which nothing was sent for its idle timeout (1-4000 s, default 60; Elastic Load
+# Balancing user guide, "Connection idle timeout"): a non-streamed response that takes longer gets an ELB 504. The
+# derived timeout is the longest request behind the load balancer plus IDLE_TIMEOUT_MARGIN_SECONDS (the server's
+# own timeout answer, queueing and the trip back), and never below the ALB's default.
+ALB_MAX_IDLE_TIMEOUT_SECONDS = 4000
+ALB_DEFAULT_IDLE_TIMEOUT_SECONDS = 60
+IDLE_TIMEOUT_MARGIN_SECONDS = 10
 
 
 @dataclass(frozen=True)
@@ -55,6 +92,7 @@ class ConfiguredLoad:
 
     one_task: int
     one_model_at_peak: int
+    busiest_model: str = "the busiest model"
 
 
 @dataclass(frozen=True)
@@ -75,8 +113,8 @@ class LoadBalancerQuotas:
             require(
                 count <= limit,
                 key,
-                f"{count} {what} exceed the load balancer's quota of {limit}: serve fewer models or tasks per environment "
-                f"(or split them over two environments), or raise the quota with AWS and set load_balancer.quotas.{field_name}",
+                f"{count} {what} exceed the load balancer's quota of {limit}: serve fewer models or tasks on this load "
+                f"balancer (spread them over more), or raise the quota with AWS and set load_balancer.quotas.{field_name}",
             )
 NOT_FOUND_BODY = json.dumps({"error": {"code": "not_found", "message": "No model is served at this path; use /<model-name>/predict"}})
 
@@ -87,7 +125,8 @@ class LoadBalancerProps:
     certificate_arn: Optional[str] = None
     allow_http: bool = False
     ingress_cidrs: tuple[str, ...] = ("0.0.0.0/0",)
-    idle_timeout_seconds: int = 60
+    # Default: derived from the longest request of the models behind the load balancer (idle_timeout_for).
+    idle_timeout_seconds: Optional[int] = None
     deletion_protection: bool = True
     waf: bool = False
     # Requests per client IP in 5 minutes; default: what the busiest model serves at max_tasks.
@@ -106,7 +145,8 @@ class LoadBalancerProps:
                 "certificate_arn",
                 f"{self.certificate_arn!r} is not an ACM certificate ARN (arn:aws:acm:<region>:<account>:certificate/<id>)",
             )
-        require_range(self.idle_timeout_seconds, 1, 4000, "idle_timeout_seconds")
+        if self.idle_timeout_seconds is not None:
+            require_range(self.idle_timeout_seconds, 1, ALB_MAX_IDLE_TIMEOUT_SECONDS, "idle_timeout_seconds")
         require(bool(self.ingress_cidrs), "ingress_cidrs", "list at least one CIDR that may reach the load balancer")
         networks = []
         for index, cidr in enumerate(self.ingress_cidrs):
@@ -130,20 +170,47 @@ class LoadBalancerProps:
                 f"{self.waf_rate_limit_per_5_minutes} is out of range; WAF allows 100 to 2000000000",
             )
 
+    def idle_timeout_for(self, longest_request_seconds: Optional[int], model: str = "a model") -> int:
+        """The ALB idle timeout for models whose longest request (the server's request timeout, vLLM's longest
+        generation) is ``longest_request_seconds`` (None: no model yet): ``idle_timeout_seconds`` when set, else that
+        request plus the margin, at least the ALB's default 60 s. A request the ALB cannot carry (past 4000 s less the
+        margin), or an explicit timeout it would outlast, is refused naming ``model``."""
+        if longest_request_seconds is None:
+            return self.idle_timeout_seconds or ALB_DEFAULT_IDLE_TIMEOUT_SECONDS
+        need = longest_request_seconds + IDLE_TIMEOUT_MARGIN_SECONDS
+        require(
+            need <= ALB_MAX_IDLE_TIMEOUT_SECONDS,
+            "idle_timeout_seconds",
+            f"{model}'s longest request ({longest_request_seconds} s) + {IDLE_TIMEOUT_MARGIN_SECONDS} s is more than the "
+            f"{ALB_MAX_IDLE_TIMEOUT_SECONDS} s idle timeout an Application Load Balancer allows: a response that sends "
+            "nothing for that long gets an ELB 504; bound the request (its request timeout, max_tokens) or stream the response",
+        )
+        if self.idle_timeout_seconds is None:
+            return max(ALB_DEFAULT_IDLE_TIMEOUT_SECONDS, need)
+        require(
+            self.idle_timeout_seconds >= need,
+            "idle_timeout_seconds",
+            f"{self.idle_timeout_seconds} s is shorter than {model}'s longest request ({longest_request_seconds} s) + "
+            f"{IDLE_TIMEOUT_MARGIN_SECONDS} s: the load balancer would answer 504 before the server does; set at least "
+            f"{need}, or leave idle_timeout_seconds out to derive it from the models",
+        )
+        return self.idle_timeout_seconds
+
     def waf_rate_limit(self, load: Optional[ConfiguredLoad]) -> int:
-        """The per-IP limit: as configured, else the busiest model's peak; never below one task's configured load
-        (one client, a backend behind a NAT say, may well send that much)."""
+        """The per-IP limit: as configured, else the busiest model's configured peak (``requests_per_target_per_minute``
+        at ``max_tasks``, over WAF's 5-minute window); never below that peak: one client (a backend behind one NAT
+        address, say) may drive a model to its peak, and a lower limit answers it 403 before scaling reaches it."""
         if load is None:
             return self.waf_rate_limit_per_5_minutes or 2000
-        one_task = load.one_task * RATE_WINDOW_MINUTES
         if self.waf_rate_limit_per_5_minutes is None:
-            return min(2_000_000_000, max(100, load.one_model_at_peak * RATE_WINDOW_MINUTES))
+            return peak_rate_limit(load)
+        peak = load.one_model_at_peak * RATE_WINDOW_MINUTES
         require(
-            self.waf_rate_limit_per_5_minutes >= one_task,
+            self.waf_rate_limit_per_5_minutes >= peak,
             "waf_rate_limit_per_5_minutes",
-            f"{self.waf_rate_limit_per_5_minutes} is below one task's configured load ({load.one_task} requests a minute = "
-            f"{one_task} in 5 minutes): WAF would block a single client before the first task is busy; set at least {one_task}, "
-            "or leave it out to allow the busiest model's peak",
+            f"{self.waf_rate_limit_per_5_minutes} is below {load.busiest_model}'s configured peak ({load.one_model_at_peak} "
+            f"requests a minute at max_tasks = {peak} in 5 minutes): WAF would answer one client 403 before the model scales "
+            f"to its maximum; set at least {peak}, or leave it out to derive it from the peak",
         )
         return self.waf_rate_limit_per_5_minutes
 
@@ -165,7 +232,12 @@ def open_to_the_world(network: ipaddress.IPv4Network | ipaddress.IPv6Network) ->
 
 class InferenceLoadBalancer(Construct):
     """Attributes: ``load_balancer``, ``listener`` (the one that routes to models), ``security_group``,
-    ``web_acl`` (or None). Models attach with :meth:`add_model_route`."""
+    ``web_acl`` (or None), ``idle_timeout_seconds``, ``waf_rate_limit`` (per client IP) and ``waf_rate_limit_per_key``
+    (per API key, in x-api-key or Authorization: Bearer), both per 5 minutes. Models attach with :meth:`add_model_route`.
+
+    ``longest_request_seconds`` is the longest request of the models it will carry (``ModelProps.longest_request_seconds``):
+    the idle timeout is derived from it (:meth:`LoadBalancerProps.idle_timeout_for`), and a ModelService whose server
+    takes longer, or keeps connections alive for less, is refused when it attaches."""
 
     def __init__(
         self,
@@ -176,11 +248,16 @@ class InferenceLoadBalancer(Construct):
         props: LoadBalancerProps,
         access_logs_bucket: s3.IBucket,
         configured_load: Optional[ConfiguredLoad] = None,
+        longest_request_seconds: Optional[int] = None,
     ) -> None:
         super().__init__(scope, construct_id)
         props.check_certificate_region(cdk.Stack.of(self).region)
         self.props = props
+        self.idle_timeout_seconds = props.idle_timeout_for(longest_request_seconds)
         self.waf_rate_limit = props.waf_rate_limit(configured_load)
+        # Per API key: the busiest model's configured peak (one key may drive one model to its peak), whatever the
+        # per-IP limit (which may be raised for many clients behind one address).
+        self.waf_rate_limit_per_key = peak_rate_limit(configured_load) if configured_load is not None else self.waf_rate_limit
         self._vpc = vpc
         self._target_ports: set[int] = set()
         self._target_groups: set[str] = set()
@@ -212,7 +289,7 @@ class InferenceLoadBalancer(Construct):
             ),
             drop_invalid_header_fields=True,
             deletion_protection=props.deletion_protection,
-            idle_timeout=cdk.Duration.seconds(props.idle_timeout_seconds),
+            idle_timeout=cdk.Duration.seconds(self.idle_timeout_seconds),
             http2_enabled=True,
         )
         self.load_balancer.log_access_logs(access_logs_bucket, prefix="alb")
@@ -328,7 +405,8 @@ class InferenceLoadBalancer(Construct):
         return f"{scheme}://{self.load_balancer.load_balancer_dns_name}"
 
     def _add_web_acl(self, props: LoadBalancerProps) -> wafv2.CfnWebACL:
-        def managed(name: str, priority: int, overrides: tuple[str, ...] = ()) -> wafv2.CfnWebACL.RuleProperty:
+        def managed(name: str, priority: int) -> wafv2.CfnWebACL.RuleProperty:
+            counted = [*BODY_RULES.get(name, {}), *COUNTED_RULES.get(name, {})]
             return wafv2.CfnWebACL.RuleProperty(
                 name=name,
                 priority=priority,
@@ -341,7 +419,7 @@ class InferenceLoadBalancer(Construct):
                             wafv2.CfnWebACL.RuleActionOverrideProperty(
                                 name=rule, action_to_use=wafv2.CfnWebACL.RuleActionProperty(count={})
                             )
-                            for rule in overrides
+                            for rule in counted
                         ]
                         or None,
                     )
@@ -349,43 +427,53 @@ class InferenceLoadBalancer(Construct):
                 visibility_config=_visibility(name),
             )
 
-        rate_limit = wafv2.CfnWebACL.RuleProperty(
-            name="RateLimitPerClientIp",
-            priority=0,
-            action=wafv2.CfnWebACL.RuleActionProperty(block={}),
-            statement=wafv2.CfnWebACL.StatementProperty(
-                rate_based_statement=wafv2.CfnWebACL.RateBasedStatementProperty(
-                    limit=self.waf_rate_limit, aggregate_key_type="IP"
-                )
-            ),
-            visibility_config=_visibility("RateLimitPerClientIp"),
-        )
+        rules = [
+            *self._rate_limits(),
+            managed("AWSManagedRulesAmazonIpReputationList", 0),
+            managed(COMMON_RULE_SET, 0),
+            managed(KNOWN_BAD_INPUTS, 0),
+            # After both groups, so their body rules' labels are on the request.
+            self._body_rules_off_predictions(priority=0),
+        ]
         acl = wafv2.CfnWebACL(
             self,
             "WebAcl",
             scope="REGIONAL",
             default_action=wafv2.CfnWebACL.DefaultActionProperty(allow={}),
             visibility_config=_visibility("InferenceWebAcl"),
-            rules=[
-                rate_limit,
-                managed("AWSManagedRulesAmazonIpReputationList", 1),
-                # The body rules count (they label the request); BodyRulesOffPredictions then blocks what they
-                # found everywhere but in prediction bodies, which are texts that may hold HTML, paths or URLs.
-                # Inference payloads also exceed the 8 KB body limit: the server enforces its own and answers 413.
-                managed("AWSManagedRulesCommonRuleSet", 2, overrides=tuple(BODY_RULES)),
-                self._body_rules_off_predictions(priority=3),
-                managed("AWSManagedRulesKnownBadInputsRuleSet", 4),
-            ],
+            rules=[_with_priority(rule, priority) for priority, rule in enumerate(rules)],
         )
         wafv2.CfnWebACLAssociation(self, "WebAclAssociation", resource_arn=self.load_balancer.load_balancer_arn, web_acl_arn=acl.attr_arn)
         return acl
+
+    def _rate_limits(self) -> list[wafv2.CfnWebACL.RuleProperty]:
+        """Per client IP, and per API key in each header the servers take it from: a leaked key used from many
+        addresses is held to one model's configured peak. A custom-key rule skips requests without its header (AWS
+        WAF developer guide, rate-based rule aggregation), so each header form needs its own rule."""
+        def rule(name: str, **statement) -> wafv2.CfnWebACL.RuleProperty:
+            return wafv2.CfnWebACL.RuleProperty(
+                name=name, priority=0, action=wafv2.CfnWebACL.RuleActionProperty(block={}),
+                statement=wafv2.CfnWebACL.StatementProperty(rate_based_statement=wafv2.CfnWebACL.RateBasedStatementProperty(**statement)),
+                visibility_config=_visibility(name),
+            )
+
+        per_key = [
+            rule(name, limit=self.waf_rate_limit_per_key, aggregate_key_type="CUSTOM_KEYS", custom_keys=[
+                wafv2.CfnWebACL.RateBasedStatementCustomKeyProperty(header=wafv2.CfnWebACL.RateLimitHeaderProperty(
+                    name=header,
+                    text_transformations=[wafv2.CfnWebACL.TextTransformationProperty(priority=p, type=t) for p, t in enumerate(transformations)],
+                ))
+            ])
+            for name, header, transformations in API_KEY_HEADERS
+        ]
+        return [rule("RateLimitPerClientIp", limit=self.waf_rate_limit, aggregate_key_type="IP"), *per_key]
 
     @staticmethod
     def _body_rules_off_predictions(priority: int) -> wafv2.CfnWebACL.RuleProperty:
         statement = wafv2.CfnWebACL.StatementProperty
 
-        def label(name: str) -> wafv2.CfnWebACL.StatementProperty:
-            return statement(label_match_statement=wafv2.CfnWebACL.LabelMatchStatementProperty(scope="LABEL", key=CORE_RULE_SET_LABEL + name))
+        def label(key: str) -> wafv2.CfnWebACL.StatementProperty:
+            return statement(label_match_statement=wafv2.CfnWebACL.LabelMatchStatementProperty(scope="LABEL", key=key))
 
         # A regex match on the URI path per prediction path (3 WCUs each), each anchored and without groups or
         # alternation (AWS WAF rejects capturing groups and limits '|' branches). The path as sent: no query string,
@@ -398,7 +486,7 @@ class InferenceLoadBalancer(Construct):
             ))
             for regex in prediction_path_regexes()
         ]))
-        found = [label(name) for rule, name in BODY_RULES.items() if rule != "SizeRestrictions_BODY"]
+        found = [label(key) for rules in BODY_RULES.values() for key in rules.values() if key is not None]
         return wafv2.CfnWebACL.RuleProperty(
             name="BodyRulesOffPredictions",
             priority=priority,
@@ -409,6 +497,19 @@ class InferenceLoadBalancer(Construct):
             ])),
             visibility_config=_visibility("BodyRulesOffPredictions"),
         )
+
+
+def _with_priority(rule: wafv2.CfnWebACL.RuleProperty, priority: int) -> wafv2.CfnWebACL.RuleProperty:
+    """``rule`` at ``priority``: the web ACL's rules run in list order."""
+    return wafv2.CfnWebACL.RuleProperty(
+        name=rule.name, priority=priority, action=rule.action, override_action=rule.override_action,
+        statement=rule.statement, visibility_config=rule.visibility_config,
+    )
+
+
+def peak_rate_limit(load: ConfiguredLoad) -> int:
+    """The busiest model's configured peak over WAF's 5-minute window, within what WAF accepts (100 to 2e9 here)."""
+    return min(2_000_000_000, max(100, load.one_model_at_peak * RATE_WINDOW_MINUTES))
 
 
 def prediction_path_regexes(paths: Sequence[str] = PREDICTION_PATHS) -> list[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from dataclasses import dataclass, field
@@ -28,7 +29,8 @@ from .gpu_capacity import GpuCapacity
 from .instance_catalog import GpuInstanceType, lookup
 from .latency_alarms import LatencyAlarmProps, LatencyAlarmThresholds
 from .target_group_metrics import TargetGroupMetrics, load_balancer_name_from_listener_arn
-from .load_balancer import MAX_RULE_PRIORITY, InferenceLoadBalancer, check_rule_priority, model_path_patterns
+from .load_balancer import (ALB_DEFAULT_IDLE_TIMEOUT_SECONDS, ALB_MAX_IDLE_TIMEOUT_SECONDS, IDLE_TIMEOUT_MARGIN_SECONDS,
+                            MAX_RULE_PRIORITY, InferenceLoadBalancer, check_rule_priority, model_path_patterns)
 from .log_retention import retention_days
 from .model_store import (MANIFEST_FILE, MODELS_PREFIX, SHA256SUMS_FILE, ModelStore, grant_read_prefix, model_read_prefix,
                           model_uri)
@@ -70,6 +72,11 @@ CONTAINER_USER = BUNDLED_USER
 HEALTH_CHECK_COMMAND = BUNDLED_LIVENESS
 SERVER_COMMAND = BUNDLED_COMMAND
 READINESS_PATH = BUNDLED_READINESS_PATH
+# Load balancers one environment may spread its models over (each holds 100 rules and target groups by default).
+MAX_LOAD_BALANCERS = 20
+# A server's HTTP keep-alive outlasts the load balancer's idle timeout by this much, so the ALB, not the server,
+# closes an idle connection (otherwise the ALB may send a request on a connection the server just closed: a 502).
+KEEP_ALIVE_MARGIN_SECONDS = 15
 # What ECS keeps back on every instance for the agent and daemons.
 AGENT_RESERVED_CPU = 512
 # The init container that copies a model to scratch, and the metrics collector sidecar.
@@ -99,6 +106,8 @@ class ModelProps:
     ``result_cache_size`` and ``compile`` configure it. ``expected_load_seconds`` (180) is how long
     download, load and warm-up take: the health-check grace period follows it. ``listener_priority``
     (default: derived from the name) is its listener rule's priority; set it when two models' collide.
+    ``load_balancer`` (default 1) is which of the environment's load balancers serves it (an app of this repository
+    builds one per number used; ModelService itself attaches to the load balancer it is given).
     ``rollback`` and ``alarms`` (its paging p95/p99 latency thresholds) default to multiples of its own
     ``scaling.latency_p95_ms`` (see RollbackProps, LatencyAlarmProps); neither may be below it.
     ``api_docs`` (default false): the bundled server serves ``/<model>/docs`` and ``/<model>/openapi.json``, behind
@@ -123,6 +132,7 @@ class ModelProps:
     api_docs: bool = False
     gpus: int = 1
     listener_priority: Optional[int] = None
+    load_balancer: int = 1
     vllm: Optional[VllmProps] = None
     environment: dict[str, str] = field(default_factory=dict)
     scaling: ModelScalingProps = field(default_factory=ModelScalingProps)
@@ -147,12 +157,14 @@ class ModelProps:
         require_range(self.max_batch_wait_ms, 0, 100, "max_batch_wait_ms", hint=" (a few ms is right)")
         require_range(self.max_queue_size, 1, 100_000, "max_queue_size")
         require_range(self.max_sequence_length, 8, 8192, "max_sequence_length")
-        require_range(self.request_timeout_seconds, 1, 60, "request_timeout_seconds", hint=" (below the ALB idle timeout)")
+        require_range(self.request_timeout_seconds, 1, ALB_MAX_IDLE_TIMEOUT_SECONDS - IDLE_TIMEOUT_MARGIN_SECONDS, "request_timeout_seconds",
+                      hint=" (the load balancer's idle timeout, at most 4000 s, is derived from it)")
         require_range(self.expected_load_seconds, 10, 3000, "expected_load_seconds")
         require(0 <= self.result_cache_size <= 1_000_000, "result_cache_size", f"{self.result_cache_size} is out of range; allowed 0 (off) to 1000000")
         require_range(self.gpus, 1, 8, "gpus", hint=" (GPUs per task; a 12xlarge type has 4)")
         if self.listener_priority is not None:
             check_rule_priority(self.listener_priority, "listener_priority")
+        require_range(self.load_balancer, 1, MAX_LOAD_BALANCERS, "load_balancer", hint=" (which of the environment's load balancers serves it)")
         self.rollback_thresholds()
         self.latency_alarm_thresholds()
         reserved_keys = VLLM_RESERVED_ENVIRONMENT if self.vllm is not None else server_environment_keys()
@@ -196,6 +208,12 @@ class ModelProps:
         check_task_fits(instance_type, gpus=self.gpus, cpu=self.cpu + cpu, memory_mib=self.memory_mib + memory)
 
     @property
+    def longest_request_seconds(self) -> int:
+        """The longest one request to this model may run: vLLM's ``longest_generation_seconds``, else the bundled
+        server's ``request_timeout_seconds`` (each preset's ``StopTiming.longest_request_seconds``)."""
+        return self.vllm.longest_generation_seconds if self.vllm is not None else self.request_timeout_seconds
+
+    @property
     def health_check_grace_seconds(self) -> int:
         """Download, verify, load and warm up take ``expected_load_seconds``; allow half again plus a minute."""
         return math.ceil(self.expected_load_seconds * 1.5) + 60
@@ -207,7 +225,8 @@ class ServiceTimingProps:
 
     On a Spot interruption all of it must fit in the two-minute notice. Defaults: ``deregistration_delay_seconds``
     20, ``stop_timeout_seconds`` 90, ``drain_timeout_seconds`` 70 (the bundled server's ``DRAIN_TIMEOUT_S``; it then
-    takes up to 15 s more to exit), ``keep_alive_seconds`` 75. Each server contract's :class:`StopTiming` is checked
+    takes up to 15 s more to exit), ``keep_alive_seconds`` None: the load balancer's idle timeout plus
+    KEEP_ALIVE_MARGIN_SECONDS (75 s behind the ALB's default 60 s; :meth:`keep_alive_above`). Each server contract's :class:`StopTiming` is checked
     against these when the ModelService is built; a contract whose StopTiming names its own deregistration delay (the
     vLLM preset: ``VllmProps.longest_generation_seconds``) gets that delay and a ``stopTimeout`` of its drain plus exit
     instead.
@@ -216,7 +235,7 @@ class ServiceTimingProps:
     deregistration_delay_seconds: int = 20
     stop_timeout_seconds: int = 90
     drain_timeout_seconds: int = 70
-    keep_alive_seconds: int = 75
+    keep_alive_seconds: Optional[int] = None
 
     def __post_init__(self) -> None:
         total = self.deregistration_delay_seconds + self.stop_timeout_seconds
@@ -236,12 +255,23 @@ class ServiceTimingProps:
             f"the server exits before SIGKILL; at most {self.stop_timeout_seconds - bundled.exit_seconds}",
         )
 
-    def check_keep_alive(self, idle_timeout_seconds: int) -> None:
+        if self.keep_alive_seconds is not None:
+            require_range(self.keep_alive_seconds, 2, ALB_MAX_IDLE_TIMEOUT_SECONDS + KEEP_ALIVE_MARGIN_SECONDS, "keep_alive_seconds")
+
+    def keep_alive_above(self, idle_timeout_seconds: int) -> "ServiceTimingProps":
+        """These timings with the servers' HTTP keep-alive resolved for a load balancer idle timeout of
+        ``idle_timeout_seconds``: ``keep_alive_seconds`` when set (it must exceed the idle timeout, or the ALB reuses
+        connections the server already closed and answers 502), else that timeout plus KEEP_ALIVE_MARGIN_SECONDS."""
+        if self.keep_alive_seconds is None:
+            return dataclasses.replace(self, keep_alive_seconds=idle_timeout_seconds + KEEP_ALIVE_MARGIN_SECONDS)
         require(
             self.keep_alive_seconds > idle_timeout_seconds,
             "keep_alive_seconds",
-            f"{self.keep_alive_seconds} must exceed the load balancer's idle timeout ({idle_timeout_seconds} s), or the ALB reuses closed connections and answers 502",
+            f"{self.keep_alive_seconds} must exceed the load balancer's idle timeout ({idle_timeout_seconds} s), or the ALB "
+            f"reuses connections the server closed and answers 502; set at least {idle_timeout_seconds + 1}, or leave it "
+            f"out for the idle timeout + {KEEP_ALIVE_MARGIN_SECONDS} s",
         )
+        return self
 
 
 def service_deployment(model: ModelProps, *, in_gpus: bool = False) -> ServiceDeployment:
@@ -373,10 +403,17 @@ class ModelService(Construct):
         if subnets is None:
             subnets = ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS if cluster.vpc.private_subnets else ec2.SubnetType.PRIVATE_ISOLATED)
 
+        # Behind an InferenceLoadBalancer its idle timeout is known; behind another listener, the ALB's default is assumed.
+        idle_timeout = load_balancer.idle_timeout_seconds if load_balancer is not None else ALB_DEFAULT_IDLE_TIMEOUT_SECONDS
+        try:
+            timing = timing.keep_alive_above(idle_timeout)
+        except ConfigError as error:
+            raise error.within("timing") from None
         uri = model_uri(bucket, models_prefix, model.name, model.version)
         contract = server.contract(ServerContext(self, model, timing, environment_name, region, uri))
         require(isinstance(contract, ServerContract), "server", f"{type(server).__name__}.contract() must return a ServerContract")
         self.contract = contract
+        self._check_idle_timeout(contract, idle_timeout, known=load_balancer is not None)
         self._check_fits(contract)
         self.deregistration_delay_seconds, self.stop_timeout_seconds = contract.stop.task_timing(
             timing.deregistration_delay_seconds, timing.stop_timeout_seconds)
@@ -567,6 +604,38 @@ class ModelService(Construct):
         self._acknowledge_findings(bucket)
         if deployment.shifts_traffic:
             self._acknowledge_traffic_shifting()
+
+    def _check_idle_timeout(self, contract: ServerContract, idle_timeout: int, *, known: bool) -> None:
+        """The load balancer carries the server's longest request (a non-streamed response sends nothing until it is
+        done, and the ALB answers 504 after its idle timeout), and the server keeps connections alive for longer
+        than the load balancer (or the ALB reuses one the server closed: 502). Behind an InferenceLoadBalancer a
+        mismatch is an error; behind another listener, whose idle timeout is not known here, a warning."""
+        def refuse(key: str, detail: str, fix: str) -> None:
+            if known:
+                raise ConfigError(key, f"{detail} (models[{self.model.name}]); {fix}")
+            cdk.Annotations.of(self).add_warning_v2(f"gpu-inference:{key}", f"{detail}, if your load balancer keeps the ALB's default "
+                                                    f"idle timeout ({idle_timeout} s): {fix}")
+
+        longest = contract.stop.longest_request_seconds
+        if longest is not None and longest + IDLE_TIMEOUT_MARGIN_SECONDS > idle_timeout:
+            refuse("server.stop.longest_request_seconds",
+                   f"the {contract.name} server's longest request ({longest} s) + {IDLE_TIMEOUT_MARGIN_SECONDS} s outlasts the "
+                   f"load balancer's idle timeout ({idle_timeout} s): the client would get an ELB 504",
+                   "pass longest_request_seconds (at least this model's) to its InferenceLoadBalancer, or raise "
+                   "load_balancer.idle_timeout_seconds" if known else
+                   f"set its idle timeout to at least {longest + IDLE_TIMEOUT_MARGIN_SECONDS} s")
+        if contract.keep_alive_seconds is None:
+            cdk.Annotations.of(self).add_warning_v2(
+                "gpu-inference:keep-alive-unknown",
+                f"The {contract.name} server contract does not say its HTTP keep-alive: if it is not above the load "
+                f"balancer's idle timeout ({idle_timeout} s), the ALB answers intermittent 502s. Set "
+                f"ServerContract.keep_alive_seconds (at least {idle_timeout + 1}) to what the server's own setting is.",
+            )
+        elif contract.keep_alive_seconds <= idle_timeout:
+            refuse("server.keep_alive_seconds",
+                   f"the {contract.name} server keeps idle connections {contract.keep_alive_seconds} s, not longer than the "
+                   f"load balancer's idle timeout ({idle_timeout} s): the ALB would reuse connections the server closed (502s)",
+                   f"set the server's keep-alive above {idle_timeout} s")
 
     def _target_group(self, construct_id: str, vpc: ec2.IVpc) -> elbv2.ApplicationTargetGroup:
         return elbv2.ApplicationTargetGroup(

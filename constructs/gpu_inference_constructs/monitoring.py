@@ -241,10 +241,15 @@ class InferenceMonitoring(_Alarms):
         topic: sns.ITopic,
         props: MonitoringProps,
         more_capacity: Sequence[GpuCapacity] = (),
+        more_load_balancers: Sequence[elbv2.IApplicationLoadBalancer] = (),
     ) -> None:
-        """``more_capacity``: the environment's other capacity groups (other GPU shapes), priced at their own types."""
+        """``more_capacity``: the environment's other capacity groups (other GPU shapes), priced at their own types.
+        ``more_load_balancers``: the environment's other load balancers, each with its own ELB 5xx alarm (the cost
+        metric and the dashboard read ``load_balancer`` only)."""
         super().__init__(scope, construct_id, environment_name=environment_name, topic=topic, props=props)
         self._add_load_balancer_alarm(load_balancer)
+        for number, more in enumerate(more_load_balancers, start=2):
+            self._add_load_balancer_alarm(more, f"Elb5xxRate{number}")
         self.spot_interruption_rule = events.Rule(
             self,
             "SpotInterruptions",
@@ -277,13 +282,13 @@ class InferenceMonitoring(_Alarms):
             [capacity, *more_capacity], load_balancer, [service_log_group_name(environment_name, name) for name in model_names])
         self.dashboard = self._dashboard(environment_name, model_names, load_balancer, capacity)
 
-    def _add_load_balancer_alarm(self, load_balancer: elbv2.ApplicationLoadBalancer) -> None:
+    def _add_load_balancer_alarm(self, load_balancer: elbv2.IApplicationLoadBalancer, name: str = "Elb5xxRate") -> None:
         rate = error_rate(
             load_balancer.metrics.http_code_elb(elbv2.HttpCodeElb.ELB_5XX_COUNT, period=MINUTE, statistic="Sum"),
             load_balancer.metrics.request_count(period=MINUTE, statistic="Sum"),
             "load balancer 5xx %",
         )
-        self._alarm("Elb5xxRate", rate, self.props.elb_5xx_percent,
+        self._alarm(name, rate, self.props.elb_5xx_percent,
                     f"More than {self.props.elb_5xx_percent}% of requests answered 5xx by the load balancer itself (no healthy targets, timeouts)", periods=3)
 
     def _instances(self, capacity: GpuCapacity, period: cdk.Duration) -> cloudwatch.Metric:

@@ -325,7 +325,9 @@ class ServerContract:
     gets the listener's 404. A server that guards only some of its routes with its key (vLLM: ``/v1`` only) must
     list just those. ``api_key_field`` None: the whole API-key secret reaches ``api_keys_variable`` (the bundled
     server parses its JSON object of names to keys); else only the key of that name in it (ECS's JSON-key
-    reference), for a server that takes one literal key (vLLM).
+    reference), for a server that takes one literal key (vLLM). ``keep_alive_seconds`` (default None: unknown, a synth warning) is
+    how long the server keeps an idle HTTP connection open, which must exceed the load balancer's idle timeout
+    (``ModelService`` refuses one that does not); ``stop.longest_request_seconds`` must fit inside that idle timeout.
     """
 
     image: Optional[ecs.ContainerImage] = None
@@ -350,6 +352,7 @@ class ServerContract:
     scaling_signals: tuple[ScalingSignal, ...] = ()
     serves_at_root: bool = True
     public_paths: tuple[str, ...] = ()
+    keep_alive_seconds: Optional[int] = None
     name: str = "custom"
 
     def __post_init__(self) -> None:
@@ -398,6 +401,8 @@ class ServerContract:
         for pattern in self.public_paths:
             require(bool(PUBLIC_PATH.match(pattern)), "server.public_paths",
                     f"{pattern!r} must be an absolute URL path pattern such as '/v1/*'")
+        if self.keep_alive_seconds is not None:
+            require_range(self.keep_alive_seconds, 1, 86_400, "server.keep_alive_seconds")
         if self.api_keys_variable is not None:
             require(self.api_keys_variable not in self.environment, "server.api_keys_variable", f"{self.api_keys_variable} is also set as plain environment")
         if self.api_key_field is not None:
@@ -543,6 +548,7 @@ class BundledServer:
             public_paths=BUNDLED_PUBLIC_PATHS + (BUNDLED_DOCS_PATHS if model.api_docs else ()),
             bundled_metrics=True,
             serves_at_root=False,
+            keep_alive_seconds=timing.keep_alive_seconds,
             stop=StopTiming.bundled(timing.drain_timeout_seconds, model.request_timeout_seconds),
         )
 
@@ -722,6 +728,7 @@ class VllmServer:
             # vLLM takes one literal key: the one of this name in the secret's JSON object (see VllmProps).
             api_keys_variable="VLLM_API_KEY",
             api_key_field=props.api_key_name,
+            keep_alive_seconds=context.timing.keep_alive_seconds,
             stop=StopTiming.vllm(props.longest_generation_seconds),
             metrics=PrometheusMetrics(metrics=VLLM_METRICS, collector_image=collector_image),
             scaling_signals=(

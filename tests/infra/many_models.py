@@ -1,7 +1,7 @@
 """An environment with many models, generated from prod's config, and a timer for `cdk synth` of it.
 
-    .venv/bin/python -m tests.infra.many_models 1 10 50 100
-    .venv/bin/python -m tests.infra.many_models --markdown 1 10 50 100
+    .venv/bin/python -m tests.infra.many_models 1 50 200
+    .venv/bin/python -m tests.infra.many_models --markdown 1 50 200
 
 synthesizes one generated environment per count with the pinned CDK CLI (`cdk synth --quiet`, cdk-nag on, as
 `make synth` runs it) and prints, per count, the wall time, the stacks, and each stack's template size (bytes of
@@ -23,16 +23,22 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
+# A canary model takes two of a load balancer's 100 target groups (its quota by default): 50 models a load balancer.
+MODELS_PER_LOAD_BALANCER = 50
+
+
 def many_model_environment(count: int, base: str = "prod") -> dict:
-    """``base``'s settings serving ``count`` models, each a copy of its first with a rolling deployment (canary,
-    linear and blue/green need two target groups a model, so at most 50 fit one load balancer's default quota)."""
+    """``base``'s settings serving ``count`` models, each a copy of its first with ``base``'s canary deployment, the
+    first 50 on load balancer 1, the next 50 on 2, and so on (``models[].load_balancer``, recorded as a platform team
+    would: a new model goes on a load balancer with room, and no other model moves)."""
     environments = json.loads((ROOT / "cdk.json").read_text())["context"]["environments"]
     data = copy.deepcopy(environments[base])
     template = {**data["models"][0], "min_tasks": 1, "max_tasks": 4}
-    data["models"] = [{**template, "name": f"model-{index:03d}"} for index in range(count)]
-    data["deployment"] = {"strategy": "rolling"}
+    data["models"] = [{**template, "name": f"model-{index:03d}", "load_balancer": 1 + index // MODELS_PER_LOAD_BALANCER}
+                      for index in range(count)]
     data["scaling"]["schedules"] = []
-    data["capacity"]["max_capacity"] = 4 * count + 4
+    # Canary deployments run a second full set of tasks at peak.
+    data["capacity"]["max_capacity"] = 8 * count + 4
     return data
 
 
@@ -50,11 +56,13 @@ def measure(count: int) -> dict:
         templates = sorted(Path(directory, "cdk.out").glob("assembly-*/*.template.json"))
         sizes = {path.name: path.stat().st_size for path in templates}
         resources = {path.name: len(json.loads(path.read_text())["Resources"]) for path in templates}
+        balancers = sum(1 for path in templates for r in json.loads(path.read_text())["Resources"].values()
+                        if r["Type"] == "AWS::ElasticLoadBalancingV2::LoadBalancer")
     shared = next(name for name in sizes if "Inference" in name)
     network = next(name for name in sizes if "Network" in name)
     models = [name for name in sizes if "Model" in name]
     return {
-        "models": count, "seconds": round(seconds, 1), "stacks": len(templates),
+        "models": count, "seconds": round(seconds, 1), "stacks": len(templates), "load_balancers": balancers,
         "network_bytes": sizes[network], "network_resources": resources[network],
         "shared_bytes": sizes[shared], "shared_resources": resources[shared],
         "largest_model_bytes": max(sizes[m] for m in models), "model_resources": max(resources[m] for m in models),
@@ -68,12 +76,12 @@ def markdown(rows: list[dict]) -> str:
         return f"{size / 1000:,.0f} KB" if size < 1_000_000 else f"{size / 1_000_000:,.1f} MB"
 
     lines = [
-        "| models | synth | stacks | Network stack | shared stack | largest model stack | all model stacks | all stacks |",
-        "|---|---|---|---|---|---|---|---|",
+        "| models | synth | stacks | load balancers | Network stack | shared stack | largest model stack | all model stacks | all stacks |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
-            f"| {r['models']} | {r['seconds']} s | {r['stacks']} | {kb(r['network_bytes'])}, {r['network_resources']} resources "
+            f"| {r['models']} | {r['seconds']} s | {r['stacks']} | {r['load_balancers']} | {kb(r['network_bytes'])}, {r['network_resources']} resources "
             f"| {kb(r['shared_bytes'])}, {r['shared_resources']} | {kb(r['largest_model_bytes'])}, {r['model_resources']} "
             f"| {kb(r['models_bytes'])}, {r['models_resources']} | {kb(r['all_bytes'])}, {r['all_resources']} |"
         )
@@ -83,7 +91,7 @@ def markdown(rows: list[dict]) -> str:
 if __name__ == "__main__":
     arguments = [a for a in sys.argv[1:] if a != "--markdown"]
     rows = []
-    for argument in arguments or ["1", "10", "50", "100"]:
+    for argument in arguments or ["1", "50", "200"]:
         rows.append(measure(int(argument)))
         print(json.dumps(rows[-1]), flush=True)
     if "--markdown" in sys.argv[1:]:

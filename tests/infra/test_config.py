@@ -146,12 +146,18 @@ BAD_SERVICE = [
     (with_change("load_balancer.certificate_arn", "arn:aws:acm:eu-west-1:111111111111:certificate/abc"), r"load_balancer.certificate_arn: .* is not in region 'us-east-1'"),
     (with_change("load_balancer.certificate_arn", "my-cert"), r"load_balancer.certificate_arn: 'my-cert' is not an ACM certificate ARN"),
     (with_change("load_balancer.ingress_cidrs", ["10.0.0.0/33"]), r"load_balancer.ingress_cidrs\[0\]: '10.0.0.0/33' is not a CIDR block"),
-    (with_change("load_balancer.waf_rate_limit_per_5_minutes", 2000), r"load_balancer.waf_rate_limit_per_5_minutes: 2000 is below one task's configured load "
-     r"\(1200 requests a minute = 6000 in 5 minutes\): WAF would block a single client before the first task is busy"),
-    (many_models(101), r"models: 101 listener rules \(one per model\) exceed the load balancer's quota of 100: serve fewer models"),
-    (many_models(51, deployment={"strategy": "blue_green"}), r"models: 102 target groups \(one per model, two with canary, linear or blue/green\) exceed the load balancer's quota of 100"),
-    (many_models(100, max_tasks=10), r"models: 1010 targets at peak while one model deploys \(one per task\) exceed the load balancer's quota of 1000"),
-    (with_change("load_balancer.idle_timeout_seconds", 90), r"service.keep_alive_seconds: 75 must exceed the load balancer's idle timeout \(90 s\)"),
+    (with_change("load_balancer.waf_rate_limit_per_5_minutes", 11999), r"load_balancer.waf_rate_limit_per_5_minutes: 11999 is below minilm's configured peak "
+     r"\(2400 requests a minute at max_tasks = 12000 in 5 minutes\): WAF would answer one client 403 before the model scales to its maximum; set at least 12000"),
+    (many_models(101), r"models\[100\].load_balancer: on load balancer 1, 101 listener rules \(one per model\) exceed the load balancer's quota of 100: "
+     r"serve fewer models or tasks on this load balancer .*; to serve 'model-100' from another, set models\[100\].load_balancer: 2 \(no other model moves\)"),
+    (many_models(51, deployment={"strategy": "blue_green"}), r"models\[50\].load_balancer: on load balancer 1, 102 target groups \(one per model, two with canary, linear or blue/green\) exceed the load balancer's quota of 100"),
+    (many_models(100, max_tasks=10), r"models\[99\].load_balancer: on load balancer 1, 1010 targets at peak while one model deploys \(one per task\) exceed the load balancer's quota of 1000"),
+    (model_change(2, "load_balancer", 3), r"models: no model is on load balancer 2: number the load balancers 1 to 3 without gaps"),
+    (model_change(0, "load_balancer", 21), r"models\[0\].load_balancer: 21 is out of range; allowed 1 to 20"),
+    (with_change("service.keep_alive_seconds", 60), r"service.keep_alive_seconds: 60 must exceed the load balancer's idle timeout \(60 s\)"),
+    (with_change("load_balancer.idle_timeout_seconds", 19), r"load_balancer.idle_timeout_seconds: 19 s is shorter than minilm's longest request \(10 s\) \+ 10 s: "
+     r"the load balancer would answer 504 before the server does; set at least 20"),
+    (model_change(0, "request_timeout_seconds", 3991), r"models\[0\].request_timeout_seconds: 3991 is out of range; allowed 1 to 3990 \(the load balancer's idle timeout, at most 4000 s"),
     (with_change("service.stop_timeout_seconds", 110), r"service.stop_timeout_seconds: deregistration_delay_seconds \(20\) \+ stop_timeout_seconds \(110\) = 130 s exceeds the 120 s Spot interruption notice"),
     (with_change("service.drain_timeout_seconds", 80), r"service.drain_timeout_seconds: 80 must be at least 5, and with the 15 s the bundled server then takes to stop its processes \(95 s\) fit stop_timeout_seconds \(90\) so the server exits before SIGKILL; at most 75"),
     (with_change("model_store.noncurrent_versions_to_infrequent_access_days", 7), r"model_store.noncurrent_versions_to_infrequent_access_days: 7 is too short"),

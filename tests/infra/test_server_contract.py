@@ -10,7 +10,7 @@ from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
-from aws_cdk.assertions import Template
+from aws_cdk.assertions import Annotations, Match, Template
 
 import gpu_inference_constructs
 from gpu_inference_constructs import (
@@ -504,3 +504,94 @@ def test_tgi_and_triton_contracts_synthesize_with_their_own_ports_paths_and_metr
             gpus = by_name["server"]["ResourceRequirements"][0]["Value"]
             assert gpus == ("4" if by_name["server"]["Command"][0] == "--model-id" else "1")
     assert scrapes == {"--model-id": ["127.0.0.1:8080"], "tritonserver": ["127.0.0.1:8002"]}
+
+
+def stack_with_load_balancer(longest_request_seconds, idle_timeout_seconds=None):
+    """A stack with an InferenceLoadBalancer built for ``longest_request_seconds``, and the parts a ModelService needs."""
+    from gpu_inference_constructs import InferenceLoadBalancer, LoadBalancerProps
+
+    app = cdk.App()
+    stack = cdk.Stack(app, "S", env=cdk.Environment(account="123456789012", region="us-east-1"))
+    vpc = ec2.Vpc(stack, "Vpc", max_azs=2)
+    balancer = InferenceLoadBalancer(
+        stack, "LoadBalancer", vpc=vpc, access_logs_bucket=s3.Bucket(stack, "Logs"),
+        props=LoadBalancerProps(allow_http=True, idle_timeout_seconds=idle_timeout_seconds),
+        longest_request_seconds=longest_request_seconds,
+    )
+    parts = dict(
+        cluster=ecs.Cluster.from_cluster_attributes(stack, "Cluster", cluster_name="c", vpc=vpc), capacity_provider_name="gpus", instance_type="g5.xlarge",
+        model_bucket=s3.Bucket.from_bucket_name(stack, "Bucket", "models-bucket"), load_balancer=balancer,
+        logs_key=kms.Key.from_key_arn(stack, "Key", "arn:aws:kms:us-east-1:123456789012:key/11111111-2222-4333-8444-555555555555"),
+        environment_name="test",
+    )
+    return stack, balancer, parts
+
+
+def test_the_load_balancers_idle_timeout_follows_the_longest_request_and_never_drops_below_the_alb_default():
+    assert stack_with_load_balancer(100)[1].idle_timeout_seconds == 110
+    assert stack_with_load_balancer(10)[1].idle_timeout_seconds == 60
+    assert stack_with_load_balancer(None)[1].idle_timeout_seconds == 60
+    stack, balancer, _ = stack_with_load_balancer(3990)
+    (resource,) = Template.from_stack(stack).find_resources("AWS::ElasticLoadBalancingV2::LoadBalancer").values()
+    attributes = {a["Key"]: a["Value"] for a in resource["Properties"]["LoadBalancerAttributes"]}
+    assert attributes["idle_timeout.timeout_seconds"] == "4000"
+    with pytest.raises(ConfigError, match=r"idle_timeout_seconds: a model's longest request \(3991 s\) \+ 10 s is more than the 4000 s idle timeout"):
+        stack_with_load_balancer(3991)
+    with pytest.raises(ConfigError, match=r"idle_timeout_seconds: 60 s is shorter than a model's longest request \(80 s\) \+ 10 s: .* set at least 90"):
+        stack_with_load_balancer(80, idle_timeout_seconds=60)
+
+
+@pytest.mark.parametrize("server, idle_timeout", [("bundled", 60), ("bundled", 110), ("vllm", 90), ("vllm", 200)])
+def test_each_presets_keep_alive_outlasts_the_load_balancers_idle_timeout(server, idle_timeout):
+    """The bundled server's KEEP_ALIVE_S and vLLM's VLLM_HTTP_TIMEOUT_KEEP_ALIVE follow the load balancer they are behind."""
+    stack, balancer, parts = stack_with_load_balancer(idle_timeout - 10)
+    if server == "vllm":
+        model = ModelProps(name="llm", version="1", gpus=1, vllm=VllmProps(longest_generation_seconds=min(80, idle_timeout - 10), shared_memory_mib=4096))
+        service = ModelService(stack, "M", model=model, server=VllmServer(image=IMAGE), **parts)
+        variable = "VLLM_HTTP_TIMEOUT_KEEP_ALIVE"
+    else:
+        service = ModelService(stack, "M", model=ModelProps(name="mm", version="1"), server=BundledServer(IMAGE), **parts)
+        variable = "KEEP_ALIVE_S"
+    (task,) = Template.from_stack(stack).find_resources("AWS::ECS::TaskDefinition").values()
+    (container,) = [c for c in task["Properties"]["ContainerDefinitions"] if c["Name"] == "server"]
+    keep_alive = int(float({e["Name"]: e["Value"] for e in container["Environment"]}[variable]))
+    assert keep_alive > balancer.idle_timeout_seconds == idle_timeout and service.contract.keep_alive_seconds == keep_alive
+
+
+def test_a_server_keep_alive_at_or_below_the_idle_timeout_is_refused_and_an_unknown_one_is_a_warning():
+    stack, _, parts = stack_with_load_balancer(100)
+    with pytest.raises(ConfigError) as error:
+        ModelService(stack, "A", model=ModelProps(name="aa", version="1"), server=complete(keep_alive_seconds=110), **parts)
+    assert error.value.key == "server.keep_alive_seconds" and "not longer than the load balancer's idle timeout (110 s)" in error.value.detail
+    with pytest.raises(ConfigError, match=r"timing.keep_alive_seconds: 75 must exceed the load balancer's idle timeout \(110 s\)"):
+        ModelService(stack, "B", model=ModelProps(name="bb", version="1"), server=BundledServer(IMAGE),
+                     timing=gpu_inference_constructs.ServiceTimingProps(keep_alive_seconds=75), **parts)
+    ModelService(stack, "C", model=ModelProps(name="cc", version="1"), server=complete(keep_alive_seconds=111), **parts)
+    ModelService(stack, "D", model=ModelProps(name="dd", version="1"), server=complete(), **parts)
+    warnings = Annotations.from_stack(stack).find_warning("*", Match.string_like_regexp("does not say its HTTP keep-alive"))
+    assert [w.id for w in warnings] == ["/S/D"] and "Set ServerContract.keep_alive_seconds (at least 111)" in warnings[0].entry.data
+
+
+@pytest.mark.parametrize("longest", [101, 3600])
+def test_a_server_whose_longest_request_outlasts_the_idle_timeout_is_refused(longest):
+    """A custom server's StopTiming.longest_request_seconds past the load balancer's idle timeout: the client would get an
+    ELB 504 that no target metric sees. Drained requests are not the point here, so the stop timing leaves room for them."""
+    stack, _, parts = stack_with_load_balancer(100)
+    stop = StopTiming(drain_seconds=100, exit_seconds=10, longest_request_seconds=longest, deregistration_delay_seconds=10)
+    with pytest.raises(ConfigError) as error:
+        ModelService(stack, "M", model=ModelProps(name="mm", version="1"), server=complete(stop=stop, keep_alive_seconds=200), **parts)
+    assert error.value.key == "server.stop.longest_request_seconds" and f"({longest} s) + 10 s outlasts the load balancer's idle timeout (110 s)" in error.value.detail
+    assert "pass longest_request_seconds (at least this model's) to its InferenceLoadBalancer" in error.value.detail
+
+
+def test_behind_a_listener_whose_idle_timeout_is_unknown_a_long_request_is_a_warning_naming_the_timeout_to_set():
+    """ModelService(listener=...) cannot know the load balancer's idle timeout: vLLM's 80 s generations get a synth
+    warning (set the idle timeout to at least 90 s), not an error; behind an InferenceLoadBalancer the same is refused."""
+    stack, parts = stack_with_placement()
+    model = ModelProps(name="llm", version="1", gpus=1, vllm=VllmProps(shared_memory_mib=4096))
+    ModelService(stack, "M", model=model, server=VllmServer(image=IMAGE), instance_type="g5.xlarge", **parts)
+    (warning,) = Annotations.from_stack(stack).find_warning("*", Match.string_like_regexp("outlasts"))
+    assert "longest request (80 s) + 10 s" in warning.entry.data and "set its idle timeout to at least 90 s" in warning.entry.data
+    stack, _, parts = stack_with_load_balancer(10)
+    with pytest.raises(ConfigError, match=r"server.stop.longest_request_seconds: the vllm server's longest request \(80 s\)"):
+        ModelService(stack, "M", model=model, server=VllmServer(image=IMAGE), **parts)
