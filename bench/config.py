@@ -58,12 +58,13 @@ class BenchConfig:
     overload_clients: int = 600
     overload_duration_s: float = 10.0
     ready_timeout_s: float = 300.0
+    startup_repeats: int = 3  # start-to-ready of ours against the bare import-load-infer script, alternating; 0: skip
     output_dir: Path = RESULTS_DIR
     mode: str = "full"
 
 
 SHORT = dict(concurrency=(1, 8, 64), warmup_s=0.3, duration_s=0.7, raw_batch_sizes=(1, 32), raw_duration_s=0.5,
-             overload_clients=400, overload_duration_s=1.0, mode="short")
+             overload_clients=400, overload_duration_s=1.0, startup_repeats=1, mode="short")
 
 
 def _ints(raw: str) -> tuple[int, ...]:
@@ -102,6 +103,7 @@ def parse_args(argv: list[str] | None = None) -> BenchConfig:
                         help="varied texts of 10 to 60 words instead of one text for every request")
     parser.add_argument("--no-pin", action="store_false", dest="pin_cpus", default=None,
                         help="leave every process on every core")
+    parser.add_argument("--startup-repeats", type=int, help="start-up runs of ours and the bare script each (0: skip)")
     parser.add_argument("--overload-clients", type=int, help="clients of the goodput-under-overload scenario (0: skip)")
     args = vars(parser.parse_args(argv))
     values = dict(SHORT) if args.pop("short") else {}

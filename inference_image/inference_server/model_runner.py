@@ -183,6 +183,7 @@ class ModelRunner:
                                max_wait_s=s.max_batch_wait_ms / 1000, max_queue_size=s.max_queue_size,
                                max_sequence_length=s.max_sequence_length, pad_batches=self.compile,
                                warmup_runs=3 if self.compile else 1,  # CUDA graphs record on a later call
+                               warmup=s.warmup,
                                on_batch=self.batch_sizes.observe, on_cycle=self._flush_links,
                                on_queue_change=lambda n: status.set(StatusPage.QUEUED, n),
                                on_fatal=self._on_fatal, is_fatal=self._is_fatal)

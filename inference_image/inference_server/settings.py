@@ -135,6 +135,9 @@ class Settings:
     device: str = _setting(_choice("auto", "cpu", "cuda"), "auto", "auto picks cuda when present")
     precision: str = _setting(_choice("auto", "fp32", "fp16", "bf16"), "auto", "auto: fp16 on GPU, fp32 on CPU")
     compile: bool = _setting(_bool, False, "torch.compile; CUDA graphs on GPU")
+    warmup: str = _setting(_choice("first", "all"), "first",
+                           "shapes warmed before /ready: first (batch 1 at every length bucket; the other batch "
+                           "sizes warm while the model is idle) or all")
     max_batch_size: int = _setting(_int(1, 4096), 32, "largest batch sent to the model")
     max_batch_wait_ms: float = _setting(_float(0), 2.0, "longest a queued request waits for a fuller batch")
     max_queue_size: int = _setting(_int(1), 256, "queued inputs beyond which requests get 503")
