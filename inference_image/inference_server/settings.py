@@ -157,6 +157,9 @@ class Settings:
     log_level: str = _setting(_log_level, "INFO", "DEBUG, INFO, WARNING or ERROR")
     metrics_interval_s: float = _setting(_float(0, exclusive=True), 10.0, "period of each process's EMF metrics "
                                                                        "document (keep below the alarms' 60 s)")
+    signal_interval_s: float = _setting(_float(0, exclusive=True), 5.0, "period of the model process's scale-out "
+                                                                     "signal document (QueueDepth, high resolution: "
+                                                                     "keep below the scaling alarms' 10 s)")
     workers: int = _setting(_int(0, 256), 0, "HTTP worker processes; 0: one per CPU of the task, less one for the "
                                              "model process (at least 1)")
     access_log_sample: float = _setting(_fraction, 0.001, "share of successful requests that get an access log line "
