@@ -15,11 +15,13 @@ shapes (pad_batches: compiled CUDA graphs).
 
 from __future__ import annotations
 
+import atexit
 import bisect
 import gc
 import logging
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
@@ -128,6 +130,12 @@ def _settle(future: Future, *, result: Any = None, error: BaseException | None =
         pass
 
 
+def _stop_at_exit(ref: weakref.ref) -> None:
+    batcher = ref()
+    if batcher is not None:
+        batcher.stop()
+
+
 class Batcher:
     def __init__(self, load: Callable[[], Handler], *, max_batch_size: int, max_wait_s: float, max_queue_size: int,
                  max_sequence_length: int, pad_batches: bool = False, warmup_runs: int = 1,
@@ -170,6 +178,9 @@ class Batcher:
 
     def start(self) -> None:
         self._thread.start()
+        # The inference thread may be in a forward (a background warm-up shape) when the interpreter exits; a daemon
+        # thread inside torch then aborts the process ("terminate called without an active exception"). Stop first.
+        atexit.register(_stop_at_exit, weakref.ref(self))
 
     def stop(self, timeout: float = 10.0) -> None:
         with self._cond:
