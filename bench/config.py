@@ -68,12 +68,13 @@ class BenchConfig:
     # ASGI app's constant answer, CPU per answer, both on the model core with this many clients.
     reject_clients: int = 64
     ready_timeout_s: float = 300.0
+    startup_repeats: int = 3  # start-to-ready of ours against the bare import-load-infer script, alternating; 0: skip
     output_dir: Path = RESULTS_DIR
     mode: str = "full"
 
 
 SHORT = dict(concurrency=(1, 8, 64), warmup_s=0.3, duration_s=0.7, raw_batch_sizes=(1, 32), raw_duration_s=0.5,
-             overload_clients=400, overload_duration_s=1.0, mode="short")
+             overload_clients=400, overload_duration_s=1.0, startup_repeats=1, mode="short")
 
 
 def _ints(raw: str) -> tuple[int, ...]:
@@ -112,6 +113,7 @@ def parse_args(argv: list[str] | None = None) -> BenchConfig:
                         help="varied texts of 10 to 60 words instead of one text for every request")
     parser.add_argument("--no-pin", action="store_false", dest="pin_cpus", default=None,
                         help="leave every process on every core")
+    parser.add_argument("--startup-repeats", type=int, help="start-up runs of ours and the bare script each (0: skip)")
     parser.add_argument("--overload-clients", type=int, help="clients of the goodput-under-overload scenario (0: skip)")
     parser.add_argument("--overload-duration", type=float, dest="overload_duration_s",
                         help="seconds recorded in the overload scenario")

@@ -34,7 +34,7 @@ class ServerProcess:
     def log_tail(self, lines: int = 30) -> str:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
 
-    def wait_ready(self, path: str, timeout_s: float) -> None:
+    def wait_ready(self, path: str, timeout_s: float, interval_s: float = 0.1) -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -48,7 +48,7 @@ class ServerProcess:
                 pass
             finally:
                 conn.close()
-            time.sleep(0.1)
+            time.sleep(interval_s)
         self.stop()
         raise TimeoutError(f"{self.name} not ready after {timeout_s:g} s:\n{self.log_tail()}")
 

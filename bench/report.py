@@ -108,6 +108,8 @@ def evaluate(results: dict, target_concurrency: int = 64) -> tuple[dict[str, Any
         ratios[f"{key}_peak_over_predict_peak"] = _ratio(rps(peak(results, system, model)), rps(saturation))
     log_bytes = ours_c.get("log_bytes_per_request") if ours_c else None
     ratios[f"ours_log_bytes_per_request_at_{c}"] = log_bytes
+    startup = results.get("startup")
+    ratios["startup_ours_over_bare"] = startup and startup["ratio"]
 
     def check(value, threshold, at_most=False):
         return None if value is None else (value <= threshold if at_most else value >= threshold)
@@ -153,8 +155,24 @@ def evaluate(results: dict, target_concurrency: int = 64) -> tuple[dict[str, Any
                 bound=_cores(ours_2w) and f"two cores for the server and the generator: {_cores(ours_2w)}"),
         _target(f"log bytes per successful request at {c} clients <= 30", log_bytes, 30.0,
                 check(log_bytes, 30.0, at_most=True), at_most=True),
+        _target("start-to-ready <= 1.5 x the bare import-load-infer script (issue 22)",
+                ratios["startup_ours_over_bare"], 1.5, check(ratios["startup_ours_over_bare"], 1.5, at_most=True),
+                at_most=True, bound=startup and startup_bound(startup)),
     ]
     return ratios, targets
+
+
+def startup_bound(startup: dict) -> str | None:
+    """The slowest phase of our median start, from its log lines."""
+    runs = sorted(startup["ours"], key=lambda run: run["seconds"])
+    median = runs[len(runs) // 2]
+    marks = sorted(((name, at) for name, at in median["phases"].items() if at <= median["seconds"]),
+                   key=lambda item: item[1])
+    if not marks:
+        return None
+    steps = [(name, at - (marks[i - 1][1] if i else 0.0)) for i, (name, at) in enumerate(marks)]
+    name, seconds = max(steps, key=lambda step: step[1])
+    return f"the phase ending at '{name}': {seconds:.1f} s of the median start"
 
 
 def _num(value: float | None, digits: int = 1) -> str:
@@ -219,6 +237,13 @@ def table(results: dict) -> str:
         lines.append(f"load generator ceiling: {gen['ceiling_rps']:.0f} req/s per core "
                      f"({gen['client_cpu_us_per_request']:.0f} us CPU/request), "
                      f"{gen['headroom_over_fastest_run']:.1f} x the fastest run")
+    startup = results.get("startup")
+    if startup:
+        runs = sorted(startup["ours"], key=lambda run: run["seconds"])
+        marks = ", ".join(f"{name} {at:.1f}" for name, at in sorted(runs[len(runs) // 2]["phases"].items(),
+                                                                      key=lambda item: item[1]))
+        lines.append(f"start-to-ready (median of {startup['repeats']}): ours {startup['ours_median_s']:.1f} s, the bare "
+                     f"script {startup['bare_median_s']:.1f} s: {startup['ratio']:.2f} x; ours, s from start: {marks}")
     lines.append("targets:")
     for t in results["targets"]:
         verdict = {True: "met", False: "MISSED", None: "not measured"}[t["met"]]

@@ -23,6 +23,7 @@ from .models import minilm_dir
 from .plot import plot
 from .processes import HOST, free_port, pin, start_server
 from .report import evaluate, generator_ceiling, table
+from .startup import measure_startup
 from .systems import REPO_ROOT, cpu_layout, launch, request_bodies, thread_env, torch_threads
 from .texts import make_texts
 
@@ -223,6 +224,11 @@ def run_benchmark(cfg: BenchConfig) -> dict:
         _log(f"raw model: batch sizes {', '.join(map(str, cfg.raw_batch_sizes))}")
         results["raw_model"] = measure_raw_model(cfg, model_dir)
         results["setup"]["torch_threads_seen"] = results["raw_model"]["torch_threads"]
+    if cfg.startup_repeats and any(model != NULL for _, model in cfg.systems):
+        _log(f"start-up: ours and the bare script, {cfg.startup_repeats} each, alternating")
+        results["startup"] = measure_startup(cfg, model_dir, cfg.startup_repeats)
+        _log(f"start-up: ours {results['startup']['ours_median_s']:.1f} s, bare "
+             f"{results['startup']['bare_median_s']:.1f} s: {results['startup']['ratio']:.2f} x")
     texts = [SAME_TEXT] if cfg.same_text else make_texts(cfg.texts)
     cfg = dataclasses.replace(cfg, overload_deadline_ms=overload_deadline_ms(cfg, results["raw_model"]))
     results["setup"]["overload_deadline_ms"] = cfg.overload_deadline_ms

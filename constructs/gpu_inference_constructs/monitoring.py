@@ -25,6 +25,7 @@ from .notifications import topic_target
 MINUTE = cdk.Duration.minutes(1)
 GIB = 2**30  # a billed GB taken as 2^30 bytes (were it 10^9, the logs figure would be 7 % higher)
 HOUR = cdk.Duration.hours(1)
+FIVE_MINUTES = cdk.Duration.minutes(5)
 
 
 @dataclass(frozen=True)
@@ -280,6 +281,7 @@ class InferenceMonitoring(_Alarms):
         )
         self.metric_cost_per_million_requests, self.metric_cost_components = self._cost_per_million_requests(
             [capacity, *more_capacity], load_balancer, [service_log_group_name(environment_name, name) for name in model_names])
+        self.metric_spare_capacity_cost = self.spare_capacity_cost([capacity, *more_capacity])
         self.dashboard = self._dashboard(environment_name, model_names, load_balancer, capacity)
 
     def _add_load_balancer_alarm(self, load_balancer: elbv2.IApplicationLoadBalancer, name: str = "Elb5xxRate") -> None:
@@ -301,6 +303,36 @@ class InferenceMonitoring(_Alarms):
             label="GPU instances in service",
         )
 
+    def _gpu_hourly(self, capacity: GpuCapacity, index: int, name: str) -> tuple[str, float]:
+        """(USD per hour of the group's instances in service, metric `name`, by its purchase policy; On-Demand price)."""
+        # The other groups may scale to zero (an LLM group off hours) and then have no datapoints: none cost 0.
+        running = name if index == 0 else f"FILL({name}, 0)"
+        price = (self.props.hourly_price_usd if index == 0 else None) or capacity.instance_types[0].on_demand_hourly_usd
+        spot_price = round(price * self.props.spot_price_fraction, 5)
+        on_demand = on_demand_instances_expression(capacity, running)
+        return f"(({on_demand}) * {price} + ({running} - ({on_demand})) * {spot_price})", price
+
+    def spare_capacity_cost(self, capacities: Sequence[GpuCapacity]) -> list[cloudwatch.MathExpression]:
+        """USD per hour of each group's warm spare: the share of its instances that no task reserves, (100 -
+        CapacityProviderReservation) % (ECS managed scaling's own metric: tasks' need over instances in service, which
+        target_capacity_percent below 100 holds below 100), priced like the group's instances."""
+        spares = []
+        for index, capacity in enumerate(capacities):
+            total, reserved = f"total{index}", f"reservation{index}"  # ids unique across the graph's expressions
+            hourly, _ = self._gpu_hourly(capacity, 0, total)  # no FILL: a group at zero has no spare either
+            reservation = cloudwatch.Metric(
+                namespace="AWS/ECS/ManagedScaling", metric_name="CapacityProviderReservation",
+                dimensions_map={"ClusterName": capacity.cluster.cluster_name,
+                                "CapacityProviderName": capacity.capacity_provider.capacity_provider_name},
+                statistic="Average", period=FIVE_MINUTES)
+            spares.append(cloudwatch.MathExpression(
+                expression=f"IF({reserved} < 100, (1 - {reserved} / 100) * {hourly}, 0)",
+                using_metrics={total: self._instances(capacity, FIVE_MINUTES), reserved: reservation},
+                period=FIVE_MINUTES,
+                label=f"{capacity.instance_types[0].name} group: warm spare, USD/h (target "
+                      f"{capacity.props.target_capacity_percent} %, estimate)"))
+        return spares
+
     def _cost_per_million_requests(
         self, capacities: Sequence[GpuCapacity], load_balancer: elbv2.ApplicationLoadBalancer,
         log_group_names: Sequence[str],
@@ -317,12 +349,8 @@ class InferenceMonitoring(_Alarms):
         for index, capacity in enumerate(capacities):
             name = "total" if index == 0 else f"total{index}"
             using[name] = self._instances(capacity, HOUR)
-            # The other groups may scale to zero (an LLM group off hours) and then have no datapoints: none cost 0.
-            running = name if index == 0 else f"FILL({name}, 0)"
-            price = (props.hourly_price_usd if index == 0 else None) or capacity.instance_types[0].on_demand_hourly_usd
-            spot_price = round(price * props.spot_price_fraction, 5)
-            on_demand = on_demand_instances_expression(capacity, running)
-            gpu_parts.append(f"(({on_demand}) * {price} + ({running} - ({on_demand})) * {spot_price})")
+            hourly, price = self._gpu_hourly(capacity, index, name)
+            gpu_parts.append(hourly)
             priced.append(f"{capacity.instance_types[0].name} at ${price}/h")
         using["requests"] = load_balancer.metrics.request_count(period=HOUR, statistic="Sum")
         using["lcus"] = load_balancer.metrics.custom("ConsumedLCUs", period=HOUR, statistic="Average")
@@ -425,6 +453,8 @@ class InferenceMonitoring(_Alarms):
                   + [self.metric_spot_interruptions]),
             graph("Cost per 1M requests (USD, hourly)", [self.metric_cost_per_million_requests, *self.metric_cost_components]),
         )
+        dashboard.add_widgets(graph("Warm spare GPU capacity (USD/h): what capacity kept ahead of the tasks costs",
+                                    self.metric_spare_capacity_cost))
         dashboard.add_widgets(cloudwatch.AlarmStatusWidget(alarms=list(self.alarms.values()), title="Alarms", width=24, height=6))
         return dashboard
 

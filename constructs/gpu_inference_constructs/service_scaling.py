@@ -31,7 +31,9 @@ class ModelScalingProps:
     """Per-model scaling thresholds. Defaults: ``requests_per_target_per_minute`` 600 (what one task
     sustains at your latency goal: measure it with ``make bench``), cooldowns 60 s out / 300 s in,
     ``latency_p95_ms`` 250 (ALB p95 above it adds tasks), ``gpu_utilization_percent`` 85 and
-    ``cpu_percent`` 80 (bundled server only)."""
+    ``cpu_percent`` 80 (bundled server only), ``queue_depth_scale_out`` 16 (bundled server only: a task's model
+    queue deeper than this for ``queue_signal_periods`` (3) high-resolution periods of ``queue_signal_period_seconds``
+    (10: CloudWatch accepts 10, 20 or 30 s for metrics stored at 1-second resolution) adds tasks)."""
 
     requests_per_target_per_minute: int = 600
     scale_out_cooldown_seconds: int = 60
@@ -39,6 +41,9 @@ class ModelScalingProps:
     latency_p95_ms: int = 250
     gpu_utilization_percent: int = 85
     cpu_percent: int = 80
+    queue_depth_scale_out: int = 16
+    queue_signal_period_seconds: int = 10
+    queue_signal_periods: int = 3
 
     def __post_init__(self) -> None:
         require(self.requests_per_target_per_minute > 0, "requests_per_target_per_minute", f"{self.requests_per_target_per_minute} must be greater than 0")
@@ -49,6 +54,15 @@ class ModelScalingProps:
         for key in ("gpu_utilization_percent", "cpu_percent"):
             value = getattr(self, key)
             require_range(value, 1, 100, key)
+        require_range(self.queue_depth_scale_out, 1, 100_000, "queue_depth_scale_out")
+        require(self.queue_signal_period_seconds in HIGH_RESOLUTION_PERIODS
+                or (self.queue_signal_period_seconds >= 60 and self.queue_signal_period_seconds % 60 == 0),
+                "queue_signal_period_seconds",
+                f"{self.queue_signal_period_seconds} is not a CloudWatch alarm period; allowed 10, 20, 30 or a multiple of 60")
+        require_range(self.queue_signal_periods, 1, 10, "queue_signal_periods")
+
+
+HIGH_RESOLUTION_PERIODS = (10, 20, 30)  # CloudWatch PutMetricAlarm: only for metrics stored at 1-second resolution
 
 
 @dataclass(frozen=True)
@@ -185,7 +199,16 @@ class ServiceScaling(Construct):
             self.predictive_policy = self._add_predictive(scaling.predictive, props, model_service, load_balancer)
 
     def _add_bundled_signals(self, model_service: "ModelService", props: ModelScalingProps, out_cooldown: cdk.Duration) -> None:
-        """Our server's own metrics: GPU utilisation, and CPU high while its queue grows."""
+        """Our server's own metrics: its model queue (high resolution, seconds), GPU utilisation, and CPU high while
+        its queue grows."""
+        self._scale_out_on(
+            "QueueBacklog",
+            model_service.metric_server(metric_names.QUEUE_DEPTH, "Maximum",
+                                        period=cdk.Duration.seconds(props.queue_signal_period_seconds)),
+            props.queue_depth_scale_out,
+            out_cooldown,
+            evaluation_periods=props.queue_signal_periods,
+        )
         self._scale_out_on(
             "GpuUtilization",
             model_service.metric_server(metric_names.GPU_UTILIZATION, "Average"),

@@ -1,6 +1,10 @@
 """Dynamic batching on one inference thread that owns the model (in the model process).
 
-The thread loads the model, warms up every (batch bucket x length bucket) shape, then loops: take new jobs
+The thread loads the model and warms up what the first traffic needs before it reports ready: batch 1 at every
+length bucket (warmup="first"; warmup="all" warms every shape first). The other (batch bucket x length bucket)
+shapes warm one at a time, smallest first, whenever the model is idle, so readiness does not wait for them and no
+request waits behind more than one warm-up forward. A shape not yet warmed still runs correctly, only slower the
+first time (a CUDA graph records then). Then it loops: take new jobs
 (inputs already preprocessed by the HTTP workers), file their inputs into sequence-length buckets, and run a batch
 as soon as the model is free. A job that arrives while the model is idle and nothing is queued runs at once (no
 batching window: at low load waiting only adds latency). Otherwise a bucket runs when it has a full batch, or when
@@ -11,11 +15,13 @@ shapes (pad_batches: compiled CUDA graphs).
 
 from __future__ import annotations
 
+import atexit
 import bisect
 import gc
 import logging
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
@@ -28,6 +34,9 @@ from .admission import BatchTimes
 from .handlers import Encoded, Handler, InputError
 
 log = logging.getLogger(__name__)
+
+
+WARMUP_MODES = ("first", "all")
 
 
 class QueueFull(Exception):
@@ -122,9 +131,16 @@ def _settle(future: Future, *, result: Any = None, error: BaseException | None =
         pass
 
 
+def _stop_at_exit(ref: weakref.ref) -> None:
+    batcher = ref()
+    if batcher is not None:
+        batcher.stop()
+
+
 class Batcher:
     def __init__(self, load: Callable[[], Handler], *, max_batch_size: int, max_wait_s: float, max_queue_size: int,
                  max_sequence_length: int, pad_batches: bool = False, warmup_runs: int = 1,
+                 warmup: str = "first",
                  on_batch: Callable[[int], None] = lambda size: None,
                  on_cycle: Callable[[], None] = lambda: None,
                  on_queue_change: Callable[[int], None] = lambda queued: None,
@@ -139,6 +155,11 @@ class Batcher:
         self._max_sequence_length = max_sequence_length
         self.pad_batches = pad_batches
         self.warmup_runs = warmup_runs
+        if warmup not in WARMUP_MODES:
+            raise ValueError(f"warmup must be one of {WARMUP_MODES}, got {warmup!r}")
+        self.warmup = warmup
+        self._cold: deque[tuple[int, int]] = deque()  # (batch size, length) shapes left to warm while idle
+        self._cold_started = 0.0
         self._on_batch, self._on_fatal, self._is_fatal = on_batch, on_fatal, is_fatal
         self._on_cycle, self._on_queue_change = on_cycle, on_queue_change
         self._clock = clock
@@ -160,6 +181,9 @@ class Batcher:
 
     def start(self) -> None:
         self._thread.start()
+        # The inference thread may be in a forward (a background warm-up shape) when the interpreter exits; a daemon
+        # thread inside torch then aborts the process ("terminate called without an active exception"). Stop first.
+        atexit.register(_stop_at_exit, weakref.ref(self))
 
     def stop(self, timeout: float = 10.0) -> None:
         with self._cond:
@@ -206,7 +230,8 @@ class Batcher:
             self._buckets = {length: deque() for length in self.lengths}
             if self.batch_times is not None:
                 self.batch_times.configure(self.batch_sizes, self.lengths)
-            self._warm_up(handler)
+            self._cold = deque(self._warm_up(handler))
+            self._cold_started = self._clock()
             # Startup objects (model, tokenizer, modules) never die: keep later full collections from
             # rescanning them, which otherwise stalls every request for ~0.2 s (the p99 tail).
             gc.collect()
@@ -223,27 +248,56 @@ class Batcher:
             self._fail_all(ModelUnavailable("the server is shutting down"))
             self._on_cycle()
 
-    def _warm_up(self, handler: Handler) -> None:
+    def warmup_shapes(self) -> list[tuple[int, int]]:
+        """Every (batch size, length) shape, in the order they warm: by batch size, then length."""
+        return [(size, length) for size in self.batch_sizes for length in self.lengths]
+
+    def _warm_up(self, handler: Handler) -> list[tuple[int, int]]:
+        """Warm what must be warm before ready; returns the shapes left to warm in the background."""
         started = self._clock()
-        for length in self.lengths:
-            item = handler.warmup_input(length)
-            for size in self.batch_sizes:
-                for _ in range(self.warmup_runs):
-                    shape_started = time.perf_counter()
-                    as_numpy(handler.forward([item] * size, size, length))
-                    if self.batch_times is not None:
-                        self.batch_times.seed(size, length, time.perf_counter() - shape_started)
-        log.info("warm-up done", extra={"batch_sizes": self.batch_sizes, "lengths": self.lengths,
+        shapes = self.warmup_shapes()
+        now = shapes if self.warmup == "all" else [shape for shape in shapes if shape[0] == 1]
+        for size, length in now:
+            self._warm_shape(handler, size, length)
+        log.info("warm-up done", extra={"batch_sizes": sorted({size for size, _ in now}), "lengths": self.lengths,
+                                        "shapes": len(now), "shapes_left": len(shapes) - len(now),
                                         "seconds": round(self._clock() - started, 3)})
+        return [shape for shape in shapes if shape not in now]
+
+    def _warm_shape(self, handler: Handler, size: int, length: int) -> None:
+        item = handler.warmup_input(length)
+        for _ in range(self.warmup_runs):
+            shape_started = time.perf_counter()
+            as_numpy(handler.forward([item] * size, size, length))
+            if self.batch_times is not None:
+                self.batch_times.seed(size, length, time.perf_counter() - shape_started)
+
+    def _warm_next_cold_shape(self) -> None:
+        """One shape of the background warm-up (the model is idle)."""
+        size, length = self._cold.popleft()
+        try:
+            self._warm_shape(self.handler, size, length)
+        except Exception as exc:
+            if self._is_fatal(exc):
+                self.error = exc
+                raise
+            # Requests of this shape would fail alike, and get their error; the server stays up for the rest.
+            log.exception("background warm-up of a shape failed", extra={"batch_size": size, "length": length})
+        if not self._cold:
+            log.info("background warm-up done", extra={"batch_sizes": self.batch_sizes, "lengths": self.lengths,
+                                                       "seconds": round(self._clock() - self._cold_started, 3)})
 
     def _serve(self) -> None:
         while True:
             with self._cond:
-                while not self._intake and not self._queued and not self._stopping:
+                while not self._intake and not self._queued and not self._stopping and not self._cold:
                     self._cond.wait()
                 if self._stopping:
                     return
                 jobs, self._intake = self._intake, []
+            if not jobs and not self._queued:
+                self._warm_next_cold_shape()  # idle, so something is cold (the wait above ended)
+                continue
             if jobs:
                 self._admit(jobs)
             bucket, wait = self._pick()

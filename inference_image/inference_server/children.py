@@ -75,10 +75,13 @@ def run_model(settings, fds: dict[str, int]) -> int:
 
 def run_worker(settings, index: int, fds: dict[str, int], ready_before_serving: bool = False) -> int:
     from .client import ModelClient
+    from .handlers.hf import HF_TASKS, preload_transformers
     from .ipc import Channel, ShmRing, StatusPage
     from .server import run_worker as serve
     from .service import ModelService
 
+    if settings.model_task in HF_TASKS and not settings.model_handler:
+        threading.Thread(target=preload_transformers, name="preload", daemon=True).start()
     channel = Channel(socket.socket(fileno=fds["link"]), ShmRing(fds["requests"]), ShmRing(fds["responses"]))
     os.close(fds["requests"])
     os.close(fds["responses"])

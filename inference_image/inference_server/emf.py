@@ -29,6 +29,18 @@ UNITS = {
 }
 
 
+# The signals that drive scale-out: stored at 1-second resolution (StorageResolution 1), so alarms can evaluate them
+# in 10-30 s periods (CloudWatch PutMetricAlarm: periods of 10, 20 or 30 s need StorageResolution-1 metrics).
+HIGH_RESOLUTION = frozenset({m.QUEUE_DEPTH})
+
+
+def _definition(name: str) -> dict[str, Any]:
+    definition: dict[str, Any] = {"Name": name, "Unit": UNITS[name]}
+    if name in HIGH_RESOLUTION:
+        definition["StorageResolution"] = 1
+    return definition
+
+
 def document(environment: str, model_name: str, values: Mapping[str, float | list[float]],
              fields: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """An EMF document: `values` become metrics (units from UNITS), `fields` ride along as log properties."""
@@ -38,7 +50,7 @@ def document(environment: str, model_name: str, values: Mapping[str, float | lis
         "CloudWatchMetrics": [{
             "Namespace": m.NAMESPACE,
             "Dimensions": [[m.DIMENSION_ENVIRONMENT, m.DIMENSION_MODEL]],
-            "Metrics": [{"Name": name, "Unit": UNITS[name]} for name in values],
+            "Metrics": [_definition(name) for name in values],
         }],
     }
     doc[m.DIMENSION_ENVIRONMENT] = environment

@@ -180,12 +180,14 @@ class ModelRunner:
         self.batch_sizes = IntervalStats()
         self.exit_code = 0
         self._stop = threading.Event()
+        self._queue_peak = 0  # the deepest queue since the last signal document
         self.batcher = Batcher(self._load_handler, max_batch_size=s.max_batch_size,
                                max_wait_s=s.max_batch_wait_ms / 1000, max_queue_size=s.max_queue_size,
                                max_sequence_length=s.max_sequence_length, pad_batches=self.compile,
                                warmup_runs=3 if self.compile else 1,  # CUDA graphs record on a later call
+                               warmup=s.warmup,
                                on_batch=self.batch_sizes.observe, on_cycle=self._flush_links,
-                               on_queue_change=lambda n: status.set(StatusPage.QUEUED, n),
+                               on_queue_change=self._on_queue_change,
                                on_fatal=self._on_fatal, is_fatal=self._is_fatal,
                                batch_times=BatchTimes(status.table))
         self._is_cuda_error = is_cuda_error
@@ -204,6 +206,7 @@ class ModelRunner:
         self.batcher.start()
         threading.Thread(target=self._announce_when_ready, name="announce", daemon=True).start()
         emf.start_emitting("model-metrics", self.settings.metrics_interval_s, self._stop, self.emit_interval_metrics)
+        emf.start_emitting("model-signals", self.settings.signal_interval_s, self._stop, self.emit_signals)
 
     def stop(self) -> None:
         if self._stop.is_set():
@@ -288,12 +291,27 @@ class ModelRunner:
         sys.stdout.flush()
         self.on_exit(code)
 
+    def _on_queue_change(self, queued: int) -> None:
+        self.status.set(StatusPage.QUEUED, queued)
+        if queued > self._queue_peak:
+            self._queue_peak = queued
+
+    def emit_signals(self) -> None:
+        """The scale-out signal, every SIGNAL_INTERVAL_S at high resolution: the deepest queue since the last one."""
+        queued = self.batcher.queued
+        peak, self._queue_peak = max(self._queue_peak, queued), queued
+        s = self.settings
+        log.info("metrics", extra={"fields": emf.document(s.deployment_env, s.model_name, {m.QUEUE_DEPTH: peak},
+                                                          {"model_version": s.model_version, "process": "model"})})
+
     def emit_interval_metrics(self) -> None:
-        values: dict[str, Any] = {m.QUEUE_DEPTH: self.batcher.queued}
+        values: dict[str, Any] = {}
         sizes = self.batch_sizes.take()
         if sizes is not None:
             values[m.BATCH_SIZE] = sizes
         values.update(self.gpu.sample())
+        if not values:
+            return
         s = self.settings
         log.info("metrics", extra={"fields": emf.document(s.deployment_env, s.model_name, values,
                                                           {"model_version": s.model_version, "process": "model"})})

@@ -118,6 +118,7 @@ class ModelService:
                 return
         info = self.client.artifact_info
         s = self.settings
+        started = time.monotonic()
         try:
             from pathlib import Path
 
@@ -138,6 +139,7 @@ class ModelService:
             self.request_exit(1)
             return
         self.handler = handler
+        log.info("preprocessing loaded", extra={"worker": self.worker, "seconds": round(time.monotonic() - started, 3)})
         while not self.client.ready.wait(0.1):
             if self._stop.is_set() or self.client.model_failed:
                 return
@@ -175,6 +177,8 @@ class ModelService:
             self._last_probe_ok = None
             log.warning("readiness test inference failed", extra={"error": repr(exc)})
             return False
+        if self._last_probe_ok is None:
+            log.info("ready for traffic", extra={"worker": self.worker})
         self._last_probe_ok = time.monotonic()
         return True
 

@@ -175,6 +175,9 @@ class Settings:
     device: str = _setting(_choice("auto", "cpu", "cuda"), "auto", "auto picks cuda when present")
     precision: str = _setting(_choice("auto", "fp32", "fp16", "bf16"), "auto", "auto: fp16 on GPU, fp32 on CPU")
     compile: bool = _setting(_bool, False, "torch.compile; CUDA graphs on GPU")
+    warmup: str = _setting(_choice("first", "all"), "first",
+                           "shapes warmed before /ready: first (batch 1 at every length bucket; the other batch "
+                           "sizes warm while the model is idle) or all")
     max_batch_size: int = _setting(_int(1, 4096), 32, "largest batch sent to the model")
     max_batch_wait_ms: float = _setting(_float(0), 2.0, "longest a queued request waits for a fuller batch")
     max_queue_size: int = _setting(_int(1), 256, "queued inputs beyond which requests get 503")
@@ -199,6 +202,9 @@ class Settings:
     log_level: str = _setting(_log_level, "INFO", "DEBUG, INFO, WARNING or ERROR")
     metrics_interval_s: float = _setting(_float(0, exclusive=True), 10.0, "period of each process's EMF metrics "
                                                                        "document (keep below the alarms' 60 s)")
+    signal_interval_s: float = _setting(_float(0, exclusive=True), 5.0, "period of the model process's scale-out "
+                                                                     "signal document (QueueDepth, high resolution: "
+                                                                     "keep below the scaling alarms' 10 s)")
     workers: int = _setting(_int(0, 256), 0, "HTTP worker processes; 0: one per CPU of the task, less one for the "
                                              "model process (at least 1)")
     access_log_sample: float = _setting(_fraction, 0.001, "share of successful requests that get an access log line "

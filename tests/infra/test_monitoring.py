@@ -1,6 +1,7 @@
 """Alarms, the Spot interruption counter, the dashboard, and the metric names shared with the server."""
 
 import json
+import math
 
 import pytest
 from aws_cdk.assertions import Template
@@ -411,3 +412,28 @@ def test_rules_targeting_a_topic_through_topic_target_allow_this_accounts_rules_
     (key,) = template.find_resources("AWS::KMS::Key").values()
     sids = [s.get("Sid") for s in key["Properties"]["KeyPolicy"]["Statement"]]
     assert sids.count("RulesPublishingToThisAccountsTopicsUseTheKey") == 1
+
+
+def test_the_dashboard_prices_each_groups_warm_spare_from_managed_scalings_reservation(env):
+    """The spare is (100 - CapacityProviderReservation) % of the group's instances at its purchase mix: at 2
+    instances with tasks reserving one (reservation 50) it costs half the group's hour; at or above 100 nothing."""
+    from gpu_inference_constructs.instance_catalog import CATALOG
+
+    config, template = env
+    (widget,) = [w for w in dashboard_widgets(template) if w["properties"].get("title", "").startswith("Warm spare GPU capacity")]
+    metrics = widget["properties"]["metrics"]
+    spares = [m[0] for m in metrics if isinstance(m[0], dict) and "expression" in m[0]]
+    groups = [config.capacity, *(group.capacity for group in config.capacity_groups.values())]
+    assert len(spares) == len(groups)
+    reservations = [m for m in metrics if isinstance(m[0], str) and m[1] == "CapacityProviderReservation"]
+    assert len(reservations) == len(groups) and all(m[0] == "AWS/ECS/ManagedScaling" for m in reservations)
+    assert all({"ClusterName", "CapacityProviderName"} <= set(m[2:-1:2]) for m in reservations)
+    for index, (spare, capacity) in enumerate(zip(spares, groups)):
+        assert f"target {capacity.target_capacity_percent} %" in spare["label"]
+        price = CATALOG[capacity.instance_types[0]].on_demand_hourly_usd
+        base, share = capacity.on_demand_base_capacity, capacity.on_demand_percentage_above_base / 100
+        on_demand = min(2, base + math.ceil(max(0, 2 - base) * share)) if 2 > base else 2
+        group_hour = on_demand * price + (2 - on_demand) * round(price * 0.4, 5)
+        at = {f"total{index}": 2, f"reservation{index}": 50}
+        assert evaluate(spare["expression"], at) == pytest.approx(group_hour / 2)
+        assert evaluate(spare["expression"], {**at, f"reservation{index}": 130}) == 0  # tasks waiting: no spare

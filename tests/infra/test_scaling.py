@@ -99,13 +99,13 @@ def step_policies(template, model_name):
     }
 
 
-def test_step_scaling_only_adds_tasks_on_latency_gpu_and_cpu_with_growing_queue(env):
+def test_step_scaling_only_adds_tasks_on_latency_gpu_queue_and_cpu_with_growing_queue(env):
     config, template = env
     for model in [m for m in config.models if m.vllm is None]:
         steps = step_policies(template, model.name)
-        assert sorted(steps) == ["CpuAndQueueGrowing", "GpuUtilization", "LatencyP95"]
+        assert sorted(steps) == ["CpuAndQueueGrowing", "GpuUtilization", "LatencyP95", "QueueBacklog"]
         # +2 at twice the threshold only where the metric can get there (a percentage, an indicator of 0 or 1 cannot).
-        expected = {"LatencyP95": [1, 2], "CpuAndQueueGrowing": [1], "GpuUtilization": [1, 2] if model.scaling.gpu_utilization_percent * 2 < 100 else [1]}
+        expected = {"LatencyP95": [1, 2], "QueueBacklog": [1, 2], "CpuAndQueueGrowing": [1], "GpuUtilization": [1, 2] if model.scaling.gpu_utilization_percent * 2 < 100 else [1]}
         for name, (logical_id, policy) in steps.items():
             adjustments = [s["ScalingAdjustment"] for s in policy["StepScalingPolicyConfiguration"]["StepAdjustments"]]
             assert adjustments == expected[name] and policy["StepScalingPolicyConfiguration"]["Cooldown"] == model.scaling.scale_out_cooldown_seconds
@@ -117,6 +117,23 @@ def test_step_scaling_only_adds_tasks_on_latency_gpu_and_cpu_with_growing_queue(
         namespace, name, _, dimensions, _ = single_metric(gpu)
         assert (namespace, name, gpu["Threshold"]) == ("GpuInference", "GpuUtilization", model.scaling.gpu_utilization_percent)
         assert {d["Name"]: d["Value"] for d in dimensions} == {"Environment": config.name, "ModelName": model.name}
+        queue = step_alarm(template, steps["QueueBacklog"][0])
+        namespace, name, statistic, dimensions, period = single_metric(queue)
+        assert (namespace, name, statistic, queue["Threshold"]) == ("GpuInference", "QueueDepth", "Maximum",
+                                                                   model.scaling.queue_depth_scale_out)
+        # Seconds, not minutes: a 10 s period needs the metric stored at 1-second resolution (the server's EMF
+        # StorageResolution 1, tests/server/test_api.py); 3 of 3 datapoints.
+        assert (period, queue["EvaluationPeriods"], queue["DatapointsToAlarm"]) == (10, 3, 3)
+
+
+def test_queue_signal_periods_are_ones_cloudwatch_accepts():
+    from gpu_inference_constructs.errors import ConfigError
+    from gpu_inference_constructs.service_scaling import ModelScalingProps
+
+    assert ModelScalingProps(queue_signal_period_seconds=30).queue_signal_period_seconds == 30
+    for bad in (15, 45, 0):
+        with pytest.raises(ConfigError, match="queue_signal_period_seconds"):
+            ModelScalingProps(queue_signal_period_seconds=bad)
 
 
 def test_vllm_adds_tasks_on_latency_waiting_requests_and_kv_cache(env):

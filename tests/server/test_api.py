@@ -464,7 +464,11 @@ async def test_each_worker_and_the_model_write_one_emf_document_per_interval(ech
     with caplog.at_level(logging.INFO):
         service.emit_interval_metrics()
         runner.emit_interval_metrics()
-    worker, model = [json.loads(JsonFormatter().format(r)) for r in caplog.records if r.getMessage() == "metrics"]
+        runner._on_queue_change(7)  # a burst between two signal documents
+        runner._on_queue_change(0)
+        runner.emit_signals()
+        runner.emit_signals()
+    worker, model, signal, quiet = [json.loads(JsonFormatter().format(r)) for r in caplog.records if r.getMessage() == "metrics"]
     names = {d["Name"]: d["Unit"] for d in worker["_aws"]["CloudWatchMetrics"][0]["Metrics"]}
     assert names == {m.REJECTED_REQUESTS: "Count", m.TIMED_OUT_REQUESTS: "Count", m.CACHE_HITS: "Count",
                      m.CACHE_MISSES: "Count", m.REQUEST_LATENCY: "Milliseconds", m.QUEUE_WAIT: "Milliseconds",
@@ -476,9 +480,12 @@ async def test_each_worker_and_the_model_write_one_emf_document_per_interval(ech
     assert latency["Count"] == sum(latency["Counts"]) == 3 and len(latency["Values"]) == len(latency["Counts"])
     assert latency["Min"] <= min(latency["Values"]) * 1.05 and max(latency["Values"]) <= latency["Max"] * 1.05
     assert worker[m.DIMENSION_ENVIRONMENT] == "local" and worker[m.DIMENSION_MODEL] == "tiny"
-    assert {d["Name"] for d in model["_aws"]["CloudWatchMetrics"][0]["Metrics"]} == {m.BATCH_SIZE, m.QUEUE_DEPTH}
+    assert model["_aws"]["CloudWatchMetrics"][0]["Metrics"] == [{"Name": m.BATCH_SIZE, "Unit": "Count"}]
     assert model[m.BATCH_SIZE] == {"Values": [1], "Counts": [3], "Min": 1, "Max": 1, "Sum": 3, "Count": 3}
-    assert model[m.QUEUE_DEPTH] == 0
+    # The scale-out signal: its own document, stored at 1-second resolution, the peak since the last one.
+    assert signal["_aws"]["CloudWatchMetrics"][0]["Metrics"] == [{"Name": m.QUEUE_DEPTH, "Unit": "Count",
+                                                                  "StorageResolution": 1}]
+    assert (signal[m.QUEUE_DEPTH], quiet[m.QUEUE_DEPTH]) == (7, 0)
     assert service.metrics.take_interval()[0][m.REJECTED_REQUESTS] == 0  # counts are per interval
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
 from concurrent.futures import Future
 
@@ -82,11 +84,90 @@ def test_size_buckets():
     assert size_buckets(100, smallest=16) == [16, 32, 64, 100]
 
 
-def test_warm_up_runs_every_batch_and_length_shape_before_ready(batchers):
-    batcher, handler = batchers(max_batch_size=8, max_sequence_length=64)
+EVERY_SHAPE = sorted((b, s) for b in [1, 2, 4, 8] for s in [16, 32, 64])
+
+
+class ColdGateHandler(EchoHandler):
+    """Holds every warm-up forward past batch 1 at cold_gate; records which shapes were warm at each real call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cold_gate = threading.Event()
+        self.cold_entered = threading.Event()
+        self.warm_at_call: list[set[tuple[int, int]]] = []
+
+    def forward(self, batch, batch_size, seq_len):
+        if _is_warmup(batch) and batch_size > 1:
+            self.cold_entered.set()
+            assert self.cold_gate.wait(RESULT_TIMEOUT)
+        elif not _is_warmup(batch):
+            self.warm_at_call.append(set(self.warmups))
+        return super().forward(batch, batch_size, seq_len)
+
+
+def _is_warmup(batch) -> bool:
+    return batch[0].data["text"].tobytes() == b"<warmup>"
+
+
+def wait_for(condition, timeout: float = RESULT_TIMEOUT) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.005)
+
+
+def test_warmup_all_runs_every_batch_and_length_shape_before_ready(batchers):
+    batcher, handler = batchers(max_batch_size=8, max_sequence_length=64, warmup="all")
     assert batcher.batch_sizes == [1, 2, 4, 8]
     assert batcher.lengths == [16, 32, 64]
-    assert sorted(handler.warmups) == sorted((b, s) for b in [1, 2, 4, 8] for s in [16, 32, 64])
+    assert sorted(handler.warmups) == EVERY_SHAPE
+
+
+def test_ready_comes_after_batch_1_at_every_length_and_the_rest_warms_in_the_background(batchers):
+    handler = ColdGateHandler()
+    batcher, _ = batchers(handler, max_batch_size=8, max_sequence_length=64)
+    assert handler.warmups == [(1, 16), (1, 32), (1, 64)]  # ready, while batch 2 is held cold
+    assert handler.cold_entered.wait(RESULT_TIMEOUT)
+    handler.cold_gate.set()
+    wait_for(lambda: sorted(handler.warmups) == EVERY_SHAPE)
+    assert sorted(handler.warmups) == EVERY_SHAPE  # each shape once
+
+
+def test_a_shape_not_yet_warmed_answers_correctly_and_traffic_goes_before_the_rest_of_the_warm_up(batchers):
+    handler = ColdGateHandler()
+    batcher, _ = batchers(handler, max_batch_size=8, max_sequence_length=64, pad_batches=True)
+    assert handler.cold_entered.wait(RESULT_TIMEOUT)  # the background warm-up is in its first forward, (2, 16)
+    future = batcher.submit(["a b", "c", "d e f"], time.monotonic() + FAR)
+    handler.cold_gate.set()
+    result = future.result(RESULT_TIMEOUT)
+    assert [p["echo"] for p in preds(result)] == ["a b", "c", "d e f"]
+    assert handler.calls[0][:2] == (4, 16)  # padded to batch bucket 4, which was still cold
+    assert (4, 16) not in handler.warm_at_call[0]
+    assert handler.warm_at_call[0] == {(1, 16), (1, 32), (1, 64), (2, 16)}  # one warm-up forward, then traffic
+    wait_for(lambda: sorted(handler.warmups) == EVERY_SHAPE)
+
+
+def test_a_failing_background_warm_up_shape_is_logged_and_the_model_keeps_serving(batchers, caplog):
+    class FailsAtBatch8(EchoHandler):
+        def forward(self, batch, batch_size, seq_len):
+            if _is_warmup(batch) and batch_size == 8:
+                raise RuntimeError("out of memory at batch 8")
+            return super().forward(batch, batch_size, seq_len)
+
+    caplog.set_level(logging.INFO, logger="inference_server.batcher")
+    handler = FailsAtBatch8()
+    batcher, _ = batchers(handler, max_batch_size=8, max_sequence_length=64)
+    wait_for(lambda: "background warm-up done" in caplog.text)
+    assert "background warm-up of a shape failed" in caplog.text
+    assert not batcher.failed
+    result = batcher.submit(["still here"], time.monotonic() + FAR).result(RESULT_TIMEOUT)
+    assert [p["echo"] for p in preds(result)] == ["still here"]
+
+
+def test_an_unknown_warmup_mode_is_refused():
+    with pytest.raises(ValueError, match="warmup must be one of"):
+        Batcher(EchoHandler, max_batch_size=8, max_wait_s=0, max_queue_size=8, max_sequence_length=64,
+                warmup="some")
 
 
 def test_length_buckets_stop_at_the_handlers_limit(batchers):

@@ -41,6 +41,21 @@ def test_warmup_inputs_have_exactly_the_bucket_length(embedder_service):
         assert handler.warmup_input(length).length == length
 
 
+def test_a_ready_server_answers_at_shapes_it_has_not_warmed_with_the_same_embeddings(tiny_embedder_dir,
+                                                                                    embedder_service, monkeypatch):
+    from inference_server.batcher import Batcher
+
+    monkeypatch.setattr(Batcher, "_warm_next_cold_shape", lambda self: self._cold.clear())  # no background warm-up
+    cold = started(make_settings(tiny_embedder_dir, model_task="text-embedding"))
+    try:
+        batcher = cold.local_model.runner.batcher
+        assert batcher.ready.is_set() and not batcher._cold
+        np.testing.assert_allclose(embed(cold, SENTENCES), embed(embedder_service, SENTENCES), atol=1e-5)
+        np.testing.assert_allclose(embed(cold, SENTENCES[:1])[0], embed(cold, SENTENCES)[0], atol=1e-5)
+    finally:
+        cold.local_model.stop()
+
+
 def test_long_inputs_are_truncated_to_max_sequence_length(embedder_service):
     _, result = infer(embedder_service, ["word " * 1000])
     assert result.input_tokens == 64

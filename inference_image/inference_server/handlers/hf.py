@@ -29,6 +29,14 @@ class EmbeddingPrediction(BaseModel):
 # transformers' lazy module fails ("cannot import name ...") when two threads of one process first import from it
 # at once: in-process (testing.LocalModel) the model side and the worker load their tokenizers together.
 _TRANSFORMERS_LOCK = threading.Lock()
+HF_TASKS = ("text-classification", "text-embedding")
+
+
+def preload_transformers() -> None:
+    """Import what load_preprocessing needs (transformers imports torch: most of a worker's start), so an HTTP
+    worker can do it while the model process fetches the model, rather than after it has."""
+    with _TRANSFORMERS_LOCK:
+        from transformers import AutoConfig, AutoTokenizer  # noqa: F401
 
 
 class HuggingFaceHandler(Handler):

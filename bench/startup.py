@@ -1,0 +1,122 @@
+"""Start-up: seconds from process start to ready for our server against the bare script (bench.bare_start: import,
+load, one inference, exit) on the same model, same machine, alternating, each `repeats` times; and where our
+server's start goes, from its own log lines. `python -m bench.startup [--repeats 3]` prints the JSON."""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+
+import orjson
+
+from .config import BenchConfig
+from .models import minilm_dir
+from .processes import HOST, free_port, start_server
+from .systems import REPO_ROOT, _python_path, thread_env
+
+# Our server's log lines that mark a phase of its start, in the order they normally come (role, message).
+PHASES = (("worker", "Application startup complete."), ("model", "model fetched"),
+          ("worker", "preprocessing loaded"), ("model", "model loaded"), ("model", "warm-up done"),
+          ("worker", "ready for traffic"), ("model", "background warm-up done"))
+FETCHED = ("model has no manifest; files not verified", "model verified", "model downloaded and verified",
+           "model downloaded")
+
+
+def bare_start(model_dir: str, cfg: BenchConfig) -> dict:
+    env = {**os.environ, **thread_env(cfg), "PYTHONPATH": _python_path()}
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "bench.bare_start", "--model", model_dir, "--max-length",
+                           str(cfg.max_sequence_length)], env=env, cwd=REPO_ROOT, capture_output=True, text=True,
+                          check=False)
+    total = time.monotonic() - started
+    if done.returncode != 0:
+        raise RuntimeError(f"the bare start-up script failed:\n{done.stderr[-3000:]}")
+    return {"seconds": total, **orjson.loads(done.stdout.strip().splitlines()[-1])}
+
+
+def our_start(model_dir: str, cfg: BenchConfig, scratch: Path, warmup: str = "first") -> dict:
+    """Popen to the first 200 from /ready, then one /predict (a ready server answers), then the phases."""
+    port = free_port()
+    env = {**thread_env(cfg), "PYTHONPATH": _python_path(), "PYTHONUNBUFFERED": "1", "PORT": str(port),
+           "HOST": HOST, "MODEL_NAME": "bench", "MODEL_VERSION": "1", "LOG_LEVEL": "info", "MODEL_URI": model_dir,
+           "MODEL_TASK": "text-embedding", "MAX_BATCH_SIZE": str(cfg.max_batch_size),
+           "MAX_SEQUENCE_LENGTH": str(cfg.max_sequence_length), "DEVICE": cfg.device, "WORKERS": str(cfg.workers),
+           "MODEL_CACHE_DIR": tempfile.mkdtemp(prefix="startup-cache-", dir=scratch), "WARMUP": warmup}
+    wall_started, started = time.time(), time.monotonic()
+    process = start_server(f"startup-ours-{warmup}", [sys.executable, "-m", "inference_server"], env, port,
+                           cfg.output_dir / "logs")
+    try:
+        process.wait_ready("/ready", cfg.ready_timeout_s, interval_s=0.02)
+        ready = time.monotonic() - started
+        status = _predict(port)
+        time.sleep(0.2)
+    finally:
+        process.stop()
+    return {"seconds": ready, "predict_status": status, "warmup": warmup,
+            "phases": phases(process.log_path, wall_started)}
+
+
+def _predict(port: int) -> int:
+    conn = http.client.HTTPConnection(HOST, port, timeout=30)
+    try:
+        conn.request("POST", "/predict", body=b'{"text": "hello world"}', headers={"content-type": "application/json"})
+        return conn.getresponse().status
+    finally:
+        conn.close()
+
+
+def phases(log_path: Path, wall_started: float) -> dict[str, float]:
+    """Seconds from the Popen to each phase's log line (its first), from our server's JSON log."""
+    roles: dict[int, str] = {}
+    seen: dict[str, float] = {}
+    for line in log_path.read_text(errors="replace").splitlines():
+        try:
+            entry = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if entry.get("message") == "process started":
+            roles[entry["pid"]] = entry.get("role")
+        message = "model fetched" if entry.get("message") in FETCHED else entry.get("message")
+        role = roles.get(entry.get("pid"))
+        if (role, message) in PHASES and message not in seen:
+            at = datetime.fromisoformat(entry["timestamp"].replace("Z", "+00:00")).timestamp()
+            seen[message] = round(at - wall_started, 3)
+    return seen
+
+
+def measure_startup(cfg: BenchConfig, model_dir: str, repeats: int) -> dict:
+    """Alternating bare, ours, bare, ours...: drift on a shared machine hits both alike. Median ratio."""
+    bare, ours = [], []
+    with tempfile.TemporaryDirectory(prefix="startup-") as scratch:
+        for _ in range(repeats):
+            bare.append(bare_start(model_dir, cfg))
+            ours.append(our_start(model_dir, cfg, Path(scratch)))
+    bare_s = statistics.median(run["seconds"] for run in bare)
+    ours_s = statistics.median(run["seconds"] for run in ours)
+    return {"repeats": repeats, "bare": bare, "ours": ours, "bare_median_s": round(bare_s, 3),
+            "ours_median_s": round(ours_s, 3), "ratio": round(ours_s / bare_s, 3),
+            "load_average_at_start": os.getloadavg()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--model-dir", default=None)
+    args = parser.parse_args(argv)
+    cfg = BenchConfig()
+    cfg.output_dir.mkdir(parents=True, exist_ok=True)
+    result = measure_startup(cfg, args.model_dir or str(minilm_dir()), args.repeats)
+    print(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,171 @@
+"""From a load step to new capacity serving: the expected seconds of each phase for an environment's model, each
+marked measured here, AWS-documented (with its source) or estimated.
+
+``python -m gpu_inference_constructs.sizing.timeline --environment prod [--model NAME] [--startup FILE]`` prints it
+for a task that lands on warm spare capacity and for one that needs a new instance. ``--startup`` takes the JSON of
+``python -m bench.startup`` (the server's own start, measured here); without it the figures of the latest bench run
+recorded below are used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from ..errors import ConfigError
+from ..gpu_capacity import GpuCapacityProps
+from ..service_scaling import ModelScalingProps
+from ..settings import from_dict
+from .scale_out import INGEST_DELAY, PUBLISH_DELAY, ScaleOutPath
+
+MEASURED, DOCUMENTED, ESTIMATED = "measured here", "AWS-documented", "estimated"
+MIB = 1024 * 1024
+
+# The latest `python -m bench.startup --repeats 3` on the 2-core build machine (2026-12-04 03:47 UTC, load average
+# 10-12 from other work: compare ratios): our server's median start-to-ready and, within that run, model fetched ->
+# model loaded and the warm-up before ready.
+LATEST_STARTUP = {"ours_median_s": 38.0, "bare_median_s": 27.4, "load_s": 22.7, "warmup_s": 0.38,
+                  "command": "python -m bench.startup --repeats 3"}
+GP3_BASELINE_MIB_S = 125  # gp3 without provisioned throughput
+GP3_MAX_MIB_S = 1000
+STREAMER_GIB_S = 3.5  # Run:ai Model Streamer, Llama-3-8B from S3 on g5.12xlarge
+IMAGE_GB = 8.0  # a CUDA PyTorch runtime image, compressed layers (estimate; see the Dockerfile's base)
+ECR_PULL_MB_S = 60.0  # pull and extract together, one image, estimate
+
+
+@dataclass(frozen=True)
+class Phase:
+    name: str
+    seconds: float
+    basis: str  # MEASURED, DOCUMENTED or ESTIMATED
+    source: str
+
+
+def _weights_phase(weights_bytes: int, storage: str) -> Phase:
+    if storage == "gp3":
+        seconds = 2 * weights_bytes / (GP3_BASELINE_MIB_S * MIB)  # copied onto gp3, read again for the checksum
+        return Phase("weights", seconds, DOCUMENTED,
+                     f"{weights_bytes / 1e9:.1f} GB onto a default gp3 volume at {GP3_BASELINE_MIB_S} MiB/s (EBS gp3 "
+                     "baseline), then read again for the checksum")
+    if storage == "gp3-provisioned":
+        return Phase("weights", weights_bytes / (GP3_MAX_MIB_S * MIB), DOCUMENTED,
+                     f"gp3 with {GP3_MAX_MIB_S} MiB/s provisioned (its maximum), checksum while streaming (not built)")
+    if storage == "stream":
+        return Phase("weights", weights_bytes / (STREAMER_GIB_S * 1024 * MIB), DOCUMENTED,
+                     f"streamed from S3 at {STREAMER_GIB_S} GiB/s (Run:ai Model Streamer benchmarks, g5.12xlarge), "
+                     "checksum while streaming (not built)")
+    if storage == "s3-parallel":  # the bundled server: parallel GETs into its scratch volume, each file hashed
+        return Phase("weights", max(1.0, weights_bytes / (GP3_BASELINE_MIB_S * MIB)), ESTIMATED,
+                     "the bundled server's parallel S3 download into its scratch volume, bound by gp3's "
+                     f"{GP3_BASELINE_MIB_S} MiB/s at worst; small models take about a second")
+    raise ConfigError("--storage", f"{storage!r}: choose gp3, gp3-provisioned, stream or s3-parallel")
+
+
+def timeline(scaling: ModelScalingProps, capacity: GpuCapacityProps, *, weights_bytes: int, storage: str,
+             new_instance: bool, startup: dict, bundled_server: bool = True) -> list[Phase]:
+    if bundled_server:
+        signal = ScaleOutPath("QueueBacklog", "step", scaling.queue_signal_period_seconds, scaling.queue_signal_periods,
+                              scaling.queue_signal_periods, "server-signal", "", 0, "Maximum")
+        detection = Phase("detection and alarm", signal.range_s()[1], ESTIMATED,
+                          f"worst phase of sizing.scale_out: {PUBLISH_DELAY['server-signal'][1]}; "
+                          f"{scaling.queue_signal_periods} x {scaling.queue_signal_period_seconds} s periods "
+                          f"(CloudWatch PutMetricAlarm, high resolution); {INGEST_DELAY[1]}")
+    else:
+        detection = Phase("detection and alarm", 190.0, ESTIMATED, "ALB p95 latency, 2 x 60 s datapoints after "
+                          "ELB's first 60 s datapoint (sizing.scale_out)")
+    phases = [detection,
+              Phase("ECS service reaction", 5.0, ESTIMATED, "Application Auto Scaling sets the desired count; ECS "
+                    "places the task, or holds it PROVISIONING when no instance has room")]
+    if new_instance:
+        phases += [
+            Phase("capacity-provider reaction", 90.0, ESTIMATED,
+                  "managed scaling is a target tracking policy on CapacityProviderReservation, a 1-minute metric "
+                  "(ECS API reference, ManagedScaling); its alarm's datapoints are not documented"),
+            Phase("instance launch", 60.0, ESTIMATED, "EC2 pending to running and the AL2023 GPU AMI's boot"),
+            Phase("agent registration", 15.0, ESTIMATED, "ECS agent start and RegisterContainerInstance"),
+            Phase("image pull", IMAGE_GB * 1000 / ECR_PULL_MB_S, ESTIMATED,
+                  f"{IMAGE_GB:g} GB image at {ECR_PULL_MB_S:g} MB/s pull and extract; prefer-cached skips it only on "
+                  "an instance that ran the image before"),
+        ]
+    else:
+        phases.append(Phase("image pull", 0.0, DOCUMENTED, "ECS_IMAGE_PULL_BEHAVIOR=prefer-cached: the warm instance "
+                            "already has the image (ECS agent configuration)"))
+    phases += [
+        Phase("container start and imports", startup["ours_median_s"] - startup["load_s"] - startup["warmup_s"],
+              MEASURED, f"our server's start-to-ready less load and warm-up ({startup['command']}, CPU)"),
+        _weights_phase(weights_bytes, storage),
+        Phase("model load", startup["load_s"], MEASURED, f"model fetched to model loaded ({startup['command']}, MiniLM "
+              "on CPU; a GPU load of a larger model is longer)"),
+        Phase("warm-up before ready", startup["warmup_s"], MEASURED,
+              f"batch 1 at every length (WARMUP=first; {startup['command']})"),
+        Phase("health checks", 30.0, DOCUMENTED, "the target group's 2 healthy checks 15 s apart (our template; ELB: "
+              "healthy after HealthyThresholdCount consecutive successes)"),
+    ]
+    return phases
+
+
+def render(title: str, phases: list[Phase]) -> str:
+    total = sum(p.seconds for p in phases)
+    lines = [f"{title}: {total:.0f} s from the load step to serving"]
+    lines += [f"  {p.seconds:6.0f} s  {p.name:<28} [{p.basis}] {p.source}" for p in phases]
+    return "\n".join(lines)
+
+
+def _environment(path: Path, name: str) -> dict:
+    try:
+        environments = json.loads(path.read_text())["context"]["environments"]
+    except (OSError, KeyError, json.JSONDecodeError) as error:
+        raise ConfigError("--cdk-json", f"{str(path)!r}: {error}") from None
+    if name not in environments:
+        raise ConfigError("--environment", f"unknown environment {name!r}; defined: {', '.join(environments)}")
+    return environments[name]
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m gpu_inference_constructs.sizing.timeline", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--environment", required=True)
+    p.add_argument("--cdk-json", default="cdk.json")
+    p.add_argument("--model", help="a model of the environment (default: its first)")
+    p.add_argument("--weights-gb", type=float, default=0.1, help="the model's weights (default 0.1: MiniLM-size)")
+    p.add_argument("--storage", default="s3-parallel", help="gp3, gp3-provisioned, stream or s3-parallel (default)")
+    p.add_argument("--startup", help="the JSON of python -m bench.startup (default: the latest recorded run)")
+    args = p.parse_args(argv)
+    try:
+        data = _environment(Path(args.cdk_json), args.environment)
+        models = data.get("models", [])
+        model = next((m for m in models if m.get("name") == args.model), None) if args.model else (models or [None])[0]
+        if args.model and model is None:
+            raise ConfigError("--model", f"{args.model!r} is not a model of {args.environment}")
+        scaling = from_dict(ModelScalingProps, (model or {}).get("scaling", {}), "models[].scaling")
+        capacity = from_dict(GpuCapacityProps, data.get("capacity", {}), f"environments.{args.environment}.capacity")
+        _weights_phase(1, args.storage)  # refuses an unknown storage
+        startup = LATEST_STARTUP
+        if args.startup:
+            measured = json.loads(Path(args.startup).read_text())
+            median = sorted(measured["ours"], key=lambda run: run["seconds"])[len(measured["ours"]) // 2]["phases"]
+            startup = {"ours_median_s": measured["ours_median_s"], "bare_median_s": measured["bare_median_s"],
+                       "load_s": median["model loaded"] - median["model fetched"],
+                       "warmup_s": median["warm-up done"] - median["model loaded"], "command": args.startup}
+    except ConfigError as error:
+        print(f"timeline: error: {error}", file=sys.stderr)
+        return 2
+    bundled = not (model or {}).get("vllm")
+    common = dict(weights_bytes=int(args.weights_gb * 1e9), storage=args.storage, startup=startup,
+                  bundled_server=bundled)
+    name = (model or {}).get("name", "model")
+    spare = capacity.target_capacity_percent < 100
+    print(render(f"{args.environment}/{name}, a task on warm spare capacity"
+                 + ("" if spare else " (none kept: target_capacity_percent 100)"),
+                 timeline(scaling, capacity, new_instance=False, **common)))
+    print(render(f"{args.environment}/{name}, a task that needs a new instance",
+                 timeline(scaling, capacity, new_instance=True, **common)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

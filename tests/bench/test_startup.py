@@ -1,0 +1,26 @@
+"""The start-up phase: phases read from our server's JSON log (a planted one); the bare script really runs."""
+
+from __future__ import annotations
+
+import orjson
+
+from bench.startup import phases
+
+
+def _line(pid, message, at, **fields):
+    return orjson.dumps({"timestamp": at, "pid": pid, "message": message, **fields}).decode()
+
+
+def test_phases_are_seconds_from_the_start_by_role_first_of_each(tmp_path):
+    log = tmp_path / "ours.log"
+    lines = [_line(2, "process started", "2026-12-04T03:00:00.200Z", role="worker"),
+             _line(3, "Application startup complete.", "2026-12-04T03:00:01.000Z"),  # the model's: not a phase
+             _line(2, "Application startup complete.", "2026-12-04T03:00:02.000Z"),
+             _line(3, "model has no manifest; files not verified", "2026-12-04T03:00:04.500Z"),
+             "not json",
+             _line(2, "ready for traffic", "2026-12-04T03:00:12.000Z"),
+             _line(2, "ready for traffic", "2026-12-04T03:00:30.000Z")]
+    log.write_text("\n".join([_line(3, "process started", "2026-12-04T03:00:00.100Z", role="model"), *lines]))
+    started = 1796353200.0  # 2026-12-04T03:00:00Z
+    assert phases(log, started) == {"Application startup complete.": 2.0, "model fetched": 4.5,
+                                    "ready for traffic": 12.0}

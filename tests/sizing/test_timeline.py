@@ -1,0 +1,67 @@
+"""The advisor's timeline from a load step to serving: every phase sourced, the weights sized from cited rates."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpu_inference_constructs.gpu_capacity import GpuCapacityProps
+from gpu_inference_constructs.service_scaling import ModelScalingProps
+from gpu_inference_constructs.sizing.timeline import (DOCUMENTED, ESTIMATED, LATEST_STARTUP, MEASURED, main, render,
+                                                       timeline)
+
+GB_13B = 26_000_000_000
+
+
+def phases(**options):
+    defaults = dict(weights_bytes=100_000_000, storage="s3-parallel", new_instance=True, startup=LATEST_STARTUP)
+    return timeline(ModelScalingProps(), GpuCapacityProps(), **{**defaults, **options})
+
+
+def test_every_phase_has_a_basis_and_a_source_and_the_total_is_their_sum():
+    steps = phases()
+    assert [p.name for p in steps] == ["detection and alarm", "ECS service reaction", "capacity-provider reaction",
+                                       "instance launch", "agent registration", "image pull",
+                                       "container start and imports", "weights", "model load", "warm-up before ready",
+                                       "health checks"]
+    assert all(p.basis in (MEASURED, DOCUMENTED, ESTIMATED) and p.source for p in steps)
+    assert f"{sum(p.seconds for p in steps):.0f} s from the load step" in render("x", steps)
+
+
+def test_the_detection_phase_is_the_scale_out_simulations_worst_case():
+    assert phases()[0].seconds == 45  # 3 x 10 s periods, sample 5 s, ingestion 10 s: tests/infra/test_scale_out_simulation
+    slower = timeline(ModelScalingProps(queue_signal_period_seconds=30), GpuCapacityProps(), weights_bytes=1,
+                      storage="s3-parallel", new_instance=False, startup=LATEST_STARTUP)
+    assert slower[0].seconds > 90
+
+
+def test_a_warm_instance_skips_launch_registration_and_pull():
+    names = [p.name for p in phases(new_instance=False)]
+    assert "instance launch" not in names and "capacity-provider reaction" not in names
+    (pull,) = [p for p in phases(new_instance=False) if p.name == "image pull"]
+    assert pull.seconds == 0
+
+
+@pytest.mark.parametrize("storage, seconds", [("gp3", 2 * GB_13B / (125 * 2**20)), ("gp3-provisioned", GB_13B / (1000 * 2**20)),
+                                              ("stream", GB_13B / (3.5 * 2**30))])
+def test_13b_weights_by_storage(storage, seconds):
+    (weights,) = [p for p in phases(weights_bytes=GB_13B, storage=storage) if p.name == "weights"]
+    assert weights.seconds == pytest.approx(seconds)
+    assert weights.basis == DOCUMENTED
+
+
+def test_streaming_reaches_1_gb_per_second_and_the_default_gp3_copy_does_not():
+    def rate(storage):
+        (weights,) = [p for p in phases(weights_bytes=GB_13B, storage=storage) if p.name == "weights"]
+        return GB_13B / weights.seconds / 1e9
+
+    assert rate("stream") >= 1.0 > rate("gp3")
+
+
+def test_cli_prints_both_paths_and_refuses_an_unknown_environment(capsys):
+    assert main(["--environment", "prod"]) == 0
+    out = capsys.readouterr().out
+    assert "prod/minilm, a task on warm spare capacity:" in out and "a task that needs a new instance:" in out
+    assert main(["--environment", "dev"]) == 0
+    assert "(none kept: target_capacity_percent 100)" in capsys.readouterr().out
+    assert main(["--environment", "nowhere"]) == 2
+    assert main(["--environment", "prod", "--storage", "floppy"]) == 2
