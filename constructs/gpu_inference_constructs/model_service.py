@@ -79,11 +79,12 @@ MAX_LOAD_BALANCERS = 20
 KEEP_ALIVE_MARGIN_SECONDS = 15
 # What ECS keeps back on every instance for the agent and daemons.
 AGENT_RESERVED_CPU = 512
-# The init container that copies a model to scratch, and the metrics collector sidecar.
+# Each of the two init containers that put a model on scratch (scratch-owner, model-fetch): ECS reserves both.
 FETCHER_CPU, FETCHER_MEMORY_MIB = 128, 256
-# What the vLLM preset adds beside the server: the fetcher and a collector of PrometheusMetrics' default size.
-VLLM_SIDECAR_CPU = FETCHER_CPU + PrometheusMetrics.collector_cpu
-VLLM_SIDECAR_MEMORY_MIB = FETCHER_MEMORY_MIB + PrometheusMetrics.collector_memory_mib
+FETCH_CONTAINERS = 2
+# What the vLLM preset adds beside the server: the fetch containers and a collector of PrometheusMetrics' default size.
+VLLM_SIDECAR_CPU = FETCH_CONTAINERS * FETCHER_CPU + PrometheusMetrics.collector_cpu
+VLLM_SIDECAR_MEMORY_MIB = FETCH_CONTAINERS * FETCHER_MEMORY_MIB + PrometheusMetrics.collector_memory_mib
 VLLM_RESERVED_ENVIRONMENT = (
     "HOME", "XDG_CACHE_HOME", "VLLM_CACHE_ROOT", "HF_HOME", "HF_HUB_OFFLINE", "VLLM_NO_USAGE_STATS", "DO_NOT_TRACK",
     "VLLM_HTTP_TIMEOUT_KEEP_ALIVE", "AWS_DEFAULT_REGION", "VLLM_API_KEY",
@@ -678,8 +679,8 @@ class ModelService(Construct):
 
     def _check_fits(self, contract: ServerContract) -> None:
         cpu, memory = self.model.cpu, self.model.memory_mib
-        if contract.model_source.mode == "copy_to_scratch":  # scratch-owner and model-fetch: ECS reserves both
-            cpu, memory = cpu + 2 * FETCHER_CPU, memory + 2 * FETCHER_MEMORY_MIB
+        if contract.model_source.mode == "copy_to_scratch":
+            cpu, memory = cpu + FETCH_CONTAINERS * FETCHER_CPU, memory + FETCH_CONTAINERS * FETCHER_MEMORY_MIB
         if contract.metrics is not None:
             cpu, memory = cpu + contract.metrics.collector_cpu, memory + contract.metrics.collector_memory_mib
         if contract.shared_memory_mib is not None:

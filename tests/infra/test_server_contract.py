@@ -515,7 +515,7 @@ def stack_with_load_balancer(longest_request_seconds, idle_timeout_seconds=None)
     vpc = ec2.Vpc(stack, "Vpc", max_azs=2)
     balancer = InferenceLoadBalancer(
         stack, "LoadBalancer", vpc=vpc, access_logs_bucket=s3.Bucket(stack, "Logs"),
-        props=LoadBalancerProps(allow_http=True, idle_timeout_seconds=idle_timeout_seconds),
+        props=LoadBalancerProps(allow_http=True, ingress_cidrs=("10.0.0.0/8",), idle_timeout_seconds=idle_timeout_seconds),
         longest_request_seconds=longest_request_seconds,
     )
     parts = dict(

@@ -95,7 +95,7 @@ def test_an_llm_snippet_is_a_vllm_block_on_its_own_capacity_group_that_loads_and
     assert server["Command"][server["Command"].index("--tensor-parallel-size") + 1] == "1"
     assert server["Command"][server["Command"].index("--max-model-len") + 1] == "768"
     assert server["ResourceRequirements"] == [{"Type": "GPU", "Value": "1"}]
-    assert {c["Name"] for c in task["ContainerDefinitions"]} == {"server", "model-fetch", "metrics-collector"}
+    assert {c["Name"] for c in task["ContainerDefinitions"]} == {"server", "scratch-owner", "model-fetch", "metrics-collector"}
 
 
 def test_a_snippet_with_several_gpus_per_task_sets_gpus_and_loads(capsys, llama_13b):
