@@ -149,6 +149,19 @@ class Settings:
         _dimensions, (), "comma-separated sizes /v1/embeddings may truncate to (`dimensions`), for models trained "
                          "for it (Matryoshka); empty: only the full size")
     result_cache_size: int = _setting(_int(0), 0, "entries in the result LRU cache; 0 turns it off")
+    shared_cache_endpoint: str | None = _setting(
+        _opt_str, None, "host:port of the shared result cache (Valkey/ElastiCache); empty turns it off")
+    shared_cache_tls: bool = _setting(_bool, True, "TLS to the shared cache (ElastiCache Serverless requires it)")
+    shared_cache_cluster: bool = _setting(_bool, False, "the shared cache is cluster mode enabled (Serverless is)")
+    shared_cache_auth_token: str | None = _setting(_opt_str, None, "password of the shared cache's user",
+                                                   secret=True)
+    shared_cache_iam_user: str | None = _setting(_opt_str, None, "ElastiCache user id for IAM authentication")
+    shared_cache_name: str | None = _setting(_opt_str, None, "the cache's name, signed into IAM tokens")
+    shared_cache_ttl_s: int = _setting(_int(1, 30 * 86400), 3600, "how long the shared cache keeps a prediction")
+    shared_cache_max_value_bytes: int = _setting(_int(64, 16 * 1048576), 65536,
+                                                 "larger predictions are not stored in the shared cache")
+    shared_cache_timeout_ms: float = _setting(_float(0, exclusive=True), 50.0,
+                                              "longest a shared cache call may take before it counts as failed")
     api_keys: tuple[str, ...] = _setting(_api_keys, (), "comma-separated keys required in x-api-key", secret=True)
     deployment_env: str = _setting(_str, "local", "Environment dimension of the metrics")
     log_level: str = _setting(_log_level, "INFO", "DEBUG, INFO, WARNING or ERROR")
