@@ -17,8 +17,9 @@ from gpu_inference_constructs.model_store import ModelStore
 from gpu_inference_constructs.monitoring import InferenceMonitoring
 from gpu_inference_constructs.network import InferenceNetwork, grant_logs_service
 from gpu_inference_constructs.notifications import NotificationTopic
+from gpu_inference_constructs.result_cache import ResultCache
 
-from .config import EnvironmentConfig
+from .config import EnvironmentConfig, cached
 
 
 class InferenceStack(cdk.Stack):
@@ -92,8 +93,20 @@ class InferenceStack(cdk.Stack):
             props=config.monitoring,
             more_capacity=list(self.capacity_groups.values()),
         )
+        self.result_cache = self._result_cache(config, network) if config.cache is not None else None
         cdk.CfnOutput(self, "LoadBalancerDns", value=self.load_balancer.load_balancer.load_balancer_dns_name)
         cdk.CfnOutput(self, "ModelBucket", value=self.model_store.bucket.bucket_name, description="Publish models under models/<name>/<version>/")
+
+    def _result_cache(self, config: EnvironmentConfig, network: InferenceNetwork) -> ResultCache:
+        """The environment's shared result cache, its alarms on the topic and its cost on the dashboard."""
+        cache = ResultCache(self, "ResultCache", name=f"{config.name}-results", vpc=network.vpc,
+                            subnets=network.private_subnets, topic=self.notifications.topic, props=config.cache)
+        users = [model.name for model in config.models if cached(model)]
+        cache.add_connection_failure_alarm(self, config.name, users, self.notifications.topic)
+        self.monitoring.dashboard.add_widgets(cdk.aws_cloudwatch.GraphWidget(
+            title="Result cache cost (USD an hour) and hit rate", left=[cache.metric_cost_per_hour()],
+            right=[cache.metric("CacheHitRate", "Average")], width=24))
+        return cache
 
     def capacity_for(self, model_name: str) -> GpuCapacity:
         """The capacity a model runs on: its capacity group's, else the environment's ``capacity``."""
