@@ -51,7 +51,7 @@ class SharedCacheConfig:
     connect_timeout_s: float = 2.0  # in the background: requests skip the cache meanwhile
     failures_to_open: int = 3
     open_for_s: float = 2.0
-    max_pending_stores: int = 64
+    max_pending_stores: int = 4096  # values waiting to be stored; beyond it stores are dropped
 
     @classmethod
     def parse_endpoint(cls, endpoint: str) -> tuple[str, int]:
@@ -262,6 +262,10 @@ class SharedCache:
         self._clock = clock
         self.circuit = CircuitBreaker(config.failures_to_open, config.open_for_s, clock, self._state_changed)
         self._pending: set[asyncio.Task] = set()
+        self._lookups: list[tuple[list[str], asyncio.Future]] = []
+        self._lookup_flush: asyncio.Task | None = None
+        self._stores: list[tuple[str, bytes]] = []
+        self._store_flush: asyncio.Task | None = None
 
     def _state_changed(self, state: str) -> None:
         self.metrics.set_state(state)
@@ -330,11 +334,34 @@ class SharedCache:
                 pass
 
     async def get_many(self, keys: Sequence[str]) -> list[Any | None]:
-        """The cached predictions of ``keys`` (None for a miss), in one round trip per node."""
+        """The cached predictions of ``keys`` (None for a miss). The lookups of every request that asks within
+        one turn of the event loop go out together: one MGET (one per node in cluster mode) for all of them."""
         if not keys:
             return []
+        loop = asyncio.get_running_loop()
+        waiter = loop.create_future()
+        self._lookups.append((list(keys), waiter))
+        if self._lookup_flush is None:
+            self._lookup_flush = loop.create_task(self._flush_lookups())
+        return await waiter
+
+    async def _flush_lookups(self) -> None:
+        await asyncio.sleep(0)  # the other requests of this turn add theirs
+        batch, self._lookups, self._lookup_flush = self._lookups, [], None
+        keys = [key for wanted, _ in batch for key in wanted]
+        try:
+            values = await self._lookup(keys)
+        except BaseException:
+            values = [None] * len(keys)
+        start = 0
+        for wanted, waiter in batch:
+            if not waiter.done():
+                waiter.set_result(values[start:start + len(wanted)])
+            start += len(wanted)
+
+    async def _lookup(self, keys: list[str]) -> list[Any | None]:
         cluster = self.config.cluster
-        ok, raw = await self._call(lambda c: c.mget_nonatomic(list(keys)) if cluster else c.mget(list(keys)))
+        ok, raw = await self._call(lambda c: c.mget_nonatomic(keys) if cluster else c.mget(keys))
         if not ok:
             self.metrics.count(m.SHARED_CACHE_SKIPPED, len(keys))
             return [None] * len(keys)
@@ -350,8 +377,8 @@ class SharedCache:
         return values
 
     def store_many(self, entries: Sequence[tuple[str, Any]]) -> asyncio.Task | None:
-        """Store predictions in the background, one pipeline; oversized or unencodable values are skipped."""
-        encoded: list[tuple[str, bytes]] = []
+        """Store predictions in the background; the stores of one turn of the event loop go out as one pipeline.
+        Oversized or unencodable values are skipped, and so is everything while max_pending_stores values wait."""
         for key, prediction in entries:
             try:
                 value = encode_value(prediction)
@@ -360,13 +387,20 @@ class SharedCache:
             if len(value) > self.config.max_value_bytes:
                 self.metrics.count(m.SHARED_CACHE_OVERSIZED)
                 continue
-            encoded.append((key, value))
-        if not encoded or len(self._pending) >= self.config.max_pending_stores:
-            return None
-        task = asyncio.get_running_loop().create_task(self._store(encoded))
+            if len(self._stores) < self.config.max_pending_stores:
+                self._stores.append((key, value))
+        if not self._stores or self._store_flush is not None:
+            return self._store_flush
+        task = asyncio.get_running_loop().create_task(self._flush_stores())
+        self._store_flush = task
         self._pending.add(task)
         task.add_done_callback(self._pending.discard)
         return task
+
+    async def _flush_stores(self) -> None:
+        await asyncio.sleep(0)
+        batch, self._stores, self._store_flush = self._stores, [], None
+        await self._store(batch)
 
     async def _store(self, encoded: list[tuple[str, bytes]]) -> None:
         ttl_ms = self.config.ttl_s * 1000
