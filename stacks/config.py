@@ -129,7 +129,7 @@ class EnvironmentConfig:
 
     def _check_cache(self) -> None:
         for index, model in enumerate(self.models):
-            if model.vllm is not None and model.shared_cache.enabled and self.cache is not None:
+            if model.vllm is not None and model.shared_cache.enabled is True and self.cache is not None:
                 raise ConfigError(f"models[{index}].shared_cache.enabled",
                                   "the vLLM server has no shared cache; set it to false for this model")
             if self.cache is None and model.shared_cache != ModelCacheProps():
@@ -211,4 +211,4 @@ def with_model_deployments(data: Any) -> dict:
 
 def cached(model: ModelProps) -> bool:
     """Whether the model uses its environment's shared result cache (when the environment has one)."""
-    return model.vllm is None and model.shared_cache.enabled
+    return model.vllm is None and model.shared_cache.enabled is not False

@@ -67,10 +67,11 @@ class ResultCacheProps:
 
 @dataclass(frozen=True)
 class ModelCacheProps:
-    """One model's use of the environment's cache: ``enabled`` (true), ``ttl_seconds`` (3600, at most 30 days),
+    """One model's use of the environment's cache: ``enabled`` (default: on for our server, off for vLLM, which
+    has no such client; true on a vLLM model is refused), ``ttl_seconds`` (3600, at most 30 days),
     ``max_value_bytes`` (65536: larger predictions are not stored; at most 16 MiB)."""
 
-    enabled: bool = True
+    enabled: Optional[bool] = None
     ttl_seconds: int = 3600
     max_value_bytes: int = 65536
 
@@ -128,7 +129,7 @@ class ResultCache(Construct):
                security_group: ec2.ISecurityGroup, props: ModelCacheProps = ModelCacheProps()) -> None:
         """Give one model's tasks the cache: the server's SHARED_CACHE_* environment, elasticache:Connect on the
         cache and its user, and the network path (rules created in ``scope``, the model's stack)."""
-        scope = Construct(scope, f"ResultCacheAccess-{model_name}")
+        scope = Construct(scope, f"Model-{model_name}-ResultCache")  # logical ids start with the model stack's prefix
         for name, value in self.environment(props).items():
             container.add_environment(name, value)
         task_role.add_to_principal_policy(iam.PolicyStatement(

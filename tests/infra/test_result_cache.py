@@ -155,7 +155,7 @@ def test_bad_cache_configuration_names_the_key(change, key):
 
 
 def test_props_defaults():
-    assert ModelCacheProps() == ModelCacheProps(enabled=True, ttl_seconds=3600, max_value_bytes=65536)
+    assert ModelCacheProps() == ModelCacheProps(enabled=None, ttl_seconds=3600, max_value_bytes=65536)
     assert ResultCacheProps().snapshot_retention_days == 0
 
 
