@@ -193,6 +193,7 @@ class ResultCache(Construct):
                                         treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
                                         alarm_description=description)
             alarm.add_alarm_action(cw_actions.SnsAction(topic))
+            alarm.add_ok_action(cw_actions.SnsAction(topic))
             alarms.append(alarm)
         return alarms
 
@@ -214,6 +215,7 @@ class ResultCache(Construct):
                                    alarm_description="The model servers cannot reach the result cache (their circuit "
                                                      "opens and every request runs on the GPUs)")
         alarm.add_alarm_action(cw_actions.SnsAction(topic))
+        alarm.add_ok_action(cw_actions.SnsAction(topic))
         return alarm
 
 

@@ -132,7 +132,7 @@ def test_alarms_reach_the_topic_and_the_cost_is_on_the_dashboard(world):
               if "cache" in r["Properties"].get("AlarmDescription", "").lower()}
     assert {"Evictions", "BytesUsedForCache", "SuccessfulReadRequestLatency", "ThrottledCmds", "math"} <= set(alarms)
     for alarm in alarms.values():
-        assert alarm["AlarmActions"] == [{"Ref": topic}]
+        assert alarm["AlarmActions"] == alarm["OKActions"] == [{"Ref": topic}]
     _, dashboard = one(world, "AWS::CloudWatch::Dashboard")
     body = str(dashboard["Properties"]["DashboardBody"])
     assert "Result cache cost" in body and "ElastiCacheProcessingUnits" in body
