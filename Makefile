@@ -17,6 +17,11 @@ DEV_STAMP := $(VENV)/.dev-installed
 NODE_STAMP := node_modules/.installed
 CHECKOV_VENV := .venv-checkov
 CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
+# tests/server/test_shared_cache*.py start a real Valkey (the engine ElastiCache runs); Debian
+# bookworm ships it only in bookworm-backports (unpinned: backports keeps only its newest build).
+# Skipped when valkey-server is already on PATH.
+VALKEY_STAMP := $(VENV)/.valkey-installed
+BACKPORTS_LIST := /etc/apt/sources.list.d/bookworm-backports.list
 
 .PHONY: setup setup-dev synth test e2e-vllm lint-dockerfile bench bench-short update-snapshots clean
 
@@ -39,13 +44,21 @@ $(CHECKOV_STAMP): requirements-checkov.txt
 	$(CHECKOV_VENV)/bin/python -m pip install --quiet -r requirements-checkov.txt
 	touch $@
 
+$(VALKEY_STAMP): | $(PY)
+	@if ! command -v valkey-server >/dev/null; then \
+		test -f $(BACKPORTS_LIST) || echo 'deb http://deb.debian.org/debian bookworm-backports main' > $(BACKPORTS_LIST); \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq -t bookworm-backports --no-install-recommends valkey-server; \
+	fi
+	valkey-server --version
+	touch $@
+
 $(NODE_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
 setup: $(APP_STAMP) $(NODE_STAMP)
 
-setup-dev: setup $(DEV_STAMP) $(CHECKOV_STAMP)
+setup-dev: setup $(DEV_STAMP) $(CHECKOV_STAMP) $(VALKEY_STAMP)
 
 synth: setup
 	rm -rf cdk.out

@@ -31,3 +31,20 @@ class NullHandler(Handler):
 
     def warmup_input(self, seq_len: int) -> Encoded:
         return Encoded(seq_len, _ONE)
+
+
+class TimedHandler(NullHandler):
+    """A stand-in for a GPU-bound model: each batch takes BENCH_BATCH_MS (default 20) of wall time and no host CPU
+    (a sleep, as a CUDA kernel's wait is), whatever its size up to the batch limit. For measuring what skips the
+    model (the shared cache) on a machine whose CPUs are shared."""
+
+    def load(self, ctx: LoadContext) -> None:
+        import os
+
+        self._batch_s = float(os.environ.get("BENCH_BATCH_MS", "20")) / 1000
+
+    def forward(self, batch: list[Encoded], batch_size: int, seq_len: int) -> Any:
+        import time
+
+        time.sleep(self._batch_s)
+        return super().forward(batch, batch_size, seq_len)

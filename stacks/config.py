@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Optional
 
 from gpu_inference_constructs.deployment import DeploymentProps, RollbackThresholds
 from gpu_inference_constructs.errors import ConfigError, require
@@ -20,6 +20,7 @@ from gpu_inference_constructs.model_store import ModelStoreProps
 from gpu_inference_constructs.monitoring import MonitoringProps
 from gpu_inference_constructs.service_scaling import ScalingProps
 from gpu_inference_constructs.network import NetworkProps
+from gpu_inference_constructs.result_cache import ModelCacheProps, ResultCacheProps
 from gpu_inference_constructs.schedules import check_schedule_task_ranges
 from gpu_inference_constructs.settings import from_dict
 
@@ -57,6 +58,7 @@ class EnvironmentConfig:
     deployment: DeploymentProps = field(default_factory=DeploymentProps)
     log_retention_days: int = 90
     alarm_emails: tuple[str, ...] = ()
+    cache: Optional[ResultCacheProps] = None  # a shared result cache (ElastiCache Serverless for Valkey)
     name: str = ""
     tags: dict[str, str] = field(default_factory=dict)
 
@@ -75,6 +77,7 @@ class EnvironmentConfig:
             except ConfigError as error:
                 raise error.within(section) from None
         self._check_models()
+        self._check_cache()
         for index, prewarm in enumerate(self.scaling.capacity_prewarm):
             require(
                 prewarm.min_capacity <= self.capacity.max_capacity,
@@ -175,6 +178,15 @@ class EnvironmentConfig:
                 raise ConfigError(key, error.detail) from None
             raise error.within("load_balancer") from None
 
+    def _check_cache(self) -> None:
+        for index, model in enumerate(self.models):
+            if model.vllm is not None and model.shared_cache.enabled is True and self.cache is not None:
+                raise ConfigError(f"models[{index}].shared_cache.enabled",
+                                  "the vLLM server has no shared cache; set it to false for this model")
+            if self.cache is None and model.shared_cache != ModelCacheProps():
+                raise ConfigError(f"models[{index}].shared_cache",
+                                  "the environment has no cache; add a `cache` block or remove this one")
+
     @property
     def configured_load(self) -> ConfiguredLoad:
         return self.configured_load_for(self.models)
@@ -263,3 +275,8 @@ def with_model_deployments(data: Any) -> dict:
         for model in data["models"]
     ]
     return {**data, "models": models}
+
+
+def cached(model: ModelProps) -> bool:
+    """Whether the model uses its environment's shared result cache (when the environment has one)."""
+    return model.vllm is None and model.shared_cache.enabled is not False

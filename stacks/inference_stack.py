@@ -18,8 +18,9 @@ from gpu_inference_constructs.monitoring import InferenceMonitoring
 from gpu_inference_constructs.network import InferenceNetwork, grant_logs_service
 from gpu_inference_constructs.notifications import NotificationTopic
 from gpu_inference_constructs.server_contract import DEFAULT_API_KEY_NAME
+from gpu_inference_constructs.result_cache import ResultCache
 
-from .config import EnvironmentConfig
+from .config import EnvironmentConfig, cached
 
 
 def load_balancer_id(number: int) -> str:
@@ -111,6 +112,7 @@ class InferenceStack(cdk.Stack):
             more_capacity=list(self.capacity_groups.values()),
             more_load_balancers=[lb.load_balancer for number, lb in self.load_balancers.items() if number != 1],
         )
+        self.result_cache = self._result_cache(config, network) if config.cache is not None else None
         cdk.CfnOutput(self, "LoadBalancerDns", value=self.load_balancer.load_balancer.load_balancer_dns_name)
         for number, balancer in self.load_balancers.items():
             if number != 1:
@@ -121,6 +123,17 @@ class InferenceStack(cdk.Stack):
     def load_balancer_for(self, model_name: str) -> InferenceLoadBalancer:
         """The load balancer that serves a model (its ``load_balancer`` number)."""
         return self.load_balancers[self._load_balancer_of[model_name]]
+
+    def _result_cache(self, config: EnvironmentConfig, network: InferenceNetwork) -> ResultCache:
+        """The environment's shared result cache, its alarms on the topic and its cost on the dashboard."""
+        cache = ResultCache(self, "ResultCache", name=f"{config.name}-results", vpc=network.vpc,
+                            subnets=network.private_subnets, topic=self.notifications.topic, props=config.cache)
+        users = [model.name for model in config.models if cached(model)]
+        cache.add_connection_failure_alarm(self, config.name, users, self.notifications.topic)
+        self.monitoring.dashboard.add_widgets(cdk.aws_cloudwatch.GraphWidget(
+            title="Result cache cost (USD an hour) and hit rate", left=[cache.metric_cost_per_hour()],
+            right=[cache.metric("CacheHitRate", "Average")], width=24))
+        return cache
 
     def capacity_for(self, model_name: str) -> GpuCapacity:
         """The capacity a model runs on: its capacity group's, else the environment's ``capacity``."""

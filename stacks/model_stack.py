@@ -24,7 +24,7 @@ from gpu_inference_constructs.network import InferenceNetwork
 from gpu_inference_constructs.server_contract import server_for
 from gpu_inference_constructs.service_scaling import ServiceScaling
 
-from .config import EnvironmentConfig
+from .config import EnvironmentConfig, cached
 from .inference_stack import InferenceStack
 
 IMAGE_DIRECTORY = Path(__file__).resolve().parents[1] / "inference_image"
@@ -96,6 +96,9 @@ class ModelStack(cdk.Stack):
             props=config.monitoring,
         )
         self._grant_api_keys_decrypt(shared)
+        if shared.result_cache is not None and cached(model):
+            shared.result_cache.attach(self, model.name, container=self.service.container, task_role=self.service.task_role,
+                                       security_group=self.service.security_group, props=model.shared_cache)
         route, what = inference_route(model)
         cdk.CfnOutput(self, f"Url-{model.name}", value=f"{load_balancer.base_url}/{model.name}/{route}", description=f"{model.name} {what}")
 

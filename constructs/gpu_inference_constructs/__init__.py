@@ -16,6 +16,7 @@ from .model_store import ModelStore, ModelStoreProps
 from .monitoring import InferenceMonitoring, ModelAlarms, MonitoringProps
 from .network import DEFAULT_INTERFACE_ENDPOINTS, InferenceNetwork, NetworkProps, grant_logs_service
 from .notifications import NotificationTopic, topic_target
+from .result_cache import ModelCacheProps, ResultCache, ResultCacheProps
 from .schedules import CapacityPrewarm, ServiceSchedule
 from .server_contract import (
     DEFAULT_COLLECTOR_IMAGE,
@@ -38,6 +39,9 @@ from .service_scaling import ModelScalingProps, PredictiveScalingProps, ScalingP
 from .settings import from_dict
 
 __all__ = [
+    "ModelCacheProps",
+    "ResultCache",
+    "ResultCacheProps",
     "BundledServer",
     "CATALOG",
     "CapacityPrewarm",

@@ -24,6 +24,7 @@ from . import metric_names
 from .acknowledgements import acknowledge, acknowledge_when_resolved, default_policy, nag_rendering
 from .deployment import DeploymentProps, RollbackAlarmNames, RollbackAlarms, RollbackProps, RollbackThresholds, sum_over, worst_of
 from .deployment_capacity import ServiceDeployment
+from .result_cache import ModelCacheProps
 from .errors import ConfigError, require, require_range
 from .gpu_capacity import GpuCapacity
 from .instance_catalog import GpuInstanceType, lookup
@@ -140,6 +141,7 @@ class ModelProps:
     deployment: DeploymentProps = field(default_factory=DeploymentProps)
     rollback: RollbackProps = field(default_factory=RollbackProps)
     alarms: LatencyAlarmProps = field(default_factory=LatencyAlarmProps)
+    shared_cache: ModelCacheProps = field(default_factory=ModelCacheProps)  # used when the environment has a cache
 
     def __post_init__(self) -> None:
         require(

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import orjson
 from pydantic import BaseModel
 
 from . import emf
@@ -22,6 +23,8 @@ from .errors import ApiError, draining, model_unavailable, not_ready, overloaded
 from .handlers import Encoded, Handler, InputError, LoadContext, builtin_handler_class, handler_class
 from .metrics import Metrics
 from .settings import Settings, SettingsError
+from .shared_cache import (SharedCache, SharedCacheMetrics, config_from_settings, input_key, key_prefix,
+                           normalised_input)
 
 log = logging.getLogger(__name__)
 PROBE_TEXT = "readiness probe"
@@ -48,6 +51,9 @@ class ModelService:
         self.handler: Handler | None = None  # this worker's preprocessing, once the model process is ready
         self.metrics = Metrics(s.model_name, s.model_version)
         self.cache = ResultCache(s.result_cache_size, s.model_version)
+        shared = config_from_settings(s)
+        self.shared_cache = None if shared is None else SharedCache(
+            shared, metrics=SharedCacheMetrics(self.metrics.registry))
         self.metrics.bind_gauges(lambda: self.status.queued, lambda: self.readiness() is None)
         times = BatchTimes(self.status.table if self.status is not None else [0] * SLOTS)
         self.admission = Admission(times, lambda: self.status.queued,
@@ -228,25 +234,53 @@ class ModelService:
         return self.handler
 
     async def predict(self, texts: list[Any], log_fields: dict[str, Any], *, use_cache: bool = True,
-                      deadline: float | None = None) -> list[Any]:
-        """Predictions for inputs of the handler's input_kind (the name `texts` is historical), by `deadline`
-        (time.monotonic(); at most REQUEST_TIMEOUT_S from now)."""
-        cache = self.cache
-        cacheable = use_cache and cache.enabled and all(isinstance(t, (str, bytes)) for t in texts)
-        keys = [cache.key(t) for t in texts] if cacheable else []
+                      options: dict[str, Any] | None = None, deadline: float | None = None) -> list[Any]:
+        """Predictions for inputs of the handler's input_kind (the name `texts` is historical): the in-process
+        LRU first, then the shared cache (one round trip), then the model; what the model computed is stored in
+        both. ``options``: the request's options that change a prediction (part of every cache key);
+        ``deadline``: time.monotonic() by which to answer (at most REQUEST_TIMEOUT_S from now)."""
+        cache, shared = self.cache, self.shared_cache
+        cacheable = use_cache and (cache.enabled or shared is not None) and all(
+            isinstance(t, (str, bytes)) for t in texts)
+        if not cacheable:
+            return await self._infer(texts, log_fields, deadline)
+        scope = orjson.dumps(options, option=orjson.OPT_SORT_KEYS) if options else b""
+        keys = [cache.key(scope + normalised_input(t)) if scope else cache.key(t)
+                for t in texts] if cache.enabled else []
         predictions: list[Any] = [cache.get(k) for k in keys] if keys else [None] * len(texts)
-        missing = [i for i, p in enumerate(predictions) if p is None] if keys else range(len(texts))
-        if cacheable:
+        missing = [i for i, p in enumerate(predictions) if p is None]
+        if cache.enabled:
             log_fields["cache_hits"] = len(texts) - len(missing)
             self.metrics.record_cache(len(texts) - len(missing), len(missing))
-            if not missing:
-                return predictions
+        shared_keys: list[str] = []
+        if missing and shared is not None:
+            prefix = key_prefix(self.settings.model_name, self.settings.model_version, self._task_name(), options)
+            shared_keys = [input_key(prefix, texts[i]) for i in missing]
+            found = await shared.get_many(shared_keys)
+            still = []
+            for i, key, prediction in zip(missing, shared_keys, found):
+                if prediction is None:
+                    still.append((i, key))
+                    continue
+                predictions[i] = prediction
+                if keys:
+                    cache.put(keys[i], prediction)
+            log_fields["shared_cache_hits"] = len(missing) - len(still)
+            missing, shared_keys = [i for i, _ in still], [k for _, k in still]
+        if not missing:
+            return predictions
         fresh = await self._infer([texts[i] for i in missing], log_fields, deadline)
         for i, prediction in zip(missing, fresh):
             predictions[i] = prediction
             if keys:
                 cache.put(keys[i], prediction)
+        if shared_keys:
+            shared.store_many(list(zip(shared_keys, fresh)))
         return predictions
+
+    def _task_name(self) -> str:
+        cls = type(self.handler) if self.handler is not None else self.handler_class
+        return self.settings.model_task or (cls.__name__ if cls is not None else "unknown")
 
     async def _infer(self, texts: list[Any], log_fields: dict[str, Any], deadline: float | None) -> list[Any]:
         handler = self.handler
@@ -321,6 +355,8 @@ class ModelService:
 
     def emit_interval_metrics(self) -> None:
         values, statuses = self.metrics.take_interval()
+        if self.shared_cache is not None:
+            values.update(self.shared_cache.metrics.take_interval())
         s = self.settings
         fields = {"model_version": s.model_version, "process": "worker", "worker": self.worker,
                   "requests_by_status": statuses, "requests_by_key": self.metrics.take_key_counts(),

@@ -198,6 +198,19 @@ class Settings:
                        "(named key-1, key-2, ...); every route but /health, /ready and /metrics requires one", secret=True)
     docs: bool | None = _setting(_opt_bool, None, "serve /docs and /openapi.json (behind the key when API_KEYS is "
                                                   "set); default: on only where DEPLOYMENT_ENV is local")
+    shared_cache_endpoint: str | None = _setting(
+        _opt_str, None, "host:port of the shared result cache (Valkey/ElastiCache); empty turns it off")
+    shared_cache_tls: bool = _setting(_bool, True, "TLS to the shared cache (ElastiCache Serverless requires it)")
+    shared_cache_cluster: bool = _setting(_bool, False, "the shared cache is cluster mode enabled (Serverless is)")
+    shared_cache_auth_token: str | None = _setting(_opt_str, None, "password of the shared cache's user",
+                                                   secret=True)
+    shared_cache_iam_user: str | None = _setting(_opt_str, None, "ElastiCache user id for IAM authentication")
+    shared_cache_name: str | None = _setting(_opt_str, None, "the cache's name, signed into IAM tokens")
+    shared_cache_ttl_s: int = _setting(_int(1, 30 * 86400), 3600, "how long the shared cache keeps a prediction")
+    shared_cache_max_value_bytes: int = _setting(_int(64, 16 * 1048576), 65536,
+                                                 "larger predictions are not stored in the shared cache")
+    shared_cache_timeout_ms: float = _setting(_float(0, exclusive=True), 50.0,
+                                              "longest a shared cache call may take before it counts as failed")
     deployment_env: str = _setting(_str, "local", "Environment dimension of the metrics")
     log_level: str = _setting(_log_level, "INFO", "DEBUG, INFO, WARNING or ERROR")
     metrics_interval_s: float = _setting(_float(0, exclusive=True), 10.0, "period of each process's EMF metrics "

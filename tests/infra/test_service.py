@@ -463,6 +463,12 @@ def test_waf_rate_limit_lets_one_client_drive_any_model_to_its_configured_peak(e
         assert limit == 5 * max(m.max_tasks * m.scaling.requests_per_target_per_minute for m in config.models)
 
 
+def cached_models(config) -> list[str]:
+    from stacks.config import cached
+
+    return [m.name for m in config.models if cached(m)] if config.cache is not None else []
+
+
 def test_the_load_balancer_needs_one_egress_rule_per_container_port_however_many_models(env):
     """A security group holds 60 rules by default: one egress rule per model's group would stop at 60 models.
     Models on the same port (every bundled-server model) share one rule; a vLLM model on 8000 adds one."""
@@ -471,7 +477,8 @@ def test_the_load_balancer_needs_one_egress_rule_per_container_port_however_many
     (balancer,) = egress
     ports = sorted({promised(m)["port"] for m in config.models})
     assert sorted((r["IpProtocol"], r["FromPort"], r["ToPort"]) for r in balancer["SecurityGroupEgress"]) == [("tcp", p, p) for p in ports]
-    template.resource_count_is("AWS::EC2::SecurityGroupEgress", 0)
+    # The only standalone egress rules: each cached model's tasks to the shared result cache (tests/infra/test_result_cache.py).
+    template.resource_count_is("AWS::EC2::SecurityGroupEgress", len(cached_models(config)))
 
 
 def test_tasks_accept_only_the_load_balancer_on_the_container_port(env):
@@ -493,7 +500,8 @@ def test_task_role_reads_only_its_model_prefix(env):
         actions = sorted(str(s["Action"]) for s in statements)
         # The vLLM preset's metrics collector also writes its EMF to the model's own log group, nothing else.
         collector = ["['logs:CreateLogStream', 'logs:DescribeLogStreams', 'logs:PutLogEvents']"] if model.vllm else []
-        assert actions == sorted(["s3:GetObject", "s3:ListBucket", *collector])
+        cache = ["elasticache:Connect"] if model.name in cached_models(config) else []  # on the result cache only
+        assert actions == sorted(["s3:GetObject", "s3:ListBucket", *collector, *cache])
         for statement in statements:
             if str(statement["Action"]).startswith("['logs"):
                 assert statement["Resource"]["Fn::GetAtt"][0].startswith(f"Model{model.name.replace('-', '')}Logs")

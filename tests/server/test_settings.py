@@ -37,7 +37,9 @@ def test_every_setting_has_an_environment_variable_and_a_flag():
                         "MAX_SEQUENCE_LENGTH", "MAX_CLIENT_BATCH", "MAX_TEXT_CHARS", "MAX_BODY_BYTES",
                         "REQUEST_TIMEOUT_S", "DRAIN_TIMEOUT_S", "KEEP_ALIVE_S", "RESULT_CACHE_SIZE", "API_KEYS",
                         "EMBEDDING_DIMENSIONS", "DEPLOYMENT_ENV", "LOG_LEVEL", "METRICS_INTERVAL_S", "SIGNAL_INTERVAL_S", "READY_PROBE_INTERVAL_S",
-                        "WORKERS", "ACCESS_LOG_SAMPLE", "SLOW_REQUEST_MS", "DOCS"}
+                        "WORKERS", "ACCESS_LOG_SAMPLE", "SLOW_REQUEST_MS", "DOCS", "SHARED_CACHE_ENDPOINT", "SHARED_CACHE_TLS",
+                        "SHARED_CACHE_CLUSTER", "SHARED_CACHE_AUTH_TOKEN", "SHARED_CACHE_IAM_USER", "SHARED_CACHE_NAME",
+                        "SHARED_CACHE_TTL_S", "SHARED_CACHE_MAX_VALUE_BYTES", "SHARED_CACHE_TIMEOUT_MS"}
 
 
 def test_environment_values_are_parsed_and_flags_override_them(tmp_path):
@@ -136,7 +138,11 @@ def test_metric_names_are_the_contract():
         "REQUEST_LATENCY": "RequestLatency", "QUEUE_WAIT": "QueueWait", "INFERENCE_TIME": "InferenceTime",
         "BATCH_SIZE": "BatchSize", "QUEUE_DEPTH": "QueueDepth", "REJECTED_REQUESTS": "RejectedRequests",
         "TIMED_OUT_REQUESTS": "TimedOutRequests", "GPU_UTILIZATION": "GpuUtilization",
-        "GPU_MEMORY_UTILIZATION": "GpuMemoryUtilization", "CACHE_HITS": "CacheHits", "CACHE_MISSES": "CacheMisses"}
+        "GPU_MEMORY_UTILIZATION": "GpuMemoryUtilization", "CACHE_HITS": "CacheHits", "CACHE_MISSES": "CacheMisses",
+        "SHARED_CACHE_HITS": "SharedCacheHits", "SHARED_CACHE_MISSES": "SharedCacheMisses",
+        "SHARED_CACHE_ERRORS": "SharedCacheErrors", "SHARED_CACHE_SKIPPED": "SharedCacheSkipped",
+        "SHARED_CACHE_OVERSIZED": "SharedCacheOversized", "SHARED_CACHE_STORED": "SharedCacheStored",
+        "SHARED_CACHE_OPEN": "SharedCacheOpen", "SHARED_CACHE_LATENCY": "SharedCacheLatency"}
 
 
 def test_embedding_dimensions_are_a_sorted_set_of_sizes(tmp_path):

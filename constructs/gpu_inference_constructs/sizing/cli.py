@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Optional
 
@@ -16,6 +16,7 @@ from ..monitoring import MonitoringProps
 from ..service_scaling import ModelScalingProps
 from ..settings import from_dict
 from .advisor import advise
+from .cache_cost import cache_cost, describe
 from .measured import read_measurement, refuse_llm
 from .model_shape import BYTES_PER_PARAM, ModelShape, from_model_dir
 from .plot import plot
@@ -71,6 +72,12 @@ def parser() -> argparse.ArgumentParser:
     measured.add_argument("--vram-headroom", type=float, default=defaults.vram_headroom, help="GPU memory kept free (default %(default)s)")
     measured.add_argument("--target-utilization", type=float, default=defaults.target_utilization, help="default %(default)s")
     measured.add_argument("--peak-factor", type=float, default=defaults.peak_factor, help="max_tasks / tasks (default %(default)s)")
+    cache = p.add_argument_group("a shared result cache (the environment's `cache`)")
+    cache.add_argument("--cache-hit-rate", type=float, help="share of requests the cache answers (0-0.99): the GPUs "
+                                                            "are sized for the rest, and the cache's cost is shown")
+    cache.add_argument("--cache-value-bytes", type=int, default=2048, help="bytes of one stored prediction "
+                                                                          "(default %(default)s)")
+    cache.add_argument("--cache-ttl-seconds", type=int, default=3600, help="the models' TTL (default %(default)s)")
     out = p.add_argument_group("output")
     out.add_argument("--name", help="the model's name in the snippet (default: the directory's)")
     out.add_argument("--version", default="1", help="the model's version in the snippet (its S3 prefix)")
@@ -99,7 +106,16 @@ def run(args: argparse.Namespace) -> int:
             raise refuse_llm(args.measured)
         measurement = read_measurement(args.measured, workload.p95_ms, args.measured_on)
     only = [t.strip() for t in args.instance_types.split(",") if t.strip()] if args.instance_types else None
+    cache_lines: list[str] = []
+    cost = None
+    if args.cache_hit_rate is not None:
+        cost = cache_cost(workload.requests_per_second, args.cache_hit_rate, args.cache_value_bytes,
+                          args.cache_ttl_seconds)
+        without = _cheapest_mix(advise(model, workload, purchase, assumptions, measurement, only))
+        workload = replace(workload, requests_per_second=cost.gpu_requests_per_second)
     advice = advise(model, workload, purchase, assumptions, measurement, only)
+    if cost is not None:
+        cache_lines = describe(cost, without, _cheapest_mix(advice))
     recommendation = recommend(advice, model, workload, purchase, assumptions, args.name, args.version)
     if recommendation is not None:
         validate(recommendation, purchase.region)
@@ -109,12 +125,23 @@ def run(args: argparse.Namespace) -> int:
         plot(advice, args.plot, f"{model.name} ({model.dtype}), {workload.requests_per_second:g} req/s, p95 <= "
                                 f"{workload.p95_ms:g} ms, {purchase.region}")
     if args.json:
-        print(dumps(as_json(advice, recommendation, model, workload, purchase, assumptions, measurement)))
+        report = as_json(advice, recommendation, model, workload, purchase, assumptions, measurement)
+        if cost is not None:
+            report["shared_cache"] = {**asdict(cost), "monthly_usd": cost.monthly_usd, "summary": cache_lines}
+        print(dumps(report))
     else:
         print(table(advice, recommendation, model, workload, purchase, assumptions))
+        for line in cache_lines:
+            print(line)
         if args.plot:
             print(f"\nwrote {args.plot}")
     return 0
+
+
+def _cheapest_mix(advice) -> Optional[float]:
+    """The hourly cost (the purchase's On-Demand/Spot mix) of the cheapest type that meets the goal."""
+    costs = [a.hourly_usd["mix"] for a in advice if a.ranked and "mix" in a.hourly_usd]
+    return min(costs) if costs else None
 
 
 def _model(args: argparse.Namespace) -> ModelShape:

@@ -1,0 +1,224 @@
+"""The shared result cache of an environment: ElastiCache Serverless for Valkey in the private subnets.
+
+TLS in transit (always on for Serverless), encryption at rest with a customer managed key, IAM authentication
+(a user whose authentication mode is IAM; the default user is switched off), and a security group that admits
+only the model tasks attached to it. Each attached task gets the endpoint and its user through the server's
+environment (SHARED_CACHE_*) and ``elasticache:Connect`` on the cache and the user in its task role: there is no
+password to hand out or rotate. Alarms (evictions, memory against the usage limit, read latency, throttled
+commands, the servers' own failed calls) reach the topic; ``metric_cost_per_hour`` feeds the dashboard.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Optional
+
+import aws_cdk as cdk
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as cw_actions
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_ecs as ecs
+from aws_cdk import aws_elasticache as elasticache
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_sns as sns
+from constructs import Construct
+
+from . import metric_names as m
+from .errors import require
+
+CACHE_PORTS = ec2.Port.tcp_range(6379, 6380)  # the endpoint and the reader endpoint
+# What the servers' client runs (GET, MGET, SET, the connection and slot-map commands), on their keys only.
+ACCESS_STRING = "on ~ic:* -@all +@connection +get +mget +set +cluster|slots +cluster|shards +command"
+NAME = re.compile(r"^[a-z][a-z0-9-]{0,38}[a-z0-9]$")
+
+
+@dataclass(frozen=True)
+class ResultCacheProps:
+    """An environment's cache. Usage limits cap the bill: ``max_data_storage_gb`` (1-5000, default 10) and
+    ``max_ecpu_per_second`` (1000-15 000 000, default 100 000). Alarms: any eviction (the limit is too low),
+    storage above ``memory_alarm_percent`` (80) of the limit, read latency p99 above ``read_latency_alarm_us``
+    (2000 µs), throttled commands, and ``errors_alarm_per_minute`` (10) failed calls from the model servers (a
+    cache they cannot reach). Prices (us-east-1, Valkey Serverless; DESIGN-ADDITIONS-25): ``storage_usd_per_gb_hour``
+    0.084 with 0.1 GB metered at least, ``usd_per_million_ecpu`` 0.0023."""
+
+    major_engine_version: str = "8"
+    max_data_storage_gb: int = 10
+    max_ecpu_per_second: int = 100000
+    snapshot_retention_days: int = 0  # a cache of results needs no backups; they cost storage
+    memory_alarm_percent: int = 80
+    read_latency_alarm_us: int = 2000
+    errors_alarm_per_minute: int = 10
+    storage_usd_per_gb_hour: float = 0.084
+    minimum_metered_gb: float = 0.1
+    usd_per_million_ecpu: float = 0.0023
+
+    def __post_init__(self) -> None:
+        require(self.major_engine_version in ("7", "8"), "major_engine_version",
+                "must be '7' or '8' (IAM authentication needs Valkey 7.2 or later)")
+        require(1 <= self.max_data_storage_gb <= 5000, "max_data_storage_gb", "must be 1-5000 (GB)")
+        require(1000 <= self.max_ecpu_per_second <= 15_000_000, "max_ecpu_per_second", "must be 1000-15000000")
+        require(0 <= self.snapshot_retention_days <= 35, "snapshot_retention_days", "must be 0-35")
+        require(1 <= self.memory_alarm_percent <= 100, "memory_alarm_percent", "must be 1-100")
+        require(self.read_latency_alarm_us >= 100, "read_latency_alarm_us", "must be at least 100 (µs)")
+        require(self.errors_alarm_per_minute >= 1, "errors_alarm_per_minute", "must be at least 1")
+
+
+@dataclass(frozen=True)
+class ModelCacheProps:
+    """One model's use of the environment's cache: ``enabled`` (default: on for our server, off for vLLM, which
+    has no such client; true on a vLLM model is refused), ``ttl_seconds`` (3600, at most 30 days),
+    ``max_value_bytes`` (65536: larger predictions are not stored; at most 16 MiB)."""
+
+    enabled: Optional[bool] = None
+    ttl_seconds: int = 3600
+    max_value_bytes: int = 65536
+
+    def __post_init__(self) -> None:
+        require(1 <= self.ttl_seconds <= 30 * 86400, "ttl_seconds", "must be 1 s to 30 days (2592000)")
+        require(64 <= self.max_value_bytes <= 16 * 1048576, "max_value_bytes", "must be 64 to 16777216")
+
+
+class ResultCache(Construct):
+    """Attributes: ``cache`` (the CfnServerlessCache), ``cache_name``, ``endpoint_address``, ``endpoint_port``,
+    ``security_group``, ``key``, ``user_id``, ``alarms``. ``attach`` gives a model task access."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, name: str, vpc: ec2.IVpc,
+                 subnets: ec2.SubnetSelection, topic: sns.ITopic, props: ResultCacheProps = ResultCacheProps(),
+                 key: Optional[kms.IKey] = None) -> None:
+        super().__init__(scope, construct_id)
+        require(bool(NAME.match(name)), "name", f"{name!r}: 2-40 lowercase letters, digits or '-', starting with a letter")
+        self.props = props
+        self.cache_name = name
+        self.key = key or kms.Key(self, "Key", description=f"Encrypts the {name} result cache at rest",
+                                  enable_key_rotation=True)
+        self.security_group = ec2.SecurityGroup(self, "SecurityGroup", vpc=vpc, allow_all_outbound=False,
+                                                description=f"{name} result cache: only attached model tasks")
+        self.user_id = f"{name}-tasks"
+        tasks_user = elasticache.CfnUser(self, "TasksUser", engine="valkey", user_id=self.user_id,
+                                         user_name=self.user_id,  # IAM users: name and id must be the same
+                                         access_string=ACCESS_STRING,
+                                         authentication_mode={"Type": "iam"})
+        default_user = elasticache.CfnUser(self, "DefaultUser", engine="valkey", user_id=f"{name}-default",
+                                           user_name="default", access_string="off -@all",
+                                           authentication_mode={"Type": "no-password-required"})
+        group = elasticache.CfnUserGroup(self, "UserGroup", engine="valkey", user_group_id=f"{name}-users",
+                                         user_ids=[tasks_user.ref, default_user.ref])  # Ref: the user id
+        self.tasks_user_arn = tasks_user.attr_arn
+        subnet_ids = vpc.select_subnets(**_selection(subnets)).subnet_ids
+        self.cache = elasticache.CfnServerlessCache(
+            self, "Cache", serverless_cache_name=name, engine="valkey",
+            major_engine_version=props.major_engine_version, description="Shared model results (GPU inference)",
+            kms_key_id=self.key.key_id, security_group_ids=[self.security_group.security_group_id],
+            subnet_ids=subnet_ids, user_group_id=group.ref,
+            snapshot_retention_limit=props.snapshot_retention_days or None,
+            cache_usage_limits=elasticache.CfnServerlessCache.CacheUsageLimitsProperty(
+                data_storage=elasticache.CfnServerlessCache.DataStorageProperty(
+                    maximum=props.max_data_storage_gb, unit="GB"),
+                ecpu_per_second=elasticache.CfnServerlessCache.ECPUPerSecondProperty(
+                    maximum=props.max_ecpu_per_second)))
+        self.endpoint_address = self.cache.attr_endpoint_address
+        self.endpoint_port = self.cache.attr_endpoint_port
+        self.cache_arn = self.cache.attr_arn
+        self.alarms = self._alarms(topic)
+
+    # -- access ---------------------------------------------------------------------------------------------
+
+    def attach(self, scope: Construct, model_name: str, *, container: ecs.ContainerDefinition, task_role: iam.IRole,
+               security_group: ec2.ISecurityGroup, props: ModelCacheProps = ModelCacheProps()) -> None:
+        """Give one model's tasks the cache: the server's SHARED_CACHE_* environment, elasticache:Connect on the
+        cache and its user, and the network path (rules created in ``scope``, the model's stack)."""
+        scope = Construct(scope, f"Model-{model_name}-ResultCache")  # logical ids start with the model stack's prefix
+        for name, value in self.environment(props).items():
+            container.add_environment(name, value)
+        task_role.add_to_principal_policy(iam.PolicyStatement(
+            actions=["elasticache:Connect"], resources=[self.cache_arn, self.tasks_user_arn]))
+        ec2.CfnSecurityGroupIngress(scope, "ResultCacheIngress", group_id=self.security_group.security_group_id,
+                                    ip_protocol="tcp", from_port=6379, to_port=6380,
+                                    source_security_group_id=security_group.security_group_id,
+                                    description="model tasks to the result cache")
+        ec2.CfnSecurityGroupEgress(scope, "ResultCacheEgress", group_id=security_group.security_group_id,
+                                   ip_protocol="tcp", from_port=6379, to_port=6380,
+                                   destination_security_group_id=self.security_group.security_group_id,
+                                   description="to the result cache")
+
+    def environment(self, props: ModelCacheProps) -> dict[str, str]:
+        return {
+            "SHARED_CACHE_ENDPOINT": cdk.Fn.join(":", [self.endpoint_address, self.endpoint_port]),
+            "SHARED_CACHE_TLS": "true",
+            "SHARED_CACHE_CLUSTER": "true",
+            "SHARED_CACHE_IAM_USER": self.user_id,
+            "SHARED_CACHE_NAME": self.cache_name,
+            "SHARED_CACHE_TTL_S": str(props.ttl_seconds),
+            "SHARED_CACHE_MAX_VALUE_BYTES": str(props.max_value_bytes),
+        }
+
+    # -- metrics, alarms, cost --------------------------------------------------------------------------------
+
+    def metric(self, name: str, statistic: str = "Maximum",
+               period: cdk.Duration = cdk.Duration.minutes(1)) -> cloudwatch.Metric:
+        return cloudwatch.Metric(namespace="AWS/ElastiCache", metric_name=name,
+                                 dimensions_map={"clusterId": self.cache_name}, statistic=statistic, period=period)
+
+    def metric_cost_per_hour(self) -> cloudwatch.MathExpression:
+        """USD an hour: data stored (at least the metered minimum) plus the ECPUs consumed."""
+        p = self.props
+        hour = cdk.Duration.hours(1)
+        return cloudwatch.MathExpression(
+            expression=f"MAX([bytes / 1e9, {p.minimum_metered_gb}]) * {p.storage_usd_per_gb_hour}"
+                       f" + ecpu / 1e6 * {p.usd_per_million_ecpu}",
+            using_metrics={"bytes": self.metric("BytesUsedForCache", "Average", hour),
+                           "ecpu": self.metric("ElastiCacheProcessingUnits", "Sum", hour)},
+            label=f"{self.cache_name} result cache USD/hour", period=hour)
+
+    def _alarms(self, topic: sns.ITopic) -> list[cloudwatch.Alarm]:
+        p = self.props
+        limit_bytes = p.max_data_storage_gb * 1e9
+        specs = [
+            ("Evictions", self.metric("Evictions", "Sum", cdk.Duration.minutes(5)), 1, 1,
+             "The cache evicts results before their TTL: raise cache.max_data_storage_gb or lower the models' TTLs"),
+            ("Memory", self.metric("BytesUsedForCache", "Maximum", cdk.Duration.minutes(5)),
+             limit_bytes * p.memory_alarm_percent / 100, 3,
+             f"The cache holds over {p.memory_alarm_percent} % of its {p.max_data_storage_gb} GB limit"),
+            ("ReadLatency", self.metric("SuccessfulReadRequestLatency", "p99"), p.read_latency_alarm_us, 5,
+             "Cache reads are slow (p99 in µs): the servers time out and fall back to the GPUs"),
+            ("Throttled", self.metric("ThrottledCmds", "Sum"), 1, 3,
+             "The cache throttles commands: raise cache.max_ecpu_per_second"),
+        ]
+        alarms = []
+        for name, metric, threshold, periods, description in specs:
+            alarm = metric.create_alarm(self, f"{name}Alarm", threshold=threshold, evaluation_periods=periods,
+                                        comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+                                        treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+                                        alarm_description=description)
+            alarm.add_alarm_action(cw_actions.SnsAction(topic))
+            alarm.add_ok_action(cw_actions.SnsAction(topic))
+            alarms.append(alarm)
+        return alarms
+
+    def add_connection_failure_alarm(self, scope: Construct, environment_name: str, model_names: list[str],
+                                     topic: sns.ITopic) -> cloudwatch.Alarm:
+        """The servers' own failed cache calls (timeouts, refused or failed connections), all models together."""
+        errors = {f"e{i}": cloudwatch.Metric(namespace=m.NAMESPACE, metric_name=m.SHARED_CACHE_ERRORS,
+                                             dimensions_map={m.DIMENSION_ENVIRONMENT: environment_name,
+                                                             m.DIMENSION_MODEL: model},
+                                             statistic="Sum", period=cdk.Duration.minutes(1))
+                  for i, model in enumerate(model_names)}
+        total = cloudwatch.MathExpression(expression=" + ".join(f"FILL({k}, 0)" for k in errors) or "0",
+                                          using_metrics=errors, label="failed cache calls",
+                                          period=cdk.Duration.minutes(1))
+        alarm = total.create_alarm(scope, "ResultCacheConnectionFailuresAlarm",
+                                   threshold=self.props.errors_alarm_per_minute, evaluation_periods=3,
+                                   comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+                                   treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+                                   alarm_description="The model servers cannot reach the result cache (their circuit "
+                                                     "opens and every request runs on the GPUs)")
+        alarm.add_alarm_action(cw_actions.SnsAction(topic))
+        alarm.add_ok_action(cw_actions.SnsAction(topic))
+        return alarm
+
+
+def _selection(subnets: ec2.SubnetSelection) -> dict:
+    return {k: v for k, v in {"subnet_type": subnets.subnet_type, "subnets": subnets.subnets,
+                              "subnet_group_name": subnets.subnet_group_name}.items() if v is not None}
