@@ -136,15 +136,18 @@ def target_group_contract(logical_id: str, properties: dict, rules: dict) -> Tar
     )
 
 
-def resolve(value: object, bucket_names: dict[str, str]) -> str:
-    """A plain string for an environment value: the model bucket's Ref becomes the test bucket's name."""
+def resolve(value: object, known: dict[str, str]) -> str:
+    """A plain string for an environment value: a Ref (the model bucket's) or a `Logical.Attribute` GetAtt in
+    ``known`` becomes the stand-in the test provides."""
     if isinstance(value, str):
         return value
     if isinstance(value, dict) and "Fn::Join" in value:
         separator, parts = value["Fn::Join"]
-        return separator.join(resolve(part, bucket_names) for part in parts)
-    if isinstance(value, dict) and "Ref" in value and value["Ref"] in bucket_names:
-        return bucket_names[value["Ref"]]
+        return separator.join(resolve(part, known) for part in parts)
+    if isinstance(value, dict) and "Ref" in value and value["Ref"] in known:
+        return known[value["Ref"]]
+    if isinstance(value, dict) and "Fn::GetAtt" in value and ".".join(value["Fn::GetAtt"]) in known:
+        return known[".".join(value["Fn::GetAtt"])]
     raise AssertionError(f"the task definition's environment holds {value!r}, which the test cannot resolve")
 
 

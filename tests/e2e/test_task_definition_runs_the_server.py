@@ -130,7 +130,11 @@ def contract(synthesized, contract_id) -> ModelContract:
 
 
 def container_environment(contract: ModelContract, bucket: str, scratch: Path, endpoint: str) -> dict[str, str]:
-    environment = {name: resolve(value, {BUCKET_REF: bucket}) for name, value in contract.environment.items()}
+    # A model with the environment's shared result cache (staging) meets an unreachable one here: no Valkey listens
+    # on 127.0.0.1:1, and a cache that does not answer must never fail a request.
+    cache = {f"{logical}.Endpoint.{attribute}": stand_in for logical in result_caches(contract)
+             for attribute, stand_in in (("Address", "127.0.0.1"), ("Port", "1"))}
+    environment = {name: resolve(value, {BUCKET_REF: bucket, **cache}) for name, value in contract.environment.items()}
     # The task mounts a scratch volume at its mount path; here a temporary directory stands in for it.
     (mount,) = contract.mount_paths
     environment = {name: value.replace(mount, str(scratch), 1) if value.startswith(mount) else value for name, value in environment.items()}
@@ -139,6 +143,23 @@ def container_environment(contract: ModelContract, bucket: str, scratch: Path, e
     # PYTHONPATH: the image's server is this checkout's, not whichever copy the virtualenv has installed.
     return {"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT / "inference_image"), **environment, **secrets,
             **aws_test_environment(endpoint)}
+
+
+def result_caches(contract: ModelContract) -> set[str]:
+    """The logical IDs of the ElastiCache caches the task definition's environment reads (GetAtt)."""
+    return {value["Fn::GetAtt"][0] for value in _intrinsics(contract.environment.values()) if "Fn::GetAtt" in value}
+
+
+def _intrinsics(values) -> list[dict]:
+    found = []
+    for value in values:
+        if isinstance(value, dict):
+            found.append(value)
+            for inner in value.values():
+                found.extend(_intrinsics(inner if isinstance(inner, list) else [inner]))
+        elif isinstance(value, list):
+            found.extend(_intrinsics(value))
+    return found
 
 
 def as_local_command(command: list[str]) -> list[str]:
@@ -284,7 +305,9 @@ def assert_only_keyed_routes_are_forwarded(base: str, contract: ModelContract, e
 
     from tests.e2e.exposure import exposure_problems, route_table
 
-    doc = create_app(local_service(load_settings([], environment))).openapi()
+    # The routes do not depend on the shared cache (whose IAM signing reads this process's AWS_REGION).
+    settings = load_settings([], {k: v for k, v in environment.items() if not k.startswith("SHARED_CACHE_")})
+    doc = create_app(local_service(settings)).openapi()
     table = route_table(doc, contract.model_name, contract.path_patterns, environment.get("DOCS") == "true")
     assert exposure_problems(table, contract.model_name) == []
     forwarded = [route for route in table if route.forwarded]
