@@ -9,6 +9,7 @@ import os
 import signal
 import socket
 import threading
+import time
 from types import FrameType
 
 import uvicorn
@@ -19,6 +20,10 @@ from .settings import Settings
 
 log = logging.getLogger(__name__)
 FATAL_EXIT_GRACE_S = 15.0  # after a CUDA error, how long a graceful shutdown may take before a hard exit
+# After the accepted work finished: how long no connection may have opened before the worker closes the port. A
+# connection the kernel queued, or one accepted whose request is not parsed yet, is not in flight; closing under it
+# resets it (the last worker's close resets the whole accept queue), so the worker answers those first (503).
+DRAIN_QUIET_S = 0.5
 
 
 class DrainingServer(uvicorn.Server):
@@ -52,8 +57,24 @@ class DrainingServer(uvicorn.Server):
         self._drain_task = asyncio.ensure_future(self._drain())
 
     async def _drain(self) -> None:
-        await self.service.wait_drained(self.service.settings.drain_timeout_s)
+        deadline = time.monotonic() + self.service.settings.drain_timeout_s
+        if await self.service.wait_drained(self.service.settings.drain_timeout_s):
+            await self._wait_quiet(deadline)
         self.should_exit = True
+
+    async def _wait_quiet(self, deadline: float) -> None:
+        """Until, for DRAIN_QUIET_S, no connection opened, no request started and nothing was in flight (or
+        deadline)."""
+        state = self.server_state
+        seen, requests, quiet_since = set(map(id, state.connections)), state.total_requests, time.monotonic()
+        while time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+            now_seen = set(map(id, state.connections))
+            if now_seen - seen or state.total_requests != requests or self.service.in_flight:
+                quiet_since = time.monotonic()
+            seen, requests = now_seen, state.total_requests
+            if time.monotonic() - quiet_since >= DRAIN_QUIET_S:
+                return
 
     def exit_soon(self, code: int) -> None:
         """From any thread: shut down and exit with code; a hard exit if that takes too long."""

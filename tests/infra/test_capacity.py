@@ -5,6 +5,7 @@ import pytest
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk.assertions import Match, Template
 
+from gpu_inference_constructs.errors import ConfigError
 from gpu_inference_constructs.gpu_capacity import ECS_AGENT_SETTINGS, GpuCapacity, GpuCapacityProps
 
 
@@ -69,9 +70,34 @@ def test_launch_template_root_volume_is_encrypted_gp3(capacity_group):
     assert data["BlockDeviceMappings"] == [
         {
             "DeviceName": "/dev/xvda",
-            "Ebs": {"DeleteOnTermination": True, "Encrypted": True, "VolumeSize": props.root_volume_gib, "VolumeType": "gp3"},
+            "Ebs": {"DeleteOnTermination": True, "Encrypted": True, "VolumeSize": props.root_volume_gib, "VolumeType": "gp3",
+                    **({"Throughput": props.root_volume_throughput_mib_s,
+                        "Iops": max(3000, 4 * props.root_volume_throughput_mib_s)}
+                       if props.root_volume_throughput_mib_s > 125 else {})},
         }
     ]
+
+
+def test_staging_13b_group_copies_weights_onto_gp3_at_1000_mib_s(synthesized):
+    """The 13B model's copy is written at gp3's provisioned maximum (1,000 MiB/s, ~1.05 GB/s), not its 125 MiB/s
+    baseline; the IOPS keep the 0.25 MiB/s-per-IOPS ratio that EC2 enforces (CDK checks it at synth too)."""
+    config = synthesized.stages["staging"].config
+    assert config.group_capacity("llm").root_volume_throughput_mib_s == 1000
+    template = synthesized.inference_template("staging")
+    volumes = {logical_id: r["Properties"]["LaunchTemplateData"]["BlockDeviceMappings"][0]["Ebs"]
+               for logical_id, r in template["Resources"].items() if r["Type"] == "AWS::EC2::LaunchTemplate"}
+    [llm] = [ebs for logical_id, ebs in volumes.items() if logical_id.startswith("GpuCapacityllm")]
+    assert (llm["Throughput"], llm["Iops"]) == (1000, 4000)
+    assert llm["Throughput"] * 1024 * 1024 >= 1e9  # >= 1 GB/s
+    assert llm["Throughput"] / llm["Iops"] <= 0.25
+    others = [ebs for logical_id, ebs in volumes.items() if not logical_id.startswith("GpuCapacityllm")]
+    assert others and all("Throughput" not in ebs and "Iops" not in ebs for ebs in others)  # nothing paid for
+
+
+@pytest.mark.parametrize("throughput", [124, 1001])
+def test_root_volume_throughput_outside_gp3s_range_is_refused(throughput):
+    with pytest.raises(ConfigError, match=r"root_volume_throughput_mib_s: .* is out of range; allowed 125 to 1000"):
+        GpuCapacityProps(root_volume_throughput_mib_s=throughput)
 
 
 def test_launch_template_has_monitoring_no_key_and_no_public_ip(capacity_group):

@@ -93,6 +93,7 @@ BAD_CAPACITY = [
     ("capacity.min_capacity", 9, r"capacity.min_capacity: 9 is greater than max_capacity 8; min must be <= max"),
     ("capacity.target_capacity_percent", 0, r"capacity.target_capacity_percent: 0 is out of range; allowed 1 to 100"),
     ("capacity.root_volume_gib", 8, r"capacity.root_volume_gib: 8 is out of range; allowed 30 to 16384"),
+    ("capacity.root_volume_throughput_mib_s", 2000, r"capacity.root_volume_throughput_mib_s: 2000 is out of range; allowed 125 to 1000"),
     ("capacity.managed_termination_protection", "yes", r"capacity.managed_termination_protection: expected true or false"),
 ]
 

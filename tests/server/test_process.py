@@ -6,6 +6,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -78,7 +79,8 @@ def test_sigterm_under_load_drains_accepted_requests_and_exits_0(tiny_classifier
     env = server_env(tiny_classifier_dir, port, tmp_path / "cache", MODEL_TASK="text-classification",
                      MODEL_HANDLER="inference_server.testing:SlowClassificationHandler", SLOW_HANDLER_DELAY_S="0.05",
                      MAX_BATCH_SIZE="4", MAX_SEQUENCE_LENGTH="32", READY_PROBE_INTERVAL_S="1",
-                     MAX_BODY_BYTES="4096", DRAIN_TIMEOUT_S="30")
+                     MAX_BODY_BYTES="4096", DRAIN_TIMEOUT_S="30",
+                     SLOW_REQUEST_MS="60000")  # a loaded machine makes requests slow; slow ones get a line each
     process = start(env, log)
     try:
         wait_until_ready(process, port, log)
@@ -103,6 +105,9 @@ def test_sigterm_under_load_drains_accepted_requests_and_exits_0(tiny_classifier
                     outcomes.append((time.monotonic(), status))
                 if status != 200:
                     return
+                # A pause before the next connection, as real clients have: it lands after the worker's in-flight
+                # count reached 0, which reset it when the worker closed the port at once.
+                time.sleep(random.uniform(0, 0.15))
 
         clients = [threading.Thread(target=client, args=(n,)) for n in range(12)]
         for t in clients:

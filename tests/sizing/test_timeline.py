@@ -65,3 +65,18 @@ def test_cli_prints_both_paths_and_refuses_an_unknown_environment(capsys):
     assert "(none kept: target_capacity_percent 100)" in capsys.readouterr().out
     assert main(["--environment", "nowhere"]) == 2
     assert main(["--environment", "prod", "--storage", "floppy"]) == 2
+
+
+def test_provisioned_gp3_throughput_is_what_the_weights_phase_counts():
+    """Built: the capacity's root_volume_throughput_mib_s (staging's llm group: 1,000 MiB/s), copy plus checksum read."""
+    provisioned = timeline(ModelScalingProps(), GpuCapacityProps(root_volume_throughput_mib_s=1000), weights_bytes=GB_13B,
+                           storage="gp3", new_instance=False, startup=LATEST_STARTUP)
+    (weights,) = [p for p in provisioned if p.name == "weights"]
+    assert weights.seconds == pytest.approx(2 * GB_13B / (1000 * 2**20))
+    assert "1000 MiB/s" in weights.source and weights.basis == DOCUMENTED
+
+
+def test_cli_reads_the_models_capacity_group(capsys):
+    assert main(["--environment", "staging", "--model", "llama-13b", "--weights-gb", "26", "--storage", "gp3"]) == 0
+    out = capsys.readouterr().out
+    assert "at 1000 MiB/s" in out and "(none kept: target_capacity_percent 100)" in out  # the llm group, not the default

@@ -45,12 +45,15 @@ class Phase:
     source: str
 
 
-def _weights_phase(weights_bytes: int, storage: str) -> Phase:
-    if storage == "gp3":
-        seconds = 2 * weights_bytes / (GP3_BASELINE_MIB_S * MIB)  # copied onto gp3, read again for the checksum
+def _weights_phase(weights_bytes: int, storage: str, throughput_mib_s: int = GP3_BASELINE_MIB_S) -> Phase:
+    if storage == "gp3":  # built: the capacity's root volume at root_volume_throughput_mib_s
+        seconds = 2 * weights_bytes / (throughput_mib_s * MIB)  # copied onto gp3, read again for the checksum
+        volume = ("a default gp3 volume" if throughput_mib_s <= GP3_BASELINE_MIB_S
+                  else "gp3 with root_volume_throughput_mib_s provisioned")
         return Phase("weights", seconds, DOCUMENTED,
-                     f"{weights_bytes / 1e9:.1f} GB onto a default gp3 volume at {GP3_BASELINE_MIB_S} MiB/s (EBS gp3 "
-                     "baseline), then read again for the checksum")
+                     f"{weights_bytes / 1e9:.1f} GB onto {volume} at {throughput_mib_s} MiB/s (EC2 API "
+                     "EbsBlockDevice.Throughput), then read again for the checksum (from the page cache if it "
+                     "holds them: not counted on)")
     if storage == "gp3-provisioned":
         return Phase("weights", weights_bytes / (GP3_MAX_MIB_S * MIB), DOCUMENTED,
                      f"gp3 with {GP3_MAX_MIB_S} MiB/s provisioned (its maximum), checksum while streaming (not built)")
@@ -97,7 +100,7 @@ def timeline(scaling: ModelScalingProps, capacity: GpuCapacityProps, *, weights_
     phases += [
         Phase("container start and imports", startup["ours_median_s"] - startup["load_s"] - startup["warmup_s"],
               MEASURED, f"our server's start-to-ready less load and warm-up ({startup['command']}, CPU)"),
-        _weights_phase(weights_bytes, storage),
+        _weights_phase(weights_bytes, storage, capacity.root_volume_throughput_mib_s),
         Phase("model load", startup["load_s"], MEASURED, f"model fetched to model loaded ({startup['command']}, MiniLM "
               "on CPU; a GPU load of a larger model is longer)"),
         Phase("warm-up before ready", startup["warmup_s"], MEASURED,
@@ -142,7 +145,9 @@ def main(argv: Optional[list[str]] = None) -> int:
         if args.model and model is None:
             raise ConfigError("--model", f"{args.model!r} is not a model of {args.environment}")
         scaling = from_dict(ModelScalingProps, (model or {}).get("scaling", {}), "models[].scaling")
-        capacity = from_dict(GpuCapacityProps, data.get("capacity", {}), f"environments.{args.environment}.capacity")
+        name = (model or {}).get("name")
+        group = next((g for g in data.get("capacity_groups", {}).values() if name in g.get("models", [])), data)
+        capacity = from_dict(GpuCapacityProps, group.get("capacity", {}), f"environments.{args.environment}.capacity")
         _weights_phase(1, args.storage)  # refuses an unknown storage
         startup = LATEST_STARTUP
         if args.startup:
