@@ -25,7 +25,7 @@ from constructs import Construct
 
 from .acknowledgements import acknowledge, default_policy, nag_rendering, skip_checkov
 from .errors import ConfigError, require, require_range
-from .instance_catalog import GpuInstanceType, lookup
+from .instance_catalog import GpuInstanceType, lookup, warn_if_unlisted
 from .notifications import topic_target
 from .schedules import CapacityPrewarm
 
@@ -95,9 +95,9 @@ class GpuCapacityProps:
         require_range(self.root_volume_gib, 30, 16384, "root_volume_gib", hint=" (CUDA images need room: 100 or more is sensible)")
         require_range(self.instance_warmup_seconds, 0, 10000, "instance_warmup_seconds")
 
-    def resolve_instance_types(self, region: str) -> list[GpuInstanceType]:
-        """The catalog entries, in priority order, checked for the region and for one shape."""
-        types = [lookup(name, region, f"instance_types[{index}]") for index, name in enumerate(self.instance_types)]
+    def resolve_instance_types(self) -> list[GpuInstanceType]:
+        """The catalog entries, in priority order, checked for one shape (the region: :func:`region_warning`)."""
+        types = [lookup(name, f"instance_types[{index}]") for index, name in enumerate(self.instance_types)]
         first = types[0]
         for index, other in enumerate(types[1:], start=1):
             if other.shape != first.shape:
@@ -109,9 +109,9 @@ class GpuCapacityProps:
                 )
         return types
 
-    def smallest_instance_type(self, region: str) -> GpuInstanceType:
+    def smallest_instance_type(self) -> GpuInstanceType:
         """The type a task must fit on: the least memory, then the fewest vCPUs."""
-        return min(self.resolve_instance_types(region), key=lambda t: (t.memory_gib, t.vcpus))
+        return min(self.resolve_instance_types(), key=lambda t: (t.memory_gib, t.vcpus))
 
 
 def private_subnets(vpc: ec2.IVpc) -> ec2.SubnetSelection:
@@ -149,7 +149,9 @@ class GpuCapacity(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         self.props = props
-        self.instance_types = props.resolve_instance_types(cdk.Stack.of(self).region)
+        self.instance_types = props.resolve_instance_types()
+        for index, instance_type in enumerate(self.instance_types):
+            warn_if_unlisted(self, instance_type, cdk.Stack.of(self).region, f"instance_types[{index}]")
         self.smallest_instance_type = min(self.instance_types, key=lambda t: (t.memory_gib, t.vcpus))
         subnets = subnets or private_subnets(vpc)
 

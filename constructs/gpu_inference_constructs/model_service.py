@@ -26,7 +26,7 @@ from .deployment import DeploymentProps, RollbackAlarmNames, RollbackAlarms, Rol
 from .deployment_capacity import ServiceDeployment
 from .errors import ConfigError, require, require_range
 from .gpu_capacity import GpuCapacity
-from .instance_catalog import GpuInstanceType, lookup
+from .instance_catalog import GpuInstanceType, lookup, warn_if_unlisted
 from .latency_alarms import LatencyAlarmProps, LatencyAlarmThresholds
 from .target_group_metrics import TargetGroupMetrics, load_balancer_name_from_listener_arn
 from .load_balancer import (ALB_DEFAULT_IDLE_TIMEOUT_SECONDS, ALB_MAX_IDLE_TIMEOUT_SECONDS, IDLE_TIMEOUT_MARGIN_SECONDS,
@@ -378,6 +378,8 @@ class ModelService(Construct):
         self.url_path = f"/{model.name}/"
         region = cdk.Stack.of(self).region
         cluster, capacity_provider_name, self.instance_type = _placement(capacity, cluster, capacity_provider_name, instance_type, region)
+        if capacity is None:
+            warn_if_unlisted(self, self.instance_type, region, "instance_type")
         bucket = _model_bucket(model_store, model_bucket)
         _one_of(load_balancer=load_balancer, listener=listener)
         listener_priority = model.listener_priority if listener_priority is None else listener_priority
@@ -904,15 +906,8 @@ def _placement(
             f"(the smallest GPU instance type your capacity provider launches, for the fit check); missing: {', '.join(missing)}",
         )
     if isinstance(instance_type, str):
-        instance_type = lookup(instance_type, region, "instance_type") if not cdk.Token.is_unresolved(region) else _catalog_entry(instance_type)
+        instance_type = lookup(instance_type, "instance_type")
     return cluster, capacity_provider_name, instance_type
-
-
-def _catalog_entry(name: str) -> GpuInstanceType:
-    from .instance_catalog import CATALOG
-
-    require(name in CATALOG, "instance_type", f"{name!r} is not a known GPU instance type; known: {', '.join(sorted(CATALOG))}")
-    return CATALOG[name]
 
 
 def _model_bucket(model_store: Optional[ModelStore], model_bucket: Optional[s3.IBucket]) -> s3.IBucket:

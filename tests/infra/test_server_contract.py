@@ -459,7 +459,7 @@ def test_staging_places_the_llm_on_four_gpu_instances():
     config = load_environment("staging", environment_with())
     (llm,) = [m for m in config.models if m.vllm is not None]
     assert config.model_placement() == {llm.name: "llm"}
-    smallest = config.group_capacity("llm").smallest_instance_type(config.region)
+    smallest = config.group_capacity("llm").smallest_instance_type()
     assert (smallest.gpus, llm.gpus) == (4, 4)
 
 

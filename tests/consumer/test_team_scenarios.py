@@ -1,0 +1,164 @@
+"""Three teams' own apps, written from the library's page: a bare ``cdk.App()`` (no context, no feature flags) in
+eu-west-1, an imported VPC without isolated subnets, cdk-nag's AwsSolutions checks, no workaround.
+
+(a) Triton on g6.xlarge falling back to g5.xlarge, with the team's own bucket and topic;
+(b) vLLM serving Llama-3.1-8B on one g6e.xlarge behind the team's existing ALB listener, with the library's dashboard;
+(c) the bundled server for an embedding model on the team's existing ECS cluster.
+"""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_ecs as ecs
+from aws_cdk import aws_elasticloadbalancingv2 as elbv2
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sns as sns
+from cdk_nag import AwsSolutionsChecks
+
+from gpu_inference_constructs import (
+    BundledServer, EcrImage, GpuCapacity, GpuCapacityProps, InferenceLoadBalancer, InferenceMonitoring,
+    LoadBalancerProps, ModelAlarms, ModelProps, ModelService, MonitoringProps, ServiceScaling, TritonProps,
+    TritonServer, VllmProps, VllmServer,
+)
+
+ACCOUNT = "123456789012"
+ALB_ARN = f"arn:aws:elasticloadbalancing:eu-west-1:{ACCOUNT}:loadbalancer/app/platform/0123456789abcdef"
+LISTENER_ARN = f"arn:aws:elasticloadbalancing:eu-west-1:{ACCOUNT}:listener/app/platform/0123456789abcdef/0123456789abcdef"
+
+
+def team_stack(name: str) -> tuple[cdk.App, cdk.Stack, ec2.IVpc]:
+    app = cdk.App()
+    stack = cdk.Stack(app, name, env=cdk.Environment(account=ACCOUNT, region="eu-west-1"))
+    vpc = ec2.Vpc.from_vpc_attributes(
+        stack, "Vpc", vpc_id="vpc-0a1b2c3d4e5f67890", vpc_cidr_block="10.20.0.0/16",
+        availability_zones=["eu-west-1a", "eu-west-1b"],
+        private_subnet_ids=["subnet-0bbbbbbbbbbbbbbb1", "subnet-0bbbbbbbbbbbbbbb2"],
+    )
+    return app, stack, vpc
+
+
+def logs_key(stack: cdk.Stack) -> kms.IKey:
+    return kms.Key.from_key_arn(stack, "LogsKey", f"arn:aws:kms:eu-west-1:{ACCOUNT}:key/11111111-2222-4333-8444-555555555555")
+
+
+def synth_clean(app: cdk.App, stack: cdk.Stack) -> dict:
+    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    return app.synth().get_stack_by_name(stack.stack_name).template
+
+
+def resources(template: dict, kind: str) -> dict:
+    return {k: v for k, v in template["Resources"].items() if v["Type"] == kind}
+
+
+def triton_app():
+    app, stack, vpc = team_stack("Triton")
+    bucket = s3.Bucket.from_bucket_name(stack, "Artifacts", f"vision-artifacts-{ACCOUNT}")
+    topic = sns.Topic.from_topic_arn(stack, "Pager", f"arn:aws:sns:eu-west-1:{ACCOUNT}:vision-pager")
+    gpus = GpuCapacity(stack, "Gpus", vpc=vpc, notification_topic=topic,
+                       props=GpuCapacityProps(instance_types=("g6.xlarge", "g5.xlarge"), max_capacity=4))
+    alb = InferenceLoadBalancer(stack, "Alb", vpc=vpc, access_logs_bucket=bucket, name_prefix="vision",
+                                props=LoadBalancerProps(internet_facing=False, allow_http=True, ingress_cidrs=("10.0.0.0/8",)),
+                                subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS))
+    detector = ModelService(
+        stack, "Detector",
+        model=ModelProps(name="detector", version="2026-12-01", cpu=3072, memory_mib=12288),
+        server=TritonServer(TritonProps(image=EcrImage(repository="vision/tritonserver", tag="25.10-py3"))),
+        capacity=gpus, model_bucket=bucket, load_balancer=alb, logs_key=logs_key(stack), environment_name="vision",
+    )
+    ServiceScaling(stack, "DetectorScaling", model_service=detector)
+    ModelAlarms(stack, "DetectorAlarms", environment_name="vision", service=detector, topic=topic, props=MonitoringProps())
+    return app, stack
+
+
+def vllm_app():
+    app, stack, vpc = team_stack("Chat")
+    bucket = s3.Bucket.from_bucket_name(stack, "Weights", f"chat-weights-{ACCOUNT}")
+    topic = sns.Topic.from_topic_arn(stack, "Pager", f"arn:aws:sns:eu-west-1:{ACCOUNT}:chat-pager")
+    alb_sg = ec2.SecurityGroup.from_security_group_id(stack, "AlbSecurityGroup", "sg-0123456789abcdef0")
+    load_balancer = elbv2.ApplicationLoadBalancer.from_application_load_balancer_attributes(
+        stack, "Platform", load_balancer_arn=ALB_ARN, security_group_id="sg-0123456789abcdef0", vpc=vpc)
+    listener = elbv2.ApplicationListener.from_application_listener_attributes(
+        stack, "Listener", listener_arn=LISTENER_ARN, security_group=alb_sg)
+    gpus = GpuCapacity(stack, "Gpus", vpc=vpc, notification_topic=topic,
+                       props=GpuCapacityProps(instance_types=("g6e.xlarge",), max_capacity=1))
+    llama = ModelService(
+        stack, "Llama",
+        model=ModelProps(name="llama-31-8b", version="2026-12-01", cpu=3072, memory_mib=24576, min_tasks=1, max_tasks=1,
+                         expected_load_seconds=600, listener_priority=310),
+        server=VllmServer(VllmProps(image=EcrImage(repository="mirror/vllm-openai", tag="v0.32.0"),
+                                    served_model_name="llama-3.1-8b-instruct", max_model_len=8192)),
+        capacity=gpus, model_bucket=bucket, listener=listener, load_balancer=load_balancer,
+        logs_key=logs_key(stack), environment_name="chat",
+    )
+    ServiceScaling(stack, "LlamaScaling", model_service=llama)
+    monitoring = InferenceMonitoring(stack, "Monitoring", environment_name="chat", services=[llama],
+                                     load_balancer=load_balancer, capacity=gpus, topic=topic, props=MonitoringProps())
+    return app, stack, monitoring
+
+
+def embedding_app():
+    app, stack, vpc = team_stack("Search")
+    cluster = ecs.Cluster.from_cluster_attributes(stack, "Cluster", cluster_name="search-platform", vpc=vpc)
+    bucket = s3.Bucket.from_bucket_name(stack, "Models", f"search-models-{ACCOUNT}")
+    topic = sns.Topic.from_topic_arn(stack, "Pager", f"arn:aws:sns:eu-west-1:{ACCOUNT}:search-pager")
+    gpus = GpuCapacity(stack, "Gpus", vpc=vpc, cluster=cluster, notification_topic=topic,
+                       props=GpuCapacityProps(instance_types=("g5.xlarge", "g6.xlarge")))
+    alb = InferenceLoadBalancer(stack, "Alb", vpc=vpc, access_logs_bucket=bucket, name_prefix="search",
+                                props=LoadBalancerProps(internet_facing=False, allow_http=True, ingress_cidrs=("10.0.0.0/8",)))
+    embedder = ModelService(
+        stack, "Embedder",
+        model=ModelProps(name="embedder", version="v3"),
+        server=BundledServer(image=ecs.ContainerImage.from_registry(f"{ACCOUNT}.dkr.ecr.eu-west-1.amazonaws.com/search/server:1.4")),
+        capacity=gpus, model_bucket=bucket, load_balancer=alb, logs_key=logs_key(stack), environment_name="search",
+    )
+    ServiceScaling(stack, "EmbedderScaling", model_service=embedder)
+    return app, stack
+
+
+def test_triton_team_app_synthesizes_clean_on_g6_falling_back_to_g5():
+    app, stack = triton_app()
+    template = synth_clean(app, stack)
+    (group,) = resources(template, "AWS::AutoScaling::AutoScalingGroup").values()
+    overrides = group["Properties"]["MixedInstancesPolicy"]["LaunchTemplate"]["Overrides"]
+    assert [o["InstanceType"] for o in overrides] == ["g6.xlarge", "g5.xlarge"]
+    (balancer,) = resources(template, "AWS::ElasticLoadBalancingV2::LoadBalancer").values()
+    assert balancer["Properties"]["Scheme"] == "internal"
+    (task,) = resources(template, "AWS::ECS::TaskDefinition").values()
+    server = next(c for c in task["Properties"]["ContainerDefinitions"] if c["Name"] == "server")
+    assert server["PortMappings"][0]["ContainerPort"] == 8000
+    alarm_names = [a["Properties"]["AlarmName"] for a in resources(template, "AWS::CloudWatch::Alarm").values()]
+    assert alarm_names and all(name.startswith("vision-") for name in alarm_names)
+
+
+def test_g6_types_outside_the_catalogs_region_table_are_a_warning_naming_the_table():
+    app, stack = triton_app()
+    app.synth()
+    warnings = [m for m in stack.node.find_all() for m in m.node.metadata if m.type == "aws:cdk:warning"]
+    assert not warnings or all("instance_catalog" in w.data for w in warnings if "not listed" in w.data)
+
+
+def test_vllm_team_app_behind_their_listener_with_the_dashboard():
+    app, stack, monitoring = vllm_app()
+    template = synth_clean(app, stack)
+    assert not resources(template, "AWS::ElasticLoadBalancingV2::LoadBalancer")
+    (rule,) = resources(template, "AWS::ElasticLoadBalancingV2::ListenerRule").values()
+    assert rule["Properties"]["ListenerArn"] == LISTENER_ARN
+    body = str(template["Resources"][stack.get_logical_id(monitoring.dashboard.node.default_child)]["Properties"]["DashboardBody"])
+    for metric in ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc"):
+        assert metric in body
+    names = [a["Properties"].get("AlarmName", "") for a in resources(template, "AWS::CloudWatch::Alarm").values()]
+    assert not any("Elb5xx" in str(name) for name in names), "an ALB-wide alarm would page every team on the shared ALB"
+
+
+def test_embedding_team_app_attaches_gpu_capacity_to_their_cluster():
+    app, stack = embedding_app()
+    template = synth_clean(app, stack)
+    assert not resources(template, "AWS::ECS::Cluster")
+    (association,) = resources(template, "AWS::ECS::ClusterCapacityProviderAssociations").values()
+    assert association["Properties"]["Cluster"] == "search-platform"
+    (service,) = resources(template, "AWS::ECS::Service").values()
+    assert service["Properties"]["Cluster"] == "search-platform"
+    user_data = str(resources(template, "AWS::EC2::LaunchTemplate"))
+    assert "ECS_CLUSTER=search-platform" in user_data
