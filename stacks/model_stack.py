@@ -85,7 +85,6 @@ class ModelStack(cdk.Stack):
             model_service=self.service,
             props=model.scaling,
             scaling=config.scaling,
-            load_balancer=load_balancer.load_balancer,
         )
         self.alarms = ModelAlarms(
             self,

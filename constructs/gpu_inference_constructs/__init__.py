@@ -35,6 +35,7 @@ from .server_contract import (
     server_for,
 )
 from .service_scaling import ModelScalingProps, PredictiveScalingProps, ScalingProps, ServiceScaling
+from .presets import TgiProps, TgiServer, TritonProps, TritonServer
 from .settings import from_dict
 
 __all__ = [
@@ -73,6 +74,10 @@ __all__ = [
     "PrometheusMetrics",
     "RollbackAlarms",
     "TargetGroupMetrics",
+    "TgiProps",
+    "TgiServer",
+    "TritonProps",
+    "TritonServer",
     "RollbackProps",
     "RollbackThresholds",
     "ScalingProps",

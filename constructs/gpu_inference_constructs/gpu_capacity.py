@@ -130,9 +130,13 @@ class GpuCapacity(Construct):
 
     Attributes: ``cluster``, ``auto_scaling_group``, ``capacity_provider``, ``launch_template``,
     ``security_group`` (the instances'), ``instance_role``, ``instance_types`` (catalog entries,
-    preferred first), ``smallest_instance_type`` (what every task must fit). Pass ``cluster`` to add
-    this group as another capacity provider of an existing cluster (a second shape, such as
-    4-GPU 12xlarge instances for tensor-parallel models); by default it makes its own cluster. Tasks in awsvpc mode get their own security groups; use
+    preferred first), ``smallest_instance_type`` (what every task must fit). Pass ``cluster`` (any ICluster: one of
+    this app, or imported with ``ecs.Cluster.from_cluster_attributes``) to add this group as another capacity
+    provider of an existing cluster (a second shape, such as 4-GPU 12xlarge instances for tensor-parallel models);
+    by default (None) it makes its own cluster. An imported cluster gets the group through an
+    ``AWS::ECS::ClusterCapacityProviderAssociations`` resource, which sets the cluster's whole list of capacity
+    providers (PutClusterCapacityProviders): name the cluster's other providers in ``keep_capacity_providers``
+    (default none), or they are removed from it; the construct warns so. Tasks in awsvpc mode get their own security groups; use
     :meth:`allow_ingress_from` only for bridge- or host-mode tasks on these instances.
     """
 
@@ -145,7 +149,8 @@ class GpuCapacity(Construct):
         props: GpuCapacityProps,
         subnets: Optional[ec2.SubnetSelection] = None,
         notification_topic: Optional[sns.ITopic] = None,
-        cluster: Optional[ecs.Cluster] = None,
+        cluster: Optional[ecs.ICluster] = None,
+        keep_capacity_providers: tuple[str, ...] = (),
     ) -> None:
         super().__init__(scope, construct_id)
         self.props = props
@@ -245,9 +250,44 @@ class GpuCapacity(Construct):
             instance_warmup_period=props.instance_warmup_seconds,
             machine_image_type=ecs.MachineImageType.AMAZON_LINUX_2,
         )
-        self.cluster.add_asg_capacity_provider(self.capacity_provider)
+        if isinstance(self.cluster, ecs.Cluster):
+            self.cluster.add_asg_capacity_provider(self.capacity_provider)
+            self.capacity_provider_association = None
+        else:
+            self.capacity_provider_association = self._join_imported_cluster(user_data, keep_capacity_providers)
         self._grant_spot_draining()
         self._acknowledge_findings()
+
+    def _join_imported_cluster(self, user_data: ec2.UserData, keep: tuple[str, ...]) -> ecs.CfnClusterCapacityProviderAssociations:
+        """What ``Cluster.add_asg_capacity_provider`` does for a cluster of this app, for an imported one: the agent
+        joins the cluster by name, the instance role gets the agent's cluster-scoped actions, and the provider is
+        associated with the cluster."""
+        cluster = self.cluster
+        user_data.add_commands(f"echo ECS_CLUSTER={cluster.cluster_name} >> /etc/ecs/ecs.config")
+        role = self.instance_role
+        role.add_to_principal_policy(iam.PolicyStatement(
+            actions=["ecs:DeregisterContainerInstance", "ecs:RegisterContainerInstance", "ecs:Submit*"], resources=[cluster.cluster_arn]))
+        role.add_to_principal_policy(iam.PolicyStatement(
+            actions=["ecs:Poll", "ecs:StartTelemetrySession"], resources=["*"], conditions={"ArnEquals": {"ecs:cluster": cluster.cluster_arn}}))
+        role.add_to_principal_policy(iam.PolicyStatement(
+            actions=["ecs:DiscoverPollEndpoint", "ecr:GetAuthorizationToken", "logs:CreateLogStream", "logs:PutLogEvents"], resources=["*"]))
+        for index, name in enumerate(keep):
+            require(bool(name) and name != self.capacity_provider.capacity_provider_name, f"keep_capacity_providers[{index}]",
+                    f"{name!r}: name the cluster's other capacity providers (this group's is added)")
+        cdk.Annotations.of(self).add_warning_v2(
+            "gpu-inference:imported-cluster-capacity-providers",
+            f"cluster {cluster.cluster_name!r} is imported: its capacity providers are set to this group's"
+            + (f" and {', '.join(keep)}" if keep else "")
+            + " (AWS::ECS::ClusterCapacityProviderAssociations calls PutClusterCapacityProviders, which replaces the "
+            "cluster's list). Name the cluster's other capacity providers in keep_capacity_providers, or they are "
+            "removed from it; only one stack may associate capacity providers with one cluster. Once checked, acknowledge it: "
+            "cdk.Annotations.of(<this GpuCapacity>).acknowledge_warning('gpu-inference:imported-cluster-capacity-providers')",
+        )
+        return ecs.CfnClusterCapacityProviderAssociations(
+            self, "ClusterAssociation", cluster=cluster.cluster_name,
+            capacity_providers=[self.capacity_provider.capacity_provider_name, *keep],
+            default_capacity_provider_strategy=[],
+        )
 
     def _notify_group_events(self, topic: sns.ITopic) -> events.Rule:
         """Launches and terminations of this group, failed ones too, to ``topic`` through EventBridge.

@@ -115,7 +115,8 @@ class ServiceScaling(Construct):
     high while the queue grows. A server with ``scaling_signals`` (vLLM: running and waiting
     requests, KV-cache use): those signals plus ALB p95 latency, and no requests-per-target
     tracking (LLM requests differ too much in cost). Any other server: requests per target and
-    latency. ``scaling`` adds schedules and predictive scaling (which needs ``load_balancer``).
+    latency. ``scaling`` adds schedules and predictive scaling. The load balancer's name is the service's
+    (``model_service.load_balancer_full_name``): ModelService is the one place that takes the load balancer.
 
     Attributes: ``task_count`` (ScalableTaskCount), ``scalable_target``, ``predictive_policy`` (or None),
     ``combined_cpu_queue_metric`` (or None).
@@ -130,7 +131,6 @@ class ServiceScaling(Construct):
         model_service: "ModelService",
         props: Optional[ModelScalingProps] = None,
         scaling: Optional[ScalingProps] = None,
-        load_balancer: Optional[elbv2.IApplicationLoadBalancer] = None,
     ) -> None:
         super().__init__(scope, construct_id)
         scaling = scaling or ScalingProps(predictive=PredictiveScalingProps(mode="off"))
@@ -146,7 +146,7 @@ class ServiceScaling(Construct):
             if len(model_service.target_groups) == 1:
                 # scale_on_request_count would parse the load balancer's name out of the listener's ARN (Fn::Split),
                 # which CloudFormation may not accept over another stack's output: the name is given instead.
-                name = load_balancer.load_balancer_full_name if load_balancer is not None else model_service.load_balancer_full_name
+                name = model_service.load_balancer_full_name
                 appscaling.TargetTrackingScalingPolicy(
                     self.task_count,
                     "RequestsPerTarget",
@@ -158,8 +158,7 @@ class ServiceScaling(Construct):
                     scale_in_cooldown=in_cooldown,
                 )
             else:
-                require(load_balancer is not None, "load_balancer", "is missing: requests per target over two target groups need the load balancer's name")
-                self._track_requests_across(model_service, load_balancer, props)
+                self._track_requests_across(model_service, model_service.load_balancer_full_name, props)
         self._scale_out_on(
             "LatencyP95",
             model_service.metric_target_response_time("p95"),
@@ -195,8 +194,7 @@ class ServiceScaling(Construct):
 
         self.predictive_policy = None
         if scaling.predictive.mode != "off":
-            require(load_balancer is not None, "load_balancer", "is missing: predictive scaling forecasts the load balancer's request count")
-            self.predictive_policy = self._add_predictive(scaling.predictive, props, model_service, load_balancer)
+            self.predictive_policy = self._add_predictive(scaling.predictive, props, model_service, model_service.load_balancer_full_name)
 
     def _add_bundled_signals(self, model_service: "ModelService", props: ModelScalingProps, out_cooldown: cdk.Duration) -> None:
         """Our server's own metrics: its model queue (high resolution, seconds), GPU utilisation, and CPU high while
@@ -228,7 +226,7 @@ class ServiceScaling(Construct):
         self._scale_out_on("CpuAndQueueGrowing", self.combined_cpu_queue_metric, 1, out_cooldown, evaluation_periods=3, maximum=1)
 
     def _track_requests_across(
-        self, model_service: "ModelService", load_balancer: elbv2.IApplicationLoadBalancer, props: ModelScalingProps
+        self, model_service: "ModelService", load_balancer_full_name: str, props: ModelScalingProps
     ) -> appscaling.CfnScalingPolicy:
         """Requests per healthy target over both target groups: after a canary, linear or blue/green deployment the
         alternate one is production, and ALBRequestCountPerTarget names one target group only."""
@@ -243,7 +241,7 @@ class ServiceScaling(Construct):
                         namespace="AWS/ApplicationELB",
                         metric_name=name,
                         dimensions=[
-                            appscaling.CfnScalingPolicy.TargetTrackingMetricDimensionProperty(name="LoadBalancer", value=load_balancer.load_balancer_full_name),
+                            appscaling.CfnScalingPolicy.TargetTrackingMetricDimensionProperty(name="LoadBalancer", value=load_balancer_full_name),
                             appscaling.CfnScalingPolicy.TargetTrackingMetricDimensionProperty(name="TargetGroup", value=target_group.target_group_full_name),
                         ],
                     ),
@@ -307,9 +305,9 @@ class ServiceScaling(Construct):
         predictive: PredictiveScalingProps,
         props: ModelScalingProps,
         model_service: "ModelService",
-        load_balancer: elbv2.IApplicationLoadBalancer,
+        load_balancer_full_name: str,
     ) -> appscaling.CfnScalingPolicy:
-        resource_label = f"{load_balancer.load_balancer_full_name}/{model_service.target_group.target_group_full_name}"
+        resource_label = f"{load_balancer_full_name}/{model_service.target_group.target_group_full_name}"
         return appscaling.CfnScalingPolicy(
             self,
             "Predictive",
@@ -330,14 +328,14 @@ class ServiceScaling(Construct):
                         ),
                     )
                     if len(model_service.target_groups) == 1
-                    else self._requests_across_target_groups_for_prediction(model_service, load_balancer, props)
+                    else self._requests_across_target_groups_for_prediction(model_service, load_balancer_full_name, props)
                 ],
             ),
         )
 
     @staticmethod
     def _requests_across_target_groups_for_prediction(
-        model_service: "ModelService", load_balancer: elbv2.IApplicationLoadBalancer, props: ModelScalingProps
+        model_service: "ModelService", load_balancer_full_name: str, props: ModelScalingProps
     ) -> appscaling.CfnScalingPolicy.PredictiveScalingMetricSpecificationProperty:
         """The ALBRequestCount pair over both target groups: load = their requests (Sum), scaling metric = requests per
         healthy target (the forecast's history stays whole while deployments move production between them)."""
@@ -353,7 +351,7 @@ class ServiceScaling(Construct):
                         namespace="AWS/ApplicationELB",
                         metric_name=name,
                         dimensions=[
-                            policy.PredictiveScalingMetricDimensionProperty(name="LoadBalancer", value=load_balancer.load_balancer_full_name),
+                            policy.PredictiveScalingMetricDimensionProperty(name="LoadBalancer", value=load_balancer_full_name),
                             policy.PredictiveScalingMetricDimensionProperty(name="TargetGroup", value=target_group.target_group_full_name),
                         ],
                     ),

@@ -15,10 +15,11 @@ from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sns as sns
+import pytest
 from cdk_nag import AwsSolutionsChecks
 
 from gpu_inference_constructs import (
-    BundledServer, EcrImage, GpuCapacity, GpuCapacityProps, InferenceLoadBalancer, InferenceMonitoring,
+    BundledServer, ConfigError, EcrImage, GpuCapacity, GpuCapacityProps, InferenceLoadBalancer, InferenceMonitoring,
     LoadBalancerProps, ModelAlarms, ModelProps, ModelService, MonitoringProps, ServiceScaling, TritonProps,
     TritonServer, VllmProps, VllmServer,
 )
@@ -58,17 +59,18 @@ def triton_app():
     topic = sns.Topic.from_topic_arn(stack, "Pager", f"arn:aws:sns:eu-west-1:{ACCOUNT}:vision-pager")
     gpus = GpuCapacity(stack, "Gpus", vpc=vpc, notification_topic=topic,
                        props=GpuCapacityProps(instance_types=("g6.xlarge", "g5.xlarge"), max_capacity=4))
-    alb = InferenceLoadBalancer(stack, "Alb", vpc=vpc, access_logs_bucket=bucket, name_prefix="vision",
+    alb = InferenceLoadBalancer(stack, "Alb", vpc=vpc, access_logs_bucket=bucket,
                                 props=LoadBalancerProps(internet_facing=False, allow_http=True, ingress_cidrs=("10.0.0.0/8",)),
                                 subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS))
     detector = ModelService(
         stack, "Detector",
         model=ModelProps(name="detector", version="2026-12-01", cpu=3072, memory_mib=12288),
         server=TritonServer(TritonProps(image=EcrImage(repository="vision/tritonserver", tag="25.10-py3"))),
-        capacity=gpus, model_bucket=bucket, load_balancer=alb, logs_key=logs_key(stack), environment_name="vision",
+        capacity=gpus, model_bucket=bucket, load_balancer=alb, logs_key=logs_key(stack), environment_name="prod",
+        name_prefix="vision-team",
     )
     ServiceScaling(stack, "DetectorScaling", model_service=detector)
-    ModelAlarms(stack, "DetectorAlarms", environment_name="vision", service=detector, topic=topic, props=MonitoringProps())
+    ModelAlarms(stack, "DetectorAlarms", environment_name="prod", service=detector, topic=topic, props=MonitoringProps())
     return app, stack
 
 
@@ -93,8 +95,10 @@ def vllm_app():
         logs_key=logs_key(stack), environment_name="chat",
     )
     ServiceScaling(stack, "LlamaScaling", model_service=llama)
-    monitoring = InferenceMonitoring(stack, "Monitoring", environment_name="chat", services=[llama],
+    monitoring = InferenceMonitoring(stack, "Monitoring", environment_name="chat", model_names=["llama-31-8b"],
                                      load_balancer=load_balancer, capacity=gpus, topic=topic, props=MonitoringProps())
+    monitoring.add_model(llama)
+    ModelAlarms(stack, "LlamaAlarms", environment_name="chat", service=llama, topic=topic, props=MonitoringProps())
     return app, stack, monitoring
 
 
@@ -105,7 +109,7 @@ def embedding_app():
     topic = sns.Topic.from_topic_arn(stack, "Pager", f"arn:aws:sns:eu-west-1:{ACCOUNT}:search-pager")
     gpus = GpuCapacity(stack, "Gpus", vpc=vpc, cluster=cluster, notification_topic=topic,
                        props=GpuCapacityProps(instance_types=("g5.xlarge", "g6.xlarge")))
-    alb = InferenceLoadBalancer(stack, "Alb", vpc=vpc, access_logs_bucket=bucket, name_prefix="search",
+    alb = InferenceLoadBalancer(stack, "Alb", vpc=vpc, access_logs_bucket=bucket,
                                 props=LoadBalancerProps(internet_facing=False, allow_http=True, ingress_cidrs=("10.0.0.0/8",)))
     embedder = ModelService(
         stack, "Embedder",
@@ -128,15 +132,31 @@ def test_triton_team_app_synthesizes_clean_on_g6_falling_back_to_g5():
     (task,) = resources(template, "AWS::ECS::TaskDefinition").values()
     server = next(c for c in task["Properties"]["ContainerDefinitions"] if c["Name"] == "server")
     assert server["PortMappings"][0]["ContainerPort"] == 8000
-    alarm_names = [a["Properties"]["AlarmName"] for a in resources(template, "AWS::CloudWatch::Alarm").values()]
-    assert alarm_names and all(name.startswith("vision-") for name in alarm_names)
+    alarm_names = [a["Properties"]["AlarmName"] for a in resources(template, "AWS::CloudWatch::Alarm").values() if "AlarmName" in a["Properties"]]
+    assert alarm_names and all(name.startswith("vision-team-prod-") for name in alarm_names)
+    (log_group,) = resources(template, "AWS::Logs::LogGroup").values()
+    assert log_group["Properties"]["LogGroupName"] == "/vision-team/prod/detector"
 
 
-def test_g6_types_outside_the_catalogs_region_table_are_a_warning_naming_the_table():
-    app, stack = triton_app()
+def warnings_of(stack: cdk.Stack) -> list[str]:
+    return [entry.data for c in stack.node.find_all() for entry in c.node.metadata if entry.type == "aws:cdk:warning"]
+
+
+def test_a_type_the_catalog_does_not_list_for_the_region_is_a_warning_naming_the_table():
+    """eu-west-1 offers g6e, the catalog's table does not list it: a warning (cdk synth --strict fails), not an error."""
+    app, stack, vpc = team_stack("Unlisted")
+    GpuCapacity(stack, "Gpus", vpc=vpc, props=GpuCapacityProps(instance_types=("g6e.xlarge",)))
+    GpuCapacity(stack, "Listed", vpc=vpc, props=GpuCapacityProps(instance_types=("g5.xlarge",)))
     app.synth()
-    warnings = [m for m in stack.node.find_all() for m in m.node.metadata if m.type == "aws:cdk:warning"]
-    assert not warnings or all("instance_catalog" in w.data for w in warnings if "not listed" in w.data)
+    (warning,) = [w for w in warnings_of(stack) if "does not list" in w]
+    assert "instance_types[0]: the catalog does not list 'g6e.xlarge' in region 'eu-west-1'" in warning
+    assert "instance_catalog.REGIONS_BY_FAMILY" in warning and "describe-instance-type-offerings" in warning
+
+
+def test_an_unknown_instance_type_name_is_a_config_error():
+    app, stack, vpc = team_stack("Unknown")
+    with pytest.raises(ConfigError, match=r"instance_types\[0\]: 'g9.xlarge' is not a known GPU instance type"):
+        GpuCapacity(stack, "Gpus", vpc=vpc, props=GpuCapacityProps(instance_types=("g9.xlarge",)))
 
 
 def test_vllm_team_app_behind_their_listener_with_the_dashboard():
@@ -146,7 +166,7 @@ def test_vllm_team_app_behind_their_listener_with_the_dashboard():
     (rule,) = resources(template, "AWS::ElasticLoadBalancingV2::ListenerRule").values()
     assert rule["Properties"]["ListenerArn"] == LISTENER_ARN
     body = str(template["Resources"][stack.get_logical_id(monitoring.dashboard.node.default_child)]["Properties"]["DashboardBody"])
-    for metric in ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc"):
+    for metric in ("vllm_num_requests_running", "vllm_num_requests_waiting", "vllm_kv_cache_usage_perc"):
         assert metric in body
     names = [a["Properties"].get("AlarmName", "") for a in resources(template, "AWS::CloudWatch::Alarm").values()]
     assert not any("Elb5xx" in str(name) for name in names), "an ALB-wide alarm would page every team on the shared ALB"
@@ -162,3 +182,22 @@ def test_embedding_team_app_attaches_gpu_capacity_to_their_cluster():
     assert service["Properties"]["Cluster"] == "search-platform"
     user_data = str(resources(template, "AWS::EC2::LaunchTemplate"))
     assert "ECS_CLUSTER=search-platform" in user_data
+
+
+def instance_policy_actions(template: dict) -> set[str]:
+    actions = set()
+    for policy in resources(template, "AWS::IAM::Policy").values():
+        if "InstanceRole" in str(policy["Properties"]["Roles"]):
+            for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+                actions |= set([statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"])
+    return actions
+
+
+def test_capacity_on_an_imported_cluster_grants_the_agent_what_an_own_cluster_does_and_warns_about_the_list():
+    app, stack = embedding_app()
+    own_app, own_stack, vpc = team_stack("Own")
+    GpuCapacity(own_stack, "Gpus", vpc=vpc, props=GpuCapacityProps(instance_types=("g5.xlarge", "g6.xlarge")))
+    imported, own = (a.synth().get_stack_by_name(s.stack_name).template for a, s in ((app, stack), (own_app, own_stack)))
+    assert instance_policy_actions(imported) == instance_policy_actions(own)
+    (warning,) = [w for w in warnings_of(stack) if "PutClusterCapacityProviders" in w]
+    assert "keep_capacity_providers" in warning and "acknowledge_warning" in warning
