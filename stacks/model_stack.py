@@ -94,6 +94,7 @@ class ModelStack(cdk.Stack):
             topic=shared.notifications.topic,
             props=config.monitoring,
         )
+        shared.monitoring.add_model(self.service)  # its server's own metrics on the environment's dashboard
         self._grant_api_keys_decrypt(shared)
         route, what = inference_route(model)
         cdk.CfnOutput(self, f"Url-{model.name}", value=f"{load_balancer.base_url}/{model.name}/{route}", description=f"{model.name} {what}")

@@ -24,6 +24,7 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from .acknowledgements import acknowledge, default_policy, nag_rendering, skip_checkov
+from .deployment_capacity import ServiceDeployment, check_group_holds_deployment_at_peak
 from .errors import ConfigError, require, require_range
 from .instance_catalog import GpuInstanceType, lookup, warn_if_unlisted
 from .notifications import topic_target
@@ -51,13 +52,14 @@ GROUP_EVENT_TYPES = (
 
 @dataclass(frozen=True)
 class GpuCapacityProps:
-    """GPU capacity for one cluster. Defaults are a small all-Spot fleet that scales to zero."""
+    """GPU capacity for one cluster. Defaults are a small all-Spot fleet that scales to zero: at most 8 instances,
+    enough for ModelProps' defaults (4 tasks of 1 GPU) deploying at 200 % (8 tasks) on 1-GPU types."""
 
     instance_types: tuple[str, ...] = ("g5.xlarge", "g4dn.xlarge")
     on_demand_base_capacity: int = 0
     on_demand_percentage_above_base: int = 0
     min_capacity: int = 0
-    max_capacity: int = 4
+    max_capacity: int = 8
     target_capacity_percent: int = 100
     root_volume_gib: int = 100
     managed_termination_protection: bool = False
@@ -154,6 +156,7 @@ class GpuCapacity(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         self.props = props
+        self.services: list[ServiceDeployment] = []
         self.instance_types = props.resolve_instance_types()
         for index, instance_type in enumerate(self.instance_types):
             warn_if_unlisted(self, instance_type, cdk.Stack.of(self).region, f"instance_types[{index}]")
@@ -361,6 +364,13 @@ class GpuCapacity(Construct):
             "The launch template's root volume is encrypted gp3: asserted by "
             "tests/infra/test_capacity.py::test_launch_template_root_volume_is_encrypted_gp3.",
         )
+
+    def add_service(self, service: ServiceDeployment) -> None:
+        """Count a service (in GPUs) that runs on this group, refusing the one whose deployment at peak (all services
+        at ``max_tasks``, the one with the largest surge deploying) would not fit ``max_capacity`` instances."""
+        check_group_holds_deployment_at_peak(self.props.max_capacity, self.smallest_instance_type.gpus, [*self.services, service],
+                                             key=f"{self.node.id}.max_capacity")
+        self.services.append(service)
 
     def add_prewarm(self, prewarm: CapacityPrewarm) -> autoscaling.ScheduledAction:
         """Raise the group's minimum on a schedule. Never its desired capacity: ECS managed scaling owns that."""

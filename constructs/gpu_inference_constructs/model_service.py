@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+import weakref
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -299,6 +300,22 @@ def server_environment_keys() -> tuple[str, ...]:
     return bundled_environment_keys()
 
 
+_LISTENER_PRIORITIES: "weakref.WeakKeyDictionary[object, dict[str, dict[int, str]]]" = weakref.WeakKeyDictionary()
+
+
+def claim_listener_priority(scope: Construct, listener: elbv2.IApplicationListener, priority: int, model_name: str) -> None:
+    """Two rules of one listener cannot share a priority (CloudFormation fails the second at deploy): refuse it at
+    synth for every model of this app on the same listener, the same ARN imported in several stacks included."""
+    arn = listener.listener_arn
+    key = arn if not cdk.Token.is_unresolved(arn) else listener.node.path
+    claimed = _LISTENER_PRIORITIES.setdefault(scope.node.root, {}).setdefault(key, {})
+    holder = claimed.get(priority)
+    require(holder is None, "listener_priority",
+            f"{priority} is already {holder!r}'s on this listener: each rule on a listener needs its own priority; give "
+            f"models[{model_name}] another (1-{MAX_RULE_PRIORITY})")
+    claimed[priority] = model_name
+
+
 def check_task_fits(instance_type: GpuInstanceType, *, gpus: int, cpu: int, memory_mib: int) -> None:
     """A task reserving ``gpus``, ``cpu`` units and ``memory_mib`` in all fits one ``instance_type``."""
     require(
@@ -412,6 +429,7 @@ class ModelService(Construct):
             require(listener_priority is not None, "listener_priority",
                     f"is missing: a rule on your own listener needs a priority unique on that listener (1-{MAX_RULE_PRIORITY})")
             check_rule_priority(listener_priority, "listener_priority")
+            claim_listener_priority(self, listener, listener_priority, model.name)
         # An image says nothing about the server in it: taken for ours, vllm/vllm-openai would run `python -m
         # inference_server`. So the server is always named; image= is refused with the fix.
         require(
@@ -442,6 +460,11 @@ class ModelService(Construct):
         self.contract = contract
         self._check_idle_timeout(contract, idle_timeout, known=load_balancer is not None)
         self._check_fits(contract)
+        if capacity is not None:
+            try:
+                capacity.add_service(service_deployment(model, in_gpus=True))
+            except ConfigError as error:
+                raise ConfigError(f"capacity ({error.key})", f"{error.detail} (adding models[{model.name}])") from None
         self.deregistration_delay_seconds, self.stop_timeout_seconds = contract.stop.task_timing(
             timing.deregistration_delay_seconds, timing.stop_timeout_seconds)
         try:

@@ -114,8 +114,8 @@ class ServiceScaling(Construct):
     tracking on requests per target, step scale-out on ALB p95 latency, GPU utilisation, and CPU
     high while the queue grows. A server with ``scaling_signals`` (vLLM: running and waiting
     requests, KV-cache use): those signals plus ALB p95 latency, and no requests-per-target
-    tracking (LLM requests differ too much in cost). Any other server: requests per target and
-    latency. ``scaling`` adds schedules and predictive scaling. The load balancer's name is the service's
+    tracking (LLM requests differ too much in cost). Any other server, and one whose signals only scale out (no
+    ``target``: step policies add tasks, only target tracking removes them): requests per target and latency. ``scaling`` adds schedules and predictive scaling. The load balancer's name is the service's
     (``model_service.load_balancer_full_name``): ModelService is the one place that takes the load balancer.
 
     Attributes: ``task_count`` (ScalableTaskCount), ``scalable_target``, ``predictive_policy`` (or None),
@@ -142,7 +142,9 @@ class ServiceScaling(Construct):
         out_cooldown = cdk.Duration.seconds(props.scale_out_cooldown_seconds)
         in_cooldown = cdk.Duration.seconds(props.scale_in_cooldown_seconds)
 
-        if contract.bundled_metrics or not contract.scaling_signals:
+        # Step policies only add tasks; target tracking is what removes them. A contract whose signals only scale out
+        # (none with a target) therefore also tracks requests per target, or it could never scale in.
+        if contract.bundled_metrics or not any(signal.target is not None for signal in contract.scaling_signals):
             if len(model_service.target_groups) == 1:
                 # scale_on_request_count would parse the load balancer's name out of the listener's ARN (Fn::Split),
                 # which CloudFormation may not accept over another stack's output: the name is given instead.
