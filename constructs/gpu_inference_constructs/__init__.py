@@ -5,6 +5,7 @@ contract and its presets. Each props class documents its defaults.
 """
 
 from .deployment import DeploymentProps, RollbackAlarms, RollbackProps, RollbackThresholds
+from .deployment_capacity import ServiceDeployment
 from .target_group_metrics import TargetGroupMetrics
 from .errors import ConfigError
 from .gpu_capacity import GpuCapacity, GpuCapacityProps
@@ -85,6 +86,7 @@ __all__ = [
     "ServerContext",
     "ServerContract",
     "ServerDefinition",
+    "ServiceDeployment",
     "ServiceScaling",
     "ServiceSchedule",
     "ServiceTimingProps",

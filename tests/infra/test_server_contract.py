@@ -157,7 +157,7 @@ def test_the_fit_check_counts_the_sidecars():
         ({"instance_type": None}, "instance_type", "missing: instance_type"),
         ({"listener_priority": None}, "listener_priority", "is missing"),
         ({"model_bucket": None}, "model_store", "exactly one of model_store or model_bucket (got neither)"),
-        ({"listener": None}, "load_balancer", "exactly one of load_balancer or listener (got neither)"),
+        ({"listener": None}, "listener", "is missing: pass load_balancer=InferenceLoadBalancer(...), or listener="),
         ({"server": None}, "server", "is missing: pass server=BundledServer(image=...)"),
     ],
 )
