@@ -58,7 +58,7 @@ def triton_app():
     bucket = s3.Bucket.from_bucket_name(stack, "Artifacts", f"vision-artifacts-{ACCOUNT}")
     topic = sns.Topic.from_topic_arn(stack, "Pager", f"arn:aws:sns:eu-west-1:{ACCOUNT}:vision-pager")
     gpus = GpuCapacity(stack, "Gpus", vpc=vpc, notification_topic=topic,
-                       props=GpuCapacityProps(instance_types=("g6.xlarge", "g5.xlarge"), max_capacity=4))
+                       props=GpuCapacityProps(instance_types=("g6.xlarge", "g5.xlarge"), max_capacity=8))
     alb = InferenceLoadBalancer(stack, "Alb", vpc=vpc, access_logs_bucket=bucket,
                                 props=LoadBalancerProps(internet_facing=False, allow_http=True, ingress_cidrs=("10.0.0.0/8",)),
                                 subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS))
@@ -84,7 +84,7 @@ def vllm_app():
     listener = elbv2.ApplicationListener.from_application_listener_attributes(
         stack, "Listener", listener_arn=LISTENER_ARN, security_group=alb_sg)
     gpus = GpuCapacity(stack, "Gpus", vpc=vpc, notification_topic=topic,
-                       props=GpuCapacityProps(instance_types=("g6e.xlarge",), max_capacity=1))
+                       props=GpuCapacityProps(instance_types=("g6e.xlarge",), max_capacity=2))  # one serving, one for a deployment
     llama = ModelService(
         stack, "Llama",
         model=ModelProps(name="llama-31-8b", version="2026-12-01", cpu=3072, memory_mib=24576, min_tasks=1, max_tasks=1,
