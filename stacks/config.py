@@ -18,7 +18,7 @@ from gpu_inference_constructs.deployment_capacity import check_group_holds_deplo
 from gpu_inference_constructs.model_service import ModelProps, ServiceTimingProps, service_deployment
 from gpu_inference_constructs.model_store import ModelStoreProps
 from gpu_inference_constructs.monitoring import MonitoringProps
-from gpu_inference_constructs.service_scaling import ScalingProps
+from gpu_inference_constructs.scaling_props import ScalingProps
 from gpu_inference_constructs.network import NetworkProps
 from gpu_inference_constructs.schedules import check_schedule_task_ranges
 from gpu_inference_constructs.settings import from_dict

@@ -35,7 +35,8 @@ from .server_contract import (
     VllmServer,
     server_for,
 )
-from .service_scaling import ModelScalingProps, PredictiveScalingProps, ScalingProps, ServiceScaling
+from .scaling_props import ModelScalingProps, PredictiveScalingProps, ScalingProps
+from .service_scaling import ServiceScaling
 from .presets import TgiProps, TgiServer, TritonProps, TritonServer
 from .settings import from_dict
 

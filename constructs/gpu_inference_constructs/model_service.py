@@ -57,7 +57,7 @@ from .server_contract import (
     collector_config,
 )
 from .schedules import check_model_task_range
-from .service_scaling import ModelScalingProps
+from .scaling_props import ModelScalingProps
 
 MODEL_NAME = re.compile(r"^[a-z][a-z0-9-]{0,38}[a-z0-9]$")
 MODEL_VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
