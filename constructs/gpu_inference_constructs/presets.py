@@ -12,8 +12,8 @@ from typing import Optional
 from aws_cdk import aws_ecs as ecs
 
 from .errors import ConfigError, require, require_range
-from .server_contract import (SCRATCH_PATH, EcrImage, LivenessCheck, ModelFromS3, PrometheusMetrics, ScalingSignal, ServerContext,
-                              ServerContract, StopTiming)
+from .server_contract import (SCRATCH_PATH, EcrImage, ModelFromS3, PrometheusMetrics, ScalingSignal, ServerContext, ServerContract,
+                              StopTiming, port_liveness)
 
 # Triton's documented defaults: HTTP 8000, gRPC 8001, Prometheus metrics 8002 (/metrics); KServe v2 health paths.
 TRITON_HTTP_PORT = 8000
@@ -28,18 +28,11 @@ TGI_METRICS = ("tgi_queue_size", "tgi_batch_current_size")
 TGI_OWNED_FLAGS = ("--model-id", "--port", "--hostname", "--num-shard", "--max-concurrent-requests", "--huggingface-hub-cache")
 
 
-def port_liveness(port: int, path: str) -> LivenessCheck:
-    """Passes while nothing listens on ``port`` (the server is still loading its models); once it listens, ``path``
-    must answer 200 within 4 s."""
-    script = (
-        "import socket, sys, urllib.request\n"
-        "probe = socket.socket()\n"
-        "probe.settimeout(2)\n"
-        f"loading = probe.connect_ex(('127.0.0.1', {port})) != 0\n"
-        "probe.close()\n"
-        f"sys.exit(0) if loading else urllib.request.urlopen('http://127.0.0.1:{port}{path}', timeout=4)\n"
-    )
-    return LivenessCheck(command=("CMD", "python3", "-c", script), passes_while_loading=True)
+def _sidecar_images(props: "TritonProps | TgiProps", context: ServerContext) -> tuple[Optional[ecs.ContainerImage], Optional[ecs.ContainerImage]]:
+    """(model fetcher, metrics collector) images from the props' ECR mirrors, or None for the pinned public ones."""
+    fetcher = props.fetcher_image.container_image(context.scope, "FetcherImage") if props.fetcher_image else None
+    collector = props.collector_image.container_image(context.scope, "CollectorImage") if props.collector_image else None
+    return fetcher, collector
 
 
 def _check_extra_args(extra_args: tuple[str, ...], owned: tuple[str, ...]) -> None:
@@ -98,8 +91,7 @@ class TritonServer:
     def contract(self, context: ServerContext) -> ServerContract:
         model, props = context.model, self.props
         require(model.vllm is None, "vllm", "is set but the server is Triton")
-        fetcher = props.fetcher_image.container_image(context.scope, "FetcherImage") if props.fetcher_image else None
-        collector = props.collector_image.container_image(context.scope, "CollectorImage") if props.collector_image else None
+        fetcher, collector = _sidecar_images(props, context)
         repository = f"{SCRATCH_PATH}/models"
         pending = PrometheusMetrics.cloudwatch_name(TRITON_METRICS[0])
         return ServerContract(
@@ -166,8 +158,7 @@ class TgiServer:
     def contract(self, context: ServerContext) -> ServerContract:
         model, props = context.model, self.props
         require(model.vllm is None, "vllm", "is set but the server is TGI")
-        fetcher = props.fetcher_image.container_image(context.scope, "FetcherImage") if props.fetcher_image else None
-        collector = props.collector_image.container_image(context.scope, "CollectorImage") if props.collector_image else None
+        fetcher, collector = _sidecar_images(props, context)
         model_path = f"{SCRATCH_PATH}/model"
         queue, batch = (PrometheusMetrics.cloudwatch_name(m) for m in TGI_METRICS)
         return ServerContract(

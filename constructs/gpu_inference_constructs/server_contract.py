@@ -686,18 +686,23 @@ class VllmProps:
         return self.target_running_requests_per_task or max(1, (self.max_num_seqs * 3) // 4)
 
 
-def vllm_liveness(port: int) -> LivenessCheck:
-    """vLLM opens its port only once the weights are loaded (minutes for a large model, past ECS's 300 s start
-    period): until then the check passes; once it listens, /health must answer 200 within 4 s."""
+def port_liveness(port: int, path: str) -> LivenessCheck:
+    """Passes while nothing listens on ``port`` (the server is still loading, which takes minutes for a large model,
+    past ECS's 300 s start period); once it listens, ``path`` must answer 200 within 4 s."""
     script = (
         "import socket, sys, urllib.request\n"
         "probe = socket.socket()\n"
         "probe.settimeout(2)\n"
         f"loading = probe.connect_ex(('127.0.0.1', {port})) != 0\n"
         "probe.close()\n"
-        f"sys.exit(0) if loading else urllib.request.urlopen('http://127.0.0.1:{port}/health', timeout=4)\n"
+        f"sys.exit(0) if loading else urllib.request.urlopen('http://127.0.0.1:{port}{path}', timeout=4)\n"
     )
     return LivenessCheck(command=("CMD", "python3", "-c", script), passes_while_loading=True)
+
+
+def vllm_liveness(port: int) -> LivenessCheck:
+    """vLLM opens its port only once the weights are loaded: :func:`port_liveness` on ``/health``."""
+    return port_liveness(port, "/health")
 
 
 @dataclass(frozen=True)
