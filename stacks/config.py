@@ -18,7 +18,7 @@ from gpu_inference_constructs.deployment_capacity import check_group_holds_deplo
 from gpu_inference_constructs.model_service import ModelProps, ServiceTimingProps, service_deployment
 from gpu_inference_constructs.model_store import ModelStoreProps
 from gpu_inference_constructs.monitoring import MonitoringProps
-from gpu_inference_constructs.service_scaling import ScalingProps
+from gpu_inference_constructs.scaling_props import ScalingProps
 from gpu_inference_constructs.network import NetworkProps
 from gpu_inference_constructs.result_cache import ModelCacheProps, ResultCacheProps
 from gpu_inference_constructs.schedules import check_schedule_task_ranges
@@ -68,7 +68,7 @@ class EnvironmentConfig:
         retention_days(self.log_retention_days, "log_retention_days")
         checks = (
             ("network", lambda: self.network.zones_for(self.region)),
-            ("capacity", lambda: self.capacity.resolve_instance_types(self.region)),
+            ("capacity", lambda: self.capacity.resolve_instance_types()),
             ("load_balancer", lambda: self.load_balancer.check_certificate_region(self.region)),
         )
         for section, check in checks:
@@ -88,7 +88,7 @@ class EnvironmentConfig:
     def _check_models(self) -> None:
         require(bool(self.models), "models", "list at least one model to serve")
         placement = self.model_placement()
-        smallest = {group: self.group_capacity(group).smallest_instance_type(self.region) for group in {"", *self.capacity_groups}}
+        smallest = {group: self.group_capacity(group).smallest_instance_type() for group in {"", *self.capacity_groups}}
         seen: set[str] = set()
         names = [model.name for model in self.models]
         priorities: dict[int, dict[int, str]] = {}  # load balancer -> listener rule priority -> the model that has it
@@ -209,7 +209,7 @@ class EnvironmentConfig:
             key = f"capacity_groups.{group}"
             require(bool(GROUP_NAME.match(group)), key, "group names are 1-20 lowercase letters, digits or '-', starting with a letter")
             try:
-                config.capacity.resolve_instance_types(self.region)
+                config.capacity.resolve_instance_types()
             except ConfigError as error:
                 raise error.within(f"{key}.capacity") from None
             require(bool(config.models), f"{key}.models", "list the models that run on this capacity (a group without models only costs money)")

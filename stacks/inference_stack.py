@@ -105,12 +105,12 @@ class InferenceStack(cdk.Stack):
             "Monitoring",
             environment_name=config.name,
             model_names=[model.name for model in config.models],
-            load_balancer=self.load_balancer.load_balancer,
+            load_balancer=self.load_balancer,
             capacity=self.capacity,
             topic=self.notifications.topic,
             props=config.monitoring,
             more_capacity=list(self.capacity_groups.values()),
-            more_load_balancers=[lb.load_balancer for number, lb in self.load_balancers.items() if number != 1],
+            more_load_balancers=[lb for number, lb in self.load_balancers.items() if number != 1],
         )
         self.result_cache = self._result_cache(config, network) if config.cache is not None else None
         cdk.CfnOutput(self, "LoadBalancerDns", value=self.load_balancer.load_balancer.load_balancer_dns_name)

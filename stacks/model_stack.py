@@ -85,7 +85,6 @@ class ModelStack(cdk.Stack):
             model_service=self.service,
             props=model.scaling,
             scaling=config.scaling,
-            load_balancer=load_balancer.load_balancer,
         )
         self.alarms = ModelAlarms(
             self,
@@ -95,6 +94,7 @@ class ModelStack(cdk.Stack):
             topic=shared.notifications.topic,
             props=config.monitoring,
         )
+        shared.monitoring.add_model(self.service)  # its server's own metrics on the environment's dashboard
         self._grant_api_keys_decrypt(shared)
         if shared.result_cache is not None and cached(model):
             shared.result_cache.attach(self, model.name, container=self.service.container, task_role=self.service.task_role,

@@ -5,6 +5,7 @@ contract and its presets. Each props class documents its defaults.
 """
 
 from .deployment import DeploymentProps, RollbackAlarms, RollbackProps, RollbackThresholds
+from .deployment_capacity import ServiceDeployment
 from .target_group_metrics import TargetGroupMetrics
 from .errors import ConfigError
 from .gpu_capacity import GpuCapacity, GpuCapacityProps
@@ -35,7 +36,9 @@ from .server_contract import (
     VllmServer,
     server_for,
 )
-from .service_scaling import ModelScalingProps, PredictiveScalingProps, ScalingProps, ServiceScaling
+from .scaling_props import ModelScalingProps, PredictiveScalingProps, ScalingProps
+from .service_scaling import ServiceScaling
+from .presets import TgiProps, TgiServer, TritonProps, TritonServer
 from .settings import from_dict
 
 __all__ = [
@@ -77,6 +80,10 @@ __all__ = [
     "PrometheusMetrics",
     "RollbackAlarms",
     "TargetGroupMetrics",
+    "TgiProps",
+    "TgiServer",
+    "TritonProps",
+    "TritonServer",
     "RollbackProps",
     "RollbackThresholds",
     "ScalingProps",
@@ -84,6 +91,7 @@ __all__ = [
     "ServerContext",
     "ServerContract",
     "ServerDefinition",
+    "ServiceDeployment",
     "ServiceScaling",
     "ServiceSchedule",
     "ServiceTimingProps",

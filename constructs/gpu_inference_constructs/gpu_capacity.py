@@ -25,8 +25,9 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from .acknowledgements import acknowledge, default_policy, nag_rendering, skip_checkov
+from .deployment_capacity import ServiceDeployment, check_group_holds_deployment_at_peak
 from .errors import ConfigError, require, require_range
-from .instance_catalog import GpuInstanceType, lookup
+from .instance_catalog import GpuInstanceType, lookup, warn_if_unlisted
 from .notifications import topic_target
 from .schedules import CapacityPrewarm
 
@@ -62,13 +63,14 @@ def root_volume_performance(throughput_mib_s: int) -> dict[str, int]:
 
 @dataclass(frozen=True)
 class GpuCapacityProps:
-    """GPU capacity for one cluster. Defaults are a small all-Spot fleet that scales to zero."""
+    """GPU capacity for one cluster. Defaults are a small all-Spot fleet that scales to zero: at most 8 instances,
+    enough for ModelProps' defaults (4 tasks of 1 GPU) deploying at 200 % (8 tasks) on 1-GPU types."""
 
     instance_types: tuple[str, ...] = ("g5.xlarge", "g4dn.xlarge")
     on_demand_base_capacity: int = 0
     on_demand_percentage_above_base: int = 0
     min_capacity: int = 0
-    max_capacity: int = 4
+    max_capacity: int = 8
     target_capacity_percent: int = 100
     root_volume_gib: int = 100
     # The root volume holds the task's scratch volume (the model copy): gp3's 125 MiB/s baseline moves 26 GB in
@@ -111,9 +113,9 @@ class GpuCapacityProps:
                       hint=" (gp3: 125 MiB/s included, up to 1000 provisioned)")
         require_range(self.instance_warmup_seconds, 0, 10000, "instance_warmup_seconds")
 
-    def resolve_instance_types(self, region: str) -> list[GpuInstanceType]:
-        """The catalog entries, in priority order, checked for the region and for one shape."""
-        types = [lookup(name, region, f"instance_types[{index}]") for index, name in enumerate(self.instance_types)]
+    def resolve_instance_types(self) -> list[GpuInstanceType]:
+        """The catalog entries, in priority order, checked for one shape (the region: :func:`region_warning`)."""
+        types = [lookup(name, f"instance_types[{index}]") for index, name in enumerate(self.instance_types)]
         first = types[0]
         for index, other in enumerate(types[1:], start=1):
             if other.shape != first.shape:
@@ -125,9 +127,9 @@ class GpuCapacityProps:
                 )
         return types
 
-    def smallest_instance_type(self, region: str) -> GpuInstanceType:
+    def smallest_instance_type(self) -> GpuInstanceType:
         """The type a task must fit on: the least memory, then the fewest vCPUs."""
-        return min(self.resolve_instance_types(region), key=lambda t: (t.memory_gib, t.vcpus))
+        return min(self.resolve_instance_types(), key=lambda t: (t.memory_gib, t.vcpus))
 
 
 def private_subnets(vpc: ec2.IVpc) -> ec2.SubnetSelection:
@@ -146,9 +148,13 @@ class GpuCapacity(Construct):
 
     Attributes: ``cluster``, ``auto_scaling_group``, ``capacity_provider``, ``launch_template``,
     ``security_group`` (the instances'), ``instance_role``, ``instance_types`` (catalog entries,
-    preferred first), ``smallest_instance_type`` (what every task must fit). Pass ``cluster`` to add
-    this group as another capacity provider of an existing cluster (a second shape, such as
-    4-GPU 12xlarge instances for tensor-parallel models); by default it makes its own cluster. Tasks in awsvpc mode get their own security groups; use
+    preferred first), ``smallest_instance_type`` (what every task must fit). Pass ``cluster`` (any ICluster: one of
+    this app, or imported with ``ecs.Cluster.from_cluster_attributes``) to add this group as another capacity
+    provider of an existing cluster (a second shape, such as 4-GPU 12xlarge instances for tensor-parallel models);
+    by default (None) it makes its own cluster. An imported cluster gets the group through an
+    ``AWS::ECS::ClusterCapacityProviderAssociations`` resource, which sets the cluster's whole list of capacity
+    providers (PutClusterCapacityProviders): name the cluster's other providers in ``keep_capacity_providers``
+    (default none), or they are removed from it; the construct warns so. Tasks in awsvpc mode get their own security groups; use
     :meth:`allow_ingress_from` only for bridge- or host-mode tasks on these instances.
     """
 
@@ -161,11 +167,15 @@ class GpuCapacity(Construct):
         props: GpuCapacityProps,
         subnets: Optional[ec2.SubnetSelection] = None,
         notification_topic: Optional[sns.ITopic] = None,
-        cluster: Optional[ecs.Cluster] = None,
+        cluster: Optional[ecs.ICluster] = None,
+        keep_capacity_providers: tuple[str, ...] = (),
     ) -> None:
         super().__init__(scope, construct_id)
         self.props = props
-        self.instance_types = props.resolve_instance_types(cdk.Stack.of(self).region)
+        self.services: list[ServiceDeployment] = []
+        self.instance_types = props.resolve_instance_types()
+        for index, instance_type in enumerate(self.instance_types):
+            warn_if_unlisted(self, instance_type, cdk.Stack.of(self).region, f"instance_types[{index}]")
         self.smallest_instance_type = min(self.instance_types, key=lambda t: (t.memory_gib, t.vcpus))
         subnets = subnets or private_subnets(vpc)
 
@@ -260,9 +270,44 @@ class GpuCapacity(Construct):
             instance_warmup_period=props.instance_warmup_seconds,
             machine_image_type=ecs.MachineImageType.AMAZON_LINUX_2,
         )
-        self.cluster.add_asg_capacity_provider(self.capacity_provider)
+        if isinstance(self.cluster, ecs.Cluster):
+            self.cluster.add_asg_capacity_provider(self.capacity_provider)
+            self.capacity_provider_association = None
+        else:
+            self.capacity_provider_association = self._join_imported_cluster(user_data, keep_capacity_providers)
         self._grant_spot_draining()
         self._acknowledge_findings()
+
+    def _join_imported_cluster(self, user_data: ec2.UserData, keep: tuple[str, ...]) -> ecs.CfnClusterCapacityProviderAssociations:
+        """What ``Cluster.add_asg_capacity_provider`` does for a cluster of this app, for an imported one: the agent
+        joins the cluster by name, the instance role gets the agent's cluster-scoped actions, and the provider is
+        associated with the cluster."""
+        cluster = self.cluster
+        user_data.add_commands(f"echo ECS_CLUSTER={cluster.cluster_name} >> /etc/ecs/ecs.config")
+        role = self.instance_role
+        role.add_to_principal_policy(iam.PolicyStatement(
+            actions=["ecs:DeregisterContainerInstance", "ecs:RegisterContainerInstance", "ecs:Submit*"], resources=[cluster.cluster_arn]))
+        role.add_to_principal_policy(iam.PolicyStatement(
+            actions=["ecs:Poll", "ecs:StartTelemetrySession"], resources=["*"], conditions={"ArnEquals": {"ecs:cluster": cluster.cluster_arn}}))
+        role.add_to_principal_policy(iam.PolicyStatement(
+            actions=["ecs:DiscoverPollEndpoint", "ecr:GetAuthorizationToken", "logs:CreateLogStream", "logs:PutLogEvents"], resources=["*"]))
+        for index, name in enumerate(keep):
+            require(bool(name) and name != self.capacity_provider.capacity_provider_name, f"keep_capacity_providers[{index}]",
+                    f"{name!r}: name the cluster's other capacity providers (this group's is added)")
+        cdk.Annotations.of(self).add_warning_v2(
+            "gpu-inference:imported-cluster-capacity-providers",
+            f"cluster {cluster.cluster_name!r} is imported: its capacity providers are set to this group's"
+            + (f" and {', '.join(keep)}" if keep else "")
+            + " (AWS::ECS::ClusterCapacityProviderAssociations calls PutClusterCapacityProviders, which replaces the "
+            "cluster's list). Name the cluster's other capacity providers in keep_capacity_providers, or they are "
+            "removed from it; only one stack may associate capacity providers with one cluster. Once checked, acknowledge it: "
+            "cdk.Annotations.of(<this GpuCapacity>).acknowledge_warning('gpu-inference:imported-cluster-capacity-providers')",
+        )
+        return ecs.CfnClusterCapacityProviderAssociations(
+            self, "ClusterAssociation", cluster=cluster.cluster_name,
+            capacity_providers=[self.capacity_provider.capacity_provider_name, *keep],
+            default_capacity_provider_strategy=[],
+        )
 
     def _notify_group_events(self, topic: sns.ITopic) -> events.Rule:
         """Launches and terminations of this group, failed ones too, to ``topic`` through EventBridge.
@@ -336,6 +381,13 @@ class GpuCapacity(Construct):
             "The launch template's root volume is encrypted gp3: asserted by "
             "tests/infra/test_capacity.py::test_launch_template_root_volume_is_encrypted_gp3.",
         )
+
+    def add_service(self, service: ServiceDeployment) -> None:
+        """Count a service (in GPUs) that runs on this group, refusing the one whose deployment at peak (all services
+        at ``max_tasks``, the one with the largest surge deploying) would not fit ``max_capacity`` instances."""
+        check_group_holds_deployment_at_peak(self.props.max_capacity, self.smallest_instance_type.gpus, [*self.services, service],
+                                             key=f"{self.node.id}.max_capacity")
+        self.services.append(service)
 
     def add_prewarm(self, prewarm: CapacityPrewarm) -> autoscaling.ScheduledAction:
         """Raise the group's minimum on a schedule. Never its desired capacity: ECS managed scaling owns that."""

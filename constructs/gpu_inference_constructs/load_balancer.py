@@ -230,6 +230,17 @@ def open_to_the_world(network: ipaddress.IPv4Network | ipaddress.IPv6Network) ->
     return network.prefixlen < (8 if network.version == 4 else 32) and not network.is_private
 
 
+def default_subnets(vpc: ec2.IVpc, *, internet_facing: bool) -> ec2.SubnetSelection:
+    """Public subnets for an internet-facing load balancer; an internal one in the VPC's isolated subnets where it has
+    them (InferenceNetwork's), else its private subnets with egress (a team's VPC, imported without isolated ones)."""
+    if internet_facing:
+        return ec2.SubnetSelection(subnet_type=ec2.SubnetType.PUBLIC)
+    if vpc.isolated_subnets:
+        return ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_ISOLATED)
+    require(bool(vpc.private_subnets), "subnets", "the VPC has neither isolated nor private subnets: pass subnets= for the internal load balancer")
+    return ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS)
+
+
 class InferenceLoadBalancer(Construct):
     """Attributes: ``load_balancer``, ``listener`` (the one that routes to models), ``security_group``,
     ``web_acl`` (or None), ``idle_timeout_seconds``, ``waf_rate_limit`` (per client IP) and ``waf_rate_limit_per_key``
@@ -237,7 +248,9 @@ class InferenceLoadBalancer(Construct):
 
     ``longest_request_seconds`` is the longest request of the models it will carry (``ModelProps.longest_request_seconds``):
     the idle timeout is derived from it (:meth:`LoadBalancerProps.idle_timeout_for`), and a ModelService whose server
-    takes longer, or keeps connections alive for less, is refused when it attaches."""
+    takes longer, or keeps connections alive for less, is refused when it attaches. ``subnets`` (default: public
+    subnets when internet-facing; else the VPC's isolated subnets, or its private ones where it has none) is where
+    the load balancer's nodes are."""
 
     def __init__(
         self,
@@ -249,6 +262,7 @@ class InferenceLoadBalancer(Construct):
         access_logs_bucket: s3.IBucket,
         configured_load: Optional[ConfiguredLoad] = None,
         longest_request_seconds: Optional[int] = None,
+        subnets: Optional[ec2.SubnetSelection] = None,
     ) -> None:
         super().__init__(scope, construct_id)
         props.check_certificate_region(cdk.Stack.of(self).region)
@@ -281,7 +295,7 @@ class InferenceLoadBalancer(Construct):
             "LoadBalancer",
             vpc=vpc,
             internet_facing=props.internet_facing,
-            vpc_subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PUBLIC if props.internet_facing else ec2.SubnetType.PRIVATE_ISOLATED),
+            vpc_subnets=subnets or default_subnets(vpc, internet_facing=props.internet_facing),
             # The balancer sees its group as immutable, so attaching a target group adds no egress rule per model
             # (a group holds 60 rules by default); allow_to_targets_on adds one rule to the VPC instead.
             security_group=ec2.SecurityGroup.from_security_group_id(

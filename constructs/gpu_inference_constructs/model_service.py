@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+import weakref
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -27,9 +28,10 @@ from .deployment_capacity import ServiceDeployment
 from .result_cache import ModelCacheProps
 from .errors import ConfigError, require, require_range
 from .gpu_capacity import GpuCapacity
-from .instance_catalog import GpuInstanceType, lookup
+from .instance_catalog import GpuInstanceType, lookup, warn_if_unlisted
 from .latency_alarms import LatencyAlarmProps, LatencyAlarmThresholds
 from .target_group_metrics import TargetGroupMetrics, load_balancer_name_from_listener_arn
+from .target_group_metrics import load_balancer_full_name as full_name_of
 from .load_balancer import (ALB_DEFAULT_IDLE_TIMEOUT_SECONDS, ALB_MAX_IDLE_TIMEOUT_SECONDS, IDLE_TIMEOUT_MARGIN_SECONDS,
                             MAX_RULE_PRIORITY, InferenceLoadBalancer, check_rule_priority, model_path_patterns)
 from .log_retention import retention_days
@@ -56,7 +58,7 @@ from .server_contract import (
     collector_config,
 )
 from .schedules import check_model_task_range
-from .service_scaling import ModelScalingProps
+from .scaling_props import ModelScalingProps
 
 MODEL_NAME = re.compile(r"^[a-z][a-z0-9-]{0,38}[a-z0-9]$")
 MODEL_VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
@@ -92,9 +94,21 @@ VLLM_RESERVED_ENVIRONMENT = (
 )
 
 
-def service_log_group_name(environment_name: str, model_name: str) -> str:
+DEFAULT_NAME_PREFIX = "gpu-inference"
+
+
+def service_log_group_name(environment_name: str, model_name: str, name_prefix: str = DEFAULT_NAME_PREFIX) -> str:
     """A model service's log group: named, so the environment's dashboard can price its ingestion without a reference."""
-    return f"/gpu-inference/{environment_name}/{model_name}"
+    return f"/{name_prefix}/{environment_name}/{model_name}"
+
+
+def check_name_prefix(name_prefix: str) -> None:
+    require(bool(NAME_PREFIX.match(name_prefix)), "name_prefix",
+            f"{name_prefix!r}: use 2-32 lowercase letters, digits and '-', starting with a letter (it starts log-group, "
+            "alarm and dashboard names; give each team or app its own so two stacks in one account do not collide)")
+
+
+NAME_PREFIX = re.compile(r"^[a-z][a-z0-9-]{1,31}$")
 
 
 @dataclass(frozen=True)
@@ -177,7 +191,7 @@ class ModelProps:
             bundled_workers_for(self.environment, self.cpu)
         require(not (self.api_docs and self.vllm is not None), "api_docs",
                 "is for the bundled server; vLLM's docs answer without its key, so they stay off (--disable-fastapi-docs)")
-        if self.vllm is not None:
+        if self.vllm is not None and self.vllm.shared_memory_mib is not None:
             require(
                 self.vllm.shared_memory_mib < self.memory_mib,
                 "vllm.shared_memory_mib",
@@ -289,6 +303,22 @@ def server_environment_keys() -> tuple[str, ...]:
     return bundled_environment_keys()
 
 
+_LISTENER_PRIORITIES: "weakref.WeakKeyDictionary[object, dict[str, dict[int, str]]]" = weakref.WeakKeyDictionary()
+
+
+def claim_listener_priority(scope: Construct, listener: elbv2.IApplicationListener, priority: int, model_name: str) -> None:
+    """Two rules of one listener cannot share a priority (CloudFormation fails the second at deploy): refuse it at
+    synth for every model of this app on the same listener, the same ARN imported in several stacks included."""
+    arn = listener.listener_arn
+    key = arn if not cdk.Token.is_unresolved(arn) else listener.node.path
+    claimed = _LISTENER_PRIORITIES.setdefault(scope.node.root, {}).setdefault(key, {})
+    holder = claimed.get(priority)
+    require(holder is None, "listener_priority",
+            f"{priority} is already {holder!r}'s on this listener: each rule on a listener needs its own priority; give "
+            f"models[{model_name}] another (1-{MAX_RULE_PRIORITY})")
+    claimed[priority] = model_name
+
+
 def check_task_fits(instance_type: GpuInstanceType, *, gpus: int, cpu: int, memory_mib: int) -> None:
     """A task reserving ``gpus``, ``cpu`` units and ``memory_mib`` in all fits one ``instance_type``."""
     require(
@@ -319,11 +349,13 @@ class ModelService(Construct):
     What runs: ``server`` (required: a preset such as BundledServer / VllmServer, or a ServerContract; an
     ``image=`` alone is refused, since it cannot say which server the image holds). Where its model is: ``model_store`` (a
     ModelStore), or ``model_bucket`` (any IBucket) + ``models_prefix`` (default ``"models"``): the
-    model's files are under ``<models_prefix>/<name>/<version>/``. Routing: ``load_balancer`` (an
-    InferenceLoadBalancer), or ``listener`` (any IApplicationListener; its connections reach the
-    tasks) + ``listener_priority``; ``load_balancer_full_name`` (``app/<name>/<id>``, default: the load balancer's, or
-    parsed from the listener's ARN) dimensions the target-group metrics: give it when the listener is another
-    stack's, whose ARN CloudFormation may not accept inside ``Fn::Split``. ``logs_key`` (any IKey) encrypts the log group, kept
+    model's files are under ``<models_prefix>/<name>/<version>/``. Routing: ``load_balancer`` an
+    InferenceLoadBalancer (it routes to its own listener), or ``listener`` (any IApplicationListener; its connections
+    reach the tasks) + ``listener_priority`` + ``load_balancer`` (optional: that listener's IApplicationLoadBalancer,
+    imported or another stack's, whose name dimensions the target-group metrics; default: parsed from the listener's
+    ARN, which CloudFormation may not accept inside ``Fn::Split`` when the ARN is another stack's output).
+    ``name_prefix`` (default ``gpu-inference``) starts the log group's fixed name (``/<prefix>/<environment>/<model>``):
+    give each team's app its own where two share an account. ``logs_key`` (any IKey) encrypts the log group, kept
     ``log_retention_days`` (default 90). ``timing`` defaults to ServiceTimingProps().
     ``api_keys_secret`` (a JSON object of key names to keys) goes to the contract's ``api_keys_variable``: whole,
     or only its ``api_key_field`` key (vLLM's one key).
@@ -360,15 +392,17 @@ class ModelService(Construct):
         model_store: Optional[ModelStore] = None,
         model_bucket: Optional[s3.IBucket] = None,
         models_prefix: str = MODELS_PREFIX,
-        load_balancer: Optional[InferenceLoadBalancer] = None,
+        load_balancer: Optional[InferenceLoadBalancer | elbv2.IApplicationLoadBalancer] = None,
         listener: Optional[elbv2.IApplicationListener] = None,
         listener_priority: Optional[int] = None,
-        load_balancer_full_name: Optional[str] = None,
         log_retention_days: int = 90,
         api_keys_secret: Optional[secretsmanager.ISecret] = None,
         rollback_thresholds: Optional[RollbackThresholds] = None,
+        name_prefix: str = DEFAULT_NAME_PREFIX,
     ) -> None:
         super().__init__(scope, construct_id)
+        check_name_prefix(name_prefix)
+        self.name_prefix = name_prefix
         timing = timing or ServiceTimingProps()
         if rollback_thresholds is None:
             rollback_thresholds = model.rollback_thresholds()  # ModelProps checked its rollback block
@@ -381,13 +415,24 @@ class ModelService(Construct):
         self.url_path = f"/{model.name}/"
         region = cdk.Stack.of(self).region
         cluster, capacity_provider_name, self.instance_type = _placement(capacity, cluster, capacity_provider_name, instance_type, region)
+        if capacity is None:
+            warn_if_unlisted(self, self.instance_type, region, "instance_type")
         bucket = _model_bucket(model_store, model_bucket)
-        _one_of(load_balancer=load_balancer, listener=listener)
+        owned = load_balancer if isinstance(load_balancer, InferenceLoadBalancer) else None
+        if owned is not None:
+            require(listener is None, "listener", "is given with an InferenceLoadBalancer, which routes to its own listener: pass one of them")
+        else:
+            require(listener is not None, "listener",
+                    "is missing: pass load_balancer=InferenceLoadBalancer(...), or listener= (any IApplicationListener) with "
+                    "load_balancer= its IApplicationLoadBalancer (imported with ApplicationLoadBalancer.from_application_load_balancer_attributes)")
+        load_balancer_of_listener = load_balancer if owned is None else None
+        load_balancer = owned
         listener_priority = model.listener_priority if listener_priority is None else listener_priority
         if listener is not None:
             require(listener_priority is not None, "listener_priority",
                     f"is missing: a rule on your own listener needs a priority unique on that listener (1-{MAX_RULE_PRIORITY})")
             check_rule_priority(listener_priority, "listener_priority")
+            claim_listener_priority(self, listener, listener_priority, model.name)
         # An image says nothing about the server in it: taken for ours, vllm/vllm-openai would run `python -m
         # inference_server`. So the server is always named; image= is refused with the fix.
         require(
@@ -418,6 +463,11 @@ class ModelService(Construct):
         self.contract = contract
         self._check_idle_timeout(contract, idle_timeout, known=load_balancer is not None)
         self._check_fits(contract)
+        if capacity is not None:
+            try:
+                capacity.add_service(service_deployment(model, in_gpus=True))
+            except ConfigError as error:
+                raise ConfigError(f"capacity ({error.key})", f"{error.detail} (adding models[{model.name}])") from None
         self.deregistration_delay_seconds, self.stop_timeout_seconds = contract.stop.task_timing(
             timing.deregistration_delay_seconds, timing.stop_timeout_seconds)
         try:
@@ -434,7 +484,7 @@ class ModelService(Construct):
             )
 
         self.log_group = logs.LogGroup(
-            self, "Logs", log_group_name=service_log_group_name(environment_name, model.name),
+            self, "Logs", log_group_name=service_log_group_name(environment_name, model.name, name_prefix),
             encryption_key=logs_key, retention=retention_days(log_retention_days, "log_retention_days"),
             # Kept when the model is removed, but not after a failed first create: with a fixed name, a group kept
             # then makes the retry (or adding the model back) fail with "already exists".
@@ -492,7 +542,7 @@ class ModelService(Construct):
             command=list(contract.command),
             cpu=model.cpu,
             memory_reservation_mib=model.memory_mib,
-            gpu_count=contract.gpus_per_task,
+            gpu_count=model.gpus,
             environment=environment,
             secrets=secrets or None,
             port_mappings=[ecs.PortMapping(container_port=contract.port, protocol=ecs.Protocol.TCP, name="http")],
@@ -555,6 +605,8 @@ class ModelService(Construct):
         # The association is a child of the cluster, created at synth: depending on the cluster covers it. Across
         # stacks this becomes a dependency on the stack that holds the cluster.
         self.service.node.add_dependency(cluster)
+        if capacity is not None and capacity.capacity_provider_association is not None:
+            self.service.node.add_dependency(capacity.capacity_provider_association)  # an imported cluster's association
 
         # Both target groups health-check readiness and drain alike: either may be production after a deployment.
         target_group_ids = ("TargetGroup", "AlternateTargetGroup") if deployment.shifts_traffic else ("TargetGroup",)
@@ -581,9 +633,12 @@ class ModelService(Construct):
                     ),
                 )
             ]
-        if load_balancer_full_name is None:
-            load_balancer_full_name = (load_balancer.load_balancer.load_balancer_full_name if load_balancer is not None
-                                       else load_balancer_name_from_listener_arn(listener.listener_arn))
+        if load_balancer is not None:
+            load_balancer_full_name = load_balancer.load_balancer.load_balancer_full_name
+        elif load_balancer_of_listener is not None:
+            load_balancer_full_name = full_name_of(load_balancer_of_listener)
+        else:
+            load_balancer_full_name = load_balancer_name_from_listener_arn(listener.listener_arn)
         self.load_balancer_full_name = load_balancer_full_name
         self.target_group_metrics = [TargetGroupMetrics(tg, load_balancer_full_name) for tg in self.target_groups]
         alternate = None
@@ -692,7 +747,7 @@ class ModelService(Construct):
                 f"{contract.shared_memory_mib} MiB of /dev/shm must be below the server's memory_mib ({self.model.memory_mib})",
             )
         try:
-            check_task_fits(self.instance_type, gpus=contract.gpus_per_task, cpu=cpu, memory_mib=memory)
+            check_task_fits(self.instance_type, gpus=self.model.gpus, cpu=cpu, memory_mib=memory)
         except ConfigError as error:
             raise ConfigError(f"models[{self.model.name}].{error.key}", error.detail) from None
 
@@ -907,15 +962,8 @@ def _placement(
             f"(the smallest GPU instance type your capacity provider launches, for the fit check); missing: {', '.join(missing)}",
         )
     if isinstance(instance_type, str):
-        instance_type = lookup(instance_type, region, "instance_type") if not cdk.Token.is_unresolved(region) else _catalog_entry(instance_type)
+        instance_type = lookup(instance_type, "instance_type")
     return cluster, capacity_provider_name, instance_type
-
-
-def _catalog_entry(name: str) -> GpuInstanceType:
-    from .instance_catalog import CATALOG
-
-    require(name in CATALOG, "instance_type", f"{name!r} is not a known GPU instance type; known: {', '.join(sorted(CATALOG))}")
-    return CATALOG[name]
 
 
 def _model_bucket(model_store: Optional[ModelStore], model_bucket: Optional[s3.IBucket]) -> s3.IBucket:

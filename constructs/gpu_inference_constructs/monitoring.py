@@ -19,8 +19,11 @@ from .errors import ConfigError, require, require_range
 from .gpu_capacity import GpuCapacity
 from .instance_catalog import PRICES_AS_OF
 from .latency_alarms import PAGING_P95_FACTOR, PAGING_P99_FACTOR, LatencyAlarmThresholds
-from .model_service import ModelService, service_log_group_name
+from .server_contract import PrometheusMetrics
+from .model_service import DEFAULT_NAME_PREFIX, ModelService, check_name_prefix, service_log_group_name
+from .load_balancer import InferenceLoadBalancer
 from .notifications import topic_target
+from .target_group_metrics import load_balancer_full_name as full_name_of
 
 MINUTE = cdk.Duration.minutes(1)
 GIB = 2**30  # a billed GB taken as 2^30 bytes (were it 10^9, the logs figure would be 7 % higher)
@@ -92,20 +95,23 @@ class MonitoringProps:
             require(0 <= value <= 100, key, f"{value} is out of range; a price in USD from 0 to 100")
 
 
-def alarm_name(environment_name: str, name: str) -> str:
+def alarm_name(environment_name: str, name: str, name_prefix: str = DEFAULT_NAME_PREFIX) -> str:
     """The name an alarm of this environment carries: in the console, in every notification, in ``alarm_name_prefix``."""
-    return f"{alarm_name_prefix(environment_name)}{name}"
+    return f"{alarm_name_prefix(environment_name, name_prefix)}{name}"
 
 
-def alarm_name_prefix(environment_name: str) -> str:
-    return f"gpu-inference-{environment_name}-"
+def alarm_name_prefix(environment_name: str, name_prefix: str = DEFAULT_NAME_PREFIX) -> str:
+    return f"{name_prefix}-{environment_name}-"
 
 
 class _Alarms(Construct):
     """Alarms that notify ``topic`` on ALARM and on OK, named after the environment."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, environment_name: str, topic: sns.ITopic, props: MonitoringProps) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, environment_name: str, topic: sns.ITopic, props: MonitoringProps,
+                 name_prefix: str) -> None:
         super().__init__(scope, construct_id)
+        check_name_prefix(name_prefix)
+        self.name_prefix = name_prefix
         self.props = props
         self.environment_name = environment_name
         self._action = cloudwatch_actions.SnsAction(topic)
@@ -124,7 +130,7 @@ class _Alarms(Construct):
         alarm = cloudwatch.Alarm(
             self,
             name,
-            alarm_name=alarm_name(self.environment_name, name),
+            alarm_name=alarm_name(self.environment_name, name, self.name_prefix),
             metric=metric,
             threshold=threshold,
             evaluation_periods=periods,
@@ -162,7 +168,7 @@ class ModelAlarms(_Alarms):
         props: MonitoringProps,
         latency_thresholds: Optional[LatencyAlarmThresholds] = None,
     ) -> None:
-        super().__init__(scope, construct_id, environment_name=environment_name, topic=topic, props=props)
+        super().__init__(scope, construct_id, environment_name=environment_name, topic=topic, props=props, name_prefix=service.name_prefix)
         name = service.model.name
         if latency_thresholds is None:
             latency_thresholds = service.model.latency_alarm_thresholds()  # ModelProps checked its alarms block
@@ -237,20 +243,24 @@ class InferenceMonitoring(_Alarms):
         *,
         environment_name: str,
         model_names: Sequence[str],
-        load_balancer: elbv2.ApplicationLoadBalancer,
+        load_balancer: InferenceLoadBalancer | elbv2.IApplicationLoadBalancer,
         capacity: GpuCapacity,
         topic: sns.ITopic,
         props: MonitoringProps,
         more_capacity: Sequence[GpuCapacity] = (),
-        more_load_balancers: Sequence[elbv2.IApplicationLoadBalancer] = (),
+        more_load_balancers: Sequence[InferenceLoadBalancer | elbv2.IApplicationLoadBalancer] = (),
+        name_prefix: str = DEFAULT_NAME_PREFIX,
     ) -> None:
         """``more_capacity``: the environment's other capacity groups (other GPU shapes), priced at their own types.
         ``more_load_balancers``: the environment's other load balancers, each with its own ELB 5xx alarm (the cost
         metric and the dashboard read ``load_balancer`` only)."""
-        super().__init__(scope, construct_id, environment_name=environment_name, topic=topic, props=props)
-        self._add_load_balancer_alarm(load_balancer)
-        for number, more in enumerate(more_load_balancers, start=2):
-            self._add_load_balancer_alarm(more, f"Elb5xxRate{number}")
+        super().__init__(scope, construct_id, environment_name=environment_name, topic=topic, props=props, name_prefix=name_prefix)
+        # The ALB-wide 5xx alarm only on a load balancer this library made: on a team's shared one it would page every
+        # team for any team's errors. Each model's own target 5xx alarm is ModelAlarms'.
+        for number, balancer in enumerate([load_balancer, *more_load_balancers], start=1):
+            if isinstance(balancer, InferenceLoadBalancer):
+                self._add_load_balancer_alarm(balancer.load_balancer, "Elb5xxRate" if number == 1 else f"Elb5xxRate{number}")
+        load_balancer = load_balancer.load_balancer if isinstance(load_balancer, InferenceLoadBalancer) else load_balancer
         self.spot_interruption_rule = events.Rule(
             self,
             "SpotInterruptions",
@@ -280,9 +290,20 @@ class InferenceMonitoring(_Alarms):
             "Spot capacity is being reclaimed repeatedly: On-Demand base and the g4dn fallback carry the load; consider a higher On-Demand share",
         )
         self.metric_cost_per_million_requests, self.metric_cost_components = self._cost_per_million_requests(
-            [capacity, *more_capacity], load_balancer, [service_log_group_name(environment_name, name) for name in model_names])
+            [capacity, *more_capacity], load_balancer, [service_log_group_name(environment_name, name, name_prefix) for name in model_names])
         self.metric_spare_capacity_cost = self.spare_capacity_cost([capacity, *more_capacity])
         self.dashboard = self._dashboard(environment_name, model_names, load_balancer, capacity)
+
+    def add_model(self, service: ModelService) -> None:
+        """Graph the metrics ``service``'s server contract brings into CloudWatch (vLLM: running and waiting requests,
+        KV-cache use), one graph per model. The bundled server's metrics are on the dashboard already; its dimensions
+        are literal (environment and model name), so a model of another stack adds no reference between them."""
+        contract = service.contract
+        if contract.bundled_metrics or contract.metrics is None:
+            return
+        metrics = [service.metric_server(PrometheusMetrics.cloudwatch_name(name), "Average") for name in contract.metrics.metrics]
+        self.dashboard.add_widgets(cloudwatch.GraphWidget(
+            title=f"{service.model.name}: {contract.name} server metrics (average)", left=metrics, width=24, height=6))
 
     def _add_load_balancer_alarm(self, load_balancer: elbv2.IApplicationLoadBalancer, name: str = "Elb5xxRate") -> None:
         rate = error_rate(
@@ -334,7 +355,7 @@ class InferenceMonitoring(_Alarms):
         return spares
 
     def _cost_per_million_requests(
-        self, capacities: Sequence[GpuCapacity], load_balancer: elbv2.ApplicationLoadBalancer,
+        self, capacities: Sequence[GpuCapacity], load_balancer: elbv2.IApplicationLoadBalancer,
         log_group_names: Sequence[str],
     ) -> tuple[cloudwatch.MathExpression, list[cloudwatch.MathExpression]]:
         """USD per 1M requests, hourly: each capacity group's GPU instances by its purchase policy at its preferred type's
@@ -380,7 +401,7 @@ class InferenceMonitoring(_Alarms):
         self,
         environment_name: str,
         model_names: Sequence[str],
-        load_balancer: elbv2.ApplicationLoadBalancer,
+        load_balancer: elbv2.IApplicationLoadBalancer,
         capacity: GpuCapacity,
     ) -> cloudwatch.Dashboard:
         def graph(title: str, left: list, right: Optional[list] = None, unit: str = "") -> cloudwatch.GraphWidget:
@@ -389,7 +410,7 @@ class InferenceMonitoring(_Alarms):
 
         def per_target_group(metric: str, statistic: str, label: str) -> cloudwatch.MathExpression:
             return search(
-                f"{{AWS/ApplicationELB,LoadBalancer,TargetGroup}} MetricName=\"{metric}\" LoadBalancer=\"{load_balancer.load_balancer_full_name}\"",
+                f"{{AWS/ApplicationELB,LoadBalancer,TargetGroup}} MetricName=\"{metric}\" LoadBalancer=\"{full_name_of(load_balancer)}\"",
                 statistic, f"{label} ${{PROP('Dim.TargetGroup')}}",
             )
 
@@ -408,12 +429,12 @@ class InferenceMonitoring(_Alarms):
 
         total = self._instances(capacity, MINUTE)
         on_demand = on_demand_instances_expression(capacity)
-        dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=f"gpu-inference-{environment_name}", default_interval=cdk.Duration.hours(3))
+        dashboard = cloudwatch.Dashboard(self, "Dashboard", dashboard_name=f"{self.name_prefix}-{environment_name}", default_interval=cdk.Duration.hours(3))
         dashboard.add_widgets(
             cloudwatch.TextWidget(
                 markdown=f"# GPU inference: {environment_name}\nModels: {', '.join(model_names)}\n\n"
-                         f"Each model's alarms are named `{alarm_name_prefix(environment_name)}<model>-<alarm>`: "
-                         f"[all alarms of this environment](https://console.aws.amazon.com/cloudwatch/home#alarmsV2:?search={alarm_name_prefix(environment_name)})",
+                         f"Each model's alarms are named `{alarm_name_prefix(environment_name, self.name_prefix)}<model>-<alarm>`: "
+                         f"[all alarms of this environment](https://console.aws.amazon.com/cloudwatch/home#alarmsV2:?search={alarm_name_prefix(environment_name, self.name_prefix)})",
                 width=24, height=2,
             )
         )

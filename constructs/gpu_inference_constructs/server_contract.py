@@ -18,7 +18,9 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, Mapping, Optional, Protocol, Union
+from typing import TYPE_CHECKING, Literal, Mapping, Optional, Protocol, Sequence, Union
+
+import aws_cdk as cdk
 
 from aws_cdk import aws_ecr as ecr
 from aws_cdk import aws_ecs as ecs
@@ -304,14 +306,52 @@ class StopTiming:
         return cls(exit_timeout_seconds, 10)
 
 
-@dataclass(frozen=True)
+# Flags whose value the contract states elsewhere: (flags, the contract's field, how to read it off the contract).
+PORT_FLAGS = ("--port", "--http-port")
+METRICS_PORT_FLAGS = ("--metrics-port", "--prometheus-port")
+EXIT_TIMEOUT_FLAGS = ("--exit-timeout-secs",)
+
+
+def command_flag(command: Sequence[str], flags: Sequence[str]) -> Optional[str]:
+    """The value the last of ``flags`` gets in ``command`` (``--flag value`` or ``--flag=value``), or None."""
+    found = None
+    for index, arg in enumerate(command):
+        name, equals, value = arg.partition("=")
+        if name in flags:
+            found = value if equals else (command[index + 1] if index + 1 < len(command) else "")
+    return found
+
+
+def check_command(contract: "ServerContract") -> None:
+    """What the command says agrees with the contract: the port the target group checks, the port the metrics
+    sidecar scrapes, and the drain the stop timing budgets (a contradiction would synthesize a service that never
+    passes its health check, scrapes nothing, or is killed mid-drain)."""
+    def agree(flags: Sequence[str], expected: Optional[int], key: str, fix: str) -> None:
+        said = command_flag(contract.command, flags)
+        if said is None or expected is None or cdk.Token.is_unresolved(said):
+            return
+        require(said == str(expected), key,
+                f"{expected} but the {contract.name} server's command says {next(a for a in contract.command if a.split('=')[0] in flags).split('=')[0]} {said}: {fix}")
+
+    agree(PORT_FLAGS, contract.port, "server.port", "set port to the port the command listens on, or change the command")
+    metrics_port = (contract.metrics.port or contract.port) if contract.metrics is not None else None
+    agree(METRICS_PORT_FLAGS, metrics_port, "server.metrics.port",
+          "set PrometheusMetrics(port=...) to the port the command serves metrics on (default: the server's port)")
+    agree(EXIT_TIMEOUT_FLAGS, contract.stop.drain_seconds, "server.stop.drain_seconds",
+          "the server drains for as long as its --exit-timeout-secs: use StopTiming.triton(<that value>), or change the flag")
+
+
+@dataclass(frozen=True, kw_only=True)
 class ServerContract:
     """Everything the infrastructure needs to know about a model server container.
 
-    Required (a contract without one fails, naming it): ``image``, ``command``, ``port``,
+    Keyword-only. Required (Python refuses a contract without one): ``image``, ``command``, ``port``,
     ``readiness_path``, ``liveness``, ``user`` (never root), ``model_source``, ``stop`` (a
     :class:`StopTiming`: how long the server needs after SIGTERM; presets for vLLM, TGI and Triton).
-    Defaults: 1 GPU per task; Docker's 64 MiB ``/dev/shm`` (``shared_memory_mib`` to raise it);
+    GPUs per task are the model's (``ModelProps.gpus``), never the contract's. What the command says is
+    cross-checked (:func:`check_command`): ``--port``/``--http-port`` against ``port``, ``--metrics-port``/
+    ``--prometheus-port`` against ``metrics.port``, ``--exit-timeout-secs`` against ``stop.drain_seconds``.
+    Defaults: Docker's 64 MiB ``/dev/shm`` (``shared_memory_mib`` to raise it);
     read-only root filesystem with the task-scoped scratch volume at ``/scratch`` writable, plus
     ``tmpfs_mib`` paths (path -> size); no environment or secrets; ``api_keys_variable`` None (the
     environment's API-key secret is not injected); no Prometheus sidecar (``metrics``);
@@ -330,16 +370,15 @@ class ServerContract:
     (``ModelService`` refuses one that does not); ``stop.longest_request_seconds`` must fit inside that idle timeout.
     """
 
-    image: Optional[ecs.ContainerImage] = None
-    command: Optional[tuple[str, ...]] = None
-    port: Optional[int] = None
-    readiness_path: Optional[str] = None
-    liveness: Optional[LivenessCheck] = None
-    user: Optional[str] = None
-    model_source: Optional[ModelFromS3] = None
-    stop: Optional[StopTiming] = None
+    image: ecs.ContainerImage
+    command: tuple[str, ...]
+    port: int
+    readiness_path: str
+    liveness: LivenessCheck
+    user: str
+    model_source: ModelFromS3
+    stop: StopTiming
     entry_point: Optional[tuple[str, ...]] = None
-    gpus_per_task: int = 1
     shared_memory_mib: Optional[int] = None
     tmpfs_mib: Mapping[str, int] = field(default_factory=dict)
     read_only_root_filesystem: bool = True
@@ -367,7 +406,7 @@ class ServerContract:
             "stop": "how long the server needs after SIGTERM to drain and exit (StopTiming, e.g. StopTiming.vllm(), .tgi(), .triton()), "
                     "checked against the task's stop timeout and the deregistration delay",
         }
-        missing = [name for name in needs if getattr(self, name) is None or getattr(self, name) == ()]
+        missing = [name for name in needs if getattr(self, name) is None or getattr(self, name) == () or getattr(self, name) == ""]
         if missing:
             raise ConfigError(
                 f"server.{missing[0]}",
@@ -385,7 +424,7 @@ class ServerContract:
             "server.user",
             f"{self.user!r}: give a numeric non-root uid or uid:gid such as '1000:1000' (ECS cannot check a name exists in the image)",
         )
-        require_range(self.gpus_per_task, 1, 8, "server.gpus_per_task")
+        check_command(self)
         if self.shared_memory_mib is not None:
             require_range(self.shared_memory_mib, 64, 262_144, "server.shared_memory_mib")
         for path, size in self.tmpfs_mib.items():
@@ -555,6 +594,7 @@ class BundledServer:
 
 # ---- preset: vLLM ----------------------------------------------------------------------------
 
+VLLM_MAX_DEFAULT_SHM_MIB = 16384
 VLLM_METRICS = ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc")
 
 
@@ -581,8 +621,9 @@ class VllmProps:
     The weights are copied from the model's S3 prefix into ``/scratch/model`` by an init container
     before vLLM starts, and vLLM serves that directory (``--model``); ``--tensor-parallel-size`` is
     the model's ``gpus``. Defaults: ``served_model_name`` the model's name; ``max_model_len`` 4096;
-    ``gpu_memory_utilization`` 0.90; ``max_num_seqs`` 64; ``dtype`` auto; ``shared_memory_mib`` 16384
-    (NCCL and the engine's worker processes use /dev/shm); port 8000; readiness ``/health``.
+    ``gpu_memory_utilization`` 0.90; ``max_num_seqs`` 64; ``dtype`` auto; ``shared_memory_mib`` None: half the
+    model's ``memory_mib``, at most 16384 (NCCL and the engine's worker processes use /dev/shm, which counts against
+    the task's memory, so the default always fits the model's default 12288 MiB); port 8000; readiness ``/health``.
     ``longest_generation_seconds`` (default 80, at most 100): the longest generation that still finishes when its task
     stops (scale-in, deployment, Spot): it is the deregistration delay of the model's target groups, and vLLM's
     ``--shutdown-timeout`` gets the rest of the 2-minute Spot notice after it and vLLM's 20 s exit (20 s by default),
@@ -605,7 +646,7 @@ class VllmProps:
     gpu_memory_utilization: float = 0.90
     max_num_seqs: int = 64
     dtype: Literal["auto", "float16", "bfloat16", "float32"] = "auto"
-    shared_memory_mib: int = 16384
+    shared_memory_mib: Optional[int] = None
     port: int = 8000
     extra_args: tuple[str, ...] = ()
     target_running_requests_per_task: Optional[int] = None
@@ -625,7 +666,8 @@ class VllmProps:
         require_range(self.max_model_len, 128, 1_048_576, "max_model_len")
         require(0.1 <= self.gpu_memory_utilization <= 0.98, "gpu_memory_utilization", f"{self.gpu_memory_utilization} is out of range; a fraction from 0.1 to 0.98 (leave room for CUDA graphs and the runtime)")
         require_range(self.max_num_seqs, 1, 4096, "max_num_seqs")
-        require_range(self.shared_memory_mib, 1024, 262_144, "shared_memory_mib", hint=" (vLLM with tensor parallelism needs gigabytes of /dev/shm)")
+        if self.shared_memory_mib is not None:
+            require_range(self.shared_memory_mib, 1024, 262_144, "shared_memory_mib", hint=" (vLLM with tensor parallelism needs gigabytes of /dev/shm)")
         require_range(self.port, 1024, 65535, "port")
         owned = ("--model", "--port", "--host", "--tensor-parallel-size", "--served-model-name", "--max-model-len", "--gpu-memory-utilization", "--max-num-seqs", "--dtype", "--api-key", "--download-dir", "--shutdown-timeout")
         for index, arg in enumerate(self.extra_args):
@@ -635,23 +677,32 @@ class VllmProps:
         require_range(self.waiting_requests_scale_out, 1, 100_000, "waiting_requests_scale_out")
         require_range(self.kv_cache_scale_out_percent, 10, 100, "kv_cache_scale_out_percent")
 
+    def shared_memory_for(self, memory_mib: int) -> int:
+        """/dev/shm in MiB for a server container of ``memory_mib``: the setting, else half of it, at most 16384."""
+        return self.shared_memory_mib if self.shared_memory_mib is not None else min(VLLM_MAX_DEFAULT_SHM_MIB, memory_mib // 2)
+
     @property
     def running_target(self) -> int:
         return self.target_running_requests_per_task or max(1, (self.max_num_seqs * 3) // 4)
 
 
-def vllm_liveness(port: int) -> LivenessCheck:
-    """vLLM opens its port only once the weights are loaded (minutes for a large model, past ECS's 300 s start
-    period): until then the check passes; once it listens, /health must answer 200 within 4 s."""
+def port_liveness(port: int, path: str) -> LivenessCheck:
+    """Passes while nothing listens on ``port`` (the server is still loading, which takes minutes for a large model,
+    past ECS's 300 s start period); once it listens, ``path`` must answer 200 within 4 s."""
     script = (
         "import socket, sys, urllib.request\n"
         "probe = socket.socket()\n"
         "probe.settimeout(2)\n"
         f"loading = probe.connect_ex(('127.0.0.1', {port})) != 0\n"
         "probe.close()\n"
-        f"sys.exit(0) if loading else urllib.request.urlopen('http://127.0.0.1:{port}/health', timeout=4)\n"
+        f"sys.exit(0) if loading else urllib.request.urlopen('http://127.0.0.1:{port}{path}', timeout=4)\n"
     )
     return LivenessCheck(command=("CMD", "python3", "-c", script), passes_while_loading=True)
+
+
+def vllm_liveness(port: int) -> LivenessCheck:
+    """vLLM opens its port only once the weights are loaded: :func:`port_liveness` on ``/health``."""
+    return port_liveness(port, "/health")
 
 
 @dataclass(frozen=True)
@@ -708,8 +759,7 @@ class VllmServer:
             liveness=vllm_liveness(props.port),
             user=self.user,
             model_source=ModelFromS3.copy_to_scratch(model_path, fetcher_image=fetcher_image),
-            gpus_per_task=model.gpus,
-            shared_memory_mib=props.shared_memory_mib,
+            shared_memory_mib=props.shared_memory_for(model.memory_mib),
             tmpfs_mib={"/tmp": 2048},
             environment={
                 **model.environment,

@@ -9,8 +9,7 @@ whose desired capacity ECS managed scaling owns.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, Optional
+from typing import Optional
 
 import aws_cdk as cdk
 from aws_cdk import aws_applicationautoscaling as appscaling
@@ -19,92 +18,9 @@ from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 from constructs import Construct
 
 from . import metric_names
-from .errors import require, require_range
-from .schedules import CapacityPrewarm, ServiceSchedule, check_schedule_task_ranges
-
-if TYPE_CHECKING:
-    from .model_service import ModelService
-
-
-@dataclass(frozen=True)
-class ModelScalingProps:
-    """Per-model scaling thresholds. Defaults: ``requests_per_target_per_minute`` 600 (what one task
-    sustains at your latency goal: measure it with ``make bench``), cooldowns 60 s out / 300 s in,
-    ``latency_p95_ms`` 250 (ALB p95 above it adds tasks), ``gpu_utilization_percent`` 85 and
-    ``cpu_percent`` 80 (bundled server only), ``queue_depth_scale_out`` 16 (bundled server only: a task's model
-    queue deeper than this for ``queue_signal_periods`` (3) high-resolution periods of ``queue_signal_period_seconds``
-    (10: CloudWatch accepts 10, 20 or 30 s for metrics stored at 1-second resolution) adds tasks)."""
-
-    requests_per_target_per_minute: int = 600
-    scale_out_cooldown_seconds: int = 60
-    scale_in_cooldown_seconds: int = 300
-    latency_p95_ms: int = 250
-    gpu_utilization_percent: int = 85
-    cpu_percent: int = 80
-    queue_depth_scale_out: int = 16
-    queue_signal_period_seconds: int = 10
-    queue_signal_periods: int = 3
-
-    def __post_init__(self) -> None:
-        require(self.requests_per_target_per_minute > 0, "requests_per_target_per_minute", f"{self.requests_per_target_per_minute} must be greater than 0")
-        for key in ("scale_out_cooldown_seconds", "scale_in_cooldown_seconds"):
-            value = getattr(self, key)
-            require_range(value, 0, 3600, key)
-        require_range(self.latency_p95_ms, 1, 60_000, "latency_p95_ms")
-        for key in ("gpu_utilization_percent", "cpu_percent"):
-            value = getattr(self, key)
-            require_range(value, 1, 100, key)
-        require_range(self.queue_depth_scale_out, 1, 100_000, "queue_depth_scale_out")
-        require(self.queue_signal_period_seconds in HIGH_RESOLUTION_PERIODS
-                or (self.queue_signal_period_seconds >= 60 and self.queue_signal_period_seconds % 60 == 0),
-                "queue_signal_period_seconds",
-                f"{self.queue_signal_period_seconds} is not a CloudWatch alarm period; allowed 10, 20, 30 or a multiple of 60")
-        require_range(self.queue_signal_periods, 1, 10, "queue_signal_periods")
-
-
-HIGH_RESOLUTION_PERIODS = (10, 20, 30)  # CloudWatch PutMetricAlarm: only for metrics stored at 1-second resolution
-
-
-@dataclass(frozen=True)
-class PredictiveScalingProps:
-    """Predictive scaling of the service on the ALB request count. Defaults: ``ForecastOnly`` (forecasts,
-    does not act), 600 s scheduling buffer, ``HonorMaxCapacity``."""
-
-    mode: Literal["off", "ForecastOnly", "ForecastAndScale"] = "ForecastOnly"
-    scheduling_buffer_seconds: int = 600
-    max_capacity_breach_behavior: Literal["HonorMaxCapacity", "IncreaseMaxCapacity"] = "HonorMaxCapacity"
-    max_capacity_buffer_percent: Optional[int] = None
-
-    def __post_init__(self) -> None:
-        require(
-            0 <= self.scheduling_buffer_seconds < 3600,
-            "scheduling_buffer_seconds",
-            f"{self.scheduling_buffer_seconds} is out of range; allowed 0 to 3599 (less than the forecast interval)",
-        )
-        increase = self.max_capacity_breach_behavior == "IncreaseMaxCapacity"
-        require(
-            (self.max_capacity_buffer_percent is not None) == increase,
-            "max_capacity_buffer_percent",
-            "is required with IncreaseMaxCapacity and not allowed with HonorMaxCapacity",
-        )
-        if self.max_capacity_buffer_percent is not None:
-            require_range(self.max_capacity_buffer_percent, 0, 100, "max_capacity_buffer_percent")
-
-
-@dataclass(frozen=True)
-class ScalingProps:
-    """Environment-wide scaling: schedules for every model service, predictive scaling, GPU pre-warm floors.
-    Defaults: no schedules, predictive ``ForecastOnly``, no pre-warm (ServiceScaling without ``scaling``
-    turns predictive off)."""
-
-    schedules: tuple[ServiceSchedule, ...] = ()
-    predictive: PredictiveScalingProps = field(default_factory=PredictiveScalingProps)
-    capacity_prewarm: tuple[CapacityPrewarm, ...] = ()
-
-    def __post_init__(self) -> None:
-        names = [s.name for s in self.schedules] + [p.name for p in self.capacity_prewarm]
-        duplicates = sorted({n for n in names if names.count(n) > 1})
-        require(not duplicates, "schedules", f"schedule names must be unique; repeated: {duplicates}")
+from .model_service import ModelService
+from .scaling_props import ModelScalingProps, PredictiveScalingProps, ScalingProps
+from .schedules import check_schedule_task_ranges
 
 
 class ServiceScaling(Construct):
@@ -114,8 +30,9 @@ class ServiceScaling(Construct):
     tracking on requests per target, step scale-out on ALB p95 latency, GPU utilisation, and CPU
     high while the queue grows. A server with ``scaling_signals`` (vLLM: running and waiting
     requests, KV-cache use): those signals plus ALB p95 latency, and no requests-per-target
-    tracking (LLM requests differ too much in cost). Any other server: requests per target and
-    latency. ``scaling`` adds schedules and predictive scaling (which needs ``load_balancer``).
+    tracking (LLM requests differ too much in cost). Any other server, and one whose signals only scale out (no
+    ``target``: step policies add tasks, only target tracking removes them): requests per target and latency. ``scaling`` adds schedules and predictive scaling. The load balancer's name is the service's
+    (``model_service.load_balancer_full_name``): ModelService is the one place that takes the load balancer.
 
     Attributes: ``task_count`` (ScalableTaskCount), ``scalable_target``, ``predictive_policy`` (or None),
     ``combined_cpu_queue_metric`` (or None).
@@ -130,7 +47,6 @@ class ServiceScaling(Construct):
         model_service: "ModelService",
         props: Optional[ModelScalingProps] = None,
         scaling: Optional[ScalingProps] = None,
-        load_balancer: Optional[elbv2.IApplicationLoadBalancer] = None,
     ) -> None:
         super().__init__(scope, construct_id)
         scaling = scaling or ScalingProps(predictive=PredictiveScalingProps(mode="off"))
@@ -142,11 +58,13 @@ class ServiceScaling(Construct):
         out_cooldown = cdk.Duration.seconds(props.scale_out_cooldown_seconds)
         in_cooldown = cdk.Duration.seconds(props.scale_in_cooldown_seconds)
 
-        if contract.bundled_metrics or not contract.scaling_signals:
+        # Step policies only add tasks; target tracking is what removes them. A contract whose signals only scale out
+        # (none with a target) therefore also tracks requests per target, or it could never scale in.
+        if contract.bundled_metrics or not any(signal.target is not None for signal in contract.scaling_signals):
             if len(model_service.target_groups) == 1:
                 # scale_on_request_count would parse the load balancer's name out of the listener's ARN (Fn::Split),
                 # which CloudFormation may not accept over another stack's output: the name is given instead.
-                name = load_balancer.load_balancer_full_name if load_balancer is not None else model_service.load_balancer_full_name
+                name = model_service.load_balancer_full_name
                 appscaling.TargetTrackingScalingPolicy(
                     self.task_count,
                     "RequestsPerTarget",
@@ -158,8 +76,7 @@ class ServiceScaling(Construct):
                     scale_in_cooldown=in_cooldown,
                 )
             else:
-                require(load_balancer is not None, "load_balancer", "is missing: requests per target over two target groups need the load balancer's name")
-                self._track_requests_across(model_service, load_balancer, props)
+                self._track_requests_across(model_service, model_service.load_balancer_full_name, props)
         self._scale_out_on(
             "LatencyP95",
             model_service.metric_target_response_time("p95"),
@@ -195,8 +112,7 @@ class ServiceScaling(Construct):
 
         self.predictive_policy = None
         if scaling.predictive.mode != "off":
-            require(load_balancer is not None, "load_balancer", "is missing: predictive scaling forecasts the load balancer's request count")
-            self.predictive_policy = self._add_predictive(scaling.predictive, props, model_service, load_balancer)
+            self.predictive_policy = self._add_predictive(scaling.predictive, props, model_service, model_service.load_balancer_full_name)
 
     def _add_bundled_signals(self, model_service: "ModelService", props: ModelScalingProps, out_cooldown: cdk.Duration) -> None:
         """Our server's own metrics: its model queue (high resolution, seconds), GPU utilisation, and CPU high while
@@ -229,7 +145,7 @@ class ServiceScaling(Construct):
         self._scale_out_on("CpuAndQueueGrowing", self.combined_cpu_queue_metric, 1, out_cooldown, evaluation_periods=3, maximum=1)
 
     def _track_requests_across(
-        self, model_service: "ModelService", load_balancer: elbv2.IApplicationLoadBalancer, props: ModelScalingProps
+        self, model_service: "ModelService", load_balancer_full_name: str, props: ModelScalingProps
     ) -> appscaling.CfnScalingPolicy:
         """Requests per healthy target over both target groups: after a canary, linear or blue/green deployment the
         alternate one is production, and ALBRequestCountPerTarget names one target group only."""
@@ -244,7 +160,7 @@ class ServiceScaling(Construct):
                         namespace="AWS/ApplicationELB",
                         metric_name=name,
                         dimensions=[
-                            appscaling.CfnScalingPolicy.TargetTrackingMetricDimensionProperty(name="LoadBalancer", value=load_balancer.load_balancer_full_name),
+                            appscaling.CfnScalingPolicy.TargetTrackingMetricDimensionProperty(name="LoadBalancer", value=load_balancer_full_name),
                             appscaling.CfnScalingPolicy.TargetTrackingMetricDimensionProperty(name="TargetGroup", value=target_group.target_group_full_name),
                         ],
                     ),
@@ -308,9 +224,9 @@ class ServiceScaling(Construct):
         predictive: PredictiveScalingProps,
         props: ModelScalingProps,
         model_service: "ModelService",
-        load_balancer: elbv2.IApplicationLoadBalancer,
+        load_balancer_full_name: str,
     ) -> appscaling.CfnScalingPolicy:
-        resource_label = f"{load_balancer.load_balancer_full_name}/{model_service.target_group.target_group_full_name}"
+        resource_label = f"{load_balancer_full_name}/{model_service.target_group.target_group_full_name}"
         return appscaling.CfnScalingPolicy(
             self,
             "Predictive",
@@ -331,14 +247,14 @@ class ServiceScaling(Construct):
                         ),
                     )
                     if len(model_service.target_groups) == 1
-                    else self._requests_across_target_groups_for_prediction(model_service, load_balancer, props)
+                    else self._requests_across_target_groups_for_prediction(model_service, load_balancer_full_name, props)
                 ],
             ),
         )
 
     @staticmethod
     def _requests_across_target_groups_for_prediction(
-        model_service: "ModelService", load_balancer: elbv2.IApplicationLoadBalancer, props: ModelScalingProps
+        model_service: "ModelService", load_balancer_full_name: str, props: ModelScalingProps
     ) -> appscaling.CfnScalingPolicy.PredictiveScalingMetricSpecificationProperty:
         """The ALBRequestCount pair over both target groups: load = their requests (Sum), scaling metric = requests per
         healthy target (the forecast's history stays whole while deployments move production between them)."""
@@ -354,7 +270,7 @@ class ServiceScaling(Construct):
                         namespace="AWS/ApplicationELB",
                         metric_name=name,
                         dimensions=[
-                            policy.PredictiveScalingMetricDimensionProperty(name="LoadBalancer", value=load_balancer.load_balancer_full_name),
+                            policy.PredictiveScalingMetricDimensionProperty(name="LoadBalancer", value=load_balancer_full_name),
                             policy.PredictiveScalingMetricDimensionProperty(name="TargetGroup", value=target_group.target_group_full_name),
                         ],
                     ),

@@ -24,6 +24,12 @@ def load_balancer_name_from_listener_arn(listener_arn: str) -> str:
     return cdk.Fn.join("/", [cdk.Fn.select(1, parts), cdk.Fn.select(2, parts), cdk.Fn.select(3, parts)])
 
 
+def load_balancer_full_name(load_balancer: elbv2.IApplicationLoadBalancer) -> str:
+    """``app/<name>/<id>`` of any IApplicationLoadBalancer: the dimension CDK's own metrics give it (the attribute for
+    one of this app, parsed from the ARN for an imported one, which has no ``load_balancer_full_name``)."""
+    return load_balancer.metrics.request_count().dimensions["LoadBalancer"]
+
+
 class TargetGroupMetrics:
     """The metrics of ``target_group`` behind the load balancer ``load_balancer_full_name`` (``app/<name>/<id>``),
     with the method names and default statistics of CDK's ``IApplicationTargetGroupMetrics``."""

@@ -107,11 +107,17 @@ def test_bad_capacity_config_is_refused(path, value, message):
         load_environment("dev", with_change(path, value))
 
 
-def test_instance_type_not_offered_in_the_region_is_refused():
+def test_an_instance_type_the_catalog_does_not_list_in_the_region_loads():
+    """The catalog's region table is behind AWS: GpuCapacity warns at synth (test_team_scenarios), the loader does not refuse."""
     data = with_change("region", "eu-west-3")
     data["network"]["availability_zones"] = ["eu-west-3a", "eu-west-3b"]
-    with pytest.raises(ConfigError, match=r"environment 'dev': capacity.instance_types\[0\]: 'g5.xlarge' is not offered in region 'eu-west-3'"):
-        load_environment("dev", data)
+    data["load_balancer"]["certificate_arn"] = data["load_balancer"]["certificate_arn"].replace("us-east-1", "eu-west-3")
+    assert load_environment("dev", data).region == "eu-west-3"
+
+
+def test_an_unknown_instance_type_name_is_still_refused():
+    with pytest.raises(ConfigError, match=r"environment 'dev': capacity.instance_types\[0\]: 'g9.xlarge' is not a known GPU instance type"):
+        load_environment("dev", with_change("capacity.instance_types", ["g9.xlarge"]))
 
 
 def many_models(count: int, max_tasks: int = 2, **model_keys):

@@ -128,7 +128,7 @@ def test_step_scaling_only_adds_tasks_on_latency_gpu_queue_and_cpu_with_growing_
 
 def test_queue_signal_periods_are_ones_cloudwatch_accepts():
     from gpu_inference_constructs.errors import ConfigError
-    from gpu_inference_constructs.service_scaling import ModelScalingProps
+    from gpu_inference_constructs.scaling_props import ModelScalingProps
 
     assert ModelScalingProps(queue_signal_period_seconds=30).queue_signal_period_seconds == 30
     for bad in (15, 45, 0):

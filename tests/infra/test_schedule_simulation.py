@@ -169,7 +169,7 @@ def test_the_gpu_group_holds_every_services_floor_all_week(environment):
         assert len(placed) == len(models) and all(k.startswith(prefixes) for k in targets if any(k.startswith(p) for p in prefixes))
         group_initial, group_actions = group_schedule(template, f"GpuCapacity{logical}AutoScalingGroup")
         service_runs = [list(simulate(initial, actions)) for (initial, actions), _ in placed]
-        gpus_per_instance = config.group_capacity(group).smallest_instance_type(config.region).gpus
+        gpus_per_instance = config.group_capacity(group).smallest_instance_type().gpus
         for (minute, group_min, group_max), *services in zip(simulate(group_initial, group_actions), *service_runs):
             floor = sum(low * gpus for (_, low, _), (_, gpus) in zip(services, placed))  # a 4-GPU task takes four GPUs
             assert group_min <= group_max, minute

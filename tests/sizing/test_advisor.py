@@ -145,7 +145,7 @@ def test_inferentia2_is_priced_and_compared_but_the_capacity_construct_refuses_i
     assert inf2.fits and not inf2.deployable and not inf2.ranked
     assert inf2.price_usd == 0.7582 and inf2.usd_per_million_requests["on_demand"] == pytest.approx(0.7582 / 1.8)
     with pytest.raises(ConfigError, match=r"instance_types\[0\]: 'inf2.xlarge' is an AWS Inferentia2 \(Neuron, not CUDA\)"):
-        GpuCapacityProps(instance_types=("inf2.xlarge",)).resolve_instance_types("us-east-1")
+        GpuCapacityProps(instance_types=("inf2.xlarge",)).resolve_instance_types()
 
 
 def test_every_catalog_figure_has_a_source_and_a_date():

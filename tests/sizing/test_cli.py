@@ -115,7 +115,7 @@ def test_a_snippet_with_several_gpus_per_task_sets_gpus_and_loads(capsys, llama_
     loaded = next(m for m in config.models if m.name == "llama-2-13b")
     assert loaded.gpus == 2 and loaded.vllm is not None
     # Two tasks per instance, sidecars included, beside what the agent keeps.
-    instance = config.group_capacity("llm").smallest_instance_type("us-east-1")
+    instance = config.group_capacity("llm").smallest_instance_type()
     cpu, memory = loaded.sidecar_reservation
     assert 2 * (loaded.cpu + cpu) + 512 <= instance.task_cpu_limit_units
     assert 2 * (loaded.memory_mib + memory) <= instance.task_memory_limit_mib

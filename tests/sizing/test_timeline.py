@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gpu_inference_constructs.gpu_capacity import GpuCapacityProps
-from gpu_inference_constructs.service_scaling import ModelScalingProps
+from gpu_inference_constructs.scaling_props import ModelScalingProps
 from gpu_inference_constructs.sizing.timeline import (DOCUMENTED, ESTIMATED, LATEST_STARTUP, MEASURED, main, render,
                                                        timeline)
 

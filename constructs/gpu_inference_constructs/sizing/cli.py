@@ -13,7 +13,7 @@ from ..errors import ConfigError
 from ..gpu_capacity import GpuCapacityProps
 from ..model_service import ModelProps
 from ..monitoring import MonitoringProps
-from ..service_scaling import ModelScalingProps
+from ..scaling_props import ModelScalingProps
 from ..settings import from_dict
 from .advisor import advise
 from .cache_cost import cache_cost, describe

@@ -180,7 +180,7 @@ def validate(recommendation: Recommendation, region: str) -> tuple[GpuCapacityPr
     try:
         capacity = from_dict(GpuCapacityProps, recommendation.capacity, key)
         model = from_dict(ModelProps, recommendation.model, "models[0]")
-        smallest = capacity.smallest_instance_type(region)
+        smallest = capacity.smallest_instance_type()
         model.check_fits(smallest)
         check_group_holds_deployment_at_peak(capacity.max_capacity, smallest.gpus, [service_deployment(model, in_gpus=True)],
                                              key=f"{key}.max_capacity")

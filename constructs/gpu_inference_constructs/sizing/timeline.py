@@ -18,7 +18,7 @@ from typing import Optional
 
 from ..errors import ConfigError
 from ..gpu_capacity import GpuCapacityProps
-from ..service_scaling import ModelScalingProps
+from ..scaling_props import ModelScalingProps
 from ..settings import from_dict
 from .scale_out import INGEST_DELAY, PUBLISH_DELAY, ScaleOutPath
 

@@ -1,0 +1,185 @@
+"""Server presets beside the bundled server and vLLM (server_contract.py): NVIDIA Triton and Hugging Face TGI.
+
+Each turns its own props and the model's (``ModelProps``: GPUs, memory, name) into a :class:`ServerContract`, with
+the server's own ports, health paths, metrics and stop behaviour, so a team does not hand-write them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from aws_cdk import aws_ecs as ecs
+
+from .errors import ConfigError, require, require_range
+from .server_contract import (SCRATCH_PATH, EcrImage, ModelFromS3, PrometheusMetrics, ScalingSignal, ServerContext, ServerContract,
+                              StopTiming, port_liveness)
+
+# Triton's documented defaults: HTTP 8000, gRPC 8001, Prometheus metrics 8002 (/metrics); KServe v2 health paths.
+TRITON_HTTP_PORT = 8000
+TRITON_METRICS_PORT = 8002
+TRITON_METRICS = ("nv_inference_pending_request_count", "nv_inference_queue_duration_us", "nv_inference_request_success",
+                  "nv_gpu_utilization", "nv_gpu_memory_used_bytes")
+TRITON_OWNED_FLAGS = ("--model-repository", "--http-port", "--metrics-port", "--exit-timeout-secs", "--allow-grpc",
+                      "--allow-metrics", "--model-control-mode", "--strict-readiness", "--http-address")
+# TGI: the launcher's /health, /metrics on the same port (TGI documentation, "Metrics").
+TGI_PORT = 8080
+TGI_METRICS = ("tgi_queue_size", "tgi_batch_current_size")
+TGI_OWNED_FLAGS = ("--model-id", "--port", "--hostname", "--num-shard", "--max-concurrent-requests", "--huggingface-hub-cache")
+
+
+def _sidecar_images(props: "TritonProps | TgiProps", context: ServerContext) -> tuple[Optional[ecs.ContainerImage], Optional[ecs.ContainerImage]]:
+    """(model fetcher, metrics collector) images from the props' ECR mirrors, or None for the pinned public ones."""
+    fetcher = props.fetcher_image.container_image(context.scope, "FetcherImage") if props.fetcher_image else None
+    collector = props.collector_image.container_image(context.scope, "CollectorImage") if props.collector_image else None
+    return fetcher, collector
+
+
+def _check_extra_args(extra_args: tuple[str, ...], owned: tuple[str, ...]) -> None:
+    for index, arg in enumerate(extra_args):
+        require(arg.split("=")[0] not in owned, f"extra_args[{index}]", f"{arg!r} is set from its own key; set that key instead")
+
+
+def _image(image: Optional[EcrImage], override: Optional[ecs.ContainerImage], context: ServerContext, key: str) -> ecs.ContainerImage:
+    if override is not None:
+        return override
+    if image is None:
+        raise ConfigError(key, "is missing: give the ECR repository and tag of your mirror of the server's image, or pass image=")
+    return image.container_image(context.scope, "ServerImage")
+
+
+@dataclass(frozen=True)
+class TritonProps:
+    """NVIDIA Triton Inference Server for one model (its model repository layout under the model's S3 prefix:
+    ``config.pbtxt`` and ``1/``, copied to ``/scratch/models/<model name>/`` before Triton starts).
+
+    ``image``: your ECR mirror of ``nvcr.io/nvidia/tritonserver`` (default None: pass ``image=`` to TritonServer).
+    ``http_port`` (default 8000) and ``metrics_port`` (default 8002) are Triton's own defaults; gRPC is off.
+    ``exit_timeout_seconds`` (default 30): Triton's ``--exit-timeout-secs``, how long it finishes in-flight inferences
+    after SIGTERM (see :meth:`StopTiming.triton`). Scaling: hold ``pending_requests_per_task`` (default 8) requests
+    pending per task (``nv_inference_pending_request_count``; target tracking adds and removes tasks).
+    ``extra_args`` (default none) go after the preset's flags; flags the preset sets are refused.
+    """
+
+    image: Optional[EcrImage] = None
+    http_port: int = TRITON_HTTP_PORT
+    metrics_port: int = TRITON_METRICS_PORT
+    exit_timeout_seconds: int = 30
+    pending_requests_per_task: int = 8
+    extra_args: tuple[str, ...] = ()
+    fetcher_image: Optional[EcrImage] = None
+    collector_image: Optional[EcrImage] = None
+
+    def __post_init__(self) -> None:
+        require_range(self.http_port, 1024, 65535, "http_port")
+        require_range(self.metrics_port, 1024, 65535, "metrics_port")
+        require(self.metrics_port != self.http_port, "metrics_port", f"{self.metrics_port} is also http_port: Triton needs two ports")
+        require_range(self.exit_timeout_seconds, 0, 100, "exit_timeout_seconds", hint=" (inside the 2-minute Spot notice with the 10 s unload)")
+        require_range(self.pending_requests_per_task, 1, 10_000, "pending_requests_per_task")
+        _check_extra_args(self.extra_args, TRITON_OWNED_FLAGS)
+
+
+@dataclass(frozen=True)
+class TritonServer:
+    """The Triton preset: ``props`` (default TritonProps()); ``image`` overrides ``props.image``; ``user`` (default
+    1000:1000, Triton's image's ``triton-server`` user)."""
+
+    props: TritonProps = TritonProps()
+    image: Optional[ecs.ContainerImage] = None
+    user: str = "1000:1000"
+
+    def contract(self, context: ServerContext) -> ServerContract:
+        model, props = context.model, self.props
+        require(model.vllm is None, "vllm", "is set but the server is Triton")
+        fetcher, collector = _sidecar_images(props, context)
+        repository = f"{SCRATCH_PATH}/models"
+        pending = PrometheusMetrics.cloudwatch_name(TRITON_METRICS[0])
+        return ServerContract(
+            name="triton",
+            image=_image(props.image, self.image, context, "server.image"),
+            command=("tritonserver", f"--model-repository={repository}", f"--http-port={props.http_port}",
+                     "--allow-grpc=false", "--allow-metrics=true", f"--metrics-port={props.metrics_port}",
+                     f"--exit-timeout-secs={props.exit_timeout_seconds}", "--model-control-mode=none",
+                     "--strict-readiness=true", *props.extra_args),
+            port=props.http_port,
+            readiness_path="/v2/health/ready",
+            liveness=port_liveness(props.http_port, "/v2/health/live"),
+            user=self.user,
+            model_source=ModelFromS3.copy_to_scratch(f"{repository}/{model.name}", fetcher_image=fetcher),
+            shared_memory_mib=min(4096, model.memory_mib // 4),
+            environment={**model.environment, "HOME": f"{SCRATCH_PATH}/home", "AWS_DEFAULT_REGION": context.region},
+            public_paths=("/v2/models/*",),
+            stop=StopTiming.triton(props.exit_timeout_seconds),
+            metrics=PrometheusMetrics(metrics=TRITON_METRICS, port=props.metrics_port, collector_image=collector),
+            scaling_signals=(ScalingSignal(pending, statistic="Average", target=props.pending_requests_per_task),),
+        )
+
+
+@dataclass(frozen=True)
+class TgiProps:
+    """Hugging Face Text Generation Inference (``text-generation-launcher``) for one model, its weights copied from
+    the model's S3 prefix to ``/scratch/model`` (``--model-id``), sharded over the model's ``gpus`` (``--num-shard``).
+
+    ``image``: your ECR mirror of ``ghcr.io/huggingface/text-generation-inference`` (default None: pass ``image=``).
+    ``port`` (default 8080; metrics on the same port, ``/metrics``); ``max_concurrent_requests`` (default 128);
+    ``longest_request_seconds`` (default 60): the longest generation (bound it with ``--max-new-tokens`` in
+    ``extra_args``): TGI drains that long after SIGTERM (:meth:`StopTiming.tgi`). Scaling: hold
+    ``batch_size_per_task`` (default 16) requests in the running batch per task, and add tasks when more than
+    ``queue_scale_out`` (default 8) wait.
+    """
+
+    image: Optional[EcrImage] = None
+    port: int = TGI_PORT
+    max_concurrent_requests: int = 128
+    longest_request_seconds: int = 60
+    batch_size_per_task: int = 16
+    queue_scale_out: int = 8
+    extra_args: tuple[str, ...] = ()
+    fetcher_image: Optional[EcrImage] = None
+    collector_image: Optional[EcrImage] = None
+
+    def __post_init__(self) -> None:
+        require_range(self.port, 1024, 65535, "port")
+        require_range(self.max_concurrent_requests, 1, 100_000, "max_concurrent_requests")
+        require_range(self.longest_request_seconds, 1, 90, "longest_request_seconds", hint=" (the launcher waits at most 90 s for its router)")
+        require_range(self.batch_size_per_task, 1, self.max_concurrent_requests, "batch_size_per_task", hint=" (at most max_concurrent_requests)")
+        require_range(self.queue_scale_out, 1, 100_000, "queue_scale_out")
+        _check_extra_args(self.extra_args, TGI_OWNED_FLAGS)
+
+
+@dataclass(frozen=True)
+class TgiServer:
+    """The TGI preset: ``props`` (default TgiProps()); ``image`` overrides ``props.image``; ``user`` (default 1000:1000)."""
+
+    props: TgiProps = TgiProps()
+    image: Optional[ecs.ContainerImage] = None
+    user: str = "1000:1000"
+
+    def contract(self, context: ServerContext) -> ServerContract:
+        model, props = context.model, self.props
+        require(model.vllm is None, "vllm", "is set but the server is TGI")
+        fetcher, collector = _sidecar_images(props, context)
+        model_path = f"{SCRATCH_PATH}/model"
+        queue, batch = (PrometheusMetrics.cloudwatch_name(m) for m in TGI_METRICS)
+        return ServerContract(
+            name="tgi",
+            image=_image(props.image, self.image, context, "server.image"),
+            entry_point=("text-generation-launcher",),
+            command=("--model-id", model_path, "--hostname", "0.0.0.0", "--port", str(props.port),
+                     "--num-shard", str(model.gpus), "--max-concurrent-requests", str(props.max_concurrent_requests),
+                     "--huggingface-hub-cache", f"{SCRATCH_PATH}/cache/huggingface", *props.extra_args),
+            port=props.port,
+            readiness_path="/health",
+            liveness=port_liveness(props.port, "/health"),
+            user=self.user,
+            model_source=ModelFromS3.copy_to_scratch(model_path, fetcher_image=fetcher),
+            shared_memory_mib=min(4096, model.memory_mib // 4),
+            tmpfs_mib={"/tmp": 2048},
+            environment={**model.environment, "HOME": f"{SCRATCH_PATH}/home", "HF_HUB_OFFLINE": "1",
+                         "AWS_DEFAULT_REGION": context.region},
+            public_paths=("/generate", "/generate_stream", "/v1/*"),
+            stop=StopTiming.tgi(props.longest_request_seconds),
+            metrics=PrometheusMetrics(metrics=TGI_METRICS, collector_image=collector),
+            scaling_signals=(ScalingSignal(batch, target=props.batch_size_per_task),
+                             ScalingSignal(queue, statistic="Maximum", scale_out_above=props.queue_scale_out)),
+        )

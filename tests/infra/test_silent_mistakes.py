@@ -1,0 +1,196 @@
+"""Plausible mistakes that used to synthesize something wrong without a word: each now fails with a ConfigError that
+names the fix (or, where synth cannot know, warns)."""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+import pytest
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_ecs as ecs
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
+from aws_cdk.assertions import Template
+
+from gpu_inference_constructs import (
+    BundledServer, ConfigError, GpuCapacity, GpuCapacityProps, LivenessCheck, ModelFromS3, ModelProps, ModelService,
+    PrometheusMetrics, ScalingSignal, ServerContract, ServiceScaling, StopTiming, TgiProps, TgiServer, TritonProps,
+    TritonServer, VllmProps, VllmServer,
+)
+from gpu_inference_constructs.server_contract import EcrImage
+from tests.infra.test_server_contract import IMAGE, stack_with_placement
+
+
+def contract(**overrides) -> ServerContract:
+    values = dict(
+        image=IMAGE, command=("serve", "--http-port", "9000"), port=9000, readiness_path="/ready",
+        liveness=LivenessCheck(("CMD", "serve", "--alive")), user="1000:1000",
+        model_source=ModelFromS3.server_downloads(), stop=StopTiming(drain_seconds=30, exit_seconds=10),
+    )
+    return ServerContract(**{**values, **overrides})
+
+
+def containers(stack: cdk.Stack) -> dict:
+    template = Template.from_stack(stack).to_json()
+    (task,) = [r for r in template["Resources"].values() if r["Type"] == "AWS::ECS::TaskDefinition"]
+    return {c["Name"]: c for c in task["Properties"]["ContainerDefinitions"]}
+
+
+def test_gpus_per_task_come_from_the_model_alone():
+    """ModelProps(gpus=4) with a custom contract gave the task the contract's 1 GPU; the contract has no GPU field now."""
+    stack, parts = stack_with_placement()
+    ModelService(stack, "M", model=ModelProps(name="big", version="1", gpus=4, cpu=40960, memory_mib=131072),
+                 server=contract(), instance_type="g5.12xlarge", **parts)
+    assert containers(stack)["server"]["ResourceRequirements"] == [{"Type": "GPU", "Value": "4"}]
+    with pytest.raises(TypeError, match="gpus_per_task"):
+        contract(gpus_per_task=4)
+
+
+def test_four_gpus_on_a_one_gpu_type_is_refused():
+    stack, parts = stack_with_placement()
+    with pytest.raises(ConfigError, match=r"gpus"):
+        ModelService(stack, "M", model=ModelProps(name="big", version="1", gpus=4), server=contract(), instance_type="g5.xlarge", **parts)
+
+
+@pytest.mark.parametrize(
+    "overrides, key, says",
+    [
+        ({"command": ("serve", "--http-port", "8001")}, "server.port", "9000 but the custom server's command says --http-port 8001"),
+        ({"command": ("vllm", "serve", "/scratch/model", "--port=8001")}, "server.port", "says --port 8001"),
+        ({"command": ("tritonserver", "--http-port=9000", "--metrics-port=8003"),
+          "metrics": PrometheusMetrics(metrics=("nv_gpu_utilization",), port=8002)},
+         "server.metrics.port", "8002 but the custom server's command says --metrics-port 8003"),
+        ({"command": ("tritonserver", "--http-port=9000", "--metrics-port=8002"),
+          "metrics": PrometheusMetrics(metrics=("nv_gpu_utilization",))},
+         "server.metrics.port", "9000 but the custom server's command says --metrics-port 8002"),
+        ({"command": ("tritonserver", "--http-port=9000", "--exit-timeout-secs=60"), "stop": StopTiming.triton(30)},
+         "server.stop.drain_seconds", "30 but the custom server's command says --exit-timeout-secs 60"),
+    ],
+)
+def test_a_contract_its_command_contradicts_is_refused(overrides, key, says):
+    with pytest.raises(ConfigError) as error:
+        contract(**overrides)
+    assert error.value.key == key and says in error.value.detail
+
+
+def test_a_command_that_agrees_passes():
+    contract(command=("tritonserver", "--http-port=9000", "--metrics-port=8002", "--exit-timeout-secs=30"),
+             metrics=PrometheusMetrics(metrics=("nv_gpu_utilization",), port=8002), stop=StopTiming.triton(30))
+
+
+def test_triton_and_tgi_presets_bring_their_ports_health_paths_metrics_and_stop():
+    stack, parts = stack_with_placement()
+    triton = ModelService(stack, "Triton", model=ModelProps(name="detector", version="1"),
+                          server=TritonServer(TritonProps(image=EcrImage("mirror/tritonserver", "25.10-py3"), exit_timeout_seconds=40)),
+                          instance_type="g5.xlarge", **parts)
+    tgi = ModelService(stack, "Tgi", model=ModelProps(name="chat", version="1", gpus=4, cpu=40960, memory_mib=131072),
+                       server=TgiServer(TgiProps(image=EcrImage("mirror/tgi", "3.3"))), instance_type="g5.12xlarge",
+                       **{**parts, "listener_priority": 11})
+    assert (triton.contract.port, triton.contract.readiness_path, triton.contract.metrics.port) == (8000, "/v2/health/ready", 8002)
+    assert triton.contract.stop == StopTiming.triton(40) and "--exit-timeout-secs=40" in triton.contract.command
+    assert (tgi.contract.port, tgi.contract.readiness_path, tgi.contract.stop) == (8080, "/health", StopTiming.tgi(60))
+    assert "--num-shard" in tgi.contract.command and tgi.contract.command[tgi.contract.command.index("--num-shard") + 1] == "4"
+    ServiceScaling(stack, "TritonScaling", model_service=triton)
+    ServiceScaling(stack, "TgiScaling", model_service=tgi)
+
+
+def test_presets_refuse_flags_they_set():
+    with pytest.raises(ConfigError, match=r"extra_args\[0\]: '--http-port=9000' is set from its own key"):
+        TritonProps(extra_args=("--http-port=9000",))
+    with pytest.raises(ConfigError, match=r"extra_args\[0\]: '--port' is set from its own key"):
+        TgiProps(extra_args=("--port", "80"))
+
+
+def test_two_models_on_one_imported_listener_with_one_priority_are_refused_across_stacks():
+    stack, parts = stack_with_placement()
+    ModelService(stack, "A", model=ModelProps(name="first", version="1"), server=contract(), instance_type="g5.xlarge", **parts)
+    other = cdk.Stack(stack.node.root, "Other", env=stack.environment and cdk.Environment(account="123456789012", region="us-east-1"))
+    _, other_parts = stack_with_placement_in(other)
+    with pytest.raises(ConfigError, match=r"listener_priority: 10 is already 'first''s on this listener.*give models\[second\] another"):
+        ModelService(other, "B", model=ModelProps(name="second", version="1"), server=contract(), instance_type="g5.xlarge", **other_parts)
+
+
+def stack_with_placement_in(stack: cdk.Stack):
+    from aws_cdk import aws_elasticloadbalancingv2 as elbv2
+
+    vpc = ec2.Vpc.from_vpc_attributes(stack, "Vpc", vpc_id="vpc-1", availability_zones=["us-east-1a"], private_subnet_ids=["subnet-1"])
+    listener = elbv2.ApplicationListener.from_application_listener_attributes(
+        stack, "Listener",
+        listener_arn="arn:aws:elasticloadbalancing:us-east-1:123456789012:listener/app/lb/0123456789abcdef/0123456789abcdef",
+        security_group=ec2.SecurityGroup.from_security_group_id(stack, "Sg", "sg-1"),
+    )
+    return stack, dict(
+        cluster=ecs.Cluster.from_cluster_attributes(stack, "Cluster", cluster_name="c", vpc=vpc), capacity_provider_name="gpus",
+        model_bucket=s3.Bucket.from_bucket_name(stack, "Bucket", "models-bucket"), listener=listener, listener_priority=10,
+        logs_key=kms.Key.from_key_arn(stack, "Key", "arn:aws:kms:us-east-1:123456789012:key/11111111-2222-4333-8444-555555555555"),
+        environment_name="test",
+    )
+
+
+def scaling_policies(stack: cdk.Stack) -> list[str]:
+    template = Template.from_stack(stack).to_json()
+    return [r["Properties"]["PolicyType"] for r in template["Resources"].values() if r["Type"] == "AWS::ApplicationAutoScaling::ScalingPolicy"]
+
+
+def test_signals_that_only_scale_out_also_get_a_policy_that_scales_in():
+    """A contract whose every signal is a scale-out step (no target) could add tasks and never remove them."""
+    stack, parts = stack_with_placement()
+    service = ModelService(stack, "M", model=ModelProps(name="ranker", version="1"), instance_type="g5.xlarge", **parts, server=contract(
+        metrics=PrometheusMetrics(metrics=("queue_depth",)), command=("serve", "--http-port", "9000"),
+        scaling_signals=(ScalingSignal("queue_depth", statistic="Maximum", scale_out_above=8),)))
+    ServiceScaling(stack, "Scaling", model_service=service)
+    assert "TargetTrackingScaling" in scaling_policies(stack)
+
+
+@pytest.mark.parametrize("server", ["bundled", "vllm", "triton", "tgi", "custom"])
+def test_every_server_kind_can_scale_in(server):
+    stack, parts = stack_with_placement()
+    model = ModelProps(name="mm", version="1", gpus=1)
+    definition = {
+        "bundled": BundledServer(IMAGE),
+        "vllm": VllmServer(VllmProps(image=EcrImage("mirror/vllm", "v0.32.0"))),
+        "triton": TritonServer(TritonProps(image=EcrImage("mirror/triton", "25.10-py3"))),
+        "tgi": TgiServer(TgiProps(image=EcrImage("mirror/tgi", "3.3"))),
+        "custom": contract(),
+    }[server]
+    service = ModelService(stack, "M", model=model, server=definition, instance_type="g5.xlarge", **parts)
+    ServiceScaling(stack, "Scaling", model_service=service)
+    assert "TargetTrackingScaling" in scaling_policies(stack)
+
+
+def capacity_stack():
+    from aws_cdk import aws_elasticloadbalancingv2 as elbv2
+
+    stack, parts = stack_with_placement()
+    vpc = parts["cluster"].vpc
+    for key in ("cluster", "capacity_provider_name"):
+        parts.pop(key)
+    return stack, parts, vpc
+
+
+def test_the_library_defaults_hold_a_rolling_deployment_at_peak():
+    """ModelProps' 4 tasks rolling at 200 % need 8 GPUs: GpuCapacityProps' default group now holds them."""
+    stack, parts, vpc = capacity_stack()
+    gpus = GpuCapacity(stack, "Gpus", vpc=vpc, props=GpuCapacityProps())
+    ModelService(stack, "M", model=ModelProps(name="mm", version="1"), server=contract(), capacity=gpus, **parts)
+
+
+def test_a_deployment_peak_that_does_not_fit_the_group_is_refused_by_the_construct():
+    from gpu_inference_constructs import DeploymentProps
+
+    stack, parts, vpc = capacity_stack()
+    gpus = GpuCapacity(stack, "Gpus", vpc=vpc, props=GpuCapacityProps(max_capacity=5))
+    ModelService(stack, "A", model=ModelProps(name="first", version="1", max_tasks=2), server=contract(), capacity=gpus, **parts)
+    with pytest.raises(ConfigError) as error:
+        ModelService(stack, "B", model=ModelProps(name="second", version="1", max_tasks=2, deployment=DeploymentProps(strategy="canary")),
+                     server=contract(), capacity=gpus, **{**parts, "listener_priority": 11})
+    assert error.value.key.startswith("capacity (Gpus.max_capacity)")
+    assert "raise max_capacity to at least 6 or lower max_tasks" in error.value.detail and "models[second]" in error.value.detail
+
+
+def test_vllm_defaults_fit_the_model_defaults():
+    """VllmProps asked 16 GiB of /dev/shm inside ModelProps' default 12 GiB: the default now follows memory_mib."""
+    stack, parts = stack_with_placement()
+    service = ModelService(stack, "M", model=ModelProps(name="mm", version="1"), server=VllmServer(VllmProps(image=EcrImage("mirror/vllm", "v1"))),
+                           instance_type="g5.xlarge", **parts)
+    assert service.contract.shared_memory_mib == 6144 < ModelProps(name="mm", version="1").memory_mib
+    assert VllmProps().shared_memory_for(163840) == 16384
