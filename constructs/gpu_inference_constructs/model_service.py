@@ -61,6 +61,8 @@ from .schedules import check_model_task_range
 from .scaling_props import ModelScalingProps
 
 MODEL_NAME = re.compile(r"^[a-z][a-z0-9-]{0,38}[a-z0-9]$")
+# The bundled server's MODEL_RUNTIME values (inference_server.runtimes.RUNTIMES).
+MODEL_RUNTIMES = ("eager", "compile", "onnx", "int8")
 MODEL_VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
 TASKS = ("text-classification", "text-embedding", "torch-export", "image-classification")
 # A rolling deployment starts the new tasks before it stops the old: up to twice the tasks, one GPU each.
@@ -119,7 +121,8 @@ class ModelProps:
     container's reservation per task; ``gpus`` (default 1) GPUs are reserved per task. Tasks run
     between ``min_tasks`` (1) and ``max_tasks`` (4). ``vllm`` (default None) selects the vLLM preset
     with its settings; without it the bundled server runs and ``task``, the batching keys,
-    ``result_cache_size`` and ``compile`` configure it. ``expected_load_seconds`` (180) is how long
+    ``result_cache_size``, ``compile`` and ``runtime`` configure it (``runtime``: eager, compile, onnx or int8, the
+    server's MODEL_RUNTIME; all but eager need a version published with ``--runtime``). ``expected_load_seconds`` (180) is how long
     download, load and warm-up take: the health-check grace period follows it. ``listener_priority``
     (default: derived from the name) is its listener rule's priority; set it when two models' collide.
     ``load_balancer`` (default 1) is which of the environment's load balancers serves it (an app of this repository
@@ -145,6 +148,7 @@ class ModelProps:
     expected_load_seconds: int = 180
     result_cache_size: int = 0
     compile: bool = False
+    runtime: str = "eager"
     api_docs: bool = False
     gpus: int = 1
     listener_priority: Optional[int] = None
@@ -177,6 +181,9 @@ class ModelProps:
         require_range(self.request_timeout_seconds, 1, ALB_MAX_IDLE_TIMEOUT_SECONDS - IDLE_TIMEOUT_MARGIN_SECONDS, "request_timeout_seconds",
                       hint=" (the load balancer's idle timeout, at most 4000 s, is derived from it)")
         require_range(self.expected_load_seconds, 10, 3000, "expected_load_seconds")
+        require(self.runtime in MODEL_RUNTIMES, "runtime", f"{self.runtime!r}: use one of {', '.join(MODEL_RUNTIMES)} (publish the version with --runtime {self.runtime})")
+        require(self.runtime == "eager" or (self.vllm is None and self.task in ("text-classification", "text-embedding")), "runtime",
+                f"{self.runtime!r} is built for the bundled server's text-classification and text-embedding; use eager for this model")
         require(0 <= self.result_cache_size <= 1_000_000, "result_cache_size", f"{self.result_cache_size} is out of range; allowed 0 (off) to 1000000")
         require_range(self.gpus, 1, 8, "gpus", hint=" (GPUs per task; a 12xlarge type has 4)")
         if self.listener_priority is not None:

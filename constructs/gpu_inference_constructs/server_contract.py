@@ -503,7 +503,7 @@ def bundled_environment_keys() -> tuple[str, ...]:
     return (
         "PORT", "MODEL_NAME", "MODEL_VERSION", "MODEL_URI", "MODEL_TASK", "MODEL_CACHE_DIR", "DEPLOYMENT_ENV",
         "MAX_BATCH_SIZE", "MAX_BATCH_WAIT_MS", "MAX_QUEUE_SIZE", "MAX_SEQUENCE_LENGTH", "REQUEST_TIMEOUT_S",
-        "DRAIN_TIMEOUT_S", "KEEP_ALIVE_S", "RESULT_CACHE_SIZE", "COMPILE", "REQUIRE_MANIFEST", "API_KEYS", "DOCS",
+        "DRAIN_TIMEOUT_S", "KEEP_ALIVE_S", "RESULT_CACHE_SIZE", "COMPILE", "MODEL_RUNTIME", "REQUIRE_MANIFEST", "API_KEYS", "DOCS",
         "AWS_DEFAULT_REGION", "HOME", "TMPDIR",
     )
 
@@ -566,6 +566,7 @@ class BundledServer:
             "KEEP_ALIVE_S": str(timing.keep_alive_seconds),
             "RESULT_CACHE_SIZE": str(model.result_cache_size),
             "COMPILE": "true" if model.compile else "false",
+            **({"MODEL_RUNTIME": model.runtime} if model.runtime != "eager" else {}),
             "DOCS": "true" if model.api_docs else "false",
             "WORKERS": str(bundled_workers_for(model.environment, model.cpu)),
             "AWS_DEFAULT_REGION": context.region,

@@ -43,12 +43,16 @@ class Manifest:
     files: dict[str, FileEntry]
     task: str | None = None
     created_at: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    # runtime name -> its accuracy gate result at publish (runtimes.GateResult.to_json()); eager needs none
+    runtimes: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def to_json(self) -> bytes:
         doc: dict[str, Any] = {"format": FORMAT, "model_name": self.model_name, "version": self.version}
         if self.task:
             doc["task"] = self.task
         doc["created_at"] = self.created_at
+        if self.runtimes:
+            doc["runtimes"] = self.runtimes
         doc["files"] = {path: {"sha256": e.sha256, "size": e.size} for path, e in sorted(self.files.items())}
         return orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n"
 
@@ -80,7 +84,10 @@ class Manifest:
                     and _SHA256.fullmatch(entry["sha256"]) and type(entry.get("size")) is int and entry["size"] >= 0):
                 raise ManifestError(f"{MANIFEST_FILE}: entry for {path!r} needs a hex sha256 and a size")
             entries[path] = FileEntry(entry["sha256"], entry["size"])
-        return cls(doc["model_name"], doc["version"], entries, doc.get("task"), doc["created_at"])
+        runtimes = doc.get("runtimes", {})
+        if not isinstance(runtimes, dict) or not all(isinstance(v, dict) for v in runtimes.values()):
+            raise ManifestError(f"{MANIFEST_FILE}: 'runtimes' must map runtime names to gate results")
+        return cls(doc["model_name"], doc["version"], entries, doc.get("task"), doc["created_at"], runtimes)
 
 
 def check_relative_path(path: str) -> None:
@@ -106,7 +113,7 @@ def model_files(directory: Path) -> list[str]:
 
 
 def build_manifest(directory: Path, model_name: str, version: str, task: str | None = None,
-                   workers: int = 8) -> Manifest:
+                   workers: int = 8, runtimes: dict[str, dict[str, Any]] | None = None) -> Manifest:
     paths = model_files(directory)
     if not paths:
         raise ManifestError(f"{directory} has no files")
@@ -115,7 +122,7 @@ def build_manifest(directory: Path, model_name: str, version: str, task: str | N
     with ThreadPoolExecutor(workers) as pool:
         digests = pool.map(lambda p: sha256_file(directory / p), paths)
         files = {p: FileEntry(d, (directory / p).stat().st_size) for p, d in zip(paths, digests)}
-    return Manifest(model_name, version, files, task)
+    return Manifest(model_name, version, files, task, runtimes=runtimes or {})
 
 
 def verify_file(path: Path, relpath: str, entry: FileEntry) -> str | None:

@@ -21,6 +21,7 @@ from .handlers import (Encoded, Handler, HandlerError, InputError, LoadContext, 
                        builtin_handler_class, handler_class)
 from .ipc import Channel, StatusPage
 from .metrics import IntervalStats
+from .runtimes import RuntimeConversionError, check_published
 from .settings import Settings, SettingsError
 
 log = logging.getLogger("inference_server.model")
@@ -167,7 +168,8 @@ class ModelRunner:
         self.status = status
         self.device = select_device(s.device)
         self.dtype = select_dtype(s.precision, self.device)
-        self.compile = s.compile and self.device.type == "cuda"
+        # MODEL_RUNTIME=compile compiles on the CPU too (inductor); COMPILE alone stays a GPU switch.
+        self.compile = (s.compile and self.device.type == "cuda") or s.model_runtime == "compile"
         if s.compile and not self.compile:
             log.warning("COMPILE is for CUDA; running eager on the CPU")
         self._torch = torch
@@ -249,8 +251,12 @@ class ModelRunner:
         # The workers load their preprocessing (a tokenizer) while this process loads weights and warms up.
         self._announce({"t": "artifact", "model_dir": str(artifact.directory), "handler": source, "task": task,
                         "manifest": manifest is not None})
+        try:
+            check_published(s.model_runtime, artifact.directory, manifest)
+        except RuntimeConversionError as exc:
+            raise ArtifactError(str(exc)) from None
         ctx = LoadContext(artifact.directory, self.device, self.dtype, s.max_sequence_length, self.compile,
-                          s.allow_artifact_code, task, manifest, s.max_batch_size)
+                          s.allow_artifact_code, task, manifest, s.max_batch_size, runtime=s.model_runtime)
         handler.load_preprocessing(ctx)
         handler.load(ctx)
         if self.device.type == "cuda":
@@ -258,6 +264,7 @@ class ModelRunner:
             self.gpu = self._gpu_sampler(index)
         log.info("model loaded", extra={"handler": f"{cls.__module__}.{cls.__qualname__}", "device": str(self.device),
                                         "dtype": str(self.dtype).removeprefix("torch."), "compile": self.compile,
+                                        "runtime": s.model_runtime,
                                         "seconds": round(time.monotonic() - started, 3)})
         return handler
 

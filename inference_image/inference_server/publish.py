@@ -5,7 +5,9 @@
 Every file is uploaded first, then SHA256SUMS (the same digests for `sha256sum --check`), and manifest.json last,
 so a version with a manifest is complete. A torch-export or
 image-classification artifact (model.pt2 and model.json) is checked before anything is uploaded: the declaration,
-no pickled entries in the archive, and the program's inputs and outputs against the declaration.
+no pickled entries in the archive, and the program's inputs and outputs against the declaration. Each
+`--runtime` (compile, onnx, int8; see runtimes.py) is converted here, never at task start, and must pass its
+accuracy gate against eager before anything is uploaded; the gate results go into the manifest.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from .artifacts import DOWNLOAD_WORKERS, ArtifactError, parse_s3_uri, s3_client
 from .handlers.artifact_check import EXPORT_TASKS, ArtifactCheckError, check_export_artifact
 from .logs import configure_logging
 from .manifest import MANIFEST_FILE, SHA256SUMS_FILE, Manifest, ManifestError, build_manifest
+from .runtimes import RUNTIMES, RuntimeConversionError, convert_and_gate
 from .settings import MODEL_NAME_PATTERN, TASKS
 
 log = logging.getLogger("inference_server.publish")
@@ -41,7 +44,8 @@ def name_and_version(prefix: str) -> tuple[str, str]:
 
 
 def publish(model_dir: Path, uri: str, *, task: str | None = None, model_name: str | None = None,
-            version: str | None = None, force: bool = False, client=None) -> Manifest:
+            version: str | None = None, force: bool = False, client=None,
+            runtimes: Sequence[str] = ()) -> Manifest:
     if not model_dir.is_dir():
         raise PublishError(f"{model_dir} is not a directory")
     bucket, prefix = parse_s3_uri(uri)
@@ -58,11 +62,21 @@ def publish(model_dir: Path, uri: str, *, task: str | None = None, model_name: s
             check_export_artifact(model_dir, task)
         except ArtifactCheckError as exc:
             raise PublishError(str(exc)) from None
+    if runtimes and task is None:
+        raise PublishError("--runtime needs --task: the conversion and its accuracy gate depend on it")
     client = client or s3_client()
     existing = _existing_keys(client, bucket, prefix)
     if existing and not force:
         raise PublishError(f"{uri} already exists ({len(existing)} objects); pass --force to overwrite it")
-    manifest = build_manifest(model_dir, model_name, version, task)
+    gates = {}
+    for runtime in dict.fromkeys(runtimes):  # before the manifest: the converted files are checksummed with the rest
+        try:
+            result = convert_and_gate(model_dir, task, runtime)
+        except RuntimeConversionError as exc:
+            raise PublishError(str(exc)) from None
+        gates[runtime] = result.to_json()
+        log.info("runtime converted and gated", extra=gates[runtime])
+    manifest = build_manifest(model_dir, model_name, version, task, runtimes=gates)
 
     def upload(relpath: str) -> None:
         client.upload_file(str(model_dir / relpath), bucket, prefix + relpath)
@@ -98,11 +112,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--model-name", help="default: taken from the URI")
     parser.add_argument("--version", help="default: taken from the URI")
     parser.add_argument("--force", action="store_true", help="overwrite an existing version")
+    parser.add_argument("--runtime", action="append", choices=RUNTIMES, default=[], dest="runtimes",
+                        help="convert for this runtime (repeatable) and refuse to publish if it fails its accuracy "
+                             "gate against eager; writes model.onnx / model.int8.onnx into model_dir")
     args = parser.parse_args(argv)
     configure_logging()
     try:
         publish(args.model_dir, args.uri, task=args.task, model_name=args.model_name, version=args.version,
-                force=args.force)
+                force=args.force, runtimes=args.runtimes)
     except (PublishError, ArtifactError, ManifestError, BotoCoreError, ClientError) as exc:
         log.error("publish refused", extra={"error": str(exc)})
         return 1

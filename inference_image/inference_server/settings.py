@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .runtimes import RUNTIMES
+
 TASKS = ("text-classification", "text-embedding", "torch-export", "image-classification")
 MODEL_NAME_PATTERN = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?")
 
@@ -175,6 +177,10 @@ class Settings:
     device: str = _setting(_choice("auto", "cpu", "cuda"), "auto", "auto picks cuda when present")
     precision: str = _setting(_choice("auto", "fp32", "fp16", "bf16"), "auto", "auto: fp16 on GPU, fp32 on CPU")
     compile: bool = _setting(_bool, False, "torch.compile; CUDA graphs on GPU")
+    model_runtime: str = _setting(_choice(*RUNTIMES), "eager",
+                                  "eager, compile (torch.compile, CPU too), onnx (ONNX Runtime; CUDA/TensorRT EP on "
+                                  "GPU) or int8 (ONNX Runtime, INT8 weights); all but eager must have been published "
+                                  "with --runtime")
     warmup: str = _setting(_choice("first", "all"), "first",
                            "shapes warmed before /ready: first (batch 1 at every length bucket; the other batch "
                            "sizes warm while the model is idle) or all")

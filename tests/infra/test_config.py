@@ -237,3 +237,9 @@ def test_a_capacity_group_holds_a_multi_gpu_models_deployment_at_peak_counted_in
         load_environment("staging", data)
     data["capacity_groups"]["llm"]["capacity"]["max_capacity"] = 4
     load_environment("staging", data)
+
+
+def test_a_models_runtime_is_read_from_cdk_json_and_checked():
+    assert load_environment("dev", model_change(0, "runtime", "onnx")).models[0].runtime == "onnx"
+    with pytest.raises(ConfigError, match=r"models\[0\]\.runtime"):
+        load_environment("dev", model_change(0, "runtime", "tensorrt"))

@@ -594,3 +594,26 @@ def test_behind_a_listener_whose_idle_timeout_is_unknown_a_long_request_is_a_war
     stack, _, parts = stack_with_load_balancer(10)
     with pytest.raises(ConfigError, match=r"server.stop.longest_request_seconds: the vllm server's longest request \(80 s\)"):
         ModelService(stack, "M", model=model, server=VllmServer(image=IMAGE), **parts)
+
+
+def test_the_models_runtime_reaches_the_bundled_server_and_is_checked():
+    """models[].runtime becomes MODEL_RUNTIME (the server refuses it unless the version was published with it);
+    eager leaves the environment as it was."""
+    from inference_server.runtimes import RUNTIMES
+    from gpu_inference_constructs.model_service import MODEL_RUNTIMES
+
+    assert MODEL_RUNTIMES == RUNTIMES
+    stack, parts = stack_with_placement()
+    service = ModelService(stack, "R", model=ModelProps(name="rr", version="1", runtime="onnx"), server=BundledServer(IMAGE),
+                           instance_type="g5.xlarge", **parts)
+    assert service.contract.environment["MODEL_RUNTIME"] == "onnx"
+    stack, parts = stack_with_placement()
+    service = ModelService(stack, "E", model=ModelProps(name="ee", version="1"), server=BundledServer(IMAGE),
+                           instance_type="g5.xlarge", **parts)
+    assert "MODEL_RUNTIME" not in service.contract.environment
+    with pytest.raises(ConfigError, match="runtime.*use one of eager, compile, onnx, int8"):
+        ModelProps(name="bb", version="1", runtime="tensorrt-llm")
+    with pytest.raises(ConfigError, match="runtime.*use eager for this model"):
+        ModelProps(name="bb", version="1", task="torch-export", runtime="onnx")
+    with pytest.raises(ConfigError, match="MODEL_RUNTIME"):
+        ModelProps(name="bb", version="1", environment={"MODEL_RUNTIME": "onnx"})

@@ -179,3 +179,17 @@ def test_a_region_without_a_type_and_an_unknown_type_are_errors():
         advise(model, Workload(1, 100, 128), Purchase(region="xx-nowhere-1"), Assumptions())
     with pytest.raises(ConfigError, match=r"--instance-types: \['p5.48xlarge'\] not offered"):
         advise(model, Workload(1, 100, 128), Purchase(), Assumptions(), only=["p5.48xlarge"])
+
+
+def test_the_runtime_scales_the_encoder_estimate_by_its_stated_factor(minilm):
+    from gpu_inference_constructs.sizing.runtimes import RUNTIME_FACTORS
+
+    model = from_model_dir(minilm, dtype="fp16")
+    uncapped = Assumptions(server_ceiling_rps=1e9)
+    eager = by_name(advise(model, Workload(500, 100, 256), Purchase(), uncapped))["g4dn.xlarge"].throughput
+    onnx = by_name(advise(model, Workload(500, 100, 256, runtime="onnx"), Purchase(), uncapped))["g4dn.xlarge"].throughput
+    assert onnx.requests_per_second == pytest.approx(eager.requests_per_second * RUNTIME_FACTORS["onnx"].factor)
+    assert "x 1.2 for runtime onnx (estimated:" in onnx.formula and "runtime" not in eager.formula
+    assert all(f.source in ("measured", "estimated") and f.basis for f in RUNTIME_FACTORS.values())
+    with pytest.raises(ConfigError, match="--runtime"):
+        Workload(500, 100, 256, runtime="tensorrt")

@@ -20,6 +20,7 @@ from typing import Optional
 from ..errors import ConfigError
 from ..instance_catalog import ACCELERATORS, CATALOG, NON_CUDA_CATALOG, REGIONS_BY_FAMILY, GpuInstanceType, on_demand_price
 from .model_shape import ModelShape
+from .runtimes import runtime_factor
 from .workload import SERVER_CEILING_SOURCE, Assumptions, Measurement, Purchase, Workload
 
 GIB = 2**30
@@ -242,7 +243,8 @@ def encoder_throughput(model: ModelShape, workload: Workload, instance: GpuInsta
     b = workload.max_batch_size
     while b > 1 and workload.max_batch_wait_ms + 2 * batch_seconds(b) * 1000 > workload.p95_ms:
         b //= 2
-    gpu_rps = b / batch_seconds(b)
+    runtime = runtime_factor(workload.runtime)
+    gpu_rps = b / batch_seconds(b) * runtime.factor
     rps = min(gpu_rps, assumptions.server_ceiling_rps)
     bound = ("HTTP server" if rps < gpu_rps else
              "GPU compute" if b * per_request / flops >= model.weight_bytes / bandwidth else "GPU memory bandwidth")
@@ -250,8 +252,10 @@ def encoder_throughput(model: ModelShape, workload: Workload, instance: GpuInsta
                f" x {gpus} x {eff:g}), {model.weight_bytes / 1e9:.2f} GB / ({spec.memory_bandwidth_gb_per_s:g} GB/s x {gpus} x {eff:g}))"
                f" = {gpu_rps:,.0f} req/s on the GPU, capped at the server's {assumptions.server_ceiling_rps:,.0f} req/s "
                f"({SERVER_CEILING_SOURCE}); FLOPs per request = 2 x {model.compute_params / 1e6:.1f}M parameters x {s} tokens"
-               + (" + attention 4 x layers x tokens^2 x hidden" if attention else ""))
-    p95 = workload.max_batch_wait_ms + 2 * batch_seconds(b) * 1000
+               + (" + attention 4 x layers x tokens^2 x hidden" if attention else "")
+               + (f"; x {runtime.factor:g} for runtime {workload.runtime} ({runtime.source}: {runtime.basis})"
+                  if workload.runtime != "eager" else ""))
+    p95 = workload.max_batch_wait_ms + 2 * batch_seconds(b) / runtime.factor * 1000
     return Throughput(rps, "estimate", formula, bound, p95_ms_estimate=p95, max_batch_size=b)
 
 

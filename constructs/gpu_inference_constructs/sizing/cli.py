@@ -22,6 +22,7 @@ from .model_shape import BYTES_PER_PARAM, ModelShape, from_model_dir
 from .plot import plot
 from .recommend import recommend, validate
 from .report import as_json, dumps, table
+from .runtimes import RUNTIME_FACTORS
 from .workload import Assumptions, Purchase, Workload
 
 EXAMPLES = """examples:
@@ -53,6 +54,8 @@ def parser() -> argparse.ArgumentParser:
     load.add_argument("--tokens-per-request", help=f"encoders: tokens per text (default {ModelProps.max_sequence_length}, "
                                                    "ModelProps.max_sequence_length); LLMs: PROMPT,OUTPUT (required)")
     load.add_argument("--concurrency", type=int, default=1, help="LLMs: sequences one task decodes together (default 1)")
+    load.add_argument("--runtime", choices=sorted(RUNTIME_FACTORS), default="eager",
+                      help="encoders: ModelProps.runtime; its throughput factor (measured or estimated) scales the estimate")
     load.add_argument("--max-batch-size", type=int, default=ModelProps.max_batch_size,
                       help="encoders: the server's largest batch (default %(default)s)")
     buy = p.add_argument_group("where and how it is bought")
@@ -184,7 +187,7 @@ def _workload(args: argparse.Namespace, model: ModelShape) -> Workload:
     if len(tokens) > 2:
         raise ConfigError("--tokens-per-request", f"{raw!r}: give N or PROMPT,OUTPUT")
     return Workload(args.requests_per_second, args.p95_ms, tokens[0], tokens[1] if len(tokens) > 1 else 0,
-                    args.concurrency, args.max_batch_size)
+                    args.concurrency, args.max_batch_size, runtime=args.runtime)
 
 
 def _purchase(args: argparse.Namespace) -> Purchase:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from ..errors import ConfigError
+from .runtimes import RUNTIME_FACTORS
 
 # Measured, not assumed: our server's ceiling with a null model (the HTTP path alone), `make bench`
 # on the 2-core build machine, 2026-12-02 (README "Benchmarks"). One server process per task.
@@ -22,6 +23,7 @@ class Workload:
     concurrency: int = 1  # LLMs: sequences one task decodes together
     max_batch_size: int = 32  # encoders: the server's largest batch (ModelProps default)
     max_batch_wait_ms: int = 2
+    runtime: str = "eager"  # encoders: ModelProps.runtime; scales the estimate by sizing.runtimes' factor
 
     def __post_init__(self) -> None:
         _positive(self.requests_per_second, "--requests-per-second", "requests per second, e.g. 200")
@@ -30,6 +32,8 @@ class Workload:
         if self.output_tokens < 0:
             raise ConfigError("--tokens-per-request", f"{self.output_tokens} output tokens must be 0 or more")
         _positive(self.concurrency, "--concurrency", "sequences decoded together per task, e.g. 8")
+        if self.runtime not in RUNTIME_FACTORS:
+            raise ConfigError("--runtime", f"{self.runtime!r}: use one of {', '.join(RUNTIME_FACTORS)}")
         if not 1 <= self.max_batch_size <= 512:
             raise ConfigError("--max-batch-size", f"{self.max_batch_size} is out of range; allowed 1 to 512 (ModelProps)")
 

@@ -57,6 +57,7 @@ class LoadContext:
     task: str | None
     manifest: Manifest | None
     max_batch_size: int = 32
+    runtime: str = "eager"  # one of runtimes.RUNTIMES; the built-in Hugging Face handlers honour it
 
 
 @dataclass(slots=True)

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from ..runtimes import ONNX_FILES, OnnxForward
 from ..tensor_spec import Signature, TensorSpec
 from .base import Encoded, Handler, InputError, LoadContext
 
@@ -73,8 +74,12 @@ class HuggingFaceHandler(Handler):
 
         if not hasattr(self, "tokenizer"):
             self.load_preprocessing(ctx)
-        self.model = self._load_model(ctx).to(ctx.device).eval()
         self.device = ctx.device
+        self._compiled_cuda = False
+        if ctx.runtime in ONNX_FILES:  # ONNX Runtime on the file publish converted and gated; no torch weights
+            self._run = OnnxForward(ctx.model_dir / ONNX_FILES[ctx.runtime], ctx.device.type, torch.get_num_threads())
+            return
+        self.model = self._load_model(ctx).to(ctx.device).eval()
         self._run = self._forward_tensors
         if ctx.compile:
             # One graph per (batch bucket x length bucket) shape: lift dynamo's limit of 8 recompilations.
