@@ -34,7 +34,14 @@ def with_change(path: str, value):
     return data
 
 
-DELETE = object()
+class _Delete:
+    """Marks a key to remove; its repr is stable so every xdist worker collects the same test ids."""
+
+    def __repr__(self) -> str:
+        return "DELETE"
+
+
+DELETE = _Delete()
 
 BAD_CONFIGS = [
     ("account", "12345", r"environment 'dev': account: '12345' is not a 12-digit AWS account id"),
