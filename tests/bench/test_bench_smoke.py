@@ -52,7 +52,10 @@ def test_every_system_measured_with_sane_numbers(short_run):
         assert 0 < run["p50_ms"] <= run["p95_ms"] <= run["p99_ms"], name
         assert run["client_cpu_s"] > 0 and run["server_cpu_s"] is not None, name
     assert results["generator"]["ceiling_rps"] > 0
-    assert len(results["targets"]) == 9 and all(t["value"] is not None for t in results["targets"])
+    unmeasured = [t["target"] for t in results["targets"] if t["value"] is None]
+    # The short overload window (1 s) can end before any admitted request's deadline comes: the p99 of the 200s
+    # within it is a full run's figure. Every other target is measured.
+    assert len(results["targets"]) == 12 and all("p99 of the 200s" in t for t in unmeasured), unmeasured
     overload = {o["system"]: o for o in results["overload"]}
     assert set(overload) == {"ours", "litserve", "bare-asgi"}  # the bare app: the HTTP stack's floor
     # No 5xx but 503 under overload. Goodput is a target of the full run (the short window, 1 s, is shorter than
