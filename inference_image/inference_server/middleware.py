@@ -4,8 +4,8 @@ routes (gated_paths: /v1/embeddings, /v2/.../infer) pass the same gate on their 
 every path but the probes (/health, /ready, /metrics: for the target group, the container health check and a
 local scrape, never forwarded by the load balancer) needs a valid key first, known route or not, so a route added
 later is private until listed in OPEN_ROUTES. Every request is counted in the interval metrics, by key name too;
-an access log line is written for errors (at most ERROR_LINES_PER_S a second), slow requests and a sample of the
-rest."""
+an access log line is written for errors (at most ERROR_LINES_PER_S a second), slow requests (at most
+SLOW_LINES_PER_S a second) and a sample of the rest."""
 
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ access_log = logging.getLogger("inference_server.access")
 log = logging.getLogger(__name__)
 LOG_FIELDS = "inference_server.log"  # scope key: a dict the routes add log fields to
 ERROR_LINES_PER_S = 20
+SLOW_LINES_PER_S = 2
 _TRACE_ROOT = re.compile(rb"(?:^|;)\s*Root=([A-Za-z0-9-]{1,64})")
 _JSON_HEADERS = [(b"content-type", b"application/json")]
 _NUMPY = orjson.OPT_SERIALIZE_NUMPY
@@ -58,26 +59,43 @@ def request_id(headers: list[tuple[bytes, bytes]]) -> str:
     return f"{_ID_PREFIX}{next(_ID_COUNTER):016x}"
 
 
-class AccessLog:
-    """Which requests get a line: every error (rate-limited, the rest counted), every slow one, a sample of the
-    rest."""
+class _LinesPerSecond:
+    """At most `limit` lines in each second of the monotonic clock."""
 
-    def __init__(self, sample: float, slow_ms: float, errors_per_s: int = ERROR_LINES_PER_S) -> None:
-        self.sample, self.slow_ms, self.errors_per_s = sample, slow_ms, errors_per_s
-        self._second, self._errors, self.suppressed = 0, 0, 0
+    __slots__ = ("limit", "_second", "_lines")
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self._second, self._lines = limit, 0, 0
+
+    def take(self) -> bool:
+        second = int(time.monotonic())
+        if second != self._second:
+            self._second, self._lines = second, 0
+        if self._lines < self.limit:
+            self._lines += 1
+            return True
+        return False
+
+
+class AccessLog:
+    """Which requests get a line: errors and slow requests up to a rate each (the rest counted: a server that is
+    slow for everyone logs a few examples a second, not every request), and a sample of the rest."""
+
+    def __init__(self, sample: float, slow_ms: float, errors_per_s: int = ERROR_LINES_PER_S,
+                 slow_per_s: int = SLOW_LINES_PER_S) -> None:
+        self.sample, self.slow_ms = sample, slow_ms
+        self._errors, self._slow = _LinesPerSecond(errors_per_s), _LinesPerSecond(slow_per_s)
+        self.suppressed = 0
         self._random = random.random
 
     def wants(self, status: int, ms: float) -> bool:
-        if status >= 400:
-            second = int(time.monotonic())
-            if second != self._second:
-                self._second, self._errors = second, 0
-            if self._errors < self.errors_per_s:
-                self._errors += 1
-                return True
-            self.suppressed += 1
-            return False
-        return ms >= self.slow_ms or (self.sample > 0 and self._random() < self.sample)
+        budget = self._errors if status >= 400 else self._slow if ms >= self.slow_ms else None
+        if budget is None:
+            return self.sample > 0 and self._random() < self.sample
+        if budget.take():
+            return True
+        self.suppressed += 1
+        return False
 
     def take_suppressed(self) -> int:
         n, self.suppressed = self.suppressed, 0

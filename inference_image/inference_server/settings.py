@@ -227,8 +227,9 @@ class Settings:
     workers: int = _setting(_int(0, 256), 0, "HTTP worker processes; 0: one per CPU of the task, less one for the "
                                              "model process (at least 1)")
     access_log_sample: float = _setting(_fraction, 0.001, "share of successful requests that get an access log line "
-                                                          "(errors and slow requests always do)")
-    slow_request_ms: float = _setting(_float(0), 1000.0, "requests slower than this always get an access log line")
+                                                          "(errors and slow requests: up to a rate each)")
+    slow_request_ms: float = _setting(_float(0), 1000.0, "requests slower than this get an access log line, at most "
+                                                         "2 a second per worker (the rest counted)")
     ready_probe_interval_s: float = _setting(_float(0, exclusive=True), 15.0, "period of the readiness test inference")
 
     def __post_init__(self) -> None:

@@ -47,8 +47,12 @@ def test_under_overload_every_200_is_within_its_deadline_and_the_rest_are_503(ti
         # The bench's load generator: one uvloop thread, so its own delays stay small beside the deadline.
         requests = encode_requests("127.0.0.1", port, "/predict", [BODY],
                                    {"X-Request-Timeout-Ms": f"{deadline_ms:.0f}"})
+        # Counted on the client's clock, which starts when it writes the request; the server's starts when its
+        # worker reads it. Between them: the load generator's and the worker's own lag at ~8,000 rejections a
+        # second on the two cores they share here, up to about a batch (without admission the 200s would wait
+        # 12 batches).
         result = run_load("127.0.0.1", port, requests, CLIENTS, 0.3, SECONDS, min_per_client=0,
-                          deadline_ms=deadline_ms)
+                          deadline_ms=deadline_ms + batch_ms)
     finally:
         process.terminate()
         process.wait(30)
@@ -58,7 +62,6 @@ def test_under_overload_every_200_is_within_its_deadline_and_the_rest_are_503(ti
     assert set(counts) <= {200, 503, 504}, counts
     assert counts.get(200) and counts.get(503), counts
     assert counts.get(504, 0) <= 0.1 * (counts[200] + counts.get(504, 0)), counts
-    # The server's clock starts when the worker reads the request, the client's when it writes it.
     assert result.within_deadline >= 0.9 * counts[200], (deadline_ms, result.within_deadline, counts)
     assert result.p99_ms < deadline_ms + batch_ms, (deadline_ms, batch_ms, result.p99_ms)
     assert counts[200] >= 0.5 * 2 * SECONDS * 1000 / batch_ms, (batch_ms, counts)  # half the model's capacity

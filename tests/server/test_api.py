@@ -144,6 +144,16 @@ def test_errors_are_logged_up_to_a_rate_limit_and_the_rest_counted():
     assert access.take_suppressed() == 2 and access.take_suppressed() == 0
 
 
+def test_slow_requests_are_logged_up_to_their_own_rate():
+    from inference_server.middleware import SLOW_LINES_PER_S, AccessLog
+
+    access = AccessLog(sample=0.0, slow_ms=100.0, errors_per_s=3)
+    assert sum(access.wants(200, 150.0) for _ in range(50)) == SLOW_LINES_PER_S  # everyone slow: a few examples
+    assert access.wants(200, 50.0) is False
+    assert access.wants(500, 150.0) is True  # errors keep their own budget
+    assert access.take_suppressed() == 50 - SLOW_LINES_PER_S
+
+
 def test_the_default_sample_is_well_under_one_percent():
     from inference_server.middleware import AccessLog
     from inference_server.settings import Settings

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import random
 import shutil
 import socket
 import subprocess
@@ -18,12 +19,31 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def free_cluster_port() -> int:
+    """A free port whose cluster bus port (10,000 above it) is free too: Valkey refuses cluster mode above 55535."""
+    for _ in range(200):
+        port = random.randint(20000, 55535)
+        if _bindable(port) and _bindable(port + 10000):
+            return port
+    raise AssertionError("no free port pair (p, p + 10000) below 55536 for a cluster-mode Valkey")
+
+
 class ValkeyServer:
     def __init__(self, directory: Path, port: int | None = None) -> None:
         binary = shutil.which("valkey-server")
         assert binary, "valkey-server is not installed: `make setup-dev` installs it (Debian bookworm-backports)"
         self.binary, self.directory = binary, directory
         self.port = port or free_port()
+        self._port_chosen_here = port is None
         self.process: subprocess.Popen | None = None
 
     @property
@@ -51,6 +71,8 @@ class ValkeyServer:
 
     def start_cluster(self) -> ValkeyServer:
         """A one-node cluster holding every slot: cluster mode as ElastiCache Serverless has it."""
+        if self._port_chosen_here:
+            self.port = free_cluster_port()
         self.start("--cluster-enabled", "yes", "--cluster-config-file", f"nodes-{self.port}.conf")
         client = self.client()
         client.execute_command("CLUSTER", "ADDSLOTSRANGE", 0, 16383)
