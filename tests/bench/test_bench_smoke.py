@@ -28,6 +28,7 @@ def short_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
 
 
 @pytest.mark.slow
+@pytest.mark.timing
 def test_writes_json_and_png(short_run):
     _, out = short_run
     assert (out / "bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -37,6 +38,7 @@ def test_writes_json_and_png(short_run):
 
 
 @pytest.mark.slow
+@pytest.mark.timing
 def test_every_system_measured_with_sane_numbers(short_run):
     _, out = short_run
     results = json.loads((out / "bench.json").read_text())
@@ -73,6 +75,7 @@ def test_every_system_measured_with_sane_numbers(short_run):
 
 
 @pytest.mark.slow
+@pytest.mark.timing
 def test_prints_the_ratio_table(short_run):
     done, out = short_run
     assert "ours/baseline" in done.stdout and "targets:" in done.stdout

@@ -14,7 +14,7 @@ from bench.loadgen import encode_requests, run_load
 
 from .test_process import free_port, server_env, start, wait_until_ready
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timing]
 BATCH_S = 0.05  # SlowClassificationHandler's pause in every batch, warm-up included (so the table knows it)
 CLIENTS, SECONDS = 24, 3.0
 BODY = orjson.dumps({"text": "a short text"})

@@ -71,6 +71,7 @@ async def vision_with_held_decodes(tiny_image_dir, **settings):
             service.local_model.stop()
 
 
+@pytest.mark.timing
 def test_a_small_image_is_not_held_behind_a_large_decode(vision, tiny_image_dir):
     large, small = png((4096, 4096), (120, 60, 30)), png((32, 32), (1, 2, 3))
     prep = read_declaration(tiny_image_dir, image=True).image

@@ -13,7 +13,7 @@ import pytest
 from .test_process import free_port, request, server_env, start, wait_until_ready
 from .valkey_server import ValkeyServer
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timing]
 
 
 def shared_cache_events(port: int) -> dict[str, float]:
