@@ -23,7 +23,7 @@ CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 VALKEY_STAMP := $(VENV)/.valkey-installed
 BACKPORTS_LIST := /etc/apt/sources.list.d/bookworm-backports.list
 
-.PHONY: setup setup-dev synth test e2e-vllm lint-dockerfile bench bench-short update-snapshots clean
+.PHONY: setup setup-dev synth lint test test-fast e2e-vllm bench bench-short update-snapshots clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -64,8 +64,22 @@ synth: setup
 	rm -rf cdk.out
 	cdk synth --quiet
 
+lint: setup-dev
+	ruff check .
+	pyright
+
+# The suite in parallel (a module's tests on one worker: its synthesized app is shared), then the tests that
+# assert latencies, deadlines or throughput ratios, alone (pytest.ini: the `timing` marker).
+PYTEST_WORKERS ?= auto
+PARALLEL := -n $(PYTEST_WORKERS) --dist loadfile
+
 test: setup-dev
-	$(PY) -m pytest
+	$(PY) -m pytest $(PARALLEL) -m "not timing and not vllm_cpu"
+	$(PY) -m pytest -m "timing and not vllm_cpu"
+
+# The inner loop: no lint, no process-starting or model-loading tests.
+test-fast: setup-dev
+	$(PY) -m pytest $(PARALLEL) -m "not slow and not timing and not vllm_cpu"
 
 # Opt-in (not part of `make test`): the vLLM preset's task definition run on CPU with vllm-cpu
 # (about 2 GB in its own virtual environment; vllm-cpu pins the CPU build torch==2.13.0+cpu).
