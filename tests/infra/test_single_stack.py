@@ -1,4 +1,4 @@
-"""The library composed in one stack of another team's, as the README shows: what holds without our stacks."""
+"""The library composed in one stack of another team's, as constructs/README.md shows: what holds without our stacks."""
 
 import aws_cdk as cdk
 import pytest

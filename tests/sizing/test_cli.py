@@ -273,12 +273,11 @@ def test_prod_environment_mix_is_read_with_the_librarys_loader(capsys, minilm, t
     assert data["recommendation"]["capacity"]["on_demand_percentage_above_base"] == 50
 
 
-def test_the_readmes_llm_snippet_is_what_the_advisor_prints(capsys):
-    """README "Sizing before you deploy": the 7B command's recommended blocks, as printed there."""
+def test_the_sizing_pages_llm_snippet_is_what_the_advisor_prints(capsys):
+    """docs/sizing.md: the 7B command's recommended blocks, as printed there."""
     import re
 
-    readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("## Sizing before you deploy"):readme.index("## Using the constructs in your own stacks")]
+    section = (ROOT / "docs" / "sizing.md").read_text()
     command = re.search(r"sizing (--params 6.74e9 .*?) --plot", section, re.S).group(1)
     snippet = json.loads("{" + re.search(r"For the 7B example above:\n\n```json\n(.*?)```", section, re.S).group(1) + "}")
     recommendation = run_json(capsys, *command.replace("\\\n", " ").split())["recommendation"]
