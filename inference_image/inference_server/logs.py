@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import threading
 import time
 from typing import Any
 
@@ -53,3 +54,20 @@ def configure_logging(level: str = "INFO", static: dict[str, Any] | None = None)
     logging.getLogger("uvicorn.access").disabled = True  # the app logs each request itself
     for noisy in ("botocore", "boto3", "s3transfer", "urllib3", "httpx", "filelock"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLevelName(level)))
+    # An exception nobody caught is a JSON line too: Python's own hooks write plain text to stderr,
+    # which breaks every reader of the log (CloudWatch Logs Insights, the tests) one line at a time.
+    threading.excepthook = _log_thread_exception
+    sys.excepthook = _log_uncaught_exception
+
+
+def _log_thread_exception(args: threading.ExceptHookArgs) -> None:
+    if args.exc_type is SystemExit:
+        return
+    thread = args.thread.name if args.thread is not None else None
+    logging.getLogger("inference_server").error(
+        "uncaught exception in a thread", exc_info=(args.exc_type, args.exc_value, args.exc_traceback),
+        extra={"thread_name": thread})
+
+
+def _log_uncaught_exception(exc_type, exc_value, traceback) -> None:
+    logging.getLogger("inference_server").critical("uncaught exception", exc_info=(exc_type, exc_value, traceback))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any
 
@@ -35,9 +36,14 @@ HF_TASKS = ("text-classification", "text-embedding")
 
 def preload_transformers() -> None:
     """Import what load_preprocessing needs (transformers imports torch: most of a worker's start), so an HTTP
-    worker can do it while the model process fetches the model, rather than after it has."""
-    with _TRANSFORMERS_LOCK:
-        from transformers import AutoConfig, AutoTokenizer  # noqa: F401
+    worker can do it while the model process fetches the model, rather than after it has. Best effort: a worker
+    that exits while this runs (the model failed to load) may interrupt the import, and load_preprocessing
+    imports again and reports a real failure itself."""
+    try:
+        with _TRANSFORMERS_LOCK:
+            from transformers import AutoConfig, AutoTokenizer  # noqa: F401
+    except BaseException as exc:  # a daemon thread at interpreter exit can see ImportError or SystemExit
+        logging.getLogger(__name__).debug("transformers preload stopped", extra={"error": repr(exc)})
 
 
 class HuggingFaceHandler(Handler):
