@@ -8,16 +8,14 @@ from __future__ import annotations
 
 import aws_cdk as cdk
 from aws_cdk import aws_kms as kms
-from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
-from gpu_inference_constructs.acknowledgements import acknowledge
+from gpu_inference_constructs.api_keys import api_keys_secret
 from gpu_inference_constructs.gpu_capacity import GpuCapacity
 from gpu_inference_constructs.load_balancer import InferenceLoadBalancer
 from gpu_inference_constructs.model_store import ModelStore
 from gpu_inference_constructs.monitoring import InferenceMonitoring
 from gpu_inference_constructs.network import InferenceNetwork, grant_logs_service
 from gpu_inference_constructs.notifications import NotificationTopic
-from gpu_inference_constructs.server_contract import DEFAULT_API_KEY_NAME
 from gpu_inference_constructs.result_cache import ResultCache
 
 from .config import EnvironmentConfig, cached
@@ -62,26 +60,8 @@ class InferenceStack(cdk.Stack):
         self.api_keys_key = kms.Key(
             self, "ApiKeysKey", description="Encrypts the client API-key secret", enable_key_rotation=True, removal_policy=retain
         )
-        # A JSON object of key names to keys: one per client, so one can be revoked alone (README, "API keys").
-        self.api_keys = secretsmanager.Secret(
-            self,
-            "ApiKeys",
-            description="API keys clients send in x-api-key or Authorization: Bearer, a JSON object of key names to "
-                        "keys; injected into every model task",
-            generate_secret_string=secretsmanager.SecretStringGenerator(
-                secret_string_template="{}", generate_string_key=DEFAULT_API_KEY_NAME,
-                exclude_punctuation=True, password_length=40,
-            ),
-            encryption_key=self.api_keys_key,
-            removal_policy=retain,
-        )
-        acknowledge(
-            self.api_keys.node.default_child,
-            "AwsSolutions-SMG4",
-            "Client API keys are rotated by adding a new named key alongside the old one (the value is a JSON object "
-            "of names to keys), moving the client, then removing the old name; a single-user rotation Lambda would "
-            "cut clients off mid-rotation.",
-        )
+        # A JSON object of key names to keys: one per client, so one can be revoked alone (docs/security.md).
+        self.api_keys = api_keys_secret(self, "ApiKeys", encryption_key=self.api_keys_key, removal_policy=retain)
 
         # One load balancer per number models[].load_balancer names; the first keeps the single-balancer construct ID.
         self.load_balancers = {

@@ -4,6 +4,7 @@ Everything a consumer needs is importable from here: the constructs, their props
 contract and its presets. Each props class documents its defaults.
 """
 
+from .api_keys import api_keys_secret
 from .deployment import DeploymentProps, RollbackAlarms, RollbackProps, RollbackThresholds
 from .deployment_capacity import ServiceDeployment
 from .target_group_metrics import TargetGroupMetrics
@@ -42,6 +43,7 @@ from .presets import TgiProps, TgiServer, TritonProps, TritonServer
 from .settings import from_dict
 
 __all__ = [
+    "api_keys_secret",
     "ModelCacheProps",
     "ResultCache",
     "ResultCacheProps",

@@ -156,7 +156,7 @@ class LoadBalancerProps:
                 raise ConfigError(f"ingress_cidrs[{index}]", f"{cidr!r} is not a CIDR block ({error})") from None
         world = [str(network) for network in networks if open_to_the_world(network)]
         require(
-            self.certificate_arn is not None or not self.internet_facing or not world,
+            self.certificate_arn is not None or not self.open_to_the_internet,
             "allow_http",
             f"plain HTTP on an internet-facing load balancer open to {', '.join(world)} would carry every client's API "
             "key across the internet in cleartext; set certificate_arn (an ACM certificate in the load balancer's "
@@ -169,6 +169,11 @@ class LoadBalancerProps:
                 "waf_rate_limit_per_5_minutes",
                 f"{self.waf_rate_limit_per_5_minutes} is out of range; WAF allows 100 to 2000000000",
             )
+
+    @property
+    def open_to_the_internet(self) -> bool:
+        """Internet-facing, and some ingress CIDR takes in a good part of the internet (open_to_the_world)."""
+        return self.internet_facing and any(open_to_the_world(ipaddress.ip_network(cidr)) for cidr in self.ingress_cidrs)
 
     def idle_timeout_for(self, longest_request_seconds: Optional[int], model: str = "a model") -> int:
         """The ALB idle timeout for models whose longest request (the server's request timeout, vLLM's longest
@@ -267,6 +272,7 @@ class InferenceLoadBalancer(Construct):
         super().__init__(scope, construct_id)
         props.check_certificate_region(cdk.Stack.of(self).region)
         self.props = props
+        self.open_to_the_internet = props.open_to_the_internet
         self.idle_timeout_seconds = props.idle_timeout_for(longest_request_seconds)
         self.waf_rate_limit = props.waf_rate_limit(configured_load)
         # Per API key: the busiest model's configured peak (one key may drive one model to its peak), whatever the

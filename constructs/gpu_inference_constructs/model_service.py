@@ -365,7 +365,10 @@ class ModelService(Construct):
     give each team's app its own where two share an account. ``logs_key`` (any IKey) encrypts the log group, kept
     ``log_retention_days`` (default 90). ``timing`` defaults to ServiceTimingProps().
     ``api_keys_secret`` (a JSON object of key names to keys) goes to the contract's ``api_keys_variable``: whole,
-    or only its ``api_key_field`` key (vLLM's one key).
+    or only its ``api_key_field`` key (vLLM's one key). Without it, a model behind an InferenceLoadBalancer open to the
+    internet is refused (behind your own listener, whose reach is not known here, it is a warning), unless
+    ``allow_unauthenticated`` (default False) says that something else decides who may call it (an authenticating
+    proxy or WAF rule in front, or a network only your clients reach).
 
     How a new version goes out follows ``model.deployment`` (rolling, canary, linear, blue/green);
     ``rollback_thresholds`` (default ``model.rollback_thresholds()``: ``model.rollback``, else twice the model's
@@ -404,6 +407,7 @@ class ModelService(Construct):
         listener_priority: Optional[int] = None,
         log_retention_days: int = 90,
         api_keys_secret: Optional[secretsmanager.ISecret] = None,
+        allow_unauthenticated: bool = False,
         rollback_thresholds: Optional[RollbackThresholds] = None,
         name_prefix: str = DEFAULT_NAME_PREFIX,
     ) -> None:
@@ -489,6 +493,8 @@ class ModelService(Construct):
                 "api_keys_secret",
                 f"is given but the {contract.name} server contract names no api_keys_variable to receive it",
             )
+        elif not allow_unauthenticated:
+            self._refuse_unauthenticated(contract, load_balancer)
 
         self.log_group = logs.LogGroup(
             self, "Logs", log_group_name=service_log_group_name(environment_name, model.name, name_prefix),
@@ -669,6 +675,26 @@ class ModelService(Construct):
         self._acknowledge_findings(bucket)
         if deployment.shifts_traffic:
             self._acknowledge_traffic_shifting()
+
+    def _refuse_unauthenticated(self, contract: ServerContract, load_balancer: Optional[InferenceLoadBalancer]) -> None:
+        """No key and nothing that says who may call: an error where the load balancer is known to be open to the
+        internet, a warning where it is not known (your own listener)."""
+        fix = ("pass api_keys_secret= (a Secrets Manager secret holding a JSON object of key names to keys)"
+               if contract.api_keys_variable is not None else
+               f"the {contract.name} server takes no API key: put an authenticating proxy in front of it")
+        fix += (", or allow_unauthenticated=True where something else decides who may call it (a WAF or proxy that "
+                "authenticates, or a network only your clients reach)")
+        if load_balancer is not None:
+            require(not load_balancer.open_to_the_internet, "api_keys_secret",
+                    f"is missing and the load balancer is internet-facing and open to the internet: anyone could call "
+                    f"models[{self.model.name}] and use its GPUs; {fix}; or narrow ingress_cidrs, or make the load "
+                    "balancer internal")
+            return
+        cdk.Annotations.of(self).add_warning_v2(
+            "gpu-inference:unauthenticated",
+            f"models[{self.model.name}] takes requests without an API key: if your listener's load balancer is "
+            f"reachable from the internet, anyone can call it; {fix}.",
+        )
 
     def _check_idle_timeout(self, contract: ServerContract, idle_timeout: int, *, known: bool) -> None:
         """The load balancer carries the server's longest request (a non-streamed response sends nothing until it is

@@ -168,7 +168,9 @@ def test_vllm_example_reserves_four_gpus_and_serves_with_tensor_parallelism():
     assert server["DependsOn"] == [{"Condition": "SUCCESS", "ContainerName": "model-fetch"}]
     environment = {e["Name"]: e["Value"] for e in server["Environment"]}
     assert environment["HF_HUB_OFFLINE"] == "1"
-    assert [s["Name"] for s in server.get("Secrets", [])] == []
+    # Only the key named "default" of the example's api_keys_secret: vLLM takes one literal key.
+    (secret,) = server["Secrets"]
+    assert secret["Name"] == "VLLM_API_KEY" and secret["ValueFrom"]["Fn::Join"][1][-1] == ":default::"
     # The weights come from the versioned model bucket, into the scratch volume, before vLLM starts.
     fetch_environment = {e["Name"]: e["Value"] for e in fetcher["Environment"]}
     assert fetch_environment["MODEL_URI"]["Fn::Join"][1][-1] == "/models/llama-13b/2026-11-01/"

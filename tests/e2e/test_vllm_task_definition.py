@@ -68,7 +68,8 @@ def contract(tmp_path_factory):
     network = InferenceNetwork(stack, "Network", props=NetworkProps(availability_zones=("us-east-1a", "us-east-1b")))
     gpus = GpuCapacity(stack, "Gpus", vpc=network.vpc, props=GpuCapacityProps(instance_types=("g5.xlarge",)))
     store = ModelStore(stack, "Models", props=ModelStoreProps())
-    alb = InferenceLoadBalancer(stack, "Alb", vpc=network.vpc, access_logs_bucket=store.access_logs_bucket, props=LoadBalancerProps(allow_http=True, ingress_cidrs=("10.0.0.0/8",)))
+    alb = InferenceLoadBalancer(stack, "Alb", vpc=network.vpc, access_logs_bucket=store.access_logs_bucket, props=LoadBalancerProps(allow_http=True, ingress_cidrs=("10.0.0.0/8",)),
+                                longest_request_seconds=80)  # vLLM's longest generation
     ModelService(
         stack, "Llm",
         model=ModelProps(name=MODEL, version="2026-12-01", gpus=1, cpu=3072, memory_mib=12288, expected_load_seconds=300),

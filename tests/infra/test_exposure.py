@@ -12,10 +12,23 @@ import re
 
 import httpx
 import pytest
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_secretsmanager as secretsmanager
-from aws_cdk.assertions import Template
+from aws_cdk.assertions import Annotations, Match, Template
 
-from gpu_inference_constructs import BundledServer, ConfigError, LoadBalancerProps, ModelProps, ModelService
+from gpu_inference_constructs import (
+    BundledServer,
+    ConfigError,
+    EcrImage,
+    InferenceLoadBalancer,
+    LoadBalancerProps,
+    ModelProps,
+    ModelService,
+    TritonProps,
+    TritonServer,
+    api_keys_secret,
+)
 from gpu_inference_constructs.server_contract import (
     BUNDLED_DOCS_PATHS,
     BUNDLED_PUBLIC_PATHS,
@@ -235,3 +248,67 @@ def test_rotating_the_vllm_key_points_its_tasks_at_another_named_key():
     assert reference["ValueFrom"]["Fn::Join"][1][-1] == ":llm-2026-12::"
     with pytest.raises(ConfigError, match="api_key_name: 'a key' is not a key name"):
         VllmProps(api_key_name="a key")
+
+
+def behind_our_load_balancer(**props):
+    """A stack with an InferenceLoadBalancer (LoadBalancerProps(**props)) for ModelService's load_balancer=."""
+    stack, parts = stack_with_placement()
+    vpc = ec2.Vpc.from_vpc_attributes(
+        stack, "PublicVpc", vpc_id="vpc-2", vpc_cidr_block="10.0.0.0/16", availability_zones=["us-east-1a", "us-east-1b"],
+        public_subnet_ids=["subnet-a1", "subnet-a2"], private_subnet_ids=["subnet-b1", "subnet-b2"])
+    alb = InferenceLoadBalancer(stack, "Alb", vpc=vpc, access_logs_bucket=s3.Bucket.from_bucket_name(stack, "Logs", "logs"),
+                                props=LoadBalancerProps(**props))
+    parts = {name: part for name, part in parts.items() if name not in ("listener", "listener_priority")}
+    return stack, {**parts, "load_balancer": alb, "instance_type": "g5.xlarge"}
+
+
+CERTIFICATE = "arn:aws:acm:us-east-1:123456789012:certificate/00000000-0000-4000-8000-000000000001"
+TRITON = TritonServer(TritonProps(image=EcrImage(repository="vision/tritonserver", tag="25.10-py3")))
+
+
+@pytest.mark.parametrize("server, fix", [
+    (BundledServer(IMAGE), "pass api_keys_secret="),
+    (TRITON, "the triton server takes no API key: put an authenticating proxy in front of it"),
+])
+def test_a_model_without_a_key_on_a_load_balancer_open_to_the_internet_is_refused(server, fix):
+    """Before, a Triton or TGI model (their presets take no key), or any model whose caller forgot api_keys_secret,
+    answered anyone on the internet."""
+    stack, parts = behind_our_load_balancer(certificate_arn=CERTIFICATE)
+    with pytest.raises(ConfigError) as error:
+        ModelService(stack, "M", model=ModelProps(name="open", version="1"), server=server, **parts)
+    assert error.value.key == "api_keys_secret" and "anyone could call models[open]" in error.value.detail
+    for named in (fix, "allow_unauthenticated=True", "narrow ingress_cidrs", "internal"):
+        assert named in error.value.detail
+
+
+@pytest.mark.parametrize("props, allow_unauthenticated", [
+    (dict(certificate_arn=CERTIFICATE, ingress_cidrs=("203.0.113.0/24",)), False),
+    (dict(allow_http=True, internet_facing=False), False),
+    (dict(certificate_arn=CERTIFICATE), True),
+])
+def test_no_key_is_accepted_on_a_narrowed_or_internal_balancer_or_when_said_so(props, allow_unauthenticated):
+    stack, parts = behind_our_load_balancer(**props)
+    ModelService(stack, "M", model=ModelProps(name="closed", version="1"), server=TRITON,
+                 allow_unauthenticated=allow_unauthenticated, **parts)
+    assert not Annotations.from_stack(stack).find_warning("*", Match.string_like_regexp("without an API key"))
+
+
+def test_no_key_behind_a_listener_whose_reach_is_unknown_is_a_warning_naming_the_fix():
+    stack, parts = stack_with_placement()
+    ModelService(stack, "M", model=ModelProps(name="unkeyed", version="1"), server=BundledServer(IMAGE),
+                 instance_type="g5.xlarge", **parts)
+    (warning,) = Annotations.from_stack(stack).find_warning("*", Match.string_like_regexp("without an API key"))
+    assert "models[unkeyed]" in warning.entry.data and "pass api_keys_secret=" in warning.entry.data
+    keyed, keyed_parts = stack_with_placement()
+    ModelService(keyed, "M", model=ModelProps(name="keyed", version="1"), server=BundledServer(IMAGE),
+                 instance_type="g5.xlarge", api_keys_secret=api_keys_secret(keyed, "ApiKeys"), **keyed_parts)
+    assert not Annotations.from_stack(keyed).find_warning("*", Match.string_like_regexp("without an API key"))
+
+
+def test_the_library_api_key_secret_is_a_named_key_object_the_bundled_server_reads():
+    stack, _ = stack_with_placement()
+    api_keys_secret(stack, "ApiKeys", key_name="team-a")
+    (secret,) = Template.from_stack(stack).find_resources("AWS::SecretsManager::Secret").values()
+    generate = secret["Properties"]["GenerateSecretString"]
+    assert (generate["SecretStringTemplate"], generate["GenerateStringKey"]) == ("{}", "team-a")
+    assert generate["PasswordLength"] >= 32 and secret["DeletionPolicy"] == "Retain"

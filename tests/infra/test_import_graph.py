@@ -56,7 +56,9 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
         stack.append(node)
         for nxt in sorted(graph.get(node, ())):
             if state.get(nxt) == "open":
-                found.append(stack[stack.index(nxt):] + [nxt])
+                loop = stack[stack.index(nxt):]
+                start = loop.index(min(loop))  # the same circle reads the same wherever the walk entered it
+                found.append(loop[start:] + loop[:start] + [min(loop)])
             elif nxt not in state:
                 visit(nxt)
         stack.pop()
