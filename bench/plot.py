@@ -22,7 +22,7 @@ def plot(results: dict, path: Path) -> Path:
 
     measured = models(results)
     fig, axes = plt.subplots(len(measured) or 1, 2, figsize=(11, 4 * max(1, len(measured))), squeeze=False)
-    for row, model in zip(axes, measured):
+    for row, model in zip(axes, measured, strict=False):
         throughput, latency = row
         for system in (OURS, OURS_OPENAI, OURS_OIP, OURS_2W, PEER, BASELINE, BARE):
             runs = series(results, system, model)

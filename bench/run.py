@@ -211,7 +211,7 @@ def measure_server(server: str, model: str, model_dir: str, cfg: BenchConfig, te
         process.stop()
     # After the stop: every process has written its last document.
     interval_rate = interval_bytes_per_s(process.log_path, _default_metrics_interval_s())
-    for run, level in zip(runs, levels):
+    for run, level in zip(runs, levels, strict=False):
         run["log_bytes_per_request"] = level.bytes_per_request(process.log_path, interval_rate)
     return runs, overload, cost
 

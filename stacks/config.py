@@ -6,21 +6,25 @@ This is the only place that reads context. Every error names the environment and
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional
+from typing import Any
 
 from gpu_inference_constructs.deployment import DeploymentProps, RollbackThresholds
+from gpu_inference_constructs.deployment_capacity import (
+    check_group_holds_deployment_at_peak,
+    tasks_for_deployment_at_peak,
+)
 from gpu_inference_constructs.errors import ConfigError, require
 from gpu_inference_constructs.gpu_capacity import GpuCapacityProps
 from gpu_inference_constructs.load_balancer import ConfiguredLoad, LoadBalancerProps, claim_priority
 from gpu_inference_constructs.log_retention import retention_days
-from gpu_inference_constructs.deployment_capacity import check_group_holds_deployment_at_peak, tasks_for_deployment_at_peak
 from gpu_inference_constructs.model_service import ModelProps, ServiceTimingProps, service_deployment
 from gpu_inference_constructs.model_store import ModelStoreProps
 from gpu_inference_constructs.monitoring import MonitoringProps
-from gpu_inference_constructs.scaling_props import ScalingProps
 from gpu_inference_constructs.network import NetworkProps
 from gpu_inference_constructs.result_cache import ModelCacheProps, ResultCacheProps
+from gpu_inference_constructs.scaling_props import ScalingProps
 from gpu_inference_constructs.schedules import check_schedule_task_ranges
 from gpu_inference_constructs.settings import from_dict
 
@@ -58,7 +62,7 @@ class EnvironmentConfig:
     deployment: DeploymentProps = field(default_factory=DeploymentProps)
     log_retention_days: int = 90
     alarm_emails: tuple[str, ...] = ()
-    cache: Optional[ResultCacheProps] = None  # a shared result cache (ElastiCache Serverless for Valkey)
+    cache: ResultCacheProps | None = None  # a shared result cache (ElastiCache Serverless for Valkey)
     name: str = ""
     tags: dict[str, str] = field(default_factory=dict)
 
@@ -96,7 +100,7 @@ class EnvironmentConfig:
             require(model.name not in seen, f"models[{index}].name", f"{model.name!r} is listed twice; model names must be unique")
             seen.add(model.name)
             claim_priority(priorities.setdefault(model.load_balancer, {}), model.name, model.listener_priority, f"models[{index}].listener_priority",
-                           fix_keys=lambda other: f"models[{names.index(other)}].listener_priority or models[{index}].listener_priority")
+                           fix_keys=lambda other, index=index: f"models[{names.index(other)}].listener_priority or models[{index}].listener_priority")
             group = placement.get(model.name, "")
             try:
                 model.check_fits(smallest[group])

@@ -8,7 +8,6 @@ The construct IDs are the ones the single-stack layout had, so each resource kee
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import aws_cdk as cdk
 from aws_cdk import aws_ecr_assets as ecr_assets
@@ -16,6 +15,7 @@ from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_secretsmanager as secretsmanager
+
 from constructs import Construct
 from gpu_inference_constructs.load_balancer import InferenceLoadBalancer
 from gpu_inference_constructs.model_service import ModelProps, ModelService
@@ -56,7 +56,7 @@ class ModelStack(cdk.Stack):
         model: ModelProps,
         shared: InferenceStack,
         network: InferenceNetwork,
-        load_balancer: Optional[InferenceLoadBalancer] = None,
+        load_balancer: InferenceLoadBalancer | None = None,
         **kwargs,
     ) -> None:
         """``load_balancer``: the one this model is routed on (default: the shared stack's). Whatever stack holds it,

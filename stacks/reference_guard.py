@@ -15,8 +15,9 @@ accepted (``-c acceptReplacement=true``) with the migration below. New outputs a
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 # Properties whose change replaces the resource (its new physical ID is a new output value): the resource types'
 # createOnlyProperties in CloudFormation's registry schemas (as cfn-lint 1.58 ships them; tests/infra checks they

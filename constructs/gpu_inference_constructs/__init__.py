@@ -7,7 +7,6 @@ contract and its presets. Each props class documents its defaults.
 from .api_keys import api_keys_secret
 from .deployment import DeploymentProps, RollbackAlarms, RollbackProps, RollbackThresholds
 from .deployment_capacity import ServiceDeployment
-from .target_group_metrics import TargetGroupMetrics
 from .errors import ConfigError
 from .gpu_capacity import GpuCapacity, GpuCapacityProps
 from .instance_catalog import CATALOG, GpuInstanceType
@@ -18,7 +17,9 @@ from .model_store import ModelStore, ModelStoreProps
 from .monitoring import InferenceMonitoring, ModelAlarms, MonitoringProps
 from .network import DEFAULT_INTERFACE_ENDPOINTS, InferenceNetwork, NetworkProps, grant_logs_service
 from .notifications import NotificationTopic, topic_target
+from .presets import TgiProps, TgiServer, TritonProps, TritonServer
 from .result_cache import ModelCacheProps, ResultCache, ResultCacheProps
+from .scaling_props import ModelScalingProps, PredictiveScalingProps, ScalingProps
 from .schedules import CapacityPrewarm, ServiceSchedule
 from .server_contract import (
     DEFAULT_COLLECTOR_IMAGE,
@@ -37,10 +38,9 @@ from .server_contract import (
     VllmServer,
     server_for,
 )
-from .scaling_props import ModelScalingProps, PredictiveScalingProps, ScalingProps
 from .service_scaling import ServiceScaling
-from .presets import TgiProps, TgiServer, TritonProps, TritonServer
 from .settings import from_dict
+from .target_group_metrics import TargetGroupMetrics
 
 __all__ = [
     "api_keys_secret",

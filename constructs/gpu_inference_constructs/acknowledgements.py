@@ -8,10 +8,12 @@ They live in aws-cdk-lib's validation API, so the library needs no cdk-nag depen
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import aws_cdk as cdk
 import jsii
+
 from constructs import IConstruct, IValidation
 
 

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Optional
-
 import aws_cdk as cdk
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_secretsmanager as secretsmanager
+
 from constructs import Construct
 
 from .acknowledgements import acknowledge
@@ -17,7 +16,7 @@ def api_keys_secret(
     scope: Construct,
     construct_id: str,
     *,
-    encryption_key: Optional[kms.IKey] = None,
+    encryption_key: kms.IKey | None = None,
     key_name: str = DEFAULT_API_KEY_NAME,
     removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.RETAIN,
 ) -> secretsmanager.Secret:

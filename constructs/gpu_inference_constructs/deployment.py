@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Optional, Sequence
+from typing import Literal
 
 import aws_cdk as cdk
 import jsii
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_elasticloadbalancingv2 as elbv2
+
 from constructs import Construct
 
 from .errors import require, require_range
@@ -53,10 +55,10 @@ class DeploymentProps:
     """
 
     strategy: Strategy = "rolling"
-    step_percent: Optional[float] = None
-    step_bake_minutes: Optional[int] = None
-    bake_minutes: Optional[int] = None
-    circuit_breaker: Optional[bool] = None
+    step_percent: float | None = None
+    step_bake_minutes: int | None = None
+    bake_minutes: int | None = None
+    circuit_breaker: bool | None = None
     rollback_alarms: tuple[str, ...] = BUILT_IN_ALARMS
     alarm_names: tuple[str, ...] = ()
 
@@ -127,15 +129,15 @@ class DeploymentProps:
         return self.strategy == "rolling" and self.circuit_breaker is not False
 
     @property
-    def traffic_step_percent(self) -> Optional[float]:
+    def traffic_step_percent(self) -> float | None:
         return self.step_percent if self.step_percent is not None else DEFAULTS[self.strategy][0]
 
     @property
-    def step_bake(self) -> Optional[int]:
+    def step_bake(self) -> int | None:
         return self.step_bake_minutes if self.step_bake_minutes is not None else DEFAULTS[self.strategy][1]
 
     @property
-    def final_bake(self) -> Optional[int]:
+    def final_bake(self) -> int | None:
         return self.bake_minutes if self.bake_minutes is not None else DEFAULTS[self.strategy][2]
 
     @property
@@ -220,7 +222,7 @@ def sum_over(metrics: Sequence[cloudwatch.Metric], label: str) -> cloudwatch.IMe
     names = _ids(label, len(metrics))
     return cloudwatch.MathExpression(
         expression=" + ".join(f"FILL({name}, 0)" for name in names),
-        using_metrics=dict(zip(names, metrics)),
+        using_metrics=dict(zip(names, metrics, strict=False)),
         period=metrics[0].period,
         label=label,
     )
@@ -234,7 +236,7 @@ def worst_of(metrics: Sequence[cloudwatch.Metric], label: str) -> cloudwatch.IMe
     names = _ids(label, len(metrics))
     return cloudwatch.MathExpression(
         expression=f"MAX([{', '.join(names)}])",
-        using_metrics=dict(zip(names, metrics)),
+        using_metrics=dict(zip(names, metrics, strict=False)),
         period=metrics[0].period,
         label=label,
     )
@@ -271,8 +273,8 @@ class RollbackProps:
     ``ROLLBACK_LATENCY_FACTOR`` x the model's own ``scaling.latency_p95_ms`` and may not be below that target;
     ``target_5xx_percent`` defaults to the environment's ``monitoring.target_5xx_percent`` (1 % in the library)."""
 
-    latency_p95_ms: Optional[int] = None
-    target_5xx_percent: Optional[float] = None
+    latency_p95_ms: int | None = None
+    target_5xx_percent: float | None = None
 
     def __post_init__(self) -> None:
         RollbackThresholds(**{k: v for k, v in vars(self).items() if v is not None})  # the same ranges

@@ -9,8 +9,8 @@ deployment started at peak: the new tasks wait for GPUs that never come.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from .errors import require
 
@@ -25,7 +25,7 @@ class ServiceDeployment:
     tasks_during_deployment: int
 
     @classmethod
-    def rolling(cls, name: str, max_tasks: int, maximum_percent: int) -> "ServiceDeployment":
+    def rolling(cls, name: str, max_tasks: int, maximum_percent: int) -> ServiceDeployment:
         """ECS's ceiling on running tasks while it replaces them: floor(max_tasks x maximumPercent / 100)."""
         return cls(name, max_tasks, max_tasks * maximum_percent // 100)
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Optional
 
 import aws_cdk as cdk
 from aws_cdk import aws_autoscaling as autoscaling
@@ -22,6 +21,7 @@ from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sns as sns
+
 from constructs import Construct
 
 from .acknowledgements import acknowledge, default_policy, nag_rendering, skip_checkov
@@ -78,7 +78,7 @@ class GpuCapacityProps:
     root_volume_throughput_mib_s: int = 125
     managed_termination_protection: bool = False
     instance_warmup_seconds: int = 300
-    instance_weights: Optional[dict[str, int]] = None
+    instance_weights: dict[str, int] | None = None
 
     def __post_init__(self) -> None:
         require(
@@ -165,9 +165,9 @@ class GpuCapacity(Construct):
         *,
         vpc: ec2.IVpc,
         props: GpuCapacityProps,
-        subnets: Optional[ec2.SubnetSelection] = None,
-        notification_topic: Optional[sns.ITopic] = None,
-        cluster: Optional[ecs.ICluster] = None,
+        subnets: ec2.SubnetSelection | None = None,
+        notification_topic: sns.ITopic | None = None,
+        cluster: ecs.ICluster | None = None,
         keep_capacity_providers: tuple[str, ...] = (),
     ) -> None:
         super().__init__(scope, construct_id)

@@ -19,7 +19,7 @@ Every figure of every entry has a source and the date it was read there: ``figur
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 import aws_cdk as cdk
 
@@ -132,7 +132,7 @@ class AcceleratorSpec:
     """Per device. ``dense_fp16_tflops`` is tensor throughput without structured sparsity; None where no source publishes it."""
 
     memory_bandwidth_gb_per_s: float
-    dense_fp16_tflops: Optional[float]
+    dense_fp16_tflops: float | None
     source: str
     as_of: str
 
@@ -281,7 +281,7 @@ def lookup(name: str, key: str) -> GpuInstanceType:
     return instance_type
 
 
-def region_warning(instance_type: GpuInstanceType, region: str, key: str) -> Optional[str]:
+def region_warning(instance_type: GpuInstanceType, region: str, key: str) -> str | None:
     """A warning when the catalog does not list ``instance_type``'s family in ``region``, else None.
 
     AWS adds types to regions every month: a table in a library cannot refuse one, so this is a warning (a CDK
@@ -299,7 +299,7 @@ def region_warning(instance_type: GpuInstanceType, region: str, key: str) -> Opt
     )
 
 
-def warn_if_unlisted(scope: "Construct", instance_type: GpuInstanceType, region: str, key: str) -> None:
+def warn_if_unlisted(scope: Construct, instance_type: GpuInstanceType, region: str, key: str) -> None:
     """:func:`region_warning` as a CDK annotation warning on ``scope``."""
     warning = region_warning(instance_type, region, key)
     if warning is not None:

@@ -9,7 +9,6 @@ pages all day), so each model's thresholds follow its goal, the same way its rol
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 from .deployment import ROLLBACK_LATENCY_FACTOR
 from .errors import require, require_range
@@ -52,8 +51,8 @@ class LatencyAlarmProps:
     ``PAGING_P99_FACTOR`` (3) x that p95: 500 ms and 1500 ms for the default 250 ms goal, 40 s and 120 s for a
     20 s goal. Neither may be below ``scaling.latency_p95_ms``."""
 
-    latency_p95_ms: Optional[int] = None
-    latency_p99_ms: Optional[int] = None
+    latency_p95_ms: int | None = None
+    latency_p99_ms: int | None = None
 
     def __post_init__(self) -> None:
         for key in ("latency_p95_ms", "latency_p99_ms"):

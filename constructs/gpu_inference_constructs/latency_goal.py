@@ -7,7 +7,6 @@ multiple of the goal and an explicit one below the goal is refused.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 from .errors import require
 
@@ -21,7 +20,7 @@ class GoalMultiple:
     consequence: str
     if_left_out: str
 
-    def or_default(self, value_ms: Optional[int], goal_ms: int) -> int:
+    def or_default(self, value_ms: int | None, goal_ms: int) -> int:
         """``value_ms``, or ``factor`` x ``goal_ms`` when it is not set."""
         return value_ms if value_ms is not None else self.factor * goal_ms
 

@@ -8,7 +8,6 @@ import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Optional
 
 import aws_cdk as cdk
 from aws_cdk import aws_certificatemanager as acm
@@ -16,6 +15,7 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_wafv2 as wafv2
+
 from constructs import Construct
 
 from .acknowledgements import acknowledge, skip_checkov
@@ -122,15 +122,15 @@ NOT_FOUND_BODY = json.dumps({"error": {"code": "not_found", "message": "No model
 @dataclass(frozen=True)
 class LoadBalancerProps:
     internet_facing: bool = True
-    certificate_arn: Optional[str] = None
+    certificate_arn: str | None = None
     allow_http: bool = False
     ingress_cidrs: tuple[str, ...] = ("0.0.0.0/0",)
     # Default: derived from the longest request of the models behind the load balancer (idle_timeout_for).
-    idle_timeout_seconds: Optional[int] = None
+    idle_timeout_seconds: int | None = None
     deletion_protection: bool = True
     waf: bool = False
     # Requests per client IP in 5 minutes; default: what the busiest model serves at max_tasks.
-    waf_rate_limit_per_5_minutes: Optional[int] = None
+    waf_rate_limit_per_5_minutes: int | None = None
     quotas: LoadBalancerQuotas = LoadBalancerQuotas()
 
     def __post_init__(self) -> None:
@@ -175,7 +175,7 @@ class LoadBalancerProps:
         """Internet-facing, and some ingress CIDR takes in a good part of the internet (open_to_the_world)."""
         return self.internet_facing and any(open_to_the_world(ipaddress.ip_network(cidr)) for cidr in self.ingress_cidrs)
 
-    def idle_timeout_for(self, longest_request_seconds: Optional[int], model: str = "a model") -> int:
+    def idle_timeout_for(self, longest_request_seconds: int | None, model: str = "a model") -> int:
         """The ALB idle timeout for models whose longest request (the server's request timeout, vLLM's longest
         generation) is ``longest_request_seconds`` (None: no model yet): ``idle_timeout_seconds`` when set, else that
         request plus the margin, at least the ALB's default 60 s. A request the ALB cannot carry (past 4000 s less the
@@ -201,7 +201,7 @@ class LoadBalancerProps:
         )
         return self.idle_timeout_seconds
 
-    def waf_rate_limit(self, load: Optional[ConfiguredLoad]) -> int:
+    def waf_rate_limit(self, load: ConfiguredLoad | None) -> int:
         """The per-IP limit: as configured, else the busiest model's configured peak (``requests_per_target_per_minute``
         at ``max_tasks``, over WAF's 5-minute window); never below that peak: one client (a backend behind one NAT
         address, say) may drive a model to its peak, and a lower limit answers it 403 before scaling reaches it."""
@@ -265,9 +265,9 @@ class InferenceLoadBalancer(Construct):
         vpc: ec2.IVpc,
         props: LoadBalancerProps,
         access_logs_bucket: s3.IBucket,
-        configured_load: Optional[ConfiguredLoad] = None,
-        longest_request_seconds: Optional[int] = None,
-        subnets: Optional[ec2.SubnetSelection] = None,
+        configured_load: ConfiguredLoad | None = None,
+        longest_request_seconds: int | None = None,
+        subnets: ec2.SubnetSelection | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         props.check_certificate_region(cdk.Stack.of(self).region)
@@ -363,11 +363,11 @@ class InferenceLoadBalancer(Construct):
         self,
         model_name: str,
         target_group: elbv2.IApplicationTargetGroup,
-        alternate_target_group: Optional[elbv2.IApplicationTargetGroup] = None,
+        alternate_target_group: elbv2.IApplicationTargetGroup | None = None,
         *,
-        scope: Optional[Construct] = None,
+        scope: Construct | None = None,
         paths: Sequence[str] = (),
-        priority: Optional[int] = None,
+        priority: int | None = None,
     ) -> elbv2.ApplicationListenerRule:
         """Forward ``/<model_name>`` and ``/<model_name>/*`` to ``target_group`` (the server serves under that prefix);
         with ``paths`` (patterns below the prefix, such as ``/v1/*``) only those.
@@ -554,8 +554,8 @@ def check_rule_priority(priority: int, key: str) -> None:
     require_range(priority, 1, MAX_RULE_PRIORITY, key)
 
 
-def claim_priority(claimed: dict[int, str], model_name: str, priority: Optional[int], key: str,
-                   fix_keys: Optional[Callable[[str], str]] = None) -> int:
+def claim_priority(claimed: dict[int, str], model_name: str, priority: int | None, key: str,
+                   fix_keys: Callable[[str], str] | None = None) -> int:
     """``model_name``'s listener rule priority (``priority``, else derived from its name), recorded in ``claimed``
     (priority -> model name). One already claimed is an error under ``key`` naming both models and the keys to set
     (``fix_keys(other model)``, default: listener_priority on either)."""
@@ -569,7 +569,7 @@ def claim_priority(claimed: dict[int, str], model_name: str, priority: Optional[
     return chosen
 
 
-def duplicate_priority_detail(model_name: str, priority: Optional[int], other: str, chosen: int,
+def duplicate_priority_detail(model_name: str, priority: int | None, other: str, chosen: int,
                               keys: str = "listener_priority on one of the two models") -> str:
     how = "its listener_priority" if priority is not None else "derived from its name"
     return (

@@ -7,7 +7,6 @@ import math
 import re
 import weakref
 from dataclasses import dataclass, field
-from typing import Optional
 
 import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -19,24 +18,47 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_secretsmanager as secretsmanager
+
 from constructs import Construct
 
 from . import metric_names
 from .acknowledgements import acknowledge, acknowledge_when_resolved, default_policy, nag_rendering
-from .deployment import DeploymentProps, RollbackAlarmNames, RollbackAlarms, RollbackProps, RollbackThresholds, sum_over, worst_of
+from .deployment import (
+    DeploymentProps,
+    RollbackAlarmNames,
+    RollbackAlarms,
+    RollbackProps,
+    RollbackThresholds,
+    sum_over,
+    worst_of,
+)
 from .deployment_capacity import ServiceDeployment
-from .result_cache import ModelCacheProps
 from .errors import ConfigError, require, require_range
 from .gpu_capacity import GpuCapacity
 from .instance_catalog import GpuInstanceType, lookup, warn_if_unlisted
 from .latency_alarms import LatencyAlarmProps, LatencyAlarmThresholds
-from .target_group_metrics import TargetGroupMetrics, load_balancer_name_from_listener_arn
-from .target_group_metrics import load_balancer_full_name as full_name_of
-from .load_balancer import (ALB_DEFAULT_IDLE_TIMEOUT_SECONDS, ALB_MAX_IDLE_TIMEOUT_SECONDS, IDLE_TIMEOUT_MARGIN_SECONDS,
-                            MAX_RULE_PRIORITY, InferenceLoadBalancer, check_rule_priority, model_path_patterns)
+from .load_balancer import (
+    ALB_DEFAULT_IDLE_TIMEOUT_SECONDS,
+    ALB_MAX_IDLE_TIMEOUT_SECONDS,
+    IDLE_TIMEOUT_MARGIN_SECONDS,
+    MAX_RULE_PRIORITY,
+    InferenceLoadBalancer,
+    check_rule_priority,
+    model_path_patterns,
+)
 from .log_retention import retention_days
-from .model_store import (MANIFEST_FILE, MODELS_PREFIX, SHA256SUMS_FILE, ModelStore, grant_read_prefix, model_read_prefix,
-                          model_uri)
+from .model_store import (
+    MANIFEST_FILE,
+    MODELS_PREFIX,
+    SHA256SUMS_FILE,
+    ModelStore,
+    grant_read_prefix,
+    model_read_prefix,
+    model_uri,
+)
+from .result_cache import ModelCacheProps
+from .scaling_props import ModelScalingProps
+from .schedules import check_model_task_range
 from .server_contract import (
     BUNDLED_COMMAND,
     BUNDLED_LIVENESS,
@@ -57,8 +79,8 @@ from .server_contract import (
     bundled_workers_for,
     collector_config,
 )
-from .schedules import check_model_task_range
-from .scaling_props import ModelScalingProps
+from .target_group_metrics import TargetGroupMetrics, load_balancer_name_from_listener_arn
+from .target_group_metrics import load_balancer_full_name as full_name_of
 
 MODEL_NAME = re.compile(r"^[a-z][a-z0-9-]{0,38}[a-z0-9]$")
 # The bundled server's MODEL_RUNTIME values (inference_server.runtimes.RUNTIMES).
@@ -151,9 +173,9 @@ class ModelProps:
     runtime: str = "eager"
     api_docs: bool = False
     gpus: int = 1
-    listener_priority: Optional[int] = None
+    listener_priority: int | None = None
     load_balancer: int = 1
-    vllm: Optional[VllmProps] = None
+    vllm: VllmProps | None = None
     environment: dict[str, str] = field(default_factory=dict)
     scaling: ModelScalingProps = field(default_factory=ModelScalingProps)
     deployment: DeploymentProps = field(default_factory=DeploymentProps)
@@ -259,7 +281,7 @@ class ServiceTimingProps:
     deregistration_delay_seconds: int = 20
     stop_timeout_seconds: int = 90
     drain_timeout_seconds: int = 70
-    keep_alive_seconds: Optional[int] = None
+    keep_alive_seconds: int | None = None
 
     def __post_init__(self) -> None:
         total = self.deregistration_delay_seconds + self.stop_timeout_seconds
@@ -282,7 +304,7 @@ class ServiceTimingProps:
         if self.keep_alive_seconds is not None:
             require_range(self.keep_alive_seconds, 2, ALB_MAX_IDLE_TIMEOUT_SECONDS + KEEP_ALIVE_MARGIN_SECONDS, "keep_alive_seconds")
 
-    def keep_alive_above(self, idle_timeout_seconds: int) -> "ServiceTimingProps":
+    def keep_alive_above(self, idle_timeout_seconds: int) -> ServiceTimingProps:
         """These timings with the servers' HTTP keep-alive resolved for a load balancer idle timeout of
         ``idle_timeout_seconds``: ``keep_alive_seconds`` when set (it must exceed the idle timeout, or the ALB reuses
         connections the server already closed and answers 502), else that timeout plus KEEP_ALIVE_MARGIN_SECONDS."""
@@ -310,7 +332,7 @@ def server_environment_keys() -> tuple[str, ...]:
     return bundled_environment_keys()
 
 
-_LISTENER_PRIORITIES: "weakref.WeakKeyDictionary[object, dict[str, dict[int, str]]]" = weakref.WeakKeyDictionary()
+_LISTENER_PRIORITIES: weakref.WeakKeyDictionary[object, dict[str, dict[int, str]]] = weakref.WeakKeyDictionary()
 
 
 def claim_listener_priority(scope: Construct, listener: elbv2.IApplicationListener, priority: int, model_name: str) -> None:
@@ -391,24 +413,24 @@ class ModelService(Construct):
         model: ModelProps,
         logs_key: kms.IKey,
         environment_name: str,
-        timing: Optional[ServiceTimingProps] = None,
-        capacity: Optional[GpuCapacity] = None,
-        cluster: Optional[ecs.ICluster] = None,
-        capacity_provider_name: Optional[str] = None,
-        instance_type: Optional[GpuInstanceType | str] = None,
-        subnets: Optional[ec2.SubnetSelection] = None,
-        server: Optional[ServerDefinition] = None,
+        timing: ServiceTimingProps | None = None,
+        capacity: GpuCapacity | None = None,
+        cluster: ecs.ICluster | None = None,
+        capacity_provider_name: str | None = None,
+        instance_type: GpuInstanceType | str | None = None,
+        subnets: ec2.SubnetSelection | None = None,
+        server: ServerDefinition | None = None,
         image: None = None,
-        model_store: Optional[ModelStore] = None,
-        model_bucket: Optional[s3.IBucket] = None,
+        model_store: ModelStore | None = None,
+        model_bucket: s3.IBucket | None = None,
         models_prefix: str = MODELS_PREFIX,
-        load_balancer: Optional[InferenceLoadBalancer | elbv2.IApplicationLoadBalancer] = None,
-        listener: Optional[elbv2.IApplicationListener] = None,
-        listener_priority: Optional[int] = None,
+        load_balancer: InferenceLoadBalancer | elbv2.IApplicationLoadBalancer | None = None,
+        listener: elbv2.IApplicationListener | None = None,
+        listener_priority: int | None = None,
         log_retention_days: int = 90,
-        api_keys_secret: Optional[secretsmanager.ISecret] = None,
+        api_keys_secret: secretsmanager.ISecret | None = None,
         allow_unauthenticated: bool = False,
-        rollback_thresholds: Optional[RollbackThresholds] = None,
+        rollback_thresholds: RollbackThresholds | None = None,
         name_prefix: str = DEFAULT_NAME_PREFIX,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -676,7 +698,7 @@ class ModelService(Construct):
         if deployment.shifts_traffic:
             self._acknowledge_traffic_shifting()
 
-    def _refuse_unauthenticated(self, contract: ServerContract, load_balancer: Optional[InferenceLoadBalancer]) -> None:
+    def _refuse_unauthenticated(self, contract: ServerContract, load_balancer: InferenceLoadBalancer | None) -> None:
         """No key and nothing that says who may call: an error where the load balancer is known to be open to the
         internet, a warning where it is not known (your own listener)."""
         fix = ("pass api_keys_secret= (a Secrets Manager secret holding a JSON object of key names to keys)"
@@ -974,10 +996,10 @@ class ModelService(Construct):
 
 
 def _placement(
-    capacity: Optional[GpuCapacity],
-    cluster: Optional[ecs.ICluster],
-    capacity_provider_name: Optional[str],
-    instance_type: Optional[GpuInstanceType | str],
+    capacity: GpuCapacity | None,
+    cluster: ecs.ICluster | None,
+    capacity_provider_name: str | None,
+    instance_type: GpuInstanceType | str | None,
     region: str,
 ) -> tuple[ecs.ICluster, str, GpuInstanceType]:
     if capacity is not None:
@@ -999,7 +1021,7 @@ def _placement(
     return cluster, capacity_provider_name, instance_type
 
 
-def _model_bucket(model_store: Optional[ModelStore], model_bucket: Optional[s3.IBucket]) -> s3.IBucket:
+def _model_bucket(model_store: ModelStore | None, model_bucket: s3.IBucket | None) -> s3.IBucket:
     _one_of(model_store=model_store, model_bucket=model_bucket)
     return model_store.bucket if model_store is not None else model_bucket
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional, Sequence
 
 import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -12,6 +12,7 @@ from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 from aws_cdk import aws_events as events
 from aws_cdk import aws_sns as sns
+
 from constructs import Construct
 
 from . import metric_names
@@ -19,10 +20,10 @@ from .errors import ConfigError, require, require_range
 from .gpu_capacity import GpuCapacity
 from .instance_catalog import PRICES_AS_OF
 from .latency_alarms import PAGING_P95_FACTOR, PAGING_P99_FACTOR, LatencyAlarmThresholds
-from .server_contract import PrometheusMetrics
-from .model_service import DEFAULT_NAME_PREFIX, ModelService, check_name_prefix, service_log_group_name
 from .load_balancer import InferenceLoadBalancer
+from .model_service import DEFAULT_NAME_PREFIX, ModelService, check_name_prefix, service_log_group_name
 from .notifications import topic_target
+from .server_contract import PrometheusMetrics
 from .target_group_metrics import load_balancer_full_name as full_name_of
 
 MINUTE = cdk.Duration.minutes(1)
@@ -43,8 +44,8 @@ class MonitoringProps:
     catalog's On-Demand price of the preferred type.
     """
 
-    latency_p95_ms: Optional[int] = None  # moved to each model's ``alarms``; kept to refuse it with the fix
-    latency_p99_ms: Optional[int] = None
+    latency_p95_ms: int | None = None  # moved to each model's ``alarms``; kept to refuse it with the fix
+    latency_p99_ms: int | None = None
     target_5xx_percent: float = 1.0
     elb_5xx_percent: float = 1.0
     unhealthy_hosts_minutes: int = 3
@@ -56,7 +57,7 @@ class MonitoringProps:
     low_gpu_utilization_hours: int = 6
     spot_interruptions_per_15_minutes: int = 3
     spot_price_fraction: float = 0.4
-    hourly_price_usd: Optional[float] = None
+    hourly_price_usd: float | None = None
     # us-east-1 list prices for the rest of the bill per request, read 2026-12-03: CloudWatch Logs standard-class
     # ingestion per GB (CloudWatch pricing; DESIGN.md), ALB per hour and per LCU-hour (Elastic Load Balancing
     # pricing page's US-East-1 examples). Set your region's or your negotiated rates here.
@@ -166,7 +167,7 @@ class ModelAlarms(_Alarms):
         service: ModelService,
         topic: sns.ITopic,
         props: MonitoringProps,
-        latency_thresholds: Optional[LatencyAlarmThresholds] = None,
+        latency_thresholds: LatencyAlarmThresholds | None = None,
     ) -> None:
         super().__init__(scope, construct_id, environment_name=environment_name, topic=topic, props=props, name_prefix=service.name_prefix)
         name = service.model.name
@@ -404,7 +405,7 @@ class InferenceMonitoring(_Alarms):
         load_balancer: elbv2.IApplicationLoadBalancer,
         capacity: GpuCapacity,
     ) -> cloudwatch.Dashboard:
-        def graph(title: str, left: list, right: Optional[list] = None, unit: str = "") -> cloudwatch.GraphWidget:
+        def graph(title: str, left: list, right: list | None = None, unit: str = "") -> cloudwatch.GraphWidget:
             return cloudwatch.GraphWidget(title=title, left=left, right=right or [], width=12, height=6,
                                           left_y_axis=cloudwatch.YAxisProps(label=unit, show_units=False) if unit else None)
 

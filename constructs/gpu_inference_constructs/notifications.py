@@ -23,8 +23,6 @@ name before the role exists, so group events come through EventBridge (GpuCapaci
 
 from __future__ import annotations
 
-from typing import Optional
-
 import aws_cdk as cdk
 import jsii
 from aws_cdk import aws_events as events
@@ -32,6 +30,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
+
 from constructs import Construct, IConstruct
 
 from .errors import require
@@ -101,7 +100,7 @@ class _TopicTarget:
     def __init__(self, topic: sns.ITopic) -> None:
         self._topic = topic
 
-    def bind(self, rule: events.IRule, id: Optional[str] = None) -> events.RuleTargetConfig:  # noqa: A002 (jsii's name)
+    def bind(self, rule: events.IRule, id: str | None = None) -> events.RuleTargetConfig:  # noqa: A002 (jsii's name)
         allow_rules_to_publish(self._topic)
         return events.RuleTargetConfig(arn=self._topic.topic_arn, target_resource=self._topic)
 

@@ -7,13 +7,21 @@ the server's own ports, health paths, metrics and stop behaviour, so a team does
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
 
 from aws_cdk import aws_ecs as ecs
 
 from .errors import ConfigError, require, require_range
-from .server_contract import (SCRATCH_PATH, EcrImage, ModelFromS3, PrometheusMetrics, ScalingSignal, ServerContext, ServerContract,
-                              StopTiming, port_liveness)
+from .server_contract import (
+    SCRATCH_PATH,
+    EcrImage,
+    ModelFromS3,
+    PrometheusMetrics,
+    ScalingSignal,
+    ServerContext,
+    ServerContract,
+    StopTiming,
+    port_liveness,
+)
 
 # Triton's documented defaults: HTTP 8000, gRPC 8001, Prometheus metrics 8002 (/metrics); KServe v2 health paths.
 TRITON_HTTP_PORT = 8000
@@ -28,7 +36,7 @@ TGI_METRICS = ("tgi_queue_size", "tgi_batch_current_size")
 TGI_OWNED_FLAGS = ("--model-id", "--port", "--hostname", "--num-shard", "--max-concurrent-requests", "--huggingface-hub-cache")
 
 
-def _sidecar_images(props: "TritonProps | TgiProps", context: ServerContext) -> tuple[Optional[ecs.ContainerImage], Optional[ecs.ContainerImage]]:
+def _sidecar_images(props: TritonProps | TgiProps, context: ServerContext) -> tuple[ecs.ContainerImage | None, ecs.ContainerImage | None]:
     """(model fetcher, metrics collector) images from the props' ECR mirrors, or None for the pinned public ones."""
     fetcher = props.fetcher_image.container_image(context.scope, "FetcherImage") if props.fetcher_image else None
     collector = props.collector_image.container_image(context.scope, "CollectorImage") if props.collector_image else None
@@ -40,7 +48,7 @@ def _check_extra_args(extra_args: tuple[str, ...], owned: tuple[str, ...]) -> No
         require(arg.split("=")[0] not in owned, f"extra_args[{index}]", f"{arg!r} is set from its own key; set that key instead")
 
 
-def _image(image: Optional[EcrImage], override: Optional[ecs.ContainerImage], context: ServerContext, key: str) -> ecs.ContainerImage:
+def _image(image: EcrImage | None, override: ecs.ContainerImage | None, context: ServerContext, key: str) -> ecs.ContainerImage:
     if override is not None:
         return override
     if image is None:
@@ -61,14 +69,14 @@ class TritonProps:
     ``extra_args`` (default none) go after the preset's flags; flags the preset sets are refused.
     """
 
-    image: Optional[EcrImage] = None
+    image: EcrImage | None = None
     http_port: int = TRITON_HTTP_PORT
     metrics_port: int = TRITON_METRICS_PORT
     exit_timeout_seconds: int = 30
     pending_requests_per_task: int = 8
     extra_args: tuple[str, ...] = ()
-    fetcher_image: Optional[EcrImage] = None
-    collector_image: Optional[EcrImage] = None
+    fetcher_image: EcrImage | None = None
+    collector_image: EcrImage | None = None
 
     def __post_init__(self) -> None:
         require_range(self.http_port, 1024, 65535, "http_port")
@@ -85,7 +93,7 @@ class TritonServer:
     1000:1000, Triton's image's ``triton-server`` user)."""
 
     props: TritonProps = TritonProps()
-    image: Optional[ecs.ContainerImage] = None
+    image: ecs.ContainerImage | None = None
     user: str = "1000:1000"
 
     def contract(self, context: ServerContext) -> ServerContract:
@@ -128,15 +136,15 @@ class TgiProps:
     ``queue_scale_out`` (default 8) wait.
     """
 
-    image: Optional[EcrImage] = None
+    image: EcrImage | None = None
     port: int = TGI_PORT
     max_concurrent_requests: int = 128
     longest_request_seconds: int = 60
     batch_size_per_task: int = 16
     queue_scale_out: int = 8
     extra_args: tuple[str, ...] = ()
-    fetcher_image: Optional[EcrImage] = None
-    collector_image: Optional[EcrImage] = None
+    fetcher_image: EcrImage | None = None
+    collector_image: EcrImage | None = None
 
     def __post_init__(self) -> None:
         require_range(self.port, 1024, 65535, "port")
@@ -152,7 +160,7 @@ class TgiServer:
     """The TGI preset: ``props`` (default TgiProps()); ``image`` overrides ``props.image``; ``user`` (default 1000:1000)."""
 
     props: TgiProps = TgiProps()
-    image: Optional[ecs.ContainerImage] = None
+    image: ecs.ContainerImage | None = None
     user: str = "1000:1000"
 
     def contract(self, context: ServerContext) -> ServerContract:

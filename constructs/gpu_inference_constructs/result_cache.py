@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Optional
 
 import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -23,6 +22,7 @@ from aws_cdk import aws_elasticache as elasticache
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
+
 from constructs import Construct
 
 from . import metric_names as m
@@ -71,7 +71,7 @@ class ModelCacheProps:
     has no such client; true on a vLLM model is refused), ``ttl_seconds`` (3600, at most 30 days),
     ``max_value_bytes`` (65536: larger predictions are not stored; at most 16 MiB)."""
 
-    enabled: Optional[bool] = None
+    enabled: bool | None = None
     ttl_seconds: int = 3600
     max_value_bytes: int = 65536
 
@@ -86,7 +86,7 @@ class ResultCache(Construct):
 
     def __init__(self, scope: Construct, construct_id: str, *, name: str, vpc: ec2.IVpc,
                  subnets: ec2.SubnetSelection, topic: sns.ITopic, props: ResultCacheProps = ResultCacheProps(),
-                 key: Optional[kms.IKey] = None) -> None:
+                 key: kms.IKey | None = None) -> None:
         super().__init__(scope, construct_id)
         require(bool(NAME.match(name)), "name", f"{name!r}: 2-40 lowercase letters, digits or '-', starting with a letter")
         self.props = props

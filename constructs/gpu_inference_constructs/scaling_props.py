@@ -4,7 +4,7 @@ that ModelProps carries and ServiceScaling reads, in their own module so both im
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, Optional
+from typing import Literal
 
 from .errors import require, require_range
 from .schedules import CapacityPrewarm, ServiceSchedule
@@ -57,7 +57,7 @@ class PredictiveScalingProps:
     mode: Literal["off", "ForecastOnly", "ForecastAndScale"] = "ForecastOnly"
     scheduling_buffer_seconds: int = 600
     max_capacity_breach_behavior: Literal["HonorMaxCapacity", "IncreaseMaxCapacity"] = "HonorMaxCapacity"
-    max_capacity_buffer_percent: Optional[int] = None
+    max_capacity_buffer_percent: int | None = None
 
     def __post_init__(self) -> None:
         require(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 import zoneinfo
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional, Sequence
 
 from .errors import ConfigError, require
 
@@ -50,8 +50,8 @@ class ServiceSchedule:
     name: str
     cron: str
     time_zone: str = "UTC"
-    min_tasks: Optional[int] = None
-    max_tasks: Optional[int] = None
+    min_tasks: int | None = None
+    max_tasks: int | None = None
 
     def __post_init__(self) -> None:
         require(bool(re.match(r"^[A-Za-z0-9-]{1,64}$", self.name)), "name", f"{self.name!r}: use letters, digits and '-'")

@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, Mapping, Optional, Protocol, Sequence, Union
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import aws_cdk as cdk
-
 from aws_cdk import aws_ecr as ecr
 from aws_cdk import aws_ecs as ecs
+
 from constructs import Construct
 
 from . import metric_names
@@ -98,7 +99,7 @@ class ModelFromS3:
     mode: Literal["server_downloads", "copy_to_scratch"]
     uri_variable: str = "MODEL_URI"
     local_path: str = f"{SCRATCH_PATH}/model"
-    fetcher_image: Optional[ecs.ContainerImage] = None  # default: DEFAULT_FETCHER_IMAGE (the AWS CLI)
+    fetcher_image: ecs.ContainerImage | None = None  # default: DEFAULT_FETCHER_IMAGE (the AWS CLI)
 
     def __post_init__(self) -> None:
         require(self.mode in ("server_downloads", "copy_to_scratch"), "model_source.mode", f"{self.mode!r}: use 'server_downloads' or 'copy_to_scratch'")
@@ -110,11 +111,11 @@ class ModelFromS3:
         )
 
     @classmethod
-    def server_downloads(cls, uri_variable: str = "MODEL_URI") -> "ModelFromS3":
+    def server_downloads(cls, uri_variable: str = "MODEL_URI") -> ModelFromS3:
         return cls("server_downloads", uri_variable=uri_variable)
 
     @classmethod
-    def copy_to_scratch(cls, local_path: str = f"{SCRATCH_PATH}/model", fetcher_image: Optional[ecs.ContainerImage] = None) -> "ModelFromS3":
+    def copy_to_scratch(cls, local_path: str = f"{SCRATCH_PATH}/model", fetcher_image: ecs.ContainerImage | None = None) -> ModelFromS3:
         return cls("copy_to_scratch", local_path=local_path, fetcher_image=fetcher_image)
 
 
@@ -129,9 +130,9 @@ class PrometheusMetrics:
 
     metrics: tuple[str, ...]
     path: str = "/metrics"
-    port: Optional[int] = None  # default: the server's port (Triton serves metrics on its own, 8002)
+    port: int | None = None  # default: the server's port (Triton serves metrics on its own, 8002)
     scrape_interval_seconds: int = 15
-    collector_image: Optional[ecs.ContainerImage] = None  # default: DEFAULT_COLLECTOR_IMAGE (CloudWatch agent)
+    collector_image: ecs.ContainerImage | None = None  # default: DEFAULT_COLLECTOR_IMAGE (CloudWatch agent)
     collector_cpu: int = 256
     collector_memory_mib: int = 256
 
@@ -162,9 +163,9 @@ class ScalingSignal:
 
     metric: str
     statistic: str = "Average"
-    target: Optional[float] = None
-    scale_out_above: Optional[float] = None
-    maximum: Optional[float] = None
+    target: float | None = None
+    scale_out_above: float | None = None
+    maximum: float | None = None
 
     def __post_init__(self) -> None:
         require((self.target is None) != (self.scale_out_above is None), f"scaling_signals[{self.metric}]", "set exactly one of target and scale_out_above")
@@ -224,8 +225,8 @@ class StopTiming:
 
     drain_seconds: int
     exit_seconds: int
-    longest_request_seconds: Optional[int] = None
-    deregistration_delay_seconds: Optional[int] = None
+    longest_request_seconds: int | None = None
+    deregistration_delay_seconds: int | None = None
 
     def __post_init__(self) -> None:
         require_range(self.drain_seconds, 0, SPOT_NOTICE_SECONDS, "server.stop.drain_seconds")
@@ -273,13 +274,13 @@ class StopTiming:
             )
 
     @classmethod
-    def bundled(cls, drain_timeout_seconds: int = BUNDLED_DEFAULT_DRAIN_SECONDS, request_timeout_seconds: Optional[int] = None) -> "StopTiming":
+    def bundled(cls, drain_timeout_seconds: int = BUNDLED_DEFAULT_DRAIN_SECONDS, request_timeout_seconds: int | None = None) -> StopTiming:
         """This repository's server: drains for ``DRAIN_TIMEOUT_S`` (default 70 s, its settings.py default), then its
         supervisor kills what is left after 15 s more and exits; no request runs past ``REQUEST_TIMEOUT_S``."""
         return cls(drain_timeout_seconds, BUNDLED_EXIT_SECONDS, request_timeout_seconds)
 
     @classmethod
-    def vllm(cls, longest_generation_seconds: int = VLLM_LONGEST_GENERATION_SECONDS) -> "StopTiming":
+    def vllm(cls, longest_generation_seconds: int = VLLM_LONGEST_GENERATION_SECONDS) -> StopTiming:
         """vLLM's OpenAI server (``vllm serve``) with ``--shutdown-timeout`` :func:`vllm_drain_seconds`: a generation up to
         ``longest_generation_seconds`` (default 80) long finishes when its task stops. The ALB keeps it running through
         the deregistration delay (``longest_generation_seconds``: AWS documents in-flight requests completing then);
@@ -292,7 +293,7 @@ class StopTiming:
                    longest_request_seconds=longest_generation_seconds, deregistration_delay_seconds=longest_generation_seconds)
 
     @classmethod
-    def tgi(cls, longest_request_seconds: int = 60) -> "StopTiming":
+    def tgi(cls, longest_request_seconds: int = 60) -> StopTiming:
         """Hugging Face TGI (``text-generation-launcher``): on SIGTERM its router stops taking requests and finishes
         the running ones (the launcher waits up to 90 s for it), then the launcher stops the shards. The drain lasts as
         long as the longest generation, so say it: ``longest_request_seconds`` (default 60; bound it with
@@ -300,7 +301,7 @@ class StopTiming:
         return cls(longest_request_seconds, 20, longest_request_seconds)
 
     @classmethod
-    def triton(cls, exit_timeout_seconds: int = 30) -> "StopTiming":
+    def triton(cls, exit_timeout_seconds: int = 30) -> StopTiming:
         """NVIDIA Triton: on SIGTERM it waits for in-flight inferences up to ``--exit-timeout-secs`` (default 30; pass
         the same value in the command), then unloads its models (10 s)."""
         return cls(exit_timeout_seconds, 10)
@@ -312,7 +313,7 @@ METRICS_PORT_FLAGS = ("--metrics-port", "--prometheus-port")
 EXIT_TIMEOUT_FLAGS = ("--exit-timeout-secs",)
 
 
-def command_flag(command: Sequence[str], flags: Sequence[str]) -> Optional[str]:
+def command_flag(command: Sequence[str], flags: Sequence[str]) -> str | None:
     """The value the last of ``flags`` gets in ``command`` (``--flag value`` or ``--flag=value``), or None."""
     found = None
     for index, arg in enumerate(command):
@@ -322,11 +323,11 @@ def command_flag(command: Sequence[str], flags: Sequence[str]) -> Optional[str]:
     return found
 
 
-def check_command(contract: "ServerContract") -> None:
+def check_command(contract: ServerContract) -> None:
     """What the command says agrees with the contract: the port the target group checks, the port the metrics
     sidecar scrapes, and the drain the stop timing budgets (a contradiction would synthesize a service that never
     passes its health check, scrapes nothing, or is killed mid-drain)."""
-    def agree(flags: Sequence[str], expected: Optional[int], key: str, fix: str) -> None:
+    def agree(flags: Sequence[str], expected: int | None, key: str, fix: str) -> None:
         said = command_flag(contract.command, flags)
         if said is None or expected is None or cdk.Token.is_unresolved(said):
             return
@@ -378,20 +379,20 @@ class ServerContract:
     user: str
     model_source: ModelFromS3
     stop: StopTiming
-    entry_point: Optional[tuple[str, ...]] = None
-    shared_memory_mib: Optional[int] = None
+    entry_point: tuple[str, ...] | None = None
+    shared_memory_mib: int | None = None
     tmpfs_mib: Mapping[str, int] = field(default_factory=dict)
     read_only_root_filesystem: bool = True
     environment: Mapping[str, str] = field(default_factory=dict)
     secrets: Mapping[str, ecs.Secret] = field(default_factory=dict)
-    api_keys_variable: Optional[str] = None
-    api_key_field: Optional[str] = None
-    metrics: Optional[PrometheusMetrics] = None
+    api_keys_variable: str | None = None
+    api_key_field: str | None = None
+    metrics: PrometheusMetrics | None = None
     bundled_metrics: bool = False
     scaling_signals: tuple[ScalingSignal, ...] = ()
     serves_at_root: bool = True
     public_paths: tuple[str, ...] = ()
-    keep_alive_seconds: Optional[int] = None
+    keep_alive_seconds: int | None = None
     name: str = "custom"
 
     def __post_init__(self) -> None:
@@ -449,7 +450,7 @@ class ServerContract:
             require(bool(API_KEY_NAME.match(self.api_key_field)), "server.api_key_field",
                     f"{self.api_key_field!r} is not a key name (1-64 letters, digits, '.', '_', '-', starting with a letter or digit)")
 
-    def contract(self, context: "ServerContext") -> "ServerContract":
+    def contract(self, context: ServerContext) -> ServerContract:
         """A contract is its own definition: ``ModelService(server=ServerContract(...))``."""
         return self
 
@@ -468,8 +469,8 @@ class ServerContext:
     """What a preset may use to build its contract for one model."""
 
     scope: Construct
-    model: "ModelProps"
-    timing: "ServiceTimingProps"
+    model: ModelProps
+    timing: ServiceTimingProps
     environment_name: str
     region: str
     model_uri: str
@@ -641,20 +642,20 @@ class VllmProps:
     accept only the old key and new ones only the new (README, "API keys").
     """
 
-    image: Optional[EcrImage] = None
+    image: EcrImage | None = None
     served_model_name: str = ""
     max_model_len: int = 4096
     gpu_memory_utilization: float = 0.90
     max_num_seqs: int = 64
     dtype: Literal["auto", "float16", "bfloat16", "float32"] = "auto"
-    shared_memory_mib: Optional[int] = None
+    shared_memory_mib: int | None = None
     port: int = 8000
     extra_args: tuple[str, ...] = ()
-    target_running_requests_per_task: Optional[int] = None
+    target_running_requests_per_task: int | None = None
     waiting_requests_scale_out: int = 4
     kv_cache_scale_out_percent: int = 90
-    fetcher_image: Optional[EcrImage] = None
-    collector_image: Optional[EcrImage] = None
+    fetcher_image: EcrImage | None = None
+    collector_image: EcrImage | None = None
     longest_generation_seconds: int = VLLM_LONGEST_GENERATION_SECONDS
     api_key_name: str = DEFAULT_API_KEY_NAME
 
@@ -713,11 +714,11 @@ class VllmServer:
     1000:1000; ``fetcher_image`` and ``collector_image`` default to the pinned public AWS CLI and
     CloudWatch agent images."""
 
-    props: Optional[VllmProps] = None
-    image: Optional[ecs.ContainerImage] = None
+    props: VllmProps | None = None
+    image: ecs.ContainerImage | None = None
     user: str = "1000:1000"
-    fetcher_image: Optional[ecs.ContainerImage] = None
-    collector_image: Optional[ecs.ContainerImage] = None
+    fetcher_image: ecs.ContainerImage | None = None
+    collector_image: ecs.ContainerImage | None = None
 
     def contract(self, context: ServerContext) -> ServerContract:
         model = context.model
@@ -745,7 +746,6 @@ class VllmServer:
             "--disable-fastapi-docs",
             *props.extra_args,
         )
-        health = f"http://127.0.0.1:{props.port}/health"
         waiting, kv_cache = (PrometheusMetrics.cloudwatch_name(m) for m in VLLM_METRICS[1:])
         running = PrometheusMetrics.cloudwatch_name(VLLM_METRICS[0])
         return ServerContract(
@@ -791,7 +791,7 @@ class VllmServer:
         )
 
 
-def server_for(model: "ModelProps", image: Optional[ecs.ContainerImage]) -> Union[BundledServer, VllmServer]:
+def server_for(model: ModelProps, image: ecs.ContainerImage | None) -> BundledServer | VllmServer:
     """The preset a model's config names: vLLM when ``model.vllm`` is set, else the bundled server."""
     if model.vllm is not None:
         return VllmServer(props=model.vllm)

@@ -9,12 +9,11 @@ whose desired capacity ECS managed scaling owns.
 
 from __future__ import annotations
 
-from typing import Optional
-
 import aws_cdk as cdk
 from aws_cdk import aws_applicationautoscaling as appscaling
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_elasticloadbalancingv2 as elbv2
+
 from constructs import Construct
 
 from . import metric_names
@@ -44,9 +43,9 @@ class ServiceScaling(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        model_service: "ModelService",
-        props: Optional[ModelScalingProps] = None,
-        scaling: Optional[ScalingProps] = None,
+        model_service: ModelService,
+        props: ModelScalingProps | None = None,
+        scaling: ScalingProps | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         scaling = scaling or ScalingProps(predictive=PredictiveScalingProps(mode="off"))
@@ -114,7 +113,7 @@ class ServiceScaling(Construct):
         if scaling.predictive.mode != "off":
             self.predictive_policy = self._add_predictive(scaling.predictive, props, model_service, model_service.load_balancer_full_name)
 
-    def _add_bundled_signals(self, model_service: "ModelService", props: ModelScalingProps, out_cooldown: cdk.Duration) -> None:
+    def _add_bundled_signals(self, model_service: ModelService, props: ModelScalingProps, out_cooldown: cdk.Duration) -> None:
         """Our server's own metrics: its model queue (high resolution, seconds), GPU utilisation, and CPU high while
         its queue grows."""
         self._scale_out_on(
@@ -145,7 +144,7 @@ class ServiceScaling(Construct):
         self._scale_out_on("CpuAndQueueGrowing", self.combined_cpu_queue_metric, 1, out_cooldown, evaluation_periods=3, maximum=1)
 
     def _track_requests_across(
-        self, model_service: "ModelService", load_balancer_full_name: str, props: ModelScalingProps
+        self, model_service: ModelService, load_balancer_full_name: str, props: ModelScalingProps
     ) -> appscaling.CfnScalingPolicy:
         """Requests per healthy target over both target groups: after a canary, linear or blue/green deployment the
         alternate one is production, and ALBRequestCountPerTarget names one target group only."""
@@ -201,7 +200,7 @@ class ServiceScaling(Construct):
         threshold: float,
         cooldown: cdk.Duration,
         evaluation_periods: int = 2,
-        maximum: Optional[float] = None,
+        maximum: float | None = None,
     ) -> None:
         """Step policy that only adds tasks (+1 above the threshold, +2 above twice it where the metric, at most
         ``maximum``, can get there); target tracking scales in."""
@@ -223,7 +222,7 @@ class ServiceScaling(Construct):
         self,
         predictive: PredictiveScalingProps,
         props: ModelScalingProps,
-        model_service: "ModelService",
+        model_service: ModelService,
         load_balancer_full_name: str,
     ) -> appscaling.CfnScalingPolicy:
         resource_label = f"{load_balancer_full_name}/{model_service.target_group.target_group_full_name}"
@@ -254,7 +253,7 @@ class ServiceScaling(Construct):
 
     @staticmethod
     def _requests_across_target_groups_for_prediction(
-        model_service: "ModelService", load_balancer_full_name: str, props: ModelScalingProps
+        model_service: ModelService, load_balancer_full_name: str, props: ModelScalingProps
     ) -> appscaling.CfnScalingPolicy.PredictiveScalingMetricSpecificationProperty:
         """The ALBRequestCount pair over both target groups: load = their requests (Sum), scaling metric = requests per
         healthy target (the forecast's history stays whole while deployments move production between them)."""

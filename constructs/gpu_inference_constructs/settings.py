@@ -39,7 +39,7 @@ def from_dict(cls: type[T], data: Any, path: str = "") -> T:
     try:
         return cls(**kwargs)
     except ConfigError as error:
-        raise error.within(path) if path else error
+        raise (error.within(path) if path else error) from None
 
 
 def _convert(hint: Any, value: Any, key: str) -> Any:

@@ -51,31 +51,31 @@ class BatchTimes:
 
     def seed(self, size: int, length: int, seconds: float) -> None:
         """A warm-up time: the first real batch of that shape replaces it (warm-up's first calls run slow)."""
-        b, l = self._bucket(size, length)
-        self.slots[_CELLS + b * MAX_BUCKETS + l] = max(1, int(seconds * 1e9))
-        self._seeded.add((b, l))
+        b, lb = self._bucket(size, length)
+        self.slots[_CELLS + b * MAX_BUCKETS + lb] = max(1, int(seconds * 1e9))
+        self._seeded.add((b, lb))
 
     def observe(self, size: int, length: int, seconds: float) -> None:
-        b, l = self._bucket(size, length)
-        replace = (b, l) in self._seeded
-        self._seeded.discard((b, l))
-        self._set(b, l, seconds, replace)
+        b, lb = self._bucket(size, length)
+        replace = (b, lb) in self._seeded
+        self._seeded.discard((b, lb))
+        self._set(b, lb, seconds, replace)
 
     def started(self, size: int, length: int) -> None:
-        b, l = self._bucket(size, length)
-        self.slots[_BUSY_NS] = self._cell(b, l)
+        b, lb = self._bucket(size, length)
+        self.slots[_BUSY_NS] = self._cell(b, lb)
         self.slots[_BUSY_SIZE] = size
         self.slots[_BUSY_SINCE] = self._clock_ns()
 
     def finished(self) -> None:
         self.slots[_BUSY_SINCE] = 0
 
-    def _set(self, b: int, l: int, seconds: float, replace: bool) -> None:
+    def _set(self, b: int, lb: int, seconds: float, replace: bool) -> None:
         """The cell's EWMA (or the time itself, replacing a seed), and the row's mix of lengths (real batches
         only: warm-up runs every length alike, and its first call runs slow)."""
         ns = max(1, int(seconds * 1e9))
         s = self.slots
-        cell = _CELLS + b * MAX_BUCKETS + l
+        cell = _CELLS + b * MAX_BUCKETS + lb
         if not replace and s[cell]:
             s[_DEV + b] = int(s[_DEV + b] + ALPHA * (abs(ns - s[cell]) - s[_DEV + b]))
         s[cell] = ns if replace or not s[cell] else int(s[cell] + ALPHA * (ns - s[cell]))
@@ -101,14 +101,14 @@ class BatchTimes:
             return b, None
         return b, min(bisect.bisect_left(s[_LENGTHS:_LENGTHS + nl], length), nl - 1)
 
-    def _cell(self, b: int, l: int | None) -> int:
-        """EWMA nanoseconds of a batch of bucket b at length bucket l (None: the recent mix of lengths); the mix
+    def _cell(self, b: int, lb: int | None) -> int:
+        """EWMA nanoseconds of a batch of bucket b at length bucket lb (None: the recent mix of lengths); the mix
         where that shape has not run; before any real batch of bucket b, its shortest length's (the check before
         the body must not refuse what the check after it would admit). Plus DEVIATIONS mean deviations."""
         s = self.slots
         spread = DEVIATIONS * s[_DEV + b]
-        if l is not None:
-            ns = s[_CELLS + b * MAX_BUCKETS + l]
+        if lb is not None:
+            ns = s[_CELLS + b * MAX_BUCKETS + lb]
             if ns:
                 return ns + spread
         ns = s[_MIX + b]
@@ -128,13 +128,13 @@ class BatchTimes:
         nb = s[_NB]
         if not nb:
             return 0.0
-        l = self._bucket(1, length)[1] if length is not None else None
+        lb = self._bucket(1, length)[1] if length is not None else None
         since = s[_BUSY_SINCE]
         if not since and not queued:
-            return self._cell(self._bucket(inputs, None)[0], l) / 1e9
+            return self._cell(self._bucket(inputs, None)[0], lb) / 1e9
         largest = s[_SIZES + nb - 1]
         batches = -(-(queued + inputs) // largest)
-        ns = batches * self._cell(nb - 1, l)
+        ns = batches * self._cell(nb - 1, lb)
         if since:
             ns += max(0, s[_BUSY_NS] - (self._clock_ns() - since))
         return ns / 1e9

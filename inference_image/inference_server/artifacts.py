@@ -10,8 +10,16 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from .manifest import (MANIFEST_FILE, Manifest, ManifestError, check_relative_path, read_manifest, unlisted_files,
-                       verify_directory, verify_file)
+from .manifest import (
+    MANIFEST_FILE,
+    Manifest,
+    ManifestError,
+    check_relative_path,
+    read_manifest,
+    unlisted_files,
+    verify_directory,
+    verify_file,
+)
 
 log = logging.getLogger(__name__)
 DOWNLOAD_WORKERS = 8

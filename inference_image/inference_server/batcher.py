@@ -104,7 +104,7 @@ def _stack(rows: list[np.ndarray]) -> np.ndarray:
     shapes = {row.shape for row in rows}
     if len(shapes) == 1:
         return np.stack(rows)
-    shape = tuple(max(sizes) for sizes in zip(*shapes))
+    shape = tuple(max(sizes) for sizes in zip(*shapes, strict=False))
     out = np.zeros((len(rows), *shape), dtype=rows[0].dtype)
     for i, row in enumerate(rows):
         out[(i, *(slice(0, n) for n in row.shape))] = row

@@ -22,7 +22,7 @@ import numpy as np
 from .batcher import DeadlineExceeded, JobResult, ModelUnavailable, QueueFull
 from .handlers import Encoded, InputError
 from .ipc import Channel, StatusPage
-from .model_runner import DEADLINE, FAILED, INVALID_INPUT, OK, QUEUE_FULL, UNAVAILABLE
+from .model_runner import DEADLINE, INVALID_INPUT, OK, QUEUE_FULL, UNAVAILABLE
 
 log = logging.getLogger(__name__)
 
@@ -167,7 +167,7 @@ class ModelClient:
         index = 0
         with self._lock:
             waiters = [self._waiters.pop(row[0], None) for row in rows]
-        for row, waiter in zip(rows, waiters):
+        for row, waiter in zip(rows, waiters, strict=False):
             code = row[1]
             if code == OK:
                 _, _, tokens, queue_wait_s, inference_s, names = row
@@ -175,7 +175,7 @@ class ModelClient:
                     outputs: Any = arrays[index]
                     index += 1
                 else:
-                    outputs = dict(zip(names, arrays[index: index + len(names)]))
+                    outputs = dict(zip(names, arrays[index: index + len(names)], strict=False))
                     index += len(names)
                 value, ok = JobResult(outputs, tokens, queue_wait_s, inference_s), True
             else:

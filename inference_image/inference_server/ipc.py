@@ -101,7 +101,7 @@ def _layout(arrays: Sequence[np.ndarray]) -> tuple[list[list[Any]], int]:
 
 
 def _write(dest: memoryview, specs: list[list[Any]], arrays: Sequence[np.ndarray]) -> None:
-    for (_, _, offset), array in zip(specs, arrays):
+    for (_, _, offset), array in zip(specs, arrays, strict=False):
         if array.nbytes:
             np.frombuffer(dest, dtype=np.uint8, count=array.nbytes, offset=offset)[:] = \
                 np.ascontiguousarray(array).reshape(-1).view(np.uint8)

@@ -121,7 +121,7 @@ def build_manifest(directory: Path, model_name: str, version: str, task: str | N
         check_relative_path(path)
     with ThreadPoolExecutor(workers) as pool:
         digests = pool.map(lambda p: sha256_file(directory / p), paths)
-        files = {p: FileEntry(d, (directory / p).stat().st_size) for p, d in zip(paths, digests)}
+        files = {p: FileEntry(d, (directory / p).stat().st_size) for p, d in zip(paths, digests, strict=False)}
     return Manifest(model_name, version, files, task, runtimes=runtimes or {})
 
 

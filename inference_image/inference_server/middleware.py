@@ -165,7 +165,7 @@ class FrontDoor:
                                 f"{prefix}/health": "health", f"{prefix}/ready": "ready"})
         self.open = frozenset(f"{prefix}{route}" for prefix in ("", model_prefix) for route in OPEN_ROUTES)
         self.quiet = frozenset(p for p, r in self.routes.items() if r in ("health", "ready")) | \
-            frozenset((f"/metrics", f"{model_prefix}/metrics")) | \
+            frozenset(("/metrics", f"{model_prefix}/metrics")) | \
             frozenset(f"{prefix}/v2/health/{probe}" for prefix in ("", model_prefix) for probe in ("live", "ready"))
         self._shed_starts: dict[str, tuple[list[tuple[bytes, bytes]], bytes]] = {}
         self._ready_body = orjson.dumps({"status": "ready"})  # says no more than the status: nothing to learn from it

@@ -17,8 +17,16 @@ from . import metric_names as m
 from .admission import BatchTimes
 from .artifacts import ArtifactError, fetch_model
 from .batcher import Batcher, DeadlineExceeded, ModelUnavailable, QueueFull
-from .handlers import (Encoded, Handler, HandlerError, InputError, LoadContext, artifact_handler_class,
-                       builtin_handler_class, handler_class)
+from .handlers import (
+    Encoded,
+    Handler,
+    HandlerError,
+    InputError,
+    LoadContext,
+    artifact_handler_class,
+    builtin_handler_class,
+    handler_class,
+)
 from .ipc import Channel, StatusPage
 from .metrics import IntervalStats
 from .runtimes import RuntimeConversionError, check_published
@@ -101,7 +109,7 @@ class WorkerLink:
         for job_id, deadline, bypass, items in jobs:
             encoded = []
             for length, names in items:
-                encoded.append(Encoded(length, dict(zip(names, arrays[index: index + len(names)]))))
+                encoded.append(Encoded(length, dict(zip(names, arrays[index: index + len(names)], strict=False))))
                 index += len(names)
             try:
                 future = batcher.submit(encoded, deadline, bypass_queue_limit=bypass)

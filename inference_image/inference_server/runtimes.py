@@ -250,7 +250,7 @@ class OnnxForward:
     def __call__(self, *tensors):
         import torch
 
-        feeds = {name: t.cpu().numpy() for name, t in zip(self.names, tensors)}
+        feeds = {name: t.cpu().numpy() for name, t in zip(self.names, tensors, strict=False)}
         return torch.from_numpy(self.session.run(None, feeds)[0])
 
 

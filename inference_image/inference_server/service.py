@@ -23,8 +23,7 @@ from .errors import ApiError, draining, model_unavailable, not_ready, overloaded
 from .handlers import Encoded, Handler, InputError, LoadContext, builtin_handler_class, handler_class
 from .metrics import Metrics
 from .settings import Settings, SettingsError
-from .shared_cache import (SharedCache, SharedCacheMetrics, config_from_settings, input_key, key_prefix,
-                           normalised_input)
+from .shared_cache import SharedCache, SharedCacheMetrics, config_from_settings, input_key, key_prefix, normalised_input
 
 log = logging.getLogger(__name__)
 PROBE_TEXT = "readiness probe"
@@ -258,7 +257,7 @@ class ModelService:
             shared_keys = [input_key(prefix, texts[i]) for i in missing]
             found = await shared.get_many(shared_keys)
             still = []
-            for i, key, prediction in zip(missing, shared_keys, found):
+            for i, key, prediction in zip(missing, shared_keys, found, strict=False):
                 if prediction is None:
                     still.append((i, key))
                     continue
@@ -270,12 +269,12 @@ class ModelService:
         if not missing:
             return predictions
         fresh = await self._infer([texts[i] for i in missing], log_fields, deadline)
-        for i, prediction in zip(missing, fresh):
+        for i, prediction in zip(missing, fresh, strict=False):
             predictions[i] = prediction
             if keys:
                 cache.put(keys[i], prediction)
         if shared_keys:
-            shared.store_many(list(zip(shared_keys, fresh)))
+            shared.store_many(list(zip(shared_keys, fresh, strict=False)))
         return predictions
 
     def _task_name(self) -> str:

@@ -9,19 +9,33 @@ eu-west-1, an imported VPC without isolated subnets, cdk-nag's AwsSolutions chec
 from __future__ import annotations
 
 import aws_cdk as cdk
+import pytest
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sns as sns
-import pytest
 from cdk_nag import AwsSolutionsChecks
 
 from gpu_inference_constructs import (
-    BundledServer, ConfigError, EcrImage, GpuCapacity, GpuCapacityProps, InferenceLoadBalancer, InferenceMonitoring,
-    LoadBalancerProps, ModelAlarms, ModelProps, ModelService, MonitoringProps, ServiceScaling, TritonProps,
-    TritonServer, VllmProps, VllmServer,
+    BundledServer,
+    ConfigError,
+    EcrImage,
+    GpuCapacity,
+    GpuCapacityProps,
+    InferenceLoadBalancer,
+    InferenceMonitoring,
+    LoadBalancerProps,
+    ModelAlarms,
+    ModelProps,
+    ModelService,
+    MonitoringProps,
+    ServiceScaling,
+    TritonProps,
+    TritonServer,
+    VllmProps,
+    VllmServer,
 )
 
 ACCOUNT = "123456789012"

@@ -302,7 +302,6 @@ def assert_only_keyed_routes_are_forwarded(base: str, contract: ModelContract, e
     from inference_server.app import create_app
     from inference_server.settings import load_settings
     from inference_server.testing import local_service
-
     from tests.e2e.exposure import exposure_problems, route_table
 
     # The routes do not depend on the shared cache (whose IAM signing reads this process's AWS_REGION).

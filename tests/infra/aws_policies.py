@@ -18,7 +18,7 @@ import collections.abc
 import copy
 import hashlib
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 # principalmapper 1.1.5 (the last release) still imports these from `collections`, which Python 3.10 removed.
 for _name in ("Mapping", "MutableMapping"):
@@ -139,7 +139,7 @@ class TemplateWorld:
             policies.append(Policy(f"inline:{role_id}:{index}", inline["PolicyName"], self.document(inline["PolicyDocument"])))
         return policies
 
-    def resource_policy(self, logical_id: str) -> Optional[dict]:
+    def resource_policy(self, logical_id: str) -> dict | None:
         """The policy AWS consults for requests to ``logical_id``: its key policy, topic policy or bucket policy."""
         resource = self.resources[logical_id]
         if resource["Type"] == "AWS::KMS::Key":
@@ -167,11 +167,11 @@ class TemplateWorld:
         result = resource_policy_authorization(service, self.account, policy, action, resource_arn, dict(context))
         return Decision(result is ResourcePolicyEvalResult.SERVICE_MATCH, f"{service} {action} {resource_arn}: {result.name}")
 
-    def role_may(self, role_id: str, action: str, resource_arn: str, context: dict, resource_id: Optional[str] = None) -> Decision:
+    def role_may(self, role_id: str, action: str, resource_arn: str, context: dict, resource_id: str | None = None) -> Decision:
         """The role's identity policies, and the resource's policy if ``resource_id`` has one, evaluated together."""
         return self.node_may(principal(self.arn(role_id), self.identity_policies(role_id)), action, resource_arn, context, resource_id)
 
-    def node_may(self, node: Node, action: str, resource_arn: str, context: dict, resource_id: Optional[str] = None) -> Decision:
+    def node_may(self, node: Node, action: str, resource_arn: str, context: dict, resource_id: str | None = None) -> Decision:
         """A principal of this account (a role the template does not hold, such as a service-linked role)."""
         policy = self.resource_policy(resource_id) if resource_id else None
         allowed = local_check_authorization_full(node, action, resource_arn, dict(context), policy, self.account if policy else None)

@@ -9,9 +9,6 @@ from gpu_inference_constructs.errors import ConfigError
 from gpu_inference_constructs.gpu_capacity import ECS_AGENT_SETTINGS, GpuCapacity, GpuCapacityProps
 
 
-
-
-
 def only(template, resource_type):
     (resource,) = template.find_resources(resource_type).values()
     return resource

@@ -12,9 +12,7 @@ from cdk_nag import AwsSolutionsChecks
 from syrupy.extensions.json import JSONSnapshotExtension
 
 from tests.conftest import ROOT, normalise_hashes
-
 from tests.infra.conftest import ENVIRONMENTS
-
 
 ACKNOWLEDGED = cdk.Validations.ACKNOWLEDGED_RULES_METADATA_KEY
 

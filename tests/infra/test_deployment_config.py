@@ -4,9 +4,9 @@ import copy
 
 import pytest
 
+import gpu_inference_constructs.model_service
 from gpu_inference_constructs.deployment import ALARM_MINUTES, DeploymentProps
 from gpu_inference_constructs.errors import ConfigError
-import gpu_inference_constructs.model_service
 from gpu_inference_constructs.settings import from_dict
 from stacks.config import load_environment
 from tests.conftest import cdk_context

@@ -213,7 +213,7 @@ def test_no_environment_takes_keys_over_plain_http(synthesized):
     """Every environment, dev included, listens with HTTPS; port 80 only redirects."""
     for env in ENVIRONMENTS:
         listeners = Template.from_json(synthesized.inference_template(env)).find_resources("AWS::ElasticLoadBalancingV2::Listener")
-        by_port = {l["Properties"]["Port"]: l["Properties"] for l in listeners.values()}
+        by_port = {listener["Properties"]["Port"]: listener["Properties"] for listener in listeners.values()}
         assert by_port[443]["Protocol"] == "HTTPS", env
         assert [a["Type"] for a in by_port[80]["DefaultActions"]] == ["redirect"], env
         assert synthesized.stages[env].config.load_balancer.certificate_arn, env

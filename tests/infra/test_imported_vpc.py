@@ -3,6 +3,7 @@
 import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_ec2 as ec2
+
 from gpu_inference_constructs import ConfigError, InferenceLoadBalancer, LoadBalancerProps, ModelStore, ModelStoreProps
 
 

@@ -6,9 +6,8 @@ import math
 import pytest
 from aws_cdk.assertions import Template
 
-from tests.conftest import metric_stats, single_metric
-
 from gpu_inference_constructs import metric_names as infra_names
+from tests.conftest import metric_stats, single_metric
 
 PER_MODEL_ALARMS = ["LatencyP95", "LatencyP99", "Target5xxRate", "UnhealthyTargets", "TasksBelowDesired"]
 BUNDLED_SERVER_ALARMS = ["QueueDepth", "RejectedRequests", "GpuMemory", "LowGpuUtilization"]
@@ -278,7 +277,7 @@ def test_cost_per_million_requests_is_the_whole_bill_gpu_logs_and_load_balancer(
     assert expressions[total_label] == f"IF(requests > 0, ({' + '.join(parts)}) / requests * 1000000, 0)"
     assert "CloudWatch Logs ingestion ($0.5/GB)" in total_label and "ALB ($0.0225/h + $0.008/LCU-h)" in total_label
     assert all(f"{group.capacity.instance_types[0]} at $" in total_label for group in config.capacity_groups.values())
-    for name, part in zip(("GPU instances", "CloudWatch Logs ingestion", "load balancer"), parts):
+    for name, part in zip(("GPU instances", "CloudWatch Logs ingestion", "load balancer"), parts, strict=False):
         assert expressions[f"{name} (estimate)"] == f"IF(requests > 0, ({part}) / requests * 1000000, 0)"
     named = {m[1]: m for m in metrics if isinstance(m[0], str)}
     assert {"GroupInServiceInstances", "RequestCount", "ConsumedLCUs", "IncomingBytes"} <= set(named)
@@ -370,8 +369,16 @@ def test_the_librarys_model_alarms_follow_the_models_goal_without_the_app():
     explicit threshold below its goal is refused at construction."""
     from aws_cdk import aws_sns as sns
 
-    from gpu_inference_constructs import (LatencyAlarmThresholds, ModelAlarms, ModelProps, ModelScalingProps, ModelService,
-                                          MonitoringProps, VllmProps, VllmServer)
+    from gpu_inference_constructs import (
+        LatencyAlarmThresholds,
+        ModelAlarms,
+        ModelProps,
+        ModelScalingProps,
+        ModelService,
+        MonitoringProps,
+        VllmProps,
+        VllmServer,
+    )
     from gpu_inference_constructs.errors import ConfigError
     from tests.infra.test_server_contract import IMAGE, stack_with_placement
 
@@ -428,7 +435,7 @@ def test_the_dashboard_prices_each_groups_warm_spare_from_managed_scalings_reser
     reservations = [m for m in metrics if isinstance(m[0], str) and m[1] == "CapacityProviderReservation"]
     assert len(reservations) == len(groups) and all(m[0] == "AWS/ECS/ManagedScaling" for m in reservations)
     assert all({"ClusterName", "CapacityProviderName"} <= set(m[2:-1:2]) for m in reservations)
-    for index, (spare, capacity) in enumerate(zip(spares, groups)):
+    for index, (spare, capacity) in enumerate(zip(spares, groups, strict=False)):
         assert f"target {capacity.target_capacity_percent} %" in spare["label"]
         price = CATALOG[capacity.instance_types[0]].on_demand_hourly_usd
         base, share = capacity.on_demand_base_capacity, capacity.on_demand_percentage_above_base / 100

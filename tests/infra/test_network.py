@@ -1,12 +1,9 @@
 """What the network promises, per environment."""
 
 import pytest
-from aws_cdk.assertions import Match, Template
+from aws_cdk.assertions import Match
 
 from gpu_inference_constructs.network import DEFAULT_INTERFACE_ENDPOINTS
-
-
-
 
 
 def test_subnets_are_public_for_the_load_balancer_and_private_for_the_fleet(network, synthesized):

@@ -101,7 +101,7 @@ def test_only_the_cached_models_tasks_reach_the_cache(world):
     ingress = [r["Properties"] for r in world.of_type("AWS::EC2::SecurityGroupIngress").values()
                if r["Properties"]["GroupId"] == {"Fn::GetAtt": [cache_group, "GroupId"]}]
     sources = sorted(rule["SourceSecurityGroupId"]["Fn::GetAtt"][0] for rule in ingress)
-    assert [s[:len("Model") + len(m)] for s, m in zip(sources, CACHED)] == [f"Model{m}" for m in CACHED]
+    assert [s[:len("Model") + len(m)] for s, m in zip(sources, CACHED, strict=False)] == [f"Model{m}" for m in CACHED]
     assert all((rule["FromPort"], rule["ToPort"], rule["IpProtocol"]) == (6379, 6380, "tcp") for rule in ingress)
     assert not any("CidrIp" in rule or "CidrIpv6" in rule for rule in ingress)
 

@@ -143,7 +143,7 @@ def test_every_strategy_rolls_back_on_the_models_alarms_and_the_users(strategies
 
 @pytest.mark.parametrize("environment", ["canary", "linear", "blue-green"])
 def test_one_weighted_rule_per_model_and_ecs_holds_the_alternate_target_group(strategies, environment):
-    for name, view in models(strategies[environment]).items():
+    for view in models(strategies[environment]).values():
         (rule,) = view.rules.values()
         (action,) = rule["Actions"]
         assert action["Type"] == "forward" and "TargetGroupArn" not in action
@@ -254,6 +254,7 @@ def route_priorities(*models: tuple[str, int | None]) -> dict[str, int]:
     """Model name -> its rule's priority, with the models added to one load balancer in this order."""
     from aws_cdk import aws_ec2 as ec2
     from aws_cdk import aws_elasticloadbalancingv2 as elbv2
+
     from gpu_inference_constructs import InferenceLoadBalancer, LoadBalancerProps, ModelStore, ModelStoreProps
 
     stack = cdk.Stack(cdk.App(), "Team", env=cdk.Environment(account="123456789012", region="eu-west-1"))

@@ -3,12 +3,8 @@
 import json
 
 import pytest
-from aws_cdk.assertions import Template
 
 from tests.conftest import metric_stats, single_metric
-
-
-
 
 
 def targets_by_model(template):
@@ -106,7 +102,7 @@ def test_step_scaling_only_adds_tasks_on_latency_gpu_queue_and_cpu_with_growing_
         assert sorted(steps) == ["CpuAndQueueGrowing", "GpuUtilization", "LatencyP95", "QueueBacklog"]
         # +2 at twice the threshold only where the metric can get there (a percentage, an indicator of 0 or 1 cannot).
         expected = {"LatencyP95": [1, 2], "QueueBacklog": [1, 2], "CpuAndQueueGrowing": [1], "GpuUtilization": [1, 2] if model.scaling.gpu_utilization_percent * 2 < 100 else [1]}
-        for name, (logical_id, policy) in steps.items():
+        for name, (_logical_id, policy) in steps.items():
             adjustments = [s["ScalingAdjustment"] for s in policy["StepScalingPolicyConfiguration"]["StepAdjustments"]]
             assert adjustments == expected[name] and policy["StepScalingPolicyConfiguration"]["Cooldown"] == model.scaling.scale_out_cooldown_seconds
 
@@ -141,7 +137,7 @@ def test_vllm_adds_tasks_on_latency_waiting_requests_and_kv_cache(env):
     for model in [m for m in config.models if m.vllm is not None]:
         steps = step_policies(template, model.name)
         assert sorted(steps) == ["LatencyP95", "ScaleOutvllmkvcacheusageperc", "ScaleOutvllmnumrequestswaiting"]
-        for name, (logical_id, policy) in steps.items():
+        for name, (_logical_id, policy) in steps.items():
             adjustments = [s["ScalingAdjustment"] for s in policy["StepScalingPolicyConfiguration"]["StepAdjustments"]]
             # KV-cache use is a fraction: no +2 step at twice 0.9 (tests below: every step is reachable).
             assert adjustments == ([1] if name == "ScaleOutvllmkvcacheusageperc" and model.vllm.kv_cache_scale_out_percent >= 50 else [1, 2])
@@ -173,7 +169,7 @@ def test_schedules_apply_to_every_service_with_time_zones(env):
         _, target = targets_by_model(template)[logical(model.name)]
         actions = target["Properties"].get("ScheduledActions", [])
         assert [a["ScheduledActionName"] for a in actions] == [f"Schedule-{s.name}" for s in config.scaling.schedules]
-        for action, schedule in zip(actions, config.scaling.schedules):
+        for action, schedule in zip(actions, config.scaling.schedules, strict=False):
             assert action["Schedule"] == f"cron({schedule.cron})" and action["Timezone"] == schedule.time_zone
             expected_min = model.min_tasks if schedule.min_tasks is None else schedule.min_tasks
             assert action["ScalableTargetAction"]["MinCapacity"] == expected_min

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
 
 from tests.infra.conftest import ENVIRONMENTS
 
-START = datetime(2026, 12, 7, tzinfo=timezone.utc)  # a Monday
+START = datetime(2026, 12, 7, tzinfo=UTC)  # a Monday
 WEEK_MINUTES = 7 * 24 * 60
 DAY_NAMES = {name: number for number, name in enumerate(["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"])}
 MONTH_NAMES = {name: number for number, name in enumerate(["JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"], start=1)}
@@ -170,7 +170,7 @@ def test_the_gpu_group_holds_every_services_floor_all_week(environment):
         group_initial, group_actions = group_schedule(template, f"GpuCapacity{logical}AutoScalingGroup")
         service_runs = [list(simulate(initial, actions)) for (initial, actions), _ in placed]
         gpus_per_instance = config.group_capacity(group).smallest_instance_type().gpus
-        for (minute, group_min, group_max), *services in zip(simulate(group_initial, group_actions), *service_runs):
-            floor = sum(low * gpus for (_, low, _), (_, gpus) in zip(services, placed))  # a 4-GPU task takes four GPUs
+        for (minute, group_min, group_max), *services in zip(simulate(group_initial, group_actions), *service_runs, strict=False):
+            floor = sum(low * gpus for (_, low, _), (_, gpus) in zip(services, placed, strict=False))  # a 4-GPU task takes four GPUs
             assert group_min <= group_max, minute
             assert floor <= group_max * gpus_per_instance, f"at minute {minute} the services' floor of {floor} GPUs exceeds the group's {group_max} x {gpus_per_instance} GPUs"

@@ -3,6 +3,8 @@ with a message that names what is missing or too large."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_ec2 as ec2
@@ -16,7 +18,6 @@ import gpu_inference_constructs
 from gpu_inference_constructs import (
     BundledServer,
     ConfigError,
-    StopTiming,
     LivenessCheck,
     ModelFromS3,
     ModelProps,
@@ -24,6 +25,7 @@ from gpu_inference_constructs import (
     PrometheusMetrics,
     ScalingSignal,
     ServerContract,
+    StopTiming,
     VllmProps,
     VllmServer,
 )
@@ -112,7 +114,7 @@ def stack_with_placement(region: str = "us-east-1"):
         listener_arn="arn:aws:elasticloadbalancing:us-east-1:123456789012:listener/app/lb/0123456789abcdef/0123456789abcdef",
         security_group=ec2.SecurityGroup.from_security_group_id(stack, "Sg", "sg-1"),
     )
-    parts = dict(
+    parts: dict[str, Any] = dict(
         cluster=ecs.Cluster.from_cluster_attributes(stack, "Cluster", cluster_name="c", vpc=vpc),
         capacity_provider_name="gpus",
         model_bucket=s3.Bucket.from_bucket_name(stack, "Bucket", "models-bucket"),
@@ -412,8 +414,8 @@ def test_the_signature_walk_finds_a_type_that_is_not_exported():
 
     @dataclass(frozen=True)
     class Props:
-        quotas: Optional[LoadBalancerQuotas] = None
-        hidden: tuple[Optional[Hidden], ...] = ()
+        quotas: LoadBalancerQuotas | None = None
+        hidden: tuple[Hidden | None, ...] = ()
 
     Props.__module__ = "gpu_inference_constructs.hidden"
     hints = public_signatures(Props, {"Hidden": Hidden, "Optional": Optional})["Props fields"]
@@ -517,7 +519,7 @@ def stack_with_load_balancer(longest_request_seconds, idle_timeout_seconds=None)
         props=LoadBalancerProps(allow_http=True, ingress_cidrs=("10.0.0.0/8",), idle_timeout_seconds=idle_timeout_seconds),
         longest_request_seconds=longest_request_seconds,
     )
-    parts = dict(
+    parts: dict[str, Any] = dict(
         cluster=ecs.Cluster.from_cluster_attributes(stack, "Cluster", cluster_name="c", vpc=vpc), capacity_provider_name="gpus", instance_type="g5.xlarge",
         model_bucket=s3.Bucket.from_bucket_name(stack, "Bucket", "models-bucket"), load_balancer=balancer,
         logs_key=kms.Key.from_key_arn(stack, "Key", "arn:aws:kms:us-east-1:123456789012:key/11111111-2222-4333-8444-555555555555"),
@@ -599,8 +601,8 @@ def test_behind_a_listener_whose_idle_timeout_is_unknown_a_long_request_is_a_war
 def test_the_models_runtime_reaches_the_bundled_server_and_is_checked():
     """models[].runtime becomes MODEL_RUNTIME (the server refuses it unless the version was published with it);
     eager leaves the environment as it was."""
-    from inference_server.runtimes import RUNTIMES
     from gpu_inference_constructs.model_service import MODEL_RUNTIMES
+    from inference_server.runtimes import RUNTIMES
 
     assert MODEL_RUNTIMES == RUNTIMES
     stack, parts = stack_with_placement()

@@ -12,10 +12,7 @@ from aws_cdk.assertions import Template
 from gpu_inference_constructs.model_service import CONTAINER_PORT, SPOT_NOTICE_SECONDS
 from gpu_inference_constructs.server_contract import vllm_liveness
 from tests.conftest import ROOT
-
 from tests.infra.conftest import ENVIRONMENTS
-
-
 
 
 def containers(template, name="server"):
@@ -305,7 +302,7 @@ def test_a_vllm_models_unauthenticated_routes_are_not_reachable_through_the_load
 def test_unknown_paths_get_a_json_404(env):
     _, template = env
     listeners = template.find_resources("AWS::ElasticLoadBalancingV2::Listener")
-    routing = [l for l in listeners.values() if l["Properties"]["DefaultActions"][0]["Type"] == "fixed-response"]
+    routing = [listener for listener in listeners.values() if listener["Properties"]["DefaultActions"][0]["Type"] == "fixed-response"]
     assert len(routing) == 1
     response = routing[0]["Properties"]["DefaultActions"][0]["FixedResponseConfig"]
     assert response["StatusCode"] == "404" and response["ContentType"] == "application/json"
@@ -314,7 +311,7 @@ def test_unknown_paths_get_a_json_404(env):
 
 def test_https_uses_a_modern_policy_and_http_redirects_when_a_certificate_is_set(env):
     config, template = env
-    listeners = {l["Properties"]["Port"]: l["Properties"] for l in template.find_resources("AWS::ElasticLoadBalancingV2::Listener").values()}
+    listeners = {listener["Properties"]["Port"]: listener["Properties"] for listener in template.find_resources("AWS::ElasticLoadBalancingV2::Listener").values()}
     if config.load_balancer.certificate_arn:
         assert listeners[443]["Protocol"] == "HTTPS"
         assert listeners[443]["SslPolicy"] == "ELBSecurityPolicy-TLS13-1-2-2021-06"

@@ -12,9 +12,25 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk.assertions import Template
 
 from gpu_inference_constructs import (
-    BundledServer, ConfigError, GpuCapacity, GpuCapacityProps, LivenessCheck, ModelFromS3, ModelProps, ModelService,
-    PrometheusMetrics, ScalingSignal, ServerContract, ServiceScaling, StopTiming, TgiProps, TgiServer, TritonProps,
-    TritonServer, VllmProps, VllmServer,
+    BundledServer,
+    ConfigError,
+    GpuCapacity,
+    GpuCapacityProps,
+    LivenessCheck,
+    ModelFromS3,
+    ModelProps,
+    ModelService,
+    PrometheusMetrics,
+    ScalingSignal,
+    ServerContract,
+    ServiceScaling,
+    StopTiming,
+    TgiProps,
+    TgiServer,
+    TritonProps,
+    TritonServer,
+    VllmProps,
+    VllmServer,
 )
 from gpu_inference_constructs.server_contract import EcrImage
 from tests.infra.test_server_contract import IMAGE, stack_with_placement
@@ -158,7 +174,6 @@ def test_every_server_kind_can_scale_in(server):
 
 
 def capacity_stack():
-    from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 
     stack, parts = stack_with_placement()
     vpc = parts["cluster"].vpc

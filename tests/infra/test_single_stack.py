@@ -7,10 +7,19 @@ from aws_cdk import aws_kms as kms
 from aws_cdk.assertions import Template
 
 from gpu_inference_constructs import (
-    BundledServer, GpuCapacity, GpuCapacityProps, InferenceLoadBalancer, InferenceNetwork, LoadBalancerProps,
-    ModelProps, ModelService, ModelStore, ModelStoreProps, NetworkProps, ServiceTimingProps,
+    BundledServer,
+    GpuCapacity,
+    GpuCapacityProps,
+    InferenceLoadBalancer,
+    InferenceNetwork,
+    LoadBalancerProps,
+    ModelProps,
+    ModelService,
+    ModelStore,
+    ModelStoreProps,
+    NetworkProps,
+    ServiceTimingProps,
 )
-
 
 BUCKET_POLICY_FLAG = "@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy"
 

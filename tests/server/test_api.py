@@ -49,7 +49,7 @@ async def test_predict_batch_keeps_order_and_matches_single_predictions(classifi
     assert batch.status_code == 200, batch.text
     predictions = batch.json()["predictions"]
     assert len(predictions) == 3
-    for prediction, single in zip(predictions, singles):
+    for prediction, single in zip(predictions, singles, strict=False):
         assert prediction["scores"] == pytest.approx(single.json()["prediction"]["scores"], abs=1e-5)
 
 

@@ -16,10 +16,10 @@ import orjson
 import pytest
 import torch
 
+from inference_server.handlers.base import InputError
 from inference_server.handlers.declaration import DeclarationError, parse_declaration
 from inference_server.handlers.export_program import ProgramError, check_archive, check_program, load_program
 from inference_server.handlers.image import decode_image
-from inference_server.handlers.base import InputError
 from inference_server.manifest import Manifest
 from inference_server.publish import PublishError, publish
 from inference_server.testing import EXPORT_MODEL_JSON, image_model_json

@@ -94,7 +94,7 @@ def test_a_small_image_is_not_held_behind_a_large_decode(vision, tiny_image_dir)
         rounds = []
         for _ in range(3):
             answers: dict[str, tuple[int, float]] = {}
-            large_request = threading.Thread(target=lambda: answers.update(large=post(large)))
+            large_request = threading.Thread(target=lambda answers=answers: answers.update(large=post(large)))
             large_request.start()
             time.sleep(decode_s / 4)  # the large image is being decoded now
             answers["small"] = post(small)

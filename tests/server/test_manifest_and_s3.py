@@ -10,8 +10,16 @@ import pytest
 
 from inference_server import publish as publish_cli
 from inference_server.artifacts import ArtifactError, fetch_model, parse_s3_uri, read_manifest_at
-from inference_server.manifest import (MANIFEST_FILE, SHA256SUMS_FILE, Manifest, ManifestError, build_manifest,
-                                       read_manifest, sha256_file, verify_directory)
+from inference_server.manifest import (
+    MANIFEST_FILE,
+    SHA256SUMS_FILE,
+    Manifest,
+    ManifestError,
+    build_manifest,
+    read_manifest,
+    sha256_file,
+    verify_directory,
+)
 from inference_server.publish import PublishError, publish
 
 from .conftest import make_settings, started

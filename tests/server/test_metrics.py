@@ -19,7 +19,7 @@ def nearest_rank(sorted_values: list[float], q: float) -> float:
 def weighted_nearest_rank(values: list[float], counts: list[int], q: float) -> float:
     """The percentile of a Values/Counts distribution, each value standing for its count of observations."""
     rank, seen = max(1, math.ceil(q * sum(counts))), 0
-    for value, count in zip(values, counts):
+    for value, count in zip(values, counts, strict=False):
         seen += count
         if seen >= rank:
             return value

@@ -16,8 +16,6 @@ from inference_server.runtimes import RuntimeConversionError, check_published, c
 from .conftest import infer, make_settings, model_handler, started
 
 
-
-
 @pytest.fixture
 def embedder_copy(tiny_embedder_dir, tmp_path):
     return shutil.copytree(tiny_embedder_dir, tmp_path / "embedder")

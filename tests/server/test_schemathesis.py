@@ -14,7 +14,12 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 
 from inference_server.app import create_app
-from inference_server.testing import build_tiny_bert, build_tiny_export_model, build_tiny_image_classifier, local_service
+from inference_server.testing import (
+    build_tiny_bert,
+    build_tiny_export_model,
+    build_tiny_image_classifier,
+    local_service,
+)
 
 from .conftest import make_settings, wait_ready
 

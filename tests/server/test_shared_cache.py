@@ -16,9 +16,20 @@ from botocore.credentials import Credentials
 
 from inference_server import metric_names as m
 from inference_server.settings import SettingsError
-from inference_server.shared_cache import (CLOSED, HALF_OPEN, OPEN, CircuitBreaker, SharedCache, SharedCacheConfig,
-                                           config_from_settings, decode_value, encode_value, iam_auth_token,
-                                           input_key, key_prefix)
+from inference_server.shared_cache import (
+    CLOSED,
+    HALF_OPEN,
+    OPEN,
+    CircuitBreaker,
+    SharedCache,
+    SharedCacheConfig,
+    config_from_settings,
+    decode_value,
+    encode_value,
+    iam_auth_token,
+    input_key,
+    key_prefix,
+)
 
 from .conftest import make_settings, model_handler, started
 from .valkey_server import ValkeyServer

@@ -10,8 +10,16 @@ import pytest
 
 from gpu_inference_constructs.errors import ConfigError
 from gpu_inference_constructs.gpu_capacity import GpuCapacityProps
-from gpu_inference_constructs.instance_catalog import (ACCELERATORS, CATALOG, NON_CUDA_CATALOG, ON_DEMAND_HOURLY_USD, AcceleratorSpec,
-                                                       GpuInstanceType, figure_sources, on_demand_price)
+from gpu_inference_constructs.instance_catalog import (
+    ACCELERATORS,
+    CATALOG,
+    NON_CUDA_CATALOG,
+    ON_DEMAND_HOURLY_USD,
+    AcceleratorSpec,
+    GpuInstanceType,
+    figure_sources,
+    on_demand_price,
+)
 from gpu_inference_constructs.sizing import Assumptions, ModelShape, Purchase, Workload, advise, from_model_dir
 
 GIB = 2**30

@@ -6,8 +6,15 @@ import pytest
 
 from gpu_inference_constructs.gpu_capacity import GpuCapacityProps
 from gpu_inference_constructs.scaling_props import ModelScalingProps
-from gpu_inference_constructs.sizing.timeline import (DOCUMENTED, ESTIMATED, LATEST_STARTUP, MEASURED, main, render,
-                                                       timeline)
+from gpu_inference_constructs.sizing.timeline import (
+    DOCUMENTED,
+    ESTIMATED,
+    LATEST_STARTUP,
+    MEASURED,
+    main,
+    render,
+    timeline,
+)
 
 GB_13B = 26_000_000_000
 

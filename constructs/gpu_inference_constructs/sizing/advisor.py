@@ -15,10 +15,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Optional
 
 from ..errors import ConfigError
-from ..instance_catalog import ACCELERATORS, CATALOG, NON_CUDA_CATALOG, REGIONS_BY_FAMILY, GpuInstanceType, on_demand_price
+from ..instance_catalog import (
+    ACCELERATORS,
+    CATALOG,
+    NON_CUDA_CATALOG,
+    REGIONS_BY_FAMILY,
+    GpuInstanceType,
+    on_demand_price,
+)
 from .model_shape import ModelShape
 from .runtimes import runtime_factor
 from .workload import SERVER_CEILING_SOURCE, Assumptions, Measurement, Purchase, Workload
@@ -33,8 +39,8 @@ NOT_ESTIMATED = "none"  # Throughput.source when no figure allows an estimate
 class Memory:
     usable_gib: float
     weights_gib: float
-    kv_cache_gib: Optional[float]
-    activations_gib: Optional[float]
+    kv_cache_gib: float | None
+    activations_gib: float | None
 
     @property
     def total_gib(self) -> float:
@@ -47,13 +53,13 @@ class Memory:
 
 @dataclass
 class Throughput:
-    requests_per_second: Optional[float]  # one task
+    requests_per_second: float | None  # one task
     source: str  # "measured", "estimate" or NOT_ESTIMATED
     formula: str
     bound: str = ""
-    tokens_per_second: Optional[float] = None  # LLMs: one task's decode rate at the concurrency
-    p95_ms_estimate: Optional[float] = None
-    max_batch_size: Optional[int] = None
+    tokens_per_second: float | None = None  # LLMs: one task's decode rate at the concurrency
+    p95_ms_estimate: float | None = None
+    max_batch_size: int | None = None
 
 
 @dataclass
@@ -64,22 +70,22 @@ class TypeAdvice:
     gpus_per_task: int
     tasks_per_instance: int
     deployable: bool
-    memory: Optional[Memory]
-    decode_tokens_per_second_ceiling: Optional[float]
-    throughput: Optional[Throughput]
+    memory: Memory | None
+    decode_tokens_per_second_ceiling: float | None
+    throughput: Throughput | None
     price_usd: float
     price_source: str
-    tasks: Optional[int] = None
-    instances: Optional[int] = None
+    tasks: int | None = None
+    instances: int | None = None
     hourly_usd: dict[str, float] = field(default_factory=dict)
-    usd_per_million_requests: dict[str, Optional[float]] = field(default_factory=lambda: dict(_NOTHING))
-    usd_per_million_tokens: dict[str, Optional[float]] = field(default_factory=lambda: dict(_NOTHING))
+    usd_per_million_requests: dict[str, float | None] = field(default_factory=lambda: dict(_NOTHING))
+    usd_per_million_tokens: dict[str, float | None] = field(default_factory=lambda: dict(_NOTHING))
 
     @property
     def name(self) -> str:
         return self.instance_type.name
 
-    def meets_p95(self, p95_ms: float) -> Optional[bool]:
+    def meets_p95(self, p95_ms: float) -> bool | None:
         estimate = self.throughput.p95_ms_estimate if self.throughput else None
         return None if estimate is None else estimate <= p95_ms
 
@@ -101,7 +107,7 @@ def types_in_region(region: str) -> list[GpuInstanceType]:
 
 
 def advise(model: ModelShape, workload: Workload, purchase: Purchase, assumptions: Assumptions,
-           measurement: Optional[Measurement] = None, only: Optional[list[str]] = None) -> list[TypeAdvice]:
+           measurement: Measurement | None = None, only: list[str] | None = None) -> list[TypeAdvice]:
     """One TypeAdvice per catalog type offered in the region (or per type in ``only``), cheapest mix first."""
     _check_context(model, workload)
     types = types_in_region(purchase.region)
@@ -129,7 +135,7 @@ def _check_context(model: ModelShape, workload: Workload) -> None:
 
 
 def _advise_type(instance: GpuInstanceType, model: ModelShape, workload: Workload, purchase: Purchase,
-                 assumptions: Assumptions, measurement: Optional[Measurement]) -> TypeAdvice:
+                 assumptions: Assumptions, measurement: Measurement | None) -> TypeAdvice:
     spec = ACCELERATORS[instance.gpu_model]
     price, price_source = on_demand_price(instance.name, purchase.region)
     if instance.name in purchase.prices:

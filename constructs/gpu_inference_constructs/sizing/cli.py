@@ -7,7 +7,6 @@ import json
 import sys
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import Optional
 
 from ..errors import ConfigError
 from ..gpu_capacity import GpuCapacityProps
@@ -89,7 +88,7 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return run(args)
@@ -141,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cheapest_mix(advice) -> Optional[float]:
+def _cheapest_mix(advice) -> float | None:
     """The hourly cost (the purchase's On-Demand/Spot mix) of the cheapest type that meets the goal."""
     costs = [a.hourly_usd["mix"] for a in advice if a.ranked and "mix" in a.hourly_usd]
     return min(costs) if costs else None

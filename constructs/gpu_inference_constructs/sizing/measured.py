@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
 
 from ..errors import ConfigError
 from ..instance_catalog import ACCELERATORS, CATALOG, NON_CUDA_CATALOG
@@ -35,7 +34,7 @@ def refuse_llm(path: str) -> ConfigError:
                                      "yourself and set vllm.max_num_seqs and scaling.requests_per_target_per_minute from it")
 
 
-def read_measurement(path: str | Path, p95_ms: float, measured_on: Optional[str] = None) -> Measurement:
+def read_measurement(path: str | Path, p95_ms: float, measured_on: str | None = None) -> Measurement:
     path = Path(path)
     key = "--measured"
     try:
@@ -62,7 +61,7 @@ def read_measurement(path: str | Path, p95_ms: float, measured_on: Optional[str]
                        f"measured ({path.name}, {started}, model {run['model']})")
 
 
-def _gpu_model(results: dict, path: Path, measured_on: Optional[str]) -> str:
+def _gpu_model(results: dict, path: Path, measured_on: str | None) -> str:
     if measured_on is not None:
         instance = CATALOG.get(measured_on) or NON_CUDA_CATALOG.get(measured_on)
         if instance is None:

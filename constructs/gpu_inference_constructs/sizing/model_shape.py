@@ -11,7 +11,7 @@ import json
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, Optional
+from typing import Literal
 
 from ..errors import ConfigError
 from .safetensors_header import DTYPE_BYTES, read_header
@@ -29,14 +29,14 @@ class ModelShape:
     dtype: str
     kind: Kind
     name: str = "model"
-    layers: Optional[int] = None
-    hidden_size: Optional[int] = None
-    heads: Optional[int] = None
-    kv_heads: Optional[int] = None
-    intermediate_size: Optional[int] = None
-    vocab_size: Optional[int] = None
-    max_positions: Optional[int] = None  # learned position embeddings (encoders), counted as embeddings
-    context_limit: Optional[int] = None  # max_position_embeddings: the longest sequence the model takes
+    layers: int | None = None
+    hidden_size: int | None = None
+    heads: int | None = None
+    kv_heads: int | None = None
+    intermediate_size: int | None = None
+    vocab_size: int | None = None
+    max_positions: int | None = None  # learned position embeddings (encoders), counted as embeddings
+    context_limit: int | None = None  # max_position_embeddings: the longest sequence the model takes
     source: str = "flags"
 
     def __post_init__(self) -> None:
@@ -64,11 +64,11 @@ class ModelShape:
         return self.layers is not None and self.hidden_size is not None and self.heads is not None
 
     @property
-    def head_dim(self) -> Optional[int]:
+    def head_dim(self) -> int | None:
         return self.hidden_size // self.heads if self.has_geometry else None
 
     @property
-    def kv_bytes_per_token(self) -> Optional[float]:
+    def kv_bytes_per_token(self) -> float | None:
         """K and V for every layer: 2 x layers x kv_heads x head_dim x bytes (the cache keeps the model's precision,
         FP16 for integer-quantised weights)."""
         if not self.has_geometry:
@@ -86,7 +86,7 @@ class ModelShape:
         return self.params
 
 
-def from_model_dir(directory: str | Path, dtype: Optional[str] = None, kind: Optional[Kind] = None) -> ModelShape:
+def from_model_dir(directory: str | Path, dtype: str | None = None, kind: Kind | None = None) -> ModelShape:
     """Parameter count and dtype from the safetensors headers, geometry and kind from config.json."""
     directory = Path(directory)
     if not directory.is_dir():

@@ -15,13 +15,22 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Optional
 
+from ..deployment_capacity import (
+    ServiceDeployment,
+    check_group_holds_deployment_at_peak,
+    instances_for_deployment_at_peak,
+)
 from ..errors import ConfigError
 from ..gpu_capacity import GpuCapacityProps
-from ..deployment_capacity import ServiceDeployment, check_group_holds_deployment_at_peak, instances_for_deployment_at_peak
-from ..model_service import (AGENT_RESERVED_CPU, ROLLING_MAX_HEALTHY_PERCENT, VLLM_SIDECAR_CPU, VLLM_SIDECAR_MEMORY_MIB,
-                             ModelProps, service_deployment)
+from ..model_service import (
+    AGENT_RESERVED_CPU,
+    ROLLING_MAX_HEALTHY_PERCENT,
+    VLLM_SIDECAR_CPU,
+    VLLM_SIDECAR_MEMORY_MIB,
+    ModelProps,
+    service_deployment,
+)
 from ..server_contract import DEFAULT_COLLECTOR_IMAGE, DEFAULT_FETCHER_IMAGE
 from ..settings import from_dict
 from .advisor import TypeAdvice
@@ -50,7 +59,7 @@ class Recommendation:
     capacity: dict
     model: dict
     notes: list[str] = field(default_factory=list)
-    capacity_group: Optional[str] = None
+    capacity_group: str | None = None
 
     @property
     def capacity_groups(self) -> dict:
@@ -66,7 +75,7 @@ class Recommendation:
 
 
 def recommend(advice: list[TypeAdvice], model: ModelShape, workload: Workload, purchase: Purchase,
-              assumptions: Assumptions, name: Optional[str] = None, version: str = "1") -> Optional[Recommendation]:
+              assumptions: Assumptions, name: str | None = None, version: str = "1") -> Recommendation | None:
     ranked = [a for a in advice if a.ranked]
     if not ranked:
         return None
@@ -196,5 +205,5 @@ def _model_name(raw: str) -> str:
     return (name[:40].rstrip("-") or "model") if len(name) >= 2 else "model"
 
 
-def _rps(advice: TypeAdvice) -> Optional[float]:
+def _rps(advice: TypeAdvice) -> float | None:
     return advice.throughput.requests_per_second if advice.throughput else None

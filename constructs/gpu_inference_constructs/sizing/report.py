@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict
-from typing import Optional
 
 from ..instance_catalog import ACCELERATORS
 from .advisor import TypeAdvice
@@ -13,7 +12,7 @@ from .recommend import Recommendation
 from .workload import Assumptions, Measurement, Purchase, Workload
 
 
-def _round(value: Optional[float], digits: int = 4) -> Optional[float]:
+def _round(value: float | None, digits: int = 4) -> float | None:
     return None if value is None else round(value, digits)
 
 
@@ -50,8 +49,8 @@ def type_entry(a: TypeAdvice) -> dict:
     }
 
 
-def as_json(advice: list[TypeAdvice], recommendation: Optional[Recommendation], model: ModelShape, workload: Workload,
-            purchase: Purchase, assumptions: Assumptions, measurement: Optional[Measurement]) -> dict:
+def as_json(advice: list[TypeAdvice], recommendation: Recommendation | None, model: ModelShape, workload: Workload,
+            purchase: Purchase, assumptions: Assumptions, measurement: Measurement | None) -> dict:
     return {
         "model": {**asdict(model), "weight_bytes": model.weight_bytes, "kv_cache_bytes_per_token": model.kv_bytes_per_token},
         "workload": asdict(workload),
@@ -69,13 +68,13 @@ def dumps(data: dict) -> str:
     return json.dumps(data, indent=2)
 
 
-def _money(value: Optional[float]) -> str:
+def _money(value: float | None) -> str:
     if value is None:
         return "-"
     return f"{value:,.2f}" if value >= 1 else f"{value:.4f}"
 
 
-def table(advice: list[TypeAdvice], recommendation: Optional[Recommendation], model: ModelShape, workload: Workload,
+def table(advice: list[TypeAdvice], recommendation: Recommendation | None, model: ModelShape, workload: Workload,
           purchase: Purchase, assumptions: Assumptions) -> str:
     llm = model.kind == "llm"
     head = (f"{model.name}: {model.params / 1e9:.3g}B parameters, {model.dtype}, {model.kind} "
@@ -101,8 +100,8 @@ def table(advice: list[TypeAdvice], recommendation: Optional[Recommendation], mo
             row.append(_money(a.usd_per_million_tokens.get("mix")))
         rows.append(row)
     widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(columns)]
-    lines = [head, "", "  ".join(c.ljust(w) for c, w in zip(columns, widths)), "  ".join("-" * w for w in widths)]
-    lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths)) for r in rows]
+    lines = [head, "", "  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=False)), "  ".join("-" * w for w in widths)]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=False)) for r in rows]
     lines += ["", "* compared only: the capacity construct launches CUDA types", "", "Why:"]
     lines += [f"  {a.name}: {a.reason}" for a in advice]
     lines += ["", "Throughput, per GPU model (one task on one instance type of each):"]

@@ -17,7 +17,7 @@ import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from .. import metric_names
 
@@ -67,11 +67,11 @@ class ScaleOutPath:
         return min(cases), max(cases)
 
 
-def _resolve(template: dict, value: Any) -> Optional[str]:
+def _resolve(template: dict, value: Any) -> str | None:
     return value.get("Ref") if isinstance(value, dict) else None
 
 
-def _publisher(namespace: Optional[str], metric: Optional[str], period_s: int) -> str:
+def _publisher(namespace: str | None, metric: str | None, period_s: int) -> str:
     if namespace == metric_names.NAMESPACE:
         return "server-signal" if metric == metric_names.QUEUE_DEPTH and period_s < 60 else "server"
     if namespace == "AWS/ApplicationELB":
@@ -79,7 +79,7 @@ def _publisher(namespace: Optional[str], metric: Optional[str], period_s: int) -
     return "ecs"
 
 
-def _alarm_metric(alarm: dict) -> tuple[int, Optional[str], Optional[str], str]:
+def _alarm_metric(alarm: dict) -> tuple[int, str | None, str | None, str]:
     """(period, namespace, metric name, statistic): the slowest metric of a math alarm."""
     if "Period" in alarm:
         return (int(alarm["Period"]), alarm.get("Namespace"), alarm.get("MetricName"),
@@ -93,7 +93,7 @@ def _alarm_metric(alarm: dict) -> tuple[int, Optional[str], Optional[str], str]:
 def scale_out_paths(template: dict) -> list[ScaleOutPath]:
     resources = template.get("Resources", {})
     paths = []
-    for alarm_id, alarm in resources.items():
+    for alarm in resources.values():
         if alarm["Type"] != "AWS::CloudWatch::Alarm":
             continue
         props = alarm["Properties"]
@@ -153,7 +153,7 @@ def report(name: str, template: dict) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     paths = argv if argv is not None else sys.argv[1:]
     if not paths:
         print("usage: python -m gpu_inference_constructs.sizing.scale_out TEMPLATE.json ...", file=sys.stderr)

@@ -14,7 +14,6 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 from ..errors import ConfigError
 from ..gpu_capacity import GpuCapacityProps
@@ -128,7 +127,7 @@ def _environment(path: Path, name: str) -> dict:
     return environments[name]
 
 
-def main(argv: Optional[list[str]] = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m gpu_inference_constructs.sizing.timeline", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--environment", required=True)

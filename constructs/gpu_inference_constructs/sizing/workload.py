@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
 
 from ..errors import ConfigError
 from .runtimes import RUNTIME_FACTORS
@@ -95,7 +94,7 @@ class Measurement:
     requests_per_second: float
     p95_ms: float
     clients: int
-    max_batch_size: Optional[int]
+    max_batch_size: int | None
     source: str
 
 

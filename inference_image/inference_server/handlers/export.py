@@ -93,7 +93,7 @@ class TorchExportHandler(Handler):
                                f"{len(self._outputs)}")
         # .cpu() copies results out of CUDA graph memory; autocast outputs go back to the declared dtype.
         return {spec.name: leaf.to(torch_dtype(spec.datatype)).cpu().numpy()
-                for leaf, spec in zip(leaves, self._outputs)}
+                for leaf, spec in zip(leaves, self._outputs, strict=False)}
 
     def postprocess(self, outputs: dict[str, np.ndarray], count: int) -> list[dict[str, np.ndarray]]:
         return [{spec.name: outputs[spec.name][row].copy() for spec in self._outputs} for row in range(count)]

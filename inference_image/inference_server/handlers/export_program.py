@@ -92,7 +92,7 @@ def check_program(program: torch.export.ExportedProgram, declaration: Declaratio
     if len(user_inputs) != len(declaration.inputs):
         raise ProgramError(f"the program takes {len(user_inputs)} input(s) {list(user_inputs)}; model.json declares "
                            f"{len(declaration.inputs)} ({[s.name for s in declaration.inputs]}), in call order")
-    for name, spec in zip(user_inputs, declaration.inputs):
+    for name, spec in zip(user_inputs, declaration.inputs, strict=False):
         value = placeholders[name].meta.get("val")
         if not isinstance(value, torch.Tensor):
             raise ProgramError(f"program input {name} is not a tensor")
@@ -106,7 +106,7 @@ def check_program(program: torch.export.ExportedProgram, declaration: Declaratio
         if not isinstance(batch, torch.SymInt):
             raise ProgramError(f"{where}: the batch dimension is static ({batch}); export with dynamic_shapes="
                                "{..: {0: torch.export.Dim('batch')}}")
-        for i, (dim, declared) in enumerate(zip(value.shape[1:], spec.shape[1:]), 1):
+        for i, (dim, declared) in enumerate(zip(value.shape[1:], spec.shape[1:], strict=False), 1):
             if isinstance(dim, torch.SymInt) or dim != declared:
                 raise ProgramError(f"{where}: dimension {i} is {dim} in the program, {declared} in model.json")
         bounds = program.range_constraints.get(batch.node.expr)
@@ -120,7 +120,7 @@ def check_program(program: torch.export.ExportedProgram, declaration: Declaratio
         raise ProgramError(f"the program returns {len(outputs)} tensor(s); model.json declares "
                            f"{len(declaration.outputs)} ({[s.name for s in declaration.outputs]}), in return order")
     nodes = {node.name: node for node in program.graph.nodes}
-    for name, spec in zip(outputs, declaration.outputs):
+    for name, spec in zip(outputs, declaration.outputs, strict=False):
         value = nodes[name].meta.get("val") if name in nodes else None
         if not isinstance(value, torch.Tensor):
             continue  # a constant or an input passed through: checked when warm-up runs it
@@ -129,6 +129,6 @@ def check_program(program: torch.export.ExportedProgram, declaration: Declaratio
             raise ProgramError(f"{where}: the program returns {value.dtype}, model.json declares {spec.datatype}")
         if value.dim() != len(spec.shape) or any(
                 isinstance(dim, torch.SymInt) or dim != declared for dim, declared in zip(value.shape[1:],
-                                                                                       spec.shape[1:])):
+                                                                                       spec.shape[1:], strict=False)):
             raise ProgramError(f"{where}: the program returns shape {list(value.shape)}, model.json declares "
                                f"{list(spec.shape)}")

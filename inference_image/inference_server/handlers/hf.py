@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
@@ -12,6 +12,9 @@ from pydantic import BaseModel, ConfigDict
 from ..runtimes import ONNX_FILES, OnnxForward
 from ..tensor_spec import Signature, TensorSpec
 from .base import Encoded, Handler, InputError, LoadContext
+
+if TYPE_CHECKING:  # the HTTP workers import this module without torch; the model process imports it in functions
+    import torch
 
 TEXT_INPUT = TensorSpec("text", "BYTES", (-1,))
 
@@ -175,8 +178,8 @@ class TextClassificationHandler(HuggingFaceHandler):
     def postprocess(self, outputs: np.ndarray, count: int) -> list[dict[str, Any]]:
         probs = outputs[:count]
         best = probs.argmax(axis=1)
-        return [{"label": self.labels[b], "score": row[b], "scores": dict(zip(self.labels, row))}
-                for row, b in zip(probs, best)]
+        return [{"label": self.labels[b], "score": row[b], "scores": dict(zip(self.labels, row, strict=False))}
+                for row, b in zip(probs, best, strict=False)]
 
 
 class TextEmbeddingHandler(HuggingFaceHandler):

@@ -17,8 +17,8 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstra
 from starlette.responses import Response
 
 from ..errors import ApiError
-from ..schemas import _encodable
 from ..middleware import LOG_FIELDS
+from ..schemas import _encodable
 from ..service import ModelService
 from .errors import openai_error
 
