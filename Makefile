@@ -23,7 +23,7 @@ CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 VALKEY_STAMP := $(VENV)/.valkey-installed
 BACKPORTS_LIST := /etc/apt/sources.list.d/bookworm-backports.list
 
-.PHONY: setup setup-dev synth lint test test-fast e2e-vllm bench bench-short update-snapshots clean
+.PHONY: setup setup-dev synth lint test test-fast e2e-vllm bench bench-short bench-cache update-snapshots clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -103,6 +103,10 @@ bench: setup-dev
 
 bench-short: setup-dev
 	$(PY) -m bench --short
+
+# The shared result cache, off and on, against a real valkey-server (bench/README.md); MODEL=minilm for the real model.
+bench-cache: setup-dev
+	$(PY) -m bench.shared_cache --model $(or $(MODEL),timed)
 
 clean:
 	rm -rf cdk.out .pytest_cache
