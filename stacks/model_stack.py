@@ -7,11 +7,7 @@ The construct IDs are the ones the single-stack layout had, so each resource kee
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import aws_cdk as cdk
-from aws_cdk import aws_ecr_assets as ecr_assets
-from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_secretsmanager as secretsmanager
@@ -21,25 +17,11 @@ from gpu_inference_constructs.load_balancer import InferenceLoadBalancer
 from gpu_inference_constructs.model_service import ModelProps, ModelService
 from gpu_inference_constructs.monitoring import ModelAlarms
 from gpu_inference_constructs.network import InferenceNetwork
-from gpu_inference_constructs.server_contract import server_for
+from gpu_inference_constructs.server_contract import bundled_server_image, server_for
 from gpu_inference_constructs.service_scaling import ServiceScaling
 
 from .config import EnvironmentConfig, cached
 from .inference_stack import InferenceStack
-
-IMAGE_DIRECTORY = Path(__file__).resolve().parents[1] / "inference_image"
-
-
-def bundled_image(scope: Construct) -> ecs.ContainerImage:
-    """The model server image, built from inference_image/ by `cdk deploy` (synth needs no Docker).
-
-    Every model stack names the same directory, so `cdk deploy` builds and pushes the image once.
-    """
-    return ecs.ContainerImage.from_asset(
-        str(IMAGE_DIRECTORY),
-        platform=ecr_assets.Platform.LINUX_AMD64,
-        display_name="gpu-inference-server",
-    )
 
 
 def model_stack_id(model_name: str) -> str:
@@ -70,7 +52,8 @@ class ModelStack(cdk.Stack):
             timing=config.service,
             capacity=shared.capacity_for(model.name),
             subnets=network.private_subnets,
-            server=server_for(model, None if model.vllm is not None else bundled_image(self)),
+            # One image asset for every bundled model (the same directory): `cdk deploy` builds and pushes it once.
+            server=server_for(model, None if model.vllm is not None else bundled_server_image()),
             model_store=shared.model_store,
             load_balancer=load_balancer,
             logs_key=shared.logs_key,

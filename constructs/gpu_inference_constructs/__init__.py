@@ -36,6 +36,7 @@ from .server_contract import (
     StopTiming,
     VllmProps,
     VllmServer,
+    bundled_server_image,
     server_for,
 )
 from .service_scaling import ServiceScaling
@@ -43,6 +44,7 @@ from .settings import from_dict
 from .target_group_metrics import TargetGroupMetrics
 
 __all__ = [
+    "bundled_server_image",
     "api_keys_secret",
     "ModelCacheProps",
     "ResultCache",

@@ -19,10 +19,12 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol
 
 import aws_cdk as cdk
 from aws_cdk import aws_ecr as ecr
+from aws_cdk import aws_ecr_assets as ecr_assets
 from aws_cdk import aws_ecs as ecs
 
 from constructs import Construct
@@ -534,15 +536,28 @@ def bundled_workers_for(environment: Mapping[str, str], cpu_units: int) -> int:
     return int(raw)
 
 
+# The bundled server's Docker build context (Dockerfile, requirements, the inference_server package), shipped in this
+# package's wheel: in the repository a link to inference_image/, so both build the same asset (the same hash).
+SERVER_IMAGE_DIRECTORY = Path(__file__).parent / "server_image"
+
+
+def bundled_server_image() -> ecs.ContainerImage:
+    """The bundled server's image, built for linux/amd64 by ``cdk deploy`` (a Docker image asset; synth needs no
+    Docker) from the build context this package ships: ``pip install`` is all a team needs."""
+    return ecs.ContainerImage.from_asset(str(SERVER_IMAGE_DIRECTORY), platform=ecr_assets.Platform.LINUX_AMD64,
+                                         display_name="gpu-inference-server")
+
+
 @dataclass(frozen=True)
 class BundledServer:
     """This repository's server (inference_image/): one GPU, port 8080, ``/ready``, uid 10001,
     downloads and verifies its model itself, emits the library's EMF metrics, runs
     :func:`bundled_workers` HTTP workers for the model's ``cpu``, or ``environment["WORKERS"]`` when the model sets
-    it (a whole number from 1 to 256; see :func:`bundled_workers_for`). ``image`` is the image built from
-    inference_image/ (``ecs.ContainerImage.from_asset``)."""
+    it (a whole number from 1 to 256; see :func:`bundled_workers_for`). ``image`` defaults to
+    :func:`bundled_server_image` (built by ``cdk deploy`` from the package's own copy of inference_image/); pass
+    your ECR copy of it where the deploying machine has no Docker."""
 
-    image: ecs.ContainerImage
+    image: ecs.ContainerImage = field(default_factory=bundled_server_image)
 
     def contract(self, context: ServerContext) -> ServerContract:
         model, timing = context.model, context.timing

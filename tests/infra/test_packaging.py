@@ -1,9 +1,15 @@
 """The library installs and imports as another team would use it."""
 
 import importlib.util
+import json
+import os
+import subprocess
+import sys
+import zipfile
 from pathlib import Path
 
 import aws_cdk as cdk
+import pytest
 from aws_cdk.assertions import Template
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,3 +39,55 @@ def test_another_team_builds_a_stack_from_the_public_import_path():
     template = Template.from_stack(stack)
     template.resource_count_is("AWS::EC2::VPC", 1)
     assert network.vpc is not None and network.endpoint_security_group is not None
+
+
+IMAGE = ROOT / "inference_image"
+
+
+def build_context_files() -> dict[str, bytes]:
+    """What the Dockerfile copies: the files the bundled server's image is built from."""
+    files = [IMAGE / name for name in ("Dockerfile", ".dockerignore", "requirements.txt", "pyproject.toml")]
+    files += [p for p in (IMAGE / "inference_server").rglob("*") if p.suffix in (".py", ".typed") and "__pycache__" not in p.parts]
+    return {str(p.relative_to(IMAGE)): p.read_bytes() for p in files}
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w", str(out),
+                    str(ROOT / "constructs")], check=True, timeout=300)
+    (built,) = out.glob("gpu_inference_constructs-*.whl")
+    return built
+
+
+def test_the_wheel_carries_the_bundled_servers_build_context(wheel):
+    """Before, the image could only be built from this repository's checkout (from_asset("inference_image"))."""
+    with zipfile.ZipFile(wheel) as archive:
+        shipped = {name.removeprefix("gpu_inference_constructs/server_image/"): archive.read(name)
+                   for name in archive.namelist() if name.startswith("gpu_inference_constructs/server_image/")}
+    expected = build_context_files()
+    assert len(expected) > 30 and shipped == expected
+
+
+def test_a_team_with_only_the_wheel_synthesizes_the_bundled_server_image(wheel, tmp_path):
+    """Installed from the wheel alone (not this checkout), run from another directory: BundledServer() stages the
+    image's build context for `cdk deploy`."""
+    site = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(site), str(wheel)],
+                   check=True, timeout=300)
+    script = (
+        "import json, pathlib, aws_cdk as cdk, gpu_inference_constructs as g\n"
+        "from aws_cdk import aws_ecs as ecs\n"
+        "app = cdk.App(outdir='out')\n"
+        "stack = cdk.Stack(app, 'Team')\n"
+        "ecs.Ec2TaskDefinition(stack, 'Task').add_container('server', image=g.BundledServer().image, memory_limit_mib=512)\n"
+        "app.synth()\n"
+        "print(json.dumps({'library': g.__file__, 'staged': sorted(str(p.relative_to(next(pathlib.Path('out').glob('asset.*'))))"
+        " for p in next(pathlib.Path('out').glob('asset.*')).rglob('*') if p.is_file())}))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(site), "JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION": "1"}
+    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert Path(found["library"]).is_relative_to(site)
+    assert {"Dockerfile", "requirements.txt", "inference_server/__main__.py"} <= set(found["staged"])
