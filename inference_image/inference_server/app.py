@@ -6,20 +6,20 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import orjson
-from fastapi import APIRouter, FastAPI, Request, Security
+from fastapi import APIRouter, FastAPI, Security
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.security import APIKeyHeader
 from starlette.responses import HTMLResponse, Response
 
 from . import __version__
-from .errors import install_error_handlers, not_ready
+from .errors import install_error_handlers
 from .metrics import PROMETHEUS_CONTENT_TYPE
-from .middleware import LOG_FIELDS, FrontDoor
+from .middleware import FrontDoor
 from .protocols.errors import ProtocolErrorMiddleware, drop_rewritten_statuses
 from .protocols.oip import add_oip_routes
 from .protocols.openai import add_openai_routes
 from .schemas import ErrorResponse, HealthResponse, ReadyResponse, build_schemas
-from .service import ModelService
+from .service import WorkerService
 
 PREDICT_ROUTES = ("/predict", "/predict/batch")
 PROBE_ROUTES = ("/health", "/ready", "/metrics")
@@ -74,6 +74,9 @@ def _add_docs_routes(app: FastAPI, prefix: str, title: str) -> None:
     app.add_api_route(f"{prefix}/docs", docs, include_in_schema=False)
 
 
+_ANSWERED_BY_FRONT_DOOR = RuntimeError("FrontDoor answers this route before FastAPI sees it")
+
+
 class InferenceApp(FastAPI):
     """FastAPI behind the FrontDoor (inside the protocols' error rewriting): the hot routes never enter FastAPI's middleware stack."""
 
@@ -86,15 +89,15 @@ class InferenceApp(FastAPI):
         await super().__call__(scope, receive, send)
 
 
-def create_app(service: ModelService) -> FastAPI:
+def create_app(service: WorkerService) -> FastAPI:
     settings = service.settings
     schemas = build_schemas(settings, service.prediction_model)
     PredictRequest, BatchRequest = schemas.predict_request, schemas.batch_request
     api_key = APIKeyHeader(name="x-api-key", auto_error=False,
                            description="One of API_KEYS (also accepted as Authorization: Bearer <key>)")
-    # The key itself is checked by PredictGateMiddleware before the body is read; this documents it.
+    # The key itself is checked by FrontDoor before the body is read; this documents it.
     auth = [Security(api_key)] if settings.api_keys else []
-    model, version = settings.model_name, settings.model_version
+    model = settings.model_name
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -110,16 +113,13 @@ def create_app(service: ModelService) -> FastAPI:
     @router.get("/health", response_model=HealthResponse, tags=["probes"],
                 summary="Liveness: the process is up (never shed, never behind auth)")
     async def health() -> Response:
-        return json_response({"status": "ok"})
+        raise _ANSWERED_BY_FRONT_DOOR
 
     @router.get("/ready", response_model=ReadyResponse, tags=["probes"],
                 summary="Readiness: model loaded, warmed up and a recent test inference succeeded",
                 responses={503: _error("Loading, draining, or no recent successful test inference")})
     async def ready() -> Response:
-        reason = service.readiness()
-        if reason is not None:
-            raise not_ready(reason)
-        return json_response({"status": "ready"})
+        raise _ANSWERED_BY_FRONT_DOOR
 
     @router.get("/metrics", tags=["probes"], summary="Prometheus metrics",
                 response_class=Response,
@@ -127,21 +127,17 @@ def create_app(service: ModelService) -> FastAPI:
     async def metrics() -> Response:
         return Response(service.metrics.prometheus_text(), media_type=PROMETHEUS_CONTENT_TYPE)
 
-    # The predict routes, /health and /ready are answered by FrontDoor before FastAPI; these definitions
-    # document them (OpenAPI) and answer only if FrontDoor is bypassed.
+    # The predict routes, /health and /ready are answered by FrontDoor (middleware.py), which every request
+    # passes first (InferenceApp.__call__); these definitions only document them in the OpenAPI document.
     @router.post("/predict", response_model=schemas.predict_response, tags=["predict"], dependencies=auth,
                  summary="Predict one text", responses=_predict_errors(bool(auth)))
-    async def predict(body: PredictRequest, request: Request) -> Response:  # type: ignore[valid-type]
-        fields = request.scope.get(LOG_FIELDS, {})
-        predictions = await service.predict([body.text], fields)
-        return json_response({"model": model, "version": version, "prediction": predictions[0]})
+    async def predict(body: PredictRequest) -> Response:  # type: ignore[valid-type]
+        raise _ANSWERED_BY_FRONT_DOOR
 
     @router.post("/predict/batch", response_model=schemas.batch_response, tags=["predict"], dependencies=auth,
                  summary=f"Predict up to {settings.max_client_batch} texts", responses=_predict_errors(bool(auth)))
-    async def predict_batch(body: BatchRequest, request: Request) -> Response:  # type: ignore[valid-type]
-        fields = request.scope.get(LOG_FIELDS, {})
-        predictions = await service.predict(body.texts, fields)
-        return json_response({"model": model, "version": version, "predictions": predictions})
+    async def predict_batch(body: BatchRequest) -> Response:  # type: ignore[valid-type]
+        raise _ANSWERED_BY_FRONT_DOOR
 
     app.include_router(router)
     app.include_router(router, prefix=f"/{model}", include_in_schema=False)

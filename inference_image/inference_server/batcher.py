@@ -32,31 +32,14 @@ import numpy as np
 
 from .admission import BatchTimes
 from .handlers import Encoded, Handler, InputError
+from .ipc import DeadlineExceeded, JobResult, ModelUnavailable, QueueFull
+
+__all__ = ["Batcher", "DeadlineExceeded", "JobResult", "ModelUnavailable", "QueueFull", "size_buckets"]
 
 log = logging.getLogger(__name__)
 
 
 WARMUP_MODES = ("first", "all")
-
-
-class QueueFull(Exception):
-    pass
-
-
-class DeadlineExceeded(Exception):
-    pass
-
-
-class ModelUnavailable(Exception):
-    """The model is not loaded, failed, or the batcher stopped."""
-
-
-@dataclass(frozen=True)
-class JobResult:
-    outputs: Any  # the job's rows of the model's outputs: a numpy array, or a dict of them
-    input_tokens: int
-    queue_wait_s: float
-    inference_s: float
 
 
 @dataclass(eq=False, slots=True)

@@ -36,7 +36,7 @@ def _watch_parent(alive_fd: int, on_gone) -> None:
 
 
 def run_model(settings, fds: dict[str, int]) -> int:
-    from .ipc import Channel, ShmRing, StatusPage
+    from .ipc import Channel, Message, ShmRing, StatusPage
     from .model_runner import ModelRunner
 
     # The supervisor decides when the model stops (after the workers drained): group signals are not for us.
@@ -60,13 +60,13 @@ def run_model(settings, fds: dict[str, int]) -> int:
         if not message:
             break
         header: dict[str, Any] = orjson.loads(message)
-        if header.get("t") == "worker" and len(received) == 3:
+        if header.get("t") == Message.WORKER and len(received) == 3:
             link, requests, responses = received
             channel = Channel(socket.socket(fileno=link), ShmRing(responses), ShmRing(requests))
             os.close(requests)
             os.close(responses)
             runner.add_link(channel, header["name"])
-        elif header.get("t") == "stop":
+        elif header.get("t") == Message.STOP:
             break
     runner.stop()
     log.info("model process stopped", extra={"exit_code": runner.exit_code})
@@ -78,7 +78,7 @@ def run_worker(settings, index: int, fds: dict[str, int], ready_before_serving: 
     from .handlers.hf import HF_TASKS, preload_transformers
     from .ipc import Channel, ShmRing, StatusPage
     from .server import run_worker as serve
-    from .service import ModelService
+    from .service import WorkerService
 
     if settings.model_task in HF_TASKS and not settings.model_handler:
         threading.Thread(target=preload_transformers, name="preload", daemon=True).start()
@@ -86,7 +86,7 @@ def run_worker(settings, index: int, fds: dict[str, int], ready_before_serving: 
     os.close(fds["requests"])
     os.close(fds["responses"])
     client = ModelClient(channel, StatusPage(fds["status"]))
-    service = ModelService(settings, client, worker=index)
+    service = WorkerService(settings, client, worker=index)
     listen = socket.socket(fileno=fds["listen"])
     _watch_parent(fds["alive"], lambda: service.request_exit(1))
     if ready_before_serving:  # its siblings serve meanwhile; accepting now would answer "loading"

@@ -19,10 +19,18 @@ from typing import Any
 
 import numpy as np
 
-from .batcher import DeadlineExceeded, JobResult, ModelUnavailable, QueueFull
 from .handlers import Encoded, InputError
-from .ipc import Channel, StatusPage
-from .model_runner import DEADLINE, INVALID_INPUT, OK, QUEUE_FULL, UNAVAILABLE
+from .ipc import (
+    Channel,
+    DeadlineExceeded,
+    JobResult,
+    Message,
+    ModelState,
+    ModelUnavailable,
+    QueueFull,
+    ResultCode,
+    StatusPage,
+)
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +46,8 @@ class _Waiter:
 
 
 def _error(code: int, message: str) -> Exception:
-    return {DEADLINE: DeadlineExceeded, INVALID_INPUT: InputError, UNAVAILABLE: ModelUnavailable,
-            QUEUE_FULL: QueueFull}.get(code, ModelError)(message)
+    return {ResultCode.DEADLINE: DeadlineExceeded, ResultCode.INVALID_INPUT: InputError,
+            ResultCode.UNAVAILABLE: ModelUnavailable, ResultCode.QUEUE_FULL: QueueFull}.get(code, ModelError)(message)
 
 
 def _deliver(results: list[tuple[Any, Any, bool]]) -> None:
@@ -91,7 +99,7 @@ class ModelClient:
 
     @property
     def model_failed(self) -> bool:
-        return self.failed or self.status.state == StatusPage.FAILED
+        return self.failed or self.status.state == ModelState.FAILED
 
     def submit(self, items: list[Encoded], deadline: float, *, bypass_queue_limit: bool = False) -> asyncio.Future:
         """From the event loop: an asyncio future of the JobResult (or the error)."""
@@ -138,7 +146,7 @@ class ModelClient:
                 arrays.extend(np.asarray(item.data[name]) for name in names)
             rows.append([job_id, deadline, bypass, item_rows])
         try:
-            self.channel.send({"t": "submit", "jobs": rows}, arrays)
+            self.channel.send({"t": Message.SUBMIT, "jobs": rows}, arrays)
         except OSError:
             self._fail_all()
 
@@ -154,12 +162,12 @@ class ModelClient:
         deliveries: dict[asyncio.AbstractEventLoop | None, list[tuple[Any, Any, bool]]] = defaultdict(list)
         for header, arrays in frames:
             kind = header.get("t")
-            if kind == "results":
+            if kind == Message.RESULTS:
                 self._collect(header["results"], arrays, deliveries)
-            elif kind == "artifact":
+            elif kind == Message.ARTIFACT:
                 self.artifact_info = header
                 self.artifact.set()
-            elif kind == "ready":
+            elif kind == Message.READY:
                 self.ready.set()
         self._dispatch(deliveries)
 
@@ -169,7 +177,7 @@ class ModelClient:
             waiters = [self._waiters.pop(row[0], None) for row in rows]
         for row, waiter in zip(rows, waiters, strict=False):
             code = row[1]
-            if code == OK:
+            if code == ResultCode.OK:
                 _, _, tokens, queue_wait_s, inference_s, names = row
                 if names is None:
                     outputs: Any = arrays[index]

@@ -9,6 +9,17 @@ the ring never fragments. A frame whose arrays do not fit (the ring is full) car
 are JSON (orjson); nothing is pickled.
 
 Frame: u32 length of the rest | u32 header length | header JSON | inline payload (may be empty).
+
+This module is the whole link: its message kinds, result codes and status-page slots as enums, the errors a job
+ends with on either side, and the result a job brings back. A worker imports nothing from the model side.
+
+Messages (the header's "t"):
+- supervisor -> model process, on its control socket: ``worker`` (a new link: its socket and two ring fds), ``stop``;
+- worker -> model: ``submit`` (jobs: ``[job id, deadline, bypass queue limit, [[length, [array names]], ...]]``,
+  the arrays in the frame's payload, in order);
+- model -> worker: ``results`` (rows: ``[job id, ResultCode.OK, input tokens, queue wait s, inference s, output
+  names or None]`` with the outputs in the payload, or ``[job id, code, message]``), ``artifact`` (where the model
+  and its handler are), ``ready``.
 """
 
 from __future__ import annotations
@@ -19,10 +30,69 @@ import socket
 import struct
 import threading
 from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import IntEnum, StrEnum
 from typing import Any
 
 import numpy as np
 import orjson
+
+
+class Message(StrEnum):
+    WORKER = "worker"
+    STOP = "stop"
+    SUBMIT = "submit"
+    RESULTS = "results"
+    ARTIFACT = "artifact"
+    READY = "ready"
+
+
+class ResultCode(IntEnum):
+    """How a job ended, in a results row."""
+
+    OK = 0
+    DEADLINE = 1
+    INVALID_INPUT = 2
+    UNAVAILABLE = 3
+    QUEUE_FULL = 4
+    FAILED = 5
+
+
+class Slot(IntEnum):
+    """The status page's counters."""
+
+    STATE = 0  # a ModelState
+    QUEUED = 1
+    DRAINING = 2
+    MODEL_PID = 3
+
+
+class ModelState(IntEnum):
+    LOADING = 0
+    READY = 1
+    FAILED = 2
+    STOPPED = 3
+
+
+class QueueFull(Exception):
+    pass
+
+
+class DeadlineExceeded(Exception):
+    pass
+
+
+class ModelUnavailable(Exception):
+    """The model is not loaded, failed, or the batcher stopped."""
+
+
+@dataclass(frozen=True)
+class JobResult:
+    outputs: Any  # the job's rows of the model's outputs: a numpy array, or a dict of them
+    input_tokens: int
+    queue_wait_s: float
+    inference_s: float
+
 
 _FRAME = struct.Struct("<II")
 _ALIGN = 64
@@ -227,8 +297,6 @@ class Channel:
 class StatusPage:
     """A few counters every process of the server can read without a message (shared memory)."""
 
-    STATE, QUEUED, DRAINING, MODEL_PID = range(4)
-    LOADING, READY, FAILED, STOPPED = range(4)
     TABLE = 16  # from here on: the model's measured batch times (admission.BatchTimes)
     _SIZE = 4096
 
@@ -254,15 +322,15 @@ class StatusPage:
 
     @property
     def state(self) -> int:
-        return self._values[self.STATE]
+        return self._values[Slot.STATE]
 
     @property
     def queued(self) -> int:
-        return self._values[self.QUEUED]
+        return self._values[Slot.QUEUED]
 
     @property
     def draining(self) -> bool:
-        return bool(self._values[self.DRAINING])
+        return bool(self._values[Slot.DRAINING])
 
 
 class LinkEnds:

@@ -26,7 +26,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .errors import ApiError, error_body, not_ready, overloaded
-from .service import ModelService
+from .service import WorkerService
 
 access_log = logging.getLogger("inference_server.access")
 log = logging.getLogger(__name__)
@@ -145,7 +145,7 @@ class _IdentifiedResponse:
 
 
 class FrontDoor:
-    def __init__(self, app: ASGIApp, service: ModelService, model_prefix: str,
+    def __init__(self, app: ASGIApp, service: WorkerService, model_prefix: str,
                  predict_request: type[BaseModel], batch_request: type[BaseModel],
                  gated_paths: Mapping[str, str] | None = None, any_content_type_paths: Collection[str] = ()) -> None:
         self.app, self.service = app, service

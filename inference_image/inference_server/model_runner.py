@@ -16,52 +16,31 @@ from . import emf
 from . import metric_names as m
 from .admission import BatchTimes
 from .artifacts import ArtifactError, fetch_model
-from .batcher import Batcher, DeadlineExceeded, ModelUnavailable, QueueFull
+from .batcher import Batcher
 from .handlers import (
     Encoded,
     Handler,
     HandlerError,
     InputError,
     LoadContext,
-    artifact_handler_class,
-    builtin_handler_class,
-    handler_class,
+    resolve_handler_class,
 )
-from .ipc import Channel, StatusPage
+from .ipc import (
+    Channel,
+    DeadlineExceeded,
+    Message,
+    ModelState,
+    ModelUnavailable,
+    QueueFull,
+    ResultCode,
+    Slot,
+    StatusPage,
+)
 from .metrics import IntervalStats
 from .runtimes import RuntimeConversionError, check_published
 from .settings import Settings, SettingsError
 
 log = logging.getLogger("inference_server.model")
-
-# Result codes in a results frame.
-OK, DEADLINE, INVALID_INPUT, UNAVAILABLE, QUEUE_FULL, FAILED = range(6)
-
-
-def resolve_handler_class(settings: Settings, model_dir, manifest) -> tuple[type[Handler], str]:
-    """The handler class and how a worker finds the same one ('import:<path>', 'artifact' or 'task:<task>')."""
-    if settings.model_handler:
-        return handler_class(settings.model_handler), f"import:{settings.model_handler}"
-    if settings.allow_artifact_code:
-        cls = artifact_handler_class(model_dir)
-        if cls is not None:
-            return cls, "artifact"
-    task = settings.model_task or (manifest.task if manifest else None)
-    if task is None:
-        raise SettingsError("MODEL_TASK", "is not set, the manifest names no task and the model has no handler.py")
-    return builtin_handler_class(task), f"task:{task}"
-
-
-def handler_class_from(source: str, model_dir) -> type[Handler]:
-    kind, _, value = source.partition(":")
-    if kind == "import":
-        return handler_class(value)
-    if kind == "artifact":
-        cls = artifact_handler_class(model_dir)
-        assert cls is not None, "the model's handler.py went missing"
-        return cls
-    return builtin_handler_class(value)
-
 
 class WorkerLink:
     """The model side of one HTTP worker's link: a reader thread submits its jobs; results are sent back in one
@@ -92,7 +71,7 @@ class WorkerLink:
             if not frames:
                 break
             for header, arrays in frames:
-                if header.get("t") == "submit":
+                if header.get("t") == Message.SUBMIT:
                     self._submit(header["jobs"], arrays)
             self.flush()
         self.closed = True
@@ -114,10 +93,10 @@ class WorkerLink:
             try:
                 future = batcher.submit(encoded, deadline, bypass_queue_limit=bypass)
             except QueueFull as exc:
-                self._add([job_id, QUEUE_FULL, str(exc)])
+                self._add([job_id, ResultCode.QUEUE_FULL, str(exc)])
                 continue
             except ModelUnavailable as exc:
-                self._add([job_id, UNAVAILABLE, str(exc)])
+                self._add([job_id, ResultCode.UNAVAILABLE, str(exc)])
                 continue
             self._futures[job_id] = future
             future.add_done_callback(lambda f, job_id=job_id: self._done(job_id, f))
@@ -134,15 +113,15 @@ class WorkerLink:
                 names, arrays = list(outputs), list(outputs.values())
             else:
                 names, arrays = None, [outputs]
-            self._add([job_id, OK, result.input_tokens, result.queue_wait_s, result.inference_s, names], arrays)
+            self._add([job_id, ResultCode.OK, result.input_tokens, result.queue_wait_s, result.inference_s, names], arrays)
         elif isinstance(error, DeadlineExceeded):
-            self._add([job_id, DEADLINE, str(error)])
+            self._add([job_id, ResultCode.DEADLINE, str(error)])
         elif isinstance(error, InputError):
-            self._add([job_id, INVALID_INPUT, str(error)])
+            self._add([job_id, ResultCode.INVALID_INPUT, str(error)])
         elif isinstance(error, ModelUnavailable):
-            self._add([job_id, UNAVAILABLE, str(error)])
+            self._add([job_id, ResultCode.UNAVAILABLE, str(error)])
         else:
-            self._add([job_id, FAILED, f"{type(error).__name__}: {error}"])
+            self._add([job_id, ResultCode.FAILED, f"{type(error).__name__}: {error}"])
 
     def _add(self, row: list[Any], arrays: list[Any] | None = None) -> None:
         with self._lock:
@@ -156,7 +135,7 @@ class WorkerLink:
         rows = [row for row, _ in pending]
         arrays = [array for _, batch in pending for array in batch]
         try:
-            self.channel.send({"t": "results", "results": rows}, arrays)
+            self.channel.send({"t": Message.RESULTS, "results": rows}, arrays)
         except OSError:
             self.closed = True
 
@@ -205,7 +184,7 @@ class ModelRunner:
     def _is_fatal(self, exc: BaseException) -> bool:
         fatal = self._is_cuda_error(exc)
         if fatal:  # before any worker hears of the failure, so their readiness already fails when it does
-            self.status.set(StatusPage.STATE, StatusPage.FAILED)
+            self.status.set(Slot.STATE, ModelState.FAILED)
         return fatal
 
     @property
@@ -224,8 +203,8 @@ class ModelRunner:
         self._stop.set()
         self.batcher.stop()
         self.emit_interval_metrics()  # the last interval's, not lost
-        if self.status.state != StatusPage.FAILED:
-            self.status.set(StatusPage.STATE, StatusPage.STOPPED)
+        if self.status.state != ModelState.FAILED:
+            self.status.set(Slot.STATE, ModelState.STOPPED)
 
     def add_link(self, channel: Channel, name: str) -> WorkerLink:
         link = WorkerLink(self, channel, name)
@@ -257,7 +236,7 @@ class ModelRunner:
         handler = cls()
         task = s.model_task or (manifest.task if manifest else None)
         # The workers load their preprocessing (a tokenizer) while this process loads weights and warms up.
-        self._announce({"t": "artifact", "model_dir": str(artifact.directory), "handler": source, "task": task,
+        self._announce({"t": Message.ARTIFACT, "model_dir": str(artifact.directory), "handler": source, "task": task,
                         "manifest": manifest is not None})
         try:
             check_published(s.model_runtime, artifact.directory, manifest)
@@ -288,11 +267,11 @@ class ModelRunner:
         while not self.batcher.ready.wait(0.1):
             if self._stop.is_set() or self.batcher.failed:
                 return
-        self.status.set(StatusPage.STATE, StatusPage.READY)
-        self._announce({"t": "ready"})
+        self.status.set(Slot.STATE, ModelState.READY)
+        self._announce({"t": Message.READY})
 
     def _on_fatal(self, exc: BaseException) -> None:
-        self.status.set(StatusPage.STATE, StatusPage.FAILED)
+        self.status.set(Slot.STATE, ModelState.FAILED)
         if self.batcher.ready.is_set():
             log.critical("model failure; exiting so the task is replaced", exc_info=exc,
                          extra={"error": str(exc), "cuda_error": self._is_cuda_error(exc)})
@@ -307,7 +286,7 @@ class ModelRunner:
         self.on_exit(code)
 
     def _on_queue_change(self, queued: int) -> None:
-        self.status.set(StatusPage.QUEUED, queued)
+        self.status.set(Slot.QUEUED, queued)
         if queued > self._queue_peak:
             self._queue_peak = queued
 

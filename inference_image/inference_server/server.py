@@ -15,7 +15,7 @@ from types import FrameType
 import uvicorn
 
 from .app import create_app
-from .service import ModelService
+from .service import WorkerService
 from .settings import Settings
 
 log = logging.getLogger(__name__)
@@ -31,7 +31,7 @@ class DrainingServer(uvicorn.Server):
     finishes (up to DRAIN_TIMEOUT_S), then uvicorn shuts down and the process exits 0. A second signal stops at
     once."""
 
-    def __init__(self, config: uvicorn.Config, service: ModelService) -> None:
+    def __init__(self, config: uvicorn.Config, service: WorkerService) -> None:
         super().__init__(config)
         self.service = service
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -84,7 +84,7 @@ class DrainingServer(uvicorn.Server):
         watchdog.start()
 
 
-def run_worker(settings: Settings, service: ModelService, listen: socket.socket) -> int:
+def run_worker(settings: Settings, service: WorkerService, listen: socket.socket) -> int:
     """Serve HTTP on `listen` (shared by every worker) until drained or told to stop."""
     app = create_app(service)
     config = uvicorn.Config(app, loop="uvloop", http="httptools", lifespan="on", log_config=None,

@@ -16,11 +16,11 @@ from pydantic import BaseModel
 
 from . import emf
 from .admission import SLOTS, Admission, BatchTimes
-from .batcher import DeadlineExceeded, ModelUnavailable, QueueFull
 from .cache import ResultCache
 from .client import ModelClient
 from .errors import ApiError, draining, model_unavailable, not_ready, overloaded
 from .handlers import Encoded, Handler, InputError, LoadContext, builtin_handler_class, handler_class
+from .ipc import DeadlineExceeded, ModelUnavailable, QueueFull
 from .metrics import Metrics
 from .settings import Settings, SettingsError
 from .shared_cache import SharedCache, SharedCacheMetrics, config_from_settings, input_key, key_prefix, normalised_input
@@ -35,7 +35,10 @@ ADMISSION_HEADROOM = 1.0  # on top of the planned deviations: 1.2 refused every 
 QUEUE_FULL, WOULD_MISS_DEADLINE = "queue full", "the queue ahead would miss the deadline"  # why a request is shed
 
 
-class ModelService:
+class WorkerService:
+    """An HTTP worker's side of the model: admission, the result caches, preprocessing, and jobs sent over the
+    link (ipc) to the model process; what every route of the worker calls."""
+
     def __init__(self, settings: Settings, client: ModelClient, worker: int = 0) -> None:
         self.settings = s = settings
         self.client = client
@@ -128,7 +131,7 @@ class ModelService:
             from pathlib import Path
 
             from .artifacts import read_manifest_at
-            from .model_runner import handler_class_from
+            from .handlers import handler_class_from
 
             model_dir = Path(info["model_dir"])
             cls = handler_class_from(info["handler"], model_dir)

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import orjson
 
-from .ipc import LinkEnds, StatusPage
+from .ipc import LinkEnds, Message, ModelState, Slot, StatusPage
 from .settings import Settings
 
 log = logging.getLogger("inference_server.supervisor")
@@ -123,18 +123,18 @@ class Supervisor:
     def _start_model(self) -> None:
         self.model = self._spawn("model", 0, {"control": self._model_control.fileno()})
         self._model_control.close()
-        self.status.set(StatusPage.MODEL_PID, self.model.process.pid)
+        self.status.set(Slot.MODEL_PID, self.model.process.pid)
 
     def _start_worker(self, index: int) -> None:
         link = LinkEnds()
-        message = orjson.dumps({"t": "worker", "name": str(index)})
+        message = orjson.dumps({"t": Message.WORKER, "name": str(index)})
         socket.send_fds(self.control, [message], [link.model_sock.fileno(), link.requests_fd, link.responses_fd])
         self.workers[index] = self._spawn("worker", index, {"listen": self.listen.fileno(),
                                                             "link": link.worker_sock.fileno(),
                                                             "requests": link.requests_fd,
                                                             "responses": link.responses_fd},
                                           # A replacement joins ready workers: it accepts once ready itself.
-                                          ready_before_serving=self.status.state == StatusPage.READY)
+                                          ready_before_serving=self.status.state == ModelState.READY)
         link.worker_sock.close()
         link.model_sock.close()
         link.close_ring_fds()
@@ -188,7 +188,7 @@ class Supervisor:
         # rather than left in the backlog of a socket nobody accepts on.
         self.listen.close()
         if draining:
-            self.status.set(StatusPage.DRAINING, 1)
+            self.status.set(Slot.DRAINING, 1)
         for child in self.workers.values():
             self._signal(child, signal.SIGTERM)
         if not self.workers:
@@ -198,7 +198,7 @@ class Supervisor:
         if self.model is None:
             return
         try:
-            self.control.send(orjson.dumps({"t": "stop"}))
+            self.control.send(orjson.dumps({"t": Message.STOP}))
         except OSError:
             pass
         self.control.close()
@@ -222,8 +222,8 @@ class Supervisor:
             self.model = None
             if not self.stopping or code != 0:
                 # The model process logs its own reason (CRITICAL) when it can; a crash or a kill cannot.
-                reported = self.status.state == StatusPage.FAILED
-                self.status.set(StatusPage.STATE, StatusPage.FAILED)
+                reported = self.status.state == ModelState.FAILED
+                self.status.set(Slot.STATE, ModelState.FAILED)
                 if not self.stopping:
                     (log.error if reported else log.critical)(
                         "the model process exited; stopping the workers and failing the task",

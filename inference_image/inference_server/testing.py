@@ -153,14 +153,14 @@ class LocalModel:
         from .client import ModelClient
         from .ipc import LinkEnds, StatusPage
         from .model_runner import ModelRunner
-        from .service import ModelService
+        from .service import WorkerService
 
         self.status = StatusPage.create()
         self.exits: list[int] = []
         self.runner = ModelRunner(settings, self.status, on_exit=self.exits.append)
         link = LinkEnds()
         self.runner.add_link(link.model_channel(), "local")
-        self.service = ModelService(settings, ModelClient(link.worker_channel(), self.status))
+        self.service = WorkerService(settings, ModelClient(link.worker_channel(), self.status))
         link.close_ring_fds()
         self.service.local_model = self
 
@@ -176,5 +176,5 @@ class LocalModel:
 
 
 def local_service(settings):
-    """A worker's ModelService with its model side running in this process (see LocalModel); not started."""
+    """A worker's WorkerService with its model side running in this process (see LocalModel); not started."""
     return LocalModel(settings).service

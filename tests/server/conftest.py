@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from inference_server.service import ModelService
+from inference_server.service import WorkerService
 from inference_server.settings import Settings
 from inference_server.testing import LocalModel, build_tiny_bert, build_tiny_export_model, build_tiny_image_classifier
 
@@ -27,7 +27,7 @@ def make_settings(model_uri: str | Path, **overrides) -> Settings:
     return Settings(**values)
 
 
-def wait_ready(service: ModelService, timeout: float = 120.0) -> None:
+def wait_ready(service: WorkerService, timeout: float = 120.0) -> None:
     deadline = time.monotonic() + timeout
     while service.readiness() is not None:
         batcher = service.local_model.runner.batcher
@@ -37,19 +37,19 @@ def wait_ready(service: ModelService, timeout: float = 120.0) -> None:
         time.sleep(0.02)
 
 
-def started(settings: Settings) -> ModelService:
+def started(settings: Settings) -> WorkerService:
     """A worker's service with its model side in threads of this process (the same link as across processes)."""
     service = LocalModel(settings).start()
     wait_ready(service)
     return service
 
 
-def model_handler(service: ModelService):
+def model_handler(service: WorkerService):
     """The model side's handler instance (forward runs there), as opposed to the worker's service.handler."""
     return service.local_model.runner.handler
 
 
-def infer(service: ModelService, texts: list[str], timeout: float = 60.0):
+def infer(service: WorkerService, texts: list[str], timeout: float = 60.0):
     """Through the worker's preprocessing and the link to the model: (predictions, JobResult)."""
     items = service.handler.preprocess(texts)
     result = service.client.submit_sync(items, time.monotonic() + timeout).result(timeout)
@@ -126,7 +126,7 @@ def echo_service(tmp_path):
     """A fresh service on the fake EchoHandler, for tests that drain, fill or break it."""
     services = []
 
-    def make(**overrides) -> ModelService:
+    def make(**overrides) -> WorkerService:
         settings = make_settings(tmp_path, model_task=None, model_handler="tests.server.fakes:EchoHandler",
                                  **overrides)
         service = started(settings)

@@ -12,11 +12,11 @@ from contextlib import contextmanager
 import uvicorn
 
 from inference_server.app import create_app
-from inference_server.service import ModelService
+from inference_server.service import WorkerService
 
 
 @contextmanager
-def live_server(service: ModelService) -> Iterator[str]:
+def live_server(service: WorkerService) -> Iterator[str]:
     """Yields "127.0.0.1:<port>" while the app on service is served."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

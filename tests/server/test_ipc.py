@@ -3,12 +3,14 @@ stay in the model process."""
 
 from __future__ import annotations
 
+import ast
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+import inference_server
 from inference_server.ipc import LinkEnds
 
 from .conftest import infer
@@ -65,3 +67,47 @@ def test_the_model_side_unmaps_a_links_rings_as_soon_as_its_worker_is_gone(echo_
         time.sleep(0.01)
     assert runner.links == []  # no later worker needed to drop it
     assert held(inodes) == []
+
+
+MODEL_SIDE = {"inference_server.batcher", "inference_server.model_runner"}
+
+
+def importers_of_the_model_side(package: Path) -> set[str]:
+    """Modules of ``package`` that import the batcher or the model runner, at module level or in a function."""
+    found = set()
+    for path in package.rglob("*.py"):
+        module = ".".join(path.relative_to(package.parent).with_suffix("").parts)
+        here = module.rsplit(".", 1)[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                base = here
+                for _ in range(max(node.level - 1, 0)):
+                    base = base.rsplit(".", 1)[0]
+                target = (f"{base}.{node.module}" if node.module else base) if node.level else node.module or ""
+                names = {target} | {f"{target}.{alias.name}" for alias in node.names}
+            elif isinstance(node, ast.Import):
+                names = {alias.name for alias in node.names}
+            else:
+                continue
+            if names & MODEL_SIDE:
+                found.add(module)
+    return found
+
+
+def test_only_the_model_process_imports_the_model_side():
+    """The link (ipc) holds what both sides share; an HTTP worker never imports the batcher or the model runner
+    (the worker imported result codes from model_runner, errors from batcher and the handler lookup from the
+    model side)."""
+    assert importers_of_the_model_side(Path(inference_server.__file__).parent) == {
+        "inference_server.model_runner",  # the batcher
+        "inference_server.children",  # run_model, the model process's entry
+        "inference_server.testing",  # LocalModel: the model side in a test's threads
+    }
+
+
+def test_the_walk_finds_a_worker_module_that_imports_the_model_side(tmp_path):
+    package = tmp_path / "inference_server"
+    package.mkdir()
+    (package / "client.py").write_text("def f():\n    from .model_runner import ResultCode\n")
+    (package / "service.py").write_text("from . import batcher\n")
+    assert importers_of_the_model_side(package) == {"inference_server.client", "inference_server.service"}

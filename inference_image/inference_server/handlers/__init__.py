@@ -6,11 +6,12 @@ import importlib
 import importlib.util
 from pathlib import Path
 
+from ..settings import Settings, SettingsError
 from .base import INPUT_KINDS, Encoded, Handler, InputError, LoadContext
 
 __all__ = ["INPUT_KINDS", "Encoded", "Handler", "HandlerError", "check_handler_path", "InputError", "LoadContext",
            "ARTIFACT_HANDLER_FILE", "handler_class",
-           "artifact_handler_class", "builtin_handler_class"]
+           "artifact_handler_class", "builtin_handler_class", "handler_class_from", "resolve_handler_class"]
 
 ARTIFACT_HANDLER_FILE = "handler.py"
 ARTIFACT_HANDLER_CLASS = "ModelHandler"
@@ -73,3 +74,28 @@ def _checked(cls: object, name: str) -> type[Handler]:
     if cls.input_kind not in INPUT_KINDS:
         raise HandlerError(f"{name}.input_kind is {cls.input_kind!r}; use one of {', '.join(INPUT_KINDS)}")
     return cls
+
+
+def resolve_handler_class(settings: Settings, model_dir, manifest) -> tuple[type[Handler], str]:
+    """The handler class and how a worker finds the same one ('import:<path>', 'artifact' or 'task:<task>')."""
+    if settings.model_handler:
+        return handler_class(settings.model_handler), f"import:{settings.model_handler}"
+    if settings.allow_artifact_code:
+        cls = artifact_handler_class(model_dir)
+        if cls is not None:
+            return cls, "artifact"
+    task = settings.model_task or (manifest.task if manifest else None)
+    if task is None:
+        raise SettingsError("MODEL_TASK", "is not set, the manifest names no task and the model has no handler.py")
+    return builtin_handler_class(task), f"task:{task}"
+
+
+def handler_class_from(source: str, model_dir) -> type[Handler]:
+    kind, _, value = source.partition(":")
+    if kind == "import":
+        return handler_class(value)
+    if kind == "artifact":
+        cls = artifact_handler_class(model_dir)
+        assert cls is not None, "the model's handler.py went missing"
+        return cls
+    return builtin_handler_class(value)

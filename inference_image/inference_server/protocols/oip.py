@@ -14,7 +14,7 @@ from starlette.responses import Response
 from .. import __version__
 from ..errors import ApiError, not_ready
 from ..middleware import LOG_FIELDS
-from ..service import ModelService
+from ..service import WorkerService
 from ..tensor_spec import DATATYPES, Signature
 from .oip_codec import InferRequest, Tensor, TensorError, decode_request, encode_response
 
@@ -201,7 +201,7 @@ def _inline(schema: dict[str, Any]) -> dict[str, Any]:
     return resolve(schema)
 
 
-def add_oip_routes(app: FastAPI, service: ModelService, prefixes: list[str], auth: list[Any]) -> list[str]:
+def add_oip_routes(app: FastAPI, service: WorkerService, prefixes: list[str], auth: list[Any]) -> list[str]:
     """Add the /v2 routes at each prefix; returns the infer paths, for the predict gate."""
     settings = service.settings
     model, version = settings.model_name, settings.model_version

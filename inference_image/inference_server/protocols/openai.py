@@ -19,7 +19,7 @@ from starlette.responses import Response
 from ..errors import ApiError
 from ..middleware import LOG_FIELDS
 from ..schemas import _encodable
-from ..service import ModelService
+from ..service import WorkerService
 from .errors import openai_error
 
 OWNER = "inference-server"
@@ -103,7 +103,7 @@ def encode_vectors(vectors: np.ndarray, encoding_format: str) -> list[Any]:
     return [row.astype(np.float32) for row in vectors]  # orjson writes float32 arrays as JSON numbers
 
 
-def add_openai_routes(app: FastAPI, service: ModelService, prefixes: list[str], auth: list[Any]) -> list[str]:
+def add_openai_routes(app: FastAPI, service: WorkerService, prefixes: list[str], auth: list[Any]) -> list[str]:
     """Add the /v1 routes at each prefix; returns the embeddings paths, for the predict gate."""
     settings = service.settings
     model = settings.model_name
