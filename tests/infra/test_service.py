@@ -397,11 +397,11 @@ def bundled_server_routes(model_name: str, version: str) -> dict:
     from types import SimpleNamespace
 
     from inference_server.app import create_app
-    from inference_server.service import ModelService
+    from inference_server.service import WorkerService
     from inference_server.settings import Settings
 
     settings = Settings(model_name=model_name, model_version=version, model_uri="/nonexistent", model_task="text-embedding")
-    return create_app(ModelService(settings, client=SimpleNamespace(status=None))).openapi()["paths"]
+    return create_app(WorkerService(settings, client=SimpleNamespace(status=None))).openapi()["paths"]
 
 
 # vLLM's OpenAI routes that take a prompt (its API key guards /v1; public_paths forwards /v1/* only).
