@@ -23,26 +23,50 @@ CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 VALKEY_STAMP := $(VENV)/.valkey-installed
 BACKPORTS_LIST := /etc/apt/sources.list.d/bookworm-backports.list
 
-.PHONY: setup setup-dev synth lint test test-fast e2e-vllm bench bench-short bench-cache update-snapshots clean
+.PHONY: setup setup-dev synth lint lock test test-fast e2e-vllm bench bench-short bench-cache update-snapshots clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 
-$(APP_STAMP): $(PY) requirements.txt constructs/pyproject.toml
-	$(PY) -m pip install --quiet -r requirements.txt
+# Installs come from the locks (every package pinned, with its hashes; `make lock` writes them from the
+# requirements*.txt beside them), then our two packages in editable mode. torch is the one package outside the locks:
+# its CPU build is a local file on our machines (see TORCH below), whose hash is not PyPI's.
+HASHED := --quiet --require-hashes --no-deps
+TORCH := $(shell grep -E '^torch==' requirements-dev.txt)
+
+$(APP_STAMP): $(PY) requirements.lock constructs/pyproject.toml
+	$(PY) -m pip install $(HASHED) -r requirements.lock
+	$(PY) -m pip install --quiet --no-deps -e ./constructs
+	$(PY) -m pip check
 	touch $@
 
-$(DEV_STAMP): $(APP_STAMP) requirements-dev.txt inference_image/requirements.txt inference_image/pyproject.toml
-	$(PY) -m pip install --quiet -r requirements-dev.txt
+$(DEV_STAMP): $(APP_STAMP) requirements-dev.lock inference_image/pyproject.toml
+	$(PY) -m pip install --quiet --no-deps '$(TORCH)'
+	$(PY) -m pip install $(HASHED) -r requirements-dev.lock
+	$(PY) -m pip install --quiet --no-deps -e ./inference_image
+	$(PY) -m pip check
 	touch $@
 
 # checkov in its own virtualenv: its pinned dependencies clash with the app's.
-$(CHECKOV_STAMP): requirements-checkov.txt
+$(CHECKOV_STAMP): requirements-checkov.lock
 	$(PYTHON) -m venv $(CHECKOV_VENV)
 	$(CHECKOV_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(CHECKOV_VENV)/bin/python -m pip install --quiet -r requirements-checkov.txt
+	$(CHECKOV_VENV)/bin/python -m pip install $(HASHED) -r requirements-checkov.lock
 	touch $@
+
+# `make lock`: the locks again from requirements*.txt (after editing a pin there), with uv (pinned in
+# requirements-dev.txt). torch resolves to its CPU build (from TORCH_LINKS), so its CUDA libraries stay out of
+# the dev lock; the app's lock is constrained by the dev lock (its superset), so the two agree.
+TORCH_LINKS ?= $(if $(wildcard /opt/wheels/torch-*),/opt/wheels,https://download.pytorch.org/whl/cpu/torch/)
+UV_LOCK = $(VENV)/bin/uv pip compile --quiet --generate-hashes --python-version 3.11 --python-platform x86_64-manylinux_2_28 \
+	--no-emit-package torch --no-emit-package gpu-inference-constructs --no-emit-package inference-server
+
+lock: | $(PY)
+	$(PY) -m pip install --quiet '$(shell grep -E '^uv==' requirements-dev.txt)'
+	$(UV_LOCK) --find-links $(TORCH_LINKS) requirements-dev.txt -o requirements-dev.lock
+	$(UV_LOCK) -c requirements-dev.lock requirements.txt -o requirements.lock
+	$(UV_LOCK) requirements-checkov.txt -o requirements-checkov.lock
 
 $(VALKEY_STAMP): | $(PY)
 	@if ! command -v valkey-server >/dev/null; then \
