@@ -122,13 +122,13 @@ def evaluate(results: dict, target_concurrency: int = 64) -> tuple[dict[str, Any
     floor = ratios.get("overload_bare_asgi_p50_ms")
     ours_over_raw, peer_over_raw = ratios[f"ours_over_raw_best_at_{c}"], ratios["peer_over_raw_best"]
     ceiling = (f"the model: ours runs at {ours_over_raw:.2f} x the raw model's best batch, the peer at "
-               f"{peer_over_raw:.2f} x, so 1.3 x the peer needs {1.3 * peer_over_raw:.2f} x the raw model"
+               f"{peer_over_raw:.2f} x, so 1.5 x the peer needs {1.5 * peer_over_raw:.2f} x the raw model"
                if ours_over_raw and peer_over_raw else None)
     targets = [
-        _target(f"ours at {c} clients >= 1.0 x the raw model's best batch", ratios[f"ours_over_raw_best_at_{c}"],
-                1.0, check(ratios[f"ours_over_raw_best_at_{c}"], 1.0)),
-        _target(f"ours at {c} clients >= 1.3 x the peer (LitServe)", ratios[f"ours_over_peer_at_{c}"], 1.3,
-                check(ratios[f"ours_over_peer_at_{c}"], 1.3), bound=ceiling),
+        _target(f"ours at {c} clients >= 1.3 x the raw model's best batch (issue 23)", ratios[f"ours_over_raw_best_at_{c}"],
+                1.3, check(ratios[f"ours_over_raw_best_at_{c}"], 1.3)),
+        _target(f"ours at {c} clients >= 1.5 x the peer (LitServe; issue 23)", ratios[f"ours_over_peer_at_{c}"], 1.5,
+                check(ratios[f"ours_over_peer_at_{c}"], 1.5), bound=ceiling),
         _target(f"ours p95 at {c} clients below the peer's and the baseline's (ours/peer shown)", p95_peer, 1.0,
                 lower_p95, at_most=True),
         _target("ours p50 at 1 client <= 1.1 x the baseline's", ratios["ours_p50_over_baseline_p50_at_1"], 1.1,
