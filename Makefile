@@ -23,7 +23,7 @@ CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 VALKEY_STAMP := $(VENV)/.valkey-installed
 BACKPORTS_LIST := /etc/apt/sources.list.d/bookworm-backports.list
 
-.PHONY: setup setup-dev synth lint lock test test-fast e2e-vllm bench bench-short bench-cache update-snapshots clean
+.PHONY: setup setup-dev synth lint lock test test-fast e2e-vllm bench bench-short bench-cache bench-runtimes update-snapshots clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -127,6 +127,11 @@ bench: setup-dev
 
 bench-short: setup-dev
 	$(PY) -m bench --short
+
+# Our server on every runtime (eager, onnx, int8, compile), each converted and gated as publish does, beside the
+# raw eager model (bench/README.md).
+bench-runtimes: setup-dev
+	$(PY) -m bench.runtimes
 
 # The shared result cache, off and on, against a real valkey-server (bench/README.md); MODEL=minilm for the real model.
 bench-cache: setup-dev
