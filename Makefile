@@ -31,8 +31,10 @@ $(PY):
 
 # Installs come from the locks (every package pinned, with its hashes; `make lock` writes them from the
 # requirements*.txt beside them), then our two packages in editable mode. torch is the one package outside the locks:
-# its CPU build is a local file on our machines (see TORCH below), whose hash is not PyPI's.
-HASHED := --quiet --require-hashes --no-deps
+# its CPU build is a local file on our machines (see TORCH below), whose hash is not PyPI's. Not --no-deps: pip then
+# installs in dependency order, which matters here: aws-cdk.cloud-assembly-schema and aws-cdk-lib both write
+# aws_cdk/cloud_assembly_schema/__init__.py, and aws-cdk-lib's must be the one left (tests/infra/test_packaging.py).
+HASHED := --quiet --require-hashes
 TORCH := $(shell grep -E '^torch==' requirements-dev.txt)
 
 $(APP_STAMP): $(PY) requirements.lock constructs/pyproject.toml

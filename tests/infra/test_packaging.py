@@ -91,3 +91,18 @@ def test_a_team_with_only_the_wheel_synthesizes_the_bundled_server_image(wheel, 
     found = json.loads(done.stdout.strip().splitlines()[-1])
     assert Path(found["library"]).is_relative_to(site)
     assert {"Dockerfile", "requirements.txt", "inference_server/__main__.py"} <= set(found["staged"])
+
+
+def test_aws_cdk_libs_cloud_assembly_schema_module_is_the_one_installed():
+    """aws-cdk.cloud-assembly-schema (a dependency of aws-cdk-lib) installs a module at the same path as
+    aws-cdk-lib's own aws_cdk.cloud_assembly_schema; installed after it, it replaces it, and every read of a
+    synth annotation fails ("Unknown interface: aws-cdk-lib.cloud_assembly_schema.MetadataEntry")."""
+    import base64
+    import hashlib
+    from importlib import metadata
+
+    path = "aws_cdk/cloud_assembly_schema/__init__.py"
+    (entry,) = [f for f in metadata.distribution("aws-cdk-lib").files or [] if str(f) == path]
+    assert entry.hash is not None
+    installed = base64.urlsafe_b64encode(hashlib.sha256(Path(entry.locate()).read_bytes()).digest()).rstrip(b"=")
+    assert installed.decode() == entry.hash.value, "reinstall aws-cdk-lib after its dependencies (make setup)"
