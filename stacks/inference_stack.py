@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import aws_cdk as cdk
 from aws_cdk import aws_kms as kms
-
 from constructs import Construct
+
 from gpu_inference_constructs.api_keys import api_keys_secret
 from gpu_inference_constructs.gpu_capacity import GpuCapacity
 from gpu_inference_constructs.load_balancer import InferenceLoadBalancer

@@ -11,8 +11,8 @@ import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_secretsmanager as secretsmanager
-
 from constructs import Construct
+
 from gpu_inference_constructs.load_balancer import InferenceLoadBalancer
 from gpu_inference_constructs.model_service import ModelProps, ModelService
 from gpu_inference_constructs.monitoring import ModelAlarms

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import aws_cdk as cdk
-
 from constructs import Construct
+
 from gpu_inference_constructs.network import InferenceNetwork, NetworkProps
 
 

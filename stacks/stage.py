@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
-
 from constructs import Construct
 
 from .config import EnvironmentConfig

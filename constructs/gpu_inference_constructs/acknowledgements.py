@@ -13,7 +13,6 @@ from typing import Any
 
 import aws_cdk as cdk
 import jsii
-
 from constructs import IConstruct, IValidation
 
 

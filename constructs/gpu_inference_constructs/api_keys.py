@@ -5,7 +5,6 @@ from __future__ import annotations
 import aws_cdk as cdk
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_secretsmanager as secretsmanager
-
 from constructs import Construct
 
 from .acknowledgements import acknowledge

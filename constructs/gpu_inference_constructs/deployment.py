@@ -19,7 +19,6 @@ import jsii
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_elasticloadbalancingv2 as elbv2
-
 from constructs import Construct
 
 from .errors import require, require_range

@@ -21,7 +21,6 @@ from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sns as sns
-
 from constructs import Construct
 
 from .acknowledgements import acknowledge, default_policy, nag_rendering, skip_checkov

@@ -15,7 +15,6 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_wafv2 as wafv2
-
 from constructs import Construct
 
 from .acknowledgements import acknowledge, skip_checkov

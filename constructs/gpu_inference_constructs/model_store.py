@@ -11,7 +11,6 @@ from dataclasses import dataclass
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
-
 from constructs import Construct
 
 from .acknowledgements import skip_checkov

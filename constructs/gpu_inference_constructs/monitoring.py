@@ -12,7 +12,6 @@ from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 from aws_cdk import aws_events as events
 from aws_cdk import aws_sns as sns
-
 from constructs import Construct
 
 from . import metric_names

@@ -10,7 +10,6 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
-
 from constructs import Construct
 
 from .acknowledgements import skip_checkov

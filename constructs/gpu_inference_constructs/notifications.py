@@ -30,7 +30,6 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
-
 from constructs import Construct, IConstruct
 
 from .errors import require

@@ -22,7 +22,6 @@ from aws_cdk import aws_elasticache as elasticache
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
-
 from constructs import Construct
 
 from . import metric_names as m

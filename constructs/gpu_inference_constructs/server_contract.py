@@ -26,7 +26,6 @@ import aws_cdk as cdk
 from aws_cdk import aws_ecr as ecr
 from aws_cdk import aws_ecr_assets as ecr_assets
 from aws_cdk import aws_ecs as ecs
-
 from constructs import Construct
 
 from . import metric_names
