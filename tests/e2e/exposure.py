@@ -14,13 +14,25 @@ DOCS_ROUTES = (("GET", "/docs"), ("GET", "/openapi.json"))
 # Answered without a key, for the target group, the container health check and a local metrics scrape: never
 # forwarded to the internet.
 PROBE_ROUTES = (("GET", "/health"), ("GET", "/ready"), ("GET", "/metrics"))
+# What the internet is meant to reach (behind the key), by the OpenAPI document's path templates. A route the server
+# adds later is "unlisted" until someone lists it here: a rule that forwards an unlisted route fails the walk, even
+# under a wildcard that forwards its neighbours (/<m>/v2*).
+PUBLIC_ROUTES = {
+    **{("POST", path): "inference" for path in (
+        "/predict", "/predict/batch", "/v1/embeddings", "/v2/models/{model_name}/infer",
+        "/v2/models/{model_name}/versions/{model_version}/infer")},
+    **{("GET", path): "metadata" for path in (
+        "/v1/models", "/v1/models/{model_id}", "/v2", "/v2/health/live", "/v2/health/ready", "/v2/models/{model_name}",
+        "/v2/models/{model_name}/ready", "/v2/models/{model_name}/versions/{model_version}",
+        "/v2/models/{model_name}/versions/{model_version}/ready")},
+}
 
 
 @dataclass(frozen=True)
 class Route:
     method: str
     path: str  # as a client sends it, below the load balancer
-    purpose: str  # "inference", "metadata", "docs" or "probe"
+    purpose: str  # "inference", "metadata", "docs", "probe" or "unlisted" (not in PUBLIC_ROUTES: private)
     forwarded: bool  # the model's listener rule matches it
     docs_on: bool = False  # the server serves its docs (api_docs)
 
@@ -50,24 +62,24 @@ def _concrete(path: str, parameters: list[dict[str, Any]]) -> str:
     return path
 
 
-def _purpose(method: str, path: str) -> str:
-    if (method, path) in PROBE_ROUTES:
+def _purpose(method: str, template: str) -> str:
+    if (method, template) in PROBE_ROUTES:
         return "probe"
-    if (method, path) in DOCS_ROUTES:
+    if (method, template) in DOCS_ROUTES:
         return "docs"
-    return "inference" if method == "POST" else "metadata"
+    return PUBLIC_ROUTES.get((method, template), "unlisted")
 
 
 def route_table(doc: dict[str, Any], model: str, patterns: list[str], docs_on: bool) -> list[Route]:
     """Every route of the server's document and outside it, at the model's prefix (what the rule sees) and bare
     (which no model's rule forwards)."""
-    routes = [(method.upper(), _concrete(path, operation.get("parameters", [])))
+    routes = [(method.upper(), path, _concrete(path, operation.get("parameters", [])))
               for path, operations in doc["paths"].items() for method, operation in operations.items()]
-    routes += [*DOCS_ROUTES, *PROBE_ROUTES]
+    routes += [(method, path, path) for method, path in (*DOCS_ROUTES, *PROBE_ROUTES)]
     table = []
-    for method, path in dict.fromkeys(routes):
+    for method, template, path in dict.fromkeys(routes):
         for sent in (f"/{model}{path}", path):
-            table.append(Route(method, sent, _purpose(method, path), forwarded(patterns, sent), docs_on))
+            table.append(Route(method, sent, _purpose(method, template), forwarded(patterns, sent), docs_on))
     return table
 
 

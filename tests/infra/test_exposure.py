@@ -130,6 +130,17 @@ def test_a_rule_that_forwards_too_much_or_too_little_is_found(synthesized, tmp_p
     assert any("POST /minilm/v1/embeddings (inference) is not forwarded" in p for p in narrow)
 
 
+def test_a_route_the_server_adds_under_a_forwarded_wildcard_is_found_until_it_is_listed(synthesized, tmp_path):
+    """Every route the rule forwards is one the walk was told is public: a new /v2/admin would pass the deployed
+    rule's /<m>/v2* (behind the key, but never meant for clients), and the walk fails on it."""
+    contract = next(c for c in bundled_contracts(synthesized) if c.model_name == "minilm")
+    _, app = server_app(contract, tmp_path)
+    doc = app.openapi()
+    doc = {**doc, "paths": {**doc["paths"], "/v2/admin": {"post": {}}}}
+    problems = exposure_problems(route_table(doc, "minilm", contract.path_patterns, False), "minilm")
+    assert problems == ["POST /minilm/v2/admin (unlisted) is forwarded to the internet"]
+
+
 def test_api_docs_are_forwarded_behind_the_key_only_when_turned_on():
     stack, parts = stack_with_placement()
     secret = secretsmanager.Secret(stack, "ApiKeys")
