@@ -41,6 +41,8 @@ REPLACED_BY: dict[str, tuple[str, ...]] = {
 }
 LOCK_FILE = "references.lock.json"
 ACCEPT_CONTEXT_KEY = "acceptReplacement"
+# Where the lock is, when not beside app.py: a generated environment (tests/infra/many_models.py) keeps its own.
+LOCK_CONTEXT_KEY = "referenceLock"
 MIGRATION = (
     "the model stacks read it through a weak reference (Fn::GetStackOutput) and would keep the old, deleted "
     "identifier, losing their traffic. Migrate without an outage: add the new resource under a new construct id beside "

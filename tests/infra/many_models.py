@@ -20,6 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from stacks.reference_guard import LOCK_CONTEXT_KEY, LOCK_FILE
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -42,11 +44,20 @@ def many_model_environment(count: int, base: str = "prod") -> dict:
     return data
 
 
-def measure(count: int) -> dict:
+def write_cdk_json(directory: Path, count: int) -> Path:
+    """The generated environment's cdk.json in ``directory``: this repo's app and flags, and a reference lock of its
+    own there (the repo's references.lock.json records only the real environments)."""
     context = json.loads((ROOT / "cdk.json").read_text())
     context["context"]["environments"] = {"many": many_model_environment(count)}
+    context["context"][LOCK_CONTEXT_KEY] = str(directory / LOCK_FILE)
+    path = directory / "cdk.json"
+    path.write_text(json.dumps({**context, "app": f"{ROOT / '.venv/bin/python'} {ROOT / 'app.py'}"}))
+    return path
+
+
+def measure(count: int) -> dict:
     with tempfile.TemporaryDirectory() as directory:
-        Path(directory, "cdk.json").write_text(json.dumps({**context, "app": f"{ROOT / '.venv/bin/python'} {ROOT / 'app.py'}"}))
+        write_cdk_json(Path(directory), count)
         environment = {**os.environ, "PATH": f"{ROOT / 'node_modules/.bin'}:{os.environ['PATH']}", "CDK_DISABLE_CLI_TELEMETRY": "true",
                        "JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION": "1"}
         started = time.perf_counter()

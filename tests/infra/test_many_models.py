@@ -11,9 +11,10 @@ import aws_cdk as cdk
 import pytest
 
 from stacks.config import load_environment
+from stacks.reference_guard import LOCK_FILE
 from stacks.stage import InferenceStage
 from tests.conftest import cdk_context
-from tests.infra.many_models import MODELS_PER_LOAD_BALANCER, many_model_environment
+from tests.infra.many_models import MODELS_PER_LOAD_BALANCER, ROOT, many_model_environment, measure
 
 MODELS = 200
 # CloudFormation quotas: resources, outputs and parameters per stack; template body uploaded through S3.
@@ -150,3 +151,13 @@ def test_a_new_version_of_one_model_changes_that_models_stack_only(three, tmp_pa
     changed["models"][1]["version"] = "2027-01-15"
     after = synthesize({"many": changed}, tmp_path)
     assert sorted(stack for key in three if three[key] != after[key] for stack in [key[1]]) == ["Model-model-001"]
+
+
+@pytest.mark.slow
+def test_measuring_a_generated_environment_leaves_the_repositorys_reference_lock_alone():
+    """`python -m tests.infra.many_models` runs app.py through the CDK CLI; its guard wrote the generated "Many"
+    environment into the repository's references.lock.json (32 entries, committed by mistake once)."""
+    lock = ROOT / LOCK_FILE
+    before = lock.read_bytes()
+    measure(1)
+    assert lock.read_bytes() == before
