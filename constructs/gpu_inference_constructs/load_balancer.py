@@ -271,7 +271,6 @@ class InferenceLoadBalancer(Construct):
         super().__init__(scope, construct_id)
         props.check_certificate_region(cdk.Stack.of(self).region)
         self.props = props
-        self.open_to_the_internet = props.open_to_the_internet
         self.idle_timeout_seconds = props.idle_timeout_for(longest_request_seconds)
         self.waf_rate_limit = props.waf_rate_limit(configured_load)
         # Per API key: the busiest model's configured peak (one key may drive one model to its peak), whatever the

@@ -706,7 +706,7 @@ class ModelService(Construct):
         fix += (", or allow_unauthenticated=True where something else decides who may call it (a WAF or proxy that "
                 "authenticates, or a network only your clients reach)")
         if load_balancer is not None:
-            require(not load_balancer.open_to_the_internet, "api_keys_secret",
+            require(not load_balancer.props.open_to_the_internet, "api_keys_secret",
                     f"is missing and the load balancer is internet-facing and open to the internet: anyone could call "
                     f"models[{self.model.name}] and use its GPUs; {fix}; or narrow ingress_cidrs, or make the load "
                     "balancer internal")
