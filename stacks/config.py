@@ -10,23 +10,27 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from gpu_inference_constructs.bundled_server import BundledServer, BundledServerProps
 from gpu_inference_constructs.deployment import DeploymentProps, RollbackThresholds
 from gpu_inference_constructs.deployment_capacity import (
     check_group_holds_deployment_at_peak,
     tasks_for_deployment_at_peak,
 )
-from gpu_inference_constructs.errors import ConfigError, require
+from gpu_inference_constructs.errors import ConfigError, require, require_range
 from gpu_inference_constructs.gpu_capacity import GpuCapacityProps
 from gpu_inference_constructs.load_balancer import ConfiguredLoad, LoadBalancerProps, claim_priority
 from gpu_inference_constructs.log_retention import retention_days
-from gpu_inference_constructs.model_service import ModelProps, ServiceTimingProps, service_deployment
+from gpu_inference_constructs.model_entry import ServerProps, longest_request_key, server_for, split_model_entry
+from gpu_inference_constructs.model_props import ModelProps, service_deployment
 from gpu_inference_constructs.model_store import ModelStoreProps
 from gpu_inference_constructs.monitoring import MonitoringProps
 from gpu_inference_constructs.network import NetworkProps
 from gpu_inference_constructs.result_cache import ModelCacheProps, ResultCacheProps
 from gpu_inference_constructs.scaling_props import ScalingProps
 from gpu_inference_constructs.schedules import check_schedule_task_ranges
+from gpu_inference_constructs.service_timing import ServiceTimingProps
 from gpu_inference_constructs.settings import from_dict
+from gpu_inference_constructs.vllm_server import VllmProps, VllmServer
 
 CONTEXT_KEY = "environments"
 ENVIRONMENT_NAME = re.compile(r"^[a-z][a-z0-9-]{1,20}$")
@@ -35,6 +39,32 @@ REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d$")
 
 
 GROUP_NAME = re.compile(r"^[a-z][a-z0-9-]{0,19}$")
+# Load balancers one environment may spread its models over (each holds 100 rules and target groups by default).
+MAX_LOAD_BALANCERS = 20
+
+
+@dataclass(frozen=True)
+class ModelServerConfig:
+    """How the app serves one ``models[]`` entry: its server's props (``BundledServerProps`` from the entry's own
+    keys, or its ``vllm`` block) and which of the environment's load balancers carries it."""
+
+    props: ServerProps = field(default_factory=BundledServerProps)
+    load_balancer: int = 1
+
+    def __post_init__(self) -> None:
+        require_range(self.load_balancer, 1, MAX_LOAD_BALANCERS, "load_balancer", hint=" (which of the environment's load balancers serves it)")
+
+    @property
+    def server(self) -> BundledServer | VllmServer:
+        return server_for(self.props)
+
+    @property
+    def bundled(self) -> BundledServerProps | None:
+        return self.props if isinstance(self.props, BundledServerProps) else None
+
+    @property
+    def vllm(self) -> VllmProps | None:
+        return self.props if isinstance(self.props, VllmProps) else None
 
 
 @dataclass(frozen=True)
@@ -53,6 +83,8 @@ class EnvironmentConfig:
     network: NetworkProps
     load_balancer: LoadBalancerProps
     models: tuple[ModelProps, ...]
+    # Parallel to models (the same order): how each is served. Empty: every model on the bundled server's defaults.
+    servers: tuple[ModelServerConfig, ...] = ()
     capacity: GpuCapacityProps = field(default_factory=GpuCapacityProps)
     capacity_groups: dict[str, CapacityGroupConfig] = field(default_factory=dict)
     model_store: ModelStoreProps = field(default_factory=ModelStoreProps)
@@ -91,6 +123,7 @@ class EnvironmentConfig:
 
     def _check_models(self) -> None:
         require(bool(self.models), "models", "list at least one model to serve")
+        require(len(self.servers) in (0, len(self.models)), "servers", "give one per model, in the models' order, or none")
         placement = self.model_placement()
         smallest = {group: self.group_capacity(group).smallest_instance_type() for group in {"", *self.capacity_groups}}
         seen: set[str] = set()
@@ -99,14 +132,18 @@ class EnvironmentConfig:
         for index, model in enumerate(self.models):
             require(model.name not in seen, f"models[{index}].name", f"{model.name!r} is listed twice; model names must be unique")
             seen.add(model.name)
-            claim_priority(priorities.setdefault(model.load_balancer, {}), model.name, model.listener_priority, f"models[{index}].listener_priority",
+            claim_priority(priorities.setdefault(self.server_config(model).load_balancer, {}), model.name, model.listener_priority, f"models[{index}].listener_priority",
                            fix_keys=lambda other, index=index: f"models[{names.index(other)}].listener_priority or models[{index}].listener_priority")
             group = placement.get(model.name, "")
+            server = self.server_config(model).server
             try:
-                model.check_fits(smallest[group])
+                server.check(model)
+                model.check_fits(smallest[group], server.sidecar_reservation)
             except ConfigError as error:
-                where = f" (it runs on capacity_groups.{group})" if group else " (it runs on capacity; place it in a capacity group of a larger shape)"
+                where = "" if error.key not in ("gpus", "cpu", "memory_mib") else (
+                    f" (it runs on capacity_groups.{group})" if group else " (it runs on capacity; place it in a capacity group of a larger shape)")
                 raise ConfigError(f"models[{index}].{error.key}", error.detail + where) from None
+            self._check_stop(index, model, server)
             check_schedule_task_ranges(model.name, model.min_tasks, model.max_tasks, self.scaling.schedules)
         for group in ["", *self.capacity_groups]:
             placed = [m for m in self.models if placement.get(m.name, "") == group]
@@ -120,6 +157,28 @@ class EnvironmentConfig:
                 key=f"capacity_groups.{group}.capacity.max_capacity" if group else "capacity.max_capacity",
             )
         self._check_load_balancers()
+
+    def _check_stop(self, index: int, model: ModelProps, server: BundledServer | VllmServer) -> None:
+        """The server drains and exits within the task's stop timeout and the Spot notice (as ModelService checks)."""
+        deregistration_delay, stop_timeout = server.stop.task_timing(self.service.deregistration_delay_seconds,
+                                                                     self.service.stop_timeout_seconds)
+        try:
+            server.stop.check_fits(stop_timeout_seconds=stop_timeout, deregistration_delay_seconds=deregistration_delay,
+                                   server=f"the {server.name} server")
+        except ConfigError as error:
+            raise ConfigError(f"service.{error.key}", f"{error.detail} (models[{index}], {model.name})") from None
+
+    def server_config(self, model: ModelProps) -> ModelServerConfig:
+        """How ``model`` (one of ``models``) is served."""
+        return self.servers[self.models.index(model)] if self.servers else ModelServerConfig()
+
+    def server_of(self, model: ModelProps) -> BundledServer | VllmServer:
+        return self.server_config(model).server
+
+    def uses_cache(self, model: ModelProps) -> bool:
+        """Whether the model uses the environment's shared result cache (the bundled server's, when there is one)."""
+        bundled = self.server_config(model).bundled
+        return self.cache is not None and bundled is not None and bundled.shared_cache.enabled is not False
 
     def _check_load_balancers(self) -> None:
         """Each load balancer's models fit its quotas; numbers run 1..N with none empty; per load balancer, the WAF
@@ -151,7 +210,7 @@ class EnvironmentConfig:
     def _load_balancer_with_room(self, groups: dict[int, tuple[ModelProps, ...]], model: ModelProps) -> int:
         """The lowest-numbered other load balancer that would hold ``model`` too (a new one after the last if none)."""
         for number, models in groups.items():
-            if number == model.load_balancer:
+            if number == self.server_config(model).load_balancer:
                 continue
             candidate = [*models, model]
             try:
@@ -165,18 +224,18 @@ class EnvironmentConfig:
         """Load balancer number -> the models it serves (``models[].load_balancer``), in config order."""
         groups: dict[int, list[ModelProps]] = {}
         for model in self.models:
-            groups.setdefault(model.load_balancer, []).append(model)
+            groups.setdefault(self.server_config(model).load_balancer, []).append(model)
         return {number: tuple(groups[number]) for number in sorted(groups)}
 
     def idle_timeout_seconds_for(self, models: tuple[ModelProps, ...]) -> int:
         """The idle timeout of the load balancer in front of ``models``: from the longest request among them."""
         if not models:
             return self.load_balancer.idle_timeout_for(None)
-        longest = max(models, key=lambda m: m.longest_request_seconds)
+        longest = max(models, key=lambda m: self.server_of(m).longest_request_seconds)
         index = self.models.index(longest)
-        key = f"models[{index}].vllm.longest_generation_seconds" if longest.vllm else f"models[{index}].request_timeout_seconds"
+        key = f"models[{index}].{longest_request_key(self.server_config(longest).props)}"
         try:
-            return self.load_balancer.idle_timeout_for(longest.longest_request_seconds, model=longest.name)
+            return self.load_balancer.idle_timeout_for(self.server_of(longest).longest_request_seconds, model=longest.name)
         except ConfigError as error:
             if self.load_balancer.idle_timeout_seconds is None:  # no timeout the ALB allows carries the request
                 raise ConfigError(key, error.detail) from None
@@ -184,10 +243,8 @@ class EnvironmentConfig:
 
     def _check_cache(self) -> None:
         for index, model in enumerate(self.models):
-            if model.vllm is not None and model.shared_cache.enabled is True and self.cache is not None:
-                raise ConfigError(f"models[{index}].shared_cache.enabled",
-                                  "the vLLM server has no shared cache; set it to false for this model")
-            if self.cache is None and model.shared_cache != ModelCacheProps():
+            bundled = self.server_config(model).bundled
+            if self.cache is None and bundled is not None and bundled.shared_cache != ModelCacheProps():
                 raise ConfigError(f"models[{index}].shared_cache",
                                   "the environment has no cache; add a `cache` block or remove this one")
 
@@ -263,7 +320,7 @@ def load_environment(name: str, data: Any) -> EnvironmentConfig:
     if isinstance(data, dict) and "name" in data:
         raise ConfigError(f"environment {name!r}: name", "unknown key; the environment's name is its key in 'environments'")
     try:
-        return from_dict(EnvironmentConfig, {**with_model_deployments(data), "name": name})
+        return from_dict(EnvironmentConfig, with_servers({**with_model_deployments(data), "name": name}))
     except ConfigError as error:
         raise ConfigError(f"environment {name!r}: {error.key}", error.detail) from None
 
@@ -281,6 +338,21 @@ def with_model_deployments(data: Any) -> dict:
     return {**data, "models": models}
 
 
-def cached(model: ModelProps) -> bool:
-    """Whether the model uses its environment's shared result cache (when the environment has one)."""
-    return model.vllm is None and model.shared_cache.enabled is not False
+def with_servers(data: dict) -> dict:
+    """cdk.json's ``models[]`` entries split into what the library keeps apart: the server-neutral ModelProps keys
+    (``models``), and how each is served (``servers``: its server's props; ``load_balancer``)."""
+    if "servers" in data:
+        raise ConfigError("servers", "unknown key; say how each model is served in its own models[] entry")
+    if isinstance(data.get("service"), dict) and "drain_timeout_seconds" in data["service"]:
+        raise ConfigError("service.drain_timeout_seconds", "is no longer an environment key: the drain is the bundled "
+                                                           "server's own, models[].drain_seconds (default 70)")
+    if not isinstance(data.get("models"), list) or not all(isinstance(model, dict) for model in data["models"]):
+        return data  # from_dict names what is not a list of objects
+    models, servers = [], []
+    for index, entry in enumerate(data["models"]):
+        key = f"models[{index}]"
+        model, props = split_model_entry(entry, key, app_keys=frozenset({"load_balancer"}))
+        placement = {"load_balancer": entry["load_balancer"]} if "load_balancer" in entry else {}
+        servers.append(from_dict(ModelServerConfig, {"props": props, **placement}, key))
+        models.append(model)
+    return {**data, "models": models, "servers": servers}

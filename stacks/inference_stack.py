@@ -19,7 +19,7 @@ from gpu_inference_constructs.network import InferenceNetwork, grant_logs_servic
 from gpu_inference_constructs.notifications import NotificationTopic
 from gpu_inference_constructs.result_cache import ResultCache
 
-from .config import EnvironmentConfig, cached
+from .config import EnvironmentConfig
 
 
 def load_balancer_id(number: int) -> str:
@@ -73,12 +73,12 @@ class InferenceStack(cdk.Stack):
                 props=config.load_balancer,
                 access_logs_bucket=self.model_store.access_logs_bucket,
                 configured_load=config.configured_load_for(models),
-                longest_request_seconds=max(m.longest_request_seconds for m in models),
+                longest_request_seconds=max(config.server_of(m).longest_request_seconds for m in models),
             )
             for number, models in config.load_balancer_groups().items()
         }
         self.load_balancer = self.load_balancers[1]
-        self._load_balancer_of = {model.name: model.load_balancer for model in config.models}
+        self._load_balancer_of = {model.name: config.server_config(model).load_balancer for model in config.models}
         for prewarm in config.scaling.capacity_prewarm:
             self.capacity.add_prewarm(prewarm)
         self.monitoring = InferenceMonitoring(
@@ -109,7 +109,7 @@ class InferenceStack(cdk.Stack):
         """The environment's shared result cache, its alarms on the topic and its cost on the dashboard."""
         cache = ResultCache(self, "ResultCache", name=f"{config.name}-results", vpc=network.vpc,
                             subnets=network.private_subnets, topic=self.notifications.topic, props=config.cache)
-        users = [model.name for model in config.models if cached(model)]
+        users = [model.name for model in config.models if config.uses_cache(model)]
         cache.add_connection_failure_alarm(self, config.name, users, self.notifications.topic)
         self.monitoring.dashboard.add_widgets(cdk.aws_cloudwatch.GraphWidget(
             title="Result cache cost (USD an hour) and hit rate", left=[cache.metric_cost_per_hour()],

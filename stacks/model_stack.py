@@ -14,13 +14,13 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from gpu_inference_constructs.load_balancer import InferenceLoadBalancer
-from gpu_inference_constructs.model_service import ModelProps, ModelService
+from gpu_inference_constructs.model_props import ModelProps
+from gpu_inference_constructs.model_service import ModelService
 from gpu_inference_constructs.monitoring import ModelAlarms
 from gpu_inference_constructs.network import InferenceNetwork
-from gpu_inference_constructs.server_contract import bundled_server_image, server_for
 from gpu_inference_constructs.service_scaling import ServiceScaling
 
-from .config import EnvironmentConfig, cached
+from .config import EnvironmentConfig, ModelServerConfig
 from .inference_stack import InferenceStack
 
 
@@ -53,7 +53,7 @@ class ModelStack(cdk.Stack):
             capacity=shared.capacity_for(model.name),
             subnets=network.private_subnets,
             # One image asset for every bundled model (the same directory): `cdk deploy` builds and pushes it once.
-            server=server_for(model, None if model.vllm is not None else bundled_server_image()),
+            server=config.server_of(model),
             model_store=shared.model_store,
             load_balancer=load_balancer,
             logs_key=shared.logs_key,
@@ -79,10 +79,10 @@ class ModelStack(cdk.Stack):
         )
         shared.monitoring.add_model(self.service)  # its server's own metrics on the environment's dashboard
         self._grant_api_keys_decrypt(shared)
-        if shared.result_cache is not None and cached(model):
+        if shared.result_cache is not None and config.uses_cache(model):
             shared.result_cache.attach(self, model.name, container=self.service.container, task_role=self.service.task_role,
-                                       security_group=self.service.security_group, props=model.shared_cache)
-        route, what = inference_route(model)
+                                       security_group=self.service.security_group, props=config.server_config(model).bundled.shared_cache)
+        route, what = inference_route(model, config.server_config(model))
         cdk.CfnOutput(self, f"Url-{model.name}", value=f"{load_balancer.base_url}/{model.name}/{route}", description=f"{model.name} {what}")
 
     def _api_keys(self, shared: InferenceStack) -> secretsmanager.ISecret:
@@ -104,11 +104,11 @@ class ModelStack(cdk.Stack):
         )
 
 
-def inference_route(model: ModelProps) -> tuple[str, str]:
+def inference_route(model: ModelProps, served: ModelServerConfig) -> tuple[str, str]:
     """The path below the model's prefix that answers its inference, and what it is: vLLM's completions, the Open
     Inference Protocol for tensor and image models (their inputs are not texts), /predict for text models."""
-    if model.vllm:
+    if served.bundled is None:
         return "v1/completions", "completions (OpenAI API)"
-    if model.task in ("torch-export", "image-classification"):
+    if served.bundled.task in ("torch-export", "image-classification"):
         return f"v2/models/{model.name}/infer", "inference (Open Inference Protocol v2)"
     return "predict", "predictions"

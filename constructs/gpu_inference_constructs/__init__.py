@@ -5,6 +5,7 @@ contract and its presets. Each props class documents its defaults.
 """
 
 from .api_keys import api_keys_secret
+from .bundled_server import BundledServer, BundledServerProps, bundled_server_image
 from .deployment import DeploymentProps, RollbackAlarms, RollbackProps, RollbackThresholds
 from .deployment_capacity import ServiceDeployment
 from .errors import ConfigError
@@ -12,7 +13,8 @@ from .gpu_capacity import GpuCapacity, GpuCapacityProps
 from .instance_catalog import CATALOG, GpuInstanceType
 from .latency_alarms import LatencyAlarmProps, LatencyAlarmThresholds
 from .load_balancer import ConfiguredLoad, InferenceLoadBalancer, LoadBalancerProps, LoadBalancerQuotas
-from .model_service import ModelProps, ModelService, ServiceTimingProps
+from .model_props import ModelProps
+from .model_service import ModelService
 from .model_store import ModelStore, ModelStoreProps
 from .monitoring import InferenceMonitoring, ModelAlarms, MonitoringProps
 from .network import DEFAULT_INTERFACE_ENDPOINTS, InferenceNetwork, NetworkProps, grant_logs_service
@@ -24,7 +26,6 @@ from .schedules import CapacityPrewarm, ServiceSchedule
 from .server_contract import (
     DEFAULT_COLLECTOR_IMAGE,
     DEFAULT_FETCHER_IMAGE,
-    BundledServer,
     EcrImage,
     LivenessCheck,
     ModelFromS3,
@@ -34,14 +35,12 @@ from .server_contract import (
     ServerContract,
     ServerDefinition,
     StopTiming,
-    VllmProps,
-    VllmServer,
-    bundled_server_image,
-    server_for,
 )
 from .service_scaling import ServiceScaling
+from .service_timing import ServiceTimingProps
 from .settings import from_dict
 from .target_group_metrics import TargetGroupMetrics
+from .vllm_server import VllmProps, VllmServer
 
 __all__ = [
     "bundled_server_image",
@@ -50,6 +49,7 @@ __all__ = [
     "ResultCache",
     "ResultCacheProps",
     "BundledServer",
+    "BundledServerProps",
     "CATALOG",
     "CapacityPrewarm",
     "ConfigError",
@@ -104,6 +104,5 @@ __all__ = [
     "VllmServer",
     "from_dict",
     "grant_logs_service",
-    "server_for",
     "topic_target",
 ]

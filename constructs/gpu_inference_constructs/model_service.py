@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import dataclasses
-import math
 import re
 import weakref
-from dataclasses import dataclass, field
 
 import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -22,23 +19,19 @@ from constructs import Construct
 
 from . import metric_names
 from .acknowledgements import acknowledge, acknowledge_when_resolved, default_policy, nag_rendering
+from .bundled_server import BundledServer
 from .deployment import (
-    DeploymentProps,
     RollbackAlarmNames,
     RollbackAlarms,
-    RollbackProps,
     RollbackThresholds,
     sum_over,
     worst_of,
 )
-from .deployment_capacity import ServiceDeployment
-from .errors import ConfigError, require, require_range
+from .errors import ConfigError, require
 from .gpu_capacity import GpuCapacity
 from .instance_catalog import GpuInstanceType, lookup, warn_if_unlisted
-from .latency_alarms import LatencyAlarmProps, LatencyAlarmThresholds
 from .load_balancer import (
     ALB_DEFAULT_IDLE_TIMEOUT_SECONDS,
-    ALB_MAX_IDLE_TIMEOUT_SECONDS,
     IDLE_TIMEOUT_MARGIN_SECONDS,
     MAX_RULE_PRIORITY,
     InferenceLoadBalancer,
@@ -46,6 +39,7 @@ from .load_balancer import (
     model_path_patterns,
 )
 from .log_retention import retention_days
+from .model_props import ROLLING_MAX_HEALTHY_PERCENT, ModelProps, service_deployment
 from .model_store import (
     MANIFEST_FILE,
     MODELS_PREFIX,
@@ -55,69 +49,27 @@ from .model_store import (
     model_read_prefix,
     model_uri,
 )
-from .result_cache import ModelCacheProps
-from .scaling_props import ModelScalingProps
-from .schedules import check_model_task_range
 from .server_contract import (
-    BUNDLED_COMMAND,
-    BUNDLED_LIVENESS,
-    BUNDLED_PORT,
-    BUNDLED_READINESS_PATH,
-    BUNDLED_USER,
     DEFAULT_COLLECTOR_IMAGE,
     DEFAULT_FETCHER_IMAGE,
+    FETCHER_CPU,
+    FETCHER_MEMORY_MIB,
     SCRATCH_PATH,
-    SPOT_NOTICE_SECONDS,
-    PrometheusMetrics,
     ServerContext,
     ServerContract,
     ServerDefinition,
-    StopTiming,
-    VllmProps,
-    bundled_environment_keys,
-    bundled_workers_for,
     collector_config,
 )
+from .service_timing import ServiceTimingProps
 from .target_group_metrics import TargetGroupMetrics, load_balancer_name_from_listener_arn
 from .target_group_metrics import load_balancer_full_name as full_name_of
 
-MODEL_NAME = re.compile(r"^[a-z][a-z0-9-]{0,38}[a-z0-9]$")
-# The bundled server's MODEL_RUNTIME values (inference_server.runtimes.RUNTIMES).
-MODEL_RUNTIMES = ("eager", "compile", "onnx", "int8")
-MODEL_VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
-TASKS = ("text-classification", "text-embedding", "torch-export", "image-classification")
-# A rolling deployment starts the new tasks before it stops the old: up to twice the tasks, one GPU each.
-ROLLING_MAX_HEALTHY_PERCENT = 200
 # ECS caps a container health check's startPeriod at 300 s (ECS API HealthCheck).
 MAX_HEALTH_CHECK_START_PERIOD = 300
 # Task-definition metadata: container name -> {'user' | 'readonly_root_filesystem': why it is root / writable}.
 CONTAINER_ACKNOWLEDGEMENTS = "gpu-inference:container-acknowledgements"
-# The bundled server's contract (server_contract.BundledServer); kept here for existing imports.
-CONTAINER_PORT = BUNDLED_PORT
-CONTAINER_USER = BUNDLED_USER
-HEALTH_CHECK_COMMAND = BUNDLED_LIVENESS
-SERVER_COMMAND = BUNDLED_COMMAND
-READINESS_PATH = BUNDLED_READINESS_PATH
-# Load balancers one environment may spread its models over (each holds 100 rules and target groups by default).
-MAX_LOAD_BALANCERS = 20
-# A server's HTTP keep-alive outlasts the load balancer's idle timeout by this much, so the ALB, not the server,
-# closes an idle connection (otherwise the ALB may send a request on a connection the server just closed: a 502).
-KEEP_ALIVE_MARGIN_SECONDS = 15
-# What ECS keeps back on every instance for the agent and daemons.
-AGENT_RESERVED_CPU = 512
-# Each of the two init containers that put a model on scratch (scratch-owner, model-fetch): ECS reserves both.
-FETCHER_CPU, FETCHER_MEMORY_MIB = 128, 256
-FETCH_CONTAINERS = 2
-# What the vLLM preset adds beside the server: the fetch containers and a collector of PrometheusMetrics' default size.
-VLLM_SIDECAR_CPU = FETCH_CONTAINERS * FETCHER_CPU + PrometheusMetrics.collector_cpu
-VLLM_SIDECAR_MEMORY_MIB = FETCH_CONTAINERS * FETCHER_MEMORY_MIB + PrometheusMetrics.collector_memory_mib
-VLLM_RESERVED_ENVIRONMENT = (
-    "HOME", "XDG_CACHE_HOME", "VLLM_CACHE_ROOT", "HF_HOME", "HF_HUB_OFFLINE", "VLLM_NO_USAGE_STATS", "DO_NOT_TRACK",
-    "VLLM_HTTP_TIMEOUT_KEEP_ALIVE", "AWS_DEFAULT_REGION", "VLLM_API_KEY",
-)
-
-
 DEFAULT_NAME_PREFIX = "gpu-inference"
+NAME_PREFIX = re.compile(r"^[a-z][a-z0-9-]{1,31}$")
 
 
 def service_log_group_name(environment_name: str, model_name: str, name_prefix: str = DEFAULT_NAME_PREFIX) -> str:
@@ -129,206 +81,6 @@ def check_name_prefix(name_prefix: str) -> None:
     require(bool(NAME_PREFIX.match(name_prefix)), "name_prefix",
             f"{name_prefix!r}: use 2-32 lowercase letters, digits and '-', starting with a letter (it starts log-group, "
             "alarm and dashboard names; give each team or app its own so two stacks in one account do not collide)")
-
-
-NAME_PREFIX = re.compile(r"^[a-z][a-z0-9-]{1,31}$")
-
-
-@dataclass(frozen=True)
-class ModelProps:
-    """One model and how its service runs.
-
-    ``cpu`` (units, 1024 = one vCPU; default 3072) and ``memory_mib`` (default 12288) are the server
-    container's reservation per task; ``gpus`` (default 1) GPUs are reserved per task. Tasks run
-    between ``min_tasks`` (1) and ``max_tasks`` (4). ``vllm`` (default None) selects the vLLM preset
-    with its settings; without it the bundled server runs and ``task``, the batching keys,
-    ``result_cache_size``, ``compile`` and ``runtime`` configure it (``runtime``: eager, compile, onnx or int8, the
-    server's MODEL_RUNTIME; all but eager need a version published with ``--runtime``). ``expected_load_seconds`` (180) is how long
-    download, load and warm-up take: the health-check grace period follows it. ``listener_priority``
-    (default: derived from the name) is its listener rule's priority; set it when two models' collide.
-    ``load_balancer`` (default 1) is which of the environment's load balancers serves it (an app of this repository
-    builds one per number used; ModelService itself attaches to the load balancer it is given).
-    ``rollback`` and ``alarms`` (its paging p95/p99 latency thresholds) default to multiples of its own
-    ``scaling.latency_p95_ms`` (see RollbackProps, LatencyAlarmProps); neither may be below it.
-    ``api_docs`` (default false): the bundled server serves ``/<model>/docs`` and ``/<model>/openapi.json``, behind
-    the API key, and the listener rule forwards them; off, neither exists and the load balancer answers 404.
-    """
-
-    name: str
-    version: str
-    task: str = "text-embedding"
-    cpu: int = 3072
-    memory_mib: int = 12288
-    min_tasks: int = 1
-    max_tasks: int = 4
-    max_batch_size: int = 32
-    max_batch_wait_ms: int = 2
-    max_queue_size: int = 256
-    max_sequence_length: int = 256
-    request_timeout_seconds: int = 10
-    expected_load_seconds: int = 180
-    result_cache_size: int = 0
-    compile: bool = False
-    runtime: str = "eager"
-    api_docs: bool = False
-    gpus: int = 1
-    listener_priority: int | None = None
-    load_balancer: int = 1
-    vllm: VllmProps | None = None
-    environment: dict[str, str] = field(default_factory=dict)
-    scaling: ModelScalingProps = field(default_factory=ModelScalingProps)
-    deployment: DeploymentProps = field(default_factory=DeploymentProps)
-    rollback: RollbackProps = field(default_factory=RollbackProps)
-    alarms: LatencyAlarmProps = field(default_factory=LatencyAlarmProps)
-    shared_cache: ModelCacheProps = field(default_factory=ModelCacheProps)  # used when the environment has a cache
-
-    def __post_init__(self) -> None:
-        require(
-            bool(MODEL_NAME.match(self.name)),
-            "name",
-            f"{self.name!r} is not URL-safe; use 2-40 lowercase letters, digits and '-', starting with a letter (it becomes the path /{self.name}/)",
-        )
-        require(bool(MODEL_VERSION.match(self.version)), "version", f"{self.version!r}: use letters, digits, '.', '_' or '-' (it becomes an S3 prefix)")
-        require(self.task in TASKS, "task", f"{self.task!r} is not supported; use one of: {', '.join(TASKS)}")
-        require(256 <= self.cpu, "cpu", f"{self.cpu} CPU units is too small; at least 256 (1024 = one vCPU)")
-        require(512 <= self.memory_mib, "memory_mib", f"{self.memory_mib} MiB is too small; at least 512")
-        require_range(self.max_tasks, 1, 100, "max_tasks")
-        require(self.min_tasks <= self.max_tasks, "min_tasks", f"{self.min_tasks} must be between 1 and max_tasks ({self.max_tasks})")
-        check_model_task_range(self.min_tasks, self.max_tasks)
-        require_range(self.max_batch_size, 1, 512, "max_batch_size")
-        require_range(self.max_batch_wait_ms, 0, 100, "max_batch_wait_ms", hint=" (a few ms is right)")
-        require_range(self.max_queue_size, 1, 100_000, "max_queue_size")
-        require_range(self.max_sequence_length, 8, 8192, "max_sequence_length")
-        require_range(self.request_timeout_seconds, 1, ALB_MAX_IDLE_TIMEOUT_SECONDS - IDLE_TIMEOUT_MARGIN_SECONDS, "request_timeout_seconds",
-                      hint=" (the load balancer's idle timeout, at most 4000 s, is derived from it)")
-        require_range(self.expected_load_seconds, 10, 3000, "expected_load_seconds")
-        require(self.runtime in MODEL_RUNTIMES, "runtime", f"{self.runtime!r}: use one of {', '.join(MODEL_RUNTIMES)} (publish the version with --runtime {self.runtime})")
-        require(self.runtime == "eager" or (self.vllm is None and self.task in ("text-classification", "text-embedding")), "runtime",
-                f"{self.runtime!r} is built for the bundled server's text-classification and text-embedding; use eager for this model")
-        require(0 <= self.result_cache_size <= 1_000_000, "result_cache_size", f"{self.result_cache_size} is out of range; allowed 0 (off) to 1000000")
-        require_range(self.gpus, 1, 8, "gpus", hint=" (GPUs per task; a 12xlarge type has 4)")
-        if self.listener_priority is not None:
-            check_rule_priority(self.listener_priority, "listener_priority")
-        require_range(self.load_balancer, 1, MAX_LOAD_BALANCERS, "load_balancer", hint=" (which of the environment's load balancers serves it)")
-        self.rollback_thresholds()
-        self.latency_alarm_thresholds()
-        reserved_keys = VLLM_RESERVED_ENVIRONMENT if self.vllm is not None else server_environment_keys()
-        reserved = sorted(set(self.environment) & set(reserved_keys))
-        require(not reserved, "environment", f"{reserved} are set from the model's own keys; set those keys instead")
-        if self.vllm is None:
-            bundled_workers_for(self.environment, self.cpu)
-        require(not (self.api_docs and self.vllm is not None), "api_docs",
-                "is for the bundled server; vLLM's docs answer without its key, so they stay off (--disable-fastapi-docs)")
-        if self.vllm is not None and self.vllm.shared_memory_mib is not None:
-            require(
-                self.vllm.shared_memory_mib < self.memory_mib,
-                "vllm.shared_memory_mib",
-                f"{self.vllm.shared_memory_mib} MiB of /dev/shm must be below memory_mib ({self.memory_mib}): shared memory counts against the task's memory",
-            )
-
-    def rollback_thresholds(self, target_5xx_percent: float = RollbackThresholds.target_5xx_percent) -> RollbackThresholds:
-        """Where this model's rollback alarms trip: ``rollback``, else derived from its own latency goal."""
-        try:
-            return self.rollback.thresholds(self.scaling.latency_p95_ms, target_5xx_percent)
-        except ConfigError as error:
-            raise error.within("rollback") from None
-
-    def latency_alarm_thresholds(self) -> LatencyAlarmThresholds:
-        """Where this model's paging latency alarms trip: ``alarms``, else derived from its own latency goal."""
-        try:
-            return self.alarms.thresholds(self.scaling.latency_p95_ms)
-        except ConfigError as error:
-            raise error.within("alarms") from None
-
-    @property
-    def sidecar_reservation(self) -> tuple[int, int]:
-        """(CPU units, MiB) the presets add beside the server: vLLM's model fetcher and metrics collector."""
-        if self.vllm is None:
-            return (0, 0)
-        return (VLLM_SIDECAR_CPU, VLLM_SIDECAR_MEMORY_MIB)
-
-    def check_fits(self, instance_type: GpuInstanceType) -> None:
-        """The task (server plus the preset's sidecars) fits ``instance_type``: GPUs, vCPUs and memory."""
-        cpu, memory = self.sidecar_reservation
-        check_task_fits(instance_type, gpus=self.gpus, cpu=self.cpu + cpu, memory_mib=self.memory_mib + memory)
-
-    @property
-    def longest_request_seconds(self) -> int:
-        """The longest one request to this model may run: vLLM's ``longest_generation_seconds``, else the bundled
-        server's ``request_timeout_seconds`` (each preset's ``StopTiming.longest_request_seconds``)."""
-        return self.vllm.longest_generation_seconds if self.vllm is not None else self.request_timeout_seconds
-
-    @property
-    def health_check_grace_seconds(self) -> int:
-        """Download, verify, load and warm up take ``expected_load_seconds``; allow half again plus a minute."""
-        return math.ceil(self.expected_load_seconds * 1.5) + 60
-
-
-@dataclass(frozen=True)
-class ServiceTimingProps:
-    """How a task leaves: ALB deregistration, then SIGTERM, drain, and SIGKILL at the stop timeout.
-
-    On a Spot interruption all of it must fit in the two-minute notice. Defaults: ``deregistration_delay_seconds``
-    20, ``stop_timeout_seconds`` 90, ``drain_timeout_seconds`` 70 (the bundled server's ``DRAIN_TIMEOUT_S``; it then
-    takes up to 15 s more to exit), ``keep_alive_seconds`` None: the load balancer's idle timeout plus
-    KEEP_ALIVE_MARGIN_SECONDS (75 s behind the ALB's default 60 s; :meth:`keep_alive_above`). Each server contract's :class:`StopTiming` is checked
-    against these when the ModelService is built; a contract whose StopTiming names its own deregistration delay (the
-    vLLM preset: ``VllmProps.longest_generation_seconds``) gets that delay and a ``stopTimeout`` of its drain plus exit
-    instead.
-    """
-
-    deregistration_delay_seconds: int = 20
-    stop_timeout_seconds: int = 90
-    drain_timeout_seconds: int = 70
-    keep_alive_seconds: int | None = None
-
-    def __post_init__(self) -> None:
-        total = self.deregistration_delay_seconds + self.stop_timeout_seconds
-        require(
-            total <= SPOT_NOTICE_SECONDS,
-            "stop_timeout_seconds",
-            f"deregistration_delay_seconds ({self.deregistration_delay_seconds}) + stop_timeout_seconds ({self.stop_timeout_seconds}) "
-            f"= {total} s exceeds the {SPOT_NOTICE_SECONDS} s Spot interruption notice",
-        )
-        require_range(self.deregistration_delay_seconds, 0, 3600, "deregistration_delay_seconds")
-        bundled = StopTiming.bundled(self.drain_timeout_seconds)
-        require(
-            5 <= self.drain_timeout_seconds and bundled.seconds_after_sigterm <= self.stop_timeout_seconds,
-            "drain_timeout_seconds",
-            f"{self.drain_timeout_seconds} must be at least 5, and with the {bundled.exit_seconds} s the bundled server then takes "
-            f"to stop its processes ({bundled.seconds_after_sigterm} s) fit stop_timeout_seconds ({self.stop_timeout_seconds}) so "
-            f"the server exits before SIGKILL; at most {self.stop_timeout_seconds - bundled.exit_seconds}",
-        )
-
-        if self.keep_alive_seconds is not None:
-            require_range(self.keep_alive_seconds, 2, ALB_MAX_IDLE_TIMEOUT_SECONDS + KEEP_ALIVE_MARGIN_SECONDS, "keep_alive_seconds")
-
-    def keep_alive_above(self, idle_timeout_seconds: int) -> ServiceTimingProps:
-        """These timings with the servers' HTTP keep-alive resolved for a load balancer idle timeout of
-        ``idle_timeout_seconds``: ``keep_alive_seconds`` when set (it must exceed the idle timeout, or the ALB reuses
-        connections the server already closed and answers 502), else that timeout plus KEEP_ALIVE_MARGIN_SECONDS."""
-        if self.keep_alive_seconds is None:
-            return dataclasses.replace(self, keep_alive_seconds=idle_timeout_seconds + KEEP_ALIVE_MARGIN_SECONDS)
-        require(
-            self.keep_alive_seconds > idle_timeout_seconds,
-            "keep_alive_seconds",
-            f"{self.keep_alive_seconds} must exceed the load balancer's idle timeout ({idle_timeout_seconds} s), or the ALB "
-            f"reuses connections the server closed and answers 502; set at least {idle_timeout_seconds + 1}, or leave it "
-            f"out for the idle timeout + {KEEP_ALIVE_MARGIN_SECONDS} s",
-        )
-        return self
-
-
-def service_deployment(model: ModelProps, *, in_gpus: bool = False) -> ServiceDeployment:
-    """``model`` at ``max_tasks`` and while it deploys at that peak, counted in tasks (load balancer targets) or,
-    ``in_gpus``, in GPUs (what a capacity group must hold: a task takes ``gpus`` of them)."""
-    per_task = model.gpus if in_gpus else 1
-    peak = model.deployment.peak_tasks(model.max_tasks, ROLLING_MAX_HEALTHY_PERCENT)
-    return ServiceDeployment(model.name, model.max_tasks * per_task, peak * per_task)
-
-
-def server_environment_keys() -> tuple[str, ...]:
-    return bundled_environment_keys()
 
 
 _LISTENER_PRIORITIES: weakref.WeakKeyDictionary[object, dict[str, dict[int, str]]] = weakref.WeakKeyDictionary()
@@ -347,35 +99,14 @@ def claim_listener_priority(scope: Construct, listener: elbv2.IApplicationListen
     claimed[priority] = model_name
 
 
-def check_task_fits(instance_type: GpuInstanceType, *, gpus: int, cpu: int, memory_mib: int) -> None:
-    """A task reserving ``gpus``, ``cpu`` units and ``memory_mib`` in all fits one ``instance_type``."""
-    require(
-        gpus <= instance_type.gpus,
-        "gpus",
-        f"{gpus} GPUs per task do not fit on {instance_type.name} ({instance_type.gpus} GPU); use a type with "
-        f"{gpus} or more GPUs (the 12xlarge types have 4) for this model's capacity",
-    )
-    require(
-        memory_mib <= instance_type.task_memory_limit_mib,
-        "memory_mib",
-        f"{memory_mib} MiB does not fit on {instance_type.name} ({instance_type.memory_gib} GiB; at most "
-        f"{instance_type.task_memory_limit_mib} MiB leaves room for the OS and ECS agent)",
-    )
-    require(
-        cpu <= instance_type.task_cpu_limit_units - AGENT_RESERVED_CPU,
-        "cpu",
-        f"{cpu} CPU units does not fit on {instance_type.name} ({instance_type.vcpus} vCPU = "
-        f"{instance_type.task_cpu_limit_units} units; keep {AGENT_RESERVED_CPU} for the agent and daemons)",
-    )
-
-
 class ModelService(Construct):
     """One model as an ECS service on GPU capacity, behind an ALB listener, from its server contract.
 
     Where it runs: ``capacity`` (a GpuCapacity), or ``cluster`` + ``capacity_provider_name`` +
     ``instance_type`` (the smallest type of your capacity, name or catalog entry: the task must fit it).
-    What runs: ``server`` (required: a preset such as BundledServer / VllmServer, or a ServerContract; an
-    ``image=`` alone is refused, since it cannot say which server the image holds). Where its model is: ``model_store`` (a
+    What runs: ``server`` (default BundledServer(): this library's server with BundledServerProps' defaults; a preset
+    such as VllmServer, TritonServer or TgiServer, or a ServerContract for any other server; an ``image=`` alone is
+    refused, since it cannot say which server the image holds). Where its model is: ``model_store`` (a
     ModelStore), or ``model_bucket`` (any IBucket) + ``models_prefix`` (default ``"models"``): the
     model's files are under ``<models_prefix>/<name>/<version>/``. Routing: ``load_balancer`` an
     InferenceLoadBalancer (it routes to its own listener), or ``listener`` (any IApplicationListener; its connections
@@ -466,7 +197,7 @@ class ModelService(Construct):
             check_rule_priority(listener_priority, "listener_priority")
             claim_listener_priority(self, listener, listener_priority, model.name)
         # An image says nothing about the server in it: taken for ours, vllm/vllm-openai would run `python -m
-        # inference_server`. So the server is always named; image= is refused with the fix.
+        # inference_server`. So an image comes inside a server definition; image= alone is refused with the fix.
         require(
             image is None,
             "image",
@@ -474,12 +205,7 @@ class ModelService(Construct):
             "server=BundledServer(image=...) for the image built from inference_image/, server=VllmServer(...) for "
             "vLLM, or server=ServerContract(image=..., command=..., ...) for any other server",
         )
-        require(
-            server is not None,
-            "server",
-            "is missing: pass server=BundledServer(image=...) (this repository's server), server=VllmServer(...) "
-            "or a ServerContract for any other server",
-        )
+        server = server or BundledServer()
         if subnets is None:
             subnets = ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS if cluster.vpc.private_subnets else ec2.SubnetType.PRIVATE_ISOLATED)
 
@@ -789,11 +515,6 @@ class ModelService(Construct):
         )
 
     def _check_fits(self, contract: ServerContract) -> None:
-        cpu, memory = self.model.cpu, self.model.memory_mib
-        if contract.model_source.mode == "copy_to_scratch":
-            cpu, memory = cpu + FETCH_CONTAINERS * FETCHER_CPU, memory + FETCH_CONTAINERS * FETCHER_MEMORY_MIB
-        if contract.metrics is not None:
-            cpu, memory = cpu + contract.metrics.collector_cpu, memory + contract.metrics.collector_memory_mib
         if contract.shared_memory_mib is not None:
             require(
                 contract.shared_memory_mib < self.model.memory_mib,
@@ -801,7 +522,7 @@ class ModelService(Construct):
                 f"{contract.shared_memory_mib} MiB of /dev/shm must be below the server's memory_mib ({self.model.memory_mib})",
             )
         try:
-            check_task_fits(self.instance_type, gpus=self.model.gpus, cpu=cpu, memory_mib=memory)
+            self.model.check_fits(self.instance_type, contract.sidecar_reservation)
         except ConfigError as error:
             raise ConfigError(f"models[{self.model.name}].{error.key}", error.detail) from None
 

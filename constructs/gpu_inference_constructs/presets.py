@@ -96,9 +96,12 @@ class TritonServer:
     image: ecs.ContainerImage | None = None
     user: str = "1000:1000"
 
+    def __post_init__(self) -> None:
+        require(isinstance(self.props, TritonProps), "server.props",
+                f"{type(self.props).__name__} is not TritonProps: TritonServer's first argument is its props; pass an image as image=")
+
     def contract(self, context: ServerContext) -> ServerContract:
         model, props = context.model, self.props
-        require(model.vllm is None, "vllm", "is set but the server is Triton")
         fetcher, collector = _sidecar_images(props, context)
         repository = f"{SCRATCH_PATH}/models"
         pending = PrometheusMetrics.cloudwatch_name(TRITON_METRICS[0])
@@ -163,9 +166,12 @@ class TgiServer:
     image: ecs.ContainerImage | None = None
     user: str = "1000:1000"
 
+    def __post_init__(self) -> None:
+        require(isinstance(self.props, TgiProps), "server.props",
+                f"{type(self.props).__name__} is not TgiProps: TgiServer's first argument is its props; pass an image as image=")
+
     def contract(self, context: ServerContext) -> ServerContract:
         model, props = context.model, self.props
-        require(model.vllm is None, "vllm", "is set but the server is TGI")
         fetcher, collector = _sidecar_images(props, context)
         model_path = f"{SCRATCH_PATH}/model"
         queue, batch = (PrometheusMetrics.cloudwatch_name(m) for m in TGI_METRICS)

@@ -19,20 +19,17 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import Literal, Protocol
 
 import aws_cdk as cdk
 from aws_cdk import aws_ecr as ecr
-from aws_cdk import aws_ecr_assets as ecr_assets
 from aws_cdk import aws_ecs as ecs
 from constructs import Construct
 
 from . import metric_names
 from .errors import ConfigError, require, require_range
-
-if TYPE_CHECKING:
-    from .model_service import ModelProps, ServiceTimingProps
+from .model_props import ModelProps
+from .service_timing import SPOT_NOTICE_SECONDS, ServiceTimingProps
 
 SCRATCH_PATH = "/scratch"
 ROOT_USERS = frozenset({"0", "root"})
@@ -50,6 +47,9 @@ DEFAULT_API_KEY_NAME = "default"
 # to the internet, pass copies from your own ECR (a mirror, or a pull-through cache rule for public.ecr.aws).
 DEFAULT_FETCHER_IMAGE = "public.ecr.aws/aws-cli/aws-cli:2.32.9"
 DEFAULT_COLLECTOR_IMAGE = "public.ecr.aws/cloudwatch-agent/cloudwatch-agent:1.300059.0b1207"
+# Each of the two init containers that put a model on scratch (scratch-owner, model-fetch): ECS reserves both.
+FETCHER_CPU, FETCHER_MEMORY_MIB = 128, 256
+FETCH_CONTAINERS = 2
 
 
 @dataclass(frozen=True)
@@ -176,7 +176,6 @@ class ScalingSignal:
             require(value < self.maximum, f"scaling_signals[{self.metric}]", f"{value} can never be passed: the metric is at most {self.maximum}")
 
 
-SPOT_NOTICE_SECONDS = 120
 # The bundled server (inference_image/inference_server): SIGTERM -> every HTTP worker finishes its accepted requests
 # for at most DRAIN_TIMEOUT_S (settings.py, default 70), then the supervisor gives what is left WORKER_STOP_GRACE_S
 # (supervisor.py, 15) before it kills it and exits. tests/infra/test_server_contract.py reads both from the server.
@@ -188,17 +187,17 @@ BUNDLED_EXIT_SECONDS = 15
 # server stops the engine with that timeout: 0 aborts every running request; N > 0 rejects new requests and lets the
 # running ones finish for up to N s, then aborts the rest and stops the engine processes.
 VLLM_EXIT_SECONDS = 20
-VLLM_LONGEST_GENERATION_SECONDS = 80
+VLLM_LONGEST_REQUEST_SECONDS = 80
 
 
-def vllm_drain_seconds(longest_generation_seconds: int) -> int:
+def vllm_drain_seconds(longest_request_seconds: int) -> int:
     """vLLM's ``--shutdown-timeout``: what the Spot notice leaves after a deregistration delay of
-    ``longest_generation_seconds`` and vLLM's exit."""
+    ``longest_request_seconds`` and vLLM's exit."""
     high = SPOT_NOTICE_SECONDS - VLLM_EXIT_SECONDS
-    require_range(longest_generation_seconds, 1, high, "longest_generation_seconds",
+    require_range(longest_request_seconds, 1, high, "longest_request_seconds",
                   hint=f" (the deregistration delay, then vLLM's drain and {VLLM_EXIT_SECONDS} s exit, fit the "
                        f"{SPOT_NOTICE_SECONDS} s Spot notice; bound longer generations with max_tokens)")
-    return high - longest_generation_seconds
+    return high - longest_request_seconds
 
 
 @dataclass(frozen=True)
@@ -275,23 +274,23 @@ class StopTiming:
             )
 
     @classmethod
-    def bundled(cls, drain_timeout_seconds: int = BUNDLED_DEFAULT_DRAIN_SECONDS, request_timeout_seconds: int | None = None) -> StopTiming:
+    def bundled(cls, drain_seconds: int = BUNDLED_DEFAULT_DRAIN_SECONDS, request_timeout_seconds: int | None = None) -> StopTiming:
         """This repository's server: drains for ``DRAIN_TIMEOUT_S`` (default 70 s, its settings.py default), then its
         supervisor kills what is left after 15 s more and exits; no request runs past ``REQUEST_TIMEOUT_S``."""
-        return cls(drain_timeout_seconds, BUNDLED_EXIT_SECONDS, request_timeout_seconds)
+        return cls(drain_seconds, BUNDLED_EXIT_SECONDS, request_timeout_seconds)
 
     @classmethod
-    def vllm(cls, longest_generation_seconds: int = VLLM_LONGEST_GENERATION_SECONDS) -> StopTiming:
+    def vllm(cls, longest_request_seconds: int = VLLM_LONGEST_REQUEST_SECONDS) -> StopTiming:
         """vLLM's OpenAI server (``vllm serve``) with ``--shutdown-timeout`` :func:`vllm_drain_seconds`: a generation up to
-        ``longest_generation_seconds`` (default 80) long finishes when its task stops. The ALB keeps it running through
-        the deregistration delay (``longest_generation_seconds``: AWS documents in-flight requests completing then);
+        ``longest_request_seconds`` (default 80) long finishes when its task stops. The ALB keeps it running through
+        the deregistration delay (``longest_request_seconds``: AWS documents in-flight requests completing then);
         on SIGTERM vLLM refuses new requests and drains running ones for the rest of the Spot notice (20 s by default;
         without the flag, vLLM 0.32's default 0 aborts them at once), then the API server, engine core and
         tensor-parallel workers stop (``VLLM_EXIT_SECONDS``, 20 s budget). A generation still running when the drain
         ends is cut, and vLLM 0.32 then waits on its open response until SIGKILL at ``stopTimeout`` (seen in
         ``make e2e-vllm`` with ``--shutdown-timeout 0``), which the budget already allows for."""
-        return cls(vllm_drain_seconds(longest_generation_seconds), VLLM_EXIT_SECONDS,
-                   longest_request_seconds=longest_generation_seconds, deregistration_delay_seconds=longest_generation_seconds)
+        return cls(vllm_drain_seconds(longest_request_seconds), VLLM_EXIT_SECONDS,
+                   longest_request_seconds=longest_request_seconds, deregistration_delay_seconds=longest_request_seconds)
 
     @classmethod
     def tgi(cls, longest_request_seconds: int = 60) -> StopTiming:
@@ -306,6 +305,17 @@ class StopTiming:
         """NVIDIA Triton: on SIGTERM it waits for in-flight inferences up to ``--exit-timeout-secs`` (default 30; pass
         the same value in the command), then unloads its models (10 s)."""
         return cls(exit_timeout_seconds, 10)
+
+
+def sidecar_reservation(model_source: ModelFromS3, metrics: PrometheusMetrics | None) -> tuple[int, int]:
+    """(CPU units, MiB) of the containers beside the server: the two init containers that copy a model to scratch,
+    and the metrics collector. The one calculation of a task's size, for the constructs and the app's config alike."""
+    cpu, memory = 0, 0
+    if model_source.mode == "copy_to_scratch":
+        cpu, memory = FETCH_CONTAINERS * FETCHER_CPU, FETCH_CONTAINERS * FETCHER_MEMORY_MIB
+    if metrics is not None:
+        cpu, memory = cpu + metrics.collector_cpu, memory + metrics.collector_memory_mib
+    return cpu, memory
 
 
 # Flags whose value the contract states elsewhere: (flags, the contract's field, how to read it off the contract).
@@ -370,6 +380,8 @@ class ServerContract:
     reference), for a server that takes one literal key (vLLM). ``keep_alive_seconds`` (default None: unknown, a synth warning) is
     how long the server keeps an idle HTTP connection open, which must exceed the load balancer's idle timeout
     (``ModelService`` refuses one that does not); ``stop.longest_request_seconds`` must fit inside that idle timeout.
+    ``queue_capacity`` (default None: unknown) is the most requests one task queues: a scale-out threshold on the
+    queue above it could never trip, and is refused.
     """
 
     image: ecs.ContainerImage
@@ -394,6 +406,7 @@ class ServerContract:
     serves_at_root: bool = True
     public_paths: tuple[str, ...] = ()
     keep_alive_seconds: int | None = None
+    queue_capacity: int | None = None
     name: str = "custom"
 
     def __post_init__(self) -> None:
@@ -444,6 +457,8 @@ class ServerContract:
                     f"{pattern!r} must be an absolute URL path pattern such as '/v1/*'")
         if self.keep_alive_seconds is not None:
             require_range(self.keep_alive_seconds, 1, 86_400, "server.keep_alive_seconds")
+        if self.queue_capacity is not None:
+            require_range(self.queue_capacity, 1, 1_000_000, "server.queue_capacity")
         if self.api_keys_variable is not None:
             require(self.api_keys_variable not in self.environment, "server.api_keys_variable", f"{self.api_keys_variable} is also set as plain environment")
         if self.api_key_field is not None:
@@ -454,6 +469,11 @@ class ServerContract:
     def contract(self, context: ServerContext) -> ServerContract:
         """A contract is its own definition: ``ModelService(server=ServerContract(...))``."""
         return self
+
+    @property
+    def sidecar_reservation(self) -> tuple[int, int]:
+        """(CPU units, MiB) ECS reserves beside the server container for this contract: see :func:`sidecar_reservation`."""
+        return sidecar_reservation(self.model_source, self.metrics)
 
     @property
     def writable_paths(self) -> tuple[str, ...]:
@@ -483,137 +503,6 @@ class ServerDefinition(Protocol):
     def contract(self, context: ServerContext) -> ServerContract: ...
 
 
-# ---- preset: this repository's server -------------------------------------------------------
-
-BUNDLED_PORT = 8080
-BUNDLED_USER = "10001:10001"
-BUNDLED_COMMAND = ("python", "-m", "inference_server")
-BUNDLED_LIVENESS = ("CMD", "python", "-m", "inference_server.healthcheck")
-BUNDLED_READINESS_PATH = "/ready"
-# What the listener rule forwards, below /<model>: the inference and metadata routes, every one behind the key
-# (the server's own rule: every route but its probes needs one). /predict* is /predict and /predict/batch in one
-# pattern and /v2* is the protocol's /v2 (server metadata) and /v2/..., leaving room for the docs within a rule's
-# 5 condition values; anything else they match gets the server's 401 without a key. Probes, metrics and (unless
-# api_docs) docs are never forwarded: the listener's 404.
-BUNDLED_PUBLIC_PATHS = ("/predict*", "/v1/*", "/v2*")
-BUNDLED_DOCS_PATHS = ("/docs", "/openapi.json")
-MAX_BUNDLED_WORKERS = 256  # the server refuses more (inference_server.settings: WORKERS)
-
-
-def bundled_environment_keys() -> tuple[str, ...]:
-    """Variables the bundled preset sets from the model's own keys (ModelProps.environment may not)."""
-    return (
-        "PORT", "MODEL_NAME", "MODEL_VERSION", "MODEL_URI", "MODEL_TASK", "MODEL_CACHE_DIR", "DEPLOYMENT_ENV",
-        "MAX_BATCH_SIZE", "MAX_BATCH_WAIT_MS", "MAX_QUEUE_SIZE", "MAX_SEQUENCE_LENGTH", "REQUEST_TIMEOUT_S",
-        "DRAIN_TIMEOUT_S", "KEEP_ALIVE_S", "RESULT_CACHE_SIZE", "COMPILE", "MODEL_RUNTIME", "REQUIRE_MANIFEST", "API_KEYS", "DOCS",
-        "AWS_DEFAULT_REGION", "HOME", "TMPDIR",
-    )
-
-
-def bundled_workers(cpu_units: int) -> int:
-    """HTTP workers for a bundled-server task reserving ``cpu_units`` (1024 = one vCPU): one per whole vCPU of the
-    reservation, less one for the model process (which drives the GPU, batches and runs the forward pass: a core
-    of its own), at least 1. ``floor``, not ``ceil``: on ECS on EC2 the reservation is a CPU share, the minimum the
-    task is guaranteed under contention, not a limit; the container sees every vCPU of the host (its cgroup has no
-    CPU quota), so the server's own default, one worker per CPU it can see, would start 47 on a g5.12xlarge."""
-    return max(1, cpu_units // 1024 - 1)
-
-
-def bundled_workers_for(environment: Mapping[str, str], cpu_units: int) -> int:
-    """The bundled server's ``WORKERS``: ``environment["WORKERS"]`` when the model sets it (a whole number from 1 to
-    the server's own limit, MAX_BUNDLED_WORKERS), else :func:`bundled_workers` of ``cpu_units``."""
-    raw = environment.get("WORKERS")
-    if raw is None:
-        return bundled_workers(cpu_units)
-    require(
-        isinstance(raw, str) and re.fullmatch(r"[1-9][0-9]*", raw) is not None and int(raw) <= MAX_BUNDLED_WORKERS,
-        "environment.WORKERS",
-        f"{raw!r} is not a worker count: set a whole number from 1 to {MAX_BUNDLED_WORKERS} (the bundled server's HTTP "
-        f"worker processes), or leave WORKERS out for one per whole vCPU of cpu less one ({bundled_workers(cpu_units)} "
-        f"for cpu {cpu_units})",
-    )
-    return int(raw)
-
-
-# The bundled server's Docker build context (Dockerfile, requirements, the inference_server package), shipped in this
-# package's wheel: in the repository a link to inference_image/, so both build the same asset (the same hash).
-SERVER_IMAGE_DIRECTORY = Path(__file__).parent / "server_image"
-
-
-def bundled_server_image() -> ecs.ContainerImage:
-    """The bundled server's image, built for linux/amd64 by ``cdk deploy`` (a Docker image asset; synth needs no
-    Docker) from the build context this package ships: ``pip install`` is all a team needs."""
-    return ecs.ContainerImage.from_asset(str(SERVER_IMAGE_DIRECTORY), platform=ecr_assets.Platform.LINUX_AMD64,
-                                         display_name="gpu-inference-server")
-
-
-@dataclass(frozen=True)
-class BundledServer:
-    """This repository's server (inference_image/): one GPU, port 8080, ``/ready``, uid 10001,
-    downloads and verifies its model itself, emits the library's EMF metrics, runs
-    :func:`bundled_workers` HTTP workers for the model's ``cpu``, or ``environment["WORKERS"]`` when the model sets
-    it (a whole number from 1 to 256; see :func:`bundled_workers_for`). ``image`` defaults to
-    :func:`bundled_server_image` (built by ``cdk deploy`` from the package's own copy of inference_image/); pass
-    your ECR copy of it where the deploying machine has no Docker."""
-
-    image: ecs.ContainerImage = field(default_factory=bundled_server_image)
-
-    def contract(self, context: ServerContext) -> ServerContract:
-        model, timing = context.model, context.timing
-        require(model.gpus == 1, "gpus", f"{model.gpus}: the bundled server uses one GPU per task; run more tasks, or serve with vLLM (vllm) for tensor parallelism")
-        require(model.vllm is None, "vllm", "is set but the server is the bundled one")
-        environment = {
-            **model.environment,
-            "PORT": str(BUNDLED_PORT),
-            "MODEL_NAME": model.name,
-            "MODEL_VERSION": model.version,
-            "MODEL_URI": context.model_uri,
-            "MODEL_TASK": model.task,
-            "MODEL_CACHE_DIR": f"{SCRATCH_PATH}/model-cache",
-            "REQUIRE_MANIFEST": "true",
-            "DEPLOYMENT_ENV": context.environment_name,
-            "MAX_BATCH_SIZE": str(model.max_batch_size),
-            "MAX_BATCH_WAIT_MS": str(model.max_batch_wait_ms),
-            "MAX_QUEUE_SIZE": str(model.max_queue_size),
-            "MAX_SEQUENCE_LENGTH": str(model.max_sequence_length),
-            "REQUEST_TIMEOUT_S": str(model.request_timeout_seconds),
-            "DRAIN_TIMEOUT_S": str(timing.drain_timeout_seconds),
-            "KEEP_ALIVE_S": str(timing.keep_alive_seconds),
-            "RESULT_CACHE_SIZE": str(model.result_cache_size),
-            "COMPILE": "true" if model.compile else "false",
-            **({"MODEL_RUNTIME": model.runtime} if model.runtime != "eager" else {}),
-            "DOCS": "true" if model.api_docs else "false",
-            "WORKERS": str(bundled_workers_for(model.environment, model.cpu)),
-            "AWS_DEFAULT_REGION": context.region,
-            "HOME": f"{SCRATCH_PATH}/home",
-            "TMPDIR": f"{SCRATCH_PATH}/tmp",
-        }
-        return ServerContract(
-            name="bundled",
-            image=self.image,
-            command=BUNDLED_COMMAND,
-            port=BUNDLED_PORT,
-            readiness_path=BUNDLED_READINESS_PATH,
-            # /health answers as soon as the server listens, while the model loads (/ready answers 503 "loading").
-            liveness=LivenessCheck(command=BUNDLED_LIVENESS, passes_while_loading=True),
-            user=BUNDLED_USER,
-            model_source=ModelFromS3.server_downloads("MODEL_URI"),
-            environment=environment,
-            api_keys_variable="API_KEYS",
-            public_paths=BUNDLED_PUBLIC_PATHS + (BUNDLED_DOCS_PATHS if model.api_docs else ()),
-            bundled_metrics=True,
-            serves_at_root=False,
-            keep_alive_seconds=timing.keep_alive_seconds,
-            stop=StopTiming.bundled(timing.drain_timeout_seconds, model.request_timeout_seconds),
-        )
-
-
-# ---- preset: vLLM ----------------------------------------------------------------------------
-
-VLLM_MAX_DEFAULT_SHM_MIB = 16384
-VLLM_METRICS = ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc")
-
-
 @dataclass(frozen=True)
 class EcrImage:
     """An image in an ECR repository of the deploying account and region (a mirror of a public image)."""
@@ -630,78 +519,6 @@ class EcrImage:
         return ecs.ContainerImage.from_ecr_repository(repository, self.tag)
 
 
-@dataclass(frozen=True)
-class VllmProps:
-    """vLLM's OpenAI-compatible server (``vllm serve``) for one model.
-
-    The weights are copied from the model's S3 prefix into ``/scratch/model`` by an init container
-    before vLLM starts, and vLLM serves that directory (``--model``); ``--tensor-parallel-size`` is
-    the model's ``gpus``. Defaults: ``served_model_name`` the model's name; ``max_model_len`` 4096;
-    ``gpu_memory_utilization`` 0.90; ``max_num_seqs`` 64; ``dtype`` auto; ``shared_memory_mib`` None: half the
-    model's ``memory_mib``, at most 16384 (NCCL and the engine's worker processes use /dev/shm, which counts against
-    the task's memory, so the default always fits the model's default 12288 MiB); port 8000; readiness ``/health``.
-    ``longest_generation_seconds`` (default 80, at most 100): the longest generation that still finishes when its task
-    stops (scale-in, deployment, Spot): it is the deregistration delay of the model's target groups, and vLLM's
-    ``--shutdown-timeout`` gets the rest of the 2-minute Spot notice after it and vLLM's 20 s exit (20 s by default),
-    the container's ``stopTimeout`` that drain plus the exit (40 s). See :meth:`StopTiming.vllm`.
-    Scaling: hold ``target_running_requests_per_task`` (default 3/4 of ``max_num_seqs``) running
-    requests per task; add tasks when more than ``waiting_requests_scale_out`` requests wait or the
-    KV cache is more than ``kv_cache_scale_out_percent`` full. ``image``: a mirror in your ECR of
-    ``vllm/vllm-openai`` (no public registry is reachable from private subnets without NAT);
-    ``fetcher_image`` and ``collector_image``: ECR mirrors of DEFAULT_FETCHER_IMAGE and
-    DEFAULT_COLLECTOR_IMAGE (default: those public images).
-    ``api_key_name`` (default ``default``, the key the shared stack generates): vLLM takes exactly one literal key
-    (``VLLM_API_KEY``), so it gets only the key of this name from the API-key secret. Rotating it: add the new key
-    under a new name, set ``api_key_name`` to it and deploy; while the deployment replaces the tasks, old tasks
-    accept only the old key and new ones only the new (README, "API keys").
-    """
-
-    image: EcrImage | None = None
-    served_model_name: str = ""
-    max_model_len: int = 4096
-    gpu_memory_utilization: float = 0.90
-    max_num_seqs: int = 64
-    dtype: Literal["auto", "float16", "bfloat16", "float32"] = "auto"
-    shared_memory_mib: int | None = None
-    port: int = 8000
-    extra_args: tuple[str, ...] = ()
-    target_running_requests_per_task: int | None = None
-    waiting_requests_scale_out: int = 4
-    kv_cache_scale_out_percent: int = 90
-    fetcher_image: EcrImage | None = None
-    collector_image: EcrImage | None = None
-    longest_generation_seconds: int = VLLM_LONGEST_GENERATION_SECONDS
-    api_key_name: str = DEFAULT_API_KEY_NAME
-
-    def __post_init__(self) -> None:
-        vllm_drain_seconds(self.longest_generation_seconds)
-        require(bool(API_KEY_NAME.match(self.api_key_name)), "api_key_name",
-                f"{self.api_key_name!r} is not a key name in the API-key secret (1-64 letters, digits, '.', '_', '-', starting with a letter or digit)")
-        if self.served_model_name:
-            require(bool(re.match(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$", self.served_model_name)), "served_model_name", f"{self.served_model_name!r}: letters, digits, '.', '_', '-', '/'")
-        require_range(self.max_model_len, 128, 1_048_576, "max_model_len")
-        require(0.1 <= self.gpu_memory_utilization <= 0.98, "gpu_memory_utilization", f"{self.gpu_memory_utilization} is out of range; a fraction from 0.1 to 0.98 (leave room for CUDA graphs and the runtime)")
-        require_range(self.max_num_seqs, 1, 4096, "max_num_seqs")
-        if self.shared_memory_mib is not None:
-            require_range(self.shared_memory_mib, 1024, 262_144, "shared_memory_mib", hint=" (vLLM with tensor parallelism needs gigabytes of /dev/shm)")
-        require_range(self.port, 1024, 65535, "port")
-        owned = ("--model", "--port", "--host", "--tensor-parallel-size", "--served-model-name", "--max-model-len", "--gpu-memory-utilization", "--max-num-seqs", "--dtype", "--api-key", "--download-dir", "--shutdown-timeout")
-        for index, arg in enumerate(self.extra_args):
-            require(arg.split("=")[0] not in owned, f"extra_args[{index}]", f"{arg!r} is set from its own key; set that key instead")
-        if self.target_running_requests_per_task is not None:
-            require_range(self.target_running_requests_per_task, 1, self.max_num_seqs, "target_running_requests_per_task", hint=" (at most max_num_seqs)")
-        require_range(self.waiting_requests_scale_out, 1, 100_000, "waiting_requests_scale_out")
-        require_range(self.kv_cache_scale_out_percent, 10, 100, "kv_cache_scale_out_percent")
-
-    def shared_memory_for(self, memory_mib: int) -> int:
-        """/dev/shm in MiB for a server container of ``memory_mib``: the setting, else half of it, at most 16384."""
-        return self.shared_memory_mib if self.shared_memory_mib is not None else min(VLLM_MAX_DEFAULT_SHM_MIB, memory_mib // 2)
-
-    @property
-    def running_target(self) -> int:
-        return self.target_running_requests_per_task or max(1, (self.max_num_seqs * 3) // 4)
-
-
 def port_liveness(port: int, path: str) -> LivenessCheck:
     """Passes while nothing listens on ``port`` (the server is still loading, which takes minutes for a large model,
     past ECS's 300 s start period); once it listens, ``path`` must answer 200 within 4 s."""
@@ -714,104 +531,6 @@ def port_liveness(port: int, path: str) -> LivenessCheck:
         f"sys.exit(0) if loading else urllib.request.urlopen('http://127.0.0.1:{port}{path}', timeout=4)\n"
     )
     return LivenessCheck(command=("CMD", "python3", "-c", script), passes_while_loading=True)
-
-
-def vllm_liveness(port: int) -> LivenessCheck:
-    """vLLM opens its port only once the weights are loaded: :func:`port_liveness` on ``/health``."""
-    return port_liveness(port, "/health")
-
-
-@dataclass(frozen=True)
-class VllmServer:
-    """The vLLM preset. ``props`` defaults to the model's ``vllm`` settings, else VllmProps().
-    ``image`` overrides ``props.image`` (for example the team's own build); ``user`` defaults to
-    1000:1000; ``fetcher_image`` and ``collector_image`` default to the pinned public AWS CLI and
-    CloudWatch agent images."""
-
-    props: VllmProps | None = None
-    image: ecs.ContainerImage | None = None
-    user: str = "1000:1000"
-    fetcher_image: ecs.ContainerImage | None = None
-    collector_image: ecs.ContainerImage | None = None
-
-    def contract(self, context: ServerContext) -> ServerContract:
-        model = context.model
-        props = self.props or model.vllm or VllmProps()
-        image = self.image
-        if image is None and props.image is not None:
-            image = props.image.container_image(context.scope, "VllmImage")
-        if image is None:
-            raise ConfigError("vllm.image", "is missing: give the ECR repository and tag of your vllm/vllm-openai mirror, or pass image= to VllmServer")
-        fetcher_image = self.fetcher_image or (props.fetcher_image.container_image(context.scope, "FetcherImage") if props.fetcher_image else None)
-        collector_image = self.collector_image or (props.collector_image.container_image(context.scope, "CollectorImage") if props.collector_image else None)
-        model_path = f"{SCRATCH_PATH}/model"
-        command = (
-            "vllm", "serve", model_path,
-            "--host", "0.0.0.0",
-            "--port", str(props.port),
-            "--served-model-name", props.served_model_name or model.name,
-            "--tensor-parallel-size", str(model.gpus),
-            "--max-model-len", str(props.max_model_len),
-            "--gpu-memory-utilization", f"{props.gpu_memory_utilization:g}",
-            "--max-num-seqs", str(props.max_num_seqs),
-            "--dtype", props.dtype,
-            "--shutdown-timeout", str(vllm_drain_seconds(props.longest_generation_seconds)),
-            # Its /docs, /redoc and /openapi.json answer without the key: off (the listener forwards only /v1/* anyway).
-            "--disable-fastapi-docs",
-            *props.extra_args,
-        )
-        waiting, kv_cache = (PrometheusMetrics.cloudwatch_name(m) for m in VLLM_METRICS[1:])
-        running = PrometheusMetrics.cloudwatch_name(VLLM_METRICS[0])
-        return ServerContract(
-            name="vllm",
-            image=image,
-            command=command,
-            port=props.port,
-            readiness_path="/health",
-            # vLLM's --api-key guards /v1 only: /invocations, /pooling, /score, /rerank, /tokenize and its control
-            # routes answer without a key (docs.vllm.ai, "Security"). Clients reach the OpenAI API and nothing else.
-            public_paths=("/v1/*",),
-            liveness=vllm_liveness(props.port),
-            user=self.user,
-            model_source=ModelFromS3.copy_to_scratch(model_path, fetcher_image=fetcher_image),
-            shared_memory_mib=props.shared_memory_for(model.memory_mib),
-            tmpfs_mib={"/tmp": 2048},
-            environment={
-                **model.environment,
-                "HOME": f"{SCRATCH_PATH}/home",
-                "XDG_CACHE_HOME": f"{SCRATCH_PATH}/cache",
-                "VLLM_CACHE_ROOT": f"{SCRATCH_PATH}/cache/vllm",
-                "HF_HOME": f"{SCRATCH_PATH}/cache/huggingface",
-                # Never reach a model hub: the weights are already on the scratch volume.
-                "HF_HUB_OFFLINE": "1",
-                "VLLM_NO_USAGE_STATS": "1",
-                "DO_NOT_TRACK": "1",
-                # Above the ALB idle timeout, or the ALB reuses connections vLLM closed (502s).
-                "VLLM_HTTP_TIMEOUT_KEEP_ALIVE": str(context.timing.keep_alive_seconds),
-                "AWS_DEFAULT_REGION": context.region,
-            },
-            # vLLM takes one literal key: the one of this name in the secret's JSON object (see VllmProps).
-            api_keys_variable="VLLM_API_KEY",
-            api_key_field=props.api_key_name,
-            keep_alive_seconds=context.timing.keep_alive_seconds,
-            stop=StopTiming.vllm(props.longest_generation_seconds),
-            metrics=PrometheusMetrics(metrics=VLLM_METRICS, collector_image=collector_image),
-            scaling_signals=(
-                ScalingSignal(running, target=props.running_target),
-                ScalingSignal(waiting, statistic="Maximum", scale_out_above=props.waiting_requests_scale_out),
-                # vllm:kv_cache_usage_perc is a fraction, 0 to 1.
-                ScalingSignal(kv_cache, statistic="Maximum", scale_out_above=props.kv_cache_scale_out_percent / 100, maximum=1),
-            ),
-        )
-
-
-def server_for(model: ModelProps, image: ecs.ContainerImage | None) -> BundledServer | VllmServer:
-    """The preset a model's config names: vLLM when ``model.vllm`` is set, else the bundled server."""
-    if model.vllm is not None:
-        return VllmServer(props=model.vllm)
-    if image is None:
-        raise ConfigError("image", "is missing: the bundled server needs the image built from inference_image/")
-    return BundledServer(image)
 
 
 def collector_config(contract: ServerContract, *, environment_name: str, model_name: str, region: str, log_group_name: str) -> dict[str, str]:

@@ -122,7 +122,7 @@ class ServiceScaling(Construct):
             props.queue_depth_scale_out,
             out_cooldown,
             evaluation_periods=props.queue_signal_periods,
-            maximum=model_service.model.max_queue_size,  # the queue never holds more
+            maximum=model_service.contract.queue_capacity,  # the queue never holds more
         )
         self._scale_out_on(
             "GpuUtilization",

@@ -48,6 +48,9 @@ def _convert(hint: Any, value: Any, key: str) -> Any:
         options = get_args(hint)
         if value is None and type(None) in options:
             return None
+        built = [option for option in options if dataclasses.is_dataclass(option) and isinstance(value, option)]
+        if built:
+            return value
         (inner,) = [option for option in options if option is not type(None)]
         return _convert(inner, value, key)
     if origin is Literal:
@@ -67,7 +70,7 @@ def _convert(hint: Any, value: Any, key: str) -> Any:
         value_hint = get_args(hint)[1]
         return {k: _convert(value_hint, v, _join(key, k)) for k, v in value.items()}
     if dataclasses.is_dataclass(hint):
-        return from_dict(hint, value, key)
+        return value if isinstance(value, hint) else from_dict(hint, value, key)
     if hint is bool:
         if not isinstance(value, bool):
             raise ConfigError(key, f"expected true or false, got {_describe(value)}")

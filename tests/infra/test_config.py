@@ -151,7 +151,7 @@ BAD_SERVICE = [
     (with_change("capacity.max_capacity", 7), r"capacity.max_capacity: 7 instances cannot hold a deployment at peak: the models' max_tasks add up to 6 tasks, "
      r"and deploying 'minilm' runs up to 4 of its tasks \(200% of 2\), so 8 GPUs = 8 instances of 1 GPU are needed; raise max_capacity to at least 8"),
     (model_change(0, "max_batch_wait_ms", 50.5), r"models\[0\].max_batch_wait_ms: expected a whole number"),
-    (model_change(0, "environment", {"MODEL_URI": "s3://elsewhere/"}), r"models\[0\].environment: \['MODEL_URI'\] are set from the model's own keys"),
+    (model_change(0, "environment", {"MODEL_URI": "s3://elsewhere/"}), r"models\[0\].environment: \['MODEL_URI'\] are set by the bundled preset from its own keys"),
     (model_change(0, "environment", {"WORKERS": "0"}), r"models\[0\].environment.WORKERS: '0' is not a worker count: set a whole number from 1 to 256"),
     (with_change("models", []), r"models: list at least one model to serve"),
     (with_change("load_balancer.certificate_arn", DELETE), r"load_balancer.certificate_arn: is not set and allow_http is false"),
@@ -173,7 +173,10 @@ BAD_SERVICE = [
      r"the load balancer would answer 504 before the server does; set at least 20"),
     (model_change(0, "request_timeout_seconds", 3991), r"models\[0\].request_timeout_seconds: 3991 is out of range; allowed 1 to 3990 \(the load balancer's idle timeout, at most 4000 s"),
     (with_change("service.stop_timeout_seconds", 110), r"service.stop_timeout_seconds: deregistration_delay_seconds \(20\) \+ stop_timeout_seconds \(110\) = 130 s exceeds the 120 s Spot interruption notice"),
-    (with_change("service.drain_timeout_seconds", 80), r"service.drain_timeout_seconds: 80 must be at least 5, and with the 15 s the bundled server then takes to stop its processes \(95 s\) fit stop_timeout_seconds \(90\) so the server exits before SIGKILL; at most 75"),
+    (with_change("service.drain_timeout_seconds", 70), r"service.drain_timeout_seconds: is no longer an environment key: the drain is the bundled server's own, models\[\].drain_seconds"),
+    (model_change(0, "drain_seconds", 80), r"service.stop_timeout_seconds: 90 s is shorter than the 95 s the bundled server needs after SIGTERM \(drain 80 \+ exit 15\): "
+     r"ECS would SIGKILL it mid-drain; raise stop_timeout_seconds to 95 or shorten the drain \(models\[0\], minilm\)"),
+    (model_change(0, "compile", True), r"models\[0\].compile: is no longer a key: use runtime: \"compile\""),
     (with_change("model_store.noncurrent_versions_to_infrequent_access_days", 7), r"model_store.noncurrent_versions_to_infrequent_access_days: 7 is too short"),
     (with_change("log_retention_days", 10), r"log_retention_days: 10 is not a CloudWatch Logs retention period"),
 ]
@@ -231,7 +234,7 @@ def test_bad_scaling_and_monitoring_config_is_refused(data, message):
 @pytest.mark.parametrize("task", ["torch-export", "image-classification"])
 def test_non_text_tasks_are_accepted_for_a_model(task):
     environment = load_environment("dev", model_change(0, "task", task))
-    assert environment.models[0].task == task
+    assert environment.server_config(environment.models[0]).bundled.task == task
 
 
 def test_a_capacity_group_holds_a_multi_gpu_models_deployment_at_peak_counted_in_gpus():
@@ -247,6 +250,7 @@ def test_a_capacity_group_holds_a_multi_gpu_models_deployment_at_peak_counted_in
 
 
 def test_a_models_runtime_is_read_from_cdk_json_and_checked():
-    assert load_environment("dev", model_change(0, "runtime", "onnx")).models[0].runtime == "onnx"
+    environment = load_environment("dev", model_change(0, "runtime", "onnx"))
+    assert environment.server_config(environment.models[0]).bundled.runtime == "onnx"
     with pytest.raises(ConfigError, match=r"models\[0\]\.runtime"):
         load_environment("dev", model_change(0, "runtime", "tensorrt"))

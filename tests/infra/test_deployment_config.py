@@ -4,7 +4,7 @@ import copy
 
 import pytest
 
-import gpu_inference_constructs.model_service
+import gpu_inference_constructs.model_props
 from gpu_inference_constructs.deployment import ALARM_MINUTES, DeploymentProps
 from gpu_inference_constructs.errors import ConfigError
 from gpu_inference_constructs.settings import from_dict
@@ -108,7 +108,7 @@ def test_the_capacity_check_counts_the_second_target_groups_tasks(strategy, monk
     set starts behind the other: the group must hold every model at max_tasks plus the deploying model's again. With
     rolling deployments capped at 150 % (not the 200 % the services use), rolling and traffic-shifting need different
     room, so a check that counted a canary like a rolling deployment fails here."""
-    monkeypatch.setattr(gpu_inference_constructs.model_service, "ROLLING_MAX_HEALTHY_PERCENT", 150)
+    monkeypatch.setattr(gpu_inference_constructs.model_props, "ROLLING_MAX_HEALTHY_PERCENT", 150)
     data = copy.deepcopy(CONTEXT["prod"])
     data["models"][1]["max_tasks"] = 5
     peak = sum(m["max_tasks"] for m in data["models"])  # 12 + 5

@@ -29,12 +29,9 @@ from gpu_inference_constructs import (
     TritonServer,
     api_keys_secret,
 )
-from gpu_inference_constructs.server_contract import (
-    BUNDLED_DOCS_PATHS,
-    BUNDLED_PUBLIC_PATHS,
-    MAX_RULE_CONDITION_VALUES,
-    MAX_RULE_CONDITION_WILDCARDS,
-)
+from gpu_inference_constructs.bundled_server import BUNDLED_DOCS_PATHS, BUNDLED_PUBLIC_PATHS, BundledServerProps
+from gpu_inference_constructs.model_entry import split_model_entry
+from gpu_inference_constructs.server_contract import MAX_RULE_CONDITION_VALUES, MAX_RULE_CONDITION_WILDCARDS
 from tests.e2e.contract import load_contracts
 from tests.e2e.exposure import Route, exposure_problems, forwarded, route_table
 from tests.infra.test_server_contract import IMAGE, complete, stack_with_placement
@@ -145,16 +142,16 @@ def test_api_docs_are_forwarded_behind_the_key_only_when_turned_on():
     stack, parts = stack_with_placement()
     secret = secretsmanager.Secret(stack, "ApiKeys")
     for name, docs in (("off", False), ("on", True)):
-        ModelService(stack, f"M{name}", model=ModelProps(name=f"docs-{name}", version="1", api_docs=docs),
-                     server=BundledServer(IMAGE), instance_type="g5.xlarge", api_keys_secret=secret,
+        ModelService(stack, f"M{name}", model=ModelProps(name=f"docs-{name}", version="1"),
+                     server=BundledServer(BundledServerProps(api_docs=docs), image=IMAGE), instance_type="g5.xlarge", api_keys_secret=secret,
                      **{**parts, "listener_priority": 10 + docs})
     rules = Template.from_stack(stack).find_resources("AWS::ElasticLoadBalancingV2::ListenerRule")
     patterns = {r["Properties"]["Conditions"][0]["PathPatternConfig"]["Values"][0].split("/")[1]:
                 r["Properties"]["Conditions"][0]["PathPatternConfig"]["Values"] for r in rules.values()}
     assert patterns["docs-off"] == [f"/docs-off{p}" for p in BUNDLED_PUBLIC_PATHS]
     assert patterns["docs-on"] == [f"/docs-on{p}" for p in BUNDLED_PUBLIC_PATHS + BUNDLED_DOCS_PATHS]
-    with pytest.raises(ConfigError, match="api_docs: is for the bundled server"):
-        ModelProps(name="llm", version="1", gpus=4, api_docs=True, vllm=__import__("gpu_inference_constructs").VllmProps())
+    with pytest.raises(ConfigError, match=r"models\[0\].api_docs: is a key of the bundled server, but this model runs vLLM"):
+        split_model_entry({"name": "llm", "version": "1", "api_docs": True, "vllm": {}}, "models[0]")
 
 
 def test_every_listener_rule_fits_the_alb_limits(synthesized):
@@ -249,9 +246,8 @@ def test_rotating_the_vllm_key_points_its_tasks_at_another_named_key():
 
     stack, parts = stack_with_placement()
     secret = secretsmanager.Secret(stack, "ApiKeys")
-    model = ModelProps(name="llm", version="1", gpus=4, cpu=45056, memory_mib=163840,
-                       vllm=VllmProps(api_key_name="llm-2026-12"))
-    ModelService(stack, "M", model=model, server=VllmServer(image=IMAGE), instance_type="g5.12xlarge",
+    model = ModelProps(name="llm", version="1", gpus=4, cpu=45056, memory_mib=163840)
+    ModelService(stack, "M", model=model, server=VllmServer(VllmProps(api_key_name="llm-2026-12"), image=IMAGE), instance_type="g5.12xlarge",
                  api_keys_secret=secret, **parts)
     (task,) = Template.from_stack(stack).find_resources("AWS::ECS::TaskDefinition").values()
     (server,) = [c for c in task["Properties"]["ContainerDefinitions"] if c["Name"] == "server"]
@@ -278,7 +274,7 @@ TRITON = TritonServer(TritonProps(image=EcrImage(repository="vision/tritonserver
 
 
 @pytest.mark.parametrize("server, fix", [
-    (BundledServer(IMAGE), "pass api_keys_secret="),
+    (BundledServer(image=IMAGE), "pass api_keys_secret="),
     (TRITON, "the triton server takes no API key: put an authenticating proxy in front of it"),
 ])
 def test_a_model_without_a_key_on_a_load_balancer_open_to_the_internet_is_refused(server, fix):
@@ -306,12 +302,12 @@ def test_no_key_is_accepted_on_a_narrowed_or_internal_balancer_or_when_said_so(p
 
 def test_no_key_behind_a_listener_whose_reach_is_unknown_is_a_warning_naming_the_fix():
     stack, parts = stack_with_placement()
-    ModelService(stack, "M", model=ModelProps(name="unkeyed", version="1"), server=BundledServer(IMAGE),
+    ModelService(stack, "M", model=ModelProps(name="unkeyed", version="1"), server=BundledServer(image=IMAGE),
                  instance_type="g5.xlarge", **parts)
     (warning,) = Annotations.from_stack(stack).find_warning("*", Match.string_like_regexp("without an API key"))
     assert "models[unkeyed]" in warning.entry.data and "pass api_keys_secret=" in warning.entry.data
     keyed, keyed_parts = stack_with_placement()
-    ModelService(keyed, "M", model=ModelProps(name="keyed", version="1"), server=BundledServer(IMAGE),
+    ModelService(keyed, "M", model=ModelProps(name="keyed", version="1"), server=BundledServer(image=IMAGE),
                  instance_type="g5.xlarge", api_keys_secret=api_keys_secret(keyed, "ApiKeys"), **keyed_parts)
     assert not Annotations.from_stack(keyed).find_warning("*", Match.string_like_regexp("without an API key"))
 

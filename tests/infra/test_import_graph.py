@@ -70,14 +70,8 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-# The one circle left, type-level only (server_contract imports ModelProps under TYPE_CHECKING for its presets'
-# context): it closes when ModelProps becomes server-neutral (no ``vllm`` field) and the presets' props take the
-# server's keys. Listed, so the test fails on any new circle and on this one changing.
-KNOWN = [["gpu_inference_constructs.model_service", "gpu_inference_constructs.server_contract", "gpu_inference_constructs.model_service"]]
-
-
-def test_the_library_has_no_import_circle_but_the_known_one():
-    assert cycles(import_graph()) == KNOWN
+def test_the_library_has_no_import_circle():
+    assert cycles(import_graph()) == []
 
 
 def test_the_walk_finds_a_planted_circle(tmp_path):

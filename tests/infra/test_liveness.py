@@ -12,7 +12,7 @@ import pytest
 
 from gpu_inference_constructs import BundledServer, ConfigError, LivenessCheck, ModelProps, ModelService
 from gpu_inference_constructs.model_service import MAX_HEALTH_CHECK_START_PERIOD
-from gpu_inference_constructs.server_contract import vllm_liveness
+from gpu_inference_constructs.vllm_server import vllm_liveness
 from tests.infra.test_server_contract import IMAGE, complete, stack_with_placement
 from tests.infra.test_service import containers
 
@@ -63,9 +63,9 @@ def test_vllm_liveness_passes_while_loading_and_fails_a_listening_server_that_is
 
 def test_every_vllm_task_runs_that_liveness_check(env):
     config, template = env
-    for model in [m for m in config.models if m.vllm is not None]:
+    for model in [m for m in config.models if config.server_config(m).vllm is not None]:
         health = containers(template)[model.name]["HealthCheck"]
-        assert tuple(health["Command"]) == vllm_liveness(model.vllm.port).command
+        assert tuple(health["Command"]) == vllm_liveness(config.server_config(model).vllm.port).command
         assert health["StartPeriod"] == MAX_HEALTH_CHECK_START_PERIOD < model.expected_load_seconds  # the load outlasts it
 
 
@@ -80,7 +80,7 @@ def test_every_models_start_window_covers_its_expected_load(env):
         assert service["Properties"]["HealthCheckGracePeriodSeconds"] >= model.expected_load_seconds
         health = containers(template)[model.name]["HealthCheck"]
         window = health["StartPeriod"] + health["Retries"] * health["Interval"]
-        assert window >= model.expected_load_seconds or tuple(health["Command"]) == vllm_liveness(model.vllm.port).command
+        assert window >= model.expected_load_seconds or tuple(health["Command"]) == vllm_liveness(config.server_config(model).vllm.port).command
 
 
 @pytest.mark.parametrize("passes_while_loading", [False, True])
@@ -100,5 +100,5 @@ def test_a_liveness_check_that_fails_while_loading_is_refused_for_a_long_load(pa
 def test_the_bundled_preset_passes_while_loading():
     """The bundled server's /health answers once it listens; /ready answers 503 while the model loads."""
     stack, parts = stack_with_placement()
-    service = ModelService(stack, "M", model=ModelProps(name="fast", version="1"), server=BundledServer(IMAGE), instance_type="g5.xlarge", **parts)
+    service = ModelService(stack, "M", model=ModelProps(name="fast", version="1"), server=BundledServer(image=IMAGE), instance_type="g5.xlarge", **parts)
     assert service.contract.liveness.passes_while_loading

@@ -109,7 +109,7 @@ def test_models_spread_over_load_balancers_each_within_its_quotas(many):
     balancers = [r for r in many[("many", "Inference")]["Resources"].values() if r["Type"] == "AWS::ElasticLoadBalancingV2::LoadBalancer"]
     assert len(balancers) == LOAD_BALANCERS
     for model in config.models:
-        assert listener_of(rules[f"Model-{model.name}"]) == model.load_balancer, model.name
+        assert listener_of(rules[f"Model-{model.name}"]) == config.server_config(model).load_balancer, model.name
     for number in range(1, LOAD_BALANCERS + 1):
         on = [r for r in rules.values() if listener_of(r) == number]
         assert len(on) == MODELS_PER_LOAD_BALANCER and 2 * len(on) <= 100
@@ -124,7 +124,7 @@ def test_each_models_url_output_is_on_its_own_load_balancer(many):
     for model in config.models:
         (output,) = many[("many", f"Model-{model.name}")]["Outputs"].values()
         (number,) = set(re.findall(r"FnGetAttLoadBalancer(\d*)(?:LoadBalancer)?[0-9A-F]{8}DNSName", json.dumps(output["Value"])))
-        assert int(number or 1) == model.load_balancer and output["Value"]["Fn::Join"][1][-1].startswith(f"/{model.name}/")
+        assert int(number or 1) == config.server_config(model).load_balancer and output["Value"]["Fn::Join"][1][-1].startswith(f"/{model.name}/")
 
 
 def changed_stacks(before: dict, after: dict) -> list[str]:

@@ -14,9 +14,9 @@ BUNDLED_SERVER_ALARMS = ["QueueDepth", "RejectedRequests", "GpuMemory", "LowGpuU
 VLLM_ALARMS = {"vllm_num_requests_waiting": "waiting_requests_scale_out", "vllm_kv_cache_usage_perc": "kv_cache_scale_out_percent"}
 
 
-def alarms_of(model) -> list[str]:
+def alarms_of(config, model) -> list[str]:
     """The alarms a model has: every model's, then its server's (ours: from our metrics; vLLM: its scale-out signals)."""
-    return PER_MODEL_ALARMS + (BUNDLED_SERVER_ALARMS if model.vllm is None else list(VLLM_ALARMS))
+    return PER_MODEL_ALARMS + (BUNDLED_SERVER_ALARMS if config.server_config(model).vllm is None else list(VLLM_ALARMS))
 
 
 
@@ -37,7 +37,7 @@ def alarm(template, name):
 def test_every_alarm_exists_and_notifies_the_encrypted_topic(env):
     config, template = env
     alarms = monitoring_alarms(template)
-    assert len(alarms) == sum(len(alarms_of(model)) for model in config.models) + 2
+    assert len(alarms) == sum(len(alarms_of(config, model)) for model in config.models) + 2
     for properties in alarms.values():
         assert properties["AlarmActions"] == [{"Ref": "NotificationsTopicAE679CBD"}]
         assert properties["OKActions"] == [{"Ref": "NotificationsTopicAE679CBD"}]
@@ -149,7 +149,7 @@ def test_tasks_below_desired_compares_container_insights_counts(env):
 )
 def test_server_metric_alarms(env, suffix, metric, statistic, threshold_key, comparison):
     config, template = env
-    for model in [m for m in config.models if m.vllm is None]:
+    for model in [m for m in config.models if config.server_config(m).vllm is None]:
         properties = alarm(template, f"{model.name}-{suffix}")
         namespace, name, stat, dimensions, _ = single_metric(properties)
         assert (namespace, name, stat) == ("GpuInference", metric, statistic)
@@ -160,13 +160,13 @@ def test_server_metric_alarms(env, suffix, metric, statistic, threshold_key, com
 
 def test_vllm_models_alarm_when_a_scale_out_signal_stays_high_for_15_minutes(env):
     config, template = env
-    for model in [m for m in config.models if m.vllm is not None]:
+    for model in [m for m in config.models if config.server_config(m).vllm is not None]:
         for metric, threshold_key in VLLM_ALARMS.items():
             properties = alarm(template, f"{model.name}-{metric}")
             namespace, name, stat, dimensions, _ = single_metric(properties)
             assert (namespace, name, stat) == ("GpuInference", metric, "Maximum")
             assert {d["Name"]: d["Value"] for d in dimensions} == {"Environment": config.name, "ModelName": model.name}
-            threshold = getattr(model.vllm, threshold_key)
+            threshold = getattr(config.server_config(model).vllm, threshold_key)
             assert properties["Threshold"] == (threshold / 100 if threshold_key.endswith("percent") else threshold)
             assert properties["EvaluationPeriods"] == 15
         with pytest.raises(ValueError):
@@ -175,7 +175,7 @@ def test_vllm_models_alarm_when_a_scale_out_signal_stays_high_for_15_minutes(env
 
 def test_low_gpu_utilization_is_judged_over_hours(env):
     config, template = env
-    for model in [m for m in config.models if m.vllm is None]:
+    for model in [m for m in config.models if config.server_config(m).vllm is None]:
         properties = alarm(template, f"{model.name}-LowGpuUtilization")
         assert single_metric(properties)[4] == 3600 and properties["EvaluationPeriods"] == config.monitoring.low_gpu_utilization_hours
 
@@ -376,14 +376,13 @@ def test_the_librarys_model_alarms_follow_the_models_goal_without_the_app():
         ModelScalingProps,
         ModelService,
         MonitoringProps,
-        VllmProps,
         VllmServer,
     )
     from gpu_inference_constructs.errors import ConfigError
     from tests.infra.test_server_contract import IMAGE, stack_with_placement
 
     stack, parts = stack_with_placement()
-    model = ModelProps(name="llm", version="1", gpus=4, cpu=45056, memory_mib=163840, scaling=ModelScalingProps(latency_p95_ms=20_000), vllm=VllmProps())
+    model = ModelProps(name="llm", version="1", gpus=4, cpu=45056, memory_mib=163840, scaling=ModelScalingProps(latency_p95_ms=20_000))
     service = ModelService(stack, "M", model=model, server=VllmServer(image=IMAGE), instance_type="g5.12xlarge", **parts)
     topic = sns.Topic.from_topic_arn(stack, "Topic", "arn:aws:sns:us-east-1:123456789012:alarms")
     alarms = ModelAlarms(stack, "Alarms", environment_name="test", service=service, topic=topic, props=MonitoringProps())

@@ -40,7 +40,7 @@ def test_each_service_scales_between_its_min_and_max_tasks(env):
 def test_target_tracking_on_requests_per_target_with_configured_cooldowns(env):
     config, template = env
     targets = targets_by_model(template)
-    for model in [m for m in config.models if m.vllm is None]:
+    for model in [m for m in config.models if config.server_config(m).vllm is None]:
         (policy,) = policies_of(template, targets[logical(model.name)][0], "TargetTrackingScaling")
         tracking = policy["TargetTrackingScalingPolicyConfiguration"]
         if model.deployment.shifts_traffic:
@@ -65,13 +65,13 @@ def test_target_tracking_on_requests_per_target_with_configured_cooldowns(env):
 def test_vllm_tracks_running_requests_per_task_not_requests_per_target(env):
     config, template = env
     targets = targets_by_model(template)
-    for model in [m for m in config.models if m.vllm is not None]:
+    for model in [m for m in config.models if config.server_config(m).vllm is not None]:
         (policy,) = policies_of(template, targets[logical(model.name)][0], "TargetTrackingScaling")
         tracking = policy["TargetTrackingScalingPolicyConfiguration"]
         metric = tracking["CustomizedMetricSpecification"]
         assert (metric["Namespace"], metric["MetricName"], metric["Statistic"]) == ("GpuInference", "vllm_num_requests_running", "Average")
         assert {d["Name"]: d["Value"] for d in metric["Dimensions"]} == {"Environment": config.name, "ModelName": model.name}
-        assert tracking["TargetValue"] == model.vllm.running_target == (model.vllm.max_num_seqs * 3) // 4
+        assert tracking["TargetValue"] == config.server_config(model).vllm.running_target == (config.server_config(model).vllm.max_num_seqs * 3) // 4
         assert (tracking["ScaleOutCooldown"], tracking["ScaleInCooldown"]) == (
             model.scaling.scale_out_cooldown_seconds,
             model.scaling.scale_in_cooldown_seconds,
@@ -97,7 +97,7 @@ def step_policies(template, model_name):
 
 def test_step_scaling_only_adds_tasks_on_latency_gpu_queue_and_cpu_with_growing_queue(env):
     config, template = env
-    for model in [m for m in config.models if m.vllm is None]:
+    for model in [m for m in config.models if config.server_config(m).vllm is None]:
         steps = step_policies(template, model.name)
         assert sorted(steps) == ["CpuAndQueueGrowing", "GpuUtilization", "LatencyP95", "QueueBacklog"]
         # +2 at twice the threshold only where the metric can get there (a percentage, an indicator of 0 or 1 cannot).
@@ -134,19 +134,19 @@ def test_queue_signal_periods_are_ones_cloudwatch_accepts():
 
 def test_vllm_adds_tasks_on_latency_waiting_requests_and_kv_cache(env):
     config, template = env
-    for model in [m for m in config.models if m.vllm is not None]:
+    for model in [m for m in config.models if config.server_config(m).vllm is not None]:
         steps = step_policies(template, model.name)
         assert sorted(steps) == ["LatencyP95", "ScaleOutvllmkvcacheusageperc", "ScaleOutvllmnumrequestswaiting"]
         for name, (_logical_id, policy) in steps.items():
             adjustments = [s["ScalingAdjustment"] for s in policy["StepScalingPolicyConfiguration"]["StepAdjustments"]]
             # KV-cache use is a fraction: no +2 step at twice 0.9 (tests below: every step is reachable).
-            assert adjustments == ([1] if name == "ScaleOutvllmkvcacheusageperc" and model.vllm.kv_cache_scale_out_percent >= 50 else [1, 2])
+            assert adjustments == ([1] if name == "ScaleOutvllmkvcacheusageperc" and config.server_config(model).vllm.kv_cache_scale_out_percent >= 50 else [1, 2])
         waiting = step_alarm(template, steps["ScaleOutvllmnumrequestswaiting"][0])
         assert single_metric(waiting)[:3] == ("GpuInference", "vllm_num_requests_waiting", "Maximum")
-        assert waiting["Threshold"] == model.vllm.waiting_requests_scale_out
+        assert waiting["Threshold"] == config.server_config(model).vllm.waiting_requests_scale_out
         kv_cache = step_alarm(template, steps["ScaleOutvllmkvcacheusageperc"][0])
         assert single_metric(kv_cache)[:3] == ("GpuInference", "vllm_kv_cache_usage_perc", "Maximum")
-        assert kv_cache["Threshold"] == model.vllm.kv_cache_scale_out_percent / 100, "vLLM reports KV-cache use as a fraction"
+        assert kv_cache["Threshold"] == config.server_config(model).vllm.kv_cache_scale_out_percent / 100, "vLLM reports KV-cache use as a fraction"
         latency = step_alarm(template, steps["LatencyP95"][0])
         assert '"MetricName": "TargetResponseTime"' in json.dumps(latency) and '"p95"' in json.dumps(latency)
         assert latency["Threshold"] == model.scaling.latency_p95_ms / 1000
@@ -154,7 +154,7 @@ def test_vllm_adds_tasks_on_latency_waiting_requests_and_kv_cache(env):
 
 def test_cpu_and_growing_queue_is_one_metric_math_alarm(env):
     config, template = env
-    for model in [m for m in config.models if m.vllm is None]:
+    for model in [m for m in config.models if config.server_config(m).vllm is None]:
         alarm = step_alarm(template, step_policies(template, model.name)["CpuAndQueueGrowing"][0])
         expression = next(m for m in alarm["Metrics"] if "Expression" in m)["Expression"]
         assert expression == f"IF(cpu > {model.scaling.cpu_percent} AND DIFF(queue) > 0, 1, 0)"

@@ -17,6 +17,7 @@ from aws_cdk.assertions import Annotations, Match, Template
 import gpu_inference_constructs
 from gpu_inference_constructs import (
     BundledServer,
+    BundledServerProps,
     ConfigError,
     LivenessCheck,
     ModelFromS3,
@@ -131,14 +132,14 @@ def stack_with_placement(region: str = "us-east-1"):
     [
         (ModelProps(name="big", version="1", cpu=40000), "g5.xlarge", "models[big].cpu", "40000 CPU units does not fit on g5.xlarge"),
         (ModelProps(name="big", version="1", memory_mib=16384), "g5.xlarge", "models[big].memory_mib", "16384 MiB does not fit on g5.xlarge"),
-        (ModelProps(name="llm", version="1", gpus=4, cpu=3072, memory_mib=12288, vllm=VllmProps(shared_memory_mib=4096)), "g5.2xlarge",
+        (ModelProps(name="llm", version="1", gpus=4, cpu=3072, memory_mib=12288), "g5.2xlarge",
          "models[llm].gpus", "4 GPUs per task do not fit on g5.2xlarge (1 GPU)"),
     ],
 )
 def test_a_task_that_does_not_fit_fails_in_the_construct_itself(model, instance_type, key, message):
     """ModelProps(cpu=40000) used to pass construction: only the app's config loader checked the fit."""
     stack, parts = stack_with_placement()
-    server = VllmServer(image=IMAGE) if model.vllm else BundledServer(IMAGE)
+    server = VllmServer(VllmProps(shared_memory_mib=4096), image=IMAGE) if model.gpus > 1 else BundledServer(image=IMAGE)
     with pytest.raises(ConfigError) as error:
         ModelService(stack, "M", model=model, server=server, instance_type=instance_type, **parts)
     assert error.value.key == key and message in error.value.detail
@@ -148,7 +149,7 @@ def test_the_fit_check_counts_the_sidecars():
     """vLLM's scratch-owner, fetcher and collector reserve CPU and memory too: a server sized to the limit alone does not fit."""
     stack, parts = stack_with_placement()
     limit = int(192 * 1024 * 0.90)
-    model = ModelProps(name="llm", version="1", gpus=4, cpu=45056, memory_mib=limit, vllm=VllmProps())
+    model = ModelProps(name="llm", version="1", gpus=4, cpu=45056, memory_mib=limit)
     with pytest.raises(ConfigError, match=rf"{limit + 768} MiB does not fit on g5.12xlarge"):
         ModelService(stack, "M", model=model, server=VllmServer(image=IMAGE), instance_type="g5.12xlarge", **parts)
 
@@ -160,7 +161,6 @@ def test_the_fit_check_counts_the_sidecars():
         ({"listener_priority": None}, "listener_priority", "is missing"),
         ({"model_bucket": None}, "model_store", "exactly one of model_store or model_bucket (got neither)"),
         ({"listener": None}, "listener", "is missing: pass load_balancer=InferenceLoadBalancer(...), or listener="),
-        ({"server": None}, "server", "is missing: pass server=BundledServer(image=...)"),
     ],
 )
 def test_missing_parts_are_named(change, key, message):
@@ -171,13 +171,23 @@ def test_missing_parts_are_named(change, key, message):
     assert error.value.key == key and message in error.value.detail
 
 
+def test_without_a_server_the_model_runs_on_the_bundled_server_and_a_misplaced_image_is_named():
+    stack, parts = stack_with_placement()
+    service = ModelService(stack, "M", model=ModelProps(name="mm", version="1"), instance_type="g5.xlarge", **parts)
+    assert service.contract.name == "bundled" and service.contract.command == ("python", "-m", "inference_server")
+    with pytest.raises(ConfigError, match=r"server.props: RepositoryImage is not BundledServerProps: BundledServer's first argument is its props; pass an image as image="):
+        BundledServer(IMAGE)
+    with pytest.raises(ConfigError, match=r"server.props: RepositoryImage is not VllmProps"):
+        VllmServer(IMAGE)
+
+
 @pytest.mark.parametrize("server", [None, "bundled"])
 def test_an_image_alone_is_refused_and_the_error_names_the_fix(server):
     """ModelService(image=vllm/vllm-openai) used to become BundledServer(image): vLLM's image running our
     `python -m inference_server`. An image never stands for a server now, alone or beside one."""
     stack, parts = stack_with_placement()
     vllm_image = ecs.ContainerImage.from_registry("vllm/vllm-openai:v0.32.0")
-    extra = {"server": BundledServer(IMAGE)} if server else {}
+    extra = {"server": BundledServer(image=IMAGE)} if server else {}
     with pytest.raises(ConfigError) as error:
         ModelService(stack, "M", model=ModelProps(name="mm", version="1"), image=vllm_image, instance_type="g5.xlarge", **parts, **extra)
     assert error.value.key == "image"
@@ -189,7 +199,7 @@ def test_an_image_alone_is_refused_and_the_error_names_the_fix(server):
 def test_the_bundled_server_takes_one_gpu_and_vllm_needs_an_image():
     stack, parts = stack_with_placement()
     with pytest.raises(ConfigError, match="one GPU per task"):
-        ModelService(stack, "A", model=ModelProps(name="aa", version="1", gpus=4), server=BundledServer(IMAGE), instance_type="g5.12xlarge", **parts)
+        ModelService(stack, "A", model=ModelProps(name="aa", version="1", gpus=4), server=BundledServer(image=IMAGE), instance_type="g5.12xlarge", **parts)
     stack, parts = stack_with_placement()
     with pytest.raises(ConfigError, match=r"vllm.image: is missing"):
         ModelService(stack, "B", model=ModelProps(name="bb", version="1", gpus=1), server=VllmServer(), instance_type="g5.xlarge", **parts)
@@ -208,8 +218,9 @@ def test_the_bundled_servers_stop_timing_is_read_from_the_server_itself():
     assert BUNDLED_DEFAULT_DRAIN_SECONDS == drain
     assert BUNDLED_EXIT_SECONDS == supervisor.WORKER_STOP_GRACE_S
     stack, parts = stack_with_placement()
-    timing = gpu_inference_constructs.ServiceTimingProps(drain_timeout_seconds=60, stop_timeout_seconds=80)
-    service = ModelService(stack, "M", model=ModelProps(name="mm", version="1", request_timeout_seconds=12), server=BundledServer(IMAGE),
+    timing = gpu_inference_constructs.ServiceTimingProps(stop_timeout_seconds=80)
+    server = BundledServer(BundledServerProps(drain_seconds=60, request_timeout_seconds=12), image=IMAGE)
+    service = ModelService(stack, "M", model=ModelProps(name="mm", version="1"), server=server,
                            instance_type="g5.xlarge", timing=timing, **parts)
     assert service.contract.stop == StopTiming(drain_seconds=60, exit_seconds=15, longest_request_seconds=12)
     assert service.contract.environment["DRAIN_TIMEOUT_S"] == "60" and service.contract.environment["REQUEST_TIMEOUT_S"] == "12"
@@ -245,15 +256,16 @@ def test_a_server_that_needs_more_time_than_the_task_gives_fails_at_construction
 
 def test_vllm_drains_in_flight_generations_within_the_spot_notice():
     """vLLM 0.32 aborts running requests on SIGTERM unless --shutdown-timeout is set. The preset sets it, and the
-    model's target groups, stopTimeout and drain are sized so a generation of longest_generation_seconds in flight when
+    model's target groups, stopTimeout and drain are sized so a generation of longest_request_seconds in flight when
     its task stops finishes: the ALB keeps it through the deregistration delay (that long), vLLM drains after SIGTERM
     for what the Spot notice leaves, and delay + drain + exit fit the notice."""
-    from gpu_inference_constructs.server_contract import SPOT_NOTICE_SECONDS, VLLM_EXIT_SECONDS
+    from gpu_inference_constructs.server_contract import SPOT_NOTICE_SECONDS, VLLM_EXIT_SECONDS  # noqa: F401
 
     for longest in (80, 60, 100):
         stack, parts = stack_with_placement()
-        model = ModelProps(name="llm", version="1", gpus=4, cpu=45056, memory_mib=163840, vllm=VllmProps(longest_generation_seconds=longest))
-        service = ModelService(stack, "M", model=model, server=VllmServer(image=IMAGE), instance_type="g5.12xlarge", **parts)
+        model = ModelProps(name="llm", version="1", gpus=4, cpu=45056, memory_mib=163840)
+        service = ModelService(stack, "M", model=model, server=VllmServer(VllmProps(longest_request_seconds=longest), image=IMAGE),
+                               instance_type="g5.12xlarge", **parts)
         template = Template.from_stack(stack)
         (task,) = template.find_resources("AWS::ECS::TaskDefinition").values()
         (server,) = [c for c in task["Properties"]["ContainerDefinitions"] if c["Name"] == "server"]
@@ -268,7 +280,7 @@ def test_vllm_drains_in_flight_generations_within_the_spot_notice():
         assert (service.deregistration_delay_seconds, service.stop_timeout_seconds) == (delay, server["StopTimeout"])
         assert service.contract.stop == StopTiming.vllm(longest)
     assert drain == 0, "at 100 s the delay takes all the notice leaves: vLLM aborts at SIGTERM (its default)"
-    assert StopTiming.vllm().drain_seconds == 20 and VllmProps().longest_generation_seconds == 80
+    assert StopTiming.vllm().drain_seconds == 20 and VllmProps().longest_request_seconds == 80
 
 
 def test_the_environments_timing_still_applies_to_the_other_servers_of_the_environment(synthesized):
@@ -280,7 +292,7 @@ def test_the_environments_timing_still_applies_to_the_other_servers_of_the_envir
                   for r in template.values() if r["Type"] == "AWS::ElasticLoadBalancingV2::TargetGroup"}
         (task,) = [r for r in template.values() if r["Type"] == "AWS::ECS::TaskDefinition"]
         (server,) = [c for c in task["Properties"]["ContainerDefinitions"] if c["Name"] == "server"]
-        if model.vllm is None:
+        if config.server_config(model).vllm is None:
             assert (delays, server["StopTimeout"]) == ({config.service.deregistration_delay_seconds}, config.service.stop_timeout_seconds)
         else:
             assert (delays, server["StopTimeout"]) == ({80}, 40) and server["Command"][-3:-1] == ["--shutdown-timeout", "20"]
@@ -288,8 +300,8 @@ def test_the_environments_timing_still_applies_to_the_other_servers_of_the_envir
 
 @pytest.mark.parametrize("longest", [0, 101])
 def test_a_generation_longer_than_the_spot_notice_allows_is_refused(longest):
-    with pytest.raises(ConfigError, match=rf"longest_generation_seconds: {longest} is out of range; allowed 1 to 100 \(the deregistration delay"):
-        VllmProps(longest_generation_seconds=longest)
+    with pytest.raises(ConfigError, match=rf"longest_request_seconds: {longest} is out of range; allowed 1 to 100 \(the deregistration delay"):
+        VllmProps(longest_request_seconds=longest)
     with pytest.raises(ConfigError, match=r"extra_args\[0\]: '--shutdown-timeout=5' is set from its own key"):
         VllmProps(extra_args=("--shutdown-timeout=5",))
 
@@ -313,7 +325,7 @@ def test_a_secret_needs_a_variable_in_the_contract():
 def test_a_server_that_serves_at_its_root_gets_the_prefix_stripped_and_ours_does_not():
     stack, parts = stack_with_placement()
     ModelService(stack, "Root", model=ModelProps(name="root", version="1"), server=complete(), instance_type="g5.xlarge", **parts)
-    ModelService(stack, "Ours", model=ModelProps(name="ours", version="1"), server=BundledServer(IMAGE), instance_type="g5.xlarge",
+    ModelService(stack, "Ours", model=ModelProps(name="ours", version="1"), server=BundledServer(image=IMAGE), instance_type="g5.xlarge",
                  **{**parts, "listener_priority": 11})
     rules = {r["Properties"]["Priority"]: r["Properties"] for r in Template.from_stack(stack).find_resources("AWS::ElasticLoadBalancingV2::ListenerRule").values()}
     assert rules[10]["Transforms"] == [{"Type": "url-rewrite", "UrlRewriteConfig": {"Rewrites": [{"Regex": "^/root/(.*)$", "Replace": "/$1"}]}}]
@@ -428,9 +440,45 @@ def test_exported_classes_have_docstrings_that_state_their_defaults():
         value = getattr(gpu_inference_constructs, name)
         if isinstance(value, type):
             assert value.__doc__ and len(value.__doc__) > 40, f"{name} needs a docstring"
-    for props in ("ModelScalingProps", "ScalingProps", "PredictiveScalingProps", "MonitoringProps", "ServerContract", "VllmProps", "ModelProps",
+    for props in ("ModelScalingProps", "ScalingProps", "PredictiveScalingProps", "MonitoringProps", "ServerContract", "VllmProps",
                   "LoadBalancerQuotas", "RollbackThresholds", "StopTiming", "LatencyAlarmProps"):
         assert "efault" in getattr(gpu_inference_constructs, props).__doc__, f"{props}' docstring states its defaults"
+    for props in ("ModelProps", "BundledServerProps", "ServiceTimingProps", "BundledServer"):
+        assert fields_without_a_stated_default(getattr(gpu_inference_constructs, props)) == [], props
+
+
+def fields_without_a_stated_default(cls: type) -> list[str]:
+    """Fields of ``cls`` whose own docstring (the string under the field, as aws-cdk-lib documents each property) is
+    missing, or does not state the default of a field that has one."""
+    import ast
+    import inspect
+    import textwrap
+
+    (node,) = ast.parse(textwrap.dedent(inspect.getsource(cls))).body
+    body = node.body
+    missing = []
+    for statement, following in zip(body, [*body[1:], None], strict=True):
+        if not isinstance(statement, ast.AnnAssign):
+            continue
+        name = statement.target.id
+        doc = following.value.value if isinstance(following, ast.Expr) and isinstance(following.value, ast.Constant) else ""
+        if not doc or (statement.value is not None and "Default" not in doc):
+            missing.append(name)
+    return missing
+
+
+def test_the_field_docstring_check_finds_an_undocumented_default():
+    from dataclasses import dataclass
+
+    @dataclass
+    class Planted:
+        documented: int = 1
+        """How many. Default: 1."""
+        undocumented: int = 2
+        silent_default: int = 3
+        """How many, with no word on the default."""
+
+    assert fields_without_a_stated_default(Planted) == ["undocumented", "silent_default"]
 
 
 def environment_with(**changes) -> dict:
@@ -458,7 +506,7 @@ def test_capacity_groups_are_validated_with_the_key_and_the_fix(changes, message
 
 def test_staging_places_the_llm_on_four_gpu_instances():
     config = load_environment("staging", environment_with())
-    (llm,) = [m for m in config.models if m.vllm is not None]
+    (llm,) = [m for m in config.models if config.server_config(m).vllm is not None]
     assert config.model_placement() == {llm.name: "llm"}
     smallest = config.group_capacity("llm").smallest_instance_type()
     assert (smallest.gpus, llm.gpus) == (4, 4)
@@ -547,11 +595,12 @@ def test_each_presets_keep_alive_outlasts_the_load_balancers_idle_timeout(server
     """The bundled server's KEEP_ALIVE_S and vLLM's VLLM_HTTP_TIMEOUT_KEEP_ALIVE follow the load balancer they are behind."""
     stack, balancer, parts = stack_with_load_balancer(idle_timeout - 10)
     if server == "vllm":
-        model = ModelProps(name="llm", version="1", gpus=1, vllm=VllmProps(longest_generation_seconds=min(80, idle_timeout - 10), shared_memory_mib=4096))
-        service = ModelService(stack, "M", model=model, server=VllmServer(image=IMAGE), **parts)
+        model = ModelProps(name="llm", version="1", gpus=1)
+        props = VllmProps(longest_request_seconds=min(80, idle_timeout - 10), shared_memory_mib=4096)
+        service = ModelService(stack, "M", model=model, server=VllmServer(props, image=IMAGE), **parts)
         variable = "VLLM_HTTP_TIMEOUT_KEEP_ALIVE"
     else:
-        service = ModelService(stack, "M", model=ModelProps(name="mm", version="1"), server=BundledServer(IMAGE), **parts)
+        service = ModelService(stack, "M", model=ModelProps(name="mm", version="1"), server=BundledServer(image=IMAGE), **parts)
         variable = "KEEP_ALIVE_S"
     (task,) = Template.from_stack(stack).find_resources("AWS::ECS::TaskDefinition").values()
     (container,) = [c for c in task["Properties"]["ContainerDefinitions"] if c["Name"] == "server"]
@@ -565,7 +614,7 @@ def test_a_server_keep_alive_at_or_below_the_idle_timeout_is_refused_and_an_unkn
         ModelService(stack, "A", model=ModelProps(name="aa", version="1"), server=complete(keep_alive_seconds=110), **parts)
     assert error.value.key == "server.keep_alive_seconds" and "not longer than the load balancer's idle timeout (110 s)" in error.value.detail
     with pytest.raises(ConfigError, match=r"timing.keep_alive_seconds: 75 must exceed the load balancer's idle timeout \(110 s\)"):
-        ModelService(stack, "B", model=ModelProps(name="bb", version="1"), server=BundledServer(IMAGE),
+        ModelService(stack, "B", model=ModelProps(name="bb", version="1"), server=BundledServer(image=IMAGE),
                      timing=gpu_inference_constructs.ServiceTimingProps(keep_alive_seconds=75), **parts)
     ModelService(stack, "C", model=ModelProps(name="cc", version="1"), server=complete(keep_alive_seconds=111), **parts)
     ModelService(stack, "D", model=ModelProps(name="dd", version="1"), server=complete(), **parts)
@@ -589,33 +638,33 @@ def test_behind_a_listener_whose_idle_timeout_is_unknown_a_long_request_is_a_war
     """ModelService(listener=...) cannot know the load balancer's idle timeout: vLLM's 80 s generations get a synth
     warning (set the idle timeout to at least 90 s), not an error; behind an InferenceLoadBalancer the same is refused."""
     stack, parts = stack_with_placement()
-    model = ModelProps(name="llm", version="1", gpus=1, vllm=VllmProps(shared_memory_mib=4096))
-    ModelService(stack, "M", model=model, server=VllmServer(image=IMAGE), instance_type="g5.xlarge", **parts)
+    model = ModelProps(name="llm", version="1", gpus=1)
+    ModelService(stack, "M", model=model, server=VllmServer(VllmProps(shared_memory_mib=4096), image=IMAGE), instance_type="g5.xlarge", **parts)
     (warning,) = Annotations.from_stack(stack).find_warning("*", Match.string_like_regexp("outlasts"))
     assert "longest request (80 s) + 10 s" in warning.entry.data and "set its idle timeout to at least 90 s" in warning.entry.data
     stack, _, parts = stack_with_load_balancer(10)
     with pytest.raises(ConfigError, match=r"server.stop.longest_request_seconds: the vllm server's longest request \(80 s\)"):
-        ModelService(stack, "M", model=model, server=VllmServer(image=IMAGE), **parts)
+        ModelService(stack, "M", model=model, server=VllmServer(VllmProps(shared_memory_mib=4096), image=IMAGE), **parts)
 
 
 def test_the_models_runtime_reaches_the_bundled_server_and_is_checked():
     """models[].runtime becomes MODEL_RUNTIME (the server refuses it unless the version was published with it);
     eager leaves the environment as it was."""
-    from gpu_inference_constructs.model_service import MODEL_RUNTIMES
+    from gpu_inference_constructs.bundled_server import MODEL_RUNTIMES
     from inference_server.runtimes import RUNTIMES
 
     assert MODEL_RUNTIMES == RUNTIMES
     stack, parts = stack_with_placement()
-    service = ModelService(stack, "R", model=ModelProps(name="rr", version="1", runtime="onnx"), server=BundledServer(IMAGE),
+    service = ModelService(stack, "R", model=ModelProps(name="rr", version="1"), server=BundledServer(BundledServerProps(runtime="onnx"), image=IMAGE),
                            instance_type="g5.xlarge", **parts)
     assert service.contract.environment["MODEL_RUNTIME"] == "onnx"
     stack, parts = stack_with_placement()
-    service = ModelService(stack, "E", model=ModelProps(name="ee", version="1"), server=BundledServer(IMAGE),
+    service = ModelService(stack, "E", model=ModelProps(name="ee", version="1"), server=BundledServer(image=IMAGE),
                            instance_type="g5.xlarge", **parts)
     assert "MODEL_RUNTIME" not in service.contract.environment
     with pytest.raises(ConfigError, match="runtime.*use one of eager, compile, onnx, int8"):
-        ModelProps(name="bb", version="1", runtime="tensorrt-llm")
+        BundledServerProps(runtime="tensorrt-llm")
     with pytest.raises(ConfigError, match="runtime.*use eager for this model"):
-        ModelProps(name="bb", version="1", task="torch-export", runtime="onnx")
-    with pytest.raises(ConfigError, match="MODEL_RUNTIME"):
-        ModelProps(name="bb", version="1", environment={"MODEL_RUNTIME": "onnx"})
+        BundledServerProps(task="torch-export", runtime="onnx")
+    with pytest.raises(ConfigError, match="environment: \\['MODEL_RUNTIME'\\] are set by the bundled preset"):
+        BundledServer().check(ModelProps(name="bb", version="1", environment={"MODEL_RUNTIME": "onnx"}))

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 from aws_cdk.assertions import Template
 
-from gpu_inference_constructs.model_service import CONTAINER_PORT, SPOT_NOTICE_SECONDS
-from gpu_inference_constructs.server_contract import vllm_liveness
+from gpu_inference_constructs.bundled_server import BUNDLED_PORT as CONTAINER_PORT
+from gpu_inference_constructs.service_timing import SPOT_NOTICE_SECONDS
+from gpu_inference_constructs.vllm_server import vllm_liveness
 from tests.conftest import ROOT
 from tests.infra.conftest import ENVIRONMENTS
 
@@ -26,18 +27,18 @@ def containers(template, name="server"):
     return found
 
 
-def promised(model):
+def promised(config, model):
     """What the model's server contract promises: the bundled server's, or the vLLM preset's."""
-    if model.vllm is None:
-        path = f"v2/models/{model.name}/infer" if model.task in ("torch-export", "image-classification") else "predict"
+    if config.server_config(model).vllm is None:
+        path = f"v2/models/{model.name}/infer" if config.server_config(model).bundled.task in ("torch-export", "image-classification") else "predict"
         return {"port": CONTAINER_PORT, "user": "10001:10001", "readiness": "/ready", "secret": "API_KEYS", "gpus": 1, "path": path,
                 "liveness": ["CMD", "python", "-m", "inference_server.healthcheck"]}
-    return {"port": model.vllm.port, "user": "1000:1000", "readiness": "/health", "secret": "VLLM_API_KEY", "gpus": model.gpus,
-            "path": "v1/completions", "liveness": list(vllm_liveness(model.vllm.port).command)}  # passes while loading: tests/infra/test_liveness.py
+    return {"port": config.server_config(model).vllm.port, "user": "1000:1000", "readiness": "/health", "secret": "VLLM_API_KEY", "gpus": model.gpus,
+            "path": "v1/completions", "liveness": list(vllm_liveness(config.server_config(model).vllm.port).command)}  # passes while loading: tests/infra/test_liveness.py
 
 
 def bundled(config):
-    return [m for m in config.models if m.vllm is None]
+    return [m for m in config.models if config.server_config(m).vllm is None]
 
 
 def environment_of(container):
@@ -54,9 +55,9 @@ def test_each_task_reserves_its_gpus_and_the_configured_cpu_and_memory(env):
     config, template = env
     for model in config.models:
         container = containers(template)[model.name]
-        assert container["ResourceRequirements"] == [{"Type": "GPU", "Value": str(promised(model)["gpus"])}]
+        assert container["ResourceRequirements"] == [{"Type": "GPU", "Value": str(promised(config, model)["gpus"])}]
         assert (container["Cpu"], container["MemoryReservation"]) == (model.cpu, model.memory_mib)
-        assert container["PortMappings"] == [{"ContainerPort": promised(model)["port"], "Name": "http", "Protocol": "tcp"}]
+        assert container["PortMappings"] == [{"ContainerPort": promised(config, model)["port"], "Name": "http", "Protocol": "tcp"}]
 
 
 def logical(model_name):
@@ -83,10 +84,10 @@ def test_secrets_are_injected_not_in_environment(env):
     config, template = env
     for model in config.models:
         container = containers(template)[model.name]
-        assert [s["Name"] for s in container["Secrets"]] == [promised(model)["secret"]]
+        assert [s["Name"] for s in container["Secrets"]] == [promised(config, model)["secret"]]
         value_from = container["Secrets"][0]["ValueFrom"]
         # The whole secret (a JSON object of names to keys), or for vLLM the one key of its name in it.
-        assert "Ref" in value_from or ("Ref" in value_from["Fn::Join"][1][0] and model.vllm is not None)
+        assert "Ref" in value_from or ("Ref" in value_from["Fn::Join"][1][0] and config.server_config(model).vllm is not None)
         assert not any(word in name for name in environment_of(container) for word in ("KEY", "SECRET", "TOKEN", "PASSWORD"))
 
 
@@ -94,19 +95,20 @@ def test_server_environment_names_the_model_and_its_s3_uri(env):
     config, template = env
     for model in bundled(config):
         environment = environment_of(containers(template)[model.name])
+        props = config.server_config(model).bundled
         assert environment["MODEL_VERSION"] == model.version
-        assert environment["MODEL_TASK"] == model.task
+        assert environment["MODEL_TASK"] == props.task
         assert environment["MODEL_URI"]["Fn::Join"][1][-1] == f"/models/{model.name}/{model.version}/"
-        assert environment["MAX_BATCH_SIZE"] == str(model.max_batch_size)
+        assert environment["MAX_BATCH_SIZE"] == str(props.max_batch_size)
         assert environment["DEPLOYMENT_ENV"] == config.name
-        assert environment["DRAIN_TIMEOUT_S"] == str(config.service.drain_timeout_seconds)
+        assert environment["DRAIN_TIMEOUT_S"] == str(props.drain_seconds)
 
 
 def test_the_bundled_server_runs_workers_for_its_cpu_reservation_not_for_the_hosts_cpus(env):
     """On ECS on EC2 a container's `cpu` is a CPU share: the container sees all the host's vCPUs and has no cgroup
     CPU quota, so the server's own default (one worker per CPU it sees, less one) would start 47 workers for a
     3-vCPU task on a g5.12xlarge. The task sets WORKERS: one per whole reserved vCPU, less one for the model process."""
-    from gpu_inference_constructs.server_contract import bundled_workers
+    from gpu_inference_constructs.bundled_server import bundled_workers
 
     config, template = env
     for model in bundled(config):
@@ -119,7 +121,7 @@ def test_the_bundled_server_runs_workers_for_its_cpu_reservation_not_for_the_hos
 
 @pytest.mark.parametrize("cpu, workers", [(256, 1), (1024, 1), (2048, 1), (3072, 2), (3584, 2), (4096, 3), (16384, 15), (45056, 43)])
 def test_worker_count_formula(cpu, workers):
-    from gpu_inference_constructs.server_contract import bundled_workers
+    from gpu_inference_constructs.bundled_server import bundled_workers
 
     assert bundled_workers(cpu) == workers
 
@@ -130,25 +132,25 @@ def test_a_models_environment_workers_overrides_the_derived_count():
 
     stack, parts = stack_with_placement()
     ModelService(stack, "M", model=ModelProps(name="m1", version="1", cpu=3072, environment={"WORKERS": "4"}),
-                 server=BundledServer(IMAGE), instance_type="g5.xlarge", **parts)
+                 server=BundledServer(image=IMAGE), instance_type="g5.xlarge", **parts)
     (container,) = containers(Template.from_stack(stack)).values()
     assert environment_of(container)["WORKERS"] == "4"
 
 
 @pytest.mark.parametrize("workers", ["0", "-1", "four", "2.5", " 4", "257", ""])
 def test_a_models_environment_workers_that_is_not_a_worker_count_is_refused(workers):
-    from gpu_inference_constructs import ModelProps
+    from gpu_inference_constructs import BundledServer, ModelProps
     from gpu_inference_constructs.errors import ConfigError
 
     with pytest.raises(ConfigError, match=rf"^environment.WORKERS: '{re.escape(workers)}' is not a worker count: set a whole number "
                                           r"from 1 to 256 .* or leave WORKERS out for one per whole vCPU of cpu less one \(2 for cpu 3072\)"):
-        ModelProps(name="m1", version="1", cpu=3072, environment={"WORKERS": workers})
+        BundledServer().check(ModelProps(name="m1", version="1", cpu=3072, environment={"WORKERS": workers}))
 
 
 def test_a_task_on_a_large_host_starts_the_workers_its_reservation_pays_for(tmp_path):
     """The server, given the task's environment on a host with more CPUs than the task reserves, starts WORKERS
     workers (the supervisor's own count: settings first, CPUs it can see only without them)."""
-    from gpu_inference_constructs.server_contract import bundled_workers
+    from gpu_inference_constructs.bundled_server import bundled_workers
     from inference_server import supervisor
     from inference_server.settings import load_settings
 
@@ -164,7 +166,7 @@ def test_containers_are_non_root_read_only_and_unprivileged(env):
     config, template = env
     for model in config.models:
         container = containers(template)[model.name]
-        assert container["User"] == promised(model)["user"]
+        assert container["User"] == promised(config, model)["user"]
         assert container["ReadonlyRootFilesystem"] is True
         assert container["Privileged"] is False
         assert container["LinuxParameters"]["InitProcessEnabled"] is True
@@ -191,12 +193,12 @@ def test_stop_timeout_and_deregistration_fit_the_spot_notice(env):
         prefix = f"Model{model.name.replace('-', '')}"
         delays = {int({a["Key"]: a["Value"] for a in g["Properties"]["TargetGroupAttributes"]}["deregistration_delay.timeout_seconds"])
                   for k, g in groups.items() if k.startswith(f"{prefix}TargetGroup") or k.startswith(f"{prefix}AlternateTargetGroup")}
-        if model.vllm is None:
+        if config.server_config(model).vllm is None:
             assert (delays, stop) == ({config.service.deregistration_delay_seconds}, config.service.stop_timeout_seconds)
             assert int(environment_of(container)["DRAIN_TIMEOUT_S"]) < stop
         else:
-            timing = StopTiming.vllm(model.vllm.longest_generation_seconds)
-            assert (delays, stop) == ({model.vllm.longest_generation_seconds}, timing.seconds_after_sigterm)
+            timing = StopTiming.vllm(config.server_config(model).vllm.longest_request_seconds)
+            assert (delays, stop) == ({config.server_config(model).vllm.longest_request_seconds}, timing.seconds_after_sigterm)
         (delay,) = delays
         assert delay + stop <= SPOT_NOTICE_SECONDS
 
@@ -222,7 +224,7 @@ def test_every_containers_log_stream_carries_the_model_version(env):
     for td in template.find_resources("AWS::ECS::TaskDefinition").values():
         for c in td["Properties"]["ContainerDefinitions"]:
             by_prefix.setdefault(c["LogConfiguration"]["Options"]["awslogs-stream-prefix"], set()).add(c["Name"])
-    expected = {f"{m.name}/{m.version}": {"server"} | ({"scratch-owner", "model-fetch", "metrics-collector"} if m.vllm else set()) for m in config.models}
+    expected = {f"{m.name}/{m.version}": {"server"} | ({"scratch-owner", "model-fetch", "metrics-collector"} if config.server_config(m).vllm else set()) for m in config.models}
     assert by_prefix == expected
 
 
@@ -246,14 +248,14 @@ def test_container_health_check_is_cheap_liveness_within_ecs_limits(env):
     config, template = env
     for model in config.models:
         check = containers(template)[model.name]["HealthCheck"]
-        assert check["Command"] == promised(model)["liveness"]
+        assert check["Command"] == promised(config, model)["liveness"]
         assert check["StartPeriod"] <= 300
 
 
 def test_target_groups_check_readiness_without_flapping(env):
     config, template = env
     groups = [g["Properties"] for g in template.find_resources("AWS::ElasticLoadBalancingV2::TargetGroup").values()]
-    assert {(g["Port"], g["HealthCheckPath"]) for g in groups} == {(promised(m)["port"], promised(m)["readiness"]) for m in config.models}
+    assert {(g["Port"], g["HealthCheckPath"]) for g in groups} == {(promised(config, m)["port"], promised(config, m)["readiness"]) for m in config.models}
     for properties in groups:
         assert (properties["TargetType"], properties["HealthCheckPort"]) == ("ip", str(properties["Port"]))
         assert properties["Matcher"] == {"HttpCode": "200"}
@@ -266,7 +268,7 @@ def test_each_model_has_a_path_rule(env):
     patterns = sorted(tuple(r["Properties"]["Conditions"][0]["PathPatternConfig"]["Values"]) for r in rules.values())
     # A vLLM model's rule forwards its OpenAI API only: vLLM's key guards /v1 and nothing else.
     # The bundled server's: its keyed inference and metadata routes only (tests/infra/test_exposure.py).
-    assert patterns == sorted((f"/{m.name}/v1/*",) if m.vllm else (f"/{m.name}/predict*", f"/{m.name}/v1/*", f"/{m.name}/v2*")
+    assert patterns == sorted((f"/{m.name}/v1/*",) if config.server_config(m).vllm else (f"/{m.name}/predict*", f"/{m.name}/v1/*", f"/{m.name}/v2*")
                               for m in config.models)
     priorities = [r["Properties"]["Priority"] for r in rules.values()]
     assert len(set(priorities)) == len(priorities) and all(1 <= p <= 50_000 for p in priorities)
@@ -288,14 +290,14 @@ def test_a_vllm_models_unauthenticated_routes_are_not_reachable_through_the_load
     """vLLM answers /invocations (the same inference as /v1), /pooling, /score, /rerank, /tokenize and its control
     routes without checking its API key; through our listener only /<model>/v1/... reaches it."""
     config, template = env
-    for model in (m for m in config.models if m.vllm):
+    for model in (m for m in config.models if config.server_config(m).vllm):
         for unguarded in ("invocations", "pooling", "classify", "score", "rerank", "tokenize", "detokenize", "version",
                           "metrics", "health", "ping", "reset_prefix_cache", "sleep", "wake_up", "collective_rpc", ""):
             assert routed_path(template, f"/{model.name}/{unguarded}") is None, unguarded
         assert routed_path(template, f"/{model.name}") is None
         for guarded in ("v1/completions", "v1/chat/completions", "v1/models"):
             assert routed_path(template, f"/{model.name}/{guarded}") == f"/{model.name}/v1/*"
-    for model in (m for m in config.models if not m.vllm):
+    for model in (m for m in config.models if not config.server_config(m).vllm):
         assert routed_path(template, f"/{model.name}/predict") == f"/{model.name}/predict*"
 
 
@@ -341,13 +343,15 @@ def test_the_idle_timeout_carries_the_longest_request_and_every_server_keeps_con
     config, template = env
     (balancer,) = template.find_resources("AWS::ElasticLoadBalancingV2::LoadBalancer").values()
     idle_timeout = int({a["Key"]: a["Value"] for a in balancer["Properties"]["LoadBalancerAttributes"]}["idle_timeout.timeout_seconds"])
-    longest = {m.name: m.vllm.longest_generation_seconds if m.vllm else m.request_timeout_seconds for m in config.models}
+    longest = {m.name: config.server_of(m).longest_request_seconds for m in config.models}
+    assert longest == {m.name: config.server_config(m).vllm.longest_request_seconds if config.server_config(m).vllm
+                       else config.server_config(m).bundled.request_timeout_seconds for m in config.models}
     assert idle_timeout >= max(longest.values()) + 10 and idle_timeout <= 4000
     for model in config.models:
         variables = environment_of(containers(template)[model.name])
-        keep_alive = variables["VLLM_HTTP_TIMEOUT_KEEP_ALIVE" if model.vllm else "KEEP_ALIVE_S"]
+        keep_alive = variables["VLLM_HTTP_TIMEOUT_KEEP_ALIVE" if config.server_config(model).vllm else "KEEP_ALIVE_S"]
         assert float(keep_alive) > idle_timeout, model.name
-        if model.vllm is None:
+        if config.server_config(model).vllm is None:
             assert float(variables["REQUEST_TIMEOUT_S"]) + 10 <= idle_timeout
 
 
@@ -384,7 +388,7 @@ def test_waf_body_rules_do_not_block_prediction_texts(env):
         f"awswaf:managed:aws:known-bad-inputs:{n}_Body" for n in ("Log4JRCE", "JavaDeserializationRCE")}
     exempt = off_predictions["NotStatement"]["Statement"]
     for model in config.models:
-        for path in body_routes(model):
+        for path in body_routes(config, model):
             assert waf_matches(exempt, f"/{model.name}{path}"), f"{model.name}: the body rules would block {path}"
         for path in ("/ready", "/health", "/metrics", "/docs", "/openapi.json", f"/v2/models/{model.name}", "/predict/", "/x/predict"):
             assert not waf_matches(exempt, f"/{model.name}{path}"), f"{model.name}: {path} takes no prediction body"
@@ -408,11 +412,11 @@ def bundled_server_routes(model_name: str, version: str) -> dict:
 VLLM_BODY_ROUTES = ("/v1/completions", "/v1/chat/completions", "/v1/embeddings")
 
 
-def body_routes(model) -> list[str]:
+def body_routes(config, model) -> list[str]:
     """The paths below the model's prefix whose requests carry a body (prompt, texts, tensors), with each path
     parameter set to the value the server accepts: derived from the bundled server's own routes, so a route added
     to the server that the WAF would inspect as a body fails the test until PREDICTION_PATHS has it."""
-    if model.vllm is not None:
+    if config.server_config(model).vllm is not None:
         return list(VLLM_BODY_ROUTES)
     paths = []
     for path, operations in bundled_server_routes(model.name, model.version).items():
@@ -461,9 +465,7 @@ def test_waf_rate_limit_lets_one_client_drive_any_model_to_its_configured_peak(e
 
 
 def cached_models(config) -> list[str]:
-    from stacks.config import cached
-
-    return [m.name for m in config.models if cached(m)] if config.cache is not None else []
+    return [m.name for m in config.models if config.uses_cache(m)]
 
 
 def test_the_load_balancer_needs_one_egress_rule_per_container_port_however_many_models(env):
@@ -472,7 +474,7 @@ def test_the_load_balancer_needs_one_egress_rule_per_container_port_however_many
     config, template = env
     egress = [e["Properties"] for e in template.find_resources("AWS::EC2::SecurityGroup").values() if e["Properties"]["GroupDescription"].startswith("Inference load balancer")]
     (balancer,) = egress
-    ports = sorted({promised(m)["port"] for m in config.models})
+    ports = sorted({promised(config, m)["port"] for m in config.models})
     assert sorted((r["IpProtocol"], r["FromPort"], r["ToPort"]) for r in balancer["SecurityGroupEgress"]) == [("tcp", p, p) for p in ports]
     # The only standalone egress rules: each cached model's tasks to the shared result cache (tests/infra/test_result_cache.py).
     template.resource_count_is("AWS::EC2::SecurityGroupEgress", len(cached_models(config)))
@@ -482,7 +484,7 @@ def test_tasks_accept_only_the_load_balancer_on_the_container_port(env):
     config, template = env
     ingress = template.find_resources("AWS::EC2::SecurityGroupIngress")
     to_tasks = [i["Properties"] for i in ingress.values() if i["Properties"]["GroupId"]["Fn::GetAtt"][0].startswith("Model")]
-    assert sorted((r["FromPort"], r["ToPort"], r["IpProtocol"]) for r in to_tasks) == sorted((promised(m)["port"], promised(m)["port"], "tcp") for m in config.models)
+    assert sorted((r["FromPort"], r["ToPort"], r["IpProtocol"]) for r in to_tasks) == sorted((promised(config, m)["port"], promised(config, m)["port"], "tcp") for m in config.models)
     for rule in to_tasks:
         assert rule["SourceSecurityGroupId"]["Fn::GetAtt"][0].startswith("LoadBalancerSecurityGroup")
 
@@ -496,7 +498,7 @@ def test_task_role_reads_only_its_model_prefix(env):
         statements = policy["Properties"]["PolicyDocument"]["Statement"]
         actions = sorted(str(s["Action"]) for s in statements)
         # The vLLM preset's metrics collector also writes its EMF to the model's own log group, nothing else.
-        collector = ["['logs:CreateLogStream', 'logs:DescribeLogStreams', 'logs:PutLogEvents']"] if model.vllm else []
+        collector = ["['logs:CreateLogStream', 'logs:DescribeLogStreams', 'logs:PutLogEvents']"] if config.server_config(model).vllm else []
         cache = ["elasticache:Connect"] if model.name in cached_models(config) else []  # on the result cache only
         assert actions == sorted(["s3:GetObject", "s3:ListBucket", *collector, *cache])
         for statement in statements:
@@ -548,7 +550,7 @@ def test_outputs_give_the_load_balancer_and_each_model_url(env):
     assert "LoadBalancerDns" in outputs
     for model in config.models:
         url = next(o for k, o in outputs.items() if k.startswith(f"Url{logical(model.name)}"))
-        assert url["Value"]["Fn::Join"][1][-1] == f"/{model.name}/{promised(model)['path']}"
+        assert url["Value"]["Fn::Join"][1][-1] == f"/{model.name}/{promised(config, model)['path']}"
 
 
 def test_image_asset_is_built_for_linux_amd64_from_a_lean_context(synthesized):
@@ -583,13 +585,13 @@ def test_hadolint_reports_a_planted_finding(tmp_path):
 
 def test_vllm_models_serve_with_tensor_parallelism_over_their_gpus_from_scratch(env):
     config, template = env
-    for model in [m for m in config.models if m.vllm is not None]:
+    for model in [m for m in config.models if config.server_config(m).vllm is not None]:
         server = containers(template)[model.name]
         command = server["Command"]
         assert command[:3] == ["vllm", "serve", "/scratch/model"]
         assert command[command.index("--tensor-parallel-size") + 1] == str(model.gpus) == "4"
         assert server["ResourceRequirements"] == [{"Type": "GPU", "Value": "4"}]
-        assert server["LinuxParameters"]["SharedMemorySize"] == model.vllm.shared_memory_mib
+        assert server["LinuxParameters"]["SharedMemorySize"] == config.server_config(model).vllm.shared_memory_mib
         assert server["DependsOn"] == [{"Condition": "SUCCESS", "ContainerName": "model-fetch"}]
         assert "vllm/vllm-openai" not in str(server["Image"]) and str(server["Image"]).count(".dkr.ecr.") == 1, "from the account's ECR mirror"
         fetcher = containers(template, "model-fetch")[model.name]
@@ -601,8 +603,8 @@ def test_vllm_models_serve_with_tensor_parallelism_over_their_gpus_from_scratch(
 
 
 def test_the_per_environment_model_kind_tests_have_a_subject(synthesized):
-    """Tests here and in test_scaling, test_monitoring and test_liveness check `[m for m in config.models if m.vllm
+    """Tests here and in test_scaling, test_monitoring and test_liveness check `[m for m in config.models if config.server_config(m).vllm
     ...]` per environment: vacuous where an environment has no such model. This keeps each kind served somewhere,
     so those loops cannot all be empty."""
-    models = [m for stage in synthesized.stages.values() for m in stage.config.models]
-    assert any(m.vllm is not None for m in models) and any(m.vllm is None for m in models)
+    served = [stage.config.server_config(m) for stage in synthesized.stages.values() for m in stage.config.models]
+    assert any(s.vllm is not None for s in served) and any(s.vllm is None for s in served)

@@ -162,7 +162,7 @@ def test_every_server_kind_can_scale_in(server):
     stack, parts = stack_with_placement()
     model = ModelProps(name="mm", version="1", gpus=1)
     definition = {
-        "bundled": BundledServer(IMAGE),
+        "bundled": BundledServer(image=IMAGE),
         "vllm": VllmServer(VllmProps(image=EcrImage("mirror/vllm", "v0.32.0"))),
         "triton": TritonServer(TritonProps(image=EcrImage("mirror/triton", "25.10-py3"))),
         "tgi": TgiServer(TgiProps(image=EcrImage("mirror/tgi", "3.3"))),

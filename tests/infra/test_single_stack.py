@@ -39,7 +39,7 @@ def template() -> Template:
     for name in ("embedder", "classifier"):
         ModelService(stack, name.capitalize(), model=ModelProps(name=name, version="v3"), timing=ServiceTimingProps(),
                      cluster=gpus.cluster, capacity_provider_name=gpus.capacity_provider.capacity_provider_name, instance_type="g5.xlarge",
-                     subnets=network.private_subnets, server=BundledServer(ecs.ContainerImage.from_registry("example.com/their-server:1")),
+                     subnets=network.private_subnets, server=BundledServer(image=ecs.ContainerImage.from_registry("example.com/their-server:1")),
                      model_store=store, load_balancer=alb, logs_key=kms.Key(stack, f"{name}Logs"), log_retention_days=30,
                      environment_name="prod")
     return Template.from_stack(stack)

@@ -68,8 +68,8 @@ def evaluate(statement: dict, path: str, labels: set[str]) -> bool:
     return re.search(body["RegexString"], path) is not None
 
 
-def prediction_path(model) -> str:
-    if model.vllm is not None:
+def prediction_path(config, model) -> str:
+    if config.server_config(model).vllm is not None:
         return f"/{model.name}/v1/completions"
     return f"/{model.name}/predict"
 
@@ -95,7 +95,7 @@ def test_managed_rule_matches_block_attacks_but_not_prediction_texts_or_api_clie
     if rules is None:
         pytest.skip(f"{config.name} has no web ACL")
     for model in config.models:
-        assert decide(rules, prediction_path(model), matches) == on_predictions, (model.name, what)
+        assert decide(rules, prediction_path(config, model), matches) == on_predictions, (model.name, what)
         assert decide(rules, f"/{model.name}/ready", matches) == elsewhere, (model.name, what)
 
 
@@ -108,8 +108,8 @@ def test_the_decision_walk_blocks_what_an_unoverridden_rule_matches(env):
     stripped = {name: {**rule, "Statement": {"ManagedRuleGroupStatement": {
         k: v for k, v in rule["Statement"]["ManagedRuleGroupStatement"].items() if k != "RuleActionOverrides"}}}
         if "ManagedRuleGroupStatement" in rule["Statement"] else rule for name, rule in rules.items()}
-    assert decide(stripped, prediction_path(config.models[0]), {"Log4JRCE_BODY"}) == "BLOCK"
-    assert decide(stripped, prediction_path(config.models[0]), {"NoUserAgent_HEADER"}) == "BLOCK"
+    assert decide(stripped, prediction_path(config, config.models[0]), {"Log4JRCE_BODY"}) == "BLOCK"
+    assert decide(stripped, prediction_path(config, config.models[0]), {"NoUserAgent_HEADER"}) == "BLOCK"
 
 
 def waf_transform(value: str, transformations: list[dict]) -> str:

@@ -53,7 +53,7 @@ def test_the_recommended_snippet_round_trips_through_the_apps_config_loader(caps
     dev["capacity"], dev["models"] = capacity, [model]
     config = load_environment("dev", dev)
     assert config.capacity.instance_types == tuple(capacity["instance_types"])
-    assert config.models[0].name == "minilm" and config.models[0].max_batch_size == model["max_batch_size"]
+    assert config.models[0].name == "minilm" and config.server_config(config.models[0]).bundled.max_batch_size == model["max_batch_size"]
     assert config.models[0].scaling.requests_per_target_per_minute == model["scaling"]["requests_per_target_per_minute"]
 
 
@@ -88,7 +88,7 @@ def test_an_llm_snippet_is_a_vllm_block_on_its_own_capacity_group_that_loads_and
     dev = json.loads(json.dumps(cdk_context()["environments"]["dev"]))
     dev["capacity_groups"], dev["models"] = recommendation["capacity_groups"], [model]
     config = load_environment("dev", dev)
-    assert config.models[0].vllm.max_num_seqs == 8 and config.model_placement() == {"llama-2-7b": "llm"}
+    assert config.server_config(config.models[0]).vllm.max_num_seqs == 8 and config.model_placement() == {"llama-2-7b": "llm"}
     (task,) = synthesized_task_definitions("dev", config)
     server = next(c for c in task["ContainerDefinitions"] if c["Name"] == "server")
     assert server["Command"][:2] == ["vllm", "serve"]
@@ -113,10 +113,10 @@ def test_a_snippet_with_several_gpus_per_task_sets_gpus_and_loads(capsys, llama_
     staging["models"] = [m for m in staging["models"] if m["name"] != "llama-13b"] + [model]
     config = load_environment("staging", staging)
     loaded = next(m for m in config.models if m.name == "llama-2-13b")
-    assert loaded.gpus == 2 and loaded.vllm is not None
+    assert loaded.gpus == 2 and config.server_config(loaded).vllm is not None
     # Two tasks per instance, sidecars included, beside what the agent keeps.
     instance = config.group_capacity("llm").smallest_instance_type()
-    cpu, memory = loaded.sidecar_reservation
+    cpu, memory = config.server_of(loaded).sidecar_reservation
     assert 2 * (loaded.cpu + cpu) + 512 <= instance.task_cpu_limit_units
     assert 2 * (loaded.memory_mib + memory) <= instance.task_memory_limit_mib
 

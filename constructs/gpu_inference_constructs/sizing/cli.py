@@ -8,9 +8,9 @@ import sys
 from dataclasses import asdict, replace
 from pathlib import Path
 
+from ..bundled_server import BundledServerProps
 from ..errors import ConfigError
 from ..gpu_capacity import GpuCapacityProps
-from ..model_service import ModelProps
 from ..monitoring import MonitoringProps
 from ..scaling_props import ModelScalingProps
 from ..settings import from_dict
@@ -50,12 +50,12 @@ def parser() -> argparse.ArgumentParser:
     load.add_argument("--requests-per-second", type=float, required=True)
     load.add_argument("--p95-ms", type=float, default=float(ModelScalingProps.latency_p95_ms),
                       help="latency goal (default %(default)g, ModelScalingProps')")
-    load.add_argument("--tokens-per-request", help=f"encoders: tokens per text (default {ModelProps.max_sequence_length}, "
-                                                   "ModelProps.max_sequence_length); LLMs: PROMPT,OUTPUT (required)")
+    load.add_argument("--tokens-per-request", help=f"encoders: tokens per text (default {BundledServerProps.max_sequence_length}, "
+                                                   "BundledServerProps.max_sequence_length); LLMs: PROMPT,OUTPUT (required)")
     load.add_argument("--concurrency", type=int, default=1, help="LLMs: sequences one task decodes together (default 1)")
     load.add_argument("--runtime", choices=sorted(RUNTIME_FACTORS), default="eager",
-                      help="encoders: ModelProps.runtime; its throughput factor (measured or estimated) scales the estimate")
-    load.add_argument("--max-batch-size", type=int, default=ModelProps.max_batch_size,
+                      help="encoders: BundledServerProps.runtime; its throughput factor (measured or estimated) scales the estimate")
+    load.add_argument("--max-batch-size", type=int, default=BundledServerProps.max_batch_size,
                       help="encoders: the server's largest batch (default %(default)s)")
     buy = p.add_argument_group("where and how it is bought")
     buy.add_argument("--region", help="default: the --environment's, else us-east-1")
@@ -175,7 +175,7 @@ def _workload(args: argparse.Namespace, model: ModelShape) -> Workload:
     if raw is None:
         if model.kind == "llm":
             raise ConfigError("--tokens-per-request", "an LLM needs PROMPT,OUTPUT tokens per request, e.g. 512,256")
-        raw = str(ModelProps.max_sequence_length)
+        raw = str(BundledServerProps.max_sequence_length)
     parts = raw.split(",")
     try:
         tokens = [int(p) for p in parts]

@@ -23,16 +23,11 @@ from ..deployment_capacity import (
 )
 from ..errors import ConfigError
 from ..gpu_capacity import GpuCapacityProps
-from ..model_service import (
-    AGENT_RESERVED_CPU,
-    ROLLING_MAX_HEALTHY_PERCENT,
-    VLLM_SIDECAR_CPU,
-    VLLM_SIDECAR_MEMORY_MIB,
-    ModelProps,
-    service_deployment,
-)
+from ..model_entry import server_for, split_model_entry
+from ..model_props import AGENT_RESERVED_CPU, ROLLING_MAX_HEALTHY_PERCENT, ModelProps, service_deployment
 from ..server_contract import DEFAULT_COLLECTOR_IMAGE, DEFAULT_FETCHER_IMAGE
 from ..settings import from_dict
+from ..vllm_server import VllmServer
 from .advisor import TypeAdvice
 from .model_shape import ModelShape
 from .workload import Assumptions, Purchase, Workload
@@ -119,7 +114,8 @@ def recommend(advice: list[TypeAdvice], model: ModelShape, workload: Workload, p
     memory = instance.task_memory_limit_mib // per_instance
     block = {"name": _model_name(name or model.name), "version": version}
     if llm:
-        cpu, memory = cpu - VLLM_SIDECAR_CPU, memory - VLLM_SIDECAR_MEMORY_MIB
+        sidecar_cpu, sidecar_memory = VllmServer().sidecar_reservation
+        cpu, memory = cpu - sidecar_cpu, memory - sidecar_memory
         # The model's files are copied to scratch on the root volume, and a task of the outgoing version may
         # still hold its copy: room for two copies per task beside the image.
         weights_gib = model.weight_bytes / 2**30
@@ -188,9 +184,12 @@ def validate(recommendation: Recommendation, region: str) -> tuple[GpuCapacityPr
     key = f"capacity_groups.{group}.capacity" if group else "capacity"
     try:
         capacity = from_dict(GpuCapacityProps, recommendation.capacity, key)
-        model = from_dict(ModelProps, recommendation.model, "models[0]")
+        entry, server_props = split_model_entry(recommendation.model, "models[0]")
+        model = from_dict(ModelProps, entry, "models[0]")
         smallest = capacity.smallest_instance_type()
-        model.check_fits(smallest)
+        server = server_for(server_props)
+        server.check(model)
+        model.check_fits(smallest, server.sidecar_reservation)
         check_group_holds_deployment_at_peak(capacity.max_capacity, smallest.gpus, [service_deployment(model, in_gpus=True)],
                                              key=f"{key}.max_capacity")
     except ConfigError as error:

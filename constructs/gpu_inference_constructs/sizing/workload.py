@@ -20,9 +20,9 @@ class Workload:
     prompt_tokens: int  # an encoder's tokens per text (its sequence length); an LLM's prompt
     output_tokens: int = 0  # LLMs: tokens generated per request
     concurrency: int = 1  # LLMs: sequences one task decodes together
-    max_batch_size: int = 32  # encoders: the server's largest batch (ModelProps default)
+    max_batch_size: int = 32  # encoders: the server's largest batch (BundledServerProps default)
     max_batch_wait_ms: int = 2
-    runtime: str = "eager"  # encoders: ModelProps.runtime; scales the estimate by sizing.runtimes' factor
+    runtime: str = "eager"  # encoders: BundledServerProps.runtime; scales the estimate by sizing.runtimes' factor
 
     def __post_init__(self) -> None:
         _positive(self.requests_per_second, "--requests-per-second", "requests per second, e.g. 200")
@@ -34,7 +34,7 @@ class Workload:
         if self.runtime not in RUNTIME_FACTORS:
             raise ConfigError("--runtime", f"{self.runtime!r}: use one of {', '.join(RUNTIME_FACTORS)}")
         if not 1 <= self.max_batch_size <= 512:
-            raise ConfigError("--max-batch-size", f"{self.max_batch_size} is out of range; allowed 1 to 512 (ModelProps)")
+            raise ConfigError("--max-batch-size", f"{self.max_batch_size} is out of range; allowed 1 to 512 (BundledServerProps)")
 
     @property
     def tokens_per_request(self) -> int:

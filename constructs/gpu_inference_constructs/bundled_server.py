@@ -1,0 +1,226 @@
+"""The bundled preset: this repository's model server (inference_image/), its props and its contract."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from aws_cdk import aws_ecr_assets as ecr_assets
+from aws_cdk import aws_ecs as ecs
+
+from .errors import require, require_range
+from .load_balancer import ALB_MAX_IDLE_TIMEOUT_SECONDS, IDLE_TIMEOUT_MARGIN_SECONDS
+from .model_props import ModelProps
+from .result_cache import ModelCacheProps
+from .server_contract import (
+    BUNDLED_DEFAULT_DRAIN_SECONDS,
+    BUNDLED_EXIT_SECONDS,
+    SCRATCH_PATH,
+    LivenessCheck,
+    ModelFromS3,
+    ServerContext,
+    ServerContract,
+    StopTiming,
+    sidecar_reservation,
+)
+
+# The bundled server's MODEL_RUNTIME values (inference_server.runtimes.RUNTIMES).
+MODEL_RUNTIMES = ("eager", "compile", "onnx", "int8")
+TASKS = ("text-classification", "text-embedding", "torch-export", "image-classification")
+TEXT_TASKS = ("text-classification", "text-embedding")
+
+BUNDLED_PORT = 8080
+BUNDLED_USER = "10001:10001"
+BUNDLED_COMMAND = ("python", "-m", "inference_server")
+BUNDLED_LIVENESS = ("CMD", "python", "-m", "inference_server.healthcheck")
+BUNDLED_READINESS_PATH = "/ready"
+# What the listener rule forwards, below /<model>: the inference and metadata routes, every one behind the key
+# (the server's own rule: every route but its probes needs one). /predict* is /predict and /predict/batch in one
+# pattern and /v2* is the protocol's /v2 (server metadata) and /v2/..., leaving room for the docs within a rule's
+# 5 condition values; anything else they match gets the server's 401 without a key. Probes, metrics and (unless
+# api_docs) docs are never forwarded: the listener's 404.
+BUNDLED_PUBLIC_PATHS = ("/predict*", "/v1/*", "/v2*")
+BUNDLED_DOCS_PATHS = ("/docs", "/openapi.json")
+MAX_BUNDLED_WORKERS = 256  # the server refuses more (inference_server.settings: WORKERS)
+
+
+def bundled_environment_keys() -> tuple[str, ...]:
+    """Variables the bundled preset sets from the model's own keys (ModelProps.environment may not)."""
+    return (
+        "PORT", "MODEL_NAME", "MODEL_VERSION", "MODEL_URI", "MODEL_TASK", "MODEL_CACHE_DIR", "DEPLOYMENT_ENV",
+        "MAX_BATCH_SIZE", "MAX_BATCH_WAIT_MS", "MAX_QUEUE_SIZE", "MAX_SEQUENCE_LENGTH", "REQUEST_TIMEOUT_S",
+        "DRAIN_TIMEOUT_S", "KEEP_ALIVE_S", "RESULT_CACHE_SIZE", "COMPILE", "MODEL_RUNTIME", "REQUIRE_MANIFEST", "API_KEYS", "DOCS",
+        "AWS_DEFAULT_REGION", "HOME", "TMPDIR",
+    )
+
+
+def bundled_workers(cpu_units: int) -> int:
+    """HTTP workers for a bundled-server task reserving ``cpu_units`` (1024 = one vCPU): one per whole vCPU of the
+    reservation, less one for the model process (which drives the GPU, batches and runs the forward pass: a core
+    of its own), at least 1. ``floor``, not ``ceil``: on ECS on EC2 the reservation is a CPU share, the minimum the
+    task is guaranteed under contention, not a limit; the container sees every vCPU of the host (its cgroup has no
+    CPU quota), so the server's own default, one worker per CPU it can see, would start 47 on a g5.12xlarge."""
+    return max(1, cpu_units // 1024 - 1)
+
+
+def bundled_workers_for(environment: Mapping[str, str], cpu_units: int) -> int:
+    """The bundled server's ``WORKERS``: ``environment["WORKERS"]`` when the model sets it (a whole number from 1 to
+    the server's own limit, MAX_BUNDLED_WORKERS), else :func:`bundled_workers` of ``cpu_units``."""
+    raw = environment.get("WORKERS")
+    if raw is None:
+        return bundled_workers(cpu_units)
+    require(
+        isinstance(raw, str) and re.fullmatch(r"[1-9][0-9]*", raw) is not None and int(raw) <= MAX_BUNDLED_WORKERS,
+        "environment.WORKERS",
+        f"{raw!r} is not a worker count: set a whole number from 1 to {MAX_BUNDLED_WORKERS} (the bundled server's HTTP "
+        f"worker processes), or leave WORKERS out for one per whole vCPU of cpu less one ({bundled_workers(cpu_units)} "
+        f"for cpu {cpu_units})",
+    )
+    return int(raw)
+
+
+# The bundled server's Docker build context (Dockerfile, requirements, the inference_server package), shipped in this
+# package's wheel: in the repository a link to inference_image/, so both build the same asset (the same hash).
+SERVER_IMAGE_DIRECTORY = Path(__file__).parent / "server_image"
+
+
+def bundled_server_image() -> ecs.ContainerImage:
+    """The bundled server's image, built for linux/amd64 by ``cdk deploy`` (a Docker image asset; synth needs no
+    Docker) from the build context this package ships: ``pip install`` is all a team needs."""
+    return ecs.ContainerImage.from_asset(str(SERVER_IMAGE_DIRECTORY), platform=ecr_assets.Platform.LINUX_AMD64,
+                                         display_name="gpu-inference-server")
+
+
+@dataclass(frozen=True)
+class BundledServerProps:
+    """How the bundled server serves one model: its task, batching, timeouts, runtime and caches."""
+
+    task: str = "text-embedding"
+    """What the model does: text-embedding, text-classification, torch-export or image-classification. Default: text-embedding."""
+    max_batch_size: int = 32
+    """Most requests one forward pass batches (1-512). Default: 32."""
+    max_batch_wait_ms: int = 2
+    """Longest a request waits for others to batch with (0-100 ms). Default: 2."""
+    max_queue_size: int = 256
+    """Requests queued per task before it answers 503 with Retry-After. Default: 256."""
+    max_sequence_length: int = 256
+    """Tokens per text; longer texts are truncated (8-8192). Default: 256."""
+    request_timeout_seconds: int = 10
+    """The longest one request may run, and its default deadline; the load balancer's idle timeout follows it. Default: 10."""
+    drain_seconds: int = BUNDLED_DEFAULT_DRAIN_SECONDS
+    """After SIGTERM, how long the server finishes the requests it accepted (its DRAIN_TIMEOUT_S); it then takes up to
+    15 s more to exit, and both must fit the environment's ``ServiceTimingProps.stop_timeout_seconds``. Default: 70."""
+    result_cache_size: int = 0
+    """Results each task keeps in memory for repeated inputs (0 = off, at most 1000000). Default: 0."""
+    runtime: str = "eager"
+    """eager, compile, onnx or int8 (the server's MODEL_RUNTIME): all but eager need a version published with
+    ``--runtime`` (the converted artifact and its accuracy gate), and only for text tasks. Default: eager."""
+    api_docs: bool = False
+    """Serve ``/<model>/docs`` and ``/<model>/openapi.json`` behind the API key (the listener rule forwards them);
+    off, neither exists and the load balancer answers 404. Default: false."""
+    shared_cache: ModelCacheProps = field(default_factory=ModelCacheProps)
+    """How the model uses its environment's shared result cache, when the environment has one (the app's stacks
+    attach it). Default: on, with ModelCacheProps' defaults."""
+
+    def __post_init__(self) -> None:
+        require(self.task in TASKS, "task", f"{self.task!r} is not supported; use one of: {', '.join(TASKS)}")
+        require_range(self.max_batch_size, 1, 512, "max_batch_size")
+        require_range(self.max_batch_wait_ms, 0, 100, "max_batch_wait_ms", hint=" (a few ms is right)")
+        require_range(self.max_queue_size, 1, 100_000, "max_queue_size")
+        require_range(self.max_sequence_length, 8, 8192, "max_sequence_length")
+        require_range(self.request_timeout_seconds, 1, ALB_MAX_IDLE_TIMEOUT_SECONDS - IDLE_TIMEOUT_MARGIN_SECONDS, "request_timeout_seconds",
+                      hint=" (the load balancer's idle timeout, at most 4000 s, is derived from it)")
+        require_range(self.drain_seconds, 5, 120 - BUNDLED_EXIT_SECONDS, "drain_seconds",
+                      hint=f" (with the {BUNDLED_EXIT_SECONDS} s the server then takes to exit, inside the 2-minute Spot notice)")
+        require(0 <= self.result_cache_size <= 1_000_000, "result_cache_size", f"{self.result_cache_size} is out of range; allowed 0 (off) to 1000000")
+        require(self.runtime in MODEL_RUNTIMES, "runtime", f"{self.runtime!r}: use one of {', '.join(MODEL_RUNTIMES)} (publish the version with --runtime {self.runtime})")
+        require(self.runtime == "eager" or self.task in TEXT_TASKS, "runtime",
+                f"{self.runtime!r} is built for the bundled server's text-classification and text-embedding; use eager for this model")
+
+
+@dataclass(frozen=True)
+class BundledServer:
+    """This repository's server (inference_image/): one GPU, port 8080, ``/ready``, uid 10001,
+    downloads and verifies its model itself, emits the library's EMF metrics, runs
+    :func:`bundled_workers` HTTP workers for the model's ``cpu``, or ``environment["WORKERS"]`` when the model sets
+    it (a whole number from 1 to 256; see :func:`bundled_workers_for`)."""
+
+    props: BundledServerProps = field(default_factory=BundledServerProps)
+    """The server's settings for this model. Default: BundledServerProps()."""
+    image: ecs.ContainerImage | None = None
+    """Default: :func:`bundled_server_image` (built by ``cdk deploy`` from the package's own copy of
+    inference_image/); pass your ECR copy of it where the deploying machine has no Docker."""
+
+    name = "bundled"
+
+    def __post_init__(self) -> None:
+        require(isinstance(self.props, BundledServerProps), "server.props",
+                f"{type(self.props).__name__} is not BundledServerProps: BundledServer's first argument is its props; pass an image as image=")
+
+    @property
+    def stop(self) -> StopTiming:
+        return StopTiming.bundled(self.props.drain_seconds, self.props.request_timeout_seconds)
+
+    @property
+    def longest_request_seconds(self) -> int:
+        return self.props.request_timeout_seconds
+
+    @property
+    def sidecar_reservation(self) -> tuple[int, int]:
+        return sidecar_reservation(ModelFromS3.server_downloads(), None)
+
+    def check(self, model: ModelProps) -> None:
+        """What this preset needs of the model, checked before any construct is made."""
+        require(model.gpus == 1, "gpus", f"{model.gpus}: the bundled server uses one GPU per task; run more tasks, or serve with vLLM (VllmServer) for tensor parallelism")
+        model.check_reserved_environment(bundled_environment_keys(), self.name)
+        bundled_workers_for(model.environment, model.cpu)
+
+    def contract(self, context: ServerContext) -> ServerContract:
+        model, timing, props = context.model, context.timing, self.props
+        self.check(model)
+        environment = {
+            **model.environment,
+            "PORT": str(BUNDLED_PORT),
+            "MODEL_NAME": model.name,
+            "MODEL_VERSION": model.version,
+            "MODEL_URI": context.model_uri,
+            "MODEL_TASK": props.task,
+            "MODEL_CACHE_DIR": f"{SCRATCH_PATH}/model-cache",
+            "REQUIRE_MANIFEST": "true",
+            "DEPLOYMENT_ENV": context.environment_name,
+            "MAX_BATCH_SIZE": str(props.max_batch_size),
+            "MAX_BATCH_WAIT_MS": str(props.max_batch_wait_ms),
+            "MAX_QUEUE_SIZE": str(props.max_queue_size),
+            "MAX_SEQUENCE_LENGTH": str(props.max_sequence_length),
+            "REQUEST_TIMEOUT_S": str(props.request_timeout_seconds),
+            "DRAIN_TIMEOUT_S": str(props.drain_seconds),
+            "KEEP_ALIVE_S": str(timing.keep_alive_seconds),
+            "RESULT_CACHE_SIZE": str(props.result_cache_size),
+            **({"MODEL_RUNTIME": props.runtime} if props.runtime != "eager" else {}),
+            "DOCS": "true" if props.api_docs else "false",
+            "WORKERS": str(bundled_workers_for(model.environment, model.cpu)),
+            "AWS_DEFAULT_REGION": context.region,
+            "HOME": f"{SCRATCH_PATH}/home",
+            "TMPDIR": f"{SCRATCH_PATH}/tmp",
+        }
+        return ServerContract(
+            name=self.name,
+            image=self.image or bundled_server_image(),
+            command=BUNDLED_COMMAND,
+            port=BUNDLED_PORT,
+            readiness_path=BUNDLED_READINESS_PATH,
+            # /health answers as soon as the server listens, while the model loads (/ready answers 503 "loading").
+            liveness=LivenessCheck(command=BUNDLED_LIVENESS, passes_while_loading=True),
+            user=BUNDLED_USER,
+            model_source=ModelFromS3.server_downloads("MODEL_URI"),
+            environment=environment,
+            api_keys_variable="API_KEYS",
+            public_paths=BUNDLED_PUBLIC_PATHS + (BUNDLED_DOCS_PATHS if props.api_docs else ()),
+            bundled_metrics=True,
+            serves_at_root=False,
+            keep_alive_seconds=timing.keep_alive_seconds,
+            queue_capacity=props.max_queue_size,
+            stop=self.stop,
+        )

@@ -1,0 +1,56 @@
+"""One model as a plain JSON-like entry (a ``models[]`` item of cdk.json, or the sizing advisor's snippet): the
+server-neutral ModelProps keys beside either the bundled server's keys or a ``vllm`` block. The entry stays flat
+for whoever writes it; here it is split into what the library keeps apart."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from .bundled_server import BundledServer, BundledServerProps
+from .errors import ConfigError
+from .model_props import ModelProps
+from .settings import from_dict
+from .vllm_server import VllmProps, VllmServer
+
+MODEL_KEYS = frozenset(f.name for f in dataclasses.fields(ModelProps))
+BUNDLED_KEYS = frozenset(f.name for f in dataclasses.fields(BundledServerProps))
+# Keys an entry had before the props were split by server (0.x): the fix is named, not guessed.
+MOVED_KEYS = {
+    "compile": 'use runtime: "compile" (publish the version with --runtime compile)',
+}
+ServerProps = BundledServerProps | VllmProps
+
+
+def split_model_entry(entry: dict[str, Any], key: str, *, app_keys: frozenset[str] = frozenset()) -> tuple[dict[str, Any], ServerProps]:
+    """(the entry's ModelProps keys, its server's props). ``app_keys`` are the caller's own keys, left for it to
+    read; any other key is refused, and so is a bundled-server key beside a ``vllm`` block (vLLM would ignore it)."""
+    for name in sorted(entry):
+        if name in MOVED_KEYS:
+            raise ConfigError(f"{key}.{name}", f"is no longer a key: {MOVED_KEYS[name]}")
+    if isinstance(entry.get("vllm"), dict) and "longest_generation_seconds" in entry["vllm"]:
+        raise ConfigError(f"{key}.vllm.longest_generation_seconds", "is now longest_request_seconds (the same meaning, "
+                                                                      "one name with the other presets)")
+    allowed = MODEL_KEYS | BUNDLED_KEYS | {"vllm"} | app_keys
+    unknown = sorted(set(entry) - allowed)
+    if unknown:
+        raise ConfigError(f"{key}.{unknown[0]}", f"unknown key; allowed keys here: {', '.join(sorted(allowed))}")
+    bundled_keys = sorted(set(entry) & BUNDLED_KEYS)
+    if "vllm" in entry:
+        if bundled_keys:
+            raise ConfigError(f"{key}.{bundled_keys[0]}", "is a key of the bundled server, but this model runs vLLM (its "
+                                                          "vllm block), which would ignore it: remove it, or set vLLM's own key in vllm")
+        server: ServerProps = from_dict(VllmProps, entry["vllm"], f"{key}.vllm")
+    else:
+        server = from_dict(BundledServerProps, {name: entry[name] for name in bundled_keys}, key)
+    return {name: value for name, value in entry.items() if name in MODEL_KEYS}, server
+
+
+def server_for(props: ServerProps) -> BundledServer | VllmServer:
+    """The preset that serves with ``props``."""
+    return VllmServer(props=props) if isinstance(props, VllmProps) else BundledServer(props=props)
+
+
+def longest_request_key(props: ServerProps) -> str:
+    """The entry's key that bounds its longest request (the load balancer's idle timeout follows it)."""
+    return "vllm.longest_request_seconds" if isinstance(props, VllmProps) else "request_timeout_seconds"

@@ -1,0 +1,222 @@
+"""The vLLM preset: vLLM's OpenAI-compatible server (``vllm serve``), its props and its contract."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Literal
+
+from aws_cdk import aws_ecs as ecs
+
+from .errors import ConfigError, require, require_range
+from .model_props import ModelProps
+from .server_contract import (
+    API_KEY_NAME,
+    DEFAULT_API_KEY_NAME,
+    SCRATCH_PATH,
+    VLLM_LONGEST_REQUEST_SECONDS,
+    EcrImage,
+    LivenessCheck,
+    ModelFromS3,
+    PrometheusMetrics,
+    ScalingSignal,
+    ServerContext,
+    ServerContract,
+    StopTiming,
+    port_liveness,
+    sidecar_reservation,
+    vllm_drain_seconds,
+)
+
+VLLM_RESERVED_ENVIRONMENT = (
+    "HOME", "XDG_CACHE_HOME", "VLLM_CACHE_ROOT", "HF_HOME", "HF_HUB_OFFLINE", "VLLM_NO_USAGE_STATS", "DO_NOT_TRACK",
+    "VLLM_HTTP_TIMEOUT_KEEP_ALIVE", "AWS_DEFAULT_REGION", "VLLM_API_KEY",
+)
+
+VLLM_MAX_DEFAULT_SHM_MIB = 16384
+VLLM_METRICS = ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc")
+
+
+@dataclass(frozen=True)
+class VllmProps:
+    """vLLM's OpenAI-compatible server (``vllm serve``) for one model.
+
+    The weights are copied from the model's S3 prefix into ``/scratch/model`` by an init container
+    before vLLM starts, and vLLM serves that directory (``--model``); ``--tensor-parallel-size`` is
+    the model's ``gpus``. Defaults: ``served_model_name`` the model's name; ``max_model_len`` 4096;
+    ``gpu_memory_utilization`` 0.90; ``max_num_seqs`` 64; ``dtype`` auto; ``shared_memory_mib`` None: half the
+    model's ``memory_mib``, at most 16384 (NCCL and the engine's worker processes use /dev/shm, which counts against
+    the task's memory, so the default always fits the model's default 12288 MiB); port 8000; readiness ``/health``.
+    ``longest_request_seconds`` (default 80, at most 100): the longest generation that still finishes when its task
+    stops (scale-in, deployment, Spot): it is the deregistration delay of the model's target groups, and vLLM's
+    ``--shutdown-timeout`` gets the rest of the 2-minute Spot notice after it and vLLM's 20 s exit (20 s by default),
+    the container's ``stopTimeout`` that drain plus the exit (40 s). See :meth:`StopTiming.vllm`.
+    Scaling: hold ``target_running_requests_per_task`` (default 3/4 of ``max_num_seqs``) running
+    requests per task; add tasks when more than ``waiting_requests_scale_out`` requests wait or the
+    KV cache is more than ``kv_cache_scale_out_percent`` full. ``image``: a mirror in your ECR of
+    ``vllm/vllm-openai`` (no public registry is reachable from private subnets without NAT);
+    ``fetcher_image`` and ``collector_image``: ECR mirrors of DEFAULT_FETCHER_IMAGE and
+    DEFAULT_COLLECTOR_IMAGE (default: those public images).
+    ``api_key_name`` (default ``default``, the key the shared stack generates): vLLM takes exactly one literal key
+    (``VLLM_API_KEY``), so it gets only the key of this name from the API-key secret. Rotating it: add the new key
+    under a new name, set ``api_key_name`` to it and deploy; while the deployment replaces the tasks, old tasks
+    accept only the old key and new ones only the new (README, "API keys").
+    """
+
+    image: EcrImage | None = None
+    served_model_name: str = ""
+    max_model_len: int = 4096
+    gpu_memory_utilization: float = 0.90
+    max_num_seqs: int = 64
+    dtype: Literal["auto", "float16", "bfloat16", "float32"] = "auto"
+    shared_memory_mib: int | None = None
+    port: int = 8000
+    extra_args: tuple[str, ...] = ()
+    target_running_requests_per_task: int | None = None
+    waiting_requests_scale_out: int = 4
+    kv_cache_scale_out_percent: int = 90
+    fetcher_image: EcrImage | None = None
+    collector_image: EcrImage | None = None
+    longest_request_seconds: int = VLLM_LONGEST_REQUEST_SECONDS
+    api_key_name: str = DEFAULT_API_KEY_NAME
+
+    def __post_init__(self) -> None:
+        vllm_drain_seconds(self.longest_request_seconds)
+        require(bool(API_KEY_NAME.match(self.api_key_name)), "api_key_name",
+                f"{self.api_key_name!r} is not a key name in the API-key secret (1-64 letters, digits, '.', '_', '-', starting with a letter or digit)")
+        if self.served_model_name:
+            require(bool(re.match(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$", self.served_model_name)), "served_model_name", f"{self.served_model_name!r}: letters, digits, '.', '_', '-', '/'")
+        require_range(self.max_model_len, 128, 1_048_576, "max_model_len")
+        require(0.1 <= self.gpu_memory_utilization <= 0.98, "gpu_memory_utilization", f"{self.gpu_memory_utilization} is out of range; a fraction from 0.1 to 0.98 (leave room for CUDA graphs and the runtime)")
+        require_range(self.max_num_seqs, 1, 4096, "max_num_seqs")
+        if self.shared_memory_mib is not None:
+            require_range(self.shared_memory_mib, 1024, 262_144, "shared_memory_mib", hint=" (vLLM with tensor parallelism needs gigabytes of /dev/shm)")
+        require_range(self.port, 1024, 65535, "port")
+        owned = ("--model", "--port", "--host", "--tensor-parallel-size", "--served-model-name", "--max-model-len", "--gpu-memory-utilization", "--max-num-seqs", "--dtype", "--api-key", "--download-dir", "--shutdown-timeout")
+        for index, arg in enumerate(self.extra_args):
+            require(arg.split("=")[0] not in owned, f"extra_args[{index}]", f"{arg!r} is set from its own key; set that key instead")
+        if self.target_running_requests_per_task is not None:
+            require_range(self.target_running_requests_per_task, 1, self.max_num_seqs, "target_running_requests_per_task", hint=" (at most max_num_seqs)")
+        require_range(self.waiting_requests_scale_out, 1, 100_000, "waiting_requests_scale_out")
+        require_range(self.kv_cache_scale_out_percent, 10, 100, "kv_cache_scale_out_percent")
+
+    def shared_memory_for(self, memory_mib: int) -> int:
+        """/dev/shm in MiB for a server container of ``memory_mib``: the setting, else half of it, at most 16384."""
+        return self.shared_memory_mib if self.shared_memory_mib is not None else min(VLLM_MAX_DEFAULT_SHM_MIB, memory_mib // 2)
+
+    @property
+    def running_target(self) -> int:
+        return self.target_running_requests_per_task or max(1, (self.max_num_seqs * 3) // 4)
+
+
+def vllm_liveness(port: int) -> LivenessCheck:
+    """vLLM opens its port only once the weights are loaded: :func:`port_liveness` on ``/health``."""
+    return port_liveness(port, "/health")
+
+
+@dataclass(frozen=True)
+class VllmServer:
+    """The vLLM preset: ``props`` (default VllmProps()) say how vLLM serves the model; ``--tensor-parallel-size`` is
+    the model's ``gpus``. ``image``, ``fetcher_image`` and ``collector_image`` (ContainerImage: your own build, for
+    example) take the place of the props' ECR mirrors of the same; ``user`` defaults to 1000:1000."""
+
+    props: VllmProps = field(default_factory=lambda: VllmProps())
+    image: ecs.ContainerImage | None = None
+    user: str = "1000:1000"
+    fetcher_image: ecs.ContainerImage | None = None
+    collector_image: ecs.ContainerImage | None = None
+
+    name = "vllm"
+
+    def __post_init__(self) -> None:
+        require(isinstance(self.props, VllmProps), "server.props",
+                f"{type(self.props).__name__} is not VllmProps: VllmServer's first argument is its props; pass an image as image=")
+
+    @property
+    def stop(self) -> StopTiming:
+        return StopTiming.vllm(self.props.longest_request_seconds)
+
+    @property
+    def longest_request_seconds(self) -> int:
+        return self.props.longest_request_seconds
+
+    @property
+    def sidecar_reservation(self) -> tuple[int, int]:
+        return sidecar_reservation(ModelFromS3.copy_to_scratch(), PrometheusMetrics(metrics=VLLM_METRICS))
+
+    def check(self, model: ModelProps) -> None:
+        """What this preset needs of the model, checked before any construct is made."""
+        model.check_reserved_environment(VLLM_RESERVED_ENVIRONMENT, self.name)
+        shm = self.props.shared_memory_for(model.memory_mib)
+        require(shm < model.memory_mib, "vllm.shared_memory_mib",
+                f"{shm} MiB of /dev/shm must be below memory_mib ({model.memory_mib}): shared memory counts against the task's memory")
+
+    def contract(self, context: ServerContext) -> ServerContract:
+        model, props = context.model, self.props
+        self.check(model)
+        image = self.image
+        if image is None and props.image is not None:
+            image = props.image.container_image(context.scope, "VllmImage")
+        if image is None:
+            raise ConfigError("vllm.image", "is missing: give the ECR repository and tag of your vllm/vllm-openai mirror, or pass image= to VllmServer")
+        fetcher_image = self.fetcher_image or (props.fetcher_image.container_image(context.scope, "FetcherImage") if props.fetcher_image else None)
+        collector_image = self.collector_image or (props.collector_image.container_image(context.scope, "CollectorImage") if props.collector_image else None)
+        model_path = f"{SCRATCH_PATH}/model"
+        command = (
+            "vllm", "serve", model_path,
+            "--host", "0.0.0.0",
+            "--port", str(props.port),
+            "--served-model-name", props.served_model_name or model.name,
+            "--tensor-parallel-size", str(model.gpus),
+            "--max-model-len", str(props.max_model_len),
+            "--gpu-memory-utilization", f"{props.gpu_memory_utilization:g}",
+            "--max-num-seqs", str(props.max_num_seqs),
+            "--dtype", props.dtype,
+            "--shutdown-timeout", str(vllm_drain_seconds(props.longest_request_seconds)),
+            # Its /docs, /redoc and /openapi.json answer without the key: off (the listener forwards only /v1/* anyway).
+            "--disable-fastapi-docs",
+            *props.extra_args,
+        )
+        waiting, kv_cache = (PrometheusMetrics.cloudwatch_name(m) for m in VLLM_METRICS[1:])
+        running = PrometheusMetrics.cloudwatch_name(VLLM_METRICS[0])
+        return ServerContract(
+            name=self.name,
+            image=image,
+            command=command,
+            port=props.port,
+            readiness_path="/health",
+            # vLLM's --api-key guards /v1 only: /invocations, /pooling, /score, /rerank, /tokenize and its control
+            # routes answer without a key (docs.vllm.ai, "Security"). Clients reach the OpenAI API and nothing else.
+            public_paths=("/v1/*",),
+            liveness=vllm_liveness(props.port),
+            user=self.user,
+            model_source=ModelFromS3.copy_to_scratch(model_path, fetcher_image=fetcher_image),
+            shared_memory_mib=props.shared_memory_for(model.memory_mib),
+            tmpfs_mib={"/tmp": 2048},
+            environment={
+                **model.environment,
+                "HOME": f"{SCRATCH_PATH}/home",
+                "XDG_CACHE_HOME": f"{SCRATCH_PATH}/cache",
+                "VLLM_CACHE_ROOT": f"{SCRATCH_PATH}/cache/vllm",
+                "HF_HOME": f"{SCRATCH_PATH}/cache/huggingface",
+                # Never reach a model hub: the weights are already on the scratch volume.
+                "HF_HUB_OFFLINE": "1",
+                "VLLM_NO_USAGE_STATS": "1",
+                "DO_NOT_TRACK": "1",
+                # Above the ALB idle timeout, or the ALB reuses connections vLLM closed (502s).
+                "VLLM_HTTP_TIMEOUT_KEEP_ALIVE": str(context.timing.keep_alive_seconds),
+                "AWS_DEFAULT_REGION": context.region,
+            },
+            # vLLM takes one literal key: the one of this name in the secret's JSON object (see VllmProps).
+            api_keys_variable="VLLM_API_KEY",
+            api_key_field=props.api_key_name,
+            keep_alive_seconds=context.timing.keep_alive_seconds,
+            stop=self.stop,
+            metrics=PrometheusMetrics(metrics=VLLM_METRICS, collector_image=collector_image),
+            scaling_signals=(
+                ScalingSignal(running, target=props.running_target),
+                ScalingSignal(waiting, statistic="Maximum", scale_out_above=props.waiting_requests_scale_out),
+                # vllm:kv_cache_usage_perc is a fraction, 0 to 1.
+                ScalingSignal(kv_cache, statistic="Maximum", scale_out_above=props.kv_cache_scale_out_percent / 100, maximum=1),
+            ),
+        )
