@@ -64,11 +64,30 @@ TORCH_LINKS ?= $(if $(wildcard /opt/wheels/torch-*),/opt/wheels,https://download
 UV_LOCK = $(VENV)/bin/uv pip compile --quiet --generate-hashes --python-version 3.11 --python-platform x86_64-manylinux_2_28 \
 	--no-emit-package torch --no-emit-package gpu-inference-constructs --no-emit-package inference-server
 
+# The image's lock (inference_image/requirements.lock, installed by its Dockerfile with --require-hashes) is resolved
+# for the base image: its Python (BASE_PYTHON in the Dockerfile), glibc 2.35 (Ubuntu 22.04), wheels only, and beside
+# the base's torch (BASE_TORCH), so every pin also satisfies that torch. torch and what only torch brings (its CUDA
+# wheels, triton, sympy, networkx, ...) are the base's own and left out of the lock (--no-emit-package): PyPI's torch
+# brings CUDA wheels of another CUDA version than the base's, which pip would install into the image beside the base's.
+# What torch and the server's packages both need (filelock, fsspec, typing-extensions) stays in, at versions both
+# accept.
+# Constrained by the dev lock, so the image runs the versions the tests run.
+IMAGE_ARG = $(shell sed -n 's/^ARG $(1)=//p' inference_image/Dockerfile)
+UV_IMAGE = $(VENV)/bin/uv pip compile --quiet --python-version $(call IMAGE_ARG,BASE_PYTHON) \
+	--python-platform x86_64-manylinux_2_35 --only-binary :all:
+
 lock: | $(PY)
 	$(PY) -m pip install --quiet '$(shell grep -E '^uv==' requirements-dev.txt)'
 	$(UV_LOCK) --find-links $(TORCH_LINKS) requirements-dev.txt -o requirements-dev.lock
 	$(UV_LOCK) -c requirements-dev.lock requirements.txt -o requirements.lock
 	$(UV_LOCK) requirements-checkov.txt -o requirements-checkov.lock
+	set -euo pipefail; base=$$(mktemp -d); trap 'rm -rf "$$base"' EXIT; \
+	echo 'torch==$(call IMAGE_ARG,BASE_TORCH)' > "$$base/requirements.txt"; \
+	$(UV_IMAGE) --no-header --no-annotate "$$base/requirements.txt" | sed 's/==.*//' | sort > "$$base/torch"; \
+	$(UV_IMAGE) --no-header --no-annotate inference_image/requirements.txt | sed 's/==.*//' | sort > "$$base/server"; \
+	$(UV_IMAGE) --generate-hashes --custom-compile-command 'make lock' -c requirements-dev.lock \
+		$$(comm -23 "$$base/torch" "$$base/server" | sed 's/^/--no-emit-package /') \
+		inference_image/requirements.txt "$$base/requirements.txt" -o inference_image/requirements.lock
 
 $(VALKEY_STAMP): | $(PY)
 	@if ! command -v valkey-server >/dev/null; then \

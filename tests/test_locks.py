@@ -1,6 +1,7 @@
 """The locks `make` installs from (requirements*.lock, written by `make lock`) hold every pin of the requirements
 they come from, each with its hashes: a pin edited in a requirements*.txt without `make lock` fails here, not on
-a fresh machine."""
+a fresh machine. The server's image installs its lock (inference_image/requirements.lock) the same way, on top of
+its base image's torch."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCKS = {"requirements.txt": "requirements.lock", "requirements-dev.txt": "requirements-dev.lock",
-         "requirements-checkov.txt": "requirements-checkov.lock"}
+         "requirements-checkov.txt": "requirements-checkov.lock",
+         "inference_image/requirements.txt": "inference_image/requirements.lock"}
 UNLOCKED = {"torch"}  # installed beside the lock: its CPU build is a local file (Makefile, TORCH)
 PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.-]*)(?:\[[^\]]*\])?==([^\s;\\]+)", re.MULTILINE)
 
@@ -67,3 +69,70 @@ def test_a_pin_changed_without_make_lock_is_found(tmp_path):
     assert any(p.startswith("cdk-nag==9.") and "run `make lock`" in p for p in problems), problems
     assert any("has no hash" in p for p in problems), problems
     assert not any("torch" in p for p in problems)
+
+
+# Never in the image's lock: torch, its CUDA wheels and triton are the base image's. PyPI's torch brings CUDA wheels of
+# another CUDA version than the base's, which pip would install into the image beside the base's (Makefile,
+# `make lock`).
+BASE_PROVIDED = re.compile(r"^(torch|triton|cuda-[a-z-]+|nvidia-(?!ml-py$)[a-z0-9-]+)$")
+
+
+def image_lock_problems(lock: Path) -> list[str]:
+    return [f"{name} is in {lock.name}: the base image provides it (with torch)" for name in locked(lock)
+            if BASE_PROVIDED.match(name)]
+
+
+def dockerfile_problems(dockerfile: Path) -> list[str]:
+    """The image's pip install: from the lock, in hash-checking mode, wheels only."""
+    text = re.sub(r"\\\n\s*", " ", dockerfile.read_text())
+    installs = [line for line in text.splitlines() if line.startswith("RUN ") and re.search(r"pip install .*-r ", line)]
+    problems = [] if installs else [f"{dockerfile.name} installs no requirements file"]
+    for line in installs:
+        problems += [f"{dockerfile.name}: {line!r} lacks {flag}"
+                     for flag in ("-r requirements.lock", "--require-hashes", "--only-binary :all:") if flag not in line]
+    if not re.search(r"^COPY requirements\.lock ", text, re.MULTILINE):
+        problems.append(f"{dockerfile.name} does not COPY requirements.lock")
+    return problems
+
+
+def test_the_image_lock_leaves_the_base_images_torch_and_its_cuda_wheels_out():
+    lock = ROOT / "inference_image" / "requirements.lock"
+    assert {"numpy", "pillow", "nvidia-ml-py"} <= locked(lock).keys()  # the server's own, though the base may have them
+    assert image_lock_problems(lock) == []
+
+
+def test_the_image_installs_its_lock_with_hashes_and_ships_it_in_its_build_context():
+    image = ROOT / "inference_image"
+    assert dockerfile_problems(image / "Dockerfile") == []
+    assert "!requirements.lock" in (image / ".dockerignore").read_text().splitlines()
+    assert '"server_image/requirements.lock"' in (ROOT / "constructs" / "pyproject.toml").read_text()  # in the wheel
+
+
+def test_a_changed_image_pin_a_missing_hash_or_a_base_package_in_the_image_lock_is_found(tmp_path):
+    image = ROOT / "inference_image"
+    requirements = tmp_path / "requirements.txt"
+    requirements.write_text((image / "requirements.txt").read_text().replace("pillow==", "pillow==9."))
+    lock = tmp_path / "requirements.lock"
+    lock.write_text((image / "requirements.lock").read_text().replace("    --hash=sha256:", "    # ", 2)
+                    + "nvidia-cublas-cu12==12.6.4.1 \\\n    --hash=sha256:" + "0" * 64 + "\n    # via torch\n")
+    problems = lock_problems(requirements, lock)
+    assert any(p.startswith("pillow==9.") and "run `make lock`" in p for p in problems), problems
+    assert any("has no hash" in p for p in problems), problems
+    assert image_lock_problems(lock) == [f"nvidia-cublas-cu12 is in {lock.name}: the base image provides it "
+                                         "(with torch)"]
+
+
+@pytest.mark.parametrize("planted, missing", [
+    (("requirements.lock ./", "requirements.txt ./"), "does not COPY requirements.lock"),
+    (("-r requirements.lock", "-r requirements.txt"), "lacks -r requirements.lock"),
+    (("--require-hashes ", ""), "lacks --require-hashes"),
+    (("--only-binary :all: ", ""), "lacks --only-binary :all:"),
+    (("--require-hashes -r requirements.lock", "fastapi==0.163.2"), "installs no requirements file"),
+])
+def test_a_dockerfile_that_installs_without_the_lock_or_its_hashes_is_found(tmp_path, planted, missing):
+    dockerfile = tmp_path / "Dockerfile"
+    text = (ROOT / "inference_image" / "Dockerfile").read_text()
+    assert planted[0] in text
+    dockerfile.write_text(text.replace(planted[0], planted[1]))
+    problems = dockerfile_problems(dockerfile)
+    assert len(problems) == 1 and missing in problems[0], problems

@@ -46,7 +46,7 @@ IMAGE = ROOT / "inference_image"
 
 def build_context_files() -> dict[str, bytes]:
     """What the Dockerfile copies: the files the bundled server's image is built from."""
-    files = [IMAGE / name for name in ("Dockerfile", ".dockerignore", "requirements.txt", "pyproject.toml")]
+    files = [IMAGE / name for name in ("Dockerfile", ".dockerignore", "requirements.lock", "pyproject.toml")]
     files += [p for p in (IMAGE / "inference_server").rglob("*") if p.suffix in (".py", ".typed") and "__pycache__" not in p.parts]
     return {str(p.relative_to(IMAGE)): p.read_bytes() for p in files}
 
@@ -90,7 +90,7 @@ def test_a_team_with_only_the_wheel_synthesizes_the_bundled_server_image(wheel, 
     assert done.returncode == 0, done.stderr
     found = json.loads(done.stdout.strip().splitlines()[-1])
     assert Path(found["library"]).is_relative_to(site)
-    assert {"Dockerfile", "requirements.txt", "inference_server/__main__.py"} <= set(found["staged"])
+    assert {"Dockerfile", "requirements.lock", "inference_server/__main__.py"} <= set(found["staged"])
 
 
 def test_aws_cdk_libs_cloud_assembly_schema_module_is_the_one_installed():

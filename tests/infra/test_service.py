@@ -559,7 +559,7 @@ def test_image_asset_is_built_for_linux_amd64_from_a_lean_context(synthesized):
     assert image["source"]["platform"] == "linux/amd64"
     context = synthesized.outdir / "assembly-Dev" / image["source"]["directory"]
     names = {path.name for path in context.rglob("*")}
-    assert {"Dockerfile", "requirements.txt", "pyproject.toml", "__main__.py", "healthcheck.py"} <= names
+    assert {"Dockerfile", "requirements.lock", "pyproject.toml", "__main__.py", "healthcheck.py"} <= names
     leaked = sorted(n for n in names if n in {"__pycache__", "tests", ".pytest_cache"} or n.endswith((".pyc", ".egg-info")) or n.startswith("test_"))
     assert leaked == []
 

@@ -23,12 +23,12 @@ def dockerfile_arg(name: str) -> str:
     return match.group(1)
 
 
-def resolve(*requirements: str, tmp_path: Path) -> subprocess.CompletedProcess:
+def resolve(*requirements: str, tmp_path: Path, file: Path = IMAGE / "requirements.txt") -> subprocess.CompletedProcess:
     report = tmp_path / "report.json"
     command = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
                "--report", str(report), "--python-version", dockerfile_arg("BASE_PYTHON"), "--implementation", "cp",
                "--only-binary", ":all:", *(arg for p in PLATFORMS for arg in ("--platform", p)),
-               "-r", str(IMAGE / "requirements.txt"), *requirements]
+               "-r", str(file), *requirements]
     return subprocess.run(command, capture_output=True, text=True, timeout=300)
 
 
@@ -56,6 +56,29 @@ def test_the_requirements_resolve_with_the_base_images_python_and_torch(tmp_path
 def test_a_pin_that_conflicts_with_the_base_torch_fails(tmp_path):
     done = resolve(f"torch=={dockerfile_arg('BASE_TORCH')}", "torch<2", tmp_path=tmp_path)
     assert done.returncode != 0 and "conflict" in (done.stderr + done.stdout).lower()
+
+
+@pytest.mark.slow
+def test_the_lock_installs_in_hash_checking_mode_for_the_base_images_python_without_torch(tmp_path):
+    """The build's install (--require-hashes -r requirements.lock), ignoring what is installed: every file's hash
+    matches, every dependency of every locked package is itself in the lock, and none needs the base's torch."""
+    done = resolve("--require-hashes", tmp_path=tmp_path, file=IMAGE / "requirements.lock")
+    assert done.returncode == 0, done.stderr[-3000:]
+    installed = {re.sub(r"[-_.]+", "-", item["metadata"]["name"]).lower(): item["metadata"]["version"]
+                 for item in json.loads((tmp_path / "report.json").read_text())["install"]}
+    locked = dict(re.findall(r"^([a-z0-9-]+)==(\S+) ", (IMAGE / "requirements.lock").read_text(), re.MULTILINE))
+    assert installed == locked and "torch" not in installed
+
+
+@pytest.mark.slow
+def test_a_lock_missing_a_dependency_fails_the_hash_checking_install(tmp_path):
+    """The twin: six (python-dateutil's dependency) taken out of a copy of the lock."""
+    lock = tmp_path / "requirements.lock"
+    text = (IMAGE / "requirements.lock").read_text()
+    lock.write_text(re.sub(r"^six==.*\n(?:    .*\n)*", "", text, flags=re.MULTILINE))
+    assert "six==" in text and "six==" not in lock.read_text()
+    done = resolve("--require-hashes", tmp_path=tmp_path, file=lock)
+    assert done.returncode != 0 and "must have their versions pinned" in done.stderr and "six" in done.stderr
 
 
 def test_the_build_imports_every_server_module_the_lazy_libraries_and_the_image_codecs():
