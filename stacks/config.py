@@ -18,7 +18,12 @@ from gpu_inference_constructs.deployment_capacity import (
 )
 from gpu_inference_constructs.errors import ConfigError, require, require_range
 from gpu_inference_constructs.gpu_capacity import GpuCapacityProps
-from gpu_inference_constructs.load_balancer import ConfiguredLoad, LoadBalancerProps, claim_priority
+from gpu_inference_constructs.load_balancer import (
+    ConfiguredLoad,
+    LoadBalancerProps,
+    check_rule_priority,
+    claim_priority,
+)
 from gpu_inference_constructs.log_retention import retention_days
 from gpu_inference_constructs.model_entry import ServerProps, longest_request_key, server_for, split_model_entry
 from gpu_inference_constructs.model_props import ModelProps, service_deployment
@@ -41,18 +46,24 @@ REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d$")
 GROUP_NAME = re.compile(r"^[a-z][a-z0-9-]{0,19}$")
 # Load balancers one environment may spread its models over (each holds 100 rules and target groups by default).
 MAX_LOAD_BALANCERS = 20
+# models[] keys of the app's own: where a model is routed.
+PLACEMENT_KEYS = frozenset({"load_balancer", "listener_priority"})
 
 
 @dataclass(frozen=True)
 class ModelServerConfig:
     """How the app serves one ``models[]`` entry: its server's props (``BundledServerProps`` from the entry's own
-    keys, or its ``vllm`` block) and which of the environment's load balancers carries it."""
+    keys, or its ``vllm`` block), which of the environment's load balancers carries it, and at which listener rule
+    priority."""
 
     props: ServerProps = field(default_factory=BundledServerProps)
     load_balancer: int = 1
+    listener_priority: int | None = None  # default: derived from the model's name
 
     def __post_init__(self) -> None:
         require_range(self.load_balancer, 1, MAX_LOAD_BALANCERS, "load_balancer", hint=" (which of the environment's load balancers serves it)")
+        if self.listener_priority is not None:
+            check_rule_priority(self.listener_priority, "listener_priority")
 
     @property
     def server(self) -> BundledServer | VllmServer:
@@ -132,7 +143,8 @@ class EnvironmentConfig:
         for index, model in enumerate(self.models):
             require(model.name not in seen, f"models[{index}].name", f"{model.name!r} is listed twice; model names must be unique")
             seen.add(model.name)
-            claim_priority(priorities.setdefault(self.server_config(model).load_balancer, {}), model.name, model.listener_priority, f"models[{index}].listener_priority",
+            served = self.server_config(model)
+            claim_priority(priorities.setdefault(served.load_balancer, {}), model.name, served.listener_priority, f"models[{index}].listener_priority",
                            fix_keys=lambda other, index=index: f"models[{names.index(other)}].listener_priority or models[{index}].listener_priority")
             group = placement.get(model.name, "")
             server = self.server_config(model).server
@@ -351,8 +363,8 @@ def with_servers(data: dict) -> dict:
     models, servers = [], []
     for index, entry in enumerate(data["models"]):
         key = f"models[{index}]"
-        model, props = split_model_entry(entry, key, app_keys=frozenset({"load_balancer"}))
-        placement = {"load_balancer": entry["load_balancer"]} if "load_balancer" in entry else {}
+        model, props = split_model_entry(entry, key, app_keys=PLACEMENT_KEYS)
+        placement = {name: entry[name] for name in PLACEMENT_KEYS if name in entry}
         servers.append(from_dict(ModelServerConfig, {"props": props, **placement}, key))
         models.append(model)
     return {**data, "models": models, "servers": servers}

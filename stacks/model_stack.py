@@ -56,6 +56,7 @@ class ModelStack(cdk.Stack):
             server=config.server_of(model),
             model_store=shared.model_store,
             load_balancer=load_balancer,
+            listener_priority=config.server_config(model).listener_priority,
             logs_key=shared.logs_key,
             log_retention_days=config.log_retention_days,
             environment_name=config.name,

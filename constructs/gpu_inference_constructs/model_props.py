@@ -13,7 +13,6 @@ from .deployment_capacity import ServiceDeployment
 from .errors import ConfigError, require, require_range
 from .instance_catalog import GpuInstanceType
 from .latency_alarms import LatencyAlarmProps, LatencyAlarmThresholds
-from .load_balancer import check_rule_priority
 from .scaling_props import ModelScalingProps
 from .schedules import check_model_task_range
 
@@ -45,9 +44,6 @@ class ModelProps:
     """Most tasks scaling starts. Default: 4."""
     expected_load_seconds: int = 180
     """How long download, load and warm-up take: the health-check grace period follows it. Default: 180."""
-    listener_priority: int | None = None
-    """Its listener rule's priority. Default: derived from the name on an InferenceLoadBalancer; required on your own
-    listener (ModelService's ``listener_priority``)."""
     environment: dict[str, str] = field(default_factory=dict)
     """Extra environment variables for the server container; those its preset sets from its own keys are refused.
     Default: none."""
@@ -74,8 +70,6 @@ class ModelProps:
         check_model_task_range(self.min_tasks, self.max_tasks)
         require_range(self.expected_load_seconds, 10, 3000, "expected_load_seconds")
         require_range(self.gpus, 1, 8, "gpus", hint=" (GPUs per task; a 12xlarge type has 4)")
-        if self.listener_priority is not None:
-            check_rule_priority(self.listener_priority, "listener_priority")
         self.rollback_thresholds()
         self.latency_alarm_thresholds()
 

@@ -110,7 +110,8 @@ class ModelService(Construct):
     ModelStore), or ``model_bucket`` (any IBucket) + ``models_prefix`` (default ``"models"``): the
     model's files are under ``<models_prefix>/<name>/<version>/``. Routing: ``load_balancer`` an
     InferenceLoadBalancer (it routes to its own listener), or ``listener`` (any IApplicationListener; its connections
-    reach the tasks) + ``listener_priority`` + ``load_balancer`` (optional: that listener's IApplicationLoadBalancer,
+    reach the tasks) + ``listener_priority`` (required there; on an InferenceLoadBalancer the default is derived from
+    the model's name, and two names that give one priority are refused) + ``load_balancer`` (optional: that listener's IApplicationLoadBalancer,
     imported or another stack's, whose name dimensions the target-group metrics; default: parsed from the listener's
     ARN, which CloudFormation may not accept inside ``Fn::Split`` when the ARN is another stack's output).
     ``name_prefix`` (default ``gpu-inference``) starts the log group's fixed name (``/<prefix>/<environment>/<model>``):
@@ -190,11 +191,11 @@ class ModelService(Construct):
                     "load_balancer= its IApplicationLoadBalancer (imported with ApplicationLoadBalancer.from_application_load_balancer_attributes)")
         load_balancer_of_listener = load_balancer if owned is None else None
         load_balancer = owned
-        listener_priority = model.listener_priority if listener_priority is None else listener_priority
+        if listener_priority is not None:
+            check_rule_priority(listener_priority, "listener_priority")
         if listener is not None:
             require(listener_priority is not None, "listener_priority",
                     f"is missing: a rule on your own listener needs a priority unique on that listener (1-{MAX_RULE_PRIORITY})")
-            check_rule_priority(listener_priority, "listener_priority")
             claim_listener_priority(self, listener, listener_priority, model.name)
         # An image says nothing about the server in it: taken for ours, vllm/vllm-openai would run `python -m
         # inference_server`. So an image comes inside a server definition; image= alone is refused with the fix.

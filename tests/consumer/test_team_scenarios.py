@@ -102,10 +102,10 @@ def vllm_app():
     llama = ModelService(
         stack, "Llama",
         model=ModelProps(name="llama-31-8b", version="2026-12-01", cpu=3072, memory_mib=24576, min_tasks=1, max_tasks=1,
-                         expected_load_seconds=600, listener_priority=310),
+                         expected_load_seconds=600),
         server=VllmServer(VllmProps(image=EcrImage(repository="mirror/vllm-openai", tag="v0.32.0"),
                                     served_model_name="llama-3.1-8b-instruct", max_model_len=8192)),
-        capacity=gpus, model_bucket=bucket, listener=listener, load_balancer=load_balancer,
+        capacity=gpus, model_bucket=bucket, listener=listener, listener_priority=310, load_balancer=load_balancer,
         logs_key=logs_key(stack), environment_name="chat",
     )
     ServiceScaling(stack, "LlamaScaling", model_service=llama)

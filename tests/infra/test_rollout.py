@@ -300,7 +300,8 @@ def test_the_config_names_both_colliding_models_and_the_keys_to_set():
                                         r"or models\[1\].listener_priority"):
         load_environment("prod", prod_with(STRATEGIES["canary"], models))
     models[1]["listener_priority"] = COLLIDING_PRIORITY + 1
-    assert [m.listener_priority for m in load_environment("prod", prod_with(STRATEGIES["canary"], models)).models] == [None, COLLIDING_PRIORITY + 1]
+    config = load_environment("prod", prod_with(STRATEGIES["canary"], models))
+    assert [config.server_config(m).listener_priority for m in config.models] == [None, COLLIDING_PRIORITY + 1]
     models[0]["listener_priority"] = COLLIDING_PRIORITY + 1
     with pytest.raises(Exception, match=r"models\[1\].listener_priority: listener rule priority 1442 of 'model-242' \(its listener_priority\)"):
         load_environment("prod", prod_with(STRATEGIES["canary"], models))
