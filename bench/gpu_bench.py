@@ -9,6 +9,14 @@ says so and exits 0 having measured nothing. Results go to bench/results/gpu/.
 `--server`: our server only (its default worker count for the machine's CPUs, or `--workers N`; FP16,
 torch.compile with CUDA graphs), driven over HTTP at rising concurrency, with the raw model's ceiling; reports
 req/s at p95 < 50 ms.
+
+`--runtimes eager,compile,onnx,int8` (the default is all four): our server on each runtime, converted and gated as
+`python -m inference_server.publish --runtime` does it (the same accuracy gate), beside the raw FP16 model's best
+batch, in one run: eager is FP16, compile is torch.compile with CUDA graphs, onnx runs on TensorRT's execution
+provider (FP16) then CUDA's where the installed onnxruntime has them (onnxruntime-gpu; the CPU build has neither,
+and the run says so rather than measuring the CPU), int8 is ONNX Runtime's dynamic INT8 (a CPU runtime: on a GPU
+it is reported, not measured). `--short` fits the whole run in about 10 minutes. Results:
+bench/results/gpu/runtimes.json and a table.
 """
 
 from __future__ import annotations
@@ -21,7 +29,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .config import OURS, RESULTS_DIR, BenchConfig, all_systems
+from .config import OURS, RESULTS_DIR, SAME_TEXT, BenchConfig, all_systems
 from .report import series
 from .texts import make_texts
 
@@ -91,7 +99,39 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--server", action="store_true", help="our server alone (FP16, torch.compile) over HTTP")
     parser.add_argument("--workers", type=int, default=0,
                         help="our server's HTTP workers (default 0: the server's default, one per CPU less one)")
-    return parser.parse_args(argv)
+    parser.add_argument("--runtimes", nargs="?", const=",".join(GPU_RUNTIMES), default=None,
+                        help=f"our server on each runtime, gated (default when given alone: {','.join(GPU_RUNTIMES)})")
+    args = parser.parse_args(argv)
+    if args.runtimes is not None:
+        unknown = sorted(set(args.runtimes.split(",")) - set(GPU_RUNTIMES))
+        if unknown:
+            parser.error(f"unknown runtimes {unknown}; choose from {', '.join(GPU_RUNTIMES)}")
+    return args
+
+
+GPU_RUNTIMES = ("eager", "compile", "onnx", "int8")
+GPU_EXECUTION_PROVIDERS = ("TensorrtExecutionProvider", "CUDAExecutionProvider")
+
+
+def runtime_plan(runtimes: list[str], available_providers: list[str]) -> dict[str, str | None]:
+    """Runtime -> None (serve it on the GPU) or why it is not measured here."""
+    plan: dict[str, str | None] = {}
+    gpu_providers = [p for p in GPU_EXECUTION_PROVIDERS if p in available_providers]
+    for runtime in runtimes:
+        if runtime == "int8":
+            plan[runtime] = ("dynamic INT8 is ONNX Runtime's CPU quantisation: on a GPU it would run on the CPU "
+                             "provider, so it is gated here but not served")
+        elif runtime == "onnx" and not gpu_providers:
+            plan[runtime] = ("this onnxruntime has no TensorRT or CUDA execution provider (the CPU build): install "
+                             "onnxruntime-gpu==1.32.0 (the image's GPU pin) to measure ONNX Runtime on the GPU")
+        else:
+            plan[runtime] = None
+    return plan
+
+
+def runtime_config(cfg: BenchConfig, runtime: str) -> BenchConfig:
+    """Our server's settings for one runtime: FP16 throughout; COMPILE only for compile (the others run as built)."""
+    return dataclasses.replace(cfg, compile=runtime == "compile", precision="fp16")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -105,6 +145,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from .run import main as run_main
 
+    if args.runtimes is not None:
+        return run_runtimes(args, torch.cuda.get_device_name(0))
     with tempfile.TemporaryDirectory(prefix="gpu-bench-model-") as model_dir:
         build_distilbert(model_dir)
         cfg = gpu_config(args.short, args.output_dir, Path(model_dir), server_only=args.server,
@@ -116,6 +158,44 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {name:<22} " + ("none of the levels" if run is None else
                                   f"{run['throughput_rps']:9.1f} req/s at {run['concurrency']} clients "
                                   f"(p95 {run['p95_ms']:.1f} ms)"))
+    return 0
+
+
+def run_runtimes(args: argparse.Namespace, gpu: str) -> int:
+    import onnxruntime
+    import orjson
+
+    from .run import measure_raw_model
+    from .runtimes import gate_runtime, serve, table
+
+    runtimes = args.runtimes.split(",")
+    plan = runtime_plan(runtimes, onnxruntime.get_available_providers())
+    with tempfile.TemporaryDirectory(prefix="gpu-bench-runtimes-") as scratch:
+        scratch_dir = Path(scratch)
+        model_dir = build_distilbert(scratch_dir / "model")
+        cfg = gpu_config(args.short, args.output_dir, model_dir, server_only=True, workers=args.workers)
+        cfg = dataclasses.replace(cfg, concurrency=(1, max(cfg.concurrency)))
+        cfg.output_dir.mkdir(parents=True, exist_ok=True)
+        raw = measure_raw_model(runtime_config(cfg, "eager"), str(model_dir))
+        texts = [SAME_TEXT] if cfg.same_text else make_texts(cfg.texts)
+        gates, runs, skipped = {}, [], {}
+        for runtime in runtimes:
+            gates[runtime] = gate_runtime(model_dir, runtime)
+            if not gates[runtime]["passed"]:
+                continue
+            if plan[runtime] is not None:
+                skipped[runtime] = plan[runtime]
+                continue
+            runs += serve(runtime, model_dir, runtime_config(cfg, runtime), texts, scratch_dir)
+    results = {"gpu": gpu, "config": {"concurrency": list(cfg.concurrency), "duration_s": cfg.duration_s,
+                                      "texts": cfg.texts},
+               "raw_model": raw, "gates": gates, "runs": runs, "not_measured": skipped}
+    path = cfg.output_dir / "runtimes.json"
+    path.write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))
+    print(f"{gpu}\n{table(results)}")
+    for runtime, why in skipped.items():
+        print(f"  {runtime}: not measured: {why}")
+    print(f"results: {path}")
     return 0
 
 

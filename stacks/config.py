@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from gpu_inference_constructs.bundled_server import BundledServer, BundledServerProps
 from gpu_inference_constructs.deployment import DeploymentProps, RollbackThresholds
@@ -305,7 +305,15 @@ class EnvironmentConfig:
         return "".join(part.capitalize() for part in self.name.split("-"))
 
 
-def quota_use(models: list[ModelProps]) -> dict[str, int]:
+class QuotaUse(TypedDict):
+    """Keyword arguments for ``LoadBalancerQuotas.check``."""
+
+    rules: int
+    target_groups: int
+    targets: int
+
+
+def quota_use(models: list[ModelProps]) -> QuotaUse:
     """What ``models`` take of one load balancer's quotas: a rule each, one target group each (two with canary, linear
     or blue/green), and their targets at peak while one of them deploys."""
     return {

@@ -11,13 +11,14 @@ from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from gpu_inference_constructs.api_keys import api_keys_secret
+from gpu_inference_constructs.cdk_interfaces import as_key, as_topic
 from gpu_inference_constructs.gpu_capacity import GpuCapacity
 from gpu_inference_constructs.load_balancer import InferenceLoadBalancer
 from gpu_inference_constructs.model_store import ModelStore
 from gpu_inference_constructs.monitoring import InferenceMonitoring
 from gpu_inference_constructs.network import InferenceNetwork, grant_logs_service
 from gpu_inference_constructs.notifications import NotificationTopic
-from gpu_inference_constructs.result_cache import ResultCache
+from gpu_inference_constructs.result_cache import ResultCache, ResultCacheProps
 
 from .config import EnvironmentConfig
 
@@ -37,7 +38,7 @@ class InferenceStack(cdk.Stack):
             vpc=network.vpc,
             subnets=network.private_subnets,
             props=config.capacity,
-            notification_topic=self.notifications.topic,
+            notification_topic=as_topic(self.notifications.topic),
         )
         # Capacity of another shape (4-GPU instances for tensor-parallel models): more providers of the same cluster.
         self.capacity_groups = {
@@ -47,7 +48,7 @@ class InferenceStack(cdk.Stack):
                 vpc=network.vpc,
                 subnets=network.private_subnets,
                 props=group.capacity,
-                notification_topic=self.notifications.topic,
+                notification_topic=as_topic(self.notifications.topic),
                 cluster=self.capacity.cluster,
             )
             for name, group in config.capacity_groups.items()
@@ -55,14 +56,14 @@ class InferenceStack(cdk.Stack):
         self._placement = config.model_placement()
         self.model_store = ModelStore(self, "ModelStore", props=config.model_store)
         self.logs_key = kms.Key(self, "LogsKey", description="Encrypts the model servers' log groups", enable_key_rotation=True)
-        grant_logs_service(self.logs_key, self.region, self.account)
+        grant_logs_service(as_key(self.logs_key), self.region, self.account)
 
         # Its own key, so only roles this account grants (the tasks' execution roles, through Secrets Manager) decrypt it.
         self.api_keys_key = kms.Key(
             self, "ApiKeysKey", description="Encrypts the client API-key secret", enable_key_rotation=True, removal_policy=retain
         )
         # A JSON object of key names to keys: one per client, so one can be revoked alone (docs/security.md).
-        self.api_keys = api_keys_secret(self, "ApiKeys", encryption_key=self.api_keys_key, removal_policy=retain)
+        self.api_keys = api_keys_secret(self, "ApiKeys", encryption_key=as_key(self.api_keys_key), removal_policy=retain)
 
         # One load balancer per number models[].load_balancer names; the first keeps the single-balancer construct ID.
         self.load_balancers = {
@@ -88,12 +89,12 @@ class InferenceStack(cdk.Stack):
             model_names=[model.name for model in config.models],
             load_balancer=self.load_balancer,
             capacity=self.capacity,
-            topic=self.notifications.topic,
+            topic=as_topic(self.notifications.topic),
             props=config.monitoring,
             more_capacity=list(self.capacity_groups.values()),
             more_load_balancers=[lb for number, lb in self.load_balancers.items() if number != 1],
         )
-        self.result_cache = self._result_cache(config, network) if config.cache is not None else None
+        self.result_cache = self._result_cache(config, network, config.cache) if config.cache is not None else None
         cdk.CfnOutput(self, "LoadBalancerDns", value=self.load_balancer.load_balancer.load_balancer_dns_name)
         for number, balancer in self.load_balancers.items():
             if number != 1:
@@ -105,12 +106,12 @@ class InferenceStack(cdk.Stack):
         """The load balancer that serves a model (its ``load_balancer`` number)."""
         return self.load_balancers[self._load_balancer_of[model_name]]
 
-    def _result_cache(self, config: EnvironmentConfig, network: InferenceNetwork) -> ResultCache:
+    def _result_cache(self, config: EnvironmentConfig, network: InferenceNetwork, props: ResultCacheProps) -> ResultCache:
         """The environment's shared result cache, its alarms on the topic and its cost on the dashboard."""
         cache = ResultCache(self, "ResultCache", name=f"{config.name}-results", vpc=network.vpc,
-                            subnets=network.private_subnets, topic=self.notifications.topic, props=config.cache)
+                            subnets=network.private_subnets, topic=as_topic(self.notifications.topic), props=props)
         users = [model.name for model in config.models if config.uses_cache(model)]
-        cache.add_connection_failure_alarm(self, config.name, users, self.notifications.topic)
+        cache.add_connection_failure_alarm(self, config.name, users, as_topic(self.notifications.topic))
         self.monitoring.dashboard.add_widgets(cdk.aws_cloudwatch.GraphWidget(
             title="Result cache cost (USD an hour) and hit rate", left=[cache.metric_cost_per_hour()],
             right=[cache.metric("CacheHitRate", "Average")], width=24))

@@ -13,6 +13,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
+from gpu_inference_constructs.cdk_interfaces import as_key, as_role, as_topic
 from gpu_inference_constructs.load_balancer import InferenceLoadBalancer
 from gpu_inference_constructs.model_props import ModelProps
 from gpu_inference_constructs.model_service import ModelService
@@ -57,7 +58,7 @@ class ModelStack(cdk.Stack):
             model_store=shared.model_store,
             load_balancer=load_balancer,
             listener_priority=config.server_config(model).listener_priority,
-            logs_key=shared.logs_key,
+            logs_key=as_key(shared.logs_key),
             log_retention_days=config.log_retention_days,
             environment_name=config.name,
             api_keys_secret=self._api_keys(shared),
@@ -75,14 +76,16 @@ class ModelStack(cdk.Stack):
             "Monitoring",
             environment_name=config.name,
             service=self.service,
-            topic=shared.notifications.topic,
+            topic=as_topic(shared.notifications.topic),
             props=config.monitoring,
         )
         shared.monitoring.add_model(self.service)  # its server's own metrics on the environment's dashboard
         self._grant_api_keys_decrypt(shared)
         if shared.result_cache is not None and config.uses_cache(model):
-            shared.result_cache.attach(self, model.name, container=self.service.container, task_role=self.service.task_role,
-                                       security_group=self.service.security_group, props=config.server_config(model).bundled.shared_cache)
+            bundled = config.server_config(model).bundled
+            assert bundled is not None  # a model uses the cache only on the bundled server
+            shared.result_cache.attach(self, model.name, container=self.service.container, task_role=as_role(self.service.task_role),
+                                       security_group=self.service.security_group, props=bundled.shared_cache)
         route, what = inference_route(model, config.server_config(model))
         cdk.CfnOutput(self, f"Url-{model.name}", value=f"{load_balancer.base_url}/{model.name}/{route}", description=f"{model.name} {what}")
 

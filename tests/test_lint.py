@@ -1,6 +1,8 @@
 """`make lint` runs ruff and pyright with the repository's pyproject.toml over the whole tree. `make test` holds the
-whole tree to ruff (test_the_repository_is_ruff_clean); pyright is not clean yet (docs/testing.md says where it
-stands). The other tests are the twins: the same CLIs, the same configuration, on planted defects they must report."""
+whole tree to ruff (test_the_repository_is_ruff_clean), and the library, the app's stacks and app.py to pyright
+(test_the_library_and_the_apps_stacks_are_pyright_clean); inference_image, bench and tests are not pyright-clean yet
+(docs/testing.md says where they stand). The other tests are the twins: the same CLIs, the same configuration, on
+planted defects they must report."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "pyproject.toml"
+PYRIGHT_CLEAN = ("constructs/gpu_inference_constructs", "stacks", "app.py")
 
 
 def _tool(name: str, *where: str) -> str:
@@ -25,8 +28,9 @@ def ruff(*paths: Path) -> tuple[int, set[str]]:
     return done.returncode, {finding["code"] for finding in json.loads(done.stdout)}
 
 
-def pyright(project: Path) -> tuple[int, list[str]]:
-    done = subprocess.run([_tool("pyright", "node_modules/.bin/pyright"), "--outputjson", "--project", str(project)],
+def pyright(project: Path, *paths: str) -> tuple[int, list[str]]:
+    """Pyright with ``project``'s settings over ``paths`` (relative to it), or over its include when none are given."""
+    done = subprocess.run([_tool("pyright", "node_modules/.bin/pyright"), "--outputjson", "--project", str(project), *paths],
                           capture_output=True, text=True, cwd=project)
     report = json.loads(done.stdout)
     assert report["summary"]["filesAnalyzed"] >= 1, report["summary"]
@@ -36,6 +40,13 @@ def pyright(project: Path) -> tuple[int, list[str]]:
 def test_the_repository_is_ruff_clean():
     code, found = ruff(ROOT)
     assert (code, found) == (0, set()), f"ruff finds {sorted(found)}: run `.venv/bin/ruff check --fix .`, then fix the rest"
+
+
+def test_the_library_and_the_apps_stacks_are_pyright_clean():
+    code, rules = pyright(ROOT, *PYRIGHT_CLEAN)
+    assert (code, rules) == (0, []), (
+        f"pyright finds {len(rules)} errors ({', '.join(sorted(set(rules)))}): run `node_modules/.bin/pyright {' '.join(PYRIGHT_CLEAN)}`"
+    )
 
 
 def test_ruff_reports_each_selected_family_on_planted_defects(tmp_path):

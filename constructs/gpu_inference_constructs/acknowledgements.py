@@ -9,11 +9,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import aws_cdk as cdk
 import jsii
 from constructs import IConstruct, IValidation
+
+C = TypeVar("C", bound=cdk.CfnResource)
+
+
+def default_child(construct: IConstruct, kind: type[C] = cdk.CfnResource) -> C:
+    """The CloudFormation resource ``construct`` wraps (its ``node.default_child``), as a ``kind``."""
+    child = construct.node.default_child
+    assert isinstance(child, kind), f"{construct.node.path} wraps no {kind.__name__}: {child!r}"
+    return child
 
 
 def acknowledge(resource: IConstruct, finding: str, reason: str) -> None:
@@ -23,7 +32,7 @@ def acknowledge(resource: IConstruct, finding: str, reason: str) -> None:
 
 def default_policy(role: IConstruct) -> IConstruct:
     """The CfnPolicy that grants add to a role."""
-    return role.node.find_child("DefaultPolicy").node.default_child
+    return default_child(role.node.find_child("DefaultPolicy"))
 
 
 def acknowledge_when_resolved(resource: IConstruct, finding: Callable[[], str], reason: str) -> None:
@@ -72,7 +81,7 @@ def nag_rendering(scope: IConstruct, value: Any) -> str:
 
 def skip_checkov(resource: IConstruct, check_id: str, reason: str) -> None:
     """Skip one checkov check on one CloudFormation resource, with the reason a reviewer reads (``Metadata.checkov.skip``)."""
-    cfn = resource if isinstance(resource, cdk.CfnResource) else resource.node.default_child
+    cfn = resource if isinstance(resource, cdk.CfnResource) else default_child(resource)
     skips = list((cfn.get_metadata("checkov") or {}).get("skip", []))
     skips.append({"id": check_id, "comment": reason})
     cfn.add_metadata("checkov", {"skip": skips})

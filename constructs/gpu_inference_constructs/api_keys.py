@@ -7,7 +7,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
-from .acknowledgements import acknowledge
+from .acknowledgements import acknowledge, default_child
 from .server_contract import DEFAULT_API_KEY_NAME
 
 
@@ -36,7 +36,7 @@ def api_keys_secret(
         removal_policy=removal_policy,
     )
     acknowledge(
-        secret.node.default_child,
+        default_child(secret),
         "AwsSolutions-SMG4",
         "Client API keys are rotated by adding a new named key alongside the old one (the value is a JSON object "
         "of names to keys), moving the client, then removing the old name; a single-user rotation Lambda would "

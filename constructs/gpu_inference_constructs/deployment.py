@@ -84,12 +84,15 @@ class DeploymentProps:
         )
         if stepped:
             low, high = STEP_RANGES[self.strategy]
-            percent = self.traffic_step_percent
+            percent, step_bake = self.traffic_step_percent, self.step_bake
+            assert percent is not None and step_bake is not None  # canary and linear have defaults for both
             require_range(percent, low, high, "step_percent", hint=f" for {self.strategy}")
             require(math.isclose(percent * 10, round(percent * 10)), "step_percent", f"{percent} must be a multiple of 0.1")
-            self._check_bake(self.step_bake, "step_bake_minutes", "before the next traffic shift")
+            self._check_bake(step_bake, "step_bake_minutes", "before the next traffic shift")
         if self.shifts_traffic:
-            self._check_bake(self.final_bake, "bake_minutes", "before the old tasks stop")
+            final_bake = self.final_bake
+            assert final_bake is not None  # every strategy that shifts traffic has a default bake time
+            self._check_bake(final_bake, "bake_minutes", "before the old tasks stop")
             total = self.worst_case_minutes
             require(
                 total <= CLOUDFORMATION_DEPLOYMENT_MINUTES,
@@ -145,7 +148,9 @@ class DeploymentProps:
         if self.strategy == "canary":
             return 1
         if self.strategy == "linear":
-            ratio = 100 / self.traffic_step_percent
+            percent = self.traffic_step_percent
+            assert percent is not None  # linear has a default step
+            ratio = 100 / percent
             return round(ratio) - 1 if math.isclose(ratio, round(ratio)) else math.floor(ratio)
         return 0
 
@@ -168,16 +173,19 @@ class DeploymentProps:
         """Keyword arguments for ``ecs.Ec2Service`` / ``FargateService`` (everything but the alarms)."""
         if not self.shifts_traffic:
             return {"circuit_breaker": ecs.DeploymentCircuitBreaker(enable=True, rollback=True) if self.uses_circuit_breaker else None}
+        final_bake, step_bake = self.final_bake, self.step_bake
+        assert final_bake is not None  # every strategy that shifts traffic has a default bake time
         options: dict = {
             "deployment_strategy": {
                 "canary": ecs.DeploymentStrategy.CANARY,
                 "linear": ecs.DeploymentStrategy.LINEAR,
                 "blue_green": ecs.DeploymentStrategy.BLUE_GREEN,
             }[self.strategy],
-            "bake_time": cdk.Duration.minutes(self.final_bake),
+            "bake_time": cdk.Duration.minutes(final_bake),
         }
         if self.strategy in STEP_RANGES:
-            shift = ecs.TrafficShiftConfig(step_percent=self.traffic_step_percent, step_bake_time=cdk.Duration.minutes(self.step_bake))
+            assert step_bake is not None  # canary and linear have a default step bake
+            shift = ecs.TrafficShiftConfig(step_percent=self.traffic_step_percent, step_bake_time=cdk.Duration.minutes(step_bake))
             options[f"{self.strategy}_configuration"] = shift
         return options
 
@@ -227,7 +235,7 @@ def sum_over(metrics: Sequence[cloudwatch.Metric], label: str) -> cloudwatch.IMe
     )
 
 
-def worst_of(metrics: Sequence[cloudwatch.Metric], label: str) -> cloudwatch.IMetric:
+def worst_of(metrics: Sequence[cloudwatch.Metric | cloudwatch.MathExpression], label: str) -> cloudwatch.IMetric:
     """The highest of one metric across target groups: a percentile of the sum cannot be computed from its parts,
     and the new version's own percentile is what a rollback must see."""
     if len(metrics) == 1:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TypedDict
 
 import aws_cdk as cdk
 from aws_cdk import aws_autoscaling as autoscaling
@@ -23,7 +24,8 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from .acknowledgements import acknowledge, default_policy, nag_rendering, skip_checkov
+from .acknowledgements import acknowledge, default_child, default_policy, nag_rendering, skip_checkov
+from .cdk_interfaces import as_role, service_principal
 from .deployment_capacity import ServiceDeployment, check_group_holds_deployment_at_peak
 from .errors import ConfigError, require, require_range
 from .instance_catalog import GpuInstanceType, lookup, warn_if_unlisted
@@ -52,7 +54,14 @@ GROUP_EVENT_TYPES = (
 )
 
 
-def root_volume_performance(throughput_mib_s: int) -> dict[str, int]:
+class Gp3Performance(TypedDict, total=False):
+    """``ec2.BlockDeviceVolume.ebs`` keyword arguments above gp3's baseline."""
+
+    throughput: int
+    iops: int
+
+
+def root_volume_performance(throughput_mib_s: int) -> Gp3Performance:
     """gp3 above its included 125 MiB/s: the throughput, and the IOPS it needs (at most 0.25 MiB/s per IOPS; 3,000
     IOPS are included). Nothing at the baseline, so default volumes keep their template."""
     if throughput_mib_s <= GP3_BASELINE_MIB_S:
@@ -197,7 +206,7 @@ class GpuCapacity(Construct):
         self.instance_role = iam.Role(
             self,
             "InstanceRole",
-            assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
+            assumed_by=service_principal("ec2.amazonaws.com"),
             description="GPU container instances: ECS agent (added by the capacity provider) and Session Manager",
             managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name("AmazonSSMManagedInstanceCore")],
         )
@@ -212,7 +221,7 @@ class GpuCapacity(Construct):
             self,
             "LaunchTemplate",
             machine_image=ecs.EcsOptimizedImage.amazon_linux2023(ecs.AmiHardwareType.GPU),
-            role=self.instance_role,
+            role=as_role(self.instance_role),
             security_group=self.security_group,
             user_data=user_data,
             require_imdsv2=True,
@@ -315,7 +324,7 @@ class GpuCapacity(Construct):
         role, which an encrypted topic's key policy would have to name, and cannot before the role exists.
         """
         acknowledge(
-            self.auto_scaling_group.node.default_child,
+            default_child(self.auto_scaling_group),
             "AwsSolutions-AS3",
             "Launch and termination events, failed ones included, reach the alarm topic through EventBridge (rule "
             "GroupEvents): the group's own notifications would publish with a service-linked role that the topic's key "
@@ -349,7 +358,7 @@ class GpuCapacity(Construct):
 
     def _acknowledge_findings(self) -> None:
         acknowledge(
-            self.instance_role.node.default_child,
+            default_child(self.instance_role),
             "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonSSMManagedInstanceCore]",
             "AmazonSSMManagedInstanceCore is AWS's documented minimum for Session Manager and ECS Exec on instances; "
             "AWS maintains it as the SSM agent's needs change.",
@@ -374,7 +383,7 @@ class GpuCapacity(Construct):
             "Added by aws-cdk-lib's AsgCapacityProvider: the ECS agent's ecs:Submit* state-change calls, limited to this cluster's ARN.",
         )
         acknowledge(
-            self.auto_scaling_group.node.default_child,
+            default_child(self.auto_scaling_group),
             "AwsSolutions-EC26",
             "cdk-nag reads only AutoScalingGroup.LaunchTemplate and throws on a mixed-instances policy (cdklabs/cdk-nag#1902). "
             "The launch template's root volume is encrypted gp3: asserted by "

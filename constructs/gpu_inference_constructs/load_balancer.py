@@ -17,7 +17,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_wafv2 as wafv2
 from constructs import Construct
 
-from .acknowledgements import acknowledge, skip_checkov
+from .acknowledgements import acknowledge, default_child, skip_checkov
 from .errors import ConfigError, require, require_range
 
 MAX_RULE_PRIORITY = 50_000
@@ -349,7 +349,7 @@ class InferenceLoadBalancer(Construct):
                 "301 redirect to HTTPS; without one (dev, allow_http) it is the endpoint. Narrow ingress_cidrs to restrict.",
             )
             acknowledge(
-                self.security_group.node.default_child,
+                default_child(self.security_group),
                 "AwsSolutions-EC23",
                 "An internet-facing inference endpoint must accept clients from anywhere on its listener ports; "
                 "narrow ingress_cidrs in config for a partner-only endpoint. WAF (config: waf) filters requests.",

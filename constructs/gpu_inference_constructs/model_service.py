@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import weakref
+from collections.abc import Sequence
 
 import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -18,8 +19,9 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from . import metric_names
-from .acknowledgements import acknowledge, acknowledge_when_resolved, default_policy, nag_rendering
+from .acknowledgements import acknowledge, acknowledge_when_resolved, default_child, default_policy, nag_rendering
 from .bundled_server import BundledServer
+from .cdk_interfaces import as_role, service_principal
 from .deployment import (
     RollbackAlarmNames,
     RollbackAlarms,
@@ -189,13 +191,14 @@ class ModelService(Construct):
             require(listener is not None, "listener",
                     "is missing: pass load_balancer=InferenceLoadBalancer(...), or listener= (any IApplicationListener) with "
                     "load_balancer= its IApplicationLoadBalancer (imported with ApplicationLoadBalancer.from_application_load_balancer_attributes)")
-        load_balancer_of_listener = load_balancer if owned is None else None
+        load_balancer_of_listener = None if isinstance(load_balancer, InferenceLoadBalancer) else load_balancer
         load_balancer = owned
         if listener_priority is not None:
             check_rule_priority(listener_priority, "listener_priority")
         if listener is not None:
-            require(listener_priority is not None, "listener_priority",
-                    f"is missing: a rule on your own listener needs a priority unique on that listener (1-{MAX_RULE_PRIORITY})")
+            if listener_priority is None:
+                raise ConfigError("listener_priority",
+                                  f"is missing: a rule on your own listener needs a priority unique on that listener (1-{MAX_RULE_PRIORITY})")
             claim_listener_priority(self, listener, listener_priority, model.name)
         # An image says nothing about the server in it: taken for ours, vllm/vllm-openai would run `python -m
         # inference_server`. So an image comes inside a server definition; image= alone is refused with the fix.
@@ -254,7 +257,7 @@ class ModelService(Construct):
         self.task_role = iam.Role(
             self,
             "TaskRole",
-            assumed_by=iam.ServicePrincipal("ecs-tasks.amazonaws.com"),
+            assumed_by=service_principal("ecs-tasks.amazonaws.com"),
             description=f"Model server for {model.name}: reads its own model prefix only",
         )
         self._read_prefix = model_read_prefix(models_prefix, model.name)
@@ -264,7 +267,7 @@ class ModelService(Construct):
             self,
             "TaskDefinition",
             network_mode=ecs.NetworkMode.AWS_VPC,
-            task_role=self.task_role,
+            task_role=as_role(self.task_role),
             volumes=[
                 ecs.Volume(
                     name="scratch",
@@ -277,6 +280,7 @@ class ModelService(Construct):
             environment.setdefault(contract.model_source.uri_variable, uri)
         secrets = dict(contract.secrets)
         if api_keys_secret is not None:
+            assert contract.api_keys_variable is not None  # required above when api_keys_secret is given
             secrets[contract.api_keys_variable] = ecs.Secret.from_secrets_manager(api_keys_secret, field=contract.api_key_field)
         linux_parameters = ecs.LinuxParameters(
             self, "LinuxParameters", init_process_enabled=True, shared_memory_size=contract.shared_memory_mib
@@ -339,6 +343,7 @@ class ModelService(Construct):
             # Attaching the target group admits the balancer's group on the container port; it needs one egress rule.
             load_balancer.allow_to_targets_on(contract.port)
         else:
+            assert listener is not None  # required above unless load_balancer is an InferenceLoadBalancer
             self.security_group.connections.allow_from(listener, ec2.Port.tcp(contract.port), "load balancer")
 
         self.service = ecs.Ec2Service(
@@ -377,6 +382,8 @@ class ModelService(Construct):
             self.listener_rule = load_balancer.add_model_route(model.name, *self.target_groups, scope=self,
                                                                paths=contract.public_paths, priority=listener_priority)
         else:
+            # Both required above unless load_balancer is an InferenceLoadBalancer.
+            assert listener is not None and listener_priority is not None
             self.listener_rule = elbv2.ApplicationListenerRule(
                 self,
                 "Route",
@@ -386,7 +393,7 @@ class ModelService(Construct):
                 action=_forward(self.target_groups),
             )
         if contract.serves_at_root:
-            self.listener_rule.node.default_child.transforms = [
+            default_child(self.listener_rule, elbv2.CfnListenerRule).transforms = [
                 elbv2.CfnListenerRule.TransformProperty(
                     type="url-rewrite",
                     url_rewrite_config=elbv2.CfnListenerRule.RewriteConfigObjectProperty(
@@ -399,6 +406,7 @@ class ModelService(Construct):
         elif load_balancer_of_listener is not None:
             load_balancer_full_name = full_name_of(load_balancer_of_listener)
         else:
+            assert listener is not None  # required above unless load_balancer is an InferenceLoadBalancer
             load_balancer_full_name = load_balancer_name_from_listener_arn(listener.listener_arn)
         self.load_balancer_full_name = load_balancer_full_name
         self.target_group_metrics = [TargetGroupMetrics(tg, load_balancer_full_name) for tg in self.target_groups]
@@ -603,11 +611,12 @@ class ModelService(Construct):
         require(what in ("user", "readonly_root_filesystem"), "what", f"{what!r}: 'user' or 'readonly_root_filesystem'")
         require(len(reason) >= 60, "reason", "say why, in a sentence a reviewer would accept")
         self._container_acknowledgements.setdefault(container_name, {})[what] = reason
-        self.task_definition.node.default_child.add_metadata(CONTAINER_ACKNOWLEDGEMENTS, self._container_acknowledgements)
+        default_child(self.task_definition).add_metadata(CONTAINER_ACKNOWLEDGEMENTS, self._container_acknowledgements)
 
     def _add_metrics_collector(self, contract: ServerContract, region: str) -> ecs.ContainerDefinition:
         """The CloudWatch agent as a sidecar: scrapes the server's Prometheus metrics over the task's loopback."""
         metrics = contract.metrics
+        assert metrics is not None  # called only for a contract with metrics
         collector = self.task_definition.add_container(
             "metrics-collector",
             image=metrics.collector_image or ecs.ContainerImage.from_registry(DEFAULT_COLLECTOR_IMAGE),
@@ -681,7 +690,7 @@ class ModelService(Construct):
 
     def _acknowledge_findings(self, bucket: s3.IBucket) -> None:
         acknowledge(
-            self.task_definition.node.default_child,
+            default_child(self.task_definition),
             "AwsSolutions-ECS2",
             "Only non-secret settings (model name, version, S3 URI, batch and timeout limits) are plain environment; "
             "API keys come from Secrets Manager. Asserted by tests/infra/test_service.py::test_secrets_are_injected_not_in_environment.",
@@ -709,7 +718,7 @@ class ModelService(Construct):
             "linear or blue/green deployment (tests/infra/test_rollout.py).",
         )
         acknowledge(
-            self.service.node.find_child("AlternateTargetRole").node.default_child,
+            default_child(self.service.node.find_child("AlternateTargetRole")),
             "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonECSInfrastructureRolePolicyForLoadBalancers]",
             "The role ECS assumes to shift the listener rule's weights and register tasks: the AWS managed policy "
             "is the one the ECS developer guide prescribes for blue/green, linear and canary deployments.",
@@ -737,6 +746,8 @@ def _placement(
             f"is missing: pass capacity (a GpuCapacity), or cluster, capacity_provider_name and instance_type "
             f"(the smallest GPU instance type your capacity provider launches, for the fit check); missing: {', '.join(missing)}",
         )
+    # None of them is missing (checked above).
+    assert cluster is not None and capacity_provider_name is not None and instance_type is not None
     if isinstance(instance_type, str):
         instance_type = lookup(instance_type, "instance_type")
     return cluster, capacity_provider_name, instance_type
@@ -744,7 +755,10 @@ def _placement(
 
 def _model_bucket(model_store: ModelStore | None, model_bucket: s3.IBucket | None) -> s3.IBucket:
     _one_of(model_store=model_store, model_bucket=model_bucket)
-    return model_store.bucket if model_store is not None else model_bucket
+    if model_store is not None:
+        return model_store.bucket
+    assert model_bucket is not None  # exactly one of them is given (checked above)
+    return model_bucket
 
 
 def _one_of(**options: object) -> None:
@@ -761,10 +775,10 @@ def _capabilities(scope: Construct, construct_id: str, keep: list[ecs.Capability
     return parameters
 
 
-def _forward(target_groups: list[elbv2.IApplicationTargetGroup]) -> elbv2.ListenerAction:
+def _forward(target_groups: Sequence[elbv2.IApplicationTargetGroup]) -> elbv2.ListenerAction:
     """Forward to the one target group, or weighted 100 / 0 to both (deployments shift the weights)."""
     if len(target_groups) == 1:
-        return elbv2.ListenerAction.forward(target_groups)
+        return elbv2.ListenerAction.forward(list(target_groups))
     production, alternate = target_groups
     return elbv2.ListenerAction.weighted_forward(
         [elbv2.WeightedTargetGroup(target_group=production, weight=100), elbv2.WeightedTargetGroup(target_group=alternate, weight=0)]

@@ -13,7 +13,8 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from .acknowledgements import skip_checkov
+from .acknowledgements import default_child, skip_checkov
+from .cdk_interfaces import service_principal
 from .errors import require
 
 MODELS_PREFIX = "models"
@@ -114,14 +115,14 @@ class ModelStore(Construct):
         ownership is BucketOwnerEnforced. So the logging configuration and its bucket-policy grant
         are written here, exactly as that flag would write them.
         """
-        bucket = self.bucket.node.default_child
+        bucket = default_child(self.bucket, s3.CfnBucket)
         bucket.logging_configuration = s3.CfnBucket.LoggingConfigurationProperty(
             destination_bucket_name=target.bucket_name, log_file_prefix=prefix
         )
         target.add_to_resource_policy(
             iam.PolicyStatement(
                 effect=iam.Effect.ALLOW,
-                principals=[iam.ServicePrincipal("logging.s3.amazonaws.com")],
+                principals=[service_principal("logging.s3.amazonaws.com")],
                 actions=["s3:PutObject"],
                 resources=[target.arn_for_objects(f"{prefix}*")],
                 conditions={

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 
 import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cloudwatch
-from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
 from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 from aws_cdk import aws_events as events
@@ -15,6 +14,7 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from . import metric_names
+from .cdk_interfaces import sns_action
 from .errors import ConfigError, require, require_range
 from .gpu_capacity import GpuCapacity
 from .instance_catalog import PRICES_AS_OF
@@ -114,7 +114,7 @@ class _Alarms(Construct):
         self.name_prefix = name_prefix
         self.props = props
         self.environment_name = environment_name
-        self._action = cloudwatch_actions.SnsAction(topic)
+        self._action = sns_action(topic)
         self.alarms: dict[str, cloudwatch.Alarm] = {}
 
     def _alarm(

@@ -13,6 +13,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from .acknowledgements import skip_checkov
+from .cdk_interfaces import as_key, service_principal
 from .errors import ConfigError, require, require_range
 from .log_retention import retention_days
 
@@ -121,7 +122,7 @@ class InferenceNetwork(Construct):
             description="Encrypts the VPC flow log group",
             enable_key_rotation=True,
         )
-        grant_logs_service(self.flow_log_key, region, cdk.Stack.of(self).account)
+        grant_logs_service(as_key(self.flow_log_key), region, cdk.Stack.of(self).account)
         self.flow_log_group = logs.LogGroup(
             self,
             "FlowLogs",
@@ -179,7 +180,7 @@ def grant_logs_service(key: kms.IKey, region: str, account: str) -> None:
     """Let CloudWatch Logs in this account and region use ``key`` for its log groups."""
     key.add_to_resource_policy(
         iam.PolicyStatement(
-            principals=[iam.ServicePrincipal(f"logs.{region}.amazonaws.com")],
+            principals=[service_principal(f"logs.{region}.amazonaws.com")],
             actions=["kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*"],
             resources=["*"],
             conditions={"ArnLike": {"kms:EncryptionContext:aws:logs:arn": f"arn:{cdk.Aws.PARTITION}:logs:{region}:{account}:*"}},

@@ -23,15 +23,18 @@ name before the role exists, so group events come through EventBridge (GpuCapaci
 
 from __future__ import annotations
 
+from typing import cast
+
 import aws_cdk as cdk
 import jsii
 from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
-from aws_cdk import aws_sns_subscriptions as subscriptions
+from aws_cdk.interfaces import aws_events as events_interfaces
 from constructs import Construct, IConstruct
 
+from .cdk_interfaces import as_key, as_topic, email_subscription, service_principal
 from .errors import require
 
 TOPIC_ARN_CONTEXT = "kms:EncryptionContext:aws:sns:topicArn"
@@ -55,7 +58,7 @@ def _from_this_account(scope: IConstruct, service: str, source_arn_tail: str) ->
 
 
 def _publish_statement(sid: str, principal: str, topic: sns.ITopic, conditions: dict) -> iam.PolicyStatement:
-    return iam.PolicyStatement(sid=sid, principals=[iam.ServicePrincipal(principal)], actions=["sns:Publish"],
+    return iam.PolicyStatement(sid=sid, principals=[service_principal(principal)], actions=["sns:Publish"],
                                resources=[topic.topic_arn], conditions=conditions)
 
 
@@ -75,7 +78,7 @@ def alarms_use_key_statement(scope: IConstruct) -> iam.PolicyStatement:
     """Key policy: CloudWatch may use the key for this account's alarms publishing to this account's topics."""
     return iam.PolicyStatement(
         sid="AlarmsOfThisAccountUseTheKey",
-        principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+        principals=[service_principal("cloudwatch.amazonaws.com")],
         actions=KEY_ACTIONS,
         resources=["*"],
         conditions={**_from_this_account(scope, "cloudwatch", "alarm:*"), "StringLike": {TOPIC_ARN_CONTEXT: _this_accounts_topics(scope)}},
@@ -87,7 +90,7 @@ def rules_use_key_statement(scope: IConstruct) -> iam.PolicyStatement:
     account or ARN to KMS for EventBridge; the topic policy checks those)."""
     return iam.PolicyStatement(
         sid="RulesPublishingToThisAccountsTopicsUseTheKey",
-        principals=[iam.ServicePrincipal("events.amazonaws.com")],
+        principals=[service_principal("events.amazonaws.com")],
         actions=KEY_ACTIONS,
         resources=["*"],
         conditions={"StringLike": {TOPIC_ARN_CONTEXT: _this_accounts_topics(scope)}},
@@ -99,7 +102,7 @@ class _TopicTarget:
     def __init__(self, topic: sns.ITopic) -> None:
         self._topic = topic
 
-    def bind(self, rule: events.IRule, id: str | None = None) -> events.RuleTargetConfig:  # noqa: A002 (jsii's name)
+    def bind(self, rule: events_interfaces.IRuleRef, id: str | None = None) -> events.RuleTargetConfig:  # noqa: A002 (jsii's name)
         allow_rules_to_publish(self._topic)
         return events.RuleTargetConfig(arn=self._topic.topic_arn, target_resource=self._topic)
 
@@ -118,7 +121,7 @@ def allow_rules_to_publish(topic: sns.ITopic) -> None:
     """Once per topic, however many rules target it (a child construct of the topic records that it is done)."""
     if topic.node.try_find_child(RULES_MAY_PUBLISH) is not None:
         return
-    Construct(topic, RULES_MAY_PUBLISH)
+    Construct(cast(Construct, topic), RULES_MAY_PUBLISH)  # an ITopic is a construct; its stub says IConstruct only
     topic.add_to_resource_policy(rules_publish_statement(topic, topic))
     if topic.master_key is not None:
         topic.master_key.add_to_resource_policy(rules_use_key_statement(topic))
@@ -135,7 +138,7 @@ class NotificationTopic(Construct):
             require("@" in email and " " not in email, f"alarm_emails[{index}]", f"{email!r} is not an email address")
         self.key = kms.Key(self, "Key", description="Encrypts the alarm and fleet-event topic", enable_key_rotation=True)
         self.key.add_to_resource_policy(alarms_use_key_statement(self))
-        self.topic = sns.Topic(self, "Topic", master_key=self.key, enforce_ssl=True)
-        self.topic.add_to_resource_policy(alarms_publish_statement(self, self.topic))
+        self.topic = sns.Topic(self, "Topic", master_key=as_key(self.key), enforce_ssl=True)
+        self.topic.add_to_resource_policy(alarms_publish_statement(self, as_topic(self.topic)))
         for email in emails:
-            self.topic.add_subscription(subscriptions.EmailSubscription(email))
+            self.topic.add_subscription(email_subscription(email))

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cloudwatch
-from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_elasticache as elasticache
@@ -25,6 +24,7 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from . import metric_names as m
+from .cdk_interfaces import sns_action
 from .errors import require
 
 CACHE_PORTS = ec2.Port.tcp_range(6379, 6380)  # the endpoint and the reader endpoint
@@ -191,8 +191,8 @@ class ResultCache(Construct):
                                         comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
                                         treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
                                         alarm_description=description)
-            alarm.add_alarm_action(cw_actions.SnsAction(topic))
-            alarm.add_ok_action(cw_actions.SnsAction(topic))
+            alarm.add_alarm_action(sns_action(topic))
+            alarm.add_ok_action(sns_action(topic))
             alarms.append(alarm)
         return alarms
 
@@ -213,8 +213,8 @@ class ResultCache(Construct):
                                    treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
                                    alarm_description="The model servers cannot reach the result cache (their circuit "
                                                      "opens and every request runs on the GPUs)")
-        alarm.add_alarm_action(cw_actions.SnsAction(topic))
-        alarm.add_ok_action(cw_actions.SnsAction(topic))
+        alarm.add_alarm_action(sns_action(topic))
+        alarm.add_ok_action(sns_action(topic))
         return alarm
 
 

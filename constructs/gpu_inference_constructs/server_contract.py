@@ -171,6 +171,7 @@ class ScalingSignal:
     def __post_init__(self) -> None:
         require((self.target is None) != (self.scale_out_above is None), f"scaling_signals[{self.metric}]", "set exactly one of target and scale_out_above")
         value = self.target if self.target is not None else self.scale_out_above
+        assert value is not None  # exactly one of them is set (checked above)
         require(value > 0, f"scaling_signals[{self.metric}]", f"{value} must be greater than 0")
         if self.maximum is not None:
             require(value < self.maximum, f"scaling_signals[{self.metric}]", f"{value} can never be passed: the metric is at most {self.maximum}")
@@ -536,6 +537,8 @@ def port_liveness(port: int, path: str) -> LivenessCheck:
 def collector_config(contract: ServerContract, *, environment_name: str, model_name: str, region: str, log_group_name: str) -> dict[str, str]:
     """The CloudWatch agent's two configurations, as the environment variables it reads them from."""
     metrics = contract.metrics
+    if metrics is None:
+        raise ConfigError("server.metrics", f"is not set: the {contract.name} server contract exports no Prometheus metrics to collect")
     names = [PrometheusMetrics.cloudwatch_name(m) for m in metrics.metrics]
     prometheus = {
         "global": {"scrape_interval": f"{metrics.scrape_interval_seconds}s", "scrape_timeout": f"{max(2, metrics.scrape_interval_seconds // 2)}s"},

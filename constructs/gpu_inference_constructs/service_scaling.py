@@ -52,7 +52,9 @@ class ServiceScaling(Construct):
         props = props or model.scaling
         contract = model_service.contract
         self.task_count = model_service.service.auto_scale_task_count(min_capacity=model.min_tasks, max_capacity=model.max_tasks)
-        self.scalable_target: appscaling.ScalableTarget = self.task_count.node.find_child("Target")
+        target = self.task_count.node.find_child("Target")
+        assert isinstance(target, appscaling.ScalableTarget), target
+        self.scalable_target: appscaling.ScalableTarget = target
         out_cooldown = cdk.Duration.seconds(props.scale_out_cooldown_seconds)
         in_cooldown = cdk.Duration.seconds(props.scale_in_cooldown_seconds)
 
@@ -92,6 +94,7 @@ class ServiceScaling(Construct):
                     scale_in_cooldown=in_cooldown,
                 )
             else:
+                assert signal.scale_out_above is not None  # a signal sets exactly one of target and scale_out_above
                 self._scale_out_on(f"ScaleOut-{signal.metric}", metric, signal.scale_out_above, out_cooldown, maximum=signal.maximum)
         self.combined_cpu_queue_metric = None
         if contract.bundled_metrics:

@@ -10,11 +10,14 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from typing import Any, Literal, TypeVar, Union, get_args, get_origin
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, Union, get_args, get_origin
 
 from .errors import ConfigError
 
-T = TypeVar("T")
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+T = TypeVar("T", bound="DataclassInstance")
 
 
 def from_dict(cls: type[T], data: Any, path: str = "") -> T:
@@ -48,7 +51,8 @@ def _convert(hint: Any, value: Any, key: str) -> Any:
         options = get_args(hint)
         if value is None and type(None) in options:
             return None
-        built = [option for option in options if dataclasses.is_dataclass(option) and isinstance(value, option)]
+        built = [option for option in options
+                 if isinstance(option, type) and dataclasses.is_dataclass(option) and isinstance(value, option)]
         if built:
             return value
         (inner,) = [option for option in options if option is not type(None)]
@@ -69,7 +73,7 @@ def _convert(hint: Any, value: Any, key: str) -> Any:
             raise ConfigError(key, f"expected an object, got {_describe(value)}")
         value_hint = get_args(hint)[1]
         return {k: _convert(value_hint, v, _join(key, k)) for k, v in value.items()}
-    if dataclasses.is_dataclass(hint):
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         return value if isinstance(value, hint) else from_dict(hint, value, key)
     if hint is bool:
         if not isinstance(value, bool):

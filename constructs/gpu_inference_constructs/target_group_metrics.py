@@ -27,14 +27,16 @@ def load_balancer_name_from_listener_arn(listener_arn: str) -> str:
 def load_balancer_full_name(load_balancer: elbv2.IApplicationLoadBalancer) -> str:
     """``app/<name>/<id>`` of any IApplicationLoadBalancer: the dimension CDK's own metrics give it (the attribute for
     one of this app, parsed from the ARN for an imported one, which has no ``load_balancer_full_name``)."""
-    return load_balancer.metrics.request_count().dimensions["LoadBalancer"]
+    dimensions = load_balancer.metrics.request_count().dimensions
+    assert dimensions is not None  # CDK's load balancer metrics carry the LoadBalancer dimension
+    return dimensions["LoadBalancer"]
 
 
 class TargetGroupMetrics:
     """The metrics of ``target_group`` behind the load balancer ``load_balancer_full_name`` (``app/<name>/<id>``),
     with the method names and default statistics of CDK's ``IApplicationTargetGroupMetrics``."""
 
-    def __init__(self, target_group: elbv2.IApplicationTargetGroup, load_balancer_full_name: str) -> None:
+    def __init__(self, target_group: elbv2.ApplicationTargetGroup, load_balancer_full_name: str) -> None:
         self.target_group = target_group
         self.load_balancer_full_name = load_balancer_full_name
 

@@ -71,3 +71,40 @@ def test_gpu_server_mode_launches_our_server_with_its_default_worker_count_unles
     # The CPU bench keeps its pinned layout: one worker beside the generator, two for ours-2w.
     assert launch(OURS, str(tmp_path), 1234, BenchConfig(), tmp_path).env["WORKERS"] == "1"
     assert launch(OURS_2W, "null", 1234, BenchConfig(), tmp_path).env["WORKERS"] == "2"
+
+
+def test_the_gpu_runtime_comparison_serves_what_the_gpu_runs_and_says_why_it_skips_the_rest():
+    """`--runtimes`: eager and compile always run on the GPU; onnx only where onnxruntime has a GPU provider (the CPU
+    build would measure the CPU and call it the GPU); int8 is a CPU runtime, gated and reported, never served."""
+    from bench.gpu_bench import GPU_RUNTIMES, parse_args, runtime_plan
+
+    assert parse_args(["--runtimes"]).runtimes == ",".join(GPU_RUNTIMES)
+    assert parse_args(["--runtimes", "eager,onnx"]).runtimes == "eager,onnx"
+    assert parse_args([]).runtimes is None
+    cpu_build = runtime_plan(list(GPU_RUNTIMES), ["AzureExecutionProvider", "CPUExecutionProvider"])
+    assert cpu_build["eager"] is None and cpu_build["compile"] is None
+    assert "onnxruntime-gpu" in cpu_build["onnx"] and "CPU" in cpu_build["int8"]
+    gpu_build = runtime_plan(["onnx"], ["TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider"])
+    assert gpu_build == {"onnx": None}
+
+
+def test_the_gpu_runtime_comparison_refuses_an_unknown_runtime(capsys):
+    import pytest
+
+    from bench.gpu_bench import parse_args
+
+    with pytest.raises(SystemExit):
+        parse_args(["--runtimes", "eager,tensorrt-llm"])
+    assert "unknown runtimes ['tensorrt-llm']" in capsys.readouterr().err
+
+
+def test_each_gpu_runtime_runs_in_fp16_and_only_compile_compiles(tmp_path):
+    from bench.config import OURS
+    from bench.gpu_bench import GPU_RUNTIMES, gpu_config, runtime_config
+    from bench.systems import launch
+
+    cfg = gpu_config(short=True, output_dir=tmp_path, model_dir=tmp_path, server_only=True)
+    envs = {runtime: launch(OURS, str(tmp_path), 1234, runtime_config(cfg, runtime), tmp_path).env for runtime in GPU_RUNTIMES}
+    assert {runtime: (env["DEVICE"], env["PRECISION"], env["COMPILE"]) for runtime, env in envs.items()} == {
+        "eager": ("cuda", "fp16", "false"), "compile": ("cuda", "fp16", "true"),
+        "onnx": ("cuda", "fp16", "false"), "int8": ("cuda", "fp16", "false")}

@@ -3,6 +3,7 @@
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -54,6 +55,9 @@ def build_context_files() -> dict[str, bytes]:
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
+    # setuptools builds in constructs/build/ and keeps what an earlier build put there: a file since deleted would
+    # still ship. That folder is only a build cache (ignored by git), so each build starts without it.
+    shutil.rmtree(ROOT / "constructs" / "build", ignore_errors=True)
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w", str(out),
                     str(ROOT / "constructs")], check=True, timeout=300)
     (built,) = out.glob("gpu_inference_constructs-*.whl")

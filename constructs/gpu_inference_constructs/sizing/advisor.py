@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..errors import ConfigError
 from ..instance_catalog import (
@@ -98,6 +99,12 @@ class TypeAdvice:
     too_slow: bool = False
 
 
+def priced_throughput(advice: TypeAdvice) -> Throughput:
+    """The throughput of a type that has a price per request (``ranked``): pricing needed its requests per second."""
+    assert advice.throughput is not None and advice.throughput.requests_per_second, advice.name
+    return advice.throughput
+
+
 def types_in_region(region: str) -> list[GpuInstanceType]:
     found = [t for t in [*CATALOG.values(), *NON_CUDA_CATALOG.values()] if region in REGIONS_BY_FAMILY[t.family]]
     if not found:
@@ -141,7 +148,7 @@ def _advise_type(instance: GpuInstanceType, model: ModelShape, workload: Workloa
     if instance.name in purchase.prices:
         price, price_source = purchase.prices[instance.name], "--price"
     deployable = instance.cuda
-    advice = dict(instance_type=instance, price_usd=price, price_source=price_source, deployable=deployable)
+    advice: dict[str, Any] = dict(instance_type=instance, price_usd=price, price_source=price_source, deployable=deployable)
     if model.dtype == "bf16" and not instance.supports_bf16:
         return TypeAdvice(**advice, fits=False, gpus_per_task=1, tasks_per_instance=instance.gpus, memory=None,
                           decode_tokens_per_second_ceiling=None, throughput=None,
@@ -154,6 +161,7 @@ def _advise_type(instance: GpuInstanceType, model: ModelShape, workload: Workloa
         memory = memory_per_gpu(model, workload, instance, gpus, assumptions)
         if memory.fits:
             break
+    assert memory is not None  # one GPU per task is always a candidate
     fits = memory.fits
     reason = _fit_reason(model, workload, instance, gpus, memory)
     if not deployable:
@@ -190,14 +198,16 @@ def memory_per_gpu(model: ModelShape, workload: Workload, instance: GpuInstanceT
     weights = model.weight_bytes / gpus / GIB
     act_bytes = 4 if model.dtype == "fp32" else 2
     kv = activations = None
-    if model.has_geometry:
-        h, inter = model.hidden_size, model.intermediate_size or 4 * model.hidden_size
+    geometry, kv_per_token = model.geometry, model.kv_bytes_per_token
+    if geometry is not None and kv_per_token is not None:  # both set exactly when model.has_geometry
+        _, h, heads = geometry
+        inter = model.intermediate_size or 4 * h
         if model.kind == "llm":
-            kv = model.kv_bytes_per_token * workload.tokens_per_request * workload.concurrency / gpus / GIB
+            kv = kv_per_token * workload.tokens_per_request * workload.concurrency / gpus / GIB
             activations = workload.prompt_tokens * (4 * h + inter) * act_bytes / gpus / GIB
         else:
             b, s = workload.max_batch_size, workload.prompt_tokens
-            activations = b * s * act_bytes * (4 * h + inter + model.heads * s) / gpus / GIB
+            activations = b * s * act_bytes * (4 * h + inter + heads * s) / gpus / GIB
     return Memory(usable, weights, kv, activations)
 
 
@@ -240,7 +250,8 @@ def encoder_throughput(model: ModelShape, workload: Workload, instance: GpuInsta
     flops = spec.dense_fp16_tflops * 1e12 * gpus * eff
     bandwidth = spec.memory_bandwidth_gb_per_s * 1e9 * gpus * eff
     s = workload.prompt_tokens
-    attention = 4 * model.layers * s * s * model.hidden_size if model.has_geometry else 0
+    geometry = model.geometry
+    attention = 4 * geometry[0] * s * s * geometry[1] if geometry is not None else 0
     per_request = 2 * model.compute_params * s + attention
 
     def batch_seconds(b: int) -> float:

@@ -8,7 +8,6 @@ it those terms are left out and every report says so.
 from __future__ import annotations
 
 import json
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -64,17 +63,27 @@ class ModelShape:
         return self.layers is not None and self.hidden_size is not None and self.heads is not None
 
     @property
+    def geometry(self) -> tuple[int, int, int] | None:
+        """``(layers, hidden_size, heads)``, or None unless ``has_geometry``."""
+        if self.layers is None or self.hidden_size is None or self.heads is None:
+            return None
+        return self.layers, self.hidden_size, self.heads
+
+    @property
     def head_dim(self) -> int | None:
-        return self.hidden_size // self.heads if self.has_geometry else None
+        geometry = self.geometry
+        return geometry[1] // geometry[2] if geometry is not None else None
 
     @property
     def kv_bytes_per_token(self) -> float | None:
         """K and V for every layer: 2 x layers x kv_heads x head_dim x bytes (the cache keeps the model's precision,
         FP16 for integer-quantised weights)."""
-        if not self.has_geometry:
+        geometry, head_dim = self.geometry, self.head_dim
+        if geometry is None or head_dim is None:  # not has_geometry
             return None
+        layers, _, heads = geometry
         element = self.bytes_per_param if self.dtype in ("fp32", "fp16", "bf16") else 2
-        return 2 * self.layers * (self.kv_heads or self.heads) * self.head_dim * element
+        return 2 * layers * (self.kv_heads or heads) * head_dim * element
 
     @property
     def compute_params(self) -> int:
@@ -103,14 +112,15 @@ def from_model_dir(directory: str | Path, dtype: str | None = None, kind: Kind |
     if not files:
         raise ConfigError("--model-dir", f"{str(directory)!r} has no *.safetensors file; save the model with "
                                          "safe_serialization=True, or pass --params and --dtype")
-    params, bytes_by_dtype = 0, Counter()
+    params, bytes_by_dtype = 0, dict[str, float]()
     for file in files:
         for tensor in read_header(file).values():
             if tensor.dtype in _BUFFER_DTYPES:
                 continue
             params += tensor.elements
-            bytes_by_dtype[tensor.dtype] += tensor.elements * DTYPE_BYTES[tensor.dtype]
-    stored = bytes_by_dtype.most_common(1)[0][0]
+            bytes_by_dtype[tensor.dtype] = bytes_by_dtype.get(tensor.dtype, 0) + tensor.elements * DTYPE_BYTES[tensor.dtype]
+    # The most bytes; the first seen of equals (as Counter.most_common).
+    stored = sorted(bytes_by_dtype.items(), key=lambda item: item[1], reverse=True)[0][0]
     if dtype is None:
         if stored not in _SAFETENSORS_DTYPES:
             raise ConfigError("--dtype", f"the weights are stored as {stored}; say how they will be served with --dtype")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import ConfigError
-from .advisor import TypeAdvice
+from .advisor import TypeAdvice, priced_throughput
 
 
 def plot(advice: list[TypeAdvice], path: str | Path, title: str) -> Path:
@@ -30,8 +30,8 @@ def plot(advice: list[TypeAdvice], path: str | Path, title: str) -> Path:
     cost.invert_yaxis()
     cost.set_xlabel("USD per 1M requests at the sized fleet")
     cost.legend(loc="lower right")
-    speed.barh(list(y), [a.throughput.requests_per_second for a in ranked],
-               color=["tab:purple" if a.throughput.source == "measured" else "tab:gray" for a in ranked])
+    speed.barh(list(y), [priced_throughput(a).requests_per_second for a in ranked],
+               color=["tab:purple" if priced_throughput(a).source == "measured" else "tab:gray" for a in ranked])
     speed.set_xlabel("requests/s per task (purple: measured, grey: estimate)")
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()

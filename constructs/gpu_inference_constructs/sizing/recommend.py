@@ -28,7 +28,7 @@ from ..model_props import AGENT_RESERVED_CPU, ROLLING_MAX_HEALTHY_PERCENT, Model
 from ..server_contract import DEFAULT_COLLECTOR_IMAGE, DEFAULT_FETCHER_IMAGE
 from ..settings import from_dict
 from ..vllm_server import VllmServer
-from .advisor import TypeAdvice
+from .advisor import TypeAdvice, priced_throughput
 from .model_shape import ModelShape
 from .workload import Assumptions, Purchase, Workload
 
@@ -78,12 +78,12 @@ def recommend(advice: list[TypeAdvice], model: ModelShape, workload: Workload, p
     shape = best.instance_type.shape
     same_shape = [a for a in advice if a.fits and a.deployable and not a.too_slow and a.instance_type.shape == shape
                   and a.gpus_per_task == best.gpus_per_task]
-    best_rps = best.throughput.requests_per_second
-    chosen = [a for a in same_shape if _rps(a) is None or _rps(a) >= best_rps * MIN_FALLBACK_SPEED][:20]
+    best_rps = _priced_rps(best)
+    chosen = [a for a in same_shape if (rps := _rps(a)) is None or rps >= best_rps * MIN_FALLBACK_SPEED][:20]
     dropped = [a.name for a in same_shape if a not in chosen]
     known = [a for a in chosen if a.throughput and a.throughput.requests_per_second]
-    slowest = min(known, key=lambda a: a.throughput.requests_per_second)
-    per_task = slowest.throughput.requests_per_second
+    slowest = min(known, key=_priced_rps)
+    per_task = _priced_rps(slowest)
     tasks = max(1, math.ceil(workload.requests_per_second / (per_task * assumptions.target_utilization) - 1e-9))
     notes = [f"fallback types slower than {MIN_FALLBACK_SPEED:.0%} of {best.name}'s throughput left out (they would "
              f"need more tasks than the fleet is sized for): {', '.join(dropped)}"] if dropped else []
@@ -137,7 +137,7 @@ def recommend(advice: list[TypeAdvice], model: ModelShape, workload: Workload, p
         block |= {"expected_load_seconds": LLM_EXPECTED_LOAD_SECONDS, "scaling": scaling,
                   "vllm": _vllm(model, workload, assumptions, memory)}
     else:
-        batch = best.throughput.max_batch_size or workload.max_batch_size
+        batch = priced_throughput(best).max_batch_size or workload.max_batch_size
         block |= {"max_batch_size": max(1, min(512, batch)),
                   "max_sequence_length": max(8, min(8192, workload.tokens_per_request)), "scaling": scaling}
     if slowest is not best:
@@ -202,6 +202,13 @@ def _model_name(raw: str) -> str:
     if not name or not name[0].isalpha():
         name = f"m-{name}".rstrip("-")
     return (name[:40].rstrip("-") or "model") if len(name) >= 2 else "model"
+
+
+def _priced_rps(advice: TypeAdvice) -> float:
+    """Requests per second of a type that is priced, or of one with a known, non-zero throughput."""
+    rps = priced_throughput(advice).requests_per_second
+    assert rps is not None  # checked by priced_throughput
+    return rps
 
 
 def _rps(advice: TypeAdvice) -> float | None:

@@ -101,7 +101,7 @@ def scale_out_paths(template: dict) -> list[ScaleOutPath]:
             policy_id = _resolve(template, action)
             policy = resources.get(policy_id or "", {})
             step = policy.get("Properties", {}).get("StepScalingPolicyConfiguration")
-            if policy.get("Type") != "AWS::ApplicationAutoScaling::ScalingPolicy" or not step:
+            if policy_id is None or policy.get("Type") != "AWS::ApplicationAutoScaling::ScalingPolicy" or not step:
                 continue
             adjustments = [a["ScalingAdjustment"] for a in step["StepAdjustments"]]
             if max(adjustments) <= 0:
