@@ -23,6 +23,7 @@ from .server_contract import (
     ServerContext,
     ServerContract,
     StopTiming,
+    require_props,
     sidecar_reservation,
 )
 
@@ -156,8 +157,7 @@ class BundledServer:
     name = "bundled"
 
     def __post_init__(self) -> None:
-        require(isinstance(self.props, BundledServerProps), "server.props",
-                f"{type(self.props).__name__} is not BundledServerProps: BundledServer's first argument is its props; pass an image as image=")
+        require_props(self, BundledServerProps)
 
     @property
     def stop(self) -> StopTiming:

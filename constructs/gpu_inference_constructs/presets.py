@@ -21,6 +21,7 @@ from .server_contract import (
     ServerContract,
     StopTiming,
     port_liveness,
+    require_props,
 )
 
 # Triton's documented defaults: HTTP 8000, gRPC 8001, Prometheus metrics 8002 (/metrics); KServe v2 health paths.
@@ -97,8 +98,7 @@ class TritonServer:
     user: str = "1000:1000"
 
     def __post_init__(self) -> None:
-        require(isinstance(self.props, TritonProps), "server.props",
-                f"{type(self.props).__name__} is not TritonProps: TritonServer's first argument is its props; pass an image as image=")
+        require_props(self, TritonProps)
 
     def contract(self, context: ServerContext) -> ServerContract:
         model, props = context.model, self.props
@@ -167,8 +167,7 @@ class TgiServer:
     user: str = "1000:1000"
 
     def __post_init__(self) -> None:
-        require(isinstance(self.props, TgiProps), "server.props",
-                f"{type(self.props).__name__} is not TgiProps: TgiServer's first argument is its props; pass an image as image=")
+        require_props(self, TgiProps)
 
     def contract(self, context: ServerContext) -> ServerContract:
         model, props = context.model, self.props

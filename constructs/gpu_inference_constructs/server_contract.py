@@ -319,6 +319,14 @@ def sidecar_reservation(model_source: ModelFromS3, metrics: PrometheusMetrics | 
     return cpu, memory
 
 
+def require_props(server: object, expected: type) -> None:
+    """A preset's first argument is its props: an image given there (the 0.1 form ``BundledServer(image)``) is named."""
+    props = getattr(server, "props", None)
+    require(isinstance(props, expected), "server.props",
+            f"{type(props).__name__} is not {expected.__name__}: {type(server).__name__}'s first argument is its props; "
+            "pass an image as image=")
+
+
 # Flags whose value the contract states elsewhere: (flags, the contract's field, how to read it off the contract).
 PORT_FLAGS = ("--port", "--http-port")
 METRICS_PORT_FLAGS = ("--metrics-port", "--prometheus-port")

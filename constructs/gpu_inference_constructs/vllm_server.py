@@ -24,6 +24,7 @@ from .server_contract import (
     ServerContract,
     StopTiming,
     port_liveness,
+    require_props,
     sidecar_reservation,
     vllm_drain_seconds,
 )
@@ -129,8 +130,7 @@ class VllmServer:
     name = "vllm"
 
     def __post_init__(self) -> None:
-        require(isinstance(self.props, VllmProps), "server.props",
-                f"{type(self.props).__name__} is not VllmProps: VllmServer's first argument is its props; pass an image as image=")
+        require_props(self, VllmProps)
 
     @property
     def stop(self) -> StopTiming:
