@@ -11,6 +11,7 @@ import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import cast
 
 import httptools
 import uvloop
@@ -106,15 +107,17 @@ def process_cpu_s(pid: int) -> float | None:
 class _Connection(asyncio.Protocol):
     """One client: sends a request, and the next from the callback that completes the response."""
 
+    transport: asyncio.Transport  # set by connection_made, which asyncio calls before any other callback
+
     def __init__(self, run: _Run, offset: int) -> None:
         self.run, self.next = run, offset
         self.parser = httptools.HttpResponseParser(self)
-        self.transport: asyncio.Transport | None = None
         self.started = 0
         self.in_flight = self.keep_alive = False
 
-    def connection_made(self, transport) -> None:
-        self.transport = transport
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # A stream protocol is handed a Transport; asyncio.Protocol's signature names only the base class.
+        self.transport = cast(asyncio.Transport, transport)
         self._send()
 
     def _send(self) -> None:
@@ -213,8 +216,10 @@ async def _drive(host: str, port: int, requests: list[bytes], concurrency: int, 
     run.recording = False
     elapsed = time.perf_counter() - started
     client_cpu = time.process_time() - client_cpu
-    if server_cpu is not None:
-        server_cpu = process_cpu_s(server_pid) - server_cpu
+    if server_pid and server_cpu is not None:
+        after = process_cpu_s(server_pid)
+        assert after is not None, f"the server (pid {server_pid}) exited during the window"
+        server_cpu = after - server_cpu
     cores = None
     if processes:
         cores = {"generator": round(client_cpu / elapsed, 3)}

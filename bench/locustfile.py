@@ -15,7 +15,8 @@ import os
 import sys
 from pathlib import Path
 
-from locust import FastHttpUser, LoadTestShape, constant, events, task
+# Locust is not a dependency (see above), so pyright cannot resolve it here.
+from locust import FastHttpUser, LoadTestShape, constant, events, task  # pyright: ignore[reportMissingImports]
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from bench.texts import make_texts  # noqa: E402

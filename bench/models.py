@@ -66,7 +66,7 @@ def load_model(spec: str, device: str = "cpu", dtype: str = "fp32", max_length: 
     return NullModel() if spec == NULL else Embedder(spec, device, dtype, max_length)
 
 
-def server_parser(description: str) -> argparse.ArgumentParser:
+def server_parser(description: str | None) -> argparse.ArgumentParser:
     """The flags every bench server takes: where to listen and which model to serve how."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--host", default="127.0.0.1")

@@ -19,6 +19,7 @@ def plot(results: dict, path: Path) -> Path:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     measured = models(results)
     fig, axes = plt.subplots(len(measured) or 1, 2, figsize=(11, 4 * max(1, len(measured))), squeeze=False)

@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
 
     texts = [SAME_TEXT] * args.texts if args.same_text else make_texts(args.texts)
     rates = sweep(model, texts, sizes, args.duration)
-    best = max(rates, key=rates.get)
+    best = max(rates, key=rates.__getitem__)
     sys.stdout.write(orjson.dumps({"items_per_s": {str(k): v for k, v in rates.items()}, "best_batch_size": best,
                                    "best_items_per_s": rates[best], "torch_threads": torch.get_num_threads(),
                                    "torch_interop_threads": torch.get_num_interop_threads()}).decode() + "\n")

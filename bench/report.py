@@ -25,6 +25,11 @@ def _at_highest(results: dict, system: str, model: str, concurrency: int) -> dic
     return runs[-1] if runs else None
 
 
+def _field(run: dict | None, key: str) -> Any:
+    """run[key] (a JSON value), or None when there is no run."""
+    return run and run[key]
+
+
 def _ratio(numerator: float | None, denominator: float | None) -> float | None:
     return numerator / denominator if numerator is not None and denominator else None
 
@@ -75,16 +80,16 @@ def evaluate(results: dict, target_concurrency: int = 64) -> tuple[dict[str, Any
     overload = next((o for o in results.get("overload", []) if o["system"] == OURS), None)
     bare_overload = next((o for o in results.get("overload", []) if o["system"] == BARE), None)
 
-    def rps(run):
-        return run and run["throughput_rps"]
+    def rps(run: dict | None) -> Any:
+        return _field(run, "throughput_rps")
 
     ratios = {
         f"ours_over_raw_best_at_{c}": _ratio(rps(ours_c), raw.get("best_items_per_s")),
         f"ours_over_peer_at_{c}": _ratio(rps(ours_c), rps(peer_c)),
         f"ours_over_baseline_at_{c}": _ratio(rps(ours_c), rps(base_c)),
-        f"ours_p95_over_peer_p95_at_{c}": _ratio(ours_c and ours_c["p95_ms"], peer_c and peer_c["p95_ms"]),
-        f"ours_p95_over_baseline_p95_at_{c}": _ratio(ours_c and ours_c["p95_ms"], base_c and base_c["p95_ms"]),
-        "ours_p50_over_baseline_p50_at_1": _ratio(ours_1 and ours_1["p50_ms"], base_1 and base_1["p50_ms"]),
+        f"ours_p95_over_peer_p95_at_{c}": _ratio(_field(ours_c, "p95_ms"), _field(peer_c, "p95_ms")),
+        f"ours_p95_over_baseline_p95_at_{c}": _ratio(_field(ours_c, "p95_ms"), _field(base_c, "p95_ms")),
+        "ours_p50_over_baseline_p50_at_1": _ratio(_field(ours_1, "p50_ms"), _field(base_1, "p50_ms")),
         "ours_null_over_bare_asgi": _ratio(rps(ours_null), rps(bare)),
         "ours_2_workers_null_over_1_worker": _ratio(rps(ours_2w), rps(ours_null)),
     }
@@ -135,7 +140,7 @@ def evaluate(results: dict, target_concurrency: int = 64) -> tuple[dict[str, Any
                 check(ratios["ours_p50_over_baseline_p50_at_1"], 1.1, at_most=True), at_most=True),
         _target("overload (>= 10 x saturation offered): goodput (200s within their deadline) >= 0.9 x saturation",
                 goodput, 0.9,
-                None if goodput is None else goodput >= 0.9 and offered >= 10),
+                None if goodput is None or offered is None else goodput >= 0.9 and offered >= 10),
         _target(f"overload: p99 of the 200s within their deadline below the request timeout ({timeout_ms:g} ms)",
                 ratios.get("overload_good_p99_ms"), timeout_ms,
                 check(ratios.get("overload_good_p99_ms"), timeout_ms, at_most=True), at_most=True),
@@ -145,8 +150,9 @@ def evaluate(results: dict, target_concurrency: int = 64) -> tuple[dict[str, Any
                 bound=shed_cost and f"the worker: {_cores(shed_cost)}"),
         _target("overload: shed answers in < 5 ms median, no 5xx but 503", shed, 5.0,
                 None if shed is None else shed < 5.0 and ratios["overload_5xx_other_than_503"] == 0, at_most=True,
-                bound=None if floor is None else f"the HTTP stack: the bare ASGI app's constant answer takes {floor:.1f} "
-                                                 f"ms median under the same {bare_overload['concurrency']} clients"),
+                bound=None if floor is None or bare_overload is None
+                else f"the HTTP stack: the bare ASGI app's constant answer takes {floor:.1f} "
+                     f"ms median under the same {bare_overload['concurrency']} clients"),
         _target("null model, 1 worker: ours >= 0.25 x bare ASGI", ratios["ours_null_over_bare_asgi"], 0.25,
                 check(ratios["ours_null_over_bare_asgi"], 0.25),
                 bound=_cores(ours_null) and f"one core for the whole server: {_cores(ours_null)}"),
@@ -191,13 +197,13 @@ def table(results: dict) -> str:
                      f" {'req/s':>10} {'p95':>7} | {'x req/s':>7} {'x p95':>5}")
         for level in levels:
             o, p, b = (_at(results, system, model, level) for system in (OURS, PEER, BASELINE))
-            speedup = _ratio(o and o["throughput_rps"], b and b["throughput_rps"])
+            speedup = _ratio(_field(o, "throughput_rps"), _field(b, "throughput_rps"))
             lines.append(
-                f"{level:>7} {_num(o and o['throughput_rps']):>10} {_num(o and o['p50_ms']):>7} "
-                f"{_num(o and o['p95_ms']):>7} {_num(o and o['p99_ms']):>7} | {_num(p and p['throughput_rps']):>10} "
-                f"{_num(p and p['p95_ms']):>7} | {_num(b and b['throughput_rps']):>10} "
-                f"{_num(b and b['p95_ms']):>7} | {_num(speedup, 2):>7} "
-                f"{_num(_ratio(o and o['p95_ms'], b and b['p95_ms']), 2):>5}")
+                f"{level:>7} {_num(_field(o, 'throughput_rps')):>10} {_num(_field(o, 'p50_ms')):>7} "
+                f"{_num(_field(o, 'p95_ms')):>7} {_num(_field(o, 'p99_ms')):>7} | {_num(_field(p, 'throughput_rps')):>10} "
+                f"{_num(_field(p, 'p95_ms')):>7} | {_num(_field(b, 'throughput_rps')):>10} "
+                f"{_num(_field(b, 'p95_ms')):>7} | {_num(speedup, 2):>7} "
+                f"{_num(_ratio(_field(o, 'p95_ms'), _field(b, 'p95_ms')), 2):>5}")
         two = [r for r in series(results, OURS_2W, model)]
         if two:
             lines.append("  ours with 2 workers: " + ", ".join(f"{r['concurrency']}: {r['throughput_rps']:.0f} req/s"

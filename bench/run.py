@@ -69,7 +69,7 @@ def setup_info(cfg: BenchConfig, model_dir: str) -> dict:
 
 def _layout_info(cfg: BenchConfig) -> dict:
     model, rest = cpu_layout(cfg)
-    if model is None:
+    if model is None or rest is None:  # both, or neither
         return {"pinned": False}
     return {"pinned": True, "model_path": sorted(model), "http_and_load_generator": sorted(rest)}
 
@@ -124,7 +124,9 @@ def _server_default(name: str) -> float:
     """One of our server's settings that the bench leaves at its default."""
     from inference_server.settings import Settings
 
-    return next(f.default for f in dataclasses.fields(Settings) if f.name == name)
+    default = next(f.default for f in dataclasses.fields(Settings) if f.name == name)
+    assert isinstance(default, float), name  # the settings the bench reads are floats with a default
+    return default
 
 
 def _default_metrics_interval_s() -> float:
@@ -151,9 +153,11 @@ def measure_rejection_cost(server: str, port: int, pid: int, cfg: BenchConfig, p
     result = run_load(HOST, port, requests, cfg.reject_clients, cfg.warmup_s, cfg.duration_s, pid, min_per_client=0,
                       processes=processes)
     answers = result.answers
+    server_cpu_s = result.server_cpu_s
+    assert server_cpu_s is not None  # run_load had the server's pid
     return {"system": server, "clients": cfg.reject_clients, "statuses": result.statuses,
-            "answers_per_s": answers / result.duration_s, "server_cores": result.server_cpu_s / result.duration_s,
-            "cpu_us_per_answer": 1e6 * result.server_cpu_s / answers if answers else None,
+            "answers_per_s": answers / result.duration_s, "server_cores": server_cpu_s / result.duration_s,
+            "cpu_us_per_answer": 1e6 * server_cpu_s / answers if answers else None,
             "cores_by_process": result.cores_by_process}
 
 
@@ -172,7 +176,7 @@ def measure_server(server: str, model: str, model_dir: str, cfg: BenchConfig, te
         started = time.monotonic()
         process.wait_ready(how.ready_path, cfg.ready_timeout_s)
         processes = server_processes(process.log_path) if server in (OURS, OURS_2W) else None
-        if how.model_cpus:
+        if how.model_cpus and processes is not None:  # only ours has a model process: processes is its roles
             _pin_model_process(processes, how.model_cpus)
         _log(f"{name}: ready in {time.monotonic() - started:.1f} s")
         systems = [s for s, m in cfg.systems if m == model and ENDPOINT_OF.get(s, s) == server]

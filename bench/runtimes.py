@@ -97,6 +97,7 @@ def table(results: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> dict:
+    assert __doc__ is not None  # the module has a docstring (not run under -OO)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runtimes", default=",".join(RUNTIMES), help="comma-separated, of " + ", ".join(RUNTIMES))
     parser.add_argument("--short", action="store_true", help="a smoke run: one level, short windows")

@@ -139,6 +139,7 @@ def table(results: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> dict:
+    assert __doc__ is not None  # the module has a docstring (not run under -OO)
     parser = argparse.ArgumentParser(prog="python -m bench.shared_cache", description=__doc__.splitlines()[0])
     parser.add_argument("--short", action="store_true", help="3 s windows (a smoke run, not a measurement)")
     parser.add_argument("--model", choices=("minilm", "timed"), default="minilm",

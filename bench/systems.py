@@ -65,7 +65,7 @@ def launch(server: str, model_spec: str, port: int, cfg: BenchConfig, scratch: P
     model_cpus, rest = cpu_layout(cfg)
     if server in (OURS, OURS_2W):
         launched = _ours(server, model_spec, port, cfg, scratch, env)
-        if model_cpus is None:
+        if model_cpus is None or rest is None:  # both, or neither
             return launched
         if server == OURS_2W:  # every core, not the generator's cores that the bench process is pinned to
             return dataclasses.replace(launched, cpus=model_cpus | rest)

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import bisect
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, MutableSequence, Sequence
+from typing import overload
 
 ALPHA = 0.2  # weight of the newest batch in the EWMA
 MAX_BUCKETS = 16
@@ -27,7 +28,7 @@ class BatchTimes:
     """The measured batch times over int64 slots that the model process writes and the workers read (a status
     page's table, or a plain list in tests). Aligned 8-byte stores are atomic: a reader never sees half a value."""
 
-    def __init__(self, slots: Sequence[int] | memoryview, clock_ns: Callable[[], int] = time.monotonic_ns) -> None:
+    def __init__(self, slots: MutableSequence[int] | memoryview, clock_ns: Callable[[], int] = time.monotonic_ns) -> None:
         if len(slots) < SLOTS:
             raise ValueError(f"the batch-time table needs {SLOTS} slots, got {len(slots)}")
         self.slots = slots
@@ -92,6 +93,12 @@ class BatchTimes:
     def running(self) -> int:
         """Inputs in the batch running now (0: none)."""
         return self.slots[_BUSY_SIZE] if self.slots[_BUSY_SINCE] else 0
+
+    @overload
+    def _bucket(self, size: int, length: int) -> tuple[int, int]: ...
+
+    @overload
+    def _bucket(self, size: int, length: None) -> tuple[int, None]: ...
 
     def _bucket(self, size: int, length: int | None) -> tuple[int, int | None]:
         s = self.slots

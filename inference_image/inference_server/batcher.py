@@ -258,8 +258,10 @@ class Batcher:
     def _warm_next_cold_shape(self) -> None:
         """One shape of the background warm-up (the model is idle)."""
         size, length = self._cold.popleft()
+        handler = self.handler
+        assert handler is not None  # the background warm-up runs once the model is loaded
         try:
-            self._warm_shape(self.handler, size, length)
+            self._warm_shape(handler, size, length)
         except Exception as exc:
             if self._is_fatal(exc):
                 self.error = exc
@@ -366,11 +368,13 @@ class Batcher:
         longest = max(item.encoded.length for item in items)
         seq_len = max(length, longest) if self.pad_batches else longest
         times = self.batch_times
+        handler = self.handler
+        assert handler is not None  # batches run only once the model is loaded
         if times is not None:
             times.started(len(items), length)
         try:
             forward_started = time.perf_counter()
-            outputs = as_numpy(self.handler.forward([item.encoded for item in items], size, seq_len))
+            outputs = as_numpy(handler.forward([item.encoded for item in items], size, seq_len))
             if times is not None:
                 times.observe(len(items), length, time.perf_counter() - forward_started)
         except Exception as exc:

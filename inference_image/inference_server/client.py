@@ -46,8 +46,9 @@ class _Waiter:
 
 
 def _error(code: int, message: str) -> Exception:
-    return {ResultCode.DEADLINE: DeadlineExceeded, ResultCode.INVALID_INPUT: InputError,
-            ResultCode.UNAVAILABLE: ModelUnavailable, ResultCode.QUEUE_FULL: QueueFull}.get(code, ModelError)(message)
+    kinds: dict[int, type[Exception]] = {ResultCode.DEADLINE: DeadlineExceeded, ResultCode.INVALID_INPUT: InputError,
+                                         ResultCode.UNAVAILABLE: ModelUnavailable, ResultCode.QUEUE_FULL: QueueFull}
+    return kinds.get(code, ModelError)(message)
 
 
 def _deliver(results: list[tuple[Any, Any, bool]]) -> None:
@@ -91,6 +92,7 @@ class ModelClient:
     def _on_readable(self) -> None:
         frames = self.channel.receive_available()
         if frames is None:
+            assert self._loop is not None  # only the loop's reader calls this
             self._loop.remove_reader(self.channel.sock.fileno())
             self._fail_all()
             return

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import orjson
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
+from starlette.types import ExceptionHandler
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +92,8 @@ async def _unexpected_error(request: Request, exc: Exception) -> Response:
 
 
 def install_error_handlers(app: FastAPI) -> None:
-    app.add_exception_handler(ApiError, _api_error)
-    app.add_exception_handler(RequestValidationError, _validation_error)
-    app.add_exception_handler(StarletteHTTPException, _http_error)
+    # Starlette types every handler as taking Exception, though it calls each only with the class it is registered for.
+    app.add_exception_handler(ApiError, cast(ExceptionHandler, _api_error))
+    app.add_exception_handler(RequestValidationError, cast(ExceptionHandler, _validation_error))
+    app.add_exception_handler(StarletteHTTPException, cast(ExceptionHandler, _http_error))
     app.add_exception_handler(Exception, _unexpected_error)

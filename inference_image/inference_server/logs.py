@@ -6,7 +6,8 @@ import logging
 import sys
 import threading
 import time
-from typing import Any
+from types import TracebackType
+from typing import Any, cast
 
 import orjson
 
@@ -60,12 +61,16 @@ def configure_logging(level: str = "INFO", static: dict[str, Any] | None = None)
     sys.excepthook = _log_uncaught_exception
 
 
+_ExcInfo = tuple[type[BaseException], BaseException, TracebackType | None]
+
+
 def _log_thread_exception(args: threading.ExceptHookArgs) -> None:
     if args.exc_type is SystemExit:
         return
     thread = args.thread.name if args.thread is not None else None
+    # ExceptHookArgs allows a None exc_value, which logging formats too; its stubs want an exception there.
     logging.getLogger("inference_server").error(
-        "uncaught exception in a thread", exc_info=(args.exc_type, args.exc_value, args.exc_traceback),
+        "uncaught exception in a thread", exc_info=cast(_ExcInfo, (args.exc_type, args.exc_value, args.exc_traceback)),
         extra={"thread_name": thread})
 
 

@@ -399,7 +399,8 @@ class FrontDoor:
         except Exception:
             raise ApiError(400, "invalid_json", "the body is not valid JSON") from None
         try:
-            request = model.model_validate(parsed)
+            # Any: the app's request models, whichever they are, have `text` (predict) and `texts` (batch).
+            request: Any = model.model_validate(parsed)
         except ValidationError as exc:
             raise _validation_error(exc) from None
         return [request.text] if route == "predict" else list(request.texts)

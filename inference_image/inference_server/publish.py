@@ -70,6 +70,7 @@ def publish(model_dir: Path, uri: str, *, task: str | None = None, model_name: s
         raise PublishError(f"{uri} already exists ({len(existing)} objects); pass --force to overwrite it")
     gates = {}
     for runtime in dict.fromkeys(runtimes):  # before the manifest: the converted files are checksummed with the rest
+        assert task is not None  # checked above: --runtime needs --task
         try:
             result = convert_and_gate(model_dir, task, runtime)
         except RuntimeConversionError as exc:

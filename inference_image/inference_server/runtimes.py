@@ -15,6 +15,7 @@ version was not published with.
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -107,7 +108,10 @@ def export_onnx(model_dir: Path, task: str, target: Path) -> None:
     sequence dynamic."""
     import torch
 
+    from .handlers.hf import HuggingFaceHandler
+
     handler = _handler(model_dir, task, "eager")
+    assert isinstance(handler, HuggingFaceHandler)  # ONNX conversion is for the Hugging Face tasks only
     names = ["input_ids", "attention_mask"] + (["token_type_ids"] if handler.use_token_types else [])
 
     class Forward(torch.nn.Module):
@@ -218,7 +222,7 @@ def onnx_providers(device_type: str, cache_dir: Path | None = None) -> list[Any]
     chosen: list[Any] = []
     if device_type == "cuda":
         if "TensorrtExecutionProvider" in available:
-            options = {"trt_fp16_enable": True, "trt_engine_cache_enable": cache_dir is not None}
+            options: dict[str, bool | str] = {"trt_fp16_enable": True, "trt_engine_cache_enable": cache_dir is not None}
             if cache_dir is not None:
                 options["trt_engine_cache_path"] = str(cache_dir)
             chosen.append(("TensorrtExecutionProvider", options))
@@ -244,7 +248,7 @@ class OnnxForward:
         self.names = [i.name for i in self.session.get_inputs()]
 
     @property
-    def providers(self) -> list[str]:
+    def providers(self) -> Sequence[str]:
         return self.session.get_providers()
 
     def __call__(self, *tensors):

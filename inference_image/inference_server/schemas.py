@@ -63,11 +63,12 @@ def build_schemas(settings: Settings, prediction_model: type[BaseModel] | None) 
                               examples=["The service was quick and friendly."]))),
         batch_request=create_model(
             "PredictBatchRequest", __config__=STRICT,
-            texts=(list[text], Field(min_length=1, max_length=settings.max_client_batch,
+            # list[text], list[prediction]: types built at run time, which a type checker sees as variables.
+            texts=(list[text], Field(min_length=1, max_length=settings.max_client_batch,  # pyright: ignore[reportInvalidTypeForm]
                                      description=f"1 to {settings.max_client_batch} texts",
                                      examples=[["First text.", "Second text."]]))),
         predict_response=create_model("PredictResponse", model=(str, ...), version=(str, ...),
                                       prediction=(prediction, ...)),
         batch_response=create_model("PredictBatchResponse", model=(str, ...), version=(str, ...),
-                                    predictions=(list[prediction], ...)),
+                                    predictions=(list[prediction], ...)),  # pyright: ignore[reportInvalidTypeForm]
     )

@@ -11,6 +11,7 @@ import socket
 import threading
 import time
 from types import FrameType
+from typing import cast
 
 import uvicorn
 
@@ -87,9 +88,10 @@ class DrainingServer(uvicorn.Server):
 def run_worker(settings: Settings, service: WorkerService, listen: socket.socket) -> int:
     """Serve HTTP on `listen` (shared by every worker) until drained or told to stop."""
     app = create_app(service)
+    # uvicorn annotates timeout_keep_alive as int, but a float works (it is a call_later delay): keep the setting's.
     config = uvicorn.Config(app, loop="uvloop", http="httptools", lifespan="on", log_config=None,
                             log_level=settings.log_level.lower(), access_log=False,
-                            timeout_keep_alive=settings.keep_alive_s, timeout_graceful_shutdown=5,
+                            timeout_keep_alive=cast(int, settings.keep_alive_s), timeout_graceful_shutdown=5,
                             server_header=False, backlog=2048, proxy_headers=False)
     server = DrainingServer(config, service)
     # The app, its schemas and the imports never die: keep full collections, which a request's allocations

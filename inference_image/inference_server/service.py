@@ -39,6 +39,8 @@ class WorkerService:
     """An HTTP worker's side of the model: admission, the result caches, preprocessing, and jobs sent over the
     link (ipc) to the model process; what every route of the worker calls."""
 
+    local_model: Any  # set only by inference_server.testing.LocalModel: the in-process model side that serves it
+
     def __init__(self, settings: Settings, client: ModelClient, worker: int = 0) -> None:
         self.settings = s = settings
         self.client = client
@@ -178,9 +180,11 @@ class WorkerService:
         """A test inference through the whole path: this worker's preprocessing, the link, the model."""
         timeout = self.settings.request_timeout_s
         try:
-            items = self.handler.preprocess([self.handler.probe_input()])
+            handler = self.handler
+            assert handler is not None  # probed only once the preprocessing has loaded
+            items = handler.preprocess([handler.probe_input()])
             result = self.client.submit_sync(items, time.monotonic() + timeout, bypass_queue_limit=True)
-            self.handler.postprocess(result.result(timeout).outputs, 1)
+            handler.postprocess(result.result(timeout).outputs, 1)
         except Exception as exc:
             self._last_probe_ok = None
             log.warning("readiness test inference failed", extra={"error": repr(exc)})
@@ -276,7 +280,7 @@ class WorkerService:
             predictions[i] = prediction
             if keys:
                 cache.put(keys[i], prediction)
-        if shared_keys:
+        if shared_keys and shared is not None:  # shared_keys only come from the shared cache
             shared.store_many(list(zip(shared_keys, fresh, strict=False)))
         return predictions
 

@@ -173,6 +173,7 @@ def iam_auth_token(user_id: str, cache_name: str, region: str, *, serverless: bo
         params["ResourceType"] = "ServerlessCache"
     request = AWSRequest(method="GET", url=f"http://{cache_name}/", params=params)
     SigV4QueryAuth(creds, "elasticache", region, expires=900).add_auth(request)
+    assert request.url is not None  # built from the url above
     return request.url.removeprefix("http://")
 
 
@@ -184,6 +185,8 @@ class _IamCredentials:
 
     def get_credentials(self) -> tuple[str, str]:
         c = self._config
+        # connect() uses this provider only with an IAM user, and the settings require the cache's name with one.
+        assert c.iam_user is not None and c.cache_name is not None
         return c.iam_user, iam_auth_token(c.iam_user, c.cache_name, c.region or "", serverless=c.cluster)
 
 
@@ -196,7 +199,7 @@ def connect(config: SharedCacheConfig) -> Any:
         auth["credential_provider"] = _IamCredentials(config)
     elif config.auth_token:
         auth["password"] = config.auth_token
-    common = dict(host=config.host, port=config.port, ssl=config.tls, socket_timeout=config.connect_timeout_s,
+    common: dict[str, Any] = dict(host=config.host, port=config.port, ssl=config.tls, socket_timeout=config.connect_timeout_s,
                   socket_connect_timeout=config.connect_timeout_s, **auth)
     if config.cluster:
         return ValkeyCluster(**common)
@@ -213,7 +216,7 @@ class SharedCacheMetrics:
 
     def __init__(self, registry: Any = None) -> None:
         self._lock = threading.Lock()
-        self._counts = dict.fromkeys(self.COUNTS, 0)
+        self._counts: dict[str, int] = dict.fromkeys(self.COUNTS, 0)
         self.latency_ms = IntervalStats(exact=False)
         self.state = CLOSED
         self._prometheus = None

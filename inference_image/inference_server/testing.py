@@ -21,7 +21,12 @@ def build_tiny_bert(dest_dir: str | Path, task: str = "text-classification", *, 
     """Save a randomly initialised 2-layer BERT (hidden size 32) and its WordPiece tokenizer to dest_dir, as a
     Hugging Face directory: config.json, model.safetensors, tokenizer files."""
     import torch
-    from transformers import BertConfig, BertForSequenceClassification, BertModel, BertTokenizerFast
+    from transformers import (
+        BertConfig,
+        BertForSequenceClassification,
+        BertModel,
+        BertTokenizerFast,  # pyright: ignore[reportAttributeAccessIssue]  # not in its stubs; there at run time
+    )
 
     if task not in ("text-classification", "text-embedding"):
         raise ValueError(f"unknown task {task!r}")

@@ -124,7 +124,7 @@ def _image(doc: Any, inputs: tuple[TensorSpec, ...], outputs: tuple[TensorSpec, 
     crop = _int(doc["crop"], "image.crop", 1, 4096)
     resize = _int(doc["resize"], "image.resize", crop, 8192)
     labels = doc["labels"]
-    _require(isinstance(labels, list) and labels and all(isinstance(x, str) and x for x in labels), "image.labels",
+    _require(isinstance(labels, list) and bool(labels) and all(isinstance(x, str) and x for x in labels), "image.labels",
              "must be a non-empty list of non-empty strings")
     _require(len(inputs) == 1 and inputs[0].datatype in ("FP32", "FP16") and inputs[0].shape[1:] == (3, crop, crop),
              "inputs", f"an image classifier takes one FP32 tensor of shape [-1, 3, {crop}, {crop}] (image.crop)")

@@ -36,6 +36,8 @@ class TorchExportHandler(Handler):
         program = load_program(ctx.model_dir / self.declaration.program)
         check_program(program, self.declaration, ctx.max_batch_size)
         if ctx.device.type != "cpu":
+            import torch.export.passes  # a submodule that `import torch` does not load
+
             program = torch.export.passes.move_to_device_pass(program, ctx.device)
         self.device = ctx.device
         self.module = program.module()
@@ -74,6 +76,7 @@ class TorchExportHandler(Handler):
 
     def forward(self, batch: list[Encoded], batch_size: int, seq_len: int) -> dict[str, np.ndarray]:
         import torch
+        import torch.utils._pytree  # loaded by `import torch`; named for the type checker
 
         from .export_program import torch_dtype
 

@@ -115,6 +115,7 @@ def drop_rewritten_statuses(app) -> None:
                 if path.startswith(("/v1/", "/v2")):
                     for operation in operations.values():
                         operation.get("responses", {}).pop("422", None)
+        assert app.openapi_schema is not None  # build() stores the document it returns
         return app.openapi_schema
 
     app.openapi = openapi

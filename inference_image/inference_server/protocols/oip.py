@@ -180,8 +180,12 @@ def output_tensors(request: InferRequest, signature: Signature, arrays: dict[str
         if unknown:
             raise TensorError(f"unknown output(s) {unknown}; the model returns {declared}")
         chosen = [(o.name, request.binary_output if o.binary is None else o.binary) for o in request.outputs]
-    tensors = [Tensor(name, signature.output(name).datatype, tuple(arrays[name].shape), arrays[name])
-               for name, _ in chosen]
+    def datatype(name: str) -> str:
+        spec = signature.output(name)
+        assert spec is not None  # chosen names are declared outputs
+        return spec.datatype
+
+    tensors = [Tensor(name, datatype(name), tuple(arrays[name].shape), arrays[name]) for name, _ in chosen]
     return tensors, {name for name, binary in chosen if binary}
 
 
@@ -206,7 +210,7 @@ def add_oip_routes(app: FastAPI, service: WorkerService, prefixes: list[str], au
     settings = service.settings
     model, version = settings.model_name, settings.model_version
     router = APIRouter(tags=["open inference protocol"], dependencies=auth)
-    unauthorized = {401: _oip_error("Missing or wrong API key")} if auth else {}
+    unauthorized: dict[int | str, dict[str, Any]] = {401: _oip_error("Missing or wrong API key")} if auth else {}
 
     def check_model(model_name: str, model_version: str | None) -> None:
         if model_name != model or model_version not in (None, version):
@@ -293,13 +297,14 @@ def add_oip_routes(app: FastAPI, service: WorkerService, prefixes: list[str], au
     ModelVersion = Annotated[str, Path(json_schema_extra={"enum": [version]})]
 
     def unversioned(route):
-        async def endpoint(request: Request, model_name: ModelName) -> Response:
+        async def endpoint(request: Request, model_name: ModelName) -> Response:  # pyright: ignore[reportInvalidTypeForm]
             return await route(request, model_name, None)
 
         return endpoint
 
     def versioned(route):
-        async def endpoint(request: Request, model_name: ModelName, model_version: ModelVersion) -> Response:
+        async def endpoint(request: Request, model_name: ModelName, model_version: ModelVersion  # pyright: ignore[reportInvalidTypeForm]
+                           ) -> Response:
             return await route(request, model_name, model_version)
 
         return endpoint

@@ -55,7 +55,7 @@ def _require(ok: bool, message: str) -> None:
         raise TensorError(message)
 
 
-def _object(doc: Any, where: str, allowed: set[str], required: set[str] = frozenset()) -> dict:
+def _object(doc: Any, where: str, allowed: set[str], required: frozenset[str] | set[str] = frozenset()) -> dict:
     _require(isinstance(doc, dict), f"{where} must be a JSON object")
     unknown = sorted(doc.keys() - allowed)
     _require(not unknown, f"{where}: unknown field(s) {', '.join(unknown)}")
@@ -170,7 +170,7 @@ def decode_request(body: bytes, header_length: int | None) -> InferRequest:
         where = f"inputs[{i}]"
         _object(item, where, {"name", "shape", "datatype", "parameters", "data"}, {"name", "shape", "datatype"})
         name, datatype = item["name"], item["datatype"]
-        _require(isinstance(name, str) and name, f"{where}.name must be a non-empty string")
+        _require(isinstance(name, str) and bool(name), f"{where}.name must be a non-empty string")
         where = f"input {name!r}"
         _require(datatype in DATATYPES, f"{where}: unsupported datatype {datatype!r}; use one of "
                                         f"{', '.join(DATATYPES)}")

@@ -74,7 +74,8 @@ def embeddings_request_model(model: str, max_text_chars: int, max_inputs: int, d
                                                  if dimensions else {"type": "null"})]
     return create_model(
         "EmbeddingsRequest", __config__=ConfigDict(extra="forbid", strict=True),
-        input=(text | Annotated[list[text], Field(min_length=1, max_length=max_inputs)],
+        # Types built at run time for create_model: a type checker sees variables.
+        input=(text | Annotated[list[text], Field(min_length=1, max_length=max_inputs)],  # pyright: ignore[reportOperatorIssue, reportInvalidTypeForm]
                Field(description=f"a text, or a list of 1 to {max_inputs} texts (token arrays are not supported)",
                      examples=["The food was delicious."])),
         # Any name is accepted (another gets a 404, model_not_found); the document names the served one.
@@ -150,7 +151,7 @@ def add_openai_routes(app: FastAPI, service: WorkerService, prefixes: list[str],
                                       "usage": {"prompt_tokens": tokens, "total_tokens": tokens}},
                                      option=orjson.OPT_SERIALIZE_NUMPY), media_type="application/json")
 
-    unauthorized = {401: errors[401]} if auth else {}
+    unauthorized: dict[int | str, dict[str, Any]] = {401: errors[401]} if auth else {}
 
     @router.get("/v1/models", response_model=ModelList, summary="List models (OpenAI-compatible)", dependencies=auth,
                 responses=unauthorized)
