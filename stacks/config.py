@@ -172,11 +172,9 @@ class EnvironmentConfig:
 
     def _check_stop(self, index: int, model: ModelProps, server: BundledServer | VllmServer) -> None:
         """The server drains and exits within the task's stop timeout and the Spot notice (as ModelService checks)."""
-        deregistration_delay, stop_timeout = server.stop.task_timing(self.service.deregistration_delay_seconds,
-                                                                     self.service.stop_timeout_seconds)
         try:
-            server.stop.check_fits(stop_timeout_seconds=stop_timeout, deregistration_delay_seconds=deregistration_delay,
-                                   server=f"the {server.name} server")
+            server.stop.checked_task_timing(self.service.deregistration_delay_seconds, self.service.stop_timeout_seconds,
+                                            f"the {server.name} server")
         except ConfigError as error:
             raise ConfigError(f"service.{error.key}", f"{error.detail} (models[{index}], {model.name})") from None
 

@@ -230,12 +230,9 @@ class ModelService(Construct):
                 capacity.add_service(service_deployment(model, in_gpus=True))
             except ConfigError as error:
                 raise ConfigError(f"capacity ({error.key})", f"{error.detail} (adding models[{model.name}])") from None
-        self.deregistration_delay_seconds, self.stop_timeout_seconds = contract.stop.task_timing(
-            timing.deregistration_delay_seconds, timing.stop_timeout_seconds)
         try:
-            contract.stop.check_fits(stop_timeout_seconds=self.stop_timeout_seconds,
-                                     deregistration_delay_seconds=self.deregistration_delay_seconds,
-                                     server=f"the {contract.name} server")
+            self.deregistration_delay_seconds, self.stop_timeout_seconds = contract.stop.checked_task_timing(
+                timing.deregistration_delay_seconds, timing.stop_timeout_seconds, f"the {contract.name} server")
         except ConfigError as error:
             raise ConfigError(f"timing.{error.key}", f"{error.detail} (models[{model.name}])") from None
         if api_keys_secret is not None:

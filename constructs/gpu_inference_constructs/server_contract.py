@@ -243,6 +243,13 @@ class StopTiming:
             return deregistration_delay_seconds, stop_timeout_seconds
         return self.deregistration_delay_seconds, self.seconds_after_sigterm
 
+    def checked_task_timing(self, deregistration_delay_seconds: int, stop_timeout_seconds: int, server: str) -> tuple[int, int]:
+        """:meth:`task_timing` for the environment's delay and stop timeout, refused (:meth:`check_fits`) unless
+        ``server`` drains and exits within it: what ModelService builds and what the app's config checks early."""
+        delay, stop_timeout = self.task_timing(deregistration_delay_seconds, stop_timeout_seconds)
+        self.check_fits(stop_timeout_seconds=stop_timeout, deregistration_delay_seconds=delay, server=server)
+        return delay, stop_timeout
+
     @property
     def seconds_after_sigterm(self) -> int:
         """The most the server may take from SIGTERM to exit."""

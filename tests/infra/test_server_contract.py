@@ -259,7 +259,8 @@ def test_vllm_drains_in_flight_generations_within_the_spot_notice():
     model's target groups, stopTimeout and drain are sized so a generation of longest_request_seconds in flight when
     its task stops finishes: the ALB keeps it through the deregistration delay (that long), vLLM drains after SIGTERM
     for what the Spot notice leaves, and delay + drain + exit fit the notice."""
-    from gpu_inference_constructs.server_contract import SPOT_NOTICE_SECONDS, VLLM_EXIT_SECONDS  # noqa: F401
+    from gpu_inference_constructs.server_contract import VLLM_EXIT_SECONDS
+    from gpu_inference_constructs.service_timing import SPOT_NOTICE_SECONDS
 
     for longest in (80, 60, 100):
         stack, parts = stack_with_placement()
