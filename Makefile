@@ -23,7 +23,7 @@ CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 VALKEY_STAMP := $(VENV)/.valkey-installed
 BACKPORTS_LIST := /etc/apt/sources.list.d/bookworm-backports.list
 
-.PHONY: setup setup-dev synth lint lock test test-fast e2e-vllm bench bench-short bench-cache bench-runtimes update-snapshots clean
+.PHONY: setup setup-dev setup-steps setup-dev-steps synth lint lock test test-fast e2e-vllm bench bench-short bench-cache bench-runtimes update-snapshots clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -101,9 +101,21 @@ $(NODE_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
-setup: $(APP_STAMP) $(NODE_STAMP)
+# The set-up steps run side by side (the app's and checkov's virtualenvs, Node and Valkey are independent; the dev
+# tools wait for the app's venv), each step's output kept together.
+SETUP_JOBS = $(MAKE) --no-print-directory --jobs=4 --output-sync=target
 
-setup-dev: setup $(DEV_STAMP) $(CHECKOV_STAMP) $(VALKEY_STAMP)
+setup:
+	@$(SETUP_JOBS) setup-steps
+
+setup-dev:
+	@$(SETUP_JOBS) setup-dev-steps
+
+setup-steps: $(APP_STAMP) $(NODE_STAMP)
+	@:
+
+setup-dev-steps: setup-steps $(DEV_STAMP) $(CHECKOV_STAMP) $(VALKEY_STAMP)
+	@:
 
 synth: setup
 	rm -rf cdk.out

@@ -8,6 +8,7 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from .acknowledgements import acknowledge, default_child
+from .cdk_interfaces import as_secret
 from .server_contract import DEFAULT_API_KEY_NAME
 
 
@@ -18,7 +19,7 @@ def api_keys_secret(
     encryption_key: kms.IKey | None = None,
     key_name: str = DEFAULT_API_KEY_NAME,
     removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.RETAIN,
-) -> secretsmanager.Secret:
+) -> secretsmanager.ISecret:
     """A secret holding ``{"<key_name>": <a generated 40-character key>}`` (``key_name`` default ``"default"``), for
     ``ModelService(api_keys_secret=...)``. Clients send a key in ``x-api-key`` or ``Authorization: Bearer``; add a
     named key per client beside it, so one can be revoked alone. ``encryption_key`` (default: the account's
@@ -42,4 +43,4 @@ def api_keys_secret(
         "of names to keys), moving the client, then removing the old name; a single-user rotation Lambda would "
         "cut clients off mid-rotation.",
     )
-    return secret
+    return as_secret(secret)

@@ -4,7 +4,7 @@ aws-cdk-lib's Python stubs declare its interfaces (IPrincipal, IRole, IKey, ITop
 ITopicSubscription) as Protocols, and several of its classes name a method's parameter differently from their
 interface: ``ServicePrincipal.add_to_principal_policy(_statement)`` against ``IPrincipal``'s ``statement``,
 ``Role.grant_assume_role(identity)`` against ``IRole``'s ``grantee``, ``Key.add_alias(alias_name)`` against
-``IKey``'s ``alias``, ``SnsAction.bind(_scope, _alarm)``. So pyright refuses a ServicePrincipal where an
+``IKey``'s ``alias``, ``SnsAction.bind(_scope, _alarm)``, and ``Secret``'s against ``ISecret``. So pyright refuses a ServicePrincipal where an
 IPrincipal is wanted, though jsii declares that it implements it. Each function here says so with
 ``typing.cast`` and builds exactly what aws-cdk-lib would: nothing changes at runtime.
 """
@@ -17,6 +17,7 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
+from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
 
@@ -36,6 +37,10 @@ def as_key(value: kms.Key) -> kms.IKey:
 
 def as_topic(value: sns.Topic) -> sns.ITopic:
     return cast(sns.ITopic, value)
+
+
+def as_secret(value: secretsmanager.Secret) -> secretsmanager.ISecret:
+    return cast(secretsmanager.ISecret, value)
 
 
 def sns_action(to: sns.ITopic) -> cloudwatch.IAlarmAction:

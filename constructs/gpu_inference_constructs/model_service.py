@@ -41,11 +41,10 @@ from .load_balancer import (
     model_path_patterns,
 )
 from .log_retention import retention_days
+from .model_fetch import fetch_script
 from .model_props import ROLLING_MAX_HEALTHY_PERCENT, ModelProps, service_deployment
 from .model_store import (
-    MANIFEST_FILE,
     MODELS_PREFIX,
-    SHA256SUMS_FILE,
     ModelStore,
     grant_read_prefix,
     model_read_prefix,
@@ -536,7 +535,8 @@ class ModelService(Construct):
         """Two init containers. ``scratch-owner`` (root, CHOWN only) creates scratch's folders and hands the volume,
         which Docker creates root-owned, to the server's user; it reads nothing. ``model-fetch`` then runs as that
         user: copy the model's S3 prefix to scratch, check the files against the SHA256SUMS that publish wrote beside
-        the manifest (a prefix without a manifest is copied unverified, and says so), exit 0."""
+        the manifest, side by side (model_fetch.py; a prefix without a manifest is copied unverified, and says so),
+        exit 0."""
         source = contract.model_source
         image = source.fetcher_image or ecs.ContainerImage.from_registry(DEFAULT_FETCHER_IMAGE)
         owner = self.task_definition.add_container(
@@ -562,24 +562,12 @@ class ModelService(Construct):
             "fetch and the server run as that user.",
         )
         owner.add_mount_points(ecs.MountPoint(container_path=SCRATCH_PATH, source_volume="scratch", read_only=False))
-        script = (
-            "set -eu; "
-            'aws s3 sync --only-show-errors --no-progress "$MODEL_URI" "$MODEL_DIR"; '
-            'if [ -z "$(ls -A "$MODEL_DIR")" ]; then echo "no model files under $MODEL_URI" >&2; exit 1; fi; '
-            # What `python -m inference_server.publish` wrote: every file's SHA-256, checked before the server starts.
-            f'if [ -f "$MODEL_DIR/{MANIFEST_FILE}" ]; then '
-            f'if [ ! -f "$MODEL_DIR/{SHA256SUMS_FILE}" ]; then echo "$MODEL_URI has {MANIFEST_FILE} but no {SHA256SUMS_FILE}: '
-            'publish it again with python -m inference_server.publish" >&2; exit 1; fi; '
-            f'(cd "$MODEL_DIR" && sha256sum --check --strict --quiet {SHA256SUMS_FILE}) || '
-            f'{{ echo "model files under $MODEL_URI do not match {SHA256SUMS_FILE}" >&2; exit 1; }}; '
-            f'else echo "$MODEL_URI has no {MANIFEST_FILE}: files not verified" >&2; fi'
-        )
         fetcher = self.task_definition.add_container(
             "model-fetch",
             image=image,
             essential=False,
             entry_point=["/bin/sh", "-c"],
-            command=[script],
+            command=[fetch_script()],
             cpu=FETCHER_CPU,
             memory_reservation_mib=FETCHER_MEMORY_MIB,
             environment={

@@ -165,8 +165,8 @@ class ResultCache(Construct):
         p = self.props
         hour = cdk.Duration.hours(1)
         return cloudwatch.MathExpression(
-            expression=f"MAX([bytes / 1e9, {p.minimum_metered_gb}]) * {p.storage_usd_per_gb_hour}"
-                       f" + ecpu / 1e6 * {p.usd_per_million_ecpu}",
+            expression=f"MAX([bytes / 1000000000, {p.minimum_metered_gb}]) * {p.storage_usd_per_gb_hour}"
+                       f" + ecpu / 1000000 * {p.usd_per_million_ecpu}",
             using_metrics={"bytes": self.metric("BytesUsedForCache", "Average", hour),
                            "ecpu": self.metric("ElastiCacheProcessingUnits", "Sum", hour)},
             label=f"{self.cache_name} result cache USD/hour", period=hour)

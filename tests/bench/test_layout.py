@@ -17,6 +17,7 @@ def pinned_like_the_run():
     cfg = BenchConfig()
     before = os.sched_getaffinity(0)
     _, generator = cpu_layout(cfg)
+    assert generator is not None  # the default configuration pins the model path
     os.sched_setaffinity(0, generator)
     yield cfg, before
     os.sched_setaffinity(0, before)

@@ -36,6 +36,7 @@ def test_reports_the_cores_of_each_named_process(bare_server):
     result = run_load(HOST, bare_server.port, requests, 8, warmup_s=0.2, duration_s=0.5,
                       server_pid=bare_server.pid, processes={bare_server.pid: "app"})
     cores = result.cores_by_process
+    assert cores is not None
     assert set(cores) == {"app", "generator"}
     assert 0 < cores["app"] <= 1.05 and 0 < cores["generator"] <= 1.05  # both busy: a closed loop on one app
 

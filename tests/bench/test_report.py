@@ -75,6 +75,7 @@ def test_missing_systems_are_not_measured(results):
 
 def test_generator_ceiling_from_the_bare_asgi_run(results):
     gen = generator_ceiling(results)
+    assert gen is not None
     assert gen["ceiling_rps"] == pytest.approx(50000 / 2.5)
     assert gen["client_cpu_us_per_request"] == pytest.approx(50.0)
     assert gen["headroom_over_fastest_run"] == pytest.approx(4.0)

@@ -83,7 +83,9 @@ def test_the_gpu_runtime_comparison_serves_what_the_gpu_runs_and_says_why_it_ski
     assert parse_args([]).runtimes is None
     cpu_build = runtime_plan(list(GPU_RUNTIMES), ["AzureExecutionProvider", "CPUExecutionProvider"])
     assert cpu_build["eager"] is None and cpu_build["compile"] is None
-    assert "onnxruntime-gpu" in cpu_build["onnx"] and "CPU" in cpu_build["int8"]
+    onnx_reason, int8_reason = cpu_build["onnx"], cpu_build["int8"]
+    assert onnx_reason is not None and int8_reason is not None
+    assert "onnxruntime-gpu" in onnx_reason and "CPU" in int8_reason
     gpu_build = runtime_plan(["onnx"], ["TensorrtExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider"])
     assert gpu_build == {"onnx": None}
 

@@ -4,6 +4,7 @@ app.synth() (which raises on any unacknowledged finding). The page's "More examp
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 
@@ -27,7 +28,7 @@ def test_the_page_has_the_three_team_examples():
 
 @pytest.mark.parametrize("title", list(examples()))
 def test_each_example_synthesizes_cdk_nag_clean_in_a_bare_app(title):
-    namespace = {"__name__": "library_page_example"}
+    namespace: dict[str, Any] = {"__name__": "library_page_example"}
     exec(compile(examples()[title], "constructs/README.md", "exec"), namespace)
     app, stack = namespace["app"], namespace["stack"]
     assert not app.node.try_get_context("@aws-cdk/core:newStyleStackSynthesis")

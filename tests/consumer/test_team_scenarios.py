@@ -8,6 +8,8 @@ eu-west-1, an imported VPC without isolated subnets, cdk-nag's AwsSolutions chec
 
 from __future__ import annotations
 
+from typing import cast
+
 import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_ec2 as ec2
@@ -179,7 +181,8 @@ def test_vllm_team_app_behind_their_listener_with_the_dashboard():
     assert not resources(template, "AWS::ElasticLoadBalancingV2::LoadBalancer")
     (rule,) = resources(template, "AWS::ElasticLoadBalancingV2::ListenerRule").values()
     assert rule["Properties"]["ListenerArn"] == LISTENER_ARN
-    body = str(template["Resources"][stack.get_logical_id(monitoring.dashboard.node.default_child)]["Properties"]["DashboardBody"])
+    dashboard = cast(cdk.CfnElement, monitoring.dashboard.node.default_child)  # its CfnDashboard, typed IConstruct | None
+    body = str(template["Resources"][stack.get_logical_id(dashboard)]["Properties"]["DashboardBody"])
     for metric in ("vllm_num_requests_running", "vllm_num_requests_waiting", "vllm_kv_cache_usage_perc"):
         assert metric in body
     names = [a["Properties"].get("AlarmName", "") for a in resources(template, "AWS::CloudWatch::Alarm").values()]

@@ -51,9 +51,8 @@ class ModelContract:
 
 def load_contracts(template: dict | Path, environment_name: str) -> list[ModelContract]:
     """Each model service's contract, from a template (or its file) that holds the services, their target groups and rules."""
-    if isinstance(template, Path):
-        template = json.loads(template.read_text())
-    resources = template["Resources"]
+    document: dict = json.loads(template.read_text()) if isinstance(template, Path) else template
+    resources = document["Resources"]
 
     def of_type(kind: str) -> dict:
         return {k: r for k, r in resources.items() if r["Type"] == kind}

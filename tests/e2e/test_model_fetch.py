@@ -2,11 +2,13 @@
 definition holds them, run with stand-ins for what the containers have: `aws s3 sync` copies a local directory (the
 S3 prefix), `chown` is recorded.
 A model published by `python -m inference_server.publish` is verified against its SHA256SUMS before the server
-starts; a tampered or incomplete one stops the task."""
+starts, its files side by side, with OpenSSL's SHA-256 where the image has it and sha256sum where it does not; a
+tampered or incomplete one stops the task."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -35,27 +37,42 @@ def fetcher(synthesized):
     return {c["Name"]: c for c in definition["Properties"]["ContainerDefinitions"]}
 
 
-def run_container(container: dict, tmp_path: Path, prefix: Path) -> subprocess.CompletedProcess:
+# What the scripts and the stand-ins run, for a PATH that lacks a tool (the image without openssl).
+TOOLS = ("mkdir", "cp", "ls", "cut", "cat", "sha256sum", "openssl", "sleep", "touch", "wc", "rm")
+
+
+def run_container(container: dict, tmp_path: Path, prefix: Path, without: tuple[str, ...] = (),
+                  stand_ins: tuple[tuple[str, str], ...] = ()) -> subprocess.CompletedProcess:
     bin_dir, scratch = tmp_path / "bin", tmp_path / "scratch"
     bin_dir.mkdir(exist_ok=True)
     scratch.mkdir(exist_ok=True)
-    for name, body in (("aws", FAKE_AWS), ("chown", FAKE_CHOWN)):
+    for name, body in (("aws", FAKE_AWS), ("chown", FAKE_CHOWN), *stand_ins):
         (bin_dir / name).write_text(body)
         (bin_dir / name).chmod(0o755)
+    path = f"{bin_dir}:{os.environ['PATH']}"
+    if without:
+        tools = tmp_path / "tools"
+        tools.mkdir(exist_ok=True)
+        for tool in set(TOOLS) - set(without):
+            found = shutil.which(tool)
+            assert found, tool
+            if not (tools / tool).exists():
+                (tools / tool).symlink_to(found)
+        path = f"{bin_dir}:{tools}"
     # MODEL_URI joins the bucket's Ref: the stand-in aws ignores the source, so any URI does.
     environment = {e["Name"]: e["Value"].replace("/scratch", str(scratch)) if isinstance(e["Value"], str)
                    else "s3://bucket/models/llama-13b/1/" for e in container["Environment"]}
     script = container["Command"][0].replace("/scratch", str(scratch))
-    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "FAKE_S3_PREFIX": str(prefix), "CHOWN_LOG": str(tmp_path / "chown"),
+    env = {"PATH": path, "FAKE_S3_PREFIX": str(prefix), "CHOWN_LOG": str(tmp_path / "chown"),
            **environment}
     return subprocess.run([*container["EntryPoint"], script], env=env, capture_output=True, text=True, timeout=60)
 
 
-def run_fetch(fetcher, tmp_path: Path, prefix: Path) -> subprocess.CompletedProcess:
+def run_fetch(fetcher, tmp_path: Path, prefix: Path, **tools) -> subprocess.CompletedProcess:
     """scratch-owner (as root: creates the folders, hands scratch to the server's user), then model-fetch."""
     owned = run_container(fetcher["scratch-owner"], tmp_path, prefix)
     assert owned.returncode == 0, owned.stderr
-    return run_container(fetcher["model-fetch"], tmp_path, prefix)
+    return run_container(fetcher["model-fetch"], tmp_path, prefix, **tools)
 
 
 @pytest.fixture
@@ -120,3 +137,42 @@ def test_an_empty_prefix_stops_the_task(fetcher, tmp_path):
     empty.mkdir()
     done = run_fetch(fetcher, tmp_path, empty)
     assert done.returncode != 0 and "no model files" in done.stderr
+
+
+def test_a_sums_line_that_is_not_a_sha256_stops_the_task(fetcher, tmp_path, published):
+    sums = published / SHA256SUMS_FILE
+    sums.write_text(sums.read_text() + "not-a-digest  config.json\n")
+    done = run_fetch(fetcher, tmp_path, published)
+    assert done.returncode != 0 and "config.json: FAILED (not a SHA256SUMS line)" in done.stdout
+
+
+def test_a_listed_name_outside_the_model_directory_stops_the_task(fetcher, tmp_path, published):
+    sums = published / SHA256SUMS_FILE
+    sums.write_text(sums.read_text() + f"{'0' * 64}  ../home/.profile\n")
+    done = run_fetch(fetcher, tmp_path, published)
+    assert done.returncode != 0 and "../home/.profile: FAILED (outside the model directory)" in done.stdout
+
+
+# A hasher that says how many of its kind ran at once: each waits (up to 5 s) for a second before it hashes.
+CONCURRENT_HASHER = """#!/bin/sh
+touch "{hashers}/$$"
+for _ in 1 2 3 4 5 6 7 8 9 10; do [ "$(ls "{hashers}" | wc -l)" -ge 2 ] && break; sleep 0.5; done
+ls "{hashers}" | wc -l >> "{hashers}.seen"
+{real} "$@"; status=$?
+rm "{hashers}/$$"
+exit $status
+"""
+
+
+@pytest.mark.parametrize("hasher", ["openssl", "sha256sum"])
+def test_the_files_are_checked_side_by_side_with_the_fastest_hasher_in_the_image(fetcher, tmp_path, published, hasher):
+    """OpenSSL's SHA-256 (SHA-NI) where the image has openssl, else sha256sum; either way one process per file."""
+    hashers = tmp_path / "hashers"
+    hashers.mkdir()
+    stand_in = CONCURRENT_HASHER.format(hashers=hashers, real=shutil.which(hasher))
+    done = run_fetch(fetcher, tmp_path, published, without=() if hasher == "openssl" else ("openssl",),
+                     stand_ins=((hasher, stand_in),))
+    assert done.returncode == 0, done.stderr
+    seen = [int(n) for n in Path(f"{hashers}.seen").read_text().split()]
+    assert len(seen) == len((published / SHA256SUMS_FILE).read_text().splitlines()), "one hasher per listed file"
+    assert max(seen) >= 2, f"one file at a time: {seen}"

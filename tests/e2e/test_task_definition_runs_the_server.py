@@ -436,7 +436,9 @@ def test_a_non_text_model_is_published_and_served_through_its_listener_path(synt
         pixels = np.random.default_rng(0).integers(0, 256, (1200, 1600, 3), dtype=np.uint8)
         buffer = io.BytesIO()
         Image.fromarray(pixels).save(buffer, format="JPEG", quality=95)
-        assert 1 << 20 < len(buffer.getvalue()) < int(contract.environment["MAX_BODY_BYTES"])
+        max_body_bytes = contract.environment["MAX_BODY_BYTES"]
+        assert isinstance(max_body_bytes, str)  # cdk.json's literal, not an intrinsic
+        assert 1 << 20 < len(buffer.getvalue()) < int(max_body_bytes)
         status, body = infer_image(f"{base}{prefix}/v2/models/{name}/infer", buffer.getvalue(), {"x-api-key": API_KEY})
         assert status == 200, f"POST {prefix}/v2/models/{name}/infer answered {status}: {body}"
         labels = next(o for o in body["outputs"] if o["name"] == "labels")

@@ -48,6 +48,7 @@ from gpu_inference_constructs import (
     VllmProps,
     VllmServer,
 )
+from gpu_inference_constructs.cdk_interfaces import as_key, as_secret
 from tests.conftest import ROOT
 from tests.e2e.contract import load_contracts, resolve
 from tests.e2e.test_task_definition_runs_the_server import aws_test_environment, free_port
@@ -75,8 +76,10 @@ def contract(tmp_path_factory):
         model=ModelProps(name=MODEL, version="2026-12-01", gpus=1, cpu=3072, memory_mib=12288, expected_load_seconds=300),
         server=VllmServer(VllmProps(max_model_len=MAX_MODEL_LEN, max_num_seqs=4, dtype="float32", shared_memory_mib=2048, served_model_name="tiny"),
                           image=ecs.ContainerImage.from_registry("vllm/vllm-openai:v0.32.0")),
-        capacity=gpus, model_store=store, load_balancer=alb, logs_key=kms.Key(stack, "Key", enable_key_rotation=True),
-        environment_name="e2e", api_keys_secret=secretsmanager.Secret(stack, "ApiKeys"),
+        capacity=gpus, model_store=store, load_balancer=alb,
+        # Key and Secret as the interfaces they implement: their stubs name some method parameters differently.
+        logs_key=as_key(kms.Key(stack, "Key", enable_key_rotation=True)),
+        environment_name="e2e", api_keys_secret=as_secret(secretsmanager.Secret(stack, "ApiKeys")),
     )
     template = app.synth().get_stack_by_name("Llm").template
     (found,) = load_contracts(template, "e2e")
@@ -106,7 +109,7 @@ def make_tiny_llama(directory: Path) -> Path:
     fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, unk_token="<unk>", bos_token="<s>", eos_token="</s>")
     # head_dim 64: vLLM's CPU attention kernels support 32, 64, 80, 96, 112, 128, ... (not 16).
     config = LlamaConfig(vocab_size=len(words), hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=2,
-                         num_key_value_heads=2, max_position_embeddings=256, bos_token_id=1, eos_token_id=2, torch_dtype="float32")
+                         num_key_value_heads=2, max_position_embeddings=256, bos_token_id=1, eos_token_id=2, dtype="float32")
     LlamaForCausalLM(config).save_pretrained(directory, safe_serialization=True)
     fast.save_pretrained(directory)
     return directory

@@ -9,10 +9,10 @@ from pathlib import Path
 import aws_cdk as cdk
 import pytest
 from cdk_nag import AwsSolutionsChecks
-from syrupy.extensions.json import JSONSnapshotExtension
 
-from tests.conftest import ROOT, normalise_hashes
+from tests.conftest import ROOT
 from tests.infra.conftest import ENVIRONMENTS
+from tests.readable_templates import ReadableSnapshot, render_stacks
 
 ACKNOWLEDGED = cdk.Validations.ACKNOWLEDGED_RULES_METADATA_KEY
 
@@ -34,6 +34,7 @@ def test_cdk_nag_finds_nothing_unacknowledged(synthesized, environment):
     unacknowledged = []
     for violation in report.violations:
         for resource in violation.violating_resources:
+            assert resource.construct_path is not None, violation.rule_name
             construct = stage
             for part in resource.construct_path.split("/")[1:]:
                 construct = construct.node.find_child(part)
@@ -195,12 +196,20 @@ def test_every_checkov_skip_is_narrow_and_says_why(checkov_report, synthesized):
     assert declared == applied, f"skips that answer no finding: {sorted(declared - applied)}"
 
 
-@pytest.fixture
-def snapshot_json(snapshot):
-    return snapshot.use_extension(JSONSnapshotExtension)
+@pytest.mark.parametrize("environment", ENVIRONMENTS)
+def test_snapshot(synthesized, snapshot, environment):
+    """Every stack of the environment as a reviewer reads it (tests/readable_templates.py)."""
+    templates = {stack: template for (env, stack), template in synthesized.templates.items() if env == environment}
+    assert render_stacks(templates) == snapshot(extension_class=ReadableSnapshot)
 
 
 @pytest.mark.parametrize("environment", ENVIRONMENTS)
-def test_snapshot(synthesized, snapshot_json, environment):
-    templates = {stack: template for (env, stack), template in synthesized.templates.items() if env == environment}
-    assert normalise_hashes(templates) == snapshot_json
+def test_the_environment_synthesizes_without_a_warning(synthesized, environment):
+    """A warning names something a construct could not check; the app's own environments give it all it needs, so
+    a warning in them is a defect (a metric math expression CloudWatch's parser reads wrong was one)."""
+    from aws_cdk.assertions import Annotations, Match
+
+    stacks = [child for child in synthesized.stages[environment].node.children if isinstance(child, cdk.Stack)]
+    assert stacks
+    warnings = [f"{w.id}: {w.entry.data}" for stack in stacks for w in Annotations.from_stack(stack).find_warning("*", Match.any_value())]
+    assert warnings == []

@@ -234,7 +234,9 @@ def test_bad_scaling_and_monitoring_config_is_refused(data, message):
 @pytest.mark.parametrize("task", ["torch-export", "image-classification"])
 def test_non_text_tasks_are_accepted_for_a_model(task):
     environment = load_environment("dev", model_change(0, "task", task))
-    assert environment.server_config(environment.models[0]).bundled.task == task
+    bundled = environment.server_config(environment.models[0]).bundled
+    assert bundled is not None  # dev's first model runs on the bundled server
+    assert bundled.task == task
 
 
 def test_a_capacity_group_holds_a_multi_gpu_models_deployment_at_peak_counted_in_gpus():
@@ -251,6 +253,8 @@ def test_a_capacity_group_holds_a_multi_gpu_models_deployment_at_peak_counted_in
 
 def test_a_models_runtime_is_read_from_cdk_json_and_checked():
     environment = load_environment("dev", model_change(0, "runtime", "onnx"))
-    assert environment.server_config(environment.models[0]).bundled.runtime == "onnx"
+    bundled = environment.server_config(environment.models[0]).bundled
+    assert bundled is not None  # dev's first model runs on the bundled server
+    assert bundled.runtime == "onnx"
     with pytest.raises(ConfigError, match=r"models\[0\]\.runtime"):
         load_environment("dev", model_change(0, "runtime", "tensorrt"))

@@ -74,8 +74,10 @@ def test_a_model_deployment_replaces_the_environment_default_whole():
 @pytest.mark.parametrize("strategy", ["canary", "linear", "blue_green"])
 def test_every_traffic_shifting_default_bakes_long_enough_for_the_alarms(strategy):
     props = DeploymentProps(strategy=strategy)
+    assert props.final_bake is not None  # every traffic-shifting strategy has a default bake
     assert props.final_bake >= ALARM_MINUTES and not props.uses_circuit_breaker
     if strategy != "blue_green":
+        assert props.step_bake is not None
         assert props.step_bake >= ALARM_MINUTES
 
 
@@ -99,7 +101,7 @@ def test_a_traffic_shifting_deployment_peaks_at_twice_the_tasks_whatever_rolling
 
 def test_props_built_in_python_are_checked_too():
     with pytest.raises(ConfigError, match=r"strategy: 'gradual' is not a strategy; use one of: canary, linear, blue_green, rolling"):
-        DeploymentProps(strategy="gradual")
+        DeploymentProps(strategy="gradual")  # pyright: ignore[reportArgumentType]  # deliberately not a Strategy: the runtime check is under test
 
 
 @pytest.mark.parametrize("strategy", ["canary", "linear", "blue_green"])

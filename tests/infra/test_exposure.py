@@ -30,6 +30,7 @@ from gpu_inference_constructs import (
     api_keys_secret,
 )
 from gpu_inference_constructs.bundled_server import BUNDLED_DOCS_PATHS, BUNDLED_PUBLIC_PATHS, BundledServerProps
+from gpu_inference_constructs.cdk_interfaces import as_secret
 from gpu_inference_constructs.model_entry import split_model_entry
 from gpu_inference_constructs.server_contract import MAX_RULE_CONDITION_VALUES, MAX_RULE_CONDITION_WILDCARDS
 from tests.e2e.contract import load_contracts
@@ -140,7 +141,7 @@ def test_a_route_the_server_adds_under_a_forwarded_wildcard_is_found_until_it_is
 
 def test_api_docs_are_forwarded_behind_the_key_only_when_turned_on():
     stack, parts = stack_with_placement()
-    secret = secretsmanager.Secret(stack, "ApiKeys")
+    secret = as_secret(secretsmanager.Secret(stack, "ApiKeys"))
     for name, docs in (("off", False), ("on", True)):
         ModelService(stack, f"M{name}", model=ModelProps(name=f"docs-{name}", version="1"),
                      server=BundledServer(BundledServerProps(api_docs=docs), image=IMAGE), instance_type="g5.xlarge", api_keys_secret=secret,
@@ -245,7 +246,7 @@ def test_rotating_the_vllm_key_points_its_tasks_at_another_named_key():
     from gpu_inference_constructs import VllmProps, VllmServer
 
     stack, parts = stack_with_placement()
-    secret = secretsmanager.Secret(stack, "ApiKeys")
+    secret = as_secret(secretsmanager.Secret(stack, "ApiKeys"))
     model = ModelProps(name="llm", version="1", gpus=4, cpu=45056, memory_mib=163840)
     ModelService(stack, "M", model=model, server=VllmServer(VllmProps(api_key_name="llm-2026-12"), image=IMAGE), instance_type="g5.12xlarge",
                  api_keys_secret=secret, **parts)
@@ -305,7 +306,9 @@ def test_no_key_behind_a_listener_whose_reach_is_unknown_is_a_warning_naming_the
     ModelService(stack, "M", model=ModelProps(name="unkeyed", version="1"), server=BundledServer(image=IMAGE),
                  instance_type="g5.xlarge", **parts)
     (warning,) = Annotations.from_stack(stack).find_warning("*", Match.string_like_regexp("without an API key"))
-    assert "models[unkeyed]" in warning.entry.data and "pass api_keys_secret=" in warning.entry.data
+    message = warning.entry.data
+    assert isinstance(message, str)  # a warning's data is its message
+    assert "models[unkeyed]" in message and "pass api_keys_secret=" in message
     keyed, keyed_parts = stack_with_placement()
     ModelService(keyed, "M", model=ModelProps(name="keyed", version="1"), server=BundledServer(image=IMAGE),
                  instance_type="g5.xlarge", api_keys_secret=api_keys_secret(keyed, "ApiKeys"), **keyed_parts)

@@ -405,11 +405,12 @@ def test_rules_targeting_a_topic_through_topic_target_allow_this_accounts_rules_
     from aws_cdk import aws_sns as sns
 
     from gpu_inference_constructs import topic_target
+    from gpu_inference_constructs.cdk_interfaces import as_key, as_topic
 
     stack = cdk.Stack(cdk.App(), "S", env=cdk.Environment(account="123456789012", region="us-east-1"))
-    topic = sns.Topic(stack, "Topic", master_key=kms.Key(stack, "Key"))
+    topic = sns.Topic(stack, "Topic", master_key=as_key(kms.Key(stack, "Key")))
     for index in range(3):
-        events.Rule(stack, f"Rule{index}", event_pattern=events.EventPattern(source=["aws.ec2"]), targets=[topic_target(topic)])
+        events.Rule(stack, f"Rule{index}", event_pattern=events.EventPattern(source=["aws.ec2"]), targets=[topic_target(as_topic(topic))])
     template = Template.from_stack(stack)
     (policy,) = template.find_resources("AWS::SNS::TopicPolicy").values()
     statements = policy["Properties"]["PolicyDocument"]["Statement"]

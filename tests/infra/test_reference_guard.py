@@ -6,6 +6,7 @@ import aws_cdk as cdk
 import pytest
 from cfnlint.schema import PROVIDER_SCHEMA_MANAGER
 
+from gpu_inference_constructs.acknowledgements import default_child
 from stacks.reference_guard import LOCK_FILE, REPLACED_BY, ReplacementRefused, check, consumed_fingerprints, guard
 from tests.conftest import ROOT, cdk_context
 
@@ -51,8 +52,8 @@ def changed_dev(tmp_path_factory):
     (config,) = load_environments(context, only="dev")
     stage = InferenceStage(app, config)
     load_balancer = stage.inference_stack.load_balancer
-    load_balancer.security_group.node.default_child.add_property_override("GroupDescription", "Inference load balancer (renamed)")
-    load_balancer.listener.node.default_child.add_property_override("Port", 8080)
+    default_child(load_balancer.security_group).add_property_override("GroupDescription", "Inference load balancer (renamed)")
+    default_child(load_balancer.listener).add_property_override("Port", 8080)
     assembly = stage.synth()
     return {stack.stack_name: stack.template for stack in assembly.stacks}
 

@@ -9,6 +9,8 @@ import asyncio
 
 import pytest
 import valkey
+import valkey.asyncio
+import valkey.exceptions
 
 from gpu_inference_constructs.errors import ConfigError
 from gpu_inference_constructs.result_cache import ACCESS_STRING, ModelCacheProps, ResultCacheProps

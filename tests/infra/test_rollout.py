@@ -9,10 +9,12 @@ from __future__ import annotations
 import copy
 import json
 import re
+from typing import Any
 
 import aws_cdk as cdk
 import pytest
 
+from gpu_inference_constructs.acknowledgements import default_child
 from gpu_inference_constructs.deployment import ALARM_MINUTES, DeploymentProps
 from gpu_inference_constructs.service_timing import SPOT_NOTICE_SECONDS
 from stacks.config import load_environment
@@ -94,7 +96,8 @@ def models(templates: list[dict]) -> dict[str, ModelView]:
 
 @pytest.mark.parametrize("environment", list(STRATEGIES))
 def test_each_strategy_is_written_with_its_steps_and_explicit_bake_times(strategies, environment):
-    props = DeploymentProps(**{k: tuple(v) if isinstance(v, list) else v for k, v in STRATEGIES[environment].items()})
+    kwargs: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in STRATEGIES[environment].items()}
+    props = DeploymentProps(**kwargs)
     for view in models(strategies[environment]).values():
         config = view.service["DeploymentConfiguration"]
         if props.strategy == "rolling":
@@ -265,7 +268,7 @@ def route_priorities(*models: tuple[str, int | None]) -> dict[str, int]:
     priorities = {}
     for name, priority in models:
         target_group = elbv2.ApplicationTargetGroup(stack, f"Tg-{name}", vpc=vpc, port=8080, target_type=elbv2.TargetType.IP)
-        priorities[name] = balancer.add_model_route(name, target_group, priority=priority).node.default_child.priority
+        priorities[name] = default_child(balancer.add_model_route(name, target_group, priority=priority), elbv2.CfnListenerRule).priority
     return priorities
 
 
@@ -294,7 +297,7 @@ def test_a_models_priority_never_depends_on_the_other_models():
 def test_the_config_names_both_colliding_models_and_the_keys_to_set():
     first, second = COLLIDING
     base = prod_with(STRATEGIES["canary"])
-    models = [dict(base["models"][0], name=first), dict(base["models"][1], name=second)]
+    models: list[dict[str, Any]] = [dict(base["models"][0], name=first), dict(base["models"][1], name=second)]
     with pytest.raises(Exception, match=rf"environment 'prod': models\[1\].listener_priority: listener rule priority {COLLIDING_PRIORITY} of "
                                         rf"'{second}' \(derived from its name\) is already '{first}''s: set models\[0\].listener_priority "
                                         r"or models\[1\].listener_priority"):
@@ -376,6 +379,8 @@ def test_the_library_derives_rollback_thresholds_from_the_model_and_checks_expli
 
 
 def test_a_model_service_refuses_explicit_rollback_thresholds_below_its_models_goal():
+    from aws_cdk import aws_cloudwatch as cloudwatch
+
     from gpu_inference_constructs import BundledServer, ModelProps, ModelScalingProps, ModelService, RollbackThresholds
     from gpu_inference_constructs.errors import ConfigError
     from tests.infra.test_server_contract import IMAGE, stack_with_placement
@@ -387,7 +392,7 @@ def test_a_model_service_refuses_explicit_rollback_thresholds_below_its_models_g
                      rollback_thresholds=RollbackThresholds(latency_p95_ms=1999), **parts)
     service = ModelService(stack, "AtGoal", model=model, server=BundledServer(image=IMAGE), instance_type="g5.xlarge",
                            rollback_thresholds=RollbackThresholds(latency_p95_ms=2_000), **parts)
-    assert service.rollback_alarms.alarms["latency_p95"].node.default_child.threshold == 2.0
+    assert default_child(service.rollback_alarms.alarms["latency_p95"], cloudwatch.CfnAlarm).threshold == 2.0
 
 
 @pytest.mark.parametrize("resource_type", ["AWS::ElasticLoadBalancingV2::ListenerRule", "AWS::ApplicationAutoScaling::ScalableTarget"])

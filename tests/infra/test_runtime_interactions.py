@@ -11,6 +11,7 @@ import json
 
 import pytest
 from moto.events.models import EventPattern
+from moto.events.utils import EventMessageType
 
 from gpu_inference_constructs.gpu_capacity import GROUP_EVENT_TYPES
 from tests.infra.aws_policies import Policy, TemplateWorld, principal
@@ -233,11 +234,11 @@ def test_the_group_event_rules_match_their_own_group_only(world):
                 if other != group:
                     assert not pattern.matches_event(autoscaling_event(world, world.ref(other), detail_type)), (group, other)
         assert not pattern.matches_event(autoscaling_event(world, world.ref(group), "EC2 Instance-launch Lifecycle Action"))
-        ec2 = {**autoscaling_event(world, world.ref(group), GROUP_EVENT_TYPES[0]), "source": "aws.ec2"}
+        ec2: EventMessageType = {**autoscaling_event(world, world.ref(group), GROUP_EVENT_TYPES[0]), "source": "aws.ec2"}
         assert not pattern.matches_event(ec2)
 
 
-def autoscaling_event(world: TemplateWorld, group_name: str, detail_type: str) -> dict:
+def autoscaling_event(world: TemplateWorld, group_name: str, detail_type: str) -> EventMessageType:
     """An EC2 Auto Scaling event as EventBridge delivers it (EC2 Auto Scaling user guide, "Event reference")."""
     return {
         "version": "0", "id": "12345678-1234-1234-1234-123456789012", "detail-type": detail_type,
@@ -249,7 +250,7 @@ def autoscaling_event(world: TemplateWorld, group_name: str, detail_type: str) -
     }
 
 
-def deployment_event(world: TemplateWorld, cluster: str, event_name: str, reason: str, service: str = "Model-minilm-Service") -> dict:
+def deployment_event(world: TemplateWorld, cluster: str, event_name: str, reason: str, service: str = "Model-minilm-Service") -> EventMessageType:
     """An "ECS Deployment State Change" event as EventBridge delivers it (ECS developer guide,
     ecs_service_deployment_events): its one resource is the service's ARN, which names the cluster."""
     return {
@@ -288,6 +289,7 @@ def test_a_rolled_back_deployment_of_this_clusters_services_reaches_the_topic(wo
         assert not pattern.matches_event(deployment_event(world, "another-cluster", event_name, reason)), (event_name, reason)
         assert not pattern.matches_event(deployment_event(world, f"{cluster}x", event_name, reason)), "a cluster whose name starts like ours"
         other_account = deployment_event(world, cluster, event_name, reason)
+        assert "resources" in other_account  # deployment_event always names the service
         other_account["resources"] = [r.replace(world.account, OTHER_ACCOUNT) for r in other_account["resources"]]
         assert not pattern.matches_event(other_account)
     for event_name, reason in ROUTINE:

@@ -65,6 +65,13 @@ class Action:
         return cron_matches(self.cron, moment.astimezone(self.zone))
 
 
+def cron_of(schedule: str) -> str:
+    """The expression in Application Auto Scaling's ``cron(...)`` schedule."""
+    match = re.fullmatch(r"cron\((.*)\)", schedule)
+    assert match is not None, schedule
+    return match.group(1)
+
+
 def service_targets(template: dict) -> dict[str, tuple[tuple[int, int], list[Action]]]:
     """Each ECS service's scalable target: its deployed (min, max) and its scheduled actions."""
     targets = {}
@@ -74,7 +81,7 @@ def service_targets(template: dict) -> dict[str, tuple[tuple[int, int], list[Act
         properties = resource["Properties"]
         actions = [
             Action(
-                re.fullmatch(r"cron\((.*)\)", action["Schedule"]).group(1),
+                cron_of(action["Schedule"]),
                 ZoneInfo(action.get("Timezone", "UTC")),
                 action["ScalableTargetAction"].get("MinCapacity"),
                 action["ScalableTargetAction"].get("MaxCapacity"),

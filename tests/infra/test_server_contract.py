@@ -53,7 +53,7 @@ def complete(**overrides) -> ServerContract:
 def test_an_incomplete_contract_names_everything_it_misses():
     """Keyword-only, its required fields required: Python names every one missing."""
     with pytest.raises(TypeError) as error:
-        ServerContract(image=IMAGE, command=("serve",), user="1000:1000")
+        ServerContract(image=IMAGE, command=("serve",), user="1000:1000")  # pyright: ignore[reportCallIssue]  # deliberately incomplete: Python's TypeError is under test
     message = str(error.value)
     assert "missing 5 required keyword-only arguments" in message
     for name in ("port", "readiness_path", "liveness", "model_source", "stop"):
@@ -176,9 +176,9 @@ def test_without_a_server_the_model_runs_on_the_bundled_server_and_a_misplaced_i
     service = ModelService(stack, "M", model=ModelProps(name="mm", version="1"), instance_type="g5.xlarge", **parts)
     assert service.contract.name == "bundled" and service.contract.command == ("python", "-m", "inference_server")
     with pytest.raises(ConfigError, match=r"server.props: RepositoryImage is not BundledServerProps: BundledServer's first argument is its props; pass an image as image="):
-        BundledServer(IMAGE)
+        BundledServer(IMAGE)  # pyright: ignore[reportArgumentType]  # deliberately misplaced image: the refusal is under test
     with pytest.raises(ConfigError, match=r"server.props: RepositoryImage is not VllmProps"):
-        VllmServer(IMAGE)
+        VllmServer(IMAGE)  # pyright: ignore[reportArgumentType]  # deliberately misplaced image: the refusal is under test
 
 
 @pytest.mark.parametrize("server", [None, "bundled"])
@@ -187,9 +187,9 @@ def test_an_image_alone_is_refused_and_the_error_names_the_fix(server):
     `python -m inference_server`. An image never stands for a server now, alone or beside one."""
     stack, parts = stack_with_placement()
     vllm_image = ecs.ContainerImage.from_registry("vllm/vllm-openai:v0.32.0")
-    extra = {"server": BundledServer(image=IMAGE)} if server else {}
+    extra: dict[str, Any] = {"server": BundledServer(image=IMAGE)} if server else {}
     with pytest.raises(ConfigError) as error:
-        ModelService(stack, "M", model=ModelProps(name="mm", version="1"), image=vllm_image, instance_type="g5.xlarge", **parts, **extra)
+        ModelService(stack, "M", model=ModelProps(name="mm", version="1"), image=vllm_image, instance_type="g5.xlarge", **parts, **extra)  # pyright: ignore[reportArgumentType]  # image= is deliberately wrong: the refusal is under test
     assert error.value.key == "image"
     for fix in ("server=BundledServer(image=...)", "server=VllmServer(...)", "server=ServerContract("):
         assert fix in error.value.detail
@@ -456,13 +456,16 @@ def fields_without_a_stated_default(cls: type) -> list[str]:
     import textwrap
 
     (node,) = ast.parse(textwrap.dedent(inspect.getsource(cls))).body
+    assert isinstance(node, ast.ClassDef), cls
     body = node.body
     missing = []
     for statement, following in zip(body, [*body[1:], None], strict=True):
         if not isinstance(statement, ast.AnnAssign):
             continue
+        assert isinstance(statement.target, ast.Name)  # a class body annotates plain names
         name = statement.target.id
-        doc = following.value.value if isinstance(following, ast.Expr) and isinstance(following.value, ast.Constant) else ""
+        doc = (following.value.value if isinstance(following, ast.Expr) and isinstance(following.value, ast.Constant)
+               and isinstance(following.value.value, str) else "")
         if not doc or (statement.value is not None and "Default" not in doc):
             missing.append(name)
     return missing
@@ -620,7 +623,10 @@ def test_a_server_keep_alive_at_or_below_the_idle_timeout_is_refused_and_an_unkn
     ModelService(stack, "C", model=ModelProps(name="cc", version="1"), server=complete(keep_alive_seconds=111), **parts)
     ModelService(stack, "D", model=ModelProps(name="dd", version="1"), server=complete(), **parts)
     warnings = Annotations.from_stack(stack).find_warning("*", Match.string_like_regexp("does not say its HTTP keep-alive"))
-    assert [w.id for w in warnings] == ["/S/D"] and "Set ServerContract.keep_alive_seconds (at least 111)" in warnings[0].entry.data
+    assert [w.id for w in warnings] == ["/S/D"]
+    message = warnings[0].entry.data
+    assert isinstance(message, str)  # a warning's data is its message
+    assert "Set ServerContract.keep_alive_seconds (at least 111)" in message
 
 
 @pytest.mark.parametrize("longest", [101, 3600])
@@ -642,7 +648,9 @@ def test_behind_a_listener_whose_idle_timeout_is_unknown_a_long_request_is_a_war
     model = ModelProps(name="llm", version="1", gpus=1)
     ModelService(stack, "M", model=model, server=VllmServer(VllmProps(shared_memory_mib=4096), image=IMAGE), instance_type="g5.xlarge", **parts)
     (warning,) = Annotations.from_stack(stack).find_warning("*", Match.string_like_regexp("outlasts"))
-    assert "longest request (80 s) + 10 s" in warning.entry.data and "set its idle timeout to at least 90 s" in warning.entry.data
+    message = warning.entry.data
+    assert isinstance(message, str)  # a warning's data is its message
+    assert "longest request (80 s) + 10 s" in message and "set its idle timeout to at least 90 s" in message
     stack, _, parts = stack_with_load_balancer(10)
     with pytest.raises(ConfigError, match=r"server.stop.longest_request_seconds: the vllm server's longest request \(80 s\)"):
         ModelService(stack, "M", model=model, server=VllmServer(VllmProps(shared_memory_mib=4096), image=IMAGE), **parts)

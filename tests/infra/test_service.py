@@ -399,13 +399,16 @@ def bundled_server_routes(model_name: str, version: str) -> dict:
     """The OpenAPI paths of the bundled server itself (inference_image/), built for ``model_name``: {path: operations}.
     Every route is served at /<route> and at /<model>/<route> (inference_server/app.py); the document lists the first."""
     from types import SimpleNamespace
+    from typing import cast
 
     from inference_server.app import create_app
+    from inference_server.client import ModelClient
     from inference_server.service import WorkerService
     from inference_server.settings import Settings
 
     settings = Settings(model_name=model_name, model_version=version, model_uri="/nonexistent", model_task="text-embedding")
-    return create_app(WorkerService(settings, client=SimpleNamespace(status=None))).openapi()["paths"]
+    client = cast(ModelClient, SimpleNamespace(status=None))  # a stand-in: building the OpenAPI document never calls the model
+    return create_app(WorkerService(settings, client=client)).openapi()["paths"]
 
 
 # vLLM's OpenAI routes that take a prompt (its API key guards /v1; public_paths forwards /v1/* only).

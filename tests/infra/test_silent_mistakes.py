@@ -3,6 +3,8 @@ names the fix (or, where synth cannot know, warns)."""
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_ec2 as ec2
@@ -101,6 +103,7 @@ def test_triton_and_tgi_presets_bring_their_ports_health_paths_metrics_and_stop(
     tgi = ModelService(stack, "Tgi", model=ModelProps(name="chat", version="1", gpus=4, cpu=40960, memory_mib=131072),
                        server=TgiServer(TgiProps(image=EcrImage("mirror/tgi", "3.3"))), instance_type="g5.12xlarge",
                        **{**parts, "listener_priority": 11})
+    assert triton.contract.metrics is not None  # Triton's preset scrapes its Prometheus port
     assert (triton.contract.port, triton.contract.readiness_path, triton.contract.metrics.port) == (8000, "/v2/health/ready", 8002)
     assert triton.contract.stop == StopTiming.triton(40) and "--exit-timeout-secs=40" in triton.contract.command
     assert (tgi.contract.port, tgi.contract.readiness_path, tgi.contract.stop) == (8080, "/health", StopTiming.tgi(60))
@@ -119,13 +122,15 @@ def test_presets_refuse_flags_they_set():
 def test_two_models_on_one_imported_listener_with_one_priority_are_refused_across_stacks():
     stack, parts = stack_with_placement()
     ModelService(stack, "A", model=ModelProps(name="first", version="1"), server=contract(), instance_type="g5.xlarge", **parts)
-    other = cdk.Stack(stack.node.root, "Other", env=stack.environment and cdk.Environment(account="123456789012", region="us-east-1"))
+    assert stack.environment  # stack_with_placement's stack has an account and region, which the other shares
+    app = cast(cdk.App, stack.node.root)  # the root of the tree is the App; node.root is typed IConstruct
+    other = cdk.Stack(app, "Other", env=cdk.Environment(account="123456789012", region="us-east-1"))
     _, other_parts = stack_with_placement_in(other)
     with pytest.raises(ConfigError, match=r"listener_priority: 10 is already 'first''s on this listener.*give models\[second\] another"):
         ModelService(other, "B", model=ModelProps(name="second", version="1"), server=contract(), instance_type="g5.xlarge", **other_parts)
 
 
-def stack_with_placement_in(stack: cdk.Stack):
+def stack_with_placement_in(stack: cdk.Stack) -> tuple[cdk.Stack, dict[str, Any]]:
     from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 
     vpc = ec2.Vpc.from_vpc_attributes(stack, "Vpc", vpc_id="vpc-1", availability_zones=["us-east-1a"], private_subnet_ids=["subnet-1"])

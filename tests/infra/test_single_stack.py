@@ -20,6 +20,7 @@ from gpu_inference_constructs import (
     NetworkProps,
     ServiceTimingProps,
 )
+from gpu_inference_constructs.cdk_interfaces import as_key
 
 BUCKET_POLICY_FLAG = "@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy"
 
@@ -40,7 +41,7 @@ def template() -> Template:
         ModelService(stack, name.capitalize(), model=ModelProps(name=name, version="v3"), timing=ServiceTimingProps(),
                      cluster=gpus.cluster, capacity_provider_name=gpus.capacity_provider.capacity_provider_name, instance_type="g5.xlarge",
                      subnets=network.private_subnets, server=BundledServer(image=ecs.ContainerImage.from_registry("example.com/their-server:1")),
-                     model_store=store, load_balancer=alb, logs_key=kms.Key(stack, f"{name}Logs"), log_retention_days=30,
+                     model_store=store, load_balancer=alb, logs_key=as_key(kms.Key(stack, f"{name}Logs")), log_retention_days=30,
                      environment_name="prod")
     return Template.from_stack(stack)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,10 +20,10 @@ def anyio_backend():
 
 
 def make_settings(model_uri: str | Path, **overrides) -> Settings:
-    values = dict(model_name="tiny", model_version="1", model_uri=str(model_uri), model_task="text-classification",
-                  max_batch_size=8, max_sequence_length=64, max_client_batch=16, max_text_chars=2000,
-                  max_body_bytes=64 * 1024, request_timeout_s=10.0, ready_probe_interval_s=60.0,
-                  metrics_interval_s=3600.0)
+    values: dict[str, Any] = dict(model_name="tiny", model_version="1", model_uri=str(model_uri),
+                                  model_task="text-classification", max_batch_size=8, max_sequence_length=64,
+                                  max_client_batch=16, max_text_chars=2000, max_body_bytes=64 * 1024,
+                                  request_timeout_s=10.0, ready_probe_interval_s=60.0, metrics_interval_s=3600.0)
     values.update(overrides)
     return Settings(**values)
 
@@ -51,9 +52,11 @@ def model_handler(service: WorkerService):
 
 def infer(service: WorkerService, texts: list[str], timeout: float = 60.0):
     """Through the worker's preprocessing and the link to the model: (predictions, JobResult)."""
-    items = service.handler.preprocess(texts)
+    handler = service.handler
+    assert handler is not None  # set once the service is ready
+    items = handler.preprocess(texts)
     result = service.client.submit_sync(items, time.monotonic() + timeout).result(timeout)
-    return service.handler.postprocess(result.outputs, len(texts)), result
+    return handler.postprocess(result.outputs, len(texts)), result
 
 
 @pytest.fixture(scope="session")

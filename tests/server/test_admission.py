@@ -119,6 +119,7 @@ def test_batcher_publishes_warm_up_and_batch_times():
         assert batcher.ready.wait(10)
         assert times.configured and times.estimate_s(0, 1, 8) > 0  # seeded by warm-up
         handler = batcher.handler
+        assert handler is not None  # loaded once ready
         future = batcher.submit(handler.preprocess(["a b c"]), time.monotonic() + 5)
         future.result(5)
         assert times.slots[2] == 0  # not busy once the batch is done

@@ -56,6 +56,8 @@ def test_under_overload_every_200_is_within_its_deadline_and_the_rest_are_503(ti
     finally:
         process.terminate()
         process.wait(30)
+    # run_load always fills statuses, and within_deadline when given a deadline_ms.
+    assert result.statuses is not None and result.within_deadline is not None
     counts = {int(code): n for code, n in result.statuses.items()}
     # Admission plans with measured times; a batch that overruns its plan (EWMA + 2 deviations, x 1.2) on this
     # shared machine makes its requests 504 at their deadline: a few, never most of what was admitted.

@@ -40,7 +40,7 @@ def preds(result: JobResult) -> list:
     return EchoHandler().postprocess(result.outputs, rows)
 
 
-def make(handler: EchoHandler | None = None, **options) -> tuple[Batcher, EchoHandler]:
+def make(handler: EchoHandler | None = None, **options) -> tuple[TextBatcher, EchoHandler]:
     handler = handler or EchoHandler()
     options = {"max_batch_size": 8, "max_wait_s": 0.0, "max_queue_size": 64, "max_sequence_length": 64, **options}
     batcher = TextBatcher(lambda: handler, **options)
@@ -51,7 +51,7 @@ def make(handler: EchoHandler | None = None, **options) -> tuple[Batcher, EchoHa
 
 @pytest.fixture
 def batchers():
-    made: list[tuple[Batcher, EchoHandler]] = []
+    made: list[tuple[TextBatcher, EchoHandler]] = []
 
     def factory(handler=None, **options):
         made.append(make(handler, **options))
@@ -67,7 +67,7 @@ def words(n: int) -> str:
     return " ".join(["w"] * n)
 
 
-def hold_worker(batcher: Batcher, handler: EchoHandler, clock: Clock | None = None) -> Future:
+def hold_worker(batcher: TextBatcher, handler: EchoHandler, clock: Clock | None = None) -> Future:
     """Occupy the model with one request held at the gate."""
     handler.gate.clear()
     handler.entered.clear()

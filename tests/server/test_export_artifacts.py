@@ -10,6 +10,7 @@ import io
 import json
 import time
 import zipfile
+from typing import Any
 
 import numpy as np
 import orjson
@@ -17,7 +18,7 @@ import pytest
 import torch
 
 from inference_server.handlers.base import InputError
-from inference_server.handlers.declaration import DeclarationError, parse_declaration
+from inference_server.handlers.declaration import Declaration, DeclarationError, parse_declaration
 from inference_server.handlers.export_program import ProgramError, check_archive, check_program, load_program
 from inference_server.handlers.image import decode_image
 from inference_server.manifest import Manifest
@@ -31,7 +32,7 @@ def declaration_with(**changes) -> bytes:
     doc = copy.deepcopy(EXPORT_MODEL_JSON)
     for path, value in changes.items():
         *parents, last = path.split("__")
-        node = doc
+        node: Any = doc
         for key in parents:
             node = node[int(key)] if isinstance(node, list) else node[key]
         if isinstance(node, list):
@@ -118,7 +119,7 @@ def exported(tmp_path, dynamic: dict | None, batch=2):
     return load_program(tmp_path / "model.pt2")
 
 
-def double_declaration(datatype: str = "FP32") -> object:
+def double_declaration(datatype: str = "FP32") -> Declaration:
     return parse_declaration(orjson.dumps({
         "format": 1, "inputs": [{"name": "x", "datatype": datatype, "shape": [-1, 3]}],
         "outputs": [{"name": "y", "datatype": "FP32", "shape": [-1, 3]}]}), image=False)
@@ -150,6 +151,7 @@ def test_images_are_resized_cropped_and_normalised_as_declared(tiny_image_dir):
     from inference_server.handlers.declaration import read_declaration
 
     prep = read_declaration(tiny_image_dir, image=True).image
+    assert prep is not None  # read with image=True
     pixels = decode_image(png(64, 32), prep)
     assert pixels.shape == (3, 16, 16) and pixels.dtype == np.float32
     expected = (np.array([10, 20, 30]) / 255 - np.array(prep.mean)) / np.array(prep.std)
@@ -160,6 +162,7 @@ def test_an_image_over_the_pixel_limit_is_refused_from_its_header(tiny_image_dir
     from inference_server.handlers.declaration import read_declaration
 
     prep = read_declaration(tiny_image_dir, image=True).image
+    assert prep is not None  # read with image=True
     prep = type(prep)(**{**prep.__dict__, "max_pixels": 100})
     started_at = time.perf_counter()
     with pytest.raises(InputError, match="over the limit of 100"):

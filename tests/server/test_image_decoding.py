@@ -53,6 +53,7 @@ async def vision_with_held_decodes(tiny_image_dir, **settings):
     service = started(make_settings(tiny_image_dir, model_name="vision", model_task="image-classification", **settings))
     held = threading.Event()
     handler = service.handler
+    assert handler is not None  # started() waits until ready
     original = handler.preprocess
 
     def slow_preprocess(inputs):
@@ -75,6 +76,7 @@ async def vision_with_held_decodes(tiny_image_dir, **settings):
 def test_a_small_image_is_not_held_behind_a_large_decode(vision, tiny_image_dir):
     large, small = png((4096, 4096), (120, 60, 30)), png((32, 32), (1, 2, 3))
     prep = read_declaration(tiny_image_dir, image=True).image
+    assert prep is not None  # read with image=True
     assert 4096 * 4096 <= prep.max_pixels and len(large) < 64 * 1024  # allowed, and small on the wire
     began = time.perf_counter()
     decode_image(large, prep)

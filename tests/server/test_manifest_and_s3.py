@@ -73,6 +73,7 @@ def test_publish_uploads_every_file_and_the_manifest(s3, bucket, tiny_classifier
     files = {p.name for p in tiny_classifier_dir.iterdir()}
     assert keys == {f"models/tiny/3/{name}" for name in files | {MANIFEST_FILE, SHA256SUMS_FILE}}
     manifest = read_manifest_at(uri)
+    assert manifest is not None
     assert (manifest.model_name, manifest.version, manifest.task) == ("tiny", "3", "text-classification")
     assert manifest.files == build_manifest(tiny_classifier_dir, "tiny", "3").files
     sums = s3.get_object(Bucket=bucket, Key=f"models/tiny/3/{SHA256SUMS_FILE}")["Body"].read().decode()
@@ -116,6 +117,7 @@ def test_fetch_from_s3_verifies_and_reuses_the_cache(s3, bucket, tiny_classifier
     uri = f"s3://{bucket}/models/tiny/1/"
     publish(tiny_classifier_dir, uri)
     artifact = fetch_model(uri, tmp_path, require_manifest=True)
+    assert artifact.manifest is not None  # require_manifest=True
     assert artifact.directory == tmp_path / "models" / bucket / "models/tiny/1"
     assert read_manifest(artifact.directory) is None  # the manifest is read from S3, not trusted from disk
     verify_directory(artifact.directory, artifact.manifest)

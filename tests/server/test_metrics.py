@@ -47,6 +47,7 @@ def test_far_more_than_100_distinct_latencies_keep_percentiles_within_the_stated
     for latency in latencies:
         stats.observe(latency)
     distribution = stats.take()
+    assert distribution is not None  # values were observed
 
     assert_cloudwatch_accepts(distribution)
     assert distribution["Count"] == len(latencies)
@@ -74,6 +75,7 @@ def test_exact_values_stay_exact_up_to_100_distinct_and_are_bucketed_beyond():
     for size in range(1, 301):  # a MAX_BATCH_SIZE above 100
         stats.observe(size)
     distribution = stats.take()
+    assert distribution is not None  # values were observed
     assert_cloudwatch_accepts(distribution)
     assert distribution["Count"] == 300 and distribution["Min"] == 1 and distribution["Max"] == 300
     assert distribution["Sum"] == sum(range(1, 301))
@@ -87,6 +89,7 @@ def test_values_cloudwatch_would_reject_never_reach_the_document():
     for value in (0.0, -0.5, 1e-9, 2e-9, 3e-9, 1e-7, 1.0, 2.0 ** 400):
         stats.observe(value)
     distribution = stats.take()
+    assert distribution is not None  # values were observed
     assert_cloudwatch_accepts(distribution)  # the tiny ones, rounded to 0, are one value with their counts
     assert distribution["Values"][0] == 0.0 and distribution["Counts"][0] == 6
     assert distribution["Max"] == MAX_ABS_VALUE and distribution["Min"] == -0.5 and distribution["Count"] == 8

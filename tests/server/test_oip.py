@@ -82,8 +82,10 @@ def test_tritonclient_infers_a_torch_export_model_like_the_model_in_process(expo
                    http.InferRequestedOutput("total", binary_data=binary)]
         result = triton.infer("tabular", inputs, outputs=outputs, request_id="r-1")
     probabilities, total = expected_tabular(tiny_export_dir)
-    np.testing.assert_allclose(result.as_numpy("probabilities"), probabilities, rtol=1e-6, atol=1e-6)
-    np.testing.assert_allclose(result.as_numpy("total"), total, rtol=1e-6, atol=1e-6)
+    got_probabilities, got_total = result.as_numpy("probabilities"), result.as_numpy("total")
+    assert got_probabilities is not None and got_total is not None  # both outputs were requested
+    np.testing.assert_allclose(got_probabilities, probabilities, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(got_total, total, rtol=1e-6, atol=1e-6)
     response = result.get_response()
     assert (response["model_name"], response["model_version"], response["id"]) == ("tabular", "1", "r-1")
 
@@ -110,8 +112,10 @@ def test_tritonclient_classifies_images_sent_as_bytes(image_server, tiny_image_d
         data.set_data_from_numpy(np.array(images, dtype=object))
         result = triton.infer("vision", [data])
     labels, scores = result.as_numpy("labels"), result.as_numpy("scores")
+    assert labels is not None and scores is not None  # the model's outputs, returned by default
     assert labels.shape == (3, 2) and scores.shape == (3, 2)
     prep = read_declaration(tiny_image_dir, image=True).image
+    assert prep is not None  # read with image=True
     pixels = torch.from_numpy(np.stack([decode_image(image, prep) for image in images]))
     with torch.inference_mode():
         probabilities = torch.softmax(reference_module(tiny_image_dir)(pixels), dim=-1).numpy()

@@ -9,6 +9,7 @@ import pytest
 
 from inference_server import runtimes
 from inference_server.artifacts import read_manifest_at
+from inference_server.handlers.hf import HuggingFaceHandler
 from inference_server.manifest import read_manifest
 from inference_server.publish import PublishError, publish
 from inference_server.runtimes import RuntimeConversionError, check_published, convert_and_gate
@@ -45,6 +46,7 @@ def _broken_export(original):
 
         def scaled(*args, **kwargs):
             handler = real(*args, **kwargs)
+            assert isinstance(handler, HuggingFaceHandler)  # the built-in text-embedding handler
             with torch.no_grad():
                 for param in handler.model.parameters():
                     param.copy_(param.flip(0))
@@ -70,6 +72,7 @@ def test_publish_checksums_the_converted_file_and_records_the_gate(s3, bucket, e
     uri = f"s3://{bucket}/models/tiny/2/"
     publish(embedder_copy, uri, task="text-embedding", runtimes=["onnx"])
     manifest = read_manifest_at(uri)
+    assert manifest is not None
     assert "model.onnx" in manifest.files
     assert manifest.runtimes["onnx"]["passed"] and manifest.runtimes["onnx"]["metric"] == "min cosine"
     with pytest.raises(PublishError, match="--runtime needs --task"):

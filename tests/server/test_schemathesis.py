@@ -8,6 +8,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 from pathlib import Path
+from typing import cast
 
 import pytest
 import schemathesis
@@ -24,7 +25,7 @@ from inference_server.testing import (
 from .conftest import make_settings, wait_ready
 
 SETTINGS = settings(max_examples=40, deadline=None, derandomize=True, database=None,
-                    suppress_health_check=list(HealthCheck))
+                    suppress_health_check=cast("list[HealthCheck]", list(HealthCheck)))  # HealthCheckMeta.__iter__ is untyped
 API_KEY = "sesame"
 MODEL_DIR = Path(tempfile.mkdtemp(prefix="schemathesis-model-"))
 EMBEDDER_DIR, EXPORT_DIR, IMAGE_DIR = (MODEL_DIR / "embedder", MODEL_DIR / "export", MODEL_DIR / "image")

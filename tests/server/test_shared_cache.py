@@ -301,6 +301,7 @@ def test_settings_name_the_variable_at_fault(tmp_path):
                                            shared_cache_name="n"), {})
     made = config(shared_cache_endpoint="cache.example:6379", shared_cache_iam_user="tasks", shared_cache_name="c",
                   shared_cache_ttl_s=60, shared_cache_cluster=True)
+    assert made is not None
     assert (made.host, made.port, made.tls, made.cluster, made.ttl_s, made.region) == (
         "cache.example", 6379, True, True, 60, "eu-west-1")
 

@@ -90,7 +90,9 @@ def ready_from(port: int) -> tuple[int, str, str]:
         conn.request("GET", "/ready", headers={"connection": "close"})
         response = conn.getresponse()
         body = response.read().decode()
-        return response.status, response.getheader("x-request-id")[:16], body
+        request_id = response.getheader("x-request-id")
+        assert request_id is not None  # every response carries one
+        return response.status, request_id[:16], body
     finally:
         conn.close()
 

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import time
 from pathlib import Path
+from typing import cast
 
 import valkey
 
@@ -77,7 +78,8 @@ class ValkeyServer:
         client = self.client()
         client.execute_command("CLUSTER", "ADDSLOTSRANGE", 0, 16383)
         deadline = time.monotonic() + 20
-        while b"cluster_state:ok" not in client.execute_command("CLUSTER", "INFO"):
+        # CLUSTER INFO comes back as raw bytes (no response callback); execute_command is typed ResponseT.
+        while b"cluster_state:ok" not in cast(bytes, client.execute_command("CLUSTER", "INFO")):
             assert time.monotonic() < deadline, "the one-node cluster did not become ok"
             time.sleep(0.05)
         return self

@@ -51,6 +51,7 @@ def test_llama_2_7b_fp16_fits_one_24_gb_a10g(llama_7b):
     kv = 524_288 * (512 + 256) * 1 / GIB  # one sequence of 768 tokens: 0.375 GiB
     prefill = 512 * (4 * 4096 + 11008) * 2 / GIB
     assert advice.fits and advice.gpus_per_task == 1
+    assert advice.memory is not None
     assert advice.memory.weights_gib == pytest.approx(weights) and weights == pytest.approx(12.551, abs=1e-3)
     assert advice.memory.kv_cache_gib == pytest.approx(kv) == 0.375
     assert advice.memory.total_gib == pytest.approx(weights + kv + prefill)
@@ -63,12 +64,15 @@ def test_13b_fp16_does_not_fit_one_a10g_but_fits_one_l40s_or_two_a10gs(llama_13b
     weights = LLAMA_13B_PARAMS * 2 / GIB  # 24.24 GiB, "about 26 GB"
     assert weights == pytest.approx(24.244, abs=1e-3)
     g5 = advice["g5.xlarge"]
+    assert g5.memory is not None  # sized even when it does not fit
     assert not g5.fits and g5.memory.weights_gib == pytest.approx(weights)
     assert "does not fit" in g5.reason and "quantised to int8 the weights take 12.1 GiB" in g5.reason
     assert g5.usd_per_million_requests == {"on_demand": None, "spot": None, "mix": None} and g5.throughput is None
     l40s = advice["g6e.xlarge"]
+    assert l40s.memory is not None
     assert l40s.fits and l40s.gpus_per_task == 1 and l40s.memory.usable_gib == pytest.approx(48 * 0.9)
     four_a10g = advice["g5.12xlarge"]  # 40 heads split over 2 GPUs: 12.1 GiB each
+    assert four_a10g.memory is not None
     assert four_a10g.fits and four_a10g.gpus_per_task == 2 and four_a10g.tasks_per_instance == 2
     assert four_a10g.memory.weights_gib == pytest.approx(weights / 2)
     assert "tensor parallel" in four_a10g.reason
@@ -91,6 +95,7 @@ def test_llm_throughput_follows_the_stated_roofline():
     step = max((14e9 + kv_read) / bandwidth, 2 * 7e9 * 8 / flops)
     prefill = 2 * 7e9 * 512 / flops
     rps = 1 / (prefill + 256 * step / 8)
+    assert l40s.throughput is not None
     assert l40s.throughput.requests_per_second == pytest.approx(rps)
     assert l40s.throughput.tokens_per_second == pytest.approx(8 / step)
     tasks = math.ceil(2 / (rps * 0.7))
@@ -113,6 +118,7 @@ def test_minilm_estimate_is_capped_by_the_measured_server_ceiling_and_costed(min
     t4 = by_name(advise(model, Workload(500, 100, 256), Purchase(), Assumptions()))["g4dn.xlarge"]
     per_request = 2 * (22_713_216 - (30522 + 512) * 384) * 256 + 4 * 6 * 256**2 * 384
     gpu_rps = 32 / max(32 * per_request / (65e12 * 0.5), 22_713_216 * 2 / (320e9 * 0.5))
+    assert t4.throughput is not None
     assert gpu_rps > 1636 and t4.throughput.requests_per_second == 1636.0
     assert t4.throughput.bound == "HTTP server" and t4.throughput.source == "estimate"
     assert t4.tasks == 1 and t4.instances == 1  # 500 / (1636 x 0.7) = 0.44
@@ -122,6 +128,7 @@ def test_minilm_estimate_is_capped_by_the_measured_server_ceiling_and_costed(min
 def test_a10g_has_no_sourced_tensor_figure_so_its_encoder_throughput_is_not_estimated(minilm):
     assert ACCELERATORS["NVIDIA A10G"].dense_fp16_tflops is None
     g5 = by_name(advise(from_model_dir(minilm, dtype="fp16"), Workload(500, 100, 256), Purchase(), Assumptions()))["g5.xlarge"]
+    assert g5.throughput is not None
     assert g5.fits and g5.throughput.requests_per_second is None and g5.throughput.source == "none"
     assert "no sourced tensor throughput for NVIDIA A10G" in g5.throughput.formula
     # The reason people read says why, and what to do.
@@ -142,6 +149,7 @@ def test_mix_uses_the_environments_on_demand_base_and_share():
     purchase = Purchase(on_demand_base=1, on_demand_percent=50)
     l40s = by_name(advise(model, llm_workload(concurrency=8, requests_per_second=5), purchase, Assumptions()))["g6e.xlarge"]
     n = l40s.instances
+    assert n is not None  # a type that fits is sized
     on_demand = 1 + -(-(n - 1) * 50 // 100)
     assert n > 2
     assert l40s.hourly_usd["mix"] == pytest.approx(on_demand * 1.861 + (n - on_demand) * 1.861 * 0.4)
@@ -182,7 +190,7 @@ def test_every_catalog_figure_has_a_source_and_a_date():
 
 
 def test_a_region_without_a_type_and_an_unknown_type_are_errors():
-    model = ModelShape(params=1e8, dtype="fp16", kind="encoder")
+    model = ModelShape(params=100_000_000, dtype="fp16", kind="encoder")
     with pytest.raises(ConfigError, match="--region: no catalog type is offered in 'xx-nowhere-1'"):
         advise(model, Workload(1, 100, 128), Purchase(region="xx-nowhere-1"), Assumptions())
     with pytest.raises(ConfigError, match=r"--instance-types: \['p5.48xlarge'\] not offered"):
@@ -196,6 +204,7 @@ def test_the_runtime_scales_the_encoder_estimate_by_its_stated_factor(minilm):
     uncapped = Assumptions(server_ceiling_rps=1e9)
     eager = by_name(advise(model, Workload(500, 100, 256), Purchase(), uncapped))["g4dn.xlarge"].throughput
     onnx = by_name(advise(model, Workload(500, 100, 256, runtime="onnx"), Purchase(), uncapped))["g4dn.xlarge"].throughput
+    assert eager is not None and onnx is not None and eager.requests_per_second is not None
     assert onnx.requests_per_second == pytest.approx(eager.requests_per_second * RUNTIME_FACTORS["onnx"].factor)
     assert "x 1.2 for runtime onnx (estimated:" in onnx.formula and "runtime" not in eager.formula
     assert all(f.source in ("measured", "estimated") and f.basis for f in RUNTIME_FACTORS.values())

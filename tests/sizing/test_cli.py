@@ -53,7 +53,9 @@ def test_the_recommended_snippet_round_trips_through_the_apps_config_loader(caps
     dev["capacity"], dev["models"] = capacity, [model]
     config = load_environment("dev", dev)
     assert config.capacity.instance_types == tuple(capacity["instance_types"])
-    assert config.models[0].name == "minilm" and config.server_config(config.models[0]).bundled.max_batch_size == model["max_batch_size"]
+    bundled = config.server_config(config.models[0]).bundled
+    assert bundled is not None  # the advisor recommends the bundled server for an encoder
+    assert config.models[0].name == "minilm" and bundled.max_batch_size == model["max_batch_size"]
     assert config.models[0].scaling.requests_per_target_per_minute == model["scaling"]["requests_per_target_per_minute"]
 
 
@@ -88,7 +90,9 @@ def test_an_llm_snippet_is_a_vllm_block_on_its_own_capacity_group_that_loads_and
     dev = json.loads(json.dumps(cdk_context()["environments"]["dev"]))
     dev["capacity_groups"], dev["models"] = recommendation["capacity_groups"], [model]
     config = load_environment("dev", dev)
-    assert config.server_config(config.models[0]).vllm.max_num_seqs == 8 and config.model_placement() == {"llama-2-7b": "llm"}
+    vllm = config.server_config(config.models[0]).vllm
+    assert vllm is not None  # the advisor recommends vLLM for an LLM
+    assert vllm.max_num_seqs == 8 and config.model_placement() == {"llama-2-7b": "llm"}
     (task,) = synthesized_task_definitions("dev", config)
     server = next(c for c in task["ContainerDefinitions"] if c["Name"] == "server")
     assert server["Command"][:2] == ["vllm", "serve"]
@@ -278,7 +282,10 @@ def test_the_sizing_pages_llm_snippet_is_what_the_advisor_prints(capsys):
     import re
 
     section = (ROOT / "docs" / "sizing.md").read_text()
-    command = re.search(r"sizing (--params 6.74e9 .*?) --plot", section, re.S).group(1)
-    snippet = json.loads("{" + re.search(r"For the 7B example above:\n\n```json\n(.*?)```", section, re.S).group(1) + "}")
+    command_match = re.search(r"sizing (--params 6.74e9 .*?) --plot", section, re.S)
+    snippet_match = re.search(r"For the 7B example above:\n\n```json\n(.*?)```", section, re.S)
+    assert command_match is not None and snippet_match is not None, "docs/sizing.md lost its 7B example"
+    command = command_match.group(1)
+    snippet = json.loads("{" + snippet_match.group(1) + "}")
     recommendation = run_json(capsys, *command.replace("\\\n", " ").split())["recommendation"]
     assert snippet == {"capacity_groups": recommendation["capacity_groups"], "models": [recommendation["model"]]}

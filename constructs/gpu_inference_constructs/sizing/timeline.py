@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..errors import ConfigError
 from ..gpu_capacity import GpuCapacityProps
+from ..model_fetch import CHECK_PARALLEL
 from ..scaling_props import ModelScalingProps
 from ..settings import from_dict
 from .scale_out import INGEST_DELAY, PUBLISH_DELAY, ScaleOutPath
@@ -34,6 +35,12 @@ GP3_MAX_MIB_S = 1000
 STREAMER_GIB_S = 3.5  # Run:ai Model Streamer, Llama-3-8B from S3 on g5.12xlarge
 IMAGE_GB = 8.0  # a CUDA PyTorch runtime image, compressed layers (estimate; see the Dockerfile's base)
 ECR_PULL_MB_S = 60.0  # pull and extract together, one image, estimate
+# `head -c 2G /dev/zero > f; time sha256sum f` on the build machine (coreutils 9.1): 2 GiB in 9.5 s (`openssl dgst
+# -sha256 f`, SHA-NI: 1.74 s). The fetcher's check runs one hash per file (model_fetch.py), so the largest file binds:
+# 5 GB shards are the Hub's common layout (transformers 4's default max_shard_size); transformers 5 saves up to 50 GB
+# a file, so a 26 GB model may be one file (--shard-gb 26: a check of about 116 s).
+SHA256SUM_GB_S = 0.225
+SHARD_GB = 5.0
 
 
 @dataclass(frozen=True)
@@ -44,31 +51,39 @@ class Phase:
     source: str
 
 
-def _weights_phase(weights_bytes: int, storage: str, throughput_mib_s: int = GP3_BASELINE_MIB_S) -> Phase:
-    if storage == "gp3":  # built: the capacity's root volume at root_volume_throughput_mib_s
-        seconds = 2 * weights_bytes / (throughput_mib_s * MIB)  # copied onto gp3, read again for the checksum
+def _weights_phases(weights_bytes: int, storage: str, throughput_mib_s: int = GP3_BASELINE_MIB_S,
+                    shard_gb: float = SHARD_GB) -> list[Phase]:
+    if storage == "gp3":  # built: the capacity's root volume at root_volume_throughput_mib_s, then model_fetch's check
         volume = ("a default gp3 volume" if throughput_mib_s <= GP3_BASELINE_MIB_S
                   else "gp3 with root_volume_throughput_mib_s provisioned")
-        return Phase("weights", seconds, DOCUMENTED,
-                     f"{weights_bytes / 1e9:.1f} GB onto {volume} at {throughput_mib_s} MiB/s (EC2 API "
-                     "EbsBlockDevice.Throughput), then read again for the checksum (from the page cache if it "
-                     "holds them: not counted on)")
+        shards = max(1, -(-weights_bytes // int(shard_gb * 1e9)))
+        largest = min(weights_bytes, shard_gb * 1e9)
+        rounds = -(-shards // CHECK_PARALLEL)
+        return [
+            Phase("weights copy", weights_bytes / (throughput_mib_s * MIB), DOCUMENTED,
+                  f"{weights_bytes / 1e9:.1f} GB onto {volume} at {throughput_mib_s} MiB/s (EC2 API "
+                  "EbsBlockDevice.Throughput)"),
+            Phase("weights check", rounds * largest / (SHA256SUM_GB_S * 1e9), MEASURED,
+                  f"SHA-256 of {shards} file(s) of up to {largest / 1e9:.1f} GB (--shard-gb), {CHECK_PARALLEL} at "
+                  f"once, at sha256sum's {SHA256SUM_GB_S} GB/s a core (coreutils 9.1 here; a fetcher image with "
+                  "openssl hashes at 1.24 GB/s), read from the page cache"),
+        ]
     if storage == "gp3-provisioned":
-        return Phase("weights", weights_bytes / (GP3_MAX_MIB_S * MIB), DOCUMENTED,
-                     f"gp3 with {GP3_MAX_MIB_S} MiB/s provisioned (its maximum), checksum while streaming (not built)")
+        return [Phase("weights", weights_bytes / (GP3_MAX_MIB_S * MIB), DOCUMENTED,
+                      f"gp3 with {GP3_MAX_MIB_S} MiB/s provisioned (its maximum), checksum while streaming (not built)")]
     if storage == "stream":
-        return Phase("weights", weights_bytes / (STREAMER_GIB_S * 1024 * MIB), DOCUMENTED,
-                     f"streamed from S3 at {STREAMER_GIB_S} GiB/s (Run:ai Model Streamer benchmarks, g5.12xlarge), "
-                     "checksum while streaming (not built)")
+        return [Phase("weights", weights_bytes / (STREAMER_GIB_S * 1024 * MIB), DOCUMENTED,
+                      f"streamed from S3 at {STREAMER_GIB_S} GiB/s (Run:ai Model Streamer benchmarks, g5.12xlarge), "
+                      "checksum while streaming (not built)")]
     if storage == "s3-parallel":  # the bundled server: parallel GETs into its scratch volume, each file hashed
-        return Phase("weights", max(1.0, weights_bytes / (GP3_BASELINE_MIB_S * MIB)), ESTIMATED,
-                     "the bundled server's parallel S3 download into its scratch volume, bound by gp3's "
-                     f"{GP3_BASELINE_MIB_S} MiB/s at worst; small models take about a second")
+        return [Phase("weights", max(1.0, weights_bytes / (GP3_BASELINE_MIB_S * MIB)), ESTIMATED,
+                      "the bundled server's parallel S3 download into its scratch volume, bound by gp3's "
+                      f"{GP3_BASELINE_MIB_S} MiB/s at worst; small models take about a second")]
     raise ConfigError("--storage", f"{storage!r}: choose gp3, gp3-provisioned, stream or s3-parallel")
 
 
 def timeline(scaling: ModelScalingProps, capacity: GpuCapacityProps, *, weights_bytes: int, storage: str,
-             new_instance: bool, startup: dict, bundled_server: bool = True) -> list[Phase]:
+             new_instance: bool, startup: dict, bundled_server: bool = True, shard_gb: float = SHARD_GB) -> list[Phase]:
     if bundled_server:
         signal = ScaleOutPath("QueueBacklog", "step", scaling.queue_signal_period_seconds, scaling.queue_signal_periods,
                               scaling.queue_signal_periods, "server-signal", "", 0, "Maximum")
@@ -99,7 +114,7 @@ def timeline(scaling: ModelScalingProps, capacity: GpuCapacityProps, *, weights_
     phases += [
         Phase("container start and imports", startup["ours_median_s"] - startup["load_s"] - startup["warmup_s"],
               MEASURED, f"our server's start-to-ready less load and warm-up ({startup['command']}, CPU)"),
-        _weights_phase(weights_bytes, storage, capacity.root_volume_throughput_mib_s),
+        *_weights_phases(weights_bytes, storage, capacity.root_volume_throughput_mib_s, shard_gb),
         Phase("model load", startup["load_s"], MEASURED, f"model fetched to model loaded ({startup['command']}, MiniLM "
               "on CPU; a GPU load of a larger model is longer)"),
         Phase("warm-up before ready", startup["warmup_s"], MEASURED,
@@ -134,6 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cdk-json", default="cdk.json")
     p.add_argument("--model", help="a model of the environment (default: its first)")
     p.add_argument("--weights-gb", type=float, default=0.1, help="the model's weights (default 0.1: MiniLM-size)")
+    p.add_argument("--shard-gb", type=float, default=SHARD_GB,
+                   help=f"the model's largest file, for the check of a gp3 copy (default {SHARD_GB:g})")
     p.add_argument("--storage", default="s3-parallel", help="gp3, gp3-provisioned, stream or s3-parallel (default)")
     p.add_argument("--startup", help="the JSON of python -m bench.startup (default: the latest recorded run)")
     args = p.parse_args(argv)
@@ -147,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         name = (model or {}).get("name")
         group = next((g for g in data.get("capacity_groups", {}).values() if name in g.get("models", [])), data)
         capacity = from_dict(GpuCapacityProps, group.get("capacity", {}), f"environments.{args.environment}.capacity")
-        _weights_phase(1, args.storage)  # refuses an unknown storage
+        _weights_phases(1, args.storage)  # refuses an unknown storage
         startup = LATEST_STARTUP
         if args.startup:
             measured = json.loads(Path(args.startup).read_text())
@@ -160,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     bundled = not (model or {}).get("vllm")
     common = dict(weights_bytes=int(args.weights_gb * 1e9), storage=args.storage, startup=startup,
-                  bundled_server=bundled)
+                  bundled_server=bundled, shard_gb=args.shard_gb)
     name = (model or {}).get("name", "model")
     spare = capacity.target_capacity_percent < 100
     print(render(f"{args.environment}/{name}, a task on warm spare capacity"
