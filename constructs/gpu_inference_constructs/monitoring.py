@@ -474,8 +474,16 @@ class InferenceMonitoring(_Alarms):
                   + [self.metric_spot_interruptions]),
             graph("Cost per 1M requests (USD, hourly)", [self.metric_cost_per_million_requests, *self.metric_cost_components]),
         )
-        dashboard.add_widgets(graph("Warm spare GPU capacity (USD/h): what capacity kept ahead of the tasks costs",
-                                    self.metric_spare_capacity_cost))
+        dashboard.add_widgets(
+            graph("Warm spare GPU capacity (USD/h): what capacity kept ahead of the tasks costs",
+                  self.metric_spare_capacity_cost),
+            # One point per task start of the bundled server, from its EMF document when the model is ready.
+            graph("Task start (s): server process start to ready, and the model's fetch, load and warm-up in it",
+                  [per_model(name, "Maximum", label) for name, label in (
+                      (metric_names.STARTUP_SECONDS, "start to ready"), (metric_names.STARTUP_FETCH_SECONDS, "fetch"),
+                      (metric_names.STARTUP_LOAD_SECONDS, "load"), (metric_names.STARTUP_WARMUP_SECONDS, "warm-up"))],
+                  unit="seconds"),
+        )
         dashboard.add_widgets(cloudwatch.AlarmStatusWidget(alarms=list(self.alarms.values()), title="Alarms", width=24, height=6))
         return dashboard
 

@@ -35,7 +35,7 @@ def _watch_parent(alive_fd: int, on_gone) -> None:
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
-def run_model(settings, fds: dict[str, int]) -> int:
+def run_model(settings, fds: dict[str, int], server_started_at: float | None = None) -> int:
     from .ipc import Channel, Message, ShmRing, StatusPage
     from .model_runner import ModelRunner
 
@@ -48,7 +48,7 @@ def run_model(settings, fds: dict[str, int]) -> int:
         sys.stdout.flush()
         os._exit(code)
 
-    runner = ModelRunner(settings, status, on_exit=exit_now)
+    runner = ModelRunner(settings, status, on_exit=exit_now, server_started_at=server_started_at)
     _watch_parent(fds["alive"], lambda: exit_now(0 if runner.exit_code == 0 else runner.exit_code))
     runner.start()
     control = socket.socket(fileno=fds["control"])
@@ -105,7 +105,7 @@ def main() -> int:
 
     confine_library_caches(settings.model_cache_dir)
     if spec["role"] == "model":
-        return run_model(settings, spec["fds"])
+        return run_model(settings, spec["fds"], spec.get("server_started_at"))
     return run_worker(settings, spec["index"], spec["fds"], spec.get("ready_before_serving", False))
 
 

@@ -22,3 +22,9 @@ SHARED_CACHE_OVERSIZED = "SharedCacheOversized"  # Count, predictions larger tha
 SHARED_CACHE_STORED = "SharedCacheStored"      # Count, predictions stored
 SHARED_CACHE_OPEN = "SharedCacheOpen"          # 1 while the circuit skips the cache, else 0
 SHARED_CACHE_LATENCY = "SharedCacheLatency"    # Milliseconds, per successful cache call
+# Seconds, once per start of the server (the model process, when it reports ready): what a new task spends before it
+# serves, from the server's process start; and within it the model's fetch, load and warm-up before ready.
+STARTUP_SECONDS = "StartupSeconds"
+STARTUP_FETCH_SECONDS = "StartupFetchSeconds"
+STARTUP_LOAD_SECONDS = "StartupLoadSeconds"
+STARTUP_WARMUP_SECONDS = "StartupWarmupSeconds"

@@ -145,7 +145,9 @@ class ModelRunner:
     and emits the model's interval metrics (batch sizes, queue depth, GPU)."""
 
     def __init__(self, settings: Settings, status: StatusPage,
-                 on_exit: Callable[[int], None] = lambda code: None) -> None:
+                 on_exit: Callable[[int], None] = lambda code: None, server_started_at: float | None = None) -> None:
+        self.started_at = server_started_at if server_started_at is not None else time.time()
+        self.start_phases: dict[str, float] = {}  # wall-clock times of the start's steps
         import torch
 
         from .device import is_cuda_error, select_device, select_dtype
@@ -227,7 +229,9 @@ class ModelRunner:
         """Runs on the inference thread, which then owns the model."""
         s = self.settings
         started = time.monotonic()
+        self.start_phases["fetch started"] = time.time()
         artifact = fetch_model(s.model_uri, s.model_cache_dir, s.manifest_required)
+        self.start_phases["fetched"] = time.time()
         manifest = artifact.manifest
         if manifest and (manifest.model_name, manifest.version) != (s.model_name, s.model_version):
             log.warning("the manifest names another model or version",
@@ -249,6 +253,7 @@ class ModelRunner:
         if self.device.type == "cuda":
             index = self.device.index if self.device.index is not None else self._torch.cuda.current_device()
             self.gpu = self._gpu_sampler(index)
+        self.start_phases["loaded"] = time.time()
         log.info("model loaded", extra={"handler": f"{cls.__module__}.{cls.__qualname__}", "device": str(self.device),
                                         "dtype": str(self.dtype).removeprefix("torch."), "compile": self.compile,
                                         "runtime": s.model_runtime,
@@ -269,6 +274,20 @@ class ModelRunner:
                 return
         self.status.set(Slot.STATE, ModelState.READY)
         self._announce({"t": Message.READY})
+        self.emit_startup_metrics(time.time())
+
+    def emit_startup_metrics(self, ready_at: float) -> None:
+        """Once per start: seconds from the server's process start to ready, and the model's fetch, load and warm-up
+        within them (the dashboard's "Task start" graph)."""
+        p = self.start_phases
+        if not {"fetch started", "fetched", "loaded"} <= p.keys():
+            return
+        values = {m.STARTUP_SECONDS: ready_at - self.started_at, m.STARTUP_FETCH_SECONDS: p["fetched"] - p["fetch started"],
+                  m.STARTUP_LOAD_SECONDS: p["loaded"] - p["fetched"], m.STARTUP_WARMUP_SECONDS: ready_at - p["loaded"]}
+        s = self.settings
+        log.info("metrics", extra={"fields": emf.document(s.deployment_env, s.model_name,
+                                                          {name: round(value, 3) for name, value in values.items()},
+                                                          {"model_version": s.model_version, "process": "model"})})
 
     def _on_fatal(self, exc: BaseException) -> None:
         self.status.set(Slot.STATE, ModelState.FAILED)

@@ -88,9 +88,21 @@ class Child:
     pidfd: int
 
 
+def process_started_at() -> float:
+    """The wall-clock time this process started (Linux: its start in /proc, so the interpreter's own start counts);
+    now where /proc has no answer."""
+    try:
+        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return time.time()
+    return time.time() - (uptime - ticks / os.sysconf("SC_CLK_TCK"))
+
+
 class Supervisor:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
+        self.started_at = process_started_at()
         self.count = worker_count(settings)
         self.status = StatusPage.create()
         self.listen = socket.create_server((settings.host, settings.port), backlog=2048, reuse_port=False)
@@ -121,7 +133,7 @@ class Supervisor:
         return child
 
     def _start_model(self) -> None:
-        self.model = self._spawn("model", 0, {"control": self._model_control.fileno()})
+        self.model = self._spawn("model", 0, {"control": self._model_control.fileno()}, server_started_at=self.started_at)
         self._model_control.close()
         self.status.set(Slot.MODEL_PID, self.model.process.pid)
 

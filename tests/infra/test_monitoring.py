@@ -245,6 +245,23 @@ def test_dashboard_finds_every_model_by_search_so_it_grows_with_the_models(env):
     assert all("ClusterName=\"<ref>\"" in expression for expression in tasks) and len(tasks) == 2
 
 
+TASK_START = "Task start (s): server process start to ready, and the model's fetch, load and warm-up in it"
+
+
+def test_the_dashboard_graphs_each_task_start_from_the_servers_start_metrics(env):
+    """The bundled server's one document per start (tests/server/test_process.py proves it is written, with these
+    names): each phase a SEARCH over this environment's models, its maximum a minute."""
+    config, template = env
+    from inference_server import metric_names as server_names
+
+    names = (server_names.STARTUP_SECONDS, server_names.STARTUP_FETCH_SECONDS, server_names.STARTUP_LOAD_SECONDS,
+             server_names.STARTUP_WARMUP_SECONDS)
+    assert graph_expressions(template, TASK_START) == [
+        f"SEARCH('{{GpuInference,Environment,ModelName}} MetricName=\"{name}\" Environment=\"{config.name}\"', 'Maximum', 60)"
+        for name in names
+    ]
+
+
 def cost_widget(template) -> dict:
     (widget,) = [w for w in dashboard_widgets(template) if w["properties"].get("title") == "Cost per 1M requests (USD, hourly)"]
     return widget

@@ -82,9 +82,11 @@ def test_sigterm_under_load_drains_accepted_requests_and_exits_0(tiny_classifier
                      MAX_BODY_BYTES="4096", DRAIN_TIMEOUT_S="30",
                      SLOW_REQUEST_MS="60000",  # a loaded machine makes requests slow; slow ones get a line each
                      ACCESS_LOG_SAMPLE="0")  # by default 1 in 1000 successes gets a line: a flake over ~1000 requests
+    launched = time.monotonic()
     process = start(env, log)
     try:
         wait_until_ready(process, port, log)
+        seen_ready_after = time.monotonic() - launched
         assert healthcheck(port) == 0
         assert request(port, "POST", "/predict", {"text": "x" * 5000})[0] == 413
 
@@ -135,6 +137,16 @@ def test_sigterm_under_load_drains_accepted_requests_and_exits_0(tiny_classifier
     assert lines[-1]["message"] == "exiting" and lines[-1]["exit_code"] == 0
     # No line per request: each worker's interval documents (the last one written as it exits) hold them.
     assert not [line for line in lines if line.get("path") == "/predict" and line.get("status") == 200]
+    # One start document: the seconds from the server's process start to ready (no more than the test saw from its
+    # launch), and the fetch, load and warm-up within them.
+    (started,) = [line for line in lines if line["message"] == "metrics" and "StartupSeconds" in line]
+    phases = ("StartupFetchSeconds", "StartupLoadSeconds", "StartupWarmupSeconds")
+    assert {d["Name"]: d["Unit"] for d in started["_aws"]["CloudWatchMetrics"][0]["Metrics"]} == {
+        name: "Seconds" for name in ("StartupSeconds", *phases)}
+    assert all(started[name] >= 0 for name in phases) and started["StartupLoadSeconds"] > 0
+    assert sum(started[name] for name in phases) <= started["StartupSeconds"] <= seen_ready_after + 0.5, started
+    # The imports before the fetch count too (the model process alone imports torch: well over half a second).
+    assert started["StartupSeconds"] - sum(started[name] for name in phases) > 0.5, started
     worker_metrics = [line for line in lines if line["message"] == "metrics" and line.get("process") == "worker"]
     assert worker_metrics and all(line["Environment"] == "test" for line in worker_metrics)
     served = sum(line["RequestLatency"]["Count"] for line in worker_metrics if "RequestLatency" in line)
