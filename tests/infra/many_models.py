@@ -11,7 +11,6 @@ stack, and the totals; `--markdown` prints the table docs/testing.md's "Synth ti
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import subprocess
@@ -21,6 +20,7 @@ import time
 from pathlib import Path
 
 from stacks.reference_guard import LOCK_CONTEXT_KEY, LOCK_FILE
+from tests.scenarios import scenario_environment
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -30,11 +30,10 @@ MODELS_PER_LOAD_BALANCER = 50
 
 
 def many_model_environment(count: int, base: str = "prod") -> dict:
-    """``base``'s settings serving ``count`` models, each a copy of its first with ``base``'s canary deployment, the
+    """``base``'s settings (tests/scenarios.py) serving ``count`` models, each a copy of its first with ``base``'s canary deployment, the
     first 50 on load balancer 1, the next 50 on 2, and so on (``models[].load_balancer``, recorded as a platform team
     would: a new model goes on a load balancer with room, and no other model moves)."""
-    environments = json.loads((ROOT / "cdk.json").read_text())["context"]["environments"]
-    data = copy.deepcopy(environments[base])
+    data = scenario_environment(base)
     template = {**data["models"][0], "min_tasks": 1, "max_tasks": 4}
     data["models"] = [{**template, "name": f"model-{index:03d}", "load_balancer": 1 + index // MODELS_PER_LOAD_BALANCER}
                       for index in range(count)]

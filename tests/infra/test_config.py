@@ -7,8 +7,9 @@ import pytest
 from gpu_inference_constructs.errors import ConfigError
 from stacks.config import load_environment, load_environments
 from tests.conftest import cdk_context
+from tests.scenarios import scenario_environment
 
-BASE = cdk_context()["environments"]["dev"]
+BASE = scenario_environment("dev")
 
 
 def plain_http_from_anywhere():
@@ -241,7 +242,7 @@ def test_non_text_tasks_are_accepted_for_a_model(task):
 
 def test_a_capacity_group_holds_a_multi_gpu_models_deployment_at_peak_counted_in_gpus():
     """staging's llama-13b: 4 GPUs a task, max_tasks 2, canary (a second full set while it deploys): 16 GPUs, 4 g5.12xlarge."""
-    data = copy.deepcopy(cdk_context()["environments"]["staging"])
+    data = scenario_environment("staging")
     data["capacity_groups"]["llm"]["capacity"]["max_capacity"] = 3
     with pytest.raises(ConfigError, match=r"environment 'staging': capacity_groups.llm.capacity.max_capacity: 3 instances cannot hold a "
                                           r"deployment at peak: the models' max_tasks add up to 8 tasks, and deploying 'llama-13b' runs "

@@ -9,9 +9,9 @@ from gpu_inference_constructs.deployment import ALARM_MINUTES, DeploymentProps
 from gpu_inference_constructs.errors import ConfigError
 from gpu_inference_constructs.settings import from_dict
 from stacks.config import load_environment
-from tests.conftest import cdk_context
+from tests.scenarios import scenario_environments
 
-CONTEXT = cdk_context()["environments"]
+CONTEXT = scenario_environments()
 
 BAD_DEPLOYMENTS = [
     ({"strategy": "canary", "circuit_breaker": True}, r"circuit_breaker: the deployment circuit breaker works only with rolling"),

@@ -8,6 +8,7 @@ from aws_cdk.assertions import Template
 
 from gpu_inference_constructs import metric_names as infra_names
 from tests.conftest import metric_stats, single_metric
+from tests.scenarios import scenario_environment
 
 PER_MODEL_ALARMS = ["LatencyP95", "LatencyP99", "Target5xxRate", "UnhealthyTargets", "TasksBelowDesired"]
 BUNDLED_SERVER_ALARMS = ["QueueDepth", "RejectedRequests", "GpuMemory", "LowGpuUtilization"]
@@ -96,13 +97,11 @@ def test_a_paging_threshold_below_the_models_goal_is_refused_naming_both_keys():
 
 
 def test_staging_refuses_an_llm_paging_threshold_below_its_goal_naming_the_model_and_both_keys():
-    import copy
 
     from gpu_inference_constructs.errors import ConfigError
     from stacks.config import load_environment
-    from tests.conftest import cdk_context
 
-    data = copy.deepcopy(cdk_context()["environments"]["staging"])
+    data = scenario_environment("staging")
     (llama,) = [m for m in data["models"] if m["name"] == "llama-13b"]
     llama["alarms"] = {"latency_p95_ms": 500}
     with pytest.raises(ConfigError, match=r"^environment 'staging': models\[2\]\.alarms\.latency_p95_ms: 500 ms is below the model's "

@@ -15,8 +15,8 @@ import valkey.exceptions
 from gpu_inference_constructs.errors import ConfigError
 from gpu_inference_constructs.result_cache import ACCESS_STRING, ModelCacheProps, ResultCacheProps
 from stacks.config import load_environment
-from tests.conftest import cdk_context
 from tests.infra.aws_policies import Policy, TemplateWorld, principal
+from tests.scenarios import scenario_environment
 from tests.server.valkey_server import ValkeyServer
 
 ENV = "staging"
@@ -148,9 +148,8 @@ def test_alarms_reach_the_topic_and_the_cost_is_on_the_dashboard(world):
     (lambda e: e["cache"].update(major_engine_version="6"), "cache.major_engine_version"),
 ])
 def test_bad_cache_configuration_names_the_key(change, key):
-    import copy
 
-    environment = copy.deepcopy(cdk_context()["environments"][ENV])
+    environment = scenario_environment(ENV)
     change(environment)
     with pytest.raises(ConfigError, match=key.replace("[", r"\[").replace("]", r"\]")):
         load_environment(ENV, environment)

@@ -19,6 +19,7 @@ from gpu_inference_constructs.deployment import ALARM_MINUTES, DeploymentProps
 from gpu_inference_constructs.service_timing import SPOT_NOTICE_SECONDS
 from stacks.config import load_environment
 from tests.conftest import ROOT, cdk_context
+from tests.scenarios import scenario_environment
 
 STRATEGIES = {
     "rolling": {"strategy": "rolling", "alarm_names": ["team-slo-burn"]},
@@ -29,7 +30,7 @@ STRATEGIES = {
 
 
 def prod_with(deployment: dict, models=None) -> dict:
-    data = copy.deepcopy(cdk_context()["environments"]["prod"])
+    data = scenario_environment("prod")
     data["deployment"] = deployment
     if models is not None:
         data["models"] = models
@@ -49,7 +50,7 @@ def synthesize(environments: dict[str, dict]) -> dict[str, list[dict]]:
 @pytest.fixture(scope="module")
 def strategies():
     """prod once per strategy; only the canary keeps both models (the listener-rule test reorders them)."""
-    first_model = cdk_context()["environments"]["prod"]["models"][:1]
+    first_model = scenario_environment("prod")["models"][:1]
     return synthesize({name: prod_with(deployment, None if name == "canary" else first_model) for name, deployment in STRATEGIES.items()})
 
 
@@ -138,7 +139,7 @@ def test_every_strategy_rolls_back_on_the_models_alarms_and_the_users(strategies
             assert (alarm["EvaluationPeriods"], alarm["DatapointsToAlarm"]) == (ALARM_MINUTES, ALARM_MINUTES)
             assert alarm["TreatMissingData"] == "notBreaching"
         thresholds = sorted(alarm["Threshold"] for alarm in rollback)
-        prod = cdk_context()["environments"]["prod"]
+        prod = scenario_environment("prod")
         model = next(m for m in prod["models"] if m["name"] == name)
         # The model's own latency goal, twice over; the environment's 5xx threshold.
         assert thresholds == sorted([prod["monitoring"]["target_5xx_percent"], 2 * model["scaling"]["latency_p95_ms"] / 1000])
@@ -343,7 +344,7 @@ def test_rollback_thresholds_follow_each_models_own_latency_goal(synthesized):
 
 
 def test_a_models_rollback_block_overrides_the_derived_thresholds():
-    data = copy.deepcopy(cdk_context()["environments"]["staging"])
+    data = scenario_environment("staging")
     llama = next(m for m in data["models"] if m["name"] == "llama-13b")
     llama["rollback"] = {"latency_p95_ms": 30000, "target_5xx_percent": 2.5}
     config = load_environment("staging", data)
@@ -361,7 +362,7 @@ def test_a_models_rollback_block_overrides_the_derived_thresholds():
 def test_a_rollback_threshold_the_model_would_trip_in_normal_service_is_refused(rollback, message):
     from gpu_inference_constructs.errors import ConfigError
 
-    data = copy.deepcopy(cdk_context()["environments"]["staging"])
+    data = scenario_environment("staging")
     data["models"][2]["rollback"] = rollback
     assert data["models"][2]["name"] == "llama-13b"
     with pytest.raises(ConfigError, match=message):

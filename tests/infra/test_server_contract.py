@@ -31,7 +31,7 @@ from gpu_inference_constructs import (
     VllmServer,
 )
 from stacks.config import load_environment
-from tests.conftest import cdk_context
+from tests.scenarios import scenario_environment
 
 IMAGE = ecs.ContainerImage.from_registry("123456789012.dkr.ecr.us-east-1.amazonaws.com/team/server:1.0.0")
 
@@ -486,7 +486,7 @@ def test_the_field_docstring_check_finds_an_undocumented_default():
 
 
 def environment_with(**changes) -> dict:
-    data = dict(cdk_context()["environments"]["staging"])
+    data = scenario_environment("staging")
     data.update(changes)
     return data
 

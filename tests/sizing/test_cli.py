@@ -19,6 +19,7 @@ from gpu_inference_constructs.sizing.cli import main
 from gpu_inference_constructs.sizing.safetensors_header import read_header
 from stacks.config import load_environment
 from tests.conftest import cdk_context
+from tests.scenarios import scenario_environment
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -49,7 +50,7 @@ def test_the_recommended_snippet_round_trips_through_the_apps_config_loader(caps
     assert capacity["instance_types"][0] == "g4dn.xlarge"  # the cheapest with a throughput
     assert set(capacity["instance_types"]) <= {"g4dn.xlarge", "g5.xlarge", "g6.xlarge"}  # one shape: 4 vCPU, 16 GiB, 1 GPU
     assert model["scaling"]["requests_per_target_per_minute"] == int(1636 * 0.7 * 60)
-    dev = json.loads(json.dumps(cdk_context()["environments"]["dev"]))
+    dev = scenario_environment("dev")
     dev["capacity"], dev["models"] = capacity, [model]
     config = load_environment("dev", dev)
     assert config.capacity.instance_types == tuple(capacity["instance_types"])
@@ -87,7 +88,7 @@ def test_an_llm_snippet_is_a_vllm_block_on_its_own_capacity_group_that_loads_and
     g5 = next(e for e in data["instance_types"] if e["instance_type"] == "g5.xlarge")
     assert g5["decode_tokens_per_second_ceiling"] == pytest.approx(600e9 / (6_738_415_616 * 2), rel=1e-4)
     assert g5["usd_per_million_tokens"]["mix"] is not None
-    dev = json.loads(json.dumps(cdk_context()["environments"]["dev"]))
+    dev = scenario_environment("dev")
     dev["capacity_groups"], dev["models"] = recommendation["capacity_groups"], [model]
     config = load_environment("dev", dev)
     vllm = config.server_config(config.models[0]).vllm
@@ -112,7 +113,7 @@ def test_a_snippet_with_several_gpus_per_task_sets_gpus_and_loads(capsys, llama_
     model = recommendation["model"]
     assert g5["gpus_per_task"] == 2 and g5["tasks_per_instance"] == 2
     assert model["gpus"] == 2 and recommendation["capacity"]["instance_types"] == ["g5.12xlarge"]
-    staging = json.loads(json.dumps(cdk_context()["environments"]["staging"]))
+    staging = scenario_environment("staging")
     staging["capacity_groups"] = recommendation["capacity_groups"]
     staging["models"] = [m for m in staging["models"] if m["name"] != "llama-13b"] + [model]
     config = load_environment("staging", staging)
@@ -205,7 +206,7 @@ def test_plot_without_matplotlib_says_how_to_get_it(capsys, minilm, tmp_path, mo
 
 def test_environment_settings_come_from_cdk_json(capsys, minilm):
     data = run_json(capsys, *minilm_args(minilm, "--environment", "dev", "--cdk-json", str(ROOT / "cdk.json")))
-    dev = cdk_context()["environments"]["dev"]
+    dev = scenario_environment("dev")
     assert data["purchase"]["region"] == dev["region"]
     assert data["purchase"]["on_demand_base"] == dev["capacity"]["on_demand_base_capacity"]
 

@@ -25,10 +25,10 @@ from .scale_out import INGEST_DELAY, PUBLISH_DELAY, ScaleOutPath
 MEASURED, DOCUMENTED, ESTIMATED = "measured here", "AWS-documented", "estimated"
 MIB = 1024 * 1024
 
-# The latest `python -m bench.startup --repeats 3` on the 2-core build machine (2026-12-04 03:47 UTC, load average
-# 10-12 from other work: compare ratios): our server's median start-to-ready and, within that run, model fetched ->
-# model loaded and the warm-up before ready.
-LATEST_STARTUP = {"ours_median_s": 38.0, "bare_median_s": 27.4, "load_s": 22.7, "warmup_s": 0.38,
+# The latest `python -m bench.startup --repeats 3` on the 2-core build machine (2026-12-05 07:23 UTC, load average 1.1;
+# the run before, 2026-12-04 at load average 10-12, gave 38.0 s): our server's median start-to-ready and, within that
+# run, model fetched -> model loaded and the warm-up before ready.
+LATEST_STARTUP = {"ours_median_s": 5.88, "bare_median_s": 6.07, "load_s": 3.53, "warmup_s": 0.15,
                   "command": "python -m bench.startup --repeats 3"}
 GP3_BASELINE_MIB_S = 125  # gp3 without provisioned throughput
 GP3_MAX_MIB_S = 1000

@@ -1,0 +1,30 @@
+"""The environments that tests of the library and of the config loader build their scenarios from.
+
+A copy of cdk.json's dev, staging and prod as they were on 2026-12-05 (`tests/scenario_environments.json`), owned by
+the tests: a team that edits its own environments in cdk.json breaks none of these tests. The tests of the app as it
+is configured (the session's synthesized app, the feature flags, the capacity groups) read cdk.json itself.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from functools import cache
+from pathlib import Path
+
+SCENARIOS = Path(__file__).resolve().parent / "scenario_environments.json"
+
+
+@cache
+def _environments() -> dict:
+    return json.loads(SCENARIOS.read_text())
+
+
+def scenario_environments() -> dict:
+    """Every scenario environment, by name (a copy each call: a test may change it)."""
+    return copy.deepcopy(_environments())
+
+
+def scenario_environment(name: str) -> dict:
+    """One scenario environment's cdk.json entry (a copy each call)."""
+    return copy.deepcopy(_environments()[name])
