@@ -30,7 +30,7 @@ def fetch_script() -> str:
         'failed="$TMPDIR/model-fetch-failed"; : > "$failed"; '
         'check() { if [ "$(digest "$MODEL_DIR/$2" 2>/dev/null)" != "$1" ]; then echo "$2: FAILED" >> "$failed"; fi; }; '
         "listed=0; "
-        "while read -r sum name; do "
+        'while read -r sum name || [ -n "$sum" ]; do '  # a last line without its newline is read too
         'name=${name#\\*}; '  # sha256sum's binary-mode marker
         'if [ "${#sum}" -ne 64 ] || [ -z "$name" ]; then echo "$sum $name: FAILED (not a SHA256SUMS line)" >> "$failed"; continue; fi; '
         'case "$sum" in *[!0-9a-f]*) echo "$name: FAILED (not a SHA-256)" >> "$failed"; continue;; esac; '

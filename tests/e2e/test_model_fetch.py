@@ -139,6 +139,16 @@ def test_an_empty_prefix_stops_the_task(fetcher, tmp_path):
     assert done.returncode != 0 and "no model files" in done.stderr
 
 
+def test_the_last_sums_line_is_checked_without_its_newline(fetcher, tmp_path, published):
+    sums = published / SHA256SUMS_FILE
+    lines = sums.read_text().splitlines()
+    last = lines[-1].split("  ", 1)[1]
+    sums.write_text("\n".join(lines))  # no newline after the last line
+    (published / last).write_bytes((published / last).read_bytes() + b"tampered")
+    done = run_fetch(fetcher, tmp_path, published)
+    assert done.returncode != 0 and f"{last}: FAILED" in done.stdout
+
+
 def test_a_sums_line_that_is_not_a_sha256_stops_the_task(fetcher, tmp_path, published):
     sums = published / SHA256SUMS_FILE
     sums.write_text(sums.read_text() + "not-a-digest  config.json\n")
