@@ -25,9 +25,9 @@ def ruff(*paths: Path) -> tuple[int, set[str]]:
     return done.returncode, {finding["code"] for finding in json.loads(done.stdout)}
 
 
-def pyright(project: Path, *paths: str) -> tuple[int, list[str]]:
-    """Pyright with ``project``'s settings over ``paths`` (relative to it), or over its include when none are given."""
-    done = subprocess.run([_tool("pyright", "node_modules/.bin/pyright"), "--outputjson", "--project", str(project), *paths],
+def pyright(project: Path) -> tuple[int, list[str]]:
+    """Pyright with ``project``'s settings over its include."""
+    done = subprocess.run([_tool("pyright", "node_modules/.bin/pyright"), "--outputjson", "--project", str(project)],
                           capture_output=True, text=True, cwd=project)
     report = json.loads(done.stdout)
     assert report["summary"]["filesAnalyzed"] >= 1, report["summary"]

@@ -9,7 +9,7 @@ import re
 from tests.readable_templates import render_stacks
 
 
-def model_stack(name: str, threshold: int = 5) -> dict:
+def model_stack(name: str, threshold: int = 5, require_manifest: str | bool = "true") -> dict:
     compact = name.replace("-", "")
     return {"Resources": {
         f"Model{compact}Alarm0A1B2C3D": {"Type": "AWS::CloudWatch::Alarm", "Properties": {
@@ -17,7 +17,7 @@ def model_stack(name: str, threshold: int = 5) -> dict:
             "Dimensions": [{"Name": "TargetGroup", "Value": {"Fn::GetAtt": [f"Model{compact}TargetGroup9F8E7D6C", "TargetGroupFullName"]}}]}},
         f"Model{compact}TaskDefinition11223344": {"Type": "AWS::ECS::TaskDefinition", "Properties": {"ContainerDefinitions": [{
             "Image": "123456789012.dkr.ecr.us-east-1.amazonaws.com/server:" + "a" * 64, "PortMappings": [{"ContainerPort": 8080}],
-            "Environment": [{"Name": "MODEL_S3", "Value": f"s3://models/{name}/"}, {"Name": "REQUIRE_MANIFEST", "Value": "true"}]}]}},
+            "Environment": [{"Name": "MODEL_S3", "Value": f"s3://models/{name}/"}, {"Name": "REQUIRE_MANIFEST", "Value": require_manifest}]}]}},
         f"Model{compact}TargetGroup9F8E7D6C": {"Type": "AWS::ElasticLoadBalancingV2::TargetGroup", "Properties": {"Port": 8080},
                                                "Metadata": {"aws:cdk:path": f"Dev/Model-{name}/TargetGroup/Resource"}},
     }}
@@ -64,6 +64,6 @@ def test_another_models_name_in_a_stack_written_as_a_diff_shows():
 
 def test_a_string_and_the_value_it_spells_read_differently():
     changed = environment()
-    changed["Model-first"]["Resources"]["ModelfirstTaskDefinition11223344"]["Properties"]["ContainerDefinitions"][0]["Environment"][1]["Value"] = True  # type: ignore[index]
+    changed["Model-first"] = model_stack("first", require_manifest=True)
     assert re.search(r'REQUIRE_MANIFEST"?: "true"', render_stacks(environment()))
     assert re.search(r'REQUIRE_MANIFEST"?: true', render_stacks(changed))

@@ -279,9 +279,7 @@ class ModelRunner:
     def emit_startup_metrics(self, ready_at: float) -> None:
         """Once per start: seconds from the server's process start to ready, and the model's fetch, load and warm-up
         within them (the dashboard's "Task start" graph)."""
-        p = self.start_phases
-        if not {"fetch started", "fetched", "loaded"} <= p.keys():
-            return
+        p = self.start_phases  # all three set: ready follows a load
         values = {m.STARTUP_SECONDS: ready_at - self.started_at, m.STARTUP_FETCH_SECONDS: p["fetched"] - p["fetch started"],
                   m.STARTUP_LOAD_SECONDS: p["loaded"] - p["fetched"], m.STARTUP_WARMUP_SECONDS: ready_at - p["loaded"]}
         s = self.settings
