@@ -23,7 +23,7 @@ CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 VALKEY_STAMP := $(VENV)/.valkey-installed
 BACKPORTS_LIST := /etc/apt/sources.list.d/bookworm-backports.list
 
-.PHONY: setup setup-dev setup-steps setup-dev-steps synth lint lock test test-fast e2e-vllm bench bench-short bench-cache bench-runtimes update-snapshots clean
+.PHONY: setup setup-dev setup-steps setup-dev-steps synth lint lock test test-fast e2e-vllm bench bench-short bench-cache bench-runtimes bench-weights update-snapshots clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -165,6 +165,10 @@ bench-short: setup-dev
 # raw eager model (bench/README.md).
 bench-runtimes: setup-dev
 	$(PY) -m bench.runtimes
+
+# Weights from S3 to a checked file: the server's piece-checked fetch against boto3's download_file (bench/README.md).
+bench-weights: setup-dev
+	$(PY) -m bench.weights_fetch
 
 # The shared result cache, off and on, against a real valkey-server (bench/README.md); MODEL=minilm for the real model.
 bench-cache: setup-dev

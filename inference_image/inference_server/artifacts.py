@@ -6,12 +6,13 @@ from __future__ import annotations
 import logging
 import os
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from .manifest import (
     MANIFEST_FILE,
+    FileEntry,
     Manifest,
     ManifestError,
     check_relative_path,
@@ -20,9 +21,12 @@ from .manifest import (
     verify_directory,
     verify_file,
 )
+from .piece_fetch import PieceError, StreamedFile, pieces_of
 
 log = logging.getLogger(__name__)
-DOWNLOAD_WORKERS = 8
+# Ranged GETs in flight. One S3 connection carries on the order of 100 MB/s (not AWS-documented; see
+# docs/aws-facts.md), so 16 keep up with a gp3 volume's 1,000 MiB/s maximum.
+DOWNLOAD_WORKERS = 16
 
 
 class ArtifactError(Exception):
@@ -124,26 +128,14 @@ def _fetch_s3(uri: str, cache_dir: Path, require_manifest: bool) -> ModelArtifac
         paths = list(manifest.files)
     target = cache_dir / "models" / bucket / prefix
     target.mkdir(parents=True, exist_ok=True)
-
-    def fetch(relpath: str) -> str | None:
-        dest = target / relpath
-        entry = manifest.files[relpath] if manifest else None
-        if entry and verify_file(dest, relpath, entry) is None:
-            return None  # already in the cache and intact
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        partial = dest.with_name(dest.name + ".partial")
-        try:
-            client.download_file(bucket, prefix + relpath, str(partial))
-        except Exception as exc:
-            partial.unlink(missing_ok=True)
-            if _is_not_found(exc):
-                return f"{relpath}: missing in S3"
-            raise ArtifactError(f"cannot download s3://{bucket}/{prefix}{relpath}: {exc}") from exc
-        os.replace(partial, dest)
-        return verify_file(dest, relpath, entry) if entry else None
-
     with ThreadPoolExecutor(DOWNLOAD_WORKERS) as pool:
-        problems = [p for p in pool.map(fetch, paths) if p]
+        if manifest is None:
+            problems = list(pool.map(lambda p: _download_whole(client, bucket, prefix, target, p, None), paths))
+        else:
+            needed = [p for p, ok in zip(paths, pool.map(lambda p: _is_cached(target, p, manifest.files[p]), paths),
+                                         strict=True) if not ok]
+            problems = _download_checked(pool, client, bucket, prefix, target, manifest, needed)
+    problems = [p for p in problems if p]
     if problems:
         raise ArtifactError("model files do not match the manifest: " + "; ".join(sorted(problems)))
     for stale in (unlisted_files(target, manifest) if manifest else []):
@@ -153,6 +145,63 @@ def _fetch_s3(uri: str, cache_dir: Path, require_manifest: bool) -> ModelArtifac
              extra={"model_uri": uri, "files": len(paths), "bytes": size,
                     "seconds": round(time.monotonic() - started, 3)})
     return ModelArtifact(target, manifest)
+
+
+def _is_cached(target: Path, relpath: str, entry: FileEntry) -> bool:
+    return (target / relpath).is_file() and verify_file(target / relpath, relpath, entry) is None
+
+
+def _download_checked(pool: ThreadPoolExecutor, client, bucket: str, prefix: str, target: Path, manifest: Manifest,
+                      paths: list[str]) -> list[str | None]:
+    """Every piece of every file at once on the pool, each checked as it streams; a file without piece digests is
+    downloaded whole and hashed after."""
+    streamed: dict[str, tuple[StreamedFile, list[Future]]] = {}
+    whole: list[Future] = []
+    for relpath in paths:
+        entry = manifest.files[relpath]
+        pieces = pieces_of(entry, manifest.piece_bytes)
+        if pieces is None:
+            log.warning("published before piece digests: the file is hashed after its download; publish the "
+                        "version again to check it while it streams", extra={"file": relpath})
+            whole.append(pool.submit(_download_whole, client, bucket, prefix, target, relpath, entry))
+            continue
+        file = StreamedFile(target / relpath, entry.size)
+        streamed[relpath] = (file, [pool.submit(file.fetch, client, bucket, prefix + relpath, p) for p in pieces])
+    problems: list[str | None] = []
+    failure: ArtifactError | None = None
+    for relpath, (file, futures) in streamed.items():
+        problem = None
+        for future in futures:
+            try:
+                future.result()
+            except PieceError as exc:
+                problem = problem or f"{relpath}: {exc}"
+            except Exception as exc:
+                if _is_not_found(exc):
+                    problem = problem or f"{relpath}: missing in S3"
+                else:
+                    problem = problem or str(exc)
+                    failure = failure or ArtifactError(f"cannot download s3://{bucket}/{prefix}{relpath}: {exc}")
+        file.finish(ok=problem is None)  # every piece has ended, so the file can be closed
+        problems.append(problem)
+    if failure is not None:
+        raise failure
+    return problems + [f.result() for f in whole]
+
+
+def _download_whole(client, bucket: str, prefix: str, target: Path, relpath: str, entry: FileEntry | None) -> str | None:
+    dest = target / relpath
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    partial = dest.with_name(dest.name + ".partial")
+    try:
+        client.download_file(bucket, prefix + relpath, str(partial))
+    except Exception as exc:
+        partial.unlink(missing_ok=True)
+        if _is_not_found(exc):
+            return f"{relpath}: missing in S3"
+        raise ArtifactError(f"cannot download s3://{bucket}/{prefix}{relpath}: {exc}") from exc
+    os.replace(partial, dest)
+    return verify_file(dest, relpath, entry) if entry else None
 
 
 def _list_keys(client, bucket: str, prefix: str) -> list[str]:

@@ -1,7 +1,11 @@
 """manifest.json: the list of a model version's files with their SHA-256, written by publish, checked by the loader.
 
     {"format": 1, "model_name": "minilm", "version": "3", "task": "text-embedding",
-     "created_at": "2026-01-01T00:00:00Z", "files": {"model.safetensors": {"sha256": "...", "size": 123}}}
+     "created_at": "2026-01-01T00:00:00Z", "piece_bytes": 16777216,
+     "files": {"model.safetensors": {"sha256": "...", "size": 123, "pieces": ["...", "..."]}}}
+
+A file larger than one piece also lists the SHA-256 of each consecutive ``piece_bytes`` piece, so the loader can
+check each ranged GET as it streams (piece_fetch.py) instead of reading the whole file back to hash it.
 """
 
 from __future__ import annotations
@@ -24,6 +28,9 @@ SHA256SUMS_FILE = "SHA256SUMS"
 FORMAT = 1
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _CHUNK = 4 * 1024 * 1024
+# AWS: "Typical sizes for byte-range requests are 8 MB or 16 MB" (Best Practices Design Patterns: Optimizing Amazon
+# S3 Performance, "Use Byte-Range Fetches"); a multiple of the 8 MiB multipart chunk publish uploads with.
+PIECE_BYTES = 16 * 1024 * 1024
 
 
 class ManifestError(Exception):
@@ -34,6 +41,7 @@ class ManifestError(Exception):
 class FileEntry:
     sha256: str
     size: int
+    pieces: tuple[str, ...] = ()  # the SHA-256 of each piece_bytes piece, for a file larger than one piece
 
 
 @dataclass(frozen=True)
@@ -45,6 +53,7 @@ class Manifest:
     created_at: str = field(default_factory=lambda: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
     # runtime name -> its accuracy gate result at publish (runtimes.GateResult.to_json()); eager needs none
     runtimes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    piece_bytes: int = PIECE_BYTES
 
     def to_json(self) -> bytes:
         doc: dict[str, Any] = {"format": FORMAT, "model_name": self.model_name, "version": self.version}
@@ -53,7 +62,10 @@ class Manifest:
         doc["created_at"] = self.created_at
         if self.runtimes:
             doc["runtimes"] = self.runtimes
-        doc["files"] = {path: {"sha256": e.sha256, "size": e.size} for path, e in sorted(self.files.items())}
+        if any(e.pieces for e in self.files.values()):
+            doc["piece_bytes"] = self.piece_bytes
+        doc["files"] = {path: {"sha256": e.sha256, "size": e.size, **({"pieces": list(e.pieces)} if e.pieces else {})}
+                        for path, e in sorted(self.files.items())}
         return orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n"
 
     def to_sha256sums(self) -> bytes:
@@ -77,17 +89,29 @@ class Manifest:
         files = doc.get("files")
         if not isinstance(files, dict) or not files:
             raise ManifestError(f"{MANIFEST_FILE}: 'files' must be a non-empty object")
+        piece_bytes = doc.get("piece_bytes", PIECE_BYTES)
+        if type(piece_bytes) is not int or piece_bytes < 1:
+            raise ManifestError(f"{MANIFEST_FILE}: 'piece_bytes' must be a positive integer")
         entries = {}
         for path, entry in files.items():
             check_relative_path(path)
             if not (isinstance(entry, dict) and isinstance(entry.get("sha256"), str)
                     and _SHA256.fullmatch(entry["sha256"]) and type(entry.get("size")) is int and entry["size"] >= 0):
                 raise ManifestError(f"{MANIFEST_FILE}: entry for {path!r} needs a hex sha256 and a size")
-            entries[path] = FileEntry(entry["sha256"], entry["size"])
+            pieces = entry.get("pieces", [])
+            if not (isinstance(pieces, list) and all(isinstance(d, str) and _SHA256.fullmatch(d) for d in pieces)
+                    and (not pieces or len(pieces) == piece_count(entry["size"], piece_bytes) > 1)):
+                raise ManifestError(f"{MANIFEST_FILE}: 'pieces' of {path!r} must list one hex sha256 for each of its "
+                                    f"{piece_count(entry['size'], piece_bytes)} pieces of {piece_bytes} bytes")
+            entries[path] = FileEntry(entry["sha256"], entry["size"], tuple(pieces))
         runtimes = doc.get("runtimes", {})
         if not isinstance(runtimes, dict) or not all(isinstance(v, dict) for v in runtimes.values()):
             raise ManifestError(f"{MANIFEST_FILE}: 'runtimes' must map runtime names to gate results")
-        return cls(doc["model_name"], doc["version"], entries, doc.get("task"), doc["created_at"], runtimes)
+        return cls(doc["model_name"], doc["version"], entries, doc.get("task"), doc["created_at"], runtimes, piece_bytes)
+
+
+def piece_count(size: int, piece_bytes: int) -> int:
+    return max(1, -(-size // piece_bytes))
 
 
 def check_relative_path(path: str) -> None:
@@ -106,6 +130,19 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
+def file_entry(path: Path, piece_bytes: int = PIECE_BYTES) -> FileEntry:
+    """The file's SHA-256 and size, and its pieces' digests when it is larger than one piece: one read."""
+    whole = hashlib.sha256()
+    pieces = []
+    size = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(piece_bytes):
+            whole.update(chunk)
+            pieces.append(hashlib.sha256(chunk).hexdigest())
+            size += len(chunk)
+    return FileEntry(whole.hexdigest(), size, tuple(pieces) if len(pieces) > 1 else ())
+
+
 def model_files(directory: Path) -> list[str]:
     """Relative POSIX paths of every file under directory except the manifest and its SHA256SUMS."""
     return sorted(p.relative_to(directory).as_posix() for p in directory.rglob("*")
@@ -113,16 +150,16 @@ def model_files(directory: Path) -> list[str]:
 
 
 def build_manifest(directory: Path, model_name: str, version: str, task: str | None = None,
-                   workers: int = 8, runtimes: dict[str, dict[str, Any]] | None = None) -> Manifest:
+                   workers: int = 8, runtimes: dict[str, dict[str, Any]] | None = None,
+                   piece_bytes: int = PIECE_BYTES) -> Manifest:
     paths = model_files(directory)
     if not paths:
         raise ManifestError(f"{directory} has no files")
     for path in paths:
         check_relative_path(path)
     with ThreadPoolExecutor(workers) as pool:
-        digests = pool.map(lambda p: sha256_file(directory / p), paths)
-        files = {p: FileEntry(d, (directory / p).stat().st_size) for p, d in zip(paths, digests, strict=False)}
-    return Manifest(model_name, version, files, task, runtimes=runtimes or {})
+        files = dict(zip(paths, pool.map(lambda p: file_entry(directory / p, piece_bytes), paths), strict=True))
+    return Manifest(model_name, version, files, task, runtimes=runtimes or {}, piece_bytes=piece_bytes)
 
 
 def verify_file(path: Path, relpath: str, entry: FileEntry) -> str | None:

@@ -24,7 +24,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from .artifacts import DOWNLOAD_WORKERS, ArtifactError, parse_s3_uri, s3_client
 from .handlers.artifact_check import EXPORT_TASKS, ArtifactCheckError, check_export_artifact
 from .logs import configure_logging
-from .manifest import MANIFEST_FILE, SHA256SUMS_FILE, Manifest, ManifestError, build_manifest
+from .manifest import MANIFEST_FILE, PIECE_BYTES, SHA256SUMS_FILE, Manifest, ManifestError, build_manifest
 from .runtimes import RUNTIMES, RuntimeConversionError, convert_and_gate
 from .settings import MODEL_NAME_PATTERN, TASKS
 
@@ -45,7 +45,7 @@ def name_and_version(prefix: str) -> tuple[str, str]:
 
 def publish(model_dir: Path, uri: str, *, task: str | None = None, model_name: str | None = None,
             version: str | None = None, force: bool = False, client=None,
-            runtimes: Sequence[str] = ()) -> Manifest:
+            runtimes: Sequence[str] = (), piece_bytes: int = PIECE_BYTES) -> Manifest:
     if not model_dir.is_dir():
         raise PublishError(f"{model_dir} is not a directory")
     bucket, prefix = parse_s3_uri(uri)
@@ -77,7 +77,7 @@ def publish(model_dir: Path, uri: str, *, task: str | None = None, model_name: s
             raise PublishError(str(exc)) from None
         gates[runtime] = result.to_json()
         log.info("runtime converted and gated", extra=gates[runtime])
-    manifest = build_manifest(model_dir, model_name, version, task, runtimes=gates)
+    manifest = build_manifest(model_dir, model_name, version, task, runtimes=gates, piece_bytes=piece_bytes)
 
     def upload(relpath: str) -> None:
         client.upload_file(str(model_dir / relpath), bucket, prefix + relpath)

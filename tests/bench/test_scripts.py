@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import py_compile
 import subprocess
@@ -110,3 +111,12 @@ def test_each_gpu_runtime_runs_in_fp16_and_only_compile_compiles(tmp_path):
     assert {runtime: (env["DEVICE"], env["PRECISION"], env["COMPILE"]) for runtime, env in envs.items()} == {
         "eager": ("cuda", "fp16", "false"), "compile": ("cuda", "fp16", "true"),
         "onnx": ("cuda", "fp16", "false"), "int8": ("cuda", "fp16", "false")}
+
+
+def test_weights_fetch_bench_compares_the_three_clients_on_one_object():
+    done = subprocess.run([sys.executable, "-m", "bench.weights_fetch", "--mib", "40", "--repeats", "1"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert set(result["gb_per_s"]) == {"download_only", "download_then_hash", "ours_streamed"}
+    assert len(result["read_back_hash_seconds"]) == 1 and result["ours_vs_download_then_hash"] > 0

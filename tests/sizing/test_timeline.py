@@ -58,6 +58,7 @@ CHECK_13B = 5e9 / 0.225e9
 
 
 @pytest.mark.parametrize("storage, seconds", [("gp3", GB_13B / (125 * 2**20) + CHECK_13B),
+                                              ("s3-parallel", GB_13B / (125 * 2**20)),
                                               ("gp3-provisioned", GB_13B / (1000 * 2**20)),
                                               ("stream", GB_13B / (3.5 * 2**30))])
 def test_13b_weights_by_storage(storage, seconds):
@@ -85,6 +86,31 @@ def test_streaming_reaches_1_gb_per_second_and_the_default_gp3_copy_does_not():
         return GB_13B / weights_seconds(phases(weights_bytes=GB_13B, storage=storage)) / 1e9
 
     assert rate("stream") >= 1.0 > rate("gp3")
+
+
+def test_the_bundled_servers_fetch_checks_while_it_streams_at_the_volumes_provisioned_rate():
+    """No check phase after the copy: each piece is hashed as it arrives. At 1,000 MiB/s the volume binds (16
+    connections carry more), so the weights arrive at over 1 GB/s; on a default gp3 volume at 125 MiB/s."""
+    steps = timeline(ModelScalingProps(), GpuCapacityProps(root_volume_throughput_mib_s=1000), weights_bytes=GB_13B,
+                     storage="s3-parallel", new_instance=False, startup=LATEST_STARTUP)
+    (weights,) = [p for p in steps if p.name.startswith("weights")]
+    assert weights.seconds == pytest.approx(GB_13B / (1000 * 2**20)) and GB_13B / weights.seconds > 1e9
+    assert "hashed as it streams" in weights.source and "the volume's 1000 MiB/s" in weights.source
+
+
+def test_the_connections_bind_the_fetch_when_the_volume_is_faster(monkeypatch):
+    from gpu_inference_constructs.sizing import timeline as module
+
+    monkeypatch.setattr(module, "GP3_MAX_MIB_S", 4000)
+    (weights,) = [p for p in phases(weights_bytes=GB_13B, storage="gp3-provisioned") if p.name == "weights"]
+    assert weights.seconds == pytest.approx(GB_13B / (16 * 90e6)) and "16 connections" in weights.source
+
+
+def test_the_timeline_counts_the_servers_own_number_of_connections():
+    from gpu_inference_constructs.sizing.timeline import PIECE_FETCH_CONNECTIONS
+    from inference_server.artifacts import DOWNLOAD_WORKERS
+
+    assert PIECE_FETCH_CONNECTIONS == DOWNLOAD_WORKERS
 
 
 def test_cli_prints_both_paths_and_refuses_an_unknown_environment(capsys):
