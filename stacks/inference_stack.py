@@ -93,6 +93,7 @@ class InferenceStack(cdk.Stack):
             props=config.monitoring,
             more_capacity=list(self.capacity_groups.values()),
             more_load_balancers=[lb for number, lb in self.load_balancers.items() if number != 1],
+            logs_key=as_key(self.logs_key),
         )
         self.result_cache = self._result_cache(config, network, config.cache) if config.cache is not None else None
         cdk.CfnOutput(self, "LoadBalancerDns", value=self.load_balancer.load_balancer.load_balancer_dns_name)

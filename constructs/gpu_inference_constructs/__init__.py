@@ -40,6 +40,7 @@ from .service_scaling import ServiceScaling
 from .service_timing import ServiceTimingProps
 from .settings import from_dict
 from .target_group_metrics import TargetGroupMetrics
+from .task_starts import TaskStarts
 from .vllm_server import VllmProps, VllmServer
 
 __all__ = [
@@ -84,6 +85,7 @@ __all__ = [
     "PrometheusMetrics",
     "RollbackAlarms",
     "TargetGroupMetrics",
+    "TaskStarts",
     "TgiProps",
     "TgiServer",
     "TritonProps",

@@ -10,10 +10,11 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 from aws_cdk import aws_events as events
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from . import metric_names
+from . import metric_names, task_start_handler
 from .cdk_interfaces import sns_action
 from .errors import ConfigError, require, require_range
 from .gpu_capacity import GpuCapacity
@@ -24,6 +25,7 @@ from .model_service import DEFAULT_NAME_PREFIX, ModelService, check_name_prefix,
 from .notifications import topic_target
 from .server_contract import PrometheusMetrics
 from .target_group_metrics import load_balancer_full_name as full_name_of
+from .task_starts import TaskStarts
 
 MINUTE = cdk.Duration.minutes(1)
 GIB = 2**30  # a billed GB taken as 2^30 bytes (were it 10^9, the logs figure would be 7 % higher)
@@ -229,6 +231,7 @@ class InferenceMonitoring(_Alarms):
     models. Each model's alarms are :class:`ModelAlarms`, in the model's own stack.
 
     Attributes: ``alarms`` (name -> Alarm), ``dashboard``, ``spot_interruption_rule``, ``deployment_rollback_rule``,
+    ``task_starts`` (ECS's phases of each task start, as metrics: :class:`~.task_starts.TaskStarts`),
     ``metric_cost_per_million_requests``
     (an estimate of the whole bill per request: every capacity group's GPU instances + CloudWatch Logs ingestion of
     each model's log group, found by its name, :func:`~.model_service.service_log_group_name` + the load balancer's
@@ -250,10 +253,12 @@ class InferenceMonitoring(_Alarms):
         more_capacity: Sequence[GpuCapacity] = (),
         more_load_balancers: Sequence[InferenceLoadBalancer | elbv2.IApplicationLoadBalancer] = (),
         name_prefix: str = DEFAULT_NAME_PREFIX,
+        logs_key: kms.IKey | None = None,
     ) -> None:
         """``more_capacity``: the environment's other capacity groups (other GPU shapes), priced at their own types.
         ``more_load_balancers``: the environment's other load balancers, each with its own ELB 5xx alarm (the cost
-        metric and the dashboard read ``load_balancer`` only)."""
+        metric and the dashboard read ``load_balancer`` only). ``logs_key`` encrypts the task-start function's log
+        group (:class:`~.task_starts.TaskStarts`)."""
         super().__init__(scope, construct_id, environment_name=environment_name, topic=topic, props=props, name_prefix=name_prefix)
         # The ALB-wide 5xx alarm only on a load balancer this library made: on a team's shared one it would page every
         # team for any team's errors. Each model's own target 5xx alarm is ModelAlarms'.
@@ -268,6 +273,7 @@ class InferenceMonitoring(_Alarms):
             event_pattern=events.EventPattern(source=["aws.ec2"], detail_type=["EC2 Spot Instance Interruption Warning"]),
             targets=[topic_target(topic)],
         )
+        self.task_starts = TaskStarts(self, "TaskStarts", cluster=capacity.cluster, logs_key=logs_key)
         self.deployment_rollback_rule = events.Rule(
             self,
             "DeploymentRollbacks",
@@ -482,6 +488,17 @@ class InferenceMonitoring(_Alarms):
                   [per_model(name, "Maximum", label) for name, label in (
                       (metric_names.STARTUP_SECONDS, "start to ready"), (metric_names.STARTUP_FETCH_SECONDS, "fetch"),
                       (metric_names.STARTUP_LOAD_SECONDS, "load"), (metric_names.STARTUP_WARMUP_SECONDS, "warm-up"))],
+                  unit="seconds"),
+        )
+        dashboard.add_widgets(
+            # One point per task that reaches RUNNING, from ECS's Task State Change event (TaskStarts).
+            graph("Task start on ECS (s): created to image pull (placement, waiting for an instance), the pull, and "
+                  "pull to RUNNING (init containers such as model-fetch)",
+                  [search(f"{{{task_start_handler.NAMESPACE},ClusterName,ServiceName}} MetricName=\"{name}\" "
+                          f"ClusterName=\"{capacity.cluster.cluster_name}\"", "Maximum",
+                          f"${{PROP('Dim.ServiceName')}} {label}")
+                   for name, label in zip([name for name, _, _ in task_start_handler.PHASES],
+                                          ("wait", "pull", "to RUNNING", "created to RUNNING"), strict=True)],
                   unit="seconds"),
         )
         dashboard.add_widgets(cloudwatch.AlarmStatusWidget(alarms=list(self.alarms.values()), title="Alarms", width=24, height=6))

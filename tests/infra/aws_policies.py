@@ -88,6 +88,7 @@ class TemplateWorld:
             "AWS::Logs::LogGroup": f"arn:{PARTITION}:logs:{r}:{a}:log-group:{name}:*",
             "AWS::CloudWatch::Alarm": f"arn:{PARTITION}:cloudwatch:{r}:{a}:alarm:{name}",
             "AWS::Events::Rule": f"arn:{PARTITION}:events:{r}:{a}:rule/{name}",
+            "AWS::Lambda::Function": f"arn:{PARTITION}:lambda:{r}:{a}:function:{name}",
             "AWS::SNS::Topic": name,
             "AWS::SecretsManager::Secret": name,
         }.get(kind, f"arn:{PARTITION}:unknown:{r}:{a}:{kind}/{name}")
@@ -144,6 +145,8 @@ class TemplateWorld:
         resource = self.resources[logical_id]
         if resource["Type"] == "AWS::KMS::Key":
             return self.document(resource["Properties"]["KeyPolicy"])
+        if resource["Type"] == "AWS::Lambda::Function":
+            return self.function_policy(logical_id)
         attachments = {
             "AWS::SNS::Topic": ("AWS::SNS::TopicPolicy", lambda p: {"Ref": logical_id} in p["Topics"]),
             "AWS::S3::Bucket": ("AWS::S3::BucketPolicy", lambda p: p["Bucket"] == {"Ref": logical_id}),
@@ -157,6 +160,25 @@ class TemplateWorld:
         if not documents:
             return None
         return {"Version": "2012-10-17", "Statement": [s for d in documents for s in d["Statement"]]}
+
+    def function_policy(self, logical_id: str) -> dict | None:
+        """The function's resource policy as Lambda builds it from each AWS::Lambda::Permission (AddPermission:
+        ``SourceArn`` becomes an ``ArnLike`` on ``AWS:SourceArn``, ``SourceAccount`` a ``StringEquals``)."""
+        statements = []
+        for permission in self.of_type("AWS::Lambda::Permission").values():
+            properties = permission["Properties"]
+            if self.resolve(properties["FunctionName"]) != self.arn(logical_id):
+                continue
+            conditions: dict = {}
+            if "SourceArn" in properties:
+                conditions["ArnLike"] = {"AWS:SourceArn": self.resolve(properties["SourceArn"])}
+            if "SourceAccount" in properties:
+                conditions["StringEquals"] = {"AWS:SourceAccount": self.resolve(properties["SourceAccount"])}
+            principal = properties["Principal"]
+            statements.append({"Effect": "Allow", "Action": properties["Action"], "Resource": self.arn(logical_id),
+                               "Principal": {"Service": principal} if principal.endswith(".amazonaws.com") else {"AWS": principal},
+                               **({"Condition": conditions} if conditions else {})})
+        return {"Version": "2012-10-17", "Statement": statements} if statements else None
 
     # --- decisions ---------------------------------------------------------------------------------------
     def service_may(self, service: str, action: str, resource_id: str, resource_arn: str, context: dict) -> Decision:

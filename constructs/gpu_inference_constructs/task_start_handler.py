@@ -1,0 +1,52 @@
+"""The task-start function's code, deployed inline (TaskStarts reads this file): one ECS Task State Change event of a
+service's task that reached RUNNING in, one CloudWatch embedded-metric-format document out (stdout is the
+function's log group, which CloudWatch turns into metrics). Standard library only; no AWS call."""
+
+import json
+from datetime import datetime
+
+NAMESPACE = "GpuInference"
+# (metric, from, to): the event's ISO timestamps (ECS developer guide, "Amazon ECS task state change events").
+PHASES = (
+    ("TaskWaitSeconds", "createdAt", "pullStartedAt"),  # placement, and any wait for an instance to register
+    ("TaskPullSeconds", "pullStartedAt", "pullStoppedAt"),  # every container's image
+    ("TaskStartSeconds", "pullStoppedAt", "startedAt"),  # init containers (model-fetch) and the containers' start
+    ("TaskCreatedToRunningSeconds", "createdAt", "startedAt"),
+)
+
+
+def _time(value):
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def phases(detail):
+    """Seconds of each phase whose two timestamps the event carries."""
+    found = {}
+    for name, start, end in PHASES:
+        if detail.get(start) and detail.get(end):
+            found[name] = round((_time(detail[end]) - _time(detail[start])).total_seconds(), 3)
+    return found
+
+
+def handler(event, context=None):
+    detail = event.get("detail") or {}
+    group = detail.get("group") or ""
+    if detail.get("lastStatus") != "RUNNING" or not group.startswith("service:") or not detail.get("startedAt"):
+        return None
+    values = phases(detail)
+    document = {
+        "_aws": {
+            "Timestamp": int(_time(detail["startedAt"]).timestamp() * 1000),
+            "CloudWatchMetrics": [{
+                "Namespace": NAMESPACE,
+                "Dimensions": [["ClusterName", "ServiceName"]],
+                "Metrics": [{"Name": name, "Unit": "Seconds"} for name in values],
+            }],
+        },
+        "ClusterName": detail.get("clusterArn", "").rsplit("/", 1)[-1],
+        "ServiceName": group[len("service:"):],
+        "TaskArn": detail.get("taskArn"),
+        **values,
+    }
+    print(json.dumps(document))
+    return document

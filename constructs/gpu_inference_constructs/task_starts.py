@@ -1,0 +1,89 @@
+"""ECS's side of every task start, measured from ECS's own events: how long each task of a cluster's services waited
+for a place (and for a new instance to register), pulled its images and ran its init containers before RUNNING. The
+server's side (imports, fetch, load, warm-up to ready) is its own start metrics; together they are the measured
+timeline after deploy that ``sizing.timeline`` estimates before it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import aws_cdk as cdk
+from aws_cdk import aws_ecs as ecs
+from aws_cdk import aws_events as events
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from . import task_start_handler
+from .acknowledgements import skip_checkov
+from .cdk_interfaces import as_function, as_role, lambda_target, service_principal
+from .log_retention import retention_days
+
+HANDLER_SOURCE = Path(task_start_handler.__file__).read_text()
+RUNTIME = lambda_.Runtime.PYTHON_3_14
+
+
+class TaskStarts(Construct):
+    """An EventBridge rule for ``cluster``'s service tasks that reach RUNNING, and a small function (standard library
+    only, no AWS call, no VPC) that writes each one's phases as CloudWatch metrics in namespace ``GpuInference``
+    with the dimensions ``ClusterName`` and ``ServiceName``: ``TaskWaitSeconds`` (created to image pull started),
+    ``TaskPullSeconds``, ``TaskStartSeconds`` (pull stopped to RUNNING: the init containers, such as model-fetch,
+    and the containers' start) and ``TaskCreatedToRunningSeconds``.
+
+    ``logs_key`` encrypts the function's log group (the key must let CloudWatch Logs use it:
+    ``network.grant_logs_service``); ``log_retention_days`` defaults to 90.
+
+    Attributes: ``rule``, ``function``, ``log_group``.
+    """
+
+    def __init__(self, scope: Construct, construct_id: str, *, cluster: ecs.ICluster, logs_key: kms.IKey | None = None,
+                 log_retention_days: int = 90) -> None:
+        super().__init__(scope, construct_id)
+        self.log_group = logs.LogGroup(self, "Logs", encryption_key=logs_key,
+                                       retention=retention_days(log_retention_days, "log_retention_days"))
+        role = iam.Role(self, "Role", assumed_by=service_principal("lambda.amazonaws.com"),
+                        description="Writes the task-start function's own log streams, and nothing else")
+        role.add_to_policy(iam.PolicyStatement(actions=["logs:CreateLogStream", "logs:PutLogEvents"],
+                                               resources=[self.log_group.log_group_arn]))
+        self.function = lambda_.Function(
+            self, "Function",
+            description="ECS task starts of this cluster's services, as CloudWatch metrics (created, image pull, RUNNING)",
+            runtime=RUNTIME,
+            handler="index.handler",
+            code=lambda_.Code.from_inline(HANDLER_SOURCE),
+            memory_size=128,
+            timeout=cdk.Duration.seconds(10),
+            role=as_role(role),
+            log_group=self.log_group,
+        )
+        self.function.node.add_dependency(role)
+        function = self.function.node.default_child
+        assert isinstance(function, cdk.CfnResource)
+        for check, reason in (
+            ("CKV_AWS_116", "A dead-letter queue would keep a lost task-start event, which is one metric point: the "
+                            "queue and its key cost more to run than the point is worth"),
+            ("CKV_AWS_115", "No reserved concurrency: Lambda lets a function reserve only what leaves 100 of the "
+                            "account's concurrency unreserved (Lambda developer guide, reserved concurrency), and a new "
+                            "account may start at 10, where any reservation fails the deploy; one event per task start "
+                            "needs no guarantee"),
+            ("CKV_AWS_117", "Not in the VPC: the function calls no AWS API and reaches nothing; it only prints to "
+                            "its log group, which Lambda writes outside the function's network"),
+        ):
+            skip_checkov(function, check, reason)
+        self.rule = events.Rule(
+            self, "Rule",
+            description="ECS tasks of this cluster's services that reach RUNNING: their start phases become metrics",
+            event_pattern=task_running_pattern(cluster),
+            targets=[lambda_target(as_function(self.function), retry_attempts=2, max_event_age=cdk.Duration.hours(1))],
+        )
+
+
+def task_running_pattern(cluster: ecs.ICluster) -> events.EventPattern:
+    """Task State Change events of ``cluster``'s service tasks (``group`` ``service:<name>``) that report RUNNING."""
+    return events.EventPattern(
+        source=["aws.ecs"],
+        detail_type=["ECS Task State Change"],
+        detail={"clusterArn": [cluster.cluster_arn], "lastStatus": ["RUNNING"], "group": events.Match.prefix("service:")},
+    )
