@@ -21,6 +21,7 @@ MODELS_PREFIX = "models"
 # What `python -m inference_server.publish` writes beside a version's files (the server's manifest module says the same).
 MANIFEST_FILE = "manifest.json"
 SHA256SUMS_FILE = "SHA256SUMS"
+SHA256PIECES_FILE = "SHA256PIECES"
 ACCESS_LOGS_PREFIX = "s3/models/"
 
 

@@ -25,6 +25,10 @@ MANIFEST_FILE = "manifest.json"
 # The same digests in `sha256sum --check` format, for fetchers that have coreutils but no JSON parser (the AWS CLI
 # image of the copy-to-scratch init container).
 SHA256SUMS_FILE = "SHA256SUMS"
+# The pieces' digests in the same spirit, for that fetcher to hash one large file on several cores: one line per
+# piece, "<sha256> <file size> <piece bytes> <piece index> <path>".
+SHA256PIECES_FILE = "SHA256PIECES"
+PUBLISHED_FILES = (MANIFEST_FILE, SHA256SUMS_FILE, SHA256PIECES_FILE)
 FORMAT = 1
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _CHUNK = 4 * 1024 * 1024
@@ -73,6 +77,11 @@ class Manifest:
         paths through check_relative_path)."""
         return "".join(f"{e.sha256}  {path}\n" for path, e in sorted(self.files.items())).encode()
 
+    def to_sha256pieces(self) -> bytes:
+        """The SHA256PIECES lines of every file larger than one piece (none when no file is)."""
+        return "".join(f"{digest} {e.size} {self.piece_bytes} {index} {path}\n"
+                       for path, e in sorted(self.files.items()) for index, digest in enumerate(e.pieces)).encode()
+
     @classmethod
     def from_json(cls, data: bytes) -> Manifest:
         try:
@@ -118,7 +127,7 @@ def check_relative_path(path: str) -> None:
     """Refuse paths that could escape the model directory."""
     pure = PurePosixPath(path)
     if (not path or "\\" in path or "\n" in path or "\r" in path or pure.is_absolute() or ".." in pure.parts
-            or str(pure) != path or path in (MANIFEST_FILE, SHA256SUMS_FILE)):
+            or str(pure) != path or path in PUBLISHED_FILES):
         raise ManifestError(f"{MANIFEST_FILE}: unsafe or invalid file path {path!r}")
 
 
@@ -144,9 +153,9 @@ def file_entry(path: Path, piece_bytes: int = PIECE_BYTES) -> FileEntry:
 
 
 def model_files(directory: Path) -> list[str]:
-    """Relative POSIX paths of every file under directory except the manifest and its SHA256SUMS."""
+    """Relative POSIX paths of every file under directory except the manifest and its digest lists."""
     return sorted(p.relative_to(directory).as_posix() for p in directory.rglob("*")
-                  if p.is_file() and p.relative_to(directory).as_posix() not in (MANIFEST_FILE, SHA256SUMS_FILE))
+                  if p.is_file() and p.relative_to(directory).as_posix() not in PUBLISHED_FILES)
 
 
 def build_manifest(directory: Path, model_name: str, version: str, task: str | None = None,

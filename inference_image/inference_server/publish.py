@@ -2,8 +2,9 @@
 
     python -m inference_server.publish ./my-model s3://bucket/models/<model-name>/<version>/ [--task ...] [--force]
 
-Every file is uploaded first, then SHA256SUMS (the same digests for `sha256sum --check`), and manifest.json last,
-so a version with a manifest is complete. A torch-export or
+Every file is uploaded first, then SHA256SUMS (the same digests for `sha256sum --check`) and SHA256PIECES (the
+16 MiB pieces' digests of each larger file, for the copy-to-scratch fetcher), and manifest.json last, so a version
+with a manifest is complete. A torch-export or
 image-classification artifact (model.pt2 and model.json) is checked before anything is uploaded: the declaration,
 no pickled entries in the archive, and the program's inputs and outputs against the declaration. Each
 `--runtime` (compile, onnx, int8; see runtimes.py) is converted here, never at task start, and must pass its
@@ -24,7 +25,16 @@ from botocore.exceptions import BotoCoreError, ClientError
 from .artifacts import DOWNLOAD_WORKERS, ArtifactError, parse_s3_uri, s3_client
 from .handlers.artifact_check import EXPORT_TASKS, ArtifactCheckError, check_export_artifact
 from .logs import configure_logging
-from .manifest import MANIFEST_FILE, PIECE_BYTES, SHA256SUMS_FILE, Manifest, ManifestError, build_manifest
+from .manifest import (
+    MANIFEST_FILE,
+    PIECE_BYTES,
+    PUBLISHED_FILES,
+    SHA256PIECES_FILE,
+    SHA256SUMS_FILE,
+    Manifest,
+    ManifestError,
+    build_manifest,
+)
 from .runtimes import RUNTIMES, RuntimeConversionError, convert_and_gate
 from .settings import MODEL_NAME_PATTERN, TASKS
 
@@ -86,9 +96,11 @@ def publish(model_dir: Path, uri: str, *, task: str | None = None, model_name: s
         list(pool.map(upload, manifest.files))
     client.put_object(Bucket=bucket, Key=prefix + SHA256SUMS_FILE, Body=manifest.to_sha256sums(),
                       ContentType="text/plain")
+    client.put_object(Bucket=bucket, Key=prefix + SHA256PIECES_FILE, Body=manifest.to_sha256pieces(),
+                      ContentType="text/plain")
     client.put_object(Bucket=bucket, Key=prefix + MANIFEST_FILE, Body=manifest.to_json(),
                       ContentType="application/json")
-    stale = existing - {prefix + p for p in manifest.files} - {prefix + MANIFEST_FILE, prefix + SHA256SUMS_FILE}
+    stale = existing - {prefix + p for p in manifest.files} - {prefix + name for name in PUBLISHED_FILES}
     for key in sorted(stale):
         client.delete_object(Bucket=bucket, Key=key)
     log.info("model published", extra={"model_uri": f"s3://{bucket}/{prefix}", "model_name": model_name,

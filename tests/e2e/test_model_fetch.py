@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from gpu_inference_constructs.model_store import MANIFEST_FILE, SHA256SUMS_FILE
+from gpu_inference_constructs.model_store import MANIFEST_FILE, SHA256PIECES_FILE, SHA256SUMS_FILE
 from inference_server import manifest as server_manifest
 from inference_server.manifest import build_manifest
 
@@ -38,7 +38,7 @@ def fetcher(synthesized):
 
 
 # What the scripts and the stand-ins run, for a PATH that lacks a tool (the image without openssl).
-TOOLS = ("mkdir", "cp", "ls", "cut", "cat", "sha256sum", "openssl", "sleep", "touch", "wc", "rm")
+TOOLS = ("mkdir", "cp", "ls", "cut", "cat", "sha256sum", "openssl", "sleep", "touch", "wc", "rm", "dd")
 
 
 def run_container(container: dict, tmp_path: Path, prefix: Path, without: tuple[str, ...] = (),
@@ -91,7 +91,7 @@ def published(tmp_path) -> Path:
 
 
 def test_the_library_and_the_server_name_the_same_files():
-    assert (MANIFEST_FILE, SHA256SUMS_FILE) == (server_manifest.MANIFEST_FILE, server_manifest.SHA256SUMS_FILE)
+    assert (MANIFEST_FILE, SHA256SUMS_FILE, SHA256PIECES_FILE) == server_manifest.PUBLISHED_FILES
 
 
 def test_a_published_model_is_verified_copied_and_handed_to_the_servers_user(fetcher, tmp_path, published):
@@ -186,3 +186,71 @@ def test_the_files_are_checked_side_by_side_with_the_fastest_hasher_in_the_image
     seen = [int(n) for n in Path(f"{hashers}.seen").read_text().split()]
     assert len(seen) == len((published / SHA256SUMS_FILE).read_text().splitlines()), "one hasher per listed file"
     assert max(seen) >= 2, f"one file at a time: {seen}"
+
+
+PIECE = 1024  # each 4,096-byte shard is 4 pieces
+
+
+@pytest.fixture
+def published_in_pieces(published) -> Path:
+    """The same version published with pieces: SHA256PIECES lists each shard's 4 pieces."""
+    manifest = build_manifest(published, "llama-13b", "1", piece_bytes=PIECE)
+    (published / SHA256PIECES_FILE).write_bytes(manifest.to_sha256pieces())
+    (published / MANIFEST_FILE).write_bytes(manifest.to_json())
+    assert len(manifest.to_sha256pieces().splitlines()) == 8
+    return published
+
+
+def test_a_file_with_pieces_is_checked_piece_by_piece_side_by_side(fetcher, tmp_path, published_in_pieces):
+    """Each piece is one hasher of its own, several at once: one large file is hashed on several cores."""
+    hashers = tmp_path / "hashers"
+    hashers.mkdir()
+    stand_in = CONCURRENT_HASHER.format(hashers=hashers, real=shutil.which("sha256sum"))
+    done = run_fetch(fetcher, tmp_path, published_in_pieces, without=("openssl",),
+                     stand_ins=(("sha256sum", stand_in),))
+    assert done.returncode == 0, done.stderr
+    seen = [int(n) for n in Path(f"{hashers}.seen").read_text().split()]
+    assert len(seen) == 8 + 2, "a hasher per piece of the two shards, and one per smaller file"
+    assert max(seen) >= 2, f"one piece at a time: {seen}"
+
+
+def test_a_tampered_piece_is_named(fetcher, tmp_path, published_in_pieces):
+    shard = published_in_pieces / "model-00001-of-00002.safetensors"
+    data = bytearray(shard.read_bytes())
+    data[2 * PIECE + 7] ^= 1
+    shard.write_bytes(bytes(data))
+    done = run_fetch(fetcher, tmp_path, published_in_pieces)
+    assert done.returncode != 0
+    assert done.stdout.splitlines() == ["model-00001-of-00002.safetensors: FAILED (piece 2)"]
+
+
+def test_bytes_appended_after_the_last_piece_are_found_by_the_size(fetcher, tmp_path, published_in_pieces):
+    shard = published_in_pieces / "model-00002-of-00002.safetensors"
+    shard.write_bytes(shard.read_bytes() + os.urandom(PIECE))  # a whole extra piece: every listed piece matches
+    done = run_fetch(fetcher, tmp_path, published_in_pieces)
+    assert done.returncode != 0 and "model-00002-of-00002.safetensors: FAILED (not 4096 bytes)" in done.stdout
+
+
+@pytest.mark.parametrize("left_out, shard", [(3, "model-00001-of-00002"), (7, "model-00002-of-00002")])
+def test_a_pieces_list_that_leaves_out_a_piece_stops_the_task(fetcher, tmp_path, published_in_pieces, left_out, shard):
+    """A shard's last piece left out: before the next file's lines, and at the end of the list."""
+    pieces = published_in_pieces / SHA256PIECES_FILE
+    lines = pieces.read_text().splitlines()
+    pieces.write_text("\n".join(lines[:left_out] + lines[left_out + 1:]) + "\n")
+    done = run_fetch(fetcher, tmp_path, published_in_pieces)
+    assert done.returncode != 0
+    assert f"{shard}.safetensors: FAILED (SHA256PIECES lists 3 of its 4 pieces)" in done.stdout
+
+
+@pytest.mark.parametrize("line, finding", [
+    ("not-a-digest 4096 1024 0 config.json", "FAILED (not a SHA256PIECES line)"),
+    (f"{'0' * 64} 4096 0 0 config.json", "FAILED (not a SHA256PIECES line)"),
+    (f"{'0' * 64} 4096 x 0 config.json", "FAILED (not a SHA256PIECES line)"),
+    (f"{'0' * 64} 4096 1024 0 ../home/.profile", "../home/.profile: FAILED (outside the model directory)"),
+    (f"{'0' * 64} 4096 1024 1 config.json", "config.json: FAILED (piece 1 out of order in SHA256PIECES)"),
+])
+def test_a_malformed_pieces_line_stops_the_task(fetcher, tmp_path, published_in_pieces, line, finding):
+    pieces = published_in_pieces / SHA256PIECES_FILE
+    pieces.write_text(pieces.read_text() + line + "\n")
+    done = run_fetch(fetcher, tmp_path, published_in_pieces)
+    assert done.returncode != 0 and finding in done.stdout

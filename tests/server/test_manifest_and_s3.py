@@ -12,6 +12,8 @@ from inference_server import publish as publish_cli
 from inference_server.artifacts import ArtifactError, fetch_model, parse_s3_uri, read_manifest_at
 from inference_server.manifest import (
     MANIFEST_FILE,
+    PUBLISHED_FILES,
+    SHA256PIECES_FILE,
     SHA256SUMS_FILE,
     Manifest,
     ManifestError,
@@ -71,13 +73,15 @@ def test_publish_uploads_every_file_and_the_manifest(s3, bucket, tiny_classifier
     publish(tiny_classifier_dir, uri, task="text-classification")
     keys = {o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"]}
     files = {p.name for p in tiny_classifier_dir.iterdir()}
-    assert keys == {f"models/tiny/3/{name}" for name in files | {MANIFEST_FILE, SHA256SUMS_FILE}}
+    assert keys == {f"models/tiny/3/{name}" for name in files | set(PUBLISHED_FILES)}
     manifest = read_manifest_at(uri)
     assert manifest is not None
     assert (manifest.model_name, manifest.version, manifest.task) == ("tiny", "3", "text-classification")
     assert manifest.files == build_manifest(tiny_classifier_dir, "tiny", "3").files
     sums = s3.get_object(Bucket=bucket, Key=f"models/tiny/3/{SHA256SUMS_FILE}")["Body"].read().decode()
     assert sums.splitlines() == [f"{e.sha256}  {path}" for path, e in sorted(manifest.files.items())]
+    # Written even when no file is larger than a piece, so that a forced publish replaces an older list.
+    assert s3.get_object(Bucket=bucket, Key=f"models/tiny/3/{SHA256PIECES_FILE}")["Body"].read() == b""
 
 
 def test_a_file_name_with_a_newline_cannot_be_published(tmp_path):
@@ -97,8 +101,7 @@ def test_publish_refuses_to_overwrite_a_version_unless_forced(s3, bucket, tiny_c
     (smaller / "config.json").write_text("{}")
     publish(smaller, uri, force=True)
     keys = {o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"]}
-    assert keys == {"models/tiny/1/config.json", f"models/tiny/1/{MANIFEST_FILE}",
-                    f"models/tiny/1/{SHA256SUMS_FILE}"}  # stale files removed
+    assert keys == {"models/tiny/1/config.json", *(f"models/tiny/1/{name}" for name in PUBLISHED_FILES)}  # stale removed
 
 
 def test_publish_command_line(s3, bucket, tiny_classifier_dir, capsys, restore_logging):

@@ -36,11 +36,10 @@ STREAMER_GIB_S = 3.5  # Run:ai Model Streamer, Llama-3-8B from S3 on g5.12xlarge
 IMAGE_GB = 8.0  # a CUDA PyTorch runtime image, compressed layers (estimate; see the Dockerfile's base)
 ECR_PULL_MB_S = 60.0  # pull and extract together, one image, estimate
 # `head -c 2G /dev/zero > f; time sha256sum f` on the build machine (coreutils 9.1): 2 GiB in 9.5 s (`openssl dgst
-# -sha256 f`, SHA-NI: 1.74 s). The fetcher's check runs one hash per file (model_fetch.py), so the largest file binds:
-# 5 GB shards are the Hub's common layout (transformers 4's default max_shard_size); transformers 5 saves up to 50 GB
-# a file, so a 26 GB model may be one file (--shard-gb 26: a check of about 116 s).
+# -sha256 f`, SHA-NI: 1.74 s). The fetcher's check hashes each 16 MiB piece SHA256PIECES lists as a process of its
+# own, CHECK_PARALLEL at once (model_fetch.py), so a model's size, not its largest file, sets the check: the aws-cli
+# fetcher image is counted with sha256sum.
 SHA256SUM_GB_S = 0.225
-SHARD_GB = 5.0
 # The bundled server's fetch (inference_server.artifacts.DOWNLOAD_WORKERS ranged GETs at once). One S3 connection
 # carries on the order of 80-100 MB/s (reported by users, e.g. gitlab-runner MR 6473; AWS documents only "use
 # concurrent connections" and 8-16 MB ranges); an estimate.
@@ -56,22 +55,18 @@ class Phase:
     source: str
 
 
-def _weights_phases(weights_bytes: int, storage: str, throughput_mib_s: int = GP3_BASELINE_MIB_S,
-                    shard_gb: float = SHARD_GB) -> list[Phase]:
+def _weights_phases(weights_bytes: int, storage: str, throughput_mib_s: int = GP3_BASELINE_MIB_S) -> list[Phase]:
     if storage == "gp3":  # built: the capacity's root volume at root_volume_throughput_mib_s, then model_fetch's check
         volume = ("a default gp3 volume" if throughput_mib_s <= GP3_BASELINE_MIB_S
                   else "gp3 with root_volume_throughput_mib_s provisioned")
-        shards = max(1, -(-weights_bytes // int(shard_gb * 1e9)))
-        largest = min(weights_bytes, shard_gb * 1e9)
-        rounds = -(-shards // CHECK_PARALLEL)
         return [
             Phase("weights copy", weights_bytes / (throughput_mib_s * MIB), DOCUMENTED,
                   f"{weights_bytes / 1e9:.1f} GB onto {volume} at {throughput_mib_s} MiB/s (EC2 API "
                   "EbsBlockDevice.Throughput)"),
-            Phase("weights check", rounds * largest / (SHA256SUM_GB_S * 1e9), MEASURED,
-                  f"SHA-256 of {shards} file(s) of up to {largest / 1e9:.1f} GB (--shard-gb), {CHECK_PARALLEL} at "
-                  f"once, at sha256sum's {SHA256SUM_GB_S} GB/s a core (coreutils 9.1 here; a fetcher image with "
-                  "openssl hashes at 1.24 GB/s), read from the page cache"),
+            Phase("weights check", weights_bytes / (CHECK_PARALLEL * SHA256SUM_GB_S * 1e9), MEASURED,
+                  f"SHA-256 of every 16 MiB piece, {CHECK_PARALLEL} at once, at sha256sum's {SHA256SUM_GB_S} GB/s a "
+                  "core (coreutils 9.1 here; a fetcher image with openssl hashes at 1.24 GB/s), read from the page "
+                  "cache"),
         ]
     if storage in ("s3-parallel", "gp3-provisioned"):  # the bundled server: ranged GETs, each piece hashed as it streams
         rate_mib_s = GP3_MAX_MIB_S if storage == "gp3-provisioned" else throughput_mib_s
@@ -90,7 +85,7 @@ def _weights_phases(weights_bytes: int, storage: str, throughput_mib_s: int = GP
 
 
 def timeline(scaling: ModelScalingProps, capacity: GpuCapacityProps, *, weights_bytes: int, storage: str,
-             new_instance: bool, startup: dict, bundled_server: bool = True, shard_gb: float = SHARD_GB) -> list[Phase]:
+             new_instance: bool, startup: dict, bundled_server: bool = True) -> list[Phase]:
     if bundled_server:
         signal = ScaleOutPath("QueueBacklog", "step", scaling.queue_signal_period_seconds, scaling.queue_signal_periods,
                               scaling.queue_signal_periods, "server-signal", "", 0, "Maximum")
@@ -121,7 +116,7 @@ def timeline(scaling: ModelScalingProps, capacity: GpuCapacityProps, *, weights_
     phases += [
         Phase("container start and imports", startup["ours_median_s"] - startup["load_s"] - startup["warmup_s"],
               MEASURED, f"our server's start-to-ready less load and warm-up ({startup['command']}, CPU)"),
-        *_weights_phases(weights_bytes, storage, capacity.root_volume_throughput_mib_s, shard_gb),
+        *_weights_phases(weights_bytes, storage, capacity.root_volume_throughput_mib_s),
         Phase("model load", startup["load_s"], MEASURED, f"model fetched to model loaded ({startup['command']}, MiniLM "
               "on CPU; a GPU load of a larger model is longer)"),
         Phase("warm-up before ready", startup["warmup_s"], MEASURED,
@@ -156,8 +151,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cdk-json", default="cdk.json")
     p.add_argument("--model", help="a model of the environment (default: its first)")
     p.add_argument("--weights-gb", type=float, default=0.1, help="the model's weights (default 0.1: MiniLM-size)")
-    p.add_argument("--shard-gb", type=float, default=SHARD_GB,
-                   help=f"the model's largest file, for the check of a gp3 copy (default {SHARD_GB:g})")
     p.add_argument("--storage", default="s3-parallel",
                    help="s3-parallel (default: the bundled server's fetch onto the root volume at its provisioned "
                         "rate), gp3-provisioned (the same at 1,000 MiB/s), gp3 (the copy-to-scratch init container's "
@@ -187,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     bundled = not (model or {}).get("vllm")
     common = dict(weights_bytes=int(args.weights_gb * 1e9), storage=args.storage, startup=startup,
-                  bundled_server=bundled, shard_gb=args.shard_gb)
+                  bundled_server=bundled)
     name = (model or {}).get("name", "model")
     spare = capacity.target_capacity_percent < 100
     print(render(f"{args.environment}/{name}, a task on warm spare capacity"
