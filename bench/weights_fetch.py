@@ -1,12 +1,13 @@
 """Weights from S3 to a checked file: the bundled server's fetch, each piece hashed as it streams
 (inference_server.piece_fetch), against boto3's own transfer manager (s3transfer's ``download_file``, the AWS CLI's
-engine) alone and followed by the SHA-256 read-back the server did before (timed on its own: what streaming
-removes). One object, one S3 endpoint (moto's
-server, in its own process), the three alternating, ``repeats`` times each.
+engine, given the same 16 connections and 16 MiB ranges) alone and followed by the SHA-256 read-back the server did
+before (timed on its own: what streaming removes). One object, one S3 stand-in (bench.range_server, its own process,
+serving ranges from the page cache with sendfile; moto reads the whole object for every ranged GET), the three
+alternating, ``repeats`` times each.
 
-``python -m bench.weights_fetch [--mib 512] [--repeats 3]`` prints the JSON. On a real instance S3 and the volume set
-the pace; here moto serves from memory on the same cores and its cost per request differs from S3's, so the figures are ratios
-on this endpoint, not rates to expect on AWS.
+``python -m bench.weights_fetch [--mib 1024] [--repeats 3]`` prints the JSON. On a real instance S3 and the volume
+set the pace; here the stand-in shares the cores, so the figures are ratios on this endpoint, not rates to expect on
+AWS.
 """
 
 from __future__ import annotations
@@ -58,8 +59,10 @@ def main(argv: list[str] | None = None) -> int:
     port = free_port()
     os.environ.update({"AWS_ENDPOINT_URL_S3": f"http://127.0.0.1:{port}", "AWS_ACCESS_KEY_ID": "bench",
                        "AWS_SECRET_ACCESS_KEY": "bench", "AWS_DEFAULT_REGION": "us-east-1"})
-    from inference_server.artifacts import fetch_model, s3_client
-    from inference_server.manifest import MANIFEST_FILE, build_manifest
+    from boto3.s3.transfer import TransferConfig
+
+    from inference_server.artifacts import DOWNLOAD_WORKERS, fetch_model, s3_client
+    from inference_server.manifest import MANIFEST_FILE, PIECE_BYTES, build_manifest
 
     work = Path(tempfile.mkdtemp(prefix="weights-fetch-"))
     version = work / "s3" / "bench" / "models" / "weights" / "1"
@@ -75,8 +78,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         client = s3_client()
 
+        same = TransferConfig(max_concurrency=DOWNLOAD_WORKERS, multipart_chunksize=PIECE_BYTES)
+
         def download_only(dest: Path) -> None:
-            client.download_file("bench", "models/weights/1/model.safetensors", str(dest / "w"))
+            client.download_file("bench", "models/weights/1/model.safetensors", str(dest / "w"), Config=same)
 
         def download_then_hash(dest: Path) -> None:
             download_only(dest)

@@ -38,6 +38,10 @@ ECS_AGENT_SETTINGS: tuple[str, ...] = (
     "ECS_ENABLE_SPOT_INSTANCE_DRAINING=true",
     "ECS_ENABLE_GPU_SUPPORT=true",
     "ECS_IMAGE_PULL_BEHAVIOR=prefer-cached",
+    # Pull every container's image when the task starts, not a dependent one's after its dependsOn is met (the
+    # agent's default): the server's image then downloads while model-fetch copies the weights, and the task's pull
+    # times cover the pulls alone (ECS agent README, ECS_PULL_DEPENDENT_CONTAINERS_UPFRONT).
+    "ECS_PULL_DEPENDENT_CONTAINERS_UPFRONT=true",
     "ECS_ENABLE_TASK_IAM_ROLE=true",
     # awsvpc tasks cannot reach the instance metadata service, so never the instance role.
     "ECS_AWSVPC_BLOCK_IMDS=true",

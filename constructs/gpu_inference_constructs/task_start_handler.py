@@ -9,7 +9,8 @@ NAMESPACE = "GpuInference"
 # (metric, from, to): the event's ISO timestamps (ECS developer guide, "Amazon ECS task state change events").
 PHASES = (
     ("TaskWaitSeconds", "createdAt", "pullStartedAt"),  # placement, and any wait for an instance to register
-    ("TaskPullSeconds", "pullStartedAt", "pullStoppedAt"),  # every container's image
+    # every container's image, all pulled when the task starts (ECS_PULL_DEPENDENT_CONTAINERS_UPFRONT, GpuCapacity)
+    ("TaskPullSeconds", "pullStartedAt", "pullStoppedAt"),
     ("TaskStartSeconds", "pullStoppedAt", "startedAt"),  # init containers (model-fetch) and the containers' start
     ("TaskCreatedToRunningSeconds", "createdAt", "startedAt"),
 )
@@ -31,7 +32,8 @@ def phases(detail):
 def handler(event, context=None):
     detail = event.get("detail") or {}
     group = detail.get("group") or ""
-    if detail.get("lastStatus") != "RUNNING" or not group.startswith("service:") or not detail.get("startedAt"):
+    running = detail.get("lastStatus") == detail.get("desiredStatus") == "RUNNING"
+    if not running or not group.startswith("service:") or not detail.get("startedAt"):
         return None
     values = phases(detail)
     document = {

@@ -81,9 +81,12 @@ class TaskStarts(Construct):
 
 
 def task_running_pattern(cluster: ecs.ICluster) -> events.EventPattern:
-    """Task State Change events of ``cluster``'s service tasks (``group`` ``service:<name>``) that report RUNNING."""
+    """Task State Change events of ``cluster``'s service tasks (``group`` ``service:<name>``) that report RUNNING
+    and are meant to run: the event a stopping task sends (``desiredStatus`` STOPPED, still RUNNING) would count its
+    start twice."""
     return events.EventPattern(
         source=["aws.ecs"],
         detail_type=["ECS Task State Change"],
-        detail={"clusterArn": [cluster.cluster_arn], "lastStatus": ["RUNNING"], "group": events.Match.prefix("service:")},
+        detail={"clusterArn": [cluster.cluster_arn], "lastStatus": ["RUNNING"], "desiredStatus": ["RUNNING"],
+                "group": events.Match.prefix("service:")},
     )

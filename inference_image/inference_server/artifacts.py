@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -154,26 +154,35 @@ def _is_cached(target: Path, relpath: str, entry: FileEntry) -> bool:
 def _download_checked(pool: ThreadPoolExecutor, client, bucket: str, prefix: str, target: Path, manifest: Manifest,
                       paths: list[str]) -> list[str | None]:
     """Every piece of every file at once on the pool, each checked as it streams; a file without piece digests is
-    downloaded whole and hashed after."""
+    downloaded whole and hashed after. Whatever happens, every file this opened is closed, and kept only when each
+    of its pieces matched."""
     streamed: dict[str, tuple[StreamedFile, list[Future]]] = {}
     whole: list[Future] = []
-    for relpath in paths:
-        entry = manifest.files[relpath]
-        pieces = pieces_of(entry, manifest.piece_bytes)
-        if pieces is None:
-            log.warning("published before piece digests: the file is hashed after its download; publish the "
-                        "version again to check it while it streams", extra={"file": relpath})
-            whole.append(pool.submit(_download_whole, client, bucket, prefix, target, relpath, entry))
-            continue
-        file = StreamedFile(target / relpath, entry.size)
-        streamed[relpath] = (file, [pool.submit(file.fetch, client, bucket, prefix + relpath, p) for p in pieces])
     problems: list[str | None] = []
     failure: ArtifactError | None = None
+    try:
+        for relpath in paths:
+            entry = manifest.files[relpath]
+            pieces = pieces_of(entry, manifest.piece_bytes)
+            if pieces is None:
+                log.warning("published before piece digests: the file is hashed after its download; publish the "
+                            "version again to check it while it streams", extra={"file": relpath})
+                whole.append(pool.submit(_download_whole, client, bucket, prefix, target, relpath, entry))
+                continue
+            file = StreamedFile(target / relpath, entry.size)
+            streamed[relpath] = (file, [])
+            streamed[relpath][1].extend(pool.submit(file.fetch, client, bucket, prefix + relpath, p) for p in pieces)
+    except OSError as exc:
+        failure = ArtifactError(f"cannot write the model under {target}: {exc}")
     for relpath, (file, futures) in streamed.items():
         problem = None
         for future in futures:
+            if failure is not None:
+                future.cancel()  # a piece already running ends on its own
             try:
                 future.result()
+            except CancelledError:
+                problem = problem or "cancelled"
             except PieceError as exc:
                 problem = problem or f"{relpath}: {exc}"
             except Exception as exc:
@@ -185,6 +194,8 @@ def _download_checked(pool: ThreadPoolExecutor, client, bucket: str, prefix: str
         file.finish(ok=problem is None)  # every piece has ended, so the file can be closed
         problems.append(problem)
     if failure is not None:
+        for future in whole:
+            future.cancel()
         raise failure
     return problems + [f.result() for f in whole]
 

@@ -66,8 +66,7 @@ class Manifest:
         doc["created_at"] = self.created_at
         if self.runtimes:
             doc["runtimes"] = self.runtimes
-        if any(e.pieces for e in self.files.values()):
-            doc["piece_bytes"] = self.piece_bytes
+        doc["piece_bytes"] = self.piece_bytes  # always: a reader's default must not decide which files have pieces
         doc["files"] = {path: {"sha256": e.sha256, "size": e.size, **({"pieces": list(e.pieces)} if e.pieces else {})}
                         for path, e in sorted(self.files.items())}
         return orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n"

@@ -9,6 +9,7 @@ such digests: :func:`pieces_of` says so and the caller downloads it whole and ha
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import re
@@ -16,11 +17,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from botocore.exceptions import BotoCoreError
+from urllib3.exceptions import HTTPError
 
 from .manifest import FileEntry
 
 READ_BYTES = 1024 * 1024
 PIECE_ATTEMPTS = 3  # a dropped connection mid-piece is retried; a wrong digest is not
+# What a broken stream raises: botocore wraps urllib3's read timeouts and protocol errors, not all of them (a TLS
+# error mid-body comes through as urllib3's SSLError), and a socket error is an OSError.
+BROKEN_STREAM = (BotoCoreError, HTTPError, OSError)
 _CONTENT_RANGE = re.compile(r"bytes (\d+)-(\d+)/(\d+)")
 
 
@@ -47,6 +52,10 @@ class PieceError(Exception):
     """A piece that could not be fetched, or that does not match its digest."""
 
 
+class WriteError(Exception):
+    """The local file could not be written (a full volume): no retry, and not the object's fault."""
+
+
 class SizeMismatch(PieceError):
     """The object in S3 is not the size the manifest gives: every piece could match, the file would not."""
 
@@ -61,17 +70,27 @@ class StreamedFile:
         self.partial = dest.with_name(dest.name + ".partial")
         self.size = size
         self._fd = os.open(self.partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        os.ftruncate(self._fd, size)
+        try:
+            os.posix_fallocate(self._fd, 0, size)  # a full volume fails here, not as a short write later
+        except OSError as exc:
+            if exc.errno not in (errno.EOPNOTSUPP, errno.EINVAL):
+                os.close(self._fd)
+                self.partial.unlink(missing_ok=True)
+                raise
+            os.ftruncate(self._fd, size)
 
     def fetch(self, client, bucket: str, key: str, piece: Piece) -> None:
         """Fetch, hash and write one piece, retrying a broken stream; raise PieceError on a wrong digest or size."""
-        if piece.start == piece.end:  # an empty file: nothing to GET
+        if piece.start == piece.end:  # an empty file: nothing to GET, but it must exist and be empty
+            head = client.head_object(Bucket=bucket, Key=key)
+            if head.get("ContentLength") != 0:
+                raise SizeMismatch(f"size {head.get('ContentLength')} != 0 in the manifest")
             return self._check(piece, hashlib.sha256())
         where = f"piece {piece.index} (bytes {piece.start}-{piece.end - 1})" if self.size > piece.end - piece.start else ""
         for attempt in range(1, PIECE_ATTEMPTS + 1):
             try:
                 return self._fetch_once(client, bucket, key, piece)
-            except (BotoCoreError, ConnectionError) as exc:
+            except BROKEN_STREAM as exc:
                 if attempt == PIECE_ATTEMPTS:
                     raise PieceError(f"{where}: {exc}" if where else str(exc)) from exc
             except SizeMismatch:
@@ -91,13 +110,25 @@ class StreamedFile:
         try:
             while offset < piece.end and (chunk := body.read(min(READ_BYTES, piece.end - offset))):
                 digest.update(chunk)
-                os.pwrite(self._fd, chunk, offset)
+                self._write(chunk, offset)
                 offset += len(chunk)
         finally:
             body.close()
         if offset != piece.end:
             raise ConnectionError(f"the stream ended at byte {offset}")
         self._check(piece, digest)
+
+    def _write(self, data: bytes, offset: int) -> None:
+        """All of ``data`` at ``offset``: a short write is continued, a failed one is a WriteError (not retried)."""
+        view = memoryview(data)
+        try:
+            while view:
+                written = os.pwrite(self._fd, view, offset)
+                if written == 0:
+                    raise OSError(errno.ENOSPC, f"no byte of {len(view)} written at {offset}")
+                view, offset = view[written:], offset + written
+        except OSError as exc:
+            raise WriteError(f"cannot write {self.partial}: {exc}") from exc
 
     @staticmethod
     def _check(piece: Piece, digest) -> None:

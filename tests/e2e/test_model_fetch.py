@@ -7,6 +7,7 @@ tampered or incomplete one stops the task."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -254,3 +255,26 @@ def test_a_malformed_pieces_line_stops_the_task(fetcher, tmp_path, published_in_
     pieces.write_text(pieces.read_text() + line + "\n")
     done = run_fetch(fetcher, tmp_path, published_in_pieces)
     assert done.returncode != 0 and finding in done.stdout
+
+
+def test_a_piece_that_disagrees_with_the_first_on_its_size_stops_the_task(fetcher, tmp_path, published_in_pieces):
+    """A hand-edited list whose later lines cover the file in 1-byte pieces would leave most of it unchecked."""
+    shard = published_in_pieces / "model-00001-of-00002.safetensors"
+    data = shard.read_bytes()
+    pieces = published_in_pieces / SHA256PIECES_FILE
+    lines = pieces.read_text().splitlines()
+    for index in (1, 2, 3):  # each says 1-byte pieces and carries that byte's true digest
+        lines[index] = f"{hashlib.sha256(data[index:index + 1]).hexdigest()} 4096 1 {index} {shard.name}"
+    pieces.write_text("\n".join(lines) + "\n")
+    shard.write_bytes(data[:3000] + bytes([data[3000] ^ 1]) + data[3001:])
+    done = run_fetch(fetcher, tmp_path, published_in_pieces)
+    assert done.returncode != 0
+    assert f"{shard.name}: FAILED (piece 1 disagrees with piece 0 in SHA256PIECES)" in done.stdout
+
+
+def test_a_padded_byte_count_is_read_as_a_number(fetcher, tmp_path, published_in_pieces):
+    """A fetcher image whose wc pads its count (BSD, some busybox) still passes a good file."""
+    wc = shutil.which("wc")
+    padded = f'#!/bin/sh\nprintf "%8d\\n" "$({wc} "$@")"\n'
+    done = run_fetch(fetcher, tmp_path, published_in_pieces, stand_ins=(("wc", padded),))
+    assert done.returncode == 0, done.stdout + done.stderr

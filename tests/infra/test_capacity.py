@@ -125,6 +125,7 @@ def test_user_data_covers_the_required_agent_settings():
         "ECS_ENABLE_SPOT_INSTANCE_DRAINING=true",
         "ECS_ENABLE_GPU_SUPPORT=true",
         "ECS_IMAGE_PULL_BEHAVIOR=prefer-cached",
+        "ECS_PULL_DEPENDENT_CONTAINERS_UPFRONT=true",  # the server's image pulls while model-fetch copies
         "ECS_AWSVPC_BLOCK_IMDS=true",
     } <= set(ECS_AGENT_SETTINGS)
 

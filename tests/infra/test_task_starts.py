@@ -86,7 +86,8 @@ def test_the_emf_check_finds_a_missing_member():
                                       "metric TaskPullSeconds is not a number member"]
 
 
-@pytest.mark.parametrize("changed", [{"lastStatus": "PENDING"}, {"group": "family:sample"}, {"startedAt": None}])
+@pytest.mark.parametrize("changed", [{"lastStatus": "PENDING"}, {"desiredStatus": "STOPPED"}, {"group": "family:sample"},
+                                     {"startedAt": None}])
 def test_events_that_are_not_a_service_task_reaching_running_are_ignored(changed, capsys):
     assert task_start_handler.handler(event(**changed)) is None
     assert capsys.readouterr().out == ""
@@ -136,6 +137,7 @@ def test_the_rule_matches_this_clusters_service_tasks_reaching_running_and_nothi
     cluster = world.arn(world.only("AWS::ECS::Cluster"))
     assert pattern.matches_event(cluster_event(world, cluster))
     assert not pattern.matches_event(cluster_event(world, cluster, lastStatus="PENDING"))
+    assert not pattern.matches_event(cluster_event(world, cluster, desiredStatus="STOPPED"))  # a task that stops
     assert not pattern.matches_event(cluster_event(world, cluster, group="family:one-off"))
     assert not pattern.matches_event(cluster_event(world, cluster.replace(world.account, OTHER_ACCOUNT)))
     assert not pattern.matches_event(cluster_event(world, f"{cluster}-other"))

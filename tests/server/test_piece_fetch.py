@@ -30,9 +30,12 @@ def test_a_file_larger_than_a_piece_lists_each_pieces_digest(tiny_classifier_dir
     assert Manifest.from_json(manifest.to_json()) == manifest
 
 
-def test_a_manifest_of_small_files_says_nothing_of_pieces(tiny_classifier_dir):
-    doc = json.loads(build_manifest(tiny_classifier_dir, "tiny", "1").to_json())
-    assert "piece_bytes" not in doc and not any("pieces" in e for e in doc["files"].values())
+def test_a_manifest_of_small_files_lists_no_pieces_and_says_its_piece_size(tiny_classifier_dir):
+    """The size is written even so: a file of 20 MiB read with another default would look unpieced."""
+    manifest = build_manifest(tiny_classifier_dir, "tiny", "1", piece_bytes=64 * 1024 * 1024)
+    doc = json.loads(manifest.to_json())
+    assert doc["piece_bytes"] == 64 * 1024 * 1024 and not any("pieces" in e for e in doc["files"].values())
+    assert Manifest.from_json(manifest.to_json()) == manifest
 
 
 def _doc(size: int, pieces, piece_bytes=4) -> bytes:
@@ -160,11 +163,74 @@ def test_a_manifest_without_piece_digests_is_checked_after_the_download(s3, buck
         fetch_model(published, tmp_path / "again", require_manifest=True)
 
 
-def test_an_empty_file_is_checked_without_a_get(tmp_path):
+class _Head:
+    """A client whose objects are all ``length`` bytes long, for the empty-file path (a HEAD, no GET)."""
+
+    def __init__(self, length: int):
+        self.length = length
+
+    def head_object(self, Bucket, Key):  # noqa: N803 - boto3's parameter names
+        return {"ContentLength": self.length}
+
+
+def test_an_empty_file_is_checked_by_a_head_without_a_get(tmp_path):
     empty = hashlib.sha256(b"").hexdigest()
     file = StreamedFile(tmp_path / "empty", 0)
-    file.fetch(client=None, bucket="b", key="k", piece=Piece(0, 0, 0, empty))
+    file.fetch(client=_Head(0), bucket="b", key="k", piece=Piece(0, 0, 0, empty))
     file.finish(ok=True)
     assert (tmp_path / "empty").read_bytes() == b""
-    with pytest.raises(piece_fetch.PieceError, match="sha256"):
-        StreamedFile(tmp_path / "other", 0).fetch(client=None, bucket="b", key="k", piece=Piece(0, 0, 0, "0" * 64))
+    with pytest.raises(piece_fetch.SizeMismatch, match="size 5 != 0"):
+        StreamedFile(tmp_path / "other", 0).fetch(client=_Head(5), bucket="b", key="k", piece=Piece(0, 0, 0, empty))
+
+
+def test_an_empty_file_missing_in_s3_is_refused(s3, bucket, tmp_path):
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    (model / "empty.txt").write_bytes(b"")
+    uri = f"s3://{bucket}/models/empty/1/"
+    publish(model, uri)
+    fetch_model(uri, tmp_path / "cache", require_manifest=True)
+    s3.delete_object(Bucket=bucket, Key="models/empty/1/empty.txt")
+    with pytest.raises(ArtifactError, match="empty.txt: missing in S3"):
+        fetch_model(uri, tmp_path / "again", require_manifest=True)
+
+
+def test_short_writes_are_continued(published, tiny_classifier_dir, tmp_path, monkeypatch):
+    real = piece_fetch.os.pwrite
+    monkeypatch.setattr(piece_fetch.os, "pwrite", lambda fd, data, offset: real(fd, bytes(data[:1000]), offset))
+    artifact = fetch_model(published, tmp_path, require_manifest=True)
+    assert (artifact.directory / WEIGHTS).read_bytes() == (tiny_classifier_dir / WEIGHTS).read_bytes()
+
+
+def test_a_volume_that_takes_no_more_bytes_fails_the_fetch_at_once(published, tmp_path, monkeypatch):
+    calls: list[int] = []
+
+    def full(fd, data, offset):
+        calls.append(offset)
+        return 0
+
+    monkeypatch.setattr(piece_fetch.os, "pwrite", full)
+    with pytest.raises(ArtifactError, match="cannot write .*No space left|cannot write .*no byte"):
+        fetch_model(published, tmp_path, require_manifest=True)
+    assert not list(tmp_path.rglob("*.partial"))
+    assert len(calls) <= 20, "a write error is not retried"  # one failed write per piece, not three
+
+
+def test_a_tls_error_mid_piece_is_fetched_again(published, tiny_classifier_dir, tmp_path, monkeypatch):
+    """urllib3's SSLError reaches the reader unwrapped by botocore."""
+    from urllib3.exceptions import SSLError
+
+    fetch_once = StreamedFile._fetch_once
+    broken: list[int] = []
+
+    def breaks_once(self, client, bucket, key, piece):
+        if key.endswith(WEIGHTS) and not broken:
+            broken.append(piece.index)
+            raise SSLError("decryption failed or bad record mac")
+        return fetch_once(self, client, bucket, key, piece)
+
+    monkeypatch.setattr(StreamedFile, "_fetch_once", breaks_once)
+    artifact = fetch_model(published, tmp_path, require_manifest=True)
+    assert len(broken) == 1
+    assert (artifact.directory / WEIGHTS).read_bytes() == (tiny_classifier_dir / WEIGHTS).read_bytes()

@@ -55,7 +55,8 @@ class Phase:
     source: str
 
 
-def _weights_phases(weights_bytes: int, storage: str, throughput_mib_s: int = GP3_BASELINE_MIB_S) -> list[Phase]:
+def _weights_phases(weights_bytes: int, storage: str, throughput_mib_s: int = GP3_BASELINE_MIB_S,
+                    vcpus: int = CHECK_PARALLEL) -> list[Phase]:
     if storage == "gp3":  # built: the capacity's root volume at root_volume_throughput_mib_s, then model_fetch's check
         volume = ("a default gp3 volume" if throughput_mib_s <= GP3_BASELINE_MIB_S
                   else "gp3 with root_volume_throughput_mib_s provisioned")
@@ -63,10 +64,10 @@ def _weights_phases(weights_bytes: int, storage: str, throughput_mib_s: int = GP
             Phase("weights copy", weights_bytes / (throughput_mib_s * MIB), DOCUMENTED,
                   f"{weights_bytes / 1e9:.1f} GB onto {volume} at {throughput_mib_s} MiB/s (EC2 API "
                   "EbsBlockDevice.Throughput)"),
-            Phase("weights check", weights_bytes / (CHECK_PARALLEL * SHA256SUM_GB_S * 1e9), MEASURED,
-                  f"SHA-256 of every 16 MiB piece, {CHECK_PARALLEL} at once, at sha256sum's {SHA256SUM_GB_S} GB/s a "
-                  "core (coreutils 9.1 here; a fetcher image with openssl hashes at 1.24 GB/s), read from the page "
-                  "cache"),
+            Phase("weights check", weights_bytes / (min(CHECK_PARALLEL, vcpus) * SHA256SUM_GB_S * 1e9), MEASURED,
+                  f"SHA-256 of every 16 MiB piece, {CHECK_PARALLEL} at once on the instance's {vcpus} vCPUs, at "
+                  f"sha256sum's {SHA256SUM_GB_S} GB/s a core (coreutils 9.1 here; a fetcher image with openssl hashes "
+                  "at 1.24 GB/s), read from the page cache"),
         ]
     if storage in ("s3-parallel", "gp3-provisioned"):  # the bundled server: ranged GETs, each piece hashed as it streams
         rate_mib_s = GP3_MAX_MIB_S if storage == "gp3-provisioned" else throughput_mib_s
@@ -116,7 +117,8 @@ def timeline(scaling: ModelScalingProps, capacity: GpuCapacityProps, *, weights_
     phases += [
         Phase("container start and imports", startup["ours_median_s"] - startup["load_s"] - startup["warmup_s"],
               MEASURED, f"our server's start-to-ready less load and warm-up ({startup['command']}, CPU)"),
-        *_weights_phases(weights_bytes, storage, capacity.root_volume_throughput_mib_s),
+        *_weights_phases(weights_bytes, storage, capacity.root_volume_throughput_mib_s,
+                         capacity.resolve_instance_types()[0].vcpus),
         Phase("model load", startup["load_s"], MEASURED, f"model fetched to model loaded ({startup['command']}, MiniLM "
               "on CPU; a GPU load of a larger model is longer)"),
         Phase("warm-up before ready", startup["warmup_s"], MEASURED,
