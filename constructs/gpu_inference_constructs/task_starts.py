@@ -58,7 +58,6 @@ class TaskStarts(Construct):
             role=as_role(role),
             log_group=self.log_group,
         )
-        self.function.node.add_dependency(role)
         function = self.function.node.default_child
         assert isinstance(function, cdk.CfnResource)
         for check, reason in (
