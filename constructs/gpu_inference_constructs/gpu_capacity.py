@@ -12,6 +12,7 @@ per task, and service auto scaling adds tasks.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import TypedDict
 
@@ -91,6 +92,10 @@ class GpuCapacityProps:
     managed_termination_protection: bool = False
     instance_warmup_seconds: int = 300
     instance_weights: dict[str, int] | None = None
+    # Region -> the ID of an AMI built from the ECS-optimized Amazon Linux 2023 GPU AMI with the task images already
+    # pulled (docs/scaling-and-alarms.md, "An AMI with the images"): a new instance starts its tasks without pulling
+    # them (ECS_IMAGE_PULL_BEHAVIOR=prefer-cached). Default None: the ECS-optimized GPU AMI, from its SSM parameter.
+    machine_image_ids: dict[str, str] | None = None
 
     def __post_init__(self) -> None:
         require(
@@ -124,6 +129,14 @@ class GpuCapacityProps:
         require_range(self.root_volume_throughput_mib_s, 125, 1000, "root_volume_throughput_mib_s",
                       hint=" (gp3: 125 MiB/s included, up to 1000 provisioned)")
         require_range(self.instance_warmup_seconds, 0, 10000, "instance_warmup_seconds")
+        if self.machine_image_ids is not None:
+            require(bool(self.machine_image_ids), "machine_image_ids",
+                    "is empty: give region -> AMI ID, or leave it out for the ECS-optimized GPU AMI")
+            for region, image_id in self.machine_image_ids.items():
+                require(bool(re.fullmatch(r"[a-z]{2}(-[a-z]+)+-\d", region)), f"machine_image_ids.{region}",
+                        "is not a region name such as us-east-1")
+                require(bool(re.fullmatch(r"ami-([0-9a-f]{8}|[0-9a-f]{17})", image_id)), f"machine_image_ids.{region}",
+                        f"{image_id!r} is not an AMI ID (ami- and 8 or 17 hex digits)")
 
     def resolve_instance_types(self) -> list[GpuInstanceType]:
         """The catalog entries, in priority order, checked for one shape (the region: :func:`region_warning`)."""
@@ -224,7 +237,7 @@ class GpuCapacity(Construct):
         self.launch_template = ec2.LaunchTemplate(
             self,
             "LaunchTemplate",
-            machine_image=ecs.EcsOptimizedImage.amazon_linux2023(ecs.AmiHardwareType.GPU),
+            machine_image=self._machine_image(props),
             role=as_role(self.instance_role),
             security_group=self.security_group,
             user_data=user_data,
@@ -400,6 +413,15 @@ class GpuCapacity(Construct):
         check_group_holds_deployment_at_peak(self.props.max_capacity, self.smallest_instance_type.gpus, [*self.services, service],
                                              key=f"{self.node.id}.max_capacity")
         self.services.append(service)
+
+    def _machine_image(self, props: GpuCapacityProps) -> ec2.IMachineImage:
+        """The ECS-optimized AL2023 GPU AMI, or the team's own (``machine_image_ids``) for this stack's region."""
+        if props.machine_image_ids is None:
+            return ecs.EcsOptimizedImage.amazon_linux2023(ecs.AmiHardwareType.GPU)
+        region = cdk.Stack.of(self).region
+        if not cdk.Token.is_unresolved(region) and region not in props.machine_image_ids:
+            raise ConfigError("machine_image_ids", f"has no AMI for {region}, this stack's region: add {region}: ami-...")
+        return ec2.MachineImage.generic_linux(dict(props.machine_image_ids))
 
     def add_prewarm(self, prewarm: CapacityPrewarm) -> autoscaling.ScheduledAction:
         """Raise the group's minimum on a schedule. Never its desired capacity: ECS managed scaling owns that."""

@@ -1,5 +1,7 @@
 """What the GPU capacity promises, per environment (cdk-nag cannot read a mixed-instances group's launch template)."""
 
+import json
+
 import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_ec2 as ec2
@@ -190,3 +192,36 @@ def test_capacity_groups_are_more_providers_of_the_one_cluster(env):
     assert [p.startswith("GpuCapacity") for p in providers] == [True] * (1 + len(config.capacity_groups))
     for group in config.capacity_groups:
         assert any(p.startswith(f"GpuCapacity{group.replace('-', '')}CapacityProvider") for p in providers)
+
+
+AMI = "ami-0123456789abcdef0"
+
+
+def _capacity_in(region: str, props: GpuCapacityProps) -> Template:
+    app = cdk.App()
+    stack = cdk.Stack(app, "Team", env=cdk.Environment(account="123456789012", region=region))
+    GpuCapacity(stack, "Gpu", vpc=ec2.Vpc(stack, "Vpc"), props=props)
+    return Template.from_stack(stack)
+
+
+def test_a_team_ami_with_the_images_replaces_the_ecs_gpu_ami_in_its_region():
+    template = _capacity_in("us-east-1", GpuCapacityProps(machine_image_ids={"us-east-1": AMI, "eu-west-1": "ami-01234567"}))
+    assert only(template, "AWS::EC2::LaunchTemplate")["Properties"]["LaunchTemplateData"]["ImageId"] == AMI
+    default = _capacity_in("us-east-1", GpuCapacityProps())
+    image = default.to_json()["Resources"]
+    assert "ssm" in json.dumps(image).lower() and AMI not in json.dumps(image)  # the SSM parameter of the GPU AMI
+
+
+def test_a_stack_in_a_region_the_ami_map_lacks_is_refused_with_the_fix():
+    with pytest.raises(ConfigError, match=r"machine_image_ids: has no AMI for eu-west-1, this stack's region: add eu-west-1"):
+        _capacity_in("eu-west-1", GpuCapacityProps(machine_image_ids={"us-east-1": AMI}))
+
+
+@pytest.mark.parametrize("ids, key", [
+    ({}, "machine_image_ids"),
+    ({"us-east-1": "ami-xyz"}, "machine_image_ids.us-east-1"),
+    ({"US East": AMI}, "machine_image_ids.US East"),
+])
+def test_malformed_ami_maps_are_refused(ids, key):
+    with pytest.raises(ConfigError, match=f"^{key}: "):
+        GpuCapacityProps(machine_image_ids=ids)

@@ -139,3 +139,12 @@ def test_cli_reads_the_models_capacity_group(capsys):
     assert main(["--environment", "staging", "--model", "llama-13b", "--weights-gb", "26", "--storage", "gp3"]) == 0
     out = capsys.readouterr().out
     assert "at 1000 MiB/s" in out and "(none kept: target_capacity_percent 100)" in out  # the llm group, not the default
+
+
+def test_an_ami_with_the_images_takes_the_pull_off_a_new_instance():
+    with_ami = GpuCapacityProps(machine_image_ids={"us-east-1": "ami-0123456789abcdef0"})
+    steps = {p.name: p for p in timeline(ModelScalingProps(), with_ami, weights_bytes=100_000_000,
+                                         storage="s3-parallel", new_instance=True, startup=LATEST_STARTUP)}
+    assert steps["image pull"].seconds == 5 and "machine_image_ids" in steps["image pull"].source
+    (pull,) = [p for p in phases() if p.name == "image pull"]
+    assert pull.seconds == pytest.approx(8 * 1000 / 60) and "machine_image_ids" in pull.source
