@@ -64,6 +64,7 @@ from .server_contract import (
 from .service_timing import ServiceTimingProps
 from .target_group_metrics import TargetGroupMetrics, load_balancer_name_from_listener_arn
 from .target_group_metrics import load_balancer_full_name as full_name_of
+from .target_health import TARGET_HEALTH_CHECK
 
 # ECS caps a container health check's startPeriod at 300 s (ECS API HealthCheck).
 MAX_HEALTH_CHECK_START_PERIOD = 300
@@ -494,10 +495,10 @@ class ModelService(Construct):
                 path=self.contract.readiness_path,
                 port=str(self.contract.port),
                 healthy_http_codes="200",
-                interval=cdk.Duration.seconds(15),
-                timeout=cdk.Duration.seconds(5),
-                healthy_threshold_count=2,
-                unhealthy_threshold_count=4,
+                interval=cdk.Duration.seconds(TARGET_HEALTH_CHECK.interval_seconds),
+                timeout=cdk.Duration.seconds(TARGET_HEALTH_CHECK.timeout_seconds),
+                healthy_threshold_count=TARGET_HEALTH_CHECK.healthy_threshold,
+                unhealthy_threshold_count=TARGET_HEALTH_CHECK.unhealthy_threshold,
             ),
         )
 

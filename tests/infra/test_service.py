@@ -260,6 +260,10 @@ def test_target_groups_check_readiness_without_flapping(env):
         assert (properties["TargetType"], properties["HealthCheckPort"]) == ("ip", str(properties["Port"]))
         assert properties["Matcher"] == {"HttpCode": "200"}
         assert properties["UnhealthyThresholdCount"] >= 3
+        # A new task takes traffic 10 s after it is ready; a failing one keeps it 50 s (tests/sizing: the timeline).
+        assert (properties["HealthCheckIntervalSeconds"], properties["HealthyThresholdCount"]) == (5, 2)
+        assert properties["HealthCheckTimeoutSeconds"] < properties["HealthCheckIntervalSeconds"]
+        assert properties["HealthCheckIntervalSeconds"] * properties["UnhealthyThresholdCount"] >= 45
 
 
 def test_each_model_has_a_path_rule(env):

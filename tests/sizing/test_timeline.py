@@ -148,3 +148,8 @@ def test_an_ami_with_the_images_takes_the_pull_off_a_new_instance():
     assert steps["image pull"].seconds == 5 and "machine_image_ids" in steps["image pull"].source
     (pull,) = [p for p in phases() if p.name == "image pull"]
     assert pull.seconds == pytest.approx(8 * 1000 / 60) and "machine_image_ids" in pull.source
+
+
+def test_the_health_checks_are_the_target_groups_own():
+    (checks,) = [p for p in phases() if p.name == "health checks"]
+    assert checks.seconds == 10 and "2 healthy checks 5 s apart" in checks.source

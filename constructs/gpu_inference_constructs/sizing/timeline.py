@@ -20,6 +20,7 @@ from ..gpu_capacity import GpuCapacityProps
 from ..model_fetch import CHECK_PARALLEL
 from ..scaling_props import ModelScalingProps
 from ..settings import from_dict
+from ..target_health import TARGET_HEALTH_CHECK
 from .scale_out import INGEST_DELAY, PUBLISH_DELAY, ScaleOutPath
 
 MEASURED, DOCUMENTED, ESTIMATED = "measured here", "AWS-documented", "estimated"
@@ -129,8 +130,10 @@ def timeline(scaling: ModelScalingProps, capacity: GpuCapacityProps, *, weights_
               "on CPU; a GPU load of a larger model is longer)"),
         Phase("warm-up before ready", startup["warmup_s"], MEASURED,
               f"batch 1 at every length (WARMUP=first; {startup['command']})"),
-        Phase("health checks", 30.0, DOCUMENTED, "the target group's 2 healthy checks 15 s apart (our template; ELB: "
-              "healthy after HealthyThresholdCount consecutive successes)"),
+        Phase("health checks", float(TARGET_HEALTH_CHECK.seconds_to_healthy), DOCUMENTED,
+              f"the target group's {TARGET_HEALTH_CHECK.healthy_threshold} healthy checks "
+              f"{TARGET_HEALTH_CHECK.interval_seconds} s apart (our template; ELB: healthy after HealthyThresholdCount "
+              "consecutive successes)"),
     ]
     return phases
 

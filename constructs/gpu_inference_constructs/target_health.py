@@ -1,0 +1,28 @@
+"""The target group's readiness check: how soon a new task takes traffic, and how long a failing one keeps it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class TargetHealthCheck:
+    """ELB's limits (target group HealthCheckIntervalSeconds 5-300, HealthCheckTimeoutSeconds 2-120,
+    Healthy/UnhealthyThresholdCount 2-10). A check every 5 s (ELB's shortest) makes a new task healthy 10 s after its
+    server is ready; ten failed checks in a row, 50 s, take a target out, about as long as four at 15 s did."""
+
+    interval_seconds: int = 5
+    timeout_seconds: int = 4
+    healthy_threshold: int = 2
+    unhealthy_threshold: int = 10
+
+    @property
+    def seconds_to_healthy(self) -> int:
+        return self.interval_seconds * self.healthy_threshold
+
+    @property
+    def seconds_to_unhealthy(self) -> int:
+        return self.interval_seconds * self.unhealthy_threshold
+
+
+TARGET_HEALTH_CHECK = TargetHealthCheck()
