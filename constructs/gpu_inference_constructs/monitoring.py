@@ -427,10 +427,11 @@ class InferenceMonitoring(_Alarms):
                 statistic, f"${{PROP('Dim.{metric_names.DIMENSION_MODEL}')}} {label or metric} {statistic}",
             )
 
-        def per_service(metric: str) -> cloudwatch.MathExpression:
+        def per_service(metric: str, namespace: str = "ECS/ContainerInsights", statistic: str = "Average",
+                        label: str = "") -> cloudwatch.MathExpression:
             return search(
-                f"{{ECS/ContainerInsights,ClusterName,ServiceName}} MetricName=\"{metric}\" ClusterName=\"{capacity.cluster.cluster_name}\"",
-                "Average", f"${{PROP('Dim.ServiceName')}} {metric}",
+                f"{{{namespace},ClusterName,ServiceName}} MetricName=\"{metric}\" ClusterName=\"{capacity.cluster.cluster_name}\"",
+                statistic, f"${{PROP('Dim.ServiceName')}} {label or metric}",
             )
 
         total = self._instances(capacity, MINUTE)
@@ -494,9 +495,7 @@ class InferenceMonitoring(_Alarms):
             # One point per task that reaches RUNNING, from ECS's Task State Change event (TaskStarts).
             graph("Task start on ECS (s): created to image pull (placement, waiting for an instance), the pull, and "
                   "pull to RUNNING (init containers such as model-fetch)",
-                  [search(f"{{{task_start_handler.NAMESPACE},ClusterName,ServiceName}} MetricName=\"{name}\" "
-                          f"ClusterName=\"{capacity.cluster.cluster_name}\"", "Maximum",
-                          f"${{PROP('Dim.ServiceName')}} {label}")
+                  [per_service(name, task_start_handler.NAMESPACE, "Maximum", label)
                    for name, label in zip([name for name, _, _ in task_start_handler.PHASES],
                                           ("wait", "pull", "to RUNNING", "created to RUNNING"), strict=True)],
                   unit="seconds"),

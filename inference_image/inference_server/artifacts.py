@@ -170,8 +170,7 @@ def _download_checked(pool: ThreadPoolExecutor, client, bucket: str, prefix: str
                 whole.append(pool.submit(_download_whole, client, bucket, prefix, target, relpath, entry))
                 continue
             file = StreamedFile(target / relpath, entry.size)
-            streamed[relpath] = (file, [])
-            streamed[relpath][1].extend(pool.submit(file.fetch, client, bucket, prefix + relpath, p) for p in pieces)
+            streamed[relpath] = (file, [pool.submit(file.fetch, client, bucket, prefix + relpath, p) for p in pieces])
     except OSError as exc:
         failure = ArtifactError(f"cannot write the model under {target}: {exc}")
     for relpath, (file, futures) in streamed.items():

@@ -86,17 +86,18 @@ class StreamedFile:
             if head.get("ContentLength") != 0:
                 raise SizeMismatch(f"size {head.get('ContentLength')} != 0 in the manifest")
             return self._check(piece, hashlib.sha256())
-        where = f"piece {piece.index} (bytes {piece.start}-{piece.end - 1})" if self.size > piece.end - piece.start else ""
+        # A file of one piece is named alone; a piece of a larger one also by its byte range.
+        where = f"piece {piece.index} (bytes {piece.start}-{piece.end - 1}): " if self.size > piece.end - piece.start else ""
         for attempt in range(1, PIECE_ATTEMPTS + 1):
             try:
                 return self._fetch_once(client, bucket, key, piece)
             except BROKEN_STREAM as exc:
                 if attempt == PIECE_ATTEMPTS:
-                    raise PieceError(f"{where}: {exc}" if where else str(exc)) from exc
+                    raise PieceError(f"{where}{exc}") from exc
             except SizeMismatch:
                 raise
             except PieceError as exc:
-                raise PieceError(f"{where}: {exc}" if where else str(exc)) from None
+                raise PieceError(f"{where}{exc}") from None
 
     def _fetch_once(self, client, bucket: str, key: str, piece: Piece) -> None:
         response = client.get_object(Bucket=bucket, Key=key, Range=f"bytes={piece.start}-{piece.end - 1}")

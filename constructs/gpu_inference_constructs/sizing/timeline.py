@@ -73,9 +73,9 @@ def _weights_phases(weights_bytes: int, storage: str, throughput_mib_s: int = GP
         ]
     if storage in ("s3-parallel", "gp3-provisioned"):  # the bundled server: ranged GETs, each piece hashed as it streams
         rate_mib_s = GP3_MAX_MIB_S if storage == "gp3-provisioned" else throughput_mib_s
-        network_mb_s = PIECE_FETCH_CONNECTIONS * S3_CONNECTION_MB_S
-        rate = min(rate_mib_s * MIB, network_mb_s * 1e6)
-        binds = (f"the volume's {rate_mib_s} MiB/s" if rate_mib_s * MIB <= network_mb_s * 1e6 else
+        volume, network = rate_mib_s * MIB, PIECE_FETCH_CONNECTIONS * S3_CONNECTION_MB_S * 1e6
+        rate = min(volume, network)
+        binds = (f"the volume's {rate_mib_s} MiB/s" if volume <= network else
                  f"{PIECE_FETCH_CONNECTIONS} connections at about {S3_CONNECTION_MB_S:g} MB/s each (not AWS-documented)")
         return [Phase("weights", max(1.0, weights_bytes / rate), ESTIMATED,
                       f"{weights_bytes / 1e9:.1f} GB as the bundled server's {PIECE_FETCH_CONNECTIONS} parallel ranged "
