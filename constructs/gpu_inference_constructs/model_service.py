@@ -129,8 +129,8 @@ class ModelService(Construct):
     ``rollback_thresholds`` (default ``model.rollback_thresholds()``: ``model.rollback``, else twice the model's
     scaling p95 target and 1 % 5xx) set the alarms that roll a deployment back.
 
-    Attributes: ``contract``, ``service``, ``task_definition``, ``container``, ``model_fetcher`` (or
-    None), ``metrics_collector`` (or None), ``target_group``, ``target_groups`` (with the alternate one
+    Attributes: ``contract``, ``service``, ``task_definition``, ``container``, ``scratch_owner`` and
+    ``model_fetcher`` (the init containers, or None), ``metrics_collector`` (or None), ``target_group``, ``target_groups`` (with the alternate one
     that canary, linear and blue/green deployments shift traffic to), ``target_group_metrics`` (TargetGroupMetrics of each), ``load_balancer_full_name``, ``listener_rule``,
     ``rollback_alarms``, ``security_group``, ``log_group``, ``log_stream_prefix`` (``<model>/<version>``),
     ``deregistration_delay_seconds`` and ``stop_timeout_seconds`` (``timing``'s, or the contract's own),
@@ -273,7 +273,7 @@ class ModelService(Construct):
             ],
         )
         environment = dict(contract.environment)
-        if contract.model_source.mode == "server_downloads":
+        if contract.model_source.server_reads_s3:
             environment.setdefault(contract.model_source.uri_variable, uri)
         secrets = dict(contract.secrets)
         if api_keys_secret is not None:
@@ -325,7 +325,13 @@ class ModelService(Construct):
         )
         self.container.add_mount_points(ecs.MountPoint(container_path=SCRATCH_PATH, source_volume="scratch", read_only=False))
         self._container_acknowledgements: dict[str, dict[str, str]] = {}
-        self.model_fetcher = self._add_model_fetcher(contract, uri, region) if contract.model_source.mode == "copy_to_scratch" else None
+        source = contract.model_source
+        self.scratch_owner = self._add_scratch_owner(contract) if source.init_containers else None
+        self.model_fetcher = self._add_model_fetcher(contract, uri, region) if source.mode == "copy_to_scratch" else None
+        last_init = self.model_fetcher or self.scratch_owner
+        if last_init is not None:  # the server starts once the init containers succeeded, one after the other
+            self.container.add_container_dependencies(
+                ecs.ContainerDependency(container=last_init, condition=ecs.ContainerDependencyCondition.SUCCESS))
         self.metrics_collector = self._add_metrics_collector(contract, region) if contract.metrics is not None else None
 
         self.security_group = ec2.SecurityGroup(
@@ -532,17 +538,17 @@ class ModelService(Construct):
         except ConfigError as error:
             raise ConfigError(f"models[{self.model.name}].{error.key}", error.detail) from None
 
-    def _add_model_fetcher(self, contract: ServerContract, uri: str, region: str) -> ecs.ContainerDefinition:
-        """Two init containers. ``scratch-owner`` (root, CHOWN only) creates scratch's folders and hands the volume,
-        which Docker creates root-owned, to the server's user; it reads nothing. ``model-fetch`` then runs as that
-        user: copy the model's S3 prefix to scratch, check the files against the SHA256SUMS that publish wrote beside
-        the manifest, side by side (model_fetch.py; a prefix without a manifest is copied unverified, and says so),
-        exit 0."""
+    def _fetcher_image(self, contract: ServerContract) -> ecs.ContainerImage:
+        return contract.model_source.fetcher_image or ecs.ContainerImage.from_registry(DEFAULT_FETCHER_IMAGE)
+
+    def _add_scratch_owner(self, contract: ServerContract) -> ecs.ContainerDefinition:
+        """The init container ``scratch-owner`` (root, CHOWN only): creates scratch's folders and hands the volume,
+        which Docker creates root-owned, to the server's user; it reads nothing. The server starts after it
+        succeeded."""
         source = contract.model_source
-        image = source.fetcher_image or ecs.ContainerImage.from_registry(DEFAULT_FETCHER_IMAGE)
         owner = self.task_definition.add_container(
             "scratch-owner",
-            image=image,
+            image=self._fetcher_image(contract),
             essential=False,
             entry_point=["/bin/sh", "-c"],
             command=[f'set -eu; mkdir -p "$MODEL_DIR" {SCRATCH_PATH}/home {SCRATCH_PATH}/cache {SCRATCH_PATH}/tmp; '
@@ -563,9 +569,18 @@ class ModelService(Construct):
             "fetch and the server run as that user.",
         )
         owner.add_mount_points(ecs.MountPoint(container_path=SCRATCH_PATH, source_volume="scratch", read_only=False))
+        return owner
+
+    def _add_model_fetcher(self, contract: ServerContract, uri: str, region: str) -> ecs.ContainerDefinition:
+        """The init container ``model-fetch``, after ``scratch-owner``, as the server's user: copy the model's S3
+        prefix to scratch, check the files against the SHA256SUMS that publish wrote beside the manifest, side by side
+        (model_fetch.py; a prefix without a manifest is copied unverified, and says so), exit 0."""
+        source = contract.model_source
+        owner = self.scratch_owner
+        assert owner is not None  # every copy_to_scratch source has one
         fetcher = self.task_definition.add_container(
             "model-fetch",
-            image=image,
+            image=self._fetcher_image(contract),
             essential=False,
             entry_point=["/bin/sh", "-c"],
             command=[fetch_script()],
@@ -586,9 +601,6 @@ class ModelService(Construct):
         )
         fetcher.add_mount_points(ecs.MountPoint(container_path=SCRATCH_PATH, source_volume="scratch", read_only=False))
         fetcher.add_container_dependencies(ecs.ContainerDependency(container=owner, condition=ecs.ContainerDependencyCondition.SUCCESS))
-        self.container.add_container_dependencies(
-            ecs.ContainerDependency(container=fetcher, condition=ecs.ContainerDependencyCondition.SUCCESS)
-        )
         return fetcher
 
     def acknowledge_container(self, container_name: str, what: str, reason: str) -> None:

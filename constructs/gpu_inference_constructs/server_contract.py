@@ -94,16 +94,20 @@ class ModelFromS3:
     the manifest). ``copy_to_scratch``: an init container copies the model's S3 prefix into ``local_path`` (under
     the scratch volume), checks the files against the SHA256SUMS that publish wrote (a prefix without a manifest
     is copied unverified, and its log says so) and exits; the server container starts only after it succeeded,
-    so nothing is fetched from a model hub.
+    so nothing is fetched from a model hub. ``server_streams``: the server reads the weights straight from S3 into
+    memory (vLLM's Run:ai Model Streamer) with the model's S3 URI in ``uri_variable`` too; nothing is copied and
+    nothing checks publish's digests, and an init container hands the scratch volume (caches, home) to the server's
+    user, as for ``copy_to_scratch``.
     """
 
-    mode: Literal["server_downloads", "copy_to_scratch"]
+    mode: Literal["server_downloads", "copy_to_scratch", "server_streams"]
     uri_variable: str = "MODEL_URI"
     local_path: str = f"{SCRATCH_PATH}/model"
     fetcher_image: ecs.ContainerImage | None = None  # default: DEFAULT_FETCHER_IMAGE (the AWS CLI)
 
     def __post_init__(self) -> None:
-        require(self.mode in ("server_downloads", "copy_to_scratch"), "model_source.mode", f"{self.mode!r}: use 'server_downloads' or 'copy_to_scratch'")
+        require(self.mode in ("server_downloads", "copy_to_scratch", "server_streams"), "model_source.mode",
+                f"{self.mode!r}: use 'server_downloads', 'copy_to_scratch' or 'server_streams'")
         require(bool(re.match(r"^[A-Z_][A-Z0-9_]*$", self.uri_variable)), "model_source.uri_variable", f"{self.uri_variable!r} is not an environment variable name")
         require(
             self.local_path.startswith(SCRATCH_PATH + "/") and bool(PATH.match(self.local_path)),
@@ -118,6 +122,20 @@ class ModelFromS3:
     @classmethod
     def copy_to_scratch(cls, local_path: str = f"{SCRATCH_PATH}/model", fetcher_image: ecs.ContainerImage | None = None) -> ModelFromS3:
         return cls("copy_to_scratch", local_path=local_path, fetcher_image=fetcher_image)
+
+    @classmethod
+    def server_streams(cls, uri_variable: str = "MODEL_URI", fetcher_image: ecs.ContainerImage | None = None) -> ModelFromS3:
+        return cls("server_streams", uri_variable=uri_variable, fetcher_image=fetcher_image)
+
+    @property
+    def server_reads_s3(self) -> bool:
+        """The server itself reads the model from S3 (its URI in ``uri_variable``)."""
+        return self.mode != "copy_to_scratch"
+
+    @property
+    def init_containers(self) -> int:
+        """The init containers ModelService adds: the scratch owner, and for a copy the fetcher."""
+        return {"server_downloads": 0, "server_streams": 1, "copy_to_scratch": FETCH_CONTAINERS}[self.mode]
 
 
 @dataclass(frozen=True)
@@ -316,11 +334,9 @@ class StopTiming:
 
 
 def sidecar_reservation(model_source: ModelFromS3, metrics: PrometheusMetrics | None) -> tuple[int, int]:
-    """(CPU units, MiB) of the containers beside the server: the two init containers that copy a model to scratch,
-    and the metrics collector. The one calculation of a task's size, for the constructs and the app's config alike."""
-    cpu, memory = 0, 0
-    if model_source.mode == "copy_to_scratch":
-        cpu, memory = FETCH_CONTAINERS * FETCHER_CPU, FETCH_CONTAINERS * FETCHER_MEMORY_MIB
+    """(CPU units, MiB) of the containers beside the server: the init containers that prepare scratch and copy a
+    model to it, and the metrics collector. The one calculation of a task's size, for the constructs and the app's config alike."""
+    cpu, memory = model_source.init_containers * FETCHER_CPU, model_source.init_containers * FETCHER_MEMORY_MIB
     if metrics is not None:
         cpu, memory = cpu + metrics.collector_cpu, memory + metrics.collector_memory_mib
     return cpu, memory
@@ -433,7 +449,7 @@ class ServerContract:
             "readiness_path": "the HTTP path that answers 200 once the server can serve (the target group's health check)",
             "liveness": "a cheap container health check (LivenessCheck) so ECS replaces a wedged container",
             "user": "the uid[:gid] the server runs as (not root)",
-            "model_source": "how the model gets from S3 to the server (ModelFromS3.server_downloads() or .copy_to_scratch())",
+            "model_source": "how the model gets from S3 to the server (ModelFromS3.server_downloads(), .copy_to_scratch() or .server_streams())",
             "stop": "how long the server needs after SIGTERM to drain and exit (StopTiming, e.g. StopTiming.vllm(), .tgi(), .triton()), "
                     "checked against the task's stop timeout and the deregistration delay",
         }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from typing import Literal
@@ -34,6 +35,13 @@ VLLM_RESERVED_ENVIRONMENT = (
     "VLLM_HTTP_TIMEOUT_KEEP_ALIVE", "AWS_DEFAULT_REGION", "VLLM_API_KEY",
 )
 
+# What the vLLM preset sets when it streams the weights (VllmProps.weights "stream").
+VLLM_STREAM_ENVIRONMENT = ("AWS_REGION", "AWS_EC2_METADATA_DISABLED", "RUNAI_STREAMER_MEMORY_LIMIT")
+VLLM_OWNED_FLAGS = ("--model", "--port", "--host", "--tensor-parallel-size", "--served-model-name", "--max-model-len",
+                    "--gpu-memory-utilization", "--max-num-seqs", "--dtype", "--api-key", "--download-dir",
+                    "--shutdown-timeout")
+VLLM_STREAM_FLAGS = ("--load-format", "--model-loader-extra-config")
+
 VLLM_MAX_DEFAULT_SHM_MIB = 16384
 VLLM_METRICS = ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc")
 
@@ -42,9 +50,13 @@ VLLM_METRICS = ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:
 class VllmProps:
     """vLLM's OpenAI-compatible server (``vllm serve``) for one model.
 
-    The weights are copied from the model's S3 prefix into ``/scratch/model`` by an init container
-    before vLLM starts, and vLLM serves that directory (``--model``); ``--tensor-parallel-size`` is
-    the model's ``gpus``. Defaults: ``served_model_name`` the model's name; ``max_model_len`` 4096;
+    ``weights`` (default ``copy``): an init container copies the model's S3 prefix into ``/scratch/model`` and checks
+    every file against publish's SHA-256 digests before vLLM starts, and vLLM serves that directory; ``stream``: vLLM
+    reads the safetensors straight from S3 into GPU memory with the Run:ai Model Streamer (``--load-format
+    runai_streamer``, in the ``vllm/vllm-openai`` image), with no copy and no digest check (docs/configuration.md,
+    "Weights from S3"), through a CPU buffer of ``stream_buffer_mib`` (default 4096; it counts against the task's
+    memory) and, on several GPUs, each rank reading its share (``{"distributed": true}``).
+    ``--tensor-parallel-size`` is the model's ``gpus``. Defaults: ``served_model_name`` the model's name; ``max_model_len`` 4096;
     ``gpu_memory_utilization`` 0.90; ``max_num_seqs`` 64; ``dtype`` auto; ``shared_memory_mib`` None: half the
     model's ``memory_mib``, at most 16384 (NCCL and the engine's worker processes use /dev/shm, which counts against
     the task's memory, so the default always fits the model's default 12288 MiB); port 8000; readiness ``/health``.
@@ -80,8 +92,13 @@ class VllmProps:
     collector_image: EcrImage | None = None
     longest_request_seconds: int = VLLM_LONGEST_REQUEST_SECONDS
     api_key_name: str = DEFAULT_API_KEY_NAME
+    weights: Literal["copy", "stream"] = "copy"
+    stream_buffer_mib: int = 4096
 
     def __post_init__(self) -> None:
+        require(self.weights in ("copy", "stream"), "weights",
+                f"{self.weights!r}: 'copy' (copied to scratch and checked) or 'stream' (read from S3 by vLLM's streaming loader)")
+        require_range(self.stream_buffer_mib, 256, 262_144, "stream_buffer_mib")
         vllm_drain_seconds(self.longest_request_seconds)
         require(bool(API_KEY_NAME.match(self.api_key_name)), "api_key_name",
                 f"{self.api_key_name!r} is not a key name in the API-key secret (1-64 letters, digits, '.', '_', '-', starting with a letter or digit)")
@@ -93,7 +110,7 @@ class VllmProps:
         if self.shared_memory_mib is not None:
             require_range(self.shared_memory_mib, 1024, 262_144, "shared_memory_mib", hint=" (vLLM with tensor parallelism needs gigabytes of /dev/shm)")
         require_range(self.port, 1024, 65535, "port")
-        owned = ("--model", "--port", "--host", "--tensor-parallel-size", "--served-model-name", "--max-model-len", "--gpu-memory-utilization", "--max-num-seqs", "--dtype", "--api-key", "--download-dir", "--shutdown-timeout")
+        owned = VLLM_OWNED_FLAGS + (VLLM_STREAM_FLAGS if self.weights == "stream" else ())
         for index, arg in enumerate(self.extra_args):
             require(arg.split("=")[0] not in owned, f"extra_args[{index}]", f"{arg!r} is set from its own key; set that key instead")
         if self.target_running_requests_per_task is not None:
@@ -104,6 +121,15 @@ class VllmProps:
     def shared_memory_for(self, memory_mib: int) -> int:
         """/dev/shm in MiB for a server container of ``memory_mib``: the setting, else half of it, at most 16384."""
         return self.shared_memory_mib if self.shared_memory_mib is not None else min(VLLM_MAX_DEFAULT_SHM_MIB, memory_mib // 2)
+
+    @property
+    def model_source(self) -> ModelFromS3:
+        """How the weights reach vLLM (without the fetcher image, which ``VllmServer`` resolves)."""
+        return ModelFromS3.server_streams() if self.weights == "stream" else ModelFromS3.copy_to_scratch(f"{SCRATCH_PATH}/model")
+
+    @property
+    def reserved_environment(self) -> tuple[str, ...]:
+        return VLLM_RESERVED_ENVIRONMENT + (VLLM_STREAM_ENVIRONMENT if self.weights == "stream" else ())
 
     @property
     def running_target(self) -> int:
@@ -142,14 +168,19 @@ class VllmServer:
 
     @property
     def sidecar_reservation(self) -> tuple[int, int]:
-        return sidecar_reservation(ModelFromS3.copy_to_scratch(), PrometheusMetrics(metrics=VLLM_METRICS))
+        return sidecar_reservation(self.props.model_source, PrometheusMetrics(metrics=VLLM_METRICS))
 
     def check(self, model: ModelProps) -> None:
         """What this preset needs of the model, checked before any construct is made."""
-        model.check_reserved_environment(VLLM_RESERVED_ENVIRONMENT, self.name)
+        model.check_reserved_environment(self.props.reserved_environment, self.name)
         shm = self.props.shared_memory_for(model.memory_mib)
         require(shm < model.memory_mib, "vllm.shared_memory_mib",
                 f"{shm} MiB of /dev/shm must be below memory_mib ({model.memory_mib}): shared memory counts against the task's memory")
+        if self.props.weights == "stream":
+            buffer = self.props.stream_buffer_mib
+            require(shm + buffer < model.memory_mib, "vllm.stream_buffer_mib",
+                    f"{buffer} MiB of streaming buffer and {shm} MiB of /dev/shm must together be below memory_mib "
+                    f"({model.memory_mib}): both count against the task's memory; lower stream_buffer_mib or raise memory_mib")
 
     def contract(self, context: ServerContext) -> ServerContract:
         model, props = context.model, self.props
@@ -161,7 +192,16 @@ class VllmServer:
             raise ConfigError("vllm.image", "is missing: give the ECR repository and tag of your vllm/vllm-openai mirror, or pass image= to VllmServer")
         fetcher_image = self.fetcher_image or (props.fetcher_image.container_image(context.scope, "FetcherImage") if props.fetcher_image else None)
         collector_image = self.collector_image or (props.collector_image.container_image(context.scope, "CollectorImage") if props.collector_image else None)
-        model_path = f"{SCRATCH_PATH}/model"
+        source = props.model_source
+        if props.weights == "stream":
+            streaming = ("--load-format", "runai_streamer")
+            if model.gpus > 1:  # each rank reads its share of the files and the ranks exchange the rest
+                streaming += ("--model-loader-extra-config", json.dumps({"distributed": True}, separators=(",", ":")))
+            model_path, source = context.model_uri, ModelFromS3.server_streams(fetcher_image=fetcher_image)
+        else:
+            streaming = ()
+            source = ModelFromS3.copy_to_scratch(source.local_path, fetcher_image=fetcher_image)
+            model_path = source.local_path
         command = (
             "vllm", "serve", model_path,
             "--host", "0.0.0.0",
@@ -175,6 +215,7 @@ class VllmServer:
             "--shutdown-timeout", str(vllm_drain_seconds(props.longest_request_seconds)),
             # Its /docs, /redoc and /openapi.json answer without the key: off (the listener forwards only /v1/* anyway).
             "--disable-fastapi-docs",
+            *streaming,
             *props.extra_args,
         )
         waiting, kv_cache = (PrometheusMetrics.cloudwatch_name(m) for m in VLLM_METRICS[1:])
@@ -190,7 +231,7 @@ class VllmServer:
             public_paths=("/v1/*",),
             liveness=vllm_liveness(props.port),
             user=self.user,
-            model_source=ModelFromS3.copy_to_scratch(model_path, fetcher_image=fetcher_image),
+            model_source=source,
             shared_memory_mib=props.shared_memory_for(model.memory_mib),
             tmpfs_mib={"/tmp": 2048},
             environment={
@@ -199,13 +240,14 @@ class VllmServer:
                 "XDG_CACHE_HOME": f"{SCRATCH_PATH}/cache",
                 "VLLM_CACHE_ROOT": f"{SCRATCH_PATH}/cache/vllm",
                 "HF_HOME": f"{SCRATCH_PATH}/cache/huggingface",
-                # Never reach a model hub: the weights are already on the scratch volume.
+                # Never reach a model hub: the weights are on the scratch volume, or streamed from the model bucket.
                 "HF_HUB_OFFLINE": "1",
                 "VLLM_NO_USAGE_STATS": "1",
                 "DO_NOT_TRACK": "1",
                 # Above the ALB idle timeout, or the ALB reuses connections vLLM closed (502s).
                 "VLLM_HTTP_TIMEOUT_KEEP_ALIVE": str(context.timing.keep_alive_seconds),
                 "AWS_DEFAULT_REGION": context.region,
+                **(self._stream_environment(context.region) if props.weights == "stream" else {}),
             },
             # vLLM takes one literal key: the one of this name in the secret's JSON object (see VllmProps).
             api_keys_variable="VLLM_API_KEY",
@@ -220,3 +262,13 @@ class VllmServer:
                 ScalingSignal(kv_cache, statistic="Maximum", scale_out_above=props.kv_cache_scale_out_percent / 100, maximum=1),
             ),
         )
+
+    def _stream_environment(self, region: str) -> dict[str, str]:
+        """The streamer's S3 client (the AWS SDK for C++) and vLLM's boto3 (config and tokenizer files) resolve the
+        region from the environment, never from instance metadata, which awsvpc tasks cannot reach; the CPU buffer
+        is bounded."""
+        return {
+            "AWS_REGION": region,
+            "AWS_EC2_METADATA_DISABLED": "true",
+            "RUNAI_STREAMER_MEMORY_LIMIT": str(self.props.stream_buffer_mib * 1024 * 1024),
+        }

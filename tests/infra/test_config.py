@@ -259,3 +259,17 @@ def test_a_models_runtime_is_read_from_cdk_json_and_checked():
     assert bundled.runtime == "onnx"
     with pytest.raises(ConfigError, match=r"models\[0\]\.runtime"):
         load_environment("dev", model_change(0, "runtime", "tensorrt"))
+
+
+def test_a_vllm_models_weights_are_copied_unless_cdk_json_says_stream():
+    staging = scenario_environment("staging")
+    (llama,) = [m for m in staging["models"] if m["name"] == "llama-13b"]
+    index = staging["models"].index(llama)
+    copied = load_environment("staging", staging).servers[index].vllm
+    assert copied is not None and copied.weights == "copy"
+    llama["vllm"].update(weights="stream", stream_buffer_mib=8192)
+    streamed = load_environment("staging", staging).servers[index].vllm
+    assert streamed is not None and (streamed.weights, streamed.stream_buffer_mib, streamed.model_source.mode) == ("stream", 8192, "server_streams")
+    llama["vllm"]["weights"] = "copied"
+    with pytest.raises(ConfigError, match=rf"models\[{index}\]\.vllm\.weights: 'copied' is not allowed; use one of: 'copy', 'stream'"):
+        load_environment("staging", staging)

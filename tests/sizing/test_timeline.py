@@ -153,3 +153,31 @@ def test_an_ami_with_the_images_takes_the_pull_off_a_new_instance():
 def test_the_health_checks_are_the_target_groups_own():
     (checks,) = [p for p in phases() if p.name == "health checks"]
     assert checks.seconds == 10 and "2 healthy checks 5 s apart" in checks.source
+
+
+def test_a_streamed_model_loads_as_it_reads():
+    steps = {p.name: p for p in phases(weights_bytes=GB_13B, storage="stream")}
+    assert "model load" not in steps and steps["weights and load"].basis == ESTIMATED
+    assert "no copy and no digest check" in steps["weights and load"].source
+
+
+def test_cli_takes_the_models_own_way_of_getting_its_weights(tmp_path, capsys):
+    """Without --storage: a vLLM model's copy (gp3) or stream (VllmProps.weights), the bundled server's fetch."""
+    import json
+
+    from tests.scenarios import scenario_environments
+
+    environments = scenario_environments()
+    cdk_json = tmp_path / "cdk.json"
+    cdk_json.write_text(json.dumps({"context": {"environments": environments}}))
+    args = ["--cdk-json", str(cdk_json), "--environment", "staging", "--weights-gb", "26"]
+    assert main([*args, "--model", "llama-13b"]) == 0
+    assert "weights copy" in capsys.readouterr().out
+    llama = next(m for m in environments["staging"]["models"] if m["name"] == "llama-13b")
+    llama["vllm"]["weights"] = "stream"
+    cdk_json.write_text(json.dumps({"context": {"environments": environments}}))
+    assert main([*args, "--model", "llama-13b"]) == 0
+    out = capsys.readouterr().out
+    assert "weights and load" in out and "weights copy" not in out
+    assert main([*args, "--model", "minilm"]) == 0
+    assert "16 parallel ranged GETs" in capsys.readouterr().out
