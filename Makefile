@@ -153,7 +153,7 @@ e2e-vllm: setup-dev $(VLLM_STAMP)
 	$(PY) -m pytest -m vllm_cpu tests/e2e/test_vllm_task_definition.py -s
 
 update-snapshots: setup-dev
-	$(PY) -m pytest tests/infra tests/consumer -k snapshot --snapshot-update
+	$(PY) -m pytest tests/app tests/consumer -k snapshot --snapshot-update
 
 bench: setup-dev
 	$(PY) -m bench

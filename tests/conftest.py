@@ -1,4 +1,5 @@
-"""Shared fixtures: the app synthesized once per test session, with cdk.json's own context."""
+"""Shared fixtures: the app synthesized once per test session with the tests' own environments
+(tests/scenario_environments.json) and cdk.json's feature flags, and the app as cdk.json configures it (tests/app)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ LONGEST_FIRST = (
     "tests/test_lint.py",  # pyright over the repository
     "tests/e2e/test_task_definition_runs_the_server.py",
     "tests/infra/test_many_models.py",
-    "tests/infra/test_checks.py",  # cfn-lint and checkov
+    "tests/app/test_checks.py",  # cfn-lint and checkov
     "tests/server/test_workers.py",
     "tests/server/test_image.py",
 )
@@ -29,8 +30,17 @@ def pytest_collection_modifyitems(items):
 
 
 def cdk_context() -> dict:
-    """The context `cdk synth` sees: cdk.json's, feature flags included (cdk.App() in a test does not read it)."""
+    """The context `cdk synth` sees: cdk.json's, feature flags included (cdk.App() in a test does not read it).
+    Only the tests of the app as configured (tests/app) read it; every other test takes scenario_context()."""
     return json.loads((ROOT / "cdk.json").read_text())["context"]
+
+
+def scenario_context() -> dict:
+    """cdk.json's context with the tests' own environments in place of cdk.json's: a team that edits its
+    environments breaks only tests/app. The feature flags stay cdk.json's, as `cdk synth` sees them."""
+    from tests.scenarios import scenario_environments
+
+    return {**cdk_context(), "environments": scenario_environments()}
 
 
 @dataclass
@@ -57,15 +67,13 @@ class Synthesized:
         return sorted(self.outdir.glob("assembly-*/*.template.json"))
 
 
-@pytest.fixture(scope="session")
-def synthesized(tmp_path_factory) -> Synthesized:
+def synthesize(context: dict, outdir: Path) -> Synthesized:
+    """Every environment of ``context`` as `cdk synth` builds it, into ``outdir``."""
     import aws_cdk as cdk
 
     from stacks.config import load_environments
     from stacks.stage import InferenceStage
 
-    outdir = tmp_path_factory.mktemp("cdk.out")
-    context = cdk_context()
     app = cdk.App(context=context, outdir=str(outdir))
     stages = {config.name: InferenceStage(app, config) for config in load_environments(context)}
     app.synth()
@@ -77,6 +85,22 @@ def synthesized(tmp_path_factory) -> Synthesized:
             templates[(name, stack_id)] = stack.template
             stack_names[(name, stack_id)] = stack.stack_name
     return Synthesized(app, stages, outdir, templates, stack_names)
+
+
+@pytest.fixture(scope="session")
+def synthesized(tmp_path_factory) -> Synthesized:
+    """The app with the tests' own environments (scenario_context), once per session."""
+    return synthesize(scenario_context(), tmp_path_factory.mktemp("cdk.out"))
+
+
+@pytest.fixture(scope="session")
+def app_synthesized(request, tmp_path_factory) -> Synthesized:
+    """The app as cdk.json configures it: the session's synthesis while cdk.json's environments are the tests' own
+    (this repository's), else cdk.json's synthesized on its own."""
+    context = cdk_context()
+    if context == scenario_context():
+        return request.getfixturevalue("synthesized")
+    return synthesize(context, tmp_path_factory.mktemp("app-cdk.out"))
 
 
 def metric_stats(properties):

@@ -28,3 +28,11 @@ def scenario_environments() -> dict:
 def scenario_environment(name: str) -> dict:
     """One scenario environment's cdk.json entry (a copy each call)."""
     return copy.deepcopy(_environments()[name])
+
+
+def write_scenario_cdk_json(directory: Path, environments: dict | None = None) -> Path:
+    """A cdk.json in ``directory`` holding ``environments`` (default: every scenario environment), for the commands
+    that read one (the sizing advisor, the timeline)."""
+    path = directory / "cdk.json"
+    path.write_text(json.dumps({"context": {"environments": scenario_environments() if environments is None else environments}}))
+    return path

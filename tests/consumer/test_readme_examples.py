@@ -16,7 +16,7 @@ import aws_cdk as cdk
 import pytest
 from cdk_nag import AwsSolutionsChecks
 
-from tests.conftest import ROOT, cdk_context
+from tests.conftest import ROOT, scenario_context
 from tests.readable_templates import ReadableSnapshot, render_stacks
 
 EXAMPLE = re.compile(r"```python\n(# Example: (.+?)\n.*?)```", re.S)
@@ -61,7 +61,7 @@ def ran(name: str) -> tuple[str, dict, dict]:
         page, source = located_examples()[name]
         with pytest.MonkeyPatch.context() as patch:
             patch.chdir(ROOT)  # some examples build inference_image/ as an asset, as from a checkout
-            _RUNS[name] = (name, run_example(source, None, page), run_example(source, cdk_context(), page))
+            _RUNS[name] = (name, run_example(source, None, page), run_example(source, scenario_context(), page))
     return _RUNS[name]
 
 

@@ -405,7 +405,7 @@ def test_a_non_text_model_is_published_and_served_through_its_listener_path(synt
     from PIL import Image
 
     contracts = [c for c in contracts_for(synthesized, "dev") if c.environment.get("MODEL_TASK") in NON_TEXT_TASKS]
-    assert [c.model_name for c in contracts] == ["vision"], "cdk.json's dev environment deploys one non-text model"
+    assert [c.model_name for c in contracts] == ["vision"], "the scenario dev environment deploys one non-text model"
     (contract,) = contracts
     task = str(contract.environment["MODEL_TASK"])
     assert task == "image-classification"

@@ -20,9 +20,9 @@ def network(request, synthesized):
 
 
 def _capacity_groups() -> list[tuple[str, str]]:
-    from tests.conftest import cdk_context
+    from tests.scenarios import scenario_environments
 
-    environments = cdk_context()["environments"]
+    environments = scenario_environments()
     return [
         pair for env in ENVIRONMENTS for pair in [(env, ""), *((env, group) for group in environments[env].get("capacity_groups", {}))]
     ]

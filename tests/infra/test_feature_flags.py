@@ -17,7 +17,7 @@ import aws_cdk as cdk
 import pytest
 from cdk_nag import AwsSolutionsChecks
 
-from tests.conftest import cdk_context
+from tests.conftest import scenario_context
 from tests.infra.conftest import ENVIRONMENTS
 
 POLICY_PROPERTIES = ("PolicyDocument", "KeyPolicy", "AssumeRolePolicyDocument")
@@ -28,7 +28,7 @@ def default_flags(tmp_path_factory):
     from stacks.config import load_environments
     from stacks.stage import InferenceStage
 
-    context = {"environments": cdk_context()["environments"]}
+    context = {"environments": scenario_context()["environments"]}
     app = cdk.App(context=context, outdir=str(tmp_path_factory.mktemp("default-flags")))
     stages = {config.name: InferenceStage(app, config) for config in load_environments(context)}
     app.synth()
@@ -42,7 +42,7 @@ def default_flags(tmp_path_factory):
 def test_the_app_has_no_feature_flag_set(default_flags):
     app, _, _ = default_flags
     assert not cdk.FeatureFlags.of(app).is_enabled("@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy")
-    assert cdk_context()["@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy"] is True
+    assert scenario_context()["@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy"] is True
 
 
 @pytest.mark.parametrize("environment", ENVIRONMENTS)

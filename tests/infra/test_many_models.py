@@ -13,7 +13,7 @@ import pytest
 from stacks.config import load_environment
 from stacks.reference_guard import LOCK_FILE
 from stacks.stage import InferenceStage
-from tests.conftest import cdk_context
+from tests.conftest import scenario_context
 from tests.infra.many_models import MODELS_PER_LOAD_BALANCER, ROOT, many_model_environment, measure
 
 MODELS = 200
@@ -23,7 +23,7 @@ MAX_RESOURCES, MAX_OUTPUTS, MAX_PARAMETERS, MAX_TEMPLATE_BYTES = 500, 200, 200, 
 
 def synthesize(environments: dict, outdir) -> dict:
     """{stack id: template} of one stage per environment, in a plain cdk.App with cdk.json's flags."""
-    context = {k: v for k, v in cdk_context().items() if k != "environments"}
+    context = {k: v for k, v in scenario_context().items() if k != "environments"}
     app = cdk.App(context=context, outdir=str(outdir))
     stages = [InferenceStage(app, load_environment(name, data)) for name, data in environments.items()]
     app.synth()

@@ -8,7 +8,7 @@ from cfnlint.schema import PROVIDER_SCHEMA_MANAGER
 
 from gpu_inference_constructs.acknowledgements import default_child
 from stacks.reference_guard import LOCK_FILE, REPLACED_BY, ReplacementRefused, check, consumed_fingerprints, guard
-from tests.conftest import ROOT, cdk_context
+from tests.conftest import ROOT, scenario_context
 
 
 def templates_by_stack_name(synthesized, environment=None) -> dict:
@@ -47,7 +47,7 @@ def changed_dev(tmp_path_factory):
     from stacks.config import load_environments
     from stacks.stage import InferenceStage
 
-    context = cdk_context()
+    context = scenario_context()
     app = cdk.App(context=context, outdir=str(tmp_path_factory.mktemp("changed")))
     (config,) = load_environments(context, only="dev")
     stage = InferenceStage(app, config)

@@ -18,7 +18,7 @@ from gpu_inference_constructs.acknowledgements import default_child
 from gpu_inference_constructs.deployment import ALARM_MINUTES, DeploymentProps
 from gpu_inference_constructs.service_timing import SPOT_NOTICE_SECONDS
 from stacks.config import load_environment
-from tests.conftest import ROOT, cdk_context
+from tests.conftest import ROOT, scenario_context
 from tests.scenarios import scenario_environment
 
 STRATEGIES = {
@@ -41,7 +41,7 @@ def synthesize(environments: dict[str, dict]) -> dict[str, list[dict]]:
     """Environment name -> its stacks' templates."""
     from stacks.stage import InferenceStage
 
-    app = cdk.App(context=cdk_context())
+    app = cdk.App(context=scenario_context())
     stages = {name: InferenceStage(app, load_environment(name, data)) for name, data in environments.items()}
     app.synth()
     return {name: [stack.template for stack in stage.synth().stacks] for name, stage in stages.items()}

@@ -18,8 +18,8 @@ from gpu_inference_constructs.errors import ConfigError
 from gpu_inference_constructs.sizing.cli import main
 from gpu_inference_constructs.sizing.safetensors_header import read_header
 from stacks.config import load_environment
-from tests.conftest import cdk_context
-from tests.scenarios import scenario_environment
+from tests.conftest import scenario_context
+from tests.scenarios import scenario_environment, write_scenario_cdk_json
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -65,7 +65,7 @@ def synthesized_task_definitions(environment: str, config) -> list[dict]:
 
     from stacks.stage import InferenceStage
 
-    app = cdk.App(context=cdk_context())
+    app = cdk.App(context=scenario_context())
     stage = InferenceStage(app, config)
     app.synth()
     return [resource["Properties"] for stack in stage.synth().stacks for resource in stack.template["Resources"].values()
@@ -204,8 +204,8 @@ def test_plot_without_matplotlib_says_how_to_get_it(capsys, minilm, tmp_path, mo
     assert "--plot: needs matplotlib" in capsys.readouterr().err
 
 
-def test_environment_settings_come_from_cdk_json(capsys, minilm):
-    data = run_json(capsys, *minilm_args(minilm, "--environment", "dev", "--cdk-json", str(ROOT / "cdk.json")))
+def test_environment_settings_come_from_cdk_json(capsys, minilm, tmp_path):
+    data = run_json(capsys, *minilm_args(minilm, "--environment", "dev", "--cdk-json", str(write_scenario_cdk_json(tmp_path))))
     dev = scenario_environment("dev")
     assert data["purchase"]["region"] == dev["region"]
     assert data["purchase"]["on_demand_base"] == dev["capacity"]["on_demand_base_capacity"]
@@ -259,7 +259,7 @@ def test_the_module_runs_as_a_command_without_torch(minilm):
 
 def test_prod_environment_mix_is_read_with_the_librarys_loader(capsys, minilm, tmp_path):
     """A cdk.json with an On-Demand base and share: the advisor's mix uses them, and the snippet keeps the base."""
-    context = cdk_context()
+    context = scenario_context()
     env = json.loads(json.dumps(context["environments"]["dev"]))
     env["capacity"].update(on_demand_base_capacity=1, on_demand_percentage_above_base=50)
     env.setdefault("monitoring", {})["spot_price_fraction"] = 0.3

@@ -15,6 +15,7 @@ from gpu_inference_constructs.sizing.timeline import (
     render,
     timeline,
 )
+from tests.scenarios import scenario_environments, write_scenario_cdk_json
 
 GB_13B = 26_000_000_000
 
@@ -116,14 +117,20 @@ def test_the_timeline_counts_the_servers_own_number_of_connections():
     assert PIECE_FETCH_CONNECTIONS == DOWNLOAD_WORKERS
 
 
-def test_cli_prints_both_paths_and_refuses_an_unknown_environment(capsys):
-    assert main(["--environment", "prod"]) == 0
+@pytest.fixture
+def cdk_json(tmp_path) -> list[str]:
+    """--cdk-json with the tests' own environments."""
+    return ["--cdk-json", str(write_scenario_cdk_json(tmp_path))]
+
+
+def test_cli_prints_both_paths_and_refuses_an_unknown_environment(capsys, cdk_json):
+    assert main([*cdk_json, "--environment", "prod"]) == 0
     out = capsys.readouterr().out
     assert "prod/minilm, a task on warm spare capacity:" in out and "a task that needs a new instance:" in out
-    assert main(["--environment", "dev"]) == 0
+    assert main([*cdk_json, "--environment", "dev"]) == 0
     assert "(none kept: target_capacity_percent 100)" in capsys.readouterr().out
-    assert main(["--environment", "nowhere"]) == 2
-    assert main(["--environment", "prod", "--storage", "floppy"]) == 2
+    assert main([*cdk_json, "--environment", "nowhere"]) == 2
+    assert main([*cdk_json, "--environment", "prod", "--storage", "floppy"]) == 2
 
 
 def test_provisioned_gp3_throughput_is_what_the_weights_copy_counts():
@@ -135,8 +142,8 @@ def test_provisioned_gp3_throughput_is_what_the_weights_copy_counts():
     assert weights_seconds(provisioned) == pytest.approx(GB_13B / (1000 * 2**20) + CHECK_13B)
 
 
-def test_cli_reads_the_models_capacity_group(capsys):
-    assert main(["--environment", "staging", "--model", "llama-13b", "--weights-gb", "26", "--storage", "gp3"]) == 0
+def test_cli_reads_the_models_capacity_group(capsys, cdk_json):
+    assert main([*cdk_json, "--environment", "staging", "--model", "llama-13b", "--weights-gb", "26", "--storage", "gp3"]) == 0
     out = capsys.readouterr().out
     assert "at 1000 MiB/s" in out and "(none kept: target_capacity_percent 100)" in out  # the llm group, not the default
 
@@ -163,19 +170,13 @@ def test_a_streamed_model_loads_as_it_reads():
 
 def test_cli_takes_the_models_own_way_of_getting_its_weights(tmp_path, capsys):
     """Without --storage: a vLLM model's copy (gp3) or stream (VllmProps.weights), the bundled server's fetch."""
-    import json
-
-    from tests.scenarios import scenario_environments
-
     environments = scenario_environments()
-    cdk_json = tmp_path / "cdk.json"
-    cdk_json.write_text(json.dumps({"context": {"environments": environments}}))
-    args = ["--cdk-json", str(cdk_json), "--environment", "staging", "--weights-gb", "26"]
+    args = ["--cdk-json", str(write_scenario_cdk_json(tmp_path, environments)), "--environment", "staging", "--weights-gb", "26"]
     assert main([*args, "--model", "llama-13b"]) == 0
     assert "weights copy" in capsys.readouterr().out
     llama = next(m for m in environments["staging"]["models"] if m["name"] == "llama-13b")
     llama["vllm"]["weights"] = "stream"
-    cdk_json.write_text(json.dumps({"context": {"environments": environments}}))
+    write_scenario_cdk_json(tmp_path, environments)
     assert main([*args, "--model", "llama-13b"]) == 0
     out = capsys.readouterr().out
     assert "weights and load" in out and "weights copy" not in out

@@ -1,4 +1,6 @@
-"""Every environment passes cdk-nag (AwsSolutions) and cfn-lint, and matches its snapshot."""
+"""The app as cdk.json configures it: every environment passes cdk-nag (AwsSolutions), cfn-lint and checkov with
+nothing unexplained, synthesizes without a warning and matches its snapshot. A team that edits its environments
+updates these snapshots (make update-snapshots) and keeps these checks green; no other test reads its environments."""
 
 import json
 import shutil
@@ -10,11 +12,11 @@ import aws_cdk as cdk
 import pytest
 from cdk_nag import AwsSolutionsChecks
 
-from tests.conftest import ROOT
-from tests.infra.conftest import ENVIRONMENTS
+from tests.conftest import ROOT, cdk_context
 from tests.readable_templates import ReadableSnapshot, render_stacks
 
 ACKNOWLEDGED = cdk.Validations.ACKNOWLEDGED_RULES_METADATA_KEY
+ENVIRONMENTS = list(cdk_context()["environments"])
 
 
 def acknowledgements_on(construct) -> dict:
@@ -26,10 +28,10 @@ def acknowledgements_on(construct) -> dict:
 
 
 @pytest.mark.parametrize("environment", ENVIRONMENTS)
-def test_cdk_nag_finds_nothing_unacknowledged(synthesized, environment):
+def test_cdk_nag_finds_nothing_unacknowledged(app_synthesized, environment):
     """Synth already fails on an unacknowledged finding; this also proves each acknowledgement is narrow:
     it sits on the very resource of the finding, names its exact rule and gives a real reason."""
-    stage = synthesized.stages[environment]
+    stage = app_synthesized.stages[environment]
     report = AwsSolutionsChecks().validate_scope(stage)
     unacknowledged = []
     for violation in report.violations:
@@ -45,9 +47,9 @@ def test_cdk_nag_finds_nothing_unacknowledged(synthesized, environment):
 
 
 @pytest.mark.parametrize("environment", ENVIRONMENTS)
-def test_every_acknowledgement_answers_a_real_finding(synthesized, environment):
+def test_every_acknowledgement_answers_a_real_finding(app_synthesized, environment):
     """An acknowledgement that no longer matches a finding hides nothing but misleads a reviewer."""
-    stage = synthesized.stages[environment]
+    stage = app_synthesized.stages[environment]
     findings = {
         (resource.construct_path, f"AwsSolutions::{violation.rule_name}")
         for violation in AwsSolutionsChecks().validate_scope(stage).violations
@@ -64,7 +66,7 @@ def test_every_acknowledgement_answers_a_real_finding(synthesized, environment):
 
 CFN_LINT = ROOT / ".venv" / "bin" / "cfn-lint"
 CFN_LINT_RULES = Path(__file__).parent / "cfn_lint_rules"
-READ_RULE = "I9901"  # tests/infra/cfn_lint_rules/template_read.py: one line per template read
+READ_RULE = "I9901"  # tests/app/cfn_lint_rules/template_read.py: one line per template read
 # What cfn-lint rejected in every model stack before (aws-cloudformation/cfn-lint#4495, #4519): a cross-stack
 # reference inside Fn::Split, a position CloudFormation was never shown to accept.
 PLANTED_INTRINSIC = {
@@ -91,11 +93,11 @@ class LintRun:
 
 
 @pytest.fixture(scope="module")
-def cfn_lint_run(synthesized, tmp_path_factory) -> LintRun:
+def cfn_lint_run(app_synthesized, tmp_path_factory) -> LintRun:
     """One run of the `cfn-lint` console script, as a user runs it, over every template and one planted defect."""
     planted = tmp_path_factory.mktemp("planted") / "planted-intrinsic.template.json"
     planted.write_text(json.dumps(PLANTED_INTRINSIC))
-    paths = [str(path) for path in synthesized.template_paths()] + [str(planted)]
+    paths = [str(path) for path in app_synthesized.template_paths()] + [str(planted)]
     result = subprocess.run(
         [str(CFN_LINT), "--format", "parseable", "--append-rules", str(CFN_LINT_RULES), "--include-checks", READ_RULE, "--", *paths],
         capture_output=True, text=True, timeout=300,
@@ -107,11 +109,11 @@ def cfn_lint_run(synthesized, tmp_path_factory) -> LintRun:
     return LintRun(result.returncode, findings, result.stderr, str(planted))
 
 
-def test_cfn_lint_ran_and_read_every_template(cfn_lint_run, synthesized):
+def test_cfn_lint_ran_and_read_every_template(cfn_lint_run, app_synthesized):
     """Exit code: bit 2 errors (the planted one), 4 warnings, 8 informational (the read rule); 1 would be a crash."""
     assert cfn_lint_run.returncode in (2 | 8, 2 | 4 | 8), cfn_lint_run.stderr
     read = {path: message for path, rule, message in cfn_lint_run.findings if rule == READ_RULE}
-    expected = {str(path): f"read {len(json.loads(path.read_text())['Resources'])} resources" for path in synthesized.template_paths()}
+    expected = {str(path): f"read {len(json.loads(path.read_text())['Resources'])} resources" for path in app_synthesized.template_paths()}
     assert len(expected) >= 3 * 4  # network, shared and at least two models in each environment
     assert {path: read.get(path) for path in expected} == expected
     assert sum(int(message.split()[1]) for message in expected.values()) > 400
@@ -143,12 +145,12 @@ PLANTED_FILE = "planted-finding.template.json"
 
 
 @pytest.fixture(scope="module")
-def checkov_report(synthesized, tmp_path_factory) -> dict:
+def checkov_report(app_synthesized, tmp_path_factory) -> dict:
     """`checkov -d <dir> --framework cloudformation` (its own virtualenv) over a copy of every synthesized
     template and one planted finding; checkov reads one directory per report."""
     assert CHECKOV.exists(), f"{CHECKOV} is missing: run `make setup-dev`"
     directory = tmp_path_factory.mktemp("checkov")
-    for path in synthesized.template_paths():
+    for path in app_synthesized.template_paths():
         shutil.copy(path, directory / path.name)
     (directory / PLANTED_FILE).write_text(json.dumps(PLANTED_FINDING))
     result = subprocess.run(
@@ -158,10 +160,10 @@ def checkov_report(synthesized, tmp_path_factory) -> dict:
     assert result.returncode == 1, result.stderr[-3000:]  # 1: failed checks (the planted one)
     report = json.loads(result.stdout)
     assert not isinstance(report, list), "one report, for CloudFormation only"
-    resources = sum(len(json.loads(path.read_text())["Resources"]) for path in synthesized.template_paths())
+    resources = sum(len(json.loads(path.read_text())["Resources"]) for path in app_synthesized.template_paths())
     assert report["summary"]["resource_count"] >= resources > 400 and report["summary"]["parsing_errors"] == 0, report["summary"]
     read = {Path(c["file_path"]).name for c in report["results"]["passed_checks"] + report["results"]["failed_checks"]}
-    assert read >= {path.name for path in synthesized.template_paths()} | {PLANTED_FILE}
+    assert read >= {path.name for path in app_synthesized.template_paths()} | {PLANTED_FILE}
     return report
 
 
@@ -179,7 +181,7 @@ def test_checkov_finds_nothing_unexplained(checkov_report):
     assert failed == []
 
 
-def test_every_checkov_skip_is_narrow_and_says_why(checkov_report, synthesized):
+def test_every_checkov_skip_is_narrow_and_says_why(checkov_report, app_synthesized):
     """Each skip names one check on one resource, with a reason a reviewer would accept, and answers a real finding
     (checkov reports a skip only where the check applies to the resource)."""
     skipped = checkov_report["results"]["skipped_checks"]
@@ -188,7 +190,7 @@ def test_every_checkov_skip_is_narrow_and_says_why(checkov_report, synthesized):
         assert len(check["check_result"]["suppress_comment"]) >= 60, check["check_id"]
     declared = {
         (path.name, logical_id, skip["id"])
-        for path in synthesized.template_paths()
+        for path in app_synthesized.template_paths()
         for logical_id, resource in json.loads(path.read_text())["Resources"].items()
         for skip in resource.get("Metadata", {}).get("checkov", {}).get("skip", [])
     }
@@ -197,19 +199,19 @@ def test_every_checkov_skip_is_narrow_and_says_why(checkov_report, synthesized):
 
 
 @pytest.mark.parametrize("environment", ENVIRONMENTS)
-def test_snapshot(synthesized, snapshot, environment):
+def test_snapshot(app_synthesized, snapshot, environment):
     """Every stack of the environment as a reviewer reads it (tests/readable_templates.py)."""
-    templates = {stack: template for (env, stack), template in synthesized.templates.items() if env == environment}
+    templates = {stack: template for (env, stack), template in app_synthesized.templates.items() if env == environment}
     assert render_stacks(templates) == snapshot(extension_class=ReadableSnapshot)
 
 
 @pytest.mark.parametrize("environment", ENVIRONMENTS)
-def test_the_environment_synthesizes_without_a_warning(synthesized, environment):
+def test_the_environment_synthesizes_without_a_warning(app_synthesized, environment):
     """A warning names something a construct could not check; the app's own environments give it all it needs, so
     a warning in them is a defect (a metric math expression CloudWatch's parser reads wrong was one)."""
     from aws_cdk.assertions import Annotations, Match
 
-    stacks = [child for child in synthesized.stages[environment].node.children if isinstance(child, cdk.Stack)]
+    stacks = [child for child in app_synthesized.stages[environment].node.children if isinstance(child, cdk.Stack)]
     assert stacks
     warnings = [f"{w.id}: {w.entry.data}" for stack in stacks for w in Annotations.from_stack(stack).find_warning("*", Match.any_value())]
     assert warnings == []
