@@ -41,6 +41,10 @@ VLLM_OWNED_FLAGS = ("--model", "--port", "--host", "--tensor-parallel-size", "--
                     "--gpu-memory-utilization", "--max-num-seqs", "--dtype", "--api-key", "--download-dir",
                     "--shutdown-timeout")
 VLLM_STREAM_FLAGS = ("--load-format", "--model-loader-extra-config")
+# The image's own ENTRYPOINT differs by release (`vllm serve` now, `python3 -m vllm.entrypoints.openai.api_server`
+# before): the task sets it, so the command is vLLM's arguments whatever the mirror's release.
+VLLM_ENTRY_POINT = ("vllm", "serve")
+DEFAULT_STREAM_BUFFER_MIB = 4096
 
 VLLM_MAX_DEFAULT_SHM_MIB = 16384
 VLLM_METRICS = ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc")
@@ -54,8 +58,10 @@ class VllmProps:
     every file against publish's SHA-256 digests before vLLM starts, and vLLM serves that directory; ``stream``: vLLM
     reads the safetensors straight from S3 into GPU memory with the Run:ai Model Streamer (``--load-format
     runai_streamer``, in the ``vllm/vllm-openai`` image), with no copy and no digest check (docs/configuration.md,
-    "Weights from S3"), through a CPU buffer of ``stream_buffer_mib`` (default 4096; it counts against the task's
-    memory) and, on several GPUs, each rank reading its share (``{"distributed": true}``).
+    "Weights from S3"): each GPU's process reads through a CPU buffer of ``stream_buffer_mib`` (default 4096; it must
+    hold the model's largest tensor, and the buffers count against the task's memory) with ``stream_concurrency``
+    S3 clients (default None: the streamer's own), and on several GPUs each rank reads its share
+    (``{"distributed": true}``).
     ``--tensor-parallel-size`` is the model's ``gpus``. Defaults: ``served_model_name`` the model's name; ``max_model_len`` 4096;
     ``gpu_memory_utilization`` 0.90; ``max_num_seqs`` 64; ``dtype`` auto; ``shared_memory_mib`` None: half the
     model's ``memory_mib``, at most 16384 (NCCL and the engine's worker processes use /dev/shm, which counts against
@@ -93,12 +99,20 @@ class VllmProps:
     longest_request_seconds: int = VLLM_LONGEST_REQUEST_SECONDS
     api_key_name: str = DEFAULT_API_KEY_NAME
     weights: Literal["copy", "stream"] = "copy"
-    stream_buffer_mib: int = 4096
+    stream_buffer_mib: int | None = None
+    stream_concurrency: int | None = None
 
     def __post_init__(self) -> None:
         require(self.weights in ("copy", "stream"), "weights",
                 f"{self.weights!r}: 'copy' (copied to scratch and checked) or 'stream' (read from S3 by vLLM's streaming loader)")
-        require_range(self.stream_buffer_mib, 256, 262_144, "stream_buffer_mib")
+        for key in ("stream_buffer_mib", "stream_concurrency"):
+            require(self.weights == "stream" or getattr(self, key) is None, key,
+                    'applies only to weights "stream"; leave it out, or set weights to "stream"')
+        if self.stream_buffer_mib is not None:
+            require_range(self.stream_buffer_mib, 1024, 262_144, "stream_buffer_mib",
+                          hint=" (it must hold the model's largest tensor: Llama-3-70B's embedding is 2.1 GB)")
+        if self.stream_concurrency is not None:
+            require_range(self.stream_concurrency, 1, 64, "stream_concurrency")
         vllm_drain_seconds(self.longest_request_seconds)
         require(bool(API_KEY_NAME.match(self.api_key_name)), "api_key_name",
                 f"{self.api_key_name!r} is not a key name in the API-key secret (1-64 letters, digits, '.', '_', '-', starting with a letter or digit)")
@@ -126,6 +140,11 @@ class VllmProps:
     def model_source(self) -> ModelFromS3:
         """How the weights reach vLLM (without the fetcher image, which ``VllmServer`` resolves)."""
         return ModelFromS3.server_streams() if self.weights == "stream" else ModelFromS3.copy_to_scratch(f"{SCRATCH_PATH}/model")
+
+    @property
+    def buffer_mib(self) -> int:
+        """Each GPU process's streaming buffer, in MiB."""
+        return self.stream_buffer_mib or DEFAULT_STREAM_BUFFER_MIB
 
     @property
     def reserved_environment(self) -> tuple[str, ...]:
@@ -177,10 +196,11 @@ class VllmServer:
         require(shm < model.memory_mib, "vllm.shared_memory_mib",
                 f"{shm} MiB of /dev/shm must be below memory_mib ({model.memory_mib}): shared memory counts against the task's memory")
         if self.props.weights == "stream":
-            buffer = self.props.stream_buffer_mib
-            require(shm + buffer < model.memory_mib, "vllm.stream_buffer_mib",
-                    f"{buffer} MiB of streaming buffer and {shm} MiB of /dev/shm must together be below memory_mib "
-                    f"({model.memory_mib}): both count against the task's memory; lower stream_buffer_mib or raise memory_mib")
+            buffers = model.gpus * self.props.buffer_mib
+            require(shm + buffers < model.memory_mib, "vllm.stream_buffer_mib",
+                    f"{model.gpus} x {self.props.buffer_mib} MiB of streaming buffer (one per GPU process) and {shm} MiB "
+                    f"of /dev/shm must together be below memory_mib ({model.memory_mib}): both count against the task's "
+                    "memory; lower stream_buffer_mib or raise memory_mib")
 
     def contract(self, context: ServerContext) -> ServerContract:
         model, props = context.model, self.props
@@ -194,16 +214,21 @@ class VllmServer:
         collector_image = self.collector_image or (props.collector_image.container_image(context.scope, "CollectorImage") if props.collector_image else None)
         source = props.model_source
         if props.weights == "stream":
-            streaming = ("--load-format", "runai_streamer")
+            streaming: tuple[str, ...] = ("--load-format", "runai_streamer")
+            loader: dict[str, object] = {}
+            if props.stream_concurrency is not None:
+                loader["concurrency"] = props.stream_concurrency
             if model.gpus > 1:  # each rank reads its share of the files and the ranks exchange the rest
-                streaming += ("--model-loader-extra-config", json.dumps({"distributed": True}, separators=(",", ":")))
+                loader["distributed"] = True
+            if loader:
+                streaming += ("--model-loader-extra-config", json.dumps(loader, separators=(",", ":")))
             model_path, source = context.model_uri, ModelFromS3.server_streams(fetcher_image=fetcher_image)
         else:
             streaming = ()
             source = ModelFromS3.copy_to_scratch(source.local_path, fetcher_image=fetcher_image)
             model_path = source.local_path
         command = (
-            "vllm", "serve", model_path,
+            model_path,
             "--host", "0.0.0.0",
             "--port", str(props.port),
             "--served-model-name", props.served_model_name or model.name,
@@ -223,6 +248,7 @@ class VllmServer:
         return ServerContract(
             name=self.name,
             image=image,
+            entry_point=VLLM_ENTRY_POINT,
             command=command,
             port=props.port,
             readiness_path="/health",
@@ -264,11 +290,11 @@ class VllmServer:
         )
 
     def _stream_environment(self, region: str) -> dict[str, str]:
-        """The streamer's S3 client (the AWS SDK for C++) and vLLM's boto3 (config and tokenizer files) resolve the
-        region from the environment, never from instance metadata, which awsvpc tasks cannot reach; the CPU buffer
-        is bounded."""
+        """The streamer takes its region and credentials from a boto3 session, as vLLM's boto3 does for the config
+        and tokenizer files: the region from the environment and credentials from the task role, never from instance
+        metadata, which awsvpc tasks cannot reach. Each process's CPU buffer is bounded."""
         return {
             "AWS_REGION": region,
             "AWS_EC2_METADATA_DISABLED": "true",
-            "RUNAI_STREAMER_MEMORY_LIMIT": str(self.props.stream_buffer_mib * 1024 * 1024),
+            "RUNAI_STREAMER_MEMORY_LIMIT": str(self.props.buffer_mib * 1024 * 1024),
         }

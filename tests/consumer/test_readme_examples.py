@@ -154,7 +154,7 @@ def test_vllm_example_reserves_four_gpus_and_serves_with_tensor_parallelism():
     _, plain, _ = ran("vllm")
     by_name = containers(plain["template"])
     server, fetcher, collector = by_name["server"], by_name["model-fetch"], by_name["metrics-collector"]
-    command = server["Command"]
+    command = [*server["EntryPoint"], *server["Command"]]
     assert command[:3] == ["vllm", "serve", "/scratch/model"]
     assert command[command.index("--tensor-parallel-size") + 1] == "4"
     assert command[command.index("--served-model-name") + 1] == "llama-2-13b-chat"

@@ -34,7 +34,6 @@ from gpu_inference_constructs.server_contract import (
     FETCHER_CPU,
     FETCHER_MEMORY_MIB,
     PrometheusMetrics,
-    sidecar_reservation,
 )
 from gpu_inference_constructs.vllm_server import VLLM_METRICS
 from tests.infra.aws_policies import TemplateWorld
@@ -87,7 +86,9 @@ def containers(template: dict) -> dict:
 
 
 def resolved_command(world: TemplateWorld, template: dict) -> list[str]:
-    return [world.resolve(part) for part in containers(template)["server"]["Command"]]
+    """What the container runs: its entry point, then its command (the image's own entry point never applies)."""
+    server = containers(template)["server"]
+    return [world.resolve(part) for part in [*server["EntryPoint"], *server["Command"]]]
 
 
 def flag(command: list[str], name: str) -> str:
@@ -147,15 +148,17 @@ def test_the_scratch_owner_is_counted_in_the_tasks_size():
     copied = VllmServer(VllmProps(image=IMAGE))
     collector = PrometheusMetrics(metrics=VLLM_METRICS)
     assert streamed.sidecar_reservation == (FETCHER_CPU + collector.collector_cpu, FETCHER_MEMORY_MIB + collector.collector_memory_mib)
-    assert copied.sidecar_reservation == sidecar_reservation(copied.props.model_source, collector)
-    assert copied.sidecar_reservation[0] - streamed.sidecar_reservation[0] == FETCHER_CPU  # the fetcher
+    assert copied.sidecar_reservation == (2 * FETCHER_CPU + collector.collector_cpu, 2 * FETCHER_MEMORY_MIB + collector.collector_memory_mib)
 
 
 @pytest.mark.parametrize("props, key", [
     (dict(extra_args=("--load-format=safetensors",)), "extra_args[0]"),
     (dict(extra_args=("--model-loader-extra-config", "{}")), "extra_args[0]"),
     (dict(weights="copied"), "weights"),
-    (dict(stream_buffer_mib=128), "stream_buffer_mib"),
+    (dict(stream_buffer_mib=512), "stream_buffer_mib"),
+    (dict(stream_concurrency=0), "stream_concurrency"),
+    (dict(weights="copy", stream_buffer_mib=8192), "stream_buffer_mib"),
+    (dict(weights="copy", stream_concurrency=8), "stream_concurrency"),
 ])
 def test_streaming_settings_that_cannot_work_are_refused_with_their_key(props, key):
     with pytest.raises(ConfigError) as raised:
@@ -163,10 +166,19 @@ def test_streaming_settings_that_cannot_work_are_refused_with_their_key(props, k
     assert raised.value.key == key
 
 
-def test_a_buffer_that_does_not_fit_beside_shared_memory_is_refused_at_synth():
-    with pytest.raises(ConfigError) as raised:
-        team_app(1, "g6e.xlarge", weights="stream", stream_buffer_mib=16384)  # + 12288 MiB of /dev/shm > 24576
-    assert raised.value.key.endswith("vllm.stream_buffer_mib") and "memory_mib" in str(raised.value)
+def test_a_buffer_per_gpu_process_that_does_not_fit_beside_shared_memory_is_refused():
+    model = ModelProps(name="llama", version="2026-12-01", gpus=4, cpu=12288, memory_mib=40960)
+    fits = VllmServer(VllmProps(image=IMAGE, weights="stream", shared_memory_mib=16384, stream_buffer_mib=4096))
+    fits.check(model)  # 16384 + 4 x 4096 < 40960
+    with pytest.raises(ConfigError) as raised:  # 16384 + 4 x 8192 > 40960, though 16384 + 8192 fits
+        VllmServer(VllmProps(image=IMAGE, weights="stream", shared_memory_mib=16384, stream_buffer_mib=8192)).check(model)
+    assert raised.value.key == "vllm.stream_buffer_mib" and "4 x 8192 MiB" in str(raised.value)
+
+
+def test_the_streamers_concurrency_joins_the_loader_config():
+    _, template = team_app(4, "g5.12xlarge", weights="stream", stream_concurrency=32)
+    command = resolved_command(TemplateWorld(template, ACCOUNT, REGION), template)
+    assert json.loads(flag(command, "--model-loader-extra-config")) == {"concurrency": 32, "distributed": True}
 
 
 def test_the_streamers_environment_is_reserved_only_when_streaming():
@@ -182,5 +194,5 @@ def test_copying_stays_the_default_with_the_fetch_and_its_check():
     by_name = containers(template)
     assert {"scratch-owner", "model-fetch"} <= set(by_name)
     assert by_name["server"]["DependsOn"] == [{"ContainerName": "model-fetch", "Condition": "SUCCESS"}]
-    assert by_name["server"]["Command"][2] == "/scratch/model"
+    assert [*by_name["server"]["EntryPoint"], by_name["server"]["Command"][0]] == ["vllm", "serve", "/scratch/model"]
     assert "--load-format" not in by_name["server"]["Command"]

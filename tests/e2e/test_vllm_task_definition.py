@@ -208,7 +208,7 @@ def test_the_vllm_task_definition_serves_completions_through_the_listener_rule(c
         secrets = {s["Name"]: API_KEY for s in server.get("Secrets", [])}
         assert list(secrets) == ["VLLM_API_KEY"], "the environment's API-key secret reaches vLLM as its key"
         cpu_stand_ins = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind"}
-        command = [on_scratch(part, scratch) for part in server["Command"]]
+        command = [on_scratch(part, scratch) for part in [*server["EntryPoint"], *server["Command"]]]
         log = work / "vllm.log"
         started = time.monotonic()
         with log.open("w") as output:

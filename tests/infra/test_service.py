@@ -594,7 +594,7 @@ def test_vllm_models_serve_with_tensor_parallelism_over_their_gpus_from_scratch(
     config, template = env
     for model in [m for m in config.models if config.server_config(m).vllm is not None]:
         server = containers(template)[model.name]
-        command = server["Command"]
+        command = [*server["EntryPoint"], *server["Command"]]
         assert command[:3] == ["vllm", "serve", "/scratch/model"]
         assert command[command.index("--tensor-parallel-size") + 1] == str(model.gpus) == "4"
         assert server["ResourceRequirements"] == [{"Type": "GPU", "Value": "4"}]

@@ -96,7 +96,7 @@ def test_an_llm_snippet_is_a_vllm_block_on_its_own_capacity_group_that_loads_and
     assert vllm.max_num_seqs == 8 and config.model_placement() == {"llama-2-7b": "llm"}
     (task,) = synthesized_task_definitions("dev", config)
     server = next(c for c in task["ContainerDefinitions"] if c["Name"] == "server")
-    assert server["Command"][:2] == ["vllm", "serve"]
+    assert server["EntryPoint"] == ["vllm", "serve"]
     assert server["Command"][server["Command"].index("--tensor-parallel-size") + 1] == "1"
     assert server["Command"][server["Command"].index("--max-model-len") + 1] == "768"
     assert server["ResourceRequirements"] == [{"Type": "GPU", "Value": "1"}]
