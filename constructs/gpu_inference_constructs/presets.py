@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import aws_cdk as cdk
 from aws_cdk import aws_ecs as ecs
 
 from .errors import ConfigError, require, require_range
@@ -20,6 +21,7 @@ from .server_contract import (
     ServerContext,
     ServerContract,
     StopTiming,
+    named_user,
     port_liveness,
     require_props,
 )
@@ -35,6 +37,8 @@ TRITON_OWNED_FLAGS = ("--model-repository", "--http-port", "--metrics-port", "--
 TGI_PORT = 8080
 TGI_METRICS = ("tgi_queue_size", "tgi_batch_current_size")
 TGI_OWNED_FLAGS = ("--model-id", "--port", "--hostname", "--num-shard", "--max-concurrent-requests", "--huggingface-hub-cache")
+TGI_PYTHON_WARNING = "gpu-inference:tgi-python-under-root"
+
 
 
 def _sidecar_images(props: TritonProps | TgiProps, context: ServerContext) -> tuple[ecs.ContainerImage | None, ecs.ContainerImage | None]:
@@ -118,6 +122,7 @@ class TritonServer:
             user=self.user,
             model_source=ModelFromS3.copy_to_scratch(f"{repository}/{model.name}", fetcher_image=fetcher),
             shared_memory_mib=min(4096, model.memory_mib // 4),
+            tmpfs_mib={"/tmp": 1024},
             environment={**model.environment, "HOME": f"{SCRATCH_PATH}/home", "AWS_DEFAULT_REGION": context.region},
             public_paths=("/v2/models/*",),
             stop=StopTiming.triton(props.exit_timeout_seconds),
@@ -174,6 +179,13 @@ class TgiServer:
         fetcher, collector = _sidecar_images(props, context)
         model_path = f"{SCRATCH_PATH}/model"
         queue, batch = (PrometheusMetrics.cloudwatch_name(m) for m in TGI_METRICS)
+        cdk.Annotations.of(context.scope).add_warning_v2(
+            TGI_PYTHON_WARNING,
+            f"TGI images from 3.1 install their Python under /root (mode 0700): run as {self.user} the launcher cannot "
+            "load libpython and exits (huggingface/text-generation-inference#3082). Mirror an image that opens it "
+            "(FROM <the TGI image>, then RUN chmod o+x /root) or pass a user= that can read it; once checked, "
+            f"acknowledge it: cdk.Annotations.of(<this ModelService>).acknowledge_warning('{TGI_PYTHON_WARNING}')",
+        )
         return ServerContract(
             name="tgi",
             image=_image(props.image, self.image, context, "server.image"),
@@ -188,8 +200,9 @@ class TgiServer:
             model_source=ModelFromS3.copy_to_scratch(model_path, fetcher_image=fetcher),
             shared_memory_mib=min(4096, model.memory_mib // 4),
             tmpfs_mib={"/tmp": 2048},
-            environment={**model.environment, "HOME": f"{SCRATCH_PATH}/home", "HF_HUB_OFFLINE": "1",
-                         "AWS_DEFAULT_REGION": context.region},
+            # The image sets HF_HOME=/data, on the read-only root.
+            environment={**model.environment, "HOME": f"{SCRATCH_PATH}/home", "HF_HOME": f"{SCRATCH_PATH}/cache/huggingface",
+                         "HF_HUB_OFFLINE": "1", "AWS_DEFAULT_REGION": context.region, **named_user("tgi")},
             public_paths=("/generate", "/generate_stream", "/v1/*"),
             stop=StopTiming.tgi(props.longest_request_seconds),
             metrics=PrometheusMetrics(metrics=TGI_METRICS, collector_image=collector),

@@ -551,6 +551,12 @@ class EcrImage:
         return ecs.ContainerImage.from_ecr_repository(repository, self.tag)
 
 
+def named_user(name: str) -> dict[str, str]:
+    """USER and LOGNAME for a uid the image has no passwd entry for: Python's getpass.getuser() reads them before the
+    passwd database, and torch's compile cache asks it for a user name at import (a KeyError without them)."""
+    return {"USER": name, "LOGNAME": name}
+
+
 def port_liveness(port: int, path: str) -> LivenessCheck:
     """Passes while nothing listens on ``port`` (the server is still loading, which takes minutes for a large model,
     past ECS's 300 s start period); once it listens, ``path`` must answer 200 within 4 s."""

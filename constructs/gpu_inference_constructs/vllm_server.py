@@ -24,6 +24,7 @@ from .server_contract import (
     ServerContext,
     ServerContract,
     StopTiming,
+    named_user,
     port_liveness,
     require_props,
     sidecar_reservation,
@@ -32,7 +33,7 @@ from .server_contract import (
 
 VLLM_RESERVED_ENVIRONMENT = (
     "HOME", "XDG_CACHE_HOME", "VLLM_CACHE_ROOT", "HF_HOME", "HF_HUB_OFFLINE", "VLLM_NO_USAGE_STATS", "DO_NOT_TRACK",
-    "VLLM_HTTP_TIMEOUT_KEEP_ALIVE", "AWS_DEFAULT_REGION", "VLLM_API_KEY",
+    "VLLM_HTTP_TIMEOUT_KEEP_ALIVE", "AWS_DEFAULT_REGION", "VLLM_API_KEY", "USER", "LOGNAME",
 )
 
 # What the vLLM preset sets when it streams the weights (VllmProps.weights "stream").
@@ -273,6 +274,8 @@ class VllmServer:
                 # Above the ALB idle timeout, or the ALB reuses connections vLLM closed (502s).
                 "VLLM_HTTP_TIMEOUT_KEEP_ALIVE": str(context.timing.keep_alive_seconds),
                 "AWS_DEFAULT_REGION": context.region,
+                # The image has no passwd entry for the task's uid (it runs as root, or as its own uid 2000).
+                **named_user("vllm"),
                 **(self._stream_environment(context.region) if props.weights == "stream" else {}),
             },
             # vLLM takes one literal key: the one of this name in the secret's JSON object (see VllmProps).

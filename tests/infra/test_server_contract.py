@@ -677,3 +677,39 @@ def test_the_models_runtime_reaches_the_bundled_server_and_is_checked():
         BundledServerProps(task="torch-export", runtime="onnx")
     with pytest.raises(ConfigError, match="environment: \\['MODEL_RUNTIME'\\] are set by the bundled preset"):
         BundledServer().check(ModelProps(name="bb", version="1", environment={"MODEL_RUNTIME": "onnx"}))
+
+
+def test_the_presets_run_as_a_uid_their_images_do_not_name():
+    """vLLM's and TGI's images have no passwd entry for uid 1000: USER and LOGNAME answer getpass.getuser() (torch asks
+    at import); TGI's HF_HOME leaves the read-only root; Triton gets a writable /tmp; TGI's Python under /root is a
+    warning that names the fix (the construct cannot read the image)."""
+    from gpu_inference_constructs import TgiProps, TgiServer, TritonProps, TritonServer, VllmProps, VllmServer
+    from gpu_inference_constructs.presets import TGI_PYTHON_WARNING
+
+    stack, parts = stack_with_placement()
+    mirror = gpu_inference_constructs.EcrImage(repository="mirror/server", tag="1.0.0")
+    for index, (name, server) in enumerate([("vllm", VllmServer(VllmProps(image=mirror))),
+                                            ("tgi", TgiServer(TgiProps(image=mirror))),
+                                            ("triton", TritonServer(TritonProps(image=mirror)))]):
+        ModelService(stack, name.title(), model=ModelProps(name=name, version="1", gpus=4, cpu=40960, memory_mib=131072),
+                     server=server, instance_type="g5.12xlarge", **{**parts, "listener_priority": 20 + index})
+    servers = {}
+    for logical_id, resource in Template.from_stack(stack).find_resources("AWS::ECS::TaskDefinition").items():
+        (server,) = [c for c in resource["Properties"]["ContainerDefinitions"] if c["Name"] == "server"]
+        servers[logical_id.split("TaskDefinition")[0].lower()] = server
+    environment = {name: {e["Name"]: e["Value"] for e in server["Environment"]} for name, server in servers.items()}
+    assert servers.keys() == {"vllm", "tgi", "triton"} and all(s["ReadonlyRootFilesystem"] for s in servers.values())
+    for name in ("vllm", "tgi"):
+        assert (environment[name]["USER"], environment[name]["LOGNAME"]) == (name, name)
+    assert environment["tgi"]["HF_HOME"].startswith("/scratch/")
+    assert {t["ContainerPath"] for t in servers["triton"]["LinuxParameters"]["Tmpfs"]} == {"/tmp"}
+    warnings = Annotations.from_stack(stack).find_warning("*", Match.string_like_regexp(TGI_PYTHON_WARNING))
+    assert [w.id for w in warnings] == ["/S/Tgi"]
+
+
+def test_vllm_refuses_a_model_environment_that_renames_its_user():
+    from gpu_inference_constructs import VllmProps, VllmServer
+
+    model = ModelProps(name="llm", version="1", environment={"USER": "root"})
+    with pytest.raises(ConfigError, match="USER"):
+        VllmServer(VllmProps(image=gpu_inference_constructs.EcrImage(repository="mirror/vllm", tag="1"))).check(model)
