@@ -30,31 +30,42 @@ $(PY):
 	$(PY) -m pip install --quiet --upgrade pip
 
 # Installs come from the locks (every package pinned, with its hashes; `make lock` writes them from the
-# requirements*.txt beside them), then our two packages in editable mode. torch is the one package outside the locks:
-# its CPU build is a local file on our machines (see TORCH below), whose hash is not PyPI's. Not --no-deps: pip then
-# installs in dependency order, which matters here: aws-cdk.cloud-assembly-schema and aws-cdk-lib both write
-# aws_cdk/cloud_assembly_schema/__init__.py, and aws-cdk-lib's must be the one left (tests/infra/test_packaging.py).
-HASHED := --quiet --require-hashes
+# requirements*.txt beside them), then our two packages in editable mode, all with uv (pinned, with its hashes, in the
+# dev lock; pip bootstraps it): on a fresh 2-core machine uv installs the app's lock in seconds where pip took about
+# half a minute, the dev and checkov locks likewise. torch is the one package outside the locks: its CPU build is a
+# local file on our machines (see TORCH below), whose hash is not PyPI's; so the dev lock installs with --no-deps
+# (it pins every other package, and `uv pip check` proves the set complete). aws-cdk.cloud-assembly-schema and
+# aws-cdk-lib both write aws_cdk/cloud_assembly_schema/__init__.py, and aws-cdk-lib's must be the one left
+# (tests/infra/test_packaging.py): uv installs in parallel, so aws-cdk-lib is installed again on its own, last.
+UV := $(VENV)/bin/uv
+UV_PIP = $(UV) pip install --quiet --python
+HASHED := --require-hashes
 TORCH := $(shell grep -E '^torch==' requirements-dev.txt)
+# lock_entry(NAME, LOCK): NAME's lines in a uv lock (the pin and its hashes)
+lock_entry = awk '/^$(1)==/ {on = 1} on {print; if ($$0 !~ /\\$$/) exit}' $(2)
 
-$(APP_STAMP): $(PY) requirements.lock constructs/pyproject.toml
-	$(PY) -m pip install $(HASHED) -r requirements.lock
-	$(PY) -m pip install --quiet --no-deps -e ./constructs
-	$(PY) -m pip check
+$(UV): requirements-dev.lock | $(PY)
+	$(PY) -m pip install --quiet --no-deps $(HASHED) -r <($(call lock_entry,uv,requirements-dev.lock))
+	touch $@
+
+$(APP_STAMP): $(UV) requirements.lock constructs/pyproject.toml
+	$(UV_PIP) $(PY) $(HASHED) -r requirements.lock
+	$(UV_PIP) $(PY) --reinstall --no-deps $(HASHED) -r <($(call lock_entry,aws-cdk-lib,requirements.lock))
+	$(UV_PIP) $(PY) --no-deps -e ./constructs
+	$(UV) pip check --python $(PY)
 	touch $@
 
 $(DEV_STAMP): $(APP_STAMP) requirements-dev.lock inference_image/pyproject.toml
-	$(PY) -m pip install --quiet --no-deps '$(TORCH)'
-	$(PY) -m pip install $(HASHED) -r requirements-dev.lock
-	$(PY) -m pip install --quiet --no-deps -e ./inference_image
-	$(PY) -m pip check
+	$(UV_PIP) $(PY) --no-deps --no-index --find-links $(TORCH_LINKS) '$(TORCH)'
+	$(UV_PIP) $(PY) --no-deps $(HASHED) -r requirements-dev.lock
+	$(UV_PIP) $(PY) --no-deps -e ./inference_image
+	$(UV) pip check --python $(PY)
 	touch $@
 
 # checkov in its own virtualenv: its pinned dependencies clash with the app's.
-$(CHECKOV_STAMP): requirements-checkov.lock
-	$(PYTHON) -m venv $(CHECKOV_VENV)
-	$(CHECKOV_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(CHECKOV_VENV)/bin/python -m pip install $(HASHED) -r requirements-checkov.lock
+$(CHECKOV_STAMP): $(UV) requirements-checkov.lock
+	$(PYTHON) -m venv --without-pip $(CHECKOV_VENV)
+	$(UV_PIP) $(CHECKOV_VENV)/bin/python $(HASHED) -r requirements-checkov.lock
 	touch $@
 
 # `make lock`: the locks again from requirements*.txt (after editing a pin there), with uv (pinned in
@@ -76,8 +87,7 @@ IMAGE_ARG = $(shell sed -n 's/^ARG $(1)=//p' inference_image/Dockerfile)
 UV_IMAGE = $(VENV)/bin/uv pip compile --quiet --python-version $(call IMAGE_ARG,BASE_PYTHON) \
 	--python-platform x86_64-manylinux_2_35 --only-binary :all:
 
-lock: | $(PY)
-	$(PY) -m pip install --quiet '$(shell grep -E '^uv==' requirements-dev.txt)'
+lock: | $(UV)
 	$(UV_LOCK) --find-links $(TORCH_LINKS) requirements-dev.txt -o requirements-dev.lock
 	$(UV_LOCK) -c requirements-dev.lock requirements.txt -o requirements.lock
 	$(UV_LOCK) requirements-checkov.txt -o requirements-checkov.lock
