@@ -17,7 +17,7 @@ from constructs import Construct
 from . import metric_names, task_start_handler
 from .cdk_interfaces import sns_action
 from .errors import ConfigError, require, require_range
-from .gpu_capacity import GpuCapacity
+from .gpu_capacity import GP3_BASELINE_IOPS, GP3_BASELINE_MIB_S, GpuCapacity, root_volume_performance
 from .instance_catalog import PRICES_AS_OF
 from .latency_alarms import PAGING_P95_FACTOR, PAGING_P99_FACTOR, LatencyAlarmThresholds
 from .load_balancer import InferenceLoadBalancer
@@ -31,6 +31,7 @@ MINUTE = cdk.Duration.minutes(1)
 GIB = 2**30  # a billed GB taken as 2^30 bytes (were it 10^9, the logs figure would be 7 % higher)
 HOUR = cdk.Duration.hours(1)
 FIVE_MINUTES = cdk.Duration.minutes(5)
+HOURS_PER_MONTH = 730  # how AWS turns a monthly EBS price into an hourly one (Amazon EBS pricing examples)
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,8 @@ class MonitoringProps:
     Defaults: 1 % target and load-balancer 5xx; 3 minutes unhealthy; 15 minutes
     below desired; queue depth 200; 10 shed requests a minute; GPU memory 90 %; GPU under 10 % for 6
     hours; 3 Spot interruptions in 15 minutes; Spot at 0.4 of On-Demand; ``hourly_price_usd`` the
-    catalog's On-Demand price of the preferred type.
+    catalog's On-Demand price of the preferred type; each instance's gp3 root volume at us-east-1's list prices
+    (``gp3_gib_month_usd``, ``gp3_iops_month_usd`` above 3,000 IOPS, ``gp3_mib_s_month_usd`` above 125 MiB/s).
     """
 
     latency_p95_ms: int | None = None  # moved to each model's ``alarms``; kept to refuse it with the fix
@@ -65,6 +67,11 @@ class MonitoringProps:
     logs_ingestion_usd_per_gb: float = 0.50
     load_balancer_hourly_usd: float = 0.0225
     load_balancer_lcu_hourly_usd: float = 0.008
+    # gp3 per GiB-month, per provisioned IOPS-month above 3,000 and per provisioned MiB/s-month above 125, us-east-1
+    # (Amazon EBS pricing page; docs/aws-facts.md): each GPU instance's root volume, billed while it runs.
+    gp3_gib_month_usd: float = 0.08
+    gp3_iops_month_usd: float = 0.005
+    gp3_mib_s_month_usd: float = 0.04
 
     def __post_init__(self) -> None:
         for key in ("latency_p95_ms", "latency_p99_ms"):
@@ -92,7 +99,8 @@ class MonitoringProps:
         require(0 < self.spot_price_fraction <= 1, "spot_price_fraction", f"{self.spot_price_fraction} is out of range; a fraction of the On-Demand price above 0, at most 1")
         if self.hourly_price_usd is not None:
             require(self.hourly_price_usd > 0, "hourly_price_usd", f"{self.hourly_price_usd} must be greater than 0")
-        for key in ("logs_ingestion_usd_per_gb", "load_balancer_hourly_usd", "load_balancer_lcu_hourly_usd"):
+        for key in ("logs_ingestion_usd_per_gb", "load_balancer_hourly_usd", "load_balancer_lcu_hourly_usd",
+                    "gp3_gib_month_usd", "gp3_iops_month_usd", "gp3_mib_s_month_usd"):
             value = getattr(self, key)
             require(0 <= value <= 100, key, f"{value} is out of range; a price in USD from 0 to 100")
 
@@ -339,6 +347,16 @@ class InferenceMonitoring(_Alarms):
         on_demand = on_demand_instances_expression(capacity, running)
         return f"(({on_demand}) * {price} + ({running} - ({on_demand})) * {spot_price})", price
 
+    def _root_volume_hourly(self, capacity: GpuCapacity) -> float:
+        """USD per hour of one instance's gp3 root volume: its size, and the IOPS and throughput above gp3's included
+        3,000 and 125 MiB/s (billed per month of 730 hours)."""
+        props, group = self.props, capacity.props
+        iops = root_volume_performance(group.root_volume_throughput_mib_s).get("iops", GP3_BASELINE_IOPS)
+        monthly = (group.root_volume_gib * props.gp3_gib_month_usd
+                   + (iops - GP3_BASELINE_IOPS) * props.gp3_iops_month_usd
+                   + (group.root_volume_throughput_mib_s - GP3_BASELINE_MIB_S) * props.gp3_mib_s_month_usd)
+        return round(monthly / HOURS_PER_MONTH, 6)
+
     def spare_capacity_cost(self, capacities: Sequence[GpuCapacity]) -> list[cloudwatch.MathExpression]:
         """USD per hour of each group's warm spare: the share of its instances that no task reserves, (100 -
         CapacityProviderReservation) % (ECS managed scaling's own metric: tasks' need over instances in service, which
@@ -372,12 +390,13 @@ class InferenceMonitoring(_Alarms):
         is what CloudWatch Logs bills per GB."""
         props = self.props
         using: dict[str, cloudwatch.IMetric] = {}
-        gpu_parts, priced = [], []
+        gpu_parts, volume_parts, priced = [], [], []
         for index, capacity in enumerate(capacities):
             name = "total" if index == 0 else f"total{index}"
             using[name] = self._instances(capacity, HOUR)
             hourly, price = self._gpu_hourly(capacity, index, name)
             gpu_parts.append(hourly)
+            volume_parts.append(f"{name if index == 0 else f'FILL({name}, 0)'} * {self._root_volume_hourly(capacity)}")
             priced.append(f"{capacity.instance_types[0].name} at ${price}/h")
         using["requests"] = load_balancer.metrics.request_count(period=HOUR, statistic="Sum")
         using["lcus"] = load_balancer.metrics.custom("ConsumedLCUs", period=HOUR, statistic="Average")
@@ -388,6 +407,7 @@ class InferenceMonitoring(_Alarms):
         log_bytes = " + ".join(f"FILL(logbytes{i}, 0)" for i in range(len(log_group_names))) or "0"
         parts = {
             "GPU instances": " + ".join(gpu_parts),
+            "GPU root volumes": " + ".join(volume_parts),
             "CloudWatch Logs ingestion": f"({log_bytes}) / {GIB} * {props.logs_ingestion_usd_per_gb}",
             "load balancer": f"({props.load_balancer_hourly_usd} + FILL(lcus, 0) * {props.load_balancer_lcu_hourly_usd})",
         }
@@ -398,7 +418,8 @@ class InferenceMonitoring(_Alarms):
 
         total = per_million(" + ".join(parts.values()),
                             f"USD per 1M requests, estimate: GPU ({', '.join(priced)}, Spot at "
-                            f"{props.spot_price_fraction:.0%}; prices {PRICES_AS_OF}) + CloudWatch Logs ingestion "
+                            f"{props.spot_price_fraction:.0%}; prices {PRICES_AS_OF}) + root volumes (gp3 "
+                            f"${props.gp3_gib_month_usd}/GiB-month, provisioned IOPS and throughput) + CloudWatch Logs ingestion "
                             f"(${props.logs_ingestion_usd_per_gb}/GB) + ALB (${props.load_balancer_hourly_usd}/h + "
                             f"${props.load_balancer_lcu_hourly_usd}/LCU-h)")
         return total, [per_million(hourly, f"{name} (estimate)") for name, hourly in parts.items()]

@@ -282,18 +282,33 @@ def gpu_cost_expression(config) -> str:
     return " + ".join(parts)
 
 
+def root_volume_hourly(capacity) -> float:
+    """One instance's gp3 root volume by hand, us-east-1 list prices: $0.08/GiB-month, $0.005 per IOPS-month above
+    3,000 (EC2 needs 4 IOPS per provisioned MiB/s), $0.04 per MiB/s-month above 125; 730 hours a month."""
+    throughput = capacity.root_volume_throughput_mib_s
+    iops = max(3000, -(-throughput * 4 // 1)) if throughput > 125 else 3000
+    return round((capacity.root_volume_gib * 0.08 + (iops - 3000) * 0.005 + (throughput - 125) * 0.04) / 730, 6)
+
+
+def volume_cost_expression(config) -> str:
+    groups = [("total", config.capacity)] + [(f"FILL(total{i}, 0)", group.capacity)
+                                             for i, group in enumerate(config.capacity_groups.values(), start=1)]
+    return " + ".join(f"{total} * {root_volume_hourly(capacity)}" for total, capacity in groups)
+
+
 def test_cost_per_million_requests_is_the_whole_bill_gpu_logs_and_load_balancer(env):
     config, template = env
     gpu = gpu_cost_expression(config)
     logs = " + ".join(f"FILL(logbytes{i}, 0)" for i in range(len(config.models)))
-    parts = [gpu, f"({logs}) / 1073741824 * 0.5", "(0.0225 + FILL(lcus, 0) * 0.008)"]
+    parts = [gpu, volume_cost_expression(config), f"({logs}) / 1073741824 * 0.5", "(0.0225 + FILL(lcus, 0) * 0.008)"]
     metrics = cost_widget(template)["properties"]["metrics"]
     expressions = {m[0]["label"]: m[0]["expression"] for m in metrics if isinstance(m[0], dict) and "expression" in m[0]}
     (total_label,) = [label for label in expressions if label.startswith("USD per 1M requests, estimate")]
     assert expressions[total_label] == f"IF(requests > 0, ({' + '.join(parts)}) / requests * 1000000, 0)"
     assert "CloudWatch Logs ingestion ($0.5/GB)" in total_label and "ALB ($0.0225/h + $0.008/LCU-h)" in total_label
     assert all(f"{group.capacity.instance_types[0]} at $" in total_label for group in config.capacity_groups.values())
-    for name, part in zip(("GPU instances", "CloudWatch Logs ingestion", "load balancer"), parts, strict=False):
+    assert "root volumes (gp3 $0.08/GiB-month" in total_label
+    for name, part in zip(("GPU instances", "GPU root volumes", "CloudWatch Logs ingestion", "load balancer"), parts, strict=True):
         assert expressions[f"{name} (estimate)"] == f"IF(requests > 0, ({part}) / requests * 1000000, 0)"
     named = {m[1]: m for m in metrics if isinstance(m[0], str)}
     assert {"GroupInServiceInstances", "RequestCount", "ConsumedLCUs", "IncomingBytes"} <= set(named)
@@ -307,6 +322,15 @@ def test_cost_per_million_requests_is_the_whole_bill_gpu_logs_and_load_balancer(
     assert {m[3] for m in incoming} <= named_groups
     assert named["ConsumedLCUs"][-1].get("stat", "Average") == "Average"  # a dashboard omits its default stat
     assert named["ConsumedLCUs"][-1]["period"] == 3600
+
+
+def test_a_root_volume_with_provisioned_throughput_costs_its_iops_and_throughput():
+    """staging's LLM group: 400 GiB at 1,000 MiB/s (and the 4,000 IOPS it needs) is $32 + $5 + $35 a month."""
+    from gpu_inference_constructs.gpu_capacity import GpuCapacityProps
+
+    llm = GpuCapacityProps(instance_types=("g5.12xlarge",), root_volume_gib=400, root_volume_throughput_mib_s=1000)
+    assert root_volume_hourly(llm) == pytest.approx((32 + 5 + 35) / 730, abs=1e-6)
+    assert root_volume_hourly(GpuCapacityProps()) == pytest.approx(8 / 730, abs=1e-6)
 
 
 def test_cost_prices_are_settings_with_ranges():
@@ -353,7 +377,8 @@ def test_the_dashboards_cost_agrees_with_the_sizing_advisors_arithmetic(env):
                         on_demand_percent=config.capacity.on_demand_percentage_above_base)
     on_demand = purchase.on_demand_instances(5)
     gpu_hourly = on_demand * 1.006 + (5 - on_demand) * 0.4024
-    by_hand = (gpu_hourly + 3 * 0.5 + 0.0225 + 12 * 0.008) / 2_000_000 * 1e6
+    volumes_hourly = 5 * root_volume_hourly(config.capacity)
+    by_hand = (gpu_hourly + volumes_hourly + 3 * 0.5 + 0.0225 + 12 * 0.008) / 2_000_000 * 1e6
     assert evaluate(total, values) == pytest.approx(by_hand)
     assert evaluate(expressions["GPU instances (estimate)"], values) == pytest.approx(gpu_hourly / 2)
     assert total.startswith("IF(requests > 0, ") and total.endswith(", 0)")  # no requests: 0, not a division by zero
