@@ -46,7 +46,7 @@ lock_entry = awk '/^$(1)==/ {on = 1} on {print; if ($$0 !~ /\\$$/) exit}' $(2)
 
 $(UV): requirements-dev.lock | $(PY)
 	$(PY) -m pip install --quiet --no-deps $(HASHED) -r <($(call lock_entry,uv,requirements-dev.lock))
-	touch $@
+	$(UV) --version && touch $@
 
 $(APP_STAMP): $(UV) requirements.lock constructs/pyproject.toml
 	$(UV_PIP) $(PY) $(HASHED) -r requirements.lock
@@ -68,8 +68,8 @@ $(CHECKOV_STAMP): $(UV) requirements-checkov.lock
 	$(UV_PIP) $(CHECKOV_VENV)/bin/python $(HASHED) -r requirements-checkov.lock
 	touch $@
 
-# `make lock`: the locks again from requirements*.txt (after editing a pin there), with uv (pinned in
-# requirements-dev.txt). torch resolves to its CPU build (from TORCH_LINKS), so its CUDA libraries stay out of
+# `make lock`: the locks again from requirements*.txt (after editing a pin there), with uv (the dev lock's; its
+# pin is in requirements-dev.txt). torch resolves to its CPU build (from TORCH_LINKS), so its CUDA libraries stay out of
 # the dev lock; the app's lock is constrained by the dev lock (its superset), so the two agree.
 TORCH_LINKS ?= $(if $(wildcard /opt/wheels/torch-*),/opt/wheels,https://download.pytorch.org/whl/cpu/torch/)
 UV_LOCK = $(VENV)/bin/uv pip compile --quiet --generate-hashes --python-version 3.11 --python-platform x86_64-manylinux_2_28 \

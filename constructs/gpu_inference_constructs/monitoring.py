@@ -17,7 +17,7 @@ from constructs import Construct
 from . import metric_names, task_start_handler
 from .cdk_interfaces import sns_action
 from .errors import ConfigError, require, require_range
-from .gpu_capacity import GP3_BASELINE_IOPS, GP3_BASELINE_MIB_S, GpuCapacity, root_volume_performance
+from .gpu_capacity import GP3_BASELINE_IOPS, GP3_BASELINE_MIB_S, GpuCapacity, GpuCapacityProps, root_volume_performance
 from .instance_catalog import PRICES_AS_OF
 from .latency_alarms import PAGING_P95_FACTOR, PAGING_P99_FACTOR, LatencyAlarmThresholds
 from .load_balancer import InferenceLoadBalancer
@@ -103,6 +103,16 @@ class MonitoringProps:
                     "gp3_gib_month_usd", "gp3_iops_month_usd", "gp3_mib_s_month_usd"):
             value = getattr(self, key)
             require(0 <= value <= 100, key, f"{value} is out of range; a price in USD from 0 to 100")
+
+
+def root_volume_hourly_usd(capacity: GpuCapacityProps, prices: MonitoringProps) -> float:
+    """USD per hour of one instance's gp3 root volume: its size, and the IOPS and throughput above gp3's included
+    3,000 and 125 MiB/s (billed per month of 730 hours)."""
+    iops = root_volume_performance(capacity.root_volume_throughput_mib_s).get("iops", GP3_BASELINE_IOPS)
+    monthly = (capacity.root_volume_gib * prices.gp3_gib_month_usd
+               + (iops - GP3_BASELINE_IOPS) * prices.gp3_iops_month_usd
+               + (capacity.root_volume_throughput_mib_s - GP3_BASELINE_MIB_S) * prices.gp3_mib_s_month_usd)
+    return round(monthly / HOURS_PER_MONTH, 6)
 
 
 def alarm_name(environment_name: str, name: str, name_prefix: str = DEFAULT_NAME_PREFIX) -> str:
@@ -347,16 +357,6 @@ class InferenceMonitoring(_Alarms):
         on_demand = on_demand_instances_expression(capacity, running)
         return f"(({on_demand}) * {price} + ({running} - ({on_demand})) * {spot_price})", price
 
-    def _root_volume_hourly(self, capacity: GpuCapacity) -> float:
-        """USD per hour of one instance's gp3 root volume: its size, and the IOPS and throughput above gp3's included
-        3,000 and 125 MiB/s (billed per month of 730 hours)."""
-        props, group = self.props, capacity.props
-        iops = root_volume_performance(group.root_volume_throughput_mib_s).get("iops", GP3_BASELINE_IOPS)
-        monthly = (group.root_volume_gib * props.gp3_gib_month_usd
-                   + (iops - GP3_BASELINE_IOPS) * props.gp3_iops_month_usd
-                   + (group.root_volume_throughput_mib_s - GP3_BASELINE_MIB_S) * props.gp3_mib_s_month_usd)
-        return round(monthly / HOURS_PER_MONTH, 6)
-
     def spare_capacity_cost(self, capacities: Sequence[GpuCapacity]) -> list[cloudwatch.MathExpression]:
         """USD per hour of each group's warm spare: the share of its instances that no task reserves, (100 -
         CapacityProviderReservation) % (ECS managed scaling's own metric: tasks' need over instances in service, which
@@ -396,7 +396,7 @@ class InferenceMonitoring(_Alarms):
             using[name] = self._instances(capacity, HOUR)
             hourly, price = self._gpu_hourly(capacity, index, name)
             gpu_parts.append(hourly)
-            volume_parts.append(f"{name if index == 0 else f'FILL({name}, 0)'} * {self._root_volume_hourly(capacity)}")
+            volume_parts.append(f"{name if index == 0 else f'FILL({name}, 0)'} * {root_volume_hourly_usd(capacity.props, props)}")
             priced.append(f"{capacity.instance_types[0].name} at ${price}/h")
         using["requests"] = load_balancer.metrics.request_count(period=HOUR, statistic="Sum")
         using["lcus"] = load_balancer.metrics.custom("ConsumedLCUs", period=HOUR, statistic="Average")

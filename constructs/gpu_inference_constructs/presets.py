@@ -38,6 +38,7 @@ TGI_PORT = 8080
 TGI_METRICS = ("tgi_queue_size", "tgi_batch_current_size")
 TGI_OWNED_FLAGS = ("--model-id", "--port", "--hostname", "--num-shard", "--max-concurrent-requests", "--huggingface-hub-cache")
 TGI_PYTHON_WARNING = "gpu-inference:tgi-python-under-root"
+TGI_RESERVED_ENVIRONMENT = ("HOME", "HF_HOME", "HF_HUB_OFFLINE", "AWS_DEFAULT_REGION", "USER", "LOGNAME")
 
 
 
@@ -176,6 +177,7 @@ class TgiServer:
 
     def contract(self, context: ServerContext) -> ServerContract:
         model, props = context.model, self.props
+        model.check_reserved_environment(TGI_RESERVED_ENVIRONMENT, "tgi")
         fetcher, collector = _sidecar_images(props, context)
         model_path = f"{SCRATCH_PATH}/model"
         queue, batch = (PrometheusMetrics.cloudwatch_name(m) for m in TGI_METRICS)

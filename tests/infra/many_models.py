@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from stacks.reference_guard import LOCK_CONTEXT_KEY, LOCK_FILE
+from tests.conftest import scenario_context
 from tests.scenarios import scenario_environment
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,11 +47,10 @@ def many_model_environment(count: int, base: str = "prod") -> dict:
 def write_cdk_json(directory: Path, count: int) -> Path:
     """The generated environment's cdk.json in ``directory``: this repo's app and flags, and a reference lock of its
     own there (the repo's references.lock.json records only the real environments)."""
-    context = json.loads((ROOT / "cdk.json").read_text())
-    context["context"]["environments"] = {"many": many_model_environment(count)}
-    context["context"][LOCK_CONTEXT_KEY] = str(directory / LOCK_FILE)
+    context = {**scenario_context(), "environments": {"many": many_model_environment(count)},
+               LOCK_CONTEXT_KEY: str(directory / LOCK_FILE)}
     path = directory / "cdk.json"
-    path.write_text(json.dumps({**context, "app": f"{ROOT / '.venv/bin/python'} {ROOT / 'app.py'}"}))
+    path.write_text(json.dumps({"app": f"{ROOT / '.venv/bin/python'} {ROOT / 'app.py'}", "context": context}))
     return path
 
 

@@ -325,12 +325,17 @@ def test_cost_per_million_requests_is_the_whole_bill_gpu_logs_and_load_balancer(
 
 
 def test_a_root_volume_with_provisioned_throughput_costs_its_iops_and_throughput():
-    """staging's LLM group: 400 GiB at 1,000 MiB/s (and the 4,000 IOPS it needs) is $32 + $5 + $35 a month."""
+    """staging's LLM group: 400 GiB at 1,000 MiB/s (and the 4,000 IOPS it needs) is $32 + $5 + $35 a month; the
+    default 100 GiB volume $8; the dashboard and the by-hand helper above agree."""
     from gpu_inference_constructs.gpu_capacity import GpuCapacityProps
+    from gpu_inference_constructs.monitoring import MonitoringProps, root_volume_hourly_usd
 
     llm = GpuCapacityProps(instance_types=("g5.12xlarge",), root_volume_gib=400, root_volume_throughput_mib_s=1000)
-    assert root_volume_hourly(llm) == pytest.approx((32 + 5 + 35) / 730, abs=1e-6)
-    assert root_volume_hourly(GpuCapacityProps()) == pytest.approx(8 / 730, abs=1e-6)
+    for capacity, monthly in ((llm, 32 + 5 + 35), (GpuCapacityProps(), 8)):
+        assert root_volume_hourly_usd(capacity, MonitoringProps()) == pytest.approx(monthly / 730, abs=1e-6)
+        assert root_volume_hourly(capacity) == pytest.approx(monthly / 730, abs=1e-6)
+    cheaper = MonitoringProps(gp3_gib_month_usd=0.04, gp3_iops_month_usd=0, gp3_mib_s_month_usd=0)
+    assert root_volume_hourly_usd(llm, cheaper) == pytest.approx(16 / 730, abs=1e-6)
 
 
 def test_cost_prices_are_settings_with_ranges():

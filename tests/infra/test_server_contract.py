@@ -707,9 +707,14 @@ def test_the_presets_run_as_a_uid_their_images_do_not_name():
     assert [w.id for w in warnings] == ["/S/Tgi"]
 
 
-def test_vllm_refuses_a_model_environment_that_renames_its_user():
-    from gpu_inference_constructs import VllmProps, VllmServer
+@pytest.mark.parametrize("variable", ["USER", "HF_HOME"])
+def test_vllm_and_tgi_refuse_a_model_environment_that_overrides_what_they_set(variable):
+    from gpu_inference_constructs import TgiProps, TgiServer, VllmProps, VllmServer
 
-    model = ModelProps(name="llm", version="1", environment={"USER": "root"})
-    with pytest.raises(ConfigError, match="USER"):
-        VllmServer(VllmProps(image=gpu_inference_constructs.EcrImage(repository="mirror/vllm", tag="1"))).check(model)
+    model = ModelProps(name="llm", version="1", gpus=4, cpu=40960, memory_mib=131072, environment={variable: "x"})
+    mirror = gpu_inference_constructs.EcrImage(repository="mirror/server", tag="1")
+    stack, parts = stack_with_placement()
+    for index, server in enumerate([VllmServer(VllmProps(image=mirror)), TgiServer(TgiProps(image=mirror))]):
+        with pytest.raises(ConfigError, match=variable):
+            ModelService(stack, f"M{index}", model=model, server=server, instance_type="g5.12xlarge",
+                         **{**parts, "listener_priority": 30 + index})

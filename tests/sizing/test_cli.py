@@ -227,7 +227,9 @@ def test_environment_settings_come_from_cdk_json(capsys, minilm, tmp_path):
     (["--model-dir", "/nonexistent", "--requests-per-second", "5"], "--model-dir: '/nonexistent' is not a directory"),
     (["--params", "1e8", "--dtype", "fp16", "--kind", "encoder", "--requests-per-second", "5", "--plot", "out.jpg"], "--plot: 'out.jpg': give a .png"),
 ])
-def test_bad_arguments_get_a_clear_error(capsys, argv, message):
+def test_bad_arguments_get_a_clear_error(capsys, argv, message, tmp_path):
+    if "--environment" in argv:  # the scenarios' cdk.json, not the one in the working directory
+        argv = [*argv, "--cdk-json", str(write_scenario_cdk_json(tmp_path))]
     assert main(argv) == 2
     assert message in capsys.readouterr().err
 
