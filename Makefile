@@ -37,8 +37,10 @@ $(PY):
 # (it pins every other package, and `uv pip check` proves the set complete). aws-cdk.cloud-assembly-schema and
 # aws-cdk-lib both write aws_cdk/cloud_assembly_schema/__init__.py, and aws-cdk-lib's must be the one left
 # (tests/infra/test_packaging.py): uv installs in parallel, so aws-cdk-lib is installed again on its own, last.
+# --compile-bytecode, as pip does: where PYTHONDONTWRITEBYTECODE is set (our machines), nothing else ever writes the
+# .pyc files, and every process would compile aws-cdk-lib's 2.4 MB __init__.py again (make synth 14 s instead of 10).
 UV := $(VENV)/bin/uv
-UV_PIP = $(UV) pip install --quiet --python
+UV_PIP = $(UV) pip install --quiet --compile-bytecode --python
 HASHED := --require-hashes
 TORCH := $(shell grep -E '^torch==' requirements-dev.txt)
 # lock_entry(NAME, LOCK): NAME's lines in a uv lock (the pin and its hashes)
