@@ -115,6 +115,12 @@ def root_volume_hourly_usd(capacity: GpuCapacityProps, prices: MonitoringProps) 
     return round(monthly / HOURS_PER_MONTH, 6)
 
 
+def _in_service(name: str, index: int) -> str:
+    """Capacity group ``index``'s instances in service, metric ``name``: the other groups may scale to zero (an LLM
+    group off hours) and then have no datapoints, so none count 0."""
+    return name if index == 0 else f"FILL({name}, 0)"
+
+
 def alarm_name(environment_name: str, name: str, name_prefix: str = DEFAULT_NAME_PREFIX) -> str:
     """The name an alarm of this environment carries: in the console, in every notification, in ``alarm_name_prefix``."""
     return f"{alarm_name_prefix(environment_name, name_prefix)}{name}"
@@ -350,8 +356,7 @@ class InferenceMonitoring(_Alarms):
 
     def _gpu_hourly(self, capacity: GpuCapacity, index: int, name: str) -> tuple[str, float]:
         """(USD per hour of the group's instances in service, metric `name`, by its purchase policy; On-Demand price)."""
-        # The other groups may scale to zero (an LLM group off hours) and then have no datapoints: none cost 0.
-        running = name if index == 0 else f"FILL({name}, 0)"
+        running = _in_service(name, index)
         price = (self.props.hourly_price_usd if index == 0 else None) or capacity.instance_types[0].on_demand_hourly_usd
         spot_price = round(price * self.props.spot_price_fraction, 5)
         on_demand = on_demand_instances_expression(capacity, running)
@@ -396,7 +401,7 @@ class InferenceMonitoring(_Alarms):
             using[name] = self._instances(capacity, HOUR)
             hourly, price = self._gpu_hourly(capacity, index, name)
             gpu_parts.append(hourly)
-            volume_parts.append(f"{name if index == 0 else f'FILL({name}, 0)'} * {root_volume_hourly_usd(capacity.props, props)}")
+            volume_parts.append(f"{_in_service(name, index)} * {root_volume_hourly_usd(capacity.props, props)}")
             priced.append(f"{capacity.instance_types[0].name} at ${price}/h")
         using["requests"] = load_balancer.metrics.request_count(period=HOUR, statistic="Sum")
         using["lcus"] = load_balancer.metrics.custom("ConsumedLCUs", period=HOUR, statistic="Average")

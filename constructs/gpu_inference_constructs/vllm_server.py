@@ -137,10 +137,11 @@ class VllmProps:
         """/dev/shm in MiB for a server container of ``memory_mib``: the setting, else half of it, at most 16384."""
         return self.shared_memory_mib if self.shared_memory_mib is not None else min(VLLM_MAX_DEFAULT_SHM_MIB, memory_mib // 2)
 
-    @property
-    def model_source(self) -> ModelFromS3:
-        """How the weights reach vLLM (without the fetcher image, which ``VllmServer`` resolves)."""
-        return ModelFromS3.server_streams() if self.weights == "stream" else ModelFromS3.copy_to_scratch(f"{SCRATCH_PATH}/model")
+    def model_source(self, fetcher_image: ecs.ContainerImage | None = None) -> ModelFromS3:
+        """How the weights reach vLLM, its init containers from ``fetcher_image`` (default the public AWS CLI's)."""
+        if self.weights == "stream":
+            return ModelFromS3.server_streams(fetcher_image=fetcher_image)
+        return ModelFromS3.copy_to_scratch(f"{SCRATCH_PATH}/model", fetcher_image=fetcher_image)
 
     @property
     def buffer_mib(self) -> int:
@@ -188,7 +189,7 @@ class VllmServer:
 
     @property
     def sidecar_reservation(self) -> tuple[int, int]:
-        return sidecar_reservation(self.props.model_source, PrometheusMetrics(metrics=VLLM_METRICS))
+        return sidecar_reservation(self.props.model_source(), PrometheusMetrics(metrics=VLLM_METRICS))
 
     def check(self, model: ModelProps) -> None:
         """What this preset needs of the model, checked before any construct is made."""
@@ -213,7 +214,7 @@ class VllmServer:
             raise ConfigError("vllm.image", "is missing: give the ECR repository and tag of your vllm/vllm-openai mirror, or pass image= to VllmServer")
         fetcher_image = self.fetcher_image or (props.fetcher_image.container_image(context.scope, "FetcherImage") if props.fetcher_image else None)
         collector_image = self.collector_image or (props.collector_image.container_image(context.scope, "CollectorImage") if props.collector_image else None)
-        source = props.model_source
+        source = props.model_source(fetcher_image)
         if props.weights == "stream":
             streaming: tuple[str, ...] = ("--load-format", "runai_streamer")
             loader: dict[str, object] = {}
@@ -223,11 +224,9 @@ class VllmServer:
                 loader["distributed"] = True
             if loader:
                 streaming += ("--model-loader-extra-config", json.dumps(loader, separators=(",", ":")))
-            model_path, source = context.model_uri, ModelFromS3.server_streams(fetcher_image=fetcher_image)
+            model_path = context.model_uri
         else:
-            streaming = ()
-            source = ModelFromS3.copy_to_scratch(source.local_path, fetcher_image=fetcher_image)
-            model_path = source.local_path
+            streaming, model_path = (), source.local_path
         command = (
             model_path,
             "--host", "0.0.0.0",

@@ -265,7 +265,7 @@ def test_a_vllm_models_weights_are_copied_unless_cdk_json_says_stream():
     assert copied is not None and copied.weights == "copy"
     llama["vllm"].update(weights="stream", stream_buffer_mib=8192)
     streamed = load_environment("staging", staging).servers[index].vllm
-    assert streamed is not None and (streamed.weights, streamed.stream_buffer_mib, streamed.model_source.mode) == ("stream", 8192, "server_streams")
+    assert streamed is not None and (streamed.weights, streamed.stream_buffer_mib, streamed.model_source().mode) == ("stream", 8192, "server_streams")
     llama["vllm"]["weights"] = "copied"
     with pytest.raises(ConfigError, match=rf"models\[{index}\]\.vllm\.weights: 'copied' is not allowed; use one of: 'copy', 'stream'"):
         load_environment("staging", staging)

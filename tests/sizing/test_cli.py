@@ -261,12 +261,10 @@ def test_the_module_runs_as_a_command_without_torch(minilm):
 
 def test_prod_environment_mix_is_read_with_the_librarys_loader(capsys, minilm, tmp_path):
     """A cdk.json with an On-Demand base and share: the advisor's mix uses them, and the snippet keeps the base."""
-    context = scenario_context()
-    env = json.loads(json.dumps(context["environments"]["dev"]))
+    env = scenario_environment("dev")
     env["capacity"].update(on_demand_base_capacity=1, on_demand_percentage_above_base=50)
     env.setdefault("monitoring", {})["spot_price_fraction"] = 0.3
-    path = tmp_path / "cdk.json"
-    path.write_text(json.dumps({"context": {"environments": {"mixed": env}}}))
+    path = write_scenario_cdk_json(tmp_path, {"mixed": env})
     data = run_json(capsys, *minilm_args(minilm, "--requests-per-second", "4000", "--environment", "mixed",
                                          "--cdk-json", str(path)))
     assert data["purchase"] == {"region": "us-east-1", "on_demand_base": 1, "on_demand_percent": 50, "spot_fraction": 0.3,
