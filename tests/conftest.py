@@ -4,12 +4,21 @@
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# CDK's built-in CloudFormation validation (on in `cdk synth`, as users run it) loads for about 2.6 s in every
+# process that synthesizes and then reads every template again (about 7 of the 19 s of a 50-model app). The suite
+# runs it where it proves something: on the app it synthesizes once per session (validated_app below; tests/app checks
+# its report) and on a planted defect; every other synthesis, in this process or a `cdk synth` it starts, goes without.
+# Set before aws_cdk is imported: the Node.js process that synthesizes reads it from the environment it starts with.
+os.environ.setdefault("CDK_VALIDATION", "false")
+VALIDATION_REPORT = "validation-report.json"
 
 
 # The files that take a minute or more of one worker (pytest --durations on 2 cores), first: make test's parallel run
@@ -67,14 +76,37 @@ class Synthesized:
         return sorted(self.outdir.glob("assembly-*/*.template.json"))
 
 
-def synthesize(context: dict, outdir: Path) -> Synthesized:
-    """Every environment of ``context`` as `cdk synth` builds it, into ``outdir``."""
+def validated_app(**props):
+    """A cdk.App that runs CDK's CloudFormation validation (CloudFormationValidatePlugin) whatever CDK_VALIDATION
+    says; its findings are in ``outdir``/validation-report.json (cloudformation_validation_findings)."""
     import aws_cdk as cdk
 
+    app = cdk.App(**props)
+    cdk.Validations.of(app).add_plugins(cdk.CloudFormationValidatePlugin())
+    return app
+
+
+def cloudformation_validation_findings(outdir: Path) -> list[str]:
+    """'<rule> <construct path>: <description>' for each finding of CDK's CloudFormation validation in ``outdir``
+    (CDK writes no report when no plugin found anything)."""
+    import aws_cdk as cdk
+
+    report = outdir / VALIDATION_REPORT
+    if not report.exists():
+        return []
+    return [f"{v['ruleName']} {c['constructPath']}: {v['description']}"
+            for plugin in json.loads(report.read_text())["pluginReports"]
+            if plugin["pluginName"] == cdk.CloudFormationValidatePlugin.PLUGIN_NAME
+            for v in plugin["violations"] for c in v["violatingConstructs"]]
+
+
+def synthesize(context: dict, outdir: Path) -> Synthesized:
+    """Every environment of ``context`` as `cdk synth` builds it, CDK's CloudFormation validation included, into
+    ``outdir``."""
     from stacks.config import load_environments
     from stacks.stage import InferenceStage
 
-    app = cdk.App(context=context, outdir=str(outdir))
+    app = validated_app(context=context, outdir=str(outdir))
     stages = {config.name: InferenceStage(app, config) for config in load_environments(context)}
     app.synth()
     templates, stack_names = {}, {}

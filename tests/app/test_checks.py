@@ -1,5 +1,5 @@
-"""The app as cdk.json configures it: every environment passes cdk-nag (AwsSolutions), cfn-lint and checkov with
-nothing unexplained, synthesizes without a warning and matches its snapshot. A team that edits its environments
+"""The app as cdk.json configures it: every environment passes cdk-nag (AwsSolutions), CDK's CloudFormation
+validation, cfn-lint and checkov with nothing unexplained, synthesizes without a warning and matches its snapshot. A team that edits its environments
 updates these snapshots (make update-snapshots) and keeps these checks green; no other test reads its environments."""
 
 import json
@@ -12,7 +12,7 @@ import aws_cdk as cdk
 import pytest
 from cdk_nag import AwsSolutionsChecks
 
-from tests.conftest import ROOT, cdk_context
+from tests.conftest import ROOT, cdk_context, cloudformation_validation_findings, validated_app
 from tests.readable_templates import ReadableSnapshot, render_stacks
 
 ACKNOWLEDGED = cdk.Validations.ACKNOWLEDGED_RULES_METADATA_KEY
@@ -117,6 +117,25 @@ def test_cfn_lint_ran_and_read_every_template(cfn_lint_run, app_synthesized):
     assert len(expected) >= 3 * len(ENVIRONMENTS)  # network, shared and at least one model in each environment
     assert {path: read.get(path) for path in expected} == expected
     assert sum(int(message.split()[1]) for message in expected.values()) > 100 * len(ENVIRONMENTS)
+
+
+def test_cdk_cloudformation_validation_finds_nothing(app_synthesized):
+    """What `cdk synth` reports from its built-in CloudFormation validation, warnings included, for every
+    environment (the session synthesizes with tests.conftest.validated_app)."""
+    assert cloudformation_validation_findings(app_synthesized.outdir) == []
+
+
+def test_cdk_cloudformation_validation_reports_a_planted_finding(tmp_path):
+    """The twin: an app built as the session's is (a stage per environment), with a security group in a VPC id of
+    the wrong format."""
+    from aws_cdk import aws_ec2 as ec2
+
+    app = validated_app(outdir=str(tmp_path))
+    stack = cdk.Stack(cdk.Stage(app, "Dev"), "Planted")
+    ec2.CfnSecurityGroup(stack, "Group", group_description="planted", vpc_id="vpc-2")
+    app.synth()
+    assert cloudformation_validation_findings(tmp_path) == [
+        "E1151 Dev/Planted/Group: VpcId: 'vpc-2' does not match format 'AWS::EC2::VPC.Id'"]
 
 
 def test_cfn_lint_finds_no_errors(cfn_lint_run):
