@@ -365,11 +365,13 @@ class InferenceMonitoring(_Alarms):
     def spare_capacity_cost(self, capacities: Sequence[GpuCapacity]) -> list[cloudwatch.MathExpression]:
         """USD per hour of each group's warm spare: the share of its instances that no task reserves, (100 -
         CapacityProviderReservation) % (ECS managed scaling's own metric: tasks' need over instances in service, which
-        target_capacity_percent below 100 holds below 100), priced like the group's instances."""
+        target_capacity_percent below 100 holds below 100), priced like the group's instances and their root
+        volumes."""
         spares = []
         for index, capacity in enumerate(capacities):
             total, reserved = f"total{index}", f"reservation{index}"  # ids unique across the graph's expressions
-            hourly, _ = self._gpu_hourly(capacity, 0, total)  # no FILL: a group at zero has no spare either
+            gpus, _ = self._gpu_hourly(capacity, 0, total)  # no FILL: a group at zero has no spare either
+            hourly = f"({gpus} + {total} * {root_volume_hourly_usd(capacity.props, self.props)})"
             reservation = cloudwatch.Metric(
                 namespace="AWS/ECS/ManagedScaling", metric_name="CapacityProviderReservation",
                 dimensions_map={"ClusterName": capacity.cluster.cluster_name,

@@ -468,9 +468,11 @@ def test_rules_targeting_a_topic_through_topic_target_allow_this_accounts_rules_
 
 
 def test_the_dashboard_prices_each_groups_warm_spare_from_managed_scalings_reservation(env):
-    """The spare is (100 - CapacityProviderReservation) % of the group's instances at its purchase mix: at 2
-    instances with tasks reserving one (reservation 50) it costs half the group's hour; at or above 100 nothing."""
+    """The spare is (100 - CapacityProviderReservation) % of the group's instances at its purchase mix, with their
+    root volumes: at 2 instances with tasks reserving one (reservation 50) it costs half the group's hour; at or
+    above 100 nothing."""
     from gpu_inference_constructs.instance_catalog import CATALOG
+    from gpu_inference_constructs.monitoring import MonitoringProps
 
     config, template = env
     (widget,) = [w for w in dashboard_widgets(template) if w["properties"].get("title", "").startswith("Warm spare GPU capacity")]
@@ -486,7 +488,10 @@ def test_the_dashboard_prices_each_groups_warm_spare_from_managed_scalings_reser
         price = CATALOG[capacity.instance_types[0]].on_demand_hourly_usd
         base, share = capacity.on_demand_base_capacity, capacity.on_demand_percentage_above_base / 100
         on_demand = min(2, base + math.ceil(max(0, 2 - base) * share)) if 2 > base else 2
-        group_hour = on_demand * price + (2 - on_demand) * round(price * 0.4, 5)
+        iops = max(3000, math.ceil(capacity.root_volume_throughput_mib_s / 0.25)) if capacity.root_volume_throughput_mib_s > 125 else 3000
+        volume_month = (capacity.root_volume_gib * MonitoringProps.gp3_gib_month_usd + (iops - 3000) * MonitoringProps.gp3_iops_month_usd
+                        + (capacity.root_volume_throughput_mib_s - 125) * MonitoringProps.gp3_mib_s_month_usd)
+        group_hour = on_demand * price + (2 - on_demand) * round(price * 0.4, 5) + 2 * round(volume_month / 730, 6)
         at = {f"total{index}": 2, f"reservation{index}": 50}
         assert evaluate(spare["expression"], at) == pytest.approx(group_hour / 2)
         assert evaluate(spare["expression"], {**at, f"reservation{index}": 130}) == 0  # tasks waiting: no spare
