@@ -24,7 +24,6 @@ VALIDATION_REPORT = "validation-report.json"
 # The files that take a minute or more of one worker (pytest --durations on 2 cores), first: make test's parallel run
 # hands out files in collection order, and one of these started last leaves the other worker idle until it ends.
 LONGEST_FIRST = (
-    "tests/bench/test_bench_smoke.py",  # python -m bench --short: 90 s
     "tests/test_lint.py",  # pyright over the repository
     "tests/e2e/test_task_definition_runs_the_server.py",
     "tests/infra/test_many_models.py",

@@ -1,6 +1,4 @@
-"""`python -m bench --short` end to end: the harness works and its numbers are sane. Not timing targets, so it runs in
-make test's parallel run beside other tests: the measurement windows are fixed, a busy core lowers the figures, and
-nothing here compares them with a target (the full run does, alone: make bench)."""
+"""`python -m bench --short` end to end: the harness works and its numbers are sane (not timing targets)."""
 
 from __future__ import annotations
 
@@ -30,6 +28,7 @@ def short_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
 
 
 @pytest.mark.slow
+@pytest.mark.timing
 def test_writes_json_and_png(short_run):
     _, out = short_run
     assert (out / "bench.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -39,6 +38,7 @@ def test_writes_json_and_png(short_run):
 
 
 @pytest.mark.slow
+@pytest.mark.timing
 def test_every_system_measured_with_sane_numbers(short_run):
     _, out = short_run
     results = json.loads((out / "bench.json").read_text())
@@ -75,6 +75,7 @@ def test_every_system_measured_with_sane_numbers(short_run):
 
 
 @pytest.mark.slow
+@pytest.mark.timing
 def test_prints_the_ratio_table(short_run):
     done, out = short_run
     assert "ours/baseline" in done.stdout and "targets:" in done.stdout
