@@ -87,17 +87,25 @@ def validated_app(**props):
 
 
 def cloudformation_validation_findings(outdir: Path) -> list[str]:
-    """'<rule> <construct path>: <description>' for each finding of CDK's CloudFormation validation in ``outdir``
-    (CDK writes no report when no plugin found anything)."""
+    """'<rule> <construct path>: <description>' for each finding of CDK's CloudFormation validation in ``outdir``'s
+    report, and its failure or crash (a plugin that ran and found nothing has no entry; with no plugin's entry at all
+    there is no report)."""
     import aws_cdk as cdk
 
     report = outdir / VALIDATION_REPORT
     if not report.exists():
         return []
-    return [f"{v['ruleName']} {c['constructPath']}: {v['description']}"
-            for plugin in json.loads(report.read_text())["pluginReports"]
-            if plugin["pluginName"] == cdk.CloudFormationValidatePlugin.PLUGIN_NAME
-            for v in plugin["violations"] for c in v["violatingConstructs"]]
+    found = []
+    for plugin in json.loads(report.read_text())["pluginReports"]:
+        if plugin["pluginName"] != cdk.CloudFormationValidatePlugin.PLUGIN_NAME:
+            continue
+        found += [f"{v['ruleName']} {c['constructPath']}: {v['description']}"
+                  for v in plugin["violations"] for c in v["violatingConstructs"]]
+        if (plugin.get("metadata") or {}).get("error"):
+            found.append(f"the plugin failed: {plugin['metadata']['error']}")
+        elif plugin.get("conclusion") == "failure" and not plugin["violations"]:
+            found.append("the plugin concluded failure without a finding")
+    return found
 
 
 def synthesize(context: dict, outdir: Path) -> Synthesized:

@@ -354,13 +354,17 @@ class InferenceMonitoring(_Alarms):
             label="GPU instances in service",
         )
 
-    def _gpu_hourly(self, capacity: GpuCapacity, index: int, name: str) -> tuple[str, float]:
-        """(USD per hour of the group's instances in service, metric `name`, by its purchase policy; On-Demand price)."""
-        running = _in_service(name, index)
-        price = (self.props.hourly_price_usd if index == 0 else None) or capacity.instance_types[0].on_demand_hourly_usd
+    def _on_demand_price(self, capacity: GpuCapacity, index: int) -> float:
+        """Capacity group ``index``'s On-Demand USD per hour: ``hourly_price_usd`` for the first group, else its
+        preferred type's catalog price."""
+        return (self.props.hourly_price_usd if index == 0 else None) or capacity.instance_types[0].on_demand_hourly_usd
+
+    def _gpu_hourly(self, capacity: GpuCapacity, price: float, running: str) -> str:
+        """USD per hour of the group's ``running`` instances (a metric math term) by its purchase policy, On-Demand
+        at ``price``."""
         spot_price = round(price * self.props.spot_price_fraction, 5)
         on_demand = on_demand_instances_expression(capacity, running)
-        return f"(({on_demand}) * {price} + ({running} - ({on_demand})) * {spot_price})", price
+        return f"(({on_demand}) * {price} + ({running} - ({on_demand})) * {spot_price})"
 
     def spare_capacity_cost(self, capacities: Sequence[GpuCapacity]) -> list[cloudwatch.MathExpression]:
         """USD per hour of each group's warm spare: the share of its instances that no task reserves, (100 -
@@ -370,7 +374,8 @@ class InferenceMonitoring(_Alarms):
         spares = []
         for index, capacity in enumerate(capacities):
             total, reserved = f"total{index}", f"reservation{index}"  # ids unique across the graph's expressions
-            gpus, _ = self._gpu_hourly(capacity, 0, total)  # no FILL: a group at zero has no spare either
+            # No FILL: a group at zero has no spare either.
+            gpus = self._gpu_hourly(capacity, self._on_demand_price(capacity, index), total)
             hourly = f"({gpus} + {total} * {root_volume_hourly_usd(capacity.props, self.props)})"
             reservation = cloudwatch.Metric(
                 namespace="AWS/ECS/ManagedScaling", metric_name="CapacityProviderReservation",
@@ -401,8 +406,8 @@ class InferenceMonitoring(_Alarms):
         for index, capacity in enumerate(capacities):
             name = "total" if index == 0 else f"total{index}"
             using[name] = self._instances(capacity, HOUR)
-            hourly, price = self._gpu_hourly(capacity, index, name)
-            gpu_parts.append(hourly)
+            price = self._on_demand_price(capacity, index)
+            gpu_parts.append(self._gpu_hourly(capacity, price, _in_service(name, index)))
             volume_parts.append(f"{_in_service(name, index)} * {root_volume_hourly_usd(capacity.props, props)}")
             priced.append(f"{capacity.instance_types[0].name} at ${price}/h")
         using["requests"] = load_balancer.metrics.request_count(period=HOUR, statistic="Sum")

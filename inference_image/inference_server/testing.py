@@ -25,7 +25,7 @@ def build_tiny_bert(dest_dir: str | Path, task: str = "text-classification", *, 
         BertConfig,
         BertForSequenceClassification,
         BertModel,
-        BertTokenizerFast,  # pyright: ignore[reportAttributeAccessIssue]  # not in its stubs; there at run time
+        BertTokenizerFast,
     )
 
     if task not in ("text-classification", "text-embedding"):

@@ -1,15 +1,15 @@
 """constructs/README.md's three team examples, executed exactly as written: a bare cdk.App(), cdk-nag registered,
-app.synth() (which raises on any unacknowledged finding). The page's "More examples" are test_readme_examples.py's."""
+app.synth() (which raises on any unacknowledged finding), CDK's CloudFormation validation on (run_example). The page's
+"More examples" are test_readme_examples.py's."""
 
 from __future__ import annotations
 
 import re
-from typing import Any
 
 import pytest
 
 from tests.conftest import ROOT
-from tests.consumer.test_readme_examples import NAMES
+from tests.consumer.test_readme_examples import NAMES, run_example
 
 EXAMPLE = re.compile(r"```python\n(# Example: (.+?)\n.*?)```", re.S)
 
@@ -27,10 +27,8 @@ def test_the_page_has_the_three_team_examples():
 
 
 @pytest.mark.parametrize("title", list(examples()))
-def test_each_example_synthesizes_cdk_nag_clean_in_a_bare_app(title):
-    namespace: dict[str, Any] = {"__name__": "library_page_example"}
-    exec(compile(examples()[title], "constructs/README.md", "exec"), namespace)
-    app, stack = namespace["app"], namespace["stack"]
-    assert not app.node.try_get_context("@aws-cdk/core:newStyleStackSynthesis")
-    template = app.synth().get_stack_by_name(stack.stack_name).template
-    assert any(r["Type"] == "AWS::ECS::Service" for r in template["Resources"].values())
+def test_each_example_synthesizes_cdk_nag_and_validation_clean_in_a_bare_app(title):
+    ran = run_example(examples()[title], None, "constructs/README.md")
+    assert not ran["app"].node.try_get_context("@aws-cdk/core:newStyleStackSynthesis")
+    assert any(r["Type"] == "AWS::ECS::Service" for r in ran["template"]["Resources"].values())
+    assert ran["validation_findings"] == []

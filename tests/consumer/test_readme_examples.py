@@ -3,7 +3,8 @@ examples"), run as another team would run them; and README.md's `cdk.json` envir
 
 Each ``# Example:`` block is executed exactly as written: a plain ``cdk.App()`` with no context
 at all, cdk-nag's AwsSolutions checks registered, ``app.synth()`` (which fails on any unacknowledged
-finding). Then again with cdk.json's feature flags as the app's context. The tests assert what the
+finding), CDK's own CloudFormation validation on as `cdk synth` runs it (the suite otherwise turns it off:
+tests/conftest.py). Then again with cdk.json's feature flags as the app's context. The tests assert what the
 pages promise about each container definition and that both flag sets give the same containers.
 """
 
@@ -11,12 +12,13 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import aws_cdk as cdk
 import pytest
 from cdk_nag import AwsSolutionsChecks
 
-from tests.conftest import ROOT, scenario_context
+from tests.conftest import ROOT, cloudformation_validation_findings, scenario_context, validated_app
 from tests.readable_templates import ReadableSnapshot, render_stacks
 
 EXAMPLE = re.compile(r"```python\n(# Example: (.+?)\n.*?)```", re.S)
@@ -41,14 +43,15 @@ def readme_examples() -> dict[str, str]:
 
 
 def run_example(source: str, context: dict | None, page: str = "README.md") -> dict:
-    """Execute one page's block; with ``context`` its ``cdk.App()`` gets it (the only change)."""
-    if context is not None:
-        assert source.count("cdk.App()") == 1
-        source = source.replace("cdk.App()", "cdk.App(context=__context__)")
-    namespace = {"__name__": "readme_example", "__context__": context}
+    """Execute one page's block, its ``cdk.App()`` made by validated_app (CDK's CloudFormation validation on, as
+    `cdk synth` runs it) and given ``context`` (the only change)."""
+    assert source.count("cdk.App()") == 1
+    source = source.replace("cdk.App()", "__app__(context=__context__)")
+    namespace = {"__name__": "readme_example", "__context__": context, "__app__": validated_app}
     exec(compile(source, page, "exec"), namespace)
     app, stack = namespace["app"], namespace["stack"]
     namespace["template"] = app.synth().get_stack_by_name(stack.stack_name).template
+    namespace["validation_findings"] = cloudformation_validation_findings(Path(app.outdir))
     return namespace
 
 
@@ -68,6 +71,13 @@ def ran(name: str) -> tuple[str, dict, dict]:
 @pytest.fixture(params=list(NAMES))
 def example(request):
     return ran(request.param)
+
+
+def test_each_example_passes_cdks_cloudformation_validation(example):
+    """What `cdk synth` would print from CDK's built-in validation for a team that copies the example: nothing, with
+    or without cdk.json's flags."""
+    _, plain, flagged = example
+    assert (plain["validation_findings"], flagged["validation_findings"]) == ([], [])
 
 
 def containers(template: dict) -> dict:

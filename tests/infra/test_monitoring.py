@@ -467,12 +467,17 @@ def test_rules_targeting_a_topic_through_topic_target_allow_this_accounts_rules_
     assert sids.count("RulesPublishingToThisAccountsTopicsUseTheKey") == 1
 
 
+# One instance's gp3 root volume per hour at us-east-1's list prices (GiB-month $0.08, IOPS-month above 3,000 $0.005,
+# MiB/s-month above 125 $0.04; 730 hours a month), by (GiB, MiB/s): 400 GiB at 1,000 MiB/s (4,000 IOPS) is $32 + $5 +
+# $35 a month.
+ROOT_VOLUME_USD_PER_HOUR = {(100, 125): 0.010959, (150, 125): 0.016438, (400, 1000): 0.09863}
+
+
 def test_the_dashboard_prices_each_groups_warm_spare_from_managed_scalings_reservation(env):
     """The spare is (100 - CapacityProviderReservation) % of the group's instances at its purchase mix, with their
     root volumes: at 2 instances with tasks reserving one (reservation 50) it costs half the group's hour; at or
     above 100 nothing."""
     from gpu_inference_constructs.instance_catalog import CATALOG
-    from gpu_inference_constructs.monitoring import MonitoringProps
 
     config, template = env
     (widget,) = [w for w in dashboard_widgets(template) if w["properties"].get("title", "").startswith("Warm spare GPU capacity")]
@@ -488,10 +493,33 @@ def test_the_dashboard_prices_each_groups_warm_spare_from_managed_scalings_reser
         price = CATALOG[capacity.instance_types[0]].on_demand_hourly_usd
         base, share = capacity.on_demand_base_capacity, capacity.on_demand_percentage_above_base / 100
         on_demand = min(2, base + math.ceil(max(0, 2 - base) * share)) if 2 > base else 2
-        iops = max(3000, math.ceil(capacity.root_volume_throughput_mib_s / 0.25)) if capacity.root_volume_throughput_mib_s > 125 else 3000
-        volume_month = (capacity.root_volume_gib * MonitoringProps.gp3_gib_month_usd + (iops - 3000) * MonitoringProps.gp3_iops_month_usd
-                        + (capacity.root_volume_throughput_mib_s - 125) * MonitoringProps.gp3_mib_s_month_usd)
-        group_hour = on_demand * price + (2 - on_demand) * round(price * 0.4, 5) + 2 * round(volume_month / 730, 6)
+        volume_hour = ROOT_VOLUME_USD_PER_HOUR[(capacity.root_volume_gib, capacity.root_volume_throughput_mib_s)]
+        group_hour = on_demand * price + (2 - on_demand) * round(price * 0.4, 5) + 2 * volume_hour
         at = {f"total{index}": 2, f"reservation{index}": 50}
         assert evaluate(spare["expression"], at) == pytest.approx(group_hour / 2)
         assert evaluate(spare["expression"], {**at, f"reservation{index}": 130}) == 0  # tasks waiting: no spare
+
+
+def test_hourly_price_usd_prices_the_first_groups_instances_only(tmp_path):
+    """``monitoring.hourly_price_usd`` (a negotiated rate, say) is the first capacity group's On-Demand price; another
+    group (staging's llm) keeps its preferred type's catalog price, in the warm spare as in the cost per 1M requests."""
+    import aws_cdk as cdk
+
+    from gpu_inference_constructs.instance_catalog import CATALOG
+    from stacks.config import load_environment
+    from stacks.stage import InferenceStage
+    from tests.conftest import scenario_context
+
+    data = scenario_environment("staging")
+    data["monitoring"] = {**data.get("monitoring", {}), "hourly_price_usd": 0.5}
+    context = {k: v for k, v in scenario_context().items() if k != "environments"}
+    stage = InferenceStage(cdk.App(context=context, outdir=str(tmp_path)), load_environment("staging", data))
+    (template,) = [stack.template for stack in stage.synth().stacks if stack.hierarchical_id.endswith("/Inference")]
+    widgets = dashboard_widgets(Template.from_json(template))
+    (spare,) = [w for w in widgets if w["properties"].get("title", "").startswith("Warm spare GPU capacity")]
+    first, llm = [m[0]["expression"] for m in spare["properties"]["metrics"] if isinstance(m[0], dict)]
+    llm_price = CATALOG["g5.12xlarge"].on_demand_hourly_usd
+    assert "* 0.5 +" in first and f"* {llm_price} +" not in first
+    assert f"* {llm_price} +" in llm and "* 0.5 +" not in llm
+    costs = [w for w in widgets if "per 1M requests" in json.dumps(w)]
+    assert costs and all("* 0.5 +" in json.dumps(w) and f"* {llm_price} +" in json.dumps(w) for w in costs)
