@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from dataclasses import dataclass
@@ -76,13 +77,22 @@ class Synthesized:
         return sorted(self.outdir.glob("assembly-*/*.template.json"))
 
 
+@functools.cache
+def _cloudformation_validation():
+    """One CloudFormationValidatePlugin a process, as CDK keeps one for its default: each instance loads its engine
+    again, about 3 s and 200 MB of the Node.js process's heap (fifteen filled a worker's 4 GB, and it stalled)."""
+    import aws_cdk as cdk
+
+    return cdk.CloudFormationValidatePlugin()
+
+
 def validated_app(**props):
     """A cdk.App that runs CDK's CloudFormation validation (CloudFormationValidatePlugin) whatever CDK_VALIDATION
     says; its findings are in ``outdir``/validation-report.json (cloudformation_validation_findings)."""
     import aws_cdk as cdk
 
     app = cdk.App(**props)
-    cdk.Validations.of(app).add_plugins(cdk.CloudFormationValidatePlugin())
+    cdk.Validations.of(app).add_plugins(_cloudformation_validation())
     return app
 
 
