@@ -15,8 +15,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # CDK's built-in CloudFormation validation (on in `cdk synth`, as users run it) loads for about 2.6 s in every
 # process that synthesizes and then reads every template again (about 7 of the 19 s of a 50-model app). The suite
-# runs it where it proves something: on the app it synthesizes once per session (validated_app below; tests/app checks
-# its report) and on a planted defect; every other synthesis, in this process or a `cdk synth` it starts, goes without.
+# runs it where it proves something (validated_app below): on the app it synthesizes once per session (tests/app checks
+# its report), on every README and library-page example, and on a planted defect; every other synthesis, in this
+# process or a `cdk synth` it starts, goes without.
 # Set before aws_cdk is imported: the Node.js process that synthesizes reads it from the environment it starts with.
 os.environ.setdefault("CDK_VALIDATION", "false")
 VALIDATION_REPORT = "validation-report.json"

@@ -1,6 +1,7 @@
 """The app as cdk.json configures it: every environment passes cdk-nag (AwsSolutions), CDK's CloudFormation
-validation, cfn-lint and checkov with nothing unexplained, synthesizes without a warning and matches its snapshot. A team that edits its environments
-updates these snapshots (make update-snapshots) and keeps these checks green; no other test reads its environments."""
+validation, cfn-lint and checkov with nothing unexplained, synthesizes without a warning and matches its snapshot. A
+team that edits its environments updates these snapshots (make update-snapshots) and keeps these checks green; no
+other test reads its environments."""
 
 import json
 import shutil
