@@ -38,8 +38,6 @@ TGI_PORT = 8080
 TGI_METRICS = ("tgi_queue_size", "tgi_batch_current_size")
 TGI_OWNED_FLAGS = ("--model-id", "--port", "--hostname", "--num-shard", "--max-concurrent-requests", "--huggingface-hub-cache")
 TGI_PYTHON_WARNING = "gpu-inference:tgi-python-under-root"
-TGI_RESERVED_ENVIRONMENT = ("HOME", "HF_HOME", "HF_HUB_OFFLINE", "AWS_DEFAULT_REGION", "USER", "LOGNAME")
-
 
 
 def _sidecar_images(props: TritonProps | TgiProps, context: ServerContext) -> tuple[ecs.ContainerImage | None, ecs.ContainerImage | None]:
@@ -177,7 +175,10 @@ class TgiServer:
 
     def contract(self, context: ServerContext) -> ServerContract:
         model, props = context.model, self.props
-        model.check_reserved_environment(TGI_RESERVED_ENVIRONMENT, "tgi")
+        # The image sets HF_HOME=/data, on the read-only root.
+        own_environment = {"HOME": f"{SCRATCH_PATH}/home", "HF_HOME": f"{SCRATCH_PATH}/cache/huggingface",
+                           "HF_HUB_OFFLINE": "1", "AWS_DEFAULT_REGION": context.region, **named_user("tgi")}
+        model.check_reserved_environment(tuple(own_environment), "tgi")
         fetcher, collector = _sidecar_images(props, context)
         model_path = f"{SCRATCH_PATH}/model"
         queue, batch = (PrometheusMetrics.cloudwatch_name(m) for m in TGI_METRICS)
@@ -202,9 +203,7 @@ class TgiServer:
             model_source=ModelFromS3.copy_to_scratch(model_path, fetcher_image=fetcher),
             shared_memory_mib=min(4096, model.memory_mib // 4),
             tmpfs_mib={"/tmp": 2048},
-            # The image sets HF_HOME=/data, on the read-only root.
-            environment={**model.environment, "HOME": f"{SCRATCH_PATH}/home", "HF_HOME": f"{SCRATCH_PATH}/cache/huggingface",
-                         "HF_HUB_OFFLINE": "1", "AWS_DEFAULT_REGION": context.region, **named_user("tgi")},
+            environment={**model.environment, **own_environment},
             public_paths=("/generate", "/generate_stream", "/v1/*"),
             stop=StopTiming.tgi(props.longest_request_seconds),
             metrics=PrometheusMetrics(metrics=TGI_METRICS, collector_image=collector),

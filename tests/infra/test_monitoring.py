@@ -503,19 +503,13 @@ def test_the_dashboard_prices_each_groups_warm_spare_from_managed_scalings_reser
 def test_hourly_price_usd_prices_the_first_groups_instances_only(tmp_path):
     """``monitoring.hourly_price_usd`` (a negotiated rate, say) is the first capacity group's On-Demand price; another
     group (staging's llm) keeps its preferred type's catalog price, in the warm spare as in the cost per 1M requests."""
-    import aws_cdk as cdk
-
     from gpu_inference_constructs.instance_catalog import CATALOG
-    from stacks.config import load_environment
-    from stacks.stage import InferenceStage
-    from tests.conftest import scenario_context
+    from tests.conftest import scenario_context, synthesize
 
     data = scenario_environment("staging")
     data["monitoring"] = {**data.get("monitoring", {}), "hourly_price_usd": 0.5}
-    context = {k: v for k, v in scenario_context().items() if k != "environments"}
-    stage = InferenceStage(cdk.App(context=context, outdir=str(tmp_path)), load_environment("staging", data))
-    (template,) = [stack.template for stack in stage.synth().stacks if stack.hierarchical_id.endswith("/Inference")]
-    widgets = dashboard_widgets(Template.from_json(template))
+    synthesized = synthesize({**scenario_context(), "environments": {"staging": data}}, tmp_path)
+    widgets = dashboard_widgets(Template.from_json(synthesized.template("staging", "Inference")))
     (spare,) = [w for w in widgets if w["properties"].get("title", "").startswith("Warm spare GPU capacity")]
     first, llm = [m[0]["expression"] for m in spare["properties"]["metrics"] if isinstance(m[0], dict)]
     llm_price = CATALOG["g5.12xlarge"].on_demand_hourly_usd
