@@ -143,14 +143,19 @@ lint: setup-dev
 # assert latencies, deadlines or throughput ratios, alone (pytest.ini: the `timing` marker).
 PYTEST_WORKERS ?= auto
 PARALLEL := -n $(PYTEST_WORKERS) --dist loadfile
+# pytest rewrites the asserts of every test module and of every module of its plugins' packages (hypothesis and
+# schemathesis: about 380) and caches the result as bytecode, unless PYTHONDONTWRITEBYTECODE is set (our machines set
+# it): then every pytest process rewrote them again, about 6 s each. The cache goes to __pycache__ (git-ignored, and
+# outside the image's build context by its .dockerignore).
+PYTEST := env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest
 
 test: setup-dev
-	$(PY) -m pytest $(PARALLEL) -m "not timing and not vllm_cpu"
-	$(PY) -m pytest -m "timing and not vllm_cpu"
+	$(PYTEST) $(PARALLEL) -m "not timing and not vllm_cpu"
+	$(PYTEST) -m "timing and not vllm_cpu"
 
 # The inner loop: no lint, no process-starting or model-loading tests.
 test-fast: setup-dev
-	$(PY) -m pytest $(PARALLEL) -m "not slow and not timing and not vllm_cpu"
+	$(PYTEST) $(PARALLEL) -m "not slow and not timing and not vllm_cpu"
 
 # Opt-in (not part of `make test`): the vLLM preset's task definition run on CPU with vllm-cpu
 # (about 2 GB in its own virtual environment; vllm-cpu pins the CPU build torch==2.13.0+cpu).
@@ -164,10 +169,10 @@ $(VLLM_STAMP):
 	touch $@
 
 e2e-vllm: setup-dev $(VLLM_STAMP)
-	$(PY) -m pytest -m vllm_cpu tests/e2e/test_vllm_task_definition.py -s
+	$(PYTEST) -m vllm_cpu tests/e2e/test_vllm_task_definition.py -s
 
 update-snapshots: setup-dev
-	$(PY) -m pytest tests/app tests/consumer -k snapshot --snapshot-update
+	$(PYTEST) tests/app tests/consumer -k snapshot --snapshot-update
 
 bench: setup-dev
 	$(PY) -m bench
