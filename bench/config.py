@@ -69,12 +69,13 @@ class BenchConfig:
     reject_clients: int = 64
     ready_timeout_s: float = 300.0
     startup_repeats: int = 3  # start-to-ready of ours against the bare import-load-infer script, alternating; 0: skip
+    compile_startup: bool = True  # ours with MODEL_RUNTIME=compile: first start, and with its compile cache (~2.5 min)
     output_dir: Path = RESULTS_DIR
     mode: str = "full"
 
 
 SHORT = dict(concurrency=(1, 8, 64), warmup_s=0.3, duration_s=0.7, raw_batch_sizes=(1, 32), raw_duration_s=0.5,
-             overload_clients=400, overload_duration_s=1.0, startup_repeats=1, mode="short")
+             overload_clients=400, overload_duration_s=1.0, startup_repeats=1, compile_startup=False, mode="short")
 
 
 def _ints(raw: str) -> tuple[int, ...]:
@@ -114,6 +115,8 @@ def parse_args(argv: list[str] | None = None) -> BenchConfig:
     parser.add_argument("--no-pin", action="store_false", dest="pin_cpus", default=None,
                         help="leave every process on every core")
     parser.add_argument("--startup-repeats", type=int, help="start-up runs of ours and the bare script each (0: skip)")
+    parser.add_argument("--no-compile-startup", action="store_false", dest="compile_startup", default=None,
+                        help="skip the torch.compile start-ups (first and cached; about 2.5 minutes on 2 cores)")
     parser.add_argument("--overload-clients", type=int, help="clients of the goodput-under-overload scenario (0: skip)")
     parser.add_argument("--overload-duration", type=float, dest="overload_duration_s",
                         help="seconds recorded in the overload scenario")

@@ -23,7 +23,7 @@ from .models import minilm_dir
 from .plot import plot
 from .processes import HOST, free_port, pin, start_server
 from .report import evaluate, generator_ceiling, table
-from .startup import measure_startup
+from .startup import measure_compile_startup, measure_startup
 from .systems import REPO_ROOT, cpu_layout, launch, request_bodies, thread_env, torch_threads
 from .texts import make_texts
 
@@ -233,6 +233,11 @@ def run_benchmark(cfg: BenchConfig) -> dict:
         results["startup"] = measure_startup(cfg, model_dir, cfg.startup_repeats)
         _log(f"start-up: ours {results['startup']['ours_median_s']:.1f} s, bare "
              f"{results['startup']['bare_median_s']:.1f} s: {results['startup']['ratio']:.2f} x")
+    if cfg.compile_startup and any(model != NULL for _, model in cfg.systems):
+        _log("start-up with torch.compile: eager, the first compile start, a start that finds its compile cache")
+        compiled = results["compile_startup"] = measure_compile_startup(cfg, model_dir)
+        _log(f"start-up with torch.compile: first {compiled['first']['seconds']:.1f} s, with the cache "
+             f"{compiled['cached']['seconds']:.1f} s, eager {compiled['eager']['seconds']:.1f} s")
     texts = [SAME_TEXT] if cfg.same_text else make_texts(cfg.texts)
     cfg = dataclasses.replace(cfg, overload_deadline_ms=overload_deadline_ms(cfg, results["raw_model"]))
     results["setup"]["overload_deadline_ms"] = cfg.overload_deadline_ms

@@ -1,10 +1,13 @@
 """Start-up: seconds from process start to ready for our server against the bare script (bench.bare_start: import,
 load, one inference, exit) on the same model, same machine, alternating, each `repeats` times; and where our
-server's start goes, from its own log lines. `python -m bench.startup [--repeats 3]` prints the JSON."""
+server's start goes, from its own log lines. With --compile: our server with MODEL_RUNTIME=compile, its first start
+and a start that finds the compile cache the first one saved, against an eager start.
+`python -m bench.startup [--repeats 3] [--compile]` prints the JSON."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import http.client
 import os
 import statistics
@@ -42,14 +45,17 @@ def bare_start(model_dir: str, cfg: BenchConfig) -> dict:
     return {"seconds": total, **orjson.loads(done.stdout.strip().splitlines()[-1])}
 
 
-def our_start(model_dir: str, cfg: BenchConfig, scratch: Path, warmup: str = "first") -> dict:
-    """Popen to the first 200 from /ready, then one /predict (a ready server answers), then the phases."""
+def our_start(model_dir: str, cfg: BenchConfig, scratch: Path, warmup: str = "first",
+              extra_env: dict[str, str] | None = None, wait_for: str | None = None) -> dict:
+    """Popen to the first 200 from /ready, then one /predict (a ready server answers), then (``wait_for``) until
+    the log has that message, then the phases."""
     port = free_port()
     env = {**thread_env(cfg), "PYTHONPATH": _python_path(), "PYTHONUNBUFFERED": "1", "PORT": str(port),
            "HOST": HOST, "MODEL_NAME": "bench", "MODEL_VERSION": "1", "LOG_LEVEL": "info", "MODEL_URI": model_dir,
            "MODEL_TASK": "text-embedding", "MAX_BATCH_SIZE": str(cfg.max_batch_size),
            "MAX_SEQUENCE_LENGTH": str(cfg.max_sequence_length), "DEVICE": cfg.device, "WORKERS": str(cfg.workers),
-           "MODEL_CACHE_DIR": tempfile.mkdtemp(prefix="startup-cache-", dir=scratch), "WARMUP": warmup}
+           "MODEL_CACHE_DIR": tempfile.mkdtemp(prefix="startup-cache-", dir=scratch), "WARMUP": warmup,
+           **(extra_env or {})}
     wall_started, started = time.time(), time.monotonic()
     process = start_server(f"startup-ours-{warmup}", [sys.executable, "-m", "inference_server"], env, port,
                            cfg.output_dir / "logs")
@@ -58,10 +64,20 @@ def our_start(model_dir: str, cfg: BenchConfig, scratch: Path, warmup: str = "fi
         ready = time.monotonic() - started
         status = _predict(port)
         time.sleep(0.2)
+        waited = _wait_for_message(process.log_path, wait_for, started, cfg.ready_timeout_s) if wait_for else None
     finally:
         process.stop()
-    return {"seconds": ready, "predict_status": status, "warmup": warmup,
-            "phases": phases(process.log_path, wall_started)}
+    return {"seconds": ready, "predict_status": status, "warmup": warmup, "waited_for": wait_for,
+            "waited_s": waited, "phases": phases(process.log_path, wall_started)}
+
+
+def _wait_for_message(log_path: Path, message: str, started: float, timeout_s: float) -> float:
+    """Seconds from the start until a log line carries ``message``."""
+    while f'"message":"{message}"' not in log_path.read_text(errors="replace"):
+        if time.monotonic() - started > timeout_s:
+            raise TimeoutError(f"no {message!r} in {log_path} after {timeout_s:g} s")
+        time.sleep(0.5)
+    return time.monotonic() - started
 
 
 def _predict(port: int) -> int:
@@ -106,14 +122,38 @@ def measure_startup(cfg: BenchConfig, model_dir: str, repeats: int) -> dict:
             "load_average_at_start": os.getloadavg()}
 
 
+# The compile starts' MAX_BATCH_SIZE: the first start saves its cache once every shape has compiled, 12 shapes at 4
+# (batch 1, 2, 4 at four lengths) rather than 24 at the default 32; readiness needs batch 1 at every length either way.
+COMPILE_MAX_BATCH = 4
+
+
+def measure_compile_startup(cfg: BenchConfig, model_dir: str) -> dict:
+    """Our server with MODEL_RUNTIME=compile: its first start (nothing cached: it compiles, and saves the compile
+    cache once every shape is warm), then a start on a fresh scratch directory that finds that cache, against an
+    eager start with the same settings."""
+    cfg = dataclasses.replace(cfg, max_batch_size=COMPILE_MAX_BATCH)
+    with tempfile.TemporaryDirectory(prefix="compile-startup-") as scratch:
+        compiled = {"MODEL_RUNTIME": "compile", "COMPILE_CACHE_URI": str(Path(scratch) / "store")}
+        eager = our_start(model_dir, cfg, Path(scratch))
+        first = our_start(model_dir, cfg, Path(scratch), extra_env=compiled, wait_for="compile cache saved")
+        archive = sum(f.stat().st_size for f in (Path(scratch) / "store").iterdir())
+        cached = our_start(model_dir, cfg, Path(scratch), extra_env=compiled, wait_for="compile cache restored")
+    return {"max_batch_size": COMPILE_MAX_BATCH, "eager": eager, "first": first, "cached": cached,
+            "archive_bytes": archive, "first_over_eager": round(first["seconds"] / eager["seconds"], 3),
+            "cached_over_eager": round(cached["seconds"] / eager["seconds"], 3),
+            "load_average_at_start": os.getloadavg()}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--model-dir", default=None)
+    parser.add_argument("--compile", action="store_true", help="the compile starts (first, cached) against eager")
     args = parser.parse_args(argv)
     cfg = BenchConfig()
     cfg.output_dir.mkdir(parents=True, exist_ok=True)
-    result = measure_startup(cfg, args.model_dir or str(minilm_dir()), args.repeats)
+    model_dir = args.model_dir or str(minilm_dir())
+    result = measure_compile_startup(cfg, model_dir) if args.compile else measure_startup(cfg, model_dir, args.repeats)
     print(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode())
     return 0
 

@@ -52,7 +52,7 @@ def bundled_environment_keys() -> tuple[str, ...]:
     return (
         "PORT", "MODEL_NAME", "MODEL_VERSION", "MODEL_URI", "MODEL_TASK", "MODEL_CACHE_DIR", "DEPLOYMENT_ENV",
         "MAX_BATCH_SIZE", "MAX_BATCH_WAIT_MS", "MAX_QUEUE_SIZE", "MAX_SEQUENCE_LENGTH", "REQUEST_TIMEOUT_S",
-        "DRAIN_TIMEOUT_S", "KEEP_ALIVE_S", "RESULT_CACHE_SIZE", "COMPILE", "MODEL_RUNTIME", "REQUIRE_MANIFEST", "API_KEYS", "DOCS",
+        "DRAIN_TIMEOUT_S", "KEEP_ALIVE_S", "RESULT_CACHE_SIZE", "COMPILE", "MODEL_RUNTIME", "COMPILE_CACHE_URI", "REQUIRE_MANIFEST", "API_KEYS", "DOCS",
         "AWS_DEFAULT_REGION", "HOME", "TMPDIR",
     )
 
@@ -216,6 +216,8 @@ class BundledServer:
             user=BUNDLED_USER,
             model_source=ModelFromS3.server_downloads("MODEL_URI"),
             environment=environment,
+            # The compiled kernels of one task on a kind of GPU serve the next (inference_server/compile_cache.py).
+            compile_cache_variable="COMPILE_CACHE_URI" if props.runtime == "compile" else None,
             api_keys_variable="API_KEYS",
             public_paths=BUNDLED_PUBLIC_PATHS + (BUNDLED_DOCS_PATHS if props.api_docs else ()),
             bundled_metrics=True,

@@ -46,6 +46,7 @@ from .model_props import ROLLING_MAX_HEALTHY_PERCENT, ModelProps, service_deploy
 from .model_store import (
     MODELS_PREFIX,
     ModelStore,
+    compile_cache_prefix,
     grant_read_prefix,
     model_read_prefix,
     model_uri,
@@ -275,6 +276,13 @@ class ModelService(Construct):
         environment = dict(contract.environment)
         if contract.model_source.server_reads_s3:
             environment.setdefault(contract.model_source.uri_variable, uri)
+        self._compile_cache_prefix: str | None = None
+        if contract.compile_cache_variable is not None:
+            self._compile_cache_prefix = cache_prefix = compile_cache_prefix(models_prefix, model.name, model.version)
+            environment[contract.compile_cache_variable] = f"s3://{bucket.bucket_name}/{cache_prefix}"
+            # Read by the model's own read grant (the cache is under its prefix); written here only.
+            self.task_role.add_to_principal_policy(
+                iam.PolicyStatement(actions=["s3:PutObject"], resources=[bucket.arn_for_objects(f"{cache_prefix}*")]))
         secrets = dict(contract.secrets)
         if api_keys_secret is not None:
             assert contract.api_keys_variable is not None  # required above when api_keys_secret is given
@@ -707,6 +715,15 @@ class ModelService(Construct):
             "The task reads every object under its own model's prefix (versions are folders under it); "
             "nothing else in the bucket. Asserted by tests/infra/test_service.py::test_task_role_reads_only_its_model_prefix.",
         )
+        if self._compile_cache_prefix is not None:
+            cache_objects = bucket.arn_for_objects(f"{self._compile_cache_prefix}*")
+            acknowledge_when_resolved(
+                default_policy(self.task_role),
+                lambda: f"AwsSolutions-IAM5[Resource::{nag_rendering(self, cache_objects)}]",
+                "The server writes its compile cache, one archive per torch version and GPU kind, under its own model "
+                "version's .compile-cache/ folder; it writes nowhere else. Asserted by "
+                "tests/consumer/test_compile_cache.py::test_the_task_may_read_and_write_its_cache_and_write_nothing_else.",
+            )
 
 
     def _acknowledge_traffic_shifting(self) -> None:

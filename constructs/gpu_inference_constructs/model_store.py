@@ -160,6 +160,12 @@ def grant_read_prefix(bucket: s3.IBucket, grantee: iam.IGrantable, prefix: str) 
     )
 
 
+def compile_cache_prefix(models_prefix: str, model_name: str, version: str) -> str:
+    """Where a model version's compile cache lives: beside its versions, under the model's own prefix, in a folder
+    no version can be named (versions never start with a dot)."""
+    return f"{_join_prefix(models_prefix, model_name)}.compile-cache/{version}/"
+
+
 def model_read_prefix(models_prefix: str, model_name: str) -> str:
     return _join_prefix(models_prefix, model_name)
 

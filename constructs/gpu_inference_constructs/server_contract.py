@@ -413,7 +413,10 @@ class ServerContract:
     how long the server keeps an idle HTTP connection open, which must exceed the load balancer's idle timeout
     (``ModelService`` refuses one that does not); ``stop.longest_request_seconds`` must fit inside that idle timeout.
     ``queue_capacity`` (default None: unknown) is the most requests one task queues: a scale-out threshold on the
-    queue above it could never trip, and is refused.
+    queue above it could never trip, and is refused. ``compile_cache_variable`` (default None) names the variable in
+    which a server that compiles at start (torch.compile) finds where to keep its compile cache between tasks:
+    ``ModelService`` sets it to ``s3://<bucket>/<models prefix>/<name>/.compile-cache/<version>/`` and lets the task
+    role write there, the only place in the bucket it may write.
     """
 
     image: ecs.ContainerImage
@@ -439,6 +442,7 @@ class ServerContract:
     public_paths: tuple[str, ...] = ()
     keep_alive_seconds: int | None = None
     queue_capacity: int | None = None
+    compile_cache_variable: str | None = None
     name: str = "custom"
 
     def __post_init__(self) -> None:
@@ -493,6 +497,11 @@ class ServerContract:
             require_range(self.queue_capacity, 1, 1_000_000, "server.queue_capacity")
         if self.api_keys_variable is not None:
             require(self.api_keys_variable not in self.environment, "server.api_keys_variable", f"{self.api_keys_variable} is also set as plain environment")
+        if self.compile_cache_variable is not None:
+            require(bool(re.match(r"^[A-Z_][A-Z0-9_]*$", self.compile_cache_variable)), "server.compile_cache_variable",
+                    f"{self.compile_cache_variable!r} is not an environment variable name")
+            require(self.compile_cache_variable not in self.environment, "server.compile_cache_variable",
+                    f"{self.compile_cache_variable} is also set as plain environment: ModelService sets it")
         if self.api_key_field is not None:
             require(self.api_keys_variable is not None, "server.api_key_field", "is set but api_keys_variable is not: name the variable that receives the key")
             require(bool(API_KEY_NAME.match(self.api_key_field)), "server.api_key_field",

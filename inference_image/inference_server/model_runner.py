@@ -4,6 +4,7 @@ test process)."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 import threading
@@ -180,8 +181,10 @@ class ModelRunner:
                                on_batch=self.batch_sizes.observe, on_cycle=self._flush_links,
                                on_queue_change=self._on_queue_change,
                                on_fatal=self._on_fatal, is_fatal=self._is_fatal,
+                               on_all_warm=self._on_all_warm,
                                batch_times=BatchTimes(status.table))
         self._is_cuda_error = is_cuda_error
+        self._save_compile_cache: Callable[[], object] | None = None  # set when a compile finds no cache to restore
 
     def _is_fatal(self, exc: BaseException) -> bool:
         fatal = self._is_cuda_error(exc)
@@ -249,6 +252,8 @@ class ModelRunner:
         ctx = LoadContext(artifact.directory, self.device, self.dtype, s.max_sequence_length, self.compile,
                           s.allow_artifact_code, task, manifest, s.max_batch_size, runtime=s.model_runtime)
         handler.load_preprocessing(ctx)
+        if self.compile and s.compile_cache_uri:
+            self._restore_compile_cache(s.compile_cache_uri)
         handler.load(ctx)
         if self.device.type == "cuda":
             index = self.device.index if self.device.index is not None else self._torch.cuda.current_device()
@@ -259,6 +264,21 @@ class ModelRunner:
                                         "runtime": s.model_runtime,
                                         "seconds": round(time.monotonic() - started, 3)})
         return handler
+
+    def _restore_compile_cache(self, uri: str) -> None:
+        """Before anything compiles: the cache a task on this kind of device saved, or, when there is none, save
+        this task's once every shape has compiled."""
+        from . import compile_cache
+
+        key = compile_cache.cache_key(self._torch.__version__, compile_cache.device_kind(self.device))
+        directories = compile_cache.cache_directories()
+        if not compile_cache.restore(uri, key, directories):
+            self._save_compile_cache = functools.partial(compile_cache.save, uri, key, directories)
+
+    def _on_all_warm(self) -> None:
+        save, self._save_compile_cache = self._save_compile_cache, None
+        if save is not None:  # archiving and uploading must not hold the inference thread
+            threading.Thread(target=save, name="compile-cache", daemon=True).start()
 
     def _announce(self, message: dict[str, Any]) -> None:
         """Send to every link, and to each link that connects later."""

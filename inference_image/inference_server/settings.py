@@ -181,6 +181,9 @@ class Settings:
                                   "eager, compile (torch.compile, CPU too), onnx (ONNX Runtime; CUDA/TensorRT EP on "
                                   "GPU) or int8 (ONNX Runtime, INT8 weights); all but eager must have been published "
                                   "with --runtime")
+    compile_cache_uri: str | None = _setting(_opt_str, None,
+                                             "s3://bucket/prefix/ or a directory: where torch.compile's cache is kept "
+                                             "between tasks, one archive per torch version and device kind")
     warmup: str = _setting(_choice("first", "all"), "first",
                            "shapes warmed before /ready: first (batch 1 at every length bucket; the other batch "
                            "sizes warm while the model is idle) or all")

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-import orjson
+import time
 
-from bench.startup import phases
+import orjson
+import pytest
+
+from bench.startup import _wait_for_message, phases
 
 
 def _line(pid, message, at, **fields):
@@ -24,3 +27,12 @@ def test_phases_are_seconds_from_the_start_by_role_first_of_each(tmp_path):
     started = 1796353200.0  # 2026-12-04T03:00:00Z
     assert phases(log, started) == {"Application startup complete.": 2.0, "model fetched": 4.5,
                                     "ready for traffic": 12.0}
+
+
+def test_waiting_for_a_message_reads_the_json_log_and_gives_up_at_the_timeout(tmp_path):
+    log = tmp_path / "ours.log"
+    log.write_text(_line(3, "compile cache restored", "2026-12-04T03:00:04.500Z") + "\n")
+    started = time.monotonic()
+    assert 0 <= _wait_for_message(log, "compile cache restored", started, 5) < 5
+    with pytest.raises(TimeoutError, match="no 'compile cache saved'"):
+        _wait_for_message(log, "compile cache saved", started, 0.1)

@@ -76,6 +76,8 @@ def test_an_empty_command_is_missing_too():
         ({"shared_memory_mib": 32}, "server.shared_memory_mib", "out of range"),
         ({"tmpfs_mib": {"/scratch/x": 10}}, "server.tmpfs_mib[/scratch/x]", "outside the scratch volume"),
         ({"environment": {"KEYS": "x"}, "api_keys_variable": "KEYS"}, "server.api_keys_variable", "also set as plain environment"),
+        ({"environment": {"CACHE": "s3://x/"}, "compile_cache_variable": "CACHE"}, "server.compile_cache_variable", "also set as plain environment"),
+        ({"compile_cache_variable": "cache-uri"}, "server.compile_cache_variable", "not an environment variable name"),
         ({"public_paths": ("v1/*",)}, "server.public_paths", "absolute URL path pattern"),
         ({"public_paths": tuple(f"/p{i}/*" for i in range(6))}, "server.public_paths", "at most 5"),
     ],

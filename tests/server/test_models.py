@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import time
 
 import numpy as np
 import pytest
@@ -49,6 +50,9 @@ def test_a_ready_server_answers_at_shapes_it_has_not_warmed_with_the_same_embedd
     cold = started(make_settings(tiny_embedder_dir, model_task="text-embedding"))
     try:
         batcher = cold.local_model.runner.batcher
+        deadline = time.monotonic() + 10  # the background warm-up (here: dropping the shapes) waits 1 s after ready
+        while batcher._cold and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert batcher.ready.is_set() and not batcher._cold
         np.testing.assert_allclose(embed(cold, SENTENCES), embed(embedder_service, SENTENCES), atol=1e-5)
         np.testing.assert_allclose(embed(cold, SENTENCES[:1])[0], embed(cold, SENTENCES)[0], atol=1e-5)

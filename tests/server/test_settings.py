@@ -33,7 +33,7 @@ def test_every_setting_has_an_environment_variable_and_a_flag():
     env = {f.name.upper(): f.name for f in dataclasses.fields(Settings)}
     assert set(env) == {"MODEL_NAME", "MODEL_VERSION", "MODEL_URI", "MODEL_TASK", "MODEL_HANDLER",
                         "ALLOW_ARTIFACT_CODE", "MODEL_CACHE_DIR", "REQUIRE_MANIFEST", "HOST", "PORT", "DEVICE",
-                        "PRECISION", "COMPILE", "MODEL_RUNTIME", "WARMUP", "MAX_BATCH_SIZE", "MAX_BATCH_WAIT_MS", "MAX_QUEUE_SIZE",
+                        "PRECISION", "COMPILE", "MODEL_RUNTIME", "COMPILE_CACHE_URI", "WARMUP", "MAX_BATCH_SIZE", "MAX_BATCH_WAIT_MS", "MAX_QUEUE_SIZE",
                         "MAX_SEQUENCE_LENGTH", "MAX_CLIENT_BATCH", "MAX_TEXT_CHARS", "MAX_BODY_BYTES",
                         "REQUEST_TIMEOUT_S", "DRAIN_TIMEOUT_S", "KEEP_ALIVE_S", "RESULT_CACHE_SIZE", "API_KEYS",
                         "EMBEDDING_DIMENSIONS", "DEPLOYMENT_ENV", "LOG_LEVEL", "METRICS_INTERVAL_S", "SIGNAL_INTERVAL_S", "READY_PROBE_INTERVAL_S",

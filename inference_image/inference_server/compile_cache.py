@@ -1,0 +1,145 @@
+"""torch.compile's cache kept beside the model: the first task that compiles a model version on a kind of device saves
+Inductor's cache directory (generated kernels and the compiled C++ or Triton binaries, keyed by Inductor itself), the
+next task on that kind of device restores it before it compiles and skips the code generation and the C compiler.
+
+The archive is one object per (torch version, Python, device kind): g5's A10G (sm86) and g4dn's T4 (sm75) differ. An
+archive that does not match (another torch, another CPU) only misses Inductor's own keys: the task compiles afresh,
+as without one. torch's portable "mega-cache" (torch.compiler.save_cache_artifacts) was tried first and does not pay
+on the CPU: it carries the kernels' source, not the compiled shared objects, so every start ran the C++ compiler
+again (docs/server.md).
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import platform
+import shutil
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+from .artifacts import parse_s3_uri, s3_client
+
+log = logging.getLogger(__name__)
+# Where Inductor and Triton keep their caches (__main__.confine_library_caches points both into MODEL_CACHE_DIR).
+CACHE_VARIABLES = {"torchinductor": "TORCHINDUCTOR_CACHE_DIR", "triton": "TRITON_CACHE_DIR"}
+# An archive larger than this is neither saved nor restored: a cache is never worth a slow start.
+MAX_ARCHIVE_BYTES = 2 * 1024**3
+
+
+def cache_key(torch_version: str, device_kind: str) -> str:
+    """The archive's name: one per torch version, Python and device kind."""
+    python = f"py{sys.version_info.major}{sys.version_info.minor}"
+    return f"torch-{torch_version.replace('+', '-')}-{python}-{device_kind}.tar.gz"
+
+
+def device_kind(device) -> str:
+    """``cuda-sm86`` (an A10G), ``cuda-sm75`` (a T4), ``cpu-x86_64``."""
+    import torch
+
+    if device.type == "cuda":
+        major, minor = torch.cuda.get_device_capability(device)
+        return f"cuda-sm{major}{minor}"
+    return f"{device.type}-{platform.machine()}"
+
+
+def cache_directories(environ=os.environ) -> dict[str, Path]:
+    """{name in the archive: directory} of the compile caches this process uses."""
+    return {name: Path(environ[variable]) for name, variable in CACHE_VARIABLES.items() if environ.get(variable)}
+
+
+def restore(uri: str, key: str, directories: dict[str, Path]) -> bool:
+    """Unpack the archive ``key`` under ``uri`` into ``directories``; False when there is none or it cannot be used."""
+    try:
+        data = _read(uri, key)
+    except FileNotFoundError:
+        log.info("no compile cache yet; compiling afresh", extra={"compile_cache": _where(uri, key)})
+        return False
+    except Exception as exc:  # a cache that cannot be read only costs the compile it would have saved
+        log.warning("compile cache unreadable; compiling afresh", extra={"compile_cache": _where(uri, key), "error": str(exc)})
+        return False
+    try:
+        with tempfile.TemporaryDirectory() as unpacked, tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
+            archive.extractall(unpacked, filter="data")  # no absolute paths, no links out of the directory
+            for name, directory in directories.items():
+                if (Path(unpacked) / name).is_dir():
+                    shutil.copytree(Path(unpacked) / name, directory, dirs_exist_ok=True)
+    except (tarfile.TarError, OSError, EOFError) as exc:
+        log.warning("compile cache unusable; compiling afresh", extra={"compile_cache": _where(uri, key), "error": str(exc)})
+        return False
+    log.info("compile cache restored", extra={"compile_cache": _where(uri, key), "bytes": len(data)})
+    return True
+
+
+def save(uri: str, key: str, directories: dict[str, Path]) -> bool:
+    """Archive ``directories`` as ``key`` under ``uri`` unless another task saved it first; never raises."""
+    try:
+        with tempfile.TemporaryFile() as buffer:
+            with tarfile.open(fileobj=buffer, mode="w:gz", compresslevel=1) as archive:
+                for name, directory in directories.items():
+                    if directory.is_dir():
+                        archive.add(directory, arcname=name)
+            size = buffer.tell()
+            if size > MAX_ARCHIVE_BYTES:
+                log.warning("compile cache too large to keep", extra={"bytes": size, "limit": MAX_ARCHIVE_BYTES})
+                return False
+            buffer.seek(0)
+            written = _write_once(uri, key, buffer)
+    except Exception as exc:
+        log.warning("compile cache not saved", extra={"compile_cache": _where(uri, key), "error": str(exc)})
+        return False
+    log.info("compile cache saved" if written else "compile cache already saved by another task",
+             extra={"compile_cache": _where(uri, key), "bytes": size})
+    return written
+
+
+def _where(uri: str, key: str) -> str:
+    return f"{uri.rstrip('/')}/{key}"
+
+
+def _read(uri: str, key: str) -> bytes:
+    if not uri.startswith("s3://"):
+        return (Path(uri) / key).read_bytes()
+    from botocore.exceptions import ClientError
+
+    bucket, prefix = parse_s3_uri(uri)
+    client = s3_client(workers=1)
+    try:
+        head = client.head_object(Bucket=bucket, Key=prefix + key)
+    except ClientError as exc:
+        # A missing key answers 403, not 404, to a role without s3:ListBucket on it (HeadObject's documentation):
+        # the task's list grant is conditioned on s3:prefix, which a HEAD does not carry.
+        if exc.response.get("Error", {}).get("Code") in ("403", "404", "NoSuchKey", "NotFound", "AccessDenied"):
+            raise FileNotFoundError(key) from None
+        raise
+    if head["ContentLength"] > MAX_ARCHIVE_BYTES:
+        raise ValueError(f"{head['ContentLength']} bytes, more than {MAX_ARCHIVE_BYTES}")
+    return client.get_object(Bucket=bucket, Key=prefix + key)["Body"].read()
+
+
+def _write_once(uri: str, key: str, body) -> bool:
+    """Write ``key`` unless it exists (S3: a conditional PUT, so two tasks finishing together keep the first)."""
+    if not uri.startswith("s3://"):
+        target = Path(uri) / key
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=target.parent, prefix=f".{key}.") as partial:
+            shutil.copyfileobj(body, partial)
+            partial.flush()
+            try:
+                os.link(partial.name, target)  # whole or absent, and never over another task's
+            except FileExistsError:
+                return False
+        return True
+    from botocore.exceptions import ClientError
+
+    bucket, prefix = parse_s3_uri(uri)
+    try:
+        s3_client(workers=1).put_object(Bucket=bucket, Key=prefix + key, Body=body, IfNoneMatch="*")
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") in ("PreconditionFailed", "ConditionalRequestConflict"):
+            return False
+        raise
+    return True

@@ -1,0 +1,149 @@
+"""torch.compile's cache kept between tasks (inference_server.compile_cache): saved once, restored by the next task,
+and a missing, corrupt or hostile archive costs only the compile it would have saved. Against S3 (moto) and a
+directory. What it saves in a start is measured by `python -m bench.startup --runtime compile` (bench/README.md)."""
+
+from __future__ import annotations
+
+import io
+import logging
+import tarfile
+import threading
+from pathlib import Path
+
+import pytest
+
+from inference_server import compile_cache
+from inference_server.settings import load_settings
+
+KEY = compile_cache.cache_key("2.13.0+cu128", "cuda-sm86")
+
+
+def caches(root: Path) -> dict[str, Path]:
+    return {"torchinductor": root / "inductor", "triton": root / "triton"}
+
+
+def filled(root: Path) -> dict[str, Path]:
+    directories = caches(root)
+    (directories["torchinductor"] / "fxgraph" / "ab").mkdir(parents=True)
+    (directories["torchinductor"] / "fxgraph" / "ab" / "entry").write_bytes(b"graph")
+    (directories["triton"] / "kernel").mkdir(parents=True)
+    (directories["triton"] / "kernel" / "k.cubin").write_bytes(b"\x7fELF")
+    return directories
+
+
+def test_the_key_names_torch_python_and_the_device_kind():
+    assert KEY.startswith("torch-2.13.0-cu128-py3") and KEY.endswith("-cuda-sm86.tar.gz")
+    assert KEY != compile_cache.cache_key("2.13.0+cu128", "cuda-sm75")  # g5's A10G and g4dn's T4 keep their own
+
+
+def test_the_directories_are_the_ones_the_server_points_torch_at():
+    assert compile_cache.cache_directories({"TORCHINDUCTOR_CACHE_DIR": "/s/i", "TRITON_CACHE_DIR": "/s/t"}) == {
+        "torchinductor": Path("/s/i"), "triton": Path("/s/t")}
+
+
+@pytest.fixture(params=["s3", "directory"])
+def store(request, tmp_path) -> str:
+    if request.param == "directory":
+        return str(tmp_path / "store")
+    s3 = request.getfixturevalue("s3")
+    bucket = request.getfixturevalue("bucket")
+    assert s3.list_objects_v2(Bucket=bucket)["KeyCount"] == 0
+    return f"s3://{bucket}/models/minilm/.compile-cache/1/"
+
+
+def test_a_saved_cache_is_restored_by_the_next_task(store, tmp_path):
+    assert compile_cache.save(store, KEY, filled(tmp_path / "first"))
+    restored = caches(tmp_path / "next")
+    assert compile_cache.restore(store, KEY, restored)
+    assert (restored["torchinductor"] / "fxgraph" / "ab" / "entry").read_bytes() == b"graph"
+    assert (restored["triton"] / "kernel" / "k.cubin").read_bytes() == b"\x7fELF"
+
+
+def test_the_first_task_to_save_keeps_its_archive(store, tmp_path):
+    assert compile_cache.save(store, KEY, filled(tmp_path / "first"))
+    second = filled(tmp_path / "second")
+    (second["torchinductor"] / "fxgraph" / "ab" / "entry").write_bytes(b"another")
+    assert not compile_cache.save(store, KEY, second)
+    restored = caches(tmp_path / "next")
+    assert compile_cache.restore(store, KEY, restored)
+    assert (restored["torchinductor"] / "fxgraph" / "ab" / "entry").read_bytes() == b"graph"
+
+
+def test_no_archive_means_compiling_afresh(store, tmp_path, caplog):
+    with caplog.at_level(logging.INFO, "inference_server.compile_cache"):
+        assert not compile_cache.restore(store, KEY, caches(tmp_path))
+    assert "no compile cache yet" in caplog.text
+
+
+def put(store: str, data: bytes, s3=None) -> None:
+    if store.startswith("s3://"):
+        assert s3 is not None
+        bucket, _, prefix = store.removeprefix("s3://").partition("/")
+        s3.put_object(Bucket=bucket, Key=prefix + KEY, Body=data)
+    else:
+        Path(store).mkdir(parents=True, exist_ok=True)
+        (Path(store) / KEY).write_bytes(data)
+
+
+def archive_of(members: dict[str, bytes], link: tuple[str, str] | None = None) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            archive.addfile(info, io.BytesIO(data))
+        if link:
+            info = tarfile.TarInfo(link[0])
+            info.type, info.linkname = tarfile.SYMTYPE, link[1]
+            archive.addfile(info)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("data", [b"not a gzip archive", archive_of({"../../escape": b"x"}),
+                                  archive_of({}, link=("torchinductor/out", "/etc/passwd"))],
+                         ids=["corrupt", "parent-path", "link-out"])
+def test_an_unusable_or_hostile_archive_is_refused_and_nothing_lands_outside(store, tmp_path, data, request, caplog):
+    put(store, data, request.getfixturevalue("s3") if store.startswith("s3://") else None)
+    directories = caches(tmp_path / "task")
+    with caplog.at_level(logging.WARNING, "inference_server.compile_cache"):
+        assert not compile_cache.restore(store, KEY, directories)
+    assert "compile cache unusable; compiling afresh" in caplog.text
+    assert not (tmp_path / "escape").exists() and not any(directories[name].exists() for name in directories)
+
+
+def test_a_store_that_cannot_be_written_costs_nothing(tmp_path, caplog):
+    blocker = tmp_path / "file"
+    blocker.write_text("a file where the store's directory would be")
+    with caplog.at_level(logging.WARNING, "inference_server.compile_cache"):
+        assert not compile_cache.save(str(blocker), KEY, filled(tmp_path / "task"))
+    assert "compile cache not saved" in caplog.text
+
+
+def test_the_setting_reads_compile_cache_uri():
+    settings = load_settings([], {"MODEL_NAME": "m", "MODEL_VERSION": "1", "MODEL_URI": "/m",
+                                  "COMPILE_CACHE_URI": "s3://b/models/m/.compile-cache/1/"})
+    assert settings.compile_cache_uri == "s3://b/models/m/.compile-cache/1/"
+    assert load_settings([], {"MODEL_NAME": "m", "MODEL_VERSION": "1", "MODEL_URI": "/m"}).compile_cache_uri is None
+
+
+def test_the_runner_restores_before_the_model_compiles_and_saves_once_every_shape_is_warm(tmp_path, monkeypatch):
+    """The wiring, with a handler that records: restore happens inside the load, before handler.load; the save
+    starts after the background warm-up, off the inference thread, and only when nothing was restored."""
+    from inference_server import model_runner
+
+    calls: list[str] = []
+    saved = threading.Event()
+    monkeypatch.setattr(compile_cache, "restore", lambda uri, key, dirs: calls.append(f"restore {uri}") or False)
+    monkeypatch.setattr(compile_cache, "save",
+                        lambda uri, key, dirs: calls.append(f"save {uri} {threading.current_thread().name}") or saved.set())
+    runner = model_runner.ModelRunner.__new__(model_runner.ModelRunner)
+    runner._save_compile_cache = None
+    runner.device = __import__("torch").device("cpu")
+    runner._torch = __import__("torch")
+    runner._restore_compile_cache("s3://b/p/")
+    assert calls == ["restore s3://b/p/"]
+    runner._on_all_warm()
+    assert saved.wait(5)
+    assert calls[1] == "save s3://b/p/ compile-cache"
+    runner._on_all_warm()  # once only
+    assert len(calls) == 2
