@@ -46,9 +46,9 @@ def bare_start(model_dir: str, cfg: BenchConfig) -> dict:
 
 
 def our_start(model_dir: str, cfg: BenchConfig, scratch: Path, warmup: str = "first",
-              extra_env: dict[str, str] | None = None, wait_for: str | None = None) -> dict:
+              extra_env: dict[str, str] | None = None, wait_for: tuple[str, ...] = ()) -> dict:
     """Popen to the first 200 from /ready, then one /predict (a ready server answers), then (``wait_for``) until
-    the log has that message, then the phases."""
+    the log has one of those messages (``waited_s`` None unless it was the first), then the phases."""
     port = free_port()
     env = {**thread_env(cfg), "PYTHONPATH": _python_path(), "PYTHONUNBUFFERED": "1", "PORT": str(port),
            "HOST": HOST, "MODEL_NAME": "bench", "MODEL_VERSION": "1", "LOG_LEVEL": "info", "MODEL_URI": model_dir,
@@ -65,17 +65,19 @@ def our_start(model_dir: str, cfg: BenchConfig, scratch: Path, warmup: str = "fi
         status = _predict(port)
         time.sleep(0.2)
         waited = _wait_for_message(process.log_path, wait_for, started, cfg.ready_timeout_s) if wait_for else None
+        if waited is not None and f'"message":"{wait_for[0]}"' not in process.log_path.read_text(errors="replace"):
+            waited = None  # another of the messages came (the cache was not saved, or not restored)
     finally:
         process.stop()
     return {"seconds": ready, "predict_status": status, "warmup": warmup, "waited_for": wait_for,
             "waited_s": waited, "phases": phases(process.log_path, wall_started)}
 
 
-def _wait_for_message(log_path: Path, message: str, started: float, timeout_s: float) -> float:
-    """Seconds from the start until a log line carries ``message``."""
-    while f'"message":"{message}"' not in log_path.read_text(errors="replace"):
+def _wait_for_message(log_path: Path, messages: tuple[str, ...], started: float, timeout_s: float) -> float:
+    """Seconds from the start until a log line carries one of ``messages``."""
+    while not any(f'"message":"{message}"' in log_path.read_text(errors="replace") for message in messages):
         if time.monotonic() - started > timeout_s:
-            raise TimeoutError(f"no {message!r} in {log_path} after {timeout_s:g} s")
+            raise TimeoutError(f"none of {messages} in {log_path} after {timeout_s:g} s")
         time.sleep(0.5)
     return time.monotonic() - started
 
@@ -125,6 +127,12 @@ def measure_startup(cfg: BenchConfig, model_dir: str, repeats: int) -> dict:
 # The compile starts' MAX_BATCH_SIZE: the first start saves its cache once every shape has compiled, 12 shapes at 4
 # (batch 1, 2, 4 at four lengths) rather than 24 at the default 32; readiness needs batch 1 at every length either way.
 COMPILE_MAX_BATCH = 4
+# The server's log messages that end each wait (inference_server/compile_cache.py, model_runner.py): the first is the
+# one measured, the others end the wait without a figure.
+SAVED = ("compile cache saved", "compile cache not saved", "compile cache too large to keep",
+         "compile cache not saved: a shape failed to warm")
+RESTORED = ("compile cache restored", "compile cache unreadable; compiling afresh",
+            "compile cache unusable; compiling afresh", "no compile cache yet (or none this task may read); compiling afresh")
 
 
 def measure_compile_startup(cfg: BenchConfig, model_dir: str) -> dict:
@@ -135,12 +143,16 @@ def measure_compile_startup(cfg: BenchConfig, model_dir: str) -> dict:
     with tempfile.TemporaryDirectory(prefix="compile-startup-") as scratch:
         compiled = {"MODEL_RUNTIME": "compile", "COMPILE_CACHE_URI": str(Path(scratch) / "store")}
         eager = our_start(model_dir, cfg, Path(scratch))
-        first = our_start(model_dir, cfg, Path(scratch), extra_env=compiled, wait_for="compile cache saved")
+        first = our_start(model_dir, cfg, Path(scratch), extra_env=compiled, wait_for=SAVED)
+        if first["waited_s"] is None:  # not saved: there is no cached start to measure
+            return {"max_batch_size": COMPILE_MAX_BATCH, "eager": eager, "first": first, "cached": None,
+                    "archive_bytes": None, "first_over_eager": round(first["seconds"] / eager["seconds"], 3),
+                    "cached_over_eager": None, "load_average_at_start": os.getloadavg()}
         archive = sum(f.stat().st_size for f in (Path(scratch) / "store").iterdir())
-        cached = our_start(model_dir, cfg, Path(scratch), extra_env=compiled, wait_for="compile cache restored")
+        cached = our_start(model_dir, cfg, Path(scratch), extra_env=compiled, wait_for=RESTORED)
     return {"max_batch_size": COMPILE_MAX_BATCH, "eager": eager, "first": first, "cached": cached,
             "archive_bytes": archive, "first_over_eager": round(first["seconds"] / eager["seconds"], 3),
-            "cached_over_eager": round(cached["seconds"] / eager["seconds"], 3),
+            "cached_over_eager": round(cached["seconds"] / eager["seconds"], 3) if cached["waited_s"] is not None else None,
             "load_average_at_start": os.getloadavg()}
 
 

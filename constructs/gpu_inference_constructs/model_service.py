@@ -280,9 +280,12 @@ class ModelService(Construct):
         if contract.compile_cache_variable is not None:
             self._compile_cache_prefix = cache_prefix = compile_cache_prefix(models_prefix, model.name, model.version)
             environment[contract.compile_cache_variable] = f"s3://{bucket.bucket_name}/{cache_prefix}"
-            # Read by the model's own read grant (the cache is under its prefix); written here only.
+            # Read by the model's own read grant (the cache is under its prefix); written here only, and only as a
+            # new object (If-None-Match: *, enforced by S3's s3:if-none-match key): no task replaces an archive the
+            # next tasks load, so a compromised task cannot plant code in a cache that is already there.
             self.task_role.add_to_principal_policy(
-                iam.PolicyStatement(actions=["s3:PutObject"], resources=[bucket.arn_for_objects(f"{cache_prefix}*")]))
+                iam.PolicyStatement(actions=["s3:PutObject"], resources=[bucket.arn_for_objects(f"{cache_prefix}*")],
+                                    conditions={"Null": {"s3:if-none-match": "false"}}))
         secrets = dict(contract.secrets)
         if api_keys_secret is not None:
             assert contract.api_keys_variable is not None  # required above when api_keys_secret is given
@@ -720,9 +723,9 @@ class ModelService(Construct):
             acknowledge_when_resolved(
                 default_policy(self.task_role),
                 lambda: f"AwsSolutions-IAM5[Resource::{nag_rendering(self, cache_objects)}]",
-                "The server writes its compile cache, one archive per torch version and GPU kind, under its own model "
-                "version's .compile-cache/ folder; it writes nowhere else. Asserted by "
-                "tests/consumer/test_compile_cache.py::test_the_task_may_read_and_write_its_cache_and_write_nothing_else.",
+                "The server creates its compile cache, one archive per torch version and GPU kind, under its own model "
+                "version's .compile-cache/ folder, never replacing one (s3:if-none-match); it writes nowhere else. Asserted by "
+                "tests/consumer/test_compile_cache.py::test_the_task_may_read_its_cache_and_only_create_one_and_write_nothing_else.",
             )
 
 

@@ -149,6 +149,7 @@ class Batcher:
         self._cold: deque[tuple[int, int]] = deque()  # (batch size, length) shapes left to warm while idle
         self._cold_started = 0.0
         self._warm_after = 0.0  # the background warm-up starts no earlier (time.monotonic)
+        self.warm_failures = 0  # background warm-up shapes that raised
         self._on_batch, self._on_fatal, self._is_fatal = on_batch, on_fatal, is_fatal
         self._on_cycle, self._on_queue_change = on_cycle, on_queue_change
         self._on_all_warm = on_all_warm  # once, on the inference thread, when every shape is warm: keep it short
@@ -277,6 +278,7 @@ class Batcher:
                 self.error = exc
                 raise
             # Requests of this shape would fail alike, and get their error; the server stays up for the rest.
+            self.warm_failures += 1
             log.exception("background warm-up of a shape failed", extra={"batch_size": size, "length": length})
         if not self._cold:
             log.info("background warm-up done", extra={"batch_sizes": self.batch_sizes, "lengths": self.lengths,

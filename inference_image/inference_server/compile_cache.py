@@ -11,7 +11,9 @@ again (docs/server.md).
 
 from __future__ import annotations
 
-import io
+import gzip
+import hashlib
+import json
 import logging
 import os
 import platform
@@ -19,6 +21,7 @@ import shutil
 import sys
 import tarfile
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 from .artifacts import parse_s3_uri, s3_client
@@ -26,14 +29,19 @@ from .artifacts import parse_s3_uri, s3_client
 log = logging.getLogger(__name__)
 # Where Inductor and Triton keep their caches (__main__.confine_library_caches points both into MODEL_CACHE_DIR).
 CACHE_VARIABLES = {"torchinductor": "TORCHINDUCTOR_CACHE_DIR", "triton": "TRITON_CACHE_DIR"}
-# An archive larger than this is neither saved nor restored: a cache is never worth a slow start.
+# An archive larger than this is neither saved nor restored, nor one that unpacks to more than MAX_UNPACKED_BYTES (the
+# scratch volume holds the model too): a cache is never worth a slow or failed start.
 MAX_ARCHIVE_BYTES = 2 * 1024**3
+MAX_UNPACKED_BYTES = 8 * 1024**3
+CHUNK_BYTES = 1024**2
 
 
-def cache_key(torch_version: str, device_kind: str) -> str:
-    """The archive's name: one per torch version, Python and device kind."""
+def cache_key(torch_version: str, device_kind: str, settings: Mapping[str, object]) -> str:
+    """The archive's name: one per torch version, Python, device kind and the settings that shape what compiles
+    (dtype, batch and length buckets): a service with other settings keeps its own archive."""
     python = f"py{sys.version_info.major}{sys.version_info.minor}"
-    return f"torch-{torch_version.replace('+', '-')}-{python}-{device_kind}.tar.gz"
+    digest = hashlib.sha256(json.dumps(dict(settings), sort_keys=True, default=str).encode()).hexdigest()[:12]
+    return f"torch-{torch_version.replace('+', '-')}-{python}-{device_kind}-{digest}.tar.gz"
 
 
 def device_kind(device) -> str:
@@ -52,26 +60,47 @@ def cache_directories(environ=os.environ) -> dict[str, Path]:
 
 
 def restore(uri: str, key: str, directories: dict[str, Path]) -> bool:
-    """Unpack the archive ``key`` under ``uri`` into ``directories``; False when there is none or it cannot be used."""
-    try:
-        data = _read(uri, key)
-    except FileNotFoundError:
-        log.info("no compile cache yet; compiling afresh", extra={"compile_cache": _where(uri, key)})
-        return False
-    except Exception as exc:  # a cache that cannot be read only costs the compile it would have saved
-        log.warning("compile cache unreadable; compiling afresh", extra={"compile_cache": _where(uri, key), "error": str(exc)})
-        return False
-    try:
-        with tempfile.TemporaryDirectory() as unpacked, tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as archive:
-            archive.extractall(unpacked, filter="data")  # no absolute paths, no links out of the directory
+    """Unpack the archive ``key`` under ``uri`` into ``directories``; False when there is none or it cannot be used.
+    Never raises: a cache only saves a compile, and the task compiles afresh without it."""
+    with tempfile.TemporaryDirectory(prefix="compile-cache-") as work:
+        archive = Path(work) / "archive.tar.gz"
+        try:
+            _download(uri, key, archive)
+        except FileNotFoundError:
+            log.info("no compile cache yet (or none this task may read); compiling afresh",
+                     extra={"compile_cache": _where(uri, key)})
+            return False
+        except Exception as exc:
+            log.warning("compile cache unreadable; compiling afresh", extra={"compile_cache": _where(uri, key), "error": str(exc)})
+            return False
+        try:
+            _check_stream(archive)
+            unpacked = Path(work) / "unpacked"
+            with tarfile.open(archive, mode="r:gz") as members:
+                members.extractall(unpacked, filter="data")  # no absolute paths, no links out of the directory
             for name, directory in directories.items():
-                if (Path(unpacked) / name).is_dir():
-                    shutil.copytree(Path(unpacked) / name, directory, dirs_exist_ok=True)
-    except (tarfile.TarError, OSError, EOFError) as exc:
-        log.warning("compile cache unusable; compiling afresh", extra={"compile_cache": _where(uri, key), "error": str(exc)})
-        return False
-    log.info("compile cache restored", extra={"compile_cache": _where(uri, key), "bytes": len(data)})
+                if (unpacked / name).is_dir():
+                    shutil.copytree(unpacked / name, directory, dirs_exist_ok=True)
+        except Exception as exc:
+            for directory in directories.values():  # nothing half-copied for Inductor to load
+                shutil.rmtree(directory, ignore_errors=True)
+                directory.mkdir(parents=True, exist_ok=True)
+            log.warning("compile cache unusable; compiling afresh", extra={"compile_cache": _where(uri, key), "error": str(exc)})
+            return False
+        size = archive.stat().st_size
+    log.info("compile cache restored", extra={"compile_cache": _where(uri, key), "bytes": size})
     return True
+
+
+def _check_stream(archive: Path) -> None:
+    """Read the whole gzip stream before anything is unpacked: its CRC and length are checked at its end (tarfile
+    alone stops at the archive's last block and never reads them), and what it unpacks to is bounded."""
+    unpacked = 0
+    with gzip.open(archive, "rb") as stream:
+        while chunk := stream.read(CHUNK_BYTES):
+            unpacked += len(chunk)
+            if unpacked > MAX_UNPACKED_BYTES:
+                raise ValueError(f"unpacks to more than {MAX_UNPACKED_BYTES} bytes")
 
 
 def save(uri: str, key: str, directories: dict[str, Path]) -> bool:
@@ -100,9 +129,14 @@ def _where(uri: str, key: str) -> str:
     return f"{uri.rstrip('/')}/{key}"
 
 
-def _read(uri: str, key: str) -> bytes:
+def _download(uri: str, key: str, into: Path) -> None:
+    """Copy the archive to ``into``, at most MAX_ARCHIVE_BYTES; FileNotFoundError when there is none."""
     if not uri.startswith("s3://"):
-        return (Path(uri) / key).read_bytes()
+        source = Path(uri) / key
+        if source.stat().st_size > MAX_ARCHIVE_BYTES:
+            raise ValueError(f"{source.stat().st_size} bytes, more than {MAX_ARCHIVE_BYTES}")
+        shutil.copyfile(source, into)
+        return
     from botocore.exceptions import ClientError
 
     bucket, prefix = parse_s3_uri(uri)
@@ -117,7 +151,14 @@ def _read(uri: str, key: str) -> bytes:
         raise
     if head["ContentLength"] > MAX_ARCHIVE_BYTES:
         raise ValueError(f"{head['ContentLength']} bytes, more than {MAX_ARCHIVE_BYTES}")
-    return client.get_object(Bucket=bucket, Key=prefix + key)["Body"].read()
+    body = client.get_object(Bucket=bucket, Key=prefix + key, IfMatch=head["ETag"])["Body"]
+    written = 0
+    with into.open("wb") as out:
+        for chunk in body.iter_chunks(CHUNK_BYTES):
+            written += len(chunk)
+            if written > MAX_ARCHIVE_BYTES:
+                raise ValueError(f"more than {MAX_ARCHIVE_BYTES} bytes")
+            out.write(chunk)
 
 
 def _write_once(uri: str, key: str, body) -> bool:

@@ -32,6 +32,11 @@ def main() -> int:
     from PIL import features
 
     failures += [f"Pillow has no {codec} support" for codec in IMAGE_CODECS if not features.check(codec)]
+    import tarfile
+
+    if not hasattr(tarfile, "data_filter"):  # Python 3.11.4+: the compile cache is unpacked with filter="data"
+        failures.append(f"tarfile has no data filter (Python {sys.version.split()[0]}; 3.11.4 or later unpacks the "
+                        "compile cache safely)")
     for failure in failures:
         print(f"import check: {failure}", file=sys.stderr)
     if not failures:

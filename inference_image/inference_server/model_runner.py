@@ -270,15 +270,22 @@ class ModelRunner:
         this task's once every shape has compiled."""
         from . import compile_cache
 
-        key = compile_cache.cache_key(self._torch.__version__, compile_cache.device_kind(self.device))
+        s = self.settings
+        key = compile_cache.cache_key(self._torch.__version__, compile_cache.device_kind(self.device), {
+            "dtype": str(self.dtype), "runtime": s.model_runtime, "max_batch_size": s.max_batch_size,
+            "max_sequence_length": s.max_sequence_length})
         directories = compile_cache.cache_directories()
         if not compile_cache.restore(uri, key, directories):
             self._save_compile_cache = functools.partial(compile_cache.save, uri, key, directories)
 
     def _on_all_warm(self) -> None:
         save, self._save_compile_cache = self._save_compile_cache, None
-        if save is not None:  # archiving and uploading must not hold the inference thread
-            threading.Thread(target=save, name="compile-cache", daemon=True).start()
+        if save is None:
+            return
+        if self.batcher.warm_failures:  # the next tasks would restore a cache without those shapes, for good
+            log.warning("compile cache not saved: a shape failed to warm", extra={"shapes": self.batcher.warm_failures})
+            return
+        threading.Thread(target=save, name="compile-cache", daemon=True).start()  # off the inference thread
 
     def _announce(self, message: dict[str, Any]) -> None:
         """Send to every link, and to each link that connects later."""

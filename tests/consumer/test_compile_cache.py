@@ -1,6 +1,7 @@
 """The bundled server with ``runtime="compile"``, in a team's own app (a bare ``cdk.App()``, an imported VPC, the
 library's ModelStore, cdk-nag's AwsSolutions checks): the task is told where its compile cache lives, and AWS will
-let it read and write there, with the bucket's policy evaluated beside the role's, and write nowhere else."""
+let it read there and create an archive there (never replace one), with the bucket's policy evaluated beside the
+role's, and write nowhere else."""
 
 from __future__ import annotations
 
@@ -75,18 +76,22 @@ def test_the_server_is_told_where_its_compile_cache_lives(compiled):
     assert cache_uri == model_uri.replace("/models/embedder/2026-12-05/", "/models/embedder/.compile-cache/2026-12-05/")
 
 
-def test_the_task_may_read_and_write_its_cache_and_write_nothing_else(compiled):
+def test_the_task_may_read_its_cache_and_only_create_one_and_write_nothing_else(compiled):
     template, world, bucket_id = compiled
     environment = server_environment(template, world)
     (role,) = [i for i in world.of_type("AWS::IAM::Role") if i.startswith("EmbedderTaskRole")]
     bucket_arn = "arn:aws:s3:::" + environment["MODEL_URI"].removeprefix("s3://").split("/", 1)[0]
     cache_key = environment["COMPILE_CACHE_URI"].split("/", 3)[3] + "torch-2.13.0-cu128-py311-cuda-sm86.tar.gz"
-    for action in ("s3:GetObject", "s3:PutObject"):
-        assert world.role_may(role, action, f"{bucket_arn}/{cache_key}", TLS, resource_id=bucket_id), action
-    assert not world.role_may(role, "s3:PutObject", f"{bucket_arn}/{cache_key}", {"aws:SecureTransport": "false"}, resource_id=bucket_id)
+    new_object = {**TLS, "s3:if-none-match": "*"}  # what the server sends: a PUT that never replaces
+    assert world.role_may(role, "s3:GetObject", f"{bucket_arn}/{cache_key}", TLS, resource_id=bucket_id)
+    assert world.role_may(role, "s3:PutObject", f"{bucket_arn}/{cache_key}", new_object, resource_id=bucket_id)
+    # An archive already there cannot be replaced: a PUT without If-None-Match is refused.
+    assert not world.role_may(role, "s3:PutObject", f"{bucket_arn}/{cache_key}", TLS, resource_id=bucket_id)
+    assert not world.role_may(role, "s3:PutObject", f"{bucket_arn}/{cache_key}", {**new_object, "aws:SecureTransport": "false"},
+                              resource_id=bucket_id)
     for elsewhere in ("models/embedder/2026-12-05/model.safetensors", "models/embedder/.compile-cache-other/x",
                       "models/other/.compile-cache/2026-12-05/x"):
-        assert not world.role_may(role, "s3:PutObject", f"{bucket_arn}/{elsewhere}", TLS, resource_id=bucket_id), elsewhere
+        assert not world.role_may(role, "s3:PutObject", f"{bucket_arn}/{elsewhere}", new_object, resource_id=bucket_id), elsewhere
 
 
 def test_an_eager_server_gets_no_cache_and_no_write():

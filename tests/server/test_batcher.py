@@ -164,6 +164,41 @@ def test_a_failing_background_warm_up_shape_is_logged_and_the_model_keeps_servin
     assert [p["echo"] for p in preds(result)] == ["still here"]
 
 
+@pytest.mark.parametrize("warmup", ["first", "all"])
+def test_every_shape_warm_is_announced_once_and_failures_are_counted(batchers, warmup):
+    """The compile cache is saved on this callback: once, and only after the last shape."""
+    class FailsAtBatch8(EchoHandler):
+        def forward(self, batch, batch_size, seq_len):
+            if _is_warmup(batch) and batch_size == 8 and seq_len == 64 and warmup == "first":
+                raise RuntimeError("out of memory at batch 8")
+            return super().forward(batch, batch_size, seq_len)
+
+    announced: list[int] = []
+    handler = FailsAtBatch8()
+    batcher, _ = batchers(handler, max_batch_size=8, max_sequence_length=64, warmup=warmup,
+                          on_all_warm=lambda: announced.append(len(handler.warmups)))
+    wait_for(lambda: announced)
+    time.sleep(0.2)
+    assert announced == [len(EVERY_SHAPE) - (1 if warmup == "first" else 0)]
+    assert batcher.warm_failures == (1 if warmup == "first" else 0)
+
+
+def test_after_ready_the_background_warm_up_waits_and_traffic_or_a_stop_does_not(batchers):
+    """The workers' readiness test inferences come just after ready: served at once, not behind a warm-up forward
+    (with torch.compile, a compile); a stop during the wait returns at once."""
+    handler = ColdGateHandler()
+    batcher, _ = batchers(handler, max_batch_size=8, max_sequence_length=64)
+    started = time.monotonic()
+    result = batcher.submit(["probe"], time.monotonic() + FAR).result(RESULT_TIMEOUT)
+    assert [p["echo"] for p in preds(result)] == ["probe"] and time.monotonic() - started < 0.5
+    assert handler.warm_at_call[0] == {(1, 16), (1, 32), (1, 64)}  # nothing of the background warm-up before it
+    handler.cold_gate.set()
+    idle, _ = batchers(ColdGateHandler(), max_batch_size=8, max_sequence_length=64)
+    stopping = time.monotonic()
+    idle.stop()
+    assert time.monotonic() - stopping < 0.5
+
+
 def test_an_unknown_warmup_mode_is_refused():
     with pytest.raises(ValueError, match="warmup must be one of"):
         Batcher(EchoHandler, max_batch_size=8, max_wait_s=0, max_queue_size=8, max_sequence_length=64,

@@ -1,6 +1,6 @@
 """torch.compile's cache kept between tasks (inference_server.compile_cache): saved once, restored by the next task,
-and a missing, corrupt or hostile archive costs only the compile it would have saved. Against S3 (moto) and a
-directory. What it saves in a start is measured by `python -m bench.startup --runtime compile` (bench/README.md)."""
+and a missing, corrupt, oversized or hostile archive costs only the compile it would have saved. Against S3 (moto)
+and a directory. What it saves in a start is measured by `python -m bench.startup --compile` (bench/README.md)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import io
 import logging
 import tarfile
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,8 @@ import pytest
 from inference_server import compile_cache
 from inference_server.settings import load_settings
 
-KEY = compile_cache.cache_key("2.13.0+cu128", "cuda-sm86")
+SETTINGS = {"dtype": "torch.float16", "runtime": "compile", "max_batch_size": 32, "max_sequence_length": 256}
+KEY = compile_cache.cache_key("2.13.0+cu128", "cuda-sm86", SETTINGS)
 
 
 def caches(root: Path) -> dict[str, Path]:
@@ -31,9 +33,11 @@ def filled(root: Path) -> dict[str, Path]:
     return directories
 
 
-def test_the_key_names_torch_python_and_the_device_kind():
-    assert KEY.startswith("torch-2.13.0-cu128-py3") and KEY.endswith("-cuda-sm86.tar.gz")
-    assert KEY != compile_cache.cache_key("2.13.0+cu128", "cuda-sm75")  # g5's A10G and g4dn's T4 keep their own
+def test_the_key_names_torch_python_the_device_kind_and_the_settings_that_shape_the_compile():
+    assert KEY.startswith("torch-2.13.0-cu128-py3") and "-cuda-sm86-" in KEY and KEY.endswith(".tar.gz")
+    assert KEY != compile_cache.cache_key("2.13.0+cu128", "cuda-sm75", SETTINGS)  # g5's A10G and g4dn's T4 apart
+    assert KEY != compile_cache.cache_key("2.13.0+cu128", "cuda-sm86", {**SETTINGS, "max_batch_size": 64})
+    assert KEY == compile_cache.cache_key("2.13.0+cu128", "cuda-sm86", dict(reversed(SETTINGS.items())))
 
 
 def test_the_directories_are_the_ones_the_server_points_torch_at():
@@ -108,7 +112,50 @@ def test_an_unusable_or_hostile_archive_is_refused_and_nothing_lands_outside(sto
     with caplog.at_level(logging.WARNING, "inference_server.compile_cache"):
         assert not compile_cache.restore(store, KEY, directories)
     assert "compile cache unusable; compiling afresh" in caplog.text
-    assert not (tmp_path / "escape").exists() and not any(directories[name].exists() for name in directories)
+    assert not (tmp_path / "escape").exists() and not [f for d in directories.values() for f in d.rglob("*")]
+
+
+def with_bad_crc(data: bytes) -> bytes:
+    """A gzip stream whose CRC trailer is wrong: tarfile alone would unpack it without a word."""
+    return data[:-8] + bytes(b ^ 0xFF for b in data[-8:-4]) + data[-4:]
+
+
+def test_an_archive_whose_checksum_fails_is_refused(store, tmp_path, request, caplog):
+    assert compile_cache.save(store, "good.tar.gz", filled(tmp_path / "first"))
+    good = Path(store, "good.tar.gz").read_bytes() if not store.startswith("s3://") else None
+    if good is None:
+        s3 = request.getfixturevalue("s3")
+        bucket, _, prefix = store.removeprefix("s3://").partition("/")
+        good = s3.get_object(Bucket=bucket, Key=prefix + "good.tar.gz")["Body"].read()
+    put(store, with_bad_crc(good), request.getfixturevalue("s3") if store.startswith("s3://") else None)
+    directories = caches(tmp_path / "task")
+    with caplog.at_level(logging.WARNING, "inference_server.compile_cache"):
+        assert not compile_cache.restore(store, KEY, directories)
+    assert "compile cache unusable" in caplog.text
+    assert not list(directories["torchinductor"].rglob("*"))  # nothing half-restored for Inductor to load
+
+
+@pytest.mark.parametrize("limit", ["MAX_ARCHIVE_BYTES", "MAX_UNPACKED_BYTES"])
+def test_an_archive_over_a_size_limit_is_refused(store, tmp_path, monkeypatch, limit, caplog):
+    assert compile_cache.save(store, KEY, filled(tmp_path / "first"))
+    monkeypatch.setattr(compile_cache, limit, 10)
+    with caplog.at_level(logging.WARNING, "inference_server.compile_cache"):
+        assert not compile_cache.restore(store, KEY, caches(tmp_path / "task"))
+    assert any("more than 10" in getattr(record, "error", "") for record in caplog.records), caplog.records
+
+
+def test_a_403_on_the_archive_reads_as_no_archive(monkeypatch, tmp_path, caplog):
+    """A role without s3:ListBucket on the key gets 403 for a missing object."""
+    from botocore.exceptions import ClientError
+
+    class Forbidden:
+        def head_object(self, **_):
+            raise ClientError({"Error": {"Code": "403", "Message": "Forbidden"}}, "HeadObject")
+
+    monkeypatch.setattr(compile_cache, "s3_client", lambda workers: Forbidden())
+    with caplog.at_level(logging.INFO, "inference_server.compile_cache"):
+        assert not compile_cache.restore("s3://bucket/models/m/.compile-cache/1/", KEY, caches(tmp_path))
+    assert "no compile cache yet (or none this task may read)" in caplog.text
 
 
 def test_a_store_that_cannot_be_written_costs_nothing(tmp_path, caplog):
@@ -127,19 +174,14 @@ def test_the_setting_reads_compile_cache_uri():
 
 
 def test_the_runner_restores_before_the_model_compiles_and_saves_once_every_shape_is_warm(tmp_path, monkeypatch):
-    """The wiring, with a handler that records: restore happens inside the load, before handler.load; the save
-    starts after the background warm-up, off the inference thread, and only when nothing was restored."""
-    from inference_server import model_runner
-
+    """The save starts when every shape is warm, off the inference thread, once, and only when nothing was
+    restored."""
     calls: list[str] = []
     saved = threading.Event()
     monkeypatch.setattr(compile_cache, "restore", lambda uri, key, dirs: calls.append(f"restore {uri}") or False)
     monkeypatch.setattr(compile_cache, "save",
                         lambda uri, key, dirs: calls.append(f"save {uri} {threading.current_thread().name}") or saved.set())
-    runner = model_runner.ModelRunner.__new__(model_runner.ModelRunner)
-    runner._save_compile_cache = None
-    runner.device = __import__("torch").device("cpu")
-    runner._torch = __import__("torch")
+    runner = bare_runner()
     runner._restore_compile_cache("s3://b/p/")
     assert calls == ["restore s3://b/p/"]
     runner._on_all_warm()
@@ -147,3 +189,41 @@ def test_the_runner_restores_before_the_model_compiles_and_saves_once_every_shap
     assert calls[1] == "save s3://b/p/ compile-cache"
     runner._on_all_warm()  # once only
     assert len(calls) == 2
+
+
+def bare_runner(warm_failures: int = 0):
+    import types
+
+    import torch
+
+    from inference_server import model_runner
+
+    runner = model_runner.ModelRunner.__new__(model_runner.ModelRunner)  # only what the two methods read
+    vars(runner).update(_save_compile_cache=None, device=torch.device("cpu"), dtype=torch.float32, _torch=torch,
+                        settings=load_settings([], {"MODEL_NAME": "m", "MODEL_VERSION": "1", "MODEL_URI": "/m"}),
+                        batcher=types.SimpleNamespace(warm_failures=warm_failures))
+    return runner
+
+
+@pytest.mark.parametrize("restored, warm_failures", [(True, 0), (False, 1)], ids=["restored", "a-shape-failed"])
+def test_nothing_is_saved_after_a_restore_or_when_a_shape_failed_to_warm(monkeypatch, restored, warm_failures):
+    saves: list[str] = []
+    monkeypatch.setattr(compile_cache, "restore", lambda uri, key, dirs: restored)
+    monkeypatch.setattr(compile_cache, "save", lambda uri, key, dirs: saves.append(key))
+    runner = bare_runner(warm_failures)
+    runner._restore_compile_cache("s3://b/p/")
+    runner._on_all_warm()
+    time.sleep(0.2)
+    assert saves == []
+
+
+def test_the_model_load_restores_before_the_handler_loads():
+    """In the runner's own load (read from its source: a real compile takes a minute here): the archive is unpacked
+    before the handler builds, and so compiles, the model."""
+    import inspect
+
+    from inference_server import model_runner
+
+    source = inspect.getsource(model_runner.ModelRunner._load_handler)
+    assert source.index("self._restore_compile_cache(") < source.index("handler.load(ctx)")
+    assert "if self.compile and s.compile_cache_uri:" in source
