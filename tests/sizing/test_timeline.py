@@ -9,6 +9,7 @@ from gpu_inference_constructs.scaling_props import ModelScalingProps
 from gpu_inference_constructs.sizing.timeline import (
     DOCUMENTED,
     ESTIMATED,
+    LATEST_COMPILE_STARTUP,
     LATEST_STARTUP,
     MEASURED,
     main,
@@ -182,3 +183,18 @@ def test_cli_takes_the_models_own_way_of_getting_its_weights(tmp_path, capsys):
     assert "weights and load" in out and "weights copy" not in out
     assert main([*args, "--model", "minilm"]) == 0
     assert "16 parallel ranged GETs" in capsys.readouterr().out
+
+
+def test_a_compiled_model_warms_up_with_its_compile_cache_and_names_the_first_tasks_compile(tmp_path, capsys):
+    steps = {p.name: p for p in phases(compiled=True)}
+    warm = steps["warm-up before ready"]
+    assert warm.seconds == LATEST_COMPILE_STARTUP["cached_warmup_s"] > LATEST_STARTUP["warmup_s"]
+    assert warm.basis == MEASURED and f"took {LATEST_COMPILE_STARTUP['first_warmup_s']:g} s here" in warm.source
+    environments = scenario_environments()
+    args = ["--cdk-json", str(write_scenario_cdk_json(tmp_path, environments)), "--environment", "prod"]
+    assert main(args) == 0
+    assert "runtime compile" not in capsys.readouterr().out
+    environments["prod"]["models"][0]["runtime"] = "compile"
+    write_scenario_cdk_json(tmp_path, environments)
+    assert main(args) == 0
+    assert capsys.readouterr().out.count("runtime compile: batch 1 at every length") == 2  # warm spare, new instance
