@@ -169,7 +169,7 @@ def evaluate(results: dict, target_concurrency: int = 64) -> tuple[dict[str, Any
         _target("with torch.compile, a start that finds its compile cache <= 1.3 x an eager start (issue 22)",
                 ratios["compile_cached_start_over_eager_start"], 1.3,
                 check(ratios["compile_cached_start_over_eager_start"], 1.3, at_most=True), at_most=True,
-                bound=compiled and compiled["cached"] and compile_bound(compiled)),
+                bound=compiled and compiled["cached_over_eager"] is not None and compile_bound(compiled) or None),
     ]
     return ratios, targets
 
@@ -185,6 +185,20 @@ def startup_bound(startup: dict) -> str | None:
     steps = [(name, at - (marks[i - 1][1] if i else 0.0)) for i, (name, at) in enumerate(marks)]
     name, seconds = max(steps, key=lambda step: step[1])
     return f"the phase ending at '{name}': {seconds:.1f} s of the median start"
+
+
+def compile_summary(compiled: dict) -> str:
+    """The three starts of bench.startup's measure_compile_startup, or why the cached one has no figure."""
+    first, cached, eager = compiled["first"], compiled["cached"], compiled["eager"]
+    if cached is None:
+        return (f"first start {first['seconds']:.1f} s, eager {eager['seconds']:.1f} s; the first start did not save "
+                "its compile cache, so no cached start was measured (see its log)")
+    if compiled["cached_over_eager"] is None:
+        return (f"first start {first['seconds']:.1f} s, eager {eager['seconds']:.1f} s; the second start did not "
+                f"restore the cache ({cached['seconds']:.1f} s, see its log)")
+    return (f"first start {first['seconds']:.1f} s (its cache saved at {first['waited_s']:.1f} s, "
+            f"{compiled['archive_bytes'] / 1e6:.1f} MB), with the cache {cached['seconds']:.1f} s, eager "
+            f"{eager['seconds']:.1f} s: {compiled['cached_over_eager']:.2f} x")
 
 
 def compile_bound(compiled: dict) -> str:
@@ -267,14 +281,9 @@ def table(results: dict) -> str:
         lines.append(f"start-to-ready (median of {startup['repeats']}): ours {startup['ours_median_s']:.1f} s, the bare "
                      f"script {startup['bare_median_s']:.1f} s: {startup['ratio']:.2f} x; ours, s from start: {marks}")
     compiled = results.get("compile_startup")
-    if compiled and compiled["cached"] is None:
-        lines.append(f"start-to-ready with torch.compile: first start {compiled['first']['seconds']:.1f} s; its "
-                     "compile cache was not saved, so no cached start was measured (see its log)")
-    elif compiled:
-        lines.append(f"start-to-ready with torch.compile (MAX_BATCH_SIZE {compiled['max_batch_size']}): first start "
-                     f"{compiled['first']['seconds']:.1f} s (its cache saved at {compiled['first']['waited_s']:.1f} s, "
-                     f"{compiled['archive_bytes'] / 1e6:.1f} MB), with the cache {compiled['cached']['seconds']:.1f} "
-                     f"s, eager {compiled['eager']['seconds']:.1f} s: {compiled['cached_over_eager']:.2f} x")
+    if compiled:
+        lines.append(f"start-to-ready with torch.compile (MAX_BATCH_SIZE {compiled['max_batch_size']}): "
+                     + compile_summary(compiled))
     lines.append("targets:")
     for t in results["targets"]:
         verdict = {True: "met", False: "MISSED", None: "not measured"}[t["met"]]

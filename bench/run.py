@@ -22,7 +22,7 @@ from .log_cost import LevelLog, interval_bytes_per_s
 from .models import minilm_dir
 from .plot import plot
 from .processes import HOST, free_port, pin, start_server
-from .report import evaluate, generator_ceiling, table
+from .report import compile_summary, evaluate, generator_ceiling, table
 from .startup import measure_compile_startup, measure_startup
 from .systems import REPO_ROOT, cpu_layout, launch, request_bodies, thread_env, torch_threads
 from .texts import make_texts
@@ -236,8 +236,7 @@ def run_benchmark(cfg: BenchConfig) -> dict:
     if cfg.compile_startup and any(model != NULL for _, model in cfg.systems):
         _log("start-up with torch.compile: eager, the first compile start, a start that finds its compile cache")
         compiled = results["compile_startup"] = measure_compile_startup(cfg, model_dir)
-        _log(f"start-up with torch.compile: first {compiled['first']['seconds']:.1f} s, with the cache "
-             f"{compiled['cached']['seconds']:.1f} s, eager {compiled['eager']['seconds']:.1f} s")
+        _log(f"start-up with torch.compile: {compile_summary(compiled)}")
     texts = [SAME_TEXT] if cfg.same_text else make_texts(cfg.texts)
     cfg = dataclasses.replace(cfg, overload_deadline_ms=overload_deadline_ms(cfg, results["raw_model"]))
     results["setup"]["overload_deadline_ms"] = cfg.overload_deadline_ms

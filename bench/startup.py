@@ -130,7 +130,7 @@ COMPILE_MAX_BATCH = 4
 # The server's log messages that end each wait (inference_server/compile_cache.py, model_runner.py): the first is the
 # one measured, the others end the wait without a figure.
 SAVED = ("compile cache saved", "compile cache not saved", "compile cache too large to keep",
-         "compile cache not saved: a shape failed to warm")
+         "compile cache not saved: a shape failed to warm", "compile cache already saved by another task")
 RESTORED = ("compile cache restored", "compile cache unreadable; compiling afresh",
             "compile cache unusable; compiling afresh", "no compile cache yet (or none this task may read); compiling afresh")
 

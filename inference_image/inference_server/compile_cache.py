@@ -11,6 +11,7 @@ again (docs/server.md).
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import json
@@ -33,6 +34,7 @@ CACHE_VARIABLES = {"torchinductor": "TORCHINDUCTOR_CACHE_DIR", "triton": "TRITON
 # scratch volume holds the model too): a cache is never worth a slow or failed start.
 MAX_ARCHIVE_BYTES = 2 * 1024**3
 MAX_UNPACKED_BYTES = 8 * 1024**3
+MAX_MEMBERS = 200_000  # files and directories: MiniLM's cache has 330
 CHUNK_BYTES = 1024**2
 
 
@@ -62,7 +64,15 @@ def cache_directories(environ=os.environ) -> dict[str, Path]:
 def restore(uri: str, key: str, directories: dict[str, Path]) -> bool:
     """Unpack the archive ``key`` under ``uri`` into ``directories``; False when there is none or it cannot be used.
     Never raises: a cache only saves a compile, and the task compiles afresh without it."""
-    with tempfile.TemporaryDirectory(prefix="compile-cache-") as work:
+    try:
+        return _restore(uri, key, directories)
+    except Exception as exc:  # the scratch volume full, a cleanup that failed: still only a compile to redo
+        log.warning("compile cache unusable; compiling afresh", extra={"compile_cache": _where(uri, key), "error": str(exc)})
+        return False
+
+
+def _restore(uri: str, key: str, directories: dict[str, Path]) -> bool:
+    with tempfile.TemporaryDirectory(prefix="compile-cache-", ignore_cleanup_errors=True) as work:
         archive = Path(work) / "archive.tar.gz"
         try:
             _download(uri, key, archive)
@@ -73,23 +83,54 @@ def restore(uri: str, key: str, directories: dict[str, Path]) -> bool:
         except Exception as exc:
             log.warning("compile cache unreadable; compiling afresh", extra={"compile_cache": _where(uri, key), "error": str(exc)})
             return False
+        size = archive.stat().st_size
         try:
             _check_stream(archive)
             unpacked = Path(work) / "unpacked"
             with tarfile.open(archive, mode="r:gz") as members:
-                members.extractall(unpacked, filter="data")  # no absolute paths, no links out of the directory
+                members.extractall(unpacked, filter=_MemberFilter())
+            archive.unlink()  # the volume holds the archive or the unpacked files, and then only the cache
             for name, directory in directories.items():
                 if (unpacked / name).is_dir():
-                    shutil.copytree(unpacked / name, directory, dirs_exist_ok=True)
+                    _move_into(unpacked / name, directory)
         except Exception as exc:
             for directory in directories.values():  # nothing half-copied for Inductor to load
                 shutil.rmtree(directory, ignore_errors=True)
-                directory.mkdir(parents=True, exist_ok=True)
             log.warning("compile cache unusable; compiling afresh", extra={"compile_cache": _where(uri, key), "error": str(exc)})
             return False
-        size = archive.stat().st_size
     log.info("compile cache restored", extra={"compile_cache": _where(uri, key), "bytes": size})
     return True
+
+
+class _MemberFilter:
+    """tarfile's "data" filter (no absolute paths, nothing outside the directory, no device files), and beyond it
+    only plain files and directories (no links, no sparse files, which unpack small and copy large), at most
+    MAX_MEMBERS of them and MAX_UNPACKED_BYTES in all."""
+
+    def __init__(self) -> None:
+        self.members = 0
+        self.size = 0
+
+    def __call__(self, member: tarfile.TarInfo, path: str) -> tarfile.TarInfo:
+        member = tarfile.data_filter(member, path)
+        if not (member.isreg() or member.isdir()) or member.issparse():
+            raise tarfile.FilterError(f"{member.name}: only plain files and directories belong in a compile cache")
+        self.members += 1
+        self.size += member.size
+        if self.members > MAX_MEMBERS or self.size > MAX_UNPACKED_BYTES:
+            raise tarfile.FilterError(f"more than {MAX_MEMBERS} members or {MAX_UNPACKED_BYTES} bytes")
+        return member
+
+
+def _move_into(source: Path, directory: Path) -> None:
+    """``directory`` becomes ``source``: a rename on the same volume (TMPDIR is on the scratch volume in the task)."""
+    if directory.is_dir() and any(directory.iterdir()):
+        shutil.copytree(source, directory, dirs_exist_ok=True)  # something is there already: add to it
+        return
+    if directory.is_dir():
+        directory.rmdir()
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    shutil.move(source, directory)
 
 
 def _check_stream(archive: Path) -> None:
@@ -153,7 +194,7 @@ def _download(uri: str, key: str, into: Path) -> None:
         raise ValueError(f"{head['ContentLength']} bytes, more than {MAX_ARCHIVE_BYTES}")
     body = client.get_object(Bucket=bucket, Key=prefix + key, IfMatch=head["ETag"])["Body"]
     written = 0
-    with into.open("wb") as out:
+    with contextlib.closing(body), into.open("wb") as out:
         for chunk in body.iter_chunks(CHUNK_BYTES):
             written += len(chunk)
             if written > MAX_ARCHIVE_BYTES:

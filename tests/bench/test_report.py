@@ -6,7 +6,7 @@ import pytest
 
 from bench.config import BenchConfig, parse_args
 from bench.loadgen import encode_requests, percentile
-from bench.report import evaluate, generator_ceiling, table
+from bench.report import compile_summary, evaluate, generator_ceiling, table
 
 
 def _run(system, model, concurrency, rps, p95, client_cpu=1.0):
@@ -162,3 +162,15 @@ def test_the_compile_cache_target_and_what_binds_it(results):
             "3.0 MB), with the cache 13.9 s, eager 5.5 s: 2.53 x") in table(results)
     results["compile_startup"]["cached_over_eager"] = 1.25
     assert target(evaluate(results)[1], "with torch.compile")["met"] is True
+
+
+@pytest.mark.parametrize("failed", ["not saved", "not restored"])
+def test_a_compile_start_up_without_a_cached_figure_is_not_measured_and_says_why(results, failed):
+    results["compile_startup"] = {"max_batch_size": 4, "eager": _start(5.5, {}), "first": {**_start(46.6, {}), "waited_s": None},
+                                  "cached": None if failed == "not saved" else {**_start(40.0, {}), "waited_s": None},
+                                  "archive_bytes": None, "cached_over_eager": None}
+    results["ratios"], results["targets"] = evaluate(results)
+    compiled = target(results["targets"], "with torch.compile")
+    assert compiled["met"] is None and compiled["bound"] is None
+    said = {"not saved": "did not save its compile cache", "not restored": "did not restore the cache (40.0 s"}[failed]
+    assert said in table(results) and said in compile_summary(results["compile_startup"])

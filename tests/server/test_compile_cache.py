@@ -8,7 +8,7 @@ import io
 import logging
 import tarfile
 import threading
-import time
+import types
 from pathlib import Path
 
 import pytest
@@ -144,6 +144,59 @@ def test_an_archive_over_a_size_limit_is_refused(store, tmp_path, monkeypatch, l
     assert any("more than 10" in getattr(record, "error", "") for record in caplog.records), caplog.records
 
 
+def raw_archive(members: list[tarfile.TarInfo]) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
+        for info in members:
+            archive.addfile(info, io.BytesIO(b"x" * info.size) if info.isreg() else None)
+    return buffer.getvalue()
+
+
+def member(name: str, kind: bytes = tarfile.REGTYPE, size: int = 0, **attributes) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type, info.size = kind, size
+    for attribute, value in attributes.items():
+        setattr(info, attribute, value)
+    return info
+
+
+@pytest.mark.parametrize("members", [
+    [member("torchinductor/inner", tarfile.SYMTYPE, linkname="k")],  # a link, even inside
+    [member("torchinductor/k"), member("torchinductor/hard", tarfile.LNKTYPE, linkname="torchinductor/k")],
+    [member("torchinductor/sparse", tarfile.GNUTYPE_SPARSE, size=0)],  # unpacks small, copies large
+], ids=["symlink", "hard-link", "sparse"])
+def test_only_plain_files_and_directories_are_unpacked(tmp_path, members, caplog):
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / KEY).write_bytes(raw_archive(members))
+    with caplog.at_level(logging.WARNING, "inference_server.compile_cache"):
+        assert not compile_cache.restore(str(store), KEY, caches(tmp_path / "task"))
+    assert any("only plain files and directories" in getattr(r, "error", "") for r in caplog.records), caplog.records
+
+
+def test_too_many_members_are_refused(tmp_path, monkeypatch, caplog):
+    monkeypatch.setattr(compile_cache, "MAX_MEMBERS", 2)
+    assert compile_cache.save(str(tmp_path / "store"), KEY, filled(tmp_path / "first"))  # 2 folders, 4 files and more
+    with caplog.at_level(logging.WARNING, "inference_server.compile_cache"):
+        assert not compile_cache.restore(str(tmp_path / "store"), KEY, caches(tmp_path / "task"))
+    assert any("more than 2 members" in getattr(r, "error", "") for r in caplog.records), caplog.records
+
+
+def test_a_body_longer_than_its_head_said_is_cut_off(monkeypatch, tmp_path, caplog):
+    class Lying:
+        def head_object(self, **_):
+            return {"ContentLength": 5, "ETag": '"e"'}
+
+        def get_object(self, **_):
+            return {"Body": types.SimpleNamespace(iter_chunks=lambda size: iter([b"x" * 8, b"x" * 8]), close=lambda: None)}
+
+    monkeypatch.setattr(compile_cache, "s3_client", lambda workers: Lying())
+    monkeypatch.setattr(compile_cache, "MAX_ARCHIVE_BYTES", 10)
+    with caplog.at_level(logging.WARNING, "inference_server.compile_cache"):
+        assert not compile_cache.restore("s3://bucket/models/m/.compile-cache/1/", KEY, caches(tmp_path))
+    assert any("more than 10 bytes" in getattr(r, "error", "") for r in caplog.records), caplog.records
+
+
 def test_a_403_on_the_archive_reads_as_no_archive(monkeypatch, tmp_path, caplog):
     """A role without s3:ListBucket on the key gets 403 for a missing object."""
     from botocore.exceptions import ClientError
@@ -192,8 +245,6 @@ def test_the_runner_restores_before_the_model_compiles_and_saves_once_every_shap
 
 
 def bare_runner(warm_failures: int = 0):
-    import types
-
     import torch
 
     from inference_server import model_runner
@@ -205,16 +256,19 @@ def bare_runner(warm_failures: int = 0):
     return runner
 
 
-@pytest.mark.parametrize("restored, warm_failures", [(True, 0), (False, 1)], ids=["restored", "a-shape-failed"])
+@pytest.mark.parametrize("restored, warm_failures", [(True, 0), (False, 1), (False, 0)],
+                         ids=["restored", "a-shape-failed", "saves"])
 def test_nothing_is_saved_after_a_restore_or_when_a_shape_failed_to_warm(monkeypatch, restored, warm_failures):
-    saves: list[str] = []
+    from inference_server import model_runner
+
+    threads: list[str] = []  # the save's thread, recorded instead of started: no race with the assertion
     monkeypatch.setattr(compile_cache, "restore", lambda uri, key, dirs: restored)
-    monkeypatch.setattr(compile_cache, "save", lambda uri, key, dirs: saves.append(key))
+    monkeypatch.setattr(model_runner.threading, "Thread",
+                        lambda target, name, daemon: types.SimpleNamespace(start=lambda: threads.append(name)))
     runner = bare_runner(warm_failures)
     runner._restore_compile_cache("s3://b/p/")
     runner._on_all_warm()
-    time.sleep(0.2)
-    assert saves == []
+    assert threads == ([] if restored or warm_failures else ["compile-cache"])
 
 
 def test_the_model_load_restores_before_the_handler_loads():
