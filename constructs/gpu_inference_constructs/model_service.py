@@ -723,7 +723,7 @@ class ModelService(Construct):
             acknowledge_when_resolved(
                 default_policy(self.task_role),
                 lambda: f"AwsSolutions-IAM5[Resource::{nag_rendering(self, cache_objects)}]",
-                "The server creates its compile cache, one archive per torch version and GPU kind, under its own model "
+                "The server creates its compile cache, one archive per torch version, GPU kind and compile settings, under its own model "
                 "version's .compile-cache/ folder, never replacing one (s3:if-none-match); it writes nowhere else. Asserted by "
                 "tests/consumer/test_compile_cache.py::test_the_task_may_read_its_cache_and_only_create_one_and_write_nothing_else.",
             )

@@ -416,7 +416,8 @@ class ServerContract:
     queue above it could never trip, and is refused. ``compile_cache_variable`` (default None) names the variable in
     which a server that compiles at start (torch.compile) finds where to keep its compile cache between tasks:
     ``ModelService`` sets it to ``s3://<bucket>/<models prefix>/<name>/.compile-cache/<version>/`` and lets the task
-    role write there, the only place in the bucket it may write.
+    role create objects there (with ``If-None-Match: *``, never replacing one), the only place in the bucket it may
+    write.
     """
 
     image: ecs.ContainerImage
