@@ -169,7 +169,7 @@ def evaluate(results: dict, target_concurrency: int = 64) -> tuple[dict[str, Any
         _target("with torch.compile, a start that finds its compile cache <= 1.3 x an eager start (issue 22)",
                 ratios["compile_cached_start_over_eager_start"], 1.3,
                 check(ratios["compile_cached_start_over_eager_start"], 1.3, at_most=True), at_most=True,
-                bound=compiled and compiled["cached_over_eager"] is not None and compile_bound(compiled) or None),
+                bound=compile_bound(compiled) if compiled and compiled["cached_over_eager"] is not None else None),
     ]
     return ratios, targets
 

@@ -64,22 +64,26 @@ def our_start(model_dir: str, cfg: BenchConfig, scratch: Path, warmup: str = "fi
         ready = time.monotonic() - started
         status = _predict(port)
         time.sleep(0.2)
-        waited = _wait_for_message(process.log_path, wait_for, started, cfg.ready_timeout_s) if wait_for else None
-        if waited is not None and f'"message":"{wait_for[0]}"' not in process.log_path.read_text(errors="replace"):
-            waited = None  # another of the messages came (the cache was not saved, or not restored)
+        waited = None
+        if wait_for:
+            seconds, message = _wait_for_message(process.log_path, wait_for, started, cfg.ready_timeout_s)
+            waited = seconds if message == wait_for[0] else None  # else the cache was not saved, or not restored
     finally:
         process.stop()
     return {"seconds": ready, "predict_status": status, "warmup": warmup, "waited_for": wait_for,
             "waited_s": waited, "phases": phases(process.log_path, wall_started)}
 
 
-def _wait_for_message(log_path: Path, messages: tuple[str, ...], started: float, timeout_s: float) -> float:
-    """Seconds from the start until a log line carries one of ``messages``."""
-    while not any(f'"message":"{message}"' in log_path.read_text(errors="replace") for message in messages):
+def _wait_for_message(log_path: Path, messages: tuple[str, ...], started: float, timeout_s: float) -> tuple[float, str]:
+    """(seconds from the start, the message) when a log line first carries one of ``messages``."""
+    while True:
+        text = log_path.read_text(errors="replace")
+        found = [message for message in messages if f'"message":"{message}"' in text]
+        if found:
+            return time.monotonic() - started, found[0]
         if time.monotonic() - started > timeout_s:
             raise TimeoutError(f"none of {messages} in {log_path} after {timeout_s:g} s")
         time.sleep(0.5)
-    return time.monotonic() - started
 
 
 def _predict(port: int) -> int:

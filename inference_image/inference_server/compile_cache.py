@@ -12,7 +12,6 @@ again (docs/server.md).
 from __future__ import annotations
 
 import contextlib
-import gzip
 import hashlib
 import json
 import logging
@@ -85,10 +84,10 @@ def _restore(uri: str, key: str, directories: dict[str, Path]) -> bool:
             return False
         size = archive.stat().st_size
         try:
-            _check_stream(archive)
             unpacked = Path(work) / "unpacked"
             with tarfile.open(archive, mode="r:gz") as members:
                 members.extractall(unpacked, filter=_MemberFilter())
+                _read_to_the_end(members.fileobj)
             archive.unlink()  # the volume holds the archive or the unpacked files, and then only the cache
             for name, directory in directories.items():
                 if (unpacked / name).is_dir():
@@ -117,8 +116,10 @@ class _MemberFilter:
             raise tarfile.FilterError(f"{member.name}: only plain files and directories belong in a compile cache")
         self.members += 1
         self.size += member.size
-        if self.members > MAX_MEMBERS or self.size > MAX_UNPACKED_BYTES:
-            raise tarfile.FilterError(f"more than {MAX_MEMBERS} members or {MAX_UNPACKED_BYTES} bytes")
+        if self.members > MAX_MEMBERS:
+            raise tarfile.FilterError(f"more than {MAX_MEMBERS} members")
+        if self.size > MAX_UNPACKED_BYTES:
+            raise tarfile.FilterError(f"unpacks to more than {MAX_UNPACKED_BYTES} bytes")
         return member
 
 
@@ -133,15 +134,15 @@ def _move_into(source: Path, directory: Path) -> None:
     shutil.move(source, directory)
 
 
-def _check_stream(archive: Path) -> None:
-    """Read the whole gzip stream before anything is unpacked: its CRC and length are checked at its end (tarfile
-    alone stops at the archive's last block and never reads them), and what it unpacks to is bounded."""
-    unpacked = 0
-    with gzip.open(archive, "rb") as stream:
-        while chunk := stream.read(CHUNK_BYTES):
-            unpacked += len(chunk)
-            if unpacked > MAX_UNPACKED_BYTES:
-                raise ValueError(f"unpacks to more than {MAX_UNPACKED_BYTES} bytes")
+def _read_to_the_end(stream) -> None:
+    """The gzip stream's CRC and length are checked at its end, which tarfile stops short of (at the archive's last
+    block): a corrupt archive is refused, and its files removed, before anything loads them. What follows the
+    archive's last block is bounded too."""
+    trailing = 0
+    while chunk := stream.read(CHUNK_BYTES):
+        trailing += len(chunk)
+        if trailing > MAX_UNPACKED_BYTES:
+            raise ValueError(f"unpacks to more than {MAX_UNPACKED_BYTES} bytes")
 
 
 def save(uri: str, key: str, directories: dict[str, Path]) -> bool:

@@ -183,7 +183,7 @@ class Settings:
                                   "with --runtime")
     compile_cache_uri: str | None = _setting(_opt_str, None,
                                              "s3://bucket/prefix/ or a directory: where torch.compile's cache is kept "
-                                             "between tasks, one archive per torch version and device kind")
+                                             "between tasks, one archive per torch version, device kind and compile settings")
     warmup: str = _setting(_choice("first", "all"), "first",
                            "shapes warmed before /ready: first (batch 1 at every length bucket; the other batch "
                            "sizes warm while the model is idle) or all")

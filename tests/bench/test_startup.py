@@ -33,6 +33,7 @@ def test_waiting_for_a_message_reads_the_json_log_and_gives_up_at_the_timeout(tm
     log = tmp_path / "ours.log"
     log.write_text(_line(3, "compile cache restored", "2026-12-04T03:00:04.500Z") + "\n")
     started = time.monotonic()
-    assert 0 <= _wait_for_message(log, ("compile cache saved", "compile cache restored"), started, 5) < 5
+    seconds, message = _wait_for_message(log, ("compile cache saved", "compile cache restored"), started, 5)
+    assert 0 <= seconds < 5 and message == "compile cache restored"
     with pytest.raises(TimeoutError, match="none of \\('compile cache saved',\\)"):
         _wait_for_message(log, ("compile cache saved",), started, 0.1)

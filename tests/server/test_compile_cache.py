@@ -89,22 +89,24 @@ def put(store: str, data: bytes, s3=None) -> None:
         (Path(store) / KEY).write_bytes(data)
 
 
-def archive_of(members: dict[str, bytes], link: tuple[str, str] | None = None) -> bytes:
+def raw_archive(members: list[tarfile.TarInfo]) -> bytes:
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
-        for name, data in members.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            archive.addfile(info, io.BytesIO(data))
-        if link:
-            info = tarfile.TarInfo(link[0])
-            info.type, info.linkname = tarfile.SYMTYPE, link[1]
-            archive.addfile(info)
+        for info in members:
+            archive.addfile(info, io.BytesIO(b"x" * info.size) if info.isreg() else None)
     return buffer.getvalue()
 
 
-@pytest.mark.parametrize("data", [b"not a gzip archive", archive_of({"../../escape": b"x"}),
-                                  archive_of({}, link=("torchinductor/out", "/etc/passwd"))],
+def member(name: str, kind: bytes = tarfile.REGTYPE, size: int = 0, **attributes) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type, info.size = kind, size
+    for attribute, value in attributes.items():
+        setattr(info, attribute, value)
+    return info
+
+
+@pytest.mark.parametrize("data", [b"not a gzip archive", raw_archive([member("../../escape", size=1)]),
+                                  raw_archive([member("torchinductor/out", tarfile.SYMTYPE, linkname="/etc/passwd")])],
                          ids=["corrupt", "parent-path", "link-out"])
 def test_an_unusable_or_hostile_archive_is_refused_and_nothing_lands_outside(store, tmp_path, data, request, caplog):
     put(store, data, request.getfixturevalue("s3") if store.startswith("s3://") else None)
@@ -142,22 +144,6 @@ def test_an_archive_over_a_size_limit_is_refused(store, tmp_path, monkeypatch, l
     with caplog.at_level(logging.WARNING, "inference_server.compile_cache"):
         assert not compile_cache.restore(store, KEY, caches(tmp_path / "task"))
     assert any("more than 10" in getattr(record, "error", "") for record in caplog.records), caplog.records
-
-
-def raw_archive(members: list[tarfile.TarInfo]) -> bytes:
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
-        for info in members:
-            archive.addfile(info, io.BytesIO(b"x" * info.size) if info.isreg() else None)
-    return buffer.getvalue()
-
-
-def member(name: str, kind: bytes = tarfile.REGTYPE, size: int = 0, **attributes) -> tarfile.TarInfo:
-    info = tarfile.TarInfo(name)
-    info.type, info.size = kind, size
-    for attribute, value in attributes.items():
-        setattr(info, attribute, value)
-    return info
 
 
 @pytest.mark.parametrize("members", [
