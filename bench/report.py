@@ -196,19 +196,23 @@ def compile_summary(compiled: dict) -> str:
     if compiled["cached_over_eager"] is None:
         return (f"first start {first['seconds']:.1f} s, eager {eager['seconds']:.1f} s; the second start did not "
                 f"restore the cache ({cached['seconds']:.1f} s, see its log)")
-    return (f"first start {first['seconds']:.1f} s (its cache saved at {first['waited_s']:.1f} s, "
-            f"{compiled['archive_bytes'] / 1e6:.1f} MB), with the cache {cached['seconds']:.1f} s, eager "
+    return (f"first start {first['seconds']:.1f} s (every shape compiled at {_num(compiled['first_compiled_s'])} s, "
+            f"its cache saved at {first['waited_s']:.1f} s, {compiled['archive_bytes'] / 1e6:.1f} MB), with the cache "
+            f"{cached['seconds']:.1f} s (every shape compiled at {_num(compiled['cached_compiled_s'])} s), eager "
             f"{eager['seconds']:.1f} s: {compiled['cached_over_eager']:.2f} x")
 
 
 def compile_bound(compiled: dict) -> str:
-    """What the cached compile start spends beyond the eager one: the readiness warm-up, where torch traces each
-    shape again (dynamo's tracing is not in the cache; Inductor's kernels are)."""
-    phases = compiled["cached"]["phases"]
-    warm = phases.get("warm-up done", 0.0) - phases.get("model loaded", 0.0)
-    return (f"dynamo tracing every readiness shape again (the cache holds Inductor's compiled kernels, not the "
-            f"traces): the readiness warm-up took {warm:.1f} s with the cache; the first start "
-            f"{compiled['first']['seconds']:.1f} s")
+    """What the cached compile start spends before ready beyond the eager one: restoring the cache, and the readiness
+    warm-up (on the eager forward; a longer one means the compile is holding readiness)."""
+    cached, eager = compiled["cached"]["phases"], compiled["eager"]["phases"]
+    restore = compiled["cached"].get("restore_s") or 0.0
+
+    def warm(phases: dict) -> float:
+        return phases.get("warm-up done", 0.0) - phases.get("model loaded", 0.0)
+
+    return (f"restoring the cache took {restore:.1f} s and the readiness warm-up {warm(cached):.1f} s with the cache "
+            f"(eager: {warm(eager):.1f} s); the first start {compiled['first']['seconds']:.1f} s")
 
 
 def _num(value: float | None, digits: int = 1) -> str:

@@ -7,6 +7,7 @@ and a start that finds the compile cache the first one saved, against an eager s
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import http.client
 import os
@@ -27,7 +28,8 @@ from .systems import REPO_ROOT, _python_path, thread_env
 
 # Our server's log lines that mark a phase of its start, in the order they normally come (role, message).
 PHASES = (("worker", "Application startup complete."), ("model", "model fetched"),
-          ("worker", "preprocessing loaded"), ("model", "model loaded"), ("model", "warm-up done"),
+          ("worker", "preprocessing loaded"), ("model", "compile cache restored"), ("model", "model loaded"),
+          ("model", "warm-up done"),
           ("worker", "ready for traffic"), ("model", "background warm-up done"))
 FETCHED = ("model has no manifest; files not verified", "model verified", "model downloaded and verified",
            "model downloaded")
@@ -71,7 +73,8 @@ def our_start(model_dir: str, cfg: BenchConfig, scratch: Path, warmup: str = "fi
     finally:
         process.stop()
     return {"seconds": ready, "predict_status": status, "warmup": warmup, "waited_for": wait_for,
-            "waited_s": waited, "phases": phases(process.log_path, wall_started)}
+            "waited_s": waited, "phases": phases(process.log_path, wall_started),
+            "restore_s": logged(process.log_path, "compile cache restored", "seconds")}
 
 
 def _wait_for_message(log_path: Path, messages: tuple[str, ...], started: float, timeout_s: float) -> tuple[float, str]:
@@ -93,6 +96,15 @@ def _predict(port: int) -> int:
         return conn.getresponse().status
     finally:
         conn.close()
+
+
+def logged(log_path: Path, message: str, field: str) -> float | None:
+    """``field`` of the first log line with ``message`` (None when there is none)."""
+    for line in log_path.read_text(errors="replace").splitlines():
+        if f'"message":"{message}"' in line:
+            with contextlib.suppress(orjson.JSONDecodeError):
+                return orjson.loads(line).get(field)
+    return None
 
 
 def phases(log_path: Path, wall_started: float) -> dict[str, float]:
@@ -128,36 +140,39 @@ def measure_startup(cfg: BenchConfig, model_dir: str, repeats: int) -> dict:
             "load_average_at_start": os.getloadavg()}
 
 
-# The compile starts' MAX_BATCH_SIZE: the first start saves its cache once every shape has compiled, 12 shapes at 4
-# (batch 1, 2, 4 at four lengths) rather than 24 at the default 32; readiness needs batch 1 at every length either way.
+# The compile starts' MAX_BATCH_SIZE: each start compiles every shape, 12 at 4 (batch 1, 2, 4 at four lengths) rather
+# than 24 at the default 32; readiness needs batch 1 at every length either way.
 COMPILE_MAX_BATCH = 4
-# The server's log messages that end each wait (inference_server/compile_cache.py, model_runner.py): the first is the
-# one measured, the others end the wait without a figure.
+# The server's log messages that end each wait (inference_server/compile_cache.py, model_runner.py, batcher.py): the
+# first is the one measured, the others end the wait without a figure.
 SAVED = ("compile cache saved", "compile cache not saved", "compile cache too large to keep",
          "compile cache not saved: a shape failed to warm", "compile cache already saved by another task")
-RESTORED = ("compile cache restored", "compile cache unreadable; compiling afresh",
-            "compile cache unusable; compiling afresh", "no compile cache yet (or none this task may read); compiling afresh")
+ALL_COMPILED = ("background warm-up done",)
 
 
 def measure_compile_startup(cfg: BenchConfig, model_dir: str) -> dict:
-    """Our server with MODEL_RUNTIME=compile: its first start (nothing cached: it compiles, and saves the compile
-    cache once every shape is warm), then a start on a fresh scratch directory that finds that cache, against an
-    eager start with the same settings."""
+    """Our server with MODEL_RUNTIME=compile: its first start (nothing cached: it compiles every shape, and saves the
+    compile cache once all are), then a start on a fresh scratch directory that finds that cache, against an eager
+    start with the same settings. Each is ready on its eager forward; ``compiled_s`` is when every shape has compiled
+    and traffic runs compiled."""
     cfg = dataclasses.replace(cfg, max_batch_size=COMPILE_MAX_BATCH)
     with tempfile.TemporaryDirectory(prefix="compile-startup-") as scratch:
         compiled = {"MODEL_RUNTIME": "compile", "COMPILE_CACHE_URI": str(Path(scratch) / "store")}
         eager = our_start(model_dir, cfg, Path(scratch))
         first = our_start(model_dir, cfg, Path(scratch), extra_env=compiled, wait_for=SAVED)
+        result = {"max_batch_size": COMPILE_MAX_BATCH, "eager": eager, "first": first, "cached": None,
+                  "archive_bytes": None, "first_over_eager": round(first["seconds"] / eager["seconds"], 3),
+                  "cached_over_eager": None, "first_compiled_s": first["phases"].get(ALL_COMPILED[0]),
+                  "cached_compiled_s": None, "load_average_at_start": os.getloadavg()}
         if first["waited_s"] is None:  # not saved: there is no cached start to measure
-            return {"max_batch_size": COMPILE_MAX_BATCH, "eager": eager, "first": first, "cached": None,
-                    "archive_bytes": None, "first_over_eager": round(first["seconds"] / eager["seconds"], 3),
-                    "cached_over_eager": None, "load_average_at_start": os.getloadavg()}
-        archive = sum(f.stat().st_size for f in (Path(scratch) / "store").iterdir())
-        cached = our_start(model_dir, cfg, Path(scratch), extra_env=compiled, wait_for=RESTORED)
-    return {"max_batch_size": COMPILE_MAX_BATCH, "eager": eager, "first": first, "cached": cached,
-            "archive_bytes": archive, "first_over_eager": round(first["seconds"] / eager["seconds"], 3),
-            "cached_over_eager": round(cached["seconds"] / eager["seconds"], 3) if cached["waited_s"] is not None else None,
-            "load_average_at_start": os.getloadavg()}
+            return result
+        result["archive_bytes"] = sum(f.stat().st_size for f in (Path(scratch) / "store").iterdir())
+        result["cached"] = cached = our_start(model_dir, cfg, Path(scratch), extra_env=compiled,
+                                              wait_for=ALL_COMPILED)
+    if "compile cache restored" in cached["phases"]:
+        result["cached_over_eager"] = round(cached["seconds"] / eager["seconds"], 3)
+        result["cached_compiled_s"] = cached["phases"].get(ALL_COMPILED[0])
+    return result
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,9 +4,11 @@ The thread loads the model and warms up what the first traffic needs before it r
 length bucket (warmup="first"; warmup="all" warms every shape first). The other (batch bucket x length bucket)
 shapes warm one at a time, smallest first, whenever the model is idle, so readiness does not wait for them and no
 request waits behind more than one warm-up forward. A shape not yet warmed still runs correctly, only slower the
-first time (a CUDA graph records then). Then it loops: take new jobs
-(inputs already preprocessed by the HTTP workers), file their inputs into sequence-length buckets, and run a batch
-as soon as the model is free. A job that arrives while the model is idle and nothing is queued runs at once (no
+first time. A handler that compiles (handlers/compiled.py) is made ready on its eager forward, and every shape then
+compiles in the background the same way; until its shape has compiled a request runs eagerly, never a compile.
+
+Then it loops: take new jobs (inputs already preprocessed by the HTTP workers), file their inputs into
+sequence-length buckets, and run a batch as soon as the model is free. A job that arrives while the model is idle and nothing is queued runs at once (no
 batching window: at low load waiting only adds latency). Otherwise a bucket runs when it has a full batch, or when
 its oldest input has waited max_wait; until then the thread waits for more. Inputs past their deadline are dropped
 before they run. A batch is padded to its longest input, or to its bucket's shapes when the model needs fixed
@@ -32,6 +34,7 @@ import numpy as np
 
 from .admission import BatchTimes
 from .handlers import Encoded, Handler, InputError
+from .handlers.compiled import compiling
 from .ipc import DeadlineExceeded, JobResult, ModelUnavailable, QueueFull
 
 __all__ = ["Batcher", "DeadlineExceeded", "JobResult", "ModelUnavailable", "QueueFull", "size_buckets"]
@@ -44,6 +47,8 @@ WARMUP_MODES = ("first", "all")
 # milliseconds of the model's ready, and must not queue behind a warm-up forward (with torch.compile, a compile:
 # 8.6 s between the model's ready and a worker's on a 2-core CPU, 1.8 s with the compile cache).
 WARM_AFTER_READY_S = 1.0
+# Runs of each shape's compile warm-up: the first compiles, CUDA graphs record on a later one.
+COMPILE_RUNS = 3
 
 
 @dataclass(eq=False, slots=True)
@@ -126,7 +131,7 @@ def _stop_at_exit(ref: weakref.ref) -> None:
 
 class Batcher:
     def __init__(self, load: Callable[[], Handler], *, max_batch_size: int, max_wait_s: float, max_queue_size: int,
-                 max_sequence_length: int, pad_batches: bool = False, warmup_runs: int = 1,
+                 max_sequence_length: int, pad_batches: bool = False, compile: bool = False,
                  warmup: str = "first",
                  on_batch: Callable[[int], None] = lambda size: None,
                  on_cycle: Callable[[], None] = lambda: None,
@@ -142,7 +147,7 @@ class Batcher:
         self.max_queue_size = max_queue_size
         self._max_sequence_length = max_sequence_length
         self.pad_batches = pad_batches
-        self.warmup_runs = warmup_runs
+        self.compile = compile  # the model process compiles (MODEL_RUNTIME=compile, or COMPILE on a GPU)
         if warmup not in WARMUP_MODES:
             raise ValueError(f"warmup must be one of {WARMUP_MODES}, got {warmup!r}")
         self.warmup = warmup
@@ -247,41 +252,75 @@ class Batcher:
         return [(size, length) for size in self.batch_sizes for length in self.lengths]
 
     def _warm_up(self, handler: Handler) -> list[tuple[int, int]]:
-        """Warm what must be warm before ready; returns the shapes left to warm in the background."""
+        """Warm what must be warm before ready; returns the shapes left to warm (or compile) in the background."""
         started = self._clock()
         shapes = self.warmup_shapes()
-        now = shapes if self.warmup == "all" else [shape for shape in shapes if shape[0] == 1]
+        first = [shape for shape in shapes if shape[0] == 1]
+        compiles = handler.compiled_forward is not None
+        if self.warmup == "all":
+            now, later = shapes, []
+        else:  # a compiling handler: batch 1 warm on the eager forward, then every shape compiles while idle
+            now, later = first, (shapes if compiles else [shape for shape in shapes if shape[0] > 1])
         for size, length in now:
-            self._warm_shape(handler, size, length)
+            if compiles and self.warmup == "all":
+                self._compile_shape(handler, size, length)
+            else:
+                self._warm_shape(handler, size, length)
         log.info("warm-up done", extra={"batch_sizes": sorted({size for size, _ in now}), "lengths": self.lengths,
-                                        "shapes": len(now), "shapes_left": len(shapes) - len(now),
+                                        "shapes": len(now), "shapes_left": len(later),
+                                        "compiled": compiles and self.warmup == "all",
                                         "seconds": round(self._clock() - started, 3)})
-        return [shape for shape in shapes if shape not in now]
+        return later
 
-    def _warm_shape(self, handler: Handler, size: int, length: int) -> None:
+    def _warm_shape(self, handler: Handler, size: int, length: int, runs: int | None = None) -> None:
+        """Run one shape: once, or COMPILE_RUNS times for a handler that compiles without a CompiledForward (its
+        compile, then its CUDA graph's recording, hold readiness as they always did). The shape's time seeds the
+        deadline admission once every run has succeeded: the last run's, not a compile's."""
+        if runs is None:
+            runs = COMPILE_RUNS if self.compile and handler.compiled_forward is None else 1
         item = handler.warmup_input(length)
-        for _ in range(self.warmup_runs):
+        seconds = 0.0
+        for _ in range(runs):
             shape_started = time.perf_counter()
             as_numpy(handler.forward([item] * size, size, length))
-            if self.batch_times is not None:
-                self.batch_times.seed(size, length, time.perf_counter() - shape_started)
+            seconds = time.perf_counter() - shape_started
+        if self.batch_times is not None:
+            self.batch_times.seed(size, length, seconds)
+
+    def _compile_shape(self, handler: Handler, size: int, length: int) -> None:
+        """Compile one shape of a CompiledForward handler. A compile that fails is counted and logged, and the shape
+        keeps running eagerly; a fatal error (CUDA) still ends the model."""
+        try:
+            with compiling(handler):
+                self._warm_shape(handler, size, length, runs=COMPILE_RUNS)
+        except Exception as exc:
+            if self._is_fatal(exc):
+                self.error = exc
+                raise
+            self.warm_failures += 1
+            log.exception("a shape failed to compile; it runs eagerly", extra={"batch_size": size, "length": length})
 
     def _warm_next_cold_shape(self) -> None:
         """One shape of the background warm-up (the model is idle)."""
         size, length = self._cold.popleft()
         handler = self.handler
         assert handler is not None  # the background warm-up runs once the model is loaded
-        try:
-            self._warm_shape(handler, size, length)
-        except Exception as exc:
-            if self._is_fatal(exc):
-                self.error = exc
-                raise
-            # Requests of this shape would fail alike, and get their error; the server stays up for the rest.
-            self.warm_failures += 1
-            log.exception("background warm-up of a shape failed", extra={"batch_size": size, "length": length})
+        compiles = handler.compiled_forward is not None
+        if compiles:
+            self._compile_shape(handler, size, length)
+        else:
+            try:
+                self._warm_shape(handler, size, length)
+            except Exception as exc:
+                if self._is_fatal(exc):
+                    self.error = exc
+                    raise
+                # Requests of this shape would fail alike, and get their error; the server stays up for the rest.
+                self.warm_failures += 1
+                log.exception("background warm-up of a shape failed", extra={"batch_size": size, "length": length})
         if not self._cold:
             log.info("background warm-up done", extra={"batch_sizes": self.batch_sizes, "lengths": self.lengths,
+                                                       "compiled": compiles,
                                                        "seconds": round(self._clock() - self._cold_started, 3)})
             self._on_all_warm()
 

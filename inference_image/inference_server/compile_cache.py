@@ -21,6 +21,7 @@ import shutil
 import sys
 import tarfile
 import tempfile
+import time
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -71,6 +72,7 @@ def restore(uri: str, key: str, directories: dict[str, Path]) -> bool:
 
 
 def _restore(uri: str, key: str, directories: dict[str, Path]) -> bool:
+    started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="compile-cache-", ignore_cleanup_errors=True) as work:
         archive = Path(work) / "archive.tar.gz"
         try:
@@ -97,7 +99,8 @@ def _restore(uri: str, key: str, directories: dict[str, Path]) -> bool:
                 shutil.rmtree(directory, ignore_errors=True)
             log.warning("compile cache unusable; compiling afresh", extra={"compile_cache": _where(uri, key), "error": str(exc)})
             return False
-    log.info("compile cache restored", extra={"compile_cache": _where(uri, key), "bytes": size})
+    log.info("compile cache restored", extra={"compile_cache": _where(uri, key), "bytes": size,
+                                              "seconds": round(time.monotonic() - started, 3)})
     return True
 
 

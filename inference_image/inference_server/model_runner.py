@@ -176,7 +176,7 @@ class ModelRunner:
         self.batcher = Batcher(self._load_handler, max_batch_size=s.max_batch_size,
                                max_wait_s=s.max_batch_wait_ms / 1000, max_queue_size=s.max_queue_size,
                                max_sequence_length=s.max_sequence_length, pad_batches=self.compile,
-                               warmup_runs=3 if self.compile else 1,  # CUDA graphs record on a later call
+                               compile=self.compile,
                                warmup=s.warmup,
                                on_batch=self.batch_sizes.observe, on_cycle=self._flush_links,
                                on_queue_change=self._on_queue_change,
@@ -279,6 +279,10 @@ class ModelRunner:
             self._save_compile_cache = functools.partial(compile_cache.save, uri, key, directories)
 
     def _on_all_warm(self) -> None:
+        if self.compile and self.device.type == "cuda":
+            # Until now every shape also ran eagerly: hand the eager forward's cached blocks back, outside the CUDA
+            # graphs' private pool, for the traffic that runs compiled from here on.
+            self._torch.cuda.empty_cache()
         save, self._save_compile_cache = self._save_compile_cache, None
         if save is None:
             return

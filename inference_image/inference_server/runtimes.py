@@ -1,8 +1,9 @@
 """Optimised runtimes for the built-in Hugging Face tasks, converted at publish time and gated against eager.
 
 - ``eager``: PyTorch as loaded (FP16/BF16 on a GPU through PRECISION, FP32 on the CPU).
-- ``compile``: torch.compile (inductor; CUDA graphs on a GPU). Inductor compiles in-process at warm-up: there is no
-  portable compiled artifact, so publish only runs the gate.
+- ``compile``: torch.compile (inductor; CUDA graphs on a GPU). Inductor compiles in the server, each shape in the
+  background once the model is ready on its eager forward (handlers/compiled.py), and its cache is kept beside the
+  model version (compile_cache.py): publish only runs the gate.
 - ``onnx``: ONNX Runtime on model.onnx (the model and its head, exported by publish): the CPU execution provider
   here, CUDA's on a GPU and TensorRT's (FP16) where the image's onnxruntime has it.
 - ``int8``: ONNX Runtime on model.int8.onnx, dynamic INT8 quantisation of the weights (a CPU runtime).
@@ -170,13 +171,16 @@ def _outputs(handler, texts: tuple[str, ...]):
     """Outputs for texts in two batch shapes (16 rows at the longest length, then the rest at their own)."""
     import numpy as np
 
+    from .handlers.compiled import compiling
+
     encoded = handler.preprocess(list(texts))
     longest = max(e.length for e in encoded)
     rows = []
-    for start in range(0, len(encoded), 16):
-        chunk = encoded[start:start + 16]
-        seq = longest if len(chunk) == 16 else max(e.length for e in chunk)
-        rows.append(np.asarray(handler.forward(chunk, len(chunk), seq))[: len(chunk)])
+    with compiling(handler):  # the compiled forward itself, not the eager one it serves with until then
+        for start in range(0, len(encoded), 16):
+            chunk = encoded[start:start + 16]
+            seq = longest if len(chunk) == 16 else max(e.length for e in chunk)
+            rows.append(np.asarray(handler.forward(chunk, len(chunk), seq))[: len(chunk)])
     return np.concatenate(rows)
 
 

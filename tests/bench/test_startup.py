@@ -7,7 +7,7 @@ import time
 import orjson
 import pytest
 
-from bench.startup import _wait_for_message, phases
+from bench.startup import _wait_for_message, logged, phases
 
 
 def _line(pid, message, at, **fields):
@@ -37,3 +37,11 @@ def test_waiting_for_a_message_reads_the_json_log_and_gives_up_at_the_timeout(tm
     assert 0 <= seconds < 5 and message == "compile cache restored"
     with pytest.raises(TimeoutError, match="none of \\('compile cache saved',\\)"):
         _wait_for_message(log, ("compile cache saved",), started, 0.1)
+
+
+def test_a_logged_field_is_read_from_the_first_line_with_its_message(tmp_path):
+    log = tmp_path / "ours.log"
+    log.write_text("\n".join(["not json", _line(3, "compile cache restored", "2026-12-04T03:00:04.500Z", seconds=1.25),
+                              _line(3, "compile cache restored", "2026-12-04T03:00:05.500Z", seconds=9.0)]))
+    assert logged(log, "compile cache restored", "seconds") == 1.25
+    assert logged(log, "compile cache saved", "seconds") is None

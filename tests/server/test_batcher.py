@@ -7,11 +7,22 @@ import threading
 import time
 from concurrent.futures import Future
 
+import numpy as np
 import pytest
 
-from inference_server.batcher import Batcher, DeadlineExceeded, JobResult, ModelUnavailable, QueueFull, size_buckets
+from inference_server.admission import SLOTS, BatchTimes
+from inference_server.batcher import (
+    COMPILE_RUNS,
+    Batcher,
+    DeadlineExceeded,
+    JobResult,
+    ModelUnavailable,
+    QueueFull,
+    size_buckets,
+)
 from inference_server.device import is_cuda_error
 from inference_server.handlers import InputError
+from inference_server.handlers.compiled import CompiledForward
 
 from .fakes import EchoHandler
 
@@ -419,3 +430,114 @@ def test_of_the_ready_buckets_the_one_with_the_oldest_input_runs_first(batchers)
         f.result(RESULT_TIMEOUT)
     # The short bucket is full twice over, but the long input came first.
     assert [c[2] for c in handler.served[1:]] == [[words(20)], ["a", "b"], ["c", "d"]]
+
+
+class CompilingHandler(EchoHandler):
+    """Forwards through a CompiledForward, as the built-in handlers do under MODEL_RUNTIME=compile. Records which side
+    ran each call, holds compiles at compile_gate (set: not held), and fails the compile of fail_shape."""
+
+    def __init__(self, fail_shape: tuple[int, int] | None = None, fail_run: int = 1, compile_s: float = 0.0) -> None:
+        super().__init__()
+        self.ran: list[tuple[str, int, int, bool]] = []  # (side, batch size, length, warm-up)
+        self.compile_gate = threading.Event()
+        self.compile_gate.set()
+        self.compile_entered = threading.Event()
+        self.fail_shape, self.fail_run = fail_shape, fail_run  # which shape's compile raises, at which of its runs
+        self.compile_s = compile_s  # a shape's first compiled run takes this long (the compile)
+        self.compiled = self.compiled_forward = CompiledForward(self._eager, lambda: self._compiled)
+
+    def forward(self, batch, batch_size, seq_len):
+        self._current = (batch, batch_size, seq_len)
+        return self.compiled(np.zeros((batch_size, seq_len), dtype=np.int64))
+
+    def _eager(self, shaped):
+        batch, size, length = self._current
+        self.ran.append(("eager", size, length, _is_warmup(batch)))
+        return EchoHandler.forward(self, batch, size, length)
+
+    def _compiled(self, shaped):
+        batch, size, length = self._current
+        self.compile_entered.set()
+        assert self.compile_gate.wait(RESULT_TIMEOUT)
+        runs = sum(1 for side, *shape, _ in self.ran if side == "compiled" and tuple(shape) == (size, length)) + 1
+        if (size, length) == self.fail_shape and runs >= self.fail_run:
+            raise RuntimeError(f"inductor failed at {self.fail_shape}")
+        if runs == 1:
+            time.sleep(self.compile_s)
+        self.ran.append(("compiled", size, length, _is_warmup(batch)))
+        return EchoHandler.forward(self, batch, size, length)
+
+    def sides(self, warmup: bool) -> list[tuple[str, int, int]]:
+        return [(side, size, length) for side, size, length, warm in self.ran if warm == warmup]
+
+
+def test_a_compiling_model_is_ready_on_its_eager_forward_and_compiles_every_shape_after(batchers):
+    handler = CompilingHandler()
+    handler.compile_gate.clear()
+    announced: list[int] = []
+    batcher, _ = batchers(handler, max_batch_size=8, max_sequence_length=64, pad_batches=True,
+                          on_all_warm=lambda: announced.append(handler.compiled.compiled_shapes))
+    assert handler.sides(warmup=True) == [("eager", 1, 16), ("eager", 1, 32), ("eager", 1, 64)]  # ready: no compile
+    handler.compile_gate.set()
+    wait_for(lambda: announced)
+    compiled = handler.sides(warmup=True)[3:]
+    assert sorted(set(compiled)) == [("compiled", b, s) for b, s in EVERY_SHAPE]  # batch 1 too, smallest first
+    assert compiled[:COMPILE_RUNS] == [("compiled", 1, 16)] * COMPILE_RUNS  # the runs that record a CUDA graph
+    assert announced == [len(EVERY_SHAPE)]
+    batcher.submit(["a b", "c"], time.monotonic() + FAR).result(RESULT_TIMEOUT)
+    assert handler.sides(warmup=False) == [("compiled", 2, 16)]
+
+
+def test_traffic_of_a_shape_not_yet_compiled_runs_eagerly_behind_at_most_one_compile(batchers, monkeypatch):
+    from inference_server import batcher as batcher_module
+
+    monkeypatch.setattr(batcher_module, "WARM_AFTER_READY_S", 0.0)
+    handler = CompilingHandler()
+    handler.compile_gate.clear()
+    batcher, _ = batchers(handler, max_batch_size=8, max_sequence_length=64, pad_batches=True)
+    assert handler.compile_entered.wait(RESULT_TIMEOUT)  # the background compile of (1, 16) is under way
+    future = batcher.submit([words(20)], time.monotonic() + FAR)  # length 20: shape (1, 32)
+    handler.compile_gate.set()
+    assert [p["echo"] for p in preds(future.result(RESULT_TIMEOUT))] == [words(20)]
+    assert handler.sides(warmup=False) == [("eager", 1, 32)]
+    wait_for(lambda: len(handler.sides(warmup=True)) > 3 + COMPILE_RUNS)
+    assert handler.sides(warmup=True)[3:3 + COMPILE_RUNS + 1] == [("compiled", 1, 16)] * COMPILE_RUNS + [
+        ("compiled", 1, 32)]  # the request went between two compiles, not after the rest
+
+
+def test_warmup_all_compiles_every_shape_before_ready(batchers):
+    handler = CompilingHandler()
+    batcher, _ = batchers(handler, max_batch_size=8, max_sequence_length=64, pad_batches=True, warmup="all")
+    assert handler.compiled.compiled_shapes == len(EVERY_SHAPE)
+    assert {side for side, *_ in handler.ran} == {"compiled"}
+
+
+@pytest.mark.parametrize("warmup", ["first", "all"])
+@pytest.mark.parametrize("fail_run", [1, 2])
+def test_a_shape_that_fails_to_compile_keeps_serving_eagerly(batchers, caplog, warmup, fail_run):
+    """At its compile, or at a later run (a CUDA graph's recording): counted, and not seeded with a compile's time."""
+    caplog.set_level(logging.INFO, logger="inference_server.batcher")
+    announced: list[int] = []
+    seeds = SeedLog([0] * SLOTS)
+    handler = CompilingHandler(fail_shape=(2, 16), fail_run=fail_run, compile_s=0.3)
+    batcher, _ = batchers(handler, max_batch_size=8, max_sequence_length=64, pad_batches=True, warmup=warmup,
+                          batch_times=seeds, on_all_warm=lambda: announced.append(handler.compiled.compiled_shapes))
+    wait_for(lambda: announced)
+    assert announced == [len(EVERY_SHAPE) - 1] and batcher.warm_failures == 1
+    assert "a shape failed to compile; it runs eagerly" in caplog.text
+    assert (2, 16) not in seeds.seeded
+    assert 0 < seeds.seeded[(4, 16)] < 0.3  # the last run's time, not the compile's
+    result = batcher.submit(["a", "b"], time.monotonic() + FAR).result(RESULT_TIMEOUT)
+    assert [p["echo"] for p in preds(result)] == ["a", "b"]
+    assert handler.sides(warmup=False) == [("eager", 2, 16)]
+    assert not batcher.failed
+
+
+class SeedLog(BatchTimes):
+    def __init__(self, slots) -> None:
+        super().__init__(slots)
+        self.seeded: dict[tuple[int, int], float] = {}
+
+    def seed(self, size: int, length: int, seconds: float) -> None:
+        self.seeded[(size, length)] = seconds
+        super().seed(size, length, seconds)

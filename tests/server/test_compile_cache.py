@@ -236,7 +236,7 @@ def bare_runner(warm_failures: int = 0):
     from inference_server import model_runner
 
     runner = model_runner.ModelRunner.__new__(model_runner.ModelRunner)  # only what the two methods read
-    vars(runner).update(_save_compile_cache=None, device=torch.device("cpu"), dtype=torch.float32, _torch=torch,
+    vars(runner).update(_save_compile_cache=None, device=torch.device("cpu"), dtype=torch.float32, _torch=torch, compile=True,
                         settings=load_settings([], {"MODEL_NAME": "m", "MODEL_VERSION": "1", "MODEL_URI": "/m"}),
                         batcher=types.SimpleNamespace(warm_failures=warm_failures))
     return runner
@@ -255,6 +255,18 @@ def test_nothing_is_saved_after_a_restore_or_when_a_shape_failed_to_warm(monkeyp
     runner._restore_compile_cache("s3://b/p/")
     runner._on_all_warm()
     assert threads == ([] if restored or warm_failures else ["compile-cache"])
+
+
+@pytest.mark.parametrize("device", ["cuda", "cpu"])
+def test_once_every_shape_has_compiled_a_gpu_hands_the_eager_forwards_cached_memory_back(device):
+    import torch
+
+    emptied: list[bool] = []
+    runner = bare_runner()
+    runner.device = torch.device(device)
+    vars(runner).update(_torch=types.SimpleNamespace(cuda=types.SimpleNamespace(empty_cache=lambda: emptied.append(True))))
+    runner._on_all_warm()
+    assert emptied == ([True] if device == "cuda" else [])
 
 
 def test_the_model_load_restores_before_the_handler_loads():

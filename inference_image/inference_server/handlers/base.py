@@ -29,6 +29,11 @@ What ``preprocess`` receives is typed by ``input_kind``:
 the batch dimension; ``to_tensors`` turns a request's predictions back into those output tensors. Both run in the
 HTTP workers, after ``load_preprocessing``.
 
+A handler that compiles (``ctx.compile``) wraps its forward in ``CompiledForward(eager, torch.compile(eager))`` and
+sets it as ``compiled_forward``: the server is then ready once the eager forward is warm, and compiles each shape
+while idle (handlers/compiled.py). One that compiles without it has every warm-up shape run three times (compile,
+CUDA graph recording, replay) before the shape counts as warm, holding readiness for batch 1 as before.
+
 Install the class in the image and start the server with ``MODEL_HANDLER=mypkg.module:MyHandler`` (or
 ``--model-handler``).
 """
@@ -44,6 +49,7 @@ from pydantic import BaseModel
 
 from ..manifest import Manifest
 from ..tensor_spec import Signature
+from .compiled import CompiledForward
 
 
 @dataclass(frozen=True)
@@ -86,6 +92,9 @@ class Handler:
     # True when preprocess can take milliseconds per input (decoding an image): the worker runs it on its small
     # thread pool instead of its event loop, so other requests are not held up meanwhile.
     slow_preprocess: ClassVar[bool] = False
+    # Set by load() when forward runs a torch.compile'd model (handlers/compiled.py): the model is ready on the eager
+    # forward and each shape compiles in the background.
+    compiled_forward: CompiledForward | None = None
 
     def load_preprocessing(self, ctx: LoadContext) -> None:
         """What preprocess, postprocess and signature need (a tokenizer, labels, a declaration). Runs in every

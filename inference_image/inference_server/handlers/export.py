@@ -13,6 +13,7 @@ import numpy as np
 
 from ..tensor_spec import Signature
 from .base import Encoded, Handler, InputError, LoadContext
+from .compiled import CompiledForward, compile_per_shape
 from .declaration import Declaration, read_declaration
 
 
@@ -45,10 +46,10 @@ class TorchExportHandler(Handler):
         # safe runs under it.
         self.autocast = self.declaration.fp16_safe and ctx.device.type == "cuda" and ctx.dtype == torch.float16
         self._run = self.module
-        self._compiled_cuda = ctx.compile and ctx.device.type == "cuda"
-        if self._compiled_cuda:
-            torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 512)
-            self._run = torch.compile(self.module, mode="reduce-overhead", dynamic=False, fullgraph=False)
+        if ctx.compile and ctx.device.type == "cuda":
+            module = self.module
+            self._run = self.compiled_forward = CompiledForward(
+                module, lambda: compile_per_shape(module, "reduce-overhead"), cuda_graphs=True)
 
     def signature(self) -> Signature:
         return self.declaration.signature
@@ -87,8 +88,6 @@ class TorchExportHandler(Handler):
                 stacked[row] = item.data[spec.name]
             tensors.append(torch.from_numpy(stacked).to(self.device, non_blocking=True))
         with torch.inference_mode(), torch.autocast("cuda", dtype=torch.float16, enabled=self.autocast):
-            if self._compiled_cuda:
-                torch.compiler.cudagraph_mark_step_begin()
             result = self._run(*tensors)
         leaves = torch.utils._pytree.tree_leaves(result)
         if len(leaves) != len(self._outputs):

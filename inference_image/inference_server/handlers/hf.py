@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict
 from ..runtimes import ONNX_FILES, OnnxForward
 from ..tensor_spec import Signature, TensorSpec
 from .base import Encoded, Handler, InputError, LoadContext
+from .compiled import CompiledForward, compile_per_shape
 
 if TYPE_CHECKING:  # the HTTP workers import this module without torch; the model process imports it in functions
     import torch
@@ -84,18 +85,17 @@ class HuggingFaceHandler(Handler):
         if not hasattr(self, "tokenizer"):
             self.load_preprocessing(ctx)
         self.device = ctx.device
-        self._compiled_cuda = False
         if ctx.runtime in ONNX_FILES:  # ONNX Runtime on the file publish converted and gated; no torch weights
             self._run = OnnxForward(ctx.model_dir / ONNX_FILES[ctx.runtime], ctx.device.type, torch.get_num_threads())
             return
         self.model = self._load_model(ctx).to(ctx.device).eval()
         self._run = self._forward_tensors
         if ctx.compile:
-            # One graph per (batch bucket x length bucket) shape: lift dynamo's limit of 8 recompilations.
-            torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 512)
-            mode = "reduce-overhead" if ctx.device.type == "cuda" else "default"
-            self._run = torch.compile(self._forward_tensors, mode=mode, dynamic=False, fullgraph=False)
-        self._compiled_cuda = ctx.compile and ctx.device.type == "cuda"
+            cuda = ctx.device.type == "cuda"
+            self._run = self.compiled_forward = CompiledForward(
+                self._forward_tensors,
+                lambda: compile_per_shape(self._forward_tensors, "reduce-overhead" if cuda else "default"),
+                cuda_graphs=cuda)
 
     def _auto_kwargs(self, ctx: LoadContext) -> dict[str, Any]:
         # use_safetensors: never unpickle weights (torch.load) from an artifact.
@@ -130,8 +130,6 @@ class HuggingFaceHandler(Handler):
             tensors.append(torch.zeros_like(tensors[0]))
         tensors = [t.to(self.device, non_blocking=True) for t in tensors]
         with torch.inference_mode():
-            if self._compiled_cuda:
-                torch.compiler.cudagraph_mark_step_begin()
             # .cpu() copies the result out of the CUDA graph's memory before the next replay.
             return self._run(*tensors).cpu().numpy()
 
