@@ -28,3 +28,6 @@ STARTUP_SECONDS = "StartupSeconds"
 STARTUP_FETCH_SECONDS = "StartupFetchSeconds"
 STARTUP_LOAD_SECONDS = "StartupLoadSeconds"
 STARTUP_WARMUP_SECONDS = "StartupWarmupSeconds"
+# Seconds, once per start of a model that compiles (MODEL_RUNTIME=compile), when every shape has compiled: from the
+# model loaded, so the compile it runs after ready (on its eager forward meanwhile) is on the dashboard too.
+STARTUP_COMPILE_SECONDS = "StartupCompileSeconds"

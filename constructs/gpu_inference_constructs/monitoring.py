@@ -518,10 +518,12 @@ class InferenceMonitoring(_Alarms):
             graph("Warm spare GPU capacity (USD/h): what capacity kept ahead of the tasks costs",
                   self.metric_spare_capacity_cost),
             # One point per task start of the bundled server, from its EMF document when the model is ready.
-            graph("Task start (s): server process start to ready, and the model's fetch, load and warm-up in it",
+            graph("Task start (s): server process start to ready, and the model's fetch, load and warm-up in it; "
+                  "with runtime compile, loaded to every shape compiled (after ready)",
                   [per_model(name, "Maximum", label) for name, label in (
                       (metric_names.STARTUP_SECONDS, "start to ready"), (metric_names.STARTUP_FETCH_SECONDS, "fetch"),
-                      (metric_names.STARTUP_LOAD_SECONDS, "load"), (metric_names.STARTUP_WARMUP_SECONDS, "warm-up"))],
+                      (metric_names.STARTUP_LOAD_SECONDS, "load"), (metric_names.STARTUP_WARMUP_SECONDS, "warm-up"),
+                      (metric_names.STARTUP_COMPILE_SECONDS, "compiled"))],
                   unit="seconds"),
         )
         dashboard.add_widgets(

@@ -279,6 +279,8 @@ class ModelRunner:
             self._save_compile_cache = functools.partial(compile_cache.save, uri, key, directories)
 
     def _on_all_warm(self) -> None:
+        if self.compile:
+            self._emit({m.STARTUP_COMPILE_SECONDS: time.time() - self.start_phases["loaded"]})
         if self.compile and self.device.type == "cuda":
             # Until now every shape also ran eagerly: hand the eager forward's cached blocks back, outside the CUDA
             # graphs' private pool, for the traffic that runs compiled from here on.
@@ -311,8 +313,11 @@ class ModelRunner:
         """Once per start: seconds from the server's process start to ready, and the model's fetch, load and warm-up
         within them (the dashboard's "Task start" graph)."""
         p = self.start_phases  # all three set: ready follows a load
-        values = {m.STARTUP_SECONDS: ready_at - self.started_at, m.STARTUP_FETCH_SECONDS: p["fetched"] - p["fetch started"],
-                  m.STARTUP_LOAD_SECONDS: p["loaded"] - p["fetched"], m.STARTUP_WARMUP_SECONDS: ready_at - p["loaded"]}
+        self._emit({m.STARTUP_SECONDS: ready_at - self.started_at, m.STARTUP_FETCH_SECONDS: p["fetched"] - p["fetch started"],
+                    m.STARTUP_LOAD_SECONDS: p["loaded"] - p["fetched"], m.STARTUP_WARMUP_SECONDS: ready_at - p["loaded"]})
+
+    def _emit(self, values: dict[str, float]) -> None:
+        """One EMF document of the model process's start."""
         s = self.settings
         log.info("metrics", extra={"fields": emf.document(s.deployment_env, s.model_name,
                                                           {name: round(value, 3) for name, value in values.items()},

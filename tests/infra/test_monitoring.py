@@ -244,7 +244,8 @@ def test_dashboard_finds_every_model_by_search_so_it_grows_with_the_models(env):
     assert all("ClusterName=\"<ref>\"" in expression for expression in tasks) and len(tasks) == 2
 
 
-TASK_START = "Task start (s): server process start to ready, and the model's fetch, load and warm-up in it"
+TASK_START = ("Task start (s): server process start to ready, and the model's fetch, load and warm-up in it; with "
+              "runtime compile, loaded to every shape compiled (after ready)")
 
 
 def test_the_dashboard_graphs_each_task_start_from_the_servers_start_metrics(env):
@@ -254,7 +255,7 @@ def test_the_dashboard_graphs_each_task_start_from_the_servers_start_metrics(env
     from inference_server import metric_names as server_names
 
     names = (server_names.STARTUP_SECONDS, server_names.STARTUP_FETCH_SECONDS, server_names.STARTUP_LOAD_SECONDS,
-             server_names.STARTUP_WARMUP_SECONDS)
+             server_names.STARTUP_WARMUP_SECONDS, server_names.STARTUP_COMPILE_SECONDS)
     assert graph_expressions(template, TASK_START) == [
         f"SEARCH('{{GpuInference,Environment,ModelName}} MetricName=\"{name}\" Environment=\"{config.name}\"', 'Maximum', 60)"
         for name in names

@@ -8,6 +8,7 @@ import io
 import logging
 import tarfile
 import threading
+import time
 import types
 from pathlib import Path
 
@@ -237,6 +238,7 @@ def bare_runner(warm_failures: int = 0):
 
     runner = model_runner.ModelRunner.__new__(model_runner.ModelRunner)  # only what the two methods read
     vars(runner).update(_save_compile_cache=None, device=torch.device("cpu"), dtype=torch.float32, _torch=torch, compile=True,
+                        start_phases={"loaded": time.time() - 2.5},
                         settings=load_settings([], {"MODEL_NAME": "m", "MODEL_VERSION": "1", "MODEL_URI": "/m"}),
                         batcher=types.SimpleNamespace(warm_failures=warm_failures))
     return runner
@@ -267,6 +269,22 @@ def test_once_every_shape_has_compiled_a_gpu_hands_the_eager_forwards_cached_mem
     vars(runner).update(_torch=types.SimpleNamespace(cuda=types.SimpleNamespace(empty_cache=lambda: emptied.append(True))))
     runner._on_all_warm()
     assert emptied == ([True] if device == "cuda" else [])
+
+
+@pytest.mark.parametrize("compiles", [True, False])
+def test_every_shape_compiled_is_a_start_metric_from_the_model_loaded(compiles, caplog):
+    """The dashboard's task-start graph plots it (tests/infra/test_monitoring.py)."""
+    runner = bare_runner()
+    runner.compile = compiles
+    with caplog.at_level(logging.INFO, "inference_server"):
+        runner._on_all_warm()
+    documents = [r.fields for r in caplog.records if r.getMessage() == "metrics"]
+    if not compiles:
+        assert documents == []
+        return
+    (document,) = documents
+    assert 2.5 <= document["StartupCompileSeconds"] < 10
+    assert document["_aws"]["CloudWatchMetrics"][0]["Metrics"] == [{"Name": "StartupCompileSeconds", "Unit": "Seconds"}]
 
 
 def test_the_model_load_restores_before_the_handler_loads():

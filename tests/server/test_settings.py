@@ -144,7 +144,8 @@ def test_metric_names_are_the_contract():
         "SHARED_CACHE_OVERSIZED": "SharedCacheOversized", "SHARED_CACHE_STORED": "SharedCacheStored",
         "SHARED_CACHE_OPEN": "SharedCacheOpen", "SHARED_CACHE_LATENCY": "SharedCacheLatency",
         "STARTUP_SECONDS": "StartupSeconds", "STARTUP_FETCH_SECONDS": "StartupFetchSeconds",
-        "STARTUP_LOAD_SECONDS": "StartupLoadSeconds", "STARTUP_WARMUP_SECONDS": "StartupWarmupSeconds"}
+        "STARTUP_LOAD_SECONDS": "StartupLoadSeconds", "STARTUP_WARMUP_SECONDS": "StartupWarmupSeconds",
+        "STARTUP_COMPILE_SECONDS": "StartupCompileSeconds"}
 
 
 def test_embedding_dimensions_are_a_sorted_set_of_sizes(tmp_path):
