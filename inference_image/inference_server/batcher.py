@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import atexit
 import bisect
+import contextlib
 import gc
 import logging
 import threading
 import time
 import weakref
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 from typing import Any
@@ -288,17 +289,22 @@ class Batcher:
             self.batch_times.seed(size, length, seconds)
 
     def _compile_shape(self, handler: Handler, size: int, length: int) -> None:
-        """Compile one shape of a CompiledForward handler. A compile that fails is counted and logged, and the shape
-        keeps running eagerly; a fatal error (CUDA) still ends the model."""
+        """Compile one shape of a CompiledForward handler; one that fails keeps running eagerly."""
+        with self._surviving("a shape failed to compile; it runs eagerly", size, length), compiling(handler):
+            self._warm_shape(handler, size, length, runs=COMPILE_RUNS)
+
+    @contextlib.contextmanager
+    def _surviving(self, message: str, size: int, length: int) -> Iterator[None]:
+        """A warm-up shape that raises is counted and logged, and the model serves on; a fatal error (CUDA) still
+        ends it."""
         try:
-            with compiling(handler):
-                self._warm_shape(handler, size, length, runs=COMPILE_RUNS)
+            yield
         except Exception as exc:
             if self._is_fatal(exc):
                 self.error = exc
                 raise
             self.warm_failures += 1
-            log.exception("a shape failed to compile; it runs eagerly", extra={"batch_size": size, "length": length})
+            log.exception(message, extra={"batch_size": size, "length": length})
 
     def _warm_next_cold_shape(self) -> None:
         """One shape of the background warm-up (the model is idle)."""
@@ -308,16 +314,9 @@ class Batcher:
         compiles = handler.compiled_forward is not None
         if compiles:
             self._compile_shape(handler, size, length)
-        else:
-            try:
+        else:  # requests of this shape would fail alike, and get their error; the server stays up for the rest
+            with self._surviving("background warm-up of a shape failed", size, length):
                 self._warm_shape(handler, size, length)
-            except Exception as exc:
-                if self._is_fatal(exc):
-                    self.error = exc
-                    raise
-                # Requests of this shape would fail alike, and get their error; the server stays up for the rest.
-                self.warm_failures += 1
-                log.exception("background warm-up of a shape failed", extra={"batch_size": size, "length": length})
         if not self._cold:
             log.info("background warm-up done", extra={"batch_sizes": self.batch_sizes, "lengths": self.lengths,
                                                        "compiled": compiles,
