@@ -22,6 +22,7 @@ _MIX = _CELLS + MAX_BUCKETS * MAX_BUCKETS  # [batch bucket], any length
 _DEV = _MIX + MAX_BUCKETS  # [batch bucket]: EWMA of how far a batch's time strays from its cell's
 SLOTS = _DEV + MAX_BUCKETS
 DEVIATIONS = 2  # a batch is planned at its EWMA plus this many mean deviations (as TCP plans its retransmits)
+_COMPILING = -1  # _BUSY_SIZE while the model compiles a shape (BatchTimes.occupied)
 
 
 class BatchTimes:
@@ -41,6 +42,7 @@ class BatchTimes:
         if len(batch_sizes) > MAX_BUCKETS or len(lengths) > MAX_BUCKETS:
             raise ValueError(f"at most {MAX_BUCKETS} batch and length buckets")
         s = self.slots
+        s[_BUSY_SINCE] = 0
         for i in range(_SIZES, SLOTS):
             s[i] = 0
         for i, size in enumerate(batch_sizes):
@@ -68,6 +70,14 @@ class BatchTimes:
         self.slots[_BUSY_SIZE] = size
         self.slots[_BUSY_SINCE] = self._clock_ns()
 
+    def occupied(self, seconds: float) -> None:
+        """The model compiles a shape, for about `seconds` (0: no estimate yet), with no inputs of its own: a request
+        that cannot wait that long is refused at once rather than answered after its deadline, and the workers'
+        readiness knows why their test inference waits."""
+        self.slots[_BUSY_NS] = max(1, int(seconds * 1e9))
+        self.slots[_BUSY_SIZE] = _COMPILING
+        self.slots[_BUSY_SINCE] = self._clock_ns()
+
     def finished(self) -> None:
         self.slots[_BUSY_SINCE] = 0
 
@@ -92,7 +102,20 @@ class BatchTimes:
     @property
     def running(self) -> int:
         """Inputs in the batch running now (0: none)."""
-        return self.slots[_BUSY_SIZE] if self.slots[_BUSY_SINCE] else 0
+        return max(0, self.slots[_BUSY_SIZE]) if self.slots[_BUSY_SINCE] else 0
+
+    @property
+    def served(self) -> bool:
+        """Whether the model has run a real batch (warm-up and compiles do not count)."""
+        s = self.slots
+        return any(s[_MIX:_MIX + s[_NB]])
+
+    def compiling_s(self) -> float | None:
+        """Seconds the model has been compiling a shape, or None when it is not."""
+        since = self.slots[_BUSY_SINCE]
+        if not since or self.slots[_BUSY_SIZE] != _COMPILING:
+            return None
+        return (self._clock_ns() - since) / 1e9
 
     @overload
     def _bucket(self, size: int, length: int) -> tuple[int, int]: ...

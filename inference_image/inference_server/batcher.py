@@ -156,6 +156,7 @@ class Batcher:
         self._cold_started = 0.0
         self._warm_after = 0.0  # the background warm-up starts no earlier (time.monotonic)
         self.warm_failures = 0  # background warm-up shapes that raised
+        self._last_compile_s = 0.0  # how long the last shape's compile took (the admission's estimate for the next)
         self._on_batch, self._on_fatal, self._is_fatal = on_batch, on_fatal, is_fatal
         self._on_cycle, self._on_queue_change = on_cycle, on_queue_change
         self._on_all_warm = on_all_warm  # once, on the inference thread, when every shape is warm: keep it short
@@ -289,9 +290,18 @@ class Batcher:
             self.batch_times.seed(size, length, seconds)
 
     def _compile_shape(self, handler: Handler, size: int, length: int) -> None:
-        """Compile one shape of a CompiledForward handler; one that fails keeps running eagerly."""
-        with self._surviving("a shape failed to compile; it runs eagerly", size, length), compiling(handler):
-            self._warm_shape(handler, size, length, runs=COMPILE_RUNS)
+        """Compile one shape of a CompiledForward handler; one that fails keeps running eagerly. The workers'
+        admission counts the model busy meanwhile, for as long as the last shape's compile took."""
+        started = time.perf_counter()
+        if self.batch_times is not None:
+            self.batch_times.occupied(self._last_compile_s)
+        try:
+            with self._surviving("a shape failed to compile; it runs eagerly", size, length), compiling(handler):
+                self._warm_shape(handler, size, length, runs=COMPILE_RUNS)
+        finally:
+            if self.batch_times is not None:
+                self.batch_times.finished()
+        self._last_compile_s = time.perf_counter() - started
 
     @contextlib.contextmanager
     def _surviving(self, message: str, size: int, length: int) -> Iterator[None]:

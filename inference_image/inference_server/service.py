@@ -27,6 +27,9 @@ from .shared_cache import SharedCache, SharedCacheMetrics, config_from_settings,
 
 log = logging.getLogger(__name__)
 PROBE_TEXT = "readiness probe"
+# A shape's compile (runtime compile, after ready) this long or longer no longer counts as the reason the readiness
+# test inference fails: the model is taken for stuck. Compiling one shape took 9 s on a 2-core CPU (MiniLM).
+MAX_COMPILE_S = 600.0
 PREPROCESS_THREADS = 2  # per worker, for a handler's slow_preprocess (Pillow decodes without the GIL)
 # What admission by deadline adds to the model's measured batch times (beside the batching window): the link both
 # ways, postprocessing and the response.
@@ -70,6 +73,8 @@ class WorkerService:
         # Set by the server: ends the process (a failed preprocessing load).
         self.request_exit: Callable[[int], None] = lambda code: None
         self._last_probe_ok: float | None = None
+        self._probed_ok = False  # a test inference has succeeded
+        self._probe_error = False  # the last test inference failed with an error, not a wait behind a compile
         self._stop = threading.Event()
         self._started = False
         self._preprocess_pool: ThreadPoolExecutor | None = None
@@ -166,9 +171,20 @@ class WorkerService:
         if not self.model_ready:
             return "loading"
         window = 2 * self.settings.ready_probe_interval_s + self.settings.request_timeout_s
-        if self._last_probe_ok is None or time.monotonic() - self._last_probe_ok > window:
-            return "no recent successful test inference"
-        return None
+        if self._last_probe_ok is not None and time.monotonic() - self._last_probe_ok <= window:
+            return None
+        if self._waiting_out_a_compile():
+            return None  # the model compiles a shape after ready (runtime compile): the test inference waits behind it
+        return "no recent successful test inference"
+
+    def _waiting_out_a_compile(self) -> bool:
+        """The model compiles a shape (for less than MAX_COMPILE_S), has served before (a test inference of this
+        worker's, or any real batch: a worker that replaced another mid-compile), and this worker's last test
+        inference did not fail with an error of its own."""
+        times = self.admission.times
+        compiling = times.compiling_s()
+        return (compiling is not None and compiling < MAX_COMPILE_S and not self._probe_error
+                and (self._probed_ok or times.served))
 
     def _probe_loop(self) -> None:
         while not self._stop.is_set():
@@ -185,14 +201,24 @@ class WorkerService:
             items = handler.preprocess([handler.probe_input()])
             result = self.client.submit_sync(items, time.monotonic() + timeout, bypass_queue_limit=True)
             handler.postprocess(result.result(timeout).outputs, 1)
+        except (TimeoutError, DeadlineExceeded) as exc:
+            if self._waiting_out_a_compile():
+                log.info("readiness test inference waited out behind a compile", extra={"error": repr(exc)})
+                return False
+            return self._probe_failed(exc)
         except Exception as exc:
-            self._last_probe_ok = None
-            log.warning("readiness test inference failed", extra={"error": repr(exc)})
-            return False
+            return self._probe_failed(exc)
         if self._last_probe_ok is None:
             log.info("ready for traffic", extra={"worker": self.worker})
         self._last_probe_ok = time.monotonic()
+        self._probed_ok, self._probe_error = True, False
         return True
+
+    def _probe_failed(self, exc: Exception) -> bool:
+        self._last_probe_ok = None
+        self._probe_error = True  # an error, not a wait: no compile excuses it until a test inference succeeds again
+        log.warning("readiness test inference failed", extra={"error": repr(exc)})
+        return False
 
     # -- requests ----------------------------------------------------------------------------------------------
 

@@ -8,6 +8,7 @@ import time
 import orjson
 import pytest
 
+from inference_server import admission
 from inference_server.admission import ALPHA, DEVIATIONS, SLOTS, Admission, BatchTimes
 from inference_server.batcher import Batcher
 from inference_server.ipc import StatusPage
@@ -52,6 +53,21 @@ def test_busy_model_counts_the_running_batch_the_queue_and_a_full_own_batch():
     assert times.estimate_s(queued=8, inputs=1, length=16) == pytest.approx(2 * 0.024)
     # a queue but nothing running (between batches): its own batch is still a full one
     assert times.estimate_s(queued=1, inputs=1, length=16) == pytest.approx(0.024)
+
+
+def test_a_background_compile_is_busy_for_its_expected_seconds_with_no_inputs_running():
+    clock = Clock()
+    times = table(clock)
+    admission = Admission(times, queued=lambda: 0, margin_s=0.0)
+    times.occupied(2.0)
+    clock.ns += 500 * MS
+    assert times.running == 0
+    # 1.5 s left of the compile, then its own batch planned as a full one (8 at length 16: 24 ms)
+    assert times.estimate_s(queued=0, inputs=1, length=16) == pytest.approx(1.5 + 0.024)
+    assert not admission.can_finish(1.0, length=16) and admission.can_finish(2.0, length=16)
+    times.finished()
+    assert times.estimate_s(queued=0, inputs=1, length=16) == pytest.approx(0.010)
+    assert admission.can_finish(1.0, length=16)
 
 
 def test_a_running_batch_past_its_estimate_adds_nothing():
@@ -244,3 +260,58 @@ def test_batches_that_vary_are_planned_longer_than_their_average():
     for ms in (2, 18, 2, 18, 2, 18):
         times.observe(1, 16, ms / 1000)
     assert times.estimate_s(0, 1, 16) > steady + 0.005
+
+
+def test_a_compile_is_published_as_such_and_a_batch_is_not():
+    clock = Clock()
+    times = table(clock)
+    assert times.compiling_s() is None
+    times.occupied(0.0)  # no estimate yet: the first shape's compile
+    clock.ns += 1500 * MS
+    assert times.compiling_s() == pytest.approx(1.5) and times.running == 0
+    times.finished()
+    assert times.compiling_s() is None
+    times.started(8, 16)
+    assert times.compiling_s() is None and times.running == 8
+
+
+CASES = ["compiling", "not compiling", "compiling too long", "compiling, an error", "compiling, a new worker",
+         "compiling, never served"]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_readiness_holds_while_the_model_compiles_a_shape_and_only_then(echo_service, monkeypatch, case):
+    """Runtime compile compiles each shape after ready, on the inference thread: a test inference that waits out its
+    deadline behind a compile is no failure (the task would otherwise be taken out of the load balancer and replaced
+    by ECS before its first compile ends), unless the compile runs past MAX_COMPILE_S, the test inference failed
+    with an error of its own, or the model never served."""
+    from inference_server import service as service_module
+
+    if case == "compiling too long":
+        monkeypatch.setattr(service_module, "MAX_COMPILE_S", 0.5)
+    service = echo_service(request_timeout_s=0.2, ready_probe_interval_s=0.1)  # a success is recent for 0.4 s
+    times = service.admission.times
+    assert service.probe()
+    handler = model_handler(service)
+    handler.gate.clear()
+    handler.entered.clear()
+    service.local_model.runner.batcher.submit(service.handler.preprocess(["busy"]), time.monotonic() + 60)
+    assert handler.entered.wait(10)  # the inference thread is taken, as by a compile: no batch runs from here
+    if case in ("compiling, a new worker", "compiling, never served"):
+        service._probed_ok = False  # as a worker that started mid-compile
+    if case == "compiling, never served":  # a model that has run nothing but its warm-up
+        for slot in range(admission._MIX, admission._MIX + admission.MAX_BUCKETS):
+            times.slots[slot] = 0
+    if case != "not compiling":
+        times.occupied(30.0)  # what the batcher publishes while it compiles
+    if case == "compiling, an error":
+        monkeypatch.setattr(service.handler, "probe_input", lambda: 1 / 0)
+    try:
+        time.sleep(1.0)  # past the window: no recent success
+        assert not service.probe()
+        ready = service.readiness()
+    finally:
+        times.finished()
+        handler.gate.set()
+    excused = case in ("compiling", "compiling, a new worker")
+    assert ready == (None if excused else "no recent successful test inference")

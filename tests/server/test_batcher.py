@@ -444,6 +444,7 @@ class CompilingHandler(EchoHandler):
         self.compile_entered = threading.Event()
         self.fail_shape, self.fail_run = fail_shape, fail_run  # which shape's compile raises, at which of its runs
         self.compile_s = compile_s  # a shape's first compiled run takes this long (the compile)
+        self.hold_shape: tuple[int, int] | None = None  # only this shape's compile waits at compile_gate
         self.compiled = self.compiled_forward = CompiledForward(self._eager, lambda: self._compiled)
 
     def forward(self, batch, batch_size, seq_len):
@@ -457,8 +458,9 @@ class CompilingHandler(EchoHandler):
 
     def _compiled(self, shaped):
         batch, size, length = self._current
-        self.compile_entered.set()
-        assert self.compile_gate.wait(RESULT_TIMEOUT)
+        if self.hold_shape in (None, (size, length)):
+            self.compile_entered.set()
+            assert self.compile_gate.wait(RESULT_TIMEOUT)
         runs = sum(1 for side, *shape, _ in self.ran if side == "compiled" and tuple(shape) == (size, length)) + 1
         if (size, length) == self.fail_shape and runs >= self.fail_run:
             raise RuntimeError(f"inductor failed at {self.fail_shape}")
@@ -503,6 +505,22 @@ def test_traffic_of_a_shape_not_yet_compiled_runs_eagerly_behind_at_most_one_com
     wait_for(lambda: len(handler.sides(warmup=True)) > 3 + COMPILE_RUNS)
     assert handler.sides(warmup=True)[3:3 + COMPILE_RUNS + 1] == [("compiled", 1, 16)] * COMPILE_RUNS + [
         ("compiled", 1, 32)]  # the request went between two compiles, not after the rest
+
+
+def test_while_a_shape_compiles_the_workers_admission_counts_the_model_busy_for_the_last_compiles_time(batchers):
+    times = BatchTimes([0] * SLOTS, clock_ns=lambda: 10**12)  # a frozen clock: the full estimate stays
+    handler = CompilingHandler(compile_s=0.5)
+    handler.hold_shape = (1, 32)  # the second to compile, after (1, 16) took 0.5 s
+    handler.compile_gate.clear()
+    announced = threading.Event()
+    batchers(handler, max_batch_size=8, max_sequence_length=64, pad_batches=True, batch_times=times,
+             on_all_warm=announced.set)
+    assert handler.compile_entered.wait(RESULT_TIMEOUT)
+    assert times.compiling_s() is not None and times.running == 0
+    assert times.estimate_s(0, 1, 16) >= 0.5  # the last compile's time, then its own batch
+    handler.compile_gate.set()
+    assert announced.wait(RESULT_TIMEOUT)
+    assert times.compiling_s() is None and times.estimate_s(0, 1, 16) < 0.5  # every shape compiled: idle
 
 
 def test_warmup_all_compiles_every_shape_before_ready(batchers):

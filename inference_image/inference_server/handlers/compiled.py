@@ -72,7 +72,8 @@ class CompiledForward:
 
 def compile_per_shape(fn: Callable[..., Any], mode: str) -> Callable[..., Any]:
     """torch.compile with one graph per (batch bucket x length bucket) shape: dynamo's limit of 8 recompilations
-    lifted."""
+    lifted. Call it on the thread that will compile: dynamo's settings are per thread since torch 2.12
+    (pytorch/pytorch#186537), and torch.compile is not thread-safe (#118260), so one thread compiles and runs it."""
     import torch
 
     torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 512)
