@@ -17,6 +17,11 @@ provider (FP16) then CUDA's where the installed onnxruntime has them (onnxruntim
 and the run says so rather than measuring the CPU), int8 is ONNX Runtime's dynamic INT8 (a CPU runtime: on a GPU
 it is reported, not measured). `--short` fits the whole run in about 10 minutes. Results:
 bench/results/gpu/runtimes.json and a table.
+
+`--compile-startup`: our server with MODEL_RUNTIME=compile on the GPU (FP16, CUDA graphs), as
+`python -m bench.startup --compile` runs it on the CPU: an eager start, the version's first compile start (ready on
+the eager forward, every shape compiled after, the compile cache saved), then a start that restores that cache; when
+each was ready and when every shape had compiled. Results: bench/results/gpu/compile_startup.json and a line.
 """
 
 from __future__ import annotations
@@ -101,6 +106,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="our server's HTTP workers (default 0: the server's default, one per CPU less one)")
     parser.add_argument("--runtimes", nargs="?", const=",".join(GPU_RUNTIMES), default=None,
                         help=f"our server on each runtime, gated (default when given alone: {','.join(GPU_RUNTIMES)})")
+    parser.add_argument("--compile-startup", action="store_true",
+                        help="our server's compile starts (first, with its cache) against an eager start, on the GPU")
     args = parser.parse_args(argv)
     if args.runtimes is not None:
         unknown = sorted(set(args.runtimes.split(",")) - set(GPU_RUNTIMES))
@@ -147,6 +154,8 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.runtimes is not None:
         return run_runtimes(args, torch.cuda.get_device_name(0))
+    if args.compile_startup:
+        return run_compile_startup(args, torch.cuda.get_device_name(0))
     with tempfile.TemporaryDirectory(prefix="gpu-bench-model-") as model_dir:
         build_distilbert(model_dir)
         cfg = gpu_config(args.short, args.output_dir, Path(model_dir), server_only=args.server,
@@ -158,6 +167,23 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {name:<22} " + ("none of the levels" if run is None else
                                   f"{run['throughput_rps']:9.1f} req/s at {run['concurrency']} clients "
                                   f"(p95 {run['p95_ms']:.1f} ms)"))
+    return 0
+
+
+def run_compile_startup(args: argparse.Namespace, gpu: str) -> int:
+    import orjson
+
+    from .report import compile_summary
+    from .startup import measure_compile_startup
+
+    with tempfile.TemporaryDirectory(prefix="gpu-bench-model-") as model_dir:
+        build_distilbert(model_dir)
+        cfg = gpu_config(True, args.output_dir, Path(model_dir), server_only=True)
+        result = {"gpu": gpu, **measure_compile_startup(cfg, model_dir)}
+    args.output_dir.mkdir(parents=True, exist_ok=True)
+    (args.output_dir / "compile_startup.json").write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))
+    print(f"start-to-ready with torch.compile on {gpu} (MAX_BATCH_SIZE {result['max_batch_size']}): "
+          + compile_summary(result))
     return 0
 
 

@@ -55,7 +55,8 @@ def our_start(model_dir: str, cfg: BenchConfig, scratch: Path, warmup: str = "fi
     env = {**thread_env(cfg), "PYTHONPATH": _python_path(), "PYTHONUNBUFFERED": "1", "PORT": str(port),
            "HOST": HOST, "MODEL_NAME": "bench", "MODEL_VERSION": "1", "LOG_LEVEL": "info", "MODEL_URI": model_dir,
            "MODEL_TASK": "text-embedding", "MAX_BATCH_SIZE": str(cfg.max_batch_size),
-           "MAX_SEQUENCE_LENGTH": str(cfg.max_sequence_length), "DEVICE": cfg.device, "WORKERS": str(cfg.workers),
+           "MAX_SEQUENCE_LENGTH": str(cfg.max_sequence_length), "DEVICE": cfg.device, "PRECISION": cfg.precision,
+           "WORKERS": str(cfg.workers),
            "MODEL_CACHE_DIR": tempfile.mkdtemp(prefix="startup-cache-", dir=scratch), "WARMUP": warmup,
            **(extra_env or {})}
     wall_started, started = time.time(), time.monotonic()

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -16,12 +18,36 @@ def test_locustfile_compiles(tmp_path):
     py_compile.compile(str(ROOT / "bench" / "locustfile.py"), cfile=str(tmp_path / "locustfile.pyc"), doraise=True)
 
 
-def test_gpu_bench_without_cuda_exits_cleanly():
+@pytest.mark.parametrize("options", [[], ["--compile-startup"]])
+def test_gpu_bench_without_cuda_exits_cleanly(options):
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
-    done = subprocess.run([sys.executable, "-m", "bench.gpu_bench"], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-m", "bench.gpu_bench", *options], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "no CUDA device" in done.stdout and "Traceback" not in done.stderr
+
+
+def test_the_gpu_compile_start_up_measures_what_the_cpu_one_does_on_the_gpu(tmp_path, monkeypatch):
+    """Without a GPU here: the model, settings and output the run would use, with bench.startup's measurement
+    replaced by a recorder."""
+    from bench import gpu_bench, startup
+
+    seen = {}
+
+    def measure(cfg, model_dir):
+        seen.update(device=cfg.device, precision=cfg.precision, files=sorted(p.name for p in Path(model_dir).iterdir()))
+        first = {"seconds": 9.0, "waited_s": 80.0, "phases": {}}
+        return {"max_batch_size": 4, "eager": {"seconds": 8.0, "phases": {}}, "first": first,
+                "cached": {"seconds": 8.5, "phases": {}, "restore_s": 0.5}, "archive_bytes": 10**7,
+                "first_over_eager": 1.125, "cached_over_eager": 1.062, "first_compiled_s": 79.0,
+                "cached_compiled_s": 20.0}
+
+    monkeypatch.setattr(startup, "measure_compile_startup", measure)
+    args = gpu_bench.parse_args(["--compile-startup", "--output-dir", str(tmp_path)])
+    assert gpu_bench.run_compile_startup(args, "NVIDIA A10G") == 0
+    assert seen["device"] == "cuda" and seen["precision"] == "fp16" and "config.json" in seen["files"]
+    written = json.loads((tmp_path / "compile_startup.json").read_text())
+    assert written["gpu"] == "NVIDIA A10G" and written["cached_compiled_s"] == 20.0
 
 
 def test_gpu_model_builds_and_loads_from_its_config(tmp_path):
