@@ -12,6 +12,8 @@ from gpu_inference_constructs.sizing.timeline import (
     LATEST_COMPILE_STARTUP,
     LATEST_STARTUP,
     MEASURED,
+    VLLM_COMPILE_S,
+    VLLM_LOAD_GB_S,
     main,
     render,
     timeline,
@@ -183,6 +185,20 @@ def test_cli_takes_the_models_own_way_of_getting_its_weights(tmp_path, capsys):
     assert "weights and load" in out and "weights copy" not in out
     assert main([*args, "--model", "minilm"]) == 0
     assert "16 parallel ranged GETs" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("storage", ["gp3", "stream"])
+def test_a_vllm_model_counts_vllms_own_start_not_our_servers(storage):
+    """vLLM's compile and CUDA-graph capture from its published figures, and no phase measured on our server."""
+    steps = {p.name: p for p in phases(bundled_server=False, storage=storage, weights_bytes=26_000_000_000)}
+    assert not {"container start and imports", "warm-up before ready"} & set(steps)
+    assert all(p.basis != MEASURED or p.name == "weights check" for p in steps.values())
+    start = steps["vLLM compile and CUDA graphs"]
+    assert start.seconds == VLLM_COMPILE_S and start.basis == ESTIMATED and "VLLM_CACHE_ROOT" in start.source
+    if storage == "gp3":
+        assert steps["model load"].seconds == pytest.approx(26 / VLLM_LOAD_GB_S) and steps["model load"].basis == ESTIMATED
+    else:  # the streamer loads as it reads
+        assert "model load" not in steps and "weights and load" in steps
 
 
 def test_a_compiled_model_is_ready_on_its_eager_forward_and_loads_with_its_compile_cache(tmp_path, capsys):

@@ -38,6 +38,10 @@ LATEST_STARTUP = {"ours_median_s": 5.88, "bare_median_s": 6.07, "load_s": 3.53, 
 # (from the start; the first task, with no cache, and this one).
 LATEST_COMPILE_STARTUP = {"cached_load_s": 3.18, "restore_s": 0.14, "cached_warmup_s": 0.12, "cached_compiled_s": 29.8,
                           "first_compiled_s": 110.5, "command": "python -m bench.startup --compile"}
+# vLLM's own start (its image, not our server): torch.compile and CUDA-graph capture, 54 s without its cache and 7 s
+# with it (issue 22's anchor, vLLM's published figures), and the load from the page cache (an estimate).
+VLLM_COMPILE_S, VLLM_CACHED_COMPILE_S = 54.0, 7.0
+VLLM_LOAD_GB_S = 2.0
 GP3_BASELINE_MIB_S = 125  # gp3 without provisioned throughput
 GP3_MAX_MIB_S = 1000
 STREAMER_GIB_S = 3.5  # Run:ai Model Streamer, Llama-3-8B from S3 on g5.12xlarge (issue 22's anchor)
@@ -115,6 +119,18 @@ def _load_and_warmup_phases(startup: dict, storage: str, compiled: bool) -> list
                          "autotuning) is not measured here")]
 
 
+def _vllm_start_phases(weights_bytes: int, storage: str) -> list[Phase]:
+    load = [] if storage == "stream" else [  # the streamer loads as it reads
+        Phase("model load", weights_bytes / (VLLM_LOAD_GB_S * 1e9), ESTIMATED,
+              f"{weights_bytes / 1e9:.1f} GB of safetensors from the scratch volume's page cache into GPU memory at "
+              f"about {VLLM_LOAD_GB_S:g} GB/s; not measured here")]
+    return [*load, Phase("vLLM compile and CUDA graphs", VLLM_COMPILE_S, ESTIMATED,
+                         f"vLLM's torch.compile and CUDA-graph capture before /health answers: {VLLM_COMPILE_S:g} s "
+                         f"without its compile cache, {VLLM_CACHED_COMPILE_S:g} s with it (vLLM's published figures, "
+                         "issue 22's anchor); the cache (VLLM_CACHE_ROOT) is on the task's scratch volume, so every "
+                         "new task pays the first")]
+
+
 def timeline(scaling: ModelScalingProps, capacity: GpuCapacityProps, *, weights_bytes: int, storage: str,
              new_instance: bool, startup: dict, bundled_server: bool = True, compiled: bool = False) -> list[Phase]:
     if bundled_server:
@@ -149,12 +165,15 @@ def timeline(scaling: ModelScalingProps, capacity: GpuCapacityProps, *, weights_
     else:
         phases.append(Phase("image pull", 0.0, DOCUMENTED, "ECS_IMAGE_PULL_BEHAVIOR=prefer-cached: the warm instance "
                             "already has the image (ECS agent configuration)"))
+    weights = _weights_phases(weights_bytes, storage, capacity.root_volume_throughput_mib_s,
+                              capacity.resolve_instance_types()[0].vcpus)
     phases += [
         Phase("container start and imports", startup["ours_median_s"] - startup["load_s"] - startup["warmup_s"],
               MEASURED, f"our server's start-to-ready less load and warm-up ({startup['command']}, CPU)"),
-        *_weights_phases(weights_bytes, storage, capacity.root_volume_throughput_mib_s,
-                         capacity.resolve_instance_types()[0].vcpus),
+        *weights,
         *_load_and_warmup_phases(startup, storage, compiled),
+    ] if bundled_server else [*weights, *_vllm_start_phases(weights_bytes, storage)]
+    phases += [
         Phase("health checks", float(TARGET_HEALTH_CHECK.seconds_to_healthy), DOCUMENTED,
               f"the target group's {TARGET_HEALTH_CHECK.healthy_threshold} healthy checks "
               f"{TARGET_HEALTH_CHECK.interval_seconds} s apart (our template; ELB: healthy after HealthyThresholdCount "
