@@ -178,12 +178,18 @@ def run_compile_startup(args: argparse.Namespace, gpu: str) -> int:
 
     with tempfile.TemporaryDirectory(prefix="gpu-bench-model-") as model_dir:
         build_distilbert(model_dir)
-        cfg = gpu_config(True, args.output_dir, Path(model_dir), server_only=True)
+        # One HTTP worker, as the CPU start-up bench runs; a wait that fits the device's 600 s a command.
+        cfg = dataclasses.replace(gpu_config(True, args.output_dir, Path(model_dir), server_only=True,
+                                             workers=args.workers or 1), ready_timeout_s=240.0)
         result = {"gpu": gpu, **measure_compile_startup(cfg, model_dir)}
     args.output_dir.mkdir(parents=True, exist_ok=True)
     (args.output_dir / "compile_startup.json").write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))
     print(f"start-to-ready with torch.compile on {gpu} (MAX_BATCH_SIZE {result['max_batch_size']}): "
           + compile_summary(result))
+    statuses = {name: result[name]["predict_status"] for name in ("eager", "first", "cached") if result[name]}
+    if any(status != 200 for status in statuses.values()):
+        print(f"a start did not answer its first /predict with 200: {statuses}")
+        return 1
     return 0
 
 

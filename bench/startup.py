@@ -52,13 +52,15 @@ def our_start(model_dir: str, cfg: BenchConfig, scratch: Path, warmup: str = "fi
     """Popen to the first 200 from /ready, then one /predict (a ready server answers), then (``wait_for``) until
     the log has one of those messages (``waited_s`` None unless it was the first), then the phases."""
     port = free_port()
+    cache = tempfile.mkdtemp(prefix="startup-cache-", dir=scratch)
+    # Eager unless extra_env says otherwise, and each start's compiler caches its own (never the shell's).
     env = {**thread_env(cfg), "PYTHONPATH": _python_path(), "PYTHONUNBUFFERED": "1", "PORT": str(port),
            "HOST": HOST, "MODEL_NAME": "bench", "MODEL_VERSION": "1", "LOG_LEVEL": "info", "MODEL_URI": model_dir,
            "MODEL_TASK": "text-embedding", "MAX_BATCH_SIZE": str(cfg.max_batch_size),
            "MAX_SEQUENCE_LENGTH": str(cfg.max_sequence_length), "DEVICE": cfg.device, "PRECISION": cfg.precision,
-           "WORKERS": str(cfg.workers),
-           "MODEL_CACHE_DIR": tempfile.mkdtemp(prefix="startup-cache-", dir=scratch), "WARMUP": warmup,
-           **(extra_env or {})}
+           "WORKERS": str(cfg.workers), "COMPILE": "false", "MODEL_RUNTIME": "eager",
+           "MODEL_CACHE_DIR": cache, "TORCHINDUCTOR_CACHE_DIR": f"{cache}/torchinductor",
+           "TRITON_CACHE_DIR": f"{cache}/triton", "WARMUP": warmup, **(extra_env or {})}
     wall_started, started = time.time(), time.monotonic()
     process = start_server(f"startup-ours-{warmup}", [sys.executable, "-m", "inference_server"], env, port,
                            cfg.output_dir / "logs")

@@ -27,7 +27,8 @@ def test_gpu_bench_without_cuda_exits_cleanly(options):
     assert "no CUDA device" in done.stdout and "Traceback" not in done.stderr
 
 
-def test_the_gpu_compile_start_up_measures_what_the_cpu_one_does_on_the_gpu(tmp_path, monkeypatch):
+@pytest.mark.parametrize("status", [200, 503])
+def test_the_gpu_compile_start_up_measures_what_the_cpu_one_does_on_the_gpu(tmp_path, monkeypatch, status):
     """Without a GPU here: the model, settings and output the run would use, with bench.startup's measurement
     replaced by a recorder."""
     from bench import gpu_bench, startup
@@ -35,17 +36,20 @@ def test_the_gpu_compile_start_up_measures_what_the_cpu_one_does_on_the_gpu(tmp_
     seen = {}
 
     def measure(cfg, model_dir):
-        seen.update(device=cfg.device, precision=cfg.precision, files=sorted(p.name for p in Path(model_dir).iterdir()))
-        first = {"seconds": 9.0, "waited_s": 80.0, "phases": {}}
-        return {"max_batch_size": 4, "eager": {"seconds": 8.0, "phases": {}}, "first": first,
-                "cached": {"seconds": 8.5, "phases": {}, "restore_s": 0.5}, "archive_bytes": 10**7,
+        seen.update(device=cfg.device, precision=cfg.precision, workers=cfg.workers, timeout=cfg.ready_timeout_s,
+                    files=sorted(p.name for p in Path(model_dir).iterdir()))
+        first = {"seconds": 9.0, "waited_s": 80.0, "phases": {}, "predict_status": 200}
+        return {"max_batch_size": 4, "eager": {"seconds": 8.0, "phases": {}, "predict_status": 200}, "first": first,
+                "cached": {"seconds": 8.5, "phases": {}, "restore_s": 0.5, "predict_status": status},
+                "archive_bytes": 10**7,
                 "first_over_eager": 1.125, "cached_over_eager": 1.062, "first_compiled_s": 79.0,
                 "cached_compiled_s": 20.0}
 
     monkeypatch.setattr(startup, "measure_compile_startup", measure)
     args = gpu_bench.parse_args(["--compile-startup", "--output-dir", str(tmp_path)])
-    assert gpu_bench.run_compile_startup(args, "NVIDIA A10G") == 0
+    assert gpu_bench.run_compile_startup(args, "NVIDIA A10G") == (0 if status == 200 else 1)
     assert seen["device"] == "cuda" and seen["precision"] == "fp16" and "config.json" in seen["files"]
+    assert seen["workers"] == 1 and seen["timeout"] < 600  # one command on the device runs at most 600 s
     written = json.loads((tmp_path / "compile_startup.json").read_text())
     assert written["gpu"] == "NVIDIA A10G" and written["cached_compiled_s"] == 20.0
 

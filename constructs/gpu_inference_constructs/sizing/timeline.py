@@ -128,7 +128,8 @@ def _vllm_start_phases(weights_bytes: int, storage: str) -> list[Phase]:
                          f"vLLM's torch.compile and CUDA-graph capture before /health answers: {VLLM_COMPILE_S:g} s "
                          f"without its compile cache, {VLLM_CACHED_COMPILE_S:g} s with it (vLLM's published figures, "
                          "issue 22's anchor); the cache (VLLM_CACHE_ROOT) is on the task's scratch volume, so every "
-                         "new task pays the first")]
+                         "new task pays the first. vLLM's imports and engine start before it are not counted: no "
+                         "figure is measured or published for them")]
 
 
 def timeline(scaling: ModelScalingProps, capacity: GpuCapacityProps, *, weights_bytes: int, storage: str,
@@ -225,6 +226,9 @@ def main(argv: list[str] | None = None) -> int:
         capacity = from_dict(GpuCapacityProps, group.get("capacity", {}), f"environments.{args.environment}.capacity")
         vllm = (model or {}).get("vllm")
         storage = args.storage or (("stream" if vllm.get("weights") == "stream" else "gp3") if vllm else "s3-parallel")
+        if vllm and storage not in ("gp3", "stream"):
+            raise ConfigError("--storage", f"{storage!r} is the bundled server's fetch; a vLLM model's weights are "
+                                           "copied (gp3) or streamed (stream)")
         _weights_phases(1, storage)  # refuses an unknown storage
         startup = LATEST_STARTUP
         if args.startup:
