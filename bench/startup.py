@@ -156,8 +156,8 @@ ALL_COMPILED = ("background warm-up done",)
 def measure_compile_startup(cfg: BenchConfig, model_dir: str) -> dict:
     """Our server with MODEL_RUNTIME=compile: its first start (nothing cached: it compiles every shape, and saves the
     compile cache once all are), then a start on a fresh scratch directory that finds that cache, against an eager
-    start with the same settings. Each is ready on its eager forward; ``compiled_s`` is when every shape has compiled
-    and traffic runs compiled."""
+    start with the same settings. Each is ready on its eager forward; ``first_compiled_s`` and ``cached_compiled_s``
+    are when every shape had compiled and traffic ran compiled."""
     cfg = dataclasses.replace(cfg, max_batch_size=COMPILE_MAX_BATCH)
     with tempfile.TemporaryDirectory(prefix="compile-startup-") as scratch:
         compiled = {"MODEL_RUNTIME": "compile", "COMPILE_CACHE_URI": str(Path(scratch) / "store")}

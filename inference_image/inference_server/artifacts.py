@@ -58,16 +58,20 @@ def s3_client(workers: int = DOWNLOAD_WORKERS):
     return boto3.client("s3", config=Config(max_pool_connections=workers * 4, retries={"mode": "standard"}))
 
 
-def _is_not_found(exc: Exception) -> bool:
-    code = getattr(exc, "response", {}).get("Error", {}).get("Code")
-    return code in ("404", "NoSuchKey", "NotFound")
+def s3_error_code(exc: Exception) -> str | None:
+    """The S3 error code of a botocore ClientError (None for anything else)."""
+    return getattr(exc, "response", {}).get("Error", {}).get("Code")
+
+
+def is_not_found(exc: Exception) -> bool:
+    return s3_error_code(exc) in ("404", "NoSuchKey", "NotFound")
 
 
 def read_s3_manifest(client, bucket: str, prefix: str) -> Manifest | None:
     try:
         body = client.get_object(Bucket=bucket, Key=prefix + MANIFEST_FILE)["Body"].read()
     except Exception as exc:
-        if _is_not_found(exc):
+        if is_not_found(exc):
             return None
         raise ArtifactError(f"cannot read s3://{bucket}/{prefix}{MANIFEST_FILE}: {exc}") from exc
     try:
@@ -185,7 +189,7 @@ def _download_checked(pool: ThreadPoolExecutor, client, bucket: str, prefix: str
             except PieceError as exc:
                 problem = problem or f"{relpath}: {exc}"
             except Exception as exc:
-                if _is_not_found(exc):
+                if is_not_found(exc):
                     problem = problem or f"{relpath}: missing in S3"
                 else:
                     problem = problem or str(exc)
@@ -207,7 +211,7 @@ def _download_whole(client, bucket: str, prefix: str, target: Path, relpath: str
         client.download_file(bucket, prefix + relpath, str(partial))
     except Exception as exc:
         partial.unlink(missing_ok=True)
-        if _is_not_found(exc):
+        if is_not_found(exc):
             return f"{relpath}: missing in S3"
         raise ArtifactError(f"cannot download s3://{bucket}/{prefix}{relpath}: {exc}") from exc
     os.replace(partial, dest)

@@ -25,7 +25,7 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from .artifacts import parse_s3_uri, s3_client
+from .artifacts import is_not_found, parse_s3_uri, s3_client, s3_error_code
 
 log = logging.getLogger(__name__)
 # Where Inductor and Triton keep their caches (__main__.confine_library_caches points both into MODEL_CACHE_DIR).
@@ -191,7 +191,7 @@ def _download(uri: str, key: str, into: Path) -> None:
     except ClientError as exc:
         # A missing key answers 403, not 404, to a role without s3:ListBucket on it (HeadObject's documentation):
         # the task's list grant is conditioned on s3:prefix, which a HEAD does not carry.
-        if exc.response.get("Error", {}).get("Code") in ("403", "404", "NoSuchKey", "NotFound", "AccessDenied"):
+        if is_not_found(exc) or s3_error_code(exc) in ("403", "AccessDenied"):
             raise FileNotFoundError(key) from None
         raise
     if head["ContentLength"] > MAX_ARCHIVE_BYTES:
@@ -225,7 +225,7 @@ def _write_once(uri: str, key: str, body) -> bool:
     try:
         s3_client(workers=1).put_object(Bucket=bucket, Key=prefix + key, Body=body, IfNoneMatch="*")
     except ClientError as exc:
-        if exc.response.get("Error", {}).get("Code") in ("PreconditionFailed", "ConditionalRequestConflict"):
+        if s3_error_code(exc) in ("PreconditionFailed", "ConditionalRequestConflict"):
             return False
         raise
     return True

@@ -281,10 +281,10 @@ class ModelRunner:
     def _on_all_warm(self) -> None:
         if self.compile:
             self._emit({m.STARTUP_COMPILE_SECONDS: time.time() - self.start_phases["loaded"]})
-        if self.compile and self.device.type == "cuda":
-            # Until now every shape also ran eagerly: hand the eager forward's cached blocks back, outside the CUDA
-            # graphs' private pool, for the traffic that runs compiled from here on.
-            self._torch.cuda.empty_cache()
+            if self.device.type == "cuda":
+                # Until now every shape also ran eagerly: hand the eager forward's cached blocks back, outside the
+                # CUDA graphs' private pool, for the traffic that runs compiled from here on.
+                self._torch.cuda.empty_cache()
         save, self._save_compile_cache = self._save_compile_cache, None
         if save is None:
             return

@@ -5,9 +5,9 @@ A compile is seconds to minutes per (batch, length) shape (MiniLM's 12 shapes at
 CPU, 25 s with the compile cache; ``python -m bench.startup --compile``). The batcher therefore makes the model ready
 on the eager forward, then compiles each shape on the inference thread while the model is idle, inside
 ``compiling()``; a request of a shape not compiled yet runs eagerly meanwhile and never waits on a compile of its
-own. A shape counts as compiled once its compile
-warm-up finished without error (with CUDA graphs, after the runs that record the graph), so the first request that
-runs it compiled replays, and a shape whose compile fails keeps serving eagerly. The compiled graph matches the eager
+own. A shape counts as compiled once its compile warm-up finished without error (with CUDA graphs, after the runs
+that record the graph), so the first request that runs it compiled replays, and a shape whose compile fails keeps
+serving eagerly. The compiled graph matches the eager
 forward within the runtime's accuracy gate (runtimes.gate, run at publish).
 
 A handler that compiles sets ``compiled_forward = CompiledForward(eager, lambda: torch.compile(eager))`` in ``load``
@@ -64,9 +64,8 @@ class CompiledForward:
 
             torch.compiler.cudagraph_mark_step_begin()
         result = compiled(*args)
-        if self._compiling is None:
-            return result
-        self._compiling.add(key)
+        if self._compiling is not None:
+            self._compiling.add(key)
         return result
 
 
