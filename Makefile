@@ -37,10 +37,15 @@ $(PY):
 # (it pins every other package, and `uv pip check` proves the set complete). aws-cdk.cloud-assembly-schema and
 # aws-cdk-lib both write aws_cdk/cloud_assembly_schema/__init__.py, and aws-cdk-lib's must be the one left
 # (tests/infra/test_packaging.py): uv installs in parallel, so aws-cdk-lib is installed again on its own, last.
-# --compile-bytecode, as pip does: where PYTHONDONTWRITEBYTECODE is set (our machines), nothing else ever writes the
-# .pyc files, and every process would compile aws-cdk-lib's 2.4 MB __init__.py again (make synth 14 s instead of 10).
+# Bytecode: where PYTHONDONTWRITEBYTECODE is set (our machines), nothing writes .pyc files, and every process would
+# compile aws-cdk-lib's 2.4 MB __init__.py again (make synth 14 s instead of 10). uv's --compile-bytecode compiles
+# every module installed (about 60,000, 50 s of a fresh machine's set-up: aws-cdk-lib's 358 services, torch's
+# 20,000); instead WARM_BYTECODE imports what the app uses with bytecode writing on (a few seconds), and the
+# commands that run the suite and the bench write what else they import on first use (BYTECODE_ON).
+BYTECODE_ON := env -u PYTHONDONTWRITEBYTECODE
+WARM_BYTECODE = $(BYTECODE_ON) $(PY) -c
 UV := $(VENV)/bin/uv
-UV_PIP = $(UV) pip install --quiet --compile-bytecode --python
+UV_PIP = $(UV) pip install --quiet --python
 HASHED := --require-hashes
 TORCH := $(shell grep -E '^torch==' requirements-dev.txt)
 # lock_entry(NAME, LOCK): NAME's lines in a uv lock (the pin and its hashes)
@@ -57,6 +62,7 @@ $(APP_STAMP): $(UV) requirements.lock constructs/pyproject.toml Makefile
 	$(UV_PIP) $(PY) --reinstall --no-deps $(HASHED) -r <($(call lock_entry,aws-cdk-lib,requirements.lock))
 	$(UV_PIP) $(PY) --no-deps -e ./constructs
 	$(UV) pip check --python $(PY)
+	$(WARM_BYTECODE) 'import cdk_nag, stacks.stage'
 	touch $@
 
 $(DEV_STAMP): $(APP_STAMP) requirements-dev.lock inference_image/pyproject.toml
@@ -64,6 +70,7 @@ $(DEV_STAMP): $(APP_STAMP) requirements-dev.lock inference_image/pyproject.toml
 	$(UV_PIP) $(PY) --no-deps $(HASHED) -r requirements-dev.lock
 	$(UV_PIP) $(PY) --no-deps -e ./inference_image
 	$(UV) pip check --python $(PY)
+	$(WARM_BYTECODE) 'import torch, transformers, inference_server.server, inference_server.model_runner'
 	touch $@
 
 # checkov in its own virtualenv: its pinned dependencies clash with the app's.
@@ -147,7 +154,7 @@ PARALLEL := -n $(PYTEST_WORKERS) --dist loadfile
 # schemathesis: about 380) and caches the result as bytecode, unless PYTHONDONTWRITEBYTECODE is set (our machines set
 # it): then every pytest process rewrote them again, about 6 s each. The cache goes to __pycache__ (git-ignored, and
 # outside the image's build context by its .dockerignore).
-PYTEST := env -u PYTHONDONTWRITEBYTECODE $(PY) -m pytest
+PYTEST := $(BYTECODE_ON) $(PY) -m pytest
 
 test: setup-dev
 	$(PYTEST) $(PARALLEL) -m "not timing and not vllm_cpu"
@@ -175,23 +182,23 @@ update-snapshots: setup-dev
 	$(PYTEST) tests/app tests/consumer -k snapshot --snapshot-update
 
 bench: setup-dev
-	$(PY) -m bench
+	$(BYTECODE_ON) $(PY) -m bench
 
 bench-short: setup-dev
-	$(PY) -m bench --short
+	$(BYTECODE_ON) $(PY) -m bench --short
 
 # Our server on every runtime (eager, onnx, int8, compile), each converted and gated as publish does, beside the
 # raw eager model (bench/README.md).
 bench-runtimes: setup-dev
-	$(PY) -m bench.runtimes
+	$(BYTECODE_ON) $(PY) -m bench.runtimes
 
 # Weights from S3 to a checked file: the server's piece-checked fetch against boto3's download_file (bench/README.md).
 bench-weights: setup-dev
-	$(PY) -m bench.weights_fetch
+	$(BYTECODE_ON) $(PY) -m bench.weights_fetch
 
 # The shared result cache, off and on, against a real valkey-server (bench/README.md); MODEL=minilm for the real model.
 bench-cache: setup-dev
-	$(PY) -m bench.shared_cache --model $(or $(MODEL),timed)
+	$(BYTECODE_ON) $(PY) -m bench.shared_cache --model $(or $(MODEL),timed)
 
 clean:
 	rm -rf cdk.out .pytest_cache
