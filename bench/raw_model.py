@@ -50,7 +50,9 @@ def main(argv: list[str] | None = None) -> int:
     texts = [SAME_TEXT] * args.texts if args.same_text else make_texts(args.texts)
     rates = sweep(model, texts, sizes, args.duration)
     best = max(rates, key=rates.__getitem__)
+    longest = max(len(ids) for ids in model.tokenizer(sorted(set(texts)))["input_ids"])
     sys.stdout.write(orjson.dumps({"items_per_s": {str(k): v for k, v in rates.items()}, "best_batch_size": best,
+                                   "longest_text_tokens": longest,
                                    "best_items_per_s": rates[best], "torch_threads": torch.get_num_threads(),
                                    "torch_interop_threads": torch.get_num_interop_threads()}).decode() + "\n")
     return 0

@@ -99,6 +99,15 @@ def measure_raw_model(cfg: BenchConfig, model_dir: str) -> dict:
     return orjson.loads(done.stdout.strip().splitlines()[-1])
 
 
+def truncation(cfg: BenchConfig, raw: dict) -> str | None:
+    """Why the run cannot go on when the raw model saw texts longer than every model path keeps, else None."""
+    longest = raw["longest_text_tokens"]
+    if longest <= cfg.max_sequence_length:
+        return None
+    return (f"the texts run to {longest} tokens, more than the {cfg.max_sequence_length} every model path keeps "
+            f"(max_sequence_length): they would be truncated; pass --max-sequence-length {longest} or more")
+
+
 def server_processes(log_path: Path) -> dict[int, str]:
     """Our server logs each child it starts: pid -> "model", "worker-0", ... (the latest of each)."""
     named: dict[str, int] = {}
@@ -228,6 +237,8 @@ def run_benchmark(cfg: BenchConfig) -> dict:
         _log(f"raw model: batch sizes {', '.join(map(str, cfg.raw_batch_sizes))}")
         results["raw_model"] = measure_raw_model(cfg, model_dir)
         results["setup"]["torch_threads_seen"] = results["raw_model"]["torch_threads"]
+        if problem := truncation(cfg, results["raw_model"]):
+            raise SystemExit(problem)
     if cfg.startup_repeats and any(model != NULL for _, model in cfg.systems):
         _log(f"start-up: ours and the bare script, {cfg.startup_repeats} each, alternating")
         results["startup"] = measure_startup(cfg, model_dir, cfg.startup_repeats)

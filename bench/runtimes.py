@@ -20,7 +20,7 @@ from pathlib import Path
 
 import orjson
 
-from .config import OURS, SAME_TEXT, parse_args
+from .config import OURS, SAME_TEXT, BenchConfig, parse_args
 from .loadgen import encode_requests, run_load
 from .models import minilm_dir
 from .processes import HOST, free_port, start_server
@@ -107,7 +107,9 @@ def main(argv: list[str] | None = None) -> dict:
     if unknown:
         parser.error(f"unknown runtimes {sorted(unknown)}; choose from {', '.join(RUNTIMES)}")
     cfg = parse_args(["--short"] if args.short else [])
-    cfg = dataclasses.replace(cfg, concurrency=cfg.concurrency[-1:] if args.short else (1, 64))
+    # The full run's sequence length in both: a runtime's gain depends on the shapes it runs.
+    cfg = dataclasses.replace(cfg, concurrency=cfg.concurrency[-1:] if args.short else (1, 64),
+                              max_sequence_length=BenchConfig().max_sequence_length)
     cfg.output_dir.mkdir(parents=True, exist_ok=True)
     texts = [SAME_TEXT] if cfg.same_text else make_texts(cfg.texts)
     with tempfile.TemporaryDirectory(prefix="bench-runtimes-") as scratch:

@@ -35,9 +35,27 @@ LONGEST_FIRST = (
 )
 
 
+# make test's timing run collects only the test files that contain this text (Makefile: TIMING_FILES), not all
+# 1,600 tests to select 7 (8 s of collection); a timing test in a file without it would never run, so collecting
+# one fails the session (timing_tests_hidden_from_the_timing_run).
+TIMING_MARK_TEXT = "pytest.mark.timing"
+
+
+def timing_tests_hidden_from_the_timing_run(items) -> list[str]:
+    """The files of ``items`` with a test marked `timing` that do not contain TIMING_MARK_TEXT."""
+    files = {Path(item.path) for item in items if item.get_closest_marker("timing")}
+    return sorted(os.path.relpath(path, ROOT) for path in files if TIMING_MARK_TEXT not in path.read_text())
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects the timing tests from the parallel run
 def pytest_collection_modifyitems(items):
+    hidden = timing_tests_hidden_from_the_timing_run(items)
+    if hidden:
+        raise pytest.UsageError(f"{', '.join(hidden)} mark tests `timing` without the text {TIMING_MARK_TEXT!r}, "
+                                f"so make test's timing run (TIMING_FILES) never collects them: write the marker "
+                                f"as @{TIMING_MARK_TEXT} or in pytestmark")
     rank = {path: index for index, path in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(Path(item.path).relative_to(ROOT).as_posix(), len(rank)))
+    items.sort(key=lambda item: rank.get(os.path.relpath(item.path, ROOT), len(rank)))
 
 
 def cdk_context() -> dict:

@@ -44,6 +44,7 @@ def test_every_system_measured_with_sane_numbers(short_run):
     results = json.loads((out / "bench.json").read_text())
     raw = results["raw_model"]
     assert raw["best_items_per_s"] > 0 and all(rate > 0 for rate in raw["items_per_s"].values())
+    assert 0 < raw["longest_text_tokens"] <= results["setup"]["max_sequence_length"] == 32
     measured = {(r["system"], r["model"]) for r in results["runs"]}
     assert measured == set(all_systems("minilm"))
     for run in results["runs"]:

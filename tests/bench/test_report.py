@@ -7,6 +7,7 @@ import pytest
 from bench.config import BenchConfig, parse_args
 from bench.loadgen import encode_requests, percentile
 from bench.report import compile_summary, evaluate, generator_ceiling, table
+from bench.run import truncation
 
 
 def _run(system, model, concurrency, rps, p95, client_cpu=1.0):
@@ -121,6 +122,17 @@ def test_short_preset_and_overrides():
     assert cfg.systems == (("ours", "null"), ("bare-asgi", "null"))
     with pytest.raises(SystemExit):
         parse_args(["--systems", "bare-asgi:minilm"])
+
+
+def test_a_run_whose_texts_the_model_paths_would_truncate_stops_and_names_the_flag():
+    short = parse_args(["--short"])
+    assert short.max_sequence_length == 32 and BenchConfig().max_sequence_length == 128
+    assert truncation(short, {"longest_text_tokens": 24}) is None  # SAME_TEXT
+    varied = parse_args(["--short", "--varied-texts"])
+    problem = truncation(varied, {"longest_text_tokens": 76})
+    assert problem and "76 tokens, more than the 32" in problem and "--max-sequence-length 76" in problem
+    assert truncation(parse_args(["--short", "--varied-texts", "--max-sequence-length", "128"]),
+                      {"longest_text_tokens": 76}) is None
 
 
 def _start(seconds, phases):

@@ -115,18 +115,29 @@ def all_contracts(synthesized):
     return [(env, contract) for env in ENVIRONMENTS for contract in contracts_for(synthesized, env)]
 
 
-def pytest_generate_tests(metafunc):
-    if "contract_id" in metafunc.fixturenames:
-        ids = [f"{env}-{model}" for env in ENVIRONMENTS for model in ("minilm", "sentiment")]
-        metafunc.parametrize("contract_id", ids)
+# Variables that say where a task runs, not what its server does: against the one local S3 (moto answers every
+# region), task definitions that differ in nothing else start the same server, so one start serves them all, and each
+# environment's listener rules and target groups are checked against it. Any other difference starts its own server.
+PLACEMENT_VARIABLES = frozenset({"DEPLOYMENT_ENV", "AWS_REGION", "AWS_DEFAULT_REGION"})
 
 
-@pytest.fixture
-def contract(synthesized, contract_id) -> ModelContract:
-    environment, model = contract_id.split("-", 1)
-    matches = [c for c in contracts_for(synthesized, environment) if c.model_name == model]
-    assert matches, f"no service for model {model!r} in the {environment} template"
-    return matches[0]
+def server_identity(contract: ModelContract) -> str:
+    """What the process the task starts depends on: its image's tag, command, environment (less
+    PLACEMENT_VARIABLES), secrets, user, scratch mount, port, probes and timeouts."""
+    image_tag = json.dumps(contract.image).rsplit(":", 1)[-1]
+    environment = {name: value for name, value in contract.environment.items() if name not in PLACEMENT_VARIABLES}
+    return json.dumps([image_tag, contract.command, environment, contract.secret_names, contract.user,
+                       contract.mount_paths, contract.container_port, contract.health_check_command,
+                       contract.health_check_path, contract.health_check_port, contract.success_codes,
+                       contract.grace_period, contract.stop_timeout], sort_keys=True)
+
+
+def same_servers(contracts: list[ModelContract]) -> list[list[ModelContract]]:
+    """``contracts`` grouped by server_identity, in their order."""
+    groups: dict[str, list[ModelContract]] = {}
+    for contract in contracts:
+        groups.setdefault(server_identity(contract), []).append(contract)
+    return list(groups.values())
 
 
 def container_environment(contract: ModelContract, bucket: str, scratch: Path, endpoint: str) -> dict[str, str]:
@@ -250,48 +261,74 @@ def test_a_broken_contract_names_the_side_that_disagrees(synthesized, change, ex
     assert any(re.search(expected, problem) for problem in problems), problems
 
 
-def test_the_task_definition_starts_a_server_that_the_load_balancer_can_use(synthesized, contract, fake_aws, tmp_path):
-    bucket = f"e2e-{contract.environment_name}-{contract.model_name}"
+def test_equal_task_definitions_share_a_start_and_any_other_difference_gets_its_own(synthesized):
+    minilm = [c for env in ENVIRONMENTS for c in contracts_for(synthesized, env) if c.model_name == "minilm"]
+    # prod's differs from dev's only in where it runs; staging's reads the shared cache.
+    assert [[c.environment_name for c in group] for group in same_servers(minilm)] == [["dev", "prod"], ["staging"]]
+    dev, prod = minilm[0], dataclasses.replace(minilm[2], environment=dict(minilm[2].environment))
+    prod.environment["MAX_BATCH_SIZE"] = "32"
+    assert len(same_servers([dev, prod])) == 2
+    assert len(same_servers([dev, dataclasses.replace(prod, environment=dev.environment, stop_timeout=30)])) == 2
+
+
+@pytest.mark.parametrize("model_name", ["minilm", "sentiment"])
+def test_each_environments_task_definition_starts_a_server_that_its_load_balancer_can_use(synthesized, model_name,
+                                                                                         fake_aws, tmp_path):
+    contracts = [c for env in ENVIRONMENTS for c in contracts_for(synthesized, env) if c.model_name == model_name]
+    assert [c.environment_name for c in contracts] == ENVIRONMENTS, f"{model_name} is not served in every environment"
+    for index, group in enumerate(same_servers(contracts)):
+        assert_serves_through_each_load_balancer(synthesized, group, fake_aws, tmp_path / str(index))
+
+
+def assert_serves_through_each_load_balancer(synthesized, contracts: list[ModelContract], endpoint: str, work: Path) -> None:
+    """The first contract's task started as ECS would (ready within the grace period, the container health check,
+    a drain on SIGTERM), and each contract's listener rules and target groups checked against it."""
+    first = contracts[0]
+    bucket = f"e2e-{first.environment_name}-{first.model_name}"
     boto3.client("s3", region_name="us-east-1").create_bucket(Bucket=bucket)
-    environment = container_environment(contract, bucket, tmp_path / "scratch", fake_aws)
-    publish_model(contract, environment["MODEL_URI"], tmp_path, environment)
+    environment = container_environment(first, bucket, work / "scratch", endpoint)
+    publish_model(first, environment["MODEL_URI"], work, environment)
 
-    log = tmp_path / "server.log"
-    port_lock = hold_port(contract.container_port)
+    log = work / "server.log"
+    port_lock = hold_port(first.container_port)
     with log.open("w") as output:
-        process = subprocess.Popen(as_local_command(contract.command), env=environment, stdout=output, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(as_local_command(first.command), env=environment, stdout=output, stderr=subprocess.STDOUT)
     try:
-        base = f"http://127.0.0.1:{contract.health_check_port}"
-        took = wait_until_ready(process, base + contract.health_check_path, contract.success_codes, contract.grace_period, log)
-        assert took < contract.grace_period
+        base = f"http://127.0.0.1:{first.health_check_port}"
+        took = wait_until_ready(process, base + first.health_check_path, first.success_codes, first.grace_period, log)
+        assert took < first.grace_period
 
-        health = subprocess.run(as_local_command(contract.health_check_command[1:]), env=environment, timeout=10)
+        health = subprocess.run(as_local_command(first.health_check_command[1:]), env=environment, timeout=10)
         assert health.returncode == 0, "the container health check command failed against a ready server"
-
-        prefixes = [f"/{contract.model_name}"]
-        assert all(p.startswith(f"/{contract.model_name}/") for p in contract.path_patterns), f"listener rules {contract.path_patterns} do not route to /{contract.model_name}/"
-        # Canary, linear and blue/green register the same tasks in a second target group: the load balancer must
-        # find them ready and route the model's paths there too.
-        config = synthesized.stages[contract.environment_name].config
-        (model,) = [m for m in config.models if m.name == contract.model_name]
-        assert len(contract.target_groups) == (2 if model.deployment.shifts_traffic else 1)
-        for group in contract.target_groups:
-            assert group.path_patterns == contract.path_patterns, f"{group.logical_id} is routed {group.path_patterns}"
-            status, _ = http("GET", f"http://127.0.0.1:{group.health_check_port}{group.health_check_path}", None, {})
-            assert str(status) in group.success_codes.split(","), f"{group.logical_id}'s health check got {status}"
-        for prefix in prefixes:
-            status, body = http("POST", f"{base}{prefix}/predict", {"text": "the service was quick and friendly"}, {"x-api-key": API_KEY})
-            assert status == 200, f"POST {prefix}/predict answered {status}: {body}"
-            assert (body["model"], body["version"]) == (contract.model_name, contract.environment["MODEL_VERSION"])
-            assert body["prediction"]
-
-        assert_only_keyed_routes_are_forwarded(base, contract, environment)
-        assert_drains_on_sigterm(process, base, contract, log)
+        for contract in contracts:
+            assert_routes(synthesized, base, contract, environment)
+        assert_drains_on_sigterm(process, base, first, log)
     finally:
         if process.poll() is None:
             process.kill()
             process.wait()
         port_lock.close()
+
+
+def assert_routes(synthesized, base: str, contract: ModelContract, environment: dict[str, str]) -> None:
+    """One environment's listener rules and target groups against the running server."""
+    where = f"{contract.environment_name}'s {contract.model_name}"
+    prefix = f"/{contract.model_name}"
+    assert all(p.startswith(f"{prefix}/") for p in contract.path_patterns), f"{where}: listener rules {contract.path_patterns} do not route to {prefix}/"
+    # Canary, linear and blue/green register the same tasks in a second target group: the load balancer must
+    # find them ready and route the model's paths there too.
+    config = synthesized.stages[contract.environment_name].config
+    (model,) = [m for m in config.models if m.name == contract.model_name]
+    assert len(contract.target_groups) == (2 if model.deployment.shifts_traffic else 1), where
+    for group in contract.target_groups:
+        assert group.path_patterns == contract.path_patterns, f"{where}: {group.logical_id} is routed {group.path_patterns}"
+        status, _ = http("GET", f"http://127.0.0.1:{group.health_check_port}{group.health_check_path}", None, {})
+        assert str(status) in group.success_codes.split(","), f"{where}: {group.logical_id}'s health check got {status}"
+    status, body = http("POST", f"{base}{prefix}/predict", {"text": "the service was quick and friendly"}, {"x-api-key": API_KEY})
+    assert status == 200, f"{where}: POST {prefix}/predict answered {status}: {body}"
+    assert (body["model"], body["version"]) == (contract.model_name, contract.environment["MODEL_VERSION"]), where
+    assert body["prediction"]
+    assert_only_keyed_routes_are_forwarded(base, contract, environment)
 
 
 def assert_only_keyed_routes_are_forwarded(base: str, contract: ModelContract, environment: dict[str, str]) -> None:
