@@ -57,7 +57,8 @@ $(UV): requirements-dev.lock | $(PY)
 
 # The installs also depend on this Makefile: a changed install flag (--compile-bytecode was one) must reach a
 # virtualenv made before it, or it goes on without (make synth took 14 s instead of 10).
-$(APP_STAMP): $(UV) requirements.lock constructs/pyproject.toml Makefile
+# Its bytecode warm-up imports aws_cdk, which starts jsii's Node.js: after npm ci, never beside it.
+$(APP_STAMP): $(UV) requirements.lock constructs/pyproject.toml Makefile | $(NODE_STAMP)
 	$(UV_PIP) $(PY) $(HASHED) -r requirements.lock
 	$(UV_PIP) $(PY) --reinstall --no-deps $(HASHED) -r <($(call lock_entry,aws-cdk-lib,requirements.lock))
 	$(UV_PIP) $(PY) --no-deps -e ./constructs
@@ -70,7 +71,7 @@ $(DEV_STAMP): $(APP_STAMP) requirements-dev.lock inference_image/pyproject.toml
 	$(UV_PIP) $(PY) --no-deps $(HASHED) -r requirements-dev.lock
 	$(UV_PIP) $(PY) --no-deps -e ./inference_image
 	$(UV) pip check --python $(PY)
-	$(WARM_BYTECODE) 'import torch, transformers, inference_server.server, inference_server.model_runner'
+	$(WARM_BYTECODE) 'import inference_server.server, inference_server.model_runner; from transformers import AutoConfig, AutoModel, AutoModelForSequenceClassification, AutoTokenizer'
 	touch $@
 
 # checkov in its own virtualenv: its pinned dependencies clash with the app's.
@@ -158,7 +159,7 @@ PYTEST := $(BYTECODE_ON) $(PY) -m pytest
 
 # The timing run collects only the files that mark tests `timing` (collecting every file to select 7 tests took 8 s);
 # tests/conftest.py fails a run that collects a timing test from a file this does not list.
-TIMING_FILES = $(shell grep -rlF --include='test_*.py' 'pytest.mark.timing' tests | sort)
+TIMING_FILES = $(shell grep -rlF --include='test_*.py' --include='*_test.py' 'pytest.mark.timing' tests | sort)
 
 test: setup-dev
 	$(PYTEST) $(PARALLEL) -m "not timing and not vllm_cpu"

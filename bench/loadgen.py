@@ -92,6 +92,16 @@ def descendants(pid: int) -> list[int]:
     return found
 
 
+def rss_mib(pid: int) -> float | None:
+    """Resident memory of one process, in MiB (Linux /proc)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    kib = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")), None)
+    return kib / 1024 if kib is not None else None
+
+
 def own_cpu_s(pid: int) -> float | None:
     """User + system CPU seconds of one process, all its threads (Linux /proc)."""
     fields = _stat(pid)

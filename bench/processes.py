@@ -11,6 +11,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import orjson
+
 HOST = "127.0.0.1"
 
 
@@ -92,3 +94,17 @@ def start_server(name: str, command: list[str], env: dict[str, str], port: int, 
                                    stdin=subprocess.DEVNULL,
                                    preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
     return ServerProcess(name, port, process, log_path)
+
+
+def server_processes(log_path: Path) -> dict[int, str]:
+    """Our server logs each child it starts: pid -> "model", "worker-0", ... (the latest of each)."""
+    named: dict[str, int] = {}
+    for line in log_path.read_text(errors="replace").splitlines():
+        try:
+            entry = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if entry.get("message") == "process started" and entry.get("role"):
+            role = entry["role"] if entry["role"] == "model" else f"{entry['role']}-{entry.get('index', 0)}"
+            named[role] = entry["pid"]
+    return {pid: role for role, pid in named.items()}

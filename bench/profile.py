@@ -22,8 +22,8 @@ import orjson
 from .config import RESULTS_DIR, SAME_TEXT, BenchConfig, _systems
 from .loadgen import encode_requests, run_load
 from .models import NULL, minilm_dir
-from .processes import HOST, free_port, start_server
-from .run import _pin_model_process, server_processes
+from .processes import HOST, free_port, server_processes, start_server
+from .run import _pin_model_process
 from .systems import launch
 from .texts import make_texts
 

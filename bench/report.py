@@ -284,6 +284,11 @@ def table(results: dict) -> str:
                                                                       key=lambda item: item[1]))
         lines.append(f"start-to-ready (median of {startup['repeats']}): ours {startup['ours_median_s']:.1f} s, the bare "
                      f"script {startup['bare_median_s']:.1f} s: {startup['ratio']:.2f} x; ours, s from start: {marks}")
+        costs = runs[len(runs) // 2].get("at_ready")
+        if costs:
+            lines.append("ours at ready, CPU spent and memory by process: " + ", ".join(
+                f"{role} {cost['cpu_s']:.1f} s {cost['rss_mib']:.0f} MiB" for role, cost in costs.items()
+                if cost["cpu_s"] is not None and cost["rss_mib"] is not None))
     compiled = results.get("compile_startup")
     if compiled:
         lines.append(f"start-to-ready with torch.compile (MAX_BATCH_SIZE {compiled['max_batch_size']}): "

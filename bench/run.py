@@ -21,7 +21,7 @@ from .loadgen import encode_requests, run_load
 from .log_cost import LevelLog, interval_bytes_per_s
 from .models import minilm_dir
 from .plot import plot
-from .processes import HOST, free_port, pin, start_server
+from .processes import HOST, free_port, pin, server_processes, start_server
 from .report import compile_summary, evaluate, generator_ceiling, table
 from .startup import measure_compile_startup, measure_startup
 from .systems import REPO_ROOT, cpu_layout, launch, request_bodies, thread_env, torch_threads
@@ -106,20 +106,6 @@ def truncation(cfg: BenchConfig, raw: dict) -> str | None:
         return None
     return (f"the texts run to {longest} tokens, more than the {cfg.max_sequence_length} every model path keeps "
             f"(max_sequence_length): they would be truncated; pass --max-sequence-length {longest} or more")
-
-
-def server_processes(log_path: Path) -> dict[int, str]:
-    """Our server logs each child it starts: pid -> "model", "worker-0", ... (the latest of each)."""
-    named: dict[str, int] = {}
-    for line in log_path.read_text(errors="replace").splitlines():
-        try:
-            entry = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            continue
-        if entry.get("message") == "process started" and entry.get("role"):
-            role = entry["role"] if entry["role"] == "model" else f"{entry['role']}-{entry.get('index', 0)}"
-            named[role] = entry["pid"]
-    return {pid: role for role, pid in named.items()}
 
 
 def _pin_model_process(processes: dict[int, str], cpus: set[int]) -> None:

@@ -23,8 +23,8 @@ import orjson
 from .config import OURS, SAME_TEXT, BenchConfig, parse_args
 from .loadgen import encode_requests, run_load
 from .models import minilm_dir
-from .processes import HOST, free_port, start_server
-from .run import _pin_model_process, measure_raw_model, server_processes
+from .processes import HOST, free_port, server_processes, start_server
+from .run import _pin_model_process, measure_raw_model
 from .systems import launch, request_bodies
 from .texts import make_texts
 

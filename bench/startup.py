@@ -22,8 +22,9 @@ from pathlib import Path
 import orjson
 
 from .config import BenchConfig
+from .loadgen import own_cpu_s, rss_mib
 from .models import minilm_dir
-from .processes import HOST, free_port, start_server
+from .processes import HOST, free_port, server_processes, start_server
 from .systems import REPO_ROOT, _python_path, thread_env
 
 # Our server's log lines that mark a phase of its start, in the order they normally come (role, message).
@@ -67,6 +68,7 @@ def our_start(model_dir: str, cfg: BenchConfig, scratch: Path, warmup: str = "fi
     try:
         process.wait_ready("/ready", cfg.ready_timeout_s, interval_s=0.02)
         ready = time.monotonic() - started
+        costs = process_costs(process.log_path)
         status = _predict(port)
         time.sleep(0.2)
         waited = None
@@ -77,7 +79,13 @@ def our_start(model_dir: str, cfg: BenchConfig, scratch: Path, warmup: str = "fi
         process.stop()
     return {"seconds": ready, "predict_status": status, "warmup": warmup, "waited_for": wait_for,
             "waited_s": waited, "phases": phases(process.log_path, wall_started),
-            "restore_s": logged(process.log_path, "compile cache restored", "seconds")}
+            "restore_s": logged(process.log_path, "compile cache restored", "seconds"), "at_ready": costs}
+
+
+def process_costs(log_path: Path) -> dict[str, dict[str, float | None]]:
+    """Each process of our server (model, worker-0, ...): CPU seconds spent and resident MiB, now."""
+    return {role: {"cpu_s": own_cpu_s(pid), "rss_mib": rss_mib(pid)}
+            for pid, role in sorted(server_processes(log_path).items(), key=lambda item: item[1])}
 
 
 def _wait_for_message(log_path: Path, messages: tuple[str, ...], started: float, timeout_s: float) -> tuple[float, str]:
@@ -183,8 +191,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--model-dir", default=None)
     parser.add_argument("--compile", action="store_true", help="the compile starts (first, cached) against eager")
+    parser.add_argument("--workers", type=int, default=BenchConfig.workers, help="our server's HTTP workers")
     args = parser.parse_args(argv)
-    cfg = BenchConfig()
+    cfg = BenchConfig(workers=args.workers)
     cfg.output_dir.mkdir(parents=True, exist_ok=True)
     model_dir = args.model_dir or str(minilm_dir())
     result = measure_compile_startup(cfg, model_dir) if args.compile else measure_startup(cfg, model_dir, args.repeats)

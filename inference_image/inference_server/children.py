@@ -75,13 +75,10 @@ def run_model(settings, fds: dict[str, int], server_started_at: float | None = N
 
 def run_worker(settings, index: int, fds: dict[str, int], ready_before_serving: bool = False) -> int:
     from .client import ModelClient
-    from .handlers.hf import HF_TASKS, preload_transformers
     from .ipc import Channel, ShmRing, StatusPage
     from .server import run_worker as serve
     from .service import WorkerService
 
-    if settings.model_task in HF_TASKS and not settings.model_handler:
-        threading.Thread(target=preload_transformers, name="preload", daemon=True).start()
     channel = Channel(socket.socket(fileno=fds["link"]), ShmRing(fds["requests"]), ShmRing(fds["responses"]))
     os.close(fds["requests"])
     os.close(fds["responses"])

@@ -242,9 +242,13 @@ class ModelRunner:
         cls, source = resolve_handler_class(s, artifact.directory, manifest)
         handler = cls()
         task = s.model_task or (manifest.task if manifest else None)
-        # The workers load their preprocessing (a tokenizer) while this process loads weights and warms up.
-        self._announce({"t": Message.ARTIFACT, "model_dir": str(artifact.directory), "handler": source, "task": task,
-                        "manifest": manifest is not None})
+        artifact_message = {"t": Message.ARTIFACT, "model_dir": str(artifact.directory), "handler": source,
+                            "task": task, "manifest": manifest is not None, "shared": None}
+        # The workers load their preprocessing (a tokenizer) while this process loads weights and warms up: at once,
+        # or, where this handler shares what it loaded (handlers/base.py), once it has.
+        shares = handler.shares_preprocessing()
+        if not shares:
+            self._announce(artifact_message)
         try:
             check_published(s.model_runtime, artifact.directory, manifest)
         except RuntimeConversionError as exc:
@@ -252,6 +256,8 @@ class ModelRunner:
         ctx = LoadContext(artifact.directory, self.device, self.dtype, s.max_sequence_length, self.compile,
                           s.allow_artifact_code, task, manifest, s.max_batch_size, runtime=s.model_runtime)
         handler.load_preprocessing(ctx)
+        if shares:
+            self._announce({**artifact_message, "shared": handler.shared_preprocessing()})
         if self.compile and s.compile_cache_uri:
             self._restore_compile_cache(s.compile_cache_uri)
         handler.load(ctx)

@@ -146,7 +146,7 @@ class WorkerService:
             manifest = read_manifest_at(str(model_dir)) if info.get("manifest") else None
             handler.load_preprocessing(LoadContext(model_dir, "cpu", None, s.max_sequence_length, False,
                                                    s.allow_artifact_code, info.get("task"), manifest,
-                                                   s.max_batch_size))
+                                                   s.max_batch_size, shared=info.get("shared")))
         except Exception as exc:
             self.load_error = exc
             log.critical("preprocessing load failed", exc_info=exc, extra={"error": str(exc)})

@@ -44,7 +44,6 @@ def test_every_system_measured_with_sane_numbers(short_run):
     results = json.loads((out / "bench.json").read_text())
     raw = results["raw_model"]
     assert raw["best_items_per_s"] > 0 and all(rate > 0 for rate in raw["items_per_s"].values())
-    assert 0 < raw["longest_text_tokens"] <= results["setup"]["max_sequence_length"] == 32
     measured = {(r["system"], r["model"]) for r in results["runs"]}
     assert measured == set(all_systems("minilm"))
     for run in results["runs"]:
@@ -62,6 +61,12 @@ def test_every_system_measured_with_sane_numbers(short_run):
     assert len(results["targets"]) == 13, results["targets"]
     assert all("p99 of the 200s" in t or "torch.compile" in t for t in unmeasured), unmeasured
     assert "compile_startup" not in results
+    # An HTTP worker tokenizes without transformers or torch (handlers/fast_tokenizer.py): a fraction of the model
+    # process's memory and CPU at ready.
+    (start,) = results["startup"]["ours"]
+    at_ready = start["at_ready"]
+    assert at_ready["worker-0"]["rss_mib"] < at_ready["model"]["rss_mib"] / 3, at_ready
+    assert at_ready["worker-0"]["cpu_s"] < at_ready["model"]["cpu_s"] / 3, at_ready
     overload = {o["system"]: o for o in results["overload"]}
     assert set(overload) == {"ours", "litserve", "bare-asgi"}  # the bare app: the HTTP stack's floor
     # No 5xx but 503 under overload. Goodput is a target of the full run (the short window, 1 s, is shorter than

@@ -142,14 +142,17 @@ def _start(seconds, phases):
 def test_startup_ratio_target_and_what_binds_a_missed_one(results):
     slow = {"model fetched": 4.0, "model loaded": 15.0, "warm-up done": 15.5, "ready for traffic": 16.0,
             "background warm-up done": 40.0}
+    at_ready = {"model": {"cpu_s": 5.15, "rss_mib": 464.1}, "worker-0": {"cpu_s": 0.73, "rss_mib": 80.7}}
     results["startup"] = {"repeats": 3, "ratio": 1.6, "ours_median_s": 16.0, "bare_median_s": 10.0,
-                          "ours": [_start(17.0, {}), _start(16.0, slow), _start(12.0, {})], "bare": []}
+                          "ours": [_start(17.0, {}), {**_start(16.0, slow), "at_ready": at_ready}, _start(12.0, {})],
+                          "bare": []}
     results["ratios"], results["targets"] = evaluate(results)
     startup = target(results["targets"], "start-to-ready")
     assert startup["met"] is False and startup["value"] == 1.6
     assert startup["bound"] == "the phase ending at 'model loaded': 11.0 s of the median start"  # not the background
     text = table(results)
     assert "start-to-ready (median of 3): ours 16.0 s, the bare script 10.0 s: 1.60 x" in text
+    assert "ours at ready, CPU spent and memory by process: model 5.2 s 464 MiB, worker-0 0.7 s 81 MiB" in text
     results["startup"]["ratio"] = 1.2
     _, targets = evaluate(results)
     assert target(targets, "start-to-ready")["met"] is True

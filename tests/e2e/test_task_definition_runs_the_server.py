@@ -126,6 +126,8 @@ def server_identity(contract: ModelContract) -> str:
     PLACEMENT_VARIABLES), secrets, user, scratch mount, port, probes and timeouts."""
     image_tag = json.dumps(contract.image).rsplit(":", 1)[-1]
     environment = {name: value for name, value in contract.environment.items() if name not in PLACEMENT_VARIABLES}
+    # One exception: where DOCS is unset, the server serves its docs when DEPLOYMENT_ENV is local (its default).
+    environment.setdefault("DOCS", str(contract.environment.get("DEPLOYMENT_ENV", "local") == "local").lower())
     return json.dumps([image_tag, contract.command, environment, contract.secret_names, contract.user,
                        contract.mount_paths, contract.container_port, contract.health_check_command,
                        contract.health_check_path, contract.health_check_port, contract.success_codes,
@@ -269,6 +271,9 @@ def test_equal_task_definitions_share_a_start_and_any_other_difference_gets_its_
     prod.environment["MAX_BATCH_SIZE"] = "32"
     assert len(same_servers([dev, prod])) == 2
     assert len(same_servers([dev, dataclasses.replace(prod, environment=dev.environment, stop_timeout=30)])) == 2
+    undocumented = {name: value for name, value in dev.environment.items() if name != "DOCS"}
+    local = dataclasses.replace(dev, environment={**undocumented, "DEPLOYMENT_ENV": "local"})
+    assert len(same_servers([dataclasses.replace(dev, environment=undocumented), local])) == 2  # local serves docs
 
 
 @pytest.mark.parametrize("model_name", ["minilm", "sentiment"])

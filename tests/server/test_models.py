@@ -101,8 +101,10 @@ def test_a_handler_py_in_the_model_runs_only_when_artifact_code_is_allowed(tiny_
 
 
 def test_an_in_process_model_loads_when_nothing_imported_transformers_before(tiny_classifier_dir):
-    """The model side and the worker load their tokenizers in two threads of one process (testing.LocalModel):
-    the first import from transformers must not race (it failed "cannot import name 'AutoConfig'")."""
+    """The model side and the worker load from transformers in two threads of one process (testing.LocalModel):
+    the first import from transformers must not race (it failed "cannot import name 'AutoConfig'"). A subclass of the
+    built-in handler keeps the worker on transformers' tokenizer (handlers/fast_tokenizer.py), so the worker's
+    import meets the model side's."""
     import subprocess
     import sys
 
@@ -113,11 +115,12 @@ from inference_server.testing import LocalModel
 assert "transformers" not in sys.modules
 service = LocalModel(Settings(model_name="tiny", model_version="1", model_uri={str(tiny_classifier_dir)!r},
                               model_task="text-classification", max_sequence_length=32,
+                              model_handler="inference_server.testing:SlowClassificationHandler",
                               metrics_interval_s=3600.0, ready_probe_interval_s=60.0)).start()
 deadline = time.monotonic() + 120
 while service.readiness() is not None and service.load_error is None and time.monotonic() < deadline:
     time.sleep(0.05)
-print(service.readiness(), repr(service.load_error))
+print(service.readiness(), repr(service.load_error), hasattr(service.handler, "tokenizer"))
 """
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=180)
-    assert done.returncode == 0 and done.stdout.strip() == "None None", done.stdout + done.stderr[-3000:]
+    assert done.returncode == 0 and done.stdout.strip() == "None None True", done.stdout + done.stderr[-3000:]

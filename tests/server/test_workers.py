@@ -52,6 +52,10 @@ def shared_mappings(pid: int) -> Counter[str]:
     return Counter(name for name, _, _ in files)
 
 
+def loads_torch(pid: int) -> bool:
+    return "libtorch" in Path(f"/proc/{pid}/maps").read_text()
+
+
 @pytest.fixture
 def two_workers(tiny_classifier_dir, tmp_path):
     port, log = free_port(), tmp_path / "server.log"
@@ -69,6 +73,9 @@ def two_workers(tiny_classifier_dir, tmp_path):
             mapped = shared_mappings(pid)
             assert not [m for m in mapped if m.startswith("/dev/shm/")], mapped
             assert {"/memfd:inference-status", "/memfd:inference-requests", "/memfd:inference-responses"} <= set(mapped)
+        # The workers tokenize with tokenizer.json, which the model process found to encode as transformers does:
+        # neither transformers nor torch is loaded in them (handlers/fast_tokenizer.py).
+        assert {(role, loads_torch(pid)) for (role, _), pid in started_pids(log).items()} == {("model", True), ("worker", False)}
         yield process, port, log
     finally:
         if process.poll() is None:

@@ -7,6 +7,11 @@ The server runs in two kinds of process, and a handler is created (with no argum
 - the model process (one per GPU) calls ``load_preprocessing(ctx)`` and ``load(ctx)`` once, then
   ``warmup_input`` and ``forward`` on its single inference thread, so a handler needs no locking.
 
+A handler whose ``shares_preprocessing()`` is true has the model process run ``load_preprocessing`` first and hand
+what its ``shared_preprocessing()`` returns to every worker's ``load_preprocessing`` as ``ctx.shared``, so the
+workers need not load what it has loaded or checked (the built-in text handlers: the tokenizer, without which a
+worker imports neither transformers nor torch). Otherwise the workers load theirs while the model process loads.
+
 The boundary between the two is plain arrays, never pickled objects:
 
 - worker -> model: each input is an ``Encoded(length, data)`` where ``data`` maps names to numpy arrays
@@ -64,6 +69,8 @@ class LoadContext:
     manifest: Manifest | None
     max_batch_size: int = 32
     runtime: str = "eager"  # one of runtimes.RUNTIMES; the built-in Hugging Face handlers honour it
+    # In an HTTP worker: what the model process's handler returned from shared_preprocessing(), else None.
+    shared: dict[str, Any] | None = None
 
 
 @dataclass(slots=True)
@@ -99,6 +106,15 @@ class Handler:
     def load_preprocessing(self, ctx: LoadContext) -> None:
         """What preprocess, postprocess and signature need (a tokenizer, labels, a declaration). Runs in every
         process. No GPU."""
+
+    def shares_preprocessing(self) -> bool:
+        """True: the HTTP workers wait for this process's load_preprocessing and get shared_preprocessing()."""
+        return False
+
+    def shared_preprocessing(self) -> dict[str, Any] | None:
+        """Model process, after load_preprocessing, where shares_preprocessing(): JSON the HTTP workers'
+        load_preprocessing gets as ctx.shared; None: each worker loads its own."""
+        return None
 
     def load(self, ctx: LoadContext) -> None:
         """Model process only: load weights from ctx.model_dir onto ctx.device. Load safetensors, never pickles."""

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
 import logging
 import threading
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -13,6 +15,7 @@ from ..runtimes import ONNX_FILES, OnnxForward
 from ..tensor_spec import Signature, TensorSpec
 from .base import Encoded, Handler, InputError, LoadContext
 from .compiled import CompiledForward, compile_per_shape
+from .fast_tokenizer import FastTokenizer, worker_tokenizer
 
 if TYPE_CHECKING:  # the HTTP workers import this module without torch; the model process imports it in functions
     import torch
@@ -33,21 +36,10 @@ class EmbeddingPrediction(BaseModel):
 
 
 # transformers' lazy module fails ("cannot import name ...") when two threads of one process first import from it
-# at once: in-process (testing.LocalModel) the model side and the worker load their tokenizers together.
+# at once: in-process (testing.LocalModel) a worker that loads transformers' tokenizer may do so while the model side
+# imports its model class.
 _TRANSFORMERS_LOCK = threading.Lock()
 HF_TASKS = ("text-classification", "text-embedding")
-
-
-def preload_transformers() -> None:
-    """Import what load_preprocessing needs (transformers imports torch: most of a worker's start), so an HTTP
-    worker can do it while the model process fetches the model, rather than after it has. Best effort: a worker
-    that exits while this runs (the model failed to load) may interrupt the import, and load_preprocessing
-    imports again and reports a real failure itself."""
-    try:
-        with _TRANSFORMERS_LOCK:
-            from transformers import AutoConfig, AutoTokenizer  # noqa: F401
-    except BaseException as exc:  # a daemon thread at interpreter exit can see ImportError or SystemExit
-        logging.getLogger(__name__).debug("transformers preload stopped", extra={"error": repr(exc)})
 
 
 class HuggingFaceHandler(Handler):
@@ -59,6 +51,8 @@ class HuggingFaceHandler(Handler):
         raise NotImplementedError
 
     def load_preprocessing(self, ctx: LoadContext) -> None:
+        if ctx.shared is not None and self._load_shared(ctx):
+            return
         with _TRANSFORMERS_LOCK:
             from transformers import AutoConfig, AutoTokenizer
             from transformers.utils import logging as hf_logging
@@ -74,10 +68,55 @@ class HuggingFaceHandler(Handler):
         self.max_length = min(ctx.max_sequence_length, positions)
         self.pad_id = self.tokenizer.pad_token_id or 0
         self.use_token_types = "token_type_ids" in self.tokenizer.model_input_names
+        self._remote_code = ctx.allow_artifact_code
+        self._encode = self._encode_with_transformers
         self._load_labels(self.config)
+
+    def _load_shared(self, ctx: LoadContext) -> bool:
+        """An HTTP worker: the tokenizer and config facts the model process saved and checked (shared_preprocessing);
+        False, to load transformers' tokenizer instead, where the file cannot be read."""
+        shared = ctx.shared or {}
+        try:
+            self.max_length = int(shared["max_length"])
+            tokenizer = shared["tokenizer"]
+            self._encode = FastTokenizer(Path(tokenizer["file"]), self.max_length, tokenizer["truncation_side"]).encode
+        except Exception as exc:
+            logging.getLogger(__name__).warning("the shared tokenizer did not load; loading transformers' own",
+                                                extra={"error": repr(exc)})
+            return False
+        self._read_shared(shared)
+        return True
+
+    def shares_preprocessing(self) -> bool:
+        # The built-in handlers only: a subclass may read the tokenizer or the config, which a worker then lacks.
+        return type(self) in (TextClassificationHandler, TextEmbeddingHandler)
+
+    def shared_preprocessing(self) -> dict[str, Any] | None:
+        """transformers' tokenizer saved for the workers (fast_tokenizer.py) and what they read of the model's config,
+        so that no worker imports transformers or torch; None where the tokenizer cannot be shared."""
+        max_length = self.max_length
+        if not self.shares_preprocessing() or self._remote_code or not max_length:
+            return None
+        tokenizer = worker_tokenizer(self.tokenizer, max_length)
+        if tokenizer is None:
+            return None
+        # A replaced worker reads it again: it goes when this process does.
+        atexit.register(lambda: Path(tokenizer["file"]).unlink(missing_ok=True))
+        return {"tokenizer": tokenizer, "max_length": max_length, **self._shared_config()}
 
     def _load_labels(self, config: Any) -> None:
         pass
+
+    def _shared_config(self) -> dict[str, Any]:
+        """What a worker reads of the model's config (the labels, the embedding size), as JSON."""
+        return {}
+
+    def _read_shared(self, shared: dict[str, Any]) -> None:
+        """What _shared_config wrote, in a worker."""
+
+    def _encode_with_transformers(self, texts: list[str]) -> list[list[int]]:
+        return self.tokenizer(texts, truncation=True, max_length=self.max_length, padding=False,
+                              return_attention_mask=False, return_token_type_ids=False)["input_ids"]
 
     def load(self, ctx: LoadContext) -> None:
         import torch  # model process only: HTTP workers never import it
@@ -103,9 +142,10 @@ class HuggingFaceHandler(Handler):
                 "trust_remote_code": ctx.allow_artifact_code}
 
     def preprocess(self, texts: list[str]) -> list[Encoded]:
+        if not texts:  # transformers' tokenizer raises on none, `tokenizers` returns none: the same for both
+            return []
         try:
-            ids = self.tokenizer(texts, truncation=True, max_length=self.max_length, padding=False,
-                                 return_attention_mask=False, return_token_type_ids=False)["input_ids"]
+            ids = self._encode(texts)
         except Exception as exc:
             raise InputError(f"cannot tokenize: {exc}") from exc
         return [Encoded(len(row), {"input_ids": np.asarray(row, dtype=np.int32)}) for row in ids]
@@ -157,6 +197,12 @@ class TextClassificationHandler(HuggingFaceHandler):
         self.labels = [str(labels.get(i, f"LABEL_{i}")) for i in range(config.num_labels)]
         self.multi_label = config.problem_type == "multi_label_classification"
 
+    def _shared_config(self) -> dict[str, Any]:
+        return {"labels": self.labels}
+
+    def _read_shared(self, shared: dict[str, Any]) -> None:
+        self.labels = [str(label) for label in shared["labels"]]
+
     def _head(self, outputs: Any, attention_mask: torch.Tensor) -> torch.Tensor:
         import torch
 
@@ -192,8 +238,15 @@ class TextEmbeddingHandler(HuggingFaceHandler):
 
         return AutoModel.from_pretrained(ctx.model_dir, **self._auto_kwargs(ctx))
 
+    def _shared_config(self) -> dict[str, Any]:
+        return {"hidden_size": int(self.config.hidden_size)}
+
+    def _read_shared(self, shared: dict[str, Any]) -> None:
+        self.shared_hidden_size = int(shared["hidden_size"])
+
     def signature(self) -> Signature:
-        return Signature((TEXT_INPUT,), (TensorSpec("embedding", "FP32", (-1, int(self.config.hidden_size))),))
+        size = int(self.config.hidden_size) if hasattr(self, "config") else self.shared_hidden_size
+        return Signature((TEXT_INPUT,), (TensorSpec("embedding", "FP32", (-1, size)),))
 
     def to_tensors(self, predictions: list[Any]) -> dict[str, np.ndarray]:
         return {"embedding": np.stack([np.asarray(p["embedding"], dtype=np.float32) for p in predictions])}
