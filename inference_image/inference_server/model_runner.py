@@ -242,22 +242,22 @@ class ModelRunner:
         cls, source = resolve_handler_class(s, artifact.directory, manifest)
         handler = cls()
         task = s.model_task or (manifest.task if manifest else None)
+        ctx = LoadContext(artifact.directory, self.device, self.dtype, s.max_sequence_length, self.compile,
+                          s.allow_artifact_code, task, manifest, s.max_batch_size, runtime=s.model_runtime)
         artifact_message = {"t": Message.ARTIFACT, "model_dir": str(artifact.directory), "handler": source,
                             "task": task, "manifest": manifest is not None, "shared": None}
         # The workers load their preprocessing (a tokenizer) while this process loads weights and warms up: at once,
         # or, where this handler shares what it loaded (handlers/base.py), once it has.
-        shares = handler.shares_preprocessing()
+        shares = handler.shares_preprocessing(ctx)
         if not shares:
             self._announce(artifact_message)
         try:
             check_published(s.model_runtime, artifact.directory, manifest)
         except RuntimeConversionError as exc:
             raise ArtifactError(str(exc)) from None
-        ctx = LoadContext(artifact.directory, self.device, self.dtype, s.max_sequence_length, self.compile,
-                          s.allow_artifact_code, task, manifest, s.max_batch_size, runtime=s.model_runtime)
         handler.load_preprocessing(ctx)
         if shares:
-            self._announce({**artifact_message, "shared": handler.shared_preprocessing()})
+            self._announce({**artifact_message, "shared": self._shared_preprocessing(handler)})
         if self.compile and s.compile_cache_uri:
             self._restore_compile_cache(s.compile_cache_uri)
         handler.load(ctx)
@@ -270,6 +270,16 @@ class ModelRunner:
                                         "runtime": s.model_runtime,
                                         "seconds": round(time.monotonic() - started, 3)})
         return handler
+
+    @staticmethod
+    def _shared_preprocessing(handler: Handler) -> dict[str, Any] | None:
+        """What the handler shares with the workers; None (each loads its own) where it fails: never the load."""
+        try:
+            return handler.shared_preprocessing()
+        except Exception as exc:
+            log.warning("the workers load their own preprocessing: sharing it failed", exc_info=exc,
+                        extra={"error": repr(exc)})
+            return None
 
     def _restore_compile_cache(self, uri: str) -> None:
         """Before anything compiles: the cache a task on this kind of device saved, or, when there is none, save

@@ -1,5 +1,5 @@
-"""The HTTP workers tokenize with transformers' own fast tokenizer saved by the model process and loaded with the
-`tokenizers` library alone, only where the probes encode alike; the rest load transformers' tokenizer as before."""
+"""The HTTP workers tokenize with transformers' own fast tokenizer serialised by the model process and rebuilt with
+the `tokenizers` library alone, only where the probes encode alike; the rest load transformers' tokenizer as before."""
 
 from __future__ import annotations
 
@@ -35,15 +35,27 @@ def context(model_dir: Path, shared: dict | None = None, remote_code: bool = Fal
 
 
 @pytest.mark.parametrize("max_length", [16, 256])
-def test_the_saved_tokenizer_encodes_the_probes_and_realistic_texts_as_transformers_does(model_dir, max_length, tmp_path):
+def test_the_shared_tokenizer_encodes_the_probes_and_realistic_texts_as_transformers_does(model_dir, max_length):
     tokenizer = auto_tokenizer(model_dir)
-    shared = worker_tokenizer(tokenizer, max_length, str(tmp_path))
+    shared = worker_tokenizer(tokenizer, max_length)
     assert shared is not None and shared["truncation_side"] == "right"
-    assert Path(shared["file"]).parent == tmp_path
-    texts = probe_texts(max_length) + make_texts(200)
+    texts = probe_texts(max_length, ["[CLS]", "[MASK]"]) + make_texts(200)
     expected = tokenizer(texts, truncation=True, max_length=max_length, padding=False)["input_ids"]
-    assert FastTokenizer(Path(shared["file"]), max_length).encode(texts) == expected
+    assert FastTokenizer(shared["json"], max_length).encode(texts) == expected
     assert any(len(ids) == max_length for ids in expected)  # the probes reach the truncation
+
+
+def test_a_tokenizer_that_truncates_on_the_left_is_shared_truncating_on_the_left(tiny_classifier_dir, tmp_path):
+    directory = Path(shutil.copytree(tiny_classifier_dir, tmp_path / "model"))
+    config = json.loads((directory / "tokenizer_config.json").read_text())
+    (directory / "tokenizer_config.json").write_text(json.dumps({**config, "truncation_side": "left"}))
+    tokenizer = auto_tokenizer(directory)
+    shared = worker_tokenizer(tokenizer, 16)
+    assert shared is not None and shared["truncation_side"] == "left"
+    long_text = " ".join(f"word{i}" for i in range(40))
+    ids = FastTokenizer(shared["json"], 16, "left").encode([long_text])
+    assert ids == tokenizer([long_text], truncation=True, max_length=16)["input_ids"]
+    assert ids != FastTokenizer(shared["json"], 16, "right").encode([long_text])
 
 
 @pytest.mark.parametrize(("handler_class", "fixture"), [(TextClassificationHandler, "tiny_classifier_dir"),
@@ -52,12 +64,13 @@ def test_a_worker_loaded_from_what_the_model_process_shares_answers_as_one_that_
         request, handler_class, fixture):
     directory = request.getfixturevalue(fixture)
     model_side = handler_class()
-    assert model_side.shares_preprocessing()
+    assert model_side.shares_preprocessing(context(directory))
     model_side.load_preprocessing(context(directory))
     shared = json.loads(json.dumps(model_side.shared_preprocessing()))  # as it crosses the link
     worker = handler_class()
     worker.load_preprocessing(context(directory, shared))
     assert not hasattr(worker, "tokenizer") and not hasattr(worker, "config")  # nothing of transformers
+    assert worker._encode.__self__.__class__ is FastTokenizer
     texts = [*probe_texts(64), *make_texts(50)]
     for ours, theirs in zip(worker.preprocess(texts), model_side.preprocess(texts), strict=True):
         assert ours.length == theirs.length and np.array_equal(ours.data["input_ids"], theirs.data["input_ids"])
@@ -77,10 +90,10 @@ def test_the_workers_get_the_tokenizer_as_transformers_configured_it_not_as_its_
     raw["normalizer"]["lowercase"] = False
     (directory / "tokenizer.json").write_text(json.dumps(raw))
     tokenizer = auto_tokenizer(directory)
-    assert tokenizer(["HELLO"])["input_ids"] != FastTokenizer(directory / "tokenizer.json", 64).encode(["HELLO"])
-    shared = worker_tokenizer(tokenizer, 64, str(tmp_path))
+    assert tokenizer(["HELLO"])["input_ids"] != FastTokenizer(json.dumps(raw), 64).encode(["HELLO"])
+    shared = worker_tokenizer(tokenizer, 64)
     assert shared is not None
-    assert FastTokenizer(Path(shared["file"]), 64).encode(["HELLO"]) == tokenizer(["HELLO"])["input_ids"]
+    assert FastTokenizer(shared["json"], 64).encode(["HELLO"]) == tokenizer(["HELLO"])["input_ids"]
 
 
 class OffByOne:
@@ -95,30 +108,34 @@ class OffByOne:
         return {"input_ids": [*ids[:-1], [*ids[-1][:-1], ids[-1][-1] + 1]]}
 
 
-def test_a_single_differing_token_id_keeps_transformers_and_leaves_no_file(tiny_classifier_dir, tmp_path):
+def reasons(caplog) -> list[str]:
+    return [record.reason for record in caplog.records if record.getMessage() == "the workers load transformers' tokenizer"]
+
+
+def test_each_tokenizer_that_cannot_stand_in_keeps_transformers_and_says_why(tiny_classifier_dir, caplog):
+    caplog.set_level("INFO", logger="inference_server.handlers.fast_tokenizer")
     tokenizer = auto_tokenizer(tiny_classifier_dir)
-    assert worker_tokenizer(OffByOne(tokenizer), 64, str(tmp_path)) is None
-    assert list(tmp_path.iterdir()) == []
-    slow = type("Slow", (), {"is_fast": False, "backend_tokenizer": None})()
-    assert worker_tokenizer(slow, 64, str(tmp_path)) is None
+    assert worker_tokenizer(OffByOne(tokenizer), 64) is None
+    assert worker_tokenizer(type("Slow", (), {"is_fast": False, "backend_tokenizer": None})(), 64) is None
+    tokenizer.split_special_tokens = True
+    assert worker_tokenizer(tokenizer, 64) is None
+    assert reasons(caplog) == ["a probe text encodes to other ids", "not a fast tokenizer",
+                               "it splits special tokens (transformers sets that on the backend for every call)"]
 
 
 def test_artifact_code_and_subclasses_keep_transformers_in_the_workers(tiny_classifier_dir):
-    remote = TextClassificationHandler()
-    remote.load_preprocessing(context(tiny_classifier_dir, remote_code=True))
-    assert remote.shared_preprocessing() is None  # its tokenizer may encode in Python what no probe shows
+    remote = TextClassificationHandler()  # its tokenizer may encode in Python what no probe shows
+    assert remote.shares_preprocessing(context(tiny_classifier_dir))
+    assert not remote.shares_preprocessing(context(tiny_classifier_dir, remote_code=True))
 
     class TeamHandler(TextClassificationHandler):  # may read self.tokenizer in its own preprocess
         pass
 
-    team = TeamHandler()
-    assert not team.shares_preprocessing()
-    team.load_preprocessing(context(tiny_classifier_dir))
-    assert team.shared_preprocessing() is None
+    assert not TeamHandler().shares_preprocessing(context(tiny_classifier_dir))
 
 
-def test_a_worker_whose_shared_tokenizer_will_not_load_loads_transformers(tiny_classifier_dir, tmp_path):
-    shared = {"tokenizer": {"file": str(tmp_path / "gone.json"), "truncation_side": "right"}, "max_length": 64,
+def test_a_worker_whose_shared_tokenizer_will_not_load_loads_transformers(tiny_classifier_dir):
+    shared = {"tokenizer": {"json": "{not a tokenizer", "truncation_side": "right"}, "max_length": 64,
               "labels": ["x"]}
     worker = TextClassificationHandler()
     worker.load_preprocessing(context(tiny_classifier_dir, shared))

@@ -7,7 +7,7 @@ The server runs in two kinds of process, and a handler is created (with no argum
 - the model process (one per GPU) calls ``load_preprocessing(ctx)`` and ``load(ctx)`` once, then
   ``warmup_input`` and ``forward`` on its single inference thread, so a handler needs no locking.
 
-A handler whose ``shares_preprocessing()`` is true has the model process run ``load_preprocessing`` first and hand
+A handler whose ``shares_preprocessing(ctx)`` is true has the model process run ``load_preprocessing`` first and hand
 what its ``shared_preprocessing()`` returns to every worker's ``load_preprocessing`` as ``ctx.shared``, so the
 workers need not load what it has loaded or checked (the built-in text handlers: the tokenizer, without which a
 worker imports neither transformers nor torch). Otherwise the workers load theirs while the model process loads.
@@ -107,7 +107,7 @@ class Handler:
         """What preprocess, postprocess and signature need (a tokenizer, labels, a declaration). Runs in every
         process. No GPU."""
 
-    def shares_preprocessing(self) -> bool:
+    def shares_preprocessing(self, ctx: LoadContext) -> bool:
         """True: the HTTP workers wait for this process's load_preprocessing and get shared_preprocessing()."""
         return False
 

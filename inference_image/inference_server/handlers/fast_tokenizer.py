@@ -1,21 +1,22 @@
 """The HTTP workers' tokenizer without transformers: transformers' own fast tokenizer (the `tokenizers` library
-object it runs, as transformers configured it from the model's files) saved by the model process and loaded by each
-worker with `tokenizers` alone, so a worker imports neither transformers nor torch (about 2.4 s of CPU at each
-worker's start, and 210 MiB of memory in every worker).
+object it runs, as transformers configured it from the model's files), serialised by the model process and rebuilt
+in each worker with `tokenizers` alone, so a worker imports neither transformers nor torch (about 2.4 s of CPU at
+each worker's start, and 210 MiB of memory in every worker).
 
-The model process loads transformers' AutoTokenizer for itself anyway. It saves that tokenizer's backend, loads the
-file back as the workers will, and hands it to them only when both encode a set of probe texts (accents, CJK, emoji,
-special-token strings, empty and over-long texts) to the same ids (``worker_tokenizer``). A slow (pure Python)
-tokenizer has no backend to save, and a tokenizer from the artifact's own code (trust_remote_code) may encode in
-Python what no probe shows: their workers load transformers' tokenizer, as before.
+The model process loads transformers' AutoTokenizer for itself anyway. It serialises that tokenizer's backend,
+rebuilds it as the workers will, and hands it to them only when both encode a set of probe texts (accents, CJK,
+emoji, the tokenizer's own special and added tokens, empty and over-long texts) to the same ids
+(``worker_tokenizer``). A slow (pure Python) tokenizer has no backend to serialise, and one that splits its special
+tokens sets the backend per call: their workers load transformers' tokenizer, as before.
 """
 
 from __future__ import annotations
 
-import os
-import tempfile
-from pathlib import Path
+import logging
+from collections.abc import Sequence
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 _PROBES = (
     "warm up",
@@ -32,20 +33,22 @@ _PROBES = (
 )
 
 
-def probe_texts(max_length: int) -> list[str]:
-    """Texts that exercise normalisation, pre-tokenisation, special tokens and truncation at ``max_length``."""
+def probe_texts(max_length: int, special_tokens: Sequence[str] = ()) -> list[str]:
+    """Texts that exercise normalisation, pre-tokenisation, ``special_tokens`` and truncation at ``max_length``."""
     long_text = " ".join(f"word{i} ünïcödé 語" for i in range(2 * max_length))
-    return [*_PROBES, long_text, long_text[::-1]]
+    specials = [f"a{token}b {token} c" for token in special_tokens]
+    return [*_PROBES, *specials, long_text, long_text[::-1]]
 
 
 class FastTokenizer:
     """Token ids as ``AutoTokenizer(texts, truncation=True, max_length=max_length, padding=False)`` gives them:
-    special tokens added, truncated at ``max_length`` on ``truncation_side``, no padding."""
+    special tokens added, truncated at ``max_length`` on ``truncation_side``, no padding. ``serialized``: a
+    tokenizer.json document (``Tokenizer.to_str()``)."""
 
-    def __init__(self, path: Path, max_length: int, truncation_side: str = "right") -> None:
+    def __init__(self, serialized: str, max_length: int, truncation_side: str = "right") -> None:
         from tokenizers import Tokenizer
 
-        self._tokenizer = Tokenizer.from_file(str(path))
+        self._tokenizer = Tokenizer.from_str(serialized)
         self._tokenizer.no_padding()
         # transformers' own settings for truncation=True: longest_first, no stride.
         self._tokenizer.enable_truncation(max_length, stride=0, strategy="longest_first", direction=truncation_side)
@@ -54,24 +57,34 @@ class FastTokenizer:
         return [encoding.ids for encoding in self._tokenizer.encode_batch(texts, add_special_tokens=True)]
 
 
-def worker_tokenizer(tokenizer: Any, max_length: int, directory: str | None = None) -> dict[str, str] | None:
-    """Save transformers' fast ``tokenizer`` (its backend, as transformers configured it) to a file in ``directory``
-    (default: the temporary directory) and return the settings FastTokenizer reads it with, or None (and no file):
-    not a fast tokenizer, or one whose file, loaded back, encodes a probe text otherwise."""
-    backend = getattr(tokenizer, "backend_tokenizer", None)
-    if not getattr(tokenizer, "is_fast", False) or backend is None:
-        return None
-    side = str(getattr(tokenizer, "truncation_side", "right"))
-    handle, name = tempfile.mkstemp(prefix="worker-tokenizer-", suffix=".json", dir=directory)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as file:
-            file.write(backend.to_str())
-        texts = probe_texts(max_length)
-        expected = tokenizer(texts, truncation=True, max_length=max_length, padding=False,
-                             return_attention_mask=False, return_token_type_ids=False)["input_ids"]
-        if FastTokenizer(Path(name), max_length, side).encode(texts) == [list(ids) for ids in expected]:
-            return {"file": name, "truncation_side": side}
-    except Exception:  # a backend `tokenizers` cannot read back, or a probe one of them refuses
-        pass
-    os.unlink(name)
+def worker_tokenizer(tokenizer: Any, max_length: int) -> dict[str, str] | None:
+    """transformers' fast ``tokenizer`` serialised, with the truncation side FastTokenizer rebuilds it with; None
+    (logged with why) where it cannot stand in for transformers in the workers."""
+    reason = _why_not_shared(tokenizer)
+    if reason is None:
+        serialized = tokenizer.backend_tokenizer.to_str()
+        side = str(getattr(tokenizer, "truncation_side", "right"))
+        try:
+            texts = probe_texts(max_length, _special_tokens(tokenizer))
+            expected = tokenizer(texts, truncation=True, max_length=max_length, padding=False,
+                                 return_attention_mask=False, return_token_type_ids=False)["input_ids"]
+            if FastTokenizer(serialized, max_length, side).encode(texts) == [list(ids) for ids in expected]:
+                return {"json": serialized, "truncation_side": side}
+            reason = "a probe text encodes to other ids"
+        except Exception as exc:  # a document `tokenizers` cannot read back, or a probe one of them refuses
+            reason = f"the probes failed: {exc!r}"
+    log.info("the workers load transformers' tokenizer", extra={"reason": reason})
     return None
+
+
+def _why_not_shared(tokenizer: Any) -> str | None:
+    if not getattr(tokenizer, "is_fast", False) or getattr(tokenizer, "backend_tokenizer", None) is None:
+        return "not a fast tokenizer"
+    if getattr(tokenizer, "split_special_tokens", False):
+        return "it splits special tokens (transformers sets that on the backend for every call)"
+    return None
+
+
+def _special_tokens(tokenizer: Any) -> list[str]:
+    added = [str(getattr(token, "content", token)) for token in getattr(tokenizer, "added_tokens_decoder", {}).values()]
+    return sorted(set(getattr(tokenizer, "all_special_tokens", [])) | set(added))

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import atexit
 import logging
 import threading
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -68,18 +66,17 @@ class HuggingFaceHandler(Handler):
         self.max_length = min(ctx.max_sequence_length, positions)
         self.pad_id = self.tokenizer.pad_token_id or 0
         self.use_token_types = "token_type_ids" in self.tokenizer.model_input_names
-        self._remote_code = ctx.allow_artifact_code
         self._encode = self._encode_with_transformers
         self._load_labels(self.config)
 
     def _load_shared(self, ctx: LoadContext) -> bool:
-        """An HTTP worker: the tokenizer and config facts the model process saved and checked (shared_preprocessing);
-        False, to load transformers' tokenizer instead, where the file cannot be read."""
+        """An HTTP worker: the tokenizer and config facts the model process serialised and checked
+        (shared_preprocessing); False, to load transformers' tokenizer instead, where they cannot be read."""
         shared = ctx.shared or {}
         try:
             self.max_length = int(shared["max_length"])
             tokenizer = shared["tokenizer"]
-            self._encode = FastTokenizer(Path(tokenizer["file"]), self.max_length, tokenizer["truncation_side"]).encode
+            self._encode = FastTokenizer(tokenizer["json"], self.max_length, tokenizer["truncation_side"]).encode
         except Exception as exc:
             logging.getLogger(__name__).warning("the shared tokenizer did not load; loading transformers' own",
                                                 extra={"error": repr(exc)})
@@ -87,21 +84,18 @@ class HuggingFaceHandler(Handler):
         self._read_shared(shared)
         return True
 
-    def shares_preprocessing(self) -> bool:
-        # The built-in handlers only: a subclass may read the tokenizer or the config, which a worker then lacks.
-        return type(self) in (TextClassificationHandler, TextEmbeddingHandler)
+    def shares_preprocessing(self, ctx: LoadContext) -> bool:
+        # The built-in handlers only (a subclass may read the tokenizer or the config, which a worker then lacks),
+        # and not with the artifact's own code (its tokenizer may encode in Python what no probe shows).
+        return type(self) in (TextClassificationHandler, TextEmbeddingHandler) and not ctx.allow_artifact_code
 
     def shared_preprocessing(self) -> dict[str, Any] | None:
-        """transformers' tokenizer saved for the workers (fast_tokenizer.py) and what they read of the model's config,
-        so that no worker imports transformers or torch; None where the tokenizer cannot be shared."""
+        """transformers' tokenizer serialised for the workers (fast_tokenizer.py) and what they read of the model's
+        config, so that no worker imports transformers or torch; None where the tokenizer cannot be shared."""
         max_length = self.max_length
-        if not self.shares_preprocessing() or self._remote_code or not max_length:
-            return None
-        tokenizer = worker_tokenizer(self.tokenizer, max_length)
+        tokenizer = worker_tokenizer(self.tokenizer, max_length) if max_length else None
         if tokenizer is None:
             return None
-        # A replaced worker reads it again: it goes when this process does.
-        atexit.register(lambda: Path(tokenizer["file"]).unlink(missing_ok=True))
         return {"tokenizer": tokenizer, "max_length": max_length, **self._shared_config()}
 
     def _load_labels(self, config: Any) -> None:
