@@ -8,8 +8,10 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -96,14 +98,19 @@ def start_server(name: str, command: list[str], env: dict[str, str], port: int, 
     return ServerProcess(name, port, process, log_path)
 
 
+def log_entries(log_path: Path) -> Iterator[Any]:
+    """Each JSON line of our server's log (other lines, such as a library's own output, skipped)."""
+    for line in log_path.read_text(errors="replace").splitlines():
+        try:
+            yield orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+
+
 def server_processes(log_path: Path) -> dict[int, str]:
     """Our server logs each child it starts: pid -> "model", "worker-0", ... (the latest of each)."""
     named: dict[str, int] = {}
-    for line in log_path.read_text(errors="replace").splitlines():
-        try:
-            entry = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            continue
+    for entry in log_entries(log_path):
         if entry.get("message") == "process started" and entry.get("role"):
             role = entry["role"] if entry["role"] == "model" else f"{entry['role']}-{entry.get('index', 0)}"
             named[role] = entry["pid"]

@@ -24,7 +24,7 @@ import orjson
 from .config import BenchConfig
 from .loadgen import own_cpu_s, rss_mib
 from .models import minilm_dir
-from .processes import HOST, free_port, server_processes, start_server
+from .processes import HOST, free_port, log_entries, server_processes, start_server
 from .systems import REPO_ROOT, _python_path, thread_env
 
 # Our server's log lines that mark a phase of its start, in the order they normally come (role, message).
@@ -122,11 +122,7 @@ def phases(log_path: Path, wall_started: float) -> dict[str, float]:
     """Seconds from the Popen to each phase's log line (its first), from our server's JSON log."""
     roles: dict[int, str] = {}
     seen: dict[str, float] = {}
-    for line in log_path.read_text(errors="replace").splitlines():
-        try:
-            entry = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            continue
+    for entry in log_entries(log_path):
         if entry.get("message") == "process started":
             roles[entry["pid"]] = entry.get("role")
         message = "model fetched" if entry.get("message") in FETCHED else entry.get("message")
