@@ -134,9 +134,14 @@ def test_artifact_code_and_subclasses_keep_transformers_in_the_workers(tiny_clas
     assert not TeamHandler().shares_preprocessing(context(tiny_classifier_dir))
 
 
-def test_a_worker_whose_shared_tokenizer_will_not_load_loads_transformers(tiny_classifier_dir):
-    shared = {"tokenizer": {"json": "{not a tokenizer", "truncation_side": "right"}, "max_length": 64,
-              "labels": ["x"]}
-    worker = TextClassificationHandler()
-    worker.load_preprocessing(context(tiny_classifier_dir, shared))
-    assert hasattr(worker, "tokenizer") and worker.labels != ["x"]
+def test_a_worker_whose_shared_preprocessing_will_not_load_loads_transformers(tiny_classifier_dir):
+    model_side = TextClassificationHandler()
+    model_side.load_preprocessing(context(tiny_classifier_dir))
+    good = model_side.shared_preprocessing()
+    assert good is not None
+    broken_tokenizer = {**good, "tokenizer": {"json": "{not a tokenizer", "truncation_side": "right"}, "labels": ["x"]}
+    without_labels = {key: value for key, value in good.items() if key != "labels"}
+    for shared in (broken_tokenizer, without_labels):
+        worker = TextClassificationHandler()
+        worker.load_preprocessing(context(tiny_classifier_dir, shared))
+        assert hasattr(worker, "tokenizer") and worker.labels == model_side.labels != ["x"]

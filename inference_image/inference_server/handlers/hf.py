@@ -77,11 +77,11 @@ class HuggingFaceHandler(Handler):
             self.max_length = int(shared["max_length"])
             tokenizer = shared["tokenizer"]
             self._encode = FastTokenizer(tokenizer["json"], self.max_length, tokenizer["truncation_side"]).encode
+            self._read_shared(shared)
         except Exception as exc:
-            logging.getLogger(__name__).warning("the shared tokenizer did not load; loading transformers' own",
+            logging.getLogger(__name__).warning("what the model process shared did not load; loading transformers'",
                                                 extra={"error": repr(exc)})
             return False
-        self._read_shared(shared)
         return True
 
     def shares_preprocessing(self, ctx: LoadContext) -> bool:
