@@ -10,9 +10,9 @@ compiles in the background the same way; until its shape has compiled a request 
 Then it loops: take new jobs (inputs already preprocessed by the HTTP workers), file their inputs into
 sequence-length buckets, and run a batch as soon as the model is free. A job that arrives while the model is idle
 and nothing is queued runs at once (no batching window: at low load waiting only adds latency). Otherwise a bucket
-runs when it has a full batch, or when its oldest input has waited max_wait; until then the thread waits for more. Inputs past their deadline are dropped
-before they run. A batch is padded to its longest input, or to its bucket's shapes when the model needs fixed
-shapes (pad_batches: compiled CUDA graphs).
+runs when it has a full batch, or when its oldest input has waited max_wait; until then the thread waits for more.
+Inputs past their deadline are dropped before they run. A batch is padded to its longest input, or to its bucket's
+shapes when the model needs fixed shapes (pad_batches: compiled CUDA graphs).
 """
 
 from __future__ import annotations

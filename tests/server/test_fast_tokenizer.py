@@ -30,6 +30,11 @@ def auto_tokenizer(model_dir: Path):
     return AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
 
 
+def encoder(tokenizer, max_length: int):
+    """The built-in handlers' encoding with transformers (HuggingFaceHandler._encode_with_transformers)."""
+    return lambda texts: tokenizer(texts, truncation=True, max_length=max_length, padding=False)["input_ids"]
+
+
 def context(model_dir: Path, shared: dict | None = None, remote_code: bool = False) -> LoadContext:
     return LoadContext(model_dir, "cpu", None, 64, False, remote_code, None, None, shared=shared)
 
@@ -37,7 +42,7 @@ def context(model_dir: Path, shared: dict | None = None, remote_code: bool = Fal
 @pytest.mark.parametrize("max_length", [16, 256])
 def test_the_shared_tokenizer_encodes_the_probes_and_realistic_texts_as_transformers_does(model_dir, max_length):
     tokenizer = auto_tokenizer(model_dir)
-    shared = worker_tokenizer(tokenizer, max_length)
+    shared = worker_tokenizer(tokenizer, max_length, encoder(tokenizer, max_length))
     assert shared is not None and shared["truncation_side"] == "right"
     texts = probe_texts(max_length, ["[CLS]", "[MASK]"]) + make_texts(200)
     expected = tokenizer(texts, truncation=True, max_length=max_length, padding=False)["input_ids"]
@@ -50,7 +55,7 @@ def test_a_tokenizer_that_truncates_on_the_left_is_shared_truncating_on_the_left
     config = json.loads((directory / "tokenizer_config.json").read_text())
     (directory / "tokenizer_config.json").write_text(json.dumps({**config, "truncation_side": "left"}))
     tokenizer = auto_tokenizer(directory)
-    shared = worker_tokenizer(tokenizer, 16)
+    shared = worker_tokenizer(tokenizer, 16, encoder(tokenizer, 16))
     assert shared is not None and shared["truncation_side"] == "left"
     long_text = " ".join(f"word{i}" for i in range(40))
     ids = FastTokenizer(shared["json"], 16, "left").encode([long_text])
@@ -91,21 +96,20 @@ def test_the_workers_get_the_tokenizer_as_transformers_configured_it_not_as_its_
     (directory / "tokenizer.json").write_text(json.dumps(raw))
     tokenizer = auto_tokenizer(directory)
     assert tokenizer(["HELLO"])["input_ids"] != FastTokenizer(json.dumps(raw), 64).encode(["HELLO"])
-    shared = worker_tokenizer(tokenizer, 64)
+    shared = worker_tokenizer(tokenizer, 64, encoder(tokenizer, 64))
     assert shared is not None
     assert FastTokenizer(shared["json"], 64).encode(["HELLO"]) == tokenizer(["HELLO"])["input_ids"]
 
 
-class OffByOne:
-    """transformers' tokenizer, but the last probe's last id is off by one: a tokenizer whose Python code encodes
-    what its backend does not."""
+def off_by_one(encode):
+    """``encode``, but the last probe's last id is off by one: a tokenizer whose Python code encodes what its backend
+    does not."""
 
-    def __init__(self, tokenizer) -> None:
-        self.tokenizer, self.is_fast, self.backend_tokenizer = tokenizer, True, tokenizer.backend_tokenizer
+    def encoded(texts):
+        ids = encode(texts)
+        return [*ids[:-1], [*ids[-1][:-1], ids[-1][-1] + 1]]
 
-    def __call__(self, texts, **kwargs):
-        ids = self.tokenizer(texts, **kwargs)["input_ids"]
-        return {"input_ids": [*ids[:-1], [*ids[-1][:-1], ids[-1][-1] + 1]]}
+    return encoded
 
 
 def reasons(caplog) -> list[str]:
@@ -115,10 +119,11 @@ def reasons(caplog) -> list[str]:
 def test_each_tokenizer_that_cannot_stand_in_keeps_transformers_and_says_why(tiny_classifier_dir, caplog):
     caplog.set_level("INFO", logger="inference_server.handlers.fast_tokenizer")
     tokenizer = auto_tokenizer(tiny_classifier_dir)
-    assert worker_tokenizer(OffByOne(tokenizer), 64) is None
-    assert worker_tokenizer(type("Slow", (), {"is_fast": False, "backend_tokenizer": None})(), 64) is None
+    encode = encoder(tokenizer, 64)
+    assert worker_tokenizer(tokenizer, 64, off_by_one(encode)) is None
+    assert worker_tokenizer(type("Slow", (), {"is_fast": False, "backend_tokenizer": None})(), 64, encode) is None
     tokenizer.split_special_tokens = True
-    assert worker_tokenizer(tokenizer, 64) is None
+    assert worker_tokenizer(tokenizer, 64, encode) is None
     assert reasons(caplog) == ["a probe text encodes to other ids", "not a fast tokenizer",
                                "it splits special tokens (transformers sets that on the backend for every call)"]
 

@@ -13,7 +13,7 @@ tokens sets the backend per call: their workers load transformers' tokenizer, as
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -57,18 +57,18 @@ class FastTokenizer:
         return [encoding.ids for encoding in self._tokenizer.encode_batch(texts, add_special_tokens=True)]
 
 
-def worker_tokenizer(tokenizer: Any, max_length: int) -> dict[str, str] | None:
+def worker_tokenizer(tokenizer: Any, max_length: int, encode: Callable[[list[str]], list[list[int]]]
+                     ) -> dict[str, str] | None:
     """transformers' fast ``tokenizer`` serialised, with the truncation side FastTokenizer rebuilds it with; None
-    (logged with why) where it cannot stand in for transformers in the workers."""
+    (logged with why) where it cannot stand in for ``encode`` (the handler's own encoding with ``tokenizer``, at
+    ``max_length``) in the workers."""
     reason = _why_not_shared(tokenizer)
     if reason is None:
         serialized = tokenizer.backend_tokenizer.to_str()
         side = str(getattr(tokenizer, "truncation_side", "right"))
         try:
             texts = probe_texts(max_length, _special_tokens(tokenizer))
-            expected = tokenizer(texts, truncation=True, max_length=max_length, padding=False,
-                                 return_attention_mask=False, return_token_type_ids=False)["input_ids"]
-            if FastTokenizer(serialized, max_length, side).encode(texts) == [list(ids) for ids in expected]:
+            if FastTokenizer(serialized, max_length, side).encode(texts) == [list(ids) for ids in encode(texts)]:
                 return {"json": serialized, "truncation_side": side}
             reason = "a probe text encodes to other ids"
         except Exception as exc:  # a document `tokenizers` cannot read back, or a probe one of them refuses

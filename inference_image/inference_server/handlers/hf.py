@@ -93,7 +93,7 @@ class HuggingFaceHandler(Handler):
         """transformers' tokenizer serialised for the workers (fast_tokenizer.py) and what they read of the model's
         config, so that no worker imports transformers or torch; None where the tokenizer cannot be shared."""
         max_length = self.max_length
-        tokenizer = worker_tokenizer(self.tokenizer, max_length) if max_length else None
+        tokenizer = worker_tokenizer(self.tokenizer, max_length, self._encode_with_transformers) if max_length else None
         if tokenizer is None:
             return None
         return {"tokenizer": tokenizer, "max_length": max_length, **self._shared_config()}
