@@ -39,12 +39,15 @@ class TargetGroupMetrics:
     def __init__(self, target_group: elbv2.ApplicationTargetGroup, load_balancer_full_name: str) -> None:
         self.target_group = target_group
         self.load_balancer_full_name = load_balancer_full_name
+        # Read once: each read of a construct's attribute is a round trip to jsii's Node.js process.
+        self._dimensions = {"LoadBalancer": load_balancer_full_name,
+                            "TargetGroup": target_group.target_group_full_name}
 
     def custom(self, metric_name: str, *, statistic: str = "Average", period: cdk.Duration = MINUTE, label: str | None = None) -> cloudwatch.Metric:
         return cloudwatch.Metric(
             namespace=NAMESPACE,
             metric_name=metric_name,
-            dimensions_map={"LoadBalancer": self.load_balancer_full_name, "TargetGroup": self.target_group.target_group_full_name},
+            dimensions_map=self._dimensions,
             statistic=statistic,
             period=period,
             label=label,

@@ -8,6 +8,7 @@ import json
 import re
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -23,13 +24,51 @@ def dockerfile_arg(name: str) -> str:
     return match.group(1)
 
 
-def resolve(*requirements: str, tmp_path: Path, file: Path = IMAGE / "requirements.txt") -> subprocess.CompletedProcess:
-    report = tmp_path / "report.json"
+@dataclass(frozen=True)
+class Resolution:
+    returncode: int
+    stdout: str
+    stderr: str
+    report: Path
+
+
+def _resolve(*requirements: str, workdir: Path, file: Path = IMAGE / "requirements.txt") -> tuple[subprocess.Popen, Path]:
+    """pip resolving ``file`` (and ``requirements``) for the base image, started: the caller waits."""
+    workdir.mkdir()
+    report = workdir / "report.json"
     command = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
                "--report", str(report), "--python-version", dockerfile_arg("BASE_PYTHON"), "--implementation", "cp",
                "--only-binary", ":all:", *(arg for p in PLATFORMS for arg in ("--platform", p)),
                "-r", str(file), *requirements]
-    return subprocess.run(command, capture_output=True, text=True, timeout=300)
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True), report
+
+
+def _lock_without_six(directory: Path) -> Path:
+    """The twin's lock: six (python-dateutil's dependency) taken out of a copy of the image's lock."""
+    lock = directory / "requirements.lock"
+    text = (IMAGE / "requirements.lock").read_text()
+    lock.write_text(re.sub(r"^six==.*\n(?:    .*\n)*", "", text, flags=re.MULTILINE))
+    assert "six==" in text and "six==" not in lock.read_text()
+    return lock
+
+
+@pytest.fixture(scope="module")
+def resolutions(tmp_path_factory) -> dict[str, Resolution]:
+    """The four resolutions the tests below read, run at once: each is mostly pip waiting on the package index
+    (about 12 s each, one after the other)."""
+    root = tmp_path_factory.mktemp("resolutions")
+    torch = f"torch=={dockerfile_arg('BASE_TORCH')}"
+    started = {
+        "requirements": _resolve(torch, workdir=root / "requirements"),
+        "conflict": _resolve(torch, "torch<2", workdir=root / "conflict"),
+        "lock": _resolve("--require-hashes", workdir=root / "lock", file=IMAGE / "requirements.lock"),
+        "lock without six": _resolve("--require-hashes", workdir=root / "six", file=_lock_without_six(root)),
+    }
+    done = {}
+    for name, (process, report) in started.items():
+        stdout, stderr = process.communicate(timeout=300)
+        done[name] = Resolution(process.returncode, stdout, stderr, report)
+    return done
 
 
 def test_the_base_image_tag_and_its_pinned_torch_agree():
@@ -39,12 +78,11 @@ def test_the_base_image_tag_and_its_pinned_torch_agree():
 
 
 @pytest.mark.slow
-def test_the_requirements_resolve_with_the_base_images_python_and_torch(tmp_path):
-    torch = f"torch=={dockerfile_arg('BASE_TORCH')}"
-    done = resolve(torch, tmp_path=tmp_path)
+def test_the_requirements_resolve_with_the_base_images_python_and_torch(resolutions):
+    done = resolutions["requirements"]
     assert done.returncode == 0, done.stderr[-3000:]
     installed = {item["metadata"]["name"].lower().replace("_", "-"): item["metadata"]["version"]
-                 for item in json.loads((tmp_path / "report.json").read_text())["install"]}
+                 for item in json.loads(done.report.read_text())["install"]}
     assert installed["torch"].split("+")[0] == dockerfile_arg("BASE_TORCH")  # nothing asks pip for another torch
     for line in (IMAGE / "requirements.txt").read_text().splitlines():
         if "==" in line and not line.startswith("#"):
@@ -53,31 +91,27 @@ def test_the_requirements_resolve_with_the_base_images_python_and_torch(tmp_path
 
 
 @pytest.mark.slow
-def test_a_pin_that_conflicts_with_the_base_torch_fails(tmp_path):
-    done = resolve(f"torch=={dockerfile_arg('BASE_TORCH')}", "torch<2", tmp_path=tmp_path)
+def test_a_pin_that_conflicts_with_the_base_torch_fails(resolutions):
+    done = resolutions["conflict"]
     assert done.returncode != 0 and "conflict" in (done.stderr + done.stdout).lower()
 
 
 @pytest.mark.slow
-def test_the_lock_installs_in_hash_checking_mode_for_the_base_images_python_without_torch(tmp_path):
+def test_the_lock_installs_in_hash_checking_mode_for_the_base_images_python_without_torch(resolutions):
     """The build's install (--require-hashes -r requirements.lock), ignoring what is installed: every file's hash
     matches, every dependency of every locked package is itself in the lock, and none needs the base's torch."""
-    done = resolve("--require-hashes", tmp_path=tmp_path, file=IMAGE / "requirements.lock")
+    done = resolutions["lock"]
     assert done.returncode == 0, done.stderr[-3000:]
     installed = {re.sub(r"[-_.]+", "-", item["metadata"]["name"]).lower(): item["metadata"]["version"]
-                 for item in json.loads((tmp_path / "report.json").read_text())["install"]}
+                 for item in json.loads(done.report.read_text())["install"]}
     locked = dict(re.findall(r"^([a-z0-9-]+)==(\S+) ", (IMAGE / "requirements.lock").read_text(), re.MULTILINE))
     assert installed == locked and "torch" not in installed
 
 
 @pytest.mark.slow
-def test_a_lock_missing_a_dependency_fails_the_hash_checking_install(tmp_path):
-    """The twin: six (python-dateutil's dependency) taken out of a copy of the lock."""
-    lock = tmp_path / "requirements.lock"
-    text = (IMAGE / "requirements.lock").read_text()
-    lock.write_text(re.sub(r"^six==.*\n(?:    .*\n)*", "", text, flags=re.MULTILINE))
-    assert "six==" in text and "six==" not in lock.read_text()
-    done = resolve("--require-hashes", tmp_path=tmp_path, file=lock)
+def test_a_lock_missing_a_dependency_fails_the_hash_checking_install(resolutions):
+    """The twin: the lock without six (_lock_without_six)."""
+    done = resolutions["lock without six"]
     assert done.returncode != 0 and "must have their versions pinned" in done.stderr and "six" in done.stderr
 
 
