@@ -146,6 +146,7 @@ synth: setup
 lint: setup-dev
 	ruff check .
 	pyright
+	hadolint --failure-threshold style inference_image/Dockerfile
 
 # The suite in parallel (a module's tests on one worker: its synthesized app is shared), then the tests that
 # assert latencies, deadlines or throughput ratios, alone (pytest.ini: the `timing` marker).
@@ -165,7 +166,7 @@ test: setup-dev
 	$(PYTEST) $(PARALLEL) -m "not timing and not vllm_cpu"
 	$(PYTEST) -m "timing and not vllm_cpu" $(TIMING_FILES)
 
-# The inner loop: no lint, no process-starting or model-loading tests.
+# The inner loop: no pyright, no process-starting or model-loading tests (the `slow` marker).
 test-fast: setup-dev
 	$(PYTEST) $(PARALLEL) -m "not slow and not timing and not vllm_cpu"
 

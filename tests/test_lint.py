@@ -9,6 +9,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "pyproject.toml"
 
@@ -39,6 +41,7 @@ def test_the_repository_is_ruff_clean():
     assert (code, found) == (0, set()), f"ruff finds {sorted(found)}: run `.venv/bin/ruff check --fix .`, then fix the rest"
 
 
+@pytest.mark.slow  # about 50 s of a core: make test-fast leaves it to make lint and make test
 def test_the_repository_is_pyright_clean():
     code, rules = pyright(ROOT)
     assert (code, rules) == (0, []), (

@@ -80,7 +80,7 @@ class VllmProps:
     ``api_key_name`` (default ``default``, the key the shared stack generates): vLLM takes exactly one literal key
     (``VLLM_API_KEY``), so it gets only the key of this name from the API-key secret. Rotating it: add the new key
     under a new name, set ``api_key_name`` to it and deploy; while the deployment replaces the tasks, old tasks
-    accept only the old key and new ones only the new (README, "API keys").
+    accept only the old key and new ones only the new (docs/security.md, "API keys").
     """
 
     image: EcrImage | None = None

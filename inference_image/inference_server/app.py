@@ -21,8 +21,6 @@ from .protocols.openai import add_openai_routes
 from .schemas import ErrorResponse, HealthResponse, ReadyResponse, build_schemas
 from .service import WorkerService
 
-PREDICT_ROUTES = ("/predict", "/predict/batch")
-PROBE_ROUTES = ("/health", "/ready", "/metrics")
 _JSON_OPTIONS = orjson.OPT_SERIALIZE_NUMPY
 
 

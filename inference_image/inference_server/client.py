@@ -15,40 +15,32 @@ import threading
 from collections import defaultdict
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
-import numpy as np
-
-from .handlers import Encoded, InputError
+from .handlers import Encoded
 from .ipc import (
+    ArtifactMessage,
     Channel,
-    DeadlineExceeded,
+    Job,
     JobResult,
     Message,
+    ModelError,
     ModelState,
     ModelUnavailable,
-    QueueFull,
-    ResultCode,
     StatusPage,
+    read_results,
+    submit_message,
 )
 
+__all__ = ["ModelClient", "ModelError"]
+
 log = logging.getLogger(__name__)
-
-
-class ModelError(Exception):
-    """The model raised an error that is not the input's fault (a 500)."""
 
 
 @dataclass(slots=True)
 class _Waiter:
     loop: asyncio.AbstractEventLoop | None
     future: Any  # asyncio.Future when loop is set, else concurrent.futures.Future
-
-
-def _error(code: int, message: str) -> Exception:
-    kinds: dict[int, type[Exception]] = {ResultCode.DEADLINE: DeadlineExceeded, ResultCode.INVALID_INPUT: InputError,
-                                         ResultCode.UNAVAILABLE: ModelUnavailable, ResultCode.QUEUE_FULL: QueueFull}
-    return kinds.get(code, ModelError)(message)
 
 
 def _deliver(results: list[tuple[Any, Any, bool]]) -> None:
@@ -65,14 +57,14 @@ class ModelClient:
     def __init__(self, channel: Channel, status: StatusPage) -> None:
         self.channel, self.status = channel, status
         self.artifact = threading.Event()  # the model process fetched the model: its directory is known
-        self.artifact_info: dict[str, Any] = {}
+        self.artifact_info: ArtifactMessage | None = None
         self.ready = threading.Event()  # the model process loaded and warmed up the model
         self.failed = False
         self._closing = False
         self._ids = itertools.count(1)
         self._waiters: dict[int, _Waiter] = {}
         self._lock = threading.Lock()
-        self._outbox: list[tuple[int, float, bool, list[Encoded]]] = []
+        self._outbox: list[Job] = []
         self._flush_scheduled = False
         self._started = False
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -113,7 +105,7 @@ class ModelClient:
         job_id = next(self._ids)
         with self._lock:
             self._waiters[job_id] = _Waiter(loop, future)
-            self._outbox.append((job_id, deadline, bypass_queue_limit, items))
+            self._outbox.append(Job(job_id, deadline, bypass_queue_limit, items))
             schedule = not self._flush_scheduled
             self._flush_scheduled = True
         if schedule:
@@ -129,7 +121,7 @@ class ModelClient:
         job_id = next(self._ids)
         with self._lock:
             self._waiters[job_id] = _Waiter(None, future)
-            self._outbox.append((job_id, deadline, bypass_queue_limit, items))
+            self._outbox.append(Job(job_id, deadline, bypass_queue_limit, items))
         self.flush()
         return future
 
@@ -139,16 +131,9 @@ class ModelClient:
             self._flush_scheduled = False
         if not jobs:
             return
-        rows, arrays = [], []
-        for job_id, deadline, bypass, items in jobs:
-            item_rows = []
-            for item in items:
-                names = list(item.data)
-                item_rows.append([item.length, names])
-                arrays.extend(np.asarray(item.data[name]) for name in names)
-            rows.append([job_id, deadline, bypass, item_rows])
+        header, arrays = submit_message(jobs)
         try:
-            self.channel.send({"t": Message.SUBMIT, "jobs": rows}, arrays)
+            self.channel.send(header, arrays)
         except OSError:
             self._fail_all()
 
@@ -165,33 +150,20 @@ class ModelClient:
         for header, arrays in frames:
             kind = header.get("t")
             if kind == Message.RESULTS:
-                self._collect(header["results"], arrays, deliveries)
+                self._collect(read_results(header, arrays), deliveries)
             elif kind == Message.ARTIFACT:
-                self.artifact_info = header
+                self.artifact_info = cast(ArtifactMessage, header)
                 self.artifact.set()
             elif kind == Message.READY:
                 self.ready.set()
         self._dispatch(deliveries)
 
-    def _collect(self, rows: list[list[Any]], arrays: list[np.ndarray], deliveries) -> None:
-        index = 0
+    def _collect(self, outcomes: list[tuple[int, JobResult | Exception]], deliveries) -> None:
         with self._lock:
-            waiters = [self._waiters.pop(row[0], None) for row in rows]
-        for row, waiter in zip(rows, waiters, strict=False):
-            code = row[1]
-            if code == ResultCode.OK:
-                _, _, tokens, queue_wait_s, inference_s, names = row
-                if names is None:
-                    outputs: Any = arrays[index]
-                    index += 1
-                else:
-                    outputs = dict(zip(names, arrays[index: index + len(names)], strict=False))
-                    index += len(names)
-                value, ok = JobResult(outputs, tokens, queue_wait_s, inference_s), True
-            else:
-                value, ok = _error(code, row[2]), False
+            waiters = [self._waiters.pop(job_id, None) for job_id, _ in outcomes]
+        for (_, outcome), waiter in zip(outcomes, waiters, strict=True):
             if waiter is not None:
-                deliveries[waiter.loop].append((waiter.future, value, ok))
+                deliveries[waiter.loop].append((waiter.future, outcome, isinstance(outcome, JobResult)))
 
     def _dispatch(self, deliveries) -> None:
         for loop, results in deliveries.items():

@@ -11,15 +11,18 @@ are JSON (orjson); nothing is pickled.
 Frame: u32 length of the rest | u32 header length | header JSON | inline payload (may be empty).
 
 This module is the whole link: its message kinds, result codes and status-page slots as enums, the errors a job
-ends with on either side, and the result a job brings back. A worker imports nothing from the model side.
+ends with on either side and the result code each travels as, the messages' shapes, and the functions that write
+and read the two hot messages (submit_message/read_submit, result_row/results_message/read_results). A worker
+imports nothing from the model side.
 
 Messages (the header's "t"):
 - supervisor -> model process, on its control socket: ``worker`` (a new link: its socket and two ring fds), ``stop``;
 - worker -> model: ``submit`` (jobs: ``[job id, deadline, bypass queue limit, [[length, [array names]], ...]]``,
   the arrays in the frame's payload, in order);
 - model -> worker: ``results`` (rows: ``[job id, ResultCode.OK, input tokens, queue wait s, inference s, output
-  names or None]`` with the outputs in the payload, or ``[job id, code, message]``), ``artifact`` (where the model
-  and its handler are), ``ready``.
+  names or None]`` with the outputs in the payload, or ``[job id, code, message]``), ``artifact``
+  (ArtifactMessage: where the model and its handler are), ``ready``.
+The rows are lists, not objects: orjson writes them without a per-row conversion.
 """
 
 from __future__ import annotations
@@ -32,10 +35,12 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum, StrEnum
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import orjson
+
+from .handlers.base import Encoded, InputError
 
 
 class Message(StrEnum):
@@ -86,12 +91,103 @@ class ModelUnavailable(Exception):
     """The model is not loaded, failed, or the batcher stopped."""
 
 
+class ModelError(Exception):
+    """The model raised an error that is not the input's fault (a 500)."""
+
+
+# Each error a job can end with, as its result code; any other error is FAILED, and arrives as a ModelError.
+_ERROR_CODES: tuple[tuple[type[Exception], ResultCode], ...] = (
+    (DeadlineExceeded, ResultCode.DEADLINE), (InputError, ResultCode.INVALID_INPUT),
+    (ModelUnavailable, ResultCode.UNAVAILABLE), (QueueFull, ResultCode.QUEUE_FULL))
+_ERRORS = {code: kind for kind, code in _ERROR_CODES}
+
+
 @dataclass(frozen=True)
 class JobResult:
     outputs: Any  # the job's rows of the model's outputs: a numpy array, or a dict of them
     input_tokens: int
     queue_wait_s: float
     inference_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """One request's inputs on their way to the batcher."""
+
+    job_id: int
+    deadline: float
+    bypass_queue_limit: bool
+    items: list[Encoded]
+
+
+class ArtifactMessage(TypedDict):
+    """Model -> worker, once the model process has fetched the model: what the worker loads its preprocessing from."""
+
+    t: str  # Message.ARTIFACT
+    model_dir: str
+    handler: str  # the handler class's source (handlers.handler_class_from)
+    task: str | None
+    manifest: bool
+    shared: dict[str, Any] | None  # preprocessing the model process loaded for the workers (Handler.shared_preprocessing)
+
+
+def submit_message(jobs: Sequence[Job]) -> tuple[dict[str, Any], list[np.ndarray]]:
+    """The submit header and its arrays, in the order read_submit reads them."""
+    rows, arrays = [], []
+    for job in jobs:
+        item_rows = []
+        for item in job.items:
+            names = list(item.data)
+            item_rows.append([item.length, names])
+            arrays.extend(np.asarray(item.data[name]) for name in names)
+        rows.append([job.job_id, job.deadline, job.bypass_queue_limit, item_rows])
+    return {"t": Message.SUBMIT, "jobs": rows}, arrays
+
+
+def read_submit(header: dict[str, Any], arrays: list[np.ndarray]) -> list[Job]:
+    jobs, index = [], 0
+    for job_id, deadline, bypass, items in header["jobs"]:
+        encoded = []
+        for length, names in items:
+            encoded.append(Encoded(length, dict(zip(names, arrays[index: index + len(names)], strict=False))))
+            index += len(names)
+        jobs.append(Job(job_id, deadline, bypass, encoded))
+    return jobs
+
+
+def result_row(job_id: int, outcome: JobResult | BaseException) -> tuple[list[Any], list[np.ndarray]]:
+    """A job's results row and the arrays that follow it in the frame's payload."""
+    if isinstance(outcome, JobResult):
+        outputs = outcome.outputs
+        names, arrays = (list(outputs), list(outputs.values())) if isinstance(outputs, dict) else (None, [outputs])
+        return [job_id, ResultCode.OK, outcome.input_tokens, outcome.queue_wait_s, outcome.inference_s, names], arrays
+    for kind, code in _ERROR_CODES:
+        if isinstance(outcome, kind):
+            return [job_id, code, str(outcome)], []
+    return [job_id, ResultCode.FAILED, f"{type(outcome).__name__}: {outcome}"], []
+
+
+def results_message(rows: list[list[Any]]) -> dict[str, Any]:
+    return {"t": Message.RESULTS, "results": rows}
+
+
+def read_results(header: dict[str, Any], arrays: list[np.ndarray]) -> list[tuple[int, JobResult | Exception]]:
+    """Each row's job id and what the job ended with: its JobResult, or the error it raised on the model side."""
+    outcomes: list[tuple[int, JobResult | Exception]] = []
+    index = 0
+    for row in header["results"]:
+        if row[1] != ResultCode.OK:
+            outcomes.append((row[0], _ERRORS.get(row[1], ModelError)(row[2])))
+            continue
+        job_id, _, tokens, queue_wait_s, inference_s, names = row
+        if names is None:
+            outputs: Any = arrays[index]
+            index += 1
+        else:
+            outputs = dict(zip(names, arrays[index: index + len(names)], strict=False))
+            index += len(names)
+        outcomes.append((job_id, JobResult(outputs, tokens, queue_wait_s, inference_s)))
+    return outcomes
 
 
 _FRAME = struct.Struct("<II")

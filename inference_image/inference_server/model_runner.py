@@ -9,7 +9,7 @@ import logging
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from typing import Any
 
@@ -19,23 +19,24 @@ from .admission import BatchTimes
 from .artifacts import ArtifactError, fetch_model
 from .batcher import Batcher
 from .handlers import (
-    Encoded,
     Handler,
     HandlerError,
-    InputError,
     LoadContext,
     resolve_handler_class,
 )
 from .ipc import (
+    ArtifactMessage,
     Channel,
-    DeadlineExceeded,
+    Job,
     Message,
     ModelState,
     ModelUnavailable,
     QueueFull,
-    ResultCode,
     Slot,
     StatusPage,
+    read_submit,
+    result_row,
+    results_message,
 )
 from .metrics import IntervalStats
 from .runtimes import RuntimeConversionError, check_published
@@ -58,11 +59,12 @@ class WorkerLink:
     def start(self) -> None:
         self._thread.start()
 
-    def send(self, header: dict[str, Any]) -> None:
+    def send(self, header: Mapping[str, Any]) -> None:
+        """An announcement (kept and sent to every link): a copy, since sending may add the payload's place to it."""
         if self.closed:
             return
         try:
-            self.channel.send(header)
+            self.channel.send(dict(header))
         except OSError:
             self.closed = True
 
@@ -73,7 +75,7 @@ class WorkerLink:
                 break
             for header, arrays in frames:
                 if header.get("t") == Message.SUBMIT:
-                    self._submit(header["jobs"], arrays)
+                    self._submit(read_submit(header, arrays))
             self.flush()
         self.closed = True
         for future in list(self._futures.values()):
@@ -83,50 +85,27 @@ class WorkerLink:
         self.runner.remove_link(self)
         log.info("worker link closed", extra={"link": self.name})
 
-    def _submit(self, jobs: list[list[Any]], arrays: list[Any]) -> None:
+    def _submit(self, jobs: list[Job]) -> None:
         batcher = self.runner.batcher
-        index = 0
-        for job_id, deadline, bypass, items in jobs:
-            encoded = []
-            for length, names in items:
-                encoded.append(Encoded(length, dict(zip(names, arrays[index: index + len(names)], strict=False))))
-                index += len(names)
+        for job in jobs:
             try:
-                future = batcher.submit(encoded, deadline, bypass_queue_limit=bypass)
-            except QueueFull as exc:
-                self._add([job_id, ResultCode.QUEUE_FULL, str(exc)])
+                future = batcher.submit(job.items, job.deadline, bypass_queue_limit=job.bypass_queue_limit)
+            except (QueueFull, ModelUnavailable) as exc:
+                self._add(*result_row(job.job_id, exc))
                 continue
-            except ModelUnavailable as exc:
-                self._add([job_id, ResultCode.UNAVAILABLE, str(exc)])
-                continue
-            self._futures[job_id] = future
-            future.add_done_callback(lambda f, job_id=job_id: self._done(job_id, f))
+            self._futures[job.job_id] = future
+            future.add_done_callback(lambda f, job_id=job.job_id: self._done(job_id, f))
 
     def _done(self, job_id: int, future: Future) -> None:
         self._futures.pop(job_id, None)
         if future.cancelled():
             return
         error = future.exception()
-        if error is None:
-            result = future.result()
-            outputs = result.outputs
-            if isinstance(outputs, dict):
-                names, arrays = list(outputs), list(outputs.values())
-            else:
-                names, arrays = None, [outputs]
-            self._add([job_id, ResultCode.OK, result.input_tokens, result.queue_wait_s, result.inference_s, names], arrays)
-        elif isinstance(error, DeadlineExceeded):
-            self._add([job_id, ResultCode.DEADLINE, str(error)])
-        elif isinstance(error, InputError):
-            self._add([job_id, ResultCode.INVALID_INPUT, str(error)])
-        elif isinstance(error, ModelUnavailable):
-            self._add([job_id, ResultCode.UNAVAILABLE, str(error)])
-        else:
-            self._add([job_id, ResultCode.FAILED, f"{type(error).__name__}: {error}"])
+        self._add(*result_row(job_id, future.result() if error is None else error))
 
-    def _add(self, row: list[Any], arrays: list[Any] | None = None) -> None:
+    def _add(self, row: list[Any], arrays: list[Any]) -> None:
         with self._lock:
-            self._pending.append((row, arrays or []))
+            self._pending.append((row, arrays))
 
     def flush(self) -> None:
         with self._lock:
@@ -136,7 +115,7 @@ class WorkerLink:
         rows = [row for row, _ in pending]
         arrays = [array for _, batch in pending for array in batch]
         try:
-            self.channel.send({"t": Message.RESULTS, "results": rows}, arrays)
+            self.channel.send(results_message(rows), arrays)
         except OSError:
             self.closed = True
 
@@ -168,7 +147,7 @@ class ModelRunner:
         self.on_exit = on_exit
         self.links: list[WorkerLink] = []
         self._links_lock = threading.Lock()
-        self.announcements: list[dict[str, Any]] = []  # what the model directory is; that the model is ready
+        self.announcements: list[Mapping[str, Any]] = []  # what the model directory is; that the model is ready
         self.batch_sizes = IntervalStats()
         self.exit_code = 0
         self._stop = threading.Event()
@@ -244,8 +223,8 @@ class ModelRunner:
         task = s.model_task or (manifest.task if manifest else None)
         ctx = LoadContext(artifact.directory, self.device, self.dtype, s.max_sequence_length, self.compile,
                           s.allow_artifact_code, task, manifest, s.max_batch_size, runtime=s.model_runtime)
-        artifact_message = {"t": Message.ARTIFACT, "model_dir": str(artifact.directory), "handler": source,
-                            "task": task, "manifest": manifest is not None, "shared": None}
+        artifact_message = ArtifactMessage(t=Message.ARTIFACT, model_dir=str(artifact.directory), handler=source,
+                                           task=task, manifest=manifest is not None, shared=None)
         # The workers load their preprocessing (a tokenizer) while this process loads weights and warms up: at once,
         # or, where this handler shares what it loaded (handlers/base.py), once it has.
         shares = handler.shares_preprocessing(ctx)
@@ -309,7 +288,7 @@ class ModelRunner:
             return
         threading.Thread(target=save, name="compile-cache", daemon=True).start()  # off the inference thread
 
-    def _announce(self, message: dict[str, Any]) -> None:
+    def _announce(self, message: Mapping[str, Any]) -> None:
         """Send to every link, and to each link that connects later."""
         with self._links_lock:
             self.announcements.append(message)

@@ -132,6 +132,7 @@ class WorkerService:
             if self._stop.is_set() or self.client.model_failed:
                 return
         info = self.client.artifact_info
+        assert info is not None  # set before the artifact event
         s = self.settings
         started = time.monotonic()
         try:

@@ -1,5 +1,6 @@
-"""The link's shared memory: each end unmaps its rings as soon as the link closes, so a dead worker's rings do not
-stay in the model process."""
+"""The link between an HTTP worker and the model process: its messages read back as they were written, each end
+unmaps its rings as soon as the link closes (a dead worker's rings do not stay in the model process), and only the
+model process imports the model side."""
 
 from __future__ import annotations
 
@@ -8,10 +9,26 @@ import time
 from pathlib import Path
 
 import numpy as np
+import orjson
 import pytest
 
 import inference_server
-from inference_server.ipc import LinkEnds
+from inference_server.handlers import Encoded, InputError
+from inference_server.ipc import (
+    DeadlineExceeded,
+    Job,
+    JobResult,
+    LinkEnds,
+    Message,
+    ModelError,
+    ModelUnavailable,
+    QueueFull,
+    read_results,
+    read_submit,
+    result_row,
+    results_message,
+    submit_message,
+)
 
 from .conftest import infer
 
@@ -111,3 +128,39 @@ def test_the_walk_finds_a_worker_module_that_imports_the_model_side(tmp_path):
     (package / "client.py").write_text("def f():\n    from .model_runner import ResultCode\n")
     (package / "service.py").write_text("from . import batcher\n")
     assert importers_of_the_model_side(package) == {"inference_server.client", "inference_server.service"}
+
+
+def test_a_submit_message_reads_back_as_the_jobs_it_was_written_from():
+    items = [Encoded(3, {"input_ids": np.arange(3), "attention_mask": np.ones(3, dtype=np.int64)}),
+             Encoded(1, {"pixels": np.zeros((2, 2), dtype=np.float32)})]
+    jobs = [Job(7, 12.5, False, items), Job(8, 13.0, True, items[1:])]
+    header, arrays = submit_message(jobs)
+    assert header["t"] == Message.SUBMIT
+    read = read_submit(orjson.loads(orjson.dumps(header)), arrays)  # the header crosses the link as JSON
+    assert [(j.job_id, j.deadline, j.bypass_queue_limit, len(j.items)) for j in read] == [(7, 12.5, False, 2), (8, 13.0, True, 1)]
+    for sent, got in zip([*jobs[0].items, *jobs[1].items], [*read[0].items, *read[1].items], strict=True):
+        assert got.length == sent.length and list(got.data) == list(sent.data)
+        assert all(np.array_equal(got.data[name], sent.data[name]) for name in sent.data)
+
+
+def test_every_outcome_a_job_ends_with_arrives_as_itself():
+    """Each row's result or error, through results_message and read_results: the worker raises what the batcher
+    raised (a 4xx, 503 or 504 by its class), and anything else as a ModelError (a 500) that names it."""
+    vector, named = np.arange(4, dtype=np.float32), {"logits": np.ones(2), "pooled": np.zeros(3)}
+    outcomes = [JobResult(vector, 5, 0.01, 0.02), JobResult(named, 6, 0.0, 0.03), DeadlineExceeded("late"),
+                InputError("too long"), ModelUnavailable("loading"), QueueFull("full"), RuntimeError("CUDA error")]
+    rows, arrays = [], []
+    for job_id, outcome in enumerate(outcomes):
+        row, row_arrays = result_row(job_id, outcome)
+        rows.append(row)
+        arrays += row_arrays
+    received = read_results(orjson.loads(orjson.dumps(results_message(rows))), arrays)
+    assert [job_id for job_id, _ in received] == list(range(len(outcomes)))
+    (_, first), (_, second) = received[:2]
+    assert isinstance(first, JobResult) and np.array_equal(first.outputs, vector) and first.input_tokens == 5
+    assert isinstance(second, JobResult) and set(second.outputs) == {"logits", "pooled"}
+    assert np.array_equal(second.outputs["pooled"], named["pooled"]) and second.inference_s == 0.03
+    for (_, got), sent in zip(received[2:6], outcomes[2:6], strict=True):
+        assert type(got) is type(sent) and str(got) == str(sent)
+    (_, failed) = received[6]
+    assert type(failed) is ModelError and str(failed) == "RuntimeError: CUDA error"

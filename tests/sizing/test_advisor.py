@@ -119,9 +119,9 @@ def test_minilm_estimate_is_capped_by_the_measured_server_ceiling_and_costed(min
     per_request = 2 * (22_713_216 - (30522 + 512) * 384) * 256 + 4 * 6 * 256**2 * 384
     gpu_rps = 32 / max(32 * per_request / (65e12 * 0.5), 22_713_216 * 2 / (320e9 * 0.5))
     assert t4.throughput is not None
-    assert gpu_rps > 1636 and t4.throughput.requests_per_second == 1636.0
+    assert gpu_rps > 5252 and t4.throughput.requests_per_second == 5252.0
     assert t4.throughput.bound == "HTTP server" and t4.throughput.source == "estimate"
-    assert t4.tasks == 1 and t4.instances == 1  # 500 / (1636 x 0.7) = 0.44
+    assert t4.tasks == 1 and t4.instances == 1  # 500 / (5252 x 0.7) = 0.14
     assert t4.usd_per_million_requests["on_demand"] == pytest.approx(0.526 / (500 * 3600) * 1e6) == pytest.approx(0.29222, abs=1e-5)
 
 

@@ -49,7 +49,7 @@ def test_the_recommended_snippet_round_trips_through_the_apps_config_loader(caps
     capacity, model = recommendation["capacity"], recommendation["model"]
     assert capacity["instance_types"][0] == "g4dn.xlarge"  # the cheapest with a throughput
     assert set(capacity["instance_types"]) <= {"g4dn.xlarge", "g5.xlarge", "g6.xlarge"}  # one shape: 4 vCPU, 16 GiB, 1 GPU
-    assert model["scaling"]["requests_per_target_per_minute"] == int(1636 * 0.7 * 60)
+    assert model["scaling"]["requests_per_target_per_minute"] == int(5252 * 0.7 * 60)
     dev = scenario_environment("dev")
     dev["capacity"], dev["models"] = capacity, [model]
     config = load_environment("dev", dev)
@@ -265,12 +265,12 @@ def test_prod_environment_mix_is_read_with_the_librarys_loader(capsys, minilm, t
     env["capacity"].update(on_demand_base_capacity=1, on_demand_percentage_above_base=50)
     env.setdefault("monitoring", {})["spot_price_fraction"] = 0.3
     path = write_scenario_cdk_json(tmp_path, {"mixed": env})
-    data = run_json(capsys, *minilm_args(minilm, "--requests-per-second", "4000", "--environment", "mixed",
+    data = run_json(capsys, *minilm_args(minilm, "--requests-per-second", "13000", "--environment", "mixed",
                                          "--cdk-json", str(path)))
     assert data["purchase"] == {"region": "us-east-1", "on_demand_base": 1, "on_demand_percent": 50, "spot_fraction": 0.3,
                                 "prices": {}}
     t4 = next(e for e in data["instance_types"] if e["instance_type"] == "g4dn.xlarge")
-    n = t4["instances"]  # 4000 / (1636 x 0.7) = 3.49 -> 4
+    n = t4["instances"]  # 13000 / (5252 x 0.7) = 3.54 -> 4
     assert n == 4
     on_demand = 1 + 2  # the base, then half of the 3 above it rounded up
     assert t4["hourly_usd"]["mix"] == pytest.approx(on_demand * 0.526 + (n - on_demand) * 0.526 * 0.3)

@@ -35,7 +35,7 @@ from .workload import Assumptions, Purchase, Workload
 MAX_TASKS = 100  # ModelProps.max_tasks' upper bound
 MIN_FALLBACK_SPEED = 0.5  # a fallback type must sustain at least this fraction of the first type's throughput
 LLM_GROUP = "llm"
-# ECR mirrors, as staging names them (README "LLMs on 4-GPU instances"): vLLM at the version the preset is
+# ECR mirrors, as staging names them (docs/configuration.md, "LLMs on 4-GPU instances"): vLLM at the version the preset is
 # tested with, the fetcher and collector at the library's pinned public images' tags.
 VLLM_IMAGE = {"repository": "mirror/vllm-openai", "tag": "v0.32.0"}
 FETCHER_IMAGE = {"repository": "mirror/aws-cli", "tag": DEFAULT_FETCHER_IMAGE.rsplit(":", 1)[1]}
@@ -151,8 +151,8 @@ def recommend(advice: list[TypeAdvice], model: ModelShape, workload: Workload, p
         notes.append(f"gpus {best.gpus_per_task}: {per_task_gpus}, {per_instance} task{'s' if per_instance > 1 else ''} "
                      f"per {instance.name}")
         notes.append(f"vllm.image, fetcher_image and collector_image are ECR mirrors ({VLLM_IMAGE['repository']}:"
-                     f"{VLLM_IMAGE['tag']}, ...): mirror them into the environment's account first (README, "
-                     "'LLMs on 4-GPU instances')")
+                     f"{VLLM_IMAGE['tag']}, ...): mirror them into the environment's account first "
+                     "(docs/configuration.md, 'LLMs on 4-GPU instances (vLLM)')")
         if model.dtype in ("int8", "int4"):
             notes.append("quantised weights: vllm.dtype is auto and vLLM reads the quantisation from the checkpoint's config")
         notes.append(f"expected_load_seconds {LLM_EXPECTED_LOAD_SECONDS} is an assumption (copy, load and CUDA graph "

@@ -7,10 +7,12 @@ from dataclasses import dataclass, field
 from ..errors import ConfigError
 from .runtimes import RUNTIME_FACTORS
 
-# Measured, not assumed: our server's ceiling with a null model (the HTTP path alone), `make bench`
-# on the 2-core build machine, 2026-12-02 (README "Benchmarks"). One server process per task.
-SERVER_CEILING_RPS = 1636.0
-SERVER_CEILING_SOURCE = "our server with a null model, make bench 2026-12-02 on a 2-core build machine (README)"
+# Measured, not assumed: our server's ceiling with a null model (the HTTP path alone) and one HTTP worker, the full
+# `make bench` of 2026-12-05 on the 2-core build machine (bench/README.md, "Latest results"). One HTTP worker per
+# task, though a task with more vCPUs runs more (2 workers: 1.71 x in the same run).
+SERVER_CEILING_RPS = 5252.0
+SERVER_CEILING_SOURCE = ("our server with a null model and one HTTP worker, make bench 2026-12-05 on a 2-core build "
+                         "machine (bench/README.md)")
 
 
 @dataclass(frozen=True)
