@@ -6,6 +6,7 @@ longer accepts must fail here, not in the team's `cdk synth`."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from gpu_inference_constructs.errors import ConfigError
-from stacks.config import load_environment
+from stacks.config import EnvironmentConfig, load_environment
 from tests.scenarios import scenario_environment
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,18 +56,28 @@ def merge(into: dict, fragment: dict) -> None:
             into[key] = value
 
 
-def as_environments(fragment: object) -> list[tuple[str, dict]]:
+# The JSON blocks that are not cdk.json, by page: what else the docs show as JSON.
+NOT_CDK_JSON = {
+    "docs/scaling-and-alarms.md": "an ECS deployment event, as EventBridge delivers it",
+    "docs/security.md": "the API-key secret's value",
+}
+ENVIRONMENT_KEYS = {field.name for field in dataclasses.fields(EnvironmentConfig)} - {"name"}
+
+
+def as_environments(where: str, fragment: object) -> list[tuple[str, dict]]:
     """The environments the fragment may configure, each merged into the tests' copy of it: the one it names, or else
     each of them (a fragment is written for an environment like one of ours, not for all: a capacity group for
-    staging's LLM, a model beside prod's schedules); none for JSON that is not cdk.json (an event, a secret's value)."""
-    if not isinstance(fragment, dict) or "context" in fragment:  # a whole cdk.json: test_readme_examples loads it
+    staging's LLM, a model beside prod's schedules); none for a page's JSON that is not cdk.json (NOT_CDK_JSON) and
+    for a whole cdk.json (test_readme_examples loads README.md's)."""
+    if where.split(":")[0] in NOT_CDK_JSON or (isinstance(fragment, dict) and "context" in fragment):
         return []
+    assert isinstance(fragment, dict), f"{where}: a JSON block that is neither cdk.json nor in NOT_CDK_JSON"
     if set(fragment) & set(ENVIRONMENT_NAMES):
         (name,) = fragment
         return [(name, _merged(name, fragment[name]))]
-    is_model = "name" in fragment and "version" in fragment
-    if not is_model and not set(fragment) <= set(scenario_environment("staging")) | {"capacity_groups", "cache"}:
-        return []
+    # A model, or an environment's keys: a misspelt one is left in, for the loader to name.
+    is_model = "name" in fragment
+    assert is_model or set(fragment) & ENVIRONMENT_KEYS, f"{where}: no key of an environment or a model: {list(fragment)}"
     return [(name, _merged(name, {"models": [fragment]} if is_model else fragment)) for name in ENVIRONMENT_NAMES]
 
 
@@ -96,27 +107,29 @@ def test_each_json_block_of_the_docs_is_json(where, text):
     parse(text)
 
 
-CONFIG_BLOCKS = [(where, text) for where, text in BLOCKS if as_environments(parse(text))]
+CONFIG_BLOCKS = [(where, text) for where, text in BLOCKS if as_environments(where, parse(text))]
 
 
 def test_the_docs_config_fragments_are_found():
-    """The pages' cdk.json fragments: a new one is tested without being listed, a lost one fails here."""
+    """The pages' cdk.json fragments, counted: one lost (or no longer recognised as cdk.json) fails here."""
     pages = sorted({where.split(":")[0] for where, _ in CONFIG_BLOCKS})
     assert pages == ["docs/configuration.md", "docs/server.md", "docs/sizing.md"], pages
-    assert len(CONFIG_BLOCKS) >= 5, [where for where, _ in CONFIG_BLOCKS]
+    assert len(CONFIG_BLOCKS) == 5, [where for where, _ in CONFIG_BLOCKS]
 
 
 @pytest.mark.parametrize(("where", "text"), CONFIG_BLOCKS, ids=[where for where, _ in CONFIG_BLOCKS])
 def test_each_cdk_json_fragment_of_the_docs_loads_as_synth_loads_it(where, text):
-    loads_somewhere(as_environments(parse(text)))
+    loads_somewhere(as_environments(where, parse(text)))
 
 
 @pytest.mark.parametrize(("fragment", "error"), [
     ('"capacity": {"instance_type": ["g5.xlarge"]}', "instance_type: unknown key"),
+    ('"capcity": {"instance_types": ["g5.xlarge"]}, "capacity": {"min_capacity": 0}', "capcity: unknown key"),
     ('{"name": "ranker", "version": "1", "max_batch_size": 0}', "max_batch_size"),
     ('"prod": {"models": [{"name": "minilm", "shared_cache": {"ttl_seconds": -1}}]}', "ttl_seconds"),
 ])
 def test_a_fragment_the_loader_refuses_fails_naming_the_key(fragment, error):
-    """The twins: a misspelt key, a bad value in a new model, a bad value merged into an existing model."""
+    """The twins: a misspelt key, a misspelt environment key, a bad value in a new model, a bad value merged into an
+    existing model."""
     with pytest.raises(AssertionError, match=error):
-        loads_somewhere(as_environments(parse(fragment)))
+        loads_somewhere(as_environments("docs/planted.md:1", parse(fragment)))

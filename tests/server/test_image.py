@@ -58,17 +58,27 @@ def resolutions(tmp_path_factory) -> dict[str, Resolution]:
     (about 12 s each, one after the other)."""
     root = tmp_path_factory.mktemp("resolutions")
     torch = f"torch=={dockerfile_arg('BASE_TORCH')}"
-    started = {
-        "requirements": _resolve(torch, workdir=root / "requirements"),
-        "conflict": _resolve(torch, "torch<2", workdir=root / "conflict"),
-        "lock": _resolve("--require-hashes", workdir=root / "lock", file=IMAGE / "requirements.lock"),
-        "lock without six": _resolve("--require-hashes", workdir=root / "six", file=_lock_without_six(root)),
+    without_six = _lock_without_six(root)
+    runs = {
+        "requirements": ((torch,), IMAGE / "requirements.txt"),
+        "conflict": ((torch, "torch<2"), IMAGE / "requirements.txt"),
+        "lock": (("--require-hashes",), IMAGE / "requirements.lock"),
+        "lock without six": (("--require-hashes",), without_six),
     }
-    done = {}
-    for name, (process, report) in started.items():
-        stdout, stderr = process.communicate(timeout=300)
-        done[name] = Resolution(process.returncode, stdout, stderr, report)
-    return done
+    started: dict[str, tuple[subprocess.Popen, Path]] = {}
+    try:
+        for index, (name, (requirements, file)) in enumerate(runs.items()):
+            started[name] = _resolve(*requirements, workdir=root / str(index), file=file)
+        done = {}
+        for name, (process, report) in started.items():
+            stdout, stderr = process.communicate(timeout=300)
+            done[name] = Resolution(process.returncode, stdout, stderr, report)
+        return done
+    finally:
+        for process, _ in started.values():
+            if process.poll() is None:
+                process.kill()
+                process.wait()
 
 
 def test_the_base_image_tag_and_its_pinned_torch_agree():
