@@ -509,18 +509,18 @@ def test_traffic_of_a_shape_not_yet_compiled_runs_eagerly_behind_at_most_one_com
 
 def test_while_a_shape_compiles_the_workers_admission_counts_the_model_busy_for_the_last_compiles_time(batchers):
     times = BatchTimes([0] * SLOTS, clock_ns=lambda: 10**12)  # a frozen clock: the full estimate stays
-    handler = CompilingHandler(compile_s=0.5)
-    handler.hold_shape = (1, 32)  # the second to compile, after (1, 16) took 0.5 s
+    handler = CompilingHandler(compile_s=0.2)  # every shape sleeps this long to compile: 12 of them
+    handler.hold_shape = (1, 32)  # the second to compile, after (1, 16) took 0.2 s
     handler.compile_gate.clear()
     announced = threading.Event()
     batchers(handler, max_batch_size=8, max_sequence_length=64, pad_batches=True, batch_times=times,
              on_all_warm=announced.set)
     assert handler.compile_entered.wait(RESULT_TIMEOUT)
     assert times.compiling_s() is not None and times.running == 0
-    assert times.estimate_s(0, 1, 16) >= 0.5  # the last compile's time, then its own batch
+    assert times.estimate_s(0, 1, 16) >= 0.2  # the last compile's time, then its own batch
     handler.compile_gate.set()
     assert announced.wait(RESULT_TIMEOUT)
-    assert times.compiling_s() is None and times.estimate_s(0, 1, 16) < 0.5  # every shape compiled: idle
+    assert times.compiling_s() is None and times.estimate_s(0, 1, 16) < 0.2  # every shape compiled: idle
 
 
 def test_warmup_all_compiles_every_shape_before_ready(batchers):
@@ -537,14 +537,14 @@ def test_a_shape_that_fails_to_compile_keeps_serving_eagerly(batchers, caplog, w
     caplog.set_level(logging.INFO, logger="inference_server.batcher")
     announced: list[int] = []
     seeds = SeedLog([0] * SLOTS)
-    handler = CompilingHandler(fail_shape=(2, 16), fail_run=fail_run, compile_s=0.3)
+    handler = CompilingHandler(fail_shape=(2, 16), fail_run=fail_run, compile_s=0.1)
     batcher, _ = batchers(handler, max_batch_size=8, max_sequence_length=64, pad_batches=True, warmup=warmup,
                           batch_times=seeds, on_all_warm=lambda: announced.append(handler.compiled.compiled_shapes))
     wait_for(lambda: announced)
     assert announced == [len(EVERY_SHAPE) - 1] and batcher.warm_failures == 1
     assert "a shape failed to compile; it runs eagerly" in caplog.text
     assert (2, 16) not in seeds.seeded
-    assert 0 < seeds.seeded[(4, 16)] < 0.3  # the last run's time, not the compile's
+    assert 0 < seeds.seeded[(4, 16)] < 0.1  # the last run's time, not the compile's
     result = batcher.submit(["a", "b"], time.monotonic() + FAR).result(RESULT_TIMEOUT)
     assert [p["echo"] for p in preds(result)] == ["a", "b"]
     assert handler.sides(warmup=False) == [("eager", 2, 16)]
