@@ -35,7 +35,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import IntEnum, StrEnum
-from typing import Any, TypedDict
+from typing import Any, NamedTuple, TypedDict
 
 import numpy as np
 import orjson
@@ -110,9 +110,8 @@ class JobResult:
     inference_s: float
 
 
-@dataclass(frozen=True, slots=True)
-class Job:
-    """One request's inputs on their way to the batcher."""
+class Job(NamedTuple):
+    """One request's inputs on their way to the batcher (a tuple: made for every request on both sides)."""
 
     job_id: int
     deadline: float
@@ -134,13 +133,13 @@ class ArtifactMessage(TypedDict):
 def submit_message(jobs: Sequence[Job]) -> tuple[dict[str, Any], list[np.ndarray]]:
     """The submit header and its arrays, in the order read_submit reads them."""
     rows, arrays = [], []
-    for job in jobs:
+    for job_id, deadline, bypass, items in jobs:
         item_rows = []
-        for item in job.items:
+        for item in items:
             names = list(item.data)
             item_rows.append([item.length, names])
             arrays.extend(np.asarray(item.data[name]) for name in names)
-        rows.append([job.job_id, job.deadline, job.bypass_queue_limit, item_rows])
+        rows.append([job_id, deadline, bypass, item_rows])
     return {"t": Message.SUBMIT, "jobs": rows}, arrays
 
 

@@ -87,14 +87,14 @@ class WorkerLink:
 
     def _submit(self, jobs: list[Job]) -> None:
         batcher = self.runner.batcher
-        for job in jobs:
+        for job_id, deadline, bypass, items in jobs:
             try:
-                future = batcher.submit(job.items, job.deadline, bypass_queue_limit=job.bypass_queue_limit)
+                future = batcher.submit(items, deadline, bypass_queue_limit=bypass)
             except (QueueFull, ModelUnavailable) as exc:
-                self._add(*result_row(job.job_id, exc))
+                self._add(*result_row(job_id, exc))
                 continue
-            self._futures[job.job_id] = future
-            future.add_done_callback(lambda f, job_id=job.job_id: self._done(job_id, f))
+            self._futures[job_id] = future
+            future.add_done_callback(lambda f, job_id=job_id: self._done(job_id, f))
 
     def _done(self, job_id: int, future: Future) -> None:
         self._futures.pop(job_id, None)
