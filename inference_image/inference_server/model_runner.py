@@ -59,12 +59,11 @@ class WorkerLink:
     def start(self) -> None:
         self._thread.start()
 
-    def send(self, header: Mapping[str, Any]) -> None:
-        """An announcement (kept and sent to every link): a copy, since sending may add the payload's place to it."""
+    def send(self, header: dict[str, Any]) -> None:
         if self.closed:
             return
         try:
-            self.channel.send(dict(header))
+            self.channel.send(header)
         except OSError:
             self.closed = True
 
@@ -147,7 +146,7 @@ class ModelRunner:
         self.on_exit = on_exit
         self.links: list[WorkerLink] = []
         self._links_lock = threading.Lock()
-        self.announcements: list[Mapping[str, Any]] = []  # what the model directory is; that the model is ready
+        self.announcements: list[dict[str, Any]] = []  # what the model directory is; that the model is ready
         self.batch_sizes = IntervalStats()
         self.exit_code = 0
         self._stop = threading.Event()
@@ -288,8 +287,9 @@ class ModelRunner:
             return
         threading.Thread(target=save, name="compile-cache", daemon=True).start()  # off the inference thread
 
-    def _announce(self, message: Mapping[str, Any]) -> None:
+    def _announce(self, announcement: Mapping[str, Any]) -> None:
         """Send to every link, and to each link that connects later."""
+        message = dict(announcement)  # a header Channel.send takes (an ArtifactMessage is a TypedDict)
         with self._links_lock:
             self.announcements.append(message)
             links = list(self.links)

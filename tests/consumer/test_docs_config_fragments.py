@@ -15,14 +15,14 @@ import pytest
 
 from gpu_inference_constructs.errors import ConfigError
 from stacks.config import EnvironmentConfig, load_environment
-from tests.scenarios import scenario_environment
+from tests.scenarios import scenario_environment, scenario_environments
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", ROOT / "constructs" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 BLOCK = re.compile(r"^```json\n(.*?)^```", re.S | re.M)
 # An elided part of a list (`[ ...,`): the entries the environment has already.
 ELIDED = re.compile(r"\[\s*\.\.\.\s*,")
-ENVIRONMENT_NAMES = ("dev", "staging", "prod")
+ENVIRONMENT_NAMES = tuple(scenario_environments())  # dev, staging, prod
 
 
 def json_blocks() -> list[tuple[str, str]]:
