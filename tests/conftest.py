@@ -26,34 +26,38 @@ VALIDATION_REPORT = "validation-report.json"
 # The files that take a minute or more of one worker (pytest --durations on 2 cores), first: make test's parallel run
 # hands out files in collection order, and one of these started last leaves the other worker idle until it ends.
 LONGEST_FIRST = (
-    "tests/test_lint.py",  # pyright over the repository
     "tests/e2e/test_task_definition_runs_the_server.py",
-    "tests/infra/test_many_models.py",
     "tests/app/test_checks.py",  # cfn-lint and checkov
     "tests/server/test_workers.py",
-    "tests/server/test_image.py",
 )
 
 
-# make test's timing run collects only the test files that contain this text (Makefile: TIMING_FILES), not all
-# 1,600 tests to select 7 (8 s of collection); a timing test in a file without it would never run, so collecting
-# one fails the session (timing_tests_hidden_from_the_timing_run).
-TIMING_MARK_TEXT = "pytest.mark.timing"
+# make test's timing and background runs collect only the test files that contain their marker's text (Makefile:
+# TIMING_FILES, BACKGROUND_FILES), not all 1,600 tests to select a few (8 s of collection); a marked test in a file
+# without the text would never run, so collecting one fails the session (tests_hidden_from_their_run).
+LANE_MARKERS = ("timing", "background")
 
 
-def timing_tests_hidden_from_the_timing_run(items) -> list[str]:
-    """The files of ``items`` with a test marked `timing` that do not contain TIMING_MARK_TEXT."""
-    files = {Path(item.path) for item in items if item.get_closest_marker("timing")}
-    return sorted(os.path.relpath(path, ROOT) for path in files if TIMING_MARK_TEXT not in path.read_text())
+def mark_text(marker: str) -> str:
+    return f"pytest.mark.{marker}"
 
 
-@pytest.hookimpl(tryfirst=True)  # before `-m` deselects the timing tests from the parallel run
+def tests_hidden_from_their_run(items) -> list[str]:
+    """``marker: file`` for each file of ``items`` with a test marked one of LANE_MARKERS that lacks its text."""
+    hidden = set()
+    for item in items:
+        for marker in LANE_MARKERS:
+            if item.get_closest_marker(marker) and mark_text(marker) not in Path(item.path).read_text():
+                hidden.add(f"{os.path.relpath(item.path, ROOT)} marks tests `{marker}` without the text {mark_text(marker)!r}")
+    return sorted(hidden)
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects the marked tests from the parallel run
 def pytest_collection_modifyitems(items):
-    hidden = timing_tests_hidden_from_the_timing_run(items)
+    hidden = tests_hidden_from_their_run(items)
     if hidden:
-        raise pytest.UsageError(f"{', '.join(hidden)} mark tests `timing` without the text {TIMING_MARK_TEXT!r}, "
-                                f"so make test's timing run (TIMING_FILES) never collects them: write the marker "
-                                f"as @{TIMING_MARK_TEXT} or in pytestmark")
+        raise pytest.UsageError(f"{'; '.join(hidden)}, so make test's run for it never collects them: write the "
+                                f"marker as @pytest.mark.<name> or in pytestmark")
     rank = {path: index for index, path in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(os.path.relpath(item.path, ROOT), len(rank)))
 

@@ -41,7 +41,9 @@ def test_the_repository_is_ruff_clean():
     assert (code, found) == (0, set()), f"ruff finds {sorted(found)}: run `.venv/bin/ruff check --fix .`, then fix the rest"
 
 
-@pytest.mark.slow  # about 50 s of a core: make test-fast leaves it to make lint and make test
+# About 50 s of a core: make test runs it in its background run, make test-fast leaves it to make lint.
+@pytest.mark.slow
+@pytest.mark.background
 def test_the_repository_is_pyright_clean():
     code, rules = pyright(ROOT)
     assert (code, rules) == (0, []), (

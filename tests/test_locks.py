@@ -136,3 +136,19 @@ def test_a_dockerfile_that_installs_without_the_lock_or_its_hashes_is_found(tmp_
     dockerfile.write_text(text.replace(planted[0], planted[1]))
     problems = dockerfile_problems(dockerfile)
     assert len(problems) == 1 and missing in problems[0], problems
+
+
+def app_lock_problems(app_lock: Path, dev_lock: Path) -> list[str]:
+    """`make setup-dev` installs only the dev lock and stands for the app's set-up too (Makefile: DEV_PACKAGES)."""
+    dev = locked(dev_lock)
+    return [f"{name}=={version} is in {app_lock.name} but {dev_lock.name} has "
+            f"{dev[name][0] if name in dev else 'nothing'}: run `make lock`"
+            for name, (version, _) in locked(app_lock).items() if dev.get(name, ("",))[0] != version]
+
+
+def test_the_dev_lock_holds_the_app_lock_at_the_same_versions(tmp_path):
+    assert app_lock_problems(ROOT / "requirements.lock", ROOT / "requirements-dev.lock") == []
+    dev_lock = tmp_path / "requirements-dev.lock"
+    dev_lock.write_text((ROOT / "requirements-dev.lock").read_text().replace("\ncdk-nag==", "\ncdk-nag==9.", 1))
+    (problem,) = app_lock_problems(ROOT / "requirements.lock", dev_lock)
+    assert problem.startswith("cdk-nag==") and "requirements-dev.lock has 9." in problem

@@ -16,6 +16,9 @@ from stacks.stage import InferenceStage
 from tests.conftest import scenario_context
 from tests.infra.many_models import MODELS_PER_LOAD_BALANCER, ROOT, many_model_environment, measure
 
+# About 40 s of a core, asserting no time: make test runs this module in its background run.
+pytestmark = pytest.mark.background
+
 MODELS = 200
 # CloudFormation quotas: resources, outputs and parameters per stack; template body uploaded through S3.
 MAX_RESOURCES, MAX_OUTPUTS, MAX_PARAMETERS, MAX_TEMPLATE_BYTES = 500, 200, 200, 1_000_000
