@@ -33,8 +33,8 @@ $(PY):
 
 # Installs come from the locks (every package pinned, with its hashes; `make lock` writes them from the
 # requirements*.txt beside them), then our two packages in editable mode, all with uv (pinned, with its hashes, in the
-# dev lock; the base Python's pip bootstraps it): on a fresh 2-core machine uv installs the app's lock in seconds where pip took about
-# half a minute, the dev and checkov locks likewise. torch is the one package outside the locks: its CPU build is a
+# dev lock): on a fresh 2-core machine uv installs the app's lock in seconds where pip took about half a minute, the
+# dev and checkov locks likewise. torch is the one package outside the locks: its CPU build is a
 # local file on our machines (see TORCH below), whose hash is not PyPI's; so the dev lock installs with --no-deps
 # (it pins every other package, and `uv pip check` proves the set complete). aws-cdk.cloud-assembly-schema and
 # aws-cdk-lib both write aws_cdk/cloud_assembly_schema/__init__.py, and aws-cdk-lib's must be the one left
@@ -188,12 +188,12 @@ TIMING_FILES = $(call marked_files,timing)
 BACKGROUND_FILES = $(call marked_files,background)
 
 test: setup-dev
-	@log=$$(mktemp); trap 'kill $$background 2>/dev/null; rm -f "$$log"' EXIT; \
+	@log=$$(mktemp); background=; trap 'test -z "$$background" || kill $$background 2>/dev/null; rm -f "$$log"' EXIT; \
 	echo "background run, at idle CPU priority: $(BACKGROUND_FILES)"; \
 	$(IDLE_PRIORITY) $(PYTEST) -m "background and not vllm_cpu" $(BACKGROUND_FILES) > "$$log" 2>&1 & background=$$!; \
 	$(PYTEST) $(PARALLEL) -m "not timing and not background and not vllm_cpu" \
 		&& $(PYTEST) -m "timing and not vllm_cpu" $(TIMING_FILES); suite=$$?; \
-	wait $$background; lane=$$?; echo "background run:"; cat "$$log"; exit $$(( suite || lane ))
+	wait $$background; lane=$$?; background=; echo "background run:"; cat "$$log"; exit $$(( suite || lane ))
 
 # The inner loop: no pyright, no process-starting or model-loading tests (the `slow` marker).
 test-fast: setup-dev
