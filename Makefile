@@ -26,8 +26,8 @@ BACKPORTS_LIST := /etc/apt/sources.list.d/bookworm-backports.list
 
 .PHONY: setup setup-dev setup-steps setup-dev-steps synth lint lock test test-fast e2e-vllm bench bench-short bench-cache bench-runtimes bench-weights update-snapshots clean
 
-# The virtualenv has no pip of its own (ensurepip and an upgrade took about 6 s of a fresh set-up): the pip of the
-# Python it was made from bootstraps uv into it, and the dev lock pins the pip the tests run.
+# The virtualenv is made without pip (ensurepip and an upgrade took about 6 s of a fresh set-up); the dev lock pins the
+# pip the tests run.
 $(PY):
 	$(PYTHON) -m venv --without-pip $(VENV)
 
@@ -57,15 +57,19 @@ REINSTALL_CDK = $(UV_PIP) $(PY) --reinstall --no-deps $(HASHED) -r <($(call lock
 WARM_APP := 'import cdk_nag, stacks.stage'
 WARM_SERVER := 'import inference_server.server, inference_server.model_runner; from transformers import AutoConfig, AutoModel, AutoModelForSequenceClassification, AutoTokenizer'
 
+# pip bootstraps uv: the base Python's where it can install into another interpreter (pip 22.3 or newer), else the
+# virtualenv's own from ensurepip.
 $(UV): requirements-dev.lock | $(PY)
 	$(call lock_entry,uv,requirements-dev.lock) > $(VENV)/uv.lock
-	$$($(PY) -c 'import sys; print(sys._base_executable)') -m pip --python $(PY) install --quiet --no-deps $(HASHED) \
-		-r $(VENV)/uv.lock
+	base=$$($(PY) -c 'import sys; print(sys._base_executable)'); \
+	if "$$base" -m pip --python $(PY) --version >/dev/null 2>&1; then pip="$$base -m pip --python $(PY)"; \
+	else $(PY) -m ensurepip --default-pip >/dev/null && pip="$(PY) -m pip"; fi; \
+	$$pip install --quiet --no-deps $(HASHED) -r $(VENV)/uv.lock
 	$(UV) --version && touch $@
 
 # The installs also depend on this Makefile: a changed install flag (--compile-bytecode was one) must reach a
 # virtualenv made before it, or it goes on without (make synth took 14 s instead of 10).
-# Their bytecode warm-ups import aws_cdk, which starts jsii's Node.js: after npm ci, never beside it.
+# The app's bytecode warm-up imports aws_cdk, which starts jsii's Node.js: after npm ci, never beside it.
 $(APP_STAMP): $(UV) requirements.lock constructs/pyproject.toml Makefile | $(NODE_STAMP)
 	$(UV_PIP) $(PY) $(HASHED) -r requirements.lock
 	$(REINSTALL_CDK)
@@ -86,7 +90,7 @@ $(DEV_PACKAGES): $(UV) requirements.lock requirements-dev.lock constructs/pyproj
 	touch $@
 
 $(DEV_STAMP): $(DEV_PACKAGES) | $(NODE_STAMP)
-	$(WARM_BYTECODE) $(WARM_APP) & app=$$!; $(WARM_BYTECODE) $(WARM_SERVER) && wait $$app
+	$(WARM_BYTECODE) $(WARM_APP) & app=$$!; $(WARM_BYTECODE) $(WARM_SERVER); server=$$?; wait $$app && exit $$server
 	touch $(APP_STAMP) $@
 
 # checkov in its own virtualenv: its pinned dependencies clash with the app's.
@@ -163,15 +167,17 @@ lint: setup-dev
 	pyright
 	hadolint --failure-threshold style inference_image/Dockerfile
 
-# make test runs the suite in three lanes (docs/testing.md, "How make test runs"):
+# make test runs the suite in three runs (docs/testing.md, "How make test runs"):
 # - the parallel run: every test but the `timing` and `background` ones, a worker per core, each file on one worker (a
 #   module's synthesized app is shared);
 # - then the timing run: the tests that assert latencies, deadlines or throughput ratios, alone in the foreground;
-# - beside both, from the start, the background run: tests that take a core for a minute and assert no time (pyright
-#   over the repository, the 200-model synthesis), at the idle CPU priority (SCHED_IDLE): the kernel gives them only a
-#   core no other test wants, and takes it back the moment one does. The runs above leave that much idle (process
-#   starts, waits, the timing run's one client): run in the parallel run, these two held one of its workers 90 s.
-# Its log is shown when it ends; make test fails if any run fails.
+# - beside both, from the start, the background run: tests that take a core for a minute and neither assert a time nor
+#   set a deadline (pyright over the repository, the 200-model synthesis), at the idle CPU priority (SCHED_IDLE): the
+#   kernel gives them only a core no other test wants, and takes it back the moment one does. The runs above leave that
+#   much idle (process starts, waits, the timing run's one client); in the parallel run, these held a worker 90 s.
+# The background run's log is shown at the end (it keeps no pytest cache: two sessions would overwrite each other's
+# last-failed list). make test fails if any run fails. Each run has a process group of its own, and on Ctrl-C or
+# SIGTERM the recipe ends every group still running.
 PYTEST_WORKERS ?= auto
 PARALLEL := -n $(PYTEST_WORKERS) --dist loadfile
 # pytest rewrites the asserts of every test module and of every module of its plugins' packages (hypothesis and
@@ -180,6 +186,8 @@ PARALLEL := -n $(PYTEST_WORKERS) --dist loadfile
 # outside the image's build context by its .dockerignore).
 PYTEST := $(BYTECODE_ON) $(PY) -m pytest
 IDLE_PRIORITY := chrt --idle 0
+# A shell starts a command in the background with Ctrl-C's signals ignored, and its processes would inherit that.
+AS_IN_A_TERMINAL := env --default-signal=INT,QUIT
 
 # The timing and background runs collect only the files that hold their marker's text (collecting every file to
 # select 7 tests took 8 s); tests/conftest.py fails a run that collects a marked test from a file without it.
@@ -188,11 +196,15 @@ TIMING_FILES = $(call marked_files,timing)
 BACKGROUND_FILES = $(call marked_files,background)
 
 test: setup-dev
-	@log=$$(mktemp); background=; trap 'test -z "$$background" || kill $$background 2>/dev/null; rm -f "$$log"' EXIT; \
+	@log=$$(mktemp); background=; current=; trap 'exit 130' INT; trap 'exit 143' TERM; \
+	trap 'for group in $$current $$background; do kill -- -$$group 2>/dev/null; done; rm -f "$$log"' EXIT; \
+	run() { setsid $(AS_IN_A_TERMINAL) "$$@" & current=$$!; \
+		wait $$current; local status=$$?; current=; return $$status; }; \
 	echo "background run, at idle CPU priority: $(BACKGROUND_FILES)"; \
-	$(IDLE_PRIORITY) $(PYTEST) -m "background and not vllm_cpu" $(BACKGROUND_FILES) > "$$log" 2>&1 & background=$$!; \
-	$(PYTEST) $(PARALLEL) -m "not timing and not background and not vllm_cpu" \
-		&& $(PYTEST) -m "timing and not vllm_cpu" $(TIMING_FILES); suite=$$?; \
+	setsid $(AS_IN_A_TERMINAL) $(IDLE_PRIORITY) $(PYTEST) -p no:cacheprovider -m "background and not vllm_cpu" $(BACKGROUND_FILES) \
+		> "$$log" 2>&1 & background=$$!; \
+	run $(PYTEST) $(PARALLEL) -m "not timing and not background and not vllm_cpu" \
+		&& run $(PYTEST) -m "timing and not vllm_cpu" $(TIMING_FILES); suite=$$?; \
 	wait $$background; lane=$$?; background=; echo "background run:"; cat "$$log"; exit $$(( suite || lane ))
 
 # The inner loop: no pyright, no process-starting or model-loading tests (the `slow` marker).

@@ -29,6 +29,7 @@ LONGEST_FIRST = (
     "tests/e2e/test_task_definition_runs_the_server.py",
     "tests/app/test_checks.py",  # cfn-lint and checkov
     "tests/server/test_workers.py",
+    "tests/server/test_image.py",
 )
 
 

@@ -1,12 +1,15 @@
 """make test's three runs (Makefile, docs/testing.md): the timing and background runs collect only the files the
 Makefile lists, a marked test anywhere else fails the collection instead of never running, the background run sits
-at the idle CPU priority, and make test fails when any run fails."""
+at the idle CPU priority and sets no deadline, make test fails when any run fails, and Ctrl-C ends every run."""
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -14,7 +17,7 @@ from tests.conftest import LANE_MARKERS, ROOT, mark_text
 
 # Files each run must hold: the bench smoke run asserts ratios; pyright and the 200 models take a core for a minute.
 KNOWN = {"timing": {"tests/bench/test_bench_smoke.py", "tests/server/test_admission_live.py"},
-         "background": {"tests/test_lint.py", "tests/infra/test_many_models.py", "tests/server/test_image.py"}}
+         "background": {"tests/test_lint.py", "tests/infra/test_many_models.py"}}
 
 
 def make_variable(name: str) -> str:
@@ -63,28 +66,91 @@ def test_the_background_run_gets_only_idle_cpu():
     assert scheduling_policy("nice -n 19") != os.SCHED_IDLE  # the check tells a merely lower priority apart
 
 
+def test_the_background_runs_tests_set_no_deadline():
+    """At the idle priority a test may wait for a core as long as the other runs keep every core busy: a timeout
+    there would fail a test that was only waiting."""
+    for path in make_variable("BACKGROUND_FILES").split():
+        assert "timeout" not in (ROOT / path).read_text(), f"{path} sets a timeout: keep it out of the background run"
+
+
+# Prints its arguments, its CPU scheduling policy and the signals it ignores, then fails when its arguments hold
+# $FAIL_RUN, or sleeps when they hold $SLEEP_RUN.
 FAKE_PYTEST = """#!/bin/sh
-echo "pytest $*"
+echo "pytest $* ($(chrt -p $$ | sed -n 's/.*policy: //p') ignoring $(awk '/^SigIgn/ {print $2}' /proc/$$/status))"
 case "$*" in *"$FAIL_RUN"*) exit 1;; esac
+case "$*" in *"$SLEEP_RUN"*) exec sleep 120;; esac
 """
+RUNS = {"parallel": "-m not timing and not background", "timing": "-m timing and", "background": "-m background and"}
 
 
-@pytest.mark.parametrize(("failing", "expected"), [
-    ("nothing fails", 0),
-    ("-m not timing and not background", 1),  # the parallel run
-    ("-m timing and", 1),
-    ("-m background and", 1),
-])
-def test_make_test_runs_each_run_and_fails_when_any_fails(tmp_path, failing, expected):
-    """The test recipe itself, with a stand-in pytest that fails the run named (set-up taken as done)."""
+def make_test(tmp_path, **environment: str) -> subprocess.Popen:
+    """The test recipe itself, with the stand-in pytest (set-up taken as done)."""
     fake = tmp_path / "pytest"
     fake.write_text(FAKE_PYTEST)
     fake.chmod(0o755)
-    done = subprocess.run(["make", "--no-print-directory", "-o", "setup-dev", "test", f"PYTEST={fake}"], cwd=ROOT,
-                          env={**os.environ, "FAIL_RUN": failing}, capture_output=True, text=True, timeout=60)
-    assert done.returncode == (2 if expected else 0), done.stdout + done.stderr  # make's own status for a failed recipe
-    ran = [line for line in done.stdout.splitlines() if line.startswith("pytest ")]
-    runs = {"parallel": "-m not timing and not background", "timing": "-m timing and", "background": "-m background and"}
-    expected_runs = {"parallel", "background"} | ({"timing"} if "not timing" not in failing else set())
-    assert {name for name, args in runs.items() if any(args in line for line in ran)} == expected_runs, ran
-    assert "background run:" in done.stdout  # its log, shown when it ends
+    return subprocess.Popen(["make", "--no-print-directory", "-o", "setup-dev", "test", f"PYTEST={fake}"], cwd=ROOT,
+                            env={**os.environ, "FAIL_RUN": "never", "SLEEP_RUN": "never", **environment},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as from a terminal
+
+
+def runs_started(output: str) -> dict[str, tuple[str, int]]:
+    """{run: (its scheduling policy, the mask of the signals it ignores)} for each run the output shows started."""
+    lines = [line for line in output.splitlines() if line.startswith("pytest ")]
+    started = {name: line.rsplit("(", 1)[1].rstrip(")").split(" ignoring ") for name, args in RUNS.items()
+               for line in lines if args in line}
+    return {name: (policy, int(mask, 16)) for name, (policy, mask) in started.items()}
+
+
+@pytest.mark.parametrize(("failing", "expected"), [("nothing", 0), *((run, 1) for run in RUNS)])
+def test_make_test_runs_each_run_and_fails_when_any_fails(tmp_path, failing, expected):
+    with make_test(tmp_path, FAIL_RUN=RUNS.get(failing, "never")) as done:
+        output, _ = done.communicate(timeout=60)
+    assert done.returncode == (2 if expected else 0), output  # make's own status for a failed recipe
+    started = runs_started(output)
+    assert started.keys() == {"parallel", "background"} | ({"timing"} if failing != "parallel" else set()), output
+    assert started["background"][0] == "SCHED_IDLE" and started["parallel"][0] == "SCHED_OTHER", started
+    # A shell starts a background command with SIGINT and SIGQUIT ignored: each run takes them as from a terminal.
+    ctrl_c = 1 << (signal.SIGINT - 1) | 1 << (signal.SIGQUIT - 1)
+    assert all(mask & ctrl_c == 0 for _, mask in started.values()), started
+    assert "background run:" in output  # its log, shown at the end
+
+
+def test_ctrl_c_ends_every_run(tmp_path):
+    with make_test(tmp_path, SLEEP_RUN="-m") as done:  # every run sleeps
+        deadline = time.monotonic() + 30
+        while len(sleepers(done.pid)) < 2 and time.monotonic() < deadline:  # the parallel and background runs
+            time.sleep(0.1)
+        started = sleepers(done.pid)
+        assert len(started) == 2
+        os.killpg(done.pid, signal.SIGINT)  # what a terminal sends make's process group
+        output, _ = done.communicate(timeout=30)
+    assert done.returncode != 0 and "timing" not in runs_started(output), output
+    deadline = time.monotonic() + 10
+    while any(pid_alive(pid) for pid in started) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(pid_alive(pid) for pid in started)
+
+
+def sleepers(make_pid: int) -> list[int]:
+    """The stand-in pytests' sleeps below make (each run has a session of its own)."""
+    found = subprocess.run(["pgrep", "-f", "^sleep 120$"], capture_output=True, text=True).stdout.split()
+    return [int(pid) for pid in found if descends_from(int(pid), make_pid)]
+
+
+def descends_from(pid: int, ancestor: int) -> bool:
+    while pid > 1:
+        if pid == ancestor:
+            return True
+        try:
+            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (FileNotFoundError, IndexError, ValueError):
+            return False
+    return False
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

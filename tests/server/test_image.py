@@ -13,10 +13,6 @@ from pathlib import Path
 
 import pytest
 
-# About 20 s of a core (pip resolving, importing every server module), asserting no time: make test runs this module
-# in its background run.
-pytestmark = pytest.mark.background
-
 IMAGE = Path(__file__).resolve().parents[2] / "inference_image"
 # The base image is Ubuntu 22.04 (glibc 2.35): wheels tagged manylinux up to 2.35 install there.
 PLATFORMS = ["manylinux2014_x86_64", *(f"manylinux_2_{minor}_x86_64" for minor in range(17, 36))]
