@@ -201,8 +201,8 @@ test: setup-dev
 	run() { setsid $(AS_IN_A_TERMINAL) "$$@" & current=$$!; \
 		wait $$current; local status=$$?; current=; return $$status; }; \
 	echo "background run, at idle CPU priority: $(BACKGROUND_FILES)"; \
-	setsid $(AS_IN_A_TERMINAL) $(IDLE_PRIORITY) $(PYTEST) -p no:cacheprovider -m "background and not vllm_cpu" $(BACKGROUND_FILES) \
-		> "$$log" 2>&1 & background=$$!; \
+	setsid $(AS_IN_A_TERMINAL) $(IDLE_PRIORITY) $(PYTEST) -p no:cacheprovider -m "background and not vllm_cpu" \
+		$(BACKGROUND_FILES) > "$$log" 2>&1 & background=$$!; \
 	run $(PYTEST) $(PARALLEL) -m "not timing and not background and not vllm_cpu" \
 		&& run $(PYTEST) -m "timing and not vllm_cpu" $(TIMING_FILES); suite=$$?; \
 	wait $$background; lane=$$?; background=; echo "background run:"; cat "$$log"; exit $$(( suite || lane ))

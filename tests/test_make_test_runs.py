@@ -46,7 +46,8 @@ def test_the_makefile_lists_every_test_file_that_holds_the_marker_text(marker):
 @pytest.mark.parametrize("marker", LANE_MARKERS)
 def test_a_marked_test_its_run_would_not_collect_fails_the_collection(tmp_path, marker):
     (tmp_path / "markers.py").write_text(f"import pytest\n\n{marker} = {mark_text(marker)}\n")  # a team's shared marker
-    (tmp_path / "test_hidden.py").write_text(f"from markers import {marker}\n\n\n@{marker}\ndef test_hidden():\n    pass\n")
+    hidden_test = f"from markers import {marker}\n\n\n@{marker}\ndef test_hidden():\n    pass\n"
+    (tmp_path / "test_hidden.py").write_text(hidden_test)
     (tmp_path / "test_marked.py").write_text(f"import pytest\n\n\n@{mark_text(marker)}\ndef test_marked():\n    pass\n")
     hidden = collect(tmp_path / "test_hidden.py")
     assert hidden.returncode != 0

@@ -69,11 +69,13 @@ def test_every_system_measured_with_sane_numbers(short_run):
     assert at_ready["worker-0"]["cpu_s"] < at_ready["model"]["cpu_s"] / 3, at_ready
     overload = {o["system"]: o for o in results["overload"]}
     assert set(overload) == {"ours", "litserve", "bare-asgi"}  # the bare app: the HTTP stack's floor
-    # Under overload, sheds (503) and no error. Goodput, and "no 5xx but 503", are targets of the full run: the short
-    # window (1 s) is shorter than the wait of a full queue (256 inputs at ~200/s), and an admitted request whose batch
-    # overran its plan ends 504 at its deadline, which a slower second of this shared machine brings (42 of 284 once,
-    # with the peer's goodput as low). tests/server/test_admission_live.py bounds those on a steady load.
-    assert set(overload["ours"]["statuses"]) <= {"200", "503", "504"} and overload["ours"]["statuses"].get("503")
+    # Under overload, sheds (503), and most of what was admitted answered. Goodput, and "no 5xx but 503", are targets
+    # of the full run: the short window (1 s) is shorter than the wait of a full queue (256 inputs at ~200/s), and an
+    # admitted request whose batch overran its plan ends 504 at its deadline, which a slower second of this shared
+    # machine brings (42 of 284 admitted once, the peer's goodput as low). test_admission_live bounds them tighter.
+    statuses = overload["ours"]["statuses"]
+    assert set(statuses) <= {"200", "503", "504"} and statuses.get("503"), statuses
+    assert statuses.get("504", 0) < statuses.get("200", 0), statuses
     assert overload["bare-asgi"]["statuses"] == {"200": overload["bare-asgi"]["requests"]}
     ours_runs = [r for r in results["runs"] if r["system"] in ("ours", "ours-2w")]
     assert all({"model", "worker-0", "generator"} <= set(r["cores_by_process"]) for r in ours_runs)
