@@ -61,10 +61,10 @@ WARM_SERVER := 'import inference_server.server, inference_server.model_runner; f
 # virtualenv's own from ensurepip.
 $(UV): requirements-dev.lock | $(PY)
 	$(call lock_entry,uv,requirements-dev.lock) > $(VENV)/uv.lock
-	base=$$($(PY) -c 'import sys; print(sys._base_executable)'); \
-	if "$$base" -m pip --python $(PY) --version >/dev/null 2>&1; then pip="$$base -m pip --python $(PY)"; \
-	else $(PY) -m ensurepip --default-pip >/dev/null && pip="$(PY) -m pip"; fi; \
-	$$pip install --quiet --no-deps $(HASHED) -r $(VENV)/uv.lock
+	base=$$($(PY) -c 'import sys; print(sys._base_executable)') || exit 1; \
+	if "$$base" -m pip --python $(PY) --version >/dev/null 2>&1; then pip=("$$base" -m pip --python $(PY)); \
+	else $(PY) -m ensurepip --default-pip >/dev/null || exit 1; pip=($(PY) -m pip); fi; \
+	"$${pip[@]}" install --quiet --no-deps $(HASHED) -r $(VENV)/uv.lock
 	$(UV) --version && touch $@
 
 # The installs also depend on this Makefile: a changed install flag (--compile-bytecode was one) must reach a
@@ -176,8 +176,10 @@ lint: setup-dev
 #   kernel gives them only a core no other test wants, and takes it back the moment one does. The runs above leave that
 #   much idle (process starts, waits, the timing run's one client); in the parallel run, these held a worker 90 s.
 # The background run's log is shown at the end (it keeps no pytest cache: two sessions would overwrite each other's
-# last-failed list). make test fails if any run fails. Each run has a process group of its own, and on Ctrl-C or
-# SIGTERM the recipe ends every group still running.
+# last-failed list). make test fails if any run fails. Each run has a process group of its own: on Ctrl-C, Ctrl-\ or
+# SIGTERM the recipe sends each group still running SIGINT, as a terminal's Ctrl-C would (pytest then tears its
+# fixtures down: the servers tests started), and kills what is left after 10 s. A SIGKILL to make or its process
+# group cannot be passed on: the runs then go on to their end.
 PYTEST_WORKERS ?= auto
 PARALLEL := -n $(PYTEST_WORKERS) --dist loadfile
 # pytest rewrites the asserts of every test module and of every module of its plugins' packages (hypothesis and
@@ -186,7 +188,7 @@ PARALLEL := -n $(PYTEST_WORKERS) --dist loadfile
 # outside the image's build context by its .dockerignore).
 PYTEST := $(BYTECODE_ON) $(PY) -m pytest
 IDLE_PRIORITY := chrt --idle 0
-# A shell starts a command in the background with Ctrl-C's signals ignored, and its processes would inherit that.
+# A shell starts a command in the background with SIGINT and SIGQUIT ignored, and its processes would inherit that.
 AS_IN_A_TERMINAL := env --default-signal=INT,QUIT
 
 # The timing and background runs collect only the files that hold their marker's text (collecting every file to
@@ -196,8 +198,12 @@ TIMING_FILES = $(call marked_files,timing)
 BACKGROUND_FILES = $(call marked_files,background)
 
 test: setup-dev
-	@log=$$(mktemp); background=; current=; trap 'exit 130' INT; trap 'exit 143' TERM; \
-	trap 'for group in $$current $$background; do kill -- -$$group 2>/dev/null; done; rm -f "$$log"' EXIT; \
+	@log=$$(mktemp); background=; current=; trap 'exit 130' INT; trap 'exit 131' QUIT; trap 'exit 143' TERM; \
+	stop() { for group; do kill -INT -- -$$group 2>/dev/null; done; \
+		for _ in $$(seq 100); do live=; for group; do kill -0 -- -$$group 2>/dev/null && live=1; done; \
+			test -z "$$live" && return; sleep 0.1; done; \
+		for group; do kill -KILL -- -$$group 2>/dev/null; done; }; \
+	trap 'trap "" INT QUIT TERM; stop $$current $$background; rm -f "$$log"' EXIT; \
 	run() { setsid $(AS_IN_A_TERMINAL) "$$@" & current=$$!; \
 		wait $$current; local status=$$?; current=; return $$status; }; \
 	echo "background run, at idle CPU priority: $(BACKGROUND_FILES)"; \

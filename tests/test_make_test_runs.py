@@ -1,6 +1,6 @@
 """make test's three runs (Makefile, docs/testing.md): the timing and background runs collect only the files the
 Makefile lists, a marked test anywhere else fails the collection instead of never running, the background run sits
-at the idle CPU priority and sets no deadline, make test fails when any run fails, and Ctrl-C ends every run."""
+at the idle CPU priority and sets no deadline, make test fails when any run fails, and stopping it ends every run."""
 
 from __future__ import annotations
 
@@ -75,24 +75,25 @@ def test_the_background_runs_tests_set_no_deadline():
 
 
 # Prints its arguments, its CPU scheduling policy and the signals it ignores, then fails when its arguments hold
-# $FAIL_RUN, or sleeps when they hold $SLEEP_RUN.
+# $FAIL_RUN, or sleeps when they hold one of $SLEEP_RUNS (|-separated).
 FAKE_PYTEST = """#!/bin/sh
 echo "pytest $* ($(chrt -p $$ | sed -n 's/.*policy: //p') ignoring $(awk '/^SigIgn/ {print $2}' /proc/$$/status))"
 case "$*" in *"$FAIL_RUN"*) exit 1;; esac
-case "$*" in *"$SLEEP_RUN"*) exec sleep 120;; esac
+args="$*"; IFS='|'
+for run in $SLEEP_RUNS; do case "$args" in *"$run"*) exec sleep 120;; esac; done
 """
 RUNS = {"parallel": "-m not timing and not background", "timing": "-m timing and", "background": "-m background and"}
 
 
 def make_test(tmp_path, **environment: str) -> subprocess.Popen:
-    """The test recipe itself, with the stand-in pytest (set-up taken as done)."""
+    """The test recipe itself, with the stand-in pytest (set-up taken as done), as started from a terminal."""
     fake = tmp_path / "pytest"
     fake.write_text(FAKE_PYTEST)
     fake.chmod(0o755)
     return subprocess.Popen(["make", "--no-print-directory", "-o", "setup-dev", "test", f"PYTEST={fake}"], cwd=ROOT,
-                            env={**os.environ, "FAIL_RUN": "never", "SLEEP_RUN": "never", **environment},
+                            env={**os.environ, "FAIL_RUN": "never", "SLEEP_RUNS": "never", **environment},
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # as from a terminal
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def runs_started(output: str) -> dict[str, tuple[str, int]]:
@@ -117,20 +118,38 @@ def test_make_test_runs_each_run_and_fails_when_any_fails(tmp_path, failing, exp
     assert "background run:" in output  # its log, shown at the end
 
 
-def test_ctrl_c_ends_every_run(tmp_path):
-    with make_test(tmp_path, SLEEP_RUN="-m") as done:  # every run sleeps
+@pytest.mark.parametrize("phase", ["parallel", "timing"])
+@pytest.mark.parametrize("stopped_by", ["ctrl-c", "sigterm-to-make"])
+def test_stopping_make_test_ends_every_run_at_once(tmp_path, phase, stopped_by):
+    """Ctrl-C reaches make's process group; a SIGTERM to make alone reaches the recipe's shell. Either way each run
+    still going gets SIGINT, as from a terminal, and ends within seconds (not at the 10 s SIGKILL that follows)."""
+    done = make_test(tmp_path, SLEEP_RUNS=f"{RUNS[phase]}|{RUNS['background']}")
+    started: list[int] = []
+    try:
         deadline = time.monotonic() + 30
-        while len(sleepers(done.pid)) < 2 and time.monotonic() < deadline:  # the parallel and background runs
+        while len(started) < 2 and time.monotonic() < deadline:
             time.sleep(0.1)
-        started = sleepers(done.pid)
-        assert len(started) == 2
-        os.killpg(done.pid, signal.SIGINT)  # what a terminal sends make's process group
+            started = sleepers(done.pid)
+        assert len(started) == 2, started
+        signalled = time.monotonic()
+        if stopped_by == "ctrl-c":
+            os.killpg(done.pid, signal.SIGINT)
+        else:
+            done.send_signal(signal.SIGTERM)
         output, _ = done.communicate(timeout=30)
-    assert done.returncode != 0 and "timing" not in runs_started(output), output
-    deadline = time.monotonic() + 10
-    while any(pid_alive(pid) for pid in started) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not any(pid_alive(pid) for pid in started)
+        assert time.monotonic() - signalled < 5, output
+        ended_by = time.monotonic() + 5
+        while any(pid_alive(pid) for pid in started) and time.monotonic() < ended_by:
+            time.sleep(0.1)
+        assert not any(pid_alive(pid) for pid in started), output
+        assert done.returncode != 0 and ("timing" in runs_started(output)) == (phase == "timing"), output
+    finally:
+        for group in [done.pid, *started]:
+            try:
+                os.killpg(group, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        done.wait(10)
 
 
 def sleepers(make_pid: int) -> list[int]:
