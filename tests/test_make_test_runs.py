@@ -85,12 +85,13 @@ for run in $SLEEP_RUNS; do case "$args" in *"$run"*) exec sleep 120;; esac; done
 RUNS = {"parallel": "-m not timing and not background", "timing": "-m timing and", "background": "-m background and"}
 
 
-def make_test(tmp_path, **environment: str) -> subprocess.Popen:
+def make_test(tmp_path, *variables: str, **environment: str) -> subprocess.Popen:
     """The test recipe itself, with the stand-in pytest (set-up taken as done), as started from a terminal."""
     fake = tmp_path / "pytest"
     fake.write_text(FAKE_PYTEST)
     fake.chmod(0o755)
-    return subprocess.Popen(["make", "--no-print-directory", "-o", "setup-dev", "test", f"PYTEST={fake}"], cwd=ROOT,
+    command = ["make", "--no-print-directory", "-o", "setup-dev", "test", f"PYTEST={fake}", *variables]
+    return subprocess.Popen(command, cwd=ROOT,
                             env={**os.environ, "FAIL_RUN": "never", "SLEEP_RUNS": "never", **environment},
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
@@ -123,7 +124,8 @@ def test_make_test_runs_each_run_and_fails_when_any_fails(tmp_path, failing, exp
 def test_stopping_make_test_ends_every_run_at_once(tmp_path, phase, stopped_by):
     """Ctrl-C reaches make's process group; a SIGTERM to make alone reaches the recipe's shell. Either way each run
     still going gets SIGINT, as from a terminal, and ends within seconds (not at the 10 s SIGKILL that follows)."""
-    done = make_test(tmp_path, SLEEP_RUNS=f"{RUNS[phase]}|{RUNS['background']}")
+    # At normal priority: inside make test's own parallel run, an idle-priority stand-in could wait seconds for a core.
+    done = make_test(tmp_path, "IDLE_PRIORITY=", SLEEP_RUNS=f"{RUNS[phase]}|{RUNS['background']}")
     started: list[int] = []
     try:
         deadline = time.monotonic() + 30
