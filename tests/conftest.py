@@ -45,12 +45,9 @@ def mark_text(marker: str) -> str:
 
 def tests_hidden_from_their_run(items) -> list[str]:
     """``marker: file`` for each file of ``items`` with a test marked one of LANE_MARKERS that lacks its text."""
-    hidden = set()
-    for item in items:
-        for marker in LANE_MARKERS:
-            if item.get_closest_marker(marker) and mark_text(marker) not in Path(item.path).read_text():
-                hidden.add(f"{os.path.relpath(item.path, ROOT)} marks tests `{marker}` without the text {mark_text(marker)!r}")
-    return sorted(hidden)
+    marked = {(Path(item.path), marker) for item in items for marker in LANE_MARKERS if item.get_closest_marker(marker)}
+    return sorted(f"{os.path.relpath(path, ROOT)} marks tests `{marker}` without the text {mark_text(marker)!r}"
+                  for path, marker in marked if mark_text(marker) not in path.read_text())
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects the marked tests from the parallel run
@@ -61,6 +58,12 @@ def pytest_collection_modifyitems(items):
                                 f"marker as @pytest.mark.<name> or in pytestmark")
     rank = {path: index for index, path in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(os.path.relpath(item.path, ROOT), len(rank)))
+
+
+def documentation_files(root: Path = ROOT) -> list[Path]:
+    """The project's markdown pages: the READMEs and docs/."""
+    names = ["README.md", "constructs/README.md", "bench/README.md", "inference_image/README.md"]
+    return [root / name for name in names] + sorted((root / "docs").glob("*.md"))
 
 
 def cdk_context() -> dict:

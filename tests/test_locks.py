@@ -43,11 +43,17 @@ def locked(lock: Path) -> dict[str, tuple[str, int]]:
     return found
 
 
+def version_problems(wanted: dict[str, str], source: str, lock: Path) -> list[str]:
+    """Each of ``wanted``'s pins (from ``source``) that ``lock`` holds at another version, or not at all."""
+    have = locked(lock)
+    return [f"{name}=={version} is pinned in {source} but {lock.name} has {have[name][0] if name in have else 'nothing'}: "
+            "run `make lock`" for name, version in wanted.items() if have.get(name, ("",))[0] != version]
+
+
 def lock_problems(requirements: Path, lock: Path) -> list[str]:
     have = locked(lock)
-    problems = [f"{name}=={version} is pinned in {requirements.name} but the lock has "
-                f"{have[name][0] if name in have else 'nothing'}: run `make lock`"
-                for name, version in pins(requirements).items() if name not in UNLOCKED and have.get(name, ("",))[0] != version]
+    wanted = {name: version for name, version in pins(requirements).items() if name not in UNLOCKED}
+    problems = version_problems(wanted, requirements.name, lock)
     problems += [f"{name} has no hash in {lock.name}" for name, (_, hashes) in have.items() if hashes == 0]
     problems += [f"{name} is in {lock.name}: it is installed beside the lock" for name in UNLOCKED & have.keys()]
     return problems
@@ -140,10 +146,7 @@ def test_a_dockerfile_that_installs_without_the_lock_or_its_hashes_is_found(tmp_
 
 def app_lock_problems(app_lock: Path, dev_lock: Path) -> list[str]:
     """`make setup-dev` installs only the dev lock and stands for the app's set-up too (Makefile: DEV_PACKAGES)."""
-    dev = locked(dev_lock)
-    return [f"{name}=={version} is in {app_lock.name} but {dev_lock.name} has "
-            f"{dev[name][0] if name in dev else 'nothing'}: run `make lock`"
-            for name, (version, _) in locked(app_lock).items() if dev.get(name, ("",))[0] != version]
+    return version_problems({name: version for name, (version, _) in locked(app_lock).items()}, app_lock.name, dev_lock)
 
 
 def test_the_dev_lock_holds_the_app_lock_at_the_same_versions(tmp_path):

@@ -6,10 +6,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.conftest import ROOT, documentation_files
+
 BLOCK = re.compile(r"<!-- bench-results:.*?-->\n(.*?)<!-- /bench-results -->", re.S)
-PAGES = [ROOT / "README.md", ROOT / "constructs" / "README.md", ROOT / "inference_image" / "README.md",
-         *sorted((ROOT / "docs").glob("*.md"))]
+PAGES = [page for page in documentation_files() if page != ROOT / "bench" / "README.md"]
 # The header rows of the block's two tables: the runs, and the targets with their figures.
 HEADERS = ("| MiniLM, same text |", "| target (issue 23) | figure | met |")
 
@@ -22,8 +22,8 @@ def table_rows(text: str) -> set[str]:
 
 def copied_rows(block: str, pages: list[Path], root: Path = ROOT) -> dict[str, list[str]]:
     rows = table_rows(block)
-    return {str(page.relative_to(root)): sorted(rows & table_rows(page.read_text())) for page in pages
-            if rows & table_rows(page.read_text())}
+    copied = {str(page.relative_to(root)): sorted(rows & table_rows(page.read_text())) for page in pages}
+    return {page: found for page, found in copied.items() if found}
 
 
 def test_the_latest_results_are_in_bench_readme_only():

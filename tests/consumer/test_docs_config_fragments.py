@@ -15,10 +15,11 @@ import pytest
 
 from gpu_inference_constructs.errors import ConfigError
 from stacks.config import EnvironmentConfig, load_environment
+from tests.conftest import documentation_files
 from tests.scenarios import scenario_environment, scenario_environments
 
 ROOT = Path(__file__).resolve().parents[2]
-PAGES = [ROOT / "README.md", ROOT / "constructs" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PAGES = documentation_files()
 BLOCK = re.compile(r"^```json\n(.*?)^```", re.S | re.M)
 # An elided part of a list (`[ ...,`): the entries the environment has already.
 ELIDED = re.compile(r"\[\s*\.\.\.\s*,")
@@ -60,6 +61,7 @@ def merge(into: dict, fragment: dict) -> None:
 NOT_CDK_JSON = {
     "docs/scaling-and-alarms.md": "an ECS deployment event, as EventBridge delivers it",
     "docs/security.md": "the API-key secret's value",
+    "inference_image/README.md": "a model's declaration (model.json) and its image preprocessing",
 }
 ENVIRONMENT_KEYS = {field.name for field in dataclasses.fields(EnvironmentConfig)} - {"name"}
 

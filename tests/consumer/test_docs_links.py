@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from urllib.parse import unquote
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, documentation_files
 
 FRONT_DOOR_MAX_LINES = 400
 
@@ -18,11 +18,6 @@ REFERENCE = re.compile(r"^\s{0,3}\[[^\]]+\]:\s*<?(\S+?)>?(?:\s+\"[^\"]*\")?\s*$"
 FENCE = re.compile(r"^\s{0,3}(```|~~~)")
 HEADING = re.compile(r"^\s{0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
 SCHEME = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*:")
-
-
-def documentation_files(root: Path = ROOT) -> list[Path]:
-    names = ["README.md", "constructs/README.md", "bench/README.md", "inference_image/README.md"]
-    return [root / name for name in names] + sorted((root / "docs").glob("*.md"))
 
 
 def prose_lines(text: str) -> Iterable[tuple[int, str]]:
