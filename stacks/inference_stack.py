@@ -111,8 +111,7 @@ class InferenceStack(cdk.Stack):
         """The environment's shared result cache, its alarms on the topic and its cost on the dashboard."""
         cache = ResultCache(self, "ResultCache", name=f"{config.name}-results", vpc=network.vpc,
                             subnets=network.private_subnets, topic=as_topic(self.notifications.topic), props=props)
-        users = [model.name for model in config.models if config.uses_cache(model)]
-        cache.add_connection_failure_alarm(self, config.name, users, as_topic(self.notifications.topic))
+        cache.add_connection_failure_alarm(self, config.name, as_topic(self.notifications.topic))
         self.monitoring.dashboard.add_widgets(cdk.aws_cloudwatch.GraphWidget(
             title="Result cache cost (USD an hour) and hit rate", left=[cache.metric_cost_per_hour()],
             right=[cache.metric("CacheHitRate", "Average")], width=24))

@@ -84,8 +84,8 @@ class ModelStack(cdk.Stack):
         if shared.result_cache is not None and config.uses_cache(model):
             bundled = config.server_config(model).bundled
             assert bundled is not None  # a model uses the cache only on the bundled server
-            shared.result_cache.attach(self, model.name, container=self.service.container, task_role=as_role(self.service.task_role),
-                                       security_group=self.service.security_group, props=bundled.shared_cache)
+            shared.result_cache.attach(container=self.service.container, task_role=as_role(self.service.task_role),
+                                       service=self.service.service, props=bundled.shared_cache)
         route, what = inference_route(model, config.server_config(model))
         cdk.CfnOutput(self, f"Url-{model.name}", value=f"{load_balancer.base_url}/{model.name}/{route}", description=f"{model.name} {what}")
 

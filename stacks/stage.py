@@ -20,7 +20,9 @@ class InferenceStage(cdk.Stage):
         env = cdk.Environment(account=config.account, region=config.region)
         super().__init__(scope, config.stage_name, env=env)
         self.config = config
-        # What the availability-zones lookup would return, so synth never calls AWS.
+        # What the availability-zones lookup would return, so synth never calls AWS (ec2.Vpc reads it even when given
+        # its zones): the zone names, or none where the zones are IDs. A name is per account and unknown at synth; the
+        # network takes its zones from the IDs, and nothing else may place anything by the stack's zones.
         self.node.set_context(
             f"availability-zones:account={config.account}:region={config.region}",
             list(config.network.availability_zones),

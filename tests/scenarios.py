@@ -1,6 +1,7 @@
 """The environments that tests of the library and of the config loader build their scenarios from.
 
-A copy of cdk.json's dev, staging and prod as they were on 2026-12-05 (`tests/scenario_environments.json`), owned by
+A copy of cdk.json's dev, staging and prod as they were on 2026-12-05, their zones by ID since issue 40
+(`tests/scenario_environments.json`), owned by
 the tests: the session's synthesized app (tests/conftest.py, scenario_context) and every scenario start from it, so
 a team that edits its own environments in cdk.json breaks only tests/app, the tests of the app as configured.
 """

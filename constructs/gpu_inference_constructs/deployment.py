@@ -3,7 +3,10 @@ bake times, the alarms that roll a deployment back, and the checks that keep the
 
 ``rolling`` replaces tasks behind one target group (circuit breaker plus alarms). ``canary``, ``linear`` and
 ``blue_green`` start a full set of new tasks behind a second target group, shift the model's one listener rule's
-weights to it step by step, bake, then stop the old tasks; any rollback alarm in ALARM sends traffic back.
+weights to it step by step, bake, then stop the old tasks; any rollback alarm in ALARM sends traffic back, and a
+version that never becomes healthy trips revision_health's alarm. The deployment circuit breaker stops rolling and
+blue/green deployments too (ECS developer guide, deployment-failure-detection: "Both methods only support rolling
+update deployment and blue/green deployment types"); no AWS page names it for linear or canary.
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ DEFAULTS = {
     "rolling": (None, None, None),
 }
 STEP_RANGES = {"canary": (0.1, 100.0), "linear": (3.0, 100.0)}
+# The strategies the ECS developer guide's deployment-failure-detection page names for the circuit breaker.
+CIRCUIT_BREAKER_STRATEGIES = ("rolling", "blue_green")
 
 
 @dataclass(frozen=True)
@@ -50,7 +55,7 @@ class DeploymentProps:
 
     ``rollback_alarms`` are the built-in per-model alarms (target 5xx rate, p95 latency, watched on both target
     groups); ``alarm_names`` are existing CloudWatch alarms that also roll back. ``circuit_breaker`` applies to
-    ``rolling`` only (on by default there).
+    ``rolling`` and ``blue_green`` (on by default there; CIRCUIT_BREAKER_STRATEGIES).
     """
 
     strategy: Strategy = "rolling"
@@ -77,10 +82,10 @@ class DeploymentProps:
             "or use strategy canary, linear or blue_green",
         )
         require(
-            self.strategy == "rolling" or not self.circuit_breaker,
+            self.strategy in CIRCUIT_BREAKER_STRATEGIES or not self.circuit_breaker,
             "circuit_breaker",
-            f"the deployment circuit breaker works only with rolling deployments; remove it for {self.strategy} "
-            "(its rollback alarms stop it instead)",
+            f"AWS documents the deployment circuit breaker for rolling and blue/green deployments only; remove it for "
+            f"{self.strategy} (its rollback alarms, the never-healthy one included, stop it instead)",
         )
         if stepped:
             low, high = STEP_RANGES[self.strategy]
@@ -128,7 +133,7 @@ class DeploymentProps:
 
     @property
     def uses_circuit_breaker(self) -> bool:
-        return self.strategy == "rolling" and self.circuit_breaker is not False
+        return self.strategy in CIRCUIT_BREAKER_STRATEGIES and self.circuit_breaker is not False
 
     @property
     def traffic_step_percent(self) -> float | None:
@@ -171,11 +176,13 @@ class DeploymentProps:
 
     def service_options(self) -> dict:
         """Keyword arguments for ``ecs.Ec2Service`` / ``FargateService`` (everything but the alarms)."""
+        breaker = ecs.DeploymentCircuitBreaker(enable=True, rollback=True) if self.uses_circuit_breaker else None
         if not self.shifts_traffic:
-            return {"circuit_breaker": ecs.DeploymentCircuitBreaker(enable=True, rollback=True) if self.uses_circuit_breaker else None}
+            return {"circuit_breaker": breaker}
         final_bake, step_bake = self.final_bake, self.step_bake
         assert final_bake is not None  # every strategy that shifts traffic has a default bake time
         options: dict = {
+            "circuit_breaker": breaker,
             "deployment_strategy": {
                 "canary": ecs.DeploymentStrategy.CANARY,
                 "linear": ecs.DeploymentStrategy.LINEAR,

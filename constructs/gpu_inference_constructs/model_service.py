@@ -51,6 +51,7 @@ from .model_store import (
     model_read_prefix,
     model_uri,
 )
+from .revision_health import NeverHealthyAlarm
 from .server_contract import (
     DEFAULT_COLLECTOR_IMAGE,
     DEFAULT_FETCHER_IMAGE,
@@ -63,6 +64,7 @@ from .server_contract import (
     collector_config,
 )
 from .service_timing import ServiceTimingProps
+from .spot_draining import minimum_healthy_percent, tasks_on_one_instance
 from .target_group_metrics import TargetGroupMetrics, load_balancer_name_from_listener_arn
 from .target_group_metrics import load_balancer_full_name as full_name_of
 from .target_health import TARGET_HEALTH_CHECK
@@ -133,7 +135,7 @@ class ModelService(Construct):
     Attributes: ``contract``, ``service``, ``task_definition``, ``container``, ``scratch_owner`` and
     ``model_fetcher`` (the init containers, or None), ``metrics_collector`` (or None), ``target_group``, ``target_groups`` (with the alternate one
     that canary, linear and blue/green deployments shift traffic to), ``target_group_metrics`` (TargetGroupMetrics of each), ``load_balancer_full_name``, ``listener_rule``,
-    ``rollback_alarms``, ``security_group``, ``log_group``, ``log_stream_prefix`` (``<model>/<version>``),
+    ``rollback_alarms``, ``never_healthy_alarm`` (NeverHealthyAlarm for canary, linear and blue/green; else None), ``minimum_healthy_percent`` (spot_draining.py), ``security_group``, ``log_group``, ``log_stream_prefix`` (``<model>/<version>``),
     ``deregistration_delay_seconds`` and ``stop_timeout_seconds`` (``timing``'s, or the contract's own),
     ``task_role``, ``url_path``, ``instance_type``. ``acknowledge_container`` records why a container runs as root
     or writes its root filesystem. ``add_rollback_alarm`` adds an alarm that rolls back a deployment in progress.
@@ -360,6 +362,7 @@ class ModelService(Construct):
             assert listener is not None  # required above unless load_balancer is an InferenceLoadBalancer
             self.security_group.connections.allow_from(listener, ec2.Port.tcp(contract.port), "load balancer")
 
+        self.minimum_healthy_percent = self._draining_percent(model.min_tasks)
         self.service = ecs.Ec2Service(
             self,
             "Service",
@@ -368,7 +371,7 @@ class ModelService(Construct):
             capacity_provider_strategies=[ecs.CapacityProviderStrategy(capacity_provider=capacity_provider_name, weight=1)],
             security_groups=[self.security_group],
             vpc_subnets=subnets,
-            min_healthy_percent=100,
+            min_healthy_percent=self.minimum_healthy_percent,
             max_healthy_percent=ROLLING_MAX_HEALTHY_PERCENT,
             deployment_alarms=self._rollback_alarm_names.config(),
             **deployment.service_options(),
@@ -440,6 +443,20 @@ class ModelService(Construct):
         )
         for alarm in self.rollback_alarms.alarms.values():
             self.add_rollback_alarm(alarm)
+        self.never_healthy_alarm = None
+        if deployment.shifts_traffic:
+            never_healthy_name = f"{name_prefix}-{environment_name}-{model.name}-never-healthy"
+            self.never_healthy_alarm = NeverHealthyAlarm(
+                self, "NeverHealthy", model_name=model.name, cluster_name=cluster.cluster_name, alarm_name=never_healthy_name,
+                service_name=self.service.service_name, target_groups=self.target_group_metrics,
+                health_check_grace_seconds=model.health_check_grace_seconds)
+            self._rollback_alarm_names.add(never_healthy_name)  # by its name: the alarm itself refers to the service
+            if capacity is None:
+                cdk.Annotations.of(self).add_warning_v2(
+                    "gpu-inference:container-insights",
+                    f"models[{model.name}] rolls a {deployment.strategy} deployment back when its new tasks never become "
+                    "healthy by Container Insights' DeploymentCount and DesiredTaskCount: turn Container Insights on for "
+                    "your cluster (containerInsightsV2 enabled or enhanced), or that rollback alarm never fires.")
         for name in deployment.alarm_names:
             self._rollback_alarm_names.add(name)
         self._acknowledge_findings(bucket)
@@ -518,6 +535,19 @@ class ModelService(Construct):
                 unhealthy_threshold_count=TARGET_HEALTH_CHECK.unhealthy_threshold,
             ),
         )
+
+    def _draining_percent(self, smallest_desired: int) -> int:
+        return minimum_healthy_percent(smallest_desired, tasks_on_one_instance(self.instance_type.gpus, self.model.gpus, smallest_desired))
+
+    def allow_draining_down_to(self, smallest_desired: int) -> None:
+        """Lower ``minimum_healthy_percent`` for a service whose desired count may go down to ``smallest_desired``
+        (a schedule's lower floor), so a Spot notice still lets ECS stop a doomed task at once (spot_draining.py)."""
+        require(smallest_desired >= 1, "smallest_desired", f"{smallest_desired}: a desired count of at least 1")
+        percent = self._draining_percent(smallest_desired)
+        if percent < self.minimum_healthy_percent:
+            self.minimum_healthy_percent = percent
+            default_child(self.service, ecs.CfnService).add_property_override(
+                "DeploymentConfiguration.MinimumHealthyPercent", percent)
 
     def add_rollback_alarm(self, alarm: cloudwatch.IAlarm) -> None:
         """ECS rolls a deployment in progress back (every strategy) while ``alarm`` is in ALARM."""
@@ -730,11 +760,13 @@ class ModelService(Construct):
 
 
     def _acknowledge_traffic_shifting(self) -> None:
-        cdk.Annotations.of(self.service).acknowledge_warning(
-            "@aws-cdk/aws-ecs:shouldUseCircuitBreaker",
-            "The circuit breaker works for rolling deployments only; this service's rollback alarms stop a canary, "
-            "linear or blue/green deployment (tests/infra/test_rollout.py).",
-        )
+        if not self.model.deployment.uses_circuit_breaker:
+            cdk.Annotations.of(self.service).acknowledge_warning(
+                "@aws-cdk/aws-ecs:shouldUseCircuitBreaker",
+                "AWS documents the circuit breaker for rolling and blue/green deployments only; this service's rollback "
+                "alarms, the never-healthy one among them, stop a canary or linear deployment "
+                "(tests/infra/test_never_healthy_rollback.py).",
+            )
         acknowledge(
             default_child(self.service.node.find_child("AlternateTargetRole")),
             "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonECSInfrastructureRolePolicyForLoadBalancers]",

@@ -2,10 +2,12 @@
 
 TLS in transit (always on for Serverless), encryption at rest with a customer managed key, IAM authentication
 (a user whose authentication mode is IAM; the default user is switched off), and a security group that admits
-only the model tasks attached to it. Each attached task gets the endpoint and its user through the server's
-environment (SHARED_CACHE_*) and ``elasticache:Connect`` on the cache and the user in its task role: there is no
-password to hand out or rotate. Alarms (evictions, memory against the usage limit, read latency, throttled
-commands, the servers' own failed calls) reach the topic; ``metric_cost_per_hour`` feeds the dashboard.
+only its clients: the tasks that carry the cache's one client security group. Each attached model's tasks get that
+group, the endpoint and its user through the server's environment (SHARED_CACHE_*) and ``elasticache:Connect`` on
+the cache and the user in its task role: there is no password to hand out or rotate. The cache's group holds one
+ingress rule and the alarms a fixed number of metrics, however many models use it. Alarms (evictions, memory against
+the usage limit, read latency, throttled commands, the servers' own failed calls) reach the topic;
+``metric_cost_per_hour`` feeds the dashboard.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ CACHE_PORTS = ec2.Port.tcp_range(6379, 6380)  # the endpoint and the reader endp
 # What the servers' client runs (GET, MGET, SET, the connection and slot-map commands), on their keys only.
 ACCESS_STRING = "on ~ic:* -@all +@connection +get +mget +set +cluster|slots +cluster|shards +command"
 NAME = re.compile(r"^[a-z][a-z0-9-]{0,38}[a-z0-9]$")
+# A value a Metrics Insights query can hold between single quotes as it is (the app's environment names all are).
+QUERY_VALUE = re.compile(r"^[A-Za-z0-9_.-]{1,255}$")
 
 
 @dataclass(frozen=True)
@@ -81,7 +85,10 @@ class ModelCacheProps:
 
 class ResultCache(Construct):
     """Attributes: ``cache`` (the CfnServerlessCache), ``cache_name``, ``endpoint_address``, ``endpoint_port``,
-    ``security_group``, ``key``, ``user_id``, ``alarms``. ``attach`` gives a model task access."""
+    ``security_group`` (the cache's: it admits ``client_security_group`` on the cache ports, one rule),
+    ``client_security_group`` (every client's: egress to the cache ports only; ``attach`` adds it to a service's
+    tasks, or pass it in your own tasks' security groups), ``key``, ``user_id``, ``alarms``. ``attach`` gives a model's
+    tasks access."""
 
     def __init__(self, scope: Construct, construct_id: str, *, name: str, vpc: ec2.IVpc,
                  subnets: ec2.SubnetSelection, topic: sns.ITopic, props: ResultCacheProps = ResultCacheProps(),
@@ -94,6 +101,18 @@ class ResultCache(Construct):
                                   enable_key_rotation=True)
         self.security_group = ec2.SecurityGroup(self, "SecurityGroup", vpc=vpc, allow_all_outbound=False,
                                                 description=f"{name} result cache: only attached model tasks")
+        # One group every client shares: the cache's group admits it once, so its rules do not grow with the models
+        # (a security group holds 60 inbound rules by default). Clients carry it beside their own group.
+        self.client_security_group = ec2.SecurityGroup(
+            self, "ClientSecurityGroup", vpc=vpc, allow_all_outbound=False,
+            description=f"{name} result cache clients: the model tasks that use it; out to the cache only")
+        self.client_security_group.connections.allow_to(self.security_group, CACHE_PORTS,
+                                                        "result cache clients to the cache")
+        # aws-cdk-lib 2.275 drops its inline "no traffic" egress placeholder when a rule to another group is added,
+        # although that rule is a separate resource; a group created with no inline egress rule gets EC2's default
+        # allow-all egress (CloudFormation AWS::EC2::SecurityGroup). Put it back: clients reach the cache only.
+        self.client_security_group.add_egress_rule(ec2.Peer.ipv4("255.255.255.255/32"),
+                                                   ec2.Port.icmp_type_and_code(252, 86), "Disallow all traffic")
         self.user_id = f"{name}-tasks"
         tasks_user = elasticache.CfnUser(self, "TasksUser", engine="valkey", user_id=self.user_id,
                                          user_name=self.user_id,  # IAM users: name and id must be the same
@@ -124,23 +143,38 @@ class ResultCache(Construct):
 
     # -- access ---------------------------------------------------------------------------------------------
 
-    def attach(self, scope: Construct, model_name: str, *, container: ecs.ContainerDefinition, task_role: iam.IRole,
-               security_group: ec2.ISecurityGroup, props: ModelCacheProps = ModelCacheProps()) -> None:
+    def attach(self, *, container: ecs.ContainerDefinition, task_role: iam.IRole, service: ecs.BaseService,
+               props: ModelCacheProps = ModelCacheProps()) -> None:
         """Give one model's tasks the cache: the server's SHARED_CACHE_* environment, elasticache:Connect on the
-        cache and its user, and the network path (rules created in ``scope``, the model's stack)."""
-        scope = Construct(scope, f"Model-{model_name}-ResultCache")  # logical ids start with the model stack's prefix
+        cache and its user, and the network path: ``client_security_group`` added to ``service``'s tasks (awsvpc
+        network mode). Nothing is added to the cache's side, so any number of services may attach."""
+        require(service.task_definition.network_mode == ecs.NetworkMode.AWS_VPC, "service",
+                f"{service.node.path} does not use the awsvpc network mode, so its tasks cannot carry the cache's client "
+                "security group: use NetworkMode.AWS_VPC (ModelService does), or give your tasks "
+                "ResultCache.client_security_group yourself and attach only the environment and role")
         for name, value in self.environment(props).items():
             container.add_environment(name, value)
         task_role.add_to_principal_policy(iam.PolicyStatement(
             actions=["elasticache:Connect"], resources=[self.cache_arn, self.tasks_user_arn]))
-        ec2.CfnSecurityGroupIngress(scope, "ResultCacheIngress", group_id=self.security_group.security_group_id,
-                                    ip_protocol="tcp", from_port=6379, to_port=6380,
-                                    source_security_group_id=security_group.security_group_id,
-                                    description="model tasks to the result cache")
-        ec2.CfnSecurityGroupEgress(scope, "ResultCacheEgress", group_id=security_group.security_group_id,
-                                   ip_protocol="tcp", from_port=6379, to_port=6380,
-                                   destination_security_group_id=self.security_group.security_group_id,
-                                   description="to the result cache")
+        self.add_client(service)
+
+    def add_client(self, service: ecs.BaseService) -> None:
+        """Add ``client_security_group`` to ``service``'s tasks, beside the groups it was made with. ECS renders a
+        service's groups once, when it is made, so its network configuration is overridden with all of them. The group
+        stays out of ``service.connections``: whatever is allowed to the service (its load balancer) is not allowed to
+        every cache client."""
+        marker = f"ResultCacheClient{self.node.addr}"
+        others = [c.node.id for c in service.node.children if c.node.id.startswith("ResultCacheClient")]
+        if marker in others:
+            return
+        require(not others, "service", f"{service.node.path} is already a client of another ResultCache: a service's "
+                                       "tasks can carry one cache's client security group through attach")
+        Construct(service, marker)
+        cfn = service.node.default_child
+        assert isinstance(cfn, ecs.CfnService)
+        groups = [group.security_group_id for group in service.connections.security_groups]
+        cfn.add_property_override("NetworkConfiguration.AwsvpcConfiguration.SecurityGroups",
+                                  [*groups, self.client_security_group.security_group_id])
 
     def environment(self, props: ModelCacheProps) -> dict[str, str]:
         return {
@@ -196,26 +230,34 @@ class ResultCache(Construct):
             alarms.append(alarm)
         return alarms
 
-    def add_connection_failure_alarm(self, scope: Construct, environment_name: str, model_names: list[str],
+    def add_connection_failure_alarm(self, scope: Construct, environment_name: str,
                                      topic: sns.ITopic) -> cloudwatch.Alarm:
-        """The servers' own failed cache calls (timeouts, refused or failed connections), all models together."""
-        errors = {f"e{i}": cloudwatch.Metric(namespace=m.NAMESPACE, metric_name=m.SHARED_CACHE_ERRORS,
-                                             dimensions_map={m.DIMENSION_ENVIRONMENT: environment_name,
-                                                             m.DIMENSION_MODEL: model},
-                                             statistic="Sum", period=cdk.Duration.minutes(1))
-                  for i, model in enumerate(model_names)}
-        total = cloudwatch.MathExpression(expression=" + ".join(f"FILL({k}, 0)" for k in errors) or "0",
-                                          using_metrics=errors, label="failed cache calls",
-                                          period=cdk.Duration.minutes(1))
+        """The servers' own failed cache calls (timeouts, refused or failed connections), every model of the
+        environment together, as one CloudWatch Metrics Insights query: it counts as one metric however many models
+        report (a metric-math alarm takes at most 10), and a model added later is counted without a change here.
+        Metrics Insights alarms read the last 3 hours only and need a period: 1 minute, 3 in a row."""
+        require(bool(QUERY_VALUE.match(environment_name)), "environment_name",
+                f"{environment_name!r} cannot be quoted in a Metrics Insights query: use letters, digits, '-', '_', '.'")
+        period = cdk.Duration.minutes(1)
+        total = cloudwatch.MathExpression(expression=self.connection_failure_query(environment_name),
+                                          label="failed cache calls", period=period)
         alarm = total.create_alarm(scope, "ResultCacheConnectionFailuresAlarm",
                                    threshold=self.props.errors_alarm_per_minute, evaluation_periods=3,
                                    comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+                                   # No model reports an error while none is attached or every call succeeds.
                                    treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
                                    alarm_description="The model servers cannot reach the result cache (their circuit "
                                                      "opens and every request runs on the GPUs)")
         alarm.add_alarm_action(sns_action(topic))
         alarm.add_ok_action(sns_action(topic))
         return alarm
+
+    @staticmethod
+    def connection_failure_query(environment_name: str) -> str:
+        """The Metrics Insights query of the environment's failed cache calls: the servers' SharedCacheErrors under
+        their exact dimension set (Environment, ModelName), summed over every model."""
+        return (f'SELECT SUM({m.SHARED_CACHE_ERRORS}) FROM SCHEMA("{m.NAMESPACE}", {m.DIMENSION_ENVIRONMENT}, '
+                f"{m.DIMENSION_MODEL}) WHERE {m.DIMENSION_ENVIRONMENT} = '{environment_name}'")
 
 
 def _selection(subnets: ec2.SubnetSelection) -> dict:

@@ -103,6 +103,8 @@ class ServiceScaling(Construct):
         check_schedule_task_ranges(model.name, model.min_tasks, model.max_tasks, scaling.schedules)
         for schedule in scaling.schedules:
             low, high = schedule.task_range(model.min_tasks, model.max_tasks)
+            # Scaling may bring a service scheduled to zero back one task at a time.
+            model_service.allow_draining_down_to(max(1, low))
             self.task_count.scale_on_schedule(
                 f"Schedule-{schedule.name}",
                 schedule=appscaling.Schedule.expression(f"cron({schedule.cron})"),
@@ -258,7 +260,13 @@ class ServiceScaling(Construct):
         model_service: ModelService, load_balancer_full_name: str, props: ModelScalingProps
     ) -> appscaling.CfnScalingPolicy.PredictiveScalingMetricSpecificationProperty:
         """The ALBRequestCount pair over both target groups: load = their requests (Sum), scaling metric = requests per
-        healthy target (the forecast's history stays whole while deployments move production between them)."""
+        healthy target per minute (the forecast's history stays whole while deployments move production between them).
+
+        Predictive scaling chooses the period it reads these queries at and sums the load into hours for its forecast
+        (Application Auto Scaling, "Advanced predictive scaling policy using custom metrics"; the load metric's points
+        "within each hour" are summed to the forecast's 60-minute granularity). A Sum of RequestCount is per period,
+        so the scaling metric is scaled to one minute with PERIOD(): the unit of ``requests_per_target_per_minute``
+        and of the predefined pair's RequestCountPerTarget, whatever period the service reads at."""
         policy = appscaling.CfnScalingPolicy
 
         def stat(metric_id: str, name: str, statistic: str, target_group: elbv2.ApplicationTargetGroup):
@@ -285,8 +293,8 @@ class ServiceScaling(Construct):
         load = policy.PredictiveScalingMetricDataQueryProperty(id="load", expression=requests, label="requests, both target groups", return_data=True)
         per_target = policy.PredictiveScalingMetricDataQueryProperty(
             id="requests_per_target",
-            expression=f"IF(({healthy}) > 0, ({requests}) / ({healthy}), {requests})",
-            label="requests per healthy target, both target groups",
+            expression=f"IF(({healthy}) > 0, ({requests}) / ({healthy}), {requests}) * 60 / PERIOD(requests_0)",
+            label="requests per healthy target per minute, both target groups",
             return_data=True,
         )
         return policy.PredictiveScalingMetricSpecificationProperty(

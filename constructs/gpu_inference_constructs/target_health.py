@@ -9,12 +9,14 @@ from dataclasses import dataclass
 class TargetHealthCheck:
     """ELB's limits (target group HealthCheckIntervalSeconds 5-300, HealthCheckTimeoutSeconds 2-120,
     Healthy/UnhealthyThresholdCount 2-10). A check every 5 s (ELB's shortest) makes a new task healthy 10 s after its
-    server is ready; ten failed checks in a row, 50 s, take a target out, about as long as four at 15 s did."""
+    server is ready; three failed checks in a row, 15 s, take a failing target out (a Spot instance reclaimed before
+    its tasks drained, a wedged server). Each server answers its readiness path without queueing behind inference (the
+    bundled server's front door), so three misses in a row mean a target that cannot serve, not a busy one."""
 
     interval_seconds: int = 5
     timeout_seconds: int = 4
     healthy_threshold: int = 2
-    unhealthy_threshold: int = 10
+    unhealthy_threshold: int = 3
 
     @property
     def seconds_to_healthy(self) -> int:

@@ -54,8 +54,10 @@ BAD_CONFIGS = [
     ("network.vpc_cidr", "10.0.0.0/8", r"network.vpc_cidr: '10.0.0.0/8': the prefix must be between /16 and /24"),
     ("network.max_azs", 0, r"network.max_azs: 0 is out of range; allowed 1 to 6"),
     ("network.max_azs", "2", r"network.max_azs: expected a whole number, got str '2'"),
-    ("network.max_azs", 4, r"network.availability_zones: lists 3 zone\(s\) but max_azs is 4"),
-    ("network.availability_zones", ["us-west-2a", "us-west-2b"], r"network.availability_zones: \['us-west-2a', 'us-west-2b'\] are not zones of region 'us-east-1'"),
+    ("network.max_azs", 4, r"network.availability_zone_ids: lists 3 zone\(s\) but max_azs is 4"),
+    ("network.availability_zone_ids", ["usw2-az1", "usw2-az2"], r"network.availability_zone_ids: \['usw2-az1', 'usw2-az2'\] are not zone IDs of region 'us-east-1'"),
+    ("network.availability_zone_ids", ["use1-az1", "use1az2"], r"network.availability_zone_ids: \['use1az2'\] is not a zone ID: a zone ID is the region's short code"),
+    ("network.availability_zones", ["us-east-1a", "us-east-1b"], r"network.availability_zone_ids: give the zones once: .*drop availability_zones"),
     ("network.nat_gateways", 3, r"network.nat_gateways: 3 is out of range; allowed 0 \(endpoints only\) to max_azs \(2\)"),
     ("network.interface_endpoints", ["ecr.api", "ecr.dockr"], r"network.interface_endpoints: unknown endpoint\(s\) \['ecr.dockr'\]"),
     ("network.flow_log_retention_days", 31, r"network.flow_log_retention_days: 31 is not a CloudWatch Logs retention period; allowed days: 1, 3"),
@@ -114,7 +116,7 @@ def test_bad_capacity_config_is_refused(path, value, message):
 def test_an_instance_type_the_catalog_does_not_list_in_the_region_loads():
     """The catalog's region table is behind AWS: GpuCapacity warns at synth (test_team_scenarios), the loader does not refuse."""
     data = with_change("region", "eu-west-3")
-    data["network"]["availability_zones"] = ["eu-west-3a", "eu-west-3b"]
+    data["network"]["availability_zone_ids"] = ["euw3-az1", "euw3-az2"]
     data["load_balancer"]["certificate_arn"] = data["load_balancer"]["certificate_arn"].replace("us-east-1", "eu-west-3")
     assert load_environment("dev", data).region == "eu-west-3"
 

@@ -14,8 +14,8 @@ from tests.scenarios import scenario_environments
 CONTEXT = scenario_environments()
 
 BAD_DEPLOYMENTS = [
-    ({"strategy": "canary", "circuit_breaker": True}, r"circuit_breaker: the deployment circuit breaker works only with rolling"),
-    ({"strategy": "blue_green", "circuit_breaker": True}, r"circuit_breaker: .*only with rolling deployments; remove it for blue_green"),
+    ({"strategy": "canary", "circuit_breaker": True}, r"circuit_breaker: .*rolling and blue/green deployments only; remove it for canary"),
+    ({"strategy": "linear", "circuit_breaker": True}, r"circuit_breaker: .*rolling and blue/green deployments only; remove it for linear"),
     ({"strategy": "canary", "bake_minutes": 1441}, r"bake_minutes: 1441 is out of range; allowed 3 to 1440 minutes"),
     ({"strategy": "canary", "step_bake_minutes": 2}, r"step_bake_minutes: 2 is out of range; allowed 3 to 1440 .*before the next traffic shift"),
     ({"strategy": "blue_green", "bake_minutes": 0}, r"bake_minutes: 0 is out of range; allowed 3 to 1440 .*before the old tasks stop"),
@@ -75,7 +75,8 @@ def test_a_model_deployment_replaces_the_environment_default_whole():
 def test_every_traffic_shifting_default_bakes_long_enough_for_the_alarms(strategy):
     props = DeploymentProps(strategy=strategy)
     assert props.final_bake is not None  # every traffic-shifting strategy has a default bake
-    assert props.final_bake >= ALARM_MINUTES and not props.uses_circuit_breaker
+    assert props.final_bake >= ALARM_MINUTES
+    assert props.uses_circuit_breaker == (strategy == "blue_green")  # the guide names the breaker for blue/green only
     if strategy != "blue_green":
         assert props.step_bake is not None
         assert props.step_bake >= ALARM_MINUTES

@@ -8,6 +8,7 @@ from aws_cdk.assertions import Template
 
 from gpu_inference_constructs import metric_names as infra_names
 from tests.conftest import metric_stats, single_metric
+from tests.metric_math import evaluate
 from tests.scenarios import scenario_environment
 
 PER_MODEL_ALARMS = ["LatencyP95", "LatencyP99", "Target5xxRate", "UnhealthyTargets", "TasksBelowDesired"]
@@ -356,15 +357,6 @@ def test_server_and_infrastructure_agree_on_metric_names():
 
     assert public(infra_names) == public(server_names)
     assert len(public(infra_names)) >= 14
-
-
-def evaluate(expression: str, values: dict) -> float:
-    """CloudWatch metric math's IF, FILL and CEIL over single values: enough for the cost expressions."""
-    import math
-
-    python = expression.replace("IF(", "_if(").replace("FILL(", "_fill(").replace("CEIL(", "_ceil(")
-    helpers = {"_if": lambda c, a, b: a if c else b, "_fill": lambda x, v: v if x is None else x, "_ceil": math.ceil}
-    return eval(python, {"__builtins__": {}}, {**helpers, **values})  # noqa: S307 - our own synthesized expression
 
 
 def test_the_dashboards_cost_agrees_with_the_sizing_advisors_arithmetic(env):

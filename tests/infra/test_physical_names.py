@@ -46,3 +46,56 @@ def test_the_walk_finds_a_planted_named_retained_log_group():
         "Unnamed": {"Type": "AWS::Logs::LogGroup", "DeletionPolicy": "Retain", "Properties": {}},
     }}
     assert named_and_kept(template) == ["Named (AWS::Logs::LogGroup, LogGroupName): DeletionPolicy Retain"]
+
+
+# CloudFormation adopts such a resource when a stack that names it is deployed with ImportExistingResources
+# (`cdk deploy --import-existing-resources`; CloudFormation user guide, "Import AWS resources into a CloudFormation
+# stack automatically"): a static custom name, DeletionPolicy Retain or RetainExceptOnCreate, a type that supports
+# import, and its primary identifier in the template.
+AUTO_IMPORTABLE_POLICIES = {"Retain", "RetainExceptOnCreate"}
+
+
+def not_auto_importable(template: dict) -> list[str]:
+    """Each kept, named resource that a re-created stack could not adopt (and so would fail with "already exists")."""
+    found = []
+    for logical_id, resource in template.get("Resources", {}).items():
+        named = [n for n in physical_name_properties(resource["Type"]) if n in resource.get("Properties", {})]
+        if not named or resource.get("DeletionPolicy") not in AUTO_IMPORTABLE_POLICIES:
+            continue
+        schema = PROVIDER_SCHEMA_MANAGER.get_resource_schema("us-east-1", resource["Type"]).schema
+        name = resource["Properties"][named[0]]
+        if not isinstance(name, str):
+            found.append(f"{logical_id}: {named[0]} is not a static name ({json.dumps(name)[:80]})")
+        elif schema.get("primaryIdentifier") != [f"/properties/{named[0]}"]:
+            found.append(f"{logical_id}: {resource['Type']} is identified by {schema.get('primaryIdentifier')}, not its name")
+    return found
+
+
+def test_a_removed_models_kept_log_group_is_adopted_when_the_model_comes_back(synthesized):
+    templates = {p.name: json.loads(p.read_text()) for p in synthesized.template_paths()}
+    kept = [(name, logical_id) for name, t in templates.items() for logical_id, r in t["Resources"].items()
+            if r["Type"] == "AWS::Logs::LogGroup" and r.get("DeletionPolicy") in AUTO_IMPORTABLE_POLICIES
+            and "Model" in name]
+    assert len(kept) >= 8
+    assert {name: found for name, t in templates.items() if (found := not_auto_importable(t))} == {}
+
+
+def test_the_import_walk_finds_a_kept_group_with_a_computed_name():
+    template = {"Resources": {
+        "Computed": {"Type": "AWS::Logs::LogGroup", "DeletionPolicy": "RetainExceptOnCreate",
+                     "Properties": {"LogGroupName": {"Fn::Join": ["", ["/x/", {"Ref": "AWS::StackName"}]]}}},
+        "Static": {"Type": "AWS::Logs::LogGroup", "DeletionPolicy": "RetainExceptOnCreate", "Properties": {"LogGroupName": "/y"}},
+    }}
+    assert [line.split(":")[0] for line in not_auto_importable(template)] == ["Computed"]
+
+
+def test_every_documented_deploy_adopts_kept_resources():
+    """Each `cdk deploy` in a shell block of the README and docs carries --import-existing-resources."""
+    import re
+
+    from tests.conftest import ROOT
+
+    pages = [ROOT / "README.md", ROOT / "constructs" / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    blocks = "\n".join(re.findall(r"```(?:bash|sh)\n(.*?)```", "\n".join(p.read_text() for p in pages), re.S))
+    deploys = [line for line in blocks.splitlines() if re.search(r"\bcdk deploy\b", line)]
+    assert deploys and all("--import-existing-resources" in line for line in deploys), deploys

@@ -108,12 +108,14 @@ def test_each_strategy_is_written_with_its_steps_and_explicit_bake_times(strateg
             continue
         assert config["Strategy"] == {"canary": "CANARY", "linear": "LINEAR", "blue_green": "BLUE_GREEN"}[props.strategy]
         assert config["BakeTimeInMinutes"] == props.bake_minutes
-        assert "DeploymentCircuitBreaker" not in config
+        # The guide documents the circuit breaker for blue/green; canary and linear rely on the never-healthy alarm.
+        assert ("DeploymentCircuitBreaker" in config) == (props.strategy == "blue_green")
         if props.strategy == "canary":
             assert config["CanaryConfiguration"] == {"CanaryPercent": props.step_percent, "CanaryBakeTimeInMinutes": props.step_bake_minutes}
         if props.strategy == "linear":
             assert config["LinearConfiguration"] == {"StepPercent": props.step_percent, "StepBakeTimeInMinutes": props.step_bake_minutes}
-        assert (config["MinimumHealthyPercent"], config["MaximumPercent"]) == (100, 200)
+        # A Spot notice may stop a doomed task at once (tests/infra/test_spot_timeline.py); both sets run to the bake's end.
+        assert config["MaximumPercent"] == 200 and config["MinimumHealthyPercent"] < 100
 
 
 @pytest.mark.parametrize("environment", list(STRATEGIES))
@@ -246,7 +248,8 @@ def test_the_readme_library_examples_synthesize_a_canary_in_a_plain_app():
                  if r["Type"] == "AWS::ECS::Service" and "Ranker" in key]
     config = canary.service["DeploymentConfiguration"]
     assert config["Strategy"] == "CANARY" and config["CanaryConfiguration"] == {"CanaryPercent": 10, "CanaryBakeTimeInMinutes": 10}
-    assert len(config["Alarms"]["AlarmNames"]) == 3 and canary.alternate_id is not None
+    # the built-in 5xx and latency alarms, the never-healthy alarm and the team's own
+    assert len(config["Alarms"]["AlarmNames"]) == 4 and canary.alternate_id is not None
 
 
 # Two valid model names whose derived listener-rule priorities collide (sha256 of the name, mod 50000, plus 1).

@@ -61,6 +61,9 @@ SILENT_ALARMS = {
     "deployment rollback": "ECS reads its state during a deployment and rolls the deployment back (deployment alarms); an "
                            "alarm that notifies the topic reads the same metrics, so the condition is notified once",
     "composite child": "a child of a composite alarm that notifies the topic; the composite is the one notification",
+    "never-healthy rollback": "ECS reads it by name during a deployment and rolls back a version whose tasks never become "
+                              "healthy; the rolled-back deployment reaches the topic through the cluster's ECS deployment "
+                              "event rule (test_a_rolled_back_deployment_of_this_clusters_services_reaches_the_topic)",
 }
 
 
@@ -93,6 +96,8 @@ def why_silent(world: TemplateWorld, alarm: str, topic: str) -> str | None:
         return None
     deployment_alarms = [name for service in world.of_type("AWS::ECS::Service").values()
                          for name in service["Properties"].get("DeploymentConfiguration", {}).get("Alarms", {}).get("AlarmNames", [])]
+    if str(properties.get("AlarmName", "")).endswith("-never-healthy") and properties["AlarmName"] in deployment_alarms:
+        return "never-healthy rollback"
     if {"Ref": alarm} in deployment_alarms:
         reads = alarm_metrics(properties)
         if any(alarm_metrics(world.resources[n]["Properties"]) == reads for n in notifying_alarms(world, topic)):

@@ -273,3 +273,52 @@ def test_the_walk_finds_a_planted_unreachable_step():
                 {"MetricIntervalLowerBound": 0.9, "ScalingAdjustment": 2}]}}},
     }}
     assert unreachable_steps(template) == ["ScaleOutvllmkvcacheusagepercPolicy: +2 at 1.8 > 1"]
+
+
+def forecast_capacity(spec: dict, requests_per_minute: float, healthy_targets: int, period: int) -> float:
+    """The capacity predictive scaling plans for a steady ``requests_per_minute``, read at ``period`` seconds.
+
+    It reads the policy's queries at a period of its choosing and sums the load's points into the forecast's hours
+    (Application Auto Scaling's custom-metric guide; the Scaling Plans reference: "sums up all the metric data points
+    that occurred within each hour"). From the history it learns what the scaling metric is per unit of capacity for
+    an hour's load, and plans the capacity at which the scaling metric meets the target."""
+    from tests.metric_math import evaluate
+
+    per_period = requests_per_minute * period / 60
+    values = {"requests_0": per_period * 0.7, "requests_1": per_period * 0.3, "healthy_0": healthy_targets, "healthy_1": 0}
+    queries = spec["CustomizedScalingMetricSpecification"]["MetricDataQueries"]
+    (scaling,) = [q["Expression"] for q in queries if q.get("ReturnData")]
+    periods = {q["Id"]: period for q in queries if "MetricStat" in q}
+    scaling_metric = evaluate(scaling, values, periods)
+    hourly_load = per_period * 3600 / period
+    per_capacity_per_load = scaling_metric * healthy_targets / hourly_load
+    return per_capacity_per_load * hourly_load / spec["TargetValue"]
+
+
+def prod_two_group_predictive_spec(synthesized) -> tuple[str, dict]:
+    """prod's predictive mode and the metric specification of a model deployed by a canary (two target groups)."""
+    template = synthesized.inference_template("prod")
+    policies = [r["Properties"]["PredictiveScalingPolicyConfiguration"] for r in template["Resources"].values()
+                if r["Type"] == "AWS::ApplicationAutoScaling::ScalingPolicy" and r["Properties"]["PolicyType"] == "PredictiveScaling"]
+    specs = [(policy["Mode"], spec) for policy in policies for spec in policy["MetricSpecifications"]
+             if "CustomizedScalingMetricSpecification" in spec]
+    assert specs, "prod has a model deployed by a canary"
+    return specs[0]
+
+
+@pytest.mark.parametrize("period", [60, 300, 3600])
+def test_the_predictive_forecast_over_both_target_groups_plans_what_the_per_minute_target_means(synthesized, period):
+    """prod runs ForecastAndScale on a canary's two target groups: at 6,000 requests a minute and a target of N
+    requests per target per minute, the plan is 6,000 / N tasks, at any period the service reads the queries at."""
+    mode, spec = prod_two_group_predictive_spec(synthesized)
+    assert mode == "ForecastAndScale"
+    assert forecast_capacity(spec, 6000, healthy_targets=3, period=period) == pytest.approx(6000 / spec["TargetValue"])
+
+
+def test_the_forecast_model_sees_a_scaling_metric_that_is_not_per_minute(synthesized):
+    """The twin: the expression before the fix (requests per healthy target per period) plans 60 x at an hourly period."""
+    _, spec = prod_two_group_predictive_spec(synthesized)
+    for query in spec["CustomizedScalingMetricSpecification"]["MetricDataQueries"]:
+        if query.get("ReturnData"):
+            query["Expression"] = query["Expression"].split(" * 60 / PERIOD")[0]
+    assert forecast_capacity(spec, 6000, 3, period=3600) == pytest.approx(60 * 6000 / spec["TargetValue"])

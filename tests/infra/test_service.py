@@ -259,11 +259,12 @@ def test_target_groups_check_readiness_without_flapping(env):
     for properties in groups:
         assert (properties["TargetType"], properties["HealthCheckPort"]) == ("ip", str(properties["Port"]))
         assert properties["Matcher"] == {"HttpCode": "200"}
-        assert properties["UnhealthyThresholdCount"] >= 3
-        # A new task takes traffic 10 s after it is ready; a failing one keeps it 50 s (tests/sizing: the timeline).
+        # A new task takes traffic 10 s after it is ready (tests/sizing: the timeline); a failing one (a Spot instance
+        # reclaimed before its tasks drained) loses it after three misses, 15 s, not one slow answer.
         assert (properties["HealthCheckIntervalSeconds"], properties["HealthyThresholdCount"]) == (5, 2)
         assert properties["HealthCheckTimeoutSeconds"] < properties["HealthCheckIntervalSeconds"]
-        assert properties["HealthCheckIntervalSeconds"] * properties["UnhealthyThresholdCount"] >= 45
+        assert properties["UnhealthyThresholdCount"] >= 3
+        assert properties["HealthCheckIntervalSeconds"] * properties["UnhealthyThresholdCount"] <= 15
 
 
 def test_each_model_has_a_path_rule(env):
@@ -483,8 +484,9 @@ def test_the_load_balancer_needs_one_egress_rule_per_container_port_however_many
     (balancer,) = egress
     ports = sorted({promised(config, m)["port"] for m in config.models})
     assert sorted((r["IpProtocol"], r["FromPort"], r["ToPort"]) for r in balancer["SecurityGroupEgress"]) == [("tcp", p, p) for p in ports]
-    # The only standalone egress rules: each cached model's tasks to the shared result cache (tests/infra/test_result_cache.py).
-    template.resource_count_is("AWS::EC2::SecurityGroupEgress", len(cached_models(config)))
+    # The only standalone egress rule: the result cache's client group (every cached model's tasks carry it) to the
+    # cache, one however many models use it (tests/infra/test_result_cache.py).
+    template.resource_count_is("AWS::EC2::SecurityGroupEgress", 1 if config.cache is not None else 0)
 
 
 def test_tasks_accept_only_the_load_balancer_on_the_container_port(env):
