@@ -22,7 +22,7 @@ from .log_cost import LevelLog, interval_bytes_per_s
 from .models import minilm_dir
 from .plot import plot
 from .processes import HOST, free_port, pin, server_processes, start_server
-from .report import compile_summary, evaluate, generator_ceiling, table
+from .report import compile_summary, evaluate, first_client_summary, generator_ceiling, table
 from .startup import measure_compile_startup, measure_startup
 from .systems import REPO_ROOT, cpu_layout, launch, request_bodies, thread_env, torch_threads
 from .texts import make_texts
@@ -230,6 +230,8 @@ def run_benchmark(cfg: BenchConfig) -> dict:
         results["startup"] = measure_startup(cfg, model_dir, cfg.startup_repeats)
         _log(f"start-up: ours {results['startup']['ours_median_s']:.1f} s, bare "
              f"{results['startup']['bare_median_s']:.1f} s: {results['startup']['ratio']:.2f} x")
+        if results["startup"]["first_client"]:
+            _log(first_client_summary(results["startup"]["first_client"]))
     if cfg.compile_startup and any(model != NULL for _, model in cfg.systems):
         _log("start-up with torch.compile: eager, the first compile start, a start that finds its compile cache")
         compiled = results["compile_startup"] = measure_compile_startup(cfg, model_dir)

@@ -1,8 +1,9 @@
 """Start-up: seconds from process start to ready for our server against the bare script (bench.bare_start: import,
-load, one inference, exit) on the same model, same machine, alternating, each `repeats` times; and where our
-server's start goes, from its own log lines. With --compile: our server with MODEL_RUNTIME=compile, its first start
-and a start that finds the compile cache the first one saved, against an eager start.
-`python -m bench.startup [--repeats 3] [--compile]` prints the JSON."""
+load, one inference, exit) on the same model, same machine, alternating, each `repeats` times; where our server's
+start goes, from its own log lines; and what its first client gets: one client from the moment /ready answers, against
+the same client once the warm-up is over. With --compile: our server with MODEL_RUNTIME=compile, its first start and
+a start that finds the compile cache the first one saved, against an eager start.
+`python -m bench.startup [--repeats 3] [--first-client 10] [--compile]` prints the JSON."""
 
 from __future__ import annotations
 
@@ -21,17 +22,19 @@ from pathlib import Path
 
 import orjson
 
-from .config import BenchConfig
-from .loadgen import own_cpu_s, rss_mib
+from .config import SAME_TEXT, BenchConfig
+from .loadgen import LoadResult, encode_requests, own_cpu_s, rss_mib, run_load
 from .models import minilm_dir
 from .processes import HOST, free_port, log_entries, server_processes, start_server
 from .systems import REPO_ROOT, _python_path, thread_env
+from .texts import make_texts
 
+BACKGROUND_DONE = "background warm-up done"
 # Our server's log lines that mark a phase of its start, in the order they normally come (role, message).
 PHASES = (("worker", "Application startup complete."), ("model", "model fetched"),
           ("worker", "preprocessing loaded"), ("model", "compile cache restored"), ("model", "model loaded"),
           ("model", "warm-up done"),
-          ("worker", "ready for traffic"), ("model", "background warm-up done"))
+          ("worker", "ready for traffic"), ("model", BACKGROUND_DONE))
 FETCHED = ("model has no manifest; files not verified", "model verified", "model downloaded and verified",
            "model downloaded")
 
@@ -49,9 +52,11 @@ def bare_start(model_dir: str, cfg: BenchConfig) -> dict:
 
 
 def our_start(model_dir: str, cfg: BenchConfig, scratch: Path, warmup: str = "first",
-              extra_env: dict[str, str] | None = None, wait_for: tuple[str, ...] = ()) -> dict:
-    """Popen to the first 200 from /ready, then one /predict (a ready server answers), then (``wait_for``) until
-    the log has one of those messages (``waited_s`` None unless it was the first), then the phases."""
+              extra_env: dict[str, str] | None = None, wait_for: tuple[str, ...] = (),
+              first_client_s: float = 0.0) -> dict:
+    """Popen to the first 200 from /ready, then (``first_client_s``) the first client's windows, then one /predict (a
+    ready server answers), then (``wait_for``) until the log has one of those messages (``waited_s`` None unless it
+    was the first), then the phases."""
     port = free_port()
     cache = tempfile.mkdtemp(prefix="startup-cache-", dir=scratch)
     # Eager unless extra_env says otherwise, and each start's compiler caches its own (never the shell's).
@@ -69,6 +74,7 @@ def our_start(model_dir: str, cfg: BenchConfig, scratch: Path, warmup: str = "fi
         process.wait_ready("/ready", cfg.ready_timeout_s, interval_s=0.02)
         ready = time.monotonic() - started
         costs = process_costs(process.log_path)
+        client = first_client(port, process.log_path, cfg, first_client_s) if first_client_s else None
         status = _predict(port)
         time.sleep(0.2)
         waited = None
@@ -77,9 +83,31 @@ def our_start(model_dir: str, cfg: BenchConfig, scratch: Path, warmup: str = "fi
             waited = seconds if message == wait_for[0] else None  # else the cache was not saved, or not restored
     finally:
         process.stop()
+    marks = phases(process.log_path, wall_started)
+    if client is not None:
+        client["warm_up_over_s"] = round(max(0.0, marks.get(BACKGROUND_DONE, ready) - ready), 3)
     return {"seconds": ready, "predict_status": status, "warmup": warmup, "waited_for": wait_for,
-            "waited_s": waited, "phases": phases(process.log_path, wall_started),
-            "restore_s": logged(process.log_path, "compile cache restored", "seconds"), "at_ready": costs}
+            "waited_s": waited, "phases": marks,
+            "restore_s": logged(process.log_path, "compile cache restored", "seconds"), "at_ready": costs,
+            "first_client": client}
+
+
+def first_client(port: int, log_path: Path, cfg: BenchConfig, window_s: float) -> dict:
+    """One closed-loop client for window_s from the moment /ready answered; then, once the server's warm-up is over
+    (at ready, or when its background warm-up logs its end), the same client again: the settled figure."""
+    texts = [SAME_TEXT] if cfg.same_text else make_texts(cfg.texts)
+    requests = encode_requests(HOST, port, "/predict", [orjson.dumps({"text": text}) for text in texts])
+    first = run_load(HOST, port, requests, 1, 0.0, window_s)
+    if logged(log_path, "warm-up done", "shapes_left"):
+        _wait_for_message(log_path, (BACKGROUND_DONE,), time.monotonic(), cfg.ready_timeout_s)
+    settled = run_load(HOST, port, requests, 1, 0.0, window_s)
+    return {"window_s": window_s, "first": _window(first), "settled": _window(settled),
+            "p95_over_settled": round(first.p95_ms / settled.p95_ms, 3)}
+
+
+def _window(result: LoadResult) -> dict:
+    return {"requests": result.requests, "statuses": result.statuses, "p50_ms": round(result.p50_ms, 2),
+            "p95_ms": round(result.p95_ms, 2), "p99_ms": round(result.p99_ms, 2)}
 
 
 def process_costs(log_path: Path) -> dict[str, dict[str, float | None]]:
@@ -134,17 +162,32 @@ def phases(log_path: Path, wall_started: float) -> dict[str, float]:
 
 
 def measure_startup(cfg: BenchConfig, model_dir: str, repeats: int) -> dict:
-    """Alternating bare, ours, bare, ours...: drift on a shared machine hits both alike. Median ratio."""
+    """Alternating bare, ours, bare, ours...: drift on a shared machine hits both alike. Median ratio; and, over our
+    starts, the first client's medians."""
     bare, ours = [], []
     with tempfile.TemporaryDirectory(prefix="startup-") as scratch:
         for _ in range(repeats):
             bare.append(bare_start(model_dir, cfg))
-            ours.append(our_start(model_dir, cfg, Path(scratch)))
+            ours.append(our_start(model_dir, cfg, Path(scratch), first_client_s=cfg.first_client_s))
     bare_s = statistics.median(run["seconds"] for run in bare)
     ours_s = statistics.median(run["seconds"] for run in ours)
+    clients = [run["first_client"] for run in ours if run["first_client"]]
     return {"repeats": repeats, "bare": bare, "ours": ours, "bare_median_s": round(bare_s, 3),
             "ours_median_s": round(ours_s, 3), "ratio": round(ours_s / bare_s, 3),
+            "first_client": first_client_medians(clients) if clients else None,
             "load_average_at_start": os.getloadavg()}
+
+
+def first_client_medians(clients: list[dict]) -> dict:
+    """The first client's figures over our starts: medians of each window's percentiles, and the ratio of the p95s'."""
+    def median(window: str, field: str) -> float:
+        return round(statistics.median(client[window][field] for client in clients), 2)
+
+    figures = {f"{window}_{field}": median(window, field) for window in ("first", "settled")
+               for field in ("p50_ms", "p95_ms", "p99_ms")}
+    return {"starts": len(clients), "window_s": clients[0]["window_s"], **figures,
+            "p95_over_settled": round(figures["first_p95_ms"] / figures["settled_p95_ms"], 3),
+            "warm_up_over_s": round(statistics.median(client["warm_up_over_s"] for client in clients), 3)}
 
 
 # The compile starts' MAX_BATCH_SIZE: each start compiles every shape, 12 at 4 (batch 1, 2, 4 at four lengths) rather
@@ -154,7 +197,7 @@ COMPILE_MAX_BATCH = 4
 # first is the one measured, the others end the wait without a figure.
 SAVED = ("compile cache saved", "compile cache not saved", "compile cache too large to keep",
          "compile cache not saved: a shape failed to warm", "compile cache already saved by another task")
-ALL_COMPILED = ("background warm-up done",)
+ALL_COMPILED = (BACKGROUND_DONE,)
 
 
 def measure_compile_startup(cfg: BenchConfig, model_dir: str) -> dict:
@@ -188,8 +231,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model-dir", default=None)
     parser.add_argument("--compile", action="store_true", help="the compile starts (first, cached) against eager")
     parser.add_argument("--workers", type=int, default=BenchConfig.workers, help="our server's HTTP workers")
+    parser.add_argument("--first-client", type=float, default=BenchConfig.first_client_s, dest="first_client_s",
+                        help="seconds of one client after each of our starts is ready, and again once settled (0: skip)")
+    parser.add_argument("--max-sequence-length", type=int, default=BenchConfig.max_sequence_length,
+                        help="our server's MAX_SEQUENCE_LENGTH")
     args = parser.parse_args(argv)
-    cfg = BenchConfig(workers=args.workers)
+    cfg = BenchConfig(workers=args.workers, first_client_s=args.first_client_s,
+                      max_sequence_length=args.max_sequence_length)
     cfg.output_dir.mkdir(parents=True, exist_ok=True)
     model_dir = args.model_dir or str(minilm_dir())
     result = measure_compile_startup(cfg, model_dir) if args.compile else measure_startup(cfg, model_dir, args.repeats)

@@ -95,8 +95,9 @@ def _ours(server: str, model_spec: str, port: int, cfg: BenchConfig, scratch: Pa
                MAX_BATCH_SIZE=str(cfg.max_batch_size), MAX_BATCH_WAIT_MS=str(cfg.max_batch_wait_ms),
                MAX_SEQUENCE_LENGTH=str(cfg.max_sequence_length), DEVICE=cfg.device, PRECISION=cfg.precision,
                COMPILE=str(cfg.compile).lower(), MODEL_CACHE_DIR=str(scratch / "model-cache"),
-               # Steady state from the first measured request: every shape warm before ready (the default warms
-               # the rest in the background while traffic runs; bench.startup measures that start).
+               # Steady state from the first measured request: every shape warm, and its time seeding the deadline
+               # admission, before ready (the default leaves long shapes to traffic; bench.startup measures that
+               # start and its first client).
                WARMUP="all")
     if model_spec == NULL:
         empty = Path(tempfile.mkdtemp(prefix="null-model-", dir=scratch))

@@ -1,11 +1,12 @@
 """Dynamic batching on one inference thread that owns the model (in the model process).
 
-The thread loads the model and warms up what the first traffic needs before it reports ready: batch 1 at every
-length bucket (warmup="first"; warmup="all" warms every shape first). The other (batch bucket x length bucket)
-shapes warm one at a time, smallest first, whenever the model is idle, so readiness does not wait for them and no
-request waits behind more than one warm-up forward. A shape not yet warmed still runs correctly, only slower the
-first time. A handler that compiles (handlers/compiled.py) is made ready on its eager forward, and every shape then
-compiles in the background the same way; until its shape has compiled a request runs eagerly, never a compile.
+The thread loads the model and warms up before it reports ready (warmup="first"): batch 1 at every length bucket,
+then each larger (batch bucket x length bucket) shape whose forward is expected to be short (SHORT_FORWARD_S). A
+longer shape is left to traffic: an eager forward's first call at a shape costs about what every later one does, so
+nothing runs after ready but requests, and none waits behind a warm-up forward. warmup="all" warms every shape
+first. A handler that compiles (handlers/compiled.py) is made ready on its eager forward, and every shape then
+compiles one at a time, smallest first, whenever the model is idle; until its shape has compiled a request runs
+eagerly, and it waits behind at most one shape's compile.
 
 Then it loops: take new jobs (inputs already preprocessed by the HTTP workers), file their inputs into
 sequence-length buckets, and run a batch as soon as the model is free. A job that arrives while the model is idle
@@ -44,10 +45,15 @@ log = logging.getLogger(__name__)
 
 
 WARMUP_MODES = ("first", "all")
-# After ready, the background warm-up waits this long: each worker's readiness test inference comes within
-# milliseconds of the model's ready, and must not queue behind a warm-up forward (with torch.compile, a compile:
-# 8.6 s between the model's ready and a worker's on a 2-core CPU, 1.8 s with the compile cache).
+# After ready, the background warm-up of a model that compiles waits this long: each worker's readiness test inference
+# comes within milliseconds of the model's ready, and must not queue behind a compile (8.6 s between the model's ready
+# and a worker's on a 2-core CPU, 1.8 s with the compile cache).
 WARM_AFTER_READY_S = 1.0
+# warmup="first" warms a larger batch before ready only where its forward is expected to take at most this long. A
+# first call's fixed costs (allocations, kernel choice) matter against a short forward; a long one's first call costs
+# about what every later one does (MiniLM on one CPU core: 32 x 256 tokens within 3 ms of its 1.6 s), and warming it
+# would hold readiness for its whole length, or, after ready, a request behind it.
+SHORT_FORWARD_S = 0.02
 # Runs of each shape's compile warm-up: the first compiles, CUDA graphs record on a later one.
 COMPILE_RUNS = 3
 
@@ -155,7 +161,8 @@ class Batcher:
         self._cold: deque[tuple[int, int]] = deque()  # (batch size, length) shapes left to warm while idle
         self._cold_started = 0.0
         self._warm_after = 0.0  # the background warm-up starts no earlier (time.monotonic)
-        self.warm_failures = 0  # background warm-up shapes that raised
+        self.warm_failures = 0  # warm-up shapes that raised; the model serves on without them
+        self.unwarmed: list[tuple[int, int]] = []  # shapes left to traffic: their first real batch runs cold
         self._last_compile_s = 0.0  # how long the last shape's compile took (the admission's estimate for the next)
         self._on_batch, self._on_fatal, self._is_fatal = on_batch, on_fatal, is_fatal
         self._on_cycle, self._on_queue_change = on_cycle, on_queue_change
@@ -257,37 +264,72 @@ class Batcher:
         """Warm what must be warm before ready; returns the shapes left to warm (or compile) in the background."""
         started = self._clock()
         shapes = self.warmup_shapes()
-        first = [shape for shape in shapes if shape[0] == 1]
         compiles = handler.compiled_forward is not None
+        later: list[tuple[int, int]] = []
         if self.warmup == "all":
-            now, later = shapes, []
-        else:  # a compiling handler: batch 1 warm on the eager forward, then every shape compiles while idle
-            now, later = first, (shapes if compiles else [shape for shape in shapes if shape[0] > 1])
-        for size, length in now:
-            if compiles and self.warmup == "all":
-                self._compile_shape(handler, size, length)
-            else:
+            for size, length in shapes:
+                if compiles:
+                    self._compile_shape(handler, size, length)
+                else:
+                    self._warm_shape(handler, size, length)
+            warmed = shapes
+        elif compiles or self.compile:  # a first call compiles: batch 1 now (on the eager forward), the rest while idle
+            warmed = [shape for shape in shapes if shape[0] == 1]
+            for size, length in warmed:
                 self._warm_shape(handler, size, length)
-        log.info("warm-up done", extra={"batch_sizes": sorted({size for size, _ in now}), "lengths": self.lengths,
-                                        "shapes": len(now), "shapes_left": len(later),
+            later = shapes if compiles else [shape for shape in shapes if shape[0] > 1]
+        else:
+            warmed = self._warm_short_shapes(handler, shapes)
+        log.info("warm-up done", extra={"batch_sizes": sorted({size for size, _ in warmed}), "lengths": self.lengths,
+                                        "shapes": len(warmed), "shapes_left": len(later),
+                                        "left_to_traffic": len(self.unwarmed),
                                         "compiled": compiles and self.warmup == "all",
                                         "seconds": round(self._clock() - started, 3)})
         return later
 
-    def _warm_shape(self, handler: Handler, size: int, length: int, runs: int | None = None) -> None:
+    def _warm_short_shapes(self, handler: Handler, shapes: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        """An eager forward's warm-up: batch 1 at every length, then each larger batch expected to be short, as long as
+        the batch before it at that length took, scaled by size; a longer one is left to traffic. Returns the shapes
+        warmed."""
+        took: dict[int, tuple[int, float]] = {}  # length -> (the last batch size there, its time or expected time)
+        warmed = []
+        for size, length in shapes:  # by batch size, then length
+            if size == 1:  # the process's first forward also pays one-time costs: run twice, keep the second's time
+                seconds = self._warm_shape(handler, size, length, runs=1 if took else 2)
+                warmed.append((size, length))
+            else:
+                before, before_s = took[length]
+                seconds = before_s * size / before
+                if seconds <= SHORT_FORWARD_S:
+                    with self._surviving("warm-up of a shape failed", size, length):
+                        seconds = self._warm_shape(handler, size, length)
+                    warmed.append((size, length))
+                else:
+                    self._leave_to_traffic(size, length, seconds)
+            took[length] = (size, seconds)
+        return warmed
+
+    def _leave_to_traffic(self, size: int, length: int, expected_s: float) -> None:
+        """A shape not warmed up: the deadline admission plans on its expected time until a real batch replaces it."""
+        self.unwarmed.append((size, length))
+        if self.batch_times is not None:
+            self.batch_times.seed(size, length, expected_s)
+
+    def _warm_shape(self, handler: Handler, size: int, length: int, runs: int | None = None) -> float:
         """Run one shape: once, or COMPILE_RUNS times for a handler that compiles without a CompiledForward (its
         compile, then its CUDA graph's recording, hold readiness as they always did). The shape's time seeds the
-        deadline admission once every run has succeeded: the last run's, not a compile's."""
+        deadline admission once every run has succeeded: the last run's, not a compile's. Returns that time."""
         if runs is None:
             runs = COMPILE_RUNS if self.compile and handler.compiled_forward is None else 1
         item = handler.warmup_input(length)
         seconds = 0.0
         for _ in range(runs):
-            shape_started = time.perf_counter()
+            shape_started = self._clock()
             as_numpy(handler.forward([item] * size, size, length))
-            seconds = time.perf_counter() - shape_started
+            seconds = self._clock() - shape_started
         if self.batch_times is not None:
             self.batch_times.seed(size, length, seconds)
+        return seconds
 
     def _compile_shape(self, handler: Handler, size: int, length: int) -> None:
         """Compile one shape of a CompiledForward handler; one that fails keeps running eagerly. The workers'

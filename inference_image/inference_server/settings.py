@@ -185,9 +185,10 @@ class Settings:
                                              "s3://bucket/prefix/ or a directory: where torch.compile's cache is kept "
                                              "between tasks, one archive per torch version, device kind and compile settings")
     warmup: str = _setting(_choice("first", "all"), "first",
-                           "shapes warmed before /ready: first (batch 1 at every length bucket; the other batch "
-                           "sizes warm while the model is idle; a compiled model is ready on its eager forward and "
-                           "compiles every shape while idle) or all (compiled too, with torch.compile)")
+                           "shapes warmed before /ready: first (batch 1 at every length bucket and each larger "
+                           "batch whose forward is short, the rest left to traffic; a compiled model is ready on its "
+                           "eager forward and compiles every shape while idle) or all (compiled too, with "
+                           "torch.compile)")
     max_batch_size: int = _setting(_int(1, 4096), 32, "largest batch sent to the model")
     max_batch_wait_ms: float = _setting(_float(0), 2.0, "longest a queued request waits for a fuller batch")
     max_queue_size: int = _setting(_int(1), 256, "queued inputs beyond which requests get 503")

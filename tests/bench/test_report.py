@@ -47,7 +47,8 @@ def test_targets(results):
     assert ratios["overload_goodput_over_saturation"] == pytest.approx(195 / 210)
     assert ratios["overload_offered_over_saturation"] == pytest.approx(4195 / 210)
     assert ratios["rejection_cpu_over_bare_asgi_answer"] == pytest.approx(50 / 30)
-    assert [t["met"] for t in targets] == [True, True, True, False, True, True, True, True, True, False, True, None, None]
+    assert [t["met"] for t in targets] == [True, True, True, False, True, True, True, True, True, False, True, None, None,
+                                           None]
 
 
 def test_issue_23s_throughput_targets_miss_below_1_3_x_raw_and_1_5_x_the_peer(results):
@@ -71,7 +72,8 @@ def test_missing_systems_are_not_measured(results):
     results["runs"] = [r for r in results["runs"] if r["system"] != "baseline"]
     results["overload"] = []
     _, targets = evaluate(results)
-    assert [t["met"] for t in targets] == [True, True, None, None, None, None, True, None, True, False, True, None, None]
+    assert [t["met"] for t in targets] == [True, True, None, None, None, None, True, None, True, False, True, None, None,
+                                           None]
 
 
 def test_generator_ceiling_from_the_bare_asgi_run(results):
@@ -156,6 +158,30 @@ def test_startup_ratio_target_and_what_binds_a_missed_one(results):
     results["startup"]["ratio"] = 1.2
     _, targets = evaluate(results)
     assert target(targets, "start-to-ready")["met"] is True
+
+
+def _first_client(first_p95_ms: float, warm_up_over_s: float) -> dict:
+    return {"starts": 3, "window_s": 10.0, "first_p50_ms": 14.3, "first_p95_ms": first_p95_ms, "first_p99_ms": 380.0,
+            "settled_p50_ms": 9.9, "settled_p95_ms": 20.0, "settled_p99_ms": 24.0,
+            "p95_over_settled": round(first_p95_ms / 20.0, 3), "warm_up_over_s": warm_up_over_s}
+
+
+@pytest.mark.parametrize(("first_p95_ms", "warm_up_over_s", "bound"), [
+    (41.6, 5.5, "the background warm-up, over 5.5 s after ready: 42 ms against 20 ms settled"),
+    (36.0, 0.0, "the machine: nothing of the server's warm-up ran after ready (36 ms against 20 ms settled)")])
+def test_the_first_clients_target_and_what_binds_a_missed_one(results, first_p95_ms, warm_up_over_s, bound):
+    results["startup"] = {"repeats": 3, "ratio": 1.1, "ours_median_s": 4.2, "bare_median_s": 3.9,
+                          "ours": [_start(4.2, {})], "bare": [], "first_client": _first_client(first_p95_ms,
+                                                                                               warm_up_over_s)}
+    results["ratios"], results["targets"] = evaluate(results)
+    first = target(results["targets"], "one client's p95 in the first seconds after ready")
+    assert first["met"] is False and first["value"] == pytest.approx(first_p95_ms / 20.0) and first["threshold"] == 1.5
+    assert first["bound"] == bound
+    assert (f"first client after ready (median of 3): the first 10 s p50 14.3 p95 {first_p95_ms:.1f} p99 380.0 ms, "
+            f"settled p50 9.9 p95 20.0 p99 24.0 ms: p95 {first_p95_ms / 20:.2f} x; the warm-up over {warm_up_over_s:.1f} "
+            "s after ready") in table(results)
+    results["startup"]["first_client"] = _first_client(25.0, 0.0)
+    assert target(evaluate(results)[1], "one client's p95 in the first seconds")["met"] is True
 
 
 def target(targets: list[dict], start: str) -> dict:

@@ -7,7 +7,7 @@ import time
 import orjson
 import pytest
 
-from bench.startup import _wait_for_message, logged, phases
+from bench.startup import _wait_for_message, first_client_medians, logged, phases
 
 
 def _line(pid, message, at, **fields):
@@ -45,3 +45,16 @@ def test_a_logged_field_is_read_from_the_first_line_with_its_message(tmp_path):
                               _line(3, "compile cache restored", "2026-12-04T03:00:05.500Z", seconds=9.0)]))
     assert logged(log, "compile cache restored", "seconds") == 1.25
     assert logged(log, "compile cache saved", "seconds") is None
+
+
+def _client(first_p95, settled_p95, warm_up_over_s=0.0):
+    return {"window_s": 10.0, "first": {"p50_ms": first_p95 / 2, "p95_ms": first_p95, "p99_ms": first_p95 * 2},
+            "settled": {"p50_ms": settled_p95 / 2, "p95_ms": settled_p95, "p99_ms": settled_p95 * 2},
+            "warm_up_over_s": warm_up_over_s}
+
+
+def test_the_first_clients_figures_are_medians_over_the_starts_and_their_ratio():
+    medians = first_client_medians([_client(50.0, 20.0, 5.5), _client(30.0, 10.0, 6.0), _client(400.0, 16.0, 7.5)])
+    assert medians == {"starts": 3, "window_s": 10.0, "first_p50_ms": 25.0, "first_p95_ms": 50.0,
+                       "first_p99_ms": 100.0, "settled_p50_ms": 8.0, "settled_p95_ms": 16.0, "settled_p99_ms": 32.0,
+                       "p95_over_settled": 3.125, "warm_up_over_s": 6.0}

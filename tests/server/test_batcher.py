@@ -116,6 +116,23 @@ class ColdGateHandler(EchoHandler):
         return super().forward(batch, batch_size, seq_len)
 
 
+class CostHandler(EchoHandler):
+    """Each input of a forward costs cost_s[its length bucket] on a test clock, which the forward advances (nothing
+    sleeps): which shapes are short does not depend on the machine running the test."""
+
+    def __init__(self, clock: Clock, cost_s: dict[int, float]) -> None:
+        super().__init__()
+        self.clock, self.cost_s = clock, cost_s
+        self.real: list[tuple[int, int]] = []  # (batch size, length bucket) of each real batch
+
+    def forward(self, batch, batch_size, seq_len):
+        bucket = min(length for length in self.cost_s if length >= seq_len)
+        self.clock.now += batch_size * self.cost_s[bucket]
+        if not _is_warmup(batch):
+            self.real.append((batch_size, bucket))
+        return super().forward(batch, batch_size, seq_len)
+
+
 def _is_warmup(batch) -> bool:
     return batch[0].data["text"].tobytes() == b"<warmup>"
 
@@ -134,19 +151,68 @@ def test_warmup_all_runs_every_batch_and_length_shape_before_ready(batchers):
     assert sorted(handler.warmups) == EVERY_SHAPE
 
 
-def test_ready_comes_after_batch_1_at_every_length_and_the_rest_warms_in_the_background(batchers):
+# Per input: 1 ms at 16 tokens, 2 ms at 32, 15 ms at 64. SHORT_FORWARD_S is 20 ms: every batch at 16 and 32 tokens is
+# short, and at 64 only batch 1 (which always warms).
+COSTS = {16: 0.001, 32: 0.002, 64: 0.015}
+
+
+def test_ready_comes_after_batch_1_at_every_length_and_every_larger_batch_expected_to_be_short(batchers):
+    clock, times = Clock(), SeedLog([0] * SLOTS)
+    handler = CostHandler(clock, COSTS)
+    batcher, _ = batchers(handler, max_batch_size=8, max_sequence_length=64, clock=clock, batch_times=times)
+    # By batch size, then length; the process's first forward twice (the second's time is the model's).
+    assert handler.warmups == [(1, 16), (1, 16), (1, 32), (1, 64), (2, 16), (2, 32), (4, 16), (4, 32), (8, 16), (8, 32)]
+    assert batcher.unwarmed == [(2, 64), (4, 64), (8, 64)]  # 30 ms and more: left to traffic
+    # The deadline admission plans on what they are expected to take until a real batch replaces it.
+    assert times.seeded[(2, 64)] == pytest.approx(0.030) and times.seeded[(8, 64)] == pytest.approx(0.120)
+    assert times.seeded[(8, 32)] == pytest.approx(0.016)  # measured
+
+
+def test_no_request_waits_behind_a_long_warm_up_forward_and_a_shape_left_to_traffic_answers_correctly(
+        batchers, monkeypatch):
+    """A long shape never runs as a warm-up, before ready or after (here the background warm-up of a model that
+    compiles would start at ready): a warm-up forward of (2, 64) or larger would hold every request behind it."""
+    from inference_server import batcher as batcher_module
+
+    class HoldsLongWarmUps(CostHandler):
+        def forward(self, batch, batch_size, seq_len):
+            if _is_warmup(batch) and batch_size > 1 and seq_len == 64:
+                assert held.wait(RESULT_TIMEOUT)
+            return super().forward(batch, batch_size, seq_len)
+
+    monkeypatch.setattr(batcher_module, "WARM_AFTER_READY_S", 0.0)
+    clock, held, announced = Clock(), threading.Event(), threading.Event()
+    handler = HoldsLongWarmUps(clock, COSTS)
+    try:
+        batcher, _ = batchers(handler, max_batch_size=8, max_sequence_length=64, clock=clock,
+                              on_all_warm=announced.set)
+        warm_at_ready = list(handler.warmups)
+        for texts in (["a"], [words(40)] * 8, ["a b"] * 3, [words(20)], [words(40)] * 2):
+            result = batcher.submit(texts, clock() + FAR).result(5)  # well past the model's time: it is idle
+            assert [p["echo"] for p in preds(result)] == texts
+            time.sleep(0.02)  # the model idle between requests
+    finally:
+        held.set()
+    assert handler.real == [(1, 16), (8, 64), (3, 16), (1, 32), (2, 64)]  # (8, 64) and (2, 64) were never warmed
+    assert handler.warmups == warm_at_ready
+    assert announced.is_set()  # the warm-up was over at ready
+
+
+def test_a_handler_that_compiles_by_itself_is_ready_after_batch_1_and_warms_the_rest_in_the_background(batchers):
+    """A first call compiles (a CUDA graph records) where a handler compiles without a CompiledForward: every shape
+    warms, COMPILE_RUNS runs each, batch 1 before ready."""
     handler = ColdGateHandler()
-    batcher, _ = batchers(handler, max_batch_size=8, max_sequence_length=64)
-    assert handler.warmups == [(1, 16), (1, 32), (1, 64)]  # ready, while batch 2 is held cold
+    batcher, _ = batchers(handler, max_batch_size=8, max_sequence_length=64, pad_batches=True, compile=True)
+    assert handler.warmups == [shape for shape in [(1, 16), (1, 32), (1, 64)] for _ in range(COMPILE_RUNS)]
     assert handler.cold_entered.wait(RESULT_TIMEOUT)
     handler.cold_gate.set()
-    wait_for(lambda: sorted(handler.warmups) == EVERY_SHAPE)
-    assert sorted(handler.warmups) == EVERY_SHAPE  # each shape once
+    wait_for(lambda: len(handler.warmups) == COMPILE_RUNS * len(EVERY_SHAPE))
+    assert sorted(set(handler.warmups)) == EVERY_SHAPE and batcher.unwarmed == []
 
 
 def test_a_shape_not_yet_warmed_answers_correctly_and_traffic_goes_before_the_rest_of_the_warm_up(batchers):
     handler = ColdGateHandler()
-    batcher, _ = batchers(handler, max_batch_size=8, max_sequence_length=64, pad_batches=True)
+    batcher, _ = batchers(handler, max_batch_size=8, max_sequence_length=64, pad_batches=True, compile=True)
     assert handler.cold_entered.wait(RESULT_TIMEOUT)  # the background warm-up is in its first forward, (2, 16)
     future = batcher.submit(["a b", "c", "d e f"], time.monotonic() + FAR)
     handler.cold_gate.set()
@@ -154,11 +220,11 @@ def test_a_shape_not_yet_warmed_answers_correctly_and_traffic_goes_before_the_re
     assert [p["echo"] for p in preds(result)] == ["a b", "c", "d e f"]
     assert handler.calls[0][:2] == (4, 16)  # padded to batch bucket 4, which was still cold
     assert (4, 16) not in handler.warm_at_call[0]
-    assert handler.warm_at_call[0] == {(1, 16), (1, 32), (1, 64), (2, 16)}  # one warm-up forward, then traffic
-    wait_for(lambda: sorted(handler.warmups) == EVERY_SHAPE)
+    assert handler.warm_at_call[0] == {(1, 16), (1, 32), (1, 64), (2, 16)}  # one warm-up shape, then traffic
+    wait_for(lambda: len(handler.warmups) == COMPILE_RUNS * len(EVERY_SHAPE))
 
 
-def test_a_failing_background_warm_up_shape_is_logged_and_the_model_keeps_serving(batchers, caplog):
+def test_a_failing_warm_up_shape_past_batch_1_is_logged_and_the_model_keeps_serving(batchers, caplog):
     class FailsAtBatch8(EchoHandler):
         def forward(self, batch, batch_size, seq_len):
             if _is_warmup(batch) and batch_size == 8:
@@ -168,9 +234,8 @@ def test_a_failing_background_warm_up_shape_is_logged_and_the_model_keeps_servin
     caplog.set_level(logging.INFO, logger="inference_server.batcher")
     handler = FailsAtBatch8()
     batcher, _ = batchers(handler, max_batch_size=8, max_sequence_length=64)
-    wait_for(lambda: "background warm-up done" in caplog.text)
-    assert "background warm-up of a shape failed" in caplog.text
-    assert not batcher.failed
+    assert "warm-up of a shape failed" in caplog.text
+    assert batcher.warm_failures == 3 and not batcher.failed  # batch 8 at each of the three lengths
     result = batcher.submit(["still here"], time.monotonic() + FAR).result(RESULT_TIMEOUT)
     assert [p["echo"] for p in preds(result)] == ["still here"]
 
@@ -190,7 +255,7 @@ def test_every_shape_warm_is_announced_once_and_failures_are_counted(batchers, w
     announced: list[tuple[int, int]] = []
     handler = FailsInTheMiddle()
     batcher, _ = batchers(handler, max_batch_size=8, max_sequence_length=64, warmup=warmup,
-                          on_all_warm=lambda: announced.append((len(handler.warmups), handler.failed)))
+                          on_all_warm=lambda: announced.append((len(set(handler.warmups)), handler.failed)))
     wait_for(lambda: announced)
     time.sleep(0.2)
     failed = 1 if warmup == "first" else 0
@@ -198,21 +263,22 @@ def test_every_shape_warm_is_announced_once_and_failures_are_counted(batchers, w
     assert batcher.warm_failures == failed
 
 
-def test_after_ready_the_background_warm_up_waits_and_traffic_or_a_stop_does_not(batchers, monkeypatch):
-    """The workers' readiness test inferences come just after ready: served at once, not behind a warm-up forward
-    (with torch.compile, a compile); a stop during the wait returns at once. (A long wait here, so a slow test
-    thread is still inside it.)"""
+def test_after_ready_the_background_compile_waits_and_traffic_or_a_stop_does_not(batchers, monkeypatch):
+    """The workers' readiness test inferences come just after ready: served at once, not behind a compile; a stop
+    during the wait returns at once. (A long wait here, so a slow test thread is still inside it.)"""
     from inference_server import batcher as batcher_module
 
     monkeypatch.setattr(batcher_module, "WARM_AFTER_READY_S", 30.0)
-    handler = ColdGateHandler()
-    batcher, _ = batchers(handler, max_batch_size=8, max_sequence_length=64)
+    handler = CompilingHandler()
+    handler.compile_gate.clear()
+    batcher, _ = batchers(handler, max_batch_size=8, max_sequence_length=64, pad_batches=True)
     started = time.monotonic()
     result = batcher.submit(["probe"], time.monotonic() + FAR).result(RESULT_TIMEOUT)
     assert [p["echo"] for p in preds(result)] == ["probe"] and time.monotonic() - started < 5
-    assert handler.warm_at_call[0] == {(1, 16), (1, 32), (1, 64)}  # nothing of the background warm-up before it
-    handler.cold_gate.set()
-    idle, _ = batchers(ColdGateHandler(), max_batch_size=8, max_sequence_length=64)
+    assert handler.sides(warmup=False) == [("eager", 1, 16)]
+    assert handler.sides(warmup=True) == [("eager", 1, 16), ("eager", 1, 32), ("eager", 1, 64)]  # nothing compiled
+    handler.compile_gate.set()
+    idle, _ = batchers(CompilingHandler(), max_batch_size=8, max_sequence_length=64, pad_batches=True)
     stopping = time.monotonic()
     idle.stop()
     assert time.monotonic() - stopping < 5  # not the 30 s wait
