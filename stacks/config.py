@@ -18,6 +18,7 @@ from gpu_inference_constructs.deployment_capacity import (
 )
 from gpu_inference_constructs.errors import ConfigError, require, require_range
 from gpu_inference_constructs.gpu_capacity import GpuCapacityProps
+from gpu_inference_constructs.gpu_packing import check_shared_group_holds_deployment_at_peak, shared_service
 from gpu_inference_constructs.load_balancer import (
     ConfiguredLoad,
     LoadBalancerProps,
@@ -150,7 +151,7 @@ class EnvironmentConfig:
             server = self.server_config(model).server
             try:
                 server.check(model)
-                model.check_fits(smallest[group], server.sidecar_reservation)
+                model.check_fits(smallest[group], server.sidecar_reservation, tuple(self.group_capacity(group).resolve_instance_types()))
             except ConfigError as error:
                 where = "" if error.key not in ("gpus", "cpu", "memory_mib") else (
                     f" (it runs on capacity_groups.{group})" if group else " (it runs on capacity; place it in a capacity group of a larger shape)")
@@ -161,12 +162,24 @@ class EnvironmentConfig:
             placed = [m for m in self.models if placement.get(m.name, "") == group]
             if not placed:
                 continue
+            key = f"capacity_groups.{group}.capacity.max_capacity" if group else "capacity.max_capacity"
+            shared = [m for m in placed if m.gpu_share is not None]
+            if shared:
+                whole = [m.name for m in placed if m.gpu_share is None]
+                require(not whole, f"models[{self.models.index(shared[0])}].gpu_share",
+                        f"{shared[0].name!r} is on a share and {', '.join(whole)} on whole GPUs in one capacity group: a GPU in "
+                        "MPS mode takes only shared containers; put the shared models in a capacity group of their own "
+                        "(capacity_groups)")
+                check_shared_group_holds_deployment_at_peak(self.group_capacity(group).max_capacity,
+                                                            self.group_capacity(group).resolve_instance_types(),
+                                                            [shared_service(m) for m in placed], key=key)
+                continue
             # Counted in GPUs: a task of a 4-GPU model takes four of an instance's GPUs.
             check_group_holds_deployment_at_peak(
                 self.group_capacity(group).max_capacity,
                 smallest[group].gpus,
                 [service_deployment(m, in_gpus=True) for m in placed],
-                key=f"capacity_groups.{group}.capacity.max_capacity" if group else "capacity.max_capacity",
+                key=key,
             )
         self._check_load_balancers()
 

@@ -10,6 +10,7 @@ from .deployment import DeploymentProps, RollbackAlarms, RollbackProps, Rollback
 from .deployment_capacity import ServiceDeployment
 from .errors import ConfigError
 from .gpu_capacity import GpuCapacity, GpuCapacityProps
+from .gpu_share import GpuShare
 from .instance_catalog import CATALOG, GpuInstanceType
 from .latency_alarms import LatencyAlarmProps, LatencyAlarmThresholds
 from .load_balancer import ConfiguredLoad, InferenceLoadBalancer, LoadBalancerProps, LoadBalancerQuotas
@@ -63,6 +64,7 @@ __all__ = [
     "GpuCapacity",
     "GpuCapacityProps",
     "GpuInstanceType",
+    "GpuShare",
     "InferenceLoadBalancer",
     "InferenceMonitoring",
     "InferenceNetwork",

@@ -207,6 +207,8 @@ class BundledServer:
         }
         return ServerContract(
             name=self.name,
+            # The model process alone uses the GPU; the HTTP workers tokenize on the CPU.
+            single_cuda_process=True,
             image=self.image or bundled_server_image(),
             command=BUNDLED_COMMAND,
             port=BUNDLED_PORT,

@@ -29,7 +29,9 @@ from .acknowledgements import acknowledge, default_child, default_policy, nag_re
 from .cdk_interfaces import as_role, service_principal
 from .deployment_capacity import ServiceDeployment, check_group_holds_deployment_at_peak
 from .errors import ConfigError, require, require_range
+from .gpu_packing import SharedService, check_shared_group_holds_deployment_at_peak, shared_service
 from .instance_catalog import GpuInstanceType, lookup, warn_if_unlisted
+from .model_props import ModelProps, service_deployment
 from .notifications import topic_target
 from .schedules import CapacityPrewarm
 
@@ -198,6 +200,7 @@ class GpuCapacity(Construct):
         super().__init__(scope, construct_id)
         self.props = props
         self.services: list[ServiceDeployment] = []
+        self.shared_services: list[SharedService] = []
         self.instance_types = props.resolve_instance_types()
         for index, instance_type in enumerate(self.instance_types):
             warn_if_unlisted(self, instance_type, cdk.Stack.of(self).region, f"instance_types[{index}]")
@@ -406,6 +409,24 @@ class GpuCapacity(Construct):
             "The launch template's root volume is encrypted gp3: asserted by "
             "tests/infra/test_capacity.py::test_launch_template_root_volume_is_encrypted_gp3.",
         )
+
+    def add_model(self, model: ModelProps) -> None:
+        """Count ``model``'s service on this group: in whole GPUs (:meth:`add_service`), or packed by its GPU share.
+        A group holds models on whole GPUs or models on shares, never both: a GPU in MPS mode takes only MPS
+        containers (ECS API reference, GpuSharingMode)."""
+        shared = model.gpu_share is not None
+        others = [s.name for s in self.services] if shared else [s.deployment.name for s in self.shared_services]
+        require(not others, f"models[{model.name}].gpu_share",
+                f"{'a share' if shared else 'whole GPUs'} on a group that already runs {', '.join(others)} on "
+                f"{'whole GPUs' if shared else 'shares'}: a GPU in MPS mode takes only shared containers; give the shared "
+                "models a capacity group of their own")
+        if not shared:
+            self.add_service(service_deployment(model, in_gpus=True))
+            return
+        candidate = [*self.shared_services, shared_service(model)]
+        check_shared_group_holds_deployment_at_peak(self.props.max_capacity, self.instance_types, candidate,
+                                                    key=f"{self.node.id}.max_capacity")
+        self.shared_services.append(candidate[-1])
 
     def add_service(self, service: ServiceDeployment) -> None:
         """Count a service (in GPUs) that runs on this group, refusing the one whose deployment at peak (all services

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from .deployment import DeploymentProps, RollbackProps, RollbackThresholds
 from .deployment_capacity import ServiceDeployment
 from .errors import ConfigError, require, require_range
+from .gpu_share import GpuShare, smallest_device_memory_mib
 from .instance_catalog import GpuInstanceType
 from .latency_alarms import LatencyAlarmProps, LatencyAlarmThresholds
 from .scaling_props import ModelScalingProps
@@ -37,7 +38,10 @@ class ModelProps:
     memory_mib: int = 12288
     """MiB the server container reserves per task (its ``/dev/shm`` counts against it). Default: 12288."""
     gpus: int = 1
-    """GPUs per task, the one place they are set (vLLM and TGI shard over them). Default: 1."""
+    """Whole GPUs per task, the one place they are set (vLLM and TGI shard over them). Default: 1."""
+    gpu_share: GpuShare | None = None
+    """A share of one GPU (NVIDIA MPS: its GPU memory and, optionally, a compute limit) instead of whole GPUs; the
+    model's capacity group then holds only models on shares. Default: None (``gpus`` whole GPUs)."""
     min_tasks: int = 1
     """Fewest tasks scaling keeps. Default: 1."""
     max_tasks: int = 4
@@ -70,6 +74,9 @@ class ModelProps:
         check_model_task_range(self.min_tasks, self.max_tasks)
         require_range(self.expected_load_seconds, 10, 3000, "expected_load_seconds")
         require_range(self.gpus, 1, 8, "gpus", hint=" (GPUs per task; a 12xlarge type has 4)")
+        require(self.gpu_share is None or self.gpus == 1, "gpus",
+                f"{self.gpus} whole GPUs and a gpu_share: a share is of one GPU (one CUDA process); remove gpu_share for "
+                "tensor parallelism over whole GPUs, or leave gpus out")
         self.rollback_thresholds()
         self.latency_alarm_thresholds()
 
@@ -92,10 +99,18 @@ class ModelProps:
         clashing = sorted(set(self.environment) & set(reserved))
         require(not clashing, "environment", f"{clashing} are set by the {server} preset from its own keys; set those keys instead")
 
-    def check_fits(self, instance_type: GpuInstanceType, sidecars: tuple[int, int]) -> None:
-        """A task of this model, its server and the ``sidecars`` (CPU units, MiB) its server adds, fits ``instance_type``."""
+    def check_fits(self, instance_type: GpuInstanceType, sidecars: tuple[int, int],
+                   all_types: tuple[GpuInstanceType, ...] = ()) -> None:
+        """A task of this model, its server and the ``sidecars`` (CPU units, MiB) its server adds, fits ``instance_type``
+        (the fleet's smallest), and its GPU share fits the smallest GPU of ``all_types`` (default: that type's)."""
         cpu, memory = sidecars
         check_task_fits(instance_type, gpus=self.gpus, cpu=self.cpu + cpu, memory_mib=self.memory_mib + memory)
+        if self.gpu_share is not None:
+            types = all_types or (instance_type,)
+            gpu = smallest_device_memory_mib(types)
+            require(self.gpu_share.memory_mib <= gpu, "gpu_share.memory_mib",
+                    f"{self.gpu_share.memory_mib} MiB is more than the smallest GPU of {', '.join(t.name for t in types)} "
+                    f"offers ({gpu} MiB): a share is of one GPU; give at most {gpu}, or whole GPUs (remove gpu_share)")
 
     @property
     def health_check_grace_seconds(self) -> int:

@@ -31,6 +31,7 @@ from .deployment import (
 )
 from .errors import ConfigError, require
 from .gpu_capacity import GpuCapacity
+from .gpu_share import write_share
 from .instance_catalog import GpuInstanceType, lookup, warn_if_unlisted
 from .load_balancer import (
     ALB_DEFAULT_IDLE_TIMEOUT_SECONDS,
@@ -42,7 +43,7 @@ from .load_balancer import (
 )
 from .log_retention import retention_days
 from .model_fetch import fetch_script
-from .model_props import ROLLING_MAX_HEALTHY_PERCENT, ModelProps, service_deployment
+from .model_props import ROLLING_MAX_HEALTHY_PERCENT, ModelProps
 from .model_store import (
     MODELS_PREFIX,
     ModelStore,
@@ -74,6 +75,8 @@ MAX_HEALTH_CHECK_START_PERIOD = 300
 # Task-definition metadata: container name -> {'user' | 'readonly_root_filesystem': why it is root / writable}.
 CONTAINER_ACKNOWLEDGEMENTS = "gpu-inference:container-acknowledgements"
 DEFAULT_NAME_PREFIX = "gpu-inference"
+# The server is the task definition's first container: the init containers and sidecars are added after it.
+SERVER_CONTAINER_INDEX = 0
 NAME_PREFIX = re.compile(r"^[a-z][a-z0-9-]{1,31}$")
 
 
@@ -184,6 +187,7 @@ class ModelService(Construct):
         self.url_path = f"/{model.name}/"
         region = cdk.Stack.of(self).region
         cluster, capacity_provider_name, self.instance_type = _placement(capacity, cluster, capacity_provider_name, instance_type, region)
+        self._fleet_types = tuple(capacity.instance_types) if capacity is not None else (self.instance_type,)
         if capacity is None:
             warn_if_unlisted(self, self.instance_type, region, "instance_type")
         bucket = _model_bucket(model_store, model_bucket)
@@ -223,14 +227,18 @@ class ModelService(Construct):
         except ConfigError as error:
             raise error.within("timing") from None
         uri = model_uri(bucket, models_prefix, model.name, model.version)
-        contract = server.contract(ServerContext(self, model, timing, environment_name, region, uri))
+        contract = server.contract(ServerContext(self, model, timing, environment_name, region, uri, self.instance_type))
         require(isinstance(contract, ServerContract), "server", f"{type(server).__name__}.contract() must return a ServerContract")
+        require(model.gpu_share is None or contract.single_cuda_process, f"models[{model.name}].gpu_share",
+                f"the {contract.name} server does not say it uses the GPU from one process (ServerContract."
+                "single_cuda_process): AWS advises a whole GPU for a container that runs more than one CUDA process; "
+                "use whole GPUs (remove gpu_share), or set single_cuda_process=True in a contract whose server does")
         self.contract = contract
         self._check_idle_timeout(contract, idle_timeout, known=load_balancer is not None)
         self._check_fits(contract)
         if capacity is not None:
             try:
-                capacity.add_service(service_deployment(model, in_gpus=True))
+                capacity.add_model(model)
             except ConfigError as error:
                 raise ConfigError(f"capacity ({error.key})", f"{error.detail} (adding models[{model.name}])") from None
         try:
@@ -317,7 +325,7 @@ class ModelService(Construct):
             command=list(contract.command),
             cpu=model.cpu,
             memory_reservation_mib=model.memory_mib,
-            gpu_count=model.gpus,
+            gpu_count=None if model.gpu_share is not None else model.gpus,
             environment=environment,
             secrets=secrets or None,
             port_mappings=[ecs.PortMapping(container_port=contract.port, protocol=ecs.Protocol.TCP, name="http")],
@@ -336,6 +344,8 @@ class ModelService(Construct):
             ),
             ulimits=[ecs.Ulimit(name=ecs.UlimitName.NOFILE, soft_limit=65536, hard_limit=65536)],
         )
+        if model.gpu_share is not None:
+            write_share(self.task_definition, SERVER_CONTAINER_INDEX, model.gpu_share)
         self.container.add_mount_points(ecs.MountPoint(container_path=SCRATCH_PATH, source_volume="scratch", read_only=False))
         self._container_acknowledgements: dict[str, dict[str, str]] = {}
         source = contract.model_source
@@ -575,7 +585,7 @@ class ModelService(Construct):
                 f"{contract.shared_memory_mib} MiB of /dev/shm must be below the server's memory_mib ({self.model.memory_mib})",
             )
         try:
-            self.model.check_fits(self.instance_type, contract.sidecar_reservation)
+            self.model.check_fits(self.instance_type, contract.sidecar_reservation, self._fleet_types)
         except ConfigError as error:
             raise ConfigError(f"models[{self.model.name}].{error.key}", error.detail) from None
 

@@ -174,9 +174,10 @@ class _Alarms(Construct):
 class ModelAlarms(_Alarms):
     """The alarms of one model service (they live with the service, in its stack), to ``topic``.
 
-    Every server: ALB p95/p99 latency, target 5xx rate, unhealthy targets, tasks below desired. A server
-    with the library's metrics (``contract.bundled_metrics``) also: queue depth, shed requests, GPU memory,
-    idle GPUs. Any other server: one alarm per scale-out signal of its contract, held above its threshold
+    Every server: ALB p95/p99 latency, target 5xx rate, unhealthy targets, tasks below desired, tasks that stopped on
+    their own (TaskStarts' ``TaskFailures``, written for the clusters InferenceMonitoring watches). A server
+    with the library's metrics (``contract.bundled_metrics``) also: queue depth, shed requests, and on whole GPUs GPU
+    memory and idle GPUs (on a share the device's figures are every co-tenant's). Any other server: one alarm per scale-out signal of its contract, held above its threshold
     for 15 minutes (scaling is not keeping up). Latency thresholds: ``latency_thresholds`` (default
     ``service.model.latency_alarm_thresholds()``: the model's ``alarms``, else 2 x and 6 x its
     ``scaling.latency_p95_ms``; never below that goal); the others: ``props`` (MonitoringProps, defaults there).
@@ -222,6 +223,14 @@ class ModelAlarms(_Alarms):
         self._alarm(f"{name}-TasksBelowDesired", below, 1,
                     f"{name}: fewer tasks running than desired for {props.tasks_below_desired_minutes} minutes (no GPU capacity, failing starts or image pulls)",
                     periods=props.tasks_below_desired_minutes)
+        failures = cloudwatch.Metric(
+            namespace=metric_names.NAMESPACE, metric_name="TaskFailures", statistic="Sum", period=cdk.Duration.minutes(5),
+            dimensions_map={"ClusterName": service.service.cluster.cluster_name, "ServiceName": service.service.service_name},
+            label=f"{name} tasks stopped on their own")
+        shared = service.model.gpu_share is not None
+        self._alarm(f"{name}-TaskFailures", failures, 1,
+                    f"{name}: a task stopped on its own (its server exited or it failed to start: TaskStarts' TaskFailures)"
+                    + ("; on a shared GPU a co-tenant's fatal GPU error restarts every model on that GPU" if shared else ""))
         if not service.contract.bundled_metrics:
             self._add_contract_alarms(service)
             return
@@ -229,6 +238,8 @@ class ModelAlarms(_Alarms):
                     f"{name}: server queue above {props.queue_depth} requests for 3 minutes", periods=3)
         self._alarm(f"{name}-RejectedRequests", service.metric_server(metric_names.REJECTED_REQUESTS, "Sum"), props.rejected_requests_per_minute,
                     f"{name}: more than {props.rejected_requests_per_minute} requests a minute shed with 503 (queue full or draining)", periods=2)
+        if shared:  # the device's figures are every co-tenant's: the server plans within its share (docs/server.md)
+            return
         self._alarm(f"{name}-GpuMemory", service.metric_server(metric_names.GPU_MEMORY_UTILIZATION, "Maximum"), props.gpu_memory_percent,
                     f"{name}: GPU memory above {props.gpu_memory_percent}% (risk of CUDA out-of-memory)", periods=3)
         self._alarm(f"{name}-LowGpuUtilization", service.metric_server(metric_names.GPU_UTILIZATION, "Average", period=HOUR),

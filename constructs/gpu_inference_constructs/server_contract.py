@@ -28,6 +28,7 @@ from constructs import Construct
 
 from . import metric_names
 from .errors import ConfigError, require, require_range
+from .instance_catalog import GpuInstanceType
 from .model_props import ModelProps
 from .service_timing import SPOT_NOTICE_SECONDS, ServiceTimingProps
 
@@ -417,7 +418,10 @@ class ServerContract:
     which a server that compiles at start (torch.compile) finds where to keep its compile cache between tasks:
     ``ModelService`` sets it to ``s3://<bucket>/<models prefix>/<name>/.compile-cache/<version>/`` and lets the task
     role create objects there (with ``If-None-Match: *``, never replacing one), the only place in the bucket it may
-    write.
+    write. ``single_cuda_process`` (default False: not known) says the server uses the GPU from one process only,
+    which a model on a GPU share (``ModelProps.gpu_share``, NVIDIA MPS) needs: AWS advises a whole GPU for a
+    container that runs more than one CUDA process, so ``ModelService`` refuses a share for a server that does not
+    say so.
     """
 
     image: ecs.ContainerImage
@@ -444,6 +448,7 @@ class ServerContract:
     keep_alive_seconds: int | None = None
     queue_capacity: int | None = None
     compile_cache_variable: str | None = None
+    single_cuda_process: bool = False
     name: str = "custom"
 
     def __post_init__(self) -> None:
@@ -537,6 +542,8 @@ class ServerContext:
     environment_name: str
     region: str
     model_uri: str
+    instance_type: GpuInstanceType | None = None
+    """The smallest type the model's tasks run on (None where not known)."""
 
 
 class ServerDefinition(Protocol):

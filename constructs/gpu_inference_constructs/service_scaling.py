@@ -129,13 +129,15 @@ class ServiceScaling(Construct):
             evaluation_periods=props.queue_signal_periods,
             maximum=model_service.contract.queue_capacity,  # the queue never holds more
         )
-        self._scale_out_on(
-            "GpuUtilization",
-            model_service.metric_server(metric_names.GPU_UTILIZATION, "Average"),
-            props.gpu_utilization_percent,
-            out_cooldown,
-            maximum=100,
-        )
+        if model_service.model.gpu_share is None:
+            # On a shared GPU the device's utilisation is every co-tenant's: the queue signal scales a shared model.
+            self._scale_out_on(
+                "GpuUtilization",
+                model_service.metric_server(metric_names.GPU_UTILIZATION, "Average"),
+                props.gpu_utilization_percent,
+                out_cooldown,
+                maximum=100,
+            )
         self.combined_cpu_queue_metric = cloudwatch.MathExpression(
             expression=f"IF(cpu > {props.cpu_percent} AND DIFF(queue) > 0, 1, 0)",
             using_metrics={

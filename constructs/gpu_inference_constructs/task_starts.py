@@ -35,7 +35,10 @@ class TaskStarts(Construct):
     ``logs_key`` encrypts the function's log group (the key must let CloudWatch Logs use it:
     ``network.grant_logs_service``); ``log_retention_days`` defaults to 90.
 
-    Attributes: ``rule``, ``function``, ``log_group``.
+    The same function counts each service task that stopped on its own (its essential container exited, or it failed
+    to start) as ``TaskFailures`` (a second rule, ``failure_rule``); scale-in, deployments and Spot stops do not count.
+
+    Attributes: ``rule``, ``failure_rule``, ``function``, ``log_group``.
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, cluster: ecs.ICluster, logs_key: kms.IKey | None = None,
@@ -77,6 +80,12 @@ class TaskStarts(Construct):
             event_pattern=task_running_pattern(cluster),
             targets=[lambda_target(as_function(self.function), retry_attempts=2, max_event_age=cdk.Duration.hours(1))],
         )
+        self.failure_rule = events.Rule(
+            self, "FailureRule",
+            description="ECS tasks of this cluster's services that stopped on their own: TaskFailures per service",
+            event_pattern=task_failed_pattern(cluster),
+            targets=[lambda_target(as_function(self.function), retry_attempts=2, max_event_age=cdk.Duration.hours(1))],
+        )
 
 
 def task_running_pattern(cluster: ecs.ICluster) -> events.EventPattern:
@@ -88,4 +97,15 @@ def task_running_pattern(cluster: ecs.ICluster) -> events.EventPattern:
         detail_type=["ECS Task State Change"],
         detail={"clusterArn": [cluster.cluster_arn], "lastStatus": ["RUNNING"], "desiredStatus": ["RUNNING"],
                 "group": events.Match.prefix("service:")},
+    )
+
+
+def task_failed_pattern(cluster: ecs.ICluster) -> events.EventPattern:
+    """Task State Change events of ``cluster``'s service tasks that stopped with a failure code
+    (task_start_handler.FAILURE_STOP_CODES)."""
+    return events.EventPattern(
+        source=["aws.ecs"],
+        detail_type=["ECS Task State Change"],
+        detail={"clusterArn": [cluster.cluster_arn], "lastStatus": ["STOPPED"],
+                "stopCode": list(task_start_handler.FAILURE_STOP_CODES), "group": events.Match.prefix("service:")},
     )

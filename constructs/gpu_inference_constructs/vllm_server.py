@@ -10,6 +10,7 @@ from typing import Literal
 from aws_cdk import aws_ecs as ecs
 
 from .errors import ConfigError, require, require_range
+from .gpu_share import share_fraction
 from .model_props import ModelProps
 from .server_contract import (
     API_KEY_NAME,
@@ -204,6 +205,18 @@ class VllmServer:
                     f"of /dev/shm must together be below memory_mib ({model.memory_mib}): both count against the task's "
                     "memory; lower stream_buffer_mib or raise memory_mib")
 
+    def _memory_utilization(self, context: ServerContext) -> float:
+        """``--gpu-memory-utilization``: the props' fraction of the whole GPU, or of the model's share of it. vLLM sizes
+        its KV cache from the device's total memory; on a share (NVIDIA MPS) it may use only the share's."""
+        share = context.model.gpu_share
+        if share is None:
+            return self.props.gpu_memory_utilization
+        require(context.instance_type is not None, "gpu_share",
+                "vLLM on a share needs the GPU it shares to size its KV cache: pass instance_type (or a GpuCapacity)")
+        assert context.instance_type is not None  # required above
+        fraction = share_fraction(share, context.instance_type.gpu_model, context.instance_type.gpu_memory_gib)
+        return round(self.props.gpu_memory_utilization * fraction, 3)
+
     def contract(self, context: ServerContext) -> ServerContract:
         model, props = context.model, self.props
         self.check(model)
@@ -234,7 +247,7 @@ class VllmServer:
             "--served-model-name", props.served_model_name or model.name,
             "--tensor-parallel-size", str(model.gpus),
             "--max-model-len", str(props.max_model_len),
-            "--gpu-memory-utilization", f"{props.gpu_memory_utilization:g}",
+            "--gpu-memory-utilization", f"{self._memory_utilization(context):g}",
             "--max-num-seqs", str(props.max_num_seqs),
             "--dtype", props.dtype,
             "--shutdown-timeout", str(vllm_drain_seconds(props.longest_request_seconds)),
@@ -247,6 +260,8 @@ class VllmServer:
         running = PrometheusMetrics.cloudwatch_name(VLLM_METRICS[0])
         return ServerContract(
             name=self.name,
+            # At tensor-parallel size 1 (a share is one GPU) vLLM's engine and its one worker are one CUDA process.
+            single_cuda_process=model.gpus == 1,
             image=image,
             entry_point=VLLM_ENTRY_POINT,
             command=command,

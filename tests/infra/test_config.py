@@ -147,8 +147,9 @@ BAD_SERVICE = [
     (model_change(0, "task", "text-generation"), r"models\[0\].task: 'text-generation' is not supported; use one of: text-classification, text-embedding, torch-export, image-classification"),
     (model_change(0, "min_tasks", 5), r"models\[0\].min_tasks: 5 must be between 1 and max_tasks \(2\)"),
     (model_change(0, "min_tasks", 0), r"models\[0\].min_tasks: 0 with max_tasks 2: a service at 0 tasks has no requests per target.* set min_tasks to at least 1"),
-    (with_change("capacity.max_capacity", 7), r"capacity.max_capacity: 7 instances cannot hold a deployment at peak: the models' max_tasks add up to 6 tasks, "
-     r"and deploying 'minilm' runs up to 4 of its tasks \(200% of 2\), so 8 GPUs = 8 instances of 1 GPU are needed; raise max_capacity to at least 8"),
+    (with_change("capacity.max_capacity", 2), r"capacity.max_capacity: 2 instances cannot hold the shared-GPU models deploying at peak: their max_tasks add "
+     r"up to 6 tasks and deploying 'minilm' runs 4; packed by GPU memory, CPU and memory onto g5.xlarge \(1 x 15360 MiB of GPU memory\) "
+     r"they need 3; raise max_capacity to at least 3"),
     (model_change(0, "max_batch_wait_ms", 50.5), r"models\[0\].max_batch_wait_ms: expected a whole number"),
     (model_change(0, "environment", {"MODEL_URI": "s3://elsewhere/"}), r"models\[0\].environment: \['MODEL_URI'\] are set by the bundled preset from its own keys"),
     (model_change(0, "environment", {"WORKERS": "0"}), r"models\[0\].environment.WORKERS: '0' is not a worker count: set a whole number from 1 to 256"),

@@ -11,14 +11,17 @@ from tests.conftest import metric_stats, single_metric
 from tests.metric_math import evaluate
 from tests.scenarios import scenario_environment
 
-PER_MODEL_ALARMS = ["LatencyP95", "LatencyP99", "Target5xxRate", "UnhealthyTargets", "TasksBelowDesired"]
+PER_MODEL_ALARMS = ["LatencyP95", "LatencyP99", "Target5xxRate", "UnhealthyTargets", "TasksBelowDesired", "TaskFailures"]
 BUNDLED_SERVER_ALARMS = ["QueueDepth", "RejectedRequests", "GpuMemory", "LowGpuUtilization"]
+DEVICE_ALARMS = ("GpuMemory", "LowGpuUtilization")  # the whole GPU's figures: not for a model on a share
 VLLM_ALARMS = {"vllm_num_requests_waiting": "waiting_requests_scale_out", "vllm_kv_cache_usage_perc": "kv_cache_scale_out_percent"}
 
 
 def alarms_of(config, model) -> list[str]:
     """The alarms a model has: every model's, then its server's (ours: from our metrics; vLLM: its scale-out signals)."""
-    return PER_MODEL_ALARMS + (BUNDLED_SERVER_ALARMS if config.server_config(model).vllm is None else list(VLLM_ALARMS))
+    if config.server_config(model).vllm is not None:
+        return PER_MODEL_ALARMS + list(VLLM_ALARMS)
+    return PER_MODEL_ALARMS + [a for a in BUNDLED_SERVER_ALARMS if model.gpu_share is None or a not in DEVICE_ALARMS]
 
 
 
@@ -150,6 +153,9 @@ def test_tasks_below_desired_compares_container_insights_counts(env):
 def test_server_metric_alarms(env, suffix, metric, statistic, threshold_key, comparison):
     config, template = env
     for model in [m for m in config.models if config.server_config(m).vllm is None]:
+        if model.gpu_share is not None and suffix in DEVICE_ALARMS:
+            assert not [k for k in monitoring_alarms(template) if k.startswith("Monitoring" + f"{model.name}-{suffix}".replace("-", ""))]
+            continue
         properties = alarm(template, f"{model.name}-{suffix}")
         namespace, name, stat, dimensions, _ = single_metric(properties)
         assert (namespace, name, stat) == ("GpuInference", metric, statistic)
@@ -175,7 +181,7 @@ def test_vllm_models_alarm_when_a_scale_out_signal_stays_high_for_15_minutes(env
 
 def test_low_gpu_utilization_is_judged_over_hours(env):
     config, template = env
-    for model in [m for m in config.models if config.server_config(m).vllm is None]:
+    for model in [m for m in config.models if config.server_config(m).vllm is None and m.gpu_share is None]:
         properties = alarm(template, f"{model.name}-LowGpuUtilization")
         assert single_metric(properties)[4] == 3600 and properties["EvaluationPeriods"] == config.monitoring.low_gpu_utilization_hours
 

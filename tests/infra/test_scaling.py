@@ -99,7 +99,9 @@ def test_step_scaling_only_adds_tasks_on_latency_gpu_queue_and_cpu_with_growing_
     config, template = env
     for model in [m for m in config.models if config.server_config(m).vllm is None]:
         steps = step_policies(template, model.name)
-        assert sorted(steps) == ["CpuAndQueueGrowing", "GpuUtilization", "LatencyP95", "QueueBacklog"]
+        # A model on a share never scales on its GPU's utilisation: that is every co-tenant's.
+        gpu = [] if model.gpu_share is not None else ["GpuUtilization"]
+        assert sorted(steps) == sorted(["CpuAndQueueGrowing", *gpu, "LatencyP95", "QueueBacklog"])
         # +2 at twice the threshold only where the metric can get there (a percentage, an indicator of 0 or 1 cannot).
         expected = {"LatencyP95": [1, 2], "QueueBacklog": [1, 2], "CpuAndQueueGrowing": [1], "GpuUtilization": [1, 2] if model.scaling.gpu_utilization_percent * 2 < 100 else [1]}
         for name, (_logical_id, policy) in steps.items():
@@ -109,10 +111,11 @@ def test_step_scaling_only_adds_tasks_on_latency_gpu_queue_and_cpu_with_growing_
         latency = step_alarm(template, steps["LatencyP95"][0])
         assert {stat[1:] for stat in metric_stats(latency)} == {("TargetResponseTime", "p95")}
         assert latency["Threshold"] == model.scaling.latency_p95_ms / 1000
-        gpu = step_alarm(template, steps["GpuUtilization"][0])
-        namespace, name, _, dimensions, _ = single_metric(gpu)
-        assert (namespace, name, gpu["Threshold"]) == ("GpuInference", "GpuUtilization", model.scaling.gpu_utilization_percent)
-        assert {d["Name"]: d["Value"] for d in dimensions} == {"Environment": config.name, "ModelName": model.name}
+        if model.gpu_share is None:
+            gpu_alarm = step_alarm(template, steps["GpuUtilization"][0])
+            namespace, name, _, dimensions, _ = single_metric(gpu_alarm)
+            assert (namespace, name, gpu_alarm["Threshold"]) == ("GpuInference", "GpuUtilization", model.scaling.gpu_utilization_percent)
+            assert {d["Name"]: d["Value"] for d in dimensions} == {"Environment": config.name, "ModelName": model.name}
         queue = step_alarm(template, steps["QueueBacklog"][0])
         namespace, name, statistic, dimensions, period = single_metric(queue)
         assert (namespace, name, statistic, queue["Threshold"]) == ("GpuInference", "QueueDepth", "Maximum",

@@ -55,7 +55,10 @@ def test_each_task_reserves_its_gpus_and_the_configured_cpu_and_memory(env):
     config, template = env
     for model in config.models:
         container = containers(template)[model.name]
-        assert container["ResourceRequirements"] == [{"Type": "GPU", "Value": str(promised(config, model)["gpus"])}]
+        if model.gpu_share is not None:  # a share of one GPU (tests/infra/test_gpu_sharing.py)
+            assert container["ResourceRequirements"] == [{"Type": "GPU", "SharingStrategy": {"NvidiaMps": model.gpu_share.resource_requirement()["SharingStrategy"]["NvidiaMps"]}}]
+        else:
+            assert container["ResourceRequirements"] == [{"Type": "GPU", "Value": str(promised(config, model)["gpus"])}]
         assert (container["Cpu"], container["MemoryReservation"]) == (model.cpu, model.memory_mib)
         assert container["PortMappings"] == [{"ContainerPort": promised(config, model)["port"], "Name": "http", "Protocol": "tcp"}]
 
@@ -116,7 +119,8 @@ def test_the_bundled_server_runs_workers_for_its_cpu_reservation_not_for_the_hos
         assert container["Cpu"] == model.cpu
         assert environment_of(container)["WORKERS"] == str(bundled_workers(model.cpu)), model.name
     three_vcpus = [containers(template)[m.name] for m in bundled(config) if m.cpu == 3072]
-    assert three_vcpus and all(environment_of(c)["WORKERS"] == "2" for c in three_vcpus)
+    assert three_vcpus or all(m.gpu_share is not None for m in bundled(config))  # dev's shared models reserve 1 vCPU
+    assert all(environment_of(c)["WORKERS"] == "2" for c in three_vcpus)
 
 
 @pytest.mark.parametrize("cpu, workers", [(256, 1), (1024, 1), (2048, 1), (3072, 2), (3584, 2), (4096, 3), (16384, 15), (45056, 43)])

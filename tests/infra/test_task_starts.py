@@ -129,11 +129,23 @@ def cluster_event(world: TemplateWorld, cluster_arn: str, **detail) -> EventMess
     return cast(EventMessageType, {**changed, "account": world.account, "region": world.region})  # moto's TypedDict
 
 
+def rules_of(world: TemplateWorld, function: str) -> dict[str, str]:
+    """The rules that invoke ``function``, by the task status they match: RUNNING (starts), STOPPED (failures)."""
+    rules = {}
+    for key, rule in world.of_type("AWS::Events::Rule").items():
+        if {"Fn::GetAtt": [function, "Arn"]} in [t["Arn"] for t in rule["Properties"]["Targets"]]:
+            (status,) = rule["Properties"]["EventPattern"]["detail"]["lastStatus"]
+            rules[status] = key
+    assert sorted(rules) == ["RUNNING", "STOPPED"]
+    return rules
+
+
+def pattern_of(world: TemplateWorld, rule: str) -> EventPattern:
+    return EventPattern.load(json.dumps(world.resolve(world.resources[rule]["Properties"]["EventPattern"])))
+
+
 def test_the_rule_matches_this_clusters_service_tasks_reaching_running_and_nothing_else(world):
-    function = only_function(world)
-    (rule,) = [k for k, r in world.of_type("AWS::Events::Rule").items()
-               if {"Fn::GetAtt": [function, "Arn"]} in [t["Arn"] for t in r["Properties"]["Targets"]]]
-    pattern = EventPattern.load(json.dumps(world.resolve(world.resources[rule]["Properties"]["EventPattern"])))
+    pattern = pattern_of(world, rules_of(world, only_function(world))["RUNNING"])
     cluster = world.arn(world.only("AWS::ECS::Cluster"))
     assert pattern.matches_event(cluster_event(world, cluster))
     assert not pattern.matches_event(cluster_event(world, cluster, lastStatus="PENDING"))
@@ -143,10 +155,34 @@ def test_the_rule_matches_this_clusters_service_tasks_reaching_running_and_nothi
     assert not pattern.matches_event(cluster_event(world, f"{cluster}-other"))
 
 
-def test_eventbridge_may_invoke_the_function_for_this_rule_only(world):
+def test_the_failure_rule_matches_tasks_that_stopped_on_their_own_and_nothing_else(world):
+    """A crash (the essential container exited: on a shared GPU, a co-tenant's fatal GPU error) or a failed start;
+    not a scale-in, a deployment, a Spot interruption or a failed health check (other stop codes)."""
+    pattern = pattern_of(world, rules_of(world, only_function(world))["STOPPED"])
+    cluster = world.arn(world.only("AWS::ECS::Cluster"))
+    stopped = {"lastStatus": "STOPPED", "desiredStatus": "STOPPED"}
+    for code in task_start_handler.FAILURE_STOP_CODES:
+        assert pattern.matches_event(cluster_event(world, cluster, **stopped, stopCode=code)), code
+    for code in ("ServiceSchedulerInitiated", "SpotInterruption", "UserInitiated", "TerminationNotice"):
+        assert not pattern.matches_event(cluster_event(world, cluster, **stopped, stopCode=code)), code
+    assert not pattern.matches_event(cluster_event(world, cluster, stopCode="EssentialContainerExited"))  # still RUNNING
+    assert not pattern.matches_event(cluster_event(world, cluster.replace(world.account, OTHER_ACCOUNT), **stopped,
+                                                   stopCode="EssentialContainerExited"))
+
+
+def test_a_failed_task_becomes_one_valid_task_failures_point_and_a_scale_in_none(capsys):
+    crashed = event(lastStatus="STOPPED", desiredStatus="STOPPED", stopCode="EssentialContainerExited",
+                    stoppedReason="Essential container in task exited", stoppedAt="2026-12-05T10:00:30.000Z")
+    document = task_start_handler.handler(crashed)
+    assert document is not None and document["TaskFailures"] == 1 and emf_problems(document) == []
+    assert json.loads(capsys.readouterr().out) == document
+    assert task_start_handler.handler({**crashed, "detail": {**crashed["detail"], "stopCode": "ServiceSchedulerInitiated"}}) is None
+
+
+@pytest.mark.parametrize("status", ["RUNNING", "STOPPED"])
+def test_eventbridge_may_invoke_the_function_for_this_rule_only(world, status):
     function = only_function(world)
-    (rule,) = [k for k, r in world.of_type("AWS::Events::Rule").items()
-               if {"Fn::GetAtt": [function, "Arn"]} in [t["Arn"] for t in r["Properties"]["Targets"]]]
+    rule = rules_of(world, function)[status]
     arn = world.arn(function)
     assert world.service_may("events.amazonaws.com", "lambda:InvokeFunction", function, arn,
                              {"aws:SourceArn": world.arn(rule), "aws:SourceAccount": world.account})

@@ -1,0 +1,92 @@
+"""A share of one NVIDIA GPU instead of whole GPUs: ECS's GPU sharing through NVIDIA MPS.
+
+A container's GPU ``ResourceRequirement`` carries ``SharingStrategy: {NvidiaMps: {Memory, MaxComputePercent}}``
+instead of a whole-GPU ``Value``; ECS assigns it one GPU with that much memory free and sets
+``CUDA_MPS_PINNED_DEVICE_MEM_LIMIT`` and ``CUDA_MPS_ACTIVE_THREAD_PERCENTAGE`` in the container (ECS API reference,
+NvidiaMpsAllocation; CloudFormation template reference, AWS::ECS::TaskDefinition SharingStrategy and
+NvidiaMpsAllocation).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import aws_cdk as cdk
+from aws_cdk import aws_ecs as ecs
+
+from .acknowledgements import default_child
+from .errors import require, require_range
+
+# What ECS sets in a container on a share (ECS API reference, NvidiaMpsAllocation).
+MEMORY_LIMIT_VARIABLE = "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"
+COMPUTE_PERCENT_VARIABLE = "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"
+MIN_SHARE_MIB = 256
+# What aws-cdk-lib 2.275's CloudFormation validation raises on a share: "'Value' is a required property" and
+# "Additional properties are not allowed ('SharingStrategy' was unexpected)". cfn-lint 1.58 knows SharingStrategy and
+# checks its shape (tests/infra/test_gpu_sharing.py), so the acknowledged rules stay checked on these resources.
+STALE_FINDINGS = ("CloudFormation-Validate::F3003", "CloudFormation-Validate::F3002")
+
+
+@dataclass(frozen=True)
+class GpuShare:
+    """One model's share of one GPU (``gpu_share`` in its cdk.json block)."""
+
+    memory_mib: int
+    """GPU memory the container may use, MiB: ECS places the task on a GPU with this much free and caps the
+    container's device memory at it. Required; at least MIN_SHARE_MIB (the CUDA context alone takes hundreds)."""
+    max_compute_percent: int | None = None
+    """The most of the GPU's compute (MPS active threads) the container may use, 1-100: a limit, not a reservation.
+    Default: None (ECS sets nothing and the MPS server's own default, 100 %, applies)."""
+
+    def __post_init__(self) -> None:
+        require(isinstance(self.memory_mib, int) and self.memory_mib >= MIN_SHARE_MIB, "gpu_share.memory_mib",
+                f"{self.memory_mib!r}: give the GPU memory in MiB, at least {MIN_SHARE_MIB} (the CUDA context and the "
+                "model's weights, activations and allocator reserve must fit in it)")
+        if self.max_compute_percent is not None:
+            require_range(self.max_compute_percent, 1, 100, "gpu_share.max_compute_percent")
+
+    def resource_requirement(self) -> dict:
+        """The container's GPU ResourceRequirement, as the CloudFormation reference writes it."""
+        allocation: dict = {"Memory": self.memory_mib}
+        if self.max_compute_percent is not None:
+            allocation["MaxComputePercent"] = self.max_compute_percent
+        return {"Type": "GPU", "SharingStrategy": {"NvidiaMps": allocation}}
+
+
+# GPU memory a device offers its clients, MiB: what nvidia-smi reports as the total (T4 15360, A10G 23028, L4 23034,
+# L40S 46068 are the figures users report; an estimate, not an AWS document). Others: 94 % of the nominal memory.
+DEVICE_MEMORY_MIB = {"NVIDIA T4": 15360, "NVIDIA A10G": 23028, "NVIDIA L4": 23034, "NVIDIA L40S": 46068}
+
+
+def device_memory_mib(gpu_model: str, nominal_gib: int) -> int:
+    """The memory one GPU of ``gpu_model`` offers to shares (the figure above, else 94 % of ``nominal_gib``)."""
+    return DEVICE_MEMORY_MIB.get(gpu_model, int(nominal_gib * 1024 * 0.94))
+
+
+def smallest_device_memory_mib(instance_types) -> int:
+    """What the smallest GPU among ``instance_types`` (GpuInstanceType) offers: a share must fit whichever type the
+    fleet launches."""
+    return min(device_memory_mib(t.gpu_model, t.gpu_memory_gib) for t in instance_types)
+
+
+def share_fraction(share: GpuShare, gpu_model: str, nominal_gib: int) -> float:
+    """The share's memory as a fraction of the GPU's: what a server that sizes itself from the whole device (vLLM's
+    ``--gpu-memory-utilization``) must be told."""
+    return share.memory_mib / device_memory_mib(gpu_model, nominal_gib)
+
+
+def write_share(task_definition: ecs.TaskDefinition, container_index: int, share: GpuShare) -> None:
+    """The one escape hatch for GPU sharing: aws-cdk-lib 2.275's L1 predates ``SharingStrategy`` (it arrived in
+    2.276.0), so the container's ResourceRequirements are written as the CloudFormation reference documents them
+    (AWS::ECS::TaskDefinition ResourceRequirement, SharingStrategy, NvidiaMpsAllocation). Remove it when the pin moves:
+    ``ecs.ContainerDefinition``'s own GPU sharing option then writes the same JSON."""
+    resource = default_child(task_definition)
+    resource.add_property_override(f"ContainerDefinitions.{container_index}.ResourceRequirements", [share.resource_requirement()])
+    # The CloudFormation reference (AWS::ECS::TaskDefinition ResourceRequirement) makes Value and SharingStrategy
+    # alternatives; aws-cdk-lib 2.275's validation schema predates it. Acknowledged on this task definition only.
+    cdk.Validations.of(resource).acknowledge(*(cdk.Acknowledgment(
+        id=finding,
+        reason="ResourceRequirements carry SharingStrategy.NvidiaMps instead of Value, as the CloudFormation reference "
+               "for AWS::ECS::TaskDefinition ResourceRequirement and SharingStrategy documents (GPU sharing, ECS agent "
+               "1.107.0); aws-cdk-lib 2.275's validation schema predates it, and cfn-lint 1.58 checks the shape")
+        for finding in STALE_FINDINGS))
