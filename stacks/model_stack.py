@@ -13,7 +13,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
-from gpu_inference_constructs.cdk_interfaces import as_key, as_role, as_topic
+from gpu_inference_constructs.cdk_interfaces import as_key, as_topic
 from gpu_inference_constructs.load_balancer import InferenceLoadBalancer
 from gpu_inference_constructs.model_props import ModelProps
 from gpu_inference_constructs.model_service import ModelService
@@ -82,10 +82,7 @@ class ModelStack(cdk.Stack):
         shared.monitoring.add_model(self.service)  # its server's own metrics on the environment's dashboard
         self._grant_api_keys_decrypt(shared)
         if shared.result_cache is not None and config.uses_cache(model):
-            bundled = config.server_config(model).bundled
-            assert bundled is not None  # a model uses the cache only on the bundled server
-            shared.result_cache.attach(container=self.service.container, task_role=as_role(self.service.task_role),
-                                       service=self.service.service, props=bundled.shared_cache)
+            self.service.use_cache(shared.result_cache)
         route, what = inference_route(model, config.server_config(model))
         cdk.CfnOutput(self, f"Url-{model.name}", value=f"{load_balancer.base_url}/{model.name}/{route}", description=f"{model.name} {what}")
 

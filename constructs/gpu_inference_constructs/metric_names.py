@@ -12,6 +12,9 @@ REJECTED_REQUESTS = "RejectedRequests"  # Count, 503s from a full queue or drain
 TIMED_OUT_REQUESTS = "TimedOutRequests" # Count, 504s, per interval
 GPU_UTILIZATION = "GpuUtilization"      # Percent
 GPU_MEMORY_UTILIZATION = "GpuMemoryUtilization"  # Percent
+# The model process's own figures, per interval: on a shared GPU (NVIDIA MPS) the two above are every co-tenant's.
+GPU_MEMORY_USED_MIB = "GpuMemoryUsedMiB"  # Megabytes (MiB), what torch holds on the GPU (reserved); 0 on CPU
+MODEL_BUSY_PERCENT = "ModelBusyPercent"  # Percent of the interval the inference thread spent in forwards
 CACHE_HITS = "CacheHits"
 CACHE_MISSES = "CacheMisses"
 SHARED_CACHE_HITS = "SharedCacheHits"          # Count, inputs answered by the shared cache, per interval

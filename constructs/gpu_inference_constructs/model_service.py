@@ -7,6 +7,7 @@ import weakref
 from collections.abc import Sequence
 
 import aws_cdk as cdk
+import jsii
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_ecs as ecs
@@ -16,7 +17,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_secretsmanager as secretsmanager
-from constructs import Construct
+from constructs import Construct, IValidation
 
 from . import metric_names
 from .acknowledgements import acknowledge, acknowledge_when_resolved, default_child, default_policy, nag_rendering
@@ -52,6 +53,7 @@ from .model_store import (
     model_read_prefix,
     model_uri,
 )
+from .result_cache import ModelCacheProps, ResultCache
 from .revision_health import NeverHealthyAlarm
 from .server_contract import (
     DEFAULT_COLLECTOR_IMAGE,
@@ -92,6 +94,23 @@ def check_name_prefix(name_prefix: str) -> None:
 
 
 _LISTENER_PRIORITIES: weakref.WeakKeyDictionary[object, dict[str, dict[int, str]]] = weakref.WeakKeyDictionary()
+_MODEL_NAMES: weakref.WeakKeyDictionary[object, dict[tuple[str, str, str], str]] = weakref.WeakKeyDictionary()
+
+
+def check_model_name_free(scope: Construct, name_prefix: str, environment_name: str, model_name: str) -> None:
+    """One model of a name per app, environment and name prefix: a second would take the same path ``/<name>/`` and
+    the same log group (``/<prefix>/<environment>/<name>``), so it is refused as a name taken, before anything else
+    (a listener-priority clash) could be reported instead."""
+    holder = _MODEL_NAMES.get(scope.node.root, {}).get((name_prefix, environment_name, model_name))
+    require(holder is None, "model.name",
+            f"{model_name!r} is already the name of the model at {holder} in environment {environment_name!r}: its path "
+            f"/{model_name}/ and log group {service_log_group_name(environment_name, model_name, name_prefix)} are taken; "
+            "give this model another name (or another environment_name or name_prefix for another team's app)")
+
+
+def claim_model_name(scope: Construct, name_prefix: str, environment_name: str, model_name: str) -> None:
+    """Record a model that was built whole (one refused half-way claims nothing)."""
+    _MODEL_NAMES.setdefault(scope.node.root, {})[(name_prefix, environment_name, model_name)] = scope.node.path
 
 
 def claim_listener_priority(scope: Construct, listener: elbv2.IApplicationListener, priority: int, model_name: str) -> None:
@@ -174,6 +193,7 @@ class ModelService(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         check_name_prefix(name_prefix)
+        check_model_name_free(self, name_prefix, environment_name, model.name)
         self.name_prefix = name_prefix
         timing = timing or ServiceTimingProps()
         if rollback_thresholds is None:
@@ -217,6 +237,10 @@ class ModelService(Construct):
             "vLLM, or server=ServerContract(image=..., command=..., ...) for any other server",
         )
         server = server or BundledServer()
+        # Our server's use of a shared result cache (BundledServerProps.shared_cache): True needs use_cache by synth.
+        self._cache_props = server.props.shared_cache if isinstance(server, BundledServer) else None
+        self.result_cache: ResultCache | None = None
+        self.node.add_validation(_CacheAttached(self))
         if subnets is None:
             subnets = ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS if cluster.vpc.private_subnets else ec2.SubnetType.PRIVATE_ISOLATED)
 
@@ -472,6 +496,7 @@ class ModelService(Construct):
         self._acknowledge_findings(bucket)
         if deployment.shifts_traffic:
             self._acknowledge_traffic_shifting()
+        claim_model_name(self, name_prefix, environment_name, model.name)
 
     def _refuse_unauthenticated(self, contract: ServerContract, load_balancer: InferenceLoadBalancer | None) -> None:
         """No key and nothing that says who may call: an error where the load balancer is known to be open to the
@@ -558,6 +583,19 @@ class ModelService(Construct):
             self.minimum_healthy_percent = percent
             default_child(self.service, ecs.CfnService).add_property_override(
                 "DeploymentConfiguration.MinimumHealthyPercent", percent)
+
+    def use_cache(self, cache: ResultCache, props: ModelCacheProps | None = None) -> None:
+        """Connect this model's tasks to ``cache``, in one step: the server's cache settings (``props``, default the
+        bundled server's ``shared_cache``), elasticache:Connect and the client security group (ResultCache.attach)."""
+        require(self._cache_props is not None, "server",
+                f"the {self.contract.name} server has no client of the shared result cache: only the bundled server "
+                "(BundledServer) reads it; remove use_cache for this model")
+        assert self._cache_props is not None  # required above
+        require(self._cache_props.enabled is not False, f"models[{self.model.name}].shared_cache.enabled",
+                "is false: remove use_cache for this model, or enable its shared_cache")
+        cache.attach(container=self.container, task_role=as_role(self.task_role), service=self.service,
+                     props=props or self._cache_props)
+        self.result_cache = cache
 
     def add_rollback_alarm(self, alarm: cloudwatch.IAlarm) -> None:
         """ECS rolls a deployment in progress back (every strategy) while ``alarm`` is in ALARM."""
@@ -783,6 +821,24 @@ class ModelService(Construct):
             "The role ECS assumes to shift the listener rule's weights and register tasks: the AWS managed policy "
             "is the one the ECS developer guide prescribes for blue/green, linear and canary deployments.",
         )
+
+
+@jsii.implements(IValidation)
+class _CacheAttached:
+    """A model whose server was told to use the shared cache (``shared_cache.enabled`` True) and that no
+    ResultCache was connected to by synth: its tasks would never learn of any cache."""
+
+    def __init__(self, service: ModelService) -> None:
+        self._service = service
+
+    def validate(self) -> list[str]:
+        service = self._service
+        props = service._cache_props
+        if props is None or props.enabled is not True or service.result_cache is not None:
+            return []
+        return [f"models[{service.model.name}].shared_cache.enabled is true but no ResultCache is connected: add a "
+                "ResultCache to the app and call ModelService.use_cache(cache) for this model, or set enabled to "
+                "false"]
 
 
 def _placement(

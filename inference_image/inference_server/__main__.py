@@ -8,6 +8,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from .gpu_share import read_share
 from .logs import configure_logging
 from .settings import Settings, SettingsError, load_settings
 
@@ -49,6 +50,7 @@ def resolve_task(settings: Settings) -> Settings:
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = load_settings(argv)
+        read_share(os.environ)  # a malformed GPU share refuses the start before any process starts
     except SettingsError as exc:
         configure_logging()
         log.error("invalid setting", extra={"setting": exc.variable, "error": str(exc)})

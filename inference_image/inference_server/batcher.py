@@ -78,6 +78,38 @@ class _Item:
     encoded: Encoded
 
 
+class BusyTime:
+    """The wall time the inference thread spends in forwards (requests' and warm-ups'), and its share of each
+    interval between two take_percent() calls; a forward still running counts up to now."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._done = 0.0
+        self._running_since: float | None = None
+        self._mark = (clock(), 0.0)  # (when, busy seconds then) at the last take_percent()
+
+    @contextlib.contextmanager
+    def forward(self) -> Iterator[None]:
+        started = self._clock()
+        with self._lock:
+            self._running_since = started
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._done += self._clock() - started
+                self._running_since = None
+
+    def take_percent(self) -> float:
+        """Percent of the wall time since the last call spent in forwards."""
+        with self._lock:
+            now = self._clock()
+            busy = self._done + (now - self._running_since if self._running_since is not None else 0.0)
+            (then, busy_then), self._mark = self._mark, (now, busy)
+        return round(min(100.0, 100.0 * (busy - busy_then) / (now - then)), 2) if now > then else 0.0
+
+
 def size_buckets(limit: int, smallest: int = 1) -> list[int]:
     """Powers of two from `smallest` below limit, then limit itself."""
     sizes, size = [], smallest
@@ -146,6 +178,7 @@ class Batcher:
                  on_fatal: Callable[[BaseException], None] = lambda exc: None,
                  is_fatal: Callable[[BaseException], bool] = lambda exc: False,
                  on_all_warm: Callable[[], None] = lambda: None,
+                 fit_batch: Callable[[Handler, int], int] | None = None,
                  batch_times: BatchTimes | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._load = load
@@ -167,6 +200,9 @@ class Batcher:
         self._on_batch, self._on_fatal, self._is_fatal = on_batch, on_fatal, is_fatal
         self._on_cycle, self._on_queue_change = on_cycle, on_queue_change
         self._on_all_warm = on_all_warm  # once, on the inference thread, when every shape is warm: keep it short
+        # After load: the largest batch that fits the device (a GPU share), given the handler and the longest length.
+        self._fit_batch = fit_batch
+        self.busy = BusyTime()
         self._clock = clock
         self.batch_times = batch_times  # published for the workers' admission by deadline
         self.batch_sizes = size_buckets(max_batch_size)
@@ -233,6 +269,7 @@ class Batcher:
             limit = min(self._max_sequence_length, handler.max_length or self._max_sequence_length)
             self.lengths = size_buckets(limit, smallest=min(16, limit))
             self._buckets = {length: deque() for length in self.lengths}
+            self._fit_batch_sizes(handler)
             if self.batch_times is not None:
                 self.batch_times.configure(self.batch_sizes, self.lengths)
             self._cold = deque(self._warm_up(handler))
@@ -255,6 +292,15 @@ class Batcher:
         else:
             self._fail_all(ModelUnavailable("the server is shutting down"))
             self._on_cycle()
+
+    def _fit_batch_sizes(self, handler: Handler) -> None:
+        """Before anything warms: batch sizes no larger than what fits (fit_batch), for warm-up and traffic alike."""
+        if self._fit_batch is None:
+            return
+        largest = self._fit_batch(handler, self.lengths[-1])
+        if largest < self.max_batch_size:
+            self.max_batch_size = largest
+            self.batch_sizes = size_buckets(largest)
 
     def warmup_shapes(self) -> list[tuple[int, int]]:
         """Every (batch size, length) shape, in the order they warm: by batch size, then length."""
@@ -325,7 +371,8 @@ class Batcher:
         seconds = 0.0
         for _ in range(runs):
             shape_started = self._clock()
-            as_numpy(handler.forward([item] * size, size, length))
+            with self.busy.forward():
+                as_numpy(handler.forward([item] * size, size, length))
             seconds = self._clock() - shape_started
         if self.batch_times is not None:
             self.batch_times.seed(size, length, seconds)
@@ -483,7 +530,8 @@ class Batcher:
             times.started(len(items), length)
         try:
             forward_started = time.perf_counter()
-            outputs = as_numpy(handler.forward([item.encoded for item in items], size, seq_len))
+            with self.busy.forward():
+                outputs = as_numpy(handler.forward([item.encoded for item in items], size, seq_len))
             if times is not None:
                 times.observe(len(items), length, time.perf_counter() - forward_started)
         except Exception as exc:

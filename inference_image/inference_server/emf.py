@@ -13,6 +13,7 @@ from . import metric_names as m
 MILLISECONDS = "Milliseconds"
 COUNT = "Count"
 PERCENT = "Percent"
+MEGABYTES = "Megabytes"
 SECONDS = "Seconds"
 
 UNITS = {
@@ -25,6 +26,8 @@ UNITS = {
     m.TIMED_OUT_REQUESTS: COUNT,
     m.GPU_UTILIZATION: PERCENT,
     m.GPU_MEMORY_UTILIZATION: PERCENT,
+    m.GPU_MEMORY_USED_MIB: MEGABYTES,
+    m.MODEL_BUSY_PERCENT: PERCENT,
     m.CACHE_HITS: COUNT,
     m.CACHE_MISSES: COUNT,
     m.SHARED_CACHE_HITS: COUNT,

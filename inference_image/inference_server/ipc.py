@@ -70,6 +70,8 @@ class Slot(IntEnum):
     QUEUED = 1
     DRAINING = 2
     MODEL_PID = 3
+    GPU_MEMORY_USED = 4  # bytes the model process holds on its GPU, as of its last metrics interval
+    MODEL_BUSY = 5  # hundredths of a percent: its inference thread's time in forwards over that interval
 
 
 class ModelState(IntEnum):
@@ -426,6 +428,18 @@ class StatusPage:
     @property
     def draining(self) -> bool:
         return bool(self._values[Slot.DRAINING])
+
+    @property
+    def gpu_memory_used_mib(self) -> float:
+        return self._values[Slot.GPU_MEMORY_USED] / (1 << 20)
+
+    @property
+    def model_busy_percent(self) -> float:
+        return self._values[Slot.MODEL_BUSY] / 100
+
+    def publish_model_figures(self, gpu_memory_used_bytes: int, busy_percent: float) -> None:
+        self._values[Slot.GPU_MEMORY_USED] = gpu_memory_used_bytes
+        self._values[Slot.MODEL_BUSY] = round(busy_percent * 100)
 
 
 class LinkEnds:

@@ -128,6 +128,10 @@ class Metrics:
         self.cache_misses = Counter("cache_misses", "Result cache misses", registry=r)
         self.queue_depth = Gauge("queue_depth", "Inputs waiting for the model", registry=r)
         self.ready = Gauge("ready", "1 when the server is ready for traffic", registry=r)
+        self.gpu_memory_used = Gauge("gpu_memory_used_mib", "GPU memory the model process holds (torch's reserved "
+                                     "memory, MiB; 0 on CPU), as of its last metrics interval", registry=r)
+        self.model_busy = Gauge("model_busy_percent", "Percent of the model process's last metrics interval its "
+                                "inference thread spent in forwards", registry=r)
         self._lock = threading.Lock()
         self._interval = {m.REJECTED_REQUESTS: 0, m.TIMED_OUT_REQUESTS: 0, m.CACHE_HITS: 0, m.CACHE_MISSES: 0}
         self._statuses: Tally = Tally()
@@ -140,6 +144,11 @@ class Metrics:
     def bind_gauges(self, queue_depth: Callable[[], float], ready: Callable[[], bool]) -> None:
         self.queue_depth.set_function(queue_depth)
         self.ready.set_function(lambda: float(ready()))
+
+    def bind_model_gauges(self, gpu_memory_used_mib: Callable[[], float], busy_percent: Callable[[], float]) -> None:
+        """The model process's own figures, which it publishes in the status page."""
+        self.gpu_memory_used.set_function(gpu_memory_used_mib)
+        self.model_busy.set_function(busy_percent)
 
     def _count(self, name: str, n: int = 1) -> None:
         with self._lock:

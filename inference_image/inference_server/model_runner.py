@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 import sys
 import threading
 import time
@@ -13,7 +14,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from typing import Any
 
-from . import emf
+from . import emf, gpu_share
 from . import metric_names as m
 from .admission import BatchTimes
 from .artifacts import ArtifactError, fetch_model
@@ -151,6 +152,7 @@ class ModelRunner:
         self.exit_code = 0
         self._stop = threading.Event()
         self._queue_peak = 0  # the deepest queue since the last signal document
+        self.share: gpu_share.GpuShare | None = None  # read as the model loads
         self.batcher = Batcher(self._load_handler, max_batch_size=s.max_batch_size,
                                max_wait_s=s.max_batch_wait_ms / 1000, max_queue_size=s.max_queue_size,
                                max_sequence_length=s.max_sequence_length, pad_batches=self.compile,
@@ -159,7 +161,7 @@ class ModelRunner:
                                on_batch=self.batch_sizes.observe, on_cycle=self._flush_links,
                                on_queue_change=self._on_queue_change,
                                on_fatal=self._on_fatal, is_fatal=self._is_fatal,
-                               on_all_warm=self._on_all_warm,
+                               on_all_warm=self._on_all_warm, fit_batch=self._fit_share,
                                batch_times=BatchTimes(status.table))
         self._is_cuda_error = is_cuda_error
         self._save_compile_cache: Callable[[], object] | None = None  # set when a compile finds no cache to restore
@@ -210,6 +212,7 @@ class ModelRunner:
         """Runs on the inference thread, which then owns the model."""
         s = self.settings
         started = time.monotonic()
+        self._read_share()
         self.start_phases["fetch started"] = time.time()
         artifact = fetch_model(s.model_uri, s.model_cache_dir, s.manifest_required)
         self.start_phases["fetched"] = time.time()
@@ -240,14 +243,62 @@ class ModelRunner:
             self._restore_compile_cache(s.compile_cache_uri)
         handler.load(ctx)
         if self.device.type == "cuda":
-            index = self.device.index if self.device.index is not None else self._torch.cuda.current_device()
-            self.gpu = self._gpu_sampler(index)
+            self.gpu = self._gpu_sampler(self._device_identity()[0])
         self.start_phases["loaded"] = time.time()
         log.info("model loaded", extra={"handler": f"{cls.__module__}.{cls.__qualname__}", "device": str(self.device),
                                         "dtype": str(self.dtype).removeprefix("torch."), "compile": self.compile,
                                         "runtime": s.model_runtime,
                                         "seconds": round(time.monotonic() - started, 3)})
         return handler
+
+    def _device_identity(self) -> tuple[int, str | None]:
+        """The model's device as a GPU share names it: its ordinal and its UUID (0 and None on the CPU)."""
+        if self.device.type != "cuda":
+            return 0, None
+        index = self.device.index if self.device.index is not None else self._torch.cuda.current_device()
+        uuid = getattr(self._torch.cuda.get_device_properties(index), "uuid", None)
+        return index, None if uuid is None else str(uuid)
+
+    def _read_share(self) -> None:
+        self.share = share = gpu_share.read_share(os.environ)
+        if share is not None:
+            log.info("GPU share", extra={"memory_limit": os.environ.get(gpu_share.MEMORY_VARIABLE),
+                                         "memory_mib": share.memory_mib(*self._device_identity()),
+                                         "compute_percent": share.compute_percent})
+
+    def _fit_share(self, handler: Handler, length: int) -> int:
+        """On the inference thread, once loaded: the largest batch of inputs of up to `length` that fits the GPU
+        share's memory with the weights (MAX_BATCH_SIZE without a share). Raises ShareTooSmall when one does not."""
+        s = self.settings
+        limit = self.share.memory_mib(*self._device_identity()) if self.share is not None else None
+        if limit is None:
+            return s.max_batch_size
+        weights = handler.weights_bytes()
+        estimate: Callable[[int], int | None] = functools.partial(handler.activation_bytes, seq_len=length)
+        plan = gpu_share.plan_batches(limit, weights, estimate, s.max_batch_size, length)  # before a forward runs out
+        if self.device.type == "cuda":
+            weights, estimate = self._measured(handler, length, weights)
+            plan = gpu_share.plan_batches(limit, weights, estimate, s.max_batch_size, length)
+        self._log_plan(plan, length, gpu_share.share_needed_mib(weights, estimate(s.max_batch_size) or 0))
+        return plan.largest_batch
+
+    def _measured(self, handler: Handler, length: int, weights: int) -> tuple[int, Callable[[int], int | None]]:
+        """On a GPU, what it allocates too (the estimate may miss a kernel's workspace): the weights as allocated, and
+        a batch's estimate against a measured forward of one input."""
+        allocated = self._torch.cuda.memory_allocated(self.device)
+        one = gpu_share.measure_input_bytes(handler, length, self.device)
+        return max(weights, allocated), functools.partial(_larger_estimate, handler, length, one)
+
+    def _log_plan(self, plan: gpu_share.BatchPlan, length: int, needed_for_max_mib: int) -> None:
+        s = self.settings
+        log.info("batch sizes planned within the GPU share", extra={
+            **plan.fields(), "max_batch_size": s.max_batch_size, "length": length,
+            "compute_percent": self.share.compute_percent if self.share is not None else None})
+        if plan.largest_batch < s.max_batch_size:
+            log.warning("MAX_BATCH_SIZE does not fit the GPU share; serving smaller batches", extra={
+                "max_batch_size": s.max_batch_size, "largest_batch": plan.largest_batch,
+                "fix": f"set MAX_BATCH_SIZE to at most {plan.largest_batch}, or gpu_share.memory_mib to at least "
+                       f"{needed_for_max_mib} MiB for batches of {s.max_batch_size}"})
 
     @staticmethod
     def _shared_preprocessing(handler: Handler) -> dict[str, Any] | None:
@@ -352,8 +403,20 @@ class ModelRunner:
         if sizes is not None:
             values[m.BATCH_SIZE] = sizes
         values.update(self.gpu.sample())
-        if not values:
-            return
+        memory, busy = self._gpu_memory_used(), self.batcher.busy.take_percent()
+        self.status.publish_model_figures(memory, busy)
+        values[m.GPU_MEMORY_USED_MIB] = round(memory / gpu_share.MIB, 1)
+        values[m.MODEL_BUSY_PERCENT] = busy
         s = self.settings
         log.info("metrics", extra={"fields": emf.document(s.deployment_env, s.model_name, values,
                                                           {"model_version": s.model_version, "process": "model"})})
+
+    def _gpu_memory_used(self) -> int:
+        """Bytes this process holds on its GPU (the caching allocator's reserve: what counts against a share)."""
+        return int(self._torch.cuda.memory_reserved(self.device)) if self.device.type == "cuda" else 0
+
+
+def _larger_estimate(handler: Handler, length: int, measured_one: int, size: int) -> int:
+    """A batch's need on a GPU: the handler's estimate or the measured forward of one input times the batch,
+    whichever is larger (the measured one counts the forward's fixed costs once per input: an upper estimate)."""
+    return max(size * measured_one, handler.activation_bytes(size, length) or 0)

@@ -62,6 +62,7 @@ class WorkerService:
         self.shared_cache = None if shared is None else SharedCache(
             shared, metrics=SharedCacheMetrics(self.metrics.registry))
         self.metrics.bind_gauges(lambda: self.status.queued, lambda: self.readiness() is None)
+        self.metrics.bind_model_gauges(lambda: self.status.gpu_memory_used_mib, lambda: self.status.model_busy_percent)
         times = BatchTimes(self.status.table if self.status is not None else [0] * SLOTS)
         self.admission = Admission(times, lambda: self.status.queued,
                                    margin_s=s.max_batch_wait_ms / 1000 + ADMISSION_MARGIN_S,

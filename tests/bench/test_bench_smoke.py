@@ -77,13 +77,14 @@ def test_every_system_measured_with_sane_numbers(short_run):
     assert at_ready["worker-0"]["cpu_s"] < at_ready["model"]["cpu_s"] / 3, at_ready
     overload = {o["system"]: o for o in results["overload"]}
     assert set(overload) == {"ours", "litserve", "bare-asgi"}  # the bare app: the HTTP stack's floor
-    # Under overload, sheds (503), and most of what was admitted answered. Goodput, and "no 5xx but 503", are targets
-    # of the full run: the short window (1 s) is shorter than the wait of a full queue (256 inputs at ~200/s), and an
-    # admitted request whose batch overran its plan ends 504 at its deadline, which a slower second of this shared
-    # machine brings (42 of 284 admitted once, the peer's goodput as low). test_admission_live bounds them tighter.
+    # Under overload our server sheds (503) and answers every request: no other 5xx, none lost. Only that holds at any
+    # load: on a machine busy with other work the 1 s window returned 12,903 503s and no 200 (issue 43), and an
+    # admitted request whose batch overran its plan ends 504 at its deadline. How much was admitted and answered in
+    # time (goodput) is the full run's target (make bench); test_admission_live bounds the deadlines.
     statuses = overload["ours"]["statuses"]
     assert set(statuses) <= {"200", "503", "504"} and statuses.get("503"), statuses
-    assert statuses.get("504", 0) < statuses.get("200", 0), statuses
+    not_ok = sum(count for status, count in statuses.items() if status != "200")
+    assert overload["ours"]["errors"] == not_ok, overload["ours"]  # every error is an answer: no broken connection
     assert overload["bare-asgi"]["statuses"] == {"200": overload["bare-asgi"]["requests"]}
     ours_runs = [r for r in results["runs"] if r["system"] in ("ours", "ours-2w")]
     assert all({"model", "worker-0", "generator"} <= set(r["cores_by_process"]) for r in ours_runs)

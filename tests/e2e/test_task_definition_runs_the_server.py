@@ -265,9 +265,14 @@ def test_a_broken_contract_names_the_side_that_disagrees(synthesized, change, ex
 
 def test_equal_task_definitions_share_a_start_and_any_other_difference_gets_its_own(synthesized):
     minilm = [c for env in ENVIRONMENTS for c in contracts_for(synthesized, env) if c.model_name == "minilm"]
-    # prod's differs from dev's only in where it runs; staging's reads the shared cache.
-    assert [[c.environment_name for c in group] for group in same_servers(minilm)] == [["dev", "prod"], ["staging"]]
-    dev, prod = minilm[0], dataclasses.replace(minilm[2], environment=dict(minilm[2].environment))
+    # dev's runs on a GPU share with one vCPU (one HTTP worker), staging's reads the shared cache: three servers.
+    assert [[c.environment_name for c in group] for group in same_servers(minilm)] == [["dev"], ["staging"], ["prod"]]
+    # prod's in another region and environment: only where it runs differs, so it shares prod's start.
+    prod = minilm[2]
+    elsewhere = dataclasses.replace(prod, environment_name="elsewhere", environment={
+        **prod.environment, **{name: f"{prod.environment[name]}-elsewhere" for name in PLACEMENT_VARIABLES if name in prod.environment}})
+    assert len(same_servers([prod, elsewhere])) == 1
+    dev, prod = elsewhere, dataclasses.replace(prod, environment=dict(prod.environment))
     prod.environment["MAX_BATCH_SIZE"] = "32"
     assert len(same_servers([dev, prod])) == 2
     assert len(same_servers([dev, dataclasses.replace(prod, environment=dev.environment, stop_timeout=30)])) == 2

@@ -19,6 +19,7 @@ import valkey.asyncio
 import valkey.exceptions
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_ecs as ecs
+from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
 from cdk_nag import AwsSolutionsChecks
@@ -356,7 +357,7 @@ def team_app(services: int = 1):
             stack, f"Embedder{index}", model=ModelProps(name=f"embedder-{index}", version="v3"),
             server=BundledServer(image=ecs.ContainerImage.from_registry(f"{ACCOUNT}.dkr.ecr.eu-west-1.amazonaws.com/search/server:1.4")),
             capacity=gpus, model_store=store, load_balancer=alb, logs_key=logs_key, environment_name="search")
-        cache.attach(container=model.container, task_role=as_role(model.task_role), service=model.service)
+        model.use_cache(cache)  # the one step (issue 43)
         models.append(model)
     return app, stack, cache, models, vpc
 
@@ -409,6 +410,52 @@ def test_a_service_whose_tasks_have_no_interface_of_their_own_is_refused_naming_
     service = ecs.Ec2Service(stack, "BridgeService", cluster=cluster, task_definition=definition)
     with pytest.raises(ConfigError, match=r"^service: .*awsvpc.*client_security_group"):
         cache.attach(container=container, task_role=definition.task_role, service=service)
+
+
+def test_a_model_told_to_use_the_cache_that_none_connects_fails_synth_naming_use_cache():
+    """Issue 43: shared_cache.enabled true and no ResultCache connected synthesized, and the tasks never learned of a
+    cache. Now synth fails naming the construct to add and the call."""
+    from gpu_inference_constructs import BundledServerProps
+    from gpu_inference_constructs.result_cache import ModelCacheProps
+
+    app, stack, cache, _, _ = team_app(services=0)
+    store = ModelStore(stack, "Models2", props=ModelStoreProps())
+    vpc = ec2.Vpc.from_vpc_attributes(stack, "V2", vpc_id="vpc-0a1b2c3d4e5f67891", availability_zones=["eu-west-1a"],
+                                      private_subnet_ids=["subnet-1"])
+    cluster = ecs.Cluster.from_cluster_attributes(stack, "C2", cluster_name="search-platform", vpc=vpc)
+    listener = elbv2.ApplicationListener.from_application_listener_attributes(
+        stack, "L2", listener_arn=f"arn:aws:elasticloadbalancing:eu-west-1:{ACCOUNT}:listener/app/x/0123456789abcdef/0123456789abcdef",
+        security_group=ec2.SecurityGroup.from_security_group_id(stack, "S2", "sg-0123456789abcdef1"))
+    server = BundledServer(props=BundledServerProps(shared_cache=ModelCacheProps(enabled=True)),
+                           image=ecs.ContainerImage.from_registry(f"{ACCOUNT}.dkr.ecr.eu-west-1.amazonaws.com/search/server:1.4"))
+    model = ModelService(stack, "Cached", model=ModelProps(name="cached", version="1"), server=server, cluster=cluster,
+                         capacity_provider_name="gpus", instance_type="g5.xlarge", model_store=store, listener=listener,
+                         listener_priority=3, allow_unauthenticated=True, environment_name="search",
+                         logs_key=kms.Key.from_key_arn(stack, "K2", f"arn:aws:kms:eu-west-1:{ACCOUNT}:key/11111111-2222-4333-8444-555555555556"))
+    with pytest.raises(Exception, match=r"models\[cached\]\.shared_cache\.enabled is true but no ResultCache.*use_cache"):
+        app.synth()
+    model.use_cache(cache)
+    app.synth()  # connected: synthesizes
+
+
+def test_use_cache_refuses_a_server_without_a_cache_client():
+    from gpu_inference_constructs import VllmProps, VllmServer
+
+    _, stack, cache, _, _ = team_app(services=0)
+    store = ModelStore(stack, "Models3", props=ModelStoreProps())
+    vpc = ec2.Vpc.from_vpc_attributes(stack, "V3", vpc_id="vpc-0a1b2c3d4e5f67892", availability_zones=["eu-west-1a"],
+                                      private_subnet_ids=["subnet-2"])
+    listener = elbv2.ApplicationListener.from_application_listener_attributes(
+        stack, "L3", listener_arn=f"arn:aws:elasticloadbalancing:eu-west-1:{ACCOUNT}:listener/app/y/0123456789abcdef/0123456789abcdef",
+        security_group=ec2.SecurityGroup.from_security_group_id(stack, "S3", "sg-0123456789abcdef2"))
+    model = ModelService(stack, "Llm", model=ModelProps(name="llm", version="1", cpu=12288, memory_mib=49152, gpus=4),
+                         server=VllmServer(VllmProps(), image=ecs.ContainerImage.from_registry("vllm/vllm-openai:v0.32.0")),
+                         cluster=ecs.Cluster.from_cluster_attributes(stack, "C3", cluster_name="llm", vpc=vpc),
+                         capacity_provider_name="gpus", instance_type="g5.12xlarge", model_store=store, listener=listener,
+                         listener_priority=4, allow_unauthenticated=True, environment_name="search",
+                         logs_key=kms.Key.from_key_arn(stack, "K3", f"arn:aws:kms:eu-west-1:{ACCOUNT}:key/11111111-2222-4333-8444-555555555557"))
+    with pytest.raises(ConfigError, match=r"^server: .*no client of the shared result cache.*BundledServer"):
+        model.use_cache(cache)
 
 
 def test_an_environment_name_a_query_cannot_quote_is_refused():

@@ -130,6 +130,22 @@ def test_two_models_on_one_imported_listener_with_one_priority_are_refused_acros
         ModelService(other, "B", model=ModelProps(name="second", version="1"), server=contract(), instance_type="g5.xlarge", **other_parts)
 
 
+def test_the_same_model_name_twice_is_refused_as_a_name_taken_not_a_priority_clash():
+    """Issue 43: the second 'first' was reported as a listener-priority clash, whose fix (another priority) would have
+    synthesized two rules for one path and two log groups of one name."""
+    stack, parts = stack_with_placement()
+    ModelService(stack, "A", model=ModelProps(name="first", version="1"), server=contract(), instance_type="g5.xlarge", **parts)
+    app = cast(cdk.App, stack.node.root)
+    other = cdk.Stack(app, "Other", env=cdk.Environment(account="123456789012", region="us-east-1"))
+    _, other_parts = stack_with_placement_in(other)
+    with pytest.raises(ConfigError, match=r"model\.name: 'first' is already the name of the model at .*/A.*give this model another name"):
+        ModelService(other, "B", model=ModelProps(name="first", version="2"), server=contract(), instance_type="g5.xlarge",
+                     **{**other_parts, "listener_priority": 11})
+    # Another environment of the same app may serve its own 'first' (dev and prod in one app).
+    ModelService(other, "C", model=ModelProps(name="first", version="2"), server=contract(), instance_type="g5.xlarge",
+                 **{**other_parts, "listener_priority": 12, "environment_name": "prod"})
+
+
 def stack_with_placement_in(stack: cdk.Stack) -> tuple[cdk.Stack, dict[str, Any]]:
     from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 

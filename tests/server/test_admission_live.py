@@ -1,6 +1,8 @@
 """Admission by deadline in the real server (model process, HTTP worker, uvicorn): clients that retry at once,
-each request with a deadline the queue could not keep for all of them. The 200s arrive within their deadline,
-the rest are 503 with Retry-After (and a few 504s where a batch overran its plan), nothing else."""
+each request with a deadline the queue could not keep for all of them. What holds at any load (issue 43: make test
+runs on a machine doing other things): every request is answered, 200, 503 (shed) or 504 (a batch that overran its
+plan), nothing else, some shed, and the server serves after. How many were admitted and how many arrived within their
+deadline are rates: the full `make bench`'s overload targets (goodput, "no 5xx but 503")."""
 
 from __future__ import annotations
 
@@ -53,17 +55,16 @@ def test_under_overload_every_200_is_within_its_deadline_and_the_rest_are_503(ti
         # 12 batches).
         result = run_load("127.0.0.1", port, requests, CLIENTS, 0.3, SECONDS, min_per_client=0,
                           deadline_ms=deadline_ms + batch_ms)
+        assert _one_ms(port) > 0 and process.poll() is None  # after the overload the server serves
     finally:
         process.terminate()
         process.wait(30)
     # run_load always fills statuses, and within_deadline when given a deadline_ms.
     assert result.statuses is not None and result.within_deadline is not None
     counts = {int(code): n for code, n in result.statuses.items()}
-    # Admission plans with measured times; a batch that overruns its plan (EWMA + 2 deviations, x 1.2) on this
-    # shared machine makes its requests 504 at their deadline: a few, never most of what was admitted.
     assert set(counts) <= {200, 503, 504}, counts
-    assert counts.get(200) and counts.get(503), counts
-    assert counts.get(504, 0) <= 0.1 * (counts[200] + counts.get(504, 0)), counts
-    assert result.within_deadline >= 0.9 * counts[200], (deadline_ms, result.within_deadline, counts)
-    assert result.p99_ms < deadline_ms + batch_ms, (deadline_ms, batch_ms, result.p99_ms)
-    assert counts[200] >= 0.5 * 2 * SECONDS * 1000 / batch_ms, (batch_ms, counts)  # half the model's capacity
+    assert counts.get(503), counts  # 24 clients retrying at once over a queue 4 batches deep: some are shed
+    not_ok = sum(n for code, n in counts.items() if code != 200)
+    assert result.errors == not_ok, (result.errors, counts)  # every error is an answer: no broken connection
+    assert result.within_deadline <= counts.get(200, 0)
+

@@ -490,7 +490,9 @@ async def test_each_worker_and_the_model_write_one_emf_document_per_interval(ech
     assert latency["Count"] == sum(latency["Counts"]) == 3 and len(latency["Values"]) == len(latency["Counts"])
     assert latency["Min"] <= min(latency["Values"]) * 1.05 and max(latency["Values"]) <= latency["Max"] * 1.05
     assert worker[m.DIMENSION_ENVIRONMENT] == "local" and worker[m.DIMENSION_MODEL] == "tiny"
-    assert model["_aws"]["CloudWatchMetrics"][0]["Metrics"] == [{"Name": m.BATCH_SIZE, "Unit": "Count"}]
+    assert model["_aws"]["CloudWatchMetrics"][0]["Metrics"] == [
+        {"Name": m.BATCH_SIZE, "Unit": "Count"}, {"Name": m.GPU_MEMORY_USED_MIB, "Unit": "Megabytes"},
+        {"Name": m.MODEL_BUSY_PERCENT, "Unit": "Percent"}]
     assert model[m.BATCH_SIZE] == {"Values": [1], "Counts": [3], "Min": 1, "Max": 1, "Sum": 3, "Count": 3}
     # The scale-out signal: its own document, stored at 1-second resolution, the peak since the last one.
     assert signal["_aws"]["CloudWatchMetrics"][0]["Metrics"] == [{"Name": m.QUEUE_DEPTH, "Unit": "Count",

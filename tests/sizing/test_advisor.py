@@ -125,16 +125,49 @@ def test_minilm_estimate_is_capped_by_the_measured_server_ceiling_and_costed(min
     assert t4.usd_per_million_requests["on_demand"] == pytest.approx(0.526 / (500 * 3600) * 1e6) == pytest.approx(0.29222, abs=1e-5)
 
 
-def test_a10g_has_no_sourced_tensor_figure_so_its_encoder_throughput_is_not_estimated(minilm):
+def test_the_a10g_is_costed_from_its_labelled_tensor_estimate(minilm):
+    """The catalog keeps sourced figures only (none for the A10G); the advisor costs a g5 from the labelled estimate,
+    62.5 dense FP16 TFLOPS, and says so in the formula."""
+    from gpu_inference_constructs.sizing.advisor import ESTIMATED_DENSE_FP16_TFLOPS, dense_fp16_tflops
+
     assert ACCELERATORS["NVIDIA A10G"].dense_fp16_tflops is None
+    assert dense_fp16_tflops("NVIDIA A10G") == (62.5, ESTIMATED_DENSE_FP16_TFLOPS["NVIDIA A10G"].basis)
+    assert ESTIMATED_DENSE_FP16_TFLOPS["NVIDIA A10G"].basis.startswith("estimated, the lowest published candidate")
+    g5 = by_name(advise(from_model_dir(minilm, dtype="fp16"), Workload(500, 100, 256), Purchase(), Assumptions()))["g5.xlarge"]
+    # By hand: MiniLM's 22,713,216 parameters less its embeddings (30522 + 512) x 384 = 10,796,160 multiply per token.
+    per_request = 2 * 10_796_160 * 256 + 4 * 6 * 256**2 * 384  # 6.13 GFLOP
+    batch_seconds = max(32 * per_request / (62.5e12 * 0.5), 22_713_216 * 2 / (600e9 * 0.5))  # compute: 6.28 ms
+    assert batch_seconds == pytest.approx(0.006279, abs=1e-6)
+    assert g5.throughput is not None and g5.throughput.source == "estimate"
+    assert g5.throughput.requests_per_second == pytest.approx(32 / batch_seconds) == pytest.approx(5096.5, abs=0.1)
+    assert g5.throughput.bound == "GPU compute"  # below the server's 5,252 req/s
+    assert "(62.5 TFLOPS x 1 x 0.5)" in g5.throughput.formula
+    assert "NVIDIA A10G's tensor throughput is estimated, the lowest published candidate" in g5.throughput.formula
+    assert g5.tasks == 1 and g5.ranked  # 500 / (5096.5 x 0.7) = 0.14
+    assert g5.usd_per_million_requests["on_demand"] == pytest.approx(1.006 / (500 * 3600) * 1e6) == pytest.approx(0.5589, abs=1e-4)
+    assert g5.throughput.single_pass_ms == pytest.approx(per_request / (62.5e12 * 0.5) * 1000)  # batch 1: 0.196 ms
+
+
+def test_without_an_estimate_a_gpu_with_no_sourced_tensor_figure_is_not_costed(minilm, monkeypatch):
+    """The twin: take the A10G's estimate away and a g5 is 'not estimated', as before it was recorded."""
+    from gpu_inference_constructs.sizing import advisor
+
+    monkeypatch.setattr(advisor, "ESTIMATED_DENSE_FP16_TFLOPS", {})
     g5 = by_name(advise(from_model_dir(minilm, dtype="fp16"), Workload(500, 100, 256), Purchase(), Assumptions()))["g5.xlarge"]
     assert g5.throughput is not None
     assert g5.fits and g5.throughput.requests_per_second is None and g5.throughput.source == "none"
-    assert "no sourced tensor throughput for NVIDIA A10G" in g5.throughput.formula
-    # The reason people read says why, and what to do.
     assert "; not costed, not estimated: an encoder's estimate needs the GPU's tensor throughput" in g5.reason
-    assert "neither NVIDIA nor AWS publishes" in g5.reason and "pass --measured" in g5.reason
     assert g5.usd_per_million_requests["mix"] is None and not g5.ranked
+
+
+def test_the_a10g_estimate_counts_in_an_llms_prefill():
+    model = ModelShape(params=7_000_000_000, dtype="fp16", kind="llm", layers=32, hidden_size=4096, heads=32)
+    g5 = by_name(advise(model, llm_workload(), Purchase(), Assumptions()))["g5.xlarge"]
+    assert g5.throughput is not None
+    prefill = 2 * 7e9 * 512 / (62.5e12 * 0.5)  # 0.229 s
+    step = max((14e9 + 524_288 * (512 + 256 / 2)) / (600e9 * 0.5), 2 * 7e9 / (62.5e12 * 0.5))
+    assert g5.throughput.requests_per_second == pytest.approx(1 / (prefill + 256 * step))
+    assert "prefill = 2 x params x 512 tokens / (62.5 TFLOPS x 1 x 0.5) = 229.4 ms" in g5.throughput.formula
 
 
 def test_bf16_does_not_fit_a_t4():

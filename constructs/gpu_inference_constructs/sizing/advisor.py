@@ -6,7 +6,8 @@ The formulas (every estimate in the report names the one it used):
 - encoder activations (peak, one layer) = batch x sequence x bytes x (4 x hidden + intermediate + heads x sequence)
 - it fits when weights + KV cache or activations <= GPU memory x (1 - headroom)
 - decode ceiling per sequence = memory bandwidth / weight bytes (every token reads every weight)
-- a GPU pass takes max(FLOPs / (tensor FLOPS x efficiency), bytes read / (bandwidth x efficiency))
+- a GPU pass takes max(FLOPs / (tensor FLOPS x efficiency), bytes read / (bandwidth x efficiency)); where the catalog
+  records no tensor throughput (the A10G), ESTIMATED_DENSE_FP16_TFLOPS gives a labelled estimate and the formula says so
 - tasks = requests per second / (one task's requests per second x target utilisation), rounded up
 - USD per 1M requests = the fleet's hourly cost / (requests per second x 3600) x 1e6
 """
@@ -36,6 +37,43 @@ TENSOR_PARALLEL = (1, 2, 4, 8)
 NOT_ESTIMATED = "none"  # Throughput.source when no figure allows an estimate
 
 
+@dataclass(frozen=True)
+class EstimatedFigure:
+    """A figure no datasheet gives, estimated: the value and the basis it was derived from."""
+
+    value: float
+    basis: str
+
+
+# Dense FP16 tensor TFLOPS of the GPUs whose catalog entry records none (instance_catalog.ACCELERATORS keeps sourced
+# figures only). The A10G: neither NVIDIA nor AWS publishes it; the lowest of the published candidates is taken, so a
+# g5 is costed and never looks faster than it may be. Replace it with a measurement (python -m bench.gpu_bench on a g5,
+# then --measured).
+ESTIMATED_DENSE_FP16_TFLOPS: dict[str, EstimatedFigure] = {
+    "NVIDIA A10G": EstimatedFigure(
+        62.5,
+        "estimated, the lowest published candidate: NVIDIA's A10 datasheet gives the A10 125 TFLOPS FP16 tensor dense (250 "
+        "with sparsity), but the A10G is an AWS-only GA102 whose tensor throughput is below the A10's (Baseten, 'NVIDIA "
+        "A10 vs A10G for ML model inference': the A10 prioritises tensor compute, the A10G CUDA cores); third-party "
+        "tables list 62.5 (e.g. the gpu_catalog.json of huggingface.co/RajBhope/gpu-runtime-predictor, which gives it 80 "
+        "SMs), half the A10's, as GeForce GA102 parts run FP16 with FP32 accumulation at half the professional parts' "
+        "rate (GA102 whitepaper, recalled, not re-read). 62.5 errs slow: a g5 costs more here, never less; measure one "
+        "task (python -m bench.gpu_bench on a g5) and pass --measured"),
+}
+
+
+def dense_fp16_tflops(gpu_model: str) -> tuple[float | None, str]:
+    """The GPU's dense FP16 tensor TFLOPS and where it comes from: the catalog's sourced figure, else a labelled estimate
+    (ESTIMATED_DENSE_FP16_TFLOPS), else None."""
+    spec = ACCELERATORS[gpu_model]
+    if spec.dense_fp16_tflops is not None:
+        return spec.dense_fp16_tflops, f"sourced: {spec.source}"
+    estimate = ESTIMATED_DENSE_FP16_TFLOPS.get(gpu_model)
+    if estimate is not None:
+        return estimate.value, estimate.basis
+    return None, f"no sourced tensor throughput ({spec.source})"
+
+
 @dataclass
 class Memory:
     usable_gib: float
@@ -61,6 +99,8 @@ class Throughput:
     tokens_per_second: float | None = None  # LLMs: one task's decode rate at the concurrency
     p95_ms_estimate: float | None = None
     max_batch_size: int | None = None
+    gpu_requests_per_second: float | None = None  # encoder estimates: what the whole GPU sustains, before the server's cap
+    single_pass_ms: float | None = None  # encoder estimates: one request alone on the whole GPU (batch 1)
 
 
 @dataclass
@@ -240,14 +280,15 @@ def encoder_throughput(model: ModelShape, workload: Workload, instance: GpuInsta
                        assumptions: Assumptions) -> Throughput:
     spec = ACCELERATORS[instance.gpu_model]
     measure = f"measure one task (python -m bench.gpu_bench on a {instance.name}) and pass --measured"
-    if spec.dense_fp16_tflops is None:
+    tflops, tflops_source = dense_fp16_tflops(instance.gpu_model)
+    if tflops is None:
         return Throughput(None, NOT_ESTIMATED, f"not estimated: an encoder's estimate needs the GPU's tensor throughput, and "
                                                f"there is no sourced tensor throughput for {instance.gpu_model} ({spec.source}); {measure}")
     if model.dtype == "fp32":
         return Throughput(None, NOT_ESTIMATED, "not estimated: no FP32 throughput figure is recorded (the catalog holds "
                                                f"FP16/BF16 tensor throughput): pass --dtype fp16 if you serve in half precision, or {measure}")
     eff = assumptions.efficiency
-    flops = spec.dense_fp16_tflops * 1e12 * gpus * eff
+    flops = tflops * 1e12 * gpus * eff
     bandwidth = spec.memory_bandwidth_gb_per_s * 1e9 * gpus * eff
     s = workload.prompt_tokens
     geometry = model.geometry
@@ -265,15 +306,17 @@ def encoder_throughput(model: ModelShape, workload: Workload, instance: GpuInsta
     rps = min(gpu_rps, assumptions.server_ceiling_rps)
     bound = ("HTTP server" if rps < gpu_rps else
              "GPU compute" if b * per_request / flops >= model.weight_bytes / bandwidth else "GPU memory bandwidth")
-    formula = (f"estimate: batch {b} / max({b} x {per_request / 1e9:.2f} GFLOP per request / ({spec.dense_fp16_tflops:g} TFLOPS"
+    formula = (f"estimate: batch {b} / max({b} x {per_request / 1e9:.2f} GFLOP per request / ({tflops:g} TFLOPS"
                f" x {gpus} x {eff:g}), {model.weight_bytes / 1e9:.2f} GB / ({spec.memory_bandwidth_gb_per_s:g} GB/s x {gpus} x {eff:g}))"
                f" = {gpu_rps:,.0f} req/s on the GPU, capped at the server's {assumptions.server_ceiling_rps:,.0f} req/s "
                f"({SERVER_CEILING_SOURCE}); FLOPs per request = 2 x {model.compute_params / 1e6:.1f}M parameters x {s} tokens"
                + (" + attention 4 x layers x tokens^2 x hidden" if attention else "")
                + (f"; x {runtime.factor:g} for runtime {workload.runtime} ({runtime.source}: {runtime.basis})"
-                  if workload.runtime != "eager" else ""))
+                  if workload.runtime != "eager" else "")
+               + (f"; {instance.gpu_model}'s tensor throughput is {tflops_source}" if instance.gpu_model in ESTIMATED_DENSE_FP16_TFLOPS else ""))
     p95 = workload.max_batch_wait_ms + 2 * batch_seconds(b) / runtime.factor * 1000
-    return Throughput(rps, "estimate", formula, bound, p95_ms_estimate=p95, max_batch_size=b)
+    return Throughput(rps, "estimate", formula, bound, p95_ms_estimate=p95, max_batch_size=b, gpu_requests_per_second=gpu_rps,
+                      single_pass_ms=batch_seconds(1) / runtime.factor * 1000)
 
 
 def llm_throughput(model: ModelShape, workload: Workload, instance: GpuInstanceType, gpus: int,
@@ -281,7 +324,8 @@ def llm_throughput(model: ModelShape, workload: Workload, instance: GpuInstanceT
     spec = ACCELERATORS[instance.gpu_model]
     eff = assumptions.efficiency
     bandwidth = spec.memory_bandwidth_gb_per_s * 1e9 * gpus * eff
-    flops = spec.dense_fp16_tflops * 1e12 * gpus * eff if spec.dense_fp16_tflops and model.dtype != "fp32" else None
+    tflops, tflops_source = dense_fp16_tflops(instance.gpu_model)
+    flops = tflops * 1e12 * gpus * eff if tflops and model.dtype != "fp32" else None
     c, prompt, output = workload.concurrency, workload.prompt_tokens, max(workload.output_tokens, 1)
     kv_read = c * (model.kv_bytes_per_token or 0) * (prompt + output / 2)
     step = max((model.weight_bytes + kv_read) / bandwidth, 2 * model.compute_params * c / flops if flops else 0)
@@ -292,8 +336,10 @@ def llm_throughput(model: ModelShape, workload: Workload, instance: GpuInstanceT
         notes.append("KV-cache reads not counted (no geometry)")
     formula = (f"estimate: decode step = max((weights {model.weight_bytes / 1e9:.1f} GB + KV reads {kv_read / 1e9:.2f} GB) / "
                f"({spec.memory_bandwidth_gb_per_s:g} GB/s x {gpus} x {eff:g}), 2 x params x {c} / tensor FLOPS) = {step * 1000:.1f} ms "
-               f"for {c} sequences; prefill = 2 x params x {prompt} tokens / ({spec.dense_fp16_tflops or 'n/a'} TFLOPS x {gpus} x {eff:g}) "
-               f"= {prefill * 1000:.1f} ms; req/s = 1 / (prefill + {output} x step / {c})" + (f"; {'; '.join(notes)}" if notes else ""))
+               f"for {c} sequences; prefill = 2 x params x {prompt} tokens / ({tflops or 'n/a'} TFLOPS x {gpus} x {eff:g}) "
+               f"= {prefill * 1000:.1f} ms; req/s = 1 / (prefill + {output} x step / {c})" + (f"; {'; '.join(notes)}" if notes else "")
+               + (f"; {instance.gpu_model}'s tensor throughput is {tflops_source}"
+                  if flops and instance.gpu_model in ESTIMATED_DENSE_FP16_TFLOPS else ""))
     bound = "GPU compute" if flops and 2 * model.compute_params * c / flops > (model.weight_bytes + kv_read) / bandwidth else "GPU memory bandwidth"
     return Throughput(rps, "estimate", formula, bound, tokens_per_second=c / step,
                       p95_ms_estimate=(prefill + output * step) * 1000, max_batch_size=c)

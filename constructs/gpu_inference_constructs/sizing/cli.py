@@ -18,6 +18,9 @@ from .advisor import advise
 from .cache_cost import cache_cost, describe
 from .measured import read_measurement, refuse_llm
 from .model_shape import BYTES_PER_PARAM, ModelShape, from_model_dir
+from .pack import as_json as pack_json
+from .pack import pack, read_models
+from .pack import table as pack_table
 from .plot import plot
 from .recommend import recommend, validate
 from .report import as_json, dumps, table
@@ -30,6 +33,14 @@ EXAMPLES = """examples:
       --tokens-per-request 512,256 --concurrency 8 --requests-per-second 2 --p95-ms 20000 --environment prod --json
   python -m gpu_inference_constructs.sizing --model-dir DIR --dtype fp16 --requests-per-second 300 \\
       --measured bench/results/gpu/bench.json --plot sizing.png
+  python -m gpu_inference_constructs.sizing pack MODELS.json --region us-east-1   (many small models on shared GPUs:
+      python -m gpu_inference_constructs.sizing pack --help)
+"""
+PACK_EXAMPLE = """MODELS.json is a list of models with the single-model advisor's keys, '_' or '-' alike (params, dtype, kind,
+layers, hidden_size, heads, kv_heads, intermediate_size, requests_per_second, p95_ms, tokens_per_request,
+max_batch_size, runtime, or model_dir instead of params), a name, and optionally version, cpu and memory_mib:
+  [{"name": "minilm", "params": 22000000, "dtype": "fp16", "kind": "encoder", "layers": 6, "hidden_size": 384,
+    "heads": 12, "intermediate_size": 1536, "requests_per_second": 50, "p95_ms": 100}]
 """
 
 
@@ -88,10 +99,32 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def pack_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m gpu_inference_constructs.sizing pack", epilog=PACK_EXAMPLE,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Many small models on shared GPUs (ECS GPU sharing, NVIDIA MPS): each model's gpu_share, the fewest "
+                    "instances, USD per 1M requests shared against dedicated, and the cdk.json blocks.")
+    p.add_argument("models", metavar="MODELS.json", help="a JSON list of models (see below)")
+    p.add_argument("--region", default="us-east-1", help="default %(default)s")
+    p.add_argument("--instance-types", help="compare only these, comma-separated (default: the region's CUDA types)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    return p
+
+
+def run_pack(args: argparse.Namespace) -> int:
+    only = [t.strip() for t in args.instance_types.split(",") if t.strip()] if args.instance_types else None
+    result = pack(read_models(args.models), Purchase(region=args.region), Assumptions(), only)
+    print(dumps(pack_json(result)) if args.json else pack_table(result))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    packing = bool(argv) and argv[0] == "pack"
+    args = pack_parser().parse_args(argv[1:]) if packing else parser().parse_args(argv)
     try:
-        return run(args)
+        return run_pack(args) if packing else run(args)
     except ConfigError as error:
         print(f"sizing: error: {error}", file=sys.stderr)
         return 2

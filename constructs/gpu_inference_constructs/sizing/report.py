@@ -6,7 +6,7 @@ import json
 from dataclasses import asdict
 
 from ..instance_catalog import ACCELERATORS
-from .advisor import TypeAdvice
+from .advisor import ESTIMATED_DENSE_FP16_TFLOPS, TypeAdvice
 from .model_shape import ModelShape
 from .recommend import Recommendation
 from .workload import Assumptions, Measurement, Purchase, Workload
@@ -45,7 +45,10 @@ def type_entry(a: TypeAdvice) -> dict:
         "hourly_usd": {k: _round(v) for k, v in a.hourly_usd.items()},
         "usd_per_million_requests": {k: _round(v) for k, v in a.usd_per_million_requests.items()},
         "usd_per_million_tokens": {k: _round(v, 6) for k, v in a.usd_per_million_tokens.items()},
-        "accelerator_source": f"{spec.source} (read {spec.as_of})",
+        "accelerator_source": f"{spec.source} (read {spec.as_of})" + (
+            f"; dense FP16 tensor throughput {ESTIMATED_DENSE_FP16_TFLOPS[a.instance_type.gpu_model].value:g} TFLOPS, "
+            f"{ESTIMATED_DENSE_FP16_TFLOPS[a.instance_type.gpu_model].basis}"
+            if a.instance_type.gpu_model in ESTIMATED_DENSE_FP16_TFLOPS else ""),
     }
 
 

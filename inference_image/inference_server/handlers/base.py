@@ -136,6 +136,23 @@ class Handler:
         forward returned them, holding this request's rows only); values orjson can serialise (numpy allowed)."""
         raise NotImplementedError
 
+    def weights_bytes(self) -> int:
+        """Model process, after load: the bytes of the weights on the device, for planning batches within a GPU
+        share (gpu_share.py). By default the parameters and buffers of every torch module among the handler's
+        attributes, each counted once."""
+        sizes = {}
+        for value in vars(self).values():
+            if callable(getattr(value, "parameters", None)) and callable(getattr(value, "buffers", None)):
+                for tensor in (*value.parameters(), *value.buffers()):
+                    sizes[id(tensor)] = tensor.numel() * tensor.element_size()
+        return sum(sizes.values())
+
+    def activation_bytes(self, batch_size: int, seq_len: int) -> int | None:
+        """Model process, after load: an upper estimate of the device memory one forward of this shape needs beyond
+        the weights (activations, inputs, outputs); None where the handler cannot tell from its architecture (on a
+        GPU the server then measures a forward; on a CPU it checks the weights alone)."""
+        return None
+
     def warmup_input(self, seq_len: int) -> Encoded:
         """An input of length seq_len, used to run every batch shape before the server is ready."""
         encoded = self.preprocess(["warm up"])[0]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -41,6 +42,8 @@ HF_TASKS = ("text-classification", "text-embedding")
 
 
 class HuggingFaceHandler(Handler):
+    _onnx_file: Path | None = None  # set by load() for the onnx and int8 runtimes
+
     def _load_model(self, ctx: LoadContext) -> torch.nn.Module:
         raise NotImplementedError
 
@@ -118,8 +121,9 @@ class HuggingFaceHandler(Handler):
         if not hasattr(self, "tokenizer"):
             self.load_preprocessing(ctx)
         self.device = ctx.device
-        if ctx.runtime in ONNX_FILES:  # ONNX Runtime on the file publish converted and gated; no torch weights
-            self._run = OnnxForward(ctx.model_dir / ONNX_FILES[ctx.runtime], ctx.device.type, torch.get_num_threads())
+        self._onnx_file = ctx.model_dir / ONNX_FILES[ctx.runtime] if ctx.runtime in ONNX_FILES else None
+        if self._onnx_file is not None:  # ONNX Runtime on the file publish converted and gated; no torch weights
+            self._run = OnnxForward(self._onnx_file, ctx.device.type, torch.get_num_threads())
             return
         self.model = self._load_model(ctx).to(ctx.device).eval()
         self._run = self._forward_tensors
@@ -129,6 +133,23 @@ class HuggingFaceHandler(Handler):
                 self._forward_tensors,
                 lambda: compile_per_shape(self._forward_tensors, "reduce-overhead" if cuda else "default"),
                 cuda_graphs=cuda)
+
+    def weights_bytes(self) -> int:
+        return self._onnx_file.stat().st_size if self._onnx_file is not None else super().weights_bytes()
+
+    def activation_bytes(self, batch_size: int, seq_len: int) -> int | None:
+        """An encoder's peak in inference: its layers run one after another and each frees the one before, so the
+        peak is one layer's: the layer's input, Q, K, V, the attention's context and output (hidden size each) or its
+        feed-forward's intermediate and activation, the attention's scores and probabilities and the mask (heads x
+        length x length), at the model's dtype; plus the int64 inputs and the float32 head's copy of the output."""
+        config = self.config
+        hidden, heads = getattr(config, "hidden_size", None), getattr(config, "num_attention_heads", None)
+        if not hidden or not heads:
+            return None
+        intermediate = getattr(config, "intermediate_size", None) or 4 * hidden
+        width = 4 if self._onnx_file is not None else next(self.model.parameters()).element_size()
+        per_token = (6 * hidden + 2 * intermediate) * width + 3 * 8 + 4 * hidden
+        return batch_size * (seq_len * per_token + (2 * heads + 1) * seq_len * seq_len * width)
 
     def _auto_kwargs(self, ctx: LoadContext) -> dict[str, Any]:
         # use_safetensors: never unpickle weights (torch.load) from an artifact.
