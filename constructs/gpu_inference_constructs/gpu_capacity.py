@@ -34,6 +34,7 @@ from .instance_catalog import GpuInstanceType, lookup, warn_if_unlisted
 from .model_props import ModelProps, service_deployment
 from .notifications import topic_target
 from .schedules import CapacityPrewarm
+from .subnet_selection import private_subnets
 
 # Lines appended to /etc/ecs/ecs.config on every instance. CDK applies Spot draining only to
 # groups with a spotPrice (aws/aws-cdk#24360), never to a mixed-instances group: set it here.
@@ -159,11 +160,6 @@ class GpuCapacityProps:
         return min(self.resolve_instance_types(), key=lambda t: (t.memory_gib, t.vcpus))
 
 
-def private_subnets(vpc: ec2.IVpc) -> ec2.SubnetSelection:
-    """The VPC's private subnets: with egress if it has them, else isolated ones."""
-    if vpc.private_subnets:
-        return ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS)
-    return ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_ISOLATED)
 
 
 def _shape(instance_type: GpuInstanceType) -> str:
@@ -205,7 +201,7 @@ class GpuCapacity(Construct):
         for index, instance_type in enumerate(self.instance_types):
             warn_if_unlisted(self, instance_type, cdk.Stack.of(self).region, f"instance_types[{index}]")
         self.smallest_instance_type = min(self.instance_types, key=lambda t: (t.memory_gib, t.vcpus))
-        subnets = subnets or private_subnets(vpc)
+        subnets = subnets or private_subnets(vpc, "GpuCapacity")
 
         self.cluster = cluster or ecs.Cluster(
             self,

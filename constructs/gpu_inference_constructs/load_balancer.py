@@ -19,6 +19,7 @@ from constructs import Construct
 
 from .acknowledgements import acknowledge, default_child, skip_checkov
 from .errors import ConfigError, require, require_range
+from .subnet_selection import private_subnets, public_subnets
 
 MAX_RULE_PRIORITY = 50_000
 # Paths, below a model's prefix, whose bodies are prediction inputs: texts that may hold HTML, paths or URLs, which
@@ -238,11 +239,10 @@ def default_subnets(vpc: ec2.IVpc, *, internet_facing: bool) -> ec2.SubnetSelect
     """Public subnets for an internet-facing load balancer; an internal one in the VPC's isolated subnets where it has
     them (InferenceNetwork's), else its private subnets with egress (a team's VPC, imported without isolated ones)."""
     if internet_facing:
-        return ec2.SubnetSelection(subnet_type=ec2.SubnetType.PUBLIC)
+        return public_subnets(vpc, "InferenceLoadBalancer")
     if vpc.isolated_subnets:
         return ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_ISOLATED)
-    require(bool(vpc.private_subnets), "subnets", "the VPC has neither isolated nor private subnets: pass subnets= for the internal load balancer")
-    return ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS)
+    return private_subnets(vpc, "InferenceLoadBalancer (internal)")
 
 
 class InferenceLoadBalancer(Construct):

@@ -68,6 +68,7 @@ from .server_contract import (
 )
 from .service_timing import ServiceTimingProps
 from .spot_draining import minimum_healthy_percent, tasks_on_one_instance
+from .subnet_selection import private_subnets
 from .target_group_metrics import TargetGroupMetrics, load_balancer_name_from_listener_arn
 from .target_group_metrics import load_balancer_full_name as full_name_of
 from .target_health import TARGET_HEALTH_CHECK
@@ -242,7 +243,7 @@ class ModelService(Construct):
         self.result_cache: ResultCache | None = None
         self.node.add_validation(_CacheAttached(self))
         if subnets is None:
-            subnets = ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS if cluster.vpc.private_subnets else ec2.SubnetType.PRIVATE_ISOLATED)
+            subnets = private_subnets(cluster.vpc, f"ModelService {model.name!r} (its tasks)")
 
         # Behind an InferenceLoadBalancer its idle timeout is known; behind another listener, the ALB's default is assumed.
         idle_timeout = load_balancer.idle_timeout_seconds if load_balancer is not None else ALB_DEFAULT_IDLE_TIMEOUT_SECONDS
@@ -324,6 +325,13 @@ class ModelService(Construct):
         if api_keys_secret is not None:
             assert contract.api_keys_variable is not None  # required above when api_keys_secret is given
             secrets[contract.api_keys_variable] = ecs.Secret.from_secrets_manager(api_keys_secret, field=contract.api_key_field)
+            if contract.api_key_field is not None and api_keys_secret.secret_full_arn is None:
+                cdk.Annotations.of(self).add_warning_v2(
+                    "gpu-inference:partial-secret-arn",
+                    f"models[{model.name}] reads the key {contract.api_key_field!r} of an API-key secret imported by name: "
+                    "ECS gets its partial ARN (no random suffix) with a JSON key, which Secrets Manager resolves only "
+                    "when no other secret's name starts with the same name. Import it with "
+                    "secretsmanager.Secret.from_secret_complete_arn (the ARN with its six-character suffix).")
         linux_parameters = ecs.LinuxParameters(
             self, "LinuxParameters", init_process_enabled=True, shared_memory_size=contract.shared_memory_mib
         )

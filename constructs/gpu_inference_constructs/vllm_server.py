@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
+import aws_cdk as cdk
 from aws_cdk import aws_ecs as ecs
 
 from .errors import ConfigError, require, require_range
@@ -103,8 +104,14 @@ class VllmProps:
     weights: Literal["copy", "stream"] = "copy"
     stream_buffer_mib: int | None = None
     stream_concurrency: int | None = None
+    attention_heads: int | None = None
+    """The model's attention heads (``num_attention_heads`` in its config.json): vLLM splits them over the
+    tensor-parallel GPUs (the model's ``gpus``) and exits at start when they do not divide. Default: None (not
+    known: synth warns on a size no common model's heads divide)."""
 
     def __post_init__(self) -> None:
+        if self.attention_heads is not None:
+            require_range(self.attention_heads, 1, 1024, "attention_heads")
         require(self.weights in ("copy", "stream"), "weights",
                 f"{self.weights!r}: 'copy' (copied to scratch and checked) or 'stream' (read from S3 by vLLM's streaming loader)")
         for key in ("stream_buffer_mib", "stream_concurrency"):
@@ -195,6 +202,7 @@ class VllmServer:
     def check(self, model: ModelProps) -> None:
         """What this preset needs of the model, checked before any construct is made."""
         model.check_reserved_environment(self.props.reserved_environment, self.name)
+        self._check_heads(model)
         shm = self.props.shared_memory_for(model.memory_mib)
         require(shm < model.memory_mib, "vllm.shared_memory_mib",
                 f"{shm} MiB of /dev/shm must be below memory_mib ({model.memory_mib}): shared memory counts against the task's memory")
@@ -204,6 +212,26 @@ class VllmServer:
                     f"{model.gpus} x {self.props.buffer_mib} MiB of streaming buffer (one per GPU process) and {shm} MiB "
                     f"of /dev/shm must together be below memory_mib ({model.memory_mib}): both count against the task's "
                     "memory; lower stream_buffer_mib or raise memory_mib")
+
+    def _check_heads(self, model: ModelProps) -> None:
+        """The model's known attention heads divide over its GPUs (vLLM's own check, at start)."""
+        heads = self.props.attention_heads
+        if heads is not None:
+            fits = [n for n in (1, 2, 4, 8) if heads % n == 0]
+            require(heads % model.gpus == 0, "gpus",
+                    f"{model.gpus} GPUs cannot split the model's {heads} attention heads (vllm.attention_heads): vLLM "
+                    f"exits at start; give the model gpus that divide {heads} ({', '.join(map(str, fits))})")
+
+    def _check_tensor_parallel(self, context: ServerContext) -> None:
+        """Where the heads are not known, a warning on a size no common model divides (their head counts are
+        multiples of 8)."""
+        gpus = context.model.gpus
+        if self.props.attention_heads is None and 8 % gpus != 0:
+            cdk.Annotations.of(context.scope).add_warning_v2(
+                "gpu-inference:tensor-parallel",
+                f"models[{context.model.name}] runs vLLM with tensor-parallel size {gpus}, which no common model's "
+                "attention heads divide (they are multiples of 8): vLLM would exit at start. Use gpus 1, 2, 4 or 8, or "
+                "give vllm.attention_heads (num_attention_heads in the model's config.json) so synth can check it")
 
     def _memory_utilization(self, context: ServerContext) -> float:
         """``--gpu-memory-utilization``: the props' fraction of the whole GPU, or of the model's share of it. vLLM sizes
@@ -220,6 +248,7 @@ class VllmServer:
     def contract(self, context: ServerContext) -> ServerContract:
         model, props = context.model, self.props
         self.check(model)
+        self._check_tensor_parallel(context)
         image = self.image
         if image is None and props.image is not None:
             image = props.image.container_image(context.scope, "VllmImage")

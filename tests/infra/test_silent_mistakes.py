@@ -230,3 +230,64 @@ def test_vllm_defaults_fit_the_model_defaults():
                            instance_type="g5.xlarge", **parts)
     assert service.contract.shared_memory_mib == 6144 < ModelProps(name="mm", version="1").memory_mib
     assert VllmProps().shared_memory_for(163840) == 16384
+
+
+def test_a_tensor_parallel_size_the_heads_cannot_divide_is_refused_or_warned():
+    """Issue 43: vLLM exits at start when the model's attention heads do not divide over its GPUs. Known heads (40,
+    a 13B model's) over 3 GPUs: an error naming gpus and the sizes that fit; unknown heads at 3: a warning."""
+    def vllm(props: VllmProps, gpus: int) -> cdk.Stack:
+        stack, parts = stack_with_placement()
+        ModelService(stack, "M", model=ModelProps(name="llm", version="1", gpus=gpus, cpu=12288, memory_mib=49152),
+                     server=VllmServer(props, image=IMAGE), instance_type="g5.12xlarge", **parts)
+        return stack
+
+    with pytest.raises(ConfigError, match=r"^gpus: 3 GPUs cannot split the model's 40 attention heads.*gpus that divide 40 \(1, 2, 4, 8\)"):
+        vllm(VllmProps(attention_heads=40), 3)
+    vllm(VllmProps(attention_heads=40), 4)  # divides
+    from aws_cdk.assertions import Annotations, Match
+
+    warned = Annotations.from_stack(vllm(VllmProps(), 3)).find_warning("*", Match.string_like_regexp("tensor-parallel size 3"))
+    assert warned
+    assert not Annotations.from_stack(vllm(VllmProps(), 4)).find_warning("*", Match.string_like_regexp("tensor-parallel size"))
+
+
+def test_an_imported_vpc_without_the_subnets_a_construct_needs_is_refused_naming_it_and_subnets():
+    """Issue 43: aws-cdk-lib died with "There are no 'Isolated' subnet groups in this VPC"; now the construct that
+    needs the subnets and the subnets= to pass are named."""
+    from gpu_inference_constructs import InferenceLoadBalancer, LoadBalancerProps, ModelStore, ModelStoreProps
+
+    stack = cdk.Stack(cdk.App(), "Team", env=cdk.Environment(account="123456789012", region="us-east-1"))
+    public_only = ec2.Vpc.from_vpc_attributes(stack, "Public", vpc_id="vpc-1", availability_zones=["us-east-1a"],
+                                              public_subnet_ids=["subnet-1"])
+    with pytest.raises(ConfigError, match=r"^subnets: GpuCapacity needs private subnets .*pass subnets="):
+        GpuCapacity(stack, "Gpus", vpc=public_only, props=GpuCapacityProps())
+    private_only = ec2.Vpc.from_vpc_attributes(stack, "Private", vpc_id="vpc-2", availability_zones=["us-east-1a"],
+                                               private_subnet_ids=["subnet-2"])
+    store = ModelStore(stack, "Models", props=ModelStoreProps())
+    with pytest.raises(ConfigError, match=r"^subnets: InferenceLoadBalancer is internet-facing and the VPC has no public subnets.*internet_facing=False"):
+        InferenceLoadBalancer(stack, "Alb", vpc=private_only, access_logs_bucket=store.access_logs_bucket,
+                              props=LoadBalancerProps(allow_http=True, ingress_cidrs=("10.0.0.0/8",)))
+    other = cdk.Stack(cdk.App(), "Other", env=cdk.Environment(account="123456789012", region="us-east-1"))
+    _, parts = stack_with_placement_in(other)
+    parts["cluster"] = ecs.Cluster.from_cluster_attributes(
+        other, "PublicCluster", cluster_name="c",
+        vpc=ec2.Vpc.from_vpc_attributes(other, "PublicVpc", vpc_id="vpc-3", availability_zones=["us-east-1a"], public_subnet_ids=["subnet-3"]))
+    with pytest.raises(ConfigError, match=r"^subnets: ModelService 'edge' \(its tasks\) needs private subnets"):
+        ModelService(other, "M", model=ModelProps(name="edge", version="1"), server=contract(), instance_type="g5.xlarge", **parts)
+
+
+def test_an_api_key_secret_imported_by_name_for_a_json_key_warns_naming_the_complete_arn_import():
+    from aws_cdk import aws_secretsmanager as secretsmanager
+    from aws_cdk.assertions import Annotations, Match
+
+    def vllm_with(secret_of) -> cdk.Stack:
+        stack, parts = stack_with_placement()
+        ModelService(stack, "M", model=ModelProps(name="llm", version="1", gpus=4, cpu=12288, memory_mib=49152),
+                     server=VllmServer(VllmProps(), image=IMAGE), instance_type="g5.12xlarge", api_keys_secret=secret_of(stack), **parts)
+        return stack
+
+    by_name = vllm_with(lambda stack: secretsmanager.Secret.from_secret_name_v2(stack, "Keys", "team/api-keys"))
+    assert Annotations.from_stack(by_name).find_warning("*", Match.string_like_regexp("from_secret_complete_arn"))
+    complete = vllm_with(lambda stack: secretsmanager.Secret.from_secret_complete_arn(
+        stack, "Keys", "arn:aws:secretsmanager:us-east-1:123456789012:secret:team/api-keys-AbCdEf"))
+    assert not Annotations.from_stack(complete).find_warning("*", Match.string_like_regexp("from_secret_complete_arn"))
