@@ -32,6 +32,9 @@ class InferenceStack(cdk.Stack):
         super().__init__(scope, construct_id, description="GPU inference: shared capacity, load balancer, model store, keys and alarms topic", **kwargs)
         retain = cdk.RemovalPolicy.RETAIN if config.model_store.retain_on_delete else cdk.RemovalPolicy.DESTROY
         self.notifications = NotificationTopic(self, "Notifications", emails=config.alarm_emails)
+        # Before the capacity: a group with a warm pool encrypts its launch function's log group with it.
+        self.logs_key = kms.Key(self, "LogsKey", description="Encrypts the model servers' log groups", enable_key_rotation=True)
+        grant_logs_service(as_key(self.logs_key), self.region, self.account)
         self.capacity = GpuCapacity(
             self,
             "GpuCapacity",
@@ -39,6 +42,7 @@ class InferenceStack(cdk.Stack):
             subnets=network.private_subnets,
             props=config.capacity,
             notification_topic=as_topic(self.notifications.topic),
+            logs_key=as_key(self.logs_key),
         )
         # Capacity of another shape (4-GPU instances for tensor-parallel models): more providers of the same cluster.
         self.capacity_groups = {
@@ -50,13 +54,12 @@ class InferenceStack(cdk.Stack):
                 props=group.capacity,
                 notification_topic=as_topic(self.notifications.topic),
                 cluster=self.capacity.cluster,
+                logs_key=as_key(self.logs_key),
             )
             for name, group in config.capacity_groups.items()
         }
         self._placement = config.model_placement()
         self.model_store = ModelStore(self, "ModelStore", props=config.model_store)
-        self.logs_key = kms.Key(self, "LogsKey", description="Encrypts the model servers' log groups", enable_key_rotation=True)
-        grant_logs_service(as_key(self.logs_key), self.region, self.account)
 
         # Its own key, so only roles this account grants (the tasks' execution roles, through Secrets Manager) decrypt it.
         self.api_keys_key = kms.Key(

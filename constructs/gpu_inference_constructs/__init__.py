@@ -43,6 +43,7 @@ from .settings import from_dict
 from .target_group_metrics import TargetGroupMetrics
 from .task_starts import TaskStarts
 from .vllm_server import VllmProps, VllmServer
+from .warm_pool import WarmPoolLaunches, WarmPoolProps
 
 __all__ = [
     "bundled_server_image",
@@ -106,6 +107,8 @@ __all__ = [
     "StopTiming",
     "VllmProps",
     "VllmServer",
+    "WarmPoolLaunches",
+    "WarmPoolProps",
     "from_dict",
     "grant_logs_service",
     "topic_target",

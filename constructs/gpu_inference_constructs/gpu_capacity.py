@@ -17,11 +17,14 @@ from dataclasses import dataclass
 from typing import TypedDict
 
 import aws_cdk as cdk
+import jsii
 from aws_cdk import aws_autoscaling as autoscaling
 from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_ecr as ecr
 from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
@@ -35,6 +38,7 @@ from .model_props import ModelProps, service_deployment
 from .notifications import topic_target
 from .schedules import CapacityPrewarm
 from .subnet_selection import private_subnets
+from .warm_pool import WARM_POOLS_CHECK, WarmPoolLaunches, WarmPoolProps, warm_pool_script
 
 # Lines appended to /etc/ecs/ecs.config on every instance. CDK applies Spot draining only to
 # groups with a spotPrice (aws/aws-cdk#24360), never to a mixed-instances group: set it here.
@@ -99,6 +103,9 @@ class GpuCapacityProps:
     # pulled (docs/scaling-and-alarms.md, "An AMI with the images"): a new instance starts its tasks without pulling
     # them (ECS_IMAGE_PULL_BEHAVIOR=prefer-cached). Default None: the ECS-optimized GPU AMI, from its SSM parameter.
     machine_image_ids: dict[str, str] | None = None
+    # Stopped instances that booted once and pulled the task images, started on a scale-out instead of launching a new
+    # one (warm_pool.WarmPoolProps; docs/scaling-and-alarms.md, "A warm pool"). Default None: no pool.
+    warm_pool: WarmPoolProps | None = None
 
     def __post_init__(self) -> None:
         require(
@@ -140,6 +147,10 @@ class GpuCapacityProps:
                         "is not a region name such as us-east-1")
                 require(bool(re.fullmatch(r"ami-([0-9a-f]{8}|[0-9a-f]{17})", image_id)), f"machine_image_ids.{region}",
                         f"{image_id!r} is not an AMI ID (ami- and 8 or 17 hex digits)")
+        if self.warm_pool is not None:
+            require(self.warm_pool.min_size <= self.max_capacity, "warm_pool.min_size",
+                    f"{self.warm_pool.min_size} is greater than max_capacity {self.max_capacity}; keep at most as many "
+                    "stopped instances as the group may run")
 
     def resolve_instance_types(self) -> list[GpuInstanceType]:
         """The catalog entries, in priority order, checked for one shape (the region: :func:`region_warning`)."""
@@ -158,6 +169,17 @@ class GpuCapacityProps:
     def smallest_instance_type(self) -> GpuInstanceType:
         """The type a task must fit on: the least memory, then the fewest vCPUs."""
         return min(self.resolve_instance_types(), key=lambda t: (t.memory_gib, t.vcpus))
+
+
+@jsii.implements(cdk.IStableStringProducer)
+class _WarmPoolScript:
+    """The warm pool's user data, rendered at synth once every model has added its images (GpuCapacity.prepull)."""
+
+    def __init__(self, capacity: GpuCapacity) -> None:
+        self._capacity = capacity
+
+    def produce(self) -> str:
+        return warm_pool_script(self._capacity._prepull_images())
 
 
 
@@ -179,6 +201,11 @@ class GpuCapacity(Construct):
     providers (PutClusterCapacityProviders): name the cluster's other providers in ``keep_capacity_providers``
     (default none), or they are removed from it; the construct warns so. Tasks in awsvpc mode get their own security groups; use
     :meth:`allow_ingress_from` only for bridge- or host-mode tasks on these instances.
+
+    With ``props.warm_pool``: ``warm_pool`` (the AWS::AutoScaling::WarmPool), ``warm_pool_launches`` (the launch hook and
+    the function that completes launches into service, :class:`~.warm_pool.WarmPoolLaunches`, whose log group
+    ``logs_key`` encrypts; default None: CloudWatch Logs' own encryption) and :meth:`prepull` (the images a warming
+    instance pulls; ``prepulled``). Without one, those attributes are None and ``prepull`` is refused.
     """
 
     def __init__(
@@ -192,6 +219,7 @@ class GpuCapacity(Construct):
         notification_topic: sns.ITopic | None = None,
         cluster: ecs.ICluster | None = None,
         keep_capacity_providers: tuple[str, ...] = (),
+        logs_key: kms.IKey | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.props = props
@@ -231,6 +259,7 @@ class GpuCapacity(Construct):
         user_data.add_commands(
             "cat >> /etc/ecs/ecs.config <<'EOF'",
             *ECS_AGENT_SETTINGS,
+            *((WARM_POOLS_CHECK,) if props.warm_pool is not None else ()),
             "EOF",
         )
         self.launch_template = ec2.LaunchTemplate(
@@ -301,6 +330,53 @@ class GpuCapacity(Construct):
             self.capacity_provider_association = self._join_imported_cluster(user_data, keep_capacity_providers)
         self._grant_spot_draining()
         self._acknowledge_findings()
+        self.prepulled: list[str] = []
+        self.warm_pool, self.warm_pool_launches = (
+            self._add_warm_pool(props.warm_pool, user_data, logs_key) if props.warm_pool is not None else (None, None))
+
+    def _add_warm_pool(self, pool: WarmPoolProps, user_data: ec2.UserData,
+                       logs_key: kms.IKey | None) -> tuple[autoscaling.WarmPool, WarmPoolLaunches]:
+        """The pool, its launch hook and the function that completes launches into service, and the user data that
+        pulls :meth:`prepull`'s images while an instance warms (warm_pool.py)."""
+        if self.props.on_demand_base_capacity == 0 and self.props.on_demand_percentage_above_base == 0:
+            cdk.Annotations.of(self).add_warning_v2(
+                "gpu-inference:warm-pool-all-spot",
+                "warm_pool on a group whose instances are all Spot: Auto Scaling cannot stop a Spot instance it "
+                "launched (one-time Spot requests), and whether it fills the pool with On-Demand instances on such a "
+                "group is not documented in the sources found (docs/aws-facts.md, Issue 44); give the group an "
+                "On-Demand share (on_demand_base_capacity) or check describe-warm-pool after the first deploy",
+            )
+        launches = WarmPoolLaunches(self, "WarmPoolLaunches", group=self.auto_scaling_group, props=pool, logs_key=logs_key)
+        warm_pool = self.auto_scaling_group.add_warm_pool(
+            min_size=pool.min_size,
+            max_group_prepared_capacity=pool.prepared_capacity,
+            pool_state=autoscaling.PoolState.STOPPED if pool.pool_state == "Stopped" else autoscaling.PoolState.RUNNING,
+        )
+        # Instances launch into the pool only once the hook holds them while they pull.
+        warm_pool.node.add_dependency(launches.hook)
+        user_data.add_commands(cdk.Lazy.string(_WarmPoolScript(self)))
+        return warm_pool, launches
+
+    def _prepull_images(self) -> list[str]:
+        """:meth:`prepull`'s images, each once (two models of one bundled image give the same URI)."""
+        stack, seen, images = cdk.Stack.of(self), set(), []
+        for image in self.prepulled:
+            key = repr(stack.resolve(image))
+            if key not in seen:
+                seen.add(key)
+                images.append(image)
+        return images
+
+    def prepull(self, image_uri: str, repository: ecr.IRepository | None = None) -> None:
+        """Pull ``image_uri`` on every instance warming into the group's warm pool, so that a task started on an
+        instance from the pool finds it (ECS_IMAGE_PULL_BEHAVIOR=prefer-cached). ``repository``: the image's ECR
+        repository, whose pull this grants the instance role (a public registry is not reachable from the private
+        subnets). ModelService does this for its image assets; call it for images of your own."""
+        require(self.props.warm_pool is not None, "warm_pool",
+                "is not set, so nothing pre-pulls images: give the capacity a warm_pool (GpuCapacityProps.warm_pool)")
+        self.prepulled.append(image_uri)
+        if repository is not None:
+            repository.grant_pull(self.instance_role)
 
     def _join_imported_cluster(self, user_data: ec2.UserData, keep: tuple[str, ...]) -> ecs.CfnClusterCapacityProviderAssociations:
         """What ``Cluster.add_asg_capacity_provider`` does for a cluster of this app, for an imported one: the agent

@@ -10,6 +10,7 @@ import aws_cdk as cdk
 import jsii
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_ecr_assets as ecr_assets
 from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 from aws_cdk import aws_iam as iam
@@ -504,6 +505,8 @@ class ModelService(Construct):
         self._acknowledge_findings(bucket)
         if deployment.shifts_traffic:
             self._acknowledge_traffic_shifting()
+        if capacity is not None and capacity.warm_pool is not None:
+            self._prepull_on(capacity)
         claim_model_name(self, name_prefix, environment_name, model.name)
 
     def _refuse_unauthenticated(self, contract: ServerContract, load_balancer: InferenceLoadBalancer | None) -> None:
@@ -782,6 +785,15 @@ class ModelService(Construct):
             period=period,
             label=f"{self.model.name} {name}",
         )
+
+    def _prepull_on(self, capacity: GpuCapacity) -> None:
+        """Each image asset of this task (the bundled server's) is pulled by ``capacity``'s warm pool while an instance
+        warms, with pull granted to the instances on its repository (GpuCapacity.prepull). Images from elsewhere (a
+        mirror in ECR, say) are the team's to add with ``capacity.prepull(uri, repository)``."""
+        for container in self.task_definition.node.children:
+            asset = container.node.try_find_child("AssetImage") if isinstance(container, ecs.ContainerDefinition) else None
+            if isinstance(asset, ecr_assets.DockerImageAsset):
+                capacity.prepull(asset.image_uri, asset.repository)
 
     def _acknowledge_findings(self, bucket: s3.IBucket) -> None:
         acknowledge(

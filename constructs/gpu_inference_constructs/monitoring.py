@@ -115,6 +115,16 @@ def root_volume_hourly_usd(capacity: GpuCapacityProps, prices: MonitoringProps) 
     return round(monthly / HOURS_PER_MONTH, 6)
 
 
+def warm_pool_monthly_usd(capacity: GpuCapacityProps, prices: MonitoringProps) -> float:
+    """USD a month of the group's warm pool at its minimum size (``warm_pool.min_size`` stopped instances): a stopped
+    instance bills its EBS volumes only (EC2 Auto Scaling user guide, warm pools), here its root volume with the IOPS and
+    throughput above gp3's included (:func:`root_volume_hourly_usd`). 0 without a pool. Each warming also runs one
+    instance On-Demand for up to ``warm_pool.prepare_seconds``, which the dashboard counts as it happens."""
+    if capacity.warm_pool is None:
+        return 0.0
+    return round(capacity.warm_pool.min_size * root_volume_hourly_usd(capacity, prices) * HOURS_PER_MONTH, 2)
+
+
 def _in_service(name: str, index: int) -> str:
     """Capacity group ``index``'s instances in service, metric ``name``: the other groups may scale to zero (an LLM
     group off hours) and then have no datapoints, so none count 0."""
@@ -271,7 +281,8 @@ class InferenceMonitoring(_Alarms):
     (an estimate of the whole bill per request: every capacity group's GPU instances + CloudWatch Logs ingestion of
     each model's log group, found by its name, :func:`~.model_service.service_log_group_name` + the load balancer's
     hour and LCUs) and
-    ``metric_cost_components`` (each part per 1M requests).
+    ``metric_cost_components`` (each part per 1M requests; with a warm pool, ``warm pool`` among them), and
+    ``metric_warm_pool_cost`` (USD per hour of each group's warm pool, on the warm spare graph; empty without one).
     """
 
     def __init__(
@@ -333,6 +344,7 @@ class InferenceMonitoring(_Alarms):
         self.metric_cost_per_million_requests, self.metric_cost_components = self._cost_per_million_requests(
             [capacity, *more_capacity], load_balancer, [service_log_group_name(environment_name, name, name_prefix) for name in model_names])
         self.metric_spare_capacity_cost = self.spare_capacity_cost([capacity, *more_capacity])
+        self.metric_warm_pool_cost = self.warm_pool_cost([capacity, *more_capacity])
         self.dashboard = self._dashboard(environment_name, model_names, load_balancer, capacity)
 
     def add_model(self, service: ModelService) -> None:
@@ -356,14 +368,49 @@ class InferenceMonitoring(_Alarms):
                     f"More than {self.props.elb_5xx_percent}% of requests answered 5xx by the load balancer itself (no healthy targets, timeouts)", periods=3)
 
     def _instances(self, capacity: GpuCapacity, period: cdk.Duration) -> cloudwatch.Metric:
+        return self._group_metric(capacity, "GroupInServiceInstances", period, "GPU instances in service")
+
+    @staticmethod
+    def _group_metric(capacity: GpuCapacity, name: str, period: cdk.Duration, label: str) -> cloudwatch.Metric:
+        """An Auto Scaling group metric of ``capacity``'s group (every one is collected: ``GroupMetrics.all()``, the
+        warm pool's WarmPool* metrics included)."""
         return cloudwatch.Metric(
             namespace="AWS/AutoScaling",
-            metric_name="GroupInServiceInstances",
+            metric_name=name,
             dimensions_map={"AutoScalingGroupName": capacity.auto_scaling_group.auto_scaling_group_name},
             statistic="Average",
             period=period,
-            label="GPU instances in service",
+            label=label,
         )
+
+    def _warm_pool_hourly(self, capacity: GpuCapacity, index: int, period: cdk.Duration,
+                          using: dict[str, cloudwatch.IMetric]) -> str:
+        """USD per hour of ``capacity``'s warm pool (a metric math term; its metrics added to ``using``): every
+        instance in it bills its root volume (a stopped one nothing else), and one warming runs On-Demand (Auto
+        Scaling cannot stop a Spot instance it launched, so the pool's instances are On-Demand)."""
+        pooled, warming = f"pool{index}", f"warming{index}"
+        using[pooled] = self._group_metric(capacity, "WarmPoolTotalCapacity", period, "instances in the warm pool")
+        using[warming] = self._group_metric(capacity, "WarmPoolPendingCapacity", period, "instances warming")
+        return (f"(FILL({pooled}, 0) * {root_volume_hourly_usd(capacity.props, self.props)} + FILL({warming}, 0) * "
+                f"{self._on_demand_price(capacity, index)})")
+
+    def warm_pool_cost(self, capacities: Sequence[GpuCapacity]) -> list[cloudwatch.MathExpression]:
+        """USD per hour of each group's warm pool (the groups with one), labelled with its monthly cost at its
+        minimum size (:func:`warm_pool_monthly_usd`)."""
+        lines = []
+        for index, capacity in enumerate(capacities):
+            pool = capacity.props.warm_pool
+            if pool is None:
+                continue
+            using: dict[str, cloudwatch.IMetric] = {}
+            hourly = self._warm_pool_hourly(capacity, index, FIVE_MINUTES, using)
+            monthly = warm_pool_monthly_usd(capacity.props, self.props)
+            lines.append(cloudwatch.MathExpression(
+                expression=hourly, using_metrics=using, period=FIVE_MINUTES,
+                label=f"{capacity.instance_types[0].name} group: warm pool, USD/h ({pool.min_size} stopped: their "
+                      f"{capacity.props.root_volume_gib} GiB gp3 root volumes, ${monthly:.2f} a month; On-Demand while "
+                      "one warms; estimate)"))
+        return lines
 
     def _on_demand_price(self, capacity: GpuCapacity, index: int) -> float:
         """Capacity group ``index``'s On-Demand USD per hour: ``hourly_price_usd`` for the first group, else its
@@ -428,9 +475,12 @@ class InferenceMonitoring(_Alarms):
                 namespace="AWS/Logs", metric_name="IncomingBytes", dimensions_map={"LogGroupName": name},
                 statistic="Sum", period=HOUR)
         log_bytes = " + ".join(f"FILL(logbytes{i}, 0)" for i in range(len(log_group_names))) or "0"
+        pools = [self._warm_pool_hourly(capacity, index, HOUR, using)
+                 for index, capacity in enumerate(capacities) if capacity.props.warm_pool is not None]
         parts = {
             "GPU instances": " + ".join(gpu_parts),
             "GPU root volumes": " + ".join(volume_parts),
+            **({"warm pool": " + ".join(pools)} if pools else {}),
             "CloudWatch Logs ingestion": f"({log_bytes}) / {GIB} * {props.logs_ingestion_usd_per_gb}",
             "load balancer": f"({props.load_balancer_hourly_usd} + FILL(lcus, 0) * {props.load_balancer_lcu_hourly_usd})",
         }
@@ -442,7 +492,9 @@ class InferenceMonitoring(_Alarms):
         total = per_million(" + ".join(parts.values()),
                             f"USD per 1M requests, estimate: GPU ({', '.join(priced)}, Spot at "
                             f"{props.spot_price_fraction:.0%}; prices {PRICES_AS_OF}) + root volumes (gp3 "
-                            f"${props.gp3_gib_month_usd}/GiB-month, provisioned IOPS and throughput) + CloudWatch Logs ingestion "
+                            f"${props.gp3_gib_month_usd}/GiB-month, provisioned IOPS and throughput) + "
+                            + ("warm pool (its instances' root volumes; On-Demand while warming) + " if pools else "")
+                            + "CloudWatch Logs ingestion "
                             f"(${props.logs_ingestion_usd_per_gb}/GB) + ALB (${props.load_balancer_hourly_usd}/h + "
                             f"${props.load_balancer_lcu_hourly_usd}/LCU-h)")
         return total, [per_million(hourly, f"{name} (estimate)") for name, hourly in parts.items()]
@@ -519,6 +571,13 @@ class InferenceMonitoring(_Alarms):
                   [per_model(metric_names.BATCH_SIZE, "Average")],
                   [per_model(metric_names.QUEUE_DEPTH, "Maximum")]),
         )
+        # Each model's own figures from its own process: on a shared GPU (NVIDIA MPS) the device's utilisation and
+        # memory above are every co-tenant's.
+        dashboard.add_widgets(
+            graph("Each model's own GPU: busy (% of time in forwards) and memory it holds (MiB)",
+                  [per_model(metric_names.MODEL_BUSY_PERCENT, "Average")],
+                  [per_model(metric_names.GPU_MEMORY_USED_MIB, "Maximum")], unit="%"),
+        )
         dashboard.add_widgets(
             graph("Shed (503) and timed-out (504) requests",
                   [per_model(n, "Sum") for n in (metric_names.REJECTED_REQUESTS, metric_names.TIMED_OUT_REQUESTS)]
@@ -527,7 +586,7 @@ class InferenceMonitoring(_Alarms):
         )
         dashboard.add_widgets(
             graph("Warm spare GPU capacity (USD/h): what capacity kept ahead of the tasks costs",
-                  self.metric_spare_capacity_cost),
+                  [*self.metric_spare_capacity_cost, *self.metric_warm_pool_cost]),
             # One point per task start of the bundled server, from its EMF document when the model is ready.
             graph("Task start (s): server process start to ready, and the model's fetch, load and warm-up in it; "
                   "with runtime compile, loaded to every shape compiled (after ready)",

@@ -251,6 +251,20 @@ def test_dashboard_finds_every_model_by_search_so_it_grows_with_the_models(env):
     assert all("ClusterName=\"<ref>\"" in expression for expression in tasks) and len(tasks) == 2
 
 
+OWN_GPU = "Each model's own GPU: busy (% of time in forwards) and memory it holds (MiB)"
+
+
+def test_the_dashboard_graphs_each_models_own_gpu_figures_from_its_process(env):
+    """Issue 41: on a shared GPU the device's utilisation is every co-tenant's; each model's own busy time and GPU
+    memory (the model process's ModelBusyPercent and GpuMemoryUsedMiB, the server's metric_names) are graphed per
+    model."""
+    config, template = env
+    expressions = graph_expressions(template, OWN_GPU)
+    assert expressions == [
+        f"SEARCH('{{GpuInference,Environment,ModelName}} MetricName=\"{name}\" Environment=\"{config.name}\"', '{statistic}', 60)"
+        for name, statistic in (("ModelBusyPercent", "Average"), ("GpuMemoryUsedMiB", "Maximum"))]
+
+
 TASK_START = ("Task start (s): server process start to ready, and the model's fetch, load and warm-up in it; with "
               "runtime compile, loaded to every shape compiled (after ready)")
 
@@ -304,11 +318,26 @@ def volume_cost_expression(config) -> str:
     return " + ".join(f"{total} * {root_volume_hourly(capacity)}" for total, capacity in groups)
 
 
+def pool_cost_expression(config) -> str | None:
+    """The warm pool's hour (issue 44), by hand: each instance in it bills its root volume, one warming its On-Demand
+    price; None for an environment without one."""
+    from gpu_inference_constructs.instance_catalog import CATALOG
+
+    groups = [config.capacity, *(group.capacity for group in config.capacity_groups.values())]
+    terms = [f"(FILL(pool{i}, 0) * {root_volume_hourly(c)} + FILL(warming{i}, 0) * {CATALOG[c.instance_types[0]].on_demand_hourly_usd})"
+             for i, c in enumerate(groups) if c.warm_pool is not None]
+    return " + ".join(terms) or None
+
+
 def test_cost_per_million_requests_is_the_whole_bill_gpu_logs_and_load_balancer(env):
     config, template = env
     gpu = gpu_cost_expression(config)
     logs = " + ".join(f"FILL(logbytes{i}, 0)" for i in range(len(config.models)))
-    parts = [gpu, volume_cost_expression(config), f"({logs}) / 1073741824 * 0.5", "(0.0225 + FILL(lcus, 0) * 0.008)"]
+    pool = pool_cost_expression(config)
+    parts = [gpu, volume_cost_expression(config), *([pool] if pool else []), f"({logs}) / 1073741824 * 0.5",
+             "(0.0225 + FILL(lcus, 0) * 0.008)"]
+    names = ("GPU instances", "GPU root volumes", *(("warm pool",) if pool else ()), "CloudWatch Logs ingestion",
+             "load balancer")
     metrics = cost_widget(template)["properties"]["metrics"]
     expressions = {m[0]["label"]: m[0]["expression"] for m in metrics if isinstance(m[0], dict) and "expression" in m[0]}
     (total_label,) = [label for label in expressions if label.startswith("USD per 1M requests, estimate")]
@@ -316,7 +345,8 @@ def test_cost_per_million_requests_is_the_whole_bill_gpu_logs_and_load_balancer(
     assert "CloudWatch Logs ingestion ($0.5/GB)" in total_label and "ALB ($0.0225/h + $0.008/LCU-h)" in total_label
     assert all(f"{group.capacity.instance_types[0]} at $" in total_label for group in config.capacity_groups.values())
     assert "root volumes (gp3 $0.08/GiB-month" in total_label
-    for name, part in zip(("GPU instances", "GPU root volumes", "CloudWatch Logs ingestion", "load balancer"), parts, strict=True):
+    assert ("warm pool (its instances' root volumes; On-Demand while warming)" in total_label) is bool(pool)
+    for name, part in zip(names, parts, strict=True):
         assert expressions[f"{name} (estimate)"] == f"IF(requests > 0, ({part}) / requests * 1000000, 0)"
     named = {m[1]: m for m in metrics if isinstance(m[0], str)}
     assert {"GroupInServiceInstances", "RequestCount", "ConsumedLCUs", "IncomingBytes"} <= set(named)
@@ -374,7 +404,7 @@ def test_the_dashboards_cost_agrees_with_the_sizing_advisors_arithmetic(env):
     metrics = cost_widget(template)["properties"]["metrics"]
     expressions = {m[0]["label"]: m[0]["expression"] for m in metrics if isinstance(m[0], dict) and "expression" in m[0]}
     (total,) = [e for label, e in expressions.items() if label.startswith("USD per 1M requests, estimate")]
-    values = {"total": 5, "requests": 2_000_000, "lcus": 12.0,
+    values = {"total": 5, "requests": 2_000_000, "lcus": 12.0, "pool0": 2, "warming0": 1,
               **{f"logbytes{i}": 3 * 2**30 / len(config.models) for i in range(len(config.models))},
               **{f"total{i}": None for i in range(1, len(config.capacity_groups) + 1)}}  # scaled to zero: no data
     purchase = Purchase(on_demand_base=config.capacity.on_demand_base_capacity,
@@ -382,7 +412,9 @@ def test_the_dashboards_cost_agrees_with_the_sizing_advisors_arithmetic(env):
     on_demand = purchase.on_demand_instances(5)
     gpu_hourly = on_demand * 1.006 + (5 - on_demand) * 0.4024
     volumes_hourly = 5 * root_volume_hourly(config.capacity)
-    by_hand = (gpu_hourly + volumes_hourly + 3 * 0.5 + 0.0225 + 12 * 0.008) / 2_000_000 * 1e6
+    # With a warm pool (prod): 2 instances in it, one of them warming, On-Demand.
+    pool_hourly = 2 * root_volume_hourly(config.capacity) + 1 * 1.006 if config.capacity.warm_pool else 0
+    by_hand = (gpu_hourly + volumes_hourly + pool_hourly + 3 * 0.5 + 0.0225 + 12 * 0.008) / 2_000_000 * 1e6
     assert evaluate(total, values) == pytest.approx(by_hand)
     assert evaluate(expressions["GPU instances (estimate)"], values) == pytest.approx(gpu_hourly / 2)
     assert total.startswith("IF(requests > 0, ") and total.endswith(", 0)")  # no requests: 0, not a division by zero
@@ -481,7 +513,7 @@ def test_the_dashboard_prices_each_groups_warm_spare_from_managed_scalings_reser
     config, template = env
     (widget,) = [w for w in dashboard_widgets(template) if w["properties"].get("title", "").startswith("Warm spare GPU capacity")]
     metrics = widget["properties"]["metrics"]
-    spares = [m[0] for m in metrics if isinstance(m[0], dict) and "expression" in m[0]]
+    spares = [m[0] for m in metrics if isinstance(m[0], dict) and "expression" in m[0] and "warm spare" in m[0]["label"]]
     groups = [config.capacity, *(group.capacity for group in config.capacity_groups.values())]
     assert len(spares) == len(groups)
     reservations = [m for m in metrics if isinstance(m[0], str) and m[1] == "CapacityProviderReservation"]
@@ -497,6 +529,26 @@ def test_the_dashboard_prices_each_groups_warm_spare_from_managed_scalings_reser
         at = {f"total{index}": 2, f"reservation{index}": 50}
         assert evaluate(spare["expression"], at) == pytest.approx(group_hour / 2)
         assert evaluate(spare["expression"], {**at, f"reservation{index}": 130}) == 0  # tasks waiting: no spare
+
+
+def test_the_warm_spare_graph_prices_the_warm_pool_and_says_its_monthly_cost(env):
+    """Issue 44: each group with a warm pool gets a line beside its warm spare: its instances' root volumes (a stopped
+    instance bills nothing else) and one warming at the On-Demand price; the label gives the pool's month, by hand
+    150 GiB x $0.08 = $12 a stopped instance, $24 for prod's two."""
+    config, template = env
+    (widget,) = [w for w in dashboard_widgets(template) if w["properties"].get("title", "").startswith("Warm spare GPU capacity")]
+    lines = [m[0] for m in widget["properties"]["metrics"] if isinstance(m[0], dict) and "warm pool" in m[0].get("label", "")]
+    pool = config.capacity.warm_pool
+    assert len(lines) == (1 if pool else 0) and not any(g.capacity.warm_pool for g in config.capacity_groups.values())
+    if pool is None:
+        return
+    (line,) = lines
+    assert f"{pool.min_size} stopped" in line["label"] and "$24.00 a month" in line["label"]
+    assert evaluate(line["expression"], {"pool0": 2, "warming0": 0}) == pytest.approx(2 * 150 * 0.08 / 730, abs=1e-4)
+    assert evaluate(line["expression"], {"pool0": 2, "warming0": 1}) == pytest.approx(2 * 150 * 0.08 / 730 + 1.006, abs=1e-4)
+    assert evaluate(line["expression"], {"pool0": None, "warming0": None}) == 0  # no datapoints yet: nothing
+    named = {m[1] for m in widget["properties"]["metrics"] if isinstance(m[0], str)}
+    assert {"WarmPoolTotalCapacity", "WarmPoolPendingCapacity"} <= named
 
 
 def test_hourly_price_usd_prices_the_first_groups_instances_only(tmp_path):

@@ -363,7 +363,8 @@ def test_cloudwatch_logs_can_use_the_logs_key_for_this_accounts_log_groups_only(
     key = world.only("AWS::KMS::Key", "LogsKey")
     service = f"logs.{world.region}.amazonaws.com"
     groups = [k for k, r in world.of_type("AWS::Logs::LogGroup").items() if r["Properties"].get("KmsKeyId") == {"Fn::GetAtt": [key, "Arn"]}]
-    assert len(groups) == len(world.of_type("AWS::ECS::Service")) + 1  # each model's, and the task-start function's
+    # each model's, the task-start function's, and (with a warm pool, prod) the launch function's
+    assert len(groups) == len(world.of_type("AWS::ECS::Service")) + 1 + len(world.of_type("AWS::AutoScaling::WarmPool"))
     for group in groups:
         context = {"kms:EncryptionContext:aws:logs:arn": world.log_group_arn(group)}
         for action in ("kms:GenerateDataKey", "kms:Encrypt", "kms:Decrypt"):

@@ -218,4 +218,68 @@ def test_a_compiled_model_is_ready_on_its_eager_forward_and_loads_with_its_compi
     environments["prod"]["models"][0]["runtime"] = "compile"
     write_scenario_cdk_json(tmp_path, environments)
     assert main(args) == 0
-    assert capsys.readouterr().out.count("runtime compile: ready on the eager forward") == 2  # warm spare, new instance
+    # warm spare, a new instance, and one from prod's warm pool
+    assert capsys.readouterr().out.count("runtime compile: ready on the eager forward") == 3
+
+
+# --- Issue 44: a new instance from the warm pool ---------------------------------------------------------------------
+
+# The phases every path shares after its instance, by hand from LATEST_STARTUP and the 0.1 GB default weights on a
+# default gp3 volume: container start (start-to-ready less load and warm-up), weights (at least 1 s), load, warm-up, and
+# the target group's two checks 5 s apart.
+SERVER_S = (5.88 - 3.53 - 0.15) + max(1.0, 100_000_000 / (125 * 2**20)) + 3.53 + 0.15 + 10
+COLD_S = 45 + 5 + 90 + 60 + 15 + 8 * 1000 / 60 + SERVER_S  # detection, ECS, managed scaling, launch, agent, 8 GB pull
+WARM_S = 45 + 5 + 90 + 40 + 15 + 0 + SERVER_S  # the instance starts from the pool (estimate) with the images on it
+
+
+def test_a_warm_start_starts_a_stopped_instance_and_pulls_nothing():
+    from gpu_inference_constructs.sizing.timeline import WARM_START_S
+
+    cold, warm = phases(), phases(warm_start=True)
+    assert sum(p.seconds for p in cold) == pytest.approx(COLD_S) and round(COLD_S) == 365
+    assert sum(p.seconds for p in warm) == pytest.approx(WARM_S) and round(WARM_S) == 212
+    assert [p.name for p in warm][2:6] == ["capacity-provider reaction", "start from the warm pool", "agent registration",
+                                           "image pull"]
+    steps = {p.name: p for p in warm}
+    assert steps["start from the warm pool"].seconds == WARM_START_S == 40 and steps["start from the warm pool"].basis == ESTIMATED
+    assert "as low as 30 seconds" in steps["start from the warm pool"].source
+    assert steps["image pull"].seconds == 0 and "prefer-cached" in steps["image pull"].source
+    assert "ECS_WARM_POOLS_CHECK" in steps["agent registration"].source
+    with pytest.raises(ValueError, match="new_instance=True"):
+        phases(new_instance=False, warm_start=True)
+
+
+def test_the_pools_cost_is_its_stopped_root_volumes_at_the_dashboards_prices():
+    from gpu_inference_constructs.monitoring import MonitoringProps, warm_pool_monthly_usd
+    from gpu_inference_constructs.sizing.timeline import warm_pool_cost
+    from gpu_inference_constructs.warm_pool import WarmPoolProps
+
+    prod = GpuCapacityProps(on_demand_base_capacity=1, max_capacity=36, root_volume_gib=150,
+                            warm_pool=WarmPoolProps(min_size=2))
+    assert warm_pool_monthly_usd(prod, MonitoringProps()) == pytest.approx(2 * 150 * 0.08, abs=0.01)  # $24.00
+    assert warm_pool_monthly_usd(prod, MonitoringProps(gp3_gib_month_usd=0.1)) == pytest.approx(30.0, abs=0.01)
+    assert warm_pool_monthly_usd(GpuCapacityProps(), MonitoringProps()) == 0  # no pool, no cost
+    line = warm_pool_cost(prod, MonitoringProps(), 1.006)
+    assert "= $24.00 a month" in line and "$12.00 a month each" in line
+    assert f"${1.006 * 600 / 3600:.2f} at $1.006/h" in line  # one warming: 600 s On-Demand, $0.17
+    assert f"${1.006 * 0.6:.2f}/h more than a Spot one" in line  # $0.60/h while a pooled instance serves
+
+
+def test_cli_prints_prods_pooled_path_its_cost_and_the_goal(capsys, cdk_json):
+    assert main([*cdk_json, "--environment", "prod"]) == 0
+    out = capsys.readouterr().out
+    assert "prod/minilm, a task that needs a new instance, started from the warm pool: 212 s from the load step" in out
+    assert "warm pool: 2 stopped instance(s)" in out and "= $24.00 a month" in out
+    assert ("prod/minilm, a task that needs a new instance: 365 s launched, 212 s from the warm pool; goal 180 s: "
+            "not met, 32 s over (largest phase left: capacity-provider reaction, 90 s, estimated)") in out
+    for environment in ("dev", "staging"):  # no pool: the two paths as before
+        assert main([*cdk_json, "--environment", environment]) == 0
+        assert "warm pool" not in capsys.readouterr().out
+
+
+def test_the_goal_line_says_met_when_the_pooled_path_is_within_it():
+    from gpu_inference_constructs.sizing.timeline import Phase, goal_line
+
+    fast = [Phase("a", 100.0, ESTIMATED, "x"), Phase("b", 80.0, MEASURED, "y")]
+    assert "goal 180 s: met (largest phase left: a, 100 s, estimated)" in goal_line("e/m", phases(), fast)
+    assert "not met, 1 s over" in goal_line("e/m", phases(), [*fast, Phase("c", 1.0, ESTIMATED, "z")])

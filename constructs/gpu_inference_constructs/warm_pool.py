@@ -1,0 +1,226 @@
+"""A warm pool on a GPU group: stopped instances that booted once, joined no cluster and pulled the task images, so a
+scale-out starts one instead of launching, booting and pulling a new one (docs/scaling-and-alarms.md, "A warm pool").
+
+What AWS does, and how this module meets it (sources in docs/aws-facts.md, "Issue 44 (warm pool)"):
+
+- Auto Scaling stops an instance as soon as it has launched into the pool and does not wait for user data; cloud-init
+  runs user data on the first boot only. So the group gets an ``EC2_INSTANCE_LAUNCHING`` hook: an instance warming into
+  the pool waits at ``Warmed:Pending:Wait`` for the hook's heartbeat (``prepare_seconds``) while its user data pulls
+  the images, then Auto Scaling stops it. The hook also pauses every launch into service (``Pending:Wait``), so a
+  function completes those at once (:class:`WarmPoolLaunches`, warm_pool_handler.py).
+- The ECS agent must not register while the instance warms: ``ECS_WARM_POOLS_CHECK=true`` makes it wait until the
+  instance's target lifecycle state is ``InService`` (ECS developer guide, using-warm-pool; agent 1.59.0 or later);
+  the user data itself never starts the agent while warming.
+- ECS refuses ``ReuseOnScaleIn`` on a capacity provider's group; a scaled-in instance is terminated.
+- A stopped instance costs its EBS volumes; Auto Scaling cannot stop a Spot instance it launched (one-time requests),
+  so the pool's instances are On-Demand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import aws_cdk as cdk
+from aws_cdk import aws_autoscaling as autoscaling
+from aws_cdk import aws_events as events
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from .acknowledgements import acknowledge, default_policy, nag_rendering, skip_checkov
+from .cdk_interfaces import as_function, as_role, lambda_target, service_principal
+from .errors import require, require_range
+from .log_retention import retention_days
+
+# The agent setting that keeps a warming instance out of the cluster (ECS developer guide, using-warm-pool).
+WARM_POOLS_CHECK = "ECS_WARM_POOLS_CHECK=true"
+# The launch hook's name: fixed (hook names are unique per group) so that the EventBridge rule can match it without a
+# reference to the hook, which is created after the rule and its function.
+HOOK_NAME = "gpu-inference-warm-pool-prepare"
+LIFECYCLE_ACTION = "EC2 Instance-launch Lifecycle Action"
+ECR_LOGIN_PATH = "/usr/local/libexec/gpu-inference/ecr_login.py"
+# Read, not imported: the function's code (boto3 from Lambda's runtime, which the library does not depend on) and the
+# instance's ECR login (standard library), both deployed as text.
+HANDLER_SOURCE = Path(__file__).with_name("warm_pool_handler.py").read_text()
+ECR_LOGIN_SOURCE = Path(__file__).with_name("warm_pool_ecr_login.py").read_text()
+INTO_SERVICE = "AutoScalingGroup"  # warm_pool_handler.INTO_SERVICE: the Destination of a launch into service
+RUNTIME = lambda_.Runtime.PYTHON_3_14
+POOL_STATES = ("Stopped", "Running")
+
+
+@dataclass(frozen=True)
+class WarmPoolProps:
+    """A warm pool of stopped, pre-initialized instances beside the group (``GpuCapacityProps.warm_pool``; default
+    None: no pool). Each default is the cheapest pool that still serves a scale-out's first instance."""
+
+    # Instances the pool always keeps (the warm pool's MinSize). Default 1.
+    min_size: int = 1
+    # Instances allowed in the group and the pool together (MaxGroupPreparedCapacity): the pool is this less the
+    # group's desired capacity, and at least min_size. Default None: min_size, a pool of exactly min_size instances
+    # ("Only when MaxGroupPreparedCapacity and MinSize are set to the same value does the warm pool have an absolute
+    # size", PutWarmPool API reference).
+    max_group_prepared_capacity: int | None = None
+    # The state a pooled instance waits in. Default "Stopped": only its EBS volumes cost money. "Running" keeps it
+    # running (the instance's full price, a few seconds faster). "Hibernated" is refused: it needs the launch
+    # template's hibernation options and a root volume that holds the RAM, which this group does not configure.
+    pool_state: str = "Stopped"
+    # Seconds a new instance has to boot and pull the task images before Auto Scaling stops it into the pool: the launch
+    # hook's heartbeat timeout (30-7200 s, PutLifecycleHook). Default 600: the boot (60 s, estimated) and an 8 GB
+    # CUDA image at 60 MB/s (133 s, estimated), four times over. Each warming runs the instance this long, On-Demand.
+    prepare_seconds: int = 600
+    # Refused when true: "you cannot set the option that returns instances to the warm pool on scale in
+    # (ReuseOnScaleIn)" for a group of an ECS capacity provider (ECS developer guide, using-warm-pool). Default False.
+    reuse_on_scale_in: bool = False
+
+    def __post_init__(self) -> None:
+        require(self.min_size >= 1, "min_size", f"{self.min_size} must be at least 1 (a pool of none is no pool: leave "
+                                                "warm_pool out)")
+        if self.max_group_prepared_capacity is not None:
+            require(self.max_group_prepared_capacity >= self.min_size, "max_group_prepared_capacity",
+                    f"{self.max_group_prepared_capacity} is below min_size {self.min_size}; give at least min_size, or "
+                    "leave it out for a pool of exactly min_size")
+        require(self.pool_state in POOL_STATES, "pool_state",
+                f"{self.pool_state!r} is not allowed; use 'Stopped' (EBS only) or 'Running'"
+                + (" (Hibernated needs the launch template's hibernation options and a root volume that holds the "
+                   "instance's RAM, which this group does not configure)" if self.pool_state == "Hibernated" else ""))
+        require_range(self.prepare_seconds, 60, 7200, "prepare_seconds",
+                      hint=" (the launch hook's heartbeat: boot and pull the images within it)")
+        require(not self.reuse_on_scale_in, "reuse_on_scale_in",
+                "is not allowed on an ECS capacity provider's group (ECS developer guide: a warm pool for ECS cannot "
+                "return instances on scale in); remove it: a scaled-in instance is terminated and the pool refills")
+
+    @property
+    def prepared_capacity(self) -> int:
+        return self.min_size if self.max_group_prepared_capacity is None else self.max_group_prepared_capacity
+
+
+def warm_pool_script(images: Sequence[str]) -> str:
+    """The user data that follows the agent's settings on a group with a warm pool: on a launch into the pool (IMDS
+    ``autoscaling/target-lifecycle-state`` is ``Warmed:*``) log in to each image's ECR registry with the instance role
+    and pull every image once, never starting the ECS agent; on a launch into service start nothing but the agent.
+
+    User data runs on the first boot only, so an instance started from the pool runs none of it: its agent (enabled by
+    the AMI, configured above) registers at boot, and its tasks start from the cached images
+    (ECS_IMAGE_PULL_BEHAVIOR=prefer-cached)."""
+    words = " ".join(f"'{image}'" for image in images)
+    return "\n".join([
+        "# Warm pool (GpuCapacity): a launch into the pool pulls the task images, then Auto Scaling stops it; the agent",
+        "# (ECS_WARM_POOLS_CHECK) registers only once the target lifecycle state is InService.",
+        "imds=http://169.254.169.254/latest",
+        'imds_token=$(curl -sf -X PUT "$imds/api/token" -H "X-aws-ec2-metadata-token-ttl-seconds: 900")',
+        'target=""',
+        "for attempt in $(seq 1 30); do",
+        '  target=$(curl -sf -H "X-aws-ec2-metadata-token: $imds_token" "$imds/meta-data/autoscaling/target-lifecycle-state")',
+        '  [ -n "$target" ] && break',
+        "  sleep 2",
+        "done",
+        'echo "warm pool: target lifecycle state ${target:-unknown}"',
+        'case "$target" in',
+        "  Warmed:*)",
+        "    systemctl start docker.service",
+        f"    mkdir -p {ECR_LOGIN_PATH.rsplit('/', 1)[0]}",
+        f"    cat > {ECR_LOGIN_PATH} <<'GPU_INFERENCE_PY'",
+        ECR_LOGIN_SOURCE.rstrip("\n"),
+        "GPU_INFERENCE_PY",
+        '    logged_in=" "',
+        f"    for image in {words}; do",
+        '      registry=${image%%/*}',
+        '      case "$registry" in',
+        "        *.dkr.ecr.*)",
+        '          if [ "${logged_in#* $registry }" = "$logged_in" ]; then',
+        '            region=$(echo "$registry" | cut -d. -f4)',
+        f'            python3 {ECR_LOGIN_PATH} "$region" | docker login --username AWS --password-stdin "$registry" \\',
+        '              && logged_in="$logged_in$registry "',
+        "          fi ;;",
+        "      esac",
+        '      docker pull "$image" || echo "warm pool: could not pull $image; its task will" >&2',
+        "    done",
+        "    ;;",
+        "  *)",
+        "    # Queued behind cloud-final (ecs.service is After=cloud-final.service: a blocking start here would wait for",
+        "    # itself); the ECS-optimized AMI enables the agent anyway, an AMI of your own (machine_image_ids) may not.",
+        "    systemctl start --no-block ecs.service",
+        "    ;;",
+        "esac",
+    ])
+
+
+class WarmPoolLaunches(Construct):
+    """The group's launch hook and what completes it for launches into service: an EventBridge rule for the hook's
+    "EC2 Instance-launch Lifecycle Action" events whose ``Destination`` is ``AutoScalingGroup`` and a small function
+    (warm_pool_handler.py, boto3 of the Lambda runtime, no VPC) that calls CompleteLifecycleAction(CONTINUE) on the
+    group only. A launch into the pool is left to the heartbeat (``prepare_seconds``), default result CONTINUE: a
+    warming instance that is still pulling is stopped with the layers it has, and its first task pulls the rest.
+
+    ``logs_key`` encrypts the function's log group. Attributes: ``hook``, ``rule``, ``function``, ``log_group``."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, group: autoscaling.AutoScalingGroup, props: WarmPoolProps,
+                 logs_key: kms.IKey | None = None, log_retention_days: int = 90) -> None:
+        super().__init__(scope, construct_id)
+        self.log_group = logs.LogGroup(self, "Logs", encryption_key=logs_key,
+                                       retention=retention_days(log_retention_days, "log_retention_days"))
+        role = iam.Role(self, "Role", assumed_by=service_principal("lambda.amazonaws.com"),
+                        description="Completes the GPU group's launch hook for instances going into service")
+        role.add_to_policy(iam.PolicyStatement(actions=["logs:CreateLogStream", "logs:PutLogEvents"],
+                                               resources=[self.log_group.log_group_arn]))
+        role.add_to_policy(iam.PolicyStatement(actions=["autoscaling:CompleteLifecycleAction"],
+                                               resources=[group.auto_scaling_group_arn]))
+        acknowledge(
+            default_policy(role),
+            f"AwsSolutions-IAM5[Resource::{nag_rendering(self, group.auto_scaling_group_arn)}]",
+            "The group's ARN has a '*' where its generated ID goes (Auto Scaling's ARN format, as aws-cdk-lib writes "
+            "it); the group's name in the ARN limits the grant to this group.",
+        )
+        self.function = lambda_.Function(
+            self, "Function",
+            description="Completes the GPU group's launch hook for instances going into service (warm pool)",
+            runtime=RUNTIME,
+            handler="index.handler",
+            code=lambda_.Code.from_inline(HANDLER_SOURCE),
+            memory_size=128,
+            timeout=cdk.Duration.seconds(15),
+            role=as_role(role),
+            log_group=self.log_group,
+        )
+        for check, reason in (
+            ("CKV_AWS_116", "A dead-letter queue would keep a lost launch event whose lifecycle action the hook's "
+                            "heartbeat completes anyway (default result CONTINUE)"),
+            ("CKV_AWS_115", "No reserved concurrency: Lambda lets a function reserve only what leaves 100 of the "
+                            "account's concurrency unreserved, and a new account may start at 10; one event per "
+                            "launch needs no guarantee"),
+            ("CKV_AWS_117", "Not in the VPC: the function calls the Auto Scaling API only, which the VPC has no "
+                            "endpoint for (no NAT); it reaches nothing else"),
+        ):
+            skip_checkov(self.function, check, reason)
+        self.rule = events.Rule(
+            self, "Rule",
+            description="Launches of the GPU group going into service: complete the warm pool's launch hook at once",
+            event_pattern=into_service_pattern(group),
+            targets=[lambda_target(as_function(self.function), retry_attempts=2,
+                                   max_event_age=cdk.Duration.seconds(props.prepare_seconds))],
+        )
+        self.hook = group.add_lifecycle_hook(
+            "WarmPoolPrepare",
+            lifecycle_transition=autoscaling.LifecycleTransition.INSTANCE_LAUNCHING,
+            lifecycle_hook_name=HOOK_NAME,
+            heartbeat_timeout=cdk.Duration.seconds(props.prepare_seconds),
+            default_result=autoscaling.DefaultResult.CONTINUE,
+        )
+        # The rule and its function first: a launch into service before them would wait the whole heartbeat.
+        self.hook.node.add_dependency(self.rule)
+        self.hook.node.add_dependency(self.function)
+
+
+def into_service_pattern(group: autoscaling.IAutoScalingGroup) -> events.EventPattern:
+    """The group's launch-hook events of instances going into service (EC2 Auto Scaling user guide, warm pool example
+    events: ``Origin`` EC2 or WarmPool, ``Destination`` AutoScalingGroup or WarmPool)."""
+    return events.EventPattern(
+        source=["aws.autoscaling"],
+        detail_type=[LIFECYCLE_ACTION],
+        detail={"AutoScalingGroupName": [group.auto_scaling_group_name], "LifecycleHookName": [HOOK_NAME],
+                "Destination": [INTO_SERVICE]},
+    )
