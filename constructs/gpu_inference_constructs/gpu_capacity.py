@@ -35,7 +35,7 @@ from .errors import ConfigError, require, require_range
 from .gpu_packing import SharedService, check_shared_group_holds_deployment_at_peak, shared_service
 from .instance_catalog import GpuInstanceType, lookup, warn_if_unlisted
 from .model_props import ModelProps, service_deployment
-from .notifications import topic_target
+from .notifications import NotificationTopic, topic_target
 from .schedules import CapacityPrewarm
 from .subnet_selection import private_subnets
 from .warm_pool import WARM_POOLS_CHECK, WarmPoolLaunches, WarmPoolProps, warm_pool_script
@@ -202,6 +202,9 @@ class GpuCapacity(Construct):
     (default none), or they are removed from it; the construct warns so. Tasks in awsvpc mode get their own security groups; use
     :meth:`allow_ingress_from` only for bridge- or host-mode tasks on these instances.
 
+    ``notification_topic`` (default None: a NotificationTopic of its own, ``own_notifications``, with a synth warning
+    that names the key) receives the group's launches and terminations, failed ones too (``group_events_rule``).
+
     With ``props.warm_pool``: ``warm_pool`` (the AWS::AutoScaling::WarmPool), ``warm_pool_launches`` (the launch hook and
     the function that completes launches into service, :class:`~.warm_pool.WarmPoolLaunches`, whose log group
     ``logs_key`` encrypts; default None: CloudWatch Logs' own encryption) and :meth:`prepull` (the images a warming
@@ -310,7 +313,18 @@ class GpuCapacity(Construct):
             capacity_rebalance=True,
             group_metrics=[autoscaling.GroupMetrics.all()],
         )
-        self.group_events_rule = self._notify_group_events(notification_topic) if notification_topic is not None else None
+        self.own_notifications: NotificationTopic | None = None
+        if notification_topic is None:
+            # Launch failures must reach someone (cdk-nag AS3 refuses a group that tells no one): a topic of its own.
+            self.own_notifications = NotificationTopic(self, "Notifications")
+            notification_topic = self.own_notifications.topic
+            cdk.Annotations.of(self).add_warning_v2(
+                "gpu-inference:capacity-own-topic",
+                f"{self.node.path} has no notification_topic: its launches and terminations, failed ones too, go to a "
+                "topic of its own (GpuCapacity.own_notifications.topic) that nobody subscribes to yet. Pass "
+                "notification_topic= (your alarm topic), or subscribe to that one.")
+        self.notification_topic = notification_topic
+        self.group_events_rule = self._notify_group_events(notification_topic)
 
         self.capacity_provider = ecs.AsgCapacityProvider(
             self,
