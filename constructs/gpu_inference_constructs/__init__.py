@@ -40,6 +40,7 @@ from .server_contract import (
 from .service_scaling import ServiceScaling
 from .service_timing import ServiceTimingProps
 from .settings import from_dict
+from .sglang_server import SglangProps, SglangServer
 from .target_group_metrics import TargetGroupMetrics
 from .task_starts import TaskStarts
 from .vllm_server import VllmProps, VllmServer
@@ -104,6 +105,8 @@ __all__ = [
     "ServiceScaling",
     "ServiceSchedule",
     "ServiceTimingProps",
+    "SglangProps",
+    "SglangServer",
     "StopTiming",
     "VllmProps",
     "VllmServer",

@@ -5,12 +5,14 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from os import PathLike
 from pathlib import Path
 
 from aws_cdk import aws_ecr_assets as ecr_assets
 from aws_cdk import aws_ecs as ecs
 
 from .errors import require, require_range
+from .handler_image import BundledServerImage, handler_image
 from .load_balancer import ALB_MAX_IDLE_TIMEOUT_SECONDS, IDLE_TIMEOUT_MARGIN_SECONDS
 from .model_props import ModelProps
 from .result_cache import ModelCacheProps
@@ -87,11 +89,38 @@ def bundled_workers_for(environment: Mapping[str, str], cpu_units: int) -> int:
 SERVER_IMAGE_DIRECTORY = Path(__file__).parent / "server_image"
 
 
-def bundled_server_image() -> ecs.ContainerImage:
+def bundled_server_image(*, handler_package: str | PathLike[str] | None = None, handler: str | None = None,
+                         requirements: str | PathLike[str] | None = None) -> ecs.ContainerImage:
     """The bundled server's image, built for linux/amd64 by ``cdk deploy`` (a Docker image asset; synth needs no
-    Docker) from the build context this package ships: ``pip install`` is all a team needs."""
-    return ecs.ContainerImage.from_asset(str(SERVER_IMAGE_DIRECTORY), platform=ecr_assets.Platform.LINUX_AMD64,
-                                         display_name="gpu-inference-server")
+    Docker) from the build context this package ships: ``pip install`` is all a team needs.
+
+    With ``handler_package`` and ``handler``, the same image with a team's own handler in it (a
+    ``BundledServerImage``; ``BundledServer(image=...)`` then sets ``MODEL_HANDLER`` in the task definition):
+
+    - ``handler_package``: the directory of the team's Python package, with its ``pyproject.toml`` (or
+      ``setup.py``) and the handler's module in it (flat or ``src/`` layout); relative to the directory the app runs
+      in, as every CDK asset path. Installed with ``pip install --no-deps`` into the server's Python. Default: None
+      (the bundled server's image alone).
+    - ``handler``: the handler class, ``module:Class``, a subclass of ``inference_server.handlers.Handler`` (the
+      server's ``MODEL_HANDLER``). Required with ``handler_package``. Default: None.
+    - ``requirements``: a lock of what the package needs beyond the server's own packages, every line pinned with
+      ``--hash`` (``uv pip compile --generate-hashes``), installed with ``pip --require-hashes``. Default: None.
+
+    Synth refuses (``ConfigError``, naming the argument and the fix) a directory without ``pyproject.toml`` or
+    ``setup.py`` or without the handler's module, a handler that is not ``module:Class``, and a lock line without a
+    hash; the image build (``cdk deploy``) imports the handler and fails if it is not a ``Handler`` subclass."""
+    if handler_package is None and handler is None and requirements is None:
+        return ecs.ContainerImage.from_asset(str(SERVER_IMAGE_DIRECTORY), platform=ecr_assets.Platform.LINUX_AMD64,
+                                             display_name="gpu-inference-server")
+    require(handler_package is not None, "handler_package",
+            "is missing: the team's package directory (with its pyproject.toml) goes with handler= and requirements=. "
+            "For a handler class the bundled image holds already, set ModelProps.environment['MODEL_HANDLER'] instead")
+    require(handler is not None, "handler",
+            "is missing: name the class in handler_package that the server runs, module:Class (its MODEL_HANDLER), "
+            "e.g. handler='ranking_handler.handlers:RankingHandler'")
+    assert handler_package is not None and handler is not None  # for the type checker: required above
+    return handler_image(SERVER_IMAGE_DIRECTORY, handler_package, handler, requirements,
+                         platform=ecr_assets.Platform.LINUX_AMD64, display_name="gpu-inference-server-handler")
 
 
 @dataclass(frozen=True)
@@ -152,7 +181,9 @@ class BundledServer:
     """The server's settings for this model. Default: BundledServerProps()."""
     image: ecs.ContainerImage | None = None
     """Default: :func:`bundled_server_image` (built by ``cdk deploy`` from the package's own copy of
-    inference_image/); pass your ECR copy of it where the deploying machine has no Docker."""
+    inference_image/); pass your ECR copy of it where the deploying machine has no Docker. An image made by
+    ``bundled_server_image(handler_package=..., handler=...)`` carries the team's handler: the task then sets
+    ``MODEL_HANDLER`` to it."""
 
     name = "bundled"
 
@@ -175,11 +206,22 @@ class BundledServer:
         """What this preset needs of the model, checked before any construct is made."""
         require(model.gpus == 1, "gpus", f"{model.gpus}: the bundled server uses one GPU per task; run more tasks, or serve with vLLM (VllmServer) for tensor parallelism")
         model.check_reserved_environment(bundled_environment_keys(), self.name)
+        handler = self.handler
+        require(handler is None or "MODEL_HANDLER" not in model.environment, "environment",
+                f"['MODEL_HANDLER'] is {model.environment.get('MODEL_HANDLER')!r}, but the image was built with the handler "
+                f"{handler!r} (bundled_server_image(handler=...)), which the task sets: remove environment['MODEL_HANDLER']")
         bundled_workers_for(model.environment, model.cpu)
+
+    @property
+    def handler(self) -> str | None:
+        """The team's handler the image was built with (``bundled_server_image(handler=...)``), else None."""
+        return self.image.handler if isinstance(self.image, BundledServerImage) else None
 
     def contract(self, context: ServerContext) -> ServerContract:
         model, timing, props = context.model, context.timing, self.props
         self.check(model)
+        if isinstance(self.image, BundledServerImage):
+            self.image.check_staging(context.scope)
         environment = {
             **model.environment,
             "PORT": str(BUNDLED_PORT),
@@ -199,6 +241,7 @@ class BundledServer:
             "KEEP_ALIVE_S": str(timing.keep_alive_seconds),
             "RESULT_CACHE_SIZE": str(props.result_cache_size),
             **({"MODEL_RUNTIME": props.runtime} if props.runtime != "eager" else {}),
+            **({"MODEL_HANDLER": self.handler} if self.handler is not None else {}),
             "DOCS": "true" if props.api_docs else "false",
             "WORKERS": str(bundled_workers_for(model.environment, model.cpu)),
             "AWS_DEFAULT_REGION": context.region,

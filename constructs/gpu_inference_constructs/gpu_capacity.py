@@ -29,7 +29,7 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from .acknowledgements import acknowledge, default_child, default_policy, nag_rendering, skip_checkov
-from .cdk_interfaces import as_role, service_principal
+from .cdk_interfaces import as_role, as_topic, service_principal
 from .deployment_capacity import ServiceDeployment, check_group_holds_deployment_at_peak
 from .errors import ConfigError, require, require_range
 from .gpu_packing import SharedService, check_shared_group_holds_deployment_at_peak, shared_service
@@ -317,14 +317,14 @@ class GpuCapacity(Construct):
         if notification_topic is None:
             # Launch failures must reach someone (cdk-nag AS3 refuses a group that tells no one): a topic of its own.
             self.own_notifications = NotificationTopic(self, "Notifications")
-            notification_topic = self.own_notifications.topic
+            notification_topic = as_topic(self.own_notifications.topic)
             cdk.Annotations.of(self).add_warning_v2(
                 "gpu-inference:capacity-own-topic",
                 f"{self.node.path} has no notification_topic: its launches and terminations, failed ones too, go to a "
                 "topic of its own (GpuCapacity.own_notifications.topic) that nobody subscribes to yet. Pass "
                 "notification_topic= (your alarm topic), or subscribe to that one.")
-        self.notification_topic = notification_topic
-        self.group_events_rule = self._notify_group_events(notification_topic)
+        self.notification_topic: sns.ITopic = notification_topic
+        self.group_events_rule = self._notify_group_events(self.notification_topic)
 
         self.capacity_provider = ecs.AsgCapacityProvider(
             self,

@@ -1,4 +1,4 @@
-"""Server presets beside the bundled server and vLLM (server_contract.py): NVIDIA Triton and Hugging Face TGI.
+"""Server presets beside the bundled server, vLLM and SGLang (their own modules): NVIDIA Triton and Hugging Face TGI.
 
 Each turns its own props and the model's (``ModelProps``: GPUs, memory, name) into a :class:`ServerContract`, with
 the server's own ports, health paths, metrics and stop behaviour, so a team does not hand-write them.
@@ -38,6 +38,10 @@ TGI_PORT = 8080
 TGI_METRICS = ("tgi_queue_size", "tgi_batch_current_size")
 TGI_OWNED_FLAGS = ("--model-id", "--port", "--hostname", "--num-shard", "--max-concurrent-requests", "--huggingface-hub-cache")
 TGI_PYTHON_WARNING = "gpu-inference:tgi-python-under-root"
+# Hugging Face put TGI in maintenance mode on 2025-12-11 (huggingface/text-generation-inference#3345, its README's
+# caution banner): minor fixes only from then on, v3.3.7 (2025-12-19) its last release; the banner recommends vLLM
+# and SGLang going forward. The preset keeps working; every model on it is told where to move.
+TGI_MAINTENANCE_WARNING = "gpu-inference:tgi-maintenance"
 
 
 def _sidecar_images(props: TritonProps | TgiProps, context: ServerContext) -> tuple[ecs.ContainerImage | None, ecs.ContainerImage | None]:
@@ -134,6 +138,8 @@ class TritonServer:
 class TgiProps:
     """Hugging Face Text Generation Inference (``text-generation-launcher``) for one model, its weights copied from
     the model's S3 prefix to ``/scratch/model`` (``--model-id``), sharded over the model's ``gpus`` (``--num-shard``).
+    TGI is in maintenance mode (2025-12): synth warns ``gpu-inference:tgi-maintenance``, naming VllmServer and
+    SglangServer.
 
     ``image``: your ECR mirror of ``ghcr.io/huggingface/text-generation-inference`` (default None: pass ``image=``).
     ``port`` (default 8080; metrics on the same port, ``/metrics``); ``max_concurrent_requests`` (default 128);
@@ -182,6 +188,14 @@ class TgiServer:
         fetcher, collector = _sidecar_images(props, context)
         model_path = f"{SCRATCH_PATH}/model"
         queue, batch = (PrometheusMetrics.cloudwatch_name(m) for m in TGI_METRICS)
+        cdk.Annotations.of(context.scope).add_warning_v2(
+            TGI_MAINTENANCE_WARNING,
+            f"models[{model.name}] runs Hugging Face TGI, in maintenance mode since 2025-12-11 (v3.3.7 its last "
+            "release: minor fixes only, no new models or features; its README recommends vLLM and SGLang). It keeps "
+            "working; plan the move to server=VllmServer(VllmProps(...)) or server=SglangServer(SglangProps(...)), "
+            "both OpenAI-compatible under /v1 (docs/configuration.md, \"SGLang, and leaving TGI\"). Until then, acknowledge it: "
+            f"cdk.Annotations.of(<this ModelService>).acknowledge_warning('{TGI_MAINTENANCE_WARNING}')",
+        )
         cdk.Annotations.of(context.scope).add_warning_v2(
             TGI_PYTHON_WARNING,
             f"TGI images from 3.1 install their Python under /root (mode 0700): run as {self.user} the launcher cannot "

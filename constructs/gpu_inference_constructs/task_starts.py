@@ -10,19 +10,14 @@ from pathlib import Path
 import aws_cdk as cdk
 from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_events as events
-from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
-from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from . import task_start_handler
-from .acknowledgements import skip_checkov
-from .cdk_interfaces import as_function, as_role, lambda_target, service_principal
-from .log_retention import retention_days
+from .cdk_interfaces import as_function, lambda_target
+from .inline_function import inline_function
 
 HANDLER_SOURCE = Path(task_start_handler.__file__).read_text()
-RUNTIME = lambda_.Runtime.PYTHON_3_14
 
 
 class TaskStarts(Construct):
@@ -44,36 +39,15 @@ class TaskStarts(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, cluster: ecs.ICluster, logs_key: kms.IKey | None = None,
                  log_retention_days: int = 90) -> None:
         super().__init__(scope, construct_id)
-        self.log_group = logs.LogGroup(self, "Logs", encryption_key=logs_key,
-                                       retention=retention_days(log_retention_days, "log_retention_days"))
-        role = iam.Role(self, "Role", assumed_by=service_principal("lambda.amazonaws.com"),
-                        description="Writes the task-start function's own log streams, and nothing else")
-        role.add_to_policy(iam.PolicyStatement(actions=["logs:CreateLogStream", "logs:PutLogEvents"],
-                                               resources=[self.log_group.log_group_arn]))
-        self.function = lambda_.Function(
-            self, "Function",
+        made = inline_function(
+            self, source=HANDLER_SOURCE, timeout_seconds=10, logs_key=logs_key, log_retention_days=log_retention_days,
             description="ECS task starts of this cluster's services, as CloudWatch metrics (created, image pull, RUNNING)",
-            runtime=RUNTIME,
-            handler="index.handler",
-            code=lambda_.Code.from_inline(HANDLER_SOURCE),
-            memory_size=128,
-            timeout=cdk.Duration.seconds(10),
-            role=as_role(role),
-            log_group=self.log_group,
-        )
-        function = self.function.node.default_child
-        assert isinstance(function, cdk.CfnResource)
-        for check, reason in (
-            ("CKV_AWS_116", "A dead-letter queue would keep a lost task-start event, which is one metric point: the "
-                            "queue and its key cost more to run than the point is worth"),
-            ("CKV_AWS_115", "No reserved concurrency: Lambda lets a function reserve only what leaves 100 of the "
-                            "account's concurrency unreserved (Lambda developer guide, reserved concurrency), and a new "
-                            "account may start at 10, where any reservation fails the deploy; one event per task start "
-                            "needs no guarantee"),
-            ("CKV_AWS_117", "Not in the VPC: the function calls no AWS API and reaches nothing; it only prints to "
-                            "its log group, which Lambda writes outside the function's network"),
-        ):
-            skip_checkov(function, check, reason)
+            role_description="Writes the task-start function's own log streams, and nothing else",
+            no_dead_letter_queue="A dead-letter queue would keep a lost task-start event, which is one metric point: "
+                                 "the queue and its key cost more to run than the point is worth",
+            not_in_vpc="Not in the VPC: the function calls no AWS API and reaches nothing; it only prints to its log "
+                       "group, which Lambda writes outside the function's network")
+        self.function, self.log_group = made.function, made.log_group
         self.rule = events.Rule(
             self, "Rule",
             description="ECS tasks of this cluster's services that reach RUNNING: their start phases become metrics",

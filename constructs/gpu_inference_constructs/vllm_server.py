@@ -7,11 +7,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
-import aws_cdk as cdk
 from aws_cdk import aws_ecs as ecs
 
 from .errors import ConfigError, require, require_range
-from .gpu_share import share_fraction
+from .llm_server_checks import check_heads, memory_fraction, warn_unknown_heads
 from .model_props import ModelProps
 from .server_contract import (
     API_KEY_NAME,
@@ -202,7 +201,7 @@ class VllmServer:
     def check(self, model: ModelProps) -> None:
         """What this preset needs of the model, checked before any construct is made."""
         model.check_reserved_environment(self.props.reserved_environment, self.name)
-        self._check_heads(model)
+        check_heads(model, self.props.attention_heads, "vLLM", "vllm.attention_heads")
         shm = self.props.shared_memory_for(model.memory_mib)
         require(shm < model.memory_mib, "vllm.shared_memory_mib",
                 f"{shm} MiB of /dev/shm must be below memory_mib ({model.memory_mib}): shared memory counts against the task's memory")
@@ -213,42 +212,10 @@ class VllmServer:
                     f"of /dev/shm must together be below memory_mib ({model.memory_mib}): both count against the task's "
                     "memory; lower stream_buffer_mib or raise memory_mib")
 
-    def _check_heads(self, model: ModelProps) -> None:
-        """The model's known attention heads divide over its GPUs (vLLM's own check, at start)."""
-        heads = self.props.attention_heads
-        if heads is not None:
-            fits = [n for n in (1, 2, 4, 8) if heads % n == 0]
-            require(heads % model.gpus == 0, "gpus",
-                    f"{model.gpus} GPUs cannot split the model's {heads} attention heads (vllm.attention_heads): vLLM "
-                    f"exits at start; give the model gpus that divide {heads} ({', '.join(map(str, fits))})")
-
-    def _check_tensor_parallel(self, context: ServerContext) -> None:
-        """Where the heads are not known, a warning on a size no common model divides (their head counts are
-        multiples of 8)."""
-        gpus = context.model.gpus
-        if self.props.attention_heads is None and 8 % gpus != 0:
-            cdk.Annotations.of(context.scope).add_warning_v2(
-                "gpu-inference:tensor-parallel",
-                f"models[{context.model.name}] runs vLLM with tensor-parallel size {gpus}, which no common model's "
-                "attention heads divide (they are multiples of 8): vLLM would exit at start. Use gpus 1, 2, 4 or 8, or "
-                "give vllm.attention_heads (num_attention_heads in the model's config.json) so synth can check it")
-
-    def _memory_utilization(self, context: ServerContext) -> float:
-        """``--gpu-memory-utilization``: the props' fraction of the whole GPU, or of the model's share of it. vLLM sizes
-        its KV cache from the device's total memory; on a share (NVIDIA MPS) it may use only the share's."""
-        share = context.model.gpu_share
-        if share is None:
-            return self.props.gpu_memory_utilization
-        require(context.instance_type is not None, "gpu_share",
-                "vLLM on a share needs the GPU it shares to size its KV cache: pass instance_type (or a GpuCapacity)")
-        assert context.instance_type is not None  # required above
-        fraction = share_fraction(share, context.instance_type.gpu_model, context.instance_type.gpu_memory_gib)
-        return round(self.props.gpu_memory_utilization * fraction, 3)
-
     def contract(self, context: ServerContext) -> ServerContract:
         model, props = context.model, self.props
         self.check(model)
-        self._check_tensor_parallel(context)
+        warn_unknown_heads(context, self.props.attention_heads, "vLLM", "vllm.attention_heads")
         image = self.image
         if image is None and props.image is not None:
             image = props.image.container_image(context.scope, "VllmImage")
@@ -276,7 +243,7 @@ class VllmServer:
             "--served-model-name", props.served_model_name or model.name,
             "--tensor-parallel-size", str(model.gpus),
             "--max-model-len", str(props.max_model_len),
-            "--gpu-memory-utilization", f"{self._memory_utilization(context):g}",
+            "--gpu-memory-utilization", f"{memory_fraction(props.gpu_memory_utilization, context, 'vLLM'):g}",
             "--max-num-seqs", str(props.max_num_seqs),
             "--dtype", props.dtype,
             "--shutdown-timeout", str(vllm_drain_seconds(props.longest_request_seconds)),

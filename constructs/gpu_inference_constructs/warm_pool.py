@@ -27,14 +27,12 @@ from aws_cdk import aws_autoscaling as autoscaling
 from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
-from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from .acknowledgements import acknowledge, default_policy, nag_rendering, skip_checkov
-from .cdk_interfaces import as_function, as_role, lambda_target, service_principal
+from .acknowledgements import acknowledge, default_policy, nag_rendering
+from .cdk_interfaces import as_function, lambda_target
 from .errors import require, require_range
-from .log_retention import retention_days
+from .inline_function import inline_function
 
 # The agent setting that keeps a warming instance out of the cluster (ECS developer guide, using-warm-pool).
 WARM_POOLS_CHECK = "ECS_WARM_POOLS_CHECK=true"
@@ -48,7 +46,6 @@ ECR_LOGIN_PATH = "/usr/local/libexec/gpu-inference/ecr_login.py"
 HANDLER_SOURCE = Path(__file__).with_name("warm_pool_handler.py").read_text()
 ECR_LOGIN_SOURCE = Path(__file__).with_name("warm_pool_ecr_login.py").read_text()
 INTO_SERVICE = "AutoScalingGroup"  # warm_pool_handler.INTO_SERVICE: the Destination of a launch into service
-RUNTIME = lambda_.Runtime.PYTHON_3_14
 POOL_STATES = ("Stopped", "Running")
 
 
@@ -161,41 +158,23 @@ class WarmPoolLaunches(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, group: autoscaling.AutoScalingGroup, props: WarmPoolProps,
                  logs_key: kms.IKey | None = None, log_retention_days: int = 90) -> None:
         super().__init__(scope, construct_id)
-        self.log_group = logs.LogGroup(self, "Logs", encryption_key=logs_key,
-                                       retention=retention_days(log_retention_days, "log_retention_days"))
-        role = iam.Role(self, "Role", assumed_by=service_principal("lambda.amazonaws.com"),
-                        description="Completes the GPU group's launch hook for instances going into service")
-        role.add_to_policy(iam.PolicyStatement(actions=["logs:CreateLogStream", "logs:PutLogEvents"],
-                                               resources=[self.log_group.log_group_arn]))
-        role.add_to_policy(iam.PolicyStatement(actions=["autoscaling:CompleteLifecycleAction"],
-                                               resources=[group.auto_scaling_group_arn]))
+        made = inline_function(
+            self, source=HANDLER_SOURCE, timeout_seconds=15, logs_key=logs_key, log_retention_days=log_retention_days,
+            description="Completes the GPU group's launch hook for instances going into service (warm pool)",
+            role_description="Completes the GPU group's launch hook for instances going into service",
+            statements=[iam.PolicyStatement(actions=["autoscaling:CompleteLifecycleAction"],
+                                            resources=[group.auto_scaling_group_arn])],
+            no_dead_letter_queue="A dead-letter queue would keep a lost launch event whose lifecycle action the hook's "
+                                 "heartbeat completes anyway (default result CONTINUE)",
+            not_in_vpc="Not in the VPC: the function calls the Auto Scaling API only, which the VPC has no endpoint "
+                       "for (no NAT); it reaches nothing else")
+        self.function, self.log_group, role = made.function, made.log_group, made.role
         acknowledge(
             default_policy(role),
             f"AwsSolutions-IAM5[Resource::{nag_rendering(self, group.auto_scaling_group_arn)}]",
             "The group's ARN has a '*' where its generated ID goes (Auto Scaling's ARN format, as aws-cdk-lib writes "
             "it); the group's name in the ARN limits the grant to this group.",
         )
-        self.function = lambda_.Function(
-            self, "Function",
-            description="Completes the GPU group's launch hook for instances going into service (warm pool)",
-            runtime=RUNTIME,
-            handler="index.handler",
-            code=lambda_.Code.from_inline(HANDLER_SOURCE),
-            memory_size=128,
-            timeout=cdk.Duration.seconds(15),
-            role=as_role(role),
-            log_group=self.log_group,
-        )
-        for check, reason in (
-            ("CKV_AWS_116", "A dead-letter queue would keep a lost launch event whose lifecycle action the hook's "
-                            "heartbeat completes anyway (default result CONTINUE)"),
-            ("CKV_AWS_115", "No reserved concurrency: Lambda lets a function reserve only what leaves 100 of the "
-                            "account's concurrency unreserved, and a new account may start at 10; one event per "
-                            "launch needs no guarantee"),
-            ("CKV_AWS_117", "Not in the VPC: the function calls the Auto Scaling API only, which the VPC has no "
-                            "endpoint for (no NAT); it reaches nothing else"),
-        ):
-            skip_checkov(self.function, check, reason)
         self.rule = events.Rule(
             self, "Rule",
             description="Launches of the GPU group going into service: complete the warm pool's launch hook at once",

@@ -178,6 +178,7 @@ class Batcher:
                  on_fatal: Callable[[BaseException], None] = lambda exc: None,
                  is_fatal: Callable[[BaseException], bool] = lambda exc: False,
                  on_all_warm: Callable[[], None] = lambda: None,
+                 before_ready: Callable[[Handler], None] = lambda handler: None,
                  fit_batch: Callable[[Handler, int], int] | None = None,
                  batch_times: BatchTimes | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -200,6 +201,7 @@ class Batcher:
         self._on_batch, self._on_fatal, self._is_fatal = on_batch, on_fatal, is_fatal
         self._on_cycle, self._on_queue_change = on_cycle, on_queue_change
         self._on_all_warm = on_all_warm  # once, on the inference thread, when every shape is warm: keep it short
+        self._before_ready = before_ready  # on the inference thread, once warm; raising refuses the start
         # After load: the largest batch that fits the device (a GPU share), given the handler and the longest length.
         self._fit_batch = fit_batch
         self.busy = BusyTime()
@@ -273,6 +275,7 @@ class Batcher:
             if self.batch_times is not None:
                 self.batch_times.configure(self.batch_sizes, self.lengths)
             self._cold = deque(self._warm_up(handler))
+            self._before_ready(handler)
             self._cold_started = self._clock()
             # Startup objects (model, tokenizer, modules) never die: keep later full collections from
             # rescanning them, which otherwise stalls every request for ~0.2 s (the p99 tail).

@@ -4,8 +4,16 @@
      "created_at": "2026-01-01T00:00:00Z", "piece_bytes": 16777216,
      "files": {"model.safetensors": {"sha256": "...", "size": 123, "pieces": ["...", "..."]}}}
 
-A file larger than one piece also lists the SHA-256 of each consecutive ``piece_bytes`` piece, so the loader can
-check each ranged GET as it streams (piece_fetch.py) instead of reading the whole file back to hash it.
+With a built-in text task, "probe" records the model's answer to a fixed text at publish (model_check.py), which the
+server checks before it is ready:
+
+    "probe": {"text": "...", "task": "text-classification", "runtime": "eager", "device": "cpu", "dtype": "float32",
+              "versions": {"torch": "...", "transformers": "..."},
+              "answer": {"label": "positive", "scores": {"negative": 0.01, "positive": 0.99}}}
+
+(an embedder's answer is {"embedding": [...]}, the whole vector). A file larger than one piece also lists the SHA-256
+of each consecutive ``piece_bytes`` piece, so the loader can check each ranged GET as it streams (piece_fetch.py)
+instead of reading the whole file back to hash it.
 """
 
 from __future__ import annotations
@@ -58,6 +66,7 @@ class Manifest:
     # runtime name -> its accuracy gate result at publish (runtimes.GateResult.to_json()); eager needs none
     runtimes: dict[str, dict[str, Any]] = field(default_factory=dict)
     piece_bytes: int = PIECE_BYTES
+    probe: dict[str, Any] | None = None  # the answer publish recorded (model_check.record_probe); None before probes
 
     def to_json(self) -> bytes:
         doc: dict[str, Any] = {"format": FORMAT, "model_name": self.model_name, "version": self.version}
@@ -66,6 +75,8 @@ class Manifest:
         doc["created_at"] = self.created_at
         if self.runtimes:
             doc["runtimes"] = self.runtimes
+        if self.probe:
+            doc["probe"] = self.probe
         doc["piece_bytes"] = self.piece_bytes  # always: a reader's default must not decide which files have pieces
         doc["files"] = {path: {"sha256": e.sha256, "size": e.size, **({"pieces": list(e.pieces)} if e.pieces else {})}
                         for path, e in sorted(self.files.items())}
@@ -115,7 +126,26 @@ class Manifest:
         runtimes = doc.get("runtimes", {})
         if not isinstance(runtimes, dict) or not all(isinstance(v, dict) for v in runtimes.values()):
             raise ManifestError(f"{MANIFEST_FILE}: 'runtimes' must map runtime names to gate results")
-        return cls(doc["model_name"], doc["version"], entries, doc.get("task"), doc["created_at"], runtimes, piece_bytes)
+        probe = doc.get("probe")
+        if probe is not None and not _is_probe(probe):
+            raise ManifestError(f"{MANIFEST_FILE}: 'probe' must hold a string 'text' and 'task' and an 'answer': "
+                                f"{{\"embedding\": [numbers]}} or {{\"label\": string, \"scores\": {{label: number}}}}")
+        return cls(doc["model_name"], doc["version"], entries, doc.get("task"), doc["created_at"], runtimes,
+                   piece_bytes, probe)
+
+
+def _is_probe(probe: Any) -> bool:
+    def numbers(values: Any) -> bool:
+        return all(type(v) in (int, float) for v in values)
+
+    answer = probe.get("answer") if isinstance(probe, dict) else None
+    if not (isinstance(answer, dict) and isinstance(probe.get("text"), str) and isinstance(probe.get("task"), str)):
+        return False
+    if "embedding" in answer:
+        return isinstance(answer["embedding"], list) and bool(answer["embedding"]) and numbers(answer["embedding"])
+    scores = answer.get("scores")
+    return (isinstance(answer.get("label"), str) and isinstance(scores, dict) and bool(scores)
+            and numbers(scores.values()))
 
 
 def piece_count(size: int, piece_bytes: int) -> int:
@@ -159,7 +189,7 @@ def model_files(directory: Path) -> list[str]:
 
 def build_manifest(directory: Path, model_name: str, version: str, task: str | None = None,
                    workers: int = 8, runtimes: dict[str, dict[str, Any]] | None = None,
-                   piece_bytes: int = PIECE_BYTES) -> Manifest:
+                   piece_bytes: int = PIECE_BYTES, probe: dict[str, Any] | None = None) -> Manifest:
     paths = model_files(directory)
     if not paths:
         raise ManifestError(f"{directory} has no files")
@@ -167,7 +197,7 @@ def build_manifest(directory: Path, model_name: str, version: str, task: str | N
         check_relative_path(path)
     with ThreadPoolExecutor(workers) as pool:
         files = dict(zip(paths, pool.map(lambda p: file_entry(directory / p, piece_bytes), paths), strict=True))
-    return Manifest(model_name, version, files, task, runtimes=runtimes or {}, piece_bytes=piece_bytes)
+    return Manifest(model_name, version, files, task, runtimes=runtimes or {}, piece_bytes=piece_bytes, probe=probe)
 
 
 def verify_file(path: Path, relpath: str, entry: FileEntry) -> str | None:

@@ -39,7 +39,9 @@ from .ipc import (
     result_row,
     results_message,
 )
+from .manifest import Manifest
 from .metrics import IntervalStats
+from .model_check import ModelCheckError, check_probe
 from .runtimes import RuntimeConversionError, check_published
 from .settings import Settings, SettingsError
 
@@ -161,10 +163,12 @@ class ModelRunner:
                                on_batch=self.batch_sizes.observe, on_cycle=self._flush_links,
                                on_queue_change=self._on_queue_change,
                                on_fatal=self._on_fatal, is_fatal=self._is_fatal,
-                               on_all_warm=self._on_all_warm, fit_batch=self._fit_share,
+                               on_all_warm=self._on_all_warm, before_ready=self._check_probe,
+                               fit_batch=self._fit_share,
                                batch_times=BatchTimes(status.table))
         self._is_cuda_error = is_cuda_error
         self._save_compile_cache: Callable[[], object] | None = None  # set when a compile finds no cache to restore
+        self.manifest: Manifest | None = None  # the fetched version's, once fetched
 
     def _is_fatal(self, exc: BaseException) -> bool:
         fatal = self._is_cuda_error(exc)
@@ -216,7 +220,7 @@ class ModelRunner:
         self.start_phases["fetch started"] = time.time()
         artifact = fetch_model(s.model_uri, s.model_cache_dir, s.manifest_required)
         self.start_phases["fetched"] = time.time()
-        manifest = artifact.manifest
+        self.manifest = manifest = artifact.manifest
         if manifest and (manifest.model_name, manifest.version) != (s.model_name, s.model_version):
             log.warning("the manifest names another model or version",
                         extra={"manifest_model": manifest.model_name, "manifest_version": manifest.version})
@@ -250,6 +254,12 @@ class ModelRunner:
                                         "runtime": s.model_runtime,
                                         "seconds": round(time.monotonic() - started, 3)})
         return handler
+
+    def _check_probe(self, handler: Handler) -> None:
+        """Once warm, before ready: the model answers the manifest's probe as it did at publish (model_check.py)."""
+        s = self.settings
+        check_probe(handler, self.manifest, model_name=s.model_name, version=s.model_version,
+                    runtime=s.model_runtime, device_type=self.device.type)
 
     def _device_identity(self) -> tuple[int, str | None]:
         """The model's device as a GPU share names it: its ordinal and its UUID (0 and None on the CPU)."""
@@ -376,9 +386,7 @@ class ModelRunner:
                          extra={"error": str(exc), "cuda_error": self._is_cuda_error(exc)})
             code = 1
         else:
-            expected = isinstance(exc, (ArtifactError, SettingsError))  # no traceback needed for these
-            log.critical("model load failed; refusing to start", exc_info=None if expected else exc,
-                         extra={"error": str(exc), "error_type": type(exc).__name__})
+            _log_refusal(exc)
             code = 2 if isinstance(exc, (SettingsError, HandlerError)) else 1
         self.exit_code = code
         sys.stdout.flush()
@@ -414,6 +422,14 @@ class ModelRunner:
     def _gpu_memory_used(self) -> int:
         """Bytes this process holds on its GPU (the caching allocator's reserve: what counts against a share)."""
         return int(self._torch.cuda.memory_reserved(self.device)) if self.device.type == "cuda" else 0
+
+
+def _log_refusal(exc: BaseException) -> None:
+    """Before ready: why the model will not serve (the expected refusals need no traceback)."""
+    expected = isinstance(exc, (ArtifactError, SettingsError, ModelCheckError))
+    wrong_model = isinstance(exc, ModelCheckError)
+    log.critical("wrong model; refusing to start" if wrong_model else "model load failed; refusing to start",
+                 exc_info=None if expected else exc, extra={"error": str(exc), "error_type": type(exc).__name__})
 
 
 def _larger_estimate(handler: Handler, length: int, measured_one: int, size: int) -> int:

@@ -6,7 +6,10 @@ Every file is uploaded first, then SHA256SUMS (the same digests for `sha256sum -
 16 MiB pieces' digests of each larger file, for the copy-to-scratch fetcher), and manifest.json last, so a version
 with a manifest is complete. A torch-export or
 image-classification artifact (model.pt2 and model.json) is checked before anything is uploaded: the declaration,
-no pickled entries in the archive, and the program's inputs and outputs against the declaration. Each
+no pickled entries in the archive, and the program's inputs and outputs against the declaration. A
+text-classification or text-embedding model is loaded as the server loads it, refused where its checkpoint lacks
+weights or labels its task needs (model_check.py), and its answer to a fixed probe text goes into the manifest, which
+the server checks before it is ready. Each
 `--runtime` (compile, onnx, int8; see runtimes.py) is converted here, never at task start, and must pass its
 accuracy gate against eager before anything is uploaded; the gate results go into the manifest.
 """
@@ -35,6 +38,7 @@ from .manifest import (
     ManifestError,
     build_manifest,
 )
+from .model_check import PROBED_TASKS, ModelCheckError, describe, record_probe
 from .runtimes import RUNTIMES, RuntimeConversionError, convert_and_gate
 from .settings import MODEL_NAME_PATTERN, TASKS
 
@@ -78,6 +82,7 @@ def publish(model_dir: Path, uri: str, *, task: str | None = None, model_name: s
     existing = _existing_keys(client, bucket, prefix)
     if existing and not force:
         raise PublishError(f"{uri} already exists ({len(existing)} objects); pass --force to overwrite it")
+    probe = _probe(model_dir, task)
     gates = {}
     for runtime in dict.fromkeys(runtimes):  # before the manifest: the converted files are checksummed with the rest
         assert task is not None  # checked above: --runtime needs --task
@@ -87,7 +92,8 @@ def publish(model_dir: Path, uri: str, *, task: str | None = None, model_name: s
             raise PublishError(str(exc)) from None
         gates[runtime] = result.to_json()
         log.info("runtime converted and gated", extra=gates[runtime])
-    manifest = build_manifest(model_dir, model_name, version, task, runtimes=gates, piece_bytes=piece_bytes)
+    manifest = build_manifest(model_dir, model_name, version, task, runtimes=gates, piece_bytes=piece_bytes,
+                              probe=probe)
 
     def upload(relpath: str) -> None:
         client.upload_file(str(model_dir / relpath), bucket, prefix + relpath)
@@ -105,8 +111,20 @@ def publish(model_dir: Path, uri: str, *, task: str | None = None, model_name: s
         client.delete_object(Bucket=bucket, Key=key)
     log.info("model published", extra={"model_uri": f"s3://{bucket}/{prefix}", "model_name": model_name,
                                        "version": version, "files": len(manifest.files),
-                                       "bytes": sum(e.size for e in manifest.files.values())})
+                                       "bytes": sum(e.size for e in manifest.files.values()),
+                                       "probe_answer": describe(manifest.probe["answer"]) if manifest.probe else None})
     return manifest
+
+
+def _probe(model_dir: Path, task: str | None) -> dict | None:
+    """The model's answer to the probe text, for a built-in text task; PublishError where its checkpoint cannot serve
+    the task."""
+    if task not in PROBED_TASKS:
+        return None
+    try:
+        return record_probe(model_dir, task)
+    except ModelCheckError as exc:
+        raise PublishError(str(exc)) from None
 
 
 def _existing_keys(client, bucket: str, prefix: str) -> set[str]:

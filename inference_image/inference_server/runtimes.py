@@ -104,6 +104,11 @@ def _handler(model_dir: Path, task: str, runtime: str, max_batch_size: int = 32)
     return handler
 
 
+def reference_handler(model_dir: Path, task: str):
+    """The model as publish measures it (the gates' reference and the recorded probe): eager FP32 on the CPU."""
+    return _handler(model_dir, task, "eager")
+
+
 def export_onnx(model_dir: Path, task: str, target: Path) -> None:
     """The handler's whole forward (model and head: pooled embeddings or probabilities) as ONNX, batch and
     sequence dynamic."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import tempfile
 from pathlib import Path
 
 import aws_cdk as cdk
@@ -19,6 +20,7 @@ import pytest
 from cdk_nag import AwsSolutionsChecks
 
 from tests.conftest import ROOT, cloudformation_validation_findings, scenario_context, validated_app
+from tests.consumer.team_model import write_page_package
 from tests.readable_templates import ReadableSnapshot, render_stacks
 
 EXAMPLE = re.compile(r"```python\n(# Example: (.+?)\n.*?)```", re.S)
@@ -28,6 +30,7 @@ NAMES = {
     "existing-vpc": "our server in an existing VPC",
     "vllm": "vLLM on a 4-GPU instance",
     "own-image": "a team's own image, on the team's own cluster, listener, bucket and key",
+    "team-handler": "a team's own handler in the bundled server's image",
     "canary": "a canary rollout that also rolls back on your own alarm",
 }
 
@@ -62,8 +65,12 @@ def ran(name: str) -> tuple[str, dict, dict]:
     """(name, the plain run, the run under cdk.json's flags) of one example, each synthesized once."""
     if name not in _RUNS:
         page, source = located_examples()[name]
-        with pytest.MonkeyPatch.context() as patch:
-            patch.chdir(ROOT)  # some examples build inference_image/ as an asset, as from a checkout
+        with pytest.MonkeyPatch.context() as patch, tempfile.TemporaryDirectory() as workdir:
+            if name == "team-handler":  # its app runs beside the page's handler package, as the team's would
+                write_page_package(Path(workdir))
+                patch.chdir(workdir)
+            else:
+                patch.chdir(ROOT)  # some examples build inference_image/ as an asset, as from a checkout
             _RUNS[name] = (name, run_example(source, None, page), run_example(source, scenario_context(), page))
     return _RUNS[name]
 

@@ -168,6 +168,19 @@ def test_a_corrupted_model_in_s3_refuses_to_start(s3, bucket, tiny_classifier_di
     assert {(line["model"], line["model_version"]) for line in json_lines(log)} == {("tiny", "1")}
 
 
+def test_a_checkpoint_without_its_head_refuses_to_start_as_a_classifier(s3, bucket, tiny_embedder_dir, tmp_path):
+    """Issue 43: MODEL_TASK=text-classification on an embedding model answered with a random head."""
+    uri = f"s3://{bucket}/models/tiny/1/"
+    publish(tiny_embedder_dir, uri, task="text-embedding")
+    log = tmp_path / "server.log"
+    env = server_env(uri, free_port(), tmp_path / "cache", MODEL_TASK="text-classification")
+    assert start(env, log).wait(STARTUP_TIMEOUT) == 1, log.read_text()
+    [refusal] = [line for line in json_lines(log) if line["level"] == "CRITICAL"]
+    assert refusal["message"] == "wrong model; refusing to start" and refusal["error_type"] == "ModelCheckError"
+    assert "cannot serve text-classification: its weights lack classifier.bias, classifier.weight" in refusal["error"]
+    assert "serve it as text-embedding (MODEL_TASK=text-embedding" in refusal["error"]
+
+
 def test_a_model_without_manifest_in_s3_refuses_to_start(s3, bucket, tiny_classifier_dir, tmp_path):
     for path in tiny_classifier_dir.iterdir():
         s3.upload_file(str(path), bucket, f"models/tiny/1/{path.name}")

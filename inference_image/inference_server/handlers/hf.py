@@ -5,11 +5,12 @@ from __future__ import annotations
 import logging
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
+from ..model_check import check_checkpoint
 from ..runtimes import ONNX_FILES, OnnxForward
 from ..tensor_spec import Signature, TensorSpec
 from .base import Encoded, Handler, InputError, LoadContext
@@ -42,10 +43,17 @@ HF_TASKS = ("text-classification", "text-embedding")
 
 
 class HuggingFaceHandler(Handler):
+    task: ClassVar[str] = ""  # the built-in task this handler serves
     _onnx_file: Path | None = None  # set by load() for the onnx and int8 runtimes
 
     def _load_model(self, ctx: LoadContext) -> torch.nn.Module:
         raise NotImplementedError
+
+    def _from_pretrained(self, auto_class: Any, ctx: LoadContext) -> torch.nn.Module:
+        """The weights, refused (model_check.ModelCheckError) where the checkpoint lacks what the task needs."""
+        model, info = auto_class.from_pretrained(ctx.model_dir, output_loading_info=True, **self._auto_kwargs(ctx))
+        check_checkpoint(self.task, ctx.model_dir, model.config, info["missing_keys"], model.base_model_prefix)
+        return model
 
     def _head(self, outputs: Any, attention_mask: torch.Tensor) -> torch.Tensor:
         """Model outputs to the float32 tensor that leaves the device."""
@@ -123,6 +131,7 @@ class HuggingFaceHandler(Handler):
         self.device = ctx.device
         self._onnx_file = ctx.model_dir / ONNX_FILES[ctx.runtime] if ctx.runtime in ONNX_FILES else None
         if self._onnx_file is not None:  # ONNX Runtime on the file publish converted and gated; no torch weights
+            check_checkpoint(self.task, ctx.model_dir, self.config)
             self._run = OnnxForward(self._onnx_file, ctx.device.type, torch.get_num_threads())
             return
         self.model = self._load_model(ctx).to(ctx.device).eval()
@@ -198,12 +207,15 @@ class HuggingFaceHandler(Handler):
 
 class TextClassificationHandler(HuggingFaceHandler):
     prediction_model = ClassificationPrediction
+    task = "text-classification"
 
     def _load_model(self, ctx: LoadContext) -> torch.nn.Module:
         with _TRANSFORMERS_LOCK:
             from transformers import AutoModelForSequenceClassification
 
-        model = AutoModelForSequenceClassification.from_pretrained(ctx.model_dir, **self._auto_kwargs(ctx))
+        if not self.config.id2label:  # a head of no labels cannot take a trained head's weights: refuse before them
+            check_checkpoint(self.task, ctx.model_dir, self.config)
+        model = self._from_pretrained(AutoModelForSequenceClassification, ctx)
         self._load_labels(model.config)
         return model
 
@@ -246,12 +258,13 @@ class TextEmbeddingHandler(HuggingFaceHandler):
 
     prediction_model = EmbeddingPrediction
     provides_embeddings = True
+    task = "text-embedding"
 
     def _load_model(self, ctx: LoadContext) -> torch.nn.Module:
         with _TRANSFORMERS_LOCK:
             from transformers import AutoModel
 
-        return AutoModel.from_pretrained(ctx.model_dir, **self._auto_kwargs(ctx))
+        return self._from_pretrained(AutoModel, ctx)
 
     def _shared_config(self) -> dict[str, Any]:
         return {"hidden_size": int(self.config.hidden_size)}
