@@ -104,8 +104,10 @@ def test_a_small_image_is_not_held_behind_a_large_decode(vision, tiny_image_dir)
             rounds.append(answers)
 
     assert all(a["small"][0] == 200 and a["large"][0] == 200 for a in rounds), rounds
-    # On the event loop, the small request would wait for the rest of the large decode: 3/4 of decode_s at least.
-    assert min(a["small"][1] for a in rounds) < decode_s / 2, (rounds, decode_s)
+    # On the event loop, the small request (sent a quarter into the large decode) would wait for the rest of it: at
+    # least 3/4 of the large request's own time, in the same round. A ratio within one round holds whatever else the
+    # machine is doing (issue 43); against decode_s, timed alone beforehand, a busy machine failed it.
+    assert min(a["small"][1] / a["large"][1] for a in rounds) < 0.6, (rounds, decode_s)
 
 
 @pytest.mark.anyio
