@@ -309,3 +309,19 @@ def test_gpu_capacity_without_a_topic_tells_its_own_topic_and_warns_naming_notif
     assert any(r["Properties"]["EventPattern"]["source"] == ["aws.autoscaling"] for r in rule.values())
     cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     app.synth()  # cdk-nag's AS3 (and every other rule) passes: before, AS3 failed the synth
+
+
+def test_stagings_llm_declares_its_heads_so_a_wrong_tensor_parallel_size_is_refused_at_synth():
+    """staging's llama-13b names its 40 attention heads (cdk.json): a gpus its heads cannot split is a config error
+    naming the key, before any stack is built."""
+    import copy
+
+    from stacks.config import load_environment
+    from tests.scenarios import scenario_environment
+
+    data = copy.deepcopy(scenario_environment("staging"))
+    (llm,) = [m for m in data["models"] if m["name"] == "llama-13b"]
+    assert llm["vllm"]["attention_heads"] == 40
+    llm["gpus"] = 3
+    with pytest.raises(ConfigError, match=r"models\[\d\]\.gpus: 3 GPUs cannot split the model's 40 attention heads"):
+        load_environment("staging", data)
