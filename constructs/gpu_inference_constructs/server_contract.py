@@ -210,14 +210,20 @@ VLLM_EXIT_SECONDS = 20
 VLLM_LONGEST_REQUEST_SECONDS = 80
 
 
+def drain_after_delay(longest_request_seconds: int, exit_seconds: int, server: str) -> int:
+    """What the Spot notice leaves ``server`` to drain after SIGTERM, after a deregistration delay of
+    ``longest_request_seconds`` (the longest generation finishes within it) and its ``exit_seconds``."""
+    high = SPOT_NOTICE_SECONDS - exit_seconds
+    require_range(longest_request_seconds, 1, high, "longest_request_seconds",
+                  hint=f" (the deregistration delay, then {server}'s drain and {exit_seconds} s exit, fit the "
+                       f"{SPOT_NOTICE_SECONDS} s Spot notice; bound longer generations with max_tokens)")
+    return high - longest_request_seconds
+
+
 def vllm_drain_seconds(longest_request_seconds: int) -> int:
     """vLLM's ``--shutdown-timeout``: what the Spot notice leaves after a deregistration delay of
     ``longest_request_seconds`` and vLLM's exit."""
-    high = SPOT_NOTICE_SECONDS - VLLM_EXIT_SECONDS
-    require_range(longest_request_seconds, 1, high, "longest_request_seconds",
-                  hint=f" (the deregistration delay, then vLLM's drain and {VLLM_EXIT_SECONDS} s exit, fit the "
-                       f"{SPOT_NOTICE_SECONDS} s Spot notice; bound longer generations with max_tokens)")
-    return high - longest_request_seconds
+    return drain_after_delay(longest_request_seconds, VLLM_EXIT_SECONDS, "vLLM")
 
 
 @dataclass(frozen=True)
@@ -316,7 +322,13 @@ class StopTiming:
         tensor-parallel workers stop (``VLLM_EXIT_SECONDS``, 20 s budget). A generation still running when the drain
         ends is cut, and vLLM 0.32 then waits on its open response until SIGKILL at ``stopTimeout`` (seen in
         ``make e2e-vllm`` with ``--shutdown-timeout 0``), which the budget already allows for."""
-        return cls(vllm_drain_seconds(longest_request_seconds), VLLM_EXIT_SECONDS,
+        return cls.after_delay(longest_request_seconds, VLLM_EXIT_SECONDS, "vLLM")
+
+    @classmethod
+    def after_delay(cls, longest_request_seconds: int, exit_seconds: int, server: str) -> StopTiming:
+        """An LLM server whose longest generation finishes within its own deregistration delay (that long), then
+        drains for what the Spot notice leaves (:func:`drain_after_delay`) and exits within ``exit_seconds``."""
+        return cls(drain_after_delay(longest_request_seconds, exit_seconds, server), exit_seconds,
                    longest_request_seconds=longest_request_seconds, deregistration_delay_seconds=longest_request_seconds)
 
     @classmethod

@@ -13,8 +13,15 @@ from typing import Literal
 
 from aws_cdk import aws_ecs as ecs
 
-from .errors import ConfigError, require, require_range
-from .llm_server_checks import check_heads, memory_fraction, warn_unknown_heads
+from .errors import require, require_range
+from .llm_server_checks import (
+    check_heads,
+    check_shared_memory,
+    load_signals,
+    memory_fraction,
+    preset_images,
+    warn_unknown_heads,
+)
 from .model_props import ModelProps
 from .server_contract import (
     API_KEY_NAME,
@@ -24,16 +31,15 @@ from .server_contract import (
     LivenessCheck,
     ModelFromS3,
     PrometheusMetrics,
-    ScalingSignal,
     ServerContext,
     ServerContract,
     StopTiming,
+    drain_after_delay,
     named_user,
     port_liveness,
     require_props,
     sidecar_reservation,
 )
-from .service_timing import SPOT_NOTICE_SECONDS
 
 # SGLang's own default port (``--port``, fields/serving.py).
 SGLANG_PORT = 30000
@@ -102,11 +108,7 @@ DEFAULT_MEM_FRACTION_STATIC = 0.70
 def sglang_drain_seconds(longest_request_seconds: int) -> int:
     """What the Spot notice leaves SGLang to finish requests after SIGTERM, after a deregistration delay of
     ``longest_request_seconds`` and its exit."""
-    high = SPOT_NOTICE_SECONDS - SGLANG_EXIT_SECONDS
-    require_range(longest_request_seconds, 1, high, "longest_request_seconds",
-                  hint=f" (the deregistration delay, then SGLang's {SGLANG_EXIT_SECONDS} s exit, fit the "
-                       f"{SPOT_NOTICE_SECONDS} s Spot notice; bound longer generations with max_tokens)")
-    return high - longest_request_seconds
+    return drain_after_delay(longest_request_seconds, SGLANG_EXIT_SECONDS, "SGLang")
 
 
 def sglang_stop(longest_request_seconds: int = SGLANG_LONGEST_REQUEST_SECONDS) -> StopTiming:
@@ -115,8 +117,7 @@ def sglang_stop(longest_request_seconds: int = SGLANG_LONGEST_REQUEST_SECONDS) -
     until its running requests end, so the drain is what the Spot notice leaves after the delay and the exit
     (``SGLANG_EXIT_SECONDS``, 30 s): a conservative budget, since SGLang's documentation says nothing of SIGTERM and
     the numbers are its source's. A generation still running at ``stopTimeout`` is cut by SIGKILL."""
-    return StopTiming(sglang_drain_seconds(longest_request_seconds), SGLANG_EXIT_SECONDS,
-                      longest_request_seconds=longest_request_seconds, deregistration_delay_seconds=longest_request_seconds)
+    return StopTiming.after_delay(longest_request_seconds, SGLANG_EXIT_SECONDS, "SGLang")
 
 
 def _version_of(tag: str) -> tuple[int, int, int] | None:
@@ -281,20 +282,15 @@ class SglangServer:
         model.check_reserved_environment(SGLANG_RESERVED_ENVIRONMENT, self.name)
         check_heads(model, self.props.attention_heads, "SGLang", "sglang.attention_heads")
         shm = self.props.shared_memory_for(model.memory_mib)
-        require(shm < model.memory_mib, "sglang.shared_memory_mib",
-                f"{shm} MiB of /dev/shm must be below memory_mib ({model.memory_mib}): shared memory counts against the task's memory")
+        check_shared_memory(model, shm, "sglang.shared_memory_mib")
 
     def contract(self, context: ServerContext) -> ServerContract:
         model, props = context.model, self.props
         self.check(model)
         warn_unknown_heads(context, self.props.attention_heads, "SGLang", "sglang.attention_heads")
-        image = self.image
-        if image is None and props.image is not None:
-            image = props.image.container_image(context.scope, "SglangImage")
-        if image is None:
-            raise ConfigError("sglang.image", "is missing: give the ECR repository and tag of your lmsysorg/sglang mirror, or pass image= to SglangServer")
-        fetcher_image = self.fetcher_image or (props.fetcher_image.container_image(context.scope, "FetcherImage") if props.fetcher_image else None)
-        collector_image = self.collector_image or (props.collector_image.container_image(context.scope, "CollectorImage") if props.collector_image else None)
+        image, fetcher_image, collector_image = preset_images(
+            self, props, context.scope, "SglangImage",
+            ("sglang.image", "is missing: give the ECR repository and tag of your lmsysorg/sglang mirror, or pass image= to SglangServer"))
         source = props.model_source(fetcher_image)
         command = (
             "--model-path", source.local_path,
@@ -351,10 +347,7 @@ class SglangServer:
             keep_alive_seconds=context.timing.keep_alive_seconds,
             stop=self.stop,
             metrics=PrometheusMetrics(metrics=SGLANG_METRICS, collector_image=collector_image),
-            scaling_signals=(
-                ScalingSignal(running, target=props.running_target),
-                ScalingSignal(waiting, statistic="Maximum", scale_out_above=props.waiting_requests_scale_out),
-                # sglang:token_usage is a fraction, 0 to 1.
-                ScalingSignal(kv_cache, statistic="Maximum", scale_out_above=props.kv_cache_scale_out_percent / 100, maximum=1),
-            ),
+            scaling_signals=load_signals(running, waiting, kv_cache, running_target=props.running_target,
+                                         waiting_scale_out=props.waiting_requests_scale_out,
+                                         kv_cache_scale_out_percent=props.kv_cache_scale_out_percent),
         )

@@ -9,8 +9,15 @@ from typing import Literal
 
 from aws_cdk import aws_ecs as ecs
 
-from .errors import ConfigError, require, require_range
-from .llm_server_checks import check_heads, memory_fraction, warn_unknown_heads
+from .errors import require, require_range
+from .llm_server_checks import (
+    check_heads,
+    check_shared_memory,
+    load_signals,
+    memory_fraction,
+    preset_images,
+    warn_unknown_heads,
+)
 from .model_props import ModelProps
 from .server_contract import (
     API_KEY_NAME,
@@ -21,7 +28,6 @@ from .server_contract import (
     LivenessCheck,
     ModelFromS3,
     PrometheusMetrics,
-    ScalingSignal,
     ServerContext,
     ServerContract,
     StopTiming,
@@ -203,8 +209,7 @@ class VllmServer:
         model.check_reserved_environment(self.props.reserved_environment, self.name)
         check_heads(model, self.props.attention_heads, "vLLM", "vllm.attention_heads")
         shm = self.props.shared_memory_for(model.memory_mib)
-        require(shm < model.memory_mib, "vllm.shared_memory_mib",
-                f"{shm} MiB of /dev/shm must be below memory_mib ({model.memory_mib}): shared memory counts against the task's memory")
+        check_shared_memory(model, shm, "vllm.shared_memory_mib")
         if self.props.weights == "stream":
             buffers = model.gpus * self.props.buffer_mib
             require(shm + buffers < model.memory_mib, "vllm.stream_buffer_mib",
@@ -216,13 +221,9 @@ class VllmServer:
         model, props = context.model, self.props
         self.check(model)
         warn_unknown_heads(context, self.props.attention_heads, "vLLM", "vllm.attention_heads")
-        image = self.image
-        if image is None and props.image is not None:
-            image = props.image.container_image(context.scope, "VllmImage")
-        if image is None:
-            raise ConfigError("vllm.image", "is missing: give the ECR repository and tag of your vllm/vllm-openai mirror, or pass image= to VllmServer")
-        fetcher_image = self.fetcher_image or (props.fetcher_image.container_image(context.scope, "FetcherImage") if props.fetcher_image else None)
-        collector_image = self.collector_image or (props.collector_image.container_image(context.scope, "CollectorImage") if props.collector_image else None)
+        image, fetcher_image, collector_image = preset_images(
+            self, props, context.scope, "VllmImage",
+            ("vllm.image", "is missing: give the ECR repository and tag of your vllm/vllm-openai mirror, or pass image= to VllmServer"))
         source = props.model_source(fetcher_image)
         if props.weights == "stream":
             streaming: tuple[str, ...] = ("--load-format", "runai_streamer")
@@ -294,12 +295,9 @@ class VllmServer:
             keep_alive_seconds=context.timing.keep_alive_seconds,
             stop=self.stop,
             metrics=PrometheusMetrics(metrics=VLLM_METRICS, collector_image=collector_image),
-            scaling_signals=(
-                ScalingSignal(running, target=props.running_target),
-                ScalingSignal(waiting, statistic="Maximum", scale_out_above=props.waiting_requests_scale_out),
-                # vllm:kv_cache_usage_perc is a fraction, 0 to 1.
-                ScalingSignal(kv_cache, statistic="Maximum", scale_out_above=props.kv_cache_scale_out_percent / 100, maximum=1),
-            ),
+            scaling_signals=load_signals(running, waiting, kv_cache, running_target=props.running_target,
+                                         waiting_scale_out=props.waiting_requests_scale_out,
+                                         kv_cache_scale_out_percent=props.kv_cache_scale_out_percent),
         )
 
     def _stream_environment(self, region: str) -> dict[str, str]:
