@@ -18,7 +18,11 @@ from gpu_inference_constructs.deployment_capacity import (
 )
 from gpu_inference_constructs.errors import ConfigError, require, require_range
 from gpu_inference_constructs.gpu_capacity import GpuCapacityProps
-from gpu_inference_constructs.gpu_packing import check_shared_group_holds_deployment_at_peak, shared_service
+from gpu_inference_constructs.gpu_packing import (
+    check_one_kind,
+    check_shared_group_holds_deployment_at_peak,
+    shared_service,
+)
 from gpu_inference_constructs.load_balancer import (
     ConfiguredLoad,
     LoadBalancerProps,
@@ -165,11 +169,8 @@ class EnvironmentConfig:
             key = f"capacity_groups.{group}.capacity.max_capacity" if group else "capacity.max_capacity"
             shared = [m for m in placed if m.gpu_share is not None]
             if shared:
-                whole = [m.name for m in placed if m.gpu_share is None]
-                require(not whole, f"models[{self.models.index(shared[0])}].gpu_share",
-                        f"{shared[0].name!r} is on a share and {', '.join(whole)} on whole GPUs in one capacity group: a GPU in "
-                        "MPS mode takes only shared containers; put the shared models in a capacity group of their own "
-                        "(capacity_groups)")
+                check_one_kind([m.name for m in shared], [m.name for m in placed if m.gpu_share is None],
+                               f"models[{self.models.index(shared[0])}].gpu_share")
                 check_shared_group_holds_deployment_at_peak(self.group_capacity(group).max_capacity,
                                                             self.group_capacity(group).resolve_instance_types(),
                                                             [shared_service(m) for m in placed], key=key)

@@ -32,7 +32,7 @@ from .acknowledgements import acknowledge, default_child, default_policy, nag_re
 from .cdk_interfaces import as_role, as_topic, service_principal
 from .deployment_capacity import ServiceDeployment, check_group_holds_deployment_at_peak
 from .errors import ConfigError, require, require_range
-from .gpu_packing import SharedService, check_shared_group_holds_deployment_at_peak, shared_service
+from .gpu_packing import SharedService, check_one_kind, check_shared_group_holds_deployment_at_peak, shared_service
 from .instance_catalog import GpuInstanceType, lookup, warn_if_unlisted
 from .model_props import ModelProps, service_deployment
 from .notifications import NotificationTopic, topic_target
@@ -501,11 +501,8 @@ class GpuCapacity(Construct):
         A group holds models on whole GPUs or models on shares, never both: a GPU in MPS mode takes only MPS
         containers (ECS API reference, GpuSharingMode)."""
         shared = model.gpu_share is not None
-        others = [s.name for s in self.services] if shared else [s.deployment.name for s in self.shared_services]
-        require(not others, f"models[{model.name}].gpu_share",
-                f"{'a share' if shared else 'whole GPUs'} on a group that already runs {', '.join(others)} on "
-                f"{'whole GPUs' if shared else 'shares'}: a GPU in MPS mode takes only shared containers; give the shared "
-                "models a capacity group of their own")
+        check_one_kind([s.deployment.name for s in self.shared_services] + ([model.name] if shared else []),
+                       [s.name for s in self.services] + ([] if shared else [model.name]), f"models[{model.name}].gpu_share")
         if not shared:
             self.add_service(service_deployment(model, in_gpus=True))
             return

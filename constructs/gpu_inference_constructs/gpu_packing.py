@@ -71,6 +71,15 @@ class SharedService:
     task: SharedTask
 
 
+def check_one_kind(shared: list[str], whole: list[str], key: str) -> None:
+    """A capacity group holds models on shares or models on whole GPUs, never both: a GPU in MPS mode takes only MPS
+    containers (ECS API reference, GpuSharingMode)."""
+    require(not (shared and whole), key,
+            f"{', '.join(shared)} on shares and {', '.join(whole)} on whole GPUs in one capacity group: a GPU in MPS mode "
+            "takes only shared containers; put the shared models in a capacity group of their own (capacity_groups in "
+            "cdk.json; another GpuCapacity in your own app)")
+
+
 def shared_service(model: ModelProps) -> SharedService:
     """``model`` (on a share) as the capacity check counts it."""
     assert model.gpu_share is not None  # only models on a share are packed

@@ -185,3 +185,16 @@ def test_cfn_lint_knows_sharing_strategy_and_finds_nothing_in_devs_shared_templa
     assert len(paths) >= 3
     linted = subprocess.run([str(CFN_LINT), "--format", "parseable", "--", *paths], capture_output=True, text=True)
     assert not [line for line in linted.stdout.splitlines() if ":E" in line and "ResourceRequirements" in line], linted.stdout
+
+
+def test_a_library_capacity_refuses_whole_and_shared_models_on_one_group():
+    """The construct's own check, as the app's config makes it (gpu_packing.check_one_kind): either order."""
+    from gpu_inference_constructs import GpuCapacity, GpuCapacityProps, ModelProps
+
+    for first, second in ((None, GpuShare(2048)), (GpuShare(2048), None)):
+        stack = cdk.Stack(cdk.App(), "Team", env=cdk.Environment(account="123456789012", region="us-east-1"))
+        vpc = ec2.Vpc.from_vpc_attributes(stack, "Vpc", vpc_id="vpc-1", availability_zones=["us-east-1a"], private_subnet_ids=["subnet-1"])
+        gpus = GpuCapacity(stack, "Gpus", vpc=vpc, props=GpuCapacityProps())
+        gpus.add_model(ModelProps(name="first", version="1", cpu=1024, memory_mib=3072, gpu_share=first))
+        with pytest.raises(ConfigError, match=r"^models\[second\]\.gpu_share: .*capacity group of their own"):
+            gpus.add_model(ModelProps(name="second", version="1", cpu=1024, memory_mib=3072, gpu_share=second))
