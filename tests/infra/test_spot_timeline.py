@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from gpu_inference_constructs.acknowledgements import default_child
 from gpu_inference_constructs.model_props import ModelProps
 from gpu_inference_constructs.service_timing import SPOT_NOTICE_SECONDS
 from gpu_inference_constructs.spot_draining import minimum_healthy_percent, tasks_ecs_may_stop, tasks_on_one_instance
@@ -55,10 +56,9 @@ def timings(synthesized, environment: str) -> list[tuple[ModelProps, TaskTiming,
     resources = template["Resources"]
     found = []
     for model in stage.config.models:
-        service = stage.model_stacks[model.name].service
-        (properties,) = [r["Properties"] for r in resources.values() if r["Type"] == "AWS::ECS::Service"
-                         and r["Properties"]["LoadBalancers"][0]["ContainerPort"] == service.contract.port
-                         and r["Properties"]["TaskDefinition"]["Ref"] in _task_definition_ids(resources, model.name)]
+        stack = stage.model_stacks[model.name]
+        service = stack.service
+        properties = resources[stack.get_logical_id(default_child(service.service))]["Properties"]
         groups = [resources[binding["TargetGroupArn"]["Ref"]]["Properties"] for binding in properties["LoadBalancers"]]
         delays = {int(a["Value"]) for g in groups for a in g["TargetGroupAttributes"] if a["Key"] == "deregistration_delay.timeout_seconds"}
         (delay,) = delays
@@ -69,12 +69,6 @@ def timings(synthesized, environment: str) -> list[tuple[ModelProps, TaskTiming,
         lows = [max(1, schedule.task_range(model.min_tasks, model.max_tasks)[0]) for schedule in stage.config.scaling.schedules]
         found.append((model, timing, list(range(min([model.min_tasks, *lows]), model.max_tasks + 1)), service.instance_type.gpus))
     return found
-
-
-def _task_definition_ids(resources: dict, model_name: str) -> set[str]:
-    return {key for key, r in resources.items() if r["Type"] == "AWS::ECS::TaskDefinition"
-            and any(c.get("Environment") and c["Name"] == "server" for c in r["Properties"]["ContainerDefinitions"])
-            and key.startswith(f"Model{model_name.replace('-', '')}")}
 
 
 @pytest.mark.parametrize("environment", ENVIRONMENTS)
