@@ -18,12 +18,14 @@ What AWS does, and how this module meets it (sources in docs/aws-facts.md, "Issu
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import aws_cdk as cdk
+import jsii
 from aws_cdk import aws_autoscaling as autoscaling
+from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -203,3 +205,40 @@ def into_service_pattern(group: autoscaling.IAutoScalingGroup) -> events.EventPa
         detail={"AutoScalingGroupName": [group.auto_scaling_group_name], "LifecycleHookName": [HOOK_NAME],
                 "Destination": [INTO_SERVICE]},
     )
+
+
+def add_warm_pool(scope: Construct, group: autoscaling.AutoScalingGroup, pool: WarmPoolProps, *, all_spot: bool,
+                  user_data: ec2.UserData, images: Callable[[], Sequence[str]],
+                  logs_key: kms.IKey | None) -> tuple[autoscaling.WarmPool, WarmPoolLaunches]:
+    """``group``'s pool, its launch hook and the function that completes launches into service
+    (``WarmPoolLaunches``), and the user data that pulls ``images()`` (read at synth, once every model has added its
+    own) while an instance warms. Warns on a group whose instances are all Spot (``all_spot``)."""
+    if all_spot:
+        cdk.Annotations.of(scope).add_warning_v2(
+            "gpu-inference:warm-pool-all-spot",
+            "warm_pool on a group whose instances are all Spot: Auto Scaling cannot stop a Spot instance it "
+            "launched (one-time Spot requests), and whether it fills the pool with On-Demand instances on such a "
+            "group is not documented in the sources found (docs/aws-facts.md, Issue 44); give the group an "
+            "On-Demand share (on_demand_base_capacity) or check describe-warm-pool after the first deploy",
+        )
+    launches = WarmPoolLaunches(scope, "WarmPoolLaunches", group=group, props=pool, logs_key=logs_key)
+    warm_pool = group.add_warm_pool(
+        min_size=pool.min_size,
+        max_group_prepared_capacity=pool.prepared_capacity,
+        pool_state=autoscaling.PoolState.STOPPED if pool.pool_state == "Stopped" else autoscaling.PoolState.RUNNING,
+    )
+    # Instances launch into the pool only once the hook holds them while they pull.
+    warm_pool.node.add_dependency(launches.hook)
+    user_data.add_commands(cdk.Lazy.string(_WarmPoolScript(images)))
+    return warm_pool, launches
+
+
+@jsii.implements(cdk.IStableStringProducer)
+class _WarmPoolScript:
+    """The warm pool's user data, rendered at synth from the images known then (GpuCapacity.prepull)."""
+
+    def __init__(self, images: Callable[[], Sequence[str]]) -> None:
+        self._images = images
+
+    def produce(self) -> str:
+        return warm_pool_script(self._images())

@@ -1,0 +1,123 @@
+"""What GPU capacity a cluster gets (:class:`GpuCapacityProps`): the instance types of one shape in priority order,
+the Spot and On-Demand mix, the group's size and each instance's root volume, each checked where it is set."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .errors import ConfigError, require, require_range
+from .instance_catalog import GpuInstanceType, lookup
+from .warm_pool import WarmPoolProps
+
+
+@dataclass(frozen=True)
+class GpuCapacityProps:
+    """GPU capacity for one cluster. Defaults are a small all-Spot fleet that scales to zero: at most 8 instances,
+    enough for ModelProps' defaults (4 tasks of 1 GPU) deploying at 200 % (8 tasks) on 1-GPU types."""
+
+    instance_types: tuple[str, ...] = ("g5.xlarge", "g4dn.xlarge")
+    """The instance types, preferred first, all of one shape (vCPUs, memory, GPUs): On-Demand and Spot try the first
+    and fall back to the next when it is short. At most 20. Default: ("g5.xlarge", "g4dn.xlarge")."""
+    on_demand_base_capacity: int = 0
+    """Instances that are always On-Demand, before any Spot. Default: 0."""
+    on_demand_percentage_above_base: int = 0
+    """The On-Demand share of the instances above the base, 0-100. Default: 0 (all Spot above the base)."""
+    min_capacity: int = 0
+    """The group's fewest instances. Default: 0 (scales to zero)."""
+    max_capacity: int = 8
+    """The group's most instances; every model's deployment at its peak must fit them. Default: 8 (ModelProps'
+    defaults, 4 tasks of 1 GPU, deploying at 200 % on 1-GPU types)."""
+    target_capacity_percent: int = 100
+    """The capacity provider's target utilization, 1-100 (managed scaling). Default: 100 (no spare instance)."""
+    root_volume_gib: int = 100
+    """Each instance's gp3 root volume, 30-16384 GiB; it holds the images and the tasks' scratch volumes. Default:
+    100."""
+    root_volume_throughput_mib_s: int = 125
+    """The root volume's throughput, 125-1000 MiB/s (EC2 API EbsBlockDevice.Throughput). It holds the task's scratch
+    volume (the model copy): gp3's 125 MiB/s baseline moves 26 GB in 3.5 minutes. Default: 125 (gp3's included
+    baseline; more is provisioned, with the IOPS it needs)."""
+    managed_termination_protection: bool = False
+    """The capacity provider's managed termination protection (scale-in spares instances that run tasks). Default:
+    False (managed draining moves the tasks first)."""
+    instance_warmup_seconds: int = 300
+    """Seconds a new instance counts as warming up for managed scaling, 0-10000. Default: 300."""
+    instance_weights: dict[str, int] | None = None
+    """Refused when set: ECS capacity providers do not support instance weighting; list types of one shape in
+    ``instance_types`` instead. Default: None."""
+    machine_image_ids: dict[str, str] | None = None
+    """Region -> the ID of an AMI built from the ECS-optimized Amazon Linux 2023 GPU AMI with the task images already
+    pulled (docs/scaling-and-alarms.md, "An AMI with the images"): a new instance starts its tasks without pulling
+    them (ECS_IMAGE_PULL_BEHAVIOR=prefer-cached). Default: None (the ECS-optimized GPU AMI, from its SSM
+    parameter)."""
+    warm_pool: WarmPoolProps | None = None
+    """Stopped instances that booted once and pulled the task images, started on a scale-out instead of launching a
+    new one (:class:`~.warm_pool.WarmPoolProps`; docs/scaling-and-alarms.md, "A warm pool"). Default: None (no
+    pool)."""
+
+    def __post_init__(self) -> None:
+        require(
+            self.instance_weights is None,
+            "instance_weights",
+            "ECS capacity providers do not support instance weighting; list types of one shape in priority order in instance_types instead",
+        )
+        require(len(self.instance_types) >= 1, "instance_types", "list at least one GPU instance type, preferred first")
+        require(
+            len(set(self.instance_types)) == len(self.instance_types),
+            "instance_types",
+            f"{list(self.instance_types)} repeats a type",
+        )
+        require(len(self.instance_types) <= 20, "instance_types", "a mixed-instances policy takes at most 20 overrides")
+        require(0 <= self.on_demand_base_capacity, "on_demand_base_capacity", f"{self.on_demand_base_capacity} must be 0 or more")
+        require_range(self.on_demand_percentage_above_base, 0, 100, "on_demand_percentage_above_base", hint=" (0 = all Spot above the base)")
+        require(0 <= self.min_capacity, "min_capacity", f"{self.min_capacity} must be 0 or more")
+        require(
+            self.min_capacity <= self.max_capacity,
+            "min_capacity",
+            f"{self.min_capacity} is greater than max_capacity {self.max_capacity}; min must be <= max",
+        )
+        require(self.max_capacity >= 1, "max_capacity", f"{self.max_capacity} must be at least 1")
+        require(
+            self.on_demand_base_capacity <= self.max_capacity,
+            "on_demand_base_capacity",
+            f"{self.on_demand_base_capacity} is greater than max_capacity {self.max_capacity}; the base must fit in the group",
+        )
+        require_range(self.target_capacity_percent, 1, 100, "target_capacity_percent")
+        require_range(self.root_volume_gib, 30, 16384, "root_volume_gib", hint=" (CUDA images need room: 100 or more is sensible)")
+        require_range(self.root_volume_throughput_mib_s, 125, 1000, "root_volume_throughput_mib_s",
+                      hint=" (gp3: 125 MiB/s included, up to 1000 provisioned)")
+        require_range(self.instance_warmup_seconds, 0, 10000, "instance_warmup_seconds")
+        if self.machine_image_ids is not None:
+            require(bool(self.machine_image_ids), "machine_image_ids",
+                    "is empty: give region -> AMI ID, or leave it out for the ECS-optimized GPU AMI")
+            for region, image_id in self.machine_image_ids.items():
+                require(bool(re.fullmatch(r"[a-z]{2}(-[a-z]+)+-\d", region)), f"machine_image_ids.{region}",
+                        "is not a region name such as us-east-1")
+                require(bool(re.fullmatch(r"ami-([0-9a-f]{8}|[0-9a-f]{17})", image_id)), f"machine_image_ids.{region}",
+                        f"{image_id!r} is not an AMI ID (ami- and 8 or 17 hex digits)")
+        if self.warm_pool is not None:
+            require(self.warm_pool.min_size <= self.max_capacity, "warm_pool.min_size",
+                    f"{self.warm_pool.min_size} is greater than max_capacity {self.max_capacity}; keep at most as many "
+                    "stopped instances as the group may run")
+
+    def resolve_instance_types(self) -> list[GpuInstanceType]:
+        """The catalog entries, in priority order, checked for one shape (the region: :func:`~.instance_catalog.region_warning`)."""
+        types = [lookup(name, f"instance_types[{index}]") for index, name in enumerate(self.instance_types)]
+        first = types[0]
+        for index, other in enumerate(types[1:], start=1):
+            if other.shape != first.shape:
+                raise ConfigError(
+                    f"instance_types[{index}]",
+                    f"{other.name} has shape {_shape(other)} but {first.name} has {_shape(first)}; every type must have "
+                    "the same vCPUs, memory and GPUs (managed scaling sizes from the smallest type and capacity "
+                    "providers allow no weights); pick the same size in each family, e.g. g5.xlarge and g4dn.xlarge",
+                )
+        return types
+
+    def smallest_instance_type(self) -> GpuInstanceType:
+        """The type a task must fit on: the least memory, then the fewest vCPUs."""
+        return min(self.resolve_instance_types(), key=lambda t: (t.memory_gib, t.vcpus))
+
+
+def _shape(instance_type: GpuInstanceType) -> str:
+    return f"({instance_type.vcpus} vCPU, {instance_type.memory_gib} GiB, {instance_type.gpus} GPU)"
