@@ -59,12 +59,23 @@ class DeploymentProps:
     """
 
     strategy: Strategy = "rolling"
+    """``rolling``, ``canary``, ``linear`` or ``blue_green`` (ECS's built-in strategies). Default: "rolling"."""
     step_percent: float | None = None
+    """The share of traffic each step shifts, a multiple of 0.1: 0.1-100 for canary, 3-100 for linear; canary and
+    linear only. Default: None (the strategy's: canary 10.0, linear 25.0)."""
     step_bake_minutes: int | None = None
+    """Minutes between traffic steps, 3-1440; canary and linear only. Default: None (the strategy's: canary 10,
+    linear 5)."""
     bake_minutes: int | None = None
+    """Minutes after the last traffic shift before the old tasks stop, 3-1440; not for rolling. Default: None (10 for
+    canary, linear and blue_green)."""
     circuit_breaker: bool | None = None
+    """The deployment circuit breaker (rolling and blue_green only). Default: None (on for rolling and blue_green)."""
     rollback_alarms: tuple[str, ...] = BUILT_IN_ALARMS
+    """The built-in per-model alarms that roll a deployment back (any of ``BUILT_IN_ALARMS``). Default:
+    ("target_5xx_rate", "latency_p95")."""
     alarm_names: tuple[str, ...] = ()
+    """Names of existing CloudWatch alarms that also roll a deployment back. Default: () (none)."""
 
     def __post_init__(self) -> None:
         require(self.strategy in DEFAULTS, "strategy", f"{self.strategy!r} is not a strategy; use one of: {', '.join(DEFAULTS)}")
@@ -263,7 +274,10 @@ class RollbackThresholds:
     1.0 % of its requests answered 5xx."""
 
     latency_p95_ms: int = 500
+    """The p95 latency of a target group, in ms, at or above which the latency alarm trips, 1-120000. Default: 500."""
     target_5xx_percent: float = 1.0
+    """The share of a target group's requests answered 5xx, in percent, at or above which the error alarm trips
+    (above 0, at most 100). Default: 1.0."""
 
     def __post_init__(self) -> None:
         require_range(self.latency_p95_ms, 1, 120_000, "latency_p95_ms")
@@ -288,7 +302,11 @@ class RollbackProps:
     ``target_5xx_percent`` defaults to the environment's ``monitoring.target_5xx_percent`` (1 % in the library)."""
 
     latency_p95_ms: int | None = None
+    """:attr:`RollbackThresholds.latency_p95_ms` for this model, at least its ``scaling.latency_p95_ms``. Default: None (computed: ``ROLLBACK_LATENCY_FACTOR`` (2) x the model's
+    ``scaling.latency_p95_ms``)."""
     target_5xx_percent: float | None = None
+    """:attr:`RollbackThresholds.target_5xx_percent` for this model. Default: None (the environment's
+    ``monitoring.target_5xx_percent``; 1.0 in the library)."""
 
     def __post_init__(self) -> None:
         RollbackThresholds(**{k: v for k, v in vars(self).items() if v is not None})  # the same ranges

@@ -33,6 +33,9 @@ PRICES_AS_OF = "2025-11 (us-east-1, Linux, On-Demand)"
 
 @dataclass(frozen=True)
 class GpuInstanceType:
+    """One accelerated instance type as the library sizes and prices it: its shape (vCPUs, memory in GiB, GPUs), its
+    GPU (model, memory in GiB, compute capability, bf16) and its On-Demand price (``PRICES_AS_OF``)."""
+
     name: str
     vcpus: int
     memory_gib: int
@@ -43,6 +46,8 @@ class GpuInstanceType:
     supports_bf16: bool
     on_demand_hourly_usd: float
     cuda: bool = True
+    """Whether its accelerators run CUDA, so the library's servers can deploy on it. Default: True (False for
+    Inferentia and Trainium types, which the sizing tools list but never pick)."""
 
     @property
     def family(self) -> str:

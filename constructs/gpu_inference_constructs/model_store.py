@@ -31,10 +31,19 @@ def model_prefix(model_name: str, version: str) -> str:
 
 @dataclass(frozen=True)
 class ModelStoreProps:
+    """How long the model bucket keeps replaced versions and the access logs, and whether both buckets outlive their
+    stack."""
+
     noncurrent_versions_to_infrequent_access_days: int = 30
+    """Days after which a replaced (noncurrent) model file moves to S3 Standard-IA, 30 or more (S3's earliest).
+    Default: 30."""
     noncurrent_versions_expire_days: int = 365
+    """Days after which a replaced model file is deleted, more than ``noncurrent_versions_to_infrequent_access_days``.
+    Default: 365."""
     access_log_retention_days: int = 365
+    """Days the access logs bucket keeps each log (and a replaced or deleted one), 1 or more. Default: 365."""
     retain_on_delete: bool = True
+    """Keep both buckets when the stack is deleted (``RemovalPolicy.RETAIN``); False destroys them. Default: True."""
 
     def __post_init__(self) -> None:
         require(

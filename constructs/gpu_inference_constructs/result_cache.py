@@ -39,23 +39,32 @@ QUERY_VALUE = re.compile(r"^[A-Za-z0-9_.-]{1,255}$")
 
 @dataclass(frozen=True)
 class ResultCacheProps:
-    """An environment's cache. Usage limits cap the bill: ``max_data_storage_gb`` (1-5000, default 10) and
-    ``max_ecpu_per_second`` (1000-15 000 000, default 100 000). Alarms: any eviction (the limit is too low),
-    storage above ``memory_alarm_percent`` (80) of the limit, read latency p99 above ``read_latency_alarm_us``
-    (2000 µs), throttled commands, and ``errors_alarm_per_minute`` (10) failed calls from the model servers (a
-    cache they cannot reach). Prices (us-east-1, Valkey Serverless; DESIGN-ADDITIONS-25): ``storage_usd_per_gb_hour``
-    0.084 with 0.1 GB metered at least, ``usd_per_million_ecpu`` 0.0023."""
+    """An environment's cache (Valkey Serverless): its usage limits, which cap the bill, its alarms (any eviction,
+    storage near the limit, slow reads, throttled commands, failed calls from the model servers) and the prices its
+    cost estimate uses (us-east-1, Valkey Serverless; DESIGN-ADDITIONS-25)."""
 
     major_engine_version: str = "8"
+    """Valkey's major version, "7" or "8" (IAM authentication needs Valkey 7.2 or later). Default: "8"."""
     max_data_storage_gb: int = 10
+    """The data storage usage limit, 1-5000 GB; an eviction alarms that it is too low. Default: 10."""
     max_ecpu_per_second: int = 100000
-    snapshot_retention_days: int = 0  # a cache of results needs no backups; they cost storage
+    """The ElastiCache Processing Units per second usage limit, 1000-15000000. Default: 100000."""
+    snapshot_retention_days: int = 0
+    """Days of daily snapshots kept, 0-35. Default: 0 (none: a cache of results needs no backups; they cost
+    storage)."""
     memory_alarm_percent: int = 80
+    """The storage alarm's threshold, in percent of ``max_data_storage_gb``, 1-100. Default: 80."""
     read_latency_alarm_us: int = 2000
+    """The read latency alarm's p99 threshold, in µs, 100 or more. Default: 2000."""
     errors_alarm_per_minute: int = 10
+    """Failed cache calls from the model servers per minute (a cache they cannot reach) that alarm, 1 or more.
+    Default: 10."""
     storage_usd_per_gb_hour: float = 0.084
+    """The storage price for the cost estimate, USD per GB-hour. Default: 0.084 (us-east-1)."""
     minimum_metered_gb: float = 0.1
+    """The least storage metered, GB, for the cost estimate. Default: 0.1."""
     usd_per_million_ecpu: float = 0.0023
+    """The ECPU price for the cost estimate, USD per million. Default: 0.0023 (us-east-1)."""
 
     def __post_init__(self) -> None:
         require(self.major_engine_version in ("7", "8"), "major_engine_version",
@@ -70,13 +79,15 @@ class ResultCacheProps:
 
 @dataclass(frozen=True)
 class ModelCacheProps:
-    """One model's use of the environment's cache: ``enabled`` (default: on for our server, off for vLLM, which
-    has no such client; true on a vLLM model is refused), ``ttl_seconds`` (3600, at most 30 days),
-    ``max_value_bytes`` (65536: larger predictions are not stored; at most 16 MiB)."""
+    """One model's use of the environment's cache."""
 
     enabled: bool | None = None
+    """Whether the model's server stores and reads results in the cache (true on a vLLM model is refused: it has no
+    such client). Default: None (on for the bundled server, off for vLLM)."""
     ttl_seconds: int = 3600
+    """Seconds a stored result lives, 1 to 2592000 (30 days). Default: 3600."""
     max_value_bytes: int = 65536
+    """The largest result stored, 64 to 16777216 bytes (16 MiB); larger ones are not stored. Default: 65536."""
 
     def __post_init__(self) -> None:
         require(1 <= self.ttl_seconds <= 30 * 86400, "ttl_seconds", "must be 1 s to 30 days (2592000)")

@@ -48,10 +48,17 @@ class ServiceSchedule:
     """At ``cron`` (6 fields, in ``time_zone``) set every model's task range; an omitted bound restores the model's own."""
 
     name: str
+    """The schedule's name: 1-64 letters, digits or '-'. Required."""
     cron: str
+    """When it applies: a 6-field cron expression (Application Auto Scaling scheduled actions). Required."""
     time_zone: str = "UTC"
+    """The IANA time zone ``cron`` reads in. Default: "UTC"."""
     min_tasks: int | None = None
+    """Every model's minimum tasks from ``cron`` on; 0 only with ``max_tasks`` 0 (the service off). Default: None (the
+    model's own ``min_tasks``)."""
     max_tasks: int | None = None
+    """Every model's maximum tasks from ``cron`` on; 0 turns the service off. Default: None (the model's own
+    ``max_tasks``)."""
 
     def __post_init__(self) -> None:
         require(bool(re.match(r"^[A-Za-z0-9-]{1,64}$", self.name)), "name", f"{self.name!r}: use letters, digits and '-'")
@@ -123,9 +130,13 @@ class CapacityPrewarm:
     """
 
     name: str
+    """The prewarm's name: 1-64 letters, digits or '-' (its scheduled action is ``Prewarm-<name>``). Required."""
     cron: str
+    """When it applies: a 5-field cron expression (EC2 Auto Scaling scheduled actions). Required."""
     min_capacity: int
+    """The group's minimum instances from ``cron`` on, 0 or more and at most the group's ``max_capacity``. Required."""
     time_zone: str = "UTC"
+    """The IANA time zone ``cron`` reads in. Default: "UTC"."""
 
     def __post_init__(self) -> None:
         require(bool(re.match(r"^[A-Za-z0-9-]{1,64}$", self.name)), "name", f"{self.name!r}: use letters, digits and '-'")

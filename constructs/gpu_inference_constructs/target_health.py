@@ -14,9 +14,14 @@ class TargetHealthCheck:
     bundled server's front door), so three misses in a row mean a target that cannot serve, not a busy one."""
 
     interval_seconds: int = 5
+    """Seconds between checks (HealthCheckIntervalSeconds, 5-300). Default: 5 (ELB's shortest)."""
     timeout_seconds: int = 4
+    """Seconds a check waits for an answer (HealthCheckTimeoutSeconds, 2-120), less than ``interval_seconds``.
+    Default: 4."""
     healthy_threshold: int = 2
+    """Passed checks in a row that make a target healthy (HealthyThresholdCount, 2-10). Default: 2."""
     unhealthy_threshold: int = 3
+    """Failed checks in a row that take a target out (UnhealthyThresholdCount, 2-10). Default: 3."""
 
     @property
     def seconds_to_healthy(self) -> int:

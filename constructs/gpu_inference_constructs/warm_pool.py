@@ -56,24 +56,26 @@ class WarmPoolProps:
     """A warm pool of stopped, pre-initialized instances beside the group (``GpuCapacityProps.warm_pool``; default
     None: no pool). Each default is the cheapest pool that still serves a scale-out's first instance."""
 
-    # Instances the pool always keeps (the warm pool's MinSize). Default 1.
     min_size: int = 1
-    # Instances allowed in the group and the pool together (MaxGroupPreparedCapacity): the pool is this less the
-    # group's desired capacity, and at least min_size. Default None: min_size, a pool of exactly min_size instances
-    # ("Only when MaxGroupPreparedCapacity and MinSize are set to the same value does the warm pool have an absolute
-    # size", PutWarmPool API reference).
+    """Instances the pool always keeps (the warm pool's MinSize), 1 or more and at most the group's
+    ``max_capacity``. Default: 1."""
     max_group_prepared_capacity: int | None = None
-    # The state a pooled instance waits in. Default "Stopped": only its EBS volumes cost money. "Running" keeps it
-    # running (the instance's full price, a few seconds faster). "Hibernated" is refused: it needs the launch
-    # template's hibernation options and a root volume that holds the RAM, which this group does not configure.
+    """Instances allowed in the group and the pool together (MaxGroupPreparedCapacity), at least ``min_size``: the
+    pool is this less the group's desired capacity, and at least ``min_size``. Default: None (``min_size``: a pool of
+    exactly ``min_size`` instances; "Only when MaxGroupPreparedCapacity and MinSize are set to the same value does
+    the warm pool have an absolute size", PutWarmPool API reference)."""
     pool_state: str = "Stopped"
-    # Seconds a new instance has to boot and pull the task images before Auto Scaling stops it into the pool: the launch
-    # hook's heartbeat timeout (30-7200 s, PutLifecycleHook). Default 600: the boot (60 s, estimated) and an 8 GB
-    # CUDA image at 60 MB/s (133 s, estimated), four times over. Each warming runs the instance this long, On-Demand.
+    """The state a pooled instance waits in: "Stopped" (only its EBS volumes cost money) or "Running" (the instance's
+    full price, a few seconds faster). "Hibernated" is refused: it needs the launch template's hibernation options and
+    a root volume that holds the RAM, which this group does not configure. Default: "Stopped"."""
     prepare_seconds: int = 600
-    # Refused when true: "you cannot set the option that returns instances to the warm pool on scale in
-    # (ReuseOnScaleIn)" for a group of an ECS capacity provider (ECS developer guide, using-warm-pool). Default False.
+    """Seconds a new instance has to boot and pull the task images before Auto Scaling stops it into the pool: the
+    launch hook's heartbeat timeout, 60-7200 (PutLifecycleHook allows 30-7200). Each warming runs the instance this
+    long, On-Demand. Default: 600 (the boot, 60 s, and an 8 GB CUDA image at 60 MB/s, 133 s, both estimated, four
+    times over)."""
     reuse_on_scale_in: bool = False
+    """Refused when true: "you cannot set the option that returns instances to the warm pool on scale in
+    (ReuseOnScaleIn)" for a group of an ECS capacity provider (ECS developer guide, using-warm-pool). Default: False."""
 
     def __post_init__(self) -> None:
         require(self.min_size >= 1, "min_size", f"{self.min_size} must be at least 1 (a pool of none is no pool: leave "
