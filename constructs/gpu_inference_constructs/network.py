@@ -159,7 +159,8 @@ class NetworkProps:
             else:
                 wrong = [zone for zone in zones if not zone.startswith(region)]
                 if wrong:
-                    raise ConfigError("availability_zones", f"{wrong} are not zones of region {region!r}")
+                    raise ConfigError("availability_zones", f"{wrong} are not zones of region {region!r}: list its zones, such as "
+                                                          f"'{region}a', or give them by ID in availability_zone_ids")
         return list(zones[: self.max_azs])
 
 

@@ -134,34 +134,33 @@ def test_a_zone_id_of_another_region_is_refused_naming_its_region_and_the_fix():
     (["us-east-1a", "us-east-1b"], "zone names such as 'us-east-1a' go in availability_zones"),
 ], ids=["no-dash", "no-number", "upper-case", "a-name"])
 def test_a_malformed_zone_id_is_refused_naming_the_key_and_the_format(zones, hint):
-    with pytest.raises(ConfigError, match=r"^environment 'dev': network.availability_zone_ids: \[.*\] (is not a zone ID|are not zone IDs): "
-                                          r"a zone ID is the region's short code, '-az' and a number, such as 'use1-az1'") as raised:
+    with pytest.raises(ConfigError, match=r"^environment 'dev': network\.availability_zone_ids: .*such as 'use1-az1'") as raised:
         load_environment("dev", dev_with_network(availability_zone_ids=zones))
     assert (hint in str(raised.value)) if hint else ("availability_zones" not in str(raised.value))
 
 
 def test_a_zone_id_among_the_names_is_refused_pointing_at_availability_zone_ids():
-    with pytest.raises(ConfigError, match=r"network.availability_zones: \['use1-az2'\] is a zone ID: list zone IDs in availability_zone_ids"):
+    with pytest.raises(ConfigError, match=r"network\.availability_zones: \['use1-az2'\] .*list zone IDs in availability_zone_ids"):
         load_environment("dev", dev_with_network(availability_zones=["us-east-1a", "use1-az2"]))
 
 
 def test_names_and_ids_together_or_neither_are_refused():
-    with pytest.raises(ConfigError, match=r"network.availability_zone_ids: give the zones once: .* not both; drop availability_zones"):
+    with pytest.raises(ConfigError, match=r"network\.availability_zone_ids: .*drop availability_zones"):
         load_environment("dev", dev_with_network(availability_zone_ids=["use1-az1", "use1-az2"], availability_zones=["us-east-1a", "us-east-1b"]))
-    with pytest.raises(ConfigError, match=r"network.availability_zone_ids: list the zones by ID, such as \['use1-az1', 'use1-az2'\]"):
+    with pytest.raises(ConfigError, match=r"network\.availability_zone_ids: .*list the zones by ID"):
         load_environment("dev", dev_with_network())
 
 
 def test_max_azs_counts_the_zone_ids():
-    with pytest.raises(ConfigError, match=r"network.availability_zone_ids: lists 2 zone\(s\) but max_azs is 3"):
+    with pytest.raises(ConfigError, match=r"network\.availability_zone_ids: .*list at least max_azs zones"):
         load_environment("dev", dev_with_network(availability_zone_ids=["use1-az1", "use1-az2"], max_azs=3))
-    with pytest.raises(ConfigError, match=r"network.availability_zone_ids: \['use1-az1', 'use1-az1'\] repeats a zone"):
+    with pytest.raises(ConfigError, match=r"network\.availability_zone_ids: .*repeats a zone"):
         load_environment("dev", dev_with_network(availability_zone_ids=["use1-az1", "use1-az1"]))
 
 
 def test_zone_names_still_load_and_are_still_checked_against_the_region():
     assert load_environment("dev", dev_with_network(availability_zones=["us-east-1a", "us-east-1b"])).network.availability_zones
-    with pytest.raises(ConfigError, match=r"network.availability_zones: \['us-west-2a'\] are not zones of region 'us-east-1'"):
+    with pytest.raises(ConfigError, match=r"network\.availability_zones: \['us-west-2a'\] .*such as 'us-east-1a'"):
         load_environment("dev", dev_with_network(availability_zones=["us-east-1a", "us-west-2a"]))
 
 
@@ -272,7 +271,7 @@ def test_an_environment_agnostic_stack_takes_zone_ids():
 
 def test_the_construct_refuses_a_zone_id_of_its_stacks_region():
     stack = cdk.Stack(cdk.App(), "Team", env=cdk.Environment(account=ACCOUNT, region="eu-west-1"))
-    with pytest.raises(ConfigError, match=r"^availability_zone_ids: \['use1-az1', 'use1-az2'\] are not zone IDs of region 'eu-west-1'"):
+    with pytest.raises(ConfigError, match=r"^availability_zone_ids: .*start with 'euw1-az'"):
         InferenceNetwork(stack, "Net", props=NetworkProps(availability_zone_ids=("use1-az1", "use1-az2")))
 
 

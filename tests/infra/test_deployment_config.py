@@ -14,24 +14,24 @@ from tests.scenarios import scenario_environments
 CONTEXT = scenario_environments()
 
 BAD_DEPLOYMENTS = [
-    ({"strategy": "canary", "circuit_breaker": True}, r"circuit_breaker: .*rolling and blue/green deployments only; remove it for canary"),
-    ({"strategy": "linear", "circuit_breaker": True}, r"circuit_breaker: .*rolling and blue/green deployments only; remove it for linear"),
-    ({"strategy": "canary", "bake_minutes": 1441}, r"bake_minutes: 1441 is out of range; allowed 3 to 1440 minutes"),
-    ({"strategy": "canary", "step_bake_minutes": 2}, r"step_bake_minutes: 2 is out of range; allowed 3 to 1440 .*before the next traffic shift"),
-    ({"strategy": "blue_green", "bake_minutes": 0}, r"bake_minutes: 0 is out of range; allowed 3 to 1440 .*before the old tasks stop"),
-    ({"strategy": "linear", "step_percent": 2.0}, r"step_percent: 2.0 is out of range; allowed 3.0 to 100.0 for linear"),
-    ({"strategy": "canary", "step_percent": 0.05}, r"step_percent: 0.05 is out of range; allowed 0.1 to 100.0 for canary"),
-    ({"strategy": "canary", "step_percent": 12.34}, r"step_percent: 12.34 must be a multiple of 0.1"),
-    ({"strategy": "linear", "step_percent": 3.0, "step_bake_minutes": 60}, r"step_bake_minutes: the bake times add up to 1990 minutes; CloudFormation rejects"),
-    ({"strategy": "canary", "rollback_alarms": []}, r"rollback_alarms: a canary deployment without alarms shifts all traffic"),
-    ({"strategy": "linear", "rollback_alarms": [], "alarm_names": []}, r"rollback_alarms: a linear deployment without alarms"),
-    ({"strategy": "canary", "rollback_alarms": ["p99"]}, r"rollback_alarms: \['p99'\] are not built-in alarms; use any of: target_5xx_rate, latency_p95"),
-    ({"strategy": "rolling", "step_percent": 10.0}, r"step_percent: only canary and linear shift traffic in steps"),
-    ({"strategy": "blue_green", "step_bake_minutes": 5}, r"step_bake_minutes: only canary and linear shift traffic in steps"),
-    ({"strategy": "rolling", "bake_minutes": 10}, r"bake_minutes: a rolling deployment has no bake time"),
-    ({"strategy": "canary", "alarm_names": ["a", "a"]}, r"alarm_names: lists an alarm twice"),
-    ({"strategy": "canary", "alarm_names": [""]}, r"alarm_names\[0\]: '' is not a CloudWatch alarm name"),
-    ({"strategy": "gradual"}, r"strategy: 'gradual' is not allowed; use one of: 'rolling', 'canary', 'linear', 'blue_green'"),
+    ({"strategy": "canary", "circuit_breaker": True}, r"^circuit_breaker: .*remove it for canary"),
+    ({"strategy": "linear", "circuit_breaker": True}, r"^circuit_breaker: .*remove it for linear"),
+    ({"strategy": "canary", "bake_minutes": 1441}, r"^bake_minutes: 1441 .*3 to 1440"),
+    ({"strategy": "canary", "step_bake_minutes": 2}, r"^step_bake_minutes: 2 .*3 to 1440"),
+    ({"strategy": "blue_green", "bake_minutes": 0}, r"^bake_minutes: 0 .*3 to 1440"),
+    ({"strategy": "linear", "step_percent": 2.0}, r"^step_percent: 2.0 .*3.0 to 100.0 for linear"),
+    ({"strategy": "canary", "step_percent": 0.05}, r"^step_percent: 0.05 .*0.1 to 100.0 for canary"),
+    ({"strategy": "canary", "step_percent": 12.34}, r"^step_percent: 12.34 .*multiple of 0.1"),
+    ({"strategy": "linear", "step_percent": 3.0, "step_bake_minutes": 60}, r"^step_bake_minutes: .*1990 minutes.*33 hours"),
+    ({"strategy": "canary", "rollback_alarms": []}, r"^rollback_alarms: .*canary.*list alarm_names"),
+    ({"strategy": "linear", "rollback_alarms": [], "alarm_names": []}, r"^rollback_alarms: .*linear.*list alarm_names"),
+    ({"strategy": "canary", "rollback_alarms": ["p99"]}, r"^rollback_alarms: \['p99'\] .*use any of"),
+    ({"strategy": "rolling", "step_percent": 10.0}, r"^step_percent: .*remove step_percent or use strategy canary"),
+    ({"strategy": "blue_green", "step_bake_minutes": 5}, r"^step_bake_minutes: .*remove step_bake_minutes or use strategy canary"),
+    ({"strategy": "rolling", "bake_minutes": 10}, r"^bake_minutes: .*remove bake_minutes or use strategy canary"),
+    ({"strategy": "canary", "alarm_names": ["a", "a"]}, r"^alarm_names: .*twice"),
+    ({"strategy": "canary", "alarm_names": [""]}, r"^alarm_names\[0\]: .*1 to 255"),
+    ({"strategy": "gradual"}, r"^strategy: 'gradual' .*use one of"),
 ]
 
 
@@ -44,14 +44,14 @@ def test_invalid_deployment_is_refused_naming_the_key(deployment, message):
 def test_bad_model_deployment_names_the_environment_and_model():
     data = copy.deepcopy(CONTEXT["prod"])
     data["models"][1]["deployment"] = {"strategy": "canary", "circuit_breaker": True}
-    with pytest.raises(ConfigError, match=r"environment 'prod': models\[1\].deployment.circuit_breaker: "):
+    with pytest.raises(ConfigError, match=r"^environment 'prod': models\[1\]\.deployment\.circuit_breaker: .*remove it"):
         load_environment("prod", data)
 
 
 def test_bad_environment_deployment_names_the_environment():
     data = copy.deepcopy(CONTEXT["prod"])
     data["deployment"] = {"strategy": "blue_green", "bake_minutes": 2000}
-    with pytest.raises(ConfigError, match=r"environment 'prod': .*deployment.bake_minutes: 2000 is out of range"):
+    with pytest.raises(ConfigError, match=r"^environment 'prod': .*deployment\.bake_minutes: 2000 .*3 to 1440"):
         load_environment("prod", data)
 
 
@@ -101,7 +101,7 @@ def test_a_traffic_shifting_deployment_peaks_at_twice_the_tasks_whatever_rolling
 
 
 def test_props_built_in_python_are_checked_too():
-    with pytest.raises(ConfigError, match=r"strategy: 'gradual' is not a strategy; use one of: canary, linear, blue_green, rolling"):
+    with pytest.raises(ConfigError, match=r"^strategy: 'gradual' .*use one of"):
         DeploymentProps(strategy="gradual")  # pyright: ignore[reportArgumentType]  # deliberately not a Strategy: the runtime check is under test
 
 
@@ -119,11 +119,10 @@ def test_the_capacity_check_counts_the_second_target_groups_tasks(strategy, monk
     data["capacity"]["max_capacity"] = peak + 6  # rolling: 150 % of minilm's 12 tasks is 18, 6 more
     load_environment("prod", data)
     data["deployment"] = {"strategy": strategy}
-    with pytest.raises(ConfigError, match=r"capacity.max_capacity: 23 instances cannot hold a deployment at peak: .*"
-                                          r"deploying 'minilm' runs up to 24 of its tasks \(200% of 12\)"):
+    with pytest.raises(ConfigError, match=r"capacity\.max_capacity: 23 instances .*'minilm' runs up to 24"):
         load_environment("prod", data)
     data["capacity"]["max_capacity"] = peak + 12  # one GPU per instance: the larger model deploys 12 more tasks
     load_environment("prod", data)
     data["capacity"]["max_capacity"] = peak + 11
-    with pytest.raises(ConfigError, match=r"capacity.max_capacity: 28 instances cannot hold a deployment at peak"):
+    with pytest.raises(ConfigError, match=r"capacity\.max_capacity: 28 instances"):
         load_environment("prod", data)

@@ -121,7 +121,7 @@ def test_rolling_and_blue_green_use_the_circuit_breaker_canary_and_linear_may_no
     assert options["circuit_breaker"] is not None
     from gpu_inference_constructs.errors import ConfigError
 
-    with pytest.raises(ConfigError, match=r"circuit_breaker.*rolling and blue/green"):
+    with pytest.raises(ConfigError, match=r"^circuit_breaker: .*remove it for canary"):
         DeploymentProps("canary", circuit_breaker=True)
 
 

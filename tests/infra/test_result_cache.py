@@ -269,18 +269,18 @@ def test_the_failed_calls_alarm_can_publish_to_the_encrypted_topic(world):
     assert not world.service_may("cloudwatch.amazonaws.com", "sns:Publish", topic, world.ref(topic), theirs)
 
 
-@pytest.mark.parametrize("change, key", [
-    (lambda e: e["models"][0].update(shared_cache={"ttl_seconds": 60}) or e.pop("cache"), "models[0].shared_cache"),
-    (lambda e: e["models"][2].update(shared_cache={"enabled": True}), "models[2].shared_cache"),  # vLLM has no shared cache
-    (lambda e: e["models"][0].update(shared_cache={"ttl_seconds": 0}), "ttl_seconds"),
-    (lambda e: e["cache"].update(max_data_storage_gb=0), "cache.max_data_storage_gb"),
-    (lambda e: e["cache"].update(major_engine_version="6"), "cache.major_engine_version"),
+@pytest.mark.parametrize("change, key, fix", [
+    (lambda e: e["models"][0].update(shared_cache={"ttl_seconds": 60}) or e.pop("cache"), r"models\[0\]\.shared_cache", "add a `cache` block"),
+    (lambda e: e["models"][2].update(shared_cache={"enabled": True}), r"models\[2\]\.shared_cache", "remove it"),  # vLLM has no shared cache
+    (lambda e: e["models"][0].update(shared_cache={"ttl_seconds": 0}), r"models\[0\]\.shared_cache\.ttl_seconds", "2592000"),
+    (lambda e: e["cache"].update(max_data_storage_gb=0), r"cache\.max_data_storage_gb", "1-5000"),
+    (lambda e: e["cache"].update(major_engine_version="6"), r"cache\.major_engine_version", "'7' or '8'"),
 ])
-def test_bad_cache_configuration_names_the_key(change, key):
+def test_bad_cache_configuration_names_the_key(change, key, fix):
 
     environment = scenario_environment(ENV)
     change(environment)
-    with pytest.raises(ConfigError, match=key.replace("[", r"\[").replace("]", r"\]")):
+    with pytest.raises(ConfigError, match=rf"^environment '{ENV}': {key}: .*{fix}"):
         load_environment(ENV, environment)
 
 
@@ -393,7 +393,7 @@ def test_attaching_twice_adds_the_client_group_once_and_a_second_cache_is_refuse
     other = ResultCache(stack, "Other", name="other-results", vpc=vpc,
                         subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
                         topic=sns.Topic.from_topic_arn(stack, "OtherPager", f"arn:aws:sns:eu-west-1:{ACCOUNT}:other"))
-    with pytest.raises(ConfigError, match=r"^service: .*already a client of another ResultCache"):
+    with pytest.raises(ConfigError, match=r"^service: .*another ResultCache.*one cache"):
         other.attach(container=model.container, task_role=as_role(model.task_role), service=model.service)
     template = app.synth().get_stack_by_name(stack.stack_name).template
     service = template["Resources"][logical_id(stack, model.service)]
@@ -432,7 +432,7 @@ def test_a_model_told_to_use_the_cache_that_none_connects_fails_synth_naming_use
                          capacity_provider_name="gpus", instance_type="g5.xlarge", model_store=store, listener=listener,
                          listener_priority=3, allow_unauthenticated=True, environment_name="search",
                          logs_key=kms.Key.from_key_arn(stack, "K2", f"arn:aws:kms:eu-west-1:{ACCOUNT}:key/11111111-2222-4333-8444-555555555556"))
-    with pytest.raises(Exception, match=r"models\[cached\]\.shared_cache\.enabled is true but no ResultCache.*use_cache"):
+    with pytest.raises(Exception, match=r"models\[cached\]\.shared_cache\.enabled .*use_cache"):
         app.synth()
     model.use_cache(cache)
     app.synth()  # connected: synthesizes
@@ -454,11 +454,11 @@ def test_use_cache_refuses_a_server_without_a_cache_client():
                          capacity_provider_name="gpus", instance_type="g5.12xlarge", model_store=store, listener=listener,
                          listener_priority=4, allow_unauthenticated=True, environment_name="search",
                          logs_key=kms.Key.from_key_arn(stack, "K3", f"arn:aws:kms:eu-west-1:{ACCOUNT}:key/11111111-2222-4333-8444-555555555557"))
-    with pytest.raises(ConfigError, match=r"^server: .*no client of the shared result cache.*BundledServer"):
+    with pytest.raises(ConfigError, match=r"^server: .*BundledServer"):
         model.use_cache(cache)
 
 
 def test_an_environment_name_a_query_cannot_quote_is_refused():
     app, stack, cache, _, _ = team_app(services=0)
-    with pytest.raises(ConfigError, match=r"^environment_name: .*Metrics Insights"):
+    with pytest.raises(ConfigError, match=r"^environment_name: .*use letters, digits"):
         cache.add_connection_failure_alarm(stack, "prod' OR ModelName = 'x", as_topic(sns.Topic(stack, "Topic")))

@@ -447,7 +447,7 @@ def test_a_team_prepulls_its_own_image_and_grants_its_repository():
 
 def test_prepull_without_a_pool_is_refused_with_the_fix():
     _, capacity = team_stack(GpuCapacityProps())
-    with pytest.raises(ConfigError, match=r"^warm_pool: is not set.*give the capacity a warm_pool"):
+    with pytest.raises(ConfigError, match=r"^warm_pool: .*give the capacity a warm_pool"):
         capacity.prepull("123456789012.dkr.ecr.us-east-1.amazonaws.com/x:1")
     assert capacity.warm_pool is None and capacity.warm_pool_launches is None
 
