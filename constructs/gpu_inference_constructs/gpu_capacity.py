@@ -11,11 +11,6 @@ per task, and service auto scaling adds tasks.
 
 from __future__ import annotations
 
-import math
-import re
-from dataclasses import dataclass
-from typing import TypedDict
-
 import aws_cdk as cdk
 import jsii
 from aws_cdk import aws_autoscaling as autoscaling
@@ -31,9 +26,13 @@ from constructs import Construct
 from .acknowledgements import acknowledge, default_child, default_policy, nag_rendering, skip_checkov
 from .cdk_interfaces import as_role, as_topic, service_principal
 from .deployment_capacity import ServiceDeployment, check_group_holds_deployment_at_peak
-from .errors import ConfigError, require, require_range
+from .errors import ConfigError, require
+from .gpu_capacity_props import GP3_BASELINE_IOPS as GP3_BASELINE_IOPS
+from .gpu_capacity_props import GP3_BASELINE_MIB_S as GP3_BASELINE_MIB_S
+from .gpu_capacity_props import Gp3Performance as Gp3Performance
+from .gpu_capacity_props import GpuCapacityProps, root_volume_performance
 from .gpu_packing import SharedService, check_one_kind, check_shared_group_holds_deployment_at_peak, shared_service
-from .instance_catalog import GpuInstanceType, lookup, warn_if_unlisted
+from .instance_catalog import warn_if_unlisted
 from .model_props import ModelProps, service_deployment
 from .notifications import NotificationTopic, topic_target
 from .schedules import CapacityPrewarm
@@ -56,119 +55,12 @@ ECS_AGENT_SETTINGS: tuple[str, ...] = (
     "ECS_ENABLE_CONTAINER_METADATA=true",
 )
 
-GP3_BASELINE_MIB_S = 125  # included in every gp3 volume (EC2 API EbsBlockDevice.Throughput minimum)
-GP3_BASELINE_IOPS = 3000  # included in every gp3 volume (EC2 API EbsBlockDevice.Iops: 3,000-16,000)
 GROUP_EVENT_TYPES = (
     "EC2 Instance Launch Successful",
     "EC2 Instance Launch Unsuccessful",
     "EC2 Instance Terminate Successful",
     "EC2 Instance Terminate Unsuccessful",
 )
-
-
-class Gp3Performance(TypedDict, total=False):
-    """``ec2.BlockDeviceVolume.ebs`` keyword arguments above gp3's baseline."""
-
-    throughput: int
-    iops: int
-
-
-def root_volume_performance(throughput_mib_s: int) -> Gp3Performance:
-    """gp3 above its included 125 MiB/s: the throughput, and the IOPS it needs (at most 0.25 MiB/s per IOPS; 3,000
-    IOPS are included). Nothing at the baseline, so default volumes keep their template."""
-    if throughput_mib_s <= GP3_BASELINE_MIB_S:
-        return {}
-    return {"throughput": throughput_mib_s, "iops": max(GP3_BASELINE_IOPS, math.ceil(throughput_mib_s / 0.25))}
-
-
-@dataclass(frozen=True)
-class GpuCapacityProps:
-    """GPU capacity for one cluster. Defaults are a small all-Spot fleet that scales to zero: at most 8 instances,
-    enough for ModelProps' defaults (4 tasks of 1 GPU) deploying at 200 % (8 tasks) on 1-GPU types."""
-
-    instance_types: tuple[str, ...] = ("g5.xlarge", "g4dn.xlarge")
-    on_demand_base_capacity: int = 0
-    on_demand_percentage_above_base: int = 0
-    min_capacity: int = 0
-    max_capacity: int = 8
-    target_capacity_percent: int = 100
-    root_volume_gib: int = 100
-    # The root volume holds the task's scratch volume (the model copy): gp3's 125 MiB/s baseline moves 26 GB in
-    # 3.5 minutes; up to 1,000 MiB/s can be provisioned (EC2 API EbsBlockDevice.Throughput: 125-1000).
-    root_volume_throughput_mib_s: int = 125
-    managed_termination_protection: bool = False
-    instance_warmup_seconds: int = 300
-    instance_weights: dict[str, int] | None = None
-    # Region -> the ID of an AMI built from the ECS-optimized Amazon Linux 2023 GPU AMI with the task images already
-    # pulled (docs/scaling-and-alarms.md, "An AMI with the images"): a new instance starts its tasks without pulling
-    # them (ECS_IMAGE_PULL_BEHAVIOR=prefer-cached). Default None: the ECS-optimized GPU AMI, from its SSM parameter.
-    machine_image_ids: dict[str, str] | None = None
-    # Stopped instances that booted once and pulled the task images, started on a scale-out instead of launching a new
-    # one (warm_pool.WarmPoolProps; docs/scaling-and-alarms.md, "A warm pool"). Default None: no pool.
-    warm_pool: WarmPoolProps | None = None
-
-    def __post_init__(self) -> None:
-        require(
-            self.instance_weights is None,
-            "instance_weights",
-            "ECS capacity providers do not support instance weighting; list types of one shape in priority order in instance_types instead",
-        )
-        require(len(self.instance_types) >= 1, "instance_types", "list at least one GPU instance type, preferred first")
-        require(
-            len(set(self.instance_types)) == len(self.instance_types),
-            "instance_types",
-            f"{list(self.instance_types)} repeats a type",
-        )
-        require(len(self.instance_types) <= 20, "instance_types", "a mixed-instances policy takes at most 20 overrides")
-        require(0 <= self.on_demand_base_capacity, "on_demand_base_capacity", f"{self.on_demand_base_capacity} must be 0 or more")
-        require_range(self.on_demand_percentage_above_base, 0, 100, "on_demand_percentage_above_base", hint=" (0 = all Spot above the base)")
-        require(0 <= self.min_capacity, "min_capacity", f"{self.min_capacity} must be 0 or more")
-        require(
-            self.min_capacity <= self.max_capacity,
-            "min_capacity",
-            f"{self.min_capacity} is greater than max_capacity {self.max_capacity}; min must be <= max",
-        )
-        require(self.max_capacity >= 1, "max_capacity", f"{self.max_capacity} must be at least 1")
-        require(
-            self.on_demand_base_capacity <= self.max_capacity,
-            "on_demand_base_capacity",
-            f"{self.on_demand_base_capacity} is greater than max_capacity {self.max_capacity}; the base must fit in the group",
-        )
-        require_range(self.target_capacity_percent, 1, 100, "target_capacity_percent")
-        require_range(self.root_volume_gib, 30, 16384, "root_volume_gib", hint=" (CUDA images need room: 100 or more is sensible)")
-        require_range(self.root_volume_throughput_mib_s, 125, 1000, "root_volume_throughput_mib_s",
-                      hint=" (gp3: 125 MiB/s included, up to 1000 provisioned)")
-        require_range(self.instance_warmup_seconds, 0, 10000, "instance_warmup_seconds")
-        if self.machine_image_ids is not None:
-            require(bool(self.machine_image_ids), "machine_image_ids",
-                    "is empty: give region -> AMI ID, or leave it out for the ECS-optimized GPU AMI")
-            for region, image_id in self.machine_image_ids.items():
-                require(bool(re.fullmatch(r"[a-z]{2}(-[a-z]+)+-\d", region)), f"machine_image_ids.{region}",
-                        "is not a region name such as us-east-1")
-                require(bool(re.fullmatch(r"ami-([0-9a-f]{8}|[0-9a-f]{17})", image_id)), f"machine_image_ids.{region}",
-                        f"{image_id!r} is not an AMI ID (ami- and 8 or 17 hex digits)")
-        if self.warm_pool is not None:
-            require(self.warm_pool.min_size <= self.max_capacity, "warm_pool.min_size",
-                    f"{self.warm_pool.min_size} is greater than max_capacity {self.max_capacity}; keep at most as many "
-                    "stopped instances as the group may run")
-
-    def resolve_instance_types(self) -> list[GpuInstanceType]:
-        """The catalog entries, in priority order, checked for one shape (the region: :func:`region_warning`)."""
-        types = [lookup(name, f"instance_types[{index}]") for index, name in enumerate(self.instance_types)]
-        first = types[0]
-        for index, other in enumerate(types[1:], start=1):
-            if other.shape != first.shape:
-                raise ConfigError(
-                    f"instance_types[{index}]",
-                    f"{other.name} has shape {_shape(other)} but {first.name} has {_shape(first)}; every type must have "
-                    "the same vCPUs, memory and GPUs (managed scaling sizes from the smallest type and capacity "
-                    "providers allow no weights); pick the same size in each family, e.g. g5.xlarge and g4dn.xlarge",
-                )
-        return types
-
-    def smallest_instance_type(self) -> GpuInstanceType:
-        """The type a task must fit on: the least memory, then the fewest vCPUs."""
-        return min(self.resolve_instance_types(), key=lambda t: (t.memory_gib, t.vcpus))
 
 
 @jsii.implements(cdk.IStableStringProducer)
@@ -182,10 +74,6 @@ class _WarmPoolScript:
         return warm_pool_script(self._capacity._prepull_images())
 
 
-
-
-def _shape(instance_type: GpuInstanceType) -> str:
-    return f"({instance_type.vcpus} vCPU, {instance_type.memory_gib} GiB, {instance_type.gpus} GPU)"
 
 
 class GpuCapacity(Construct):

@@ -19,18 +19,17 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
-
-import aws_cdk as cdk
-from aws_cdk import aws_ecr as ecr
-from aws_cdk import aws_ecs as ecs
-from constructs import Construct
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from . import metric_names
 from .errors import ConfigError, require, require_range
 from .instance_catalog import GpuInstanceType
 from .model_props import ModelProps
 from .service_timing import SPOT_NOTICE_SECONDS, ServiceTimingProps
+
+if TYPE_CHECKING:  # aws_cdk is imported where a construct is built, so the props load without it (the sizing advisor)
+    from aws_cdk import aws_ecs as ecs
+    from constructs import Construct
 
 SCRATCH_PATH = "/scratch"
 ROOT_USERS = frozenset({"0", "root"})
@@ -383,6 +382,8 @@ def check_command(contract: ServerContract) -> None:
     """What the command says agrees with the contract: the port the target group checks, the port the metrics
     sidecar scrapes, and the drain the stop timing budgets (a contradiction would synthesize a service that never
     passes its health check, scrapes nothing, or is killed mid-drain)."""
+    import aws_cdk as cdk
+
     def agree(flags: Sequence[str], expected: int | None, key: str, fix: str) -> None:
         said = command_flag(contract.command, flags)
         if said is None or expected is None or cdk.Token.is_unresolved(said):
@@ -576,6 +577,9 @@ class EcrImage:
         require(bool(re.match(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$", self.tag)) and self.tag != "latest", "tag", f"{self.tag!r}: pin an exact tag (not 'latest')")
 
     def container_image(self, scope: Construct, construct_id: str) -> ecs.ContainerImage:
+        from aws_cdk import aws_ecr as ecr
+        from aws_cdk import aws_ecs as ecs
+
         repository = ecr.Repository.from_repository_name(scope, construct_id, self.repository)
         return ecs.ContainerImage.from_ecr_repository(repository, self.tag)
 

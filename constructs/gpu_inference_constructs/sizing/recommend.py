@@ -22,7 +22,7 @@ from ..deployment_capacity import (
     instances_for_deployment_at_peak,
 )
 from ..errors import ConfigError
-from ..gpu_capacity import GpuCapacityProps
+from ..gpu_capacity_props import GpuCapacityProps
 from ..model_entry import server_for, split_model_entry
 from ..model_props import AGENT_RESERVED_CPU, ROLLING_MAX_HEALTHY_PERCENT, ModelProps, service_deployment
 from ..server_contract import DEFAULT_COLLECTOR_IMAGE, DEFAULT_FETCHER_IMAGE
