@@ -25,8 +25,11 @@ class PackModel:
     shape: ModelShape
     workload: Workload
     version: str = "1"
+    """The model's version in the snippet (its S3 prefix). Default: "1"."""
     cpu: int | None = None
+    """The task's CPU units from MODELS.json. Default: None (the estimate from the server's measured ceiling)."""
     memory_mib: int | None = None
+    """The task's memory from MODELS.json. Default: None (the estimate: server processes, CUDA host side, weights)."""
 
 
 # MODELS.json's keys: the single-model advisor's flags without the dashes ('hidden_size' or 'hidden-size'), plus the

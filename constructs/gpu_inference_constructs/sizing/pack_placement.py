@@ -41,13 +41,20 @@ class TypePack:
     gpu_budget_mib: int
     cpu_budget: int
     memory_budget_mib: int
-    refusals: dict[str, Refusal] = field(default_factory=dict)  # model name -> why it has no share here
+    refusals: dict[str, Refusal] = field(default_factory=dict)
+    """Model name -> why it has no share on this type. Default: empty (every model has one)."""
     shares: list[Share] = field(default_factory=list)
+    """Each model's share here. Default: empty (until packed; also when a model is refused)."""
     instances: list[Instance] = field(default_factory=list)
-    placement: str = ""  # "spread" or "first-fit"
+    """The instances and what each GPU holds. Default: empty (until packed)."""
+    placement: str = ""
+    """"spread" (as ECS places) or "first-fit". Default: "" (not packed)."""
     hourly_usd: dict[str, float] = field(default_factory=dict)
+    """The instances' USD per hour, on_demand and spot. Default: empty (not priced)."""
     model_hourly_usd: dict[str, dict[str, float]] = field(default_factory=dict)
+    """Model name -> its tasks' share of the hourly price. Default: empty (not priced)."""
     usd_per_million_requests: dict[str, dict[str, float]] = field(default_factory=dict)
+    """Model name -> USD per 1M requests, on_demand and spot. Default: empty (not priced)."""
 
     @property
     def name(self) -> str:

@@ -18,10 +18,14 @@ class PackResult:
     purchase: Purchase
     assumptions: Assumptions
     types: list[TypePack]  # cheapest packing first, the ones that cannot hold the models last
-    dedicated: dict[str, TypeAdvice | None] = field(default_factory=dict)  # per model: the advisor's cheapest type
+    dedicated: dict[str, TypeAdvice | None] = field(default_factory=dict)
+    """Per model: the single-model advisor's cheapest type. Default: empty."""
     capacity: dict | None = None
+    """The capacity group's block of the best packing. Default: None (until recommended)."""
     model_blocks: list[dict] = field(default_factory=list)
+    """Each model's cdk.json block. Default: empty (until recommended)."""
     notes: list[str] = field(default_factory=list)
+    """What the snippet's reader should know. Default: empty."""
 
     @property
     def best(self) -> TypePack | None:

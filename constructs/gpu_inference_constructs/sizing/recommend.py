@@ -54,7 +54,9 @@ class Recommendation:
     capacity: dict
     model: dict
     notes: list[str] = field(default_factory=list)
+    """What the snippet's reader should know. Default: empty."""
     capacity_group: str | None = None
+    """An LLM's capacity group name. Default: None (the environment's own capacity)."""
 
     @property
     def capacity_groups(self) -> dict:
