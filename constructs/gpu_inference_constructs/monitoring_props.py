@@ -41,7 +41,7 @@ class MonitoringProps:
     spot_price_fraction: float = 0.4
     hourly_price_usd: float | None = None
     # us-east-1 list prices for the rest of the bill per request, read 2026-12-03: CloudWatch Logs standard-class
-    # ingestion per GB (CloudWatch pricing; DESIGN.md), ALB per hour and per LCU-hour (Elastic Load Balancing
+    # ingestion per GB (CloudWatch pricing, https://aws.amazon.com/cloudwatch/pricing/), ALB per hour and per LCU-hour (Elastic Load Balancing
     # pricing page's US-East-1 examples). Set your region's or your negotiated rates here.
     logs_ingestion_usd_per_gb: float = 0.50
     load_balancer_hourly_usd: float = 0.0225

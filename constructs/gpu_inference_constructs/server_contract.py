@@ -43,7 +43,8 @@ MAX_RULE_CONDITION_WILDCARDS = 5
 API_KEY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 # The name of the key the shared stack generates in the secret; vLLM reads it unless vllm.api_key_name says another.
 DEFAULT_API_KEY_NAME = "default"
-# Pinned tags seen in public sources (DESIGN.md: never a digest not seen). In a VPC without a route
+# Pinned tags seen in public sources, never a digest that was not seen published (each image's tags are listed at
+# gallery.ecr.aws/aws-cli/aws-cli and gallery.ecr.aws/cloudwatch-agent/cloudwatch-agent). In a VPC without a route
 # to the internet, pass copies from your own ECR (a mirror, or a pull-through cache rule for public.ecr.aws).
 DEFAULT_FETCHER_IMAGE = "public.ecr.aws/aws-cli/aws-cli:2.32.9"
 DEFAULT_COLLECTOR_IMAGE = "public.ecr.aws/cloudwatch-agent/cloudwatch-agent:1.300059.0b1207"

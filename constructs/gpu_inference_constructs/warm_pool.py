@@ -1,7 +1,7 @@
 """A warm pool on a GPU group: stopped instances that booted once, joined no cluster and pulled the task images, so a
 scale-out starts one instead of launching, booting and pulling a new one (docs/scaling-and-alarms.md, "A warm pool").
 
-What AWS does, and how this module meets it (sources in docs/aws-facts.md, "Issue 44 (warm pool)"):
+What AWS does, and how this module meets it (sources in docs/aws-facts.md, "Warm pools (issue 44)"):
 
 - Auto Scaling stops an instance as soon as it has launched into the pool and does not wait for user data; cloud-init
   runs user data on the first boot only. So the group gets an ``EC2_INSTANCE_LAUNCHING`` hook: an instance warming into
