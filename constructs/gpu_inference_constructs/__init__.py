@@ -4,47 +4,52 @@ Everything a consumer needs is importable from here: the constructs, their props
 contract and its presets. Each props class documents its defaults.
 """
 
-from .api_keys import api_keys_secret
-from .bundled_server import BundledServer, BundledServerProps, bundled_server_image
-from .deployment import DeploymentProps, RollbackAlarms, RollbackProps, RollbackThresholds
-from .deployment_capacity import ServiceDeployment
-from .errors import ConfigError
-from .gpu_capacity import GpuCapacity, GpuCapacityProps
-from .gpu_share import GpuShare
-from .instance_catalog import CATALOG, GpuInstanceType
-from .latency_alarms import LatencyAlarmProps, LatencyAlarmThresholds
-from .load_balancer import ConfiguredLoad, InferenceLoadBalancer, LoadBalancerProps, LoadBalancerQuotas
-from .model_props import ModelProps
-from .model_service import ModelService
-from .model_store import ModelStore, ModelStoreProps
-from .monitoring import InferenceMonitoring, ModelAlarms, MonitoringProps
-from .network import DEFAULT_INTERFACE_ENDPOINTS, InferenceNetwork, NetworkProps, grant_logs_service
-from .notifications import NotificationTopic, topic_target
-from .presets import TgiProps, TgiServer, TritonProps, TritonServer
-from .result_cache import ModelCacheProps, ResultCache, ResultCacheProps
-from .scaling_props import ModelScalingProps, PredictiveScalingProps, ScalingProps
-from .schedules import CapacityPrewarm, ServiceSchedule
-from .server_contract import (
-    DEFAULT_COLLECTOR_IMAGE,
-    DEFAULT_FETCHER_IMAGE,
-    EcrImage,
-    LivenessCheck,
-    ModelFromS3,
-    PrometheusMetrics,
-    ScalingSignal,
-    ServerContext,
-    ServerContract,
-    ServerDefinition,
-    StopTiming,
-)
-from .service_scaling import ServiceScaling
-from .service_timing import ServiceTimingProps
-from .settings import from_dict
-from .sglang_server import SglangProps, SglangServer
-from .target_group_metrics import TargetGroupMetrics
-from .task_starts import TaskStarts
-from .vllm_server import VllmProps, VllmServer
-from .warm_pool import WarmPoolLaunches, WarmPoolProps
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .api_keys import api_keys_secret
+    from .bundled_server import BundledServer, BundledServerProps, bundled_server_image
+    from .deployment import DeploymentProps, RollbackAlarms, RollbackProps, RollbackThresholds
+    from .deployment_capacity import ServiceDeployment
+    from .errors import ConfigError
+    from .gpu_capacity import GpuCapacity, GpuCapacityProps
+    from .gpu_share import GpuShare
+    from .instance_catalog import CATALOG, GpuInstanceType
+    from .latency_alarms import LatencyAlarmProps, LatencyAlarmThresholds
+    from .load_balancer import ConfiguredLoad, InferenceLoadBalancer, LoadBalancerProps, LoadBalancerQuotas
+    from .model_props import ModelProps
+    from .model_service import ModelService
+    from .model_store import ModelStore, ModelStoreProps
+    from .monitoring import InferenceMonitoring, ModelAlarms, MonitoringProps
+    from .network import DEFAULT_INTERFACE_ENDPOINTS, InferenceNetwork, NetworkProps, grant_logs_service
+    from .notifications import NotificationTopic, topic_target
+    from .presets import TgiProps, TgiServer, TritonProps, TritonServer
+    from .result_cache import ModelCacheProps, ResultCache, ResultCacheProps
+    from .scaling_props import ModelScalingProps, PredictiveScalingProps, ScalingProps
+    from .schedules import CapacityPrewarm, ServiceSchedule
+    from .server_contract import (
+        DEFAULT_COLLECTOR_IMAGE,
+        DEFAULT_FETCHER_IMAGE,
+        EcrImage,
+        LivenessCheck,
+        ModelFromS3,
+        PrometheusMetrics,
+        ScalingSignal,
+        ServerContext,
+        ServerContract,
+        ServerDefinition,
+        StopTiming,
+    )
+    from .service_scaling import ServiceScaling
+    from .service_timing import ServiceTimingProps
+    from .settings import from_dict
+    from .sglang_server import SglangProps, SglangServer
+    from .target_group_metrics import TargetGroupMetrics
+    from .task_starts import TaskStarts
+    from .vllm_server import VllmProps, VllmServer
+    from .warm_pool import WarmPoolLaunches, WarmPoolProps
+
 
 __all__ = [
     "bundled_server_image",
@@ -116,3 +121,90 @@ __all__ = [
     "grant_logs_service",
     "topic_target",
 ]
+
+
+# Imported on first use, so that the pure-Python parts (the sizing advisor) run without loading aws_cdk and its Node
+# runtime; `from gpu_inference_constructs import X` and type checkers see the names as before.
+_MODULE_OF = {
+    "api_keys_secret": "api_keys",
+    "BundledServer": "bundled_server",
+    "BundledServerProps": "bundled_server",
+    "bundled_server_image": "bundled_server",
+    "DeploymentProps": "deployment",
+    "RollbackAlarms": "deployment",
+    "RollbackProps": "deployment",
+    "RollbackThresholds": "deployment",
+    "ServiceDeployment": "deployment_capacity",
+    "ConfigError": "errors",
+    "GpuCapacity": "gpu_capacity",
+    "GpuCapacityProps": "gpu_capacity",
+    "GpuShare": "gpu_share",
+    "CATALOG": "instance_catalog",
+    "GpuInstanceType": "instance_catalog",
+    "LatencyAlarmProps": "latency_alarms",
+    "LatencyAlarmThresholds": "latency_alarms",
+    "ConfiguredLoad": "load_balancer",
+    "InferenceLoadBalancer": "load_balancer",
+    "LoadBalancerProps": "load_balancer",
+    "LoadBalancerQuotas": "load_balancer",
+    "ModelProps": "model_props",
+    "ModelService": "model_service",
+    "ModelStore": "model_store",
+    "ModelStoreProps": "model_store",
+    "InferenceMonitoring": "monitoring",
+    "ModelAlarms": "monitoring",
+    "MonitoringProps": "monitoring",
+    "DEFAULT_INTERFACE_ENDPOINTS": "network",
+    "InferenceNetwork": "network",
+    "NetworkProps": "network",
+    "grant_logs_service": "network",
+    "NotificationTopic": "notifications",
+    "topic_target": "notifications",
+    "TgiProps": "presets",
+    "TgiServer": "presets",
+    "TritonProps": "presets",
+    "TritonServer": "presets",
+    "ModelCacheProps": "result_cache",
+    "ResultCache": "result_cache",
+    "ResultCacheProps": "result_cache",
+    "ModelScalingProps": "scaling_props",
+    "PredictiveScalingProps": "scaling_props",
+    "ScalingProps": "scaling_props",
+    "CapacityPrewarm": "schedules",
+    "ServiceSchedule": "schedules",
+    "DEFAULT_COLLECTOR_IMAGE": "server_contract",
+    "DEFAULT_FETCHER_IMAGE": "server_contract",
+    "EcrImage": "server_contract",
+    "LivenessCheck": "server_contract",
+    "ModelFromS3": "server_contract",
+    "PrometheusMetrics": "server_contract",
+    "ScalingSignal": "server_contract",
+    "ServerContext": "server_contract",
+    "ServerContract": "server_contract",
+    "ServerDefinition": "server_contract",
+    "StopTiming": "server_contract",
+    "ServiceScaling": "service_scaling",
+    "ServiceTimingProps": "service_timing",
+    "from_dict": "settings",
+    "SglangProps": "sglang_server",
+    "SglangServer": "sglang_server",
+    "TargetGroupMetrics": "target_group_metrics",
+    "TaskStarts": "task_starts",
+    "VllmProps": "vllm_server",
+    "VllmServer": "vllm_server",
+    "WarmPoolLaunches": "warm_pool",
+    "WarmPoolProps": "warm_pool",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_MODULE_OF})

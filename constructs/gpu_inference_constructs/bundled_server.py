@@ -7,15 +7,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
-
-from aws_cdk import aws_ecr_assets as ecr_assets
-from aws_cdk import aws_ecs as ecs
+from typing import TYPE_CHECKING
 
 from .errors import require, require_range
-from .handler_image import BundledServerImage, handler_image
-from .load_balancer import ALB_MAX_IDLE_TIMEOUT_SECONDS, IDLE_TIMEOUT_MARGIN_SECONDS
+from .load_balancer_limits import ALB_MAX_IDLE_TIMEOUT_SECONDS, IDLE_TIMEOUT_MARGIN_SECONDS
 from .model_props import ModelProps
-from .result_cache import ModelCacheProps
+from .result_cache_props import ModelCacheProps
 from .server_contract import (
     BUNDLED_DEFAULT_DRAIN_SECONDS,
     BUNDLED_EXIT_SECONDS,
@@ -28,6 +25,9 @@ from .server_contract import (
     require_props,
     sidecar_reservation,
 )
+
+if TYPE_CHECKING:
+    from aws_cdk import aws_ecs as ecs
 
 # The bundled server's MODEL_RUNTIME values (inference_server.runtimes.RUNTIMES).
 MODEL_RUNTIMES = ("eager", "compile", "onnx", "int8")
@@ -109,6 +109,11 @@ def bundled_server_image(*, handler_package: str | PathLike[str] | None = None, 
     Synth refuses (``ConfigError``, naming the argument and the fix) a directory without ``pyproject.toml`` or
     ``setup.py`` or without the handler's module, a handler that is not ``module:Class``, and a lock line without a
     hash; the image build (``cdk deploy``) imports the handler and fails if it is not a ``Handler`` subclass."""
+    from aws_cdk import aws_ecr_assets as ecr_assets
+    from aws_cdk import aws_ecs as ecs
+
+    from .handler_image import handler_image
+
     if handler_package is None and handler is None and requirements is None:
         return ecs.ContainerImage.from_asset(str(SERVER_IMAGE_DIRECTORY), platform=ecr_assets.Platform.LINUX_AMD64,
                                              display_name="gpu-inference-server")
@@ -215,11 +220,17 @@ class BundledServer:
     @property
     def handler(self) -> str | None:
         """The team's handler the image was built with (``bundled_server_image(handler=...)``), else None."""
+        if self.image is None:
+            return None
+        from .handler_image import BundledServerImage  # aws_cdk's: none is loaded while an image is None (the advisor)
+
         return self.image.handler if isinstance(self.image, BundledServerImage) else None
 
     def contract(self, context: ServerContext) -> ServerContract:
         model, timing, props = context.model, context.timing, self.props
         self.check(model)
+        from .handler_image import BundledServerImage
+
         if isinstance(self.image, BundledServerImage):
             self.image.check_staging(context.scope)
         environment = {

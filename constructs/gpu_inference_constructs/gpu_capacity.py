@@ -8,7 +8,7 @@ order: On-Demand ``prioritized`` and Spot ``capacity-optimized-prioritized`` try
 first and fall back to the next when it is short. A slower fallback GPU serves fewer requests
 per task, and service auto scaling adds tasks.
 
-The parts, one module each: the props (gpu_capacity_props.py), what an instance launches with (gpu_instances.py), the
+The parts, one module each: the props (gpu_capacity_props.py, without aws_cdk), what an instance launches with (gpu_instances.py), the
 group and its mixed-instances policy (gpu_auto_scaling_group.py), where the group's events go (group_events.py), the
 capacity provider in its cluster (gpu_capacity_provider.py) and the warm pool (warm_pool.py).
 """
@@ -27,22 +27,20 @@ from constructs import Construct
 from .deployment_capacity import ServiceDeployment, check_group_holds_deployment_at_peak
 from .errors import require
 from .gpu_auto_scaling_group import mixed_instances_group
-from .gpu_capacity_props import GpuCapacityProps
+from .gpu_capacity_props import (
+    GP3_BASELINE_IOPS,
+    GP3_BASELINE_MIB_S,
+    Gp3Performance,
+    GpuCapacityProps,
+    root_volume_performance,
+)
 from .gpu_capacity_provider import (
     acknowledge_agent_grants,
     add_to_cluster,
     grant_spot_draining,
     managed_capacity_provider,
 )
-from .gpu_instances import (
-    GP3_BASELINE_IOPS,
-    GP3_BASELINE_MIB_S,
-    agent_user_data,
-    gpu_launch_template,
-    instance_role,
-    instance_security_group,
-    root_volume_performance,
-)
+from .gpu_instances import agent_user_data, gpu_launch_template, instance_role, instance_security_group
 from .gpu_packing import SharedService, check_one_kind, check_shared_group_holds_deployment_at_peak, shared_service
 from .group_events import group_event_topic, notify_group_events
 from .instance_catalog import warn_if_unlisted
@@ -51,8 +49,9 @@ from .schedules import CapacityPrewarm
 from .subnet_selection import private_subnets
 from .warm_pool import WarmPoolLaunches, add_warm_pool
 
-# The gp3 names are re-exported for monitoring.py's cost estimate, which imports them from here.
-__all__ = ["GP3_BASELINE_IOPS", "GP3_BASELINE_MIB_S", "GpuCapacity", "GpuCapacityProps", "root_volume_performance"]
+# The props and the gp3 names live in gpu_capacity_props (aws_cdk-free); importable from here as before.
+__all__ = ["GP3_BASELINE_IOPS", "GP3_BASELINE_MIB_S", "Gp3Performance", "GpuCapacity", "GpuCapacityProps",
+           "root_volume_performance"]
 
 
 class GpuCapacity(Construct):

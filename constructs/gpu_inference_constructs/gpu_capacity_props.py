@@ -1,14 +1,35 @@
-"""What GPU capacity a cluster gets (:class:`GpuCapacityProps`): the instance types of one shape in priority order,
-the Spot and On-Demand mix, the group's size and each instance's root volume, each checked where it is set."""
+"""A GPU capacity group's props (an environment's ``capacity``): its instance types, Spot mix, bounds and root volume.
+Plain data and checks, without aws_cdk, for the constructs and the sizing advisor alike; the group itself is
+gpu_capacity.py's."""
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
+from typing import TypedDict
 
 from .errors import ConfigError, require, require_range
 from .instance_catalog import GpuInstanceType, lookup
-from .warm_pool import WarmPoolProps
+from .warm_pool_props import WarmPoolProps
+
+GP3_BASELINE_MIB_S = 125  # included in every gp3 volume (EC2 API EbsBlockDevice.Throughput minimum)
+GP3_BASELINE_IOPS = 3000  # included in every gp3 volume (EC2 API EbsBlockDevice.Iops: 3,000-16,000)
+
+
+class Gp3Performance(TypedDict, total=False):
+    """``ec2.BlockDeviceVolume.ebs`` keyword arguments above gp3's baseline."""
+
+    throughput: int
+    iops: int
+
+
+def root_volume_performance(throughput_mib_s: int) -> Gp3Performance:
+    """gp3 above its included 125 MiB/s: the throughput, and the IOPS it needs (at most 0.25 MiB/s per IOPS; 3,000
+    IOPS are included). Nothing at the baseline, so default volumes keep their template."""
+    if throughput_mib_s <= GP3_BASELINE_MIB_S:
+        return {}
+    return {"throughput": throughput_mib_s, "iops": max(GP3_BASELINE_IOPS, math.ceil(throughput_mib_s / 0.25))}
 
 
 @dataclass(frozen=True)
@@ -52,7 +73,7 @@ class GpuCapacityProps:
     parameter)."""
     warm_pool: WarmPoolProps | None = None
     """Stopped instances that booted once and pulled the task images, started on a scale-out instead of launching a
-    new one (:class:`~.warm_pool.WarmPoolProps`; docs/scaling-and-alarms.md, "A warm pool"). Default: None (no
+    new one (:class:`~.warm_pool_props.WarmPoolProps`; docs/scaling-and-alarms.md, "A warm pool"). Default: None (no
     pool)."""
 
     def __post_init__(self) -> None:

@@ -3,9 +3,6 @@ AMI and the launch template with the encrypted gp3 root volume."""
 
 from __future__ import annotations
 
-import math
-from typing import TypedDict
-
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_ecs as ecs
@@ -15,7 +12,7 @@ from constructs import Construct
 from .acknowledgements import acknowledge, default_child
 from .cdk_interfaces import as_role, service_principal
 from .errors import ConfigError
-from .gpu_capacity_props import GpuCapacityProps
+from .gpu_capacity_props import GpuCapacityProps, root_volume_performance
 from .warm_pool import WARM_POOLS_CHECK
 
 # Lines appended to /etc/ecs/ecs.config on every instance. CDK applies Spot draining only to
@@ -33,25 +30,6 @@ ECS_AGENT_SETTINGS: tuple[str, ...] = (
     "ECS_AWSVPC_BLOCK_IMDS=true",
     "ECS_ENABLE_CONTAINER_METADATA=true",
 )
-
-GP3_BASELINE_MIB_S = 125  # included in every gp3 volume (EC2 API EbsBlockDevice.Throughput minimum)
-GP3_BASELINE_IOPS = 3000  # included in every gp3 volume (EC2 API EbsBlockDevice.Iops: 3,000-16,000)
-
-
-class Gp3Performance(TypedDict, total=False):
-    """``ec2.BlockDeviceVolume.ebs`` keyword arguments above gp3's baseline."""
-
-    throughput: int
-    iops: int
-
-
-def root_volume_performance(throughput_mib_s: int) -> Gp3Performance:
-    """gp3 above its included 125 MiB/s: the throughput, and the IOPS it needs (at most 0.25 MiB/s per IOPS; 3,000
-    IOPS are included). Nothing at the baseline, so default volumes keep their template."""
-    if throughput_mib_s <= GP3_BASELINE_MIB_S:
-        return {}
-    return {"throughput": throughput_mib_s, "iops": max(GP3_BASELINE_IOPS, math.ceil(throughput_mib_s / 0.25))}
-
 
 def instance_security_group(scope: Construct, vpc: ec2.IVpc) -> ec2.SecurityGroup:
     """No inbound; HTTPS out, which only the VPC endpoints and the S3 gateway answer (``InstanceSecurityGroup``)."""

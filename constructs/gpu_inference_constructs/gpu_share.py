@@ -10,12 +10,12 @@ NvidiaMpsAllocation).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import aws_cdk as cdk
-from aws_cdk import aws_ecs as ecs
-
-from .acknowledgements import default_child
 from .errors import require, require_range
+
+if TYPE_CHECKING:
+    from aws_cdk import aws_ecs as ecs
 
 # What ECS sets in a container on a share (ECS API reference, NvidiaMpsAllocation).
 MEMORY_LIMIT_VARIABLE = "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"
@@ -80,6 +80,10 @@ def write_share(task_definition: ecs.TaskDefinition, container_index: int, share
     2.276.0), so the container's ResourceRequirements are written as the CloudFormation reference documents them
     (AWS::ECS::TaskDefinition ResourceRequirement, SharingStrategy, NvidiaMpsAllocation). Remove it when the pin moves:
     ``ecs.ContainerDefinition``'s own GPU sharing option then writes the same JSON."""
+    import aws_cdk as cdk  # here, so the share's data and checks load without aws_cdk (the sizing advisor)
+
+    from .acknowledgements import default_child
+
     resource = default_child(task_definition)
     resource.add_property_override(f"ContainerDefinitions.{container_index}.ResourceRequirements", [share.resource_requirement()])
     # The CloudFormation reference (AWS::ECS::TaskDefinition ResourceRequirement) makes Value and SharingStrategy

@@ -21,8 +21,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import aws_cdk as cdk
-
 from .errors import ConfigError
 
 if TYPE_CHECKING:
@@ -291,6 +289,8 @@ def region_warning(instance_type: GpuInstanceType, region: str, key: str) -> str
 
     AWS adds types to regions every month: a table in a library cannot refuse one, so this is a warning (a CDK
     annotation; ``cdk synth --strict`` makes it an error) that says where the table comes from."""
+    import aws_cdk as cdk  # here, so the catalog's data loads without aws_cdk (the sizing advisor)
+
     regions = REGIONS_BY_FAMILY[instance_type.family]
     if cdk.Token.is_unresolved(region) or region in regions:
         return None
@@ -306,6 +306,8 @@ def region_warning(instance_type: GpuInstanceType, region: str, key: str) -> str
 
 def warn_if_unlisted(scope: Construct, instance_type: GpuInstanceType, region: str, key: str) -> None:
     """:func:`region_warning` as a CDK annotation warning on ``scope``."""
+    import aws_cdk as cdk
+
     warning = region_warning(instance_type, region, key)
     if warning is not None:
         cdk.Annotations.of(scope).add_warning_v2(f"gpu-inference:region-unlisted:{instance_type.name}", warning)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .deployment import ROLLBACK_LATENCY_FACTOR
+from .deployment_props import ROLLBACK_LATENCY_FACTOR
 from .errors import require, require_range
 from .latency_goal import GoalMultiple
 

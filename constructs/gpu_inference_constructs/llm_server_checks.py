@@ -4,16 +4,16 @@ three scaling signals their metrics give (running requests, waiting requests, KV
 
 from __future__ import annotations
 
-from typing import Protocol
-
-import aws_cdk as cdk
-from aws_cdk import aws_ecs as ecs
-from constructs import Construct
+from typing import TYPE_CHECKING, Protocol
 
 from .errors import ConfigError, require
 from .gpu_share import share_fraction
 from .model_props import ModelProps
 from .server_contract import EcrImage, ScalingSignal, ServerContext
+
+if TYPE_CHECKING:
+    from aws_cdk import aws_ecs as ecs
+    from constructs import Construct
 
 COMMON_SIZES = (1, 2, 4, 8)  # common models' head counts are multiples of 8
 
@@ -29,6 +29,8 @@ def check_heads(model: ModelProps, heads: int | None, server: str, key: str) -> 
 
 def warn_unknown_heads(context: ServerContext, heads: int | None, server: str, key: str) -> None:
     """Where the heads are not known, a warning on a tensor-parallel size no common model's heads divide."""
+    import aws_cdk as cdk  # here, so the checks load without aws_cdk (the sizing advisor)
+
     gpus = context.model.gpus
     if heads is None and COMMON_SIZES[-1] % gpus != 0:
         cdk.Annotations.of(context.scope).add_warning_v2(

@@ -19,6 +19,11 @@ from constructs import Construct
 
 from .acknowledgements import acknowledge, default_child, skip_checkov
 from .errors import ConfigError, require, require_range
+from .load_balancer_limits import (
+    ALB_DEFAULT_IDLE_TIMEOUT_SECONDS,
+    ALB_MAX_IDLE_TIMEOUT_SECONDS,
+    IDLE_TIMEOUT_MARGIN_SECONDS,
+)
 from .subnet_selection import private_subnets, public_subnets
 
 MAX_RULE_PRIORITY = 50_000
@@ -76,13 +81,6 @@ COUNTED_RULES = {
     COMMON_RULE_SET: {"NoUserAgent_HEADER": "API clients need not send a User-Agent; the API key, not the header, says who calls"},
 }
 RATE_WINDOW_MINUTES = 5
-# An ALB closes a connection on which nothing was sent for its idle timeout (1-4000 s, default 60; Elastic Load
-# Balancing user guide, "Connection idle timeout"): a non-streamed response that takes longer gets an ELB 504. The
-# derived timeout is the longest request behind the load balancer plus IDLE_TIMEOUT_MARGIN_SECONDS (the server's
-# own timeout answer, queueing and the trip back), and never below the ALB's default.
-ALB_MAX_IDLE_TIMEOUT_SECONDS = 4000
-ALB_DEFAULT_IDLE_TIMEOUT_SECONDS = 60
-IDLE_TIMEOUT_MARGIN_SECONDS = 10
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ machine) and coreutils' `sha256sum` otherwise (0.22 GB/s a core there). docs/aws
 
 from __future__ import annotations
 
-from .model_store import MANIFEST_FILE, SHA256PIECES_FILE, SHA256SUMS_FILE
+from .published_files import MANIFEST_FILE, SHA256PIECES_FILE, SHA256SUMS_FILE
 
 CHECK_PARALLEL = 8
 

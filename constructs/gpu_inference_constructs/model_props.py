@@ -8,8 +8,8 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from .deployment import DeploymentProps, RollbackProps, RollbackThresholds
 from .deployment_capacity import ServiceDeployment
+from .deployment_props import DeploymentProps, RollbackProps, RollbackThresholds
 from .errors import ConfigError, require, require_range
 from .gpu_share import GpuShare, smallest_device_memory_mib
 from .instance_catalog import GpuInstanceType

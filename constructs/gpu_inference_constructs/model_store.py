@@ -16,12 +16,11 @@ from constructs import Construct
 from .acknowledgements import default_child, skip_checkov
 from .cdk_interfaces import service_principal
 from .errors import require
+from .published_files import MANIFEST_FILE as MANIFEST_FILE
+from .published_files import SHA256PIECES_FILE as SHA256PIECES_FILE
+from .published_files import SHA256SUMS_FILE as SHA256SUMS_FILE
 
 MODELS_PREFIX = "models"
-# What `python -m inference_server.publish` writes beside a version's files (the server's manifest module says the same).
-MANIFEST_FILE = "manifest.json"
-SHA256SUMS_FILE = "SHA256SUMS"
-SHA256PIECES_FILE = "SHA256PIECES"
 ACCESS_LOGS_PREFIX = "s3/models/"
 
 

@@ -19,18 +19,17 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
-
-import aws_cdk as cdk
-from aws_cdk import aws_ecr as ecr
-from aws_cdk import aws_ecs as ecs
-from constructs import Construct
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from . import metric_names
 from .errors import ConfigError, require, require_range
 from .instance_catalog import GpuInstanceType
 from .model_props import ModelProps
 from .service_timing import SPOT_NOTICE_SECONDS, ServiceTimingProps
+
+if TYPE_CHECKING:  # aws_cdk is imported where a construct is built, so the props load without it (the sizing advisor)
+    from aws_cdk import aws_ecs as ecs
+    from constructs import Construct
 
 SCRATCH_PATH = "/scratch"
 ROOT_USERS = frozenset({"0", "root"})
@@ -44,7 +43,8 @@ MAX_RULE_CONDITION_WILDCARDS = 5
 API_KEY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 # The name of the key the shared stack generates in the secret; vLLM reads it unless vllm.api_key_name says another.
 DEFAULT_API_KEY_NAME = "default"
-# Pinned tags seen in public sources (DESIGN.md: never a digest not seen). In a VPC without a route
+# Pinned tags seen in public sources, never a digest that was not seen published (each image's tags are listed at
+# gallery.ecr.aws/aws-cli/aws-cli and gallery.ecr.aws/cloudwatch-agent/cloudwatch-agent). In a VPC without a route
 # to the internet, pass copies from your own ECR (a mirror, or a pull-through cache rule for public.ecr.aws).
 DEFAULT_FETCHER_IMAGE = "public.ecr.aws/aws-cli/aws-cli:2.32.9"
 DEFAULT_COLLECTOR_IMAGE = "public.ecr.aws/cloudwatch-agent/cloudwatch-agent:1.300059.0b1207"
@@ -383,6 +383,8 @@ def check_command(contract: ServerContract) -> None:
     """What the command says agrees with the contract: the port the target group checks, the port the metrics
     sidecar scrapes, and the drain the stop timing budgets (a contradiction would synthesize a service that never
     passes its health check, scrapes nothing, or is killed mid-drain)."""
+    import aws_cdk as cdk
+
     def agree(flags: Sequence[str], expected: int | None, key: str, fix: str) -> None:
         said = command_flag(contract.command, flags)
         if said is None or expected is None or cdk.Token.is_unresolved(said):
@@ -576,6 +578,9 @@ class EcrImage:
         require(bool(re.match(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$", self.tag)) and self.tag != "latest", "tag", f"{self.tag!r}: pin an exact tag (not 'latest')")
 
     def container_image(self, scope: Construct, construct_id: str) -> ecs.ContainerImage:
+        from aws_cdk import aws_ecr as ecr
+        from aws_cdk import aws_ecs as ecs
+
         repository = ecr.Repository.from_repository_name(scope, construct_id, self.repository)
         return ecs.ContainerImage.from_ecr_repository(repository, self.tag)
 

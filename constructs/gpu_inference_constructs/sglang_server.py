@@ -2,7 +2,7 @@
 
 What the contract says of SGLang was read in its source (the PyPI wheel of sglang 0.5.23, and 0.4.10.post2, 0.5.5,
 0.5.9 and 0.5.10 where a behaviour changed) and its documentation (docs.sglang.io, "Server Arguments" and
-"Production Metrics"); docs/aws-facts.md, "Issue 46: SGLang and TGI", lists each fact and where it is.
+"Production Metrics"); docs/aws-facts.md, "SGLang and TGI (issue 46)", lists each fact and where it is.
 """
 
 from __future__ import annotations

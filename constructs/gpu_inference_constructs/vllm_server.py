@@ -5,9 +5,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Literal
-
-from aws_cdk import aws_ecs as ecs
+from typing import TYPE_CHECKING, Literal
 
 from .errors import require, require_range
 from .llm_server_checks import (
@@ -37,6 +35,9 @@ from .server_contract import (
     sidecar_reservation,
     vllm_drain_seconds,
 )
+
+if TYPE_CHECKING:
+    from aws_cdk import aws_ecs as ecs
 
 VLLM_RESERVED_ENVIRONMENT = (
     "HOME", "XDG_CACHE_HOME", "VLLM_CACHE_ROOT", "HF_HOME", "HF_HUB_OFFLINE", "VLLM_NO_USAGE_STATS", "DO_NOT_TRACK",

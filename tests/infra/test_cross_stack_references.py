@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-# Confirmed by live create-stack (aws-cloudformation/cfn-lint#4495, #4519; DESIGN.md "Deploy and elasticity facts"):
+# Confirmed by live create-stack (aws-cloudformation/cfn-lint#4495, #4519; docs/aws-facts.md, "Cross-stack references
+# and replacement", for what Fn::GetStackOutput is):
 # directly in a resource property or an output, or inside these functions. Not Fn::Split, Conditions, Fn::ImportValue.
 CONFIRMED_FUNCTIONS = {"Fn::Join", "Fn::If", "Fn::Select", "Fn::Sub", "Fn::Base64"}
 

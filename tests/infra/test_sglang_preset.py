@@ -1,7 +1,7 @@
 """Issue 46: the SGLang preset, checked like the vLLM preset (its command against its contract, the contract's fit, the
 synthesized task definition, what it refuses, naming the key and the fix), and the TGI preset's maintenance warning.
 
-SGLang itself does not run here: its PyPI build is CUDA-only (docs/aws-facts.md, "Issue 46: SGLang and TGI"), so the
+SGLang itself does not run here: its PyPI build is CUDA-only (docs/aws-facts.md, "SGLang and TGI (issue 46)"), so the
 facts the contract rests on are cited from SGLang's source, and the shell that hands SGLang its API key is run with a
 stand-in for ``python3``."""
 

@@ -193,7 +193,7 @@ def test_inferentia2_is_priced_and_compared_but_the_capacity_construct_refuses_i
     inf2 = by_name(advise(from_model_dir(minilm, dtype="fp16"), Workload(500, 100, 256), Purchase(), Assumptions()))["inf2.xlarge"]
     assert inf2.fits and not inf2.deployable and not inf2.ranked
     assert inf2.price_usd == 0.7582 and inf2.usd_per_million_requests["on_demand"] == pytest.approx(0.7582 / 1.8)
-    with pytest.raises(ConfigError, match=r"instance_types\[0\]: 'inf2.xlarge' is an AWS Inferentia2 \(Neuron, not CUDA\)"):
+    with pytest.raises(ConfigError, match=r"^instance_types\[0\]: .*pick a g4dn"):
         GpuCapacityProps(instance_types=("inf2.xlarge",)).resolve_instance_types()
 
 
@@ -224,9 +224,9 @@ def test_every_catalog_figure_has_a_source_and_a_date():
 
 def test_a_region_without_a_type_and_an_unknown_type_are_errors():
     model = ModelShape(params=100_000_000, dtype="fp16", kind="encoder")
-    with pytest.raises(ConfigError, match="--region: no catalog type is offered in 'xx-nowhere-1'"):
+    with pytest.raises(ConfigError, match=r"^--region: .*catalog knows"):
         advise(model, Workload(1, 100, 128), Purchase(region="xx-nowhere-1"), Assumptions())
-    with pytest.raises(ConfigError, match=r"--instance-types: \['p5.48xlarge'\] not offered"):
+    with pytest.raises(ConfigError, match=r"^--instance-types: .*known here"):
         advise(model, Workload(1, 100, 128), Purchase(), Assumptions(), only=["p5.48xlarge"])
 
 
@@ -241,5 +241,5 @@ def test_the_runtime_scales_the_encoder_estimate_by_its_stated_factor(minilm):
     assert onnx.requests_per_second == pytest.approx(eager.requests_per_second * RUNTIME_FACTORS["onnx"].factor)
     assert "x 1.2 for runtime onnx (estimated:" in onnx.formula and "runtime" not in eager.formula
     assert all(f.source in ("measured", "estimated") and f.basis for f in RUNTIME_FACTORS.values())
-    with pytest.raises(ConfigError, match="--runtime"):
+    with pytest.raises(ConfigError, match=r"^--runtime: .*use one of"):
         Workload(500, 100, 256, runtime="tensorrt")

@@ -247,10 +247,10 @@ def test_argparse_refuses_a_missing_rate_and_an_unknown_dtype(capsys):
 def test_a_truncated_safetensors_file_is_refused(tmp_path, minilm):
     broken = tmp_path / "broken.safetensors"
     broken.write_bytes((minilm / "model.safetensors").read_bytes()[:4096])
-    with pytest.raises(ConfigError, match="truncated file|does not fit"):
+    with pytest.raises(ConfigError, match=r"broken\.safetensors: .*does not fit"):
         read_header(broken)
     broken.write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00not json at all!")
-    with pytest.raises(ConfigError, match="the header is not JSON"):
+    with pytest.raises(ConfigError, match=r"broken\.safetensors: .*not JSON"):
         read_header(broken)
 
 

@@ -196,17 +196,15 @@ def test_a_task_size_from_models_json_is_taken_as_given():
 
 
 @pytest.mark.parametrize(("models", "key", "fix"), [
-    ([], "models", "the list is empty: give at least one model"),
-    ({"name": "minilm"}, "models", "expected a list of models"),
-    ([{**ENCODER, "name": "ab"}, dict(ENCODER)], r"models\[1\]\.name", "required key is missing: name the model"),
-    ([{**ENCODER, "name": "ab"}, {**ENCODER, "name": "ab"}], r"models\[1\]\.name",
-     r"'ab' is listed twice \(also models\[0\]\): model names must be unique; rename one"),
-    ([{**ENCODER, "name": "ab", "hidden_sizes": 384}], r"models\[0\]\.hidden_sizes", "unknown key; allowed keys: name, "),
-    ([{**ENCODER, "name": "ab", "hidden_size": 384}], r"models\[0\]\.hidden_size",
-     "given twice, as 'hidden-size' and 'hidden_size': keep one"),
+    ([], "models", "at least one model"),
+    ({"name": "minilm"}, "models", "list of models"),
+    ([{**ENCODER, "name": "ab"}, dict(ENCODER)], r"models\[1\]\.name", "name the model"),
+    ([{**ENCODER, "name": "ab"}, {**ENCODER, "name": "ab"}], r"models\[1\]\.name", "rename one"),
+    ([{**ENCODER, "name": "ab", "hidden_sizes": 384}], r"models\[0\]\.hidden_sizes", "allowed keys"),
+    ([{**ENCODER, "name": "ab", "hidden_size": 384}], r"models\[0\]\.hidden_size", "keep one"),
     ([{**ENCODER, "name": "Bad_Name"}], r"models\[0\]\.name", "2-40 lowercase letters"),
-    ([{**ENCODER, "name": "ab", "kind": "llm"}], r"models\[0\]\.kind", "an LLM is not packed"),
-    ([{**ENCODER, "name": "ab", "params": -1}], r"models\[0\]\.params", "must be a positive number of parameters"),
+    ([{**ENCODER, "name": "ab", "kind": "llm"}], r"models\[0\]\.kind", "size it alone"),
+    ([{**ENCODER, "name": "ab", "params": -1}], r"models\[0\]\.params", "positive number"),
     ([{**ENCODER, "name": "ab", "cpu": 100}], r"models\[0\]\.cpu", "at least 256"),
 ])
 def test_a_bad_models_list_is_refused_naming_the_key_and_the_fix(models, key, fix):
@@ -218,17 +216,14 @@ def test_a_model_larger_than_any_gpu_is_refused_naming_the_key_and_the_fix():
     """30B parameters in FP16 = 55.9 GiB: no single GPU of the region (the L40S's 48 GB is the largest) holds it, and a
     share is of one GPU (the 4-GPU types would hold it only over 4 GPUs)."""
     huge = {"name": "huge", "params": 30e9, "dtype": "fp16", "kind": "encoder", "requests_per_second": 1, "p95_ms": 60000}
-    with pytest.raises(ConfigError, match=r"^models\[1\]\.params: 'huge' is larger than any candidate GPU can share: "
-                                          r"does not fit: 55\.9 GiB weights .* Serve it in a smaller dtype \(int8 halves the "
-                                          r"weights\), or give it whole GPUs"):
+    with pytest.raises(ConfigError, match=r"^models\[1\]\.params: .*smaller dtype"):
         pack(parse_models([{**ENCODER, "name": "small"}, huge]), Purchase())
 
 
 def test_a_model_too_busy_for_one_gpu_per_task_and_a_non_cuda_type_are_refused():
-    with pytest.raises(ConfigError, match=r"^models\[0\]\.dtype: 'ab' cannot be packed on any candidate type: "
-                                          r"g4dn\.xlarge: not costed \(not estimated: no FP32 throughput"):
+    with pytest.raises(ConfigError, match=r"^models\[0\]\.dtype: .*--dtype fp16"):
         pack(parse_models([{**ENCODER, "name": "ab", "dtype": "fp32"}]), Purchase(), only=["g4dn.xlarge"])
-    with pytest.raises(ConfigError, match=r"^--instance-types: \['inf2\.xlarge'\]: GPU sharing is NVIDIA MPS, a CUDA feature"):
+    with pytest.raises(ConfigError, match=r"^--instance-types: .*pick CUDA types"):
         pack(parse_models(encoders(1)), Purchase(), only=["inf2.xlarge"])
 
 
@@ -276,7 +271,7 @@ def test_the_cli_prints_the_table_and_json_and_refuses_with_the_key(tmp_path, ca
     assert main(["pack", str(path)]) == 2
     assert "sizing: error: models: the list is empty" in capsys.readouterr().err
     path.write_text(json.dumps([{**ENCODER, "name": "ab", "model_dir": "nowhere"}]))
-    with pytest.raises(ConfigError, match=r"^models\[0\]\.model_dir: give model_dir or params, not both"):
+    with pytest.raises(ConfigError, match=r"^models\[0\]\.model_dir: .*not both"):
         read_models(path)
 
 

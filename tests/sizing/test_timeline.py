@@ -245,7 +245,7 @@ def test_a_warm_start_starts_a_stopped_instance_and_pulls_nothing():
     assert "as low as 30 seconds" in steps["start from the warm pool"].source
     assert steps["image pull"].seconds == 0 and "prefer-cached" in steps["image pull"].source
     assert "ECS_WARM_POOLS_CHECK" in steps["agent registration"].source
-    with pytest.raises(ValueError, match="new_instance=True"):
+    with pytest.raises(ValueError, match=r"warm_start.*new_instance=True"):
         phases(new_instance=False, warm_start=True)
 
 

@@ -96,11 +96,17 @@ class Throughput:
     source: str  # "measured", "estimate" or NOT_ESTIMATED
     formula: str
     bound: str = ""
-    tokens_per_second: float | None = None  # LLMs: one task's decode rate at the concurrency
+    """What limits the rate: "HTTP server", "GPU compute", "GPU memory bandwidth" or "measured". Default: "" (none named)."""
+    tokens_per_second: float | None = None
+    """LLMs: one task's decode rate at the concurrency. Default: None (encoders)."""
     p95_ms_estimate: float | None = None
+    """The p95 latency of one request, estimated or measured. Default: None (not known)."""
     max_batch_size: int | None = None
-    gpu_requests_per_second: float | None = None  # encoder estimates: what the whole GPU sustains, before the server's cap
-    single_pass_ms: float | None = None  # encoder estimates: one request alone on the whole GPU (batch 1)
+    """The batch (encoders) or concurrency (LLMs) the figure is for. Default: None (not known)."""
+    gpu_requests_per_second: float | None = None
+    """Encoder estimates: what the whole GPU sustains, before the server's cap. Default: None."""
+    single_pass_ms: float | None = None
+    """Encoder estimates: one request alone on the whole GPU (batch 1). Default: None."""
 
 
 @dataclass
@@ -117,10 +123,15 @@ class TypeAdvice:
     price_usd: float
     price_source: str
     tasks: int | None = None
+    """Tasks needed for the workload. Default: None (not costed)."""
     instances: int | None = None
+    """Instances those tasks need. Default: None (not costed)."""
     hourly_usd: dict[str, float] = field(default_factory=dict)
+    """USD per hour by purchase (on_demand, spot, mix). Default: empty (not priced)."""
     usd_per_million_requests: dict[str, float | None] = field(default_factory=lambda: dict(_NOTHING))
+    """By purchase (on_demand, spot, mix). Default: each None (not priced)."""
     usd_per_million_tokens: dict[str, float | None] = field(default_factory=lambda: dict(_NOTHING))
+    """LLMs, by purchase (on_demand, spot, mix). Default: each None (encoders, or not priced)."""
 
     @property
     def name(self) -> str:
@@ -137,6 +148,7 @@ class TypeAdvice:
                 and not self.too_slow)
 
     too_slow: bool = False
+    """Misses the latency goal even on the whole GPU. Default: False."""
 
 
 def priced_throughput(advice: TypeAdvice) -> Throughput:

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 
 from ..errors import ConfigError
-from ..result_cache import ResultCacheProps
+from ..result_cache_props import ResultCacheProps
 
 HOURS_PER_MONTH = 730
 KEY_AND_OVERHEAD_BYTES = 160  # the key (~75 bytes) and Valkey's per-entry overhead

@@ -10,17 +10,18 @@ from pathlib import Path
 
 from ..bundled_server import BundledServerProps
 from ..errors import ConfigError
-from ..gpu_capacity import GpuCapacityProps
-from ..monitoring import MonitoringProps
+from ..gpu_capacity_props import GpuCapacityProps
+from ..monitoring_props import MonitoringProps
 from ..scaling_props import ModelScalingProps
 from ..settings import from_dict
 from .advisor import advise
 from .cache_cost import cache_cost, describe
 from .measured import read_measurement, refuse_llm
 from .model_shape import BYTES_PER_PARAM, ModelShape, from_model_dir
-from .pack import as_json as pack_json
-from .pack import pack, read_models
-from .pack import table as pack_table
+from .pack import pack
+from .pack_models import read_models
+from .pack_report import as_json as pack_json
+from .pack_report import table as pack_table
 from .plot import plot
 from .recommend import recommend, validate
 from .report import as_json, dumps, table

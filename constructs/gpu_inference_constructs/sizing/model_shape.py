@@ -28,15 +28,25 @@ class ModelShape:
     dtype: str
     kind: Kind
     name: str = "model"
+    """The model's name in reports and snippets. Default: "model"."""
     layers: int | None = None
+    """Transformer layers (config.json num_hidden_layers). Default: None (unknown; an LLM needs it)."""
     hidden_size: int | None = None
+    """Hidden size (config.json hidden_size). Default: None (unknown; an LLM needs it)."""
     heads: int | None = None
+    """Attention heads (config.json num_attention_heads). Default: None (unknown; an LLM needs it)."""
     kv_heads: int | None = None
+    """Key/value heads with grouped-query attention (num_key_value_heads). Default: None (heads)."""
     intermediate_size: int | None = None
+    """The MLP's width (config.json intermediate_size). Default: None (unknown)."""
     vocab_size: int | None = None
-    max_positions: int | None = None  # learned position embeddings (encoders), counted as embeddings
-    context_limit: int | None = None  # max_position_embeddings: the longest sequence the model takes
+    """Vocabulary size (config.json vocab_size). Default: None (unknown)."""
+    max_positions: int | None = None
+    """Learned position embeddings (encoders), counted as embeddings. Default: None (none)."""
+    context_limit: int | None = None
+    """max_position_embeddings: the longest sequence the model takes. Default: None (not checked)."""
     source: str = "flags"
+    """Where the shape came from: "flags", or the model directory's config.json and safetensors headers. Default: "flags"."""
 
     def __post_init__(self) -> None:
         if self.params <= 0:

@@ -22,7 +22,7 @@ from ..deployment_capacity import (
     instances_for_deployment_at_peak,
 )
 from ..errors import ConfigError
-from ..gpu_capacity import GpuCapacityProps
+from ..gpu_capacity_props import GpuCapacityProps
 from ..model_entry import server_for, split_model_entry
 from ..model_props import AGENT_RESERVED_CPU, ROLLING_MAX_HEALTHY_PERCENT, ModelProps, service_deployment
 from ..server_contract import DEFAULT_COLLECTOR_IMAGE, DEFAULT_FETCHER_IMAGE
@@ -54,7 +54,9 @@ class Recommendation:
     capacity: dict
     model: dict
     notes: list[str] = field(default_factory=list)
+    """What the snippet's reader should know. Default: empty."""
     capacity_group: str | None = None
+    """An LLM's capacity group name. Default: None (the environment's own capacity)."""
 
     @property
     def capacity_groups(self) -> dict:

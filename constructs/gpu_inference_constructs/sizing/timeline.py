@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from ..gpu_capacity import GpuCapacityProps
+from ..gpu_capacity_props import GpuCapacityProps
 from ..instance_catalog import CATALOG
 from ..model_fetch import CHECK_PARALLEL
-from ..monitoring import HOURS_PER_MONTH, MonitoringProps, root_volume_hourly_usd, warm_pool_monthly_usd
+from ..monitoring_props import HOURS_PER_MONTH, MonitoringProps, root_volume_hourly_usd, warm_pool_monthly_usd
 from ..scaling_props import ModelScalingProps
 from ..settings import from_dict
 from ..target_health import TARGET_HEALTH_CHECK

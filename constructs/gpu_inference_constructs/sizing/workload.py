@@ -20,11 +20,16 @@ class Workload:
     requests_per_second: float
     p95_ms: float
     prompt_tokens: int  # an encoder's tokens per text (its sequence length); an LLM's prompt
-    output_tokens: int = 0  # LLMs: tokens generated per request
-    concurrency: int = 1  # LLMs: sequences one task decodes together
-    max_batch_size: int = 32  # encoders: the server's largest batch (BundledServerProps default)
+    output_tokens: int = 0
+    """LLMs: tokens generated per request. Default: 0 (encoders)."""
+    concurrency: int = 1
+    """LLMs: sequences one task decodes together. Default: 1."""
+    max_batch_size: int = 32
+    """Encoders: the server's largest batch. Default: 32 (BundledServerProps.max_batch_size)."""
     max_batch_wait_ms: int = 2
-    runtime: str = "eager"  # encoders: BundledServerProps.runtime; scales the estimate by sizing.runtimes' factor
+    """Encoders: the server's wait to fill a batch, added to a request's latency. Default: 2."""
+    runtime: str = "eager"
+    """Encoders: BundledServerProps.runtime; scales the estimate by sizing.runtimes' factor. Default: "eager"."""
 
     def __post_init__(self) -> None:
         _positive(self.requests_per_second, "--requests-per-second", "requests per second, e.g. 200")
@@ -48,10 +53,15 @@ class Purchase:
     """How the fleet is bought: the environment's On-Demand base and share, and Spot's price as a fraction."""
 
     region: str = "us-east-1"
+    """Where the fleet runs (prices and the types offered). Default: "us-east-1"."""
     on_demand_base: int = 0
+    """Instances bought On-Demand before any Spot (GpuCapacityProps.on_demand_base_capacity). Default: 0."""
     on_demand_percent: int = 0
-    spot_fraction: float = 0.4  # MonitoringProps.spot_price_fraction's default
-    prices: dict[str, float] = field(default_factory=dict)  # instance type -> USD/h, overriding the catalog
+    """On-Demand share above the base (GpuCapacityProps.on_demand_percentage_above_base). Default: 0 (all Spot)."""
+    spot_fraction: float = 0.4
+    """Spot's price as a fraction of On-Demand. Default: 0.4 (MonitoringProps.spot_price_fraction's)."""
+    prices: dict[str, float] = field(default_factory=dict)
+    """Instance type -> USD per hour, overriding the catalog. Default: empty (the catalog's prices)."""
 
     def __post_init__(self) -> None:
         if self.on_demand_base < 0:
@@ -72,11 +82,16 @@ class Purchase:
 class Assumptions:
     """Modelling choices, not measurements: printed with every report, each replaceable by a flag."""
 
-    efficiency: float = 0.5  # fraction of peak bandwidth and tensor throughput a real server reaches
-    vram_headroom: float = 0.10  # GPU memory kept free: CUDA context, cuBLAS workspace, fragmentation
-    target_utilization: float = 0.7  # tasks are sized to run at this fraction of their throughput
-    peak_factor: float = 2.0  # max_tasks = tasks needed x this
+    efficiency: float = 0.5
+    """Fraction of peak bandwidth and tensor throughput a real server reaches. Default: 0.5."""
+    vram_headroom: float = 0.10
+    """GPU memory kept free: CUDA context, cuBLAS workspace, fragmentation. Default: 0.10."""
+    target_utilization: float = 0.7
+    """Tasks are sized to run at this fraction of their throughput. Default: 0.7."""
+    peak_factor: float = 2.0
+    """max_tasks = tasks needed x this. Default: 2.0."""
     server_ceiling_rps: float = SERVER_CEILING_RPS
+    """One task's requests per second at most: our server's measured HTTP ceiling. Default: SERVER_CEILING_RPS (5252)."""
 
     def __post_init__(self) -> None:
         for key, low, high in (("efficiency", 0, 1), ("vram_headroom", 0, 0.9), ("target_utilization", 0, 1)):
