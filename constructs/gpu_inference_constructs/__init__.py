@@ -5,7 +5,8 @@ contract and its presets. Each props class documents its defaults.
 """
 
 from .api_keys import api_keys_secret
-from .bundled_server import BundledServer, BundledServerProps, bundled_server_image
+from .bundled_server import BundledServer, BundledServerProps, bundled_server_image, bundled_stop
+from .bundled_signals import BundledScalingProps
 from .deployment import DeploymentProps, RollbackAlarms, RollbackProps, RollbackThresholds
 from .deployment_capacity import ServiceDeployment
 from .errors import ConfigError
@@ -20,7 +21,7 @@ from .model_store import ModelStore, ModelStoreProps
 from .monitoring import InferenceMonitoring, ModelAlarms, MonitoringProps
 from .network import DEFAULT_INTERFACE_ENDPOINTS, InferenceNetwork, NetworkProps, grant_logs_service
 from .notifications import NotificationTopic, topic_target
-from .presets import TgiProps, TgiServer, TritonProps, TritonServer
+from .presets import TgiProps, TgiServer, TritonProps, TritonServer, tgi_stop, triton_stop
 from .result_cache import ModelCacheProps, ResultCache, ResultCacheProps
 from .scaling_props import ModelScalingProps, PredictiveScalingProps, ScalingProps
 from .schedules import CapacityPrewarm, ServiceSchedule
@@ -28,10 +29,12 @@ from .server_contract import (
     DEFAULT_COLLECTOR_IMAGE,
     DEFAULT_FETCHER_IMAGE,
     EcrImage,
+    ExpressionSignal,
     LivenessCheck,
     ModelFromS3,
     PrometheusMetrics,
     ScalingSignal,
+    ServerAlarm,
     ServerContext,
     ServerContract,
     ServerDefinition,
@@ -43,15 +46,11 @@ from .settings import from_dict
 from .sglang_server import SglangProps, SglangServer
 from .target_group_metrics import TargetGroupMetrics
 from .task_starts import TaskStarts
-from .vllm_server import VllmProps, VllmServer
+from .vllm_server import VllmProps, VllmServer, vllm_stop
 from .warm_pool import WarmPoolLaunches, WarmPoolProps
 
 __all__ = [
-    "bundled_server_image",
-    "api_keys_secret",
-    "ModelCacheProps",
-    "ResultCache",
-    "ResultCacheProps",
+    "BundledScalingProps",
     "BundledServer",
     "BundledServerProps",
     "CATALOG",
@@ -63,6 +62,7 @@ __all__ = [
     "DEFAULT_INTERFACE_ENDPOINTS",
     "DeploymentProps",
     "EcrImage",
+    "ExpressionSignal",
     "GpuCapacity",
     "GpuCapacityProps",
     "GpuInstanceType",
@@ -76,6 +76,7 @@ __all__ = [
     "LoadBalancerProps",
     "LoadBalancerQuotas",
     "ModelAlarms",
+    "ModelCacheProps",
     "ModelFromS3",
     "ModelProps",
     "ModelScalingProps",
@@ -87,17 +88,14 @@ __all__ = [
     "NotificationTopic",
     "PredictiveScalingProps",
     "PrometheusMetrics",
+    "ResultCache",
+    "ResultCacheProps",
     "RollbackAlarms",
-    "TargetGroupMetrics",
-    "TaskStarts",
-    "TgiProps",
-    "TgiServer",
-    "TritonProps",
-    "TritonServer",
     "RollbackProps",
     "RollbackThresholds",
     "ScalingProps",
     "ScalingSignal",
+    "ServerAlarm",
     "ServerContext",
     "ServerContract",
     "ServerDefinition",
@@ -108,11 +106,23 @@ __all__ = [
     "SglangProps",
     "SglangServer",
     "StopTiming",
+    "TargetGroupMetrics",
+    "TaskStarts",
+    "TgiProps",
+    "TgiServer",
+    "TritonProps",
+    "TritonServer",
     "VllmProps",
     "VllmServer",
     "WarmPoolLaunches",
     "WarmPoolProps",
+    "api_keys_secret",
+    "bundled_server_image",
+    "bundled_stop",
     "from_dict",
     "grant_logs_service",
+    "tgi_stop",
     "topic_target",
+    "triton_stop",
+    "vllm_stop",
 ]

@@ -23,6 +23,7 @@ from .llm_server_checks import (
     warn_unknown_heads,
 )
 from .model_props import ModelProps
+from .prediction_routes import OPENAI_PREDICTION_ROUTES
 from .server_contract import (
     API_KEY_NAME,
     DEFAULT_API_KEY_NAME,
@@ -33,13 +34,12 @@ from .server_contract import (
     PrometheusMetrics,
     ServerContext,
     ServerContract,
-    StopTiming,
-    drain_after_delay,
     named_user,
     port_liveness,
     require_props,
     sidecar_reservation,
 )
+from .stop_timing import StopTiming, drain_after_delay
 
 # SGLang's own default port (``--port``, fields/serving.py).
 SGLANG_PORT = 30000
@@ -347,6 +347,7 @@ class SglangServer:
             keep_alive_seconds=context.timing.keep_alive_seconds,
             stop=self.stop,
             metrics=PrometheusMetrics(metrics=SGLANG_METRICS, collector_image=collector_image),
+            prediction_routes=OPENAI_PREDICTION_ROUTES,
             scaling_signals=load_signals(running, waiting, kv_cache, running_target=props.running_target,
                                          waiting_scale_out=props.waiting_requests_scale_out,
                                          kv_cache_scale_out_percent=props.kv_cache_scale_out_percent),

@@ -19,24 +19,48 @@ from .llm_server_checks import (
     warn_unknown_heads,
 )
 from .model_props import ModelProps
+from .prediction_routes import OPENAI_PREDICTION_ROUTES
 from .server_contract import (
     API_KEY_NAME,
     DEFAULT_API_KEY_NAME,
     SCRATCH_PATH,
-    VLLM_LONGEST_REQUEST_SECONDS,
     EcrImage,
     LivenessCheck,
     ModelFromS3,
     PrometheusMetrics,
     ServerContext,
     ServerContract,
-    StopTiming,
     named_user,
     port_liveness,
     require_props,
     sidecar_reservation,
-    vllm_drain_seconds,
 )
+from .stop_timing import StopTiming, drain_after_delay
+
+# vLLM 0.32 (vllm/engine/arg_utils.py, config/vllm.py): ``--shutdown-timeout N`` (default 0). On SIGTERM the API
+# server stops the engine with that timeout: 0 aborts every running request; N > 0 rejects new requests and lets the
+# running ones finish for up to N s, then aborts the rest and stops the engine processes.
+VLLM_EXIT_SECONDS = 20
+VLLM_LONGEST_REQUEST_SECONDS = 80
+
+
+def vllm_drain_seconds(longest_request_seconds: int) -> int:
+    """vLLM's ``--shutdown-timeout``: what the Spot notice leaves after a deregistration delay of
+    ``longest_request_seconds`` and vLLM's exit."""
+    return drain_after_delay(longest_request_seconds, VLLM_EXIT_SECONDS, "vLLM")
+
+
+def vllm_stop(longest_request_seconds: int = VLLM_LONGEST_REQUEST_SECONDS) -> StopTiming:
+    """vLLM's OpenAI server (``vllm serve``) with ``--shutdown-timeout`` :func:`vllm_drain_seconds`: a generation up to
+    ``longest_request_seconds`` (default 80) long finishes when its task stops. The ALB keeps it running through
+    the deregistration delay (``longest_request_seconds``: AWS documents in-flight requests completing then);
+    on SIGTERM vLLM refuses new requests and drains running ones for the rest of the Spot notice (20 s by default;
+    without the flag, vLLM 0.32's default 0 aborts them at once), then the API server, engine core and
+    tensor-parallel workers stop (``VLLM_EXIT_SECONDS``, 20 s budget). A generation still running when the drain
+    ends is cut, and vLLM 0.32 then waits on its open response until SIGKILL at ``stopTimeout`` (seen in
+    ``make e2e-vllm`` with ``--shutdown-timeout 0``), which the budget already allows for."""
+    return StopTiming.after_delay(longest_request_seconds, VLLM_EXIT_SECONDS, "vLLM")
+
 
 VLLM_RESERVED_ENVIRONMENT = (
     "HOME", "XDG_CACHE_HOME", "VLLM_CACHE_ROOT", "HF_HOME", "HF_HUB_OFFLINE", "VLLM_NO_USAGE_STATS", "DO_NOT_TRACK",
@@ -77,7 +101,7 @@ class VllmProps:
     ``longest_request_seconds`` (default 80, at most 100): the longest generation that still finishes when its task
     stops (scale-in, deployment, Spot): it is the deregistration delay of the model's target groups, and vLLM's
     ``--shutdown-timeout`` gets the rest of the 2-minute Spot notice after it and vLLM's 20 s exit (20 s by default),
-    the container's ``stopTimeout`` that drain plus the exit (40 s). See :meth:`StopTiming.vllm`.
+    the container's ``stopTimeout`` that drain plus the exit (40 s). See :func:`vllm_stop`.
     Scaling: hold ``target_running_requests_per_task`` (default 3/4 of ``max_num_seqs``) running
     requests per task; add tasks when more than ``waiting_requests_scale_out`` requests wait or the
     KV cache is more than ``kv_cache_scale_out_percent`` full. ``image``: a mirror in your ECR of
@@ -194,7 +218,7 @@ class VllmServer:
 
     @property
     def stop(self) -> StopTiming:
-        return StopTiming.vllm(self.props.longest_request_seconds)
+        return vllm_stop(self.props.longest_request_seconds)
 
     @property
     def longest_request_seconds(self) -> int:
@@ -295,6 +319,7 @@ class VllmServer:
             keep_alive_seconds=context.timing.keep_alive_seconds,
             stop=self.stop,
             metrics=PrometheusMetrics(metrics=VLLM_METRICS, collector_image=collector_image),
+            prediction_routes=OPENAI_PREDICTION_ROUTES,
             scaling_signals=load_signals(running, waiting, kv_cache, running_target=props.running_target,
                                          waiting_scale_out=props.waiting_requests_scale_out,
                                          kv_cache_scale_out_percent=props.kv_cache_scale_out_percent),

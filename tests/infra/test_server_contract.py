@@ -30,6 +30,9 @@ from gpu_inference_constructs import (
     VllmProps,
     VllmServer,
 )
+from gpu_inference_constructs.bundled_server import bundled_stop
+from gpu_inference_constructs.presets import tgi_stop, triton_stop
+from gpu_inference_constructs.vllm_server import vllm_stop
 from stacks.config import load_environment
 from tests.scenarios import scenario_environment
 
@@ -228,7 +231,7 @@ def test_the_bundled_servers_stop_timing_is_read_from_the_server_itself():
     assert service.contract.environment["DRAIN_TIMEOUT_S"] == "60" and service.contract.environment["REQUEST_TIMEOUT_S"] == "12"
 
 
-@pytest.mark.parametrize("preset", [StopTiming.vllm(), StopTiming.tgi(), StopTiming.triton(), StopTiming.bundled()])
+@pytest.mark.parametrize("preset", [vllm_stop(), tgi_stop(), triton_stop(), bundled_stop()])
 def test_each_preset_fits_the_default_timing(preset):
     timing = gpu_inference_constructs.ServiceTimingProps()
     deregistration_delay, stop_timeout = preset.task_timing(timing.deregistration_delay_seconds, timing.stop_timeout_seconds)
@@ -261,8 +264,8 @@ def test_vllm_drains_in_flight_generations_within_the_spot_notice():
     model's target groups, stopTimeout and drain are sized so a generation of longest_request_seconds in flight when
     its task stops finishes: the ALB keeps it through the deregistration delay (that long), vLLM drains after SIGTERM
     for what the Spot notice leaves, and delay + drain + exit fit the notice."""
-    from gpu_inference_constructs.server_contract import VLLM_EXIT_SECONDS
     from gpu_inference_constructs.service_timing import SPOT_NOTICE_SECONDS
+    from gpu_inference_constructs.vllm_server import VLLM_EXIT_SECONDS
 
     for longest in (80, 60, 100):
         stack, parts = stack_with_placement()
@@ -281,9 +284,9 @@ def test_vllm_drains_in_flight_generations_within_the_spot_notice():
         assert delay + server["StopTimeout"] <= SPOT_NOTICE_SECONDS, "all of it inside the Spot notice"
         assert (delay, drain, server["StopTimeout"]) == (longest, SPOT_NOTICE_SECONDS - VLLM_EXIT_SECONDS - longest, SPOT_NOTICE_SECONDS - longest)
         assert (service.deregistration_delay_seconds, service.stop_timeout_seconds) == (delay, server["StopTimeout"])
-        assert service.contract.stop == StopTiming.vllm(longest)
+        assert service.contract.stop == vllm_stop(longest)
     assert drain == 0, "at 100 s the delay takes all the notice leaves: vLLM aborts at SIGTERM (its default)"
-    assert StopTiming.vllm().drain_seconds == 20 and VllmProps().longest_request_seconds == 80
+    assert vllm_stop().drain_seconds == 20 and VllmProps().longest_request_seconds == 80
 
 
 def test_the_environments_timing_still_applies_to_the_other_servers_of_the_environment(synthesized):
@@ -529,7 +532,7 @@ def test_tgi_and_triton_contracts_synthesize_with_their_own_ports_paths_and_metr
         name="tgi", image=IMAGE,
         command=("--model-id", "/scratch/model", "--port", "8080", "--hostname", "0.0.0.0", "--num-shard", "4"),
         port=8080, readiness_path="/health", liveness=LivenessCheck(("CMD", "curl", "-f", "http://127.0.0.1:8080/health")),
-        user="1000:1000", model_source=ModelFromS3.copy_to_scratch(), shared_memory_mib=16384, stop=StopTiming.tgi(),
+        user="1000:1000", model_source=ModelFromS3.copy_to_scratch(), shared_memory_mib=16384, stop=tgi_stop(),
         environment={"HF_HUB_OFFLINE": "1", "HOME": "/scratch/home", "HUGGINGFACE_HUB_CACHE": "/scratch/cache"},
         metrics=PrometheusMetrics(metrics=("tgi_queue_size", "tgi_batch_current_size")),
         scaling_signals=(ScalingSignal("tgi_queue_size", statistic="Maximum", scale_out_above=8),),
@@ -538,7 +541,7 @@ def test_tgi_and_triton_contracts_synthesize_with_their_own_ports_paths_and_metr
         name="triton", image=IMAGE,
         command=("tritonserver", "--model-repository=/scratch/model", "--http-port=8000", "--metrics-port=8002", "--exit-timeout-secs=30"),
         port=8000, readiness_path="/v2/health/ready", liveness=LivenessCheck(("CMD", "curl", "-f", "http://127.0.0.1:8000/v2/health/live")),
-        user="1000:1000", model_source=ModelFromS3.copy_to_scratch(), shared_memory_mib=4096, stop=StopTiming.triton(),
+        user="1000:1000", model_source=ModelFromS3.copy_to_scratch(), shared_memory_mib=4096, stop=triton_stop(),
         metrics=PrometheusMetrics(metrics=("nv_inference_pending_request_count",), port=8002),
         scaling_signals=(ScalingSignal("nv_inference_pending_request_count", statistic="Maximum", scale_out_above=16),),
     )
