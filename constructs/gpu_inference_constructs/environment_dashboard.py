@@ -4,20 +4,31 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_elasticloadbalancingv2 as elbv2
+from constructs import Construct
 
 from . import metric_names, task_start_handler
 from .gpu_capacity import GpuCapacity
 from .model_alarms import alarm_name_prefix
-from .monitoring_costs import on_demand_instances_expression
+from .monitoring_costs import CostMetrics, on_demand_instances_expression
 from .target_group_metrics import load_balancer_full_name as full_name_of
 
-if TYPE_CHECKING:
-    from .monitoring import InferenceMonitoring
+
+class DashboardFigures(Protocol):
+    """What the dashboard graphs beside its searches: InferenceMonitoring's metrics and alarms."""
+
+    name_prefix: str
+    costs: CostMetrics
+    alarms: dict[str, cloudwatch.Alarm]
+    metric_spot_interruptions: cloudwatch.Metric
+    metric_cost_per_million_requests: cloudwatch.MathExpression
+    metric_cost_components: list[cloudwatch.MathExpression]
+    metric_spare_capacity_cost: list[cloudwatch.MathExpression]
+    metric_warm_pool_cost: list[cloudwatch.MathExpression]
 
 MINUTE = cdk.Duration.minutes(1)
 
@@ -64,13 +75,13 @@ class Searches:
         )
 
 
-def add_dashboard(monitoring: InferenceMonitoring, environment_name: str, model_names: Sequence[str],
+def add_dashboard(scope: Construct, monitoring: DashboardFigures, environment_name: str, model_names: Sequence[str],
                   load_balancer: elbv2.IApplicationLoadBalancer, capacity: GpuCapacity) -> cloudwatch.Dashboard:
-    """The dashboard ``Dashboard`` in ``monitoring``: traffic, the fleet, the servers, cost and task starts, alarms."""
+    """The dashboard ``Dashboard`` in ``scope``: traffic, the fleet, the servers, cost and task starts, alarms."""
     find = Searches(environment_name, load_balancer, capacity.cluster.cluster_name)
     total = monitoring.costs.instances(capacity, MINUTE)
     on_demand = on_demand_instances_expression(capacity)
-    dashboard = cloudwatch.Dashboard(monitoring, "Dashboard", dashboard_name=f"{monitoring.name_prefix}-{environment_name}", default_interval=cdk.Duration.hours(3))
+    dashboard = cloudwatch.Dashboard(scope, "Dashboard", dashboard_name=f"{monitoring.name_prefix}-{environment_name}", default_interval=cdk.Duration.hours(3))
     dashboard.add_widgets(
         cloudwatch.TextWidget(
             markdown=f"# GPU inference: {environment_name}\nModels: {', '.join(model_names)}\n\n"
@@ -131,7 +142,7 @@ def _servers(dashboard: cloudwatch.Dashboard, find: Searches) -> None:
     )
 
 
-def _cost_and_starts(dashboard: cloudwatch.Dashboard, find: Searches, monitoring: InferenceMonitoring) -> None:
+def _cost_and_starts(dashboard: cloudwatch.Dashboard, find: Searches, monitoring: DashboardFigures) -> None:
     """Shed requests, cost, warm capacity, and task starts as the server and ECS see them."""
     dashboard.add_widgets(
         graph("Shed (503) and timed-out (504) requests",

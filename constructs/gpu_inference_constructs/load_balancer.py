@@ -206,7 +206,7 @@ class InferenceLoadBalancer(Construct):
         if self.web_acl is not None:
             self.web_acl.rules = self._web_acl_rules()
 
-    def _web_acl_rules(self) -> list[wafv2.CfnWebACL.RuleProperty]:
+    def _web_acl_rules(self) -> list[wafv2.CfnWebACL.RuleProperty | cdk.IResolvable]:
         return web_acl_rules(self.waf_rate_limit, self.waf_rate_limit_per_key, self.prediction_routes)
 
 

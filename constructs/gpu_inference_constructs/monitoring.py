@@ -114,7 +114,7 @@ class InferenceMonitoring(AlarmGroup):
             [capacity, *more_capacity], load_balancer, [service_log_group_name(environment_name, name, name_prefix) for name in model_names])
         self.metric_spare_capacity_cost = self.spare_capacity_cost([capacity, *more_capacity])
         self.metric_warm_pool_cost = self.warm_pool_cost([capacity, *more_capacity])
-        self.dashboard = add_dashboard(self, environment_name, model_names, load_balancer, capacity)
+        self.dashboard = add_dashboard(self, self, environment_name, model_names, load_balancer, capacity)
 
     def add_model(self, service: ModelService) -> None:
         """Graph the metrics ``service``'s server contract brings into CloudWatch (vLLM: running and waiting requests,

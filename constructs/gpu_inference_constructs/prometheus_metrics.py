@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from aws_cdk import aws_ecs as ecs
 
@@ -14,8 +14,16 @@ from . import metric_names
 from .errors import ConfigError, require, require_range
 from .model_source import PATH
 
-if TYPE_CHECKING:
-    from .server_contract import ServerContract
+
+class ScrapedServer(Protocol):
+    """What the collector needs of a server contract."""
+
+    @property
+    def metrics(self) -> PrometheusMetrics | None: ...
+    @property
+    def port(self) -> int: ...
+    @property
+    def name(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -58,7 +66,7 @@ class PrometheusMetrics:
         return prometheus_name.replace(":", "_")
 
 
-def collector_config(contract: ServerContract, *, environment_name: str, model_name: str, region: str, log_group_name: str) -> dict[str, str]:
+def collector_config(contract: ScrapedServer, *, environment_name: str, model_name: str, region: str, log_group_name: str) -> dict[str, str]:
     """The CloudWatch agent's two configurations, as the environment variables it reads them from."""
     metrics = contract.metrics
     if metrics is None:

@@ -129,7 +129,8 @@ class ServerContract:
 
     The server declares what scales it (``scaling_signals``), what pages about it (``alarms``), which of its routes
     take prediction bodies (``prediction_routes``) and how it stops (``stop``): ``ServiceScaling``, ``ModelAlarms``
-    and the load balancer read those and nothing else about it. Every preset builds its own.
+    and the load balancer read those and nothing else about it. Every preset builds its own. Defaults: each
+    field's, below.
     """
 
     image: ecs.ContainerImage

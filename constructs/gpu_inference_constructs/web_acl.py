@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+import aws_cdk as cdk
 from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 from aws_cdk import aws_wafv2 as wafv2
 from constructs import Construct
@@ -53,7 +54,8 @@ COUNTED_RULES = {
 }
 
 
-def add_web_acl(scope: Construct, load_balancer: elbv2.IApplicationLoadBalancer, rules: list[wafv2.CfnWebACL.RuleProperty]) -> wafv2.CfnWebACL:
+def add_web_acl(scope: Construct, load_balancer: elbv2.IApplicationLoadBalancer,
+                rules: list[wafv2.CfnWebACL.RuleProperty | cdk.IResolvable]) -> wafv2.CfnWebACL:
     """The regional web ACL ``WebAcl`` (in ``scope``) with ``rules``, associated with ``load_balancer``."""
     acl = wafv2.CfnWebACL(
         scope,
@@ -67,7 +69,7 @@ def add_web_acl(scope: Construct, load_balancer: elbv2.IApplicationLoadBalancer,
     return acl
 
 
-def web_acl_rules(rate_limit: int, rate_limit_per_key: int, prediction_routes: Sequence[str]) -> list[wafv2.CfnWebACL.RuleProperty]:
+def web_acl_rules(rate_limit: int, rate_limit_per_key: int, prediction_routes: Sequence[str]) -> list[wafv2.CfnWebACL.RuleProperty | cdk.IResolvable]:
     """The web ACL's rules in the order they run: rate limits, the managed rule groups, then the body rules' block
     off the prediction routes."""
     def managed(name: str, priority: int) -> wafv2.CfnWebACL.RuleProperty:
@@ -100,7 +102,8 @@ def web_acl_rules(rate_limit: int, rate_limit_per_key: int, prediction_routes: S
         # After both groups, so their body rules' labels are on the request.
         body_rules_off_predictions(prediction_routes),
     ]
-    return [_with_priority(rule, priority) for priority, rule in enumerate(rules)]
+    ordered: list[wafv2.CfnWebACL.RuleProperty | cdk.IResolvable] = [_with_priority(rule, priority) for priority, rule in enumerate(rules)]
+    return ordered
 
 
 def rate_limits(rate_limit: int, rate_limit_per_key: int) -> list[wafv2.CfnWebACL.RuleProperty]:
