@@ -26,6 +26,7 @@ class ConfiguredLoad:
     one_task: int
     one_model_at_peak: int
     busiest_model: str = "the busiest model"
+    """The busiest model's name, in messages. Default: "the busiest model"."""
 
 
 @dataclass(frozen=True)
@@ -34,8 +35,11 @@ class LoadBalancerQuotas:
     groups, 1000 targets per Application Load Balancer); raise them in Service Quotas and say so here."""
 
     listener_rules: int = 100
+    """Listener rules besides the default ones. Default: 100."""
     target_groups: int = 100
+    """Target groups per load balancer. Default: 100."""
     targets: int = 1000
+    """Targets per Application Load Balancer. Default: 1000."""
 
     def check(self, rules: int, target_groups: int, targets: int, key: str = "models") -> None:
         for count, limit, what, field_name in (
@@ -53,17 +57,27 @@ class LoadBalancerQuotas:
 
 @dataclass(frozen=True)
 class LoadBalancerProps:
+    """The environment's load balancer: who reaches it, over what, its timeouts, WAF and quotas. Defaults: each
+    field's, below."""
+
     internet_facing: bool = True
+    """Reachable from the internet (else only inside the VPC). Default: true."""
     certificate_arn: str | None = None
+    """An ACM certificate in the load balancer's region: HTTPS, and port 80 only redirects. Default: None (set allow_http for plain HTTP)."""
     allow_http: bool = False
+    """Serve plain HTTP without a certificate (development; refused where open to the internet). Default: false."""
     ingress_cidrs: tuple[str, ...] = ("0.0.0.0/0",)
-    # Default: derived from the longest request of the models behind the load balancer (idle_timeout_for).
+    """The CIDR blocks that may reach the listeners. Default: ("0.0.0.0/0",)."""
     idle_timeout_seconds: int | None = None
+    """The ALB idle timeout (1-4000). Default: None (derived from the longest request of the models behind it, ``idle_timeout_for``)."""
     deletion_protection: bool = True
+    """The load balancer refuses deletion. Default: true."""
     waf: bool = False
-    # Requests per client IP in 5 minutes; default: what the busiest model serves at max_tasks.
+    """An AWS WAF web ACL with rate limits and AWS's managed rule groups. Default: false."""
     waf_rate_limit_per_5_minutes: int | None = None
+    """Requests per client IP in 5 minutes (100-2000000000). Default: None (what the busiest model serves at max_tasks)."""
     quotas: LoadBalancerQuotas = LoadBalancerQuotas()
+    """The account's Elastic Load Balancing quotas. Default: LoadBalancerQuotas()."""
 
     def __post_init__(self) -> None:
         require(

@@ -98,13 +98,21 @@ class TritonProps:
     """
 
     image: EcrImage | None = None
+    """Your ECR mirror of Triton's image. Default: None (pass ``TritonServer(image=...)``)."""
     http_port: int = TRITON_HTTP_PORT
+    """Triton's HTTP port. Default: 8000."""
     metrics_port: int = TRITON_METRICS_PORT
+    """Triton's Prometheus port. Default: 8002."""
     exit_timeout_seconds: int = 30
+    """How long Triton waits for in-flight inferences after SIGTERM (``--exit-timeout-secs``). Default: 30."""
     pending_requests_per_task: int = 8
+    """The pending requests per task target tracking holds. Default: 8."""
     extra_args: tuple[str, ...] = ()
+    """More of Triton's flags, none of those the preset sets. Default: none."""
     fetcher_image: EcrImage | None = None
+    """Your ECR mirror of the model fetcher's image. Default: None (DEFAULT_FETCHER_IMAGE)."""
     collector_image: EcrImage | None = None
+    """Your ECR mirror of the metrics collector's image. Default: None (DEFAULT_COLLECTOR_IMAGE)."""
 
     def __post_init__(self) -> None:
         require_range(self.http_port, 1024, 65535, "http_port")
@@ -121,8 +129,11 @@ class TritonServer:
     1000:1000, Triton's image's ``triton-server`` user)."""
 
     props: TritonProps = TritonProps()
+    """How Triton serves the model. Default: TritonProps()."""
     image: ecs.ContainerImage | None = None
+    """The server's image, in place of ``props.image``. Default: None."""
     user: str = "1000:1000"
+    """The uid:gid Triton runs as (its image's ``triton-server``). Default: 1000:1000."""
 
     def __post_init__(self) -> None:
         require_props(self, TritonProps)
@@ -171,14 +182,23 @@ class TgiProps:
     """
 
     image: EcrImage | None = None
+    """Your ECR mirror of TGI's image. Default: None (pass ``TgiServer(image=...)``)."""
     port: int = TGI_PORT
+    """TGI's port (metrics on the same, ``/metrics``). Default: 8080."""
     max_concurrent_requests: int = 128
+    """The most requests TGI takes at once. Default: 128."""
     longest_request_seconds: int = 60
+    """The longest generation: TGI drains that long after SIGTERM. Default: 60."""
     batch_size_per_task: int = 16
+    """The running batch per task target tracking holds. Default: 16."""
     queue_scale_out: int = 8
+    """Queued requests above which tasks are added. Default: 8."""
     extra_args: tuple[str, ...] = ()
+    """More of TGI's flags, none of those the preset sets. Default: none."""
     fetcher_image: EcrImage | None = None
+    """Your ECR mirror of the model fetcher's image. Default: None (DEFAULT_FETCHER_IMAGE)."""
     collector_image: EcrImage | None = None
+    """Your ECR mirror of the metrics collector's image. Default: None (DEFAULT_COLLECTOR_IMAGE)."""
 
     def __post_init__(self) -> None:
         require_range(self.port, 1024, 65535, "port")
@@ -194,8 +214,11 @@ class TgiServer:
     """The TGI preset: ``props`` (default TgiProps()); ``image`` overrides ``props.image``; ``user`` (default 1000:1000)."""
 
     props: TgiProps = TgiProps()
+    """How TGI serves the model. Default: TgiProps()."""
     image: ecs.ContainerImage | None = None
+    """The server's image, in place of ``props.image``. Default: None."""
     user: str = "1000:1000"
+    """The uid:gid TGI runs as. Default: 1000:1000."""
 
     def __post_init__(self) -> None:
         require_props(self, TgiProps)

@@ -255,10 +255,15 @@ class SglangServer:
     example) take the place of the props' ECR mirrors of the same; ``user`` defaults to 1000:1000."""
 
     props: SglangProps = field(default_factory=lambda: SglangProps())
+    """How SGLang serves the model. Default: SglangProps()."""
     image: ecs.ContainerImage | None = None
+    """The server's image, in place of ``props.image``. Default: None (``props.image``)."""
     user: str = "1000:1000"
+    """The uid:gid SGLang runs as. Default: 1000:1000."""
     fetcher_image: ecs.ContainerImage | None = None
+    """The model fetcher's image, in place of ``props.fetcher_image``. Default: None."""
     collector_image: ecs.ContainerImage | None = None
+    """The metrics collector's image, in place of ``props.collector_image``. Default: None."""
 
     name = "sglang"
 

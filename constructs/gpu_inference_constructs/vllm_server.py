@@ -115,24 +115,43 @@ class VllmProps:
     """
 
     image: EcrImage | None = None
+    """Your ECR mirror of ``vllm/vllm-openai``. Default: None (pass ``VllmServer(image=...)``)."""
     served_model_name: str = ""
+    """The model's name in the OpenAI API. Default: "" (the model's name)."""
     max_model_len: int = 4096
+    """The longest prompt plus generation (``--max-model-len``). Default: 4096."""
     gpu_memory_utilization: float = 0.90
+    """The share of each GPU's memory vLLM plans for (``--gpu-memory-utilization``). Default: 0.90."""
     max_num_seqs: int = 64
+    """The most sequences one batch runs (``--max-num-seqs``). Default: 64."""
     dtype: Literal["auto", "float16", "bfloat16", "float32"] = "auto"
+    """Weights' and activations' type (``--dtype``). Default: "auto"."""
     shared_memory_mib: int | None = None
+    """/dev/shm (NCCL and the engine's workers use it; it counts against the task's memory). Default: None (half the model's ``memory_mib``, at most 16384)."""
     port: int = 8000
+    """The port vLLM listens on. Default: 8000."""
     extra_args: tuple[str, ...] = ()
+    """More of vLLM's flags, none of those the preset sets. Default: none."""
     target_running_requests_per_task: int | None = None
+    """The running requests per task target tracking holds. Default: None (3/4 of ``max_num_seqs``)."""
     waiting_requests_scale_out: int = 4
+    """Waiting requests above which tasks are added. Default: 4."""
     kv_cache_scale_out_percent: int = 90
+    """KV-cache use (percent) above which tasks are added. Default: 90."""
     fetcher_image: EcrImage | None = None
+    """Your ECR mirror of the model fetcher's image. Default: None (DEFAULT_FETCHER_IMAGE)."""
     collector_image: EcrImage | None = None
+    """Your ECR mirror of the metrics collector's image. Default: None (DEFAULT_COLLECTOR_IMAGE)."""
     longest_request_seconds: int = VLLM_LONGEST_REQUEST_SECONDS
+    """The longest generation that still finishes when its task stops (at most 100). Default: 80."""
     api_key_name: str = DEFAULT_API_KEY_NAME
+    """The key of the API-key secret vLLM takes (``VLLM_API_KEY``). Default: "default"."""
     weights: Literal["copy", "stream"] = "copy"
+    """copy (to scratch, checked against publish's digests) or stream (from S3, unchecked). Default: copy."""
     stream_buffer_mib: int | None = None
+    """Each GPU process's CPU buffer when streaming (it must hold the largest tensor). Default: None (4096)."""
     stream_concurrency: int | None = None
+    """S3 clients per process when streaming. Default: None (the streamer's own)."""
     attention_heads: int | None = None
     """The model's attention heads (``num_attention_heads`` in its config.json): vLLM splits them over the
     tensor-parallel GPUs (the model's ``gpus``) and exits at start when they do not divide. Default: None (not
@@ -206,10 +225,15 @@ class VllmServer:
     example) take the place of the props' ECR mirrors of the same; ``user`` defaults to 1000:1000."""
 
     props: VllmProps = field(default_factory=lambda: VllmProps())
+    """How vLLM serves the model. Default: VllmProps()."""
     image: ecs.ContainerImage | None = None
+    """The server's image, in place of ``props.image``. Default: None (``props.image``)."""
     user: str = "1000:1000"
+    """The uid:gid vLLM runs as. Default: 1000:1000."""
     fetcher_image: ecs.ContainerImage | None = None
+    """The model fetcher's image, in place of ``props.fetcher_image``. Default: None."""
     collector_image: ecs.ContainerImage | None = None
+    """The metrics collector's image, in place of ``props.collector_image``. Default: None."""
 
     name = "vllm"
 
