@@ -426,7 +426,7 @@ VLLM_BODY_ROUTES = ("/v1/completions", "/v1/chat/completions", "/v1/embeddings")
 def body_routes(config, model) -> list[str]:
     """The paths below the model's prefix whose requests carry a body (prompt, texts, tensors), with each path
     parameter set to the value the server accepts: derived from the bundled server's own routes, so a route added
-    to the server that the WAF would inspect as a body fails the test until PREDICTION_PATHS has it."""
+    to the server that the WAF would inspect as a body fails the test until BUNDLED_PREDICTION_ROUTES (the bundled server's declaration) has it."""
     if config.server_config(model).vllm is not None:
         return list(VLLM_BODY_ROUTES)
     paths = []
