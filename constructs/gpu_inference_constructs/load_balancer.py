@@ -16,43 +16,65 @@ from constructs import Construct
 from .acknowledgements import acknowledge, default_child, skip_checkov
 from .errors import ConfigError
 from .listener_rules import (
-    MAX_PATH_PATTERN_CHARS,
-    MAX_RULE_PRIORITY,
-    check_rule_priority,
+    MAX_PATH_PATTERN_CHARS as MAX_PATH_PATTERN_CHARS,
+)
+from .listener_rules import (
+    MAX_RULE_PRIORITY as MAX_RULE_PRIORITY,
+)
+from .listener_rules import (
+    check_rule_priority as check_rule_priority,
+)
+from .listener_rules import (
     claim_priority,
-    duplicate_priority_detail,
     model_path_patterns,
-    priority_from_name,
+)
+from .listener_rules import (
+    duplicate_priority_detail as duplicate_priority_detail,
+)
+from .listener_rules import (
+    priority_from_name as priority_from_name,
 )
 from .load_balancer_props import (
-    ALB_DEFAULT_IDLE_TIMEOUT_SECONDS,
-    ALB_MAX_IDLE_TIMEOUT_SECONDS,
-    IDLE_TIMEOUT_MARGIN_SECONDS,
-    RATE_WINDOW_MINUTES,
+    ALB_DEFAULT_IDLE_TIMEOUT_SECONDS as ALB_DEFAULT_IDLE_TIMEOUT_SECONDS,
+)
+from .load_balancer_props import (
+    ALB_MAX_IDLE_TIMEOUT_SECONDS as ALB_MAX_IDLE_TIMEOUT_SECONDS,
+)
+from .load_balancer_props import (
+    IDLE_TIMEOUT_MARGIN_SECONDS as IDLE_TIMEOUT_MARGIN_SECONDS,
+)
+from .load_balancer_props import (
+    RATE_WINDOW_MINUTES as RATE_WINDOW_MINUTES,
+)
+from .load_balancer_props import (
     ConfiguredLoad,
     LoadBalancerProps,
-    LoadBalancerQuotas,
-    open_to_the_world,
     peak_rate_limit,
+)
+from .load_balancer_props import (
+    LoadBalancerQuotas as LoadBalancerQuotas,
+)
+from .load_balancer_props import (
+    open_to_the_world as open_to_the_world,
 )
 from .prediction_routes import SHIPPED_PREDICTION_ROUTES, ordered_routes
 from .subnet_selection import private_subnets, public_subnets
 from .web_acl import (
-    API_KEY_HEADERS,
-    BODY_RULES,
-    COUNTED_RULES,
+    API_KEY_HEADERS as API_KEY_HEADERS,
+)
+from .web_acl import (
+    BODY_RULES as BODY_RULES,
+)
+from .web_acl import (
+    COUNTED_RULES as COUNTED_RULES,
+)
+from .web_acl import (
     add_web_acl,
-    prediction_path_regexes,
     web_acl_rules,
 )
-
-__all__ = [  # the names that moved to their own modules stay importable from here
-    "ALB_DEFAULT_IDLE_TIMEOUT_SECONDS", "ALB_MAX_IDLE_TIMEOUT_SECONDS", "API_KEY_HEADERS", "BODY_RULES", "COUNTED_RULES",
-    "IDLE_TIMEOUT_MARGIN_SECONDS", "MAX_PATH_PATTERN_CHARS", "MAX_RULE_PRIORITY", "RATE_WINDOW_MINUTES",
-    "SHIPPED_PREDICTION_ROUTES", "ConfiguredLoad", "InferenceLoadBalancer", "LoadBalancerProps", "LoadBalancerQuotas",
-    "check_rule_priority", "claim_priority", "default_subnets", "duplicate_priority_detail", "model_path_patterns",
-    "open_to_the_world", "peak_rate_limit", "prediction_path_regexes", "priority_from_name",
-]
+from .web_acl import (
+    prediction_path_regexes as prediction_path_regexes,
+)
 
 NOT_FOUND_BODY = json.dumps({"error": {"code": "not_found", "message": "No model is served at this path; use /<model-name>/predict"}})
 

@@ -15,22 +15,24 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from .environment_dashboard import add_dashboard, search
+from .environment_dashboard import add_dashboard
+from .environment_dashboard import search as search
 from .gpu_capacity import GpuCapacity
 from .load_balancer import InferenceLoadBalancer
-from .model_alarms import AlarmGroup, ModelAlarms, alarm_name, alarm_name_prefix, error_rate
+from .model_alarms import AlarmGroup, error_rate
+from .model_alarms import ModelAlarms as ModelAlarms
+from .model_alarms import alarm_name as alarm_name
+from .model_alarms import alarm_name_prefix as alarm_name_prefix
 from .model_service import DEFAULT_NAME_PREFIX, ModelService, service_log_group_name
-from .monitoring_costs import CostMetrics, on_demand_instances_expression
-from .monitoring_props import HOURS_PER_MONTH, MonitoringProps, root_volume_hourly_usd, warm_pool_monthly_usd
+from .monitoring_costs import CostMetrics
+from .monitoring_costs import on_demand_instances_expression as on_demand_instances_expression
+from .monitoring_props import HOURS_PER_MONTH as HOURS_PER_MONTH
+from .monitoring_props import MonitoringProps
+from .monitoring_props import root_volume_hourly_usd as root_volume_hourly_usd
+from .monitoring_props import warm_pool_monthly_usd as warm_pool_monthly_usd
 from .notifications import topic_target
 from .prometheus_metrics import PrometheusMetrics
 from .task_starts import TaskStarts
-
-__all__ = [  # the names that moved to their own modules stay importable from here
-    "HOURS_PER_MONTH", "InferenceMonitoring", "ModelAlarms", "MonitoringProps", "alarm_name", "alarm_name_prefix",
-    "deployment_rollback_pattern", "error_rate", "on_demand_instances_expression", "root_volume_hourly_usd", "search",
-    "warm_pool_monthly_usd",
-]
 
 MINUTE = cdk.Duration.minutes(1)
 

@@ -27,18 +27,17 @@ from constructs import Construct
 
 from .errors import ConfigError, require, require_range
 from .instance_catalog import GpuInstanceType
-from .liveness_check import LivenessCheck, port_liveness
+from .liveness_check import LivenessCheck
+from .liveness_check import port_liveness as port_liveness
 from .model_props import ModelProps
-from .model_source import FETCH_CONTAINERS, PATH, SCRATCH_PATH, ModelFromS3
-from .prometheus_metrics import PrometheusMetrics, collector_config
+from .model_source import FETCH_CONTAINERS as FETCH_CONTAINERS
+from .model_source import PATH, SCRATCH_PATH, ModelFromS3
+from .prometheus_metrics import PrometheusMetrics
+from .prometheus_metrics import collector_config as collector_config
 from .server_signals import ExpressionSignal, ScalingSignal, ServerAlarm, alarms_of_signals
 from .service_timing import ServiceTimingProps
-from .stop_timing import StopTiming, drain_after_delay
-
-__all__ = [  # the names that moved to their own modules stay importable from here
-    "FETCH_CONTAINERS", "SCRATCH_PATH", "ExpressionSignal", "LivenessCheck", "ModelFromS3", "PrometheusMetrics",
-    "ScalingSignal", "ServerAlarm", "StopTiming", "collector_config", "drain_after_delay", "port_liveness",
-]
+from .stop_timing import StopTiming
+from .stop_timing import drain_after_delay as drain_after_delay
 
 ROOT_USERS = frozenset({"0", "root"})
 USER = re.compile(r"^[0-9]+(:[0-9]+)?$")
