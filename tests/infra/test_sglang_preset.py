@@ -36,6 +36,7 @@ from gpu_inference_constructs import (
     VllmServer,
 )
 from gpu_inference_constructs.presets import TGI_MAINTENANCE_WARNING
+from gpu_inference_constructs.server_signals import ScalingSignal
 from gpu_inference_constructs.service_timing import SPOT_NOTICE_SECONDS
 from gpu_inference_constructs.sglang_server import (
     SGLANG_API_KEY_VARIABLE,
@@ -271,7 +272,7 @@ def test_sglang_scales_on_running_and_waiting_requests_and_its_kv_cache():
     template = json.dumps(Template.from_stack(stack).to_json())
     for name in SGLANG_METRICS:
         assert f'"{name.replace(":", "_")}"' in template
-    signals = {s.metric: s for s in service.contract.scaling_signals}
+    signals = {s.metric: s for s in service.contract.scaling_signals if isinstance(s, ScalingSignal)}
     assert signals["sglang_num_running_reqs"].target == 24
     assert (signals["sglang_num_queue_reqs"].scale_out_above, signals["sglang_token_usage"].scale_out_above) == (4, 0.9)
     assert signals["sglang_token_usage"].maximum == 1
