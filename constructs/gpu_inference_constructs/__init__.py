@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .api_keys import api_keys_secret
-    from .bundled_server import BundledServer, BundledServerProps, bundled_server_image
+    from .bundled_server import BundledServer, BundledServerProps, bundled_server_image, bundled_stop
+    from .bundled_signals import BundledScalingProps
     from .deployment import DeploymentProps, RollbackAlarms, RollbackProps, RollbackThresholds
     from .deployment_capacity import ServiceDeployment
     from .errors import ConfigError
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     from .monitoring import InferenceMonitoring, ModelAlarms, MonitoringProps
     from .network import DEFAULT_INTERFACE_ENDPOINTS, InferenceNetwork, NetworkProps, grant_logs_service
     from .notifications import NotificationTopic, topic_target
-    from .presets import TgiProps, TgiServer, TritonProps, TritonServer
+    from .presets import TgiProps, TgiServer, TritonProps, TritonServer, tgi_stop, triton_stop
     from .result_cache import ModelCacheProps, ResultCache, ResultCacheProps
     from .scaling_props import ModelScalingProps, PredictiveScalingProps, ScalingProps
     from .schedules import CapacityPrewarm, ServiceSchedule
@@ -32,10 +33,12 @@ if TYPE_CHECKING:
         DEFAULT_COLLECTOR_IMAGE,
         DEFAULT_FETCHER_IMAGE,
         EcrImage,
+        ExpressionSignal,
         LivenessCheck,
         ModelFromS3,
         PrometheusMetrics,
         ScalingSignal,
+        ServerAlarm,
         ServerContext,
         ServerContract,
         ServerDefinition,
@@ -47,16 +50,12 @@ if TYPE_CHECKING:
     from .sglang_server import SglangProps, SglangServer
     from .target_group_metrics import TargetGroupMetrics
     from .task_starts import TaskStarts
-    from .vllm_server import VllmProps, VllmServer
+    from .vllm_server import VllmProps, VllmServer, vllm_stop
     from .warm_pool import WarmPoolLaunches, WarmPoolProps
 
 
 __all__ = [
-    "bundled_server_image",
-    "api_keys_secret",
-    "ModelCacheProps",
-    "ResultCache",
-    "ResultCacheProps",
+    "BundledScalingProps",
     "BundledServer",
     "BundledServerProps",
     "CATALOG",
@@ -68,6 +67,7 @@ __all__ = [
     "DEFAULT_INTERFACE_ENDPOINTS",
     "DeploymentProps",
     "EcrImage",
+    "ExpressionSignal",
     "GpuCapacity",
     "GpuCapacityProps",
     "GpuInstanceType",
@@ -81,6 +81,7 @@ __all__ = [
     "LoadBalancerProps",
     "LoadBalancerQuotas",
     "ModelAlarms",
+    "ModelCacheProps",
     "ModelFromS3",
     "ModelProps",
     "ModelScalingProps",
@@ -92,17 +93,14 @@ __all__ = [
     "NotificationTopic",
     "PredictiveScalingProps",
     "PrometheusMetrics",
+    "ResultCache",
+    "ResultCacheProps",
     "RollbackAlarms",
-    "TargetGroupMetrics",
-    "TaskStarts",
-    "TgiProps",
-    "TgiServer",
-    "TritonProps",
-    "TritonServer",
     "RollbackProps",
     "RollbackThresholds",
     "ScalingProps",
     "ScalingSignal",
+    "ServerAlarm",
     "ServerContext",
     "ServerContract",
     "ServerDefinition",
@@ -113,19 +111,38 @@ __all__ = [
     "SglangProps",
     "SglangServer",
     "StopTiming",
+    "TargetGroupMetrics",
+    "TaskStarts",
+    "TgiProps",
+    "TgiServer",
+    "TritonProps",
+    "TritonServer",
     "VllmProps",
     "VllmServer",
     "WarmPoolLaunches",
     "WarmPoolProps",
+    "api_keys_secret",
+    "bundled_server_image",
+    "bundled_stop",
     "from_dict",
     "grant_logs_service",
+    "tgi_stop",
     "topic_target",
+    "triton_stop",
+    "vllm_stop",
 ]
 
 
 # Imported on first use, so that the pure-Python parts (the sizing advisor) run without loading aws_cdk and its Node
 # runtime; `from gpu_inference_constructs import X` and type checkers see the names as before.
 _MODULE_OF = {
+    "BundledScalingProps": "bundled_signals",
+    "bundled_stop": "bundled_server",
+    "ExpressionSignal": "server_contract",
+    "ServerAlarm": "server_contract",
+    "tgi_stop": "presets",
+    "triton_stop": "presets",
+    "vllm_stop": "vllm_server",
     "api_keys_secret": "api_keys",
     "BundledServer": "bundled_server",
     "BundledServerProps": "bundled_server",

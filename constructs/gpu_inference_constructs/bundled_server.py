@@ -9,8 +9,9 @@ from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .bundled_signals import BUNDLED_ALARMS, BUNDLED_PREDICTION_ROUTES, BundledScalingProps, bundled_scaling_signals
 from .errors import require, require_range
-from .load_balancer_limits import ALB_MAX_IDLE_TIMEOUT_SECONDS, IDLE_TIMEOUT_MARGIN_SECONDS
+from .load_balancer_props import ALB_MAX_IDLE_TIMEOUT_SECONDS, IDLE_TIMEOUT_MARGIN_SECONDS
 from .model_props import ModelProps
 from .result_cache_props import ModelCacheProps
 from .server_contract import (
@@ -21,10 +22,10 @@ from .server_contract import (
     ModelFromS3,
     ServerContext,
     ServerContract,
-    StopTiming,
     require_props,
     sidecar_reservation,
 )
+from .stop_timing import StopTiming
 
 if TYPE_CHECKING:
     from aws_cdk import aws_ecs as ecs
@@ -47,6 +48,12 @@ BUNDLED_READINESS_PATH = "/ready"
 BUNDLED_PUBLIC_PATHS = ("/predict*", "/v1/*", "/v2*")
 BUNDLED_DOCS_PATHS = ("/docs", "/openapi.json")
 MAX_BUNDLED_WORKERS = 256  # the server refuses more (inference_server.settings: WORKERS)
+
+
+def bundled_stop(drain_seconds: int = BUNDLED_DEFAULT_DRAIN_SECONDS, request_timeout_seconds: int | None = None) -> StopTiming:
+    """This repository's server: drains for ``DRAIN_TIMEOUT_S`` (default 70 s, its settings.py default), then its
+    supervisor kills what is left after 15 s more and exits; no request runs past ``REQUEST_TIMEOUT_S``."""
+    return StopTiming(drain_seconds, BUNDLED_EXIT_SECONDS, request_timeout_seconds)
 
 
 def bundled_environment_keys() -> tuple[str, ...]:
@@ -158,6 +165,9 @@ class BundledServerProps:
     shared_cache: ModelCacheProps = field(default_factory=ModelCacheProps)
     """How the model uses its environment's shared result cache, when the environment has one (the app's stacks
     attach it). Default: on, with ModelCacheProps' defaults."""
+    scaling: BundledScalingProps = field(default_factory=BundledScalingProps)
+    """The thresholds of its own scaling signals: queue depth, GPU utilisation, CPU while the queue grows (cdk.json:
+    the model's ``scaling`` block). Default: BundledScalingProps()."""
 
     def __post_init__(self) -> None:
         require(self.task in TASKS, "task", f"{self.task!r} is not supported; use one of: {', '.join(TASKS)}")
@@ -169,6 +179,9 @@ class BundledServerProps:
                       hint=" (the load balancer's idle timeout, at most 4000 s, is derived from it)")
         require_range(self.drain_seconds, 5, 120 - BUNDLED_EXIT_SECONDS, "drain_seconds",
                       hint=f" (with the {BUNDLED_EXIT_SECONDS} s the server then takes to exit, inside the 2-minute Spot notice)")
+        require(self.scaling.queue_depth_scale_out < self.max_queue_size, "scaling.queue_depth_scale_out",
+                f"{self.scaling.queue_depth_scale_out} can never be passed: a task queues at most max_queue_size "
+                f"({self.max_queue_size}); lower it, or raise max_queue_size")
         require(0 <= self.result_cache_size <= 1_000_000, "result_cache_size", f"{self.result_cache_size} is out of range; allowed 0 (off) to 1000000")
         require(self.runtime in MODEL_RUNTIMES, "runtime", f"{self.runtime!r}: use one of {', '.join(MODEL_RUNTIMES)} (publish the version with --runtime {self.runtime})")
         require(self.runtime == "eager" or self.task in TEXT_TASKS, "runtime",
@@ -197,7 +210,7 @@ class BundledServer:
 
     @property
     def stop(self) -> StopTiming:
-        return StopTiming.bundled(self.props.drain_seconds, self.props.request_timeout_seconds)
+        return bundled_stop(self.props.drain_seconds, self.props.request_timeout_seconds)
 
     @property
     def longest_request_seconds(self) -> int:
@@ -276,7 +289,9 @@ class BundledServer:
             compile_cache_variable="COMPILE_CACHE_URI" if props.runtime == "compile" else None,
             api_keys_variable="API_KEYS",
             public_paths=BUNDLED_PUBLIC_PATHS + (BUNDLED_DOCS_PATHS if props.api_docs else ()),
-            bundled_metrics=True,
+            scaling_signals=bundled_scaling_signals(props.scaling, props.max_queue_size),
+            alarms=BUNDLED_ALARMS,
+            prediction_routes=BUNDLED_PREDICTION_ROUTES,
             serves_at_root=False,
             keep_alive_seconds=timing.keep_alive_seconds,
             queue_capacity=props.max_queue_size,

@@ -52,7 +52,9 @@ class LatencyAlarmProps:
     20 s goal. Neither may be below ``scaling.latency_p95_ms``."""
 
     latency_p95_ms: int | None = None
+    """The p95 alarm's threshold. Default: None (2 x the model's ``scaling.latency_p95_ms``)."""
     latency_p99_ms: int | None = None
+    """The p99 alarm's threshold. Default: None (3 x ``latency_p95_ms``)."""
 
     def __post_init__(self) -> None:
         for key in ("latency_p95_ms", "latency_p99_ms"):

@@ -8,13 +8,16 @@ import dataclasses
 from typing import Any
 
 from .bundled_server import BundledServer, BundledServerProps
+from .bundled_signals import BundledScalingProps
 from .errors import ConfigError
 from .model_props import ModelProps
 from .settings import from_dict
 from .vllm_server import VllmProps, VllmServer
 
 MODEL_KEYS = frozenset(f.name for f in dataclasses.fields(ModelProps))
-BUNDLED_KEYS = frozenset(f.name for f in dataclasses.fields(BundledServerProps))
+BUNDLED_KEYS = frozenset(f.name for f in dataclasses.fields(BundledServerProps)) - {"scaling"}
+# Keys of an entry's ``scaling`` block that set the bundled server's own signals (BundledServerProps.scaling).
+BUNDLED_SCALING_KEYS = frozenset(f.name for f in dataclasses.fields(BundledScalingProps))
 # Keys an entry had before the props were split by server (0.x): the fix is named, not guessed.
 MOVED_KEYS = {
     "compile": 'use runtime: "compile" (publish the version with --runtime compile)',
@@ -35,15 +38,24 @@ def split_model_entry(entry: dict[str, Any], key: str, *, app_keys: frozenset[st
     unknown = sorted(set(entry) - allowed)
     if unknown:
         raise ConfigError(f"{key}.{unknown[0]}", f"unknown key; allowed keys here: {', '.join(sorted(allowed))}")
-    bundled_keys = sorted(set(entry) & BUNDLED_KEYS)
+    scaling = entry.get("scaling")
+    bundled_scaling = sorted(set(scaling) & BUNDLED_SCALING_KEYS) if isinstance(scaling, dict) else []
+    bundled_keys = sorted(set(entry) & BUNDLED_KEYS) + [f"scaling.{name}" for name in bundled_scaling]
     if "vllm" in entry:
         if bundled_keys:
             raise ConfigError(f"{key}.{bundled_keys[0]}", "is a key of the bundled server, but this model runs vLLM (its "
                                                           "vllm block), which would ignore it: remove it, or set vLLM's own key in vllm")
         server: ServerProps = from_dict(VllmProps, entry["vllm"], f"{key}.vllm")
     else:
-        server = from_dict(BundledServerProps, {name: entry[name] for name in bundled_keys}, key)
-    return {name: value for name, value in entry.items() if name in MODEL_KEYS}, server
+        props = {name: entry[name] for name in sorted(set(entry) & BUNDLED_KEYS)}
+        if bundled_scaling:
+            assert isinstance(scaling, dict)  # bundled_scaling is empty otherwise
+            props["scaling"] = {name: scaling[name] for name in bundled_scaling}
+        server = from_dict(BundledServerProps, props, key)
+    model = {name: value for name, value in entry.items() if name in MODEL_KEYS}
+    if bundled_scaling:
+        model["scaling"] = {name: value for name, value in model["scaling"].items() if name not in BUNDLED_SCALING_KEYS}
+    return model, server
 
 
 def server_for(props: ServerProps) -> BundledServer | VllmServer:

@@ -440,7 +440,8 @@ class ModelService(Construct):
         self.target_group = self.target_groups[0]
         if load_balancer is not None:
             self.listener_rule = load_balancer.add_model_route(model.name, *self.target_groups, scope=self,
-                                                               paths=contract.public_paths, priority=listener_priority)
+                                                               paths=contract.public_paths, priority=listener_priority,
+                                                               prediction_routes=contract.prediction_routes)
         else:
             # Both required above unless load_balancer is an InferenceLoadBalancer.
             assert listener is not None and listener_priority is not None

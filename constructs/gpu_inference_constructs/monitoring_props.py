@@ -1,6 +1,5 @@
-"""The environment's monitoring props (alarm thresholds and the prices the dashboard's cost figures use) and the root
-volume and warm pool costs priced from them: plain data and arithmetic, without aws_cdk, for the constructs and the
-sizing advisor alike; the alarms and the dashboard are monitoring.py's."""
+"""The environment's alarm thresholds and cost settings (:class:`MonitoringProps`), and the GPU fleet's storage costs
+they price: plain data and arithmetic without aws_cdk, for the constructs and the sizing advisor alike."""
 
 from __future__ import annotations
 
@@ -26,31 +25,51 @@ class MonitoringProps:
     (``gp3_gib_month_usd``, ``gp3_iops_month_usd`` above 3,000 IOPS, ``gp3_mib_s_month_usd`` above 125 MiB/s).
     """
 
-    latency_p95_ms: int | None = None  # moved to each model's ``alarms``; kept to refuse it with the fix
+    latency_p95_ms: int | None = None
+    """Refused: each model pages at its own latency goal (``ModelProps.alarms``). Default: None."""
     latency_p99_ms: int | None = None
+    """Refused, as ``latency_p95_ms``. Default: None."""
     target_5xx_percent: float = 1.0
+    """Share of a model's requests answered 5xx by its server that alarms. Default: 1.0."""
     elb_5xx_percent: float = 1.0
+    """Share of requests answered 5xx by the load balancer itself that alarms. Default: 1.0."""
     unhealthy_hosts_minutes: int = 3
+    """Minutes a task fails its readiness check before it alarms (1-1440). Default: 3."""
     tasks_below_desired_minutes: int = 15
+    """Minutes with fewer tasks running than desired before it alarms (1-1440). Default: 15."""
     queue_depth: int = 200
+    """A server's queue (the bundled server's QueueDepth alarm) above this for 3 minutes alarms. Default: 200."""
     rejected_requests_per_minute: int = 10
+    """Requests a minute shed with 503 that alarm (the bundled server's RejectedRequests). Default: 10."""
     gpu_memory_percent: int = 90
+    """GPU memory above this alarms (the bundled server's GpuMemory). Default: 90."""
     low_gpu_utilization_percent: int = 10
+    """GPU busy below this for ``low_gpu_utilization_hours`` alarms (idle GPUs). Default: 10."""
     low_gpu_utilization_hours: int = 6
+    """Hours of low GPU utilisation before it alarms (1-24). Default: 6."""
     spot_interruptions_per_15_minutes: int = 3
+    """Spot interruption warnings in 15 minutes that alarm. Default: 3."""
     spot_price_fraction: float = 0.4
+    """Spot's price as a fraction of On-Demand, for the cost estimate. Default: 0.4."""
     hourly_price_usd: float | None = None
+    """The first capacity group's On-Demand price per hour. Default: None (the catalog's price of its preferred type)."""
     # us-east-1 list prices for the rest of the bill per request, read 2026-12-03: CloudWatch Logs standard-class
     # ingestion per GB (CloudWatch pricing, https://aws.amazon.com/cloudwatch/pricing/), ALB per hour and per LCU-hour (Elastic Load Balancing
     # pricing page's US-East-1 examples). Set your region's or your negotiated rates here.
     logs_ingestion_usd_per_gb: float = 0.50
+    """CloudWatch Logs standard-class ingestion per GB (us-east-1, read 2026-12-03). Default: 0.50."""
     load_balancer_hourly_usd: float = 0.0225
+    """An ALB per hour (us-east-1). Default: 0.0225."""
     load_balancer_lcu_hourly_usd: float = 0.008
+    """An ALB LCU per hour (us-east-1). Default: 0.008."""
     # gp3 per GiB-month, per provisioned IOPS-month above 3,000 and per provisioned MiB/s-month above 125, us-east-1
     # (Amazon EBS pricing page; docs/aws-facts.md): each GPU instance's root volume, billed while it runs.
     gp3_gib_month_usd: float = 0.08
+    """gp3 per GiB-month (us-east-1): each GPU instance's root volume. Default: 0.08."""
     gp3_iops_month_usd: float = 0.005
+    """gp3 per provisioned IOPS-month above 3,000 (us-east-1). Default: 0.005."""
     gp3_mib_s_month_usd: float = 0.04
+    """gp3 per provisioned MiB/s-month above 125 (us-east-1). Default: 0.04."""
 
     def __post_init__(self) -> None:
         for key in ("latency_p95_ms", "latency_p99_ms"):

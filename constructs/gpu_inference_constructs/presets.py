@@ -20,28 +20,48 @@ from .server_contract import (
     ScalingSignal,
     ServerContext,
     ServerContract,
-    StopTiming,
     named_user,
     port_liveness,
     require_props,
 )
+from .stop_timing import StopTiming
 
 # Triton's documented defaults: HTTP 8000, gRPC 8001, Prometheus metrics 8002 (/metrics); KServe v2 health paths.
 TRITON_HTTP_PORT = 8000
 TRITON_METRICS_PORT = 8002
 TRITON_METRICS = ("nv_inference_pending_request_count", "nv_inference_queue_duration_us", "nv_inference_request_success",
                   "nv_gpu_utilization", "nv_gpu_memory_used_bytes")
+# KServe v2 inference routes (the body is the tensors).
+TRITON_PREDICTION_ROUTES = ("/v2/models/{model}/infer", "/v2/models/{model}/versions/{version}/infer")
+TRITON_UNLOAD_SECONDS = 10
 TRITON_OWNED_FLAGS = ("--model-repository", "--http-port", "--metrics-port", "--exit-timeout-secs", "--allow-grpc",
                       "--allow-metrics", "--model-control-mode", "--strict-readiness", "--http-address")
 # TGI: the launcher's /health, /metrics on the same port (TGI documentation, "Metrics").
 TGI_PORT = 8080
 TGI_METRICS = ("tgi_queue_size", "tgi_batch_current_size")
+# TGI's routes that take a prompt: its own and the OpenAI-compatible ones.
+TGI_PREDICTION_ROUTES = ("/generate", "/generate_stream", "/v1/chat/completions", "/v1/completions")
+TGI_SHARD_EXIT_SECONDS = 20
 TGI_OWNED_FLAGS = ("--model-id", "--port", "--hostname", "--num-shard", "--max-concurrent-requests", "--huggingface-hub-cache")
 TGI_PYTHON_WARNING = "gpu-inference:tgi-python-under-root"
 # Hugging Face put TGI in maintenance mode on 2025-12-11 (huggingface/text-generation-inference#3345, its README's
 # caution banner): minor fixes only from then on, v3.3.7 (2025-12-19) its last release; the banner recommends vLLM
 # and SGLang going forward. The preset keeps working; every model on it is told where to move.
 TGI_MAINTENANCE_WARNING = "gpu-inference:tgi-maintenance"
+
+
+def triton_stop(exit_timeout_seconds: int = 30) -> StopTiming:
+    """NVIDIA Triton: on SIGTERM it waits for in-flight inferences up to ``--exit-timeout-secs`` (default 30; pass
+    the same value in the command), then unloads its models (10 s)."""
+    return StopTiming(exit_timeout_seconds, TRITON_UNLOAD_SECONDS)
+
+
+def tgi_stop(longest_request_seconds: int = 60) -> StopTiming:
+    """Hugging Face TGI (``text-generation-launcher``): on SIGTERM its router stops taking requests and finishes
+    the running ones (the launcher waits up to 90 s for it), then the launcher stops the shards. The drain lasts as
+    long as the longest generation, so say it: ``longest_request_seconds`` (default 60; bound it with
+    ``--max-new-tokens``); shards: 20 s."""
+    return StopTiming(longest_request_seconds, TGI_SHARD_EXIT_SECONDS, longest_request_seconds)
 
 
 def _sidecar_images(props: TritonProps | TgiProps, context: ServerContext) -> tuple[ecs.ContainerImage | None, ecs.ContainerImage | None]:
@@ -72,19 +92,27 @@ class TritonProps:
     ``image``: your ECR mirror of ``nvcr.io/nvidia/tritonserver`` (default None: pass ``image=`` to TritonServer).
     ``http_port`` (default 8000) and ``metrics_port`` (default 8002) are Triton's own defaults; gRPC is off.
     ``exit_timeout_seconds`` (default 30): Triton's ``--exit-timeout-secs``, how long it finishes in-flight inferences
-    after SIGTERM (see :meth:`StopTiming.triton`). Scaling: hold ``pending_requests_per_task`` (default 8) requests
+    after SIGTERM (see :func:`triton_stop`). Scaling: hold ``pending_requests_per_task`` (default 8) requests
     pending per task (``nv_inference_pending_request_count``; target tracking adds and removes tasks).
     ``extra_args`` (default none) go after the preset's flags; flags the preset sets are refused.
     """
 
     image: EcrImage | None = None
+    """Your ECR mirror of Triton's image. Default: None (pass ``TritonServer(image=...)``)."""
     http_port: int = TRITON_HTTP_PORT
+    """Triton's HTTP port. Default: 8000."""
     metrics_port: int = TRITON_METRICS_PORT
+    """Triton's Prometheus port. Default: 8002."""
     exit_timeout_seconds: int = 30
+    """How long Triton waits for in-flight inferences after SIGTERM (``--exit-timeout-secs``). Default: 30."""
     pending_requests_per_task: int = 8
+    """The pending requests per task target tracking holds. Default: 8."""
     extra_args: tuple[str, ...] = ()
+    """More of Triton's flags, none of those the preset sets. Default: none."""
     fetcher_image: EcrImage | None = None
+    """Your ECR mirror of the model fetcher's image. Default: None (DEFAULT_FETCHER_IMAGE)."""
     collector_image: EcrImage | None = None
+    """Your ECR mirror of the metrics collector's image. Default: None (DEFAULT_COLLECTOR_IMAGE)."""
 
     def __post_init__(self) -> None:
         require_range(self.http_port, 1024, 65535, "http_port")
@@ -101,8 +129,11 @@ class TritonServer:
     1000:1000, Triton's image's ``triton-server`` user)."""
 
     props: TritonProps = TritonProps()
+    """How Triton serves the model. Default: TritonProps()."""
     image: ecs.ContainerImage | None = None
+    """The server's image, in place of ``props.image``. Default: None."""
     user: str = "1000:1000"
+    """The uid:gid Triton runs as (its image's ``triton-server``). Default: 1000:1000."""
 
     def __post_init__(self) -> None:
         require_props(self, TritonProps)
@@ -128,7 +159,8 @@ class TritonServer:
             tmpfs_mib={"/tmp": 1024},
             environment={**model.environment, "HOME": f"{SCRATCH_PATH}/home", "AWS_DEFAULT_REGION": context.region},
             public_paths=("/v2/models/*",),
-            stop=StopTiming.triton(props.exit_timeout_seconds),
+            stop=triton_stop(props.exit_timeout_seconds),
+            prediction_routes=TRITON_PREDICTION_ROUTES,
             metrics=PrometheusMetrics(metrics=TRITON_METRICS, port=props.metrics_port, collector_image=collector),
             scaling_signals=(ScalingSignal(pending, statistic="Average", target=props.pending_requests_per_task),),
         )
@@ -144,20 +176,29 @@ class TgiProps:
     ``image``: your ECR mirror of ``ghcr.io/huggingface/text-generation-inference`` (default None: pass ``image=``).
     ``port`` (default 8080; metrics on the same port, ``/metrics``); ``max_concurrent_requests`` (default 128);
     ``longest_request_seconds`` (default 60): the longest generation (bound it with ``--max-new-tokens`` in
-    ``extra_args``): TGI drains that long after SIGTERM (:meth:`StopTiming.tgi`). Scaling: hold
+    ``extra_args``): TGI drains that long after SIGTERM (:func:`tgi_stop`). Scaling: hold
     ``batch_size_per_task`` (default 16) requests in the running batch per task, and add tasks when more than
     ``queue_scale_out`` (default 8) wait.
     """
 
     image: EcrImage | None = None
+    """Your ECR mirror of TGI's image. Default: None (pass ``TgiServer(image=...)``)."""
     port: int = TGI_PORT
+    """TGI's port (metrics on the same, ``/metrics``). Default: 8080."""
     max_concurrent_requests: int = 128
+    """The most requests TGI takes at once. Default: 128."""
     longest_request_seconds: int = 60
+    """The longest generation: TGI drains that long after SIGTERM. Default: 60."""
     batch_size_per_task: int = 16
+    """The running batch per task target tracking holds. Default: 16."""
     queue_scale_out: int = 8
+    """Queued requests above which tasks are added. Default: 8."""
     extra_args: tuple[str, ...] = ()
+    """More of TGI's flags, none of those the preset sets. Default: none."""
     fetcher_image: EcrImage | None = None
+    """Your ECR mirror of the model fetcher's image. Default: None (DEFAULT_FETCHER_IMAGE)."""
     collector_image: EcrImage | None = None
+    """Your ECR mirror of the metrics collector's image. Default: None (DEFAULT_COLLECTOR_IMAGE)."""
 
     def __post_init__(self) -> None:
         require_range(self.port, 1024, 65535, "port")
@@ -173,8 +214,11 @@ class TgiServer:
     """The TGI preset: ``props`` (default TgiProps()); ``image`` overrides ``props.image``; ``user`` (default 1000:1000)."""
 
     props: TgiProps = TgiProps()
+    """How TGI serves the model. Default: TgiProps()."""
     image: ecs.ContainerImage | None = None
+    """The server's image, in place of ``props.image``. Default: None."""
     user: str = "1000:1000"
+    """The uid:gid TGI runs as. Default: 1000:1000."""
 
     def __post_init__(self) -> None:
         require_props(self, TgiProps)
@@ -219,7 +263,8 @@ class TgiServer:
             tmpfs_mib={"/tmp": 2048},
             environment={**model.environment, **own_environment},
             public_paths=("/generate", "/generate_stream", "/v1/*"),
-            stop=StopTiming.tgi(props.longest_request_seconds),
+            stop=tgi_stop(props.longest_request_seconds),
+            prediction_routes=TGI_PREDICTION_ROUTES,
             metrics=PrometheusMetrics(metrics=TGI_METRICS, collector_image=collector),
             scaling_signals=(ScalingSignal(batch, target=props.batch_size_per_task),
                              ScalingSignal(queue, statistic="Maximum", scale_out_above=props.queue_scale_out)),

@@ -12,22 +12,17 @@ from .schedules import CapacityPrewarm, ServiceSchedule
 
 @dataclass(frozen=True)
 class ModelScalingProps:
-    """Per-model scaling thresholds. Defaults: ``requests_per_target_per_minute`` 600 (what one task
-    sustains at your latency goal: measure it with ``make bench``), cooldowns 60 s out / 300 s in,
-    ``latency_p95_ms`` 250 (ALB p95 above it adds tasks), ``gpu_utilization_percent`` 85 and
-    ``cpu_percent`` 80 (bundled server only), ``queue_depth_scale_out`` 16 (bundled server only: a task's model
-    queue deeper than this for ``queue_signal_periods`` (3) high-resolution periods of ``queue_signal_period_seconds``
-    (10: CloudWatch accepts 10, 20 or 30 s for metrics stored at 1-second resolution) adds tasks)."""
+    """Per-model scaling thresholds that hold for any server. A server's own signals and their thresholds are in its
+    contract (the bundled server's: ``BundledServerProps.scaling``). Defaults: each field's, below."""
 
     requests_per_target_per_minute: int = 600
+    """What one task sustains at your latency goal (measure it with ``make bench``). Default: 600."""
     scale_out_cooldown_seconds: int = 60
+    """Seconds after a scale-out before the next (0-3600). Default: 60."""
     scale_in_cooldown_seconds: int = 300
+    """Seconds after a scale-in before the next (0-3600). Default: 300."""
     latency_p95_ms: int = 250
-    gpu_utilization_percent: int = 85
-    cpu_percent: int = 80
-    queue_depth_scale_out: int = 16
-    queue_signal_period_seconds: int = 10
-    queue_signal_periods: int = 3
+    """The latency goal: ALB p95 above it adds tasks (1-60000 ms). Default: 250."""
 
     def __post_init__(self) -> None:
         require(self.requests_per_target_per_minute > 0, "requests_per_target_per_minute", f"{self.requests_per_target_per_minute} must be greater than 0")
@@ -35,18 +30,6 @@ class ModelScalingProps:
             value = getattr(self, key)
             require_range(value, 0, 3600, key)
         require_range(self.latency_p95_ms, 1, 60_000, "latency_p95_ms")
-        for key in ("gpu_utilization_percent", "cpu_percent"):
-            value = getattr(self, key)
-            require_range(value, 1, 100, key)
-        require_range(self.queue_depth_scale_out, 1, 100_000, "queue_depth_scale_out")
-        require(self.queue_signal_period_seconds in HIGH_RESOLUTION_PERIODS
-                or (self.queue_signal_period_seconds >= 60 and self.queue_signal_period_seconds % 60 == 0),
-                "queue_signal_period_seconds",
-                f"{self.queue_signal_period_seconds} is not a CloudWatch alarm period; allowed 10, 20, 30 or a multiple of 60")
-        require_range(self.queue_signal_periods, 1, 10, "queue_signal_periods")
-
-
-HIGH_RESOLUTION_PERIODS = (10, 20, 30)  # CloudWatch PutMetricAlarm: only for metrics stored at 1-second resolution
 
 
 @dataclass(frozen=True)
@@ -55,9 +38,13 @@ class PredictiveScalingProps:
     does not act), 600 s scheduling buffer, ``HonorMaxCapacity``."""
 
     mode: Literal["off", "ForecastOnly", "ForecastAndScale"] = "ForecastOnly"
+    """off, ForecastOnly (forecasts, does not act) or ForecastAndScale. Default: ForecastOnly."""
     scheduling_buffer_seconds: int = 600
+    """How far ahead of the forecast tasks start (0-3599). Default: 600."""
     max_capacity_breach_behavior: Literal["HonorMaxCapacity", "IncreaseMaxCapacity"] = "HonorMaxCapacity"
+    """Whether a forecast above ``max_tasks`` may raise it. Default: HonorMaxCapacity."""
     max_capacity_buffer_percent: int | None = None
+    """How far above the forecast IncreaseMaxCapacity may go (0-100; required with it). Default: None."""
 
     def __post_init__(self) -> None:
         require(
@@ -82,8 +69,11 @@ class ScalingProps:
     turns predictive off)."""
 
     schedules: tuple[ServiceSchedule, ...] = ()
+    """Task ranges by time of day, for every model service. Default: none."""
     predictive: PredictiveScalingProps = field(default_factory=PredictiveScalingProps)
+    """Predictive scaling on the ALB request count. Default: PredictiveScalingProps() (ForecastOnly)."""
     capacity_prewarm: tuple[CapacityPrewarm, ...] = ()
+    """GPU capacity floors ahead of known peaks. Default: none."""
 
     def __post_init__(self) -> None:
         names = [s.name for s in self.schedules] + [p.name for p in self.capacity_prewarm]

@@ -1,8 +1,8 @@
 """Auto scaling of one model service on several signals, on schedules, and by forecast.
 
 Target tracking on requests per target is the main signal (measure the per-task capacity with
-the benchmark). Step policies add tasks when p95 latency or GPU utilisation run high, and when CPU
-is high while the server's queue grows (one metric-math alarm: a CPU spike alone does not scale).
+the benchmark). Step policies add tasks when p95 latency runs high, and on the signals the server's
+contract declares.
 Predictive scaling sits on the service's scalable target, never on the GPU Auto Scaling group,
 whose desired capacity ECS managed scaling owns.
 """
@@ -15,27 +15,25 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 from constructs import Construct
 
-from . import metric_names
 from .model_service import ModelService
 from .scaling_props import ModelScalingProps, PredictiveScalingProps, ScalingProps
 from .schedules import check_schedule_task_ranges
+from .server_signals import SERVICE_CPU, ExpressionSignal, ScalingSignal
 
 
 class ServiceScaling(Construct):
     """Auto scaling of one ModelService between its model's ``min_tasks`` and ``max_tasks``.
 
-    Signals follow the service's server contract. A server with ``bundled_metrics`` (ours): target
-    tracking on requests per target, step scale-out on ALB p95 latency, GPU utilisation, and CPU
-    high while the queue grows. A server with ``scaling_signals`` (vLLM: running and waiting
-    requests, KV-cache use): those signals plus ALB p95 latency, and no requests-per-target
-    tracking (LLM requests differ too much in cost). Any other server, and one whose signals only scale out (no
-    ``target``: step policies add tasks, only target tracking removes them): requests per target and latency. ``scaling`` adds schedules and predictive scaling. The load balancer's name is the service's
-    (``model_service.load_balancer_full_name``): ModelService is the one place that takes the load balancer.
+    Signals: step scale-out on ALB p95 latency (``props.latency_p95_ms``), and each of the server contract's
+    ``scaling_signals`` as it declares it (the bundled server: its queue, GPU utilisation, CPU while its queue grows;
+    vLLM and SGLang: running and waiting requests, KV-cache use); a signal marked ``whole_gpu_only`` is left out on a
+    GPU share. Unless some signal tracks a target, target tracking on requests per target too (step policies only add
+    tasks; target tracking removes them). ``scaling`` adds schedules and predictive scaling. The load balancer's name
+    is the service's (``model_service.load_balancer_full_name``): ModelService is the one place that takes it.
 
     Attributes: ``task_count`` (ScalableTaskCount), ``scalable_target``, ``predictive_policy`` (or None),
-    ``combined_cpu_queue_metric`` (or None).
+    ``signal_metrics`` (each declared signal's metric, by its policy's construct ID).
     """
-
 
     def __init__(
         self,
@@ -60,45 +58,20 @@ class ServiceScaling(Construct):
 
         # Step policies only add tasks; target tracking is what removes them. A contract whose signals only scale out
         # (none with a target) therefore also tracks requests per target, or it could never scale in.
-        if contract.bundled_metrics or not any(signal.target is not None for signal in contract.scaling_signals):
-            if len(model_service.target_groups) == 1:
-                # scale_on_request_count would parse the load balancer's name out of the listener's ARN (Fn::Split),
-                # which CloudFormation may not accept over another stack's output: the name is given instead.
-                name = model_service.load_balancer_full_name
-                appscaling.TargetTrackingScalingPolicy(
-                    self.task_count,
-                    "RequestsPerTarget",
-                    scaling_target=self.scalable_target,
-                    predefined_metric=appscaling.PredefinedMetric.ALB_REQUEST_COUNT_PER_TARGET,
-                    resource_label=f"{name}/{model_service.target_group.target_group_full_name}",
-                    target_value=props.requests_per_target_per_minute,
-                    scale_out_cooldown=out_cooldown,
-                    scale_in_cooldown=in_cooldown,
-                )
-            else:
-                self._track_requests_across(model_service, model_service.load_balancer_full_name, props)
+        if not any(isinstance(signal, ScalingSignal) and signal.target is not None for signal in contract.scaling_signals):
+            self._track_requests(model_service, props, out_cooldown, in_cooldown)
         self._scale_out_on(
             "LatencyP95",
             model_service.metric_target_response_time("p95"),
             props.latency_p95_ms / 1000,
             out_cooldown,
         )
+        self.signal_metrics: dict[str, cloudwatch.IMetric] = {}
+        shared = model.gpu_share is not None
         for signal in contract.scaling_signals:
-            metric = model_service.metric_server(signal.metric, signal.statistic)
-            if signal.target is not None:
-                self.task_count.scale_to_track_custom_metric(
-                    f"Track-{signal.metric}",
-                    metric=metric,
-                    target_value=signal.target,
-                    scale_out_cooldown=out_cooldown,
-                    scale_in_cooldown=in_cooldown,
-                )
-            else:
-                assert signal.scale_out_above is not None  # a signal sets exactly one of target and scale_out_above
-                self._scale_out_on(f"ScaleOut-{signal.metric}", metric, signal.scale_out_above, out_cooldown, maximum=signal.maximum)
-        self.combined_cpu_queue_metric = None
-        if contract.bundled_metrics:
-            self._add_bundled_signals(model_service, props, out_cooldown)
+            if isinstance(signal, ScalingSignal) and signal.whole_gpu_only and shared:
+                continue  # on a shared GPU the device's figures are every co-tenant's
+            self._add_signal(model_service, signal, out_cooldown, in_cooldown)
 
         check_schedule_task_ranges(model.name, model.min_tasks, model.max_tasks, scaling.schedules)
         for schedule in scaling.schedules:
@@ -117,37 +90,42 @@ class ServiceScaling(Construct):
         if scaling.predictive.mode != "off":
             self.predictive_policy = self._add_predictive(scaling.predictive, props, model_service, model_service.load_balancer_full_name)
 
-    def _add_bundled_signals(self, model_service: ModelService, props: ModelScalingProps, out_cooldown: cdk.Duration) -> None:
-        """Our server's own metrics: its model queue (high resolution, seconds), GPU utilisation, and CPU high while
-        its queue grows."""
-        self._scale_out_on(
-            "QueueBacklog",
-            model_service.metric_server(metric_names.QUEUE_DEPTH, "Maximum",
-                                        period=cdk.Duration.seconds(props.queue_signal_period_seconds)),
-            props.queue_depth_scale_out,
-            out_cooldown,
-            evaluation_periods=props.queue_signal_periods,
-            maximum=model_service.contract.queue_capacity,  # the queue never holds more
+    def _track_requests(self, model_service: ModelService, props: ModelScalingProps, out_cooldown: cdk.Duration,
+                        in_cooldown: cdk.Duration) -> None:
+        """Target tracking on requests per target: of the one target group, or across both (:meth:`_track_requests_across`)."""
+        if len(model_service.target_groups) > 1:
+            self._track_requests_across(model_service, model_service.load_balancer_full_name, props)
+            return
+        # scale_on_request_count would parse the load balancer's name out of the listener's ARN (Fn::Split),
+        # which CloudFormation may not accept over another stack's output: the name is given instead.
+        appscaling.TargetTrackingScalingPolicy(
+            self.task_count,
+            "RequestsPerTarget",
+            scaling_target=self.scalable_target,
+            predefined_metric=appscaling.PredefinedMetric.ALB_REQUEST_COUNT_PER_TARGET,
+            resource_label=f"{model_service.load_balancer_full_name}/{model_service.target_group.target_group_full_name}",
+            target_value=props.requests_per_target_per_minute,
+            scale_out_cooldown=out_cooldown,
+            scale_in_cooldown=in_cooldown,
         )
-        if model_service.model.gpu_share is None:
-            # On a shared GPU the device's utilisation is every co-tenant's: the queue signal scales a shared model.
-            self._scale_out_on(
-                "GpuUtilization",
-                model_service.metric_server(metric_names.GPU_UTILIZATION, "Average"),
-                props.gpu_utilization_percent,
-                out_cooldown,
-                maximum=100,
-            )
-        self.combined_cpu_queue_metric = cloudwatch.MathExpression(
-            expression=f"IF(cpu > {props.cpu_percent} AND DIFF(queue) > 0, 1, 0)",
-            using_metrics={
-                "cpu": model_service.service.metric_cpu_utilization(period=cdk.Duration.minutes(1)),
-                "queue": model_service.metric_server(metric_names.QUEUE_DEPTH, "Maximum"),
-            },
-            period=cdk.Duration.minutes(1),
-            label="CPU high and queue growing",
-        )
-        self._scale_out_on("CpuAndQueueGrowing", self.combined_cpu_queue_metric, 1, out_cooldown, evaluation_periods=3, maximum=1)
+
+    def _add_signal(self, model_service: ModelService, signal: ScalingSignal | ExpressionSignal,
+                    out_cooldown: cdk.Duration, in_cooldown: cdk.Duration) -> None:
+        """One signal the server's contract declares: target tracking, or a step policy that adds tasks."""
+        if isinstance(signal, ExpressionSignal):
+            metric: cloudwatch.IMetric = signal_expression(model_service, signal)
+            self._scale_out_on(signal.policy_id, metric, signal.scale_out_above, out_cooldown,
+                               evaluation_periods=signal.evaluation_periods, maximum=signal.maximum)
+        else:
+            metric = model_service.metric_server(signal.metric, signal.statistic, period=cdk.Duration.seconds(signal.period_seconds))
+            if signal.target is not None:
+                self.task_count.scale_to_track_custom_metric(signal.policy_id, metric=metric, target_value=signal.target,
+                                                             scale_out_cooldown=out_cooldown, scale_in_cooldown=in_cooldown)
+            else:
+                assert signal.scale_out_above is not None  # a signal sets exactly one of target and scale_out_above
+                self._scale_out_on(signal.policy_id, metric, signal.scale_out_above, out_cooldown,
+                                   evaluation_periods=signal.evaluation_periods, maximum=signal.maximum)
+        self.signal_metrics[signal.policy_id] = metric
 
     def _track_requests_across(
         self, model_service: ModelService, load_balancer_full_name: str, props: ModelScalingProps
@@ -306,3 +284,14 @@ class ServiceScaling(Construct):
                 metric_data_queries=[*request_stats, *[stat(f"healthy_{i}", "HealthyHostCount", "Average", tg) for i, tg in groups], per_target]
             ),
         )
+
+
+def signal_expression(model_service: ModelService, signal: ExpressionSignal) -> cloudwatch.MathExpression:
+    """An expression signal's metric math over the server's metrics (and the service's CPU), per minute."""
+    minute = cdk.Duration.minutes(1)
+    using: dict[str, cloudwatch.IMetric] = {
+        metric_id: model_service.service.metric_cpu_utilization(period=minute) if name == SERVICE_CPU
+        else model_service.metric_server(name, statistic)
+        for metric_id, (name, statistic) in signal.metrics.items()
+    }
+    return cloudwatch.MathExpression(expression=signal.expression, using_metrics=using, period=minute, label=signal.label)

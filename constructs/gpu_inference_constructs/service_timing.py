@@ -6,7 +6,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from .errors import require, require_range
-from .load_balancer_limits import ALB_MAX_IDLE_TIMEOUT_SECONDS
+from .load_balancer_props import ALB_MAX_IDLE_TIMEOUT_SECONDS
 
 # EC2 warns two minutes before it reclaims a Spot instance.
 SPOT_NOTICE_SECONDS = 120

@@ -23,6 +23,7 @@ from .llm_server_checks import (
     warn_unknown_heads,
 )
 from .model_props import ModelProps
+from .prediction_routes import OPENAI_PREDICTION_ROUTES
 from .server_contract import (
     API_KEY_NAME,
     DEFAULT_API_KEY_NAME,
@@ -33,13 +34,12 @@ from .server_contract import (
     PrometheusMetrics,
     ServerContext,
     ServerContract,
-    StopTiming,
-    drain_after_delay,
     named_user,
     port_liveness,
     require_props,
     sidecar_reservation,
 )
+from .stop_timing import StopTiming, drain_after_delay
 
 # SGLang's own default port (``--port``, fields/serving.py).
 SGLANG_PORT = 30000
@@ -255,10 +255,15 @@ class SglangServer:
     example) take the place of the props' ECR mirrors of the same; ``user`` defaults to 1000:1000."""
 
     props: SglangProps = field(default_factory=lambda: SglangProps())
+    """How SGLang serves the model. Default: SglangProps()."""
     image: ecs.ContainerImage | None = None
+    """The server's image, in place of ``props.image``. Default: None (``props.image``)."""
     user: str = "1000:1000"
+    """The uid:gid SGLang runs as. Default: 1000:1000."""
     fetcher_image: ecs.ContainerImage | None = None
+    """The model fetcher's image, in place of ``props.fetcher_image``. Default: None."""
     collector_image: ecs.ContainerImage | None = None
+    """The metrics collector's image, in place of ``props.collector_image``. Default: None."""
 
     name = "sglang"
 
@@ -347,6 +352,7 @@ class SglangServer:
             keep_alive_seconds=context.timing.keep_alive_seconds,
             stop=self.stop,
             metrics=PrometheusMetrics(metrics=SGLANG_METRICS, collector_image=collector_image),
+            prediction_routes=OPENAI_PREDICTION_ROUTES,
             scaling_signals=load_signals(running, waiting, kv_cache, running_target=props.running_target,
                                          waiting_scale_out=props.waiting_requests_scale_out,
                                          kv_cache_scale_out_percent=props.kv_cache_scale_out_percent),

@@ -17,24 +17,48 @@ from .llm_server_checks import (
     warn_unknown_heads,
 )
 from .model_props import ModelProps
+from .prediction_routes import OPENAI_PREDICTION_ROUTES
 from .server_contract import (
     API_KEY_NAME,
     DEFAULT_API_KEY_NAME,
     SCRATCH_PATH,
-    VLLM_LONGEST_REQUEST_SECONDS,
     EcrImage,
     LivenessCheck,
     ModelFromS3,
     PrometheusMetrics,
     ServerContext,
     ServerContract,
-    StopTiming,
     named_user,
     port_liveness,
     require_props,
     sidecar_reservation,
-    vllm_drain_seconds,
 )
+from .stop_timing import StopTiming, drain_after_delay
+
+# vLLM 0.32 (vllm/engine/arg_utils.py, config/vllm.py): ``--shutdown-timeout N`` (default 0). On SIGTERM the API
+# server stops the engine with that timeout: 0 aborts every running request; N > 0 rejects new requests and lets the
+# running ones finish for up to N s, then aborts the rest and stops the engine processes.
+VLLM_EXIT_SECONDS = 20
+VLLM_LONGEST_REQUEST_SECONDS = 80
+
+
+def vllm_drain_seconds(longest_request_seconds: int) -> int:
+    """vLLM's ``--shutdown-timeout``: what the Spot notice leaves after a deregistration delay of
+    ``longest_request_seconds`` and vLLM's exit."""
+    return drain_after_delay(longest_request_seconds, VLLM_EXIT_SECONDS, "vLLM")
+
+
+def vllm_stop(longest_request_seconds: int = VLLM_LONGEST_REQUEST_SECONDS) -> StopTiming:
+    """vLLM's OpenAI server (``vllm serve``) with ``--shutdown-timeout`` :func:`vllm_drain_seconds`: a generation up to
+    ``longest_request_seconds`` (default 80) long finishes when its task stops. The ALB keeps it running through
+    the deregistration delay (``longest_request_seconds``: AWS documents in-flight requests completing then);
+    on SIGTERM vLLM refuses new requests and drains running ones for the rest of the Spot notice (20 s by default;
+    without the flag, vLLM 0.32's default 0 aborts them at once), then the API server, engine core and
+    tensor-parallel workers stop (``VLLM_EXIT_SECONDS``, 20 s budget). A generation still running when the drain
+    ends is cut, and vLLM 0.32 then waits on its open response until SIGKILL at ``stopTimeout`` (seen in
+    ``make e2e-vllm`` with ``--shutdown-timeout 0``), which the budget already allows for."""
+    return StopTiming.after_delay(longest_request_seconds, VLLM_EXIT_SECONDS, "vLLM")
+
 
 if TYPE_CHECKING:
     from aws_cdk import aws_ecs as ecs
@@ -78,7 +102,7 @@ class VllmProps:
     ``longest_request_seconds`` (default 80, at most 100): the longest generation that still finishes when its task
     stops (scale-in, deployment, Spot): it is the deregistration delay of the model's target groups, and vLLM's
     ``--shutdown-timeout`` gets the rest of the 2-minute Spot notice after it and vLLM's 20 s exit (20 s by default),
-    the container's ``stopTimeout`` that drain plus the exit (40 s). See :meth:`StopTiming.vllm`.
+    the container's ``stopTimeout`` that drain plus the exit (40 s). See :func:`vllm_stop`.
     Scaling: hold ``target_running_requests_per_task`` (default 3/4 of ``max_num_seqs``) running
     requests per task; add tasks when more than ``waiting_requests_scale_out`` requests wait or the
     KV cache is more than ``kv_cache_scale_out_percent`` full. ``image``: a mirror in your ECR of
@@ -92,24 +116,43 @@ class VllmProps:
     """
 
     image: EcrImage | None = None
+    """Your ECR mirror of ``vllm/vllm-openai``. Default: None (pass ``VllmServer(image=...)``)."""
     served_model_name: str = ""
+    """The model's name in the OpenAI API. Default: "" (the model's name)."""
     max_model_len: int = 4096
+    """The longest prompt plus generation (``--max-model-len``). Default: 4096."""
     gpu_memory_utilization: float = 0.90
+    """The share of each GPU's memory vLLM plans for (``--gpu-memory-utilization``). Default: 0.90."""
     max_num_seqs: int = 64
+    """The most sequences one batch runs (``--max-num-seqs``). Default: 64."""
     dtype: Literal["auto", "float16", "bfloat16", "float32"] = "auto"
+    """Weights' and activations' type (``--dtype``). Default: "auto"."""
     shared_memory_mib: int | None = None
+    """/dev/shm (NCCL and the engine's workers use it; it counts against the task's memory). Default: None (half the model's ``memory_mib``, at most 16384)."""
     port: int = 8000
+    """The port vLLM listens on. Default: 8000."""
     extra_args: tuple[str, ...] = ()
+    """More of vLLM's flags, none of those the preset sets. Default: none."""
     target_running_requests_per_task: int | None = None
+    """The running requests per task target tracking holds. Default: None (3/4 of ``max_num_seqs``)."""
     waiting_requests_scale_out: int = 4
+    """Waiting requests above which tasks are added. Default: 4."""
     kv_cache_scale_out_percent: int = 90
+    """KV-cache use (percent) above which tasks are added. Default: 90."""
     fetcher_image: EcrImage | None = None
+    """Your ECR mirror of the model fetcher's image. Default: None (DEFAULT_FETCHER_IMAGE)."""
     collector_image: EcrImage | None = None
+    """Your ECR mirror of the metrics collector's image. Default: None (DEFAULT_COLLECTOR_IMAGE)."""
     longest_request_seconds: int = VLLM_LONGEST_REQUEST_SECONDS
+    """The longest generation that still finishes when its task stops (at most 100). Default: 80."""
     api_key_name: str = DEFAULT_API_KEY_NAME
+    """The key of the API-key secret vLLM takes (``VLLM_API_KEY``). Default: "default"."""
     weights: Literal["copy", "stream"] = "copy"
+    """copy (to scratch, checked against publish's digests) or stream (from S3, unchecked). Default: copy."""
     stream_buffer_mib: int | None = None
+    """Each GPU process's CPU buffer when streaming (it must hold the largest tensor). Default: None (4096)."""
     stream_concurrency: int | None = None
+    """S3 clients per process when streaming. Default: None (the streamer's own)."""
     attention_heads: int | None = None
     """The model's attention heads (``num_attention_heads`` in its config.json): vLLM splits them over the
     tensor-parallel GPUs (the model's ``gpus``) and exits at start when they do not divide. Default: None (not
@@ -183,10 +226,15 @@ class VllmServer:
     example) take the place of the props' ECR mirrors of the same; ``user`` defaults to 1000:1000."""
 
     props: VllmProps = field(default_factory=lambda: VllmProps())
+    """How vLLM serves the model. Default: VllmProps()."""
     image: ecs.ContainerImage | None = None
+    """The server's image, in place of ``props.image``. Default: None (``props.image``)."""
     user: str = "1000:1000"
+    """The uid:gid vLLM runs as. Default: 1000:1000."""
     fetcher_image: ecs.ContainerImage | None = None
+    """The model fetcher's image, in place of ``props.fetcher_image``. Default: None."""
     collector_image: ecs.ContainerImage | None = None
+    """The metrics collector's image, in place of ``props.collector_image``. Default: None."""
 
     name = "vllm"
 
@@ -195,7 +243,7 @@ class VllmServer:
 
     @property
     def stop(self) -> StopTiming:
-        return StopTiming.vllm(self.props.longest_request_seconds)
+        return vllm_stop(self.props.longest_request_seconds)
 
     @property
     def longest_request_seconds(self) -> int:
@@ -296,6 +344,7 @@ class VllmServer:
             keep_alive_seconds=context.timing.keep_alive_seconds,
             stop=self.stop,
             metrics=PrometheusMetrics(metrics=VLLM_METRICS, collector_image=collector_image),
+            prediction_routes=OPENAI_PREDICTION_ROUTES,
             scaling_signals=load_signals(running, waiting, kv_cache, running_target=props.running_target,
                                          waiting_scale_out=props.waiting_requests_scale_out,
                                          kv_cache_scale_out_percent=props.kv_cache_scale_out_percent),

@@ -132,7 +132,7 @@ def test_the_capacity_allowance_covers_the_timelines_new_instance_phases(synthes
 
     config = synthesized.stages["prod"].config
     capacity = dataclasses.replace(config.capacity, machine_image_ids=None)
-    phases = {p.name: p.seconds for p in timeline(config.models[0].scaling, capacity, weights_bytes=10**9, storage="gp3",
+    phases = {p.name: p.seconds for p in timeline(config.server_config(config.models[0]).bundled.scaling, capacity, weights_bytes=10**9, storage="gp3",
                                                    new_instance=True, startup=LATEST_STARTUP)}
     new_capacity = sum(phases[name] for name in ("capacity-provider reaction", "instance launch", "agent registration", "image pull"))
     assert new_capacity <= NEW_CAPACITY_SECONDS < new_capacity + MINUTE, phases

@@ -103,7 +103,7 @@ def test_step_scaling_only_adds_tasks_on_latency_gpu_queue_and_cpu_with_growing_
         gpu = [] if model.gpu_share is not None else ["GpuUtilization"]
         assert sorted(steps) == sorted(["CpuAndQueueGrowing", *gpu, "LatencyP95", "QueueBacklog"])
         # +2 at twice the threshold only where the metric can get there (a percentage, an indicator of 0 or 1 cannot).
-        expected = {"LatencyP95": [1, 2], "QueueBacklog": [1, 2], "CpuAndQueueGrowing": [1], "GpuUtilization": [1, 2] if model.scaling.gpu_utilization_percent * 2 < 100 else [1]}
+        expected = {"LatencyP95": [1, 2], "QueueBacklog": [1, 2], "CpuAndQueueGrowing": [1], "GpuUtilization": [1, 2] if config.server_config(model).bundled.scaling.gpu_utilization_percent * 2 < 100 else [1]}
         for name, (_logical_id, policy) in steps.items():
             adjustments = [s["ScalingAdjustment"] for s in policy["StepScalingPolicyConfiguration"]["StepAdjustments"]]
             assert adjustments == expected[name] and policy["StepScalingPolicyConfiguration"]["Cooldown"] == model.scaling.scale_out_cooldown_seconds
@@ -114,25 +114,25 @@ def test_step_scaling_only_adds_tasks_on_latency_gpu_queue_and_cpu_with_growing_
         if model.gpu_share is None:
             gpu_alarm = step_alarm(template, steps["GpuUtilization"][0])
             namespace, name, _, dimensions, _ = single_metric(gpu_alarm)
-            assert (namespace, name, gpu_alarm["Threshold"]) == ("GpuInference", "GpuUtilization", model.scaling.gpu_utilization_percent)
+            assert (namespace, name, gpu_alarm["Threshold"]) == ("GpuInference", "GpuUtilization", config.server_config(model).bundled.scaling.gpu_utilization_percent)
             assert {d["Name"]: d["Value"] for d in dimensions} == {"Environment": config.name, "ModelName": model.name}
         queue = step_alarm(template, steps["QueueBacklog"][0])
         namespace, name, statistic, dimensions, period = single_metric(queue)
         assert (namespace, name, statistic, queue["Threshold"]) == ("GpuInference", "QueueDepth", "Maximum",
-                                                                   model.scaling.queue_depth_scale_out)
+                                                                   config.server_config(model).bundled.scaling.queue_depth_scale_out)
         # Seconds, not minutes: a 10 s period needs the metric stored at 1-second resolution (the server's EMF
         # StorageResolution 1, tests/server/test_api.py); 3 of 3 datapoints.
         assert (period, queue["EvaluationPeriods"], queue["DatapointsToAlarm"]) == (10, 3, 3)
 
 
 def test_queue_signal_periods_are_ones_cloudwatch_accepts():
+    from gpu_inference_constructs.bundled_signals import BundledScalingProps
     from gpu_inference_constructs.errors import ConfigError
-    from gpu_inference_constructs.scaling_props import ModelScalingProps
 
-    assert ModelScalingProps(queue_signal_period_seconds=30).queue_signal_period_seconds == 30
+    assert BundledScalingProps(queue_signal_period_seconds=30).queue_signal_period_seconds == 30
     for bad in (15, 45, 0):
-        with pytest.raises(ConfigError, match="queue_signal_period_seconds"):
-            ModelScalingProps(queue_signal_period_seconds=bad)
+        with pytest.raises(ConfigError, match=r"queue_signal_period_seconds.*allowed 10, 20, 30"):
+            BundledScalingProps(queue_signal_period_seconds=bad)
 
 
 def test_vllm_adds_tasks_on_latency_waiting_requests_and_kv_cache(env):
@@ -160,7 +160,7 @@ def test_cpu_and_growing_queue_is_one_metric_math_alarm(env):
     for model in [m for m in config.models if config.server_config(m).vllm is None]:
         alarm = step_alarm(template, step_policies(template, model.name)["CpuAndQueueGrowing"][0])
         expression = next(m for m in alarm["Metrics"] if "Expression" in m)["Expression"]
-        assert expression == f"IF(cpu > {model.scaling.cpu_percent} AND DIFF(queue) > 0, 1, 0)"
+        assert expression == f"IF(cpu > {config.server_config(model).bundled.scaling.cpu_percent} AND DIFF(queue) > 0, 1, 0)"
         named = {m["Id"]: m["MetricStat"]["Metric"]["MetricName"] for m in alarm["Metrics"] if "MetricStat" in m}
         assert named == {"cpu": "CPUUtilization", "queue": "QueueDepth"}
         assert alarm["EvaluationPeriods"] == 3, "a short CPU spike alone does not scale"

@@ -30,6 +30,9 @@ from gpu_inference_constructs import (
     VllmProps,
     VllmServer,
 )
+from gpu_inference_constructs.bundled_server import bundled_stop
+from gpu_inference_constructs.presets import tgi_stop, triton_stop
+from gpu_inference_constructs.vllm_server import vllm_stop
 from stacks.config import load_environment
 from tests.scenarios import scenario_environment
 
@@ -91,7 +94,7 @@ def test_contract_values_are_checked(overrides, key, message):
 def test_liveness_and_signals_are_checked():
     with pytest.raises(ConfigError, match="must start with 'CMD' or 'CMD-SHELL'"):
         LivenessCheck(("curl", "-f", "http://127.0.0.1/health"))
-    with pytest.raises(ConfigError, match="exactly one of target and scale_out_above"):
+    with pytest.raises(ConfigError, match=r"scaling_signals\[queue\].*exactly one of target and scale_out_above"):
         ScalingSignal("queue", target=1, scale_out_above=2)
     with pytest.raises(ConfigError, match="not a Prometheus metric name"):
         PrometheusMetrics(metrics=("bad name",))
@@ -161,8 +164,8 @@ def test_the_fit_check_counts_the_sidecars():
     [
         ({"instance_type": None}, "instance_type", "missing: instance_type"),
         ({"listener_priority": None}, "listener_priority", "is missing"),
-        ({"model_bucket": None}, "model_store", "exactly one of model_store or model_bucket (got neither)"),
-        ({"listener": None}, "listener", "is missing: pass load_balancer=InferenceLoadBalancer(...), or listener="),
+        ({"model_bucket": None}, "model_store", "exactly one of model_store or model_bucket"),
+        ({"listener": None}, "listener", "pass load_balancer="),
     ],
 )
 def test_missing_parts_are_named(change, key, message):
@@ -177,7 +180,7 @@ def test_without_a_server_the_model_runs_on_the_bundled_server_and_a_misplaced_i
     stack, parts = stack_with_placement()
     service = ModelService(stack, "M", model=ModelProps(name="mm", version="1"), instance_type="g5.xlarge", **parts)
     assert service.contract.name == "bundled" and service.contract.command == ("python", "-m", "inference_server")
-    with pytest.raises(ConfigError, match=r"server.props: RepositoryImage is not BundledServerProps: BundledServer's first argument is its props; pass an image as image="):
+    with pytest.raises(ConfigError, match=r"server.props.*pass an image as image="):
         BundledServer(IMAGE)  # pyright: ignore[reportArgumentType]  # deliberately misplaced image: the refusal is under test
     with pytest.raises(ConfigError, match=r"server.props: RepositoryImage is not VllmProps"):
         VllmServer(IMAGE)  # pyright: ignore[reportArgumentType]  # deliberately misplaced image: the refusal is under test
@@ -228,7 +231,7 @@ def test_the_bundled_servers_stop_timing_is_read_from_the_server_itself():
     assert service.contract.environment["DRAIN_TIMEOUT_S"] == "60" and service.contract.environment["REQUEST_TIMEOUT_S"] == "12"
 
 
-@pytest.mark.parametrize("preset", [StopTiming.vllm(), StopTiming.tgi(), StopTiming.triton(), StopTiming.bundled()])
+@pytest.mark.parametrize("preset", [vllm_stop(), tgi_stop(), triton_stop(), bundled_stop()])
 def test_each_preset_fits_the_default_timing(preset):
     timing = gpu_inference_constructs.ServiceTimingProps()
     deregistration_delay, stop_timeout = preset.task_timing(timing.deregistration_delay_seconds, timing.stop_timeout_seconds)
@@ -239,11 +242,11 @@ def test_each_preset_fits_the_default_timing(preset):
     "stop, timing, key, message",
     [
         (StopTiming(drain_seconds=80, exit_seconds=15), dict(stop_timeout_seconds=90), "timing.stop_timeout_seconds",
-         "90 s is shorter than the 95 s the custom server needs after SIGTERM (drain 80 + exit 15): ECS would SIGKILL it mid-drain"),
+         "raise stop_timeout_seconds to 95"),
         (StopTiming(drain_seconds=95, exit_seconds=15), dict(stop_timeout_seconds=90), "timing.deregistration_delay_seconds",
-         "20 s of deregistration delay + the 110 s the custom server needs after SIGTERM (drain 95 + exit 15) = 130 s exceeds the 120 s Spot"),
+         "shorten the delay or the server's drain"),
         (StopTiming(drain_seconds=0, exit_seconds=20, longest_request_seconds=45), dict(deregistration_delay_seconds=30),
-         "timing.deregistration_delay_seconds", "30 s of deregistration delay + 0 s of drain = 30 s is shorter than the longest request"),
+         "timing.deregistration_delay_seconds", "raise deregistration_delay_seconds to 45"),
     ],
 )
 def test_a_server_that_needs_more_time_than_the_task_gives_fails_at_construction(stop, timing, key, message):
@@ -261,8 +264,8 @@ def test_vllm_drains_in_flight_generations_within_the_spot_notice():
     model's target groups, stopTimeout and drain are sized so a generation of longest_request_seconds in flight when
     its task stops finishes: the ALB keeps it through the deregistration delay (that long), vLLM drains after SIGTERM
     for what the Spot notice leaves, and delay + drain + exit fit the notice."""
-    from gpu_inference_constructs.server_contract import VLLM_EXIT_SECONDS
     from gpu_inference_constructs.service_timing import SPOT_NOTICE_SECONDS
+    from gpu_inference_constructs.vllm_server import VLLM_EXIT_SECONDS
 
     for longest in (80, 60, 100):
         stack, parts = stack_with_placement()
@@ -281,9 +284,9 @@ def test_vllm_drains_in_flight_generations_within_the_spot_notice():
         assert delay + server["StopTimeout"] <= SPOT_NOTICE_SECONDS, "all of it inside the Spot notice"
         assert (delay, drain, server["StopTimeout"]) == (longest, SPOT_NOTICE_SECONDS - VLLM_EXIT_SECONDS - longest, SPOT_NOTICE_SECONDS - longest)
         assert (service.deregistration_delay_seconds, service.stop_timeout_seconds) == (delay, server["StopTimeout"])
-        assert service.contract.stop == StopTiming.vllm(longest)
+        assert service.contract.stop == vllm_stop(longest)
     assert drain == 0, "at 100 s the delay takes all the notice leaves: vLLM aborts at SIGTERM (its default)"
-    assert StopTiming.vllm().drain_seconds == 20 and VllmProps().longest_request_seconds == 80
+    assert vllm_stop().drain_seconds == 20 and VllmProps().longest_request_seconds == 80
 
 
 def test_the_environments_timing_still_applies_to_the_other_servers_of_the_environment(synthesized):
@@ -303,9 +306,9 @@ def test_the_environments_timing_still_applies_to_the_other_servers_of_the_envir
 
 @pytest.mark.parametrize("longest", [0, 101])
 def test_a_generation_longer_than_the_spot_notice_allows_is_refused(longest):
-    with pytest.raises(ConfigError, match=rf"longest_request_seconds: {longest} is out of range; allowed 1 to 100 \(the deregistration delay"):
+    with pytest.raises(ConfigError, match=r"longest_request_seconds.*allowed 1 to 100"):
         VllmProps(longest_request_seconds=longest)
-    with pytest.raises(ConfigError, match=r"extra_args\[0\]: '--shutdown-timeout=5' is set from its own key"):
+    with pytest.raises(ConfigError, match=r"extra_args\[0\].*set that key instead"):
         VllmProps(extra_args=("--shutdown-timeout=5",))
 
 
@@ -529,7 +532,7 @@ def test_tgi_and_triton_contracts_synthesize_with_their_own_ports_paths_and_metr
         name="tgi", image=IMAGE,
         command=("--model-id", "/scratch/model", "--port", "8080", "--hostname", "0.0.0.0", "--num-shard", "4"),
         port=8080, readiness_path="/health", liveness=LivenessCheck(("CMD", "curl", "-f", "http://127.0.0.1:8080/health")),
-        user="1000:1000", model_source=ModelFromS3.copy_to_scratch(), shared_memory_mib=16384, stop=StopTiming.tgi(),
+        user="1000:1000", model_source=ModelFromS3.copy_to_scratch(), shared_memory_mib=16384, stop=tgi_stop(),
         environment={"HF_HUB_OFFLINE": "1", "HOME": "/scratch/home", "HUGGINGFACE_HUB_CACHE": "/scratch/cache"},
         metrics=PrometheusMetrics(metrics=("tgi_queue_size", "tgi_batch_current_size")),
         scaling_signals=(ScalingSignal("tgi_queue_size", statistic="Maximum", scale_out_above=8),),
@@ -538,7 +541,7 @@ def test_tgi_and_triton_contracts_synthesize_with_their_own_ports_paths_and_metr
         name="triton", image=IMAGE,
         command=("tritonserver", "--model-repository=/scratch/model", "--http-port=8000", "--metrics-port=8002", "--exit-timeout-secs=30"),
         port=8000, readiness_path="/v2/health/ready", liveness=LivenessCheck(("CMD", "curl", "-f", "http://127.0.0.1:8000/v2/health/live")),
-        user="1000:1000", model_source=ModelFromS3.copy_to_scratch(), shared_memory_mib=4096, stop=StopTiming.triton(),
+        user="1000:1000", model_source=ModelFromS3.copy_to_scratch(), shared_memory_mib=4096, stop=triton_stop(),
         metrics=PrometheusMetrics(metrics=("nv_inference_pending_request_count",), port=8002),
         scaling_signals=(ScalingSignal("nv_inference_pending_request_count", statistic="Maximum", scale_out_above=16),),
     )
@@ -590,9 +593,9 @@ def test_the_load_balancers_idle_timeout_follows_the_longest_request_and_never_d
     (resource,) = Template.from_stack(stack).find_resources("AWS::ElasticLoadBalancingV2::LoadBalancer").values()
     attributes = {a["Key"]: a["Value"] for a in resource["Properties"]["LoadBalancerAttributes"]}
     assert attributes["idle_timeout.timeout_seconds"] == "4000"
-    with pytest.raises(ConfigError, match=r"idle_timeout_seconds: a model's longest request \(3991 s\) \+ 10 s is more than the 4000 s idle timeout"):
+    with pytest.raises(ConfigError, match=r"idle_timeout_seconds.*bound the request"):
         stack_with_load_balancer(3991)
-    with pytest.raises(ConfigError, match=r"idle_timeout_seconds: 60 s is shorter than a model's longest request \(80 s\) \+ 10 s: .* set at least 90"):
+    with pytest.raises(ConfigError, match=r"idle_timeout_seconds.*set at least 90"):
         stack_with_load_balancer(80, idle_timeout_seconds=60)
 
 
@@ -619,7 +622,7 @@ def test_a_server_keep_alive_at_or_below_the_idle_timeout_is_refused_and_an_unkn
     with pytest.raises(ConfigError) as error:
         ModelService(stack, "A", model=ModelProps(name="aa", version="1"), server=complete(keep_alive_seconds=110), **parts)
     assert error.value.key == "server.keep_alive_seconds" and "not longer than the load balancer's idle timeout (110 s)" in error.value.detail
-    with pytest.raises(ConfigError, match=r"timing.keep_alive_seconds: 75 must exceed the load balancer's idle timeout \(110 s\)"):
+    with pytest.raises(ConfigError, match=r"timing.keep_alive_seconds.*must exceed the load balancer's idle timeout"):
         ModelService(stack, "B", model=ModelProps(name="bb", version="1"), server=BundledServer(image=IMAGE),
                      timing=gpu_inference_constructs.ServiceTimingProps(keep_alive_seconds=75), **parts)
     ModelService(stack, "C", model=ModelProps(name="cc", version="1"), server=complete(keep_alive_seconds=111), **parts)
@@ -654,7 +657,7 @@ def test_behind_a_listener_whose_idle_timeout_is_unknown_a_long_request_is_a_war
     assert isinstance(message, str)  # a warning's data is its message
     assert "longest request (80 s) + 10 s" in message and "set its idle timeout to at least 90 s" in message
     stack, _, parts = stack_with_load_balancer(10)
-    with pytest.raises(ConfigError, match=r"server.stop.longest_request_seconds: the vllm server's longest request \(80 s\)"):
+    with pytest.raises(ConfigError, match=r"server.stop.longest_request_seconds.*80 s"):
         ModelService(stack, "M", model=model, server=VllmServer(VllmProps(shared_memory_mib=4096), image=IMAGE), **parts)
 
 
@@ -677,7 +680,7 @@ def test_the_models_runtime_reaches_the_bundled_server_and_is_checked():
         BundledServerProps(runtime="tensorrt-llm")
     with pytest.raises(ConfigError, match="runtime.*use eager for this model"):
         BundledServerProps(task="torch-export", runtime="onnx")
-    with pytest.raises(ConfigError, match="environment: \\['MODEL_RUNTIME'\\] are set by the bundled preset"):
+    with pytest.raises(ConfigError, match=r"environment.*MODEL_RUNTIME"):
         BundledServer().check(ModelProps(name="bb", version="1", environment={"MODEL_RUNTIME": "onnx"}))
 
 

@@ -11,7 +11,7 @@ from aws_cdk.assertions import Template
 
 from gpu_inference_constructs.bundled_server import BUNDLED_PORT as CONTAINER_PORT
 from gpu_inference_constructs.service_timing import SPOT_NOTICE_SECONDS
-from gpu_inference_constructs.vllm_server import vllm_liveness
+from gpu_inference_constructs.vllm_server import vllm_liveness, vllm_stop
 from tests.conftest import ROOT
 from tests.infra.conftest import ENVIRONMENTS
 
@@ -186,7 +186,6 @@ def test_scratch_volume_is_task_scoped(env):
 def test_stop_timeout_and_deregistration_fit_the_spot_notice(env):
     """Each model's own target groups' delay plus its own stopTimeout fit the notice: the environment's timing for
     our server, the preset's for vLLM (its longest generation as the delay, its drain and exit as the stop timeout)."""
-    from gpu_inference_constructs import StopTiming
 
     config, template = env
     groups = template.find_resources("AWS::ElasticLoadBalancingV2::TargetGroup")
@@ -201,7 +200,7 @@ def test_stop_timeout_and_deregistration_fit_the_spot_notice(env):
             assert (delays, stop) == ({config.service.deregistration_delay_seconds}, config.service.stop_timeout_seconds)
             assert int(environment_of(container)["DRAIN_TIMEOUT_S"]) < stop
         else:
-            timing = StopTiming.vllm(config.server_config(model).vllm.longest_request_seconds)
+            timing = vllm_stop(config.server_config(model).vllm.longest_request_seconds)
             assert (delays, stop) == ({config.server_config(model).vllm.longest_request_seconds}, timing.seconds_after_sigterm)
         (delay,) = delays
         assert delay + stop <= SPOT_NOTICE_SECONDS
@@ -427,7 +426,7 @@ VLLM_BODY_ROUTES = ("/v1/completions", "/v1/chat/completions", "/v1/embeddings")
 def body_routes(config, model) -> list[str]:
     """The paths below the model's prefix whose requests carry a body (prompt, texts, tensors), with each path
     parameter set to the value the server accepts: derived from the bundled server's own routes, so a route added
-    to the server that the WAF would inspect as a body fails the test until PREDICTION_PATHS has it."""
+    to the server that the WAF would inspect as a body fails the test until BUNDLED_PREDICTION_ROUTES (the bundled server's declaration) has it."""
     if config.server_config(model).vllm is not None:
         return list(VLLM_BODY_ROUTES)
     paths = []

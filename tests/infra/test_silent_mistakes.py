@@ -34,6 +34,7 @@ from gpu_inference_constructs import (
     VllmProps,
     VllmServer,
 )
+from gpu_inference_constructs.presets import tgi_stop, triton_stop
 from gpu_inference_constructs.server_contract import EcrImage
 from tests.infra.test_server_contract import IMAGE, stack_with_placement
 
@@ -80,7 +81,7 @@ def test_four_gpus_on_a_one_gpu_type_is_refused():
         ({"command": ("tritonserver", "--http-port=9000", "--metrics-port=8002"),
           "metrics": PrometheusMetrics(metrics=("nv_gpu_utilization",))},
          "server.metrics.port", "9000 but the custom server's command says --metrics-port 8002"),
-        ({"command": ("tritonserver", "--http-port=9000", "--exit-timeout-secs=60"), "stop": StopTiming.triton(30)},
+        ({"command": ("tritonserver", "--http-port=9000", "--exit-timeout-secs=60"), "stop": triton_stop(30)},
          "server.stop.drain_seconds", "30 but the custom server's command says --exit-timeout-secs 60"),
     ],
 )
@@ -92,7 +93,7 @@ def test_a_contract_its_command_contradicts_is_refused(overrides, key, says):
 
 def test_a_command_that_agrees_passes():
     contract(command=("tritonserver", "--http-port=9000", "--metrics-port=8002", "--exit-timeout-secs=30"),
-             metrics=PrometheusMetrics(metrics=("nv_gpu_utilization",), port=8002), stop=StopTiming.triton(30))
+             metrics=PrometheusMetrics(metrics=("nv_gpu_utilization",), port=8002), stop=triton_stop(30))
 
 
 def test_triton_and_tgi_presets_bring_their_ports_health_paths_metrics_and_stop():
@@ -105,8 +106,8 @@ def test_triton_and_tgi_presets_bring_their_ports_health_paths_metrics_and_stop(
                        **{**parts, "listener_priority": 11})
     assert triton.contract.metrics is not None  # Triton's preset scrapes its Prometheus port
     assert (triton.contract.port, triton.contract.readiness_path, triton.contract.metrics.port) == (8000, "/v2/health/ready", 8002)
-    assert triton.contract.stop == StopTiming.triton(40) and "--exit-timeout-secs=40" in triton.contract.command
-    assert (tgi.contract.port, tgi.contract.readiness_path, tgi.contract.stop) == (8080, "/health", StopTiming.tgi(60))
+    assert triton.contract.stop == triton_stop(40) and "--exit-timeout-secs=40" in triton.contract.command
+    assert (tgi.contract.port, tgi.contract.readiness_path, tgi.contract.stop) == (8080, "/health", tgi_stop(60))
     assert "--num-shard" in tgi.contract.command and tgi.contract.command[tgi.contract.command.index("--num-shard") + 1] == "4"
     ServiceScaling(stack, "TritonScaling", model_service=triton)
     ServiceScaling(stack, "TgiScaling", model_service=tgi)

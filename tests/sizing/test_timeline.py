@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from gpu_inference_constructs.bundled_signals import BundledScalingProps
 from gpu_inference_constructs.gpu_capacity import GpuCapacityProps
-from gpu_inference_constructs.scaling_props import ModelScalingProps
 from gpu_inference_constructs.sizing.timeline import (
     DOCUMENTED,
     ESTIMATED,
@@ -25,7 +25,7 @@ GB_13B = 26_000_000_000
 
 def phases(**options):
     defaults = dict(weights_bytes=100_000_000, storage="s3-parallel", new_instance=True, startup=LATEST_STARTUP)
-    return timeline(ModelScalingProps(), GpuCapacityProps(), **{**defaults, **options})
+    return timeline(BundledScalingProps(), GpuCapacityProps(), **{**defaults, **options})
 
 
 def test_every_phase_has_a_basis_and_a_source_and_the_total_is_their_sum():
@@ -40,7 +40,7 @@ def test_every_phase_has_a_basis_and_a_source_and_the_total_is_their_sum():
 
 def test_the_detection_phase_is_the_scale_out_simulations_worst_case():
     assert phases()[0].seconds == 45  # 3 x 10 s periods, sample 5 s, ingestion 10 s: tests/infra/test_scale_out_simulation
-    slower = timeline(ModelScalingProps(queue_signal_period_seconds=30), GpuCapacityProps(), weights_bytes=1,
+    slower = timeline(BundledScalingProps(queue_signal_period_seconds=30), GpuCapacityProps(), weights_bytes=1,
                       storage="s3-parallel", new_instance=False, startup=LATEST_STARTUP)
     assert slower[0].seconds > 90
 
@@ -77,7 +77,7 @@ def test_the_copy_is_documented_and_the_check_measured_here():
 
 
 def test_an_instance_with_more_cores_checks_8_pieces_at_once():
-    steps = timeline(ModelScalingProps(), GpuCapacityProps(instance_types=("g5.12xlarge",)), weights_bytes=GB_13B,
+    steps = timeline(BundledScalingProps(), GpuCapacityProps(instance_types=("g5.12xlarge",)), weights_bytes=GB_13B,
                      storage="gp3", new_instance=False, startup=LATEST_STARTUP)
     (check,) = [p for p in steps if p.name == "weights check"]
     assert check.seconds == pytest.approx(GB_13B / (8 * 0.225e9))
@@ -98,7 +98,7 @@ def test_streaming_reaches_1_gb_per_second_and_the_default_gp3_copy_does_not():
 def test_the_bundled_servers_fetch_checks_while_it_streams_at_the_volumes_provisioned_rate():
     """No check phase after the copy: each piece is hashed as it arrives. At 1,000 MiB/s the volume binds (16
     connections carry more), so the weights arrive at over 1 GB/s; on a default gp3 volume at 125 MiB/s."""
-    steps = timeline(ModelScalingProps(), GpuCapacityProps(root_volume_throughput_mib_s=1000), weights_bytes=GB_13B,
+    steps = timeline(BundledScalingProps(), GpuCapacityProps(root_volume_throughput_mib_s=1000), weights_bytes=GB_13B,
                      storage="s3-parallel", new_instance=False, startup=LATEST_STARTUP)
     (weights,) = [p for p in steps if p.name.startswith("weights")]
     assert weights.seconds == pytest.approx(GB_13B / (1000 * 2**20)) and GB_13B / weights.seconds > 1e9
@@ -138,7 +138,7 @@ def test_cli_prints_both_paths_and_refuses_an_unknown_environment(capsys, cdk_js
 
 def test_provisioned_gp3_throughput_is_what_the_weights_copy_counts():
     """Built: the capacity's root_volume_throughput_mib_s (staging's llm group: 1,000 MiB/s), then the check."""
-    provisioned = timeline(ModelScalingProps(), GpuCapacityProps(root_volume_throughput_mib_s=1000), weights_bytes=GB_13B,
+    provisioned = timeline(BundledScalingProps(), GpuCapacityProps(root_volume_throughput_mib_s=1000), weights_bytes=GB_13B,
                            storage="gp3", new_instance=False, startup=LATEST_STARTUP)
     (copy,) = [p for p in provisioned if p.name == "weights copy"]
     assert copy.seconds == pytest.approx(GB_13B / (1000 * 2**20)) and "1000 MiB/s" in copy.source
@@ -153,7 +153,7 @@ def test_cli_reads_the_models_capacity_group(capsys, cdk_json):
 
 def test_an_ami_with_the_images_takes_the_pull_off_a_new_instance():
     with_ami = GpuCapacityProps(machine_image_ids={"us-east-1": "ami-0123456789abcdef0"})
-    steps = {p.name: p for p in timeline(ModelScalingProps(), with_ami, weights_bytes=100_000_000,
+    steps = {p.name: p for p in timeline(BundledScalingProps(), with_ami, weights_bytes=100_000_000,
                                          storage="s3-parallel", new_instance=True, startup=LATEST_STARTUP)}
     assert steps["image pull"].seconds == 5 and "machine_image_ids" in steps["image pull"].source
     (pull,) = [p for p in phases() if p.name == "image pull"]

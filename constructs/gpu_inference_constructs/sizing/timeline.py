@@ -14,16 +14,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from ..bundled_signals import BundledScalingProps
 from ..errors import ConfigError
 from ..gpu_capacity_props import GpuCapacityProps
 from ..instance_catalog import CATALOG
 from ..model_fetch import CHECK_PARALLEL
 from ..monitoring_props import HOURS_PER_MONTH, MonitoringProps, root_volume_hourly_usd, warm_pool_monthly_usd
-from ..scaling_props import ModelScalingProps
 from ..settings import from_dict
 from ..target_health import TARGET_HEALTH_CHECK
 from .scale_out import INGEST_DELAY, PUBLISH_DELAY, ScaleOutPath
@@ -178,7 +178,7 @@ def _new_instance_phases(capacity: GpuCapacityProps, warm_start: bool) -> list[P
     ]
 
 
-def timeline(scaling: ModelScalingProps, capacity: GpuCapacityProps, *, weights_bytes: int, storage: str,
+def timeline(scaling: BundledScalingProps, capacity: GpuCapacityProps, *, weights_bytes: int, storage: str,
              new_instance: bool, startup: dict, bundled_server: bool = True, compiled: bool = False,
              warm_start: bool = False) -> list[Phase]:
     """The phases from a load step to the new task serving: on warm spare capacity, or (``new_instance``) on an
@@ -284,7 +284,9 @@ def main(argv: list[str] | None = None) -> int:
         model = next((m for m in models if m.get("name") == args.model), None) if args.model else (models or [None])[0]
         if args.model and model is None:
             raise ConfigError("--model", f"{args.model!r} is not a model of {args.environment}")
-        scaling = from_dict(ModelScalingProps, (model or {}).get("scaling", {}), "models[].scaling")
+        block = (model or {}).get("scaling", {})
+        scaling = from_dict(BundledScalingProps, {key: value for key, value in block.items()
+                                                  if key in {f.name for f in fields(BundledScalingProps)}}, "models[].scaling")
         name = (model or {}).get("name")
         group = next((g for g in data.get("capacity_groups", {}).values() if name in g.get("models", [])), data)
         capacity = from_dict(GpuCapacityProps, group.get("capacity", {}), f"environments.{args.environment}.capacity")
