@@ -37,6 +37,8 @@ from .server_contract import (
     ServerDefinition,
     StopTiming,
 )
+from .service_choices import ClusterCapacity, ListenerRoute, LoadBalancerRoute, ModelBucket
+from .service_props import ServiceAccess, ServiceLogs
 from .service_scaling import ServiceScaling
 from .service_timing import ServiceTimingProps
 from .settings import from_dict
@@ -56,6 +58,7 @@ __all__ = [
     "BundledServerProps",
     "CATALOG",
     "CapacityPrewarm",
+    "ClusterCapacity",
     "ConfigError",
     "ConfiguredLoad",
     "DEFAULT_COLLECTOR_IMAGE",
@@ -72,10 +75,13 @@ __all__ = [
     "InferenceNetwork",
     "LatencyAlarmProps",
     "LatencyAlarmThresholds",
+    "ListenerRoute",
     "LivenessCheck",
+    "LoadBalancerRoute",
     "LoadBalancerProps",
     "LoadBalancerQuotas",
     "ModelAlarms",
+    "ModelBucket",
     "ModelFromS3",
     "ModelProps",
     "ModelScalingProps",
@@ -101,7 +107,9 @@ __all__ = [
     "ServerContext",
     "ServerContract",
     "ServerDefinition",
+    "ServiceAccess",
     "ServiceDeployment",
+    "ServiceLogs",
     "ServiceScaling",
     "ServiceSchedule",
     "ServiceTimingProps",

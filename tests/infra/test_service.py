@@ -14,6 +14,7 @@ from gpu_inference_constructs.service_timing import SPOT_NOTICE_SECONDS
 from gpu_inference_constructs.vllm_server import vllm_liveness
 from tests.conftest import ROOT
 from tests.infra.conftest import ENVIRONMENTS
+from tests.infra.test_server_contract import on_cluster
 
 
 def containers(template, name="server"):
@@ -136,7 +137,7 @@ def test_a_models_environment_workers_overrides_the_derived_count():
 
     stack, parts = stack_with_placement()
     ModelService(stack, "M", model=ModelProps(name="m1", version="1", cpu=3072, environment={"WORKERS": "4"}),
-                 server=BundledServer(image=IMAGE), instance_type="g5.xlarge", **parts)
+                 server=BundledServer(image=IMAGE), capacity=on_cluster(stack, "g5.xlarge"), **parts)
     (container,) = containers(Template.from_stack(stack)).values()
     assert environment_of(container)["WORKERS"] == "4"
 
