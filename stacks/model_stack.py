@@ -60,7 +60,7 @@ class ModelStack(cdk.Stack):
             # One image asset for every bundled model (the same directory): `cdk deploy` builds and pushes it once.
             server=config.server_of(model),
             access=ServiceAccess(api_keys_secret=self._api_keys(shared), subnets=network.private_subnets),
-            timing=config.service,
+            timing=config.timing,
             rollback_thresholds=config.rollback_thresholds_for(model),
         )
         self.scaling = ServiceScaling(

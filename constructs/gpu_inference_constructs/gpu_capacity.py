@@ -202,7 +202,7 @@ class GpuCapacity(Construct):
     (default none), or they are removed from it; the construct warns so. Tasks in awsvpc mode get their own security groups; use
     :meth:`allow_ingress_from` only for bridge- or host-mode tasks on these instances.
 
-    ``notification_topic`` (default None: a NotificationTopic of its own, ``own_notifications``, with a synth warning
+    ``topic`` (default None: a NotificationTopic of its own, ``own_notifications``, with a synth warning
     that names the key) receives the group's launches and terminations, failed ones too (``group_events_rule``).
 
     With ``props.warm_pool``: ``warm_pool`` (the AWS::AutoScaling::WarmPool), ``warm_pool_launches`` (the launch hook and
@@ -219,7 +219,7 @@ class GpuCapacity(Construct):
         vpc: ec2.IVpc,
         props: GpuCapacityProps,
         subnets: ec2.SubnetSelection | None = None,
-        notification_topic: sns.ITopic | None = None,
+        topic: sns.ITopic | None = None,
         cluster: ecs.ICluster | None = None,
         keep_capacity_providers: tuple[str, ...] = (),
         logs_key: kms.IKey | None = None,
@@ -314,17 +314,17 @@ class GpuCapacity(Construct):
             group_metrics=[autoscaling.GroupMetrics.all()],
         )
         self.own_notifications: NotificationTopic | None = None
-        if notification_topic is None:
+        if topic is None:
             # Launch failures must reach someone (cdk-nag AS3 refuses a group that tells no one): a topic of its own.
             self.own_notifications = NotificationTopic(self, "Notifications")
-            notification_topic = as_topic(self.own_notifications.topic)
+            topic = as_topic(self.own_notifications.topic)
             cdk.Annotations.of(self).add_warning_v2(
                 "gpu-inference:capacity-own-topic",
-                f"{self.node.path} has no notification_topic: its launches and terminations, failed ones too, go to a "
+                f"{self.node.path} has no topic: its launches and terminations, failed ones too, go to a "
                 "topic of its own (GpuCapacity.own_notifications.topic) that nobody subscribes to yet. Pass "
-                "notification_topic= (your alarm topic), or subscribe to that one.")
-        self.notification_topic: sns.ITopic = notification_topic
-        self.group_events_rule = self._notify_group_events(self.notification_topic)
+                "topic= (your alarm topic), or subscribe to that one.")
+        self.topic: sns.ITopic = topic
+        self.group_events_rule = self._notify_group_events(self.topic)
 
         self.capacity_provider = ecs.AsgCapacityProvider(
             self,

@@ -40,7 +40,7 @@ def team_app(runtime: str) -> tuple[dict, TemplateWorld, str]:
         private_subnet_ids=["subnet-0bbbbbbbbbbbbbbb1", "subnet-0bbbbbbbbbbbbbbb2"])
     store = ModelStore(stack, "Store", props=ModelStoreProps())
     topic = sns.Topic.from_topic_arn(stack, "Pager", f"arn:aws:sns:{REGION}:{ACCOUNT}:search-pager")
-    capacity = GpuCapacity(stack, "Gpus", vpc=vpc, notification_topic=topic,
+    capacity = GpuCapacity(stack, "Gpus", vpc=vpc, topic=topic,
                            props=GpuCapacityProps(instance_types=("g5.xlarge",), max_capacity=4))
     alb = InferenceLoadBalancer(stack, "Alb", vpc=vpc, access_logs_bucket=store.access_logs_bucket, longest_request_seconds=30,
                                 props=LoadBalancerProps(internet_facing=False, allow_http=True, ingress_cidrs=("10.0.0.0/8",)))

@@ -76,7 +76,7 @@ def triton_app():
     app, stack, vpc = team_stack("Triton")
     bucket = s3.Bucket.from_bucket_name(stack, "Artifacts", f"vision-artifacts-{ACCOUNT}")
     topic = sns.Topic.from_topic_arn(stack, "Pager", f"arn:aws:sns:eu-west-1:{ACCOUNT}:vision-pager")
-    gpus = GpuCapacity(stack, "Gpus", vpc=vpc, notification_topic=topic,
+    gpus = GpuCapacity(stack, "Gpus", vpc=vpc, topic=topic,
                        props=GpuCapacityProps(instance_types=("g6.xlarge", "g5.xlarge"), max_capacity=8))
     alb = InferenceLoadBalancer(stack, "Alb", vpc=vpc, access_logs_bucket=bucket,
                                 props=LoadBalancerProps(internet_facing=False, allow_http=True, ingress_cidrs=("10.0.0.0/8",)),
@@ -100,7 +100,7 @@ def vllm_app():
         stack, "Platform", load_balancer_arn=ALB_ARN, security_group_id="sg-0123456789abcdef0", vpc=vpc)
     listener = elbv2.ApplicationListener.from_application_listener_attributes(
         stack, "Listener", listener_arn=LISTENER_ARN, security_group=alb_sg)
-    gpus = GpuCapacity(stack, "Gpus", vpc=vpc, notification_topic=topic,
+    gpus = GpuCapacity(stack, "Gpus", vpc=vpc, topic=topic,
                        props=GpuCapacityProps(instance_types=("g6e.xlarge",), max_capacity=2))  # one serving, one for a deployment
     llama = ModelService(stack, "Llama",
                          model=ModelProps(name="llama-31-8b", version="2026-12-01", cpu=3072, memory_mib=24576, min_tasks=1, max_tasks=1,
@@ -123,7 +123,7 @@ def embedding_app():
     cluster = ecs.Cluster.from_cluster_attributes(stack, "Cluster", cluster_name="search-platform", vpc=vpc)
     bucket = s3.Bucket.from_bucket_name(stack, "Models", f"search-models-{ACCOUNT}")
     topic = sns.Topic.from_topic_arn(stack, "Pager", f"arn:aws:sns:eu-west-1:{ACCOUNT}:search-pager")
-    gpus = GpuCapacity(stack, "Gpus", vpc=vpc, cluster=cluster, notification_topic=topic,
+    gpus = GpuCapacity(stack, "Gpus", vpc=vpc, cluster=cluster, topic=topic,
                        props=GpuCapacityProps(instance_types=("g5.xlarge", "g6.xlarge")))
     alb = InferenceLoadBalancer(stack, "Alb", vpc=vpc, access_logs_bucket=bucket,
                                 props=LoadBalancerProps(internet_facing=False, allow_http=True, ingress_cidrs=("10.0.0.0/8",)))

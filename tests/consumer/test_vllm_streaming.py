@@ -55,7 +55,7 @@ def team_app(gpus: int, instance_type: str, **props) -> tuple[cdk.App, dict]:
         private_subnet_ids=["subnet-0bbbbbbbbbbbbbbb1", "subnet-0bbbbbbbbbbbbbbb2"])
     bucket = s3.Bucket.from_bucket_name(stack, "Weights", BUCKET)
     topic = sns.Topic.from_topic_arn(stack, "Pager", f"arn:aws:sns:{REGION}:{ACCOUNT}:chat-pager")
-    capacity = GpuCapacity(stack, "Gpus", vpc=vpc, notification_topic=topic,
+    capacity = GpuCapacity(stack, "Gpus", vpc=vpc, topic=topic,
                            props=GpuCapacityProps(instance_types=(instance_type,), max_capacity=2))
     alb = InferenceLoadBalancer(stack, "Alb", vpc=vpc, access_logs_bucket=bucket, longest_request_seconds=80,
                                 props=LoadBalancerProps(internet_facing=False, allow_http=True, ingress_cidrs=("10.0.0.0/8",)))

@@ -347,7 +347,7 @@ def team_app(services: int = 1):
     cluster = ecs.Cluster.from_cluster_attributes(stack, "Cluster", cluster_name="search-platform", vpc=vpc)
     topic = sns.Topic.from_topic_arn(stack, "Pager", f"arn:aws:sns:eu-west-1:{ACCOUNT}:search-pager")
     logs_key = kms.Key.from_key_arn(stack, "LogsKey", f"arn:aws:kms:eu-west-1:{ACCOUNT}:key/11111111-2222-4333-8444-555555555555")
-    gpus = GpuCapacity(stack, "Gpus", vpc=vpc, cluster=cluster, notification_topic=topic,
+    gpus = GpuCapacity(stack, "Gpus", vpc=vpc, cluster=cluster, topic=topic,
                        props=GpuCapacityProps(instance_types=("g5.xlarge", "g6.xlarge"), max_capacity=16))
     store = ModelStore(stack, "Models", props=ModelStoreProps())
     alb = InferenceLoadBalancer(stack, "Alb", vpc=vpc, access_logs_bucket=store.access_logs_bucket,

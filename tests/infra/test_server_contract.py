@@ -288,7 +288,7 @@ def test_the_environments_timing_still_applies_to_the_other_servers_of_the_envir
         (task,) = [r for r in template.values() if r["Type"] == "AWS::ECS::TaskDefinition"]
         (server,) = [c for c in task["Properties"]["ContainerDefinitions"] if c["Name"] == "server"]
         if config.server_config(model).vllm is None:
-            assert (delays, server["StopTimeout"]) == ({config.service.deregistration_delay_seconds}, config.service.stop_timeout_seconds)
+            assert (delays, server["StopTimeout"]) == ({config.timing.deregistration_delay_seconds}, config.timing.stop_timeout_seconds)
         else:
             assert (delays, server["StopTimeout"]) == ({80}, 40) and server["Command"][-3:-1] == ["--shutdown-timeout", "20"]
 

@@ -199,7 +199,7 @@ def test_stop_timeout_and_deregistration_fit_the_spot_notice(env):
         delays = {int({a["Key"]: a["Value"] for a in g["Properties"]["TargetGroupAttributes"]}["deregistration_delay.timeout_seconds"])
                   for k, g in groups.items() if k.startswith(f"{prefix}TargetGroup") or k.startswith(f"{prefix}AlternateTargetGroup")}
         if config.server_config(model).vllm is None:
-            assert (delays, stop) == ({config.service.deregistration_delay_seconds}, config.service.stop_timeout_seconds)
+            assert (delays, stop) == ({config.timing.deregistration_delay_seconds}, config.timing.stop_timeout_seconds)
             assert int(environment_of(container)["DRAIN_TIMEOUT_S"]) < stop
         else:
             timing = StopTiming.vllm(config.server_config(model).vllm.longest_request_seconds)

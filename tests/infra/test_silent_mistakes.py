@@ -287,9 +287,9 @@ def test_an_api_key_secret_imported_by_name_for_a_json_key_warns_naming_the_comp
     assert not Annotations.from_stack(complete).find_warning("*", Match.string_like_regexp("from_secret_complete_arn"))
 
 
-def test_gpu_capacity_without_a_topic_tells_its_own_topic_and_warns_naming_notification_topic():
+def test_gpu_capacity_without_a_topic_tells_its_own_topic_and_warns_naming_the_key():
     """Issue 43: a GpuCapacity without a notification topic failed only at cdk-nag's AS3. Now its launch and
-    termination events go to a topic of its own, cdk-nag passes, and synth warns naming notification_topic."""
+    termination events go to a topic of its own, cdk-nag passes, and synth warns naming topic."""
     from aws_cdk.assertions import Annotations, Match
     from cdk_nag import AwsSolutionsChecks
 
@@ -297,8 +297,8 @@ def test_gpu_capacity_without_a_topic_tells_its_own_topic_and_warns_naming_notif
     stack = cdk.Stack(app, "Team", env=cdk.Environment(account="123456789012", region="us-east-1"))
     vpc = ec2.Vpc.from_vpc_attributes(stack, "Vpc", vpc_id="vpc-1", availability_zones=["us-east-1a"], private_subnet_ids=["subnet-1"])
     gpus = GpuCapacity(stack, "Gpus", vpc=vpc, props=GpuCapacityProps())
-    assert gpus.own_notifications is not None and gpus.notification_topic is gpus.own_notifications.topic
-    assert Annotations.from_stack(stack).find_warning("*", Match.string_like_regexp("no notification_topic.*Pass notification_topic="))
+    assert gpus.own_notifications is not None and gpus.topic is gpus.own_notifications.topic
+    assert Annotations.from_stack(stack).find_warning("*", Match.string_like_regexp("no topic.*Pass topic="))
     rule = Template.from_stack(stack).find_resources("AWS::Events::Rule")
     assert any(r["Properties"]["EventPattern"]["source"] == ["aws.autoscaling"] for r in rule.values())
     cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
