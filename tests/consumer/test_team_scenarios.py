@@ -81,11 +81,13 @@ def triton_app():
     alb = InferenceLoadBalancer(stack, "Alb", vpc=vpc, access_logs_bucket=bucket,
                                 props=LoadBalancerProps(internet_facing=False, allow_http=True, ingress_cidrs=("10.0.0.0/8",)),
                                 subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS))
-    detector = ModelService(stack, "Detector",
-                            model=ModelProps(name="detector", version="2026-12-01", cpu=3072, memory_mib=12288),
-                            server=TritonServer(TritonProps(image=EcrImage(repository="vision/tritonserver", tag="25.10-py3"))),
-                            capacity=gpus, model_source=ModelBucket(bucket), route=alb,
-                            logs=ServiceLogs(logs_key(stack), name_prefix="vision-team"), environment_name="prod")
+    detector = ModelService(
+        stack, "Detector",
+        model=ModelProps(name="detector", version="2026-12-01", cpu=3072, memory_mib=12288),
+        server=TritonServer(TritonProps(image=EcrImage(repository="vision/tritonserver", tag="25.10-py3"))),
+        capacity=gpus, model_source=ModelBucket(bucket), route=alb, environment_name="prod",
+        logs=ServiceLogs(logs_key(stack), name_prefix="vision-team"),
+    )
     ServiceScaling(stack, "DetectorScaling", model_service=detector)
     ModelAlarms(stack, "DetectorAlarms", environment_name="prod", service=detector, topic=topic, props=MonitoringProps())
     return app, stack
@@ -102,14 +104,15 @@ def vllm_app():
         stack, "Listener", listener_arn=LISTENER_ARN, security_group=alb_sg)
     gpus = GpuCapacity(stack, "Gpus", vpc=vpc, topic=topic,
                        props=GpuCapacityProps(instance_types=("g6e.xlarge",), max_capacity=2))  # one serving, one for a deployment
-    llama = ModelService(stack, "Llama",
-                         model=ModelProps(name="llama-31-8b", version="2026-12-01", cpu=3072, memory_mib=24576, min_tasks=1, max_tasks=1,
+    llama = ModelService(
+        stack, "Llama",
+        model=ModelProps(name="llama-31-8b", version="2026-12-01", cpu=3072, memory_mib=24576, min_tasks=1, max_tasks=1,
                          expected_load_seconds=600),
-                         server=VllmServer(VllmProps(image=EcrImage(repository="mirror/vllm-openai", tag="v0.32.0"),
+        server=VllmServer(VllmProps(image=EcrImage(repository="mirror/vllm-openai", tag="v0.32.0"),
                                     served_model_name="llama-3.1-8b-instruct", max_model_len=8192)),
-                         capacity=gpus, model_source=ModelBucket(bucket),
-                         route=ListenerRoute(listener, 310, load_balancer=load_balancer), logs=ServiceLogs(logs_key(stack)),
-                         environment_name="chat")
+        capacity=gpus, model_source=ModelBucket(bucket), route=ListenerRoute(listener, 310, load_balancer=load_balancer),
+        logs=ServiceLogs(logs_key(stack)), environment_name="chat",
+    )
     ServiceScaling(stack, "LlamaScaling", model_service=llama)
     monitoring = InferenceMonitoring(stack, "Monitoring", environment_name="chat", model_names=["llama-31-8b"],
                                      load_balancer=load_balancer, capacity=gpus, topic=topic, props=MonitoringProps())
@@ -127,10 +130,12 @@ def embedding_app():
                        props=GpuCapacityProps(instance_types=("g5.xlarge", "g6.xlarge")))
     alb = InferenceLoadBalancer(stack, "Alb", vpc=vpc, access_logs_bucket=bucket,
                                 props=LoadBalancerProps(internet_facing=False, allow_http=True, ingress_cidrs=("10.0.0.0/8",)))
-    embedder = ModelService(stack, "Embedder", model=ModelProps(name="embedder", version="v3"),
-                            server=BundledServer(image=ecs.ContainerImage.from_registry(f"{ACCOUNT}.dkr.ecr.eu-west-1.amazonaws.com/search/server:1.4")),
-                            capacity=gpus, model_source=ModelBucket(bucket), route=alb, logs=ServiceLogs(logs_key(stack)),
-                            environment_name="search")
+    embedder = ModelService(
+        stack, "Embedder",
+        model=ModelProps(name="embedder", version="v3"),
+        server=BundledServer(image=ecs.ContainerImage.from_registry(f"{ACCOUNT}.dkr.ecr.eu-west-1.amazonaws.com/search/server:1.4")),
+        capacity=gpus, model_source=ModelBucket(bucket), route=alb, logs=ServiceLogs(logs_key(stack)), environment_name="search",
+    )
     ServiceScaling(stack, "EmbedderScaling", model_service=embedder)
     return app, stack
 

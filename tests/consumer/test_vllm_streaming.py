@@ -62,7 +62,7 @@ def team_app(gpus: int, instance_type: str, **props) -> tuple[cdk.App, dict]:
     memory = 163840 if gpus > 1 else 24576
     ModelService(stack, "Llama",
                  model=ModelProps(name="llama", version="2026-12-01", gpus=gpus, cpu=3072 * gpus, memory_mib=memory, min_tasks=1,
-                         max_tasks=1, expected_load_seconds=600),
+                                  max_tasks=1, expected_load_seconds=600),
                  server=VllmServer(VllmProps(image=IMAGE, **props)), capacity=capacity, model_source=ModelBucket(bucket),
                  route=alb, environment_name="chat",
                  logs=ServiceLogs(kms.Key.from_key_arn(stack, "LogsKey", f"arn:aws:kms:{REGION}:{ACCOUNT}:key/11111111-2222-4333-8444-555555555555")))
