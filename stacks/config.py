@@ -53,6 +53,9 @@ GROUP_NAME = re.compile(r"^[a-z][a-z0-9-]{0,19}$")
 MAX_LOAD_BALANCERS = 20
 # models[] keys of the app's own: where a model is routed.
 PLACEMENT_KEYS = frozenset({"load_balancer", "listener_priority"})
+# EnvironmentConfig's fields whose cdk.json key has another name: ``service`` holds the ServiceTimingProps that the
+# library calls ``timing`` (ModelService(timing=...)).
+CDK_JSON_KEYS = {"timing": "service"}
 
 
 @dataclass(frozen=True)
@@ -104,7 +107,7 @@ class EnvironmentConfig:
     capacity: GpuCapacityProps = field(default_factory=GpuCapacityProps)
     capacity_groups: dict[str, CapacityGroupConfig] = field(default_factory=dict)
     model_store: ModelStoreProps = field(default_factory=ModelStoreProps)
-    service: ServiceTimingProps = field(default_factory=ServiceTimingProps)
+    timing: ServiceTimingProps = field(default_factory=ServiceTimingProps)  # cdk.json: "service" (CDK_JSON_KEYS)
     scaling: ScalingProps = field(default_factory=ScalingProps)
     monitoring: MonitoringProps = field(default_factory=MonitoringProps)
     deployment: DeploymentProps = field(default_factory=DeploymentProps)
@@ -187,7 +190,7 @@ class EnvironmentConfig:
     def _check_stop(self, index: int, model: ModelProps, server: BundledServer | VllmServer) -> None:
         """The server drains and exits within the task's stop timeout and the Spot notice (as ModelService checks)."""
         try:
-            server.stop.checked_task_timing(self.service.deregistration_delay_seconds, self.service.stop_timeout_seconds,
+            server.stop.checked_task_timing(self.timing.deregistration_delay_seconds, self.timing.stop_timeout_seconds,
                                             f"the {server.name} server")
         except ConfigError as error:
             raise ConfigError(f"service.{error.key}", f"{error.detail} (models[{index}], {model.name})") from None
@@ -227,7 +230,7 @@ class EnvironmentConfig:
                 raise error.within("load_balancer") from None
             idle_timeout = self.idle_timeout_seconds_for(models)
             try:
-                self.service.keep_alive_above(idle_timeout)
+                self.timing.keep_alive_above(idle_timeout)
             except ConfigError as error:
                 raise error.within("service") from None
 
@@ -351,10 +354,33 @@ def load_environment(name: str, data: Any) -> EnvironmentConfig:
         raise ConfigError(f"environment {name!r}", "names are 2-21 lowercase letters, digits or '-', starting with a letter")
     if isinstance(data, dict) and "name" in data:
         raise ConfigError(f"environment {name!r}: name", "unknown key; the environment's name is its key in 'environments'")
+    for field_name, key in CDK_JSON_KEYS.items():
+        if isinstance(data, dict) and field_name in data:
+            raise ConfigError(f"environment {name!r}: {field_name}", f"unknown key; cdk.json names it {key!r}")
     try:
-        return from_dict(EnvironmentConfig, with_servers({**with_model_deployments(data), "name": name}))
+        return from_dict(EnvironmentConfig, with_field_names(with_servers({**with_model_deployments(data), "name": name})))
     except ConfigError as error:
-        raise ConfigError(f"environment {name!r}: {error.key}", error.detail) from None
+        key, detail = as_cdk_json(error)
+        raise ConfigError(f"environment {name!r}: {key}", detail) from None
+
+
+def with_field_names(data: dict) -> dict:
+    """cdk.json's keys as EnvironmentConfig's fields where their names differ (CDK_JSON_KEYS)."""
+    fields = {key: field_name for field_name, key in CDK_JSON_KEYS.items()}
+    return {fields.get(key, key): value for key, value in data.items()}
+
+
+def as_cdk_json(error: ConfigError) -> tuple[str, str]:
+    """An error's key and detail in cdk.json's names (CDK_JSON_KEYS), not EnvironmentConfig's fields."""
+    key, detail = error.key, error.detail
+    for field_name, cdk_json_key in CDK_JSON_KEYS.items():
+        if key == field_name or key.startswith(f"{field_name}."):
+            key = cdk_json_key + key[len(field_name):]
+    allowed = "unknown key; allowed keys here: "
+    if detail.startswith(allowed) and "." not in key:
+        names = [CDK_JSON_KEYS.get(name, name) for name in detail[len(allowed):].split(", ")]
+        detail = allowed + ", ".join(sorted(names))
+    return key, detail
 
 
 def with_model_deployments(data: Any) -> dict:

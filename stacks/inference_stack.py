@@ -41,7 +41,7 @@ class InferenceStack(cdk.Stack):
             vpc=network.vpc,
             subnets=network.private_subnets,
             props=config.capacity,
-            notification_topic=as_topic(self.notifications.topic),
+            topic=as_topic(self.notifications.topic),
             logs_key=as_key(self.logs_key),
         )
         # Capacity of another shape (4-GPU instances for tensor-parallel models): more providers of the same cluster.
@@ -52,7 +52,7 @@ class InferenceStack(cdk.Stack):
                 vpc=network.vpc,
                 subnets=network.private_subnets,
                 props=group.capacity,
-                notification_topic=as_topic(self.notifications.topic),
+                topic=as_topic(self.notifications.topic),
                 cluster=self.capacity.cluster,
                 logs_key=as_key(self.logs_key),
             )

@@ -19,6 +19,8 @@ from gpu_inference_constructs.model_props import ModelProps
 from gpu_inference_constructs.model_service import ModelService
 from gpu_inference_constructs.monitoring import ModelAlarms
 from gpu_inference_constructs.network import InferenceNetwork
+from gpu_inference_constructs.service_choices import LoadBalancerRoute
+from gpu_inference_constructs.service_props import ServiceAccess, ServiceLogs
 from gpu_inference_constructs.service_scaling import ServiceScaling
 
 from .config import EnvironmentConfig, ModelServerConfig
@@ -50,18 +52,15 @@ class ModelStack(cdk.Stack):
             self,
             f"Model-{model.name}",
             model=model,
-            timing=config.service,
+            environment_name=config.name,
             capacity=shared.capacity_for(model.name),
-            subnets=network.private_subnets,
+            model_source=shared.model_store,
+            route=LoadBalancerRoute(load_balancer, priority=config.server_config(model).listener_priority),
+            logs=ServiceLogs(key=as_key(shared.logs_key), retention_days=config.log_retention_days),
             # One image asset for every bundled model (the same directory): `cdk deploy` builds and pushes it once.
             server=config.server_of(model),
-            model_store=shared.model_store,
-            load_balancer=load_balancer,
-            listener_priority=config.server_config(model).listener_priority,
-            logs_key=as_key(shared.logs_key),
-            log_retention_days=config.log_retention_days,
-            environment_name=config.name,
-            api_keys_secret=self._api_keys(shared),
+            access=ServiceAccess(api_keys_secret=self._api_keys(shared), subnets=network.private_subnets),
+            timing=config.timing,
             rollback_thresholds=config.rollback_thresholds_for(model),
         )
         self.scaling = ServiceScaling(

@@ -35,7 +35,7 @@ class InferenceStage(cdk.Stage):
             cdk.Tags.of(self).add(key, value, exclude_resource_types=list(UNTAGGED))
 
         self.network_stack = NetworkStack(self, "Network", props=config.network, env=env)
-        self.inference_stack = InferenceStack(
+        self.shared = InferenceStack(
             self, "Inference", config=config, network=self.network_stack.network, env=env
         )
         self.model_stacks = {
@@ -44,7 +44,7 @@ class InferenceStage(cdk.Stage):
                 model_stack_id(model.name),
                 config=config,
                 model=model,
-                shared=self.inference_stack,
+                shared=self.shared,
                 network=self.network_stack.network,
                 env=env,
             )

@@ -44,6 +44,8 @@ if TYPE_CHECKING:
         ServerDefinition,
         StopTiming,
     )
+    from .service_choices import ClusterCapacity, ListenerRoute, LoadBalancerRoute, ModelBucket
+    from .service_props import ServiceAccess, ServiceLogs
     from .service_scaling import ServiceScaling
     from .service_timing import ServiceTimingProps
     from .settings import from_dict
@@ -55,6 +57,12 @@ if TYPE_CHECKING:
 
 
 __all__ = [
+    "ClusterCapacity",
+    "ListenerRoute",
+    "LoadBalancerRoute",
+    "ModelBucket",
+    "ServiceAccess",
+    "ServiceLogs",
     "BundledScalingProps",
     "BundledServer",
     "BundledServerProps",
@@ -136,6 +144,12 @@ __all__ = [
 # Imported on first use, so that the pure-Python parts (the sizing advisor) run without loading aws_cdk and its Node
 # runtime; `from gpu_inference_constructs import X` and type checkers see the names as before.
 _MODULE_OF = {
+    "ClusterCapacity": "service_choices",
+    "ListenerRoute": "service_choices",
+    "LoadBalancerRoute": "service_choices",
+    "ModelBucket": "service_choices",
+    "ServiceAccess": "service_props",
+    "ServiceLogs": "service_props",
     "BundledScalingProps": "bundled_signals",
     "bundled_stop": "bundled_server",
     "ExpressionSignal": "server_contract",

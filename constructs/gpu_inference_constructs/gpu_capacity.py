@@ -68,7 +68,7 @@ class GpuCapacity(Construct):
     (default none), or they are removed from it; the construct warns so. Tasks in awsvpc mode get their own security groups; use
     :meth:`allow_ingress_from` only for bridge- or host-mode tasks on these instances.
 
-    ``notification_topic`` (default None: a NotificationTopic of its own, ``own_notifications``, with a synth warning
+    ``topic`` (default None: a NotificationTopic of its own, ``own_notifications``, with a synth warning
     that names the key) receives the group's launches and terminations, failed ones too (``group_events_rule``).
 
     With ``props.warm_pool``: ``warm_pool`` (the AWS::AutoScaling::WarmPool), ``warm_pool_launches`` (the launch hook and
@@ -85,7 +85,7 @@ class GpuCapacity(Construct):
         vpc: ec2.IVpc,
         props: GpuCapacityProps,
         subnets: ec2.SubnetSelection | None = None,
-        notification_topic: sns.ITopic | None = None,
+        topic: sns.ITopic | None = None,
         cluster: ecs.ICluster | None = None,
         keep_capacity_providers: tuple[str, ...] = (),
         logs_key: kms.IKey | None = None,
@@ -108,8 +108,8 @@ class GpuCapacity(Construct):
                                                    user_data=user_data)
         self.auto_scaling_group = mixed_instances_group(self, props, vpc=vpc, subnets=subnets,
                                                         launch_template=self.launch_template, instance_types=self.instance_types)
-        self.own_notifications, self.notification_topic = group_event_topic(self, notification_topic)
-        self.group_events_rule = notify_group_events(self, self.auto_scaling_group, self.notification_topic)
+        self.own_notifications, self.topic = group_event_topic(self, topic)
+        self.group_events_rule = notify_group_events(self, self.auto_scaling_group, self.topic)
 
         self.capacity_provider = managed_capacity_provider(self, self.auto_scaling_group, props)
         self.capacity_provider_association = add_to_cluster(self, self.cluster, self.capacity_provider, role=self.instance_role,

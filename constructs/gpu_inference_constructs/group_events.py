@@ -21,18 +21,18 @@ GROUP_EVENT_TYPES = (
 )
 
 
-def group_event_topic(scope: Construct, notification_topic: sns.ITopic | None) -> tuple[NotificationTopic | None, sns.ITopic]:
-    """``notification_topic``, or (None given) a NotificationTopic of ``scope``'s own (``Notifications``) with a synth
+def group_event_topic(scope: Construct, topic: sns.ITopic | None) -> tuple[NotificationTopic | None, sns.ITopic]:
+    """``topic``, or (None given) a NotificationTopic of ``scope``'s own (``Notifications``) with a synth
     warning that names the key: launch failures must reach someone (cdk-nag AS3 refuses a group that tells no one).
     Returns the own topic (None when given one) and the topic in use."""
-    if notification_topic is not None:
-        return None, notification_topic
+    if topic is not None:
+        return None, topic
     own = NotificationTopic(scope, "Notifications")
     cdk.Annotations.of(scope).add_warning_v2(
         "gpu-inference:capacity-own-topic",
-        f"{scope.node.path} has no notification_topic: its launches and terminations, failed ones too, go to a "
+        f"{scope.node.path} has no topic: its launches and terminations, failed ones too, go to a "
         "topic of its own (GpuCapacity.own_notifications.topic) that nobody subscribes to yet. Pass "
-        "notification_topic= (your alarm topic), or subscribe to that one.")
+        "topic= (your alarm topic), or subscribe to that one.")
     return own, as_topic(own.topic)
 
 

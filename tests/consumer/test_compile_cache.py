@@ -19,10 +19,12 @@ from gpu_inference_constructs import (
     GpuCapacityProps,
     InferenceLoadBalancer,
     LoadBalancerProps,
+    ModelBucket,
     ModelProps,
     ModelService,
     ModelStore,
     ModelStoreProps,
+    ServiceLogs,
 )
 from tests.infra.aws_policies import TemplateWorld
 
@@ -38,17 +40,14 @@ def team_app(runtime: str) -> tuple[dict, TemplateWorld, str]:
         private_subnet_ids=["subnet-0bbbbbbbbbbbbbbb1", "subnet-0bbbbbbbbbbbbbbb2"])
     store = ModelStore(stack, "Store", props=ModelStoreProps())
     topic = sns.Topic.from_topic_arn(stack, "Pager", f"arn:aws:sns:{REGION}:{ACCOUNT}:search-pager")
-    capacity = GpuCapacity(stack, "Gpus", vpc=vpc, notification_topic=topic,
+    capacity = GpuCapacity(stack, "Gpus", vpc=vpc, topic=topic,
                            props=GpuCapacityProps(instance_types=("g5.xlarge",), max_capacity=4))
     alb = InferenceLoadBalancer(stack, "Alb", vpc=vpc, access_logs_bucket=store.access_logs_bucket, longest_request_seconds=30,
                                 props=LoadBalancerProps(internet_facing=False, allow_http=True, ingress_cidrs=("10.0.0.0/8",)))
-    ModelService(
-        stack, "Embedder",
-        model=ModelProps(name="embedder", version="2026-12-05", min_tasks=1, max_tasks=2),
-        server=BundledServer(BundledServerProps(runtime=runtime)),
-        capacity=capacity, model_bucket=store.bucket, load_balancer=alb, environment_name="search",
-        logs_key=kms.Key.from_key_arn(stack, "LogsKey", f"arn:aws:kms:{REGION}:{ACCOUNT}:key/11111111-2222-4333-8444-555555555555"),
-    )
+    ModelService(stack, "Embedder", model=ModelProps(name="embedder", version="2026-12-05", min_tasks=1, max_tasks=2),
+                 server=BundledServer(BundledServerProps(runtime=runtime)), capacity=capacity,
+                 model_source=ModelBucket(store.bucket), route=alb, environment_name="search",
+                 logs=ServiceLogs(kms.Key.from_key_arn(stack, "LogsKey", f"arn:aws:kms:{REGION}:{ACCOUNT}:key/11111111-2222-4333-8444-555555555555")))
     cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     template = app.synth().get_stack_by_name(stack.stack_name).template
     world = TemplateWorld(template, ACCOUNT, REGION)

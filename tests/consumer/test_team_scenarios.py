@@ -28,11 +28,14 @@ from gpu_inference_constructs import (
     GpuCapacityProps,
     InferenceLoadBalancer,
     InferenceMonitoring,
+    ListenerRoute,
     LoadBalancerProps,
     ModelAlarms,
+    ModelBucket,
     ModelProps,
     ModelService,
     MonitoringProps,
+    ServiceLogs,
     ServiceScaling,
     TritonProps,
     TritonServer,
@@ -73,7 +76,7 @@ def triton_app():
     app, stack, vpc = team_stack("Triton")
     bucket = s3.Bucket.from_bucket_name(stack, "Artifacts", f"vision-artifacts-{ACCOUNT}")
     topic = sns.Topic.from_topic_arn(stack, "Pager", f"arn:aws:sns:eu-west-1:{ACCOUNT}:vision-pager")
-    gpus = GpuCapacity(stack, "Gpus", vpc=vpc, notification_topic=topic,
+    gpus = GpuCapacity(stack, "Gpus", vpc=vpc, topic=topic,
                        props=GpuCapacityProps(instance_types=("g6.xlarge", "g5.xlarge"), max_capacity=8))
     alb = InferenceLoadBalancer(stack, "Alb", vpc=vpc, access_logs_bucket=bucket,
                                 props=LoadBalancerProps(internet_facing=False, allow_http=True, ingress_cidrs=("10.0.0.0/8",)),
@@ -82,8 +85,8 @@ def triton_app():
         stack, "Detector",
         model=ModelProps(name="detector", version="2026-12-01", cpu=3072, memory_mib=12288),
         server=TritonServer(TritonProps(image=EcrImage(repository="vision/tritonserver", tag="25.10-py3"))),
-        capacity=gpus, model_bucket=bucket, load_balancer=alb, logs_key=logs_key(stack), environment_name="prod",
-        name_prefix="vision-team",
+        capacity=gpus, model_source=ModelBucket(bucket), route=alb, environment_name="prod",
+        logs=ServiceLogs(logs_key(stack), name_prefix="vision-team"),
     )
     ServiceScaling(stack, "DetectorScaling", model_service=detector)
     ModelAlarms(stack, "DetectorAlarms", environment_name="prod", service=detector, topic=topic, props=MonitoringProps())
@@ -99,7 +102,7 @@ def vllm_app():
         stack, "Platform", load_balancer_arn=ALB_ARN, security_group_id="sg-0123456789abcdef0", vpc=vpc)
     listener = elbv2.ApplicationListener.from_application_listener_attributes(
         stack, "Listener", listener_arn=LISTENER_ARN, security_group=alb_sg)
-    gpus = GpuCapacity(stack, "Gpus", vpc=vpc, notification_topic=topic,
+    gpus = GpuCapacity(stack, "Gpus", vpc=vpc, topic=topic,
                        props=GpuCapacityProps(instance_types=("g6e.xlarge",), max_capacity=2))  # one serving, one for a deployment
     llama = ModelService(
         stack, "Llama",
@@ -107,8 +110,8 @@ def vllm_app():
                          expected_load_seconds=600),
         server=VllmServer(VllmProps(image=EcrImage(repository="mirror/vllm-openai", tag="v0.32.0"),
                                     served_model_name="llama-3.1-8b-instruct", max_model_len=8192)),
-        capacity=gpus, model_bucket=bucket, listener=listener, listener_priority=310, load_balancer=load_balancer,
-        logs_key=logs_key(stack), environment_name="chat",
+        capacity=gpus, model_source=ModelBucket(bucket), route=ListenerRoute(listener, 310, load_balancer=load_balancer),
+        logs=ServiceLogs(logs_key(stack)), environment_name="chat",
     )
     ServiceScaling(stack, "LlamaScaling", model_service=llama)
     monitoring = InferenceMonitoring(stack, "Monitoring", environment_name="chat", model_names=["llama-31-8b"],
@@ -123,7 +126,7 @@ def embedding_app():
     cluster = ecs.Cluster.from_cluster_attributes(stack, "Cluster", cluster_name="search-platform", vpc=vpc)
     bucket = s3.Bucket.from_bucket_name(stack, "Models", f"search-models-{ACCOUNT}")
     topic = sns.Topic.from_topic_arn(stack, "Pager", f"arn:aws:sns:eu-west-1:{ACCOUNT}:search-pager")
-    gpus = GpuCapacity(stack, "Gpus", vpc=vpc, cluster=cluster, notification_topic=topic,
+    gpus = GpuCapacity(stack, "Gpus", vpc=vpc, cluster=cluster, topic=topic,
                        props=GpuCapacityProps(instance_types=("g5.xlarge", "g6.xlarge")))
     alb = InferenceLoadBalancer(stack, "Alb", vpc=vpc, access_logs_bucket=bucket,
                                 props=LoadBalancerProps(internet_facing=False, allow_http=True, ingress_cidrs=("10.0.0.0/8",)))
@@ -131,7 +134,7 @@ def embedding_app():
         stack, "Embedder",
         model=ModelProps(name="embedder", version="v3"),
         server=BundledServer(image=ecs.ContainerImage.from_registry(f"{ACCOUNT}.dkr.ecr.eu-west-1.amazonaws.com/search/server:1.4")),
-        capacity=gpus, model_bucket=bucket, load_balancer=alb, logs_key=logs_key(stack), environment_name="search",
+        capacity=gpus, model_source=ModelBucket(bucket), route=alb, logs=ServiceLogs(logs_key(stack)), environment_name="search",
     )
     ServiceScaling(stack, "EmbedderScaling", model_service=embedder)
     return app, stack

@@ -25,8 +25,10 @@ from gpu_inference_constructs import (
     GpuCapacityProps,
     InferenceLoadBalancer,
     LoadBalancerProps,
+    ModelBucket,
     ModelProps,
     ModelService,
+    ServiceLogs,
     VllmProps,
     VllmServer,
 )
@@ -53,19 +55,17 @@ def team_app(gpus: int, instance_type: str, **props) -> tuple[cdk.App, dict]:
         private_subnet_ids=["subnet-0bbbbbbbbbbbbbbb1", "subnet-0bbbbbbbbbbbbbbb2"])
     bucket = s3.Bucket.from_bucket_name(stack, "Weights", BUCKET)
     topic = sns.Topic.from_topic_arn(stack, "Pager", f"arn:aws:sns:{REGION}:{ACCOUNT}:chat-pager")
-    capacity = GpuCapacity(stack, "Gpus", vpc=vpc, notification_topic=topic,
+    capacity = GpuCapacity(stack, "Gpus", vpc=vpc, topic=topic,
                            props=GpuCapacityProps(instance_types=(instance_type,), max_capacity=2))
     alb = InferenceLoadBalancer(stack, "Alb", vpc=vpc, access_logs_bucket=bucket, longest_request_seconds=80,
                                 props=LoadBalancerProps(internet_facing=False, allow_http=True, ingress_cidrs=("10.0.0.0/8",)))
     memory = 163840 if gpus > 1 else 24576
-    ModelService(
-        stack, "Llama",
-        model=ModelProps(name="llama", version="2026-12-01", gpus=gpus, cpu=3072 * gpus, memory_mib=memory, min_tasks=1,
-                         max_tasks=1, expected_load_seconds=600),
-        server=VllmServer(VllmProps(image=IMAGE, **props)),
-        capacity=capacity, model_bucket=bucket, load_balancer=alb, environment_name="chat",
-        logs_key=kms.Key.from_key_arn(stack, "LogsKey", f"arn:aws:kms:{REGION}:{ACCOUNT}:key/11111111-2222-4333-8444-555555555555"),
-    )
+    ModelService(stack, "Llama",
+                 model=ModelProps(name="llama", version="2026-12-01", gpus=gpus, cpu=3072 * gpus, memory_mib=memory, min_tasks=1,
+                                  max_tasks=1, expected_load_seconds=600),
+                 server=VllmServer(VllmProps(image=IMAGE, **props)), capacity=capacity, model_source=ModelBucket(bucket),
+                 route=alb, environment_name="chat",
+                 logs=ServiceLogs(kms.Key.from_key_arn(stack, "LogsKey", f"arn:aws:kms:{REGION}:{ACCOUNT}:key/11111111-2222-4333-8444-555555555555")))
     cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     return app, app.synth().get_stack_by_name(stack.stack_name).template
 

@@ -45,6 +45,8 @@ from gpu_inference_constructs import (
     ModelStore,
     ModelStoreProps,
     NetworkProps,
+    ServiceAccess,
+    ServiceLogs,
     VllmProps,
     VllmServer,
 )
@@ -76,10 +78,10 @@ def contract(tmp_path_factory):
         model=ModelProps(name=MODEL, version="2026-12-01", gpus=1, cpu=3072, memory_mib=12288, expected_load_seconds=300),
         server=VllmServer(VllmProps(max_model_len=MAX_MODEL_LEN, max_num_seqs=4, dtype="float32", shared_memory_mib=2048, served_model_name="tiny"),
                           image=ecs.ContainerImage.from_registry("vllm/vllm-openai:v0.32.0")),
-        capacity=gpus, model_store=store, load_balancer=alb,
+        capacity=gpus, model_source=store, route=alb,
         # Key and Secret as the interfaces they implement: their stubs name some method parameters differently.
-        logs_key=as_key(kms.Key(stack, "Key", enable_key_rotation=True)),
-        environment_name="e2e", api_keys_secret=as_secret(secretsmanager.Secret(stack, "ApiKeys")),
+        logs=ServiceLogs(as_key(kms.Key(stack, "Key", enable_key_rotation=True))),
+        environment_name="e2e", access=ServiceAccess(api_keys_secret=as_secret(secretsmanager.Secret(stack, "ApiKeys"))),
     )
     template = app.synth().get_stack_by_name("Llm").template
     (found,) = load_contracts(template, "e2e")

@@ -185,7 +185,7 @@ def team_app(region: str = "eu-west-1", **network) -> tuple[cdk.Stack, Inference
     stack = cdk.Stack(cdk.App(), "Search", env=cdk.Environment(account=ACCOUNT, region=region))
     net = InferenceNetwork(stack, "Net", props=NetworkProps(**network))
     alerts = NotificationTopic(stack, "Alerts", emails=("ml-oncall@example.com",))
-    GpuCapacity(stack, "Gpus", vpc=net.vpc, subnets=net.private_subnets, notification_topic=as_topic(alerts.topic),
+    GpuCapacity(stack, "Gpus", vpc=net.vpc, subnets=net.private_subnets, topic=as_topic(alerts.topic),
                 props=GpuCapacityProps(instance_types=("g5.xlarge", "g4dn.xlarge"), max_capacity=8))
     store = ModelStore(stack, "Models", props=ModelStoreProps())
     InferenceLoadBalancer(stack, "Alb", vpc=net.vpc, access_logs_bucket=store.access_logs_bucket,

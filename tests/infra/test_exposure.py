@@ -25,6 +25,7 @@ from gpu_inference_constructs import (
     LoadBalancerProps,
     ModelProps,
     ModelService,
+    ServiceAccess,
     TritonProps,
     TritonServer,
     api_keys_secret,
@@ -35,7 +36,7 @@ from gpu_inference_constructs.model_entry import split_model_entry
 from gpu_inference_constructs.server_contract import MAX_RULE_CONDITION_VALUES, MAX_RULE_CONDITION_WILDCARDS
 from tests.e2e.contract import load_contracts
 from tests.e2e.exposure import Route, exposure_problems, forwarded, route_table
-from tests.infra.test_server_contract import IMAGE, complete, stack_with_placement
+from tests.infra.test_server_contract import IMAGE, at_priority, complete, on_cluster, stack_with_placement
 
 ENVIRONMENTS = ["dev", "staging", "prod"]
 KEY = "exposure-test-key"
@@ -144,8 +145,9 @@ def test_api_docs_are_forwarded_behind_the_key_only_when_turned_on():
     secret = as_secret(secretsmanager.Secret(stack, "ApiKeys"))
     for name, docs in (("off", False), ("on", True)):
         ModelService(stack, f"M{name}", model=ModelProps(name=f"docs-{name}", version="1"),
-                     server=BundledServer(BundledServerProps(api_docs=docs), image=IMAGE), instance_type="g5.xlarge", api_keys_secret=secret,
-                     **{**parts, "listener_priority": 10 + docs})
+                     server=BundledServer(BundledServerProps(api_docs=docs), image=IMAGE),
+                     capacity=on_cluster(stack, "g5.xlarge"), access=ServiceAccess(api_keys_secret=secret),
+                     **at_priority(parts, 10 + docs))
     rules = Template.from_stack(stack).find_resources("AWS::ElasticLoadBalancingV2::ListenerRule")
     patterns = {r["Properties"]["Conditions"][0]["PathPatternConfig"]["Values"][0].split("/")[1]:
                 r["Properties"]["Conditions"][0]["PathPatternConfig"]["Values"] for r in rules.values()}
@@ -182,7 +184,7 @@ def test_a_path_pattern_longer_than_the_alb_takes_fails_at_synth():
     stack, parts = stack_with_placement()
     with pytest.raises(ConfigError, match=r"server.public_paths.*at most 128"):
         ModelService(stack, "M", model=ModelProps(name="aa", version="1"), server=complete(public_paths=("/" + "x" * 126,)),
-                     instance_type="g5.xlarge", **parts)
+                     capacity=on_cluster(stack, "g5.xlarge"), **parts)
 
 
 def test_the_vllm_rule_forwards_only_the_prefix_its_key_guards(synthesized):
@@ -248,8 +250,8 @@ def test_rotating_the_vllm_key_points_its_tasks_at_another_named_key():
     stack, parts = stack_with_placement()
     secret = as_secret(secretsmanager.Secret(stack, "ApiKeys"))
     model = ModelProps(name="llm", version="1", gpus=4, cpu=45056, memory_mib=163840)
-    ModelService(stack, "M", model=model, server=VllmServer(VllmProps(api_key_name="llm-2026-12"), image=IMAGE), instance_type="g5.12xlarge",
-                 api_keys_secret=secret, **parts)
+    ModelService(stack, "M", model=model, server=VllmServer(VllmProps(api_key_name="llm-2026-12"), image=IMAGE),
+                 capacity=on_cluster(stack, "g5.12xlarge"), access=ServiceAccess(api_keys_secret=secret), **parts)
     (task,) = Template.from_stack(stack).find_resources("AWS::ECS::TaskDefinition").values()
     (server,) = [c for c in task["Properties"]["ContainerDefinitions"] if c["Name"] == "server"]
     (reference,) = server["Secrets"]
@@ -266,8 +268,7 @@ def behind_our_load_balancer(**props):
         public_subnet_ids=["subnet-a1", "subnet-a2"], private_subnet_ids=["subnet-b1", "subnet-b2"])
     alb = InferenceLoadBalancer(stack, "Alb", vpc=vpc, access_logs_bucket=s3.Bucket.from_bucket_name(stack, "Logs", "logs"),
                                 props=LoadBalancerProps(**props))
-    parts = {name: part for name, part in parts.items() if name not in ("listener", "listener_priority")}
-    return stack, {**parts, "load_balancer": alb, "instance_type": "g5.xlarge"}
+    return stack, {**parts, "route": alb, "capacity": on_cluster(stack, "g5.xlarge")}
 
 
 CERTIFICATE = "arn:aws:acm:us-east-1:123456789012:certificate/00000000-0000-4000-8000-000000000001"
@@ -275,7 +276,7 @@ TRITON = TritonServer(TritonProps(image=EcrImage(repository="vision/tritonserver
 
 
 @pytest.mark.parametrize("server, fix", [
-    (BundledServer(image=IMAGE), "pass api_keys_secret="),
+    (BundledServer(image=IMAGE), "access=ServiceAccess(api_keys_secret="),
     (TRITON, "the triton server takes no API key: put an authenticating proxy in front of it"),
 ])
 def test_a_model_without_a_key_on_a_load_balancer_open_to_the_internet_is_refused(server, fix):
@@ -284,7 +285,7 @@ def test_a_model_without_a_key_on_a_load_balancer_open_to_the_internet_is_refuse
     stack, parts = behind_our_load_balancer(certificate_arn=CERTIFICATE)
     with pytest.raises(ConfigError) as error:
         ModelService(stack, "M", model=ModelProps(name="open", version="1"), server=server, **parts)
-    assert error.value.key == "api_keys_secret" and "anyone could call models[open]" in error.value.detail
+    assert error.value.key == "access.api_keys_secret" and "anyone could call models[open]" in error.value.detail
     for named in (fix, "allow_unauthenticated=True", "narrow ingress_cidrs", "internal"):
         assert named in error.value.detail
 
@@ -297,21 +298,22 @@ def test_a_model_without_a_key_on_a_load_balancer_open_to_the_internet_is_refuse
 def test_no_key_is_accepted_on_a_narrowed_or_internal_balancer_or_when_said_so(props, allow_unauthenticated):
     stack, parts = behind_our_load_balancer(**props)
     ModelService(stack, "M", model=ModelProps(name="closed", version="1"), server=TRITON,
-                 allow_unauthenticated=allow_unauthenticated, **parts)
+                 access=ServiceAccess(allow_unauthenticated=allow_unauthenticated), **parts)
     assert not Annotations.from_stack(stack).find_warning("*", Match.string_like_regexp("without an API key"))
 
 
 def test_no_key_behind_a_listener_whose_reach_is_unknown_is_a_warning_naming_the_fix():
     stack, parts = stack_with_placement()
     ModelService(stack, "M", model=ModelProps(name="unkeyed", version="1"), server=BundledServer(image=IMAGE),
-                 instance_type="g5.xlarge", **parts)
+                 capacity=on_cluster(stack, "g5.xlarge"), **parts)
     (warning,) = Annotations.from_stack(stack).find_warning("*", Match.string_like_regexp("without an API key"))
     message = warning.entry.data
     assert isinstance(message, str)  # a warning's data is its message
-    assert "models[unkeyed]" in message and "pass api_keys_secret=" in message
+    assert "models[unkeyed]" in message and "access=ServiceAccess(api_keys_secret=" in message
     keyed, keyed_parts = stack_with_placement()
     ModelService(keyed, "M", model=ModelProps(name="keyed", version="1"), server=BundledServer(image=IMAGE),
-                 instance_type="g5.xlarge", api_keys_secret=api_keys_secret(keyed, "ApiKeys"), **keyed_parts)
+                 capacity=on_cluster(keyed, "g5.xlarge"),
+                 access=ServiceAccess(api_keys_secret=api_keys_secret(keyed, "ApiKeys")), **keyed_parts)
     assert not Annotations.from_stack(keyed).find_warning("*", Match.string_like_regexp("without an API key"))
 
 

@@ -13,6 +13,7 @@ import pytest
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_ecs as ecs
 
+from gpu_inference_constructs import ClusterCapacity, ListenerRoute, ModelBucket, ServiceAccess, ServiceLogs
 from gpu_inference_constructs.acknowledgements import default_child
 from gpu_inference_constructs.errors import ConfigError
 from gpu_inference_constructs.gpu_packing import SharedTask, instances_for
@@ -110,12 +111,13 @@ def team_stack(share: GpuShare, server=None):
     listener = elbv2.ApplicationListener.from_application_listener_attributes(
         stack, "Listener", listener_arn="arn:aws:elasticloadbalancing:eu-west-1:123456789012:listener/app/team/0123456789abcdef/0123456789abcdef",
         security_group=ec2.SecurityGroup.from_security_group_id(stack, "AlbSg", "sg-0123456789abcdef0"))
-    service = ModelService(
-        stack, "Ranker", model=ModelProps(name="ranker", version="1", cpu=1024, memory_mib=3072, gpu_share=share),
-        logs_key=kms.Key.from_key_arn(stack, "Key", "arn:aws:kms:eu-west-1:123456789012:key/11111111-2222-3333-4444-555555555555"),
-        environment_name="team", cluster=cluster, capacity_provider_name="team-gpu-spot", instance_type="g5.xlarge",
-        model_bucket=s3.Bucket.from_bucket_name(stack, "Models", "team-models"), listener=listener, listener_priority=7,
-        allow_unauthenticated=True, **({"server": server} if server else {}))
+    service = ModelService(stack, "Ranker",
+                           model=ModelProps(name="ranker", version="1", cpu=1024, memory_mib=3072, gpu_share=share),
+                           logs=ServiceLogs(kms.Key.from_key_arn(stack, "Key", "arn:aws:kms:eu-west-1:123456789012:key/11111111-2222-3333-4444-555555555555")),
+                           environment_name="team", capacity=ClusterCapacity(cluster, "team-gpu-spot", "g5.xlarge"),
+                           model_source=ModelBucket(s3.Bucket.from_bucket_name(stack, "Models", "team-models")),
+                           route=ListenerRoute(listener, 7), access=ServiceAccess(allow_unauthenticated=True),
+                           **{"server": server} if server else {})
     return app, stack, service
 
 

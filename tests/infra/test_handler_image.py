@@ -23,8 +23,10 @@ from gpu_inference_constructs import (
     GpuCapacityProps,
     InferenceLoadBalancer,
     LoadBalancerProps,
+    ModelBucket,
     ModelProps,
     ModelService,
+    ServiceLogs,
     bundled_server_image,
 )
 from gpu_inference_constructs.bundled_server import BUNDLED_USER, SERVER_IMAGE_DIRECTORY
@@ -125,8 +127,8 @@ def task_environment(image: ecs.ContainerImage, environment: dict[str, str] | No
     alb = InferenceLoadBalancer(stack, "Alb", vpc=vpc, access_logs_bucket=bucket,
                                 props=LoadBalancerProps(internet_facing=False, allow_http=True, ingress_cidrs=("10.0.0.0/8",)))
     service = ModelService(stack, "Ranker", model=ModelProps(name="ranker", version="1", environment=environment or {}),
-                           server=BundledServer(image=image), capacity=gpus, model_bucket=bucket, load_balancer=alb,
-                           logs_key=logs_key, environment_name="prod")
+                           server=BundledServer(image=image), capacity=gpus, model_source=ModelBucket(bucket), route=alb,
+                           logs=ServiceLogs(logs_key), environment_name="prod")
     # Where ModelService finds a task's image assets (GpuCapacity.prepull: the warm pool pulls them): as before.
     assert isinstance(service.container.node.try_find_child("AssetImage"), ecr_assets.DockerImageAsset)
     assembly = app.synth()

@@ -39,4 +39,4 @@ def test_the_shared_stack_holds_no_model_and_refers_to_no_model_stack(synthesize
     model_stacks = {synthesized.stack_names[(environment, f"Model-{m.name}")] for m in config.models}
     assert not any(f'"StackName": "{name}"' in text for name in model_stacks)
     for stack in synthesized.stages[environment].model_stacks.values():
-        assert synthesized.stages[environment].inference_stack in stack.dependencies
+        assert synthesized.stages[environment].shared in stack.dependencies

@@ -11,9 +11,9 @@ import threading
 import pytest
 
 from gpu_inference_constructs import BundledServer, ConfigError, LivenessCheck, ModelProps, ModelService
-from gpu_inference_constructs.model_service import MAX_HEALTH_CHECK_START_PERIOD
+from gpu_inference_constructs.service_checks import MAX_HEALTH_CHECK_START_PERIOD
 from gpu_inference_constructs.vllm_server import vllm_liveness
-from tests.infra.test_server_contract import IMAGE, complete, stack_with_placement
+from tests.infra.test_server_contract import IMAGE, complete, on_cluster, stack_with_placement
 from tests.infra.test_service import containers
 
 
@@ -89,10 +89,10 @@ def test_a_liveness_check_that_fails_while_loading_is_refused_for_a_long_load(pa
     model = ModelProps(name="slow", version="1", expected_load_seconds=600)
     server = complete(liveness=LivenessCheck(("CMD", "serve", "--alive"), passes_while_loading=passes_while_loading))
     if passes_while_loading:
-        ModelService(stack, "M", model=model, server=server, instance_type="g5.xlarge", **parts)
+        ModelService(stack, "M", model=model, server=server, capacity=on_cluster(stack, "g5.xlarge"), **parts)
         return
     with pytest.raises(ConfigError) as error:
-        ModelService(stack, "M", model=model, server=server, instance_type="g5.xlarge", **parts)
+        ModelService(stack, "M", model=model, server=server, capacity=on_cluster(stack, "g5.xlarge"), **parts)
     assert error.value.key == "models[slow].expected_load_seconds"
     assert "300 s start period + 3 x 15 s = 345 s" in error.value.detail and "passes_while_loading=True" in error.value.detail
 
@@ -100,5 +100,6 @@ def test_a_liveness_check_that_fails_while_loading_is_refused_for_a_long_load(pa
 def test_the_bundled_preset_passes_while_loading():
     """The bundled server's /health answers once it listens; /ready answers 503 while the model loads."""
     stack, parts = stack_with_placement()
-    service = ModelService(stack, "M", model=ModelProps(name="fast", version="1"), server=BundledServer(image=IMAGE), instance_type="g5.xlarge", **parts)
+    service = ModelService(stack, "M", model=ModelProps(name="fast", version="1"), server=BundledServer(image=IMAGE),
+                           capacity=on_cluster(stack, "g5.xlarge"), **parts)
     assert service.contract.liveness.passes_while_loading

@@ -8,6 +8,7 @@ from aws_cdk.assertions import Template
 
 from gpu_inference_constructs import metric_names as infra_names
 from tests.conftest import metric_stats, single_metric
+from tests.infra.test_server_contract import on_cluster
 from tests.metric_math import evaluate
 from tests.scenarios import scenario_environment
 
@@ -459,7 +460,8 @@ def test_the_librarys_model_alarms_follow_the_models_goal_without_the_app():
 
     stack, parts = stack_with_placement()
     model = ModelProps(name="llm", version="1", gpus=4, cpu=45056, memory_mib=163840, scaling=ModelScalingProps(latency_p95_ms=20_000))
-    service = ModelService(stack, "M", model=model, server=VllmServer(image=IMAGE), instance_type="g5.12xlarge", **parts)
+    service = ModelService(stack, "M", model=model, server=VllmServer(image=IMAGE),
+                           capacity=on_cluster(stack, "g5.12xlarge"), **parts)
     topic = sns.Topic.from_topic_arn(stack, "Topic", "arn:aws:sns:us-east-1:123456789012:alarms")
     alarms = ModelAlarms(stack, "Alarms", environment_name="test", service=service, topic=topic, props=MonitoringProps())
     template = Template.from_stack(stack)

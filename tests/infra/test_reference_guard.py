@@ -39,7 +39,7 @@ def changed_dev(tmp_path_factory):
     app = cdk.App(context=context, outdir=str(tmp_path_factory.mktemp("changed")))
     (config,) = load_environments(context, only="dev")
     stage = InferenceStage(app, config)
-    load_balancer = stage.inference_stack.load_balancer
+    load_balancer = stage.shared.load_balancer
     default_child(load_balancer.security_group).add_property_override("GroupDescription", "Inference load balancer (renamed)")
     default_child(load_balancer.listener).add_property_override("Port", 8080)
     assembly = stage.synth()

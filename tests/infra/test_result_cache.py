@@ -27,15 +27,19 @@ from constructs import Construct
 
 from gpu_inference_constructs import (
     BundledServer,
+    ClusterCapacity,
     GpuCapacity,
     GpuCapacityProps,
     InferenceLoadBalancer,
+    ListenerRoute,
     LoadBalancerProps,
     ModelProps,
     ModelService,
     ModelStore,
     ModelStoreProps,
     ResultCache,
+    ServiceAccess,
+    ServiceLogs,
 )
 from gpu_inference_constructs.cdk_interfaces import as_role, as_topic
 from gpu_inference_constructs.errors import ConfigError
@@ -343,7 +347,7 @@ def team_app(services: int = 1):
     cluster = ecs.Cluster.from_cluster_attributes(stack, "Cluster", cluster_name="search-platform", vpc=vpc)
     topic = sns.Topic.from_topic_arn(stack, "Pager", f"arn:aws:sns:eu-west-1:{ACCOUNT}:search-pager")
     logs_key = kms.Key.from_key_arn(stack, "LogsKey", f"arn:aws:kms:eu-west-1:{ACCOUNT}:key/11111111-2222-4333-8444-555555555555")
-    gpus = GpuCapacity(stack, "Gpus", vpc=vpc, cluster=cluster, notification_topic=topic,
+    gpus = GpuCapacity(stack, "Gpus", vpc=vpc, cluster=cluster, topic=topic,
                        props=GpuCapacityProps(instance_types=("g5.xlarge", "g6.xlarge"), max_capacity=16))
     store = ModelStore(stack, "Models", props=ModelStoreProps())
     alb = InferenceLoadBalancer(stack, "Alb", vpc=vpc, access_logs_bucket=store.access_logs_bucket,
@@ -353,10 +357,10 @@ def team_app(services: int = 1):
     cache.add_connection_failure_alarm(stack, "search", topic)
     models = []
     for index in range(services):
-        model = ModelService(
-            stack, f"Embedder{index}", model=ModelProps(name=f"embedder-{index}", version="v3"),
-            server=BundledServer(image=ecs.ContainerImage.from_registry(f"{ACCOUNT}.dkr.ecr.eu-west-1.amazonaws.com/search/server:1.4")),
-            capacity=gpus, model_store=store, load_balancer=alb, logs_key=logs_key, environment_name="search")
+        model = ModelService(stack, f"Embedder{index}", model=ModelProps(name=f"embedder-{index}", version="v3"),
+                             server=BundledServer(image=ecs.ContainerImage.from_registry(f"{ACCOUNT}.dkr.ecr.eu-west-1.amazonaws.com/search/server:1.4")),
+                             capacity=gpus, model_source=store, route=alb, logs=ServiceLogs(logs_key),
+                             environment_name="search")
         model.use_cache(cache)  # the one step (issue 43)
         models.append(model)
     return app, stack, cache, models, vpc
@@ -428,10 +432,11 @@ def test_a_model_told_to_use_the_cache_that_none_connects_fails_synth_naming_use
         security_group=ec2.SecurityGroup.from_security_group_id(stack, "S2", "sg-0123456789abcdef1"))
     server = BundledServer(props=BundledServerProps(shared_cache=ModelCacheProps(enabled=True)),
                            image=ecs.ContainerImage.from_registry(f"{ACCOUNT}.dkr.ecr.eu-west-1.amazonaws.com/search/server:1.4"))
-    model = ModelService(stack, "Cached", model=ModelProps(name="cached", version="1"), server=server, cluster=cluster,
-                         capacity_provider_name="gpus", instance_type="g5.xlarge", model_store=store, listener=listener,
-                         listener_priority=3, allow_unauthenticated=True, environment_name="search",
-                         logs_key=kms.Key.from_key_arn(stack, "K2", f"arn:aws:kms:eu-west-1:{ACCOUNT}:key/11111111-2222-4333-8444-555555555556"))
+    model = ModelService(stack, "Cached", model=ModelProps(name="cached", version="1"), server=server,
+                         capacity=ClusterCapacity(cluster, "gpus", "g5.xlarge"), model_source=store,
+                         route=ListenerRoute(listener, 3), access=ServiceAccess(allow_unauthenticated=True),
+                         environment_name="search",
+                         logs=ServiceLogs(kms.Key.from_key_arn(stack, "K2", f"arn:aws:kms:eu-west-1:{ACCOUNT}:key/11111111-2222-4333-8444-555555555556")))
     with pytest.raises(Exception, match=r"models\[cached\]\.shared_cache\.enabled .*use_cache"):
         app.synth()
     model.use_cache(cache)
@@ -450,10 +455,10 @@ def test_use_cache_refuses_a_server_without_a_cache_client():
         security_group=ec2.SecurityGroup.from_security_group_id(stack, "S3", "sg-0123456789abcdef2"))
     model = ModelService(stack, "Llm", model=ModelProps(name="llm", version="1", cpu=12288, memory_mib=49152, gpus=4),
                          server=VllmServer(VllmProps(), image=ecs.ContainerImage.from_registry("vllm/vllm-openai:v0.32.0")),
-                         cluster=ecs.Cluster.from_cluster_attributes(stack, "C3", cluster_name="llm", vpc=vpc),
-                         capacity_provider_name="gpus", instance_type="g5.12xlarge", model_store=store, listener=listener,
-                         listener_priority=4, allow_unauthenticated=True, environment_name="search",
-                         logs_key=kms.Key.from_key_arn(stack, "K3", f"arn:aws:kms:eu-west-1:{ACCOUNT}:key/11111111-2222-4333-8444-555555555557"))
+                         capacity=ClusterCapacity(ecs.Cluster.from_cluster_attributes(stack, "C3", cluster_name="llm", vpc=vpc), "gpus", "g5.12xlarge"),
+                         model_source=store, route=ListenerRoute(listener, 4),
+                         access=ServiceAccess(allow_unauthenticated=True), environment_name="search",
+                         logs=ServiceLogs(kms.Key.from_key_arn(stack, "K3", f"arn:aws:kms:eu-west-1:{ACCOUNT}:key/11111111-2222-4333-8444-555555555557")))
     with pytest.raises(ConfigError, match=r"^server: .*BundledServer"):
         model.use_cache(cache)
 

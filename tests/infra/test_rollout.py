@@ -19,6 +19,7 @@ from gpu_inference_constructs.deployment import ALARM_MINUTES, DeploymentProps
 from gpu_inference_constructs.service_timing import SPOT_NOTICE_SECONDS
 from stacks.config import load_environment
 from tests.conftest import ROOT, scenario_context
+from tests.infra.test_server_contract import on_cluster
 from tests.scenarios import scenario_environment
 
 STRATEGIES = {
@@ -391,9 +392,10 @@ def test_a_model_service_refuses_explicit_rollback_thresholds_below_its_models_g
     stack, parts = stack_with_placement()
     model = ModelProps(name="slow", version="1", scaling=ModelScalingProps(latency_p95_ms=2_000))
     with pytest.raises(ConfigError, match=r"^rollback_thresholds\.latency_p95_ms: 1999 .*set at least 2000"):
-        ModelService(stack, "Low", model=model, server=BundledServer(image=IMAGE), instance_type="g5.xlarge",
+        ModelService(stack, "Low", model=model, server=BundledServer(image=IMAGE), capacity=on_cluster(stack, "g5.xlarge"),
                      rollback_thresholds=RollbackThresholds(latency_p95_ms=1999), **parts)
-    service = ModelService(stack, "AtGoal", model=model, server=BundledServer(image=IMAGE), instance_type="g5.xlarge",
+    service = ModelService(stack, "AtGoal", model=model, server=BundledServer(image=IMAGE),
+                           capacity=on_cluster(stack, "g5.xlarge"),
                            rollback_thresholds=RollbackThresholds(latency_p95_ms=2_000), **parts)
     assert default_child(service.rollback_alarms.alarms["latency_p95"], cloudwatch.CfnAlarm).threshold == 2.0
 

@@ -3,7 +3,8 @@ with a message that names what is missing or too large."""
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+from typing import Any, cast
 
 import aws_cdk as cdk
 import pytest
@@ -18,14 +19,19 @@ import gpu_inference_constructs
 from gpu_inference_constructs import (
     BundledServer,
     BundledServerProps,
+    ClusterCapacity,
     ConfigError,
+    ListenerRoute,
     LivenessCheck,
+    ModelBucket,
     ModelFromS3,
     ModelProps,
     ModelService,
     PrometheusMetrics,
     ScalingSignal,
     ServerContract,
+    ServiceAccess,
+    ServiceLogs,
     StopTiming,
     VllmProps,
     VllmServer,
@@ -111,25 +117,37 @@ def test_vllm_props_refuse_flags_they_own_and_bad_fractions():
         gpu_inference_constructs.EcrImage("mirror/vllm-openai", "latest")
 
 
-def stack_with_placement(region: str = "us-east-1"):
-    app = cdk.App()
-    stack = cdk.Stack(app, "S", env=cdk.Environment(account="123456789012", region=region))
+def stack_with_placement(region: str = "us-east-1") -> tuple[cdk.Stack, dict[str, Any]]:
+    """A stack in ``region`` with an imported VPC, listener, cluster (see on_cluster), bucket and key, and the
+    parts of a ModelService but its capacity."""
+    stack = cdk.Stack(cdk.App(), "S", env=cdk.Environment(account="123456789012", region=region))
+    return stack, placement_parts(stack)
+
+
+def placement_parts(stack: cdk.Stack) -> dict[str, Any]:
     vpc = ec2.Vpc.from_vpc_attributes(stack, "Vpc", vpc_id="vpc-1", availability_zones=["us-east-1a"], private_subnet_ids=["subnet-1"])
     listener = elbv2.ApplicationListener.from_application_listener_attributes(
         stack, "Listener",
         listener_arn="arn:aws:elasticloadbalancing:us-east-1:123456789012:listener/app/lb/0123456789abcdef/0123456789abcdef",
         security_group=ec2.SecurityGroup.from_security_group_id(stack, "Sg", "sg-1"),
     )
-    parts: dict[str, Any] = dict(
-        cluster=ecs.Cluster.from_cluster_attributes(stack, "Cluster", cluster_name="c", vpc=vpc),
-        capacity_provider_name="gpus",
-        model_bucket=s3.Bucket.from_bucket_name(stack, "Bucket", "models-bucket"),
-        listener=listener,
-        listener_priority=10,
-        logs_key=kms.Key.from_key_arn(stack, "Key", "arn:aws:kms:us-east-1:123456789012:key/11111111-2222-4333-8444-555555555555"),
+    ecs.Cluster.from_cluster_attributes(stack, "Cluster", cluster_name="c", vpc=vpc)
+    return dict(
+        model_source=ModelBucket(s3.Bucket.from_bucket_name(stack, "Bucket", "models-bucket")),
+        route=ListenerRoute(listener, 10),
+        logs=ServiceLogs(kms.Key.from_key_arn(stack, "Key", "arn:aws:kms:us-east-1:123456789012:key/11111111-2222-4333-8444-555555555555")),
         environment_name="test",
     )
-    return stack, parts
+
+
+def on_cluster(stack: cdk.Stack, instance_type: str) -> ClusterCapacity:
+    """The capacity provider ``gpus`` of the cluster stack_with_placement imported into ``stack``."""
+    return ClusterCapacity(cast(ecs.ICluster, stack.node.find_child("Cluster")), "gpus", instance_type)
+
+
+def at_priority(parts: dict[str, Any], priority: int) -> dict[str, Any]:
+    """``parts`` with its listener rule at ``priority``."""
+    return {**parts, "route": dataclasses.replace(parts["route"], priority=priority)}
 
 
 @pytest.mark.parametrize(
@@ -146,7 +164,7 @@ def test_a_task_that_does_not_fit_fails_in_the_construct_itself(model, instance_
     stack, parts = stack_with_placement()
     server = VllmServer(VllmProps(shared_memory_mib=4096), image=IMAGE) if model.gpus > 1 else BundledServer(image=IMAGE)
     with pytest.raises(ConfigError) as error:
-        ModelService(stack, "M", model=model, server=server, instance_type=instance_type, **parts)
+        ModelService(stack, "M", model=model, server=server, capacity=on_cluster(stack, instance_type), **parts)
     assert error.value.key == key and message in error.value.detail
 
 
@@ -156,29 +174,14 @@ def test_the_fit_check_counts_the_sidecars():
     limit = int(192 * 1024 * 0.90)
     model = ModelProps(name="llm", version="1", gpus=4, cpu=45056, memory_mib=limit)
     with pytest.raises(ConfigError, match=rf"{limit + 768} MiB does not fit on g5.12xlarge"):
-        ModelService(stack, "M", model=model, server=VllmServer(image=IMAGE), instance_type="g5.12xlarge", **parts)
-
-
-@pytest.mark.parametrize(
-    "change, key, message",
-    [
-        ({"instance_type": None}, "instance_type", "missing: instance_type"),
-        ({"listener_priority": None}, "listener_priority", "is missing"),
-        ({"model_bucket": None}, "model_store", "exactly one of model_store or model_bucket"),
-        ({"listener": None}, "listener", "pass load_balancer="),
-    ],
-)
-def test_missing_parts_are_named(change, key, message):
-    stack, parts = stack_with_placement()
-    arguments = {**parts, "instance_type": "g5.xlarge", "server": complete(), **change}
-    with pytest.raises(ConfigError) as error:
-        ModelService(stack, "M", model=ModelProps(name="mm", version="1"), **{k: v for k, v in arguments.items() if v is not None})
-    assert error.value.key == key and message in error.value.detail
+        ModelService(stack, "M", model=model, server=VllmServer(image=IMAGE), capacity=on_cluster(stack, "g5.12xlarge"),
+                     **parts)
 
 
 def test_without_a_server_the_model_runs_on_the_bundled_server_and_a_misplaced_image_is_named():
     stack, parts = stack_with_placement()
-    service = ModelService(stack, "M", model=ModelProps(name="mm", version="1"), instance_type="g5.xlarge", **parts)
+    service = ModelService(stack, "M", model=ModelProps(name="mm", version="1"), capacity=on_cluster(stack, "g5.xlarge"),
+                           **parts)
     assert service.contract.name == "bundled" and service.contract.command == ("python", "-m", "inference_server")
     with pytest.raises(ConfigError, match=r"server.props.*pass an image as image="):
         BundledServer(IMAGE)  # pyright: ignore[reportArgumentType]  # deliberately misplaced image: the refusal is under test
@@ -186,28 +189,15 @@ def test_without_a_server_the_model_runs_on_the_bundled_server_and_a_misplaced_i
         VllmServer(IMAGE)  # pyright: ignore[reportArgumentType]  # deliberately misplaced image: the refusal is under test
 
 
-@pytest.mark.parametrize("server", [None, "bundled"])
-def test_an_image_alone_is_refused_and_the_error_names_the_fix(server):
-    """ModelService(image=vllm/vllm-openai) used to become BundledServer(image): vLLM's image running our
-    `python -m inference_server`. An image never stands for a server now, alone or beside one."""
-    stack, parts = stack_with_placement()
-    vllm_image = ecs.ContainerImage.from_registry("vllm/vllm-openai:v0.32.0")
-    extra: dict[str, Any] = {"server": BundledServer(image=IMAGE)} if server else {}
-    with pytest.raises(ConfigError) as error:
-        ModelService(stack, "M", model=ModelProps(name="mm", version="1"), image=vllm_image, instance_type="g5.xlarge", **parts, **extra)  # pyright: ignore[reportArgumentType]  # image= is deliberately wrong: the refusal is under test
-    assert error.value.key == "image"
-    for fix in ("server=BundledServer(image=...)", "server=VllmServer(...)", "server=ServerContract("):
-        assert fix in error.value.detail
-    assert not [c for c in stack.node.find_all() if isinstance(c, ecs.TaskDefinition)], "nothing was built from the image"
-
-
 def test_the_bundled_server_takes_one_gpu_and_vllm_needs_an_image():
     stack, parts = stack_with_placement()
     with pytest.raises(ConfigError, match="one GPU per task"):
-        ModelService(stack, "A", model=ModelProps(name="aa", version="1", gpus=4), server=BundledServer(image=IMAGE), instance_type="g5.12xlarge", **parts)
+        ModelService(stack, "A", model=ModelProps(name="aa", version="1", gpus=4), server=BundledServer(image=IMAGE),
+                     capacity=on_cluster(stack, "g5.12xlarge"), **parts)
     stack, parts = stack_with_placement()
     with pytest.raises(ConfigError, match=r"vllm.image: is missing"):
-        ModelService(stack, "B", model=ModelProps(name="bb", version="1", gpus=1), server=VllmServer(), instance_type="g5.xlarge", **parts)
+        ModelService(stack, "B", model=ModelProps(name="bb", version="1", gpus=1), server=VllmServer(),
+                     capacity=on_cluster(stack, "g5.xlarge"), **parts)
 
 
 def test_the_bundled_servers_stop_timing_is_read_from_the_server_itself():
@@ -226,7 +216,7 @@ def test_the_bundled_servers_stop_timing_is_read_from_the_server_itself():
     timing = gpu_inference_constructs.ServiceTimingProps(stop_timeout_seconds=80)
     server = BundledServer(BundledServerProps(drain_seconds=60, request_timeout_seconds=12), image=IMAGE)
     service = ModelService(stack, "M", model=ModelProps(name="mm", version="1"), server=server,
-                           instance_type="g5.xlarge", timing=timing, **parts)
+                           capacity=on_cluster(stack, "g5.xlarge"), timing=timing, **parts)
     assert service.contract.stop == StopTiming(drain_seconds=60, exit_seconds=15, longest_request_seconds=12)
     assert service.contract.environment["DRAIN_TIMEOUT_S"] == "60" and service.contract.environment["REQUEST_TIMEOUT_S"] == "12"
 
@@ -254,8 +244,9 @@ def test_a_server_that_needs_more_time_than_the_task_gives_fails_at_construction
     configuration error: the contract's stop timing against the task's stopTimeout and deregistration delay."""
     stack, parts = stack_with_placement()
     with pytest.raises(ConfigError) as error:
-        ModelService(stack, "M", model=ModelProps(name="mm", version="1"), server=complete(stop=stop), instance_type="g5.xlarge",
-                     timing=gpu_inference_constructs.ServiceTimingProps(**timing), **parts)
+        ModelService(stack, "M", model=ModelProps(name="mm", version="1"), server=complete(stop=stop),
+                     capacity=on_cluster(stack, "g5.xlarge"), timing=gpu_inference_constructs.ServiceTimingProps(**timing),
+                     **parts)
     assert error.value.key == key and message in error.value.detail and "(models[mm])" in error.value.detail
 
 
@@ -270,8 +261,9 @@ def test_vllm_drains_in_flight_generations_within_the_spot_notice():
     for longest in (80, 60, 100):
         stack, parts = stack_with_placement()
         model = ModelProps(name="llm", version="1", gpus=4, cpu=45056, memory_mib=163840)
-        service = ModelService(stack, "M", model=model, server=VllmServer(VllmProps(longest_request_seconds=longest), image=IMAGE),
-                               instance_type="g5.12xlarge", **parts)
+        service = ModelService(stack, "M", model=model,
+                               server=VllmServer(VllmProps(longest_request_seconds=longest), image=IMAGE),
+                               capacity=on_cluster(stack, "g5.12xlarge"), **parts)
         template = Template.from_stack(stack)
         (task,) = template.find_resources("AWS::ECS::TaskDefinition").values()
         (server,) = [c for c in task["Properties"]["ContainerDefinitions"] if c["Name"] == "server"]
@@ -299,7 +291,7 @@ def test_the_environments_timing_still_applies_to_the_other_servers_of_the_envir
         (task,) = [r for r in template.values() if r["Type"] == "AWS::ECS::TaskDefinition"]
         (server,) = [c for c in task["Properties"]["ContainerDefinitions"] if c["Name"] == "server"]
         if config.server_config(model).vllm is None:
-            assert (delays, server["StopTimeout"]) == ({config.service.deregistration_delay_seconds}, config.service.stop_timeout_seconds)
+            assert (delays, server["StopTimeout"]) == ({config.timing.deregistration_delay_seconds}, config.timing.stop_timeout_seconds)
         else:
             assert (delays, server["StopTimeout"]) == ({80}, 40) and server["Command"][-3:-1] == ["--shutdown-timeout", "20"]
 
@@ -325,14 +317,16 @@ def test_a_secret_needs_a_variable_in_the_contract():
     stack, parts = stack_with_placement()
     secret = secretsmanager.Secret.from_secret_name_v2(stack, "Keys", "keys")
     with pytest.raises(ConfigError, match="names no api_keys_variable"):
-        ModelService(stack, "M", model=ModelProps(name="mm", version="1"), server=complete(), instance_type="g5.xlarge", api_keys_secret=secret, **parts)
+        ModelService(stack, "M", model=ModelProps(name="mm", version="1"), server=complete(),
+                     capacity=on_cluster(stack, "g5.xlarge"), access=ServiceAccess(api_keys_secret=secret), **parts)
 
 
 def test_a_server_that_serves_at_its_root_gets_the_prefix_stripped_and_ours_does_not():
     stack, parts = stack_with_placement()
-    ModelService(stack, "Root", model=ModelProps(name="root", version="1"), server=complete(), instance_type="g5.xlarge", **parts)
-    ModelService(stack, "Ours", model=ModelProps(name="ours", version="1"), server=BundledServer(image=IMAGE), instance_type="g5.xlarge",
-                 **{**parts, "listener_priority": 11})
+    ModelService(stack, "Root", model=ModelProps(name="root", version="1"), server=complete(),
+                 capacity=on_cluster(stack, "g5.xlarge"), **parts)
+    ModelService(stack, "Ours", model=ModelProps(name="ours", version="1"), server=BundledServer(image=IMAGE),
+                 capacity=on_cluster(stack, "g5.xlarge"), **at_priority(parts, 11))
     rules = {r["Properties"]["Priority"]: r["Properties"] for r in Template.from_stack(stack).find_resources("AWS::ElasticLoadBalancingV2::ListenerRule").values()}
     assert rules[10]["Transforms"] == [{"Type": "url-rewrite", "UrlRewriteConfig": {"Rewrites": [{"Regex": "^/root/(.*)$", "Replace": "/$1"}]}}]
     assert "Transforms" not in rules[11], "the bundled server serves under /<model>/ itself"
@@ -546,9 +540,9 @@ def test_tgi_and_triton_contracts_synthesize_with_their_own_ports_paths_and_metr
         scaling_signals=(ScalingSignal("nv_inference_pending_request_count", statistic="Maximum", scale_out_above=16),),
     )
     ModelService(stack, "Tgi", model=ModelProps(name="tgi-llm", version="1", gpus=4, cpu=40960, memory_mib=131072),
-                 server=tgi, instance_type="g5.12xlarge", **parts)
-    ModelService(stack, "Triton", model=ModelProps(name="triton-bert", version="1"), server=triton, instance_type="g5.xlarge",
-                 **{**parts, "listener_priority": 11})
+                 server=tgi, capacity=on_cluster(stack, "g5.12xlarge"), **parts)
+    ModelService(stack, "Triton", model=ModelProps(name="triton-bert", version="1"), server=triton,
+                 capacity=on_cluster(stack, "g5.xlarge"), **at_priority(parts, 11))
     template = Template.from_stack(stack).to_json()
     groups = {r["Properties"]["HealthCheckPath"]: r["Properties"]["Port"] for r in template["Resources"].values()
               if r["Type"] == "AWS::ElasticLoadBalancingV2::TargetGroup"}
@@ -577,9 +571,9 @@ def stack_with_load_balancer(longest_request_seconds, idle_timeout_seconds=None)
         longest_request_seconds=longest_request_seconds,
     )
     parts: dict[str, Any] = dict(
-        cluster=ecs.Cluster.from_cluster_attributes(stack, "Cluster", cluster_name="c", vpc=vpc), capacity_provider_name="gpus", instance_type="g5.xlarge",
-        model_bucket=s3.Bucket.from_bucket_name(stack, "Bucket", "models-bucket"), load_balancer=balancer,
-        logs_key=kms.Key.from_key_arn(stack, "Key", "arn:aws:kms:us-east-1:123456789012:key/11111111-2222-4333-8444-555555555555"),
+        capacity=ClusterCapacity(ecs.Cluster.from_cluster_attributes(stack, "Cluster", cluster_name="c", vpc=vpc), "gpus", "g5.xlarge"),
+        model_source=ModelBucket(s3.Bucket.from_bucket_name(stack, "Bucket", "models-bucket")), route=balancer,
+        logs=ServiceLogs(kms.Key.from_key_arn(stack, "Key", "arn:aws:kms:us-east-1:123456789012:key/11111111-2222-4333-8444-555555555555")),
         environment_name="test",
     )
     return stack, balancer, parts
@@ -651,7 +645,8 @@ def test_behind_a_listener_whose_idle_timeout_is_unknown_a_long_request_is_a_war
     warning (set the idle timeout to at least 90 s), not an error; behind an InferenceLoadBalancer the same is refused."""
     stack, parts = stack_with_placement()
     model = ModelProps(name="llm", version="1", gpus=1)
-    ModelService(stack, "M", model=model, server=VllmServer(VllmProps(shared_memory_mib=4096), image=IMAGE), instance_type="g5.xlarge", **parts)
+    ModelService(stack, "M", model=model, server=VllmServer(VllmProps(shared_memory_mib=4096), image=IMAGE),
+                 capacity=on_cluster(stack, "g5.xlarge"), **parts)
     (warning,) = Annotations.from_stack(stack).find_warning("*", Match.string_like_regexp("outlasts"))
     message = warning.entry.data
     assert isinstance(message, str)  # a warning's data is its message
@@ -669,12 +664,13 @@ def test_the_models_runtime_reaches_the_bundled_server_and_is_checked():
 
     assert MODEL_RUNTIMES == RUNTIMES
     stack, parts = stack_with_placement()
-    service = ModelService(stack, "R", model=ModelProps(name="rr", version="1"), server=BundledServer(BundledServerProps(runtime="onnx"), image=IMAGE),
-                           instance_type="g5.xlarge", **parts)
+    service = ModelService(stack, "R", model=ModelProps(name="rr", version="1"),
+                           server=BundledServer(BundledServerProps(runtime="onnx"), image=IMAGE),
+                           capacity=on_cluster(stack, "g5.xlarge"), **parts)
     assert service.contract.environment["MODEL_RUNTIME"] == "onnx"
     stack, parts = stack_with_placement()
     service = ModelService(stack, "E", model=ModelProps(name="ee", version="1"), server=BundledServer(image=IMAGE),
-                           instance_type="g5.xlarge", **parts)
+                           capacity=on_cluster(stack, "g5.xlarge"), **parts)
     assert "MODEL_RUNTIME" not in service.contract.environment
     with pytest.raises(ConfigError, match="runtime.*use one of eager, compile, onnx, int8"):
         BundledServerProps(runtime="tensorrt-llm")
@@ -697,7 +693,7 @@ def test_the_presets_run_as_a_uid_their_images_do_not_name():
                                             ("tgi", TgiServer(TgiProps(image=mirror))),
                                             ("triton", TritonServer(TritonProps(image=mirror)))]):
         ModelService(stack, name.title(), model=ModelProps(name=name, version="1", gpus=4, cpu=40960, memory_mib=131072),
-                     server=server, instance_type="g5.12xlarge", **{**parts, "listener_priority": 20 + index})
+                     server=server, capacity=on_cluster(stack, "g5.12xlarge"), **at_priority(parts, 20 + index))
     servers = {}
     for logical_id, resource in Template.from_stack(stack).find_resources("AWS::ECS::TaskDefinition").items():
         (server,) = [c for c in resource["Properties"]["ContainerDefinitions"] if c["Name"] == "server"]
@@ -721,5 +717,5 @@ def test_vllm_and_tgi_refuse_a_model_environment_that_overrides_what_they_set(va
     stack, parts = stack_with_placement()
     for index, server in enumerate([VllmServer(VllmProps(image=mirror)), TgiServer(TgiProps(image=mirror))]):
         with pytest.raises(ConfigError, match=variable):
-            ModelService(stack, f"M{index}", model=model, server=server, instance_type="g5.12xlarge",
-                         **{**parts, "listener_priority": 30 + index})
+            ModelService(stack, f"M{index}", model=model, server=server, capacity=on_cluster(stack, "g5.12xlarge"),
+                         **at_priority(parts, 30 + index))

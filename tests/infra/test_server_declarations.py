@@ -21,11 +21,13 @@ from gpu_inference_constructs import (
     BundledScalingProps,
     BundledServer,
     BundledServerProps,
+    ClusterCapacity,
     ExpressionSignal,
     InferenceLoadBalancer,
     LivenessCheck,
     LoadBalancerProps,
     ModelAlarms,
+    ModelBucket,
     ModelFromS3,
     ModelProps,
     ModelService,
@@ -34,6 +36,7 @@ from gpu_inference_constructs import (
     ScalingSignal,
     ServerAlarm,
     ServerContract,
+    ServiceLogs,
     ServiceScaling,
     StopTiming,
 )
@@ -76,11 +79,10 @@ def synthesize(server) -> tuple[dict[str, Any], ModelService]:
         stack, "LoadBalancer", vpc=vpc, access_logs_bucket=s3.Bucket(stack, "Logs"), longest_request_seconds=30,
         props=LoadBalancerProps(allow_http=True, ingress_cidrs=("10.0.0.0/8",), waf=True))
     service = ModelService(
-        stack, "Model", model=ModelProps(name="ranker", version="1"), server=server, load_balancer=balancer,
-        cluster=ecs.Cluster.from_cluster_attributes(stack, "Cluster", cluster_name="c", vpc=vpc),
-        capacity_provider_name="gpus", instance_type="g5.xlarge",
-        model_bucket=s3.Bucket.from_bucket_name(stack, "Bucket", "models-bucket"), environment_name="test",
-        logs_key=kms.Key.from_key_arn(stack, "Key", "arn:aws:kms:us-east-1:123456789012:key/11111111-2222-4333-8444-555555555555"))
+        stack, "Model", model=ModelProps(name="ranker", version="1"), server=server, route=balancer,
+        capacity=ClusterCapacity(ecs.Cluster.from_cluster_attributes(stack, "Cluster", cluster_name="c", vpc=vpc), "gpus", "g5.xlarge"),
+        model_source=ModelBucket(s3.Bucket.from_bucket_name(stack, "Bucket", "models-bucket")), environment_name="test",
+        logs=ServiceLogs(kms.Key.from_key_arn(stack, "Key", "arn:aws:kms:us-east-1:123456789012:key/11111111-2222-4333-8444-555555555555")))
     ServiceScaling(stack, "Scaling", model_service=service)
     ModelAlarms(stack, "Alarms", environment_name="test", service=service, topic=as_topic(sns.Topic(stack, "Topic")), props=MonitoringProps())
     return dict(Template.from_stack(stack).to_json()), service

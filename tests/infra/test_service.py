@@ -14,6 +14,7 @@ from gpu_inference_constructs.service_timing import SPOT_NOTICE_SECONDS
 from gpu_inference_constructs.vllm_server import vllm_liveness, vllm_stop
 from tests.conftest import ROOT
 from tests.infra.conftest import ENVIRONMENTS
+from tests.infra.test_server_contract import on_cluster
 
 
 def containers(template, name="server"):
@@ -136,7 +137,7 @@ def test_a_models_environment_workers_overrides_the_derived_count():
 
     stack, parts = stack_with_placement()
     ModelService(stack, "M", model=ModelProps(name="m1", version="1", cpu=3072, environment={"WORKERS": "4"}),
-                 server=BundledServer(image=IMAGE), instance_type="g5.xlarge", **parts)
+                 server=BundledServer(image=IMAGE), capacity=on_cluster(stack, "g5.xlarge"), **parts)
     (container,) = containers(Template.from_stack(stack)).values()
     assert environment_of(container)["WORKERS"] == "4"
 
@@ -197,7 +198,7 @@ def test_stop_timeout_and_deregistration_fit_the_spot_notice(env):
         delays = {int({a["Key"]: a["Value"] for a in g["Properties"]["TargetGroupAttributes"]}["deregistration_delay.timeout_seconds"])
                   for k, g in groups.items() if k.startswith(f"{prefix}TargetGroup") or k.startswith(f"{prefix}AlternateTargetGroup")}
         if config.server_config(model).vllm is None:
-            assert (delays, stop) == ({config.service.deregistration_delay_seconds}, config.service.stop_timeout_seconds)
+            assert (delays, stop) == ({config.timing.deregistration_delay_seconds}, config.timing.stop_timeout_seconds)
             assert int(environment_of(container)["DRAIN_TIMEOUT_S"]) < stop
         else:
             timing = vllm_stop(config.server_config(model).vllm.longest_request_seconds)

@@ -25,6 +25,7 @@ from gpu_inference_constructs import (
     GpuShare,
     ModelProps,
     ModelService,
+    ServiceAccess,
     ServiceScaling,
     ServiceTimingProps,
     SglangProps,
@@ -47,7 +48,9 @@ from gpu_inference_constructs.sglang_server import (
 )
 from tests.infra.test_server_contract import (
     IMAGE,
+    at_priority,
     fields_without_a_stated_default,
+    on_cluster,
     stack_with_load_balancer,
     stack_with_placement,
 )
@@ -62,9 +65,9 @@ def sglang_stack(props: SglangProps | None = None, model: ModelProps = LLM, inst
     """A plain cdk.App with an imported cluster and listener (stack_with_placement), one model on SGLang."""
     stack, parts = stack_with_placement()
     if with_secret:
-        extra["api_keys_secret"] = secretsmanager.Secret.from_secret_complete_arn(stack, "Keys", SECRET_ARN)
+        extra["access"] = ServiceAccess(api_keys_secret=secretsmanager.Secret.from_secret_complete_arn(stack, "Keys", SECRET_ARN))
     service = ModelService(stack, "M", model=model, server=SglangServer(props or SglangProps(image=MIRROR)),
-                           instance_type=instance_type, **parts, **extra)
+                           capacity=on_cluster(stack, instance_type), **parts, **extra)
     return stack, service
 
 
@@ -259,8 +262,10 @@ def test_a_generation_of_the_stated_length_finishes_when_its_task_stops(longest)
 @pytest.mark.parametrize("idle_timeout", [90, 200])
 def test_sglangs_keep_alive_outlasts_the_load_balancers_idle_timeout(idle_timeout):
     stack, balancer, parts = stack_with_load_balancer(idle_timeout - 10)
-    service = ModelService(stack, "M", model=ModelProps(name="llm", version="1"), allow_unauthenticated=True,
-                           server=SglangServer(SglangProps(image=MIRROR, longest_request_seconds=min(80, idle_timeout - 10))), **parts)
+    service = ModelService(stack, "M", model=ModelProps(name="llm", version="1"),
+                           access=ServiceAccess(allow_unauthenticated=True),
+                           server=SglangServer(SglangProps(image=MIRROR, longest_request_seconds=min(80, idle_timeout - 10))),
+                           **parts)
     environment = {e["Name"]: e["Value"] for e in task_containers(stack)["server"]["Environment"]}
     assert int(environment["SGLANG_TIMEOUT_KEEP_ALIVE"]) > balancer.idle_timeout_seconds == idle_timeout
     assert service.contract.keep_alive_seconds == int(environment["SGLANG_TIMEOUT_KEEP_ALIVE"])
@@ -289,7 +294,7 @@ def test_tgi_warns_that_it_is_in_maintenance_naming_where_to_move_and_the_other_
                                             ("vllm", VllmServer(VllmProps(image=EcrImage("mirror/vllm", "v0.32.0")))),
                                             ("sglang", SglangServer(SglangProps(image=MIRROR)))]):
         ModelService(stack, name.title(), model=dataclasses.replace(LLM, name=name), server=server,
-                     instance_type="g5.12xlarge", **{**parts, "listener_priority": 40 + index})
+                     capacity=on_cluster(stack, "g5.12xlarge"), **at_priority(parts, 40 + index))
     warnings = Annotations.from_stack(stack).find_warning("*", Match.string_like_regexp(TGI_MAINTENANCE_WARNING))
     assert [w.id for w in warnings] == ["/S/Tgi"]
     message = warnings[0].entry.data
@@ -302,7 +307,8 @@ def test_tgi_warns_that_it_is_in_maintenance_naming_where_to_move_and_the_other_
 @pytest.mark.parametrize("acknowledged", [False, True])
 def test_the_tgi_warning_stays_until_acknowledged(acknowledged):
     stack, parts = stack_with_placement()
-    service = ModelService(stack, "Tgi", model=dataclasses.replace(LLM, name="tgi"), instance_type="g5.12xlarge",
+    service = ModelService(stack, "Tgi", model=dataclasses.replace(LLM, name="tgi"),
+                           capacity=on_cluster(stack, "g5.12xlarge"),
                            server=TgiServer(TgiProps(image=EcrImage("mirror/tgi", "3.3.7"))), **parts)
     if acknowledged:
         cdk.Annotations.of(service).acknowledge_warning(TGI_MAINTENANCE_WARNING)

@@ -9,12 +9,11 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_ecs as ecs
-from aws_cdk import aws_kms as kms
-from aws_cdk import aws_s3 as s3
 from aws_cdk.assertions import Template
 
 from gpu_inference_constructs import (
     BundledServer,
+    ClusterCapacity,
     ConfigError,
     GpuCapacity,
     GpuCapacityProps,
@@ -25,6 +24,7 @@ from gpu_inference_constructs import (
     PrometheusMetrics,
     ScalingSignal,
     ServerContract,
+    ServiceAccess,
     ServiceScaling,
     StopTiming,
     TgiProps,
@@ -36,7 +36,7 @@ from gpu_inference_constructs import (
 )
 from gpu_inference_constructs.presets import tgi_stop, triton_stop
 from gpu_inference_constructs.server_contract import EcrImage
-from tests.infra.test_server_contract import IMAGE, stack_with_placement
+from tests.infra.test_server_contract import IMAGE, at_priority, on_cluster, placement_parts, stack_with_placement
 
 
 def contract(**overrides) -> ServerContract:
@@ -58,7 +58,7 @@ def test_gpus_per_task_come_from_the_model_alone():
     """ModelProps(gpus=4) with a custom contract gave the task the contract's 1 GPU; the contract has no GPU field now."""
     stack, parts = stack_with_placement()
     ModelService(stack, "M", model=ModelProps(name="big", version="1", gpus=4, cpu=40960, memory_mib=131072),
-                 server=contract(), instance_type="g5.12xlarge", **parts)
+                 server=contract(), capacity=on_cluster(stack, "g5.12xlarge"), **parts)
     assert containers(stack)["server"]["ResourceRequirements"] == [{"Type": "GPU", "Value": "4"}]
     with pytest.raises(TypeError, match="gpus_per_task"):
         contract(gpus_per_task=4)
@@ -67,7 +67,8 @@ def test_gpus_per_task_come_from_the_model_alone():
 def test_four_gpus_on_a_one_gpu_type_is_refused():
     stack, parts = stack_with_placement()
     with pytest.raises(ConfigError, match=r"gpus"):
-        ModelService(stack, "M", model=ModelProps(name="big", version="1", gpus=4), server=contract(), instance_type="g5.xlarge", **parts)
+        ModelService(stack, "M", model=ModelProps(name="big", version="1", gpus=4), server=contract(),
+                     capacity=on_cluster(stack, "g5.xlarge"), **parts)
 
 
 @pytest.mark.parametrize(
@@ -100,10 +101,10 @@ def test_triton_and_tgi_presets_bring_their_ports_health_paths_metrics_and_stop(
     stack, parts = stack_with_placement()
     triton = ModelService(stack, "Triton", model=ModelProps(name="detector", version="1"),
                           server=TritonServer(TritonProps(image=EcrImage("mirror/tritonserver", "25.10-py3"), exit_timeout_seconds=40)),
-                          instance_type="g5.xlarge", **parts)
+                          capacity=on_cluster(stack, "g5.xlarge"), **parts)
     tgi = ModelService(stack, "Tgi", model=ModelProps(name="chat", version="1", gpus=4, cpu=40960, memory_mib=131072),
-                       server=TgiServer(TgiProps(image=EcrImage("mirror/tgi", "3.3"))), instance_type="g5.12xlarge",
-                       **{**parts, "listener_priority": 11})
+                       server=TgiServer(TgiProps(image=EcrImage("mirror/tgi", "3.3"))),
+                       capacity=on_cluster(stack, "g5.12xlarge"), **at_priority(parts, 11))
     assert triton.contract.metrics is not None  # Triton's preset scrapes its Prometheus port
     assert (triton.contract.port, triton.contract.readiness_path, triton.contract.metrics.port) == (8000, "/v2/health/ready", 8002)
     assert triton.contract.stop == triton_stop(40) and "--exit-timeout-secs=40" in triton.contract.command
@@ -122,46 +123,37 @@ def test_presets_refuse_flags_they_set():
 
 def test_two_models_on_one_imported_listener_with_one_priority_are_refused_across_stacks():
     stack, parts = stack_with_placement()
-    ModelService(stack, "A", model=ModelProps(name="first", version="1"), server=contract(), instance_type="g5.xlarge", **parts)
+    ModelService(stack, "A", model=ModelProps(name="first", version="1"), server=contract(),
+                 capacity=on_cluster(stack, "g5.xlarge"), **parts)
     assert stack.environment  # stack_with_placement's stack has an account and region, which the other shares
     app = cast(cdk.App, stack.node.root)  # the root of the tree is the App; node.root is typed IConstruct
     other = cdk.Stack(app, "Other", env=cdk.Environment(account="123456789012", region="us-east-1"))
     _, other_parts = stack_with_placement_in(other)
-    with pytest.raises(ConfigError, match=r"listener_priority: 10 is already 'first''s on this listener.*give models\[second\] another"):
-        ModelService(other, "B", model=ModelProps(name="second", version="1"), server=contract(), instance_type="g5.xlarge", **other_parts)
+    with pytest.raises(ConfigError, match=r"route\.priority: 10 is already 'first''s on this listener.*give models\[second\] another"):
+        ModelService(other, "B", model=ModelProps(name="second", version="1"), server=contract(),
+                     capacity=on_cluster(other, "g5.xlarge"), **other_parts)
 
 
 def test_the_same_model_name_twice_is_refused_as_a_name_taken_not_a_priority_clash():
     """Issue 43: the second 'first' was reported as a listener-priority clash, whose fix (another priority) would have
     synthesized two rules for one path and two log groups of one name."""
     stack, parts = stack_with_placement()
-    ModelService(stack, "A", model=ModelProps(name="first", version="1"), server=contract(), instance_type="g5.xlarge", **parts)
+    ModelService(stack, "A", model=ModelProps(name="first", version="1"), server=contract(),
+                 capacity=on_cluster(stack, "g5.xlarge"), **parts)
     app = cast(cdk.App, stack.node.root)
     other = cdk.Stack(app, "Other", env=cdk.Environment(account="123456789012", region="us-east-1"))
     _, other_parts = stack_with_placement_in(other)
     with pytest.raises(ConfigError, match=r"model\.name: 'first' is already the name of the model at .*/A.*give this model another name"):
-        ModelService(other, "B", model=ModelProps(name="first", version="2"), server=contract(), instance_type="g5.xlarge",
-                     **{**other_parts, "listener_priority": 11})
+        ModelService(other, "B", model=ModelProps(name="first", version="2"), server=contract(),
+                     capacity=on_cluster(other, "g5.xlarge"), **at_priority(other_parts, 11))
     # Another environment of the same app may serve its own 'first' (dev and prod in one app).
-    ModelService(other, "C", model=ModelProps(name="first", version="2"), server=contract(), instance_type="g5.xlarge",
-                 **{**other_parts, "listener_priority": 12, "environment_name": "prod"})
+    ModelService(other, "C", model=ModelProps(name="first", version="2"), server=contract(),
+                 capacity=on_cluster(other, "g5.xlarge"),
+                 **{**at_priority(other_parts, 12), "environment_name": "prod"})
 
 
 def stack_with_placement_in(stack: cdk.Stack) -> tuple[cdk.Stack, dict[str, Any]]:
-    from aws_cdk import aws_elasticloadbalancingv2 as elbv2
-
-    vpc = ec2.Vpc.from_vpc_attributes(stack, "Vpc", vpc_id="vpc-1", availability_zones=["us-east-1a"], private_subnet_ids=["subnet-1"])
-    listener = elbv2.ApplicationListener.from_application_listener_attributes(
-        stack, "Listener",
-        listener_arn="arn:aws:elasticloadbalancing:us-east-1:123456789012:listener/app/lb/0123456789abcdef/0123456789abcdef",
-        security_group=ec2.SecurityGroup.from_security_group_id(stack, "Sg", "sg-1"),
-    )
-    return stack, dict(
-        cluster=ecs.Cluster.from_cluster_attributes(stack, "Cluster", cluster_name="c", vpc=vpc), capacity_provider_name="gpus",
-        model_bucket=s3.Bucket.from_bucket_name(stack, "Bucket", "models-bucket"), listener=listener, listener_priority=10,
-        logs_key=kms.Key.from_key_arn(stack, "Key", "arn:aws:kms:us-east-1:123456789012:key/11111111-2222-4333-8444-555555555555"),
-        environment_name="test",
-    )
+    return stack, placement_parts(stack)
 
 
 def scaling_policies(stack: cdk.Stack) -> list[str]:
@@ -172,9 +164,11 @@ def scaling_policies(stack: cdk.Stack) -> list[str]:
 def test_signals_that_only_scale_out_also_get_a_policy_that_scales_in():
     """A contract whose every signal is a scale-out step (no target) could add tasks and never remove them."""
     stack, parts = stack_with_placement()
-    service = ModelService(stack, "M", model=ModelProps(name="ranker", version="1"), instance_type="g5.xlarge", **parts, server=contract(
+    service = ModelService(stack, "M", model=ModelProps(name="ranker", version="1"), capacity=on_cluster(stack, "g5.xlarge"),
+                           server=contract(
         metrics=PrometheusMetrics(metrics=("queue_depth",)), command=("serve", "--http-port", "9000"),
-        scaling_signals=(ScalingSignal("queue_depth", statistic="Maximum", scale_out_above=8),)))
+        scaling_signals=(ScalingSignal("queue_depth", statistic="Maximum", scale_out_above=8),)),
+                           **parts)
     ServiceScaling(stack, "Scaling", model_service=service)
     assert "TargetTrackingScaling" in scaling_policies(stack)
 
@@ -190,7 +184,7 @@ def test_every_server_kind_can_scale_in(server):
         "tgi": TgiServer(TgiProps(image=EcrImage("mirror/tgi", "3.3"))),
         "custom": contract(),
     }[server]
-    service = ModelService(stack, "M", model=model, server=definition, instance_type="g5.xlarge", **parts)
+    service = ModelService(stack, "M", model=model, server=definition, capacity=on_cluster(stack, "g5.xlarge"), **parts)
     ServiceScaling(stack, "Scaling", model_service=service)
     assert "TargetTrackingScaling" in scaling_policies(stack)
 
@@ -198,10 +192,7 @@ def test_every_server_kind_can_scale_in(server):
 def capacity_stack():
 
     stack, parts = stack_with_placement()
-    vpc = parts["cluster"].vpc
-    for key in ("cluster", "capacity_provider_name"):
-        parts.pop(key)
-    return stack, parts, vpc
+    return stack, parts, on_cluster(stack, "g5.xlarge").cluster.vpc
 
 
 def test_the_library_defaults_hold_a_rolling_deployment_at_peak():
@@ -219,7 +210,7 @@ def test_a_deployment_peak_that_does_not_fit_the_group_is_refused_by_the_constru
     ModelService(stack, "A", model=ModelProps(name="first", version="1", max_tasks=2), server=contract(), capacity=gpus, **parts)
     with pytest.raises(ConfigError) as error:
         ModelService(stack, "B", model=ModelProps(name="second", version="1", max_tasks=2, deployment=DeploymentProps(strategy="canary")),
-                     server=contract(), capacity=gpus, **{**parts, "listener_priority": 11})
+                     server=contract(), capacity=gpus, **at_priority(parts, 11))
     assert error.value.key.startswith("capacity (Gpus.max_capacity)")
     assert "raise max_capacity to at least 6 or lower max_tasks" in error.value.detail and "models[second]" in error.value.detail
 
@@ -227,8 +218,9 @@ def test_a_deployment_peak_that_does_not_fit_the_group_is_refused_by_the_constru
 def test_vllm_defaults_fit_the_model_defaults():
     """VllmProps asked 16 GiB of /dev/shm inside ModelProps' default 12 GiB: the default now follows memory_mib."""
     stack, parts = stack_with_placement()
-    service = ModelService(stack, "M", model=ModelProps(name="mm", version="1"), server=VllmServer(VllmProps(image=EcrImage("mirror/vllm", "v1"))),
-                           instance_type="g5.xlarge", **parts)
+    service = ModelService(stack, "M", model=ModelProps(name="mm", version="1"),
+                           server=VllmServer(VllmProps(image=EcrImage("mirror/vllm", "v1"))),
+                           capacity=on_cluster(stack, "g5.xlarge"), **parts)
     assert service.contract.shared_memory_mib == 6144 < ModelProps(name="mm", version="1").memory_mib
     assert VllmProps().shared_memory_for(163840) == 16384
 
@@ -239,7 +231,7 @@ def test_a_tensor_parallel_size_the_heads_cannot_divide_is_refused_or_warned():
     def vllm(props: VllmProps, gpus: int) -> cdk.Stack:
         stack, parts = stack_with_placement()
         ModelService(stack, "M", model=ModelProps(name="llm", version="1", gpus=gpus, cpu=12288, memory_mib=49152),
-                     server=VllmServer(props, image=IMAGE), instance_type="g5.12xlarge", **parts)
+                     server=VllmServer(props, image=IMAGE), capacity=on_cluster(stack, "g5.12xlarge"), **parts)
         return stack
 
     with pytest.raises(ConfigError, match=r"^gpus: 3 GPUs cannot split the model's 40 attention heads.*gpus that divide 40 \(1, 2, 4, 8\)"):
@@ -270,11 +262,12 @@ def test_an_imported_vpc_without_the_subnets_a_construct_needs_is_refused_naming
                               props=LoadBalancerProps(allow_http=True, ingress_cidrs=("10.0.0.0/8",)))
     other = cdk.Stack(cdk.App(), "Other", env=cdk.Environment(account="123456789012", region="us-east-1"))
     _, parts = stack_with_placement_in(other)
-    parts["cluster"] = ecs.Cluster.from_cluster_attributes(
+    public_cluster = ecs.Cluster.from_cluster_attributes(
         other, "PublicCluster", cluster_name="c",
         vpc=ec2.Vpc.from_vpc_attributes(other, "PublicVpc", vpc_id="vpc-3", availability_zones=["us-east-1a"], public_subnet_ids=["subnet-3"]))
     with pytest.raises(ConfigError, match=r"^subnets: ModelService 'edge' \(its tasks\) needs private subnets"):
-        ModelService(other, "M", model=ModelProps(name="edge", version="1"), server=contract(), instance_type="g5.xlarge", **parts)
+        ModelService(other, "M", model=ModelProps(name="edge", version="1"), server=contract(),
+                     capacity=ClusterCapacity(public_cluster, "gpus", "g5.xlarge"), **parts)
 
 
 def test_an_api_key_secret_imported_by_name_for_a_json_key_warns_naming_the_complete_arn_import():
@@ -284,7 +277,8 @@ def test_an_api_key_secret_imported_by_name_for_a_json_key_warns_naming_the_comp
     def vllm_with(secret_of) -> cdk.Stack:
         stack, parts = stack_with_placement()
         ModelService(stack, "M", model=ModelProps(name="llm", version="1", gpus=4, cpu=12288, memory_mib=49152),
-                     server=VllmServer(VllmProps(), image=IMAGE), instance_type="g5.12xlarge", api_keys_secret=secret_of(stack), **parts)
+                     server=VllmServer(VllmProps(), image=IMAGE), capacity=on_cluster(stack, "g5.12xlarge"),
+                     access=ServiceAccess(api_keys_secret=secret_of(stack)), **parts)
         return stack
 
     by_name = vllm_with(lambda stack: secretsmanager.Secret.from_secret_name_v2(stack, "Keys", "team/api-keys"))
@@ -294,9 +288,9 @@ def test_an_api_key_secret_imported_by_name_for_a_json_key_warns_naming_the_comp
     assert not Annotations.from_stack(complete).find_warning("*", Match.string_like_regexp("from_secret_complete_arn"))
 
 
-def test_gpu_capacity_without_a_topic_tells_its_own_topic_and_warns_naming_notification_topic():
+def test_gpu_capacity_without_a_topic_tells_its_own_topic_and_warns_naming_the_key():
     """Issue 43: a GpuCapacity without a notification topic failed only at cdk-nag's AS3. Now its launch and
-    termination events go to a topic of its own, cdk-nag passes, and synth warns naming notification_topic."""
+    termination events go to a topic of its own, cdk-nag passes, and synth warns naming topic."""
     from aws_cdk.assertions import Annotations, Match
     from cdk_nag import AwsSolutionsChecks
 
@@ -304,8 +298,8 @@ def test_gpu_capacity_without_a_topic_tells_its_own_topic_and_warns_naming_notif
     stack = cdk.Stack(app, "Team", env=cdk.Environment(account="123456789012", region="us-east-1"))
     vpc = ec2.Vpc.from_vpc_attributes(stack, "Vpc", vpc_id="vpc-1", availability_zones=["us-east-1a"], private_subnet_ids=["subnet-1"])
     gpus = GpuCapacity(stack, "Gpus", vpc=vpc, props=GpuCapacityProps())
-    assert gpus.own_notifications is not None and gpus.notification_topic is gpus.own_notifications.topic
-    assert Annotations.from_stack(stack).find_warning("*", Match.string_like_regexp("no notification_topic.*Pass notification_topic="))
+    assert gpus.own_notifications is not None and gpus.topic is gpus.own_notifications.topic
+    assert Annotations.from_stack(stack).find_warning("*", Match.string_like_regexp("no topic.*Pass topic="))
     rule = Template.from_stack(stack).find_resources("AWS::Events::Rule")
     assert any(r["Properties"]["EventPattern"]["source"] == ["aws.autoscaling"] for r in rule.values())
     cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))

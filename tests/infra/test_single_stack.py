@@ -8,6 +8,7 @@ from aws_cdk.assertions import Template
 
 from gpu_inference_constructs import (
     BundledServer,
+    ClusterCapacity,
     GpuCapacity,
     GpuCapacityProps,
     InferenceLoadBalancer,
@@ -18,6 +19,8 @@ from gpu_inference_constructs import (
     ModelStore,
     ModelStoreProps,
     NetworkProps,
+    ServiceAccess,
+    ServiceLogs,
     ServiceTimingProps,
 )
 from gpu_inference_constructs.cdk_interfaces import as_key
@@ -39,10 +42,11 @@ def template() -> Template:
                                 props=LoadBalancerProps(allow_http=True, ingress_cidrs=("10.0.0.0/8",)))
     for name in ("embedder", "classifier"):
         ModelService(stack, name.capitalize(), model=ModelProps(name=name, version="v3"), timing=ServiceTimingProps(),
-                     cluster=gpus.cluster, capacity_provider_name=gpus.capacity_provider.capacity_provider_name, instance_type="g5.xlarge",
-                     subnets=network.private_subnets, server=BundledServer(image=ecs.ContainerImage.from_registry("example.com/their-server:1")),
-                     model_store=store, load_balancer=alb, logs_key=as_key(kms.Key(stack, f"{name}Logs")), log_retention_days=30,
-                     environment_name="prod")
+                     capacity=ClusterCapacity(gpus.cluster, gpus.capacity_provider.capacity_provider_name, "g5.xlarge"),
+                     access=ServiceAccess(subnets=network.private_subnets),
+                     server=BundledServer(image=ecs.ContainerImage.from_registry("example.com/their-server:1")),
+                     model_source=store, route=alb,
+                     logs=ServiceLogs(as_key(kms.Key(stack, f"{name}Logs")), retention_days=30), environment_name="prod")
     return Template.from_stack(stack)
 
 

@@ -1,0 +1,332 @@
+"""A model's ECS task: its role, its task definition, the server container, the init containers that own and fill
+the scratch volume (``scratch-owner``, ``model-fetch``) and the metrics collector sidecar.
+
+Built in the ModelService's own scope, with the construct IDs it always had, so every logical ID stays."""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from aws_cdk import aws_ecs as ecs
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_secretsmanager as secretsmanager
+from constructs import Construct
+
+from .acknowledgements import acknowledge, acknowledge_when_resolved, default_child, default_policy, nag_rendering
+from .cdk_interfaces import as_role, service_principal
+from .errors import require
+from .gpu_share import write_share
+from .model_fetch import fetch_script
+from .model_props import ModelProps
+from .model_store import compile_cache_prefix, grant_read_prefix, model_read_prefix
+from .server_contract import (
+    DEFAULT_COLLECTOR_IMAGE,
+    DEFAULT_FETCHER_IMAGE,
+    FETCHER_CPU,
+    FETCHER_MEMORY_MIB,
+    SCRATCH_PATH,
+    ServerContract,
+    collector_config,
+)
+from .service_choices import ModelBucket
+
+# Task-definition metadata: container name -> {'user' | 'readonly_root_filesystem': why it is root / writable}.
+CONTAINER_ACKNOWLEDGEMENTS = "gpu-inference:container-acknowledgements"
+# The server is the task definition's first container: the init containers and sidecars are added after it.
+SERVER_CONTAINER_INDEX = 0
+
+
+class ContainerAcknowledgements:
+    """Why a container of one task definition runs as root or writes its root filesystem, in the task definition's
+    metadata (``CONTAINER_ACKNOWLEDGEMENTS``)."""
+
+    def __init__(self, task_definition: ecs.TaskDefinition) -> None:
+        self._task_definition = task_definition
+        self._reasons: dict[str, dict[str, str]] = {}
+
+    def add(self, container_name: str, what: str, reason: str) -> None:
+        """Record why ``container_name`` is not non-root (``what`` "user") or has a writable root filesystem
+        ("readonly_root_filesystem")."""
+        require(what in ("user", "readonly_root_filesystem"), "what", f"{what!r}: 'user' or 'readonly_root_filesystem'")
+        require(len(reason) >= 60, "reason", "say why, in a sentence a reviewer would accept")
+        self._reasons.setdefault(container_name, {})[what] = reason
+        default_child(self._task_definition).add_metadata(CONTAINER_ACKNOWLEDGEMENTS, self._reasons)
+
+
+class ServiceTask:
+    """Builds one model's task in ``scope``. Attributes: ``task_role``, ``task_definition``, ``container`` (the
+    server), ``scratch_owner`` and ``model_fetcher`` (the init containers, or None), ``metrics_collector`` (or
+    None), ``acknowledgements`` (ContainerAcknowledgements)."""
+
+    def __init__(self, scope: Construct, *, model: ModelProps, contract: ServerContract, source: ModelBucket, uri: str,
+                 region: str, environment_name: str, log_group: logs.LogGroup, stop_timeout_seconds: int,
+                 health_check_start_period: int, api_keys_secret: secretsmanager.ISecret | None) -> None:
+        self._scope = scope
+        self._model = model
+        self._contract = contract
+        self._source = source
+        self._log_group = log_group
+        self.task_role = iam.Role(
+            scope,
+            "TaskRole",
+            assumed_by=service_principal("ecs-tasks.amazonaws.com"),
+            description=f"Model server for {model.name}: reads its own model prefix only",
+        )
+        self._read_prefix = model_read_prefix(source.prefix, model.name)
+        grant_read_prefix(source.bucket, self.task_role, self._read_prefix)
+        self.task_definition = ecs.Ec2TaskDefinition(
+            scope,
+            "TaskDefinition",
+            network_mode=ecs.NetworkMode.AWS_VPC,
+            task_role=as_role(self.task_role),
+            volumes=[
+                ecs.Volume(
+                    name="scratch",
+                    docker_volume_configuration=ecs.DockerVolumeConfiguration(scope=ecs.Scope.TASK, driver="local"),
+                )
+            ],
+        )
+        self.acknowledgements = ContainerAcknowledgements(self.task_definition)
+        self.compile_cache_prefix: str | None = None
+        self.container = self._add_server(uri, stop_timeout_seconds, health_check_start_period, api_keys_secret)
+        model_source = contract.model_source
+        self.scratch_owner = self._add_scratch_owner() if model_source.init_containers else None
+        self.model_fetcher = self._add_model_fetcher(uri, region) if model_source.mode == "copy_to_scratch" else None
+        last_init = self.model_fetcher or self.scratch_owner
+        if last_init is not None:  # the server starts once the init containers succeeded, one after the other
+            self.container.add_container_dependencies(
+                ecs.ContainerDependency(container=last_init, condition=ecs.ContainerDependencyCondition.SUCCESS))
+        self.metrics_collector = (self._add_metrics_collector(region, environment_name)
+                                  if contract.metrics is not None else None)
+
+    @property
+    def log_stream_prefix(self) -> str:
+        return f"{self._model.name}/{self._model.version}"
+
+    def log_driver(self) -> ecs.LogDriver:
+        return ecs.LogDrivers.aws_logs(
+            stream_prefix=self.log_stream_prefix,
+            log_group=self._log_group,
+            mode=ecs.AwsLogDriverMode.NON_BLOCKING,
+            max_buffer_size=cdk.Size.mebibytes(25),
+        )
+
+    def _server_environment(self, uri: str) -> dict[str, str]:
+        """The contract's environment, the model's S3 URI for a server that reads it, and the compile cache's place
+        (read by the model's own read grant; written here only, and only as a new object: If-None-Match: *,
+        enforced by S3's s3:if-none-match key, so no task replaces an archive the next tasks load)."""
+        contract, model, bucket = self._contract, self._model, self._source.bucket
+        environment = dict(contract.environment)
+        if contract.model_source.server_reads_s3:
+            environment.setdefault(contract.model_source.uri_variable, uri)
+        if contract.compile_cache_variable is not None:
+            self.compile_cache_prefix = cache_prefix = compile_cache_prefix(self._source.prefix, model.name, model.version)
+            environment[contract.compile_cache_variable] = f"s3://{bucket.bucket_name}/{cache_prefix}"
+            self.task_role.add_to_principal_policy(
+                iam.PolicyStatement(actions=["s3:PutObject"], resources=[bucket.arn_for_objects(f"{cache_prefix}*")],
+                                    conditions={"Null": {"s3:if-none-match": "false"}}))
+        return environment
+
+    def _server_secrets(self, api_keys_secret: secretsmanager.ISecret | None) -> dict[str, ecs.Secret]:
+        contract = self._contract
+        secrets = dict(contract.secrets)
+        if api_keys_secret is None:
+            return secrets
+        assert contract.api_keys_variable is not None  # service_checks.check_api_keys_variable
+        secrets[contract.api_keys_variable] = ecs.Secret.from_secrets_manager(api_keys_secret, field=contract.api_key_field)
+        if contract.api_key_field is not None and api_keys_secret.secret_full_arn is None:
+            cdk.Annotations.of(self._scope).add_warning_v2(
+                "gpu-inference:partial-secret-arn",
+                f"models[{self._model.name}] reads the key {contract.api_key_field!r} of an API-key secret imported by name: "
+                "ECS gets its partial ARN (no random suffix) with a JSON key, which Secrets Manager resolves only "
+                "when no other secret's name starts with the same name. Import it with "
+                "secretsmanager.Secret.from_secret_complete_arn (the ARN with its six-character suffix).")
+        return secrets
+
+    def _add_server(self, uri: str, stop_timeout_seconds: int, start_period: int,
+                    api_keys_secret: secretsmanager.ISecret | None) -> ecs.ContainerDefinition:
+        contract, model = self._contract, self._model
+        environment = self._server_environment(uri)
+        secrets = self._server_secrets(api_keys_secret)
+        linux_parameters = ecs.LinuxParameters(
+            self._scope, "LinuxParameters", init_process_enabled=True, shared_memory_size=contract.shared_memory_mib
+        )
+        for path, size in contract.tmpfs_mib.items():
+            linux_parameters.add_tmpfs(
+                ecs.Tmpfs(container_path=path, size=size, mount_options=[ecs.TmpfsMountOption.NOSUID, ecs.TmpfsMountOption.NODEV])
+            )
+        liveness = contract.liveness
+        container = self.task_definition.add_container(
+            "server",
+            image=contract.image,
+            entry_point=list(contract.entry_point) if contract.entry_point else None,
+            command=list(contract.command),
+            cpu=model.cpu,
+            memory_reservation_mib=model.memory_mib,
+            gpu_count=None if model.gpu_share is not None else model.gpus,
+            environment=environment,
+            secrets=secrets or None,
+            port_mappings=[ecs.PortMapping(container_port=contract.port, protocol=ecs.Protocol.TCP, name="http")],
+            logging=self.log_driver(),
+            readonly_root_filesystem=contract.read_only_root_filesystem,
+            privileged=False,
+            user=contract.user,
+            stop_timeout=cdk.Duration.seconds(stop_timeout_seconds),
+            linux_parameters=linux_parameters,
+            health_check=ecs.HealthCheck(
+                command=list(liveness.command),
+                interval=cdk.Duration.seconds(liveness.interval_seconds),
+                timeout=cdk.Duration.seconds(liveness.timeout_seconds),
+                retries=liveness.retries,
+                start_period=cdk.Duration.seconds(start_period),
+            ),
+            ulimits=[ecs.Ulimit(name=ecs.UlimitName.NOFILE, soft_limit=65536, hard_limit=65536)],
+        )
+        if model.gpu_share is not None:
+            write_share(self.task_definition, SERVER_CONTAINER_INDEX, model.gpu_share)
+        container.add_mount_points(ecs.MountPoint(container_path=SCRATCH_PATH, source_volume="scratch", read_only=False))
+        return container
+
+    def _fetcher_image(self) -> ecs.ContainerImage:
+        return self._contract.model_source.fetcher_image or ecs.ContainerImage.from_registry(DEFAULT_FETCHER_IMAGE)
+
+    def _add_scratch_owner(self) -> ecs.ContainerDefinition:
+        """The init container ``scratch-owner`` (root, CHOWN only): creates scratch's folders and hands the volume,
+        which Docker creates root-owned, to the server's user; it reads nothing. The server starts after it
+        succeeded."""
+        contract = self._contract
+        owner = self.task_definition.add_container(
+            "scratch-owner",
+            image=self._fetcher_image(),
+            essential=False,
+            entry_point=["/bin/sh", "-c"],
+            command=[f'set -eu; mkdir -p "$MODEL_DIR" {SCRATCH_PATH}/home {SCRATCH_PATH}/cache {SCRATCH_PATH}/tmp; '
+                     f'chown -R "$SERVER_USER" {SCRATCH_PATH}'],
+            cpu=FETCHER_CPU,
+            memory_reservation_mib=FETCHER_MEMORY_MIB,
+            environment={"MODEL_DIR": contract.model_source.local_path, "SERVER_USER": contract.user},
+            logging=self.log_driver(),
+            readonly_root_filesystem=True,
+            privileged=False,
+            user="0",
+            linux_parameters=_capabilities(self._scope, "ScratchOwnerLinuxParameters", keep=[ecs.Capability.CHOWN]),
+        )
+        self.acknowledgements.add(
+            "scratch-owner", "user",
+            "Root with every capability dropped but CHOWN: Docker creates the task's scratch volume owned by root, and "
+            "only root may hand it to the server's user. It runs mkdir and chown, reads no input and exits; the model "
+            "fetch and the server run as that user.",
+        )
+        owner.add_mount_points(ecs.MountPoint(container_path=SCRATCH_PATH, source_volume="scratch", read_only=False))
+        return owner
+
+    def _add_model_fetcher(self, uri: str, region: str) -> ecs.ContainerDefinition:
+        """The init container ``model-fetch``, after ``scratch-owner``, as the server's user: copy the model's S3
+        prefix to scratch, check the files against the SHA256SUMS that publish wrote beside the manifest, side by side
+        (model_fetch.py; a prefix without a manifest is copied unverified, and says so), exit 0."""
+        owner = self.scratch_owner
+        assert owner is not None  # every copy_to_scratch source has one
+        fetcher = self.task_definition.add_container(
+            "model-fetch",
+            image=self._fetcher_image(),
+            essential=False,
+            entry_point=["/bin/sh", "-c"],
+            command=[fetch_script()],
+            cpu=FETCHER_CPU,
+            memory_reservation_mib=FETCHER_MEMORY_MIB,
+            environment={
+                "MODEL_URI": uri,
+                "MODEL_DIR": self._contract.model_source.local_path,
+                "AWS_DEFAULT_REGION": region,
+                "HOME": f"{SCRATCH_PATH}/tmp",
+                "TMPDIR": f"{SCRATCH_PATH}/tmp",
+            },
+            logging=self.log_driver(),
+            readonly_root_filesystem=True,
+            privileged=False,
+            user=self._contract.user,
+            linux_parameters=_capabilities(self._scope, "FetcherLinuxParameters", keep=[]),
+        )
+        fetcher.add_mount_points(ecs.MountPoint(container_path=SCRATCH_PATH, source_volume="scratch", read_only=False))
+        fetcher.add_container_dependencies(ecs.ContainerDependency(container=owner, condition=ecs.ContainerDependencyCondition.SUCCESS))
+        return fetcher
+
+    def _add_metrics_collector(self, region: str, environment_name: str) -> ecs.ContainerDefinition:
+        """The CloudWatch agent as a sidecar: scrapes the server's Prometheus metrics over the task's loopback."""
+        metrics = self._contract.metrics
+        assert metrics is not None  # called only for a contract with metrics
+        collector = self.task_definition.add_container(
+            "metrics-collector",
+            image=metrics.collector_image or ecs.ContainerImage.from_registry(DEFAULT_COLLECTOR_IMAGE),
+            essential=False,
+            enable_restart_policy=True,
+            cpu=metrics.collector_cpu,
+            memory_reservation_mib=metrics.collector_memory_mib,
+            environment=collector_config(
+                self._contract,
+                environment_name=environment_name,
+                model_name=self._model.name,
+                region=region,
+                log_group_name=self._log_group.log_group_name,
+            ),
+            logging=self.log_driver(),
+            privileged=False,
+            # The agent writes its translated configuration under /opt/aws: a writable root, no capabilities.
+            readonly_root_filesystem=False,
+            linux_parameters=_capabilities(self._scope, "CollectorLinuxParameters", keep=[]),
+        )
+        for what in ("user", "readonly_root_filesystem"):
+            self.acknowledgements.add(
+                "metrics-collector", what,
+                "The CloudWatch agent image runs as its default user, root, and its entrypoint writes the translated "
+                "configuration and state under /opt/aws/amazon-cloudwatch-agent; every capability is dropped, it is "
+                "not essential, reads only the task's loopback and writes only this model's log group.",
+            )
+        self.task_role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
+                resources=[self._log_group.log_group_arn],
+            )
+        )
+        return collector
+
+    def acknowledge_findings(self) -> None:
+        """cdk-nag's findings on the task definition, the execution role and the task role, each with its reason."""
+        scope, bucket = self._scope, self._source.bucket
+        acknowledge(
+            default_child(self.task_definition),
+            "AwsSolutions-ECS2",
+            "Only non-secret settings (model name, version, S3 URI, batch and timeout limits) are plain environment; "
+            "API keys come from Secrets Manager. Asserted by tests/infra/test_service.py::test_secrets_are_injected_not_in_environment.",
+        )
+        execution_policy = default_policy(self.task_definition.obtain_execution_role())
+        acknowledge(
+            execution_policy,
+            "AwsSolutions-IAM5[Resource::*]",
+            "Added by aws-cdk-lib for the ECS execution role: ecr:GetAuthorizationToken has no resource-level permissions. "
+            "Image pulls, log writes and secret reads are scoped to their ARNs.",
+        )
+        read_prefix = f"{self._read_prefix}*"
+        acknowledge_when_resolved(
+            default_policy(self.task_role),
+            lambda: f"AwsSolutions-IAM5[Resource::{nag_rendering(scope, bucket.arn_for_objects(read_prefix))}]",
+            "The task reads every object under its own model's prefix (versions are folders under it); "
+            "nothing else in the bucket. Asserted by tests/infra/test_service.py::test_task_role_reads_only_its_model_prefix.",
+        )
+        if self.compile_cache_prefix is not None:
+            cache_objects = bucket.arn_for_objects(f"{self.compile_cache_prefix}*")
+            acknowledge_when_resolved(
+                default_policy(self.task_role),
+                lambda: f"AwsSolutions-IAM5[Resource::{nag_rendering(scope, cache_objects)}]",
+                "The server creates its compile cache, one archive per torch version, GPU kind and compile settings, under its own model "
+                "version's .compile-cache/ folder, never replacing one (s3:if-none-match); it writes nowhere else. Asserted by "
+                "tests/consumer/test_compile_cache.py::test_the_task_may_read_its_cache_and_only_create_one_and_write_nothing_else.",
+            )
+
+
+def _capabilities(scope: Construct, construct_id: str, keep: list[ecs.Capability]) -> ecs.LinuxParameters:
+    parameters = ecs.LinuxParameters(scope, construct_id, init_process_enabled=True)
+    parameters.drop_capabilities(ecs.Capability.ALL)
+    if keep:
+        parameters.add_capabilities(*keep)
+    return parameters
