@@ -30,6 +30,7 @@ from . import metric_names
 from .errors import ConfigError, require, require_range
 from .instance_catalog import GpuInstanceType
 from .model_props import ModelProps
+from .server_facts import server as server_facts
 from .service_timing import SPOT_NOTICE_SECONDS, ServiceTimingProps
 
 SCRATCH_PATH = "/scratch"
@@ -197,10 +198,10 @@ class ScalingSignal:
 
 
 # The bundled server (inference_image/inference_server): SIGTERM -> every HTTP worker finishes its accepted requests
-# for at most DRAIN_TIMEOUT_S (settings.py, default 70), then the supervisor gives what is left WORKER_STOP_GRACE_S
-# (supervisor.py, 15) before it kills it and exits. tests/infra/test_server_contract.py reads both from the server.
-BUNDLED_DEFAULT_DRAIN_SECONDS = 70
-BUNDLED_EXIT_SECONDS = 15
+# for at most DRAIN_TIMEOUT_S (default 70), then the supervisor gives what is left 15 s before it kills it and exits:
+# the server's own facts (inference_server/facts.py).
+BUNDLED_DEFAULT_DRAIN_SECONDS: int = server_facts.DRAIN_TIMEOUT_S
+BUNDLED_EXIT_SECONDS: int = server_facts.EXIT_GRACE_S
 
 
 # vLLM 0.32 (vllm/engine/arg_utils.py, config/vllm.py): ``--shutdown-timeout N`` (default 0). On SIGTERM the API

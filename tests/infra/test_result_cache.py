@@ -222,7 +222,7 @@ def test_the_servers_failed_calls_alarm_is_one_query_over_exactly_what_they_emit
     its metric, namespace, dimension set and environment are those of the EMF document the server writes (its own
     emf.document) with the DEPLOYMENT_ENV each cached model's task is given, so CloudWatch matches it at run time."""
     from inference_server import emf
-    from inference_server import metric_names as server_names
+    from inference_server import facts as server_names
 
     _, alarm = connection_alarm(world)
     (query,) = alarm["Metrics"]
