@@ -127,9 +127,9 @@ def test_only_the_model_process_imports_the_model_side():
 
 def test_the_walk_finds_a_worker_module_that_imports_the_model_side(tmp_path):
     package = tmp_path / "inference_server"
-    package.mkdir()
-    (package / "client.py").write_text("def f():\n    from .model_runner import ResultCode\n")
-    (package / "service.py").write_text("from . import batcher\n")
+    (package / "front").mkdir(parents=True)
+    (package / "front" / "client.py").write_text("def f():\n    from ..engine.model_runner import ResultCode\n")
+    (package / "front" / "service.py").write_text("from ..engine import batcher\n")
     assert importers_of_the_model_side(package) == {"inference_server.front.client", "inference_server.front.service"}
 
 
