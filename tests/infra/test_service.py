@@ -155,8 +155,8 @@ def test_a_task_on_a_large_host_starts_the_workers_its_reservation_pays_for(tmp_
     """The server, given the task's environment on a host with more CPUs than the task reserves, starts WORKERS
     workers (the supervisor's own count: settings first, CPUs it can see only without them)."""
     from gpu_inference_constructs.bundled_server import bundled_workers
-    from inference_server.supervisor import processes as supervisor
     from inference_server.settings import load_settings
+    from inference_server.supervisor import processes as supervisor
 
     environment = {"MODEL_NAME": "m", "MODEL_VERSION": "1", "MODEL_URI": str(tmp_path), "MODEL_TASK": "text-embedding",
                    "WORKERS": str(bundled_workers(3072))}
