@@ -55,7 +55,7 @@ lock_entry = awk '/^$(1)==/ {on = 1} on {print; if ($$0 !~ /\\$$/) exit}' $(2)
 
 REINSTALL_CDK = $(UV_PIP) $(PY) --reinstall --no-deps $(HASHED) -r <($(call lock_entry,aws-cdk-lib,requirements.lock))
 WARM_APP := 'import cdk_nag, stacks.stage'
-WARM_SERVER := 'import inference_server.server, inference_server.model_runner; from transformers import AutoConfig, AutoModel, AutoModelForSequenceClassification, AutoTokenizer'
+WARM_SERVER := 'import inference_server.front.server, inference_server.engine.model_runner; from transformers import AutoConfig, AutoModel, AutoModelForSequenceClassification, AutoTokenizer'
 
 # pip bootstraps uv: the base Python's where it can install into another interpreter (pip 22.3 or newer), else the
 # virtualenv's own from ensurepip.

@@ -137,7 +137,8 @@ def runtime_plan(runtimes: list[str], available_providers: list[str]) -> dict[st
 
 
 def runtime_config(cfg: BenchConfig, runtime: str) -> BenchConfig:
-    """Our server's settings for one runtime: FP16 throughout; COMPILE only for compile (the others run as built)."""
+    """Our server's settings for one runtime: FP16 throughout; MODEL_RUNTIME=compile only for compile (the others run as
+    built)."""
     return dataclasses.replace(cfg, compile=runtime == "compile", precision="fp16")
 
 

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from inference_server.handlers import Encoded, Handler, LoadContext
+from inference_server.handlers.batch import Batch
 
 from .models import NULL_PREDICTION
 
@@ -23,8 +24,8 @@ class NullHandler(Handler):
     def preprocess(self, texts: list[str]) -> list[Encoded]:
         return [Encoded(1, _ONE) for _ in texts]
 
-    def forward(self, batch: list[Encoded], batch_size: int, seq_len: int) -> Any:
-        return np.zeros((len(batch), 1), dtype=np.int8)
+    def forward(self, batch: Batch) -> Any:
+        return np.zeros((batch.count, 1), dtype=np.int8)
 
     def postprocess(self, outputs: Any, count: int) -> list[Any]:
         return [NULL_PREDICTION] * count
@@ -43,8 +44,8 @@ class TimedHandler(NullHandler):
 
         self._batch_s = float(os.environ.get("BENCH_BATCH_MS", "20")) / 1000
 
-    def forward(self, batch: list[Encoded], batch_size: int, seq_len: int) -> Any:
+    def forward(self, batch: Batch) -> Any:
         import time
 
         time.sleep(self._batch_s)
-        return super().forward(batch, batch_size, seq_len)
+        return super().forward(batch)

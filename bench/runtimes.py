@@ -37,7 +37,8 @@ def _log(message: str) -> None:
 
 
 def gate_runtime(model_dir: Path, runtime: str) -> dict:
-    from inference_server.runtimes import RuntimeConversionError, convert_and_gate
+    from inference_server.handlers.runtimes import RuntimeConversionError
+    from inference_server.tools.conversion import convert_and_gate
 
     started = time.monotonic()
     try:

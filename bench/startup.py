@@ -64,7 +64,7 @@ def our_start(model_dir: str, cfg: BenchConfig, scratch: Path, warmup: str = "fi
            "HOST": HOST, "MODEL_NAME": "bench", "MODEL_VERSION": "1", "LOG_LEVEL": "info", "MODEL_URI": model_dir,
            "MODEL_TASK": "text-embedding", "MAX_BATCH_SIZE": str(cfg.max_batch_size),
            "MAX_SEQUENCE_LENGTH": str(cfg.max_sequence_length), "DEVICE": cfg.device, "PRECISION": cfg.precision,
-           "WORKERS": str(cfg.workers), "COMPILE": "false", "MODEL_RUNTIME": "eager",
+           "WORKERS": str(cfg.workers), "MODEL_RUNTIME": "eager",
            "MODEL_CACHE_DIR": cache, "TORCHINDUCTOR_CACHE_DIR": f"{cache}/torchinductor",
            "TRITON_CACHE_DIR": f"{cache}/triton", "WARMUP": warmup, **(extra_env or {})}
     wall_started, started = time.time(), time.monotonic()
@@ -193,7 +193,7 @@ def first_client_medians(clients: list[dict]) -> dict:
 # The compile starts' MAX_BATCH_SIZE: each start compiles every shape, 12 at 4 (batch 1, 2, 4 at four lengths) rather
 # than 24 at the default 32; readiness needs batch 1 at every length either way.
 COMPILE_MAX_BATCH = 4
-# The server's log messages that end each wait (inference_server/compile_cache.py, model_runner.py, batcher.py): the
+# The server's log messages that end each wait (inference_server/engine/compile_cache.py, model_runner.py, batcher.py): the
 # first is the one measured, the others end the wait without a figure.
 SAVED = ("compile cache saved", "compile cache not saved", "compile cache too large to keep",
          "compile cache not saved: a shape failed to warm", "compile cache already saved by another task")

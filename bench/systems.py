@@ -94,7 +94,7 @@ def _ours(server: str, model_spec: str, port: int, cfg: BenchConfig, scratch: Pa
     env.update(PORT=str(port), HOST="127.0.0.1", MODEL_NAME="bench", MODEL_VERSION="1", LOG_LEVEL="info",
                MAX_BATCH_SIZE=str(cfg.max_batch_size), MAX_BATCH_WAIT_MS=str(cfg.max_batch_wait_ms),
                MAX_SEQUENCE_LENGTH=str(cfg.max_sequence_length), DEVICE=cfg.device, PRECISION=cfg.precision,
-               COMPILE=str(cfg.compile).lower(), MODEL_CACHE_DIR=str(scratch / "model-cache"),
+               MODEL_RUNTIME="compile" if cfg.compile else "eager", MODEL_CACHE_DIR=str(scratch / "model-cache"),
                # Steady state from the first measured request: every shape warm, and its time seeding the deadline
                # admission, before ready (the default leaves long shapes to traffic; bench.startup measures that
                # start and its first client).

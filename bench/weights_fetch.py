@@ -1,5 +1,5 @@
 """Weights from S3 to a checked file: the bundled server's fetch, each piece hashed as it streams
-(inference_server.piece_fetch), against boto3's own transfer manager (s3transfer's ``download_file``, the AWS CLI's
+(inference_server.engine.piece_fetch), against boto3's own transfer manager (s3transfer's ``download_file``, the AWS CLI's
 engine, given the same 16 connections and 16 MiB ranges) alone and followed by the SHA-256 read-back the server did
 before (timed on its own: what streaming removes). One object, one S3 stand-in (bench.range_server, its own process,
 serving ranges from the page cache with sendfile; moto reads the whole object for every ranged GET), the three
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
                        "AWS_SECRET_ACCESS_KEY": "bench", "AWS_DEFAULT_REGION": "us-east-1"})
     from boto3.s3.transfer import TransferConfig
 
-    from inference_server.artifacts import DOWNLOAD_WORKERS, fetch_model, s3_client
+    from inference_server.engine.artifacts import DOWNLOAD_WORKERS, fetch_model, s3_client
     from inference_server.manifest import MANIFEST_FILE, PIECE_BYTES, build_manifest
 
     work = Path(tempfile.mkdtemp(prefix="weights-fetch-"))

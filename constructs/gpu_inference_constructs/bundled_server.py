@@ -25,17 +25,18 @@ from .server_contract import (
     require_props,
     sidecar_reservation,
 )
+from .server_facts import server as server_facts
 from .stop_timing import StopTiming
 
 if TYPE_CHECKING:
     from aws_cdk import aws_ecs as ecs
 
-# The bundled server's MODEL_RUNTIME values (inference_server.runtimes.RUNTIMES).
-MODEL_RUNTIMES = ("eager", "compile", "onnx", "int8")
-TASKS = ("text-classification", "text-embedding", "torch-export", "image-classification")
-TEXT_TASKS = ("text-classification", "text-embedding")
+# The bundled server's own facts (inference_server/facts.py): its MODEL_RUNTIME values, tasks and port.
+MODEL_RUNTIMES: tuple[str, ...] = server_facts.RUNTIMES
+TASKS: tuple[str, ...] = server_facts.TASKS
+TEXT_TASKS: tuple[str, ...] = server_facts.TEXT_TASKS
 
-BUNDLED_PORT = 8080
+BUNDLED_PORT: int = server_facts.PORT
 BUNDLED_USER = "10001:10001"
 BUNDLED_COMMAND = ("python", "-m", "inference_server")
 BUNDLED_LIVENESS = ("CMD", "python", "-m", "inference_server.healthcheck")
@@ -47,7 +48,7 @@ BUNDLED_READINESS_PATH = "/ready"
 # api_docs) docs are never forwarded: the listener's 404.
 BUNDLED_PUBLIC_PATHS = ("/predict*", "/v1/*", "/v2*")
 BUNDLED_DOCS_PATHS = ("/docs", "/openapi.json")
-MAX_BUNDLED_WORKERS = 256  # the server refuses more (inference_server.settings: WORKERS)
+MAX_BUNDLED_WORKERS: int = server_facts.MAX_WORKERS  # the server refuses more (its WORKERS)
 
 
 def bundled_stop(drain_seconds: int = BUNDLED_DEFAULT_DRAIN_SECONDS, request_timeout_seconds: int | None = None) -> StopTiming:
@@ -61,7 +62,7 @@ def bundled_environment_keys() -> tuple[str, ...]:
     return (
         "PORT", "MODEL_NAME", "MODEL_VERSION", "MODEL_URI", "MODEL_TASK", "MODEL_CACHE_DIR", "DEPLOYMENT_ENV",
         "MAX_BATCH_SIZE", "MAX_BATCH_WAIT_MS", "MAX_QUEUE_SIZE", "MAX_SEQUENCE_LENGTH", "REQUEST_TIMEOUT_S",
-        "DRAIN_TIMEOUT_S", "KEEP_ALIVE_S", "RESULT_CACHE_SIZE", "COMPILE", "MODEL_RUNTIME", "COMPILE_CACHE_URI", "REQUIRE_MANIFEST", "API_KEYS", "DOCS",
+        "DRAIN_TIMEOUT_S", "KEEP_ALIVE_S", "RESULT_CACHE_SIZE", "MODEL_RUNTIME", "COMPILE_CACHE_URI", "REQUIRE_MANIFEST", "API_KEYS", "DOCS",
         "AWS_DEFAULT_REGION", "HOME", "TMPDIR",
     )
 

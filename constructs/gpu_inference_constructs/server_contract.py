@@ -29,6 +29,7 @@ from .model_source import FETCH_CONTAINERS as FETCH_CONTAINERS
 from .model_source import PATH, SCRATCH_PATH, ModelFromS3
 from .prometheus_metrics import PrometheusMetrics
 from .prometheus_metrics import collector_config as collector_config
+from .server_facts import server as server_facts
 from .server_signals import ExpressionSignal, ScalingSignal, ServerAlarm, alarms_of_signals
 from .service_timing import ServiceTimingProps
 from .stop_timing import StopTiming
@@ -58,10 +59,10 @@ FETCHER_CPU, FETCHER_MEMORY_MIB = 128, 256
 
 
 # The bundled server (inference_image/inference_server): SIGTERM -> every HTTP worker finishes its accepted requests
-# for at most DRAIN_TIMEOUT_S (settings.py, default 70), then the supervisor gives what is left WORKER_STOP_GRACE_S
-# (supervisor.py, 15) before it kills it and exits. tests/infra/test_server_contract.py reads both from the server.
-BUNDLED_DEFAULT_DRAIN_SECONDS = 70
-BUNDLED_EXIT_SECONDS = 15
+# for at most DRAIN_TIMEOUT_S (default 70), then the supervisor gives what is left 15 s before it kills it and exits:
+# the server's own facts (inference_server/facts.py).
+BUNDLED_DEFAULT_DRAIN_SECONDS: int = server_facts.DRAIN_TIMEOUT_S
+BUNDLED_EXIT_SECONDS: int = server_facts.EXIT_GRACE_S
 
 def sidecar_reservation(model_source: ModelFromS3, metrics: PrometheusMetrics | None) -> tuple[int, int]:
     """(CPU units, MiB) of the containers beside the server: the init containers that prepare scratch and copy a

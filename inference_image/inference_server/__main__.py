@@ -6,40 +6,20 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
-from .gpu_share import read_share
+from .engine.gpu_share import read_share
 from .logs import configure_logging
 from .settings import Settings, SettingsError, load_settings
+from .supervisor.library_caches import confine_library_caches
 
 log = logging.getLogger("inference_server")
-
-
-def confine_library_caches(cache_dir: Path) -> None:
-    """Point every library cache into cache_dir: the root filesystem is read-only, only it and /tmp are writable.
-    Must run before torch or transformers are imported."""
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    defaults = {
-        "HF_HOME": cache_dir / "huggingface",
-        "TORCH_HOME": cache_dir / "torch",
-        "TORCHINDUCTOR_CACHE_DIR": cache_dir / "torchinductor",
-        "TRITON_CACHE_DIR": cache_dir / "triton",
-        "CUDA_CACHE_PATH": cache_dir / "nv-compute-cache",
-        "XDG_CACHE_HOME": cache_dir / "xdg",
-        "HF_HUB_OFFLINE": "1",  # models come from MODEL_URI only, never from a hub
-        "TRANSFORMERS_OFFLINE": "1",
-        "HF_HUB_DISABLE_TELEMETRY": "1",
-        "HF_HUB_DISABLE_PROGRESS_BARS": "1",
-    }
-    for name, value in defaults.items():
-        os.environ.setdefault(name, str(value))
 
 
 def resolve_task(settings: Settings) -> Settings:
     """MODEL_TASK defaults to the task recorded in the model's manifest (read before the server starts)."""
     if settings.model_task or settings.model_handler:
         return settings
-    from .artifacts import ArtifactError, read_manifest_at
+    from .engine.artifacts import ArtifactError, read_manifest_at
 
     manifest = read_manifest_at(settings.model_uri)
     if manifest is None and settings.manifest_required:
@@ -57,9 +37,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     configure_logging(settings.log_level, {"model": settings.model_name, "model_version": settings.model_version})
     confine_library_caches(settings.model_cache_dir)
-    from .artifacts import ArtifactError
+    from .engine.artifacts import ArtifactError
     from .handlers import HandlerError, check_handler_path
-    from .supervisor import run
+    from .supervisor.processes import run
 
     try:
         settings = resolve_task(settings)

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from . import metric_names as m
+from . import facts as m
 
 MILLISECONDS = "Milliseconds"
 COUNT = "Count"

@@ -1,28 +1,14 @@
 """The link between an HTTP worker and the model process: small control frames over a Unix socket, array
-payloads in shared memory.
+payloads in shared memory; and the status page the model process writes for every worker to read.
 
 Each direction of a link has its own ring: an anonymous shared-memory file (memfd: no name under /dev/shm, so
 nothing is left behind when a process dies; the kernel frees it with the last mapping) with one producer and one
 consumer. The producer copies a frame's arrays into the ring and sends a frame header naming where they are; the
 consumer copies them out when the frame arrives and moves the ring's tail, so messages are consumed in order and
 the ring never fragments. A frame whose arrays do not fit (the ring is full) carries them inline instead. Headers
-are JSON (orjson); nothing is pickled.
+are JSON (orjson); nothing is pickled. The messages themselves, each a type, and their headers: link_messages.py.
 
 Frame: u32 length of the rest | u32 header length | header JSON | inline payload (may be empty).
-
-This module is the whole link: its message kinds, result codes and status-page slots as enums, the errors a job
-ends with on either side and the result code each travels as, the messages' shapes, and the functions that write
-and read the two hot messages (submit_message/read_submit, result_row/results_message/read_results). A worker
-imports nothing from the model side.
-
-Messages (the header's "t"):
-- supervisor -> model process, on its control socket: ``worker`` (a new link: its socket and two ring fds), ``stop``;
-- worker -> model: ``submit`` (jobs: ``[job id, deadline, bypass queue limit, [[length, [array names]], ...]]``,
-  the arrays in the frame's payload, in order);
-- model -> worker: ``results`` (rows: ``[job id, ResultCode.OK, input tokens, queue wait s, inference s, output
-  names or None]`` with the outputs in the payload, or ``[job id, code, message]``), ``artifact``
-  (ArtifactMessage: where the model and its handler are), ``ready``.
-The rows are lists, not objects: orjson writes them without a per-row conversion.
 """
 
 from __future__ import annotations
@@ -33,34 +19,11 @@ import socket
 import struct
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
-from enum import IntEnum, StrEnum
-from typing import Any, NamedTuple, TypedDict
+from enum import IntEnum
+from typing import Any
 
 import numpy as np
 import orjson
-
-from .handlers.base import Encoded, InputError
-
-
-class Message(StrEnum):
-    WORKER = "worker"
-    STOP = "stop"
-    SUBMIT = "submit"
-    RESULTS = "results"
-    ARTIFACT = "artifact"
-    READY = "ready"
-
-
-class ResultCode(IntEnum):
-    """How a job ended, in a results row."""
-
-    OK = 0
-    DEADLINE = 1
-    INVALID_INPUT = 2
-    UNAVAILABLE = 3
-    QUEUE_FULL = 4
-    FAILED = 5
 
 
 class Slot(IntEnum):
@@ -79,116 +42,6 @@ class ModelState(IntEnum):
     READY = 1
     FAILED = 2
     STOPPED = 3
-
-
-class QueueFull(Exception):
-    pass
-
-
-class DeadlineExceeded(Exception):
-    pass
-
-
-class ModelUnavailable(Exception):
-    """The model is not loaded, failed, or the batcher stopped."""
-
-
-class ModelError(Exception):
-    """The model raised an error that is not the input's fault (a 500)."""
-
-
-# Each error a job can end with, as its result code; any other error is FAILED, and arrives as a ModelError.
-_ERROR_CODES: tuple[tuple[type[Exception], ResultCode], ...] = (
-    (DeadlineExceeded, ResultCode.DEADLINE), (InputError, ResultCode.INVALID_INPUT),
-    (ModelUnavailable, ResultCode.UNAVAILABLE), (QueueFull, ResultCode.QUEUE_FULL))
-_ERRORS = {code: kind for kind, code in _ERROR_CODES}
-
-
-@dataclass(frozen=True)
-class JobResult:
-    outputs: Any  # the job's rows of the model's outputs: a numpy array, or a dict of them
-    input_tokens: int
-    queue_wait_s: float
-    inference_s: float
-
-
-class Job(NamedTuple):
-    """One request's inputs on their way to the batcher (a tuple: made for every request on both sides)."""
-
-    job_id: int
-    deadline: float
-    bypass_queue_limit: bool
-    items: list[Encoded]
-
-
-class ArtifactMessage(TypedDict):
-    """Model -> worker, once the model process has fetched the model: what the worker loads its preprocessing from."""
-
-    t: str  # Message.ARTIFACT
-    model_dir: str
-    handler: str  # the handler class's source (handlers.handler_class_from)
-    task: str | None
-    manifest: bool
-    shared: dict[str, Any] | None  # preprocessing the model process loaded for the workers (Handler.shared_preprocessing)
-
-
-def submit_message(jobs: Sequence[Job]) -> tuple[dict[str, Any], list[np.ndarray]]:
-    """The submit header and its arrays, in the order read_submit reads them."""
-    rows, arrays = [], []
-    for job_id, deadline, bypass, items in jobs:
-        item_rows = []
-        for item in items:
-            names = list(item.data)
-            item_rows.append([item.length, names])
-            arrays.extend(np.asarray(item.data[name]) for name in names)
-        rows.append([job_id, deadline, bypass, item_rows])
-    return {"t": Message.SUBMIT, "jobs": rows}, arrays
-
-
-def read_submit(header: dict[str, Any], arrays: list[np.ndarray]) -> list[Job]:
-    jobs, index = [], 0
-    for job_id, deadline, bypass, items in header["jobs"]:
-        encoded = []
-        for length, names in items:
-            encoded.append(Encoded(length, dict(zip(names, arrays[index: index + len(names)], strict=False))))
-            index += len(names)
-        jobs.append(Job(job_id, deadline, bypass, encoded))
-    return jobs
-
-
-def result_row(job_id: int, outcome: JobResult | BaseException) -> tuple[list[Any], list[np.ndarray]]:
-    """A job's results row and the arrays that follow it in the frame's payload."""
-    if isinstance(outcome, JobResult):
-        outputs = outcome.outputs
-        names, arrays = (list(outputs), list(outputs.values())) if isinstance(outputs, dict) else (None, [outputs])
-        return [job_id, ResultCode.OK, outcome.input_tokens, outcome.queue_wait_s, outcome.inference_s, names], arrays
-    for kind, code in _ERROR_CODES:
-        if isinstance(outcome, kind):
-            return [job_id, code, str(outcome)], []
-    return [job_id, ResultCode.FAILED, f"{type(outcome).__name__}: {outcome}"], []
-
-
-def results_message(rows: list[list[Any]]) -> dict[str, Any]:
-    return {"t": Message.RESULTS, "results": rows}
-
-
-def read_results(header: dict[str, Any], arrays: list[np.ndarray]) -> list[tuple[int, JobResult | Exception]]:
-    """Each row's job id and what the job ended with: its JobResult, or the error it raised on the model side."""
-    outcomes: list[tuple[int, JobResult | Exception]] = []
-    index = 0
-    for row in header["results"]:
-        if row[1] != ResultCode.OK:
-            outcomes.append((row[0], _ERRORS.get(row[1], ModelError)(row[2])))
-            continue
-        job_id, _, tokens, queue_wait_s, inference_s, names = row
-        if names is None:
-            outputs: Any = arrays[index]
-            index += 1
-        else:
-            outputs = dict(zip(names, arrays[index: index + len(names)], strict=False))
-            index += len(names)
-        outcomes.append((job_id, JobResult(outputs, tokens, queue_wait_s, inference_s)))
-    return outcomes
 
 
 _FRAME = struct.Struct("<II")

@@ -25,8 +25,12 @@ from pathlib import Path
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from .artifacts import DOWNLOAD_WORKERS, ArtifactError, parse_s3_uri, s3_client
+from .engine.artifacts import DOWNLOAD_WORKERS, ArtifactError, parse_s3_uri, s3_client
+from .engine.probe_check import PROBED_TASKS, describe
+from .facts import RUNTIMES, TASKS
 from .handlers.artifact_check import EXPORT_TASKS, ArtifactCheckError, check_export_artifact
+from .handlers.checkpoint_check import ModelCheckError
+from .handlers.runtimes import RuntimeConversionError
 from .logs import configure_logging
 from .manifest import (
     MANIFEST_FILE,
@@ -38,9 +42,8 @@ from .manifest import (
     ManifestError,
     build_manifest,
 )
-from .model_check import PROBED_TASKS, ModelCheckError, describe, record_probe
-from .runtimes import RUNTIMES, RuntimeConversionError, convert_and_gate
-from .settings import MODEL_NAME_PATTERN, TASKS
+from .settings import MODEL_NAME_PATTERN
+from .tools.conversion import convert_and_gate, record_probe
 
 log = logging.getLogger("inference_server.publish")
 

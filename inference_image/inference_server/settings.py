@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .runtimes import RUNTIMES
+from . import facts
+from .facts import RUNTIMES, TASKS
 
-TASKS = ("text-classification", "text-embedding", "torch-export", "image-classification")
 MODEL_NAME_PATTERN = re.compile(r"[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?")
 
 
@@ -173,10 +173,9 @@ class Settings:
                                      "writable scratch directory for models and library caches")
     require_manifest: bool | None = _setting(_bool, None, "refuse a model without manifest.json (default: true for s3)")
     host: str = _setting(_str, "0.0.0.0", "listen address")
-    port: int = _setting(_int(1, 65535), 8080, "listen port")
+    port: int = _setting(_int(1, 65535), facts.PORT, "listen port")
     device: str = _setting(_choice("auto", "cpu", "cuda"), "auto", "auto picks cuda when present")
     precision: str = _setting(_choice("auto", "fp32", "fp16", "bf16"), "auto", "auto: fp16 on GPU, fp32 on CPU")
-    compile: bool = _setting(_bool, False, "torch.compile; CUDA graphs on GPU")
     model_runtime: str = _setting(_choice(*RUNTIMES), "eager",
                                   "eager, compile (torch.compile, CPU too), onnx (ONNX Runtime; CUDA/TensorRT EP on "
                                   "GPU) or int8 (ONNX Runtime, INT8 weights); all but eager must have been published "
@@ -197,7 +196,7 @@ class Settings:
     max_text_chars: int = _setting(_int(1), 10000, "longest text in characters")
     max_body_bytes: int = _setting(_int(64), 1048576, "largest request body")
     request_timeout_s: float = _setting(_float(0, exclusive=True), 10.0, "per-request deadline (504 after it)")
-    drain_timeout_s: float = _setting(_float(0), 70.0, "on SIGTERM, how long to finish accepted work")
+    drain_timeout_s: float = _setting(_float(0), float(facts.DRAIN_TIMEOUT_S), "on SIGTERM, how long to finish accepted work")
     keep_alive_s: float = _setting(_float(0, exclusive=True), 75.0, "HTTP keep-alive; keep above the ALB idle timeout")
     embedding_dimensions: tuple[int, ...] = _setting(
         _dimensions, (), "comma-separated sizes /v1/embeddings may truncate to (`dimensions`), for models trained "
@@ -229,7 +228,7 @@ class Settings:
     signal_interval_s: float = _setting(_float(0, exclusive=True), 5.0, "period of the model process's scale-out "
                                                                      "signal document (QueueDepth, high resolution: "
                                                                      "keep below the scaling alarms' 10 s)")
-    workers: int = _setting(_int(0, 256), 0, "HTTP worker processes; 0: one per CPU of the task, less one for the "
+    workers: int = _setting(_int(0, facts.MAX_WORKERS), 0, "HTTP worker processes; 0: one per CPU of the task, less one for the "
                                              "model process (at least 1)")
     access_log_sample: float = _setting(_fraction, 0.001, "share of successful requests that get an access log line "
                                                           "(errors and slow requests: up to a rate each)")

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .handlers import Encoded
+from .handlers.batch import Batch
 from .handlers.hf import TextClassificationHandler
 
 _WORDS = ("the a an and or not is was are be to of in on it this that good bad great terrible service food was "
@@ -145,9 +145,9 @@ class SlowClassificationHandler(TextClassificationHandler):
     """The tiny BERT's classifier with a pause in every batch (SLOW_HANDLER_DELAY_S, default 0.05 s), so tests can
     catch requests in flight."""
 
-    def forward(self, batch: list[Encoded], batch_size: int, seq_len: int) -> Any:
+    def forward(self, batch: Batch) -> Any:
         time.sleep(float(os.environ.get("SLOW_HANDLER_DELAY_S", "0.05")))
-        return super().forward(batch, batch_size, seq_len)
+        return super().forward(batch)
 
 
 class LocalModel:
@@ -155,10 +155,10 @@ class LocalModel:
     model process is (a socket pair and two shared-memory rings): for tests and notebooks."""
 
     def __init__(self, settings) -> None:
-        from .client import ModelClient
+        from .engine.model_runner import ModelRunner
+        from .front.client import ModelClient
+        from .front.service import WorkerService
         from .ipc import LinkEnds, StatusPage
-        from .model_runner import ModelRunner
-        from .service import WorkerService
 
         self.status = StatusPage.create()
         self.exits: list[int] = []

@@ -86,7 +86,7 @@ def test_gpu_server_mode_launches_our_server_with_its_default_worker_count_unles
     from bench.gpu_bench import gpu_config, parse_args
     from bench.systems import launch
     from inference_server.settings import load_settings
-    from inference_server.supervisor import task_cpus, worker_count
+    from inference_server.supervisor.processes import task_cpus, worker_count
 
     args = parse_args(["--server"])
     cfg = gpu_config(short=True, output_dir=tmp_path, model_dir=tmp_path, server_only=args.server,
@@ -138,9 +138,9 @@ def test_each_gpu_runtime_runs_in_fp16_and_only_compile_compiles(tmp_path):
 
     cfg = gpu_config(short=True, output_dir=tmp_path, model_dir=tmp_path, server_only=True)
     envs = {runtime: launch(OURS, str(tmp_path), 1234, runtime_config(cfg, runtime), tmp_path).env for runtime in GPU_RUNTIMES}
-    assert {runtime: (env["DEVICE"], env["PRECISION"], env["COMPILE"]) for runtime, env in envs.items()} == {
-        "eager": ("cuda", "fp16", "false"), "compile": ("cuda", "fp16", "true"),
-        "onnx": ("cuda", "fp16", "false"), "int8": ("cuda", "fp16", "false")}
+    assert {runtime: (env["DEVICE"], env["PRECISION"], env["MODEL_RUNTIME"]) for runtime, env in envs.items()} == {
+        "eager": ("cuda", "fp16", "eager"), "compile": ("cuda", "fp16", "compile"),
+        "onnx": ("cuda", "fp16", "eager"), "int8": ("cuda", "fp16", "eager")}
 
 
 def test_weights_fetch_bench_compares_the_three_clients_on_one_object():

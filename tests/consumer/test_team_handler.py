@@ -95,7 +95,7 @@ def test_a_torchscript_ranker_published_without_a_task_is_served_by_the_pages_ha
     import httpx
     import torch
 
-    from inference_server.app import create_app
+    from inference_server.front.app import create_app
     from inference_server.manifest import Manifest
     from inference_server.publish import publish
     from inference_server.settings import Settings

@@ -346,7 +346,7 @@ def assert_only_keyed_routes_are_forwarded(base: str, contract: ModelContract, e
     running server does not serve it) and outside it (docs, probes, metrics), as a client sends it: the listener
     rule forwards exactly the inference and metadata routes, and the running server answers each of those 401
     without a key or with a wrong one, and not 401 with the key; the probes answer the target group without one."""
-    from inference_server.app import create_app
+    from inference_server.front.app import create_app
     from inference_server.settings import load_settings
     from inference_server.testing import local_service
     from tests.e2e.exposure import exposure_problems, route_table

@@ -55,7 +55,7 @@ def bundled_contracts(synthesized):
 def server_app(contract, tmp_path):
     """The bundled server's app as the task definition configures it (settings from its environment, the secret as
     the shared stack generates it: a JSON object of names to keys)."""
-    from inference_server.app import create_app
+    from inference_server.front.app import create_app
     from inference_server.settings import load_settings
     from inference_server.testing import local_service
 

@@ -6,7 +6,6 @@ import math
 import pytest
 from aws_cdk.assertions import Template
 
-from gpu_inference_constructs import metric_names as infra_names
 from tests.conftest import metric_stats, single_metric
 from tests.infra.test_server_contract import on_cluster
 from tests.metric_math import evaluate
@@ -273,7 +272,7 @@ def test_the_dashboard_graphs_each_task_start_from_the_servers_start_metrics(env
     """The bundled server's one document per start (tests/server/test_process.py proves it is written, with these
     names): each phase a SEARCH over this environment's models, its maximum a minute."""
     config, template = env
-    from inference_server import metric_names as server_names
+    from inference_server import facts as server_names
 
     names = (server_names.STARTUP_SECONDS, server_names.STARTUP_FETCH_SECONDS, server_names.STARTUP_LOAD_SECONDS,
              server_names.STARTUP_WARMUP_SECONDS, server_names.STARTUP_COMPILE_SECONDS)
@@ -383,16 +382,6 @@ def test_cost_prices_are_settings_with_ranges():
     assert MonitoringProps(logs_ingestion_usd_per_gb=0.63).logs_ingestion_usd_per_gb == 0.63
     with pytest.raises(ConfigError, match="load_balancer_lcu_hourly_usd: -1 is out of range"):
         MonitoringProps(load_balancer_lcu_hourly_usd=-1)
-
-
-def test_server_and_infrastructure_agree_on_metric_names():
-    from inference_server import metric_names as server_names
-
-    def public(module):
-        return {k: v for k, v in vars(module).items() if k.isupper()}
-
-    assert public(infra_names) == public(server_names)
-    assert len(public(infra_names)) >= 14
 
 
 def test_the_dashboards_cost_agrees_with_the_sizing_advisors_arithmetic(env):

@@ -226,7 +226,7 @@ def test_the_servers_failed_calls_alarm_is_one_query_over_exactly_what_they_emit
     its metric, namespace, dimension set and environment are those of the EMF document the server writes (its own
     emf.document) with the DEPLOYMENT_ENV each cached model's task is given, so CloudWatch matches it at run time."""
     from inference_server import emf
-    from inference_server import metric_names as server_names
+    from inference_server import facts as server_names
 
     _, alarm = connection_alarm(world)
     (query,) = alarm["Metrics"]
@@ -295,7 +295,7 @@ def test_props_defaults():
 
 def test_the_tasks_access_string_runs_the_servers_client_and_nothing_else(tmp_path):
     """The user's ACL in a real Valkey: the server's lookups and stores work, other keys and commands are refused."""
-    from inference_server.shared_cache import SharedCache, SharedCacheConfig
+    from inference_server.front.shared_cache import SharedCache, SharedCacheConfig
 
     server = ValkeyServer(tmp_path).start()
     try:
@@ -305,7 +305,7 @@ def test_the_tasks_access_string_runs_the_servers_client_and_nothing_else(tmp_pa
         config = SharedCacheConfig(host="127.0.0.1", port=server.port, tls=False)
 
         async def run():
-            import inference_server.shared_cache as sc
+            import inference_server.front.shared_cache as sc
 
             def connect_as_tasks(c):
                 return valkey.asyncio.Valkey(host=c.host, port=c.port, username="tasks", password="secret-token",

@@ -156,8 +156,8 @@ def test_a_task_on_a_large_host_starts_the_workers_its_reservation_pays_for(tmp_
     """The server, given the task's environment on a host with more CPUs than the task reserves, starts WORKERS
     workers (the supervisor's own count: settings first, CPUs it can see only without them)."""
     from gpu_inference_constructs.bundled_server import bundled_workers
-    from inference_server import supervisor
     from inference_server.settings import load_settings
+    from inference_server.supervisor import processes as supervisor
 
     environment = {"MODEL_NAME": "m", "MODEL_VERSION": "1", "MODEL_URI": str(tmp_path), "MODEL_TASK": "text-embedding",
                    "WORKERS": str(bundled_workers(3072))}
@@ -410,9 +410,9 @@ def bundled_server_routes(model_name: str, version: str) -> dict:
     from types import SimpleNamespace
     from typing import cast
 
-    from inference_server.app import create_app
-    from inference_server.client import ModelClient
-    from inference_server.service import WorkerService
+    from inference_server.front.app import create_app
+    from inference_server.front.client import ModelClient
+    from inference_server.front.service import WorkerService
     from inference_server.settings import Settings
 
     settings = Settings(model_name=model_name, model_version=version, model_uri="/nonexistent", model_task="text-embedding")

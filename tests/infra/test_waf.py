@@ -127,9 +127,9 @@ def waf_transform(value: str, transformations: list[dict]) -> str:
 
 
 def server_accepts(header: str, value: str, key: str = "k1") -> bool:
-    """Whether the bundled server's front door (inference_server.middleware.FrontDoor._key_name, what it checks
+    """Whether the bundled server's front door (inference_server.front.middleware.FrontDoor._key_name, what it checks
     before any route) takes ``value`` in ``header`` as the API key ``key``."""
-    from inference_server.middleware import FrontDoor
+    from inference_server.front.middleware import FrontDoor
 
     door = FrontDoor.__new__(FrontDoor)
     door.api_keys = [("client", key.encode())]

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from inference_server.service import WorkerService
+from inference_server.front.service import WorkerService
 from inference_server.settings import Settings
 from inference_server.testing import LocalModel, build_tiny_bert, build_tiny_export_model, build_tiny_image_classifier
 

@@ -9,15 +9,12 @@ import numpy as np
 from pydantic import BaseModel
 
 from inference_server.handlers import Encoded, Handler, InputError, LoadContext
+from inference_server.handlers.batch import Batch
 
 
 class EchoPrediction(BaseModel):
     echo: str
     tokens: int
-
-
-def _text(data: dict[str, np.ndarray]) -> str:
-    return data["text"].tobytes().decode()
 
 
 class EchoHandler(Handler):
@@ -48,22 +45,19 @@ class EchoHandler(Handler):
     def warmup_input(self, seq_len: int) -> Encoded:
         return Encoded(seq_len, {"text": np.frombuffer(b"<warmup>", dtype=np.uint8)})
 
-    def forward(self, batch: list[Encoded], batch_size: int, seq_len: int) -> Any:
-        texts = [_text(e.data) for e in batch]
+    def forward(self, batch: Batch) -> Any:
+        padded = batch.arrays["text"]  # the engine pads each text's bytes with zeros (a text holds no NUL)
+        nbytes = (padded != 0).sum(axis=1)
+        texts = [padded[row, : nbytes[row]].tobytes().decode() for row in range(batch.count)]
         if texts[0] == "<warmup>":
-            self.warmups.append((batch_size, seq_len))
+            self.warmups.append((batch.size, batch.seq_len))
         else:
-            self.calls.append((batch_size, seq_len, texts))
+            self.calls.append((batch.size, batch.seq_len, texts))
             self.entered.set()
             self.gate.wait(30)
             if self.error is not None:
                 raise self.error
-        width = max(len(e.data["text"]) for e in batch)
-        padded = np.zeros((len(batch), max(width, 1)), dtype=np.uint8)
-        for row, e in enumerate(batch):
-            padded[row, : len(e.data["text"])] = e.data["text"]
-        return {"text": padded, "nbytes": np.array([len(e.data["text"]) for e in batch]),
-                "tokens": np.array([e.length for e in batch])}
+        return {"text": padded, "nbytes": nbytes, "tokens": batch.lengths}
 
     def postprocess(self, outputs: Any, count: int) -> list[Any]:
         return [{"echo": outputs["text"][i, : outputs["nbytes"][i]].tobytes().decode(),

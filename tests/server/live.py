@@ -11,8 +11,8 @@ from contextlib import contextmanager
 
 import uvicorn
 
-from inference_server.app import create_app
-from inference_server.service import WorkerService
+from inference_server.front.app import create_app
+from inference_server.front.service import WorkerService
 
 
 @contextmanager

@@ -8,9 +8,10 @@ import time
 import orjson
 import pytest
 
-from inference_server import admission
-from inference_server.admission import ALPHA, DEVIATIONS, SLOTS, Admission, BatchTimes
-from inference_server.batcher import Batcher
+from inference_server import batch_times
+from inference_server.batch_times import ALPHA, DEVIATIONS, SLOTS, BatchTimes
+from inference_server.engine.batcher import Batcher
+from inference_server.front.admission import Admission
 from inference_server.ipc import StatusPage
 
 from .conftest import model_handler
@@ -180,8 +181,8 @@ async def _call(app, headers: list[tuple[bytes, bytes]], body: bytes = b'{"text"
 
 @pytest.mark.anyio
 async def test_a_deadline_of_0_is_shed_at_once_without_reading_the_body_or_logging(echo_service, caplog):
-    from inference_server import metric_names as m
-    from inference_server.app import create_app
+    from inference_server import facts as m
+    from inference_server.front.app import create_app
 
     service = echo_service()
     app = create_app(service)
@@ -200,7 +201,7 @@ async def test_a_deadline_of_0_is_shed_at_once_without_reading_the_body_or_loggi
 @pytest.mark.anyio
 @pytest.mark.parametrize("value", [b"-1", b"soon", b"nan", b"inf", b""])
 async def test_a_bad_deadline_header_is_a_400(echo_service, value):
-    from inference_server.app import create_app
+    from inference_server.front.app import create_app
 
     status, _, body, reads = await _call(create_app(echo_service()), [(b"x-request-timeout-ms", value)])
     assert status == 400 and orjson.loads(body)["error"]["code"] == "invalid_timeout" and reads == 0
@@ -208,7 +209,7 @@ async def test_a_bad_deadline_header_is_a_400(echo_service, value):
 
 @pytest.mark.anyio
 async def test_the_clients_deadline_replaces_the_request_timeout(echo_service):
-    from inference_server.app import create_app
+    from inference_server.front.app import create_app
 
     service = echo_service(request_timeout_s=30.0)
     handler = model_handler(service)
@@ -224,7 +225,7 @@ async def test_the_clients_deadline_replaces_the_request_timeout(echo_service):
 
 @pytest.mark.anyio
 async def test_a_request_the_queue_would_make_late_is_shed_and_one_with_time_enough_admitted(echo_service):
-    from inference_server.app import create_app
+    from inference_server.front.app import create_app
 
     service = echo_service(max_batch_size=4)
     times = service.admission.times  # the same shared memory the model process writes: slow batches, faked
@@ -285,7 +286,7 @@ def test_readiness_holds_while_the_model_compiles_a_shape_and_only_then(echo_ser
     deadline behind a compile is no failure (the task would otherwise be taken out of the load balancer and replaced
     by ECS before its first compile ends), unless the compile runs past MAX_COMPILE_S, the test inference failed
     with an error of its own, or the model never served."""
-    from inference_server import service as service_module
+    from inference_server.front import service as service_module
 
     if case == "compiling too long":
         monkeypatch.setattr(service_module, "MAX_COMPILE_S", 0.5)
@@ -300,7 +301,7 @@ def test_readiness_holds_while_the_model_compiles_a_shape_and_only_then(echo_ser
     if case in ("compiling, a new worker", "compiling, never served"):
         service._probed_ok = False  # as a worker that started mid-compile
     if case == "compiling, never served":  # a model that has run nothing but its warm-up
-        for slot in range(admission._MIX, admission._MIX + admission.MAX_BUCKETS):
+        for slot in range(batch_times._MIX, batch_times._MIX + batch_times.MAX_BUCKETS):
             times.slots[slot] = 0
     if case != "not compiling":
         times.occupied(30.0)  # what the batcher publishes while it compiles

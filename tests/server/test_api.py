@@ -9,8 +9,8 @@ import time
 import httpx
 import pytest
 
-from inference_server import metric_names as m
-from inference_server.app import create_app
+from inference_server import facts as m
+from inference_server.front.app import create_app
 from inference_server.logs import JsonFormatter
 from inference_server.testing import local_service
 
@@ -136,7 +136,7 @@ async def test_sampled_and_slow_requests_get_an_access_line_without_metrics(echo
 
 
 def test_errors_are_logged_up_to_a_rate_limit_and_the_rest_counted():
-    from inference_server.middleware import AccessLog
+    from inference_server.front.middleware import AccessLog
 
     access = AccessLog(sample=0.0, slow_ms=1e9, errors_per_s=3)
     assert [access.wants(503, 0.1) for _ in range(5)] == [True, True, True, False, False]
@@ -145,7 +145,7 @@ def test_errors_are_logged_up_to_a_rate_limit_and_the_rest_counted():
 
 
 def test_slow_requests_are_logged_up_to_their_own_rate():
-    from inference_server.middleware import SLOW_LINES_PER_S, AccessLog
+    from inference_server.front.middleware import SLOW_LINES_PER_S, AccessLog
 
     access = AccessLog(sample=0.0, slow_ms=100.0, errors_per_s=3)
     assert sum(access.wants(200, 150.0) for _ in range(50)) == SLOW_LINES_PER_S  # everyone slow: a few examples
@@ -155,7 +155,7 @@ def test_slow_requests_are_logged_up_to_their_own_rate():
 
 
 def test_the_default_sample_is_well_under_one_percent():
-    from inference_server.middleware import AccessLog
+    from inference_server.front.middleware import AccessLog
     from inference_server.settings import Settings
 
     default = Settings.__dataclass_fields__["access_log_sample"].default
@@ -502,7 +502,7 @@ async def test_each_worker_and_the_model_write_one_emf_document_per_interval(ech
 
 
 def test_gpu_metrics_are_omitted_without_a_gpu():
-    from inference_server.gpu import GpuSampler
+    from inference_server.engine.gpu import GpuSampler
 
     assert GpuSampler(None).sample() == {}
     assert GpuSampler(0).sample() == {}  # no NVIDIA driver here
@@ -519,7 +519,7 @@ async def test_failed_requests_log_a_line_without_latency_metrics(classifier_ser
 
 def test_the_result_cache_never_answers_for_another_model_version():
     """During a canary both versions serve the same inputs; their cached results must not be interchangeable."""
-    from inference_server.cache import ResultCache
+    from inference_server.front.cache import ResultCache
 
     old, new = ResultCache(8, "2026-11-01"), ResultCache(8, "2026-12-01")
     old.put(old.key("same input"), "old result")
@@ -528,6 +528,6 @@ def test_the_result_cache_never_answers_for_another_model_version():
 
 
 def test_static_log_fields_name_the_version_on_every_line():
-    record = logging.LogRecord("inference_server.service", logging.WARNING, "", 0, "model loaded slowly", (), None)
+    record = logging.LogRecord("inference_server.front.service", logging.WARNING, "", 0, "model loaded slowly", (), None)
     line = json.loads(JsonFormatter({"model": "tiny", "model_version": "7"}).format(record))
     assert (line["model"], line["model_version"], line["message"]) == ("tiny", "7", "model loaded slowly")

@@ -10,8 +10,8 @@ from concurrent.futures import Future
 import numpy as np
 import pytest
 
-from inference_server.admission import SLOTS, BatchTimes
-from inference_server.batcher import (
+from inference_server.batch_times import SLOTS, BatchTimes
+from inference_server.engine.batcher import (
     COMPILE_RUNS,
     Batcher,
     DeadlineExceeded,
@@ -20,7 +20,7 @@ from inference_server.batcher import (
     QueueFull,
     size_buckets,
 )
-from inference_server.device import is_cuda_error
+from inference_server.engine.device import is_cuda_error
 from inference_server.handlers import InputError
 from inference_server.handlers.compiled import CompiledForward
 
@@ -107,13 +107,14 @@ class ColdGateHandler(EchoHandler):
         self.cold_entered = threading.Event()
         self.warm_at_call: list[set[tuple[int, int]]] = []
 
-    def forward(self, batch, batch_size, seq_len):
+    def forward(self, batch):
+        batch_size = batch.size
         if _is_warmup(batch) and batch_size > 1:
             self.cold_entered.set()
             assert self.cold_gate.wait(RESULT_TIMEOUT)
         elif not _is_warmup(batch):
             self.warm_at_call.append(set(self.warmups))
-        return super().forward(batch, batch_size, seq_len)
+        return super().forward(batch)
 
 
 class CostHandler(EchoHandler):
@@ -125,16 +126,17 @@ class CostHandler(EchoHandler):
         self.clock, self.cost_s = clock, cost_s
         self.real: list[tuple[int, int]] = []  # (batch size, length bucket) of each real batch
 
-    def forward(self, batch, batch_size, seq_len):
+    def forward(self, batch):
+        batch_size, seq_len = batch.size, batch.seq_len
         bucket = min(length for length in self.cost_s if length >= seq_len)
         self.clock.now += batch_size * self.cost_s[bucket]
         if not _is_warmup(batch):
             self.real.append((batch_size, bucket))
-        return super().forward(batch, batch_size, seq_len)
+        return super().forward(batch)
 
 
 def _is_warmup(batch) -> bool:
-    return batch[0].data["text"].tobytes() == b"<warmup>"
+    return batch.arrays["text"][0].tobytes().rstrip(b"\0") == b"<warmup>"
 
 
 def wait_for(condition, timeout: float = RESULT_TIMEOUT) -> None:
@@ -172,13 +174,14 @@ def test_no_request_waits_behind_a_long_warm_up_forward_and_a_shape_left_to_traf
         batchers, monkeypatch):
     """A long shape never runs as a warm-up, before ready or after (here the background warm-up of a model that
     compiles would start at ready): a warm-up forward of (2, 64) or larger would hold every request behind it."""
-    from inference_server import batcher as batcher_module
+    from inference_server.engine import batcher as batcher_module
 
     class HoldsLongWarmUps(CostHandler):
-        def forward(self, batch, batch_size, seq_len):
+        def forward(self, batch):
+            batch_size, seq_len = batch.size, batch.seq_len
             if _is_warmup(batch) and batch_size > 1 and seq_len == 64:
                 assert held.wait(RESULT_TIMEOUT)
-            return super().forward(batch, batch_size, seq_len)
+            return super().forward(batch)
 
     monkeypatch.setattr(batcher_module, "WARM_AFTER_READY_S", 0.0)
     clock, held, announced = Clock(), threading.Event(), threading.Event()
@@ -226,12 +229,13 @@ def test_a_shape_not_yet_warmed_answers_correctly_and_traffic_goes_before_the_re
 
 def test_a_failing_warm_up_shape_past_batch_1_is_logged_and_the_model_keeps_serving(batchers, caplog):
     class FailsAtBatch8(EchoHandler):
-        def forward(self, batch, batch_size, seq_len):
+        def forward(self, batch):
+            batch_size = batch.size
             if _is_warmup(batch) and batch_size == 8:
                 raise RuntimeError("out of memory at batch 8")
-            return super().forward(batch, batch_size, seq_len)
+            return super().forward(batch)
 
-    caplog.set_level(logging.INFO, logger="inference_server.batcher")
+    caplog.set_level(logging.INFO, logger="inference_server.engine.batcher")
     handler = FailsAtBatch8()
     batcher, _ = batchers(handler, max_batch_size=8, max_sequence_length=64)
     assert "warm-up of a shape failed" in caplog.text
@@ -246,11 +250,12 @@ def test_every_shape_warm_is_announced_once_and_failures_are_counted(batchers, w
     class FailsInTheMiddle(EchoHandler):
         failed = 0
 
-        def forward(self, batch, batch_size, seq_len):
+        def forward(self, batch):
+            batch_size, seq_len = batch.size, batch.seq_len
             if _is_warmup(batch) and (batch_size, seq_len) == (2, 32) and warmup == "first":
                 self.failed += 1
                 raise RuntimeError("out of memory at (2, 32)")
-            return super().forward(batch, batch_size, seq_len)
+            return super().forward(batch)
 
     announced: list[tuple[int, int]] = []
     handler = FailsInTheMiddle()
@@ -266,7 +271,7 @@ def test_every_shape_warm_is_announced_once_and_failures_are_counted(batchers, w
 def test_after_ready_the_background_compile_waits_and_traffic_or_a_stop_does_not(batchers, monkeypatch):
     """The workers' readiness test inferences come just after ready: served at once, not behind a compile; a stop
     during the wait returns at once. (A long wait here, so a slow test thread is still inside it.)"""
-    from inference_server import batcher as batcher_module
+    from inference_server.engine import batcher as batcher_module
 
     monkeypatch.setattr(batcher_module, "WARM_AFTER_READY_S", 30.0)
     handler = CompilingHandler()
@@ -285,7 +290,7 @@ def test_after_ready_the_background_compile_waits_and_traffic_or_a_stop_does_not
 
 
 def test_an_unknown_warmup_mode_is_refused():
-    with pytest.raises(ValueError, match="warmup must be one of"):
+    with pytest.raises(ValueError, match=r"warmup.*one of"):
         Batcher(EchoHandler, max_batch_size=8, max_wait_s=0, max_queue_size=8, max_sequence_length=64,
                 warmup="some")
 
@@ -513,14 +518,15 @@ class CompilingHandler(EchoHandler):
         self.hold_shape: tuple[int, int] | None = None  # only this shape's compile waits at compile_gate
         self.compiled = self.compiled_forward = CompiledForward(self._eager, lambda: self._compiled)
 
-    def forward(self, batch, batch_size, seq_len):
+    def forward(self, batch):
+        batch_size, seq_len = batch.size, batch.seq_len
         self._current = (batch, batch_size, seq_len)
         return self.compiled(np.zeros((batch_size, seq_len), dtype=np.int64))
 
     def _eager(self, shaped):
         batch, size, length = self._current
         self.ran.append(("eager", size, length, _is_warmup(batch)))
-        return EchoHandler.forward(self, batch, size, length)
+        return EchoHandler.forward(self, batch)
 
     def _compiled(self, shaped):
         batch, size, length = self._current
@@ -533,7 +539,7 @@ class CompilingHandler(EchoHandler):
         if runs == 1:
             time.sleep(self.compile_s)
         self.ran.append(("compiled", size, length, _is_warmup(batch)))
-        return EchoHandler.forward(self, batch, size, length)
+        return EchoHandler.forward(self, batch)
 
     def sides(self, warmup: bool) -> list[tuple[str, int, int]]:
         return [(side, size, length) for side, size, length, warm in self.ran if warm == warmup]
@@ -557,7 +563,7 @@ def test_a_compiling_model_is_ready_on_its_eager_forward_and_compiles_every_shap
 
 
 def test_traffic_of_a_shape_not_yet_compiled_runs_eagerly_behind_at_most_one_compile(batchers, monkeypatch):
-    from inference_server import batcher as batcher_module
+    from inference_server.engine import batcher as batcher_module
 
     monkeypatch.setattr(batcher_module, "WARM_AFTER_READY_S", 0.0)
     handler = CompilingHandler()
@@ -600,7 +606,7 @@ def test_warmup_all_compiles_every_shape_before_ready(batchers):
 @pytest.mark.parametrize("fail_run", [1, 2])
 def test_a_shape_that_fails_to_compile_keeps_serving_eagerly(batchers, caplog, warmup, fail_run):
     """At its compile, or at a later run (a CUDA graph's recording): counted, and not seeded with a compile's time."""
-    caplog.set_level(logging.INFO, logger="inference_server.batcher")
+    caplog.set_level(logging.INFO, logger="inference_server.engine.batcher")
     announced: list[int] = []
     seeds = SeedLog([0] * SLOTS)
     handler = CompilingHandler(fail_shape=(2, 16), fail_run=fail_run, compile_s=0.1)

@@ -1,4 +1,4 @@
-"""torch.compile's cache kept between tasks (inference_server.compile_cache): saved once, restored by the next task,
+"""torch.compile's cache kept between tasks (inference_server.engine.compile_cache): saved once, restored by the next task,
 and a missing, corrupt, oversized or hostile archive costs only the compile it would have saved. Against S3 (moto)
 and a directory. What it saves in a start is measured by `python -m bench.startup --compile` (bench/README.md)."""
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from inference_server import compile_cache
+from inference_server.engine import compile_cache
 from inference_server.settings import load_settings
 
 SETTINGS = {"dtype": "torch.float16", "runtime": "compile", "max_batch_size": 32, "max_sequence_length": 256}
@@ -75,7 +75,7 @@ def test_the_first_task_to_save_keeps_its_archive(store, tmp_path):
 
 
 def test_no_archive_means_compiling_afresh(store, tmp_path, caplog):
-    with caplog.at_level(logging.INFO, "inference_server.compile_cache"):
+    with caplog.at_level(logging.INFO, "inference_server.engine.compile_cache"):
         assert not compile_cache.restore(store, KEY, caches(tmp_path))
     assert "no compile cache yet" in caplog.text
 
@@ -112,7 +112,7 @@ def member(name: str, kind: bytes = tarfile.REGTYPE, size: int = 0, **attributes
 def test_an_unusable_or_hostile_archive_is_refused_and_nothing_lands_outside(store, tmp_path, data, request, caplog):
     put(store, data, request.getfixturevalue("s3") if store.startswith("s3://") else None)
     directories = caches(tmp_path / "task")
-    with caplog.at_level(logging.WARNING, "inference_server.compile_cache"):
+    with caplog.at_level(logging.WARNING, "inference_server.engine.compile_cache"):
         assert not compile_cache.restore(store, KEY, directories)
     assert "compile cache unusable; compiling afresh" in caplog.text
     assert not (tmp_path / "escape").exists() and not [f for d in directories.values() for f in d.rglob("*")]
@@ -132,7 +132,7 @@ def test_an_archive_whose_checksum_fails_is_refused(store, tmp_path, request, ca
         good = s3.get_object(Bucket=bucket, Key=prefix + "good.tar.gz")["Body"].read()
     put(store, with_bad_crc(good), request.getfixturevalue("s3") if store.startswith("s3://") else None)
     directories = caches(tmp_path / "task")
-    with caplog.at_level(logging.WARNING, "inference_server.compile_cache"):
+    with caplog.at_level(logging.WARNING, "inference_server.engine.compile_cache"):
         assert not compile_cache.restore(store, KEY, directories)
     assert "compile cache unusable" in caplog.text
     assert not list(directories["torchinductor"].rglob("*"))  # nothing half-restored for Inductor to load
@@ -142,7 +142,7 @@ def test_an_archive_whose_checksum_fails_is_refused(store, tmp_path, request, ca
 def test_an_archive_over_a_size_limit_is_refused(store, tmp_path, monkeypatch, limit, caplog):
     assert compile_cache.save(store, KEY, filled(tmp_path / "first"))
     monkeypatch.setattr(compile_cache, limit, 10)
-    with caplog.at_level(logging.WARNING, "inference_server.compile_cache"):
+    with caplog.at_level(logging.WARNING, "inference_server.engine.compile_cache"):
         assert not compile_cache.restore(store, KEY, caches(tmp_path / "task"))
     assert any("more than 10" in getattr(record, "error", "") for record in caplog.records), caplog.records
 
@@ -156,7 +156,7 @@ def test_only_plain_files_and_directories_are_unpacked(tmp_path, members, caplog
     store = tmp_path / "store"
     store.mkdir()
     (store / KEY).write_bytes(raw_archive(members))
-    with caplog.at_level(logging.WARNING, "inference_server.compile_cache"):
+    with caplog.at_level(logging.WARNING, "inference_server.engine.compile_cache"):
         assert not compile_cache.restore(str(store), KEY, caches(tmp_path / "task"))
     assert any("only plain files and directories" in getattr(r, "error", "") for r in caplog.records), caplog.records
 
@@ -164,7 +164,7 @@ def test_only_plain_files_and_directories_are_unpacked(tmp_path, members, caplog
 def test_too_many_members_are_refused(tmp_path, monkeypatch, caplog):
     monkeypatch.setattr(compile_cache, "MAX_MEMBERS", 2)
     assert compile_cache.save(str(tmp_path / "store"), KEY, filled(tmp_path / "first"))  # 2 folders, 4 files and more
-    with caplog.at_level(logging.WARNING, "inference_server.compile_cache"):
+    with caplog.at_level(logging.WARNING, "inference_server.engine.compile_cache"):
         assert not compile_cache.restore(str(tmp_path / "store"), KEY, caches(tmp_path / "task"))
     assert any("more than 2 members" in getattr(r, "error", "") for r in caplog.records), caplog.records
 
@@ -179,7 +179,7 @@ def test_a_body_longer_than_its_head_said_is_cut_off(monkeypatch, tmp_path, capl
 
     monkeypatch.setattr(compile_cache, "s3_client", lambda workers: Lying())
     monkeypatch.setattr(compile_cache, "MAX_ARCHIVE_BYTES", 10)
-    with caplog.at_level(logging.WARNING, "inference_server.compile_cache"):
+    with caplog.at_level(logging.WARNING, "inference_server.engine.compile_cache"):
         assert not compile_cache.restore("s3://bucket/models/m/.compile-cache/1/", KEY, caches(tmp_path))
     assert any("more than 10 bytes" in getattr(r, "error", "") for r in caplog.records), caplog.records
 
@@ -193,7 +193,7 @@ def test_a_403_on_the_archive_reads_as_no_archive(monkeypatch, tmp_path, caplog)
             raise ClientError({"Error": {"Code": "403", "Message": "Forbidden"}}, "HeadObject")
 
     monkeypatch.setattr(compile_cache, "s3_client", lambda workers: Forbidden())
-    with caplog.at_level(logging.INFO, "inference_server.compile_cache"):
+    with caplog.at_level(logging.INFO, "inference_server.engine.compile_cache"):
         assert not compile_cache.restore("s3://bucket/models/m/.compile-cache/1/", KEY, caches(tmp_path))
     assert "no compile cache yet (or none this task may read)" in caplog.text
 
@@ -201,7 +201,7 @@ def test_a_403_on_the_archive_reads_as_no_archive(monkeypatch, tmp_path, caplog)
 def test_a_store_that_cannot_be_written_costs_nothing(tmp_path, caplog):
     blocker = tmp_path / "file"
     blocker.write_text("a file where the store's directory would be")
-    with caplog.at_level(logging.WARNING, "inference_server.compile_cache"):
+    with caplog.at_level(logging.WARNING, "inference_server.engine.compile_cache"):
         assert not compile_cache.save(str(blocker), KEY, filled(tmp_path / "task"))
     assert "compile cache not saved" in caplog.text
 
@@ -234,7 +234,7 @@ def test_the_runner_restores_before_the_model_compiles_and_saves_once_every_shap
 def bare_runner(warm_failures: int = 0):
     import torch
 
-    from inference_server import model_runner
+    from inference_server.engine import model_runner
 
     runner = model_runner.ModelRunner.__new__(model_runner.ModelRunner)  # only what the two methods read
     vars(runner).update(_save_compile_cache=None, device=torch.device("cpu"), dtype=torch.float32, _torch=torch, compile=True,
@@ -247,7 +247,7 @@ def bare_runner(warm_failures: int = 0):
 @pytest.mark.parametrize("restored, warm_failures", [(True, 0), (False, 1), (False, 0)],
                          ids=["restored", "a-shape-failed", "saves"])
 def test_nothing_is_saved_after_a_restore_or_when_a_shape_failed_to_warm(monkeypatch, restored, warm_failures):
-    from inference_server import model_runner
+    from inference_server.engine import model_runner
 
     threads: list[str] = []  # the save's thread, recorded instead of started: no race with the assertion
     monkeypatch.setattr(compile_cache, "restore", lambda uri, key, dirs: restored)
@@ -292,7 +292,7 @@ def test_the_model_load_restores_before_the_handler_loads():
     before the handler builds, and so compiles, the model."""
     import inspect
 
-    from inference_server import model_runner
+    from inference_server.engine import model_runner
 
     source = inspect.getsource(model_runner.ModelRunner._load_handler)
     assert source.index("self._restore_compile_cache(") < source.index("handler.load(ctx)")

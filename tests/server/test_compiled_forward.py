@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from inference_server import runtimes
 from inference_server.handlers.compiled import CompiledForward
+from inference_server.tools import conversion
 
 
 class Sides:
@@ -114,7 +114,7 @@ def test_the_compile_gate_checks_the_compiled_forward(compiled_side, tiny_embedd
         return fn if compiled_side == "faithful" else (lambda *tensors: -fn(*tensors))
 
     monkeypatch.setattr(torch, "compile", fake_compile)
-    result = runtimes.gate(tiny_embedder_dir, "text-embedding", "compile")
+    result = conversion.gate(tiny_embedder_dir, "text-embedding", "compile")
     assert result.passed is (compiled_side == "faithful")
     if compiled_side == "wrong":
         assert result.value < 0  # the negated embeddings: cosine -1

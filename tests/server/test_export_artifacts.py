@@ -17,10 +17,10 @@ import orjson
 import pytest
 import torch
 
-from inference_server.handlers.base import InputError
 from inference_server.handlers.declaration import Declaration, DeclarationError, parse_declaration
 from inference_server.handlers.export_program import ProgramError, check_archive, check_program, load_program
 from inference_server.handlers.image import decode_image
+from inference_server.inputs import InputError
 from inference_server.manifest import Manifest
 from inference_server.publish import PublishError, publish
 from inference_server.testing import EXPORT_MODEL_JSON, image_model_json
@@ -99,13 +99,13 @@ def test_an_archive_with_a_pickled_entry_is_refused_before_loading(tiny_export_d
         return data
 
     rewritten_archive(tiny_export_dir / "model.pt2", tmp_path / "model.pt2", pickled)
-    with pytest.raises(ProgramError, match="stored as a pickle"):
+    with pytest.raises(ProgramError, match="pickle"):
         check_archive(tmp_path / "model.pt2")
 
 
 def test_a_file_that_is_not_an_archive_is_refused(tmp_path):
     (tmp_path / "model.pt2").write_bytes(b"not a zip")
-    with pytest.raises(ProgramError, match="not a torch.export archive"):
+    with pytest.raises(ProgramError, match=r"torch\.export archive"):
         load_program(tmp_path / "model.pt2")
 
 
@@ -128,14 +128,14 @@ def double_declaration(datatype: str = "FP32") -> Declaration:
 def test_a_program_must_match_its_declaration(tmp_path):
     program = exported(tmp_path, {"x": {0: torch.export.Dim("batch", min=1, max=16)}})
     check_program(program, double_declaration(), max_batch_size=16)
-    with pytest.raises(ProgramError, match="takes torch.float32, model.json declares INT64"):
+    with pytest.raises(ProgramError, match=r"torch\.float32.*INT64"):
         check_program(program, double_declaration("INT64"), max_batch_size=16)
-    with pytest.raises(ProgramError, match=r"batch dimension spans 1..16; it must cover 1..32 \(MAX_BATCH_SIZE\)"):
+    with pytest.raises(ProgramError, match=r"batch dimension.*MAX_BATCH_SIZE"):
         check_program(program, double_declaration(), max_batch_size=32)
 
 
 def test_a_program_exported_with_a_static_batch_is_refused(tmp_path):
-    with pytest.raises(ProgramError, match="the batch dimension is static"):
+    with pytest.raises(ProgramError, match=r"batch dimension.*static"):
         check_program(exported(tmp_path, None), double_declaration(), max_batch_size=4)
 
 
@@ -165,7 +165,7 @@ def test_an_image_over_the_pixel_limit_is_refused_from_its_header(tiny_image_dir
     assert prep is not None  # read with image=True
     prep = type(prep)(**{**prep.__dict__, "max_pixels": 100})
     started_at = time.perf_counter()
-    with pytest.raises(InputError, match="over the limit of 100"):
+    with pytest.raises(InputError, match="limit of 100"):
         decode_image(png(11, 10), prep)
     assert time.perf_counter() - started_at < 1
 
@@ -176,7 +176,7 @@ def test_publish_checks_an_export_artifact_before_uploading(s3, bucket, tiny_exp
     (broken / "model.pt2").write_bytes((tiny_export_dir / "model.pt2").read_bytes())
     (broken / "model.json").write_bytes(declaration_with(inputs__1__datatype="INT32"))
     uri = f"s3://{bucket}/models/tabular/1/"
-    with pytest.raises(PublishError, match="input counts .* the program takes torch.int64, model.json declares INT32"):
+    with pytest.raises(PublishError, match=r"input counts.*INT32"):
         publish(broken, uri, task="torch-export")
     assert "Contents" not in s3.list_objects_v2(Bucket=bucket)
     manifest = publish(tiny_export_dir, uri, task="torch-export")

@@ -126,23 +126,23 @@ def test_a_lock_missing_a_dependency_fails_the_hash_checking_install(resolutions
 
 
 def test_the_build_imports_every_server_module_the_lazy_libraries_and_the_image_codecs():
-    from inference_server import import_check
+    from inference_server.tools import import_check
 
     build = (IMAGE / "Dockerfile").read_text()
-    assert "&& python -P -m inference_server.import_check \\" in build  # in the install RUN, before rm -rf /build
+    assert "&& python -P -m inference_server.tools.import_check \\" in build  # in the install RUN, before rm -rf /build
     on_disk = {".".join(path.relative_to(IMAGE).with_suffix("").parts).removesuffix(".__init__")
                for path in (IMAGE / "inference_server").rglob("*.py")}
     assert set(import_check.server_modules()) == on_disk - {"inference_server"}
     assert {"inference_server.handlers.image", "inference_server.handlers.export",
-            "inference_server.protocols.oip", "inference_server.protocols.openai"} <= on_disk
+            "inference_server.front.protocols.oip", "inference_server.front.protocols.openai"} <= on_disk
     assert {"PIL.Image", "torch.export"} <= set(import_check.LAZY_IMPORTS)
-    done = subprocess.run([sys.executable, "-P", "-m", "inference_server.import_check"], capture_output=True,
+    done = subprocess.run([sys.executable, "-P", "-m", "inference_server.tools.import_check"], capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr
 
 
 def test_the_import_check_fails_naming_what_did_not_import(monkeypatch, capsys):
-    from inference_server import import_check
+    from inference_server.tools import import_check
 
     monkeypatch.setattr(import_check, "LAZY_IMPORTS", (*import_check.LAZY_IMPORTS, "no_such_library"))
     from PIL import features

@@ -14,7 +14,7 @@ import time
 import httpx
 import pytest
 
-from inference_server.app import create_app
+from inference_server.front.app import create_app
 from inference_server.handlers.declaration import read_declaration
 from inference_server.handlers.image import decode_image
 

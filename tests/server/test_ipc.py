@@ -14,20 +14,23 @@ import pytest
 
 import inference_server
 from inference_server.handlers import Encoded, InputError
-from inference_server.ipc import (
+from inference_server.ipc import LinkEnds
+from inference_server.link_messages import (
+    Artifact,
     DeadlineExceeded,
     Job,
     JobResult,
-    LinkEnds,
     Message,
     ModelError,
     ModelUnavailable,
+    NewWorker,
     QueueFull,
-    read_results,
-    read_submit,
-    result_row,
-    results_message,
-    submit_message,
+    Ready,
+    Results,
+    Stop,
+    Submit,
+    decode,
+    encode,
 )
 
 from .conftest import infer
@@ -86,7 +89,7 @@ def test_the_model_side_unmaps_a_links_rings_as_soon_as_its_worker_is_gone(echo_
     assert held(inodes) == []
 
 
-MODEL_SIDE = {"inference_server.batcher", "inference_server.model_runner"}
+MODEL_SIDE = {"inference_server.engine.batcher", "inference_server.engine.model_runner"}
 
 
 def importers_of_the_model_side(package: Path) -> set[str]:
@@ -116,27 +119,29 @@ def test_only_the_model_process_imports_the_model_side():
     (the worker imported result codes from model_runner, errors from batcher and the handler lookup from the
     model side)."""
     assert importers_of_the_model_side(Path(inference_server.__file__).parent) == {
-        "inference_server.model_runner",  # the batcher
-        "inference_server.children",  # run_model, the model process's entry
+        "inference_server.engine.model_runner",  # the batcher
+        "inference_server.supervisor.children",  # run_model, the model process's entry
         "inference_server.testing",  # LocalModel: the model side in a test's threads
     }
 
 
 def test_the_walk_finds_a_worker_module_that_imports_the_model_side(tmp_path):
     package = tmp_path / "inference_server"
-    package.mkdir()
-    (package / "client.py").write_text("def f():\n    from .model_runner import ResultCode\n")
-    (package / "service.py").write_text("from . import batcher\n")
-    assert importers_of_the_model_side(package) == {"inference_server.client", "inference_server.service"}
+    (package / "front").mkdir(parents=True)
+    (package / "front" / "client.py").write_text("def f():\n    from ..engine.model_runner import ResultCode\n")
+    (package / "front" / "service.py").write_text("from ..engine import batcher\n")
+    assert importers_of_the_model_side(package) == {"inference_server.front.client", "inference_server.front.service"}
 
 
 def test_a_submit_message_reads_back_as_the_jobs_it_was_written_from():
     items = [Encoded(3, {"input_ids": np.arange(3), "attention_mask": np.ones(3, dtype=np.int64)}),
              Encoded(1, {"pixels": np.zeros((2, 2), dtype=np.float32)})]
     jobs = [Job(7, 12.5, False, items), Job(8, 13.0, True, items[1:])]
-    header, arrays = submit_message(jobs)
+    header, arrays = encode(Submit(jobs))
     assert header["t"] == Message.SUBMIT
-    read = read_submit(orjson.loads(orjson.dumps(header)), arrays)  # the header crosses the link as JSON
+    message = decode(orjson.loads(orjson.dumps(header)), arrays)  # the header crosses the link as JSON
+    assert isinstance(message, Submit)
+    read = message.jobs
     assert [(j.job_id, j.deadline, j.bypass_queue_limit, len(j.items)) for j in read] == [(7, 12.5, False, 2), (8, 13.0, True, 1)]
     for sent, got in zip([*jobs[0].items, *jobs[1].items], [*read[0].items, *read[1].items], strict=True):
         assert got.length == sent.length and list(got.data) == list(sent.data)
@@ -144,17 +149,15 @@ def test_a_submit_message_reads_back_as_the_jobs_it_was_written_from():
 
 
 def test_every_outcome_a_job_ends_with_arrives_as_itself():
-    """Each row's result or error, through results_message and read_results: the worker raises what the batcher
+    """Each row's result or error, through a Results message: the worker raises what the batcher
     raised (a 4xx, 503 or 504 by its class), and anything else as a ModelError (a 500) that names it."""
     vector, named = np.arange(4, dtype=np.float32), {"logits": np.ones(2), "pooled": np.zeros(3)}
     outcomes = [JobResult(vector, 5, 0.01, 0.02), JobResult(named, 6, 0.0, 0.03), DeadlineExceeded("late"),
                 InputError("too long"), ModelUnavailable("loading"), QueueFull("full"), RuntimeError("CUDA error")]
-    rows, arrays = [], []
-    for job_id, outcome in enumerate(outcomes):
-        row, row_arrays = result_row(job_id, outcome)
-        rows.append(row)
-        arrays += row_arrays
-    received = read_results(orjson.loads(orjson.dumps(results_message(rows))), arrays)
+    header, arrays = encode(Results(list(enumerate(outcomes))))
+    message = decode(orjson.loads(orjson.dumps(header)), arrays)
+    assert isinstance(message, Results)
+    received = message.outcomes
     assert [job_id for job_id, _ in received] == list(range(len(outcomes)))
     (_, first), (_, second) = received[:2]
     assert isinstance(first, JobResult) and np.array_equal(first.outputs, vector) and first.input_tokens == 5
@@ -164,3 +167,16 @@ def test_every_outcome_a_job_ends_with_arrives_as_itself():
         assert type(got) is type(sent) and str(got) == str(sent)
     (_, failed) = received[6]
     assert type(failed) is ModelError and str(failed) == "RuntimeError: CUDA error"
+
+
+@pytest.mark.parametrize("message", [
+    NewWorker("3"), Stop(), Ready(),
+    Artifact("/tmp/model-cache/m/1", "task:text-embedding", "text-embedding", True, {"tokenizer": "{}"}),
+])
+def test_each_control_message_reads_back_as_itself(message):
+    header, arrays = encode(message)
+    assert arrays == [] and decode(orjson.loads(orjson.dumps(header)), []) == message
+
+
+def test_a_frame_of_an_unknown_kind_reads_as_nothing():
+    assert decode({"t": "gossip"}, []) is None

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from inference_server import publish as publish_cli
-from inference_server.artifacts import ArtifactError, fetch_model, parse_s3_uri, read_manifest_at
+from inference_server.engine.artifacts import ArtifactError, fetch_model, parse_s3_uri, read_manifest_at
 from inference_server.manifest import (
     MANIFEST_FILE,
     PUBLISHED_FILES,
@@ -89,7 +89,7 @@ def test_publish_uploads_every_file_and_the_manifest(s3, bucket, tiny_classifier
 def test_a_file_name_with_a_newline_cannot_be_published(tmp_path):
     (tmp_path / "config.json").write_text("{}")
     (tmp_path / "weights\nother").write_text("x")  # would split its SHA256SUMS line in two
-    with pytest.raises(ManifestError, match="unsafe or invalid file path"):
+    with pytest.raises(ManifestError, match="unsafe"):
         build_manifest(tmp_path, "m", "1")
 
 
@@ -142,7 +142,7 @@ def test_a_corrupted_file_in_s3_is_refused(s3, bucket, tiny_classifier_dir, tmp_
     original = s3.get_object(Bucket=bucket, Key="models/tiny/1/model.safetensors")["Body"].read()
     flipped = bytes([original[-1] ^ 1])
     s3.put_object(Bucket=bucket, Key="models/tiny/1/model.safetensors", Body=original[:-1] + flipped)
-    with pytest.raises(ArtifactError, match="model.safetensors: sha256"):
+    with pytest.raises(ArtifactError, match=r"model\.safetensors.*sha256"):
         fetch_model(uri, tmp_path, require_manifest=True)
 
 
@@ -150,7 +150,7 @@ def test_a_missing_file_in_s3_is_refused(s3, bucket, tiny_classifier_dir, tmp_pa
     uri = f"s3://{bucket}/models/tiny/1/"
     publish(tiny_classifier_dir, uri)
     s3.delete_object(Bucket=bucket, Key="models/tiny/1/tokenizer.json")
-    with pytest.raises(ArtifactError, match="tokenizer.json: missing"):
+    with pytest.raises(ArtifactError, match=r"tokenizer\.json.*missing"):
         fetch_model(uri, tmp_path, require_manifest=True)
 
 
@@ -158,7 +158,7 @@ def test_a_missing_manifest_is_refused_when_required(s3, bucket, tiny_classifier
     for path in tiny_classifier_dir.iterdir():
         s3.upload_file(str(path), bucket, f"models/tiny/1/{path.name}")
     uri = f"s3://{bucket}/models/tiny/1/"
-    with pytest.raises(ArtifactError, match="manifest.json not found"):
+    with pytest.raises(ArtifactError, match=r"manifest\.json.*not found"):
         fetch_model(uri, tmp_path, require_manifest=True)
     with caplog.at_level(logging.WARNING):
         artifact = fetch_model(uri, tmp_path, require_manifest=False)
@@ -176,10 +176,10 @@ def test_local_directories_are_verified_against_their_manifest(tiny_classifier_d
     (local / MANIFEST_FILE).write_bytes(build_manifest(local, "tiny", "1").to_json())
     assert fetch_model(str(local), tmp_path / "cache", require_manifest=True).manifest is not None
     (local / "vocab.txt").write_text("changed")
-    with pytest.raises(ArtifactError, match="vocab.txt: size"):
+    with pytest.raises(ArtifactError, match=r"vocab\.txt.*size"):
         fetch_model(str(local), tmp_path / "cache", require_manifest=False)
     (local / "vocab.txt").unlink()
-    with pytest.raises(ArtifactError, match="vocab.txt: missing"):
+    with pytest.raises(ArtifactError, match=r"vocab\.txt.*missing"):
         fetch_model(str(local), tmp_path / "cache", require_manifest=False)
     with pytest.raises(ArtifactError, match="does not exist"):
         fetch_model(str(tmp_path / "nowhere"), tmp_path / "cache", require_manifest=False)

@@ -9,7 +9,7 @@ import random
 import orjson
 import pytest
 
-from inference_server.metrics import MAX_ABS_VALUE, MAX_DISTINCT_VALUES, IntervalStats
+from inference_server.interval_stats import MAX_ABS_VALUE, MAX_DISTINCT_VALUES, IntervalStats
 
 
 def nearest_rank(sorted_values: list[float], q: float) -> float:

@@ -67,7 +67,7 @@ def refusal(settings) -> str:
 
 def write_local_version(model_dir: Path, task: str, *, probe: bool = True, runtimes: dict | None = None) -> None:
     """manifest.json beside the files, as publish writes it (with the probe publish records, unless probe=False)."""
-    from inference_server.model_check import record_probe
+    from inference_server.tools.conversion import record_probe
 
     recorded = record_probe(model_dir, task) if probe else None
     (model_dir / MANIFEST_FILE).write_bytes(build_manifest(model_dir, "tiny", "1", task, runtimes=runtimes,
@@ -151,8 +151,8 @@ def test_a_body_without_its_pooler_serves_embeddings_but_not_classification(tmp_
 
 def test_publish_records_the_probe_answer_and_the_server_answers_it_alike(s3, bucket, tiny_classifier_dir, tmp_path,
                                                                          caplog):
-    from inference_server.artifacts import read_manifest_at
-    from inference_server.model_check import PROBE_TEXT
+    from inference_server.engine.artifacts import read_manifest_at
+    from inference_server.engine.probe_check import PROBE_TEXT
 
     uri = f"s3://{bucket}/models/tiny/1/"
     publish(tiny_classifier_dir, uri, task="text-classification")
@@ -162,7 +162,7 @@ def test_publish_records_the_probe_answer_and_the_server_answers_it_alike(s3, bu
     assert (probe["text"], probe["task"], probe["runtime"], probe["device"]) == (
         PROBE_TEXT, "text-classification", "eager", "cpu")
     assert list(probe["answer"]["scores"]) == ["negative", "positive"]
-    with caplog.at_level(logging.INFO, "inference_server.model_check"):
+    with caplog.at_level(logging.INFO, "inference_server.engine.probe_check"):
         service = start_until_settled(make_settings(uri, model_cache_dir=tmp_path))
     try:
         assert service.readiness() is None
@@ -218,7 +218,7 @@ def test_a_model_served_under_another_task_than_published_refuses_to_become_read
 
 def test_a_manifest_without_a_probe_starts_with_a_warning(classifier_copy, caplog):
     write_local_version(classifier_copy, "text-classification", probe=False)
-    with caplog.at_level(logging.WARNING, "inference_server.model_check"):
+    with caplog.at_level(logging.WARNING, "inference_server.engine.probe_check"):
         service = start_until_settled(make_settings(classifier_copy, model_task="text-classification"))
     try:
         assert service.readiness() is None
@@ -232,13 +232,13 @@ def test_a_manifest_without_a_probe_starts_with_a_warning(classifier_copy, caplo
 
 
 def test_an_onnx_runtime_answers_the_eager_probe_within_its_gate(tiny_embedder_dir, tmp_path, caplog):
-    from inference_server.runtimes import convert_and_gate
+    from inference_server.tools.conversion import convert_and_gate
 
     model = shutil.copytree(tiny_embedder_dir, tmp_path / "embedder")
     gate = convert_and_gate(model, "text-embedding", "onnx").to_json()
     write_local_version(model, "text-embedding", runtimes={"onnx": gate})
     assert len(recorded_probe(model)["answer"]["embedding"]) == 32
-    with caplog.at_level(logging.INFO, "inference_server.model_check"):
+    with caplog.at_level(logging.INFO, "inference_server.engine.probe_check"):
         service = start_until_settled(make_settings(model, model_task="text-embedding", model_runtime="onnx"))
     try:
         assert service.readiness() is None

@@ -43,7 +43,7 @@ def test_warmup_inputs_have_exactly_the_bucket_length(embedder_service):
 
 def test_a_ready_server_answers_at_shapes_it_has_not_warmed_with_the_same_embeddings(tiny_embedder_dir,
                                                                                     embedder_service, monkeypatch):
-    from inference_server import batcher as batcher_module
+    from inference_server.engine import batcher as batcher_module
 
     monkeypatch.setattr(batcher_module, "SHORT_FORWARD_S", 0.0)  # no batch past 1 counts as short: only batch 1 warms
     cold = started(make_settings(tiny_embedder_dir, model_task="text-embedding"))

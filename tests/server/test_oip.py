@@ -16,7 +16,7 @@ import torch
 import tritonclient.http as tritonclient_http
 from tritonclient.utils import InferenceServerException
 
-from inference_server.app import create_app
+from inference_server.front.app import create_app
 from inference_server.handlers.declaration import read_declaration
 from inference_server.handlers.image import decode_image
 from inference_server.testing import reference_module

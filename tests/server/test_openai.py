@@ -12,7 +12,7 @@ import numpy as np
 import openai
 import pytest
 
-from inference_server.app import create_app
+from inference_server.front.app import create_app
 
 from .conftest import MINILM_API_KEY
 from .live import live_server

@@ -14,7 +14,7 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
 
-from inference_server.app import create_app
+from inference_server.front.app import create_app
 from inference_server.testing import (
     build_tiny_bert,
     build_tiny_export_model,

@@ -14,9 +14,8 @@ import numpy as np
 import pytest
 from botocore.credentials import Credentials
 
-from inference_server import metric_names as m
-from inference_server.settings import SettingsError
-from inference_server.shared_cache import (
+from inference_server import facts as m
+from inference_server.front.shared_cache import (
     CLOSED,
     HALF_OPEN,
     OPEN,
@@ -30,6 +29,7 @@ from inference_server.shared_cache import (
     input_key,
     key_prefix,
 )
+from inference_server.settings import SettingsError
 
 from .conftest import make_settings, model_handler, started
 from .valkey_server import ValkeyServer
@@ -56,9 +56,9 @@ class ForwardCounter:
         handler = model_handler(service)
         self.inputs, self._forward = 0, handler.forward
 
-        def forward(batch, batch_size, seq_len):
-            self.inputs += len(batch)
-            return self._forward(batch, batch_size, seq_len)
+        def forward(batch):
+            self.inputs += batch.count
+            return self._forward(batch)
 
         handler.forward = forward
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from inference_server.supervisor import MAX_WORKER_RESTARTS
+from inference_server.supervisor.processes import MAX_WORKER_RESTARTS
 
 from .test_process import free_port, json_lines, request, server_env, start, wait_until_ready
 

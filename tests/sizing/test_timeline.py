@@ -115,7 +115,7 @@ def test_the_connections_bind_the_fetch_when_the_volume_is_faster(monkeypatch):
 
 def test_the_timeline_counts_the_servers_own_number_of_connections():
     from gpu_inference_constructs.sizing.timeline import PIECE_FETCH_CONNECTIONS
-    from inference_server.artifacts import DOWNLOAD_WORKERS
+    from inference_server.engine.artifacts import DOWNLOAD_WORKERS
 
     assert PIECE_FETCH_CONNECTIONS == DOWNLOAD_WORKERS
 

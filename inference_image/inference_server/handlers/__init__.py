@@ -6,10 +6,12 @@ import importlib
 import importlib.util
 from pathlib import Path
 
+from ..inputs import Encoded, InputError
 from ..settings import Settings, SettingsError
-from .base import INPUT_KINDS, Encoded, Handler, InputError, LoadContext
+from .base import INPUT_KINDS, Handler, LoadContext
+from .batch import Batch
 
-__all__ = ["INPUT_KINDS", "Encoded", "Handler", "HandlerError", "check_handler_path", "InputError", "LoadContext",
+__all__ = ["INPUT_KINDS", "Batch", "Encoded", "Handler", "HandlerError", "check_handler_path", "InputError", "LoadContext",
            "ARTIFACT_HANDLER_FILE", "handler_class",
            "artifact_handler_class", "builtin_handler_class", "handler_class_from", "resolve_handler_class"]
 

@@ -1,5 +1,10 @@
 """The handler interface: how a model plugs into the server without forking it.
 
+Two methods are required: ``load(ctx)`` (load the weights onto ``ctx.device``) and ``forward(batch)`` (run the model
+on a Batch the engine has stacked and padded, handlers/batch.py). Everything else has a default: a ``"tensors"``
+handler's rows pass through ``preprocess`` as they are, ``forward``'s rows come back as the predictions and go out as
+the ``signature()``'s output tensors, and the probe and warm-up inputs are zeros of the signature's inputs.
+
 The server runs in two kinds of process, and a handler is created (with no arguments) in both:
 
 - every HTTP worker calls ``load_preprocessing(ctx)`` once, then ``preprocess`` for each request's inputs and
@@ -18,6 +23,9 @@ The boundary between the two is plain arrays, never pickled objects:
   (``{"input_ids": int32[n]}`` for text; any dtype and shape, e.g. ``{"pixels": uint8[3, 224, 224]}``).
   ``length`` (tokens, or 1 for inputs without a sequence) picks the input's length bucket. The arrays are
   copied into a shared-memory ring; the model process gets them back as numpy arrays of the same dtype/shape.
+- the engine stacks a batch's arrays into one ``Batch`` of the shape the model runs (``batch.size`` rows, padding rows
+  zeros or ``pad_values``; the inputs named in ``sequence_inputs`` padded to ``batch.seq_len``, the others to the
+  largest row's shape; ``batch.lengths`` each row's length).
 - model -> worker: ``forward`` returns a numpy array (or a CPU tensor) with one row per batch row, or a dict of
   such arrays. Each request's rows come back to its worker through shared memory, where ``postprocess`` turns
   them into JSON-able predictions.
@@ -45,15 +53,19 @@ Install the class in the image and start the server with ``MODEL_HANDLER=mypkg.m
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 import numpy as np
 from pydantic import BaseModel
 
+from ..inputs import Encoded
 from ..manifest import Manifest
 from ..tensor_spec import Signature
+from .batch import Batch
 from .compiled import CompiledForward
 
 
@@ -73,18 +85,6 @@ class LoadContext:
     shared: dict[str, Any] | None = None
 
 
-@dataclass(slots=True)
-class Encoded:
-    """One preprocessed input: `length` picks its length bucket, `data` maps names to numpy arrays."""
-
-    length: int
-    data: dict[str, np.ndarray]
-
-
-class InputError(ValueError):
-    """Raised by preprocess for an input the model cannot take: the request gets a 422, not a 500."""
-
-
 INPUT_KINDS = ("text", "bytes", "tensors")
 
 
@@ -99,9 +99,27 @@ class Handler:
     # True when preprocess can take milliseconds per input (decoding an image): the worker runs it on its small
     # thread pool instead of its event loop, so other requests are not held up meanwhile.
     slow_preprocess: ClassVar[bool] = False
+    # The inputs the engine pads along their first axis to the batch's sequence length (token ids), and what it pads
+    # an input with where not zero (a tokenizer's pad id).
+    sequence_inputs: ClassVar[tuple[str, ...]] = ()
+    pad_values: Mapping[str, float] = MappingProxyType({})
     # Set by load() when forward runs a torch.compile'd model (handlers/compiled.py): the model is ready on the eager
     # forward and each shape compiles in the background.
     compiled_forward: CompiledForward | None = None
+
+    # -- required ----------------------------------------------------------------------------------------------
+
+    def load(self, ctx: LoadContext) -> None:
+        """Model process only: load weights from ctx.model_dir onto ctx.device. Load safetensors, never pickles."""
+        raise NotImplementedError(f"{type(self).__name__}.load: a handler loads its model (see Handler)")
+
+    def forward(self, batch: Batch) -> Any:
+        """Model process: run the model on batch (batch.size rows, batch.count of them real). Return CPU arrays
+        (copied off any CUDA graph's memory) with batch.size or batch.count rows: a numpy array, a CPU tensor, or a
+        dict of them."""
+        raise NotImplementedError(f"{type(self).__name__}.forward: a handler runs its model (see Handler)")
+
+    # -- optional, with defaults ---------------------------------------------------------------------------------
 
     def load_preprocessing(self, ctx: LoadContext) -> None:
         """What preprocess, postprocess and signature need (a tokenizer, labels, a declaration). Runs in every
@@ -116,25 +134,34 @@ class Handler:
         load_preprocessing gets as ctx.shared; None: each worker loads its own."""
         return None
 
-    def load(self, ctx: LoadContext) -> None:
-        """Model process only: load weights from ctx.model_dir onto ctx.device. Load safetensors, never pickles."""
-        raise NotImplementedError
-
     def preprocess(self, inputs: list[Any]) -> list[Encoded]:
         """HTTP worker: one Encoded per input (of input_kind), in order. Raise InputError for an input the model
-        cannot take."""
-        raise NotImplementedError
-
-    def forward(self, batch: list[Encoded], batch_size: int, seq_len: int) -> Any:
-        """Model process: run the model on batch, padded to exactly (batch_size, seq_len); batch_size >=
-        len(batch) and seq_len >= every item's length. Return CPU arrays (copied off any CUDA graph's memory)
-        with batch_size or len(batch) rows: a numpy array, a CPU tensor, or a dict of them."""
-        raise NotImplementedError
+        cannot take. By default a "tensors" row (already checked against signature()) as it is."""
+        if self.input_kind != "tensors":
+            raise NotImplementedError(f"{type(self).__name__}.preprocess: a {self.input_kind!r} handler turns its "
+                                      "inputs into arrays (a tokenizer, an image decoder); only tensors pass as they are")
+        return [Encoded(1, {name: np.asarray(value) for name, value in row.items()}) for row in inputs]
 
     def postprocess(self, outputs: Any, count: int) -> list[Any]:
         """HTTP worker: the predictions of `count` rows of outputs (numpy: an array or a dict of arrays, as
-        forward returned them, holding this request's rows only); values orjson can serialise (numpy allowed)."""
-        raise NotImplementedError
+        forward returned them, holding this request's rows only); values orjson can serialise (numpy allowed).
+        By default each row: an array's row, or a dict of each array's row."""
+        if isinstance(outputs, dict):
+            return [{name: values[row].copy() for name, values in outputs.items()} for row in range(count)]
+        return [row.copy() if isinstance(row, np.ndarray) else row for row in np.asarray(outputs)[:count]]
+
+    def to_tensors(self, predictions: list[Any]) -> dict[str, np.ndarray]:
+        """HTTP worker: the output tensors (name -> array, batch dimension first) of a request's predictions. By
+        default the signature's outputs stacked from postprocess's rows (a dict per row, or the one output's row)."""
+        signature = self.signature()
+        if signature is None:
+            raise NotImplementedError(f"{type(self).__name__}.to_tensors: a handler without a signature() has no "
+                                      "output tensors")
+        if predictions and isinstance(predictions[0], dict):
+            return {spec.name: np.stack([p[spec.name] for p in predictions]).astype(spec.dtype, copy=False)
+                    for spec in signature.outputs}
+        (spec,) = signature.outputs
+        return {spec.name: np.stack([np.asarray(p) for p in predictions]).astype(spec.dtype, copy=False)}
 
     def weights_bytes(self) -> int:
         """Model process, after load: the bytes of the weights on the device, for planning batches within a GPU
@@ -154,18 +181,20 @@ class Handler:
         return None
 
     def warmup_input(self, seq_len: int) -> Encoded:
-        """An input of length seq_len, used to run every batch shape before the server is ready."""
-        encoded = self.preprocess(["warm up"])[0]
+        """An input of length seq_len, used to run every batch shape before the server is ready. By default the probe
+        input, preprocessed."""
+        encoded = self.preprocess([self.probe_input()])[0]
         return Encoded(seq_len, encoded.data)
 
     def probe_input(self) -> Any:
-        """One input (of input_kind) for the periodic readiness test inference."""
-        return "readiness probe"
+        """One input (of input_kind) for the periodic readiness test inference. By default a text, or for "tensors"
+        zeros of the signature's inputs (one row)."""
+        signature = self.signature() if self.input_kind == "tensors" else None
+        if signature is None:
+            return "readiness probe"
+        return {spec.name: np.zeros(spec.row_shape, dtype=spec.dtype)
+                for spec in signature.inputs}
 
     def signature(self) -> Signature | None:
         """HTTP worker: the model's tensors for the Open Inference Protocol; None: not served over /v2."""
         return None
-
-    def to_tensors(self, predictions: list[Any]) -> dict[str, np.ndarray]:
-        """HTTP worker: the output tensors (name -> array, batch dimension first) of a request's predictions."""
-        raise NotImplementedError

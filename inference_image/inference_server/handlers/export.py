@@ -11,8 +11,10 @@ from typing import Any
 
 import numpy as np
 
+from ..inputs import Encoded, InputError
 from ..tensor_spec import Signature
-from .base import Encoded, Handler, InputError, LoadContext
+from .base import Handler, LoadContext
+from .batch import Batch
 from .compiled import CompiledForward, compile_per_shape
 from .declaration import Declaration, read_declaration
 
@@ -55,7 +57,7 @@ class TorchExportHandler(Handler):
         return self.declaration.signature
 
     def preprocess(self, inputs: list[Any]) -> list[Encoded]:
-        return [Encoded(1, self._row(row)) for row in inputs]
+        return [Encoded(1, self._row(row)) for row in inputs]  # rows checked against the declaration, as /predict sends them
 
     def _row(self, row: Any) -> dict[str, np.ndarray]:
         if not isinstance(row, dict) or set(row) != {spec.name for spec in self._inputs}:
@@ -75,18 +77,13 @@ class TorchExportHandler(Handler):
     def probe_input(self) -> Any:
         return {spec.name: np.zeros(spec.row_shape, dtype=spec.dtype) for spec in self._inputs}
 
-    def forward(self, batch: list[Encoded], batch_size: int, seq_len: int) -> dict[str, np.ndarray]:
+    def forward(self, batch: Batch) -> dict[str, np.ndarray]:
         import torch
         import torch.utils._pytree  # loaded by `import torch`; named for the type checker
 
         from .export_program import torch_dtype
 
-        tensors = []
-        for spec in self._inputs:
-            stacked = np.zeros((batch_size, *spec.row_shape), dtype=spec.dtype)  # padding rows stay zero
-            for row, item in enumerate(batch):
-                stacked[row] = item.data[spec.name]
-            tensors.append(torch.from_numpy(stacked).to(self.device, non_blocking=True))
+        tensors = [torch.from_numpy(batch.arrays[spec.name]).to(self.device, non_blocking=True) for spec in self._inputs]
         with torch.inference_mode(), torch.autocast("cuda", dtype=torch.float16, enabled=self.autocast):
             result = self._run(*tensors)
         leaves = torch.utils._pytree.tree_leaves(result)
@@ -97,8 +94,3 @@ class TorchExportHandler(Handler):
         return {spec.name: leaf.to(torch_dtype(spec.datatype)).cpu().numpy()
                 for leaf, spec in zip(leaves, self._outputs, strict=False)}
 
-    def postprocess(self, outputs: dict[str, np.ndarray], count: int) -> list[dict[str, np.ndarray]]:
-        return [{spec.name: outputs[spec.name][row].copy() for spec in self._outputs} for row in range(count)]
-
-    def to_tensors(self, predictions: list[Any]) -> dict[str, np.ndarray]:
-        return {spec.name: np.stack([p[spec.name] for p in predictions]) for spec in self._outputs}

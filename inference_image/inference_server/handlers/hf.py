@@ -10,12 +10,14 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from ..model_check import check_checkpoint
-from ..runtimes import ONNX_FILES, OnnxForward
+from ..inputs import Encoded, InputError
 from ..tensor_spec import Signature, TensorSpec
-from .base import Encoded, Handler, InputError, LoadContext
+from .base import Handler, LoadContext
+from .batch import Batch
+from .checkpoint_check import check_checkpoint
 from .compiled import CompiledForward, compile_per_shape
 from .fast_tokenizer import FastTokenizer, worker_tokenizer
+from .runtimes import ONNX_FILES, OnnxForward
 
 if TYPE_CHECKING:  # the HTTP workers import this module without torch; the model process imports it in functions
     import torch
@@ -44,6 +46,7 @@ HF_TASKS = ("text-classification", "text-embedding")
 
 class HuggingFaceHandler(Handler):
     task: ClassVar[str] = ""  # the built-in task this handler serves
+    sequence_inputs = ("input_ids",)
     _onnx_file: Path | None = None  # set by load() for the onnx and int8 runtimes
 
     def _load_model(self, ctx: LoadContext) -> torch.nn.Module:
@@ -76,6 +79,7 @@ class HuggingFaceHandler(Handler):
         positions = getattr(self.config, "max_position_embeddings", None) or ctx.max_sequence_length
         self.max_length = min(ctx.max_sequence_length, positions)
         self.pad_id = self.tokenizer.pad_token_id or 0
+        self.pad_values = {"input_ids": self.pad_id}
         self.use_token_types = "token_type_ids" in self.tokenizer.model_input_names
         self._encode = self._encode_with_transformers
         self._load_labels(self.config)
@@ -180,15 +184,12 @@ class HuggingFaceHandler(Handler):
         ids = (ids[:-1] + [filler] * seq_len)[: seq_len - 1] + ids[-1:]
         return Encoded(len(ids), {"input_ids": np.asarray(ids, dtype=np.int32)})
 
-    def forward(self, batch: list[Encoded], batch_size: int, seq_len: int) -> np.ndarray:
+    def forward(self, batch: Batch) -> np.ndarray:
         import torch
 
-        input_ids = np.full((batch_size, seq_len), self.pad_id, dtype=np.int64)
-        attention_mask = np.zeros((batch_size, seq_len), dtype=np.int64)
-        attention_mask[len(batch):, 0] = 1  # padding rows attend to one token, so they stay NaN-free
-        for row, item in enumerate(batch):
-            input_ids[row, : item.length] = item.data["input_ids"]
-            attention_mask[row, : item.length] = 1
+        input_ids = batch.arrays["input_ids"].astype(np.int64)
+        attention_mask = (np.arange(batch.seq_len) < batch.lengths[:, None]).astype(np.int64)
+        attention_mask[batch.count:, 0] = 1  # padding rows attend to one token, so they stay NaN-free
         tensors = [torch.from_numpy(input_ids), torch.from_numpy(attention_mask)]
         if self.use_token_types:
             tensors.append(torch.zeros_like(tensors[0]))

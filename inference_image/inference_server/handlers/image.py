@@ -13,8 +13,9 @@ from typing import Any
 
 import numpy as np
 
+from ..inputs import Encoded, InputError
 from ..tensor_spec import Signature, TensorSpec
-from .base import Encoded, InputError, LoadContext
+from .base import LoadContext
 from .declaration import ImagePreprocessing
 from .export import TorchExportHandler
 

@@ -1,0 +1,68 @@
+"""The server's facts that the CDK library reads too: the tasks and runtimes it serves, its drain and exit seconds,
+its worker limit, the variables it reads, and the CloudWatch metric names it emits (EMF).
+
+The library (gpu_inference_constructs) loads this file by its path from the build context it ships, without the
+server installed: it imports nothing, not even the standard library.
+"""
+
+# -- what it serves --------------------------------------------------------------------------------------------------
+TASKS = ("text-classification", "text-embedding", "torch-export", "image-classification")
+TEXT_TASKS = ("text-classification", "text-embedding")  # the tasks a runtime other than eager is converted for
+RUNTIMES = ("eager", "compile", "onnx", "int8")  # MODEL_RUNTIME
+
+# -- how it runs and stops -------------------------------------------------------------------------------------------
+PORT = 8080
+MAX_WORKERS = 256  # WORKERS' upper bound
+DRAIN_TIMEOUT_S = 70  # DRAIN_TIMEOUT_S's default: after SIGTERM, how long accepted work may finish
+EXIT_GRACE_S = 15  # after the drain, how long the supervisor gives its processes before it kills them and exits
+
+# -- the variables a deployment sets ---------------------------------------------------------------------------------
+HANDLER_VARIABLE = "MODEL_HANDLER"  # module:Class of a team's handler
+RUNTIME_VARIABLE = "MODEL_RUNTIME"
+TASK_VARIABLE = "MODEL_TASK"
+DRAIN_VARIABLE = "DRAIN_TIMEOUT_S"
+WORKERS_VARIABLE = "WORKERS"
+
+# -- CloudWatch metric names (EMF) -----------------------------------------------------------------------------------
+NAMESPACE = "GpuInference"
+DIMENSION_ENVIRONMENT = "Environment"   # value from env DEPLOYMENT_ENV (default "local")
+DIMENSION_MODEL = "ModelName"           # value from MODEL_NAME
+REQUEST_LATENCY = "RequestLatency"      # Milliseconds, per request
+QUEUE_WAIT = "QueueWait"                # Milliseconds, per request
+INFERENCE_TIME = "InferenceTime"        # Milliseconds, per request
+BATCH_SIZE = "BatchSize"                # Count, per batch
+QUEUE_DEPTH = "QueueDepth"              # Count, sampled each interval
+REJECTED_REQUESTS = "RejectedRequests"  # Count, 503s from a full queue or draining, per interval
+TIMED_OUT_REQUESTS = "TimedOutRequests"  # Count, 504s, per interval
+GPU_UTILIZATION = "GpuUtilization"      # Percent
+GPU_MEMORY_UTILIZATION = "GpuMemoryUtilization"  # Percent
+# The model process's own figures, per interval: on a shared GPU (NVIDIA MPS) the two above are every co-tenant's.
+GPU_MEMORY_USED_MIB = "GpuMemoryUsedMiB"  # Megabytes (MiB), what torch holds on the GPU (reserved); 0 on CPU
+MODEL_BUSY_PERCENT = "ModelBusyPercent"  # Percent of the interval the inference thread spent in forwards
+CACHE_HITS = "CacheHits"
+CACHE_MISSES = "CacheMisses"
+SHARED_CACHE_HITS = "SharedCacheHits"          # Count, inputs answered by the shared cache, per interval
+SHARED_CACHE_MISSES = "SharedCacheMisses"      # Count, inputs looked up and not found
+SHARED_CACHE_ERRORS = "SharedCacheErrors"      # Count, failed or timed-out cache calls
+SHARED_CACHE_SKIPPED = "SharedCacheSkipped"    # Count, inputs not looked up: circuit open or the call failed
+SHARED_CACHE_OVERSIZED = "SharedCacheOversized"  # Count, predictions larger than the model's limit, not stored
+SHARED_CACHE_STORED = "SharedCacheStored"      # Count, predictions stored
+SHARED_CACHE_OPEN = "SharedCacheOpen"          # 1 while the circuit skips the cache, else 0
+SHARED_CACHE_LATENCY = "SharedCacheLatency"    # Milliseconds, per successful cache call
+# Seconds, once per start of the server (the model process, when it reports ready): what a new task spends before it
+# serves, from the server's process start; and within it the model's fetch, load and warm-up before ready.
+STARTUP_SECONDS = "StartupSeconds"
+STARTUP_FETCH_SECONDS = "StartupFetchSeconds"
+STARTUP_LOAD_SECONDS = "StartupLoadSeconds"
+STARTUP_WARMUP_SECONDS = "StartupWarmupSeconds"
+# Seconds, once per start of a model that compiles (MODEL_RUNTIME=compile), when every shape has compiled: from the
+# model loaded, so the compile it runs after ready (on its eager forward meanwhile) is on the dashboard too.
+STARTUP_COMPILE_SECONDS = "StartupCompileSeconds"
+
+METRIC_NAMES = (
+    REQUEST_LATENCY, QUEUE_WAIT, INFERENCE_TIME, BATCH_SIZE, QUEUE_DEPTH, REJECTED_REQUESTS, TIMED_OUT_REQUESTS,
+    GPU_UTILIZATION, GPU_MEMORY_UTILIZATION, GPU_MEMORY_USED_MIB, MODEL_BUSY_PERCENT, CACHE_HITS, CACHE_MISSES,
+    SHARED_CACHE_HITS, SHARED_CACHE_MISSES, SHARED_CACHE_ERRORS, SHARED_CACHE_SKIPPED, SHARED_CACHE_OVERSIZED,
+    SHARED_CACHE_STORED, SHARED_CACHE_OPEN, SHARED_CACHE_LATENCY, STARTUP_SECONDS, STARTUP_FETCH_SECONDS,
+    STARTUP_LOAD_SECONDS, STARTUP_WARMUP_SECONDS, STARTUP_COMPILE_SECONDS,
+)
