@@ -3,6 +3,7 @@ gate (API key, shedding, body limit), batcher, deadline and metrics. Errors are 
 (see protocols.errors)."""
 
 
+from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
 import numpy as np
@@ -205,6 +206,51 @@ def _inline(schema: dict[str, Any]) -> dict[str, Any]:
     return resolve(schema)
 
 
+async def _infer(service: WorkerService, request: Request, signature: Callable[[], Signature]) -> Response:
+    """One /v2 inference: the JSON or binary request decoded against the handler's signature, predicted, encoded
+    (the signature asked for after the headers are checked, as a loading server has none yet)."""
+    settings = service.settings
+    encoding = request.headers.get("content-encoding", "identity").strip().lower()
+    if encoding != "identity":
+        raise ApiError(415, "unsupported_media_type", f"Content-Encoding {encoding} is not supported; send the "
+                                                      "body uncompressed")
+    raw_length = request.headers.get(HEADER_LENGTH)
+    if raw_length is not None and not raw_length.strip().isdigit():
+        raise ApiError(400, "invalid_request", f"{HEADER_LENGTH} must be a non-negative integer")
+    handler = service.loaded_handler()
+    sig = signature()
+    body = await request.body()
+    try:
+        parsed = decode_request(body, int(raw_length) if raw_length is not None else None)
+        items = request_items(parsed.inputs, sig, handler.input_kind, max_batch=settings.max_client_batch,
+                              max_text_chars=settings.max_text_chars)
+    except TensorError as exc:
+        raise ApiError(400, "invalid_request", str(exc)) from None
+    fields = request.scope[LOG_FIELDS]
+    fields["items"] = len(items)
+    predictions = await service.predict(items, fields)
+    try:
+        tensors, binary = output_tensors(parsed, sig, handler.to_tensors(predictions))
+        content, header_length = encode_response(settings.model_name, settings.model_version, parsed.id, tensors, binary)
+    except TensorError as exc:
+        raise ApiError(400, "invalid_request", str(exc)) from None
+    if header_length is None:
+        return Response(content, media_type="application/json")
+    return Response(content, media_type="application/octet-stream",
+                    headers={HEADER_LENGTH: str(header_length)})
+
+
+def _infer_doc() -> dict[str, Any]:
+    """The infer routes' request body in OpenAPI: only the JSON form can be described; the binary form is in the
+    description."""
+    return {"requestBody": {
+        "required": True,
+        "description": f"JSON tensors; or the binary tensor data extension: a JSON header of {HEADER_LENGTH} "
+                       "bytes (that header says how many), then each binary input's bytes in order, sent as "
+                       "application/octet-stream",
+        "content": {"application/json": {"schema": _inline(_InferenceRequest.model_json_schema())}}}}
+
+
 def add_oip_routes(app: FastAPI, service: WorkerService, prefixes: list[str], auth: list[Any]) -> list[str]:
     """Add the /v2 routes at each prefix; returns the infer paths, for the predict gate."""
     settings = service.settings
@@ -256,42 +302,8 @@ def add_oip_routes(app: FastAPI, service: WorkerService, prefixes: list[str], au
 
     async def infer(request: Request, model_name: str, model_version: str | None) -> Response:
         check_model(model_name, model_version)
-        encoding = request.headers.get("content-encoding", "identity").strip().lower()
-        if encoding != "identity":
-            raise ApiError(415, "unsupported_media_type", f"Content-Encoding {encoding} is not supported; send the "
-                                                          "body uncompressed")
-        raw_length = request.headers.get(HEADER_LENGTH)
-        if raw_length is not None and not raw_length.strip().isdigit():
-            raise ApiError(400, "invalid_request", f"{HEADER_LENGTH} must be a non-negative integer")
-        handler = service.loaded_handler()
-        sig = signature()
-        body = await request.body()
-        try:
-            parsed = decode_request(body, int(raw_length) if raw_length is not None else None)
-            items = request_items(parsed.inputs, sig, handler.input_kind, max_batch=settings.max_client_batch,
-                                  max_text_chars=settings.max_text_chars)
-        except TensorError as exc:
-            raise ApiError(400, "invalid_request", str(exc)) from None
-        fields = request.scope[LOG_FIELDS]
-        fields["items"] = len(items)
-        predictions = await service.predict(items, fields)
-        try:
-            tensors, binary = output_tensors(parsed, sig, handler.to_tensors(predictions))
-            content, header_length = encode_response(model, version, parsed.id, tensors, binary)
-        except TensorError as exc:
-            raise ApiError(400, "invalid_request", str(exc)) from None
-        if header_length is None:
-            return Response(content, media_type="application/json")
-        return Response(content, media_type="application/octet-stream",
-                        headers={HEADER_LENGTH: str(header_length)})
+        return await _infer(service, request, signature)
 
-    # Only the JSON form can be described in OpenAPI; the binary form is in the description.
-    infer_doc = {"requestBody": {
-        "required": True,
-        "description": f"JSON tensors; or the binary tensor data extension: a JSON header of {HEADER_LENGTH} "
-                       "bytes (that header says how many), then each binary input's bytes in order, sent as "
-                       "application/octet-stream",
-        "content": {"application/json": {"schema": _inline(_InferenceRequest.model_json_schema())}}}}
     # Any name and version are accepted (others get a 404); the document names the served ones.
     ModelName = Annotated[str, Path(json_schema_extra={"enum": [model]})]
     ModelVersion = Annotated[str, Path(json_schema_extra={"enum": [version]})]
@@ -321,7 +333,7 @@ def add_oip_routes(app: FastAPI, service: WorkerService, prefixes: list[str], au
                                         503: _oip_error("Loading, draining, or failing")})
         router.add_api_route(f"{path}/infer", route(infer), methods=["POST"], response_model=InferenceResponse,
                              summary="Inference: JSON tensors, or the binary tensor data extension",
-                             responses=_infer_errors(bool(auth)), openapi_extra=infer_doc)
+                             responses=_infer_errors(bool(auth)), openapi_extra=_infer_doc())
     app.include_router(router)
     for prefix in prefixes:
         app.include_router(router, prefix=prefix, include_in_schema=False)
