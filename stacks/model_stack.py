@@ -66,7 +66,7 @@ class ModelStack(cdk.Stack):
         self.scaling = ServiceScaling(
             self,
             f"Scaling-{model.name}",
-            model_service=self.service,
+            service=self.service,
             props=model.scaling,
             scaling=config.scaling,
         )

@@ -29,7 +29,7 @@ class ServiceScaling(Construct):
     vLLM and SGLang: running and waiting requests, KV-cache use); a signal marked ``whole_gpu_only`` is left out on a
     GPU share. Unless some signal tracks a target, target tracking on requests per target too (step policies only add
     tasks; target tracking removes them). ``scaling`` adds schedules and predictive scaling. The load balancer's name
-    is the service's (``model_service.load_balancer_full_name``): ModelService is the one place that takes it.
+    is the service's (``service.load_balancer_full_name``): ModelService is the one place that takes it.
 
     Attributes: ``task_count`` (ScalableTaskCount), ``scalable_target``, ``predictive_policy`` (or None),
     ``signal_metrics`` (each declared signal's metric, by its policy's construct ID).
@@ -40,16 +40,16 @@ class ServiceScaling(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        model_service: ModelService,
+        service: ModelService,
         props: ModelScalingProps | None = None,
         scaling: ScalingProps | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         scaling = scaling or ScalingProps(predictive=PredictiveScalingProps(mode="off"))
-        model = model_service.model
+        model = service.model
         props = props or model.scaling
-        contract = model_service.contract
-        self.task_count = model_service.service.auto_scale_task_count(min_capacity=model.min_tasks, max_capacity=model.max_tasks)
+        contract = service.contract
+        self.task_count = service.service.auto_scale_task_count(min_capacity=model.min_tasks, max_capacity=model.max_tasks)
         target = self.task_count.node.find_child("Target")
         assert isinstance(target, appscaling.ScalableTarget), target
         self.scalable_target: appscaling.ScalableTarget = target
@@ -59,10 +59,10 @@ class ServiceScaling(Construct):
         # Step policies only add tasks; target tracking is what removes them. A contract whose signals only scale out
         # (none with a target) therefore also tracks requests per target, or it could never scale in.
         if not any(isinstance(signal, ScalingSignal) and signal.target is not None for signal in contract.scaling_signals):
-            self._track_requests(model_service, props, out_cooldown, in_cooldown)
+            self._track_requests(service, props, out_cooldown, in_cooldown)
         self._scale_out_on(
             "LatencyP95",
-            model_service.metric_target_response_time("p95"),
+            service.metric_target_response_time("p95"),
             props.latency_p95_ms / 1000,
             out_cooldown,
         )
@@ -71,13 +71,13 @@ class ServiceScaling(Construct):
         for signal in contract.scaling_signals:
             if isinstance(signal, ScalingSignal) and signal.whole_gpu_only and shared:
                 continue  # on a shared GPU the device's figures are every co-tenant's
-            self._add_signal(model_service, signal, out_cooldown, in_cooldown)
+            self._add_signal(service, signal, out_cooldown, in_cooldown)
 
         check_schedule_task_ranges(model.name, model.min_tasks, model.max_tasks, scaling.schedules)
         for schedule in scaling.schedules:
             low, high = schedule.task_range(model.min_tasks, model.max_tasks)
             # Scaling may bring a service scheduled to zero back one task at a time.
-            model_service.allow_draining_down_to(max(1, low))
+            service.allow_draining_down_to(max(1, low))
             self.task_count.scale_on_schedule(
                 f"Schedule-{schedule.name}",
                 schedule=appscaling.Schedule.expression(f"cron({schedule.cron})"),
@@ -88,7 +88,7 @@ class ServiceScaling(Construct):
 
         self.predictive_policy = None
         if scaling.predictive.mode != "off":
-            self.predictive_policy = self._add_predictive(scaling.predictive, props, model_service, model_service.load_balancer_full_name)
+            self.predictive_policy = self._add_predictive(scaling.predictive, props, service, service.load_balancer_full_name)
 
     def _track_requests(self, model_service: ModelService, props: ModelScalingProps, out_cooldown: cdk.Duration,
                         in_cooldown: cdk.Duration) -> None:

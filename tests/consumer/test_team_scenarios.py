@@ -88,7 +88,7 @@ def triton_app():
         capacity=gpus, model_source=ModelBucket(bucket), route=alb, environment_name="prod",
         logs=ServiceLogs(logs_key(stack), name_prefix="vision-team"),
     )
-    ServiceScaling(stack, "DetectorScaling", model_service=detector)
+    ServiceScaling(stack, "DetectorScaling", service=detector)
     ModelAlarms(stack, "DetectorAlarms", environment_name="prod", service=detector, topic=topic, props=MonitoringProps())
     return app, stack
 
@@ -113,7 +113,7 @@ def vllm_app():
         capacity=gpus, model_source=ModelBucket(bucket), route=ListenerRoute(listener, 310, load_balancer=load_balancer),
         logs=ServiceLogs(logs_key(stack)), environment_name="chat",
     )
-    ServiceScaling(stack, "LlamaScaling", model_service=llama)
+    ServiceScaling(stack, "LlamaScaling", service=llama)
     monitoring = InferenceMonitoring(stack, "Monitoring", environment_name="chat", model_names=["llama-31-8b"],
                                      load_balancer=load_balancer, capacity=gpus, topic=topic, props=MonitoringProps())
     monitoring.add_model(llama)
@@ -136,7 +136,7 @@ def embedding_app():
         server=BundledServer(image=ecs.ContainerImage.from_registry(f"{ACCOUNT}.dkr.ecr.eu-west-1.amazonaws.com/search/server:1.4")),
         capacity=gpus, model_source=ModelBucket(bucket), route=alb, logs=ServiceLogs(logs_key(stack)), environment_name="search",
     )
-    ServiceScaling(stack, "EmbedderScaling", model_service=embedder)
+    ServiceScaling(stack, "EmbedderScaling", service=embedder)
     return app, stack
 
 

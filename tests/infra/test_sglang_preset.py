@@ -273,7 +273,7 @@ def test_sglangs_keep_alive_outlasts_the_load_balancers_idle_timeout(idle_timeou
 
 def test_sglang_scales_on_running_and_waiting_requests_and_its_kv_cache():
     stack, service = sglang_stack(SglangProps(image=MIRROR, max_running_requests=32))
-    ServiceScaling(stack, "Scaling", model_service=service)
+    ServiceScaling(stack, "Scaling", service=service)
     template = json.dumps(Template.from_stack(stack).to_json())
     for name in SGLANG_METRICS:
         assert f'"{name.replace(":", "_")}"' in template

@@ -110,8 +110,8 @@ def test_triton_and_tgi_presets_bring_their_ports_health_paths_metrics_and_stop(
     assert triton.contract.stop == triton_stop(40) and "--exit-timeout-secs=40" in triton.contract.command
     assert (tgi.contract.port, tgi.contract.readiness_path, tgi.contract.stop) == (8080, "/health", tgi_stop(60))
     assert "--num-shard" in tgi.contract.command and tgi.contract.command[tgi.contract.command.index("--num-shard") + 1] == "4"
-    ServiceScaling(stack, "TritonScaling", model_service=triton)
-    ServiceScaling(stack, "TgiScaling", model_service=tgi)
+    ServiceScaling(stack, "TritonScaling", service=triton)
+    ServiceScaling(stack, "TgiScaling", service=tgi)
 
 
 def test_presets_refuse_flags_they_set():
@@ -169,7 +169,7 @@ def test_signals_that_only_scale_out_also_get_a_policy_that_scales_in():
         metrics=PrometheusMetrics(metrics=("queue_depth",)), command=("serve", "--http-port", "9000"),
         scaling_signals=(ScalingSignal("queue_depth", statistic="Maximum", scale_out_above=8),)),
                            **parts)
-    ServiceScaling(stack, "Scaling", model_service=service)
+    ServiceScaling(stack, "Scaling", service=service)
     assert "TargetTrackingScaling" in scaling_policies(stack)
 
 
@@ -185,7 +185,7 @@ def test_every_server_kind_can_scale_in(server):
         "custom": contract(),
     }[server]
     service = ModelService(stack, "M", model=model, server=definition, capacity=on_cluster(stack, "g5.xlarge"), **parts)
-    ServiceScaling(stack, "Scaling", model_service=service)
+    ServiceScaling(stack, "Scaling", service=service)
     assert "TargetTrackingScaling" in scaling_policies(stack)
 
 
