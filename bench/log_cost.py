@@ -39,6 +39,11 @@ def request_line_bytes(log_path: Path, start: int, end: int) -> int:
     return sum(len(line) for line in _lines(log_path, start, end) if not _is_interval_document(line)[0])
 
 
+def longest_request_line(log_path: Path, start: int, end: int) -> int:
+    """The longest line between two offsets that is not an interval document (0 if none)."""
+    return max((len(line) for line in _lines(log_path, start, end) if not _is_interval_document(line)[0]), default=0)
+
+
 def interval_bytes_per_s(log_path: Path, interval_s: float) -> float:
     """The steady rate of the interval documents: each process's largest, once per interval."""
     largest: dict[int | None, int] = {}

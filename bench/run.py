@@ -18,7 +18,7 @@ import orjson
 
 from .config import BARE, DEADLINE_BATCHES, ENDPOINT_OF, NULL, OURS, OURS_2W, PEER, SAME_TEXT, BenchConfig
 from .loadgen import encode_requests, run_load
-from .log_cost import LevelLog, interval_bytes_per_s
+from .log_cost import LevelLog, interval_bytes_per_s, longest_request_line
 from .models import minilm_dir
 from .plot import plot
 from .processes import HOST, free_port, pin, server_processes, start_server
@@ -212,6 +212,11 @@ def measure_server(server: str, model: str, model_dir: str, cfg: BenchConfig, te
     interval_rate = interval_bytes_per_s(process.log_path, _default_metrics_interval_s())
     for run, level in zip(runs, levels, strict=False):
         run["log_bytes_per_request"] = level.bytes_per_request(process.log_path, interval_rate)
+        # What a level pays whatever its throughput (the interval documents, the rate-limited error and slow lines),
+        # so a reader can tell the per-request part from the per-second part on a slow machine.
+        run["log_window_s"] = level.seconds
+        run["log_interval_bytes_per_s"] = interval_rate
+        run["log_longest_line"] = longest_request_line(process.log_path, level.start, level.end)
     return runs, overload, cost
 
 
