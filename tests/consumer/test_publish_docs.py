@@ -74,8 +74,8 @@ def ranker_declaration() -> dict:
 
 
 @pytest.mark.parametrize(("program", "error", "page_says"), [
-    ("model.ts", "program: must be the file name of a .pt2 archive", "`model.json`'s `program` must name a `.pt2`"),
-    ("model.pt2", "cannot load model.pt2", "not a torch.export archive: `cannot load model.pt2`"),
+    ("model.ts", r"model\.json: program: .*\.pt2 archive", "`model.json`'s `program` must name a `.pt2`"),
+    ("model.pt2", r"cannot load model\.pt2", "not a torch.export archive: `cannot load model.pt2`"),
 ])
 def test_torch_export_refuses_a_torchscript_file(torchscript, program, error, page_says):
     from inference_server.publish import PublishError, publish
@@ -85,7 +85,7 @@ def test_torch_export_refuses_a_torchscript_file(torchscript, program, error, pa
     version.mkdir()
     shutil.copy(directory / "ranker.ts", version / program)
     (version / "model.json").write_text(json.dumps({**ranker_declaration(), "program": program}))
-    with pytest.raises(PublishError, match=re.escape(error)):
+    with pytest.raises(PublishError, match=error):
         publish(version, "s3://bucket/models/ranker/1/", task="torch-export", client=MemoryS3())
     assert page_says in section().replace("\n", " ")
 
@@ -95,7 +95,7 @@ def test_torch_deprecates_torchscript_as_the_page_says(torchscript):
 
     directory, _ = torchscript
     assert "`torch.jit.save` and `torch.jit.load` warn \"Please switch to `torch.export`\"" in section().replace("\n", " ")
-    with pytest.warns(DeprecationWarning, match=r"torch\.jit\.load` is deprecated\. Please switch to `torch\.export`"):
+    with pytest.warns(DeprecationWarning, match=r"torch\.jit\.load.*deprecated.*torch\.export"):
         torch.jit.load(str(directory / "ranker.ts"))
 
 

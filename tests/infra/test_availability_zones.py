@@ -122,9 +122,9 @@ def test_a_zone_id_of_another_region_is_refused_naming_its_region_and_the_fix():
     with pytest.raises(ConfigError) as raised:
         load_environment("dev", dev_with_network(availability_zone_ids=["use1-az1", "usw2-az2"]))
     message = str(raised.value)
-    assert message.startswith("environment 'dev': network.availability_zone_ids: ['usw2-az2'] are not zone IDs of region 'us-east-1'")
-    assert "'usw2-az2' is a zone of us-west-2" in message
-    assert "start with 'use1-az', such as 'use1-az1'" in message and "aws ec2 describe-availability-zones --region us-east-1" in message
+    assert re.match(r"environment 'dev': network\.availability_zone_ids: \['usw2-az2'\] .*region 'us-east-1'", message)
+    assert re.search(r"'usw2-az2' .*us-west-2", message)
+    assert "'use1-az1'" in message and "aws ec2 describe-availability-zones --region us-east-1" in message
 
 
 @pytest.mark.parametrize(("zones", "hint"), [

@@ -23,7 +23,7 @@ def test_cdk_json_service_is_the_configs_timing():
 def test_errors_in_the_service_section_name_it_as_cdk_json_does():
     data = copy.deepcopy(BASE)
     data["service"] = {"stop_timeout_seconds": 1}
-    with pytest.raises(ConfigError, match=r"^environment 'dev': service\.stop_timeout_seconds: 1 is out of range"):
+    with pytest.raises(ConfigError, match=r"^environment 'dev': service\.stop_timeout_seconds: 1 .*allowed"):
         load_environment("dev", data)
     data["service"] = {"drain_seconds": 10}
     with pytest.raises(ConfigError, match=r"^environment 'dev': service\.drain_seconds: unknown key"):
@@ -33,7 +33,7 @@ def test_errors_in_the_service_section_name_it_as_cdk_json_does():
 def test_the_field_name_in_cdk_json_is_refused_naming_the_key_and_unknown_keys_list_cdk_json_names():
     data = copy.deepcopy(BASE)
     data["timing"] = {"stop_timeout_seconds": 90}
-    with pytest.raises(ConfigError, match=r"^environment 'dev': timing: unknown key; cdk.json names it 'service'"):
+    with pytest.raises(ConfigError, match=r"^environment 'dev': timing: unknown key.*names it 'service'"):
         load_environment("dev", data)
     data = copy.deepcopy(BASE)
     data["colour"] = "blue"

@@ -153,7 +153,7 @@ def test_api_docs_are_forwarded_behind_the_key_only_when_turned_on():
                 r["Properties"]["Conditions"][0]["PathPatternConfig"]["Values"] for r in rules.values()}
     assert patterns["docs-off"] == [f"/docs-off{p}" for p in BUNDLED_PUBLIC_PATHS]
     assert patterns["docs-on"] == [f"/docs-on{p}" for p in BUNDLED_PUBLIC_PATHS + BUNDLED_DOCS_PATHS]
-    with pytest.raises(ConfigError, match=r"models\[0\].api_docs: is a key of the bundled server, but this model runs vLLM"):
+    with pytest.raises(ConfigError, match=r"models\[0\]\.api_docs: .*runs vLLM.*remove it"):
         split_model_entry({"name": "llm", "version": "1", "api_docs": True, "vllm": {}}, "models[0]")
 
 
@@ -172,8 +172,8 @@ def test_every_listener_rule_fits_the_alb_limits(synthesized):
 
 
 @pytest.mark.parametrize("paths, message", [
-    (("/a", "/b", "/c", "/d", "/e", "/f"), "6 patterns; a listener rule holds at most 5 condition values"),
-    (("/a*?", "/b**", "/c??"), r"6 wildcards \('\*', '\?'\) in .* a listener rule allows at most 5"),
+    (("/a", "/b", "/c", "/d", "/e", "/f"), r"server\.public_paths: 6 patterns.*at most 5"),
+    (("/a*?", "/b**", "/c??"), r"server\.public_paths: 6 wildcards.*at most 5"),
 ])
 def test_a_server_declaring_more_than_a_rule_holds_fails_at_synth(paths, message):
     with pytest.raises(ConfigError, match=message):
@@ -256,7 +256,7 @@ def test_rotating_the_vllm_key_points_its_tasks_at_another_named_key():
     (server,) = [c for c in task["Properties"]["ContainerDefinitions"] if c["Name"] == "server"]
     (reference,) = server["Secrets"]
     assert reference["ValueFrom"]["Fn::Join"][1][-1] == ":llm-2026-12::"
-    with pytest.raises(ConfigError, match="api_key_name: 'a key' is not a key name"):
+    with pytest.raises(ConfigError, match=r"api_key_name: 'a key' .*1-64 letters"):
         VllmProps(api_key_name="a key")
 
 

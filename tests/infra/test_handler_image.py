@@ -162,8 +162,7 @@ def test_the_image_asset_is_the_same_on_every_synth_and_follows_the_handler(pack
 
 def test_a_model_that_sets_model_handler_too_is_refused(package):
     server = BundledServer(image=bundled_server_image(handler_package=package, handler=HANDLER))
-    with pytest.raises(ConfigError, match=r"^environment: \['MODEL_HANDLER'\] is 'other:Handler', but the image was "
-                                          r"built with the handler 'ranker_pkg.handlers:Ranker'.*remove environment"):
+    with pytest.raises(ConfigError, match=r"^environment: \['MODEL_HANDLER'\] .*'ranker_pkg\.handlers:Ranker'.*remove environment"):
         server.check(ModelProps(name="ranker", version="1", environment={"MODEL_HANDLER": "other:Handler"}))
     # With the plain image a team names its own handler as before: nothing refused.
     BundledServer().check(ModelProps(name="ranker", version="1", environment={"MODEL_HANDLER": "other:Handler"}))
@@ -192,7 +191,7 @@ def test_a_package_without_pyproject_or_setup_py_is_refused_naming_the_fix(packa
 
 def test_a_package_that_does_not_hold_the_handlers_module_is_refused(package):
     error = refused(handler_package=package, handler="ranking.handlers:Ranker")
-    assert error.key == "handler_package" and "does not hold the handler's module 'ranking'" in error.detail
+    assert error.key == "handler_package" and "module 'ranking'" in error.detail
     (package / "src").mkdir()
     (package / "ranker_pkg").rename(package / "src" / "ranker_pkg")
     assert isinstance(bundled_server_image(handler_package=package, handler=HANDLER), BundledServerImage), "src layout"
@@ -235,7 +234,7 @@ def test_the_added_layers_hand_the_image_back_to_the_servers_user_and_directory(
 
 def test_synth_without_asset_staging_is_refused(package):
     """`cdk synth --no-staging` would leave the asset pointing at the temporary build context, gone at exit."""
-    with pytest.raises(ConfigError, match=r"^handler_package: .*asset staging is off \(--no-staging\): synth with staging on"):
+    with pytest.raises(ConfigError, match=r"^handler_package: .*--no-staging.*staging on"):
         task_environment(bundled_server_image(handler_package=package, handler=HANDLER),
                          context={"aws:cdk:disable-asset-staging": True})
 

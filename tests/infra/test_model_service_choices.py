@@ -83,7 +83,7 @@ def test_cluster_capacity_checks_its_inputs():
         ClusterCapacity(cluster, "", "g5.xlarge")
     with pytest.raises(ConfigError, match=r"^instance_type: "):
         ClusterCapacity(cluster, "gpus", "g5.huge")
-    with pytest.raises(ConfigError, match=r"^instance_type: got int: pass an instance type's name"):
+    with pytest.raises(ConfigError, match=r"^instance_type: got int: .*name"):
         ClusterCapacity(cluster, "gpus", 5)  # pyright: ignore[reportArgumentType]  # the refusal is under test
 
 
@@ -101,12 +101,12 @@ def test_listener_route_checks_its_inputs():
     listener = parts["route"].listener
     assert ListenerRoute(listener, 50_000).priority == 50_000
     for bad in (0, 50_001):
-        with pytest.raises(ConfigError, match=rf"^priority: {bad} is out of range; allowed 1 to 50000"):
+        with pytest.raises(ConfigError, match=rf"^priority: {bad} .*1 to 50000"):
             ListenerRoute(listener, bad)
     for bad in ("10", True, None):
-        with pytest.raises(ConfigError, match=r"^priority: .*a whole number, unique on the listener"):
+        with pytest.raises(ConfigError, match=r"^priority: .*whole number.*unique"):
             ListenerRoute(listener, bad)  # pyright: ignore[reportArgumentType]  # the refusal is under test
-    with pytest.raises(ConfigError, match=r"^listener: got str: pass an elbv2.IApplicationListener"):
+    with pytest.raises(ConfigError, match=r"^listener: got str: .*elbv2\.IApplicationListener"):
         ListenerRoute("arn:aws:elasticloadbalancing:...", 10)  # pyright: ignore[reportArgumentType]  # the refusal is under test
     with pytest.raises(ConfigError, match=r"^load_balancer: got .*IApplicationLoadBalancer"):
         ListenerRoute(listener, 10, load_balancer=listener)  # pyright: ignore[reportArgumentType]  # the refusal is under test
@@ -118,9 +118,9 @@ def test_load_balancer_route_checks_its_inputs():
     alb = InferenceLoadBalancer(stack, "Alb", vpc=vpc, access_logs_bucket=s3.Bucket(stack, "Logs"),
                                 props=LoadBalancerProps(allow_http=True, ingress_cidrs=("10.0.0.0/8",)))
     assert LoadBalancerRoute(alb).priority is None and LoadBalancerRoute(alb, priority=7).priority == 7
-    with pytest.raises(ConfigError, match=r"^priority: 0 is out of range"):
+    with pytest.raises(ConfigError, match=r"^priority: 0 .*1 to 50000"):
         LoadBalancerRoute(alb, priority=0)
-    with pytest.raises(ConfigError, match=r"^load_balancer: got \w+: pass an InferenceLoadBalancer, or use ListenerRoute"):
+    with pytest.raises(ConfigError, match=r"^load_balancer: got \w+: .*InferenceLoadBalancer.*ListenerRoute"):
         LoadBalancerRoute(parts["route"].listener)  # pyright: ignore[reportArgumentType]  # the refusal is under test
 
 
@@ -128,16 +128,16 @@ def test_service_logs_and_access_check_their_inputs():
     stack, parts = stack_with_placement()
     key = parts["logs"].key
     assert ServiceLogs(key, retention_days=30, name_prefix="team-a").retention_days == 30
-    with pytest.raises(ConfigError, match=r"^retention_days: 31 is not a CloudWatch Logs retention period"):
+    with pytest.raises(ConfigError, match=r"^retention_days: 31 .*retention period"):
         ServiceLogs(key, retention_days=31)
-    with pytest.raises(ConfigError, match=r"^name_prefix: 'Team_A': use 2-32 lowercase letters"):
+    with pytest.raises(ConfigError, match=r"^name_prefix: 'Team_A': .*2-32 lowercase"):
         ServiceLogs(key, name_prefix="Team_A")
-    with pytest.raises(ConfigError, match=r"^key: got str: pass a kms.IKey"):
+    with pytest.raises(ConfigError, match=r"^key: got str: .*kms\.IKey"):
         ServiceLogs(KEY_ARN)  # pyright: ignore[reportArgumentType]  # the refusal is under test
     assert ServiceAccess(allow_unauthenticated=True).allow_unauthenticated
     with pytest.raises(ConfigError, match=r"^allow_unauthenticated: 'yes': True or False"):
         ServiceAccess(allow_unauthenticated="yes")  # pyright: ignore[reportArgumentType]  # the refusal is under test
-    with pytest.raises(ConfigError, match=r"^api_keys_secret: got str: pass a secretsmanager.ISecret"):
+    with pytest.raises(ConfigError, match=r"^api_keys_secret: got str: .*secretsmanager\.ISecret"):
         ServiceAccess(api_keys_secret="team/api-keys")  # pyright: ignore[reportArgumentType]  # the refusal is under test
-    with pytest.raises(ConfigError, match=r"^subnets: got list: pass an ec2.SubnetSelection"):
+    with pytest.raises(ConfigError, match=r"^subnets: got list: .*ec2\.SubnetSelection"):
         ServiceAccess(subnets=["subnet-1"])  # pyright: ignore[reportArgumentType]  # the refusal is under test

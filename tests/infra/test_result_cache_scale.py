@@ -73,10 +73,10 @@ def test_the_largest_environment_is_the_most_the_config_accepts():
     assert len(config.models) == MOST == 1000 and all(config.uses_cache(m) for m in config.models)
     fuller = cache_environment(MOST, PER_LOAD_BALANCER)
     fuller["models"].append({**fuller["models"][0], "name": "one-more", "listener_priority": 999})
-    with pytest.raises(ConfigError, match=r"models\[1000\]\.load_balancer: on load balancer 1, .* exceed the load balancer's quota"):
+    with pytest.raises(ConfigError, match=r"models\[1000\]\.load_balancer: on load balancer 1, .*quota"):
         load_environment("many", fuller)
     fuller["models"][-1]["load_balancer"] = MAX_LOAD_BALANCERS + 1
-    with pytest.raises(ConfigError, match=rf"models\[1000\]\.load_balancer: {MAX_LOAD_BALANCERS + 1} is out of range"):
+    with pytest.raises(ConfigError, match=rf"models\[1000\]\.load_balancer: {MAX_LOAD_BALANCERS + 1} .*out of range"):
         load_environment("many", fuller)
 
 

@@ -285,10 +285,9 @@ def test_two_models_whose_names_give_one_priority_are_an_error_naming_both():
 
     assert {priority_from_name(name) for name in COLLIDING} == {COLLIDING_PRIORITY}
     first, second = COLLIDING
-    with pytest.raises(ConfigError, match=rf"models\[{second}\].listener_priority: listener rule priority {COLLIDING_PRIORITY} of "
-                                          rf"'{second}' \(derived from its name\) is already '{first}''s: set listener_priority"):
+    with pytest.raises(ConfigError, match=rf"models\[{second}\]\.listener_priority: .*{COLLIDING_PRIORITY} of '{second}'.*'{first}''s: set listener_priority"):
         route_priorities((first, None), (second, None))
-    with pytest.raises(ConfigError, match=rf"priority 7 of '{second}' \(its listener_priority\) is already '{first}''s"):
+    with pytest.raises(ConfigError, match=rf"models\[{second}\]\.listener_priority: .*priority 7 of '{second}'.*'{first}''s"):
         route_priorities((first, 7), (second, 7))
 
 
@@ -303,15 +302,14 @@ def test_the_config_names_both_colliding_models_and_the_keys_to_set():
     first, second = COLLIDING
     base = prod_with(STRATEGIES["canary"])
     models: list[dict[str, Any]] = [dict(base["models"][0], name=first), dict(base["models"][1], name=second)]
-    with pytest.raises(Exception, match=rf"environment 'prod': models\[1\].listener_priority: listener rule priority {COLLIDING_PRIORITY} of "
-                                        rf"'{second}' \(derived from its name\) is already '{first}''s: set models\[0\].listener_priority "
-                                        r"or models\[1\].listener_priority"):
+    with pytest.raises(Exception, match=rf"^environment 'prod': models\[1\]\.listener_priority: .*'{second}'.*'{first}''s: "
+                                        r"set models\[0\]\.listener_priority or models\[1\]\.listener_priority"):
         load_environment("prod", prod_with(STRATEGIES["canary"], models))
     models[1]["listener_priority"] = COLLIDING_PRIORITY + 1
     config = load_environment("prod", prod_with(STRATEGIES["canary"], models))
     assert [config.server_config(m).listener_priority for m in config.models] == [None, COLLIDING_PRIORITY + 1]
     models[0]["listener_priority"] = COLLIDING_PRIORITY + 1
-    with pytest.raises(Exception, match=r"models\[1\].listener_priority: listener rule priority 1442 of 'model-242' \(its listener_priority\)"):
+    with pytest.raises(Exception, match=r"models\[1\]\.listener_priority: .*1442 of 'model-242' .*set "):
         load_environment("prod", prod_with(STRATEGIES["canary"], models))
 
 

@@ -70,7 +70,7 @@ def test_an_incomplete_contract_names_everything_it_misses():
 
 
 def test_an_empty_command_is_missing_too():
-    with pytest.raises(ConfigError, match=r"missing: command \(the command that starts the server"):
+    with pytest.raises(ConfigError, match=r"missing: command \(.*starts the server"):
         complete(command=())
 
 
@@ -98,9 +98,9 @@ def test_contract_values_are_checked(overrides, key, message):
 
 
 def test_liveness_and_signals_are_checked():
-    with pytest.raises(ConfigError, match="must start with 'CMD' or 'CMD-SHELL'"):
+    with pytest.raises(ConfigError, match=r"^liveness\.command: .*'CMD' or 'CMD-SHELL'"):
         LivenessCheck(("curl", "-f", "http://127.0.0.1/health"))
-    with pytest.raises(ConfigError, match=r"scaling_signals\[queue\].*exactly one of target and scale_out_above"):
+    with pytest.raises(ConfigError, match=r"scaling_signals\[queue\].*target.*scale_out_above"):
         ScalingSignal("queue", target=1, scale_out_above=2)
     with pytest.raises(ConfigError, match="not a Prometheus metric name"):
         PrometheusMetrics(metrics=("bad name",))
@@ -173,7 +173,7 @@ def test_the_fit_check_counts_the_sidecars():
     stack, parts = stack_with_placement()
     limit = int(192 * 1024 * 0.90)
     model = ModelProps(name="llm", version="1", gpus=4, cpu=45056, memory_mib=limit)
-    with pytest.raises(ConfigError, match=rf"{limit + 768} MiB does not fit on g5.12xlarge"):
+    with pytest.raises(ConfigError, match=rf"memory_mib: {limit + 768} MiB .*g5\.12xlarge"):
         ModelService(stack, "M", model=model, server=VllmServer(image=IMAGE), capacity=on_cluster(stack, "g5.12xlarge"),
                      **parts)
 
@@ -483,8 +483,8 @@ def environment_with(**changes) -> dict:
 @pytest.mark.parametrize(
     "changes, message",
     [
-        ({"capacity_groups": {}}, r"models\[2\].gpus: 4 GPUs per task do not fit on g5.xlarge .* \(it runs on capacity; place it in a capacity group"),
-        ({"capacity_groups": {"llm": {"capacity": {"instance_types": ["g5.12xlarge"]}, "models": ["nope"]}}}, r"capacity_groups.llm.models\[0\]: 'nope' is not a model"),
+        ({"capacity_groups": {}}, r"models\[2\]\.gpus: 4 GPUs .*g5\.xlarge.*capacity group"),
+        ({"capacity_groups": {"llm": {"capacity": {"instance_types": ["g5.12xlarge"]}, "models": ["nope"]}}}, r"capacity_groups\.llm\.models\[0\]: 'nope' .*model"),
         ({"capacity_groups": {"llm": {"capacity": {"instance_types": ["g5.12xlarge"]}, "models": []}}}, r"capacity_groups.llm.models: list the models"),
         ({"capacity_groups": {"LLM": {"capacity": {"instance_types": ["g5.12xlarge"]}, "models": ["llama-13b"]}}}, r"capacity_groups.LLM: group names"),
         ({"capacity_groups": {"llm": {"capacity": {"instance_types": ["g5.12xlarge", "g5.2xlarge"]}, "models": ["llama-13b"]}}}, r"capacity_groups.llm.capacity.instance_types\[1\]: g5.2xlarge has shape"),
@@ -605,8 +605,8 @@ def test_a_server_keep_alive_at_or_below_the_idle_timeout_is_refused_and_an_unkn
     stack, _, parts = stack_with_load_balancer(100)
     with pytest.raises(ConfigError) as error:
         ModelService(stack, "A", model=ModelProps(name="aa", version="1"), server=complete(keep_alive_seconds=110), **parts)
-    assert error.value.key == "server.keep_alive_seconds" and "not longer than the load balancer's idle timeout (110 s)" in error.value.detail
-    with pytest.raises(ConfigError, match=r"timing.keep_alive_seconds.*must exceed the load balancer's idle timeout"):
+    assert error.value.key == "server.keep_alive_seconds" and "idle timeout (110 s)" in error.value.detail
+    with pytest.raises(ConfigError, match=r"timing\.keep_alive_seconds.*idle timeout"):
         ModelService(stack, "B", model=ModelProps(name="bb", version="1"), server=BundledServer(image=IMAGE),
                      timing=gpu_inference_constructs.ServiceTimingProps(keep_alive_seconds=75), **parts)
     ModelService(stack, "C", model=ModelProps(name="cc", version="1"), server=complete(keep_alive_seconds=111), **parts)
@@ -626,8 +626,8 @@ def test_a_server_whose_longest_request_outlasts_the_idle_timeout_is_refused(lon
     stop = StopTiming(drain_seconds=100, exit_seconds=10, longest_request_seconds=longest, deregistration_delay_seconds=10)
     with pytest.raises(ConfigError) as error:
         ModelService(stack, "M", model=ModelProps(name="mm", version="1"), server=complete(stop=stop, keep_alive_seconds=200), **parts)
-    assert error.value.key == "server.stop.longest_request_seconds" and f"({longest} s) + 10 s outlasts the load balancer's idle timeout (110 s)" in error.value.detail
-    assert "pass longest_request_seconds (at least this model's) to its InferenceLoadBalancer" in error.value.detail
+    assert error.value.key == "server.stop.longest_request_seconds" and f"({longest} s) + 10 s outlasts" in error.value.detail
+    assert "pass longest_request_seconds" in error.value.detail and "InferenceLoadBalancer" in error.value.detail
 
 
 def test_behind_a_listener_whose_idle_timeout_is_unknown_a_long_request_is_a_warning_naming_the_timeout_to_set():
@@ -640,7 +640,7 @@ def test_behind_a_listener_whose_idle_timeout_is_unknown_a_long_request_is_a_war
     (warning,) = Annotations.from_stack(stack).find_warning("*", Match.string_like_regexp("outlasts"))
     message = warning.entry.data
     assert isinstance(message, str)  # a warning's data is its message
-    assert "longest request (80 s) + 10 s" in message and "set its idle timeout to at least 90 s" in message
+    assert "(80 s) + 10 s" in message and "idle timeout to at least 90 s" in message
     stack, _, parts = stack_with_load_balancer(10)
     with pytest.raises(ConfigError, match=r"server.stop.longest_request_seconds.*80 s"):
         ModelService(stack, "M", model=model, server=VllmServer(VllmProps(shared_memory_mib=4096), image=IMAGE), **parts)
@@ -658,7 +658,7 @@ def test_the_models_runtime_reaches_the_bundled_server_and_is_checked():
     service = ModelService(stack, "E", model=ModelProps(name="ee", version="1"), server=BundledServer(image=IMAGE),
                            capacity=on_cluster(stack, "g5.xlarge"), **parts)
     assert "MODEL_RUNTIME" not in service.contract.environment
-    with pytest.raises(ConfigError, match="runtime.*use one of eager, compile, onnx, int8"):
+    with pytest.raises(ConfigError, match=r"runtime.*use one of.*int8"):
         BundledServerProps(runtime="tensorrt-llm")
     with pytest.raises(ConfigError, match="runtime.*use eager for this model"):
         BundledServerProps(task="torch-export", runtime="onnx")

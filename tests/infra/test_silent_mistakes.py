@@ -115,9 +115,9 @@ def test_triton_and_tgi_presets_bring_their_ports_health_paths_metrics_and_stop(
 
 
 def test_presets_refuse_flags_they_set():
-    with pytest.raises(ConfigError, match=r"extra_args\[0\]: '--http-port=9000' is set from its own key"):
+    with pytest.raises(ConfigError, match=r"extra_args\[0\]: '--http-port=9000' .*set that key"):
         TritonProps(extra_args=("--http-port=9000",))
-    with pytest.raises(ConfigError, match=r"extra_args\[0\]: '--port' is set from its own key"):
+    with pytest.raises(ConfigError, match=r"extra_args\[0\]: '--port' .*set that key"):
         TgiProps(extra_args=("--port", "80"))
 
 
@@ -129,7 +129,7 @@ def test_two_models_on_one_imported_listener_with_one_priority_are_refused_acros
     app = cast(cdk.App, stack.node.root)  # the root of the tree is the App; node.root is typed IConstruct
     other = cdk.Stack(app, "Other", env=cdk.Environment(account="123456789012", region="us-east-1"))
     _, other_parts = stack_with_placement_in(other)
-    with pytest.raises(ConfigError, match=r"route\.priority: 10 is already 'first''s on this listener.*give models\[second\] another"):
+    with pytest.raises(ConfigError, match=r"route\.priority: 10 .*'first''s.*give models\[second\] another"):
         ModelService(other, "B", model=ModelProps(name="second", version="1"), server=contract(),
                      capacity=on_cluster(other, "g5.xlarge"), **other_parts)
 
@@ -143,7 +143,7 @@ def test_the_same_model_name_twice_is_refused_as_a_name_taken_not_a_priority_cla
     app = cast(cdk.App, stack.node.root)
     other = cdk.Stack(app, "Other", env=cdk.Environment(account="123456789012", region="us-east-1"))
     _, other_parts = stack_with_placement_in(other)
-    with pytest.raises(ConfigError, match=r"model\.name: 'first' is already the name of the model at .*/A.*give this model another name"):
+    with pytest.raises(ConfigError, match=r"model\.name: 'first' .*/A.*another name"):
         ModelService(other, "B", model=ModelProps(name="first", version="2"), server=contract(),
                      capacity=on_cluster(other, "g5.xlarge"), **at_priority(other_parts, 11))
     # Another environment of the same app may serve its own 'first' (dev and prod in one app).
@@ -212,7 +212,7 @@ def test_a_deployment_peak_that_does_not_fit_the_group_is_refused_by_the_constru
         ModelService(stack, "B", model=ModelProps(name="second", version="1", max_tasks=2, deployment=DeploymentProps(strategy="canary")),
                      server=contract(), capacity=gpus, **at_priority(parts, 11))
     assert error.value.key.startswith("capacity (Gpus.max_capacity)")
-    assert "raise max_capacity to at least 6 or lower max_tasks" in error.value.detail and "models[second]" in error.value.detail
+    assert "max_capacity to at least 6" in error.value.detail and "lower max_tasks" in error.value.detail and "models[second]" in error.value.detail
 
 
 def test_vllm_defaults_fit_the_model_defaults():
@@ -234,7 +234,7 @@ def test_a_tensor_parallel_size_the_heads_cannot_divide_is_refused_or_warned():
                      server=VllmServer(props, image=IMAGE), capacity=on_cluster(stack, "g5.12xlarge"), **parts)
         return stack
 
-    with pytest.raises(ConfigError, match=r"^gpus: 3 GPUs cannot split the model's 40 attention heads.*gpus that divide 40 \(1, 2, 4, 8\)"):
+    with pytest.raises(ConfigError, match=r"^gpus: 3 .*40 attention heads.*divide 40 \(1, 2, 4, 8\)"):
         vllm(VllmProps(attention_heads=40), 3)
     vllm(VllmProps(attention_heads=40), 4)  # divides
     from aws_cdk.assertions import Annotations, Match
@@ -257,7 +257,7 @@ def test_an_imported_vpc_without_the_subnets_a_construct_needs_is_refused_naming
     private_only = ec2.Vpc.from_vpc_attributes(stack, "Private", vpc_id="vpc-2", availability_zones=["us-east-1a"],
                                                private_subnet_ids=["subnet-2"])
     store = ModelStore(stack, "Models", props=ModelStoreProps())
-    with pytest.raises(ConfigError, match=r"^subnets: InferenceLoadBalancer is internet-facing and the VPC has no public subnets.*internet_facing=False"):
+    with pytest.raises(ConfigError, match=r"^subnets: InferenceLoadBalancer .*no public subnets.*internet_facing=False"):
         InferenceLoadBalancer(stack, "Alb", vpc=private_only, access_logs_bucket=store.access_logs_bucket,
                               props=LoadBalancerProps(allow_http=True, ingress_cidrs=("10.0.0.0/8",)))
     other = cdk.Stack(cdk.App(), "Other", env=cdk.Environment(account="123456789012", region="us-east-1"))
@@ -265,7 +265,7 @@ def test_an_imported_vpc_without_the_subnets_a_construct_needs_is_refused_naming
     public_cluster = ecs.Cluster.from_cluster_attributes(
         other, "PublicCluster", cluster_name="c",
         vpc=ec2.Vpc.from_vpc_attributes(other, "PublicVpc", vpc_id="vpc-3", availability_zones=["us-east-1a"], public_subnet_ids=["subnet-3"]))
-    with pytest.raises(ConfigError, match=r"^subnets: ModelService 'edge' \(its tasks\) needs private subnets"):
+    with pytest.raises(ConfigError, match=r"^subnets: ModelService 'edge' .*private subnets.*pass subnets="):
         ModelService(other, "M", model=ModelProps(name="edge", version="1"), server=contract(),
                      capacity=ClusterCapacity(public_cluster, "gpus", "g5.xlarge"), **parts)
 
@@ -318,5 +318,5 @@ def test_stagings_llm_declares_its_heads_so_a_wrong_tensor_parallel_size_is_refu
     (llm,) = [m for m in data["models"] if m["name"] == "llama-13b"]
     assert llm["vllm"]["attention_heads"] == 40
     llm["gpus"] = 3
-    with pytest.raises(ConfigError, match=r"models\[\d\]\.gpus: 3 GPUs cannot split the model's 40 attention heads"):
+    with pytest.raises(ConfigError, match=r"models\[\d\]\.gpus: 3 .*attention heads.*divide 40"):
         load_environment("staging", data)

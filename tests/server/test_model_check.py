@@ -98,15 +98,15 @@ def test_publish_refuses_a_classifier_without_its_head(s3, bucket, headless_dir)
     with pytest.raises(PublishError) as refused:
         publish(headless_dir, f"s3://{bucket}/models/tiny/1/", task="text-classification")
     message = str(refused.value)
-    assert "cannot serve text-classification: its weights lack classifier.bias, classifier.weight" in message
-    assert "id2label holds only transformers' placeholder names (LABEL_0, LABEL_1)" in message
-    assert "serve it as text-embedding (MODEL_TASK=text-embedding, or publish it with --task text-embedding)" in message
+    assert re.search(r"text-classification: .*lack classifier\.bias, classifier\.weight", message)
+    assert re.search(r"id2label .*placeholder .*\(LABEL_0, LABEL_1\)", message)
+    assert "MODEL_TASK=text-embedding" in message and "--task text-embedding" in message
     assert "fine-tune a classification head" in message and "--task text-classification" in message
     assert "Contents" not in s3.list_objects_v2(Bucket=bucket)  # nothing uploaded
 
 
 @pytest.mark.parametrize(("id2label", "named"), [
-    ({"0": "LABEL_0", "1": "LABEL_1"}, "holds only transformers' placeholder names (LABEL_0, LABEL_1)"),
+    ({"0": "LABEL_0", "1": "LABEL_1"}, r"placeholder .*\(LABEL_0, LABEL_1\)"),
     ({}, "id2label is empty"),
 ])
 def test_publish_refuses_a_classifier_without_label_names(s3, bucket, classifier_copy, id2label, named):
@@ -114,14 +114,14 @@ def test_publish_refuses_a_classifier_without_label_names(s3, bucket, classifier
     with pytest.raises(PublishError) as refused:
         publish(classifier_copy, f"s3://{bucket}/models/tiny/1/", task="text-classification")
     message = str(refused.value)
-    assert named in message and "name its labels in config.json's id2label and label2id" in message
+    assert re.search(named, message) and re.search(r"name its labels .*id2label and label2id", message)
     assert "weights lack" not in message  # the head's weights are there
     assert "Contents" not in s3.list_objects_v2(Bucket=bucket)
 
 
 def test_the_server_refuses_to_start_a_classifier_without_its_head(headless_dir):
     message = refusal(make_settings(headless_dir, model_task="text-classification"))
-    assert "cannot serve text-classification: its weights lack classifier.bias, classifier.weight" in message
+    assert re.search(r"text-classification: .*lack classifier\.bias, classifier\.weight", message)
     readme = (ROOT / "inference_image" / "README.md").read_text()
     documented = re.findall(r"```text\n(.*?)```", readme[readme.index("### A wrong model is refused"):], re.S)[0]
     assert message == documented.replace("\n", " ").strip().replace("<dir>", str(headless_dir))
@@ -177,9 +177,9 @@ def test_a_model_that_answers_otherwise_than_published_refuses_to_become_ready(c
     recorded = recorded_probe(classifier_copy)["answer"]["scores"]
     set_classifier_bias(classifier_copy, [2.0, -2.0])
     message = refusal(make_settings(classifier_copy, model_task="text-classification"))
-    assert message.startswith("model tiny version 1 does not answer as published: to the probe text 'The parcel")
-    assert f"publish recorded label positive (negative {recorded['negative']:.4f}, positive " in message
-    assert "this server answers label negative (negative 0.98" in message
+    assert re.match(r"model tiny version 1 .*as published: .*'The parcel", message)
+    assert f"label positive (negative {recorded['negative']:.4f}, positive " in message
+    assert "answers label negative (negative 0.98" in message
     assert "more than the 0.001 allowed" in message
     assert "Likely cause: different weights" in message
 
@@ -197,8 +197,7 @@ def test_a_recorded_probe_answer_is_held_to_the_runtimes_tolerance(classifier_co
     if not starts:
         message = refusal(settings)
         assert "a probability differs by 0.01" in message and "more than the 0.001 allowed" in message
-        assert ("Likely cause: a different runtime: this image's torch or transformers is not the one the version was "
-                "published with; publish it again with this image; or different weights") in message
+        assert re.search(r"Likely cause: a different runtime.*publish it again.*different weights", message)
         return
     service = start_until_settled(settings)
     try:
@@ -210,10 +209,8 @@ def test_a_recorded_probe_answer_is_held_to_the_runtimes_tolerance(classifier_co
 def test_a_model_served_under_another_task_than_published_refuses_to_become_ready(classifier_copy):
     write_local_version(classifier_copy, "text-classification")
     message = refusal(make_settings(classifier_copy, model_task="text-embedding"))
-    assert "this server answers an embedding of 32 values" in message
-    assert "the answers are of different tasks" in message
-    assert ("a different task: the version was published for text-classification and this server runs "
-            "text-embedding; set MODEL_TASK=text-classification") in message
+    assert "an embedding of 32 values" in message and "different tasks" in message
+    assert re.search(r"published for text-classification .*runs text-embedding; set MODEL_TASK=text-classification", message)
 
 
 def test_a_manifest_without_a_probe_starts_with_a_warning(classifier_copy, caplog):

@@ -177,8 +177,7 @@ def test_a_checkpoint_without_its_head_refuses_to_start_as_a_classifier(s3, buck
     assert start(env, log).wait(STARTUP_TIMEOUT) == 1, log.read_text()
     [refusal] = [line for line in json_lines(log) if line["level"] == "CRITICAL"]
     assert refusal["message"] == "wrong model; refusing to start" and refusal["error_type"] == "ModelCheckError"
-    assert "cannot serve text-classification: its weights lack classifier.bias, classifier.weight" in refusal["error"]
-    assert "serve it as text-embedding (MODEL_TASK=text-embedding" in refusal["error"]
+    assert "lack classifier.bias" in refusal["error"] and "MODEL_TASK=text-embedding" in refusal["error"]
 
 
 def test_a_model_without_manifest_in_s3_refuses_to_start(s3, bucket, tiny_classifier_dir, tmp_path):

@@ -58,14 +58,14 @@ def test_named_api_keys_come_from_a_json_object_of_names_to_keys():
 
 
 @pytest.mark.parametrize("value,message", [
-    ('{"a": "same-secret", "b": "same-secret"}', r"keys \['a', 'b'\] are the same key"),
+    ('{"a": "same-secret", "b": "same-secret"}', r"keys \['a', 'b'\] .*its own"),
     ('{"a": "k1-secret", "a": "k2-secret"}', r"names \['a'\] appear twice"),
-    ('{"-a": "k1-secret"}', "key name '-a' must be"),
-    ('{"a b": "k1-secret"}', "key name 'a b' must be"),
-    ('{"a": ""}', "the key named 'a' must be a non-empty string"),
-    ('{"a": 7}', "the key named 'a' must be a non-empty string"),
+    ('{"-a": "k1-secret"}', "key name '-a' .*1-64 letters"),
+    ('{"a b": "k1-secret"}', "key name 'a b' .*1-64 letters"),
+    ('{"a": ""}', "'a' .*non-empty string"),
+    ('{"a": 7}', "'a' .*non-empty string"),
     ('{"a": "k1-secret"', "is not a JSON object"),
-    ("same-secret,same-secret", r"keys \['key-1', 'key-2'\] are the same key"),
+    ("same-secret,same-secret", r"keys \['key-1', 'key-2'\] .*its own"),
 ])
 def test_bad_api_keys_are_refused_naming_keys_never_showing_them(value, message):
     with pytest.raises(SettingsError, match=message) as error:
@@ -94,7 +94,7 @@ def test_api_keys_are_not_in_the_repr():
     ("DRAIN_TIMEOUT_S", "nan", "finite"),
     ("ALLOW_ARTIFACT_CODE", "maybe", "true or false"),
     ("DEVICE", "tpu", "one of auto, cpu, cuda"),
-    ("PRECISION", "int8", "one of auto, fp32, fp16, bf16"),
+    ("PRECISION", "int8", "one of .*bf16"),
     ("MODEL_TASK", "translation", "one of text-classification"),
     ("MODEL_NAME", "MiniLM_v2", "URL-safe"),
     ("MODEL_NAME", "", "is required"),

@@ -186,7 +186,7 @@ def test_cli_takes_the_models_own_way_of_getting_its_weights(tmp_path, capsys):
     assert main([*args, "--model", "minilm"]) == 0
     assert "16 parallel ranged GETs" in capsys.readouterr().out
     assert main([*args, "--model", "llama-13b", "--storage", "s3-parallel"]) == 2  # the bundled server's fetch only
-    assert "a vLLM model's weights are copied (gp3) or streamed (stream)" in capsys.readouterr().err
+    assert "copied (gp3) or streamed" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("storage", ["gp3", "stream"])
