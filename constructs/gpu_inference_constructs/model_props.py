@@ -16,7 +16,7 @@ from .instance_catalog import GpuInstanceType
 from .latency_alarms import LatencyAlarmProps, LatencyAlarmThresholds
 from .scaling_props import ModelScalingProps
 from .schedules import check_model_task_range
-from .target_optimizer_props import TargetOptimizerProps
+from .target_optimizer_props import AGENT_CPU, AGENT_MEMORY_MIB, TargetOptimizerProps
 
 MODEL_NAME = re.compile(r"^[a-z][a-z0-9-]{0,38}[a-z0-9]$")
 MODEL_VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
@@ -109,8 +109,11 @@ class ModelProps:
     def check_fits(self, instance_type: GpuInstanceType, sidecars: tuple[int, int],
                    all_types: tuple[GpuInstanceType, ...] = ()) -> None:
         """A task of this model, its server and the ``sidecars`` (CPU units, MiB) its server adds, fits ``instance_type``
-        (the fleet's smallest), and its GPU share fits the smallest GPU of ``all_types`` (default: that type's)."""
+        (the fleet's smallest), and its GPU share fits the smallest GPU of ``all_types`` (default: that type's). The
+        target-control agent counts as one more sidecar."""
         cpu, memory = sidecars
+        if self.target_optimizer is not None:
+            cpu, memory = cpu + AGENT_CPU, memory + AGENT_MEMORY_MIB
         check_task_fits(instance_type, gpus=self.gpus, cpu=self.cpu + cpu, memory_mib=self.memory_mib + memory)
         if self.gpu_share is not None:
             types = all_types or (instance_type,)

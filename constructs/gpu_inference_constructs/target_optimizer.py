@@ -17,8 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .errors import ConfigError, require
-from .target_optimizer_props import AGENT_REPOSITORY as AGENT_REPOSITORY
-from .target_optimizer_props import TargetOptimizerProps
+from .target_optimizer_props import AGENT_CPU, AGENT_MEMORY_MIB, TargetOptimizerProps
 
 if TYPE_CHECKING:
     from aws_cdk import aws_cloudwatch as cloudwatch
@@ -32,9 +31,6 @@ if TYPE_CHECKING:
     from .service_choices import ListenerRoute, LoadBalancerRoute
 
 AGENT_CONTAINER_NAME = "target-control-agent"
-# What the agent (a Rust proxy) reserves: the AWS Load Balancer Controller's own end-to-end test requests 100m/128Mi.
-AGENT_CPU = 128
-AGENT_MEMORY_MIB = 128
 # A user no image defines by name: the agent listens above 1024 and writes nothing (its TLS key is kept in memory).
 AGENT_USER = "65534"
 # ALB CloudWatch metrics, target optimizer table: dimensions LoadBalancer (and AvailabilityZone), not TargetGroup.

@@ -9,6 +9,9 @@ from .errors import require, require_range
 
 # The user guide documents only the ":latest" tag of this repository: a deployment pins its own digest or mirror.
 AGENT_REPOSITORY = "public.ecr.aws/aws-elb/target-optimizer/target-control-agent"
+# What the agent (a Rust proxy) reserves: the AWS Load Balancer Controller's own end-to-end test requests 100m/128Mi.
+AGENT_CPU = 128
+AGENT_MEMORY_MIB = 128
 MAX_CONCURRENCY_LIMIT = 1000
 LOG_LEVELS = ("error", "info", "debug")
 

@@ -175,6 +175,16 @@ def test_a_cdk_json_block_names_the_model_and_the_key():
                   "models[0]")
 
 
+def test_the_agent_counts_when_the_task_must_fit_the_instance():
+    from gpu_inference_constructs.instance_catalog import lookup
+
+    g5 = lookup("g5.xlarge", "instance_type")
+    fits = ModelProps(name="ranker", version="1", cpu=g5.task_cpu_limit_units - 512 - 100, memory_mib=3072)  # 128 too few
+    fits.check_fits(g5, (0, 0))
+    with pytest.raises(ConfigError, match=r"cpu.*does not fit"):
+        replace(fits, target_optimizer=OPTIMIZER).check_fits(g5, (0, 0))
+
+
 def test_ports_the_server_uses_and_a_cap_above_its_own_limit_are_refused():
     with pytest.raises(ConfigError, match=r"target_optimizer\.data_port") as raised:
         team_stack(optimizer=replace(OPTIMIZER, data_port=8000))  # Triton's HTTP port
