@@ -16,19 +16,21 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import aws_cdk as cdk
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_ecs as ecs
+from aws_cdk import aws_elasticloadbalancingv2 as elbv2
+from constructs import Construct
+
+from .acknowledgements import default_child
 from .errors import ConfigError, require
+from .service_choices import ListenerRoute, LoadBalancerRoute
 from .target_optimizer_props import AGENT_CPU, AGENT_MEMORY_MIB, TargetOptimizerProps
 
 if TYPE_CHECKING:
-    from aws_cdk import aws_cloudwatch as cloudwatch
-    from aws_cdk import aws_ec2 as ec2
-    from aws_cdk import aws_ecs as ecs
-    from aws_cdk import aws_elasticloadbalancingv2 as elbv2
-    from constructs import Construct
-
     from .model_props import ModelProps
     from .server_contract import ServerContract
-    from .service_choices import ListenerRoute, LoadBalancerRoute
 
 AGENT_CONTAINER_NAME = "target-control-agent"
 # A user no image defines by name: the agent listens above 1024 and writes nothing (its TLS key is kept in memory).
@@ -53,18 +55,16 @@ def check_target_optimizer(scope: Construct, server: object, model: ModelProps, 
         taken.setdefault(contract.metrics.port, "the server's metrics port")
     for key in ("data_port", "control_port"):
         port = getattr(optimizer, key)
-        require(port not in taken, f"target_optimizer.{key}",
+        require(port not in taken, f"models[{model.name}].target_optimizer.{key}",
                 f"{port} is {taken.get(port)} in the same task (one network namespace): choose another port")
     kind = type(server).__name__
     limit_key = OWN_LIMIT.get(kind)
     own_limit = getattr(getattr(server, "props", None), limit_key, None) if limit_key else None
     if own_limit is not None and optimizer.max_concurrency > own_limit:
-        raise ConfigError("target_optimizer.max_concurrency",
+        raise ConfigError(f"models[{model.name}].target_optimizer.max_concurrency",
                           f"{optimizer.max_concurrency} is above the server's own {limit_key} ({own_limit}): the server "
                           f"would queue what the load balancer thinks it runs; give at most {own_limit}")
     if kind in SHEDS_LOAD_ITSELF:
-        import aws_cdk as cdk
-
         cdk.Annotations.of(scope).add_warning_v2(
             "gpu-inference:target-optimizer-beside-admission",
             f"models[{model.name}].target_optimizer: the {kind} sheds load itself (it answers 503 once full, and "
@@ -88,10 +88,6 @@ def set_control_port(target_group: elbv2.ApplicationTargetGroup, optimizer: Targ
     """``TargetControlPort`` on the target group (aws-cdk-lib 2.275's L2 has no prop for it; its L1 does)."""
     if optimizer is None:
         return
-    from aws_cdk import aws_elasticloadbalancingv2 as elbv2
-
-    from .acknowledgements import default_child
-
     default_child(target_group, elbv2.CfnTargetGroup).target_control_port = optimizer.control_port
 
 
@@ -101,10 +97,6 @@ def admit_agent_ports(security_group: ec2.SecurityGroup, route: LoadBalancerRout
     port (which attaching the target group admits)."""
     if optimizer is None:
         return
-    from aws_cdk import aws_ec2 as ec2
-
-    from .service_choices import LoadBalancerRoute
-
     for port, why in ((optimizer.control_port, "target control"), (health_check_port, "health checks")):
         if isinstance(route, LoadBalancerRoute):
             route.load_balancer.allow_to_targets_on(port)
@@ -130,8 +122,6 @@ def add_target_control_agent(scope: Construct, task: ecs.TaskDefinition, server:
     optimizer = model.target_optimizer
     if optimizer is None:
         return None
-    from aws_cdk import aws_ecs as ecs
-
     parameters = ecs.LinuxParameters(scope, "TargetControlLinuxParameters", init_process_enabled=True)
     parameters.drop_capabilities(ecs.Capability.ALL)
     agent = task.add_container(
@@ -158,9 +148,6 @@ def add_target_control_agent(scope: Construct, task: ecs.TaskDefinition, server:
 def reject_metric(load_balancer_full_name: str) -> cloudwatch.Metric:
     """Requests the load balancer rejected because no target had capacity: per load balancer (AWS publishes no
     TargetGroup dimension), so every opted-in model behind it counts together."""
-    import aws_cdk as cdk
-    from aws_cdk import aws_cloudwatch as cloudwatch
-
     return cloudwatch.Metric(namespace="AWS/ApplicationELB", metric_name=REJECT_METRIC,
                              dimensions_map={"LoadBalancer": load_balancer_full_name}, statistic="Sum",
                              period=cdk.Duration.minutes(1), label="rejected: no target had capacity")
@@ -168,9 +155,6 @@ def reject_metric(load_balancer_full_name: str) -> cloudwatch.Metric:
 
 def add_reject_widget(dashboard: cloudwatch.Dashboard, model_name: str, load_balancer_full_name: str) -> None:
     """The reject metric, and what was forwarded, on the environment's dashboard for an opted-in model."""
-    import aws_cdk as cdk
-    from aws_cdk import aws_cloudwatch as cloudwatch
-
     forwarded = cloudwatch.Metric(namespace="AWS/ApplicationELB", metric_name=REQUEST_METRIC,
                                   dimensions_map={"LoadBalancer": load_balancer_full_name}, statistic="Sum",
                                   period=cdk.Duration.minutes(1), label="forwarded to agents")
