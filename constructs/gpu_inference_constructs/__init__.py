@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from .settings import from_dict
     from .sglang_server import SglangProps, SglangServer
     from .target_group_metrics import TargetGroupMetrics
+    from .target_optimizer_props import TargetOptimizerProps
     from .task_starts import TaskStarts
     from .vllm_server import VllmProps, VllmServer, vllm_stop
     from .warm_pool import WarmPoolLaunches, WarmPoolProps
@@ -120,6 +121,7 @@ __all__ = [
     "SglangServer",
     "StopTiming",
     "TargetGroupMetrics",
+    "TargetOptimizerProps",
     "TaskStarts",
     "TgiProps",
     "TgiServer",
@@ -220,6 +222,7 @@ _MODULE_OF = {
     "SglangProps": "sglang_server",
     "SglangServer": "sglang_server",
     "TargetGroupMetrics": "target_group_metrics",
+    "TargetOptimizerProps": "target_optimizer_props",
     "TaskStarts": "task_starts",
     "VllmProps": "vllm_server",
     "VllmServer": "vllm_server",

@@ -16,6 +16,7 @@ from .instance_catalog import GpuInstanceType
 from .latency_alarms import LatencyAlarmProps, LatencyAlarmThresholds
 from .scaling_props import ModelScalingProps
 from .schedules import check_model_task_range
+from .target_optimizer_props import AGENT_CPU, AGENT_MEMORY_MIB, TargetOptimizerProps
 
 MODEL_NAME = re.compile(r"^[a-z][a-z0-9-]{0,38}[a-z0-9]$")
 MODEL_VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
@@ -59,6 +60,10 @@ class ModelProps:
     """Where a deployment rolls back. Default: multiples of ``scaling.latency_p95_ms`` (never below it)."""
     alarms: LatencyAlarmProps = field(default_factory=LatencyAlarmProps)
     """Where its latency alarms page. Default: multiples of ``scaling.latency_p95_ms`` (never below it)."""
+    target_optimizer: TargetOptimizerProps | None = None
+    """ALB Target Optimizer: the load balancer sends a task at most ``max_concurrency`` requests at once, through
+    AWS's target-control agent beside the server, for a server that cannot shed load itself (Triton, SGLang, your
+    own). Default: None (off; the target group and task as without it)."""
 
     def __post_init__(self) -> None:
         require(
@@ -77,6 +82,8 @@ class ModelProps:
         require(self.gpu_share is None or self.gpus == 1, "gpus",
                 f"{self.gpus} whole GPUs and a gpu_share: a share is of one GPU (one CUDA process); remove gpu_share for "
                 "tensor parallelism over whole GPUs, or leave gpus out")
+        require(self.target_optimizer is None or isinstance(self.target_optimizer, TargetOptimizerProps), "target_optimizer",
+                f"got {type(self.target_optimizer).__name__}: pass a TargetOptimizerProps, or None")
         self.rollback_thresholds()
         self.latency_alarm_thresholds()
 
@@ -102,8 +109,11 @@ class ModelProps:
     def check_fits(self, instance_type: GpuInstanceType, sidecars: tuple[int, int],
                    all_types: tuple[GpuInstanceType, ...] = ()) -> None:
         """A task of this model, its server and the ``sidecars`` (CPU units, MiB) its server adds, fits ``instance_type``
-        (the fleet's smallest), and its GPU share fits the smallest GPU of ``all_types`` (default: that type's)."""
+        (the fleet's smallest), and its GPU share fits the smallest GPU of ``all_types`` (default: that type's). The
+        target-control agent counts as one more sidecar."""
         cpu, memory = sidecars
+        if self.target_optimizer is not None:
+            cpu, memory = cpu + AGENT_CPU, memory + AGENT_MEMORY_MIB
         check_task_fits(instance_type, gpus=self.gpus, cpu=self.cpu + cpu, memory_mib=self.memory_mib + memory)
         if self.gpu_share is not None:
             types = all_types or (instance_type,)

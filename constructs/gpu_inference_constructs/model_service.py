@@ -59,6 +59,7 @@ from .service_task import ServiceTask
 from .service_timing import ServiceTimingProps
 from .spot_draining import minimum_healthy_percent, tasks_on_one_instance
 from .subnet_selection import private_subnets
+from .target_optimizer import check_target_optimizer
 
 __all__ = [
     "DEFAULT_NAME_PREFIX",
@@ -188,6 +189,7 @@ class ModelService(Construct):
         region = cdk.Stack.of(self).region
         contract = server.contract(ServerContext(self, model, timing, self.environment_name, region, uri, self.instance_type))
         check_contract(server, contract, model)
+        check_target_optimizer(self, server, model, contract)
         self.contract = contract
         self._warn(idle_timeout_warnings(contract, idle_timeout, model.name, known=balancer is not None))
         check_fits(model, contract, self.instance_type, placement.fleet_types)
@@ -208,7 +210,8 @@ class ModelService(Construct):
                rollback_thresholds: RollbackThresholds) -> None:
         """The service on its capacity, behind its route, with the alarms that roll its deployments back."""
         model, contract, deployment = self.model, self.contract, self.model.deployment
-        self.security_group = task_security_group(self, vpc=placement.cluster.vpc, model_name=model.name, port=contract.port, route=route)
+        self.security_group = task_security_group(self, vpc=placement.cluster.vpc, model_name=model.name, port=contract.port, route=route,
+                                                  target_optimizer=model.target_optimizer)
         self._rollback_alarm_names = RollbackAlarmNames()
         self.minimum_healthy_percent = self._draining_percent(model.min_tasks)
         self.service = ecs.Ec2Service(
@@ -241,7 +244,7 @@ class ModelService(Construct):
             self.service.node.add_dependency(capacity.capacity_provider_association)  # an imported cluster's association
         targets = ServiceTargets(self, model_name=model.name, contract=contract, route=route, vpc=placement.cluster.vpc,
                                  deregistration_delay_seconds=self.deregistration_delay_seconds,
-                                 shifts_traffic=deployment.shifts_traffic)
+                                 shifts_traffic=deployment.shifts_traffic, target_optimizer=model.target_optimizer)
         self.target_groups, self.target_group, self.listener_rule = targets.target_groups, targets.target_group, targets.listener_rule
         self.load_balancer_full_name, self.target_group_metrics = targets.load_balancer_full_name, targets.target_group_metrics
         targets.attach(self.service, self.container)

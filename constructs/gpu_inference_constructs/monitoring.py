@@ -32,6 +32,7 @@ from .monitoring_props import root_volume_hourly_usd as root_volume_hourly_usd
 from .monitoring_props import warm_pool_monthly_usd as warm_pool_monthly_usd
 from .notifications import topic_target
 from .prometheus_metrics import PrometheusMetrics
+from .target_optimizer import add_reject_widget
 from .task_starts import TaskStarts
 
 MINUTE = cdk.Duration.minutes(1)
@@ -123,6 +124,8 @@ class InferenceMonitoring(AlarmGroup):
         KV-cache use), one graph per model. The bundled server's metrics are on the dashboard already; its dimensions
         are literal (environment and model name), so a model of another stack adds no reference between them."""
         contract = service.contract
+        if service.model.target_optimizer is not None:
+            add_reject_widget(self.dashboard, service.model.name, service.load_balancer_full_name)
         if contract.metrics is None:
             return
         metrics = [service.metric_server(PrometheusMetrics.cloudwatch_name(name), "Average") for name in contract.metrics.metrics]

@@ -21,11 +21,22 @@ from .service_choices import ListenerRoute, LoadBalancerRoute
 from .target_group_metrics import TargetGroupMetrics, load_balancer_name_from_listener_arn
 from .target_group_metrics import load_balancer_full_name as full_name_of
 from .target_health import TARGET_HEALTH_CHECK
+from .target_optimizer import (
+    TargetOptimizerProps,
+    admit_agent_ports,
+    registered_container,
+    set_control_port,
+    target_group_id,
+    traffic_port,
+)
 
 
 def task_security_group(scope: Construct, *, vpc: ec2.IVpc, model_name: str, port: int,
-                        route: LoadBalancerRoute | ListenerRoute) -> ec2.SecurityGroup:
-    """The tasks' group: the load balancer in on the container port, HTTPS out to the VPC endpoints."""
+                        route: LoadBalancerRoute | ListenerRoute,
+                        target_optimizer: TargetOptimizerProps | None = None) -> ec2.SecurityGroup:
+    """The tasks' group: the load balancer in on the container port (the agent's data and control ports with a
+    ``target_optimizer``, and the server's port for health checks only), HTTPS out to the VPC endpoints."""
+    health_check_port, port = port, traffic_port(port, target_optimizer)
     security_group = ec2.SecurityGroup(
         scope,
         "SecurityGroup",
@@ -39,21 +50,24 @@ def task_security_group(scope: Construct, *, vpc: ec2.IVpc, model_name: str, por
         route.load_balancer.allow_to_targets_on(port)
     else:
         security_group.connections.allow_from(route.listener, ec2.Port.tcp(port), "load balancer")
+    admit_agent_ports(security_group, route, target_optimizer, health_check_port)
     return security_group
 
 
 class ServiceTargets:
     """The target groups and the listener rule of one model. Attributes: ``target_groups`` (with the alternate one
     where ``shifts_traffic``), ``target_group`` (production), ``listener_rule``, ``load_balancer_full_name``,
-    ``target_group_metrics``."""
+    ``target_group_metrics``. With a ``target_optimizer`` both target groups get its control port."""
 
     def __init__(self, scope: Construct, *, model_name: str, contract: ServerContract, route: LoadBalancerRoute | ListenerRoute,
-                 vpc: ec2.IVpc, deregistration_delay_seconds: int, shifts_traffic: bool) -> None:
+                 vpc: ec2.IVpc, deregistration_delay_seconds: int, shifts_traffic: bool,
+                 target_optimizer: TargetOptimizerProps | None = None) -> None:
         self._contract = contract
         self._shifts_traffic = shifts_traffic
+        self._target_optimizer = target_optimizer
         # Both target groups health-check readiness and drain alike: either may be production after a deployment.
         target_group_ids = ("TargetGroup", "AlternateTargetGroup") if shifts_traffic else ("TargetGroup",)
-        self.target_groups = [_target_group(scope, target_group_id, vpc, contract, deregistration_delay_seconds)
+        self.target_groups = [_target_group(scope, target_group_id, vpc, contract, deregistration_delay_seconds, target_optimizer)
                               for target_group_id in target_group_ids]
         self.target_group = self.target_groups[0]
         self.listener_rule = _listener_rule(scope, model_name, contract, route, self.target_groups)
@@ -70,18 +84,20 @@ class ServiceTargets:
                 alternate_target_group=self.target_groups[1],
                 production_listener=ecs.ListenerRuleConfiguration.application_listener_rule(self.listener_rule),
             )
+        container_name, port = registered_container(container, self._target_optimizer, self._contract.port)
         service.load_balancer_target(
-            container_name=container.container_name, container_port=self._contract.port, alternate_target=alternate
+            container_name=container_name, container_port=port, alternate_target=alternate
         ).attach_to_application_target_group(self.target_group)
 
 
 def _target_group(scope: Construct, construct_id: str, vpc: ec2.IVpc, contract: ServerContract,
-                  deregistration_delay_seconds: int) -> elbv2.ApplicationTargetGroup:
-    return elbv2.ApplicationTargetGroup(
+                  deregistration_delay_seconds: int, target_optimizer: TargetOptimizerProps | None) -> elbv2.ApplicationTargetGroup:
+    port = traffic_port(contract.port, target_optimizer)
+    target_group = elbv2.ApplicationTargetGroup(
         scope,
-        construct_id,
+        target_group_id(construct_id, target_optimizer),
         vpc=vpc,
-        port=contract.port,
+        port=port,
         protocol=elbv2.ApplicationProtocol.HTTP,
         target_type=elbv2.TargetType.IP,
         deregistration_delay=cdk.Duration.seconds(deregistration_delay_seconds),
@@ -96,6 +112,8 @@ def _target_group(scope: Construct, construct_id: str, vpc: ec2.IVpc, contract: 
             unhealthy_threshold_count=TARGET_HEALTH_CHECK.unhealthy_threshold,
         ),
     )
+    set_control_port(target_group, target_optimizer)
+    return target_group
 
 
 def _listener_rule(scope: Construct, model_name: str, contract: ServerContract, route: LoadBalancerRoute | ListenerRoute,

@@ -29,6 +29,7 @@ from .server_contract import (
     collector_config,
 )
 from .service_choices import ModelBucket
+from .target_optimizer import add_target_control_agent
 
 # Task-definition metadata: container name -> {'user' | 'readonly_root_filesystem': why it is root / writable}.
 CONTAINER_ACKNOWLEDGEMENTS = "gpu-inference:container-acknowledgements"
@@ -98,6 +99,7 @@ class ServiceTask:
                 ecs.ContainerDependency(container=last_init, condition=ecs.ContainerDependencyCondition.SUCCESS))
         self.metrics_collector = (self._add_metrics_collector(region, environment_name)
                                   if contract.metrics is not None else None)
+        self.target_control_agent = add_target_control_agent(scope, self.task_definition, self.container, model, contract, self.log_driver())
 
     @property
     def log_stream_prefix(self) -> str:
