@@ -35,7 +35,7 @@ from opentelemetry.trace import (
 from .. import __version__
 from ..link_messages import JobResult
 from ..settings import Settings
-from .trace_context import incoming
+from .trace_context import Incoming, incoming
 
 SHUTDOWN_FLUSH_MS = 2000  # at the worker's exit: the spans not yet sent get this long to go
 
@@ -56,7 +56,11 @@ class _TraceIds(IdGenerator):
 
     def generate_trace_id(self) -> int:
         trace_id, self.next_trace_id = self.next_trace_id, 0
-        return trace_id or (int(time.time()) << 96) | random.getrandbits(96)
+        return trace_id or self.new_trace_id()
+
+    @staticmethod
+    def new_trace_id() -> int:
+        return (int(time.time()) << 96) | random.getrandbits(96)
 
 
 class RequestTrace:
@@ -107,9 +111,12 @@ class Tracing:
                       "model.name": settings.model_name, "model.version": settings.model_version, "worker": worker}
         if not os.environ.get("OTEL_SERVICE_NAME"):
             attributes["service.name"] = settings.model_name
-        # The standard variables choose the sampler when set; else parent-based at TRACE_SAMPLE_RATIO.
-        sampler = None if os.environ.get("OTEL_TRACES_SAMPLER") else ParentBased(
-            TraceIdRatioBased(settings.trace_sample_ratio))
+        # The standard variables choose the sampler when set; else parent-based at TRACE_SAMPLE_RATIO, which start()
+        # decides itself before the SDK is asked (an unsampled request costs a header scan and a comparison).
+        sampler, self._bound = None, None
+        if not os.environ.get("OTEL_TRACES_SAMPLER"):
+            ratio = TraceIdRatioBased(settings.trace_sample_ratio)
+            sampler, self._bound = ParentBased(ratio), ratio.bound
         self._ids = _TraceIds()
         self.provider = TracerProvider(sampler=sampler, resource=Resource.create(attributes), id_generator=self._ids,
                                        shutdown_on_exit=False)
@@ -121,6 +128,15 @@ class Tracing:
     def start(self, headers: list[tuple[bytes, bytes]], method: str, path: str, request_id: str) -> RequestTrace | None:
         """The request's trace, or None when it is not sampled."""
         caller = incoming(headers)
+        if self._bound is not None:  # what ParentBased(TraceIdRatioBased) will decide, without the SDK
+            if caller is not None and caller.span_id is not None and caller.sampled is not None:
+                if not caller.sampled:
+                    return None
+            else:
+                trace_id = caller.trace_id if caller is not None else self._ids.new_trace_id()
+                if trace_id & TraceIdRatioBased.TRACE_ID_LIMIT >= self._bound:
+                    return None
+                caller = Incoming(trace_id, None, None)
         context = None
         if caller is not None:
             if caller.span_id is None or caller.sampled is None:  # the trace's first span here, on our sampling
