@@ -25,7 +25,7 @@ def test_defaults_match_the_infrastructure_contract():
                     max_client_batch=64, max_text_chars=10000, max_body_bytes=1048576, request_timeout_s=10.0,
                     drain_timeout_s=70.0, keep_alive_s=75.0, result_cache_size=0, api_keys=(),
                     deployment_env="local", log_level="INFO", metrics_interval_s=10.0, ready_probe_interval_s=15.0,
-                    otel_exporter_otlp_endpoint=None, otel_exporter_otlp_traces_endpoint=None, trace_sample_ratio=0.05)
+                    otel_exporter_otlp_endpoint=None, otel_exporter_otlp_traces_endpoint=None, trace_sample_ratio=0.01)
     assert {k: getattr(s, k) for k in expected} == expected
     assert s.manifest_required  # s3 models need a manifest by default
     assert s.drain_timeout_s < 90 and s.keep_alive_s > 60  # below stopTimeout, above the ALB idle timeout
