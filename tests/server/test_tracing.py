@@ -131,6 +131,39 @@ def test_ratio_0_without_a_parent_exports_nothing_and_an_unsampled_parent_is_hon
         assert (span.trace_id, span.parent_span_id) == (ALB_TRACE, "")  # the load balancer's trace, first span here
 
 
+@pytest.mark.parametrize(("sampler", "argument", "ratio"), [
+    (None, None, 0.25), ("parentbased_traceidratio", "0.5", 0.5), ("parentbased_traceidratio", None, 1.0),
+    ("parentbased_traceidratio", "2", 1.0), ("always_on", None, None),
+])
+def test_the_standard_sampler_variables_choose_the_ratio(tmp_path, monkeypatch, sampler, argument, ratio):
+    from inference_server.front.spans import parent_based_ratio
+
+    for name, value in (("OTEL_TRACES_SAMPLER", sampler), ("OTEL_TRACES_SAMPLER_ARG", argument)):
+        if value is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, value)
+    assert parent_based_ratio(make_settings(tmp_path, trace_sample_ratio=0.25)) == ratio
+
+
+def test_what_the_infrastructure_sets_samples_by_its_ratio_and_another_sampler_by_the_sdk(tmp_path, monkeypatch):
+    """OTEL_TRACES_SAMPLER=parentbased_traceidratio with OTEL_TRACES_SAMPLER_ARG=0 (what the library's tasks set,
+    per environment): no parent, nothing traced; a sampled parent, traced. always_on: the SDK's sampler traces all."""
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER", "parentbased_traceidratio")
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER_ARG", "0")
+    settings = make_settings(tmp_path, trace_sample_ratio=1.0, otel_exporter_otlp_endpoint="http://127.0.0.1:9")
+    tracing = tracing_from(settings)
+    assert tracing is not None
+    sampled_parent = [(b"traceparent", f"00-{PARENT_TRACE}-{PARENT_SPAN}-01".encode())]
+    assert tracing.start([], "POST", "/predict", "r1") is None
+    assert tracing.start(sampled_parent, "POST", "/predict", "r2") is not None
+    tracing.provider.shutdown()
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER", "always_on")
+    tracing = tracing_from(settings.replace(trace_sample_ratio=0.0))
+    assert tracing is not None and tracing.start([], "POST", "/predict", "r3") is not None
+    tracing.provider.shutdown()
+
+
 def test_without_an_endpoint_nothing_is_built_and_nothing_imported(tmp_path):
     """A worker's service serving a sampled traceparent, the standard sampler set to always_on, no endpoint: no
     tracer, no SDK or exporter module, no exporter thread."""

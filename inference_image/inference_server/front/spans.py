@@ -1,5 +1,6 @@
 """A worker's request spans, with the OpenTelemetry SDK: one exporter per worker process (OTLP over HTTP, in batches,
-on the SDK's thread), parent-based sampling at TRACE_SAMPLE_RATIO (or the standard OTEL_TRACES_SAMPLER when set).
+on the SDK's thread), parent-based sampling at TRACE_SAMPLE_RATIO, or at the standard OTEL_TRACES_SAMPLER_ARG
+with OTEL_TRACES_SAMPLER=parentbased_traceidratio (another standard sampler is the SDK's).
 
 A sampled request gets a RequestTrace: its span (the request) and children recorded from the phases' marks on the
 time.monotonic() clock, each ended as it is recorded with explicit times: admission, cache lookup, preprocess, queue
@@ -38,6 +39,22 @@ from ..settings import Settings
 from .trace_context import Incoming, incoming
 
 SHUTDOWN_FLUSH_MS = 2000  # at the worker's exit: the spans not yet sent get this long to go
+
+
+def parent_based_ratio(settings: Settings) -> float | None:
+    """The share of requests traced where the caller does not decide: OTEL_TRACES_SAMPLER_ARG when
+    OTEL_TRACES_SAMPLER is parentbased_traceidratio (1 when missing or not a share, as the SDK reads it), else
+    TRACE_SAMPLE_RATIO when OTEL_TRACES_SAMPLER is unset; None for any other standard sampler."""
+    sampler = os.environ.get("OTEL_TRACES_SAMPLER", "").strip().lower()
+    if not sampler:
+        return settings.trace_sample_ratio
+    if sampler != "parentbased_traceidratio":
+        return None
+    try:
+        ratio = float(os.environ.get("OTEL_TRACES_SAMPLER_ARG", "1"))
+    except ValueError:
+        return 1.0
+    return ratio if 0 <= ratio <= 1 else 1.0
 
 
 class _TraceIds(IdGenerator):
@@ -111,12 +128,12 @@ class Tracing:
                       "model.name": settings.model_name, "model.version": settings.model_version, "worker": worker}
         if not os.environ.get("OTEL_SERVICE_NAME"):
             attributes["service.name"] = settings.model_name
-        # The standard variables choose the sampler when set; else parent-based at TRACE_SAMPLE_RATIO, which start()
-        # decides itself before the SDK is asked (an unsampled request costs a header scan and a comparison).
-        sampler, self._bound = None, None
-        if not os.environ.get("OTEL_TRACES_SAMPLER"):
-            ratio = TraceIdRatioBased(settings.trace_sample_ratio)
-            sampler, self._bound = ParentBased(ratio), ratio.bound
+        # Parent-based at a ratio is decided by start() before the SDK is asked (an unsampled request costs a header
+        # scan and a comparison); another standard sampler is the SDK's, from the environment.
+        sampler, self._bound, ratio = None, None, parent_based_ratio(settings)
+        if ratio is not None:
+            by_trace_id = TraceIdRatioBased(ratio)
+            sampler, self._bound = ParentBased(by_trace_id), by_trace_id.bound
         self._ids = _TraceIds()
         self.provider = TracerProvider(sampler=sampler, resource=Resource.create(attributes), id_generator=self._ids,
                                        shutdown_on_exit=False)
