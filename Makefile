@@ -24,7 +24,7 @@ CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 VALKEY_STAMP := $(VENV)/.valkey-installed
 BACKPORTS_LIST := /etc/apt/sources.list.d/bookworm-backports.list
 
-.PHONY: setup setup-dev setup-steps setup-dev-steps synth lint lock test test-fast e2e-vllm bench bench-short bench-cache bench-runtimes bench-weights update-snapshots clean
+.PHONY: setup setup-dev setup-steps setup-dev-steps synth lint lock test test-fast e2e-vllm bench bench-short bench-tracing bench-cache bench-runtimes bench-weights update-snapshots clean
 
 # The virtualenv is made without pip (ensurepip and an upgrade took about 6 s of a fresh set-up); the dev lock pins the
 # pip the tests run.
@@ -239,6 +239,10 @@ bench: setup-dev
 
 bench-short: setup-dev
 	$(BYTECODE_ON) $(PY) -m bench --short
+
+# Our server with request spans off against on at the default sampling, both up at once, alternating (bench/README.md).
+bench-tracing: setup-dev
+	$(BYTECODE_ON) $(PY) -m bench.tracing_cost $(BENCH_ARGS)
 
 # Our server on every runtime (eager, onnx, int8, compile), each converted and gated as publish does, beside the
 # raw eager model (bench/README.md).

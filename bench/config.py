@@ -73,6 +73,10 @@ class BenchConfig:
     # the warm-up is over (issue 40: the first seconds after ready against the settled figure); 0: skip.
     first_client_s: float = 10.0
     compile_startup: bool = True  # ours with MODEL_RUNTIME=compile: first start, and with its compile cache (~2.5 min)
+    # Our server with tracing off against tracing at the default sampling (bench/tracing_cost.py): both up at once, each
+    # level alternating between them this many turns each; 0: skip.
+    tracing_rounds: int = 4
+    tracing_concurrency: tuple[int, ...] = (1, 64)  # the p95 at one client, the throughput at saturation
     output_dir: Path = RESULTS_DIR
     mode: str = "full"
 
@@ -81,7 +85,7 @@ class BenchConfig:
 # 4 (ready in 5 s, not 15, on 2 cores). Varied texts (up to 76 tokens) need --max-sequence-length 128.
 SHORT = dict(concurrency=(1, 8, 64), warmup_s=0.3, duration_s=0.7, raw_batch_sizes=(1, 32), raw_duration_s=0.5,
              overload_clients=400, overload_duration_s=1.0, startup_repeats=1, first_client_s=2.0,
-             compile_startup=False, max_sequence_length=32, mode="short")
+             compile_startup=False, tracing_rounds=0, max_sequence_length=32, mode="short")
 
 
 def _ints(raw: str) -> tuple[int, ...]:
@@ -135,6 +139,10 @@ def parse_args(argv: list[str] | None = None) -> BenchConfig:
                         help=f"the overload requests' deadline (default: {DEADLINE_BATCHES} x the raw model's best "
                              f"batch's time, at least 500 ms)")
     parser.add_argument("--reject-clients", type=int, help="clients of the rejection-cost scenario (0: skip)")
+    parser.add_argument("--tracing-rounds", type=int,
+                        help="turns each of our server with tracing off and on at the default sampling, alternating "
+                             "(0: skip; --short skips it: python -m bench.tracing_cost)")
+    parser.add_argument("--tracing-concurrency", type=_ints, help="client counts of the tracing comparison, e.g. 1,64")
     args = vars(parser.parse_args(argv))
     values = dict(SHORT) if args.pop("short") else {}
     values.update({name: value for name, value in args.items() if value is not None})

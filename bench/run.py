@@ -26,6 +26,8 @@ from .report import compile_summary, evaluate, first_client_summary, generator_c
 from .startup import measure_compile_startup, measure_startup
 from .systems import REPO_ROOT, cpu_layout, launch, request_bodies, thread_env, torch_threads
 from .texts import make_texts
+from .tracing_cost import measure_tracing_cost
+from .tracing_cost import summary as tracing_summary
 
 _VERSIONS = ("torch", "transformers", "tokenizers", "fastapi", "starlette", "pydantic", "uvicorn", "uvloop",
              "httptools", "orjson", "numpy")
@@ -256,6 +258,9 @@ def run_benchmark(cfg: BenchConfig) -> dict:
                 results["overload"].append(overload)
             if cost:
                 results["rejection_cost"].append(cost)
+        if cfg.tracing_rounds and any(server == OURS for server, _ in cfg.systems):
+            _log(f"tracing: ours off against traced at the default sampling, {cfg.tracing_rounds} turns each")
+            results["tracing_cost"] = measure_tracing_cost(cfg, model_dir, texts, Path(scratch))
     results["generator"] = generator_ceiling(results)
     results["ratios"], results["targets"] = evaluate(results)
     return results
@@ -278,5 +283,7 @@ def main(cfg: BenchConfig, extra: Callable[[dict], dict] | None = None) -> dict:
         results.update(extra(results))
     json_path, png_path = write_outputs(results, cfg.output_dir)
     print(table(results))
+    if "tracing_cost" in results:
+        print(tracing_summary(results["tracing_cost"]))
     print(f"wrote {json_path} and {png_path} in {results['setup']['elapsed_s']:.0f} s")
     return results

@@ -5,11 +5,12 @@ back (decode). The transport (rings, channels, the status page) is ipc.py.
 On the wire (the header's "t" names the kind):
 - supervisor -> model process, on its control socket: NewWorker (a new link: its socket and two ring fds ride with
   the frame), Stop;
-- worker -> model: Submit (jobs: ``[job id, deadline, bypass queue limit, [[length, [array names]], ...]]``, the
-  arrays in the frame's payload, in order);
+- worker -> model: Submit (jobs: ``[job id, deadline, bypass queue limit, [[length, [array names]], ...], traced]``,
+  the arrays in the frame's payload, in order);
 - model -> worker: Results (rows: ``[job id, ResultCode.OK, input tokens, queue wait s, inference s, output names or
-  None]`` with the outputs in the payload, or ``[job id, code, message]``), Artifact (where the model and its
-  handler are), Ready.
+  None, batch runs or None]`` with the outputs in the payload, or ``[job id, code, message]``), Artifact (where the
+  model and its handler are), Ready. A traced job's row carries the batches its inputs ran in (BatchRun), for the
+  worker's spans; any other job's, None.
 The rows are lists, not objects: orjson writes them without a per-row conversion.
 """
 
@@ -68,12 +69,26 @@ _ERROR_CODES: tuple[tuple[type[Exception], ResultCode], ...] = (
 _ERRORS = {code: kind for kind, code in _ERROR_CODES}
 
 
+class BatchRun(NamedTuple):
+    """One batch a traced job's inputs ran in, on the model process's time.monotonic() clock (the worker's too: one
+    host, one CLOCK_MONOTONIC): picked from its bucket, collated (padded into tensors), the forward's end."""
+
+    picked: float
+    collated: float
+    forward_end: float
+    size: int  # the inputs in the batch (every job's)
+    padded_size: int  # the batch size the forward ran (the batch-size bucket when batches are padded)
+    sequence_bucket: int  # the length bucket the batch was formed in
+    sequence_length: int  # the length the batch was padded to
+
+
 @dataclass(frozen=True)
 class JobResult:
     outputs: Any  # the job's rows of the model's outputs: a numpy array, or a dict of them
     input_tokens: int
     queue_wait_s: float
     inference_s: float
+    batches: Sequence[BatchRun] | None = None  # a traced job's batches, else None
 
 
 class Job(NamedTuple):
@@ -83,6 +98,7 @@ class Job(NamedTuple):
     deadline: float
     bypass_queue_limit: bool
     items: list[Encoded]
+    traced: bool = False  # the worker records the request's spans: the model returns the job's BatchRuns
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,24 +186,24 @@ def decode(header: dict[str, Any], arrays: list[np.ndarray]) -> LinkMessage | No
 
 def _encode_submit(jobs: Sequence[Job]) -> tuple[dict[str, Any], list[np.ndarray]]:
     rows, arrays = [], []
-    for job_id, deadline, bypass, items in jobs:
+    for job_id, deadline, bypass, items, traced in jobs:
         item_rows = []
         for item in items:
             names = list(item.data)
             item_rows.append([item.length, names])
             arrays.extend(np.asarray(item.data[name]) for name in names)
-        rows.append([job_id, deadline, bypass, item_rows])
+        rows.append([job_id, deadline, bypass, item_rows, traced])
     return {"t": Message.SUBMIT, "jobs": rows}, arrays
 
 
 def _read_jobs(rows: list[Any], arrays: list[np.ndarray]) -> list[Job]:
     jobs, index = [], 0
-    for job_id, deadline, bypass, items in rows:
+    for job_id, deadline, bypass, items, traced in rows:
         encoded = []
         for length, names in items:
             encoded.append(Encoded(length, dict(zip(names, arrays[index: index + len(names)], strict=False))))
             index += len(names)
-        jobs.append(Job(job_id, deadline, bypass, encoded))
+        jobs.append(Job(job_id, deadline, bypass, encoded, traced))
     return jobs
 
 
@@ -195,7 +211,9 @@ def _result_row(job_id: int, outcome: JobResult | BaseException) -> tuple[list[A
     if isinstance(outcome, JobResult):
         outputs = outcome.outputs
         names, arrays = (list(outputs), list(outputs.values())) if isinstance(outputs, dict) else (None, [outputs])
-        return [job_id, ResultCode.OK, outcome.input_tokens, outcome.queue_wait_s, outcome.inference_s, names], arrays
+        batches = None if outcome.batches is None else [tuple(run) for run in outcome.batches]  # orjson: no NamedTuple
+        return [job_id, ResultCode.OK, outcome.input_tokens, outcome.queue_wait_s, outcome.inference_s, names,
+                batches], arrays
     for kind, code in _ERROR_CODES:
         if isinstance(outcome, kind):
             return [job_id, code, str(outcome)], []
@@ -209,12 +227,13 @@ def _read_results(rows: list[Any], arrays: list[np.ndarray]) -> list[tuple[int, 
         if row[1] != ResultCode.OK:
             outcomes.append((row[0], _ERRORS.get(row[1], ModelError)(row[2])))
             continue
-        job_id, _, tokens, queue_wait_s, inference_s, names = row
+        job_id, _, tokens, queue_wait_s, inference_s, names, batches = row
         if names is None:
             outputs: Any = arrays[index]
             index += 1
         else:
             outputs = dict(zip(names, arrays[index: index + len(names)], strict=False))
             index += len(names)
-        outcomes.append((job_id, JobResult(outputs, tokens, queue_wait_s, inference_s)))
+        runs = None if batches is None else [BatchRun(*run) for run in batches]
+        outcomes.append((job_id, JobResult(outputs, tokens, queue_wait_s, inference_s, runs)))
     return outcomes

@@ -98,6 +98,13 @@ def _opt_choice(*choices: str) -> Callable[[str], str | None]:
     return lambda raw: parse(raw) if raw.strip() else None
 
 
+def _opt_url(raw: str) -> str | None:
+    value = raw.strip()
+    if value and not re.fullmatch(r"https?://[^/\s]+(/\S*)?", value):
+        raise ValueError(f"must be an http:// or https:// URL, got {raw!r}")
+    return value or None
+
+
 def _model_name(raw: str) -> str:
     if not MODEL_NAME_PATTERN.fullmatch(raw):
         raise ValueError(f"must be URL-safe ([a-z0-9-]+, at most 64 characters), got {raw!r}")
@@ -235,6 +242,15 @@ class Settings:
     slow_request_ms: float = _setting(_float(0), 1000.0, "requests slower than this get an access log line, at most "
                                                          "2 a second per worker (the rest counted)")
     ready_probe_interval_s: float = _setting(_float(0, exclusive=True), 15.0, "period of the readiness test inference")
+    otel_exporter_otlp_endpoint: str | None = _setting(
+        _opt_url, None, "OTLP/HTTP base URL of the trace collector (http://localhost:4318: /v1/traces is added); "
+                        "with neither this nor OTEL_EXPORTER_OTLP_TRACES_ENDPOINT set, no request is traced")
+    otel_exporter_otlp_traces_endpoint: str | None = _setting(
+        _opt_url, None, "OTLP/HTTP URL the spans are posted to, as is (instead of the base URL's /v1/traces)")
+    trace_sample_ratio: float = _setting(_fraction, 0.01, "share of requests traced when the caller's trace context "
+                                                          "does not decide (parent-based: a sampled traceparent or "
+                                                          "X-Amzn-Trace-Id Sampled=1 is traced); OTEL_TRACES_SAMPLER, "
+                                                          "when set, chooses instead")
 
     def __post_init__(self) -> None:
         # Programmatic callers may pass bare keys: named key-1, key-2, ... as from a comma-separated variable.
@@ -245,6 +261,14 @@ class Settings:
     @property
     def docs_enabled(self) -> bool:
         return self.deployment_env == "local" if self.docs is None else self.docs
+
+    @property
+    def traces_endpoint(self) -> str | None:
+        """Where the spans go: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, else OTEL_EXPORTER_OTLP_ENDPOINT's /v1/traces."""
+        if self.otel_exporter_otlp_traces_endpoint:
+            return self.otel_exporter_otlp_traces_endpoint
+        base = self.otel_exporter_otlp_endpoint
+        return f"{base.rstrip('/')}/v1/traces" if base else None
 
     @property
     def model_is_s3(self) -> bool:

@@ -17,6 +17,7 @@ from inference_server.handlers import Encoded, InputError
 from inference_server.ipc import LinkEnds
 from inference_server.link_messages import (
     Artifact,
+    BatchRun,
     DeadlineExceeded,
     Job,
     JobResult,
@@ -136,13 +137,14 @@ def test_the_walk_finds_a_worker_module_that_imports_the_model_side(tmp_path):
 def test_a_submit_message_reads_back_as_the_jobs_it_was_written_from():
     items = [Encoded(3, {"input_ids": np.arange(3), "attention_mask": np.ones(3, dtype=np.int64)}),
              Encoded(1, {"pixels": np.zeros((2, 2), dtype=np.float32)})]
-    jobs = [Job(7, 12.5, False, items), Job(8, 13.0, True, items[1:])]
+    jobs = [Job(7, 12.5, False, items), Job(8, 13.0, True, items[1:], traced=True)]
     header, arrays = encode(Submit(jobs))
     assert header["t"] == Message.SUBMIT
     message = decode(orjson.loads(orjson.dumps(header)), arrays)  # the header crosses the link as JSON
     assert isinstance(message, Submit)
     read = message.jobs
-    assert [(j.job_id, j.deadline, j.bypass_queue_limit, len(j.items)) for j in read] == [(7, 12.5, False, 2), (8, 13.0, True, 1)]
+    assert [(j.job_id, j.deadline, j.bypass_queue_limit, len(j.items), j.traced) for j in read] == [
+        (7, 12.5, False, 2, False), (8, 13.0, True, 1, True)]
     for sent, got in zip([*jobs[0].items, *jobs[1].items], [*read[0].items, *read[1].items], strict=True):
         assert got.length == sent.length and list(got.data) == list(sent.data)
         assert all(np.array_equal(got.data[name], sent.data[name]) for name in sent.data)
@@ -152,7 +154,8 @@ def test_every_outcome_a_job_ends_with_arrives_as_itself():
     """Each row's result or error, through a Results message: the worker raises what the batcher
     raised (a 4xx, 503 or 504 by its class), and anything else as a ModelError (a 500) that names it."""
     vector, named = np.arange(4, dtype=np.float32), {"logits": np.ones(2), "pooled": np.zeros(3)}
-    outcomes = [JobResult(vector, 5, 0.01, 0.02), JobResult(named, 6, 0.0, 0.03), DeadlineExceeded("late"),
+    runs = [BatchRun(10.0, 10.001, 10.004, 3, 4, 32, 21), BatchRun(10.01, 10.011, 10.02, 1, 1, 16, 9)]
+    outcomes = [JobResult(vector, 5, 0.01, 0.02), JobResult(named, 6, 0.0, 0.03, runs), DeadlineExceeded("late"),
                 InputError("too long"), ModelUnavailable("loading"), QueueFull("full"), RuntimeError("CUDA error")]
     header, arrays = encode(Results(list(enumerate(outcomes))))
     message = decode(orjson.loads(orjson.dumps(header)), arrays)
@@ -161,8 +164,10 @@ def test_every_outcome_a_job_ends_with_arrives_as_itself():
     assert [job_id for job_id, _ in received] == list(range(len(outcomes)))
     (_, first), (_, second) = received[:2]
     assert isinstance(first, JobResult) and np.array_equal(first.outputs, vector) and first.input_tokens == 5
+    assert first.batches is None  # an untraced job's: nothing more on the link
     assert isinstance(second, JobResult) and set(second.outputs) == {"logits", "pooled"}
     assert np.array_equal(second.outputs["pooled"], named["pooled"]) and second.inference_s == 0.03
+    assert second.batches == runs  # a traced job's batches, for the worker's spans
     for (_, got), sent in zip(received[2:6], outcomes[2:6], strict=True):
         assert type(got) is type(sent) and str(got) == str(sent)
     (_, failed) = received[6]

@@ -59,6 +59,9 @@ def refusal(settings) -> str:
     try:
         assert not runner.batcher.ready.is_set() and service.readiness() is not None
         assert type(runner.batcher.error).__name__ == "ModelCheckError", repr(runner.batcher.error)
+        deadline = time.monotonic() + 10  # the batcher fails (error set) a moment before it asks for the exit
+        while not service.local_model.exits and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert service.local_model.exits == [1]
         return str(runner.batcher.error)
     finally:

@@ -24,7 +24,8 @@ def test_defaults_match_the_infrastructure_contract():
                     max_batch_size=32, max_batch_wait_ms=2.0, max_queue_size=256, max_sequence_length=256,
                     max_client_batch=64, max_text_chars=10000, max_body_bytes=1048576, request_timeout_s=10.0,
                     drain_timeout_s=70.0, keep_alive_s=75.0, result_cache_size=0, api_keys=(),
-                    deployment_env="local", log_level="INFO", metrics_interval_s=10.0, ready_probe_interval_s=15.0)
+                    deployment_env="local", log_level="INFO", metrics_interval_s=10.0, ready_probe_interval_s=15.0,
+                    otel_exporter_otlp_endpoint=None, otel_exporter_otlp_traces_endpoint=None, trace_sample_ratio=0.01)
     assert {k: getattr(s, k) for k in expected} == expected
     assert s.manifest_required  # s3 models need a manifest by default
     assert s.drain_timeout_s < 90 and s.keep_alive_s > 60  # below stopTimeout, above the ALB idle timeout
@@ -40,7 +41,8 @@ def test_every_setting_has_an_environment_variable_and_a_flag():
                         "EMBEDDING_DIMENSIONS", "DEPLOYMENT_ENV", "LOG_LEVEL", "METRICS_INTERVAL_S", "SIGNAL_INTERVAL_S", "READY_PROBE_INTERVAL_S",
                         "WORKERS", "ACCESS_LOG_SAMPLE", "SLOW_REQUEST_MS", "DOCS", "SHARED_CACHE_ENDPOINT", "SHARED_CACHE_TLS",
                         "SHARED_CACHE_CLUSTER", "SHARED_CACHE_AUTH_TOKEN", "SHARED_CACHE_IAM_USER", "SHARED_CACHE_NAME",
-                        "SHARED_CACHE_TTL_S", "SHARED_CACHE_MAX_VALUE_BYTES", "SHARED_CACHE_TIMEOUT_MS"}
+                        "SHARED_CACHE_TTL_S", "SHARED_CACHE_MAX_VALUE_BYTES", "SHARED_CACHE_TIMEOUT_MS",
+                            "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "TRACE_SAMPLE_RATIO"}
 
 
 def test_environment_values_are_parsed_and_flags_override_them(tmp_path):

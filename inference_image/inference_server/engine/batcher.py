@@ -34,9 +34,9 @@ from ..batch_times import BatchTimes
 from ..handlers import Encoded, Handler, InputError
 from ..handlers.batch import batch_for
 from ..handlers.compiled import compiling
-from ..link_messages import DeadlineExceeded, JobResult, ModelUnavailable, QueueFull
-from .batch_jobs import Job, QueuedInput, settle
-from .batch_outputs import as_numpy, gather_rows
+from ..link_messages import BatchRun, DeadlineExceeded, JobResult, ModelUnavailable, QueueFull
+from .batch_jobs import Job, QueuedInput, deliver, settle
+from .batch_outputs import as_numpy
 from .busy_time import BusyTime
 
 __all__ = ["Batcher", "DeadlineExceeded", "JobResult", "ModelUnavailable", "QueueFull", "size_buckets"]
@@ -152,10 +152,12 @@ class Batcher:
     def failed(self) -> bool:
         return self.error is not None
 
-    def submit(self, items: list[Encoded], deadline: float, *, bypass_queue_limit: bool = False) -> Future:
-        """Queue preprocessed inputs; the future gets a JobResult, or DeadlineExceeded, InputError,
-        ModelUnavailable, or the model's error. Raises QueueFull when the queue has no room for all the inputs."""
-        job = Job(items, deadline, self._clock())
+    def submit(self, items: list[Encoded], deadline: float, *, bypass_queue_limit: bool = False,
+               traced: bool = False) -> Future:
+        """Queue preprocessed inputs; the future gets a JobResult (a traced job's with the batches it ran in), or
+        DeadlineExceeded, InputError, ModelUnavailable, or the model's error. Raises QueueFull when the queue has no
+        room for all the inputs."""
+        job = Job(items, deadline, self._clock(), batches=[] if traced else None)
         with self._cond:
             if self.error is not None or self._stopping:
                 raise ModelUnavailable("the model is not available")
@@ -438,8 +440,11 @@ class Batcher:
             times.started(len(items), length)
         try:
             forward_started = time.perf_counter()
+            batch = batch_for(handler, [item.encoded for item in items], size, seq_len)
+            collated = self._clock()
             with self.busy.forward():
-                outputs = as_numpy(handler.forward(batch_for(handler, [item.encoded for item in items], size, seq_len)))
+                outputs = as_numpy(handler.forward(batch))
+            forward_end = self._clock()
             if times is not None:
                 times.observe(len(items), length, time.perf_counter() - forward_started)
         except Exception as exc:
@@ -459,23 +464,7 @@ class Batcher:
                 times.finished()
         finished = self._clock()
         self._on_batch(len(items))
-        seen: set[int] = set()
-        for row, item in enumerate(items):
-            job = item.job
-            if id(job) not in seen:
-                seen.add(id(job))
-                job.inference_s += finished - now
-            job.results[item.index] = (outputs, row)
-            job.remaining -= 1
-            if job.remaining == 0:
-                try:
-                    outputs_of_job = gather_rows(job.results)
-                except Exception as exc:  # outputs the handler shaped badly: this job fails, not the model
-                    log.exception("cannot assemble a job's outputs")
-                    settle(job.future, error=exc)
-                    continue
-                settle(job.future, result=JobResult(outputs_of_job, job.input_tokens,
-                                                     finished - job.enqueued - job.inference_s, job.inference_s))
+        deliver(items, outputs, BatchRun(now, collated, forward_end, len(items), size, length, seq_len), finished)
 
     def _fail_all(self, error: BaseException) -> None:
         with self._cond:

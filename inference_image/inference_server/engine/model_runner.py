@@ -93,9 +93,9 @@ class WorkerLink:
 
     def _submit(self, jobs: Sequence[Job]) -> None:
         batcher = self.runner.batcher
-        for job_id, deadline, bypass, items in jobs:
+        for job_id, deadline, bypass, items, traced in jobs:
             try:
-                future = batcher.submit(items, deadline, bypass_queue_limit=bypass)
+                future = batcher.submit(items, deadline, bypass_queue_limit=bypass, traced=traced)
             except (QueueFull, ModelUnavailable) as exc:
                 self._add(job_id, exc)
                 continue

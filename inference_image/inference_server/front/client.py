@@ -96,8 +96,10 @@ class ModelClient:
     def model_failed(self) -> bool:
         return self.failed or self.status.state == ModelState.FAILED
 
-    def submit(self, items: list[Encoded], deadline: float, *, bypass_queue_limit: bool = False) -> asyncio.Future:
-        """From the event loop: an asyncio future of the JobResult (or the error)."""
+    def submit(self, items: list[Encoded], deadline: float, *, bypass_queue_limit: bool = False,
+               traced: bool = False) -> asyncio.Future:
+        """From the event loop: an asyncio future of the JobResult (or the error); a traced job's JobResult carries
+        the batches it ran in."""
         loop = asyncio.get_running_loop()
         future = loop.create_future()
         if self.failed:
@@ -106,7 +108,7 @@ class ModelClient:
         job_id = next(self._ids)
         with self._lock:
             self._waiters[job_id] = _Waiter(loop, future)
-            self._outbox.append(Job(job_id, deadline, bypass_queue_limit, items))
+            self._outbox.append(Job(job_id, deadline, bypass_queue_limit, items, traced))
             schedule = not self._flush_scheduled
             self._flush_scheduled = True
         if schedule:

@@ -18,7 +18,7 @@ import random
 import re
 import time
 from collections.abc import Collection, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from pydantic import BaseModel, ValidationError
@@ -27,6 +27,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .errors import ApiError, error_body, not_ready, overloaded
 from .service import WorkerService
+from .tracing import TRACE
+
+if TYPE_CHECKING:
+    from .spans import RequestTrace
 
 access_log = logging.getLogger("inference_server.access")
 log = logging.getLogger(__name__)
@@ -149,6 +153,7 @@ class FrontDoor:
                  predict_request: type[BaseModel], batch_request: type[BaseModel],
                  gated_paths: Mapping[str, str] | None = None, any_content_type_paths: Collection[str] = ()) -> None:
         self.app, self.service = app, service
+        self.tracing = service.tracing  # None: nothing traced
         # path -> the endpoint label of its metrics; bodies of any_content_type_paths may be binary.
         self.gated = dict(gated_paths or {})
         self.any_content_type = frozenset(any_content_type_paths)
@@ -181,6 +186,9 @@ class FrontDoor:
         fields: dict[str, Any] = {}
         status = 500
         key_name = None
+        trace: RequestTrace | None = None
+        if self.tracing is not None and method == "POST" and (route in ("predict", "batch") or path in self.gated):
+            trace = self.tracing.start(scope["headers"], method, path, rid)
         try:
             if self.api_keys and path not in self.open:
                 key_name = self._key_name(scope["headers"])
@@ -189,11 +197,11 @@ class FrontDoor:
                     return
                 fields["api_key"] = key_name
             if route in ("predict", "batch") and method == "POST":
-                status = await self._predict(route, scope, receive, send, rid_header, fields)
+                status = await self._predict(route, scope, receive, send, rid_header, fields, trace)
                 self.service.metrics.observe_request(route if route == "predict" else "batch", status,
                                                      time.perf_counter() - started)
             elif route is None and method == "POST" and path in self.gated:
-                status = await self._gated(scope, receive, send, rid_header, fields)
+                status = await self._gated(scope, receive, send, rid_header, fields, trace)
                 self.service.metrics.observe_request(self.gated[path], status, time.perf_counter() - started)
             elif route == "health" and method == "GET":
                 status = await self._respond(send, 200, b'{"status":"ok"}', rid_header)
@@ -211,6 +219,8 @@ class FrontDoor:
                 finally:
                     status = response.status
         finally:
+            if trace is not None:
+                trace.end(status)
             ms = (time.perf_counter() - started) * 1000
             if self.api_keys and path not in self.open:
                 self.service.metrics.observe_key(key_name or NO_KEY, status)
@@ -220,15 +230,17 @@ class FrontDoor:
                     "model": self.model, "model_version": self.version, **fields}})
 
     async def _gated(self, scope: Scope, receive: Receive, send: Send, rid_header: tuple[bytes, bytes],
-                     fields: dict[str, Any]) -> int:
+                     fields: dict[str, Any], trace: RequestTrace | None) -> int:
         """The gate of the predict routes, then the FastAPI route, whose streamed body is counted (413)."""
         try:
             _, shed = self._check(scope, json_only=scope["path"] not in self.any_content_type)
         except ApiError as error:
             return await self._error(send, error, rid_header)
+        if trace is not None:
+            trace.admitted(shed)
         if shed is not None:
             return await self._shed(send, shed, rid_header, fields)
-        scope[LOG_FIELDS] = fields
+        scope[LOG_FIELDS], scope[TRACE] = fields, trace
         received, limit = 0, self.max_body
 
         async def counting_receive() -> Message:
@@ -261,12 +273,14 @@ class FrontDoor:
         return await self._respond(send, error.status, body, rid_header, extra)
 
     async def _predict(self, route: str, scope: Scope, receive: Receive, send: Send,
-                       rid_header: tuple[bytes, bytes], fields: dict[str, Any]) -> int:
+                       rid_header: tuple[bytes, bytes], fields: dict[str, Any], trace: RequestTrace | None) -> int:
         service = self.service
         try:
             deadline, shed = self._check(scope)
         except ApiError as error:
             return await self._error(send, error, rid_header)
+        if trace is not None:
+            trace.admitted(shed)
         if shed is not None:
             return await self._shed(send, shed, rid_header, fields)
         service.in_flight += 1
@@ -278,7 +292,7 @@ class FrontDoor:
             body = await self._read_body(receive)
             texts = self._texts(route, body)
             fields["items"] = len(texts)
-            predictions = await service.predict(texts, fields, deadline=deadline)
+            predictions = await service.predict(texts, fields, deadline=deadline, trace=trace)
             if route == "predict":
                 content = {"model": self.model, "version": self.version, "prediction": predictions[0]}
             else:

@@ -9,7 +9,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from pydantic import BaseModel
@@ -25,6 +25,10 @@ from .client import ModelClient
 from .errors import ApiError, draining, model_unavailable, not_ready, overloaded
 from .metrics import Metrics
 from .shared_cache import SharedCache, SharedCacheMetrics, config_from_settings, input_key, key_prefix, normalised_input
+from .tracing import tracing_from
+
+if TYPE_CHECKING:
+    from .spans import RequestTrace
 
 log = logging.getLogger(__name__)
 PROBE_TEXT = "readiness probe"
@@ -58,6 +62,7 @@ class WorkerService:
         self._schema_class = self.handler_class
         self.handler: Handler | None = None  # this worker's preprocessing, once the model process is ready
         self.metrics = Metrics(s.model_name, s.model_version)
+        self.tracing = tracing_from(s, worker)  # None: no OTLP endpoint, nothing traced
         self.cache = ResultCache(s.result_cache_size, s.model_version)
         shared = config_from_settings(s)
         self.shared_cache = None if shared is None else SharedCache(
@@ -110,6 +115,8 @@ class WorkerService:
             self._preprocess_pool.shutdown(wait=False, cancel_futures=True)
         if self._started:
             self.emit_interval_metrics()
+        if self.tracing is not None:
+            self.tracing.shutdown()
 
     def begin_drain(self) -> None:
         if not self.draining:
@@ -269,16 +276,19 @@ class WorkerService:
         return self.handler
 
     async def predict(self, texts: list[Any], log_fields: dict[str, Any], *, use_cache: bool = True,
-                      options: dict[str, Any] | None = None, deadline: float | None = None) -> list[Any]:
+                      options: dict[str, Any] | None = None, deadline: float | None = None,
+                      trace: RequestTrace | None = None) -> list[Any]:
         """Predictions for inputs of the handler's input_kind (the name `texts` is historical): the in-process
         LRU first, then the shared cache (one round trip), then the model; what the model computed is stored in
         both. ``options``: the request's options that change a prediction (part of every cache key);
-        ``deadline``: time.monotonic() by which to answer (at most REQUEST_TIMEOUT_S from now)."""
+        ``deadline``: time.monotonic() by which to answer (at most REQUEST_TIMEOUT_S from now); ``trace``: a
+        sampled request's, which gets the phases' spans."""
         cache, shared = self.cache, self.shared_cache
         cacheable = use_cache and (cache.enabled or shared is not None) and all(
             isinstance(t, (str, bytes)) for t in texts)
         if not cacheable:
-            return await self._infer(texts, log_fields, deadline)
+            return await self._infer(texts, log_fields, deadline, trace)
+        lookup = time.monotonic() if trace is not None else 0.0
         scope = orjson.dumps(options, option=orjson.OPT_SORT_KEYS) if options else b""
         keys = [cache.key(scope + normalised_input(t)) if scope else cache.key(t)
                 for t in texts] if cache.enabled else []
@@ -302,9 +312,12 @@ class WorkerService:
                     cache.put(keys[i], prediction)
             log_fields["shared_cache_hits"] = len(missing) - len(still)
             missing, shared_keys = [i for i, _ in still], [k for _, k in still]
+        if trace is not None:
+            trace.child("cache lookup", lookup, time.monotonic(), {"cache.inputs": len(texts),
+                                                                   "cache.misses": len(missing)})
         if not missing:
             return predictions
-        fresh = await self._infer([texts[i] for i in missing], log_fields, deadline)
+        fresh = await self._infer([texts[i] for i in missing], log_fields, deadline, trace)
         for i, prediction in zip(missing, fresh, strict=False):
             predictions[i] = prediction
             if keys:
@@ -317,15 +330,20 @@ class WorkerService:
         cls = type(self.handler) if self.handler is not None else self.handler_class
         return self.settings.model_task or (cls.__name__ if cls is not None else "unknown")
 
-    async def _infer(self, texts: list[Any], log_fields: dict[str, Any], deadline: float | None) -> list[Any]:
+    async def _infer(self, texts: list[Any], log_fields: dict[str, Any], deadline: float | None,
+                     trace: RequestTrace | None = None) -> list[Any]:
         handler = self.handler
         if handler is None:
             raise not_ready("loading")
         timeout = self.settings.request_timeout_s
-        latest = time.monotonic() + timeout  # the wait for a slow preprocess counts against it too
+        started = time.monotonic()
+        latest = started + timeout  # the wait for a slow preprocess counts against it too
         deadline = latest if deadline is None else min(deadline, latest)
         try:
             items = await self._preprocess(handler, texts, deadline)
+            submitted = time.monotonic() if trace is not None else 0.0
+            if trace is not None:
+                trace.child("preprocess", started, submitted, {"inputs": len(texts)})
             # Now the inputs' lengths are known: their own length bucket's batch times.
             admission = self.admission
             if items and not admission.can_finish(deadline - time.monotonic(), len(items),
@@ -334,7 +352,8 @@ class WorkerService:
                 raise overloaded(WOULD_MISS_DEADLINE)
             admission.at_model += len(items)
             try:
-                result = await asyncio.wait_for(self.client.submit(items, deadline), deadline - time.monotonic())
+                result = await asyncio.wait_for(self.client.submit(items, deadline, traced=trace is not None),
+                                                deadline - time.monotonic())
             finally:
                 admission.at_model -= len(items)
         except QueueFull as exc:
@@ -355,7 +374,13 @@ class WorkerService:
         log_fields.update(input_tokens=result.input_tokens, queue_wait_ms=round(result.queue_wait_s * 1000, 3),
                           inference_ms=round(result.inference_s * 1000, 3))
         self.metrics.observe_model_time(result.queue_wait_s, result.inference_s)
-        return handler.postprocess(result.outputs, len(texts))
+        if trace is None:
+            return handler.postprocess(result.outputs, len(texts))
+        trace.model(submitted, result)
+        postprocessing = time.monotonic()
+        predictions = handler.postprocess(result.outputs, len(texts))
+        trace.child("postprocess", postprocessing, time.monotonic())
+        return predictions
 
     async def _preprocess(self, handler: Handler, inputs: list[Any], deadline: float) -> list[Encoded]:
         """On the event loop, or for a slow_preprocess handler on the worker's threads until ``deadline``: at most

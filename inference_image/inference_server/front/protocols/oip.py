@@ -17,6 +17,7 @@ from ...tensor_spec import DATATYPES, Signature
 from ..errors import ApiError, not_ready
 from ..middleware import LOG_FIELDS
 from ..service import WorkerService
+from ..tracing import TRACE
 from .oip_codec import InferRequest, Tensor, TensorError, decode_request, encode_response
 
 HEADER_LENGTH = "Inference-Header-Content-Length"
@@ -228,7 +229,7 @@ async def _infer(service: WorkerService, request: Request, signature: Callable[[
         raise ApiError(400, "invalid_request", str(exc)) from None
     fields = request.scope[LOG_FIELDS]
     fields["items"] = len(items)
-    predictions = await service.predict(items, fields)
+    predictions = await service.predict(items, fields, trace=request.scope.get(TRACE))
     try:
         tensors, binary = output_tensors(parsed, sig, handler.to_tensors(predictions))
         content, header_length = encode_response(settings.model_name, settings.model_version, parsed.id, tensors, binary)

@@ -20,6 +20,7 @@ from ..errors import ApiError
 from ..middleware import LOG_FIELDS
 from ..schemas import _encodable
 from ..service import WorkerService
+from ..tracing import TRACE
 from .errors import openai_error
 
 OWNER = "inference-server"
@@ -134,7 +135,7 @@ def add_openai_routes(app: FastAPI, service: WorkerService, prefixes: list[str],
         fields = request.scope[LOG_FIELDS]
         fields["items"] = len(texts)
         # Without the result cache: usage needs every input's token count.
-        predictions = await service.predict(texts, fields, use_cache=False)
+        predictions = await service.predict(texts, fields, use_cache=False, trace=request.scope.get(TRACE))
         vectors = np.stack([np.asarray(p["embedding"], dtype=np.float32) for p in predictions])
         full = vectors.shape[1]
         if body.dimensions is not None and body.dimensions != full:

@@ -1,0 +1,24 @@
+"""Whether a worker traces. No OpenTelemetry here: with no OTLP endpoint set, tracing_from returns None, the SDK is
+never imported and a request pays one `is None` branch (spans.py is the SDK side, trace_context.py reads the trace a
+request arrives in)."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..settings import Settings
+    from .spans import Tracing
+
+TRACE = "inference_server.trace"  # scope key: the request's RequestTrace, for the protocols' routes (None: unsampled)
+
+
+def tracing_from(settings: Settings, worker: int = 0) -> Tracing | None:
+    """The worker's tracing when an OTLP endpoint is set (and OTEL_SDK_DISABLED is not true), else None."""
+    endpoint = settings.traces_endpoint
+    if endpoint is None or os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return None
+    from .spans import Tracing
+
+    return Tracing(settings, endpoint, worker)
