@@ -99,7 +99,9 @@ def test_sigterm_under_load_drains_accepted_requests_and_exits_0(tiny_classifier
                 try:
                     status, body = request(port, "POST", "/predict", {"text": f"client {n} says hello {i}"})
                     if status == 503:
-                        assert json.loads(body)["error"]["code"] == "draining"
+                        # Draining after SIGTERM; before it, a machine busy with other work may make admission shed
+                        # (its batch times run long): both are the server's answers, neither a lost request.
+                        status = f"503 {json.loads(body)['error']['code']}"
                 except ConnectionRefusedError:
                     status = "refused"
                 except Exception as exc:  # a reset or a timeout: an accepted request lost
@@ -128,7 +130,8 @@ def test_sigterm_under_load_drains_accepted_requests_and_exits_0(tiny_classifier
         if process.poll() is None:
             process.kill()
     statuses = [s for _, s in outcomes]
-    assert set(statuses) <= {200, 503, "refused"}, statuses
+    assert set(statuses) <= {200, "503 draining", "503 overloaded", "refused"}, statuses
+    assert all(s != "503 draining" or at > sigterm_at[0] for at, s in outcomes)
     finished_after_sigterm = [s for at, s in outcomes if at > sigterm_at[0] and s == 200]
     assert finished_after_sigterm, "requests in flight at SIGTERM should have completed"
     lines = json_lines(log)
