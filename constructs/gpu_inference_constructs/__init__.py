@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from .sglang_server import SglangProps, SglangServer
     from .target_group_metrics import TargetGroupMetrics
     from .task_starts import TaskStarts
+    from .telemetry import FireLensProps, TelemetryProps
     from .vllm_server import VllmProps, VllmServer, vllm_stop
     from .warm_pool import WarmPoolLaunches, WarmPoolProps
 
@@ -63,6 +64,8 @@ __all__ = [
     "ModelBucket",
     "ServiceAccess",
     "ServiceLogs",
+    "TelemetryProps",
+    "FireLensProps",
     "BundledScalingProps",
     "BundledServer",
     "BundledServerProps",
@@ -150,6 +153,8 @@ _MODULE_OF = {
     "ModelBucket": "service_choices",
     "ServiceAccess": "service_props",
     "ServiceLogs": "service_props",
+    "TelemetryProps": "telemetry",
+    "FireLensProps": "telemetry",
     "BundledScalingProps": "bundled_signals",
     "bundled_stop": "bundled_server",
     "ExpressionSignal": "server_contract",

@@ -1,0 +1,85 @@
+"""A model task's traces and log route: the OpenTelemetry settings its server gets, the traces section of the
+collector's configuration (the CloudWatch agent's OTLP receiver, exporting to X-Ray), and whether its logs go through
+a FireLens log router (:class:`TelemetryProps`). Free of aws_cdk, so cdk.json builds it and the sizing advisor loads it."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from .errors import require, require_range
+
+# The CloudWatch agent's OTLP receiver: its documented defaults, on the task's loopback (awsvpc: one network namespace).
+OTLP_GRPC_ADDRESS = "127.0.0.1:4317"
+OTLP_HTTP_ADDRESS = "127.0.0.1:4318"
+OTLP_HTTP_ENDPOINT = f"http://{OTLP_HTTP_ADDRESS}"
+OTLP_GRPC_ENDPOINT = f"http://{OTLP_GRPC_ADDRESS}"
+# The X-Ray actions the agent's traces pipeline calls: the managed AWSXrayWriteOnlyAccess less the three sampling
+# reads (the servers sample by the OTEL_TRACES_SAMPLER ratio, never by X-Ray's sampling rules). No resource-level
+# permissions exist for them: the resource is "*".
+XRAY_WRITE_ACTIONS = ("xray:PutTraceSegments", "xray:PutTelemetryRecords")
+DEFAULT_TRACE_SAMPLING_RATIO = 0.05
+# The collector of a task whose server exports no Prometheus metrics (traces only): the CloudWatch agent's reservation.
+TRACE_COLLECTOR_CPU, TRACE_COLLECTOR_MEMORY_MIB = 128, 128
+# Pinned tag seen in public sources; in a VPC without a route to the internet, pass a copy in your own ECR.
+DEFAULT_LOG_ROUTER_IMAGE = "public.ecr.aws/aws-observability/aws-for-fluent-bit:2.34.0"
+# Variables the presets set for OpenTelemetry (a model's environment may not).
+OTEL_ENVIRONMENT_KEYS = ("OTEL_SERVICE_NAME", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_TRACES_SAMPLER",
+                         "OTEL_TRACES_SAMPLER_ARG", "OTEL_EXPORTER_OTLP_TRACES_INSECURE")
+
+
+@dataclass(frozen=True)
+class FireLensProps:
+    """The server's logs go through a Fluent Bit sidecar (FireLens, the ``awsfirelens`` log driver) to the model's
+    log group, with its retention and KMS key, instead of the awslogs driver; the router logs with awslogs."""
+
+    image: str = DEFAULT_LOG_ROUTER_IMAGE
+    """The log router's image (AWS for Fluent Bit). Default: ``DEFAULT_LOG_ROUTER_IMAGE``."""
+    cpu: int = 64
+    """CPU units ECS reserves for the router (32-1024). Default: 64."""
+    memory_mib: int = 128
+    """MiB ECS reserves for the router (64-2048). Default: 128."""
+
+    def __post_init__(self) -> None:
+        require(":" in self.image.rsplit("/", 1)[-1] and not self.image.endswith(":latest"), "firelens.image",
+                f"{self.image!r}: pin a tag (not latest), e.g. {DEFAULT_LOG_ROUTER_IMAGE}")
+        require_range(self.cpu, 32, 1024, "firelens.cpu")
+        require_range(self.memory_mib, 64, 2048, "firelens.memory_mib")
+
+
+@dataclass(frozen=True)
+class TelemetryProps:
+    """What a model's tasks record beyond their metrics: the share of requests traced to X-Ray, and the log route."""
+
+    trace_sampling_ratio: float = DEFAULT_TRACE_SAMPLING_RATIO
+    """The share of requests without a sampled parent that the server traces (0-1, ``OTEL_TRACES_SAMPLER_ARG`` of
+    ``parentbased_traceidratio``; 0 records none). Default: 0.05 (X-Ray bills per trace recorded)."""
+    firelens: FireLensProps | None = None
+    """Route the server's logs through FireLens. Default: None (the awslogs driver: no sidecar to reserve)."""
+
+    def __post_init__(self) -> None:
+        ratio = self.trace_sampling_ratio
+        require(isinstance(ratio, (int, float)) and not isinstance(ratio, bool) and 0 <= ratio <= 1,
+                "trace_sampling_ratio", f"{ratio!r}: give a share from 0 (trace nothing) to 1 (every request)")
+
+    @property
+    def log_router_reservation(self) -> tuple[int, int]:
+        """(CPU units, MiB) the log router adds to each task: none with awslogs."""
+        return (self.firelens.cpu, self.firelens.memory_mib) if self.firelens is not None else (0, 0)
+
+
+def otel_environment(service_name: str, sampling_ratio: float) -> dict[str, str]:
+    """The OpenTelemetry SDK's standard variables: OTLP/HTTP to the task's collector, parent-based ratio sampling."""
+    return {
+        "OTEL_SERVICE_NAME": service_name,
+        "OTEL_EXPORTER_OTLP_ENDPOINT": OTLP_HTTP_ENDPOINT,
+        "OTEL_TRACES_SAMPLER": "parentbased_traceidratio",
+        "OTEL_TRACES_SAMPLER_ARG": f"{sampling_ratio:g}",
+    }
+
+
+def with_traces(collector_environment: dict[str, str], region: str) -> dict[str, str]:
+    """The CloudWatch agent's configuration (``CW_CONFIG_CONTENT``) with its OTLP receiver exporting to X-Ray."""
+    agent = json.loads(collector_environment.get("CW_CONFIG_CONTENT", json.dumps({"agent": {"region": region}})))
+    agent["traces"] = {"traces_collected": {"otlp": {"grpc_endpoint": OTLP_GRPC_ADDRESS, "http_endpoint": OTLP_HTTP_ADDRESS}}}
+    return {**collector_environment, "CW_CONFIG_CONTENT": json.dumps(agent, sort_keys=True)}
