@@ -20,7 +20,7 @@ OTLP_GRPC_ENDPOINT = f"http://{OTLP_GRPC_ADDRESS}"
 XRAY_WRITE_ACTIONS = ("xray:PutTraceSegments", "xray:PutTelemetryRecords")
 DEFAULT_TRACE_SAMPLING_RATIO = 0.05
 # The collector of a task whose server exports no Prometheus metrics (traces only): the CloudWatch agent's reservation.
-TRACE_COLLECTOR_CPU, TRACE_COLLECTOR_MEMORY_MIB = 128, 128
+TRACE_COLLECTOR_CPU, TRACE_COLLECTOR_MEMORY_MIB = 64, 128
 # Pinned tag seen in public sources; in a VPC without a route to the internet, pass a copy in your own ECR.
 DEFAULT_LOG_ROUTER_IMAGE = "public.ecr.aws/aws-observability/aws-for-fluent-bit:2.34.0"
 # Variables the presets set for OpenTelemetry (a model's environment may not).
@@ -41,10 +41,10 @@ class FireLensProps:
     """MiB ECS reserves for the router (64-2048). Default: 128."""
 
     def __post_init__(self) -> None:
-        require(":" in self.image.rsplit("/", 1)[-1] and not self.image.endswith(":latest"), "firelens.image",
+        require(":" in self.image.rsplit("/", 1)[-1] and not self.image.endswith(":latest"), "image",
                 f"{self.image!r}: pin a tag (not latest), e.g. {DEFAULT_LOG_ROUTER_IMAGE}")
-        require_range(self.cpu, 32, 1024, "firelens.cpu")
-        require_range(self.memory_mib, 64, 2048, "firelens.memory_mib")
+        require_range(self.cpu, 32, 1024, "cpu")
+        require_range(self.memory_mib, 64, 2048, "memory_mib")
 
 
 @dataclass(frozen=True)

@@ -118,9 +118,9 @@ def test_a_sampling_ratio_outside_0_to_1_is_refused(props, match):
 
 
 @pytest.mark.parametrize(("props", "match"), [
-    (dict(image="public.ecr.aws/aws-observability/aws-for-fluent-bit:latest"), r"firelens.image.*pin"),
-    (dict(image="public.ecr.aws/aws-observability/aws-for-fluent-bit"), r"firelens.image.*pin"),
-    (dict(cpu=0), r"firelens.cpu"),
+    (dict(image="public.ecr.aws/aws-observability/aws-for-fluent-bit:latest"), r"image.*pin"),
+    (dict(image="public.ecr.aws/aws-observability/aws-for-fluent-bit"), r"image.*pin"),
+    (dict(cpu=0), r"^cpu"),
 ])
 def test_a_log_router_without_a_pinned_tag_or_with_no_cpu_is_refused(props, match):
     with pytest.raises(ConfigError, match=match):
@@ -130,3 +130,62 @@ def test_a_log_router_without_a_pinned_tag_or_with_no_cpu_is_refused(props, matc
 def test_the_log_router_counts_in_the_task_fit():
     assert TelemetryProps().log_router_reservation == (0, 0)
     assert TelemetryProps(firelens=FireLensProps()).log_router_reservation == (64, 128)
+
+
+# The cloudwatch_logs output's options (Fluent Bit's "Amazon CloudWatch" output; AWS for Fluent Bit's image carries it)
+# and the keys FireLens itself reads. Debian 12 packages no fluent-bit (apt-cache policy fluent-bit: none), so the
+# configuration is checked against the documented schema, not by a Fluent Bit run.
+CLOUDWATCH_LOGS_OPTIONS = frozenset({
+    "Name", "region", "log_group_name", "log_group_template", "log_stream_prefix", "log_stream_name",
+    "log_stream_template", "log_key", "log_format", "log_retention_days", "role_arn", "auto_create_group",
+    "endpoint", "sts_endpoint", "metric_namespace", "metric_dimensions", "auto_retry_requests", "workers", "retry_limit",
+})
+
+
+def firelens_output_problems(options: dict) -> list[str]:
+    """What a FireLens cloudwatch_logs output's options get wrong by the plugin's documented schema."""
+    problems = [f"unknown option {key}" for key in sorted(set(options) - CLOUDWATCH_LOGS_OPTIONS)]
+    if options.get("Name") != "cloudwatch_logs":
+        problems.append("Name is not cloudwatch_logs")
+    for required in ("region", "log_group_name"):
+        if required not in options:
+            problems.append(f"{required} is missing")
+    if ("log_stream_prefix" in options) == ("log_stream_name" in options):
+        problems.append("give exactly one of log_stream_prefix and log_stream_name")
+    if options.get("auto_create_group", "false") not in ("true", "false"):
+        problems.append("auto_create_group is not true or false")
+    return problems
+
+
+def test_the_firelens_output_follows_the_cloudwatch_logs_plugins_schema(env):
+    config, template = env
+    for model, server in containers(template, "server").items():
+        if config.telemetry.firelens is not None:
+            assert firelens_output_problems(server["LogConfiguration"]["Options"]) == [], model
+
+
+@pytest.mark.parametrize(("defect", "problem"), [
+    ({"log_group": "x"}, "unknown option log_group"),
+    ({"Name": "cloudwatch"}, "Name is not cloudwatch_logs"),
+    ({"log_stream_name": "s"}, "exactly one of log_stream_prefix and log_stream_name"),
+    ({"auto_create_group": "no"}, "auto_create_group is not true or false"),
+])
+def test_the_schema_check_finds_a_planted_defect(defect, problem):
+    good = {"Name": "cloudwatch_logs", "region": "us-east-1", "log_group_name": "g", "log_stream_prefix": "m/1/server/",
+            "auto_create_group": "false"}
+    assert firelens_output_problems(good) == []
+    assert any(problem in found for found in firelens_output_problems({**good, **defect}))
+    assert "region is missing" in firelens_output_problems({k: v for k, v in good.items() if k != "region"})
+
+
+def test_cdk_json_telemetry_is_checked_on_load():
+    from stacks.config import load_environment
+    from tests.scenarios import scenario_environment
+
+    dev = scenario_environment("dev")
+    loaded = load_environment("dev", {**dev, "telemetry": {"trace_sampling_ratio": 0.25, "firelens": {"memory_mib": 256}}})
+    assert loaded.telemetry == TelemetryProps(trace_sampling_ratio=0.25, firelens=FireLensProps(memory_mib=256))
+    with pytest.raises(ConfigError, match=r"telemetry.trace_sampling_ratio.*from 0"):
+        load_environment("dev", {**dev, "telemetry": {"trace_sampling_ratio": 2}})
+    with pytest.raises(ConfigError, match=r"telemetry.firelens.image.*pin"):
+        load_environment("dev", {**dev, "telemetry": {"firelens": {"image": "fluent-bit:latest"}}})
