@@ -34,7 +34,6 @@ from .server_signals import ExpressionSignal, ScalingSignal, ServerAlarm, alarms
 from .service_timing import ServiceTimingProps
 from .stop_timing import StopTiming
 from .stop_timing import drain_after_delay as drain_after_delay
-from .telemetry import DEFAULT_TRACE_SAMPLING_RATIO, TRACE_COLLECTOR_CPU, TRACE_COLLECTOR_MEMORY_MIB
 
 if TYPE_CHECKING:  # aws_cdk is imported where a construct is built, so the props load without it (the sizing advisor)
     from aws_cdk import aws_ecs as ecs
@@ -57,6 +56,9 @@ DEFAULT_FETCHER_IMAGE = "public.ecr.aws/aws-cli/aws-cli:2.32.9"
 DEFAULT_COLLECTOR_IMAGE = "public.ecr.aws/cloudwatch-agent/cloudwatch-agent:1.300059.0b1207"
 # Each of the two init containers that put a model on scratch (scratch-owner, model-fetch): ECS reserves both.
 FETCHER_CPU, FETCHER_MEMORY_MIB = 128, 256
+# The collector of a task whose server exports no Prometheus metrics (traces only): the CloudWatch agent's reservation.
+TRACE_COLLECTOR_CPU, TRACE_COLLECTOR_MEMORY_MIB = 64, 128
+DEFAULT_TRACE_SAMPLING_RATIO = 0.05
 
 
 # The bundled server (inference_image/inference_server): SIGTERM -> every HTTP worker finishes its accepted requests

@@ -30,7 +30,14 @@ from .server_contract import (
     collector_config,
 )
 from .service_choices import ModelBucket
-from .telemetry import TRACE_COLLECTOR_CPU, TRACE_COLLECTOR_MEMORY_MIB, XRAY_WRITE_ACTIONS, TelemetryProps, with_traces
+from .telemetry import (
+    DEFAULT_LOG_ROUTER_IMAGE,
+    TRACE_COLLECTOR_CPU,
+    TRACE_COLLECTOR_MEMORY_MIB,
+    XRAY_WRITE_ACTIONS,
+    TelemetryProps,
+    with_traces,
+)
 
 # Task-definition metadata: container name -> {'user' | 'readonly_root_filesystem': why it is root / writable}.
 CONTAINER_ACKNOWLEDGEMENTS = "gpu-inference:container-acknowledgements"
@@ -266,7 +273,7 @@ class ServiceTask:
             log_group_name=self._log_group.log_group_name) if metrics is not None else {}
         collector = self.task_definition.add_container(
             "metrics-collector",
-            image=(metrics.collector_image if metrics else None) or ecs.ContainerImage.from_registry(DEFAULT_COLLECTOR_IMAGE),
+            image=self._collector_image(),
             essential=False,
             enable_restart_policy=True,
             cpu=metrics.collector_cpu if metrics else TRACE_COLLECTOR_CPU,
@@ -296,6 +303,15 @@ class ServiceTask:
         self.task_role.add_to_principal_policy(iam.PolicyStatement(actions=list(XRAY_WRITE_ACTIONS), resources=["*"]))
         return collector
 
+    def _collector_image(self) -> ecs.ContainerImage:
+        """The contract's collector image, else the environment's mirror of it, else the public one."""
+        metrics, mirror = self._contract.metrics, self._telemetry.collector_image
+        if metrics is not None and metrics.collector_image is not None:
+            return metrics.collector_image
+        if mirror is not None:
+            return mirror.container_image(self._scope, "CollectorImage")
+        return ecs.ContainerImage.from_registry(DEFAULT_COLLECTOR_IMAGE)
+
     def _server_log_driver(self) -> ecs.LogDriver:
         """The server's logs: awslogs, or through the FireLens router to the same log group (its retention and key)."""
         if self._telemetry.firelens is None:
@@ -315,7 +331,8 @@ class ServiceTask:
         assert firelens is not None  # called only where the environment chooses FireLens
         router = self.task_definition.add_firelens_log_router(
             "log-router",
-            image=ecs.ContainerImage.from_registry(firelens.image),
+            image=(firelens.image.container_image(self._scope, "LogRouterImage") if firelens.image is not None
+                   else ecs.ContainerImage.from_registry(DEFAULT_LOG_ROUTER_IMAGE)),
             firelens_config=ecs.FirelensConfig(type=ecs.FirelensLogRouterType.FLUENTBIT),
             essential=True,
             cpu=firelens.cpu,

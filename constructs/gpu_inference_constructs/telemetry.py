@@ -8,6 +8,10 @@ import json
 from dataclasses import dataclass
 
 from .errors import require, require_range
+from .server_contract import DEFAULT_TRACE_SAMPLING_RATIO as DEFAULT_TRACE_SAMPLING_RATIO
+from .server_contract import TRACE_COLLECTOR_CPU as TRACE_COLLECTOR_CPU
+from .server_contract import TRACE_COLLECTOR_MEMORY_MIB as TRACE_COLLECTOR_MEMORY_MIB
+from .server_contract import EcrImage
 
 # The CloudWatch agent's OTLP receiver: its documented defaults, on the task's loopback (awsvpc: one network namespace).
 OTLP_GRPC_ADDRESS = "127.0.0.1:4317"
@@ -18,9 +22,6 @@ OTLP_GRPC_ENDPOINT = f"http://{OTLP_GRPC_ADDRESS}"
 # reads (the servers sample by the OTEL_TRACES_SAMPLER ratio, never by X-Ray's sampling rules). No resource-level
 # permissions exist for them: the resource is "*".
 XRAY_WRITE_ACTIONS = ("xray:PutTraceSegments", "xray:PutTelemetryRecords")
-DEFAULT_TRACE_SAMPLING_RATIO = 0.05
-# The collector of a task whose server exports no Prometheus metrics (traces only): the CloudWatch agent's reservation.
-TRACE_COLLECTOR_CPU, TRACE_COLLECTOR_MEMORY_MIB = 64, 128
 # Pinned tag seen in public sources; in a VPC without a route to the internet, pass a copy in your own ECR.
 DEFAULT_LOG_ROUTER_IMAGE = "public.ecr.aws/aws-observability/aws-for-fluent-bit:2.34.0"
 # Variables the presets set for OpenTelemetry (a model's environment may not).
@@ -33,16 +34,17 @@ class FireLensProps:
     """The server's logs go through a Fluent Bit sidecar (FireLens, the ``awsfirelens`` log driver) to the model's
     log group, with its retention and KMS key, instead of the awslogs driver; the router logs with awslogs."""
 
-    image: str = DEFAULT_LOG_ROUTER_IMAGE
-    """The log router's image (AWS for Fluent Bit). Default: ``DEFAULT_LOG_ROUTER_IMAGE``."""
+    image: EcrImage | None = None
+    """Your ECR mirror of AWS for Fluent Bit (private subnets reach no public registry without NAT). Default: None
+    (``DEFAULT_LOG_ROUTER_IMAGE``, from ECR Public)."""
     cpu: int = 64
     """CPU units ECS reserves for the router (32-1024). Default: 64."""
     memory_mib: int = 128
     """MiB ECS reserves for the router (64-2048). Default: 128."""
 
     def __post_init__(self) -> None:
-        require(":" in self.image.rsplit("/", 1)[-1] and not self.image.endswith(":latest"), "image",
-                f"{self.image!r}: pin a tag (not latest), e.g. {DEFAULT_LOG_ROUTER_IMAGE}")
+        require(self.image is None or isinstance(self.image, EcrImage), "image",
+                f"got {type(self.image).__name__}: an EcrImage(repository, tag) of your mirror, or None")
         require_range(self.cpu, 32, 1024, "cpu")
         require_range(self.memory_mib, 64, 2048, "memory_mib")
 
@@ -56,6 +58,9 @@ class TelemetryProps:
     ``parentbased_traceidratio``; 0 records none). Default: 0.05 (X-Ray bills per trace recorded)."""
     firelens: FireLensProps | None = None
     """Route the server's logs through FireLens. Default: None (the awslogs driver: no sidecar to reserve)."""
+    collector_image: EcrImage | None = None
+    """Your ECR mirror of the collector (``DEFAULT_COLLECTOR_IMAGE``) for servers that name none of their own (our
+    server's tasks; a preset's ``collector_image`` comes first). Default: None (the public image)."""
 
     def __post_init__(self) -> None:
         ratio = self.trace_sampling_ratio

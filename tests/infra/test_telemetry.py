@@ -118,13 +118,26 @@ def test_a_sampling_ratio_outside_0_to_1_is_refused(props, match):
 
 
 @pytest.mark.parametrize(("props", "match"), [
-    (dict(image="public.ecr.aws/aws-observability/aws-for-fluent-bit:latest"), r"image.*pin"),
-    (dict(image="public.ecr.aws/aws-observability/aws-for-fluent-bit"), r"image.*pin"),
+    (dict(image="public.ecr.aws/aws-observability/aws-for-fluent-bit:2.34.0"), r"^image.*EcrImage"),
     (dict(cpu=0), r"^cpu"),
+    (dict(memory_mib=4096), r"^memory_mib"),
 ])
-def test_a_log_router_without_a_pinned_tag_or_with_no_cpu_is_refused(props, match):
+def test_a_log_router_image_that_is_no_mirror_or_with_no_cpu_is_refused(props, match):
     with pytest.raises(ConfigError, match=match):
         FireLensProps(**props)
+
+
+def test_the_images_come_from_the_environments_ecr_mirrors(env):
+    """Private subnets without NAT reach no public registry: the collector and the log router are pulled from the
+    ECR mirrors cdk.json names (a preset's own collector_image first)."""
+    config, template = env
+    mirrors = {"metrics-collector": config.telemetry.collector_image,
+               "log-router": config.telemetry.firelens.image if config.telemetry.firelens else None}
+    for name, mirror in mirrors.items():
+        for model, container in containers(template, name).items():
+            assert mirror is not None, f"{name} of {model} would be pulled from ECR Public"
+            image = json.dumps(container["Image"])
+            assert f"/{mirror.repository}:{mirror.tag}" in image and "public.ecr.aws" not in image, (model, image)
 
 
 def test_the_log_router_counts_in_the_task_fit():
@@ -187,5 +200,5 @@ def test_cdk_json_telemetry_is_checked_on_load():
     assert loaded.telemetry == TelemetryProps(trace_sampling_ratio=0.25, firelens=FireLensProps(memory_mib=256))
     with pytest.raises(ConfigError, match=r"telemetry.trace_sampling_ratio.*from 0"):
         load_environment("dev", {**dev, "telemetry": {"trace_sampling_ratio": 2}})
-    with pytest.raises(ConfigError, match=r"telemetry.firelens.image.*pin"):
-        load_environment("dev", {**dev, "telemetry": {"firelens": {"image": "fluent-bit:latest"}}})
+    with pytest.raises(ConfigError, match=r"telemetry.firelens.image.tag.*pin"):
+        load_environment("dev", {**dev, "telemetry": {"firelens": {"image": {"repository": "mirror/fluent-bit", "tag": "latest"}}}})
