@@ -40,6 +40,7 @@ from gpu_inference_constructs.scaling_props import ScalingProps
 from gpu_inference_constructs.schedules import check_schedule_task_ranges
 from gpu_inference_constructs.service_timing import ServiceTimingProps
 from gpu_inference_constructs.settings import from_dict
+from gpu_inference_constructs.telemetry import TelemetryProps
 from gpu_inference_constructs.vllm_server import VllmProps, VllmServer
 
 CONTEXT_KEY = "environments"
@@ -112,6 +113,7 @@ class EnvironmentConfig:
     monitoring: MonitoringProps = field(default_factory=MonitoringProps)
     deployment: DeploymentProps = field(default_factory=DeploymentProps)
     log_retention_days: int = 90
+    telemetry: TelemetryProps = field(default_factory=TelemetryProps)  # trace sampling; FireLens or awslogs
     alarm_emails: tuple[str, ...] = ()
     cache: ResultCacheProps | None = None  # a shared result cache (ElastiCache Serverless for Valkey)
     name: str = ""
@@ -158,7 +160,10 @@ class EnvironmentConfig:
             server = self.server_config(model).server
             try:
                 server.check(model)
-                model.check_fits(smallest[group], server.sidecar_reservation, tuple(self.group_capacity(group).resolve_instance_types()))
+                cpu, memory = server.sidecar_reservation
+                router_cpu, router_memory = self.telemetry.log_router_reservation
+                model.check_fits(smallest[group], (cpu + router_cpu, memory + router_memory),
+                                 tuple(self.group_capacity(group).resolve_instance_types()))
             except ConfigError as error:
                 where = "" if error.key not in ("gpus", "cpu", "memory_mib") else (
                     f" (it runs on capacity_groups.{group})" if group else " (it runs on capacity; place it in a capacity group of a larger shape)")

@@ -56,7 +56,7 @@ class ModelStack(cdk.Stack):
             capacity=shared.capacity_for(model.name),
             model_source=shared.model_store,
             route=LoadBalancerRoute(load_balancer, priority=config.server_config(model).listener_priority),
-            logs=ServiceLogs(key=as_key(shared.logs_key), retention_days=config.log_retention_days),
+            logs=ServiceLogs(key=as_key(shared.logs_key), retention_days=config.log_retention_days, telemetry=config.telemetry),
             # One image asset for every bundled model (the same directory): `cdk deploy` builds and pushes it once.
             server=config.server_of(model),
             access=ServiceAccess(api_keys_secret=self._api_keys(shared), subnets=network.private_subnets),

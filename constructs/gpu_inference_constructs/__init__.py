@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from .target_group_metrics import TargetGroupMetrics
     from .target_optimizer_props import TargetOptimizerProps
     from .task_starts import TaskStarts
+    from .telemetry import FireLensProps, TelemetryProps
     from .vllm_server import VllmProps, VllmServer, vllm_stop
     from .warm_pool import WarmPoolLaunches, WarmPoolProps
 
@@ -64,6 +65,8 @@ __all__ = [
     "ModelBucket",
     "ServiceAccess",
     "ServiceLogs",
+    "TelemetryProps",
+    "FireLensProps",
     "BundledScalingProps",
     "BundledServer",
     "BundledServerProps",
@@ -152,6 +155,8 @@ _MODULE_OF = {
     "ModelBucket": "service_choices",
     "ServiceAccess": "service_props",
     "ServiceLogs": "service_props",
+    "TelemetryProps": "telemetry",
+    "FireLensProps": "telemetry",
     "BundledScalingProps": "bundled_signals",
     "bundled_stop": "bundled_server",
     "ExpressionSignal": "server_contract",

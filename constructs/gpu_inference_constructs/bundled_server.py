@@ -27,6 +27,7 @@ from .server_contract import (
 )
 from .server_facts import server as server_facts
 from .stop_timing import StopTiming
+from .telemetry import OTEL_ENVIRONMENT_KEYS, otel_environment
 
 if TYPE_CHECKING:
     from aws_cdk import aws_ecs as ecs
@@ -63,7 +64,7 @@ def bundled_environment_keys() -> tuple[str, ...]:
         "PORT", "MODEL_NAME", "MODEL_VERSION", "MODEL_URI", "MODEL_TASK", "MODEL_CACHE_DIR", "DEPLOYMENT_ENV",
         "MAX_BATCH_SIZE", "MAX_BATCH_WAIT_MS", "MAX_QUEUE_SIZE", "MAX_SEQUENCE_LENGTH", "REQUEST_TIMEOUT_S",
         "DRAIN_TIMEOUT_S", "KEEP_ALIVE_S", "RESULT_CACHE_SIZE", "MODEL_RUNTIME", "COMPILE_CACHE_URI", "REQUIRE_MANIFEST", "API_KEYS", "DOCS",
-        "AWS_DEFAULT_REGION", "HOME", "TMPDIR",
+        "AWS_DEFAULT_REGION", "HOME", "TMPDIR", *OTEL_ENVIRONMENT_KEYS,
     )
 
 
@@ -272,6 +273,8 @@ class BundledServer:
             "AWS_DEFAULT_REGION": context.region,
             "HOME": f"{SCRATCH_PATH}/home",
             "TMPDIR": f"{SCRATCH_PATH}/tmp",
+            # Spans over OTLP/HTTP to the task's collector, which sends them to X-Ray.
+            **otel_environment(model.name, context.trace_sampling_ratio),
         }
         return ServerContract(
             name=self.name,

@@ -31,6 +31,7 @@ class DashboardFigures(Protocol):
     metric_warm_pool_cost: list[cloudwatch.MathExpression]
 
 MINUTE = cdk.Duration.minutes(1)
+LATENCY_BREAKDOWN_TITLE = "Latency breakdown per model (ms, average): queue, model, request; batch size (right)"
 
 
 def search(query: str, statistic: str, label: str, period: cdk.Duration = MINUTE) -> cloudwatch.MathExpression:
@@ -139,6 +140,13 @@ def _servers(dashboard: cloudwatch.Dashboard, find: Searches) -> None:
         graph("Each model's own GPU: busy (% of time in forwards) and memory it holds (MiB)",
               [find.per_model(metric_names.MODEL_BUSY_PERCENT, "Average")],
               [find.per_model(metric_names.GPU_MEMORY_USED_MIB, "Maximum")], unit="%"),
+        # Where a request's time goes: queued until its batch formed, its batch's forward pass, and the whole request
+        # (the rest is HTTP, tokenizing and encoding the answer); the batch it rode in on the right.
+        graph(LATENCY_BREAKDOWN_TITLE,
+              [find.per_model(name, "Average", label) for name, label in (
+                  (metric_names.QUEUE_WAIT, "queue (to its batch)"), (metric_names.INFERENCE_TIME, "model (its batch)"),
+                  (metric_names.REQUEST_LATENCY, "request"))],
+              [find.per_model(metric_names.BATCH_SIZE, "Average", "batch size")], unit="ms"),
     )
 
 

@@ -161,12 +161,14 @@ class ModelService(Construct):
         self.node.add_validation(_CacheAttached(self))
         subnets = access.subnets or private_subnets(placement.cluster.vpc, f"ModelService {model.name!r} (its tasks)")
         uri = model_uri(source.bucket, source.prefix, model.name, model.version)
+        self._telemetry = logs.telemetry
         start_period = self._contract_and_checks(server, placement, chosen_route, timing or ServiceTimingProps(), access, uri)
         self.log_group = _log_group(self, logs, environment_name, model.name)
         self._task = ServiceTask(self, model=model, contract=self.contract, source=source, uri=uri,
                                  region=cdk.Stack.of(self).region, environment_name=environment_name,
                                  log_group=self.log_group, stop_timeout_seconds=self.stop_timeout_seconds,
-                                 health_check_start_period=start_period, api_keys_secret=access.api_keys_secret)
+                                 health_check_start_period=start_period, api_keys_secret=access.api_keys_secret,
+                                 telemetry=logs.telemetry)
         self.task_role, self.task_definition, self.container = self._task.task_role, self._task.task_definition, self._task.container
         self.scratch_owner, self.model_fetcher = self._task.scratch_owner, self._task.model_fetcher
         self.metrics_collector = self._task.metrics_collector
@@ -187,12 +189,13 @@ class ModelService(Construct):
         except ConfigError as error:
             raise error.within("timing") from None
         region = cdk.Stack.of(self).region
-        contract = server.contract(ServerContext(self, model, timing, self.environment_name, region, uri, self.instance_type))
+        contract = server.contract(ServerContext(self, model, timing, self.environment_name, region, uri, self.instance_type,
+                                                 self._telemetry.trace_sampling_ratio))
         check_contract(server, contract, model)
         check_target_optimizer(self, server, model, contract)
         self.contract = contract
         self._warn(idle_timeout_warnings(contract, idle_timeout, model.name, known=balancer is not None))
-        check_fits(model, contract, self.instance_type, placement.fleet_types)
+        check_fits(model, contract, self.instance_type, placement.fleet_types, self._telemetry.log_router_reservation)
         if placement.gpu_capacity is not None:
             try:
                 placement.gpu_capacity.add_model(model)

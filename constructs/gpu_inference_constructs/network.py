@@ -21,7 +21,7 @@ from .errors import ConfigError, require, require_range
 from .log_retention import retention_days
 
 # What ECS on EC2 with images from ECR, secrets, logs and metrics needs without a NAT gateway,
-# plus Session Manager and ECS Exec. ECR's layers live in S3: the S3 *gateway* endpoint is always added.
+# traces, plus Session Manager and ECS Exec. ECR's layers live in S3: the S3 *gateway* endpoint is always added.
 DEFAULT_INTERFACE_ENDPOINTS: tuple[str, ...] = (
     "ecr.api",
     "ecr.dkr",
@@ -34,8 +34,9 @@ DEFAULT_INTERFACE_ENDPOINTS: tuple[str, ...] = (
     "ssm",
     "ssmmessages",
     "ec2messages",
+    "xray",  # every task's collector sends its traces to X-Ray
 )
-OPTIONAL_INTERFACE_ENDPOINTS: tuple[str, ...] = ("sts", "xray", "kms", "events", "autoscaling", "application-autoscaling")
+OPTIONAL_INTERFACE_ENDPOINTS: tuple[str, ...] = ("sts", "kms", "events", "autoscaling", "application-autoscaling")
 KNOWN_INTERFACE_ENDPOINTS = frozenset(DEFAULT_INTERFACE_ENDPOINTS + OPTIONAL_INTERFACE_ENDPOINTS)
 
 # An Availability Zone ID: the region's short code, then -az and a number (use1-az1, euw1-az3, apne1-az4). The same

@@ -56,6 +56,9 @@ DEFAULT_FETCHER_IMAGE = "public.ecr.aws/aws-cli/aws-cli:2.32.9"
 DEFAULT_COLLECTOR_IMAGE = "public.ecr.aws/cloudwatch-agent/cloudwatch-agent:1.300059.0b1207"
 # Each of the two init containers that put a model on scratch (scratch-owner, model-fetch): ECS reserves both.
 FETCHER_CPU, FETCHER_MEMORY_MIB = 128, 256
+# The collector of a task whose server exports no Prometheus metrics (traces only): the CloudWatch agent's reservation.
+TRACE_COLLECTOR_CPU, TRACE_COLLECTOR_MEMORY_MIB = 64, 128
+DEFAULT_TRACE_SAMPLING_RATIO = 0.01
 
 
 # The bundled server (inference_image/inference_server): SIGTERM -> every HTTP worker finishes its accepted requests
@@ -66,11 +69,12 @@ BUNDLED_EXIT_SECONDS: int = server_facts.EXIT_GRACE_S
 
 def sidecar_reservation(model_source: ModelFromS3, metrics: PrometheusMetrics | None) -> tuple[int, int]:
     """(CPU units, MiB) of the containers beside the server: the init containers that prepare scratch and copy a
-    model to it, and the metrics collector. The one calculation of a task's size, for the constructs and the app's config alike."""
+    model to it, and the collector every task has (traces; and the server's Prometheus metrics, with ``metrics``' own
+    reservation). The one calculation of a task's size, for the constructs and the app's config alike."""
     cpu, memory = model_source.init_containers * FETCHER_CPU, model_source.init_containers * FETCHER_MEMORY_MIB
     if metrics is not None:
-        cpu, memory = cpu + metrics.collector_cpu, memory + metrics.collector_memory_mib
-    return cpu, memory
+        return cpu + metrics.collector_cpu, memory + metrics.collector_memory_mib
+    return cpu + TRACE_COLLECTOR_CPU, memory + TRACE_COLLECTOR_MEMORY_MIB
 
 
 def require_props(server: object, expected: type) -> None:
@@ -168,7 +172,8 @@ class ServerContract:
     """Only this key of the API-key secret reaches ``api_keys_variable`` (ECS's JSON-key reference), for a server that
     takes one literal key (vLLM). Default: None (the whole secret, a JSON object of names to keys)."""
     metrics: PrometheusMetrics | None = None
-    """Prometheus metrics a CloudWatch agent sidecar brings into CloudWatch. Default: None (no sidecar)."""
+    """Prometheus metrics the task's collector (the CloudWatch agent sidecar, there for traces in every task) also
+    brings into CloudWatch. Default: None (traces only)."""
     scaling_signals: tuple[ScalingSignal | ExpressionSignal, ...] = ()
     """The server's metrics that scale it, beside ALB p95 latency (always) and requests per target (unless some signal
     has a ``target``: step policies only add tasks, so without one requests per target also scales in). Default: none."""
@@ -305,6 +310,8 @@ class ServerContext:
     """The model's S3 URI. Required."""
     instance_type: GpuInstanceType | None = None
     """The smallest type the model's tasks run on. Default: None (not known)."""
+    trace_sampling_ratio: float = DEFAULT_TRACE_SAMPLING_RATIO
+    """The share of requests the server traces to the task's collector (``TelemetryProps``). Default: 0.01."""
 
 
 class ServerDefinition(Protocol):

@@ -117,8 +117,9 @@ def idle_timeout_warnings(contract: ServerContract, idle_timeout: int, model_nam
 
 
 def check_fits(model: ModelProps, contract: ServerContract, instance_type: GpuInstanceType,
-               fleet_types: tuple[GpuInstanceType, ...]) -> None:
-    """The server's /dev/shm fits its memory, and the task (server and sidecars) fits the smallest instance."""
+               fleet_types: tuple[GpuInstanceType, ...], log_router: tuple[int, int] = (0, 0)) -> None:
+    """The server's /dev/shm fits its memory, and the task (server, sidecars and a FireLens ``log_router``'s
+    (CPU units, MiB)) fits the smallest instance."""
     if contract.shared_memory_mib is not None:
         require(
             contract.shared_memory_mib < model.memory_mib,
@@ -126,7 +127,8 @@ def check_fits(model: ModelProps, contract: ServerContract, instance_type: GpuIn
             f"{contract.shared_memory_mib} MiB of /dev/shm must be below the server's memory_mib ({model.memory_mib})",
         )
     try:
-        model.check_fits(instance_type, contract.sidecar_reservation, fleet_types)
+        cpu, memory = contract.sidecar_reservation
+        model.check_fits(instance_type, (cpu + log_router[0], memory + log_router[1]), fleet_types)
     except ConfigError as error:
         raise ConfigError(f"models[{model.name}].{error.key}", error.detail) from None
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_kms as kms
@@ -12,11 +12,13 @@ from .errors import require
 from .log_retention import retention_days
 from .service_checks import DEFAULT_NAME_PREFIX, check_name_prefix
 from .service_choices import require_cdk
+from .telemetry import TelemetryProps
 
 
 @dataclass(frozen=True)
 class ServiceLogs:
-    """A model's log group: ``/<name_prefix>/<environment>/<model>``, encrypted, kept ``retention_days``."""
+    """A model's log group: ``/<name_prefix>/<environment>/<model>``, encrypted, kept ``retention_days``; the route
+    its server's logs take there and the share of its requests traced to X-Ray (``telemetry``)."""
 
     key: kms.IKey
     """The KMS key that encrypts the log group (it must let CloudWatch Logs use it: ``grant_logs_service``). Required."""
@@ -25,8 +27,11 @@ class ServiceLogs:
     name_prefix: str = DEFAULT_NAME_PREFIX
     """Starts the log group's and the alarms' fixed names: give each team's app its own where two share an account.
     Default: ``"gpu-inference"``."""
+    telemetry: TelemetryProps = field(default_factory=TelemetryProps)
+    """Trace sampling and the log route (awslogs, or FireLens). Default: TelemetryProps() (5 % traced, awslogs)."""
 
     def __post_init__(self) -> None:
+        require(isinstance(self.telemetry, TelemetryProps), "telemetry", f"got {type(self.telemetry).__name__}: pass a TelemetryProps")
         require_cdk(self.key, ("key_arn",), "key", "a kms.IKey (kms.Key.from_key_arn for an imported one)")
         retention_days(self.retention_days, "retention_days")
         check_name_prefix(self.name_prefix)

@@ -1,5 +1,6 @@
 """A model's ECS task: its role, its task definition, the server container, the init containers that own and fill
-the scratch volume (``scratch-owner``, ``model-fetch``) and the metrics collector sidecar.
+the scratch volume (``scratch-owner``, ``model-fetch``), the collector sidecar (traces to X-Ray; the server's
+Prometheus metrics) and, where the environment chooses FireLens, the log router.
 
 Built in the ModelService's own scope, with the construct IDs it always had, so every logical ID stays."""
 
@@ -30,6 +31,14 @@ from .server_contract import (
 )
 from .service_choices import ModelBucket
 from .target_optimizer import add_target_control_agent
+from .telemetry import (
+    DEFAULT_LOG_ROUTER_IMAGE,
+    TRACE_COLLECTOR_CPU,
+    TRACE_COLLECTOR_MEMORY_MIB,
+    XRAY_WRITE_ACTIONS,
+    TelemetryProps,
+    with_traces,
+)
 
 # Task-definition metadata: container name -> {'user' | 'readonly_root_filesystem': why it is root / writable}.
 CONTAINER_ACKNOWLEDGEMENTS = "gpu-inference:container-acknowledgements"
@@ -56,13 +65,16 @@ class ContainerAcknowledgements:
 
 class ServiceTask:
     """Builds one model's task in ``scope``. Attributes: ``task_role``, ``task_definition``, ``container`` (the
-    server), ``scratch_owner`` and ``model_fetcher`` (the init containers, or None), ``metrics_collector`` (or
-    None), ``acknowledgements`` (ContainerAcknowledgements)."""
+    server), ``scratch_owner`` and ``model_fetcher`` (the init containers, or None), ``metrics_collector`` (the
+    collector every task has), ``log_router`` (FireLens's, or None), ``acknowledgements`` (ContainerAcknowledgements)."""
 
     def __init__(self, scope: Construct, *, model: ModelProps, contract: ServerContract, source: ModelBucket, uri: str,
                  region: str, environment_name: str, log_group: logs.LogGroup, stop_timeout_seconds: int,
-                 health_check_start_period: int, api_keys_secret: secretsmanager.ISecret | None) -> None:
+                 health_check_start_period: int, api_keys_secret: secretsmanager.ISecret | None,
+                 telemetry: TelemetryProps | None = None) -> None:
         self._scope = scope
+        self._telemetry = telemetry or TelemetryProps()
+        self._region = region
         self._model = model
         self._contract = contract
         self._source = source
@@ -90,6 +102,7 @@ class ServiceTask:
         self.acknowledgements = ContainerAcknowledgements(self.task_definition)
         self.compile_cache_prefix: str | None = None
         self.container = self._add_server(uri, stop_timeout_seconds, health_check_start_period, api_keys_secret)
+        self.log_router = self._add_log_router() if self._telemetry.firelens is not None else None
         model_source = contract.model_source
         self.scratch_owner = self._add_scratch_owner() if model_source.init_containers else None
         self.model_fetcher = self._add_model_fetcher(uri, region) if model_source.mode == "copy_to_scratch" else None
@@ -97,8 +110,7 @@ class ServiceTask:
         if last_init is not None:  # the server starts once the init containers succeeded, one after the other
             self.container.add_container_dependencies(
                 ecs.ContainerDependency(container=last_init, condition=ecs.ContainerDependencyCondition.SUCCESS))
-        self.metrics_collector = (self._add_metrics_collector(region, environment_name)
-                                  if contract.metrics is not None else None)
+        self.metrics_collector = self._add_metrics_collector(region, environment_name)
         self.target_control_agent = add_target_control_agent(scope, self.task_definition, self.container, model, contract, self.log_driver())
 
     @property
@@ -106,6 +118,7 @@ class ServiceTask:
         return f"{self._model.name}/{self._model.version}"
 
     def log_driver(self) -> ecs.LogDriver:
+        """awslogs, for every container but the server where FireLens routes its logs (``server_log_driver``)."""
         return ecs.LogDrivers.aws_logs(
             stream_prefix=self.log_stream_prefix,
             log_group=self._log_group,
@@ -169,7 +182,7 @@ class ServiceTask:
             environment=environment,
             secrets=secrets or None,
             port_mappings=[ecs.PortMapping(container_port=contract.port, protocol=ecs.Protocol.TCP, name="http")],
-            logging=self.log_driver(),
+            logging=self._server_log_driver(),
             readonly_root_filesystem=contract.read_only_root_filesystem,
             privileged=False,
             user=contract.user,
@@ -254,23 +267,20 @@ class ServiceTask:
         return fetcher
 
     def _add_metrics_collector(self, region: str, environment_name: str) -> ecs.ContainerDefinition:
-        """The CloudWatch agent as a sidecar: scrapes the server's Prometheus metrics over the task's loopback."""
+        """The CloudWatch agent as a sidecar: receives the server's spans over OTLP on the task's loopback and sends
+        them to X-Ray, and scrapes the server's Prometheus metrics where the contract has some."""
         metrics = self._contract.metrics
-        assert metrics is not None  # called only for a contract with metrics
+        environment = collector_config(
+            self._contract, environment_name=environment_name, model_name=self._model.name, region=region,
+            log_group_name=self._log_group.log_group_name) if metrics is not None else {}
         collector = self.task_definition.add_container(
             "metrics-collector",
-            image=metrics.collector_image or ecs.ContainerImage.from_registry(DEFAULT_COLLECTOR_IMAGE),
+            image=self._collector_image(),
             essential=False,
             enable_restart_policy=True,
-            cpu=metrics.collector_cpu,
-            memory_reservation_mib=metrics.collector_memory_mib,
-            environment=collector_config(
-                self._contract,
-                environment_name=environment_name,
-                model_name=self._model.name,
-                region=region,
-                log_group_name=self._log_group.log_group_name,
-            ),
+            cpu=metrics.collector_cpu if metrics else TRACE_COLLECTOR_CPU,
+            memory_reservation_mib=metrics.collector_memory_mib if metrics else TRACE_COLLECTOR_MEMORY_MIB,
+            environment=with_traces(environment, region),
             logging=self.log_driver(),
             privileged=False,
             # The agent writes its translated configuration under /opt/aws: a writable root, no capabilities.
@@ -282,19 +292,90 @@ class ServiceTask:
                 "metrics-collector", what,
                 "The CloudWatch agent image runs as its default user, root, and its entrypoint writes the translated "
                 "configuration and state under /opt/aws/amazon-cloudwatch-agent; every capability is dropped, it is "
-                "not essential, reads only the task's loopback and writes only this model's log group.",
+                "not essential, reads only the task's loopback and writes only this model's log group and X-Ray.",
             )
+        if metrics is not None:
+            self.task_role.add_to_principal_policy(
+                iam.PolicyStatement(
+                    actions=["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
+                    resources=[self._log_group.log_group_arn],
+                )
+            )
+        # X-Ray's write actions have no resource-level permissions: "*" (acknowledge_findings).
+        self.task_role.add_to_principal_policy(iam.PolicyStatement(actions=list(XRAY_WRITE_ACTIONS), resources=["*"]))
+        return collector
+
+    def _collector_image(self) -> ecs.ContainerImage:
+        """The contract's collector image, else the environment's mirror of it, else the public one."""
+        metrics, mirror = self._contract.metrics, self._telemetry.collector_image
+        if metrics is not None and metrics.collector_image is not None:
+            return metrics.collector_image
+        if mirror is not None:
+            return mirror.container_image(self._scope, "CollectorImage")
+        return ecs.ContainerImage.from_registry(DEFAULT_COLLECTOR_IMAGE)
+
+    def _server_log_driver(self) -> ecs.LogDriver:
+        """The server's logs: awslogs, or through the FireLens router to the same log group (its retention and key)."""
+        if self._telemetry.firelens is None:
+            return self.log_driver()
+        return ecs.LogDrivers.firelens(options={
+            "Name": "cloudwatch_logs",
+            "region": self._region,
+            "log_group_name": self._log_group.log_group_name,
+            "log_stream_prefix": f"{self.log_stream_prefix}/server/",
+            "auto_create_group": "false",
+        })
+
+    def _add_log_router(self) -> ecs.ContainerDefinition:
+        """FireLens's Fluent Bit (``log-router``): the server starts once it runs; its own logs go through awslogs. It
+        writes only this model's log group."""
+        firelens = self._telemetry.firelens
+        assert firelens is not None  # called only where the environment chooses FireLens
+        router = self.task_definition.add_firelens_log_router(
+            "log-router",
+            image=(firelens.image.container_image(self._scope, "LogRouterImage") if firelens.image is not None
+                   else ecs.ContainerImage.from_registry(DEFAULT_LOG_ROUTER_IMAGE)),
+            firelens_config=ecs.FirelensConfig(type=ecs.FirelensLogRouterType.FLUENTBIT),
+            essential=True,
+            cpu=firelens.cpu,
+            memory_reservation_mib=firelens.memory_mib,
+            logging=self.log_driver(),
+            privileged=False,
+            readonly_root_filesystem=False,
+            linux_parameters=_capabilities(self._scope, "LogRouterLinuxParameters", keep=[]),
+        )
+        self.acknowledgements.add(
+            "log-router", "user",
+            "FireLens requires its Fluent Bit container to run as root: it creates the unix socket the ECS agent and "
+            "the Docker log driver write to in a root-owned host directory (aws/containers-roadmap#2122). Every "
+            "capability is dropped and it writes only this model's log group.",
+        )
+        self.acknowledgements.add(
+            "log-router", "readonly_root_filesystem",
+            "AWS for Fluent Bit fails to start on a read-only root filesystem (fluent/fluent-bit#7308, "
+            "aws/aws-for-fluent-bit#928): it writes its generated configuration and buffers there. It reads only the "
+            "log driver's socket and sends only to this model's log group.",
+        )
+        self.container.add_container_dependencies(
+            ecs.ContainerDependency(container=router, condition=ecs.ContainerDependencyCondition.START))
         self.task_role.add_to_principal_policy(
             iam.PolicyStatement(
                 actions=["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
                 resources=[self._log_group.log_group_arn],
             )
         )
-        return collector
+        return router
 
     def acknowledge_findings(self) -> None:
         """cdk-nag's findings on the task definition, the execution role and the task role, each with its reason."""
         scope, bucket = self._scope, self._source.bucket
+        acknowledge(
+            default_policy(self.task_role),
+            "AwsSolutions-IAM5[Resource::*]",
+            "The collector sends traces with xray:PutTraceSegments and xray:PutTelemetryRecords only (AWSXrayWriteOnlyAccess "
+            "less its sampling reads), which support no resource-level permissions. Asserted by "
+            "tests/infra/test_telemetry.py::test_the_task_role_may_only_write_traces.",
+        )
         acknowledge(
             default_child(self.task_definition),
             "AwsSolutions-ECS2",

@@ -34,6 +34,7 @@ from .server_contract import (
     sidecar_reservation,
 )
 from .stop_timing import StopTiming, drain_after_delay
+from .telemetry import OTEL_ENVIRONMENT_KEYS, OTLP_GRPC_ADDRESS, otel_environment
 
 # vLLM 0.32 (vllm/engine/arg_utils.py, config/vllm.py): ``--shutdown-timeout N`` (default 0). On SIGTERM the API
 # server stops the engine with that timeout: 0 aborts every running request; N > 0 rejects new requests and lets the
@@ -65,14 +66,14 @@ if TYPE_CHECKING:
 
 VLLM_RESERVED_ENVIRONMENT = (
     "HOME", "XDG_CACHE_HOME", "VLLM_CACHE_ROOT", "HF_HOME", "HF_HUB_OFFLINE", "VLLM_NO_USAGE_STATS", "DO_NOT_TRACK",
-    "VLLM_HTTP_TIMEOUT_KEEP_ALIVE", "AWS_DEFAULT_REGION", "VLLM_API_KEY", "USER", "LOGNAME",
+    "VLLM_HTTP_TIMEOUT_KEEP_ALIVE", "AWS_DEFAULT_REGION", "VLLM_API_KEY", "USER", "LOGNAME", *OTEL_ENVIRONMENT_KEYS,
 )
 
 # What the vLLM preset sets when it streams the weights (VllmProps.weights "stream").
 VLLM_STREAM_ENVIRONMENT = ("AWS_REGION", "AWS_EC2_METADATA_DISABLED", "RUNAI_STREAMER_MEMORY_LIMIT")
 VLLM_OWNED_FLAGS = ("--model", "--port", "--host", "--tensor-parallel-size", "--served-model-name", "--max-model-len",
                     "--gpu-memory-utilization", "--max-num-seqs", "--dtype", "--api-key", "--download-dir",
-                    "--shutdown-timeout")
+                    "--shutdown-timeout", "--otlp-traces-endpoint")
 VLLM_STREAM_FLAGS = ("--load-format", "--model-loader-extra-config")
 # The image's own ENTRYPOINT differs by release (`vllm serve` now, `python3 -m vllm.entrypoints.openai.api_server`
 # before): the task sets it, so the command is vLLM's arguments whatever the mirror's release.
@@ -142,7 +143,7 @@ class VllmProps:
     fetcher_image: EcrImage | None = None
     """Your ECR mirror of the model fetcher's image. Default: None (DEFAULT_FETCHER_IMAGE)."""
     collector_image: EcrImage | None = None
-    """Your ECR mirror of the metrics collector's image. Default: None (DEFAULT_COLLECTOR_IMAGE)."""
+    """Your ECR mirror of the collector's image (metrics and traces). Default: None (DEFAULT_COLLECTOR_IMAGE)."""
     longest_request_seconds: int = VLLM_LONGEST_REQUEST_SECONDS
     """The longest generation that still finishes when its task stops (at most 100). Default: 80."""
     api_key_name: str = DEFAULT_API_KEY_NAME
@@ -296,6 +297,8 @@ class VllmServer:
             "--gpu-memory-utilization", f"{memory_fraction(props.gpu_memory_utilization, context, 'vLLM'):g}",
             "--max-num-seqs", str(props.max_num_seqs),
             "--dtype", props.dtype,
+            # Its spans over OTLP/gRPC (vLLM's default protocol) to the task's collector, which sends them to X-Ray.
+            "--otlp-traces-endpoint", f"grpc://{OTLP_GRPC_ADDRESS}",
             "--shutdown-timeout", str(vllm_drain_seconds(props.longest_request_seconds)),
             # Its /docs, /redoc and /openapi.json answer without the key: off (the listener forwards only /v1/* anyway).
             "--disable-fastapi-docs",
@@ -336,6 +339,8 @@ class VllmServer:
                 "AWS_DEFAULT_REGION": context.region,
                 # The image has no passwd entry for the task's uid (it runs as root, or as its own uid 2000).
                 **named_user("vllm"),
+                **otel_environment(model.name, context.trace_sampling_ratio),
+                "OTEL_EXPORTER_OTLP_TRACES_INSECURE": "true",
                 **(self._stream_environment(context.region) if props.weights == "stream" else {}),
             },
             # vLLM takes one literal key: the one of this name in the secret's JSON object (see VllmProps).

@@ -153,7 +153,9 @@ def test_the_same_containers_under_cdk_json_flags(example):
 @pytest.mark.parametrize("name", ["front-door", "existing-vpc"])
 def test_our_server_examples_run_our_server_as_promised(name):
     _, plain, _ = ran(name)
-    (server,) = containers(plain["template"]).values()
+    by_name = containers(plain["template"])
+    assert set(by_name) == {"server", "metrics-collector"}, "the server and the collector its traces go to"
+    server = by_name["server"]
     assert server["Command"] == ["python", "-m", "inference_server"]
     assert server["PortMappings"] == [{"ContainerPort": 8080, "Name": "http", "Protocol": "tcp"}]
     assert target_group(plain["template"])["HealthCheckPath"] == "/ready"

@@ -88,7 +88,7 @@ def load_contracts(template: dict | Path, environment_name: str) -> list[ModelCo
         contracts.append(
             ModelContract(
                 environment_name=environment_name,
-                model_name=container["LogConfiguration"]["Options"]["awslogs-stream-prefix"].split("/")[0],
+                model_name=_log_stream_prefix(container["LogConfiguration"]["Options"]).split("/")[0],
                 image=container["Image"],
                 command=container["Command"],
                 environment=environment,
@@ -183,8 +183,15 @@ def read_dockerfile(path: Path) -> DockerfileContract:
     )
 
 
-# Variables the container sets for libraries and the AWS SDK rather than for the server's own settings.
-LIBRARY_VARIABLES = frozenset({"AWS_REGION", "AWS_DEFAULT_REGION", "HOME", "TMPDIR"})
+# Variables the container sets for libraries, the AWS SDK and the OpenTelemetry SDK rather than for the server's own
+# settings.
+LIBRARY_VARIABLES = frozenset({"AWS_REGION", "AWS_DEFAULT_REGION", "HOME", "TMPDIR", "OTEL_SERVICE_NAME",
+                               "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_TRACES_SAMPLER", "OTEL_TRACES_SAMPLER_ARG"})
+
+
+def _log_stream_prefix(options: dict) -> str:
+    """``<model>/<version>``: awslogs' stream prefix, or FireLens's cloudwatch_logs output's."""
+    return options.get("awslogs-stream-prefix") or options["log_stream_prefix"]
 
 
 def unread_variables(contract: ModelContract, read_by_server: set[str]) -> list[str]:

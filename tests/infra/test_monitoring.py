@@ -558,3 +558,15 @@ def test_hourly_price_usd_prices_the_first_groups_instances_only(tmp_path):
     assert f"* {llm_price} +" in llm and "* 0.5 +" not in llm
     costs = [w for w in widgets if "per 1M requests" in json.dumps(w)]
     assert costs and all("* 0.5 +" in json.dumps(w) and f"* {llm_price} +" in json.dumps(w) for w in costs)
+
+
+def test_the_dashboard_breaks_each_models_latency_into_queue_model_and_request(env):
+    """Issue 45: per model, the time queued until its batch formed, its batch's forward pass and the whole request
+    (the server's QueueWait, InferenceTime and RequestLatency), with the batch size beside them."""
+    from gpu_inference_constructs.environment_dashboard import LATENCY_BREAKDOWN_TITLE
+
+    config, template = env
+    expressions = graph_expressions(template, LATENCY_BREAKDOWN_TITLE)
+    assert expressions == [
+        f"SEARCH('{{GpuInference,Environment,ModelName}} MetricName=\"{name}\" Environment=\"{config.name}\"', 'Average', 60)"
+        for name in ("QueueWait", "InferenceTime", "RequestLatency", "BatchSize")]

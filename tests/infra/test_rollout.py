@@ -91,7 +91,8 @@ def models(templates: list[dict]) -> dict[str, ModelView]:
             if resource["Type"] == "AWS::ECS::Service":
                 task = template["Resources"][resource["Properties"]["TaskDefinition"]["Ref"]]["Properties"]
                 (server,) = [c for c in task["ContainerDefinitions"] if c["Name"] == "server"]
-                name = server["LogConfiguration"]["Options"]["awslogs-stream-prefix"].split("/")[0]  # <model>/<version>
+                options = server["LogConfiguration"]["Options"]  # awslogs, or FireLens's cloudwatch_logs output
+                name = (options.get("awslogs-stream-prefix") or options["log_stream_prefix"]).split("/")[0]  # <model>/<version>
                 views[name] = ModelView(template, key)
     return views
 
@@ -180,7 +181,7 @@ def test_both_target_groups_check_readiness_and_drain_within_the_spot_budget(str
         assert groups[0]["HealthCheckPath"] == "/ready"
         attributes = {a["Key"]: a["Value"] for a in groups[0]["TargetGroupAttributes"]}
         task = view.resources[view.service["TaskDefinition"]["Ref"]]["Properties"]
-        (container,) = task["ContainerDefinitions"]
+        (container,) = [c for c in task["ContainerDefinitions"] if c["Name"] == "server"]
         assert int(attributes["deregistration_delay.timeout_seconds"]) + container["StopTimeout"] <= SPOT_NOTICE_SECONDS
         # One grace period for the service covers tasks registering in either target group.
         assert view.service["HealthCheckGracePeriodSeconds"] > 0

@@ -153,8 +153,8 @@ def at_priority(parts: dict[str, Any], priority: int) -> dict[str, Any]:
 @pytest.mark.parametrize(
     "model, instance_type, key, message",
     [
-        (ModelProps(name="big", version="1", cpu=40000), "g5.xlarge", "models[big].cpu", "40000 CPU units does not fit on g5.xlarge"),
-        (ModelProps(name="big", version="1", memory_mib=16384), "g5.xlarge", "models[big].memory_mib", "16384 MiB does not fit on g5.xlarge"),
+        (ModelProps(name="big", version="1", cpu=40000), "g5.xlarge", "models[big].cpu", "40064 CPU units does not fit on g5.xlarge"),
+        (ModelProps(name="big", version="1", memory_mib=16384), "g5.xlarge", "models[big].memory_mib", "16512 MiB does not fit on g5.xlarge"),
         (ModelProps(name="llm", version="1", gpus=4, cpu=3072, memory_mib=12288), "g5.2xlarge",
          "models[llm].gpus", "4 GPUs per task do not fit on g5.2xlarge (1 GPU)"),
     ],

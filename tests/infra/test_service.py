@@ -24,7 +24,8 @@ def containers(template, name="server"):
     for td in template.find_resources("AWS::ECS::TaskDefinition").values():
         for c in td["Properties"]["ContainerDefinitions"]:
             if c["Name"] == name:
-                found[c["LogConfiguration"]["Options"]["awslogs-stream-prefix"].split("/")[0]] = c
+                options = c["LogConfiguration"]["Options"]  # awslogs, or FireLens's cloudwatch_logs output
+                found[(options.get("awslogs-stream-prefix") or options["log_stream_prefix"]).split("/")[0]] = c
     return found
 
 
@@ -209,6 +210,9 @@ def test_stop_timeout_and_deregistration_fit_the_spot_notice(env):
 def test_logs_go_to_encrypted_groups_with_the_environment_retention(env):
     config, template = env
     for container in containers(template).values():
+        if config.telemetry.firelens is not None:  # FireLens's router writes to the same group (test_telemetry.py)
+            assert container["LogConfiguration"]["LogDriver"] == "awsfirelens"
+            continue
         assert container["LogConfiguration"]["LogDriver"] == "awslogs"
         assert container["LogConfiguration"]["Options"]["mode"] == "non-blocking"
     groups = [g for k, g in template.find_resources("AWS::Logs::LogGroup").items() if k.startswith("Model")]
@@ -226,8 +230,13 @@ def test_every_containers_log_stream_carries_the_model_version(env):
     by_prefix = {}
     for td in template.find_resources("AWS::ECS::TaskDefinition").values():
         for c in td["Properties"]["ContainerDefinitions"]:
-            by_prefix.setdefault(c["LogConfiguration"]["Options"]["awslogs-stream-prefix"], set()).add(c["Name"])
-    expected = {f"{m.name}/{m.version}": {"server"} | ({"scratch-owner", "model-fetch", "metrics-collector"} if config.server_config(m).vllm else set()) for m in config.models}
+            options = c["LogConfiguration"]["Options"]
+            # FireLens's router names the server's streams <model>/<version>/server/<...>, as awslogs would.
+            prefix = options.get("awslogs-stream-prefix") or options["log_stream_prefix"].removesuffix("/server/")
+            by_prefix.setdefault(prefix, set()).add(c["Name"])
+    router = {"log-router"} if config.telemetry.firelens is not None else set()
+    expected = {f"{m.name}/{m.version}": {"server", "metrics-collector"} | router
+                | ({"scratch-owner", "model-fetch"} if config.server_config(m).vllm else set()) for m in config.models}
     assert by_prefix == expected
 
 
@@ -509,8 +518,11 @@ def test_task_role_reads_only_its_model_prefix(env):
         (policy,) = [p for k, p in policies.items() if k.startswith(f"Model{logical(model.name)}")]
         statements = policy["Properties"]["PolicyDocument"]["Statement"]
         actions = sorted(str(s["Action"]) for s in statements)
-        # The vLLM preset's metrics collector also writes its EMF to the model's own log group, nothing else.
-        collector = ["['logs:CreateLogStream', 'logs:DescribeLogStreams', 'logs:PutLogEvents']"] if config.server_config(model).vllm else []
+        # Every task's collector writes traces to X-Ray; the vLLM preset's also writes its EMF, and a FireLens router
+        # the server's logs, to the model's own log group, nothing else.
+        writes_logs = config.server_config(model).vllm or config.telemetry.firelens is not None
+        collector = ["['logs:CreateLogStream', 'logs:DescribeLogStreams', 'logs:PutLogEvents']"] if writes_logs else []
+        collector.append("['xray:PutTelemetryRecords', 'xray:PutTraceSegments']")
         cache = ["elasticache:Connect"] if model.name in cached_models(config) else []  # on the result cache only
         assert actions == sorted(["s3:GetObject", "s3:ListBucket", *collector, *cache])
         for statement in statements:
@@ -604,7 +616,8 @@ def test_vllm_models_serve_with_tensor_parallelism_over_their_gpus_from_scratch(
         assert command[command.index("--tensor-parallel-size") + 1] == str(model.gpus) == "4"
         assert server["ResourceRequirements"] == [{"Type": "GPU", "Value": "4"}]
         assert server["LinuxParameters"]["SharedMemorySize"] == config.server_config(model).vllm.shared_memory_mib
-        assert server["DependsOn"] == [{"Condition": "SUCCESS", "ContainerName": "model-fetch"}]
+        router = [{"Condition": "START", "ContainerName": "log-router"}] if config.telemetry.firelens is not None else []
+        assert server["DependsOn"] == [*router, {"Condition": "SUCCESS", "ContainerName": "model-fetch"}]
         assert "vllm/vllm-openai" not in str(server["Image"]) and str(server["Image"]).count(".dkr.ecr.") == 1, "from the account's ECR mirror"
         fetcher = containers(template, "model-fetch")[model.name]
         uri = {e["Name"]: e["Value"] for e in fetcher["Environment"]}["MODEL_URI"]

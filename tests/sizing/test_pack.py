@@ -112,15 +112,18 @@ def test_across_the_regions_types_the_twenty_cost_at_most_30_cents_and_need_at_m
 def test_an_instances_host_memory_and_cpu_units_each_bind():
     """Twelve encoders: 12 x 1,280 = 15,360 MiB > 14,745 a g4dn.xlarge's tasks may reserve, though 12 x 256 = 3,072 of
     3,584 CPU units and 12 x 768 of 13,824 MiB of GPU memory fit: two instances. Fifteen at 512 MiB: 7,680 MiB fits,
-    15 x 256 = 3,840 > 3,584 units does not: two instances. Fourteen at 512 MiB fit one (3,584 units exactly)."""
+    15 x 256 = 3,840 > 3,584 units does not: two instances. Each task's collector (64 units, 128 MiB) counts: eleven
+    at 512 MiB fit one (11 x 320 = 3,520 units), twelve do not (3,840)."""
     assert 12 * TASK_MEMORY_MIB > int(16 * 1024 * 0.9) and 12 * 256 <= 3584
     _, packed = on("g4dn.xlarge", encoders(12))
     assert [len(i.tasks) for i in packed.instances] == [6, 6]
     assert 15 * 256 > 3584 and 15 * 512 <= int(16 * 1024 * 0.9)
     _, packed = on("g4dn.xlarge", encoders(15, memory_mib=512))
     assert [len(i.tasks) for i in packed.instances] == [8, 7]
-    _, packed = on("g4dn.xlarge", encoders(14, memory_mib=512))
-    assert [len(i.tasks) for i in packed.instances] == [14]
+    _, packed = on("g4dn.xlarge", encoders(11, memory_mib=512))
+    assert [len(i.tasks) for i in packed.instances] == [11]
+    _, packed = on("g4dn.xlarge", encoders(12, memory_mib=512))
+    assert [len(i.tasks) for i in packed.instances] == [6, 6]
 
 
 def test_a_gpu_takes_at_most_48_mps_clients():

@@ -41,6 +41,8 @@ class TypePack:
     gpu_budget_mib: int
     cpu_budget: int
     memory_budget_mib: int
+    sidecars: tuple[int, int] = (0, 0)
+    """(CPU units, MiB) each task reserves beside its server (the bundled server's collector). Default: none."""
     refusals: dict[str, Refusal] = field(default_factory=dict)
     """Model name -> why it has no share on this type. Default: empty (every model has one)."""
     shares: list[Share] = field(default_factory=list)
@@ -79,17 +81,17 @@ def pack_type(instance: GpuInstanceType, models: list[PackModel], advice: dict[s
     gpu_budget = int(device_memory_mib(instance.gpu_model, instance.gpu_memory_gib) * (1 - assumptions.vram_headroom))
     sidecar_cpu, sidecar_memory = BundledServer().sidecar_reservation
     result = TypePack(instance, first.price_usd, first.price_source, gpu_budget,
-                      instance.task_cpu_limit_units - AGENT_RESERVED_CPU, instance.task_memory_limit_mib)
+                      instance.task_cpu_limit_units - AGENT_RESERVED_CPU, instance.task_memory_limit_mib,
+                      (sidecar_cpu, sidecar_memory))
     for model in models:
         share = share_on(model, advice[model.name][instance.name], instance, gpu_budget, assumptions)
         if isinstance(share, Refusal):
             result.refusals[model.name] = share
             continue
-        share.cpu += sidecar_cpu
-        share.task_memory_mib += sidecar_memory
-        if share.cpu > result.cpu_budget or share.task_memory_mib > result.memory_budget_mib:
+        cpu, memory = share.cpu + sidecar_cpu, share.task_memory_mib + sidecar_memory
+        if cpu > result.cpu_budget or memory > result.memory_budget_mib:
             result.refusals[model.name] = Refusal(
-                "task", f"one task ({share.cpu} CPU units, {share.task_memory_mib} MiB) is more than a task may reserve on "
+                "task", f"one task ({cpu} CPU units, {memory} MiB with its sidecars) is more than a task may reserve on "
                         f"{instance.name} ({result.cpu_budget} units, {result.memory_budget_mib} MiB): give it a smaller "
                         "cpu or memory_mib")
             continue
@@ -110,11 +112,13 @@ def pack_type(instance: GpuInstanceType, models: list[PackModel], advice: dict[s
 def _fits(instance: Instance, gpu: int, task: Placed, result: TypePack) -> bool:
     on_gpu = instance.gpus[gpu]
     everyone = instance.tasks
+    tasks = len(everyone) + 1  # each with its sidecars
     return (sum(p.share.memory_mib for p in on_gpu) + task.share.memory_mib <= result.gpu_budget_mib
             and sum(p.share.compute_percent for p in on_gpu) + task.share.compute_percent <= 100
             and len(on_gpu) < MPS_CLIENTS_PER_GPU.value
-            and sum(p.share.cpu for p in everyone) + task.share.cpu <= result.cpu_budget
-            and sum(p.share.task_memory_mib for p in everyone) + task.share.task_memory_mib <= result.memory_budget_mib)
+            and sum(p.share.cpu for p in everyone) + task.share.cpu + tasks * result.sidecars[0] <= result.cpu_budget
+            and sum(p.share.task_memory_mib for p in everyone) + task.share.task_memory_mib + tasks * result.sidecars[1]
+            <= result.memory_budget_mib)
 
 
 def _empty(result: TypePack) -> Instance:

@@ -16,6 +16,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from ..bundled_server import BundledServer
 from ..deployment_capacity import (
     ServiceDeployment,
     check_group_holds_deployment_at_peak,
@@ -115,9 +116,10 @@ def recommend(advice: list[TypeAdvice], model: ModelShape, workload: Workload, p
     cpu = (instance.task_cpu_limit_units - AGENT_RESERVED_CPU) // per_instance
     memory = instance.task_memory_limit_mib // per_instance
     block = {"name": _model_name(name or model.name), "version": version}
+    # Every task's sidecars (the collector; an LLM's init containers) take their share of the task's room.
+    sidecar_cpu, sidecar_memory = (VllmServer() if llm else BundledServer()).sidecar_reservation
+    cpu, memory = cpu - sidecar_cpu, memory - sidecar_memory
     if llm:
-        sidecar_cpu, sidecar_memory = VllmServer().sidecar_reservation
-        cpu, memory = cpu - sidecar_cpu, memory - sidecar_memory
         # The model's files are copied to scratch on the root volume, and a task of the outgoing version may
         # still hold its copy: room for two copies per task beside the image.
         weights_gib = model.weight_bytes / 2**30
