@@ -22,6 +22,7 @@ from gpu_inference_constructs.instance_catalog import lookup
 from stacks.config import load_environment
 from tests.app.test_checks import CFN_LINT
 from tests.conftest import cloudformation_validation_findings, validated_app
+from tests.infra.team_parts import imported_team_parts
 from tests.scenarios import scenario_environment
 
 
@@ -97,7 +98,6 @@ def test_the_packing_by_hand():
 
 def team_stack(share: GpuShare, server=None):
     """A team's own app: an imported cluster and capacity provider, its own listener, a share."""
-    from aws_cdk import aws_elasticloadbalancingv2 as elbv2
     from aws_cdk import aws_kms as kms
     from aws_cdk import aws_s3 as s3
 
@@ -105,12 +105,8 @@ def team_stack(share: GpuShare, server=None):
 
     app = validated_app()
     stack = cdk.Stack(app, "Team", env=cdk.Environment(account="123456789012", region="eu-west-1"))
-    vpc = ec2.Vpc.from_vpc_attributes(stack, "Vpc", vpc_id="vpc-0a1b2c3d4e5f67890", vpc_cidr_block="10.0.0.0/16",
-                                      availability_zones=["eu-west-1a"], private_subnet_ids=["subnet-0aaaaaaaaaaaaaaa1"])
-    cluster = ecs.Cluster.from_cluster_attributes(stack, "Cluster", cluster_name="team-gpu", vpc=vpc)
-    listener = elbv2.ApplicationListener.from_application_listener_attributes(
-        stack, "Listener", listener_arn="arn:aws:elasticloadbalancing:eu-west-1:123456789012:listener/app/team/0123456789abcdef/0123456789abcdef",
-        security_group=ec2.SecurityGroup.from_security_group_id(stack, "AlbSg", "sg-0123456789abcdef0"))
+    team = imported_team_parts(stack)
+    cluster, listener = team.cluster, team.listener
     service = ModelService(stack, "Ranker",
                            model=ModelProps(name="ranker", version="1", cpu=1024, memory_mib=3072, gpu_share=share),
                            logs=ServiceLogs(kms.Key.from_key_arn(stack, "Key", "arn:aws:kms:eu-west-1:123456789012:key/11111111-2222-3333-4444-555555555555")),

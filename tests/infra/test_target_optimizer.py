@@ -13,9 +13,7 @@ from typing import Any
 
 import aws_cdk as cdk
 import pytest
-from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_ecs as ecs
-from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from aws_cdk.assertions import Match, Template
@@ -40,6 +38,7 @@ from gpu_inference_constructs.errors import ConfigError
 from gpu_inference_constructs.settings import from_dict
 from gpu_inference_constructs.target_optimizer import AGENT_CONTAINER_NAME, AGENT_USER, REJECT_METRIC, add_reject_widget
 from tests.app.test_checks import CFN_LINT
+from tests.infra.team_parts import imported_team_parts
 
 AGENT = "public.ecr.aws/aws-elb/target-optimizer/target-control-agent@sha256:" + "0" * 64
 OPTIMIZER = TargetOptimizerProps(agent_image=AGENT, max_concurrency=2)
@@ -52,12 +51,8 @@ def team_stack(optimizer: TargetOptimizerProps | None = OPTIMIZER, server: Serve
     """A team's own app: an imported cluster, its own listener, one Triton model."""
     app = cdk.App()
     stack = cdk.Stack(app, "Team", env=cdk.Environment(account="123456789012", region="eu-west-1"))
-    vpc = ec2.Vpc.from_vpc_attributes(stack, "Vpc", vpc_id="vpc-0a1b2c3d4e5f67890", vpc_cidr_block="10.0.0.0/16",
-                                      availability_zones=["eu-west-1a"], private_subnet_ids=["subnet-0aaaaaaaaaaaaaaa1"])
-    cluster = ecs.Cluster.from_cluster_attributes(stack, "Cluster", cluster_name="team-gpu", vpc=vpc)
-    listener = elbv2.ApplicationListener.from_application_listener_attributes(
-        stack, "Listener", listener_arn="arn:aws:elasticloadbalancing:eu-west-1:123456789012:listener/app/team/0123456789abcdef/0123456789abcdef",
-        security_group=ec2.SecurityGroup.from_security_group_id(stack, "AlbSg", "sg-0123456789abcdef0"))
+    team = imported_team_parts(stack)
+    cluster, listener = team.cluster, team.listener
     model = ModelProps(name="ranker", version="1", cpu=1024, memory_mib=3072, target_optimizer=optimizer,
                        deployment=deployment or DeploymentProps())
     service = ModelService(stack, "Ranker", model=model, server=server,
