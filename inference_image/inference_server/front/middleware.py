@@ -232,14 +232,10 @@ class FrontDoor:
     async def _gated(self, scope: Scope, receive: Receive, send: Send, rid_header: tuple[bytes, bytes],
                      fields: dict[str, Any], trace: RequestTrace | None) -> int:
         """The gate of the predict routes, then the FastAPI route, whose streamed body is counted (413)."""
-        try:
-            _, shed = self._check(scope, json_only=scope["path"] not in self.any_content_type)
-        except ApiError as error:
-            return await self._error(send, error, rid_header)
-        if trace is not None:
-            trace.admitted(shed)
-        if shed is not None:
-            return await self._shed(send, shed, rid_header, fields)
+        _, answered = await self._admit(scope, send, rid_header, fields, trace,
+                                        json_only=scope["path"] not in self.any_content_type)
+        if answered is not None:
+            return answered
         scope[LOG_FIELDS], scope[TRACE] = fields, trace
         received, limit = 0, self.max_body
 
@@ -275,14 +271,9 @@ class FrontDoor:
     async def _predict(self, route: str, scope: Scope, receive: Receive, send: Send,
                        rid_header: tuple[bytes, bytes], fields: dict[str, Any], trace: RequestTrace | None) -> int:
         service = self.service
-        try:
-            deadline, shed = self._check(scope)
-        except ApiError as error:
-            return await self._error(send, error, rid_header)
-        if trace is not None:
-            trace.admitted(shed)
-        if shed is not None:
-            return await self._shed(send, shed, rid_header, fields)
+        deadline, answered = await self._admit(scope, send, rid_header, fields, trace)
+        if answered is not None:
+            return answered
         service.in_flight += 1
         try:
             kind = service.input_kind
@@ -322,6 +313,20 @@ class FrontDoor:
             if hmac.compare_digest(api_key, key):
                 matched = name
         return matched
+
+    async def _admit(self, scope: Scope, send: Send, rid_header: tuple[bytes, bytes], fields: dict[str, Any],
+                     trace: RequestTrace | None, json_only: bool = True) -> tuple[float | None, int | None]:
+        """The gate before the body (:meth:`_check`): (the deadline, None) when admitted, else (None, the status of
+        the answer sent: the check's error or the shed 503)."""
+        try:
+            deadline, shed = self._check(scope, json_only=json_only)
+        except ApiError as error:
+            return None, await self._error(send, error, rid_header)
+        if trace is not None:
+            trace.admitted(shed)
+        if shed is not None:
+            return None, await self._shed(send, shed, rid_header, fields)
+        return deadline, None
 
     def _check(self, scope: Scope, json_only: bool = True) -> tuple[float | None, str | None]:
         """Not serving (503), content type (415), Content-Length (400/413), before the body is read (the key was
