@@ -58,7 +58,8 @@ DEFAULT_COLLECTOR_IMAGE = "public.ecr.aws/cloudwatch-agent/cloudwatch-agent:1.30
 FETCHER_CPU, FETCHER_MEMORY_MIB = 128, 256
 # The collector of a task whose server exports no Prometheus metrics (traces only): the CloudWatch agent's reservation.
 TRACE_COLLECTOR_CPU, TRACE_COLLECTOR_MEMORY_MIB = 64, 128
-DEFAULT_TRACE_SAMPLING_RATIO = 0.01
+# The bundled server's measured default (inference_server/facts.py), every server's unless the environment sets one.
+DEFAULT_TRACE_SAMPLING_RATIO: float = server_facts.TRACE_SAMPLE_RATIO
 
 
 # The bundled server (inference_image/inference_server): SIGTERM -> every HTTP worker finishes its accepted requests

@@ -247,10 +247,10 @@ class Settings:
                         "with neither this nor OTEL_EXPORTER_OTLP_TRACES_ENDPOINT set, no request is traced")
     otel_exporter_otlp_traces_endpoint: str | None = _setting(
         _opt_url, None, "OTLP/HTTP URL the spans are posted to, as is (instead of the base URL's /v1/traces)")
-    trace_sample_ratio: float = _setting(_fraction, 0.01, "share of requests traced when the caller's trace context "
-                                                          "does not decide (parent-based: a sampled traceparent or "
-                                                          "X-Amzn-Trace-Id Sampled=1 is traced); OTEL_TRACES_SAMPLER, "
-                                                          "when set, chooses instead")
+    trace_sample_ratio: float = _setting(
+        _fraction, facts.TRACE_SAMPLE_RATIO, "share of requests traced when the caller's trace context does not decide "
+                                             "(parent-based: a sampled traceparent or X-Amzn-Trace-Id Sampled=1 is "
+                                             "traced); OTEL_TRACES_SAMPLER, when set, chooses instead")
 
     def __post_init__(self) -> None:
         # Programmatic callers may pass bare keys: named key-1, key-2, ... as from a comma-separated variable.
