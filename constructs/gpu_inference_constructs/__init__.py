@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from .monitoring import InferenceMonitoring, ModelAlarms, MonitoringProps
     from .network import DEFAULT_INTERFACE_ENDPOINTS, InferenceNetwork, NetworkProps, grant_logs_service
     from .notifications import NotificationTopic, topic_target
+    from .otel_collector import DEFAULT_OTEL_COLLECTOR_IMAGE, GEN_AI_TIME_PER_OUTPUT_TOKEN, GEN_AI_TIME_TO_FIRST_TOKEN
     from .presets import TgiProps, TgiServer, TritonProps, TritonServer, tgi_stop, triton_stop
     from .result_cache import ModelCacheProps, ResultCache, ResultCacheProps
     from .scaling_props import ModelScalingProps, PredictiveScalingProps, ScalingProps
@@ -77,9 +78,12 @@ __all__ = [
     "DEFAULT_COLLECTOR_IMAGE",
     "DEFAULT_FETCHER_IMAGE",
     "DEFAULT_INTERFACE_ENDPOINTS",
+    "DEFAULT_OTEL_COLLECTOR_IMAGE",
     "DeploymentProps",
     "EcrImage",
     "ExpressionSignal",
+    "GEN_AI_TIME_PER_OUTPUT_TOKEN",
+    "GEN_AI_TIME_TO_FIRST_TOKEN",
     "GpuCapacity",
     "GpuCapacityProps",
     "GpuInstanceType",
@@ -211,6 +215,9 @@ _MODULE_OF = {
     "CapacityPrewarm": "schedules",
     "ServiceSchedule": "schedules",
     "DEFAULT_COLLECTOR_IMAGE": "server_contract",
+    "DEFAULT_OTEL_COLLECTOR_IMAGE": "otel_collector",
+    "GEN_AI_TIME_PER_OUTPUT_TOKEN": "otel_collector",
+    "GEN_AI_TIME_TO_FIRST_TOKEN": "otel_collector",
     "DEFAULT_FETCHER_IMAGE": "server_contract",
     "EcrImage": "server_contract",
     "LivenessCheck": "server_contract",

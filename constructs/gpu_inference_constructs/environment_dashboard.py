@@ -15,6 +15,7 @@ from . import metric_names, task_start_handler
 from .gpu_capacity import GpuCapacity
 from .model_alarms import alarm_name_prefix
 from .monitoring_costs import CostMetrics, on_demand_instances_expression
+from .otel_collector import GEN_AI_TIME_PER_OUTPUT_TOKEN, GEN_AI_TIME_TO_FIRST_TOKEN
 from .target_group_metrics import load_balancer_full_name as full_name_of
 
 
@@ -32,6 +33,8 @@ class DashboardFigures(Protocol):
 
 MINUTE = cdk.Duration.minutes(1)
 LATENCY_BREAKDOWN_TITLE = "Latency breakdown per model (ms, average): queue, model, request; batch size (right)"
+TOKEN_LATENCY_TITLE = (f"LLM servers (vLLM, SGLang) per model (s, mean per minute): {GEN_AI_TIME_TO_FIRST_TOKEN}, "
+                       f"{GEN_AI_TIME_PER_OUTPUT_TOKEN}; first tokens per minute (right)")
 
 
 def search(query: str, statistic: str, label: str, period: cdk.Duration = MINUTE) -> cloudwatch.MathExpression:
@@ -147,6 +150,14 @@ def _servers(dashboard: cloudwatch.Dashboard, find: Searches) -> None:
                   (metric_names.QUEUE_WAIT, "queue (to its batch)"), (metric_names.INFERENCE_TIME, "model (its batch)"),
                   (metric_names.REQUEST_LATENCY, "request"))],
               [find.per_model(metric_names.BATCH_SIZE, "Average", "batch size")], unit="ms"),
+    )
+    # vLLM's and SGLang's own histograms, one statistic set (count, sum) per scrape: Average is the mean per period;
+    # no percentiles (a statistic set has no distribution). Models of other servers have no line here.
+    dashboard.add_widgets(
+        graph(TOKEN_LATENCY_TITLE,
+              [find.per_model(GEN_AI_TIME_TO_FIRST_TOKEN, "Average", "time to first token"),
+               find.per_model(GEN_AI_TIME_PER_OUTPUT_TOKEN, "Average", "time per output token")],
+              [find.per_model(GEN_AI_TIME_TO_FIRST_TOKEN, "SampleCount", "first tokens")], unit="seconds"),
     )
 
 

@@ -50,6 +50,11 @@ class PrometheusMetrics:
     """CPU units ECS reserves for the collector (64-4096). Default: 256."""
     collector_memory_mib: int = 256
     """MiB ECS reserves for the collector (128-8192). Default: 256."""
+    histograms: tuple[tuple[str, str], ...] = ()
+    """Prometheus histograms to bring into CloudWatch too, as (the server's name, the CloudWatch metric's name)
+    pairs: each scrape's count and sum as a statistic set, so a period's Average is its mean. The CloudWatch agent
+    drops histograms, so with any the collector is the ADOT collector (``DEFAULT_OTEL_COLLECTOR_IMAGE``).
+    Default: () (none: the CloudWatch agent)."""
 
     def __post_init__(self) -> None:
         require(bool(self.metrics), "metrics.metrics", "list the Prometheus metrics to bring into CloudWatch (scaling and alarms use them)")
@@ -61,6 +66,10 @@ class PrometheusMetrics:
         require_range(self.scrape_interval_seconds, 5, 300, "metrics.scrape_interval_seconds")
         require_range(self.collector_cpu, 64, 4096, "metrics.collector_cpu")
         require_range(self.collector_memory_mib, 128, 8192, "metrics.collector_memory_mib")
+        for index, (name, cloudwatch) in enumerate(self.histograms):
+            require(bool(re.match(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$", name)), f"metrics.histograms[{index}]", f"{name!r} is not a Prometheus metric name")
+            require(bool(re.match(r"^[a-zA-Z0-9_.:/-]{1,255}$", cloudwatch)), f"metrics.histograms[{index}]",
+                    f"{cloudwatch!r}: name the CloudWatch metric with letters, digits and _ . : / - (at most 255)")
 
     @staticmethod
     def cloudwatch_name(prometheus_name: str) -> str:

@@ -20,6 +20,7 @@ from .gpu_share import write_share
 from .model_fetch import fetch_script
 from .model_props import ModelProps
 from .model_store import compile_cache_prefix, grant_read_prefix, model_read_prefix
+from .otel_collector import DEFAULT_OTEL_COLLECTOR_IMAGE, OTEL_COLLECTOR_USER, otel_collector_config
 from .server_contract import (
     DEFAULT_COLLECTOR_IMAGE,
     DEFAULT_FETCHER_IMAGE,
@@ -267,12 +268,17 @@ class ServiceTask:
         return fetcher
 
     def _add_metrics_collector(self, region: str, environment_name: str) -> ecs.ContainerDefinition:
-        """The CloudWatch agent as a sidecar: receives the server's spans over OTLP on the task's loopback and sends
-        them to X-Ray, and scrapes the server's Prometheus metrics where the contract has some."""
+        """The collector sidecar: receives the server's spans over OTLP on the task's loopback and sends them to
+        X-Ray, and scrapes the server's Prometheus metrics where the contract has some: the CloudWatch agent, or the
+        ADOT collector where they include histograms (the agent drops those)."""
         metrics = self._contract.metrics
-        environment = collector_config(
-            self._contract, environment_name=environment_name, model_name=self._model.name, region=region,
-            log_group_name=self._log_group.log_group_name) if metrics is not None else {}
+        histograms = metrics is not None and bool(metrics.histograms)
+        arguments = dict(environment_name=environment_name, model_name=self._model.name, region=region,
+                         log_group_name=self._log_group.log_group_name)
+        if histograms:
+            environment = otel_collector_config(self._contract, **arguments)
+        else:
+            environment = with_traces(collector_config(self._contract, **arguments) if metrics is not None else {}, region)
         collector = self.task_definition.add_container(
             "metrics-collector",
             image=self._collector_image(),
@@ -280,20 +286,22 @@ class ServiceTask:
             enable_restart_policy=True,
             cpu=metrics.collector_cpu if metrics else TRACE_COLLECTOR_CPU,
             memory_reservation_mib=metrics.collector_memory_mib if metrics else TRACE_COLLECTOR_MEMORY_MIB,
-            environment=with_traces(environment, region),
+            environment=environment,
             logging=self.log_driver(),
             privileged=False,
-            # The agent writes its translated configuration under /opt/aws: a writable root, no capabilities.
-            readonly_root_filesystem=False,
+            # The agent writes its translated configuration under /opt/aws; the ADOT collector writes nothing.
+            readonly_root_filesystem=histograms,
+            user=OTEL_COLLECTOR_USER if histograms else None,
             linux_parameters=_capabilities(self._scope, "CollectorLinuxParameters", keep=[]),
         )
-        for what in ("user", "readonly_root_filesystem"):
-            self.acknowledgements.add(
-                "metrics-collector", what,
-                "The CloudWatch agent image runs as its default user, root, and its entrypoint writes the translated "
-                "configuration and state under /opt/aws/amazon-cloudwatch-agent; every capability is dropped, it is "
-                "not essential, reads only the task's loopback and writes only this model's log group and X-Ray.",
-            )
+        if not histograms:
+            for what in ("user", "readonly_root_filesystem"):
+                self.acknowledgements.add(
+                    "metrics-collector", what,
+                    "The CloudWatch agent image runs as its default user, root, and its entrypoint writes the translated "
+                    "configuration and state under /opt/aws/amazon-cloudwatch-agent; every capability is dropped, it is "
+                    "not essential, reads only the task's loopback and writes only this model's log group and X-Ray.",
+                )
         if metrics is not None:
             self.task_role.add_to_principal_policy(
                 iam.PolicyStatement(
@@ -306,10 +314,19 @@ class ServiceTask:
         return collector
 
     def _collector_image(self) -> ecs.ContainerImage:
-        """The contract's collector image, else the environment's mirror of it, else the public one."""
+        """The contract's collector image, else the environment's mirror of the CloudWatch agent (not for the ADOT
+        collector a contract with histograms runs), else the public one."""
         metrics, mirror = self._contract.metrics, self._telemetry.collector_image
         if metrics is not None and metrics.collector_image is not None:
             return metrics.collector_image
+        if metrics is not None and metrics.histograms:
+            if mirror is not None:
+                cdk.Annotations.of(self._scope).add_warning_v2(
+                    "gpu-inference:otel-collector-public-image",
+                    f"the {self._contract.name} server's collector is the ADOT collector, pulled from ECR Public "
+                    f"({DEFAULT_OTEL_COLLECTOR_IMAGE}): telemetry.collector_image mirrors the CloudWatch agent; set the "
+                    "preset's collector_image to your ECR mirror of the ADOT collector")
+            return ecs.ContainerImage.from_registry(DEFAULT_OTEL_COLLECTOR_IMAGE)
         if mirror is not None:
             return mirror.container_image(self._scope, "CollectorImage")
         return ecs.ContainerImage.from_registry(DEFAULT_COLLECTOR_IMAGE)

@@ -23,6 +23,7 @@ from .llm_server_checks import (
     warn_unknown_heads,
 )
 from .model_props import ModelProps
+from .otel_collector import GEN_AI_TIME_PER_OUTPUT_TOKEN, GEN_AI_TIME_TO_FIRST_TOKEN
 from .prediction_routes import OPENAI_PREDICTION_ROUTES
 from .server_contract import (
     API_KEY_NAME,
@@ -47,6 +48,10 @@ SGLANG_PORT = 30000
 # sglang:token_usage is the KV pool in use, 0 to 1 (evictable prefix cache not counted) (observability/metrics_collector.py,
 # managers/scheduler_components/pool_stats_observer.py).
 SGLANG_METRICS = ("sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:token_usage")
+# SGLang's time to first token and inter-token latency, Prometheus histograms in seconds
+# (observability/metrics_collector.py), brought into CloudWatch under the OpenTelemetry GenAI names by the ADOT collector.
+SGLANG_LATENCY_HISTOGRAMS = (("sglang:time_to_first_token_seconds", GEN_AI_TIME_TO_FIRST_TOKEN),
+                             ("sglang:inter_token_latency_seconds", GEN_AI_TIME_PER_OUTPUT_TOKEN))
 
 # SGLang reads its API key from the command line only (``--api-key``; no variable), so the task receives the secret's
 # key in this variable and a shell adds the flag when the variable is set.
@@ -180,7 +185,8 @@ class SglangProps:
     fetcher_image: EcrImage | None = None
     """An ECR mirror of DEFAULT_FETCHER_IMAGE for the init containers. Default: None (the public image)."""
     collector_image: EcrImage | None = None
-    """An ECR mirror of DEFAULT_COLLECTOR_IMAGE for the metrics collector. Default: None (the public image)."""
+    """An ECR mirror of DEFAULT_OTEL_COLLECTOR_IMAGE (the ADOT collector) for the metrics and traces collector.
+    Default: None (the public image)."""
     longest_request_seconds: int = SGLANG_LONGEST_REQUEST_SECONDS
     """The longest generation that still finishes when its task stops: the deregistration delay; SGLang then drains
     for what the Spot notice leaves after its 30 s exit (see :func:`sglang_stop`). Default: 80 (at most 90)."""
@@ -280,7 +286,7 @@ class SglangServer:
 
     @property
     def sidecar_reservation(self) -> tuple[int, int]:
-        return sidecar_reservation(self.props.model_source(), PrometheusMetrics(metrics=SGLANG_METRICS))
+        return sidecar_reservation(self.props.model_source(), PrometheusMetrics(metrics=SGLANG_METRICS, histograms=SGLANG_LATENCY_HISTOGRAMS))
 
     def check(self, model: ModelProps) -> None:
         """What this preset needs of the model, checked before any construct is made."""
@@ -351,7 +357,7 @@ class SglangServer:
             api_key_field=props.api_key_name,
             keep_alive_seconds=context.timing.keep_alive_seconds,
             stop=self.stop,
-            metrics=PrometheusMetrics(metrics=SGLANG_METRICS, collector_image=collector_image),
+            metrics=PrometheusMetrics(metrics=SGLANG_METRICS, histograms=SGLANG_LATENCY_HISTOGRAMS, collector_image=collector_image),
             prediction_routes=OPENAI_PREDICTION_ROUTES,
             scaling_signals=load_signals(running, waiting, kv_cache, running_target=props.running_target,
                                          waiting_scale_out=props.waiting_requests_scale_out,

@@ -17,6 +17,7 @@ from .llm_server_checks import (
     warn_unknown_heads,
 )
 from .model_props import ModelProps
+from .otel_collector import GEN_AI_TIME_PER_OUTPUT_TOKEN, GEN_AI_TIME_TO_FIRST_TOKEN
 from .prediction_routes import OPENAI_PREDICTION_ROUTES
 from .server_contract import (
     API_KEY_NAME,
@@ -82,6 +83,11 @@ DEFAULT_STREAM_BUFFER_MIB = 4096
 
 VLLM_MAX_DEFAULT_SHM_MIB = 16384
 VLLM_METRICS = ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc")
+# vLLM's time to first token and time between output tokens per request, Prometheus histograms in seconds
+# (vllm/v1/metrics/loggers.py; vllm:inter_token_latency_seconds replaced vllm:time_per_output_token_seconds),
+# brought into CloudWatch under the OpenTelemetry GenAI names by the ADOT collector.
+VLLM_LATENCY_HISTOGRAMS = (("vllm:time_to_first_token_seconds", GEN_AI_TIME_TO_FIRST_TOKEN),
+                           ("vllm:inter_token_latency_seconds", GEN_AI_TIME_PER_OUTPUT_TOKEN))
 
 
 @dataclass(frozen=True)
@@ -109,7 +115,7 @@ class VllmProps:
     KV cache is more than ``kv_cache_scale_out_percent`` full. ``image``: a mirror in your ECR of
     ``vllm/vllm-openai`` (no public registry is reachable from private subnets without NAT);
     ``fetcher_image`` and ``collector_image``: ECR mirrors of DEFAULT_FETCHER_IMAGE and
-    DEFAULT_COLLECTOR_IMAGE (default: those public images).
+    DEFAULT_OTEL_COLLECTOR_IMAGE (default: those public images).
     ``api_key_name`` (default ``default``, the key the shared stack generates): vLLM takes exactly one literal key
     (``VLLM_API_KEY``), so it gets only the key of this name from the API-key secret. Rotating it: add the new key
     under a new name, set ``api_key_name`` to it and deploy; while the deployment replaces the tasks, old tasks
@@ -143,7 +149,8 @@ class VllmProps:
     fetcher_image: EcrImage | None = None
     """Your ECR mirror of the model fetcher's image. Default: None (DEFAULT_FETCHER_IMAGE)."""
     collector_image: EcrImage | None = None
-    """Your ECR mirror of the collector's image (metrics and traces). Default: None (DEFAULT_COLLECTOR_IMAGE)."""
+    """Your ECR mirror of the collector's image (metrics and traces): the ADOT collector. Default: None
+    (DEFAULT_OTEL_COLLECTOR_IMAGE)."""
     longest_request_seconds: int = VLLM_LONGEST_REQUEST_SECONDS
     """The longest generation that still finishes when its task stops (at most 100). Default: 80."""
     api_key_name: str = DEFAULT_API_KEY_NAME
@@ -252,7 +259,7 @@ class VllmServer:
 
     @property
     def sidecar_reservation(self) -> tuple[int, int]:
-        return sidecar_reservation(self.props.model_source(), PrometheusMetrics(metrics=VLLM_METRICS))
+        return sidecar_reservation(self.props.model_source(), PrometheusMetrics(metrics=VLLM_METRICS, histograms=VLLM_LATENCY_HISTOGRAMS))
 
     def check(self, model: ModelProps) -> None:
         """What this preset needs of the model, checked before any construct is made."""
@@ -348,7 +355,7 @@ class VllmServer:
             api_key_field=props.api_key_name,
             keep_alive_seconds=context.timing.keep_alive_seconds,
             stop=self.stop,
-            metrics=PrometheusMetrics(metrics=VLLM_METRICS, collector_image=collector_image),
+            metrics=PrometheusMetrics(metrics=VLLM_METRICS, histograms=VLLM_LATENCY_HISTOGRAMS, collector_image=collector_image),
             prediction_routes=OPENAI_PREDICTION_ROUTES,
             scaling_signals=load_signals(running, waiting, kv_cache, running_target=props.running_target,
                                          waiting_scale_out=props.waiting_requests_scale_out,

@@ -624,7 +624,8 @@ def test_vllm_models_serve_with_tensor_parallelism_over_their_gpus_from_scratch(
         assert json.dumps(uri).endswith(f'"/models/{model.name}/{model.version}/"]]}}'), "weights from the model bucket's versioned prefix"
         collector = containers(template, "metrics-collector")[model.name]
         agent = json.dumps(collector["Environment"])
-        assert "vllm_num_requests_waiting" in agent and "env:PROMETHEUS_CONFIG_CONTENT" in agent
+        # The ADOT collector (vLLM's latency histograms, tests/infra/test_otel_collector.py) scrapes the gauges too.
+        assert "vllm_num_requests_waiting" in agent and "AOT_CONFIG_CONTENT" in agent
 
 
 def test_the_per_environment_model_kind_tests_have_a_subject(synthesized):

@@ -105,11 +105,13 @@ def test_the_synthesized_task_runs_sglang_as_its_contract_says():
     paths = [v for c in rule["Conditions"] if c["Field"] == "path-pattern" for v in c.get("PathPatternConfig", {}).get("Values", c.get("Values", []))]
     assert paths == ["/llm/v1/*"], "clients reach the OpenAI API only: the key also opens SGLang's control routes"
     collector = {e["Name"]: e["Value"] for e in containers["metrics-collector"]["Environment"]}
-    scrape = json.loads(collector["PROMETHEUS_CONFIG_CONTENT"])["scrape_configs"][0]
+    # The ADOT collector (its latency histograms): a Fn::Join, the log group's name is a token.
+    otel = json.loads("".join(p if isinstance(p, str) else "TOKEN" for p in collector["AOT_CONFIG_CONTENT"]["Fn::Join"][1]))
+    (scrape,) = otel["receivers"]["prometheus"]["config"]["scrape_configs"]
     assert scrape["static_configs"][0]["targets"] == ["127.0.0.1:30000"] and scrape["metrics_path"] == "/metrics"
-    agent = json.dumps(collector["CW_CONFIG_CONTENT"])  # a Fn::Join: the log group's name is a token
     assert service.contract.metric_names == ("sglang_num_running_reqs", "sglang_num_queue_reqs", "sglang_token_usage")
-    assert all(f"^{name}$" in agent for name in service.contract.metric_names)
+    selectors = otel["exporters"]["awsemf"]["metric_declarations"][0]["metric_name_selectors"]
+    assert all(f"^{name}$" in selectors for name in service.contract.metric_names)
     environment = {e["Name"]: e["Value"] for e in server["Environment"]}
     assert environment["HF_HUB_OFFLINE"] == "1" and environment["SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION"] == "true"
     assert int(environment["SGLANG_TIMEOUT_KEEP_ALIVE"]) == service.contract.keep_alive_seconds

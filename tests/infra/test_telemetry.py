@@ -36,8 +36,13 @@ def test_every_task_has_a_collector_whose_otlp_receiver_sends_traces_to_xray(env
     assert set(collectors) == {m.name for m in config.models}
     for model in config.models:
         collector = collectors[model.name]
-        agent = json.loads(_text(_environment(collector)["CW_CONFIG_CONTENT"]))
-        assert agent["traces"] == {"traces_collected": {"otlp": {"grpc_endpoint": OTLP_GRPC_ADDRESS, "http_endpoint": OTLP_HTTP_ADDRESS}}}
+        if config.server_config(model).vllm:  # the ADOT collector (tests/infra/test_otel_collector.py)
+            otel = json.loads(_text(_environment(collector)["AOT_CONFIG_CONTENT"]))
+            assert otel["receivers"]["otlp"]["protocols"] == {"grpc": {"endpoint": OTLP_GRPC_ADDRESS}, "http": {"endpoint": OTLP_HTTP_ADDRESS}}
+            assert otel["service"]["pipelines"]["traces"]["exporters"] == ["awsxray"]
+        else:
+            agent = json.loads(_text(_environment(collector)["CW_CONFIG_CONTENT"]))
+            assert agent["traces"] == {"traces_collected": {"otlp": {"grpc_endpoint": OTLP_GRPC_ADDRESS, "http_endpoint": OTLP_HTTP_ADDRESS}}}
         assert collector["Essential"] is False
         if not config.server_config(model).vllm:  # traces only: the smaller reservation, inside the task's fit check
             assert (collector["Cpu"], collector["MemoryReservation"]) == (TRACE_COLLECTOR_CPU, TRACE_COLLECTOR_MEMORY_MIB)
@@ -130,8 +135,11 @@ def test_the_images_come_from_the_environments_ecr_mirrors(env):
     config, template = env
     mirrors = {"metrics-collector": config.telemetry.collector_image,
                "log-router": config.telemetry.firelens.image if config.telemetry.firelens else None}
-    for name, mirror in mirrors.items():
+    for name, environment_mirror in mirrors.items():
         for model, container in containers(template, name).items():
+            vllm = config.server_config(next(m for m in config.models if m.name == model)).vllm
+            # The vLLM preset's own mirror comes first: the ADOT collector's.
+            mirror = vllm.collector_image if name == "metrics-collector" and vllm is not None else environment_mirror
             assert mirror is not None, f"{name} of {model} would be pulled from ECR Public"
             image = json.dumps(container["Image"])
             assert f"/{mirror.repository}:{mirror.tag}" in image and "public.ecr.aws" not in image, (model, image)

@@ -26,7 +26,8 @@ from ..errors import ConfigError
 from ..gpu_capacity_props import GpuCapacityProps
 from ..model_entry import server_for, split_model_entry
 from ..model_props import AGENT_RESERVED_CPU, ROLLING_MAX_HEALTHY_PERCENT, ModelProps, service_deployment
-from ..server_contract import DEFAULT_COLLECTOR_IMAGE, DEFAULT_FETCHER_IMAGE
+from ..otel_collector import DEFAULT_OTEL_COLLECTOR_IMAGE
+from ..server_contract import DEFAULT_FETCHER_IMAGE
 from ..settings import from_dict
 from ..vllm_server import VllmServer
 from .advisor import TypeAdvice, priced_throughput
@@ -37,10 +38,10 @@ MAX_TASKS = 100  # ModelProps.max_tasks' upper bound
 MIN_FALLBACK_SPEED = 0.5  # a fallback type must sustain at least this fraction of the first type's throughput
 LLM_GROUP = "llm"
 # ECR mirrors, as staging names them (docs/configuration.md, "LLMs on 4-GPU instances"): vLLM at the version the preset is
-# tested with, the fetcher and collector at the library's pinned public images' tags.
+# tested with, the fetcher and the LLM presets' collector (ADOT) at the library's pinned public images' tags.
 VLLM_IMAGE = {"repository": "mirror/vllm-openai", "tag": "v0.32.0"}
 FETCHER_IMAGE = {"repository": "mirror/aws-cli", "tag": DEFAULT_FETCHER_IMAGE.rsplit(":", 1)[1]}
-COLLECTOR_IMAGE = {"repository": "mirror/cloudwatch-agent", "tag": DEFAULT_COLLECTOR_IMAGE.rsplit(":", 1)[1]}
+COLLECTOR_IMAGE = {"repository": "mirror/aws-otel-collector", "tag": DEFAULT_OTEL_COLLECTOR_IMAGE.rsplit(":", 1)[1]}
 VLLM_DTYPE = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "int8": "auto", "int4": "auto"}
 # Copy from S3, load and CUDA graph capture of a multi-GB checkpoint (staging's 13B: 600 s); measure yours.
 LLM_EXPECTED_LOAD_SECONDS = 600
