@@ -32,12 +32,13 @@ from tests.infra.test_monitoring import dashboard_widgets
 from tests.infra.test_service import containers
 from tests.infra.test_telemetry import _environment, _text
 
-# Documented configuration keys of the components the configuration uses (ADOT v0.49.0's vendored schemas).
+# Documented configuration keys of the components the configuration uses (ADOT v0.49.0's vendored config.schema.yaml,
+# or the component's config.go mapstructure tags where it has none: prometheus, metricstransform).
 _AWS_SESSION = {"endpoint", "external_id", "local_mode", "max_retries", "no_verify_ssl", "num_workers", "proxy_address",
                 "region", "request_timeout_seconds", "resource_arn", "role_arn"}  # internal/aws/awsutil
 COMPONENT_KEYS = {
-    ("receivers", "prometheus"): {"config", "target_allocator", "trim_metric_suffixes", "use_start_time_metric",
-                                  "start_time_metric_regex", "report_extra_scrape_metrics", "api_server"},
+    ("receivers", "prometheus"): {"config", "trim_metric_suffixes", "target_allocator", "api_server",  # its config.go
+                                  "scrape_on_shutdown", "discovery_reload_on_startup", "initial_scrape_offset"},
     ("receivers", "otlp"): {"protocols"},
     ("processors", "metricstransform"): {"transforms"},
     ("processors", "cumulativetodelta"): {"include", "exclude", "initial_value", "max_staleness"},
