@@ -7,6 +7,7 @@ What the contract says of SGLang was read in its source (the PyPI wheel of sglan
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from typing import Literal
@@ -14,6 +15,7 @@ from typing import Literal
 from aws_cdk import aws_ecs as ecs
 
 from .errors import require, require_range
+from .llm_preset import LlmPreset
 from .llm_server_checks import (
     check_heads,
     check_shared_memory,
@@ -37,8 +39,6 @@ from .server_contract import (
     ServerContract,
     named_user,
     port_liveness,
-    require_props,
-    sidecar_reservation,
 )
 from .stop_timing import StopTiming, drain_after_delay
 
@@ -255,38 +255,21 @@ def sglang_liveness(port: int) -> LivenessCheck:
 
 
 @dataclass(frozen=True)
-class SglangServer:
+class SglangServer(LlmPreset[SglangProps]):
     """The SGLang preset: ``props`` (default SglangProps()) say how SGLang serves the model; ``--tp-size`` is the
     model's ``gpus``. ``image``, ``fetcher_image`` and ``collector_image`` (ContainerImage: your own build, for
     example) take the place of the props' ECR mirrors of the same; ``user`` defaults to 1000:1000."""
 
     props: SglangProps = field(default_factory=lambda: SglangProps())
     """How SGLang serves the model. Default: SglangProps()."""
-    image: ecs.ContainerImage | None = None
-    """The server's image, in place of ``props.image``. Default: None (``props.image``)."""
-    user: str = "1000:1000"
-    """The uid:gid SGLang runs as. Default: 1000:1000."""
-    fetcher_image: ecs.ContainerImage | None = None
-    """The model fetcher's image, in place of ``props.fetcher_image``. Default: None."""
-    collector_image: ecs.ContainerImage | None = None
-    """The metrics collector's image, in place of ``props.collector_image``. Default: None."""
 
     name = "sglang"
-
-    def __post_init__(self) -> None:
-        require_props(self, SglangProps)
+    props_type = SglangProps
+    collected_metrics = PrometheusMetrics(metrics=SGLANG_METRICS, histograms=SGLANG_LATENCY_HISTOGRAMS)
 
     @property
     def stop(self) -> StopTiming:
         return sglang_stop(self.props.longest_request_seconds)
-
-    @property
-    def longest_request_seconds(self) -> int:
-        return self.props.longest_request_seconds
-
-    @property
-    def sidecar_reservation(self) -> tuple[int, int]:
-        return sidecar_reservation(self.props.model_source(), PrometheusMetrics(metrics=SGLANG_METRICS, histograms=SGLANG_LATENCY_HISTOGRAMS))
 
     def check(self, model: ModelProps) -> None:
         """What this preset needs of the model, checked before any construct is made."""
@@ -357,7 +340,7 @@ class SglangServer:
             api_key_field=props.api_key_name,
             keep_alive_seconds=context.timing.keep_alive_seconds,
             stop=self.stop,
-            metrics=PrometheusMetrics(metrics=SGLANG_METRICS, histograms=SGLANG_LATENCY_HISTOGRAMS, collector_image=collector_image),
+            metrics=dataclasses.replace(self.collected_metrics, collector_image=collector_image),
             prediction_routes=OPENAI_PREDICTION_ROUTES,
             scaling_signals=load_signals(running, waiting, kv_cache, running_target=props.running_target,
                                          waiting_scale_out=props.waiting_requests_scale_out,

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from .errors import require, require_range
+from .llm_preset import LlmPreset
 from .llm_server_checks import (
     check_heads,
     check_shared_memory,
@@ -31,8 +33,6 @@ from .server_contract import (
     ServerContract,
     named_user,
     port_liveness,
-    require_props,
-    sidecar_reservation,
 )
 from .stop_timing import StopTiming, drain_after_delay
 from .telemetry import OTEL_ENVIRONMENT_KEYS, OTLP_GRPC_ADDRESS, otel_environment
@@ -228,38 +228,21 @@ def vllm_liveness(port: int) -> LivenessCheck:
 
 
 @dataclass(frozen=True)
-class VllmServer:
+class VllmServer(LlmPreset[VllmProps]):
     """The vLLM preset: ``props`` (default VllmProps()) say how vLLM serves the model; ``--tensor-parallel-size`` is
     the model's ``gpus``. ``image``, ``fetcher_image`` and ``collector_image`` (ContainerImage: your own build, for
     example) take the place of the props' ECR mirrors of the same; ``user`` defaults to 1000:1000."""
 
     props: VllmProps = field(default_factory=lambda: VllmProps())
     """How vLLM serves the model. Default: VllmProps()."""
-    image: ecs.ContainerImage | None = None
-    """The server's image, in place of ``props.image``. Default: None (``props.image``)."""
-    user: str = "1000:1000"
-    """The uid:gid vLLM runs as. Default: 1000:1000."""
-    fetcher_image: ecs.ContainerImage | None = None
-    """The model fetcher's image, in place of ``props.fetcher_image``. Default: None."""
-    collector_image: ecs.ContainerImage | None = None
-    """The metrics collector's image, in place of ``props.collector_image``. Default: None."""
 
     name = "vllm"
-
-    def __post_init__(self) -> None:
-        require_props(self, VllmProps)
+    props_type = VllmProps
+    collected_metrics = PrometheusMetrics(metrics=VLLM_METRICS, histograms=VLLM_LATENCY_HISTOGRAMS)
 
     @property
     def stop(self) -> StopTiming:
         return vllm_stop(self.props.longest_request_seconds)
-
-    @property
-    def longest_request_seconds(self) -> int:
-        return self.props.longest_request_seconds
-
-    @property
-    def sidecar_reservation(self) -> tuple[int, int]:
-        return sidecar_reservation(self.props.model_source(), PrometheusMetrics(metrics=VLLM_METRICS, histograms=VLLM_LATENCY_HISTOGRAMS))
 
     def check(self, model: ModelProps) -> None:
         """What this preset needs of the model, checked before any construct is made."""
@@ -355,7 +338,7 @@ class VllmServer:
             api_key_field=props.api_key_name,
             keep_alive_seconds=context.timing.keep_alive_seconds,
             stop=self.stop,
-            metrics=PrometheusMetrics(metrics=VLLM_METRICS, histograms=VLLM_LATENCY_HISTOGRAMS, collector_image=collector_image),
+            metrics=dataclasses.replace(self.collected_metrics, collector_image=collector_image),
             prediction_routes=OPENAI_PREDICTION_ROUTES,
             scaling_signals=load_signals(running, waiting, kv_cache, running_target=props.running_target,
                                          waiting_scale_out=props.waiting_requests_scale_out,

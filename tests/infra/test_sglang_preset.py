@@ -334,3 +334,16 @@ def test_the_configuration_pages_sglang_example_builds_the_server_it_describes()
     assert isinstance(server, SglangServer) and server.props.served_model_name == "llama-3.1-8b-instruct"
     _, service = sglang_stack(server.props)
     assert flag(list(service.contract.command), "--context-length") == "8192"
+
+
+@pytest.mark.parametrize(("preset", "props", "other"), [(VllmServer, VllmProps, SglangProps), (SglangServer, SglangProps, VllmProps)])
+def test_the_llm_presets_share_their_fields_and_keep_props_first(preset, props, other):
+    """One shared base (llm_preset.LlmPreset): props stays the first positional argument, the images and user follow,
+    and the other preset's props are refused by name."""
+    assert [f.name for f in dataclasses.fields(preset)] == ["props", "image", "user", "fetcher_image", "collector_image"]
+    server = preset(props(), None, "2000:2000")
+    assert isinstance(server.props, props) and server.user == "2000:2000" and preset().props == props()
+    assert server.longest_request_seconds == server.props.longest_request_seconds
+    assert server.sidecar_reservation[0] >= server.collected_metrics.collector_cpu
+    with pytest.raises(ConfigError, match=r"^server\.props: .*image="):
+        preset(other())
