@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import aws_cdk as cdk
 from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from gpu_inference_constructs.api_keys import api_keys_secret
@@ -99,12 +100,28 @@ class InferenceStack(cdk.Stack):
             logs_key=as_key(self.logs_key),
         )
         self.result_cache = self._result_cache(config, network, config.cache) if config.cache is not None else None
+        firelens = config.telemetry.firelens
+        self.log_archive = (self._log_archive(config, retain) if firelens is not None and firelens.archive is not None
+                            and firelens.archive.s3 else None)
         cdk.CfnOutput(self, "LoadBalancerDns", value=self.load_balancer.load_balancer.load_balancer_dns_name)
         for number, balancer in self.load_balancers.items():
             if number != 1:
                 cdk.CfnOutput(self, f"LoadBalancerDns{number}", value=balancer.load_balancer.load_balancer_dns_name,
                               description=f"Load balancer {number}: serves the models whose load_balancer is {number}")
         cdk.CfnOutput(self, "ModelBucket", value=self.model_store.bucket.bucket_name, description="Publish models under models/<name>/<version>/")
+
+    def _log_archive(self, config: EnvironmentConfig, removal: cdk.RemovalPolicy) -> s3.Bucket:
+        """The servers' archived logs (FireLens's S3 output): the logs key, TLS only, kept as long as the log groups."""
+        days = cdk.Duration.days(config.log_retention_days)
+        return s3.Bucket(
+            self, "LogArchive",
+            encryption=s3.BucketEncryption.KMS, encryption_key=as_key(self.logs_key), bucket_key_enabled=True,
+            enforce_ssl=True, block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED, versioned=True,
+            server_access_logs_bucket=self.model_store.access_logs_bucket, server_access_logs_prefix="log-archive/",
+            lifecycle_rules=[s3.LifecycleRule(id="expire-logs", expiration=days, noncurrent_version_expiration=days)],
+            removal_policy=removal,
+        )
 
     def load_balancer_for(self, model_name: str) -> InferenceLoadBalancer:
         """The load balancer that serves a model (its ``load_balancer`` number)."""

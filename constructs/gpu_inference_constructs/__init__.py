@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from .target_group_metrics import TargetGroupMetrics
     from .target_optimizer_props import TargetOptimizerProps
     from .task_starts import TaskStarts
+    from .log_archive_props import LogArchive
     from .telemetry import FireLensProps, TelemetryProps
     from .vllm_server import VllmProps, VllmServer, vllm_stop
     from .warm_pool import WarmPoolLaunches, WarmPoolProps
@@ -67,6 +68,7 @@ __all__ = [
     "ServiceLogs",
     "TelemetryProps",
     "FireLensProps",
+    "LogArchive",
     "BundledScalingProps",
     "BundledServer",
     "BundledServerProps",
@@ -157,6 +159,7 @@ _MODULE_OF = {
     "ServiceLogs": "service_props",
     "TelemetryProps": "telemetry",
     "FireLensProps": "telemetry",
+    "LogArchive": "log_archive_props",
     "BundledScalingProps": "bundled_signals",
     "bundled_stop": "bundled_server",
     "ExpressionSignal": "server_contract",
