@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from .instance_catalog import CATALOG, GpuInstanceType
     from .latency_alarms import LatencyAlarmProps, LatencyAlarmThresholds
     from .load_balancer import ConfiguredLoad, InferenceLoadBalancer, LoadBalancerProps, LoadBalancerQuotas
+    from .log_archive_props import LogArchive
     from .model_props import ModelProps
     from .model_service import ModelService
     from .model_store import ModelStore, ModelStoreProps
@@ -53,7 +54,6 @@ if TYPE_CHECKING:
     from .target_group_metrics import TargetGroupMetrics
     from .target_optimizer_props import TargetOptimizerProps
     from .task_starts import TaskStarts
-    from .log_archive_props import LogArchive
     from .telemetry import FireLensProps, TelemetryProps
     from .vllm_server import VllmProps, VllmServer, vllm_stop
     from .warm_pool import WarmPoolLaunches, WarmPoolProps
