@@ -127,6 +127,7 @@ class EnvironmentConfig:
             ("network", lambda: self.network.zones_for(self.region)),
             ("capacity", lambda: self.capacity.resolve_instance_types()),
             ("load_balancer", lambda: self.load_balancer.check_certificate_region(self.region)),
+            ("telemetry", self._check_firehose_endpoint),
         )
         for section, check in checks:
             try:
@@ -141,6 +142,14 @@ class EnvironmentConfig:
                 f"scaling.capacity_prewarm[{index}].min_capacity",
                 f"{prewarm.min_capacity} is greater than capacity.max_capacity {self.capacity.max_capacity}",
             )
+
+    def _check_firehose_endpoint(self) -> None:
+        """A log archive to Firehose from a VPC without NAT needs Firehose's interface endpoint."""
+        firelens = self.telemetry.firelens
+        if firelens is not None and firelens.archive is not None and firelens.archive.firehose_stream_arn is not None:
+            require("kinesis-firehose" in self.network.interface_endpoints, "firelens.archive.firehose_stream_arn",
+                    "the private subnets reach Firehose only through its endpoint: add \"kinesis-firehose\" to "
+                    "network.interface_endpoints")
 
     def _check_models(self) -> None:
         require(bool(self.models), "models", "list at least one model to serve")

@@ -7,11 +7,14 @@ ones the single-stack layout had, so these resources keep their logical IDs.
 from __future__ import annotations
 
 import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from gpu_inference_constructs.acknowledgements import default_child
 from gpu_inference_constructs.api_keys import api_keys_secret
-from gpu_inference_constructs.cdk_interfaces import as_key, as_topic
+from gpu_inference_constructs.cdk_interfaces import as_key, as_topic, service_principal
 from gpu_inference_constructs.gpu_capacity import GpuCapacity
 from gpu_inference_constructs.load_balancer import InferenceLoadBalancer
 from gpu_inference_constructs.model_store import ModelStore
@@ -99,12 +102,37 @@ class InferenceStack(cdk.Stack):
             logs_key=as_key(self.logs_key),
         )
         self.result_cache = self._result_cache(config, network, config.cache) if config.cache is not None else None
+        firelens = config.telemetry.firelens
+        self.log_archive = (self._log_archive(config, retain) if firelens is not None and firelens.archive is not None
+                            and firelens.archive.s3 else None)
         cdk.CfnOutput(self, "LoadBalancerDns", value=self.load_balancer.load_balancer.load_balancer_dns_name)
         for number, balancer in self.load_balancers.items():
             if number != 1:
                 cdk.CfnOutput(self, f"LoadBalancerDns{number}", value=balancer.load_balancer.load_balancer_dns_name,
                               description=f"Load balancer {number}: serves the models whose load_balancer is {number}")
         cdk.CfnOutput(self, "ModelBucket", value=self.model_store.bucket.bucket_name, description="Publish models under models/<name>/<version>/")
+
+    def _log_archive(self, config: EnvironmentConfig, removal: cdk.RemovalPolicy) -> s3.Bucket:
+        """The servers' archived logs (FireLens's S3 output): the logs key, TLS only, kept as long as the log groups."""
+        days = cdk.Duration.days(config.log_retention_days)
+        bucket = s3.Bucket(
+            self, "LogArchive",
+            encryption=s3.BucketEncryption.KMS, encryption_key=as_key(self.logs_key), bucket_key_enabled=True,
+            enforce_ssl=True, block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED, versioned=True,
+            lifecycle_rules=[s3.LifecycleRule(id="expire-logs", expiration=days, noncurrent_version_expiration=days)],
+            removal_policy=removal,
+        )
+        # Access logging granted by bucket policy whatever the feature flags (an ACL fails on BucketOwnerEnforced), as
+        # ModelStore does for the model bucket.
+        access_logs, prefix = self.model_store.access_logs_bucket, "log-archive/"
+        default_child(bucket, s3.CfnBucket).logging_configuration = s3.CfnBucket.LoggingConfigurationProperty(
+            destination_bucket_name=access_logs.bucket_name, log_file_prefix=prefix)
+        access_logs.add_to_resource_policy(iam.PolicyStatement(
+            principals=[service_principal("logging.s3.amazonaws.com")], actions=["s3:PutObject"],
+            resources=[access_logs.arn_for_objects(f"{prefix}*")],
+            conditions={"ArnLike": {"aws:SourceArn": bucket.bucket_arn}, "StringEquals": {"aws:SourceAccount": self.account}}))
+        return bucket
 
     def load_balancer_for(self, model_name: str) -> InferenceLoadBalancer:
         """The load balancer that serves a model (its ``load_balancer`` number)."""

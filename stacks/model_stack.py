@@ -10,6 +10,7 @@ from __future__ import annotations
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
@@ -56,13 +57,17 @@ class ModelStack(cdk.Stack):
             capacity=shared.capacity_for(model.name),
             model_source=shared.model_store,
             route=LoadBalancerRoute(load_balancer, priority=config.server_config(model).listener_priority),
-            logs=ServiceLogs(key=as_key(shared.logs_key), retention_days=config.log_retention_days, telemetry=config.telemetry),
+            logs=ServiceLogs(key=as_key(shared.logs_key), retention_days=config.log_retention_days, telemetry=config.telemetry,
+                             archive_bucket=self._log_archive(shared)),
             # One image asset for every bundled model (the same directory): `cdk deploy` builds and pushes it once.
             server=config.server_of(model),
             access=ServiceAccess(api_keys_secret=self._api_keys(shared), subnets=network.private_subnets),
             timing=config.timing,
             rollback_thresholds=config.rollback_thresholds_for(model),
         )
+        if config.telemetry.firelens is not None and config.telemetry.firelens.archive is not None:
+            cdk.Annotations.of(self.service).acknowledge_warning(
+                "gpu-inference:firehose-endpoint", "config.py requires the network's kinesis-firehose endpoint for a Firehose archive")
         self.scaling = ServiceScaling(
             self,
             f"Scaling-{model.name}",
@@ -84,6 +89,15 @@ class ModelStack(cdk.Stack):
             self.service.use_cache(shared.result_cache)
         route, what = inference_route(model, config.server_config(model))
         cdk.CfnOutput(self, f"Url-{model.name}", value=f"{load_balancer.base_url}/{model.name}/{route}", description=f"{model.name} {what}")
+
+    def _log_archive(self, shared: InferenceStack) -> s3.IBucket | None:
+        """The shared archive bucket as this stack sees it (its name and ARN as plain outputs, never a parsed ARN),
+        with its key, so the task role's grants change only this stack."""
+        if shared.log_archive is None:
+            return None
+        key = kms.Key.from_key_arn(self, "LogArchiveKey", shared.logs_key.key_arn)
+        return s3.Bucket.from_bucket_attributes(self, "LogArchive", bucket_arn=shared.log_archive.bucket_arn,
+                                                bucket_name=shared.log_archive.bucket_name, encryption_key=key)
 
     def _api_keys(self, shared: InferenceStack) -> secretsmanager.ISecret:
         """The shared API-key secret and its key as this stack sees them: granting to an imported key changes only

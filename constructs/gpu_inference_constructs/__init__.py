@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from .instance_catalog import CATALOG, GpuInstanceType
     from .latency_alarms import LatencyAlarmProps, LatencyAlarmThresholds
     from .load_balancer import ConfiguredLoad, InferenceLoadBalancer, LoadBalancerProps, LoadBalancerQuotas
+    from .log_archive_props import LogArchive
     from .model_props import ModelProps
     from .model_service import ModelService
     from .model_store import ModelStore, ModelStoreProps
@@ -68,6 +69,7 @@ __all__ = [
     "ServiceLogs",
     "TelemetryProps",
     "FireLensProps",
+    "LogArchive",
     "BundledScalingProps",
     "BundledServer",
     "BundledServerProps",
@@ -161,6 +163,7 @@ _MODULE_OF = {
     "ServiceLogs": "service_props",
     "TelemetryProps": "telemetry",
     "FireLensProps": "telemetry",
+    "LogArchive": "log_archive_props",
     "BundledScalingProps": "bundled_signals",
     "bundled_stop": "bundled_server",
     "ExpressionSignal": "server_contract",

@@ -168,7 +168,7 @@ class ModelService(Construct):
                                  region=cdk.Stack.of(self).region, environment_name=environment_name,
                                  log_group=self.log_group, stop_timeout_seconds=self.stop_timeout_seconds,
                                  health_check_start_period=start_period, api_keys_secret=access.api_keys_secret,
-                                 telemetry=logs.telemetry)
+                                 telemetry=logs.telemetry, archive_bucket=logs.archive_bucket)
         self.task_role, self.task_definition, self.container = self._task.task_role, self._task.task_definition, self._task.container
         self.scratch_owner, self.model_fetcher = self._task.scratch_owner, self._task.model_fetcher
         self.metrics_collector = self._task.metrics_collector

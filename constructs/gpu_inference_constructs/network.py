@@ -36,7 +36,8 @@ DEFAULT_INTERFACE_ENDPOINTS: tuple[str, ...] = (
     "ec2messages",
     "xray",  # every task's collector sends its traces to X-Ray
 )
-OPTIONAL_INTERFACE_ENDPOINTS: tuple[str, ...] = ("sts", "kms", "events", "autoscaling", "application-autoscaling")
+OPTIONAL_INTERFACE_ENDPOINTS: tuple[str, ...] = ("sts", "kms", "events", "autoscaling", "application-autoscaling",
+                                                  "kinesis-firehose")
 KNOWN_INTERFACE_ENDPOINTS = frozenset(DEFAULT_INTERFACE_ENDPOINTS + OPTIONAL_INTERFACE_ENDPOINTS)
 
 # An Availability Zone ID: the region's short code, then -az and a number (use1-az1, euw1-az3, apne1-az4). The same

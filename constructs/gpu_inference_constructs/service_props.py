@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_secretsmanager as secretsmanager
 
 from .errors import require
@@ -28,10 +29,17 @@ class ServiceLogs:
     """Starts the log group's and the alarms' fixed names: give each team's app its own where two share an account.
     Default: ``"gpu-inference"``."""
     telemetry: TelemetryProps = field(default_factory=TelemetryProps)
-    """Trace sampling and the log route (awslogs, or FireLens). Default: TelemetryProps() (5 % traced, awslogs)."""
+    """Trace sampling and the log route (awslogs, or FireLens). Default: TelemetryProps() (1 % traced, awslogs)."""
+    archive_bucket: s3.IBucket | None = None
+    """The bucket a FireLens ``LogArchive`` with ``s3`` writes to (yours: ``s3.Bucket.from_bucket_attributes``, with
+    its ``encryption_key`` if a KMS key encrypts it). Default: None (required only by such an archive)."""
 
     def __post_init__(self) -> None:
         require(isinstance(self.telemetry, TelemetryProps), "telemetry", f"got {type(self.telemetry).__name__}: pass a TelemetryProps")
+        firelens = self.telemetry.firelens
+        if firelens is not None and firelens.archive is not None and firelens.archive.s3:
+            require_cdk(self.archive_bucket, ("bucket_arn",), "archive_bucket",
+                        "an s3.IBucket for telemetry.firelens.archive (s3.Bucket.from_bucket_attributes for your own)")
         require_cdk(self.key, ("key_arn",), "key", "a kms.IKey (kms.Key.from_key_arn for an imported one)")
         retention_days(self.retention_days, "retention_days")
         check_name_prefix(self.name_prefix)

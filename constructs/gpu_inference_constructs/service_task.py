@@ -10,6 +10,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
@@ -17,6 +18,8 @@ from .acknowledgements import acknowledge, acknowledge_when_resolved, default_ch
 from .cdk_interfaces import as_role, service_principal
 from .errors import require
 from .gpu_share import write_share
+from .log_archive import archive_environment, firelens_config_with_archive, grant_archive_writes
+from .log_archive_props import archive_key_prefix
 from .model_fetch import fetch_script
 from .model_props import ModelProps
 from .model_store import compile_cache_prefix, grant_read_prefix, model_read_prefix
@@ -72,9 +75,11 @@ class ServiceTask:
     def __init__(self, scope: Construct, *, model: ModelProps, contract: ServerContract, source: ModelBucket, uri: str,
                  region: str, environment_name: str, log_group: logs.LogGroup, stop_timeout_seconds: int,
                  health_check_start_period: int, api_keys_secret: secretsmanager.ISecret | None,
-                 telemetry: TelemetryProps | None = None) -> None:
+                 telemetry: TelemetryProps | None = None, archive_bucket: s3.IBucket | None = None) -> None:
         self._scope = scope
         self._telemetry = telemetry or TelemetryProps()
+        self._environment_name = environment_name
+        self._archive_bucket = archive_bucket
         self._region = region
         self._model = model
         self._contract = contract
@@ -348,11 +353,15 @@ class ServiceTask:
         writes only this model's log group."""
         firelens = self._telemetry.firelens
         assert firelens is not None  # called only where the environment chooses FireLens
+        archive = firelens.archive
         router = self.task_definition.add_firelens_log_router(
             "log-router",
             image=(firelens.image.container_image(self._scope, "LogRouterImage") if firelens.image is not None
                    else ecs.ContainerImage.from_registry(DEFAULT_LOG_ROUTER_IMAGE)),
-            firelens_config=ecs.FirelensConfig(type=ecs.FirelensLogRouterType.FLUENTBIT),
+            firelens_config=(ecs.FirelensConfig(type=ecs.FirelensLogRouterType.FLUENTBIT) if archive is None else
+                             firelens_config_with_archive(self._scope, self.task_definition, archive, server_container="server",
+                                                          environment_name=self._environment_name, model_name=self._model.name)),
+            environment=(archive_environment(archive, self._archive_bucket, self._region) if archive is not None else None),
             essential=True,
             cpu=firelens.cpu,
             memory_reservation_mib=firelens.memory_mib,
@@ -381,6 +390,9 @@ class ServiceTask:
                 resources=[self._log_group.log_group_arn],
             )
         )
+        if archive is not None:
+            grant_archive_writes(self.task_role, archive, self._archive_bucket, self._region,
+                                 environment_name=self._environment_name, model_name=self._model.name)
         return router
 
     def acknowledge_findings(self) -> None:
@@ -413,6 +425,16 @@ class ServiceTask:
             "The task reads every object under its own model's prefix (versions are folders under it); "
             "nothing else in the bucket. Asserted by tests/infra/test_service.py::test_task_role_reads_only_its_model_prefix.",
         )
+        firelens = self._telemetry.firelens
+        if firelens is not None and firelens.archive is not None and firelens.archive.s3 and self._archive_bucket is not None:
+            archived = self._archive_bucket.arn_for_objects(
+                f"{archive_key_prefix(firelens.archive, self._environment_name, self._model.name)}*")
+            acknowledge_when_resolved(
+                default_policy(self.task_role),
+                lambda: f"AwsSolutions-IAM5[Resource::{nag_rendering(scope, archived)}]",
+                "Fluent Bit's S3 output puts objects with generated names (time and a UUID) under this model's own "
+                "archive prefix, nowhere else, and reads nothing. Asserted by tests/infra/test_log_archive.py.",
+            )
         if self.compile_cache_prefix is not None:
             cache_objects = bucket.arn_for_objects(f"{self.compile_cache_prefix}*")
             acknowledge_when_resolved(

@@ -8,6 +8,7 @@ import json
 from dataclasses import dataclass
 
 from .errors import require, require_range
+from .log_archive_props import LogArchive
 from .server_contract import DEFAULT_TRACE_SAMPLING_RATIO as DEFAULT_TRACE_SAMPLING_RATIO
 from .server_contract import TRACE_COLLECTOR_CPU as TRACE_COLLECTOR_CPU
 from .server_contract import TRACE_COLLECTOR_MEMORY_MIB as TRACE_COLLECTOR_MEMORY_MIB
@@ -41,12 +42,17 @@ class FireLensProps:
     """CPU units ECS reserves for the router (32-1024). Default: 64."""
     memory_mib: int = 128
     """MiB ECS reserves for the router (64-2048). Default: 128."""
+    archive: LogArchive | None = None
+    """A second copy of the server's logs to S3 and/or Firehose, beside the log group (a Fluent Bit configuration
+    file the router reads from S3). Default: None (CloudWatch Logs only)."""
 
     def __post_init__(self) -> None:
         require(self.image is None or isinstance(self.image, EcrImage), "image",
                 f"got {type(self.image).__name__}: an EcrImage(repository, tag) of your mirror, or None")
         require_range(self.cpu, 32, 1024, "cpu")
         require_range(self.memory_mib, 64, 2048, "memory_mib")
+        require(self.archive is None or isinstance(self.archive, LogArchive), "archive",
+                f"got {type(self.archive).__name__}: a LogArchive, or None")
 
 
 @dataclass(frozen=True)

@@ -524,7 +524,11 @@ def test_task_role_reads_only_its_model_prefix(env):
         collector = ["['logs:CreateLogStream', 'logs:DescribeLogStreams', 'logs:PutLogEvents']"] if writes_logs else []
         collector.append("['xray:PutTelemetryRecords', 'xray:PutTraceSegments']")
         cache = ["elasticache:Connect"] if model.name in cached_models(config) else []  # on the result cache only
-        assert actions == sorted(["s3:GetObject", "s3:ListBucket", *collector, *cache])
+        archive = config.telemetry.firelens.archive if config.telemetry.firelens is not None else None
+        archived = ([*(["s3:PutObject", "kms:GenerateDataKey"] if archive.s3 else []),
+                     *(["firehose:PutRecordBatch"] if archive.firehose_stream_arn else [])]
+                    if archive is not None else [])  # the log archive's writes: tests/infra/test_log_archive.py
+        assert actions == sorted(["s3:GetObject", "s3:ListBucket", *collector, *cache, *archived])
         for statement in statements:
             if str(statement["Action"]).startswith("['logs"):
                 assert statement["Resource"]["Fn::GetAtt"][0].startswith(f"Model{model.name.replace('-', '')}Logs")
@@ -563,7 +567,10 @@ def test_stateful_resources_are_retained_in_prod_only(synthesized):
         stateful = {
             k: r for k, r in template["Resources"].items() if r["Type"] in ("AWS::S3::Bucket", "AWS::SecretsManager::Secret")
         }
-        assert set(stateful) == {"ModelStoreAccessLogsE6BA2A6E", "ModelStoreModelsB220DB3A", "ApiKeys3BB3983D"}, "logical IDs stay stable"
+        archive = synthesized.stages[name].config.telemetry.firelens
+        archives = {"LogArchive62E50B8E"} if archive is not None and archive.archive is not None and archive.archive.s3 else set()
+        assert set(stateful) == {"ModelStoreAccessLogsE6BA2A6E", "ModelStoreModelsB220DB3A", "ApiKeys3BB3983D", *archives}, \
+            "logical IDs stay stable"
         expected = "Retain" if name == "prod" else "Delete"
         assert {r["DeletionPolicy"] for r in stateful.values()} == {expected}, name
 

@@ -28,6 +28,8 @@ from ..instance_catalog import (
     on_demand_price,
 )
 from .model_shape import ModelShape
+from .neuron_benchmarks import ACCELERATOR as NEURON_ACCELERATOR
+from .neuron_benchmarks import BENCHMARK_SEQUENCE_LENGTH, NEURON_BENCHMARK_SOURCE, NeuronBenchmark, neuron_benchmark
 from .runtimes import runtime_factor
 from .workload import SERVER_CEILING_SOURCE, Assumptions, Measurement, Purchase, Workload
 
@@ -93,7 +95,7 @@ class Memory:
 @dataclass
 class Throughput:
     requests_per_second: float | None  # one task
-    source: str  # "measured", "estimate" or NOT_ESTIMATED
+    source: str  # "measured", "estimate", "sourced" (a published benchmark: Inferentia2) or NOT_ESTIMATED
     formula: str
     bound: str = ""
     """What limits the rate: "HTTP server", "GPU compute", "GPU memory bandwidth" or "measured". Default: "" (none named)."""
@@ -199,7 +201,8 @@ def _advise_type(instance: GpuInstanceType, model: ModelShape, workload: Workloa
     price, price_source = on_demand_price(instance.name, purchase.region)
     if instance.name in purchase.prices:
         price, price_source = purchase.prices[instance.name], "--price"
-    deployable = instance.cuda
+    neuron_encoder = instance.gpu_model == NEURON_ACCELERATOR and model.kind == "encoder"
+    deployable = instance.cuda or neuron_encoder
     advice: dict[str, Any] = dict(instance_type=instance, price_usd=price, price_source=price_source, deployable=deployable)
     if model.dtype == "bf16" and not instance.supports_bf16:
         return TypeAdvice(**advice, fits=False, gpus_per_task=1, tasks_per_instance=instance.gpus, memory=None,
@@ -217,8 +220,11 @@ def _advise_type(instance: GpuInstanceType, model: ModelShape, workload: Workloa
     fits = memory.fits
     reason = _fit_reason(model, workload, instance, gpus, memory)
     if not deployable:
-        reason += (f"; compared only: {instance.gpu_model} runs Neuron-compiled models, and the capacity construct "
-                   "launches CUDA types only")
+        reason += (f"; compared only: {instance.gpu_model} runs Neuron-compiled models, and the library serves only "
+                   "encoders there (no sourced LLM throughput on it)")
+    elif neuron_encoder:
+        reason += (f"; deploy with NeuronCapacity (an inf2 capacity group), the Neuron serving preset and a "
+                   f"publish-time compile for {BENCHMARK_SEQUENCE_LENGTH}-token inputs")
     ceiling = spec.memory_bandwidth_gb_per_s * 1e9 * gpus / model.weight_bytes if model.kind == "llm" else None
     result = TypeAdvice(**advice, fits=fits, reason=reason, gpus_per_task=gpus, tasks_per_instance=instance.gpus // gpus,
                         memory=memory, decode_tokens_per_second_ceiling=ceiling, throughput=None)
@@ -230,6 +236,10 @@ def _advise_type(instance: GpuInstanceType, model: ModelShape, workload: Workloa
             f"{measurement.source}: {measurement.requests_per_second:.1f} req/s at {measurement.clients} clients, "
             f"p95 {measurement.p95_ms:.1f} ms", bound="measured", p95_ms_estimate=measurement.p95_ms,
             max_batch_size=measurement.max_batch_size)
+    elif neuron_encoder:
+        benchmark, not_costed = neuron_benchmark(model, workload.prompt_tokens)
+        result.throughput = (neuron_throughput(benchmark, workload, assumptions) if benchmark is not None
+                             else Throughput(None, NOT_ESTIMATED, not_costed))
     elif model.kind == "llm":
         result.throughput = llm_throughput(model, workload, instance, gpus, assumptions)
     else:
@@ -329,6 +339,22 @@ def encoder_throughput(model: ModelShape, workload: Workload, instance: GpuInsta
     p95 = workload.max_batch_wait_ms + 2 * batch_seconds(b) / runtime.factor * 1000
     return Throughput(rps, "estimate", formula, bound, p95_ms_estimate=p95, max_batch_size=b, gpu_requests_per_second=gpu_rps,
                       single_pass_ms=batch_seconds(1) / runtime.factor * 1000)
+
+
+def neuron_throughput(benchmark: NeuronBenchmark, workload: Workload, assumptions: Assumptions) -> Throughput:
+    """One task on one Inferentia2 chip at AWS's published rate for the model's geometry (sourced, not measured),
+    capped at the server's ceiling; its p95 at most the batch wait plus the benchmark's p99."""
+    rate = benchmark.inferences_per_second
+    rps = min(rate, assumptions.server_ceiling_rps)
+    geometry = " x ".join(str(v) for v in benchmark.geometry)
+    formula = (f"sourced, not measured: {benchmark.model} (layers x hidden x heads x MLP {geometry}, the slowest benchmarked "
+               f"model of this geometry) {rate:,.0f} inferences/s per Inferentia2 chip at batch {benchmark.batch_size}, "
+               f"{BENCHMARK_SEQUENCE_LENGTH} tokens, p50 {benchmark.p50_ms:.1f} ms, p99 {benchmark.p99_ms:.1f} ms, Neuron "
+               f"{benchmark.neuron_version} ({NEURON_BENCHMARK_SOURCE}); capped at the server's "
+               f"{assumptions.server_ceiling_rps:,.0f} req/s ({SERVER_CEILING_SOURCE}); p95 <= batch wait + p99")
+    return Throughput(rps, "sourced", formula, "HTTP server" if rps < rate else "sourced benchmark",
+                      p95_ms_estimate=workload.max_batch_wait_ms + benchmark.p99_ms, max_batch_size=benchmark.batch_size,
+                      gpu_requests_per_second=rate)
 
 
 def llm_throughput(model: ModelShape, workload: Workload, instance: GpuInstanceType, gpus: int,

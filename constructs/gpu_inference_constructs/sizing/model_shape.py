@@ -135,17 +135,17 @@ def from_model_dir(directory: str | Path, dtype: str | None = None, kind: Kind |
         if stored not in _SAFETENSORS_DTYPES:
             raise ConfigError("--dtype", f"the weights are stored as {stored}; say how they will be served with --dtype")
         dtype = _SAFETENSORS_DTYPES[stored]
-    heads = config.get("num_attention_heads") or config.get("n_head")
+    heads = config.get("num_attention_heads") or config.get("n_head") or config.get("n_heads")  # n_heads: DistilBERT
     return ModelShape(
         params=params,
         dtype=dtype,
         kind=kind or _kind(config),
         name=directory.name,
-        layers=config.get("num_hidden_layers") or config.get("n_layer"),
-        hidden_size=config.get("hidden_size") or config.get("n_embd") or config.get("d_model"),
+        layers=config.get("num_hidden_layers") or config.get("n_layer") or config.get("n_layers"),
+        hidden_size=config.get("hidden_size") or config.get("n_embd") or config.get("d_model") or config.get("dim"),
         heads=heads,
         kv_heads=config.get("num_key_value_heads") or heads,
-        intermediate_size=config.get("intermediate_size") or config.get("n_inner"),
+        intermediate_size=config.get("intermediate_size") or config.get("n_inner") or config.get("hidden_dim"),
         vocab_size=config.get("vocab_size"),
         max_positions=config.get("max_position_embeddings") if _kind(config) == "encoder" else None,
         context_limit=config.get("max_position_embeddings") or config.get("n_positions"),

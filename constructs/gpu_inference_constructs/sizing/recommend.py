@@ -75,13 +75,13 @@ class Recommendation:
 
 def recommend(advice: list[TypeAdvice], model: ModelShape, workload: Workload, purchase: Purchase,
               assumptions: Assumptions, name: str | None = None, version: str = "1") -> Recommendation | None:
-    ranked = [a for a in advice if a.ranked]
+    ranked = [a for a in advice if a.ranked and a.instance_type.cuda]
     if not ranked:
         return None
     best = ranked[0]
     shape = best.instance_type.shape
-    same_shape = [a for a in advice if a.fits and a.deployable and not a.too_slow and a.instance_type.shape == shape
-                  and a.gpus_per_task == best.gpus_per_task]
+    same_shape = [a for a in advice if a.fits and a.deployable and a.instance_type.cuda and not a.too_slow
+                  and a.instance_type.shape == shape and a.gpus_per_task == best.gpus_per_task]
     best_rps = _priced_rps(best)
     chosen = [a for a in same_shape if (rps := _rps(a)) is None or rps >= best_rps * MIN_FALLBACK_SPEED][:20]
     dropped = [a.name for a in same_shape if a not in chosen]
@@ -89,7 +89,8 @@ def recommend(advice: list[TypeAdvice], model: ModelShape, workload: Workload, p
     slowest = min(known, key=_priced_rps)
     per_task = _priced_rps(slowest)
     tasks = max(1, math.ceil(workload.requests_per_second / (per_task * assumptions.target_utilization) - 1e-9))
-    notes = [f"fallback types slower than {MIN_FALLBACK_SPEED:.0%} of {best.name}'s throughput left out (they would "
+    notes = _neuron_notes(advice, best)
+    notes += [f"fallback types slower than {MIN_FALLBACK_SPEED:.0%} of {best.name}'s throughput left out (they would "
              f"need more tasks than the fleet is sized for): {', '.join(dropped)}"] if dropped else []
     unknown = [a.name for a in chosen if _rps(a) is None]
     if unknown:
@@ -218,3 +219,14 @@ def _priced_rps(advice: TypeAdvice) -> float:
 
 def _rps(advice: TypeAdvice) -> float | None:
     return advice.throughput.requests_per_second if advice.throughput else None
+
+
+def _neuron_notes(advice: list[TypeAdvice], best: TypeAdvice) -> list[str]:
+    """Inferentia2 types that rank above the cheapest CUDA type: the block stays a GPU capacity block (an inf2 type
+    cannot be one of its overrides); the note says what serving there takes."""
+    best_cost = best.usd_per_million_requests["mix"] or 0.0  # ranked: priced
+    costs = {a.name: a.usd_per_million_requests["mix"] or 0.0 for a in advice if a.ranked and not a.instance_type.cuda}
+    return [f"{name} costs ${cost:,.3f} per million requests (mix) against {best.name}'s ${best_cost:,.3f}, on a "
+            "sourced Neuron benchmark (not measured): "
+            "serving it takes NeuronCapacity (an inf2 capacity group), the Neuron serving preset and a compile at "
+            "publish time; the block below is the cheapest CUDA type" for name, cost in costs.items() if cost < best_cost]

@@ -105,7 +105,7 @@ def table(advice: list[TypeAdvice], recommendation: Recommendation | None, model
     widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(columns)]
     lines = [head, "", "  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=False)), "  ".join("-" * w for w in widths)]
     lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=False)) for r in rows]
-    lines += ["", "* compared only: the capacity construct launches CUDA types", "", "Why:"]
+    lines += ["", "* compared only: the library serves CUDA types, and Inferentia2 for encoders only", "", "Why:"]
     lines += [f"  {a.name}: {a.reason}" for a in advice]
     lines += ["", "Throughput, per GPU model (one task on one instance type of each):"]
     seen = set()
