@@ -4,6 +4,8 @@ least-privilege writes to the archive bucket (its key) and the Firehose stream."
 
 from __future__ import annotations
 
+import hashlib
+import os
 import tempfile
 from pathlib import Path
 
@@ -29,9 +31,20 @@ CONFIG_FILE_NAME = "log-archive.conf"
 def archive_config_asset(scope: Construct, config_text: str) -> s3_assets.Asset:
     """The configuration file as a file asset: ``cdk deploy`` uploads it to the bootstrap bucket with the templates,
     so no function or custom resource copies it (an s3 BucketDeployment would add both)."""
-    directory = Path(tempfile.mkdtemp(prefix="log-archive-"))
-    (directory / CONFIG_FILE_NAME).write_text(config_text)
-    return s3_assets.Asset(scope, "LogArchiveConfig", path=str(directory / CONFIG_FILE_NAME))
+    return s3_assets.Asset(scope, "LogArchiveConfig", path=str(written_config(config_text)))
+
+
+def written_config(config_text: str) -> Path:
+    """``config_text`` in a file named by its content under the system's temporary folder: every synth of one
+    configuration reuses one file instead of leaving a folder behind, and parallel synths write it atomically."""
+    digest = hashlib.sha256(config_text.encode()).hexdigest()[:16]
+    path = Path(tempfile.gettempdir()) / "gpu-inference-log-archive" / digest / CONFIG_FILE_NAME
+    if not path.exists() or path.read_text() != config_text:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f"{CONFIG_FILE_NAME}.{os.getpid()}")
+        partial.write_text(config_text)
+        os.replace(partial, path)
+    return path
 
 
 def firelens_config_with_archive(scope: Construct, task_definition: ecs.TaskDefinition, archive: LogArchive, *,

@@ -260,3 +260,14 @@ def test_a_firehose_archive_without_the_firehose_endpoint_is_refused():
     network = {k: v for k, v in staging["network"].items() if k != "interface_endpoints"}
     with pytest.raises(ConfigError, match=r"telemetry.firelens.archive.firehose_stream_arn: .*kinesis-firehose"):
         load_environment("staging", {**staging, "network": network})
+
+
+def test_the_config_file_is_named_by_its_content_and_reused():
+    from gpu_inference_constructs.log_archive import written_config
+
+    text = archive_config(LogArchive(s3=True), "server", "staging", "minilm")
+    first, again = written_config(text), written_config(text)
+    assert first == again and first.read_text() == text
+    other = written_config(archive_config(LogArchive(s3=True, prefix="other"), "server", "staging", "minilm"))
+    assert other != first and other.parent.parent == first.parent.parent
+    assert not list(first.parent.glob("*.conf.*")), "no partial file is left behind"
