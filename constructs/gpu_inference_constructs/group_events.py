@@ -36,7 +36,7 @@ def group_event_topic(scope: Construct, topic: sns.ITopic | None) -> tuple[Notif
     return own, as_topic(own.topic)
 
 
-def notify_group_events(scope: Construct, group: autoscaling.AutoScalingGroup, topic: sns.ITopic) -> events.Rule:
+def notify_group_events(scope: Construct, group: autoscaling.AutoScalingGroup, topic: sns.ITopic, kind: str = "GPU") -> events.Rule:
     """Launches and terminations of ``group``, failed ones too, to ``topic`` through EventBridge (``GroupEvents``).
 
     Not the group's own notification configuration: EC2 Auto Scaling publishes those with its service-linked
@@ -52,7 +52,7 @@ def notify_group_events(scope: Construct, group: autoscaling.AutoScalingGroup, t
     return events.Rule(
         scope,
         "GroupEvents",
-        description="Launches and terminations (successful or not) of the GPU Auto Scaling group",
+        description=f"Launches and terminations (successful or not) of the {kind} Auto Scaling group",
         event_pattern=events.EventPattern(
             source=["aws.autoscaling"],
             detail_type=list(GROUP_EVENT_TYPES),
