@@ -345,22 +345,79 @@ def test_cdk_nag_finds_nothing_unacknowledged_on_the_neuron_app(synthesized):
     assert any(finding.startswith("AwsSolutions-EC23 at Neuron/Inferentia/") for finding in unacknowledged(app))
 
 
-def test_cfn_lint_finds_nothing_and_its_twin_finds_a_planted_device_error(synthesized, tmp_path):
+# An environment as cdk.json will hold one once a Neuron preset is wired (the coordinator's step): staging with its
+# minilm model in a capacity group of inf2.xlarge. Until then no cdk.json server runs on Neuron, so the test stands a
+# subclass of the bundled preset in for the Neuron one and lets the config's refusal of the CUDA presets through.
+class NeuronStandIn(BundledServer):
+    """Not one of the CUDA presets (ModelService refuses those by their exact type)."""
+
+
+@pytest.fixture(scope="module")
+def environment(tmp_path_factory) -> dict[str, Any]:
+    from stacks import config as config_module
+    from stacks.config import EnvironmentConfig
+    from stacks.stage import InferenceStage
+
+    original = EnvironmentConfig.server_of
+
+    def server_of(self, model):
+        server = original(self, model)
+        return NeuronStandIn(server.props) if model.name == "minilm" and isinstance(server, BundledServer) else server
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(config_module, "check_server_runs_on_neuron", lambda *args, **kwargs: None)
+        patch.setattr(EnvironmentConfig, "server_of", server_of)
+        data = staging_with_group(["inf2.xlarge"])
+        data["capacity_groups"]["inf"]["capacity"]["max_capacity"] = 2 * data["models"][0]["max_tasks"]
+        config = load_environment("staging", data)
+        app = cdk.App(context=flags())
+        stage = InferenceStage(app, config)  # registers AwsSolutionsChecks: synth fails on an unacknowledged finding
+        app.synth()
+    templates = {stack.stack_name: stack.template for stack in stage.synth().stacks}
+    return {"stage": stage, "templates": templates}
+
+
+def test_the_environment_builds_a_neuron_group_and_serves_its_model_on_it(environment):
+    stage = environment["stage"]
+    assert isinstance(stage.shared.capacity_groups["inf"], NeuronCapacity)
+    assert stage.shared.capacity_groups["inf"].node.id == "NeuronCapacity-inf"
+    shared = environment["templates"][stage.shared.stack_name]
+    assert NEURON_AMI in json.dumps(shared["Parameters"])
+    model = environment["templates"][stage.model_stacks["minilm"].stack_name]
+    server = server_of(model)
+    assert "ResourceRequirements" not in server
+    assert [d["HostPath"] for d in server["LinuxParameters"]["Devices"]] == ["/dev/neuron0"]
+    other = server_of(environment["templates"][stage.model_stacks["sentiment"].stack_name])
+    assert other["ResourceRequirements"] == [{"Type": "GPU", "Value": "1"}]  # the GPU models beside it keep theirs
+
+
+def checked_templates(synthesized: dict, environment: dict, directory: Path) -> list[Path]:
+    """The team app's template and every template of the environment, written to ``directory``."""
+    paths = [directory / "neuron.template.json"]
+    paths[0].write_text(json.dumps(synthesized["template"]))
+    for name, template in environment["templates"].items():
+        paths.append(directory / f"{name}.template.json")
+        paths[-1].write_text(json.dumps(template))
+    return paths
+
+
+def test_cfn_lint_finds_nothing_and_its_twin_finds_a_planted_device_error(synthesized, environment, tmp_path):
     planted = copy.deepcopy(synthesized["template"])
     (task,) = resources(planted, "AWS::ECS::TaskDefinition").values()
     task["Properties"]["ContainerDefinitions"][0]["LinuxParameters"]["Devices"][0]["Permissions"] = ["readwrite"]
-    paths = [tmp_path / "neuron.template.json", tmp_path / "planted.template.json"]
-    paths[0].write_text(json.dumps(synthesized["template"]))
-    paths[1].write_text(json.dumps(planted))
-    result = subprocess.run([str(CFN_LINT), "--format", "parseable", "--", *map(str, paths)], capture_output=True, text=True)
+    (tmp_path / "clean").mkdir()
+    paths = checked_templates(synthesized, environment, tmp_path / "clean")
+    (tmp_path / "planted.template.json").write_text(json.dumps(planted))
+    result = subprocess.run([str(CFN_LINT), "--format", "parseable", "--", *map(str, paths), str(tmp_path / "planted.template.json")],
+                            capture_output=True, text=True)
     errors = [line for line in result.stdout.splitlines() if ":E" in line]
-    assert [line for line in errors if line.startswith(str(paths[0]))] == []
-    assert any(line.startswith(str(paths[1])) and "readwrite" in line for line in errors), result.stdout
+    assert [line for line in errors if "/clean/" in line] == []
+    assert any(line.startswith(str(tmp_path / "planted")) and "readwrite" in line for line in errors), result.stdout
 
 
-def test_checkov_finds_nothing_unexplained_and_reports_the_planted_finding(synthesized, tmp_path):
+def test_checkov_finds_nothing_unexplained_and_reports_the_planted_finding(synthesized, environment, tmp_path):
     assert CHECKOV.exists(), f"{CHECKOV} is missing: run `make setup-dev`"
-    (tmp_path / "neuron.template.json").write_text(json.dumps(synthesized["template"]))
+    checked_templates(synthesized, environment, tmp_path)
     (tmp_path / PLANTED_FILE).write_text(json.dumps(PLANTED_FINDING))
     result = subprocess.run([str(CHECKOV), "-d", str(tmp_path), "--framework", "cloudformation", "--output", "json", "--compact"],
                             capture_output=True, text=True, timeout=600)
