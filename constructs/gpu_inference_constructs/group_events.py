@@ -31,7 +31,7 @@ def group_event_topic(scope: Construct, topic: sns.ITopic | None) -> tuple[Notif
     cdk.Annotations.of(scope).add_warning_v2(
         "gpu-inference:capacity-own-topic",
         f"{scope.node.path} has no topic: its launches and terminations, failed ones too, go to a "
-        "topic of its own (GpuCapacity.own_notifications.topic) that nobody subscribes to yet. Pass "
+        f"topic of its own ({type(scope).__name__}.own_notifications.topic) that nobody subscribes to yet. Pass "
         "topic= (your alarm topic), or subscribe to that one.")
     return own, as_topic(own.topic)
 
