@@ -23,6 +23,7 @@ from gpu_inference_constructs.gpu_packing import (
     check_shared_group_holds_deployment_at_peak,
     shared_service,
 )
+from gpu_inference_constructs.instance_catalog import is_neuron_type
 from gpu_inference_constructs.load_balancer import (
     ConfiguredLoad,
     LoadBalancerProps,
@@ -35,6 +36,8 @@ from gpu_inference_constructs.model_props import ModelProps, service_deployment
 from gpu_inference_constructs.model_store import ModelStoreProps
 from gpu_inference_constructs.monitoring import MonitoringProps
 from gpu_inference_constructs.network import NetworkProps
+from gpu_inference_constructs.neuron_capacity_props import NeuronCapacityProps
+from gpu_inference_constructs.neuron_placement import check_server_runs_on_neuron
 from gpu_inference_constructs.result_cache import ModelCacheProps, ResultCacheProps
 from gpu_inference_constructs.scaling_props import ScalingProps
 from gpu_inference_constructs.schedules import check_schedule_task_ranges
@@ -89,10 +92,11 @@ class ModelServerConfig:
 
 @dataclass(frozen=True)
 class CapacityGroupConfig:
-    """GPU capacity of another shape (such as 4-GPU 12xlarge instances for tensor-parallel LLMs),
-    as a second capacity provider of the environment's cluster, and the models that run on it."""
+    """GPU capacity of another shape (such as 4-GPU 12xlarge instances for tensor-parallel LLMs), or Inferentia2
+    capacity (a group whose instance_types are inf2 types: NeuronCapacityProps), as another capacity provider of the
+    environment's cluster, and the models that run on it."""
 
-    capacity: GpuCapacityProps
+    capacity: GpuCapacityProps | NeuronCapacityProps
     models: tuple[str, ...]
 
 
@@ -169,6 +173,7 @@ class EnvironmentConfig:
             server = self.server_config(model).server
             try:
                 server.check(model)
+                check_server_runs_on_neuron(smallest[group], cuda_only=True, server=server.name)  # bundled or vLLM
                 cpu, memory = server.sidecar_reservation
                 router_cpu, router_memory = self.telemetry.log_router_reservation
                 model.check_fits(smallest[group], (cpu + router_cpu, memory + router_memory),
@@ -321,7 +326,7 @@ class EnvironmentConfig:
                 placement[name] = group
         return placement
 
-    def group_capacity(self, group: str) -> GpuCapacityProps:
+    def group_capacity(self, group: str) -> GpuCapacityProps | NeuronCapacityProps:
         return self.capacity_groups[group].capacity if group else self.capacity
 
     def rollback_thresholds_for(self, model: ModelProps) -> RollbackThresholds:
@@ -372,7 +377,8 @@ def load_environment(name: str, data: Any) -> EnvironmentConfig:
         if isinstance(data, dict) and field_name in data:
             raise ConfigError(f"environment {name!r}: {field_name}", f"unknown key; cdk.json names it {key!r}")
     try:
-        return from_dict(EnvironmentConfig, with_field_names(with_servers({**with_model_deployments(data), "name": name})))
+        return from_dict(EnvironmentConfig, with_field_names(with_servers(with_capacity_groups(
+            {**with_model_deployments(data), "name": name}))))
     except ConfigError as error:
         key, detail = as_cdk_json(error)
         raise ConfigError(f"environment {name!r}: {key}", detail) from None
@@ -408,6 +414,33 @@ def with_model_deployments(data: Any) -> dict:
         for model in data["models"]
     ]
     return {**data, "models": models}
+
+
+def with_capacity_groups(data: dict) -> dict:
+    """Each ``capacity_groups.<name>.capacity`` as the props of its kind: NeuronCapacityProps where its instance_types
+    are Neuron (inf2) types, else GpuCapacityProps. One group launches one AMI, so it never mixes the two."""
+    groups = data.get("capacity_groups")
+    if not isinstance(groups, dict):
+        return data  # from_dict names what is not an object
+    built = {}
+    for name, group in groups.items():
+        if not isinstance(group, dict) or "capacity" not in group:
+            built[name] = group  # from_dict names what is not an object, or the missing key
+            continue
+        key = f"capacity_groups.{name}.capacity"
+        capacity = group["capacity"]
+        types = capacity.get("instance_types") if isinstance(capacity, dict) else None
+        types = types if isinstance(types, list) else []
+        neuron = [isinstance(t, str) and is_neuron_type(t) for t in types] or [False]
+        if any(neuron) and not all(neuron):
+            index = neuron.index(not neuron[0])
+            raise ConfigError(f"{key}.instance_types[{index}]",
+                              f"{types[index]!r} mixes {'CUDA' if neuron[0] else 'Neuron'} and "
+                              f"{'Neuron' if neuron[0] else 'CUDA'} types in one group, which launches one AMI; put the "
+                              "inf2 types in a capacity group of their own")
+        props_type = NeuronCapacityProps if neuron and all(neuron) else GpuCapacityProps
+        built[name] = {**group, "capacity": from_dict(props_type, capacity, key)}
+    return {**data, "capacity_groups": built}
 
 
 def with_servers(data: dict) -> dict:

@@ -15,11 +15,12 @@ from constructs import Construct
 from gpu_inference_constructs.acknowledgements import default_child
 from gpu_inference_constructs.api_keys import api_keys_secret
 from gpu_inference_constructs.cdk_interfaces import as_key, as_topic, service_principal
-from gpu_inference_constructs.gpu_capacity import GpuCapacity
+from gpu_inference_constructs.gpu_capacity import GpuCapacity, GpuCapacityProps
 from gpu_inference_constructs.load_balancer import InferenceLoadBalancer
 from gpu_inference_constructs.model_store import ModelStore
 from gpu_inference_constructs.monitoring import InferenceMonitoring
 from gpu_inference_constructs.network import InferenceNetwork, grant_logs_service
+from gpu_inference_constructs.neuron_capacity import NeuronCapacity, NeuronCapacityProps
 from gpu_inference_constructs.notifications import NotificationTopic
 from gpu_inference_constructs.result_cache import ResultCache, ResultCacheProps
 
@@ -47,19 +48,9 @@ class InferenceStack(cdk.Stack):
             topic=as_topic(self.notifications.topic),
             logs_key=as_key(self.logs_key),
         )
-        # Capacity of another shape (4-GPU instances for tensor-parallel models): more providers of the same cluster.
-        self.capacity_groups = {
-            name: GpuCapacity(
-                self,
-                f"GpuCapacity-{name}",
-                vpc=network.vpc,
-                subnets=network.private_subnets,
-                props=group.capacity,
-                topic=as_topic(self.notifications.topic),
-                cluster=self.capacity.cluster,
-                logs_key=as_key(self.logs_key),
-            )
-            for name, group in config.capacity_groups.items()
+        # Capacity of another shape (4-GPU instances for tensor-parallel models, Inferentia2): more providers of the same cluster.
+        self.capacity_groups: dict[str, GpuCapacity | NeuronCapacity] = {
+            name: self._capacity_group(name, group.capacity, network) for name, group in config.capacity_groups.items()
         }
         self._placement = config.model_placement()
         self.model_store = ModelStore(self, "ModelStore", props=config.model_store)
@@ -148,7 +139,18 @@ class InferenceStack(cdk.Stack):
             right=[cache.metric("CacheHitRate", "Average")], width=24))
         return cache
 
-    def capacity_for(self, model_name: str) -> GpuCapacity:
+    def _capacity_group(self, name: str, props: GpuCapacityProps | NeuronCapacityProps,
+                        network: InferenceNetwork) -> GpuCapacity | NeuronCapacity:
+        """A capacity group, another provider of the environment's cluster: Inferentia2 (``NeuronCapacity-<name>``)
+        where its props are Neuron's, else GPU (``GpuCapacity-<name>``)."""
+        if isinstance(props, NeuronCapacityProps):
+            return NeuronCapacity(self, f"NeuronCapacity-{name}", vpc=network.vpc, subnets=network.private_subnets,
+                                  props=props, topic=as_topic(self.notifications.topic), cluster=self.capacity.cluster)
+        return GpuCapacity(self, f"GpuCapacity-{name}", vpc=network.vpc, subnets=network.private_subnets, props=props,
+                           topic=as_topic(self.notifications.topic), cluster=self.capacity.cluster,
+                           logs_key=as_key(self.logs_key))
+
+    def capacity_for(self, model_name: str) -> GpuCapacity | NeuronCapacity:
         """The capacity a model runs on: its capacity group's, else the environment's ``capacity``."""
         group = self._placement.get(model_name)
         return self.capacity_groups[group] if group else self.capacity

@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from .api_keys import api_keys_secret
     from .bundled_server import BundledServer, BundledServerProps, bundled_server_image, bundled_stop
     from .bundled_signals import BundledScalingProps
+    from .capacity_group import CapacityGroup
     from .deployment import DeploymentProps, RollbackAlarms, RollbackProps, RollbackThresholds
     from .deployment_capacity import ServiceDeployment
     from .errors import ConfigError
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from .model_store import ModelStore, ModelStoreProps
     from .monitoring import InferenceMonitoring, ModelAlarms, MonitoringProps
     from .network import DEFAULT_INTERFACE_ENDPOINTS, InferenceNetwork, NetworkProps, grant_logs_service
+    from .neuron_capacity import NeuronCapacity, NeuronCapacityProps
     from .notifications import NotificationTopic, topic_target
     from .otel_collector import DEFAULT_OTEL_COLLECTOR_IMAGE, GEN_AI_TIME_PER_OUTPUT_TOKEN, GEN_AI_TIME_TO_FIRST_TOKEN
     from .presets import TgiProps, TgiServer, TritonProps, TritonServer, tgi_stop, triton_stop
@@ -61,6 +63,7 @@ if TYPE_CHECKING:
 
 
 __all__ = [
+    "CapacityGroup",
     "ClusterCapacity",
     "ListenerRoute",
     "LoadBalancerRoute",
@@ -108,6 +111,8 @@ __all__ = [
     "ModelStoreProps",
     "MonitoringProps",
     "NetworkProps",
+    "NeuronCapacity",
+    "NeuronCapacityProps",
     "NotificationTopic",
     "PredictiveScalingProps",
     "PrometheusMetrics",
@@ -155,6 +160,7 @@ __all__ = [
 # Imported on first use, so that the pure-Python parts (the sizing advisor) run without loading aws_cdk and its Node
 # runtime; `from gpu_inference_constructs import X` and type checkers see the names as before.
 _MODULE_OF = {
+    "CapacityGroup": "capacity_group",
     "ClusterCapacity": "service_choices",
     "ListenerRoute": "service_choices",
     "LoadBalancerRoute": "service_choices",
@@ -202,6 +208,8 @@ _MODULE_OF = {
     "DEFAULT_INTERFACE_ENDPOINTS": "network",
     "InferenceNetwork": "network",
     "NetworkProps": "network",
+    "NeuronCapacity": "neuron_capacity",
+    "NeuronCapacityProps": "neuron_capacity",
     "grant_logs_service": "network",
     "NotificationTopic": "notifications",
     "topic_target": "notifications",

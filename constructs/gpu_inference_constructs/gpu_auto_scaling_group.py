@@ -10,11 +10,11 @@ from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
 from .acknowledgements import acknowledge, default_child
-from .gpu_capacity_props import GpuCapacityProps
+from .gpu_capacity_props import CapacityGroupProps
 from .instance_catalog import GpuInstanceType
 
 
-def mixed_instances_group(scope: Construct, props: GpuCapacityProps, *, vpc: ec2.IVpc, subnets: ec2.SubnetSelection,
+def mixed_instances_group(scope: Construct, props: CapacityGroupProps, *, vpc: ec2.IVpc, subnets: ec2.SubnetSelection,
                           launch_template: ec2.ILaunchTemplate,
                           instance_types: Sequence[GpuInstanceType]) -> autoscaling.AutoScalingGroup:
     """The group (``AutoScalingGroup``) that launches ``launch_template`` as ``instance_types``, Spot above

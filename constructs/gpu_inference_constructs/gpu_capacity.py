@@ -8,9 +8,9 @@ order: On-Demand ``prioritized`` and Spot ``capacity-optimized-prioritized`` try
 first and fall back to the next when it is short. A slower fallback GPU serves fewer requests
 per task, and service auto scaling adds tasks.
 
-The parts, one module each: the props (gpu_capacity_props.py, without aws_cdk), what an instance launches with (gpu_instances.py), the
-group and its mixed-instances policy (gpu_auto_scaling_group.py), where the group's events go (group_events.py), the
-capacity provider in its cluster (gpu_capacity_provider.py) and the warm pool (warm_pool.py).
+The parts, one module each: the props (gpu_capacity_props.py, without aws_cdk), what every capacity group shares (the
+launch template, the group, its events and its capacity provider: capacity_group.py), the GPU AMI (gpu_instances.py)
+and the warm pool (warm_pool.py).
 """
 
 from __future__ import annotations
@@ -24,9 +24,8 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
-from .deployment_capacity import ServiceDeployment, check_group_holds_deployment_at_peak
+from .capacity_group import CapacityGroup
 from .errors import require
-from .gpu_auto_scaling_group import mixed_instances_group
 from .gpu_capacity_props import (
     GP3_BASELINE_IOPS,
     GP3_BASELINE_MIB_S,
@@ -34,19 +33,9 @@ from .gpu_capacity_props import (
     GpuCapacityProps,
     root_volume_performance,
 )
-from .gpu_capacity_provider import (
-    acknowledge_agent_grants,
-    add_to_cluster,
-    grant_spot_draining,
-    managed_capacity_provider,
-)
-from .gpu_instances import agent_user_data, gpu_launch_template, instance_role, instance_security_group
+from .gpu_instances import machine_image
 from .gpu_packing import SharedService, check_one_kind, check_shared_group_holds_deployment_at_peak, shared_service
-from .group_events import group_event_topic, notify_group_events
-from .instance_catalog import warn_if_unlisted
 from .model_props import ModelProps, service_deployment
-from .schedules import CapacityPrewarm
-from .subnet_selection import private_subnets
 from .warm_pool import WarmPoolLaunches, add_warm_pool
 
 # The props and the gp3 names live in gpu_capacity_props (aws_cdk-free); importable from here as before.
@@ -54,7 +43,7 @@ __all__ = ["GP3_BASELINE_IOPS", "GP3_BASELINE_MIB_S", "Gp3Performance", "GpuCapa
            "root_volume_performance"]
 
 
-class GpuCapacity(Construct):
+class GpuCapacity(CapacityGroup[GpuCapacityProps]):
     """An ECS cluster whose capacity provider manages a mixed Spot/On-Demand GPU Auto Scaling group.
 
     Attributes: ``cluster``, ``auto_scaling_group``, ``capacity_provider``, ``launch_template``,
@@ -90,39 +79,17 @@ class GpuCapacity(Construct):
         keep_capacity_providers: tuple[str, ...] = (),
         logs_key: kms.IKey | None = None,
     ) -> None:
-        super().__init__(scope, construct_id)
-        self.props = props
-        self.services: list[ServiceDeployment] = []
+        super().__init__(scope, construct_id, vpc=vpc, props=props, instance_types=props.resolve_instance_types(),
+                         image=machine_image(scope, props), kind="GPU", gpu=True, warm_pool=props.warm_pool is not None,
+                         subnets=subnets, topic=topic, cluster=cluster, keep_capacity_providers=keep_capacity_providers)
         self.shared_services: list[SharedService] = []
-        self.instance_types = props.resolve_instance_types()
-        for index, instance_type in enumerate(self.instance_types):
-            warn_if_unlisted(self, instance_type, cdk.Stack.of(self).region, f"instance_types[{index}]")
-        self.smallest_instance_type = min(self.instance_types, key=lambda t: (t.memory_gib, t.vcpus))
-        subnets = subnets or private_subnets(vpc, "GpuCapacity")
-
-        self.cluster = cluster or ecs.Cluster(self, "Cluster", vpc=vpc, container_insights_v2=ecs.ContainerInsights.ENHANCED)
-        self.security_group = instance_security_group(self, vpc)
-        self.instance_role = instance_role(self)
-        user_data = agent_user_data(warm_pool=props.warm_pool is not None)
-        self.launch_template = gpu_launch_template(self, props, role=self.instance_role, security_group=self.security_group,
-                                                   user_data=user_data)
-        self.auto_scaling_group = mixed_instances_group(self, props, vpc=vpc, subnets=subnets,
-                                                        launch_template=self.launch_template, instance_types=self.instance_types)
-        self.own_notifications, self.topic = group_event_topic(self, topic)
-        self.group_events_rule = notify_group_events(self, self.auto_scaling_group, self.topic)
-
-        self.capacity_provider = managed_capacity_provider(self, self.auto_scaling_group, props)
-        self.capacity_provider_association = add_to_cluster(self, self.cluster, self.capacity_provider, role=self.instance_role,
-                                                            user_data=user_data, keep=keep_capacity_providers)
-        grant_spot_draining(self, self.cluster, self.instance_role)
-        acknowledge_agent_grants(self.instance_role)
         self.prepulled: list[str] = []
         self.warm_pool: autoscaling.WarmPool | None = None
         self.warm_pool_launches: WarmPoolLaunches | None = None
         if props.warm_pool is not None:
             all_spot = props.on_demand_base_capacity == 0 and props.on_demand_percentage_above_base == 0
             self.warm_pool, self.warm_pool_launches = add_warm_pool(
-                self, self.auto_scaling_group, props.warm_pool, all_spot=all_spot, user_data=user_data,
+                self, self.auto_scaling_group, props.warm_pool, all_spot=all_spot, user_data=self.user_data,
                 images=self._prepull_images, logs_key=logs_key)
 
     def _prepull_images(self) -> list[str]:
@@ -160,28 +127,3 @@ class GpuCapacity(Construct):
         check_shared_group_holds_deployment_at_peak(self.props.max_capacity, self.instance_types, candidate,
                                                     key=f"{self.node.id}.max_capacity")
         self.shared_services.append(candidate[-1])
-
-    def add_service(self, service: ServiceDeployment) -> None:
-        """Count a service (in GPUs) that runs on this group, refusing the one whose deployment at peak (all services
-        at ``max_tasks``, the one with the largest surge deploying) would not fit ``max_capacity`` instances."""
-        check_group_holds_deployment_at_peak(self.props.max_capacity, self.smallest_instance_type.gpus, [*self.services, service],
-                                             key=f"{self.node.id}.max_capacity")
-        self.services.append(service)
-
-    def add_prewarm(self, prewarm: CapacityPrewarm) -> autoscaling.ScheduledAction:
-        """Raise the group's minimum on a schedule. Never its desired capacity: ECS managed scaling owns that."""
-        require(
-            prewarm.min_capacity <= self.props.max_capacity,
-            f"capacity_prewarm.{prewarm.name}.min_capacity",
-            f"{prewarm.min_capacity} is greater than the group's max_capacity {self.props.max_capacity}",
-        )
-        return self.auto_scaling_group.scale_on_schedule(
-            f"Prewarm-{prewarm.name}",
-            schedule=autoscaling.Schedule.expression(prewarm.cron),
-            time_zone=prewarm.time_zone,
-            min_capacity=prewarm.min_capacity,
-        )
-
-    def allow_ingress_from(self, peer: ec2.IConnectable, port: ec2.Port, description: str) -> None:
-        """Open ``port`` on the instances to ``peer`` (for bridge- or host-mode tasks, e.g. from a load balancer)."""
-        self.security_group.connections.allow_from(peer, port, description)

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypedDict
+from typing import Protocol, TypedDict
 
 from .errors import ConfigError, require, require_range
 from .instance_catalog import GpuInstanceType, lookup
@@ -82,32 +83,7 @@ class GpuCapacityProps:
             "instance_weights",
             "ECS capacity providers do not support instance weighting; list types of one shape in priority order in instance_types instead",
         )
-        require(len(self.instance_types) >= 1, "instance_types", "list at least one GPU instance type, preferred first")
-        require(
-            len(set(self.instance_types)) == len(self.instance_types),
-            "instance_types",
-            f"{list(self.instance_types)} repeats a type",
-        )
-        require(len(self.instance_types) <= 20, "instance_types", "a mixed-instances policy takes at most 20 overrides")
-        require(0 <= self.on_demand_base_capacity, "on_demand_base_capacity", f"{self.on_demand_base_capacity} must be 0 or more")
-        require_range(self.on_demand_percentage_above_base, 0, 100, "on_demand_percentage_above_base", hint=" (0 = all Spot above the base)")
-        require(0 <= self.min_capacity, "min_capacity", f"{self.min_capacity} must be 0 or more")
-        require(
-            self.min_capacity <= self.max_capacity,
-            "min_capacity",
-            f"{self.min_capacity} is greater than max_capacity {self.max_capacity}; min must be <= max",
-        )
-        require(self.max_capacity >= 1, "max_capacity", f"{self.max_capacity} must be at least 1")
-        require(
-            self.on_demand_base_capacity <= self.max_capacity,
-            "on_demand_base_capacity",
-            f"{self.on_demand_base_capacity} is greater than max_capacity {self.max_capacity}; the base must fit in the group",
-        )
-        require_range(self.target_capacity_percent, 1, 100, "target_capacity_percent")
-        require_range(self.root_volume_gib, 30, 16384, "root_volume_gib", hint=" (CUDA images need room: 100 or more is sensible)")
-        require_range(self.root_volume_throughput_mib_s, 125, 1000, "root_volume_throughput_mib_s",
-                      hint=" (gp3: 125 MiB/s included, up to 1000 provisioned)")
-        require_range(self.instance_warmup_seconds, 0, 10000, "instance_warmup_seconds")
+        check_group_bounds(self, "GPU", volume_hint=" (CUDA images need room: 100 or more is sensible)")
         if self.machine_image_ids is not None:
             require(bool(self.machine_image_ids), "machine_image_ids",
                     "is empty: give region -> AMI ID, or leave it out for the ECS-optimized GPU AMI")
@@ -123,21 +99,87 @@ class GpuCapacityProps:
 
     def resolve_instance_types(self) -> list[GpuInstanceType]:
         """The catalog entries, in priority order, checked for one shape (the region: :func:`~.instance_catalog.region_warning`)."""
-        types = [lookup(name, f"instance_types[{index}]") for index, name in enumerate(self.instance_types)]
-        first = types[0]
-        for index, other in enumerate(types[1:], start=1):
-            if other.shape != first.shape:
-                raise ConfigError(
-                    f"instance_types[{index}]",
-                    f"{other.name} has shape {_shape(other)} but {first.name} has {_shape(first)}; every type must have "
-                    "the same vCPUs, memory and GPUs (managed scaling sizes from the smallest type and capacity "
-                    "providers allow no weights); pick the same size in each family, e.g. g5.xlarge and g4dn.xlarge",
-                )
-        return types
+        return resolve_one_shape(self.instance_types, lookup, "g5.xlarge and g4dn.xlarge")
 
     def smallest_instance_type(self) -> GpuInstanceType:
         """The type a task must fit on: the least memory, then the fewest vCPUs."""
         return min(self.resolve_instance_types(), key=lambda t: (t.memory_gib, t.vcpus))
+
+
+class CapacityGroupProps(Protocol):
+    """What a capacity group's Auto Scaling group, launch template and capacity provider read from its props
+    (GpuCapacityProps, NeuronCapacityProps)."""
+
+    @property
+    def instance_types(self) -> tuple[str, ...]: ...
+    @property
+    def on_demand_base_capacity(self) -> int: ...
+    @property
+    def on_demand_percentage_above_base(self) -> int: ...
+    @property
+    def min_capacity(self) -> int: ...
+    @property
+    def max_capacity(self) -> int: ...
+    @property
+    def target_capacity_percent(self) -> int: ...
+    @property
+    def root_volume_gib(self) -> int: ...
+    @property
+    def root_volume_throughput_mib_s(self) -> int: ...
+    @property
+    def managed_termination_protection(self) -> bool: ...
+    @property
+    def instance_warmup_seconds(self) -> int: ...
+    @property
+    def warm_pool(self) -> WarmPoolProps | None: ...
+
+
+def check_group_bounds(props: CapacityGroupProps, kind: str, *, volume_hint: str) -> None:
+    """The checks every capacity group's props share: its types listed once each (at most 20), the Spot mix, the bounds,
+    the root volume and the warm-up."""
+    require(len(props.instance_types) >= 1, "instance_types", f"list at least one {kind} instance type, preferred first")
+    require(
+        len(set(props.instance_types)) == len(props.instance_types),
+        "instance_types",
+        f"{list(props.instance_types)} repeats a type",
+    )
+    require(len(props.instance_types) <= 20, "instance_types", "a mixed-instances policy takes at most 20 overrides")
+    require(0 <= props.on_demand_base_capacity, "on_demand_base_capacity", f"{props.on_demand_base_capacity} must be 0 or more")
+    require_range(props.on_demand_percentage_above_base, 0, 100, "on_demand_percentage_above_base", hint=" (0 = all Spot above the base)")
+    require(0 <= props.min_capacity, "min_capacity", f"{props.min_capacity} must be 0 or more")
+    require(
+        props.min_capacity <= props.max_capacity,
+        "min_capacity",
+        f"{props.min_capacity} is greater than max_capacity {props.max_capacity}; min must be <= max",
+    )
+    require(props.max_capacity >= 1, "max_capacity", f"{props.max_capacity} must be at least 1")
+    require(
+        props.on_demand_base_capacity <= props.max_capacity,
+        "on_demand_base_capacity",
+        f"{props.on_demand_base_capacity} is greater than max_capacity {props.max_capacity}; the base must fit in the group",
+    )
+    require_range(props.target_capacity_percent, 1, 100, "target_capacity_percent")
+    require_range(props.root_volume_gib, 30, 16384, "root_volume_gib", hint=volume_hint)
+    require_range(props.root_volume_throughput_mib_s, 125, 1000, "root_volume_throughput_mib_s",
+                  hint=" (gp3: 125 MiB/s included, up to 1000 provisioned)")
+    require_range(props.instance_warmup_seconds, 0, 10000, "instance_warmup_seconds")
+
+
+def resolve_one_shape(names: tuple[str, ...], lookup_type: Callable[[str, str], GpuInstanceType],
+                      example: str) -> list[GpuInstanceType]:
+    """The catalog entries of ``names`` (``lookup_type`` refuses what the group cannot launch), in priority order,
+    all of one shape; ``example``: two types of one shape, for the fix."""
+    types = [lookup_type(name, f"instance_types[{index}]") for index, name in enumerate(names)]
+    first = types[0]
+    for index, other in enumerate(types[1:], start=1):
+        if other.shape != first.shape:
+            raise ConfigError(
+                f"instance_types[{index}]",
+                f"{other.name} has shape {_shape(other)} but {first.name} has {_shape(first)}; every type must have "
+                "the same vCPUs, memory and GPUs (managed scaling sizes from the smallest type and capacity "
+                f"providers allow no weights); pick the same size in each family, e.g. {example}",
+            )
+    return types
 
 
 def _shape(instance_type: GpuInstanceType) -> str:

@@ -12,11 +12,11 @@ from constructs import Construct
 
 from .acknowledgements import acknowledge, default_policy, nag_rendering, skip_checkov
 from .errors import require
-from .gpu_capacity_props import GpuCapacityProps
+from .gpu_capacity_props import CapacityGroupProps
 
 
 def managed_capacity_provider(scope: Construct, group: autoscaling.AutoScalingGroup,
-                              props: GpuCapacityProps) -> ecs.AsgCapacityProvider:
+                              props: CapacityGroupProps) -> ecs.AsgCapacityProvider:
     """The capacity provider (``CapacityProvider``): managed scaling at ``target_capacity_percent`` and managed
     draining."""
     return ecs.AsgCapacityProvider(

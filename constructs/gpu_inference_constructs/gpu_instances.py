@@ -12,14 +12,15 @@ from constructs import Construct
 from .acknowledgements import acknowledge, default_child
 from .cdk_interfaces import as_role, service_principal
 from .errors import ConfigError
-from .gpu_capacity_props import GpuCapacityProps, root_volume_performance
+from .gpu_capacity_props import CapacityGroupProps, GpuCapacityProps, root_volume_performance
 from .warm_pool import WARM_POOLS_CHECK
 
+GPU_SUPPORT = "ECS_ENABLE_GPU_SUPPORT=true"
 # Lines appended to /etc/ecs/ecs.config on every instance. CDK applies Spot draining only to
 # groups with a spotPrice (aws/aws-cdk#24360), never to a mixed-instances group: set it here.
 ECS_AGENT_SETTINGS: tuple[str, ...] = (
     "ECS_ENABLE_SPOT_INSTANCE_DRAINING=true",
-    "ECS_ENABLE_GPU_SUPPORT=true",
+    GPU_SUPPORT,
     "ECS_IMAGE_PULL_BEHAVIOR=prefer-cached",
     # Pull every container's image when the task starts, not a dependent one's after its dependsOn is met (the
     # agent's default): the server's image then downloads while model-fetch copies the weights, and the task's pull
@@ -31,26 +32,26 @@ ECS_AGENT_SETTINGS: tuple[str, ...] = (
     "ECS_ENABLE_CONTAINER_METADATA=true",
 )
 
-def instance_security_group(scope: Construct, vpc: ec2.IVpc) -> ec2.SecurityGroup:
+def instance_security_group(scope: Construct, vpc: ec2.IVpc, kind: str = "GPU") -> ec2.SecurityGroup:
     """No inbound; HTTPS out, which only the VPC endpoints and the S3 gateway answer (``InstanceSecurityGroup``)."""
     group = ec2.SecurityGroup(
         scope,
         "InstanceSecurityGroup",
         vpc=vpc,
-        description="GPU container instances: no inbound; HTTPS out, which only VPC endpoints can answer",
+        description=f"{kind} container instances: no inbound; HTTPS out, which only VPC endpoints can answer",
         allow_all_outbound=False,
     )
     group.add_egress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "HTTPS to VPC endpoints and the S3 gateway")
     return group
 
 
-def instance_role(scope: Construct) -> iam.Role:
+def instance_role(scope: Construct, kind: str = "GPU") -> iam.Role:
     """The instances' role (``InstanceRole``): Session Manager here; the capacity provider adds the ECS agent's grants."""
     role = iam.Role(
         scope,
         "InstanceRole",
         assumed_by=service_principal("ec2.amazonaws.com"),
-        description="GPU container instances: ECS agent (added by the capacity provider) and Session Manager",
+        description=f"{kind} container instances: ECS agent (added by the capacity provider) and Session Manager",
         managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name("AmazonSSMManagedInstanceCore")],
     )
     acknowledge(
@@ -62,12 +63,13 @@ def instance_role(scope: Construct) -> iam.Role:
     return role
 
 
-def agent_user_data(*, warm_pool: bool) -> ec2.UserData:
-    """User data that appends :data:`ECS_AGENT_SETTINGS` (and, with a warm pool, its check) to the agent's config."""
+def agent_user_data(*, warm_pool: bool, gpu: bool = True) -> ec2.UserData:
+    """User data that appends :data:`ECS_AGENT_SETTINGS` (and, with a warm pool, its check) to the agent's config;
+    without ``gpu`` (a Neuron fleet), all but the GPU support."""
     user_data = ec2.UserData.for_linux()
     user_data.add_commands(
         "cat >> /etc/ecs/ecs.config <<'EOF'",
-        *ECS_AGENT_SETTINGS,
+        *(setting for setting in ECS_AGENT_SETTINGS if gpu or setting != GPU_SUPPORT),
         *((WARM_POOLS_CHECK,) if warm_pool else ()),
         "EOF",
     )
@@ -84,13 +86,13 @@ def machine_image(scope: Construct, props: GpuCapacityProps) -> ec2.IMachineImag
     return ec2.MachineImage.generic_linux(dict(props.machine_image_ids))
 
 
-def gpu_launch_template(scope: Construct, props: GpuCapacityProps, *, role: iam.Role, security_group: ec2.ISecurityGroup,
-                        user_data: ec2.UserData) -> ec2.LaunchTemplate:
-    """The launch template (``LaunchTemplate``): IMDSv2 only, no public IP, an encrypted gp3 root volume."""
+def gpu_launch_template(scope: Construct, props: CapacityGroupProps, *, role: iam.Role, security_group: ec2.ISecurityGroup,
+                        user_data: ec2.UserData, image: ec2.IMachineImage) -> ec2.LaunchTemplate:
+    """The launch template (``LaunchTemplate``) of ``image``: IMDSv2 only, no public IP, an encrypted gp3 root volume."""
     return ec2.LaunchTemplate(
         scope,
         "LaunchTemplate",
-        machine_image=machine_image(scope, props),
+        machine_image=image,
         role=as_role(role),
         security_group=security_group,
         user_data=user_data,

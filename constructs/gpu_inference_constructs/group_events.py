@@ -31,12 +31,12 @@ def group_event_topic(scope: Construct, topic: sns.ITopic | None) -> tuple[Notif
     cdk.Annotations.of(scope).add_warning_v2(
         "gpu-inference:capacity-own-topic",
         f"{scope.node.path} has no topic: its launches and terminations, failed ones too, go to a "
-        "topic of its own (GpuCapacity.own_notifications.topic) that nobody subscribes to yet. Pass "
+        f"topic of its own ({type(scope).__name__}.own_notifications.topic) that nobody subscribes to yet. Pass "
         "topic= (your alarm topic), or subscribe to that one.")
     return own, as_topic(own.topic)
 
 
-def notify_group_events(scope: Construct, group: autoscaling.AutoScalingGroup, topic: sns.ITopic) -> events.Rule:
+def notify_group_events(scope: Construct, group: autoscaling.AutoScalingGroup, topic: sns.ITopic, kind: str = "GPU") -> events.Rule:
     """Launches and terminations of ``group``, failed ones too, to ``topic`` through EventBridge (``GroupEvents``).
 
     Not the group's own notification configuration: EC2 Auto Scaling publishes those with its service-linked
@@ -52,7 +52,7 @@ def notify_group_events(scope: Construct, group: autoscaling.AutoScalingGroup, t
     return events.Rule(
         scope,
         "GroupEvents",
-        description="Launches and terminations (successful or not) of the GPU Auto Scaling group",
+        description=f"Launches and terminations (successful or not) of the {kind} Auto Scaling group",
         event_pattern=events.EventPattern(
             source=["aws.autoscaling"],
             detail_type=list(GROUP_EVENT_TYPES),

@@ -46,6 +46,18 @@ class GpuInstanceType:
     cuda: bool = True
     """Whether its accelerators run CUDA, so the library's servers can deploy on it. Default: True (False for
     Inferentia and Trainium types, which the sizing tools list but never pick)."""
+    neuron_cores_per_device: int = 0
+    """NeuronCores on each of its Neuron devices (``gpus`` counts the devices). Default: 0 (not a Neuron type)."""
+
+    @property
+    def neuron(self) -> bool:
+        """Whether it is a Neuron (Inferentia/Trainium) type: NeuronCapacity launches it, GpuCapacity refuses it."""
+        return self.neuron_cores_per_device > 0
+
+    @property
+    def neuron_cores(self) -> int:
+        """NeuronCores on the whole instance (0 for a CUDA type)."""
+        return self.gpus * self.neuron_cores_per_device
 
     @property
     def family(self) -> str:
@@ -120,13 +132,19 @@ CATALOG: dict[str, GpuInstanceType] = {
     ]
 }
 
-# Priced, non-CUDA accelerated types: the sizing advisor compares them, the capacity construct
-# refuses them (its AMI, user data and task definitions are CUDA's; Inferentia needs the Neuron AMI,
-# /dev/neuron* device mappings, a Neuron SDK image and a compiled model). Shape: EC2
-# DescribeInstanceTypes as captured in aws/karpenter-provider-aws pkg/fake/zz_generated.describe_instance_types.go
-# (4 vCPU, 16384 MiB, one Inferentia2 device); accelerator memory: AWS Neuron docs, Inferentia2 architecture.
+# Priced, non-CUDA accelerated types: the sizing advisor compares them; GpuCapacity refuses them (its AMI, user data
+# and task definitions are CUDA's) and NeuronCapacity launches them (the Neuron AMI, /dev/neuron* device mappings, a
+# Neuron SDK image and a compiled model). Shape (devices = ``gpus``, vCPUs, host memory): AWS Neuron docs, "AWS Inf2
+# Architecture"; two NeuronCore-v2 per Inferentia2 chip and its 32 GiB: AWS Neuron docs, "Inferentia2 Architecture".
+_INFERENTIA2 = ("AWS Inferentia2", 32, "n/a (Neuron)", True)
 NON_CUDA_CATALOG: dict[str, GpuInstanceType] = {
-    "inf2.xlarge": GpuInstanceType("inf2.xlarge", 4, 16, 1, "AWS Inferentia2", 32, "n/a (Neuron)", True, 0.7582, cuda=False),
+    name: GpuInstanceType(name, vcpus, memory, devices, *_INFERENTIA2, price, cuda=False, neuron_cores_per_device=2)
+    for name, vcpus, memory, devices, price in [
+        ("inf2.xlarge", 4, 16, 1, 0.7582),
+        ("inf2.8xlarge", 32, 128, 1, 1.96786),
+        ("inf2.24xlarge", 96, 384, 6, 6.49063),
+        ("inf2.48xlarge", 192, 768, 12, 12.98127),
+    ]
 }
 
 
@@ -196,8 +214,10 @@ _SHAPES = Sourced(
     "2026-12-03")
 SHAPE_SOURCES: dict[str, Sourced] = {
     **{family: _SHAPES for family in ("g4dn", "g5", "g6", "g6e")},
-    "inf2": Sourced("EC2 DescribeInstanceTypes as captured in aws/karpenter-provider-aws "
-                    "pkg/fake/zz_generated.describe_instance_types.go (4 vCPU, 16384 MiB, one Inferentia2 device)", "2026-12-03"),
+    "inf2": Sourced("AWS Neuron docs, 'AWS Inf2 Architecture' (aws-neuron/aws-neuron-sdk general/arch/neuron-hardware/"
+                    "inf2-arch.rst): Inferentia2 devices, vCPUs and host memory of inf2.xlarge (1, 4, 16 GiB), 8xlarge (1, 32, "
+                    "128), 24xlarge (6, 96, 384), 48xlarge (12, 192, 768); inf2.xlarge also EC2 DescribeInstanceTypes as "
+                    "captured in aws/karpenter-provider-aws pkg/fake/zz_generated.describe_instance_types.go", "2026-12-06"),
 }
 GPU_SOURCES: dict[str, Sourced] = {
     # GPU memory, compute capability, BF16 support, and whether it runs CUDA.
@@ -209,8 +229,8 @@ GPU_SOURCES: dict[str, Sourced] = {
                          "8.9), recorded 2026-12-02", "2026-12-02"),
     "NVIDIA L40S": Sourced("NVIDIA L40S datasheet: 48 GB GDDR6, FP16/BF16 tensor cores; Ada Lovelace (compute capability "
                            "8.9), recorded 2026-12-02", "2026-12-02"),
-    "AWS Inferentia2": Sourced("AWS Neuron docs, Inferentia2 architecture: 32 GB HBM, FP16/BF16; runs Neuron-compiled "
-                               "models, not CUDA", "2026-12-03"),
+    "AWS Inferentia2": Sourced("AWS Neuron docs, Inferentia2 architecture: 32 GB HBM, FP16/BF16, two NeuronCore-v2 per "
+                               "chip; runs Neuron-compiled models, not CUDA", "2026-12-06"),
 }
 REGION_SOURCES: dict[str, Sourced] = {
     **{family: Sourced("the family's regional availability on its Amazon EC2 page, limited to the regions we have seen "
@@ -218,6 +238,11 @@ REGION_SOURCES: dict[str, Sourced] = {
     "inf2": Sourced("us-east-1 only: the one region whose price was sourced", "2026-12-03"),
 }
 PRICE_SOURCE = Sourced(ON_DEMAND_PRICE_SOURCE, "2026-12-03")
+PRICE_SOURCES_BY_FAMILY: dict[str, Sourced] = {
+    "inf2": Sourced("AWS Price List (us-east-1, Linux, On-Demand) via aws/karpenter-provider-aws pkg/providers/pricing/"
+                    "zz_generated.pricing_aws.go at 031e72b6, generated 2026-01-19 (inf2.xlarge 0.7582 as in the 2026-07-20 "
+                    "file the other prices come from)", "2026-12-06"),
+}
 
 
 def figure_sources(instance_type: GpuInstanceType) -> dict[str, Sourced]:
@@ -228,7 +253,8 @@ def figure_sources(instance_type: GpuInstanceType) -> dict[str, Sourced]:
     return {
         "vcpus": shape, "memory_gib": shape, "gpus": shape, "gpu_model": shape,
         "gpu_memory_gib": gpu, "compute_capability": gpu, "supports_bf16": gpu, "cuda": gpu,
-        "on_demand_hourly_usd": PRICE_SOURCE,
+        "on_demand_hourly_usd": PRICE_SOURCES_BY_FAMILY.get(instance_type.family, PRICE_SOURCE),
+        "neuron_cores_per_device": gpu,
         "regions": REGION_SOURCES[instance_type.family],
         "memory_bandwidth_gb_per_s": accelerator, "dense_fp16_tflops": accelerator,
     }
@@ -271,8 +297,8 @@ def lookup(name: str, key: str) -> GpuInstanceType:
         raise ConfigError(
             key,
             f"{name!r} is an {NON_CUDA_CATALOG[name].gpu_model} (Neuron, not CUDA) instance type: the GPU capacity construct "
-            "launches CUDA GPU types only (GPU AMI, NVIDIA runtime, CUDA image). Serving on Inferentia needs the Neuron AMI, "
-            "/dev/neuron device mappings and a Neuron-compiled model in its own capacity provider; pick a g4dn, g5, g6 or g6e type here",
+            "launches CUDA GPU types only (GPU AMI, NVIDIA runtime, CUDA image). Put Inferentia types in a NeuronCapacity "
+            "(NeuronCapacityProps: the Neuron AMI, /dev/neuron device mappings) of their own; pick a g4dn, g5, g6 or g6e type here",
         )
     instance_type = CATALOG.get(name)
     if instance_type is None:
@@ -282,6 +308,29 @@ def lookup(name: str, key: str) -> GpuInstanceType:
             "(add new types to gpu_inference_constructs.instance_catalog)",
         )
     return instance_type
+
+
+def lookup_neuron(name: str, key: str) -> GpuInstanceType:
+    """The Neuron catalog entry for ``name``, or a ConfigError naming ``key`` (a CUDA type, or an unknown one)."""
+    instance_type = NON_CUDA_CATALOG.get(name)
+    if name in CATALOG:
+        raise ConfigError(key, f"{name!r} is a CUDA GPU type: a NeuronCapacity launches Inferentia2 types only (the Neuron "
+                               "AMI has no NVIDIA driver); put it in a GpuCapacity, or pick an inf2 type here")
+    if instance_type is None or not instance_type.neuron:
+        known = sorted(n for n, t in NON_CUDA_CATALOG.items() if t.neuron)
+        raise ConfigError(key, f"{name!r} is not a known Neuron instance type; known: {', '.join(known)} "
+                               "(add new types to gpu_inference_constructs.instance_catalog)")
+    return instance_type
+
+
+def lookup_any(name: str, key: str) -> GpuInstanceType:
+    """The catalog entry for ``name``, CUDA or Neuron (a capacity provider of a team's own launches either)."""
+    return lookup_neuron(name, key) if name in NON_CUDA_CATALOG else lookup(name, key)
+
+
+def is_neuron_type(name: str) -> bool:
+    """Whether ``name`` is a Neuron type of the catalog."""
+    return name in NON_CUDA_CATALOG and NON_CUDA_CATALOG[name].neuron
 
 
 def region_warning(instance_type: GpuInstanceType, region: str, key: str) -> str | None:

@@ -14,6 +14,7 @@ from .errors import ConfigError, require, require_range
 from .gpu_share import GpuShare, smallest_device_memory_mib
 from .instance_catalog import GpuInstanceType
 from .latency_alarms import LatencyAlarmProps, LatencyAlarmThresholds
+from .neuron_placement import check_neuron_task
 from .scaling_props import ModelScalingProps
 from .schedules import check_model_task_range
 from .target_optimizer_props import AGENT_CPU, AGENT_MEMORY_MIB, TargetOptimizerProps
@@ -39,7 +40,8 @@ class ModelProps:
     memory_mib: int = 12288
     """MiB the server container reserves per task (its ``/dev/shm`` counts against it). Default: 12288."""
     gpus: int = 1
-    """Whole GPUs per task, the one place they are set (vLLM and TGI shard over them). Default: 1."""
+    """Whole GPUs per task, the one place they are set (vLLM and TGI shard over them); on a Neuron type, its Neuron
+    devices, which must be all of the instance's (neuron_placement.py). Default: 1."""
     gpu_share: GpuShare | None = None
     """A share of one GPU (NVIDIA MPS: its GPU memory and, optionally, a compute limit) instead of whole GPUs; the
     model's capacity group then holds only models on shares. Default: None (``gpus`` whole GPUs)."""
@@ -78,7 +80,7 @@ class ModelProps:
         require(self.min_tasks <= self.max_tasks, "min_tasks", f"{self.min_tasks} must be between 1 and max_tasks ({self.max_tasks})")
         check_model_task_range(self.min_tasks, self.max_tasks)
         require_range(self.expected_load_seconds, 10, 3000, "expected_load_seconds")
-        require_range(self.gpus, 1, 8, "gpus", hint=" (GPUs per task; a 12xlarge type has 4)")
+        require_range(self.gpus, 1, 12, "gpus", hint=" (GPUs per task, a 12xlarge type has 4; Neuron devices, an inf2.48xlarge has 12)")
         require(self.gpu_share is None or self.gpus == 1, "gpus",
                 f"{self.gpus} whole GPUs and a gpu_share: a share is of one GPU (one CUDA process); remove gpu_share for "
                 "tensor parallelism over whole GPUs, or leave gpus out")
@@ -114,6 +116,9 @@ class ModelProps:
         cpu, memory = sidecars
         if self.target_optimizer is not None:
             cpu, memory = cpu + AGENT_CPU, memory + AGENT_MEMORY_MIB
+        if instance_type.neuron:
+            check_neuron_task(instance_type, devices=self.gpus, gpu_share=self.gpu_share, cpu=self.cpu + cpu,
+                              memory_mib=self.memory_mib + memory, sidecars=(cpu, memory))
         check_task_fits(instance_type, gpus=self.gpus, cpu=self.cpu + cpu, memory_mib=self.memory_mib + memory)
         if self.gpu_share is not None:
             types = all_types or (instance_type,)

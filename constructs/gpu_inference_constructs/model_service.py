@@ -24,6 +24,9 @@ from .load_balancer import ALB_DEFAULT_IDLE_TIMEOUT_SECONDS, InferenceLoadBalanc
 from .log_retention import retention_days
 from .model_props import ROLLING_MAX_HEALTHY_PERCENT, ModelProps
 from .model_store import ModelStore, model_uri
+from .neuron_capacity import NeuronCapacity
+from .neuron_placement import check_server_runs_on_neuron
+from .presets import TgiServer, TritonServer
 from .result_cache import ModelCacheProps, ResultCache
 from .server_contract import ServerContext, ServerDefinition
 from .service_checks import (  # DEFAULT_NAME_PREFIX, check_name_prefix, service_log_group_name: re-exported for monitoring.py
@@ -57,9 +60,14 @@ from .service_rollback import acknowledge_traffic_shifting, add_rollback_alarms
 from .service_routing import ServiceTargets, task_security_group
 from .service_task import ServiceTask
 from .service_timing import ServiceTimingProps
+from .sglang_server import SglangServer
 from .spot_draining import minimum_healthy_percent, tasks_on_one_instance
 from .subnet_selection import private_subnets
 from .target_optimizer import check_target_optimizer
+from .vllm_server import VllmServer
+
+# The presets whose images run on CUDA only (a subclass, such as a Neuron variant, is not one of them).
+CUDA_PRESETS: tuple[type, ...] = (BundledServer, VllmServer, SglangServer, TritonServer, TgiServer)
 
 __all__ = [
     "DEFAULT_NAME_PREFIX",
@@ -74,9 +82,10 @@ class ModelService(Construct):
 
     Three choices, each a type of its own (service_choices.py):
 
-    - ``capacity``, where the tasks run: a GpuCapacity, or ``ClusterCapacity(cluster, capacity_provider_name,
-      instance_type)`` for a capacity provider of your own (``instance_type``: the smallest type it launches; the
-      task must fit it).
+    - ``capacity``, where the tasks run: a GpuCapacity, a NeuronCapacity (Inferentia2: the task maps the instance's
+      ``/dev/neuron*`` devices, asks for no GPU, and runs one per instance), or ``ClusterCapacity(cluster,
+      capacity_provider_name, instance_type)`` for a capacity provider of your own (``instance_type``: the smallest
+      type it launches, CUDA or Neuron; the task must fit it).
     - ``model_source``, where the model's files are (``<prefix>/<name>/<version>/``): a ModelStore, or
       ``ModelBucket(bucket, prefix="models")`` for a bucket of your own.
     - ``route``, how requests arrive: an InferenceLoadBalancer (its listener; the rule's priority derived from the
@@ -121,7 +130,7 @@ class ModelService(Construct):
         *,
         model: ModelProps,
         environment_name: str,
-        capacity: GpuCapacity | ClusterCapacity,
+        capacity: GpuCapacity | NeuronCapacity | ClusterCapacity,
         model_source: ModelStore | ModelBucket,
         route: InferenceLoadBalancer | LoadBalancerRoute | ListenerRoute,
         logs: ServiceLogs,
@@ -145,7 +154,7 @@ class ModelService(Construct):
         self.url_path = f"/{model.name}/"
         placement = placement_of(capacity)
         self.instance_type = placement.instance_type
-        if placement.gpu_capacity is None:
+        if placement.capacity_group is None:
             warn_if_unlisted(self, self.instance_type, cdk.Stack.of(self).region, "capacity.instance_type")
         source = bucket_of(model_source)
         chosen_route = route_of(route)
@@ -168,7 +177,8 @@ class ModelService(Construct):
                                  region=cdk.Stack.of(self).region, environment_name=environment_name,
                                  log_group=self.log_group, stop_timeout_seconds=self.stop_timeout_seconds,
                                  health_check_start_period=start_period, api_keys_secret=access.api_keys_secret,
-                                 telemetry=logs.telemetry, archive_bucket=logs.archive_bucket)
+                                 telemetry=logs.telemetry, archive_bucket=logs.archive_bucket,
+                                 instance_type=self.instance_type)
         self.task_role, self.task_definition, self.container = self._task.task_role, self._task.task_definition, self._task.container
         self.scratch_owner, self.model_fetcher = self._task.scratch_owner, self._task.model_fetcher
         self.metrics_collector = self._task.metrics_collector
@@ -189,6 +199,7 @@ class ModelService(Construct):
         except ConfigError as error:
             raise error.within("timing") from None
         region = cdk.Stack.of(self).region
+        check_server_runs_on_neuron(self.instance_type, cuda_only=type(server) in CUDA_PRESETS, server=type(server).__name__)
         contract = server.contract(ServerContext(self, model, timing, self.environment_name, region, uri, self.instance_type,
                                                  self._telemetry.trace_sampling_ratio))
         check_contract(server, contract, model)
@@ -196,9 +207,9 @@ class ModelService(Construct):
         self.contract = contract
         self._warn(idle_timeout_warnings(contract, idle_timeout, model.name, known=balancer is not None))
         check_fits(model, contract, self.instance_type, placement.fleet_types, self._telemetry.log_router_reservation)
-        if placement.gpu_capacity is not None:
+        if placement.capacity_group is not None:
             try:
-                placement.gpu_capacity.add_model(model)
+                placement.capacity_group.add_model(model)
             except ConfigError as error:
                 raise ConfigError(f"capacity ({error.key})", f"{error.detail} (adding models[{model.name}])") from None
         self.deregistration_delay_seconds, self.stop_timeout_seconds = task_timing(contract, timing, model.name)
@@ -242,7 +253,7 @@ class ModelService(Construct):
         # The association is a child of the cluster, created at synth: depending on the cluster covers it. Across
         # stacks this becomes a dependency on the stack that holds the cluster.
         self.service.node.add_dependency(placement.cluster)
-        capacity = placement.gpu_capacity
+        capacity = placement.capacity_group
         if capacity is not None and capacity.capacity_provider_association is not None:
             self.service.node.add_dependency(capacity.capacity_provider_association)  # an imported cluster's association
         targets = ServiceTargets(self, model_name=model.name, contract=contract, route=route, vpc=placement.cluster.vpc,
@@ -259,7 +270,7 @@ class ModelService(Construct):
         self._task.acknowledge_findings()
         if deployment.shifts_traffic:
             acknowledge_traffic_shifting(self.service, deployment)
-        if capacity is not None and capacity.warm_pool is not None:
+        if isinstance(capacity, GpuCapacity) and capacity.warm_pool is not None:
             self._prepull_on(capacity)
 
     def _warn(self, warnings: list[SynthWarning]) -> None:

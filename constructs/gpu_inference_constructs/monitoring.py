@@ -5,6 +5,7 @@ interruption and deployment rollback rules, the cost metrics and the dashboard. 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cloudwatch
@@ -15,6 +16,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
 from constructs import Construct
 
+from .capacity_group import CapacityGroup
 from .environment_dashboard import add_dashboard
 from .environment_dashboard import search as search
 from .gpu_capacity import GpuCapacity
@@ -67,7 +69,7 @@ class InferenceMonitoring(AlarmGroup):
         capacity: GpuCapacity,
         topic: sns.ITopic,
         props: MonitoringProps,
-        more_capacity: Sequence[GpuCapacity] = (),
+        more_capacity: Sequence[CapacityGroup[Any]] = (),
         more_load_balancers: Sequence[InferenceLoadBalancer | elbv2.IApplicationLoadBalancer] = (),
         name_prefix: str = DEFAULT_NAME_PREFIX,
         logs_key: kms.IKey | None = None,
@@ -141,11 +143,11 @@ class InferenceMonitoring(AlarmGroup):
         self._alarm(name, rate, self.props.elb_5xx_percent,
                     f"More than {self.props.elb_5xx_percent}% of requests answered 5xx by the load balancer itself (no healthy targets, timeouts)", periods=3)
 
-    def warm_pool_cost(self, capacities: Sequence[GpuCapacity]) -> list[cloudwatch.MathExpression]:
+    def warm_pool_cost(self, capacities: Sequence[CapacityGroup[Any]]) -> list[cloudwatch.MathExpression]:
         """USD per hour of each group's warm pool (:meth:`CostMetrics.warm_pool_cost`)."""
         return self.costs.warm_pool_cost(capacities)
 
-    def spare_capacity_cost(self, capacities: Sequence[GpuCapacity]) -> list[cloudwatch.MathExpression]:
+    def spare_capacity_cost(self, capacities: Sequence[CapacityGroup[Any]]) -> list[cloudwatch.MathExpression]:
         """USD per hour of each group's warm spare (:meth:`CostMetrics.spare_capacity_cost`)."""
         return self.costs.spare_capacity_cost(capacities)
 

@@ -4,12 +4,13 @@ spare and warm pool (:class:`CostMetrics`)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 
-from .gpu_capacity import GpuCapacity
+from .capacity_group import CapacityGroup
 from .instance_catalog import PRICES_AS_OF
 from .monitoring_props import MonitoringProps, root_volume_hourly_usd, warm_pool_monthly_usd
 
@@ -24,7 +25,7 @@ def _in_service(name: str, index: int) -> str:
     return name if index == 0 else f"FILL({name}, 0)"
 
 
-def on_demand_instances_expression(capacity: GpuCapacity, total: str = "total") -> str:
+def on_demand_instances_expression(capacity: CapacityGroup[Any], total: str = "total") -> str:
     """Metric math for the On-Demand share of ``total`` in-service instances that the distribution policy implies
     (no CloudWatch metric splits a mixed-instances group by purchase option)."""
     base = capacity.props.on_demand_base_capacity
@@ -38,11 +39,11 @@ class CostMetrics:
     def __init__(self, props: MonitoringProps) -> None:
         self.props = props
 
-    def instances(self, capacity: GpuCapacity, period: cdk.Duration) -> cloudwatch.Metric:
+    def instances(self, capacity: CapacityGroup[Any], period: cdk.Duration) -> cloudwatch.Metric:
         return self._group_metric(capacity, "GroupInServiceInstances", period, "GPU instances in service")
 
     @staticmethod
-    def _group_metric(capacity: GpuCapacity, name: str, period: cdk.Duration, label: str) -> cloudwatch.Metric:
+    def _group_metric(capacity: CapacityGroup[Any], name: str, period: cdk.Duration, label: str) -> cloudwatch.Metric:
         """An Auto Scaling group metric of ``capacity``'s group (every one is collected: ``GroupMetrics.all()``, the
         warm pool's WarmPool* metrics included)."""
         return cloudwatch.Metric(
@@ -54,7 +55,7 @@ class CostMetrics:
             label=label,
         )
 
-    def _warm_pool_hourly(self, capacity: GpuCapacity, index: int, period: cdk.Duration,
+    def _warm_pool_hourly(self, capacity: CapacityGroup[Any], index: int, period: cdk.Duration,
                           using: dict[str, cloudwatch.IMetric]) -> str:
         """USD per hour of ``capacity``'s warm pool (a metric math term; its metrics added to ``using``): every
         instance in it bills its root volume (a stopped one nothing else), and one warming runs On-Demand (Auto
@@ -65,7 +66,7 @@ class CostMetrics:
         return (f"(FILL({pooled}, 0) * {root_volume_hourly_usd(capacity.props, self.props)} + FILL({warming}, 0) * "
                 f"{self._on_demand_price(capacity, index)})")
 
-    def warm_pool_cost(self, capacities: Sequence[GpuCapacity]) -> list[cloudwatch.MathExpression]:
+    def warm_pool_cost(self, capacities: Sequence[CapacityGroup[Any]]) -> list[cloudwatch.MathExpression]:
         """USD per hour of each group's warm pool (the groups with one), labelled with its monthly cost at its
         minimum size (:func:`warm_pool_monthly_usd`)."""
         lines = []
@@ -83,19 +84,19 @@ class CostMetrics:
                       "one warms; estimate)"))
         return lines
 
-    def _on_demand_price(self, capacity: GpuCapacity, index: int) -> float:
+    def _on_demand_price(self, capacity: CapacityGroup[Any], index: int) -> float:
         """Capacity group ``index``'s On-Demand USD per hour: ``hourly_price_usd`` for the first group, else its
         preferred type's catalog price."""
         return (self.props.hourly_price_usd if index == 0 else None) or capacity.instance_types[0].on_demand_hourly_usd
 
-    def _gpu_hourly(self, capacity: GpuCapacity, price: float, running: str) -> str:
+    def _gpu_hourly(self, capacity: CapacityGroup[Any], price: float, running: str) -> str:
         """USD per hour of the group's ``running`` instances (a metric math term) by its purchase policy, On-Demand
         at ``price``."""
         spot_price = round(price * self.props.spot_price_fraction, 5)
         on_demand = on_demand_instances_expression(capacity, running)
         return f"(({on_demand}) * {price} + ({running} - ({on_demand})) * {spot_price})"
 
-    def spare_capacity_cost(self, capacities: Sequence[GpuCapacity]) -> list[cloudwatch.MathExpression]:
+    def spare_capacity_cost(self, capacities: Sequence[CapacityGroup[Any]]) -> list[cloudwatch.MathExpression]:
         """USD per hour of each group's warm spare: the share of its instances that no task reserves, (100 -
         CapacityProviderReservation) % (ECS managed scaling's own metric: tasks' need over instances in service, which
         target_capacity_percent below 100 holds below 100), priced like the group's instances and their root
@@ -120,7 +121,7 @@ class CostMetrics:
         return spares
 
     def cost_per_million_requests(
-        self, capacities: Sequence[GpuCapacity], load_balancer: elbv2.IApplicationLoadBalancer,
+        self, capacities: Sequence[CapacityGroup[Any]], load_balancer: elbv2.IApplicationLoadBalancer,
         log_group_names: Sequence[str],
     ) -> tuple[cloudwatch.MathExpression, list[cloudwatch.MathExpression]]:
         """USD per 1M requests, hourly: each capacity group's GPU instances by its purchase policy at its preferred type's

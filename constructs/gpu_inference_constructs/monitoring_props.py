@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .errors import require, require_range
-from .gpu_capacity_props import GP3_BASELINE_IOPS, GP3_BASELINE_MIB_S, GpuCapacityProps, root_volume_performance
+from .gpu_capacity_props import GP3_BASELINE_IOPS, GP3_BASELINE_MIB_S, CapacityGroupProps, root_volume_performance
 from .latency_alarms import PAGING_P95_FACTOR, PAGING_P99_FACTOR
 
 HOURS_PER_MONTH = 730  # how AWS turns a monthly EBS price into an hourly one (Amazon EBS pricing examples)
@@ -103,7 +103,7 @@ class MonitoringProps:
             require(0 <= value <= 100, key, f"{value} is out of range; a price in USD from 0 to 100")
 
 
-def root_volume_hourly_usd(capacity: GpuCapacityProps, prices: MonitoringProps) -> float:
+def root_volume_hourly_usd(capacity: CapacityGroupProps, prices: MonitoringProps) -> float:
     """USD per hour of one instance's gp3 root volume: its size, and the IOPS and throughput above gp3's included
     3,000 and 125 MiB/s (billed per month of 730 hours)."""
     iops = root_volume_performance(capacity.root_volume_throughput_mib_s).get("iops", GP3_BASELINE_IOPS)
@@ -113,7 +113,7 @@ def root_volume_hourly_usd(capacity: GpuCapacityProps, prices: MonitoringProps) 
     return round(monthly / HOURS_PER_MONTH, 6)
 
 
-def warm_pool_monthly_usd(capacity: GpuCapacityProps, prices: MonitoringProps) -> float:
+def warm_pool_monthly_usd(capacity: CapacityGroupProps, prices: MonitoringProps) -> float:
     """USD a month of the group's warm pool at its minimum size (``warm_pool.min_size`` stopped instances): a stopped
     instance bills its EBS volumes only (EC2 Auto Scaling user guide, warm pools), here its root volume with the IOPS and
     throughput above gp3's included (:func:`root_volume_hourly_usd`). 0 without a pool. Each warming also runs one

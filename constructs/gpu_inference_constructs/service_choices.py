@@ -13,9 +13,10 @@ from aws_cdk import aws_s3 as s3
 
 from .errors import ConfigError, require
 from .gpu_capacity import GpuCapacity
-from .instance_catalog import GpuInstanceType, lookup
+from .instance_catalog import GpuInstanceType, lookup_any
 from .load_balancer import InferenceLoadBalancer, check_rule_priority
 from .model_store import MODELS_PREFIX, ModelStore
+from .neuron_capacity import NeuronCapacity
 
 
 def require_cdk(value: object, members: tuple[str, ...], key: str, what: str) -> None:
@@ -26,22 +27,22 @@ def require_cdk(value: object, members: tuple[str, ...], key: str, what: str) ->
 
 @dataclass(frozen=True)
 class ClusterCapacity:
-    """Tasks on a capacity provider of a cluster of your own (the other option is a GpuCapacity)."""
+    """Tasks on a capacity provider of a cluster of your own (the other options are a GpuCapacity or a NeuronCapacity)."""
 
     cluster: ecs.ICluster
     """The cluster (an imported one: ``ecs.Cluster.from_cluster_attributes``). Required."""
     capacity_provider_name: str
     """The cluster's capacity provider the tasks are placed on. Required."""
     instance_type: GpuInstanceType | str
-    """The smallest GPU instance type the capacity provider launches, by name or catalog entry: the task must fit
-    it. Required."""
+    """The smallest instance type the capacity provider launches, by name or catalog entry: the task must fit it. A
+    Neuron type (inf2) makes the task map its Neuron devices instead of asking for GPUs. Required."""
 
     def __post_init__(self) -> None:
         require_cdk(self.cluster, ("cluster_name", "vpc"), "cluster", "an ecs.ICluster (ecs.Cluster.from_cluster_attributes for an imported one)")
         require(isinstance(self.capacity_provider_name, str) and bool(self.capacity_provider_name), "capacity_provider_name",
                 f"{self.capacity_provider_name!r}: pass the name of the cluster's capacity provider the tasks run on")
         if isinstance(self.instance_type, str):
-            lookup(self.instance_type, "instance_type")
+            lookup_any(self.instance_type, "instance_type")
         else:
             require(isinstance(self.instance_type, GpuInstanceType), "instance_type",
                     f"got {type(self.instance_type).__name__}: pass an instance type's name (such as 'g5.xlarge') or a CATALOG entry")
@@ -49,7 +50,7 @@ class ClusterCapacity:
     @property
     def gpu_instance_type(self) -> GpuInstanceType:
         """``instance_type`` as its catalog entry."""
-        return lookup(self.instance_type, "instance_type") if isinstance(self.instance_type, str) else self.instance_type
+        return lookup_any(self.instance_type, "instance_type") if isinstance(self.instance_type, str) else self.instance_type
 
 
 @dataclass(frozen=True)
@@ -122,17 +123,18 @@ class Placement:
     capacity_provider_name: str
     instance_type: GpuInstanceType
     fleet_types: tuple[GpuInstanceType, ...]
-    gpu_capacity: GpuCapacity | None
+    capacity_group: GpuCapacity | NeuronCapacity | None
+    """The library's capacity group the tasks run on; None on a capacity provider of the team's own."""
 
 
 def placement_of(capacity: object) -> Placement:
-    if isinstance(capacity, GpuCapacity):
+    if isinstance(capacity, (GpuCapacity, NeuronCapacity)):
         return Placement(capacity.cluster, capacity.capacity_provider.capacity_provider_name, capacity.smallest_instance_type,
                          tuple(capacity.instance_types), capacity)
     if isinstance(capacity, ClusterCapacity):
         instance_type = capacity.gpu_instance_type
         return Placement(capacity.cluster, capacity.capacity_provider_name, instance_type, (instance_type,), None)
-    raise ConfigError("capacity", f"got {type(capacity).__name__}: pass a GpuCapacity, or "
+    raise ConfigError("capacity", f"got {type(capacity).__name__}: pass a GpuCapacity, a NeuronCapacity, or "
                                   "ClusterCapacity(cluster, capacity_provider_name, instance_type) for a capacity provider of your own")
 
 

@@ -18,11 +18,13 @@ from .acknowledgements import acknowledge, acknowledge_when_resolved, default_ch
 from .cdk_interfaces import as_role, service_principal
 from .errors import require
 from .gpu_share import write_share
+from .instance_catalog import GpuInstanceType
 from .log_archive import archive_environment, firelens_config_with_archive, grant_archive_writes
 from .log_archive_props import archive_key_prefix
 from .model_fetch import fetch_script
 from .model_props import ModelProps
 from .model_store import compile_cache_prefix, grant_read_prefix, model_read_prefix
+from .neuron_placement import NEURON_CORE_VARIABLES, NEURON_CORES_VARIABLE, neuron_device_paths, visible_cores
 from .otel_collector import DEFAULT_OTEL_COLLECTOR_IMAGE, OTEL_COLLECTOR_USER, otel_collector_config
 from .server_contract import (
     DEFAULT_COLLECTOR_IMAGE,
@@ -70,12 +72,14 @@ class ContainerAcknowledgements:
 class ServiceTask:
     """Builds one model's task in ``scope``. Attributes: ``task_role``, ``task_definition``, ``container`` (the
     server), ``scratch_owner`` and ``model_fetcher`` (the init containers, or None), ``metrics_collector`` (the
-    collector every task has), ``log_router`` (FireLens's, or None), ``acknowledgements`` (ContainerAcknowledgements)."""
+    collector every task has), ``log_router`` (FireLens's, or None), ``acknowledgements`` (ContainerAcknowledgements).
+    On a Neuron ``instance_type`` the server maps the instance's Neuron devices instead of asking for GPUs."""
 
     def __init__(self, scope: Construct, *, model: ModelProps, contract: ServerContract, source: ModelBucket, uri: str,
                  region: str, environment_name: str, log_group: logs.LogGroup, stop_timeout_seconds: int,
                  health_check_start_period: int, api_keys_secret: secretsmanager.ISecret | None,
-                 telemetry: TelemetryProps | None = None, archive_bucket: s3.IBucket | None = None) -> None:
+                 telemetry: TelemetryProps | None = None, archive_bucket: s3.IBucket | None = None,
+                 instance_type: GpuInstanceType | None = None) -> None:
         self._scope = scope
         self._telemetry = telemetry or TelemetryProps()
         self._environment_name = environment_name
@@ -85,6 +89,7 @@ class ServiceTask:
         self._contract = contract
         self._source = source
         self._log_group = log_group
+        self._neuron = instance_type if instance_type is not None and instance_type.neuron else None
         self.task_role = iam.Role(
             scope,
             "TaskRole",
@@ -140,6 +145,8 @@ class ServiceTask:
         environment = dict(contract.environment)
         if contract.model_source.server_reads_s3:
             environment.setdefault(contract.model_source.uri_variable, uri)
+        if self._neuron is not None and not set(NEURON_CORE_VARIABLES) & set(environment):
+            environment[NEURON_CORES_VARIABLE] = visible_cores(self._neuron)
         if contract.compile_cache_variable is not None:
             self.compile_cache_prefix = cache_prefix = compile_cache_prefix(self._source.prefix, model.name, model.version)
             environment[contract.compile_cache_variable] = f"s3://{bucket.bucket_name}/{cache_prefix}"
@@ -172,6 +179,10 @@ class ServiceTask:
         linux_parameters = ecs.LinuxParameters(
             self._scope, "LinuxParameters", init_process_enabled=True, shared_memory_size=contract.shared_memory_mib
         )
+        if self._neuron is not None:  # ECS on EC2 maps Neuron devices only this way (neuron_placement.py)
+            linux_parameters.add_devices(*(
+                ecs.Device(host_path=path, container_path=path, permissions=[ecs.DevicePermission.READ, ecs.DevicePermission.WRITE])
+                for path in neuron_device_paths(self._neuron)))
         for path, size in contract.tmpfs_mib.items():
             linux_parameters.add_tmpfs(
                 ecs.Tmpfs(container_path=path, size=size, mount_options=[ecs.TmpfsMountOption.NOSUID, ecs.TmpfsMountOption.NODEV])
@@ -184,7 +195,7 @@ class ServiceTask:
             command=list(contract.command),
             cpu=model.cpu,
             memory_reservation_mib=model.memory_mib,
-            gpu_count=None if model.gpu_share is not None else model.gpus,
+            gpu_count=None if model.gpu_share is not None or self._neuron is not None else model.gpus,
             environment=environment,
             secrets=secrets or None,
             port_mappings=[ecs.PortMapping(container_port=contract.port, protocol=ecs.Protocol.TCP, name="http")],
