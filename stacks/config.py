@@ -35,6 +35,7 @@ from gpu_inference_constructs.model_props import ModelProps, service_deployment
 from gpu_inference_constructs.model_store import ModelStoreProps
 from gpu_inference_constructs.monitoring import MonitoringProps
 from gpu_inference_constructs.network import NetworkProps
+from gpu_inference_constructs.neuron_server import NeuronServer
 from gpu_inference_constructs.result_cache import ModelCacheProps, ResultCacheProps
 from gpu_inference_constructs.scaling_props import ScalingProps
 from gpu_inference_constructs.schedules import check_schedule_task_ranges
@@ -62,7 +63,7 @@ CDK_JSON_KEYS = {"timing": "service"}
 @dataclass(frozen=True)
 class ModelServerConfig:
     """How the app serves one ``models[]`` entry: its server's props (``BundledServerProps`` from the entry's own
-    keys, or its ``vllm`` block), which of the environment's load balancers carries it, and at which listener rule
+    keys, or its ``vllm`` or ``neuron`` block), which of the environment's load balancers carries it, and at which listener rule
     priority."""
 
     props: ServerProps = field(default_factory=BundledServerProps)
@@ -75,7 +76,7 @@ class ModelServerConfig:
             check_rule_priority(self.listener_priority, "listener_priority")
 
     @property
-    def server(self) -> BundledServer | VllmServer:
+    def server(self) -> BundledServer | VllmServer | NeuronServer:
         return server_for(self.props)
 
     @property
@@ -192,7 +193,7 @@ class EnvironmentConfig:
             )
         self._check_load_balancers()
 
-    def _check_stop(self, index: int, model: ModelProps, server: BundledServer | VllmServer) -> None:
+    def _check_stop(self, index: int, model: ModelProps, server: BundledServer | VllmServer | NeuronServer) -> None:
         """The server drains and exits within the task's stop timeout and the Spot notice (as ModelService checks)."""
         try:
             server.stop.checked_task_timing(self.timing.deregistration_delay_seconds, self.timing.stop_timeout_seconds,
@@ -204,7 +205,7 @@ class EnvironmentConfig:
         """How ``model`` (one of ``models``) is served."""
         return self.servers[self.models.index(model)] if self.servers else ModelServerConfig()
 
-    def server_of(self, model: ModelProps) -> BundledServer | VllmServer:
+    def server_of(self, model: ModelProps) -> BundledServer | VllmServer | NeuronServer:
         return self.server_config(model).server
 
     def uses_cache(self, model: ModelProps) -> bool:

@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from .model_store import ModelStore, ModelStoreProps
     from .monitoring import InferenceMonitoring, ModelAlarms, MonitoringProps
     from .network import DEFAULT_INTERFACE_ENDPOINTS, InferenceNetwork, NetworkProps, grant_logs_service
+    from .neuron_server import NeuronServer
+    from .neuron_server_props import NeuronEcrImage, NeuronServerProps
     from .notifications import NotificationTopic, topic_target
     from .presets import TgiProps, TgiServer, TritonProps, TritonServer, tgi_stop, triton_stop
     from .result_cache import ModelCacheProps, ResultCache, ResultCacheProps
@@ -102,6 +104,9 @@ __all__ = [
     "ModelStoreProps",
     "MonitoringProps",
     "NetworkProps",
+    "NeuronEcrImage",
+    "NeuronServer",
+    "NeuronServerProps",
     "NotificationTopic",
     "PredictiveScalingProps",
     "PrometheusMetrics",
@@ -202,6 +207,9 @@ _MODULE_OF = {
     "TgiServer": "presets",
     "TritonProps": "presets",
     "TritonServer": "presets",
+    "NeuronServer": "neuron_server",
+    "NeuronEcrImage": "neuron_server_props",
+    "NeuronServerProps": "neuron_server_props",
     "ModelCacheProps": "result_cache",
     "ResultCache": "result_cache",
     "ResultCacheProps": "result_cache",

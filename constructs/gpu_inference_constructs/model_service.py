@@ -29,6 +29,7 @@ from .server_contract import ServerContext, ServerDefinition
 from .service_checks import (  # DEFAULT_NAME_PREFIX, check_name_prefix, service_log_group_name: re-exported for monitoring.py
     DEFAULT_NAME_PREFIX,
     SynthWarning,
+    check_accelerator,
     check_api_keys_variable,
     check_contract,
     check_fits,
@@ -192,6 +193,7 @@ class ModelService(Construct):
         contract = server.contract(ServerContext(self, model, timing, self.environment_name, region, uri, self.instance_type,
                                                  self._telemetry.trace_sampling_ratio))
         check_contract(server, contract, model)
+        check_accelerator(contract, self.instance_type, model.name)
         check_target_optimizer(self, server, model, contract)
         self.contract = contract
         self._warn(idle_timeout_warnings(contract, idle_timeout, model.name, known=balancer is not None))

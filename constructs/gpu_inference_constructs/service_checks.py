@@ -80,6 +80,19 @@ def check_contract(server: object, contract: object, model: ModelProps) -> None:
             "use whole GPUs (remove gpu_share), or set single_cuda_process=True in a contract whose server does")
 
 
+def check_accelerator(contract: ServerContract, instance_type: GpuInstanceType, model_name: str) -> None:
+    """The server's accelerator is the capacity's: a Neuron-compiled model cannot run on an NVIDIA GPU, nor a CUDA
+    image on Inferentia."""
+    capacity = "cuda" if instance_type.cuda else "neuron"
+    if contract.accelerator == capacity:
+        return
+    fix = ("place it on Neuron capacity (an inf2 instance type)" if contract.accelerator == "neuron"
+           else "place it on GPU capacity, or serve it with a Neuron preset (NeuronServer)")
+    raise ConfigError(f"models[{model_name}].server",
+                      f"the {contract.name} server runs on {contract.accelerator} but its capacity's instance type "
+                      f"{instance_type.name} is {capacity}: {fix}")
+
+
 def idle_timeout_warnings(contract: ServerContract, idle_timeout: int, model_name: str, *, known: bool) -> list[SynthWarning]:
     """The load balancer carries the server's longest request (a non-streamed response sends nothing until it is
     done, and the ALB answers 504 after its idle timeout), and the server keeps connections alive for longer
