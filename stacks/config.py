@@ -159,6 +159,10 @@ class EnvironmentConfig:
                            fix_keys=lambda other, index=index: f"models[{names.index(other)}].listener_priority or models[{index}].listener_priority")
             group = placement.get(model.name, "")
             server = self.server_config(model).server
+            require(not isinstance(server, NeuronServer), f"models[{index}].neuron",
+                    f"{model.name!r} runs on Inferentia2 (its neuron block), but the environment's capacity and "
+                    "capacity_groups are GPU capacity, which ModelService refuses for it: serve it from Neuron capacity "
+                    "(NeuronCapacity) in your own app until cdk.json can place a model there")
             try:
                 server.check(model)
                 cpu, memory = server.sidecar_reservation

@@ -227,3 +227,28 @@ def test_the_neuron_preset_is_exported_and_its_props_state_every_default():
     assert {"NeuronServer", "NeuronServerProps", "NeuronEcrImage"} <= set(gpu_inference_constructs.__all__)
     for cls in (NeuronServerProps, NeuronEcrImage, NeuronServer):
         assert fields_without_a_stated_default(cls) == []
+
+
+def test_the_configuration_pages_neuron_example_builds_the_server_it_describes():
+    """docs/configuration.md's snippet, run as written: the server it makes serves the model it names on Neuron."""
+    import re
+
+    from tests.conftest import ROOT
+
+    page = (ROOT / "docs" / "configuration.md").read_text()
+    section = page[page.index("## Encoders on Inferentia2 (Neuron)"):]
+    (source,) = re.findall(r"```python\n(.*?)```", section, re.S)
+    namespace: dict = {}
+    exec(source, namespace)  # noqa: S102  # the page's own example
+    _, made = neuron_contract(namespace["server"], namespace["model"])
+    assert made.accelerator == "neuron" and made.readiness_path == "/predictions/minilm-neuron"
+
+
+def test_cdk_json_refuses_a_neuron_model_on_the_environments_gpu_capacity():
+    from stacks.config import load_environment
+    from tests.scenarios import scenario_environment
+
+    environment = scenario_environment("staging")
+    environment["models"].append({"name": "minilm-neuron", "version": "1", "neuron": {"task": "text-embedding"}})
+    with pytest.raises(ConfigError, match=r"^environment 'staging': models\[\d+\]\.neuron: .*NeuronCapacity"):
+        load_environment("staging", environment)
