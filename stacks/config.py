@@ -23,7 +23,7 @@ from gpu_inference_constructs.gpu_packing import (
     check_shared_group_holds_deployment_at_peak,
     shared_service,
 )
-from gpu_inference_constructs.instance_catalog import is_neuron_type
+from gpu_inference_constructs.instance_catalog import GpuInstanceType, is_neuron_type
 from gpu_inference_constructs.load_balancer import (
     ConfiguredLoad,
     LoadBalancerProps,
@@ -37,7 +37,7 @@ from gpu_inference_constructs.model_store import ModelStoreProps
 from gpu_inference_constructs.monitoring import MonitoringProps
 from gpu_inference_constructs.network import NetworkProps
 from gpu_inference_constructs.neuron_capacity_props import NeuronCapacityProps
-from gpu_inference_constructs.neuron_placement import check_server_runs_on_neuron
+from gpu_inference_constructs.neuron_server import NeuronServer
 from gpu_inference_constructs.result_cache import ModelCacheProps, ResultCacheProps
 from gpu_inference_constructs.scaling_props import ScalingProps
 from gpu_inference_constructs.schedules import check_schedule_task_ranges
@@ -65,7 +65,7 @@ CDK_JSON_KEYS = {"timing": "service"}
 @dataclass(frozen=True)
 class ModelServerConfig:
     """How the app serves one ``models[]`` entry: its server's props (``BundledServerProps`` from the entry's own
-    keys, or its ``vllm`` block), which of the environment's load balancers carries it, and at which listener rule
+    keys, or its ``vllm`` or ``neuron`` block), which of the environment's load balancers carries it, and at which listener rule
     priority."""
 
     props: ServerProps = field(default_factory=BundledServerProps)
@@ -78,7 +78,7 @@ class ModelServerConfig:
             check_rule_priority(self.listener_priority, "listener_priority")
 
     @property
-    def server(self) -> BundledServer | VllmServer:
+    def server(self) -> BundledServer | VllmServer | NeuronServer:
         return server_for(self.props)
 
     @property
@@ -155,6 +155,22 @@ class EnvironmentConfig:
                     "the private subnets reach Firehose only through its endpoint: add \"kinesis-firehose\" to "
                     "network.interface_endpoints")
 
+    def _check_accelerator(self, index: int, model: ModelProps, server: BundledServer | VllmServer | NeuronServer,
+                           group: str, smallest: GpuInstanceType) -> None:
+        """A model's server runs on its capacity's accelerator: a ``neuron`` block on a group of inf2 types (a
+        NeuronCapacity), any other server on GPU types."""
+        capacity = "cuda" if smallest.cuda else "neuron"
+        if server.accelerator == capacity:
+            return
+        place = f"capacity_groups.{group} ({smallest.name})" if group else f"capacity ({smallest.name})"
+        if server.accelerator == "neuron":
+            raise ConfigError(f"models[{index}].neuron", f"{model.name!r} is compiled for Inferentia2 but runs on {place}: "
+                              "list it in a capacity group of inf2 types (capacity_groups.<name>.capacity.instance_types "
+                              "[\"inf2.xlarge\"] and .models), which builds a NeuronCapacity")
+        raise ConfigError(f"capacity_groups.{group}.models" if group else f"models[{index}]",
+                          f"{model.name!r} has a CUDA server ({type(server).__name__}) but runs on {place}: give it a "
+                          "neuron block (NeuronServer), or place it on GPU capacity")
+
     def _check_models(self) -> None:
         require(bool(self.models), "models", "list at least one model to serve")
         require(len(self.servers) in (0, len(self.models)), "servers", "give one per model, in the models' order, or none")
@@ -171,9 +187,9 @@ class EnvironmentConfig:
                            fix_keys=lambda other, index=index: f"models[{names.index(other)}].listener_priority or models[{index}].listener_priority")
             group = placement.get(model.name, "")
             server = self.server_config(model).server
+            self._check_accelerator(index, model, server, group, smallest[group])
             try:
                 server.check(model)
-                check_server_runs_on_neuron(smallest[group], cuda_only=True, server=server.name)  # bundled or vLLM
                 cpu, memory = server.sidecar_reservation
                 router_cpu, router_memory = self.telemetry.log_router_reservation
                 model.check_fits(smallest[group], (cpu + router_cpu, memory + router_memory),
@@ -206,7 +222,7 @@ class EnvironmentConfig:
             )
         self._check_load_balancers()
 
-    def _check_stop(self, index: int, model: ModelProps, server: BundledServer | VllmServer) -> None:
+    def _check_stop(self, index: int, model: ModelProps, server: BundledServer | VllmServer | NeuronServer) -> None:
         """The server drains and exits within the task's stop timeout and the Spot notice (as ModelService checks)."""
         try:
             server.stop.checked_task_timing(self.timing.deregistration_delay_seconds, self.timing.stop_timeout_seconds,
@@ -218,7 +234,7 @@ class EnvironmentConfig:
         """How ``model`` (one of ``models``) is served."""
         return self.servers[self.models.index(model)] if self.servers else ModelServerConfig()
 
-    def server_of(self, model: ModelProps) -> BundledServer | VllmServer:
+    def server_of(self, model: ModelProps) -> BundledServer | VllmServer | NeuronServer:
         return self.server_config(model).server
 
     def uses_cache(self, model: ModelProps) -> bool:

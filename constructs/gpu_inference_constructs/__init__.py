@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from .monitoring import InferenceMonitoring, ModelAlarms, MonitoringProps
     from .network import DEFAULT_INTERFACE_ENDPOINTS, InferenceNetwork, NetworkProps, grant_logs_service
     from .neuron_capacity import NeuronCapacity, NeuronCapacityProps
+    from .neuron_server import NeuronServer
+    from .neuron_server_props import NeuronEcrImage, NeuronServerProps
     from .notifications import NotificationTopic, topic_target
     from .otel_collector import DEFAULT_OTEL_COLLECTOR_IMAGE, GEN_AI_TIME_PER_OUTPUT_TOKEN, GEN_AI_TIME_TO_FIRST_TOKEN
     from .presets import TgiProps, TgiServer, TritonProps, TritonServer, tgi_stop, triton_stop
@@ -113,6 +115,9 @@ __all__ = [
     "NetworkProps",
     "NeuronCapacity",
     "NeuronCapacityProps",
+    "NeuronEcrImage",
+    "NeuronServer",
+    "NeuronServerProps",
     "NotificationTopic",
     "PredictiveScalingProps",
     "PrometheusMetrics",
@@ -217,6 +222,9 @@ _MODULE_OF = {
     "TgiServer": "presets",
     "TritonProps": "presets",
     "TritonServer": "presets",
+    "NeuronServer": "neuron_server",
+    "NeuronEcrImage": "neuron_server_props",
+    "NeuronServerProps": "neuron_server_props",
     "ModelCacheProps": "result_cache",
     "ResultCache": "result_cache",
     "ResultCacheProps": "result_cache",

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from .bundled_signals import BUNDLED_ALARMS, BUNDLED_PREDICTION_ROUTES, BundledScalingProps, bundled_scaling_signals
 from .errors import require, require_range
@@ -197,6 +197,7 @@ class BundledServer:
     :func:`bundled_workers` HTTP workers for the model's ``cpu``, or ``environment["WORKERS"]`` when the model sets
     it (a whole number from 1 to 256; see :func:`bundled_workers_for`)."""
 
+    accelerator: ClassVar[str] = "cuda"
     props: BundledServerProps = field(default_factory=BundledServerProps)
     """The server's settings for this model. Default: BundledServerProps()."""
     image: ecs.ContainerImage | None = None

@@ -29,6 +29,7 @@ class LlmPreset(Generic[PropsT]):
     """An LLM preset's fields: ``props`` first (each preset redefines it with its own props type and default, in
     this same first place, so ``VllmServer(VllmProps(...))`` keeps working), then its own images and user."""
 
+    accelerator: ClassVar[str] = "cuda"
     props: PropsT
     """How the server serves the model. Required (each preset gives its own default)."""
     image: ecs.ContainerImage | None = None

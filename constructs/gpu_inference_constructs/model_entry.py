@@ -1,6 +1,6 @@
 """One model as a plain JSON-like entry (a ``models[]`` item of cdk.json, or the sizing advisor's snippet): the
-server-neutral ModelProps keys beside either the bundled server's keys or a ``vllm`` block. The entry stays flat
-for whoever writes it; here it is split into what the library keeps apart."""
+server-neutral ModelProps keys beside either the bundled server's keys, a ``vllm`` block or a ``neuron`` block. The
+entry stays flat for whoever writes it; here it is split into what the library keeps apart."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from .bundled_server import BundledServer, BundledServerProps
 from .bundled_signals import BundledScalingProps
 from .errors import ConfigError
 from .model_props import ModelProps
+from .neuron_server import NeuronServer
+from .neuron_server_props import NeuronServerProps
 from .settings import from_dict
 from .vllm_server import VllmProps, VllmServer
 
@@ -22,7 +24,9 @@ BUNDLED_SCALING_KEYS = frozenset(f.name for f in dataclasses.fields(BundledScali
 MOVED_KEYS = {
     "compile": 'use runtime: "compile" (publish the version with --runtime compile)',
 }
-ServerProps = BundledServerProps | VllmProps
+ServerProps = BundledServerProps | VllmProps | NeuronServerProps
+# An entry's blocks of another server than the bundled one: the key, and the server's name in messages.
+SERVER_BLOCKS = {"vllm": "vLLM", "neuron": "TorchServe on Neuron"}
 
 
 def split_model_entry(entry: dict[str, Any], key: str, *, app_keys: frozenset[str] = frozenset()) -> tuple[dict[str, Any], ServerProps]:
@@ -34,18 +38,23 @@ def split_model_entry(entry: dict[str, Any], key: str, *, app_keys: frozenset[st
     if isinstance(entry.get("vllm"), dict) and "longest_generation_seconds" in entry["vllm"]:
         raise ConfigError(f"{key}.vllm.longest_generation_seconds", "is now longest_request_seconds (the same meaning, "
                                                                       "one name with the other presets)")
-    allowed = MODEL_KEYS | BUNDLED_KEYS | {"vllm"} | app_keys
+    allowed = MODEL_KEYS | BUNDLED_KEYS | set(SERVER_BLOCKS) | app_keys
     unknown = sorted(set(entry) - allowed)
     if unknown:
         raise ConfigError(f"{key}.{unknown[0]}", f"unknown key; allowed keys here: {', '.join(sorted(allowed))}")
     scaling = entry.get("scaling")
     bundled_scaling = sorted(set(scaling) & BUNDLED_SCALING_KEYS) if isinstance(scaling, dict) else []
     bundled_keys = sorted(set(entry) & BUNDLED_KEYS) + [f"scaling.{name}" for name in bundled_scaling]
-    if "vllm" in entry:
+    blocks = [name for name in SERVER_BLOCKS if name in entry]
+    if len(blocks) > 1:
+        raise ConfigError(f"{key}.{blocks[1]}", f"beside a {blocks[0]} block: a model runs one server; keep one block")
+    if blocks:
+        block = blocks[0]
         if bundled_keys:
-            raise ConfigError(f"{key}.{bundled_keys[0]}", "is a key of the bundled server, but this model runs vLLM (its "
-                                                          "vllm block), which would ignore it: remove it, or set vLLM's own key in vllm")
-        server: ServerProps = from_dict(VllmProps, entry["vllm"], f"{key}.vllm")
+            raise ConfigError(f"{key}.{bundled_keys[0]}", f"is a key of the bundled server, but this model runs "
+                                                          f"{SERVER_BLOCKS[block]} (its {block} block), which would ignore "
+                                                          f"it: remove it, or set the server's own key in {block}")
+        server: ServerProps = from_dict(VllmProps if block == "vllm" else NeuronServerProps, entry[block], f"{key}.{block}")
     else:
         props = {name: entry[name] for name in sorted(set(entry) & BUNDLED_KEYS)}
         if bundled_scaling:
@@ -58,11 +67,15 @@ def split_model_entry(entry: dict[str, Any], key: str, *, app_keys: frozenset[st
     return model, server
 
 
-def server_for(props: ServerProps) -> BundledServer | VllmServer:
+def server_for(props: ServerProps) -> BundledServer | VllmServer | NeuronServer:
     """The preset that serves with ``props``."""
+    if isinstance(props, NeuronServerProps):
+        return NeuronServer(props=props)
     return VllmServer(props=props) if isinstance(props, VllmProps) else BundledServer(props=props)
 
 
 def longest_request_key(props: ServerProps) -> str:
     """The entry's key that bounds its longest request (the load balancer's idle timeout follows it)."""
+    if isinstance(props, NeuronServerProps):
+        return "neuron.request_timeout_seconds"
     return "vllm.longest_request_seconds" if isinstance(props, VllmProps) else "request_timeout_seconds"

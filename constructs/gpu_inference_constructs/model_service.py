@@ -25,18 +25,18 @@ from .log_retention import retention_days
 from .model_props import ROLLING_MAX_HEALTHY_PERCENT, ModelProps
 from .model_store import ModelStore, model_uri
 from .neuron_capacity import NeuronCapacity
-from .neuron_placement import check_server_runs_on_neuron
-from .presets import TgiServer, TritonServer
 from .result_cache import ModelCacheProps, ResultCache
 from .server_contract import ServerContext, ServerDefinition
 from .service_checks import (  # DEFAULT_NAME_PREFIX, check_name_prefix, service_log_group_name: re-exported for monitoring.py
     DEFAULT_NAME_PREFIX,
     SynthWarning,
+    check_accelerator,
     check_api_keys_variable,
     check_contract,
     check_fits,
     check_model_name_free,
     check_name_prefix,
+    check_runs_on,
     claim_listener_priority,
     claim_model_name,
     health_check_start_period,
@@ -60,14 +60,9 @@ from .service_rollback import acknowledge_traffic_shifting, add_rollback_alarms
 from .service_routing import ServiceTargets, task_security_group
 from .service_task import ServiceTask
 from .service_timing import ServiceTimingProps
-from .sglang_server import SglangServer
 from .spot_draining import minimum_healthy_percent, tasks_on_one_instance
 from .subnet_selection import private_subnets
 from .target_optimizer import check_target_optimizer
-from .vllm_server import VllmServer
-
-# The presets whose images run on CUDA only (a subclass, such as a Neuron variant, is not one of them).
-CUDA_PRESETS: tuple[type, ...] = (BundledServer, VllmServer, SglangServer, TritonServer, TgiServer)
 
 __all__ = [
     "DEFAULT_NAME_PREFIX",
@@ -199,10 +194,13 @@ class ModelService(Construct):
         except ConfigError as error:
             raise error.within("timing") from None
         region = cdk.Stack.of(self).region
-        check_server_runs_on_neuron(self.instance_type, cuda_only=type(server) in CUDA_PRESETS, server=type(server).__name__)
+        accelerator = getattr(server, "accelerator", None)  # a preset's, before its contract is built
+        if isinstance(accelerator, str):
+            check_runs_on(type(server).__name__, accelerator, self.instance_type, f"models[{model.name}].server")
         contract = server.contract(ServerContext(self, model, timing, self.environment_name, region, uri, self.instance_type,
                                                  self._telemetry.trace_sampling_ratio))
         check_contract(server, contract, model)
+        check_accelerator(contract, self.instance_type, model.name)
         check_target_optimizer(self, server, model, contract)
         self.contract = contract
         self._warn(idle_timeout_warnings(contract, idle_timeout, model.name, known=balancer is not None))

@@ -55,10 +55,3 @@ def check_neuron_task(instance_type: GpuInstanceType, *, devices: int, gpu_share
             f"could not open its Neuron devices; set cpu to at least {cpu_needed} or memory_mib to at least {memory_needed} "
             "(more than half of the instance with the sidecars)")
 
-
-def check_server_runs_on_neuron(instance_type: GpuInstanceType, *, cuda_only: bool, server: str) -> None:
-    """A server built for CUDA (``cuda_only``) is refused on a Neuron ``instance_type``, naming the fix."""
-    require(not (cuda_only and instance_type.neuron), "server",
-            f"the {server} server's image runs on CUDA and has no Neuron backend, so it cannot serve on {instance_type.name}; "
-            "pass a Neuron server (a Neuron preset such as NeuronServer, or a ServerContract for your own Neuron "
-            "container image with the model compiled for Neuron), or place this model on GPU capacity")

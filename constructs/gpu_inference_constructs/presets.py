@@ -7,6 +7,7 @@ the server's own ports, health paths, metrics and stop behaviour, so a team does
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import aws_cdk as cdk
 from aws_cdk import aws_ecs as ecs
@@ -128,6 +129,7 @@ class TritonServer:
     """The Triton preset: ``props`` (default TritonProps()); ``image`` overrides ``props.image``; ``user`` (default
     1000:1000, Triton's image's ``triton-server`` user)."""
 
+    accelerator: ClassVar[str] = "cuda"
     props: TritonProps = TritonProps()
     """How Triton serves the model. Default: TritonProps()."""
     image: ecs.ContainerImage | None = None
@@ -213,6 +215,7 @@ class TgiProps:
 class TgiServer:
     """The TGI preset: ``props`` (default TgiProps()); ``image`` overrides ``props.image``; ``user`` (default 1000:1000)."""
 
+    accelerator: ClassVar[str] = "cuda"
     props: TgiProps = TgiProps()
     """How TGI serves the model. Default: TgiProps()."""
     image: ecs.ContainerImage | None = None

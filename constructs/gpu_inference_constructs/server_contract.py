@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from .errors import ConfigError, require, require_range
 from .instance_catalog import GpuInstanceType
@@ -39,6 +39,7 @@ if TYPE_CHECKING:  # aws_cdk is imported where a construct is built, so the prop
     from aws_cdk import aws_ecs as ecs
     from constructs import Construct
 
+ACCELERATORS = ("cuda", "neuron")
 ROOT_USERS = frozenset({"0", "root"})
 USER = re.compile(r"^[0-9]+(:[0-9]+)?$")
 PUBLIC_PATH = re.compile(r"^/[A-Za-z0-9._/*?-]*$")
@@ -201,6 +202,10 @@ class ServerContract:
     lets the task role create objects there). Default: None (no cache)."""
     single_cuda_process: bool = False
     """The server uses the GPU from one process only, which a GPU share (NVIDIA MPS) needs. Default: false (not known)."""
+    accelerator: Literal["cuda", "neuron"] = "cuda"
+    """The accelerator the server's image and model are built for: ``cuda`` (NVIDIA GPUs) or ``neuron`` (AWS
+    Inferentia2/Trainium, a Neuron-compiled model); ``ModelService`` refuses capacity of the other kind.
+    Default: "cuda"."""
     name: str = "custom"
     """The server's name in messages and graphs. Default: custom."""
 
@@ -234,6 +239,7 @@ class ServerContract:
             "server.user",
             f"{self.user!r}: give a numeric non-root uid or uid:gid such as '1000:1000' (ECS cannot check a name exists in the image)",
         )
+        require(self.accelerator in ACCELERATORS, "server.accelerator", f"{self.accelerator!r}: one of {', '.join(ACCELERATORS)}")
         check_command(self)
         if self.shared_memory_mib is not None:
             require_range(self.shared_memory_mib, 64, 262_144, "server.shared_memory_mib")

@@ -80,6 +80,26 @@ def check_contract(server: object, contract: object, model: ModelProps) -> None:
             "use whole GPUs (remove gpu_share), or set single_cuda_process=True in a contract whose server does")
 
 
+def check_accelerator(contract: ServerContract, instance_type: GpuInstanceType, model_name: str) -> None:
+    """The server's accelerator is the capacity's: a Neuron-compiled model cannot run on an NVIDIA GPU, nor a CUDA
+    image on Inferentia."""
+    check_runs_on(contract.name, contract.accelerator, instance_type, f"models[{model_name}].server")
+
+
+def check_runs_on(server: str, accelerator: str, instance_type: GpuInstanceType, key: str) -> None:
+    """``server``, built for ``accelerator`` (``cuda`` or ``neuron``), runs on ``instance_type``'s accelerator, or a
+    ConfigError at ``key`` naming the fix (a preset declares its accelerator, so this holds before its contract is
+    built; a team's own contract says it in ``ServerContract.accelerator``)."""
+    capacity = "cuda" if instance_type.cuda else "neuron"
+    if accelerator == capacity:
+        return
+    fix = ("place it on Neuron capacity (NeuronCapacity, an inf2 instance type)" if accelerator == "neuron"
+           else "place it on GPU capacity, or serve it with a Neuron server (NeuronServer, or a ServerContract with "
+                "accelerator='neuron' for your own Neuron container with the model compiled for Neuron)")
+    raise ConfigError(key, f"the {server} server runs on {accelerator} but its capacity's instance type "
+                           f"{instance_type.name} is {capacity}: {fix}")
+
+
 def idle_timeout_warnings(contract: ServerContract, idle_timeout: int, model_name: str, *, known: bool) -> list[SynthWarning]:
     """The load balancer carries the server's longest request (a non-streamed response sends nothing until it is
     done, and the ALB answers 504 after its idle timeout), and the server keeps connections alive for longer
