@@ -198,6 +198,7 @@ class BundledServer:
     it (a whole number from 1 to 256; see :func:`bundled_workers_for`)."""
 
     accelerator: ClassVar[str] = "cuda"
+    """What its image runs on: ``cuda`` (NVIDIA GPUs). ModelService refuses Neuron capacity for it."""
     props: BundledServerProps = field(default_factory=BundledServerProps)
     """The server's settings for this model. Default: BundledServerProps()."""
     image: ecs.ContainerImage | None = None

@@ -30,6 +30,7 @@ class LlmPreset(Generic[PropsT]):
     this same first place, so ``VllmServer(VllmProps(...))`` keeps working), then its own images and user."""
 
     accelerator: ClassVar[str] = "cuda"
+    """What its image runs on: ``cuda`` (NVIDIA GPUs). ModelService refuses Neuron capacity for it."""
     props: PropsT
     """How the server serves the model. Required (each preset gives its own default)."""
     image: ecs.ContainerImage | None = None

@@ -196,7 +196,7 @@ class ModelService(Construct):
         region = cdk.Stack.of(self).region
         accelerator = getattr(server, "accelerator", None)  # a preset's, before its contract is built
         if isinstance(accelerator, str):
-            check_runs_on(type(server).__name__, accelerator, self.instance_type, f"models[{model.name}].server")
+            check_runs_on(str(getattr(server, "name", type(server).__name__)), accelerator, self.instance_type, f"models[{model.name}].server")
         contract = server.contract(ServerContext(self, model, timing, self.environment_name, region, uri, self.instance_type,
                                                  self._telemetry.trace_sampling_ratio))
         check_contract(server, contract, model)

@@ -52,8 +52,11 @@ NEURON_ENTRY_POINT = (
     "torchserve",  # $0; the command's arguments are "$@"
 )
 
+# The published handler (inference_server/tools/neuron_handler.py) checks each request's key against this variable.
+API_KEYS_VARIABLE = "API_KEYS"
+
 NEURON_RESERVED_ENVIRONMENT = (
-    "HOME", "TEMP", "LOG_LOCATION", "METRICS_LOCATION", "NEURON_RT_NUM_CORES", "NEURON_RT_VISIBLE_CORES",
+    "API_KEYS", "HOME", "TEMP", "LOG_LOCATION", "METRICS_LOCATION", "NEURON_RT_NUM_CORES", "NEURON_RT_VISIBLE_CORES",
     "TS_INFERENCE_ADDRESS", "TS_MANAGEMENT_ADDRESS", "TS_METRICS_ADDRESS", "TS_DEFAULT_WORKERS_PER_MODEL",
     "TS_DEFAULT_RESPONSE_TIMEOUT", "TS_JOB_QUEUE_SIZE", "TS_DISABLE_SYSTEM_METRICS", "TS_MODEL_STORE",
     "TS_LOAD_MODELS", "MODEL_TASK", "AWS_DEFAULT_REGION", "USER", "LOGNAME", "HF_HUB_OFFLINE",
@@ -107,6 +110,7 @@ class NeuronServer:
     to 1000:1000. Its contract says ``accelerator="neuron"``: ModelService refuses GPU capacity for it."""
 
     accelerator: ClassVar[str] = "neuron"
+    """What its image and model run on: ``neuron`` (Inferentia2). ModelService refuses other capacity for it."""
     props: NeuronServerProps = field(default_factory=lambda: NeuronServerProps())
     """How TorchServe serves the model. Default: NeuronServerProps()."""
     image: ecs.ContainerImage | None = None
@@ -156,9 +160,29 @@ class NeuronServer:
         repository = ecr.Repository.from_repository_name(context.scope, "NeuronImage", image.repository)
         return ecs.ContainerImage.from_ecr_repository(repository, image.tag)
 
+    def _fetcher_image(self, context: ServerContext) -> ecs.ContainerImage | None:
+        if self.fetcher_image is not None:
+            return self.fetcher_image
+        return self.props.fetcher_image.container_image(context.scope, "FetcherImage") if self.props.fetcher_image else None
+
+    def _warn_public_images(self, context: ServerContext) -> None:
+        """A public registry is out of reach of private subnets without NAT: the task would never pull."""
+        public = [key for key, is_public in (("neuron.image", self.image is None and self.props.image.is_public),
+                                             ("neuron.fetcher_image", self.fetcher_image is None and self.props.fetcher_image is None))
+                  if is_public]
+        if public:
+            import aws_cdk as cdk
+
+            cdk.Annotations.of(context.scope).add_warning_v2(
+                "gpu-inference:neuron-public-image",
+                f"models[{context.model.name}] pulls {', '.join(public)} from ECR Public, which private subnets without NAT "
+                "cannot reach: mirror the images into your ECR and set those keys ({\"repository\", \"tag\"}), or give "
+                "the subnets a route to the internet")
+
     def contract(self, context: ServerContext) -> ServerContract:
         model, props = context.model, self.props
         self.check(model)
+        self._warn_public_images(context)
         return ServerContract(
             name=self.name,
             accelerator=self.accelerator,
@@ -172,14 +196,15 @@ class NeuronServer:
             # /ping: 200 while every worker is healthy, 500 once one is not (ApiUtils.isModelHealthy, v0.11.0).
             liveness=port_liveness(props.port, "/ping"),
             user=self.user,
-            model_source=ModelFromS3.copy_to_scratch(NEURON_MODEL_DIR, fetcher_image=self.fetcher_image),
+            model_source=ModelFromS3.copy_to_scratch(NEURON_MODEL_DIR, fetcher_image=self._fetcher_image(context)),
             tmpfs_mib={"/tmp": 1024},  # TorchServe's pid file, its workers' Unix sockets, the frontend's model links
             environment=neuron_environment(props, model, context.region),
             keep_alive_seconds=TORCHSERVE_KEEP_ALIVE_SECONDS,
             queue_capacity=props.queue_size,
             stop=self.stop,
             prediction_routes=("/predictions/{model}",),
-            # TorchServe 0.11.0 checks no key (its token plugin is not in the DLC): the ALB and the service's access
-            # rules are the only gate. Clients reach predictions and nothing else (not /ping, /models, /metrics).
+            # TorchServe 0.11.0 checks no key (its token plugin is not in the DLC): the published handler does, against
+            # the environment's API-key secret. Clients reach predictions and nothing else (not /ping, /models, /metrics).
             public_paths=(f"/predictions/{model.name}",),
+            api_keys_variable=API_KEYS_VARIABLE,
         )

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from .errors import require, require_range
+from .server_contract import EcrImage
 from .stop_timing import StopTiming
 
 # The newest pytorch-inference-neuronx the aws-neuron/deep-learning-containers README lists for inf2 (Neuron SDK
@@ -101,6 +102,9 @@ class NeuronServerProps:
     """Requests TorchServe queues per model before it answers 503 (``TS_JOB_QUEUE_SIZE``). Default: 100 (TorchServe's)."""
     port: int = TORCHSERVE_PORT
     """TorchServe's inference port. Default: 8080 (the DLC's)."""
+    fetcher_image: EcrImage | None = None
+    """Your ECR mirror of the model fetcher's image (the fleet's private subnets reach ECR, not public registries,
+    without NAT). Default: None (DEFAULT_FETCHER_IMAGE, public: a synth warning names this key)."""
 
     def __post_init__(self) -> None:
         require(isinstance(self.image, NeuronEcrImage), "image", "give the DLC's repository and tag (NeuronEcrImage)")

@@ -130,6 +130,7 @@ class TritonServer:
     1000:1000, Triton's image's ``triton-server`` user)."""
 
     accelerator: ClassVar[str] = "cuda"
+    """What its image runs on: ``cuda`` (NVIDIA GPUs). ModelService refuses Neuron capacity for it."""
     props: TritonProps = TritonProps()
     """How Triton serves the model. Default: TritonProps()."""
     image: ecs.ContainerImage | None = None
@@ -216,6 +217,7 @@ class TgiServer:
     """The TGI preset: ``props`` (default TgiProps()); ``image`` overrides ``props.image``; ``user`` (default 1000:1000)."""
 
     accelerator: ClassVar[str] = "cuda"
+    """What its image runs on: ``cuda`` (NVIDIA GPUs). ModelService refuses Neuron capacity for it."""
     props: TgiProps = TgiProps()
     """How TGI serves the model. Default: TgiProps()."""
     image: ecs.ContainerImage | None = None

@@ -78,7 +78,7 @@ def neuron_app(model: ModelProps, instance_types: tuple[str, ...] = ("inf2.xlarg
                               props=NeuronCapacityProps(instance_types=instance_types, on_demand_base_capacity=1))
     alb = InferenceLoadBalancer(stack, "Alb", vpc=vpc, access_logs_bucket=bucket,
                                 props=LoadBalancerProps(internet_facing=False, allow_http=True, ingress_cidrs=("10.0.0.0/8",)))
-    service = ModelService(stack, "Encoder", model=model, server=complete(), capacity=capacity,
+    service = ModelService(stack, "Encoder", model=model, server=complete(accelerator="neuron"), capacity=capacity,
                            model_source=ModelBucket(bucket), route=alb, environment_name="neuron",
                            logs=ServiceLogs(logs_key), access=ServiceAccess(allow_unauthenticated=True))
     gpus = GpuCapacity(stack, "Gpus", vpc=vpc, cluster=capacity.cluster, topic=topic,
@@ -191,7 +191,7 @@ def test_every_device_of_a_larger_type_is_mapped_with_its_cores():
 
 def test_a_server_that_chooses_its_cores_keeps_its_choice():
     stack = cdk.Stack(cdk.App(), "Own", env=cdk.Environment(account="123456789012", region=REGION))
-    team_service(stack, "inf2.xlarge", MODEL, server=complete(environment={"NEURON_RT_NUM_CORES": "1"}))
+    team_service(stack, "inf2.xlarge", MODEL, server=complete(accelerator="neuron", environment={"NEURON_RT_NUM_CORES": "1"}))
     environment = {e["Name"] for e in server_of(cdk.assertions.Template.from_stack(stack).to_json())["Environment"]}
     assert "NEURON_RT_NUM_CORES" in environment and "NEURON_RT_VISIBLE_CORES" not in environment
 
@@ -199,7 +199,7 @@ def test_a_server_that_chooses_its_cores_keeps_its_choice():
 def team_service(stack: cdk.Stack, instance_type: str, model: ModelProps, server=None) -> ModelService:
     """A team's own app: its imported VPC, cluster and listener, a capacity provider of its own (ClusterCapacity)."""
     team = imported_team_parts(stack)
-    return ModelService(stack, "Model", model=model, server=server or complete(),
+    return ModelService(stack, "Model", model=model, server=server or complete(accelerator="neuron" if instance_type.startswith("inf2") else "cuda"),
                         capacity=ClusterCapacity(team.cluster, "team-neuron", instance_type),
                         model_source=ModelBucket(s3.Bucket.from_bucket_name(stack, "Bucket", "team-models")),
                         route=ListenerRoute(team.listener, 7), environment_name="team",
@@ -254,18 +254,8 @@ def test_two_tasks_at_the_boundary_never_fit_one_instance():
 ])
 def test_a_cuda_preset_is_refused_on_neuron_naming_the_fix(server):
     stack = cdk.Stack(cdk.App(), "B", env=cdk.Environment(account="123456789012", region=REGION))
-    with pytest.raises(ConfigError, match=r"^server: .*NeuronServer"):
+    with pytest.raises(ConfigError, match=r"^models\[encoder\]\.server: .*NeuronServer"):
         team_service(stack, "inf2.xlarge", MODEL, server=server())
-
-
-def test_a_subclass_of_a_preset_is_not_refused_as_cuda():
-    """A Neuron variant built on a preset (say a NeuronServer that extends one) is the server's own choice."""
-
-    class NeuronVllm(VllmServer):
-        pass
-
-    stack = cdk.Stack(cdk.App(), "N", env=cdk.Environment(account="123456789012", region=REGION))
-    team_service(stack, "inf2.xlarge", MODEL, server=NeuronVllm(VllmProps(), image=IMAGE))
 
 
 def test_the_group_refuses_a_deployment_at_peak_it_cannot_hold():
@@ -317,7 +307,7 @@ def test_mixing_neuron_and_cuda_types_in_one_group_is_refused_naming_the_key():
 
 
 def test_a_bundled_model_in_a_neuron_group_is_refused_naming_the_fix():
-    with pytest.raises(ConfigError, match=r"models\[0\]\.server: .*NeuronServer"):
+    with pytest.raises(ConfigError, match=r"capacity_groups\.inf\.models: .*neuron block"):
         load_environment("staging", staging_with_group(["inf2.xlarge"]))
 
 
@@ -345,34 +335,28 @@ def test_cdk_nag_finds_nothing_unacknowledged_on_the_neuron_app(synthesized):
     assert any(finding.startswith("AwsSolutions-EC23 at Neuron/Inferentia/") for finding in unacknowledged(app))
 
 
-# An environment as cdk.json will hold one once a Neuron preset is wired (the coordinator's step): staging with its
-# minilm model in a capacity group of inf2.xlarge. Until then no cdk.json server runs on Neuron, so the test stands a
-# subclass of the bundled preset in for the Neuron one and lets the config's refusal of the CUDA presets through.
-class NeuronStandIn(BundledServer):
-    """Not one of the CUDA presets (ModelService refuses those by their exact type)."""
+def neuron_entry(entry: dict) -> dict:
+    """A scenario model's entry served by the Neuron preset (its ``neuron`` block) instead of the bundled server, with
+    more than half of an inf2.xlarge's CPU so that one task holds the instance's device."""
+    from gpu_inference_constructs.model_entry import MODEL_KEYS
+
+    kept = {key: value for key, value in entry.items() if key in MODEL_KEYS and key not in ("gpu_share", "shared_cache")}
+    scaling = {key: entry["scaling"][key] for key in ("requests_per_target_per_minute", "scale_out_cooldown_seconds",
+                                                       "scale_in_cooldown_seconds", "latency_p95_ms")}
+    return {**kept, "cpu": 2048, "scaling": scaling, "neuron": {"task": "text-embedding", "neuron_cores": 2}}
 
 
 @pytest.fixture(scope="module")
 def environment(tmp_path_factory) -> dict[str, Any]:
-    from stacks import config as config_module
-    from stacks.config import EnvironmentConfig
     from stacks.stage import InferenceStage
 
-    original = EnvironmentConfig.server_of
-
-    def server_of(self, model):
-        server = original(self, model)
-        return NeuronStandIn(server.props) if model.name == "minilm" and isinstance(server, BundledServer) else server
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(config_module, "check_server_runs_on_neuron", lambda *args, **kwargs: None)
-        patch.setattr(EnvironmentConfig, "server_of", server_of)
-        data = staging_with_group(["inf2.xlarge"])
-        data["capacity_groups"]["inf"]["capacity"]["max_capacity"] = 2 * data["models"][0]["max_tasks"]
-        config = load_environment("staging", data)
-        app = cdk.App(context=flags())
-        stage = InferenceStage(app, config)  # registers AwsSolutionsChecks: synth fails on an unacknowledged finding
-        app.synth()
+    data = staging_with_group(["inf2.xlarge"])
+    data["models"][0] = neuron_entry(data["models"][0])
+    data["capacity_groups"]["inf"]["capacity"]["max_capacity"] = 2 * data["models"][0]["max_tasks"]
+    config = load_environment("staging", data)
+    app = cdk.App(context=flags())
+    stage = InferenceStage(app, config)  # registers AwsSolutionsChecks: synth fails on an unacknowledged finding
+    app.synth()
     templates = {stack.stack_name: stack.template for stack in stage.synth().stacks}
     return {"stage": stage, "templates": templates}
 

@@ -87,7 +87,7 @@ def test_the_contract_serves_the_published_layout_with_torchserve_on_neuron(cont
     assert contract.read_only_root_filesystem and server_container["ReadonlyRootFilesystem"] is True
     assert contract.writable_paths == ("/scratch", "/tmp") and contract.user == "1000:1000"
     assert contract.metrics is None and contract.scaling_signals == ()  # ALB p95 and requests per target scale it
-    assert contract.api_keys_variable is None  # TorchServe 0.11.0 checks no key: the ALB's access rules do
+    assert contract.api_keys_variable == "API_KEYS" and contract.api_key_field is None  # the handler checks every key
 
 
 def test_the_environment_configures_torchserve_and_gives_each_worker_one_neuroncore(contract):
@@ -252,3 +252,25 @@ def test_cdk_json_refuses_a_neuron_model_on_the_environments_gpu_capacity():
     environment["models"].append({"name": "minilm-neuron", "version": "1", "neuron": {"task": "text-embedding"}})
     with pytest.raises(ConfigError, match=r"^environment 'staging': models\[\d+\]\.neuron: .*NeuronCapacity"):
         load_environment("staging", environment)
+
+
+def public_image_warnings(stack: cdk.Stack) -> list[str]:
+    return [str(w.entry.data) for w in cdk.assertions.Annotations.from_stack(stack).find_warning("*", cdk.assertions.Match.any_value())
+            if "neuron-public-image" in str(w.entry.data)]
+
+
+def test_public_images_warn_naming_the_keys_and_mirrors_do_not():
+    """The fleet's private subnets reach ECR through endpoints, not ECR Public: the defaults are public, so synth says
+    which keys to point at mirrors; a cdk.json block with both mirrors (dev's) gets no warning."""
+    stack, _ = neuron_contract()
+    (warning,) = public_image_warnings(stack)
+    assert "neuron.image" in warning and "neuron.fetcher_image" in warning and "mirror" in warning
+    entry = {"name": "encoder", "version": "1", "neuron": {
+        "image": {"repository": "mirror/pytorch-inference-neuronx", "tag": NEURON_DLC_TAG},
+        "fetcher_image": {"repository": "mirror/aws-cli", "tag": "2.32.9"}}}
+    _, props = split_model_entry(entry, "models[0]")
+    server = server_for(props)
+    assert isinstance(server, NeuronServer)
+    mirrored, made = neuron_contract(server)
+    assert public_image_warnings(mirrored) == []
+    assert made.model_source.fetcher_image is not None

@@ -449,8 +449,8 @@ def fields_without_a_stated_default(cls: type) -> list[str]:
     body = node.body
     missing = []
     for statement, following in zip(body, [*body[1:], None], strict=True):
-        if not isinstance(statement, ast.AnnAssign):
-            continue
+        if not isinstance(statement, ast.AnnAssign) or ast.unparse(statement.annotation).startswith("ClassVar"):
+            continue  # a ClassVar is the class's constant, not a field
         assert isinstance(statement.target, ast.Name)  # a class body annotates plain names
         name = statement.target.id
         doc = (following.value.value if isinstance(following, ast.Expr) and isinstance(following.value, ast.Constant)

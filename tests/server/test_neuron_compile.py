@@ -36,12 +36,16 @@ def cpu_trace(module, example_inputs, compiler_args):
 class Context:
     """TorchServe's handler context (ts/context.py): the model directory and per-request statuses."""
 
-    def __init__(self, model_dir: Path) -> None:
+    def __init__(self, model_dir: Path, headers: dict[int, dict[str, str]] | None = None) -> None:
         self.system_properties = {"model_dir": str(model_dir)}
         self.statuses: dict[int, int] = {}
+        self.headers = headers or {}
 
     def set_response_status(self, code: int = 200, phrase: str = "", idx: int = 0) -> None:
         self.statuses[idx] = code
+
+    def get_all_request_header(self, idx: int) -> dict[str, str]:
+        return self.headers.get(idx, {})
 
 
 @pytest.fixture
@@ -143,3 +147,34 @@ def test_arguments_are_parsed_strictly(argv, message, capsys):
 def test_a_model_name_the_service_cannot_route_is_refused(tmp_path, tiny_embedder_dir):
     with pytest.raises(neuron_compile.NeuronCompileError, match="URL-safe"):
         compile_encoder(tiny_embedder_dir, tmp_path, task="text-embedding", model_name="My_Model", trace=cpu_trace)
+
+
+def test_with_api_keys_a_request_needs_one_and_the_health_check_does_not(compiled_embedder, neuron_stub, monkeypatch):
+    """The environment's API-key secret (the contract's api_keys_variable): x-api-key or Authorization: Bearer, in any
+    header case; a wrong or missing key gets 401 and the rest of the batch its answers; a bodiless health check passes."""
+    monkeypatch.setenv(neuron_handler.API_KEYS_VARIABLE, json.dumps({"default": "k-one", "team-b": "k-two"}))
+    headers = {0: {"X-Api-Key": "k-one"}, 1: {"authorization": "Bearer k-two"}, 2: {"x-api-key": "wrong"}, 3: {}}
+    context = Context(compiled_embedder, headers)
+    neuron_handler.handle(None, context)
+    answers = neuron_handler.handle([{"body": {"inputs": "a"}}, {"body": {"inputs": "b"}}, {"body": {"inputs": "c"}},
+                                     {"body": {"inputs": "d"}}, {"body": b""}], context)
+    assert answers is not None
+    assert context.statuses == {2: 401, 3: 401}
+    assert "embedding" in answers[0] and "embedding" in answers[1] and "embedding" in answers[4]
+    assert answers[2] == answers[3] == {"error": neuron_handler.UNAUTHORIZED}
+
+
+def test_without_api_keys_every_request_is_answered_and_a_malformed_secret_stops_the_load(compiled_embedder, neuron_stub, monkeypatch):
+    monkeypatch.delenv(neuron_handler.API_KEYS_VARIABLE, raising=False)
+    context = Context(compiled_embedder)
+    neuron_handler.handle(None, context)
+    assert "embedding" in neuron_handler.handle([{"body": {"inputs": "a"}}], context)[0]
+    monkeypatch.setenv(neuron_handler.API_KEYS_VARIABLE, "[]")
+    with pytest.raises(RuntimeError, match="JSON object of key names"):
+        neuron_handler.handle(None, Context(compiled_embedder))
+
+
+def test_the_contract_injects_the_variable_the_handler_reads():
+    from gpu_inference_constructs import neuron_server
+
+    assert neuron_server.API_KEYS_VARIABLE == neuron_handler.API_KEYS_VARIABLE

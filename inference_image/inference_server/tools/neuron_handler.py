@@ -10,6 +10,7 @@ length, so a batch is padded to both and the padding rows dropped.
 
 from __future__ import annotations
 
+import hmac
 import importlib
 import json
 import os
@@ -17,7 +18,10 @@ from pathlib import Path
 from typing import Any
 
 NEURON_FILE = "neuron.json"
+API_KEYS_VARIABLE = "API_KEYS"  # the environment's API-key secret, a JSON object of key names to keys
+UNAUTHORIZED = "a valid x-api-key (or Authorization: Bearer) header is required"
 _encoders: dict[str, Encoder] = {}
+_api_keys: list[bytes] = []
 
 
 class RequestError(ValueError):
@@ -85,10 +89,43 @@ def request_text(request: dict[str, Any], probe_text: str) -> str:
     return body["inputs"]
 
 
+def load_api_keys(environment: dict[str, str]) -> list[bytes]:
+    """The keys a request may carry: the values of ``API_KEYS``'s JSON object; none when it is not set (the service
+    was deployed with ``allow_unauthenticated``)."""
+    raw = environment.get(API_KEYS_VARIABLE)
+    if raw is None:
+        return []
+    keys = json.loads(raw)
+    if not (isinstance(keys, dict) and keys and all(isinstance(k, str) and k for k in keys.values())):
+        raise RuntimeError(f"{API_KEYS_VARIABLE} must be a JSON object of key names to non-empty keys")
+    return [key.encode() for key in keys.values()]
+
+
+def carries_a_key(headers: dict[str, Any], keys: list[bytes]) -> bool:
+    """The request's x-api-key (else its Authorization: Bearer value) is one of ``keys``, compared in constant time
+    with every key, as the bundled server does. Header names in any case (HTTP/2 clients send them lower-case)."""
+    named = {str(name).lower(): value for name, value in headers.items()}
+    value = named.get("x-api-key")
+    if value is None and str(named.get("authorization", ""))[:7].lower() == "bearer ":
+        value = str(named["authorization"])[7:].strip()
+    if value is None:
+        return False
+    given = value.encode() if isinstance(value, str) else bytes(value)
+    matched = False
+    for key in keys:
+        matched |= hmac.compare_digest(given, key)
+    return matched
+
+
+def has_body(request: dict[str, Any]) -> bool:
+    return request.get("body", request.get("data")) not in (None, b"", "")
+
+
 def handle(data: list[dict[str, Any]] | None, context: Any) -> list[Any] | None:
     """TorchServe's entry point: load on the first call (``data`` None), then answer each request of the batch."""
     model_dir = Path(context.system_properties["model_dir"])
     if data is None:
+        _api_keys[:] = load_api_keys(dict(os.environ))
         _encoders["model"] = Encoder(model_dir)
         _encoders["model"].encode([_encoders["model"].facts["probe_text"]])  # warm the NeuronCore before traffic
         return None
@@ -96,6 +133,12 @@ def handle(data: list[dict[str, Any]] | None, context: Any) -> list[Any] | None:
     texts: list[str | None] = []
     errors: dict[int, str] = {}
     for index, request in enumerate(data):
+        # A request without a body is the load balancer's health check (it carries no key): the fixed probe text.
+        if _api_keys and has_body(request) and not carries_a_key(context.get_all_request_header(index) or {}, _api_keys):
+            texts.append(None)
+            errors[index] = UNAUTHORIZED
+            context.set_response_status(401, "Unauthorized", idx=index)
+            continue
         try:
             texts.append(request_text(request, encoder.facts["probe_text"]))
         except RequestError as error:
