@@ -206,8 +206,9 @@ def measure_server(server: str, model: str, model_dir: str, cfg: BenchConfig, te
                  f"{result.statuses}, 503 median {result.shed_p50_ms} ms")
         if cfg.reject_clients and model == NULL and server in (OURS, BARE) and server in systems:
             cost = measure_rejection_cost(server, port, process.pid, cfg, processes)
+            each = cost["cpu_us_per_answer"]  # None when no answer came within the window (a busy machine)
             _log(f"{name}: {cost['answers_per_s']:.0f} answers/s {cost['statuses']}, "
-                 f"{cost['cpu_us_per_answer']:.1f} us CPU each")
+                 + (f"{each:.1f} us CPU each" if each is not None else "no answer in the window: no CPU per answer"))
     finally:
         process.stop()
     # After the stop: every process has written its last document.
