@@ -18,6 +18,7 @@ from .server_contract import (
     BUNDLED_DEFAULT_DRAIN_SECONDS,
     BUNDLED_EXIT_SECONDS,
     SCRATCH_PATH,
+    Accelerator,
     LivenessCheck,
     ModelFromS3,
     ServerContext,
@@ -197,7 +198,7 @@ class BundledServer:
     :func:`bundled_workers` HTTP workers for the model's ``cpu``, or ``environment["WORKERS"]`` when the model sets
     it (a whole number from 1 to 256; see :func:`bundled_workers_for`)."""
 
-    accelerator: ClassVar[str] = "cuda"
+    accelerator: ClassVar[Accelerator] = "cuda"
     """What its image runs on: ``cuda`` (NVIDIA GPUs). ModelService refuses Neuron capacity for it."""
     props: BundledServerProps = field(default_factory=BundledServerProps)
     """The server's settings for this model. Default: BundledServerProps()."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Generic, Protocol, TypeVar
 
-from .server_contract import ModelFromS3, PrometheusMetrics, require_props, sidecar_reservation
+from .server_contract import Accelerator, ModelFromS3, PrometheusMetrics, require_props, sidecar_reservation
 
 if TYPE_CHECKING:
     from aws_cdk import aws_ecs as ecs
@@ -29,7 +29,7 @@ class LlmPreset(Generic[PropsT]):
     """An LLM preset's fields: ``props`` first (each preset redefines it with its own props type and default, in
     this same first place, so ``VllmServer(VllmProps(...))`` keeps working), then its own images and user."""
 
-    accelerator: ClassVar[str] = "cuda"
+    accelerator: ClassVar[Accelerator] = "cuda"
     """What its image runs on: ``cuda`` (NVIDIA GPUs). ModelService refuses Neuron capacity for it."""
     props: PropsT
     """How the server serves the model. Required (each preset gives its own default)."""

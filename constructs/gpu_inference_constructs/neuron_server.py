@@ -23,6 +23,7 @@ from .neuron_server_props import (
 )
 from .server_contract import (
     SCRATCH_PATH,
+    Accelerator,
     ModelFromS3,
     ServerContext,
     ServerContract,
@@ -109,7 +110,7 @@ class NeuronServer:
     ``image`` (a ContainerImage: your own build, for example) takes the place of ``props.image``; ``user`` defaults
     to 1000:1000. Its contract says ``accelerator="neuron"``: ModelService refuses GPU capacity for it."""
 
-    accelerator: ClassVar[str] = "neuron"
+    accelerator: ClassVar[Accelerator] = "neuron"
     """What its image and model run on: ``neuron`` (Inferentia2). ModelService refuses other capacity for it."""
     props: NeuronServerProps = field(default_factory=lambda: NeuronServerProps())
     """How TorchServe serves the model. Default: NeuronServerProps()."""

@@ -15,6 +15,7 @@ from aws_cdk import aws_ecs as ecs
 from .errors import ConfigError, require, require_range
 from .server_contract import (
     SCRATCH_PATH,
+    Accelerator,
     EcrImage,
     ModelFromS3,
     PrometheusMetrics,
@@ -129,7 +130,7 @@ class TritonServer:
     """The Triton preset: ``props`` (default TritonProps()); ``image`` overrides ``props.image``; ``user`` (default
     1000:1000, Triton's image's ``triton-server`` user)."""
 
-    accelerator: ClassVar[str] = "cuda"
+    accelerator: ClassVar[Accelerator] = "cuda"
     """What its image runs on: ``cuda`` (NVIDIA GPUs). ModelService refuses Neuron capacity for it."""
     props: TritonProps = TritonProps()
     """How Triton serves the model. Default: TritonProps()."""
@@ -216,7 +217,7 @@ class TgiProps:
 class TgiServer:
     """The TGI preset: ``props`` (default TgiProps()); ``image`` overrides ``props.image``; ``user`` (default 1000:1000)."""
 
-    accelerator: ClassVar[str] = "cuda"
+    accelerator: ClassVar[Accelerator] = "cuda"
     """What its image runs on: ``cuda`` (NVIDIA GPUs). ModelService refuses Neuron capacity for it."""
     props: TgiProps = TgiProps()
     """How TGI serves the model. Default: TgiProps()."""

@@ -40,6 +40,7 @@ if TYPE_CHECKING:  # aws_cdk is imported where a construct is built, so the prop
     from constructs import Construct
 
 ACCELERATORS = ("cuda", "neuron")
+Accelerator = Literal["cuda", "neuron"]
 ROOT_USERS = frozenset({"0", "root"})
 USER = re.compile(r"^[0-9]+(:[0-9]+)?$")
 PUBLIC_PATH = re.compile(r"^/[A-Za-z0-9._/*?-]*$")
@@ -202,7 +203,7 @@ class ServerContract:
     lets the task role create objects there). Default: None (no cache)."""
     single_cuda_process: bool = False
     """The server uses the GPU from one process only, which a GPU share (NVIDIA MPS) needs. Default: false (not known)."""
-    accelerator: Literal["cuda", "neuron"] = "cuda"
+    accelerator: Accelerator = "cuda"
     """The accelerator the server's image and model are built for: ``cuda`` (NVIDIA GPUs) or ``neuron`` (AWS
     Inferentia2/Trainium, a Neuron-compiled model); ``ModelService`` refuses capacity of the other kind.
     Default: "cuda"."""
