@@ -45,10 +45,11 @@ NEURON_MODEL_DIR = f"{SCRATCH_PATH}/model"
 # SIGTERM reaches this shell (ECS signals the container's first process); it asks TorchServe to stop (the Java
 # frontend's shutdown hook) and waits for it, so the workers release their NeuronCores before the container exits.
 # The DLC's own entry point (dockerd-entrypoint.py) would run TorchServe as a child and never pass the signal on.
+# The trap is set before TorchServe starts: a SIGTERM that comes at once still stops it.
 NEURON_ENTRY_POINT = (
     "/bin/sh", "-c",
-    'torchserve --start --foreground "$@" & server=$!; '
     "trap 'torchserve --stop --foreground; wait \"$server\"; exit 0' TERM INT; "
+    'torchserve --start --foreground "$@" & server=$!; '
     'wait "$server"',
     "torchserve",  # $0; the command's arguments are "$@"
 )
