@@ -3,6 +3,7 @@ body as an ExportTraceServiceRequest (opentelemetry-proto) and keeps the spans, 
 
 from __future__ import annotations
 
+import gzip
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -44,6 +45,8 @@ class Receiver:
     endpoint: str  # the base URL (OTEL_EXPORTER_OTLP_ENDPOINT)
     spans: list[ReceivedSpan] = field(default_factory=list)
     posts: list[str] = field(default_factory=list)  # each request's path
+    headers: list[dict[str, str]] = field(default_factory=list)  # each request's headers, names lower-case
+    refuse: list[int] = field(default_factory=list)  # statuses to answer, one per request, before accepting
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def take(self, body: bytes) -> None:
@@ -72,6 +75,14 @@ def otlp_receiver() -> Iterator[Receiver]:
         def do_POST(self) -> None:  # noqa: N802 (http.server's name)
             body = self.rfile.read(int(self.headers.get("content-length", "0")))
             receiver.posts.append(self.path)
+            receiver.headers.append({name.lower(): value for name, value in self.headers.items()})
+            if receiver.refuse:
+                self.send_response(receiver.refuse.pop(0))
+                self.send_header("content-length", "0")
+                self.end_headers()
+                return
+            if self.headers.get("content-encoding") == "gzip":
+                body = gzip.decompress(body)
             if self.path != TRACES_PATH or self.headers.get("content-type") != "application/x-protobuf":
                 self.send_response(404)
                 self.end_headers()

@@ -157,11 +157,11 @@ def test_what_the_infrastructure_sets_samples_by_its_ratio_and_another_sampler_b
     sampled_parent = [(b"traceparent", f"00-{PARENT_TRACE}-{PARENT_SPAN}-01".encode())]
     assert tracing.start([], "POST", "/predict", "r1") is None
     assert tracing.start(sampled_parent, "POST", "/predict", "r2") is not None
-    tracing.provider.shutdown()
+    tracing.shutdown()
     monkeypatch.setenv("OTEL_TRACES_SAMPLER", "always_on")
     tracing = tracing_from(settings.replace(trace_sample_ratio=0.0))
     assert tracing is not None and tracing.start([], "POST", "/predict", "r3") is not None
-    tracing.provider.shutdown()
+    tracing.shutdown()
 
 
 def test_without_an_endpoint_nothing_is_built_and_nothing_imported(tmp_path):
@@ -182,8 +182,9 @@ async def main():
     return response.status_code
 status = asyncio.run(main())
 loaded = sorted(m for m in sys.modules if m.startswith(("opentelemetry.sdk", "opentelemetry.exporter",
-                                                        "inference_server.front.spans")))
-threads = [t.name for t in threading.enumerate() if "Otel" in t.name or "otel" in t.name]
+                                                        "opentelemetry.proto", "inference_server.front.spans",
+                                                        "inference_server.front.otlp_exporter")))
+threads = [t.name for t in threading.enumerate() if "otel" in t.name.lower() or "otlp" in t.name.lower()]
 print(status, service.tracing, loaded, threads)
 service.local_model.stop()
 """

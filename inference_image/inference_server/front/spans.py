@@ -1,44 +1,35 @@
-"""A worker's request spans, with the OpenTelemetry SDK: one exporter per worker process (OTLP over HTTP, in batches,
-on the SDK's thread), parent-based sampling at TRACE_SAMPLE_RATIO, or at the standard OTEL_TRACES_SAMPLER_ARG
-with OTEL_TRACES_SAMPLER=parentbased_traceidratio (another standard sampler is the SDK's).
+"""A worker's request spans: built directly as OTLP protobuf messages and sent by one exporter per worker process
+(otlp_exporter.py: OTLP over HTTP, in batches, on its own thread), sampled parent-based at TRACE_SAMPLE_RATIO, or
+by the standard OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG (always_on, always_off, traceidratio and their
+parentbased_ forms, decided as the OpenTelemetry SDK decides them).
 
 A sampled request gets a RequestTrace: its span (the request) and children recorded from the phases' marks on the
 time.monotonic() clock, each ended as it is recorded with explicit times: admission, cache lookup, preprocess, queue
 wait, batch formation and forward (from the model process's BatchRuns, which the link returns for a traced job: the
-same host's clock) and postprocess. An unsampled request gets none, and its job asks the model for nothing more."""
+same host's clock) and postprocess. An unsampled request gets none, and its job asks the model for nothing more.
+Why not the SDK's span objects: a sampled request cost its worker about 0.43 ms through them, and a null model at
+saturation lost 7-9 % of its throughput at 1 % sampling (bench/README.md, "Tracing's cost")."""
 
 from __future__ import annotations
 
 import os
 import random
 import time
+import urllib.parse
 from collections.abc import Mapping
 from typing import Any
 
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
-from opentelemetry.sdk.trace.id_generator import IdGenerator
-from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
-from opentelemetry.trace import (
-    NonRecordingSpan,
-    Span,
-    SpanContext,
-    SpanKind,
-    Status,
-    StatusCode,
-    TraceFlags,
-    Tracer,
-    set_span_in_context,
-)
+from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
 from .. import __version__
 from ..link_messages import JobResult
 from ..settings import Settings
+from .otlp_exporter import OtlpExporter, attributes
 from .trace_context import Incoming, incoming
 
 SHUTDOWN_FLUSH_MS = 2000  # at the worker's exit: the spans not yet sent get this long to go
+TRACE_ID_LIMIT = (1 << 64) - 1  # a ratio sampler reads a trace id's low 64 bits (the SDK's TraceIdRatioBased)
+SCOPE = ("inference_server", __version__)
 
 
 def parent_based_ratio(settings: Settings) -> float | None:
@@ -50,6 +41,10 @@ def parent_based_ratio(settings: Settings) -> float | None:
         return settings.trace_sample_ratio
     if sampler != "parentbased_traceidratio":
         return None
+    return _sampler_argument()
+
+
+def _sampler_argument() -> float:
     try:
         ratio = float(os.environ.get("OTEL_TRACES_SAMPLER_ARG", "1"))
     except ValueError:
@@ -57,45 +52,70 @@ def parent_based_ratio(settings: Settings) -> float | None:
     return ratio if 0 <= ratio <= 1 else 1.0
 
 
-class _TraceIds(IdGenerator):
-    """A new trace's id starts with the epoch second (X-Ray's form, which X-Ray also reads in W3C ids), or is the
-    one a request brought without a parent span (the load balancer's Root): set just before its span starts, on the
-    event loop's one thread."""
+def sampler_of(settings: Settings) -> tuple[bool, float]:
+    """(whether a caller's sampled flag decides, the share of the other requests traced), as the SDK reads
+    OTEL_TRACES_SAMPLER (an unknown name is its default, parentbased_always_on)."""
+    ratio = parent_based_ratio(settings)
+    if ratio is not None:
+        return True, ratio
+    name = os.environ.get("OTEL_TRACES_SAMPLER", "").strip().lower()
+    return {"always_on": (False, 1.0), "always_off": (False, 0.0), "traceidratio": (False, _sampler_argument()),
+            "parentbased_always_off": (True, 0.0)}.get(name, (True, 1.0))
 
-    def __init__(self) -> None:
-        self.next_trace_id = 0
 
-    def generate_span_id(self) -> int:
-        span_id = 0
-        while not span_id:
-            span_id = random.getrandbits(64)
-        return span_id
+def resource_attributes(settings: Settings, worker: int) -> dict[str, Any]:
+    """OTEL_RESOURCE_ATTRIBUTES (comma-separated key=value, URL-encoded), then OTEL_SERVICE_NAME, then the model's
+    own attributes, later ones winning, as the SDK merges them."""
+    found: dict[str, Any] = {}
+    for pair in os.environ.get("OTEL_RESOURCE_ATTRIBUTES", "").split(","):
+        key, equals, value = pair.partition("=")
+        if equals and key.strip():
+            found[urllib.parse.unquote(key.strip())] = urllib.parse.unquote(value.strip())
+    found["service.name"] = os.environ.get("OTEL_SERVICE_NAME") or settings.model_name
+    found.update({"service.version": settings.model_version, "deployment.environment.name": settings.deployment_env,
+                  "model.name": settings.model_name, "model.version": settings.model_version, "worker": worker,
+                  "telemetry.sdk.language": "python", "telemetry.sdk.name": SCOPE[0], "telemetry.sdk.version": SCOPE[1]})
+    return found
 
-    def generate_trace_id(self) -> int:
-        trace_id, self.next_trace_id = self.next_trace_id, 0
-        return trace_id or self.new_trace_id()
 
-    @staticmethod
-    def new_trace_id() -> int:
-        return (int(time.time()) << 96) | random.getrandbits(96)
+def _span_id() -> bytes:
+    span_id = 0
+    while not span_id:
+        span_id = random.getrandbits(64)
+    return span_id.to_bytes(8, "big")
+
+
+def new_trace_id() -> int:
+    """A trace id that starts with the epoch second (X-Ray's form, which X-Ray also reads in W3C ids)."""
+    return (int(time.time()) << 96) | random.getrandbits(96)
 
 
 class RequestTrace:
     """A sampled request's span and its children, from marks on the time.monotonic() clock."""
 
-    __slots__ = ("span", "started", "_tracer", "_context", "_offset_ns")
+    __slots__ = ("spans", "started", "_exporter", "_trace_id", "_span_id", "_root", "_offset_ns")
 
-    def __init__(self, tracer: Tracer, span: Span) -> None:
-        self.span, self._tracer, self._context = span, tracer, set_span_in_context(span)
+    def __init__(self, exporter: OtlpExporter, trace_id: int, parent: int | None, name: str,
+                 root_attributes: Mapping[str, Any]) -> None:
+        self._exporter, self._trace_id, self._span_id = exporter, trace_id.to_bytes(16, "big"), _span_id()
         self._offset_ns = time.time_ns() - time.monotonic_ns()
         self.started = time.monotonic()
+        self._root = Span(trace_id=self._trace_id, span_id=self._span_id, name=name, kind=Span.SPAN_KIND_SERVER,
+                          parent_span_id=parent.to_bytes(8, "big") if parent else b"",
+                          start_time_unix_nano=self._ns(self.started), attributes=attributes(root_attributes))
+        self.spans: list[Span] = []
+
+    @property
+    def trace_id(self) -> int:
+        return int.from_bytes(self._trace_id, "big")
 
     def _ns(self, monotonic_s: float) -> int:
         return int(monotonic_s * 1e9) + self._offset_ns
 
-    def child(self, name: str, start: float, end: float, attributes: Mapping[str, Any] | None = None) -> None:
-        span = self._tracer.start_span(name, self._context, start_time=self._ns(start), attributes=attributes)
-        span.end(end_time=self._ns(end))
+    def child(self, name: str, start: float, end: float, attributes_: Mapping[str, Any] | None = None) -> None:
+        self.spans.append(Span(trace_id=self._trace_id, span_id=_span_id(), parent_span_id=self._span_id, name=name,
+                               kind=Span.SPAN_KIND_INTERNAL, start_time_unix_nano=self._ns(start),
+                               end_time_unix_nano=self._ns(end), attributes=attributes(attributes_)))
 
     def admitted(self, shed: str | None) -> None:
         """The gate passed, from the request's start: admitted, or why it was shed."""
@@ -107,71 +127,49 @@ class RequestTrace:
         if runs:
             self.child("queue wait", submitted, min(run.picked for run in runs))
         for run in runs:
-            attributes = {"batch.size": run.size, "batch.padded_size": run.padded_size,
-                          "batch.sequence_bucket": run.sequence_bucket, "batch.sequence_length": run.sequence_length}
-            self.child("batch formation", run.picked, run.collated, attributes)
-            self.child("forward", run.collated, run.forward_end, attributes)
+            batch = {"batch.size": run.size, "batch.padded_size": run.padded_size,
+                     "batch.sequence_bucket": run.sequence_bucket, "batch.sequence_length": run.sequence_length}
+            self.child("batch formation", run.picked, run.collated, batch)
+            self.child("forward", run.collated, run.forward_end, batch)
 
     def end(self, status: int) -> None:
-        span = self.span
-        span.set_attribute("http.response.status_code", status)
+        root = self._root
+        root.end_time_unix_nano = self._ns(time.monotonic())
+        root.attributes.append(attributes({"http.response.status_code": status})[0])
         if status >= 500:
-            span.set_status(Status(StatusCode.ERROR))
-        span.end()
+            root.status.CopyFrom(Status(code=Status.STATUS_CODE_ERROR))
+        self._exporter.add([root, *self.spans])
 
 
 class Tracing:
-    """A worker's tracer provider and exporter; start() opens a request's trace when it is sampled."""
+    """A worker's sampler and exporter; start() opens a request's trace when it is sampled."""
 
     def __init__(self, settings: Settings, endpoint: str, worker: int = 0) -> None:
-        attributes = {"service.version": settings.model_version, "deployment.environment.name": settings.deployment_env,
-                      "model.name": settings.model_name, "model.version": settings.model_version, "worker": worker}
-        if not os.environ.get("OTEL_SERVICE_NAME"):
-            attributes["service.name"] = settings.model_name
-        # Parent-based at a ratio is decided by start() before the SDK is asked (an unsampled request costs a header
-        # scan and a comparison); another standard sampler is the SDK's, from the environment.
-        sampler, self._bound, ratio = None, None, parent_based_ratio(settings)
-        if ratio is not None:
-            by_trace_id = TraceIdRatioBased(ratio)
-            sampler, self._bound = ParentBased(by_trace_id), by_trace_id.bound
-        self._ids = _TraceIds()
-        self.provider = TracerProvider(sampler=sampler, resource=Resource.create(attributes), id_generator=self._ids,
-                                       shutdown_on_exit=False)
-        self.exporter = OTLPSpanExporter(endpoint=endpoint)
-        self.provider.add_span_processor(BatchSpanProcessor(self.exporter))
-        self.tracer = self.provider.get_tracer("inference_server", __version__)
+        self._parent_decides, ratio = sampler_of(settings)
+        self._bound = round(ratio * (TRACE_ID_LIMIT + 1))
+        self.exporter = OtlpExporter(endpoint, resource_attributes(settings, worker), SCOPE)
         self._model = {"model.name": settings.model_name, "model.version": settings.model_version}
 
     def start(self, headers: list[tuple[bytes, bytes]], method: str, path: str, request_id: str) -> RequestTrace | None:
-        """The request's trace, or None when it is not sampled."""
-        caller = incoming(headers)
-        if self._bound is not None:  # what ParentBased(TraceIdRatioBased) will decide, without the SDK
-            if caller is not None and caller.span_id is not None and caller.sampled is not None:
-                if not caller.sampled:
-                    return None
-            else:
-                trace_id = caller.trace_id if caller is not None else self._ids.new_trace_id()
-                if trace_id & TraceIdRatioBased.TRACE_ID_LIMIT >= self._bound:
-                    return None
-                caller = Incoming(trace_id, None, None)
-        context = None
-        if caller is not None:
-            if caller.span_id is None or caller.sampled is None:  # the trace's first span here, on our sampling
-                self._ids.next_trace_id = caller.trace_id
-            else:
-                flags = TraceFlags(TraceFlags.SAMPLED if caller.sampled else TraceFlags.DEFAULT)
-                context = set_span_in_context(NonRecordingSpan(SpanContext(caller.trace_id, caller.span_id, True, flags)))
-        span = self.tracer.start_span(f"{method} {path}", context, SpanKind.SERVER)
-        self._ids.next_trace_id = 0
-        if not span.is_recording():
-            return None
-        span.set_attributes({**self._model, "http.request.method": method, "url.path": path, "request.id": request_id})
-        return RequestTrace(self.tracer, span)
+        """The request's trace, or None when it is not sampled: a caller that says whether it sampled decides (under
+        a parent-based sampler), else the trace id's low bits against the ratio."""
+        caller: Incoming | None = incoming(headers)
+        known = caller is not None and caller.span_id is not None and caller.sampled is not None
+        if known and self._parent_decides:
+            assert caller is not None and caller.sampled is not None
+            if not caller.sampled:
+                return None
+        else:
+            trace_id = caller.trace_id if caller is not None else new_trace_id()
+            if trace_id & TRACE_ID_LIMIT >= self._bound:
+                return None
+            caller = Incoming(trace_id, caller.span_id if known and caller is not None else None, None)
+        return RequestTrace(self.exporter, caller.trace_id, caller.span_id, f"{method} {path}",
+                            {**self._model, "http.request.method": method, "url.path": path, "request.id": request_id})
 
     def flush(self, timeout_ms: int = 30000) -> bool:
-        return self.provider.force_flush(timeout_ms)
+        return self.exporter.flush(timeout_ms)
 
     def shutdown(self) -> None:
         """The spans not sent yet go (for at most SHUTDOWN_FLUSH_MS), then the exporter's thread stops."""
-        self.provider.force_flush(SHUTDOWN_FLUSH_MS)
-        self.provider.shutdown()
+        self.exporter.shutdown(SHUTDOWN_FLUSH_MS)

@@ -1,0 +1,98 @@
+"""The worker's OTLP exporter (front/otlp_exporter.py) against a real OTLP/HTTP receiver: batches, the standard
+variables (headers, gzip, batch size, queue size), retries on the specification's retryable statuses and none on
+others, flush and shutdown; and the samplers and resource attributes the SDK's variables choose (front/spans.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from inference_server.front.otlp_exporter import OtlpExporter, headers_of
+from inference_server.front.spans import RequestTrace, resource_attributes, sampler_of
+
+from .conftest import make_settings
+from .otlp_receiver import otlp_receiver
+
+
+def trace(exporter: OtlpExporter, name: str = "POST /predict", status: int = 200) -> None:
+    request = RequestTrace(exporter, 0x0123456789ABCDEF0123456789ABCDEF, None, name, {"model.name": "m"})
+    request.child("forward", request.started, request.started + 0.001, {"batch.size": 3, "ratio": 0.5, "ok": True})
+    request.end(status)
+
+
+def test_spans_arrive_with_the_variables_headers_gzip_and_resource():
+    environ = {"OTEL_EXPORTER_OTLP_HEADERS": "x-team=ml%20platform,authorization=Bearer%20k,broken",
+               "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION": "gzip"}
+    with otlp_receiver() as receiver:
+        exporter = OtlpExporter(f"{receiver.endpoint}/v1/traces", {"service.name": "m", "worker": 1}, ("s", "1"), environ)
+        trace(exporter, status=503)
+        assert exporter.flush(5000)
+        exporter.shutdown()
+        root, child = sorted(receiver.spans, key=lambda span: span.parent_span_id)
+        assert (root.name, child.name, child.parent_span_id) == ("POST /predict", "forward", root.span_id)
+        assert root.attributes == {"model.name": "m", "http.response.status_code": 503}
+        assert child.attributes == {"batch.size": 3, "ratio": 0.5, "ok": True}
+        assert root.resource == {"service.name": "m", "worker": 1} and root.start_ns <= child.start_ns
+        sent = receiver.headers[0]
+        assert (sent["x-team"], sent["authorization"], sent["content-encoding"]) == ("ml platform", "Bearer k", "gzip")
+
+
+def test_a_retryable_status_is_retried_and_another_is_not(caplog):
+    with otlp_receiver() as receiver:
+        receiver.refuse[:] = [503]
+        exporter = OtlpExporter(f"{receiver.endpoint}/v1/traces", {}, ("s", "1"), {"OTEL_EXPORTER_OTLP_TIMEOUT": "5"})
+        trace(exporter)
+        assert exporter.flush(8000)
+        assert len(receiver.posts) == 2 and len(receiver.spans) == 2  # refused once, then accepted
+        receiver.refuse[:] = [400]
+        trace(exporter)
+        assert exporter.flush(8000)
+        exporter.shutdown()
+        assert len(receiver.posts) == 3 and len(receiver.spans) == 2  # a 400 is not retried: dropped, and said
+        assert "HTTP 400" in caplog.text
+
+
+def test_full_batches_leave_at_once_and_a_full_queue_drops_new_spans():
+    environ = {"OTEL_BSP_SCHEDULE_DELAY": "60000", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "4", "OTEL_BSP_MAX_QUEUE_SIZE": "6"}
+    with otlp_receiver() as receiver:
+        exporter = OtlpExporter(f"{receiver.endpoint}/v1/traces", {}, ("s", "1"), environ)
+        for _ in range(2):
+            trace(exporter)  # 4 spans: a full batch, sent without waiting a minute
+        assert exporter.flush(5000) and len(receiver.spans) == 4
+        exporter.shutdown()
+    blocked = OtlpExporter("http://127.0.0.1:9/v1/traces", {}, ("s", "1"), {**environ, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "100"})
+    for _ in range(4):
+        trace(blocked)
+    assert blocked.dropped == 2  # 6 queued, the fourth request's 2 spans found no room
+    blocked.shutdown(100)
+
+
+def test_an_unreachable_endpoint_is_given_up_within_its_timeout_and_a_flush_out_of_time_says_so(caplog):
+    exporter = OtlpExporter("http://127.0.0.1:9/v1/traces", {}, ("s", "1"), {"OTEL_EXPORTER_OTLP_TIMEOUT": "1"})
+    trace(exporter)
+    assert not exporter.flush(0)  # queued, not sent: no time given
+    assert exporter.flush(5000)  # tried within its second and given up, said in the log
+    assert "spans not exported (2)" in caplog.text
+    exporter.shutdown(100)
+
+
+@pytest.mark.parametrize(("sampler", "argument", "expected"), [
+    (None, None, (True, 0.25)), ("always_on", None, (False, 1.0)), ("always_off", None, (False, 0.0)),
+    ("traceidratio", "0.5", (False, 0.5)), ("parentbased_always_off", None, (True, 0.0)),
+    ("parentbased_always_on", None, (True, 1.0)), ("parentbased_traceidratio", "0.1", (True, 0.1)),
+    ("jaeger_remote", None, (True, 1.0)),
+])
+def test_the_standard_samplers(tmp_path, monkeypatch, sampler, argument, expected):
+    for name, value in (("OTEL_TRACES_SAMPLER", sampler), ("OTEL_TRACES_SAMPLER_ARG", argument)):
+        if value is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, value)
+    assert sampler_of(make_settings(tmp_path, trace_sample_ratio=0.25)) == expected
+
+
+def test_resource_attributes_merge_as_the_sdk_merges_them(tmp_path, monkeypatch):
+    monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", "team=ml%20platform,model.name=overridden")
+    monkeypatch.setenv("OTEL_SERVICE_NAME", "search")
+    found = resource_attributes(make_settings(tmp_path), 2)
+    assert (found["team"], found["service.name"], found["model.name"], found["worker"]) == ("ml platform", "search", "tiny", 2)
+    assert headers_of("a=1, b = 2 ,=x,c") == {"a": "1", "b": "2"}
