@@ -60,15 +60,20 @@ def _number(environ: Mapping[str, str], name: str, default: float) -> float:
     return value if value > 0 else default
 
 
-def headers_of(value: str) -> dict[str, str]:
-    """OTEL_EXPORTER_OTLP_HEADERS: comma-separated key=value pairs, each URL-encoded (the OTLP exporter
-    specification); a pair without '=' is skipped."""
-    headers = {}
+def key_values(value: str) -> dict[str, str]:
+    """Comma-separated key=value pairs, each URL-encoded, as OTEL_EXPORTER_OTLP_HEADERS and OTEL_RESOURCE_ATTRIBUTES
+    write them (the OpenTelemetry specification); a pair without '=' or without a key is skipped."""
+    found = {}
     for pair in value.split(","):
         key, equals, item = pair.partition("=")
         if equals and key.strip():
-            headers[urllib.parse.unquote(key.strip()).lower()] = urllib.parse.unquote(item.strip())
-    return headers
+            found[urllib.parse.unquote(key.strip())] = urllib.parse.unquote(item.strip())
+    return found
+
+
+def headers_of(value: str) -> dict[str, str]:
+    """OTEL_EXPORTER_OTLP_HEADERS, names lower-case."""
+    return {key.lower(): item for key, item in key_values(value).items()}
 
 
 class OtlpExporter:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import random
 import time
-import urllib.parse
 from collections.abc import Mapping
 from typing import Any
 
@@ -24,7 +23,7 @@ from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 from .. import __version__
 from ..link_messages import JobResult
 from ..settings import Settings
-from .otlp_exporter import OtlpExporter, attributes
+from .otlp_exporter import OtlpExporter, attributes, key_values
 from .trace_context import Incoming, incoming
 
 SHUTDOWN_FLUSH_MS = 2000  # at the worker's exit: the spans not yet sent get this long to go
@@ -66,11 +65,7 @@ def sampler_of(settings: Settings) -> tuple[bool, float]:
 def resource_attributes(settings: Settings, worker: int) -> dict[str, Any]:
     """OTEL_RESOURCE_ATTRIBUTES (comma-separated key=value, URL-encoded), then OTEL_SERVICE_NAME, then the model's
     own attributes, later ones winning, as the SDK merges them."""
-    found: dict[str, Any] = {}
-    for pair in os.environ.get("OTEL_RESOURCE_ATTRIBUTES", "").split(","):
-        key, equals, value = pair.partition("=")
-        if equals and key.strip():
-            found[urllib.parse.unquote(key.strip())] = urllib.parse.unquote(value.strip())
+    found: dict[str, Any] = dict(key_values(os.environ.get("OTEL_RESOURCE_ATTRIBUTES", "")))
     found["service.name"] = os.environ.get("OTEL_SERVICE_NAME") or settings.model_name
     found.update({"service.version": settings.model_version, "deployment.environment.name": settings.deployment_env,
                   "model.name": settings.model_name, "model.version": settings.model_version, "worker": worker,
