@@ -159,8 +159,7 @@ class EnvironmentConfig:
                            group: str, smallest: GpuInstanceType) -> None:
         """A model's server runs on its capacity's accelerator: a ``neuron`` block on a group of inf2 types (a
         NeuronCapacity), any other server on GPU types."""
-        capacity = "cuda" if smallest.cuda else "neuron"
-        if server.accelerator == capacity:
+        if server.accelerator == smallest.accelerator:
             return
         place = f"capacity_groups.{group} ({smallest.name})" if group else f"capacity ({smallest.name})"
         if server.accelerator == "neuron":

@@ -19,7 +19,7 @@ Every figure of every entry has a source and the date it was read there: ``figur
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from .errors import ConfigError
 
@@ -53,6 +53,11 @@ class GpuInstanceType:
     def neuron(self) -> bool:
         """Whether it is a Neuron (Inferentia/Trainium) type: NeuronCapacity launches it, GpuCapacity refuses it."""
         return self.neuron_cores_per_device > 0
+
+    @property
+    def accelerator(self) -> Literal["cuda", "neuron"]:
+        """What a server on it must be built for (``ServerContract.accelerator``)."""
+        return "cuda" if self.cuda else "neuron"
 
     @property
     def neuron_cores(self) -> int:

@@ -90,7 +90,7 @@ def check_runs_on(server: str, accelerator: str, instance_type: GpuInstanceType,
     """``server``, built for ``accelerator`` (``cuda`` or ``neuron``), runs on ``instance_type``'s accelerator, or a
     ConfigError at ``key`` naming the fix (a preset declares its accelerator, so this holds before its contract is
     built; a team's own contract says it in ``ServerContract.accelerator``)."""
-    capacity = "cuda" if instance_type.cuda else "neuron"
+    capacity = instance_type.accelerator
     if accelerator == capacity:
         return
     fix = ("place it on Neuron capacity (NeuronCapacity, an inf2 instance type)" if accelerator == "neuron"

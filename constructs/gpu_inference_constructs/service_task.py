@@ -121,7 +121,7 @@ class ServiceTask:
         if last_init is not None:  # the server starts once the init containers succeeded, one after the other
             self.container.add_container_dependencies(
                 ecs.ContainerDependency(container=last_init, condition=ecs.ContainerDependencyCondition.SUCCESS))
-        self.metrics_collector = self._add_metrics_collector(region, environment_name)
+        self.metrics_collector = self._add_metrics_collector()
         self.target_control_agent = add_target_control_agent(scope, self.task_definition, self.container, model, contract, self.log_driver())
 
     @property
@@ -283,18 +283,18 @@ class ServiceTask:
         fetcher.add_container_dependencies(ecs.ContainerDependency(container=owner, condition=ecs.ContainerDependencyCondition.SUCCESS))
         return fetcher
 
-    def _add_metrics_collector(self, region: str, environment_name: str) -> ecs.ContainerDefinition:
+    def _add_metrics_collector(self) -> ecs.ContainerDefinition:
         """The collector sidecar: receives the server's spans over OTLP on the task's loopback and sends them to
         X-Ray, and scrapes the server's Prometheus metrics where the contract has some: the CloudWatch agent, or the
         ADOT collector where they include histograms (the agent drops those)."""
         metrics = self._contract.metrics
         histograms = metrics is not None and bool(metrics.histograms)
-        arguments = dict(environment_name=environment_name, model_name=self._model.name, region=region,
+        arguments = dict(environment_name=self._environment_name, model_name=self._model.name, region=self._region,
                          log_group_name=self._log_group.log_group_name)
         if histograms:
             environment = otel_collector_config(self._contract, **arguments)
         else:
-            environment = with_traces(collector_config(self._contract, **arguments) if metrics is not None else {}, region)
+            environment = with_traces(collector_config(self._contract, **arguments) if metrics is not None else {}, self._region)
         collector = self.task_definition.add_container(
             "metrics-collector",
             image=self._collector_image(),
@@ -319,12 +319,7 @@ class ServiceTask:
                     "not essential, reads only the task's loopback and writes only this model's log group and X-Ray.",
                 )
         if metrics is not None:
-            self.task_role.add_to_principal_policy(
-                iam.PolicyStatement(
-                    actions=["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
-                    resources=[self._log_group.log_group_arn],
-                )
-            )
+            self._grant_log_writes()
         # X-Ray's write actions have no resource-level permissions: "*" (acknowledge_findings).
         self.task_role.add_to_principal_policy(iam.PolicyStatement(actions=list(XRAY_WRITE_ACTIONS), resources=["*"]))
         return collector
@@ -395,16 +390,17 @@ class ServiceTask:
         )
         self.container.add_container_dependencies(
             ecs.ContainerDependency(container=router, condition=ecs.ContainerDependencyCondition.START))
-        self.task_role.add_to_principal_policy(
-            iam.PolicyStatement(
-                actions=["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
-                resources=[self._log_group.log_group_arn],
-            )
-        )
+        self._grant_log_writes()
         if archive is not None:
             grant_archive_writes(self.task_role, archive, self._archive_bucket, self._region,
                                  environment_name=self._environment_name, model_name=self._model.name)
         return router
+
+    def _grant_log_writes(self) -> None:
+        """The task role writes this model's log group: the collector's EMF metrics and FireLens's router both do."""
+        self.task_role.add_to_principal_policy(iam.PolicyStatement(
+            actions=["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
+            resources=[self._log_group.log_group_arn]))
 
     def acknowledge_findings(self) -> None:
         """cdk-nag's findings on the task definition, the execution role and the task role, each with its reason."""

@@ -52,9 +52,10 @@ def _variable(environ: Mapping[str, str], name: str, default: str = "") -> str:
     return environ.get(f"OTEL_EXPORTER_OTLP_TRACES_{name}") or environ.get(f"OTEL_EXPORTER_OTLP_{name}") or default
 
 
-def _number(environ: Mapping[str, str], name: str, default: float) -> float:
+def _positive(text: str | None, default: float) -> float:
+    """``text`` as a positive number, else ``default`` (unset, not a number, or not positive)."""
     try:
-        value = float(environ.get(name, default))
+        value = float(text) if text else default
     except ValueError:
         return default
     return value if value > 0 else default
@@ -83,10 +84,10 @@ class OtlpExporter:
     def __init__(self, endpoint: str, resource: Mapping[str, Any], scope: tuple[str, str],
                  environ: Mapping[str, str] = os.environ) -> None:
         self.endpoint = endpoint
-        self.delay_s = _number(environ, "OTEL_BSP_SCHEDULE_DELAY", 5000) / 1000
-        self.max_queue = int(_number(environ, "OTEL_BSP_MAX_QUEUE_SIZE", 2048))
-        self.batch_size = min(int(_number(environ, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE", 512)), self.max_queue)
-        self.timeout_s = _number({"T": _variable(environ, "TIMEOUT")}, "T", 10)
+        self.delay_s = _positive(environ.get("OTEL_BSP_SCHEDULE_DELAY"), 5000) / 1000
+        self.max_queue = int(_positive(environ.get("OTEL_BSP_MAX_QUEUE_SIZE"), 2048))
+        self.batch_size = min(int(_positive(environ.get("OTEL_BSP_MAX_EXPORT_BATCH_SIZE"), 512)), self.max_queue)
+        self.timeout_s = _positive(_variable(environ, "TIMEOUT"), 10)
         self.gzip = _variable(environ, "COMPRESSION").strip().lower() == "gzip"
         self.headers = {**headers_of(_variable(environ, "HEADERS")), "content-type": "application/x-protobuf"}
         if self.gzip:
@@ -128,7 +129,8 @@ class OtlpExporter:
                     self._busy = False
                     self._wake.notify_all()
 
-    def _send(self, spans: list[Span]) -> bool:
+    def _send(self, spans: list[Span]) -> None:
+        """One POST of ``spans``, retried within the timeout on a retryable answer; a batch not sent is logged."""
         body = ExportTraceServiceRequest(resource_spans=[ResourceSpans(
             resource=self._resource, scope_spans=[ScopeSpans(scope=self._scope, spans=spans)])]).SerializeToString()
         if self.gzip:
@@ -139,7 +141,7 @@ class OtlpExporter:
             try:
                 with urllib.request.urlopen(request, timeout=max(0.1, deadline - time.monotonic())) as answer:
                     answer.read()
-                return True
+                return
             except urllib.error.HTTPError as error:
                 retried = error.code in RETRIED
                 reason = f"HTTP {error.code}"
@@ -147,7 +149,7 @@ class OtlpExporter:
                 retried, reason = True, str(error)
             if not retried or time.monotonic() + pause > deadline:
                 log.warning("spans not exported (%d): %s", len(spans), reason)
-                return False
+                return
             time.sleep(pause)
             pause *= 2
 
@@ -159,10 +161,8 @@ class OtlpExporter:
                 left = deadline - time.monotonic()
                 if left <= 0 or not self._thread.is_alive():
                     return False
-                self._wake.notify_all()
+                self._wake.notify_all()  # a partial batch: the thread sends it at once
                 self._wake.wait(min(left, 0.05))
-                if self._queue and not self._busy:  # a partial batch: the thread sends it at once
-                    self._wake.notify_all()
         return True
 
     def shutdown(self, timeout_ms: int = 2000) -> None:

@@ -100,10 +100,6 @@ class RequestTrace:
                           start_time_unix_nano=self._ns(self.started), attributes=attributes(root_attributes))
         self.spans: list[Span] = []
 
-    @property
-    def trace_id(self) -> int:
-        return int.from_bytes(self._trace_id, "big")
-
     def _ns(self, monotonic_s: float) -> int:
         return int(monotonic_s * 1e9) + self._offset_ns
 
