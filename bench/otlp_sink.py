@@ -23,6 +23,8 @@ _ANSWER = ExportTraceServiceResponse().SerializeToString()
 
 
 class _Sink(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # connections kept alive, as a collector keeps them
+
     def do_POST(self) -> None:  # noqa: N802 (http.server's name)
         request = ExportTraceServiceRequest.FromString(self.rfile.read(int(self.headers.get("content-length", "0"))))
         spans = [span for resource in request.resource_spans for scope in resource.scope_spans for span in scope.spans]

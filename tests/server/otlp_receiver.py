@@ -1,5 +1,7 @@
 """A real OTLP/HTTP trace receiver on a free port, in a thread of the test process: it decodes each POST /v1/traces
-body as an ExportTraceServiceRequest (opentelemetry-proto) and keeps the spans, as a collector would receive them."""
+body as an ExportTraceServiceRequest (opentelemetry-proto) and keeps the spans, as a collector would receive them.
+HTTP/1.1, connections kept alive as a collector keeps them (or dropped after each answer, unannounced, as an idle
+timeout drops them)."""
 
 from __future__ import annotations
 
@@ -47,6 +49,8 @@ class Receiver:
     posts: list[str] = field(default_factory=list)  # each request's path
     headers: list[dict[str, str]] = field(default_factory=list)  # each request's headers, names lower-case
     refuse: list[int] = field(default_factory=list)  # statuses to answer, one per request, before accepting
+    clients: list[tuple[str, int]] = field(default_factory=list)  # each request's client address: its connection
+    drop_connections: bool = False  # close each connection after its answer, without saying so
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def take(self, body: bytes) -> None:
@@ -72,9 +76,13 @@ def otlp_receiver() -> Iterator[Receiver]:
     receiver: Receiver
 
     class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
         def do_POST(self) -> None:  # noqa: N802 (http.server's name)
             body = self.rfile.read(int(self.headers.get("content-length", "0")))
             receiver.posts.append(self.path)
+            receiver.clients.append(self.client_address)
+            self.close_connection = receiver.drop_connections
             receiver.headers.append({name.lower(): value for name, value in self.headers.items()})
             if receiver.refuse:
                 self.send_response(receiver.refuse.pop(0))
@@ -85,6 +93,7 @@ def otlp_receiver() -> Iterator[Receiver]:
                 body = gzip.decompress(body)
             if self.path != TRACES_PATH or self.headers.get("content-type") != "application/x-protobuf":
                 self.send_response(404)
+                self.send_header("content-length", "0")
                 self.end_headers()
                 return
             receiver.take(body)

@@ -4,8 +4,12 @@ others, flush and shutdown; and the samplers and resource attributes the SDK's v
 
 from __future__ import annotations
 
+import time
+from types import SimpleNamespace
+
 import pytest
 
+from inference_server.front import otlp_exporter
 from inference_server.front.otlp_exporter import OtlpExporter, headers_of
 from inference_server.front.spans import RequestTrace, resource_attributes, sampler_of
 
@@ -49,6 +53,24 @@ def test_a_retryable_status_is_retried_and_another_is_not(caplog):
         exporter.shutdown()
         assert len(receiver.posts) == 3 and len(receiver.spans) == 2  # a 400 is not retried: dropped, and said
         assert "HTTP 400" in caplog.text
+
+
+def test_batches_share_one_kept_alive_connection_and_one_the_receiver_dropped_is_replaced_at_once(monkeypatch):
+    pauses: list[float] = []
+    monkeypatch.setattr(otlp_exporter, "time", SimpleNamespace(monotonic=time.monotonic, sleep=pauses.append))
+    with otlp_receiver() as receiver:
+        exporter = OtlpExporter(f"{receiver.endpoint}/v1/traces", {}, ("s", "1"), {"OTEL_EXPORTER_OTLP_TIMEOUT": "5"})
+        for _ in range(3):
+            trace(exporter)
+            assert exporter.flush(5000)
+        assert len(receiver.posts) == 3 and len(set(receiver.clients)) == 1  # one connection for every batch
+        receiver.drop_connections = True
+        for _ in range(2):
+            trace(exporter)
+            assert exporter.flush(5000)
+        exporter.shutdown()
+        assert len(receiver.spans) == 10 and len(receiver.posts) == 5
+        assert len(set(receiver.clients)) == 2 and pauses == []  # a new connection at once, not after a pause
 
 
 def test_full_batches_leave_at_once_and_a_full_queue_drops_new_spans():

@@ -1,14 +1,15 @@
-"""A worker's request spans: built directly as OTLP protobuf messages and sent by one exporter per worker process
-(otlp_exporter.py: OTLP over HTTP, in batches, on its own thread), sampled parent-based at TRACE_SAMPLE_RATIO, or
-by the standard OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG (always_on, always_off, traceidratio and their
-parentbased_ forms, decided as the OpenTelemetry SDK decides them).
+"""A worker's request spans, sent by one exporter per worker process (otlp_exporter.py: OTLP over HTTP, in batches,
+on its own thread), sampled parent-based at TRACE_SAMPLE_RATIO, or by the standard OTEL_TRACES_SAMPLER and
+OTEL_TRACES_SAMPLER_ARG (always_on, always_off, traceidratio and their parentbased_ forms, decided as the
+OpenTelemetry SDK decides them).
 
 A sampled request gets a RequestTrace: its span (the request) and children recorded from the phases' marks on the
-time.monotonic() clock, each ended as it is recorded with explicit times: admission, cache lookup, preprocess, queue
-wait, batch formation and forward (from the model process's BatchRuns, which the link returns for a traced job: the
-same host's clock) and postprocess. An unsampled request gets none, and its job asks the model for nothing more.
-Why not the SDK's span objects: a sampled request cost its worker about 0.43 ms through them, and a null model at
-saturation lost 7-9 % of its throughput at 1 % sampling (bench/README.md, "Tracing's cost")."""
+time.monotonic() clock, each a plain tuple (otlp_wire.SpanData) made as it is recorded: admission, cache lookup,
+preprocess, queue wait, batch formation and forward (from the model process's BatchRuns, which the link returns for a
+traced job: the same host's clock) and postprocess; the export thread writes them out as protobuf. An unsampled
+request gets none, and its job asks the model for nothing more. Why not the SDK's span objects: a sampled request
+cost its worker about 0.43 ms through them, and a null model at saturation lost 7-9 % of its throughput at 1 %
+sampling (bench/README.md, "Tracing's cost")."""
 
 from __future__ import annotations
 
@@ -18,12 +19,11 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
-
 from .. import __version__
 from ..link_messages import JobResult
 from ..settings import Settings
-from .otlp_exporter import OtlpExporter, attributes, key_values
+from .otlp_exporter import OtlpExporter, key_values
+from .otlp_wire import SPAN_KIND_INTERNAL, SPAN_KIND_SERVER, SpanData
 from .trace_context import Incoming, incoming
 
 SHUTDOWN_FLUSH_MS = 2000  # at the worker's exit: the spans not yet sent get this long to go
@@ -80,33 +80,33 @@ def _span_id() -> bytes:
     return span_id.to_bytes(8, "big")
 
 
-def new_trace_id() -> int:
-    """A trace id that starts with the epoch second (X-Ray's form, which X-Ray also reads in W3C ids)."""
-    return (int(time.time()) << 96) | random.getrandbits(96)
+def new_trace_id(low: int) -> int:
+    """A trace id whose low 64 bits are ``low`` (what the ratio sampler read) and that starts with the epoch second
+    (X-Ray's form, which X-Ray also reads in W3C ids)."""
+    return (int(time.time()) << 96) | (random.getrandbits(32) << 64) | low
 
 
 class RequestTrace:
     """A sampled request's span and its children, from marks on the time.monotonic() clock."""
 
-    __slots__ = ("spans", "started", "_exporter", "_trace_id", "_span_id", "_root", "_offset_ns")
+    __slots__ = ("started", "_exporter", "_trace_id", "_span_id", "_parent", "_name", "_attributes", "_offset_ns",
+                 "_children")
 
     def __init__(self, exporter: OtlpExporter, trace_id: int, parent: int | None, name: str,
-                 root_attributes: Mapping[str, Any]) -> None:
+                 root_attributes: dict[str, Any]) -> None:
         self._exporter, self._trace_id, self._span_id = exporter, trace_id.to_bytes(16, "big"), _span_id()
+        self._parent = parent.to_bytes(8, "big") if parent else b""
+        self._name, self._attributes = name, root_attributes
         self._offset_ns = time.time_ns() - time.monotonic_ns()
         self.started = time.monotonic()
-        self._root = Span(trace_id=self._trace_id, span_id=self._span_id, name=name, kind=Span.SPAN_KIND_SERVER,
-                          parent_span_id=parent.to_bytes(8, "big") if parent else b"",
-                          start_time_unix_nano=self._ns(self.started), attributes=attributes(root_attributes))
-        self.spans: list[Span] = []
+        self._children: list[SpanData] = []
 
     def _ns(self, monotonic_s: float) -> int:
         return int(monotonic_s * 1e9) + self._offset_ns
 
     def child(self, name: str, start: float, end: float, attributes_: Mapping[str, Any] | None = None) -> None:
-        self.spans.append(Span(trace_id=self._trace_id, span_id=_span_id(), parent_span_id=self._span_id, name=name,
-                               kind=Span.SPAN_KIND_INTERNAL, start_time_unix_nano=self._ns(start),
-                               end_time_unix_nano=self._ns(end), attributes=attributes(attributes_)))
+        self._children.append(SpanData(self._trace_id, _span_id(), self._span_id, name, SPAN_KIND_INTERNAL,
+                                       self._ns(start), self._ns(end), attributes_))
 
     def admitted(self, shed: str | None) -> None:
         """The gate passed, from the request's start: admitted, or why it was shed."""
@@ -124,12 +124,10 @@ class RequestTrace:
             self.child("forward", run.collated, run.forward_end, batch)
 
     def end(self, status: int) -> None:
-        root = self._root
-        root.end_time_unix_nano = self._ns(time.monotonic())
-        root.attributes.append(attributes({"http.response.status_code": status})[0])
-        if status >= 500:
-            root.status.CopyFrom(Status(code=Status.STATUS_CODE_ERROR))
-        self._exporter.add([root, *self.spans])
+        self._attributes["http.response.status_code"] = status
+        root = SpanData(self._trace_id, self._span_id, self._parent, self._name, SPAN_KIND_SERVER,
+                        self._ns(self.started), self._ns(time.monotonic()), self._attributes, status >= 500)
+        self._exporter.add([root, *self._children])
 
 
 class Tracing:
@@ -145,16 +143,18 @@ class Tracing:
         """The request's trace, or None when it is not sampled: a caller that says whether it sampled decides (under
         a parent-based sampler), else the trace id's low bits against the ratio."""
         caller: Incoming | None = incoming(headers)
-        known = caller is not None and caller.span_id is not None and caller.sampled is not None
-        if known and self._parent_decides:
-            assert caller is not None and caller.sampled is not None
+        if caller is None:  # most requests: the low bits are drawn first, the whole id only for a sampled one
+            low = random.getrandbits(64)
+            if low >= self._bound:
+                return None
+            caller = Incoming(new_trace_id(low), None, None)
+        elif caller.span_id is not None and caller.sampled is not None and self._parent_decides:
             if not caller.sampled:
                 return None
-        else:
-            trace_id = caller.trace_id if caller is not None else new_trace_id()
-            if trace_id & TRACE_ID_LIMIT >= self._bound:
-                return None
-            caller = Incoming(trace_id, caller.span_id if known and caller is not None else None, None)
+        elif caller.trace_id & TRACE_ID_LIMIT >= self._bound:
+            return None
+        elif caller.sampled is None:
+            caller = Incoming(caller.trace_id, None, None)  # a Root alone, or Sampled=?: the trace's first span here
         return RequestTrace(self.exporter, caller.trace_id, caller.span_id, f"{method} {path}",
                             {**self._model, "http.request.method": method, "url.path": path, "request.id": request_id})
 
