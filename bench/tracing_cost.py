@@ -54,12 +54,19 @@ def _sink_counts(url: str) -> dict[str, int]:
         conn.close()
 
 
+def _cpu_us(turn: LoadResult) -> float:
+    """The server's CPU (all its processes) per request, µs."""
+    return (turn.server_cpu_s or 0.0) / max(turn.requests, 1) * 1e6
+
+
 def _side(turns: list[LoadResult]) -> dict:
     return {"throughput_rps": statistics.median(t.throughput_rps for t in turns),
             "p95_ms": statistics.median(t.p95_ms for t in turns),
             "p50_ms": statistics.median(t.p50_ms for t in turns),
+            "server_cpu_us_per_request": statistics.median(_cpu_us(t) for t in turns),
             "errors": sum(t.errors for t in turns), "requests": sum(t.requests for t in turns),
-            "turns": [{"throughput_rps": t.throughput_rps, "p95_ms": t.p95_ms} for t in turns]}
+            "turns": [{"throughput_rps": t.throughput_rps, "p95_ms": t.p95_ms, "server_cpu_us_per_request": _cpu_us(t)}
+                      for t in turns]}
 
 
 def _start(model: str, model_dir: str, side: str, cfg: BenchConfig, scratch: Path, sink_url: str,
@@ -117,7 +124,8 @@ def compare(model: str, model_dir: str, cfg: BenchConfig, texts: list[str], scra
         level = {"model": model, "concurrency": concurrency, OFF: _side([off for off, _ in pairs]),
                  ON: _side([on for _, on in pairs]),
                  "throughput_ratio": statistics.median(on.throughput_rps / off.throughput_rps for off, on in pairs),
-                 "p95_ratio": statistics.median(on.p95_ms / off.p95_ms for off, on in pairs)}
+                 "p95_ratio": statistics.median(on.p95_ms / off.p95_ms for off, on in pairs),
+                 "server_cpu_ratio": statistics.median(_cpu_us(on) / _cpu_us(off) for off, on in pairs)}
         levels.append(level)
         print(level_line(level), file=sys.stderr, flush=True)
     return {"model": model, "levels": levels}
@@ -140,7 +148,8 @@ def level_line(level: dict) -> str:
     off, on = level[OFF], level[ON]
     return (f"tracing {level['model']} @{level['concurrency']:>3} clients: off {off['throughput_rps']:8.1f} req/s "
             f"p95 {off['p95_ms']:7.2f} ms | traced {on['throughput_rps']:8.1f} req/s p95 {on['p95_ms']:7.2f} ms | "
-            f"throughput {level['throughput_ratio'] - 1:+.1%}, p95 {level['p95_ratio'] - 1:+.1%}")
+            f"throughput {level['throughput_ratio'] - 1:+.1%}, p95 {level['p95_ratio'] - 1:+.1%}, server CPU a request "
+            f"{level['server_cpu_ratio'] - 1:+.1%}")
 
 
 def summary(result: dict) -> str:

@@ -4,12 +4,11 @@ others, flush and shutdown; and the samplers and resource attributes the SDK's v
 
 from __future__ import annotations
 
+import asyncio
 import time
-from types import SimpleNamespace
 
 import pytest
 
-from inference_server.front import otlp_exporter
 from inference_server.front.otlp_exporter import OtlpExporter, headers_of
 from inference_server.front.spans import RequestTrace, resource_attributes, sampler_of
 
@@ -55,31 +54,44 @@ def test_a_retryable_status_is_retried_and_another_is_not(caplog):
         assert "HTTP 400" in caplog.text
 
 
-def test_batches_share_one_kept_alive_connection_and_one_the_receiver_dropped_is_replaced_at_once(monkeypatch):
-    pauses: list[float] = []
-    monkeypatch.setattr(otlp_exporter, "time", SimpleNamespace(monotonic=time.monotonic, sleep=pauses.append))
-    with otlp_receiver() as receiver:
-        exporter = OtlpExporter(f"{receiver.endpoint}/v1/traces", {}, ("s", "1"), {"OTEL_EXPORTER_OTLP_TIMEOUT": "5"})
-        for _ in range(3):
-            trace(exporter)
-            assert exporter.flush(5000)
+async def arrived(receiver, spans: int, within_s: float = 10.0) -> None:
+    """Wait (on the loop, so that its export task runs) until the receiver holds ``spans`` spans."""
+    give_up = time.monotonic() + within_s
+    while len(receiver.spans) < spans and time.monotonic() < give_up:
+        await asyncio.sleep(0.01)
+
+
+def test_full_batches_leave_from_the_loop_over_one_kept_alive_connection_and_a_dropped_one_is_replaced_at_once():
+    environ = {"OTEL_BSP_SCHEDULE_DELAY": "60000", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "2",
+               "OTEL_EXPORTER_OTLP_TIMEOUT": "0.5"}  # no time for a retry's pause: only an immediate one can succeed
+
+    async def traced(receiver) -> None:
+        exporter = OtlpExporter(f"{receiver.endpoint}/v1/traces", {}, ("s", "1"), environ)
+        for sent in range(1, 4):
+            trace(exporter)  # a full batch: sent now, not after a minute
+            await arrived(receiver, 2 * sent)
         assert len(receiver.posts) == 3 and len(set(receiver.clients)) == 1  # one connection for every batch
         receiver.drop_connections = True
-        for _ in range(2):
+        for sent in range(4, 6):
             trace(exporter)
-            assert exporter.flush(5000)
-        exporter.shutdown()
-        assert len(receiver.spans) == 10 and len(receiver.posts) == 5
-        assert len(set(receiver.clients)) == 2 and pauses == []  # a new connection at once, not after a pause
+            await arrived(receiver, 2 * sent)
+        assert len(receiver.spans) == 10 and len(set(receiver.clients)) == 2  # the dropped connection, replaced
+        assert exporter.flush(100)  # nothing left
+
+    with otlp_receiver() as receiver:
+        asyncio.run(traced(receiver))
 
 
-def test_full_batches_leave_at_once_and_a_full_queue_drops_new_spans():
+def test_spans_left_at_the_loops_end_are_sent_by_flush_and_a_full_queue_drops_new_spans():
     environ = {"OTEL_BSP_SCHEDULE_DELAY": "60000", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "4", "OTEL_BSP_MAX_QUEUE_SIZE": "6"}
+
+    async def traced(exporter: OtlpExporter) -> None:
+        trace(exporter)  # 2 spans, waiting for the schedule delay when the loop ends
+
     with otlp_receiver() as receiver:
         exporter = OtlpExporter(f"{receiver.endpoint}/v1/traces", {}, ("s", "1"), environ)
-        for _ in range(2):
-            trace(exporter)  # 4 spans: a full batch, sent without waiting a minute
-        assert exporter.flush(5000) and len(receiver.spans) == 4
+        asyncio.run(traced(exporter))
+        assert receiver.spans == [] and exporter.flush(5000) and len(receiver.spans) == 2
         exporter.shutdown()
     blocked = OtlpExporter("http://127.0.0.1:9/v1/traces", {}, ("s", "1"), {**environ, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "100"})
     for _ in range(4):

@@ -1,9 +1,10 @@
-"""Finished spans to an OTLP/HTTP endpoint as protobuf, in batches, on one daemon thread per worker: what the
+"""Finished spans to an OTLP/HTTP endpoint as protobuf, in batches, from the worker's event loop: what the
 OpenTelemetry SDK's BatchSpanProcessor and OTLPSpanExporter do, over one kept-alive connection. The request path
-records a span as a plain tuple (otlp_wire.SpanData), about 1 µs; the export thread writes a whole batch at once
-(otlp_wire.SpanWriter). Built as opentelemetry-proto messages one request at a time, a sampled request's spans cost
-the serving worker far more than they did in a tight loop: cold code between the 99 requests that run none of it
-(bench/README.md, "Tracing's cost").
+records a span as a plain tuple (otlp_wire.SpanData); a batch is written at once (otlp_wire.SpanWriter) and sent by
+a task on the loop, not by a thread of its own: an export thread, waking about once a second at 1 % of the null
+model's 6,000-9,000 requests a second, cost the loop's thread 5-8 µs of CPU a request (the same process serving
+requests with 1 % sampled against none; the same batches written on the loop itself cost nothing measurable), the
+GIL passed back and forth (bench/README.md, "Tracing's cost").
 
 The standard variables it reads (the SDK's names and defaults): OTEL_BSP_SCHEDULE_DELAY (ms, 5000),
 OTEL_BSP_MAX_QUEUE_SIZE (2048), OTEL_BSP_MAX_EXPORT_BATCH_SIZE (512), OTEL_EXPORTER_OTLP_[TRACES_]HEADERS,
@@ -12,11 +13,12 @@ OTEL_EXPORTER_OTLP_[TRACES_]TIMEOUT (seconds, 10) and OTEL_EXPORTER_OTLP_[TRACES
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import gzip
-import http.client
 import logging
 import os
+import ssl
 import threading
 import time
 import urllib.parse
@@ -28,6 +30,7 @@ from .otlp_wire import SpanData, SpanWriter
 log = logging.getLogger(__name__)
 
 RETRIED = frozenset({429, 502, 503, 504})  # the OTLP/HTTP specification's retryable statuses
+HEAD_LIMIT = 65536  # an answer's status line and headers, at most
 
 
 def _variable(environ: Mapping[str, str], name: str, default: str = "") -> str:
@@ -61,8 +64,10 @@ def headers_of(value: str) -> dict[str, str]:
 
 
 class OtlpExporter:
-    """Spans queued by :meth:`add` (from the event loop) leave in batches: every schedule delay, or at once when a
-    batch is full. A full queue drops the new spans (as the SDK's processor does) and counts them in ``dropped``."""
+    """Spans queued by :meth:`add` (on the event loop) leave in batches: every schedule delay, or at once when a
+    batch is full, one export at a time, sent by a task on the loop that added them. A full queue drops the new spans
+    (as the SDK's processor does) and counts them in ``dropped``. :meth:`flush` and :meth:`shutdown` send what is
+    left from any thread, the loop's own included (as a worker exits)."""
 
     def __init__(self, endpoint: str, resource: Mapping[str, Any], scope: tuple[str, str],
                  environ: Mapping[str, str] = os.environ) -> None:
@@ -76,44 +81,57 @@ class OtlpExporter:
         if self.gzip:
             self.headers["content-encoding"] = "gzip"
         self._writer = SpanWriter(resource, *scope)
-        self._connection: http.client.HTTPConnection | None = None  # kept alive between batches
-        self._path = "/"
         self._queue: collections.deque[SpanData] = collections.deque()
-        self._wake = threading.Condition()
-        self._busy = False  # a batch is being sent
-        self._stopping = False
+        self._sending: list[SpanData] = []  # the batch the export task is sending
+        self._task: asyncio.Task | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._link = _Link()  # the export task's connection
         self.dropped = 0
-        self._thread = threading.Thread(target=self._run, name="otlp-export", daemon=True)
-        self._thread.start()
 
     def add(self, spans: list[SpanData]) -> None:
-        with self._wake:
-            if len(self._queue) + len(spans) > self.max_queue:
-                self.dropped += len(spans)
-                return
-            self._queue.extend(spans)
-            if len(self._queue) >= self.batch_size:
-                self._wake.notify()
+        if len(self._queue) + len(spans) > self.max_queue:
+            self.dropped += len(spans)
+            return
+        self._queue.extend(spans)
+        if self._task is not None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop (a script, a test): flush() sends them
+            return
+        if len(self._queue) >= self.batch_size:
+            self._export_now(loop)
+        elif self._timer is None:
+            self._timer = loop.call_later(self.delay_s, self._export_now, loop)
 
-    def _run(self) -> None:
-        while True:
-            with self._wake:
-                if not self._stopping and len(self._queue) < self.batch_size:
-                    self._wake.wait(self.delay_s)
-                if not self._queue:
-                    if self._stopping:
-                        return
-                    continue
-                batch = [self._queue.popleft() for _ in range(min(self.batch_size, len(self._queue)))]
-                self._busy = True
-            try:
-                self._send(batch)
-            finally:
-                with self._wake:
-                    self._busy = False
-                    self._wake.notify_all()
+    def _export_now(self, loop: asyncio.AbstractEventLoop) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._task is None and self._queue:
+            self._task = loop.create_task(self._export(loop))
 
-    def _send(self, spans: list[SpanData]) -> None:
+    async def _export(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Full batches at once, then what is left after the schedule delay."""
+        batch: list[SpanData] = []
+        try:
+            while self._queue:
+                batch = self._sending = [self._queue.popleft() for _ in range(min(self.batch_size, len(self._queue)))]
+                await self._send(batch, self._link)
+                batch = []
+                if len(self._queue) < self.batch_size:
+                    break
+        except asyncio.CancelledError:
+            if self._task is asyncio.current_task():  # not taken over by flush(), which requeued the batch itself
+                self._queue.extendleft(reversed(batch))
+            raise
+        finally:
+            if self._task is asyncio.current_task():
+                self._task, self._sending = None, []
+                if self._queue and self._timer is None and not loop.is_closed():
+                    self._timer = loop.call_later(self.delay_s, self._export_now, loop)
+
+    async def _send(self, spans: list[SpanData], link: _Link) -> None:
         """One POST of ``spans``, retried within the timeout on a retryable answer or a broken connection (at once
         when a kept-alive connection turns out closed); a batch not sent is logged."""
         body = self._writer.request(spans)
@@ -121,65 +139,113 @@ class OtlpExporter:
             body = gzip.compress(body)
         deadline, pause = time.monotonic() + self.timeout_s, 1.0
         while True:
-            reused = self._connection is not None
+            reused = link.connection is not None
             try:
-                status = self._post(body, max(0.1, deadline - time.monotonic()))
+                status = await asyncio.wait_for(link.post(self.endpoint, self.headers, body),
+                                                max(0.1, deadline - time.monotonic()))
                 if 200 <= status < 300:
                     return
                 retried, reason = status in RETRIED, f"HTTP {status}"
-            except (OSError, http.client.HTTPException, ValueError) as error:  # refused, reset, timed out, a bad URL
-                self._close()
+            except (OSError, EOFError, ValueError, TimeoutError, asyncio.IncompleteReadError,
+                    asyncio.LimitOverrunError) as error:  # refused, reset, timed out, a bad URL or answer
+                link.close()
                 if reused:
                     continue  # the endpoint closed an idle connection: a new one, now
                 retried, reason = True, str(error) or type(error).__name__
             if not retried or time.monotonic() + pause > deadline:
                 log.warning("spans not exported (%d): %s", len(spans), reason)
                 return
-            time.sleep(pause)
+            await asyncio.sleep(pause)
             pause *= 2
 
-    def _post(self, body: bytes, timeout_s: float) -> int:
-        """The answer's status; the connection stays open for the next batch."""
-        if self._connection is None:
-            url = urllib.parse.urlsplit(self.endpoint)
-            if url.scheme not in ("http", "https") or not url.hostname:
-                raise ValueError(f"not an http(s) URL: {self.endpoint!r}")
-            kind = http.client.HTTPSConnection if url.scheme == "https" else http.client.HTTPConnection
-            self._connection = kind(url.hostname, url.port, timeout=timeout_s)
-            self._path = url.path or "/"
-            if url.query:
-                self._path += "?" + url.query
-        connection = self._connection
-        connection.timeout = timeout_s
-        if connection.sock is not None:
-            connection.sock.settimeout(timeout_s)
-        connection.request("POST", self._path, body, self.headers)
-        answer = connection.getresponse()
-        answer.read()
-        return answer.status
-
-    def _close(self) -> None:
-        if self._connection is not None:
-            self._connection.close()
-            self._connection = None
-
     def flush(self, timeout_ms: int = 30000) -> bool:
-        """Send what is queued now; True when it left within ``timeout_ms``."""
-        deadline = time.monotonic() + timeout_ms / 1000
-        with self._wake:
-            while self._queue or self._busy:
-                left = deadline - time.monotonic()
-                if left <= 0 or not self._thread.is_alive():
-                    return False
-                self._wake.notify_all()  # a partial batch: the thread sends it at once
-                self._wake.wait(min(left, 0.05))
-        return True
+        """Send what is queued now, the batch an export task holds included; True when it left (or was given up
+        and logged) within ``timeout_ms``. From any thread: the sending runs on a loop of its own."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        task, self._task = self._task, None
+        if task is not None and not task.done():
+            task.cancel()
+            self._queue.extendleft(reversed(self._sending))
+        self._sending = []
+        self._link = _Link()  # the old one's loop is busy (it called this) or gone
+        if not self._queue:
+            return True
+        if timeout_ms <= 0:
+            return False
+        done = threading.Event()
+
+        async def drain() -> None:
+            link = _Link()
+            try:
+                while self._queue:
+                    batch = [self._queue.popleft() for _ in range(min(self.batch_size, len(self._queue)))]
+                    await self._send(batch, link)
+                link.close()
+            finally:
+                done.set()
+
+        threading.Thread(target=asyncio.run, args=(drain(),), name="otlp-flush", daemon=True).start()
+        return done.wait(timeout_ms / 1000)
 
     def shutdown(self, timeout_ms: int = 2000) -> None:
-        """What is queued goes (for at most ``timeout_ms``), then the thread ends."""
-        with self._wake:
-            self._stopping = True
-            self._wake.notify_all()
-        self._thread.join(timeout_ms / 1000)
-        if not self._thread.is_alive():
-            self._close()
+        """What is queued goes, for at most ``timeout_ms``."""
+        self.flush(timeout_ms)
+
+
+class _Link:
+    """One kept-alive HTTP/1.1 connection to the endpoint, on the loop that opened it."""
+
+    def __init__(self) -> None:
+        self.connection: tuple[asyncio.AbstractEventLoop, asyncio.StreamReader, asyncio.StreamWriter] | None = None
+
+    async def post(self, endpoint: str, headers: Mapping[str, str], body: bytes) -> int:
+        """The answer's status, its body read; the connection stays open for the next batch unless it said close."""
+        url = urllib.parse.urlsplit(endpoint)
+        if url.scheme not in ("http", "https") or not url.hostname:
+            raise ValueError(f"not an http(s) URL: {endpoint!r}")
+        loop = asyncio.get_running_loop()
+        if self.connection is not None and self.connection[0] is not loop:
+            self.connection = None
+        if self.connection is None:
+            secure = ssl.create_default_context() if url.scheme == "https" else None
+            reader, writer = await asyncio.open_connection(url.hostname, url.port or (443 if secure else 80),
+                                                           ssl=secure, limit=HEAD_LIMIT)
+            self.connection = (loop, reader, writer)
+        _, reader, writer = self.connection
+        path = (url.path or "/") + (f"?{url.query}" if url.query else "")
+        head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+        writer.write(f"POST {path} HTTP/1.1\r\nhost: {url.netloc}\r\ncontent-length: {len(body)}\r\n{head}\r\n"
+                     .encode("latin-1") + body)
+        await writer.drain()
+        status, close = await _read_answer(reader)
+        if close:
+            self.close()
+        return status
+
+    def close(self) -> None:
+        if self.connection is not None:
+            self.connection[2].close()
+            self.connection = None
+
+
+async def _read_answer(reader: asyncio.StreamReader) -> tuple[int, bool]:
+    """(status, whether the server closes the connection), the body read: Content-Length, chunked or to the end."""
+    lines = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
+    version, status = lines[0].split(" ", 2)[:2]
+    headers = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip().lower()
+    close = headers.get("connection") == "close" or version == "HTTP/1.0"
+    if "chunked" in headers.get("transfer-encoding", ""):
+        while size := int((await reader.readuntil(b"\r\n")).split(b";")[0], 16):
+            await reader.readexactly(size + 2)
+        await reader.readuntil(b"\r\n")
+    elif "content-length" in headers:
+        await reader.readexactly(int(headers["content-length"]))
+    else:
+        await reader.read()
+        close = True
+    return int(status), close
