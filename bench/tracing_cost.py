@@ -3,14 +3,15 @@ exporting spans at the default sampling (TRACE_SAMPLE_RATIO's default, parent-ba
 header) to an OTLP/HTTP sink (otlp_sink.py), same inputs, same run. Each round starts a fresh pair of servers, up at
 once on the same cores, and runs each level on both, off-on in even rounds and on-off in odd ones: drift on a shared
 machine hits both sides of a round alike, and no one process's own speed rides through every turn. A level's ratio
-is the median of its rounds' ratios (each side's throughput and p95 shown are the medians of its turns); the goal is
-both within 3 %.
+is the median of its round pairs' ratios (_ratio; each side's throughput and p95 shown are the medians of its turns);
+the goal is both within 3 %.
 
     python -m bench.tracing_cost [--systems ours:minilm,ours:null] [--tracing-rounds 3] [--tracing-concurrency 1,64]
 """
 
 from __future__ import annotations
 
+import math
 import os
 import statistics
 import subprocess
@@ -112,6 +113,14 @@ def _round(model: str, model_dir: str, cfg: BenchConfig, texts: list[str], scrat
     return turns
 
 
+def _ratio(rounds: list[float]) -> float:
+    """The rounds' ratios (on / off, in round order) as one: each even round (off first) with the odd one after it
+    (on first) as their geometric mean, which cancels what running first does for a process (an A/A comparison's
+    first-run side won all six of its rounds, by 3-5 %), then the median of those."""
+    paired = [math.sqrt(first * second) for first, second in zip(rounds[::2], rounds[1::2], strict=False)]
+    return statistics.median(paired + rounds[len(paired) * 2:])
+
+
 def compare(model: str, model_dir: str, cfg: BenchConfig, texts: list[str], scratch: Path, sink_url: str) -> dict:
     """Off against traced for one model, every level of cfg.tracing_concurrency, over cfg.tracing_rounds rounds.
     Each round starts its own pair of servers: two processes of the same server run a few per cent apart by
@@ -123,9 +132,9 @@ def compare(model: str, model_dir: str, cfg: BenchConfig, texts: list[str], scra
         pairs = [(turns[concurrency][OFF], turns[concurrency][ON]) for turns in rounds]
         level = {"model": model, "concurrency": concurrency, OFF: _side([off for off, _ in pairs]),
                  ON: _side([on for _, on in pairs]),
-                 "throughput_ratio": statistics.median(on.throughput_rps / off.throughput_rps for off, on in pairs),
-                 "p95_ratio": statistics.median(on.p95_ms / off.p95_ms for off, on in pairs),
-                 "server_cpu_ratio": statistics.median(_cpu_us(on) / _cpu_us(off) for off, on in pairs)}
+                 "throughput_ratio": _ratio([on.throughput_rps / off.throughput_rps for off, on in pairs]),
+                 "p95_ratio": _ratio([on.p95_ms / off.p95_ms for off, on in pairs]),
+                 "server_cpu_ratio": _ratio([_cpu_us(on) / _cpu_us(off) for off, on in pairs])}
         levels.append(level)
         print(level_line(level), file=sys.stderr, flush=True)
     return {"model": model, "levels": levels}

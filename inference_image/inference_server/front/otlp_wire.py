@@ -21,7 +21,7 @@ _double = struct.Struct("<d").pack
 
 
 class SpanData(NamedTuple):
-    """A finished span as the request path records it; the export thread writes it out."""
+    """A finished span as the request path records it; the exporter writes it out with a batch."""
 
     trace_id: bytes  # 16 bytes
     span_id: bytes  # 8 bytes
@@ -80,7 +80,8 @@ def scope(name: str, version: str) -> bytes:
 
 
 class SpanWriter:
-    """ExportTraceServiceRequest bodies for one resource and scope. Not thread-safe: one export thread's."""
+    """ExportTraceServiceRequest bodies for one resource and scope (its caches are dicts, each step atomic under the
+    GIL: a flush draining on its own thread may share it)."""
 
     def __init__(self, resource_attributes: Mapping[str, Any], scope_name: str, scope_version: str) -> None:
         self._resource = _field(0x0A, resource(resource_attributes))  # ResourceSpans.resource

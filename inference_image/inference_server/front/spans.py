@@ -1,12 +1,12 @@
 """A worker's request spans, sent by one exporter per worker process (otlp_exporter.py: OTLP over HTTP, in batches,
-on its own thread), sampled parent-based at TRACE_SAMPLE_RATIO, or by the standard OTEL_TRACES_SAMPLER and
+from the worker's event loop), sampled parent-based at TRACE_SAMPLE_RATIO, or by the standard OTEL_TRACES_SAMPLER and
 OTEL_TRACES_SAMPLER_ARG (always_on, always_off, traceidratio and their parentbased_ forms, decided as the
 OpenTelemetry SDK decides them).
 
 A sampled request gets a RequestTrace: its span (the request) and children recorded from the phases' marks on the
 time.monotonic() clock, each a plain tuple (otlp_wire.SpanData) made as it is recorded: admission, cache lookup,
 preprocess, queue wait, batch formation and forward (from the model process's BatchRuns, which the link returns for a
-traced job: the same host's clock) and postprocess; the export thread writes them out as protobuf. An unsampled
+traced job: the same host's clock) and postprocess; the exporter writes a batch of them out as protobuf. An unsampled
 request gets none, and its job asks the model for nothing more. Why not the SDK's span objects: a sampled request
 cost its worker about 0.43 ms through them, and a null model at saturation lost 7-9 % of its throughput at 1 %
 sampling (bench/README.md, "Tracing's cost")."""
@@ -162,5 +162,5 @@ class Tracing:
         return self.exporter.flush(timeout_ms)
 
     def shutdown(self) -> None:
-        """The spans not sent yet go (for at most SHUTDOWN_FLUSH_MS), then the exporter's thread stops."""
+        """The spans not sent yet go, for at most SHUTDOWN_FLUSH_MS."""
         self.exporter.shutdown(SHUTDOWN_FLUSH_MS)
