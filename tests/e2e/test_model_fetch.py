@@ -106,7 +106,8 @@ def test_a_published_model_is_verified_copied_and_handed_to_the_servers_user(fet
 
 def test_a_tampered_file_stops_the_task_before_the_server_starts(fetcher, tmp_path, published):
     shard = published / "model-00001-of-00002.safetensors"
-    shard.write_bytes(shard.read_bytes()[:-1] + b"\x00")
+    data = shard.read_bytes()
+    shard.write_bytes(data[:-1] + bytes([data[-1] ^ 0xFF]))  # a changed byte (writing 0 left a random 0 unchanged)
     done = run_fetch(fetcher, tmp_path, published)
     assert done.returncode != 0
     assert "do not match SHA256SUMS" in done.stderr and "model-00001-of-00002.safetensors: FAILED" in done.stdout + done.stderr
