@@ -100,12 +100,13 @@ def _round(model: str, model_dir: str, cfg: BenchConfig, texts: list[str], scrat
     turns: dict[int, dict[str, LoadResult]] = {}
     try:
         processes = {side: _ready(process, how, cfg) for side, (process, how) in started.items()}
+        requests = {side: encode_requests(HOST, process.port, *request_bodies(OURS, texts))
+                    for side, (process, _) in started.items()}
         for concurrency in cfg.tracing_concurrency:
             turns[concurrency] = {}
             for side in order:
                 process = started[side][0]
-                requests = encode_requests(HOST, process.port, *request_bodies(OURS, texts))
-                turns[concurrency][side] = run_load(HOST, process.port, requests, concurrency, cfg.warmup_s,
+                turns[concurrency][side] = run_load(HOST, process.port, requests[side], concurrency, cfg.warmup_s,
                                                     cfg.duration_s, process.pid, processes=processes[side])
     finally:
         for process, _ in started.values():

@@ -1,16 +1,15 @@
 """The worker's OTLP exporter (front/otlp_exporter.py) against a real OTLP/HTTP receiver: batches, the standard
 variables (headers, gzip, batch size, queue size), retries on the specification's retryable statuses and none on
-others, flush and shutdown; and the samplers and resource attributes the SDK's variables choose (front/spans.py)."""
+others, flush and shutdown; and the resource attributes the SDK's variables choose (front/spans.py; its samplers are
+test_tracing.py's)."""
 
 from __future__ import annotations
 
 import asyncio
 import time
 
-import pytest
-
 from inference_server.front.otlp_exporter import OtlpExporter, headers_of
-from inference_server.front.spans import RequestTrace, resource_attributes, sampler_of
+from inference_server.front.spans import RequestTrace, resource_attributes
 
 from .conftest import make_settings
 from .otlp_receiver import otlp_receiver
@@ -107,21 +106,6 @@ def test_an_unreachable_endpoint_is_given_up_within_its_timeout_and_a_flush_out_
     assert exporter.flush(5000)  # tried within its second and given up, said in the log
     assert "spans not exported (2)" in caplog.text
     exporter.shutdown(100)
-
-
-@pytest.mark.parametrize(("sampler", "argument", "expected"), [
-    (None, None, (True, 0.25)), ("always_on", None, (False, 1.0)), ("always_off", None, (False, 0.0)),
-    ("traceidratio", "0.5", (False, 0.5)), ("parentbased_always_off", None, (True, 0.0)),
-    ("parentbased_always_on", None, (True, 1.0)), ("parentbased_traceidratio", "0.1", (True, 0.1)),
-    ("jaeger_remote", None, (True, 1.0)),
-])
-def test_the_standard_samplers(tmp_path, monkeypatch, sampler, argument, expected):
-    for name, value in (("OTEL_TRACES_SAMPLER", sampler), ("OTEL_TRACES_SAMPLER_ARG", argument)):
-        if value is None:
-            monkeypatch.delenv(name, raising=False)
-        else:
-            monkeypatch.setenv(name, value)
-    assert sampler_of(make_settings(tmp_path, trace_sample_ratio=0.25)) == expected
 
 
 def test_resource_attributes_merge_as_the_sdk_merges_them(tmp_path, monkeypatch):

@@ -31,7 +31,7 @@ def any_value(value) -> AnyValue:
 def package_span(data: SpanData) -> Span:
     """The span as the opentelemetry-proto package builds it."""
     return Span(trace_id=data.trace_id, span_id=data.span_id, parent_span_id=data.parent_span_id, name=data.name,
-                kind=data.kind, start_time_unix_nano=data.start_ns, end_time_unix_nano=data.end_ns,  # type: ignore[arg-type]
+                kind=Span.SpanKind.ValueType(data.kind), start_time_unix_nano=data.start_ns, end_time_unix_nano=data.end_ns,
                 attributes=[KeyValue(key=key, value=any_value(value)) for key, value in (data.attributes or {}).items()],
                 status=Status(code=Status.STATUS_CODE_ERROR) if data.error else None)
 

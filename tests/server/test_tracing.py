@@ -131,19 +131,27 @@ def test_ratio_0_without_a_parent_exports_nothing_and_an_unsampled_parent_is_hon
         assert (span.trace_id, span.parent_span_id) == (ALB_TRACE, "")  # the load balancer's trace, first span here
 
 
-@pytest.mark.parametrize(("sampler", "argument", "ratio"), [
-    (None, None, 0.25), ("parentbased_traceidratio", "0.5", 0.5), ("parentbased_traceidratio", None, 1.0),
-    ("parentbased_traceidratio", "2", 1.0), ("always_on", None, None),
+@pytest.mark.parametrize(("sampler", "argument", "ratio", "decided"), [
+    (None, None, 0.25, (True, 0.25)), ("parentbased_traceidratio", "0.5", 0.5, (True, 0.5)),
+    ("parentbased_traceidratio", None, 1.0, (True, 1.0)), ("parentbased_traceidratio", "2", 1.0, (True, 1.0)),
+    ("parentbased_traceidratio", "0.1", 0.1, (True, 0.1)), ("always_on", None, None, (False, 1.0)),
+    ("always_off", None, None, (False, 0.0)), ("traceidratio", "0.5", None, (False, 0.5)),
+    ("parentbased_always_off", None, None, (True, 0.0)), ("parentbased_always_on", None, None, (True, 1.0)),
+    ("jaeger_remote", None, None, (True, 1.0)),
 ])
-def test_the_standard_sampler_variables_choose_the_ratio(tmp_path, monkeypatch, sampler, argument, ratio):
-    from inference_server.front.spans import parent_based_ratio
+def test_the_standard_sampler_variables_choose_the_sampler(tmp_path, monkeypatch, sampler, argument, ratio, decided):
+    """parent_based_ratio: the parent-based ratio, None for another sampler; sampler_of: (whether a caller's sampled
+    flag decides, the share of the other requests traced), as the SDK reads the variables."""
+    from inference_server.front.spans import parent_based_ratio, sampler_of
 
     for name, value in (("OTEL_TRACES_SAMPLER", sampler), ("OTEL_TRACES_SAMPLER_ARG", argument)):
         if value is None:
             monkeypatch.delenv(name, raising=False)
         else:
             monkeypatch.setenv(name, value)
-    assert parent_based_ratio(make_settings(tmp_path, trace_sample_ratio=0.25)) == ratio
+    settings = make_settings(tmp_path, trace_sample_ratio=0.25)
+    assert parent_based_ratio(settings) == ratio
+    assert sampler_of(settings) == decided
 
 
 def test_what_the_infrastructure_sets_samples_by_its_ratio_and_another_sampler_by_the_sdk(tmp_path, monkeypatch):
@@ -183,7 +191,8 @@ async def main():
 status = asyncio.run(main())
 loaded = sorted(m for m in sys.modules if m.startswith(("opentelemetry.sdk", "opentelemetry.exporter",
                                                         "opentelemetry.proto", "inference_server.front.spans",
-                                                        "inference_server.front.otlp_exporter")))
+                                                        "inference_server.front.otlp_exporter",
+                                                        "inference_server.front.otlp_wire")))
 threads = [t.name for t in threading.enumerate() if "otel" in t.name.lower() or "otlp" in t.name.lower()]
 print(status, service.tracing, loaded, threads)
 service.local_model.stop()

@@ -67,7 +67,7 @@ class OtlpExporter:
     """Spans queued by :meth:`add` (on the event loop) leave in batches: every schedule delay, or at once when a
     batch is full, one export at a time, sent by a task on the loop that added them. A full queue drops the new spans
     (as the SDK's processor does) and counts them in ``dropped``. :meth:`flush` and :meth:`shutdown` send what is
-    left from any thread, the loop's own included (as a worker exits)."""
+    left, called on the loop's thread (blocking it) or once its loop has ended (as a worker exits)."""
 
     def __init__(self, endpoint: str, resource: Mapping[str, Any], scope: tuple[str, str],
                  environ: Mapping[str, str] = os.environ) -> None:
@@ -160,7 +160,8 @@ class OtlpExporter:
 
     def flush(self, timeout_ms: int = 30000) -> bool:
         """Send what is queued now, the batch an export task holds included; True when it left (or was given up
-        and logged) within ``timeout_ms``. From any thread: the sending runs on a loop of its own."""
+        and logged) within ``timeout_ms``. On the loop's thread or after its loop ended (it cancels the loop's export
+        task): the sending runs on a loop of its own, in a thread."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None

@@ -104,9 +104,9 @@ class RequestTrace:
     def _ns(self, monotonic_s: float) -> int:
         return int(monotonic_s * 1e9) + self._offset_ns
 
-    def child(self, name: str, start: float, end: float, attributes_: Mapping[str, Any] | None = None) -> None:
+    def child(self, name: str, start: float, end: float, attributes: Mapping[str, Any] | None = None) -> None:
         self._children.append(SpanData(self._trace_id, _span_id(), self._span_id, name, SPAN_KIND_INTERNAL,
-                                       self._ns(start), self._ns(end), attributes_))
+                                       self._ns(start), self._ns(end), attributes))
 
     def admitted(self, shed: str | None) -> None:
         """The gate passed, from the request's start: admitted, or why it was shed."""
