@@ -191,8 +191,7 @@ async def main():
 status = asyncio.run(main())
 loaded = sorted(m for m in sys.modules if m.startswith(("opentelemetry.sdk", "opentelemetry.exporter",
                                                         "opentelemetry.proto", "inference_server.front.spans",
-                                                        "inference_server.front.otlp_exporter",
-                                                        "inference_server.front.otlp_wire")))
+                                                        "inference_server.front.otlp_exporter")))
 threads = [t.name for t in threading.enumerate() if "otel" in t.name.lower() or "otlp" in t.name.lower()]
 print(status, service.tracing, loaded, threads)
 service.local_model.stop()
@@ -242,3 +241,11 @@ def test_the_facts_name_the_tracing_settings():
 def test_otel_sdk_disabled_builds_nothing(tmp_path, monkeypatch):
     monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
     assert tracing_from(make_settings(tmp_path, otel_exporter_otlp_endpoint="http://127.0.0.1:9")) is None
+
+
+def test_an_endpoint_without_the_sdk_is_refused_naming_the_extra(tmp_path, monkeypatch):
+    """A server installed without its tracing extra: the endpoint is a settings error at start, not silence."""
+    monkeypatch.setitem(sys.modules, "opentelemetry.sdk.trace", None)  # what an install without the SDK finds
+    monkeypatch.delitem(sys.modules, "inference_server.front.spans", raising=False)
+    with pytest.raises(SettingsError, match=r"OTEL_EXPORTER_OTLP_ENDPOINT.*inference-server\[tracing\]"):
+        tracing_from(make_settings(tmp_path, otel_exporter_otlp_endpoint="http://127.0.0.1:9"))

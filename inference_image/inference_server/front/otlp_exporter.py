@@ -1,10 +1,10 @@
-"""Finished spans to an OTLP/HTTP endpoint as protobuf, in batches, from the worker's event loop: what the
-OpenTelemetry SDK's BatchSpanProcessor and OTLPSpanExporter do, over one kept-alive connection. The request path
-records a span as a plain tuple (otlp_wire.SpanData); a batch is written at once (otlp_wire.SpanWriter) and sent by
-a task on the loop, not by a thread of its own: an export thread, waking about once a second at 1 % of the null
-model's 6,000-9,000 requests a second, cost the loop's thread 5-8 µs of CPU a request (the same process serving
-requests with 1 % sampled against none; the same batches written on the loop itself cost nothing measurable), the
-GIL passed back and forth (bench/README.md, "Tracing's cost").
+"""The OpenTelemetry SDK's finished spans to an OTLP/HTTP endpoint as protobuf, in batches, from the worker's event
+loop: a span processor doing what the SDK's BatchSpanProcessor and OTLPSpanExporter do, but sending from a task on
+the loop over one kept-alive connection instead of from a thread of its own. An export thread, waking about once a
+second at 1 % of the null model's 6,000-9,000 requests a second, cost the loop's thread 5-8 µs of CPU a request (the
+same process serving requests with 1 % sampled against none; the same batches written on the loop itself cost
+nothing measurable), the GIL passed back and forth (bench/README.md, "Tracing's cost"). A batch is encoded by the
+SDK's own OTLP encoder (opentelemetry-exporter-otlp-proto-common, what its HTTP and gRPC exporters use).
 
 The standard variables it reads (the SDK's names and defaults): OTEL_BSP_SCHEDULE_DELAY (ms, 5000),
 OTEL_BSP_MAX_QUEUE_SIZE (2048), OTEL_BSP_MAX_EXPORT_BATCH_SIZE (512), OTEL_EXPORTER_OTLP_[TRACES_]HEADERS,
@@ -22,10 +22,12 @@ import ssl
 import threading
 import time
 import urllib.parse
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
 
-from .otlp_wire import SpanData, SpanWriter
+from opentelemetry.context import Context
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+from opentelemetry.util.re import parse_env_headers
 
 log = logging.getLogger(__name__)
 
@@ -47,48 +49,40 @@ def _positive(text: str | None, default: float) -> float:
     return value if value > 0 else default
 
 
-def key_values(value: str) -> dict[str, str]:
-    """Comma-separated key=value pairs, each URL-encoded, as OTEL_EXPORTER_OTLP_HEADERS and OTEL_RESOURCE_ATTRIBUTES
-    write them (the OpenTelemetry specification); a pair without '=' or without a key is skipped."""
-    found = {}
-    for pair in value.split(","):
-        key, equals, item = pair.partition("=")
-        if equals and key.strip():
-            found[urllib.parse.unquote(key.strip())] = urllib.parse.unquote(item.strip())
-    return found
-
-
-def headers_of(value: str) -> dict[str, str]:
-    """OTEL_EXPORTER_OTLP_HEADERS, names lower-case."""
-    return {key.lower(): item for key, item in key_values(value).items()}
-
-
-class OtlpExporter:
-    """Spans queued by :meth:`add` (on the event loop) leave in batches: every schedule delay, or at once when a
+class OtlpExporter(SpanProcessor):
+    """The SDK's spans, queued as they end (on the event loop), leave in batches: every schedule delay, or at once when a
     batch is full, one export at a time, sent by a task on the loop that added them. A full queue drops the new spans
     (as the SDK's processor does) and counts them in ``dropped``. :meth:`flush` and :meth:`shutdown` send what is
     left, called on the loop's thread (blocking it) or once its loop has ended (as a worker exits)."""
 
-    def __init__(self, endpoint: str, resource: Mapping[str, Any], scope: tuple[str, str],
-                 environ: Mapping[str, str] = os.environ) -> None:
+    def __init__(self, endpoint: str, environ: Mapping[str, str] = os.environ) -> None:
         self.endpoint = endpoint
         self.delay_s = _positive(environ.get("OTEL_BSP_SCHEDULE_DELAY"), 5000) / 1000
         self.max_queue = int(_positive(environ.get("OTEL_BSP_MAX_QUEUE_SIZE"), 2048))
         self.batch_size = min(int(_positive(environ.get("OTEL_BSP_MAX_EXPORT_BATCH_SIZE"), 512)), self.max_queue)
         self.timeout_s = _positive(_variable(environ, "TIMEOUT"), 10)
         self.gzip = _variable(environ, "COMPRESSION").strip().lower() == "gzip"
-        self.headers = {**headers_of(_variable(environ, "HEADERS")), "content-type": "application/x-protobuf"}
+        self.headers = {**parse_env_headers(_variable(environ, "HEADERS"), liberal=True),
+                        "content-type": "application/x-protobuf"}
         if self.gzip:
             self.headers["content-encoding"] = "gzip"
-        self._writer = SpanWriter(resource, *scope)
-        self._queue: collections.deque[SpanData] = collections.deque()
-        self._sending: list[SpanData] = []  # the batch the export task is sending
+        self._queue: collections.deque[ReadableSpan] = collections.deque()
+        self._sending: list[ReadableSpan] = []  # the batch the export task is sending
         self._task: asyncio.Task | None = None
         self._timer: asyncio.TimerHandle | None = None
         self._link = _Link()  # the export task's connection
         self.dropped = 0
 
-    def add(self, spans: list[SpanData]) -> None:
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        pass
+
+    def on_end(self, span: ReadableSpan) -> None:
+        self.add((span,))
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self.flush(timeout_millis)
+
+    def add(self, spans: Sequence[ReadableSpan]) -> None:
         if len(self._queue) + len(spans) > self.max_queue:
             self.dropped += len(spans)
             return
@@ -113,7 +107,7 @@ class OtlpExporter:
 
     async def _export(self, loop: asyncio.AbstractEventLoop) -> None:
         """Full batches at once, then what is left after the schedule delay."""
-        batch: list[SpanData] = []
+        batch: list[ReadableSpan] = []
         try:
             while self._queue:
                 batch = self._sending = [self._queue.popleft() for _ in range(min(self.batch_size, len(self._queue)))]
@@ -131,10 +125,10 @@ class OtlpExporter:
                 if self._queue and self._timer is None and not loop.is_closed():
                     self._timer = loop.call_later(self.delay_s, self._export_now, loop)
 
-    async def _send(self, spans: list[SpanData], link: _Link) -> None:
+    async def _send(self, spans: list[ReadableSpan], link: _Link) -> None:
         """One POST of ``spans``, retried within the timeout on a retryable answer or a broken connection (at once
         when a kept-alive connection turns out closed); a batch not sent is logged."""
-        body = self._writer.request(spans)
+        body = encode_spans(spans).SerializeToString()
         if self.gzip:
             body = gzip.compress(body)
         deadline, pause = time.monotonic() + self.timeout_s, 1.0
@@ -190,7 +184,7 @@ class OtlpExporter:
         threading.Thread(target=asyncio.run, args=(drain(),), name="otlp-flush", daemon=True).start()
         return done.wait(timeout_ms / 1000)
 
-    def shutdown(self, timeout_ms: int = 2000) -> None:
+    def shutdown(self, timeout_ms: int = 2000) -> None:  # type: ignore[override]  # the SDK calls it with none
         """What is queued goes, for at most ``timeout_ms``."""
         self.flush(timeout_ms)
 

@@ -1,15 +1,14 @@
-"""A worker's request spans, sent by one exporter per worker process (otlp_exporter.py: OTLP over HTTP, in batches,
-from the worker's event loop), sampled parent-based at TRACE_SAMPLE_RATIO, or by the standard OTEL_TRACES_SAMPLER and
-OTEL_TRACES_SAMPLER_ARG (always_on, always_off, traceidratio and their parentbased_ forms, decided as the
-OpenTelemetry SDK decides them).
+"""A worker's request spans on the OpenTelemetry SDK (the `tracing` extra: opentelemetry-sdk and the OTLP encoder),
+sent by one span processor per worker process (otlp_exporter.py: OTLP over HTTP, in batches, from the worker's event
+loop), sampled parent-based at TRACE_SAMPLE_RATIO, or by the standard OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG
+(always_on, always_off, traceidratio and their parentbased_ forms, decided as the SDK's samplers decide them).
 
-A sampled request gets a RequestTrace: its span (the request) and children recorded from the phases' marks on the
-time.monotonic() clock, each a plain tuple (otlp_wire.SpanData) made as it is recorded: admission, cache lookup,
-preprocess, queue wait, batch formation and forward (from the model process's BatchRuns, which the link returns for a
-traced job: the same host's clock) and postprocess; the exporter writes a batch of them out as protobuf. An unsampled
-request gets none, and its job asks the model for nothing more. Why not the SDK's span objects: a sampled request
-cost its worker about 0.43 ms through them, and a null model at saturation lost 7-9 % of its throughput at 1 %
-sampling (bench/README.md, "Tracing's cost")."""
+The sampling decision is taken before the SDK is asked for anything (start() draws the 64 bits a ratio sampler reads,
+and only a sampled request gets a span), so an unsampled request costs a random draw and a comparison rather than the
+SDK's non-recording span. A sampled request gets a RequestTrace: its span (the request) and children recorded with
+the phases' times (time.monotonic() marks, converted to the epoch): admission, cache lookup, preprocess, queue wait,
+batch formation and forward (from the model process's BatchRuns, which the link returns for a traced job: the same
+host's clock) and postprocess."""
 
 from __future__ import annotations
 
@@ -19,11 +18,18 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.id_generator import IdGenerator
+from opentelemetry.sdk.trace.sampling import ALWAYS_ON
+from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status, StatusCode, TraceFlags
+
 from .. import __version__
 from ..link_messages import JobResult
 from ..settings import Settings
-from .otlp_exporter import OtlpExporter, key_values
-from .otlp_wire import SPAN_KIND_INTERNAL, SPAN_KIND_SERVER, SpanData
+from .otlp_exporter import OtlpExporter
 from .trace_context import Incoming, incoming
 
 SHUTDOWN_FLUSH_MS = 2000  # at the worker's exit: the spans not yet sent get this long to go
@@ -62,22 +68,14 @@ def sampler_of(settings: Settings) -> tuple[bool, float]:
             "parentbased_always_off": (True, 0.0)}.get(name, (True, 1.0))
 
 
-def resource_attributes(settings: Settings, worker: int) -> dict[str, Any]:
-    """OTEL_RESOURCE_ATTRIBUTES (comma-separated key=value, URL-encoded), then OTEL_SERVICE_NAME, then the model's
-    own attributes, later ones winning, as the SDK merges them."""
-    found: dict[str, Any] = dict(key_values(os.environ.get("OTEL_RESOURCE_ATTRIBUTES", "")))
-    found["service.name"] = os.environ.get("OTEL_SERVICE_NAME") or settings.model_name
-    found.update({"service.version": settings.model_version, "deployment.environment.name": settings.deployment_env,
-                  "model.name": settings.model_name, "model.version": settings.model_version, "worker": worker,
-                  "telemetry.sdk.language": "python", "telemetry.sdk.name": SCOPE[0], "telemetry.sdk.version": SCOPE[1]})
-    return found
-
-
-def _span_id() -> bytes:
-    span_id = 0
-    while not span_id:
-        span_id = random.getrandbits(64)
-    return span_id.to_bytes(8, "big")
+def resource_of(settings: Settings, worker: int) -> Resource:
+    """The SDK's resource: OTEL_RESOURCE_ATTRIBUTES (read by the SDK), then the service's name (OTEL_SERVICE_NAME,
+    else the model's) and the model's own attributes, later ones winning."""
+    return Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME") or settings.model_name,
+                            "service.version": settings.model_version,
+                            "deployment.environment.name": settings.deployment_env,
+                            "model.name": settings.model_name, "model.version": settings.model_version,
+                            "worker": worker})
 
 
 def new_trace_id(low: int) -> int:
@@ -86,27 +84,43 @@ def new_trace_id(low: int) -> int:
     return (int(time.time()) << 96) | (random.getrandbits(32) << 64) | low
 
 
+class _DecidedIds(IdGenerator):
+    """Span ids at random; a new trace's id is the one start() drew its sampling decision from (set just before the
+    request's span starts, on the same thread)."""
+
+    def __init__(self) -> None:
+        self.next_trace_id = 0
+
+    def generate_span_id(self) -> int:
+        span_id = 0
+        while not span_id:
+            span_id = random.getrandbits(64)
+        return span_id
+
+    def generate_trace_id(self) -> int:
+        trace_id, self.next_trace_id = self.next_trace_id, 0
+        return trace_id or new_trace_id(random.getrandbits(64))
+
+
 class RequestTrace:
     """A sampled request's span and its children, from marks on the time.monotonic() clock."""
 
-    __slots__ = ("started", "_exporter", "_trace_id", "_span_id", "_parent", "_name", "_attributes", "_offset_ns",
-                 "_children")
+    __slots__ = ("started", "_tracer", "_span", "_context", "_offset_ns")
 
-    def __init__(self, exporter: OtlpExporter, trace_id: int, parent: int | None, name: str,
-                 root_attributes: dict[str, Any]) -> None:
-        self._exporter, self._trace_id, self._span_id = exporter, trace_id.to_bytes(16, "big"), _span_id()
-        self._parent = parent.to_bytes(8, "big") if parent else b""
-        self._name, self._attributes = name, root_attributes
+    def __init__(self, tracer: trace.Tracer, parent: Context | None, name: str,
+                 attributes: Mapping[str, Any]) -> None:
         self._offset_ns = time.time_ns() - time.monotonic_ns()
         self.started = time.monotonic()
-        self._children: list[SpanData] = []
+        self._tracer = tracer
+        self._span = tracer.start_span(name, parent, SpanKind.SERVER, attributes, start_time=self._ns(self.started))
+        self._context = trace.set_span_in_context(self._span)
 
     def _ns(self, monotonic_s: float) -> int:
         return int(monotonic_s * 1e9) + self._offset_ns
 
     def child(self, name: str, start: float, end: float, attributes: Mapping[str, Any] | None = None) -> None:
-        self._children.append(SpanData(self._trace_id, _span_id(), self._span_id, name, SPAN_KIND_INTERNAL,
-                                       self._ns(start), self._ns(end), attributes))
+        span = self._tracer.start_span(name, self._context, SpanKind.INTERNAL, attributes, start_time=self._ns(start))
+        span.end(end_time=self._ns(end))
 
     def admitted(self, shed: str | None) -> None:
         """The gate passed, from the request's start: admitted, or why it was shed."""
@@ -124,19 +138,24 @@ class RequestTrace:
             self.child("forward", run.collated, run.forward_end, batch)
 
     def end(self, status: int) -> None:
-        self._attributes["http.response.status_code"] = status
-        root = SpanData(self._trace_id, self._span_id, self._parent, self._name, SPAN_KIND_SERVER,
-                        self._ns(self.started), self._ns(time.monotonic()), self._attributes, status >= 500)
-        self._exporter.add([root, *self._children])
+        self._span.set_attribute("http.response.status_code", status)
+        if status >= 500:
+            self._span.set_status(Status(StatusCode.ERROR))
+        self._span.end(end_time=self._ns(time.monotonic()))
 
 
 class Tracing:
-    """A worker's sampler and exporter; start() opens a request's trace when it is sampled."""
+    """A worker's sampler, tracer and span processor; start() opens a request's trace when it is sampled."""
 
     def __init__(self, settings: Settings, endpoint: str, worker: int = 0) -> None:
         self._parent_decides, ratio = sampler_of(settings)
         self._bound = round(ratio * (TRACE_ID_LIMIT + 1))
-        self.exporter = OtlpExporter(endpoint, resource_attributes(settings, worker), SCOPE)
+        self._ids = _DecidedIds()
+        self.exporter = OtlpExporter(endpoint)
+        self.provider = TracerProvider(sampler=ALWAYS_ON, resource=resource_of(settings, worker),
+                                       id_generator=self._ids, shutdown_on_exit=False)
+        self.provider.add_span_processor(self.exporter)
+        self._tracer = self.provider.get_tracer(*SCOPE)
         self._model = {"model.name": settings.model_name, "model.version": settings.model_version}
 
     def start(self, headers: list[tuple[bytes, bytes]], method: str, path: str, request_id: str) -> RequestTrace | None:
@@ -153,9 +172,13 @@ class Tracing:
                 return None
         elif caller.trace_id & TRACE_ID_LIMIT >= self._bound:
             return None
-        elif caller.sampled is None:
-            caller = Incoming(caller.trace_id, None, None)  # a Root alone, or Sampled=?: the trace's first span here
-        return RequestTrace(self.exporter, caller.trace_id, caller.span_id, f"{method} {path}",
+        parent = None
+        if caller.span_id is not None and caller.sampled is not None:
+            remote = SpanContext(caller.trace_id, caller.span_id, is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED))
+            parent = trace.set_span_in_context(NonRecordingSpan(remote))
+        else:  # no parent here (a new trace, or the load balancer's Root alone): the trace's first span, its id kept
+            self._ids.next_trace_id = caller.trace_id
+        return RequestTrace(self._tracer, parent, f"{method} {path}",
                             {**self._model, "http.request.method": method, "url.path": path, "request.id": request_id})
 
     def flush(self, timeout_ms: int = 30000) -> bool:
