@@ -245,7 +245,7 @@ _MODULE_OF = {
     "ScalingSignal": "server_contract",
     "ServerContext": "server_contract",
     "ServerContract": "server_contract",
-    "ServerDefinition": "server_contract",
+    "ServerDefinition": "server_definition",
     "StopTiming": "server_contract",
     "ServiceScaling": "service_scaling",
     "ServiceTimingProps": "service_timing",

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING
 
 from .bundled_signals import BUNDLED_ALARMS, BUNDLED_PREDICTION_ROUTES, BundledScalingProps, bundled_scaling_signals
 from .errors import require, require_range
@@ -18,7 +18,6 @@ from .server_contract import (
     BUNDLED_DEFAULT_DRAIN_SECONDS,
     BUNDLED_EXIT_SECONDS,
     SCRATCH_PATH,
-    Accelerator,
     LivenessCheck,
     ModelFromS3,
     ServerContext,
@@ -26,6 +25,7 @@ from .server_contract import (
     require_props,
     sidecar_reservation,
 )
+from .server_definition import ServerDefinition
 from .server_facts import server as server_facts
 from .stop_timing import StopTiming
 from .telemetry import OTEL_ENVIRONMENT_KEYS, otel_environment
@@ -192,14 +192,12 @@ class BundledServerProps:
 
 
 @dataclass(frozen=True)
-class BundledServer:
+class BundledServer(ServerDefinition):
     """This repository's server (inference_image/): one GPU, port 8080, ``/ready``, uid 10001,
     downloads and verifies its model itself, emits the library's EMF metrics, runs
     :func:`bundled_workers` HTTP workers for the model's ``cpu``, or ``environment["WORKERS"]`` when the model sets
     it (a whole number from 1 to 256; see :func:`bundled_workers_for`)."""
 
-    accelerator: ClassVar[Accelerator] = "cuda"
-    """What its image runs on: ``cuda`` (NVIDIA GPUs). ModelService refuses Neuron capacity for it."""
     props: BundledServerProps = field(default_factory=BundledServerProps)
     """The server's settings for this model. Default: BundledServerProps()."""
     image: ecs.ContainerImage | None = None
@@ -209,9 +207,13 @@ class BundledServer:
     ``MODEL_HANDLER`` to it."""
 
     name = "bundled"
+    sheds_load_itself = True  # its admission answers 503 once the queue is full
+
+    def cache_client(self) -> ModelCacheProps:
+        return self.props.shared_cache
 
     def __post_init__(self) -> None:
-        require_props(self, BundledServerProps)
+        require_props(self.props, BundledServerProps, type(self).__name__)
 
     @property
     def stop(self) -> StopTiming:

@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Generic, Protocol, TypeVar
 
-from .server_contract import Accelerator, ModelFromS3, PrometheusMetrics, require_props, sidecar_reservation
+from .server_contract import ModelFromS3, PrometheusMetrics, require_props, sidecar_reservation
+from .server_definition import ServerDefinition
 
 if TYPE_CHECKING:
     from aws_cdk import aws_ecs as ecs
@@ -25,12 +26,10 @@ PropsT = TypeVar("PropsT", bound=LlmProps)
 
 
 @dataclass(frozen=True)
-class LlmPreset(Generic[PropsT]):
+class LlmPreset(ServerDefinition, Generic[PropsT]):
     """An LLM preset's fields: ``props`` first (each preset redefines it with its own props type and default, in
     this same first place, so ``VllmServer(VllmProps(...))`` keeps working), then its own images and user."""
 
-    accelerator: ClassVar[Accelerator] = "cuda"
-    """What its image runs on: ``cuda`` (NVIDIA GPUs). ModelService refuses Neuron capacity for it."""
     props: PropsT
     """How the server serves the model. Required (each preset gives its own default)."""
     image: ecs.ContainerImage | None = None
@@ -48,7 +47,7 @@ class LlmPreset(Generic[PropsT]):
     """The server's Prometheus metrics and histograms the collector brings in (each preset sets it)."""
 
     def __post_init__(self) -> None:
-        require_props(self, self.props_type)
+        require_props(self.props, self.props_type, type(self).__name__)
 
     @property
     def longest_request_seconds(self) -> int:

@@ -26,7 +26,8 @@ from .model_props import ROLLING_MAX_HEALTHY_PERCENT, ModelProps
 from .model_store import ModelStore, model_uri
 from .neuron_capacity import NeuronCapacity
 from .result_cache import ModelCacheProps, ResultCache
-from .server_contract import ServerContext, ServerDefinition
+from .server_contract import ServerContext
+from .server_definition import ServerDefinition
 from .service_checks import (  # DEFAULT_NAME_PREFIX, check_name_prefix, service_log_group_name: re-exported for monitoring.py
     DEFAULT_NAME_PREFIX,
     SynthWarning,
@@ -156,11 +157,12 @@ class ModelService(Construct):
         if isinstance(chosen_route, ListenerRoute):
             claim_listener_priority(self, chosen_route.listener, chosen_route.priority, model.name)
         server = server or BundledServer()
-        require(callable(getattr(server, "contract", None)), "server",
+        require(isinstance(server, ServerDefinition), "server",
                 f"got {type(server).__name__}: pass a server definition (BundledServer, VllmServer, SglangServer, "
-                "TritonServer, TgiServer) or a ServerContract")
-        # Our server's use of a shared result cache (BundledServerProps.shared_cache): True needs use_cache by synth.
-        self._cache_props = server.props.shared_cache if isinstance(server, BundledServer) else None
+                "TritonServer, TgiServer, NeuronServer, a class of your own that subclasses ServerDefinition) or a "
+                "ServerContract")
+        # The server's use of a shared result cache (BundledServerProps.shared_cache): True needs use_cache by synth.
+        self._cache_props = server.cache_client()
         self.result_cache: ResultCache | None = None
         self.node.add_validation(_CacheAttached(self))
         subnets = access.subnets or private_subnets(placement.cluster.vpc, f"ModelService {model.name!r} (its tasks)")
@@ -194,9 +196,8 @@ class ModelService(Construct):
         except ConfigError as error:
             raise error.within("timing") from None
         region = cdk.Stack.of(self).region
-        accelerator = getattr(server, "accelerator", None)  # a preset's, before its contract is built
-        if isinstance(accelerator, str):
-            check_runs_on(str(getattr(server, "name", type(server).__name__)), accelerator, self.instance_type, f"models[{model.name}].server")
+        check_runs_on(server.name, server.accelerator, self.instance_type, f"models[{model.name}].server")
+        self._note_support(server)
         contract = server.contract(ServerContext(self, model, timing, self.environment_name, region, uri, self.instance_type,
                                                  self._telemetry.trace_sampling_ratio))
         check_contract(server, contract, model)
@@ -270,6 +271,18 @@ class ModelService(Construct):
             acknowledge_traffic_shifting(self.service, deployment)
         if isinstance(capacity, GpuCapacity) and capacity.warm_pool is not None:
             self._prepull_on(capacity)
+
+    def _note_support(self, server: ServerDefinition) -> None:
+        """An experimental preset gets a synth note, a deprecated one a warning, each naming why."""
+        where = f"models[{self.model.name}].server"
+        if server.support == "experimental":
+            cdk.Annotations.of(self).add_info(f"{where}: the {server.name} preset is experimental: {server.support_note}")
+        elif server.support == "deprecated":
+            warning_id = server.deprecation_warning_id()
+            cdk.Annotations.of(self).add_warning_v2(
+                warning_id, f"{where}: the {server.name} preset is deprecated: {server.support_note}. It keeps working; "
+                f"plan the move, and until then acknowledge it: cdk.Annotations.of(<this ModelService>)"
+                f".acknowledge_warning('{warning_id}')")
 
     def _warn(self, warnings: list[SynthWarning]) -> None:
         for warning_id, message in warnings:

@@ -10,7 +10,7 @@ TorchServe loads it from there (``--model-store /scratch --models <name>=model``
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING
 
 from .errors import require
 from .model_props import ModelProps
@@ -23,7 +23,6 @@ from .neuron_server_props import (
 )
 from .server_contract import (
     SCRATCH_PATH,
-    Accelerator,
     ModelFromS3,
     ServerContext,
     ServerContract,
@@ -32,6 +31,7 @@ from .server_contract import (
     require_props,
     sidecar_reservation,
 )
+from .server_definition import ServerDefinition
 from .stop_timing import StopTiming
 
 if TYPE_CHECKING:  # aws_cdk is imported where the contract is built, so cdk.json's parsing loads without it
@@ -106,13 +106,11 @@ def neuron_environment(props: NeuronServerProps, model: ModelProps, region: str)
 
 
 @dataclass(frozen=True)
-class NeuronServer:
+class NeuronServer(ServerDefinition):
     """The Neuron preset: ``props`` (default NeuronServerProps()) say how TorchServe serves the compiled encoder.
     ``image`` (a ContainerImage: your own build, for example) takes the place of ``props.image``; ``user`` defaults
     to 1000:1000. Its contract says ``accelerator="neuron"``: ModelService refuses GPU capacity for it."""
 
-    accelerator: ClassVar[Accelerator] = "neuron"
-    """What its image and model run on: ``neuron`` (Inferentia2). ModelService refuses other capacity for it."""
     props: NeuronServerProps = field(default_factory=lambda: NeuronServerProps())
     """How TorchServe serves the model. Default: NeuronServerProps()."""
     image: ecs.ContainerImage | None = None
@@ -123,9 +121,13 @@ class NeuronServer:
     """The model fetcher's image. Default: None (DEFAULT_FETCHER_IMAGE)."""
 
     name = "neuron"
+    accelerator = "neuron"  # ModelService refuses capacity other than Inferentia2 for it
+    support = "experimental"
+    support_note = ("built from AWS's Neuron documentation and tested without a Neuron device (none is lent to this "
+                    "library's tests); its server, TorchServe, is in limited maintenance upstream")
 
     def __post_init__(self) -> None:
-        require_props(self, NeuronServerProps)
+        require_props(self.props, NeuronServerProps, type(self).__name__)
 
     @property
     def stop(self) -> StopTiming:

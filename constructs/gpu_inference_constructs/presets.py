@@ -7,7 +7,6 @@ the server's own ports, health paths, metrics and stop behaviour, so a team does
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
 
 import aws_cdk as cdk
 from aws_cdk import aws_ecs as ecs
@@ -15,7 +14,6 @@ from aws_cdk import aws_ecs as ecs
 from .errors import ConfigError, require, require_range
 from .server_contract import (
     SCRATCH_PATH,
-    Accelerator,
     EcrImage,
     ModelFromS3,
     PrometheusMetrics,
@@ -26,6 +24,7 @@ from .server_contract import (
     port_liveness,
     require_props,
 )
+from .server_definition import ServerDefinition
 from .stop_timing import StopTiming
 
 # Triton's documented defaults: HTTP 8000, gRPC 8001, Prometheus metrics 8002 (/metrics); KServe v2 health paths.
@@ -126,12 +125,10 @@ class TritonProps:
 
 
 @dataclass(frozen=True)
-class TritonServer:
+class TritonServer(ServerDefinition):
     """The Triton preset: ``props`` (default TritonProps()); ``image`` overrides ``props.image``; ``user`` (default
     1000:1000, Triton's image's ``triton-server`` user)."""
 
-    accelerator: ClassVar[Accelerator] = "cuda"
-    """What its image runs on: ``cuda`` (NVIDIA GPUs). ModelService refuses Neuron capacity for it."""
     props: TritonProps = TritonProps()
     """How Triton serves the model. Default: TritonProps()."""
     image: ecs.ContainerImage | None = None
@@ -139,8 +136,10 @@ class TritonServer:
     user: str = "1000:1000"
     """The uid:gid Triton runs as (its image's ``triton-server``). Default: 1000:1000."""
 
+    name = "triton"
+
     def __post_init__(self) -> None:
-        require_props(self, TritonProps)
+        require_props(self.props, TritonProps, type(self).__name__)
 
     def contract(self, context: ServerContext) -> ServerContract:
         model, props = context.model, self.props
@@ -148,7 +147,7 @@ class TritonServer:
         repository = f"{SCRATCH_PATH}/models"
         pending = PrometheusMetrics.cloudwatch_name(TRITON_METRICS[0])
         return ServerContract(
-            name="triton",
+            name=self.name,
             image=_image(props.image, self.image, context, "server.image"),
             command=("tritonserver", f"--model-repository={repository}", f"--http-port={props.http_port}",
                      "--allow-grpc=false", "--allow-metrics=true", f"--metrics-port={props.metrics_port}",
@@ -214,11 +213,9 @@ class TgiProps:
 
 
 @dataclass(frozen=True)
-class TgiServer:
+class TgiServer(ServerDefinition):
     """The TGI preset: ``props`` (default TgiProps()); ``image`` overrides ``props.image``; ``user`` (default 1000:1000)."""
 
-    accelerator: ClassVar[Accelerator] = "cuda"
-    """What its image runs on: ``cuda`` (NVIDIA GPUs). ModelService refuses Neuron capacity for it."""
     props: TgiProps = TgiProps()
     """How TGI serves the model. Default: TgiProps()."""
     image: ecs.ContainerImage | None = None
@@ -226,8 +223,21 @@ class TgiServer:
     user: str = "1000:1000"
     """The uid:gid TGI runs as. Default: 1000:1000."""
 
+    name = "tgi"
+    support = "deprecated"
+    support_note = ("Hugging Face TGI is in maintenance mode since 2025-12-11 (v3.3.7 its last release: minor fixes "
+                    "only, no new models or features; its README recommends vLLM and SGLang): move to "
+                    "server=VllmServer(VllmProps(...)) or server=SglangServer(SglangProps(...)), both OpenAI-compatible "
+                    "under /v1 (docs/configuration.md, \"SGLang, and leaving TGI\")")
+
+    def deprecation_warning_id(self) -> str:
+        return TGI_MAINTENANCE_WARNING  # its id since 0.2, which teams have acknowledged
+
+    def concurrency_limit(self) -> tuple[str, int]:
+        return "max_concurrent_requests", self.props.max_concurrent_requests
+
     def __post_init__(self) -> None:
-        require_props(self, TgiProps)
+        require_props(self.props, TgiProps, type(self).__name__)
 
     def contract(self, context: ServerContext) -> ServerContract:
         model, props = context.model, self.props
@@ -239,14 +249,6 @@ class TgiServer:
         model_path = f"{SCRATCH_PATH}/model"
         queue, batch = (PrometheusMetrics.cloudwatch_name(m) for m in TGI_METRICS)
         cdk.Annotations.of(context.scope).add_warning_v2(
-            TGI_MAINTENANCE_WARNING,
-            f"models[{model.name}] runs Hugging Face TGI, in maintenance mode since 2025-12-11 (v3.3.7 its last "
-            "release: minor fixes only, no new models or features; its README recommends vLLM and SGLang). It keeps "
-            "working; plan the move to server=VllmServer(VllmProps(...)) or server=SglangServer(SglangProps(...)), "
-            "both OpenAI-compatible under /v1 (docs/configuration.md, \"SGLang, and leaving TGI\"). Until then, acknowledge it: "
-            f"cdk.Annotations.of(<this ModelService>).acknowledge_warning('{TGI_MAINTENANCE_WARNING}')",
-        )
-        cdk.Annotations.of(context.scope).add_warning_v2(
             TGI_PYTHON_WARNING,
             f"TGI images from 3.1 install their Python under /root (mode 0700): run as {self.user} the launcher cannot "
             "load libpython and exits (huggingface/text-generation-inference#3082). Mirror an image that opens it "
@@ -254,7 +256,7 @@ class TgiServer:
             f"acknowledge it: cdk.Annotations.of(<this ModelService>).acknowledge_warning('{TGI_PYTHON_WARNING}')",
         )
         return ServerContract(
-            name="tgi",
+            name=self.name,
             image=_image(props.image, self.image, context, "server.image"),
             entry_point=("text-generation-launcher",),
             command=("--model-id", model_path, "--hostname", "0.0.0.0", "--port", str(props.port),

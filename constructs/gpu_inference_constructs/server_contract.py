@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING
 
 from .errors import ConfigError, require, require_range
 from .instance_catalog import GpuInstanceType
@@ -29,6 +29,9 @@ from .model_source import FETCH_CONTAINERS as FETCH_CONTAINERS
 from .model_source import PATH, SCRATCH_PATH, ModelFromS3
 from .prometheus_metrics import PrometheusMetrics
 from .prometheus_metrics import collector_config as collector_config
+from .server_definition import ACCELERATORS as ACCELERATORS
+from .server_definition import Accelerator as Accelerator
+from .server_definition import ServerDefinition
 from .server_facts import server as server_facts
 from .server_signals import ExpressionSignal, ScalingSignal, ServerAlarm, alarms_of_signals
 from .service_timing import ServiceTimingProps
@@ -39,8 +42,6 @@ if TYPE_CHECKING:  # aws_cdk is imported where a construct is built, so the prop
     from aws_cdk import aws_ecs as ecs
     from constructs import Construct
 
-ACCELERATORS = ("cuda", "neuron")
-Accelerator = Literal["cuda", "neuron"]
 ROOT_USERS = frozenset({"0", "root"})
 USER = re.compile(r"^[0-9]+(:[0-9]+)?$")
 PUBLIC_PATH = re.compile(r"^/[A-Za-z0-9._/*?-]*$")
@@ -80,11 +81,10 @@ def sidecar_reservation(model_source: ModelFromS3, metrics: PrometheusMetrics | 
     return cpu + TRACE_COLLECTOR_CPU, memory + TRACE_COLLECTOR_MEMORY_MIB
 
 
-def require_props(server: object, expected: type) -> None:
+def require_props(props: object, expected: type, preset: str) -> None:
     """A preset's first argument is its props: an image given there (the 0.1 form ``BundledServer(image)``) is named."""
-    props = getattr(server, "props", None)
     require(isinstance(props, expected), "server.props",
-            f"{type(props).__name__} is not {expected.__name__}: {type(server).__name__}'s first argument is its props; "
+            f"{type(props).__name__} is not {expected.__name__}: {preset}'s first argument is its props; "
             "pass an image as image=")
 
 
@@ -126,7 +126,7 @@ def check_command(contract: ServerContract) -> None:
 
 
 @dataclass(frozen=True, kw_only=True)
-class ServerContract:
+class ServerContract(ServerDefinition):
     """Everything the infrastructure needs to know about a model server container, and the only thing it knows.
 
     Keyword-only. Required (Python refuses a contract without one): ``image``, ``command``, ``port``,
@@ -321,11 +321,6 @@ class ServerContext:
     trace_sampling_ratio: float = DEFAULT_TRACE_SAMPLING_RATIO
     """The share of requests the server traces to the task's collector (``TelemetryProps``). Default: 0.01."""
 
-
-class ServerDefinition(Protocol):
-    """Anything ``ModelService`` accepts as ``server``: a preset, or a ServerContract."""
-
-    def contract(self, context: ServerContext) -> ServerContract: ...
 
 
 @dataclass(frozen=True)

@@ -264,6 +264,12 @@ class SglangServer(LlmPreset[SglangProps]):
     """How SGLang serves the model. Default: SglangProps()."""
 
     name = "sglang"
+    support = "experimental"
+    support_note = ("built from SGLang's documentation and checked at synth; not yet run end to end on a GPU by this "
+                    "library's tests (vLLM is)")
+
+    def concurrency_limit(self) -> tuple[str, int]:
+        return "max_running_requests", self.props.max_running_requests
     props_type = SglangProps
     collected_metrics = PrometheusMetrics(metrics=SGLANG_METRICS, histograms=SGLANG_LATENCY_HISTOGRAMS)
 

@@ -31,6 +31,7 @@ from .target_optimizer_props import AGENT_CPU, AGENT_MEMORY_MIB, TargetOptimizer
 if TYPE_CHECKING:
     from .model_props import ModelProps
     from .server_contract import ServerContract
+    from .server_definition import ServerDefinition
 
 AGENT_CONTAINER_NAME = "target-control-agent"
 # A user no image defines by name: the agent listens above 1024 and writes nothing (its TLS key is kept in memory).
@@ -38,13 +39,9 @@ AGENT_USER = "65534"
 # ALB CloudWatch metrics, target optimizer table: dimensions LoadBalancer (and AvailabilityZone), not TargetGroup.
 REJECT_METRIC = "TargetControlRequestRejectCount"
 REQUEST_METRIC = "TargetControlRequestCount"
-# Servers that answer 503 themselves once full (their own admission): the agent's cap is a second one.
-SHEDS_LOAD_ITSELF = ("BundledServer", "VllmServer")
-# Each server's own limit on requests it runs at once: a cap above it never binds. Server class -> props field.
-OWN_LIMIT = {"TgiServer": "max_concurrent_requests", "SglangServer": "max_running_requests", "VllmServer": "max_num_seqs"}
 
 
-def check_target_optimizer(scope: Construct, server: object, model: ModelProps, contract: ServerContract) -> None:
+def check_target_optimizer(scope: Construct, server: ServerDefinition, model: ModelProps, contract: ServerContract) -> None:
     """Refuse what cannot work (ports the server already uses, a cap above the server's own limit); warn where the
     server already sheds load itself."""
     optimizer = model.target_optimizer
@@ -57,17 +54,16 @@ def check_target_optimizer(scope: Construct, server: object, model: ModelProps, 
         port = getattr(optimizer, key)
         require(port not in taken, f"models[{model.name}].target_optimizer.{key}",
                 f"{port} is {taken.get(port)} in the same task (one network namespace): choose another port")
-    kind = type(server).__name__
-    limit_key = OWN_LIMIT.get(kind)
-    own_limit = getattr(getattr(server, "props", None), limit_key, None) if limit_key else None
-    if own_limit is not None and optimizer.max_concurrency > own_limit:
+    own = server.concurrency_limit()
+    if own is not None and optimizer.max_concurrency > own[1]:
+        limit_key, own_limit = own
         raise ConfigError(f"models[{model.name}].target_optimizer.max_concurrency",
                           f"{optimizer.max_concurrency} is above the server's own {limit_key} ({own_limit}): the server "
                           f"would queue what the load balancer thinks it runs; give at most {own_limit}")
-    if kind in SHEDS_LOAD_ITSELF:
+    if server.sheds_load_itself:
         cdk.Annotations.of(scope).add_warning_v2(
             "gpu-inference:target-optimizer-beside-admission",
-            f"models[{model.name}].target_optimizer: the {kind} sheds load itself (it answers 503 once full, and "
+            f"models[{model.name}].target_optimizer: the {server.name} server sheds load itself (it answers 503 once full, and "
             "least-outstanding-requests routing already favours idle tasks); the agent adds a proxy hop and a second "
             "cap. Remove target_optimizer unless you mean both.")
 

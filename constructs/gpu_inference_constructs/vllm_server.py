@@ -237,6 +237,10 @@ class VllmServer(LlmPreset[VllmProps]):
     """How vLLM serves the model. Default: VllmProps()."""
 
     name = "vllm"
+    sheds_load_itself = True  # answers 503 once its waiting queue is full
+
+    def concurrency_limit(self) -> tuple[str, int]:
+        return "max_num_seqs", self.props.max_num_seqs
     props_type = VllmProps
     collected_metrics = PrometheusMetrics(metrics=VLLM_METRICS, histograms=VLLM_LATENCY_HISTOGRAMS)
 

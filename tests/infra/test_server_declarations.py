@@ -36,6 +36,7 @@ from gpu_inference_constructs import (
     ScalingSignal,
     ServerAlarm,
     ServerContract,
+    ServerDefinition,
     ServiceLogs,
     ServiceScaling,
     StopTiming,
@@ -150,7 +151,7 @@ def test_a_bundled_contract_without_its_declarations_gets_no_bundled_signals():
     signals above came from the declaration, not from knowing the server."""
     bundled = BundledServer(image=IMAGE)
 
-    class Undeclared:
+    class Undeclared(ServerDefinition):
         def contract(self, context):
             return dataclasses.replace(bundled.contract(context), scaling_signals=(), alarms=())
 
