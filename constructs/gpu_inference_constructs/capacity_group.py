@@ -55,6 +55,7 @@ class CapacityGroup(Construct, Generic[PropsT]):
         super().__init__(scope, construct_id)
         self.props = props
         self.services: list[ServiceDeployment] = []
+        self._prewarms: dict[str, tuple[CapacityPrewarm, autoscaling.ScheduledAction]] = {}
         self.instance_types = instance_types
         for index, instance_type in enumerate(self.instance_types):
             warn_if_unlisted(self, instance_type, cdk.Stack.of(self).region, f"instance_types[{index}]")
@@ -87,18 +88,27 @@ class CapacityGroup(Construct, Generic[PropsT]):
         self.services.append(service)
 
     def add_prewarm(self, prewarm: CapacityPrewarm) -> autoscaling.ScheduledAction:
-        """Raise the group's minimum on a schedule. Never its desired capacity: ECS managed scaling owns that."""
+        """Raise the group's minimum on a schedule. Never its desired capacity: ECS managed scaling owns that. The same
+        floor added again (ServiceScaling adds its ``capacity_prewarm`` for each model on the group) is added once."""
         require(
             prewarm.min_capacity <= self.props.max_capacity,
             f"capacity_prewarm.{prewarm.name}.min_capacity",
             f"{prewarm.min_capacity} is greater than the group's max_capacity {self.props.max_capacity}",
         )
-        return self.auto_scaling_group.scale_on_schedule(
+        if prewarm.name in self._prewarms:
+            added, action = self._prewarms[prewarm.name]
+            require(added == prewarm, f"capacity_prewarm.{prewarm.name}",
+                    f"{self.node.path} already has a pre-warm of this name with other settings ({added}): give each "
+                    "floor its own name")
+            return action
+        action = self.auto_scaling_group.scale_on_schedule(
             f"Prewarm-{prewarm.name}",
             schedule=autoscaling.Schedule.expression(prewarm.cron),
             time_zone=prewarm.time_zone,
             min_capacity=prewarm.min_capacity,
         )
+        self._prewarms[prewarm.name] = (prewarm, action)
+        return action
 
     def allow_ingress_from(self, peer: ec2.IConnectable, port: ec2.Port, description: str) -> None:
         """Open ``port`` on the instances to ``peer`` (for bridge- or host-mode tasks, e.g. from a load balancer)."""

@@ -35,6 +35,7 @@ from .gpu_capacity_props import (
 )
 from .gpu_instances import machine_image
 from .gpu_packing import SharedService, check_one_kind, check_shared_group_holds_deployment_at_peak, shared_service
+from .legacy_keywords import accepts_legacy_keywords
 from .model_props import ModelProps, service_deployment
 from .warm_pool import WarmPoolLaunches, add_warm_pool
 
@@ -66,6 +67,7 @@ class GpuCapacity(CapacityGroup[GpuCapacityProps]):
     instance pulls; ``prepulled``). Without one, those attributes are None and ``prepull`` is refused.
     """
 
+    @accepts_legacy_keywords("GpuCapacity")
     def __init__(
         self,
         scope: Construct,
