@@ -42,10 +42,11 @@ class CapacityGroup(Construct, Generic[PropsT]):
     """An ECS capacity provider managing a mixed Spot/On-Demand Auto Scaling group of accelerated instances, in a
     cluster. The base of GpuCapacity and NeuronCapacity, which document their keyword arguments.
 
-    Attributes: ``props``, ``cluster``, ``auto_scaling_group``, ``capacity_provider``, ``capacity_provider_association``
-    (an imported cluster's, else None), ``launch_template``, ``security_group`` (the instances'), ``instance_role``,
-    ``user_data``, ``instance_types`` (catalog entries, preferred first), ``smallest_instance_type`` (what every task
-    must fit), ``topic``, ``own_notifications``, ``group_events_rule``, ``services`` (the deployments counted on it).
+    Attributes: ``props``, ``subnets`` (the instances' SubnetSelection), ``cluster``, ``auto_scaling_group``,
+    ``capacity_provider``, ``capacity_provider_association`` (an imported cluster's, else None), ``launch_template``,
+    ``security_group`` (the instances'), ``instance_role``, ``user_data``, ``instance_types`` (catalog entries,
+    preferred first), ``smallest_instance_type`` (what every task must fit), ``topic``, ``own_notifications``,
+    ``group_events_rule``, ``services`` (the deployments counted on it).
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, vpc: ec2.IVpc, props: PropsT,
@@ -61,6 +62,7 @@ class CapacityGroup(Construct, Generic[PropsT]):
             warn_if_unlisted(self, instance_type, cdk.Stack.of(self).region, f"instance_types[{index}]")
         self.smallest_instance_type = min(self.instance_types, key=lambda t: (t.memory_gib, t.vcpus))
         subnets = subnets or private_subnets(vpc, type(self).__name__)
+        self.subnets = subnets
 
         self.cluster = cluster or ecs.Cluster(self, "Cluster", vpc=vpc, container_insights_v2=ecs.ContainerInsights.ENHANCED)
         self.security_group = instance_security_group(self, vpc, kind)

@@ -1,8 +1,11 @@
-"""Whether a task can pull its images: an image outside the region's ECR (ECR Public, Docker Hub, another region's
-ECR) needs a route to the internet from the task's subnets, and ECS on EC2 gives an awsvpc task no public IP, so a
-route to an internet gateway is not one (ECS developer guide, task-networking-awsvpc): only a NAT gateway (or
-another route out: a transit gateway, an instance). The region's ECR is reached through the ``ecr.api``, ``ecr.dkr``
-and S3 endpoints (InferenceNetwork has them). What the app built is known; an imported subnet's routes are not."""
+"""Whether a task's images can be pulled: on ECS on EC2 the instance pulls them, through its primary network interface
+(ECS developer guide, managed-instances-awsvpc-mode: "Image downloads ... through the primary ENI"; the task's own
+ENI carries the containers' traffic), so what counts is the capacity's instances' subnets. An image outside the
+region's ECR (ECR Public, Docker Hub, another region's ECR) needs a route out from them: a NAT gateway or another
+route (a transit gateway, an instance). A route to an internet gateway is not one: the library's instances get no
+public IP (gpu_instances.py, ``associate_public_ip_address=False``). The region's ECR is reached through the
+``ecr.api``, ``ecr.dkr`` and S3 endpoints (InferenceNetwork has them). What the app built is known; an imported
+subnet's routes, and the instances of a capacity provider of the team's own, are not."""
 
 from __future__ import annotations
 
@@ -89,29 +92,32 @@ def subnet_egress(vpc: ec2.IVpc, subnets: ec2.SubnetSelection) -> dict[str, Egre
 
 
 def check_images_reachable(scope: Construct, model_name: str, task_definition: ecs.TaskDefinition, vpc: ec2.IVpc,
-                           subnets: ec2.SubnetSelection) -> None:
-    """A ConfigError naming each outside image's mirror key where some of the task's subnets have no route out; a
-    warning where their routes cannot be known (imported subnets)."""
+                           instance_subnets: ec2.SubnetSelection | None) -> None:
+    """A ConfigError naming each outside image's mirror key where some of the instances' subnets have no route out; a
+    warning where their routes cannot be known (imported subnets; ``instance_subnets`` None: a capacity provider of the
+    team's own, whose instances synth cannot see)."""
     outside = outside_images(task_definition)
     if not outside:
         return
-    egress = subnet_egress(vpc, subnets)
     by_key: dict[str, list[OutsideImage]] = {}
     for image in outside:
         by_key.setdefault(image.mirror_key, []).append(image)
     listed = "; ".join(f"{' and '.join(image.container for image in images)} pull(s) {images[0].image}: set {key} to "
                        "your ECR mirror" for key, images in by_key.items())
+    egress = subnet_egress(vpc, instance_subnets) if instance_subnets is not None else {}
     closed = sorted(name for name, state in egress.items() if state == "none")
     if closed:
         raise ConfigError(
             ", ".join(key.split(" (")[0] for key in by_key),
-            f"models[{model_name}]'s tasks run in subnets with no route to the internet ({', '.join(closed)}: no NAT "
-            f"gateway; an awsvpc task on EC2 gets no public IP), so they cannot pull images from outside your ECR: "
-            f"{listed}. Or give the tasks subnets with a NAT gateway (NetworkProps(nat_gateways=1), "
-            "ServiceAccess(subnets=...))")
+            f"models[{model_name}]'s instances pull its images (ECS on EC2 pulls through the instance's network "
+            f"interface) in subnets with no route to the internet ({', '.join(closed)}: no NAT gateway; the instances "
+            f"get no public IP), so they cannot pull images from outside your ECR: {listed}. Or give the capacity "
+            "subnets with a NAT gateway (NetworkProps(nat_gateways=1), GpuCapacity(subnets=...))")
     unknown = sorted(name for name, state in egress.items() if state == "unknown")
-    if unknown:
+    if unknown or instance_subnets is None:
+        where = (f"imported subnets ({', '.join(unknown)}) whose routes synth cannot see" if unknown else
+                 "the instances of your own capacity provider, whose subnets synth cannot see")
         cdk.Annotations.of(scope).add_warning_v2(
             PUBLIC_IMAGE_WARNING_ID,
-            f"models[{model_name}]'s tasks run in imported subnets ({', '.join(unknown)}) whose routes synth cannot "
-            f"see, and pull images from outside your ECR: {listed}; or make sure those subnets route to a NAT gateway.")
+            f"models[{model_name}]'s images are pulled by {where}, and some are outside your ECR: {listed}; or make "
+            "sure those subnets route to a NAT gateway.")

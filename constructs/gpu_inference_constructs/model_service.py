@@ -185,7 +185,8 @@ class ModelService(Construct):
         self.scratch_owner, self.model_fetcher = self._task.scratch_owner, self._task.model_fetcher
         self.metrics_collector = self._task.metrics_collector
         self._serve(placement, chosen_route, subnets, rollback_thresholds)
-        check_images_reachable(self, model.name, self.task_definition, placement.cluster.vpc, subnets)
+        check_images_reachable(self, model.name, self.task_definition, placement.cluster.vpc,
+                               placement.capacity_group.subnets if placement.capacity_group is not None else None)
         claim_model_name(self, self.name_prefix, environment_name, model.name)
 
     def _contract_and_checks(self, server: ServerDefinition, placement: Placement, route: LoadBalancerRoute | ListenerRoute,

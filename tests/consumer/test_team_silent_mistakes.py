@@ -131,6 +131,15 @@ def test_imported_private_subnets_whose_routes_synth_cannot_see_warn_naming_the_
     assert "TelemetryProps.collector_image" in warning and "NAT gateway" in warning
 
 
+def test_public_images_on_a_capacity_provider_of_the_teams_own_warn_that_its_subnets_are_unseen():
+    stack = team_stack("OwnProvider")
+    vpc = imported_vpc(stack, private_subnet_ids=["subnet-0bbbbbbbbbbbbbbb1", "subnet-0bbbbbbbbbbbbbbb2"])
+    cluster = ecs.Cluster.from_cluster_attributes(stack, "Cluster", cluster_name="ml-platform", vpc=vpc)
+    model_service(stack, vpc, capacity=ClusterCapacity(cluster, "ml-platform-gpu", "g5.xlarge"))
+    (warning,) = warnings_of(stack, "gpu-inference:public-image-egress-unknown")
+    assert "your own capacity provider" in warning and "TelemetryProps.collector_image" in warning
+
+
 # (b) ---------------------------------------------------------------------------------------------------------------
 
 MORNING = CapacityPrewarm(name="morning", cron="0 7 * * MON-FRI", min_capacity=2)
