@@ -218,12 +218,12 @@ def cluster_capacity_warning(provider: str, instance_type: GpuInstanceType, mode
     if instance_type.neuron:
         needs = ("Inferentia2 instances on the ECS-optimized Neuron AMI (SSM /aws/service/ecs/optimized-ami/"
                  "amazon-linux-2023/neuron/recommended/image_id), whose /dev/neuron* devices the task maps")
-        check = "aws ec2 describe-images --image-ids <the provider's AMI>: its name is an ECS Neuron AMI"
+        check = "(its name is an ECS Neuron AMI) aws ec2 describe-images --image-ids <the provider's AMI>"
     else:
         needs = (f"GPU instances ({instance_type.name} or larger) on the ECS-optimized GPU AMI (SSM /aws/service/ecs/"
                  "optimized-ami/amazon-linux-2023/gpu/recommended/image_id) with ECS_ENABLE_GPU_SUPPORT=true, so "
                  "each instance registers its GPUs")
-        check = REGISTERED_GPUS.format(cluster="<cluster>") + " lists GPU ids for every instance"
+        check = "(GPU ids for every instance) " + REGISTERED_GPUS.format(cluster="<cluster>")
     stall = ("its never-healthy alarm rolls a deployment back whose tasks are not running within the start window"
              if model.deployment.shifts_traffic else
              "a rolling deployment's circuit breaker counts failed tasks, not tasks never placed, so CloudFormation "
