@@ -137,3 +137,10 @@ def test_the_changelogs_attach_row_connects_the_cache_the_shared_cache_check_loo
                  props=ModelCacheProps(enabled=True))
     assert model.result_cache is cache
     assert "SHARED_CACHE_ENDPOINT" in json.dumps(Template.from_stack(stack).to_json())  # synth: the check passes
+
+
+def test_the_renamed_attribute_of_02_still_reads_with_a_deprecation_warning():
+    stack, vpc = team_stack("Attribute")
+    gpus = GpuCapacity(stack, "Gpus", vpc=vpc, props=GpuCapacityProps(instance_types=("g5.xlarge",)))
+    with pytest.warns(DeprecationWarning, match=r"GpuCapacity\.notification_topic is renamed GpuCapacity\.topic"):
+        assert gpus.notification_topic is gpus.topic
