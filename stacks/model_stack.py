@@ -7,6 +7,8 @@ The construct IDs are the ones the single-stack layout had, so each resource kee
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
@@ -73,7 +75,8 @@ class ModelStack(cdk.Stack):
             f"Scaling-{model.name}",
             service=self.service,
             props=model.scaling,
-            scaling=config.scaling,
+            # The shared stack pre-warms `capacity` only (docs/configuration.md), not the group a model may run on.
+            scaling=replace(config.scaling, capacity_prewarm=()),
         )
         self.alarms = ModelAlarms(
             self,

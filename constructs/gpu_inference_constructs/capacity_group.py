@@ -42,10 +42,11 @@ class CapacityGroup(Construct, Generic[PropsT]):
     """An ECS capacity provider managing a mixed Spot/On-Demand Auto Scaling group of accelerated instances, in a
     cluster. The base of GpuCapacity and NeuronCapacity, which document their keyword arguments.
 
-    Attributes: ``props``, ``cluster``, ``auto_scaling_group``, ``capacity_provider``, ``capacity_provider_association``
-    (an imported cluster's, else None), ``launch_template``, ``security_group`` (the instances'), ``instance_role``,
-    ``user_data``, ``instance_types`` (catalog entries, preferred first), ``smallest_instance_type`` (what every task
-    must fit), ``topic``, ``own_notifications``, ``group_events_rule``, ``services`` (the deployments counted on it).
+    Attributes: ``props``, ``subnets`` (the instances' SubnetSelection), ``cluster``, ``auto_scaling_group``,
+    ``capacity_provider``, ``capacity_provider_association`` (an imported cluster's, else None), ``launch_template``,
+    ``security_group`` (the instances'), ``instance_role``, ``user_data``, ``instance_types`` (catalog entries,
+    preferred first), ``smallest_instance_type`` (what every task must fit), ``topic``, ``own_notifications``,
+    ``group_events_rule``, ``services`` (the deployments counted on it).
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, vpc: ec2.IVpc, props: PropsT,
@@ -55,11 +56,13 @@ class CapacityGroup(Construct, Generic[PropsT]):
         super().__init__(scope, construct_id)
         self.props = props
         self.services: list[ServiceDeployment] = []
+        self._prewarms: dict[str, tuple[CapacityPrewarm, autoscaling.ScheduledAction]] = {}
         self.instance_types = instance_types
         for index, instance_type in enumerate(self.instance_types):
             warn_if_unlisted(self, instance_type, cdk.Stack.of(self).region, f"instance_types[{index}]")
         self.smallest_instance_type = min(self.instance_types, key=lambda t: (t.memory_gib, t.vcpus))
         subnets = subnets or private_subnets(vpc, type(self).__name__)
+        self.subnets = subnets
 
         self.cluster = cluster or ecs.Cluster(self, "Cluster", vpc=vpc, container_insights_v2=ecs.ContainerInsights.ENHANCED)
         self.security_group = instance_security_group(self, vpc, kind)
@@ -87,18 +90,27 @@ class CapacityGroup(Construct, Generic[PropsT]):
         self.services.append(service)
 
     def add_prewarm(self, prewarm: CapacityPrewarm) -> autoscaling.ScheduledAction:
-        """Raise the group's minimum on a schedule. Never its desired capacity: ECS managed scaling owns that."""
+        """Raise the group's minimum on a schedule. Never its desired capacity: ECS managed scaling owns that. The same
+        floor added again (ServiceScaling adds its ``capacity_prewarm`` for each model on the group) is added once."""
         require(
             prewarm.min_capacity <= self.props.max_capacity,
             f"capacity_prewarm.{prewarm.name}.min_capacity",
             f"{prewarm.min_capacity} is greater than the group's max_capacity {self.props.max_capacity}",
         )
-        return self.auto_scaling_group.scale_on_schedule(
+        if prewarm.name in self._prewarms:
+            added, action = self._prewarms[prewarm.name]
+            require(added == prewarm, f"capacity_prewarm.{prewarm.name}",
+                    f"{self.node.path} already has a pre-warm of this name with other settings ({added}): give each "
+                    "floor its own name")
+            return action
+        action = self.auto_scaling_group.scale_on_schedule(
             f"Prewarm-{prewarm.name}",
             schedule=autoscaling.Schedule.expression(prewarm.cron),
             time_zone=prewarm.time_zone,
             min_capacity=prewarm.min_capacity,
         )
+        self._prewarms[prewarm.name] = (prewarm, action)
+        return action
 
     def allow_ingress_from(self, peer: ec2.IConnectable, port: ec2.Port, description: str) -> None:
         """Open ``port`` on the instances to ``peer`` (for bridge- or host-mode tasks, e.g. from a load balancer)."""

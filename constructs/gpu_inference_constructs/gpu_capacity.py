@@ -15,6 +15,8 @@ and the warm pool (warm_pool.py).
 
 from __future__ import annotations
 
+import warnings
+
 import aws_cdk as cdk
 from aws_cdk import aws_autoscaling as autoscaling
 from aws_cdk import aws_ec2 as ec2
@@ -35,6 +37,7 @@ from .gpu_capacity_props import (
 )
 from .gpu_instances import machine_image
 from .gpu_packing import SharedService, check_one_kind, check_shared_group_holds_deployment_at_peak, shared_service
+from .legacy_keywords import RENAMES_ACCEPTED_UNTIL, accepts_legacy_keywords
 from .model_props import ModelProps, service_deployment
 from .warm_pool import WarmPoolLaunches, add_warm_pool
 
@@ -66,6 +69,7 @@ class GpuCapacity(CapacityGroup[GpuCapacityProps]):
     instance pulls; ``prepulled``). Without one, those attributes are None and ``prepull`` is refused.
     """
 
+    @accepts_legacy_keywords("GpuCapacity")
     def __init__(
         self,
         scope: Construct,
@@ -91,6 +95,13 @@ class GpuCapacity(CapacityGroup[GpuCapacityProps]):
             self.warm_pool, self.warm_pool_launches = add_warm_pool(
                 self, self.auto_scaling_group, props.warm_pool, all_spot=all_spot, user_data=self.user_data,
                 images=self._prepull_images, logs_key=logs_key)
+
+    @property
+    def notification_topic(self) -> sns.ITopic:
+        """0.2's name of ``topic``: kept until 0.3 (legacy_keywords.RENAMES_ACCEPTED_UNTIL), with a DeprecationWarning."""
+        warnings.warn("GpuCapacity.notification_topic is renamed GpuCapacity.topic; notification_topic is removed after "
+                      f"{RENAMES_ACCEPTED_UNTIL}", DeprecationWarning, stacklevel=2)
+        return self.topic
 
     def _prepull_images(self) -> list[str]:
         """:meth:`prepull`'s images, each once (two models of one bundled image give the same URI)."""

@@ -26,6 +26,7 @@ from .log_archive_props import (
 )
 
 CONFIG_FILE_NAME = "log-archive.conf"
+UNKNOWN_ENCRYPTION_WARNING_ID = "gpu-inference:archive-bucket-encryption"
 
 
 def archive_config_asset(scope: Construct, config_text: str) -> s3_assets.Asset:
@@ -80,12 +81,13 @@ def archive_environment(archive: LogArchive, bucket: s3.IBucket | None, region: 
     return environment
 
 
-def grant_archive_writes(task_role: iam.Role, archive: LogArchive, bucket: s3.IBucket | None, region: str, *,
-                         environment_name: str, model_name: str) -> None:
+def grant_archive_writes(scope: Construct, task_role: iam.Role, archive: LogArchive, bucket: s3.IBucket | None,
+                         region: str, *, environment_name: str, model_name: str) -> None:
     """The task role (Fluent Bit's credentials) may put objects under this model's prefix only, use the bucket's KMS
     key for that through S3 only (PutObject with SSE-KMS needs ``kms:GenerateDataKey``; the key's policy must let
     the account's IAM policies grant it, as kms.Key's default policy does), and put record batches into the one
-    stream. Identity statements only: an imported bucket or key is never changed."""
+    stream. Identity statements only: an imported bucket or key is never changed. A bucket imported without its key
+    (``Bucket.from_bucket_name``) may still be SSE-KMS, which the app cannot see: a warning names the fix."""
     if archive.s3 and bucket is not None:
         task_role.add_to_principal_policy(iam.PolicyStatement(
             actions=["s3:PutObject"],
@@ -94,6 +96,13 @@ def grant_archive_writes(task_role: iam.Role, archive: LogArchive, bucket: s3.IB
             task_role.add_to_principal_policy(iam.PolicyStatement(
                 actions=["kms:GenerateDataKey"], resources=[bucket.encryption_key.key_arn],
                 conditions={"StringEquals": {"kms:ViaService": f"s3.{region}.amazonaws.com"}}))
+        elif not isinstance(bucket, s3.Bucket):
+            cdk.Annotations.of(scope).add_warning_v2(
+                UNKNOWN_ENCRYPTION_WARNING_ID,
+                f"ServiceLogs.archive_bucket {bucket.node.id!r} is imported without its encryption key, so the task role "
+                "gets no kms:GenerateDataKey: if the bucket's default encryption is SSE-KMS, Fluent Bit's PutObject is "
+                "denied at run time. Import it with s3.Bucket.from_bucket_attributes(..., encryption_key=<its key>) "
+                "(the grant is then added), or acknowledge this warning for an SSE-S3 bucket.")
     if archive.firehose_stream_arn is not None:
         task_role.add_to_principal_policy(iam.PolicyStatement(
             actions=["firehose:PutRecordBatch"], resources=[archive.firehose_stream_arn]))

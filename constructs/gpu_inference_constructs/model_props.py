@@ -14,6 +14,7 @@ from .errors import ConfigError, require, require_range
 from .gpu_share import GpuShare, smallest_device_memory_mib
 from .instance_catalog import GpuInstanceType
 from .latency_alarms import LatencyAlarmProps, LatencyAlarmThresholds
+from .legacy_keywords import with_legacy_keywords
 from .neuron_placement import check_neuron_task
 from .scaling_props import ModelScalingProps
 from .schedules import check_model_task_range
@@ -27,6 +28,7 @@ ROLLING_MAX_HEALTHY_PERCENT = 200
 AGENT_RESERVED_CPU = 512
 
 
+@with_legacy_keywords("ModelProps")
 @dataclass(frozen=True)
 class ModelProps:
     """One model and how its service runs, for any server."""

@@ -19,13 +19,15 @@ from .cdk_interfaces import as_role
 from .deployment import RollbackAlarmNames, RollbackThresholds, sum_over, worst_of
 from .errors import ConfigError, require
 from .gpu_capacity import GpuCapacity
+from .image_egress import check_images_reachable
 from .instance_catalog import warn_if_unlisted
+from .legacy_keywords import accepts_legacy_keywords
 from .load_balancer import ALB_DEFAULT_IDLE_TIMEOUT_SECONDS, InferenceLoadBalancer
 from .log_retention import retention_days
 from .model_props import ROLLING_MAX_HEALTHY_PERCENT, ModelProps
 from .model_store import ModelStore, model_uri
 from .neuron_capacity import NeuronCapacity
-from .result_cache import ModelCacheProps, ResultCache
+from .result_cache import ModelCacheProps, ResultCache, cache_of
 from .server_contract import ServerContext
 from .server_definition import ServerDefinition
 from .service_checks import (  # DEFAULT_NAME_PREFIX, check_name_prefix, service_log_group_name: re-exported for monitoring.py
@@ -40,6 +42,7 @@ from .service_checks import (  # DEFAULT_NAME_PREFIX, check_name_prefix, service
     check_runs_on,
     claim_listener_priority,
     claim_model_name,
+    cluster_capacity_warning,
     health_check_start_period,
     idle_timeout_warnings,
     service_log_group_name,
@@ -101,13 +104,14 @@ class ModelService(Construct):
     Attributes:
 
     - ``model``, ``environment_name``, ``name_prefix``, ``contract`` (the server's ServerContract), ``url_path``
-      (``/<model>/``), ``instance_type`` (the smallest the tasks may land on).
+      (``/<model>/``), ``instance_type`` (the smallest the tasks may land on), ``capacity_group`` (the GpuCapacity or
+      NeuronCapacity the tasks run on; None on a ClusterCapacity).
     - The task (service_task.py): ``task_role``, ``task_definition``, ``container`` (the server), ``scratch_owner``
       and ``model_fetcher`` (the init containers, or None), ``metrics_collector`` (or None), ``log_group``,
       ``log_stream_prefix`` (``<model>/<version>``).
     - The service: ``service``, ``security_group``, ``minimum_healthy_percent`` (spot_draining.py),
       ``deregistration_delay_seconds`` and ``stop_timeout_seconds`` (``timing``'s, or the contract's own),
-      ``result_cache`` (the ResultCache of ``use_cache``, or None).
+      ``result_cache`` (the ResultCache of ``use_cache`` or ``ResultCache.attach``, or None).
     - The route (service_routing.py): ``target_group``, ``target_groups`` (with the alternate one that canary,
       linear and blue/green deployments shift traffic to), ``target_group_metrics`` (TargetGroupMetrics of each),
       ``load_balancer_full_name``, ``listener_rule``.
@@ -119,6 +123,7 @@ class ModelService(Construct):
     ResultCache; ``allow_draining_down_to`` follows a schedule's lower floor; ``metric_*`` give its metrics.
     """
 
+    @accepts_legacy_keywords("ModelService")
     def __init__(
         self,
         scope: Construct,
@@ -150,8 +155,11 @@ class ModelService(Construct):
         self.url_path = f"/{model.name}/"
         placement = placement_of(capacity)
         self.instance_type = placement.instance_type
+        self.capacity_group = placement.capacity_group
         if placement.capacity_group is None:
             warn_if_unlisted(self, self.instance_type, cdk.Stack.of(self).region, "capacity.instance_type")
+            cdk.Annotations.of(self).add_warning_v2(
+                *cluster_capacity_warning(placement.capacity_provider_name, self.instance_type, model))
         source = bucket_of(model_source)
         chosen_route = route_of(route)
         if isinstance(chosen_route, ListenerRoute):
@@ -163,7 +171,6 @@ class ModelService(Construct):
                 "ServerContract")
         # The server's use of a shared result cache (BundledServerProps.shared_cache): True needs use_cache by synth.
         self._cache_props = server.cache_client()
-        self.result_cache: ResultCache | None = None
         self.node.add_validation(_CacheAttached(self))
         subnets = access.subnets or private_subnets(placement.cluster.vpc, f"ModelService {model.name!r} (its tasks)")
         uri = model_uri(source.bucket, source.prefix, model.name, model.version)
@@ -180,6 +187,8 @@ class ModelService(Construct):
         self.scratch_owner, self.model_fetcher = self._task.scratch_owner, self._task.model_fetcher
         self.metrics_collector = self._task.metrics_collector
         self._serve(placement, chosen_route, subnets, rollback_thresholds)
+        check_images_reachable(self, model.name, self.task_definition, placement.cluster.vpc,
+                               placement.capacity_group.subnets if placement.capacity_group is not None else None)
         claim_model_name(self, self.name_prefix, environment_name, model.name)
 
     def _contract_and_checks(self, server: ServerDefinition, placement: Placement, route: LoadBalancerRoute | ListenerRoute,
@@ -312,7 +321,12 @@ class ModelService(Construct):
                 "is false: remove use_cache for this model, or enable its shared_cache")
         cache.attach(container=self.container, task_role=as_role(self.task_role), service=self.service,
                      props=props or self._cache_props)
-        self.result_cache = cache
+
+    @property
+    def result_cache(self) -> ResultCache | None:
+        """The ResultCache this model's service is a client of (``use_cache``, or ``ResultCache.attach`` with its
+        ``service``), or None."""
+        return cache_of(self.service)
 
     def add_rollback_alarm(self, alarm: cloudwatch.IAlarm) -> None:
         """ECS rolls a deployment in progress back (every strategy) while ``alarm`` is in ALARM."""

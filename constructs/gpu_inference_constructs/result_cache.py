@@ -118,13 +118,12 @@ class ResultCache(Construct):
         service's groups once, when it is made, so its network configuration is overridden with all of them. The group
         stays out of ``service.connections``: whatever is allowed to the service (its load balancer) is not allowed to
         every cache client."""
-        marker = f"ResultCacheClient{self.node.addr}"
-        others = [c.node.id for c in service.node.children if c.node.id.startswith("ResultCacheClient")]
-        if marker in others:
+        cache = cache_of(service)
+        if cache is self:
             return
-        require(not others, "service", f"{service.node.path} is already a client of another ResultCache: a service's "
-                                       "tasks can carry one cache's client security group through attach")
-        Construct(service, marker)
+        require(cache is None, "service", f"{service.node.path} is already a client of another ResultCache: a service's "
+                                          "tasks can carry one cache's client security group through attach")
+        _CacheClient(service, f"ResultCacheClient{self.node.addr}", self)
         cfn = service.node.default_child
         assert isinstance(cfn, ecs.CfnService)
         groups = [group.security_group_id for group in service.connections.security_groups]
@@ -218,3 +217,16 @@ class ResultCache(Construct):
 def _selection(subnets: ec2.SubnetSelection) -> dict:
     return {k: v for k, v in {"subnet_type": subnets.subnet_type, "subnets": subnets.subnets,
                               "subnet_group_name": subnets.subnet_group_name}.items() if v is not None}
+
+
+class _CacheClient(Construct):
+    """Marks a service as a client of ``cache`` (its tasks carry the cache's client security group)."""
+
+    def __init__(self, service: ecs.BaseService, construct_id: str, cache: ResultCache) -> None:
+        super().__init__(service, construct_id)
+        self.cache = cache
+
+
+def cache_of(service: ecs.BaseService) -> ResultCache | None:
+    """The ResultCache ``service`` was attached to (``attach`` or ``add_client``), or None."""
+    return next((child.cache for child in service.node.children if isinstance(child, _CacheClient)), None)

@@ -7,9 +7,11 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from .errors import require, require_range
+from .legacy_keywords import with_legacy_keywords
 from .schedules import CapacityPrewarm, ServiceSchedule
 
 
+@with_legacy_keywords("ModelScalingProps")
 @dataclass(frozen=True)
 class ModelScalingProps:
     """Per-model scaling thresholds that hold for any server. A server's own signals and their thresholds are in its

@@ -201,3 +201,35 @@ def health_check_start_period(model: ModelProps, contract: ServerContract) -> in
         "(LivenessCheck(passes_while_loading=True); the target group's readiness check gates traffic), or load faster",
     )
     return start_period
+
+
+CLUSTER_CAPACITY_AMI_WARNING_ID = "gpu-inference:cluster-capacity-ami"
+# What lists the accelerators each container instance of a cluster registered (an instance without GPU support
+# registers none, and ECS places no GPU task on it).
+REGISTERED_GPUS = ("aws ecs list-container-instances --cluster {cluster} --query containerInstanceArns --output text | "
+                   "xargs aws ecs describe-container-instances --cluster {cluster} --query "
+                   "'containerInstances[].[ec2InstanceId, registeredResources[?name==`GPU`].stringSetValue]' "
+                   "--container-instances")
+
+
+def cluster_capacity_warning(provider: str, instance_type: GpuInstanceType, model: ModelProps) -> SynthWarning:
+    """A capacity provider of the team's own: synth cannot see what its instances run, and a task that needs GPUs
+    (or Neuron devices) is never placed on an instance that offers none (it waits in PROVISIONING)."""
+    if instance_type.neuron:
+        needs = ("Inferentia2 instances on the ECS-optimized Neuron AMI (SSM /aws/service/ecs/optimized-ami/"
+                 "amazon-linux-2023/neuron/recommended/image_id), whose /dev/neuron* devices the task maps")
+        check = "(its name is an ECS Neuron AMI) aws ec2 describe-images --image-ids <the provider's AMI>"
+    else:
+        needs = (f"GPU instances ({instance_type.name} or larger) on the ECS-optimized GPU AMI (SSM /aws/service/ecs/"
+                 "optimized-ami/amazon-linux-2023/gpu/recommended/image_id) with ECS_ENABLE_GPU_SUPPORT=true, so "
+                 "each instance registers its GPUs")
+        check = "(GPU ids for every instance) " + REGISTERED_GPUS.format(cluster="<cluster>")
+    stall = ("its never-healthy alarm rolls a deployment back whose tasks are not running within the start window"
+             if model.deployment.shifts_traffic else
+             "a rolling deployment's circuit breaker counts failed tasks, not tasks never placed, so CloudFormation "
+             "waits: give DeploymentProps(strategy='canary', 'linear' or 'blue_green'), whose never-healthy alarm "
+             "rolls back a version not running within its start window")
+    return (CLUSTER_CAPACITY_AMI_WARNING_ID,
+            f"capacity: ClusterCapacity's provider {provider!r} is not the library's, so synth cannot see what it runs. "
+            f"models[{model.name}] needs {needs}; elsewhere its tasks are never placed (ECS reports "
+            f"SERVICE_TASK_PLACEMENT_FAILURE). Check: {check}. On such a provider {stall}.")

@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import aws_cdk as cdk
 from aws_cdk import aws_applicationautoscaling as appscaling
+from aws_cdk import aws_autoscaling as autoscaling
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 from constructs import Construct
 
+from .errors import require
+from .legacy_keywords import accepts_legacy_keywords
 from .model_service import ModelService
 from .scaling_props import ModelScalingProps, PredictiveScalingProps, ScalingProps
-from .schedules import check_schedule_task_ranges
+from .schedules import CapacityPrewarm, check_schedule_task_ranges
 from .server_signals import SERVICE_CPU, ExpressionSignal, ScalingSignal
 
 
@@ -31,10 +34,15 @@ class ServiceScaling(Construct):
     tasks; target tracking removes them). ``scaling`` adds schedules and predictive scaling. The load balancer's name
     is the service's (``service.load_balancer_full_name``): ModelService is the one place that takes it.
 
-    Attributes: ``task_count`` (ScalableTaskCount), ``scalable_target``, ``predictive_policy`` (or None),
+    ``scaling.capacity_prewarm`` raises the minimum of the capacity group the model runs on (``CapacityGroup.add_prewarm``,
+    once per group); on a ClusterCapacity it is refused.
+
+    Attributes: ``task_count`` (ScalableTaskCount), ``scalable_target``, ``prewarm_actions`` (the group's scheduled
+    actions of ``scaling.capacity_prewarm``), ``predictive_policy`` (or None),
     ``signal_metrics`` (each declared signal's metric, by its policy's construct ID).
     """
 
+    @accepts_legacy_keywords("ServiceScaling")
     def __init__(
         self,
         scope: Construct,
@@ -86,9 +94,24 @@ class ServiceScaling(Construct):
                 max_capacity=high,
             )
 
+        self.prewarm_actions = self._prewarm(service, scaling.capacity_prewarm)
         self.predictive_policy = None
         if scaling.predictive.mode != "off":
             self.predictive_policy = self._add_predictive(scaling.predictive, props, service, service.load_balancer_full_name)
+
+    @staticmethod
+    def _prewarm(service: ModelService, prewarms: tuple[CapacityPrewarm, ...]) -> list[autoscaling.ScheduledAction]:
+        """``scaling.capacity_prewarm``'s floors on the capacity group the model runs on (once per group, however many
+        of its models are scaled with them); a capacity provider of the team's own is not the library's to raise."""
+        if not prewarms:
+            return []
+        group = service.capacity_group
+        require(group is not None, "scaling.capacity_prewarm",
+                f"model {service.model.name!r} runs on a ClusterCapacity (a capacity provider of your own), whose Auto "
+                "Scaling group the library cannot raise: schedule its minimum yourself (autoscaling.AutoScalingGroup."
+                "scale_on_schedule) and leave capacity_prewarm out of this ServiceScaling's scaling")
+        assert group is not None  # required above
+        return [group.add_prewarm(prewarm) for prewarm in prewarms]
 
     def _track_requests(self, model_service: ModelService, props: ModelScalingProps, out_cooldown: cdk.Duration,
                         in_cooldown: cdk.Duration) -> None:

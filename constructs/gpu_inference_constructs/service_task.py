@@ -392,7 +392,7 @@ class ServiceTask:
             ecs.ContainerDependency(container=router, condition=ecs.ContainerDependencyCondition.START))
         self._grant_log_writes()
         if archive is not None:
-            grant_archive_writes(self.task_role, archive, self._archive_bucket, self._region,
+            grant_archive_writes(self._scope, self.task_role, archive, self._archive_bucket, self._region,
                                  environment_name=self._environment_name, model_name=self._model.name)
         return router
 

@@ -18,8 +18,8 @@ from aws_cdk import aws_s3 as s3
 import gpu_inference_constructs
 from gpu_inference_constructs import (
     ClusterCapacity,
-    LivenessCheck,
     ListenerRoute,
+    LivenessCheck,
     ModelBucket,
     ModelFromS3,
     ModelProps,

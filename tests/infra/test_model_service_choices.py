@@ -37,9 +37,9 @@ def test_model_service_takes_at_most_ten_keywords_and_no_image():
     assert len(keywords) <= 10, keywords
     assert "image" not in keywords
     stack, parts = stack_with_placement()
-    with pytest.raises(TypeError, match="image"):
+    with pytest.raises(ConfigError, match=r"^image: .*image= -> server=BundledServer\(image=\.\.\.\)"):  # 0.2's keyword, named
         ModelService(stack, "M", model=ModelProps(name="mm", version="1"), capacity=on_cluster(stack, "g5.xlarge"),
-                     image=ecs.ContainerImage.from_registry("vllm/vllm-openai:v0.32.0"), **parts)  # pyright: ignore[reportCallIssue]  # image= is gone: the TypeError is under test
+                     image=ecs.ContainerImage.from_registry("vllm/vllm-openai:v0.32.0"), **parts)  # pyright: ignore[reportCallIssue]  # image= is gone: the refusal is under test
 
 
 def test_the_choices_built_right_make_a_service():

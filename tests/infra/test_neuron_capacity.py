@@ -343,7 +343,10 @@ def neuron_entry(entry: dict) -> dict:
     kept = {key: value for key, value in entry.items() if key in MODEL_KEYS and key not in ("gpu_share", "shared_cache")}
     scaling = {key: entry["scaling"][key] for key in ("requests_per_target_per_minute", "scale_out_cooldown_seconds",
                                                        "scale_in_cooldown_seconds", "latency_p95_ms")}
-    return {**kept, "cpu": 2048, "scaling": scaling, "neuron": {"task": "text-embedding", "neuron_cores": 2}}
+    # The scenario's network has no NAT: the DLC and the fetcher from the team's ECR mirrors, as cdk.json's dev has them.
+    mirrors = {"image": {"repository": "mirror/pytorch-inference-neuronx", "tag": "2.9.0-neuronx-py312-sdk2.31.1-ubuntu24.04"},
+               "fetcher_image": {"repository": "mirror/aws-cli", "tag": "2.32.9"}}
+    return {**kept, "cpu": 2048, "scaling": scaling, "neuron": {"task": "text-embedding", "neuron_cores": 2, **mirrors}}
 
 
 @pytest.fixture(scope="module")

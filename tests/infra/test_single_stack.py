@@ -9,6 +9,7 @@ from aws_cdk.assertions import Template
 from gpu_inference_constructs import (
     BundledServer,
     ClusterCapacity,
+    EcrImage,
     GpuCapacity,
     GpuCapacityProps,
     InferenceLoadBalancer,
@@ -22,6 +23,7 @@ from gpu_inference_constructs import (
     ServiceAccess,
     ServiceLogs,
     ServiceTimingProps,
+    TelemetryProps,
 )
 from gpu_inference_constructs.cdk_interfaces import as_key
 
@@ -44,9 +46,12 @@ def template() -> Template:
         ModelService(stack, name.capitalize(), model=ModelProps(name=name, version="v3"), timing=ServiceTimingProps(),
                      capacity=ClusterCapacity(gpus.cluster, gpus.capacity_provider.capacity_provider_name, "g5.xlarge"),
                      access=ServiceAccess(subnets=network.private_subnets),
-                     server=BundledServer(image=ecs.ContainerImage.from_registry("example.com/their-server:1")),
-                     model_source=store, route=alb,
-                     logs=ServiceLogs(as_key(kms.Key(stack, f"{name}Logs")), retention_days=30), environment_name="prod")
+                     # the network has no NAT: every image from their ECR
+                     server=BundledServer(image=ecs.ContainerImage.from_registry(
+                         "123456789012.dkr.ecr.eu-west-1.amazonaws.com/their-server:1")),
+                     model_source=store, route=alb, environment_name="prod",
+                     logs=ServiceLogs(as_key(kms.Key(stack, f"{name}Logs")), retention_days=30, telemetry=TelemetryProps(
+                         collector_image=EcrImage(repository="mirror/cloudwatch-agent", tag="1.300059.0b1207"))))
     return Template.from_stack(stack)
 
 
