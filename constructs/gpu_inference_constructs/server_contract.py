@@ -174,6 +174,10 @@ class ServerContract:
     api_key_field: str | None = None
     """Only this key of the API-key secret reaches ``api_keys_variable`` (ECS's JSON-key reference), for a server that
     takes one literal key (vLLM). Default: None (the whole secret, a JSON object of names to keys)."""
+    emf_metrics: tuple[str, ...] = ()
+    """The CloudWatch metrics the server writes itself, as Embedded Metric Format documents on its stdout: its log
+    route must deliver each line to CloudWatch Logs as the JSON object it is (the awslogs driver does; FireLens's
+    ``cloudwatch_logs`` output with ``log_key log``). Default: none."""
     metrics: PrometheusMetrics | None = None
     """Prometheus metrics the task's collector (the CloudWatch agent sidecar, there for traces in every task) also
     brings into CloudWatch. Default: None (traces only)."""
@@ -296,7 +300,7 @@ class ServerContract:
 
     @property
     def metric_names(self) -> tuple[str, ...]:
-        """The CloudWatch metric names this server's metrics arrive under."""
+        """The CloudWatch metric names this server's Prometheus metrics arrive under (the collector's)."""
         return tuple(PrometheusMetrics.cloudwatch_name(m) for m in self.metrics.metrics) if self.metrics else ()
 
 

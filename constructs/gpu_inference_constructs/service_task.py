@@ -39,6 +39,7 @@ from .service_choices import ModelBucket
 from .target_optimizer import add_target_control_agent
 from .telemetry import (
     DEFAULT_LOG_ROUTER_IMAGE,
+    FIRELENS_LOG_KEY,
     TRACE_COLLECTOR_CPU,
     TRACE_COLLECTOR_MEMORY_MIB,
     XRAY_WRITE_ACTIONS,
@@ -343,7 +344,9 @@ class ServiceTask:
         return ecs.ContainerImage.from_registry(DEFAULT_COLLECTOR_IMAGE)
 
     def _server_log_driver(self) -> ecs.LogDriver:
-        """The server's logs: awslogs, or through the FireLens router to the same log group (its retention and key)."""
+        """The server's logs: awslogs, or through the FireLens router to the same log group (its retention and key),
+        each line as the server wrote it (``log_key``: its EMF lines stay JSON objects CloudWatch extracts metrics
+        from)."""
         if self._telemetry.firelens is None:
             return self.log_driver()
         return ecs.LogDrivers.firelens(options={
@@ -352,6 +355,7 @@ class ServiceTask:
             "log_group_name": self._log_group.log_group_name,
             "log_stream_prefix": f"{self.log_stream_prefix}/server/",
             "auto_create_group": "false",
+            "log_key": FIRELENS_LOG_KEY,
         })
 
     def _add_log_router(self) -> ecs.ContainerDefinition:

@@ -25,6 +25,11 @@ OTLP_GRPC_ENDPOINT = f"http://{OTLP_GRPC_ADDRESS}"
 XRAY_WRITE_ACTIONS = ("xray:PutTraceSegments", "xray:PutTelemetryRecords")
 # Pinned tag seen in public sources; in a VPC without a route to the internet, pass a copy in your own ECR.
 DEFAULT_LOG_ROUTER_IMAGE = "public.ecr.aws/aws-observability/aws-for-fluent-bit:2.34.0"
+# The record key that holds a container's line as it wrote it (the Fluentd log driver FireLens uses puts it under "log",
+# beside container_name, source and the ECS metadata). The server's cloudwatch_logs output sends only this key's value
+# (Fluent Bit docs, outputs/cloudwatch, log_key), so an EMF line arrives as the JSON object CloudWatch extracts metrics
+# from, and a plain line as the text awslogs would have sent; the S3 archive's outputs keep the whole record.
+FIRELENS_LOG_KEY = "log"
 # Variables the presets set for OpenTelemetry (a model's environment may not).
 OTEL_ENVIRONMENT_KEYS = ("OTEL_SERVICE_NAME", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_TRACES_SAMPLER",
                          "OTEL_TRACES_SAMPLER_ARG", "OTEL_EXPORTER_OTLP_TRACES_INSECURE")

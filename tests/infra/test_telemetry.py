@@ -99,6 +99,9 @@ def test_an_environment_that_chooses_firelens_routes_the_servers_logs_through_fl
         assert logging["Options"]["Name"] == "cloudwatch_logs"
         assert logging["Options"]["auto_create_group"] == "false"  # the model's own group: its retention and key
         assert logging["Options"]["log_stream_prefix"] == f"{model.name}/{model.version}/server/"
+        # Each line as the server wrote it: an EMF line the JSON object CloudWatch extracts metrics from (the
+        # record's other keys, ECS metadata, go to the archive's outputs only: tests/infra/test_log_archive.py).
+        assert logging["Options"]["log_key"] == "log"
         assert router["FirelensConfiguration"]["Type"] == "fluentbit"
         assert router["LogConfiguration"]["LogDriver"] == "awslogs"
         assert (router["Cpu"], router["MemoryReservation"]) == (firelens.cpu, firelens.memory_mib)
