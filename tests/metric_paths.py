@@ -14,7 +14,10 @@ import json
 import re
 from dataclasses import dataclass
 
+import aws_cdk as cdk
+
 from gpu_inference_constructs import metric_names, task_start_handler, task_starts
+from gpu_inference_constructs.model_service import ModelService
 from gpu_inference_constructs.otel_collector import OTEL_CONFIG_VARIABLE
 from gpu_inference_constructs.prometheus_metrics import PrometheusMetrics
 from gpu_inference_constructs.telemetry import FIRELENS_LOG_KEY
@@ -51,12 +54,10 @@ class ModelTask:
 
 def model_tasks(stage, template: dict) -> list[ModelTask]:
     """Each ModelService of ``stage``: its contract's declarations and its task definition in ``template``."""
-    import aws_cdk as cdk
-    from gpu_inference_constructs.model_service import ModelService
-
     tasks = []
     for service in (c for c in stage.node.find_all() if isinstance(c, ModelService)):
         resource = service.task_definition.node.default_child
+        assert isinstance(resource, cdk.CfnResource)
         logical_id = cdk.Stack.of(service).resolve(resource.logical_id)
         contract = service.contract
         histograms = {cloudwatch for _, cloudwatch in contract.metrics.histograms} if contract.metrics else set()
@@ -127,7 +128,7 @@ def _text(value) -> str:
     """A template string, an Fn::Join's tokens read as a placeholder."""
     if isinstance(value, dict) and "Fn::Join" in value:
         return value["Fn::Join"][0].join(part if isinstance(part, str) else "TOKEN" for part in value["Fn::Join"][1])
-    return value
+    return str(value)
 
 
 def _dashboard_reads(reader: str, body) -> list[MetricRead]:
@@ -215,7 +216,8 @@ def task_start_metrics() -> frozenset[str]:
     failed = {"group": "service:s", "lastStatus": "STOPPED", "stopCode": task_start_handler.FAILURE_STOP_CODES[0], **stamps}
     with contextlib.redirect_stdout(io.StringIO()):  # the handler prints each document
         documents = [task_start_handler.handler({"detail": detail}) for detail in (started, failed)]
-    return frozenset(metric["Name"] for document in documents for metric in document["_aws"]["CloudWatchMetrics"][0]["Metrics"])
+    return frozenset(metric["Name"] for document in documents if document is not None
+                     for metric in document["_aws"]["CloudWatchMetrics"][0]["Metrics"])
 
 
 def task_start_function_problem(template: dict) -> str | None:

@@ -58,7 +58,8 @@ DEFAULT_FETCHER_IMAGE = "public.ecr.aws/aws-cli/aws-cli:2.32.9"
 DEFAULT_COLLECTOR_IMAGE = "public.ecr.aws/cloudwatch-agent/cloudwatch-agent:1.300059.0b1207"
 # Each of the two init containers that put a model on scratch (scratch-owner, model-fetch): ECS reserves both.
 FETCHER_CPU, FETCHER_MEMORY_MIB = 128, 256
-# The collector of a task whose server exports no Prometheus metrics (traces only): the CloudWatch agent's reservation.
+# The collector of a task whose server exports no Prometheus metrics (traces only): the ADOT collector's reservation
+# (a soft reservation: ECS sets no hard limit on it; AWS's own ADOT ECS test task gives it 10 CPU units, 256 MiB).
 TRACE_COLLECTOR_CPU, TRACE_COLLECTOR_MEMORY_MIB = 64, 128
 # The bundled server's measured default (inference_server/facts.py), every server's unless the environment sets one.
 DEFAULT_TRACE_SAMPLING_RATIO: float = server_facts.TRACE_SAMPLE_RATIO

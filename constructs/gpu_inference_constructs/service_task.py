@@ -25,7 +25,7 @@ from .model_fetch import fetch_script
 from .model_props import ModelProps
 from .model_store import compile_cache_prefix, grant_read_prefix, model_read_prefix
 from .neuron_placement import NEURON_CORE_VARIABLES, NEURON_CORES_VARIABLE, neuron_device_paths, visible_cores
-from .otel_collector import DEFAULT_OTEL_COLLECTOR_IMAGE, OTEL_COLLECTOR_USER, otel_collector_config
+from .otel_collector import DEFAULT_OTEL_COLLECTOR_IMAGE, OTEL_COLLECTOR_USER, otel_collector_config, otel_traces_config
 from .server_contract import (
     DEFAULT_COLLECTOR_IMAGE,
     DEFAULT_FETCHER_IMAGE,
@@ -286,19 +286,22 @@ class ServiceTask:
 
     def _add_metrics_collector(self) -> ecs.ContainerDefinition:
         """The collector sidecar: receives the server's spans over OTLP on the task's loopback and sends them to
-        X-Ray, and scrapes the server's Prometheus metrics where the contract has some: the CloudWatch agent, or the
-        ADOT collector where they include histograms (the agent drops those)."""
+        X-Ray, and scrapes the server's Prometheus metrics where the contract has some. The ADOT collector, as its
+        image's non-root user on a read-only root filesystem, for traces alone and for metrics with histograms; the
+        CloudWatch agent (root, writing its root: acknowledged) only for Prometheus metrics without histograms."""
         metrics = self._contract.metrics
-        histograms = metrics is not None and bool(metrics.histograms)
+        adot = metrics is None or bool(metrics.histograms)
         arguments = dict(environment_name=self._environment_name, model_name=self._model.name, region=self._region,
                          log_group_name=self._log_group.log_group_name)
-        if histograms:
+        if metrics is None:
+            environment = otel_traces_config(region=self._region)
+        elif adot:
             environment = otel_collector_config(self._contract, **arguments)
         else:
-            environment = with_traces(collector_config(self._contract, **arguments) if metrics is not None else {}, self._region)
+            environment = with_traces(collector_config(self._contract, **arguments), self._region)
         collector = self.task_definition.add_container(
             "metrics-collector",
-            image=self._collector_image(),
+            image=self._collector_image(adot),
             essential=False,
             enable_restart_policy=True,
             cpu=metrics.collector_cpu if metrics else TRACE_COLLECTOR_CPU,
@@ -307,11 +310,11 @@ class ServiceTask:
             logging=self.log_driver(),
             privileged=False,
             # The agent writes its translated configuration under /opt/aws; the ADOT collector writes nothing.
-            readonly_root_filesystem=histograms,
-            user=OTEL_COLLECTOR_USER if histograms else None,
+            readonly_root_filesystem=adot,
+            user=OTEL_COLLECTOR_USER if adot else None,
             linux_parameters=_capabilities(self._scope, "CollectorLinuxParameters", keep=[]),
         )
-        if not histograms:
+        if not adot:
             for what in ("user", "readonly_root_filesystem"):
                 self.acknowledgements.add(
                     "metrics-collector", what,
@@ -325,22 +328,25 @@ class ServiceTask:
         self.task_role.add_to_principal_policy(iam.PolicyStatement(actions=list(XRAY_WRITE_ACTIONS), resources=["*"]))
         return collector
 
-    def _collector_image(self) -> ecs.ContainerImage:
-        """The contract's collector image, else the environment's mirror of the CloudWatch agent (not for the ADOT
-        collector a contract with histograms runs), else the public one."""
+    def _collector_image(self, adot: bool) -> ecs.ContainerImage:
+        """The contract's collector image, else the environment's mirror of the ADOT collector
+        (``telemetry.collector_image``), else the public image of the collector the task runs. A task that runs the
+        CloudWatch agent (Prometheus metrics without histograms) and names no image of its own gets the public agent,
+        with a warning where the environment names a mirror (of the ADOT collector)."""
         metrics, mirror = self._contract.metrics, self._telemetry.collector_image
         if metrics is not None and metrics.collector_image is not None:
             return metrics.collector_image
-        if metrics is not None and metrics.histograms:
+        if adot:
             if mirror is not None:
-                cdk.Annotations.of(self._scope).add_warning_v2(
-                    "gpu-inference:otel-collector-public-image",
-                    f"the {self._contract.name} server's collector is the ADOT collector, pulled from ECR Public "
-                    f"({DEFAULT_OTEL_COLLECTOR_IMAGE}): telemetry.collector_image mirrors the CloudWatch agent; set the "
-                    "preset's collector_image to your ECR mirror of the ADOT collector")
+                return mirror.container_image(self._scope, "CollectorImage")
             return ecs.ContainerImage.from_registry(DEFAULT_OTEL_COLLECTOR_IMAGE)
         if mirror is not None:
-            return mirror.container_image(self._scope, "CollectorImage")
+            cdk.Annotations.of(self._scope).add_warning_v2(
+                "gpu-inference:cloudwatch-agent-public-image",
+                f"the {self._contract.name} server's Prometheus metrics have no histogram, so its collector is the "
+                f"CloudWatch agent, pulled from ECR Public ({DEFAULT_COLLECTOR_IMAGE}): telemetry.collector_image mirrors "
+                "the ADOT collector; set the preset's collector_image (PrometheusMetrics.collector_image) to your ECR "
+                "mirror of the CloudWatch agent")
         return ecs.ContainerImage.from_registry(DEFAULT_COLLECTOR_IMAGE)
 
     def _server_log_driver(self) -> ecs.LogDriver:

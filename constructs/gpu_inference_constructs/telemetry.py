@@ -1,5 +1,6 @@
 """A model task's traces and log route: the OpenTelemetry settings its server gets, the traces section of the
-collector's configuration (the CloudWatch agent's OTLP receiver, exporting to X-Ray), and whether its logs go through
+CloudWatch agent's configuration (its OTLP receiver, exporting to X-Ray, where a server's Prometheus metrics have no
+histogram; every other task's collector is the ADOT collector, otel_collector.py), and whether its logs go through
 a FireLens log router (:class:`TelemetryProps`). Free of aws_cdk, so cdk.json builds it and the sizing advisor loads it."""
 
 from __future__ import annotations
@@ -70,8 +71,9 @@ class TelemetryProps:
     firelens: FireLensProps | None = None
     """Route the server's logs through FireLens. Default: None (the awslogs driver: no sidecar to reserve)."""
     collector_image: EcrImage | None = None
-    """Your ECR mirror of the collector (``DEFAULT_COLLECTOR_IMAGE``) for servers that name none of their own (our
-    server's tasks; a preset's ``collector_image`` comes first). Default: None (the public image)."""
+    """Your ECR mirror of the ADOT collector (``DEFAULT_OTEL_COLLECTOR_IMAGE``) for servers that name none of their
+    own: our server's tasks (traces) and an LLM preset without its own ``collector_image``. Default: None (the public
+    image)."""
 
     def __post_init__(self) -> None:
         ratio = self.trace_sampling_ratio

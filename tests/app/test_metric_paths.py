@@ -6,8 +6,8 @@ import copy
 import re
 
 import pytest
-from inference_server import emf
 
+from inference_server import emf
 from tests.app.test_checks import ENVIRONMENTS
 from tests.metric_paths import metric_reads, model_tasks, undeliverable
 

@@ -31,20 +31,21 @@ def _text(value) -> str:
 
 
 def test_every_task_has_a_collector_whose_otlp_receiver_sends_traces_to_xray(env):
+    """The ADOT collector in every task of these environments (none runs a server whose Prometheus metrics lack
+    histograms, the CloudWatch agent's case): OTLP in on the loopback, X-Ray out; traces alone where the server
+    exports no Prometheus metrics, which then writes no log group."""
     config, template = env
     collectors = containers(template, "metrics-collector")
     assert set(collectors) == {m.name for m in config.models}
     for model in config.models:
         collector = collectors[model.name]
-        if config.server_config(model).vllm:  # the ADOT collector (tests/infra/test_otel_collector.py)
-            otel = json.loads(_text(_environment(collector)["AOT_CONFIG_CONTENT"]))
-            assert otel["receivers"]["otlp"]["protocols"] == {"grpc": {"endpoint": OTLP_GRPC_ADDRESS}, "http": {"endpoint": OTLP_HTTP_ADDRESS}}
-            assert otel["service"]["pipelines"]["traces"]["exporters"] == ["awsxray"]
-        else:
-            agent = json.loads(_text(_environment(collector)["CW_CONFIG_CONTENT"]))
-            assert agent["traces"] == {"traces_collected": {"otlp": {"grpc_endpoint": OTLP_GRPC_ADDRESS, "http_endpoint": OTLP_HTTP_ADDRESS}}}
+        otel = json.loads(_text(_environment(collector)["AOT_CONFIG_CONTENT"]))
+        assert otel["receivers"]["otlp"]["protocols"] == {"grpc": {"endpoint": OTLP_GRPC_ADDRESS}, "http": {"endpoint": OTLP_HTTP_ADDRESS}}
+        assert otel["service"]["pipelines"]["traces"]["exporters"] == ["awsxray"]
+        assert "CW_CONFIG_CONTENT" not in _environment(collector)
         assert collector["Essential"] is False
         if not config.server_config(model).vllm:  # traces only: the smaller reservation, inside the task's fit check
+            assert set(otel["service"]["pipelines"]) == {"traces"} and "awsemf" not in otel["exporters"]
             assert (collector["Cpu"], collector["MemoryReservation"]) == (TRACE_COLLECTOR_CPU, TRACE_COLLECTOR_MEMORY_MIB)
 
 
