@@ -182,6 +182,10 @@ class ServerContract:
     metrics: PrometheusMetrics | None = None
     """Prometheus metrics the task's collector (the CloudWatch agent sidecar, there for traces in every task) also
     brings into CloudWatch. Default: None (traces only)."""
+    no_traces_reason: str | None = None
+    """Why the server sends no spans to the task's collector, and what would make it (a synth warning
+    ``gpu-inference:server-sends-no-traces`` where the environment samples traces). Default: None (it sends them, or
+    the contract does not say)."""
     scaling_signals: tuple[ScalingSignal | ExpressionSignal, ...] = ()
     """The server's metrics that scale it, beside ALB p95 latency (always) and requests per target (unless some signal
     has a ``target``: step policies only add tasks, so without one requests per target also scales in). Default: none."""

@@ -49,6 +49,8 @@ from .telemetry import (
 
 # Task-definition metadata: container name -> {'user' | 'readonly_root_filesystem': why it is root / writable}.
 CONTAINER_ACKNOWLEDGEMENTS = "gpu-inference:container-acknowledgements"
+# A server that sends no spans where the environment samples traces (ServerContract.no_traces_reason).
+NO_TRACES_WARNING = "gpu-inference:server-sends-no-traces"
 # The server is the task definition's first container: the init containers and sidecars are added after it.
 SERVER_CONTAINER_INDEX = 0
 
@@ -112,6 +114,11 @@ class ServiceTask:
             ],
         )
         self.acknowledgements = ContainerAcknowledgements(self.task_definition)
+        if contract.no_traces_reason is not None and self._telemetry.trace_sampling_ratio > 0:
+            cdk.Annotations.of(scope).add_warning_v2(
+                NO_TRACES_WARNING,
+                f"telemetry.trace_sampling_ratio is {self._telemetry.trace_sampling_ratio:g} but the {contract.name} "
+                f"server of models[{model.name}] sends no traces: {contract.no_traces_reason}")
         self.compile_cache_prefix: str | None = None
         self.container = self._add_server(uri, stop_timeout_seconds, health_check_start_period, api_keys_secret)
         self.log_router = self._add_log_router() if self._telemetry.firelens is not None else None
