@@ -25,6 +25,7 @@ from gpu_inference_constructs.network import InferenceNetwork
 from gpu_inference_constructs.service_choices import LoadBalancerRoute
 from gpu_inference_constructs.service_props import ServiceAccess, ServiceLogs
 from gpu_inference_constructs.service_scaling import ServiceScaling
+from gpu_inference_constructs.service_task import NO_TRACES_WARNING
 
 from .config import EnvironmentConfig, ModelServerConfig
 from .inference_stack import InferenceStack
@@ -67,6 +68,9 @@ class ModelStack(cdk.Stack):
             timing=config.timing,
             rollback_thresholds=config.rollback_thresholds_for(model),
         )
+        if self.service.contract.accelerator == "neuron" and self.service.contract.no_traces_reason is not None:
+            cdk.Annotations.of(self.service).acknowledge_warning(
+                NO_TRACES_WARNING, "the environment's Neuron models (TorchServe) are traced at the load balancer only")
         if config.telemetry.firelens is not None and config.telemetry.firelens.archive is not None:
             cdk.Annotations.of(self.service).acknowledge_warning(
                 "gpu-inference:firehose-endpoint", "config.py requires the network's kinesis-firehose endpoint for a Firehose archive")

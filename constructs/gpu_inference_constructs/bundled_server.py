@@ -299,6 +299,8 @@ class BundledServer(ServerDefinition):
             api_keys_variable="API_KEYS",
             public_paths=BUNDLED_PUBLIC_PATHS + (BUNDLED_DOCS_PATHS if props.api_docs else ()),
             scaling_signals=bundled_scaling_signals(props.scaling, props.max_queue_size),
+            # Its EMF lines on stdout (inference_server/emf.py), every metric its facts name.
+            emf_metrics=tuple(server_facts.METRIC_NAMES),
             alarms=BUNDLED_ALARMS,
             prediction_routes=BUNDLED_PREDICTION_ROUTES,
             serves_at_root=False,

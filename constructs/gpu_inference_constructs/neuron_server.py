@@ -190,6 +190,10 @@ class NeuronServer(ServerDefinition):
         return ServerContract(
             name=self.name,
             accelerator=self.accelerator,
+            # TorchServe documents metrics (Prometheus, its metrics API) and no OpenTelemetry span export.
+            no_traces_reason="TorchServe exports no OpenTelemetry spans; the load balancer's request metrics and the "
+                             "server's logs are this model's only per-request record (set trace_sampling_ratio to 0 "
+                             "to silence this)",
             image=self._image(context),
             entry_point=NEURON_ENTRY_POINT,
             command=torchserve_command(model.name),

@@ -1,6 +1,7 @@
 """The collector of a server whose Prometheus metrics include histograms (the LLM presets' time to first token and
-inter-token latency): the AWS Distro for OpenTelemetry (ADOT) collector, configured from one environment variable
-(``AOT_CONFIG_CONTENT``). The CloudWatch agent's Prometheus pipeline drops histograms; this collector scrapes the
+inter-token latency), and of a server that exports no Prometheus metrics (traces only: the bundled server's): the AWS
+Distro for OpenTelemetry (ADOT) collector, configured from one environment variable (``AOT_CONFIG_CONTENT``), as its
+image's non-root user on a read-only root filesystem. The CloudWatch agent's Prometheus pipeline drops histograms; this collector scrapes the
 same gauges into the same CloudWatch metrics (namespace, names, Environment and ModelName dimensions, the model's
 log group), sends each histogram per scrape as a statistic set (count, sum) under the OpenTelemetry GenAI name, and
 receives the server's OTLP spans for X-Ray as the agent did. Free of aws_cdk (the sizing advisor loads it)."""
@@ -30,6 +31,22 @@ GEN_AI_TIME_PER_OUTPUT_TOKEN = "gen_ai.server.time_per_output_token"
 _OTLP_GRPC, _OTLP_HTTP = "127.0.0.1:4317", "127.0.0.1:4318"
 
 
+def _otlp_receiver() -> dict:
+    return {"protocols": {"grpc": {"endpoint": _OTLP_GRPC}, "http": {"endpoint": _OTLP_HTTP}}}
+
+
+def otel_traces_config(*, region: str) -> dict[str, str]:
+    """The ADOT collector's configuration for a server that exports no Prometheus metrics: OTLP spans -> X-Ray, and
+    nothing else (no log group, no metric)."""
+    config = {
+        "receivers": {"otlp": _otlp_receiver()},
+        "processors": {"batch": {}},
+        "exporters": {"awsxray": {"region": region}},
+        "service": {"pipelines": {"traces": {"receivers": ["otlp"], "processors": ["batch"], "exporters": ["awsxray"]}}},
+    }
+    return {OTEL_CONFIG_VARIABLE: json.dumps(config, sort_keys=True)}
+
+
 def otel_collector_config(contract: ScrapedServer, *, environment_name: str, model_name: str, region: str,
                           log_group_name: str) -> dict[str, str]:
     """The ADOT collector's configuration as the environment variable it reads it from: Prometheus scrape ->
@@ -52,7 +69,7 @@ def otel_collector_config(contract: ScrapedServer, *, environment_name: str, mod
     config = {
         "receivers": {
             "prometheus": {"config": {"scrape_configs": [scrape]}},
-            "otlp": {"protocols": {"grpc": {"endpoint": _OTLP_GRPC}, "http": {"endpoint": _OTLP_HTTP}}},
+            "otlp": _otlp_receiver(),
         },
         "processors": {
             # Renamed after the scrape, not by metric_relabel_configs: a relabelled histogram loses its type.

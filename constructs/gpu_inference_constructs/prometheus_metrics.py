@@ -45,7 +45,9 @@ class PrometheusMetrics:
     scrape_interval_seconds: int = 15
     """Seconds between scrapes (5-300). Default: 15."""
     collector_image: ecs.ContainerImage | None = None
-    """The collector's image. Default: None (``DEFAULT_COLLECTOR_IMAGE``, the CloudWatch agent)."""
+    """The collector's image. Default: None (with histograms, the ADOT collector: the environment's
+    ``telemetry.collector_image`` mirror, else ``DEFAULT_OTEL_COLLECTOR_IMAGE``; without, ``DEFAULT_COLLECTOR_IMAGE``,
+    the CloudWatch agent)."""
     collector_cpu: int = 256
     """CPU units ECS reserves for the collector (64-4096). Default: 256."""
     collector_memory_mib: int = 256

@@ -60,7 +60,8 @@ DEFAULT_FETCHER_IMAGE = "public.ecr.aws/aws-cli/aws-cli:2.32.9"
 DEFAULT_COLLECTOR_IMAGE = "public.ecr.aws/cloudwatch-agent/cloudwatch-agent:1.300059.0b1207"
 # Each of the two init containers that put a model on scratch (scratch-owner, model-fetch): ECS reserves both.
 FETCHER_CPU, FETCHER_MEMORY_MIB = 128, 256
-# The collector of a task whose server exports no Prometheus metrics (traces only): the CloudWatch agent's reservation.
+# The collector of a task whose server exports no Prometheus metrics (traces only): the ADOT collector's reservation
+# (a soft reservation: ECS sets no hard limit on it; AWS's own ADOT ECS test task gives it 10 CPU units, 256 MiB).
 TRACE_COLLECTOR_CPU, TRACE_COLLECTOR_MEMORY_MIB = 64, 128
 # The bundled server's measured default (inference_server/facts.py), every server's unless the environment sets one.
 DEFAULT_TRACE_SAMPLING_RATIO: float = server_facts.TRACE_SAMPLE_RATIO
@@ -176,9 +177,17 @@ class ServerContract(ServerDefinition):
     api_key_field: str | None = None
     """Only this key of the API-key secret reaches ``api_keys_variable`` (ECS's JSON-key reference), for a server that
     takes one literal key (vLLM). Default: None (the whole secret, a JSON object of names to keys)."""
+    emf_metrics: tuple[str, ...] = ()
+    """The CloudWatch metrics the server writes itself, as Embedded Metric Format documents on its stdout: its log
+    route must deliver each line to CloudWatch Logs as the JSON object it is (the awslogs driver does; FireLens's
+    ``cloudwatch_logs`` output with ``log_key log``). Default: none."""
     metrics: PrometheusMetrics | None = None
     """Prometheus metrics the task's collector (the CloudWatch agent sidecar, there for traces in every task) also
     brings into CloudWatch. Default: None (traces only)."""
+    no_traces_reason: str | None = None
+    """Why the server sends no spans to the task's collector, and what would make it (a synth warning
+    ``gpu-inference:server-sends-no-traces`` where the environment samples traces). Default: None (it sends them, or
+    the contract does not say)."""
     scaling_signals: tuple[ScalingSignal | ExpressionSignal, ...] = ()
     """The server's metrics that scale it, beside ALB p95 latency (always) and requests per target (unless some signal
     has a ``target``: step policies only add tasks, so without one requests per target also scales in). Default: none."""
@@ -298,7 +307,7 @@ class ServerContract(ServerDefinition):
 
     @property
     def metric_names(self) -> tuple[str, ...]:
-        """The CloudWatch metric names this server's metrics arrive under."""
+        """The CloudWatch metric names this server's Prometheus metrics arrive under (the collector's)."""
         return tuple(PrometheusMetrics.cloudwatch_name(m) for m in self.metrics.metrics) if self.metrics else ()
 
 

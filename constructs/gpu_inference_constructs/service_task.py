@@ -25,7 +25,7 @@ from .model_fetch import fetch_script
 from .model_props import ModelProps
 from .model_store import compile_cache_prefix, grant_read_prefix, model_read_prefix
 from .neuron_placement import NEURON_CORE_VARIABLES, NEURON_CORES_VARIABLE, neuron_device_paths, visible_cores
-from .otel_collector import DEFAULT_OTEL_COLLECTOR_IMAGE, OTEL_COLLECTOR_USER, otel_collector_config
+from .otel_collector import DEFAULT_OTEL_COLLECTOR_IMAGE, OTEL_COLLECTOR_USER, otel_collector_config, otel_traces_config
 from .server_contract import (
     DEFAULT_COLLECTOR_IMAGE,
     DEFAULT_FETCHER_IMAGE,
@@ -39,6 +39,7 @@ from .service_choices import ModelBucket
 from .target_optimizer import add_target_control_agent
 from .telemetry import (
     DEFAULT_LOG_ROUTER_IMAGE,
+    FIRELENS_LOG_KEY,
     TRACE_COLLECTOR_CPU,
     TRACE_COLLECTOR_MEMORY_MIB,
     XRAY_WRITE_ACTIONS,
@@ -48,6 +49,8 @@ from .telemetry import (
 
 # Task-definition metadata: container name -> {'user' | 'readonly_root_filesystem': why it is root / writable}.
 CONTAINER_ACKNOWLEDGEMENTS = "gpu-inference:container-acknowledgements"
+# A server that sends no spans where the environment samples traces (ServerContract.no_traces_reason).
+NO_TRACES_WARNING = "gpu-inference:server-sends-no-traces"
 # The server is the task definition's first container: the init containers and sidecars are added after it.
 SERVER_CONTAINER_INDEX = 0
 
@@ -111,6 +114,11 @@ class ServiceTask:
             ],
         )
         self.acknowledgements = ContainerAcknowledgements(self.task_definition)
+        if contract.no_traces_reason is not None and self._telemetry.trace_sampling_ratio > 0:
+            cdk.Annotations.of(scope).add_warning_v2(
+                NO_TRACES_WARNING,
+                f"telemetry.trace_sampling_ratio is {self._telemetry.trace_sampling_ratio:g} but the {contract.name} "
+                f"server of models[{model.name}] sends no traces: {contract.no_traces_reason}")
         self.compile_cache_prefix: str | None = None
         self.container = self._add_server(uri, stop_timeout_seconds, health_check_start_period, api_keys_secret)
         self.log_router = self._add_log_router() if self._telemetry.firelens is not None else None
@@ -285,19 +293,22 @@ class ServiceTask:
 
     def _add_metrics_collector(self) -> ecs.ContainerDefinition:
         """The collector sidecar: receives the server's spans over OTLP on the task's loopback and sends them to
-        X-Ray, and scrapes the server's Prometheus metrics where the contract has some: the CloudWatch agent, or the
-        ADOT collector where they include histograms (the agent drops those)."""
+        X-Ray, and scrapes the server's Prometheus metrics where the contract has some. The ADOT collector, as its
+        image's non-root user on a read-only root filesystem, for traces alone and for metrics with histograms; the
+        CloudWatch agent (root, writing its root: acknowledged) only for Prometheus metrics without histograms."""
         metrics = self._contract.metrics
-        histograms = metrics is not None and bool(metrics.histograms)
+        adot = metrics is None or bool(metrics.histograms)
         arguments = dict(environment_name=self._environment_name, model_name=self._model.name, region=self._region,
                          log_group_name=self._log_group.log_group_name)
-        if histograms:
+        if metrics is None:
+            environment = otel_traces_config(region=self._region)
+        elif adot:
             environment = otel_collector_config(self._contract, **arguments)
         else:
-            environment = with_traces(collector_config(self._contract, **arguments) if metrics is not None else {}, self._region)
+            environment = with_traces(collector_config(self._contract, **arguments), self._region)
         collector = self.task_definition.add_container(
             "metrics-collector",
-            image=self._collector_image(),
+            image=self._collector_image(adot),
             essential=False,
             enable_restart_policy=True,
             cpu=metrics.collector_cpu if metrics else TRACE_COLLECTOR_CPU,
@@ -306,11 +317,11 @@ class ServiceTask:
             logging=self.log_driver(),
             privileged=False,
             # The agent writes its translated configuration under /opt/aws; the ADOT collector writes nothing.
-            readonly_root_filesystem=histograms,
-            user=OTEL_COLLECTOR_USER if histograms else None,
+            readonly_root_filesystem=adot,
+            user=OTEL_COLLECTOR_USER if adot else None,
             linux_parameters=_capabilities(self._scope, "CollectorLinuxParameters", keep=[]),
         )
-        if not histograms:
+        if not adot:
             for what in ("user", "readonly_root_filesystem"):
                 self.acknowledgements.add(
                     "metrics-collector", what,
@@ -324,26 +335,31 @@ class ServiceTask:
         self.task_role.add_to_principal_policy(iam.PolicyStatement(actions=list(XRAY_WRITE_ACTIONS), resources=["*"]))
         return collector
 
-    def _collector_image(self) -> ecs.ContainerImage:
-        """The contract's collector image, else the environment's mirror of the CloudWatch agent (not for the ADOT
-        collector a contract with histograms runs), else the public one."""
+    def _collector_image(self, adot: bool) -> ecs.ContainerImage:
+        """The contract's collector image, else the environment's mirror of the ADOT collector
+        (``telemetry.collector_image``), else the public image of the collector the task runs. A task that runs the
+        CloudWatch agent (Prometheus metrics without histograms) and names no image of its own gets the public agent,
+        with a warning where the environment names a mirror (of the ADOT collector)."""
         metrics, mirror = self._contract.metrics, self._telemetry.collector_image
         if metrics is not None and metrics.collector_image is not None:
             return metrics.collector_image
-        if metrics is not None and metrics.histograms:
+        if adot:
             if mirror is not None:
-                cdk.Annotations.of(self._scope).add_warning_v2(
-                    "gpu-inference:otel-collector-public-image",
-                    f"the {self._contract.name} server's collector is the ADOT collector, pulled from ECR Public "
-                    f"({DEFAULT_OTEL_COLLECTOR_IMAGE}): telemetry.collector_image mirrors the CloudWatch agent; set the "
-                    "preset's collector_image to your ECR mirror of the ADOT collector")
+                return mirror.container_image(self._scope, "CollectorImage")
             return ecs.ContainerImage.from_registry(DEFAULT_OTEL_COLLECTOR_IMAGE)
         if mirror is not None:
-            return mirror.container_image(self._scope, "CollectorImage")
+            cdk.Annotations.of(self._scope).add_warning_v2(
+                "gpu-inference:cloudwatch-agent-public-image",
+                f"the {self._contract.name} server's Prometheus metrics have no histogram, so its collector is the "
+                f"CloudWatch agent, pulled from ECR Public ({DEFAULT_COLLECTOR_IMAGE}): telemetry.collector_image mirrors "
+                "the ADOT collector; set the preset's collector_image (PrometheusMetrics.collector_image) to your ECR "
+                "mirror of the CloudWatch agent")
         return ecs.ContainerImage.from_registry(DEFAULT_COLLECTOR_IMAGE)
 
     def _server_log_driver(self) -> ecs.LogDriver:
-        """The server's logs: awslogs, or through the FireLens router to the same log group (its retention and key)."""
+        """The server's logs: awslogs, or through the FireLens router to the same log group (its retention and key),
+        each line as the server wrote it (``log_key``: its EMF lines stay JSON objects CloudWatch extracts metrics
+        from)."""
         if self._telemetry.firelens is None:
             return self.log_driver()
         return ecs.LogDrivers.firelens(options={
@@ -352,6 +368,7 @@ class ServiceTask:
             "log_group_name": self._log_group.log_group_name,
             "log_stream_prefix": f"{self.log_stream_prefix}/server/",
             "auto_create_group": "false",
+            "log_key": FIRELENS_LOG_KEY,
         })
 
     def _add_log_router(self) -> ecs.ContainerDefinition:

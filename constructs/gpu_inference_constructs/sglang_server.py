@@ -41,6 +41,7 @@ from .server_contract import (
     port_liveness,
 )
 from .stop_timing import StopTiming, drain_after_delay
+from .telemetry import OTLP_GRPC_ADDRESS, otel_environment
 
 # SGLang's own default port (``--port``, fields/serving.py).
 SGLANG_PORT = 30000
@@ -81,6 +82,8 @@ SGLANG_OWNED_FLAGS: dict[str, str] = {
     "--dtype": "set sglang.dtype",
     "--api-key": "set sglang.api_key_name (the key of that name in the API-key secret reaches SGLang)",
     "--enable-metrics": "leave it out: metrics are always on (scaling reads them)",
+    "--enable-trace": "set sglang.opentelemetry (the preset traces at the environment's trace_sampling_ratio)",
+    "--otlp-traces-endpoint": "leave it out: the preset sends SGLang's spans to the task's collector",
     "--download-dir": "leave it out: the weights are on the scratch volume and the task never reaches a model hub",
 }
 # Flags that would undo what the contract promises: why, and what to do instead.
@@ -197,6 +200,11 @@ class SglangProps:
     """The model's attention heads (``num_attention_heads`` in its config.json): SGLang splits them over the
     tensor-parallel GPUs and fails at start when they do not divide. Default: None (not known: synth warns on a size
     no common model's heads divide)."""
+    opentelemetry: bool = False
+    """The image carries SGLang's tracing extra (``sglang[tracing]``: the OpenTelemetry SDK and OTLP exporters), so
+    SGLang may trace (``--enable-trace --otlp-traces-endpoint`` to the task's collector, at the environment's
+    sampling ratio). Default: false (SGLang's docs install these separately; no trace flags, and a synth warning
+    where the environment samples traces)."""
 
     def __post_init__(self) -> None:
         if self.image is not None:
@@ -292,6 +300,7 @@ class SglangServer(LlmPreset[SglangProps]):
             self, props, context.scope, "SglangImage",
             ("sglang.image", "is missing: give the ECR repository and tag of your lmsysorg/sglang mirror, or pass image= to SglangServer"))
         source = props.model_source(fetcher_image)
+        traces = props.opentelemetry and context.trace_sampling_ratio > 0
         command = (
             "--model-path", source.local_path,
             "--host", "0.0.0.0",
@@ -303,6 +312,8 @@ class SglangServer(LlmPreset[SglangProps]):
             "--max-running-requests", str(props.max_running_requests),
             "--dtype", props.dtype,
             "--enable-metrics",
+            # Its spans over OTLP/gRPC (host:port, SGLang's form) to the task's collector, which sends them to X-Ray.
+            *(("--enable-trace", "--otlp-traces-endpoint", OTLP_GRPC_ADDRESS) if traces else ()),
             *props.extra_args,
         )
         running, waiting, kv_cache = (PrometheusMetrics.cloudwatch_name(m) for m in SGLANG_METRICS)
@@ -340,7 +351,13 @@ class SglangServer(LlmPreset[SglangProps]):
                 "AWS_DEFAULT_REGION": context.region,
                 # The image has no passwd entry for the task's uid.
                 **named_user("sglang"),
+                # The OpenTelemetry SDK's own variables: the service name and the parent-based ratio sampler.
+                **(otel_environment(model.name, context.trace_sampling_ratio) if traces else {}),
             },
+            no_traces_reason=(None if props.opentelemetry else
+                              "sglang.opentelemetry is false: SGLang traces only where its image carries its tracing "
+                              "extra (pip install 'sglang[tracing]'); build or mirror such an image and set "
+                              "sglang.opentelemetry to true"),
             # SGLang takes one literal key: the one of this name in the secret's JSON object (see SglangProps).
             api_keys_variable=SGLANG_API_KEY_VARIABLE,
             api_key_field=props.api_key_name,

@@ -1,5 +1,6 @@
 """A model task's traces and log route: the OpenTelemetry settings its server gets, the traces section of the
-collector's configuration (the CloudWatch agent's OTLP receiver, exporting to X-Ray), and whether its logs go through
+CloudWatch agent's configuration (its OTLP receiver, exporting to X-Ray, where a server's Prometheus metrics have no
+histogram; every other task's collector is the ADOT collector, otel_collector.py), and whether its logs go through
 a FireLens log router (:class:`TelemetryProps`). Free of aws_cdk, so cdk.json builds it and the sizing advisor loads it."""
 
 from __future__ import annotations
@@ -25,6 +26,11 @@ OTLP_GRPC_ENDPOINT = f"http://{OTLP_GRPC_ADDRESS}"
 XRAY_WRITE_ACTIONS = ("xray:PutTraceSegments", "xray:PutTelemetryRecords")
 # Pinned tag seen in public sources; in a VPC without a route to the internet, pass a copy in your own ECR.
 DEFAULT_LOG_ROUTER_IMAGE = "public.ecr.aws/aws-observability/aws-for-fluent-bit:2.34.0"
+# The record key that holds a container's line as it wrote it (the Fluentd log driver FireLens uses puts it under "log",
+# beside container_name, source and the ECS metadata). The server's cloudwatch_logs output sends only this key's value
+# (Fluent Bit docs, outputs/cloudwatch, log_key), so an EMF line arrives as the JSON object CloudWatch extracts metrics
+# from, and a plain line as the text awslogs would have sent; the S3 archive's outputs keep the whole record.
+FIRELENS_LOG_KEY = "log"
 # Variables the presets set for OpenTelemetry (a model's environment may not).
 OTEL_ENVIRONMENT_KEYS = ("OTEL_SERVICE_NAME", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_TRACES_SAMPLER",
                          "OTEL_TRACES_SAMPLER_ARG", "OTEL_EXPORTER_OTLP_TRACES_INSECURE")
@@ -65,8 +71,9 @@ class TelemetryProps:
     firelens: FireLensProps | None = None
     """Route the server's logs through FireLens. Default: None (the awslogs driver: no sidecar to reserve)."""
     collector_image: EcrImage | None = None
-    """Your ECR mirror of the collector (``DEFAULT_COLLECTOR_IMAGE``) for servers that name none of their own (our
-    server's tasks; a preset's ``collector_image`` comes first). Default: None (the public image)."""
+    """Your ECR mirror of the ADOT collector (``DEFAULT_OTEL_COLLECTOR_IMAGE``) for servers that name none of their
+    own: our server's tasks (traces) and an LLM preset without its own ``collector_image``. Default: None (the public
+    image)."""
 
     def __post_init__(self) -> None:
         ratio = self.trace_sampling_ratio

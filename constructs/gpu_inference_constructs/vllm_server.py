@@ -44,6 +44,14 @@ VLLM_EXIT_SECONDS = 20
 VLLM_LONGEST_REQUEST_SECONDS = 80
 
 
+# vLLM's images carry the OpenTelemetry packages --otlp-traces-endpoint imports from v0.17.0 on (docs/aws-facts.md,
+# "vLLM and OpenTelemetry"): earlier tags exit at start with the flag. The one command that checks a mirror:
+VLLM_OPENTELEMETRY_SINCE = (0, 17, 0)
+VLLM_RELEASE_TAG = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)")
+VLLM_OPENTELEMETRY_CHECK = ("docker run --rm --entrypoint python3 <your mirror>:<tag> -c "
+                            "'import opentelemetry.sdk, opentelemetry.exporter.otlp.proto.grpc'")
+
+
 def vllm_drain_seconds(longest_request_seconds: int) -> int:
     """vLLM's ``--shutdown-timeout``: what the Spot notice leaves after a deregistration delay of
     ``longest_request_seconds`` and vLLM's exit."""
@@ -165,8 +173,15 @@ class VllmProps:
     """The model's attention heads (``num_attention_heads`` in its config.json): vLLM splits them over the
     tensor-parallel GPUs (the model's ``gpus``) and exits at start when they do not divide. Default: None (not
     known: synth warns on a size no common model's heads divide)."""
+    opentelemetry: bool | None = None
+    """The image carries OpenTelemetry, which ``--otlp-traces-endpoint`` needs (vLLM exits at start without it, "OpenTelemetry
+    is not available"). Default: None (read off ``image``'s tag: ``vllm/vllm-openai`` v0.17.0 and later carry it;
+    for any other image vLLM gets no trace flag, with a synth warning naming :data:`VLLM_OPENTELEMETRY_CHECK`). Set
+    true once that check passes on your image; false for no traces."""
 
     def __post_init__(self) -> None:
+        require(self.opentelemetry is None or isinstance(self.opentelemetry, bool), "opentelemetry",
+                f"{self.opentelemetry!r}: true (the image carries OpenTelemetry), false, or leave it out")
         if self.attention_heads is not None:
             require_range(self.attention_heads, 1, 1024, "attention_heads")
         require(self.weights in ("copy", "stream"), "weights",
@@ -222,6 +237,13 @@ class VllmProps:
         return self.target_running_requests_per_task or max(1, (self.max_num_seqs * 3) // 4)
 
 
+def vllm_tag_has_opentelemetry(tag: str) -> bool | None:
+    """Whether a ``vllm/vllm-openai`` tag carries OpenTelemetry (``vX.Y.Z`` at or after
+    :data:`VLLM_OPENTELEMETRY_SINCE`), or None for a tag that names no release."""
+    match = VLLM_RELEASE_TAG.match(tag)
+    return None if match is None else tuple(int(part) for part in match.groups()) >= VLLM_OPENTELEMETRY_SINCE
+
+
 def vllm_liveness(port: int) -> LivenessCheck:
     """vLLM opens its port only once the weights are loaded: :func:`port_liveness` on ``/health``."""
     return port_liveness(port, "/health")
@@ -269,6 +291,7 @@ class VllmServer(LlmPreset[VllmProps]):
             self, props, context.scope, "VllmImage",
             ("vllm.image", "is missing: give the ECR repository and tag of your vllm/vllm-openai mirror, or pass image= to VllmServer"))
         source = props.model_source(fetcher_image)
+        no_traces = self.no_traces_reason
         if props.weights == "stream":
             streaming: tuple[str, ...] = ("--load-format", "runai_streamer")
             loader: dict[str, object] = {}
@@ -291,8 +314,10 @@ class VllmServer(LlmPreset[VllmProps]):
             "--gpu-memory-utilization", f"{memory_fraction(props.gpu_memory_utilization, context, 'vLLM'):g}",
             "--max-num-seqs", str(props.max_num_seqs),
             "--dtype", props.dtype,
-            # Its spans over OTLP/gRPC (vLLM's default protocol) to the task's collector, which sends them to X-Ray.
-            "--otlp-traces-endpoint", f"grpc://{OTLP_GRPC_ADDRESS}",
+            # Its spans over OTLP/gRPC (vLLM's default protocol) to the task's collector, which sends them to X-Ray:
+            # only where traces are sampled and the image carries OpenTelemetry (vLLM exits at start without it).
+            *(("--otlp-traces-endpoint", f"grpc://{OTLP_GRPC_ADDRESS}")
+              if no_traces is None and context.trace_sampling_ratio > 0 else ()),
             "--shutdown-timeout", str(vllm_drain_seconds(props.longest_request_seconds)),
             # Its /docs, /redoc and /openapi.json answer without the key: off (the listener forwards only /v1/* anyway).
             "--disable-fastapi-docs",
@@ -343,11 +368,28 @@ class VllmServer(LlmPreset[VllmProps]):
             keep_alive_seconds=context.timing.keep_alive_seconds,
             stop=self.stop,
             metrics=dataclasses.replace(self.collected_metrics, collector_image=collector_image),
+            no_traces_reason=no_traces,
             prediction_routes=OPENAI_PREDICTION_ROUTES,
             scaling_signals=load_signals(running, waiting, kv_cache, running_target=props.running_target,
                                          waiting_scale_out=props.waiting_requests_scale_out,
                                          kv_cache_scale_out_percent=props.kv_cache_scale_out_percent),
         )
+
+    @property
+    def no_traces_reason(self) -> str | None:
+        """Why vLLM gets no trace flag (its image may lack OpenTelemetry), or None: ``opentelemetry`` where set, else
+        what the tag of ``props.image`` says; an ``image=`` the library cannot read a release from is not vouched for."""
+        props = self.props
+        fix = (f"check your image with `{VLLM_OPENTELEMETRY_CHECK}` and set vllm.opentelemetry to true, or use "
+               f"vllm/vllm-openai v{'.'.join(map(str, VLLM_OPENTELEMETRY_SINCE))} or later")
+        if props.opentelemetry is not None:
+            return None if props.opentelemetry else "vllm.opentelemetry is false (its image carries no OpenTelemetry)"
+        if self.image is None and props.image is not None:
+            if vllm_tag_has_opentelemetry(props.image.tag):
+                return None
+            return (f"its image tag {props.image.tag} is not a vllm/vllm-openai release the library knows carries "
+                    f"OpenTelemetry, without which vLLM exits at start: {fix}")
+        return f"the library cannot tell whether its image carries OpenTelemetry, without which vLLM exits at start: {fix}"
 
     def _stream_environment(self, region: str) -> dict[str, str]:
         """The streamer takes its region and credentials from a boto3 session, as vLLM's boto3 does for the config

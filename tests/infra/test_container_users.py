@@ -4,6 +4,7 @@ definition says why not, for that container and that property only."""
 from __future__ import annotations
 
 from gpu_inference_constructs.service_task import CONTAINER_ACKNOWLEDGEMENTS
+from tests.infra.conftest import ENVIRONMENTS
 
 
 def is_root(user: str | None) -> bool:
@@ -37,6 +38,47 @@ def test_every_container_is_non_root_and_read_only_or_says_why(synthesized):
     names = {c["Name"] for t in task_definitions.values() for c in t["Properties"]["ContainerDefinitions"]}
     assert {"server", "scratch-owner", "model-fetch", "metrics-collector"} <= names
     assert {key: found for key, t in task_definitions.items() if (found := findings(t))} == {}
+
+
+# The only containers that may run as root or write their root filesystem: FireLens's router (FireLens requires root,
+# and AWS for Fluent Bit writes its configuration and buffers at its root) and the scratch owner (root with CHOWN
+# alone, on a read-only root, to hand Docker's root-owned volume to the server's user; it reads no input and exits).
+ROOT_ALLOWED = {"log-router": {"user", "readonly_root_filesystem"}, "scratch-owner": {"user"}}
+
+
+def root_or_writable(task_definition: dict) -> list[str]:
+    """``<container>: <property>`` for each container that runs as root or writes its root and may not."""
+    found = []
+    for container in task_definition["Properties"]["ContainerDefinitions"]:
+        name = container["Name"]
+        failing = {"user": is_root(container.get("User")),
+                   "readonly_root_filesystem": not container.get("ReadonlyRootFilesystem", False)}
+        found += [f"{name}: {what}" for what, fails in failing.items() if fails and what not in ROOT_ALLOWED.get(name, set())]
+    return found
+
+
+def test_no_container_but_the_firelens_router_and_the_scratch_owner_is_root_or_writes_its_root(synthesized):
+    """Least privilege over every environment's templates: the collector in every task (traces) runs as the ADOT
+    collector's own user on a read-only root, as every other sidecar and the server do."""
+    task_definitions = {
+        (environment, logical_id): resource
+        for (environment, _), template in synthesized.templates.items()
+        for logical_id, resource in template["Resources"].items() if resource["Type"] == "AWS::ECS::TaskDefinition"
+    }
+    collectors = [c for t in task_definitions.values() for c in t["Properties"]["ContainerDefinitions"]
+                  if c["Name"] == "metrics-collector"]
+    assert {environment for environment, _ in task_definitions} == set(ENVIRONMENTS) and collectors
+    assert {key: found for key, t in task_definitions.items() if (found := root_or_writable(t))} == {}
+
+
+def test_the_least_privilege_walk_finds_a_planted_root_collector():
+    """The CloudWatch agent as its image's default user, with a writable root: the collector traces brought."""
+    task_definition = {"Properties": {"ContainerDefinitions": [
+        {"Name": "metrics-collector", "ReadonlyRootFilesystem": False},
+        {"Name": "log-router", "ReadonlyRootFilesystem": False},
+        {"Name": "scratch-owner", "User": "0", "ReadonlyRootFilesystem": True},
+    ]}}
+    assert root_or_writable(task_definition) == ["metrics-collector: user", "metrics-collector: readonly_root_filesystem"]
 
 
 def test_the_model_fetch_runs_as_the_servers_user_and_only_the_scratch_owner_is_root(env):

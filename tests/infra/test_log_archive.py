@@ -101,6 +101,9 @@ def test_the_configuration_file_follows_the_plugins_documented_keys():
     s3_output, firehose = outputs
     assert s3_output["bucket"] == f"${{{ARCHIVE_BUCKET_VARIABLE}}}" and firehose["delivery_stream"] == f"${{{FIREHOSE_STREAM_VARIABLE}}}"
     assert s3_output["s3_key_format"].startswith("/firelens/staging/ranker/")
+    # The server's cloudwatch_logs output sends only the line (log_key log); the archive keeps whole records: the
+    # line under "log" beside its ECS metadata (task, container, stdout/stderr), which only the archive holds.
+    assert all("log_key" not in o for o in outputs)
 
 
 @pytest.mark.parametrize(("defect", "problem"), [

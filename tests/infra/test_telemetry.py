@@ -31,20 +31,21 @@ def _text(value) -> str:
 
 
 def test_every_task_has_a_collector_whose_otlp_receiver_sends_traces_to_xray(env):
+    """The ADOT collector in every task of these environments (none runs a server whose Prometheus metrics lack
+    histograms, the CloudWatch agent's case): OTLP in on the loopback, X-Ray out; traces alone where the server
+    exports no Prometheus metrics, which then writes no log group."""
     config, template = env
     collectors = containers(template, "metrics-collector")
     assert set(collectors) == {m.name for m in config.models}
     for model in config.models:
         collector = collectors[model.name]
-        if config.server_config(model).vllm:  # the ADOT collector (tests/infra/test_otel_collector.py)
-            otel = json.loads(_text(_environment(collector)["AOT_CONFIG_CONTENT"]))
-            assert otel["receivers"]["otlp"]["protocols"] == {"grpc": {"endpoint": OTLP_GRPC_ADDRESS}, "http": {"endpoint": OTLP_HTTP_ADDRESS}}
-            assert otel["service"]["pipelines"]["traces"]["exporters"] == ["awsxray"]
-        else:
-            agent = json.loads(_text(_environment(collector)["CW_CONFIG_CONTENT"]))
-            assert agent["traces"] == {"traces_collected": {"otlp": {"grpc_endpoint": OTLP_GRPC_ADDRESS, "http_endpoint": OTLP_HTTP_ADDRESS}}}
+        otel = json.loads(_text(_environment(collector)["AOT_CONFIG_CONTENT"]))
+        assert otel["receivers"]["otlp"]["protocols"] == {"grpc": {"endpoint": OTLP_GRPC_ADDRESS}, "http": {"endpoint": OTLP_HTTP_ADDRESS}}
+        assert otel["service"]["pipelines"]["traces"]["exporters"] == ["awsxray"]
+        assert "CW_CONFIG_CONTENT" not in _environment(collector)
         assert collector["Essential"] is False
         if not config.server_config(model).vllm:  # traces only: the smaller reservation, inside the task's fit check
+            assert set(otel["service"]["pipelines"]) == {"traces"} and "awsemf" not in otel["exporters"]
             assert (collector["Cpu"], collector["MemoryReservation"]) == (TRACE_COLLECTOR_CPU, TRACE_COLLECTOR_MEMORY_MIB)
 
 
@@ -99,6 +100,9 @@ def test_an_environment_that_chooses_firelens_routes_the_servers_logs_through_fl
         assert logging["Options"]["Name"] == "cloudwatch_logs"
         assert logging["Options"]["auto_create_group"] == "false"  # the model's own group: its retention and key
         assert logging["Options"]["log_stream_prefix"] == f"{model.name}/{model.version}/server/"
+        # Each line as the server wrote it: an EMF line the JSON object CloudWatch extracts metrics from (the
+        # record's other keys, ECS metadata, go to the archive's outputs only: tests/infra/test_log_archive.py).
+        assert logging["Options"]["log_key"] == "log"
         assert router["FirelensConfiguration"]["Type"] == "fluentbit"
         assert router["LogConfiguration"]["LogDriver"] == "awslogs"
         assert (router["Cpu"], router["MemoryReservation"]) == (firelens.cpu, firelens.memory_mib)
