@@ -60,7 +60,7 @@ from .service_rollback import acknowledge_traffic_shifting, add_rollback_alarms
 from .service_routing import ServiceTargets, task_security_group
 from .service_task import ServiceTask
 from .service_timing import ServiceTimingProps
-from .spot_draining import minimum_healthy_percent, tasks_on_one_instance
+from .spot_draining import deployment_minimum_percent, tasks_on_one_instance
 from .subnet_selection import private_subnets
 from .target_optimizer import check_target_optimizer
 
@@ -104,7 +104,8 @@ class ModelService(Construct):
     - The task (service_task.py): ``task_role``, ``task_definition``, ``container`` (the server), ``scratch_owner``
       and ``model_fetcher`` (the init containers, or None), ``metrics_collector`` (or None), ``log_group``,
       ``log_stream_prefix`` (``<model>/<version>``).
-    - The service: ``service``, ``security_group``, ``minimum_healthy_percent`` (spot_draining.py),
+    - The service: ``service``, ``security_group``, ``minimum_healthy_percent`` (spot_draining.py: never 0; below
+      100 only where the capacity ``has_spot`` and the model's tasks can span instances),
       ``deregistration_delay_seconds`` and ``stop_timeout_seconds`` (``timing``'s, or the contract's own),
       ``result_cache`` (the ResultCache of ``use_cache``, or None).
     - The route (service_routing.py): ``target_group``, ``target_groups`` (with the alternate one that canary,
@@ -225,6 +226,7 @@ class ModelService(Construct):
         self.security_group = task_security_group(self, vpc=placement.cluster.vpc, model_name=model.name, port=contract.port, route=route,
                                                   target_optimizer=model.target_optimizer)
         self._rollback_alarm_names = RollbackAlarmNames()
+        self._has_spot = placement.has_spot
         self.minimum_healthy_percent = self._draining_percent(model.min_tasks)
         self.service = ecs.Ec2Service(
             self,
@@ -276,7 +278,9 @@ class ModelService(Construct):
             cdk.Annotations.of(self).add_warning_v2(warning_id, message)
 
     def _draining_percent(self, smallest_desired: int) -> int:
-        return minimum_healthy_percent(smallest_desired, tasks_on_one_instance(self.instance_type.gpus, self.model.gpus, smallest_desired))
+        model = self.model
+        per_instance = tasks_on_one_instance(self.instance_type.gpus, model.gpus, model.max_tasks)
+        return deployment_minimum_percent(smallest_desired, model.max_tasks, per_instance, has_spot=self._has_spot)
 
     def allow_draining_down_to(self, smallest_desired: int) -> None:
         """Lower ``minimum_healthy_percent`` for a service whose desired count may go down to ``smallest_desired``
