@@ -112,7 +112,8 @@ class ModelService(Construct):
       linear and blue/green deployments shift traffic to), ``target_group_metrics`` (TargetGroupMetrics of each),
       ``load_balancer_full_name``, ``listener_rule``.
     - Rollback (service_rollback.py): ``rollback_alarms``, ``never_healthy_alarm`` (NeverHealthyAlarm for canary,
-      linear and blue/green; else None).
+      linear and blue/green; else None), ``revision_health_hook`` (RevisionHealthHook, the POST_SCALE_UP lifecycle
+      hook that fails such a deployment before traffic moves; else None).
 
     ``acknowledge_container`` records why a container runs as root or writes its root filesystem.
     ``add_rollback_alarm`` adds an alarm that rolls back a deployment in progress; ``use_cache`` connects a
@@ -167,6 +168,7 @@ class ModelService(Construct):
         subnets = access.subnets or private_subnets(placement.cluster.vpc, f"ModelService {model.name!r} (its tasks)")
         uri = model_uri(source.bucket, source.prefix, model.name, model.version)
         self._telemetry = logs.telemetry
+        self._logs_key = logs.key
         start_period = self._contract_and_checks(server, placement, chosen_route, timing or ServiceTimingProps(), access, uri)
         self.log_group = _log_group(self, logs, environment_name, model.name)
         self._task = ServiceTask(self, model=model, contract=self.contract, source=source, uri=uri,
@@ -262,11 +264,11 @@ class ModelService(Construct):
         self.target_groups, self.target_group, self.listener_rule = targets.target_groups, targets.target_group, targets.listener_rule
         self.load_balancer_full_name, self.target_group_metrics = targets.load_balancer_full_name, targets.target_group_metrics
         targets.attach(self.service, self.container)
-        self.rollback_alarms, self.never_healthy_alarm = add_rollback_alarms(
+        self.rollback_alarms, self.never_healthy_alarm, self.revision_health_hook = add_rollback_alarms(
             self, names=self._rollback_alarm_names, model=model, thresholds=rollback_thresholds,
-            target_groups=self.target_group_metrics, service=self.service, cluster_name=placement.cluster.cluster_name,
-            never_healthy_name=f"{self.name_prefix}-{self.environment_name}-{model.name}-never-healthy",
-            container_insights_on=capacity is not None)
+            target_groups=self.target_group_metrics, service=self.service, cluster=placement.cluster,
+            never_healthy_prefix=f"{self.name_prefix}-{self.environment_name}-{model.name}-never-healthy",
+            container_insights_on=capacity is not None, logs_key=self._logs_key)
         self._task.acknowledge_findings()
         if deployment.shifts_traffic:
             acknowledge_traffic_shifting(self.service, deployment)
