@@ -57,17 +57,19 @@ class RevisionHealthHook(Construct):
         # not name the service back (a circular dependency), and the cluster's name is another stack's output, which
         # cdk-nag cannot read at synth.
         services, tasks = (stack.format_arn(service="ecs", resource=kind, resource_name="*") for kind in ("service", "task"))
+        # From the name the model stack already reads, not another output of the cluster's stack.
+        cluster_arn = stack.format_arn(service="ecs", resource="cluster", resource_name=cluster.cluster_name)
         made = inline_function(
             self, source=HANDLER_SOURCE, timeout_seconds=60, logs_key=logs_key,
             description=f"{model_name}: rolls back a deployment whose new tasks never become healthy (ECS hook, {HOOK_STAGE})",
-            role_description=f"Reads {model_name}'s service, its cluster's tasks and their target health",
+            role_description=f"{model_name}'s deployment hook: reads ECS services and tasks and their target health, nothing else",
             no_dead_letter_queue="ECS invokes the hook synchronously and reads its answer; an invocation that fails "
                                  "rolls the deployment back, so there is no event to keep",
             not_in_vpc="Not in the VPC: it calls only the ECS and Elastic Load Balancing APIs, from Lambda's network",
             statements=[
                 iam.PolicyStatement(actions=["ecs:DescribeServices"], resources=[services]),
                 iam.PolicyStatement(actions=["ecs:ListTasks"], resources=["*"],
-                                    conditions={"ArnEquals": {"ecs:cluster": cluster.cluster_arn}}),
+                                    conditions={"ArnEquals": {"ecs:cluster": cluster_arn}}),
                 iam.PolicyStatement(actions=["ecs:DescribeTasks"], resources=[tasks]),
                 iam.PolicyStatement(actions=["elasticloadbalancing:DescribeTargetHealth"], resources=["*"]),
             ])
@@ -89,4 +91,5 @@ class RevisionHealthHook(Construct):
             "HookDetails": {"startWindowSeconds": start_window_seconds},
             "TimeoutConfiguration": {"Action": "ROLLBACK", "TimeoutInMinutes": self.timeout_minutes},
         }])
-        service.node.add_dependency(self.invoke_role)  # its policy in place before a deployment calls the hook
+        # Its policy in place before a deployment calls the hook (the service resource only, not its scaling).
+        default_child(service, ecs.CfnService).node.add_dependency(self.invoke_role)
