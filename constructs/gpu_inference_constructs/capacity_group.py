@@ -22,7 +22,7 @@ from constructs import Construct
 from .deployment_capacity import ServiceDeployment, check_group_holds_deployment_at_peak
 from .errors import require
 from .gpu_auto_scaling_group import mixed_instances_group
-from .gpu_capacity_props import CapacityGroupProps
+from .gpu_capacity_props import CapacityGroupProps, launches_spot
 from .gpu_capacity_provider import (
     acknowledge_agent_grants,
     add_to_cluster,
@@ -46,7 +46,8 @@ class CapacityGroup(Construct, Generic[PropsT]):
     ``capacity_provider``, ``capacity_provider_association`` (an imported cluster's, else None), ``launch_template``,
     ``security_group`` (the instances'), ``instance_role``, ``user_data``, ``instance_types`` (catalog entries,
     preferred first), ``smallest_instance_type`` (what every task must fit), ``topic``, ``own_notifications``,
-    ``group_events_rule``, ``services`` (the deployments counted on it).
+    ``group_events_rule``, ``services`` (the deployments counted on it), ``has_spot`` (whether its instances may be
+    Spot, and so get interruption notices).
     """
 
     def __init__(self, scope: Construct, construct_id: str, *, vpc: ec2.IVpc, props: PropsT,
@@ -80,6 +81,11 @@ class CapacityGroup(Construct, Generic[PropsT]):
                                                             user_data=self.user_data, keep=keep_capacity_providers)
         grant_spot_draining(self, self.cluster, self.instance_role)
         acknowledge_agent_grants(self.instance_role)
+
+    @property
+    def has_spot(self) -> bool:
+        """Whether the group may hold Spot instances (its props' On-Demand base and share above it)."""
+        return launches_spot(self.props)
 
     def add_service(self, service: ServiceDeployment) -> None:
         """Count a service (in devices: GPUs, or Neuron devices) that runs on this group, refusing the one whose

@@ -134,6 +134,12 @@ class CapacityGroupProps(Protocol):
     def warm_pool(self) -> WarmPoolProps | None: ...
 
 
+def launches_spot(props: CapacityGroupProps) -> bool:
+    """Whether a group of ``props`` may hold Spot instances: some On-Demand share above the base below 100 % and room
+    above the base (EC2 Auto Scaling's instances distribution)."""
+    return props.on_demand_percentage_above_base < 100 and props.max_capacity > props.on_demand_base_capacity
+
+
 def check_group_bounds(props: CapacityGroupProps, kind: str, *, volume_hint: str) -> None:
     """The checks every capacity group's props share: its types listed once each (at most 20), the Spot mix, the bounds,
     the root volume and the warm-up."""

@@ -64,7 +64,7 @@ from .service_rollback import acknowledge_traffic_shifting, add_rollback_alarms
 from .service_routing import ServiceTargets, task_security_group
 from .service_task import ServiceTask
 from .service_timing import ServiceTimingProps
-from .spot_draining import minimum_healthy_percent, tasks_on_one_instance
+from .spot_draining import deployment_minimum_percent, tasks_on_one_instance
 from .subnet_selection import private_subnets
 from .target_optimizer import check_target_optimizer
 
@@ -109,14 +109,16 @@ class ModelService(Construct):
     - The task (service_task.py): ``task_role``, ``task_definition``, ``container`` (the server), ``scratch_owner``
       and ``model_fetcher`` (the init containers, or None), ``metrics_collector`` (or None), ``log_group``,
       ``log_stream_prefix`` (``<model>/<version>``).
-    - The service: ``service``, ``security_group``, ``minimum_healthy_percent`` (spot_draining.py),
+    - The service: ``service``, ``security_group``, ``minimum_healthy_percent`` (spot_draining.py: never 0; below
+      100 only where the capacity ``has_spot`` and the model's tasks can span instances),
       ``deregistration_delay_seconds`` and ``stop_timeout_seconds`` (``timing``'s, or the contract's own),
       ``result_cache`` (the ResultCache of ``use_cache`` or ``ResultCache.attach``, or None).
     - The route (service_routing.py): ``target_group``, ``target_groups`` (with the alternate one that canary,
       linear and blue/green deployments shift traffic to), ``target_group_metrics`` (TargetGroupMetrics of each),
       ``load_balancer_full_name``, ``listener_rule``.
     - Rollback (service_rollback.py): ``rollback_alarms``, ``never_healthy_alarm`` (NeverHealthyAlarm for canary,
-      linear and blue/green; else None).
+      linear and blue/green; else None), ``revision_health_hook`` (RevisionHealthHook, the POST_SCALE_UP lifecycle
+      hook that fails such a deployment before traffic moves; else None).
 
     ``acknowledge_container`` records why a container runs as root or writes its root filesystem.
     ``add_rollback_alarm`` adds an alarm that rolls back a deployment in progress; ``use_cache`` connects a
@@ -175,6 +177,7 @@ class ModelService(Construct):
         subnets = access.subnets or private_subnets(placement.cluster.vpc, f"ModelService {model.name!r} (its tasks)")
         uri = model_uri(source.bucket, source.prefix, model.name, model.version)
         self._telemetry = logs.telemetry
+        self._logs_key = logs.key
         start_period = self._contract_and_checks(server, placement, chosen_route, timing or ServiceTimingProps(), access, uri)
         self.log_group = _log_group(self, logs, environment_name, model.name)
         self._task = ServiceTask(self, model=model, contract=self.contract, source=source, uri=uri,
@@ -235,6 +238,7 @@ class ModelService(Construct):
         self.security_group = task_security_group(self, vpc=placement.cluster.vpc, model_name=model.name, port=contract.port, route=route,
                                                   target_optimizer=model.target_optimizer)
         self._rollback_alarm_names = RollbackAlarmNames()
+        self._has_spot = placement.has_spot
         self.minimum_healthy_percent = self._draining_percent(model.min_tasks)
         self.service = ecs.Ec2Service(
             self,
@@ -270,11 +274,11 @@ class ModelService(Construct):
         self.target_groups, self.target_group, self.listener_rule = targets.target_groups, targets.target_group, targets.listener_rule
         self.load_balancer_full_name, self.target_group_metrics = targets.load_balancer_full_name, targets.target_group_metrics
         targets.attach(self.service, self.container)
-        self.rollback_alarms, self.never_healthy_alarm = add_rollback_alarms(
+        self.rollback_alarms, self.never_healthy_alarm, self.revision_health_hook = add_rollback_alarms(
             self, names=self._rollback_alarm_names, model=model, thresholds=rollback_thresholds,
-            target_groups=self.target_group_metrics, service=self.service, cluster_name=placement.cluster.cluster_name,
-            never_healthy_name=f"{self.name_prefix}-{self.environment_name}-{model.name}-never-healthy",
-            container_insights_on=capacity is not None)
+            target_groups=self.target_group_metrics, service=self.service, cluster=placement.cluster,
+            never_healthy_prefix=f"{self.name_prefix}-{self.environment_name}-{model.name}-never-healthy",
+            container_insights_on=capacity is not None, logs_key=self._logs_key)
         self._task.acknowledge_findings()
         if deployment.shifts_traffic:
             acknowledge_traffic_shifting(self.service, deployment)
@@ -298,7 +302,9 @@ class ModelService(Construct):
             cdk.Annotations.of(self).add_warning_v2(warning_id, message)
 
     def _draining_percent(self, smallest_desired: int) -> int:
-        return minimum_healthy_percent(smallest_desired, tasks_on_one_instance(self.instance_type.gpus, self.model.gpus, smallest_desired))
+        model = self.model
+        per_instance = tasks_on_one_instance(self.instance_type.gpus, model.gpus, model.max_tasks)
+        return deployment_minimum_percent(smallest_desired, model.max_tasks, per_instance, has_spot=self._has_spot)
 
     def allow_draining_down_to(self, smallest_desired: int) -> None:
         """Lower ``minimum_healthy_percent`` for a service whose desired count may go down to ``smallest_desired``

@@ -1,12 +1,18 @@
-"""A version whose tasks never become healthy rolls back within its start window.
+"""A version whose tasks never become healthy rolls back within its start window: the alarm half.
 
 The 5xx and latency rollback alarms (deployment.py) watch traffic, and a canary, linear or blue/green version whose
 tasks never pass readiness (an unpublished version, a bad image tag, truncated weights, no GPU capacity) gets none:
-ECS keeps replacing its tasks and CloudFormation waits up to 36 hours. Those strategies start a full set of new tasks
-beside the old set and hold both until the bake ends, so while a deployment is in progress (Container Insights'
-``DeploymentCount`` above 1) the model's target groups hold twice its desired count of healthy targets once the new
-version is up. This alarm fires when they hold fewer for longer than the new version's start window: GPU capacity
-for the second set, then the health-check grace period the service gives a task to load and warm up.
+ECS keeps replacing its tasks and CloudFormation waits up to 36 hours. What AWS documents for failing such a
+deployment before traffic moves is a lifecycle hook (revision_hook.py, at POST_SCALE_UP). AWS ties deployment alarms
+to the bake time, and no page says whether they act while a new set is still scaling up; this alarm stays beside the
+hook for the stages after it (a new set that loses every healthy task during the steps or the bake).
+
+Those strategies run the new set in the model's other target group beside the old set until the bake ends, so while a
+deployment is in progress (Container Insights' ``DeploymentCount`` 2 or more) each of the two target groups holds a
+healthy target once the new version is up, whatever the desired count (scaling may change it mid-deployment). The
+alarm fires when one of them holds none for longer than the new version's start window: GPU capacity for the second
+set, then the health-check grace period. A minute whose metrics arrive late reads as not breaching, so the alarm needs
+its minutes out of a few more (M of N), not in a row.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
+from .acknowledgements import default_child
 from .target_group_metrics import TargetGroupMetrics
 
 CONTAINER_INSIGHTS = "ECS/ContainerInsights"
@@ -26,6 +33,9 @@ CONTAINER_INSIGHTS = "ECS/ContainerInsights"
 # 133 s; tests/infra/test_never_healthy_rollback.py holds it to the timeline's figures).
 NEW_CAPACITY_SECONDS = 300
 PERIOD_SECONDS = 60
+# Minutes of late metric data the alarm tolerates: the newest minute, evaluated before its datapoints arrive, reads as
+# not breaching (FILL(deployments, 0) is 0); with M of M + LATE_MINUTES it still counts once they arrive.
+LATE_MINUTES = 2
 
 
 def start_window_seconds(health_check_grace_seconds: int) -> int:
@@ -41,17 +51,20 @@ def breaching_minutes(start_window: int) -> int:
 
 
 def short_of_healthy_expression(target_group_count: int) -> str:
-    """1 in a minute of a deployment whose healthy targets are fewer than twice the desired count, else 0."""
-    healthy = " + ".join(f"FILL(healthy_{index}, 0)" for index in range(target_group_count))
-    return f"IF(FILL(deployments, 0) >= 2 AND ({healthy}) < 2 * FILL(desired, 0), 1, 0)"
+    """1 in a minute of a deployment in which one of the model's target groups held no healthy target, else 0."""
+    empty = " OR ".join(f"FILL(healthy_{index}, 0) < 1" for index in range(target_group_count))
+    return f"IF(FILL(deployments, 0) >= 2 AND ({empty}), 1, 0)"
 
 
 class NeverHealthyAlarm(Construct):
-    """The rollback alarm for a version that cannot become healthy. Attributes: ``alarm``, ``start_window_seconds``.
+    """The rollback alarm for a version that cannot become healthy. Attributes: ``alarm``, ``alarm_name``,
+    ``start_window_seconds``.
 
-    ``cluster_name`` and ``service_name`` dimension Container Insights' service metrics, which the cluster must
-    publish (GpuCapacity turns Container Insights on; an imported cluster's owner must). ``alarm_name`` is fixed: the
-    service names the alarm and the alarm names the service, which CloudFormation can resolve only by a name."""
+    ``cluster_name`` and ``service_name`` dimension Container Insights' DeploymentCount, which the cluster must
+    publish (GpuCapacity turns Container Insights on; an imported cluster's owner must). The name is fixed, since the
+    service names the alarm and the alarm names the service, which CloudFormation can resolve only by a name; it is
+    ``name_prefix`` followed by the alarm's logical ID, so a change of logical ID is a change of name too (CloudFormation
+    creates the replacement before deleting the old one, which a name kept across the change would refuse)."""
 
     def __init__(
         self,
@@ -59,7 +72,7 @@ class NeverHealthyAlarm(Construct):
         construct_id: str,
         *,
         model_name: str,
-        alarm_name: str,
+        name_prefix: str,
         cluster_name: str,
         service_name: str,
         target_groups: Sequence[TargetGroupMetrics],
@@ -74,11 +87,8 @@ class NeverHealthyAlarm(Construct):
             return cloudwatch.Metric(namespace=CONTAINER_INSIGHTS, metric_name=name, statistic=statistic, period=minute,
                                      dimensions_map={"ClusterName": cluster_name, "ServiceName": service_name})
 
-        using: dict[str, cloudwatch.IMetric] = {
-            "deployments": service_metric("DeploymentCount", "Maximum"),
-            # The fewest desired in the minute and the most healthy: a minute with both sets up never counts.
-            "desired": service_metric("DesiredTaskCount", "Minimum"),
-        }
+        # The most healthy in the minute: a minute in which both sets were up never counts.
+        using: dict[str, cloudwatch.IMetric] = {"deployments": service_metric("DeploymentCount", "Maximum")}
         for index, target_group in enumerate(target_groups):
             using[f"healthy_{index}"] = target_group.custom("HealthyHostCount", statistic="Maximum", period=minute)
         short = cloudwatch.MathExpression(
@@ -86,14 +96,16 @@ class NeverHealthyAlarm(Construct):
             label=f"{model_name}: deployment short of healthy targets (1 = yes)")
         self.alarm = short.create_alarm(
             self, "Alarm",
-            alarm_name=alarm_name,
             threshold=1,
-            evaluation_periods=minutes,
+            evaluation_periods=minutes + LATE_MINUTES,
             datapoints_to_alarm=minutes,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
             alarm_description=(
-                f"{model_name}: a deployment's new tasks were not all healthy {self.start_window_seconds} s after it "
-                f"began (GPU capacity {NEW_CAPACITY_SECONDS} s + the {health_check_grace_seconds} s grace period); "
-                "rolls the deployment back"),
+                f"{model_name}: a target group of a deployment in progress held no healthy target for "
+                f"{self.start_window_seconds} s (GPU capacity {NEW_CAPACITY_SECONDS} s + the {health_check_grace_seconds} s "
+                "grace period); rolls the deployment back"),
         )
+        cfn_alarm = default_child(self.alarm, cloudwatch.CfnAlarm)
+        self.alarm_name = f"{name_prefix}-{cdk.Stack.of(self).get_logical_id(cfn_alarm)}"
+        cfn_alarm.alarm_name = self.alarm_name

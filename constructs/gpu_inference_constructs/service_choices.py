@@ -36,6 +36,11 @@ class ClusterCapacity:
     instance_type: GpuInstanceType | str
     """The smallest instance type the capacity provider launches, by name or catalog entry: the task must fit it. A
     Neuron type (inf2) makes the task map its Neuron devices instead of asking for GPUs. Required."""
+    has_spot: bool = True
+    """Whether the capacity provider may launch Spot instances. With Spot, a model of several tasks gets the minimum
+    healthy percent that lets ECS stop a Spot-doomed instance's tasks at once (spot_draining.py); without, every
+    model starts replacements first (100 %). Default: True (a Spot notice finds its tasks free to stop; say False for
+    On-Demand-only capacity, or a model of several tasks may run below its count on a deploy)."""
 
     def __post_init__(self) -> None:
         require_cdk(self.cluster, ("cluster_name", "vpc"), "cluster", "an ecs.ICluster (ecs.Cluster.from_cluster_attributes for an imported one)")
@@ -46,6 +51,7 @@ class ClusterCapacity:
         else:
             require(isinstance(self.instance_type, GpuInstanceType), "instance_type",
                     f"got {type(self.instance_type).__name__}: pass an instance type's name (such as 'g5.xlarge') or a CATALOG entry")
+        require(isinstance(self.has_spot, bool), "has_spot", f"{self.has_spot!r}: True or False")
 
     @property
     def gpu_instance_type(self) -> GpuInstanceType:
@@ -125,15 +131,17 @@ class Placement:
     fleet_types: tuple[GpuInstanceType, ...]
     capacity_group: GpuCapacity | NeuronCapacity | None
     """The library's capacity group the tasks run on; None on a capacity provider of the team's own."""
+    has_spot: bool
+    """Whether the capacity may be Spot (asked of the capacity: ``has_spot``)."""
 
 
 def placement_of(capacity: object) -> Placement:
     if isinstance(capacity, (GpuCapacity, NeuronCapacity)):
         return Placement(capacity.cluster, capacity.capacity_provider.capacity_provider_name, capacity.smallest_instance_type,
-                         tuple(capacity.instance_types), capacity)
+                         tuple(capacity.instance_types), capacity, capacity.has_spot)
     if isinstance(capacity, ClusterCapacity):
         instance_type = capacity.gpu_instance_type
-        return Placement(capacity.cluster, capacity.capacity_provider_name, instance_type, (instance_type,), None)
+        return Placement(capacity.cluster, capacity.capacity_provider_name, instance_type, (instance_type,), None, capacity.has_spot)
     raise ConfigError("capacity", f"got {type(capacity).__name__}: pass a GpuCapacity, a NeuronCapacity, or "
                                   "ClusterCapacity(cluster, capacity_provider_name, instance_type) for a capacity provider of your own")
 

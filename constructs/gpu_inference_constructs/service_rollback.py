@@ -1,5 +1,6 @@
 """The alarms that roll a model's deployment back: the built-in ones (latency, 5xx), the never-healthy one of a
-deployment that shifts traffic, and those its deployment props name, all in the service's deployment alarms.
+deployment that shifts traffic, and those its deployment props name, all in the service's deployment alarms; and, for
+a deployment that shifts traffic, the lifecycle hook that fails a new revision never healthy before traffic moves.
 
 Built in the ModelService's own scope, with the construct IDs it always had, so every logical ID stays."""
 
@@ -7,20 +8,24 @@ from __future__ import annotations
 
 import aws_cdk as cdk
 from aws_cdk import aws_ecs as ecs
+from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from .acknowledgements import acknowledge, default_child
 from .deployment import DeploymentProps, RollbackAlarmNames, RollbackAlarms, RollbackThresholds
 from .model_props import ModelProps
 from .revision_health import NeverHealthyAlarm
+from .revision_hook import RevisionHealthHook
 from .target_group_metrics import TargetGroupMetrics
 
 
 def add_rollback_alarms(scope: Construct, *, names: RollbackAlarmNames, model: ModelProps, thresholds: RollbackThresholds,
-                        target_groups: list[TargetGroupMetrics], service: ecs.Ec2Service, cluster_name: str,
-                        never_healthy_name: str, container_insights_on: bool) -> tuple[RollbackAlarms, NeverHealthyAlarm | None]:
+                        target_groups: list[TargetGroupMetrics], service: ecs.Ec2Service, cluster: ecs.ICluster,
+                        never_healthy_prefix: str, container_insights_on: bool, logs_key: kms.IKey | None,
+                        ) -> tuple[RollbackAlarms, NeverHealthyAlarm | None, RevisionHealthHook | None]:
     """The model's RollbackAlarms and, for a deployment that shifts traffic, its NeverHealthyAlarm (named
-    ``never_healthy_name``), each added to ``names`` (the service's deployment alarms) with the deployment's own.
+    ``never_healthy_prefix`` and its logical ID) and RevisionHealthHook (its function's logs under ``logs_key``); the
+    alarms are added to ``names`` (the service's deployment alarms) with the deployment's own.
     ``container_insights_on``: whether the cluster is known to have Container Insights (else a warning: the
     never-healthy alarm reads its metrics)."""
     deployment = model.deployment
@@ -30,22 +35,24 @@ def add_rollback_alarms(scope: Construct, *, names: RollbackAlarmNames, model: M
     )
     for alarm in rollback_alarms.alarms.values():
         names.add(alarm.alarm_name)
-    never_healthy = None
+    never_healthy, hook = None, None
     if deployment.shifts_traffic:
         never_healthy = NeverHealthyAlarm(
-            scope, "NeverHealthy", model_name=model.name, cluster_name=cluster_name, alarm_name=never_healthy_name,
+            scope, "NeverHealthy", model_name=model.name, cluster_name=cluster.cluster_name, name_prefix=never_healthy_prefix,
             service_name=service.service_name, target_groups=target_groups,
             health_check_grace_seconds=model.health_check_grace_seconds)
-        names.add(never_healthy_name)  # by its name: the alarm itself refers to the service
+        names.add(never_healthy.alarm_name)  # by its name: the alarm itself refers to the service
+        hook = RevisionHealthHook(scope, "RevisionHealthHook", model_name=model.name, service=service, cluster=cluster,
+                                  start_window_seconds=never_healthy.start_window_seconds, logs_key=logs_key)
         if not container_insights_on:
             cdk.Annotations.of(scope).add_warning_v2(
                 "gpu-inference:container-insights",
-                f"models[{model.name}] rolls a {deployment.strategy} deployment back when its new tasks never become "
-                "healthy by Container Insights' DeploymentCount and DesiredTaskCount: turn Container Insights on for "
+                f"models[{model.name}] rolls a {deployment.strategy} deployment back when a target group stays without "
+                "a healthy target by Container Insights' DeploymentCount: turn Container Insights on for "
                 "your cluster (containerInsightsV2 enabled or enhanced), or that rollback alarm never fires.")
     for name in deployment.alarm_names:
         names.add(name)
-    return rollback_alarms, never_healthy
+    return rollback_alarms, never_healthy, hook
 
 
 def acknowledge_traffic_shifting(service: ecs.Ec2Service, deployment: DeploymentProps) -> None:

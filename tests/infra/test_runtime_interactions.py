@@ -96,7 +96,7 @@ def why_silent(world: TemplateWorld, alarm: str, topic: str) -> str | None:
         return None
     deployment_alarms = [name for service in world.of_type("AWS::ECS::Service").values()
                          for name in service["Properties"].get("DeploymentConfiguration", {}).get("Alarms", {}).get("AlarmNames", [])]
-    if str(properties.get("AlarmName", "")).endswith("-never-healthy") and properties["AlarmName"] in deployment_alarms:
+    if str(properties.get("AlarmName", "")).endswith(f"-never-healthy-{alarm}") and properties["AlarmName"] in deployment_alarms:
         return "never-healthy rollback"
     if {"Ref": alarm} in deployment_alarms:
         reads = alarm_metrics(properties)
@@ -363,8 +363,10 @@ def test_cloudwatch_logs_can_use_the_logs_key_for_this_accounts_log_groups_only(
     key = world.only("AWS::KMS::Key", "LogsKey")
     service = f"logs.{world.region}.amazonaws.com"
     groups = [k for k, r in world.of_type("AWS::Logs::LogGroup").items() if r["Properties"].get("KmsKeyId") == {"Fn::GetAtt": [key, "Arn"]}]
-    # each model's, the task-start function's, and (with a warm pool, prod) the launch function's
-    assert len(groups) == len(world.of_type("AWS::ECS::Service")) + 1 + len(world.of_type("AWS::AutoScaling::WarmPool"))
+    # each model's, its never-healthy hook's (canary, linear, blue/green), the task-start function's, and (with a warm
+    # pool, prod) the launch function's
+    hooks = [s for s in world.of_type("AWS::ECS::Service").values() if s["Properties"]["DeploymentConfiguration"].get("LifecycleHooks")]
+    assert len(groups) == len(world.of_type("AWS::ECS::Service")) + len(hooks) + 1 + len(world.of_type("AWS::AutoScaling::WarmPool"))
     for group in groups:
         context = {"kms:EncryptionContext:aws:logs:arn": world.log_group_arn(group)}
         for action in ("kms:GenerateDataKey", "kms:Encrypt", "kms:Decrypt"):
