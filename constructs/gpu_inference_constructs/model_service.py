@@ -41,6 +41,7 @@ from .service_checks import (  # DEFAULT_NAME_PREFIX, check_name_prefix, service
     claim_model_name,
     health_check_start_period,
     idle_timeout_warnings,
+    listener_key,
     service_log_group_name,
     task_timing,
     unauthenticated_warnings,
@@ -138,7 +139,9 @@ class ModelService(Construct):
         _require_types(model=model, environment_name=environment_name, logs=logs, access=access, timing=timing,
                        rollback_thresholds=rollback_thresholds)
         access = access or ServiceAccess()
-        check_model_name_free(self, logs.name_prefix, environment_name, model.name)
+        chosen_route = route_of(route)
+        self._listener_key = listener_key(chosen_route.listener)
+        check_model_name_free(self, logs.name_prefix, environment_name, model.name, self._listener_key)
         self.name_prefix = logs.name_prefix
         if rollback_thresholds is None:
             rollback_thresholds = model.rollback_thresholds()  # ModelProps checked its rollback block
@@ -152,7 +155,6 @@ class ModelService(Construct):
         if placement.capacity_group is None:
             warn_if_unlisted(self, self.instance_type, cdk.Stack.of(self).region, "capacity.instance_type")
         source = bucket_of(model_source)
-        chosen_route = route_of(route)
         if isinstance(chosen_route, ListenerRoute):
             claim_listener_priority(self, chosen_route.listener, chosen_route.priority, model.name)
         server = server or BundledServer()
@@ -178,7 +180,7 @@ class ModelService(Construct):
         self.scratch_owner, self.model_fetcher = self._task.scratch_owner, self._task.model_fetcher
         self.metrics_collector = self._task.metrics_collector
         self._serve(placement, chosen_route, subnets, rollback_thresholds)
-        claim_model_name(self, self.name_prefix, environment_name, model.name)
+        claim_model_name(self, self.name_prefix, environment_name, model.name, self._listener_key)
 
     def _contract_and_checks(self, server: ServerDefinition, placement: Placement, route: LoadBalancerRoute | ListenerRoute,
                              timing: ServiceTimingProps, access: ServiceAccess, uri: str) -> int:
