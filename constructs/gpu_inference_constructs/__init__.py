@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from .service_timing import ServiceTimingProps
     from .settings import from_dict
     from .sglang_server import SglangProps, SglangServer
+    from .stack_limits import MAX_STACK_RESOURCES, stacks_per_model
     from .target_group_metrics import TargetGroupMetrics
     from .target_optimizer_props import TargetOptimizerProps
     from .task_starts import TaskStarts
@@ -107,6 +108,7 @@ __all__ = [
     "ModelCacheProps",
     "ModelFromS3",
     "ModelProps",
+    "MAX_STACK_RESOURCES",
     "ModelScalingProps",
     "ModelService",
     "ModelStore",
@@ -155,6 +157,7 @@ __all__ = [
     "bundled_stop",
     "from_dict",
     "grant_logs_service",
+    "stacks_per_model",
     "tgi_stop",
     "topic_target",
     "triton_stop",
@@ -233,6 +236,8 @@ _MODULE_OF = {
     "ScalingProps": "scaling_props",
     "CapacityPrewarm": "schedules",
     "ServiceSchedule": "schedules",
+    "MAX_STACK_RESOURCES": "stack_limits",
+    "stacks_per_model": "stack_limits",
     "DEFAULT_COLLECTOR_IMAGE": "server_contract",
     "DEFAULT_OTEL_COLLECTOR_IMAGE": "otel_collector",
     "GEN_AI_TIME_PER_OUTPUT_TOKEN": "otel_collector",

@@ -62,6 +62,7 @@ from .service_routing import ServiceTargets, task_security_group
 from .service_task import ServiceTask
 from .service_timing import ServiceTimingProps
 from .spot_draining import minimum_healthy_percent, tasks_on_one_instance
+from .stack_limits import watch_stack_resources
 from .subnet_selection import private_subnets
 from .target_optimizer import check_target_optimizer
 
@@ -165,6 +166,7 @@ class ModelService(Construct):
         self._cache_props = server.props.shared_cache if isinstance(server, BundledServer) else None
         self.result_cache: ResultCache | None = None
         self.node.add_validation(_CacheAttached(self))
+        watch_stack_resources(self)
         subnets = access.subnets or private_subnets(placement.cluster.vpc, f"ModelService {model.name!r} (its tasks)")
         uri = model_uri(source.bucket, source.prefix, model.name, model.version)
         self._telemetry = logs.telemetry
