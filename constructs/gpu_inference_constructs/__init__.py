@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     from .stack_limits import MAX_STACK_RESOURCES, stacks_per_model
     from .target_group_metrics import TargetGroupMetrics
     from .target_optimizer_props import TargetOptimizerProps
+    from .task_size import SidecarReservation
     from .task_starts import TaskStarts
     from .telemetry import FireLensProps, TelemetryProps
     from .vllm_server import VllmProps, VllmServer, vllm_stop
@@ -138,6 +139,7 @@ __all__ = [
     "ServiceScaling",
     "ServiceSchedule",
     "ServiceTimingProps",
+    "SidecarReservation",
     "SglangProps",
     "SglangServer",
     "StopTiming",
@@ -238,6 +240,7 @@ _MODULE_OF = {
     "ServiceSchedule": "schedules",
     "MAX_STACK_RESOURCES": "stack_limits",
     "stacks_per_model": "stack_limits",
+    "SidecarReservation": "task_size",
     "DEFAULT_COLLECTOR_IMAGE": "server_contract",
     "DEFAULT_OTEL_COLLECTOR_IMAGE": "otel_collector",
     "GEN_AI_TIME_PER_OUTPUT_TOKEN": "otel_collector",

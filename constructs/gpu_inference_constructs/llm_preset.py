@@ -15,6 +15,7 @@ from .server_contract import (
     require_props,
     sidecar_reservation,
 )
+from .task_size import SidecarReservation
 
 if TYPE_CHECKING:
     from aws_cdk import aws_ecs as ecs
@@ -65,5 +66,5 @@ class LlmPreset(Generic[PropsT]):
         return self.props.longest_request_seconds
 
     @property
-    def sidecar_reservation(self) -> tuple[int, int]:
+    def sidecar_reservation(self) -> SidecarReservation:
         return sidecar_reservation(self.props.model_source(), self.collected_metrics)

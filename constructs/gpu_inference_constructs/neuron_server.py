@@ -34,6 +34,7 @@ from .server_contract import (
     sidecar_reservation,
 )
 from .stop_timing import StopTiming
+from .task_size import SidecarReservation
 
 if TYPE_CHECKING:  # aws_cdk is imported where the contract is built, so cdk.json's parsing loads without it
     from aws_cdk import aws_ecs as ecs
@@ -141,7 +142,7 @@ class NeuronServer:
         return self.props.request_timeout_seconds
 
     @property
-    def sidecar_reservation(self) -> tuple[int, int]:
+    def sidecar_reservation(self) -> SidecarReservation:
         return sidecar_reservation(ModelFromS3.copy_to_scratch(NEURON_MODEL_DIR), None)
 
     def check(self, model: ModelProps) -> None:

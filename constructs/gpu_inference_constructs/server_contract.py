@@ -35,6 +35,7 @@ from .server_signals import ExpressionSignal, ScalingSignal, ServerAlarm, alarms
 from .service_timing import ServiceTimingProps
 from .stop_timing import StopTiming
 from .stop_timing import drain_after_delay as drain_after_delay
+from .task_size import SidecarReservation
 
 if TYPE_CHECKING:  # aws_cdk is imported where a construct is built, so the props load without it (the sizing advisor)
     from aws_cdk import aws_ecs as ecs
@@ -71,14 +72,19 @@ DEFAULT_TRACE_SAMPLING_RATIO: float = server_facts.TRACE_SAMPLE_RATIO
 BUNDLED_DEFAULT_DRAIN_SECONDS: int = server_facts.DRAIN_TIMEOUT_S
 BUNDLED_EXIT_SECONDS: int = server_facts.EXIT_GRACE_S
 
-def sidecar_reservation(model_source: ModelFromS3, metrics: PrometheusMetrics | None) -> tuple[int, int]:
-    """(CPU units, MiB) of the containers beside the server: the init containers that prepare scratch and copy a
-    model to it, and the collector every task has (traces; and the server's Prometheus metrics, with ``metrics``' own
-    reservation). The one calculation of a task's size, for the constructs and the app's config alike."""
-    cpu, memory = model_source.init_containers * FETCHER_CPU, model_source.init_containers * FETCHER_MEMORY_MIB
+def sidecar_reservation(model_source: ModelFromS3, metrics: PrometheusMetrics | None) -> SidecarReservation:
+    """(CPU units, MiB) of the containers beside the server, each named (``parts``): the init containers that
+    prepare scratch and copy a model to it, and the collector every task has (traces; and the server's Prometheus
+    metrics, with ``metrics``' own reservation). The one calculation of a task's size, for the constructs and the
+    app's config alike."""
+    count = model_source.init_containers
+    init = "scratch owner and model fetcher" if count == FETCH_CONTAINERS else "scratch owner"
+    parts = [(init, count * FETCHER_CPU, count * FETCHER_MEMORY_MIB)] if count else []
     if metrics is not None:
-        return cpu + metrics.collector_cpu, memory + metrics.collector_memory_mib
-    return cpu + TRACE_COLLECTOR_CPU, memory + TRACE_COLLECTOR_MEMORY_MIB
+        parts.append(("metrics collector", metrics.collector_cpu, metrics.collector_memory_mib))
+    else:
+        parts.append(("trace collector", TRACE_COLLECTOR_CPU, TRACE_COLLECTOR_MEMORY_MIB))
+    return SidecarReservation(tuple(parts))
 
 
 def require_props(server: object, expected: type) -> None:
@@ -298,7 +304,7 @@ class ServerContract:
         return self
 
     @property
-    def sidecar_reservation(self) -> tuple[int, int]:
+    def sidecar_reservation(self) -> SidecarReservation:
         """(CPU units, MiB) ECS reserves beside the server container for this contract: see :func:`sidecar_reservation`."""
         return sidecar_reservation(self.model_source, self.metrics)
 

@@ -199,8 +199,8 @@ def check_fits(model: ModelProps, contract: ServerContract, instance_type: GpuIn
             f"{contract.shared_memory_mib} MiB of /dev/shm must be below the server's memory_mib ({model.memory_mib})",
         )
     try:
-        cpu, memory = contract.sidecar_reservation
-        model.check_fits(instance_type, (cpu + log_router[0], memory + log_router[1]), fleet_types)
+        sidecars = contract.sidecar_reservation.plus("FireLens log router", *log_router)
+        model.check_fits(instance_type, sidecars, fleet_types)
     except ConfigError as error:
         raise ConfigError(f"models[{model.name}].{error.key}", error.detail) from None
 
