@@ -189,10 +189,8 @@ class EnvironmentConfig:
             self._check_accelerator(index, model, server, group, smallest[group])
             try:
                 server.check(model)
-                cpu, memory = server.sidecar_reservation
-                router_cpu, router_memory = self.telemetry.log_router_reservation
-                model.check_fits(smallest[group], (cpu + router_cpu, memory + router_memory),
-                                 tuple(self.group_capacity(group).resolve_instance_types()))
+                sidecars = server.sidecar_reservation.plus("FireLens log router", *self.telemetry.log_router_reservation)
+                model.check_fits(smallest[group], sidecars, tuple(self.group_capacity(group).resolve_instance_types()))
             except ConfigError as error:
                 where = "" if error.key not in ("gpus", "cpu", "memory_mib") else (
                     f" (it runs on capacity_groups.{group})" if group else " (it runs on capacity; place it in a capacity group of a larger shape)")

@@ -56,8 +56,10 @@ if TYPE_CHECKING:
     from .service_timing import ServiceTimingProps
     from .settings import from_dict
     from .sglang_server import SglangProps, SglangServer
+    from .stack_limits import MAX_STACK_RESOURCES, stacks_per_model
     from .target_group_metrics import TargetGroupMetrics
     from .target_optimizer_props import TargetOptimizerProps
+    from .task_size import SidecarReservation
     from .task_starts import TaskStarts
     from .telemetry import FireLensProps, TelemetryProps
     from .vllm_server import VllmProps, VllmServer, vllm_stop
@@ -107,6 +109,7 @@ __all__ = [
     "ModelCacheProps",
     "ModelFromS3",
     "ModelProps",
+    "MAX_STACK_RESOURCES",
     "ModelScalingProps",
     "ModelService",
     "ModelStore",
@@ -136,6 +139,7 @@ __all__ = [
     "ServiceScaling",
     "ServiceSchedule",
     "ServiceTimingProps",
+    "SidecarReservation",
     "SglangProps",
     "SglangServer",
     "StopTiming",
@@ -155,6 +159,7 @@ __all__ = [
     "bundled_stop",
     "from_dict",
     "grant_logs_service",
+    "stacks_per_model",
     "tgi_stop",
     "topic_target",
     "triton_stop",
@@ -233,6 +238,9 @@ _MODULE_OF = {
     "ScalingProps": "scaling_props",
     "CapacityPrewarm": "schedules",
     "ServiceSchedule": "schedules",
+    "MAX_STACK_RESOURCES": "stack_limits",
+    "stacks_per_model": "stack_limits",
+    "SidecarReservation": "task_size",
     "DEFAULT_COLLECTOR_IMAGE": "server_contract",
     "DEFAULT_OTEL_COLLECTOR_IMAGE": "otel_collector",
     "GEN_AI_TIME_PER_OUTPUT_TOKEN": "otel_collector",

@@ -28,6 +28,7 @@ from .server_contract import (
 from .server_definition import ServerDefinition
 from .server_facts import server as server_facts
 from .stop_timing import StopTiming
+from .task_size import SidecarReservation
 from .telemetry import OTEL_ENVIRONMENT_KEYS, otel_environment
 
 if TYPE_CHECKING:
@@ -224,7 +225,7 @@ class BundledServer(ServerDefinition):
         return self.props.request_timeout_seconds
 
     @property
-    def sidecar_reservation(self) -> tuple[int, int]:
+    def sidecar_reservation(self) -> SidecarReservation:
         return sidecar_reservation(ModelFromS3.server_downloads(), None)
 
     def check(self, model: ModelProps) -> None:

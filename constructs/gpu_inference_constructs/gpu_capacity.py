@@ -60,6 +60,7 @@ class GpuCapacity(CapacityGroup[GpuCapacityProps]):
     (default none), or they are removed from it; the construct warns so. Tasks in awsvpc mode get their own security groups; use
     :meth:`allow_ingress_from` only for bridge- or host-mode tasks on these instances.
 
+    ``props`` default to GpuCapacityProps() (g5.xlarge falling back to g4dn.xlarge, all Spot, 0 to 8 instances).
     ``topic`` (default None: a NotificationTopic of its own, ``own_notifications``, with a synth warning
     that names the key) receives the group's launches and terminations, failed ones too (``group_events_rule``).
 
@@ -76,13 +77,14 @@ class GpuCapacity(CapacityGroup[GpuCapacityProps]):
         construct_id: str,
         *,
         vpc: ec2.IVpc,
-        props: GpuCapacityProps,
+        props: GpuCapacityProps | None = None,
         subnets: ec2.SubnetSelection | None = None,
         topic: sns.ITopic | None = None,
         cluster: ecs.ICluster | None = None,
         keep_capacity_providers: tuple[str, ...] = (),
         logs_key: kms.IKey | None = None,
     ) -> None:
+        props = props or GpuCapacityProps()
         super().__init__(scope, construct_id, vpc=vpc, props=props, instance_types=props.resolve_instance_types(),
                          image=machine_image(scope, props), kind="GPU", gpu=True, warm_pool=props.warm_pool is not None,
                          subnets=subnets, topic=topic, cluster=cluster, keep_capacity_providers=keep_capacity_providers)

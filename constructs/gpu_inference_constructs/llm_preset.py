@@ -7,8 +7,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Generic, Protocol, TypeVar
 
-from .server_contract import ModelFromS3, PrometheusMetrics, require_props, sidecar_reservation
+from .server_contract import (
+    ModelFromS3,
+    PrometheusMetrics,
+    require_one_image,
+    require_props,
+    sidecar_reservation,
+)
 from .server_definition import ServerDefinition
+from .task_size import SidecarReservation
 
 if TYPE_CHECKING:
     from aws_cdk import aws_ecs as ecs
@@ -33,13 +40,14 @@ class LlmPreset(ServerDefinition, Generic[PropsT]):
     props: PropsT
     """How the server serves the model. Required (each preset gives its own default)."""
     image: ecs.ContainerImage | None = None
-    """The server's image, in place of ``props.image``. Default: None (``props.image``)."""
+    """The server's image (any ContainerImage: your own build), in place of ``props.image`` (an ECR mirror); giving
+    both is refused. Default: None (``props.image``)."""
     user: str = "1000:1000"
     """The uid:gid the server runs as. Default: 1000:1000."""
     fetcher_image: ecs.ContainerImage | None = None
-    """The model fetcher's image, in place of ``props.fetcher_image``. Default: None."""
+    """The model fetcher's image, in place of ``props.fetcher_image``; giving both is refused. Default: None."""
     collector_image: ecs.ContainerImage | None = None
-    """The metrics collector's image, in place of ``props.collector_image``. Default: None."""
+    """The metrics collector's image, in place of ``props.collector_image``; giving both is refused. Default: None."""
 
     props_type: ClassVar[type]
     """The props class ``props`` must be an instance of (each preset sets it)."""
@@ -48,11 +56,13 @@ class LlmPreset(ServerDefinition, Generic[PropsT]):
 
     def __post_init__(self) -> None:
         require_props(self.props, self.props_type, type(self).__name__)
+        require_one_image(type(self).__name__, self.props, {"image": self.image, "fetcher_image": self.fetcher_image,
+                                                             "collector_image": self.collector_image})
 
     @property
     def longest_request_seconds(self) -> int:
         return self.props.longest_request_seconds
 
     @property
-    def sidecar_reservation(self) -> tuple[int, int]:
+    def sidecar_reservation(self) -> SidecarReservation:
         return sidecar_reservation(self.props.model_source(), self.collected_metrics)

@@ -15,6 +15,7 @@ from .latency_alarms import LatencyAlarmThresholds
 from .model_service import DEFAULT_NAME_PREFIX, ModelService, check_name_prefix
 from .monitoring_props import MonitoringProps
 from .server_signals import ServerAlarm
+from .service_checks import alarm_name_prefix as alarm_name_prefix
 
 MINUTE = cdk.Duration.minutes(1)
 
@@ -22,10 +23,6 @@ MINUTE = cdk.Duration.minutes(1)
 def alarm_name(environment_name: str, name: str, name_prefix: str = DEFAULT_NAME_PREFIX) -> str:
     """The name an alarm of this environment carries: in the console, in every notification, in ``alarm_name_prefix``."""
     return f"{alarm_name_prefix(environment_name, name_prefix)}{name}"
-
-
-def alarm_name_prefix(environment_name: str, name_prefix: str = DEFAULT_NAME_PREFIX) -> str:
-    return f"{name_prefix}-{environment_name}-"
 
 
 class AlarmGroup(Construct):

@@ -19,6 +19,7 @@ from .neuron_placement import check_neuron_task
 from .scaling_props import ModelScalingProps
 from .schedules import check_model_task_range
 from .target_optimizer_props import AGENT_CPU, AGENT_MEMORY_MIB, TargetOptimizerProps
+from .task_size import SidecarReservation, reservation_of
 
 MODEL_NAME = re.compile(r"^[a-z][a-z0-9-]{0,38}[a-z0-9]$")
 MODEL_VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
@@ -115,19 +116,37 @@ class ModelProps:
         """A task of this model, its server and the ``sidecars`` (CPU units, MiB) its server adds, fits ``instance_type``
         (the fleet's smallest), and its GPU share fits the smallest GPU of ``all_types`` (default: that type's). The
         target-control agent counts as one more sidecar."""
-        cpu, memory = sidecars
+        beside = reservation_of(sidecars)
         if self.target_optimizer is not None:
-            cpu, memory = cpu + AGENT_CPU, memory + AGENT_MEMORY_MIB
+            beside = beside.plus("target-control agent", AGENT_CPU, AGENT_MEMORY_MIB)
+        cpu, memory = beside
         if instance_type.neuron:
             check_neuron_task(instance_type, devices=self.gpus, gpu_share=self.gpu_share, cpu=self.cpu + cpu,
                               memory_mib=self.memory_mib + memory, sidecars=(cpu, memory))
-        check_task_fits(instance_type, gpus=self.gpus, cpu=self.cpu + cpu, memory_mib=self.memory_mib + memory)
+        try:
+            check_task_fits(instance_type, gpus=self.gpus, cpu=self.cpu + cpu, memory_mib=self.memory_mib + memory)
+        except ConfigError as error:
+            raise ConfigError(error.key, error.detail + self._value_to_write(error.key, instance_type, beside)) from None
         if self.gpu_share is not None:
             types = all_types or (instance_type,)
             gpu = smallest_device_memory_mib(types)
             require(self.gpu_share.memory_mib <= gpu, "gpu_share.memory_mib",
                     f"{self.gpu_share.memory_mib} MiB is more than the smallest GPU of {', '.join(t.name for t in types)} "
                     f"offers ({gpu} MiB): a share is of one GPU; give at most {gpu}, or whole GPUs (remove gpu_share)")
+
+    def _value_to_write(self, key: str, instance_type: GpuInstanceType, beside: SidecarReservation) -> str:
+        """For a task too large on ``key`` (cpu or memory_mib): the most this model may reserve there beside the
+        sidecars, and what each of them takes."""
+        if key == "memory_mib":
+            limit, own, index, unit = instance_type.task_memory_limit_mib, self.memory_mib, 2, "MiB"
+        elif key == "cpu":
+            limit, own, index, unit = instance_type.task_cpu_limit_units - AGENT_RESERVED_CPU, self.cpu, 1, "CPU units"
+        else:
+            return ""
+        room = limit - beside[index - 1]
+        write = (f"write {key}: {room} at most" if room > 0
+                 else f"the sidecars alone take all of it: use an instance type with more than {limit} {unit} for tasks")
+        return f": {write} (you wrote {own}; the sidecars take {beside[index - 1]} {unit}: {beside.described(index)})"
 
     @property
     def health_check_grace_seconds(self) -> int:

@@ -45,6 +45,7 @@ from .service_checks import (  # DEFAULT_NAME_PREFIX, check_name_prefix, service
     cluster_capacity_warning,
     health_check_start_period,
     idle_timeout_warnings,
+    listener_key,
     service_log_group_name,
     task_timing,
     unauthenticated_warnings,
@@ -65,6 +66,7 @@ from .service_routing import ServiceTargets, task_security_group
 from .service_task import ServiceTask
 from .service_timing import ServiceTimingProps
 from .spot_draining import deployment_minimum_percent, tasks_on_one_instance
+from .stack_limits import watch_stack_resources
 from .subnet_selection import private_subnets
 from .target_optimizer import check_target_optimizer
 
@@ -146,7 +148,9 @@ class ModelService(Construct):
         _require_types(model=model, environment_name=environment_name, logs=logs, access=access, timing=timing,
                        rollback_thresholds=rollback_thresholds)
         access = access or ServiceAccess()
-        check_model_name_free(self, logs.name_prefix, environment_name, model.name)
+        chosen_route = route_of(route)
+        self._listener_key = listener_key(chosen_route.listener)
+        check_model_name_free(self, logs.name_prefix, environment_name, model.name, self._listener_key)
         self.name_prefix = logs.name_prefix
         if rollback_thresholds is None:
             rollback_thresholds = model.rollback_thresholds()  # ModelProps checked its rollback block
@@ -163,7 +167,6 @@ class ModelService(Construct):
             cdk.Annotations.of(self).add_warning_v2(
                 *cluster_capacity_warning(placement.capacity_provider_name, self.instance_type, model))
         source = bucket_of(model_source)
-        chosen_route = route_of(route)
         if isinstance(chosen_route, ListenerRoute):
             claim_listener_priority(self, chosen_route.listener, chosen_route.priority, model.name)
         server = server or BundledServer()
@@ -174,6 +177,7 @@ class ModelService(Construct):
         # The server's use of a shared result cache (BundledServerProps.shared_cache): True needs use_cache by synth.
         self._cache_props = server.cache_client()
         self.node.add_validation(_CacheAttached(self))
+        watch_stack_resources(self)
         subnets = access.subnets or private_subnets(placement.cluster.vpc, f"ModelService {model.name!r} (its tasks)")
         uri = model_uri(source.bucket, source.prefix, model.name, model.version)
         self._telemetry = logs.telemetry
@@ -192,7 +196,7 @@ class ModelService(Construct):
         self._serve(placement, chosen_route, subnets, rollback_thresholds)
         check_images_reachable(self, model.name, self.task_definition, placement.cluster.vpc,
                                placement.capacity_group.subnets if placement.capacity_group is not None else None)
-        claim_model_name(self, self.name_prefix, environment_name, model.name)
+        claim_model_name(self, self.name_prefix, environment_name, model.name, self._listener_key)
 
     def _contract_and_checks(self, server: ServerDefinition, placement: Placement, route: LoadBalancerRoute | ListenerRoute,
                              timing: ServiceTimingProps, access: ServiceAccess, uri: str) -> int:

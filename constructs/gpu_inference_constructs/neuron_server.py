@@ -28,11 +28,13 @@ from .server_contract import (
     ServerContract,
     named_user,
     port_liveness,
+    require_one_image,
     require_props,
     sidecar_reservation,
 )
 from .server_definition import ServerDefinition
 from .stop_timing import StopTiming
+from .task_size import SidecarReservation
 
 if TYPE_CHECKING:  # aws_cdk is imported where the contract is built, so cdk.json's parsing loads without it
     from aws_cdk import aws_ecs as ecs
@@ -108,17 +110,20 @@ def neuron_environment(props: NeuronServerProps, model: ModelProps, region: str)
 @dataclass(frozen=True)
 class NeuronServer(ServerDefinition):
     """The Neuron preset: ``props`` (default NeuronServerProps()) say how TorchServe serves the compiled encoder.
-    ``image`` (a ContainerImage: your own build, for example) takes the place of ``props.image``; ``user`` defaults
+    The images are given once each: ``props.image``/``props.fetcher_image`` for your ECR mirrors (cdk.json's form), or
+    ``image``/``fetcher_image`` here for any other ContainerImage (your own build); both is refused. ``user`` defaults
     to 1000:1000. Its contract says ``accelerator="neuron"``: ModelService refuses GPU capacity for it."""
 
     props: NeuronServerProps = field(default_factory=lambda: NeuronServerProps())
     """How TorchServe serves the model. Default: NeuronServerProps()."""
     image: ecs.ContainerImage | None = None
-    """The server's image, in place of ``props.image``. Default: None (``props.image``)."""
+    """The server's image (any ContainerImage), in place of ``props.image``; with a ``props.image`` other than the
+    default, refused. Default: None (``props.image``)."""
     user: str = "1000:1000"
     """The uid:gid TorchServe runs as. Default: 1000:1000."""
     fetcher_image: ecs.ContainerImage | None = None
-    """The model fetcher's image. Default: None (DEFAULT_FETCHER_IMAGE)."""
+    """The model fetcher's image (any ContainerImage), in place of ``props.fetcher_image``; with both, refused.
+    Default: None (``props.fetcher_image``, else DEFAULT_FETCHER_IMAGE)."""
 
     name = "neuron"
     accelerator = "neuron"  # ModelService refuses capacity other than Inferentia2 for it
@@ -128,6 +133,7 @@ class NeuronServer(ServerDefinition):
 
     def __post_init__(self) -> None:
         require_props(self.props, NeuronServerProps, type(self).__name__)
+        require_one_image(type(self).__name__, self.props, {"image": self.image, "fetcher_image": self.fetcher_image})
 
     @property
     def stop(self) -> StopTiming:
@@ -138,7 +144,7 @@ class NeuronServer(ServerDefinition):
         return self.props.request_timeout_seconds
 
     @property
-    def sidecar_reservation(self) -> tuple[int, int]:
+    def sidecar_reservation(self) -> SidecarReservation:
         return sidecar_reservation(ModelFromS3.copy_to_scratch(NEURON_MODEL_DIR), None)
 
     def check(self, model: ModelProps) -> None:

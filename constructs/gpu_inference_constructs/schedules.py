@@ -7,33 +7,8 @@ import zoneinfo
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .cron_expressions import aws_cron, crontab_cron
 from .errors import ConfigError, require
-
-_FIELD = re.compile(r"^[0-9A-Za-z*?/,\-LW#]+$")
-
-
-def check_cron(expression: str, fields: int, key: str) -> None:
-    """Application Auto Scaling cron has 6 fields (min hour day month weekday year); EC2 Auto Scaling has 5."""
-    parts = expression.split()
-    example = "0 19 ? * MON-FRI *" if fields == 6 else "0 7 * * MON-FRI"
-    require(
-        len(parts) == fields and all(_FIELD.match(part) for part in parts),
-        key,
-        f"{expression!r} is not a {fields}-field cron expression (e.g. {example!r})",
-    )
-    _check_range(parts[0], 0, 59, key, "minute")
-    _check_range(parts[1], 0, 23, key, "hour")
-    if fields == 6:
-        require(
-            (parts[2] == "?") != (parts[4] == "?"),
-            key,
-            f"{expression!r}: exactly one of day-of-month and day-of-week must be '?'",
-        )
-
-
-def _check_range(part: str, low: int, high: int, key: str, name: str) -> None:
-    for number in re.findall(r"\d+", part.split("/")[0]):
-        require(low <= int(number) <= high, key, f"{name} {number} is out of range {low}-{high}")
 
 
 def check_time_zone(name: str, key: str) -> None:
@@ -45,12 +20,14 @@ def check_time_zone(name: str, key: str) -> None:
 
 @dataclass(frozen=True)
 class ServiceSchedule:
-    """At ``cron`` (6 fields, in ``time_zone``) set every model's task range; an omitted bound restores the model's own."""
+    """At ``cron`` (in ``time_zone``) set every model's task range; an omitted bound restores the model's own."""
 
     name: str
     """The schedule's name: 1-64 letters, digits or '-'. Required."""
     cron: str
-    """When it applies: a 6-field cron expression (Application Auto Scaling scheduled actions). Required."""
+    """When it applies: a cron expression, 5 fields as crontab (``0 19 * * MON-FRI``) or AWS's 6
+    (``0 19 ? * MON-FRI *``); kept as the 6-field form Application Auto Scaling's scheduled actions read
+    (cron_expressions.py). Required."""
     time_zone: str = "UTC"
     """The IANA time zone ``cron`` reads in. Default: "UTC"."""
     min_tasks: int | None = None
@@ -62,7 +39,7 @@ class ServiceSchedule:
 
     def __post_init__(self) -> None:
         require(bool(re.match(r"^[A-Za-z0-9-]{1,64}$", self.name)), "name", f"{self.name!r}: use letters, digits and '-'")
-        check_cron(self.cron, 6, "cron")
+        object.__setattr__(self, "cron", aws_cron(self.cron, "cron"))
         check_time_zone(self.time_zone, "time_zone")
         for key in ("min_tasks", "max_tasks"):
             value = getattr(self, key)
@@ -124,7 +101,7 @@ def check_schedule_task_ranges(model_name: str, model_min_tasks: int, model_max_
 
 @dataclass(frozen=True)
 class CapacityPrewarm:
-    """At ``cron`` (5 fields, in ``time_zone``) raise the GPU group's minimum, a floor for the day's peak.
+    """At ``cron`` (in ``time_zone``) raise the GPU group's minimum, a floor for the day's peak.
 
     Only the minimum: ECS managed scaling owns the group's desired capacity.
     """
@@ -132,7 +109,8 @@ class CapacityPrewarm:
     name: str
     """The prewarm's name: 1-64 letters, digits or '-' (its scheduled action is ``Prewarm-<name>``). Required."""
     cron: str
-    """When it applies: a 5-field cron expression (EC2 Auto Scaling scheduled actions). Required."""
+    """When it applies: a cron expression, 5 fields as crontab (``0 7 * * MON-FRI``) or AWS's 6 (``0 7 ? * MON-FRI *``);
+    kept as the 5-field form EC2 Auto Scaling's scheduled actions read (cron_expressions.py). Required."""
     min_capacity: int
     """The group's minimum instances from ``cron`` on, 0 or more and at most the group's ``max_capacity``. Required."""
     time_zone: str = "UTC"
@@ -140,6 +118,6 @@ class CapacityPrewarm:
 
     def __post_init__(self) -> None:
         require(bool(re.match(r"^[A-Za-z0-9-]{1,64}$", self.name)), "name", f"{self.name!r}: use letters, digits and '-'")
-        check_cron(self.cron, 5, "cron")
+        object.__setattr__(self, "cron", crontab_cron(self.cron, "cron"))
         check_time_zone(self.time_zone, "time_zone")
         require(self.min_capacity >= 0, "min_capacity", f"{self.min_capacity} must be 0 or more")

@@ -15,6 +15,7 @@ leaves out something the infrastructure needs fails with a message naming it.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ from .server_signals import ExpressionSignal, ScalingSignal, ServerAlarm, alarms
 from .service_timing import ServiceTimingProps
 from .stop_timing import StopTiming
 from .stop_timing import drain_after_delay as drain_after_delay
+from .task_size import SidecarReservation
 
 if TYPE_CHECKING:  # aws_cdk is imported where a construct is built, so the props load without it (the sizing advisor)
     from aws_cdk import aws_ecs as ecs
@@ -73,14 +75,19 @@ DEFAULT_TRACE_SAMPLING_RATIO: float = server_facts.TRACE_SAMPLE_RATIO
 BUNDLED_DEFAULT_DRAIN_SECONDS: int = server_facts.DRAIN_TIMEOUT_S
 BUNDLED_EXIT_SECONDS: int = server_facts.EXIT_GRACE_S
 
-def sidecar_reservation(model_source: ModelFromS3, metrics: PrometheusMetrics | None) -> tuple[int, int]:
-    """(CPU units, MiB) of the containers beside the server: the init containers that prepare scratch and copy a
-    model to it, and the collector every task has (traces; and the server's Prometheus metrics, with ``metrics``' own
-    reservation). The one calculation of a task's size, for the constructs and the app's config alike."""
-    cpu, memory = model_source.init_containers * FETCHER_CPU, model_source.init_containers * FETCHER_MEMORY_MIB
+def sidecar_reservation(model_source: ModelFromS3, metrics: PrometheusMetrics | None) -> SidecarReservation:
+    """(CPU units, MiB) of the containers beside the server, each named (``parts``): the init containers that
+    prepare scratch and copy a model to it, and the collector every task has (traces; and the server's Prometheus
+    metrics, with ``metrics``' own reservation). The one calculation of a task's size, for the constructs and the
+    app's config alike."""
+    count = model_source.init_containers
+    init = "scratch owner and model fetcher" if count == FETCH_CONTAINERS else "scratch owner"
+    parts = [(init, count * FETCHER_CPU, count * FETCHER_MEMORY_MIB)] if count else []
     if metrics is not None:
-        return cpu + metrics.collector_cpu, memory + metrics.collector_memory_mib
-    return cpu + TRACE_COLLECTOR_CPU, memory + TRACE_COLLECTOR_MEMORY_MIB
+        parts.append(("metrics collector", metrics.collector_cpu, metrics.collector_memory_mib))
+    else:
+        parts.append(("trace collector", TRACE_COLLECTOR_CPU, TRACE_COLLECTOR_MEMORY_MIB))
+    return SidecarReservation(tuple(parts))
 
 
 def require_props(props: object, expected: type, preset: str) -> None:
@@ -88,6 +95,22 @@ def require_props(props: object, expected: type, preset: str) -> None:
     require(isinstance(props, expected), "server.props",
             f"{type(props).__name__} is not {expected.__name__}: {preset}'s first argument is its props; "
             "pass an image as image=")
+
+
+def require_one_image(preset: str, props: object, images: Mapping[str, object]) -> None:
+    """Each image of ``images`` (field name -> the ``preset``'s own value, a ContainerImage or None) given once: on
+    the preset (any ContainerImage) or in its ``props`` (an ECR mirror, cdk.json's form), not both. The preset's
+    would win; both given is refused rather than one ignored."""
+    fields = {item.name: item for item in dataclasses.fields(props)}  # type: ignore[arg-type]  # props are dataclasses
+    props_type = type(props).__name__
+    for name, own in images.items():
+        factory = fields[name].default_factory
+        default = fields[name].default if factory is dataclasses.MISSING else factory()
+        if own is None or getattr(props, name) == default:
+            continue
+        raise ConfigError(f"server.{name}", f"is given twice, {preset}({name}=...) and {props_type}({name}=...): give it "
+                                            f"once: {props_type}({name}=) for your ECR mirror (cdk.json's form), or "
+                                            f"{preset}({name}=) for any other ContainerImage (your own build)")
 
 
 # Flags whose value the contract states elsewhere: (flags, the contract's field, how to read it off the contract).
@@ -292,7 +315,7 @@ class ServerContract(ServerDefinition):
         return self
 
     @property
-    def sidecar_reservation(self) -> tuple[int, int]:
+    def sidecar_reservation(self) -> SidecarReservation:
         """(CPU units, MiB) ECS reserves beside the server container for this contract: see :func:`sidecar_reservation`."""
         return sidecar_reservation(self.model_source, self.metrics)
 

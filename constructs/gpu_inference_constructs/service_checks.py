@@ -1,11 +1,12 @@
 """What a ModelService checks before it builds anything, as functions of their inputs: each raises a ConfigError
 naming the key and the fix, or returns the warnings (``(id, message)``) the construct adds. The claims (model
-names, listener priorities) remember, per app, what earlier services took."""
+names where they collide, listener priorities) remember, per app, what earlier services took."""
 
 from __future__ import annotations
 
 import re
 import weakref
+from dataclasses import dataclass
 
 import aws_cdk as cdk
 from aws_cdk import aws_elasticloadbalancingv2 as elbv2
@@ -37,32 +38,83 @@ def check_name_prefix(name_prefix: str) -> None:
             "alarm and dashboard names; give each team or app its own so two stacks in one account do not collide)")
 
 
+def alarm_name_prefix(environment_name: str, name_prefix: str = DEFAULT_NAME_PREFIX) -> str:
+    """What each of a model's alarm names starts with: ``<prefix>-<environment>-`` (then ``<model>-<alarm>``)."""
+    return f"{name_prefix}-{environment_name}-"
+
+
+@dataclass(frozen=True)
+class _NameClaim:
+    """Where a built model's names are taken: its log group and alarm names in an account and region, its path on a
+    listener."""
+
+    account: str
+    region: str
+    name_prefix: str
+    environment_name: str
+    model_name: str
+    listener: str
+    holder: str
+
+
 _LISTENER_PRIORITIES: weakref.WeakKeyDictionary[object, dict[str, dict[int, str]]] = weakref.WeakKeyDictionary()
-_MODEL_NAMES: weakref.WeakKeyDictionary[object, dict[tuple[str, str, str], str]] = weakref.WeakKeyDictionary()
+_MODEL_NAMES: weakref.WeakKeyDictionary[object, list[_NameClaim]] = weakref.WeakKeyDictionary()
 
 
-def check_model_name_free(scope: Construct, name_prefix: str, environment_name: str, model_name: str) -> None:
-    """One model of a name per app, environment and name prefix: a second would take the same path ``/<name>/`` and
-    the same log group (``/<prefix>/<environment>/<name>``), so it is refused as a name taken, before anything else
-    (a listener-priority clash) could be reported instead."""
-    holder = _MODEL_NAMES.get(scope.node.root, {}).get((name_prefix, environment_name, model_name))
-    require(holder is None, "model.name",
-            f"{model_name!r} is already the name of the model at {holder} in environment {environment_name!r}: its path "
-            f"/{model_name}/ and log group {service_log_group_name(environment_name, model_name, name_prefix)} are taken; "
-            "give this model another name (or another environment_name or logs.name_prefix for another team's app)")
+def listener_key(listener: elbv2.IApplicationListener) -> str:
+    """One listener however often it is imported: its ARN, else (made in this app) its construct path."""
+    arn = listener.listener_arn
+    return arn if not cdk.Token.is_unresolved(arn) else listener.node.path
 
 
-def claim_model_name(scope: Construct, name_prefix: str, environment_name: str, model_name: str) -> None:
+def _same_place(ours: str, theirs: str) -> bool:
+    """One account (or region), or possibly one: an environment-agnostic stack may be deployed into any."""
+    return ours == theirs or cdk.Token.is_unresolved(ours) or cdk.Token.is_unresolved(theirs)
+
+
+def _place(account: str, region: str) -> str:
+    if cdk.Token.is_unresolved(account) or cdk.Token.is_unresolved(region):
+        return "the account and region it is deployed to (an environment-agnostic stack)"
+    return f"account {account}, region {region}"
+
+
+def _name_claim(scope: Construct, name_prefix: str, environment_name: str, model_name: str, listener: str) -> _NameClaim:
+    stack = cdk.Stack.of(scope)
+    return _NameClaim(stack.account, stack.region, name_prefix, environment_name, model_name, listener, scope.node.path)
+
+
+def check_model_name_free(scope: Construct, name_prefix: str, environment_name: str, model_name: str,
+                          listener: str) -> None:
+    """A model's names are refused where they collide, before anything else (a listener-priority clash) could be
+    reported instead: its log group (``/<prefix>/<environment>/<name>``) and alarm names in one account and region,
+    and its path ``/<name>/`` on one listener (``listener``: :func:`listener_key`). The same Stage in two accounts or
+    regions takes nothing twice."""
+    ours = _name_claim(scope, name_prefix, environment_name, model_name, listener)
+    for claim in _MODEL_NAMES.get(scope.node.root, []):
+        if claim.model_name != model_name:
+            continue
+        same_names = (claim.name_prefix, claim.environment_name) == (name_prefix, environment_name)
+        require(not (same_names and _same_place(ours.account, claim.account) and _same_place(ours.region, claim.region)),
+                "model.name",
+                f"{model_name!r} is already the name of the model at {claim.holder} in environment {environment_name!r} "
+                f"in {_place(ours.account, ours.region)}: its log group "
+                f"{service_log_group_name(environment_name, model_name, name_prefix)} and its alarms "
+                f"({alarm_name_prefix(environment_name, name_prefix)}{model_name}-...) are taken there; give this model "
+                "another name, or another environment_name or logs.name_prefix (another team's app)")
+        require(claim.listener != listener, "model.name",
+                f"{model_name!r} is already the name of the model at {claim.holder} on this listener: its path "
+                f"/{model_name}/ is taken there; give this model another name, or route it through another listener")
+
+
+def claim_model_name(scope: Construct, name_prefix: str, environment_name: str, model_name: str, listener: str) -> None:
     """Record a model that was built whole (one refused half-way claims nothing)."""
-    _MODEL_NAMES.setdefault(scope.node.root, {})[(name_prefix, environment_name, model_name)] = scope.node.path
+    _MODEL_NAMES.setdefault(scope.node.root, []).append(_name_claim(scope, name_prefix, environment_name, model_name, listener))
 
 
 def claim_listener_priority(scope: Construct, listener: elbv2.IApplicationListener, priority: int, model_name: str) -> None:
     """Two rules of one listener cannot share a priority (CloudFormation fails the second at deploy): refuse it at
     synth for every model of this app on the same listener, the same ARN imported in several stacks included."""
-    arn = listener.listener_arn
-    key = arn if not cdk.Token.is_unresolved(arn) else listener.node.path
-    claimed = _LISTENER_PRIORITIES.setdefault(scope.node.root, {}).setdefault(key, {})
+    claimed = _LISTENER_PRIORITIES.setdefault(scope.node.root, {}).setdefault(listener_key(listener), {})
     holder = claimed.get(priority)
     require(holder is None, "route.priority",
             f"{priority} is already {holder!r}'s on this listener: each rule on a listener needs its own priority; give "
@@ -147,8 +199,8 @@ def check_fits(model: ModelProps, contract: ServerContract, instance_type: GpuIn
             f"{contract.shared_memory_mib} MiB of /dev/shm must be below the server's memory_mib ({model.memory_mib})",
         )
     try:
-        cpu, memory = contract.sidecar_reservation
-        model.check_fits(instance_type, (cpu + log_router[0], memory + log_router[1]), fleet_types)
+        sidecars = contract.sidecar_reservation.plus("FireLens log router", *log_router)
+        model.check_fits(instance_type, sidecars, fleet_types)
     except ConfigError as error:
         raise ConfigError(f"models[{model.name}].{error.key}", error.detail) from None
 

@@ -92,6 +92,11 @@ class LoadBalancerRoute:
         if self.priority is not None:
             _check_priority(self.priority)
 
+    @property
+    def listener(self) -> elbv2.IApplicationListener:
+        """The load balancer's listener the route's rule is on."""
+        return self.load_balancer.listener
+
 
 @dataclass(frozen=True)
 class ListenerRoute:

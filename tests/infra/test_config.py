@@ -195,7 +195,7 @@ def second_schedule_change(key: str, value):
 
 
 BAD_SCALING = [
-    (schedule_change("cron", "0 19 * * MON-FRI"), r"scaling\.schedules\[0\]\.cron: '0 19 \* \* MON-FRI' .*6-field"),
+    (schedule_change("cron", "0 19 1 * MON"), r"scaling\.schedules\[0\]\.cron: '0 19 1 \* MON' names both a day of the month"),
     (schedule_change("cron", "0 19 * * MON-FRI *"), r"scaling\.schedules\[0\]\.cron: .*day-of-week .*'\?'"),
     (schedule_change("cron", "0 25 ? * MON-FRI *"), r"scaling\.schedules\[0\]\.cron: hour 25 .*0-23"),
     (schedule_change("time_zone", "Europe/Atlantis"), r"scaling\.schedules\[0\]\.time_zone: 'Europe/Atlantis' .*IANA"),

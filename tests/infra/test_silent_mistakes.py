@@ -9,6 +9,7 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_ecs as ecs
+from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 from aws_cdk.assertions import Template
 
 from gpu_inference_constructs import (
@@ -17,6 +18,7 @@ from gpu_inference_constructs import (
     ConfigError,
     GpuCapacity,
     GpuCapacityProps,
+    ListenerRoute,
     LivenessCheck,
     ModelFromS3,
     ModelProps,
@@ -146,10 +148,17 @@ def test_the_same_model_name_twice_is_refused_as_a_name_taken_not_a_priority_cla
     with pytest.raises(ConfigError, match=r"model\.name: 'first' .*/A.*another name"):
         ModelService(other, "B", model=ModelProps(name="first", version="2"), server=contract(),
                      capacity=on_cluster(other, "g5.xlarge"), **at_priority(other_parts, 11))
-    # Another environment of the same app may serve its own 'first' (dev and prod in one app).
-    ModelService(other, "C", model=ModelProps(name="first", version="2"), server=contract(),
+    # Another environment of the same app may serve its own 'first' (dev and prod in one app) behind another
+    # listener; on the same one its path /first/ is taken (issue 53).
+    with pytest.raises(ConfigError, match=r"model\.name: 'first' .*S/A on this listener: its path /first/"):
+        ModelService(other, "C", model=ModelProps(name="first", version="2"), server=contract(),
+                     capacity=on_cluster(other, "g5.xlarge"), **{**at_priority(other_parts, 12), "environment_name": "prod"})
+    listener = elbv2.ApplicationListener.from_application_listener_attributes(
+        other, "ProdListener", security_group=ec2.SecurityGroup.from_security_group_id(other, "ProdSg", "sg-2"),
+        listener_arn="arn:aws:elasticloadbalancing:us-east-1:123456789012:listener/app/prod/0123456789abcdef/0123456789abcdef")
+    ModelService(other, "D", model=ModelProps(name="first", version="2"), server=contract(),
                  capacity=on_cluster(other, "g5.xlarge"),
-                 **{**at_priority(other_parts, 12), "environment_name": "prod"})
+                 **{**other_parts, "route": ListenerRoute(listener, 12), "environment_name": "prod"})
 
 
 def stack_with_placement_in(stack: cdk.Stack) -> tuple[cdk.Stack, dict[str, Any]]:

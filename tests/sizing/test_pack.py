@@ -303,3 +303,37 @@ def test_the_sizing_pages_pack_output_is_what_the_tool_prints(tmp_path, capsys):
     assert printed.startswith(head + "\n") and printed.endswith("\n" + tail), \
         "docs/sizing.md's pack output differs from what the tool prints: run the command and paste it"
     assert "encoder-01  0/0       768      3          1.8%  256  1,280       0.2922          2.92" in head
+
+
+def test_a_models_task_reaches_the_fragment_and_the_library_code_alike():
+    """Issue 53: every model of the fragment said "task": "text-embedding", and MODELS.json refused a task, so eight
+    classifiers deployed as embedders. The task is taken, and the printed library code builds the same props the
+    fragment loads into through the app's loader."""
+    import gpu_inference_constructs as library
+    from gpu_inference_constructs.sizing.pack_code import library_code
+    from stacks.config import load_environment
+    from tests.scenarios import scenario_environment
+
+    models = [*encoders(2, task="text-classification"), {**ENCODER, "name": "embedder"}]
+    result, _ = on("g4dn.xlarge", models)
+    snippet = result.snippet()
+    assert [block["task"] for block in snippet["models"]] == ["text-classification"] * 2 + ["text-embedding"]
+    assert any("embedder name no task in MODELS.json" in note for note in result.notes)
+    dev = copy.deepcopy(scenario_environment("dev"))
+    dev.setdefault("capacity_groups", {}).update(snippet["capacity_groups"])
+    dev["models"] = [*dev.get("models", []), *snippet["models"]]
+    config = load_environment("dev", dev)
+    loaded = {m.name: (m, config.server_of(m).props) for m in config.models}
+    code = library_code(result)
+    listing = code.split("for model, server in ", 1)[1].split(":\n", 1)[0]
+    names = {name: getattr(library, name) for name in library.__all__}
+    printed = eval(listing, names)  # noqa: S307 (the advisor's own output)
+    assert [(model, props) for model, props in printed] == [loaded[name] for name in ("encoder-01", "encoder-02", "embedder")]
+    assert printed[0][1].task == "text-classification"
+    capacity = eval(code.split("props=", 1)[1].split("\n", 1)[0][:-1], names)  # noqa: S307
+    assert capacity == config.capacity_groups["shared"].capacity  # type: ignore[index]
+
+
+def test_a_task_the_bundled_server_does_not_know_is_refused_in_models_json():
+    with pytest.raises(ConfigError, match=r"^models\[0\]\.task: 'classify': give the bundled server's task, one of .*text-classification"):
+        parse_models([{**ENCODER, "name": "ab", "task": "classify"}])

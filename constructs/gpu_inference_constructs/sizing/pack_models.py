@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..bundled_server import BundledServerProps
+from ..bundled_server import TASKS, BundledServerProps
 from ..errors import ConfigError
 from ..model_props import MODEL_NAME
 from ..scaling_props import ModelScalingProps
@@ -30,6 +30,9 @@ class PackModel:
     """The task's CPU units from MODELS.json. Default: None (the estimate from the server's measured ceiling)."""
     memory_mib: int | None = None
     """The task's memory from MODELS.json. Default: None (the estimate: server processes, CUDA host side, weights)."""
+    task: str | None = None
+    """What the bundled server does with the model (BundledServerProps.task: text-classification, text-embedding,
+    ...). Default: None (the fragment says text-embedding, and a note says so)."""
 
 
 # MODELS.json's keys: the single-model advisor's flags without the dashes ('hidden_size' or 'hidden-size'), plus the
@@ -37,7 +40,7 @@ class PackModel:
 MODEL_KEYS = (
     "name", "version", "model_dir", "params", "dtype", "kind", "layers", "hidden_size", "heads", "kv_heads",
     "intermediate_size", "requests_per_second", "p95_ms", "tokens_per_request", "max_batch_size", "runtime", "cpu",
-    "memory_mib",
+    "memory_mib", "task",
 )
 
 EXAMPLE = ('[{"name": "minilm", "params": 22000000, "dtype": "fp16", "kind": "encoder", "layers": 6, "hidden_size": 384, '
@@ -110,7 +113,10 @@ def _pack_model(entry: dict[str, Any], key: str, base: Path) -> PackModel:
         raise ConfigError(f"{key}.version", f"{version!r}: give the version as a string, e.g. \"1\"")
     cpu = _integer(entry, "cpu", key, low=256, hint="CPU units (1024 = one vCPU), at least 256")
     memory = _integer(entry, "memory_mib", key, low=512, hint="MiB the task reserves, at least 512")
-    return PackModel(entry["name"], shape, workload, version, cpu, memory)
+    task = entry.get("task")
+    if task is not None and task not in TASKS:
+        raise ConfigError(f"{key}.task", f"{task!r}: give the bundled server's task, one of {', '.join(TASKS)}")
+    return PackModel(entry["name"], shape, workload, version, cpu, memory, task)
 
 
 def _shape(entry: dict[str, Any], key: str, base: Path) -> ModelShape:

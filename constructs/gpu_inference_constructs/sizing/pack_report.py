@@ -6,6 +6,7 @@ import json
 from dataclasses import fields
 
 from .advisor import TypeAdvice
+from .pack_code import library_code
 from .pack_figures import CUBLAS_WORKSPACE_MIB, CUDA_CONTEXT_MIB, figures
 from .pack_placement import TypePack
 from .pack_result import GROUP, PackResult
@@ -26,7 +27,8 @@ def as_json(result: PackResult) -> dict:
         "figures": figures(),
         "instance_types": [_type_json(t) for t in result.types],
         "dedicated": {name: _dedicated_json(a) for name, a in result.dedicated.items()},
-        "recommendation": None if result.best is None else {**result.snippet(), "notes": result.notes},
+        "recommendation": None if result.best is None else {**result.snippet(), "library_code": library_code(result),
+                                                            "notes": result.notes},
     }
 
 
@@ -141,6 +143,9 @@ def table(result: PackResult) -> str:
         f"Assumptions (flags of the single-model advisor): efficiency {assumptions.efficiency:g} of peak, "
         f"{assumptions.vram_headroom:.0%} of GPU memory kept free, tasks at {assumptions.target_utilization:.0%} utilisation, "
         f"max_tasks = {assumptions.peak_factor:g} x tasks",
+        "",
+        "Library code (the same props, for an app of your own: GpuCapacity and ModelService):",
+        library_code(result),
         "",
         "cdk.json fragment (validated with GpuCapacityProps, ModelProps and gpu_packing's deployment-at-peak check):",
         compact_json(result.snippet()),

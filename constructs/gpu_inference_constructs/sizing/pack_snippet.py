@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+from ..bundled_server import BundledServerProps
 from ..deployment_capacity import deploying_at_peak
 from ..errors import ConfigError
 from ..gpu_capacity_props import GpuCapacityProps
@@ -21,6 +22,8 @@ MAX_TASKS = 100  # ModelProps.max_tasks' upper bound
 
 MAX_INSTANCE_TYPES = 20  # the capacity lists at most this many: the best, then its fallbacks
 
+DEFAULT_TASK = BundledServerProps.task  # a model whose MODELS.json entry names no task (a note says so)
+
 UNBOUNDED = 10**6  # a max_capacity no packing reaches: what the deployment-at-peak check needs is its answer
 
 
@@ -36,7 +39,7 @@ def recommend_snippet(result: PackResult, assumptions: Assumptions) -> None:
     blocks = []
     for share in best.shares:
         max_tasks = min(MAX_TASKS, math.ceil(share.tasks * assumptions.peak_factor))
-        block = {"name": share.name, "version": share.model.version, "task": "text-embedding",
+        block = {"name": share.name, "version": share.model.version, "task": share.model.task or DEFAULT_TASK,
                  "cpu": share.cpu, "memory_mib": share.task_memory_mib,
                  "gpu_share": {"memory_mib": share.memory_mib, "max_compute_percent": share.compute_percent},
                  "min_tasks": min(share.tasks, MAX_TASKS), "max_tasks": max_tasks,
@@ -72,6 +75,11 @@ def recommend_snippet(result: PackResult, assumptions: Assumptions) -> None:
         "reference, NvidiaMpsAllocation): the percents on one GPU sum to at most 100 in this packing, but a task that "
         "scaling adds may land on a GPU whose limits sum past 100 (it then slows only while its neighbours are busy)",
     ]
+    untasked = [share.name for share in best.shares if share.model.task is None]
+    if untasked:
+        named = ", ".join(untasked[:3]) + (f" and {len(untasked) - 3} more" if len(untasked) > 3 else "")
+        result.notes.append(f"task: {named} name no task in MODELS.json, so the fragment and the code say "
+                            f"{DEFAULT_TASK!r}; give each model's \"task\" there (text-classification, ...)")
     if len(chosen) > 1:
         result.notes.append(f"fallback types of the same shape, GPU memory and no slower GPU: {', '.join(t.name for t in chosen[1:])}")
     validate(result)
