@@ -15,6 +15,7 @@ from gpu_inference_constructs import (
     MAX_STACK_RESOURCES,
     BundledServer,
     BundledServerProps,
+    EcrImage,
     GpuCapacity,
     GpuCapacityProps,
     GpuShare,
@@ -30,12 +31,16 @@ from gpu_inference_constructs import (
     NetworkProps,
     ServiceLogs,
     ServiceScaling,
+    TelemetryProps,
     WarmPoolProps,
     stacks_per_model,
 )
 
 ENV = cdk.Environment(account="123456789012", region="us-east-1")
 NAMES = [f"{kind}-{i:02d}" for kind, count in (("classifier", 8), ("embedder", 7)) for i in range(1, count + 1)]
+
+# The library's network has no NAT: the collector comes from the team's ECR mirror.
+MIRRORED = TelemetryProps(collector_image=EcrImage(repository="mirror/aws-otel-collector", tag="v0.49.0"))
 
 
 def shared_parts(stack: cdk.Stack) -> dict:
@@ -59,7 +64,7 @@ def add_model(stack: cdk.Stack, name: str, parts: dict) -> None:
         stack, name, model=ModelProps(name=name, version="1", cpu=256, memory_mib=1280, max_tasks=2,
                                       gpu_share=GpuShare(memory_mib=768, max_compute_percent=3)),
         server=BundledServer(BundledServerProps(task=task)), capacity=parts["gpus"],
-        model_source=ModelBucket(parts["bucket"]), route=parts["alb"], logs=ServiceLogs(parts["key"]),
+        model_source=ModelBucket(parts["bucket"]), route=parts["alb"], logs=ServiceLogs(parts["key"], telemetry=MIRRORED),
         environment_name="prod")
     ServiceScaling(stack, f"{name}-scaling", service=service)
     ModelAlarms(stack, f"{name}-alarms", environment_name="prod", service=service,

@@ -43,7 +43,7 @@ from gpu_inference_constructs import (
 
 ACCOUNT = "123456789012"
 REGION = "eu-west-1"
-MIRROR = TelemetryProps(collector_image=EcrImage(repository="mirror/cloudwatch-agent", tag="1.300059.0b1207"))
+MIRROR = TelemetryProps(collector_image=EcrImage(repository="mirror/aws-otel-collector", tag="v0.49.0"))
 SERVER = ecs.ContainerImage.from_registry(f"{ACCOUNT}.dkr.ecr.{REGION}.amazonaws.com/search/server:1.4")
 
 
@@ -90,7 +90,7 @@ def test_the_public_collector_in_the_librarys_network_without_nat_is_refused_nam
     with pytest.raises(ConfigError) as raised:
         model_service(stack, network.vpc)
     assert raised.value.key == "TelemetryProps.collector_image"
-    assert "public.ecr.aws/cloudwatch-agent" in str(raised.value) and "no route to the internet" in str(raised.value)
+    assert "public.ecr.aws/aws-observability/aws-otel-collector" in str(raised.value) and "no route to the internet" in str(raised.value)
     assert "nat_gateways" in str(raised.value)
 
 
