@@ -17,6 +17,7 @@ from constructs import Construct
 from gpu_inference_constructs.cdk_interfaces import as_key, as_topic
 from gpu_inference_constructs.load_balancer import InferenceLoadBalancer
 from gpu_inference_constructs.model_props import ModelProps
+from gpu_inference_constructs.model_pool import ModelPool
 from gpu_inference_constructs.model_service import ModelService
 from gpu_inference_constructs.monitoring import ModelAlarms
 from gpu_inference_constructs.network import InferenceNetwork
@@ -49,22 +50,25 @@ class ModelStack(cdk.Stack):
         this stack reads its listener ARN and ``LoadBalancerFullName`` as plain outputs, never a parsed ARN."""
         super().__init__(scope, construct_id, description=f"GPU inference: the {model.name} model service", **kwargs)
         load_balancer = load_balancer or shared.load_balancer_for(model.name)
-        self.service = ModelService(
-            self,
-            f"Model-{model.name}",
+        served = config.server_config(model)
+        options = dict(
             model=model,
             environment_name=config.name,
             capacity=shared.capacity_for(model.name),
-            model_source=shared.model_store,
-            route=LoadBalancerRoute(load_balancer, priority=config.server_config(model).listener_priority),
+            route=LoadBalancerRoute(load_balancer, priority=served.listener_priority),
             logs=ServiceLogs(key=as_key(shared.logs_key), retention_days=config.log_retention_days, telemetry=config.telemetry,
                              archive_bucket=self._log_archive(shared)),
-            # One image asset for every bundled model (the same directory): `cdk deploy` builds and pushes it once.
-            server=config.server_of(model),
             access=ServiceAccess(api_keys_secret=self._api_keys(shared), subnets=network.private_subnets),
             timing=config.timing,
             rollback_thresholds=config.rollback_thresholds_for(model),
         )
+        # One image asset for every bundled model and pool (the same directory): `cdk deploy` builds and pushes it once.
+        self.pool: ModelPool | None = None
+        if served.pool_server is not None:
+            self.pool = ModelPool(self, f"Pool-{model.name}", model_store=shared.model_store, server=served.pool_server, **options)
+            self.service = self.pool.service
+        else:
+            self.service = ModelService(self, f"Model-{model.name}", model_source=shared.model_store, server=served.server, **options)
         if config.telemetry.firelens is not None and config.telemetry.firelens.archive is not None:
             cdk.Annotations.of(self.service).acknowledge_warning(
                 "gpu-inference:firehose-endpoint", "config.py requires the network's kinesis-firehose endpoint for a Firehose archive")
@@ -120,7 +124,12 @@ class ModelStack(cdk.Stack):
 
 def inference_route(model: ModelProps, served: ModelServerConfig) -> tuple[str, str]:
     """The path below the model's prefix that answers its inference, and what it is: vLLM's completions, the Open
-    Inference Protocol for tensor and image models (their inputs are not texts), /predict for text models."""
+    Inference Protocol for tensor and image models (their inputs are not texts), /predict for text models; a pool's
+    OpenAI embeddings or Open Inference Protocol route, naming one of its models."""
+    if served.pool is not None:
+        if served.bundled is not None and served.bundled.task == "text-embedding":
+            return "v1/embeddings", "embeddings of the pool's models (OpenAI API: the model field names one)"
+        return "v2/models/MODEL/infer", "inference of the pool's models (Open Inference Protocol v2: MODEL names one)"
     if served.bundled is None:
         return "v1/completions", "completions (OpenAI API)"
     if served.bundled.task in ("torch-export", "image-classification"):
