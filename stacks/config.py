@@ -42,10 +42,10 @@ from gpu_inference_constructs.model_props import ModelProps, service_deployment
 from gpu_inference_constructs.model_store import ModelStoreProps
 from gpu_inference_constructs.monitoring import MonitoringProps
 from gpu_inference_constructs.network import NetworkProps
-from gpu_inference_constructs.pool_props import PoolProps
-from gpu_inference_constructs.pool_server import PoolServer
 from gpu_inference_constructs.neuron_capacity_props import NeuronCapacityProps
 from gpu_inference_constructs.neuron_server import NeuronServer
+from gpu_inference_constructs.pool_props import PoolProps
+from gpu_inference_constructs.pool_server import PoolServer
 from gpu_inference_constructs.result_cache import ModelCacheProps, ResultCacheProps
 from gpu_inference_constructs.scaling_props import ScalingProps
 from gpu_inference_constructs.schedules import check_schedule_task_ranges

@@ -16,8 +16,8 @@ from constructs import Construct
 
 from gpu_inference_constructs.cdk_interfaces import as_key, as_topic
 from gpu_inference_constructs.load_balancer import InferenceLoadBalancer
-from gpu_inference_constructs.model_props import ModelProps
 from gpu_inference_constructs.model_pool import ModelPool
+from gpu_inference_constructs.model_props import ModelProps
 from gpu_inference_constructs.model_service import ModelService
 from gpu_inference_constructs.monitoring import ModelAlarms
 from gpu_inference_constructs.network import InferenceNetwork
