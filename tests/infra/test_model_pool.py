@@ -17,8 +17,8 @@ from gpu_inference_constructs.bundled_server import BundledServerProps
 from gpu_inference_constructs.errors import ConfigError
 from gpu_inference_constructs.model_entry import pool_of_entry, split_model_entry
 from gpu_inference_constructs.pool_props import PoolProps
-from gpu_inference_constructs.pool_server import POOL_METRICS, PoolServer
 from gpu_inference_constructs.pool_queries import top_models_rule_body
+from gpu_inference_constructs.pool_server import POOL_METRICS, PoolServer
 from stacks.config import load_environment
 from stacks.stage import InferenceStage
 from tests.conftest import scenario_context
