@@ -51,24 +51,24 @@ class ModelStack(cdk.Stack):
         super().__init__(scope, construct_id, description=f"GPU inference: the {model.name} model service", **kwargs)
         load_balancer = load_balancer or shared.load_balancer_for(model.name)
         served = config.server_config(model)
-        options = dict(
-            model=model,
-            environment_name=config.name,
-            capacity=shared.capacity_for(model.name),
-            route=LoadBalancerRoute(load_balancer, priority=served.listener_priority),
-            logs=ServiceLogs(key=as_key(shared.logs_key), retention_days=config.log_retention_days, telemetry=config.telemetry,
-                             archive_bucket=self._log_archive(shared)),
-            access=ServiceAccess(api_keys_secret=self._api_keys(shared), subnets=network.private_subnets),
-            timing=config.timing,
-            rollback_thresholds=config.rollback_thresholds_for(model),
-        )
+        capacity = shared.capacity_for(model.name)
+        route = LoadBalancerRoute(load_balancer, priority=served.listener_priority)
+        logs = ServiceLogs(key=as_key(shared.logs_key), retention_days=config.log_retention_days, telemetry=config.telemetry,
+                           archive_bucket=self._log_archive(shared))
+        access = ServiceAccess(api_keys_secret=self._api_keys(shared), subnets=network.private_subnets)
+        rollback = config.rollback_thresholds_for(model)
         # One image asset for every bundled model and pool (the same directory): `cdk deploy` builds and pushes it once.
         self.pool: ModelPool | None = None
         if served.pool_server is not None:
-            self.pool = ModelPool(self, f"Pool-{model.name}", model_store=shared.model_store, server=served.pool_server, **options)
+            self.pool = ModelPool(self, f"Pool-{model.name}", model=model, environment_name=config.name, capacity=capacity,
+                                  model_store=shared.model_store, route=route, logs=logs, server=served.pool_server,
+                                  access=access, timing=config.timing, rollback_thresholds=rollback)
             self.service = self.pool.service
         else:
-            self.service = ModelService(self, f"Model-{model.name}", model_source=shared.model_store, server=served.server, **options)
+            self.service = ModelService(self, f"Model-{model.name}", model=model, environment_name=config.name,
+                                        capacity=capacity, model_source=shared.model_store, route=route, logs=logs,
+                                        server=served.server, access=access, timing=config.timing,
+                                        rollback_thresholds=rollback)
         if config.telemetry.firelens is not None and config.telemetry.firelens.archive is not None:
             cdk.Annotations.of(self.service).acknowledge_warning(
                 "gpu-inference:firehose-endpoint", "config.py requires the network's kinesis-firehose endpoint for a Firehose archive")

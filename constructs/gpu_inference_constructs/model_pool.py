@@ -12,6 +12,7 @@ from .load_balancer import InferenceLoadBalancer
 from .model_props import ModelProps
 from .model_service import ModelService
 from .model_store import ModelStore
+from .neuron_capacity import NeuronCapacity
 from .pool_props import POOLS_PREFIX, pool_prefix
 from .pool_queries import PoolQueries
 from .pool_server import PoolServer
@@ -43,7 +44,7 @@ class ModelPool(Construct):
         *,
         model: ModelProps,
         environment_name: str,
-        capacity: GpuCapacity | ClusterCapacity,
+        capacity: GpuCapacity | NeuronCapacity | ClusterCapacity,
         model_store: ModelStore | ModelBucket,
         route: InferenceLoadBalancer | LoadBalancerRoute | ListenerRoute,
         logs: ServiceLogs,

@@ -116,7 +116,7 @@ def alarm_metric(properties: dict) -> tuple[str | None, dict, str | None]:
 
 def test_the_pool_alarms_read_pool_metrics_with_the_pool_as_the_only_model_dimension(template):
     alarms = [a["Properties"] for a in template.find_resources("AWS::CloudWatch::Alarm").values()]
-    pool_alarms = {alarm_metric(a)[0]: a for a in alarms if alarm_metric(a)[0] in POOL_METRICS}
+    pool_alarms = {str(alarm_metric(a)[0]): a for a in alarms if alarm_metric(a)[0] in POOL_METRICS}
     assert sorted(pool_alarms) == sorted(POOL_METRICS)
     for properties in pool_alarms.values():
         assert alarm_metric(properties)[1] == {"Environment": "dev", "ModelName": POOL}
