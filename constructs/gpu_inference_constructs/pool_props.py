@@ -6,6 +6,7 @@ synth-time input: a pool of 10 models and one of 1,000 synthesize to the same re
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 
 from .errors import require, require_range
@@ -73,7 +74,7 @@ class PoolProps:
         for index, name in enumerate(self.registered_models):
             require(isinstance(name, str) and bool(MODEL_NAME.match(name)), f"registered_models[{index}]",
                     f"{name!r} is not a model name: 2-40 lowercase letters, digits and '-', starting with a letter")
-        duplicates = sorted({name for name in self.registered_models if self.registered_models.count(name) > 1})
+        duplicates = sorted(name for name, count in Counter(self.registered_models).items() if count > 1)
         require(not duplicates, "registered_models", f"{duplicates} are listed twice; list each model once")
 
     def host_budget_mib(self, task_memory_mib: int) -> int:
