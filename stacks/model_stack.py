@@ -58,12 +58,12 @@ class ModelStack(cdk.Stack):
         access = ServiceAccess(api_keys_secret=self._api_keys(shared), subnets=network.private_subnets)
         rollback = config.rollback_thresholds_for(model)
         # One image asset for every bundled model and pool (the same directory): `cdk deploy` builds and pushes it once.
-        self.pool: ModelPool | None = None
+        self.service: ModelService
         if served.pool_server is not None:
-            self.pool = ModelPool(self, f"Pool-{model.name}", model=model, environment_name=config.name, capacity=capacity,
-                                  model_store=shared.model_store, route=route, logs=logs, server=served.pool_server,
-                                  access=access, timing=config.timing, rollback_thresholds=rollback)
-            self.service = self.pool.service
+            self.service = ModelPool(self, f"Model-{model.name}", model=model, environment_name=config.name,
+                                     capacity=capacity, model_store=shared.model_store, route=route, logs=logs,
+                                     server=served.pool_server, access=access, timing=config.timing,
+                                     rollback_thresholds=rollback)
         else:
             self.service = ModelService(self, f"Model-{model.name}", model=model, environment_name=config.name,
                                         capacity=capacity, model_source=shared.model_store, route=route, logs=logs,

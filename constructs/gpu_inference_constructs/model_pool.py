@@ -21,21 +21,20 @@ from .service_props import ServiceAccess, ServiceLogs
 from .service_timing import ServiceTimingProps
 
 
-class ModelPool(Construct):
-    """One service for many models: ``model`` is the pool as a service (its name, the path ``/<name>/``, capacity
-    as whole GPUs or a ``gpu_share``, tasks, scaling, deployment, rollback, alarms; its ``version`` labels the
-    pool's server configuration, not a model), ``server`` the PoolServer (default PoolServer(): the bundled
-    server's defaults, PoolProps()). Which models it serves, and their versions, is its registry,
-    ``pools/<name>/registry.json`` in ``model_store`` (a ModelStore, or ``ModelBucket(bucket)`` of your own: pools
-    are under the bucket's ``pools/``), written by ``python -m inference_server.publish --pool <name>``: the
-    template is the same whether it lists 10 models or 1,000.
+class ModelPool(ModelService):
+    """One service for many models: a ModelService whose ``model`` is the pool (its name, the path ``/<name>/``,
+    capacity as whole GPUs or a ``gpu_share``, tasks, scaling, deployment, rollback, alarms; its ``version`` labels the
+    pool's server settings, not a model) and whose server is a PoolServer (default PoolServer(): the bundled server's
+    defaults, PoolProps()). Which models it serves, and their versions, is its registry, ``pools/<name>/registry.json``
+    in ``model_store`` (a ModelStore, or ``ModelBucket(bucket)`` of your own: pools are under the bucket's ``pools/``),
+    written by ``python -m inference_server.publish --pool <name>``: the template is the same whether it lists 10
+    models or 1,000.
 
-    The other arguments are ModelService's. The pool's task role reads ``pools/<name>/*`` only, and its models run
-    no code of their own (``ALLOW_ARTIFACT_CODE=false``).
-
-    Attributes: ``service`` (the ModelService: its task role, listener rule, target groups and metrics; give it to
-    ServiceScaling and ModelAlarms as any model's), ``queries`` (PoolQueries: the saved Logs Insights queries and
-    the Contributor Insights rule of the per-model figures), ``name``, ``read_prefix`` (``pools/<name>/``)."""
+    The other arguments are ModelService's; so are its attributes (give it to ServiceScaling and ModelAlarms as any
+    model service: they add the pool's alarms from its contract). The pool's task role reads ``pools/<name>/*``
+    only, and its models run no code of their own (``ALLOW_ARTIFACT_CODE=false``). More attributes: ``queries``
+    (PoolQueries: the saved Logs Insights queries and the Contributor Insights rule of the per-model figures),
+    ``read_prefix`` (``pools/<name>/``)."""
 
     def __init__(
         self,
@@ -53,16 +52,13 @@ class ModelPool(Construct):
         timing: ServiceTimingProps | None = None,
         rollback_thresholds: RollbackThresholds | None = None,
     ) -> None:
-        super().__init__(scope, construct_id)
         server = server or PoolServer()
         require(isinstance(server, PoolServer), "server",
                 f"got {type(server).__name__}: a pool runs PoolServer(props=BundledServerProps(...), pool=PoolProps(...))")
-        require(isinstance(model, ModelProps), "model", f"got {type(model).__name__}: pass the pool's ModelProps")
-        self.name = model.name
-        self.read_prefix = pool_prefix(model.name)
-        self.service = ModelService(
-            self, "Service", model=model, environment_name=environment_name, capacity=capacity,
+        super().__init__(
+            scope, construct_id, model=model, environment_name=environment_name, capacity=capacity,
             model_source=ModelBucket(bucket_of(model_store).bucket, POOLS_PREFIX), route=route, logs=logs,
             server=server, access=access, timing=timing, rollback_thresholds=rollback_thresholds)
-        self.queries = PoolQueries(self, "Queries", log_group=self.service.log_group, pool_name=model.name,
+        self.read_prefix = pool_prefix(model.name)
+        self.queries = PoolQueries(self, "Queries", log_group=self.log_group, pool_name=model.name,
                                    environment_name=environment_name, name_prefix=logs.name_prefix)

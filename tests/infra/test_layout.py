@@ -16,14 +16,12 @@ def test_each_model_has_its_own_stack_beside_the_network_and_shared_stacks(synth
 @pytest.mark.parametrize("environment", ENVIRONMENTS)
 def test_a_model_stack_holds_that_model_only_and_keeps_its_single_stack_logical_ids(synthesized, environment):
     """Logical IDs start with the construct IDs the single-stack layout had (Model-<name>, Scaling-<name>,
-    Monitoring/<name>-...), so a move between stacks maps each resource one to one; a pool's service and queries
-    start with Pool-<name> (no single-stack layout had pools)."""
+    Monitoring/<name>-...), so a move between stacks maps each resource one to one."""
     config = synthesized.stages[environment].config
     for model in config.models:
         resources = synthesized.template(environment, f"Model-{model.name}")["Resources"]
         name = model.name.replace("-", "")
-        service = f"Pool{name}" if config.server_config(model).pool is not None else f"Model{name}"
-        prefixes = (service, f"Scaling{name}", f"Monitoring{name}")
+        prefixes = (f"Model{name}", f"Scaling{name}", f"Monitoring{name}")
         assert [k for k in resources if not k.startswith(prefixes) and k != "CDKMetadata"] == []
         types = {r["Type"] for r in resources.values()}
         assert {"AWS::ECS::Service", "AWS::ElasticLoadBalancingV2::TargetGroup", "AWS::ElasticLoadBalancingV2::ListenerRule"} <= types

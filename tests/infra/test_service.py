@@ -103,7 +103,8 @@ def test_server_environment_names_the_model_and_its_s3_uri(env):
         props = config.server_config(model).bundled
         assert environment["MODEL_VERSION"] == model.version
         assert environment["MODEL_TASK"] == props.task
-        assert environment["MODEL_URI"]["Fn::Join"][1][-1] == f"/models/{model.name}/{model.version}/"
+        pool = config.server_config(model).pool is not None  # a pool's URI is its store prefix (test_model_pool.py)
+        assert environment["MODEL_URI"]["Fn::Join"][1][-1] == (f"/pools/{model.name}/" if pool else f"/models/{model.name}/{model.version}/")
         assert environment["MAX_BATCH_SIZE"] == str(props.max_batch_size)
         assert environment["DEPLOYMENT_ENV"] == config.name
         assert environment["DRAIN_TIMEOUT_S"] == str(props.drain_seconds)
@@ -532,10 +533,11 @@ def test_task_role_reads_only_its_model_prefix(env):
         for statement in statements:
             if str(statement["Action"]).startswith("['logs"):
                 assert statement["Resource"]["Fn::GetAtt"][0].startswith(f"Model{model.name.replace('-', '')}Logs")
+        prefix = f"{'pools' if config.server_config(model).pool is not None else 'models'}/{model.name}/"  # a pool's: its registry
         get = next(s for s in statements if s["Action"] == "s3:GetObject")
-        assert get["Resource"]["Fn::Join"][1][-1] == f"/models/{model.name}/*"
+        assert get["Resource"]["Fn::Join"][1][-1] == f"/{prefix}*"
         listing = next(s for s in statements if s["Action"] == "s3:ListBucket")
-        assert listing["Condition"] == {"StringLike": {"s3:prefix": [f"models/{model.name}/", f"models/{model.name}/*"]}}
+        assert listing["Condition"] == {"StringLike": {"s3:prefix": [prefix, f"{prefix}*"]}}
 
 
 def test_model_bucket_is_versioned_encrypted_private_logged_and_ages_out_old_versions(env):
