@@ -35,6 +35,9 @@ class PoolAlarmProps:
     resident_models: int = 1_000
     """Models resident on one task's GPU: at or above this for 15 minutes alarms (more than the pool was sized to
     hold; check the GPU budget against the sizing). Default: 1000."""
+    failed_loads_per_5_minutes: int = 1
+    """Failed model loads in 5 minutes (all tasks): at or above this alarms (a registered version that does not load
+    or fails its manifest or probe check; the previous version keeps serving). Default: 1."""
 
     def __post_init__(self) -> None:
         require_range(self.hit_rate_percent, 1, 100, "hit_rate_percent")
@@ -42,6 +45,7 @@ class PoolAlarmProps:
         require_range(self.load_time_p95_ms, 1, 3_600_000, "load_time_p95_ms")
         require_range(self.evictions_per_minute, 1, 1_000_000, "evictions_per_minute")
         require_range(self.resident_models, 1, 1_000_000, "resident_models")
+        require_range(self.failed_loads_per_5_minutes, 1, 1_000_000, "failed_loads_per_5_minutes")
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,13 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
-from .bundled_server import BundledServer, BundledServerProps, bundled_environment_keys
+from .bundled_server import (
+    BUNDLED_DOCS_PATHS,
+    BUNDLED_PUBLIC_PATHS,
+    BundledServer,
+    BundledServerProps,
+    bundled_environment_keys,
+)
 from .errors import require
 from .gpu_share import smallest_device_memory_mib
 from .model_props import ModelProps
@@ -27,7 +33,12 @@ POOL_HIT_RATE = "PoolHitRate"
 POOL_LOADS = "PoolLoads"
 POOL_LOAD_TIME = "PoolLoadTime"
 POOL_EVICTIONS = "PoolEvictions"
-POOL_METRICS = (POOL_RESIDENT_MODELS, POOL_HIT_RATE, POOL_LOADS, POOL_LOAD_TIME, POOL_EVICTIONS)
+POOL_FAILED_LOADS = "PoolFailedLoads"
+POOL_METRICS = (POOL_RESIDENT_MODELS, POOL_HIT_RATE, POOL_LOADS, POOL_LOAD_TIME, POOL_EVICTIONS, POOL_FAILED_LOADS)
+# The pool server's routes below /<pool>/ (inference_server/pool): the bundled server's, and the native route with
+# the model in the path, /<pool>/models/<model>/predict.
+POOL_PUBLIC_PATHS = (*BUNDLED_PUBLIC_PATHS, "/models/*")
+POOL_PREDICTION_ROUTES = ("/models/{model}/predict", "/v1/embeddings", "/v2/models/{model}/infer")
 # The fields of the one log line per model and metrics interval that per-model queries read (pool_queries.py).
 POOL_MODEL_FIELD = "PoolModel"
 POOL_MODEL_REQUESTS_FIELD = "PoolModelRequests"
@@ -36,8 +47,8 @@ POOL_MODEL_ERRORS_FIELD = "PoolModelErrors"
 
 # What the pool preset sets beyond the bundled preset's variables (ModelProps.environment may not set them).
 POOL_ENVIRONMENT_KEYS = (
-    "POOL_NAME", "MODEL_STORE_URI", "POOL_REGISTRY_POLL_SECONDS", "POOL_GPU_MEMORY_BUDGET_MIB",
-    "POOL_HOST_MEMORY_BUDGET_MIB", "POOL_DISK_CACHE_MIB", "ALLOW_ARTIFACT_CODE",
+    "POOL_NAME", "MODEL_STORE_URI", "POOL_REGISTRY_POLL_SECONDS", "POOL_GPU_MEMORY_MIB",
+    "POOL_HOST_MEMORY_MIB", "POOL_DISK_CACHE_MIB", "ALLOW_ARTIFACT_CODE",
 )
 # GPU memory the pool leaves for the CUDA context, cuBLAS workspaces and the allocator when it sizes its own budget.
 GPU_BUDGET_RESERVE = 0.10
@@ -60,6 +71,9 @@ def pool_alarms(alarms: PoolAlarmProps) -> tuple[ServerAlarm, ...]:
         ServerAlarm("PoolResidentModels", POOL_RESIDENT_MODELS, "Maximum", threshold=alarms.resident_models,
                     periods=ALARM_MINUTES, description="{threshold} or more models resident on one task for {periods} "
                                                        "minutes: more than the pool was sized to hold"),
+        ServerAlarm("PoolFailedLoads", POOL_FAILED_LOADS, "Sum", threshold=alarms.failed_loads_per_5_minutes,
+                    period_seconds=300, description="{threshold} or more model loads failed in 5 minutes: a registered "
+                                                    "version does not load or fails its checks (the server log names it)"),
     )
 
 
@@ -142,11 +156,13 @@ class PoolServer:
             "POOL_NAME": model.name,
             "MODEL_STORE_URI": store_uri,
             "POOL_REGISTRY_POLL_SECONDS": str(self.pool.registry_poll_seconds),
-            "POOL_GPU_MEMORY_BUDGET_MIB": str(self.gpu_budget_mib(model, context)),
-            "POOL_HOST_MEMORY_BUDGET_MIB": str(self.pool.host_budget_mib(model.memory_mib)),
+            "POOL_GPU_MEMORY_MIB": str(self.gpu_budget_mib(model, context)),
+            "POOL_HOST_MEMORY_MIB": str(self.pool.host_budget_mib(model.memory_mib)),
             "POOL_DISK_CACHE_MIB": str(self.pool.disk_cache_mib),
             "ALLOW_ARTIFACT_CODE": "false",
         }
-        return dataclasses.replace(base, name=self.name, environment=environment,
+        docs = BUNDLED_DOCS_PATHS if self.props.api_docs else ()
+        return dataclasses.replace(base, name=self.name, environment=environment, public_paths=(*POOL_PUBLIC_PATHS, *docs),
+                                   prediction_routes=POOL_PREDICTION_ROUTES,
                                    alarms=(*base.server_alarms, *pool_alarms(self.pool.alarms)))
 

@@ -21,7 +21,7 @@ from gpu_inference_constructs.pool_queries import top_models_rule_body
 from gpu_inference_constructs.pool_server import POOL_METRICS, PoolServer
 from stacks.config import load_environment
 from stacks.stage import InferenceStage
-from tests.conftest import scenario_context
+from tests.conftest import metric_stats, scenario_context, single_metric
 from tests.scenarios import scenario_environments
 
 POOL = "tenants"
@@ -70,7 +70,7 @@ def test_a_pool_is_one_service_and_one_listener_rule(template):
     template.resource_count_is("AWS::ElasticLoadBalancingV2::TargetGroup", 1)
     template.has_resource_properties("AWS::ElasticLoadBalancingV2::ListenerRule", {
         "Conditions": [{"Field": "path-pattern", "PathPatternConfig": {
-            "Values": [f"/{POOL}/predict*", f"/{POOL}/v1/*", f"/{POOL}/v2*"]}}]})
+            "Values": [f"/{POOL}/predict*", f"/{POOL}/v1/*", f"/{POOL}/v2*", f"/{POOL}/models/*"]}}]})
 
 
 def server_environment(template: Template) -> dict:
@@ -84,8 +84,8 @@ def test_the_server_runs_as_the_pool_on_its_store_prefix_with_artifact_code_off(
     assert environment["POOL_NAME"] == POOL
     assert environment["ALLOW_ARTIFACT_CODE"] == "false"
     assert environment["POOL_REGISTRY_POLL_SECONDS"] == "10"
-    assert environment["POOL_GPU_MEMORY_BUDGET_MIB"] == "5120"
-    assert environment["POOL_HOST_MEMORY_BUDGET_MIB"] == "3072"
+    assert environment["POOL_GPU_MEMORY_MIB"] == "5120"
+    assert environment["POOL_HOST_MEMORY_MIB"] == "3072"
     store = environment["MODEL_STORE_URI"]["Fn::Join"][1]
     assert store[0] == "s3://" and store[-1] == f"/pools/{POOL}/"
 
@@ -102,27 +102,17 @@ def test_the_task_role_reads_only_its_pools_prefix(template):
     assert listing["Condition"] == {"StringLike": {"s3:prefix": [f"pools/{POOL}/", f"pools/{POOL}/*"]}}
 
 
-def alarm_metric(properties: dict) -> tuple[str | None, dict, str | None]:
-    """(metric name, dimensions, statistic) of a single-metric alarm, in either of CloudFormation's forms."""
-    if "MetricName" in properties:
-        stat = properties.get("ExtendedStatistic") or properties.get("Statistic")
-        return properties["MetricName"], {d["Name"]: d["Value"] for d in properties["Dimensions"]}, stat
-    stats = [m["MetricStat"] for m in properties.get("Metrics", []) if "MetricStat" in m]
-    if len(stats) != 1:
-        return None, {}, None
-    metric = stats[0]["Metric"]
-    return metric["MetricName"], {d["Name"]: d["Value"] for d in metric.get("Dimensions", [])}, stats[0]["Stat"]
-
-
 def test_the_pool_alarms_read_pool_metrics_with_the_pool_as_the_only_model_dimension(template):
     alarms = [a["Properties"] for a in template.find_resources("AWS::CloudWatch::Alarm").values()]
-    pool_alarms = {str(alarm_metric(a)[0]): a for a in alarms if alarm_metric(a)[0] in POOL_METRICS}
+    pool_alarms = {stats[0][1]: a for a in alarms if len(stats := metric_stats(a)) == 1 and stats[0][1] in POOL_METRICS}
     assert sorted(pool_alarms) == sorted(POOL_METRICS)
     for properties in pool_alarms.values():
-        assert alarm_metric(properties)[1] == {"Environment": "dev", "ModelName": POOL}
+        dimensions = single_metric(properties)[3]
+        assert {d["Name"]: d["Value"] for d in dimensions} == {"Environment": "dev", "ModelName": POOL}
         assert properties["AlarmActions"]  # they page, as every model alarm does
     assert pool_alarms["PoolHitRate"]["ComparisonOperator"] == "LessThanThreshold"
-    assert alarm_metric(pool_alarms["PoolLoadTime"])[2] == "p95"
+    assert pool_alarms["PoolFailedLoads"]["Threshold"] == 1 and pool_alarms["PoolFailedLoads"]["EvaluationPeriods"] == 1
+    assert single_metric(pool_alarms["PoolLoadTime"])[2] == "p95"
 
 
 def test_the_pool_scales_on_its_aggregate_load(template):

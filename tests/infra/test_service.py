@@ -33,6 +33,8 @@ def promised(config, model):
     """What the model's server contract promises: the bundled server's, or the vLLM preset's."""
     if config.server_config(model).vllm is None:
         path = f"v2/models/{model.name}/infer" if config.server_config(model).bundled.task in ("torch-export", "image-classification") else "predict"
+        if config.server_config(model).pool is not None:  # a pool's URL names its route, and a placeholder model
+            path = "v1/embeddings" if config.server_config(model).bundled.task == "text-embedding" else "v2/models/MODEL/infer"
         return {"port": CONTAINER_PORT, "user": "10001:10001", "readiness": "/ready", "secret": "API_KEYS", "gpus": 1, "path": path,
                 "liveness": ["CMD", "python", "-m", "inference_server.healthcheck"]}
     return {"port": config.server_config(model).vllm.port, "user": "1000:1000", "readiness": "/health", "secret": "VLLM_API_KEY", "gpus": model.gpus,
