@@ -288,7 +288,9 @@ def test_each_model_has_a_path_rule(env):
     patterns = sorted(tuple(r["Properties"]["Conditions"][0]["PathPatternConfig"]["Values"]) for r in rules.values())
     # A vLLM model's rule forwards its OpenAI API only: vLLM's key guards /v1 and nothing else.
     # The bundled server's: its keyed inference and metadata routes only (tests/infra/test_exposure.py).
+    # A pool's adds its native route with the model in the path, /<pool>/models/<model>/predict.
     assert patterns == sorted((f"/{m.name}/v1/*",) if config.server_config(m).vllm else (f"/{m.name}/predict*", f"/{m.name}/v1/*", f"/{m.name}/v2*")
+                              + ((f"/{m.name}/models/*",) if config.server_config(m).pool is not None else ())
                               for m in config.models)
     priorities = [r["Properties"]["Priority"] for r in rules.values()]
     assert len(set(priorities)) == len(priorities) and all(1 <= p <= 50_000 for p in priorities)
