@@ -31,13 +31,21 @@ from gpu_inference_constructs.load_balancer import (
     claim_priority,
 )
 from gpu_inference_constructs.log_retention import retention_days
-from gpu_inference_constructs.model_entry import ServerProps, longest_request_key, server_for, split_model_entry
+from gpu_inference_constructs.model_entry import (
+    ServerProps,
+    longest_request_key,
+    pool_of_entry,
+    server_for,
+    split_model_entry,
+)
 from gpu_inference_constructs.model_props import ModelProps, service_deployment
 from gpu_inference_constructs.model_store import ModelStoreProps
 from gpu_inference_constructs.monitoring import MonitoringProps
 from gpu_inference_constructs.network import NetworkProps
 from gpu_inference_constructs.neuron_capacity_props import NeuronCapacityProps
 from gpu_inference_constructs.neuron_server import NeuronServer
+from gpu_inference_constructs.pool_props import PoolProps
+from gpu_inference_constructs.pool_server import PoolServer
 from gpu_inference_constructs.result_cache import ModelCacheProps, ResultCacheProps
 from gpu_inference_constructs.scaling_props import ScalingProps
 from gpu_inference_constructs.schedules import check_schedule_task_ranges
@@ -66,11 +74,13 @@ CDK_JSON_KEYS = {"timing": "service"}
 class ModelServerConfig:
     """How the app serves one ``models[]`` entry: its server's props (``BundledServerProps`` from the entry's own
     keys, or its ``vllm`` or ``neuron`` block), which of the environment's load balancers carries it, and at which listener rule
-    priority."""
+    priority. With ``pool`` (the entry's ``pool`` block) the entry is a model pool: one service for every model of its
+    registry, on the bundled server's ``props``."""
 
     props: ServerProps = field(default_factory=BundledServerProps)
     load_balancer: int = 1
     listener_priority: int | None = None  # default: derived from the model's name
+    pool: PoolProps | None = None  # default: a model, not a pool
 
     def __post_init__(self) -> None:
         require_range(self.load_balancer, 1, MAX_LOAD_BALANCERS, "load_balancer", hint=" (which of the environment's load balancers serves it)")
@@ -78,8 +88,16 @@ class ModelServerConfig:
             check_rule_priority(self.listener_priority, "listener_priority")
 
     @property
-    def server(self) -> BundledServer | VllmServer | NeuronServer:
-        return server_for(self.props)
+    def server(self) -> BundledServer | VllmServer | NeuronServer | PoolServer:
+        return self.pool_server or server_for(self.props)
+
+    @property
+    def pool_server(self) -> PoolServer | None:
+        """The pool's server where the entry is a pool, else None."""
+        if self.pool is None:
+            return None
+        assert isinstance(self.props, BundledServerProps)  # model_entry refuses a pool block beside another server's
+        return PoolServer(props=self.props, pool=self.pool)
 
     @property
     def bundled(self) -> BundledServerProps | None:
@@ -155,7 +173,7 @@ class EnvironmentConfig:
                     "the private subnets reach Firehose only through its endpoint: add \"kinesis-firehose\" to "
                     "network.interface_endpoints")
 
-    def _check_accelerator(self, index: int, model: ModelProps, server: BundledServer | VllmServer | NeuronServer,
+    def _check_accelerator(self, index: int, model: ModelProps, server: BundledServer | VllmServer | NeuronServer | PoolServer,
                            group: str, smallest: GpuInstanceType) -> None:
         """A model's server runs on its capacity's accelerator: a ``neuron`` block on a group of inf2 types (a
         NeuronCapacity), any other server on GPU types."""
@@ -219,7 +237,7 @@ class EnvironmentConfig:
             )
         self._check_load_balancers()
 
-    def _check_stop(self, index: int, model: ModelProps, server: BundledServer | VllmServer | NeuronServer) -> None:
+    def _check_stop(self, index: int, model: ModelProps, server: BundledServer | VllmServer | NeuronServer | PoolServer) -> None:
         """The server drains and exits within the task's stop timeout and the Spot notice (as ModelService checks)."""
         try:
             server.stop.checked_task_timing(self.timing.deregistration_delay_seconds, self.timing.stop_timeout_seconds,
@@ -231,13 +249,15 @@ class EnvironmentConfig:
         """How ``model`` (one of ``models``) is served."""
         return self.servers[self.models.index(model)] if self.servers else ModelServerConfig()
 
-    def server_of(self, model: ModelProps) -> BundledServer | VllmServer | NeuronServer:
+    def server_of(self, model: ModelProps) -> BundledServer | VllmServer | NeuronServer | PoolServer:
         return self.server_config(model).server
 
     def uses_cache(self, model: ModelProps) -> bool:
         """Whether the model uses the environment's shared result cache (the bundled server's, when there is one)."""
-        bundled = self.server_config(model).bundled
-        return self.cache is not None and bundled is not None and bundled.shared_cache.enabled is not False
+        served = self.server_config(model)
+        bundled = served.bundled
+        return (self.cache is not None and bundled is not None and served.pool is None
+                and bundled.shared_cache.enabled is not False)
 
     def _check_load_balancers(self) -> None:
         """Each load balancer's models fit its quotas; numbers run 1..N with none empty; per load balancer, the WAF
@@ -471,6 +491,7 @@ def with_servers(data: dict) -> dict:
         key = f"models[{index}]"
         model, props = split_model_entry(entry, key, app_keys=PLACEMENT_KEYS)
         placement = {name: entry[name] for name in PLACEMENT_KEYS if name in entry}
-        servers.append(from_dict(ModelServerConfig, {"props": props, **placement}, key))
+        pool = pool_of_entry(entry, key)
+        servers.append(from_dict(ModelServerConfig, {"props": props, "pool": pool, **placement}, key))
         models.append(model)
     return {**data, "models": models, "servers": servers}

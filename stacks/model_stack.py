@@ -18,6 +18,7 @@ from constructs import Construct
 
 from gpu_inference_constructs.cdk_interfaces import as_key, as_topic
 from gpu_inference_constructs.load_balancer import InferenceLoadBalancer
+from gpu_inference_constructs.model_pool import ModelPool
 from gpu_inference_constructs.model_props import ModelProps
 from gpu_inference_constructs.model_service import ModelService
 from gpu_inference_constructs.monitoring import ModelAlarms
@@ -52,22 +53,25 @@ class ModelStack(cdk.Stack):
         this stack reads its listener ARN and ``LoadBalancerFullName`` as plain outputs, never a parsed ARN."""
         super().__init__(scope, construct_id, description=f"GPU inference: the {model.name} model service", **kwargs)
         load_balancer = load_balancer or shared.load_balancer_for(model.name)
-        self.service = ModelService(
-            self,
-            f"Model-{model.name}",
-            model=model,
-            environment_name=config.name,
-            capacity=shared.capacity_for(model.name),
-            model_source=shared.model_store,
-            route=LoadBalancerRoute(load_balancer, priority=config.server_config(model).listener_priority),
-            logs=ServiceLogs(key=as_key(shared.logs_key), retention_days=config.log_retention_days, telemetry=config.telemetry,
-                             archive_bucket=self._log_archive(shared)),
-            # One image asset for every bundled model (the same directory): `cdk deploy` builds and pushes it once.
-            server=config.server_of(model),
-            access=ServiceAccess(api_keys_secret=self._api_keys(shared), subnets=network.private_subnets),
-            timing=config.timing,
-            rollback_thresholds=config.rollback_thresholds_for(model),
-        )
+        served = config.server_config(model)
+        capacity = shared.capacity_for(model.name)
+        route = LoadBalancerRoute(load_balancer, priority=served.listener_priority)
+        logs = ServiceLogs(key=as_key(shared.logs_key), retention_days=config.log_retention_days, telemetry=config.telemetry,
+                           archive_bucket=self._log_archive(shared))
+        access = ServiceAccess(api_keys_secret=self._api_keys(shared), subnets=network.private_subnets)
+        rollback = config.rollback_thresholds_for(model)
+        # One image asset for every bundled model and pool (the same directory): `cdk deploy` builds and pushes it once.
+        self.service: ModelService
+        if served.pool_server is not None:
+            self.service = ModelPool(self, f"Model-{model.name}", model=model, environment_name=config.name,
+                                     capacity=capacity, model_store=shared.model_store, route=route, logs=logs,
+                                     server=served.pool_server, access=access, timing=config.timing,
+                                     rollback_thresholds=rollback)
+        else:
+            self.service = ModelService(self, f"Model-{model.name}", model=model, environment_name=config.name,
+                                        capacity=capacity, model_source=shared.model_store, route=route, logs=logs,
+                                        server=served.server, access=access, timing=config.timing,
+                                        rollback_thresholds=rollback)
         if self.service.contract.accelerator == "neuron" and self.service.contract.no_traces_reason is not None:
             cdk.Annotations.of(self.service).acknowledge_warning(
                 NO_TRACES_WARNING, "the environment's Neuron models (TorchServe) are traced at the load balancer only")
@@ -127,7 +131,12 @@ class ModelStack(cdk.Stack):
 
 def inference_route(model: ModelProps, served: ModelServerConfig) -> tuple[str, str]:
     """The path below the model's prefix that answers its inference, and what it is: vLLM's completions, the Open
-    Inference Protocol for tensor and image models (their inputs are not texts), /predict for text models."""
+    Inference Protocol for tensor and image models (their inputs are not texts), /predict for text models; a pool's
+    OpenAI embeddings or Open Inference Protocol route, naming one of its models."""
+    if served.pool is not None:
+        if served.bundled is not None and served.bundled.task == "text-embedding":
+            return "v1/embeddings", "embeddings of the pool's models (OpenAI API: the model field names one)"
+        return "v2/models/MODEL/infer", "inference of the pool's models (Open Inference Protocol v2: MODEL names one)"
     if served.bundled is None:
         return "v1/completions", "completions (OpenAI API)"
     if served.bundled.task in ("torch-export", "image-classification"):

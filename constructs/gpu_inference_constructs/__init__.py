@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from .latency_alarms import LatencyAlarmProps, LatencyAlarmThresholds
     from .load_balancer import ConfiguredLoad, InferenceLoadBalancer, LoadBalancerProps, LoadBalancerQuotas
     from .log_archive_props import LogArchive
+    from .model_pool import ModelPool
     from .model_props import ModelProps
     from .model_service import ModelService
     from .model_store import ModelStore, ModelStoreProps
@@ -31,6 +32,9 @@ if TYPE_CHECKING:
     from .neuron_server_props import NeuronEcrImage, NeuronServerProps
     from .notifications import NotificationTopic, topic_target
     from .otel_collector import DEFAULT_OTEL_COLLECTOR_IMAGE, GEN_AI_TIME_PER_OUTPUT_TOKEN, GEN_AI_TIME_TO_FIRST_TOKEN
+    from .pool_props import PoolAlarmProps, PoolProps
+    from .pool_queries import PoolQueries
+    from .pool_server import PoolServer
     from .presets import TgiProps, TgiServer, TritonProps, TritonServer, tgi_stop, triton_stop
     from .result_cache import ModelCacheProps, ResultCache, ResultCacheProps
     from .scaling_props import ModelScalingProps, PredictiveScalingProps, ScalingProps
@@ -108,6 +112,7 @@ __all__ = [
     "ModelAlarms",
     "ModelCacheProps",
     "ModelFromS3",
+    "ModelPool",
     "ModelProps",
     "MAX_STACK_RESOURCES",
     "ModelScalingProps",
@@ -122,6 +127,10 @@ __all__ = [
     "NeuronServer",
     "NeuronServerProps",
     "NotificationTopic",
+    "PoolAlarmProps",
+    "PoolProps",
+    "PoolQueries",
+    "PoolServer",
     "PredictiveScalingProps",
     "PrometheusMetrics",
     "ResultCache",
@@ -208,6 +217,7 @@ _MODULE_OF = {
     "InferenceLoadBalancer": "load_balancer",
     "LoadBalancerProps": "load_balancer",
     "LoadBalancerQuotas": "load_balancer",
+    "ModelPool": "model_pool",
     "ModelProps": "model_props",
     "ModelService": "model_service",
     "ModelStore": "model_store",
@@ -222,6 +232,10 @@ _MODULE_OF = {
     "NeuronCapacityProps": "neuron_capacity",
     "grant_logs_service": "network",
     "NotificationTopic": "notifications",
+    "PoolAlarmProps": "pool_props",
+    "PoolProps": "pool_props",
+    "PoolQueries": "pool_queries",
+    "PoolServer": "pool_server",
     "topic_target": "notifications",
     "TgiProps": "presets",
     "TgiServer": "presets",

@@ -1,5 +1,6 @@
 """One model as a plain JSON-like entry (a ``models[]`` item of cdk.json, or the sizing advisor's snippet): the
-server-neutral ModelProps keys beside either the bundled server's keys, a ``vllm`` block or a ``neuron`` block. The
+server-neutral ModelProps keys beside either the bundled server's keys, a ``vllm`` block or a ``neuron`` block. An
+entry with a ``pool`` block is a model pool: the bundled server's keys beside it serve every model of the pool. The
 entry stays flat for whoever writes it; here it is split into what the library keeps apart."""
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from .errors import ConfigError
 from .model_props import ModelProps
 from .neuron_server import NeuronServer
 from .neuron_server_props import NeuronServerProps
+from .pool_props import DEFAULT_POOL_VERSION, PoolProps
 from .settings import from_dict
 from .vllm_server import VllmProps, VllmServer
 
@@ -27,6 +29,8 @@ MOVED_KEYS = {
 ServerProps = BundledServerProps | VllmProps | NeuronServerProps
 # An entry's blocks of another server than the bundled one: the key, and the server's name in messages.
 SERVER_BLOCKS = {"vllm": "vLLM", "neuron": "TorchServe on Neuron"}
+# An entry's block that makes it a model pool (PoolProps), beside the bundled server's keys.
+POOL_BLOCK = "pool"
 
 
 def split_model_entry(entry: dict[str, Any], key: str, *, app_keys: frozenset[str] = frozenset()) -> tuple[dict[str, Any], ServerProps]:
@@ -38,7 +42,7 @@ def split_model_entry(entry: dict[str, Any], key: str, *, app_keys: frozenset[st
     if isinstance(entry.get("vllm"), dict) and "longest_generation_seconds" in entry["vllm"]:
         raise ConfigError(f"{key}.vllm.longest_generation_seconds", "is now longest_request_seconds (the same meaning, "
                                                                       "one name with the other presets)")
-    allowed = MODEL_KEYS | BUNDLED_KEYS | set(SERVER_BLOCKS) | app_keys
+    allowed = MODEL_KEYS | BUNDLED_KEYS | set(SERVER_BLOCKS) | {POOL_BLOCK} | app_keys
     unknown = sorted(set(entry) - allowed)
     if unknown:
         raise ConfigError(f"{key}.{unknown[0]}", f"unknown key; allowed keys here: {', '.join(sorted(allowed))}")
@@ -48,6 +52,9 @@ def split_model_entry(entry: dict[str, Any], key: str, *, app_keys: frozenset[st
     blocks = [name for name in SERVER_BLOCKS if name in entry]
     if len(blocks) > 1:
         raise ConfigError(f"{key}.{blocks[1]}", f"beside a {blocks[0]} block: a model runs one server; keep one block")
+    if blocks and POOL_BLOCK in entry:
+        raise ConfigError(f"{key}.{blocks[0]}", f"beside a {POOL_BLOCK} block: a pool runs the bundled server; remove "
+                                                f"the {blocks[0]} block, or the {POOL_BLOCK} block")
     if blocks:
         block = blocks[0]
         if bundled_keys:
@@ -62,6 +69,8 @@ def split_model_entry(entry: dict[str, Any], key: str, *, app_keys: frozenset[st
             props["scaling"] = {name: scaling[name] for name in bundled_scaling}
         server = from_dict(BundledServerProps, props, key)
     model = {name: value for name, value in entry.items() if name in MODEL_KEYS}
+    if POOL_BLOCK in entry:
+        model.setdefault("version", DEFAULT_POOL_VERSION)
     if bundled_scaling:
         model["scaling"] = {name: value for name, value in model["scaling"].items() if name not in BUNDLED_SCALING_KEYS}
     return model, server
@@ -79,3 +88,10 @@ def longest_request_key(props: ServerProps) -> str:
     if isinstance(props, NeuronServerProps):
         return "neuron.request_timeout_seconds"
     return "vllm.longest_request_seconds" if isinstance(props, VllmProps) else "request_timeout_seconds"
+
+
+def pool_of_entry(entry: dict[str, Any], key: str) -> PoolProps | None:
+    """The entry's ``pool`` block as PoolProps (the entry is a model pool), or None (a model)."""
+    if POOL_BLOCK not in entry:
+        return None
+    return from_dict(PoolProps, entry[POOL_BLOCK], f"{key}.{POOL_BLOCK}")

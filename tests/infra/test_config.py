@@ -147,7 +147,7 @@ BAD_SERVICE = [
     (model_change(0, "task", "text-generation"), r"models\[0\]\.task: 'text-generation' .*use one of: .*text-classification"),
     (model_change(0, "min_tasks", 5), r"models\[0\]\.min_tasks: 5 .*max_tasks \(2\)"),
     (model_change(0, "min_tasks", 0), r"models\[0\]\.min_tasks: 0 .*set min_tasks to at least 1"),
-    (with_change("capacity.max_capacity", 2), r"capacity\.max_capacity: 2 .*raise max_capacity to at least 3"),
+    (with_change("capacity.max_capacity", 2), r"capacity\.max_capacity: 2 .*raise max_capacity to at least 4"),  # dev's pool counts
     (model_change(0, "max_batch_wait_ms", 50.5), r"models\[0\]\.max_batch_wait_ms: .*whole number"),
     (model_change(0, "environment", {"MODEL_URI": "s3://elsewhere/"}), r"models\[0\]\.environment: \['MODEL_URI'\] .*own keys"),
     (model_change(0, "environment", {"WORKERS": "0"}), r"models\[0\]\.environment\.WORKERS: '0' .*1 to 256"),

@@ -49,7 +49,10 @@ VLLM_KEYED = ("/v1/completions", "/v1/chat/completions", "/v1/models", "/v1/embe
 
 
 def bundled_contracts(synthesized):
-    return [c for env in ENVIRONMENTS for c in load_contracts(synthesized.inference_template(env), env) if c.runs_bundled_image]
+    """The single-model bundled servers' contracts: a pool runs the pool server (POOL_NAME set), another app, whose
+    routes below /<pool>/ its own tests walk."""
+    return [c for env in ENVIRONMENTS for c in load_contracts(synthesized.inference_template(env), env)
+            if c.runs_bundled_image and "POOL_NAME" not in c.environment]
 
 
 def server_app(contract, tmp_path):
@@ -162,7 +165,7 @@ def test_every_listener_rule_fits_the_alb_limits(synthesized):
     Load Balancing quotas, "Rules"; CloudFormation, ListenerRule PathPatternConfig)."""
     rules = [r for env in ENVIRONMENTS for r in synthesized.inference_template(env)["Resources"].values()
              if r["Type"] == "AWS::ElasticLoadBalancingV2::ListenerRule"]
-    assert len(rules) == 8  # dev 3, staging 3, prod 2
+    assert len(rules) == 9  # dev 4 (a pool's one rule among them), staging 3, prod 2
     for rule in rules:
         values = [v for c in rule["Properties"]["Conditions"] for v in c.get("Values", []) + c.get("PathPatternConfig", {}).get("Values", [])]
         assert [c["Field"] for c in rule["Properties"]["Conditions"]] == ["path-pattern"]

@@ -73,7 +73,7 @@ def dev_with(**changes) -> dict:
     ({"models": {0: {"gpu_share": {"memory_mib": 2048, "max_compute_percent": 0}}}}, r"gpu_share\.max_compute_percent", "out of range"),
     ({"models": {0: {"gpus": 2}}}, r"models\[0\]\.gpus", "remove gpu_share"),
     ({"models": {1: {"gpu_share": None}}}, r"gpu_share", "capacity group of their own"),
-    ({"capacity": {"max_capacity": 2}}, r"capacity\.max_capacity", "raise max_capacity to at least 3"),
+    ({"capacity": {"max_capacity": 2}}, r"capacity\.max_capacity", "raise max_capacity to at least 4"),  # with dev's pool (tenants)
     ({"models": {0: {"cpu": 4096}}}, r"models\[0\]\.cpu", "does not fit"),
     ({"models": {i: {"max_tasks": 8} for i in range(3)}, "capacity": {"max_capacity": 8},
       "deployment": {"strategy": "canary"}}, r"capacity\.max_capacity", "deploying"),

@@ -15,13 +15,16 @@ PER_MODEL_ALARMS = ["LatencyP95", "LatencyP99", "Target5xxRate", "UnhealthyTarge
 BUNDLED_SERVER_ALARMS = ["QueueDepth", "RejectedRequests", "GpuMemory", "LowGpuUtilization"]
 DEVICE_ALARMS = ("GpuMemory", "LowGpuUtilization")  # the whole GPU's figures: not for a model on a share
 VLLM_ALARMS = {"vllm_num_requests_waiting": "waiting_requests_scale_out", "vllm_kv_cache_usage_perc": "kv_cache_scale_out_percent"}
+# A pool's own alarms, beside a bundled model's (tests/infra/test_model_pool.py).
+POOL_ALARMS = ["PoolHitRate", "PoolLoads", "PoolLoadTimeP95", "PoolEvictions", "PoolResidentModels", "PoolFailedLoads"]
 
 
 def alarms_of(config, model) -> list[str]:
     """The alarms a model has: every model's, then its server's (ours: from our metrics; vLLM: its scale-out signals)."""
     if config.server_config(model).vllm is not None:
         return PER_MODEL_ALARMS + list(VLLM_ALARMS)
-    return PER_MODEL_ALARMS + [a for a in BUNDLED_SERVER_ALARMS if model.gpu_share is None or a not in DEVICE_ALARMS]
+    pool = POOL_ALARMS if config.server_config(model).pool is not None else []
+    return PER_MODEL_ALARMS + [a for a in BUNDLED_SERVER_ALARMS if model.gpu_share is None or a not in DEVICE_ALARMS] + pool
 
 
 
@@ -71,8 +74,9 @@ def test_no_latency_alarm_pages_below_its_models_own_scaling_goal(env, synthesiz
         (stack,) = [s for s in stacks if s == f"Model-{model.name}"]
         own = synthesized.template(config.name, stack)["Resources"]
         alarms = template.find_resources("AWS::CloudWatch::Alarm", {"Properties": {"AlarmActions": [{"Ref": TOPIC}]}})
+        # request latency only: a pool's load-time p95 (PoolLoadTime) is not a request's
         paging = {k: r["Properties"] for k, r in alarms.items() if k in own
-                  and any(stat in ("p95", "p99") for *_, stat in metric_stats(r["Properties"]))}
+                  and any(stat in ("p95", "p99") and name != "PoolLoadTime" for _, name, stat in metric_stats(r["Properties"]))}
         assert len(paging) == 2, (config.name, model.name, sorted(paging))
         for logical_id, properties in paging.items():
             assert properties["Threshold"] * 1000 >= model.scaling.latency_p95_ms, (config.name, model.name, logical_id, properties["Threshold"])

@@ -54,7 +54,8 @@ def test_replacing_a_consumed_security_group_is_refused_and_a_listener_port_chan
         guard(changed_dev, lock)
     (problem,) = str(refused.value).splitlines()
     assert problem.startswith("AWS::EC2::SecurityGroup LoadBalancerSecurityGroup")
-    assert "in Dev-Inference would be replaced (GroupDescription changed) under Dev-Model-minilm, Dev-Model-sentiment, Dev-Model-vision" in problem
+    consumers = "Dev-Model-minilm, Dev-Model-sentiment, Dev-Model-tenants, Dev-Model-vision"  # tenants: dev's pool
+    assert f"in Dev-Inference would be replaced (GroupDescription changed) under {consumers}" in problem
     assert "new construct id" in problem and "-c acceptReplacement=true" in problem
     assert lock.read_text() == before  # refused: nothing recorded
     guard(changed_dev, lock, accept=True)

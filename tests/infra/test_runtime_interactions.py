@@ -414,10 +414,18 @@ def models(world, synthesized):
     return [m.name for m in synthesized.stages[environment].config.models]
 
 
-def test_each_task_role_reads_its_own_model_prefix_and_nothing_else(world, models):
+@pytest.fixture
+def pools(world, synthesized):
+    """The environment's model pools (models[] entries with a pool block)."""
+    environment = next(name for name, stage in synthesized.stages.items() if stage.config.account == world.account)
+    config = synthesized.stages[environment].config
+    return [m.name for m in config.models if config.server_config(m).pool is not None]
+
+
+def test_each_task_role_reads_its_own_model_prefix_and_nothing_else(world, models, pools):
     bucket = world.only("AWS::S3::Bucket", "ModelStoreModels")
     objects = world.arn(bucket)
-    for model in models:
+    for model in (m for m in models if m not in pools):
         role = model_role(world, model, "TaskRole")
         mine = f"{objects}/models/{model}/2026-11-01/model.safetensors"
         assert world.role_may(role, "s3:GetObject", mine, TLS, bucket), model
@@ -428,6 +436,27 @@ def test_each_task_role_reads_its_own_model_prefix_and_nothing_else(world, model
         assert not world.role_may(role, "s3:PutObject", mine, TLS, bucket)
         assert world.role_may(role, "s3:ListBucket", objects, {**TLS, "s3:prefix": f"models/{model}/2026-11-01/"}, bucket)
         assert not world.role_may(role, "s3:ListBucket", objects, {**TLS, "s3:prefix": "models/"}, bucket)
+        for pool in pools:
+            assert not world.role_may(role, "s3:GetObject", f"{objects}/pools/{pool}/registry.json", TLS, bucket), (model, pool)
+
+
+def test_a_pools_task_role_reads_its_registry_and_models_and_nothing_else(world, models, pools):
+    """A pool's tasks read ``pools/<pool>/registry.json`` and every model under ``pools/<pool>/models/``; no model
+    service's files, no other pool's, and they write nothing there."""
+    bucket = world.only("AWS::S3::Bucket", "ModelStoreModels")
+    objects = world.arn(bucket)
+    for pool in pools:
+        role = model_role(world, pool, "TaskRole")
+        registry, weights = f"{objects}/pools/{pool}/registry.json", f"{objects}/pools/{pool}/models/tenant-001/3/model.safetensors"
+        assert world.role_may(role, "s3:GetObject", registry, TLS, bucket), pool
+        assert world.role_may(role, "s3:GetObject", weights, TLS, bucket), pool
+        assert not world.role_may(role, "s3:PutObject", registry, TLS, bucket)
+        assert not world.role_may(role, "s3:GetObject", f"{objects}/pools/{pool}x/registry.json", TLS, bucket)
+        for model in (m for m in models if m != pool):
+            assert not world.role_may(role, "s3:GetObject", f"{objects}/models/{model}/2026-11-01/model.safetensors", TLS, bucket)
+        assert not world.role_may(role, "s3:GetObject", f"{objects}/models/{pool}/pool/model.safetensors", TLS, bucket)
+        assert world.role_may(role, "s3:ListBucket", objects, {**TLS, "s3:prefix": f"pools/{pool}/models/"}, bucket)
+        assert not world.role_may(role, "s3:ListBucket", objects, {**TLS, "s3:prefix": "pools/"}, bucket)
 
 
 def test_each_execution_role_reads_the_api_key_secret_and_no_other(world, models):

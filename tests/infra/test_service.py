@@ -33,6 +33,8 @@ def promised(config, model):
     """What the model's server contract promises: the bundled server's, or the vLLM preset's."""
     if config.server_config(model).vllm is None:
         path = f"v2/models/{model.name}/infer" if config.server_config(model).bundled.task in ("torch-export", "image-classification") else "predict"
+        if config.server_config(model).pool is not None:  # a pool's URL names its route, and a placeholder model
+            path = "v1/embeddings" if config.server_config(model).bundled.task == "text-embedding" else "v2/models/MODEL/infer"
         return {"port": CONTAINER_PORT, "user": "10001:10001", "readiness": "/ready", "secret": "API_KEYS", "gpus": 1, "path": path,
                 "liveness": ["CMD", "python", "-m", "inference_server.healthcheck"]}
     return {"port": config.server_config(model).vllm.port, "user": "1000:1000", "readiness": "/health", "secret": "VLLM_API_KEY", "gpus": model.gpus,
@@ -103,7 +105,8 @@ def test_server_environment_names_the_model_and_its_s3_uri(env):
         props = config.server_config(model).bundled
         assert environment["MODEL_VERSION"] == model.version
         assert environment["MODEL_TASK"] == props.task
-        assert environment["MODEL_URI"]["Fn::Join"][1][-1] == f"/models/{model.name}/{model.version}/"
+        pool = config.server_config(model).pool is not None  # a pool's URI is its store prefix (test_model_pool.py)
+        assert environment["MODEL_URI"]["Fn::Join"][1][-1] == (f"/pools/{model.name}/" if pool else f"/models/{model.name}/{model.version}/")
         assert environment["MAX_BATCH_SIZE"] == str(props.max_batch_size)
         assert environment["DEPLOYMENT_ENV"] == config.name
         assert environment["DRAIN_TIMEOUT_S"] == str(props.drain_seconds)
@@ -285,7 +288,9 @@ def test_each_model_has_a_path_rule(env):
     patterns = sorted(tuple(r["Properties"]["Conditions"][0]["PathPatternConfig"]["Values"]) for r in rules.values())
     # A vLLM model's rule forwards its OpenAI API only: vLLM's key guards /v1 and nothing else.
     # The bundled server's: its keyed inference and metadata routes only (tests/infra/test_exposure.py).
+    # A pool's adds its native route with the model in the path, /<pool>/models/<model>/predict.
     assert patterns == sorted((f"/{m.name}/v1/*",) if config.server_config(m).vllm else (f"/{m.name}/predict*", f"/{m.name}/v1/*", f"/{m.name}/v2*")
+                              + ((f"/{m.name}/models/*",) if config.server_config(m).pool is not None else ())
                               for m in config.models)
     priorities = [r["Properties"]["Priority"] for r in rules.values()]
     assert len(set(priorities)) == len(priorities) and all(1 <= p <= 50_000 for p in priorities)
@@ -532,10 +537,11 @@ def test_task_role_reads_only_its_model_prefix(env):
         for statement in statements:
             if str(statement["Action"]).startswith("['logs"):
                 assert statement["Resource"]["Fn::GetAtt"][0].startswith(f"Model{model.name.replace('-', '')}Logs")
+        prefix = f"{'pools' if config.server_config(model).pool is not None else 'models'}/{model.name}/"  # a pool's: its registry
         get = next(s for s in statements if s["Action"] == "s3:GetObject")
-        assert get["Resource"]["Fn::Join"][1][-1] == f"/models/{model.name}/*"
+        assert get["Resource"]["Fn::Join"][1][-1] == f"/{prefix}*"
         listing = next(s for s in statements if s["Action"] == "s3:ListBucket")
-        assert listing["Condition"] == {"StringLike": {"s3:prefix": [f"models/{model.name}/", f"models/{model.name}/*"]}}
+        assert listing["Condition"] == {"StringLike": {"s3:prefix": [prefix, f"{prefix}*"]}}
 
 
 def test_model_bucket_is_versioned_encrypted_private_logged_and_ages_out_old_versions(env):

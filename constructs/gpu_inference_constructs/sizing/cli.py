@@ -23,6 +23,7 @@ from .pack_models import read_models
 from .pack_report import as_json as pack_json
 from .pack_report import table as pack_table
 from .plot import plot
+from .pool import PoolAssumptions, plan_pool, pool_json, pool_table
 from .recommend import recommend, validate
 from .report import as_json, dumps, table
 from .runtimes import RUNTIME_FACTORS
@@ -120,12 +121,42 @@ def run_pack(args: argparse.Namespace) -> int:
     return 0
 
 
+def pool_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m gpu_inference_constructs.sizing pool", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Many sparse models in one pool (ModelPool): tasks that hold what their GPU budget takes and load "
+                    "the rest on demand; the hit rate, load times, tasks and USD per 1M requests, with every assumption "
+                    "printed. MODELS.json as for `sizing pack`.")
+    p.add_argument("models", metavar="MODELS.json", help="a JSON list of models (as for sizing pack)")
+    p.add_argument("--region", default="us-east-1", help="default %(default)s")
+    p.add_argument("--instance-types", help="compare only these, comma-separated (default: the region's CUDA types)")
+    p.add_argument("--popularity", default=PoolAssumptions.popularity,
+                   help="'given' (MODELS.json's rates) or 'zipf:S' (ranked Zipf(S), the same total; default %(default)s)")
+    p.add_argument("--affinity", action="store_true",
+                   help="each task holds its own share of the models (split them over pools of one task each)")
+    p.add_argument("--min-tasks", type=int, default=PoolAssumptions.min_tasks, help="default %(default)s (one per AZ)")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    return p
+
+
+def run_pool(args: argparse.Namespace) -> int:
+    only = [t.strip() for t in args.instance_types.split(",") if t.strip()] if args.instance_types else None
+    models = read_models(args.models)
+    pool = PoolAssumptions(popularity=args.popularity, affinity=args.affinity, min_tasks=args.min_tasks)
+    plans = plan_pool(models, Purchase(region=args.region), Assumptions(), pool, only)
+    print(dumps(pool_json(plans, pool, Assumptions())) if args.json else pool_table(plans, models, pool, Assumptions()))
+    return 0
+
+
+COMMANDS = {"pack": (pack_parser, run_pack), "pool": (pool_parser, run_pool)}
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    packing = bool(argv) and argv[0] == "pack"
-    args = pack_parser().parse_args(argv[1:]) if packing else parser().parse_args(argv)
+    command = COMMANDS.get(argv[0]) if argv else None
+    args = command[0]().parse_args(argv[1:]) if command else parser().parse_args(argv)
     try:
-        return run_pack(args) if packing else run(args)
+        return command[1](args) if command else run(args)
     except ConfigError as error:
         print(f"sizing: error: {error}", file=sys.stderr)
         return 2

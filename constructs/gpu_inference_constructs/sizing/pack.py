@@ -32,8 +32,8 @@ from __future__ import annotations
 import math
 
 from ..errors import ConfigError
-from ..instance_catalog import GpuInstanceType
-from .advisor import TypeAdvice, advise, types_in_region
+from .advisor import TypeAdvice, advise
+from .candidates import candidate_types
 from .pack_models import EXAMPLE
 from .pack_models import PackModel as PackModel
 from .pack_models import parse_models as parse_models
@@ -44,23 +44,8 @@ from .pack_report import table as table
 from .pack_result import PackResult
 from .pack_snippet import recommend_snippet
 from .pack_snippet import validate as validate
+from .pool import pool_note
 from .workload import Assumptions, Purchase
-
-
-def candidate_types(purchase: Purchase, only: list[str] | None) -> list[GpuInstanceType]:
-    types = types_in_region(purchase.region)
-    if only:
-        known = {t.name: t for t in types}
-        unknown = [name for name in only if name not in known]
-        if unknown:
-            raise ConfigError("--instance-types", f"{unknown} not offered in {purchase.region} or not in the catalog; "
-                                                  f"known here: {', '.join(sorted(known))}")
-        refused = [name for name in only if not known[name].cuda]
-        if refused:
-            raise ConfigError("--instance-types", f"{refused}: GPU sharing is NVIDIA MPS, a CUDA feature; pick CUDA types "
-                                                  "(g4dn, g5, g6, g6e)")
-        return [known[name] for name in dict.fromkeys(only)]
-    return [t for t in types if t.cuda]
 
 
 def pack(models: list[PackModel], purchase: Purchase, assumptions: Assumptions | None = None,
@@ -85,6 +70,12 @@ def pack(models: list[PackModel], purchase: Purchase, assumptions: Assumptions |
                                     + "; ".join(f"{r.name}: {r.reason}" for r in results)
                                     + ". Split MODELS.json into files whose models share a type, or pass --instance-types")
     recommend_snippet(result, assumptions)
+    best = result.best
+    total_rps = sum(m.workload.requests_per_second for m in models)
+    note = pool_note(models, purchase, assumptions, best.name,
+                     best.hourly_usd.get("on_demand", math.inf) / (total_rps * 3600) * 1e6)
+    if note is not None:
+        result.notes.append(note)
     return result
 
 
