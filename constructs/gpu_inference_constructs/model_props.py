@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from .deployment_capacity import ServiceDeployment
 from .deployment_props import DeploymentProps, RollbackProps, RollbackThresholds
 from .errors import ConfigError, require, require_range
-from .gpu_share import GpuShare, smallest_device_memory_mib
+from .gpu_share import GpuShare, smallest_shareable_memory_mib
 from .instance_catalog import GpuInstanceType
 from .latency_alarms import LatencyAlarmProps, LatencyAlarmThresholds
 from .neuron_placement import check_neuron_task
@@ -122,10 +122,10 @@ class ModelProps:
         check_task_fits(instance_type, gpus=self.gpus, cpu=self.cpu + cpu, memory_mib=self.memory_mib + memory)
         if self.gpu_share is not None:
             types = all_types or (instance_type,)
-            gpu = smallest_device_memory_mib(types)
+            gpu = smallest_shareable_memory_mib(types)
             require(self.gpu_share.memory_mib <= gpu, "gpu_share.memory_mib",
                     f"{self.gpu_share.memory_mib} MiB is more than the smallest GPU of {', '.join(t.name for t in types)} "
-                    f"offers ({gpu} MiB): a share is of one GPU; give at most {gpu}, or whole GPUs (remove gpu_share)")
+                    f"offers its shares ({gpu} MiB: what ECS registers less the MPS server's context): a share is of one GPU; give at most {gpu}, or whole GPUs (remove gpu_share)")
 
     @property
     def health_check_grace_seconds(self) -> int:

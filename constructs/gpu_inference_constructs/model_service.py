@@ -19,6 +19,8 @@ from .cdk_interfaces import as_role
 from .deployment import RollbackAlarmNames, RollbackThresholds, sum_over, worst_of
 from .errors import ConfigError, require
 from .gpu_capacity import GpuCapacity
+from .gpu_packing import mps_prerequisites_warning
+from .gpu_share import MPS_PLACEMENT_EXPRESSION
 from .instance_catalog import warn_if_unlisted
 from .load_balancer import ALB_DEFAULT_IDLE_TIMEOUT_SECONDS, InferenceLoadBalancer
 from .log_retention import retention_days
@@ -205,6 +207,9 @@ class ModelService(Construct):
         self.contract = contract
         self._warn(idle_timeout_warnings(contract, idle_timeout, model.name, known=balancer is not None))
         check_fits(model, contract, self.instance_type, placement.fleet_types, self._telemetry.log_router_reservation)
+        if model.gpu_share is not None and placement.capacity_group is None:
+            self._warn([(f"gpu-inference:mps-prerequisites:{model.name}", mps_prerequisites_warning(
+                model.name, "its capacity provider is your own (ClusterCapacity)"))])
         if placement.capacity_group is not None:
             try:
                 placement.capacity_group.add_model(model)
@@ -239,6 +244,9 @@ class ModelService(Construct):
             deployment_alarms=self._rollback_alarm_names.config(),
             **deployment.service_options(),
             health_check_grace_period=cdk.Duration.seconds(model.health_check_grace_seconds),
+            # A share runs only where the agent advertises MPS (gpu_share.MPS_CAPABILITY); elsewhere ECS would start it
+            # on a GPU without the MPS server and its limits unenforced.
+            placement_constraints=[ecs.PlacementConstraint.member_of(MPS_PLACEMENT_EXPRESSION)] if model.gpu_share else None,
             placement_strategies=[
                 ecs.PlacementStrategy.spread_across(ecs.BuiltInAttributes.AVAILABILITY_ZONE),
                 ecs.PlacementStrategy.spread_across_instances(),
