@@ -20,6 +20,7 @@ from .deployment import RollbackAlarmNames, RollbackThresholds, sum_over, worst_
 from .errors import ConfigError, require
 from .gpu_capacity import GpuCapacity
 from .gpu_packing import mps_prerequisites_warning
+from .log_archive_props import check_archive_flushes
 from .gpu_share import MPS_PLACEMENT_EXPRESSION
 from .instance_catalog import warn_if_unlisted
 from .load_balancer import ALB_DEFAULT_IDLE_TIMEOUT_SECONDS, InferenceLoadBalancer
@@ -216,6 +217,9 @@ class ModelService(Construct):
             except ConfigError as error:
                 raise ConfigError(f"capacity ({error.key})", f"{error.detail} (adding models[{model.name}])") from None
         self.deregistration_delay_seconds, self.stop_timeout_seconds = task_timing(contract, timing, model.name)
+        firelens = self._telemetry.firelens
+        if firelens is not None and firelens.archive is not None:
+            check_archive_flushes(firelens.archive, self.deregistration_delay_seconds, model.name)
         if access.api_keys_secret is not None:
             check_api_keys_variable(contract)
         elif not access.allow_unauthenticated:
