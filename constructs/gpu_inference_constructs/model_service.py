@@ -20,10 +20,10 @@ from .deployment import RollbackAlarmNames, RollbackThresholds, sum_over, worst_
 from .errors import ConfigError, require
 from .gpu_capacity import GpuCapacity
 from .gpu_packing import mps_prerequisites_warning
-from .log_archive_props import check_archive_flushes
 from .gpu_share import MPS_PLACEMENT_EXPRESSION
 from .instance_catalog import warn_if_unlisted
 from .load_balancer import ALB_DEFAULT_IDLE_TIMEOUT_SECONDS, InferenceLoadBalancer
+from .log_archive_props import check_archive_flushes
 from .log_retention import retention_days
 from .model_props import ROLLING_MAX_HEALTHY_PERCENT, ModelProps
 from .model_store import ModelStore, model_uri

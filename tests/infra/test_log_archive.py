@@ -31,8 +31,8 @@ from gpu_inference_constructs.log_archive_props import (
     archive_config,
     check_archive_flushes,
 )
-from gpu_inference_constructs.telemetry import FireLensProps, TelemetryProps
 from gpu_inference_constructs.service_timing import SPOT_DETECTION_SECONDS, SPOT_NOTICE_SECONDS, SPOT_STOP_SECONDS
+from gpu_inference_constructs.telemetry import FireLensProps, TelemetryProps
 from tests.conftest import validated_app
 from tests.infra.team_parts import imported_team_parts
 from tests.infra.test_service import containers, logical
