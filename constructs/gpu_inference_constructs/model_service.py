@@ -6,7 +6,7 @@ import aws_cdk as cdk
 import jsii
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_ec2 as ec2
-from aws_cdk import aws_ecr_assets as ecr_assets
+from aws_cdk import aws_ecr as ecr
 from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 from aws_cdk import aws_logs
@@ -365,13 +365,16 @@ class ModelService(Construct):
         )
 
     def _prepull_on(self, capacity: GpuCapacity) -> None:
-        """Each image asset of this task (the bundled server's) is pulled by ``capacity``'s warm pool while an instance
-        warms, with pull granted to the instances on its repository (GpuCapacity.prepull). Images from elsewhere (a
-        mirror in ECR, say) are the team's to add with ``capacity.prepull(uri, repository)``."""
+        """Every image a task of this model runs (the server's and each sidecar's and init container's: collector, log
+        router, fetcher) is pulled by ``capacity``'s warm pool while an instance warms, so a task started on an instance
+        from the pool pulls none (GpuCapacity.prepull); the instances may pull each ECR repository the task's images
+        come from (the asset's, the mirrors'). An image from a public registry is pulled where the subnets reach it."""
         for container in self.task_definition.node.children:
-            asset = container.node.try_find_child("AssetImage") if isinstance(container, ecs.ContainerDefinition) else None
-            if isinstance(asset, ecr_assets.DockerImageAsset):
-                capacity.prepull(asset.image_uri, asset.repository)
+            if isinstance(container, ecs.ContainerDefinition):
+                capacity.prepull(container.image_name)
+        for repository in self.node.find_all():
+            if isinstance(repository, ecr.RepositoryBase):
+                repository.grant_pull(capacity.instance_role)
 
 
 def _log_group(scope: Construct, props: ServiceLogs, environment_name: str, model_name: str) -> aws_logs.LogGroup:
