@@ -36,7 +36,13 @@ from .gpu_capacity_props import (
     root_volume_performance,
 )
 from .gpu_instances import machine_image
-from .gpu_packing import SharedService, check_one_kind, check_shared_group_holds_deployment_at_peak, shared_service
+from .gpu_packing import (
+    SharedService,
+    check_one_kind,
+    check_shared_group_holds_deployment_at_peak,
+    mps_prerequisites_warning,
+    shared_service,
+)
 from .legacy_keywords import RENAMES_ACCEPTED_UNTIL, accepts_legacy_keywords
 from .model_props import ModelProps, service_deployment
 from .warm_pool import WarmPoolLaunches, add_warm_pool
@@ -136,6 +142,9 @@ class GpuCapacity(CapacityGroup[GpuCapacityProps]):
         if not shared:
             self.add_service(service_deployment(model, in_gpus=True))
             return
+        if self.props.machine_image_ids is not None:
+            cdk.Annotations.of(self).add_warning_v2(f"gpu-inference:mps-prerequisites:{model.name}", mps_prerequisites_warning(
+                model.name, "this group launches your own AMI (machine_image_ids)"))
         candidate = [*self.shared_services, shared_service(model)]
         check_shared_group_holds_deployment_at_peak(self.props.max_capacity, self.instance_types, candidate,
                                                     key=f"{self.node.id}.max_capacity")

@@ -1,7 +1,8 @@
 """Whether a fleet's instances hold the tasks of the models that share their GPUs (NVIDIA MPS).
 
 ECS places a shared task on a GPU with its share's memory free, and the task's CPU and memory on the instance (ECS API
-reference, NvidiaMpsAllocation). How capacity-provider managed scaling counts GPU memory is not documented, so the
+reference, NvidiaMpsAllocation); a GPU's memory is what the agent registers, its total less the driver's reserve, and
+the MPS server's own context comes out of it too (gpu_share.shareable_memory_mib). How capacity-provider managed scaling counts GPU memory is not documented, so the
 group's ``max_capacity`` is checked here by packing the tasks, as the deployment at peak runs them: every model at
 ``max_tasks`` and the one with the largest surge deploying (deployment_capacity.py), first-fit decreasing by GPU
 memory onto instances of the group's smallest type.
@@ -14,7 +15,13 @@ from dataclasses import dataclass
 
 from .deployment_capacity import ServiceDeployment, deploying_at_peak
 from .errors import require
-from .gpu_share import GpuShare, device_memory_mib, smallest_device_memory_mib
+from .gpu_share import (
+    MPS_CAPABILITY,
+    MPS_MIN_AGENT_VERSION,
+    GpuShare,
+    shareable_memory_mib,
+    smallest_shareable_memory_mib,
+)
 from .instance_catalog import GpuInstanceType
 from .model_props import AGENT_RESERVED_CPU, ModelProps, service_deployment
 
@@ -49,8 +56,8 @@ class _Instance:
 
 def instances_for(tasks: Sequence[SharedTask], instance_type: GpuInstanceType, gpu_memory_mib: int | None = None) -> int:
     """Instances of ``instance_type`` that hold ``tasks``, packed first-fit decreasing by GPU memory; each GPU offers
-    ``gpu_memory_mib`` (default: the type's own)."""
-    gpu = gpu_memory_mib or device_memory_mib(instance_type.gpu_model, instance_type.gpu_memory_gib)
+    ``gpu_memory_mib`` (default: the type's shareable memory, what ECS registers less the MPS server's context)."""
+    gpu = gpu_memory_mib or shareable_memory_mib(instance_type.gpu_model, instance_type.gpu_memory_gib)
     instances: list[_Instance] = []
     for task in sorted(tasks, key=lambda t: (t.share.memory_mib, t.cpu, t.memory_mib), reverse=True):
         if not any(instance.place(task) for instance in instances):
@@ -99,12 +106,21 @@ def check_shared_group_holds_deployment_at_peak(max_capacity: int, instance_type
     the instances they need. Packed onto the smallest of ``instance_types`` with the smallest GPU among them: the
     group may launch any of them."""
     instance_type = min(instance_types, key=lambda t: (t.memory_gib, t.vcpus))
-    gpu = smallest_device_memory_mib(instance_types)
+    gpu = smallest_shareable_memory_mib(instance_types)
     needed = instances_for(tasks_at_peak(services), instance_type, gpu)
     deploying = deploying_at_peak([s.deployment for s in services])
     peak = sum(s.deployment.max_tasks for s in services)
     require(max_capacity >= needed, key,
             f"{max_capacity} instances cannot hold the shared-GPU models deploying at peak: their max_tasks add up to {peak} "
             f"tasks and deploying {deploying.name!r} runs {deploying.tasks_during_deployment}; packed by GPU memory, CPU and "
-            f"memory onto {instance_type.name} ({instance_type.gpus} x {gpu} MiB of GPU memory) they need {needed}; raise max_capacity to at least {needed}, shrink the shares or lower max_tasks")
+            f"memory onto {instance_type.name} ({instance_type.gpus} x {gpu} MiB of GPU memory each shares may use: what ECS registers less the MPS server) they need {needed}; raise max_capacity to at least {needed}, shrink the shares or lower max_tasks")
     return needed
+
+
+def mps_prerequisites_warning(model: str, why: str) -> str:
+    """What a shared model needs of capacity the library does not build (``why`` says whose it is)."""
+    return (f"models[{model}] runs on a GPU share and {why}: its tasks are placed only on instances with the attribute "
+            f"{MPS_CAPABILITY}, which the ECS agent ({MPS_MIN_AGENT_VERSION} or later) advertises only when "
+            "/usr/bin/nvidia-cuda-mps-control is installed and nvidia-mps.service is enabled (the ECS-optimized AL2023 "
+            "GPU AMI ships both); build the AMI from it, or check with aws ecs list-attributes --target-type "
+            f"container-instance --attribute-name {MPS_CAPABILITY} before deploying, or the tasks stay unplaced")

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from .deployment_capacity import ServiceDeployment
 from .deployment_props import DeploymentProps, RollbackProps, RollbackThresholds
 from .errors import ConfigError, require, require_range
-from .gpu_share import GpuShare, smallest_device_memory_mib
+from .gpu_share import GpuShare, smallest_shareable_memory_mib
 from .instance_catalog import GpuInstanceType
 from .latency_alarms import LatencyAlarmProps, LatencyAlarmThresholds
 from .legacy_keywords import with_legacy_keywords
@@ -129,10 +129,10 @@ class ModelProps:
             raise ConfigError(error.key, error.detail + self._value_to_write(error.key, instance_type, beside)) from None
         if self.gpu_share is not None:
             types = all_types or (instance_type,)
-            gpu = smallest_device_memory_mib(types)
+            gpu = smallest_shareable_memory_mib(types)
             require(self.gpu_share.memory_mib <= gpu, "gpu_share.memory_mib",
                     f"{self.gpu_share.memory_mib} MiB is more than the smallest GPU of {', '.join(t.name for t in types)} "
-                    f"offers ({gpu} MiB): a share is of one GPU; give at most {gpu}, or whole GPUs (remove gpu_share)")
+                    f"offers its shares ({gpu} MiB: what ECS registers less the MPS server's context): a share is of one GPU; give at most {gpu}, or whole GPUs (remove gpu_share)")
 
     def _value_to_write(self, key: str, instance_type: GpuInstanceType, beside: SidecarReservation) -> str:
         """For a task too large on ``key`` (cpu or memory_mib): the most this model may reserve there beside the

@@ -6,7 +6,7 @@ import aws_cdk as cdk
 import jsii
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_ec2 as ec2
-from aws_cdk import aws_ecr_assets as ecr_assets
+from aws_cdk import aws_ecr as ecr
 from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 from aws_cdk import aws_logs
@@ -19,10 +19,13 @@ from .cdk_interfaces import as_role
 from .deployment import RollbackAlarmNames, RollbackThresholds, sum_over, worst_of
 from .errors import ConfigError, require
 from .gpu_capacity import GpuCapacity
+from .gpu_packing import mps_prerequisites_warning
+from .gpu_share import MPS_PLACEMENT_EXPRESSION
 from .image_egress import check_images_reachable
 from .instance_catalog import warn_if_unlisted
 from .legacy_keywords import accepts_legacy_keywords
 from .load_balancer import ALB_DEFAULT_IDLE_TIMEOUT_SECONDS, InferenceLoadBalancer
+from .log_archive_props import check_archive_flushes
 from .log_retention import retention_days
 from .model_props import ROLLING_MAX_HEALTHY_PERCENT, ModelProps
 from .model_store import ModelStore, model_uri
@@ -222,12 +225,18 @@ class ModelService(Construct):
         self.contract = contract
         self._warn(idle_timeout_warnings(contract, idle_timeout, model.name, known=balancer is not None))
         check_fits(model, contract, self.instance_type, placement.fleet_types, self._telemetry.log_router_reservation)
+        if model.gpu_share is not None and placement.capacity_group is None:
+            self._warn([(f"gpu-inference:mps-prerequisites:{model.name}", mps_prerequisites_warning(
+                model.name, "its capacity provider is your own (ClusterCapacity)"))])
         if placement.capacity_group is not None:
             try:
                 placement.capacity_group.add_model(model)
             except ConfigError as error:
                 raise ConfigError(f"capacity ({error.key})", f"{error.detail} (adding models[{model.name}])") from None
         self.deregistration_delay_seconds, self.stop_timeout_seconds = task_timing(contract, timing, model.name)
+        firelens = self._telemetry.firelens
+        if firelens is not None and firelens.archive is not None:
+            check_archive_flushes(firelens.archive, self.deregistration_delay_seconds, model.name)
         if access.api_keys_secret is not None:
             check_api_keys_variable(contract)
         elif not access.allow_unauthenticated:
@@ -257,6 +266,9 @@ class ModelService(Construct):
             deployment_alarms=self._rollback_alarm_names.config(),
             **deployment.service_options(),
             health_check_grace_period=cdk.Duration.seconds(model.health_check_grace_seconds),
+            # A share runs only where the agent advertises MPS (gpu_share.MPS_CAPABILITY); elsewhere ECS would start it
+            # on a GPU without the MPS server and its limits unenforced.
+            placement_constraints=[ecs.PlacementConstraint.member_of(MPS_PLACEMENT_EXPRESSION)] if model.gpu_share else None,
             placement_strategies=[
                 ecs.PlacementStrategy.spread_across(ecs.BuiltInAttributes.AVAILABILITY_ZONE),
                 ecs.PlacementStrategy.spread_across_instances(),
@@ -390,13 +402,16 @@ class ModelService(Construct):
         )
 
     def _prepull_on(self, capacity: GpuCapacity) -> None:
-        """Each image asset of this task (the bundled server's) is pulled by ``capacity``'s warm pool while an instance
-        warms, with pull granted to the instances on its repository (GpuCapacity.prepull). Images from elsewhere (a
-        mirror in ECR, say) are the team's to add with ``capacity.prepull(uri, repository)``."""
+        """Every image a task of this model runs (the server's and each sidecar's and init container's: collector, log
+        router, fetcher) is pulled by ``capacity``'s warm pool while an instance warms, so a task started on an instance
+        from the pool pulls none (GpuCapacity.prepull); the instances may pull each ECR repository the task's images
+        come from (the asset's, the mirrors'). An image from a public registry is pulled where the subnets reach it."""
         for container in self.task_definition.node.children:
-            asset = container.node.try_find_child("AssetImage") if isinstance(container, ecs.ContainerDefinition) else None
-            if isinstance(asset, ecr_assets.DockerImageAsset):
-                capacity.prepull(asset.image_uri, asset.repository)
+            if isinstance(container, ecs.ContainerDefinition):
+                capacity.prepull(container.image_name)
+        for repository in self.node.find_all():
+            if isinstance(repository, ecr.RepositoryBase):
+                repository.grant_pull(capacity.instance_role)
 
 
 def _log_group(scope: Construct, props: ServiceLogs, environment_name: str, model_name: str) -> aws_logs.LogGroup:

@@ -16,7 +16,7 @@ from .bundled_server import (
     bundled_environment_keys,
 )
 from .errors import require
-from .gpu_share import smallest_device_memory_mib
+from .gpu_share import registered_memory_mib
 from .model_props import ModelProps
 from .pool_props import PoolAlarmProps, PoolProps
 from .server_contract import ServerContext, ServerContract, require_props
@@ -137,7 +137,7 @@ class PoolServer(ServerDefinition):
         if model.gpu_share is not None:
             device = model.gpu_share.memory_mib
         elif context.instance_type is not None:
-            device = smallest_device_memory_mib((context.instance_type,))
+            device = registered_memory_mib(context.instance_type.gpu_model, context.instance_type.gpu_memory_gib)
         else:
             device = 0
         return int(device * (1 - GPU_BUDGET_RESERVE))

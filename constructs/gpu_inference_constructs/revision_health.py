@@ -30,8 +30,9 @@ from .target_group_metrics import TargetGroupMetrics
 CONTAINER_INSIGHTS = "ECS/ContainerInsights"
 # A deployment's second task set may need new GPU instances: the capacity provider's reaction, the launch and boot,
 # the agent's registration and the image pull of `python -m gpu_inference_constructs.sizing.timeline` (90 + 60 + 15 +
-# 133 s; tests/infra/test_never_healthy_rollback.py holds it to the timeline's figures).
-NEW_CAPACITY_SECONDS = 300
+# 138 s, the server's image and the collector's; up to 142 s with FireLens's router and a fetcher: 307 s;
+# tests/infra/test_never_healthy_rollback.py holds it to the timeline's figures).
+NEW_CAPACITY_SECONDS = 330
 PERIOD_SECONDS = 60
 # Minutes of late metric data the alarm tolerates: the newest minute, evaluated before its datapoints arrive, reads as
 # not breaching (FILL(deployments, 0) is 0); with M of M + LATE_MINUTES it still counts once they arrive.

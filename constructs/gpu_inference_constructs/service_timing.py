@@ -10,6 +10,13 @@ from .load_balancer_props import ALB_MAX_IDLE_TIMEOUT_SECONDS
 
 # EC2 warns two minutes before it reclaims a Spot instance.
 SPOT_NOTICE_SECONDS = 120
+SPOT_DETECTION_SECONDS = 10
+"""How late in the notice ECS starts stopping the tasks, kept free of every stop: the agent polls the instance
+metadata's spot/instance-action once a second and then calls UpdateContainerInstancesState DRAINING (aws/amazon-ecs-agent
+agent/app/agent.go, startSpotInstanceDrainingPoller), and the scheduler then stops the instance's tasks; neither the
+call's retries nor the scheduler's delay is documented, so 10 s is a conservative figure (docs/aws-facts.md)."""
+SPOT_STOP_SECONDS = SPOT_NOTICE_SECONDS - SPOT_DETECTION_SECONDS
+"""What the notice leaves a task, from the scheduler's stop to the instance's end: deregistration delay, drain, exit."""
 # A server's HTTP keep-alive outlasts the load balancer's idle timeout by this much, so the ALB, not the server,
 # closes an idle connection (otherwise the ALB may send a request on a connection the server just closed: a 502).
 KEEP_ALIVE_MARGIN_SECONDS = 15
@@ -37,13 +44,14 @@ class ServiceTimingProps:
     def __post_init__(self) -> None:
         total = self.deregistration_delay_seconds + self.stop_timeout_seconds
         require(
-            total <= SPOT_NOTICE_SECONDS,
+            total <= SPOT_STOP_SECONDS,
             "stop_timeout_seconds",
             f"deregistration_delay_seconds ({self.deregistration_delay_seconds}) + stop_timeout_seconds ({self.stop_timeout_seconds}) "
-            f"= {total} s exceeds the {SPOT_NOTICE_SECONDS} s Spot interruption notice",
+            f"= {total} s exceeds the {SPOT_STOP_SECONDS} s the {SPOT_NOTICE_SECONDS} s Spot interruption notice leaves after "
+            f"the ECS agent sees it ({SPOT_DETECTION_SECONDS} s); shorten either",
         )
         require_range(self.deregistration_delay_seconds, 0, 3600, "deregistration_delay_seconds")
-        require_range(self.stop_timeout_seconds, 2, SPOT_NOTICE_SECONDS, "stop_timeout_seconds")
+        require_range(self.stop_timeout_seconds, 2, SPOT_STOP_SECONDS, "stop_timeout_seconds")
         if self.keep_alive_seconds is not None:
             require_range(self.keep_alive_seconds, 2, ALB_MAX_IDLE_TIMEOUT_SECONDS + KEEP_ALIVE_MARGIN_SECONDS, "keep_alive_seconds")
 

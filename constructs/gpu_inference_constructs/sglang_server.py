@@ -192,7 +192,8 @@ class SglangProps:
     Default: None (the public image)."""
     longest_request_seconds: int = SGLANG_LONGEST_REQUEST_SECONDS
     """The longest generation that still finishes when its task stops: the deregistration delay; SGLang then drains
-    for what the Spot notice leaves after its 30 s exit (see :func:`sglang_stop`). Default: 80 (at most 90)."""
+    for what the Spot notice leaves after the agent's 10 s to see it and its 30 s exit (see :func:`sglang_stop`).
+    Default: 80 (at most 80)."""
     api_key_name: str = DEFAULT_API_KEY_NAME
     """SGLang takes one literal key (``--api-key``): the key of this name in the API-key secret. Default: "default"
     (the key the shared stack generates)."""

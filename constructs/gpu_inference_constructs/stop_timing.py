@@ -6,16 +6,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .errors import require, require_range
-from .service_timing import SPOT_NOTICE_SECONDS
+from .service_timing import SPOT_DETECTION_SECONDS, SPOT_NOTICE_SECONDS, SPOT_STOP_SECONDS
 
 
 def drain_after_delay(longest_request_seconds: int, exit_seconds: int, server: str) -> int:
-    """What the Spot notice leaves ``server`` to drain after SIGTERM, after a deregistration delay of
-    ``longest_request_seconds`` (the longest generation finishes within it) and its ``exit_seconds``."""
-    high = SPOT_NOTICE_SECONDS - exit_seconds
+    """What the Spot notice leaves ``server`` to drain after SIGTERM, after the agent's detection time, a deregistration
+    delay of ``longest_request_seconds`` (the longest generation finishes within it) and its ``exit_seconds``."""
+    high = SPOT_STOP_SECONDS - exit_seconds
     require_range(longest_request_seconds, 1, high, "longest_request_seconds",
                   hint=f" (the deregistration delay, then {server}'s drain and {exit_seconds} s exit, fit the "
-                       f"{SPOT_NOTICE_SECONDS} s Spot notice; bound longer generations with max_tokens)")
+                       f"{SPOT_STOP_SECONDS} s the {SPOT_NOTICE_SECONDS} s Spot notice leaves after the ECS agent sees it; "
+                       "bound longer generations with max_tokens)")
     return high - longest_request_seconds
 
 
@@ -38,7 +39,8 @@ class StopTiming:
       cannot share an encoder's 20 s delay and 90 s stop timeout within the Spot notice).
 
     ``ModelService`` checks at construction that ``drain_seconds + exit_seconds`` fits the task's ``stopTimeout``
-    and, after the deregistration delay, the 2-minute Spot notice. Each preset's own lives in its module:
+    and, after the deregistration delay, what the 2-minute Spot notice leaves once the ECS agent has seen it
+    (``SPOT_STOP_SECONDS``). Each preset's own lives in its module:
     :func:`~.bundled_server.bundled_stop`, :func:`~.vllm_server.vllm_stop`, :func:`~.sglang_server.sglang_stop`,
     :func:`~.presets.tgi_stop`, :func:`~.presets.triton_stop`.
     """
@@ -82,11 +84,12 @@ class StopTiming:
         """The server exits before SIGKILL, inside the Spot notice, and its requests finish before it stops serving."""
         need = self.seconds_after_sigterm
         require(
-            deregistration_delay_seconds + need <= SPOT_NOTICE_SECONDS,
+            deregistration_delay_seconds + need <= SPOT_STOP_SECONDS,
             "deregistration_delay_seconds",
             f"{deregistration_delay_seconds} s of deregistration delay + the {need} s {server} needs after SIGTERM "
             f"(drain {self.drain_seconds} + exit {self.exit_seconds}) = {deregistration_delay_seconds + need} s exceeds the "
-            f"{SPOT_NOTICE_SECONDS} s Spot interruption notice; shorten the delay or the server's drain",
+            f"{SPOT_STOP_SECONDS} s the {SPOT_NOTICE_SECONDS} s Spot interruption notice leaves after the ECS agent sees it "
+            f"({SPOT_DETECTION_SECONDS} s); shorten the delay or the server's drain",
         )
         require(
             need <= stop_timeout_seconds,

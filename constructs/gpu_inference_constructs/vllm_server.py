@@ -62,7 +62,8 @@ def vllm_stop(longest_request_seconds: int = VLLM_LONGEST_REQUEST_SECONDS) -> St
     """vLLM's OpenAI server (``vllm serve``) with ``--shutdown-timeout`` :func:`vllm_drain_seconds`: a generation up to
     ``longest_request_seconds`` (default 80) long finishes when its task stops. The ALB keeps it running through
     the deregistration delay (``longest_request_seconds``: AWS documents in-flight requests completing then);
-    on SIGTERM vLLM refuses new requests and drains running ones for the rest of the Spot notice (20 s by default;
+    on SIGTERM vLLM refuses new requests and drains running ones for the rest of the Spot notice, less the ECS agent's
+    detection time (10 s by default;
     without the flag, vLLM 0.32's default 0 aborts them at once), then the API server, engine core and
     tensor-parallel workers stop (``VLLM_EXIT_SECONDS``, 20 s budget). A generation still running when the drain
     ends is cut, and vLLM 0.32 then waits on its open response until SIGKILL at ``stopTimeout`` (seen in
@@ -114,10 +115,10 @@ class VllmProps:
     ``gpu_memory_utilization`` 0.90; ``max_num_seqs`` 64; ``dtype`` auto; ``shared_memory_mib`` None: half the
     model's ``memory_mib``, at most 16384 (NCCL and the engine's worker processes use /dev/shm, which counts against
     the task's memory, so the default always fits the model's default 12288 MiB); port 8000; readiness ``/health``.
-    ``longest_request_seconds`` (default 80, at most 100): the longest generation that still finishes when its task
+    ``longest_request_seconds`` (default 80, at most 90): the longest generation that still finishes when its task
     stops (scale-in, deployment, Spot): it is the deregistration delay of the model's target groups, and vLLM's
-    ``--shutdown-timeout`` gets the rest of the 2-minute Spot notice after it and vLLM's 20 s exit (20 s by default),
-    the container's ``stopTimeout`` that drain plus the exit (40 s). See :func:`vllm_stop`.
+    ``--shutdown-timeout`` gets the rest of the 2-minute Spot notice after the agent's 10 s to see it, the delay and
+    vLLM's 20 s exit (10 s by default), the container's ``stopTimeout`` that drain plus the exit (30 s). See :func:`vllm_stop`.
     Scaling: hold ``target_running_requests_per_task`` (default 3/4 of ``max_num_seqs``) running
     requests per task; add tasks when more than ``waiting_requests_scale_out`` requests wait or the
     KV cache is more than ``kv_cache_scale_out_percent`` full. ``image``: a mirror in your ECR of

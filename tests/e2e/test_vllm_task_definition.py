@@ -72,11 +72,14 @@ def contract(tmp_path_factory):
     gpus = GpuCapacity(stack, "Gpus", vpc=network.vpc, props=GpuCapacityProps(instance_types=("g5.xlarge",)))
     store = ModelStore(stack, "Models", props=ModelStoreProps())
     alb = InferenceLoadBalancer(stack, "Alb", vpc=network.vpc, access_logs_bucket=store.access_logs_bucket, props=LoadBalancerProps(allow_http=True, ingress_cidrs=("10.0.0.0/8",)),
-                                longest_request_seconds=80)  # vLLM's longest generation
+                                longest_request_seconds=60)  # vLLM's longest generation
     ModelService(
         stack, "Llm",
         model=ModelProps(name=MODEL, version="2026-12-01", gpus=1, cpu=3072, memory_mib=12288, expected_load_seconds=300),
-        server=VllmServer(VllmProps(max_model_len=MAX_MODEL_LEN, max_num_seqs=4, dtype="float32", shared_memory_mib=2048, served_model_name="tiny"),
+        # 60 s generations leave vLLM a 30 s drain (110 - 60 - 20): the CPU's 240-token stream took 9.8 s after SIGTERM,
+        # too close to the default's 10 s (80 s generations) on shared cores.
+        server=VllmServer(VllmProps(max_model_len=MAX_MODEL_LEN, max_num_seqs=4, dtype="float32", shared_memory_mib=2048, served_model_name="tiny",
+                                    longest_request_seconds=60),
                           image=ecs.ContainerImage.from_registry("vllm/vllm-openai:v0.32.0")),
         capacity=gpus, model_source=store, route=alb,
         # Key and Secret as the interfaces they implement: their stubs name some method parameters differently.

@@ -168,7 +168,10 @@ BAD_SERVICE = [
     (model_change(0, "request_timeout_seconds", 3991), r"models\[0\]\.request_timeout_seconds: 3991 .*1 to 3990"),
     (with_change("service.stop_timeout_seconds", 110), r"service\.stop_timeout_seconds: .*= 130 s .*Spot interruption"),
     (with_change("service.drain_timeout_seconds", 70), r"service\.drain_timeout_seconds: .*no longer.*models\[\]\.drain_seconds"),
-    (model_change(0, "drain_seconds", 80), r"service\.stop_timeout_seconds: 90 s .*raise stop_timeout_seconds to 95"),
+    # 95 s after SIGTERM with a 10 s delay fits the 110 s a Spot notice leaves, but not the 90 s stop timeout
+    ({**model_change(0, "drain_seconds", 80), "service": {**BASE["service"], "deregistration_delay_seconds": 10}},
+     r"service\.stop_timeout_seconds: 90 s .*raise stop_timeout_seconds to 95"),
+    (model_change(0, "drain_seconds", 80), r"service\.deregistration_delay_seconds: .*= 115 s exceeds the 110 s .*ECS agent sees it"),
     (model_change(0, "compile", True), r"models\[0\]\.compile: .*no longer.*runtime: \"compile\""),
     (with_change("model_store.noncurrent_versions_to_infrequent_access_days", 7), r"model_store\.noncurrent_versions_to_infrequent_access_days: 7 .*too short"),
     (with_change("log_retention_days", 10), r"log_retention_days: 10 .*retention period"),

@@ -17,7 +17,14 @@ from gpu_inference_constructs import ClusterCapacity, ListenerRoute, ModelBucket
 from gpu_inference_constructs.acknowledgements import default_child
 from gpu_inference_constructs.errors import ConfigError
 from gpu_inference_constructs.gpu_packing import SharedTask, instances_for
-from gpu_inference_constructs.gpu_share import STALE_FINDINGS, GpuShare, device_memory_mib
+from gpu_inference_constructs.gpu_share import (
+    MPS_CAPABILITY,
+    MPS_MIN_AGENT_VERSION,
+    STALE_FINDINGS,
+    GpuShare,
+    registered_memory_mib,
+    shareable_memory_mib,
+)
 from gpu_inference_constructs.instance_catalog import lookup
 from stacks.config import load_environment
 from tests.app.test_checks import CFN_LINT
@@ -43,7 +50,7 @@ def test_dev_runs_three_models_on_mps_shares_as_the_reference_writes_them(synthe
         assert set(requirement) == {"Type", "SharingStrategy"} and requirement["Type"] == "GPU"  # no Value
         allocation = requirement["SharingStrategy"]["NvidiaMps"]
         assert set(allocation) <= {"Memory", "MaxComputePercent"}
-        assert allocation["Memory"] <= device_memory_mib(smallest.gpu_model, smallest.gpu_memory_gib)
+        assert allocation["Memory"] <= shareable_memory_mib(smallest.gpu_model, smallest.gpu_memory_gib)
         others = [c for c in task["Properties"]["ContainerDefinitions"] if c is not server]
         assert all(not c.get("ResourceRequirements") for c in others), "only the server takes the GPU share"
 
@@ -68,7 +75,7 @@ def dev_with(**changes) -> dict:
 
 
 @pytest.mark.parametrize(("changes", "key", "fix"), [
-    ({"models": {0: {"gpu_share": {"memory_mib": 16000}}}}, r"models\[0\]\.gpu_share\.memory_mib", "at most 15360"),  # g4dn's T4
+    ({"models": {0: {"gpu_share": {"memory_mib": 16000}}}}, r"models\[0\]\.gpu_share\.memory_mib", "at most 14592"),  # g4dn's T4
     ({"models": {0: {"gpu_share": {"memory_mib": 100}}}}, r"gpu_share\.memory_mib", "at least 256"),
     ({"models": {0: {"gpu_share": {"memory_mib": 2048, "max_compute_percent": 0}}}}, r"gpu_share\.max_compute_percent", "out of range"),
     ({"models": {0: {"gpus": 2}}}, r"models\[0\]\.gpus", "remove gpu_share"),
@@ -85,7 +92,7 @@ def test_every_fit_rule_is_refused_at_synth_naming_the_key_and_the_fix(changes, 
 
 
 def test_the_packing_by_hand():
-    """T4s offer 15360 MiB: three 4096 MiB shares fit one GPU, a fourth needs the next; CPU binds before GPU memory
+    """T4s offer their shares 14,592 MiB (15,360 less 512 reserved and 256 for the MPS server): three 4096 MiB shares fit one GPU, a fourth needs the next; CPU binds before GPU memory
     at 1024 units a task on 4 vCPU (3584 usable: three tasks)."""
     g4dn = lookup("g4dn.xlarge", "instance_type")
     small = [SharedTask(f"m{i}", GpuShare(4096), 512, 1024) for i in range(4)]
@@ -196,3 +203,54 @@ def test_a_library_capacity_refuses_whole_and_shared_models_on_one_group():
         gpus.add_model(ModelProps(name="first", version="1", cpu=1024, memory_mib=3072, gpu_share=first))
         with pytest.raises(ConfigError, match=r"^models\[second\]\.gpu_share: .*capacity group of their own"):
             gpus.add_model(ModelProps(name="second", version="1", cpu=1024, memory_mib=3072, gpu_share=second))
+
+
+def test_shares_pack_on_what_ecs_registers_less_the_mps_server():
+    """The agent registers an L4 as 23,034 - 471 = 22,563 MiB (aws/amazon-ecs-agent PR #5061), and the MPS server's
+    context (256 MiB, gpu_share.MPS_SERVER_MIB) comes out of it: 22,307 MiB for shares. An A10G has no sourced reserve:
+    23,028 - 512 - 256 = 22,260. Three 7,676 MiB shares (23,028, nvidia-smi's whole A10G) need two g5s, not one."""
+    assert registered_memory_mib("NVIDIA L4", 24) == 22563 and shareable_memory_mib("NVIDIA L4", 24) == 22307
+    assert shareable_memory_mib("NVIDIA A10G", 24) == 22260
+    g5 = lookup("g5.xlarge", "instance_type")
+    thirds = [SharedTask(f"t{i}", GpuShare(7676), 512, 1024) for i in range(3)]
+    assert instances_for(thirds, g5) == 2
+    assert instances_for([SharedTask(f"t{i}", GpuShare(7420), 512, 1024) for i in range(3)], g5) == 1  # 22,260
+
+
+def test_a_share_larger_than_what_ecs_registers_is_refused_naming_the_mps_server():
+    """A T4 shows 15,360 MiB; its shares get 15,360 - 512 - 256 = 14,592: a 15,000 MiB share is refused."""
+    with pytest.raises(ConfigError, match=r"models\[0\]\.gpu_share\.memory_mib") as raised:
+        load_environment("dev", dev_with(models={0: {"gpu_share": {"memory_mib": 15000}}}))
+    assert "at most 14592" in str(raised.value) and "MPS server" in str(raised.value)
+
+
+def test_every_shared_service_is_placed_only_where_the_agent_advertises_mps(synthesized):
+    template = synthesized.inference_template("dev")
+    shared = set(shared_task_definitions(template))
+    services = [r["Properties"] for r in template["Resources"].values() if r["Type"] == "AWS::ECS::Service"]
+    on_shares = [s for s in services if s["TaskDefinition"]["Ref"] in shared]
+    assert len(on_shares) == len(shared) >= 3
+    for service in on_shares:
+        assert service["PlacementConstraints"] == [{"Type": "memberOf", "Expression": f"attribute:{MPS_CAPABILITY} exists"}]
+    whole = synthesized.inference_template("prod")
+    assert not [r for r in whole["Resources"].values() if r["Type"] == "AWS::ECS::Service" and "PlacementConstraints" in r["Properties"]]
+
+
+def _mps_warnings(stack) -> list[str]:
+    from aws_cdk.assertions import Annotations, Match
+    return [str(w.entry.data) for w in Annotations.from_stack(stack).find_warning("*", Match.string_like_regexp(MPS_CAPABILITY))]
+
+
+def test_a_share_on_capacity_the_library_does_not_build_warns_of_the_mps_prerequisites():
+    _, stack, _ = team_stack(GpuShare(4096, 25))
+    (warning,) = _mps_warnings(stack)
+    assert "ClusterCapacity" in warning and "nvidia-mps.service" in warning and MPS_MIN_AGENT_VERSION in warning
+
+    from gpu_inference_constructs import GpuCapacity, GpuCapacityProps, ModelProps
+
+    for images, expected in ((None, 0), ({"us-east-1": "ami-0123456789abcdef0"}, 1)):
+        stack = cdk.Stack(cdk.App(), "Own", env=cdk.Environment(account="123456789012", region="us-east-1"))
+        vpc = ec2.Vpc.from_vpc_attributes(stack, "Vpc", vpc_id="vpc-1", availability_zones=["us-east-1a"], private_subnet_ids=["subnet-1"])
+        gpus = GpuCapacity(stack, "Gpus", vpc=vpc, props=GpuCapacityProps(machine_image_ids=images))
+        gpus.add_model(ModelProps(name="ranker", version="1", cpu=1024, memory_mib=3072, gpu_share=GpuShare(2048)))
+        assert len([w for w in _mps_warnings(stack) if "machine_image_ids" in w]) == expected

@@ -29,7 +29,9 @@ from gpu_inference_constructs.log_archive_props import (
     FIREHOSE_STREAM_VARIABLE,
     LogArchive,
     archive_config,
+    check_archive_flushes,
 )
+from gpu_inference_constructs.service_timing import SPOT_DETECTION_SECONDS, SPOT_NOTICE_SECONDS, SPOT_STOP_SECONDS
 from gpu_inference_constructs.telemetry import FireLensProps, TelemetryProps
 from tests.conftest import validated_app
 from tests.infra.team_parts import imported_team_parts
@@ -78,8 +80,11 @@ def output_problems(output: dict[str, str]) -> list[str]:
         put_object = output.get("use_put_object", "Off") == "On"
         if size is None or not 1 <= int(size.group(1)) <= (1024 if put_object else 50 * 1024):
             problems.append("total_file_size is not 1M to 1G (PutObject)")
-        if not re.fullmatch(r"\d+[smh]", output.get("upload_timeout", "10m")):
+        timeout = re.fullmatch(r"(\d+)([smh])", output.get("upload_timeout", "10m"))
+        if timeout is None:
             problems.append("upload_timeout is not a time such as 10m")
+        elif int(timeout.group(1)) * {"s": 1, "m": 60, "h": 3600}[timeout.group(2)] > SPOT_STOP_SECONDS:
+            problems.append("upload_timeout outlasts what a Spot notice leaves: a task's last logs are lost with its instance")
         key = output.get("s3_key_format", "/")
         if not key.startswith("/"):
             problems.append("s3_key_format does not start with / (the plugin requests /<bucket><key>)")
@@ -112,6 +117,7 @@ def test_the_configuration_file_follows_the_plugins_documented_keys():
     ({"s3_key_format": "/firelens/%Y.gz"}, "needs $UUID"),
     ({"total_file_size": "2048M"}, "total_file_size"),
     ({"upload_timeout": "ten"}, "upload_timeout"),
+    ({"upload_timeout": "10m"}, "outlasts what a Spot notice leaves"),  # the plugin's default, the archive's before
     ({"compression": "zip"}, "compression is not gzip"),
     ({"Name": "s4"}, "unknown plugin"),
 ])
@@ -126,6 +132,26 @@ def test_the_key_check_finds_a_planted_defect(defect, problem):
 def staging(synthesized):
     config = synthesized.stages["staging"].config
     return config, Template.from_json(synthesized.inference_template("staging"))
+
+
+def test_every_staging_models_archive_uploads_what_it_wrote_before_sigterm_within_the_spot_notice(staging):
+    """The notice, the agent's detection, the model's deregistration delay, then SIGTERM: a record written before it
+    is in S3 within upload_timeout, before EC2 reclaims the instance (llama-13b: 10 + 80 + 30 = 120)."""
+    config, template = staging
+    archive = config.telemetry.firelens.archive
+    resources = template.to_json()["Resources"]
+    delays = {int(a["Value"]) for r in resources.values() if r["Type"] == "AWS::ElasticLoadBalancingV2::TargetGroup"
+              for a in r["Properties"]["TargetGroupAttributes"] if a["Key"] == "deregistration_delay.timeout_seconds"}
+    assert max(delays) == 80 and archive.s3
+    for delay in delays:
+        assert SPOT_DETECTION_SECONDS + delay + archive.upload_timeout_seconds <= SPOT_NOTICE_SECONDS, delay
+
+
+def test_an_archive_slower_than_the_notice_allows_is_refused_naming_the_key():
+    check_archive_flushes(LogArchive(upload_timeout_seconds=30), 80, "llama-13b")
+    check_archive_flushes(LogArchive(s3=False, firehose_stream_arn=STREAM, upload_timeout_seconds=110), 80, "llama-13b")
+    with pytest.raises(ConfigError, match=r"^telemetry.firelens.archive.upload_timeout_seconds: .*at most 30"):
+        check_archive_flushes(LogArchive(upload_timeout_seconds=60), 80, "llama-13b")
 
 
 def _statements(template: Template, role_fragment: str, model: str) -> list[dict]:
@@ -227,7 +253,8 @@ def test_a_bucket_without_a_key_gets_no_kms_statement():
 
 @pytest.mark.parametrize(("props", "match"), [
     (dict(prefix="/logs"), r"^prefix: .*letters"),
-    (dict(upload_timeout_minutes=0), r"^upload_timeout_minutes: .*range"),
+    (dict(upload_timeout_seconds=5), r"^upload_timeout_seconds: .*range"),
+    (dict(upload_timeout_seconds=111), r"^upload_timeout_seconds: .*range"),
     (dict(total_file_size_mib=2048), r"^total_file_size_mib: .*range"),
     (dict(firehose_stream_arn="staging-server-logs"), r"^firehose_stream_arn: .*ARN"),
     (dict(s3=False), r"^s3: .*firehose_stream_arn"),

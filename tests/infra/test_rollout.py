@@ -16,7 +16,7 @@ import pytest
 
 from gpu_inference_constructs.acknowledgements import default_child
 from gpu_inference_constructs.deployment import ALARM_MINUTES, DeploymentProps
-from gpu_inference_constructs.service_timing import SPOT_NOTICE_SECONDS
+from gpu_inference_constructs.service_timing import SPOT_STOP_SECONDS
 from stacks.config import load_environment
 from tests.conftest import ROOT, scenario_context
 from tests.infra.test_server_contract import on_cluster
@@ -182,7 +182,7 @@ def test_both_target_groups_check_readiness_and_drain_within_the_spot_budget(str
         attributes = {a["Key"]: a["Value"] for a in groups[0]["TargetGroupAttributes"]}
         task = view.resources[view.service["TaskDefinition"]["Ref"]]["Properties"]
         (container,) = [c for c in task["ContainerDefinitions"] if c["Name"] == "server"]
-        assert int(attributes["deregistration_delay.timeout_seconds"]) + container["StopTimeout"] <= SPOT_NOTICE_SECONDS
+        assert int(attributes["deregistration_delay.timeout_seconds"]) + container["StopTimeout"] <= SPOT_STOP_SECONDS
         # One grace period for the service covers tasks registering in either target group.
         assert view.service["HealthCheckGracePeriodSeconds"] > 0
 

@@ -221,11 +221,12 @@ def test_each_preset_fits_the_default_timing(preset):
 @pytest.mark.parametrize(
     "stop, timing, key, message",
     [
-        (StopTiming(drain_seconds=80, exit_seconds=15), dict(stop_timeout_seconds=90), "timing.stop_timeout_seconds",
-         "raise stop_timeout_seconds to 95"),
+        (StopTiming(drain_seconds=75, exit_seconds=15), dict(stop_timeout_seconds=85), "timing.stop_timeout_seconds",
+         "raise stop_timeout_seconds to 90"),
         (StopTiming(drain_seconds=95, exit_seconds=15), dict(stop_timeout_seconds=90), "timing.deregistration_delay_seconds",
          "shorten the delay or the server's drain"),
-        (StopTiming(drain_seconds=0, exit_seconds=20, longest_request_seconds=45), dict(deregistration_delay_seconds=30),
+        (StopTiming(drain_seconds=0, exit_seconds=20, longest_request_seconds=45),
+         dict(deregistration_delay_seconds=30, stop_timeout_seconds=80),
          "timing.deregistration_delay_seconds", "raise deregistration_delay_seconds to 45"),
     ],
 )
@@ -245,10 +246,10 @@ def test_vllm_drains_in_flight_generations_within_the_spot_notice():
     model's target groups, stopTimeout and drain are sized so a generation of longest_request_seconds in flight when
     its task stops finishes: the ALB keeps it through the deregistration delay (that long), vLLM drains after SIGTERM
     for what the Spot notice leaves, and delay + drain + exit fit the notice."""
-    from gpu_inference_constructs.service_timing import SPOT_NOTICE_SECONDS
+    from gpu_inference_constructs.service_timing import SPOT_STOP_SECONDS
     from gpu_inference_constructs.vllm_server import VLLM_EXIT_SECONDS
 
-    for longest in (80, 60, 100):
+    for longest in (80, 60, 90):
         stack, parts = stack_with_placement()
         model = ModelProps(name="llm", version="1", gpus=4, cpu=45056, memory_mib=163840)
         service = ModelService(stack, "M", model=model,
@@ -263,12 +264,12 @@ def test_vllm_drains_in_flight_generations_within_the_spot_notice():
         delay = int({a["Key"]: a["Value"] for a in group["Properties"]["TargetGroupAttributes"]}["deregistration_delay.timeout_seconds"])
         assert delay >= longest, "the ALB lets a generation of the stated length finish before ECS sends SIGTERM"
         assert server["StopTimeout"] >= drain + VLLM_EXIT_SECONDS, "vLLM drains and exits before SIGKILL"
-        assert delay + server["StopTimeout"] <= SPOT_NOTICE_SECONDS, "all of it inside the Spot notice"
-        assert (delay, drain, server["StopTimeout"]) == (longest, SPOT_NOTICE_SECONDS - VLLM_EXIT_SECONDS - longest, SPOT_NOTICE_SECONDS - longest)
+        assert delay + server["StopTimeout"] <= SPOT_STOP_SECONDS, "all of it inside the Spot notice, after the agent sees it"
+        assert (delay, drain, server["StopTimeout"]) == (longest, SPOT_STOP_SECONDS - VLLM_EXIT_SECONDS - longest, SPOT_STOP_SECONDS - longest)
         assert (service.deregistration_delay_seconds, service.stop_timeout_seconds) == (delay, server["StopTimeout"])
         assert service.contract.stop == vllm_stop(longest)
-    assert drain == 0, "at 100 s the delay takes all the notice leaves: vLLM aborts at SIGTERM (its default)"
-    assert vllm_stop().drain_seconds == 20 and VllmProps().longest_request_seconds == 80
+    assert drain == 0, "at 90 s the delay takes all the notice leaves: vLLM aborts at SIGTERM (its default)"
+    assert vllm_stop().drain_seconds == 10 and VllmProps().longest_request_seconds == 80
 
 
 def test_the_environments_timing_still_applies_to_the_other_servers_of_the_environment(synthesized):
@@ -283,12 +284,13 @@ def test_the_environments_timing_still_applies_to_the_other_servers_of_the_envir
         if config.server_config(model).vllm is None:
             assert (delays, server["StopTimeout"]) == ({config.timing.deregistration_delay_seconds}, config.timing.stop_timeout_seconds)
         else:
-            assert (delays, server["StopTimeout"]) == ({80}, 40) and server["Command"][-3:-1] == ["--shutdown-timeout", "20"]
+            assert (delays, server["StopTimeout"]) == ({80}, 30) and server["Command"][-3:-1] == ["--shutdown-timeout", "10"]
 
 
-@pytest.mark.parametrize("longest", [0, 101])
+@pytest.mark.parametrize("longest", [0, 91])
 def test_a_generation_longer_than_the_spot_notice_allows_is_refused(longest):
-    with pytest.raises(ConfigError, match=r"longest_request_seconds.*allowed 1 to 100"):
+    """110 s of the notice are left once the agent has seen it, less vLLM's 20 s exit."""
+    with pytest.raises(ConfigError, match=r"longest_request_seconds.*allowed 1 to 90"):
         VllmProps(longest_request_seconds=longest)
     with pytest.raises(ConfigError, match=r"extra_args\[0\].*set that key instead"):
         VllmProps(extra_args=("--shutdown-timeout=5",))

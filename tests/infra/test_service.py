@@ -10,7 +10,7 @@ import pytest
 from aws_cdk.assertions import Template
 
 from gpu_inference_constructs.bundled_server import BUNDLED_PORT as CONTAINER_PORT
-from gpu_inference_constructs.service_timing import SPOT_NOTICE_SECONDS
+from gpu_inference_constructs.service_timing import SPOT_STOP_SECONDS
 from gpu_inference_constructs.vllm_server import vllm_liveness, vllm_stop
 from tests.conftest import ROOT
 from tests.infra.conftest import ENVIRONMENTS
@@ -207,7 +207,7 @@ def test_stop_timeout_and_deregistration_fit_the_spot_notice(env):
             timing = vllm_stop(config.server_config(model).vllm.longest_request_seconds)
             assert (delays, stop) == ({config.server_config(model).vllm.longest_request_seconds}, timing.seconds_after_sigterm)
         (delay,) = delays
-        assert delay + stop <= SPOT_NOTICE_SECONDS
+        assert delay + stop <= SPOT_STOP_SECONDS
 
 
 def test_logs_go_to_encrypted_groups_with_the_environment_retention(env):

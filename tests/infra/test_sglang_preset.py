@@ -38,7 +38,7 @@ from gpu_inference_constructs import (
 )
 from gpu_inference_constructs.presets import TGI_MAINTENANCE_WARNING
 from gpu_inference_constructs.server_signals import ScalingSignal
-from gpu_inference_constructs.service_timing import SPOT_NOTICE_SECONDS
+from gpu_inference_constructs.service_timing import SPOT_STOP_SECONDS
 from gpu_inference_constructs.sglang_server import (
     SGLANG_API_KEY_VARIABLE,
     SGLANG_ENTRY_POINT,
@@ -100,7 +100,7 @@ def test_the_synthesized_task_runs_sglang_as_its_contract_says():
     (group,) = [r["Properties"] for r in template.values() if r["Type"] == "AWS::ElasticLoadBalancingV2::TargetGroup"]
     assert (group["Port"], group["HealthCheckPath"]) == (30000, "/health")
     attributes = {a["Key"]: a["Value"] for a in group["TargetGroupAttributes"]}
-    assert attributes["deregistration_delay.timeout_seconds"] == "80" and server["StopTimeout"] == 40
+    assert attributes["deregistration_delay.timeout_seconds"] == "80" and server["StopTimeout"] == 30
     (rule,) = [r["Properties"] for r in template.values() if r["Type"] == "AWS::ElasticLoadBalancingV2::ListenerRule"]
     paths = [v for c in rule["Conditions"] if c["Field"] == "path-pattern" for v in c.get("PathPatternConfig", {}).get("Values", c.get("Values", []))]
     assert paths == ["/llm/v1/*"], "clients reach the OpenAI API only: the key also opens SGLang's control routes"
@@ -183,7 +183,7 @@ def test_flags_of_its_own_pass():
 
 @pytest.mark.parametrize("props, key, message", [
     (dict(mem_fraction_static=0.99), "mem_fraction_static", "0.1 to 0.95"),
-    (dict(longest_request_seconds=91), "longest_request_seconds", "allowed 1 to 90"),
+    (dict(longest_request_seconds=81), "longest_request_seconds", "allowed 1 to 80"),
     (dict(max_running_requests=8, target_running_requests_per_task=9), "target_running_requests_per_task", "at most max_running_requests"),
     (dict(api_key_name="a key"), "api_key_name", "not a key name"),
     (dict(image=EcrImage("mirror/sglang", "v0.5.9-cu126")), "image", "SGLang 0.5.9: before 0.5.10 SGLang keeps idle connections a fixed 5 s"),
@@ -246,7 +246,7 @@ def test_on_a_share_sglang_sizes_its_static_memory_from_the_share_and_says_it_is
     assert flag(list(whole.contract.command), "--mem-fraction-static") == "0.7" and whole.contract.single_cuda_process
 
 
-@pytest.mark.parametrize("longest", [80, 60, 90])
+@pytest.mark.parametrize("longest", [80, 60])
 def test_a_generation_of_the_stated_length_finishes_when_its_task_stops(longest):
     """The ALB keeps it through the deregistration delay; SGLang (which drains until its requests end) and its exit
     fit what the Spot notice leaves, before SIGKILL at stopTimeout."""
@@ -254,8 +254,8 @@ def test_a_generation_of_the_stated_length_finishes_when_its_task_stops(longest)
     (group,) = Template.from_stack(stack).find_resources("AWS::ElasticLoadBalancingV2::TargetGroup").values()
     delay = int({a["Key"]: a["Value"] for a in group["Properties"]["TargetGroupAttributes"]}["deregistration_delay.timeout_seconds"])
     stop_timeout = task_containers(stack)["server"]["StopTimeout"]
-    assert delay == longest and stop_timeout == SPOT_NOTICE_SECONDS - longest >= SGLANG_EXIT_SECONDS
-    assert service.contract.stop == StopTiming(SPOT_NOTICE_SECONDS - SGLANG_EXIT_SECONDS - longest, SGLANG_EXIT_SECONDS, longest, longest)
+    assert delay == longest and stop_timeout == SPOT_STOP_SECONDS - longest >= SGLANG_EXIT_SECONDS
+    assert service.contract.stop == StopTiming(SPOT_STOP_SECONDS - SGLANG_EXIT_SECONDS - longest, SGLANG_EXIT_SECONDS, longest, longest)
     timing = ServiceTimingProps()
     delay, stop_timeout = service.contract.stop.task_timing(timing.deregistration_delay_seconds, timing.stop_timeout_seconds)
     service.contract.stop.check_fits(stop_timeout_seconds=stop_timeout, deregistration_delay_seconds=delay)

@@ -1,5 +1,5 @@
-"""A Spot notice, walked against each environment's synthesized templates: the ECS agent sets the instance DRAINING,
-the scheduler stops the doomed tasks at once (the service's MinimumHealthyPercent lets it at every desired count
+"""A Spot notice, walked against each environment's synthesized templates: the ECS agent sees the notice (within
+SPOT_DETECTION_SECONDS: it polls the instance metadata once a second, then sets the instance DRAINING), the scheduler stops the doomed tasks at once (the service's MinimumHealthyPercent lets it at every desired count
 the model can run at), the load balancer deregisters each target and lets its requests finish for the deregistration
 delay, ECS sends SIGTERM, the server drains and exits before SIGKILL (the container's StopTimeout), all before EC2
 reclaims the instance 120 s after the notice. A target that fails without draining is out of the load balancer
@@ -14,7 +14,7 @@ import pytest
 
 from gpu_inference_constructs.acknowledgements import default_child
 from gpu_inference_constructs.model_props import ModelProps
-from gpu_inference_constructs.service_timing import SPOT_NOTICE_SECONDS
+from gpu_inference_constructs.service_timing import SPOT_DETECTION_SECONDS, SPOT_NOTICE_SECONDS
 from gpu_inference_constructs.spot_draining import minimum_healthy_percent, tasks_ecs_may_stop, tasks_on_one_instance
 from tests.infra.conftest import ENVIRONMENTS
 
@@ -37,10 +37,12 @@ def walk(timing: TaskTiming, desired: int, doomed: int) -> list[tuple[int, str]]
     assert may_stop == doomed, (f"at {desired} desired, ECS may stop {may_stop} of the {doomed} tasks on the draining "
                                 f"instance before replacements are healthy (MinimumHealthyPercent "
                                 f"{timing.minimum_healthy_percent}): the rest die with the instance")
-    sigterm = timing.deregistration_delay
+    seen = SPOT_DETECTION_SECONDS
+    sigterm = seen + timing.deregistration_delay
     exited = sigterm + min(timing.drain + timing.exit, timing.stop_timeout)
-    events = [(0, "notice; the agent sets the instance DRAINING; the scheduler stops its tasks"),
-              (0, "targets deregistered: no new requests, those in flight finish"),
+    events = [(0, "notice"),
+              (seen, "the agent has seen it and set the instance DRAINING; the scheduler stops its tasks"),
+              (seen, "targets deregistered: no new requests, those in flight finish"),
               (sigterm, "SIGTERM after the deregistration delay"),
               (sigterm + timing.drain, "the server's drain ends"),
               (exited, "the server exits"),
@@ -102,6 +104,10 @@ def test_the_walk_finds_a_service_that_holds_its_doomed_task():
 def test_the_walk_finds_a_stop_that_outlasts_the_notice():
     with pytest.raises(AssertionError):
         walk(TaskTiming(0, 40, 90, 70, 15), 1, 1)
+    # staging's llama-13b as it was: 80 s of deregistration delay + a 40 s stop used the whole 120 s notice and left
+    # nothing for the agent to see it.
+    with pytest.raises(AssertionError):
+        walk(TaskTiming(0, 80, 40, 25, 15), 1, 1)
     with pytest.raises(AssertionError, match="mid-drain"):
         walk(TaskTiming(0, 20, 60, 70, 15), 1, 1)
 

@@ -115,9 +115,20 @@ def rendered(template: dict, cluster: str = "prod-cluster") -> str:
             text.append(cluster)
         elif list(part) == ["Fn::Sub"]:
             text.append(part["Fn::Sub"].replace("${AWS::URLSuffix}", "amazonaws.com"))
+        elif part == {"Ref": "AWS::URLSuffix"}:  # a mirror's URI in its repository (an ECR image of the account)
+            text.append("amazonaws.com")
         else:
             raise AssertionError(f"user data part the simulation cannot render: {part}")
     return "".join(text)
+
+
+def image_uri(image) -> str:
+    """A container's Image as the instance sees it: an asset's Fn::Sub, a mirror's Fn::Join, or a public name."""
+    if isinstance(image, str):
+        return image
+    if "Fn::Sub" in image:
+        return image["Fn::Sub"].replace("${AWS::URLSuffix}", "amazonaws.com")
+    return "".join("amazonaws.com" if part == {"Ref": "AWS::URLSuffix"} else part for part in image["Fn::Join"][1])
 
 
 def images_of(template: dict) -> list[str]:
@@ -125,6 +136,16 @@ def images_of(template: dict) -> list[str]:
     found = {json.dumps(c["Image"]) for r in template["Resources"].values() if r["Type"] == "AWS::ECS::TaskDefinition"
              for c in r["Properties"]["ContainerDefinitions"]}
     return sorted(json.loads(i)["Fn::Sub"].replace("${AWS::URLSuffix}", "amazonaws.com") for i in found if "Fn::Sub" in i)
+
+
+def every_image_of(template: dict) -> dict[str, set[str]]:
+    """Each container's image URI -> the containers that run it, over every task definition."""
+    found: dict[str, set[str]] = {}
+    for resource in template["Resources"].values():
+        if resource["Type"] == "AWS::ECS::TaskDefinition":
+            for container in resource["Properties"]["ContainerDefinitions"]:
+                found.setdefault(image_uri(container["Image"]), set()).add(container["Name"])
+    return found
 
 
 def test_the_user_data_sets_the_warm_pools_check_and_names_each_models_image_once(prod):
@@ -136,6 +157,24 @@ def test_the_user_data_sets_the_warm_pools_check_and_names_each_models_image_onc
     assert len(images) == 1 and len(task_definitions) > 1  # every prod model runs the one bundled image asset
     assert script.count(images[0]) == 1  # two models of one image: pulled once
     assert len(script.encode()) < EC2_USER_DATA_LIMIT
+
+
+def test_the_pool_pulls_every_image_a_task_runs_sidecars_included(prod):
+    """Issue 52.7: a task started on an instance from the pool pulls nothing: the server's image and each sidecar's
+    (prod: the CloudWatch agent collector from its ECR mirror) are in the warming instance's pulls, each once."""
+    _, template = prod
+    script = rendered(template)
+    images = every_image_of(template)
+    assert {"server", "metrics-collector"} <= set().union(*images.values()) and len(images) >= 2
+    for image, containers in images.items():
+        assert script.count(f"'{image}'") == 1, (image, containers)
+    assert len(script.encode()) < EC2_USER_DATA_LIMIT
+
+
+def test_the_instances_may_pull_the_collectors_mirror(world):
+    role = world.only("AWS::IAM::Role", "GpuCapacityInstanceRole")
+    mirror = f"arn:aws:ecr:{world.region}:{world.account}:repository/mirror/cloudwatch-agent"
+    assert world.role_may(role, "ecr:BatchGetImage", mirror, {}) and world.role_may(role, "ecr:GetDownloadUrlForLayer", mirror, {})
 
 
 def test_the_instances_may_pull_the_asset_repository_and_no_other(world):
@@ -308,7 +347,7 @@ def lifecycle_problems(calls: list[str], state: str, images: list[str]) -> list[
             problems.append(f"starts the ECS agent while warming: {agent}")
         if sorted(pulls) != sorted(images):
             problems.append(f"pulls {pulls}, not each of {images} once")
-        registries = sorted({image.split("/")[0] for image in images})
+        registries = sorted({image.split("/")[0] for image in images if ".dkr.ecr." in image})  # ECR's, not a public one
         if sorted(c.split()[-2] for c in logins) != registries or any("password=ecr-password" not in c for c in logins):
             problems.append(f"logs in {logins}, not once to each of {registries} with ECR's password")
     else:
@@ -323,7 +362,7 @@ def lifecycle_problems(calls: list[str], state: str, images: list[str]) -> list[
 def test_an_instance_warming_into_the_pool_pulls_each_image_once_and_never_starts_the_agent(prod, tmp_path, states):
     _, template = prod
     calls, config = simulate(rendered(template), states, tmp_path)
-    assert lifecycle_problems(calls, states[-1], images_of(template)) == []
+    assert lifecycle_problems(calls, states[-1], sorted(every_image_of(template))) == []
     assert "systemctl start docker.service" in calls  # the pull needs the daemon, which no unit orders after user data
     assert calls.count("sleep 2") == states.count("404")
     assert f"\n{WARM_POOLS_CHECK}\n" in config and "ECS_CLUSTER=prod-cluster" in config
@@ -337,7 +376,7 @@ def test_an_instance_warming_into_the_pool_pulls_each_image_once_and_never_start
 def test_an_instance_going_into_service_starts_the_agent_and_pulls_nothing(prod, tmp_path, states):
     _, template = prod
     calls, config = simulate(rendered(template), states, tmp_path)
-    assert lifecycle_problems(calls, states[-1], images_of(template)) == []
+    assert lifecycle_problems(calls, states[-1], sorted(every_image_of(template))) == []
     assert not (tmp_path / "root" / ECR_LOGIN_PATH.lstrip("/")).exists()
     assert f"\n{WARM_POOLS_CHECK}\n" in config  # set on every instance: the agent then waits only while warming
 

@@ -109,6 +109,8 @@ class Throughput:
     """Encoder estimates: what the whole GPU sustains, before the server's cap. Default: None."""
     single_pass_ms: float | None = None
     """Encoder estimates: one request alone on the whole GPU (batch 1). Default: None."""
+    largest_batch_ms: float | None = None
+    """Encoder estimates: one pass of the largest batch (``max_batch_size``) on the whole GPU. Default: None."""
 
 
 @dataclass
@@ -338,7 +340,8 @@ def encoder_throughput(model: ModelShape, workload: Workload, instance: GpuInsta
                + (f"; {instance.gpu_model}'s tensor throughput is {tflops_source}" if instance.gpu_model in ESTIMATED_DENSE_FP16_TFLOPS else ""))
     p95 = workload.max_batch_wait_ms + 2 * batch_seconds(b) / runtime.factor * 1000
     return Throughput(rps, "estimate", formula, bound, p95_ms_estimate=p95, max_batch_size=b, gpu_requests_per_second=gpu_rps,
-                      single_pass_ms=batch_seconds(1) / runtime.factor * 1000)
+                      single_pass_ms=batch_seconds(1) / runtime.factor * 1000,
+                      largest_batch_ms=batch_seconds(b) / runtime.factor * 1000)
 
 
 def neuron_throughput(benchmark: NeuronBenchmark, workload: Workload, assumptions: Assumptions) -> Throughput:

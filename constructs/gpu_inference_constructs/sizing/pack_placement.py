@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..bundled_server import BundledServer
-from ..gpu_share import device_memory_mib
+from ..gpu_share import shareable_memory_mib
 from ..instance_catalog import GpuInstanceType
 from ..model_props import AGENT_RESERVED_CPU
 from .advisor import TypeAdvice
@@ -78,7 +78,7 @@ class TypePack:
 def pack_type(instance: GpuInstanceType, models: list[PackModel], advice: dict[str, dict[str, TypeAdvice]],
                purchase: Purchase, assumptions: Assumptions) -> TypePack:
     first = advice[models[0].name][instance.name]
-    gpu_budget = int(device_memory_mib(instance.gpu_model, instance.gpu_memory_gib) * (1 - assumptions.vram_headroom))
+    gpu_budget = int(shareable_memory_mib(instance.gpu_model, instance.gpu_memory_gib) * (1 - assumptions.vram_headroom))
     sidecar_cpu, sidecar_memory = BundledServer().sidecar_reservation
     result = TypePack(instance, first.price_usd, first.price_source, gpu_budget,
                       instance.task_cpu_limit_units - AGENT_RESERVED_CPU, instance.task_memory_limit_mib,

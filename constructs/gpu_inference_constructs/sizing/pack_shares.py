@@ -40,6 +40,9 @@ class Share:
     throughput_percent: float
     latency_percent: float
     compute_percent: int
+    largest_batch: int  # the server's largest batch (the fragment's max_batch_size)
+    largest_batch_ms: float  # its pass on the whole GPU
+    latency_room_ms: float  # p95 less the batch wait
     cpu: int
     cpu_basis: str
     task_memory_mib: int
@@ -63,7 +66,9 @@ class Share:
     def compute_formula(self) -> str:
         return (f"{self.compute_percent} % = max(throughput {self.throughput_percent:.2f} % (utilisation "
                 f"{self.utilisation:.2%} of the GPU, the advisor's estimate, / target), latency {self.latency_percent:.2f} % "
-                f"(one pass alone within p95)), rounded up")
+                f"(= 100 x 2 x {self.largest_batch_ms:.2f} ms, a batch of {self.largest_batch} on the whole GPU, / "
+                f"{self.latency_room_ms:g} ms, p95 less the batch wait: MaxComputePercent caps the task even on an idle "
+                "GPU, so its largest batch, and the one queued behind it, must finish within p95 at the cap)), rounded up")
 
 
 @dataclass(frozen=True)
@@ -86,7 +91,7 @@ def share_on(model: PackModel, advice: TypeAdvice, instance: GpuInstanceType, gp
         return Refusal("other", f"not costed ({throughput.formula if throughput else advice.reason})")
     if advice.too_slow:
         return Refusal("latency", f"misses its latency goal even on the whole GPU ({advice.reason.rsplit('; ', 1)[-1]})")
-    if throughput.gpu_requests_per_second is None or throughput.single_pass_ms is None:
+    if throughput.gpu_requests_per_second is None or throughput.largest_batch_ms is None:
         return Refusal("other", f"no estimate of the whole GPU's throughput to size a compute share from ({throughput.source})")
     need = advice.memory.total_gib * 1024
     allocator = max(ALLOCATOR_RESERVE_MIN_MIB, ALLOCATOR_RESERVE.value * need)
@@ -101,18 +106,21 @@ def share_on(model: PackModel, advice: TypeAdvice, instance: GpuInstanceType, gp
     utilisation = per_task / throughput.gpu_requests_per_second
     throughput_percent = 100 * utilisation / assumptions.target_utilization
     room = model.workload.p95_ms - model.workload.max_batch_wait_ms
-    latency_percent = 100 * 2 * throughput.single_pass_ms / room
+    # A pass on p % of the GPU's SMs takes (100 / p) x its time on the whole GPU (conservative: no pass is faster than
+    # the SMs it may use allow); the advisor's own p95 is the batch wait plus two passes of the largest batch.
+    latency_percent = 100 * 2 * throughput.largest_batch_ms / room
     needed = max(throughput_percent, latency_percent)
     if needed > 100:
         return Refusal("compute", f"needs {needed:.0f} % of one {instance.gpu_model}'s compute per task (utilisation "
                                   f"{utilisation:.1%} at {per_task:g} req/s over the {assumptions.target_utilization:.0%} "
-                                  "target, or one pass within p95): give it whole GPUs")
+                                  "target, or its largest batch within p95): give it whole GPUs")
     percent = max(1, math.ceil(needed - 1e-9))
     cpu, cpu_basis = _task_cpu(model, per_task, assumptions)
     task_memory, memory_basis = _task_memory(model)
     capacity = min(throughput.gpu_requests_per_second * percent / 100, assumptions.server_ceiling_rps)
+    largest = throughput.max_batch_size or model.workload.max_batch_size
     return Share(model, advice, tasks, need, allocator, memory, utilisation, throughput_percent, latency_percent, percent,
-                 cpu, cpu_basis, task_memory, memory_basis, capacity)
+                 largest, throughput.largest_batch_ms, room, cpu, cpu_basis, task_memory, memory_basis, capacity)
 
 
 def _task_cpu(model: PackModel, per_task_rps: float, assumptions: Assumptions) -> tuple[int, str]:

@@ -50,6 +50,10 @@ GP3_BASELINE_MIB_S = 125  # gp3 without provisioned throughput
 GP3_MAX_MIB_S = 1000
 STREAMER_GIB_S = 3.5  # Run:ai Model Streamer, Llama-3-8B from S3 on g5.12xlarge (issue 22's anchor)
 IMAGE_GB = 8.0  # a CUDA PyTorch runtime image, compressed layers (estimate; see the Dockerfile's base)
+# The images a task pulls beside the server's, compressed (estimates of their order, not measured here: no Docker):
+# the metrics and traces collector every task runs (the CloudWatch agent, or the ADOT collector), FireLens's AWS for
+# Fluent Bit where the environment routes logs through it, and the AWS CLI of the init containers (the LLM presets').
+SIDECAR_IMAGE_GB = {"collector": 0.25, "log router": 0.1, "fetcher": 0.15}
 ECR_PULL_MB_S = 60.0  # pull and extract together, one image, estimate
 AMI_CACHED_START_S = 5.0  # the images already on the AMI's snapshot (see the image pull phase's source)
 # A stopped instance of the warm pool started and booted: the launch's boot (60 s, the "instance launch" phase) without
@@ -141,7 +145,14 @@ def _vllm_start_phases(weights_bytes: int, storage: str) -> list[Phase]:
                          "figure is measured or published for them")]
 
 
-def _new_instance_phases(capacity: GpuCapacityProps, warm_start: bool) -> list[Phase]:
+def _images(sidecars: tuple[str, ...]) -> tuple[float, str]:
+    """The gigabytes a task's images pull and what they are."""
+    sizes = [("server", IMAGE_GB), *((name, SIDECAR_IMAGE_GB[name]) for name in sidecars)]
+    return sum(gb for _, gb in sizes), " + ".join(f"{name} {gb:g} GB" for name, gb in sizes)
+
+
+def _new_instance_phases(capacity: GpuCapacityProps, warm_start: bool, sidecars: tuple[str, ...]) -> list[Phase]:
+    gb, images = _images(sidecars)
     reaction = Phase("capacity-provider reaction", 90.0, ESTIMATED,
                      "managed scaling is a target tracking policy on CapacityProviderReservation, a 1-minute metric "
                      "(ECS API reference, ManagedScaling); its alarm's datapoints are not documented, and ECS owns the "
@@ -160,29 +171,32 @@ def _new_instance_phases(capacity: GpuCapacityProps, warm_start: bool) -> list[P
                   "state already InService, so the agent does not wait"),
             Phase("image pull", 0.0, DOCUMENTED,
                   "ECS_IMAGE_PULL_BEHAVIOR=prefer-cached (ECS agent configuration) starts the task from the images the "
-                  "instance pulled while it warmed (GpuCapacity.prepull); a server image changed since then pulls "
-                  "only its changed layers"),
+                  f"instance pulled while it warmed: every image the task runs ({images}; ModelService prepulls each "
+                  "container's, GpuCapacity.prepull); an image changed since then pulls only its changed layers"),
         ]
     return [
         reaction,
         Phase("instance launch", 60.0, ESTIMATED, "EC2 pending to running and the AL2023 GPU AMI's boot"),
         Phase("agent registration", 15.0, ESTIMATED, "ECS agent start and RegisterContainerInstance"),
         Phase("image pull", AMI_CACHED_START_S, ESTIMATED,
-              "the images are in the AMI (capacity.machine_image_ids) and prefer-cached uses them; a volume from "
+              f"every image the task runs ({images}) is in the AMI (capacity.machine_image_ids) and prefer-cached "
+              "uses them; a volume from "
               "a snapshot loads its blocks on first read: a PyTorch image cached on an EBS snapshot starts a pod "
               "in under 5 s (EKS blueprints, issue 22's anchor)")
         if capacity.machine_image_ids else
-        Phase("image pull", IMAGE_GB * 1000 / ECR_PULL_MB_S, ESTIMATED,
-              f"{IMAGE_GB:g} GB image at {ECR_PULL_MB_S:g} MB/s pull and extract; prefer-cached skips it only on "
-              "an instance that ran the image before, or with the images in the AMI (capacity.machine_image_ids)"),
+        Phase("image pull", gb * 1000 / ECR_PULL_MB_S, ESTIMATED,
+              f"every image the task runs, {images} = {gb:g} GB, at {ECR_PULL_MB_S:g} MB/s pull and extract (the "
+              "sidecars' before the task starts too); prefer-cached skips them only on an instance that ran them "
+              "before, or with the images in the AMI (capacity.machine_image_ids)"),
     ]
 
 
 def timeline(scaling: BundledScalingProps, capacity: GpuCapacityProps, *, weights_bytes: int, storage: str,
              new_instance: bool, startup: dict, bundled_server: bool = True, compiled: bool = False,
-             warm_start: bool = False) -> list[Phase]:
+             warm_start: bool = False, sidecars: tuple[str, ...] = ("collector",)) -> list[Phase]:
     """The phases from a load step to the new task serving: on warm spare capacity, or (``new_instance``) on an
-    instance that a scale-out launches, or (``warm_start`` too) starts from the group's warm pool."""
+    instance that a scale-out launches, or (``warm_start`` too) starts from the group's warm pool. ``sidecars``: the
+    images the task pulls beside the server's (SIDECAR_IMAGE_GB's names; default: the collector every task runs)."""
     if warm_start and not new_instance:
         raise ValueError("warm_start is a way of getting a new instance: pass new_instance=True with it")
     if bundled_server:
@@ -199,7 +213,7 @@ def timeline(scaling: BundledScalingProps, capacity: GpuCapacityProps, *, weight
               Phase("ECS service reaction", 5.0, ESTIMATED, "Application Auto Scaling sets the desired count; ECS "
                     "places the task, or holds it PROVISIONING when no instance has room")]
     if new_instance:
-        phases += _new_instance_phases(capacity, warm_start)
+        phases += _new_instance_phases(capacity, warm_start, sidecars)
     else:
         phases.append(Phase("image pull", 0.0, DOCUMENTED, "ECS_IMAGE_PULL_BEHAVIOR=prefer-cached: the warm instance "
                             "already has the image (ECS agent configuration)"))
@@ -310,8 +324,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"timeline: error: {error}", file=sys.stderr)
         return 2
     bundled = not vllm
+    sidecars = ("collector", *(("log router",) if data.get("telemetry", {}).get("firelens") else ()),
+                *(("fetcher",) if vllm else ()))
     common: dict[str, Any] = dict(weights_bytes=int(args.weights_gb * 1e9), storage=storage, startup=startup,
-                                  bundled_server=bundled, compiled=bundled and (model or {}).get("runtime") == "compile")
+                                  bundled_server=bundled, compiled=bundled and (model or {}).get("runtime") == "compile",
+                                  sidecars=sidecars)
     name = (model or {}).get("name", "model")
     spare = capacity.target_capacity_percent < 100
     print(render(f"{args.environment}/{name}, a task on warm spare capacity"
