@@ -16,7 +16,7 @@ from . import metric_names
 from .acknowledgements import default_child
 from .bundled_server import BundledServer
 from .cdk_interfaces import as_role
-from .deployment import RollbackAlarmNames, RollbackThresholds, sum_over, worst_of
+from .deployment import RollbackAlarmNames, RollbackThresholds, service_options, sum_over, worst_of
 from .errors import ConfigError, require
 from .gpu_capacity import GpuCapacity
 from .instance_catalog import warn_if_unlisted
@@ -237,7 +237,7 @@ class ModelService(Construct):
             min_healthy_percent=self.minimum_healthy_percent,
             max_healthy_percent=ROLLING_MAX_HEALTHY_PERCENT,
             deployment_alarms=self._rollback_alarm_names.config(),
-            **deployment.service_options(),
+            **service_options(deployment),
             health_check_grace_period=cdk.Duration.seconds(model.health_check_grace_seconds),
             placement_strategies=[
                 ecs.PlacementStrategy.spread_across(ecs.BuiltInAttributes.AVAILABILITY_ZONE),

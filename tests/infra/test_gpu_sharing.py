@@ -17,8 +17,9 @@ from gpu_inference_constructs import ClusterCapacity, ListenerRoute, ModelBucket
 from gpu_inference_constructs.acknowledgements import default_child
 from gpu_inference_constructs.errors import ConfigError
 from gpu_inference_constructs.gpu_packing import SharedTask, instances_for
-from gpu_inference_constructs.gpu_share import STALE_FINDINGS, GpuShare, device_memory_mib
+from gpu_inference_constructs.gpu_share import GpuShare, device_memory_mib
 from gpu_inference_constructs.instance_catalog import lookup
+from gpu_inference_constructs.task_gpu_share import STALE_FINDINGS
 from stacks.config import load_environment
 from tests.app.test_checks import CFN_LINT
 from tests.conftest import cloudformation_validation_findings, validated_app
