@@ -19,7 +19,7 @@ from .cdk_interfaces import as_role
 from .deployment import RollbackAlarmNames, RollbackThresholds, service_options, sum_over, worst_of
 from .errors import ConfigError, require
 from .gpu_capacity import GpuCapacity
-from .instance_catalog import warn_if_unlisted
+from .instance_regions import warn_if_unlisted
 from .load_balancer import ALB_DEFAULT_IDLE_TIMEOUT_SECONDS, InferenceLoadBalancer
 from .log_retention import retention_days
 from .model_props import ROLLING_MAX_HEALTHY_PERCENT, ModelProps
