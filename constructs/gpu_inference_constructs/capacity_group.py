@@ -31,7 +31,8 @@ from .gpu_capacity_provider import (
 )
 from .gpu_instances import agent_user_data, gpu_launch_template, instance_role, instance_security_group
 from .group_events import group_event_topic, notify_group_events
-from .instance_catalog import GpuInstanceType, warn_if_unlisted
+from .instance_catalog import GpuInstanceType
+from .instance_regions import warn_if_unlisted
 from .schedules import CapacityPrewarm
 from .subnet_selection import private_subnets
 

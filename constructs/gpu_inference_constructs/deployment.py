@@ -41,7 +41,8 @@ from .target_group_metrics import TargetGroupMetrics
 __all__ = [
     "ALARM_MINUTES", "BUILT_IN_ALARMS", "CIRCUIT_BREAKER_STRATEGIES", "CLOUDFORMATION_DEPLOYMENT_MINUTES", "DEFAULTS",
     "MAX_BAKE_MINUTES", "ROLLBACK_LATENCY", "ROLLBACK_LATENCY_FACTOR", "STEP_RANGES", "DeploymentProps",
-    "RollbackAlarmNames", "RollbackAlarms", "RollbackProps", "RollbackThresholds", "Strategy", "sum_over", "worst_of",
+    "RollbackAlarmNames", "RollbackAlarms", "RollbackProps", "RollbackThresholds", "Strategy", "service_options", "sum_over",
+    "worst_of",
 ]
 
 
@@ -161,3 +162,26 @@ class RollbackAlarms(Construct):
                 treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
                 alarm_description=description,
             )
+
+
+def service_options(props: DeploymentProps) -> dict:
+    """Keyword arguments for ``ecs.Ec2Service`` / ``FargateService`` from ``props`` (everything but the alarms)."""
+    breaker = ecs.DeploymentCircuitBreaker(enable=True, rollback=True) if props.uses_circuit_breaker else None
+    if not props.shifts_traffic:
+        return {"circuit_breaker": breaker}
+    final_bake, step_bake = props.final_bake, props.step_bake
+    assert final_bake is not None  # every strategy that shifts traffic has a default bake time
+    options: dict = {
+        "circuit_breaker": breaker,
+        "deployment_strategy": {
+            "canary": ecs.DeploymentStrategy.CANARY,
+            "linear": ecs.DeploymentStrategy.LINEAR,
+            "blue_green": ecs.DeploymentStrategy.BLUE_GREEN,
+        }[props.strategy],
+        "bake_time": cdk.Duration.minutes(final_bake),
+    }
+    if props.strategy in STEP_RANGES:
+        assert step_bake is not None  # canary and linear have a default step bake
+        shift = ecs.TrafficShiftConfig(step_percent=props.traffic_step_percent, step_bake_time=cdk.Duration.minutes(step_bake))
+        options[f"{props.strategy}_configuration"] = shift
+    return options

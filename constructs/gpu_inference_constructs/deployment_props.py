@@ -168,31 +168,6 @@ class DeploymentProps:
             return 2 * max_tasks
         return math.floor(max_tasks * max_healthy_percent / 100)
 
-    def service_options(self) -> dict:
-        """Keyword arguments for ``ecs.Ec2Service`` / ``FargateService`` (everything but the alarms)."""
-        import aws_cdk as cdk  # here, so the props load without aws_cdk (the sizing advisor)
-        from aws_cdk import aws_ecs as ecs
-
-        breaker = ecs.DeploymentCircuitBreaker(enable=True, rollback=True) if self.uses_circuit_breaker else None
-        if not self.shifts_traffic:
-            return {"circuit_breaker": breaker}
-        final_bake, step_bake = self.final_bake, self.step_bake
-        assert final_bake is not None  # every strategy that shifts traffic has a default bake time
-        options: dict = {
-            "circuit_breaker": breaker,
-            "deployment_strategy": {
-                "canary": ecs.DeploymentStrategy.CANARY,
-                "linear": ecs.DeploymentStrategy.LINEAR,
-                "blue_green": ecs.DeploymentStrategy.BLUE_GREEN,
-            }[self.strategy],
-            "bake_time": cdk.Duration.minutes(final_bake),
-        }
-        if self.strategy in STEP_RANGES:
-            assert step_bake is not None  # canary and linear have a default step bake
-            shift = ecs.TrafficShiftConfig(step_percent=self.traffic_step_percent, step_bake_time=cdk.Duration.minutes(step_bake))
-            options[f"{self.strategy}_configuration"] = shift
-        return options
-
 
 @dataclass(frozen=True)
 class RollbackThresholds:

@@ -98,7 +98,7 @@ class GpuCapacityProps:
                     "stopped instances as the group may run")
 
     def resolve_instance_types(self) -> list[GpuInstanceType]:
-        """The catalog entries, in priority order, checked for one shape (the region: :func:`~.instance_catalog.region_warning`)."""
+        """The catalog entries, in priority order, checked for one shape (the region: :func:`~.instance_regions.region_warning`)."""
         return resolve_one_shape(self.instance_types, lookup, "g5.xlarge and g4dn.xlarge")
 
     def smallest_instance_type(self) -> GpuInstanceType:

@@ -10,21 +10,13 @@ NvidiaMpsAllocation).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from .errors import require, require_range
-
-if TYPE_CHECKING:
-    from aws_cdk import aws_ecs as ecs
 
 # What ECS sets in a container on a share (ECS API reference, NvidiaMpsAllocation).
 MEMORY_LIMIT_VARIABLE = "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"
 COMPUTE_PERCENT_VARIABLE = "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"
 MIN_SHARE_MIB = 256
-# What aws-cdk-lib 2.275's CloudFormation validation raises on a share: "'Value' is a required property" and
-# "Additional properties are not allowed ('SharingStrategy' was unexpected)". cfn-lint 1.58 knows SharingStrategy and
-# checks its shape (tests/infra/test_gpu_sharing.py), so the acknowledged rules stay checked on these resources.
-STALE_FINDINGS = ("CloudFormation-Validate::F3003", "CloudFormation-Validate::F3002")
 
 
 @dataclass(frozen=True)
@@ -99,24 +91,3 @@ def share_fraction(share: GpuShare, gpu_model: str, nominal_gib: int) -> float:
     """The share's memory as a fraction of the GPU's: what a server that sizes itself from the whole device (vLLM's
     ``--gpu-memory-utilization``) must be told."""
     return share.memory_mib / device_memory_mib(gpu_model, nominal_gib)
-
-
-def write_share(task_definition: ecs.TaskDefinition, container_index: int, share: GpuShare) -> None:
-    """The one escape hatch for GPU sharing: aws-cdk-lib 2.275's L1 predates ``SharingStrategy`` (it arrived in
-    2.276.0), so the container's ResourceRequirements are written as the CloudFormation reference documents them
-    (AWS::ECS::TaskDefinition ResourceRequirement, SharingStrategy, NvidiaMpsAllocation). Remove it when the pin moves:
-    ``ecs.ContainerDefinition``'s own GPU sharing option then writes the same JSON."""
-    import aws_cdk as cdk  # here, so the share's data and checks load without aws_cdk (the sizing advisor)
-
-    from .acknowledgements import default_child
-
-    resource = default_child(task_definition)
-    resource.add_property_override(f"ContainerDefinitions.{container_index}.ResourceRequirements", [share.resource_requirement()])
-    # The CloudFormation reference (AWS::ECS::TaskDefinition ResourceRequirement) makes Value and SharingStrategy
-    # alternatives; aws-cdk-lib 2.275's validation schema predates it. Acknowledged on this task definition only.
-    cdk.Validations.of(resource).acknowledge(*(cdk.Acknowledgment(
-        id=finding,
-        reason="ResourceRequirements carry SharingStrategy.NvidiaMps instead of Value, as the CloudFormation reference "
-               "for AWS::ECS::TaskDefinition ResourceRequirement and SharingStrategy documents (GPU sharing, ECS agent "
-               "1.107.0); aws-cdk-lib 2.275's validation schema predates it, and cfn-lint 1.58 checks the shape")
-        for finding in STALE_FINDINGS))

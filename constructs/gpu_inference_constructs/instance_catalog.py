@@ -19,12 +19,9 @@ Every figure of every entry has a source and the date it was read there: ``figur
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from .errors import ConfigError
-
-if TYPE_CHECKING:
-    from constructs import Construct
 
 PRICES_AS_OF = "2025-11 (us-east-1, Linux, On-Demand)"
 
@@ -297,7 +294,7 @@ def on_demand_price(name: str, region: str) -> tuple[float, str]:
 def lookup(name: str, key: str) -> GpuInstanceType:
     """The catalog entry for ``name``, or a ConfigError naming ``key`` if the name is unknown (or not a CUDA type).
 
-    The region is not checked here: see :func:`region_warning`."""
+    The region is not checked here: see :func:`~.instance_regions.region_warning`."""
     if name in NON_CUDA_CATALOG:
         raise ConfigError(
             key,
@@ -336,32 +333,3 @@ def lookup_any(name: str, key: str) -> GpuInstanceType:
 def is_neuron_type(name: str) -> bool:
     """Whether ``name`` is a Neuron type of the catalog."""
     return name in NON_CUDA_CATALOG and NON_CUDA_CATALOG[name].neuron
-
-
-def region_warning(instance_type: GpuInstanceType, region: str, key: str) -> str | None:
-    """A warning when the catalog does not list ``instance_type``'s family in ``region``, else None.
-
-    AWS adds types to regions every month: a table in a library cannot refuse one, so this is a warning (a CDK
-    annotation; ``cdk synth --strict`` makes it an error) that says where the table comes from."""
-    import aws_cdk as cdk  # here, so the catalog's data loads without aws_cdk (the sizing advisor)
-
-    regions = REGIONS_BY_FAMILY[instance_type.family]
-    if cdk.Token.is_unresolved(region) or region in regions:
-        return None
-    source = REGION_SOURCES[instance_type.family]
-    return (
-        f"{key}: the catalog does not list {instance_type.name!r} in region {region!r} (gpu_inference_constructs."
-        f"instance_catalog.REGIONS_BY_FAMILY, from {source.source}, {source.as_of}; {instance_type.family} listed in: "
-        f"{', '.join(sorted(regions))}). Check the type is offered there (aws ec2 describe-instance-type-offerings "
-        f"--region {region} --filters Name=instance-type,Values={instance_type.name}); if it is, this warning is only the "
-        "table being behind"
-    )
-
-
-def warn_if_unlisted(scope: Construct, instance_type: GpuInstanceType, region: str, key: str) -> None:
-    """:func:`region_warning` as a CDK annotation warning on ``scope``."""
-    import aws_cdk as cdk
-
-    warning = region_warning(instance_type, region, key)
-    if warning is not None:
-        cdk.Annotations.of(scope).add_warning_v2(f"gpu-inference:region-unlisted:{instance_type.name}", warning)

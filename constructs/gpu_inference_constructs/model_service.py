@@ -16,13 +16,13 @@ from . import metric_names
 from .acknowledgements import default_child
 from .bundled_server import BundledServer
 from .cdk_interfaces import as_role
-from .deployment import RollbackAlarmNames, RollbackThresholds, sum_over, worst_of
+from .deployment import RollbackAlarmNames, RollbackThresholds, service_options, sum_over, worst_of
 from .errors import ConfigError, require
 from .gpu_capacity import GpuCapacity
 from .gpu_packing import mps_prerequisites_warning
 from .gpu_share import MPS_PLACEMENT_EXPRESSION
 from .image_egress import check_images_reachable
-from .instance_catalog import warn_if_unlisted
+from .instance_regions import warn_if_unlisted
 from .legacy_keywords import accepts_legacy_keywords
 from .load_balancer import ALB_DEFAULT_IDLE_TIMEOUT_SECONDS, InferenceLoadBalancer
 from .log_archive_props import check_archive_flushes
@@ -264,7 +264,7 @@ class ModelService(Construct):
             min_healthy_percent=self.minimum_healthy_percent,
             max_healthy_percent=ROLLING_MAX_HEALTHY_PERCENT,
             deployment_alarms=self._rollback_alarm_names.config(),
-            **deployment.service_options(),
+            **service_options(deployment),
             health_check_grace_period=cdk.Duration.seconds(model.health_check_grace_seconds),
             # A share runs only where the agent advertises MPS (gpu_share.MPS_CAPABILITY); elsewhere ECS would start it
             # on a GPU without the MPS server and its limits unenforced.

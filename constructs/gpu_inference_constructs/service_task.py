@@ -17,7 +17,6 @@ from constructs import Construct
 from .acknowledgements import acknowledge, acknowledge_when_resolved, default_child, default_policy, nag_rendering
 from .cdk_interfaces import as_role, service_principal
 from .errors import require
-from .gpu_share import write_share
 from .instance_catalog import GpuInstanceType
 from .log_archive import archive_environment, firelens_config_with_archive, grant_archive_writes
 from .log_archive_props import archive_key_prefix
@@ -37,6 +36,7 @@ from .server_contract import (
 )
 from .service_choices import ModelBucket
 from .target_optimizer import add_target_control_agent
+from .task_gpu_share import write_share
 from .telemetry import (
     DEFAULT_LOG_ROUTER_IMAGE,
     FIRELENS_LOG_KEY,

@@ -20,12 +20,12 @@ from gpu_inference_constructs.gpu_packing import SharedTask, instances_for
 from gpu_inference_constructs.gpu_share import (
     MPS_CAPABILITY,
     MPS_MIN_AGENT_VERSION,
-    STALE_FINDINGS,
     GpuShare,
     registered_memory_mib,
     shareable_memory_mib,
 )
 from gpu_inference_constructs.instance_catalog import lookup
+from gpu_inference_constructs.task_gpu_share import STALE_FINDINGS
 from stacks.config import load_environment
 from tests.app.test_checks import CFN_LINT
 from tests.conftest import cloudformation_validation_findings, validated_app

@@ -11,7 +11,7 @@ import dataclasses
 
 import pytest
 
-from gpu_inference_constructs.deployment import DeploymentProps
+from gpu_inference_constructs.deployment import DeploymentProps, service_options
 from gpu_inference_constructs.revision_health import NEW_CAPACITY_SECONDS
 from tests.infra.conftest import ENVIRONMENTS
 from tests.metric_math import evaluate
@@ -151,7 +151,7 @@ def test_the_rollback_watches_the_never_healthy_alarm_by_name(synthesized, alarm
 def test_rolling_and_blue_green_use_the_circuit_breaker_canary_and_linear_may_not():
     assert DeploymentProps("rolling").uses_circuit_breaker and DeploymentProps("blue_green").uses_circuit_breaker
     assert not DeploymentProps("canary").uses_circuit_breaker and not DeploymentProps("linear").uses_circuit_breaker
-    options = DeploymentProps("blue_green").service_options()
+    options = service_options(DeploymentProps("blue_green"))
     assert options["circuit_breaker"] is not None
     from gpu_inference_constructs.errors import ConfigError
 
