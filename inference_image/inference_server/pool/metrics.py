@@ -1,0 +1,91 @@
+"""A pool's figures per interval, as one EMF document whose metrics do not grow with the model count: resident
+models, hit rate, loads, load time (each load's, so CloudWatch has its p95), evictions and failed loads. Each model's
+request count and latency percentiles ride as a property (requests_by_model), for Logs Insights:
+
+    fields @timestamp, requests_by_model.<model>.count, requests_by_model.<model>.p95_ms
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from .. import emf
+from .. import facts as m
+from .loaded import DEVICE
+
+MAX_LOAD_TIMES = 100  # EMF takes at most 100 values per metric in one document
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+class PoolMetrics:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._reset()
+
+    def _reset(self) -> None:
+        self.requests = 0
+        self.hits = 0
+        self.misses_by_tier: dict[str, int] = {}
+        self.loads = 0
+        self.load_ms: list[float] = []
+        self.evictions = 0
+        self.failed_loads = 0
+        self.refused = 0  # requests answered 503 for a model in its failed-load backoff
+        self.shed = 0
+        self.latency_by_model: dict[str, list[float]] = {}
+
+    def record_request(self, model: str, tier: str, latency_s: float) -> None:
+        with self._lock:
+            self.requests += 1
+            if tier == DEVICE:
+                self.hits += 1
+            else:
+                self.misses_by_tier[tier] = self.misses_by_tier.get(tier, 0) + 1
+            self.latency_by_model.setdefault(model, []).append(latency_s * 1000)
+
+    def record_load(self, tier: str, seconds: float) -> None:
+        with self._lock:
+            self.loads += 1
+            self.load_ms.append(seconds * 1000)
+
+    def record_eviction(self) -> None:
+        with self._lock:
+            self.evictions += 1
+
+    def record_failed_load(self) -> None:
+        with self._lock:
+            self.failed_loads += 1
+
+    def record_refused(self) -> None:
+        with self._lock:
+            self.refused += 1
+
+    def record_shed(self) -> None:
+        with self._lock:
+            self.shed += 1
+
+    def take(self, resident: int) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(metric values, properties) of the interval since the last call."""
+        with self._lock:
+            values: dict[str, Any] = {m.POOL_RESIDENT_MODELS: resident, m.POOL_MODEL_LOADS: self.loads,
+                                      m.POOL_EVICTIONS: self.evictions, m.POOL_FAILED_LOADS: self.failed_loads}
+            if self.requests:
+                values[m.POOL_HIT_RATE] = round(100 * self.hits / self.requests, 2)
+            if self.load_ms:
+                values[m.POOL_LOAD_TIME] = [round(v, 1) for v in self.load_ms[-MAX_LOAD_TIMES:]]
+            by_model = {name: {"count": len(ms), "p50_ms": round(_percentile(ms, 0.5), 2),
+                               "p95_ms": round(_percentile(ms, 0.95), 2)}
+                        for name, ms in self.latency_by_model.items()}
+            properties = {"requests": self.requests, "misses_by_tier": dict(self.misses_by_tier),
+                          "refused_failed_model": self.refused, "shed": self.shed, "requests_by_model": by_model}
+            self._reset()
+        return values, properties
+
+
+def pool_document(environment: str, pool: str, values: dict[str, Any], properties: dict[str, Any]) -> dict[str, Any]:
+    return emf.document(environment, pool, values, {"process": "pool", **properties})
