@@ -82,6 +82,7 @@ class ModelPool:
         self._failed: dict[tuple[str, str], Failure] = {}
         self._load_times: list[float] = []  # recent loads' seconds (deadline admission's estimate)
         self._unloads = 0
+        self._costs: dict[str, int] = {}  # each model's device bytes when last loaded (bounded by the registry)
         self._executor = ThreadPoolExecutor(load_threads, thread_name_prefix="pool-load")
 
     # -- lifecycle ---------------------------------------------------------------------------------------------
@@ -256,6 +257,8 @@ class ModelPool:
                         return model, HOST
                     del self.models[name]
                     self._retire(model)
+                if not self._make_room(self._expected_cost(name), keep=None):  # before loading what cannot fit
+                    raise self._no_room()
             started = self._clock()
             try:
                 loaded, tier = self.loader.load(name, version)
@@ -269,10 +272,10 @@ class ModelPool:
             self._load_times = [*self._load_times[-99:], seconds]
             self.metrics.record_load(tier, seconds)
             with self._lock:
+                self._costs[name] = loaded.cost_bytes
                 if not self._make_room(loaded.cost_bytes, keep=None):
                     self._unload(loaded)
-                    raise PoolError(503, "overloaded", f"pool {self.pool}'s device memory is held by models with "
-                                    "requests in flight; retry", 1.0)
+                    raise self._no_room()
                 self._failed.pop(key, None)
                 if self.registry is None or self.registry.version_of(name) != version:
                     loaded.retired = True  # the registry moved on while it loaded: it serves its waiters, then goes
@@ -289,6 +292,17 @@ class ModelPool:
             with self._lock:
                 self._loads.pop(key, None)
                 self._load_started.pop(key, None)
+
+    def _no_room(self) -> PoolError:
+        return PoolError(503, "overloaded", f"pool {self.pool}'s device memory is held by models with requests in "
+                         "flight; retry", 1.0)
+
+    def _expected_cost(self, name: str) -> int:
+        """Device bytes a model will need: its own from an earlier load, else the median of the models loaded."""
+        if name in self._costs:
+            return self._costs[name]
+        costs = sorted(self._costs.values())
+        return costs[len(costs) // 2] if costs else 0
 
     def _mark_failed(self, key: tuple[str, str], error: str) -> None:
         with self._lock:
