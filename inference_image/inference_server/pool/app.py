@@ -16,22 +16,21 @@ import logging
 import time
 from typing import Any
 
-import numpy as np
 import orjson
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from ..front.protocols.oip_codec import Tensor, encode_response
 from ..inputs import InputError
+from ..tensor_spec import datatype_of
 from .resident import ModelPool, PoolError
 
 log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 1 << 20
 MAX_TEXT_CHARS = 100_000
-OIP_DATATYPES = {"float32": "FP32", "float16": "FP16", "float64": "FP64", "int64": "INT64", "int32": "INT32",
-                 "bool": "BOOL"}
 
 
 def _json(content: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -147,11 +146,12 @@ class PoolApp:
             return _error(exc, oip=True)
         except NotImplementedError as exc:
             return _json({"error": str(exc)}, 400)
-        tensors = [{"name": key, "datatype": OIP_DATATYPES.get(str(value.dtype), "BYTES"),
-                    "shape": list(value.shape), "data": np.asarray(value).reshape(-1).tolist()}
-                   for key, value in outputs.items()]
-        return _json({"model_name": name, "model_version": model.version, "id": body.get("id", ""),
-                      "outputs": tensors})
+        tensors = [Tensor(key, datatype_of(value.dtype) if value.dtype != object else "BYTES", tuple(value.shape),
+                          value) for key, value in outputs.items()]
+        request_id = body.get("id")
+        encoded, _ = encode_response(name, model.version, request_id if isinstance(request_id, str) else None,
+                                     tensors, set())
+        return Response(encoded, media_type="application/json")
 
     # -- the model ---------------------------------------------------------------------------------------------
 
