@@ -253,3 +253,23 @@ def test_the_store_uri_must_be_the_pools_own_prefix():
     settings = load_pool_settings({"POOL_NAME": POOL, "MODEL_STORE_URI": f"s3://bucket/pools/{POOL}/",
                                    "POOL_GPU_MEMORY_MIB": "2048"})
     assert settings.gpu_memory_bytes == 2048 << 20 and settings.registry_poll_s == 10.0
+
+
+def test_a_verified_file_is_not_hashed_again_until_it_changes_then_it_is_and_is_refused(tmp_path,
+                                                                                        tiny_classifier_dir):
+    import shutil
+
+    from inference_server.engine.artifacts import ArtifactError
+    from inference_server.manifest import build_manifest
+    from inference_server.pool.store import ModelStore
+
+    version_dir = tmp_path / "pools" / POOL / "models" / "clf" / "1"
+    shutil.copytree(tiny_classifier_dir, version_dir)
+    (version_dir / "manifest.json").write_bytes(build_manifest(tiny_classifier_dir, "clf", "1").to_json())
+    store = ModelStore(str(tmp_path / "pools" / POOL), tmp_path / "cache", 1 << 30)
+    assert store.fetch("clf", "1").verified_now
+    assert not store.fetch("clf", "1").verified_now
+    weights = version_dir / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-1] + b"\0")
+    with pytest.raises(ArtifactError, match="model.safetensors"):
+        store.fetch("clf", "1")

@@ -71,6 +71,7 @@ class StoreLoader:
         self.dtype = select_dtype(precision, self.device)
         self.max_batch_size, self.max_sequence_length = max_batch_size, max_sequence_length
         self._handler_class = handler_class(model_handler) if model_handler else None
+        self._probed: set[tuple[str, str]] = set()  # versions that answered their published probe in this process
 
     def load(self, name: str, version: str) -> tuple[LoadedModel, str]:
         started = time.monotonic()
@@ -92,8 +93,10 @@ class StoreLoader:
         try:
             handler.load_preprocessing(ctx)
             handler.load(ctx)
-            check_probe(handler, manifest, model_name=name, version=version, runtime="eager",
-                        device_type=self.device.type)
+            if fetched.verified_now or (name, version) not in self._probed:  # files unchanged since they passed
+                check_probe(handler, manifest, model_name=name, version=version, runtime="eager",
+                            device_type=self.device.type)
+                self._probed.add((name, version))
             weights = handler.weights_bytes()
             plan = handler.activation_bytes(self.max_batch_size, handler.max_length or self.max_sequence_length) or 0
         except Exception as exc:

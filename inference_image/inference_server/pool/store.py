@@ -26,6 +26,22 @@ DISK, S3 = "disk", "s3"  # where a fetch found the version's files
 class Fetched:
     artifact: ModelArtifact
     tier: str  # DISK or S3
+    # False: this process verified these very files before (same size, mtime and inode) and they were not hashed again
+    verified_now: bool = True
+
+
+Fingerprint = tuple[tuple[str, int, int, int], ...]
+
+
+def _fingerprint(artifact: ModelArtifact) -> Fingerprint | None:
+    """Each manifest file's size, mtime and inode: what a rewrite of a verified file changes."""
+    if artifact.manifest is None:
+        return None
+    try:
+        stats = [(path, (artifact.directory / path).stat()) for path in sorted(artifact.manifest.files)]
+    except OSError:
+        return None
+    return tuple((path, st.st_size, st.st_mtime_ns, st.st_ino) for path, st in stats)
 
 
 def _tree_bytes(directory: Path) -> int:
@@ -41,6 +57,7 @@ class ModelStore:
         self._client = None
         self._lock = threading.Lock()
         self._cached: OrderedDict[Path, int] = OrderedDict()  # version directory -> bytes, least recently used first
+        self._verified: dict[Path, tuple[ModelArtifact, Fingerprint]] = {}  # what this process hashed, as it was
         self.disk_evictions = 0
 
     @property
@@ -77,17 +94,34 @@ class ModelStore:
     # -- model versions ----------------------------------------------------------------------------------------
 
     def fetch(self, model: str, version: str) -> Fetched:
-        """The version's files on local disk, verified against its manifest (a version without one is refused)."""
+        """The version's files on local disk, verified against its manifest (a version without one is refused).
+        Files this process verified before are not hashed again while their size, mtime and inode are unchanged (a
+        published version is immutable: publish refuses to overwrite one without --force)."""
         uri = self.uri + model_prefix(model, version)
-        if not self.is_s3:
-            return Fetched(fetch_model(uri, self.cache_dir, require_manifest=True), DISK)
-        bucket, prefix = parse_s3_uri(uri)
-        directory = self.cache_dir / "models" / bucket / prefix
+        if self.is_s3:
+            bucket, prefix = parse_s3_uri(uri)
+            directory = self.cache_dir / "models" / bucket / prefix
+        else:
+            directory = Path(uri)
         with self._lock:
-            tier = DISK if directory in self._cached else S3
+            tier = DISK if directory in self._cached or not self.is_s3 else S3
+            known = self._verified.get(directory)
+        if known is not None and _fingerprint(known[0]) == known[1]:
+            self._touch(directory)
+            return Fetched(known[0], DISK, verified_now=False)
         artifact = fetch_model(uri, self.cache_dir, require_manifest=True)
-        self._cache(directory)
+        fingerprint = _fingerprint(artifact)
+        with self._lock:
+            if fingerprint is not None:
+                self._verified[directory] = (artifact, fingerprint)
+        if self.is_s3:
+            self._cache(directory)
         return Fetched(artifact, tier)
+
+    def _touch(self, directory: Path) -> None:
+        with self._lock:
+            if directory in self._cached:
+                self._cached.move_to_end(directory)
 
     def _cache(self, directory: Path) -> None:
         size = _tree_bytes(directory)
@@ -101,6 +135,7 @@ class ModelStore:
                 if oldest == directory:
                     break
                 del self._cached[oldest]
+                self._verified.pop(oldest, None)
                 doomed.append(oldest)
                 total -= freed
             self.disk_evictions += len(doomed)
