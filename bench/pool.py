@@ -240,7 +240,7 @@ def _s3_server(store: Path, work: Path) -> PoolServer:
                    disk_cache_mib=1)
 
 
-def _process_figures() -> dict[str, int]:
+def _process_figures() -> dict[str, float]:
     with open("/proc/self/statm") as statm:
         resident_pages = int(statm.read().split()[1])
     return {"rss_mib": round(resident_pages * os.sysconf("SC_PAGE_SIZE") / 2**20, 1),
@@ -251,10 +251,10 @@ def _process_figures() -> dict[str, int]:
 def load_evict_cycles(store: Path, work: Path, cycles: int) -> dict[str, Any]:
     server = _server(str(store), work / "cache-cycles", max_resident_models=1, host_memory_mib=0)
 
-    async def run() -> tuple[dict[str, int], dict[str, int], float]:
+    async def run() -> tuple[dict[str, float], dict[str, float], float]:
         warm = max(1, cycles // 10)
         start = time.perf_counter()
-        early: dict[str, int] = {}
+        early: dict[str, float] = {}
         for index in range(cycles):
             seconds, tier = await _timed(server, f"m{index % 2}")
             assert tier != "device", "every request of this phase should load its model"

@@ -273,3 +273,37 @@ def test_a_verified_file_is_not_hashed_again_until_it_changes_then_it_is_and_is_
     weights.write_bytes(weights.read_bytes()[:-1] + b"\0")
     with pytest.raises(ArtifactError, match="model.safetensors"):
         store.fetch("clf", "1")
+
+
+def test_pool_metrics_are_one_document_and_one_line_per_model_with_requests(server, caplog):
+    import logging
+
+    from inference_server import facts
+
+    app = server()
+    with TestClient(app.app) as client:
+        for _ in range(2):
+            client.post(f"/{POOL}/models/clf/predict", json={"text": "good"})
+        client.post(f"/{POOL}/v1/embeddings", json={"model": "emb", "input": "x"})
+        client.post(f"/{POOL}/models/ghost/predict", json={"text": "x"})  # a 404: no line for a name not registered
+        with caplog.at_level(logging.INFO, logger="inference_server.pool.server"):
+            app.emit_metrics()
+    records = [r for r in caplog.records if r.name == "inference_server.pool.server"]
+    (document,) = [r.fields for r in records if r.getMessage() == "metrics"]  # type: ignore[attr-defined]
+    names = {m["Name"] for m in document["_aws"]["CloudWatchMetrics"][0]["Metrics"]}
+    assert names == {facts.POOL_RESIDENT_MODELS, facts.POOL_HIT_RATE, facts.POOL_LOADS, facts.POOL_LOAD_TIME,
+                     facts.POOL_EVICTIONS, facts.POOL_FAILED_LOADS}
+    assert document["ModelName"] == POOL and document[facts.POOL_HIT_RATE] == pytest.approx(100 / 3, abs=0.01)
+    lines = {r.fields["PoolModel"]: r.fields for r in records  # type: ignore[attr-defined]
+             if r.getMessage() == facts.POOL_MODEL_MESSAGE}
+    assert set(lines) == {"clf", "emb"} and lines["clf"]["PoolModelRequests"] == 2
+    assert set(lines["clf"]) == set(facts.POOL_MODEL_FIELDS)
+
+
+def test_the_server_command_runs_a_pool_when_pool_name_is_set(monkeypatch):
+    from inference_server import __main__ as server_main
+    from inference_server.pool import __main__ as pool_main
+
+    monkeypatch.setenv("POOL_NAME", POOL)
+    monkeypatch.setattr(pool_main, "main", lambda: 42)
+    assert server_main.main() == 42

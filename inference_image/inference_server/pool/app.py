@@ -177,7 +177,12 @@ class PoolApp:
         pool = self.pool
         started = time.monotonic()
         deadline = started + self.request_timeout_s
-        model, tier = await pool.acquire(name, deadline, len(texts))
+        pool.version_for(name)  # 400 or 404 before anything is counted against the name
+        try:
+            model, tier = await pool.acquire(name, deadline, len(texts))
+        except PoolError:
+            pool.metrics.record_error(name)
+            raise
         try:
             handler = model.handler
             if handler.input_kind != "text":
@@ -192,6 +197,9 @@ class PoolApp:
                 raise PoolError(503, "overloaded", f"model {name}: {reason}", 1.0)
             result = await pool.infer(model, items, deadline)
             predictions = handler.postprocess(result.outputs, len(texts))
+        except PoolError:
+            pool.metrics.record_error(name)
+            raise
         finally:
             pool.release(model)
         pool.metrics.record_request(name, tier, time.monotonic() - started)

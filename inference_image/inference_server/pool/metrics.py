@@ -1,8 +1,11 @@
 """A pool's figures per interval, as one EMF document whose metrics do not grow with the model count: resident
-models, hit rate, loads, load time (each load's, so CloudWatch has its p95), evictions and failed loads. Each model's
-request count and latency percentiles ride as a property (requests_by_model), for Logs Insights:
+models, hit rate, loads, load time (each load's, so CloudWatch has its p95), evictions and failed loads. Each model
+with requests in the interval gets one plain JSON log line (no metric), for Logs Insights and Contributor Insights:
 
-    fields @timestamp, requests_by_model.<model>.count, requests_by_model.<model>.p95_ms
+    {"message": "pool model", "PoolModel": "<model>", "PoolModelRequests": n, "PoolModelLatencyP95": ms,
+     "PoolModelErrors": n}
+
+    filter message = "pool model" | stats sum(PoolModelRequests) as requests by PoolModel | sort requests desc
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ class PoolMetrics:
         self.refused = 0  # requests answered 503 for a model in its failed-load backoff
         self.shed = 0
         self.latency_by_model: dict[str, list[float]] = {}
+        self.errors_by_model: dict[str, int] = {}
 
     def record_request(self, model: str, tier: str, latency_s: float) -> None:
         with self._lock:
@@ -47,6 +51,11 @@ class PoolMetrics:
             else:
                 self.misses_by_tier[tier] = self.misses_by_tier.get(tier, 0) + 1
             self.latency_by_model.setdefault(model, []).append(latency_s * 1000)
+
+    def record_error(self, model: str) -> None:
+        """A request for a registered model that got no prediction (a failed load, shed, timeout, bad input)."""
+        with self._lock:
+            self.errors_by_model[model] = self.errors_by_model.get(model, 0) + 1
 
     def record_load(self, tier: str, seconds: float) -> None:
         with self._lock:
@@ -69,22 +78,26 @@ class PoolMetrics:
         with self._lock:
             self.shed += 1
 
-    def take(self, resident: int) -> tuple[dict[str, Any], dict[str, Any]]:
-        """(metric values, properties) of the interval since the last call."""
+    def take(self, resident: int) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
+        """(metric values, properties, one line's fields per model) of the interval since the last call."""
         with self._lock:
-            values: dict[str, Any] = {m.POOL_RESIDENT_MODELS: resident, m.POOL_MODEL_LOADS: self.loads,
+            values: dict[str, Any] = {m.POOL_RESIDENT_MODELS: resident, m.POOL_LOADS: self.loads,
                                       m.POOL_EVICTIONS: self.evictions, m.POOL_FAILED_LOADS: self.failed_loads}
             if self.requests:
                 values[m.POOL_HIT_RATE] = round(100 * self.hits / self.requests, 2)
             if self.load_ms:
                 values[m.POOL_LOAD_TIME] = [round(v, 1) for v in self.load_ms[-MAX_LOAD_TIMES:]]
-            by_model = {name: {"count": len(ms), "p50_ms": round(_percentile(ms, 0.5), 2),
-                               "p95_ms": round(_percentile(ms, 0.95), 2)}
-                        for name, ms in self.latency_by_model.items()}
+            per_model = [{"PoolModel": name, "PoolModelRequests": len(ms),
+                          "PoolModelLatencyP95": round(_percentile(ms, 0.95), 2),
+                          "PoolModelErrors": self.errors_by_model.get(name, 0)}
+                         for name, ms in self.latency_by_model.items()]
+            per_model += [{"PoolModel": name, "PoolModelRequests": 0, "PoolModelLatencyP95": None,
+                           "PoolModelErrors": errors}
+                          for name, errors in self.errors_by_model.items() if name not in self.latency_by_model]
             properties = {"requests": self.requests, "misses_by_tier": dict(self.misses_by_tier),
-                          "refused_failed_model": self.refused, "shed": self.shed, "requests_by_model": by_model}
+                          "refused_failed_model": self.refused, "shed": self.shed}
             self._reset()
-        return values, properties
+        return values, properties, per_model
 
 
 def pool_document(environment: str, pool: str, values: dict[str, Any], properties: dict[str, Any]) -> dict[str, Any]:

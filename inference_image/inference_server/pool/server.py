@@ -7,6 +7,7 @@ import logging
 import threading
 
 from .. import emf
+from ..facts import POOL_MODEL_MESSAGE
 from .app import PoolApp
 from .loaded import Loader, StoreLoader
 from .metrics import pool_document
@@ -63,8 +64,10 @@ class PoolServer:
             self.poll_registry()
 
     def emit_metrics(self) -> None:
-        values, properties = self.pool.metrics.take(self.pool.resident)
+        values, properties, per_model = self.pool.metrics.take(self.pool.resident)
         properties.update(self.pool.figures(), disk_cache_mib=round(self.store.disk_bytes / 2**20, 1),
                           disk_evictions=self.store.disk_evictions)
         log.info("metrics", extra={"fields": pool_document(self.settings.deployment_env, self.settings.pool_name,
                                                            values, properties)})
+        for fields in per_model:
+            log.info(POOL_MODEL_MESSAGE, extra={"fields": fields})
