@@ -36,6 +36,7 @@ from inference_server.manifest import MANIFEST_FILE, SHA256PIECES_FILE, SHA256SU
 from inference_server.pool.pool_settings import load_pool_settings
 from inference_server.pool.registry import REGISTRY_FILE, Registry
 from inference_server.pool.server import PoolServer
+from inference_server.pool.store import ModelStore
 
 from .pool_routing import zipf_sampler
 
@@ -92,20 +93,22 @@ def build_store(work: Path, models: int, miss_model: Path) -> Path:
     return root
 
 
-def _server(store: str, cache: Path, **settings: Any) -> PoolServer:
+def _server(store: str, cache: Path, store_object: ModelStore | None = None, **settings: Any) -> PoolServer:
     values = dict(pool_name=POOL, store_uri=store, cache_dir=cache, max_batch_size=8, max_sequence_length=128,
                   metrics_interval_s=3600.0, registry_poll_s=3600.0, request_timeout_s=30.0, load_threads=1)
-    server = PoolServer(load_pool_settings({}, **(values | settings)))
+    server = PoolServer(load_pool_settings({}, **(values | settings)), store=store_object)
     server.start()
     return server
 
 
-async def _timed(server: PoolServer, name: str) -> tuple[float, str]:
+async def _timed(server: PoolServer, name: str) -> tuple[float, float, str]:
+    """(the request's seconds, of which its model's load, where the model was found)."""
     started = time.perf_counter()
     model, tier = await server.pool.acquire(name, time.monotonic() + 30)
+    loaded = time.perf_counter()
     server.pool.release(model)
     await server.app.run(name, [TEXT])
-    return time.perf_counter() - started, tier
+    return time.perf_counter() - started, loaded - started, tier
 
 
 def hit_against_single(store: Path, work: Path, requests: int) -> dict[str, Any]:
@@ -193,21 +196,24 @@ def miss_tiers(store: Path, work: Path, reps: int, s3_reps: int) -> dict[str, An
     figures: dict[str, Any] = {}
 
     def alternate(server: PoolServer, count: int) -> dict[str, Any]:
-        async def run() -> tuple[list[float], set[str]]:
-            times, tiers = [], set()
+        async def run() -> tuple[list[float], list[float], list[float], set[str]]:
+            times, loads, hits, tiers = [], [], [], set()
             await _timed(server, "minilm")
             for _ in range(count):
                 await _timed(server, "m0")  # evicts minilm (one slot)
-                seconds, tier = await _timed(server, "minilm")
+                seconds, load, tier = await _timed(server, "minilm")
                 times.append(seconds)
+                loads.append(load)
                 tiers.add(tier)
-            return times, tiers
+                hits.append((await _timed(server, "minilm"))[0])  # the same request, resident: what the miss adds to
+            return times, loads, hits, tiers
 
         try:
-            times, tiers = asyncio.run(run())
+            times, loads, hits, tiers = asyncio.run(run())
         finally:
             server.stop()
-        return {**_percentiles(times), "tiers": sorted(tiers)}
+        return {"request": _percentiles(times), "of_which_load": _percentiles(loads), "tiers": sorted(tiers),
+                "same_request_as_a_hit": _percentiles(hits)}
 
     figures["host_memory"] = alternate(_server(str(store), work / "cache-host", max_resident_models=1,
                                                host_memory_mib=4096), reps)
@@ -235,9 +241,10 @@ def _s3_server(store: Path, work: Path) -> PoolServer:
                 client.upload_file(str(path), "bench-store", f"pools/{POOL}/models/{name}/1/{path.relative_to(source)}")
     client.put_object(Bucket="bench-store", Key=f"pools/{POOL}/{REGISTRY_FILE}",
                       Body=Registry(POOL, {"m0": "1", "minilm": "1"}).to_json())
-    # One slot, no host memory, and a disk cache smaller than MiniLM: each of its requests fetches from S3.
-    return _server(f"s3://bench-store/pools/{POOL}/", work / "cache-s3", max_resident_models=1, host_memory_mib=0,
-                   disk_cache_mib=1)
+    # One slot, no host memory, and a disk cache of one version: each of the model's requests fetches from S3.
+    uri = f"s3://bench-store/pools/{POOL}/"
+    return _server(uri, work / "cache-s3", store_object=ModelStore(uri, work / "cache-s3", 1), max_resident_models=1,
+                   host_memory_mib=0)
 
 
 def _process_figures() -> dict[str, float]:
@@ -256,7 +263,7 @@ def load_evict_cycles(store: Path, work: Path, cycles: int) -> dict[str, Any]:
         start = time.perf_counter()
         early: dict[str, float] = {}
         for index in range(cycles):
-            seconds, tier = await _timed(server, f"m{index % 2}")
+            _, _, tier = await _timed(server, f"m{index % 2}")
             assert tier != "device", "every request of this phase should load its model"
             if index + 1 == warm:
                 import gc
