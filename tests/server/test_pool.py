@@ -310,3 +310,48 @@ def test_hits_count_as_device_and_misses_by_tier(pools):
         return tiers
 
     assert asyncio.run(main()) == ["disk", DEVICE, DEVICE]
+
+
+def test_a_refused_version_leaves_the_previous_one_serving_even_once_it_was_unloaded(pools):
+    loader = FakeLoader()
+    loader.fail[("a", "2")] = "does not answer the probe as published"
+    clock = Clock()
+    pool = pools(loader, {"a": "1", "b": "1"}, max_resident=1, clock=clock)
+
+    async def main():
+        await serve(pool, "a")
+        await serve(pool, "b")  # "a" version 1 is unloaded (no host memory)
+        pool.apply_registry(Registry("pool-a", {"a": "2", "b": "1"}, 1))
+        with pytest.raises(PoolError):  # version 2's load fails
+            await pool.acquire("a", clock.now + FAR)
+        return await serve(pool, "a")
+
+    assert asyncio.run(main()) == [1.0]  # version 1 loaded again, and serving
+    assert loader.loads[("a", "1")] == 2 and loader.loads[("a", "2")] == 1
+
+
+def test_after_its_backoff_a_refused_version_is_tried_again_in_the_background(pools):
+    loader = FakeLoader()
+    loader.fail[("a", "2")] = "a transient fetch error"
+    clock = Clock()
+    pool = pools(loader, {"a": "1"}, clock=clock, load_backoff_s=30.0)
+
+    async def main():
+        await serve(pool, "a")
+        pool.apply_registry(Registry("pool-a", {"a": "2"}, 1))
+        for _ in range(100):
+            if ("a", "2") in pool._failed:
+                break
+            await asyncio.sleep(0.02)
+        assert await serve(pool, "a") == [1.0]
+        assert loader.loads[("a", "2")] == 1  # within the backoff: not tried again
+        del loader.fail[("a", "2")]
+        clock.now += 31
+        assert await serve(pool, "a") == [1.0]  # served by version 1 while version 2 loads
+        for _ in range(100):
+            if pool.models["a"].version == "2":
+                break
+            await asyncio.sleep(0.02)
+        return await serve(pool, "a")
+
+    assert asyncio.run(main()) == [2.0]

@@ -82,6 +82,7 @@ class ModelPool:
         self._failed: dict[tuple[str, str], Failure] = {}
         self._load_times: list[float] = []  # recent loads' seconds (deadline admission's estimate)
         self._unloads = 0
+        self._last_good: dict[str, str] = {}  # the version of each model that last loaded and passed its checks
         self._costs: dict[str, int] = {}  # each model's device bytes when last loaded (bounded by the registry)
         self._executor = ThreadPoolExecutor(load_threads, thread_name_prefix="pool-load")
 
@@ -146,12 +147,18 @@ class ModelPool:
         with self._lock:
             model = self.models.get(name)
             if model is not None and model.on_device and (model.version == version or self._keeps_serving(name)):
+                if model.version != version and (name, version) not in self._loads and not self._failure(name, version):
+                    self._load(name, version)  # its backoff is over: the registered version again, in the background
                 return self._hold(model), DEVICE
             failure = self._failure(name, version)
-            if failure is not None and (model is None or model.version == version):
-                self.metrics.record_refused()
-                raise PoolError(503, "model_failed", f"model {name} version {version} failed to load: "
-                                f"{failure.error}", max(1.0, failure.until - self._clock()))
+            if failure is not None:
+                previous = self._last_good.get(name)
+                if previous is not None and previous != version and self._failure(name, previous) is None:
+                    version = previous  # the registered version is refused: the one that served before serves on
+                elif model is None or model.version == version:
+                    self.metrics.record_refused()
+                    raise PoolError(503, "model_failed", f"model {name} version {version} failed to load: "
+                                    f"{failure.error}", max(1.0, failure.until - self._clock()))
             if model is not None and not model.on_device and (model.version == version or self._keeps_serving(name)):
                 version = model.version  # in host memory: a copy back to the device
             expected = self._expected_load_s(name, version) + self.scheduler.expected_wait_s(None, inputs)
@@ -175,6 +182,10 @@ class ModelPool:
                     raise PoolError(503, "overloaded", f"model {name} was evicted before it served; retry", 1.0)
                 loaded = current
             return self._hold(loaded), tier
+
+    def _registered_is_refused(self, name: str) -> bool:
+        version = self.registry.version_of(name) if self.registry else None
+        return version is not None and (name, version) in self._failed
 
     def _keeps_serving(self, name: str) -> bool:
         """The model's registered version is loading or was refused: the version it has keeps serving."""
@@ -277,9 +288,11 @@ class ModelPool:
                     self._unload(loaded)
                     raise self._no_room()
                 self._failed.pop(key, None)
-                if self.registry is None or self.registry.version_of(name) != version:
+                registered = self.registry.version_of(name) if self.registry else None
+                if registered != version and not (registered is not None and self._registered_is_refused(name)):
                     loaded.retired = True  # the registry moved on while it loaded: it serves its waiters, then goes
                     return loaded, tier
+                self._last_good[name] = version
                 old = self.models.get(name)
                 self.models[name] = loaded
                 if old is not None:
