@@ -355,3 +355,21 @@ def test_after_its_backoff_a_refused_version_is_tried_again_in_the_background(po
         return await serve(pool, "a")
 
     assert asyncio.run(main()) == [2.0]
+
+
+def test_a_forward_that_raises_is_a_500_with_a_json_error_and_the_model_serves_on(pools):
+    loader = FakeLoader()
+    pool = pools(loader, {"a": "1"})
+
+    async def main():
+        await serve(pool, "a")
+        model = pool.models["a"]
+        forward = model.handler.forward
+        model.handler.forward = lambda batch: (_ for _ in ()).throw(RuntimeError("boom"))  # type: ignore[method-assign]
+        with pytest.raises(PoolError) as caught:
+            await serve(pool, "a")
+        model.handler.forward = forward  # type: ignore[method-assign]
+        return caught.value, await serve(pool, "a")
+
+    error, after = asyncio.run(main())
+    assert error.status == 500 and error.code == "internal_error" and after == [1.0]

@@ -307,3 +307,14 @@ def test_the_server_command_runs_a_pool_when_pool_name_is_set(monkeypatch):
     monkeypatch.setenv("POOL_NAME", POOL)
     monkeypatch.setattr(pool_main, "main", lambda: 42)
     assert server_main.main() == 42
+
+
+def test_api_keys_guard_every_model_route_but_not_the_probes(server):
+    app = server(api_keys=(("team", "sk-pool"),))
+    with TestClient(app.app) as client:
+        assert client.post(f"/{POOL}/models/clf/predict", json={"text": "x"}).status_code == 401
+        assert client.post(f"/{POOL}/v1/embeddings", json={"model": "emb", "input": "x"},
+                           headers={"x-api-key": "wrong"}).status_code == 401
+        assert client.post(f"/{POOL}/models/clf/predict", json={"text": "x"},
+                           headers={"Authorization": "Bearer sk-pool"}).status_code == 200
+        assert client.get(f"/{POOL}/ready").status_code == 200 and client.get("/health").status_code == 200

@@ -29,7 +29,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from ..link_messages import DeadlineExceeded, QueueFull
+from ..inputs import InputError
+from ..link_messages import DeadlineExceeded, ModelUnavailable, QueueFull
 from .loaded import DEVICE, HOST, LoadedModel, Loader, LoadError
 from .metrics import PoolMetrics
 from .registry import Registry, RegistryError, check_model_name
@@ -227,6 +228,14 @@ class ModelPool:
             result = await asyncio.wait_for(asyncio.wrap_future(future), deadline - self._clock())
         except (TimeoutError, DeadlineExceeded):
             raise PoolError(504, "timeout", "no result within the deadline") from None
+        except ModelUnavailable as exc:
+            raise PoolError(503, "unavailable", str(exc), 1.0) from None
+        except InputError as exc:
+            raise PoolError(422, "invalid_input", str(exc)) from None
+        except Exception as exc:
+            log.error("inference failed", extra={"pool": self.pool, "model": model.name,
+                                                 "model_version": model.version, "error": repr(exc)})
+            raise PoolError(500, "internal_error", "inference failed") from None
         return result
 
     # -- loading -----------------------------------------------------------------------------------------------
