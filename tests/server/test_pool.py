@@ -373,3 +373,24 @@ def test_a_forward_that_raises_is_a_500_with_a_json_error_and_the_model_serves_o
 
     error, after = asyncio.run(main())
     assert error.status == 500 and error.code == "internal_error" and after == [1.0]
+
+
+def test_a_shed_request_queues_no_load_behind_busy_load_threads(pools):
+    loader = FakeLoader()
+    loader.load_gate.clear()
+    pool = pools(loader, {f"m{i}": "1" for i in range(6)}, load_estimate_s=1.0)  # two load threads (the default)
+
+    async def main():
+        waiting = [asyncio.ensure_future(pool.acquire(f"m{i}", time.monotonic() + FAR)) for i in range(2)]
+        await asyncio.sleep(0.1)  # both load threads busy
+        for i in range(2, 6):  # a short deadline: shed, and no load of their models queued
+            with pytest.raises(PoolError) as caught:
+                await pool.acquire(f"m{i}", time.monotonic() + 0.5)
+            assert caught.value.status == 503
+        assert len(pool._loads) == 2
+        loader.load_gate.set()
+        for model, _ in await asyncio.gather(*waiting):
+            pool.release(model)
+
+    asyncio.run(main())
+    assert set(loader.loads) == {("m0", "1"), ("m1", "1")}

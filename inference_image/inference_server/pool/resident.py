@@ -85,6 +85,7 @@ class ModelPool:
         self._unloads = 0
         self._last_good: dict[str, str] = {}  # the version of each model that last loaded and passed its checks
         self._costs: dict[str, int] = {}  # each model's device bytes when last loaded (bounded by the registry)
+        self.load_threads = load_threads
         self._executor = ThreadPoolExecutor(load_threads, thread_name_prefix="pool-load")
 
     # -- lifecycle ---------------------------------------------------------------------------------------------
@@ -162,9 +163,16 @@ class ModelPool:
                                     f"{failure.error}", max(1.0, failure.until - self._clock()))
             if model is not None and not model.on_device and (model.version == version or self._keeps_serving(name)):
                 version = model.version  # in host memory: a copy back to the device
-            expected = self._expected_load_s(name, version) + self.scheduler.expected_wait_s(None, inputs)
-            future = self._load(name, version)
-        if expected > remaining:
+            queued = (name, version) not in self._loads
+            # A load not started yet waits for the loads ahead of it too.
+            ahead = len(self._loads) // self.load_threads if queued else 0
+            expected = (self._expected_load_s(name, version) * (1 + ahead)
+                        + self.scheduler.expected_wait_s(None, inputs))
+            shed = expected > remaining
+            # A shed request still starts its model's load for the requests after it, unless the loads already
+            # queued keep every load thread busy: a load nobody waits for would only delay the ones somebody does.
+            future = None if shed and queued and len(self._loads) >= self.load_threads else self._load(name, version)
+        if shed or future is None:
             self.metrics.record_shed()
             raise PoolError(503, "overloaded", f"model {name} is loading and would not answer within the deadline",
                             max(1.0, expected))
