@@ -29,9 +29,9 @@ class Clock:
 
 
 def make_pool(loader: FakeLoader, models: dict[str, str], *, device_mib: int | None = None, host_mib: int = 0,
-              max_resident: int = 0, clock=time.monotonic, **budget) -> ModelPool:
+              max_resident: int = 0, clock=time.monotonic, load_threads: int = 2, **budget) -> ModelPool:
     budgets = Budgets(device_mib * MIB if device_mib else None, host_mib * MIB, max_resident, **budget)
-    pool = ModelPool("pool-a", loader, budgets, max_batch_size=4, clock=clock)
+    pool = ModelPool("pool-a", loader, budgets, max_batch_size=4, load_threads=load_threads, clock=clock)
     pool.apply_registry(Registry("pool-a", models))
     pool.start()
     return pool
@@ -394,3 +394,23 @@ def test_a_shed_request_queues_no_load_behind_busy_load_threads(pools):
 
     asyncio.run(main())
     assert set(loader.loads) == {("m0", "1"), ("m1", "1")}
+
+
+def test_one_waiters_timeout_does_not_cancel_the_load_the_others_wait_on(pools):
+    loader = FakeLoader()
+    loader.load_gate.clear()
+    pool = pools(loader, {"a": "1", "b": "1"}, load_estimate_s=0.01, load_threads=1)
+
+    async def main():
+        blocker = asyncio.ensure_future(pool.acquire("b", time.monotonic() + FAR))  # the one load thread, held
+        await asyncio.sleep(0.05)
+        patient = asyncio.ensure_future(pool.acquire("a", time.monotonic() + FAR))  # a's load queued
+        with pytest.raises(PoolError) as caught:  # admitted (a short load expected), then times out waiting
+            await pool.acquire("a", time.monotonic() + 0.2)
+        assert caught.value.status == 504
+        loader.load_gate.set()
+        for model, _ in (await blocker, await patient):
+            pool.release(model)
+
+    asyncio.run(main())
+    assert loader.loads == {("a", "1"): 1, ("b", "1"): 1}

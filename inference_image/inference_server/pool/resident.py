@@ -177,7 +177,8 @@ class ModelPool:
             raise PoolError(503, "overloaded", f"model {name} is loading and would not answer within the deadline",
                             max(1.0, expected))
         try:
-            loaded, tier = await asyncio.wait_for(asyncio.wrap_future(future), remaining)
+            # shield: one waiter's timeout must not cancel the load every other waiter shares (single flight)
+            loaded, tier = await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), remaining)
         except TimeoutError:
             raise PoolError(504, "timeout", f"model {name} did not load within the deadline") from None
         except LoadError as exc:
@@ -267,7 +268,7 @@ class ModelPool:
         """Under the lock: the load of (name, version), started once."""
         key = (name, version)
         future = self._loads.get(key)
-        if future is None:
+        if future is None or future.cancelled():
             self._load_started[key] = self._clock()
             future = self._loads[key] = self._executor.submit(self._do_load, name, version)
         return future
