@@ -292,7 +292,9 @@ def test_pool_metrics_are_one_document_and_one_line_per_model_with_requests(serv
     (document,) = [r.fields for r in records if r.getMessage() == "metrics"]  # type: ignore[attr-defined]
     names = {m["Name"] for m in document["_aws"]["CloudWatchMetrics"][0]["Metrics"]}
     assert names == {facts.POOL_RESIDENT_MODELS, facts.POOL_HIT_RATE, facts.POOL_LOADS, facts.POOL_LOAD_TIME,
-                     facts.POOL_EVICTIONS, facts.POOL_FAILED_LOADS}
+                     facts.POOL_EVICTIONS, facts.POOL_FAILED_LOADS, facts.REQUEST_LATENCY, facts.QUEUE_DEPTH,
+                     facts.REJECTED_REQUESTS, facts.TIMED_OUT_REQUESTS}
+    assert document[facts.REQUEST_LATENCY]["Count"] == 3 and document[facts.POOL_LOAD_TIME]["Count"] == 2
     assert document["ModelName"] == POOL and document[facts.POOL_HIT_RATE] == pytest.approx(100 / 3, abs=0.01)
     lines = {r.fields["PoolModel"]: r.fields for r in records  # type: ignore[attr-defined]
              if r.getMessage() == facts.POOL_MODEL_MESSAGE}

@@ -197,8 +197,10 @@ class PoolApp:
                 raise PoolError(503, "overloaded", f"model {name}: {reason}", 1.0)
             result = await pool.infer(model, items, deadline)
             predictions = handler.postprocess(result.outputs, len(texts))
-        except PoolError:
+        except PoolError as exc:
             pool.metrics.record_error(name)
+            if exc.status == 504:
+                pool.metrics.record_timed_out()
             raise
         finally:
             pool.release(model)

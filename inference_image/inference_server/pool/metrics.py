@@ -15,9 +15,8 @@ from typing import Any
 
 from .. import emf
 from .. import facts as m
+from ..interval_stats import IntervalStats
 from .loaded import DEVICE
-
-MAX_LOAD_TIMES = 100  # EMF takes at most 100 values per metric in one document
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -31,11 +30,14 @@ class PoolMetrics:
         self._reset()
 
     def _reset(self) -> None:
+        # The single server's aggregate signals too, over every model: the pool scales on them as a model does.
+        self.latency = IntervalStats(exact=False)
+        self.load_times = IntervalStats(exact=False)
+        self.timed_out = 0
         self.requests = 0
         self.hits = 0
         self.misses_by_tier: dict[str, int] = {}
         self.loads = 0
-        self.load_ms: list[float] = []
         self.evictions = 0
         self.failed_loads = 0
         self.refused = 0  # requests answered 503 for a model in its failed-load backoff
@@ -51,6 +53,7 @@ class PoolMetrics:
             else:
                 self.misses_by_tier[tier] = self.misses_by_tier.get(tier, 0) + 1
             self.latency_by_model.setdefault(model, []).append(latency_s * 1000)
+            self.latency.observe(latency_s * 1000)
 
     def record_error(self, model: str) -> None:
         """A request for a registered model that got no prediction (a failed load, shed, timeout, bad input)."""
@@ -60,7 +63,7 @@ class PoolMetrics:
     def record_load(self, tier: str, seconds: float) -> None:
         with self._lock:
             self.loads += 1
-            self.load_ms.append(seconds * 1000)
+            self.load_times.observe(seconds * 1000)
 
     def record_eviction(self) -> None:
         with self._lock:
@@ -78,6 +81,10 @@ class PoolMetrics:
         with self._lock:
             self.shed += 1
 
+    def record_timed_out(self) -> None:
+        with self._lock:
+            self.timed_out += 1
+
     def take(self, resident: int) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
         """(metric values, properties, one line's fields per model) of the interval since the last call."""
         with self._lock:
@@ -85,8 +92,12 @@ class PoolMetrics:
                                       m.POOL_EVICTIONS: self.evictions, m.POOL_FAILED_LOADS: self.failed_loads}
             if self.requests:
                 values[m.POOL_HIT_RATE] = round(100 * self.hits / self.requests, 2)
-            if self.load_ms:
-                values[m.POOL_LOAD_TIME] = [round(v, 1) for v in self.load_ms[-MAX_LOAD_TIMES:]]
+            values[m.REJECTED_REQUESTS] = self.shed + self.refused
+            values[m.TIMED_OUT_REQUESTS] = self.timed_out
+            for name, stats in ((m.POOL_LOAD_TIME, self.load_times), (m.REQUEST_LATENCY, self.latency)):
+                distribution = stats.take()
+                if distribution is not None:
+                    values[name] = distribution
             per_model = [{"PoolModel": name, "PoolModelRequests": len(ms),
                           "PoolModelLatencyP95": round(_percentile(ms, 0.95), 2),
                           "PoolModelErrors": self.errors_by_model.get(name, 0)}

@@ -52,6 +52,12 @@ class Scheduler:
         return len(queue) if queue else 0
 
     @property
+    def total_queued(self) -> int:
+        """Inputs queued for every model (the pool's QueueDepth)."""
+        with self._cond:
+            return sum(len(queue) for queue in self._queues.values())
+
+    @property
     def busy_models(self) -> int:
         return len(self._queues)
 

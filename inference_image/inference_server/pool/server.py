@@ -7,7 +7,7 @@ import logging
 import threading
 
 from .. import emf
-from ..facts import POOL_MODEL_MESSAGE
+from ..facts import POOL_MODEL_MESSAGE, QUEUE_DEPTH
 from .app import PoolApp
 from .loaded import Loader, StoreLoader
 from .metrics import pool_document
@@ -65,6 +65,7 @@ class PoolServer:
 
     def emit_metrics(self) -> None:
         values, properties, per_model = self.pool.metrics.take(self.pool.resident)
+        values[QUEUE_DEPTH] = self.pool.scheduler.total_queued
         properties.update(self.pool.figures(), disk_cache_mib=round(self.store.disk_bytes / 2**20, 1),
                           disk_evictions=self.store.disk_evictions)
         log.info("metrics", extra={"fields": pool_document(self.settings.deployment_env, self.settings.pool_name,
