@@ -24,7 +24,7 @@ CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 VALKEY_STAMP := $(VENV)/.valkey-installed
 BACKPORTS_LIST := /etc/apt/sources.list.d/bookworm-backports.list
 
-.PHONY: setup setup-dev setup-steps setup-dev-steps synth lint lock test test-fast e2e-vllm bench bench-short bench-tracing bench-cache bench-runtimes bench-weights update-snapshots clean
+.PHONY: setup setup-dev setup-steps setup-dev-steps synth lint lock test test-fast e2e-vllm bench bench-short bench-tracing bench-cache bench-runtimes bench-weights bench-pool update-snapshots clean
 
 # The virtualenv is made without pip (ensurepip and an upgrade took about 6 s of a fresh set-up); the dev lock pins the
 # pip the tests run.
@@ -256,6 +256,12 @@ bench-weights: setup-dev
 # The shared result cache, off and on, against a real valkey-server (bench/README.md); MODEL=minilm for the real model.
 bench-cache: setup-dev
 	$(BYTECODE_ON) $(PY) -m bench.shared_cache --model $(or $(MODEL),timed)
+
+# A model pool on one core: 1,000 tiny models and MiniLM in a local store, hit/miss latency per tier, Zipf(1.1)
+# open-loop hit rate, 10,000 load/evict cycles; then the routing simulation (bench/README.md, "Model pools").
+bench-pool: setup-dev
+	$(BYTECODE_ON) $(PY) -m bench.pool $(BENCH_ARGS)
+	$(BYTECODE_ON) $(PY) -m bench.pool_routing
 
 clean:
 	rm -rf cdk.out .pytest_cache

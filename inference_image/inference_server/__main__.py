@@ -28,6 +28,10 @@ def resolve_task(settings: Settings) -> Settings:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if os.environ.get("POOL_NAME") and argv is None:  # a model pool: the same image, its own server (pool/)
+        from .pool.__main__ import main as pool_main
+
+        return pool_main()
     try:
         settings = load_settings(argv)
         read_share(os.environ)  # a malformed GPU share refuses the start before any process starts

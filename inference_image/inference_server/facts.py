@@ -66,10 +66,23 @@ STARTUP_WARMUP_SECONDS = "StartupWarmupSeconds"
 # model loaded, so the compile it runs after ready (on its eager forward meanwhile) is on the dashboard too.
 STARTUP_COMPILE_SECONDS = "StartupCompileSeconds"
 
+# Model pools (pool/), per pool and interval; the pool's name is the ModelName dimension. Each model's requests, errors
+# and latency p95 are a log line of their own per interval (POOL_MODEL_FIELDS), never a metric or a dimension, so the
+# metric count does not grow with the models (Logs Insights and Contributor Insights read them).
+POOL_RESIDENT_MODELS = "PoolResidentModels"  # Count, models on the device at the interval's end
+POOL_HIT_RATE = "PoolHitRate"                # Percent of requests whose model was on the device
+POOL_LOADS = "PoolLoads"                     # Count, loads (from host memory, local disk or S3)
+POOL_LOAD_TIME = "PoolLoadTime"              # Milliseconds, per load (p95 in CloudWatch)
+POOL_EVICTIONS = "PoolEvictions"             # Count, models moved off the device
+POOL_FAILED_LOADS = "PoolFailedLoads"        # Count, loads refused (fetch, verification or probe check)
+POOL_MODEL_MESSAGE = "pool model"  # the per-model line's message
+POOL_MODEL_FIELDS = ("PoolModel", "PoolModelRequests", "PoolModelLatencyP95", "PoolModelErrors")
+
 METRIC_NAMES = (
     REQUEST_LATENCY, QUEUE_WAIT, INFERENCE_TIME, BATCH_SIZE, QUEUE_DEPTH, REJECTED_REQUESTS, TIMED_OUT_REQUESTS,
     GPU_UTILIZATION, GPU_MEMORY_UTILIZATION, GPU_MEMORY_USED_MIB, MODEL_BUSY_PERCENT, CACHE_HITS, CACHE_MISSES,
     SHARED_CACHE_HITS, SHARED_CACHE_MISSES, SHARED_CACHE_ERRORS, SHARED_CACHE_SKIPPED, SHARED_CACHE_OVERSIZED,
     SHARED_CACHE_STORED, SHARED_CACHE_OPEN, SHARED_CACHE_LATENCY, STARTUP_SECONDS, STARTUP_FETCH_SECONDS,
-    STARTUP_LOAD_SECONDS, STARTUP_WARMUP_SECONDS, STARTUP_COMPILE_SECONDS,
+    STARTUP_LOAD_SECONDS, STARTUP_WARMUP_SECONDS, STARTUP_COMPILE_SECONDS, POOL_RESIDENT_MODELS, POOL_HIT_RATE,
+    POOL_LOADS, POOL_LOAD_TIME, POOL_EVICTIONS, POOL_FAILED_LOADS,
 )

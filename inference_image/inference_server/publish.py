@@ -2,6 +2,13 @@
 
     python -m inference_server.publish ./my-model s3://bucket/models/<model-name>/<version>/ [--task ...] [--force]
 
+or to a model pool (docs/server.md, "Model pools"), which publishes it under s3://bucket/pools/<pool>/models/<model-name>/
+<version>/ and then registers it in the pool's registry (one atomic write), and changes the registry alone:
+
+    python -m inference_server.publish ./my-model s3://bucket/ --pool <pool> --model-name <m> --version <v> [--task ...]
+    python -m inference_server.publish --pool <pool> --store s3://bucket/ --set-version <m>=<v>   # move or roll back
+    python -m inference_server.publish --pool <pool> --store s3://bucket/ --remove <m>
+
 Every file is uploaded first, then SHA256SUMS (the same digests for `sha256sum --check`) and SHA256PIECES (the
 16 MiB pieces' digests of each larger file, for the copy-to-scratch fetcher), and manifest.json last, so a version
 with a manifest is complete. A torch-export or
@@ -42,6 +49,8 @@ from .manifest import (
     ManifestError,
     build_manifest,
 )
+from .pool.registry import RegistryError, model_prefix, pool_prefix
+from .pool.registry_write import remove_model, set_version
 from .settings import MODEL_NAME_PATTERN
 from .tools.conversion import convert_and_gate, record_probe
 
@@ -140,8 +149,8 @@ def _existing_keys(client, bucket: str, prefix: str) -> set[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m inference_server.publish", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("model_dir", type=Path, help="local model directory")
-    parser.add_argument("uri", help="s3://bucket/models/<model-name>/<version>/")
+    parser.add_argument("model_dir", type=Path, nargs="?", help="local model directory")
+    parser.add_argument("uri", nargs="?", help="s3://bucket/models/<model-name>/<version>/ (with --pool: s3://bucket/)")
     parser.add_argument("--task", choices=TASKS, help="recorded in the manifest; the server's default MODEL_TASK")
     parser.add_argument("--model-name", help="default: taken from the URI")
     parser.add_argument("--version", help="default: taken from the URI")
@@ -149,15 +158,63 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--runtime", action="append", choices=RUNTIMES, default=[], dest="runtimes",
                         help="convert for this runtime (repeatable) and refuse to publish if it fails its accuracy "
                              "gate against eager; writes model.onnx / model.int8.onnx into model_dir")
+    parser.add_argument("--pool", help="publish to this model pool and register the version in its registry")
+    parser.add_argument("--store", help="with --set-version or --remove: the model store, s3://bucket/")
+    parser.add_argument("--set-version", metavar="MODEL=VERSION",
+                        help="register MODEL at VERSION (already published to the pool): add, move or roll back")
+    parser.add_argument("--remove", metavar="MODEL", help="take MODEL out of the pool's registry")
     args = parser.parse_args(argv)
     configure_logging()
     try:
-        publish(args.model_dir, args.uri, task=args.task, model_name=args.model_name, version=args.version,
-                force=args.force, runtimes=args.runtimes)
-    except (PublishError, ArtifactError, ManifestError, BotoCoreError, ClientError) as exc:
+        if args.pool:
+            _pool_command(args)
+        elif args.set_version or args.remove or args.store:
+            raise PublishError("--set-version, --remove and --store change a pool's registry: give --pool")
+        elif args.model_dir is None or args.uri is None:
+            raise PublishError("give a model directory and s3://bucket/models/<model-name>/<version>/")
+        else:
+            publish(args.model_dir, args.uri, task=args.task, model_name=args.model_name, version=args.version,
+                    force=args.force, runtimes=args.runtimes)
+    except (PublishError, ArtifactError, ManifestError, RegistryError, BotoCoreError, ClientError) as exc:
         log.error("publish refused", extra={"error": str(exc)})
         return 1
     return 0
+
+
+def _pool_command(args: argparse.Namespace) -> None:
+    """--pool: publish and register a version, or (--set-version, --remove) change the registry alone."""
+    changes = [flag for flag in (args.set_version, args.remove) if flag]
+    if changes:
+        if len(changes) > 1 or args.model_dir is not None or not args.store:
+            raise PublishError("give one of --set-version or --remove, with --store s3://bucket/ and no model directory")
+        bucket, _ = parse_s3_uri(args.store)
+        client = s3_client()
+        if args.remove:
+            remove_model(client, bucket, args.pool, args.remove)
+            return
+        model, sep, version = args.set_version.partition("=")
+        if not sep:
+            raise PublishError(f"--set-version takes MODEL=VERSION, got {args.set_version!r}")
+        set_version(client, bucket, args.pool, model, version)
+        return
+    if args.model_dir is None or args.uri is None or not args.model_name or not args.version:
+        raise PublishError("--pool publishes DIR s3://bucket/ --model-name <m> --version <v>")
+    publish_to_pool(args.model_dir, args.uri, args.pool, args.model_name, args.version, task=args.task,
+                    force=args.force, runtimes=args.runtimes)
+
+
+def publish_to_pool(model_dir: Path, store: str, pool: str, model_name: str, version: str, *,
+                    task: str | None = None, force: bool = False, client=None, runtimes: Sequence[str] = (),
+                    piece_bytes: int = PIECE_BYTES) -> Manifest:
+    """Publish under s3://bucket/pools/<pool>/models/<model>/<version>/ (exactly as a single model is), then register
+    that version in the pool's registry: the registry names only complete versions."""
+    bucket, _ = parse_s3_uri(store)
+    uri = f"s3://{bucket}/{pool_prefix(pool)}{model_prefix(model_name, version)}"
+    client = client or s3_client()
+    manifest = publish(model_dir, uri, task=task, model_name=model_name, version=version, force=force, client=client,
+                       runtimes=runtimes, piece_bytes=piece_bytes)
+    set_version(client, bucket, pool, model_name, version)
+    return manifest
 
 
 if __name__ == "__main__":

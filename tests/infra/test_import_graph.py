@@ -104,7 +104,9 @@ SERVER_LAYERS = {
     "engine": {"shared", "handlers", "engine"},
     "supervisor": {"shared", "handlers", "front", "engine", "supervisor"},
     "tools": {"shared", "handlers", "front", "engine", "tools"},
-    "commands": {"shared", "handlers", "front", "engine", "supervisor", "tools"},
+    # A model pool's server: one process holding both sides (its own front, the engine's fetch and batch pieces).
+    "pool": {"shared", "handlers", "front", "engine", "pool"},
+    "commands": {"shared", "handlers", "front", "engine", "supervisor", "tools", "pool"},
 }
 SERVER_COMMANDS = {"__main__", "healthcheck", "publish", "testing"}
 

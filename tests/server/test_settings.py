@@ -152,7 +152,9 @@ def test_metric_names_are_the_contract():
         "SHARED_CACHE_OPEN": "SharedCacheOpen", "SHARED_CACHE_LATENCY": "SharedCacheLatency",
         "STARTUP_SECONDS": "StartupSeconds", "STARTUP_FETCH_SECONDS": "StartupFetchSeconds",
         "STARTUP_LOAD_SECONDS": "StartupLoadSeconds", "STARTUP_WARMUP_SECONDS": "StartupWarmupSeconds",
-        "STARTUP_COMPILE_SECONDS": "StartupCompileSeconds"}
+        "STARTUP_COMPILE_SECONDS": "StartupCompileSeconds", "POOL_RESIDENT_MODELS": "PoolResidentModels",
+        "POOL_HIT_RATE": "PoolHitRate", "POOL_LOADS": "PoolLoads", "POOL_LOAD_TIME": "PoolLoadTime",
+        "POOL_EVICTIONS": "PoolEvictions", "POOL_FAILED_LOADS": "PoolFailedLoads"}
 
 
 def test_embedding_dimensions_are_a_sorted_set_of_sizes(tmp_path):

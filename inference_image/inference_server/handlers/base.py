@@ -180,6 +180,28 @@ class Handler:
         GPU the server then measures a forward; on a CPU it checks the weights alone)."""
         return None
 
+    def unload(self) -> None:
+        """Model pools (pool/resident.py): give back the model's device and host memory when the pool evicts it. By
+        default every attribute is dropped (modules, tensors, tokenizer), so the memory is freed once no batch holds
+        them; the pool then collects garbage and empties the CUDA cache. A handler holding memory elsewhere (a native
+        session, a file it mapped) overrides this and calls super().unload()."""
+        vars(self).clear()
+
+    def move_to(self, device: Any) -> bool:
+        """Model pools: move the loaded weights to ``device`` (the host on eviction from the GPU, the GPU again on
+        reuse), so a reload is a copy, not a load from disk. By default every torch module among the attributes, and
+        the ``device`` attribute where the handler keeps one; False where there is no module to move (the pool then
+        unloads the model and loads it from disk when asked again)."""
+        modules = [value for value in vars(self).values() if callable(getattr(value, "to", None))
+                   and callable(getattr(value, "parameters", None))]
+        if not modules:
+            return False
+        for module in modules:
+            module.to(device)
+        if "device" in vars(self):
+            self.device = device
+        return True
+
     def warmup_input(self, seq_len: int) -> Encoded:
         """An input of length seq_len, used to run every batch shape before the server is ready. By default the probe
         input, preprocessed."""

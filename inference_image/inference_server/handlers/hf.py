@@ -150,6 +150,12 @@ class HuggingFaceHandler(Handler):
     def weights_bytes(self) -> int:
         return self._onnx_file.stat().st_size if self._onnx_file is not None else super().weights_bytes()
 
+    def move_to(self, device: Any) -> bool:
+        """ONNX Runtime's session and a compiled forward are bound to their device: those are loaded again instead."""
+        if self._onnx_file is not None or self.compiled_forward is not None:
+            return False
+        return super().move_to(device)
+
     def activation_bytes(self, batch_size: int, seq_len: int) -> int | None:
         """An encoder's peak in inference: its layers run one after another and each frees the one before, so the
         peak is one layer's: the layer's input, Q, K, V, the attention's context and output (hidden size each) or its

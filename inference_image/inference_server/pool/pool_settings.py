@@ -1,0 +1,99 @@
+"""A pool server's settings, each an environment variable (the CDK side sets them; docs/server.md lists them)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .. import facts
+from ..settings import SettingsError, _api_keys, _choice, _float, _int, _log_level, _model_name, _opt_str, _str
+from .registry import RegistryError, pool_prefix
+
+MIB = 1024 * 1024
+
+
+def _field(variable: str, parse: Callable[[str], Any], default: Any, *, required: bool = False) -> Any:
+    return dataclasses.field(default=default, metadata={"variable": variable, "parse": parse, "required": required})
+
+
+@dataclass(frozen=True)
+class PoolSettings:
+    pool_name: str = _field("POOL_NAME", _model_name, "", required=True)  # the route prefix /<pool>/ too
+    # s3://<bucket>/pools/<pool>/ or a local directory laid out alike: the only place the pool reads models from.
+    store_uri: str = _field("MODEL_STORE_URI", _str, "", required=True)
+    # The bound on a registry change reaching this task (plus one S3 GET): seconds, not a deployment.
+    registry_poll_s: float = _field("POOL_REGISTRY_POLL_SECONDS", _float(0, exclusive=True), 10.0)
+    # Device memory for resident models: weights plus each model's batch plan (activations of MAX_BATCH_SIZE inputs
+    # of MAX_SEQUENCE_LENGTH tokens). 0: no byte budget (the CPU, or a GPU bounded by POOL_MAX_RESIDENT_MODELS).
+    gpu_memory_mib: int = _field("POOL_GPU_MEMORY_MIB", _int(0), 0)
+    # Host memory for models evicted from the device, kept for a fast reload (a host-to-device copy).
+    host_memory_mib: int = _field("POOL_HOST_MEMORY_MIB", _int(0), 4096)
+    # Local disk for fetched versions (below host memory, above S3); least recently used versions are deleted.
+    disk_cache_mib: int = _field("POOL_DISK_CACHE_MIB", _int(1), 20480)
+    max_resident_models: int = _field("POOL_MAX_RESIDENT_MODELS", _int(0), 0)  # 0: no count limit
+    # After a failed load the model answers 503 with this Retry-After without loading again; doubles per failure.
+    load_backoff_s: float = _field("POOL_LOAD_BACKOFF_S", _float(0, exclusive=True), 30.0)
+    max_load_backoff_s: float = _field("POOL_MAX_LOAD_BACKOFF_S", _float(0, exclusive=True), 600.0)
+    load_threads: int = _field("POOL_LOAD_THREADS", _int(1, 64), 2)
+    # What deadline admission expects a load to take before this task has measured one.
+    load_estimate_s: float = _field("POOL_LOAD_ESTIMATE_S", _float(0, exclusive=True), 2.0)
+    model_handler: str | None = _field("MODEL_HANDLER", _opt_str, None)  # every pool model's handler, module:Class
+    cache_dir: Path = _field("MODEL_CACHE_DIR", lambda raw: Path(_str(raw)), Path("/tmp/model-cache"))
+    host: str = _field("HOST", _str, "0.0.0.0")
+    port: int = _field("PORT", _int(1, 65535), facts.PORT)
+    device: str = _field("DEVICE", _choice("auto", "cpu", "cuda"), "auto")
+    precision: str = _field("PRECISION", _choice("auto", "fp32", "fp16", "bf16"), "auto")
+    max_batch_size: int = _field("MAX_BATCH_SIZE", _int(1, 4096), 32)
+    max_queue_size: int = _field("MAX_QUEUE_SIZE", _int(1), 256)  # per model
+    max_sequence_length: int = _field("MAX_SEQUENCE_LENGTH", _int(8, 65536), 256)
+    max_client_batch: int = _field("MAX_CLIENT_BATCH", _int(1, 4096), 64)
+    request_timeout_s: float = _field("REQUEST_TIMEOUT_S", _float(0, exclusive=True), 10.0)
+    api_keys: tuple[tuple[str, str], ...] = _field("API_KEYS", _api_keys, ())
+    deployment_env: str = _field("DEPLOYMENT_ENV", _str, "local")
+    log_level: str = _field("LOG_LEVEL", _log_level, "INFO")
+    metrics_interval_s: float = _field("METRICS_INTERVAL_S", _float(0, exclusive=True), 10.0)
+
+    def __post_init__(self) -> None:
+        if not self.store_uri.rstrip("/").endswith(pool_prefix(self.pool_name).rstrip("/")):
+            raise SettingsError("MODEL_STORE_URI", f"must end in {pool_prefix(self.pool_name)} (the pool's own prefix), "
+                                                   f"got {self.store_uri!r}")
+
+    @property
+    def gpu_memory_bytes(self) -> int | None:
+        return self.gpu_memory_mib * MIB or None
+
+    @property
+    def host_memory_bytes(self) -> int:
+        return self.host_memory_mib * MIB
+
+    @property
+    def disk_cache_bytes(self) -> int:
+        return self.disk_cache_mib * MIB
+
+    def replace(self, **changes: Any) -> PoolSettings:
+        return dataclasses.replace(self, **changes)
+
+
+def load_pool_settings(env: Mapping[str, str] | None = None, **overrides: Any) -> PoolSettings:
+    """Settings from the environment (and keyword overrides, for tests); SettingsError names the variable."""
+    env = os.environ if env is None else env
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(PoolSettings):
+        variable = f.metadata["variable"]
+        if f.name in overrides:
+            values[f.name] = overrides[f.name]
+        elif variable in env:
+            try:
+                values[f.name] = f.metadata["parse"](env[variable])
+            except ValueError as exc:
+                raise SettingsError(variable, str(exc)) from None
+        elif f.metadata["required"]:
+            raise SettingsError(variable, "is required for a pool server")
+    try:
+        return PoolSettings(**values)
+    except RegistryError as exc:
+        raise SettingsError("POOL_NAME", str(exc)) from None

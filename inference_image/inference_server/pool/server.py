@@ -1,0 +1,74 @@
+"""A pool server put together from its settings: the store, the loader, the pool, the registry's polling and the
+EMF interval documents; run by python -m inference_server.pool."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from .. import emf
+from ..facts import POOL_MODEL_MESSAGE, QUEUE_DEPTH
+from .app import PoolApp
+from .loaded import Loader, StoreLoader
+from .metrics import pool_document
+from .pool_settings import PoolSettings
+from .resident import Budgets, ModelPool
+from .store import ModelStore
+
+log = logging.getLogger(__name__)
+
+
+class PoolServer:
+    def __init__(self, settings: PoolSettings, loader: Loader | None = None, store: ModelStore | None = None) -> None:
+        s = self.settings = settings
+        self.store = store or ModelStore(s.store_uri, s.cache_dir, s.disk_cache_bytes)
+        loader = loader or StoreLoader(self.store, device_setting=s.device, precision=s.precision,
+                                       max_batch_size=s.max_batch_size, max_sequence_length=s.max_sequence_length,
+                                       model_handler=s.model_handler)
+        budgets = Budgets(s.gpu_memory_bytes, s.host_memory_bytes, s.max_resident_models, s.load_backoff_s,
+                          s.max_load_backoff_s, s.load_estimate_s)
+        self.pool = ModelPool(s.pool_name, loader, budgets, max_batch_size=s.max_batch_size,
+                              max_queue_size=s.max_queue_size, load_threads=s.load_threads)
+        self.app = PoolApp(self.pool, request_timeout_s=s.request_timeout_s, max_client_batch=s.max_client_batch,
+                           api_keys=s.api_keys)
+        self._etag: str | None = None
+        self._stop = threading.Event()
+
+    def start(self) -> None:
+        self.pool.start()
+        self.poll_registry()
+        threading.Thread(target=self._poll_loop, name="pool-registry", daemon=True).start()
+        emf.start_emitting("pool-metrics", self.settings.metrics_interval_s, self._stop, self.emit_metrics)
+
+    def stop(self) -> None:
+        if not self._stop.is_set():
+            self._stop.set()
+            self.emit_metrics()
+            self.pool.stop()
+
+    def poll_registry(self) -> bool:
+        """Read the registry (a conditional GET: unchanged costs no body) and apply a change; False on a failed read,
+        which keeps the registry this task has."""
+        try:
+            registry, etag = self.store.read_registry(self._etag)
+            if registry is not None:
+                self.pool.apply_registry(registry)
+            self._etag = etag
+        except Exception as exc:
+            log.error("pool registry not read; keeping the one this task has", extra={"error": str(exc)})
+            return False
+        return True
+
+    def _poll_loop(self) -> None:
+        while not self._stop.wait(self.settings.registry_poll_s):
+            self.poll_registry()
+
+    def emit_metrics(self) -> None:
+        values, properties, per_model = self.pool.metrics.take(self.pool.resident)
+        values[QUEUE_DEPTH] = self.pool.scheduler.total_queued
+        properties.update(self.pool.figures(), disk_cache_mib=round(self.store.disk_bytes / 2**20, 1),
+                          disk_evictions=self.store.disk_evictions)
+        log.info("metrics", extra={"fields": pool_document(self.settings.deployment_env, self.settings.pool_name,
+                                                           values, properties)})
+        for fields in per_model:
+            log.info(POOL_MODEL_MESSAGE, extra={"fields": fields})
