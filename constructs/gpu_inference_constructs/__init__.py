@@ -267,7 +267,7 @@ _MODULE_OF = {
     "ScalingSignal": "server_contract",
     "ServerContext": "server_contract",
     "ServerContract": "server_contract",
-    "ServerDefinition": "server_definition",
+    "ServerDefinition": "server_contract",
     "StopTiming": "server_contract",
     "ServiceScaling": "service_scaling",
     "ServiceTimingProps": "service_timing",

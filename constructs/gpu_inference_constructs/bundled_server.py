@@ -22,10 +22,10 @@ from .server_contract import (
     ModelFromS3,
     ServerContext,
     ServerContract,
+    ServerDefinition,
     require_props,
     sidecar_reservation,
 )
-from .server_definition import ServerDefinition
 from .server_facts import server as server_facts
 from .stop_timing import StopTiming
 from .task_size import SidecarReservation

@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING, ClassVar, Generic, Protocol, TypeVar
 from .server_contract import (
     ModelFromS3,
     PrometheusMetrics,
+    ServerDefinition,
     require_one_image,
     require_props,
     sidecar_reservation,
 )
-from .server_definition import ServerDefinition
 from .task_size import SidecarReservation
 
 if TYPE_CHECKING:

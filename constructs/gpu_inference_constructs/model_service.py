@@ -31,8 +31,7 @@ from .model_props import ROLLING_MAX_HEALTHY_PERCENT, ModelProps
 from .model_store import ModelStore, model_uri
 from .neuron_capacity import NeuronCapacity
 from .result_cache import ModelCacheProps, ResultCache, cache_of
-from .server_contract import ServerContext
-from .server_definition import ServerDefinition
+from .server_contract import ServerContext, ServerDefinition
 from .service_checks import (  # DEFAULT_NAME_PREFIX, check_name_prefix, service_log_group_name: re-exported for monitoring.py
     DEFAULT_NAME_PREFIX,
     SynthWarning,

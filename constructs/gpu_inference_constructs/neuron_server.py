@@ -26,13 +26,13 @@ from .server_contract import (
     ModelFromS3,
     ServerContext,
     ServerContract,
+    ServerDefinition,
     named_user,
     port_liveness,
     require_one_image,
     require_props,
     sidecar_reservation,
 )
-from .server_definition import ServerDefinition
 from .stop_timing import StopTiming
 from .task_size import SidecarReservation
 

@@ -19,8 +19,7 @@ from .errors import require
 from .gpu_share import registered_memory_mib
 from .model_props import ModelProps
 from .pool_props import PoolAlarmProps, PoolProps
-from .server_contract import ServerContext, ServerContract, require_props
-from .server_definition import ServerDefinition
+from .server_contract import ServerContext, ServerContract, ServerDefinition, require_props
 from .server_signals import ServerAlarm
 from .stop_timing import StopTiming
 from .task_size import SidecarReservation

@@ -20,11 +20,11 @@ from .server_contract import (
     ScalingSignal,
     ServerContext,
     ServerContract,
+    ServerDefinition,
     named_user,
     port_liveness,
     require_props,
 )
-from .server_definition import ServerDefinition
 from .stop_timing import StopTiming
 
 # Triton's documented defaults: HTTP 8000, gRPC 8001, Prometheus metrics 8002 (/metrics); KServe v2 health paths.

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from .errors import ConfigError, require, require_range
 from .instance_catalog import GpuInstanceType
@@ -31,9 +32,6 @@ from .model_source import FETCH_CONTAINERS as FETCH_CONTAINERS
 from .model_source import PATH, SCRATCH_PATH, ModelFromS3
 from .prometheus_metrics import PrometheusMetrics
 from .prometheus_metrics import collector_config as collector_config
-from .server_definition import ACCELERATORS as ACCELERATORS
-from .server_definition import Accelerator as Accelerator
-from .server_definition import ServerDefinition
 from .server_facts import server as server_facts
 from .server_signals import ExpressionSignal, ScalingSignal, ServerAlarm, alarms_of_signals
 from .service_timing import ServiceTimingProps
@@ -41,9 +39,13 @@ from .stop_timing import StopTiming
 from .stop_timing import drain_after_delay as drain_after_delay
 from .task_size import SidecarReservation
 
-if TYPE_CHECKING:  # aws_cdk is imported where a construct is built, so the props load without it (the sizing advisor)
+if TYPE_CHECKING:
     from aws_cdk import aws_ecs as ecs
     from constructs import Construct
+
+    from .result_cache_props import (
+        ModelCacheProps,  # aws_cdk is imported where a construct is built, so the props load without it (the sizing advisor)
+    )
 
 ROOT_USERS = frozenset({"0", "root"})
 USER = re.compile(r"^[0-9]+(:[0-9]+)?$")
@@ -148,6 +150,55 @@ def check_command(contract: ServerContract) -> None:
           "set PrometheusMetrics(port=...) to the port the command serves metrics on (default: the server's port)")
     agree(EXIT_TIMEOUT_FLAGS, contract.stop.drain_seconds, "server.stop.drain_seconds",
           "the server drains for as long as its --exit-timeout-secs: use triton_stop(<that value>), or change the flag")
+
+
+Accelerator = Literal["cuda", "neuron"]
+ACCELERATORS: tuple[Accelerator, ...] = ("cuda", "neuron")
+SupportLevel = Literal["supported", "experimental", "deprecated"]
+SUPPORT_LEVELS: tuple[SupportLevel, ...] = ("supported", "experimental", "deprecated")
+
+
+class ServerDefinition(ABC):
+    """A server ``ModelService`` can run: its contract for one model, and what it declares about itself."""
+
+    name: str = "custom"
+    """The server's name in messages and graphs. Default: "custom"."""
+    accelerator: Accelerator = "cuda"
+    """What its image and model are built for: ``cuda`` (NVIDIA GPUs) or ``neuron`` (Inferentia2/Trainium);
+    ``ModelService`` refuses capacity of the other kind before the contract is built. Default: "cuda"."""
+    support: SupportLevel = "supported"
+    """How far this library vouches for the preset: ``supported`` (run and tested end to end), ``experimental`` (built
+    from its maker's documentation, not yet run on its hardware: a synth note says so) or ``deprecated`` (a synth
+    warning with ``support_note``). Default: "supported"."""
+    support_note: str = ""
+    """Why the preset is experimental or deprecated, and what to use instead. Default: none."""
+    sheds_load_itself: bool = False
+    """The server answers 503 itself once full (its own admission), so a load balancer's concurrency cap in front of
+    it is a second one (a synth warning where ``target_optimizer`` is set). Default: false."""
+
+    @abstractmethod
+    def contract(self, context: ServerContext) -> ServerContract:
+        """The contract for ``context.model``."""
+
+    def concurrency_limit(self) -> tuple[str, int] | None:
+        """(the setting's key, its value): the most requests the server runs at once; a load balancer cap above it
+        never binds and is refused. Default: None (not known)."""
+        return None
+
+    def cache_client(self) -> ModelCacheProps | None:
+        """The server's settings as a client of the shared result cache (``ModelService.use_cache``); None for a
+        server that reads no cache. Default: None."""
+        return None
+
+    def deprecation_warning_id(self) -> str:
+        """The id of the synth warning a deprecated preset gets (to acknowledge it). Default:
+        ``gpu-inference:<name>-deprecated``."""
+        return f"gpu-inference:{self.name}-deprecated"
+
+    def check(self, model: ModelProps) -> None:
+        """What this server needs of the model, checked before any construct is made (and by the sizing advisor).
+        Default: nothing."""
+        return None
 
 
 @with_legacy_keywords("ServerContract")

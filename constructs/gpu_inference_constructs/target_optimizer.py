@@ -30,8 +30,7 @@ from .target_optimizer_props import AGENT_CPU, AGENT_MEMORY_MIB, TargetOptimizer
 
 if TYPE_CHECKING:
     from .model_props import ModelProps
-    from .server_contract import ServerContract
-    from .server_definition import ServerDefinition
+    from .server_contract import ServerContract, ServerDefinition
 
 AGENT_CONTAINER_NAME = "target-control-agent"
 # A user no image defines by name: the agent listens above 1024 and writes nothing (its TLS key is kept in memory).
