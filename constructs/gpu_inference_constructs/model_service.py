@@ -183,7 +183,7 @@ class ModelService(Construct):
         subnets = access.subnets or private_subnets(placement.cluster.vpc, f"ModelService {model.name!r} (its tasks)")
         uri = model_uri(source.bucket, source.prefix, model.name, model.version)
         self._telemetry = logs.telemetry
-        self._logs_key = logs.key
+        self._logs_key, self._log_retention_days = logs.key, logs.retention_days
         start_period = self._contract_and_checks(server, placement, chosen_route, timing or ServiceTimingProps(), access, uri)
         self.log_group = _log_group(self, logs, environment_name, model.name)
         self._task = ServiceTask(self, model=model, contract=self.contract, source=source, uri=uri,
@@ -293,7 +293,8 @@ class ModelService(Construct):
             self, names=self._rollback_alarm_names, model=model, thresholds=rollback_thresholds,
             target_groups=self.target_group_metrics, service=self.service, cluster=placement.cluster,
             never_healthy_prefix=f"{self.name_prefix}-{self.environment_name}-{model.name}-never-healthy",
-            container_insights_on=capacity is not None, logs_key=self._logs_key)
+            container_insights_on=capacity is not None, logs_key=self._logs_key,
+            log_retention_days=self._log_retention_days)
         self._task.acknowledge_findings()
         if deployment.shifts_traffic:
             acknowledge_traffic_shifting(self.service, deployment)

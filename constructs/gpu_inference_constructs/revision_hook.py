@@ -38,7 +38,8 @@ def hook_timeout_minutes(start_window_seconds: int) -> int:
 class RevisionHealthHook(Construct):
     """A POST_SCALE_UP Lambda hook on ``service``: SUCCEEDED once a task of the new revision is healthy in one of the
     service's target groups, FAILED (a rollback) when none is ``start_window_seconds`` after the stage began
-    (revision_hook_handler.py). ``logs_key`` encrypts the function's log group (default: CloudWatch Logs' own).
+    (revision_hook_handler.py). ``logs_key`` encrypts the function's log group (default: CloudWatch Logs' own), kept
+    ``log_retention_days`` (default 90).
 
     Least privilege: ECS assumes ``invoke_role``, which may invoke this function only; the function's role only reads:
     services and tasks of this account and region, the task list of this cluster, target health
@@ -48,7 +49,8 @@ class RevisionHealthHook(Construct):
     ``timeout_minutes``."""
 
     def __init__(self, scope: Construct, construct_id: str, *, model_name: str, service: ecs.Ec2Service,
-                 cluster: ecs.ICluster, start_window_seconds: int, logs_key: kms.IKey | None = None) -> None:
+                 cluster: ecs.ICluster, start_window_seconds: int, logs_key: kms.IKey | None = None,
+                 log_retention_days: int = 90) -> None:
         super().__init__(scope, construct_id)
         self.start_window_seconds = start_window_seconds
         self.timeout_minutes = hook_timeout_minutes(start_window_seconds)
@@ -60,7 +62,7 @@ class RevisionHealthHook(Construct):
         # From the name the model stack already reads, not another output of the cluster's stack.
         cluster_arn = stack.format_arn(service="ecs", resource="cluster", resource_name=cluster.cluster_name)
         made = inline_function(
-            self, source=HANDLER_SOURCE, timeout_seconds=60, logs_key=logs_key,
+            self, source=HANDLER_SOURCE, timeout_seconds=60, logs_key=logs_key, log_retention_days=log_retention_days,
             description=f"{model_name}: rolls back a deployment whose new tasks never become healthy (ECS hook, {HOOK_STAGE})",
             role_description=f"{model_name}'s deployment hook: reads ECS services and tasks and their target health, nothing else",
             no_dead_letter_queue="ECS invokes the hook synchronously and reads its answer; an invocation that fails "

@@ -22,9 +22,11 @@ from .target_group_metrics import TargetGroupMetrics
 def add_rollback_alarms(scope: Construct, *, names: RollbackAlarmNames, model: ModelProps, thresholds: RollbackThresholds,
                         target_groups: list[TargetGroupMetrics], service: ecs.Ec2Service, cluster: ecs.ICluster,
                         never_healthy_prefix: str, container_insights_on: bool, logs_key: kms.IKey | None,
+                        log_retention_days: int = 90,
                         ) -> tuple[RollbackAlarms, NeverHealthyAlarm | None, RevisionHealthHook | None]:
     """The model's RollbackAlarms and, for a deployment that shifts traffic, its NeverHealthyAlarm (named
-    ``never_healthy_prefix`` and its logical ID) and RevisionHealthHook (its function's logs under ``logs_key``); the
+    ``never_healthy_prefix`` and its logical ID) and RevisionHealthHook (its function's logs under ``logs_key``, kept
+    ``log_retention_days``, the environment's); the
     alarms are added to ``names`` (the service's deployment alarms) with the deployment's own.
     ``container_insights_on``: whether the cluster is known to have Container Insights (else a warning: the
     never-healthy alarm reads its metrics)."""
@@ -43,7 +45,8 @@ def add_rollback_alarms(scope: Construct, *, names: RollbackAlarmNames, model: M
             health_check_grace_seconds=model.health_check_grace_seconds)
         names.add(never_healthy.alarm_name)  # by its name: the alarm itself refers to the service
         hook = RevisionHealthHook(scope, "RevisionHealthHook", model_name=model.name, service=service, cluster=cluster,
-                                  start_window_seconds=never_healthy.start_window_seconds, logs_key=logs_key)
+                                  start_window_seconds=never_healthy.start_window_seconds, logs_key=logs_key,
+                                  log_retention_days=log_retention_days)
         if not container_insights_on:
             cdk.Annotations.of(scope).add_warning_v2(
                 "gpu-inference:container-insights",

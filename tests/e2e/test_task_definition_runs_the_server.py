@@ -223,9 +223,12 @@ def wait_until_ready(process: subprocess.Popen, url: str, success: str, deadline
 
 
 def server_variables() -> set[str]:
+    """What the server reads: its Settings, and a pool's PoolSettings (the variable each field names)."""
+    from inference_server.pool.pool_settings import PoolSettings
     from inference_server.settings import Settings
 
-    return {field.name.upper() for field in dataclasses.fields(Settings)}
+    return ({field.name.upper() for field in dataclasses.fields(Settings)}
+            | {field.metadata["variable"] for field in dataclasses.fields(PoolSettings)})
 
 
 def test_every_variable_the_task_sets_is_read_by_the_server(synthesized):

@@ -173,7 +173,7 @@ def test_the_pool_pulls_every_image_a_task_runs_sidecars_included(prod):
 
 def test_the_instances_may_pull_the_collectors_mirror(world):
     role = world.only("AWS::IAM::Role", "GpuCapacityInstanceRole")
-    mirror = f"arn:aws:ecr:{world.region}:{world.account}:repository/mirror/cloudwatch-agent"
+    mirror = f"arn:aws:ecr:{world.region}:{world.account}:repository/mirror/aws-otel-collector"
     assert world.role_may(role, "ecr:BatchGetImage", mirror, {}) and world.role_may(role, "ecr:GetDownloadUrlForLayer", mirror, {})
 
 
