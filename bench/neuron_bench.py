@@ -42,7 +42,7 @@ AUTO_CAST = ("--compiler-arg=--auto-cast", "--compiler-arg=matmult", "--compiler
 def docker_commands(work: Path, layers: int) -> dict[str, list[str]]:
     """The compile and the server, each a docker command; the server's from the preset's own functions."""
     from gpu_inference_constructs import ModelProps, NeuronServerProps
-    from gpu_inference_constructs.neuron_server import NEURON_ENTRY_POINT, neuron_environment, torchserve_command
+    from gpu_inference_constructs.servers.neuron import NEURON_ENTRY_POINT, neuron_environment, torchserve_command
 
     props = NeuronServerProps()
     image = f"{props.image.repository}:{props.image.tag}"

@@ -28,8 +28,8 @@ VALIDATION_REPORT = "validation-report.json"
 LONGEST_FIRST = (
     "tests/e2e/test_task_definition_runs_the_server.py",
     "tests/app/test_checks.py",  # cfn-lint and checkov
-    "tests/server/test_workers.py",
-    "tests/server/test_image.py",
+    "tests/server/supervisor/test_workers.py",
+    "tests/server/tools/test_image.py",
 )
 
 

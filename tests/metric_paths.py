@@ -16,11 +16,12 @@ from dataclasses import dataclass
 
 import aws_cdk as cdk
 
-from gpu_inference_constructs import metric_names, task_start_handler, task_starts
-from gpu_inference_constructs.model_service import ModelService
-from gpu_inference_constructs.otel_collector import OTEL_CONFIG_VARIABLE
-from gpu_inference_constructs.prometheus_metrics import PrometheusMetrics
-from gpu_inference_constructs.telemetry import FIRELENS_LOG_KEY
+from gpu_inference_constructs.core import metric_names
+from gpu_inference_constructs.core.prometheus_metrics import PrometheusMetrics
+from gpu_inference_constructs.observability import task_start_handler, task_starts
+from gpu_inference_constructs.service.model_service import ModelService
+from gpu_inference_constructs.task_telemetry.otel_collector import OTEL_CONFIG_VARIABLE
+from gpu_inference_constructs.task_telemetry.telemetry import FIRELENS_LOG_KEY
 
 CONTAINER_INSIGHTS = "ECS/ContainerInsights"
 SEARCH = re.compile(r"SEARCH\('\{([^,}]+)[^}]*\}([^']*)'")

@@ -16,7 +16,7 @@ import pytest
 from tests.conftest import LANE_MARKERS, ROOT, mark_text
 
 # Files each run must hold: the bench smoke run asserts ratios; pyright and the 200 models take a core for a minute.
-KNOWN = {"timing": {"tests/bench/test_bench_smoke.py", "tests/server/test_admission_live.py"},
+KNOWN = {"timing": {"tests/bench/test_bench_smoke.py", "tests/server/front/test_admission_live.py"},
          "background": {"tests/test_lint.py", "tests/infra/test_many_models.py"}}
 
 

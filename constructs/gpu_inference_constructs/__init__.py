@@ -7,39 +7,24 @@ contract and its presets. Each props class documents its defaults.
 import importlib
 from typing import TYPE_CHECKING
 
+from .core import old_paths as _old_paths
+
 if TYPE_CHECKING:
-    from .api_keys import api_keys_secret
-    from .bundled_server import BundledServer, BundledServerProps, bundled_server_image, bundled_stop
-    from .bundled_signals import BundledScalingProps
-    from .capacity_group import CapacityGroup
-    from .deployment import DeploymentProps, RollbackAlarms, RollbackProps, RollbackThresholds
-    from .deployment_capacity import ServiceDeployment
-    from .errors import ConfigError
-    from .gpu_capacity import GpuCapacity, GpuCapacityProps
-    from .gpu_share import GpuShare
-    from .instance_catalog import CATALOG, GpuInstanceType
-    from .latency_alarms import LatencyAlarmProps, LatencyAlarmThresholds
-    from .load_balancer import ConfiguredLoad, InferenceLoadBalancer, LoadBalancerProps, LoadBalancerQuotas
-    from .log_archive_props import LogArchive
-    from .model_pool import ModelPool
-    from .model_props import ModelProps
-    from .model_service import ModelService
-    from .model_store import ModelStore, ModelStoreProps
-    from .monitoring import InferenceMonitoring, ModelAlarms, MonitoringProps
-    from .network import DEFAULT_INTERFACE_ENDPOINTS, InferenceNetwork, NetworkProps, grant_logs_service
-    from .neuron_capacity import NeuronCapacity, NeuronCapacityProps
-    from .neuron_server import NeuronServer
-    from .neuron_server_props import NeuronEcrImage, NeuronServerProps
-    from .notifications import NotificationTopic, topic_target
-    from .otel_collector import DEFAULT_OTEL_COLLECTOR_IMAGE, GEN_AI_TIME_PER_OUTPUT_TOKEN, GEN_AI_TIME_TO_FIRST_TOKEN
-    from .pool_props import PoolAlarmProps, PoolProps
-    from .pool_queries import PoolQueries
-    from .pool_server import PoolServer
-    from .presets import TgiProps, TgiServer, TritonProps, TritonServer, tgi_stop, triton_stop
-    from .result_cache import ModelCacheProps, ResultCache, ResultCacheProps
-    from .scaling_props import ModelScalingProps, PredictiveScalingProps, ScalingProps
-    from .schedules import CapacityPrewarm, ServiceSchedule
-    from .server_contract import (
+    from .capacity.capacity_group import CapacityGroup
+    from .capacity.gpu_capacity import GpuCapacity, GpuCapacityProps
+    from .capacity.neuron_capacity import NeuronCapacity, NeuronCapacityProps
+    from .capacity.warm_pool import WarmPoolLaunches, WarmPoolProps
+    from .core.deployment_capacity import ServiceDeployment
+    from .core.errors import ConfigError
+    from .core.gpu_share import GpuShare
+    from .core.instance_catalog import CATALOG, GpuInstanceType
+    from .core.latency_alarms import LatencyAlarmProps, LatencyAlarmThresholds
+    from .core.log_archive_props import LogArchive
+    from .core.model_props import ModelProps
+    from .core.pool_props import PoolAlarmProps, PoolProps
+    from .core.scaling_props import ModelScalingProps, PredictiveScalingProps, ScalingProps
+    from .core.schedules import CapacityPrewarm, ServiceSchedule
+    from .core.server_contract import (
         DEFAULT_COLLECTOR_IMAGE,
         DEFAULT_FETCHER_IMAGE,
         EcrImage,
@@ -54,20 +39,41 @@ if TYPE_CHECKING:
         ServerDefinition,
         StopTiming,
     )
-    from .service_choices import ClusterCapacity, ListenerRoute, LoadBalancerRoute, ModelBucket
-    from .service_props import ServiceAccess, ServiceLogs
-    from .service_scaling import ServiceScaling
-    from .service_timing import ServiceTimingProps
-    from .settings import from_dict
-    from .sglang_server import SglangProps, SglangServer
-    from .stack_limits import MAX_STACK_RESOURCES, stacks_per_model
-    from .target_group_metrics import TargetGroupMetrics
-    from .target_optimizer_props import TargetOptimizerProps
-    from .task_size import SidecarReservation
-    from .task_starts import TaskStarts
-    from .telemetry import FireLensProps, TelemetryProps
-    from .vllm_server import VllmProps, VllmServer, vllm_stop
-    from .warm_pool import WarmPoolLaunches, WarmPoolProps
+    from .core.service_timing import ServiceTimingProps
+    from .core.settings import from_dict
+    from .core.target_optimizer_props import TargetOptimizerProps
+    from .core.task_size import SidecarReservation
+    from .networking.network import DEFAULT_INTERFACE_ENDPOINTS, InferenceNetwork, NetworkProps, grant_logs_service
+    from .observability.monitoring import InferenceMonitoring, ModelAlarms, MonitoringProps
+    from .observability.task_starts import TaskStarts
+    from .rollout.deployment import DeploymentProps, RollbackAlarms, RollbackProps, RollbackThresholds
+    from .routing.load_balancer import ConfiguredLoad, InferenceLoadBalancer, LoadBalancerProps, LoadBalancerQuotas
+    from .routing.target_group_metrics import TargetGroupMetrics
+    from .scaling.service_scaling import ServiceScaling
+    from .servers.bundled import BundledServer, BundledServerProps, bundled_server_image, bundled_stop
+    from .servers.bundled_signals import BundledScalingProps
+    from .servers.neuron import NeuronServer
+    from .servers.neuron_props import NeuronEcrImage, NeuronServerProps
+    from .servers.pool import PoolServer
+    from .servers.sglang import SglangProps, SglangServer
+    from .servers.tgi_triton import TgiProps, TgiServer, TritonProps, TritonServer, tgi_stop, triton_stop
+    from .servers.vllm import VllmProps, VllmServer, vllm_stop
+    from .service.api_keys import api_keys_secret
+    from .service.choices import ClusterCapacity, ListenerRoute, LoadBalancerRoute, ModelBucket
+    from .service.model_pool import ModelPool
+    from .service.model_service import ModelService
+    from .service.pool_queries import PoolQueries
+    from .service.props import ServiceAccess, ServiceLogs
+    from .service.stack_limits import MAX_STACK_RESOURCES, stacks_per_model
+    from .shared.notifications import NotificationTopic, topic_target
+    from .store.model_store import ModelStore, ModelStoreProps
+    from .store.result_cache import ModelCacheProps, ResultCache, ResultCacheProps
+    from .task_telemetry.otel_collector import (
+        DEFAULT_OTEL_COLLECTOR_IMAGE,
+        GEN_AI_TIME_PER_OUTPUT_TOKEN,
+        GEN_AI_TIME_TO_FIRST_TOKEN,
+    )
+    from .task_telemetry.telemetry import FireLensProps, TelemetryProps
 
 
 __all__ = [
@@ -179,112 +185,112 @@ __all__ = [
 # Imported on first use, so that the pure-Python parts (the sizing advisor) run without loading aws_cdk and its Node
 # runtime; `from gpu_inference_constructs import X` and type checkers see the names as before.
 _MODULE_OF = {
-    "CapacityGroup": "capacity_group",
-    "ClusterCapacity": "service_choices",
-    "ListenerRoute": "service_choices",
-    "LoadBalancerRoute": "service_choices",
-    "ModelBucket": "service_choices",
-    "ServiceAccess": "service_props",
-    "ServiceLogs": "service_props",
-    "TelemetryProps": "telemetry",
-    "FireLensProps": "telemetry",
-    "LogArchive": "log_archive_props",
-    "BundledScalingProps": "bundled_signals",
-    "bundled_stop": "bundled_server",
-    "ExpressionSignal": "server_contract",
-    "ServerAlarm": "server_contract",
-    "tgi_stop": "presets",
-    "triton_stop": "presets",
-    "vllm_stop": "vllm_server",
-    "api_keys_secret": "api_keys",
-    "BundledServer": "bundled_server",
-    "BundledServerProps": "bundled_server",
-    "bundled_server_image": "bundled_server",
-    "DeploymentProps": "deployment",
-    "RollbackAlarms": "deployment",
-    "RollbackProps": "deployment",
-    "RollbackThresholds": "deployment",
-    "ServiceDeployment": "deployment_capacity",
-    "ConfigError": "errors",
-    "GpuCapacity": "gpu_capacity",
-    "GpuCapacityProps": "gpu_capacity",
-    "GpuShare": "gpu_share",
-    "CATALOG": "instance_catalog",
-    "GpuInstanceType": "instance_catalog",
-    "LatencyAlarmProps": "latency_alarms",
-    "LatencyAlarmThresholds": "latency_alarms",
-    "ConfiguredLoad": "load_balancer",
-    "InferenceLoadBalancer": "load_balancer",
-    "LoadBalancerProps": "load_balancer",
-    "LoadBalancerQuotas": "load_balancer",
-    "ModelPool": "model_pool",
-    "ModelProps": "model_props",
-    "ModelService": "model_service",
-    "ModelStore": "model_store",
-    "ModelStoreProps": "model_store",
-    "InferenceMonitoring": "monitoring",
-    "ModelAlarms": "monitoring",
-    "MonitoringProps": "monitoring",
-    "DEFAULT_INTERFACE_ENDPOINTS": "network",
-    "InferenceNetwork": "network",
-    "NetworkProps": "network",
-    "NeuronCapacity": "neuron_capacity",
-    "NeuronCapacityProps": "neuron_capacity",
-    "grant_logs_service": "network",
-    "NotificationTopic": "notifications",
-    "PoolAlarmProps": "pool_props",
-    "PoolProps": "pool_props",
-    "PoolQueries": "pool_queries",
-    "PoolServer": "pool_server",
-    "topic_target": "notifications",
-    "TgiProps": "presets",
-    "TgiServer": "presets",
-    "TritonProps": "presets",
-    "TritonServer": "presets",
-    "NeuronServer": "neuron_server",
-    "NeuronEcrImage": "neuron_server_props",
-    "NeuronServerProps": "neuron_server_props",
-    "ModelCacheProps": "result_cache",
-    "ResultCache": "result_cache",
-    "ResultCacheProps": "result_cache",
-    "ModelScalingProps": "scaling_props",
-    "PredictiveScalingProps": "scaling_props",
-    "ScalingProps": "scaling_props",
-    "CapacityPrewarm": "schedules",
-    "ServiceSchedule": "schedules",
-    "MAX_STACK_RESOURCES": "stack_limits",
-    "stacks_per_model": "stack_limits",
-    "SidecarReservation": "task_size",
-    "DEFAULT_COLLECTOR_IMAGE": "server_contract",
-    "DEFAULT_OTEL_COLLECTOR_IMAGE": "otel_collector",
-    "GEN_AI_TIME_PER_OUTPUT_TOKEN": "otel_collector",
-    "GEN_AI_TIME_TO_FIRST_TOKEN": "otel_collector",
-    "DEFAULT_FETCHER_IMAGE": "server_contract",
-    "EcrImage": "server_contract",
-    "LivenessCheck": "server_contract",
-    "ModelFromS3": "server_contract",
-    "PrometheusMetrics": "server_contract",
-    "ScalingSignal": "server_contract",
-    "ServerContext": "server_contract",
-    "ServerContract": "server_contract",
-    "ServerDefinition": "server_contract",
-    "StopTiming": "server_contract",
-    "ServiceScaling": "service_scaling",
-    "ServiceTimingProps": "service_timing",
-    "from_dict": "settings",
-    "SglangProps": "sglang_server",
-    "SglangServer": "sglang_server",
-    "TargetGroupMetrics": "target_group_metrics",
-    "TargetOptimizerProps": "target_optimizer_props",
-    "TaskStarts": "task_starts",
-    "VllmProps": "vllm_server",
-    "VllmServer": "vllm_server",
-    "WarmPoolLaunches": "warm_pool",
-    "WarmPoolProps": "warm_pool",
+    "CapacityGroup": "capacity.capacity_group",
+    "ClusterCapacity": "service.choices",
+    "ListenerRoute": "service.choices",
+    "LoadBalancerRoute": "service.choices",
+    "ModelBucket": "service.choices",
+    "ServiceAccess": "service.props",
+    "ServiceLogs": "service.props",
+    "TelemetryProps": "task_telemetry.telemetry",
+    "FireLensProps": "task_telemetry.telemetry",
+    "LogArchive": "core.log_archive_props",
+    "BundledScalingProps": "servers.bundled_signals",
+    "bundled_stop": "servers.bundled",
+    "ExpressionSignal": "core.server_contract",
+    "ServerAlarm": "core.server_contract",
+    "tgi_stop": "servers.tgi_triton",
+    "triton_stop": "servers.tgi_triton",
+    "vllm_stop": "servers.vllm",
+    "api_keys_secret": "service.api_keys",
+    "BundledServer": "servers.bundled",
+    "BundledServerProps": "servers.bundled",
+    "bundled_server_image": "servers.bundled",
+    "DeploymentProps": "rollout.deployment",
+    "RollbackAlarms": "rollout.deployment",
+    "RollbackProps": "rollout.deployment",
+    "RollbackThresholds": "rollout.deployment",
+    "ServiceDeployment": "core.deployment_capacity",
+    "ConfigError": "core.errors",
+    "GpuCapacity": "capacity.gpu_capacity",
+    "GpuCapacityProps": "capacity.gpu_capacity",
+    "GpuShare": "core.gpu_share",
+    "CATALOG": "core.instance_catalog",
+    "GpuInstanceType": "core.instance_catalog",
+    "LatencyAlarmProps": "core.latency_alarms",
+    "LatencyAlarmThresholds": "core.latency_alarms",
+    "ConfiguredLoad": "routing.load_balancer",
+    "InferenceLoadBalancer": "routing.load_balancer",
+    "LoadBalancerProps": "routing.load_balancer",
+    "LoadBalancerQuotas": "routing.load_balancer",
+    "ModelPool": "service.model_pool",
+    "ModelProps": "core.model_props",
+    "ModelService": "service.model_service",
+    "ModelStore": "store.model_store",
+    "ModelStoreProps": "store.model_store",
+    "InferenceMonitoring": "observability.monitoring",
+    "ModelAlarms": "observability.monitoring",
+    "MonitoringProps": "observability.monitoring",
+    "DEFAULT_INTERFACE_ENDPOINTS": "networking.network",
+    "InferenceNetwork": "networking.network",
+    "NetworkProps": "networking.network",
+    "NeuronCapacity": "capacity.neuron_capacity",
+    "NeuronCapacityProps": "capacity.neuron_capacity",
+    "grant_logs_service": "networking.network",
+    "NotificationTopic": "shared.notifications",
+    "PoolAlarmProps": "core.pool_props",
+    "PoolProps": "core.pool_props",
+    "PoolQueries": "service.pool_queries",
+    "PoolServer": "servers.pool",
+    "topic_target": "shared.notifications",
+    "TgiProps": "servers.tgi_triton",
+    "TgiServer": "servers.tgi_triton",
+    "TritonProps": "servers.tgi_triton",
+    "TritonServer": "servers.tgi_triton",
+    "NeuronServer": "servers.neuron",
+    "NeuronEcrImage": "servers.neuron_props",
+    "NeuronServerProps": "servers.neuron_props",
+    "ModelCacheProps": "store.result_cache",
+    "ResultCache": "store.result_cache",
+    "ResultCacheProps": "store.result_cache",
+    "ModelScalingProps": "core.scaling_props",
+    "PredictiveScalingProps": "core.scaling_props",
+    "ScalingProps": "core.scaling_props",
+    "CapacityPrewarm": "core.schedules",
+    "ServiceSchedule": "core.schedules",
+    "MAX_STACK_RESOURCES": "service.stack_limits",
+    "stacks_per_model": "service.stack_limits",
+    "SidecarReservation": "core.task_size",
+    "DEFAULT_COLLECTOR_IMAGE": "core.server_contract",
+    "DEFAULT_OTEL_COLLECTOR_IMAGE": "task_telemetry.otel_collector",
+    "GEN_AI_TIME_PER_OUTPUT_TOKEN": "task_telemetry.otel_collector",
+    "GEN_AI_TIME_TO_FIRST_TOKEN": "task_telemetry.otel_collector",
+    "DEFAULT_FETCHER_IMAGE": "core.server_contract",
+    "EcrImage": "core.server_contract",
+    "LivenessCheck": "core.server_contract",
+    "ModelFromS3": "core.server_contract",
+    "PrometheusMetrics": "core.server_contract",
+    "ScalingSignal": "core.server_contract",
+    "ServerContext": "core.server_contract",
+    "ServerContract": "core.server_contract",
+    "ServerDefinition": "core.server_contract",
+    "StopTiming": "core.server_contract",
+    "ServiceScaling": "scaling.service_scaling",
+    "ServiceTimingProps": "core.service_timing",
+    "from_dict": "core.settings",
+    "SglangProps": "servers.sglang",
+    "SglangServer": "servers.sglang",
+    "TargetGroupMetrics": "routing.target_group_metrics",
+    "TargetOptimizerProps": "core.target_optimizer_props",
+    "TaskStarts": "observability.task_starts",
+    "VllmProps": "servers.vllm",
+    "VllmServer": "servers.vllm",
+    "WarmPoolLaunches": "capacity.warm_pool",
+    "WarmPoolProps": "capacity.warm_pool",
 }
 
 
-def __getattr__(name: str) -> object:
+def _exported(name: str) -> object:
     module = _MODULE_OF.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -295,3 +301,13 @@ def __getattr__(name: str) -> object:
 
 def __dir__() -> list[str]:
     return sorted({*globals(), *_MODULE_OF})
+
+
+# Issue 56: the 0.2 module paths (gpu_inference_constructs.<module>) still import, with a warning, until 0.4.
+_old_paths.install()
+
+
+def __getattr__(name: str) -> object:
+    if name in _old_paths.OLD_PATHS:  # gpu_inference_constructs.<old module> as an attribute
+        return importlib.import_module(_old_paths.warn_moved(name))
+    return _exported(name)

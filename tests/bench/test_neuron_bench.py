@@ -10,7 +10,7 @@ from pathlib import Path
 
 from bench import neuron_bench
 from gpu_inference_constructs import ModelProps, NeuronServerProps
-from gpu_inference_constructs.neuron_server import NEURON_ENTRY_POINT, neuron_environment, torchserve_command
+from gpu_inference_constructs.servers.neuron import NEURON_ENTRY_POINT, neuron_environment, torchserve_command
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from gpu_inference_constructs.errors import ConfigError
+from gpu_inference_constructs.core.errors import ConfigError
 from stacks.config import EnvironmentConfig, load_environment
 from tests.conftest import documentation_files
 from tests.scenarios import scenario_environment, scenario_environments

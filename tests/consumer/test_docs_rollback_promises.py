@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from gpu_inference_constructs.deployment import DeploymentProps
+from gpu_inference_constructs.rollout.deployment import DeploymentProps
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 QUALIFIED = ("rolling", "blue/green", "blue_green", "in dev", "no circuit breaker", "not the circuit breaker",

@@ -20,7 +20,7 @@ from gpu_inference_constructs import (
     VllmProps,
     VllmServer,
 )
-from gpu_inference_constructs.instance_catalog import CATALOG
+from gpu_inference_constructs.core.instance_catalog import CATALOG
 from tests.consumer.test_team_scenarios import logs_key, team_stack
 
 LIMIT = CATALOG["g6e.xlarge"].task_memory_limit_mib  # 29491

@@ -34,8 +34,8 @@ from gpu_inference_constructs import (
     ServiceLogs,
     TelemetryProps,
 )
-from gpu_inference_constructs.cdk_interfaces import as_role
-from gpu_inference_constructs.legacy_keywords import LEGACY_KEYWORDS
+from gpu_inference_constructs.core.legacy_keywords import LEGACY_KEYWORDS
+from gpu_inference_constructs.shared.cdk_interfaces import as_role
 from tests.consumer.public_api import public_api
 from tests.consumer.test_changelog_names_removals import CHANGELOG, RELEASE, removals, unlisted
 

@@ -7,7 +7,7 @@ import dataclasses
 import re
 
 from gpu_inference_constructs import GpuShare, ModelProps
-from gpu_inference_constructs.gpu_share import MIN_SHARE_MIB
+from gpu_inference_constructs.core.gpu_share import MIN_SHARE_MIB
 from tests.conftest import ROOT
 
 PAGE = ROOT / "constructs" / "README.md"

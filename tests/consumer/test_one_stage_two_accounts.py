@@ -23,7 +23,7 @@ from gpu_inference_constructs import (
     ModelService,
     ServiceLogs,
 )
-from gpu_inference_constructs.service_checks import check_model_name_free, claim_model_name
+from gpu_inference_constructs.service.checks import check_model_name_free, claim_model_name
 
 
 class ServingStack(cdk.Stack):

@@ -98,7 +98,7 @@ def test_fifteen_models_a_stack_each_synthesize_each_stack_far_below_the_limit()
 
 
 def test_a_stack_near_the_limit_is_a_warning_and_one_past_it_an_error_before_cdks_own():
-    from gpu_inference_constructs.stack_limits import watch_stack_resources
+    from gpu_inference_constructs.service.stack_limits import watch_stack_resources
 
     def stack_of(count: int) -> tuple[cdk.App, cdk.Stack]:
         app = cdk.App()

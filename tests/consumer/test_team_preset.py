@@ -32,7 +32,7 @@ from gpu_inference_constructs import (
     StopTiming,
     TargetOptimizerProps,
 )
-from gpu_inference_constructs.errors import ConfigError
+from gpu_inference_constructs.core.errors import ConfigError
 from tests.infra.team_parts import imported_team_parts
 
 KEY_ARN = "arn:aws:kms:eu-west-1:123456789012:key/11111111-2222-3333-4444-555555555555"

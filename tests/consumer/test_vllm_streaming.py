@@ -32,12 +32,12 @@ from gpu_inference_constructs import (
     VllmProps,
     VllmServer,
 )
-from gpu_inference_constructs.server_contract import (
+from gpu_inference_constructs.core.server_contract import (
     FETCHER_CPU,
     FETCHER_MEMORY_MIB,
     PrometheusMetrics,
 )
-from gpu_inference_constructs.vllm_server import VLLM_METRICS
+from gpu_inference_constructs.servers.vllm import VLLM_METRICS
 from tests.infra.aws_policies import TemplateWorld
 
 ACCOUNT, REGION = "123456789012", "eu-west-1"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from gpu_inference_constructs.model_store import MANIFEST_FILE, SHA256PIECES_FILE, SHA256SUMS_FILE
+from gpu_inference_constructs.store.model_store import MANIFEST_FILE, SHA256PIECES_FILE, SHA256SUMS_FILE
 from inference_server import manifest as server_manifest
 from inference_server.manifest import build_manifest
 

@@ -50,7 +50,7 @@ from gpu_inference_constructs import (
     VllmProps,
     VllmServer,
 )
-from gpu_inference_constructs.cdk_interfaces import as_key, as_secret
+from gpu_inference_constructs.shared.cdk_interfaces import as_key, as_secret
 from tests.conftest import ROOT
 from tests.e2e.contract import load_contracts, resolve
 from tests.e2e.test_task_definition_runs_the_server import aws_test_environment, free_port

@@ -27,9 +27,9 @@ from gpu_inference_constructs import (
     NetworkProps,
     NotificationTopic,
 )
-from gpu_inference_constructs.cdk_interfaces import as_topic
-from gpu_inference_constructs.instance_catalog import REGIONS_BY_FAMILY
-from gpu_inference_constructs.network import NAMES_WARNING_ID, UNCHECKED_IDS_WARNING_ID, ZONE_ID_PREFIXES
+from gpu_inference_constructs.core.instance_catalog import REGIONS_BY_FAMILY
+from gpu_inference_constructs.networking.network import NAMES_WARNING_ID, UNCHECKED_IDS_WARNING_ID, ZONE_ID_PREFIXES
+from gpu_inference_constructs.shared.cdk_interfaces import as_topic
 from stacks.config import load_environment
 from tests.conftest import ROOT, merge_templates
 from tests.infra.conftest import ENVIRONMENTS
@@ -256,7 +256,7 @@ def test_zone_ids_of_a_region_the_table_lacks_go_unchecked_with_a_warning():
     net = InferenceNetwork(stack, "Net", props=NetworkProps(availability_zone_ids=("mec1-az1", "mec1-az2")))
     assert sorted(p["AvailabilityZoneId"] for p in subnets(Template.from_stack(stack).to_json()).values()) == ["mec1-az1", "mec1-az1", "mec1-az2", "mec1-az2"]
     (warning,) = zone_warnings(stack, ".*ZONE_ID_PREFIXES.*")
-    assert "region 'me-central-1' is not in gpu_inference_constructs.network.ZONE_ID_PREFIXES" in warning
+    assert "region 'me-central-1' is not in gpu_inference_constructs.networking.network.ZONE_ID_PREFIXES" in warning
     assert warning.endswith(f"[ack: {UNCHECKED_IDS_WARNING_ID}]")
     assert net.vpc.availability_zones  # the zones, as the names CloudFormation will report
 

@@ -7,9 +7,9 @@ import pytest
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk.assertions import Match, Template
 
-from gpu_inference_constructs.errors import ConfigError
-from gpu_inference_constructs.gpu_capacity import GpuCapacity, GpuCapacityProps
-from gpu_inference_constructs.gpu_instances import ECS_AGENT_SETTINGS
+from gpu_inference_constructs.capacity.gpu_capacity import GpuCapacity, GpuCapacityProps
+from gpu_inference_constructs.capacity.instances import ECS_AGENT_SETTINGS
+from gpu_inference_constructs.core.errors import ConfigError
 
 
 def only(template, resource_type):

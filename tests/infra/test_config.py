@@ -4,7 +4,7 @@ import copy
 
 import pytest
 
-from gpu_inference_constructs.errors import ConfigError
+from gpu_inference_constructs.core.errors import ConfigError
 from stacks.config import load_environment, load_environments
 from tests.conftest import scenario_context
 from tests.scenarios import scenario_environment

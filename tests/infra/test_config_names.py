@@ -5,8 +5,8 @@ import copy
 
 import pytest
 
-from gpu_inference_constructs.errors import ConfigError
-from gpu_inference_constructs.service_timing import ServiceTimingProps
+from gpu_inference_constructs.core.errors import ConfigError
+from gpu_inference_constructs.core.service_timing import ServiceTimingProps
 from stacks.config import load_environment
 from tests.scenarios import scenario_environment
 

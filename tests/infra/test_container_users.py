@@ -3,7 +3,7 @@ definition says why not, for that container and that property only."""
 
 from __future__ import annotations
 
-from gpu_inference_constructs.service_task import CONTAINER_ACKNOWLEDGEMENTS
+from gpu_inference_constructs.service.task import CONTAINER_ACKNOWLEDGEMENTS
 from tests.infra.conftest import ENVIRONMENTS
 
 

@@ -4,10 +4,10 @@ import copy
 
 import pytest
 
-import gpu_inference_constructs.model_props
-from gpu_inference_constructs.deployment import ALARM_MINUTES, DeploymentProps
-from gpu_inference_constructs.errors import ConfigError
-from gpu_inference_constructs.settings import from_dict
+import gpu_inference_constructs.core.model_props
+from gpu_inference_constructs.core.errors import ConfigError
+from gpu_inference_constructs.core.settings import from_dict
+from gpu_inference_constructs.rollout.deployment import ALARM_MINUTES, DeploymentProps
 from stacks.config import load_environment
 from tests.scenarios import scenario_environments
 
@@ -111,7 +111,7 @@ def test_the_capacity_check_counts_the_second_target_groups_tasks(strategy, monk
     set starts behind the other: the group must hold every model at max_tasks plus the deploying model's again. With
     rolling deployments capped at 150 % (not the 200 % the services use), rolling and traffic-shifting need different
     room, so a check that counted a canary like a rolling deployment fails here."""
-    monkeypatch.setattr(gpu_inference_constructs.model_props, "ROLLING_MAX_HEALTHY_PERCENT", 150)
+    monkeypatch.setattr(gpu_inference_constructs.core.model_props, "ROLLING_MAX_HEALTHY_PERCENT", 150)
     data = copy.deepcopy(CONTEXT["prod"])
     data["models"][1]["max_tasks"] = 5
     peak = sum(m["max_tasks"] for m in data["models"])  # 12 + 5

@@ -14,18 +14,18 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_ecs as ecs
 
 from gpu_inference_constructs import ClusterCapacity, ListenerRoute, ModelBucket, ServiceAccess, ServiceLogs
-from gpu_inference_constructs.acknowledgements import default_child
-from gpu_inference_constructs.errors import ConfigError
-from gpu_inference_constructs.gpu_packing import SharedTask, instances_for
-from gpu_inference_constructs.gpu_share import (
+from gpu_inference_constructs.capacity.gpu_packing import SharedTask, instances_for
+from gpu_inference_constructs.core.errors import ConfigError
+from gpu_inference_constructs.core.gpu_share import (
     MPS_CAPABILITY,
     MPS_MIN_AGENT_VERSION,
     GpuShare,
     registered_memory_mib,
     shareable_memory_mib,
 )
-from gpu_inference_constructs.instance_catalog import lookup
-from gpu_inference_constructs.task_gpu_share import STALE_FINDINGS
+from gpu_inference_constructs.core.instance_catalog import lookup
+from gpu_inference_constructs.service.task_gpu_share import STALE_FINDINGS
+from gpu_inference_constructs.shared.acknowledgements import default_child
 from stacks.config import load_environment
 from tests.app.test_checks import CFN_LINT
 from tests.conftest import cloudformation_validation_findings, validated_app

@@ -29,8 +29,8 @@ from gpu_inference_constructs import (
     ServiceLogs,
     bundled_server_image,
 )
-from gpu_inference_constructs.bundled_server import BUNDLED_USER, SERVER_IMAGE_DIRECTORY
-from gpu_inference_constructs.handler_image import SERVER_USER, SERVER_WORKDIR, BundledServerImage
+from gpu_inference_constructs.servers.bundled import BUNDLED_USER, SERVER_IMAGE_DIRECTORY
+from gpu_inference_constructs.servers.handler_image import SERVER_USER, SERVER_WORKDIR, BundledServerImage
 from tests.infra.test_packaging import build_context_files
 from tests.infra.test_service import hadolint
 

@@ -11,8 +11,8 @@ import threading
 import pytest
 
 from gpu_inference_constructs import BundledServer, ConfigError, LivenessCheck, ModelProps, ModelService
-from gpu_inference_constructs.service_checks import MAX_HEALTH_CHECK_START_PERIOD
-from gpu_inference_constructs.vllm_server import vllm_liveness
+from gpu_inference_constructs.servers.vllm import vllm_liveness
+from gpu_inference_constructs.service.checks import MAX_HEALTH_CHECK_START_PERIOD
 from tests.infra.test_server_contract import IMAGE, complete, on_cluster, stack_with_placement
 from tests.infra.test_service import containers
 

@@ -22,8 +22,8 @@ from gpu_inference_constructs import (
     ServiceAccess,
     ServiceLogs,
 )
-from gpu_inference_constructs.errors import ConfigError
-from gpu_inference_constructs.log_archive_props import (
+from gpu_inference_constructs.core.errors import ConfigError
+from gpu_inference_constructs.core.log_archive_props import (
     ARCHIVE_BUCKET_VARIABLE,
     ARCHIVE_REGION_VARIABLE,
     FIREHOSE_STREAM_VARIABLE,
@@ -31,8 +31,8 @@ from gpu_inference_constructs.log_archive_props import (
     archive_config,
     check_archive_flushes,
 )
-from gpu_inference_constructs.service_timing import SPOT_DETECTION_SECONDS, SPOT_NOTICE_SECONDS, SPOT_STOP_SECONDS
-from gpu_inference_constructs.telemetry import FireLensProps, TelemetryProps
+from gpu_inference_constructs.core.service_timing import SPOT_DETECTION_SECONDS, SPOT_NOTICE_SECONDS, SPOT_STOP_SECONDS
+from gpu_inference_constructs.task_telemetry.telemetry import FireLensProps, TelemetryProps
 from tests.conftest import validated_app
 from tests.infra.team_parts import imported_team_parts
 from tests.infra.test_service import containers, logical
@@ -293,7 +293,7 @@ def test_a_firehose_archive_without_the_firehose_endpoint_is_refused():
 
 
 def test_the_config_file_is_named_by_its_content_and_reused():
-    from gpu_inference_constructs.log_archive import written_config
+    from gpu_inference_constructs.task_telemetry.log_archive import written_config
 
     text = archive_config(LogArchive(s3=True), "server", "staging", "minilm")
     first, again = written_config(text), written_config(text)

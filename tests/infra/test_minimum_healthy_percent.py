@@ -12,9 +12,9 @@ import pytest
 from aws_cdk.assertions import Template
 
 from gpu_inference_constructs import ModelProps, ModelService
-from gpu_inference_constructs.acknowledgements import default_child
-from gpu_inference_constructs.gpu_capacity_props import GpuCapacityProps, launches_spot
-from gpu_inference_constructs.spot_draining import deployment_minimum_percent, tasks_ecs_may_stop
+from gpu_inference_constructs.core.capacity_props import GpuCapacityProps, launches_spot
+from gpu_inference_constructs.service.spot_draining import deployment_minimum_percent, tasks_ecs_may_stop
+from gpu_inference_constructs.shared.acknowledgements import default_child
 from tests.infra.conftest import ENVIRONMENTS
 from tests.infra.test_server_contract import complete, on_cluster, stack_with_placement
 

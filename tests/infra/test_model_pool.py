@@ -13,12 +13,12 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk.assertions import Match, Template
 
-from gpu_inference_constructs.bundled_server import BundledServerProps
-from gpu_inference_constructs.errors import ConfigError
-from gpu_inference_constructs.model_entry import pool_of_entry, split_model_entry
-from gpu_inference_constructs.pool_props import PoolProps
-from gpu_inference_constructs.pool_queries import top_models_rule_body
-from gpu_inference_constructs.pool_server import POOL_METRICS, PoolServer
+from gpu_inference_constructs.core.errors import ConfigError
+from gpu_inference_constructs.core.pool_props import PoolProps
+from gpu_inference_constructs.servers.bundled import BundledServerProps
+from gpu_inference_constructs.servers.model_entry import pool_of_entry, split_model_entry
+from gpu_inference_constructs.servers.pool import POOL_METRICS, PoolServer
+from gpu_inference_constructs.service.pool_queries import top_models_rule_body
 from stacks.config import load_environment
 from stacks.stage import InferenceStage
 from tests.conftest import metric_stats, scenario_context, single_metric
@@ -159,7 +159,7 @@ def test_a_pool_refuses_per_model_artifacts_and_a_shared_result_cache(props, key
 
 
 def test_a_pools_variables_are_not_set_by_hand():
-    from gpu_inference_constructs.model_props import ModelProps
+    from gpu_inference_constructs.core.model_props import ModelProps
 
     with pytest.raises(ConfigError) as error:
         PoolServer().check(ModelProps(name="p1", version="pool", environment={"ALLOW_ARTIFACT_CODE": "true"}))

@@ -94,7 +94,7 @@ def test_the_llm_pages_at_its_own_goal_not_the_encoders(synthesized):
 
 def test_a_paging_threshold_below_the_models_goal_is_refused_naming_both_keys():
     from gpu_inference_constructs import LatencyAlarmProps, ModelProps, ModelScalingProps
-    from gpu_inference_constructs.errors import ConfigError
+    from gpu_inference_constructs.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match=r"^alarms.latency_p95_ms.*below the model's scaling.latency_p95_ms"):
         ModelProps(name="llm", version="1", scaling=ModelScalingProps(latency_p95_ms=20_000), alarms=LatencyAlarmProps(latency_p95_ms=10_000))
@@ -106,7 +106,7 @@ def test_a_paging_threshold_below_the_models_goal_is_refused_naming_both_keys():
 
 def test_staging_refuses_an_llm_paging_threshold_below_its_goal_naming_the_model_and_both_keys():
 
-    from gpu_inference_constructs.errors import ConfigError
+    from gpu_inference_constructs.core.errors import ConfigError
     from stacks.config import load_environment
 
     data = scenario_environment("staging")
@@ -118,7 +118,7 @@ def test_staging_refuses_an_llm_paging_threshold_below_its_goal_naming_the_model
 
 def test_the_environment_wide_latency_thresholds_are_refused_with_the_per_model_fix():
     from gpu_inference_constructs import MonitoringProps
-    from gpu_inference_constructs.errors import ConfigError
+    from gpu_inference_constructs.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match=r"^latency_p95_ms.*models\[\]\.alarms\.latency_p95_ms"):
         MonitoringProps(latency_p95_ms=500)
@@ -294,7 +294,7 @@ def cost_widget(template) -> dict:
 def gpu_cost_expression(config) -> str:
     """Each capacity group's instances at its preferred type's catalog price, Spot at 40 %; the other groups' counts
     FILLed with 0 (a group scaled to zero has no datapoints)."""
-    from gpu_inference_constructs.instance_catalog import CATALOG
+    from gpu_inference_constructs.core.instance_catalog import CATALOG
 
     groups = [("total", config.capacity)] + [(f"FILL(total{i}, 0)", group.capacity)
                                              for i, group in enumerate(config.capacity_groups.values(), start=1)]
@@ -324,7 +324,7 @@ def volume_cost_expression(config) -> str:
 def pool_cost_expression(config) -> str | None:
     """The warm pool's hour (issue 44), by hand: each instance in it bills its root volume, one warming its On-Demand
     price; None for an environment without one."""
-    from gpu_inference_constructs.instance_catalog import CATALOG
+    from gpu_inference_constructs.core.instance_catalog import CATALOG
 
     groups = [config.capacity, *(group.capacity for group in config.capacity_groups.values())]
     terms = [f"(FILL(pool{i}, 0) * {root_volume_hourly(c)} + FILL(warming{i}, 0) * {CATALOG[c.instance_types[0]].on_demand_hourly_usd})"
@@ -368,8 +368,8 @@ def test_cost_per_million_requests_is_the_whole_bill_gpu_logs_and_load_balancer(
 def test_a_root_volume_with_provisioned_throughput_costs_its_iops_and_throughput():
     """staging's LLM group: 400 GiB at 1,000 MiB/s (and the 4,000 IOPS it needs) is $32 + $5 + $35 a month; the
     default 100 GiB volume $8; the dashboard and the by-hand helper above agree."""
-    from gpu_inference_constructs.gpu_capacity import GpuCapacityProps
-    from gpu_inference_constructs.monitoring import MonitoringProps, root_volume_hourly_usd
+    from gpu_inference_constructs.capacity.gpu_capacity import GpuCapacityProps
+    from gpu_inference_constructs.observability.monitoring import MonitoringProps, root_volume_hourly_usd
 
     llm = GpuCapacityProps(instance_types=("g5.12xlarge",), root_volume_gib=400, root_volume_throughput_mib_s=1000)
     for capacity, monthly in ((llm, 32 + 5 + 35), (GpuCapacityProps(), 8)):
@@ -380,8 +380,8 @@ def test_a_root_volume_with_provisioned_throughput_costs_its_iops_and_throughput
 
 
 def test_cost_prices_are_settings_with_ranges():
-    from gpu_inference_constructs.errors import ConfigError
-    from gpu_inference_constructs.monitoring import MonitoringProps
+    from gpu_inference_constructs.core.errors import ConfigError
+    from gpu_inference_constructs.observability.monitoring import MonitoringProps
 
     assert MonitoringProps(logs_ingestion_usd_per_gb=0.63).logs_ingestion_usd_per_gb == 0.63
     with pytest.raises(ConfigError, match=r"load_balancer_lcu_hourly_usd: -1 .*out of range"):
@@ -415,7 +415,7 @@ def test_the_dashboards_cost_agrees_with_the_sizing_advisors_arithmetic(env):
 
 def test_the_dashboards_cost_prices_every_capacity_group_at_its_own_type(synthesized):
     """staging's LLM group (4-GPU g5.12xlarge, all Spot) adds its instances at its own price to the GPU part."""
-    from gpu_inference_constructs.instance_catalog import CATALOG
+    from gpu_inference_constructs.core.instance_catalog import CATALOG
     from gpu_inference_constructs.sizing import Purchase
 
     config = synthesized.stages["staging"].config
@@ -448,7 +448,7 @@ def test_the_librarys_model_alarms_follow_the_models_goal_without_the_app():
         MonitoringProps,
         VllmServer,
     )
-    from gpu_inference_constructs.errors import ConfigError
+    from gpu_inference_constructs.core.errors import ConfigError
     from tests.infra.test_server_contract import IMAGE, stack_with_placement
 
     stack, parts = stack_with_placement()
@@ -476,7 +476,7 @@ def test_rules_targeting_a_topic_through_topic_target_allow_this_accounts_rules_
     from aws_cdk import aws_sns as sns
 
     from gpu_inference_constructs import topic_target
-    from gpu_inference_constructs.cdk_interfaces import as_key, as_topic
+    from gpu_inference_constructs.shared.cdk_interfaces import as_key, as_topic
 
     stack = cdk.Stack(cdk.App(), "S", env=cdk.Environment(account="123456789012", region="us-east-1"))
     topic = sns.Topic(stack, "Topic", master_key=as_key(kms.Key(stack, "Key")))
@@ -502,7 +502,7 @@ def test_the_dashboard_prices_each_groups_warm_spare_from_managed_scalings_reser
     """The spare is (100 - CapacityProviderReservation) % of the group's instances at its purchase mix, with their
     root volumes: at 2 instances with tasks reserving one (reservation 50) it costs half the group's hour; at or
     above 100 nothing."""
-    from gpu_inference_constructs.instance_catalog import CATALOG
+    from gpu_inference_constructs.core.instance_catalog import CATALOG
 
     config, template = env
     (widget,) = [w for w in dashboard_widgets(template) if w["properties"].get("title", "").startswith("Warm spare GPU capacity")]
@@ -548,7 +548,7 @@ def test_the_warm_spare_graph_prices_the_warm_pool_and_says_its_monthly_cost(env
 def test_hourly_price_usd_prices_the_first_groups_instances_only(tmp_path):
     """``monitoring.hourly_price_usd`` (a negotiated rate, say) is the first capacity group's On-Demand price; another
     group (staging's llm) keeps its preferred type's catalog price, in the warm spare as in the cost per 1M requests."""
-    from gpu_inference_constructs.instance_catalog import CATALOG
+    from gpu_inference_constructs.core.instance_catalog import CATALOG
     from tests.conftest import scenario_context, synthesize
 
     data = scenario_environment("staging")
@@ -567,7 +567,7 @@ def test_hourly_price_usd_prices_the_first_groups_instances_only(tmp_path):
 def test_the_dashboard_breaks_each_models_latency_into_queue_model_and_request(env):
     """Issue 45: per model, the time queued until its batch formed, its batch's forward pass and the whole request
     (the server's QueueWait, InferenceTime and RequestLatency), with the batch size beside them."""
-    from gpu_inference_constructs.environment_dashboard import LATENCY_BREAKDOWN_TITLE
+    from gpu_inference_constructs.observability.environment_dashboard import LATENCY_BREAKDOWN_TITLE
 
     config, template = env
     expressions = graph_expressions(template, LATENCY_BREAKDOWN_TITLE)

@@ -3,7 +3,7 @@
 import pytest
 from aws_cdk.assertions import Match
 
-from gpu_inference_constructs.network import DEFAULT_INTERFACE_ENDPOINTS
+from gpu_inference_constructs.networking.network import DEFAULT_INTERFACE_ENDPOINTS
 
 
 def test_subnets_are_public_for_the_load_balancer_and_private_for_the_fleet(network, synthesized):

@@ -41,10 +41,10 @@ from gpu_inference_constructs import (
     ServiceLogs,
     VllmProps,
     VllmServer,
-    metric_names,
 )
-from gpu_inference_constructs.gpu_share import GpuShare
-from gpu_inference_constructs.instance_catalog import NON_CUDA_CATALOG
+from gpu_inference_constructs.core import metric_names
+from gpu_inference_constructs.core.gpu_share import GpuShare
+from gpu_inference_constructs.core.instance_catalog import NON_CUDA_CATALOG
 from stacks.config import load_environment, with_capacity_groups
 from tests.app.test_checks import CFN_LINT, CHECKOV, PLANTED_FILE, PLANTED_FINDING, acknowledgements_on
 from tests.conftest import scenario_context
@@ -338,7 +338,7 @@ def test_cdk_nag_finds_nothing_unacknowledged_on_the_neuron_app(synthesized):
 def neuron_entry(entry: dict) -> dict:
     """A scenario model's entry served by the Neuron preset (its ``neuron`` block) instead of the bundled server, with
     more than half of an inf2.xlarge's CPU so that one task holds the instance's device."""
-    from gpu_inference_constructs.model_entry import MODEL_KEYS
+    from gpu_inference_constructs.servers.model_entry import MODEL_KEYS
 
     kept = {key: value for key, value in entry.items() if key in MODEL_KEYS and key not in ("gpu_share", "shared_cache")}
     scaling = {key: entry["scaling"][key] for key in ("requests_per_target_per_minute", "scale_out_cooldown_seconds",

@@ -32,12 +32,12 @@ from gpu_inference_constructs import (
     ServerContext,
     ServiceTimingProps,
 )
-from gpu_inference_constructs.instance_catalog import CATALOG, NON_CUDA_CATALOG
-from gpu_inference_constructs.model_entry import server_for, split_model_entry
-from gpu_inference_constructs.neuron_server import NEURON_ENTRY_POINT, torchserve_command
-from gpu_inference_constructs.neuron_server_props import NEURON_DLC_TAG, TORCHSERVE_EXIT_SECONDS, neuron_stop
-from gpu_inference_constructs.server_contract import ServerContract, command_flag
-from gpu_inference_constructs.service_checks import check_accelerator
+from gpu_inference_constructs.core.instance_catalog import CATALOG, NON_CUDA_CATALOG
+from gpu_inference_constructs.core.server_contract import ServerContract, command_flag
+from gpu_inference_constructs.servers.model_entry import server_for, split_model_entry
+from gpu_inference_constructs.servers.neuron import NEURON_ENTRY_POINT, torchserve_command
+from gpu_inference_constructs.servers.neuron_props import NEURON_DLC_TAG, TORCHSERVE_EXIT_SECONDS, neuron_stop
+from gpu_inference_constructs.service.checks import check_accelerator
 from tests.infra.test_server_contract import fields_without_a_stated_default, on_cluster, stack_with_placement
 
 ENCODER = ModelProps(name="encoder", version="1", gpus=1, cpu=2048, memory_mib=8192)

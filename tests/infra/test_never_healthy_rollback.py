@@ -11,8 +11,8 @@ import dataclasses
 
 import pytest
 
-from gpu_inference_constructs.deployment import DeploymentProps, service_options
-from gpu_inference_constructs.revision_health import NEW_CAPACITY_SECONDS
+from gpu_inference_constructs.rollout.deployment import DeploymentProps, service_options
+from gpu_inference_constructs.rollout.revision_health import NEW_CAPACITY_SECONDS
 from tests.infra.conftest import ENVIRONMENTS
 from tests.metric_math import evaluate
 
@@ -153,7 +153,7 @@ def test_rolling_and_blue_green_use_the_circuit_breaker_canary_and_linear_may_no
     assert not DeploymentProps("canary").uses_circuit_breaker and not DeploymentProps("linear").uses_circuit_breaker
     options = service_options(DeploymentProps("blue_green"))
     assert options["circuit_breaker"] is not None
-    from gpu_inference_constructs.errors import ConfigError
+    from gpu_inference_constructs.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match=r"^circuit_breaker: .*remove it for canary"):
         DeploymentProps("canary", circuit_breaker=True)

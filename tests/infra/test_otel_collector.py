@@ -14,9 +14,12 @@ import pytest
 from prometheus_client import CollectorRegistry, Gauge, Histogram, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from gpu_inference_constructs.environment_dashboard import TOKEN_LATENCY_TITLE
-from gpu_inference_constructs.errors import ConfigError
-from gpu_inference_constructs.otel_collector import (
+from gpu_inference_constructs.core.errors import ConfigError
+from gpu_inference_constructs.core.prometheus_metrics import PrometheusMetrics, collector_config
+from gpu_inference_constructs.observability.environment_dashboard import TOKEN_LATENCY_TITLE
+from gpu_inference_constructs.servers.sglang import SGLANG_LATENCY_HISTOGRAMS, SGLANG_METRICS
+from gpu_inference_constructs.servers.vllm import VLLM_LATENCY_HISTOGRAMS, VLLM_METRICS
+from gpu_inference_constructs.task_telemetry.otel_collector import (
     DEFAULT_OTEL_COLLECTOR_IMAGE,
     GEN_AI_TIME_PER_OUTPUT_TOKEN,
     GEN_AI_TIME_TO_FIRST_TOKEN,
@@ -24,10 +27,7 @@ from gpu_inference_constructs.otel_collector import (
     OTEL_CONFIG_VARIABLE,
     otel_collector_config,
 )
-from gpu_inference_constructs.prometheus_metrics import PrometheusMetrics, collector_config
-from gpu_inference_constructs.sglang_server import SGLANG_LATENCY_HISTOGRAMS, SGLANG_METRICS
-from gpu_inference_constructs.telemetry import OTLP_GRPC_ADDRESS, OTLP_HTTP_ADDRESS
-from gpu_inference_constructs.vllm_server import VLLM_LATENCY_HISTOGRAMS, VLLM_METRICS
+from gpu_inference_constructs.task_telemetry.telemetry import OTLP_GRPC_ADDRESS, OTLP_HTTP_ADDRESS
 from tests.infra.test_monitoring import dashboard_widgets
 from tests.infra.test_service import containers
 from tests.infra.test_telemetry import _environment, _text

@@ -18,7 +18,7 @@ from gpu_inference_constructs import (
     VllmProps,
     VllmServer,
 )
-from gpu_inference_constructs.neuron_server_props import NEURON_DLC_TAG
+from gpu_inference_constructs.servers.neuron_props import NEURON_DLC_TAG
 
 OWN_BUILD = ecs.ContainerImage.from_registry("123456789012.dkr.ecr.eu-west-1.amazonaws.com/team/own:1")
 NEURON_MIRROR = NeuronEcrImage("mirror/neuron-dlc", NEURON_DLC_TAG)

@@ -5,7 +5,7 @@ import aws_cdk as cdk
 import pytest
 from cfnlint.schema import PROVIDER_SCHEMA_MANAGER
 
-from gpu_inference_constructs.acknowledgements import default_child
+from gpu_inference_constructs.shared.acknowledgements import default_child
 from stacks.reference_guard import LOCK_FILE, REPLACED_BY, ReplacementRefused, check, consumed_fingerprints, guard
 from tests.conftest import scenario_context
 

@@ -41,9 +41,9 @@ from gpu_inference_constructs import (
     ServiceAccess,
     ServiceLogs,
 )
-from gpu_inference_constructs.cdk_interfaces import as_role, as_topic
-from gpu_inference_constructs.errors import ConfigError
-from gpu_inference_constructs.result_cache import ACCESS_STRING, ModelCacheProps, ResultCacheProps
+from gpu_inference_constructs.core.errors import ConfigError
+from gpu_inference_constructs.shared.cdk_interfaces import as_role, as_topic
+from gpu_inference_constructs.store.result_cache import ACCESS_STRING, ModelCacheProps, ResultCacheProps
 from stacks.config import load_environment
 from tests.infra.aws_policies import Policy, TemplateWorld, principal
 from tests.infra.security_groups import inbound_rule_count, may_connect, rules, serverless_cache_groups, service_groups
@@ -420,7 +420,7 @@ def test_a_model_told_to_use_the_cache_that_none_connects_fails_synth_naming_use
     """Issue 43: shared_cache.enabled true and no ResultCache connected synthesized, and the tasks never learned of a
     cache. Now synth fails naming the construct to add and the call."""
     from gpu_inference_constructs import BundledServerProps
-    from gpu_inference_constructs.result_cache import ModelCacheProps
+    from gpu_inference_constructs.store.result_cache import ModelCacheProps
 
     app, stack, cache, _, _ = team_app(services=0)
     store = ModelStore(stack, "Models2", props=ModelStoreProps())

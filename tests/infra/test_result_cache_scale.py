@@ -17,7 +17,7 @@ import aws_cdk as cdk
 import pytest
 from cdk_nag import AwsSolutionsChecks
 
-from gpu_inference_constructs.errors import ConfigError
+from gpu_inference_constructs.core.errors import ConfigError
 from stacks.config import MAX_LOAD_BALANCERS, EnvironmentConfig, load_environment, quota_use
 from stacks.inference_stack import InferenceStack
 from stacks.model_stack import ModelStack, model_stack_id

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 import pytest
 from botocore.exceptions import ClientError
 
-from gpu_inference_constructs import revision_hook_handler
-from gpu_inference_constructs.acknowledgements import default_child
-from gpu_inference_constructs.revision_hook import HOOK_STAGE, hook_timeout_minutes
+from gpu_inference_constructs.rollout import revision_hook_handler
+from gpu_inference_constructs.rollout.revision_hook import HOOK_STAGE, hook_timeout_minutes
+from gpu_inference_constructs.shared.acknowledgements import default_child
 from tests.infra.conftest import ENVIRONMENTS
 
 SERVICE = "arn:aws:ecs:us-west-2:333333333333:service/inference/minilm-service"
@@ -157,7 +157,7 @@ def test_every_traffic_shifting_model_fails_a_never_healthy_version_at_post_scal
 
 
 def revision_hook_handler_source() -> str:
-    from gpu_inference_constructs.revision_hook import HANDLER_SOURCE
+    from gpu_inference_constructs.rollout.revision_hook import HANDLER_SOURCE
 
     return HANDLER_SOURCE
 

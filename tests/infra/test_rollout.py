@@ -14,9 +14,9 @@ from typing import Any
 import aws_cdk as cdk
 import pytest
 
-from gpu_inference_constructs.acknowledgements import default_child
-from gpu_inference_constructs.deployment import ALARM_MINUTES, DeploymentProps
-from gpu_inference_constructs.service_timing import SPOT_STOP_SECONDS
+from gpu_inference_constructs.core.service_timing import SPOT_STOP_SECONDS
+from gpu_inference_constructs.rollout.deployment import ALARM_MINUTES, DeploymentProps
+from gpu_inference_constructs.shared.acknowledgements import default_child
 from stacks.config import load_environment
 from tests.conftest import ROOT, scenario_context
 from tests.infra.test_server_contract import on_cluster
@@ -281,8 +281,8 @@ def route_priorities(*models: tuple[str, int | None]) -> dict[str, int]:
 def test_two_models_whose_names_give_one_priority_are_an_error_naming_both():
     """Taking the next free priority instead would make one model's rule depend on the other: removing or reordering
     models would then move it, rewrite the rule and reset its weights (aws/aws-cdk#36649)."""
-    from gpu_inference_constructs.errors import ConfigError
-    from gpu_inference_constructs.load_balancer import priority_from_name
+    from gpu_inference_constructs.core.errors import ConfigError
+    from gpu_inference_constructs.routing.load_balancer import priority_from_name
 
     assert {priority_from_name(name) for name in COLLIDING} == {COLLIDING_PRIORITY}
     first, second = COLLIDING
@@ -362,7 +362,7 @@ def test_a_models_rollback_block_overrides_the_derived_thresholds():
     ({"target_5xx_percent": 0}, r"models\[2\]\.rollback\.target_5xx_percent: 0.0 .*above 0, at most 100"),
 ])
 def test_a_rollback_threshold_the_model_would_trip_in_normal_service_is_refused(rollback, message):
-    from gpu_inference_constructs.errors import ConfigError
+    from gpu_inference_constructs.core.errors import ConfigError
 
     data = scenario_environment("staging")
     data["models"][2]["rollback"] = rollback
@@ -373,7 +373,7 @@ def test_a_rollback_threshold_the_model_would_trip_in_normal_service_is_refused(
 
 def test_the_library_derives_rollback_thresholds_from_the_model_and_checks_explicit_ones():
     from gpu_inference_constructs import ModelProps, ModelScalingProps, RollbackThresholds
-    from gpu_inference_constructs.errors import ConfigError
+    from gpu_inference_constructs.core.errors import ConfigError
 
     model = ModelProps(name="llm", version="1", scaling=ModelScalingProps(latency_p95_ms=20_000))
     assert model.rollback_thresholds() == RollbackThresholds(latency_p95_ms=40_000, target_5xx_percent=1.0)
@@ -385,7 +385,7 @@ def test_a_model_service_refuses_explicit_rollback_thresholds_below_its_models_g
     from aws_cdk import aws_cloudwatch as cloudwatch
 
     from gpu_inference_constructs import BundledServer, ModelProps, ModelScalingProps, ModelService, RollbackThresholds
-    from gpu_inference_constructs.errors import ConfigError
+    from gpu_inference_constructs.core.errors import ConfigError
     from tests.infra.test_server_contract import IMAGE, stack_with_placement
 
     stack, parts = stack_with_placement()

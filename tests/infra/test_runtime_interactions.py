@@ -13,7 +13,7 @@ import pytest
 from moto.events.models import EventPattern
 from moto.events.utils import EventMessageType
 
-from gpu_inference_constructs.group_events import GROUP_EVENT_TYPES
+from gpu_inference_constructs.capacity.group_events import GROUP_EVENT_TYPES
 from tests.infra.aws_policies import Policy, TemplateWorld, principal
 from tests.infra.conftest import ENVIRONMENTS
 

@@ -121,13 +121,13 @@ def test_step_scaling_only_adds_tasks_on_latency_gpu_queue_and_cpu_with_growing_
         assert (namespace, name, statistic, queue["Threshold"]) == ("GpuInference", "QueueDepth", "Maximum",
                                                                    config.server_config(model).bundled.scaling.queue_depth_scale_out)
         # Seconds, not minutes: a 10 s period needs the metric stored at 1-second resolution (the server's EMF
-        # StorageResolution 1, tests/server/test_api.py); 3 of 3 datapoints.
+        # StorageResolution 1, tests/server/front/test_api.py); 3 of 3 datapoints.
         assert (period, queue["EvaluationPeriods"], queue["DatapointsToAlarm"]) == (10, 3, 3)
 
 
 def test_queue_signal_periods_are_ones_cloudwatch_accepts():
-    from gpu_inference_constructs.bundled_signals import BundledScalingProps
-    from gpu_inference_constructs.errors import ConfigError
+    from gpu_inference_constructs.core.errors import ConfigError
+    from gpu_inference_constructs.servers.bundled_signals import BundledScalingProps
 
     assert BundledScalingProps(queue_signal_period_seconds=30).queue_signal_period_seconds == 30
     for bad in (15, 45, 0):

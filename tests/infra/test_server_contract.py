@@ -36,9 +36,9 @@ from gpu_inference_constructs import (
     VllmProps,
     VllmServer,
 )
-from gpu_inference_constructs.bundled_server import bundled_stop
-from gpu_inference_constructs.presets import tgi_stop, triton_stop
-from gpu_inference_constructs.vllm_server import vllm_stop
+from gpu_inference_constructs.servers.bundled import bundled_stop
+from gpu_inference_constructs.servers.tgi_triton import tgi_stop, triton_stop
+from gpu_inference_constructs.servers.vllm import vllm_stop
 from stacks.config import load_environment
 from tests.scenarios import scenario_environment
 
@@ -246,8 +246,8 @@ def test_vllm_drains_in_flight_generations_within_the_spot_notice():
     model's target groups, stopTimeout and drain are sized so a generation of longest_request_seconds in flight when
     its task stops finishes: the ALB keeps it through the deregistration delay (that long), vLLM drains after SIGTERM
     for what the Spot notice leaves, and delay + drain + exit fit the notice."""
-    from gpu_inference_constructs.service_timing import SPOT_STOP_SECONDS
-    from gpu_inference_constructs.vllm_server import VLLM_EXIT_SECONDS
+    from gpu_inference_constructs.core.service_timing import SPOT_STOP_SECONDS
+    from gpu_inference_constructs.servers.vllm import VLLM_EXIT_SECONDS
 
     for longest in (80, 60, 90):
         stack, parts = stack_with_placement()
@@ -408,7 +408,7 @@ def test_the_signature_walk_finds_a_type_that_is_not_exported():
     from dataclasses import dataclass
     from typing import Optional
 
-    from gpu_inference_constructs.load_balancer import LoadBalancerQuotas
+    from gpu_inference_constructs.routing.load_balancer import LoadBalancerQuotas
 
     @dataclass(frozen=True)
     class Hidden:
@@ -673,7 +673,7 @@ def test_the_presets_run_as_a_uid_their_images_do_not_name():
     at import); TGI's HF_HOME leaves the read-only root; Triton gets a writable /tmp; TGI's Python under /root is a
     warning that names the fix (the construct cannot read the image)."""
     from gpu_inference_constructs import TgiProps, TgiServer, TritonProps, TritonServer, VllmProps, VllmServer
-    from gpu_inference_constructs.presets import TGI_PYTHON_WARNING
+    from gpu_inference_constructs.servers.tgi_triton import TGI_PYTHON_WARNING
 
     stack, parts = stack_with_placement()
     mirror = gpu_inference_constructs.EcrImage(repository="mirror/server", tag="1.0.0")

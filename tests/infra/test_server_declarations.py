@@ -41,10 +41,10 @@ from gpu_inference_constructs import (
     ServiceScaling,
     StopTiming,
 )
-from gpu_inference_constructs.bundled_signals import BUNDLED_ALARMS, bundled_scaling_signals
-from gpu_inference_constructs.cdk_interfaces import as_topic
-from gpu_inference_constructs.errors import ConfigError
-from gpu_inference_constructs.server_signals import SERVICE_CPU
+from gpu_inference_constructs.core.errors import ConfigError
+from gpu_inference_constructs.core.server_signals import SERVICE_CPU
+from gpu_inference_constructs.servers.bundled_signals import BUNDLED_ALARMS, bundled_scaling_signals
+from gpu_inference_constructs.shared.cdk_interfaces import as_topic
 
 IMAGE = ecs.ContainerImage.from_registry("123456789012.dkr.ecr.us-east-1.amazonaws.com/team/server:1.0.0")
 BUNDLED_ONLY_POLICIES = {"QueueBacklog", "GpuUtilization", "CpuAndQueueGrowing"}

@@ -1,5 +1,5 @@
 """The bundled server's facts live once, in inference_server/facts.py: the library reads that file from the build
-context it ships (gpu_inference_constructs.server_facts) and keeps no copy of its own."""
+context it ships (gpu_inference_constructs.core.server_facts) and keeps no copy of its own."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import ast
 from pathlib import Path
 
 import inference_server.facts
-from gpu_inference_constructs import bundled_server, metric_names, server_contract, server_facts
+from gpu_inference_constructs.core import metric_names, server_contract, server_facts
+from gpu_inference_constructs.servers import bundled as bundled_server
 
 # The library's modules that hold the server's facts, and the name each reads them through.
 READERS = {metric_names: "_server", bundled_server: "server_facts", server_contract: "server_facts"}

@@ -32,10 +32,10 @@ from gpu_inference_constructs import (
     VllmProps,
     VllmServer,
 )
-from gpu_inference_constructs.otel_collector import OTEL_COLLECTOR_USER, OTEL_CONFIG_VARIABLE
-from gpu_inference_constructs.service_task import NO_TRACES_WARNING
-from gpu_inference_constructs.telemetry import OTLP_GRPC_ADDRESS, TelemetryProps
-from gpu_inference_constructs.vllm_server import VLLM_OPENTELEMETRY_CHECK, vllm_tag_has_opentelemetry
+from gpu_inference_constructs.servers.vllm import VLLM_OPENTELEMETRY_CHECK, vllm_tag_has_opentelemetry
+from gpu_inference_constructs.service.task import NO_TRACES_WARNING
+from gpu_inference_constructs.task_telemetry.otel_collector import OTEL_COLLECTOR_USER, OTEL_CONFIG_VARIABLE
+from gpu_inference_constructs.task_telemetry.telemetry import OTLP_GRPC_ADDRESS, TelemetryProps
 from tests.infra.team_parts import imported_team_parts
 
 KEY = "arn:aws:kms:eu-west-1:123456789012:key/11111111-2222-3333-4444-555555555555"

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from aws_cdk.assertions import Template
 
-from gpu_inference_constructs.bundled_server import BUNDLED_PORT as CONTAINER_PORT
-from gpu_inference_constructs.service_timing import SPOT_STOP_SECONDS
-from gpu_inference_constructs.vllm_server import vllm_liveness, vllm_stop
+from gpu_inference_constructs.core.service_timing import SPOT_STOP_SECONDS
+from gpu_inference_constructs.servers.bundled import BUNDLED_PORT as CONTAINER_PORT
+from gpu_inference_constructs.servers.vllm import vllm_liveness, vllm_stop
 from tests.conftest import ROOT
 from tests.infra.conftest import ENVIRONMENTS
 from tests.infra.test_server_contract import on_cluster
@@ -116,7 +116,7 @@ def test_the_bundled_server_runs_workers_for_its_cpu_reservation_not_for_the_hos
     """On ECS on EC2 a container's `cpu` is a CPU share: the container sees all the host's vCPUs and has no cgroup
     CPU quota, so the server's own default (one worker per CPU it sees, less one) would start 47 workers for a
     3-vCPU task on a g5.12xlarge. The task sets WORKERS: one per whole reserved vCPU, less one for the model process."""
-    from gpu_inference_constructs.bundled_server import bundled_workers
+    from gpu_inference_constructs.servers.bundled import bundled_workers
 
     config, template = env
     for model in bundled(config):
@@ -130,7 +130,7 @@ def test_the_bundled_server_runs_workers_for_its_cpu_reservation_not_for_the_hos
 
 @pytest.mark.parametrize("cpu, workers", [(256, 1), (1024, 1), (2048, 1), (3072, 2), (3584, 2), (4096, 3), (16384, 15), (45056, 43)])
 def test_worker_count_formula(cpu, workers):
-    from gpu_inference_constructs.bundled_server import bundled_workers
+    from gpu_inference_constructs.servers.bundled import bundled_workers
 
     assert bundled_workers(cpu) == workers
 
@@ -149,7 +149,7 @@ def test_a_models_environment_workers_overrides_the_derived_count():
 @pytest.mark.parametrize("workers", ["0", "-1", "four", "2.5", " 4", "257", ""])
 def test_a_models_environment_workers_that_is_not_a_worker_count_is_refused(workers):
     from gpu_inference_constructs import BundledServer, ModelProps
-    from gpu_inference_constructs.errors import ConfigError
+    from gpu_inference_constructs.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match=rf"^environment\.WORKERS: '{re.escape(workers)}' .*1 to 256.*leave WORKERS out.*\(2 for cpu 3072\)"):
         BundledServer().check(ModelProps(name="m1", version="1", cpu=3072, environment={"WORKERS": workers}))
@@ -158,7 +158,7 @@ def test_a_models_environment_workers_that_is_not_a_worker_count_is_refused(work
 def test_a_task_on_a_large_host_starts_the_workers_its_reservation_pays_for(tmp_path):
     """The server, given the task's environment on a host with more CPUs than the task reserves, starts WORKERS
     workers (the supervisor's own count: settings first, CPUs it can see only without them)."""
-    from gpu_inference_constructs.bundled_server import bundled_workers
+    from gpu_inference_constructs.servers.bundled import bundled_workers
     from inference_server.settings import load_settings
     from inference_server.supervisor import processes as supervisor
 

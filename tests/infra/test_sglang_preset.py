@@ -36,16 +36,16 @@ from gpu_inference_constructs import (
     VllmProps,
     VllmServer,
 )
-from gpu_inference_constructs.presets import TGI_MAINTENANCE_WARNING
-from gpu_inference_constructs.server_signals import ScalingSignal
-from gpu_inference_constructs.service_timing import SPOT_STOP_SECONDS
-from gpu_inference_constructs.sglang_server import (
+from gpu_inference_constructs.core.server_signals import ScalingSignal
+from gpu_inference_constructs.core.service_timing import SPOT_STOP_SECONDS
+from gpu_inference_constructs.servers.sglang import (
     SGLANG_API_KEY_VARIABLE,
     SGLANG_ENTRY_POINT,
     SGLANG_EXIT_SECONDS,
     SGLANG_METRICS,
     sglang_stop,
 )
+from gpu_inference_constructs.servers.tgi_triton import TGI_MAINTENANCE_WARNING
 from tests.infra.test_server_contract import (
     IMAGE,
     at_priority,

@@ -36,8 +36,8 @@ from gpu_inference_constructs import (
     VllmProps,
     VllmServer,
 )
-from gpu_inference_constructs.presets import tgi_stop, triton_stop
-from gpu_inference_constructs.server_contract import EcrImage
+from gpu_inference_constructs.core.server_contract import EcrImage
+from gpu_inference_constructs.servers.tgi_triton import tgi_stop, triton_stop
 from tests.infra.test_server_contract import IMAGE, at_priority, on_cluster, placement_parts, stack_with_placement
 
 

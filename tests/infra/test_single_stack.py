@@ -25,7 +25,7 @@ from gpu_inference_constructs import (
     ServiceTimingProps,
     TelemetryProps,
 )
-from gpu_inference_constructs.cdk_interfaces import as_key
+from gpu_inference_constructs.shared.cdk_interfaces import as_key
 
 BUCKET_POLICY_FLAG = "@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy"
 

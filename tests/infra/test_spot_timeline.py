@@ -12,10 +12,14 @@ from dataclasses import dataclass
 
 import pytest
 
-from gpu_inference_constructs.acknowledgements import default_child
-from gpu_inference_constructs.model_props import ModelProps
-from gpu_inference_constructs.service_timing import SPOT_DETECTION_SECONDS, SPOT_NOTICE_SECONDS
-from gpu_inference_constructs.spot_draining import minimum_healthy_percent, tasks_ecs_may_stop, tasks_on_one_instance
+from gpu_inference_constructs.core.model_props import ModelProps
+from gpu_inference_constructs.core.service_timing import SPOT_DETECTION_SECONDS, SPOT_NOTICE_SECONDS
+from gpu_inference_constructs.service.spot_draining import (
+    minimum_healthy_percent,
+    tasks_ecs_may_stop,
+    tasks_on_one_instance,
+)
+from gpu_inference_constructs.shared.acknowledgements import default_child
 from tests.infra.conftest import ENVIRONMENTS
 
 

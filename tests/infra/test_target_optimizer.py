@@ -34,9 +34,14 @@ from gpu_inference_constructs import (
     TritonServer,
     VllmServer,
 )
-from gpu_inference_constructs.errors import ConfigError
-from gpu_inference_constructs.settings import from_dict
-from gpu_inference_constructs.target_optimizer import AGENT_CONTAINER_NAME, AGENT_USER, REJECT_METRIC, add_reject_widget
+from gpu_inference_constructs.core.errors import ConfigError
+from gpu_inference_constructs.core.settings import from_dict
+from gpu_inference_constructs.service.target_optimizer import (
+    AGENT_CONTAINER_NAME,
+    AGENT_USER,
+    REJECT_METRIC,
+    add_reject_widget,
+)
 from tests.app.test_checks import CFN_LINT
 from tests.infra.team_parts import imported_team_parts
 
@@ -171,7 +176,7 @@ def test_a_cdk_json_block_names_the_model_and_the_key():
 
 
 def test_the_agent_counts_when_the_task_must_fit_the_instance():
-    from gpu_inference_constructs.instance_catalog import lookup
+    from gpu_inference_constructs.core.instance_catalog import lookup
 
     g5 = lookup("g5.xlarge", "instance_type")
     fits = ModelProps(name="ranker", version="1", cpu=g5.task_cpu_limit_units - 512 - 100, memory_mib=3072)  # 128 too few

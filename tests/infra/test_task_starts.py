@@ -15,8 +15,8 @@ from aws_cdk import aws_ecs as ecs
 from moto.events.models import EventPattern
 from moto.events.utils import EventMessageType
 
-from gpu_inference_constructs import task_start_handler
-from gpu_inference_constructs.task_starts import HANDLER_SOURCE, TaskStarts
+from gpu_inference_constructs.observability import task_start_handler
+from gpu_inference_constructs.observability.task_starts import HANDLER_SOURCE, TaskStarts
 from tests.infra.aws_policies import TemplateWorld
 from tests.infra.conftest import ENVIRONMENTS
 

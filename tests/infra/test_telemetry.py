@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from gpu_inference_constructs.errors import ConfigError
-from gpu_inference_constructs.network import DEFAULT_INTERFACE_ENDPOINTS
-from gpu_inference_constructs.telemetry import (
+from gpu_inference_constructs.core.errors import ConfigError
+from gpu_inference_constructs.networking.network import DEFAULT_INTERFACE_ENDPOINTS
+from gpu_inference_constructs.task_telemetry.telemetry import (
     OTLP_GRPC_ADDRESS,
     OTLP_HTTP_ADDRESS,
     OTLP_HTTP_ENDPOINT,

@@ -21,11 +21,9 @@ from aws_cdk.assertions import Annotations, Match, Template
 from moto.events.models import EventPattern
 from moto.events.utils import EventMessageType
 
-from gpu_inference_constructs import warm_pool_ecr_login, warm_pool_handler
-from gpu_inference_constructs.errors import ConfigError
-from gpu_inference_constructs.gpu_capacity import GpuCapacity, GpuCapacityProps
-from gpu_inference_constructs.settings import from_dict
-from gpu_inference_constructs.warm_pool import (
+from gpu_inference_constructs.capacity import warm_pool_ecr_login, warm_pool_handler
+from gpu_inference_constructs.capacity.gpu_capacity import GpuCapacity, GpuCapacityProps
+from gpu_inference_constructs.capacity.warm_pool import (
     ECR_LOGIN_PATH,
     HANDLER_SOURCE,
     HOOK_NAME,
@@ -34,6 +32,8 @@ from gpu_inference_constructs.warm_pool import (
     WarmPoolProps,
     warm_pool_script,
 )
+from gpu_inference_constructs.core.errors import ConfigError
+from gpu_inference_constructs.core.settings import from_dict
 from stacks.config import load_environment
 from tests.infra.aws_policies import TemplateWorld
 from tests.infra.conftest import ENVIRONMENTS

@@ -8,9 +8,9 @@ from datetime import date
 
 import pytest
 
-from gpu_inference_constructs.errors import ConfigError
-from gpu_inference_constructs.gpu_capacity import GpuCapacityProps
-from gpu_inference_constructs.instance_catalog import (
+from gpu_inference_constructs.capacity.gpu_capacity import GpuCapacityProps
+from gpu_inference_constructs.core.errors import ConfigError
+from gpu_inference_constructs.core.instance_catalog import (
     ACCELERATORS,
     CATALOG,
     NON_CUDA_CATALOG,

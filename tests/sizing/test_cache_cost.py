@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from gpu_inference_constructs.errors import ConfigError
+from gpu_inference_constructs.core.errors import ConfigError
 from gpu_inference_constructs.sizing.cache_cost import cache_cost
 from gpu_inference_constructs.sizing.cli import main
 

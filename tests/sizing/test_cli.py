@@ -14,7 +14,7 @@ import pytest
 from bench.config import BenchConfig
 from bench.loadgen import LoadResult
 from bench.run import setup_info
-from gpu_inference_constructs.errors import ConfigError
+from gpu_inference_constructs.core.errors import ConfigError
 from gpu_inference_constructs.sizing.cli import main
 from gpu_inference_constructs.sizing.safetensors_header import read_header
 from stacks.config import load_environment

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from gpu_inference_constructs.errors import ConfigError
+from gpu_inference_constructs.core.errors import ConfigError
 from gpu_inference_constructs.sizing import Purchase
 from gpu_inference_constructs.sizing.cli import main
 from gpu_inference_constructs.sizing.pack import pack, parse_models, read_models, validate

@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from gpu_inference_constructs.errors import ConfigError
+from gpu_inference_constructs.core.errors import ConfigError
 from gpu_inference_constructs.sizing.cli import main
 from gpu_inference_constructs.sizing.pack import pack
 from gpu_inference_constructs.sizing.pack_models import parse_models

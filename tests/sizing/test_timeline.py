@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpu_inference_constructs.bundled_signals import BundledScalingProps
-from gpu_inference_constructs.gpu_capacity import GpuCapacityProps
+from gpu_inference_constructs.capacity.gpu_capacity import GpuCapacityProps
+from gpu_inference_constructs.servers.bundled_signals import BundledScalingProps
 from gpu_inference_constructs.sizing.timeline import (
     DOCUMENTED,
     ESTIMATED,
@@ -262,9 +262,9 @@ def test_a_warm_start_starts_a_stopped_instance_and_pulls_nothing():
 
 
 def test_the_pools_cost_is_its_stopped_root_volumes_at_the_dashboards_prices():
-    from gpu_inference_constructs.monitoring import MonitoringProps, warm_pool_monthly_usd
+    from gpu_inference_constructs.capacity.warm_pool import WarmPoolProps
+    from gpu_inference_constructs.observability.monitoring import MonitoringProps, warm_pool_monthly_usd
     from gpu_inference_constructs.sizing.timeline import warm_pool_cost
-    from gpu_inference_constructs.warm_pool import WarmPoolProps
 
     prod = GpuCapacityProps(on_demand_base_capacity=1, max_capacity=36, root_volume_gib=150,
                             warm_pool=WarmPoolProps(min_size=2))

@@ -86,8 +86,8 @@ def test_the_package_exports_load_on_first_use():
             "from gpu_inference_constructs import ModelService; print(before, 'aws_cdk' in sys.modules, "
             "p.GpuCapacity.__module__, ModelService.__module__)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
-    assert done.stdout.split() == ["False", "True", "gpu_inference_constructs.gpu_capacity",
-                                   "gpu_inference_constructs.model_service"]
+    assert done.stdout.split() == ["False", "True", "gpu_inference_constructs.capacity.gpu_capacity",
+                                   "gpu_inference_constructs.service.model_service"]
 
 
 def test_every_export_has_a_module_to_load_from():

@@ -18,8 +18,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import ConfigError
-from ..instance_catalog import (
+from ..core.errors import ConfigError
+from ..core.instance_catalog import (
     ACCELERATORS,
     CATALOG,
     NON_CUDA_CATALOG,

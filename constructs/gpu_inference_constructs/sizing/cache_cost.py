@@ -11,8 +11,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..errors import ConfigError
-from ..result_cache_props import ResultCacheProps
+from ..core.errors import ConfigError
+from ..core.result_cache_props import ResultCacheProps
 
 HOURS_PER_MONTH = 730
 KEY_AND_OVERHEAD_BYTES = 160  # the key (~75 bytes) and Valkey's per-entry overhead

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..errors import ConfigError
-from ..instance_catalog import GpuInstanceType
+from ..core.errors import ConfigError
+from ..core.instance_catalog import GpuInstanceType
 from .advisor import types_in_region
 from .workload import Purchase
 

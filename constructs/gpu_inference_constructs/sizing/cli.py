@@ -8,12 +8,12 @@ import sys
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from ..bundled_server import BundledServerProps
-from ..errors import ConfigError
-from ..gpu_capacity_props import GpuCapacityProps
-from ..monitoring_props import MonitoringProps
-from ..scaling_props import ModelScalingProps
-from ..settings import from_dict
+from ..core.capacity_props import GpuCapacityProps
+from ..core.errors import ConfigError
+from ..core.monitoring_props import MonitoringProps
+from ..core.scaling_props import ModelScalingProps
+from ..core.settings import from_dict
+from ..servers.bundled import BundledServerProps
 from .advisor import advise
 from .cache_cost import cache_cost, describe
 from .measured import read_measurement, refuse_llm

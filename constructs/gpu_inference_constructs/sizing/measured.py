@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..errors import ConfigError
-from ..instance_catalog import ACCELERATORS, CATALOG, NON_CUDA_CATALOG
+from ..core.errors import ConfigError
+from ..core.instance_catalog import ACCELERATORS, CATALOG, NON_CUDA_CATALOG
 from .workload import Measurement
 
 SERVER = "ours"

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from ..errors import ConfigError
+from ..core.errors import ConfigError
 from .safetensors_header import DTYPE_BYTES, read_header
 
 Kind = Literal["encoder", "llm"]

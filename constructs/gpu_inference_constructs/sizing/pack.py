@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 
-from ..errors import ConfigError
+from ..core.errors import ConfigError
 from .advisor import TypeAdvice, advise
 from .candidates import candidate_types
 from .pack_models import EXAMPLE

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ..model_entry import server_for, split_model_entry
+from ..servers.model_entry import server_for, split_model_entry
 from .pack_result import PackResult
 from .pack_snippet import validate
 

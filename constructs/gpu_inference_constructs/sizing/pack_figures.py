@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..gpu_share import MIN_SHARE_MIB
+from ..core.gpu_share import MIN_SHARE_MIB
 
 
 @dataclass(frozen=True)

@@ -8,10 +8,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..bundled_server import TASKS, BundledServerProps
-from ..errors import ConfigError
-from ..model_props import MODEL_NAME
-from ..scaling_props import ModelScalingProps
+from ..core.errors import ConfigError
+from ..core.model_props import MODEL_NAME
+from ..core.scaling_props import ModelScalingProps
+from ..servers.bundled import TASKS, BundledServerProps
 from .model_shape import BYTES_PER_PARAM, ModelShape, from_model_dir
 from .runtimes import RUNTIME_FACTORS
 from .workload import Workload

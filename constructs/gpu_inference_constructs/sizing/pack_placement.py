@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..bundled_server import BundledServer
-from ..gpu_share import shareable_memory_mib
-from ..instance_catalog import GpuInstanceType
-from ..model_props import AGENT_RESERVED_CPU
+from ..core.gpu_share import shareable_memory_mib
+from ..core.instance_catalog import GpuInstanceType
+from ..core.model_props import AGENT_RESERVED_CPU
+from ..servers.bundled import BundledServer
 from .advisor import TypeAdvice
 from .pack_figures import MPS_CLIENTS_PER_GPU
 from .pack_models import PackModel

@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..gpu_share import GpuShare
-from ..instance_catalog import GpuInstanceType
+from ..core.gpu_share import GpuShare
+from ..core.instance_catalog import GpuInstanceType
 from .advisor import TypeAdvice
 from .pack_figures import (
     ALLOCATOR_RESERVE,

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import math
 
-from ..bundled_server import BundledServerProps
-from ..deployment_capacity import deploying_at_peak
-from ..errors import ConfigError
-from ..gpu_capacity_props import GpuCapacityProps
-from ..gpu_packing import check_shared_group_holds_deployment_at_peak, shared_service
-from ..model_entry import server_for, split_model_entry
-from ..model_props import ModelProps, service_deployment
-from ..settings import from_dict
+from ..capacity.gpu_packing import check_shared_group_holds_deployment_at_peak, shared_service
+from ..core.capacity_props import GpuCapacityProps
+from ..core.deployment_capacity import deploying_at_peak
+from ..core.errors import ConfigError
+from ..core.model_props import ModelProps, service_deployment
+from ..core.settings import from_dict
+from ..servers.bundled import BundledServerProps
+from ..servers.model_entry import server_for, split_model_entry
 from .pack_placement import TypePack
 from .pack_result import GROUP, PackResult
 from .pack_shares import Share

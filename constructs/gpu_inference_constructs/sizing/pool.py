@@ -30,8 +30,8 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field, replace
 
-from ..errors import ConfigError, require
-from ..instance_catalog import GpuInstanceType
+from ..core.errors import ConfigError, require
+from ..core.instance_catalog import GpuInstanceType
 from .advisor import TypeAdvice, advise
 from .candidates import candidate_types
 from .pack_figures import ALLOCATOR_RESERVE, CUBLAS_WORKSPACE_MIB, CUDA_CONTEXT_MIB, CUDA_HOST_MIB, SERVER_PROCESSES_MIB

@@ -16,20 +16,20 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from ..bundled_server import BundledServer
-from ..deployment_capacity import (
+from ..core.capacity_props import GpuCapacityProps
+from ..core.deployment_capacity import (
     ServiceDeployment,
     check_group_holds_deployment_at_peak,
     instances_for_deployment_at_peak,
 )
-from ..errors import ConfigError
-from ..gpu_capacity_props import GpuCapacityProps
-from ..model_entry import server_for, split_model_entry
-from ..model_props import AGENT_RESERVED_CPU, ROLLING_MAX_HEALTHY_PERCENT, ModelProps, service_deployment
-from ..otel_collector import DEFAULT_OTEL_COLLECTOR_IMAGE
-from ..server_contract import DEFAULT_FETCHER_IMAGE
-from ..settings import from_dict
-from ..vllm_server import VllmServer
+from ..core.errors import ConfigError
+from ..core.model_props import AGENT_RESERVED_CPU, ROLLING_MAX_HEALTHY_PERCENT, ModelProps, service_deployment
+from ..core.server_contract import DEFAULT_FETCHER_IMAGE
+from ..core.settings import from_dict
+from ..servers.bundled import BundledServer
+from ..servers.model_entry import server_for, split_model_entry
+from ..servers.vllm import VllmServer
+from ..task_telemetry.otel_collector import DEFAULT_OTEL_COLLECTOR_IMAGE
 from .advisor import TypeAdvice, priced_throughput
 from .model_shape import ModelShape
 from .workload import Assumptions, Purchase, Workload

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 
-from ..instance_catalog import ACCELERATORS
+from ..core.instance_catalog import ACCELERATORS
 from .advisor import ESTIMATED_DENSE_FP16_TFLOPS, TypeAdvice
 from .model_shape import ModelShape
 from .recommend import Recommendation

@@ -14,7 +14,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import ConfigError
+from ..core.errors import ConfigError
 
 # Bytes per element of each safetensors dtype.
 DTYPE_BYTES: dict[str, float] = {

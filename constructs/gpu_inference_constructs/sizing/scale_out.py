@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import metric_names
+from ..core import metric_names
 
 # Seconds from the step until a publisher's first sample that shows it, and until CloudWatch has the datapoint.
 # Each figure: (seconds, where it comes from).

@@ -18,14 +18,14 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from ..bundled_signals import BundledScalingProps
-from ..errors import ConfigError
-from ..gpu_capacity_props import GpuCapacityProps
-from ..instance_catalog import CATALOG
-from ..model_fetch import CHECK_PARALLEL
-from ..monitoring_props import HOURS_PER_MONTH, MonitoringProps, root_volume_hourly_usd, warm_pool_monthly_usd
-from ..settings import from_dict
-from ..target_health import TARGET_HEALTH_CHECK
+from ..core.capacity_props import GpuCapacityProps
+from ..core.errors import ConfigError
+from ..core.instance_catalog import CATALOG
+from ..core.monitoring_props import HOURS_PER_MONTH, MonitoringProps, root_volume_hourly_usd, warm_pool_monthly_usd
+from ..core.settings import from_dict
+from ..routing.target_health import TARGET_HEALTH_CHECK
+from ..servers.bundled_signals import BundledScalingProps
+from ..store.model_fetch import CHECK_PARALLEL
 from .scale_out import INGEST_DELAY, PUBLISH_DELAY, ScaleOutPath
 
 MEASURED, DOCUMENTED, ESTIMATED = "measured here", "AWS-documented", "estimated"

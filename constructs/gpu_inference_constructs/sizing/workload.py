@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..errors import ConfigError
+from ..core.errors import ConfigError
 from .runtimes import RUNTIME_FACTORS
 
 # Measured, not assumed: our server's ceiling with a null model (the HTTP path alone) and one HTTP worker, the full

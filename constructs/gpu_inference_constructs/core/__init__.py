@@ -1,0 +1,124 @@
+"""What needs no aws_cdk, and what every other subpackage builds on: ``ConfigError``, cdk.json's settings, the instance
+catalog, the server contract's value types and the bundled server's facts, and the props (typed dataclasses, their
+defaults beside each field) the constructs take. The sizing advisor runs on these alone;
+``tests/infra/test_import_graph.py`` keeps aws_cdk, jsii and constructs out. Imported on first use, like the package
+root's names."""
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .deployment_capacity import ServiceDeployment
+    from .errors import ConfigError
+    from .gpu_share import GpuShare
+    from .instance_catalog import CATALOG, GpuInstanceType
+    from .latency_alarms import LatencyAlarmProps, LatencyAlarmThresholds
+    from .log_archive_props import LogArchive
+    from .model_props import ModelProps
+    from .pool_props import PoolAlarmProps, PoolProps
+    from .scaling_props import ModelScalingProps, PredictiveScalingProps, ScalingProps
+    from .schedules import CapacityPrewarm, ServiceSchedule
+    from .server_contract import (
+        DEFAULT_COLLECTOR_IMAGE,
+        DEFAULT_FETCHER_IMAGE,
+        EcrImage,
+        ExpressionSignal,
+        LivenessCheck,
+        ModelFromS3,
+        PrometheusMetrics,
+        ScalingSignal,
+        ServerAlarm,
+        ServerContext,
+        ServerContract,
+        ServerDefinition,
+        StopTiming,
+    )
+    from .service_timing import ServiceTimingProps
+    from .settings import from_dict
+    from .target_optimizer_props import TargetOptimizerProps
+    from .task_size import SidecarReservation
+
+__all__ = [
+    "CATALOG",
+    "CapacityPrewarm",
+    "ConfigError",
+    "DEFAULT_COLLECTOR_IMAGE",
+    "DEFAULT_FETCHER_IMAGE",
+    "EcrImage",
+    "ExpressionSignal",
+    "GpuInstanceType",
+    "GpuShare",
+    "LatencyAlarmProps",
+    "LatencyAlarmThresholds",
+    "LivenessCheck",
+    "LogArchive",
+    "ModelFromS3",
+    "ModelProps",
+    "ModelScalingProps",
+    "PoolAlarmProps",
+    "PoolProps",
+    "PredictiveScalingProps",
+    "PrometheusMetrics",
+    "ScalingProps",
+    "ScalingSignal",
+    "ServerAlarm",
+    "ServerContext",
+    "ServerContract",
+    "ServerDefinition",
+    "ServiceDeployment",
+    "ServiceSchedule",
+    "ServiceTimingProps",
+    "SidecarReservation",
+    "StopTiming",
+    "TargetOptimizerProps",
+    "from_dict",
+]
+
+_MODULE_OF = {
+    "CATALOG": "instance_catalog",
+    "CapacityPrewarm": "schedules",
+    "ConfigError": "errors",
+    "DEFAULT_COLLECTOR_IMAGE": "server_contract",
+    "DEFAULT_FETCHER_IMAGE": "server_contract",
+    "EcrImage": "server_contract",
+    "ExpressionSignal": "server_contract",
+    "GpuInstanceType": "instance_catalog",
+    "GpuShare": "gpu_share",
+    "LatencyAlarmProps": "latency_alarms",
+    "LatencyAlarmThresholds": "latency_alarms",
+    "LivenessCheck": "server_contract",
+    "LogArchive": "log_archive_props",
+    "ModelFromS3": "server_contract",
+    "ModelProps": "model_props",
+    "ModelScalingProps": "scaling_props",
+    "PoolAlarmProps": "pool_props",
+    "PoolProps": "pool_props",
+    "PredictiveScalingProps": "scaling_props",
+    "PrometheusMetrics": "server_contract",
+    "ScalingProps": "scaling_props",
+    "ScalingSignal": "server_contract",
+    "ServerAlarm": "server_contract",
+    "ServerContext": "server_contract",
+    "ServerContract": "server_contract",
+    "ServerDefinition": "server_contract",
+    "ServiceDeployment": "deployment_capacity",
+    "ServiceSchedule": "schedules",
+    "ServiceTimingProps": "service_timing",
+    "SidecarReservation": "task_size",
+    "StopTiming": "server_contract",
+    "TargetOptimizerProps": "target_optimizer_props",
+    "from_dict": "settings",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_MODULE_OF})

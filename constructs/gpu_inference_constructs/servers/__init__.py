@@ -1,0 +1,76 @@
+"""The server presets, each turning its props and the ``ModelProps`` into a ``ServerContract``: the bundled server (and
+its image with a team's handler), vLLM, SGLang, Triton, TGI, Neuron; and cdk.json's model entry (which preset an
+entry names). Importable without aws_cdk (the sizing advisor reads them). Imported on first use, like the package
+root's names."""
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .bundled import BundledServer, BundledServerProps, bundled_server_image, bundled_stop
+    from .bundled_signals import BundledScalingProps
+    from .neuron import NeuronServer
+    from .neuron_props import NeuronEcrImage, NeuronServerProps
+    from .pool import PoolServer
+    from .sglang import SglangProps, SglangServer
+    from .tgi_triton import TgiProps, TgiServer, TritonProps, TritonServer, tgi_stop, triton_stop
+    from .vllm import VllmProps, VllmServer, vllm_stop
+
+__all__ = [
+    "BundledScalingProps",
+    "BundledServer",
+    "BundledServerProps",
+    "NeuronEcrImage",
+    "NeuronServer",
+    "NeuronServerProps",
+    "PoolServer",
+    "SglangProps",
+    "SglangServer",
+    "TgiProps",
+    "TgiServer",
+    "TritonProps",
+    "TritonServer",
+    "VllmProps",
+    "VllmServer",
+    "bundled_server_image",
+    "bundled_stop",
+    "tgi_stop",
+    "triton_stop",
+    "vllm_stop",
+]
+
+_MODULE_OF = {
+    "BundledScalingProps": "bundled_signals",
+    "BundledServer": "bundled",
+    "BundledServerProps": "bundled",
+    "NeuronEcrImage": "neuron_props",
+    "NeuronServer": "neuron",
+    "NeuronServerProps": "neuron_props",
+    "PoolServer": "pool",
+    "SglangProps": "sglang",
+    "SglangServer": "sglang",
+    "TgiProps": "tgi_triton",
+    "TgiServer": "tgi_triton",
+    "TritonProps": "tgi_triton",
+    "TritonServer": "tgi_triton",
+    "VllmProps": "vllm",
+    "VllmServer": "vllm",
+    "bundled_server_image": "bundled",
+    "bundled_stop": "bundled",
+    "tgi_stop": "tgi_triton",
+    "triton_stop": "tgi_triton",
+    "vllm_stop": "vllm",
+}
+
+
+def __getattr__(name: str) -> object:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_MODULE_OF})

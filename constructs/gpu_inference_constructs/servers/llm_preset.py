@@ -1,0 +1,68 @@
+"""What the LLM presets (:class:`VllmServer`, :class:`SglangServer`) share: their fields beside ``props`` (their own
+images, in place of the props' ECR mirrors, and the user) and what follows from the props and the metrics alone (the
+longest request, the sidecars' reservation). Free of aws_cdk at run time (the sizing advisor loads the presets)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar, Generic, Protocol, TypeVar
+
+from ..core.server_contract import (
+    ModelFromS3,
+    PrometheusMetrics,
+    ServerDefinition,
+    require_one_image,
+    require_props,
+    sidecar_reservation,
+)
+from ..core.task_size import SidecarReservation
+
+if TYPE_CHECKING:
+    from aws_cdk import aws_ecs as ecs
+
+
+class LlmProps(Protocol):
+    """What the shared part reads of a preset's props."""
+
+    @property
+    def longest_request_seconds(self) -> int: ...
+    def model_source(self, fetcher_image: ecs.ContainerImage | None = None) -> ModelFromS3: ...
+
+
+PropsT = TypeVar("PropsT", bound=LlmProps)
+
+
+@dataclass(frozen=True)
+class LlmPreset(ServerDefinition, Generic[PropsT]):
+    """An LLM preset's fields: ``props`` first (each preset redefines it with its own props type and default, in
+    this same first place, so ``VllmServer(VllmProps(...))`` keeps working), then its own images and user."""
+
+    props: PropsT
+    """How the server serves the model. Required (each preset gives its own default)."""
+    image: ecs.ContainerImage | None = None
+    """The server's image (any ContainerImage: your own build), in place of ``props.image`` (an ECR mirror); giving
+    both is refused. Default: None (``props.image``)."""
+    user: str = "1000:1000"
+    """The uid:gid the server runs as. Default: 1000:1000."""
+    fetcher_image: ecs.ContainerImage | None = None
+    """The model fetcher's image, in place of ``props.fetcher_image``; giving both is refused. Default: None."""
+    collector_image: ecs.ContainerImage | None = None
+    """The metrics collector's image, in place of ``props.collector_image``; giving both is refused. Default: None."""
+
+    props_type: ClassVar[type]
+    """The props class ``props`` must be an instance of (each preset sets it)."""
+    collected_metrics: ClassVar[PrometheusMetrics]
+    """The server's Prometheus metrics and histograms the collector brings in (each preset sets it)."""
+
+    def __post_init__(self) -> None:
+        require_props(self.props, self.props_type, type(self).__name__)
+        require_one_image(type(self).__name__, self.props, {"image": self.image, "fetcher_image": self.fetcher_image,
+                                                             "collector_image": self.collector_image})
+
+    @property
+    def longest_request_seconds(self) -> int:
+        return self.props.longest_request_seconds
+
+    @property
+    def sidecar_reservation(self) -> SidecarReservation:
+        return sidecar_reservation(self.props.model_source(), self.collected_metrics)

@@ -1,0 +1,460 @@
+"""One model as an ECS service on GPU capacity, behind a load balancer's listener, from its server contract."""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+import jsii
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_ecr as ecr
+from aws_cdk import aws_ecs as ecs
+from aws_cdk import aws_elasticloadbalancingv2 as elbv2
+from aws_cdk import aws_logs
+from constructs import Construct, IValidation
+
+from ..capacity.gpu_capacity import GpuCapacity
+from ..capacity.gpu_packing import mps_prerequisites_warning
+from ..capacity.instance_regions import warn_if_unlisted
+from ..capacity.neuron_capacity import NeuronCapacity
+from ..core import metric_names
+from ..core.errors import ConfigError, require
+from ..core.gpu_share import MPS_PLACEMENT_EXPRESSION
+from ..core.legacy_keywords import accepts_legacy_keywords
+from ..core.log_archive_props import check_archive_flushes
+from ..core.model_props import ROLLING_MAX_HEALTHY_PERCENT, ModelProps
+from ..core.server_contract import ServerContext, ServerDefinition
+from ..core.service_timing import ServiceTimingProps
+from ..networking.subnet_selection import private_subnets
+from ..rollout.deployment import RollbackAlarmNames, RollbackThresholds, service_options, sum_over, worst_of
+from ..rollout.service_rollback import acknowledge_traffic_shifting, add_rollback_alarms
+from ..routing.load_balancer import ALB_DEFAULT_IDLE_TIMEOUT_SECONDS, InferenceLoadBalancer
+from ..servers.bundled import BundledServer
+from ..shared.acknowledgements import default_child
+from ..shared.cdk_interfaces import as_role
+from ..shared.log_retention import retention_days
+from ..store.model_store import ModelStore, model_uri
+from ..store.result_cache import ModelCacheProps, ResultCache, cache_of
+from .checks import (  # DEFAULT_NAME_PREFIX, check_name_prefix, service_log_group_name: re-exported for monitoring.py
+    DEFAULT_NAME_PREFIX,
+    SynthWarning,
+    check_accelerator,
+    check_api_keys_variable,
+    check_contract,
+    check_fits,
+    check_model_name_free,
+    check_name_prefix,
+    check_runs_on,
+    claim_listener_priority,
+    claim_model_name,
+    cluster_capacity_warning,
+    health_check_start_period,
+    idle_timeout_warnings,
+    listener_key,
+    service_log_group_name,
+    task_timing,
+    unauthenticated_warnings,
+)
+from .choices import (
+    ClusterCapacity,
+    ListenerRoute,
+    LoadBalancerRoute,
+    ModelBucket,
+    Placement,
+    bucket_of,
+    placement_of,
+    route_of,
+)
+from .image_egress import check_images_reachable
+from .props import ServiceAccess, ServiceLogs
+from .routing import ServiceTargets, task_security_group
+from .spot_draining import deployment_minimum_percent, tasks_on_one_instance
+from .stack_limits import watch_stack_resources
+from .target_optimizer import check_target_optimizer
+from .task import ServiceTask
+
+__all__ = [
+    "DEFAULT_NAME_PREFIX",
+    "ModelService",
+    "check_name_prefix",
+    "service_log_group_name",
+]
+
+
+class ModelService(Construct):
+    """One model as an ECS service on GPU capacity, behind an ALB listener, from its server contract.
+
+    Three choices, each a type of its own (service_choices.py):
+
+    - ``capacity``, where the tasks run: a GpuCapacity, a NeuronCapacity (Inferentia2: the task maps the instance's
+      ``/dev/neuron*`` devices, asks for no GPU, and runs one per instance), or ``ClusterCapacity(cluster,
+      capacity_provider_name, instance_type)`` for a capacity provider of your own (``instance_type``: the smallest
+      type it launches, CUDA or Neuron; the task must fit it).
+    - ``model_source``, where the model's files are (``<prefix>/<name>/<version>/``): a ModelStore, or
+      ``ModelBucket(bucket, prefix="models")`` for a bucket of your own.
+    - ``route``, how requests arrive: an InferenceLoadBalancer (its listener; the rule's priority derived from the
+      model's name), ``LoadBalancerRoute(load_balancer, priority)`` for a priority of your own on it, or
+      ``ListenerRoute(listener, priority, load_balancer=None)`` for a listener of your own (see ListenerRoute).
+
+    ``server`` (default BundledServer(): this library's server with BundledServerProps' defaults) is what runs: a
+    preset such as VllmServer, TritonServer or TgiServer, or a ServerContract for any other server. ``logs``
+    (ServiceLogs: the KMS key, retention and name prefix of the log group ``/<prefix>/<environment>/<model>``) and
+    ``access`` (ServiceAccess: API keys, allow_unauthenticated, the tasks' subnets; default ServiceAccess()) are
+    documented on their props. ``timing`` defaults to ServiceTimingProps().
+
+    How a new version goes out follows ``model.deployment`` (rolling, canary, linear, blue/green);
+    ``rollback_thresholds`` (default ``model.rollback_thresholds()``: ``model.rollback``, else twice the model's
+    scaling p95 target and 1 % 5xx) set the alarms that roll a deployment back.
+
+    Attributes:
+
+    - ``model``, ``environment_name``, ``name_prefix``, ``contract`` (the server's ServerContract), ``url_path``
+      (``/<model>/``), ``instance_type`` (the smallest the tasks may land on), ``capacity_group`` (the GpuCapacity or
+      NeuronCapacity the tasks run on; None on a ClusterCapacity).
+    - The task (service_task.py): ``task_role``, ``task_definition``, ``container`` (the server), ``scratch_owner``
+      and ``model_fetcher`` (the init containers, or None), ``metrics_collector`` (or None), ``log_group``,
+      ``log_stream_prefix`` (``<model>/<version>``).
+    - The service: ``service``, ``security_group``, ``minimum_healthy_percent`` (spot_draining.py: never 0; below
+      100 only where the capacity ``has_spot`` and the model's tasks can span instances),
+      ``deregistration_delay_seconds`` and ``stop_timeout_seconds`` (``timing``'s, or the contract's own),
+      ``result_cache`` (the ResultCache of ``use_cache`` or ``ResultCache.attach``, or None).
+    - The route (service_routing.py): ``target_group``, ``target_groups`` (with the alternate one that canary,
+      linear and blue/green deployments shift traffic to), ``target_group_metrics`` (TargetGroupMetrics of each),
+      ``load_balancer_full_name``, ``listener_rule``.
+    - Rollback (service_rollback.py): ``rollback_alarms``, ``never_healthy_alarm`` (NeverHealthyAlarm for canary,
+      linear and blue/green; else None), ``revision_health_hook`` (RevisionHealthHook, the POST_SCALE_UP lifecycle
+      hook that fails such a deployment before traffic moves; else None).
+
+    ``acknowledge_container`` records why a container runs as root or writes its root filesystem.
+    ``add_rollback_alarm`` adds an alarm that rolls back a deployment in progress; ``use_cache`` connects a
+    ResultCache; ``allow_draining_down_to`` follows a schedule's lower floor; ``metric_*`` give its metrics.
+    """
+
+    @accepts_legacy_keywords("ModelService")
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        model: ModelProps,
+        environment_name: str,
+        capacity: GpuCapacity | NeuronCapacity | ClusterCapacity,
+        model_source: ModelStore | ModelBucket,
+        route: InferenceLoadBalancer | LoadBalancerRoute | ListenerRoute,
+        logs: ServiceLogs,
+        server: ServerDefinition | None = None,
+        access: ServiceAccess | None = None,
+        timing: ServiceTimingProps | None = None,
+        rollback_thresholds: RollbackThresholds | None = None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        _require_types(model=model, environment_name=environment_name, logs=logs, access=access, timing=timing,
+                       rollback_thresholds=rollback_thresholds)
+        access = access or ServiceAccess()
+        chosen_route = route_of(route)
+        self._listener_key = listener_key(chosen_route.listener)
+        check_model_name_free(self, logs.name_prefix, environment_name, model.name, self._listener_key)
+        self.name_prefix = logs.name_prefix
+        if rollback_thresholds is None:
+            rollback_thresholds = model.rollback_thresholds()  # ModelProps checked its rollback block
+        else:
+            rollback_thresholds.check_above_scaling(model.scaling.latency_p95_ms, "rollback_thresholds.latency_p95_ms")
+        self.model = model
+        self.environment_name = environment_name
+        self.url_path = f"/{model.name}/"
+        placement = placement_of(capacity)
+        self.instance_type = placement.instance_type
+        self.capacity_group = placement.capacity_group
+        if placement.capacity_group is None:
+            warn_if_unlisted(self, self.instance_type, cdk.Stack.of(self).region, "capacity.instance_type")
+            cdk.Annotations.of(self).add_warning_v2(
+                *cluster_capacity_warning(placement.capacity_provider_name, self.instance_type, model))
+        source = bucket_of(model_source)
+        if isinstance(chosen_route, ListenerRoute):
+            claim_listener_priority(self, chosen_route.listener, chosen_route.priority, model.name)
+        server = server or BundledServer()
+        require(isinstance(server, ServerDefinition), "server",
+                f"got {type(server).__name__}: pass a server definition (BundledServer, VllmServer, SglangServer, "
+                "TritonServer, TgiServer, NeuronServer, a class of your own that subclasses ServerDefinition) or a "
+                "ServerContract")
+        # The server's use of a shared result cache (BundledServerProps.shared_cache): True needs use_cache by synth.
+        self._cache_props = server.cache_client()
+        self.node.add_validation(_CacheAttached(self))
+        watch_stack_resources(self)
+        subnets = access.subnets or private_subnets(placement.cluster.vpc, f"ModelService {model.name!r} (its tasks)")
+        uri = model_uri(source.bucket, source.prefix, model.name, model.version)
+        self._telemetry = logs.telemetry
+        self._logs_key, self._log_retention_days = logs.key, logs.retention_days
+        start_period = self._contract_and_checks(server, placement, chosen_route, timing or ServiceTimingProps(), access, uri)
+        self.log_group = _log_group(self, logs, environment_name, model.name)
+        self._task = ServiceTask(self, model=model, contract=self.contract, source=source, uri=uri,
+                                 region=cdk.Stack.of(self).region, environment_name=environment_name,
+                                 log_group=self.log_group, stop_timeout_seconds=self.stop_timeout_seconds,
+                                 health_check_start_period=start_period, api_keys_secret=access.api_keys_secret,
+                                 telemetry=logs.telemetry, archive_bucket=logs.archive_bucket,
+                                 instance_type=self.instance_type)
+        self.task_role, self.task_definition, self.container = self._task.task_role, self._task.task_definition, self._task.container
+        self.scratch_owner, self.model_fetcher = self._task.scratch_owner, self._task.model_fetcher
+        self.metrics_collector = self._task.metrics_collector
+        self._serve(placement, chosen_route, subnets, rollback_thresholds)
+        check_images_reachable(self, model.name, self.task_definition, placement.cluster.vpc,
+                               placement.capacity_group.subnets if placement.capacity_group is not None else None)
+        claim_model_name(self, self.name_prefix, environment_name, model.name, self._listener_key)
+
+    def _contract_and_checks(self, server: ServerDefinition, placement: Placement, route: LoadBalancerRoute | ListenerRoute,
+                             timing: ServiceTimingProps, access: ServiceAccess, uri: str) -> int:
+        """The server's contract for this model (``contract``), checked against the load balancer, the instance
+        and the access it is given; the task timing it gets; the model joins a GpuCapacity's packing. Returns the
+        server's health-check start period."""
+        model = self.model
+        # Behind an InferenceLoadBalancer its idle timeout is known; behind another listener, the ALB's default is assumed.
+        balancer = route.load_balancer if isinstance(route, LoadBalancerRoute) else None
+        idle_timeout = balancer.idle_timeout_seconds if balancer is not None else ALB_DEFAULT_IDLE_TIMEOUT_SECONDS
+        try:
+            timing = timing.keep_alive_above(idle_timeout)
+        except ConfigError as error:
+            raise error.within("timing") from None
+        region = cdk.Stack.of(self).region
+        check_runs_on(server.name, server.accelerator, self.instance_type, f"models[{model.name}].server")
+        self._note_support(server)
+        contract = server.contract(ServerContext(self, model, timing, self.environment_name, region, uri, self.instance_type,
+                                                 self._telemetry.trace_sampling_ratio))
+        check_contract(server, contract, model)
+        check_accelerator(contract, self.instance_type, model.name)
+        check_target_optimizer(self, server, model, contract)
+        self.contract = contract
+        self._warn(idle_timeout_warnings(contract, idle_timeout, model.name, known=balancer is not None))
+        check_fits(model, contract, self.instance_type, placement.fleet_types, self._telemetry.log_router_reservation)
+        if model.gpu_share is not None and placement.capacity_group is None:
+            self._warn([(f"gpu-inference:mps-prerequisites:{model.name}", mps_prerequisites_warning(
+                model.name, "its capacity provider is your own (ClusterCapacity)"))])
+        if placement.capacity_group is not None:
+            try:
+                placement.capacity_group.add_model(model)
+            except ConfigError as error:
+                raise ConfigError(f"capacity ({error.key})", f"{error.detail} (adding models[{model.name}])") from None
+        self.deregistration_delay_seconds, self.stop_timeout_seconds = task_timing(contract, timing, model.name)
+        firelens = self._telemetry.firelens
+        if firelens is not None and firelens.archive is not None:
+            check_archive_flushes(firelens.archive, self.deregistration_delay_seconds, model.name)
+        if access.api_keys_secret is not None:
+            check_api_keys_variable(contract)
+        elif not access.allow_unauthenticated:
+            open_to_the_internet = balancer.props.open_to_the_internet if balancer is not None else None
+            self._warn(unauthenticated_warnings(contract, model.name, open_to_the_internet))
+        return health_check_start_period(model, contract)
+
+    def _serve(self, placement: Placement, route: LoadBalancerRoute | ListenerRoute, subnets: ec2.SubnetSelection,
+               rollback_thresholds: RollbackThresholds) -> None:
+        """The service on its capacity, behind its route, with the alarms that roll its deployments back."""
+        model, contract, deployment = self.model, self.contract, self.model.deployment
+        self.security_group = task_security_group(self, vpc=placement.cluster.vpc, model_name=model.name, port=contract.port, route=route,
+                                                  target_optimizer=model.target_optimizer)
+        self._rollback_alarm_names = RollbackAlarmNames()
+        self._has_spot = placement.has_spot
+        self.minimum_healthy_percent = self._draining_percent(model.min_tasks)
+        self.service = ecs.Ec2Service(
+            self,
+            "Service",
+            cluster=placement.cluster,
+            task_definition=self.task_definition,
+            capacity_provider_strategies=[ecs.CapacityProviderStrategy(capacity_provider=placement.capacity_provider_name, weight=1)],
+            security_groups=[self.security_group],
+            vpc_subnets=subnets,
+            min_healthy_percent=self.minimum_healthy_percent,
+            max_healthy_percent=ROLLING_MAX_HEALTHY_PERCENT,
+            deployment_alarms=self._rollback_alarm_names.config(),
+            **service_options(deployment),
+            health_check_grace_period=cdk.Duration.seconds(model.health_check_grace_seconds),
+            # A share runs only where the agent advertises MPS (gpu_share.MPS_CAPABILITY); elsewhere ECS would start it
+            # on a GPU without the MPS server and its limits unenforced.
+            placement_constraints=[ecs.PlacementConstraint.member_of(MPS_PLACEMENT_EXPRESSION)] if model.gpu_share else None,
+            placement_strategies=[
+                ecs.PlacementStrategy.spread_across(ecs.BuiltInAttributes.AVAILABILITY_ZONE),
+                ecs.PlacementStrategy.spread_across_instances(),
+            ],
+            propagate_tags=ecs.PropagatedTagSource.SERVICE,
+            enable_ecs_managed_tags=True,
+        )
+        # Created after, and deleted before, the cluster's capacity-provider association; otherwise CloudFormation
+        # may do either in the wrong order ("The specified capacity provider is in use", aws/aws-cdk#15366).
+        # The association is a child of the cluster, created at synth: depending on the cluster covers it. Across
+        # stacks this becomes a dependency on the stack that holds the cluster.
+        self.service.node.add_dependency(placement.cluster)
+        capacity = placement.capacity_group
+        if capacity is not None and capacity.capacity_provider_association is not None:
+            self.service.node.add_dependency(capacity.capacity_provider_association)  # an imported cluster's association
+        targets = ServiceTargets(self, model_name=model.name, contract=contract, route=route, vpc=placement.cluster.vpc,
+                                 deregistration_delay_seconds=self.deregistration_delay_seconds,
+                                 shifts_traffic=deployment.shifts_traffic, target_optimizer=model.target_optimizer)
+        self.target_groups, self.target_group, self.listener_rule = targets.target_groups, targets.target_group, targets.listener_rule
+        self.load_balancer_full_name, self.target_group_metrics = targets.load_balancer_full_name, targets.target_group_metrics
+        targets.attach(self.service, self.container)
+        self.rollback_alarms, self.never_healthy_alarm, self.revision_health_hook = add_rollback_alarms(
+            self, names=self._rollback_alarm_names, model=model, thresholds=rollback_thresholds,
+            target_groups=self.target_group_metrics, service=self.service, cluster=placement.cluster,
+            never_healthy_prefix=f"{self.name_prefix}-{self.environment_name}-{model.name}-never-healthy",
+            container_insights_on=capacity is not None, logs_key=self._logs_key,
+            log_retention_days=self._log_retention_days)
+        self._task.acknowledge_findings()
+        if deployment.shifts_traffic:
+            acknowledge_traffic_shifting(self.service, deployment)
+        if isinstance(capacity, GpuCapacity) and capacity.warm_pool is not None:
+            self._prepull_on(capacity)
+
+    def _note_support(self, server: ServerDefinition) -> None:
+        """An experimental preset gets a synth note, a deprecated one a warning, each naming why."""
+        where = f"models[{self.model.name}].server"
+        if server.support == "experimental":
+            cdk.Annotations.of(self).add_info(f"{where}: the {server.name} preset is experimental: {server.support_note}")
+        elif server.support == "deprecated":
+            warning_id = server.deprecation_warning_id()
+            cdk.Annotations.of(self).add_warning_v2(
+                warning_id, f"{where}: the {server.name} preset is deprecated: {server.support_note}. It keeps working; "
+                f"plan the move, and until then acknowledge it: cdk.Annotations.of(<this ModelService>)"
+                f".acknowledge_warning('{warning_id}')")
+
+    def _warn(self, warnings: list[SynthWarning]) -> None:
+        for warning_id, message in warnings:
+            cdk.Annotations.of(self).add_warning_v2(warning_id, message)
+
+    def _draining_percent(self, smallest_desired: int) -> int:
+        model = self.model
+        per_instance = tasks_on_one_instance(self.instance_type.gpus, model.gpus, model.max_tasks)
+        return deployment_minimum_percent(smallest_desired, model.max_tasks, per_instance, has_spot=self._has_spot)
+
+    def allow_draining_down_to(self, smallest_desired: int) -> None:
+        """Lower ``minimum_healthy_percent`` for a service whose desired count may go down to ``smallest_desired``
+        (a schedule's lower floor), so a Spot notice still lets ECS stop a doomed task at once (spot_draining.py)."""
+        require(smallest_desired >= 1, "smallest_desired", f"{smallest_desired}: a desired count of at least 1")
+        percent = self._draining_percent(smallest_desired)
+        if percent < self.minimum_healthy_percent:
+            self.minimum_healthy_percent = percent
+            default_child(self.service, ecs.CfnService).add_property_override(
+                "DeploymentConfiguration.MinimumHealthyPercent", percent)
+
+    def use_cache(self, cache: ResultCache, props: ModelCacheProps | None = None) -> None:
+        """Connect this model's tasks to ``cache``, in one step: the server's cache settings (``props``, default the
+        bundled server's ``shared_cache``), elasticache:Connect and the client security group (ResultCache.attach)."""
+        require(self._cache_props is not None, "server",
+                f"the {self.contract.name} server has no client of the shared result cache: only the bundled server "
+                "(BundledServer) reads it; remove use_cache for this model")
+        assert self._cache_props is not None  # required above
+        require(self._cache_props.enabled is not False, f"models[{self.model.name}].shared_cache.enabled",
+                "is false: remove use_cache for this model, or enable its shared_cache")
+        cache.attach(container=self.container, task_role=as_role(self.task_role), service=self.service,
+                     props=props or self._cache_props)
+
+    @property
+    def result_cache(self) -> ResultCache | None:
+        """The ResultCache this model's service is a client of (``use_cache``, or ``ResultCache.attach`` with its
+        ``service``), or None."""
+        return cache_of(self.service)
+
+    def add_rollback_alarm(self, alarm: cloudwatch.IAlarm) -> None:
+        """ECS rolls a deployment in progress back (every strategy) while ``alarm`` is in ALARM."""
+        self._rollback_alarm_names.add(alarm.alarm_name)
+
+    def acknowledge_container(self, container_name: str, what: str, reason: str) -> None:
+        """Record, in the task definition's metadata (``CONTAINER_ACKNOWLEDGEMENTS``), why ``container_name`` is not
+        non-root (``what`` "user") or has a writable root filesystem ("readonly_root_filesystem")."""
+        self._task.acknowledgements.add(container_name, what, reason)
+
+    @property
+    def log_stream_prefix(self) -> str:
+        """``<model>/<version>``: every container's log stream is ``<model>/<version>/<container>/<task id>``, so the
+        two versions that serve side by side during a deployment stay apart, whatever the server logs."""
+        return self._task.log_stream_prefix
+
+    def metric_server(self, name: str, statistic: str, period: cdk.Duration = cdk.Duration.minutes(1)) -> cloudwatch.Metric:
+        """A metric the server emits in EMF (see metric_names), for this model in this environment."""
+        return cloudwatch.Metric(
+            namespace=metric_names.NAMESPACE,
+            metric_name=name,
+            dimensions_map={metric_names.DIMENSION_ENVIRONMENT: self.environment_name, metric_names.DIMENSION_MODEL: self.model.name},
+            statistic=statistic,
+            period=period,
+            label=f"{self.model.name} {name} {statistic}",
+        )
+
+    def metric_requests(self, period: cdk.Duration = cdk.Duration.minutes(1)) -> cloudwatch.IMetric:
+        return sum_over([tg.request_count(period=period) for tg in self.target_group_metrics], f"{self.model.name} requests")
+
+    def metric_target_response_time(self, statistic: str, period: cdk.Duration = cdk.Duration.minutes(1)) -> cloudwatch.IMetric:
+        """ALB TargetResponseTime in seconds (``p50``, ``p95``, ``p99``, ...)."""
+        return worst_of([tg.target_response_time(statistic=statistic, period=period) for tg in self.target_group_metrics], f"{self.model.name} {statistic}")
+
+    def metric_target_5xx(self, period: cdk.Duration = cdk.Duration.minutes(1)) -> cloudwatch.IMetric:
+        return sum_over([tg.http_code_target(elbv2.HttpCodeTarget.TARGET_5XX_COUNT, period=period, statistic="Sum") for tg in self.target_group_metrics],
+                        f"{self.model.name} target 5xx")
+
+    def metric_unhealthy_hosts(self, period: cdk.Duration = cdk.Duration.minutes(1)) -> cloudwatch.IMetric:
+        return sum_over([tg.unhealthy_host_count(period=period, statistic="Maximum") for tg in self.target_group_metrics], f"{self.model.name} unhealthy targets")
+
+    def metric_tasks(self, name: str, period: cdk.Duration = cdk.Duration.minutes(1)) -> cloudwatch.Metric:
+        """Container Insights task counts: ``RunningTaskCount``, ``DesiredTaskCount`` or ``PendingTaskCount``."""
+        return cloudwatch.Metric(
+            namespace="ECS/ContainerInsights",
+            metric_name=name,
+            dimensions_map={"ClusterName": self.service.cluster.cluster_name, "ServiceName": self.service.service_name},
+            statistic="Average",
+            period=period,
+            label=f"{self.model.name} {name}",
+        )
+
+    def _prepull_on(self, capacity: GpuCapacity) -> None:
+        """Every image a task of this model runs (the server's and each sidecar's and init container's: collector, log
+        router, fetcher) is pulled by ``capacity``'s warm pool while an instance warms, so a task started on an instance
+        from the pool pulls none (GpuCapacity.prepull); the instances may pull each ECR repository the task's images
+        come from (the asset's, the mirrors'). An image from a public registry is pulled where the subnets reach it."""
+        for container in self.task_definition.node.children:
+            if isinstance(container, ecs.ContainerDefinition):
+                capacity.prepull(container.image_name)
+        for repository in self.node.find_all():
+            if isinstance(repository, ecr.RepositoryBase):
+                repository.grant_pull(capacity.instance_role)
+
+
+def _log_group(scope: Construct, props: ServiceLogs, environment_name: str, model_name: str) -> aws_logs.LogGroup:
+    return aws_logs.LogGroup(
+        scope, "Logs", log_group_name=service_log_group_name(environment_name, model_name, props.name_prefix),
+        encryption_key=props.key, retention=retention_days(props.retention_days, "logs.retention_days"),
+        # Kept when the model is removed, but not after a failed first create: with a fixed name, a group kept
+        # then makes the retry (or adding the model back) fail with "already exists".
+        removal_policy=cdk.RemovalPolicy.RETAIN_ON_UPDATE_OR_DELETE,
+    )
+
+
+_PROPS_TYPES: dict[str, tuple[type, str]] = {
+    "model": (ModelProps, "a ModelProps"),
+    "environment_name": (str, "the environment's name, such as 'prod'"),
+    "logs": (ServiceLogs, "ServiceLogs(key, retention_days=90, name_prefix='gpu-inference')"),
+    "access": (ServiceAccess, "ServiceAccess(api_keys_secret=None, allow_unauthenticated=False, subnets=None), or None"),
+    "timing": (ServiceTimingProps, "a ServiceTimingProps, or None"),
+    "rollback_thresholds": (RollbackThresholds, "a RollbackThresholds, or None"),
+}
+
+
+def _require_types(**given: object) -> None:
+    """Each of ModelService's props is its own type (None where optional), or a ConfigError naming the key."""
+    for key, value in given.items():
+        expected, what = _PROPS_TYPES[key]
+        require(isinstance(value, expected) or (value is None and what.endswith("or None")), key,
+                f"got {type(value).__name__}: pass {what}")
+
+
+@jsii.implements(IValidation)
+class _CacheAttached:
+    """A model whose server was told to use the shared cache (``shared_cache.enabled`` True) and that no
+    ResultCache was connected to by synth: its tasks would never learn of any cache."""
+
+    def __init__(self, service: ModelService) -> None:
+        self._service = service
+
+    def validate(self) -> list[str]:
+        service = self._service
+        props = service._cache_props
+        if props is None or props.enabled is not True or service.result_cache is not None:
+            return []
+        return [f"models[{service.model.name}].shared_cache.enabled is true but no ResultCache is connected: add a "
+                "ResultCache to the app and call ModelService.use_cache(cache) for this model, or set enabled to "
+                "false"]
