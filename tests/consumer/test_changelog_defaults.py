@@ -1,5 +1,5 @@
 """Issue 53: the changelog said ``TelemetryProps(trace_sampling_ratio=0.05)`` where the code and the page default to
-0.01. Every ``Name(keyword=value)`` with a literal value in the Unreleased section, of an exported name that has
+0.01. Every ``Name(keyword=value)`` with a literal value in the Unreleased and 0.3.0 sections, of an exported name that has
 that keyword, says the keyword's default."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ KEYWORD = re.compile(r"(\w+)=([^,()]+)")
 
 
 def unreleased(changelog: str) -> str:
-    return changelog.split("## Unreleased", 1)[1].split("\n## ", 1)[0]
+    return changelog.split("## Unreleased", 1)[1].split("\n## 0.2.0", 1)[0]  # Unreleased and 0.3.0
 
 
 def wrong_defaults(section: str) -> list[tuple[str, str, object, object]]:

@@ -106,7 +106,7 @@ class GpuCapacity(CapacityGroup[GpuCapacityProps]):
 
     @property
     def notification_topic(self) -> sns.ITopic:
-        """0.2's name of ``topic``: kept until 0.3 (legacy_keywords.RENAMES_ACCEPTED_UNTIL), with a DeprecationWarning."""
+        """0.2's name of ``topic``: kept through 0.3 (legacy_keywords.RENAMES_ACCEPTED_UNTIL), with a DeprecationWarning."""
         warnings.warn("GpuCapacity.notification_topic is renamed GpuCapacity.topic; notification_topic is removed after "
                       f"{RENAMES_ACCEPTED_UNTIL}", DeprecationWarning, stacklevel=2)
         return self.topic
