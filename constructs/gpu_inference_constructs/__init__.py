@@ -8,6 +8,7 @@ import importlib
 from typing import TYPE_CHECKING
 
 from .core import old_paths as _old_paths
+from .core.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from .capacity.capacity_group import CapacityGroup
@@ -290,17 +291,7 @@ _MODULE_OF = {
 }
 
 
-def _exported(name: str) -> object:
-    module = _MODULE_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_MODULE_OF})
+_exported, __dir__ = lazy_exports(__name__, _MODULE_OF)
 
 
 # Issue 56: the 0.2 module paths (gpu_inference_constructs.<module>) still import, with a warning, until 0.4.

@@ -4,8 +4,9 @@ defaults beside each field) the constructs take. The sizing advisor runs on thes
 ``tests/infra/test_import_graph.py`` keeps aws_cdk, jsii and constructs out. Imported on first use, like the package
 root's names."""
 
-import importlib
 from typing import TYPE_CHECKING
+
+from .lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from .deployment_capacity import ServiceDeployment
@@ -111,14 +112,4 @@ _MODULE_OF = {
 }
 
 
-def __getattr__(name: str) -> object:
-    module = _MODULE_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_MODULE_OF})
+__getattr__, __dir__ = lazy_exports(__name__, _MODULE_OF)

@@ -2,8 +2,9 @@
 findings, typed interfaces of CDK constructs, inline Lambda functions, log retention. Imported on first use, like the
 package root's names."""
 
-import importlib
 from typing import TYPE_CHECKING
+
+from ..core.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from .notifications import NotificationTopic, topic_target
@@ -16,14 +17,4 @@ _MODULE_OF = {
 }
 
 
-def __getattr__(name: str) -> object:
-    module = _MODULE_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_MODULE_OF})
+__getattr__, __dir__ = lazy_exports(__name__, _MODULE_OF)

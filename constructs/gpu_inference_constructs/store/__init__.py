@@ -1,8 +1,9 @@
 """Where models and results are kept: ``ModelStore`` (the model bucket), the fetch init container's script, the files
 publish writes, and the ``ResultCache`` (ElastiCache). Imported on first use, like the package root's names."""
 
-import importlib
 from typing import TYPE_CHECKING
+
+from ..core.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from .model_store import ModelStore, ModelStoreProps
@@ -25,14 +26,4 @@ _MODULE_OF = {
 }
 
 
-def __getattr__(name: str) -> object:
-    module = _MODULE_OF.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_MODULE_OF})
+__getattr__, __dir__ = lazy_exports(__name__, _MODULE_OF)
