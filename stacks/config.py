@@ -10,7 +10,33 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
-from gpu_inference_constructs.capacity.gpu_capacity import GpuCapacityProps
+from gpu_inference_constructs import (
+    BundledServer,
+    BundledServerProps,
+    ConfigError,
+    ConfiguredLoad,
+    DeploymentProps,
+    GpuCapacityProps,
+    GpuInstanceType,
+    LoadBalancerProps,
+    ModelCacheProps,
+    ModelProps,
+    ModelStoreProps,
+    MonitoringProps,
+    NetworkProps,
+    NeuronCapacityProps,
+    NeuronServer,
+    PoolProps,
+    PoolServer,
+    ResultCacheProps,
+    RollbackThresholds,
+    ScalingProps,
+    ServiceTimingProps,
+    TelemetryProps,
+    VllmProps,
+    VllmServer,
+    from_dict,
+)
 from gpu_inference_constructs.capacity.gpu_packing import (
     check_one_kind,
     check_shared_group_holds_deployment_at_peak,
@@ -20,25 +46,11 @@ from gpu_inference_constructs.core.deployment_capacity import (
     check_group_holds_deployment_at_peak,
     tasks_for_deployment_at_peak,
 )
-from gpu_inference_constructs.core.errors import ConfigError, require, require_range
-from gpu_inference_constructs.core.instance_catalog import GpuInstanceType, is_neuron_type
-from gpu_inference_constructs.core.model_props import ModelProps, service_deployment
-from gpu_inference_constructs.core.neuron_capacity_props import NeuronCapacityProps
-from gpu_inference_constructs.core.pool_props import PoolProps
-from gpu_inference_constructs.core.scaling_props import ScalingProps
+from gpu_inference_constructs.core.errors import require, require_range
+from gpu_inference_constructs.core.instance_catalog import is_neuron_type
+from gpu_inference_constructs.core.model_props import service_deployment
 from gpu_inference_constructs.core.schedules import check_schedule_task_ranges
-from gpu_inference_constructs.core.service_timing import ServiceTimingProps
-from gpu_inference_constructs.core.settings import from_dict
-from gpu_inference_constructs.networking.network import NetworkProps
-from gpu_inference_constructs.observability.monitoring import MonitoringProps
-from gpu_inference_constructs.rollout.deployment import DeploymentProps, RollbackThresholds
-from gpu_inference_constructs.routing.load_balancer import (
-    ConfiguredLoad,
-    LoadBalancerProps,
-    check_rule_priority,
-    claim_priority,
-)
-from gpu_inference_constructs.servers.bundled import BundledServer, BundledServerProps
+from gpu_inference_constructs.routing.load_balancer import check_rule_priority, claim_priority
 from gpu_inference_constructs.servers.model_entry import (
     ServerProps,
     longest_request_key,
@@ -46,13 +58,7 @@ from gpu_inference_constructs.servers.model_entry import (
     server_for,
     split_model_entry,
 )
-from gpu_inference_constructs.servers.neuron import NeuronServer
-from gpu_inference_constructs.servers.pool import PoolServer
-from gpu_inference_constructs.servers.vllm import VllmProps, VllmServer
 from gpu_inference_constructs.shared.log_retention import retention_days
-from gpu_inference_constructs.store.model_store import ModelStoreProps
-from gpu_inference_constructs.store.result_cache import ModelCacheProps, ResultCacheProps
-from gpu_inference_constructs.task_telemetry.telemetry import TelemetryProps
 
 CONTEXT_KEY = "environments"
 ENVIRONMENT_NAME = re.compile(r"^[a-z][a-z0-9-]{1,20}$")

@@ -12,17 +12,23 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from gpu_inference_constructs.capacity.gpu_capacity import GpuCapacity, GpuCapacityProps
-from gpu_inference_constructs.capacity.neuron_capacity import NeuronCapacity, NeuronCapacityProps
-from gpu_inference_constructs.networking.network import InferenceNetwork, grant_logs_service
-from gpu_inference_constructs.observability.monitoring import InferenceMonitoring
-from gpu_inference_constructs.routing.load_balancer import InferenceLoadBalancer
-from gpu_inference_constructs.service.api_keys import api_keys_secret
+from gpu_inference_constructs import (
+    GpuCapacity,
+    GpuCapacityProps,
+    InferenceLoadBalancer,
+    InferenceMonitoring,
+    InferenceNetwork,
+    ModelStore,
+    NeuronCapacity,
+    NeuronCapacityProps,
+    NotificationTopic,
+    ResultCache,
+    ResultCacheProps,
+    api_keys_secret,
+    grant_logs_service,
+)
 from gpu_inference_constructs.shared.acknowledgements import default_child
 from gpu_inference_constructs.shared.cdk_interfaces import as_key, as_topic, service_principal
-from gpu_inference_constructs.shared.notifications import NotificationTopic
-from gpu_inference_constructs.store.model_store import ModelStore
-from gpu_inference_constructs.store.result_cache import ResultCache, ResultCacheProps
 
 from .config import EnvironmentConfig
 

@@ -16,15 +16,18 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
-from gpu_inference_constructs.core.model_props import ModelProps
-from gpu_inference_constructs.networking.network import InferenceNetwork
-from gpu_inference_constructs.observability.monitoring import ModelAlarms
-from gpu_inference_constructs.routing.load_balancer import InferenceLoadBalancer
-from gpu_inference_constructs.scaling.service_scaling import ServiceScaling
-from gpu_inference_constructs.service.choices import LoadBalancerRoute
-from gpu_inference_constructs.service.model_pool import ModelPool
-from gpu_inference_constructs.service.model_service import ModelService
-from gpu_inference_constructs.service.props import ServiceAccess, ServiceLogs
+from gpu_inference_constructs import (
+    InferenceLoadBalancer,
+    InferenceNetwork,
+    LoadBalancerRoute,
+    ModelAlarms,
+    ModelPool,
+    ModelProps,
+    ModelService,
+    ServiceAccess,
+    ServiceLogs,
+    ServiceScaling,
+)
 from gpu_inference_constructs.service.task import NO_TRACES_WARNING
 from gpu_inference_constructs.shared.cdk_interfaces import as_key, as_topic
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import aws_cdk as cdk
 from constructs import Construct
 
-from gpu_inference_constructs.networking.network import InferenceNetwork, NetworkProps
+from gpu_inference_constructs import InferenceNetwork, NetworkProps
 
 
 class NetworkStack(cdk.Stack):
