@@ -139,9 +139,7 @@ class PoolApp:
             texts = _texts(tensor.get("data"), "the input tensor's data", self.max_client_batch)
             if tensor.get("shape") != [len(texts)]:
                 raise _bad(f"the input tensor's shape must be [{len(texts)}]")
-            model_predictions, _ = await self.run(name, texts, keep_model=True)
-            predictions, model = model_predictions
-            outputs = model.handler.to_tensors(predictions)
+            (outputs, version), _ = await self.run(name, texts, as_tensors=True)
         except PoolError as exc:
             return _error(exc, oip=True)
         except NotImplementedError as exc:
@@ -149,7 +147,7 @@ class PoolApp:
         tensors = [Tensor(key, datatype_of(value.dtype) if value.dtype != object else "BYTES", tuple(value.shape),
                           value) for key, value in outputs.items()]
         request_id = body.get("id")
-        encoded, _ = encode_response(name, model.version, request_id if isinstance(request_id, str) else None,
+        encoded, _ = encode_response(name, version, request_id if isinstance(request_id, str) else None,
                                      tensors, set())
         return Response(encoded, media_type="application/json")
 
@@ -172,8 +170,10 @@ class PoolApp:
             raise _bad("the body must be a JSON object")
         return body
 
-    async def run(self, name: str, texts: list[str], keep_model: bool = False) -> tuple[Any, int]:
-        """The model's predictions for texts, and their token count (or, keep_model: (predictions, the model))."""
+    async def run(self, name: str, texts: list[str], as_tensors: bool = False) -> tuple[Any, int]:
+        """The model's predictions for texts, and their token count (or, as_tensors: (the predictions as the
+        handler's output tensors, the model's version)). Everything that reads the handler runs while the model is
+        held: a registry change may retire and unload it the moment it is released."""
         pool = self.pool
         started = time.monotonic()
         deadline = started + self.request_timeout_s
@@ -197,6 +197,8 @@ class PoolApp:
                 raise PoolError(503, "overloaded", f"model {name}: {reason}", 1.0)
             result = await pool.infer(model, items, deadline)
             predictions = handler.postprocess(result.outputs, len(texts))
+            if as_tensors:
+                predictions = (handler.to_tensors(predictions), model.version)
         except PoolError as exc:
             pool.metrics.record_error(name)
             if exc.status == 504:
@@ -205,6 +207,4 @@ class PoolApp:
         finally:
             pool.release(model)
         pool.metrics.record_request(name, tier, time.monotonic() - started)
-        if keep_model:
-            return (predictions, model), result.input_tokens
         return predictions, result.input_tokens

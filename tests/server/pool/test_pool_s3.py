@@ -320,3 +320,22 @@ def test_api_keys_guard_every_model_route_but_not_the_probes(server):
         assert client.post(f"/{POOL}/models/clf/predict", json={"text": "x"},
                            headers={"Authorization": "Bearer sk-pool"}).status_code == 200
         assert client.get(f"/{POOL}/ready").status_code == 200 and client.get("/health").status_code == 200
+
+
+def test_an_oip_answer_is_encoded_before_its_model_is_let_go(server):
+    """A registry change may retire a model and unload it the moment its last request releases it (resident.py);
+    the OIP route's output tensors are read from the handler, so they are made before the release. Here every
+    last release unloads the model at once, as a retired model's does (in a clean clone's CI run the registry's
+    rollback came between a batch and its encoding: an AttributeError, a 500)."""
+    app = server()
+    release = app.pool.release
+
+    def release_and_unload(model):
+        release(model)
+        if model.in_flight == 0:  # the last holder gone: a retired model is unloaded here
+            model.handler.unload()
+
+    app.pool.release = release_and_unload  # type: ignore[method-assign]
+    with TestClient(app.app) as client:
+        infer = oip(client, "clf", ["good", "bad"])
+        assert infer.status_code == 200 and infer.json()["model_version"] == "1"
