@@ -33,6 +33,7 @@ from gpu_inference_constructs import (
     TargetOptimizerProps,
 )
 from gpu_inference_constructs.core.errors import ConfigError
+from gpu_inference_constructs.core.server_contract import Accelerator
 from tests.infra.team_parts import imported_team_parts
 
 KEY_ARN = "arn:aws:kms:eu-west-1:123456789012:key/11111111-2222-3333-4444-555555555555"
@@ -45,7 +46,7 @@ class RankerServer(ServerDefinition):
     """The team's ranker server: runs at most ``max_batch`` requests at once; an Inferentia build when asked."""
 
     max_batch: int = 8
-    accelerator: str = "cuda"  # type: ignore[assignment]  # the team's field, read as the declaration
+    accelerator: Accelerator = "cuda"  # the team's field, read as the declaration
 
     name = "ranker-server"
     sheds_load_itself = False
@@ -59,7 +60,7 @@ class RankerServer(ServerDefinition):
             command=("ranker", "--port", "8080"), port=8080, readiness_path="/ready",
             liveness=LivenessCheck(("CMD", "ranker-health")), user="1000:1000",
             model_source=ModelFromS3.server_downloads(), stop=StopTiming(drain_seconds=20, exit_seconds=5),
-            accelerator=self.accelerator)  # type: ignore[arg-type]
+            accelerator=self.accelerator)
 
 
 def team_app(server: ServerDefinition, instance_type: str = "g5.xlarge", max_concurrency: int | None = None):

@@ -184,7 +184,7 @@ class OtlpExporter(SpanProcessor):
         threading.Thread(target=asyncio.run, args=(drain(),), name="otlp-flush", daemon=True).start()
         return done.wait(timeout_ms / 1000)
 
-    def shutdown(self, timeout_ms: int = 2000) -> None:  # type: ignore[override]  # the SDK calls it with none
+    def shutdown(self, timeout_ms: int = 2000) -> None:
         """What is queued goes, for at most ``timeout_ms``."""
         self.flush(timeout_ms)
 
