@@ -164,6 +164,7 @@ synth: setup
 
 lint: setup-dev
 	ruff check .
+	ruff format --check .
 	pyright
 	hadolint --failure-threshold style inference_image/Dockerfile
 

@@ -16,7 +16,10 @@ for environment in load_environments(context, only=app.node.try_get_context("env
     InferenceStage(app, environment)
 assembly = app.synth()
 try:
-    guard({stack.stack_name: stack.template for stack in assembly.stacks_recursively},
-          Path(app.node.try_get_context(LOCK_CONTEXT_KEY) or Path(__file__).resolve().parent / LOCK_FILE), accept=str(app.node.try_get_context(ACCEPT_CONTEXT_KEY)).lower() == "true")
+    guard(
+        {stack.stack_name: stack.template for stack in assembly.stacks_recursively},
+        Path(app.node.try_get_context(LOCK_CONTEXT_KEY) or Path(__file__).resolve().parent / LOCK_FILE),
+        accept=str(app.node.try_get_context(ACCEPT_CONTEXT_KEY)).lower() == "true",
+    )
 except ReplacementRefused as refused:
     sys.exit(f"cdk synth refused:\n{refused}")

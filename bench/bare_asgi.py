@@ -29,8 +29,18 @@ def main() -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     args = parser.parse_args()
-    uvicorn.run(app, host=args.host, port=args.port, loop="uvloop", http="httptools", lifespan="off",
-                access_log=False, log_level="warning", server_header=False, date_header=False)
+    uvicorn.run(
+        app,
+        host=args.host,
+        port=args.port,
+        loop="uvloop",
+        http="httptools",
+        lifespan="off",
+        access_log=False,
+        log_level="warning",
+        server_header=False,
+        date_header=False,
+    )
 
 
 if __name__ == "__main__":

@@ -26,8 +26,16 @@ def main(argv: list[str] | None = None) -> int:
     inferred = time.monotonic()
     import orjson
 
-    print(orjson.dumps({"imports_s": imported - STARTED, "load_s": loaded - imported, "inference_s": inferred - loaded,
-                        "dimensions": int(embedding.shape[1])}).decode())
+    print(
+        orjson.dumps(
+            {
+                "imports_s": imported - STARTED,
+                "load_s": loaded - imported,
+                "inference_s": inferred - loaded,
+                "dimensions": int(embedding.shape[1]),
+            }
+        ).decode()
+    )
     return 0
 
 

@@ -35,8 +35,9 @@ def main() -> None:
     parser = server_parser(__doc__)
     args = parser.parse_args()
     app = create_app(args.model, args.device, args.dtype, args.max_length)
-    uvicorn.run(app, host=args.host, port=args.port, loop="uvloop", http="httptools", access_log=False,
-                log_level="warning")
+    uvicorn.run(
+        app, host=args.host, port=args.port, loop="uvloop", http="httptools", access_log=False, log_level="warning"
+    )
 
 
 if __name__ == "__main__":

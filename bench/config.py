@@ -23,8 +23,17 @@ DEADLINE_BATCHES = 5
 
 def all_systems(model_label: str) -> tuple[tuple[str, str], ...]:
     """The (server, model) pairs driven over HTTP, in this order."""
-    return ((OURS, model_label), (OURS_OPENAI, model_label), (OURS_OIP, model_label), (PEER, model_label),
-            (BASELINE, model_label), (OURS, NULL), (OURS_2W, NULL), (BASELINE, NULL), (BARE, NULL))
+    return (
+        (OURS, model_label),
+        (OURS_OPENAI, model_label),
+        (OURS_OIP, model_label),
+        (PEER, model_label),
+        (BASELINE, model_label),
+        (OURS, NULL),
+        (OURS_2W, NULL),
+        (BASELINE, NULL),
+        (BARE, NULL),
+    )
 
 
 @dataclass(frozen=True)
@@ -84,9 +93,21 @@ class BenchConfig:
 
 # --short's sequences end at 32 tokens (the one text is 24): our server warms 2 length buckets before ready instead of
 # 4 (ready in 5 s, not 15, on 2 cores). Varied texts (up to 76 tokens) need --max-sequence-length 128.
-SHORT = dict(concurrency=(1, 8, 64), warmup_s=0.3, duration_s=0.7, raw_batch_sizes=(1, 32), raw_duration_s=0.5,
-             overload_clients=400, overload_duration_s=1.0, startup_repeats=1, first_client_s=2.0,
-             compile_startup=False, tracing_rounds=0, max_sequence_length=32, mode="short")
+SHORT = dict(
+    concurrency=(1, 8, 64),
+    warmup_s=0.3,
+    duration_s=0.7,
+    raw_batch_sizes=(1, 32),
+    raw_duration_s=0.5,
+    overload_clients=400,
+    overload_duration_s=1.0,
+    startup_repeats=1,
+    first_client_s=2.0,
+    compile_startup=False,
+    tracing_rounds=0,
+    max_sequence_length=32,
+    mode="short",
+)
 
 
 def _ints(raw: str) -> tuple[int, ...]:
@@ -98,8 +119,9 @@ def _systems(raw: str) -> tuple[tuple[str, str], ...]:
     known = all_systems(BenchConfig.model_label)
     unknown = [":".join(s) for s in chosen if s not in known]
     if unknown:
-        raise argparse.ArgumentTypeError(f"unknown {', '.join(unknown)}; choose from "
-                                         f"{', '.join(':'.join(s) for s in known)}")
+        raise argparse.ArgumentTypeError(
+            f"unknown {', '.join(unknown)}; choose from {', '.join(':'.join(s) for s in known)}"
+        )
     return chosen  # type: ignore[return-value]
 
 
@@ -107,7 +129,8 @@ def parse_args(argv: list[str] | None = None) -> BenchConfig:
     parser = argparse.ArgumentParser(
         prog="python -m bench",
         description="Throughput and latency of our model server against the raw model, a tutorial-style baseline "
-                    "server and a bare ASGI app, in one run on this machine. Writes bench/results/.")
+        "server and a bare ASGI app, in one run on this machine. Writes bench/results/.",
+    )
     parser.add_argument("--short", action="store_true", help="a quick smoke run (about a minute)")
     parser.add_argument("--concurrency", type=_ints, help="closed-loop client counts, e.g. 1,8,32,64")
     parser.add_argument("--warmup", type=float, dest="warmup_s", help="seconds of unrecorded load per level")
@@ -119,30 +142,54 @@ def parse_args(argv: list[str] | None = None) -> BenchConfig:
     parser.add_argument("--omp-wait-policy", choices=("PASSIVE", "ACTIVE", ""), help="'' leaves it unset")
     parser.add_argument("--max-batch-size", type=int, help="our server's MAX_BATCH_SIZE")
     parser.add_argument("--max-batch-wait-ms", type=float, help="our server's MAX_BATCH_WAIT_MS")
-    parser.add_argument("--max-sequence-length", type=int,
-                        help="tokens every model path keeps (our MAX_SEQUENCE_LENGTH); the run fails where a text "
-                             "is longer")
+    parser.add_argument(
+        "--max-sequence-length",
+        type=int,
+        help="tokens every model path keeps (our MAX_SEQUENCE_LENGTH); the run fails where a text is longer",
+    )
     parser.add_argument("--model-dir", help="a Hugging Face embedding model directory (default: all-MiniLM-L6-v2)")
     parser.add_argument("--output-dir", type=Path, help=f"default {RESULTS_DIR}")
-    parser.add_argument("--varied-texts", action="store_false", dest="same_text", default=None,
-                        help="varied texts of 10 to 60 words instead of one text for every request")
-    parser.add_argument("--no-pin", action="store_false", dest="pin_cpus", default=None,
-                        help="leave every process on every core")
+    parser.add_argument(
+        "--varied-texts",
+        action="store_false",
+        dest="same_text",
+        default=None,
+        help="varied texts of 10 to 60 words instead of one text for every request",
+    )
+    parser.add_argument(
+        "--no-pin", action="store_false", dest="pin_cpus", default=None, help="leave every process on every core"
+    )
     parser.add_argument("--startup-repeats", type=int, help="start-up runs of ours and the bare script each (0: skip)")
-    parser.add_argument("--first-client", type=float, dest="first_client_s",
-                        help="seconds of one client after each of our starts is ready, and again once settled (0: skip)")
-    parser.add_argument("--no-compile-startup", action="store_false", dest="compile_startup", default=None,
-                        help="skip the torch.compile start-ups (first and cached; about 2.5 minutes on 2 cores)")
+    parser.add_argument(
+        "--first-client",
+        type=float,
+        dest="first_client_s",
+        help="seconds of one client after each of our starts is ready, and again once settled (0: skip)",
+    )
+    parser.add_argument(
+        "--no-compile-startup",
+        action="store_false",
+        dest="compile_startup",
+        default=None,
+        help="skip the torch.compile start-ups (first and cached; about 2.5 minutes on 2 cores)",
+    )
     parser.add_argument("--overload-clients", type=int, help="clients of the goodput-under-overload scenario (0: skip)")
-    parser.add_argument("--overload-duration", type=float, dest="overload_duration_s",
-                        help="seconds recorded in the overload scenario")
-    parser.add_argument("--overload-deadline-ms", type=float,
-                        help=f"the overload requests' deadline (default: {DEADLINE_BATCHES} x the raw model's best "
-                             f"batch's time, at least 500 ms)")
+    parser.add_argument(
+        "--overload-duration", type=float, dest="overload_duration_s", help="seconds recorded in the overload scenario"
+    )
+    parser.add_argument(
+        "--overload-deadline-ms",
+        type=float,
+        help=f"the overload requests' deadline (default: {DEADLINE_BATCHES} x the raw model's best "
+        f"batch's time, at least 500 ms)",
+    )
     parser.add_argument("--reject-clients", type=int, help="clients of the rejection-cost scenario (0: skip)")
-    parser.add_argument("--tracing-rounds", type=int,
-                        help="rounds of our server with tracing off and on at the default sampling, a fresh pair each "
-                             "(0: skip; --short skips it: python -m bench.tracing_cost)")
+    parser.add_argument(
+        "--tracing-rounds",
+        type=int,
+        help="rounds of our server with tracing off and on at the default sampling, a fresh pair each "
+        "(0: skip; --short skips it: python -m bench.tracing_cost)",
+    )
     parser.add_argument("--tracing-concurrency", type=_ints, help="client counts of the tracing comparison, e.g. 1,64")
     args = vars(parser.parse_args(argv))
     values = dict(SHORT) if args.pop("short") else {}

@@ -43,8 +43,16 @@ SLO_P95_MS = 50.0
 SPECIAL = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
 
-def build_distilbert(dest: str | Path, *, dim: int = 768, layers: int = 6, heads: int = 12, hidden_dim: int = 3072,
-                     vocab_size: int = 30522, seed: int = 0) -> Path:
+def build_distilbert(
+    dest: str | Path,
+    *,
+    dim: int = 768,
+    layers: int = 6,
+    heads: int = 12,
+    hidden_dim: int = 3072,
+    vocab_size: int = 30522,
+    seed: int = 0,
+) -> Path:
     """Save a randomly initialised DistilBERT and its WordPiece tokenizer to dest (config.json,
     model.safetensors, tokenizer files). The vocabulary holds the benchmark texts' words, so they tokenise to
     about one token per word, and is padded with unused tokens to vocab_size."""
@@ -54,16 +62,26 @@ def build_distilbert(dest: str | Path, *, dim: int = 768, layers: int = 6, heads
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
     words = sorted({w for text in make_texts() for w in re.findall(r"[a-z0-9]+", text.lower())})
-    pieces = [*string.ascii_lowercase, *string.digits, *string.punctuation,
-              *(f"##{c}" for c in string.ascii_lowercase + string.digits)]
+    pieces = [
+        *string.ascii_lowercase,
+        *string.digits,
+        *string.punctuation,
+        *(f"##{c}" for c in string.ascii_lowercase + string.digits),
+    ]
     vocab = list(dict.fromkeys([*SPECIAL, *words, *pieces]))
     vocab += [f"[unused{i}]" for i in range(vocab_size - len(vocab))]
     (dest / "vocab.txt").write_text("\n".join(vocab) + "\n")
-    tokenizer = DistilBertTokenizerFast(vocab=str(dest / "vocab.txt"), do_lower_case=True,
-                                        model_max_length=512)
+    tokenizer = DistilBertTokenizerFast(vocab=str(dest / "vocab.txt"), do_lower_case=True, model_max_length=512)
     tokenizer.save_pretrained(dest)
-    config = DistilBertConfig(vocab_size=len(vocab), dim=dim, n_layers=layers, n_heads=heads, hidden_dim=hidden_dim,
-                              max_position_embeddings=512, pad_token_id=0)
+    config = DistilBertConfig(
+        vocab_size=len(vocab),
+        dim=dim,
+        n_layers=layers,
+        n_heads=heads,
+        hidden_dim=hidden_dim,
+        max_position_embeddings=512,
+        pad_token_id=0,
+    )
     torch.manual_seed(seed)
     DistilBertModel(config).save_pretrained(dest, safe_serialization=True)
     return dest
@@ -79,35 +97,68 @@ def best_within_slo(results: dict, slo_ms: float = SLO_P95_MS) -> dict[str, dict
     return best
 
 
-def gpu_config(short: bool, output_dir: Path, model_dir: Path, server_only: bool = False,
-               workers: int = 0) -> BenchConfig:
+def gpu_config(
+    short: bool, output_dir: Path, model_dir: Path, server_only: bool = False, workers: int = 0
+) -> BenchConfig:
     """workers: our server's WORKERS (0: its default for this machine's CPUs; the CPU bench pins 1)."""
-    full = dict(concurrency=(1, 8, 32, 64, 128, 256), warmup_s=3.0, duration_s=10.0,
-                raw_batch_sizes=(1, 8, 32, 64, 128, 256), raw_duration_s=3.0)
-    quick = dict(concurrency=(1, 32, 128), warmup_s=1.0, duration_s=3.0, raw_batch_sizes=(1, 32, 128),
-                 raw_duration_s=1.0)
+    full = dict(
+        concurrency=(1, 8, 32, 64, 128, 256),
+        warmup_s=3.0,
+        duration_s=10.0,
+        raw_batch_sizes=(1, 8, 32, 64, 128, 256),
+        raw_duration_s=3.0,
+    )
+    quick = dict(
+        concurrency=(1, 32, 128), warmup_s=1.0, duration_s=3.0, raw_batch_sizes=(1, 32, 128), raw_duration_s=1.0
+    )
     systems = ((OURS, LABEL),) if server_only else all_systems(LABEL)
     mode = ("gpu-server" if server_only else "gpu") + ("-short" if short else "")
     # On a GPU the model path is the GPU: no core pinning; the overload scenario is the CPU bench's.
     return dataclasses.replace(
-        BenchConfig(), **(quick if short else full), systems=systems, model_label=LABEL,
-        model_dir=str(model_dir), device="cuda", precision="fp16", compile=True, max_batch_size=64,
-        workers=workers, pin_cpus=False, overload_clients=0, same_text=True,
-        ready_timeout_s=1800.0, output_dir=output_dir, mode=mode)
+        BenchConfig(),
+        **(quick if short else full),
+        systems=systems,
+        model_label=LABEL,
+        model_dir=str(model_dir),
+        device="cuda",
+        precision="fp16",
+        compile=True,
+        max_batch_size=64,
+        workers=workers,
+        pin_cpus=False,
+        overload_clients=0,
+        same_text=True,
+        ready_timeout_s=1800.0,
+        output_dir=output_dir,
+        mode=mode,
+    )
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m bench.gpu_bench", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.gpu_bench", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--short", action="store_true", help="fewer levels, shorter windows")
     parser.add_argument("--output-dir", type=Path, default=RESULTS_DIR / "gpu")
     parser.add_argument("--server", action="store_true", help="our server alone (FP16, torch.compile) over HTTP")
-    parser.add_argument("--workers", type=int, default=0,
-                        help="our server's HTTP workers (default 0: the server's default, one per CPU less one)")
-    parser.add_argument("--runtimes", nargs="?", const=",".join(GPU_RUNTIMES), default=None,
-                        help=f"our server on each runtime, gated (default when given alone: {','.join(GPU_RUNTIMES)})")
-    parser.add_argument("--compile-startup", action="store_true",
-                        help="our server's compile starts (first, with its cache) against an eager start, on the GPU")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        help="our server's HTTP workers (default 0: the server's default, one per CPU less one)",
+    )
+    parser.add_argument(
+        "--runtimes",
+        nargs="?",
+        const=",".join(GPU_RUNTIMES),
+        default=None,
+        help=f"our server on each runtime, gated (default when given alone: {','.join(GPU_RUNTIMES)})",
+    )
+    parser.add_argument(
+        "--compile-startup",
+        action="store_true",
+        help="our server's compile starts (first, with its cache) against an eager start, on the GPU",
+    )
     args = parser.parse_args(argv)
     if args.runtimes is not None:
         unknown = sorted(set(args.runtimes.split(",")) - set(GPU_RUNTIMES))
@@ -126,11 +177,15 @@ def runtime_plan(runtimes: list[str], available_providers: list[str]) -> dict[st
     gpu_providers = [p for p in GPU_EXECUTION_PROVIDERS if p in available_providers]
     for runtime in runtimes:
         if runtime == "int8":
-            plan[runtime] = ("dynamic INT8 is ONNX Runtime's CPU quantisation: on a GPU it would run on the CPU "
-                             "provider, so it is gated here but not served")
+            plan[runtime] = (
+                "dynamic INT8 is ONNX Runtime's CPU quantisation: on a GPU it would run on the CPU "
+                "provider, so it is gated here but not served"
+            )
         elif runtime == "onnx" and not gpu_providers:
-            plan[runtime] = ("this onnxruntime has no TensorRT or CUDA execution provider (the CPU build): install "
-                             "onnxruntime-gpu==1.32.0 (the image's GPU pin) to measure ONNX Runtime on the GPU")
+            plan[runtime] = (
+                "this onnxruntime has no TensorRT or CUDA execution provider (the CPU build): install "
+                "onnxruntime-gpu==1.32.0 (the image's GPU pin) to measure ONNX Runtime on the GPU"
+            )
         else:
             plan[runtime] = None
     return plan
@@ -147,9 +202,11 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     if not torch.cuda.is_available():
-        print("gpu_bench: no CUDA device is available (torch.cuda.is_available() is False), so nothing was "
-              "measured. Run it on a machine with an NVIDIA GPU and a CUDA build of torch; `python -m bench` "
-              "runs the CPU comparison.")
+        print(
+            "gpu_bench: no CUDA device is available (torch.cuda.is_available() is False), so nothing was "
+            "measured. Run it on a machine with an NVIDIA GPU and a CUDA build of torch; `python -m bench` "
+            "runs the CPU comparison."
+        )
         return 0
     from .run import main as run_main
 
@@ -159,15 +216,20 @@ def main(argv: list[str] | None = None) -> int:
         return run_compile_startup(args, torch.cuda.get_device_name(0))
     with tempfile.TemporaryDirectory(prefix="gpu-bench-model-") as model_dir:
         build_distilbert(model_dir)
-        cfg = gpu_config(args.short, args.output_dir, Path(model_dir), server_only=args.server,
-                         workers=args.workers)
-        results = run_main(cfg, extra=lambda r: {"gpu": torch.cuda.get_device_name(0),
-                                                 "best_within_p95_50ms": best_within_slo(r)})
+        cfg = gpu_config(args.short, args.output_dir, Path(model_dir), server_only=args.server, workers=args.workers)
+        results = run_main(
+            cfg, extra=lambda r: {"gpu": torch.cuda.get_device_name(0), "best_within_p95_50ms": best_within_slo(r)}
+        )
     print(f"\nrequests/s at p95 < {SLO_P95_MS:g} ms ({torch.cuda.get_device_name(0)}):")
     for name, run in results["best_within_p95_50ms"].items():
-        print(f"  {name:<22} " + ("none of the levels" if run is None else
-                                  f"{run['throughput_rps']:9.1f} req/s at {run['concurrency']} clients "
-                                  f"(p95 {run['p95_ms']:.1f} ms)"))
+        print(
+            f"  {name:<22} "
+            + (
+                "none of the levels"
+                if run is None
+                else f"{run['throughput_rps']:9.1f} req/s at {run['concurrency']} clients (p95 {run['p95_ms']:.1f} ms)"
+            )
+        )
     return 0
 
 
@@ -180,13 +242,17 @@ def run_compile_startup(args: argparse.Namespace, gpu: str) -> int:
     with tempfile.TemporaryDirectory(prefix="gpu-bench-model-") as model_dir:
         build_distilbert(model_dir)
         # One HTTP worker, as the CPU start-up bench runs; a wait that fits the device's 600 s a command.
-        cfg = dataclasses.replace(gpu_config(True, args.output_dir, Path(model_dir), server_only=True,
-                                             workers=args.workers or 1), ready_timeout_s=240.0)
+        cfg = dataclasses.replace(
+            gpu_config(True, args.output_dir, Path(model_dir), server_only=True, workers=args.workers or 1),
+            ready_timeout_s=240.0,
+        )
         result = {"gpu": gpu, **measure_compile_startup(cfg, model_dir)}
     args.output_dir.mkdir(parents=True, exist_ok=True)
     (args.output_dir / "compile_startup.json").write_bytes(orjson.dumps(result, option=orjson.OPT_INDENT_2))
-    print(f"start-to-ready with torch.compile on {gpu} (MAX_BATCH_SIZE {result['max_batch_size']}): "
-          + compile_summary(result))
+    print(
+        f"start-to-ready with torch.compile on {gpu} (MAX_BATCH_SIZE {result['max_batch_size']}): "
+        + compile_summary(result)
+    )
     statuses = {name: result[name]["predict_status"] for name in ("eager", "first", "cached") if result[name]}
     if any(status != 200 for status in statuses.values()):
         print(f"a start did not answer its first /predict with 200: {statuses}")
@@ -220,9 +286,14 @@ def run_runtimes(args: argparse.Namespace, gpu: str) -> int:
                 skipped[runtime] = plan[runtime]
                 continue
             runs += serve(runtime, model_dir, runtime_config(cfg, runtime), texts, scratch_dir)
-    results = {"gpu": gpu, "config": {"concurrency": list(cfg.concurrency), "duration_s": cfg.duration_s,
-                                      "texts": cfg.texts},
-               "raw_model": raw, "gates": gates, "runs": runs, "not_measured": skipped}
+    results = {
+        "gpu": gpu,
+        "config": {"concurrency": list(cfg.concurrency), "duration_s": cfg.duration_s, "texts": cfg.texts},
+        "raw_model": raw,
+        "gates": gates,
+        "runs": runs,
+        "not_measured": skipped,
+    }
     path = cfg.output_dir / "runtimes.json"
     path.write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))
     print(f"{gpu}\n{table(results)}")

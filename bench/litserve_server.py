@@ -16,8 +16,9 @@ from .models import load_model, server_parser
 
 
 class EmbedAPI(ls.LitAPI):
-    def __init__(self, model_spec: str, device: str, dtype: str, max_length: int, max_batch_size: int,
-                 batch_timeout_s: float) -> None:
+    def __init__(
+        self, model_spec: str, device: str, dtype: str, max_length: int, max_batch_size: int, batch_timeout_s: float
+    ) -> None:
         super().__init__(max_batch_size=max_batch_size, batch_timeout=batch_timeout_s, api_path="/predict")
         self.model_spec, self.device_name, self.dtype, self.max_length = model_spec, device, dtype, max_length
 
@@ -48,10 +49,17 @@ def main() -> None:
     parser.add_argument("--max-batch-size", type=int, default=32)
     parser.add_argument("--batch-timeout-ms", type=float, default=2.0)
     args = parser.parse_args()
-    api = EmbedAPI(args.model, args.device, args.dtype, args.max_length, args.max_batch_size,
-                   args.batch_timeout_ms / 1000)
-    server = ls.LitServer(api, accelerator="cpu" if args.device == "cpu" else "cuda", devices=1,
-                          workers_per_device=1, timeout=30, healthcheck_path="/health")
+    api = EmbedAPI(
+        args.model, args.device, args.dtype, args.max_length, args.max_batch_size, args.batch_timeout_ms / 1000
+    )
+    server = ls.LitServer(
+        api,
+        accelerator="cpu" if args.device == "cpu" else "cuda",
+        devices=1,
+        workers_per_device=1,
+        timeout=30,
+        healthcheck_path="/health",
+    )
     server.run(host=args.host, port=args.port, num_api_servers=1, log_level="warning", generate_client_file=False)
 
 

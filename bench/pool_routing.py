@@ -25,7 +25,7 @@ TARGET_HIT_RATE = 0.95
 
 
 def zipf_sampler(models: int, s: float, rng: random.Random) -> Callable[[], int]:
-    weights = [1 / (rank ** s) for rank in range(1, models + 1)]
+    weights = [1 / (rank**s) for rank in range(1, models + 1)]
     ranks = list(range(models))
     cumulative = []
     total = 0.0
@@ -35,8 +35,19 @@ def zipf_sampler(models: int, s: float, rng: random.Random) -> Callable[[], int]
     return lambda: rng.choices(ranks, cum_weights=cumulative)[0]
 
 
-def simulate(*, models: int, slots: int, tasks: int, requests: int, routing: str, spread: int = 1, s: float = 1.1,
-             rate_per_s: float = 2000.0, service_ms: float = 5.0, seed: int = 0) -> dict[str, float]:
+def simulate(
+    *,
+    models: int,
+    slots: int,
+    tasks: int,
+    requests: int,
+    routing: str,
+    spread: int = 1,
+    s: float = 1.1,
+    rate_per_s: float = 2000.0,
+    service_ms: float = 5.0,
+    seed: int = 0,
+) -> dict[str, float]:
     rng = random.Random(seed)
     draw = zipf_sampler(models, s, rng)
     names = [f"task-{i}" for i in range(tasks)]
@@ -74,13 +85,13 @@ def simulate(*, models: int, slots: int, tasks: int, requests: int, routing: str
 def best_possible(models: int, slots: int, s: float = 1.1) -> float:
     """The hit rate of the ``slots`` most requested models held for good: no routing or eviction policy does better
     with that many slots in all."""
-    weights = [1 / (rank ** s) for rank in range(1, models + 1)]
+    weights = [1 / (rank**s) for rank in range(1, models + 1)]
     return round(sum(weights[:slots]) / sum(weights), 4)
 
 
 def slots_for(target: float, models: int, s: float = 1.1) -> int:
     """The fewest slots in all whose best possible hit rate reaches ``target``."""
-    weights = [1 / (rank ** s) for rank in range(1, models + 1)]
+    weights = [1 / (rank**s) for rank in range(1, models + 1)]
     total, running = sum(weights), 0.0
     for count, weight in enumerate(weights, 1):
         running += weight
@@ -99,14 +110,37 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for tasks in args.tasks:
         for routing, spread in (("least-outstanding", 1), ("affinity", 1), ("affinity", 2)):
-            figures = simulate(models=args.models, slots=args.slots, tasks=tasks, requests=args.requests,
-                               routing=routing, spread=spread)
-            results.append({"tasks": tasks, "routing": routing, "spread": spread, **figures,
-                            "best_possible": best_possible(args.models, tasks * args.slots),
-                            "meets_95": figures["hit_rate"] >= TARGET_HIT_RATE})
-    sys.stdout.write(orjson.dumps({"models": args.models, "slots_per_task": args.slots, "zipf_s": 1.1,
-                                   "slots_in_all_for_95": slots_for(TARGET_HIT_RATE, args.models),
-                                   "results": results}, option=orjson.OPT_INDENT_2).decode() + "\n")
+            figures = simulate(
+                models=args.models,
+                slots=args.slots,
+                tasks=tasks,
+                requests=args.requests,
+                routing=routing,
+                spread=spread,
+            )
+            results.append(
+                {
+                    "tasks": tasks,
+                    "routing": routing,
+                    "spread": spread,
+                    **figures,
+                    "best_possible": best_possible(args.models, tasks * args.slots),
+                    "meets_95": figures["hit_rate"] >= TARGET_HIT_RATE,
+                }
+            )
+    sys.stdout.write(
+        orjson.dumps(
+            {
+                "models": args.models,
+                "slots_per_task": args.slots,
+                "zipf_s": 1.1,
+                "slots_in_all_for_95": slots_for(TARGET_HIT_RATE, args.models),
+                "results": results,
+            },
+            option=orjson.OPT_INDENT_2,
+        ).decode()
+        + "\n"
+    )
     return 0
 
 

@@ -85,16 +85,22 @@ def pin(pid: int, cpus: set[int]) -> None:
             pass
 
 
-def start_server(name: str, command: list[str], env: dict[str, str], port: int, log_dir: Path,
-                 cpus: set[int] | None = None) -> ServerProcess:
+def start_server(
+    name: str, command: list[str], env: dict[str, str], port: int, log_dir: Path, cpus: set[int] | None = None
+) -> ServerProcess:
     """Start command with env on top of this process's environment (on `cpus`, inherited by what it starts);
     its output goes to log_dir/<name>.log."""
     log_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_dir / f"{name}.log"
     with log_path.open("wb") as log:
-        process = subprocess.Popen(command, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT,
-                                   stdin=subprocess.DEVNULL,
-                                   preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
+        process = subprocess.Popen(
+            command,
+            env={**os.environ, **env},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,
+        )
     return ServerProcess(name, port, process, log_path)
 
 

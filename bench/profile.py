@@ -68,8 +68,9 @@ def by_component(collapsed: str) -> list[tuple[str, float]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.profile", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.profile", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("system", type=_systems, help="one server:model pair, e.g. ours:null or ours:minilm")
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--seconds", type=float, default=10.0)
@@ -77,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gil", action="store_true", help="sample only the thread holding the GIL")
     parser.add_argument("--top", type=int, default=25)
     args = parser.parse_args(argv)
-    (server, model), = args.system
+    ((server, model),) = args.system
     py_spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
     if not Path(py_spy).is_file():
         parser.exit(2, "bench.profile needs py-spy: pip install py-spy==0.4.3\n")
@@ -87,23 +88,37 @@ def main(argv: list[str] | None = None) -> int:
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="bench-profile-") as scratch:
         how = launch(server, NULL if model == NULL else str(minilm_dir()), port, cfg, Path(scratch))
-        process = start_server(f"profile-{server}-{model}", how.command, how.env, port, RESULTS_DIR / "logs",
-                               how.cpus)
+        process = start_server(f"profile-{server}-{model}", how.command, how.env, port, RESULTS_DIR / "logs", how.cpus)
         try:
             process.wait_ready(how.ready_path, cfg.ready_timeout_s)
             if how.model_cpus:
                 _pin_model_process(server_processes(process.log_path), how.model_cpus)
             texts = [SAME_TEXT] if cfg.same_text else make_texts()
             requests = encode_requests(HOST, port, "/predict", [orjson.dumps({"text": t}) for t in texts])
-            record = [py_spy, "record", "--pid", str(process.pid), "--duration", str(int(args.seconds)),
-                      "--rate", str(args.rate), "--format", "raw", "--output", str(out), "--nonblocking",
-                      "--subprocesses",  # our server's model process and HTTP workers
-                      *(["--gil"] if args.gil else [])]
-            spy = threading.Thread(target=subprocess.run, args=(record,),
-                                   kwargs=dict(capture_output=True, check=True))
+            record = [
+                py_spy,
+                "record",
+                "--pid",
+                str(process.pid),
+                "--duration",
+                str(int(args.seconds)),
+                "--rate",
+                str(args.rate),
+                "--format",
+                "raw",
+                "--output",
+                str(out),
+                "--nonblocking",
+                "--subprocesses",  # our server's model process and HTTP workers
+                *(["--gil"] if args.gil else []),
+            ]
+            spy = threading.Thread(target=subprocess.run, args=(record,), kwargs=dict(capture_output=True, check=True))
             result_box = []
-            loader = threading.Thread(target=lambda: result_box.append(
-                run_load(HOST, port, requests, args.concurrency, 1.0, args.seconds + 1.0, process.pid)))
+            loader = threading.Thread(
+                target=lambda: result_box.append(
+                    run_load(HOST, port, requests, args.concurrency, 1.0, args.seconds + 1.0, process.pid)
+                )
+            )
             loader.start()
             spy.start()
             spy.join()
@@ -112,9 +127,11 @@ def main(argv: list[str] | None = None) -> int:
             process.stop()
     result = result_box[0]
     samples, rows = hottest(out.read_text(), args.top)
-    print(f"{server}:{model} at {args.concurrency} clients: {result.throughput_rps:.0f} req/s, "
-          f"p95 {result.p95_ms:.1f} ms, server CPU {result.server_cpu_s / result.duration_s:.2f} cores; "
-          f"{samples} samples{' (GIL holder only)' if args.gil else ''} in {out}")
+    print(
+        f"{server}:{model} at {args.concurrency} clients: {result.throughput_rps:.0f} req/s, "
+        f"p95 {result.p95_ms:.1f} ms, server CPU {result.server_cpu_s / result.duration_s:.2f} cores; "
+        f"{samples} samples{' (GIL holder only)' if args.gil else ''} in {out}"
+    )
     print(f"{'self':>6} {'total':>6}  function")
     for frame, own, total in rows:
         print(f"{own:6.1%} {total:6.1%}  {frame}")

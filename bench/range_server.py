@@ -34,9 +34,14 @@ def handler_for(root: Path) -> type[BaseHTTPRequestHandler]:
             self.send_response(status)
             stat = target.stat()
             etag = hashlib.md5(f"{target}{stat.st_mtime_ns}{stat.st_size}".encode(), usedforsecurity=False).hexdigest()
-            for name, value in {"Content-Length": str(length), "ETag": f'"{etag}"', "Accept-Ranges": "bytes",
-                                "Last-Modified": email.utils.formatdate(stat.st_mtime, usegmt=True),
-                                "Content-Type": "binary/octet-stream", **extra}.items():
+            for name, value in {
+                "Content-Length": str(length),
+                "ETag": f'"{etag}"',
+                "Accept-Ranges": "bytes",
+                "Last-Modified": email.utils.formatdate(stat.st_mtime, usegmt=True),
+                "Content-Type": "binary/octet-stream",
+                **extra,
+            }.items():
                 self.send_header(name, value)
             self.end_headers()
 

@@ -17,7 +17,7 @@ def sweep(model, texts: list[str], batch_sizes: list[int], duration_s: float) ->
     """Texts per second at each batch size, cycling through `texts`."""
     results = {}
     for size in batch_sizes:
-        batches = [(texts * 2)[start: start + size] for start in range(0, len(texts), size)]
+        batches = [(texts * 2)[start : start + size] for start in range(0, len(texts), size)]
         model.embed(batches[0])  # first call at this shape allocates
         done, i, started = 0, 0, time.perf_counter()
         while (elapsed := time.perf_counter() - started) < duration_s or done == 0:
@@ -51,10 +51,19 @@ def main(argv: list[str] | None = None) -> int:
     rates = sweep(model, texts, sizes, args.duration)
     best = max(rates, key=rates.__getitem__)
     longest = max(len(ids) for ids in model.tokenizer(sorted(set(texts)))["input_ids"])
-    sys.stdout.write(orjson.dumps({"items_per_s": {str(k): v for k, v in rates.items()}, "best_batch_size": best,
-                                   "longest_text_tokens": longest,
-                                   "best_items_per_s": rates[best], "torch_threads": torch.get_num_threads(),
-                                   "torch_interop_threads": torch.get_num_interop_threads()}).decode() + "\n")
+    sys.stdout.write(
+        orjson.dumps(
+            {
+                "items_per_s": {str(k): v for k, v in rates.items()},
+                "best_batch_size": best,
+                "longest_text_tokens": longest,
+                "best_items_per_s": rates[best],
+                "torch_threads": torch.get_num_threads(),
+                "torch_interop_threads": torch.get_num_interop_threads(),
+            }
+        ).decode()
+        + "\n"
+    )
     return 0
 
 

@@ -29,8 +29,19 @@ from .texts import make_texts
 from .tracing_cost import measure_tracing_cost
 from .tracing_cost import summary as tracing_summary
 
-_VERSIONS = ("torch", "transformers", "tokenizers", "fastapi", "starlette", "pydantic", "uvicorn", "uvloop",
-             "httptools", "orjson", "numpy")
+_VERSIONS = (
+    "torch",
+    "transformers",
+    "tokenizers",
+    "fastapi",
+    "starlette",
+    "pydantic",
+    "uvicorn",
+    "uvloop",
+    "httptools",
+    "orjson",
+    "numpy",
+)
 
 
 def _log(message: str) -> None:
@@ -44,29 +55,51 @@ def setup_info(cfg: BenchConfig, model_dir: str) -> dict:
             versions[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             versions[name] = None
-    return {"mode": cfg.mode, "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "cpu_count": os.cpu_count(), "cpu_model": _cpu_model(), "platform": platform.platform(),
-            "python": platform.python_version(), "versions": versions, "device": cfg.device,
-            "precision": cfg.precision, "compile": cfg.compile, "torch_threads": torch_threads(cfg),
-            "model_label": cfg.model_label, "max_sequence_length": cfg.max_sequence_length,
-            "model_process_env": thread_env(cfg), "model_dir": model_dir,
-            "our_server": {"MAX_BATCH_SIZE": cfg.max_batch_size, "MAX_BATCH_WAIT_MS": cfg.max_batch_wait_ms,
-                           "WORKERS": cfg.workers, "RESULT_CACHE_SIZE": 0, "LOG_LEVEL": "info",
-                           "REQUEST_TIMEOUT_S": _server_default("request_timeout_s")},
-            "load": {"concurrency": list(cfg.concurrency), "warmup_s": cfg.warmup_s, "duration_s": cfg.duration_s,
-                     "texts": cfg.texts, "client": "closed loop, HTTP/1.1 keep-alive, httptools on uvloop, "
-                                                   "one process"},
-            "systems": {"raw-model": "transformers forward in-process, padded to the batch's longest text",
-                        "ours": "python -m inference_server, 1 HTTP worker + the model process",
-                        "ours-2w": "python -m inference_server, 2 HTTP workers + the model process",
-                        "ours-openai": "the same process as ours, POST /v1/embeddings with the same text",
-                        "ours-oip": "the same process as ours, POST /v2/models/bench/infer, the text as BYTES",
-                        "litserve": "LitServe (open-source dynamic batching): API server + inference worker",
-                        "baseline": "FastAPI + pydantic, sync def endpoint (thread pool), one forward per request",
-                        "bare-asgi": "raw ASGI callable, constant response, same uvicorn/httptools/uvloop"},
-            "texts": "the same text in every request" if cfg.same_text else f"{cfg.texts} varied texts",
-            "cpus": _layout_info(cfg),
-            "load_average_at_start": os.getloadavg()}
+    return {
+        "mode": cfg.mode,
+        "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "cpu_count": os.cpu_count(),
+        "cpu_model": _cpu_model(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "versions": versions,
+        "device": cfg.device,
+        "precision": cfg.precision,
+        "compile": cfg.compile,
+        "torch_threads": torch_threads(cfg),
+        "model_label": cfg.model_label,
+        "max_sequence_length": cfg.max_sequence_length,
+        "model_process_env": thread_env(cfg),
+        "model_dir": model_dir,
+        "our_server": {
+            "MAX_BATCH_SIZE": cfg.max_batch_size,
+            "MAX_BATCH_WAIT_MS": cfg.max_batch_wait_ms,
+            "WORKERS": cfg.workers,
+            "RESULT_CACHE_SIZE": 0,
+            "LOG_LEVEL": "info",
+            "REQUEST_TIMEOUT_S": _server_default("request_timeout_s"),
+        },
+        "load": {
+            "concurrency": list(cfg.concurrency),
+            "warmup_s": cfg.warmup_s,
+            "duration_s": cfg.duration_s,
+            "texts": cfg.texts,
+            "client": "closed loop, HTTP/1.1 keep-alive, httptools on uvloop, one process",
+        },
+        "systems": {
+            "raw-model": "transformers forward in-process, padded to the batch's longest text",
+            "ours": "python -m inference_server, 1 HTTP worker + the model process",
+            "ours-2w": "python -m inference_server, 2 HTTP workers + the model process",
+            "ours-openai": "the same process as ours, POST /v1/embeddings with the same text",
+            "ours-oip": "the same process as ours, POST /v2/models/bench/infer, the text as BYTES",
+            "litserve": "LitServe (open-source dynamic batching): API server + inference worker",
+            "baseline": "FastAPI + pydantic, sync def endpoint (thread pool), one forward per request",
+            "bare-asgi": "raw ASGI callable, constant response, same uvicorn/httptools/uvloop",
+        },
+        "texts": "the same text in every request" if cfg.same_text else f"{cfg.texts} varied texts",
+        "cpus": _layout_info(cfg),
+        "load_average_at_start": os.getloadavg(),
+    }
 
 
 def _layout_info(cfg: BenchConfig) -> dict:
@@ -87,15 +120,38 @@ def _cpu_model() -> str | None:
 
 
 def measure_raw_model(cfg: BenchConfig, model_dir: str) -> dict:
-    command = [sys.executable, "-m", "bench.raw_model", "--model", model_dir, "--duration", str(cfg.raw_duration_s),
-               "--batch-sizes", ",".join(map(str, cfg.raw_batch_sizes)), "--texts", str(cfg.texts),
-               "--device", cfg.device, "--dtype", "fp16" if cfg.precision == "fp16" else "fp32",
-               "--max-length", str(cfg.max_sequence_length), *(["--compile"] if cfg.compile else []),
-               *(["--same-text"] if cfg.same_text else [])]
+    command = [
+        sys.executable,
+        "-m",
+        "bench.raw_model",
+        "--model",
+        model_dir,
+        "--duration",
+        str(cfg.raw_duration_s),
+        "--batch-sizes",
+        ",".join(map(str, cfg.raw_batch_sizes)),
+        "--texts",
+        str(cfg.texts),
+        "--device",
+        cfg.device,
+        "--dtype",
+        "fp16" if cfg.precision == "fp16" else "fp32",
+        "--max-length",
+        str(cfg.max_sequence_length),
+        *(["--compile"] if cfg.compile else []),
+        *(["--same-text"] if cfg.same_text else []),
+    ]
     env = {**os.environ, **thread_env(cfg)}
     model_cpus, _ = cpu_layout(cfg)
-    done = subprocess.run(command, env=env, cwd=REPO_ROOT, capture_output=True, text=True, check=False,
-                          preexec_fn=(lambda: os.sched_setaffinity(0, model_cpus)) if model_cpus else None)
+    done = subprocess.run(
+        command,
+        env=env,
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+        preexec_fn=(lambda: os.sched_setaffinity(0, model_cpus)) if model_cpus else None,
+    )
     if done.returncode != 0:
         raise RuntimeError(f"raw model measurement failed:\n{done.stderr[-3000:]}")
     return orjson.loads(done.stdout.strip().splitlines()[-1])
@@ -106,8 +162,10 @@ def truncation(cfg: BenchConfig, raw: dict) -> str | None:
     longest = raw["longest_text_tokens"]
     if longest <= cfg.max_sequence_length:
         return None
-    return (f"the texts run to {longest} tokens, more than the {cfg.max_sequence_length} every model path keeps "
-            f"(max_sequence_length): they would be truncated; pass --max-sequence-length {longest} or more")
+    return (
+        f"the texts run to {longest} tokens, more than the {cfg.max_sequence_length} every model path keeps "
+        f"(max_sequence_length): they would be truncated; pass --max-sequence-length {longest} or more"
+    )
 
 
 def _pin_model_process(processes: dict[int, str], cpus: set[int]) -> None:
@@ -141,25 +199,42 @@ def overload_deadline_ms(cfg: BenchConfig, raw: dict | None) -> float:
     return max(500.0, round(DEADLINE_BATCHES * batch_ms, -1))
 
 
-def measure_rejection_cost(server: str, port: int, pid: int, cfg: BenchConfig, processes: dict[int, str] | None
-                           ) -> dict:
+def measure_rejection_cost(
+    server: str, port: int, pid: int, cfg: BenchConfig, processes: dict[int, str] | None
+) -> dict:
     """CPU per answer with cfg.reject_clients clients: our server shedding every request (a deadline of 0 ms can
     never be met), the bare app answering its constant; both alone on the model core."""
-    requests = encode_requests(HOST, port, "/predict", [orjson.dumps({"text": SAME_TEXT})],
-                               {"X-Request-Timeout-Ms": "0"})
-    result = run_load(HOST, port, requests, cfg.reject_clients, cfg.warmup_s, cfg.duration_s, pid, min_per_client=0,
-                      processes=processes)
+    requests = encode_requests(
+        HOST, port, "/predict", [orjson.dumps({"text": SAME_TEXT})], {"X-Request-Timeout-Ms": "0"}
+    )
+    result = run_load(
+        HOST,
+        port,
+        requests,
+        cfg.reject_clients,
+        cfg.warmup_s,
+        cfg.duration_s,
+        pid,
+        min_per_client=0,
+        processes=processes,
+    )
     answers = result.answers
     server_cpu_s = result.server_cpu_s
     assert server_cpu_s is not None  # run_load had the server's pid
-    return {"system": server, "clients": cfg.reject_clients, "statuses": result.statuses,
-            "answers_per_s": answers / result.duration_s, "server_cores": server_cpu_s / result.duration_s,
-            "cpu_us_per_answer": 1e6 * server_cpu_s / answers if answers else None,
-            "cores_by_process": result.cores_by_process}
+    return {
+        "system": server,
+        "clients": cfg.reject_clients,
+        "statuses": result.statuses,
+        "answers_per_s": answers / result.duration_s,
+        "server_cores": server_cpu_s / result.duration_s,
+        "cpu_us_per_answer": 1e6 * server_cpu_s / answers if answers else None,
+        "cores_by_process": result.cores_by_process,
+    }
 
 
-def measure_server(server: str, model: str, model_dir: str, cfg: BenchConfig, texts: list[str],
-                   scratch: Path) -> tuple[list[dict], dict | None, dict | None]:
+def measure_server(
+    server: str, model: str, model_dir: str, cfg: BenchConfig, texts: list[str], scratch: Path
+) -> tuple[list[dict], dict | None, dict | None]:
     """The concurrency sweep of every endpoint this process serves in cfg.systems (level by level, each endpoint
     in turn, so drift on a shared machine hits them alike), then (ours and the peer with the real model) the
     overload scenario, and (ours with the null model, the bare app) the cost of an answer that says no."""
@@ -179,36 +254,63 @@ def measure_server(server: str, model: str, model_dir: str, cfg: BenchConfig, te
         systems = [s for s, m in cfg.systems if m == model and ENDPOINT_OF.get(s, s) == server]
         endpoints = {system: encode_requests(HOST, port, *request_bodies(system, texts)) for system in systems}
         # Every overload request carries its deadline (only our server reads it); goodput counts 200s within it.
-        requests = encode_requests(HOST, port, *request_bodies(server, texts),
-                                   {"X-Request-Timeout-Ms": f"{cfg.overload_deadline_ms:g}"})
+        requests = encode_requests(
+            HOST, port, *request_bodies(server, texts), {"X-Request-Timeout-Ms": f"{cfg.overload_deadline_ms:g}"}
+        )
         for concurrency in cfg.concurrency:
             for system, system_requests in endpoints.items():
                 log_before, level_started = process.log_path.stat().st_size, time.monotonic()
-                result = run_load(HOST, port, system_requests, concurrency, cfg.warmup_s, cfg.duration_s,
-                                  process.pid, processes=processes)
+                result = run_load(
+                    HOST,
+                    port,
+                    system_requests,
+                    concurrency,
+                    cfg.warmup_s,
+                    cfg.duration_s,
+                    process.pid,
+                    processes=processes,
+                )
                 # The log over warm-up and window, per successful request of the window (an upper bound: the
                 # warm-up's requests are not counted); see log_cost for the interval documents.
-                levels.append(LevelLog(log_before, process.log_path.stat().st_size,
-                                       time.monotonic() - level_started, result.requests))
+                levels.append(
+                    LevelLog(
+                        log_before, process.log_path.stat().st_size, time.monotonic() - level_started, result.requests
+                    )
+                )
                 runs.append({"system": system, "model": model, **result.as_dict()})
-                _log(f"{system}-{model}: {concurrency:>3} clients {result.throughput_rps:9.1f} req/s  "
-                     f"p50 {result.p50_ms:7.2f}  p95 {result.p95_ms:7.2f}  p99 {result.p99_ms:7.2f} ms  "
-                     f"errors {result.errors}")
+                _log(
+                    f"{system}-{model}: {concurrency:>3} clients {result.throughput_rps:9.1f} req/s  "
+                    f"p50 {result.p50_ms:7.2f}  p95 {result.p95_ms:7.2f}  p99 {result.p99_ms:7.2f} ms  "
+                    f"errors {result.errors}"
+                )
         # The bare app under the same offered load: the HTTP stack's floor for any answer, a 503 included.
         overloaded = (server in (OURS, PEER) and model != NULL) or server == BARE
         if server in systems and overloaded and cfg.overload_clients:
-            result = run_load(HOST, port, requests, cfg.overload_clients, cfg.warmup_s, cfg.overload_duration_s,
-                              process.pid, min_per_client=0, processes=processes,
-                              deadline_ms=cfg.overload_deadline_ms)
+            result = run_load(
+                HOST,
+                port,
+                requests,
+                cfg.overload_clients,
+                cfg.warmup_s,
+                cfg.overload_duration_s,
+                process.pid,
+                min_per_client=0,
+                processes=processes,
+                deadline_ms=cfg.overload_deadline_ms,
+            )
             overload = {"system": server, "model": model, **result.as_dict(), "goodput_rps": result.goodput_rps}
-            _log(f"{name}: overload, {cfg.overload_clients} clients: goodput {result.goodput_rps:.1f} req/s within "
-                 f"{cfg.overload_deadline_ms:g} ms (p99 {result.within_deadline_p99_ms} ms), answers "
-                 f"{result.statuses}, 503 median {result.shed_p50_ms} ms")
+            _log(
+                f"{name}: overload, {cfg.overload_clients} clients: goodput {result.goodput_rps:.1f} req/s within "
+                f"{cfg.overload_deadline_ms:g} ms (p99 {result.within_deadline_p99_ms} ms), answers "
+                f"{result.statuses}, 503 median {result.shed_p50_ms} ms"
+            )
         if cfg.reject_clients and model == NULL and server in (OURS, BARE) and server in systems:
             cost = measure_rejection_cost(server, port, process.pid, cfg, processes)
             each = cost["cpu_us_per_answer"]  # None when no answer came within the window (a busy machine)
-            _log(f"{name}: {cost['answers_per_s']:.0f} answers/s {cost['statuses']}, "
-                 + (f"{each:.1f} us CPU each" if each is not None else "no answer in the window: no CPU per answer"))
+            _log(
+                f"{name}: {cost['answers_per_s']:.0f} answers/s {cost['statuses']}, "
+                + (f"{each:.1f} us CPU each" if each is not None else "no answer in the window: no CPU per answer")
+            )
     finally:
         process.stop()
     # After the stop: every process has written its last document.
@@ -236,8 +338,10 @@ def run_benchmark(cfg: BenchConfig) -> dict:
     if cfg.startup_repeats and any(model != NULL for _, model in cfg.systems):
         _log(f"start-up: ours and the bare script, {cfg.startup_repeats} each, alternating")
         results["startup"] = measure_startup(cfg, model_dir, cfg.startup_repeats)
-        _log(f"start-up: ours {results['startup']['ours_median_s']:.1f} s, bare "
-             f"{results['startup']['bare_median_s']:.1f} s: {results['startup']['ratio']:.2f} x")
+        _log(
+            f"start-up: ours {results['startup']['ours_median_s']:.1f} s, bare "
+            f"{results['startup']['bare_median_s']:.1f} s: {results['startup']['ratio']:.2f} x"
+        )
         if results["startup"]["first_client"]:
             _log(first_client_summary(results["startup"]["first_client"]))
     if cfg.compile_startup and any(model != NULL for _, model in cfg.systems):

@@ -62,8 +62,10 @@ def serve(runtime: str, model_dir: Path, cfg, texts: list[str], scratch: Path) -
         for concurrency in cfg.concurrency:
             result = run_load(HOST, port, requests, concurrency, cfg.warmup_s, cfg.duration_s, process.pid)
             runs.append({"runtime": runtime, **result.as_dict()})
-            _log(f"ours-{runtime}: {concurrency:>3} clients {result.throughput_rps:9.1f} req/s  "
-                 f"p95 {result.p95_ms:7.2f} ms  errors {result.errors}")
+            _log(
+                f"ours-{runtime}: {concurrency:>3} clients {result.throughput_rps:9.1f} req/s  "
+                f"p95 {result.p95_ms:7.2f} ms  errors {result.errors}"
+            )
     finally:
         process.stop()
     return runs
@@ -72,28 +74,43 @@ def serve(runtime: str, model_dir: Path, cfg, texts: list[str], scratch: Path) -
 def table(results: dict) -> str:
     raw = results["raw_model"]["best_items_per_s"]
     top = max(results["config"]["concurrency"])
-    eager = next((r["throughput_rps"] for r in results["runs"] if r["runtime"] == "eager" and r["concurrency"] == top), None)
-    lines = [f"raw eager model's best batch: {raw:.1f} texts/s", "",
-             f"{'runtime':<8} {'gate':<34} {f'req/s @{top}':>11} {'p95 ms':>8} {'x raw':>6} {'x eager':>8}"]
+    eager = next(
+        (r["throughput_rps"] for r in results["runs"] if r["runtime"] == "eager" and r["concurrency"] == top), None
+    )
+    lines = [
+        f"raw eager model's best batch: {raw:.1f} texts/s",
+        "",
+        f"{'runtime':<8} {'gate':<34} {f'req/s @{top}':>11} {'p95 ms':>8} {'x raw':>6} {'x eager':>8}",
+    ]
     for runtime, gate in results["gates"].items():
         if not gate["passed"]:
             lines.append(f"{runtime:<8} {'refused: ' + gate.get('refused', '')[:60]}")
             continue
-        gate_text = f"{gate['metric'][:16]} {gate['value']:.5f} >= {gate['threshold']}" if runtime != "eager" else "reference"
+        gate_text = (
+            f"{gate['metric'][:16]} {gate['value']:.5f} >= {gate['threshold']}" if runtime != "eager" else "reference"
+        )
         run = next((r for r in results["runs"] if r["runtime"] == runtime and r["concurrency"] == top), None)
         if run is None:
             lines.append(f"{runtime:<8} {gate_text:<34} (not served)")
             continue
         rps = run["throughput_rps"]
-        lines.append(f"{runtime:<8} {gate_text:<34} {rps:>11.1f} {run['p95_ms']:>8.1f} {rps / raw:>6.2f} "
-                     f"{rps / eager if eager else float('nan'):>8.2f}")
-    served = [r["throughput_rps"] / raw for r in results["runs"] if r["concurrency"] == top
-              and results["gates"][r["runtime"]]["passed"]]
+        lines.append(
+            f"{runtime:<8} {gate_text:<34} {rps:>11.1f} {run['p95_ms']:>8.1f} {rps / raw:>6.2f} "
+            f"{rps / eager if eager else float('nan'):>8.2f}"
+        )
+    served = [
+        r["throughput_rps"] / raw
+        for r in results["runs"]
+        if r["concurrency"] == top and results["gates"][r["runtime"]]["passed"]
+    ]
     best = max(served, default=None)
     verdict = "met" if best is not None and best >= TARGET_OVER_RAW else "MISSED"
     best_text = "none served" if best is None else f"{best:.2f}"
-    lines += ["", f"  [{verdict:>6}] ours at {top} clients >= {TARGET_OVER_RAW} x the raw eager model's best batch, "
-                  f"with a runtime that passes its gate: {best_text}"]
+    lines += [
+        "",
+        f"  [{verdict:>6}] ours at {top} clients >= {TARGET_OVER_RAW} x the raw eager model's best batch, "
+        f"with a runtime that passes its gate: {best_text}",
+    ]
     return "\n".join(lines)
 
 
@@ -109,8 +126,11 @@ def main(argv: list[str] | None = None) -> dict:
         parser.error(f"unknown runtimes {sorted(unknown)}; choose from {', '.join(RUNTIMES)}")
     cfg = parse_args(["--short"] if args.short else [])
     # The full run's sequence length in both: a runtime's gain depends on the shapes it runs.
-    cfg = dataclasses.replace(cfg, concurrency=cfg.concurrency[-1:] if args.short else (1, 64),
-                              max_sequence_length=BenchConfig().max_sequence_length)
+    cfg = dataclasses.replace(
+        cfg,
+        concurrency=cfg.concurrency[-1:] if args.short else (1, 64),
+        max_sequence_length=BenchConfig().max_sequence_length,
+    )
     cfg.output_dir.mkdir(parents=True, exist_ok=True)
     texts = [SAME_TEXT] if cfg.same_text else make_texts(cfg.texts)
     with tempfile.TemporaryDirectory(prefix="bench-runtimes-") as scratch:
@@ -125,8 +145,12 @@ def main(argv: list[str] | None = None) -> dict:
             _log(f"{runtime}: gate {gates[runtime]}")
             if gates[runtime]["passed"]:
                 runs += serve(runtime, model_dir, cfg, texts, scratch_dir)
-    results = {"config": {"concurrency": list(cfg.concurrency), "duration_s": cfg.duration_s, "texts": cfg.texts},
-               "raw_model": raw, "gates": gates, "runs": runs}
+    results = {
+        "config": {"concurrency": list(cfg.concurrency), "duration_s": cfg.duration_s, "texts": cfg.texts},
+        "raw_model": raw,
+        "gates": gates,
+        "runs": runs,
+    }
     path = cfg.output_dir / "runtimes.json"
     path.write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2))
     print(table(results))

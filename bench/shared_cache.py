@@ -79,17 +79,27 @@ def run(short: bool = False, model: str = "minilm") -> dict:
                     # off, on, on, off: drift on a shared machine weighs on both alike
                     first_off = _load(off_port, lists[r], seconds / 2, warmup, off.pid)
                     first_on = _load(on_port, lists[r], seconds / 2, warmup, on.pid)
-                    second_on = _load(on_port, lists[r][count // 2:], seconds / 2, warmup, on.pid)
-                    second_off = _load(off_port, lists[r][count // 2:], seconds / 2, warmup, off.pid)
+                    second_on = _load(on_port, lists[r][count // 2 :], seconds / 2, warmup, on.pid)
+                    second_off = _load(off_port, lists[r][count // 2 :], seconds / 2, warmup, off.pid)
                     off_rps = (first_off.throughput_rps + second_off.throughput_rps) / 2
                     on_rps = (first_on.throughput_rps + second_on.throughput_rps) / 2
-                    results["levels"].append({
-                        "repeat": r, "ratio": on_rps / off_rps,
-                        "off": {**second_off.as_dict(), "throughput_rps": off_rps,
-                                "p95_ms": max(first_off.p95_ms, second_off.p95_ms)},
-                        "on": {**second_on.as_dict(), "throughput_rps": on_rps,
-                               "p95_ms": max(first_on.p95_ms, second_on.p95_ms)},
-                        "windows": [x.as_dict() for x in (first_off, first_on, second_on, second_off)]})
+                    results["levels"].append(
+                        {
+                            "repeat": r,
+                            "ratio": on_rps / off_rps,
+                            "off": {
+                                **second_off.as_dict(),
+                                "throughput_rps": off_rps,
+                                "p95_ms": max(first_off.p95_ms, second_off.p95_ms),
+                            },
+                            "on": {
+                                **second_on.as_dict(),
+                                "throughput_rps": on_rps,
+                                "p95_ms": max(first_on.p95_ms, second_on.p95_ms),
+                            },
+                            "windows": [x.as_dict() for x in (first_off, first_on, second_on, second_off)],
+                        }
+                    )
                 off_p95 = results["levels"][1]["off"]["p95_ms"]
                 results["outage"] = _outage(cache, on_port, on.pid, lists[0.5], seconds, off_p95)
             finally:
@@ -111,29 +121,41 @@ def _outage(cache: ValkeyServer, port: int, pid: int, texts: list[str], seconds:
         if window.throughput_rps >= 0.9 * cached.throughput_rps:
             back_s = time.monotonic() - returned
             break
-    return {"cached": cached.as_dict(), "down": down.as_dict(), "back_within_s": back_s,
-            "down_p95_vs_off": down.p95_ms / off_p95_ms}
+    return {
+        "cached": cached.as_dict(),
+        "down": down.as_dict(),
+        "back_within_s": back_s,
+        "down_p95_vs_off": down.p95_ms / off_p95_ms,
+    }
 
 
 def table(results: dict) -> str:
     lines = [f"{'repeats':>8} {'off req/s':>10} {'on req/s':>10} {'ratio':>6} {'off p95':>8} {'on p95':>8}"]
     for level in results["levels"]:
         off, on = level["off"], level["on"]
-        lines.append(f"{level['repeat']:>8.0%} {off['throughput_rps']:>10.1f} {on['throughput_rps']:>10.1f} "
-                     f"{level['ratio']:>6.2f} {off['p95_ms']:>8.1f} {on['p95_ms']:>8.1f}")
+        lines.append(
+            f"{level['repeat']:>8.0%} {off['throughput_rps']:>10.1f} {on['throughput_rps']:>10.1f} "
+            f"{level['ratio']:>6.2f} {off['p95_ms']:>8.1f} {on['p95_ms']:>8.1f}"
+        )
     outage = results["outage"]
     down = outage["down"]
-    lines.append(f"cache stopped: statuses {down['statuses']}, p95 {down['p95_ms']:.1f} ms "
-                 f"({outage['down_p95_vs_off']:.2f} x cache off), back to 90 % of cached throughput after "
-                 f"{outage['back_within_s']} s")
+    lines.append(
+        f"cache stopped: statuses {down['statuses']}, p95 {down['p95_ms']:.1f} ms "
+        f"({outage['down_p95_vs_off']:.2f} x cache off), back to 90 % of cached throughput after "
+        f"{outage['back_within_s']} s"
+    )
     ratios = {level["repeat"]: level["ratio"] for level in results["levels"]}
     statuses = set(down["statuses"] or {}) <= {"200", "503", 200, 503}
-    targets = [("on/off >= 1.8 at 50 % repeats", ratios[0.5] >= 1.8),
-               ("on/off >= 0.95 at 0 % repeats", ratios[0.0] >= 0.95),
-               ("cache down: only 200/503", statuses and not down["errors"] - sum(
-                   v for k, v in (down["statuses"] or {}).items() if str(k) == "503")),
-               ("cache down: p95 <= 2 x cache off", outage["down_p95_vs_off"] <= 2.0),
-               ("back within 30 s", outage["back_within_s"] is not None and outage["back_within_s"] <= 30)]
+    targets = [
+        ("on/off >= 1.8 at 50 % repeats", ratios[0.5] >= 1.8),
+        ("on/off >= 0.95 at 0 % repeats", ratios[0.0] >= 0.95),
+        (
+            "cache down: only 200/503",
+            statuses and not down["errors"] - sum(v for k, v in (down["statuses"] or {}).items() if str(k) == "503"),
+        ),
+        ("cache down: p95 <= 2 x cache off", outage["down_p95_vs_off"] <= 2.0),
+        ("back within 30 s", outage["back_within_s"] is not None and outage["back_within_s"] <= 30),
+    ]
     lines += [f"  {'met ' if ok else 'MISSED'} {name}" for name, ok in targets]
     return "\n".join(lines)
 
@@ -142,9 +164,13 @@ def main(argv: list[str] | None = None) -> dict:
     assert __doc__ is not None  # the module has a docstring (not run under -OO)
     parser = argparse.ArgumentParser(prog="python -m bench.shared_cache", description=__doc__.splitlines()[0])
     parser.add_argument("--short", action="store_true", help="3 s windows (a smoke run, not a measurement)")
-    parser.add_argument("--model", choices=("minilm", "timed"), default="minilm",
-                        help="minilm, or timed: a stand-in whose batches take 20 ms of wall time and no CPU "
-                             "(bench/null_handler.py TimedHandler), like a GPU's")
+    parser.add_argument(
+        "--model",
+        choices=("minilm", "timed"),
+        default="minilm",
+        help="minilm, or timed: a stand-in whose batches take 20 ms of wall time and no CPU "
+        "(bench/null_handler.py TimedHandler), like a GPU's",
+    )
     args = parser.parse_args(argv)
     results = run(args.short, args.model)
     out = BenchConfig().output_dir / f"shared_cache-{args.model}.json"

@@ -31,45 +31,83 @@ from .texts import make_texts
 
 BACKGROUND_DONE = "background warm-up done"
 # Our server's log lines that mark a phase of its start, in the order they normally come (role, message).
-PHASES = (("worker", "Application startup complete."), ("model", "model fetched"),
-          ("worker", "preprocessing loaded"), ("model", "compile cache restored"), ("model", "model loaded"),
-          ("model", "warm-up done"),
-          ("worker", "ready for traffic"), ("model", BACKGROUND_DONE))
-FETCHED = ("model has no manifest; files not verified", "model verified", "model downloaded and verified",
-           "model downloaded")
+PHASES = (
+    ("worker", "Application startup complete."),
+    ("model", "model fetched"),
+    ("worker", "preprocessing loaded"),
+    ("model", "compile cache restored"),
+    ("model", "model loaded"),
+    ("model", "warm-up done"),
+    ("worker", "ready for traffic"),
+    ("model", BACKGROUND_DONE),
+)
+FETCHED = (
+    "model has no manifest; files not verified",
+    "model verified",
+    "model downloaded and verified",
+    "model downloaded",
+)
 
 
 def bare_start(model_dir: str, cfg: BenchConfig) -> dict:
     env = {**os.environ, **thread_env(cfg), "PYTHONPATH": _python_path()}
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "bench.bare_start", "--model", model_dir, "--max-length",
-                           str(cfg.max_sequence_length)], env=env, cwd=REPO_ROOT, capture_output=True, text=True,
-                          check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.bare_start", "--model", model_dir, "--max-length", str(cfg.max_sequence_length)],
+        env=env,
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     total = time.monotonic() - started
     if done.returncode != 0:
         raise RuntimeError(f"the bare start-up script failed:\n{done.stderr[-3000:]}")
     return {"seconds": total, **orjson.loads(done.stdout.strip().splitlines()[-1])}
 
 
-def our_start(model_dir: str, cfg: BenchConfig, scratch: Path, warmup: str = "first",
-              extra_env: dict[str, str] | None = None, wait_for: tuple[str, ...] = (),
-              first_client_s: float = 0.0) -> dict:
+def our_start(
+    model_dir: str,
+    cfg: BenchConfig,
+    scratch: Path,
+    warmup: str = "first",
+    extra_env: dict[str, str] | None = None,
+    wait_for: tuple[str, ...] = (),
+    first_client_s: float = 0.0,
+) -> dict:
     """Popen to the first 200 from /ready, then (``first_client_s``) the first client's windows, then one /predict (a
     ready server answers), then (``wait_for``) until the log has one of those messages (``waited_s`` None unless it
     was the first), then the phases."""
     port = free_port()
     cache = tempfile.mkdtemp(prefix="startup-cache-", dir=scratch)
     # Eager unless extra_env says otherwise, and each start's compiler caches its own (never the shell's).
-    env = {**thread_env(cfg), "PYTHONPATH": _python_path(), "PYTHONUNBUFFERED": "1", "PORT": str(port),
-           "HOST": HOST, "MODEL_NAME": "bench", "MODEL_VERSION": "1", "LOG_LEVEL": "info", "MODEL_URI": model_dir,
-           "MODEL_TASK": "text-embedding", "MAX_BATCH_SIZE": str(cfg.max_batch_size),
-           "MAX_SEQUENCE_LENGTH": str(cfg.max_sequence_length), "DEVICE": cfg.device, "PRECISION": cfg.precision,
-           "WORKERS": str(cfg.workers), "MODEL_RUNTIME": "eager",
-           "MODEL_CACHE_DIR": cache, "TORCHINDUCTOR_CACHE_DIR": f"{cache}/torchinductor",
-           "TRITON_CACHE_DIR": f"{cache}/triton", "WARMUP": warmup, **(extra_env or {})}
+    env = {
+        **thread_env(cfg),
+        "PYTHONPATH": _python_path(),
+        "PYTHONUNBUFFERED": "1",
+        "PORT": str(port),
+        "HOST": HOST,
+        "MODEL_NAME": "bench",
+        "MODEL_VERSION": "1",
+        "LOG_LEVEL": "info",
+        "MODEL_URI": model_dir,
+        "MODEL_TASK": "text-embedding",
+        "MAX_BATCH_SIZE": str(cfg.max_batch_size),
+        "MAX_SEQUENCE_LENGTH": str(cfg.max_sequence_length),
+        "DEVICE": cfg.device,
+        "PRECISION": cfg.precision,
+        "WORKERS": str(cfg.workers),
+        "MODEL_RUNTIME": "eager",
+        "MODEL_CACHE_DIR": cache,
+        "TORCHINDUCTOR_CACHE_DIR": f"{cache}/torchinductor",
+        "TRITON_CACHE_DIR": f"{cache}/triton",
+        "WARMUP": warmup,
+        **(extra_env or {}),
+    }
     wall_started, started = time.time(), time.monotonic()
-    process = start_server(f"startup-ours-{warmup}", [sys.executable, "-m", "inference_server"], env, port,
-                           cfg.output_dir / "logs")
+    process = start_server(
+        f"startup-ours-{warmup}", [sys.executable, "-m", "inference_server"], env, port, cfg.output_dir / "logs"
+    )
     try:
         process.wait_ready("/ready", cfg.ready_timeout_s, interval_s=0.02)
         ready = time.monotonic() - started
@@ -86,10 +124,17 @@ def our_start(model_dir: str, cfg: BenchConfig, scratch: Path, warmup: str = "fi
     marks = phases(process.log_path, wall_started)
     if client is not None:
         client["warm_up_over_s"] = round(max(0.0, marks.get(BACKGROUND_DONE, ready) - ready), 3)
-    return {"seconds": ready, "predict_status": status, "warmup": warmup, "waited_for": wait_for,
-            "waited_s": waited, "phases": marks,
-            "restore_s": logged(process.log_path, "compile cache restored", "seconds"), "at_ready": costs,
-            "first_client": client}
+    return {
+        "seconds": ready,
+        "predict_status": status,
+        "warmup": warmup,
+        "waited_for": wait_for,
+        "waited_s": waited,
+        "phases": marks,
+        "restore_s": logged(process.log_path, "compile cache restored", "seconds"),
+        "at_ready": costs,
+        "first_client": client,
+    }
 
 
 def first_client(port: int, log_path: Path, cfg: BenchConfig, window_s: float) -> dict:
@@ -101,19 +146,30 @@ def first_client(port: int, log_path: Path, cfg: BenchConfig, window_s: float) -
     if logged(log_path, "warm-up done", "shapes_left"):
         _wait_for_message(log_path, (BACKGROUND_DONE,), time.monotonic(), cfg.ready_timeout_s)
     settled = run_load(HOST, port, requests, 1, 0.0, window_s)
-    return {"window_s": window_s, "first": _window(first), "settled": _window(settled),
-            "p95_over_settled": round(first.p95_ms / settled.p95_ms, 3)}
+    return {
+        "window_s": window_s,
+        "first": _window(first),
+        "settled": _window(settled),
+        "p95_over_settled": round(first.p95_ms / settled.p95_ms, 3),
+    }
 
 
 def _window(result: LoadResult) -> dict:
-    return {"requests": result.requests, "statuses": result.statuses, "p50_ms": round(result.p50_ms, 2),
-            "p95_ms": round(result.p95_ms, 2), "p99_ms": round(result.p99_ms, 2)}
+    return {
+        "requests": result.requests,
+        "statuses": result.statuses,
+        "p50_ms": round(result.p50_ms, 2),
+        "p95_ms": round(result.p95_ms, 2),
+        "p99_ms": round(result.p99_ms, 2),
+    }
 
 
 def process_costs(log_path: Path) -> dict[str, dict[str, float | None]]:
     """Each process of our server (model, worker-0, ...): CPU seconds spent and resident MiB, now."""
-    return {role: {"cpu_s": own_cpu_s(pid), "rss_mib": rss_mib(pid)}
-            for pid, role in sorted(server_processes(log_path).items(), key=lambda item: item[1])}
+    return {
+        role: {"cpu_s": own_cpu_s(pid), "rss_mib": rss_mib(pid)}
+        for pid, role in sorted(server_processes(log_path).items(), key=lambda item: item[1])
+    }
 
 
 def _wait_for_message(log_path: Path, messages: tuple[str, ...], started: float, timeout_s: float) -> tuple[float, str]:
@@ -172,22 +228,36 @@ def measure_startup(cfg: BenchConfig, model_dir: str, repeats: int) -> dict:
     bare_s = statistics.median(run["seconds"] for run in bare)
     ours_s = statistics.median(run["seconds"] for run in ours)
     clients = [run["first_client"] for run in ours if run["first_client"]]
-    return {"repeats": repeats, "bare": bare, "ours": ours, "bare_median_s": round(bare_s, 3),
-            "ours_median_s": round(ours_s, 3), "ratio": round(ours_s / bare_s, 3),
-            "first_client": first_client_medians(clients) if clients else None,
-            "load_average_at_start": os.getloadavg()}
+    return {
+        "repeats": repeats,
+        "bare": bare,
+        "ours": ours,
+        "bare_median_s": round(bare_s, 3),
+        "ours_median_s": round(ours_s, 3),
+        "ratio": round(ours_s / bare_s, 3),
+        "first_client": first_client_medians(clients) if clients else None,
+        "load_average_at_start": os.getloadavg(),
+    }
 
 
 def first_client_medians(clients: list[dict]) -> dict:
     """The first client's figures over our starts: medians of each window's percentiles, and the ratio of the p95s'."""
+
     def median(window: str, field: str) -> float:
         return round(statistics.median(client[window][field] for client in clients), 2)
 
-    figures = {f"{window}_{field}": median(window, field) for window in ("first", "settled")
-               for field in ("p50_ms", "p95_ms", "p99_ms")}
-    return {"starts": len(clients), "window_s": clients[0]["window_s"], **figures,
-            "p95_over_settled": round(figures["first_p95_ms"] / figures["settled_p95_ms"], 3),
-            "warm_up_over_s": round(statistics.median(client["warm_up_over_s"] for client in clients), 3)}
+    figures = {
+        f"{window}_{field}": median(window, field)
+        for window in ("first", "settled")
+        for field in ("p50_ms", "p95_ms", "p99_ms")
+    }
+    return {
+        "starts": len(clients),
+        "window_s": clients[0]["window_s"],
+        **figures,
+        "p95_over_settled": round(figures["first_p95_ms"] / figures["settled_p95_ms"], 3),
+        "warm_up_over_s": round(statistics.median(client["warm_up_over_s"] for client in clients), 3),
+    }
 
 
 # The compile starts' MAX_BATCH_SIZE: each start compiles every shape, 12 at 4 (batch 1, 2, 4 at four lengths) rather
@@ -195,8 +265,13 @@ def first_client_medians(clients: list[dict]) -> dict:
 COMPILE_MAX_BATCH = 4
 # The server's log messages that end each wait (inference_server/engine/compile_cache.py, model_runner.py, batcher.py): the
 # first is the one measured, the others end the wait without a figure.
-SAVED = ("compile cache saved", "compile cache not saved", "compile cache too large to keep",
-         "compile cache not saved: a shape failed to warm", "compile cache already saved by another task")
+SAVED = (
+    "compile cache saved",
+    "compile cache not saved",
+    "compile cache too large to keep",
+    "compile cache not saved: a shape failed to warm",
+    "compile cache already saved by another task",
+)
 ALL_COMPILED = (BACKGROUND_DONE,)
 
 
@@ -210,15 +285,22 @@ def measure_compile_startup(cfg: BenchConfig, model_dir: str) -> dict:
         compiled = {"MODEL_RUNTIME": "compile", "COMPILE_CACHE_URI": str(Path(scratch) / "store")}
         eager = our_start(model_dir, cfg, Path(scratch))
         first = our_start(model_dir, cfg, Path(scratch), extra_env=compiled, wait_for=SAVED)
-        result = {"max_batch_size": COMPILE_MAX_BATCH, "eager": eager, "first": first, "cached": None,
-                  "archive_bytes": None, "first_over_eager": round(first["seconds"] / eager["seconds"], 3),
-                  "cached_over_eager": None, "first_compiled_s": first["phases"].get(ALL_COMPILED[0]),
-                  "cached_compiled_s": None, "load_average_at_start": os.getloadavg()}
+        result = {
+            "max_batch_size": COMPILE_MAX_BATCH,
+            "eager": eager,
+            "first": first,
+            "cached": None,
+            "archive_bytes": None,
+            "first_over_eager": round(first["seconds"] / eager["seconds"], 3),
+            "cached_over_eager": None,
+            "first_compiled_s": first["phases"].get(ALL_COMPILED[0]),
+            "cached_compiled_s": None,
+            "load_average_at_start": os.getloadavg(),
+        }
         if first["waited_s"] is None:  # not saved: there is no cached start to measure
             return result
         result["archive_bytes"] = sum(f.stat().st_size for f in (Path(scratch) / "store").iterdir())
-        result["cached"] = cached = our_start(model_dir, cfg, Path(scratch), extra_env=compiled,
-                                              wait_for=ALL_COMPILED)
+        result["cached"] = cached = our_start(model_dir, cfg, Path(scratch), extra_env=compiled, wait_for=ALL_COMPILED)
     if "compile cache restored" in cached["phases"]:
         result["cached_over_eager"] = round(cached["seconds"] / eager["seconds"], 3)
         result["cached_compiled_s"] = cached["phases"].get(ALL_COMPILED[0])
@@ -231,13 +313,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model-dir", default=None)
     parser.add_argument("--compile", action="store_true", help="the compile starts (first, cached) against eager")
     parser.add_argument("--workers", type=int, default=BenchConfig.workers, help="our server's HTTP workers")
-    parser.add_argument("--first-client", type=float, default=BenchConfig.first_client_s, dest="first_client_s",
-                        help="seconds of one client after each of our starts is ready, and again once settled (0: skip)")
-    parser.add_argument("--max-sequence-length", type=int, default=BenchConfig.max_sequence_length,
-                        help="our server's MAX_SEQUENCE_LENGTH")
+    parser.add_argument(
+        "--first-client",
+        type=float,
+        default=BenchConfig.first_client_s,
+        dest="first_client_s",
+        help="seconds of one client after each of our starts is ready, and again once settled (0: skip)",
+    )
+    parser.add_argument(
+        "--max-sequence-length",
+        type=int,
+        default=BenchConfig.max_sequence_length,
+        help="our server's MAX_SEQUENCE_LENGTH",
+    )
     args = parser.parse_args(argv)
-    cfg = BenchConfig(workers=args.workers, first_client_s=args.first_client_s,
-                      max_sequence_length=args.max_sequence_length)
+    cfg = BenchConfig(
+        workers=args.workers, first_client_s=args.first_client_s, max_sequence_length=args.max_sequence_length
+    )
     cfg.output_dir.mkdir(parents=True, exist_ok=True)
     model_dir = args.model_dir or str(minilm_dir())
     result = measure_compile_startup(cfg, model_dir) if args.compile else measure_startup(cfg, model_dir, args.repeats)

@@ -75,30 +75,75 @@ def launch(server: str, model_spec: str, port: int, cfg: BenchConfig, scratch: P
     if server == PEER:
         if model_cpus is not None:
             env["BENCH_MODEL_CPUS"] = ",".join(map(str, sorted(model_cpus)))
-        return Launch([sys.executable, "-m", "bench.litserve_server", "--port", str(port), "--model", model_spec,
-                       "--device", cfg.device, "--dtype", "fp16" if cfg.precision == "fp16" else "fp32",
-                       "--max-length", str(cfg.max_sequence_length), "--max-batch-size", str(cfg.max_batch_size),
-                       "--batch-timeout-ms", str(cfg.max_batch_wait_ms)],
-                      env, "/health", cpus=(model_cpus if model_spec == NULL else rest))
+        return Launch(
+            [
+                sys.executable,
+                "-m",
+                "bench.litserve_server",
+                "--port",
+                str(port),
+                "--model",
+                model_spec,
+                "--device",
+                cfg.device,
+                "--dtype",
+                "fp16" if cfg.precision == "fp16" else "fp32",
+                "--max-length",
+                str(cfg.max_sequence_length),
+                "--max-batch-size",
+                str(cfg.max_batch_size),
+                "--batch-timeout-ms",
+                str(cfg.max_batch_wait_ms),
+            ],
+            env,
+            "/health",
+            cpus=(model_cpus if model_spec == NULL else rest),
+        )
     if server == BASELINE:
-        return Launch([sys.executable, "-m", "bench.baseline_server", "--port", str(port), "--model", model_spec,
-                       "--device", cfg.device, "--dtype", "fp16" if cfg.precision == "fp16" else "fp32",
-                       "--max-length", str(cfg.max_sequence_length)],
-                      env, "/ready", cpus=model_cpus)
+        return Launch(
+            [
+                sys.executable,
+                "-m",
+                "bench.baseline_server",
+                "--port",
+                str(port),
+                "--model",
+                model_spec,
+                "--device",
+                cfg.device,
+                "--dtype",
+                "fp16" if cfg.precision == "fp16" else "fp32",
+                "--max-length",
+                str(cfg.max_sequence_length),
+            ],
+            env,
+            "/ready",
+            cpus=model_cpus,
+        )
     if server == BARE:
         return Launch([sys.executable, "-m", "bench.bare_asgi", "--port", str(port)], env, "/", cpus=model_cpus)
     raise ValueError(f"unknown server {server!r}")
 
 
 def _ours(server: str, model_spec: str, port: int, cfg: BenchConfig, scratch: Path, env: dict[str, str]) -> Launch:
-    env.update(PORT=str(port), HOST="127.0.0.1", MODEL_NAME="bench", MODEL_VERSION="1", LOG_LEVEL="info",
-               MAX_BATCH_SIZE=str(cfg.max_batch_size), MAX_BATCH_WAIT_MS=str(cfg.max_batch_wait_ms),
-               MAX_SEQUENCE_LENGTH=str(cfg.max_sequence_length), DEVICE=cfg.device, PRECISION=cfg.precision,
-               MODEL_RUNTIME="compile" if cfg.compile else "eager", MODEL_CACHE_DIR=str(scratch / "model-cache"),
-               # Steady state from the first measured request: every shape warm, and its time seeding the deadline
-               # admission, before ready (the default leaves long shapes to traffic; bench.startup measures that
-               # start and its first client).
-               WARMUP="all")
+    env.update(
+        PORT=str(port),
+        HOST="127.0.0.1",
+        MODEL_NAME="bench",
+        MODEL_VERSION="1",
+        LOG_LEVEL="info",
+        MAX_BATCH_SIZE=str(cfg.max_batch_size),
+        MAX_BATCH_WAIT_MS=str(cfg.max_batch_wait_ms),
+        MAX_SEQUENCE_LENGTH=str(cfg.max_sequence_length),
+        DEVICE=cfg.device,
+        PRECISION=cfg.precision,
+        MODEL_RUNTIME="compile" if cfg.compile else "eager",
+        MODEL_CACHE_DIR=str(scratch / "model-cache"),
+        # Steady state from the first measured request: every shape warm, and its time seeding the deadline
+        # admission, before ready (the default leaves long shapes to traffic; bench.startup measures that
+        # start and its first client).
+        WARMUP="all",
+    )
     if model_spec == NULL:
         empty = Path(tempfile.mkdtemp(prefix="null-model-", dir=scratch))
         env.update(MODEL_URI=str(empty), MODEL_HANDLER="bench.null_handler:NullHandler")
@@ -116,6 +161,8 @@ def request_bodies(system: str, texts: list[str]) -> tuple[str, list[bytes]]:
     if system == OURS_OPENAI:
         return "/v1/embeddings", [orjson.dumps({"model": "bench", "input": text}) for text in texts]
     if system == OURS_OIP:
-        return "/v2/models/bench/infer", [orjson.dumps({"inputs": [{"name": "text", "datatype": "BYTES", "shape": [1],
-                                                                  "data": [text]}]}) for text in texts]
+        return "/v2/models/bench/infer", [
+            orjson.dumps({"inputs": [{"name": "text", "datatype": "BYTES", "shape": [1], "data": [text]}]})
+            for text in texts
+        ]
     return "/predict", [orjson.dumps({"text": text}) for text in texts]

@@ -61,17 +61,21 @@ def _cpu_us(turn: LoadResult) -> float:
 
 
 def _side(turns: list[LoadResult]) -> dict:
-    return {"throughput_rps": statistics.median(t.throughput_rps for t in turns),
-            "p95_ms": statistics.median(t.p95_ms for t in turns),
-            "p50_ms": statistics.median(t.p50_ms for t in turns),
-            "server_cpu_us_per_request": statistics.median(_cpu_us(t) for t in turns),
-            "errors": sum(t.errors for t in turns), "requests": sum(t.requests for t in turns),
-            "turns": [{"throughput_rps": t.throughput_rps, "p95_ms": t.p95_ms, "server_cpu_us_per_request": _cpu_us(t)}
-                      for t in turns]}
+    return {
+        "throughput_rps": statistics.median(t.throughput_rps for t in turns),
+        "p95_ms": statistics.median(t.p95_ms for t in turns),
+        "p50_ms": statistics.median(t.p50_ms for t in turns),
+        "server_cpu_us_per_request": statistics.median(_cpu_us(t) for t in turns),
+        "errors": sum(t.errors for t in turns),
+        "requests": sum(t.requests for t in turns),
+        "turns": [
+            {"throughput_rps": t.throughput_rps, "p95_ms": t.p95_ms, "server_cpu_us_per_request": _cpu_us(t)}
+            for t in turns
+        ],
+    }
 
 
-def _start(model: str, model_dir: str, side: str, cfg: BenchConfig, scratch: Path, sink_url: str,
-           seed: int) -> tuple:
+def _start(model: str, model_dir: str, side: str, cfg: BenchConfig, scratch: Path, sink_url: str, seed: int) -> tuple:
     port = free_port()
     how = launch(OURS, NULL if model == NULL else model_dir, port, cfg, scratch)
     env = {**how.env, "PYTHONHASHSEED": str(seed)}
@@ -91,8 +95,9 @@ def _ready(process: ServerProcess, how, cfg: BenchConfig) -> dict[int, str]:
     return processes
 
 
-def _round(model: str, model_dir: str, cfg: BenchConfig, texts: list[str], scratch: Path, sink_url: str,
-           round_: int) -> dict[int, dict[str, LoadResult]]:
+def _round(
+    model: str, model_dir: str, cfg: BenchConfig, texts: list[str], scratch: Path, sink_url: str, round_: int
+) -> dict[int, dict[str, LoadResult]]:
     """One round: a fresh pair of servers (started off-on, or on-off in odd rounds, with the same hash seed), each
     level run on both in that order; {concurrency: {side: its turn}}."""
     order = (OFF, ON) if round_ % 2 == 0 else (ON, OFF)
@@ -100,14 +105,24 @@ def _round(model: str, model_dir: str, cfg: BenchConfig, texts: list[str], scrat
     turns: dict[int, dict[str, LoadResult]] = {}
     try:
         processes = {side: _ready(process, how, cfg) for side, (process, how) in started.items()}
-        requests = {side: encode_requests(HOST, process.port, *request_bodies(OURS, texts))
-                    for side, (process, _) in started.items()}
+        requests = {
+            side: encode_requests(HOST, process.port, *request_bodies(OURS, texts))
+            for side, (process, _) in started.items()
+        }
         for concurrency in cfg.tracing_concurrency:
             turns[concurrency] = {}
             for side in order:
                 process = started[side][0]
-                turns[concurrency][side] = run_load(HOST, process.port, requests[side], concurrency, cfg.warmup_s,
-                                                    cfg.duration_s, process.pid, processes=processes[side])
+                turns[concurrency][side] = run_load(
+                    HOST,
+                    process.port,
+                    requests[side],
+                    concurrency,
+                    cfg.warmup_s,
+                    cfg.duration_s,
+                    process.pid,
+                    processes=processes[side],
+                )
     finally:
         for process, _ in started.values():
             process.stop()  # SIGTERM: the traced worker sends its last spans as it exits
@@ -119,7 +134,7 @@ def _ratio(rounds: list[float]) -> float:
     (on first) as their geometric mean, which cancels what running first does for a process (an A/A comparison's
     first-run side won all six of its rounds, by 3-5 %), then the median of those."""
     paired = [math.sqrt(first * second) for first, second in zip(rounds[::2], rounds[1::2], strict=False)]
-    return statistics.median(paired + rounds[len(paired) * 2:])
+    return statistics.median(paired + rounds[len(paired) * 2 :])
 
 
 def compare(model: str, model_dir: str, cfg: BenchConfig, texts: list[str], scratch: Path, sink_url: str) -> dict:
@@ -131,11 +146,15 @@ def compare(model: str, model_dir: str, cfg: BenchConfig, texts: list[str], scra
     levels = []
     for concurrency in cfg.tracing_concurrency:
         pairs = [(turns[concurrency][OFF], turns[concurrency][ON]) for turns in rounds]
-        level = {"model": model, "concurrency": concurrency, OFF: _side([off for off, _ in pairs]),
-                 ON: _side([on for _, on in pairs]),
-                 "throughput_ratio": _ratio([on.throughput_rps / off.throughput_rps for off, on in pairs]),
-                 "p95_ratio": _ratio([on.p95_ms / off.p95_ms for off, on in pairs]),
-                 "server_cpu_ratio": _ratio([_cpu_us(on) / _cpu_us(off) for off, on in pairs])}
+        level = {
+            "model": model,
+            "concurrency": concurrency,
+            OFF: _side([off for off, _ in pairs]),
+            ON: _side([on for _, on in pairs]),
+            "throughput_ratio": _ratio([on.throughput_rps / off.throughput_rps for off, on in pairs]),
+            "p95_ratio": _ratio([on.p95_ms / off.p95_ms for off, on in pairs]),
+            "server_cpu_ratio": _ratio([_cpu_us(on) / _cpu_us(off) for off, on in pairs]),
+        }
         levels.append(level)
         print(level_line(level), file=sys.stderr, flush=True)
     return {"model": model, "levels": levels}
@@ -147,25 +166,38 @@ def measure_tracing_cost(cfg: BenchConfig, model_dir: str, texts: list[str], scr
     with otlp_sink() as (url, _):
         compared = [compare(model, model_dir, cfg, texts, scratch, url) for model in models]
         counts = _sink_counts(url)
-    within = all(abs(level["throughput_ratio"] - 1) <= GOAL and abs(level["p95_ratio"] - 1) <= GOAL
-                 for result in compared for level in result["levels"])
-    return {"rounds": cfg.tracing_rounds, "goal": GOAL, "sampling": "TRACE_SAMPLE_RATIO default, parent-based",
-            "models": compared, "spans_received": counts["spans"], "traces_received": counts["traces"],
-            "within_goal": within}
+    within = all(
+        abs(level["throughput_ratio"] - 1) <= GOAL and abs(level["p95_ratio"] - 1) <= GOAL
+        for result in compared
+        for level in result["levels"]
+    )
+    return {
+        "rounds": cfg.tracing_rounds,
+        "goal": GOAL,
+        "sampling": "TRACE_SAMPLE_RATIO default, parent-based",
+        "models": compared,
+        "spans_received": counts["spans"],
+        "traces_received": counts["traces"],
+        "within_goal": within,
+    }
 
 
 def level_line(level: dict) -> str:
     off, on = level[OFF], level[ON]
-    return (f"tracing {level['model']} @{level['concurrency']:>3} clients: off {off['throughput_rps']:8.1f} req/s "
-            f"p95 {off['p95_ms']:7.2f} ms | traced {on['throughput_rps']:8.1f} req/s p95 {on['p95_ms']:7.2f} ms | "
-            f"throughput {level['throughput_ratio'] - 1:+.1%}, p95 {level['p95_ratio'] - 1:+.1%}, server CPU a request "
-            f"{level['server_cpu_ratio'] - 1:+.1%}")
+    return (
+        f"tracing {level['model']} @{level['concurrency']:>3} clients: off {off['throughput_rps']:8.1f} req/s "
+        f"p95 {off['p95_ms']:7.2f} ms | traced {on['throughput_rps']:8.1f} req/s p95 {on['p95_ms']:7.2f} ms | "
+        f"throughput {level['throughput_ratio'] - 1:+.1%}, p95 {level['p95_ratio'] - 1:+.1%}, server CPU a request "
+        f"{level['server_cpu_ratio'] - 1:+.1%}"
+    )
 
 
 def summary(result: dict) -> str:
     lines = [level_line(level) for model in result["models"] for level in model["levels"]]
-    lines.append(f"tracing: {result['traces_received']} traced requests ({result['spans_received']} spans) reached the "
-                 f"sink; goal within {result['goal']:.0%}: {'met' if result['within_goal'] else 'missed'}")
+    lines.append(
+        f"tracing: {result['traces_received']} traced requests ({result['spans_received']} spans) reached the "
+        f"sink; goal within {result['goal']:.0%}: {'met' if result['within_goal'] else 'missed'}"
+    )
     return "\n".join(lines)
 
 

@@ -57,8 +57,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=3)
     args = p.parse_args(argv)
     port = free_port()
-    os.environ.update({"AWS_ENDPOINT_URL_S3": f"http://127.0.0.1:{port}", "AWS_ACCESS_KEY_ID": "bench",
-                       "AWS_SECRET_ACCESS_KEY": "bench", "AWS_DEFAULT_REGION": "us-east-1"})
+    os.environ.update(
+        {
+            "AWS_ENDPOINT_URL_S3": f"http://127.0.0.1:{port}",
+            "AWS_ACCESS_KEY_ID": "bench",
+            "AWS_SECRET_ACCESS_KEY": "bench",
+            "AWS_DEFAULT_REGION": "us-east-1",
+        }
+    )
     from boto3.s3.transfer import TransferConfig
 
     from inference_server.engine.artifacts import DOWNLOAD_WORKERS, fetch_model, s3_client
@@ -108,14 +114,21 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(work, ignore_errors=True)
     size = args.mib * 1024 * 1024
     median = {name: statistics.median(values) for name, values in seconds.items()}
-    print(orjson.dumps({
-        "mib": args.mib, "repeats": args.repeats, "seconds": seconds,
-        "gb_per_s": {name: round(size / s / 1e9, 3) for name, s in median.items()},
-        "read_back_hash_seconds": read_back,
-        "ours_vs_download_then_hash": round(median["download_then_hash"] / median["ours_streamed"], 2),
-        "ours_vs_download_only": round(median["download_only"] / median["ours_streamed"], 2),
-        "command": f"python -m bench.weights_fetch --mib {args.mib} --repeats {args.repeats}",
-    }, option=orjson.OPT_INDENT_2).decode())
+    print(
+        orjson.dumps(
+            {
+                "mib": args.mib,
+                "repeats": args.repeats,
+                "seconds": seconds,
+                "gb_per_s": {name: round(size / s / 1e9, 3) for name, s in median.items()},
+                "read_back_hash_seconds": read_back,
+                "ours_vs_download_then_hash": round(median["download_then_hash"] / median["ours_streamed"], 2),
+                "ours_vs_download_only": round(median["download_only"] / median["ours_streamed"], 2),
+                "command": f"python -m bench.weights_fetch --mib {args.mib} --repeats {args.repeats}",
+            },
+            option=orjson.OPT_INDENT_2,
+        ).decode()
+    )
     return 0
 
 

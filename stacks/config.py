@@ -89,7 +89,13 @@ class ModelServerConfig:
     pool: PoolProps | None = None  # default: a model, not a pool
 
     def __post_init__(self) -> None:
-        require_range(self.load_balancer, 1, MAX_LOAD_BALANCERS, "load_balancer", hint=" (which of the environment's load balancers serves it)")
+        require_range(
+            self.load_balancer,
+            1,
+            MAX_LOAD_BALANCERS,
+            "load_balancer",
+            hint=" (which of the environment's load balancers serves it)",
+        )
         if self.listener_priority is not None:
             check_rule_priority(self.listener_priority, "listener_priority")
 
@@ -149,7 +155,9 @@ class EnvironmentConfig:
 
     def __post_init__(self) -> None:
         require(bool(ACCOUNT.match(self.account)), "account", f"{self.account!r} is not a 12-digit AWS account id")
-        require(bool(REGION.match(self.region)), "region", f"{self.region!r} is not an AWS region name such as 'us-east-1'")
+        require(
+            bool(REGION.match(self.region)), "region", f"{self.region!r} is not an AWS region name such as 'us-east-1'"
+        )
         retention_days(self.log_retention_days, "log_retention_days")
         checks = (
             ("network", lambda: self.network.zones_for(self.region)),
@@ -175,49 +183,85 @@ class EnvironmentConfig:
         """A log archive to Firehose from a VPC without NAT needs Firehose's interface endpoint."""
         firelens = self.telemetry.firelens
         if firelens is not None and firelens.archive is not None and firelens.archive.firehose_stream_arn is not None:
-            require("kinesis-firehose" in self.network.interface_endpoints, "firelens.archive.firehose_stream_arn",
-                    "the private subnets reach Firehose only through its endpoint: add \"kinesis-firehose\" to "
-                    "network.interface_endpoints")
+            require(
+                "kinesis-firehose" in self.network.interface_endpoints,
+                "firelens.archive.firehose_stream_arn",
+                'the private subnets reach Firehose only through its endpoint: add "kinesis-firehose" to '
+                "network.interface_endpoints",
+            )
 
-    def _check_accelerator(self, index: int, model: ModelProps, server: BundledServer | VllmServer | NeuronServer | PoolServer,
-                           group: str, smallest: GpuInstanceType) -> None:
+    def _check_accelerator(
+        self,
+        index: int,
+        model: ModelProps,
+        server: BundledServer | VllmServer | NeuronServer | PoolServer,
+        group: str,
+        smallest: GpuInstanceType,
+    ) -> None:
         """A model's server runs on its capacity's accelerator: a ``neuron`` block on a group of inf2 types (a
         NeuronCapacity), any other server on GPU types."""
         if server.accelerator == smallest.accelerator:
             return
         place = f"capacity_groups.{group} ({smallest.name})" if group else f"capacity ({smallest.name})"
         if server.accelerator == "neuron":
-            raise ConfigError(f"models[{index}].neuron", f"{model.name!r} is compiled for Inferentia2 but runs on {place}: "
-                              "list it in a capacity group of inf2 types (capacity_groups.<name>.capacity.instance_types "
-                              "[\"inf2.xlarge\"] and .models), which builds a NeuronCapacity")
-        raise ConfigError(f"capacity_groups.{group}.models" if group else f"models[{index}]",
-                          f"{model.name!r} has a CUDA server ({type(server).__name__}) but runs on {place}: give it a "
-                          "neuron block (NeuronServer), or place it on GPU capacity")
+            raise ConfigError(
+                f"models[{index}].neuron",
+                f"{model.name!r} is compiled for Inferentia2 but runs on {place}: "
+                "list it in a capacity group of inf2 types (capacity_groups.<name>.capacity.instance_types "
+                '["inf2.xlarge"] and .models), which builds a NeuronCapacity',
+            )
+        raise ConfigError(
+            f"capacity_groups.{group}.models" if group else f"models[{index}]",
+            f"{model.name!r} has a CUDA server ({type(server).__name__}) but runs on {place}: give it a "
+            "neuron block (NeuronServer), or place it on GPU capacity",
+        )
 
     def _check_models(self) -> None:
         require(bool(self.models), "models", "list at least one model to serve")
-        require(len(self.servers) in (0, len(self.models)), "servers", "give one per model, in the models' order, or none")
+        require(
+            len(self.servers) in (0, len(self.models)), "servers", "give one per model, in the models' order, or none"
+        )
         placement = self.model_placement()
         smallest = {group: self.group_capacity(group).smallest_instance_type() for group in {"", *self.capacity_groups}}
         seen: set[str] = set()
         names = [model.name for model in self.models]
         priorities: dict[int, dict[int, str]] = {}  # load balancer -> listener rule priority -> the model that has it
         for index, model in enumerate(self.models):
-            require(model.name not in seen, f"models[{index}].name", f"{model.name!r} is listed twice; model names must be unique")
+            require(
+                model.name not in seen,
+                f"models[{index}].name",
+                f"{model.name!r} is listed twice; model names must be unique",
+            )
             seen.add(model.name)
             served = self.server_config(model)
-            claim_priority(priorities.setdefault(served.load_balancer, {}), model.name, served.listener_priority, f"models[{index}].listener_priority",
-                           fix_keys=lambda other, index=index: f"models[{names.index(other)}].listener_priority or models[{index}].listener_priority")
+            claim_priority(
+                priorities.setdefault(served.load_balancer, {}),
+                model.name,
+                served.listener_priority,
+                f"models[{index}].listener_priority",
+                fix_keys=lambda other, index=index: (
+                    f"models[{names.index(other)}].listener_priority or models[{index}].listener_priority"
+                ),
+            )
             group = placement.get(model.name, "")
             server = self.server_config(model).server
             self._check_accelerator(index, model, server, group, smallest[group])
             try:
                 server.check(model)
-                sidecars = server.sidecar_reservation.plus("FireLens log router", *self.telemetry.log_router_reservation)
+                sidecars = server.sidecar_reservation.plus(
+                    "FireLens log router", *self.telemetry.log_router_reservation
+                )
                 model.check_fits(smallest[group], sidecars, tuple(self.group_capacity(group).resolve_instance_types()))
             except ConfigError as error:
-                where = "" if error.key not in ("gpus", "cpu", "memory_mib") else (
-                    f" (it runs on capacity_groups.{group})" if group else " (it runs on capacity; place it in a capacity group of a larger shape)")
+                where = (
+                    ""
+                    if error.key not in ("gpus", "cpu", "memory_mib")
+                    else (
+                        f" (it runs on capacity_groups.{group})"
+                        if group
+                        else " (it runs on capacity; place it in a capacity group of a larger shape)"
+                    )
+                )
                 raise ConfigError(f"models[{index}].{error.key}", error.detail + where) from None
             self._check_stop(index, model, server)
             check_schedule_task_ranges(model.name, model.min_tasks, model.max_tasks, self.scaling.schedules)
@@ -228,11 +272,17 @@ class EnvironmentConfig:
             key = f"capacity_groups.{group}.capacity.max_capacity" if group else "capacity.max_capacity"
             shared = [m for m in placed if m.gpu_share is not None]
             if shared:
-                check_one_kind([m.name for m in shared], [m.name for m in placed if m.gpu_share is None],
-                               f"models[{self.models.index(shared[0])}].gpu_share")
-                check_shared_group_holds_deployment_at_peak(self.group_capacity(group).max_capacity,
-                                                            self.group_capacity(group).resolve_instance_types(),
-                                                            [shared_service(m) for m in placed], key=key)
+                check_one_kind(
+                    [m.name for m in shared],
+                    [m.name for m in placed if m.gpu_share is None],
+                    f"models[{self.models.index(shared[0])}].gpu_share",
+                )
+                check_shared_group_holds_deployment_at_peak(
+                    self.group_capacity(group).max_capacity,
+                    self.group_capacity(group).resolve_instance_types(),
+                    [shared_service(m) for m in placed],
+                    key=key,
+                )
                 continue
             # Counted in GPUs: a task of a 4-GPU model takes four of an instance's GPUs.
             check_group_holds_deployment_at_peak(
@@ -243,11 +293,14 @@ class EnvironmentConfig:
             )
         self._check_load_balancers()
 
-    def _check_stop(self, index: int, model: ModelProps, server: BundledServer | VllmServer | NeuronServer | PoolServer) -> None:
+    def _check_stop(
+        self, index: int, model: ModelProps, server: BundledServer | VllmServer | NeuronServer | PoolServer
+    ) -> None:
         """The server drains and exits within the task's stop timeout and the Spot notice (as ModelService checks)."""
         try:
-            server.stop.checked_task_timing(self.timing.deregistration_delay_seconds, self.timing.stop_timeout_seconds,
-                                            f"the {server.name} server")
+            server.stop.checked_task_timing(
+                self.timing.deregistration_delay_seconds, self.timing.stop_timeout_seconds, f"the {server.name} server"
+            )
         except ConfigError as error:
             raise ConfigError(f"service.{error.key}", f"{error.detail} (models[{index}], {model.name})") from None
 
@@ -262,26 +315,39 @@ class EnvironmentConfig:
         """Whether the model uses the environment's shared result cache (the bundled server's, when there is one)."""
         served = self.server_config(model)
         bundled = served.bundled
-        return (self.cache is not None and bundled is not None and served.pool is None
-                and bundled.shared_cache.enabled is not False)
+        return (
+            self.cache is not None
+            and bundled is not None
+            and served.pool is None
+            and bundled.shared_cache.enabled is not False
+        )
 
     def _check_load_balancers(self) -> None:
         """Each load balancer's models fit its quotas; numbers run 1..N with none empty; per load balancer, the WAF
         rate limit and the idle timeout follow its own models, and the servers' keep-alive outlasts that timeout."""
         groups = self.load_balancer_groups()
         missing = sorted(set(range(1, max(groups) + 1)) - set(groups))
-        require(not missing, "models", f"no model is on load balancer {', '.join(map(str, missing))}: number the load balancers "
-                                       f"1 to {max(groups)} without gaps (an empty load balancer only costs money)")
+        require(
+            not missing,
+            "models",
+            f"no model is on load balancer {', '.join(map(str, missing))}: number the load balancers "
+            f"1 to {max(groups)} without gaps (an empty load balancer only costs money)",
+        )
         for number, models in groups.items():
             placed: list[ModelProps] = []
             for model in models:
                 placed.append(model)
                 try:
-                    self.load_balancer.quotas.check(**quota_use(placed), key=f"models[{self.models.index(model)}].load_balancer")
+                    self.load_balancer.quotas.check(
+                        **quota_use(placed), key=f"models[{self.models.index(model)}].load_balancer"
+                    )
                 except ConfigError as error:
-                    raise ConfigError(error.key, f"on load balancer {number}, {error.detail}; to serve {model.name!r} from another, "
-                                                 f"set {error.key}: {self._load_balancer_with_room(groups, model)} "
-                                                 "(no other model moves)") from None
+                    raise ConfigError(
+                        error.key,
+                        f"on load balancer {number}, {error.detail}; to serve {model.name!r} from another, "
+                        f"set {error.key}: {self._load_balancer_with_room(groups, model)} "
+                        "(no other model moves)",
+                    ) from None
             try:
                 self.load_balancer.waf_rate_limit(self.configured_load_for(models))
             except ConfigError as error:
@@ -320,7 +386,9 @@ class EnvironmentConfig:
         index = self.models.index(longest)
         key = f"models[{index}].{longest_request_key(self.server_config(longest).props)}"
         try:
-            return self.load_balancer.idle_timeout_for(self.server_of(longest).longest_request_seconds, model=longest.name)
+            return self.load_balancer.idle_timeout_for(
+                self.server_of(longest).longest_request_seconds, model=longest.name
+            )
         except ConfigError as error:
             if self.load_balancer.idle_timeout_seconds is None:  # no timeout the ALB allows carries the request
                 raise ConfigError(key, error.detail) from None
@@ -330,8 +398,10 @@ class EnvironmentConfig:
         for index, model in enumerate(self.models):
             bundled = self.server_config(model).bundled
             if self.cache is None and bundled is not None and bundled.shared_cache != ModelCacheProps():
-                raise ConfigError(f"models[{index}].shared_cache",
-                                  "the environment has no cache; add a `cache` block or remove this one")
+                raise ConfigError(
+                    f"models[{index}].shared_cache",
+                    "the environment has no cache; add a `cache` block or remove this one",
+                )
 
     @property
     def configured_load(self) -> ConfiguredLoad:
@@ -353,15 +423,31 @@ class EnvironmentConfig:
         placement: dict[str, str] = {}
         for group, config in self.capacity_groups.items():
             key = f"capacity_groups.{group}"
-            require(bool(GROUP_NAME.match(group)), key, "group names are 1-20 lowercase letters, digits or '-', starting with a letter")
+            require(
+                bool(GROUP_NAME.match(group)),
+                key,
+                "group names are 1-20 lowercase letters, digits or '-', starting with a letter",
+            )
             try:
                 config.capacity.resolve_instance_types()
             except ConfigError as error:
                 raise error.within(f"{key}.capacity") from None
-            require(bool(config.models), f"{key}.models", "list the models that run on this capacity (a group without models only costs money)")
+            require(
+                bool(config.models),
+                f"{key}.models",
+                "list the models that run on this capacity (a group without models only costs money)",
+            )
             for index, name in enumerate(config.models):
-                require(name in names, f"{key}.models[{index}]", f"{name!r} is not a model of this environment; models: {', '.join(sorted(names))}")
-                require(name not in placement, f"{key}.models[{index}]", f"{name!r} is already placed on capacity_groups.{placement.get(name)}")
+                require(
+                    name in names,
+                    f"{key}.models[{index}]",
+                    f"{name!r} is not a model of this environment; models: {', '.join(sorted(names))}",
+                )
+                require(
+                    name not in placement,
+                    f"{key}.models[{index}]",
+                    f"{name!r} is already placed on capacity_groups.{placement.get(name)}",
+                )
                 placement[name] = group
         return placement
 
@@ -400,7 +486,7 @@ def load_environments(context: Mapping[str, Any], only: str | None = None) -> li
     """All environments in ``context[CONTEXT_KEY]`` (or just ``only``), validated."""
     environments = context.get(CONTEXT_KEY)
     if not isinstance(environments, dict) or not environments:
-        raise ConfigError(CONTEXT_KEY, "cdk.json context must hold an object of environments, e.g. {\"dev\": {...}}")
+        raise ConfigError(CONTEXT_KEY, 'cdk.json context must hold an object of environments, e.g. {"dev": {...}}')
     if only is not None and only not in environments:
         raise ConfigError(CONTEXT_KEY, f"unknown environment {only!r}; defined: {', '.join(environments)}")
     names = [only] if only is not None else list(environments)
@@ -409,15 +495,21 @@ def load_environments(context: Mapping[str, Any], only: str | None = None) -> li
 
 def load_environment(name: str, data: Any) -> EnvironmentConfig:
     if not ENVIRONMENT_NAME.match(name):
-        raise ConfigError(f"environment {name!r}", "names are 2-21 lowercase letters, digits or '-', starting with a letter")
+        raise ConfigError(
+            f"environment {name!r}", "names are 2-21 lowercase letters, digits or '-', starting with a letter"
+        )
     if isinstance(data, dict) and "name" in data:
-        raise ConfigError(f"environment {name!r}: name", "unknown key; the environment's name is its key in 'environments'")
+        raise ConfigError(
+            f"environment {name!r}: name", "unknown key; the environment's name is its key in 'environments'"
+        )
     for field_name, key in CDK_JSON_KEYS.items():
         if isinstance(data, dict) and field_name in data:
             raise ConfigError(f"environment {name!r}: {field_name}", f"unknown key; cdk.json names it {key!r}")
     try:
-        return from_dict(EnvironmentConfig, with_field_names(with_servers(with_capacity_groups(
-            {**with_model_deployments(data), "name": name}))))
+        return from_dict(
+            EnvironmentConfig,
+            with_field_names(with_servers(with_capacity_groups({**with_model_deployments(data), "name": name}))),
+        )
     except ConfigError as error:
         key, detail = as_cdk_json(error)
         raise ConfigError(f"environment {name!r}: {key}", detail) from None
@@ -434,10 +526,10 @@ def as_cdk_json(error: ConfigError) -> tuple[str, str]:
     key, detail = error.key, error.detail
     for field_name, cdk_json_key in CDK_JSON_KEYS.items():
         if key == field_name or key.startswith(f"{field_name}."):
-            key = cdk_json_key + key[len(field_name):]
+            key = cdk_json_key + key[len(field_name) :]
     allowed = "unknown key; allowed keys here: "
     if detail.startswith(allowed) and "." not in key:
-        names = [CDK_JSON_KEYS.get(name, name) for name in detail[len(allowed):].split(", ")]
+        names = [CDK_JSON_KEYS.get(name, name) for name in detail[len(allowed) :].split(", ")]
         detail = allowed + ", ".join(sorted(names))
     return key, detail
 
@@ -449,8 +541,7 @@ def with_model_deployments(data: Any) -> dict:
     if "deployment" not in data or not isinstance(data.get("models"), list):
         return data
     models = [
-        {"deployment": data["deployment"], **model} if isinstance(model, dict) else model
-        for model in data["models"]
+        {"deployment": data["deployment"], **model} if isinstance(model, dict) else model for model in data["models"]
     ]
     return {**data, "models": models}
 
@@ -473,10 +564,12 @@ def with_capacity_groups(data: dict) -> dict:
         neuron = [isinstance(t, str) and is_neuron_type(t) for t in types] or [False]
         if any(neuron) and not all(neuron):
             index = neuron.index(not neuron[0])
-            raise ConfigError(f"{key}.instance_types[{index}]",
-                              f"{types[index]!r} mixes {'CUDA' if neuron[0] else 'Neuron'} and "
-                              f"{'Neuron' if neuron[0] else 'CUDA'} types in one group, which launches one AMI; put the "
-                              "inf2 types in a capacity group of their own")
+            raise ConfigError(
+                f"{key}.instance_types[{index}]",
+                f"{types[index]!r} mixes {'CUDA' if neuron[0] else 'Neuron'} and "
+                f"{'Neuron' if neuron[0] else 'CUDA'} types in one group, which launches one AMI; put the "
+                "inf2 types in a capacity group of their own",
+            )
         props_type = NeuronCapacityProps if neuron and all(neuron) else GpuCapacityProps
         built[name] = {**group, "capacity": from_dict(props_type, capacity, key)}
     return {**data, "capacity_groups": built}
@@ -488,8 +581,11 @@ def with_servers(data: dict) -> dict:
     if "servers" in data:
         raise ConfigError("servers", "unknown key; say how each model is served in its own models[] entry")
     if isinstance(data.get("service"), dict) and "drain_timeout_seconds" in data["service"]:
-        raise ConfigError("service.drain_timeout_seconds", "is no longer an environment key: the drain is the bundled "
-                                                           "server's own, models[].drain_seconds (default 70)")
+        raise ConfigError(
+            "service.drain_timeout_seconds",
+            "is no longer an environment key: the drain is the bundled "
+            "server's own, models[].drain_seconds (default 70)",
+        )
     if not isinstance(data.get("models"), list) or not all(isinstance(model, dict) for model in data["models"]):
         return data  # from_dict names what is not a list of objects
     models, servers = [], []

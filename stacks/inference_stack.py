@@ -38,12 +38,21 @@ def load_balancer_id(number: int) -> str:
 
 
 class InferenceStack(cdk.Stack):
-    def __init__(self, scope: Construct, construct_id: str, *, config: EnvironmentConfig, network: InferenceNetwork, **kwargs) -> None:
-        super().__init__(scope, construct_id, description="GPU inference: shared capacity, load balancer, model store, keys and alarms topic", **kwargs)
+    def __init__(
+        self, scope: Construct, construct_id: str, *, config: EnvironmentConfig, network: InferenceNetwork, **kwargs
+    ) -> None:
+        super().__init__(
+            scope,
+            construct_id,
+            description="GPU inference: shared capacity, load balancer, model store, keys and alarms topic",
+            **kwargs,
+        )
         retain = cdk.RemovalPolicy.RETAIN if config.model_store.retain_on_delete else cdk.RemovalPolicy.DESTROY
         self.notifications = NotificationTopic(self, "Notifications", emails=config.alarm_emails)
         # Before the capacity: a group with a warm pool encrypts its launch function's log group with it.
-        self.logs_key = kms.Key(self, "LogsKey", description="Encrypts the model servers' log groups", enable_key_rotation=True)
+        self.logs_key = kms.Key(
+            self, "LogsKey", description="Encrypts the model servers' log groups", enable_key_rotation=True
+        )
         grant_logs_service(as_key(self.logs_key), self.region, self.account)
         self.capacity = GpuCapacity(
             self,
@@ -63,10 +72,16 @@ class InferenceStack(cdk.Stack):
 
         # Its own key, so only roles this account grants (the tasks' execution roles, through Secrets Manager) decrypt it.
         self.api_keys_key = kms.Key(
-            self, "ApiKeysKey", description="Encrypts the client API-key secret", enable_key_rotation=True, removal_policy=retain
+            self,
+            "ApiKeysKey",
+            description="Encrypts the client API-key secret",
+            enable_key_rotation=True,
+            removal_policy=retain,
         )
         # A JSON object of key names to keys: one per client, so one can be revoked alone (docs/security.md).
-        self.api_keys = api_keys_secret(self, "ApiKeys", encryption_key=as_key(self.api_keys_key), removal_policy=retain)
+        self.api_keys = api_keys_secret(
+            self, "ApiKeys", encryption_key=as_key(self.api_keys_key), removal_policy=retain
+        )
 
         # One load balancer per number models[].load_balancer names; the first keeps the single-balancer construct ID.
         self.load_balancers = {
@@ -100,23 +115,40 @@ class InferenceStack(cdk.Stack):
         )
         self.result_cache = self._result_cache(config, network, config.cache) if config.cache is not None else None
         firelens = config.telemetry.firelens
-        self.log_archive = (self._log_archive(config, retain) if firelens is not None and firelens.archive is not None
-                            and firelens.archive.s3 else None)
+        self.log_archive = (
+            self._log_archive(config, retain)
+            if firelens is not None and firelens.archive is not None and firelens.archive.s3
+            else None
+        )
         cdk.CfnOutput(self, "LoadBalancerDns", value=self.load_balancer.load_balancer.load_balancer_dns_name)
         for number, balancer in self.load_balancers.items():
             if number != 1:
-                cdk.CfnOutput(self, f"LoadBalancerDns{number}", value=balancer.load_balancer.load_balancer_dns_name,
-                              description=f"Load balancer {number}: serves the models whose load_balancer is {number}")
-        cdk.CfnOutput(self, "ModelBucket", value=self.model_store.bucket.bucket_name, description="Publish models under models/<name>/<version>/")
+                cdk.CfnOutput(
+                    self,
+                    f"LoadBalancerDns{number}",
+                    value=balancer.load_balancer.load_balancer_dns_name,
+                    description=f"Load balancer {number}: serves the models whose load_balancer is {number}",
+                )
+        cdk.CfnOutput(
+            self,
+            "ModelBucket",
+            value=self.model_store.bucket.bucket_name,
+            description="Publish models under models/<name>/<version>/",
+        )
 
     def _log_archive(self, config: EnvironmentConfig, removal: cdk.RemovalPolicy) -> s3.Bucket:
         """The servers' archived logs (FireLens's S3 output): the logs key, TLS only, kept as long as the log groups."""
         days = cdk.Duration.days(config.log_retention_days)
         bucket = s3.Bucket(
-            self, "LogArchive",
-            encryption=s3.BucketEncryption.KMS, encryption_key=as_key(self.logs_key), bucket_key_enabled=True,
-            enforce_ssl=True, block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED, versioned=True,
+            self,
+            "LogArchive",
+            encryption=s3.BucketEncryption.KMS,
+            encryption_key=as_key(self.logs_key),
+            bucket_key_enabled=True,
+            enforce_ssl=True,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            versioned=True,
             lifecycle_rules=[s3.LifecycleRule(id="expire-logs", expiration=days, noncurrent_version_expiration=days)],
             removal_policy=removal,
         )
@@ -124,37 +156,74 @@ class InferenceStack(cdk.Stack):
         # ModelStore does for the model bucket.
         access_logs, prefix = self.model_store.access_logs_bucket, "log-archive/"
         default_child(bucket, s3.CfnBucket).logging_configuration = s3.CfnBucket.LoggingConfigurationProperty(
-            destination_bucket_name=access_logs.bucket_name, log_file_prefix=prefix)
-        access_logs.add_to_resource_policy(iam.PolicyStatement(
-            principals=[service_principal("logging.s3.amazonaws.com")], actions=["s3:PutObject"],
-            resources=[access_logs.arn_for_objects(f"{prefix}*")],
-            conditions={"ArnLike": {"aws:SourceArn": bucket.bucket_arn}, "StringEquals": {"aws:SourceAccount": self.account}}))
+            destination_bucket_name=access_logs.bucket_name, log_file_prefix=prefix
+        )
+        access_logs.add_to_resource_policy(
+            iam.PolicyStatement(
+                principals=[service_principal("logging.s3.amazonaws.com")],
+                actions=["s3:PutObject"],
+                resources=[access_logs.arn_for_objects(f"{prefix}*")],
+                conditions={
+                    "ArnLike": {"aws:SourceArn": bucket.bucket_arn},
+                    "StringEquals": {"aws:SourceAccount": self.account},
+                },
+            )
+        )
         return bucket
 
     def load_balancer_for(self, model_name: str) -> InferenceLoadBalancer:
         """The load balancer that serves a model (its ``load_balancer`` number)."""
         return self.load_balancers[self._load_balancer_of[model_name]]
 
-    def _result_cache(self, config: EnvironmentConfig, network: InferenceNetwork, props: ResultCacheProps) -> ResultCache:
+    def _result_cache(
+        self, config: EnvironmentConfig, network: InferenceNetwork, props: ResultCacheProps
+    ) -> ResultCache:
         """The environment's shared result cache, its alarms on the topic and its cost on the dashboard."""
-        cache = ResultCache(self, "ResultCache", name=f"{config.name}-results", vpc=network.vpc,
-                            subnets=network.private_subnets, topic=as_topic(self.notifications.topic), props=props)
+        cache = ResultCache(
+            self,
+            "ResultCache",
+            name=f"{config.name}-results",
+            vpc=network.vpc,
+            subnets=network.private_subnets,
+            topic=as_topic(self.notifications.topic),
+            props=props,
+        )
         cache.add_connection_failure_alarm(self, config.name, as_topic(self.notifications.topic))
-        self.monitoring.dashboard.add_widgets(cdk.aws_cloudwatch.GraphWidget(
-            title="Result cache cost (USD an hour) and hit rate", left=[cache.metric_cost_per_hour()],
-            right=[cache.metric("CacheHitRate", "Average")], width=24))
+        self.monitoring.dashboard.add_widgets(
+            cdk.aws_cloudwatch.GraphWidget(
+                title="Result cache cost (USD an hour) and hit rate",
+                left=[cache.metric_cost_per_hour()],
+                right=[cache.metric("CacheHitRate", "Average")],
+                width=24,
+            )
+        )
         return cache
 
-    def _capacity_group(self, name: str, props: GpuCapacityProps | NeuronCapacityProps,
-                        network: InferenceNetwork) -> GpuCapacity | NeuronCapacity:
+    def _capacity_group(
+        self, name: str, props: GpuCapacityProps | NeuronCapacityProps, network: InferenceNetwork
+    ) -> GpuCapacity | NeuronCapacity:
         """A capacity group, another provider of the environment's cluster: Inferentia2 (``NeuronCapacity-<name>``)
         where its props are Neuron's, else GPU (``GpuCapacity-<name>``)."""
         if isinstance(props, NeuronCapacityProps):
-            return NeuronCapacity(self, f"NeuronCapacity-{name}", vpc=network.vpc, subnets=network.private_subnets,
-                                  props=props, topic=as_topic(self.notifications.topic), cluster=self.capacity.cluster)
-        return GpuCapacity(self, f"GpuCapacity-{name}", vpc=network.vpc, subnets=network.private_subnets, props=props,
-                           topic=as_topic(self.notifications.topic), cluster=self.capacity.cluster,
-                           logs_key=as_key(self.logs_key))
+            return NeuronCapacity(
+                self,
+                f"NeuronCapacity-{name}",
+                vpc=network.vpc,
+                subnets=network.private_subnets,
+                props=props,
+                topic=as_topic(self.notifications.topic),
+                cluster=self.capacity.cluster,
+            )
+        return GpuCapacity(
+            self,
+            f"GpuCapacity-{name}",
+            vpc=network.vpc,
+            subnets=network.private_subnets,
+            props=props,
+            topic=as_topic(self.notifications.topic),
+            cluster=self.capacity.cluster,
+            logs_key=as_key(self.logs_key),
+        )
 
     def capacity_for(self, model_name: str) -> GpuCapacity | NeuronCapacity:
         """The capacity a model runs on: its capacity group's, else the environment's ``capacity``."""

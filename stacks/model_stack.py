@@ -59,28 +59,55 @@ class ModelStack(cdk.Stack):
         served = config.server_config(model)
         capacity = shared.capacity_for(model.name)
         route = LoadBalancerRoute(load_balancer, priority=served.listener_priority)
-        logs = ServiceLogs(key=as_key(shared.logs_key), retention_days=config.log_retention_days, telemetry=config.telemetry,
-                           archive_bucket=self._log_archive(shared))
+        logs = ServiceLogs(
+            key=as_key(shared.logs_key),
+            retention_days=config.log_retention_days,
+            telemetry=config.telemetry,
+            archive_bucket=self._log_archive(shared),
+        )
         access = ServiceAccess(api_keys_secret=self._api_keys(shared), subnets=network.private_subnets)
         rollback = config.rollback_thresholds_for(model)
         # One image asset for every bundled model and pool (the same directory): `cdk deploy` builds and pushes it once.
         self.service: ModelService
         if served.pool_server is not None:
-            self.service = ModelPool(self, f"Model-{model.name}", model=model, environment_name=config.name,
-                                     capacity=capacity, model_store=shared.model_store, route=route, logs=logs,
-                                     server=served.pool_server, access=access, timing=config.timing,
-                                     rollback_thresholds=rollback)
+            self.service = ModelPool(
+                self,
+                f"Model-{model.name}",
+                model=model,
+                environment_name=config.name,
+                capacity=capacity,
+                model_store=shared.model_store,
+                route=route,
+                logs=logs,
+                server=served.pool_server,
+                access=access,
+                timing=config.timing,
+                rollback_thresholds=rollback,
+            )
         else:
-            self.service = ModelService(self, f"Model-{model.name}", model=model, environment_name=config.name,
-                                        capacity=capacity, model_source=shared.model_store, route=route, logs=logs,
-                                        server=served.server, access=access, timing=config.timing,
-                                        rollback_thresholds=rollback)
+            self.service = ModelService(
+                self,
+                f"Model-{model.name}",
+                model=model,
+                environment_name=config.name,
+                capacity=capacity,
+                model_source=shared.model_store,
+                route=route,
+                logs=logs,
+                server=served.server,
+                access=access,
+                timing=config.timing,
+                rollback_thresholds=rollback,
+            )
         if self.service.contract.accelerator == "neuron" and self.service.contract.no_traces_reason is not None:
             cdk.Annotations.of(self.service).acknowledge_warning(
-                NO_TRACES_WARNING, "the environment's Neuron models (TorchServe) are traced at the load balancer only")
+                NO_TRACES_WARNING, "the environment's Neuron models (TorchServe) are traced at the load balancer only"
+            )
         if config.telemetry.firelens is not None and config.telemetry.firelens.archive is not None:
             cdk.Annotations.of(self.service).acknowledge_warning(
-                "gpu-inference:firehose-endpoint", "config.py requires the network's kinesis-firehose endpoint for a Firehose archive")
+                "gpu-inference:firehose-endpoint",
+                "config.py requires the network's kinesis-firehose endpoint for a Firehose archive",
+            )
         self.scaling = ServiceScaling(
             self,
             f"Scaling-{model.name}",
@@ -102,7 +129,12 @@ class ModelStack(cdk.Stack):
         if shared.result_cache is not None and config.uses_cache(model):
             self.service.use_cache(shared.result_cache)
         route, what = inference_route(model, config.server_config(model))
-        cdk.CfnOutput(self, f"Url-{model.name}", value=f"{load_balancer.base_url}/{model.name}/{route}", description=f"{model.name} {what}")
+        cdk.CfnOutput(
+            self,
+            f"Url-{model.name}",
+            value=f"{load_balancer.base_url}/{model.name}/{route}",
+            description=f"{model.name} {what}",
+        )
 
     def _log_archive(self, shared: InferenceStack) -> s3.IBucket | None:
         """The shared archive bucket as this stack sees it (its name and ARN as plain outputs, never a parsed ARN),
@@ -110,15 +142,22 @@ class ModelStack(cdk.Stack):
         if shared.log_archive is None:
             return None
         key = kms.Key.from_key_arn(self, "LogArchiveKey", shared.logs_key.key_arn)
-        return s3.Bucket.from_bucket_attributes(self, "LogArchive", bucket_arn=shared.log_archive.bucket_arn,
-                                                bucket_name=shared.log_archive.bucket_name, encryption_key=key)
+        return s3.Bucket.from_bucket_attributes(
+            self,
+            "LogArchive",
+            bucket_arn=shared.log_archive.bucket_arn,
+            bucket_name=shared.log_archive.bucket_name,
+            encryption_key=key,
+        )
 
     def _api_keys(self, shared: InferenceStack) -> secretsmanager.ISecret:
         """The shared API-key secret and its key as this stack sees them: granting to an imported key changes only
         the execution role's policy (the key trusts the account), never the shared stack's key policy, which would
         make the shared stack depend on every model stack."""
         key = kms.Key.from_key_arn(self, "ApiKeysKey", shared.api_keys_key.key_arn)
-        return secretsmanager.Secret.from_secret_attributes(self, "ApiKeys", secret_complete_arn=shared.api_keys.secret_arn, encryption_key=key)
+        return secretsmanager.Secret.from_secret_attributes(
+            self, "ApiKeys", secret_complete_arn=shared.api_keys.secret_arn, encryption_key=key
+        )
 
     def _grant_api_keys_decrypt(self, shared: InferenceStack) -> None:
         """ECS reads the secret with the execution role, and Secrets Manager decrypts it with that role's permission.

@@ -29,15 +29,31 @@ REPLACED_BY: dict[str, tuple[str, ...]] = {
     "AWS::ECS::Cluster": ("ClusterName",),
     "AWS::ECS::CapacityProvider": ("AutoScalingGroupProvider/AutoScalingGroupArn", "Name", "ClusterName"),
     "AWS::KMS::Key": (),
-    "AWS::ElastiCache::ServerlessCache": ("ServerlessCacheName", "KmsKeyId", "SnapshotArnsToRestore", "SubnetIds",
-                                          "NetworkType", "ConnectionType"),
+    "AWS::ElastiCache::ServerlessCache": (
+        "ServerlessCacheName",
+        "KmsKeyId",
+        "SnapshotArnsToRestore",
+        "SubnetIds",
+        "NetworkType",
+        "ConnectionType",
+    ),
     "AWS::ElastiCache::User": ("UserId", "UserName"),
     "AWS::SecretsManager::Secret": ("Name",),
     "AWS::SNS::Topic": ("TopicName", "FifoTopic"),
     "AWS::S3::Bucket": ("BucketName", "BucketNamePrefix", "BucketNamespace"),
     "AWS::EC2::VPC": ("CidrBlock", "Ipv4IpamPoolId", "Ipv4NetmaskLength", "VpcEncryptionControl"),
-    "AWS::EC2::Subnet": ("VpcId", "AvailabilityZone", "AvailabilityZoneId", "CidrBlock", "OutpostArn", "Ipv6Native",
-                         "Ipv4IpamPoolId", "Ipv4NetmaskLength", "Ipv6IpamPoolId", "Ipv6NetmaskLength"),
+    "AWS::EC2::Subnet": (
+        "VpcId",
+        "AvailabilityZone",
+        "AvailabilityZoneId",
+        "CidrBlock",
+        "OutpostArn",
+        "Ipv6Native",
+        "Ipv4IpamPoolId",
+        "Ipv4NetmaskLength",
+        "Ipv6IpamPoolId",
+        "Ipv6NetmaskLength",
+    ),
 }
 LOCK_FILE = "references.lock.json"
 ACCEPT_CONTEXT_KEY = "acceptReplacement"
@@ -79,7 +95,11 @@ def check(lock: Mapping[str, dict], current: Mapping[str, dict]) -> list[str]:
         before = lock.get(key)
         if before is None or before.get("resource") != now["resource"]:
             continue  # a new output, or another resource: the output name changes with it, so consumers update
-        changed = sorted(p for p in {*before["replaced_by"], *now["replaced_by"]} if before["replaced_by"].get(p) != now["replaced_by"].get(p))
+        changed = sorted(
+            p
+            for p in {*before["replaced_by"], *now["replaced_by"]}
+            if before["replaced_by"].get(p) != now["replaced_by"].get(p)
+        )
         if changed:
             problems.append(
                 f"{now['type']} {now['resource']} in {key.split('/')[0]} would be replaced ({', '.join(changed)} changed) "

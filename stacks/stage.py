@@ -35,9 +35,7 @@ class InferenceStage(cdk.Stage):
             cdk.Tags.of(self).add(key, value, exclude_resource_types=list(UNTAGGED))
 
         self.network_stack = NetworkStack(self, "Network", props=config.network, env=env)
-        self.shared = InferenceStack(
-            self, "Inference", config=config, network=self.network_stack.network, env=env
-        )
+        self.shared = InferenceStack(self, "Inference", config=config, network=self.network_stack.network, env=env)
         self.model_stacks = {
             model.name: ModelStack(
                 self,

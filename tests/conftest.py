@@ -46,16 +46,21 @@ def mark_text(marker: str) -> str:
 def tests_hidden_from_their_run(items) -> list[str]:
     """``marker: file`` for each file of ``items`` with a test marked one of LANE_MARKERS that lacks its text."""
     marked = {(Path(item.path), marker) for item in items for marker in LANE_MARKERS if item.get_closest_marker(marker)}
-    return sorted(f"{os.path.relpath(path, ROOT)} marks tests `{marker}` without the text {mark_text(marker)!r}"
-                  for path, marker in marked if mark_text(marker) not in path.read_text())
+    return sorted(
+        f"{os.path.relpath(path, ROOT)} marks tests `{marker}` without the text {mark_text(marker)!r}"
+        for path, marker in marked
+        if mark_text(marker) not in path.read_text()
+    )
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects the marked tests from the parallel run
 def pytest_collection_modifyitems(items):
     hidden = tests_hidden_from_their_run(items)
     if hidden:
-        raise pytest.UsageError(f"{'; '.join(hidden)}, so make test's run for it never collects them: write the "
-                                f"marker as @pytest.mark.<name> or in pytestmark")
+        raise pytest.UsageError(
+            f"{'; '.join(hidden)}, so make test's run for it never collects them: write the "
+            f"marker as @pytest.mark.<name> or in pytestmark"
+        )
     rank = {path: index for index, path in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(os.path.relpath(item.path, ROOT), len(rank)))
 
@@ -96,9 +101,13 @@ class Synthesized:
 
     def inference_template(self, environment: str) -> dict:
         """The shared stack and every model stack as one template (see merge_templates)."""
-        return merge_templates({
-            self.stack_names[(environment, s)]: self.template(environment, s) for s in self.stack_ids(environment) if s != "Network"
-        })
+        return merge_templates(
+            {
+                self.stack_names[(environment, s)]: self.template(environment, s)
+                for s in self.stack_ids(environment)
+                if s != "Network"
+            }
+        )
 
     def template_paths(self) -> list[Path]:
         return sorted(self.outdir.glob("assembly-*/*.template.json"))
@@ -136,8 +145,11 @@ def cloudformation_validation_findings(outdir: Path) -> list[str]:
     for plugin in json.loads(report.read_text())["pluginReports"]:
         if plugin["pluginName"] != cdk.CloudFormationValidatePlugin.PLUGIN_NAME:
             continue
-        found += [f"{v['ruleName']} {c['constructPath']}: {v['description']}"
-                  for v in plugin["violations"] for c in v["violatingConstructs"]]
+        found += [
+            f"{v['ruleName']} {c['constructPath']}: {v['description']}"
+            for v in plugin["violations"]
+            for c in v["violatingConstructs"]
+        ]
         if (plugin.get("metadata") or {}).get("error"):
             found.append(f"the plugin failed: {plugin['metadata']['error']}")
         elif plugin.get("conclusion") == "failure" and not plugin["violations"]:
@@ -183,19 +195,40 @@ def app_synthesized(request, tmp_path_factory) -> Synthesized:
 def metric_stats(properties):
     """(namespace, name, statistic) of every metric an alarm reads (one per target group for ALB target metrics)."""
     if "MetricName" in properties:
-        return [(properties["Namespace"], properties["MetricName"], properties.get("ExtendedStatistic") or properties["Statistic"])]
-    return [(m["MetricStat"]["Metric"]["Namespace"], m["MetricStat"]["Metric"]["MetricName"], m["MetricStat"]["Stat"])
-            for m in properties["Metrics"] if "MetricStat" in m]
+        return [
+            (
+                properties["Namespace"],
+                properties["MetricName"],
+                properties.get("ExtendedStatistic") or properties["Statistic"],
+            )
+        ]
+    return [
+        (m["MetricStat"]["Metric"]["Namespace"], m["MetricStat"]["Metric"]["MetricName"], m["MetricStat"]["Stat"])
+        for m in properties["Metrics"]
+        if "MetricStat" in m
+    ]
 
 
 def single_metric(properties):
     """(namespace, name, statistic, dimensions, period) of an alarm's one metric, in either template form."""
     if "MetricName" in properties:
         statistic = properties.get("ExtendedStatistic") or properties["Statistic"]
-        return properties["Namespace"], properties["MetricName"], statistic, properties.get("Dimensions", []), properties["Period"]
+        return (
+            properties["Namespace"],
+            properties["MetricName"],
+            statistic,
+            properties.get("Dimensions", []),
+            properties["Period"],
+        )
     (metric,) = [m for m in properties["Metrics"] if "MetricStat" in m]
     stat = metric["MetricStat"]
-    return stat["Metric"]["Namespace"], stat["Metric"]["MetricName"], stat["Stat"], stat["Metric"].get("Dimensions", []), stat["Period"]
+    return (
+        stat["Metric"]["Namespace"],
+        stat["Metric"]["MetricName"],
+        stat["Stat"],
+        stat["Metric"].get("Dimensions", []),
+        stat["Period"],
+    )
 
 
 def merge_templates(templates: dict) -> dict:

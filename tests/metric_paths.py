@@ -62,8 +62,14 @@ def model_tasks(stage, template: dict) -> list[ModelTask]:
         logical_id = cdk.Stack.of(service).resolve(resource.logical_id)
         contract = service.contract
         histograms = {cloudwatch for _, cloudwatch in contract.metrics.histograms} if contract.metrics else set()
-        tasks.append(ModelTask(service.model.name, template["Resources"][logical_id], frozenset(contract.emf_metrics),
-                               frozenset(contract.metric_names) | histograms))
+        tasks.append(
+            ModelTask(
+                service.model.name,
+                template["Resources"][logical_id],
+                frozenset(contract.emf_metrics),
+                frozenset(contract.metric_names) | histograms,
+            )
+        )
     return tasks
 
 
@@ -98,7 +104,11 @@ def _metric_specification(reader: str, spec: dict) -> list[MetricRead]:
     for query in spec.get("Metrics", []):
         if "MetricStat" in query:
             metric = query["MetricStat"]["Metric"]
-            reads.append(MetricRead(reader, metric["Namespace"], metric["MetricName"], _model(_dimensions(metric.get("Dimensions")))))
+            reads.append(
+                MetricRead(
+                    reader, metric["Namespace"], metric["MetricName"], _model(_dimensions(metric.get("Dimensions")))
+                )
+            )
         elif isinstance(query.get("Expression"), str):
             reads += _search_reads(reader, query["Expression"])
     return reads
@@ -120,8 +130,15 @@ def _search_reads(reader: str, expression: str) -> list[MetricRead]:
     for namespace, query in SEARCH.findall(expression):
         terms = dict(DIMENSION.findall(query))
         if "MetricName" in terms:
-            reads.append(MetricRead(reader, namespace, terms["MetricName"], terms.get(metric_names.DIMENSION_MODEL),
-                                    search=reader.startswith("AWS::CloudWatch::Dashboard")))
+            reads.append(
+                MetricRead(
+                    reader,
+                    namespace,
+                    terms["MetricName"],
+                    terms.get(metric_names.DIMENSION_MODEL),
+                    search=reader.startswith("AWS::CloudWatch::Dashboard"),
+                )
+            )
     return reads
 
 
@@ -164,8 +181,10 @@ def emf_route_problem(task: ModelTask) -> str | None:
         if options.get("Name") not in ("cloudwatch_logs", "cloudwatch"):
             return f"FireLens sends the server's lines to {options.get('Name')!r}, not CloudWatch Logs"
         if options.get("log_key") != FIRELENS_LOG_KEY:
-            return (f"FireLens's cloudwatch_logs output has log_key {options.get('log_key')!r}: each EMF line arrives "
-                    f"as a string under {FIRELENS_LOG_KEY!r}, not the JSON object CloudWatch extracts metrics from")
+            return (
+                f"FireLens's cloudwatch_logs output has log_key {options.get('log_key')!r}: each EMF line arrives "
+                f"as a string under {FIRELENS_LOG_KEY!r}, not the JSON object CloudWatch extracts metrics from"
+            )
         return None
     return f"the server logs with {driver!r}, which delivers nothing to CloudWatch Logs"
 
@@ -185,7 +204,9 @@ def collector_problem(task: ModelTask, metric: str) -> str | None:
         selectors = [s for d in exporter.get("metric_declarations", []) for s in d["metric_name_selectors"]]
         namespace = exporter.get("namespace")
     elif "CW_CONFIG_CONTENT" in environment:
-        processor = json.loads(environment["CW_CONFIG_CONTENT"])["logs"]["metrics_collected"]["prometheus"]["emf_processor"]
+        processor = json.loads(environment["CW_CONFIG_CONTENT"])["logs"]["metrics_collected"]["prometheus"][
+            "emf_processor"
+        ]
         selectors = [s for d in processor["metric_declaration"] for s in d["metric_selectors"]]
         namespace = processor["metric_namespace"]
     else:
@@ -202,7 +223,9 @@ def delivery_problem(task: ModelTask, metric: str) -> str | None:
     if metric in task.emf_metrics:
         problem = emf_route_problem(task)
         return None if problem is None else f"the server writes it as EMF, but {problem}"
-    if metric in task.collected_metrics or metric in {PrometheusMetrics.cloudwatch_name(m) for m in task.collected_metrics}:
+    if metric in task.collected_metrics or metric in {
+        PrometheusMetrics.cloudwatch_name(m) for m in task.collected_metrics
+    }:
         return collector_problem(task, metric)
     return "no container of its task emits it (neither the server's emf_metrics nor its collector's metrics)"
 
@@ -211,25 +234,46 @@ def delivery_problem(task: ModelTask, metric: str) -> str | None:
 def task_start_metrics() -> frozenset[str]:
     """The metrics the task-start function writes (TaskStarts: EMF on its stdout, which Lambda sends to its log group
     as written), read off the documents its handler makes for a task that started and one that failed."""
-    stamps = {"createdAt": "2026-01-01T00:00:00Z", "pullStartedAt": "2026-01-01T00:00:01Z",
-              "pullStoppedAt": "2026-01-01T00:00:02Z", "startedAt": "2026-01-01T00:00:03Z"}
+    stamps = {
+        "createdAt": "2026-01-01T00:00:00Z",
+        "pullStartedAt": "2026-01-01T00:00:01Z",
+        "pullStoppedAt": "2026-01-01T00:00:02Z",
+        "startedAt": "2026-01-01T00:00:03Z",
+    }
     started = {"group": "service:s", "lastStatus": "RUNNING", "desiredStatus": "RUNNING", **stamps}
-    failed = {"group": "service:s", "lastStatus": "STOPPED", "stopCode": task_start_handler.FAILURE_STOP_CODES[0], **stamps}
+    failed = {
+        "group": "service:s",
+        "lastStatus": "STOPPED",
+        "stopCode": task_start_handler.FAILURE_STOP_CODES[0],
+        **stamps,
+    }
     with contextlib.redirect_stdout(io.StringIO()):  # the handler prints each document
         documents = [task_start_handler.handler({"detail": detail}) for detail in (started, failed)]
-    return frozenset(metric["Name"] for document in documents if document is not None
-                     for metric in document["_aws"]["CloudWatchMetrics"][0]["Metrics"])
+    return frozenset(
+        metric["Name"]
+        for document in documents
+        if document is not None
+        for metric in document["_aws"]["CloudWatchMetrics"][0]["Metrics"]
+    )
 
 
 def task_start_function_problem(template: dict) -> str | None:
     """Why the task-start function writes nothing, or None: the environment must have it (its inline code the
     library's handler) and an EventBridge rule that invokes it."""
-    functions = [logical_id for logical_id, r in template["Resources"].items() if r["Type"] == "AWS::Lambda::Function"
-                 and r["Properties"].get("Code", {}).get("ZipFile") == task_starts.HANDLER_SOURCE]
+    functions = [
+        logical_id
+        for logical_id, r in template["Resources"].items()
+        if r["Type"] == "AWS::Lambda::Function"
+        and r["Properties"].get("Code", {}).get("ZipFile") == task_starts.HANDLER_SOURCE
+    ]
     if not functions:
         return "the environment has no task-start function"
-    targets = {json.dumps(t.get("Arn")) for r in template["Resources"].values() if r["Type"] == "AWS::Events::Rule"
-               for t in r["Properties"].get("Targets", [])}
+    targets = {
+        json.dumps(t.get("Arn"))
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::Events::Rule"
+        for t in r["Properties"].get("Targets", [])
+    }
     if not any(json.dumps({"Fn::GetAtt": [f, "Arn"]}) in targets for f in functions):
         return "no EventBridge rule invokes the task-start function"
     return None
@@ -240,9 +284,12 @@ def undeliverable(template: dict, tasks: list[ModelTask]) -> list[str]:
     delivers."""
     by_model = {task.model: task for task in tasks}
     function_problem = task_start_function_problem(template)
-    insights = any(setting.get("Name") == "containerInsights" and setting.get("Value") in ("enabled", "enhanced")
-                   for r in template["Resources"].values() if r["Type"] == "AWS::ECS::Cluster"
-                   for setting in r.get("Properties", {}).get("ClusterSettings", []))
+    insights = any(
+        setting.get("Name") == "containerInsights" and setting.get("Value") in ("enabled", "enhanced")
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::ECS::Cluster"
+        for setting in r.get("Properties", {}).get("ClusterSettings", [])
+    )
     found = []
     for read in metric_reads(template):
         what = f"{read.reader} reads {read.namespace}/{read.name}" + (f" of {read.model}" if read.model else "")

@@ -31,7 +31,11 @@ def _short(value):
                 return f"!GetAtt {'.'.join(arg)}"
             if key == "Fn::ImportValue" and isinstance(arg, str):
                 return f"!ImportValue {arg}"
-            if key == "Fn::GetStackOutput" and isinstance(arg, dict) and set(arg) == {"StackName", "OutputName", "Region"}:
+            if (
+                key == "Fn::GetStackOutput"
+                and isinstance(arg, dict)
+                and set(arg) == {"StackName", "OutputName", "Region"}
+            ):
                 return f"!StackOutput {arg['StackName']}.{arg['OutputName']} ({arg['Region']})"
         return {key: _short(item) for key, item in value.items()}
     if isinstance(value, list):
@@ -95,17 +99,22 @@ def render_template(template: dict) -> list[str]:
 
 def _server_kind(template: dict) -> tuple:
     """What makes two model stacks alike: the container images and ports of their task definitions."""
-    return tuple(sorted(
-        (json.dumps(container.get("Image")), json.dumps(container.get("PortMappings")))
-        for resource in template.get("Resources", {}).values() if resource["Type"] == "AWS::ECS::TaskDefinition"
-        for container in resource["Properties"]["ContainerDefinitions"]
-    ))
+    return tuple(
+        sorted(
+            (json.dumps(container.get("Image")), json.dumps(container.get("PortMappings")))
+            for resource in template.get("Resources", {}).values()
+            if resource["Type"] == "AWS::ECS::TaskDefinition"
+            for container in resource["Properties"]["ContainerDefinitions"]
+        )
+    )
 
 
 def _as_model(template: dict, name: str) -> dict:
     """The template with its model's name (as written in ids, paths and descriptions) read as <model>."""
     compact = re.sub(r"[^A-Za-z0-9]", "", name)
-    pattern = re.compile("|".join(re.escape(n) for n in sorted({name, compact, compact.capitalize()}, key=len, reverse=True)))
+    pattern = re.compile(
+        "|".join(re.escape(n) for n in sorted({name, compact, compact.capitalize()}, key=len, reverse=True))
+    )
     # CDK's logical ids end in a hash of the construct path, which holds the model's name.
     return json.loads(LOGICAL_ID_HASH.sub(r"\1<id>", pattern.sub("<model>", json.dumps(template))))
 
@@ -124,7 +133,9 @@ def render_stacks(templates: dict[str, dict]) -> str:
             out += [f"# {stack_id}", *render_template(template), ""]
             continue
         base_id, base = first_of_kind[kind]
-        diff = difflib.unified_diff(base, render_template(_as_model(template, stack_id.removeprefix("Model-"))), lineterm="", n=2)
+        diff = difflib.unified_diff(
+            base, render_template(_as_model(template, stack_id.removeprefix("Model-"))), lineterm="", n=2
+        )
         out += [f"# {stack_id}: {base_id}'s lines, with its own model for <model>, except", *list(diff)[2:], ""]
     return "\n".join(out)
 

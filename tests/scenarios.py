@@ -35,5 +35,7 @@ def write_scenario_cdk_json(directory: Path, environments: dict | None = None) -
     """A cdk.json in ``directory`` holding ``environments`` (default: every scenario environment), for the commands
     that read one (the sizing advisor, the timeline)."""
     path = directory / "cdk.json"
-    path.write_text(json.dumps({"context": {"environments": scenario_environments() if environments is None else environments}}))
+    path.write_text(
+        json.dumps({"context": {"environments": scenario_environments() if environments is None else environments}})
+    )
     return path

@@ -1,6 +1,6 @@
-"""`make lint` runs ruff and pyright with the repository's pyproject.toml over the whole tree, and `make test` holds
-the whole tree to both (test_the_repository_is_ruff_clean, test_the_repository_is_pyright_clean). The other tests
-are the twins: the same CLIs, the same configuration, on planted defects they must report."""
+"""`make lint` runs ruff (check and format) and pyright with the repository's pyproject.toml over the whole tree, and
+`make test` holds the whole tree to them (test_the_repository_is_ruff_clean, test_the_repository_is_ruff_formatted,
+test_the_repository_is_pyright_clean). The other tests are the twins: the same CLIs, the same configuration, on planted defects they must report."""
 
 from __future__ import annotations
 
@@ -22,15 +22,42 @@ def _tool(name: str, *where: str) -> str:
 
 
 def ruff(*paths: Path) -> tuple[int, set[str]]:
-    done = subprocess.run([_tool("ruff", ".venv/bin/ruff"), "check", "--config", str(CONFIG), "--no-cache",
-                           "--output-format", "json", *map(str, paths)], capture_output=True, text=True, cwd=ROOT)
+    done = subprocess.run(
+        [
+            _tool("ruff", ".venv/bin/ruff"),
+            "check",
+            "--config",
+            str(CONFIG),
+            "--no-cache",
+            "--output-format",
+            "json",
+            *map(str, paths),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     return done.returncode, {finding["code"] for finding in json.loads(done.stdout)}
+
+
+def ruff_format_check(*paths: Path) -> tuple[int, str]:
+    done = subprocess.run(
+        [_tool("ruff", ".venv/bin/ruff"), "format", "--check", "--config", str(CONFIG), "--no-cache", *map(str, paths)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    return done.returncode, done.stdout
 
 
 def pyright(project: Path) -> tuple[int, list[str]]:
     """Pyright with ``project``'s settings over its include."""
-    done = subprocess.run([_tool("pyright", "node_modules/.bin/pyright"), "--outputjson", "--project", str(project)],
-                          capture_output=True, text=True, cwd=project)
+    done = subprocess.run(
+        [_tool("pyright", "node_modules/.bin/pyright"), "--outputjson", "--project", str(project)],
+        capture_output=True,
+        text=True,
+        cwd=project,
+    )
     report = json.loads(done.stdout)
     assert report["summary"]["filesAnalyzed"] >= 1, report["summary"]
     return done.returncode, [d["rule"] for d in report["generalDiagnostics"] if d["severity"] == "error"]
@@ -38,7 +65,23 @@ def pyright(project: Path) -> tuple[int, list[str]]:
 
 def test_the_repository_is_ruff_clean():
     code, found = ruff(ROOT)
-    assert (code, found) == (0, set()), f"ruff finds {sorted(found)}: run `.venv/bin/ruff check --fix .`, then fix the rest"
+    assert (code, found) == (0, set()), (
+        f"ruff finds {sorted(found)}: run `.venv/bin/ruff check --fix .`, then fix the rest"
+    )
+
+
+def test_the_repository_is_ruff_formatted():
+    code, report = ruff_format_check(ROOT)
+    assert code == 0, f"{report}\nrun `.venv/bin/ruff format .`"
+
+
+def test_ruff_format_reports_a_planted_hand_wrapped_call(tmp_path):
+    planted = tmp_path / "planted.py"
+    planted.write_text("def f(a, b):\n    return g(a,\n             b)\n")
+    code, report = ruff_format_check(planted)
+    assert code == 1 and "planted.py" in report, report
+    planted.write_text("def f(a, b):\n    return g(a, b)\n")
+    assert ruff_format_check(planted)[0] == 0
 
 
 # About 50 s of a core: make test runs it in its background run, make test-fast leaves it to make lint.
@@ -60,7 +103,8 @@ def test_ruff_reports_each_selected_family_on_planted_defects(tmp_path):
         "def f(x: Optional[int], items=[]) -> None:\n"  # UP045, B006
         "    print(undefined_name)\n"  # F821
         "    l = 1\n"  # E741
-        "    return os.sep, l\n")
+        "    return os.sep, l\n"
+    )
     code, found = ruff(planted)
     assert code == 1 and {"F401", "F821", "I001", "UP045", "B006", "E741"} <= found, found
 
@@ -74,7 +118,7 @@ def test_ruff_passes_a_clean_file(tmp_path):
 def test_pyright_with_the_repositorys_settings_reports_a_planted_type_error(tmp_path):
     settings = CONFIG.read_text().split("[tool.pyright]", 1)[1]
     mode = next(line for line in settings.splitlines() if line.startswith("typeCheckingMode"))
-    (tmp_path / "pyproject.toml").write_text(f"[tool.pyright]\n{mode}\npythonVersion = \"3.11\"\n")
+    (tmp_path / "pyproject.toml").write_text(f'[tool.pyright]\n{mode}\npythonVersion = "3.11"\n')
     (tmp_path / "planted.py").write_text("def f(x: int) -> str:\n    return x\n\n\nf('a')\n")
     code, rules = pyright(tmp_path)
     assert code == 1 and rules.count("reportArgumentType") == 1 and "reportReturnType" in rules, rules

@@ -11,9 +11,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-LOCKS = {"requirements.txt": "requirements.lock", "requirements-dev.txt": "requirements-dev.lock",
-         "requirements-checkov.txt": "requirements-checkov.lock",
-         "inference_image/requirements.txt": "inference_image/requirements.lock"}
+LOCKS = {
+    "requirements.txt": "requirements.lock",
+    "requirements-dev.txt": "requirements-dev.lock",
+    "requirements-checkov.txt": "requirements-checkov.lock",
+    "inference_image/requirements.txt": "inference_image/requirements.lock",
+}
 UNLOCKED = {"torch"}  # installed beside the lock: its CPU build is a local file (Makefile, TORCH)
 PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.-]*)(?:\[[^\]]*\])?==([^\s;\\]+)", re.MULTILINE)
 
@@ -46,8 +49,12 @@ def locked(lock: Path) -> dict[str, tuple[str, int]]:
 def version_problems(wanted: dict[str, str], source: str, lock: Path) -> list[str]:
     """Each of ``wanted``'s pins (from ``source``) that ``lock`` holds at another version, or not at all."""
     have = locked(lock)
-    return [f"{name}=={version} is pinned in {source} but {lock.name} has {have[name][0] if name in have else 'nothing'}: "
-            "run `make lock`" for name, version in wanted.items() if have.get(name, ("",))[0] != version]
+    return [
+        f"{name}=={version} is pinned in {source} but {lock.name} has {have[name][0] if name in have else 'nothing'}: "
+        "run `make lock`"
+        for name, version in wanted.items()
+        if have.get(name, ("",))[0] != version
+    ]
 
 
 def lock_problems(requirements: Path, lock: Path) -> list[str]:
@@ -68,7 +75,9 @@ def test_each_lock_holds_every_pin_of_its_requirements_with_hashes(requirements,
 
 def test_a_pin_changed_without_make_lock_is_found(tmp_path):
     requirements = tmp_path / "requirements.txt"
-    requirements.write_text((ROOT / "requirements.txt").read_text().replace("cdk-nag==", "cdk-nag==9.") + "torch==2.13.0\n")
+    requirements.write_text(
+        (ROOT / "requirements.txt").read_text().replace("cdk-nag==", "cdk-nag==9.") + "torch==2.13.0\n"
+    )
     lock = tmp_path / "requirements.lock"
     lock.write_text((ROOT / "requirements.lock").read_text().replace("    --hash=sha256:", "    # ", 2))
     problems = lock_problems(requirements, lock)
@@ -84,8 +93,11 @@ BASE_PROVIDED = re.compile(r"^(torch|triton|cuda-[a-z-]+|nvidia-(?!ml-py$)[a-z0-
 
 
 def image_lock_problems(lock: Path) -> list[str]:
-    return [f"{name} is in {lock.name}: the base image provides it (with torch)" for name in locked(lock)
-            if BASE_PROVIDED.match(name)]
+    return [
+        f"{name} is in {lock.name}: the base image provides it (with torch)"
+        for name in locked(lock)
+        if BASE_PROVIDED.match(name)
+    ]
 
 
 def dockerfile_problems(dockerfile: Path) -> list[str]:
@@ -94,8 +106,11 @@ def dockerfile_problems(dockerfile: Path) -> list[str]:
     installs = [line for line in text.splitlines() if line.startswith("RUN ") and re.search(r"pip install .*-r ", line)]
     problems = [] if installs else [f"{dockerfile.name} installs no requirements file"]
     for line in installs:
-        problems += [f"{dockerfile.name}: {line!r} lacks {flag}"
-                     for flag in ("-r requirements.lock", "--require-hashes", "--only-binary :all:") if flag not in line]
+        problems += [
+            f"{dockerfile.name}: {line!r} lacks {flag}"
+            for flag in ("-r requirements.lock", "--require-hashes", "--only-binary :all:")
+            if flag not in line
+        ]
     if not re.search(r"^COPY requirements\.lock ", text, re.MULTILINE):
         problems.append(f"{dockerfile.name} does not COPY requirements.lock")
     return problems
@@ -119,22 +134,30 @@ def test_a_changed_image_pin_a_missing_hash_or_a_base_package_in_the_image_lock_
     requirements = tmp_path / "requirements.txt"
     requirements.write_text((image / "requirements.txt").read_text().replace("pillow==", "pillow==9."))
     lock = tmp_path / "requirements.lock"
-    lock.write_text((image / "requirements.lock").read_text().replace("    --hash=sha256:", "    # ", 2)
-                    + "nvidia-cublas-cu12==12.6.4.1 \\\n    --hash=sha256:" + "0" * 64 + "\n    # via torch\n")
+    lock.write_text(
+        (image / "requirements.lock").read_text().replace("    --hash=sha256:", "    # ", 2)
+        + "nvidia-cublas-cu12==12.6.4.1 \\\n    --hash=sha256:"
+        + "0" * 64
+        + "\n    # via torch\n"
+    )
     problems = lock_problems(requirements, lock)
     assert any(p.startswith("pillow==9.") and "run `make lock`" in p for p in problems), problems
     assert any("has no hash" in p for p in problems), problems
-    assert image_lock_problems(lock) == [f"nvidia-cublas-cu12 is in {lock.name}: the base image provides it "
-                                         "(with torch)"]
+    assert image_lock_problems(lock) == [
+        f"nvidia-cublas-cu12 is in {lock.name}: the base image provides it (with torch)"
+    ]
 
 
-@pytest.mark.parametrize("planted, missing", [
-    (("requirements.lock ./", "requirements.txt ./"), "does not COPY requirements.lock"),
-    (("-r requirements.lock", "-r requirements.txt"), "lacks -r requirements.lock"),
-    (("--require-hashes ", ""), "lacks --require-hashes"),
-    (("--only-binary :all: ", ""), "lacks --only-binary :all:"),
-    (("--require-hashes -r requirements.lock", "fastapi==0.163.2"), "installs no requirements file"),
-])
+@pytest.mark.parametrize(
+    "planted, missing",
+    [
+        (("requirements.lock ./", "requirements.txt ./"), "does not COPY requirements.lock"),
+        (("-r requirements.lock", "-r requirements.txt"), "lacks -r requirements.lock"),
+        (("--require-hashes ", ""), "lacks --require-hashes"),
+        (("--only-binary :all: ", ""), "lacks --only-binary :all:"),
+        (("--require-hashes -r requirements.lock", "fastapi==0.163.2"), "installs no requirements file"),
+    ],
+)
 def test_a_dockerfile_that_installs_without_the_lock_or_its_hashes_is_found(tmp_path, planted, missing):
     dockerfile = tmp_path / "Dockerfile"
     text = (ROOT / "inference_image" / "Dockerfile").read_text()

@@ -16,29 +16,57 @@ import pytest
 from tests.conftest import LANE_MARKERS, ROOT, mark_text
 
 # Files each run must hold: the bench smoke run asserts ratios; pyright and the 200 models take a core for a minute.
-KNOWN = {"timing": {"tests/bench/test_bench_smoke.py", "tests/server/front/test_admission_live.py"},
-         "background": {"tests/test_lint.py", "tests/infra/test_many_models.py"}}
+KNOWN = {
+    "timing": {"tests/bench/test_bench_smoke.py", "tests/server/front/test_admission_live.py"},
+    "background": {"tests/test_lint.py", "tests/infra/test_many_models.py"},
+}
 
 
 def make_variable(name: str) -> str:
-    return subprocess.run(["make", "--no-print-directory", "-s", "-f", "Makefile", "-f", "-", "print-variable"],
-                          input=f"print-variable:\n\t@echo $({name})\n", cwd=ROOT, capture_output=True, text=True,
-                          check=True).stdout.strip()
+    return subprocess.run(
+        ["make", "--no-print-directory", "-s", "-f", "Makefile", "-f", "-", "print-variable"],
+        input=f"print-variable:\n\t@echo $({name})\n",
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
 
 
 def collect(path) -> subprocess.CompletedProcess:
     """`pytest --collect-only` of one file with this suite's conftest and settings."""
-    return subprocess.run([sys.executable, "-m", "pytest", "-c", str(ROOT / "pytest.ini"), "-p", "tests.conftest",
-                           "--collect-only", "-q", "-p", "no:cacheprovider", str(path)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-c",
+            str(ROOT / "pytest.ini"),
+            "-p",
+            "tests.conftest",
+            "--collect-only",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            str(path),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 @pytest.mark.parametrize("marker", LANE_MARKERS)
 def test_the_makefile_lists_every_test_file_that_holds_the_marker_text(marker):
     """Every file pytest collects tests from (its default test_*.py and *_test.py) that holds the text."""
     listed = make_variable(f"{marker.upper()}_FILES").split()
-    holders = {path.relative_to(ROOT).as_posix() for pattern in ("test_*.py", "*_test.py")
-               for path in (ROOT / "tests").rglob(pattern) if mark_text(marker) in path.read_text()}
+    holders = {
+        path.relative_to(ROOT).as_posix()
+        for pattern in ("test_*.py", "*_test.py")
+        for path in (ROOT / "tests").rglob(pattern)
+        if mark_text(marker) in path.read_text()
+    }
     assert sorted(listed) == sorted(holders)
     assert KNOWN[marker] <= holders
 
@@ -51,7 +79,9 @@ def test_a_marked_test_its_run_would_not_collect_fails_the_collection(tmp_path, 
     (tmp_path / "test_marked.py").write_text(f"import pytest\n\n\n@{mark_text(marker)}\ndef test_marked():\n    pass\n")
     hidden = collect(tmp_path / "test_hidden.py")
     assert hidden.returncode != 0
-    assert f"test_hidden.py marks tests `{marker}` without the text {mark_text(marker)!r}" in hidden.stdout + hidden.stderr
+    assert (
+        f"test_hidden.py marks tests `{marker}` without the text {mark_text(marker)!r}" in hidden.stdout + hidden.stderr
+    )
     marked = collect(tmp_path / "test_marked.py")
     assert marked.returncode == 0, marked.stdout + marked.stderr
 
@@ -91,17 +121,27 @@ def make_test(tmp_path, *variables: str, **environment: str) -> subprocess.Popen
     fake.write_text(FAKE_PYTEST)
     fake.chmod(0o755)
     command = ["make", "--no-print-directory", "-o", "setup-dev", "test", f"PYTEST={fake}", *variables]
-    return subprocess.Popen(command, cwd=ROOT,
-                            env={**os.environ, "FAIL_RUN": "never", "SLEEP_RUNS": "never", **environment},
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    return subprocess.Popen(
+        command,
+        cwd=ROOT,
+        env={**os.environ, "FAIL_RUN": "never", "SLEEP_RUNS": "never", **environment},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
 
 
 def runs_started(output: str) -> dict[str, tuple[str, int]]:
     """{run: (its scheduling policy, the mask of the signals it ignores)} for each run the output shows started."""
     lines = [line for line in output.splitlines() if line.startswith("pytest ")]
-    started = {name: line.rsplit("(", 1)[1].rstrip(")").split(" ignoring ") for name, args in RUNS.items()
-               for line in lines if args in line}
+    started = {
+        name: line.rsplit("(", 1)[1].rstrip(")").split(" ignoring ")
+        for name, args in RUNS.items()
+        for line in lines
+        if args in line
+    }
     return {name: (policy, int(mask, 16)) for name, (policy, mask) in started.items()}
 
 

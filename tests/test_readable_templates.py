@@ -11,21 +11,53 @@ from tests.readable_templates import render_stacks
 
 def model_stack(name: str, threshold: int = 5, require_manifest: str | bool = "true") -> dict:
     compact = name.replace("-", "")
-    return {"Resources": {
-        f"Model{compact}Alarm0A1B2C3D": {"Type": "AWS::CloudWatch::Alarm", "Properties": {
-            "AlarmDescription": f"{name}: 5xx", "Threshold": threshold,
-            "Dimensions": [{"Name": "TargetGroup", "Value": {"Fn::GetAtt": [f"Model{compact}TargetGroup9F8E7D6C", "TargetGroupFullName"]}}]}},
-        f"Model{compact}TaskDefinition11223344": {"Type": "AWS::ECS::TaskDefinition", "Properties": {"ContainerDefinitions": [{
-            "Image": "123456789012.dkr.ecr.us-east-1.amazonaws.com/server:" + "a" * 64, "PortMappings": [{"ContainerPort": 8080}],
-            "Environment": [{"Name": "MODEL_S3", "Value": f"s3://models/{name}/"}, {"Name": "REQUIRE_MANIFEST", "Value": require_manifest}]}]}},
-        f"Model{compact}TargetGroup9F8E7D6C": {"Type": "AWS::ElasticLoadBalancingV2::TargetGroup", "Properties": {"Port": 8080},
-                                               "Metadata": {"aws:cdk:path": f"Dev/Model-{name}/TargetGroup/Resource"}},
-    }}
+    return {
+        "Resources": {
+            f"Model{compact}Alarm0A1B2C3D": {
+                "Type": "AWS::CloudWatch::Alarm",
+                "Properties": {
+                    "AlarmDescription": f"{name}: 5xx",
+                    "Threshold": threshold,
+                    "Dimensions": [
+                        {
+                            "Name": "TargetGroup",
+                            "Value": {"Fn::GetAtt": [f"Model{compact}TargetGroup9F8E7D6C", "TargetGroupFullName"]},
+                        }
+                    ],
+                },
+            },
+            f"Model{compact}TaskDefinition11223344": {
+                "Type": "AWS::ECS::TaskDefinition",
+                "Properties": {
+                    "ContainerDefinitions": [
+                        {
+                            "Image": "123456789012.dkr.ecr.us-east-1.amazonaws.com/server:" + "a" * 64,
+                            "PortMappings": [{"ContainerPort": 8080}],
+                            "Environment": [
+                                {"Name": "MODEL_S3", "Value": f"s3://models/{name}/"},
+                                {"Name": "REQUIRE_MANIFEST", "Value": require_manifest},
+                            ],
+                        }
+                    ]
+                },
+            },
+            f"Model{compact}TargetGroup9F8E7D6C": {
+                "Type": "AWS::ElasticLoadBalancingV2::TargetGroup",
+                "Properties": {"Port": 8080},
+                "Metadata": {"aws:cdk:path": f"Dev/Model-{name}/TargetGroup/Resource"},
+            },
+        }
+    }
 
 
 def environment() -> dict:
-    return {"Network": {"Resources": {"Vpc8378EB38": {"Type": "AWS::EC2::VPC", "Properties": {"CidrBlock": "10.0.0.0/16"}}}},
-            "Model-first": model_stack("first"), "Model-second-one": model_stack("second-one")}
+    return {
+        "Network": {
+            "Resources": {"Vpc8378EB38": {"Type": "AWS::EC2::VPC", "Properties": {"CidrBlock": "10.0.0.0/16"}}}
+        },
+        "Model-first": model_stack("first"),
+        "Model-second-one": model_stack("second-one"),
+    }
 
 
 def test_a_second_model_like_the_first_is_written_as_no_difference():
@@ -56,7 +88,9 @@ def added_lines(stacks: dict) -> list[str]:
 def test_another_models_name_in_a_stack_written_as_a_diff_shows():
     changed = environment()
     wrong = copy.deepcopy(changed["Model-second-one"])
-    wrong["Resources"]["Modelsecondone" + "TaskDefinition11223344"]["Properties"]["ContainerDefinitions"][0]["Environment"][0]["Value"] = "s3://models/first/"
+    wrong["Resources"]["Modelsecondone" + "TaskDefinition11223344"]["Properties"]["ContainerDefinitions"][0][
+        "Environment"
+    ][0]["Value"] = "s3://models/first/"
     changed["Model-second-one"] = wrong
     (added,) = added_lines(changed)
     assert "s3://models/first/" in added

@@ -17,17 +17,24 @@ APP_TESTS = {"conftest.py", "app/test_checks.py", "app/test_reference_lock.py"}
 # Readers that do not depend on what cdk.json holds, each with why.
 ALLOWED = {"infra/test_many_models.py": "compares the lock's bytes before and after a generated environment's synth"}
 QUOTE = r"""["']"""
-READS_CDK_JSON = re.compile("|".join([
-    r"\bcdk_context\b",  # any use of it, an aliased import included
-    rf"\bROOT\s*/\s*({QUOTE}(cdk\.json|references\.lock\.json){QUOTE}|LOCK_FILE\b)",  # the repository's files
-    # cdk.json's environments out of a loaded cdk.json, read, not assigned (many_models writes its own)
-    rf"\[\s*{QUOTE}context{QUOTE}\s*\]\s*(\[\s*{QUOTE}environments{QUOTE}\s*\](?!\s*=[^=])|\.get\(\s*{QUOTE}environments{QUOTE})",
-]))
+READS_CDK_JSON = re.compile(
+    "|".join(
+        [
+            r"\bcdk_context\b",  # any use of it, an aliased import included
+            rf"\bROOT\s*/\s*({QUOTE}(cdk\.json|references\.lock\.json){QUOTE}|LOCK_FILE\b)",  # the repository's files
+            # cdk.json's environments out of a loaded cdk.json, read, not assigned (many_models writes its own)
+            rf"\[\s*{QUOTE}context{QUOTE}\s*\]\s*(\[\s*{QUOTE}environments{QUOTE}\s*\](?!\s*=[^=])|\.get\(\s*{QUOTE}environments{QUOTE})",
+        ]
+    )
+)
 
 
 def readers(root: Path) -> set[str]:
-    return {relative for path in root.rglob("*.py")
-            if (relative := path.relative_to(root).as_posix()) != SELF and READS_CDK_JSON.search(path.read_text())}
+    return {
+        relative
+        for path in root.rglob("*.py")
+        if (relative := path.relative_to(root).as_posix()) != SELF and READS_CDK_JSON.search(path.read_text())
+    }
 
 
 def test_only_the_app_tests_read_cdk_json_or_the_reference_lock():
@@ -61,4 +68,8 @@ def test_every_way_of_reading_cdk_json_is_found(tmp_path):
 
 
 def test_the_scenario_environments_are_valid_environments():
-    assert [config.name for config in load_environments({"environments": scenario_environments()})] == ["dev", "staging", "prod"]
+    assert [config.name for config in load_environments({"environments": scenario_environments()})] == [
+        "dev",
+        "staging",
+        "prod",
+    ]

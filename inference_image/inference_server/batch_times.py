@@ -27,7 +27,9 @@ class BatchTimes:
     """The measured batch times over int64 slots that the model process writes and the workers read (a status
     page's table, or a plain list in tests). Aligned 8-byte stores are atomic: a reader never sees half a value."""
 
-    def __init__(self, slots: MutableSequence[int] | memoryview, clock_ns: Callable[[], int] = time.monotonic_ns) -> None:
+    def __init__(
+        self, slots: MutableSequence[int] | memoryview, clock_ns: Callable[[], int] = time.monotonic_ns
+    ) -> None:
         if len(slots) < SLOTS:
             raise ValueError(f"the batch-time table needs {SLOTS} slots, got {len(slots)}")
         self.slots = slots
@@ -106,7 +108,7 @@ class BatchTimes:
     def served(self) -> bool:
         """Whether the model has run a real batch (warm-up and compiles do not count)."""
         s = self.slots
-        return any(s[_MIX:_MIX + s[_NB]])
+        return any(s[_MIX : _MIX + s[_NB]])
 
     def compiling_s(self) -> float | None:
         """Seconds the model has been compiling a shape, or None when it is not."""
@@ -124,10 +126,10 @@ class BatchTimes:
     def _bucket(self, size: int, length: int | None) -> tuple[int, int | None]:
         s = self.slots
         nb, nl = s[_NB], s[_NL]
-        b = min(bisect.bisect_left(s[_SIZES:_SIZES + nb], size), nb - 1)
+        b = min(bisect.bisect_left(s[_SIZES : _SIZES + nb], size), nb - 1)
         if length is None:
             return b, None
-        return b, min(bisect.bisect_left(s[_LENGTHS:_LENGTHS + nl], length), nl - 1)
+        return b, min(bisect.bisect_left(s[_LENGTHS : _LENGTHS + nl], length), nl - 1)
 
     def _cell(self, b: int, lb: int | None) -> int:
         """EWMA nanoseconds of a batch of bucket b at length bucket lb (None: the recent mix of lengths); the mix
@@ -143,7 +145,7 @@ class BatchTimes:
         if ns:
             return ns + spread
         row = _CELLS + b * MAX_BUCKETS
-        return min((v for v in s[row:row + s[_NL]] if v), default=0) + spread
+        return min((v for v in s[row : row + s[_NL]] if v), default=0) + spread
 
     # -- a worker ------------------------------------------------------------------------------------------------
 

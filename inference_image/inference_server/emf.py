@@ -64,17 +64,23 @@ def _definition(name: str) -> dict[str, Any]:
     return definition
 
 
-def document(environment: str, model_name: str, values: Mapping[str, float | list[float]],
-             fields: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def document(
+    environment: str,
+    model_name: str,
+    values: Mapping[str, float | list[float]],
+    fields: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """An EMF document: `values` become metrics (units from UNITS), `fields` ride along as log properties."""
     doc: dict[str, Any] = dict(fields or {})
     doc["_aws"] = {
         "Timestamp": int(time.time() * 1000),
-        "CloudWatchMetrics": [{
-            "Namespace": m.NAMESPACE,
-            "Dimensions": [[m.DIMENSION_ENVIRONMENT, m.DIMENSION_MODEL]],
-            "Metrics": [_definition(name) for name in values],
-        }],
+        "CloudWatchMetrics": [
+            {
+                "Namespace": m.NAMESPACE,
+                "Dimensions": [[m.DIMENSION_ENVIRONMENT, m.DIMENSION_MODEL]],
+                "Metrics": [_definition(name) for name in values],
+            }
+        ],
     }
     doc[m.DIMENSION_ENVIRONMENT] = environment
     doc[m.DIMENSION_MODEL] = model_name

@@ -32,30 +32,30 @@ TRACE_SAMPLE_RATIO = 0.01
 
 # -- CloudWatch metric names (EMF) -----------------------------------------------------------------------------------
 NAMESPACE = "GpuInference"
-DIMENSION_ENVIRONMENT = "Environment"   # value from env DEPLOYMENT_ENV (default "local")
-DIMENSION_MODEL = "ModelName"           # value from MODEL_NAME
-REQUEST_LATENCY = "RequestLatency"      # Milliseconds, per request
-QUEUE_WAIT = "QueueWait"                # Milliseconds, per request
-INFERENCE_TIME = "InferenceTime"        # Milliseconds, per request
-BATCH_SIZE = "BatchSize"                # Count, per batch
-QUEUE_DEPTH = "QueueDepth"              # Count, sampled each interval
+DIMENSION_ENVIRONMENT = "Environment"  # value from env DEPLOYMENT_ENV (default "local")
+DIMENSION_MODEL = "ModelName"  # value from MODEL_NAME
+REQUEST_LATENCY = "RequestLatency"  # Milliseconds, per request
+QUEUE_WAIT = "QueueWait"  # Milliseconds, per request
+INFERENCE_TIME = "InferenceTime"  # Milliseconds, per request
+BATCH_SIZE = "BatchSize"  # Count, per batch
+QUEUE_DEPTH = "QueueDepth"  # Count, sampled each interval
 REJECTED_REQUESTS = "RejectedRequests"  # Count, 503s from a full queue or draining, per interval
 TIMED_OUT_REQUESTS = "TimedOutRequests"  # Count, 504s, per interval
-GPU_UTILIZATION = "GpuUtilization"      # Percent
+GPU_UTILIZATION = "GpuUtilization"  # Percent
 GPU_MEMORY_UTILIZATION = "GpuMemoryUtilization"  # Percent
 # The model process's own figures, per interval: on a shared GPU (NVIDIA MPS) the two above are every co-tenant's.
 GPU_MEMORY_USED_MIB = "GpuMemoryUsedMiB"  # Megabytes (MiB), what torch holds on the GPU (reserved); 0 on CPU
 MODEL_BUSY_PERCENT = "ModelBusyPercent"  # Percent of the interval the inference thread spent in forwards
 CACHE_HITS = "CacheHits"
 CACHE_MISSES = "CacheMisses"
-SHARED_CACHE_HITS = "SharedCacheHits"          # Count, inputs answered by the shared cache, per interval
-SHARED_CACHE_MISSES = "SharedCacheMisses"      # Count, inputs looked up and not found
-SHARED_CACHE_ERRORS = "SharedCacheErrors"      # Count, failed or timed-out cache calls
-SHARED_CACHE_SKIPPED = "SharedCacheSkipped"    # Count, inputs not looked up: circuit open or the call failed
+SHARED_CACHE_HITS = "SharedCacheHits"  # Count, inputs answered by the shared cache, per interval
+SHARED_CACHE_MISSES = "SharedCacheMisses"  # Count, inputs looked up and not found
+SHARED_CACHE_ERRORS = "SharedCacheErrors"  # Count, failed or timed-out cache calls
+SHARED_CACHE_SKIPPED = "SharedCacheSkipped"  # Count, inputs not looked up: circuit open or the call failed
 SHARED_CACHE_OVERSIZED = "SharedCacheOversized"  # Count, predictions larger than the model's limit, not stored
-SHARED_CACHE_STORED = "SharedCacheStored"      # Count, predictions stored
-SHARED_CACHE_OPEN = "SharedCacheOpen"          # 1 while the circuit skips the cache, else 0
-SHARED_CACHE_LATENCY = "SharedCacheLatency"    # Milliseconds, per successful cache call
+SHARED_CACHE_STORED = "SharedCacheStored"  # Count, predictions stored
+SHARED_CACHE_OPEN = "SharedCacheOpen"  # 1 while the circuit skips the cache, else 0
+SHARED_CACHE_LATENCY = "SharedCacheLatency"  # Milliseconds, per successful cache call
 # Seconds, once per start of the server (the model process, when it reports ready): what a new task spends before it
 # serves, from the server's process start; and within it the model's fetch, load and warm-up before ready.
 STARTUP_SECONDS = "StartupSeconds"
@@ -70,19 +70,45 @@ STARTUP_COMPILE_SECONDS = "StartupCompileSeconds"
 # and latency p95 are a log line of their own per interval (POOL_MODEL_FIELDS), never a metric or a dimension, so the
 # metric count does not grow with the models (Logs Insights and Contributor Insights read them).
 POOL_RESIDENT_MODELS = "PoolResidentModels"  # Count, models on the device at the interval's end
-POOL_HIT_RATE = "PoolHitRate"                # Percent of requests whose model was on the device
-POOL_LOADS = "PoolLoads"                     # Count, loads (from host memory, local disk or S3)
-POOL_LOAD_TIME = "PoolLoadTime"              # Milliseconds, per load (p95 in CloudWatch)
-POOL_EVICTIONS = "PoolEvictions"             # Count, models moved off the device
-POOL_FAILED_LOADS = "PoolFailedLoads"        # Count, loads refused (fetch, verification or probe check)
+POOL_HIT_RATE = "PoolHitRate"  # Percent of requests whose model was on the device
+POOL_LOADS = "PoolLoads"  # Count, loads (from host memory, local disk or S3)
+POOL_LOAD_TIME = "PoolLoadTime"  # Milliseconds, per load (p95 in CloudWatch)
+POOL_EVICTIONS = "PoolEvictions"  # Count, models moved off the device
+POOL_FAILED_LOADS = "PoolFailedLoads"  # Count, loads refused (fetch, verification or probe check)
 POOL_MODEL_MESSAGE = "pool model"  # the per-model line's message
 POOL_MODEL_FIELDS = ("PoolModel", "PoolModelRequests", "PoolModelLatencyP95", "PoolModelErrors")
 
 METRIC_NAMES = (
-    REQUEST_LATENCY, QUEUE_WAIT, INFERENCE_TIME, BATCH_SIZE, QUEUE_DEPTH, REJECTED_REQUESTS, TIMED_OUT_REQUESTS,
-    GPU_UTILIZATION, GPU_MEMORY_UTILIZATION, GPU_MEMORY_USED_MIB, MODEL_BUSY_PERCENT, CACHE_HITS, CACHE_MISSES,
-    SHARED_CACHE_HITS, SHARED_CACHE_MISSES, SHARED_CACHE_ERRORS, SHARED_CACHE_SKIPPED, SHARED_CACHE_OVERSIZED,
-    SHARED_CACHE_STORED, SHARED_CACHE_OPEN, SHARED_CACHE_LATENCY, STARTUP_SECONDS, STARTUP_FETCH_SECONDS,
-    STARTUP_LOAD_SECONDS, STARTUP_WARMUP_SECONDS, STARTUP_COMPILE_SECONDS, POOL_RESIDENT_MODELS, POOL_HIT_RATE,
-    POOL_LOADS, POOL_LOAD_TIME, POOL_EVICTIONS, POOL_FAILED_LOADS,
+    REQUEST_LATENCY,
+    QUEUE_WAIT,
+    INFERENCE_TIME,
+    BATCH_SIZE,
+    QUEUE_DEPTH,
+    REJECTED_REQUESTS,
+    TIMED_OUT_REQUESTS,
+    GPU_UTILIZATION,
+    GPU_MEMORY_UTILIZATION,
+    GPU_MEMORY_USED_MIB,
+    MODEL_BUSY_PERCENT,
+    CACHE_HITS,
+    CACHE_MISSES,
+    SHARED_CACHE_HITS,
+    SHARED_CACHE_MISSES,
+    SHARED_CACHE_ERRORS,
+    SHARED_CACHE_SKIPPED,
+    SHARED_CACHE_OVERSIZED,
+    SHARED_CACHE_STORED,
+    SHARED_CACHE_OPEN,
+    SHARED_CACHE_LATENCY,
+    STARTUP_SECONDS,
+    STARTUP_FETCH_SECONDS,
+    STARTUP_LOAD_SECONDS,
+    STARTUP_WARMUP_SECONDS,
+    STARTUP_COMPILE_SECONDS,
+    POOL_RESIDENT_MODELS,
+    POOL_HIT_RATE,
+    POOL_LOADS,
+    POOL_LOAD_TIME,
+    POOL_EVICTIONS,
+    POOL_FAILED_LOADS,
 )

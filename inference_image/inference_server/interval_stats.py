@@ -11,7 +11,7 @@ from typing import Any
 # What CloudWatch accepts of a distribution: an EMF metric's value array has at most 100 members (PutMetricData's
 # Values/Counts: 150); values within +-2^360, never NaN or infinite; each value listed once with its count.
 MAX_DISTINCT_VALUES = 100
-MAX_ABS_VALUE = 2.0 ** 360
+MAX_ABS_VALUE = 2.0**360
 _RESOLUTION = 64  # log buckets per doubling as observed (1.1 % wide); merged k at a time to fit
 _DECIMALS = 4  # of each representative value in Values (Min, Max and Sum are not rounded)
 
@@ -64,8 +64,14 @@ class IntervalStats:
                     logs[_log_index(value)] += count
                 counts = logs
             pairs = _log_pairs(counts)
-        return {"Values": [v for v, _ in pairs], "Counts": [c for _, c in pairs],
-                "Min": low, "Max": high, "Sum": min(max(total, -MAX_ABS_VALUE), MAX_ABS_VALUE), "Count": n}
+        return {
+            "Values": [v for v, _ in pairs],
+            "Counts": [c for _, c in pairs],
+            "Min": low,
+            "Max": high,
+            "Sum": min(max(total, -MAX_ABS_VALUE), MAX_ABS_VALUE),
+            "Count": n,
+        }
 
 
 def _log_index(value: float) -> int | None:
@@ -88,9 +94,10 @@ def _log_pairs(buckets: Tally) -> list[tuple[float, int]]:
         merged: Tally = Tally()
         for index, count in buckets.items():
             merged[index // k] += count
-        pairs = _rounded([(min(2 ** ((index + 0.5) * k / _RESOLUTION), MAX_ABS_VALUE), count)
-                          for index, count in merged.items()] +
-                         ([(0.0, zero)] if zero else []))
+        pairs = _rounded(
+            [(min(2 ** ((index + 0.5) * k / _RESOLUTION), MAX_ABS_VALUE), count) for index, count in merged.items()]
+            + ([(0.0, zero)] if zero else [])
+        )
         if len(pairs) <= MAX_DISTINCT_VALUES:
             return pairs
         k += 1

@@ -71,7 +71,7 @@ class ShmRing:
         self.size = total - RING_HEADER
         self._mem = memoryview(self._map)
         self._tail = self._mem[:8].cast("Q")
-        self._data = self._mem[RING_HEADER:RING_HEADER + self.size]
+        self._data = self._mem[RING_HEADER : RING_HEADER + self.size]
         self._head = 0
 
     # producer
@@ -94,7 +94,7 @@ class ShmRing:
 
     def view(self, start: int, nbytes: int) -> memoryview:
         pos = start % self.size
-        return self._data[pos: pos + nbytes]
+        return self._data[pos : pos + nbytes]
 
     # consumer
 
@@ -123,8 +123,9 @@ def _layout(arrays: Sequence[np.ndarray]) -> tuple[list[list[Any]], int]:
 def _write(dest: memoryview, specs: list[list[Any]], arrays: Sequence[np.ndarray]) -> None:
     for (_, _, offset), array in zip(specs, arrays, strict=False):
         if array.nbytes:
-            np.frombuffer(dest, dtype=np.uint8, count=array.nbytes, offset=offset)[:] = \
+            np.frombuffer(dest, dtype=np.uint8, count=array.nbytes, offset=offset)[:] = (
                 np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+            )
 
 
 def _read(src: memoryview | bytes, specs: list[list[Any]]) -> list[np.ndarray]:
@@ -169,13 +170,13 @@ class Channel:
 
     def decode(self, frame: memoryview) -> tuple[dict[str, Any], list[np.ndarray]]:
         (head_len,) = struct.unpack_from("<I", frame, 0)
-        header = orjson.loads(frame[4:4 + head_len])
+        header = orjson.loads(frame[4 : 4 + head_len])
         specs = header.get("arrays")
         if not specs:
             return header, []
         ring = header.get("ring")
         if ring is None:
-            return header, _read(frame[4 + head_len:], specs)
+            return header, _read(frame[4 + head_len :], specs)
         start, end = ring
         with self._decode_lock:
             if self.closed:
@@ -220,7 +221,7 @@ class Channel:
                 (length,) = struct.unpack_from("<I", buffer, offset)
                 if len(buffer) - offset - 4 < length:
                     break
-                frames.append(self.decode(view[offset + 4: offset + 4 + length]))
+                frames.append(self.decode(view[offset + 4 : offset + 4 + length]))
                 offset += 4 + length
         except ConnectionAbortedError:  # closed meanwhile: the rest is never read
             offset = len(buffer)
@@ -265,7 +266,7 @@ class StatusPage:
     @property
     def table(self) -> memoryview:
         """The slots after the counters, as int64: the batch-time table both sides share."""
-        return self._values[self.TABLE:]
+        return self._values[self.TABLE :]
 
     def set(self, index: int, value: int) -> None:
         self._values[index] = value

@@ -64,8 +64,11 @@ class ModelError(Exception):
 
 # Each error a job can end with, as its result code; any other error is FAILED, and arrives as a ModelError.
 _ERROR_CODES: tuple[tuple[type[Exception], ResultCode], ...] = (
-    (DeadlineExceeded, ResultCode.DEADLINE), (InputError, ResultCode.INVALID_INPUT),
-    (ModelUnavailable, ResultCode.UNAVAILABLE), (QueueFull, ResultCode.QUEUE_FULL))
+    (DeadlineExceeded, ResultCode.DEADLINE),
+    (InputError, ResultCode.INVALID_INPUT),
+    (ModelUnavailable, ResultCode.UNAVAILABLE),
+    (QueueFull, ResultCode.QUEUE_FULL),
+)
 _ERRORS = {code: kind for kind, code in _ERROR_CODES}
 
 
@@ -135,7 +138,9 @@ class Artifact:
     handler: str  # the handler class's source (handlers.handler_class_from)
     task: str | None
     manifest: bool
-    shared: dict[str, Any] | None  # preprocessing the model process loaded for the workers (Handler.shared_preprocessing)
+    shared: (
+        dict[str, Any] | None
+    )  # preprocessing the model process loaded for the workers (Handler.shared_preprocessing)
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,8 +163,14 @@ def encode(message: LinkMessage) -> tuple[dict[str, Any], list[np.ndarray]]:
             arrays.extend(row_arrays)
         return {"t": Message.RESULTS, "results": rows}, arrays
     if isinstance(message, Artifact):
-        return {"t": Message.ARTIFACT, "model_dir": message.model_dir, "handler": message.handler,
-                "task": message.task, "manifest": message.manifest, "shared": message.shared}, []
+        return {
+            "t": Message.ARTIFACT,
+            "model_dir": message.model_dir,
+            "handler": message.handler,
+            "task": message.task,
+            "manifest": message.manifest,
+            "shared": message.shared,
+        }, []
     if isinstance(message, NewWorker):
         return {"t": Message.WORKER, "name": message.name}, []
     return {"t": Message.STOP if isinstance(message, Stop) else Message.READY}, []
@@ -173,8 +184,13 @@ def decode(header: dict[str, Any], arrays: list[np.ndarray]) -> LinkMessage | No
     if kind == Message.RESULTS:
         return Results(_read_results(header["results"], arrays))
     if kind == Message.ARTIFACT:
-        return Artifact(header["model_dir"], header["handler"], header.get("task"), bool(header.get("manifest")),
-                        header.get("shared"))
+        return Artifact(
+            header["model_dir"],
+            header["handler"],
+            header.get("task"),
+            bool(header.get("manifest")),
+            header.get("shared"),
+        )
     if kind == Message.READY:
         return Ready()
     if kind == Message.WORKER:
@@ -201,7 +217,7 @@ def _read_jobs(rows: list[Any], arrays: list[np.ndarray]) -> list[Job]:
     for job_id, deadline, bypass, items, traced in rows:
         encoded = []
         for length, names in items:
-            encoded.append(Encoded(length, dict(zip(names, arrays[index: index + len(names)], strict=False))))
+            encoded.append(Encoded(length, dict(zip(names, arrays[index : index + len(names)], strict=False))))
             index += len(names)
         jobs.append(Job(job_id, deadline, bypass, encoded, traced))
     return jobs
@@ -212,8 +228,15 @@ def _result_row(job_id: int, outcome: JobResult | BaseException) -> tuple[list[A
         outputs = outcome.outputs
         names, arrays = (list(outputs), list(outputs.values())) if isinstance(outputs, dict) else (None, [outputs])
         batches = None if outcome.batches is None else [tuple(run) for run in outcome.batches]  # orjson: no NamedTuple
-        return [job_id, ResultCode.OK, outcome.input_tokens, outcome.queue_wait_s, outcome.inference_s, names,
-                batches], arrays
+        return [
+            job_id,
+            ResultCode.OK,
+            outcome.input_tokens,
+            outcome.queue_wait_s,
+            outcome.inference_s,
+            names,
+            batches,
+        ], arrays
     for kind, code in _ERROR_CODES:
         if isinstance(outcome, kind):
             return [job_id, code, str(outcome)], []
@@ -232,7 +255,7 @@ def _read_results(rows: list[Any], arrays: list[np.ndarray]) -> list[tuple[int, 
             outputs: Any = arrays[index]
             index += 1
         else:
-            outputs = dict(zip(names, arrays[index: index + len(names)], strict=False))
+            outputs = dict(zip(names, arrays[index : index + len(names)], strict=False))
             index += len(names)
         runs = None if batches is None else [BatchRun(*run) for run in batches]
         outcomes.append((job_id, JobResult(outputs, tokens, queue_wait_s, inference_s, runs)))

@@ -24,8 +24,7 @@ class JsonFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         line: dict[str, Any] = {
-            "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
-            + f".{int(record.msecs):03d}Z",
+            "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)) + f".{int(record.msecs):03d}Z",
             "level": record.levelname,
             "logger": record.name,
             "message": record.getMessage(),
@@ -70,8 +69,10 @@ def _log_thread_exception(args: threading.ExceptHookArgs) -> None:
     thread = args.thread.name if args.thread is not None else None
     # ExceptHookArgs allows a None exc_value, which logging formats too; its stubs want an exception there.
     logging.getLogger("inference_server").error(
-        "uncaught exception in a thread", exc_info=cast(_ExcInfo, (args.exc_type, args.exc_value, args.exc_traceback)),
-        extra={"thread_name": thread})
+        "uncaught exception in a thread",
+        exc_info=cast(_ExcInfo, (args.exc_type, args.exc_value, args.exc_traceback)),
+        extra={"thread_name": thread},
+    )
 
 
 def _log_uncaught_exception(exc_type, exc_value, traceback) -> None:

@@ -78,8 +78,10 @@ class Manifest:
         if self.probe:
             doc["probe"] = self.probe
         doc["piece_bytes"] = self.piece_bytes  # always: a reader's default must not decide which files have pieces
-        doc["files"] = {path: {"sha256": e.sha256, "size": e.size, **({"pieces": list(e.pieces)} if e.pieces else {})}
-                        for path, e in sorted(self.files.items())}
+        doc["files"] = {
+            path: {"sha256": e.sha256, "size": e.size, **({"pieces": list(e.pieces)} if e.pieces else {})}
+            for path, e in sorted(self.files.items())
+        }
         return orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n"
 
     def to_sha256sums(self) -> bytes:
@@ -89,8 +91,11 @@ class Manifest:
 
     def to_sha256pieces(self) -> bytes:
         """The SHA256PIECES lines of every file larger than one piece (none when no file is)."""
-        return "".join(f"{digest} {e.size} {self.piece_bytes} {index} {path}\n"
-                       for path, e in sorted(self.files.items()) for index, digest in enumerate(e.pieces)).encode()
+        return "".join(
+            f"{digest} {e.size} {self.piece_bytes} {index} {path}\n"
+            for path, e in sorted(self.files.items())
+            for index, digest in enumerate(e.pieces)
+        ).encode()
 
     @classmethod
     def from_json(cls, data: bytes) -> Manifest:
@@ -99,7 +104,7 @@ class Manifest:
         except orjson.JSONDecodeError as exc:
             raise ManifestError(f"{MANIFEST_FILE} is not valid JSON: {exc}") from None
         if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-            raise ManifestError(f"{MANIFEST_FILE} must be an object with \"format\": {FORMAT}")
+            raise ManifestError(f'{MANIFEST_FILE} must be an object with "format": {FORMAT}')
         for key in ("model_name", "version", "created_at"):
             if not isinstance(doc.get(key), str):
                 raise ManifestError(f"{MANIFEST_FILE}: {key!r} must be a string")
@@ -114,24 +119,37 @@ class Manifest:
         entries = {}
         for path, entry in files.items():
             check_relative_path(path)
-            if not (isinstance(entry, dict) and isinstance(entry.get("sha256"), str)
-                    and _SHA256.fullmatch(entry["sha256"]) and type(entry.get("size")) is int and entry["size"] >= 0):
+            if not (
+                isinstance(entry, dict)
+                and isinstance(entry.get("sha256"), str)
+                and _SHA256.fullmatch(entry["sha256"])
+                and type(entry.get("size")) is int
+                and entry["size"] >= 0
+            ):
                 raise ManifestError(f"{MANIFEST_FILE}: entry for {path!r} needs a hex sha256 and a size")
             pieces = entry.get("pieces", [])
-            if not (isinstance(pieces, list) and all(isinstance(d, str) and _SHA256.fullmatch(d) for d in pieces)
-                    and (not pieces or len(pieces) == piece_count(entry["size"], piece_bytes) > 1)):
-                raise ManifestError(f"{MANIFEST_FILE}: 'pieces' of {path!r} must list one hex sha256 for each of its "
-                                    f"{piece_count(entry['size'], piece_bytes)} pieces of {piece_bytes} bytes")
+            if not (
+                isinstance(pieces, list)
+                and all(isinstance(d, str) and _SHA256.fullmatch(d) for d in pieces)
+                and (not pieces or len(pieces) == piece_count(entry["size"], piece_bytes) > 1)
+            ):
+                raise ManifestError(
+                    f"{MANIFEST_FILE}: 'pieces' of {path!r} must list one hex sha256 for each of its "
+                    f"{piece_count(entry['size'], piece_bytes)} pieces of {piece_bytes} bytes"
+                )
             entries[path] = FileEntry(entry["sha256"], entry["size"], tuple(pieces))
         runtimes = doc.get("runtimes", {})
         if not isinstance(runtimes, dict) or not all(isinstance(v, dict) for v in runtimes.values()):
             raise ManifestError(f"{MANIFEST_FILE}: 'runtimes' must map runtime names to gate results")
         probe = doc.get("probe")
         if probe is not None and not _is_probe(probe):
-            raise ManifestError(f"{MANIFEST_FILE}: 'probe' must hold a string 'text' and 'task' and an 'answer': "
-                                f"{{\"embedding\": [numbers]}} or {{\"label\": string, \"scores\": {{label: number}}}}")
-        return cls(doc["model_name"], doc["version"], entries, doc.get("task"), doc["created_at"], runtimes,
-                   piece_bytes, probe)
+            raise ManifestError(
+                f"{MANIFEST_FILE}: 'probe' must hold a string 'text' and 'task' and an 'answer': "
+                f'{{"embedding": [numbers]}} or {{"label": string, "scores": {{label: number}}}}'
+            )
+        return cls(
+            doc["model_name"], doc["version"], entries, doc.get("task"), doc["created_at"], runtimes, piece_bytes, probe
+        )
 
 
 def _is_probe(probe: Any) -> bool:
@@ -144,8 +162,9 @@ def _is_probe(probe: Any) -> bool:
     if "embedding" in answer:
         return isinstance(answer["embedding"], list) and bool(answer["embedding"]) and numbers(answer["embedding"])
     scores = answer.get("scores")
-    return (isinstance(answer.get("label"), str) and isinstance(scores, dict) and bool(scores)
-            and numbers(scores.values()))
+    return (
+        isinstance(answer.get("label"), str) and isinstance(scores, dict) and bool(scores) and numbers(scores.values())
+    )
 
 
 def piece_count(size: int, piece_bytes: int) -> int:
@@ -155,8 +174,16 @@ def piece_count(size: int, piece_bytes: int) -> int:
 def check_relative_path(path: str) -> None:
     """Refuse paths that could escape the model directory."""
     pure = PurePosixPath(path)
-    if (not path or "\\" in path or "\n" in path or "\r" in path or pure.is_absolute() or ".." in pure.parts
-            or str(pure) != path or path in PUBLISHED_FILES):
+    if (
+        not path
+        or "\\" in path
+        or "\n" in path
+        or "\r" in path
+        or pure.is_absolute()
+        or ".." in pure.parts
+        or str(pure) != path
+        or path in PUBLISHED_FILES
+    ):
         raise ManifestError(f"{MANIFEST_FILE}: unsafe or invalid file path {path!r}")
 
 
@@ -183,13 +210,23 @@ def file_entry(path: Path, piece_bytes: int = PIECE_BYTES) -> FileEntry:
 
 def model_files(directory: Path) -> list[str]:
     """Relative POSIX paths of every file under directory except the manifest and its digest lists."""
-    return sorted(p.relative_to(directory).as_posix() for p in directory.rglob("*")
-                  if p.is_file() and p.relative_to(directory).as_posix() not in PUBLISHED_FILES)
+    return sorted(
+        p.relative_to(directory).as_posix()
+        for p in directory.rglob("*")
+        if p.is_file() and p.relative_to(directory).as_posix() not in PUBLISHED_FILES
+    )
 
 
-def build_manifest(directory: Path, model_name: str, version: str, task: str | None = None,
-                   workers: int = 8, runtimes: dict[str, dict[str, Any]] | None = None,
-                   piece_bytes: int = PIECE_BYTES, probe: dict[str, Any] | None = None) -> Manifest:
+def build_manifest(
+    directory: Path,
+    model_name: str,
+    version: str,
+    task: str | None = None,
+    workers: int = 8,
+    runtimes: dict[str, dict[str, Any]] | None = None,
+    piece_bytes: int = PIECE_BYTES,
+    probe: dict[str, Any] | None = None,
+) -> Manifest:
     paths = model_files(directory)
     if not paths:
         raise ManifestError(f"{directory} has no files")
@@ -216,8 +253,9 @@ def verify_file(path: Path, relpath: str, entry: FileEntry) -> str | None:
 def verify_directory(directory: Path, manifest: Manifest, workers: int = 8) -> None:
     """Raise ManifestError listing every missing or altered file."""
     with ThreadPoolExecutor(workers) as pool:
-        problems = [p for p in pool.map(lambda item: verify_file(directory / item[0], *item),
-                                        manifest.files.items()) if p]
+        problems = [
+            p for p in pool.map(lambda item: verify_file(directory / item[0], *item), manifest.files.items()) if p
+        ]
     if problems:
         raise ManifestError("model files do not match the manifest: " + "; ".join(sorted(problems)))
 

@@ -69,9 +69,18 @@ def name_and_version(prefix: str) -> tuple[str, str]:
     return parts[-2], parts[-1]
 
 
-def publish(model_dir: Path, uri: str, *, task: str | None = None, model_name: str | None = None,
-            version: str | None = None, force: bool = False, client=None,
-            runtimes: Sequence[str] = (), piece_bytes: int = PIECE_BYTES) -> Manifest:
+def publish(
+    model_dir: Path,
+    uri: str,
+    *,
+    task: str | None = None,
+    model_name: str | None = None,
+    version: str | None = None,
+    force: bool = False,
+    client=None,
+    runtimes: Sequence[str] = (),
+    piece_bytes: int = PIECE_BYTES,
+) -> Manifest:
     if not model_dir.is_dir():
         raise PublishError(f"{model_dir} is not a directory")
     bucket, prefix = parse_s3_uri(uri)
@@ -104,27 +113,38 @@ def publish(model_dir: Path, uri: str, *, task: str | None = None, model_name: s
             raise PublishError(str(exc)) from None
         gates[runtime] = result.to_json()
         log.info("runtime converted and gated", extra=gates[runtime])
-    manifest = build_manifest(model_dir, model_name, version, task, runtimes=gates, piece_bytes=piece_bytes,
-                              probe=probe)
+    manifest = build_manifest(
+        model_dir, model_name, version, task, runtimes=gates, piece_bytes=piece_bytes, probe=probe
+    )
 
     def upload(relpath: str) -> None:
         client.upload_file(str(model_dir / relpath), bucket, prefix + relpath)
 
     with ThreadPoolExecutor(DOWNLOAD_WORKERS) as pool:
         list(pool.map(upload, manifest.files))
-    client.put_object(Bucket=bucket, Key=prefix + SHA256SUMS_FILE, Body=manifest.to_sha256sums(),
-                      ContentType="text/plain")
-    client.put_object(Bucket=bucket, Key=prefix + SHA256PIECES_FILE, Body=manifest.to_sha256pieces(),
-                      ContentType="text/plain")
-    client.put_object(Bucket=bucket, Key=prefix + MANIFEST_FILE, Body=manifest.to_json(),
-                      ContentType="application/json")
+    client.put_object(
+        Bucket=bucket, Key=prefix + SHA256SUMS_FILE, Body=manifest.to_sha256sums(), ContentType="text/plain"
+    )
+    client.put_object(
+        Bucket=bucket, Key=prefix + SHA256PIECES_FILE, Body=manifest.to_sha256pieces(), ContentType="text/plain"
+    )
+    client.put_object(
+        Bucket=bucket, Key=prefix + MANIFEST_FILE, Body=manifest.to_json(), ContentType="application/json"
+    )
     stale = existing - {prefix + p for p in manifest.files} - {prefix + name for name in PUBLISHED_FILES}
     for key in sorted(stale):
         client.delete_object(Bucket=bucket, Key=key)
-    log.info("model published", extra={"model_uri": f"s3://{bucket}/{prefix}", "model_name": model_name,
-                                       "version": version, "files": len(manifest.files),
-                                       "bytes": sum(e.size for e in manifest.files.values()),
-                                       "probe_answer": describe(manifest.probe["answer"]) if manifest.probe else None})
+    log.info(
+        "model published",
+        extra={
+            "model_uri": f"s3://{bucket}/{prefix}",
+            "model_name": model_name,
+            "version": version,
+            "files": len(manifest.files),
+            "bytes": sum(e.size for e in manifest.files.values()),
+            "probe_answer": describe(manifest.probe["answer"]) if manifest.probe else None,
+        },
+    )
     return manifest
 
 
@@ -147,21 +167,33 @@ def _existing_keys(client, bucket: str, prefix: str) -> set[str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m inference_server.publish", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m inference_server.publish",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("model_dir", type=Path, nargs="?", help="local model directory")
     parser.add_argument("uri", nargs="?", help="s3://bucket/models/<model-name>/<version>/ (with --pool: s3://bucket/)")
     parser.add_argument("--task", choices=TASKS, help="recorded in the manifest; the server's default MODEL_TASK")
     parser.add_argument("--model-name", help="default: taken from the URI")
     parser.add_argument("--version", help="default: taken from the URI")
     parser.add_argument("--force", action="store_true", help="overwrite an existing version")
-    parser.add_argument("--runtime", action="append", choices=RUNTIMES, default=[], dest="runtimes",
-                        help="convert for this runtime (repeatable) and refuse to publish if it fails its accuracy "
-                             "gate against eager; writes model.onnx / model.int8.onnx into model_dir")
+    parser.add_argument(
+        "--runtime",
+        action="append",
+        choices=RUNTIMES,
+        default=[],
+        dest="runtimes",
+        help="convert for this runtime (repeatable) and refuse to publish if it fails its accuracy "
+        "gate against eager; writes model.onnx / model.int8.onnx into model_dir",
+    )
     parser.add_argument("--pool", help="publish to this model pool and register the version in its registry")
     parser.add_argument("--store", help="with --set-version or --remove: the model store, s3://bucket/")
-    parser.add_argument("--set-version", metavar="MODEL=VERSION",
-                        help="register MODEL at VERSION (already published to the pool): add, move or roll back")
+    parser.add_argument(
+        "--set-version",
+        metavar="MODEL=VERSION",
+        help="register MODEL at VERSION (already published to the pool): add, move or roll back",
+    )
     parser.add_argument("--remove", metavar="MODEL", help="take MODEL out of the pool's registry")
     args = parser.parse_args(argv)
     configure_logging()
@@ -173,8 +205,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.model_dir is None or args.uri is None:
             raise PublishError("give a model directory and s3://bucket/models/<model-name>/<version>/")
         else:
-            publish(args.model_dir, args.uri, task=args.task, model_name=args.model_name, version=args.version,
-                    force=args.force, runtimes=args.runtimes)
+            publish(
+                args.model_dir,
+                args.uri,
+                task=args.task,
+                model_name=args.model_name,
+                version=args.version,
+                force=args.force,
+                runtimes=args.runtimes,
+            )
     except (PublishError, ArtifactError, ManifestError, RegistryError, BotoCoreError, ClientError) as exc:
         log.error("publish refused", extra={"error": str(exc)})
         return 1
@@ -186,7 +225,9 @@ def _pool_command(args: argparse.Namespace) -> None:
     changes = [flag for flag in (args.set_version, args.remove) if flag]
     if changes:
         if len(changes) > 1 or args.model_dir is not None or not args.store:
-            raise PublishError("give one of --set-version or --remove, with --store s3://bucket/ and no model directory")
+            raise PublishError(
+                "give one of --set-version or --remove, with --store s3://bucket/ and no model directory"
+            )
         bucket, _ = parse_s3_uri(args.store)
         client = s3_client()
         if args.remove:
@@ -199,20 +240,47 @@ def _pool_command(args: argparse.Namespace) -> None:
         return
     if args.model_dir is None or args.uri is None or not args.model_name or not args.version:
         raise PublishError("--pool publishes DIR s3://bucket/ --model-name <m> --version <v>")
-    publish_to_pool(args.model_dir, args.uri, args.pool, args.model_name, args.version, task=args.task,
-                    force=args.force, runtimes=args.runtimes)
+    publish_to_pool(
+        args.model_dir,
+        args.uri,
+        args.pool,
+        args.model_name,
+        args.version,
+        task=args.task,
+        force=args.force,
+        runtimes=args.runtimes,
+    )
 
 
-def publish_to_pool(model_dir: Path, store: str, pool: str, model_name: str, version: str, *,
-                    task: str | None = None, force: bool = False, client=None, runtimes: Sequence[str] = (),
-                    piece_bytes: int = PIECE_BYTES) -> Manifest:
+def publish_to_pool(
+    model_dir: Path,
+    store: str,
+    pool: str,
+    model_name: str,
+    version: str,
+    *,
+    task: str | None = None,
+    force: bool = False,
+    client=None,
+    runtimes: Sequence[str] = (),
+    piece_bytes: int = PIECE_BYTES,
+) -> Manifest:
     """Publish under s3://bucket/pools/<pool>/models/<model>/<version>/ (exactly as a single model is), then register
     that version in the pool's registry: the registry names only complete versions."""
     bucket, _ = parse_s3_uri(store)
     uri = f"s3://{bucket}/{pool_prefix(pool)}{model_prefix(model_name, version)}"
     client = client or s3_client()
-    manifest = publish(model_dir, uri, task=task, model_name=model_name, version=version, force=force, client=client,
-                       runtimes=runtimes, piece_bytes=piece_bytes)
+    manifest = publish(
+        model_dir,
+        uri,
+        task=task,
+        model_name=model_name,
+        version=version,
+        force=force,
+        client=client,
+        runtimes=runtimes,
+        piece_bytes=piece_bytes,
+    )
     set_version(client, bucket, pool, model_name, version)
     return manifest
 

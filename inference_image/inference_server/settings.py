@@ -139,14 +139,18 @@ def _api_keys(raw: str) -> tuple[tuple[str, str], ...]:
         pairs = []
         for name, key in named.items():
             if not API_KEY_NAME.fullmatch(name):
-                raise ValueError(f"key name {name!r} must be 1-64 letters, digits, '.', '_' or '-', starting with a "
-                                 "letter or digit (it appears in logs and metrics)")
+                raise ValueError(
+                    f"key name {name!r} must be 1-64 letters, digits, '.', '_' or '-', starting with a "
+                    "letter or digit (it appears in logs and metrics)"
+                )
             if not isinstance(key, str) or not key.strip() or key != key.strip():
                 raise ValueError(f"the key named {name!r} must be a non-empty string without surrounding spaces")
             pairs.append((name, key))
     else:
-        pairs = [(f"key-{index}", key) for index, key in
-                 enumerate((key.strip() for key in text.split(",") if key.strip()), 1)]
+        pairs = [
+            (f"key-{index}", key)
+            for index, key in enumerate((key.strip() for key in text.split(",") if key.strip()), 1)
+        ]
     keys = [key for _, key in pairs]
     if len(set(keys)) != len(keys):
         shared = sorted({name for name, key in pairs if keys.count(key) > 1})
@@ -159,8 +163,15 @@ def _dimensions(raw: str) -> tuple[int, ...]:
     return tuple(sorted({parse(part) for part in raw.split(",") if part.strip()}))
 
 
-def _setting(parse: Callable[[str], Any], default: Any, help: str, *, required: bool = False, secret: bool = False,
-             flags: Sequence[str] = ()) -> Any:
+def _setting(
+    parse: Callable[[str], Any],
+    default: Any,
+    help: str,
+    *,
+    required: bool = False,
+    secret: bool = False,
+    flags: Sequence[str] = (),
+) -> Any:
     meta = {"parse": parse, "help": help, "required": required, "secret": secret, "flags": tuple(flags)}
     if isinstance(default, (list, dict, tuple)):
         return field(default_factory=lambda: default, metadata=meta, repr=not secret)
@@ -171,30 +182,43 @@ def _setting(parse: Callable[[str], Any], default: Any, help: str, *, required: 
 class Settings:
     model_name: str = _setting(_model_name, None, "URL-safe model name; also the route prefix /<name>/", required=True)
     model_version: str = _setting(_str, None, "model version, reported in responses and logs", required=True)
-    model_uri: str = _setting(_str, None, "s3://bucket/models/<name>/<version>/ or a local directory", required=True,
-                              flags=("--model",))
+    model_uri: str = _setting(
+        _str, None, "s3://bucket/models/<name>/<version>/ or a local directory", required=True, flags=("--model",)
+    )
     model_task: str | None = _setting(_opt_choice(*TASKS), None, "default: the manifest's task")
     model_handler: str | None = _setting(_opt_str, None, "handler class import path, module:Class")
     allow_artifact_code: bool = _setting(_bool, False, "allow trust_remote_code and a handler.py in the model")
-    model_cache_dir: Path = _setting(lambda raw: Path(_str(raw)), Path("/tmp/model-cache"),
-                                     "writable scratch directory for models and library caches")
+    model_cache_dir: Path = _setting(
+        lambda raw: Path(_str(raw)),
+        Path("/tmp/model-cache"),
+        "writable scratch directory for models and library caches",
+    )
     require_manifest: bool | None = _setting(_bool, None, "refuse a model without manifest.json (default: true for s3)")
     host: str = _setting(_str, "0.0.0.0", "listen address")
     port: int = _setting(_int(1, 65535), facts.PORT, "listen port")
     device: str = _setting(_choice("auto", "cpu", "cuda"), "auto", "auto picks cuda when present")
     precision: str = _setting(_choice("auto", "fp32", "fp16", "bf16"), "auto", "auto: fp16 on GPU, fp32 on CPU")
-    model_runtime: str = _setting(_choice(*RUNTIMES), "eager",
-                                  "eager, compile (torch.compile, CPU too), onnx (ONNX Runtime; CUDA/TensorRT EP on "
-                                  "GPU) or int8 (ONNX Runtime, INT8 weights); all but eager must have been published "
-                                  "with --runtime")
-    compile_cache_uri: str | None = _setting(_opt_str, None,
-                                             "s3://bucket/prefix/ or a directory: where torch.compile's cache is kept "
-                                             "between tasks, one archive per torch version, device kind and compile settings")
-    warmup: str = _setting(_choice("first", "all"), "first",
-                           "shapes warmed before /ready: first (batch 1 at every length bucket and each larger "
-                           "batch whose forward is short, the rest left to traffic; a compiled model is ready on its "
-                           "eager forward and compiles every shape while idle) or all (compiled too, with "
-                           "torch.compile)")
+    model_runtime: str = _setting(
+        _choice(*RUNTIMES),
+        "eager",
+        "eager, compile (torch.compile, CPU too), onnx (ONNX Runtime; CUDA/TensorRT EP on "
+        "GPU) or int8 (ONNX Runtime, INT8 weights); all but eager must have been published "
+        "with --runtime",
+    )
+    compile_cache_uri: str | None = _setting(
+        _opt_str,
+        None,
+        "s3://bucket/prefix/ or a directory: where torch.compile's cache is kept "
+        "between tasks, one archive per torch version, device kind and compile settings",
+    )
+    warmup: str = _setting(
+        _choice("first", "all"),
+        "first",
+        "shapes warmed before /ready: first (batch 1 at every length bucket and each larger "
+        "batch whose forward is short, the rest left to traffic; a compiled model is ready on its "
+        "eager forward and compiles every shape while idle) or all (compiled too, with "
+        "torch.compile)",
+    )
     max_batch_size: int = _setting(_int(1, 4096), 32, "largest batch sent to the model")
     max_batch_wait_ms: float = _setting(_float(0), 2.0, "longest a queued request waits for a fuller batch")
     max_queue_size: int = _setting(_int(1), 256, "queued inputs beyond which requests get 503")
@@ -203,60 +227,99 @@ class Settings:
     max_text_chars: int = _setting(_int(1), 10000, "longest text in characters")
     max_body_bytes: int = _setting(_int(64), 1048576, "largest request body")
     request_timeout_s: float = _setting(_float(0, exclusive=True), 10.0, "per-request deadline (504 after it)")
-    drain_timeout_s: float = _setting(_float(0), float(facts.DRAIN_TIMEOUT_S), "on SIGTERM, how long to finish accepted work")
+    drain_timeout_s: float = _setting(
+        _float(0), float(facts.DRAIN_TIMEOUT_S), "on SIGTERM, how long to finish accepted work"
+    )
     keep_alive_s: float = _setting(_float(0, exclusive=True), 75.0, "HTTP keep-alive; keep above the ALB idle timeout")
     embedding_dimensions: tuple[int, ...] = _setting(
-        _dimensions, (), "comma-separated sizes /v1/embeddings may truncate to (`dimensions`), for models trained "
-                         "for it (Matryoshka); empty: only the full size")
+        _dimensions,
+        (),
+        "comma-separated sizes /v1/embeddings may truncate to (`dimensions`), for models trained "
+        "for it (Matryoshka); empty: only the full size",
+    )
     result_cache_size: int = _setting(_int(0), 0, "entries in the result LRU cache; 0 turns it off")
     api_keys: tuple[tuple[str, str], ...] = _setting(
-        _api_keys, (), "keys clients send in x-api-key or Authorization: Bearer: a JSON object of names to keys "
-                       "({\"team-a\": \"...\"}; the name appears in logs and metrics), or comma-separated keys "
-                       "(named key-1, key-2, ...); every route but /health, /ready and /metrics requires one", secret=True)
-    docs: bool | None = _setting(_opt_bool, None, "serve /docs and /openapi.json (behind the key when API_KEYS is "
-                                                  "set); default: on only where DEPLOYMENT_ENV is local")
+        _api_keys,
+        (),
+        "keys clients send in x-api-key or Authorization: Bearer: a JSON object of names to keys "
+        '({"team-a": "..."}; the name appears in logs and metrics), or comma-separated keys '
+        "(named key-1, key-2, ...); every route but /health, /ready and /metrics requires one",
+        secret=True,
+    )
+    docs: bool | None = _setting(
+        _opt_bool,
+        None,
+        "serve /docs and /openapi.json (behind the key when API_KEYS is "
+        "set); default: on only where DEPLOYMENT_ENV is local",
+    )
     shared_cache_endpoint: str | None = _setting(
-        _opt_str, None, "host:port of the shared result cache (Valkey/ElastiCache); empty turns it off")
+        _opt_str, None, "host:port of the shared result cache (Valkey/ElastiCache); empty turns it off"
+    )
     shared_cache_tls: bool = _setting(_bool, True, "TLS to the shared cache (ElastiCache Serverless requires it)")
     shared_cache_cluster: bool = _setting(_bool, False, "the shared cache is cluster mode enabled (Serverless is)")
-    shared_cache_auth_token: str | None = _setting(_opt_str, None, "password of the shared cache's user",
-                                                   secret=True)
+    shared_cache_auth_token: str | None = _setting(_opt_str, None, "password of the shared cache's user", secret=True)
     shared_cache_iam_user: str | None = _setting(_opt_str, None, "ElastiCache user id for IAM authentication")
     shared_cache_name: str | None = _setting(_opt_str, None, "the cache's name, signed into IAM tokens")
     shared_cache_ttl_s: int = _setting(_int(1, 30 * 86400), 3600, "how long the shared cache keeps a prediction")
-    shared_cache_max_value_bytes: int = _setting(_int(64, 16 * 1048576), 65536,
-                                                 "larger predictions are not stored in the shared cache")
-    shared_cache_timeout_ms: float = _setting(_float(0, exclusive=True), 50.0,
-                                              "longest a shared cache call may take before it counts as failed")
+    shared_cache_max_value_bytes: int = _setting(
+        _int(64, 16 * 1048576), 65536, "larger predictions are not stored in the shared cache"
+    )
+    shared_cache_timeout_ms: float = _setting(
+        _float(0, exclusive=True), 50.0, "longest a shared cache call may take before it counts as failed"
+    )
     deployment_env: str = _setting(_str, "local", "Environment dimension of the metrics")
     log_level: str = _setting(_log_level, "INFO", "DEBUG, INFO, WARNING or ERROR")
-    metrics_interval_s: float = _setting(_float(0, exclusive=True), 10.0, "period of each process's EMF metrics "
-                                                                       "document (keep below the alarms' 60 s)")
-    signal_interval_s: float = _setting(_float(0, exclusive=True), 5.0, "period of the model process's scale-out "
-                                                                     "signal document (QueueDepth, high resolution: "
-                                                                     "keep below the scaling alarms' 10 s)")
-    workers: int = _setting(_int(0, facts.MAX_WORKERS), 0, "HTTP worker processes; 0: one per CPU of the task, less one for the "
-                                             "model process (at least 1)")
-    access_log_sample: float = _setting(_fraction, 0.001, "share of successful requests that get an access log line "
-                                                          "(errors and slow requests: up to a rate each)")
-    slow_request_ms: float = _setting(_float(0), 1000.0, "requests slower than this get an access log line, at most "
-                                                         "2 a second per worker (the rest counted)")
+    metrics_interval_s: float = _setting(
+        _float(0, exclusive=True), 10.0, "period of each process's EMF metrics document (keep below the alarms' 60 s)"
+    )
+    signal_interval_s: float = _setting(
+        _float(0, exclusive=True),
+        5.0,
+        "period of the model process's scale-out "
+        "signal document (QueueDepth, high resolution: "
+        "keep below the scaling alarms' 10 s)",
+    )
+    workers: int = _setting(
+        _int(0, facts.MAX_WORKERS),
+        0,
+        "HTTP worker processes; 0: one per CPU of the task, less one for the model process (at least 1)",
+    )
+    access_log_sample: float = _setting(
+        _fraction,
+        0.001,
+        "share of successful requests that get an access log line (errors and slow requests: up to a rate each)",
+    )
+    slow_request_ms: float = _setting(
+        _float(0),
+        1000.0,
+        "requests slower than this get an access log line, at most 2 a second per worker (the rest counted)",
+    )
     ready_probe_interval_s: float = _setting(_float(0, exclusive=True), 15.0, "period of the readiness test inference")
     otel_exporter_otlp_endpoint: str | None = _setting(
-        _opt_url, None, "OTLP/HTTP base URL of the trace collector (http://localhost:4318: /v1/traces is added); "
-                        "with neither this nor OTEL_EXPORTER_OTLP_TRACES_ENDPOINT set, no request is traced")
+        _opt_url,
+        None,
+        "OTLP/HTTP base URL of the trace collector (http://localhost:4318: /v1/traces is added); "
+        "with neither this nor OTEL_EXPORTER_OTLP_TRACES_ENDPOINT set, no request is traced",
+    )
     otel_exporter_otlp_traces_endpoint: str | None = _setting(
-        _opt_url, None, "OTLP/HTTP URL the spans are posted to, as is (instead of the base URL's /v1/traces)")
+        _opt_url, None, "OTLP/HTTP URL the spans are posted to, as is (instead of the base URL's /v1/traces)"
+    )
     trace_sample_ratio: float = _setting(
-        _fraction, facts.TRACE_SAMPLE_RATIO, "share of requests traced when the caller's trace context does not decide "
-                                             "(parent-based: a sampled traceparent or X-Amzn-Trace-Id Sampled=1 is "
-                                             "traced); OTEL_TRACES_SAMPLER, when set, chooses instead")
+        _fraction,
+        facts.TRACE_SAMPLE_RATIO,
+        "share of requests traced when the caller's trace context does not decide "
+        "(parent-based: a sampled traceparent or X-Amzn-Trace-Id Sampled=1 is "
+        "traced); OTEL_TRACES_SAMPLER, when set, chooses instead",
+    )
 
     def __post_init__(self) -> None:
         # Programmatic callers may pass bare keys: named key-1, key-2, ... as from a comma-separated variable.
         if any(isinstance(entry, str) for entry in self.api_keys):
-            object.__setattr__(self, "api_keys", _api_keys(",".join(
-                entry if isinstance(entry, str) else entry[1] for entry in self.api_keys)))
+            object.__setattr__(
+                self,
+                "api_keys",
+                _api_keys(",".join(entry if isinstance(entry, str) else entry[1] for entry in self.api_keys)),
+            )
 
     @property
     def docs_enabled(self) -> bool:
@@ -292,12 +355,19 @@ def _flags(f: dataclasses.Field) -> list[str]:
 
 def build_parser(prog: str = "python -m inference_server") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog=prog, description="Dynamic-batching model server. Every flag is also read from the environment "
-                               "variable named in brackets; a flag overrides the variable.")
+        prog=prog,
+        description="Dynamic-batching model server. Every flag is also read from the environment "
+        "variable named in brackets; a flag overrides the variable.",
+    )
     for f in dataclasses.fields(Settings):
         default = "" if f.metadata["secret"] or f.default is None else f" (default {_show(f)})"
-        parser.add_argument(*_flags(f), dest=f.name, metavar="VALUE", default=None,
-                            help=f"[{env_name(f)}] {f.metadata['help']}{default}")
+        parser.add_argument(
+            *_flags(f),
+            dest=f.name,
+            metavar="VALUE",
+            default=None,
+            help=f"[{env_name(f)}] {f.metadata['help']}{default}",
+        )
     return parser
 
 

@@ -12,8 +12,10 @@ from typing import Any
 from .handlers.batch import Batch
 from .handlers.hf import TextClassificationHandler
 
-_WORDS = ("the a an and or not is was are be to of in on it this that good bad great terrible service food was "
-          "very quick slow friendly rude hello world model test probe readiness warm up text first second").split()
+_WORDS = (
+    "the a an and or not is was are be to of in on it this that good bad great terrible service food was "
+    "very quick slow friendly rude hello world model test probe readiness warm up text first second"
+).split()
 LABELS = ("negative", "positive")
 
 
@@ -33,15 +35,31 @@ def build_tiny_bert(dest_dir: str | Path, task: str = "text-classification", *, 
     dest = Path(dest_dir)
     dest.mkdir(parents=True, exist_ok=True)
     pieces = string.ascii_lowercase + string.digits + string.punctuation
-    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *dict.fromkeys(_WORDS), *pieces,
-             *(f"##{c}" for c in string.ascii_lowercase + string.digits)]
+    vocab = [
+        "[PAD]",
+        "[UNK]",
+        "[CLS]",
+        "[SEP]",
+        "[MASK]",
+        *dict.fromkeys(_WORDS),
+        *pieces,
+        *(f"##{c}" for c in string.ascii_lowercase + string.digits),
+    ]
     vocab_file = dest / "vocab.txt"
     vocab_file.write_text("\n".join(vocab) + "\n")
     tokenizer = BertTokenizerFast(vocab=str(vocab_file), do_lower_case=True, model_max_length=512)
     tokenizer.save_pretrained(dest)
-    config = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=512, pad_token_id=0,
-                        id2label=dict(enumerate(LABELS)), label2id={label: i for i, label in enumerate(LABELS)})
+    config = BertConfig(
+        vocab_size=len(vocab),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=512,
+        pad_token_id=0,
+        id2label=dict(enumerate(LABELS)),
+        label2id={label: i for i, label in enumerate(LABELS)},
+    )
     torch.manual_seed(seed)
     model = BertForSequenceClassification(config) if task == "text-classification" else BertModel(config)
     model.save_pretrained(dest)
@@ -50,10 +68,14 @@ def build_tiny_bert(dest_dir: str | Path, task: str = "text-classification", *, 
 
 EXPORT_MODEL_JSON = {
     "format": 1,
-    "inputs": [{"name": "features", "datatype": "FP32", "shape": [-1, 4]},
-               {"name": "counts", "datatype": "INT64", "shape": [-1, 2]}],
-    "outputs": [{"name": "probabilities", "datatype": "FP32", "shape": [-1, 3]},
-                {"name": "total", "datatype": "FP32", "shape": [-1]}],
+    "inputs": [
+        {"name": "features", "datatype": "FP32", "shape": [-1, 4]},
+        {"name": "counts", "datatype": "INT64", "shape": [-1, 2]},
+    ],
+    "outputs": [
+        {"name": "probabilities", "datatype": "FP32", "shape": [-1, 3]},
+        {"name": "total", "datatype": "FP32", "shape": [-1]},
+    ],
     "fp16_safe": True,
 }
 IMAGE_LABELS = ("cat", "dog", "bird", "fish")
@@ -112,21 +134,38 @@ def build_tiny_export_model(dest_dir: str | Path, *, seed: int = 0) -> Path:
 
 
 def image_model_json(crop: int = 16, resize: int = 20, labels: tuple[str, ...] = IMAGE_LABELS, **image: Any) -> dict:
-    return {"format": 1, "inputs": [{"name": "pixel_values", "datatype": "FP32", "shape": [-1, 3, crop, crop]}],
-            "outputs": [{"name": "logits", "datatype": "FP32", "shape": [-1, len(labels)]}], "fp16_safe": True,
-            "image": {"resize": resize, "crop": crop, "mean": [0.485, 0.456, 0.406], "std": [0.229, 0.224, 0.225],
-                      "labels": list(labels), "top_k": 2, **image}}
+    return {
+        "format": 1,
+        "inputs": [{"name": "pixel_values", "datatype": "FP32", "shape": [-1, 3, crop, crop]}],
+        "outputs": [{"name": "logits", "datatype": "FP32", "shape": [-1, len(labels)]}],
+        "fp16_safe": True,
+        "image": {
+            "resize": resize,
+            "crop": crop,
+            "mean": [0.485, 0.456, 0.406],
+            "std": [0.229, 0.224, 0.225],
+            "labels": list(labels),
+            "top_k": 2,
+            **image,
+        },
+    }
 
 
-def build_tiny_image_classifier(dest_dir: str | Path, *, seed: int = 0, crop: int = 16, resize: int = 20,
-                                **image: Any) -> Path:
+def build_tiny_image_classifier(
+    dest_dir: str | Path, *, seed: int = 0, crop: int = 16, resize: int = 20, **image: Any
+) -> Path:
     """An image-classification artifact: a small convolutional classifier over four labels, exported."""
     import torch
 
     torch.manual_seed(seed)
     declaration = image_model_json(crop, resize, **image)
-    return _export(_tiny_image_module(len(IMAGE_LABELS)), (torch.randn(2, 3, crop, crop),), ["pixel_values"],
-                   Path(dest_dir), declaration)
+    return _export(
+        _tiny_image_module(len(IMAGE_LABELS)),
+        (torch.randn(2, 3, crop, crop),),
+        ["pixel_values"],
+        Path(dest_dir),
+        declaration,
+    )
 
 
 def reference_module(model_dir: str | Path):

@@ -76,10 +76,42 @@ PLANTED_INTRINSIC = {
         "Alarm": {
             "Type": "AWS::CloudWatch::Alarm",
             "Properties": {
-                "ComparisonOperator": "GreaterThanThreshold", "EvaluationPeriods": 1, "Threshold": 1,
-                "Namespace": "AWS/ApplicationELB", "MetricName": "RequestCount", "Period": 60, "Statistic": "Sum",
-                "Dimensions": [{"Name": "LoadBalancer", "Value": {"Fn::Join": ["/", [{"Fn::Select": [1, {"Fn::Split": ["/", {
-                    "Fn::GetStackOutput": {"StackName": "Shared", "Region": "us-east-1", "OutputName": "ListenerArn"}}]}]}]]}}],
+                "ComparisonOperator": "GreaterThanThreshold",
+                "EvaluationPeriods": 1,
+                "Threshold": 1,
+                "Namespace": "AWS/ApplicationELB",
+                "MetricName": "RequestCount",
+                "Period": 60,
+                "Statistic": "Sum",
+                "Dimensions": [
+                    {
+                        "Name": "LoadBalancer",
+                        "Value": {
+                            "Fn::Join": [
+                                "/",
+                                [
+                                    {
+                                        "Fn::Select": [
+                                            1,
+                                            {
+                                                "Fn::Split": [
+                                                    "/",
+                                                    {
+                                                        "Fn::GetStackOutput": {
+                                                            "StackName": "Shared",
+                                                            "Region": "us-east-1",
+                                                            "OutputName": "ListenerArn",
+                                                        }
+                                                    },
+                                                ]
+                                            },
+                                        ]
+                                    }
+                                ],
+                            ]
+                        },
+                    }
+                ],
             },
         }
     }
@@ -101,8 +133,20 @@ def cfn_lint_run(app_synthesized, tmp_path_factory) -> LintRun:
     planted.write_text(json.dumps(PLANTED_INTRINSIC))
     paths = [str(path) for path in app_synthesized.template_paths()] + [str(planted)]
     result = subprocess.run(
-        [str(CFN_LINT), "--format", "parseable", "--append-rules", str(CFN_LINT_RULES), "--include-checks", READ_RULE, "--", *paths],
-        capture_output=True, text=True, timeout=300,
+        [
+            str(CFN_LINT),
+            "--format",
+            "parseable",
+            "--append-rules",
+            str(CFN_LINT_RULES),
+            "--include-checks",
+            READ_RULE,
+            "--",
+            *paths,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     findings = []
     for line in result.stdout.splitlines():
@@ -115,7 +159,10 @@ def test_cfn_lint_ran_and_read_every_template(cfn_lint_run, app_synthesized):
     """Exit code: bit 2 errors (the planted one), 4 warnings, 8 informational (the read rule); 1 would be a crash."""
     assert cfn_lint_run.returncode in (2 | 8, 2 | 4 | 8), cfn_lint_run.stderr
     read = {path: message for path, rule, message in cfn_lint_run.findings if rule == READ_RULE}
-    expected = {str(path): f"read {len(json.loads(path.read_text())['Resources'])} resources" for path in app_synthesized.template_paths()}
+    expected = {
+        str(path): f"read {len(json.loads(path.read_text())['Resources'])} resources"
+        for path in app_synthesized.template_paths()
+    }
     assert len(expected) >= 3 * len(ENVIRONMENTS)  # network, shared and at least one model in each environment
     assert {path: read.get(path) for path in expected} == expected
     assert sum(int(message.split()[1]) for message in expected.values()) > 100 * len(ENVIRONMENTS)
@@ -137,7 +184,8 @@ def test_cdk_cloudformation_validation_reports_a_planted_finding(tmp_path):
     ec2.CfnSecurityGroup(stack, "Group", group_description="planted", vpc_id="vpc-2")
     app.synth()
     assert cloudformation_validation_findings(tmp_path) == [
-        "E1151 Dev/Planted/Group: VpcId: 'vpc-2' does not match format 'AWS::EC2::VPC.Id'"]
+        "E1151 Dev/Planted/Group: VpcId: 'vpc-2' does not match format 'AWS::EC2::VPC.Id'"
+    ]
 
 
 def test_cfn_lint_finds_no_errors(cfn_lint_run):
@@ -157,8 +205,10 @@ PLANTED_FINDING = {
     "Resources": {
         "OpenSsh": {
             "Type": "AWS::EC2::SecurityGroup",
-            "Properties": {"GroupDescription": "planted", "SecurityGroupIngress": [
-                {"IpProtocol": "tcp", "FromPort": 22, "ToPort": 22, "CidrIp": "0.0.0.0/0"}]},
+            "Properties": {
+                "GroupDescription": "planted",
+                "SecurityGroupIngress": [{"IpProtocol": "tcp", "FromPort": 22, "ToPort": 22, "CidrIp": "0.0.0.0/0"}],
+            },
         }
     }
 }
@@ -176,7 +226,9 @@ def checkov_report(app_synthesized, tmp_path_factory) -> dict:
     (directory / PLANTED_FILE).write_text(json.dumps(PLANTED_FINDING))
     result = subprocess.run(
         [str(CHECKOV), "-d", str(directory), "--framework", "cloudformation", "--output", "json", "--compact"],
-        capture_output=True, text=True, timeout=600,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert result.returncode == 1, result.stderr[-3000:]  # 1: failed checks (the planted one)
     report = json.loads(result.stdout)
@@ -194,12 +246,16 @@ def real_findings(report: dict) -> list:
 
 
 def test_checkov_reports_the_planted_finding(checkov_report):
-    planted = {f["check_id"] for f in checkov_report["results"]["failed_checks"] if Path(f["file_path"]).name == PLANTED_FILE}
+    planted = {
+        f["check_id"] for f in checkov_report["results"]["failed_checks"] if Path(f["file_path"]).name == PLANTED_FILE
+    }
     assert "CKV_AWS_24" in planted
 
 
 def test_checkov_finds_nothing_unexplained(checkov_report):
-    failed = [f"{f['check_id']} {f['resource']} ({f['file_path']}): {f['check_name']}" for f in real_findings(checkov_report)]
+    failed = [
+        f"{f['check_id']} {f['resource']} ({f['file_path']}): {f['check_name']}" for f in real_findings(checkov_report)
+    ]
     assert failed == []
 
 
@@ -240,9 +296,12 @@ def test_the_environment_synthesizes_without_a_warning(app_synthesized, environm
 
 
 def warnings_in(assembly: cx_api.CloudAssembly, stacks: list[cdk.Stack]) -> list[str]:
-    return [f"{message.id}: {message.entry.data}" for stack in stacks
-            for message in assembly.get_stack_artifact(stack.artifact_id).messages
-            if message.level == cx_api.SynthesisMessageLevel.WARNING]
+    return [
+        f"{message.id}: {message.entry.data}"
+        for stack in stacks
+        for message in assembly.get_stack_artifact(stack.artifact_id).messages
+        if message.level == cx_api.SynthesisMessageLevel.WARNING
+    ]
 
 
 def test_a_warning_in_the_assembly_is_found(tmp_path):

@@ -86,7 +86,12 @@ def test_a_collector_that_does_not_select_a_read_metric_is_caught(environments):
 def test_a_metric_no_container_emits_is_caught(environments):
     template, tasks = environments["staging"]
     template = copy.deepcopy(template)
-    template["Resources"]["PlantedAlarm"] = {"Type": "AWS::CloudWatch::Alarm", "Properties": {
-        "Namespace": "GpuInference", "MetricName": "NoSuchMetric", "Dimensions": [
-            {"Name": "Environment", "Value": "staging"}, {"Name": "ModelName", "Value": tasks[0].model}]}}
+    template["Resources"]["PlantedAlarm"] = {
+        "Type": "AWS::CloudWatch::Alarm",
+        "Properties": {
+            "Namespace": "GpuInference",
+            "MetricName": "NoSuchMetric",
+            "Dimensions": [{"Name": "Environment", "Value": "staging"}, {"Name": "ModelName", "Value": tasks[0].model}],
+        },
+    }
     assert any("NoSuchMetric" in line and "no container" in line for line in undeliverable(template, tasks))

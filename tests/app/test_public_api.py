@@ -12,15 +12,29 @@ import gpu_inference_constructs
 from tests.conftest import ROOT
 
 STILL_PRIVATE = {
-    "capacity.gpu_packing.check_one_kind", "capacity.gpu_packing.check_shared_group_holds_deployment_at_peak",
-    "capacity.gpu_packing.shared_service", "core.deployment_capacity.check_group_holds_deployment_at_peak",
-    "core.deployment_capacity.tasks_for_deployment_at_peak", "core.errors.require", "core.errors.require_range",
-    "core.instance_catalog.is_neuron_type", "core.model_props.service_deployment",
-    "core.schedules.check_schedule_task_ranges", "routing.load_balancer.check_rule_priority",
-    "routing.load_balancer.claim_priority", "servers.model_entry.ServerProps", "servers.model_entry.longest_request_key",
-    "servers.model_entry.pool_of_entry", "servers.model_entry.server_for", "servers.model_entry.split_model_entry",
-    "shared.log_retention.retention_days", "shared.acknowledgements.default_child", "shared.cdk_interfaces.as_key",
-    "shared.cdk_interfaces.as_topic", "shared.cdk_interfaces.service_principal", "service.task.NO_TRACES_WARNING",
+    "capacity.gpu_packing.check_one_kind",
+    "capacity.gpu_packing.check_shared_group_holds_deployment_at_peak",
+    "capacity.gpu_packing.shared_service",
+    "core.deployment_capacity.check_group_holds_deployment_at_peak",
+    "core.deployment_capacity.tasks_for_deployment_at_peak",
+    "core.errors.require",
+    "core.errors.require_range",
+    "core.instance_catalog.is_neuron_type",
+    "core.model_props.service_deployment",
+    "core.schedules.check_schedule_task_ranges",
+    "routing.load_balancer.check_rule_priority",
+    "routing.load_balancer.claim_priority",
+    "servers.model_entry.ServerProps",
+    "servers.model_entry.longest_request_key",
+    "servers.model_entry.pool_of_entry",
+    "servers.model_entry.server_for",
+    "servers.model_entry.split_model_entry",
+    "shared.log_retention.retention_days",
+    "shared.acknowledgements.default_child",
+    "shared.cdk_interfaces.as_key",
+    "shared.cdk_interfaces.as_topic",
+    "shared.cdk_interfaces.service_principal",
+    "service.task.NO_TRACES_WARNING",
 }
 
 
@@ -50,12 +64,16 @@ def test_the_app_takes_the_librarys_names_from_its_root():
         root |= names
         deep |= paths
     assert root - set(gpu_inference_constructs.__all__) == set()  # every root name is public
-    assert deep == STILL_PRIVATE, ("new private imports" if deep - STILL_PRIVATE else "fewer: shrink STILL_PRIVATE",
-                                   sorted(deep ^ STILL_PRIVATE))
+    assert deep == STILL_PRIVATE, (
+        "new private imports" if deep - STILL_PRIVATE else "fewer: shrink STILL_PRIVATE",
+        sorted(deep ^ STILL_PRIVATE),
+    )
 
 
 def test_the_walk_finds_a_planted_private_import(tmp_path):
     planted = tmp_path / "planted.py"
-    planted.write_text("from gpu_inference_constructs import ModelService\n"
-                       "from gpu_inference_constructs.service.model_service import ModelService as M\n")
+    planted.write_text(
+        "from gpu_inference_constructs import ModelService\n"
+        "from gpu_inference_constructs.service.model_service import ModelService as M\n"
+    )
     assert library_imports(planted) == ({"ModelService"}, {"service.model_service.ModelService"})

@@ -12,6 +12,11 @@ def test_the_committed_lock_records_every_consumed_resource_as_synthesized(app_s
     current = consumed_fingerprints(templates)
     lock = json.loads((ROOT / LOCK_FILE).read_text())
     assert len(current) > 10 and {v["type"] for v in current.values()} >= {
-        "AWS::EC2::SecurityGroup", "AWS::ElasticLoadBalancingV2::Listener", "AWS::ECS::Cluster", "AWS::ECS::CapacityProvider", "AWS::KMS::Key"}
+        "AWS::EC2::SecurityGroup",
+        "AWS::ElasticLoadBalancingV2::Listener",
+        "AWS::ECS::Cluster",
+        "AWS::ECS::CapacityProvider",
+        "AWS::KMS::Key",
+    }
     assert check(lock, current) == []
     assert set(current) <= set(lock)

@@ -24,9 +24,22 @@ LEVELS = (1, 64)
 @pytest.fixture(scope="module")
 def short_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess, Path]:
     out = tmp_path_factory.mktemp("bench-results")
-    done = subprocess.run([sys.executable, "-m", "bench", "--short", "--concurrency", ",".join(map(str, LEVELS)),
-                           "--output-dir", str(out)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=900)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench",
+            "--short",
+            "--concurrency",
+            ",".join(map(str, LEVELS)),
+            "--output-dir",
+            str(out),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stderr[-4000:]
     return done, out
 
@@ -101,7 +114,9 @@ def test_every_system_measured_with_sane_numbers(short_run):
     assert len(ours) == 5 * len(LEVELS)  # ours, ours-openai, ours-oip on MiniLM; ours, ours-2w null
     over = {}
     for r in ours:
-        per_second = r["log_interval_bytes_per_s"] + (ERROR_LINES_PER_S + SLOW_LINES_PER_S) * MAX_WORKERS * r["log_longest_line"]
+        per_second = (
+            r["log_interval_bytes_per_s"] + (ERROR_LINES_PER_S + SLOW_LINES_PER_S) * MAX_WORKERS * r["log_longest_line"]
+        )
         allowed = 30 + per_second * r["log_window_s"] / r["requests"]
         if not (r["log_bytes_per_request"] is not None and 0 <= r["log_bytes_per_request"] <= allowed):
             over[f"{r['system']}:{r['model']}@{r['concurrency']}"] = (r["log_bytes_per_request"], round(allowed, 1))

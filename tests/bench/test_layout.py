@@ -29,14 +29,17 @@ def test_the_layout_survives_the_generator_pinning_itself(pinned_like_the_run):
     assert model == {0} and rest == before - {0}
 
 
-@pytest.mark.parametrize(("server", "model", "cpus", "model_cpus"), [
-    (OURS, "minilm", "rest", "model"),  # HTTP worker beside the generator, the model process on the model core
-    (PEER, "minilm", "rest", None),  # the peer pins its inference worker itself (BENCH_MODEL_CPUS)
-    (BASELINE, "minilm", "model", None),
-    (OURS, NULL, "model", None),
-    (OURS_2W, NULL, "all", None),
-    (BARE, NULL, "model", None),
-])
+@pytest.mark.parametrize(
+    ("server", "model", "cpus", "model_cpus"),
+    [
+        (OURS, "minilm", "rest", "model"),  # HTTP worker beside the generator, the model process on the model core
+        (PEER, "minilm", "rest", None),  # the peer pins its inference worker itself (BENCH_MODEL_CPUS)
+        (BASELINE, "minilm", "model", None),
+        (OURS, NULL, "model", None),
+        (OURS_2W, NULL, "all", None),
+        (BARE, NULL, "model", None),
+    ],
+)
 def test_each_system_gets_its_cores(pinned_like_the_run, tmp_path, server, model, cpus, model_cpus):
     cfg, before = pinned_like_the_run
     cores = {"model": {0}, "rest": before - {0}, "all": before}

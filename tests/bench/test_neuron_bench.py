@@ -16,8 +16,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_without_a_neuron_device_it_measures_nothing_and_says_where_to_run():
-    done = subprocess.run([sys.executable, "-m", "bench.neuron_bench"], cwd=ROOT, env=dict(os.environ),
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.neuron_bench"],
+        cwd=ROOT,
+        env=dict(os.environ),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert "no Neuron device" in done.stdout and "inf2.xlarge" in done.stdout
 
@@ -26,7 +32,7 @@ def test_the_server_it_starts_is_the_presets_and_the_compile_matches_neurons_fig
     commands = neuron_bench.docker_commands(tmp_path, 6)
     server = commands["server"]
     image = f"{NeuronServerProps().image.repository}:{NeuronServerProps().image.tag}"
-    after_image = server[server.index(image) + 1:]
+    after_image = server[server.index(image) + 1 :]
     assert after_image == [*NEURON_ENTRY_POINT[1:], *torchserve_command("encoder")]
     assert server[server.index("--entrypoint") + 1] == NEURON_ENTRY_POINT[0]
     environment = neuron_environment(NeuronServerProps(), ModelProps(name="encoder", version="1"), "us-east-1")

@@ -22,10 +22,39 @@ def test_the_pool_bench_runs_at_small_sizes(tmp_path):
 
     miss_model = build_tiny_bert(tmp_path / "miss", "text-embedding")
     out = tmp_path / "pool.json"
-    done = subprocess.run([sys.executable, "-m", "bench.pool", "--models", "6", "--slots", "2", "--requests", "30",
-                           "--rate", "30", "--hit-requests", "10", "--reps", "2", "--s3-reps", "1", "--cycles", "6",
-                           "--miss-model", str(miss_model), "--out", str(out), "--core", "0"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=900)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench.pool",
+            "--models",
+            "6",
+            "--slots",
+            "2",
+            "--requests",
+            "30",
+            "--rate",
+            "30",
+            "--hit-requests",
+            "10",
+            "--reps",
+            "2",
+            "--s3-reps",
+            "1",
+            "--cycles",
+            "6",
+            "--miss-model",
+            str(miss_model),
+            "--out",
+            str(out),
+            "--core",
+            "0",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stderr[-4000:]
     report = json.loads(out.read_text())
     assert report["hit"]["pool_hit"]["n"] > 0 and report["hit"]["p50_ratio"] > 0

@@ -20,6 +20,8 @@ def test_hottest_functions_by_self_and_total_share():
 
 
 def test_self_time_by_component():
-    assert dict(by_component(COLLAPSED)) == {"fastapi": pytest.approx(0.5),
-                                             "inference_server/batcher.py": pytest.approx(0.3),
-                                             "event loop (uvloop C code, syscalls)": pytest.approx(0.2)}
+    assert dict(by_component(COLLAPSED)) == {
+        "fastapi": pytest.approx(0.5),
+        "inference_server/batcher.py": pytest.approx(0.3),
+        "event loop (uvloop C code, syscalls)": pytest.approx(0.2),
+    }

@@ -16,8 +16,11 @@ HEADERS = ("| MiniLM, same text |", "| target (issue 23) | figure | met |")
 
 def table_rows(text: str) -> set[str]:
     """The data rows of the markdown tables in ``text`` (not their header separators)."""
-    return {line.strip() for line in text.splitlines()
-            if line.strip().startswith("|") and not re.fullmatch(r"[|\s:-]+", line.strip())}
+    return {
+        line.strip()
+        for line in text.splitlines()
+        if line.strip().startswith("|") and not re.fullmatch(r"[|\s:-]+", line.strip())
+    }
 
 
 def copied_rows(block: str, pages: list[Path], root: Path = ROOT) -> dict[str, list[str]]:

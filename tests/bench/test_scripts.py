@@ -21,8 +21,14 @@ def test_locustfile_compiles(tmp_path):
 @pytest.mark.parametrize("options", [[], ["--compile-startup"]])
 def test_gpu_bench_without_cuda_exits_cleanly(options):
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
-    done = subprocess.run([sys.executable, "-m", "bench.gpu_bench", *options], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.gpu_bench", *options],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert "no CUDA device" in done.stdout and "Traceback" not in done.stderr
 
@@ -36,14 +42,25 @@ def test_the_gpu_compile_start_up_measures_what_the_cpu_one_does_on_the_gpu(tmp_
     seen = {}
 
     def measure(cfg, model_dir):
-        seen.update(device=cfg.device, precision=cfg.precision, workers=cfg.workers, timeout=cfg.ready_timeout_s,
-                    files=sorted(p.name for p in Path(model_dir).iterdir()))
+        seen.update(
+            device=cfg.device,
+            precision=cfg.precision,
+            workers=cfg.workers,
+            timeout=cfg.ready_timeout_s,
+            files=sorted(p.name for p in Path(model_dir).iterdir()),
+        )
         first = {"seconds": 9.0, "waited_s": 80.0, "phases": {}, "predict_status": 200}
-        return {"max_batch_size": 4, "eager": {"seconds": 8.0, "phases": {}, "predict_status": 200}, "first": first,
-                "cached": {"seconds": 8.5, "phases": {}, "restore_s": 0.5, "predict_status": status},
-                "archive_bytes": 10**7,
-                "first_over_eager": 1.125, "cached_over_eager": 1.062, "first_compiled_s": 79.0,
-                "cached_compiled_s": 20.0}
+        return {
+            "max_batch_size": 4,
+            "eager": {"seconds": 8.0, "phases": {}, "predict_status": 200},
+            "first": first,
+            "cached": {"seconds": 8.5, "phases": {}, "restore_s": 0.5, "predict_status": status},
+            "archive_bytes": 10**7,
+            "first_over_eager": 1.125,
+            "cached_over_eager": 1.062,
+            "first_compiled_s": 79.0,
+            "cached_compiled_s": 20.0,
+        }
 
     monkeypatch.setattr(startup, "measure_compile_startup", measure)
     args = gpu_bench.parse_args(["--compile-startup", "--output-dir", str(tmp_path)])
@@ -75,8 +92,10 @@ def test_gpu_server_mode_runs_our_server_alone_on_cuda_with_fp16_and_compile(tmp
     assert cfg.systems == (("ours", LABEL),) and cfg.mode == "gpu-server"
     assert (cfg.device, cfg.precision, cfg.compile, cfg.pin_cpus) == ("cuda", "fp16", True, False)
     assert max(cfg.concurrency) >= 256
-    runs = [{"system": "ours", "model": LABEL, "concurrency": c, "throughput_rps": rps, "p95_ms": p95, "errors": 0}
-            for c, rps, p95 in ((32, 900.0, 20.0), (128, 2500.0, 45.0), (256, 2600.0, 90.0))]
+    runs = [
+        {"system": "ours", "model": LABEL, "concurrency": c, "throughput_rps": rps, "p95_ms": p95, "errors": 0}
+        for c, rps, p95 in ((32, 900.0, 20.0), (128, 2500.0, 45.0), (256, 2600.0, 90.0))
+    ]
     best = best_within_slo({"runs": runs})
     assert best == {f"ours:{LABEL}": runs[1]}  # the fastest level that kept p95 under 50 ms
 
@@ -89,8 +108,7 @@ def test_gpu_server_mode_launches_our_server_with_its_default_worker_count_unles
     from inference_server.supervisor.processes import task_cpus, worker_count
 
     args = parse_args(["--server"])
-    cfg = gpu_config(short=True, output_dir=tmp_path, model_dir=tmp_path, server_only=args.server,
-                     workers=args.workers)
+    cfg = gpu_config(short=True, output_dir=tmp_path, model_dir=tmp_path, server_only=args.server, workers=args.workers)
     env = launch(OURS, str(tmp_path), 1234, cfg, tmp_path).env
     assert env["WORKERS"] == "0"
     # What the server makes of the launched environment: its own default for this machine's CPUs.
@@ -137,15 +155,26 @@ def test_each_gpu_runtime_runs_in_fp16_and_only_compile_compiles(tmp_path):
     from bench.systems import launch
 
     cfg = gpu_config(short=True, output_dir=tmp_path, model_dir=tmp_path, server_only=True)
-    envs = {runtime: launch(OURS, str(tmp_path), 1234, runtime_config(cfg, runtime), tmp_path).env for runtime in GPU_RUNTIMES}
+    envs = {
+        runtime: launch(OURS, str(tmp_path), 1234, runtime_config(cfg, runtime), tmp_path).env
+        for runtime in GPU_RUNTIMES
+    }
     assert {runtime: (env["DEVICE"], env["PRECISION"], env["MODEL_RUNTIME"]) for runtime, env in envs.items()} == {
-        "eager": ("cuda", "fp16", "eager"), "compile": ("cuda", "fp16", "compile"),
-        "onnx": ("cuda", "fp16", "eager"), "int8": ("cuda", "fp16", "eager")}
+        "eager": ("cuda", "fp16", "eager"),
+        "compile": ("cuda", "fp16", "compile"),
+        "onnx": ("cuda", "fp16", "eager"),
+        "int8": ("cuda", "fp16", "eager"),
+    }
 
 
 def test_weights_fetch_bench_compares_the_three_clients_on_one_object():
-    done = subprocess.run([sys.executable, "-m", "bench.weights_fetch", "--mib", "40", "--repeats", "1"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.weights_fetch", "--mib", "40", "--repeats", "1"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert set(result["gb_per_s"]) == {"download_only", "download_then_hash", "ours_streamed"}

@@ -17,10 +17,21 @@ def test_repeat_shares_are_what_they_say():
 
 def test_the_table_flags_missed_targets():
     def level(r, off, on):
-        return {"repeat": r, "ratio": on / off, "off": {"throughput_rps": off, "p95_ms": 10}, "on": {"throughput_rps": on, "p95_ms": 10}}
-    results = {"levels": [level(0.0, 100, 90), level(0.5, 100, 200), level(0.9, 100, 500)],
-               "outage": {"down": {"statuses": {"200": 10, "500": 1}, "p95_ms": 30, "errors": 1},
-                          "down_p95_vs_off": 3.0, "back_within_s": None}}
+        return {
+            "repeat": r,
+            "ratio": on / off,
+            "off": {"throughput_rps": off, "p95_ms": 10},
+            "on": {"throughput_rps": on, "p95_ms": 10},
+        }
+
+    results = {
+        "levels": [level(0.0, 100, 90), level(0.5, 100, 200), level(0.9, 100, 500)],
+        "outage": {
+            "down": {"statuses": {"200": 10, "500": 1}, "p95_ms": 30, "errors": 1},
+            "down_p95_vs_off": 3.0,
+            "back_within_s": None,
+        },
+    }
     text = table(results)
     assert "MISSED on/off >= 0.95" in text and "met  on/off >= 1.8" in text
     assert "MISSED cache down: only 200/503" in text and "MISSED cache down: p95" in text

@@ -22,8 +22,11 @@ def _parameters(obj: object) -> list[str]:
 def public_api() -> dict[str, list[str]]:
     import gpu_inference_constructs as package
 
-    return {name: _parameters(getattr(package, name)) for name in sorted(package.__all__)
-            if callable(getattr(package, name))} | {name: [] for name in package.__all__ if not callable(getattr(package, name))}
+    return {
+        name: _parameters(getattr(package, name))
+        for name in sorted(package.__all__)
+        if callable(getattr(package, name))
+    } | {name: [] for name in package.__all__ if not callable(getattr(package, name))}
 
 
 if __name__ == "__main__":

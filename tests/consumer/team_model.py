@@ -24,7 +24,9 @@ def page_package_files() -> dict[str, str]:
     """path under the app's directory -> the file's text, as the page shows it (its first line, the path, included)."""
     text = PAGE.read_text()
     files = {path: f"# {path}\n{body}" for path, body in FILE_BLOCK.findall(text)}
-    assert EMPTY_INIT.search(text), "the page's tree no longer names an empty ranking_handler/ranking_handler/__init__.py"
+    assert EMPTY_INIT.search(text), (
+        "the page's tree no longer names an empty ranking_handler/ranking_handler/__init__.py"
+    )
     return {**files, f"{PACKAGE}/{PACKAGE}/__init__.py": ""}
 
 
@@ -63,6 +65,7 @@ class MemoryS3:
     def get_paginator(self, _operation: str):
         def paginate(Bucket: str, Prefix: str):  # noqa: N803 (boto3's names)
             return [{"Contents": [{"Key": key} for key in self.objects if key.startswith(Prefix)]}]
+
         return SimpleNamespace(paginate=paginate)
 
     def upload_file(self, filename: str, _bucket: str, key: str) -> None:
@@ -78,7 +81,7 @@ class MemoryS3:
         """Every object under ``prefix`` into ``directory``, as a task's copy of the version would hold it."""
         for key, data in self.objects.items():
             if key.startswith(prefix):
-                target = directory / key[len(prefix):]
+                target = directory / key[len(prefix) :]
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_bytes(data)
         return directory

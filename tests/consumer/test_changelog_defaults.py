@@ -48,4 +48,5 @@ def test_the_changelog_states_each_default_as_the_code_has_it():
 def test_the_check_finds_a_default_the_code_does_not_have():
     """The twin: the entry as it read before issue 53."""
     assert wrong_defaults("New: `TelemetryProps(trace_sampling_ratio=0.05, firelens=None)`") == [
-        ("TelemetryProps", "trace_sampling_ratio", 0.05, 0.01)]
+        ("TelemetryProps", "trace_sampling_ratio", 0.05, 0.01)
+    ]

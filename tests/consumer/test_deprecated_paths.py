@@ -77,17 +77,20 @@ def test_an_old_module_path_warns_and_is_the_new_module(old):
 
 
 def test_from_an_old_path_import_a_name_warns_and_gives_the_same_object():
-    code = ("import warnings; warnings.simplefilter('error', DeprecationWarning)\n"
-            "try:\n    from gpu_inference_constructs.model_service import ModelService\n"
-            "except DeprecationWarning as e:\n    print('warned:', e)\n"
-            "warnings.simplefilter('ignore')\n"
-            "from gpu_inference_constructs.model_service import ModelService as Old\n"
-            "from gpu_inference_constructs import ModelService\n"
-            "from gpu_inference_constructs import model_service\n"
-            "print(Old is ModelService, model_service.ModelService is ModelService)\n")
+    code = (
+        "import warnings; warnings.simplefilter('error', DeprecationWarning)\n"
+        "try:\n    from gpu_inference_constructs.model_service import ModelService\n"
+        "except DeprecationWarning as e:\n    print('warned:', e)\n"
+        "warnings.simplefilter('ignore')\n"
+        "from gpu_inference_constructs.model_service import ModelService as Old\n"
+        "from gpu_inference_constructs import ModelService\n"
+        "from gpu_inference_constructs import model_service\n"
+        "print(Old is ModelService, model_service.ModelService is ModelService)\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert "warned: gpu_inference_constructs.model_service moved to gpu_inference_constructs.service.model_service" \
-        in out
+    assert (
+        "warned: gpu_inference_constructs.model_service moved to gpu_inference_constructs.service.model_service" in out
+    )
     assert out.splitlines()[-1] == "True True"
 
 
@@ -108,6 +111,9 @@ def test_monkeypatching_the_old_path_patches_the_new_module(monkeypatch):
 
 def test_every_0_2_name_still_imports_from_the_root():
     names = json.loads(RELEASE.read_text())
-    missing = [name for name in names if name in gpu_inference_constructs.__all__
-               and getattr(gpu_inference_constructs, name, None) is None]
+    missing = [
+        name
+        for name in names
+        if name in gpu_inference_constructs.__all__ and getattr(gpu_inference_constructs, name, None) is None
+    ]
     assert missing == []

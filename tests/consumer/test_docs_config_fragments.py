@@ -27,8 +27,11 @@ ENVIRONMENT_NAMES = tuple(scenario_environments())  # dev, staging, prod
 
 
 def json_blocks() -> list[tuple[str, str]]:
-    return [(f"{page.relative_to(ROOT)}:{page.read_text()[:match.start()].count(chr(10)) + 1}", match.group(1))
-            for page in PAGES for match in BLOCK.finditer(page.read_text())]
+    return [
+        (f"{page.relative_to(ROOT)}:{page.read_text()[: match.start()].count(chr(10)) + 1}", match.group(1))
+        for page in PAGES
+        for match in BLOCK.finditer(page.read_text())
+    ]
 
 
 def parse(text: str) -> object:
@@ -79,7 +82,9 @@ def as_environments(where: str, fragment: object) -> list[tuple[str, dict]]:
         return [(name, _merged(name, fragment[name]))]
     # A model, or an environment's keys: a misspelt one is left in, for the loader to name.
     is_model = "name" in fragment
-    assert is_model or set(fragment) & ENVIRONMENT_KEYS, f"{where}: no key of an environment or a model: {list(fragment)}"
+    assert is_model or set(fragment) & ENVIRONMENT_KEYS, (
+        f"{where}: no key of an environment or a model: {list(fragment)}"
+    )
     return [(name, _merged(name, {"models": [fragment]} if is_model else fragment)) for name in ENVIRONMENT_NAMES]
 
 
@@ -116,7 +121,9 @@ def test_the_docs_config_fragments_are_found():
     """The pages' cdk.json fragments, counted: one lost (or no longer recognised as cdk.json) fails here."""
     pages = sorted({where.split(":")[0] for where, _ in CONFIG_BLOCKS})
     assert pages == ["docs/configuration.md", "docs/server.md", "docs/sizing.md"], pages
-    assert len(CONFIG_BLOCKS) == 10, [where for where, _ in CONFIG_BLOCKS]  # 7th: the warm pool, 8th: telemetry, 9th: the log archive, 10th: a model pool (configuration.md)
+    assert len(CONFIG_BLOCKS) == 10, [
+        where for where, _ in CONFIG_BLOCKS
+    ]  # 7th: the warm pool, 8th: telemetry, 9th: the log archive, 10th: a model pool (configuration.md)
 
 
 @pytest.mark.parametrize(("where", "text"), CONFIG_BLOCKS, ids=[where for where, _ in CONFIG_BLOCKS])
@@ -124,12 +131,15 @@ def test_each_cdk_json_fragment_of_the_docs_loads_as_synth_loads_it(where, text)
     loads_somewhere(as_environments(where, parse(text)))
 
 
-@pytest.mark.parametrize(("fragment", "error"), [
-    ('"capacity": {"instance_type": ["g5.xlarge"]}', "instance_type: unknown key"),
-    ('"capcity": {"instance_types": ["g5.xlarge"]}, "capacity": {"min_capacity": 0}', "capcity: unknown key"),
-    ('{"name": "ranker", "version": "1", "max_batch_size": 0}', "max_batch_size"),
-    ('"prod": {"models": [{"name": "minilm", "shared_cache": {"ttl_seconds": -1}}]}', "ttl_seconds"),
-])
+@pytest.mark.parametrize(
+    ("fragment", "error"),
+    [
+        ('"capacity": {"instance_type": ["g5.xlarge"]}', "instance_type: unknown key"),
+        ('"capcity": {"instance_types": ["g5.xlarge"]}, "capacity": {"min_capacity": 0}', "capcity: unknown key"),
+        ('{"name": "ranker", "version": "1", "max_batch_size": 0}', "max_batch_size"),
+        ('"prod": {"models": [{"name": "minilm", "shared_cache": {"ttl_seconds": -1}}]}', "ttl_seconds"),
+    ],
+)
 def test_a_fragment_the_loader_refuses_fails_naming_the_key(fragment, error):
     """The twins: a misspelt key, a misspelt environment key, a bad value in a new model, a bad value merged into an
     existing model."""

@@ -90,7 +90,9 @@ def test_every_relative_link_in_the_docs_resolves():
 
 def test_the_checker_reports_a_planted_broken_link(tmp_path):
     (tmp_path / "docs").mkdir()
-    (tmp_path / "docs" / "guide.md").write_text("# Guide\n\n## Rolling out a new version\n\n## Rolling out a new version\n")
+    (tmp_path / "docs" / "guide.md").write_text(
+        "# Guide\n\n## Rolling out a new version\n\n## Rolling out a new version\n"
+    )
     (tmp_path / "pic.png").write_bytes(b"")
     (tmp_path / "README.md").write_text(
         "# Front door\n\n"

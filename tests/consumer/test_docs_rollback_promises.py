@@ -10,16 +10,26 @@ from pathlib import Path
 from gpu_inference_constructs.rollout.deployment import DeploymentProps
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
-QUALIFIED = ("rolling", "blue/green", "blue_green", "in dev", "no circuit breaker", "not the circuit breaker",
-             "whatever the strategy")
+QUALIFIED = (
+    "rolling",
+    "blue/green",
+    "blue_green",
+    "in dev",
+    "no circuit breaker",
+    "not the circuit breaker",
+    "whatever the strategy",
+)
 
 
 def unqualified_promises(text: str) -> list[str]:
     """Sentences in which the circuit breaker rolls something back (in one clause), naming neither a strategy nor
     that it is absent."""
     sentences = re.split(r"(?<=[.!?])\s+", re.sub(r"\s+", " ", text))
-    return [s for s in sentences if re.search(r"circuit breaker[^.;,:]*\broll", s, re.I)
-            and not any(word in s.lower() for word in QUALIFIED)]
+    return [
+        s
+        for s in sentences
+        if re.search(r"circuit breaker[^.;,:]*\broll", s, re.I) and not any(word in s.lower() for word in QUALIFIED)
+    ]
 
 
 def test_no_doc_promises_the_circuit_breaker_without_saying_for_which_strategy():
@@ -29,9 +39,12 @@ def test_no_doc_promises_the_circuit_breaker_without_saying_for_which_strategy()
 
 def test_the_check_finds_the_promise_the_docs_made():
     """The twin: deploying.md's prerequisite and configuration.md's streaming note as they were."""
-    assert unqualified_promises("a task refuses to start without its files and manifest, and the circuit breaker then "
-                                "rolls the stack back.")
-    assert unqualified_promises("fails vLLM's load (the task stops and the deployment's circuit breaker rolls back), but")
+    assert unqualified_promises(
+        "a task refuses to start without its files and manifest, and the circuit breaker then rolls the stack back."
+    )
+    assert unqualified_promises(
+        "fails vLLM's load (the task stops and the deployment's circuit breaker rolls back), but"
+    )
 
 
 def test_the_strategies_staging_and_prod_use_have_no_circuit_breaker():

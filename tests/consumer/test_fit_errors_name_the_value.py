@@ -35,20 +35,36 @@ def llm(memory_mib: int = 28672, cpu: int = 2048) -> None:
     _, stack, vpc = team_stack("Chat")
     bucket = s3.Bucket.from_bucket_name(stack, "Weights", "chat-weights")
     gpus = GpuCapacity(stack, "Gpus", vpc=vpc, props=GpuCapacityProps(instance_types=("g6e.xlarge",), max_capacity=2))
-    alb = InferenceLoadBalancer(stack, "Alb", vpc=vpc, access_logs_bucket=bucket, longest_request_seconds=300,
-                                props=LoadBalancerProps(internet_facing=False, allow_http=True, ingress_cidrs=("10.0.0.0/8",)))
-    ModelService(stack, "Llama", model=ModelProps(name="llama", version="1", cpu=cpu, memory_mib=memory_mib, max_tasks=1),
-                 server=VllmServer(VllmProps(image=EcrImage(repository="mirror/vllm-openai", tag="v0.32.0"))),
-                 capacity=gpus, model_source=ModelBucket(bucket), route=alb, environment_name="chat",
-                 logs=ServiceLogs(logs_key(stack), telemetry=TelemetryProps(firelens=FireLensProps())))
+    alb = InferenceLoadBalancer(
+        stack,
+        "Alb",
+        vpc=vpc,
+        access_logs_bucket=bucket,
+        longest_request_seconds=300,
+        props=LoadBalancerProps(internet_facing=False, allow_http=True, ingress_cidrs=("10.0.0.0/8",)),
+    )
+    ModelService(
+        stack,
+        "Llama",
+        model=ModelProps(name="llama", version="1", cpu=cpu, memory_mib=memory_mib, max_tasks=1),
+        server=VllmServer(VllmProps(image=EcrImage(repository="mirror/vllm-openai", tag="v0.32.0"))),
+        capacity=gpus,
+        model_source=ModelBucket(bucket),
+        route=alb,
+        environment_name="chat",
+        logs=ServiceLogs(logs_key(stack), telemetry=TelemetryProps(firelens=FireLensProps())),
+    )
 
 
 def test_a_task_too_large_says_the_memory_to_write_and_each_sidecars_share():
     assert (LIMIT, 28672 + SIDECARS) == (29491, 29568)  # the figures
-    with pytest.raises(ConfigError, match=rf"^models\[llama\]\.memory_mib: 29568 MiB does not fit on g6e\.xlarge .*: write "
-                                          rf"memory_mib: {LIMIT - SIDECARS} at most \(you wrote 28672; the sidecars take "
-                                          rf"{SIDECARS} MiB: scratch owner and model fetcher 512, metrics collector 256, "
-                                          r"FireLens log router 128\)"):
+    with pytest.raises(
+        ConfigError,
+        match=rf"^models\[llama\]\.memory_mib: 29568 MiB does not fit on g6e\.xlarge .*: write "
+        rf"memory_mib: {LIMIT - SIDECARS} at most \(you wrote 28672; the sidecars take "
+        rf"{SIDECARS} MiB: scratch owner and model fetcher 512, metrics collector 256, "
+        r"FireLens log router 128\)",
+    ):
         llm()
 
 
@@ -57,7 +73,10 @@ def test_the_value_it_names_fits():
 
 
 def test_cpu_too_large_names_the_units_to_write():
-    with pytest.raises(ConfigError, match=r"^models\[llama\]\.cpu: .*: write cpu: \d+ at most \(you wrote 4000; the "
-                                          r"sidecars take \d+ CPU units: scratch owner and model fetcher 256, metrics "
-                                          r"collector \d+, FireLens log router 64\)"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^models\[llama\]\.cpu: .*: write cpu: \d+ at most \(you wrote 4000; the "
+        r"sidecars take \d+ CPU units: scratch owner and model fetcher 256, metrics "
+        r"collector \d+, FireLens log router 64\)",
+    ):
         llm(cpu=4000, memory_mib=20000)

@@ -45,9 +45,14 @@ ACCOUNT = "123456789012"
 def team_stack(name: str) -> tuple[cdk.Stack, ec2.IVpc]:
     app = cdk.App()
     stack = cdk.Stack(app, name, env=cdk.Environment(account=ACCOUNT, region="eu-west-1"))
-    vpc = ec2.Vpc.from_vpc_attributes(stack, "Vpc", vpc_id="vpc-0a1b2c3d4e5f67890", vpc_cidr_block="10.20.0.0/16",
-                                      availability_zones=["eu-west-1a", "eu-west-1b"],
-                                      private_subnet_ids=["subnet-0bbbbbbbbbbbbbbb1", "subnet-0bbbbbbbbbbbbbbb2"])
+    vpc = ec2.Vpc.from_vpc_attributes(
+        stack,
+        "Vpc",
+        vpc_id="vpc-0a1b2c3d4e5f67890",
+        vpc_cidr_block="10.20.0.0/16",
+        availability_zones=["eu-west-1a", "eu-west-1b"],
+        private_subnet_ids=["subnet-0bbbbbbbbbbbbbbb1", "subnet-0bbbbbbbbbbbbbbb2"],
+    )
     return stack, vpc
 
 
@@ -58,21 +63,37 @@ def test_the_table_holds_every_keyword_the_last_release_had_and_this_lacks_and_n
 
 
 def test_every_row_of_the_table_is_in_the_changelog():
-    rows: list[tuple[str, str | None]] = [(name, keyword) for name, keywords in LEGACY_KEYWORDS.items() for keyword in keywords]
+    rows: list[tuple[str, str | None]] = [
+        (name, keyword) for name, keywords in LEGACY_KEYWORDS.items() for keyword in keywords
+    ]
     assert unlisted(rows, CHANGELOG.read_text()) == []
 
 
 def test_a_02_call_with_four_old_keywords_gets_one_config_error_naming_all_four_with_what_to_write():
     stack, vpc = team_stack("Migrated")
     bucket = s3.Bucket.from_bucket_name(stack, "Models", f"search-models-{ACCOUNT}")
-    key = kms.Key.from_key_arn(stack, "LogsKey", f"arn:aws:kms:eu-west-1:{ACCOUNT}:key/11111111-2222-4333-8444-555555555555")
+    key = kms.Key.from_key_arn(
+        stack, "LogsKey", f"arn:aws:kms:eu-west-1:{ACCOUNT}:key/11111111-2222-4333-8444-555555555555"
+    )
     gpus = GpuCapacity(stack, "Gpus", vpc=vpc, props=GpuCapacityProps(instance_types=("g5.xlarge",)))
-    alb = InferenceLoadBalancer(stack, "Alb", vpc=vpc, access_logs_bucket=bucket,
-                                props=LoadBalancerProps(internet_facing=False, allow_http=True, ingress_cidrs=("10.0.0.0/8",)))
+    alb = InferenceLoadBalancer(
+        stack,
+        "Alb",
+        vpc=vpc,
+        access_logs_bucket=bucket,
+        props=LoadBalancerProps(internet_facing=False, allow_http=True, ingress_cidrs=("10.0.0.0/8",)),
+    )
     of_02: dict[str, Any] = dict(model_bucket=bucket, models_prefix="models", logs_key=key, log_retention_days=30)
     with pytest.raises(ConfigError) as raised:
-        ModelService(stack, "Embedder", model=ModelProps(name="embedder", version="v3"), environment_name="search",
-                     capacity=gpus, route=alb, **of_02)
+        ModelService(
+            stack,
+            "Embedder",
+            model=ModelProps(name="embedder", version="v3"),
+            environment_name="search",
+            capacity=gpus,
+            route=alb,
+            **of_02,
+        )
     error = raised.value
     assert error.key == "model_bucket, models_prefix, logs_key, log_retention_days"
     message = str(error)
@@ -84,8 +105,11 @@ def test_a_02_call_with_four_old_keywords_gets_one_config_error_naming_all_four_
 
 
 def test_props_of_02_name_every_moved_keyword_too():
-    with pytest.raises(ConfigError, match=r"^gpu_utilization_percent, queue_depth_scale_out: .*"
-                                          r"BundledScalingProps\(gpu_utilization_percent=.*BundledScalingProps\(queue_depth_scale_out="):
+    with pytest.raises(
+        ConfigError,
+        match=r"^gpu_utilization_percent, queue_depth_scale_out: .*"
+        r"BundledScalingProps\(gpu_utilization_percent=.*BundledScalingProps\(queue_depth_scale_out=",
+    ):
         from gpu_inference_constructs import ModelScalingProps
 
         of_02: dict[str, Any] = {"gpu_utilization_percent": 80, "queue_depth_scale_out": 8}
@@ -95,11 +119,15 @@ def test_props_of_02_name_every_moved_keyword_too():
 def test_a_pure_rename_keeps_working_with_a_deprecation_warning_and_the_same_template():
     def capacity(keyword: str) -> str:
         stack, vpc = team_stack("Renamed")
-        topic: dict[str, Any] = {keyword: sns.Topic.from_topic_arn(stack, "Pager", f"arn:aws:sns:eu-west-1:{ACCOUNT}:search-pager")}
+        topic: dict[str, Any] = {
+            keyword: sns.Topic.from_topic_arn(stack, "Pager", f"arn:aws:sns:eu-west-1:{ACCOUNT}:search-pager")
+        }
         GpuCapacity(stack, "Gpus", vpc=vpc, props=GpuCapacityProps(instance_types=("g5.xlarge",)), **topic)
         return json.dumps(Template.from_stack(stack).to_json(), sort_keys=True)
 
-    with pytest.warns(DeprecationWarning, match=r"notification_topic=\.\.\.\) is renamed topic=\.\.\..*refused after 0\.3"):
+    with pytest.warns(
+        DeprecationWarning, match=r"notification_topic=\.\.\.\) is renamed topic=\.\.\..*refused after 0\.3"
+    ):
         old = capacity("notification_topic")
     with warnings.catch_warnings():
         warnings.simplefilter("error", DeprecationWarning)
@@ -120,21 +148,48 @@ def test_the_changelogs_attach_row_connects_the_cache_the_shared_cache_check_loo
     props=...)``. It registers the cache, so a bundled model with shared_cache enabled synthesizes."""
     stack, vpc = team_stack("Cached")
     bucket = s3.Bucket.from_bucket_name(stack, "Models", f"search-models-{ACCOUNT}")
-    key = kms.Key.from_key_arn(stack, "LogsKey", f"arn:aws:kms:eu-west-1:{ACCOUNT}:key/11111111-2222-4333-8444-555555555555")
+    key = kms.Key.from_key_arn(
+        stack, "LogsKey", f"arn:aws:kms:eu-west-1:{ACCOUNT}:key/11111111-2222-4333-8444-555555555555"
+    )
     topic = sns.Topic.from_topic_arn(stack, "Pager", f"arn:aws:sns:eu-west-1:{ACCOUNT}:search-pager")
     gpus = GpuCapacity(stack, "Gpus", vpc=vpc, topic=topic, props=GpuCapacityProps(instance_types=("g5.xlarge",)))
-    alb = InferenceLoadBalancer(stack, "Alb", vpc=vpc, access_logs_bucket=bucket,
-                                props=LoadBalancerProps(internet_facing=False, allow_http=True, ingress_cidrs=("10.0.0.0/8",)))
+    alb = InferenceLoadBalancer(
+        stack,
+        "Alb",
+        vpc=vpc,
+        access_logs_bucket=bucket,
+        props=LoadBalancerProps(internet_facing=False, allow_http=True, ingress_cidrs=("10.0.0.0/8",)),
+    )
     model = ModelService(
-        stack, "Embedder", model=ModelProps(name="embedder", version="v3"), environment_name="search",
+        stack,
+        "Embedder",
+        model=ModelProps(name="embedder", version="v3"),
+        environment_name="search",
         server=BundledServer(BundledServerProps(shared_cache=ModelCacheProps(enabled=True))),
-        capacity=gpus, model_source=ModelBucket(bucket), route=alb,
-        logs=ServiceLogs(key, telemetry=TelemetryProps(
-            collector_image=EcrImage(repository="mirror/cloudwatch-agent", tag="1.300059.0b1207"))))
-    cache = ResultCache(stack, "Cache", name="search-results", vpc=vpc, topic=topic,
-                        subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS))
-    cache.attach(container=model.container, task_role=as_role(model.task_role), service=model.service,
-                 props=ModelCacheProps(enabled=True))
+        capacity=gpus,
+        model_source=ModelBucket(bucket),
+        route=alb,
+        logs=ServiceLogs(
+            key,
+            telemetry=TelemetryProps(
+                collector_image=EcrImage(repository="mirror/cloudwatch-agent", tag="1.300059.0b1207")
+            ),
+        ),
+    )
+    cache = ResultCache(
+        stack,
+        "Cache",
+        name="search-results",
+        vpc=vpc,
+        topic=topic,
+        subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
+    )
+    cache.attach(
+        container=model.container,
+        task_role=as_role(model.task_role),
+        service=model.service,
+        props=ModelCacheProps(enabled=True),
+    )
     assert model.result_cache is cache
     assert "SHARED_CACHE_ENDPOINT" in json.dumps(Template.from_stack(stack).to_json())  # synth: the check passes
 

@@ -52,20 +52,30 @@ EGRESS_UNKNOWN = "gpu-inference:public-image-egress-unknown"
 
 def pulled_images(template: dict) -> list[str]:
     """Every container image of the template's task definitions, as JSON text."""
-    return [json.dumps(container["Image"]) for resource in template["Resources"].values()
-            if resource["Type"] == "AWS::ECS::TaskDefinition"
-            for container in resource["Properties"]["ContainerDefinitions"]]
+    return [
+        json.dumps(container["Image"])
+        for resource in template["Resources"].values()
+        if resource["Type"] == "AWS::ECS::TaskDefinition"
+        for container in resource["Properties"]["ContainerDefinitions"]
+    ]
 
 
 def unpullable(namespace: dict) -> list[str]:
     """The images an example's tasks could not pull: one outside the stack's region's ECR (ECR Public, Docker Hub),
     unless synth warned that the (imported) subnets' routes are the team's to check."""
     stack: cdk.Stack = namespace["stack"]
-    warned = any(EGRESS_UNKNOWN in str(entry.data) for c in stack.node.find_all() for entry in c.node.metadata
-                 if entry.type == "aws:cdk:warning")
+    warned = any(
+        EGRESS_UNKNOWN in str(entry.data)
+        for c in stack.node.find_all()
+        for entry in c.node.metadata
+        if entry.type == "aws:cdk:warning"
+    )
     in_region_ecr = f".dkr.ecr.{stack.region}."
-    outside = [image for image in pulled_images(namespace["template"])
-               if in_region_ecr not in image and "cdk-hnb659fds-container-assets" not in image]
+    outside = [
+        image
+        for image in pulled_images(namespace["template"])
+        if in_region_ecr not in image and "cdk-hnb659fds-container-assets" not in image
+    ]
     return [] if warned else outside
 
 
@@ -84,4 +94,6 @@ def test_the_pull_check_finds_a_public_image_in_a_network_without_nat():
     for container in task["Properties"]["ContainerDefinitions"]:
         if container["Name"] == "metrics-collector":
             container["Image"] = "public.ecr.aws/cloudwatch-agent/cloudwatch-agent:1.300059.0b1207"
-    assert unpullable({**source, "template": template}) == ['"public.ecr.aws/cloudwatch-agent/cloudwatch-agent:1.300059.0b1207"']
+    assert unpullable({**source, "template": template}) == [
+        '"public.ecr.aws/cloudwatch-agent/cloudwatch-agent:1.300059.0b1207"'
+    ]

@@ -28,7 +28,9 @@ def written_defaults_the_code_lacks(page: str) -> list[tuple[str, str, str]]:
         parameters = inspect.signature(getattr(library, row.group(1)).__init__).parameters
         for argument in ARGUMENT.split(row.group(2)):
             keyword, _, written = (part.strip() for part in argument.partition("="))
-            if not written or written.isidentifier() or written == "...":  # positional, a required keyword's type, elided
+            if (
+                not written or written.isidentifier() or written == "..."
+            ):  # positional, a required keyword's type, elided
                 continue
             default = parameters[keyword].default
             empty = EMPTY_CALL.match(written)
@@ -51,10 +53,17 @@ def test_the_check_finds_a_default_the_code_lacks():
 def test_gpu_capacity_without_props_is_the_default_fleet():
     app = cdk.App()
     stack = cdk.Stack(app, "Team", env=cdk.Environment(account="123456789012", region="eu-west-1"))
-    vpc = ec2.Vpc.from_vpc_attributes(stack, "Vpc", vpc_id="vpc-0a1b2c3d4e5f67890", availability_zones=["eu-west-1a"],
-                                      private_subnet_ids=["subnet-0bbbbbbbbbbbbbbb1"])
+    vpc = ec2.Vpc.from_vpc_attributes(
+        stack,
+        "Vpc",
+        vpc_id="vpc-0a1b2c3d4e5f67890",
+        availability_zones=["eu-west-1a"],
+        private_subnet_ids=["subnet-0bbbbbbbbbbbbbbb1"],
+    )
     gpus = GpuCapacity(stack, "Gpus", vpc=vpc)
     defaults = GpuCapacityProps()
     assert [t.name for t in gpus.instance_types] == list(defaults.instance_types)
-    Template.from_stack(stack).has_resource_properties("AWS::AutoScaling::AutoScalingGroup", {
-        "MinSize": str(defaults.min_capacity), "MaxSize": str(defaults.max_capacity)})
+    Template.from_stack(stack).has_resource_properties(
+        "AWS::AutoScaling::AutoScalingGroup",
+        {"MinSize": str(defaults.min_capacity), "MaxSize": str(defaults.max_capacity)},
+    )

@@ -29,23 +29,49 @@ from gpu_inference_constructs.service.checks import check_model_name_free, claim
 class ServingStack(cdk.Stack):
     """The team's one stack: an imported VPC, GPU capacity, an internal load balancer and the encoder (or ``models``)."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, environment_name: str = "prod",
-                 models: tuple[str, ...] = ("encoder",), **kwargs) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        environment_name: str = "prod",
+        models: tuple[str, ...] = ("encoder",),
+        **kwargs,
+    ) -> None:
         super().__init__(scope, construct_id, **kwargs)
         account, region = self.account, self.region
-        vpc = ec2.Vpc.from_vpc_attributes(self, "Vpc", vpc_id="vpc-0a1b2c3d4e5f67890", vpc_cidr_block="10.20.0.0/16",
-                                          availability_zones=[f"{region}a", f"{region}b"],
-                                          private_subnet_ids=["subnet-0bbbbbbbbbbbbbbb1", "subnet-0bbbbbbbbbbbbbbb2"])
+        vpc = ec2.Vpc.from_vpc_attributes(
+            self,
+            "Vpc",
+            vpc_id="vpc-0a1b2c3d4e5f67890",
+            vpc_cidr_block="10.20.0.0/16",
+            availability_zones=[f"{region}a", f"{region}b"],
+            private_subnet_ids=["subnet-0bbbbbbbbbbbbbbb1", "subnet-0bbbbbbbbbbbbbbb2"],
+        )
         bucket = s3.Bucket.from_bucket_name(self, "Models", f"encoder-models-{account}-{region}")
         topic = sns.Topic.from_topic_arn(self, "Pager", f"arn:aws:sns:{region}:{account}:pager")
-        key = kms.Key.from_key_arn(self, "LogsKey", f"arn:aws:kms:{region}:{account}:key/11111111-2222-4333-8444-555555555555")
+        key = kms.Key.from_key_arn(
+            self, "LogsKey", f"arn:aws:kms:{region}:{account}:key/11111111-2222-4333-8444-555555555555"
+        )
         gpus = GpuCapacity(self, "Gpus", vpc=vpc, topic=topic)
-        self.alb = InferenceLoadBalancer(self, "Alb", vpc=vpc, access_logs_bucket=bucket, props=LoadBalancerProps(
-            internet_facing=False, allow_http=True, ingress_cidrs=("10.0.0.0/8",)))
+        self.alb = InferenceLoadBalancer(
+            self,
+            "Alb",
+            vpc=vpc,
+            access_logs_bucket=bucket,
+            props=LoadBalancerProps(internet_facing=False, allow_http=True, ingress_cidrs=("10.0.0.0/8",)),
+        )
         for name in models:
-            ModelService(self, name.title(), model=ModelProps(name=name, version="1"), capacity=gpus,
-                         model_source=ModelBucket(bucket), route=self.alb, logs=ServiceLogs(key),
-                         environment_name=environment_name)
+            ModelService(
+                self,
+                name.title(),
+                model=ModelProps(name=name, version="1"),
+                capacity=gpus,
+                model_source=ModelBucket(bucket),
+                route=self.alb,
+                logs=ServiceLogs(key),
+                environment_name=environment_name,
+            )
 
 
 class ServingStage(cdk.Stage):
@@ -56,7 +82,9 @@ class ServingStage(cdk.Stage):
 
 def log_groups(stack: cdk.Stack) -> list[str]:
     template = cdk.Stage.of(stack).synth().get_stack_by_name(stack.stack_name).template  # type: ignore[union-attr]
-    return [r["Properties"]["LogGroupName"] for r in template["Resources"].values() if r["Type"] == "AWS::Logs::LogGroup"]
+    return [
+        r["Properties"]["LogGroupName"] for r in template["Resources"].values() if r["Type"] == "AWS::Logs::LogGroup"
+    ]
 
 
 def test_one_stage_in_two_accounts_and_regions_takes_each_name_once_in_each():
@@ -75,16 +103,21 @@ def test_one_stage_in_one_account_and_two_regions_takes_each_name_once_in_each()
 def test_the_same_stage_twice_in_one_account_and_region_is_refused_naming_the_names_taken():
     app = cdk.App()
     ServingStage(app, "ProdEu", env=cdk.Environment(account="111111111111", region="eu-west-1"))
-    with pytest.raises(ConfigError, match=r"^model\.name: 'encoder' is already the name of the model at ProdEu/.* in "
-                                          r"account 111111111111, region eu-west-1: its log group /gpu-inference/prod/"
-                                          r"encoder and its alarms \(gpu-inference-prod-encoder-\.\.\.\) are taken there"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^model\.name: 'encoder' is already the name of the model at ProdEu/.* in "
+        r"account 111111111111, region eu-west-1: its log group /gpu-inference/prod/"
+        r"encoder and its alarms \(gpu-inference-prod-encoder-\.\.\.\) are taken there",
+    ):
         ServingStage(app, "ProdEuAgain", env=cdk.Environment(account="111111111111", region="eu-west-1"))
 
 
 def test_an_environment_agnostic_stack_may_land_where_another_is():
     """The check alone (an InferenceLoadBalancer needs a region for its access logs)."""
     app = cdk.App()
-    placed = Construct(cdk.Stack(app, "Placed", env=cdk.Environment(account="111111111111", region="eu-west-1")), "Encoder")
+    placed = Construct(
+        cdk.Stack(app, "Placed", env=cdk.Environment(account="111111111111", region="eu-west-1")), "Encoder"
+    )
     anywhere = Construct(cdk.Stack(app, "Anywhere"), "Encoder")
     claim_model_name(placed, "gpu-inference", "prod", "encoder", "listener-a")
     with pytest.raises(ConfigError, match=r"^model\.name: .* in the account and region it is deployed to"):
@@ -95,11 +128,22 @@ def test_one_name_twice_on_one_listener_is_refused_naming_the_path():
     """Two environments behind one load balancer: different log groups, one path."""
     app = cdk.App()
     stack = ServingStack(app, "Shared", env=cdk.Environment(account="111111111111", region="eu-west-1"))
-    with pytest.raises(ConfigError, match=r"^model\.name: 'encoder' is already the name of the model at Shared/Encoder "
-                                          r"on this listener: its path /encoder/ is taken there"):
-        ModelService(stack, "StagingEncoder", model=ModelProps(name="encoder", version="1"),
-                     capacity=GpuCapacity(stack, "MoreGpus", vpc=stack.alb.load_balancer.vpc),  # type: ignore[arg-type]
-                     model_source=ModelBucket(s3.Bucket.from_bucket_name(stack, "Other", "other-models")),
-                     route=stack.alb, logs=ServiceLogs(kms.Key.from_key_arn(
-                         stack, "OtherKey", "arn:aws:kms:eu-west-1:111111111111:key/11111111-2222-4333-8444-555555555555")),
-                     environment_name="staging")
+    with pytest.raises(
+        ConfigError,
+        match=r"^model\.name: 'encoder' is already the name of the model at Shared/Encoder "
+        r"on this listener: its path /encoder/ is taken there",
+    ):
+        ModelService(
+            stack,
+            "StagingEncoder",
+            model=ModelProps(name="encoder", version="1"),
+            capacity=GpuCapacity(stack, "MoreGpus", vpc=stack.alb.load_balancer.vpc),  # type: ignore[arg-type]
+            model_source=ModelBucket(s3.Bucket.from_bucket_name(stack, "Other", "other-models")),
+            route=stack.alb,
+            logs=ServiceLogs(
+                kms.Key.from_key_arn(
+                    stack, "OtherKey", "arn:aws:kms:eu-west-1:111111111111:key/11111111-2222-4333-8444-555555555555"
+                )
+            ),
+            environment_name="staging",
+        )

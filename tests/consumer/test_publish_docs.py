@@ -23,7 +23,7 @@ README = ROOT / "inference_image" / "README.md"
 def section() -> str:
     text = README.read_text()
     start = text.index("### What publish accepts\n")
-    return text[start:text.index("\n### ", start + 1)]
+    return text[start : text.index("\n### ", start + 1)]
 
 
 def publish_choices(capsys) -> dict[str, set[str]]:
@@ -33,16 +33,21 @@ def publish_choices(capsys) -> dict[str, set[str]]:
     with pytest.raises(SystemExit):
         publish.main(["--help"])
     usage = capsys.readouterr().out
-    return {flag: set(re.search(rf"{flag} \{{([^}}]*)\}}", usage).group(1).split(","))  # pyright: ignore[reportOptionalMemberAccess]
-            for flag in ("--task", "--runtime")}
+    return {
+        flag: set(re.search(rf"{flag} \{{([^}}]*)\}}", usage).group(1).split(","))  # pyright: ignore[reportOptionalMemberAccess]
+        for flag in ("--task", "--runtime")
+    }
 
 
 def test_the_table_lists_exactly_the_tasks_publish_accepts(capsys):
     rows = re.findall(r"^\| (`[^|]*`|none \(no `--task`\)) \|", section(), re.M)
     documented = [row.strip("`") for row in rows if row.startswith("`") and row != "`--task`"]
     assert len(documented) == len(set(documented))
-    assert set(documented) == publish_choices(capsys)["--task"] == {"text-embedding", "text-classification",
-                                                                     "torch-export", "image-classification"}
+    assert (
+        set(documented)
+        == publish_choices(capsys)["--task"]
+        == {"text-embedding", "text-classification", "torch-export", "image-classification"}
+    )
     assert "none (no `--task`)" in rows, "and publishing without a task"
 
 
@@ -73,10 +78,13 @@ def ranker_declaration() -> dict:
     return json.loads(block)
 
 
-@pytest.mark.parametrize(("program", "error", "page_says"), [
-    ("model.ts", r"model\.json: program: .*\.pt2 archive", "`model.json`'s `program` must name a `.pt2`"),
-    ("model.pt2", r"cannot load model\.pt2", "not a torch.export archive: `cannot load model.pt2`"),
-])
+@pytest.mark.parametrize(
+    ("program", "error", "page_says"),
+    [
+        ("model.ts", r"model\.json: program: .*\.pt2 archive", "`model.json`'s `program` must name a `.pt2`"),
+        ("model.pt2", r"cannot load model\.pt2", "not a torch.export archive: `cannot load model.pt2`"),
+    ],
+)
 def test_torch_export_refuses_a_torchscript_file(torchscript, program, error, page_says):
     from inference_server.publish import PublishError, publish
 
@@ -94,7 +102,9 @@ def test_torch_deprecates_torchscript_as_the_page_says(torchscript):
     import torch
 
     directory, _ = torchscript
-    assert "`torch.jit.save` and `torch.jit.load` warn \"Please switch to `torch.export`\"" in section().replace("\n", " ")
+    assert '`torch.jit.save` and `torch.jit.load` warn "Please switch to `torch.export`"' in section().replace(
+        "\n", " "
+    )
     with pytest.warns(DeprecationWarning, match=r"torch\.jit\.load.*deprecated.*torch\.export"):
         torch.jit.load(str(directory / "ranker.ts"))
 
@@ -106,7 +116,9 @@ def test_the_pages_conversion_runs_as_written_and_publish_takes_its_program(torc
     from inference_server.publish import publish
 
     directory, ranker = torchscript
-    (source,) = [b for b in re.findall(r"```python\n(.*?)```", section(), re.S) if b.startswith("# TorchScript to torch.export")]
+    (source,) = [
+        b for b in re.findall(r"```python\n(.*?)```", section(), re.S) if b.startswith("# TorchScript to torch.export")
+    ]
     (directory / "ranker").mkdir()
     monkeypatch.chdir(directory)
     with warnings.catch_warnings():
@@ -119,4 +131,6 @@ def test_the_pages_conversion_runs_as_written_and_publish_takes_its_program(torc
     module = load_program(directory / "ranker" / "model.pt2").module()
     for rows in (1, 5, 64):
         features = torch.from_numpy(np.random.default_rng(rows).standard_normal((rows, FEATURES)).astype(np.float32))
-        np.testing.assert_allclose(module(features).detach().numpy(), ranker(features).detach().numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(
+            module(features).detach().numpy(), ranker(features).detach().numpy(), rtol=1e-5, atol=1e-6
+        )

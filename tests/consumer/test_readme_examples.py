@@ -94,8 +94,11 @@ def containers(template: dict) -> dict:
 
 def target_group(template: dict) -> dict:
     """The production target group (a canary's alternate one health-checks the same path)."""
-    (group,) = [r["Properties"] for k, r in template["Resources"].items()
-                if r["Type"] == "AWS::ElasticLoadBalancingV2::TargetGroup" and "AlternateTargetGroup" not in k]
+    (group,) = [
+        r["Properties"]
+        for k, r in template["Resources"].items()
+        if r["Type"] == "AWS::ElasticLoadBalancingV2::TargetGroup" and "AlternateTargetGroup" not in k
+    ]
     return group
 
 
@@ -144,8 +147,21 @@ def test_the_same_containers_under_cdk_json_flags(example):
     _, plain, flagged = example
     for name, container in containers(plain["template"]).items():
         other = containers(flagged["template"])[name]
-        for key in ("Command", "EntryPoint", "PortMappings", "HealthCheck", "ResourceRequirements", "LinuxParameters", "User",
-                    "ReadonlyRootFilesystem", "Cpu", "MemoryReservation", "MountPoints", "DependsOn", "Essential"):
+        for key in (
+            "Command",
+            "EntryPoint",
+            "PortMappings",
+            "HealthCheck",
+            "ResourceRequirements",
+            "LinuxParameters",
+            "User",
+            "ReadonlyRootFilesystem",
+            "Cpu",
+            "MemoryReservation",
+            "MountPoints",
+            "DependsOn",
+            "Essential",
+        ):
             assert container.get(key) == other.get(key), f"{name}.{key}"
     assert target_group(plain["template"])["HealthCheckPath"] == target_group(flagged["template"])["HealthCheckPath"]
 
@@ -162,10 +178,15 @@ def test_our_server_examples_run_our_server_as_promised(name):
     assert server["ResourceRequirements"] == [{"Type": "GPU", "Value": "1"}]
     assert "SharedMemorySize" not in server["LinuxParameters"]
     assert (server["User"], server["ReadonlyRootFilesystem"]) == ("10001:10001", True)
-    (subnets,) = [r["Properties"]["VPCZoneIdentifier"] for r in plain["template"]["Resources"].values()
-                  if r["Type"] == "AWS::AutoScaling::AutoScalingGroup"]
-    private = {"front-door": [{"Ref": "NetVpcprivateSubnet1Subnet5462C604"}, {"Ref": "NetVpcprivateSubnet2SubnetD63D8069"}],
-               "existing-vpc": ["subnet-0bbbbbbbbbbbbbbb1", "subnet-0bbbbbbbbbbbbbbb2"]}[name]
+    (subnets,) = [
+        r["Properties"]["VPCZoneIdentifier"]
+        for r in plain["template"]["Resources"].values()
+        if r["Type"] == "AWS::AutoScaling::AutoScalingGroup"
+    ]
+    private = {
+        "front-door": [{"Ref": "NetVpcprivateSubnet1Subnet5462C604"}, {"Ref": "NetVpcprivateSubnet2SubnetD63D8069"}],
+        "existing-vpc": ["subnet-0bbbbbbbbbbbbbbb1", "subnet-0bbbbbbbbbbbbbbb2"],
+    }[name]
     assert subnets == private, "the GPU instances go in the VPC's private subnets"
 
 
@@ -197,15 +218,23 @@ def test_vllm_example_reserves_four_gpus_and_serves_with_tensor_parallelism():
     assert fetch_environment["MODEL_DIR"] == "/scratch/model" and "aws s3 sync" in fetcher["Command"][0]
     # The fetch runs as the server's user with no capabilities; only scratch-owner (mkdir, chown) is root, with CHOWN.
     assert fetcher["Essential"] is False and fetcher["LinuxParameters"]["Capabilities"] == {"Drop": ["ALL"]}
-    assert fetcher["User"] == server["User"] and fetcher["DependsOn"] == [{"Condition": "SUCCESS", "ContainerName": "scratch-owner"}]
+    assert fetcher["User"] == server["User"] and fetcher["DependsOn"] == [
+        {"Condition": "SUCCESS", "ContainerName": "scratch-owner"}
+    ]
     assert by_name["scratch-owner"]["LinuxParameters"]["Capabilities"] == {"Add": ["CHOWN"], "Drop": ["ALL"]}
     assert collector["Essential"] is False and collector["RestartPolicy"] == {"Enabled": True}
 
 
 def test_vllm_example_scales_on_llm_signals_not_requests_per_target():
     _, plain, _ = ran("vllm")
-    policies = [r["Properties"] for r in plain["template"]["Resources"].values() if r["Type"] == "AWS::ApplicationAutoScaling::ScalingPolicy"]
-    tracking = [p["TargetTrackingScalingPolicyConfiguration"] for p in policies if p["PolicyType"] == "TargetTrackingScaling"]
+    policies = [
+        r["Properties"]
+        for r in plain["template"]["Resources"].values()
+        if r["Type"] == "AWS::ApplicationAutoScaling::ScalingPolicy"
+    ]
+    tracking = [
+        p["TargetTrackingScalingPolicyConfiguration"] for p in policies if p["PolicyType"] == "TargetTrackingScaling"
+    ]
     assert [t["CustomizedMetricSpecification"]["MetricName"] for t in tracking] == ["vllm_num_requests_running"]
     assert tracking[0]["TargetValue"] == 48
     alarms = [r["Properties"] for r in plain["template"]["Resources"].values() if r["Type"] == "AWS::CloudWatch::Alarm"]
@@ -224,15 +253,26 @@ def test_own_image_example_uses_the_teams_listener_bucket_and_key():
     assert server["ResourceRequirements"] == [{"Type": "GPU", "Value": "1"}]
     assert server["LinuxParameters"]["SharedMemorySize"] == 2048
     assert server["User"] == "1000:1000"
-    (rule,) = [r["Properties"] for r in template["Resources"].values() if r["Type"] == "AWS::ElasticLoadBalancingV2::ListenerRule"]
-    assert rule["ListenerArn"].endswith(":listener/app/ml-platform/0123456789abcdef/0123456789abcdef") and rule["Priority"] == 120
+    (rule,) = [
+        r["Properties"]
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::ElasticLoadBalancingV2::ListenerRule"
+    ]
+    assert (
+        rule["ListenerArn"].endswith(":listener/app/ml-platform/0123456789abcdef/0123456789abcdef")
+        and rule["Priority"] == 120
+    )
     (group,) = [r["Properties"] for r in template["Resources"].values() if r["Type"] == "AWS::Logs::LogGroup"]
     assert group["KmsKeyId"].endswith(":key/11111111-2222-4333-8444-555555555555")
-    (policy,) = [r["Properties"] for k, r in template["Resources"].items() if r["Type"] == "AWS::IAM::Policy" and "TaskRole" in k]
+    (policy,) = [
+        r["Properties"] for k, r in template["Resources"].items() if r["Type"] == "AWS::IAM::Policy" and "TaskRole" in k
+    ]
     get = next(s for s in policy["PolicyDocument"]["Statement"] if s["Action"] == "s3:GetObject")
     assert get["Resource"]["Fn::Join"][1][-1] == ":s3:::ml-platform-artifacts-123456789012/serving/models/ranker/*"
     for kind in ("AWS::ECS::Cluster", "AWS::S3::Bucket", "AWS::KMS::Key", "AWS::ElasticLoadBalancingV2::LoadBalancer"):
-        assert not [r for r in template["Resources"].values() if r["Type"] == kind], f"the example brings its own {kind}"
+        assert not [r for r in template["Resources"].values() if r["Type"] == kind], (
+            f"the example brings its own {kind}"
+        )
 
 
 def test_snapshot_of_the_vllm_example(snapshot):

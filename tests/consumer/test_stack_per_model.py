@@ -47,29 +47,66 @@ def shared_parts(stack: cdk.Stack) -> dict:
     network = InferenceNetwork(stack, "Network", props=NetworkProps(availability_zone_ids=("use1-az1", "use1-az2")))
     vpc = network.vpc
     bucket = s3.Bucket.from_bucket_name(stack, "Models", "small-models-123456789012")
-    gpus = GpuCapacity(stack, "SharedGpus", vpc=vpc, subnets=network.private_subnets, topic=sns.Topic.from_topic_arn(stack, "Pager", "arn:aws:sns:us-east-1:123456789012:pager"),
-                       props=GpuCapacityProps(instance_types=("g4dn.xlarge",), max_capacity=8, warm_pool=WarmPoolProps()))
-    alb = InferenceLoadBalancer(stack, "Alb", vpc=vpc, access_logs_bucket=bucket, props=LoadBalancerProps(
-        internet_facing=False, allow_http=True, ingress_cidrs=("10.0.0.0/8",)))
-    key = kms.Key.from_key_arn(stack, "LogsKey", "arn:aws:kms:us-east-1:123456789012:key/11111111-2222-4333-8444-555555555555")
-    InferenceMonitoring(stack, "Monitoring", environment_name="prod", model_names=NAMES, load_balancer=alb, capacity=gpus,
-                        topic=sns.Topic.from_topic_arn(stack, "Oncall", "arn:aws:sns:us-east-1:123456789012:pager"),
-                        props=MonitoringProps())
+    gpus = GpuCapacity(
+        stack,
+        "SharedGpus",
+        vpc=vpc,
+        subnets=network.private_subnets,
+        topic=sns.Topic.from_topic_arn(stack, "Pager", "arn:aws:sns:us-east-1:123456789012:pager"),
+        props=GpuCapacityProps(instance_types=("g4dn.xlarge",), max_capacity=8, warm_pool=WarmPoolProps()),
+    )
+    alb = InferenceLoadBalancer(
+        stack,
+        "Alb",
+        vpc=vpc,
+        access_logs_bucket=bucket,
+        props=LoadBalancerProps(internet_facing=False, allow_http=True, ingress_cidrs=("10.0.0.0/8",)),
+    )
+    key = kms.Key.from_key_arn(
+        stack, "LogsKey", "arn:aws:kms:us-east-1:123456789012:key/11111111-2222-4333-8444-555555555555"
+    )
+    InferenceMonitoring(
+        stack,
+        "Monitoring",
+        environment_name="prod",
+        model_names=NAMES,
+        load_balancer=alb,
+        capacity=gpus,
+        topic=sns.Topic.from_topic_arn(stack, "Oncall", "arn:aws:sns:us-east-1:123456789012:pager"),
+        props=MonitoringProps(),
+    )
     return {"gpus": gpus, "alb": alb, "bucket": bucket, "key": key}
 
 
 def add_model(stack: cdk.Stack, name: str, parts: dict) -> None:
     task = "text-classification" if name.startswith("classifier") else "text-embedding"
     service = ModelService(
-        stack, name, model=ModelProps(name=name, version="1", cpu=256, memory_mib=1280, max_tasks=2,
-                                      gpu_share=GpuShare(memory_mib=768, max_compute_percent=3)),
-        server=BundledServer(BundledServerProps(task=task)), capacity=parts["gpus"],
-        model_source=ModelBucket(parts["bucket"]), route=parts["alb"], logs=ServiceLogs(parts["key"], telemetry=MIRRORED),
-        environment_name="prod")
+        stack,
+        name,
+        model=ModelProps(
+            name=name,
+            version="1",
+            cpu=256,
+            memory_mib=1280,
+            max_tasks=2,
+            gpu_share=GpuShare(memory_mib=768, max_compute_percent=3),
+        ),
+        server=BundledServer(BundledServerProps(task=task)),
+        capacity=parts["gpus"],
+        model_source=ModelBucket(parts["bucket"]),
+        route=parts["alb"],
+        logs=ServiceLogs(parts["key"], telemetry=MIRRORED),
+        environment_name="prod",
+    )
     ServiceScaling(stack, f"{name}-scaling", service=service)
-    ModelAlarms(stack, f"{name}-alarms", environment_name="prod", service=service,
-                topic=sns.Topic.from_topic_arn(stack, f"{name}-pager", "arn:aws:sns:us-east-1:123456789012:pager"),
-                props=MonitoringProps())
+    ModelAlarms(
+        stack,
+        f"{name}-alarms",
+        environment_name="prod",
+        service=service,
+        topic=sns.Topic.from_topic_arn(stack, f"{name}-pager", "arn:aws:sns:us-east-1:123456789012:pager"),
+        props=MonitoringProps(),
+    )
 
 
 def test_fifteen_models_in_one_stack_fail_naming_the_count_the_largest_parts_and_the_fix():
@@ -78,8 +115,11 @@ def test_fifteen_models_in_one_stack_fail_naming_the_count_the_largest_parts_and
     parts = shared_parts(stack)
     for name in NAMES:
         add_model(stack, name, parts)
-    with pytest.raises(Exception, match=rf"stack SmallModels declares \d+ resources, more than CloudFormation's "
-                                        rf"{MAX_STACK_RESOURCES} a stack .*the most: Network \d+, classifier-01 \d+.*stacks_per_model"):
+    with pytest.raises(
+        Exception,
+        match=rf"stack SmallModels declares \d+ resources, more than CloudFormation's "
+        rf"{MAX_STACK_RESOURCES} a stack .*the most: Network \d+, classifier-01 \d+.*stacks_per_model",
+    ):
         app.synth()
 
 
@@ -92,8 +132,10 @@ def test_fifteen_models_a_stack_each_synthesize_each_stack_far_below_the_limit()
     for name, stack in stacks.items():
         add_model(stack, name, parts)
     assembly = app.synth()
-    counts = {stack.stack_name: len(assembly.get_stack_by_name(stack.stack_name).template["Resources"])
-              for stack in [shared, *stacks.values()]}
+    counts = {
+        stack.stack_name: len(assembly.get_stack_by_name(stack.stack_name).template["Resources"])
+        for stack in [shared, *stacks.values()]
+    }
     assert max(counts.values()) < MAX_STACK_RESOURCES / 4, counts
 
 
@@ -111,7 +153,9 @@ def test_a_stack_near_the_limit_is_a_warning_and_one_past_it_an_error_before_cdk
     app, stack = stack_of(420)
     app.synth()
     warnings = [entry.data for entry in stack.node.metadata if entry.type == "aws:cdk:warning"]
-    assert any("420 of CloudFormation's 500" in str(warning) and "stacks_per_model" in str(warning) for warning in warnings)
+    assert any(
+        "420 of CloudFormation's 500" in str(warning) and "stacks_per_model" in str(warning) for warning in warnings
+    )
     app, _ = stack_of(501)
     with pytest.raises(Exception, match=r"\[Near\] stack Near declares 501 resources.*stacks_per_model"):
         app.synth()

@@ -68,16 +68,36 @@ def installed(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("team")
     package = write_page_package(root / "app")
     site = root / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation", "--target",
-                    str(site), str(package)], check=True, timeout=300)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--target",
+            str(site),
+            str(package),
+        ],
+        check=True,
+        timeout=300,
+    )
     return site
 
 
 def test_the_pages_package_installs_and_passes_the_builds_handler_check(installed):
     assert (installed / PACKAGE / "handlers.py").is_file()
     env = {**os.environ, "PYTHONPATH": str(installed)}
-    done = subprocess.run([sys.executable, "-P", "-c", the_builds_handler_check()], env=env, capture_output=True,
-                          text=True, timeout=120, cwd=installed.parent)
+    done = subprocess.run(
+        [sys.executable, "-P", "-c", the_builds_handler_check()],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=installed.parent,
+    )
     assert done.returncode == 0, done.stderr
 
 
@@ -112,9 +132,17 @@ def test_a_torchscript_ranker_published_without_a_task_is_served_by_the_pages_ha
     copy = s3.download("models/ranker/2026-12-01/", tmp_path / "copy")
 
     monkeypatch.syspath_prepend(str(installed))
-    settings = Settings(model_name="ranker", model_version="2026-12-01", model_uri=str(copy), model_task="text-embedding",
-                        model_handler=HANDLER, require_manifest=True, max_batch_size=8, ready_probe_interval_s=60.0,
-                        metrics_interval_s=3600.0)
+    settings = Settings(
+        model_name="ranker",
+        model_version="2026-12-01",
+        model_uri=str(copy),
+        model_task="text-embedding",
+        model_handler=HANDLER,
+        require_manifest=True,
+        max_batch_size=8,
+        ready_probe_interval_s=60.0,
+        metrics_interval_s=3600.0,
+    )
     local = LocalModel(settings)
     service = local.start()
     try:
@@ -128,8 +156,19 @@ def test_a_torchscript_ranker_published_without_a_task_is_served_by_the_pages_ha
         async def calls():
             transport = httpx.ASGITransport(app=create_app(service))
             async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
-                scored = await client.post("/ranker/v2/models/ranker/infer", json={"inputs": [
-                    {"name": "features", "datatype": "FP32", "shape": [5, FEATURES], "data": features.ravel().tolist()}]})
+                scored = await client.post(
+                    "/ranker/v2/models/ranker/infer",
+                    json={
+                        "inputs": [
+                            {
+                                "name": "features",
+                                "datatype": "FP32",
+                                "shape": [5, FEATURES],
+                                "data": features.ravel().tolist(),
+                            }
+                        ]
+                    },
+                )
                 metadata = await client.get("/ranker/v2/models/ranker")
                 text = await client.post("/ranker/predict", json={"text": "not a ranker's input"})
                 return scored, metadata, text

@@ -56,31 +56,48 @@ class RankerServer(ServerDefinition):
 
     def contract(self, context: ServerContext) -> ServerContract:
         return ServerContract(
-            name=self.name, image=ecs.ContainerImage.from_registry(f"{MIRROR}/ranker:1.4.2"),
-            command=("ranker", "--port", "8080"), port=8080, readiness_path="/ready",
-            liveness=LivenessCheck(("CMD", "ranker-health")), user="1000:1000",
-            model_source=ModelFromS3.server_downloads(), stop=StopTiming(drain_seconds=20, exit_seconds=5),
-            accelerator=self.accelerator)
+            name=self.name,
+            image=ecs.ContainerImage.from_registry(f"{MIRROR}/ranker:1.4.2"),
+            command=("ranker", "--port", "8080"),
+            port=8080,
+            readiness_path="/ready",
+            liveness=LivenessCheck(("CMD", "ranker-health")),
+            user="1000:1000",
+            model_source=ModelFromS3.server_downloads(),
+            stop=StopTiming(drain_seconds=20, exit_seconds=5),
+            accelerator=self.accelerator,
+        )
 
 
 def team_app(server: ServerDefinition, instance_type: str = "g5.xlarge", max_concurrency: int | None = None):
     app = cdk.App()
     stack = cdk.Stack(app, "Team", env=cdk.Environment(account="123456789012", region="eu-west-1"))
     team = imported_team_parts(stack)
-    optimizer = None if max_concurrency is None else TargetOptimizerProps(agent_image=AGENT, max_concurrency=max_concurrency)
+    optimizer = (
+        None if max_concurrency is None else TargetOptimizerProps(agent_image=AGENT, max_concurrency=max_concurrency)
+    )
     model = ModelProps(name="ranker", version="1", cpu=1024, memory_mib=3072, target_optimizer=optimizer)
-    service = ModelService(stack, "Ranker", model=model, server=server, environment_name="team",
-                           logs=ServiceLogs(kms.Key.from_key_arn(stack, "Key", KEY_ARN)),
-                           capacity=ClusterCapacity(team.cluster, "team-gpu", instance_type),
-                           model_source=ModelBucket(s3.Bucket.from_bucket_name(stack, "Models", "team-models")),
-                           route=ListenerRoute(team.listener, 7), access=ServiceAccess(allow_unauthenticated=True))
+    service = ModelService(
+        stack,
+        "Ranker",
+        model=model,
+        server=server,
+        environment_name="team",
+        logs=ServiceLogs(kms.Key.from_key_arn(stack, "Key", KEY_ARN)),
+        capacity=ClusterCapacity(team.cluster, "team-gpu", instance_type),
+        model_source=ModelBucket(s3.Bucket.from_bucket_name(stack, "Models", "team-models")),
+        route=ListenerRoute(team.listener, 7),
+        access=ServiceAccess(allow_unauthenticated=True),
+    )
     return app, service
 
 
 def test_a_teams_preset_is_served_and_its_concurrency_limit_caps_the_target_optimizer():
     _, service = team_app(RankerServer(), max_concurrency=8)
     assert service.contract.name == "ranker-server"
-    with pytest.raises(ConfigError, match=r"models\[ranker\]\.target_optimizer\.max_concurrency.*max_batch \(8\).*at most 8"):
+    with pytest.raises(
+        ConfigError, match=r"models\[ranker\]\.target_optimizer\.max_concurrency.*max_batch \(8\).*at most 8"
+    ):
         team_app(RankerServer(), max_concurrency=9)
 
 
@@ -110,7 +127,11 @@ def server_class_questions(path: Path) -> list[str]:
     ``server``, or a string naming a preset class (a table keyed by class name)."""
     found = []
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("isinstance", "issubclass"):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("isinstance", "issubclass")
+        ):
             named = {n.id for n in ast.walk(node.args[1]) if isinstance(n, ast.Name)} if len(node.args) > 1 else set()
             if named & PRESETS:
                 found.append(f"{path.name}:{node.lineno} {node.func.id} on {sorted(named & PRESETS)}")
@@ -131,17 +152,27 @@ def test_no_module_of_the_library_asks_which_server_class_it_holds():
 
 def test_the_grep_finds_a_planted_question(tmp_path):
     planted = tmp_path / "planted.py"
-    planted.write_text('OWN = {"VllmServer": "max_num_seqs"}\n'
-                       'def f(server):\n    return isinstance(server, BundledServer) or getattr(server, "props")\n')
+    planted.write_text(
+        'OWN = {"VllmServer": "max_num_seqs"}\n'
+        'def f(server):\n    return isinstance(server, BundledServer) or getattr(server, "props")\n'
+    )
     assert len(server_class_questions(planted)) == 3
 
 
 def test_each_preset_states_its_support_level():
     from gpu_inference_constructs import BundledServer, NeuronServer, SglangServer, TgiServer, TritonServer, VllmServer
 
-    levels = {cls.__name__: cls.support for cls in (BundledServer, VllmServer, TritonServer, SglangServer, NeuronServer,
-                                                    TgiServer)}
-    assert levels == {"BundledServer": "supported", "VllmServer": "supported", "TritonServer": "supported",
-                      "SglangServer": "experimental", "NeuronServer": "experimental", "TgiServer": "deprecated"}
+    levels = {
+        cls.__name__: cls.support
+        for cls in (BundledServer, VllmServer, TritonServer, SglangServer, NeuronServer, TgiServer)
+    }
+    assert levels == {
+        "BundledServer": "supported",
+        "VllmServer": "supported",
+        "TritonServer": "supported",
+        "SglangServer": "experimental",
+        "NeuronServer": "experimental",
+        "TgiServer": "deprecated",
+    }
     assert all(cls.support_note for cls in (SglangServer, NeuronServer, TgiServer))
     assert "limited maintenance" in NeuronServer.support_note  # TorchServe's upstream status, said at synth

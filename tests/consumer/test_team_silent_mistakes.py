@@ -52,37 +52,68 @@ def team_stack(name: str) -> cdk.Stack:
     return cdk.Stack(app, name, env=cdk.Environment(account=ACCOUNT, region=REGION))
 
 
-def imported_vpc(stack: cdk.Stack, private_subnet_ids: list[str] | None = None,
-                 isolated_subnet_ids: list[str] | None = None) -> ec2.IVpc:
-    return ec2.Vpc.from_vpc_attributes(stack, "Vpc", vpc_id="vpc-0a1b2c3d4e5f67890", vpc_cidr_block="10.20.0.0/16",
-                                       availability_zones=["eu-west-1a", "eu-west-1b"],
-                                       private_subnet_ids=private_subnet_ids, isolated_subnet_ids=isolated_subnet_ids)
+def imported_vpc(
+    stack: cdk.Stack, private_subnet_ids: list[str] | None = None, isolated_subnet_ids: list[str] | None = None
+) -> ec2.IVpc:
+    return ec2.Vpc.from_vpc_attributes(
+        stack,
+        "Vpc",
+        vpc_id="vpc-0a1b2c3d4e5f67890",
+        vpc_cidr_block="10.20.0.0/16",
+        availability_zones=["eu-west-1a", "eu-west-1b"],
+        private_subnet_ids=private_subnet_ids,
+        isolated_subnet_ids=isolated_subnet_ids,
+    )
 
 
-def model_service(stack: cdk.Stack, vpc: ec2.IVpc, capacity=None, telemetry: TelemetryProps | None = None,
-                  archive_bucket: s3.IBucket | None = None, server=None, model: ModelProps | None = None) -> ModelService:
+def model_service(
+    stack: cdk.Stack,
+    vpc: ec2.IVpc,
+    capacity=None,
+    telemetry: TelemetryProps | None = None,
+    archive_bucket: s3.IBucket | None = None,
+    server=None,
+    model: ModelProps | None = None,
+) -> ModelService:
     """One model as the team wrote it: their bucket, an internal load balancer, our server from their ECR."""
     from gpu_inference_constructs import BundledServer
 
     bucket = s3.Bucket.from_bucket_name(stack, "Models", f"search-models-{ACCOUNT}")
     capacity = capacity or GpuCapacity(stack, "Gpus", vpc=vpc, props=GpuCapacityProps(instance_types=("g5.xlarge",)))
-    alb = InferenceLoadBalancer(stack, "Alb", vpc=vpc, access_logs_bucket=bucket,
-                                props=LoadBalancerProps(internet_facing=False, allow_http=True, ingress_cidrs=("10.0.0.0/8",)))
-    key = kms.Key.from_key_arn(stack, "LogsKey", f"arn:aws:kms:{REGION}:{ACCOUNT}:key/11111111-2222-4333-8444-555555555555")
+    alb = InferenceLoadBalancer(
+        stack,
+        "Alb",
+        vpc=vpc,
+        access_logs_bucket=bucket,
+        props=LoadBalancerProps(internet_facing=False, allow_http=True, ingress_cidrs=("10.0.0.0/8",)),
+    )
+    key = kms.Key.from_key_arn(
+        stack, "LogsKey", f"arn:aws:kms:{REGION}:{ACCOUNT}:key/11111111-2222-4333-8444-555555555555"
+    )
     return ModelService(
-        stack, "Embedder", model=model or ModelProps(name="embedder", version="v3"),
-        server=server or BundledServer(image=SERVER), capacity=capacity, model_source=ModelBucket(bucket), route=alb,
+        stack,
+        "Embedder",
+        model=model or ModelProps(name="embedder", version="v3"),
+        server=server or BundledServer(image=SERVER),
+        capacity=capacity,
+        model_source=ModelBucket(bucket),
+        route=alb,
         logs=ServiceLogs(key, telemetry=telemetry or TelemetryProps(), archive_bucket=archive_bucket),
         environment_name="search",
     )
 
 
 def warnings_of(stack: cdk.Stack, warning_id: str) -> list[str]:
-    return [str(entry.data) for c in stack.node.find_all() for entry in c.node.metadata
-            if entry.type == "aws:cdk:warning" and warning_id in str(entry.data)]
+    return [
+        str(entry.data)
+        for c in stack.node.find_all()
+        for entry in c.node.metadata
+        if entry.type == "aws:cdk:warning" and warning_id in str(entry.data)
+    ]
 
 
 # (a) ---------------------------------------------------------------------------------------------------------------
+
 
 def test_the_public_collector_in_the_librarys_network_without_nat_is_refused_naming_its_mirror_key():
     stack = team_stack("NoNat")
@@ -90,7 +121,9 @@ def test_the_public_collector_in_the_librarys_network_without_nat_is_refused_nam
     with pytest.raises(ConfigError) as raised:
         model_service(stack, network.vpc)
     assert raised.value.key == "TelemetryProps.collector_image"
-    assert "public.ecr.aws/aws-observability/aws-otel-collector" in str(raised.value) and "no route to the internet" in str(raised.value)
+    assert "public.ecr.aws/aws-observability/aws-otel-collector" in str(
+        raised.value
+    ) and "no route to the internet" in str(raised.value)
     assert "nat_gateways" in str(raised.value)
 
 
@@ -108,8 +141,14 @@ def test_the_neuron_dlc_from_ecr_public_names_neuron_server_props_image():
     network = InferenceNetwork(stack, "Net", props=NetworkProps(availability_zone_ids=("euw1-az1", "euw1-az2")))
     inferentia = NeuronCapacity(stack, "Inferentia", vpc=network.vpc)
     with pytest.raises(ConfigError) as raised:
-        model_service(stack, network.vpc, capacity=inferentia, telemetry=MIRROR, server=NeuronServer(),
-                      model=ModelProps(name="encoder", version="v1", cpu=2048, memory_mib=8192))
+        model_service(
+            stack,
+            network.vpc,
+            capacity=inferentia,
+            telemetry=MIRROR,
+            server=NeuronServer(),
+            model=ModelProps(name="encoder", version="v1", cpu=2048, memory_mib=8192),
+        )
     assert "the server's image" in raised.value.key and "NeuronServerProps(image=" in str(raised.value)
     assert "fetcher_image" in raised.value.key
 
@@ -119,14 +158,18 @@ def test_mirrors_or_a_nat_gateway_let_the_task_pull():
     network = InferenceNetwork(mirrored, "Net", props=NetworkProps(availability_zone_ids=("euw1-az1", "euw1-az2")))
     model_service(mirrored, network.vpc, telemetry=MIRROR)
     nat = team_stack("Nat")
-    network = InferenceNetwork(nat, "Net", props=NetworkProps(availability_zone_ids=("euw1-az1", "euw1-az2"), nat_gateways=1))
+    network = InferenceNetwork(
+        nat, "Net", props=NetworkProps(availability_zone_ids=("euw1-az1", "euw1-az2"), nat_gateways=1)
+    )
     model_service(nat, network.vpc)
     assert not warnings_of(mirrored, "public-image") and not warnings_of(nat, "public-image")
 
 
 def test_imported_private_subnets_whose_routes_synth_cannot_see_warn_naming_the_mirror_key():
     stack = team_stack("Imported")
-    model_service(stack, imported_vpc(stack, private_subnet_ids=["subnet-0bbbbbbbbbbbbbbb1", "subnet-0bbbbbbbbbbbbbbb2"]))
+    model_service(
+        stack, imported_vpc(stack, private_subnet_ids=["subnet-0bbbbbbbbbbbbbbb1", "subnet-0bbbbbbbbbbbbbbb2"])
+    )
     (warning,) = warnings_of(stack, "gpu-inference:public-image-egress-unknown")
     assert "TelemetryProps.collector_image" in warning and "NAT gateway" in warning
 
@@ -162,15 +205,19 @@ def test_capacity_prewarm_for_a_model_on_a_capacity_provider_of_the_teams_own_is
     stack = team_stack("PrewarmCluster")
     vpc = imported_vpc(stack, private_subnet_ids=["subnet-0bbbbbbbbbbbbbbb1", "subnet-0bbbbbbbbbbbbbbb2"])
     cluster = ecs.Cluster.from_cluster_attributes(stack, "Cluster", cluster_name="ml-platform", vpc=vpc)
-    service = model_service(stack, vpc, capacity=ClusterCapacity(cluster, "ml-platform-gpu", "g5.xlarge"), telemetry=MIRROR)
+    service = model_service(
+        stack, vpc, capacity=ClusterCapacity(cluster, "ml-platform-gpu", "g5.xlarge"), telemetry=MIRROR
+    )
     with pytest.raises(ConfigError, match=r"^scaling\.capacity_prewarm: .*ClusterCapacity.*scale_on_schedule"):
         ServiceScaling(stack, "Scaling", service=service, scaling=ScalingProps(capacity_prewarm=(MORNING,)))
 
 
 # (c) ---------------------------------------------------------------------------------------------------------------
 
-ARCHIVE = TelemetryProps(collector_image=MIRROR.collector_image, firelens=FireLensProps(
-    image=EcrImage(repository="mirror/aws-for-fluent-bit", tag="2.34.0"), archive=LogArchive()))
+ARCHIVE = TelemetryProps(
+    collector_image=MIRROR.collector_image,
+    firelens=FireLensProps(image=EcrImage(repository="mirror/aws-for-fluent-bit", tag="2.34.0"), archive=LogArchive()),
+)
 
 
 def test_an_archive_bucket_imported_by_name_warns_naming_from_bucket_attributes_with_its_key():
@@ -187,18 +234,36 @@ def test_an_archive_bucket_imported_with_its_key_grants_generate_data_key_throug
     stack = team_stack("ArchiveWithKey")
     vpc = imported_vpc(stack, private_subnet_ids=["subnet-0bbbbbbbbbbbbbbb1", "subnet-0bbbbbbbbbbbbbbb2"])
     key_arn = f"arn:aws:kms:{REGION}:{ACCOUNT}:key/22222222-3333-4444-8555-666666666666"
-    bucket = s3.Bucket.from_bucket_attributes(stack, "Archive", bucket_name="search-log-archive",
-                                              encryption_key=kms.Key.from_key_arn(stack, "ArchiveKey", key_arn))
+    bucket = s3.Bucket.from_bucket_attributes(
+        stack,
+        "Archive",
+        bucket_name="search-log-archive",
+        encryption_key=kms.Key.from_key_arn(stack, "ArchiveKey", key_arn),
+    )
     service = model_service(stack, vpc, telemetry=ARCHIVE, archive_bucket=bucket)
     assert not warnings_of(stack, "archive-bucket-encryption")
-    Template.from_stack(stack).has_resource_properties("AWS::IAM::Policy", {
-        "Roles": [{"Ref": stack.get_logical_id(service.task_role.node.default_child)}],  # pyright: ignore[reportArgumentType]
-        "PolicyDocument": {"Statement": Match.array_with([{
-            "Action": "kms:GenerateDataKey", "Effect": "Allow", "Resource": key_arn,
-            "Condition": {"StringEquals": {"kms:ViaService": f"s3.{REGION}.amazonaws.com"}}}])}})
+    Template.from_stack(stack).has_resource_properties(
+        "AWS::IAM::Policy",
+        {
+            "Roles": [{"Ref": stack.get_logical_id(service.task_role.node.default_child)}],  # pyright: ignore[reportArgumentType]
+            "PolicyDocument": {
+                "Statement": Match.array_with(
+                    [
+                        {
+                            "Action": "kms:GenerateDataKey",
+                            "Effect": "Allow",
+                            "Resource": key_arn,
+                            "Condition": {"StringEquals": {"kms:ViaService": f"s3.{REGION}.amazonaws.com"}},
+                        }
+                    ]
+                )
+            },
+        },
+    )
 
 
 # (d) ---------------------------------------------------------------------------------------------------------------
+
 
 def test_a_capacity_provider_of_the_teams_own_warns_what_it_must_run_and_how_to_check():
     stack = team_stack("ClusterProvider")
@@ -206,13 +271,18 @@ def test_a_capacity_provider_of_the_teams_own_warns_what_it_must_run_and_how_to_
     cluster = ecs.Cluster.from_cluster_attributes(stack, "Cluster", cluster_name="ml-platform", vpc=vpc)
     model_service(stack, vpc, capacity=ClusterCapacity(cluster, "ml-platform-default", "g5.xlarge"), telemetry=MIRROR)
     (warning,) = warnings_of(stack, "gpu-inference:cluster-capacity-ami")
-    assert "'ml-platform-default'" in warning and "ECS-optimized GPU AMI" in warning and "ECS_ENABLE_GPU_SUPPORT" in warning
+    assert (
+        "'ml-platform-default'" in warning
+        and "ECS-optimized GPU AMI" in warning
+        and "ECS_ENABLE_GPU_SUPPORT" in warning
+    )
     assert "describe-container-instances" in warning and "registeredResources[?name==`GPU`]" in warning
     # a rolling deployment's breaker does not count a task never placed: the warning names the strategy that rolls back
     assert "SERVICE_TASK_PLACEMENT_FAILURE" in warning and "strategy='canary'" in warning
 
 
 # (e) ---------------------------------------------------------------------------------------------------------------
+
 
 def test_an_ecr_uri_as_the_repository_names_the_registry_once():
     stack = team_stack("EcrUri")
@@ -226,8 +296,10 @@ def test_an_ecr_uri_as_the_repository_names_the_registry_once():
     assert not warnings_of(stack, "public-image")  # the region's ECR: no route out needed
 
 
-@pytest.mark.parametrize("repository", ["public.ecr.aws/cloudwatch-agent/cloudwatch-agent", "docker.io/vllm/vllm-openai",
-                                        "ghcr.io/team/server"])
+@pytest.mark.parametrize(
+    "repository",
+    ["public.ecr.aws/cloudwatch-agent/cloudwatch-agent", "docker.io/vllm/vllm-openai", "ghcr.io/team/server"],
+)
 def test_a_registry_other_than_ecr_private_is_refused_naming_the_mirror(repository):
     with pytest.raises(ConfigError, match=r"^repository: .*not in an ECR private registry.*pull-through cache"):
         EcrImage(repository=repository, tag="v1")

@@ -51,21 +51,51 @@ def team_app(gpus: int, instance_type: str, **props) -> tuple[cdk.App, dict]:
     app = cdk.App()
     stack = cdk.Stack(app, "Chat", env=cdk.Environment(account=ACCOUNT, region=REGION))
     vpc = ec2.Vpc.from_vpc_attributes(
-        stack, "Vpc", vpc_id="vpc-0a1b2c3d4e5f67890", vpc_cidr_block="10.20.0.0/16", availability_zones=["eu-west-1a", "eu-west-1b"],
-        private_subnet_ids=["subnet-0bbbbbbbbbbbbbbb1", "subnet-0bbbbbbbbbbbbbbb2"])
+        stack,
+        "Vpc",
+        vpc_id="vpc-0a1b2c3d4e5f67890",
+        vpc_cidr_block="10.20.0.0/16",
+        availability_zones=["eu-west-1a", "eu-west-1b"],
+        private_subnet_ids=["subnet-0bbbbbbbbbbbbbbb1", "subnet-0bbbbbbbbbbbbbbb2"],
+    )
     bucket = s3.Bucket.from_bucket_name(stack, "Weights", BUCKET)
     topic = sns.Topic.from_topic_arn(stack, "Pager", f"arn:aws:sns:{REGION}:{ACCOUNT}:chat-pager")
-    capacity = GpuCapacity(stack, "Gpus", vpc=vpc, topic=topic,
-                           props=GpuCapacityProps(instance_types=(instance_type,), max_capacity=2))
-    alb = InferenceLoadBalancer(stack, "Alb", vpc=vpc, access_logs_bucket=bucket, longest_request_seconds=80,
-                                props=LoadBalancerProps(internet_facing=False, allow_http=True, ingress_cidrs=("10.0.0.0/8",)))
+    capacity = GpuCapacity(
+        stack, "Gpus", vpc=vpc, topic=topic, props=GpuCapacityProps(instance_types=(instance_type,), max_capacity=2)
+    )
+    alb = InferenceLoadBalancer(
+        stack,
+        "Alb",
+        vpc=vpc,
+        access_logs_bucket=bucket,
+        longest_request_seconds=80,
+        props=LoadBalancerProps(internet_facing=False, allow_http=True, ingress_cidrs=("10.0.0.0/8",)),
+    )
     memory = 163840 if gpus > 1 else 24576
-    ModelService(stack, "Llama",
-                 model=ModelProps(name="llama", version="2026-12-01", gpus=gpus, cpu=3072 * gpus, memory_mib=memory, min_tasks=1,
-                                  max_tasks=1, expected_load_seconds=600),
-                 server=VllmServer(VllmProps(image=IMAGE, **props)), capacity=capacity, model_source=ModelBucket(bucket),
-                 route=alb, environment_name="chat",
-                 logs=ServiceLogs(kms.Key.from_key_arn(stack, "LogsKey", f"arn:aws:kms:{REGION}:{ACCOUNT}:key/11111111-2222-4333-8444-555555555555")))
+    ModelService(
+        stack,
+        "Llama",
+        model=ModelProps(
+            name="llama",
+            version="2026-12-01",
+            gpus=gpus,
+            cpu=3072 * gpus,
+            memory_mib=memory,
+            min_tasks=1,
+            max_tasks=1,
+            expected_load_seconds=600,
+        ),
+        server=VllmServer(VllmProps(image=IMAGE, **props)),
+        capacity=capacity,
+        model_source=ModelBucket(bucket),
+        route=alb,
+        environment_name="chat",
+        logs=ServiceLogs(
+            kms.Key.from_key_arn(
+                stack, "LogsKey", f"arn:aws:kms:{REGION}:{ACCOUNT}:key/11111111-2222-4333-8444-555555555555"
+            )
+        ),
+    )
     cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     return app, app.synth().get_stack_by_name(stack.stack_name).template
 
@@ -115,7 +145,9 @@ def test_nothing_is_copied_and_scratch_belongs_to_vllms_user_before_it_starts(on
     assert set(by_name) == {"server", "scratch-owner", "metrics-collector"}
     owner = by_name["scratch-owner"]
     assert owner["Essential"] is False and "chown" in owner["Command"][0]
-    assert {e["Name"]: e["Value"] for e in owner["Environment"]}["SERVER_USER"] == by_name["server"]["User"] == "1000:1000"
+    assert (
+        {e["Name"]: e["Value"] for e in owner["Environment"]}["SERVER_USER"] == by_name["server"]["User"] == "1000:1000"
+    )
     assert by_name["server"]["DependsOn"] == [{"ContainerName": "scratch-owner", "Condition": "SUCCESS"}]
 
 
@@ -147,19 +179,28 @@ def test_the_scratch_owner_is_counted_in_the_tasks_size():
     streamed = VllmServer(VllmProps(image=IMAGE, weights="stream"))
     copied = VllmServer(VllmProps(image=IMAGE))
     collector = PrometheusMetrics(metrics=VLLM_METRICS)
-    assert streamed.sidecar_reservation == (FETCHER_CPU + collector.collector_cpu, FETCHER_MEMORY_MIB + collector.collector_memory_mib)
-    assert copied.sidecar_reservation == (2 * FETCHER_CPU + collector.collector_cpu, 2 * FETCHER_MEMORY_MIB + collector.collector_memory_mib)
+    assert streamed.sidecar_reservation == (
+        FETCHER_CPU + collector.collector_cpu,
+        FETCHER_MEMORY_MIB + collector.collector_memory_mib,
+    )
+    assert copied.sidecar_reservation == (
+        2 * FETCHER_CPU + collector.collector_cpu,
+        2 * FETCHER_MEMORY_MIB + collector.collector_memory_mib,
+    )
 
 
-@pytest.mark.parametrize("props, key", [
-    (dict(extra_args=("--load-format=safetensors",)), "extra_args[0]"),
-    (dict(extra_args=("--model-loader-extra-config", "{}")), "extra_args[0]"),
-    (dict(weights="copied"), "weights"),
-    (dict(stream_buffer_mib=512), "stream_buffer_mib"),
-    (dict(stream_concurrency=0), "stream_concurrency"),
-    (dict(weights="copy", stream_buffer_mib=8192), "stream_buffer_mib"),
-    (dict(weights="copy", stream_concurrency=8), "stream_concurrency"),
-])
+@pytest.mark.parametrize(
+    "props, key",
+    [
+        (dict(extra_args=("--load-format=safetensors",)), "extra_args[0]"),
+        (dict(extra_args=("--model-loader-extra-config", "{}")), "extra_args[0]"),
+        (dict(weights="copied"), "weights"),
+        (dict(stream_buffer_mib=512), "stream_buffer_mib"),
+        (dict(stream_concurrency=0), "stream_concurrency"),
+        (dict(weights="copy", stream_buffer_mib=8192), "stream_buffer_mib"),
+        (dict(weights="copy", stream_concurrency=8), "stream_concurrency"),
+    ],
+)
 def test_streaming_settings_that_cannot_work_are_refused_with_their_key(props, key):
     with pytest.raises(ConfigError) as raised:
         VllmProps(image=IMAGE, **{"weights": "stream", **props})
@@ -171,7 +212,9 @@ def test_a_buffer_per_gpu_process_that_does_not_fit_beside_shared_memory_is_refu
     fits = VllmServer(VllmProps(image=IMAGE, weights="stream", shared_memory_mib=16384, stream_buffer_mib=4096))
     fits.check(model)  # 16384 + 4 x 4096 < 40960
     with pytest.raises(ConfigError) as raised:  # 16384 + 4 x 8192 > 40960, though 16384 + 8192 fits
-        VllmServer(VllmProps(image=IMAGE, weights="stream", shared_memory_mib=16384, stream_buffer_mib=8192)).check(model)
+        VllmServer(VllmProps(image=IMAGE, weights="stream", shared_memory_mib=16384, stream_buffer_mib=8192)).check(
+            model
+        )
     assert raised.value.key == "vllm.stream_buffer_mib" and "4 x 8192 MiB" in str(raised.value)
 
 
@@ -182,7 +225,9 @@ def test_the_streamers_concurrency_joins_the_loader_config():
 
 
 def test_the_streamers_environment_is_reserved_only_when_streaming():
-    model = ModelProps(name="llama", version="2026-12-01", cpu=3072, memory_mib=24576, environment={"AWS_REGION": "us-west-2"})
+    model = ModelProps(
+        name="llama", version="2026-12-01", cpu=3072, memory_mib=24576, environment={"AWS_REGION": "us-west-2"}
+    )
     VllmServer(VllmProps(image=IMAGE)).check(model)
     with pytest.raises(ConfigError) as raised:
         VllmServer(VllmProps(image=IMAGE, weights="stream")).check(model)

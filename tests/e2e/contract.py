@@ -68,7 +68,9 @@ def load_contracts(template: dict | Path, environment_name: str) -> list[ModelCo
         target_group = resources[target_group_id]["Properties"]
         alternate = binding.get("AdvancedConfiguration", {}).get("AlternateTargetGroupArn")
         target_groups = [
-            target_group_contract(logical_id, resources[logical_id]["Properties"], of_type("AWS::ElasticLoadBalancingV2::ListenerRule"))
+            target_group_contract(
+                logical_id, resources[logical_id]["Properties"], of_type("AWS::ElasticLoadBalancingV2::ListenerRule")
+            )
             for logical_id in [target_group_id] + ([alternate["Ref"]] if alternate else [])
         ]
         patterns = target_groups[0].path_patterns
@@ -165,7 +167,7 @@ def read_dockerfile(path: Path) -> DockerfileContract:
     lines = [line.strip() for line in final_stage.splitlines() if line.strip() and not line.strip().startswith("#")]
 
     def instruction(name: str) -> list[str]:
-        return [line[len(name):].strip() for line in lines if line.upper().startswith(name + " ")]
+        return [line[len(name) :].strip() for line in lines if line.upper().startswith(name + " ")]
 
     (cmd,) = instruction("CMD")
     (healthcheck,) = instruction("HEALTHCHECK")
@@ -185,8 +187,18 @@ def read_dockerfile(path: Path) -> DockerfileContract:
 
 # Variables the container sets for libraries, the AWS SDK and the OpenTelemetry SDK rather than for the server's own
 # settings.
-LIBRARY_VARIABLES = frozenset({"AWS_REGION", "AWS_DEFAULT_REGION", "HOME", "TMPDIR", "OTEL_SERVICE_NAME",
-                               "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_TRACES_SAMPLER", "OTEL_TRACES_SAMPLER_ARG"})
+LIBRARY_VARIABLES = frozenset(
+    {
+        "AWS_REGION",
+        "AWS_DEFAULT_REGION",
+        "HOME",
+        "TMPDIR",
+        "OTEL_SERVICE_NAME",
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "OTEL_TRACES_SAMPLER",
+        "OTEL_TRACES_SAMPLER_ARG",
+    }
+)
 
 
 def _log_stream_prefix(options: dict) -> str:
@@ -200,7 +212,9 @@ def unread_variables(contract: ModelContract, read_by_server: set[str]) -> list[
     problems = []
     unread = sorted(set(contract.environment) - read_by_server - LIBRARY_VARIABLES)
     if unread:
-        problems.append(f"{where}: the task definition sets {unread}, which the server never reads (inference_server/settings.py)")
+        problems.append(
+            f"{where}: the task definition sets {unread}, which the server never reads (inference_server/settings.py)"
+        )
     unread_secrets = sorted(set(contract.secret_names) - read_by_server)
     if unread_secrets:
         problems.append(f"{where}: the task definition injects secrets {unread_secrets}, which the server never reads")
@@ -216,18 +230,34 @@ def disagreements_with_dockerfile(contract: ModelContract, dockerfile: Dockerfil
         if not ok:
             problems.append(f"{where}: {message}")
 
-    check(contract.command == dockerfile.command, f"task definition command {contract.command} differs from the Dockerfile's CMD {dockerfile.command}")
-    check(contract.container_port in dockerfile.exposed_ports, f"task definition port {contract.container_port} is not EXPOSEd by the Dockerfile ({dockerfile.exposed_ports})")
+    check(
+        contract.command == dockerfile.command,
+        f"task definition command {contract.command} differs from the Dockerfile's CMD {dockerfile.command}",
+    )
+    check(
+        contract.container_port in dockerfile.exposed_ports,
+        f"task definition port {contract.container_port} is not EXPOSEd by the Dockerfile ({dockerfile.exposed_ports})",
+    )
     check(
         str(contract.container_port) == contract.environment.get("PORT") == dockerfile.environment.get("PORT"),
         f"container port {contract.container_port}, task definition PORT={contract.environment.get('PORT')} and Dockerfile PORT={dockerfile.environment.get('PORT')} must agree",
     )
-    check(contract.health_check_port == contract.container_port, f"target group health-checks port {contract.health_check_port} but the container listens on {contract.container_port}")
+    check(
+        contract.health_check_port == contract.container_port,
+        f"target group health-checks port {contract.health_check_port} but the container listens on {contract.container_port}",
+    )
     check(
         contract.health_check_command[1:] == dockerfile.health_check_command,
         f"task definition health check {contract.health_check_command} differs from the Dockerfile's HEALTHCHECK {dockerfile.health_check_command}",
     )
-    check(contract.user == dockerfile.user, f"task definition runs as {contract.user} but the Dockerfile's USER is {dockerfile.user}")
-    mounts_cache = any(dockerfile.environment.get("MODEL_CACHE_DIR", "").startswith(mount + "/") for mount in contract.mount_paths)
-    check(mounts_cache, f"the Dockerfile's MODEL_CACHE_DIR is outside the task's writable mounts {contract.mount_paths}")
+    check(
+        contract.user == dockerfile.user,
+        f"task definition runs as {contract.user} but the Dockerfile's USER is {dockerfile.user}",
+    )
+    mounts_cache = any(
+        dockerfile.environment.get("MODEL_CACHE_DIR", "").startswith(mount + "/") for mount in contract.mount_paths
+    )
+    check(
+        mounts_cache, f"the Dockerfile's MODEL_CACHE_DIR is outside the task's writable mounts {contract.mount_paths}"
+    )
     return problems

@@ -18,13 +18,30 @@ PROBE_ROUTES = (("GET", "/health"), ("GET", "/ready"), ("GET", "/metrics"))
 # adds later is "unlisted" until someone lists it here: a rule that forwards an unlisted route fails the walk, even
 # under a wildcard that forwards its neighbours (/<m>/v2*).
 PUBLIC_ROUTES = {
-    **{("POST", path): "inference" for path in (
-        "/predict", "/predict/batch", "/v1/embeddings", "/v2/models/{model_name}/infer",
-        "/v2/models/{model_name}/versions/{model_version}/infer")},
-    **{("GET", path): "metadata" for path in (
-        "/v1/models", "/v1/models/{model_id}", "/v2", "/v2/health/live", "/v2/health/ready", "/v2/models/{model_name}",
-        "/v2/models/{model_name}/ready", "/v2/models/{model_name}/versions/{model_version}",
-        "/v2/models/{model_name}/versions/{model_version}/ready")},
+    **{
+        ("POST", path): "inference"
+        for path in (
+            "/predict",
+            "/predict/batch",
+            "/v1/embeddings",
+            "/v2/models/{model_name}/infer",
+            "/v2/models/{model_name}/versions/{model_version}/infer",
+        )
+    },
+    **{
+        ("GET", path): "metadata"
+        for path in (
+            "/v1/models",
+            "/v1/models/{model_id}",
+            "/v2",
+            "/v2/health/live",
+            "/v2/health/ready",
+            "/v2/models/{model_name}",
+            "/v2/models/{model_name}/ready",
+            "/v2/models/{model_name}/versions/{model_version}",
+            "/v2/models/{model_name}/versions/{model_version}/ready",
+        )
+    },
 }
 
 
@@ -73,8 +90,11 @@ def _purpose(method: str, template: str) -> str:
 def route_table(doc: dict[str, Any], model: str, patterns: list[str], docs_on: bool) -> list[Route]:
     """Every route of the server's document and outside it, at the model's prefix (what the rule sees) and bare
     (which no model's rule forwards)."""
-    routes = [(method.upper(), path, _concrete(path, operation.get("parameters", [])))
-              for path, operations in doc["paths"].items() for method, operation in operations.items()]
+    routes = [
+        (method.upper(), path, _concrete(path, operation.get("parameters", [])))
+        for path, operations in doc["paths"].items()
+        for method, operation in operations.items()
+    ]
     routes += [(method, path, path) for method, path in (*DOCS_ROUTES, *PROBE_ROUTES)]
     table = []
     for method, template, path in dict.fromkeys(routes):

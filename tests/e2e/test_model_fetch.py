@@ -34,7 +34,9 @@ echo "$@" >> "$CHOWN_LOG"
 def fetcher(synthesized):
     template = synthesized.inference_template("staging")
     definitions = [r for r in template["Resources"].values() if r["Type"] == "AWS::ECS::TaskDefinition"]
-    (definition,) = [d for d in definitions if any(c["Name"] == "model-fetch" for c in d["Properties"]["ContainerDefinitions"])]
+    (definition,) = [
+        d for d in definitions if any(c["Name"] == "model-fetch" for c in d["Properties"]["ContainerDefinitions"])
+    ]
     return {c["Name"]: c for c in definition["Properties"]["ContainerDefinitions"]}
 
 
@@ -42,8 +44,13 @@ def fetcher(synthesized):
 TOOLS = ("mkdir", "cp", "ls", "cut", "cat", "sha256sum", "openssl", "sleep", "touch", "wc", "rm", "dd")
 
 
-def run_container(container: dict, tmp_path: Path, prefix: Path, without: tuple[str, ...] = (),
-                  stand_ins: tuple[tuple[str, str], ...] = ()) -> subprocess.CompletedProcess:
+def run_container(
+    container: dict,
+    tmp_path: Path,
+    prefix: Path,
+    without: tuple[str, ...] = (),
+    stand_ins: tuple[tuple[str, str], ...] = (),
+) -> subprocess.CompletedProcess:
     bin_dir, scratch = tmp_path / "bin", tmp_path / "scratch"
     bin_dir.mkdir(exist_ok=True)
     scratch.mkdir(exist_ok=True)
@@ -61,11 +68,14 @@ def run_container(container: dict, tmp_path: Path, prefix: Path, without: tuple[
                 (tools / tool).symlink_to(found)
         path = f"{bin_dir}:{tools}"
     # MODEL_URI joins the bucket's Ref: the stand-in aws ignores the source, so any URI does.
-    environment = {e["Name"]: e["Value"].replace("/scratch", str(scratch)) if isinstance(e["Value"], str)
-                   else "s3://bucket/models/llama-13b/1/" for e in container["Environment"]}
+    environment = {
+        e["Name"]: e["Value"].replace("/scratch", str(scratch))
+        if isinstance(e["Value"], str)
+        else "s3://bucket/models/llama-13b/1/"
+        for e in container["Environment"]
+    }
     script = container["Command"][0].replace("/scratch", str(scratch))
-    env = {"PATH": path, "FAKE_S3_PREFIX": str(prefix), "CHOWN_LOG": str(tmp_path / "chown"),
-           **environment}
+    env = {"PATH": path, "FAKE_S3_PREFIX": str(prefix), "CHOWN_LOG": str(tmp_path / "chown"), **environment}
     return subprocess.run([*container["EntryPoint"], script], env=env, capture_output=True, text=True, timeout=60)
 
 
@@ -99,7 +109,9 @@ def test_a_published_model_is_verified_copied_and_handed_to_the_servers_user(fet
     done = run_fetch(fetcher, tmp_path, published)
     assert done.returncode == 0, done.stderr
     model = tmp_path / "scratch" / "model"
-    assert (model / "model-00002-of-00002.safetensors").read_bytes() == (published / "model-00002-of-00002.safetensors").read_bytes()
+    assert (model / "model-00002-of-00002.safetensors").read_bytes() == (
+        published / "model-00002-of-00002.safetensors"
+    ).read_bytes()
     assert (tmp_path / "chown").read_text().split() == ["-R", "1000:1000", str(tmp_path / "scratch")]
     assert "not verified" not in done.stderr
 
@@ -110,7 +122,10 @@ def test_a_tampered_file_stops_the_task_before_the_server_starts(fetcher, tmp_pa
     shard.write_bytes(data[:-1] + bytes([data[-1] ^ 0xFF]))  # a changed byte (writing 0 left a random 0 unchanged)
     done = run_fetch(fetcher, tmp_path, published)
     assert done.returncode != 0
-    assert "do not match SHA256SUMS" in done.stderr and "model-00001-of-00002.safetensors: FAILED" in done.stdout + done.stderr
+    assert (
+        "do not match SHA256SUMS" in done.stderr
+        and "model-00001-of-00002.safetensors: FAILED" in done.stdout + done.stderr
+    )
     # Only scratch-owner's chown, before the fetch; the server depends on model-fetch's SUCCESS (test_service.py).
     assert (tmp_path / "chown").read_text().split() == ["-R", "1000:1000", str(tmp_path / "scratch")]
 
@@ -182,8 +197,13 @@ def test_the_files_are_checked_side_by_side_with_the_fastest_hasher_in_the_image
     hashers = tmp_path / "hashers"
     hashers.mkdir()
     stand_in = CONCURRENT_HASHER.format(hashers=hashers, real=shutil.which(hasher))
-    done = run_fetch(fetcher, tmp_path, published, without=() if hasher == "openssl" else ("openssl",),
-                     stand_ins=((hasher, stand_in),))
+    done = run_fetch(
+        fetcher,
+        tmp_path,
+        published,
+        without=() if hasher == "openssl" else ("openssl",),
+        stand_ins=((hasher, stand_in),),
+    )
     assert done.returncode == 0, done.stderr
     seen = [int(n) for n in Path(f"{hashers}.seen").read_text().split()]
     assert len(seen) == len((published / SHA256SUMS_FILE).read_text().splitlines()), "one hasher per listed file"
@@ -208,8 +228,7 @@ def test_a_file_with_pieces_is_checked_piece_by_piece_side_by_side(fetcher, tmp_
     hashers = tmp_path / "hashers"
     hashers.mkdir()
     stand_in = CONCURRENT_HASHER.format(hashers=hashers, real=shutil.which("sha256sum"))
-    done = run_fetch(fetcher, tmp_path, published_in_pieces, without=("openssl",),
-                     stand_ins=(("sha256sum", stand_in),))
+    done = run_fetch(fetcher, tmp_path, published_in_pieces, without=("openssl",), stand_ins=(("sha256sum", stand_in),))
     assert done.returncode == 0, done.stderr
     seen = [int(n) for n in Path(f"{hashers}.seen").read_text().split()]
     assert len(seen) == 8 + 2, "a hasher per piece of the two shards, and one per smaller file"
@@ -238,19 +257,22 @@ def test_a_pieces_list_that_leaves_out_a_piece_stops_the_task(fetcher, tmp_path,
     """A shard's last piece left out: before the next file's lines, and at the end of the list."""
     pieces = published_in_pieces / SHA256PIECES_FILE
     lines = pieces.read_text().splitlines()
-    pieces.write_text("\n".join(lines[:left_out] + lines[left_out + 1:]) + "\n")
+    pieces.write_text("\n".join(lines[:left_out] + lines[left_out + 1 :]) + "\n")
     done = run_fetch(fetcher, tmp_path, published_in_pieces)
     assert done.returncode != 0
     assert f"{shard}.safetensors: FAILED (SHA256PIECES lists 3 of its 4 pieces)" in done.stdout
 
 
-@pytest.mark.parametrize("line, finding", [
-    ("not-a-digest 4096 1024 0 config.json", "FAILED (not a SHA256PIECES line)"),
-    (f"{'0' * 64} 4096 0 0 config.json", "FAILED (not a SHA256PIECES line)"),
-    (f"{'0' * 64} 4096 x 0 config.json", "FAILED (not a SHA256PIECES line)"),
-    (f"{'0' * 64} 4096 1024 0 ../home/.profile", "../home/.profile: FAILED (outside the model directory)"),
-    (f"{'0' * 64} 4096 1024 1 config.json", "config.json: FAILED (piece 1 out of order in SHA256PIECES)"),
-])
+@pytest.mark.parametrize(
+    "line, finding",
+    [
+        ("not-a-digest 4096 1024 0 config.json", "FAILED (not a SHA256PIECES line)"),
+        (f"{'0' * 64} 4096 0 0 config.json", "FAILED (not a SHA256PIECES line)"),
+        (f"{'0' * 64} 4096 x 0 config.json", "FAILED (not a SHA256PIECES line)"),
+        (f"{'0' * 64} 4096 1024 0 ../home/.profile", "../home/.profile: FAILED (outside the model directory)"),
+        (f"{'0' * 64} 4096 1024 1 config.json", "config.json: FAILED (piece 1 out of order in SHA256PIECES)"),
+    ],
+)
 def test_a_malformed_pieces_line_stops_the_task(fetcher, tmp_path, published_in_pieces, line, finding):
     pieces = published_in_pieces / SHA256PIECES_FILE
     pieces.write_text(pieces.read_text() + line + "\n")
@@ -265,7 +287,7 @@ def test_a_piece_that_disagrees_with_the_first_on_its_size_stops_the_task(fetche
     pieces = published_in_pieces / SHA256PIECES_FILE
     lines = pieces.read_text().splitlines()
     for index in (1, 2, 3):  # each says 1-byte pieces and carries that byte's true digest
-        lines[index] = f"{hashlib.sha256(data[index:index + 1]).hexdigest()} 4096 1 {index} {shard.name}"
+        lines[index] = f"{hashlib.sha256(data[index : index + 1]).hexdigest()} 4096 1 {index} {shard.name}"
     pieces.write_text("\n".join(lines) + "\n")
     shard.write_bytes(data[:3000] + bytes([data[3000] ^ 1]) + data[3001:])
     done = run_fetch(fetcher, tmp_path, published_in_pieces)

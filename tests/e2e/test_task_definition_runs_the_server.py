@@ -107,7 +107,9 @@ def wait_until_port_is_free(port: int, timeout: float = 300) -> None:
                 return
             except OSError:
                 if time.monotonic() > deadline:
-                    raise AssertionError(f"port {port} stayed in use for {timeout} s: another process serves on it") from None
+                    raise AssertionError(
+                        f"port {port} stayed in use for {timeout} s: another process serves on it"
+                    ) from None
         time.sleep(1)
 
 
@@ -128,10 +130,24 @@ def server_identity(contract: ModelContract) -> str:
     environment = {name: value for name, value in contract.environment.items() if name not in PLACEMENT_VARIABLES}
     # One exception: where DOCS is unset, the server serves its docs when DEPLOYMENT_ENV is local (its default).
     environment.setdefault("DOCS", str(contract.environment.get("DEPLOYMENT_ENV", "local") == "local").lower())
-    return json.dumps([image_tag, contract.command, environment, contract.secret_names, contract.user,
-                       contract.mount_paths, contract.container_port, contract.health_check_command,
-                       contract.health_check_path, contract.health_check_port, contract.success_codes,
-                       contract.grace_period, contract.stop_timeout], sort_keys=True)
+    return json.dumps(
+        [
+            image_tag,
+            contract.command,
+            environment,
+            contract.secret_names,
+            contract.user,
+            contract.mount_paths,
+            contract.container_port,
+            contract.health_check_command,
+            contract.health_check_path,
+            contract.health_check_port,
+            contract.success_codes,
+            contract.grace_period,
+            contract.stop_timeout,
+        ],
+        sort_keys=True,
+    )
 
 
 def same_servers(contracts: list[ModelContract]) -> list[list[ModelContract]]:
@@ -145,17 +161,28 @@ def same_servers(contracts: list[ModelContract]) -> list[list[ModelContract]]:
 def container_environment(contract: ModelContract, bucket: str, scratch: Path, endpoint: str) -> dict[str, str]:
     # A model with the environment's shared result cache (staging) meets an unreachable one here: no Valkey listens
     # on 127.0.0.1:1, and a cache that does not answer must never fail a request.
-    cache = {f"{logical}.Endpoint.{attribute}": stand_in for logical in result_caches(contract)
-             for attribute, stand_in in (("Address", "127.0.0.1"), ("Port", "1"))}
+    cache = {
+        f"{logical}.Endpoint.{attribute}": stand_in
+        for logical in result_caches(contract)
+        for attribute, stand_in in (("Address", "127.0.0.1"), ("Port", "1"))
+    }
     environment = {name: resolve(value, {BUCKET_REF: bucket, **cache}) for name, value in contract.environment.items()}
     # The task mounts a scratch volume at its mount path; here a temporary directory stands in for it.
     (mount,) = contract.mount_paths
-    environment = {name: value.replace(mount, str(scratch), 1) if value.startswith(mount) else value for name, value in environment.items()}
+    environment = {
+        name: value.replace(mount, str(scratch), 1) if value.startswith(mount) else value
+        for name, value in environment.items()
+    }
     # The secret as the shared stack generates it: a JSON object of key names to keys.
     secrets = {name: json.dumps({"default": API_KEY}) for name in contract.secret_names}
     # PYTHONPATH: the image's server is this checkout's, not whichever copy the virtualenv has installed.
-    return {"PATH": os.environ["PATH"], "PYTHONPATH": str(ROOT / "inference_image"), **environment, **secrets,
-            **aws_test_environment(endpoint)}
+    return {
+        "PATH": os.environ["PATH"],
+        "PYTHONPATH": str(ROOT / "inference_image"),
+        **environment,
+        **secrets,
+        **aws_test_environment(endpoint),
+    }
 
 
 def result_caches(contract: ModelContract) -> set[str]:
@@ -180,9 +207,13 @@ def as_local_command(command: list[str]) -> list[str]:
     return [sys.executable, *command[1:]]
 
 
-def http(method: str, url: str, body: dict | None = None, headers: dict | None = None, timeout: float = 10) -> tuple[int, dict]:
+def http(
+    method: str, url: str, body: dict | None = None, headers: dict | None = None, timeout: float = 10
+) -> tuple[int, dict]:
     data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(url, data=data, method=method, headers={"content-type": "application/json", **(headers or {})})
+    request = urllib.request.Request(
+        url, data=data, method=method, headers={"content-type": "application/json", **(headers or {})}
+    )
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
         with opener.open(request, timeout=timeout) as response:
@@ -219,7 +250,9 @@ def wait_until_ready(process: subprocess.Popen, url: str, success: str, deadline
         except (urllib.error.URLError, ConnectionError, TimeoutError):
             pass
         time.sleep(0.25)
-    pytest.fail(f"{url} did not answer {success} within the health-check grace period ({deadline_s} s):\n{log.read_text()[-4000:]}")
+    pytest.fail(
+        f"{url} did not answer {success} within the health-check grace period ({deadline_s} s):\n{log.read_text()[-4000:]}"
+    )
 
 
 def server_variables() -> set[str]:
@@ -227,8 +260,9 @@ def server_variables() -> set[str]:
     from inference_server.pool.pool_settings import PoolSettings
     from inference_server.settings import Settings
 
-    return ({field.name.upper() for field in dataclasses.fields(Settings)}
-            | {field.metadata["variable"] for field in dataclasses.fields(PoolSettings)})
+    return {field.name.upper() for field in dataclasses.fields(Settings)} | {
+        field.metadata["variable"] for field in dataclasses.fields(PoolSettings)
+    }
 
 
 def test_every_variable_the_task_sets_is_read_by_the_server(synthesized):
@@ -238,23 +272,52 @@ def test_every_variable_the_task_sets_is_read_by_the_server(synthesized):
 
 def test_dockerfile_and_task_definition_agree(synthesized):
     dockerfile = read_dockerfile(ROOT / "inference_image" / "Dockerfile")
-    problems = [p for _, contract in all_contracts(synthesized) for p in disagreements_with_dockerfile(contract, dockerfile)]
+    problems = [
+        p for _, contract in all_contracts(synthesized) for p in disagreements_with_dockerfile(contract, dockerfile)
+    ]
     assert problems == []
 
 
 @pytest.mark.parametrize(
     ("change", "expected"),
     [
-        (lambda c: c.environment.update(MODEL_CACHE_DIRECTORY=c.environment.pop("MODEL_CACHE_DIR")), r"sets \['MODEL_CACHE_DIRECTORY'\], which the server never reads"),
-        (lambda c: setattr(c, "secret_names", ["API_KEY"]), r"injects secrets \['API_KEY'\], which the server never reads"),
+        (
+            lambda c: c.environment.update(MODEL_CACHE_DIRECTORY=c.environment.pop("MODEL_CACHE_DIR")),
+            r"sets \['MODEL_CACHE_DIRECTORY'\], which the server never reads",
+        ),
+        (
+            lambda c: setattr(c, "secret_names", ["API_KEY"]),
+            r"injects secrets \['API_KEY'\], which the server never reads",
+        ),
         (lambda c: setattr(c, "container_port", 8081), r"task definition port 8081 is not EXPOSEd by the Dockerfile"),
         (lambda c: c.environment.update(PORT="9000"), r"task definition PORT=9000 and Dockerfile PORT=8080 must agree"),
-        (lambda c: setattr(c, "health_check_port", 8000), r"target group health-checks port 8000 but the container listens on 8080"),
-        (lambda c: setattr(c, "command", ["python", "-m", "server"]), r"task definition command .* differs from the Dockerfile's CMD"),
-        (lambda c: setattr(c, "health_check_command", ["CMD-SHELL", "curl -f localhost:8080/health"]), r"task definition health check .* differs from the Dockerfile's HEALTHCHECK"),
-        (lambda c: setattr(c, "user", "root"), r"task definition runs as root but the Dockerfile's USER is 10001:10001"),
+        (
+            lambda c: setattr(c, "health_check_port", 8000),
+            r"target group health-checks port 8000 but the container listens on 8080",
+        ),
+        (
+            lambda c: setattr(c, "command", ["python", "-m", "server"]),
+            r"task definition command .* differs from the Dockerfile's CMD",
+        ),
+        (
+            lambda c: setattr(c, "health_check_command", ["CMD-SHELL", "curl -f localhost:8080/health"]),
+            r"task definition health check .* differs from the Dockerfile's HEALTHCHECK",
+        ),
+        (
+            lambda c: setattr(c, "user", "root"),
+            r"task definition runs as root but the Dockerfile's USER is 10001:10001",
+        ),
     ],
-    ids=["renamed-variable", "renamed-secret", "container-port", "port-variable", "health-check-port", "command", "health-check", "user"],
+    ids=[
+        "renamed-variable",
+        "renamed-secret",
+        "container-port",
+        "port-variable",
+        "health-check-port",
+        "command",
+        "health-check",
+        "user",
+    ],
 )
 def test_a_broken_contract_names_the_side_that_disagrees(synthesized, change, expected):
     import re
@@ -262,7 +325,9 @@ def test_a_broken_contract_names_the_side_that_disagrees(synthesized, change, ex
     contract = dataclasses.replace(contracts_for(synthesized, "dev")[0])
     contract.environment = dict(contract.environment)
     change(contract)
-    problems = unread_variables(contract, server_variables()) + disagreements_with_dockerfile(contract, read_dockerfile(ROOT / "inference_image" / "Dockerfile"))
+    problems = unread_variables(contract, server_variables()) + disagreements_with_dockerfile(
+        contract, read_dockerfile(ROOT / "inference_image" / "Dockerfile")
+    )
     assert any(re.search(expected, problem) for problem in problems), problems
 
 
@@ -272,8 +337,14 @@ def test_equal_task_definitions_share_a_start_and_any_other_difference_gets_its_
     assert [[c.environment_name for c in group] for group in same_servers(minilm)] == [["dev"], ["staging"], ["prod"]]
     # prod's in another region and environment: only where it runs differs, so it shares prod's start.
     prod = minilm[2]
-    elsewhere = dataclasses.replace(prod, environment_name="elsewhere", environment={
-        **prod.environment, **{name: f"{prod.environment[name]}-elsewhere" for name in PLACEMENT_VARIABLES if name in prod.environment}})
+    elsewhere = dataclasses.replace(
+        prod,
+        environment_name="elsewhere",
+        environment={
+            **prod.environment,
+            **{name: f"{prod.environment[name]}-elsewhere" for name in PLACEMENT_VARIABLES if name in prod.environment},
+        },
+    )
     assert len(same_servers([prod, elsewhere])) == 1
     dev, prod = elsewhere, dataclasses.replace(prod, environment=dict(prod.environment))
     prod.environment["MAX_BATCH_SIZE"] = "32"
@@ -285,15 +356,18 @@ def test_equal_task_definitions_share_a_start_and_any_other_difference_gets_its_
 
 
 @pytest.mark.parametrize("model_name", ["minilm", "sentiment"])
-def test_each_environments_task_definition_starts_a_server_that_its_load_balancer_can_use(synthesized, model_name,
-                                                                                         fake_aws, tmp_path):
+def test_each_environments_task_definition_starts_a_server_that_its_load_balancer_can_use(
+    synthesized, model_name, fake_aws, tmp_path
+):
     contracts = [c for env in ENVIRONMENTS for c in contracts_for(synthesized, env) if c.model_name == model_name]
     assert [c.environment_name for c in contracts] == ENVIRONMENTS, f"{model_name} is not served in every environment"
     for index, group in enumerate(same_servers(contracts)):
         assert_serves_through_each_load_balancer(synthesized, group, fake_aws, tmp_path / str(index))
 
 
-def assert_serves_through_each_load_balancer(synthesized, contracts: list[ModelContract], endpoint: str, work: Path) -> None:
+def assert_serves_through_each_load_balancer(
+    synthesized, contracts: list[ModelContract], endpoint: str, work: Path
+) -> None:
     """The first contract's task started as ECS would (ready within the grace period, the container health check,
     a drain on SIGTERM), and each contract's listener rules and target groups checked against it."""
     first = contracts[0]
@@ -305,7 +379,9 @@ def assert_serves_through_each_load_balancer(synthesized, contracts: list[ModelC
     log = work / "server.log"
     port_lock = hold_port(first.container_port)
     with log.open("w") as output:
-        process = subprocess.Popen(as_local_command(first.command), env=environment, stdout=output, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(
+            as_local_command(first.command), env=environment, stdout=output, stderr=subprocess.STDOUT
+        )
     try:
         base = f"http://127.0.0.1:{first.health_check_port}"
         took = wait_until_ready(process, base + first.health_check_path, first.success_codes, first.grace_period, log)
@@ -327,17 +403,23 @@ def assert_routes(synthesized, base: str, contract: ModelContract, environment: 
     """One environment's listener rules and target groups against the running server."""
     where = f"{contract.environment_name}'s {contract.model_name}"
     prefix = f"/{contract.model_name}"
-    assert all(p.startswith(f"{prefix}/") for p in contract.path_patterns), f"{where}: listener rules {contract.path_patterns} do not route to {prefix}/"
+    assert all(p.startswith(f"{prefix}/") for p in contract.path_patterns), (
+        f"{where}: listener rules {contract.path_patterns} do not route to {prefix}/"
+    )
     # Canary, linear and blue/green register the same tasks in a second target group: the load balancer must
     # find them ready and route the model's paths there too.
     config = synthesized.stages[contract.environment_name].config
     (model,) = [m for m in config.models if m.name == contract.model_name]
     assert len(contract.target_groups) == (2 if model.deployment.shifts_traffic else 1), where
     for group in contract.target_groups:
-        assert group.path_patterns == contract.path_patterns, f"{where}: {group.logical_id} is routed {group.path_patterns}"
+        assert group.path_patterns == contract.path_patterns, (
+            f"{where}: {group.logical_id} is routed {group.path_patterns}"
+        )
         status, _ = http("GET", f"http://127.0.0.1:{group.health_check_port}{group.health_check_path}", None, {})
         assert str(status) in group.success_codes.split(","), f"{where}: {group.logical_id}'s health check got {status}"
-    status, body = http("POST", f"{base}{prefix}/predict", {"text": "the service was quick and friendly"}, {"x-api-key": API_KEY})
+    status, body = http(
+        "POST", f"{base}{prefix}/predict", {"text": "the service was quick and friendly"}, {"x-api-key": API_KEY}
+    )
     assert status == 200, f"{where}: POST {prefix}/predict answered {status}: {body}"
     assert (body["model"], body["version"]) == (contract.model_name, contract.environment["MODEL_VERSION"]), where
     assert body["prediction"]
@@ -392,7 +474,13 @@ def assert_drains_on_sigterm(process: subprocess.Popen, base: str, contract: Mod
     def client() -> None:
         while not stop.is_set():
             try:
-                status, _ = http("POST", f"{base}/{contract.model_name}/predict/batch", {"texts": ["good food"] * 8}, {"x-api-key": API_KEY}, timeout=30)
+                status, _ = http(
+                    "POST",
+                    f"{base}/{contract.model_name}/predict/batch",
+                    {"texts": ["good food"] * 8},
+                    {"x-api-key": API_KEY},
+                    timeout=30,
+                )
                 results.append(status)
                 if status == 503:  # draining: the load balancer has deregistered the task and sends elsewhere
                     return
@@ -424,10 +512,23 @@ def infer_image(url: str, image: bytes, headers: dict) -> tuple[int, dict]:
     import struct
 
     element = struct.pack("<I", len(image)) + image
-    header = json.dumps({"inputs": [{"name": "image", "datatype": "BYTES", "shape": [1],
-                                     "parameters": {"binary_data_size": len(element)}}]}).encode()
-    request = urllib.request.Request(url, data=header + element, method="POST", headers={
-        "content-type": "application/octet-stream", "inference-header-content-length": str(len(header)), **headers})
+    header = json.dumps(
+        {
+            "inputs": [
+                {"name": "image", "datatype": "BYTES", "shape": [1], "parameters": {"binary_data_size": len(element)}}
+            ]
+        }
+    ).encode()
+    request = urllib.request.Request(
+        url,
+        data=header + element,
+        method="POST",
+        headers={
+            "content-type": "application/octet-stream",
+            "inference-header-content-length": str(len(header)),
+            **headers,
+        },
+    )
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
         with opener.open(request, timeout=30) as response:
@@ -463,24 +564,38 @@ def test_a_non_text_model_is_published_and_served_through_its_listener_path(synt
     boto3.client("s3", region_name="us-east-1").create_bucket(Bucket=bucket)
     environment = container_environment(contract, bucket, tmp_path / "scratch", fake_aws)
     model_dir = build_artifact(task, tmp_path / "model")
-    published = subprocess.run([sys.executable, "-m", "inference_server.publish", str(model_dir), environment["MODEL_URI"],
-                                "--task", task], env={**os.environ, **environment}, capture_output=True, text=True, timeout=120)
+    published = subprocess.run(
+        [sys.executable, "-m", "inference_server.publish", str(model_dir), environment["MODEL_URI"], "--task", task],
+        env={**os.environ, **environment},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert published.returncode == 0, published.stderr
     manifest = boto3.client("s3", region_name="us-east-1").get_object(
-        Bucket=bucket, Key=environment["MODEL_URI"].split(f"s3://{bucket}/", 1)[1].rstrip("/") + "/manifest.json")
+        Bucket=bucket, Key=environment["MODEL_URI"].split(f"s3://{bucket}/", 1)[1].rstrip("/") + "/manifest.json"
+    )
     assert json.loads(manifest["Body"].read())["task"] == task
 
     log = tmp_path / "server.log"
     port_lock = hold_port(contract.container_port)
     with log.open("w") as output:
-        process = subprocess.Popen(as_local_command(contract.command), env=environment, stdout=output, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(
+            as_local_command(contract.command), env=environment, stdout=output, stderr=subprocess.STDOUT
+        )
     try:
         base = f"http://127.0.0.1:{contract.health_check_port}"
         wait_until_ready(process, base + contract.health_check_path, contract.success_codes, contract.grace_period, log)
         prefix = f"/{contract.model_name}"
-        assert f"{prefix}/v2*" in contract.path_patterns, f"listener rules {contract.path_patterns} do not route {prefix}/v2/..."
+        assert f"{prefix}/v2*" in contract.path_patterns, (
+            f"listener rules {contract.path_patterns} do not route {prefix}/v2/..."
+        )
         name = contract.model_name
-        (url,) = [o["Value"]["Fn::Join"][1][-1] for k, o in synthesized.inference_template("dev")["Outputs"].items() if k.startswith(f"Url{name}")]
+        (url,) = [
+            o["Value"]["Fn::Join"][1][-1]
+            for k, o in synthesized.inference_template("dev")["Outputs"].items()
+            if k.startswith(f"Url{name}")
+        ]
         assert url == f"{prefix}/v2/models/{name}/infer", f"the stack's Url output {url} is not the route that infers"
         # A photo of 1.6 megapixels, over the server's default 1 MiB body: cdk.json's MAX_BODY_BYTES reached the task.
         pixels = np.random.default_rng(0).integers(0, 256, (1200, 1600, 3), dtype=np.uint8)

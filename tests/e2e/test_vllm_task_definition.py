@@ -71,24 +71,46 @@ def contract(tmp_path_factory):
     network = InferenceNetwork(stack, "Network", props=NetworkProps(availability_zones=("us-east-1a", "us-east-1b")))
     gpus = GpuCapacity(stack, "Gpus", vpc=network.vpc, props=GpuCapacityProps(instance_types=("g5.xlarge",)))
     store = ModelStore(stack, "Models", props=ModelStoreProps())
-    alb = InferenceLoadBalancer(stack, "Alb", vpc=network.vpc, access_logs_bucket=store.access_logs_bucket, props=LoadBalancerProps(allow_http=True, ingress_cidrs=("10.0.0.0/8",)),
-                                longest_request_seconds=60)  # vLLM's longest generation
+    alb = InferenceLoadBalancer(
+        stack,
+        "Alb",
+        vpc=network.vpc,
+        access_logs_bucket=store.access_logs_bucket,
+        props=LoadBalancerProps(allow_http=True, ingress_cidrs=("10.0.0.0/8",)),
+        longest_request_seconds=60,
+    )  # vLLM's longest generation
     ModelService(
-        stack, "Llm",
-        model=ModelProps(name=MODEL, version="2026-12-01", gpus=1, cpu=3072, memory_mib=12288, expected_load_seconds=300),
+        stack,
+        "Llm",
+        model=ModelProps(
+            name=MODEL, version="2026-12-01", gpus=1, cpu=3072, memory_mib=12288, expected_load_seconds=300
+        ),
         # 60 s generations leave vLLM a 30 s drain (110 - 60 - 20): the CPU's 240-token stream took 9.8 s after SIGTERM,
         # too close to the default's 10 s (80 s generations) on shared cores.
-        server=VllmServer(VllmProps(max_model_len=MAX_MODEL_LEN, max_num_seqs=4, dtype="float32", shared_memory_mib=2048, served_model_name="tiny",
-                                    longest_request_seconds=60),
-                          image=ecs.ContainerImage.from_registry("vllm/vllm-openai:v0.32.0")),
-        capacity=gpus, model_source=store, route=alb,
+        server=VllmServer(
+            VllmProps(
+                max_model_len=MAX_MODEL_LEN,
+                max_num_seqs=4,
+                dtype="float32",
+                shared_memory_mib=2048,
+                served_model_name="tiny",
+                longest_request_seconds=60,
+            ),
+            image=ecs.ContainerImage.from_registry("vllm/vllm-openai:v0.32.0"),
+        ),
+        capacity=gpus,
+        model_source=store,
+        route=alb,
         # Key and Secret as the interfaces they implement: their stubs name some method parameters differently.
         logs=ServiceLogs(as_key(kms.Key(stack, "Key", enable_key_rotation=True))),
-        environment_name="e2e", access=ServiceAccess(api_keys_secret=as_secret(secretsmanager.Secret(stack, "ApiKeys"))),
+        environment_name="e2e",
+        access=ServiceAccess(api_keys_secret=as_secret(secretsmanager.Secret(stack, "ApiKeys"))),
     )
     template = app.synth().get_stack_by_name("Llm").template
     (found,) = load_contracts(template, "e2e")
-    bucket_ref = stack.resolve(store.bucket.bucket_name)["Ref"]  # the model bucket (the access-log bucket is versioned too)
+    bucket_ref = stack.resolve(store.bucket.bucket_name)[
+        "Ref"
+    ]  # the model bucket (the access-log bucket is versioned too)
     return found, bucket_ref
 
 
@@ -113,16 +135,30 @@ def make_tiny_llama(directory: Path) -> Path:
     tokenizer.pre_tokenizer = pre_tokenizers.Whitespace()
     fast = PreTrainedTokenizerFast(tokenizer_object=tokenizer, unk_token="<unk>", bos_token="<s>", eos_token="</s>")
     # head_dim 64: vLLM's CPU attention kernels support 32, 64, 80, 96, 112, 128, ... (not 16).
-    config = LlamaConfig(vocab_size=len(words), hidden_size=128, intermediate_size=256, num_hidden_layers=2, num_attention_heads=2,
-                         num_key_value_heads=2, max_position_embeddings=256, bos_token_id=1, eos_token_id=2, dtype="float32")
+    config = LlamaConfig(
+        vocab_size=len(words),
+        hidden_size=128,
+        intermediate_size=256,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        bos_token_id=1,
+        eos_token_id=2,
+        dtype="float32",
+    )
     LlamaForCausalLM(config).save_pretrained(directory, safe_serialization=True)
     fast.save_pretrained(directory)
     return directory
 
 
-def http(method: str, url: str, body: dict | None = None, headers: dict | None = None, timeout: float = 60) -> tuple[int, bytes]:
+def http(
+    method: str, url: str, body: dict | None = None, headers: dict | None = None, timeout: float = 60
+) -> tuple[int, bytes]:
     data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(url, data=data, method=method, headers={"content-type": "application/json", **(headers or {})})
+    request = urllib.request.Request(
+        url, data=data, method=method, headers={"content-type": "application/json", **(headers or {})}
+    )
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
         with opener.open(request, timeout=timeout) as response:
@@ -146,8 +182,12 @@ class StreamedCompletion(threading.Thread):
         self.start()
 
     def run(self) -> None:
-        request = urllib.request.Request(self.url, data=json.dumps(self.body).encode(), method="POST",
-                                         headers={"content-type": "application/json", **self.headers})
+        request = urllib.request.Request(
+            self.url,
+            data=json.dumps(self.body).encode(),
+            method="POST",
+            headers={"content-type": "application/json", **self.headers},
+        )
         opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
         try:
             with opener.open(request, timeout=120) as response:
@@ -185,27 +225,47 @@ def test_the_vllm_task_definition_serves_completions_through_the_listener_rule(c
     scratch.mkdir()
     try:
         bucket = "e2e-vllm-models"
-        boto3.client("s3", region_name="us-east-1", endpoint_url=s3, aws_access_key_id="testing", aws_secret_access_key="testing").create_bucket(Bucket=bucket)
+        boto3.client(
+            "s3", region_name="us-east-1", endpoint_url=s3, aws_access_key_id="testing", aws_secret_access_key="testing"
+        ).create_bucket(Bucket=bucket)
         base_env = {"PATH": f"{VLLM_BIN}:{os.environ['PATH']}", **aws_test_environment(s3)}
 
         # The init container, exactly as the task definition holds it.
         fetcher = contract.containers["model-fetch"]
-        fetch_env = {e["Name"]: on_scratch(resolve(e["Value"], {bucket_ref: bucket}), scratch) for e in fetcher["Environment"]}
+        fetch_env = {
+            e["Name"]: on_scratch(resolve(e["Value"], {bucket_ref: bucket}), scratch) for e in fetcher["Environment"]
+        }
         model_dir = make_tiny_llama(work / "published")
-        client = boto3.client("s3", region_name="us-east-1", endpoint_url=s3, aws_access_key_id="testing", aws_secret_access_key="testing")
+        client = boto3.client(
+            "s3", region_name="us-east-1", endpoint_url=s3, aws_access_key_id="testing", aws_secret_access_key="testing"
+        )
         prefix = fetch_env["MODEL_URI"].removeprefix(f"s3://{bucket}/")
         for path in model_dir.iterdir():
             client.upload_file(str(path), bucket, prefix + path.name)
-        owner = contract.containers["scratch-owner"]  # runs first: creates scratch's folders, hands it to the server's user
+        owner = contract.containers[
+            "scratch-owner"
+        ]  # runs first: creates scratch's folders, hands it to the server's user
         owner_env = {e["Name"]: on_scratch(e["Value"], scratch) for e in owner["Environment"]}
-        owned = subprocess.run([*owner["EntryPoint"], on_scratch(owner["Command"][0], scratch)], env={**base_env, **owner_env},
-                               capture_output=True, text=True, timeout=60)
+        owned = subprocess.run(
+            [*owner["EntryPoint"], on_scratch(owner["Command"][0], scratch)],
+            env={**base_env, **owner_env},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert owned.returncode == 0, f"the scratch-owner container failed:\n{owned.stderr}"
-        fetch = subprocess.run([*fetcher["EntryPoint"], on_scratch(fetcher["Command"][0], scratch)], env={**base_env, **fetch_env},
-                               capture_output=True, text=True, timeout=300)
+        fetch = subprocess.run(
+            [*fetcher["EntryPoint"], on_scratch(fetcher["Command"][0], scratch)],
+            env={**base_env, **fetch_env},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert fetch.returncode == 0, f"the model-fetch container failed:\n{fetch.stdout}\n{fetch.stderr}"
         assert (scratch / "model" / "config.json").exists() and (scratch / "model" / "model.safetensors").exists()
-        assert (scratch / "model").stat().st_uid == int(contract.user.split(":")[0]), "scratch is handed to the server's user"
+        assert (scratch / "model").stat().st_uid == int(contract.user.split(":")[0]), (
+            "scratch is handed to the server's user"
+        )
 
         # The server container, exactly as the task definition holds it.
         server = contract.containers["server"]
@@ -217,13 +277,22 @@ def test_the_vllm_task_definition_serves_completions_through_the_listener_rule(c
         log = work / "vllm.log"
         started = time.monotonic()
         with log.open("w") as output:
-            process = subprocess.Popen(command, env={**base_env, **environment, **secrets, **cpu_stand_ins}, stdout=output, stderr=subprocess.STDOUT)
+            process = subprocess.Popen(
+                command,
+                env={**base_env, **environment, **secrets, **cpu_stand_ins},
+                stdout=output,
+                stderr=subprocess.STDOUT,
+            )
         try:
             port = contract.health_check_port
             base = f"http://127.0.0.1:{port}"
             while True:
-                assert process.poll() is None, f"vLLM exited {process.returncode} before it was ready:\n{log.read_text()[-6000:]}"
-                assert time.monotonic() - started < contract.grace_period, f"not ready within the grace period:\n{log.read_text()[-6000:]}"
+                assert process.poll() is None, (
+                    f"vLLM exited {process.returncode} before it was ready:\n{log.read_text()[-6000:]}"
+                )
+                assert time.monotonic() - started < contract.grace_period, (
+                    f"not ready within the grace period:\n{log.read_text()[-6000:]}"
+                )
                 try:
                     if http("GET", base + contract.health_check_path, timeout=2)[0] == 200:
                         break
@@ -258,7 +327,9 @@ def test_the_vllm_task_definition_serves_completions_through_the_listener_rule(c
 
             metrics = http("GET", f"{base}/metrics")[1].decode()
             for name in ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc"):
-                assert re.search(rf"^{re.escape(name)}\{{", metrics, re.M), f"{name} is not exposed; the collector and scaling would see nothing"
+                assert re.search(rf"^{re.escape(name)}\{{", metrics, re.M), (
+                    f"{name} is not exposed; the collector and scaling would see nothing"
+                )
 
             # A generation in flight at SIGTERM finishes: the task's --shutdown-timeout makes vLLM drain instead of
             # aborting (its default). The SIGTERM goes out once the stream has started, and tokens must still arrive after it.
@@ -274,13 +345,21 @@ def test_the_vllm_task_definition_serves_completions_through_the_listener_rule(c
             stream.chunks_at_signal = stream.chunks
             code = process.wait(timeout=server["StopTimeout"])
             stream.join(timeout=10)
-            print(f"stopped {time.monotonic() - stopping:.1f} s after SIGTERM with {code} (--shutdown-timeout {drain}); "
-                  f"{stream.chunks - stream.chunks_at_signal} of {stream.chunks} chunks arrived after SIGTERM; "
-                  f"{stream.completion_tokens} tokens, finish {stream.finish_reason}")
+            print(
+                f"stopped {time.monotonic() - stopping:.1f} s after SIGTERM with {code} (--shutdown-timeout {drain}); "
+                f"{stream.chunks - stream.chunks_at_signal} of {stream.chunks} chunks arrived after SIGTERM; "
+                f"{stream.completion_tokens} tokens, finish {stream.finish_reason}"
+            )
             assert code == 0, f"vLLM exited {code} after SIGTERM:\n{log.read_text()[-3000:]}"
-            assert stream.error is None and stream.done, f"the in-flight generation was cut: {stream.error}\n{log.read_text()[-3000:]}"
-            assert stream.chunks > stream.chunks_at_signal, "the generation had finished before SIGTERM: nothing was drained"
-            assert (stream.completion_tokens, stream.finish_reason) == (long_request["max_tokens"], "length"), "every token, not an abort"
+            assert stream.error is None and stream.done, (
+                f"the in-flight generation was cut: {stream.error}\n{log.read_text()[-3000:]}"
+            )
+            assert stream.chunks > stream.chunks_at_signal, (
+                "the generation had finished before SIGTERM: nothing was drained"
+            )
+            assert (stream.completion_tokens, stream.finish_reason) == (long_request["max_tokens"], "length"), (
+                "every token, not an abort"
+            )
         finally:
             if process.poll() is None:
                 process.kill()

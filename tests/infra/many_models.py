@@ -36,8 +36,10 @@ def many_model_environment(count: int, base: str = "prod") -> dict:
     would: a new model goes on a load balancer with room, and no other model moves)."""
     data = scenario_environment(base)
     template = {**data["models"][0], "min_tasks": 1, "max_tasks": 4}
-    data["models"] = [{**template, "name": f"model-{index:03d}", "load_balancer": 1 + index // MODELS_PER_LOAD_BALANCER}
-                      for index in range(count)]
+    data["models"] = [
+        {**template, "name": f"model-{index:03d}", "load_balancer": 1 + index // MODELS_PER_LOAD_BALANCER}
+        for index in range(count)
+    ]
     data["scaling"]["schedules"] = []
     # Canary deployments run a second full set of tasks at peak.
     data["capacity"]["max_capacity"] = 8 * count + 4
@@ -47,8 +49,11 @@ def many_model_environment(count: int, base: str = "prod") -> dict:
 def write_cdk_json(directory: Path, count: int) -> Path:
     """The generated environment's cdk.json in ``directory``: this repo's app and flags, and a reference lock of its
     own there (the repo's references.lock.json records only the real environments)."""
-    context = {**scenario_context(), "environments": {"many": many_model_environment(count)},
-               LOCK_CONTEXT_KEY: str(directory / LOCK_FILE)}
+    context = {
+        **scenario_context(),
+        "environments": {"many": many_model_environment(count)},
+        LOCK_CONTEXT_KEY: str(directory / LOCK_FILE),
+    }
     path = directory / "cdk.json"
     path.write_text(json.dumps({"app": f"{ROOT / '.venv/bin/python'} {ROOT / 'app.py'}", "context": context}))
     return path
@@ -57,27 +62,49 @@ def write_cdk_json(directory: Path, count: int) -> Path:
 def measure(count: int) -> dict:
     with tempfile.TemporaryDirectory() as directory:
         write_cdk_json(Path(directory), count)
-        environment = {**os.environ, "PATH": f"{ROOT / 'node_modules/.bin'}:{os.environ['PATH']}", "CDK_DISABLE_CLI_TELEMETRY": "true",
-                       "JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION": "1"}
+        environment = {
+            **os.environ,
+            "PATH": f"{ROOT / 'node_modules/.bin'}:{os.environ['PATH']}",
+            "CDK_DISABLE_CLI_TELEMETRY": "true",
+            "JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION": "1",
+        }
         started = time.perf_counter()
-        subprocess.run(["cdk", "synth", "--quiet", "--output", "cdk.out"], cwd=directory, env=environment, check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(
+            ["cdk", "synth", "--quiet", "--output", "cdk.out"],
+            cwd=directory,
+            env=environment,
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         seconds = time.perf_counter() - started
         templates = sorted(Path(directory, "cdk.out").glob("assembly-*/*.template.json"))
         sizes = {path.name: path.stat().st_size for path in templates}
         resources = {path.name: len(json.loads(path.read_text())["Resources"]) for path in templates}
-        balancers = sum(1 for path in templates for r in json.loads(path.read_text())["Resources"].values()
-                        if r["Type"] == "AWS::ElasticLoadBalancingV2::LoadBalancer")
+        balancers = sum(
+            1
+            for path in templates
+            for r in json.loads(path.read_text())["Resources"].values()
+            if r["Type"] == "AWS::ElasticLoadBalancingV2::LoadBalancer"
+        )
     shared = next(name for name in sizes if "Inference" in name)
     network = next(name for name in sizes if "Network" in name)
     models = [name for name in sizes if "Model" in name]
     return {
-        "models": count, "seconds": round(seconds, 1), "stacks": len(templates), "load_balancers": balancers,
-        "network_bytes": sizes[network], "network_resources": resources[network],
-        "shared_bytes": sizes[shared], "shared_resources": resources[shared],
-        "largest_model_bytes": max(sizes[m] for m in models), "model_resources": max(resources[m] for m in models),
-        "models_bytes": sum(sizes[m] for m in models), "models_resources": sum(resources[m] for m in models),
-        "all_bytes": sum(sizes.values()), "all_resources": sum(resources.values()),
+        "models": count,
+        "seconds": round(seconds, 1),
+        "stacks": len(templates),
+        "load_balancers": balancers,
+        "network_bytes": sizes[network],
+        "network_resources": resources[network],
+        "shared_bytes": sizes[shared],
+        "shared_resources": resources[shared],
+        "largest_model_bytes": max(sizes[m] for m in models),
+        "model_resources": max(resources[m] for m in models),
+        "models_bytes": sum(sizes[m] for m in models),
+        "models_resources": sum(resources[m] for m in models),
+        "all_bytes": sum(sizes.values()),
+        "all_resources": sum(resources.values()),
     }
 
 

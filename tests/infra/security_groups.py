@@ -16,7 +16,11 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-DEFAULT_EGRESS = {"IpProtocol": "-1", "CidrIp": "0.0.0.0/0", "Description": "EC2's default: the group has no inline egress rule"}
+DEFAULT_EGRESS = {
+    "IpProtocol": "-1",
+    "CidrIp": "0.0.0.0/0",
+    "Description": "EC2's default: the group has no inline egress rule",
+}
 
 
 @dataclass(frozen=True)
@@ -47,7 +51,9 @@ def rules(resources: dict) -> dict[str, dict[str, list[dict]]]:
             entry["ingress"] += properties.get("SecurityGroupIngress", [])
             entry["egress"] += properties.get("SecurityGroupEgress") or [DEFAULT_EGRESS]
     for resource in resources.values():
-        direction = {"AWS::EC2::SecurityGroupIngress": "ingress", "AWS::EC2::SecurityGroupEgress": "egress"}.get(resource["Type"])
+        direction = {"AWS::EC2::SecurityGroupIngress": "ingress", "AWS::EC2::SecurityGroupEgress": "egress"}.get(
+            resource["Type"]
+        )
         if direction is not None:
             target = group_id(resource["Properties"]["GroupId"])
             assert target is not None, f"a rule on a group outside the template: {resource['Properties']['GroupId']}"
@@ -62,7 +68,9 @@ def covers_port(rule: dict, port: int) -> bool:
     return protocol in ("tcp", "6") and int(rule["FromPort"]) <= port <= int(rule["ToPort"])
 
 
-def names_peer(rule: dict, peer_groups: set[str], peer_ip: str | None, group_key: str, cidrs: Mapping[str, str]) -> bool:
+def names_peer(
+    rule: dict, peer_groups: set[str], peer_ip: str | None, group_key: str, cidrs: Mapping[str, str]
+) -> bool:
     if group_id(rule.get(group_key)) in peer_groups:
         return True
     cidr = rule.get("CidrIp")
@@ -74,8 +82,15 @@ def names_peer(rule: dict, peer_groups: set[str], peer_ip: str | None, group_key
     return network.prefixlen == 0 or (peer_ip is not None and ipaddress.ip_address(peer_ip) in network)
 
 
-def may_connect(resources: dict, source_groups: list[str], target_groups: list[str], port: int,
-                source_ip: str | None = None, target_ip: str | None = None, cidrs: Mapping[str, str] | None = None) -> Verdict:
+def may_connect(
+    resources: dict,
+    source_groups: list[str],
+    target_groups: list[str],
+    port: int,
+    source_ip: str | None = None,
+    target_ip: str | None = None,
+    cidrs: Mapping[str, str] | None = None,
+) -> Verdict:
     """Whether an interface carrying ``source_groups`` (at ``source_ip``) may open TCP ``port`` on one carrying
     ``target_groups`` (at ``target_ip``; no groups: an address outside the template). ``cidrs``: what a CIDR given by
     reference stands for, keyed by the reference's JSON (sorted keys); an unknown reference matches nothing."""
@@ -84,14 +99,24 @@ def may_connect(resources: dict, source_groups: list[str], target_groups: list[s
     for group in [*source_groups, *target_groups]:
         assert group in table, f"{group} is not a security group of the template"
     sources, targets = set(source_groups), set(target_groups)
-    egress = [(g, r) for g in source_groups for r in table[g]["egress"]
-              if covers_port(r, port) and names_peer(r, targets, target_ip, "DestinationSecurityGroupId", cidrs)]
+    egress = [
+        (g, r)
+        for g in source_groups
+        for r in table[g]["egress"]
+        if covers_port(r, port) and names_peer(r, targets, target_ip, "DestinationSecurityGroupId", cidrs)
+    ]
     if not egress:
-        return Verdict(False, f"no egress rule of {sorted(sources)} allows tcp/{port} to {sorted(targets) or target_ip}")
+        return Verdict(
+            False, f"no egress rule of {sorted(sources)} allows tcp/{port} to {sorted(targets) or target_ip}"
+        )
     if not target_groups:
         return Verdict(True, f"egress by {egress[0][0]}: {egress[0][1]}")
-    ingress = [(g, r) for g in target_groups for r in table[g]["ingress"]
-               if covers_port(r, port) and names_peer(r, sources, source_ip, "SourceSecurityGroupId", cidrs)]
+    ingress = [
+        (g, r)
+        for g in target_groups
+        for r in table[g]["ingress"]
+        if covers_port(r, port) and names_peer(r, sources, source_ip, "SourceSecurityGroupId", cidrs)
+    ]
     if not ingress:
         return Verdict(False, f"no ingress rule of {sorted(targets)} admits tcp/{port} from {sorted(sources)}")
     return Verdict(True, f"egress by {egress[0][0]}, ingress by {ingress[0][0]}")

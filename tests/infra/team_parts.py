@@ -21,10 +21,19 @@ class TeamParts:
 
 
 def imported_team_parts(stack: cdk.Stack) -> TeamParts:
-    vpc = ec2.Vpc.from_vpc_attributes(stack, "Vpc", vpc_id="vpc-0a1b2c3d4e5f67890", vpc_cidr_block="10.0.0.0/16",
-                                      availability_zones=["eu-west-1a"], private_subnet_ids=["subnet-0aaaaaaaaaaaaaaa1"])
+    vpc = ec2.Vpc.from_vpc_attributes(
+        stack,
+        "Vpc",
+        vpc_id="vpc-0a1b2c3d4e5f67890",
+        vpc_cidr_block="10.0.0.0/16",
+        availability_zones=["eu-west-1a"],
+        private_subnet_ids=["subnet-0aaaaaaaaaaaaaaa1"],
+    )
     cluster = ecs.Cluster.from_cluster_attributes(stack, "Cluster", cluster_name="team-gpu", vpc=vpc)
     listener = elbv2.ApplicationListener.from_application_listener_attributes(
-        stack, "Listener", listener_arn=LISTENER_ARN,
-        security_group=ec2.SecurityGroup.from_security_group_id(stack, "AlbSg", "sg-0123456789abcdef0"))
+        stack,
+        "Listener",
+        listener_arn=LISTENER_ARN,
+        security_group=ec2.SecurityGroup.from_security_group_id(stack, "AlbSg", "sg-0123456789abcdef0"),
+    )
     return TeamParts(vpc, cluster, listener)

@@ -50,6 +50,7 @@ def zone_warnings(stack: cdk.Stack, pattern: str = ".*") -> list[str]:
 
 # --- the app's environments, as the session synthesizes them ---------------------------------------------------
 
+
 @pytest.mark.parametrize("environment", ENVIRONMENTS)
 def test_each_subnet_carries_its_zone_id_and_no_zone_name(synthesized, environment):
     network = synthesized.stages[environment].config.network
@@ -85,7 +86,10 @@ def test_endpoints_the_fleet_and_the_load_balancer_use_one_subnet_per_zone(synth
     """Per-zone logic still tells the zones apart: each interface endpoint and the GPU group take the private subnet
     of every zone, the load balancer the public one of every zone."""
     network = synthesized.stages[environment].config.network
-    templates = {synthesized.stack_names[(environment, s)]: synthesized.template(environment, s) for s in synthesized.stack_ids(environment)}
+    templates = {
+        synthesized.stack_names[(environment, s)]: synthesized.template(environment, s)
+        for s in synthesized.stack_ids(environment)
+    }
     merged = merge_templates(templates)
     by_id = {k: p["AvailabilityZoneId"] for k, p in subnets(merged).items()}
 
@@ -94,20 +98,33 @@ def test_endpoints_the_fleet_and_the_load_balancer_use_one_subnet_per_zone(synth
         return sorted(by_id[ref["Ref"]] for ref in refs)
 
     ids = sorted(network.availability_zone_ids[: network.max_azs])
-    endpoints = [r["Properties"] for r in merged["Resources"].values()
-                 if r["Type"] == "AWS::EC2::VPCEndpoint" and r["Properties"].get("VpcEndpointType") == "Interface"]
+    endpoints = [
+        r["Properties"]
+        for r in merged["Resources"].values()
+        if r["Type"] == "AWS::EC2::VPCEndpoint" and r["Properties"].get("VpcEndpointType") == "Interface"
+    ]
     assert endpoints and all(zones_of(e["SubnetIds"], "private") == ids for e in endpoints)
-    groups = [r["Properties"] for r in merged["Resources"].values() if r["Type"] == "AWS::AutoScaling::AutoScalingGroup"]
+    groups = [
+        r["Properties"] for r in merged["Resources"].values() if r["Type"] == "AWS::AutoScaling::AutoScalingGroup"
+    ]
     assert groups and all(zones_of(g["VPCZoneIdentifier"], "private") == ids for g in groups)
-    (balancer,) = [r["Properties"] for r in merged["Resources"].values() if r["Type"] == "AWS::ElasticLoadBalancingV2::LoadBalancer"]
+    (balancer,) = [
+        r["Properties"]
+        for r in merged["Resources"].values()
+        if r["Type"] == "AWS::ElasticLoadBalancingV2::LoadBalancer"
+    ]
     assert zones_of(balancer["Subnets"], "public") == ids
 
 
 # --- the config loader -----------------------------------------------------------------------------------------
 
+
 def dev_with_network(**network) -> dict:
     data = scenario_environment("dev")
-    data["network"] = {**{k: v for k, v in data["network"].items() if k not in ("availability_zone_ids", "availability_zones")}, **network}
+    data["network"] = {
+        **{k: v for k, v in data["network"].items() if k not in ("availability_zone_ids", "availability_zones")},
+        **network,
+    }
     return data
 
 
@@ -127,26 +144,39 @@ def test_a_zone_id_of_another_region_is_refused_naming_its_region_and_the_fix():
     assert "'use1-az1'" in message and "aws ec2 describe-availability-zones --region us-east-1" in message
 
 
-@pytest.mark.parametrize(("zones", "hint"), [
-    (["use1-az1", "use1az2"], None),
-    (["use1-az1", "use1-az"], None),
-    (["use1-az1", "USE1-AZ2"], None),
-    (["us-east-1a", "us-east-1b"], "zone names such as 'us-east-1a' go in availability_zones"),
-], ids=["no-dash", "no-number", "upper-case", "a-name"])
+@pytest.mark.parametrize(
+    ("zones", "hint"),
+    [
+        (["use1-az1", "use1az2"], None),
+        (["use1-az1", "use1-az"], None),
+        (["use1-az1", "USE1-AZ2"], None),
+        (["us-east-1a", "us-east-1b"], "zone names such as 'us-east-1a' go in availability_zones"),
+    ],
+    ids=["no-dash", "no-number", "upper-case", "a-name"],
+)
 def test_a_malformed_zone_id_is_refused_naming_the_key_and_the_format(zones, hint):
-    with pytest.raises(ConfigError, match=r"^environment 'dev': network\.availability_zone_ids: .*such as 'use1-az1'") as raised:
+    with pytest.raises(
+        ConfigError, match=r"^environment 'dev': network\.availability_zone_ids: .*such as 'use1-az1'"
+    ) as raised:
         load_environment("dev", dev_with_network(availability_zone_ids=zones))
     assert (hint in str(raised.value)) if hint else ("availability_zones" not in str(raised.value))
 
 
 def test_a_zone_id_among_the_names_is_refused_pointing_at_availability_zone_ids():
-    with pytest.raises(ConfigError, match=r"network\.availability_zones: \['use1-az2'\] .*list zone IDs in availability_zone_ids"):
+    with pytest.raises(
+        ConfigError, match=r"network\.availability_zones: \['use1-az2'\] .*list zone IDs in availability_zone_ids"
+    ):
         load_environment("dev", dev_with_network(availability_zones=["us-east-1a", "use1-az2"]))
 
 
 def test_names_and_ids_together_or_neither_are_refused():
     with pytest.raises(ConfigError, match=r"network\.availability_zone_ids: .*drop availability_zones"):
-        load_environment("dev", dev_with_network(availability_zone_ids=["use1-az1", "use1-az2"], availability_zones=["us-east-1a", "us-east-1b"]))
+        load_environment(
+            "dev",
+            dev_with_network(
+                availability_zone_ids=["use1-az1", "use1-az2"], availability_zones=["us-east-1a", "us-east-1b"]
+            ),
+        )
     with pytest.raises(ConfigError, match=r"network\.availability_zone_ids: .*list the zones by ID"):
         load_environment("dev", dev_with_network())
 
@@ -159,7 +189,9 @@ def test_max_azs_counts_the_zone_ids():
 
 
 def test_zone_names_still_load_and_are_still_checked_against_the_region():
-    assert load_environment("dev", dev_with_network(availability_zones=["us-east-1a", "us-east-1b"])).network.availability_zones
+    assert load_environment(
+        "dev", dev_with_network(availability_zones=["us-east-1a", "us-east-1b"])
+    ).network.availability_zones
     with pytest.raises(ConfigError, match=r"network\.availability_zones: \['us-west-2a'\] .*such as 'us-east-1a'"):
         load_environment("dev", dev_with_network(availability_zones=["us-east-1a", "us-west-2a"]))
 
@@ -173,11 +205,14 @@ def test_the_prefix_table_covers_every_region_the_catalog_lists_and_its_ids_are_
     assert ZONE_ID_PREFIXES["us-east-1"] == "use1" and ZONE_ID_PREFIXES["eu-west-1"] == "euw1"
     for region, prefix in ZONE_ID_PREFIXES.items():
         area, *direction, number = region.split("-")
-        initials = "".join(word[0] if word not in ("northeast", "southeast") else word[0] + word[5] for word in direction)
+        initials = "".join(
+            word[0] if word not in ("northeast", "southeast") else word[0] + word[5] for word in direction
+        )
         assert prefix == f"{area}{initials}{number}", region
 
 
 # --- the library in a team's own plain cdk.App() --------------------------------------------------------------
+
 
 def team_app(region: str = "eu-west-1", **network) -> tuple[cdk.Stack, InferenceNetwork]:
     """What a team writes without this repository's stacks: a network, GPUs and a load balancer on it, and an
@@ -185,14 +220,31 @@ def team_app(region: str = "eu-west-1", **network) -> tuple[cdk.Stack, Inference
     stack = cdk.Stack(cdk.App(), "Search", env=cdk.Environment(account=ACCOUNT, region=region))
     net = InferenceNetwork(stack, "Net", props=NetworkProps(**network))
     alerts = NotificationTopic(stack, "Alerts", emails=("ml-oncall@example.com",))
-    GpuCapacity(stack, "Gpus", vpc=net.vpc, subnets=net.private_subnets, topic=as_topic(alerts.topic),
-                props=GpuCapacityProps(instance_types=("g5.xlarge", "g4dn.xlarge"), max_capacity=8))
+    GpuCapacity(
+        stack,
+        "Gpus",
+        vpc=net.vpc,
+        subnets=net.private_subnets,
+        topic=as_topic(alerts.topic),
+        props=GpuCapacityProps(instance_types=("g5.xlarge", "g4dn.xlarge"), max_capacity=8),
+    )
     store = ModelStore(stack, "Models", props=ModelStoreProps())
-    InferenceLoadBalancer(stack, "Alb", vpc=net.vpc, access_logs_bucket=store.access_logs_bucket,
-                          props=LoadBalancerProps(certificate_arn=CERTIFICATE.replace("eu-west-1", region)))
-    ec2.Instance(stack, "Bastion", vpc=net.vpc, vpc_subnets=ec2.SubnetSelection(subnets=[net.vpc.isolated_subnets[1]]),
-                 instance_type=ec2.InstanceType("t3.micro"), require_imdsv2=True,
-                 machine_image=ec2.MachineImage.generic_linux({region: "ami-0123456789abcdef0"}))
+    InferenceLoadBalancer(
+        stack,
+        "Alb",
+        vpc=net.vpc,
+        access_logs_bucket=store.access_logs_bucket,
+        props=LoadBalancerProps(certificate_arn=CERTIFICATE.replace("eu-west-1", region)),
+    )
+    ec2.Instance(
+        stack,
+        "Bastion",
+        vpc=net.vpc,
+        vpc_subnets=ec2.SubnetSelection(subnets=[net.vpc.isolated_subnets[1]]),
+        instance_type=ec2.InstanceType("t3.micro"),
+        require_imdsv2=True,
+        machine_image=ec2.MachineImage.generic_linux({region: "ami-0123456789abcdef0"}),
+    )
     return stack, net
 
 
@@ -206,7 +258,11 @@ def test_a_teams_plain_app_places_its_subnets_by_zone_id_without_a_warning(team)
     stack, template = team
     found = subnets(template)
     assert sorted((k.split("Subnet")[0].removeprefix("NetVpc"), p["AvailabilityZoneId"]) for k, p in found.items()) == [
-        ("private", "euw1-az1"), ("private", "euw1-az3"), ("public", "euw1-az1"), ("public", "euw1-az3")]
+        ("private", "euw1-az1"),
+        ("private", "euw1-az3"),
+        ("public", "euw1-az1"),
+        ("public", "euw1-az3"),
+    ]
     assert [k for k, p in found.items() if "AvailabilityZone" in p] == []
     assert zone_warnings(stack, ".*(availability_zone|zone ID|zone name).*") == []
 
@@ -219,7 +275,11 @@ def test_a_teams_instance_in_a_subnet_placed_by_id_gets_the_zones_name_at_deploy
     subnet, attribute = instance["AvailabilityZone"]["Fn::GetAtt"]
     assert attribute == "AvailabilityZone"
     instance_subnet = instance["SubnetId"]["Ref"]
-    assert subnets(template)[subnet]["AvailabilityZoneId"] == subnets(template)[instance_subnet]["AvailabilityZoneId"] == "euw1-az1"
+    assert (
+        subnets(template)[subnet]["AvailabilityZoneId"]
+        == subnets(template)[instance_subnet]["AvailabilityZoneId"]
+        == "euw1-az1"
+    )
 
 
 def test_cfn_lint_accepts_the_zone_ids_and_refuses_a_subnet_with_both(team, tmp_path):
@@ -231,8 +291,12 @@ def test_cfn_lint_accepts_the_zone_ids_and_refuses_a_subnet_with_both(team, tmp_
     broken = json.loads(json.dumps(template))
     next(iter(subnets(broken).values()))["AvailabilityZone"] = "eu-west-1a"
     planted.write_text(json.dumps(broken))
-    run = subprocess.run([str(ROOT / ".venv" / "bin" / "cfn-lint"), "--format", "parseable", "--", str(good), str(planted)],
-                         capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [str(ROOT / ".venv" / "bin" / "cfn-lint"), "--format", "parseable", "--", str(good), str(planted)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     findings = [line.split(":") for line in run.stdout.splitlines() if line.strip()]
     assert [f for f in findings if f[0] == str(good) and f[5].startswith("E")] == [], run.stdout
     assert "E3020" in {f[5] for f in findings if f[0] == str(planted)}, run.stdout + run.stderr
@@ -241,7 +305,12 @@ def test_cfn_lint_accepts_the_zone_ids_and_refuses_a_subnet_with_both(team, tmp_
 def test_zone_names_still_place_the_subnets_and_warn_naming_availability_zone_ids():
     stack, _ = team_app(availability_zones=("eu-west-1a", "eu-west-1b"))
     found = subnets(Template.from_stack(stack).to_json())
-    assert sorted(p["AvailabilityZone"] for p in found.values()) == ["eu-west-1a", "eu-west-1a", "eu-west-1b", "eu-west-1b"]
+    assert sorted(p["AvailabilityZone"] for p in found.values()) == [
+        "eu-west-1a",
+        "eu-west-1a",
+        "eu-west-1b",
+        "eu-west-1b",
+    ]
     assert [p for p in found.values() if "AvailabilityZoneId" in p] == []
     (warning,) = zone_warnings(stack, ".*zone names.*")
     assert warning.startswith("availability_zones: ['eu-west-1a', 'eu-west-1b'] are zone names")
@@ -254,7 +323,12 @@ def test_zone_names_still_place_the_subnets_and_warn_naming_availability_zone_id
 def test_zone_ids_of_a_region_the_table_lacks_go_unchecked_with_a_warning():
     stack = cdk.Stack(cdk.App(), "Far", env=cdk.Environment(account=ACCOUNT, region="me-central-1"))
     net = InferenceNetwork(stack, "Net", props=NetworkProps(availability_zone_ids=("mec1-az1", "mec1-az2")))
-    assert sorted(p["AvailabilityZoneId"] for p in subnets(Template.from_stack(stack).to_json()).values()) == ["mec1-az1", "mec1-az1", "mec1-az2", "mec1-az2"]
+    assert sorted(p["AvailabilityZoneId"] for p in subnets(Template.from_stack(stack).to_json()).values()) == [
+        "mec1-az1",
+        "mec1-az1",
+        "mec1-az2",
+        "mec1-az2",
+    ]
     (warning,) = zone_warnings(stack, ".*ZONE_ID_PREFIXES.*")
     assert "region 'me-central-1' is not in gpu_inference_constructs.networking.network.ZONE_ID_PREFIXES" in warning
     assert warning.endswith(f"[ack: {UNCHECKED_IDS_WARNING_ID}]")
@@ -265,7 +339,12 @@ def test_an_environment_agnostic_stack_takes_zone_ids():
     stack = cdk.Stack(cdk.App(), "Agnostic")
     InferenceNetwork(stack, "Net", props=NetworkProps(availability_zone_ids=("use1-az1", "use1-az2")))
     template = Template.from_stack(stack).to_json()
-    assert sorted(p["AvailabilityZoneId"] for p in subnets(template).values()) == ["use1-az1", "use1-az1", "use1-az2", "use1-az2"]
+    assert sorted(p["AvailabilityZoneId"] for p in subnets(template).values()) == [
+        "use1-az1",
+        "use1-az1",
+        "use1-az2",
+        "use1-az2",
+    ]
     assert "Fn::GetAZs" not in json.dumps(template)
 
 

@@ -27,7 +27,9 @@ def test_overrides_keep_the_configured_priority_order_and_have_no_weights(capaci
 
 def test_allocation_strategies_fall_back_by_priority(capacity_group):
     props, template = capacity_group
-    distribution = only(template, "AWS::AutoScaling::AutoScalingGroup")["Properties"]["MixedInstancesPolicy"]["InstancesDistribution"]
+    distribution = only(template, "AWS::AutoScaling::AutoScalingGroup")["Properties"]["MixedInstancesPolicy"][
+        "InstancesDistribution"
+    ]
     assert distribution == {
         "OnDemandAllocationStrategy": "prioritized",
         "SpotAllocationStrategy": "capacity-optimized-prioritized",
@@ -70,10 +72,20 @@ def test_launch_template_root_volume_is_encrypted_gp3(capacity_group):
     assert data["BlockDeviceMappings"] == [
         {
             "DeviceName": "/dev/xvda",
-            "Ebs": {"DeleteOnTermination": True, "Encrypted": True, "VolumeSize": props.root_volume_gib, "VolumeType": "gp3",
-                    **({"Throughput": props.root_volume_throughput_mib_s,
-                        "Iops": max(3000, 4 * props.root_volume_throughput_mib_s)}
-                       if props.root_volume_throughput_mib_s > 125 else {})},
+            "Ebs": {
+                "DeleteOnTermination": True,
+                "Encrypted": True,
+                "VolumeSize": props.root_volume_gib,
+                "VolumeType": "gp3",
+                **(
+                    {
+                        "Throughput": props.root_volume_throughput_mib_s,
+                        "Iops": max(3000, 4 * props.root_volume_throughput_mib_s),
+                    }
+                    if props.root_volume_throughput_mib_s > 125
+                    else {}
+                ),
+            },
         }
     ]
 
@@ -84,8 +96,11 @@ def test_staging_13b_group_copies_weights_onto_gp3_at_1000_mib_s(synthesized):
     config = synthesized.stages["staging"].config
     assert config.group_capacity("llm").root_volume_throughput_mib_s == 1000
     template = synthesized.inference_template("staging")
-    volumes = {logical_id: r["Properties"]["LaunchTemplateData"]["BlockDeviceMappings"][0]["Ebs"]
-               for logical_id, r in template["Resources"].items() if r["Type"] == "AWS::EC2::LaunchTemplate"}
+    volumes = {
+        logical_id: r["Properties"]["LaunchTemplateData"]["BlockDeviceMappings"][0]["Ebs"]
+        for logical_id, r in template["Resources"].items()
+        if r["Type"] == "AWS::EC2::LaunchTemplate"
+    }
     [llm] = [ebs for logical_id, ebs in volumes.items() if logical_id.startswith("GpuCapacityllm")]
     assert (llm["Throughput"], llm["Iops"]) == (1000, 4000)
     assert llm["Throughput"] * 1024 * 1024 >= 1e9  # >= 1 GB/s
@@ -150,24 +165,40 @@ def test_termination_protection_off_where_stacks_are_torn_down_often(synthesized
 
 def test_cluster_has_enhanced_container_insights(env):
     _, template = env
-    template.has_resource_properties("AWS::ECS::Cluster", {"ClusterSettings": [{"Name": "containerInsights", "Value": "enhanced"}]})
+    template.has_resource_properties(
+        "AWS::ECS::Cluster", {"ClusterSettings": [{"Name": "containerInsights", "Value": "enhanced"}]}
+    )
 
 
 def test_instances_accept_no_inbound_traffic(capacity_group):
     _, template = capacity_group
-    groups = template.find_resources("AWS::EC2::SecurityGroup", {"Properties": {"GroupDescription": Match.string_like_regexp("GPU container instances")}})
+    groups = template.find_resources(
+        "AWS::EC2::SecurityGroup",
+        {"Properties": {"GroupDescription": Match.string_like_regexp("GPU container instances")}},
+    )
     (group,) = groups.values()
     assert "SecurityGroupIngress" not in group["Properties"]
     assert group["Properties"]["SecurityGroupEgress"] == [
-        {"CidrIp": "0.0.0.0/0", "Description": "HTTPS to VPC endpoints and the S3 gateway", "FromPort": 443, "IpProtocol": "tcp", "ToPort": 443}
+        {
+            "CidrIp": "0.0.0.0/0",
+            "Description": "HTTPS to VPC endpoints and the S3 gateway",
+            "FromPort": 443,
+            "IpProtocol": "tcp",
+            "ToPort": 443,
+        }
     ]
 
 
 def test_instance_role_has_only_ecs_agent_and_session_manager(capacity_group):
     _, template = capacity_group
-    roles = template.find_resources("AWS::IAM::Role", {"Properties": {"AssumeRolePolicyDocument": {"Statement": [{"Principal": {"Service": "ec2.amazonaws.com"}}]}}})
+    roles = template.find_resources(
+        "AWS::IAM::Role",
+        {"Properties": {"AssumeRolePolicyDocument": {"Statement": [{"Principal": {"Service": "ec2.amazonaws.com"}}]}}},
+    )
     (role,) = roles.values()
-    assert [arn["Fn::Join"][1][-1] for arn in role["Properties"]["ManagedPolicyArns"]] == [":iam::aws:policy/AmazonSSMManagedInstanceCore"]
+    assert [arn["Fn::Join"][1][-1] for arn in role["Properties"]["ManagedPolicyArns"]] == [
+        ":iam::aws:policy/AmazonSSMManagedInstanceCore"
+    ]
 
 
 def test_allow_ingress_from_opens_one_port_to_one_peer():
@@ -179,7 +210,12 @@ def test_allow_ingress_from_opens_one_port_to_one_peer():
     capacity.allow_ingress_from(balancer, ec2.Port.tcp_range(32768, 65535), "ALB to bridge-mode tasks")
     Template.from_stack(stack).has_resource_properties(
         "AWS::EC2::SecurityGroupIngress",
-        {"FromPort": 32768, "ToPort": 65535, "IpProtocol": "tcp", "SourceSecurityGroupId": {"Fn::GetAtt": [Match.string_like_regexp("Alb"), "GroupId"]}},
+        {
+            "FromPort": 32768,
+            "ToPort": 65535,
+            "IpProtocol": "tcp",
+            "SourceSecurityGroupId": {"Fn::GetAtt": [Match.string_like_regexp("Alb"), "GroupId"]},
+        },
     )
 
 
@@ -206,7 +242,9 @@ def _capacity_in(region: str, props: GpuCapacityProps) -> Template:
 
 
 def test_a_team_ami_with_the_images_replaces_the_ecs_gpu_ami_in_its_region():
-    template = _capacity_in("us-east-1", GpuCapacityProps(machine_image_ids={"us-east-1": AMI, "eu-west-1": "ami-01234567"}))
+    template = _capacity_in(
+        "us-east-1", GpuCapacityProps(machine_image_ids={"us-east-1": AMI, "eu-west-1": "ami-01234567"})
+    )
     assert only(template, "AWS::EC2::LaunchTemplate")["Properties"]["LaunchTemplateData"]["ImageId"] == AMI
     default = _capacity_in("us-east-1", GpuCapacityProps())
     image = default.to_json()["Resources"]
@@ -218,11 +256,14 @@ def test_a_stack_in_a_region_the_ami_map_lacks_is_refused_with_the_fix():
         _capacity_in("eu-west-1", GpuCapacityProps(machine_image_ids={"us-east-1": AMI}))
 
 
-@pytest.mark.parametrize("ids, key, fix", [
-    ({}, r"machine_image_ids", "give region -> AMI ID"),
-    ({"us-east-1": "ami-xyz"}, r"machine_image_ids\.us-east-1", "8 or 17 hex digits"),
-    ({"US East": AMI}, r"machine_image_ids\.US East", "such as us-east-1"),
-])
+@pytest.mark.parametrize(
+    "ids, key, fix",
+    [
+        ({}, r"machine_image_ids", "give region -> AMI ID"),
+        ({"us-east-1": "ami-xyz"}, r"machine_image_ids\.us-east-1", "8 or 17 hex digits"),
+        ({"US East": AMI}, r"machine_image_ids\.US East", "such as us-east-1"),
+    ],
+)
 def test_malformed_ami_maps_are_refused(ids, key, fix):
     with pytest.raises(ConfigError, match=rf"^{key}: .*{fix}"):
         GpuCapacityProps(machine_image_ids=ids)

@@ -19,7 +19,10 @@ def findings(task_definition: dict) -> list[str]:
     found = []
     for container in task_definition["Properties"]["ContainerDefinitions"]:
         name = container["Name"]
-        actual = {"user": is_root(container.get("User")), "readonly_root_filesystem": not container.get("ReadonlyRootFilesystem", False)}
+        actual = {
+            "user": is_root(container.get("User")),
+            "readonly_root_filesystem": not container.get("ReadonlyRootFilesystem", False),
+        }
         for what, failing in actual.items():
             reason = acknowledged.get(name, {}).get(what)
             if failing and (reason is None or len(reason) < 60):
@@ -33,7 +36,8 @@ def test_every_container_is_non_root_and_read_only_or_says_why(synthesized):
     task_definitions = {
         (environment, stack, logical_id): resource
         for (environment, stack), template in synthesized.templates.items()
-        for logical_id, resource in template["Resources"].items() if resource["Type"] == "AWS::ECS::TaskDefinition"
+        for logical_id, resource in template["Resources"].items()
+        if resource["Type"] == "AWS::ECS::TaskDefinition"
     }
     names = {c["Name"] for t in task_definitions.values() for c in t["Properties"]["ContainerDefinitions"]}
     assert {"server", "scratch-owner", "model-fetch", "metrics-collector"} <= names
@@ -51,9 +55,13 @@ def root_or_writable(task_definition: dict) -> list[str]:
     found = []
     for container in task_definition["Properties"]["ContainerDefinitions"]:
         name = container["Name"]
-        failing = {"user": is_root(container.get("User")),
-                   "readonly_root_filesystem": not container.get("ReadonlyRootFilesystem", False)}
-        found += [f"{name}: {what}" for what, fails in failing.items() if fails and what not in ROOT_ALLOWED.get(name, set())]
+        failing = {
+            "user": is_root(container.get("User")),
+            "readonly_root_filesystem": not container.get("ReadonlyRootFilesystem", False),
+        }
+        found += [
+            f"{name}: {what}" for what, fails in failing.items() if fails and what not in ROOT_ALLOWED.get(name, set())
+        ]
     return found
 
 
@@ -63,22 +71,34 @@ def test_no_container_but_the_firelens_router_and_the_scratch_owner_is_root_or_w
     task_definitions = {
         (environment, logical_id): resource
         for (environment, _), template in synthesized.templates.items()
-        for logical_id, resource in template["Resources"].items() if resource["Type"] == "AWS::ECS::TaskDefinition"
+        for logical_id, resource in template["Resources"].items()
+        if resource["Type"] == "AWS::ECS::TaskDefinition"
     }
-    collectors = [c for t in task_definitions.values() for c in t["Properties"]["ContainerDefinitions"]
-                  if c["Name"] == "metrics-collector"]
+    collectors = [
+        c
+        for t in task_definitions.values()
+        for c in t["Properties"]["ContainerDefinitions"]
+        if c["Name"] == "metrics-collector"
+    ]
     assert {environment for environment, _ in task_definitions} == set(ENVIRONMENTS) and collectors
     assert {key: found for key, t in task_definitions.items() if (found := root_or_writable(t))} == {}
 
 
 def test_the_least_privilege_walk_finds_a_planted_root_collector():
     """The CloudWatch agent as its image's default user, with a writable root: the collector traces brought."""
-    task_definition = {"Properties": {"ContainerDefinitions": [
-        {"Name": "metrics-collector", "ReadonlyRootFilesystem": False},
-        {"Name": "log-router", "ReadonlyRootFilesystem": False},
-        {"Name": "scratch-owner", "User": "0", "ReadonlyRootFilesystem": True},
-    ]}}
-    assert root_or_writable(task_definition) == ["metrics-collector: user", "metrics-collector: readonly_root_filesystem"]
+    task_definition = {
+        "Properties": {
+            "ContainerDefinitions": [
+                {"Name": "metrics-collector", "ReadonlyRootFilesystem": False},
+                {"Name": "log-router", "ReadonlyRootFilesystem": False},
+                {"Name": "scratch-owner", "User": "0", "ReadonlyRootFilesystem": True},
+            ]
+        }
+    }
+    assert root_or_writable(task_definition) == [
+        "metrics-collector: user",
+        "metrics-collector: readonly_root_filesystem",
+    ]
 
 
 def test_the_model_fetch_runs_as_the_servers_user_and_only_the_scratch_owner_is_root(env):
@@ -98,11 +118,17 @@ def test_the_model_fetch_runs_as_the_servers_user_and_only_the_scratch_owner_is_
 def test_the_walk_finds_a_planted_root_writable_sidecar_and_a_stale_acknowledgement():
     task_definition = {
         "Metadata": {CONTAINER_ACKNOWLEDGEMENTS: {"ok": {"user": "x" * 60}}},
-        "Properties": {"ContainerDefinitions": [
-            {"Name": "sidecar", "User": "0:0", "ReadonlyRootFilesystem": False},
-            {"Name": "default-user", "ReadonlyRootFilesystem": True},
-            {"Name": "ok", "User": "1000", "ReadonlyRootFilesystem": True},
-        ]},
+        "Properties": {
+            "ContainerDefinitions": [
+                {"Name": "sidecar", "User": "0:0", "ReadonlyRootFilesystem": False},
+                {"Name": "default-user", "ReadonlyRootFilesystem": True},
+                {"Name": "ok", "User": "1000", "ReadonlyRootFilesystem": True},
+            ]
+        },
     }
     assert findings(task_definition) == [
-        "sidecar: user", "sidecar: readonly_root_filesystem", "default-user: user", "ok: user acknowledged but not needed"]
+        "sidecar: user",
+        "sidecar: readonly_root_filesystem",
+        "default-user: user",
+        "ok: user acknowledged but not needed",
+    ]

@@ -19,7 +19,8 @@ def unconfirmed_references(template: dict) -> list[str]:
             if "Fn::GetStackOutput" in value:
                 where = "/".join(path)
                 in_place = (len(path) >= 3 and path[0] == "Resources" and path[2] == "Properties") or (
-                    len(path) >= 3 and path[0] == "Outputs" and path[2] == "Value")
+                    len(path) >= 3 and path[0] == "Outputs" and path[2] == "Value"
+                )
                 wrong = [f for f in functions if f not in CONFIRMED_FUNCTIONS]
                 if wrong or not in_place:
                     found.append(f"{where} (inside {', '.join(functions) or 'no function'})")
@@ -43,12 +44,19 @@ def test_no_cross_stack_reference_sits_where_cloudformation_was_not_shown_to_acc
     assert {name: where for name, where in found.items() if where} == {}
 
 
-@pytest.mark.parametrize("value, where", [
-    ({"Fn::Select": [1, {"Fn::Split": ["/", {"Fn::GetStackOutput": {"StackName": "S", "OutputName": "O"}}]}]},
-     "Resources/A/Properties/P/Fn::Select/1/Fn::Split/1 (inside Fn::Select, Fn::Split)"),
-    ({"Fn::ImportValue": {"Fn::GetStackOutput": {"StackName": "S", "OutputName": "O"}}},
-     "Resources/A/Properties/P/Fn::ImportValue (inside Fn::ImportValue)"),
-])
+@pytest.mark.parametrize(
+    "value, where",
+    [
+        (
+            {"Fn::Select": [1, {"Fn::Split": ["/", {"Fn::GetStackOutput": {"StackName": "S", "OutputName": "O"}}]}]},
+            "Resources/A/Properties/P/Fn::Select/1/Fn::Split/1 (inside Fn::Select, Fn::Split)",
+        ),
+        (
+            {"Fn::ImportValue": {"Fn::GetStackOutput": {"StackName": "S", "OutputName": "O"}}},
+            "Resources/A/Properties/P/Fn::ImportValue (inside Fn::ImportValue)",
+        ),
+    ],
+)
 def test_the_walk_finds_a_planted_reference_inside_split_or_import_value(value, where):
     template = {"Resources": {"A": {"Type": "AWS::SNS::Topic", "Properties": {"P": value}}}}
     assert unconfirmed_references(template) == [where]
@@ -57,8 +65,12 @@ def test_the_walk_finds_a_planted_reference_inside_split_or_import_value(value, 
 def test_the_walk_accepts_the_confirmed_positions():
     reference = {"Fn::GetStackOutput": {"StackName": "S", "OutputName": "O"}}
     template = {
-        "Resources": {"A": {"Type": "AWS::SNS::Topic", "Properties": {"P": reference, "Q": {"Fn::Join": ["/", [reference]]}}}},
+        "Resources": {
+            "A": {"Type": "AWS::SNS::Topic", "Properties": {"P": reference, "Q": {"Fn::Join": ["/", [reference]]}}}
+        },
         "Outputs": {"O": {"Value": {"Fn::Sub": ["${x}", {"x": reference}]}}},
     }
     assert unconfirmed_references(template) == []
-    assert unconfirmed_references({"Conditions": {"C": {"Fn::Equals": [reference, "x"]}}}) == ["Conditions/C/Fn::Equals/0 (inside Fn::Equals)"]
+    assert unconfirmed_references({"Conditions": {"C": {"Fn::Equals": [reference, "x"]}}}) == [
+        "Conditions/C/Fn::Equals/0 (inside Fn::Equals)"
+    ]

@@ -22,7 +22,10 @@ BAD_DEPLOYMENTS = [
     ({"strategy": "linear", "step_percent": 2.0}, r"^step_percent: 2.0 .*3.0 to 100.0 for linear"),
     ({"strategy": "canary", "step_percent": 0.05}, r"^step_percent: 0.05 .*0.1 to 100.0 for canary"),
     ({"strategy": "canary", "step_percent": 12.34}, r"^step_percent: 12.34 .*multiple of 0.1"),
-    ({"strategy": "linear", "step_percent": 3.0, "step_bake_minutes": 60}, r"^step_bake_minutes: .*1990 minutes.*33 hours"),
+    (
+        {"strategy": "linear", "step_percent": 3.0, "step_bake_minutes": 60},
+        r"^step_bake_minutes: .*1990 minutes.*33 hours",
+    ),
     ({"strategy": "canary", "rollback_alarms": []}, r"^rollback_alarms: .*canary.*list alarm_names"),
     ({"strategy": "linear", "rollback_alarms": [], "alarm_names": []}, r"^rollback_alarms: .*linear.*list alarm_names"),
     ({"strategy": "canary", "rollback_alarms": ["p99"]}, r"^rollback_alarms: \['p99'\] .*use any of"),
@@ -44,7 +47,9 @@ def test_invalid_deployment_is_refused_naming_the_key(deployment, message):
 def test_bad_model_deployment_names_the_environment_and_model():
     data = copy.deepcopy(CONTEXT["prod"])
     data["models"][1]["deployment"] = {"strategy": "canary", "circuit_breaker": True}
-    with pytest.raises(ConfigError, match=r"^environment 'prod': models\[1\]\.deployment\.circuit_breaker: .*remove it"):
+    with pytest.raises(
+        ConfigError, match=r"^environment 'prod': models\[1\]\.deployment\.circuit_breaker: .*remove it"
+    ):
         load_environment("prod", data)
 
 

@@ -42,17 +42,40 @@ ENVIRONMENTS = ["dev", "staging", "prod"]
 KEY = "exposure-test-key"
 # vLLM's routes that --api-key leaves open (vLLM docs, "Security": the key guards /v1, /v2, /inference and /cohere
 # only) and its probes, metrics and docs: none may be forwarded.
-VLLM_UNGUARDED = ("/invocations", "/pooling", "/classify", "/score", "/rerank", "/tokenize", "/detokenize", "/pause",
-                  "/resume", "/abort_requests", "/update_weights", "/metrics", "/health", "/ping", "/version",
-                  "/docs", "/redoc", "/openapi.json", "/load", "/v2/models")
+VLLM_UNGUARDED = (
+    "/invocations",
+    "/pooling",
+    "/classify",
+    "/score",
+    "/rerank",
+    "/tokenize",
+    "/detokenize",
+    "/pause",
+    "/resume",
+    "/abort_requests",
+    "/update_weights",
+    "/metrics",
+    "/health",
+    "/ping",
+    "/version",
+    "/docs",
+    "/redoc",
+    "/openapi.json",
+    "/load",
+    "/v2/models",
+)
 VLLM_KEYED = ("/v1/completions", "/v1/chat/completions", "/v1/models", "/v1/embeddings")
 
 
 def bundled_contracts(synthesized):
     """The single-model bundled servers' contracts: a pool runs the pool server (POOL_NAME set), another app, whose
     routes below /<pool>/ its own tests walk."""
-    return [c for env in ENVIRONMENTS for c in load_contracts(synthesized.inference_template(env), env)
-            if c.runs_bundled_image and "POOL_NAME" not in c.environment]
+    return [
+        c
+        for env in ENVIRONMENTS
+        for c in load_contracts(synthesized.inference_template(env), env)
+        if c.runs_bundled_image and "POOL_NAME" not in c.environment
+    ]
 
 
 def server_app(contract, tmp_path):
@@ -63,8 +86,11 @@ def server_app(contract, tmp_path):
     from inference_server.testing import local_service
 
     environ = {name: value for name, value in contract.environment.items() if isinstance(value, str)}
-    environ.update(MODEL_URI=str(tmp_path), MODEL_CACHE_DIR=str(tmp_path / "cache"),
-                   **{name: json.dumps({"default": KEY}) for name in contract.secret_names})
+    environ.update(
+        MODEL_URI=str(tmp_path),
+        MODEL_CACHE_DIR=str(tmp_path / "cache"),
+        **{name: json.dumps({"default": KEY}) for name in contract.secret_names},
+    )
     service = local_service(load_settings([], environ))
     return service, create_app(service)
 
@@ -88,8 +114,12 @@ def test_each_rule_forwards_exactly_the_keyed_inference_and_metadata_routes(synt
         for route in table:
             if route.forwarded and route.purpose != "docs":
                 bare = route.path.removeprefix(f"/{contract.model_name}")
-                operations = [op for path, ops in doc["paths"].items() for method, op in ops.items()
-                              if method.upper() == route.method and re.fullmatch(re.sub(r"\{[^}]+\}", "[^/]+", path), bare)]
+                operations = [
+                    op
+                    for path, ops in doc["paths"].items()
+                    for method, op in ops.items()
+                    if method.upper() == route.method and re.fullmatch(re.sub(r"\{[^}]+\}", "[^/]+", path), bare)
+                ]
                 assert operations and all("401" in op["responses"] and op.get("security") for op in operations), route
 
 
@@ -102,15 +132,19 @@ def test_the_configured_server_refuses_every_forwarded_route_without_a_key(synth
 
     async def statuses():
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as client:
+
             async def send(route, headers):
                 body = {} if route.method == "POST" else None
                 return (await client.request(route.method, route.path, json=body, headers=headers)).status_code
+
             forwarded_routes = [r for r in table if r.forwarded]
             assert forwarded_routes
-            return ([await send(r, {}) for r in forwarded_routes],
-                    [await send(r, {"x-api-key": "wrong"}) for r in forwarded_routes],
-                    [await send(r, {"authorization": f"Bearer {KEY}"}) for r in forwarded_routes],
-                    [await send(Route("GET", path, "probe", False), {}) for path in ("/health", "/metrics")])
+            return (
+                [await send(r, {}) for r in forwarded_routes],
+                [await send(r, {"x-api-key": "wrong"}) for r in forwarded_routes],
+                [await send(r, {"authorization": f"Bearer {KEY}"}) for r in forwarded_routes],
+                [await send(Route("GET", path, "probe", False), {}) for path in ("/health", "/metrics")],
+            )
 
     without, wrong, keyed, probes = asyncio.run(statuses())
     assert set(without) == {401} and set(wrong) == {401}
@@ -147,13 +181,22 @@ def test_api_docs_are_forwarded_behind_the_key_only_when_turned_on():
     stack, parts = stack_with_placement()
     secret = as_secret(secretsmanager.Secret(stack, "ApiKeys"))
     for name, docs in (("off", False), ("on", True)):
-        ModelService(stack, f"M{name}", model=ModelProps(name=f"docs-{name}", version="1"),
-                     server=BundledServer(BundledServerProps(api_docs=docs), image=IMAGE),
-                     capacity=on_cluster(stack, "g5.xlarge"), access=ServiceAccess(api_keys_secret=secret),
-                     **at_priority(parts, 10 + docs))
+        ModelService(
+            stack,
+            f"M{name}",
+            model=ModelProps(name=f"docs-{name}", version="1"),
+            server=BundledServer(BundledServerProps(api_docs=docs), image=IMAGE),
+            capacity=on_cluster(stack, "g5.xlarge"),
+            access=ServiceAccess(api_keys_secret=secret),
+            **at_priority(parts, 10 + docs),
+        )
     rules = Template.from_stack(stack).find_resources("AWS::ElasticLoadBalancingV2::ListenerRule")
-    patterns = {r["Properties"]["Conditions"][0]["PathPatternConfig"]["Values"][0].split("/")[1]:
-                r["Properties"]["Conditions"][0]["PathPatternConfig"]["Values"] for r in rules.values()}
+    patterns = {
+        r["Properties"]["Conditions"][0]["PathPatternConfig"]["Values"][0].split("/")[1]: r["Properties"]["Conditions"][
+            0
+        ]["PathPatternConfig"]["Values"]
+        for r in rules.values()
+    }
     assert patterns["docs-off"] == [f"/docs-off{p}" for p in BUNDLED_PUBLIC_PATHS]
     assert patterns["docs-on"] == [f"/docs-on{p}" for p in BUNDLED_PUBLIC_PATHS + BUNDLED_DOCS_PATHS]
     with pytest.raises(ConfigError, match=r"models\[0\]\.api_docs: .*runs vLLM.*remove it"):
@@ -163,21 +206,32 @@ def test_api_docs_are_forwarded_behind_the_key_only_when_turned_on():
 def test_every_listener_rule_fits_the_alb_limits(synthesized):
     """At most 5 condition values and 5 wildcards per rule, each path pattern at most 128 characters (Elastic
     Load Balancing quotas, "Rules"; CloudFormation, ListenerRule PathPatternConfig)."""
-    rules = [r for env in ENVIRONMENTS for r in synthesized.inference_template(env)["Resources"].values()
-             if r["Type"] == "AWS::ElasticLoadBalancingV2::ListenerRule"]
+    rules = [
+        r
+        for env in ENVIRONMENTS
+        for r in synthesized.inference_template(env)["Resources"].values()
+        if r["Type"] == "AWS::ElasticLoadBalancingV2::ListenerRule"
+    ]
     assert len(rules) == 9  # dev 4 (a pool's one rule among them), staging 3, prod 2
     for rule in rules:
-        values = [v for c in rule["Properties"]["Conditions"] for v in c.get("Values", []) + c.get("PathPatternConfig", {}).get("Values", [])]
+        values = [
+            v
+            for c in rule["Properties"]["Conditions"]
+            for v in c.get("Values", []) + c.get("PathPatternConfig", {}).get("Values", [])
+        ]
         assert [c["Field"] for c in rule["Properties"]["Conditions"]] == ["path-pattern"]
         assert len(values) <= MAX_RULE_CONDITION_VALUES
         assert sum(v.count("*") + v.count("?") for v in values) <= MAX_RULE_CONDITION_WILDCARDS
         assert all(len(v) <= 128 for v in values)
 
 
-@pytest.mark.parametrize("paths, message", [
-    (("/a", "/b", "/c", "/d", "/e", "/f"), r"server\.public_paths: 6 patterns.*at most 5"),
-    (("/a*?", "/b**", "/c??"), r"server\.public_paths: 6 wildcards.*at most 5"),
-])
+@pytest.mark.parametrize(
+    "paths, message",
+    [
+        (("/a", "/b", "/c", "/d", "/e", "/f"), r"server\.public_paths: 6 patterns.*at most 5"),
+        (("/a*?", "/b**", "/c??"), r"server\.public_paths: 6 wildcards.*at most 5"),
+    ],
+)
 def test_a_server_declaring_more_than_a_rule_holds_fails_at_synth(paths, message):
     with pytest.raises(ConfigError, match=message):
         complete(public_paths=paths)
@@ -186,12 +240,20 @@ def test_a_server_declaring_more_than_a_rule_holds_fails_at_synth(paths, message
 def test_a_path_pattern_longer_than_the_alb_takes_fails_at_synth():
     stack, parts = stack_with_placement()
     with pytest.raises(ConfigError, match=r"server.public_paths.*at most 128"):
-        ModelService(stack, "M", model=ModelProps(name="aa", version="1"), server=complete(public_paths=("/" + "x" * 126,)),
-                     capacity=on_cluster(stack, "g5.xlarge"), **parts)
+        ModelService(
+            stack,
+            "M",
+            model=ModelProps(name="aa", version="1"),
+            server=complete(public_paths=("/" + "x" * 126,)),
+            capacity=on_cluster(stack, "g5.xlarge"),
+            **parts,
+        )
 
 
 def test_the_vllm_rule_forwards_only_the_prefix_its_key_guards(synthesized):
-    (llm,) = [c for c in load_contracts(synthesized.inference_template("staging"), "staging") if not c.runs_bundled_image]
+    (llm,) = [
+        c for c in load_contracts(synthesized.inference_template("staging"), "staging") if not c.runs_bundled_image
+    ]
     assert llm.path_patterns == [f"/{llm.model_name}/v1/*"]
     for path in VLLM_UNGUARDED:
         assert not forwarded(llm.path_patterns, f"/{llm.model_name}{path}"), path
@@ -200,12 +262,15 @@ def test_the_vllm_rule_forwards_only_the_prefix_its_key_guards(synthesized):
     assert "--disable-fastapi-docs" in llm.command
 
 
-@pytest.mark.parametrize("props", [
-    dict(allow_http=True),
-    dict(allow_http=True, ingress_cidrs=("10.0.0.0/16", "0.0.0.0/0")),
-    dict(allow_http=True, ingress_cidrs=("::/0",)),
-    dict(allow_http=True, ingress_cidrs=("0.0.0.0/1", "128.0.0.0/1")),
-])
+@pytest.mark.parametrize(
+    "props",
+    [
+        dict(allow_http=True),
+        dict(allow_http=True, ingress_cidrs=("10.0.0.0/16", "0.0.0.0/0")),
+        dict(allow_http=True, ingress_cidrs=("::/0",)),
+        dict(allow_http=True, ingress_cidrs=("0.0.0.0/1", "128.0.0.0/1")),
+    ],
+)
 def test_plain_http_from_the_internet_is_refused_naming_the_fixes(props):
     with pytest.raises(ConfigError) as error:
         LoadBalancerProps(**props)
@@ -214,11 +279,14 @@ def test_plain_http_from_the_internet_is_refused_naming_the_fixes(props):
         assert fix in error.value.detail
 
 
-@pytest.mark.parametrize("props", [
-    dict(allow_http=True, ingress_cidrs=("203.0.113.0/24",)),
-    dict(allow_http=True, internet_facing=False),
-    dict(certificate_arn="arn:aws:acm:us-east-1:111111111111:certificate/00000000-0000-4000-8000-000000000001"),
-])
+@pytest.mark.parametrize(
+    "props",
+    [
+        dict(allow_http=True, ingress_cidrs=("203.0.113.0/24",)),
+        dict(allow_http=True, internet_facing=False),
+        dict(certificate_arn="arn:aws:acm:us-east-1:111111111111:certificate/00000000-0000-4000-8000-000000000001"),
+    ],
+)
 def test_https_a_narrowed_network_or_an_internal_balancer_is_accepted(props):
     LoadBalancerProps(**props)
 
@@ -226,7 +294,9 @@ def test_https_a_narrowed_network_or_an_internal_balancer_is_accepted(props):
 def test_no_environment_takes_keys_over_plain_http(synthesized):
     """Every environment, dev included, listens with HTTPS; port 80 only redirects."""
     for env in ENVIRONMENTS:
-        listeners = Template.from_json(synthesized.inference_template(env)).find_resources("AWS::ElasticLoadBalancingV2::Listener")
+        listeners = Template.from_json(synthesized.inference_template(env)).find_resources(
+            "AWS::ElasticLoadBalancingV2::Listener"
+        )
         by_port = {listener["Properties"]["Port"]: listener["Properties"] for listener in listeners.values()}
         assert by_port[443]["Protocol"] == "HTTPS", env
         assert [a["Type"] for a in by_port[80]["DefaultActions"]] == ["redirect"], env
@@ -242,8 +312,14 @@ def test_vllm_gets_one_named_key_and_the_bundled_server_the_whole_secret(synthes
     assert joined[-1] == ":default::"  # ECS's JSON-key reference: secret-arn:json-key:version-stage:version-id
     (bundled,) = secrets["minilm"]
     assert bundled["Name"] == "API_KEYS" and "Fn::Join" not in json.dumps(bundled["ValueFrom"])
-    generated = [r["Properties"]["GenerateSecretString"] for r in template["Resources"].values() if r["Type"] == "AWS::SecretsManager::Secret"]
-    assert generated == [{"ExcludePunctuation": True, "GenerateStringKey": "default", "PasswordLength": 40, "SecretStringTemplate": "{}"}]
+    generated = [
+        r["Properties"]["GenerateSecretString"]
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::SecretsManager::Secret"
+    ]
+    assert generated == [
+        {"ExcludePunctuation": True, "GenerateStringKey": "default", "PasswordLength": 40, "SecretStringTemplate": "{}"}
+    ]
 
 
 def test_rotating_the_vllm_key_points_its_tasks_at_another_named_key():
@@ -253,8 +329,15 @@ def test_rotating_the_vllm_key_points_its_tasks_at_another_named_key():
     stack, parts = stack_with_placement()
     secret = as_secret(secretsmanager.Secret(stack, "ApiKeys"))
     model = ModelProps(name="llm", version="1", gpus=4, cpu=45056, memory_mib=163840)
-    ModelService(stack, "M", model=model, server=VllmServer(VllmProps(api_key_name="llm-2026-12"), image=IMAGE),
-                 capacity=on_cluster(stack, "g5.12xlarge"), access=ServiceAccess(api_keys_secret=secret), **parts)
+    ModelService(
+        stack,
+        "M",
+        model=model,
+        server=VllmServer(VllmProps(api_key_name="llm-2026-12"), image=IMAGE),
+        capacity=on_cluster(stack, "g5.12xlarge"),
+        access=ServiceAccess(api_keys_secret=secret),
+        **parts,
+    )
     (task,) = Template.from_stack(stack).find_resources("AWS::ECS::TaskDefinition").values()
     (server,) = [c for c in task["Properties"]["ContainerDefinitions"] if c["Name"] == "server"]
     (reference,) = server["Secrets"]
@@ -267,10 +350,21 @@ def behind_our_load_balancer(**props):
     """A stack with an InferenceLoadBalancer (LoadBalancerProps(**props)) for ModelService's load_balancer=."""
     stack, parts = stack_with_placement()
     vpc = ec2.Vpc.from_vpc_attributes(
-        stack, "PublicVpc", vpc_id="vpc-2", vpc_cidr_block="10.0.0.0/16", availability_zones=["us-east-1a", "us-east-1b"],
-        public_subnet_ids=["subnet-a1", "subnet-a2"], private_subnet_ids=["subnet-b1", "subnet-b2"])
-    alb = InferenceLoadBalancer(stack, "Alb", vpc=vpc, access_logs_bucket=s3.Bucket.from_bucket_name(stack, "Logs", "logs"),
-                                props=LoadBalancerProps(**props))
+        stack,
+        "PublicVpc",
+        vpc_id="vpc-2",
+        vpc_cidr_block="10.0.0.0/16",
+        availability_zones=["us-east-1a", "us-east-1b"],
+        public_subnet_ids=["subnet-a1", "subnet-a2"],
+        private_subnet_ids=["subnet-b1", "subnet-b2"],
+    )
+    alb = InferenceLoadBalancer(
+        stack,
+        "Alb",
+        vpc=vpc,
+        access_logs_bucket=s3.Bucket.from_bucket_name(stack, "Logs", "logs"),
+        props=LoadBalancerProps(**props),
+    )
     return stack, {**parts, "route": alb, "capacity": on_cluster(stack, "g5.xlarge")}
 
 
@@ -278,10 +372,13 @@ CERTIFICATE = "arn:aws:acm:us-east-1:123456789012:certificate/00000000-0000-4000
 TRITON = TritonServer(TritonProps(image=EcrImage(repository="vision/tritonserver", tag="25.10-py3")))
 
 
-@pytest.mark.parametrize("server, fix", [
-    (BundledServer(image=IMAGE), "access=ServiceAccess(api_keys_secret="),
-    (TRITON, "the triton server takes no API key: put an authenticating proxy in front of it"),
-])
+@pytest.mark.parametrize(
+    "server, fix",
+    [
+        (BundledServer(image=IMAGE), "access=ServiceAccess(api_keys_secret="),
+        (TRITON, "the triton server takes no API key: put an authenticating proxy in front of it"),
+    ],
+)
 def test_a_model_without_a_key_on_a_load_balancer_open_to_the_internet_is_refused(server, fix):
     """Before, a Triton or TGI model (their presets take no key), or any model whose caller forgot api_keys_secret,
     answered anyone on the internet."""
@@ -293,30 +390,51 @@ def test_a_model_without_a_key_on_a_load_balancer_open_to_the_internet_is_refuse
         assert named in error.value.detail
 
 
-@pytest.mark.parametrize("props, allow_unauthenticated", [
-    (dict(certificate_arn=CERTIFICATE, ingress_cidrs=("203.0.113.0/24",)), False),
-    (dict(allow_http=True, internet_facing=False), False),
-    (dict(certificate_arn=CERTIFICATE), True),
-])
+@pytest.mark.parametrize(
+    "props, allow_unauthenticated",
+    [
+        (dict(certificate_arn=CERTIFICATE, ingress_cidrs=("203.0.113.0/24",)), False),
+        (dict(allow_http=True, internet_facing=False), False),
+        (dict(certificate_arn=CERTIFICATE), True),
+    ],
+)
 def test_no_key_is_accepted_on_a_narrowed_or_internal_balancer_or_when_said_so(props, allow_unauthenticated):
     stack, parts = behind_our_load_balancer(**props)
-    ModelService(stack, "M", model=ModelProps(name="closed", version="1"), server=TRITON,
-                 access=ServiceAccess(allow_unauthenticated=allow_unauthenticated), **parts)
+    ModelService(
+        stack,
+        "M",
+        model=ModelProps(name="closed", version="1"),
+        server=TRITON,
+        access=ServiceAccess(allow_unauthenticated=allow_unauthenticated),
+        **parts,
+    )
     assert not Annotations.from_stack(stack).find_warning("*", Match.string_like_regexp("without an API key"))
 
 
 def test_no_key_behind_a_listener_whose_reach_is_unknown_is_a_warning_naming_the_fix():
     stack, parts = stack_with_placement()
-    ModelService(stack, "M", model=ModelProps(name="unkeyed", version="1"), server=BundledServer(image=IMAGE),
-                 capacity=on_cluster(stack, "g5.xlarge"), **parts)
+    ModelService(
+        stack,
+        "M",
+        model=ModelProps(name="unkeyed", version="1"),
+        server=BundledServer(image=IMAGE),
+        capacity=on_cluster(stack, "g5.xlarge"),
+        **parts,
+    )
     (warning,) = Annotations.from_stack(stack).find_warning("*", Match.string_like_regexp("without an API key"))
     message = warning.entry.data
     assert isinstance(message, str)  # a warning's data is its message
     assert "models[unkeyed]" in message and "access=ServiceAccess(api_keys_secret=" in message
     keyed, keyed_parts = stack_with_placement()
-    ModelService(keyed, "M", model=ModelProps(name="keyed", version="1"), server=BundledServer(image=IMAGE),
-                 capacity=on_cluster(keyed, "g5.xlarge"),
-                 access=ServiceAccess(api_keys_secret=api_keys_secret(keyed, "ApiKeys")), **keyed_parts)
+    ModelService(
+        keyed,
+        "M",
+        model=ModelProps(name="keyed", version="1"),
+        server=BundledServer(image=IMAGE),
+        capacity=on_cluster(keyed, "g5.xlarge"),
+        access=ServiceAccess(api_keys_secret=api_keys_secret(keyed, "ApiKeys")),
+        **keyed_parts,
+    )
     assert not Annotations.from_stack(keyed).find_warning("*", Match.string_like_regexp("without an API key"))
 
 

@@ -68,7 +68,9 @@ def test_same_resources_with_the_same_meaning_under_both_flag_sets(synthesized, 
         default = templates[(environment, stack)]["Resources"]
         assert sorted(flagged) == sorted(default), f"{environment}/{stack}: different logical IDs"
         for logical_id in flagged:
-            assert meaning(flagged[logical_id]) == meaning(default[logical_id]), f"{environment}/{stack}: {logical_id} differs"
+            assert meaning(flagged[logical_id]) == meaning(default[logical_id]), (
+                f"{environment}/{stack}: {logical_id} differs"
+            )
 
 
 def test_the_model_bucket_logs_by_bucket_policy_not_acl_under_default_flags(default_flags):
@@ -77,7 +79,9 @@ def test_the_model_bucket_logs_by_bucket_policy_not_acl_under_default_flags(defa
         for resource in template["Resources"].values():
             if resource["Type"] == "AWS::S3::Bucket":
                 assert "AccessControl" not in resource["Properties"], environment
-                assert resource["Properties"]["OwnershipControls"] == {"Rules": [{"ObjectOwnership": "BucketOwnerEnforced"}]}
+                assert resource["Properties"]["OwnershipControls"] == {
+                    "Rules": [{"ObjectOwnership": "BucketOwnerEnforced"}]
+                }
 
 
 def meaning(resource: dict) -> dict:
@@ -141,7 +145,12 @@ def _grants(document: dict) -> set[str]:
         for principal in principals:
             for action in actions if isinstance(actions, list) else [actions]:
                 for resource in resources if isinstance(resources, list) else [resources]:
-                    grants.add(json.dumps([statement["Effect"], principal, action, resource, statement.get("Condition")], sort_keys=True))
+                    grants.add(
+                        json.dumps(
+                            [statement["Effect"], principal, action, resource, statement.get("Condition")],
+                            sort_keys=True,
+                        )
+                    )
     return grants
 
 

@@ -20,8 +20,11 @@ LOCK = Path(__file__).with_name("fixed_names.lock.json")
 
 def fixed_alarm_names(template: dict) -> dict[str, str]:
     """AlarmName -> logical ID of each alarm in ``template`` whose name is written as a fixed string."""
-    return {r["Properties"]["AlarmName"]: logical_id for logical_id, r in template["Resources"].items()
-            if r["Type"] == "AWS::CloudWatch::Alarm" and isinstance(r["Properties"].get("AlarmName"), str)}
+    return {
+        r["Properties"]["AlarmName"]: logical_id
+        for logical_id, r in template["Resources"].items()
+        if r["Type"] == "AWS::CloudWatch::Alarm" and isinstance(r["Properties"].get("AlarmName"), str)
+    }
 
 
 def pinned(synthesized) -> dict[str, dict[str, str]]:
@@ -29,8 +32,11 @@ def pinned(synthesized) -> dict[str, dict[str, str]]:
     found: dict[str, dict[str, str]] = {}
     for environment in ENVIRONMENTS:
         for stack in synthesized.stack_ids(environment):
-            names = {name: logical_id for name, logical_id in fixed_alarm_names(synthesized.template(environment, stack)).items()
-                     if not name.endswith(f"-{logical_id}")}
+            names = {
+                name: logical_id
+                for name, logical_id in fixed_alarm_names(synthesized.template(environment, stack)).items()
+                if not name.endswith(f"-{logical_id}")
+            }
             if names:
                 found[f"{environment}/{stack}"] = names
     return found
@@ -51,8 +57,12 @@ def test_the_never_healthy_alarms_name_changes_with_its_logical_id(synthesized, 
 
 def moved(locked: dict[str, dict[str, str]], now: dict[str, dict[str, str]]) -> dict[str, tuple[str, str]]:
     """``where: name`` -> (locked, current) logical ID of each locked name still present under another logical ID."""
-    return {f"{where}: {name}": (logical_id, now[where][name]) for where, names in locked.items()
-            for name, logical_id in names.items() if name in now.get(where, {}) and now[where][name] != logical_id}
+    return {
+        f"{where}: {name}": (logical_id, now[where][name])
+        for where, names in locked.items()
+        for name, logical_id in names.items()
+        if name in now.get(where, {}) and now[where][name] != logical_id
+    }
 
 
 @pytest.fixture(scope="module")
@@ -64,9 +74,15 @@ def test_every_other_fixed_name_keeps_its_logical_id(current):
     """A pinned name whose logical ID moved would be replaced under the same name, which CloudFormation refuses."""
     locked = json.loads(LOCK.read_text())
     changed = moved(locked, current)
-    assert not changed, f"fixed-name alarms whose logical IDs changed (locked, now): {changed}; keep their construct IDs"
-    unlocked = {f"{where}: {name}" for where, names in current.items() for name in names if name not in locked.get(where, {})}
-    assert not unlocked, f"fixed-name alarms not pinned yet: {sorted(unlocked)}; run python -m tests.infra.test_fixed_names"
+    assert not changed, (
+        f"fixed-name alarms whose logical IDs changed (locked, now): {changed}; keep their construct IDs"
+    )
+    unlocked = {
+        f"{where}: {name}" for where, names in current.items() for name in names if name not in locked.get(where, {})
+    }
+    assert not unlocked, (
+        f"fixed-name alarms not pinned yet: {sorted(unlocked)}; run python -m tests.infra.test_fixed_names"
+    )
 
 
 def test_the_pin_sees_a_moved_logical_id(current):

@@ -34,8 +34,16 @@ from tests.scenarios import scenario_environment
 
 
 def shared_task_definitions(template: dict) -> dict[str, dict]:
-    return {k: r for k, r in template["Resources"].items() if r["Type"] == "AWS::ECS::TaskDefinition"
-            and any("SharingStrategy" in req for c in r["Properties"]["ContainerDefinitions"] for req in c.get("ResourceRequirements", []))}
+    return {
+        k: r
+        for k, r in template["Resources"].items()
+        if r["Type"] == "AWS::ECS::TaskDefinition"
+        and any(
+            "SharingStrategy" in req
+            for c in r["Properties"]["ContainerDefinitions"]
+            for req in c.get("ResourceRequirements", [])
+        )
+    }
 
 
 def test_dev_runs_three_models_on_mps_shares_as_the_reference_writes_them(synthesized):
@@ -57,9 +65,13 @@ def test_dev_runs_three_models_on_mps_shares_as_the_reference_writes_them(synthe
 
 def test_no_shared_model_scales_on_its_gpus_utilisation(synthesized):
     template = synthesized.inference_template("dev")
-    scaling_alarms = [r["Properties"] for r in template["Resources"].values() if r["Type"] == "AWS::CloudWatch::Alarm"
-                      and any("ScalingPolicy" in json.dumps(a) or "Ref" in a for a in r["Properties"].get("AlarmActions", []))
-                      and "GpuUtilization" in json.dumps(r["Properties"])]
+    scaling_alarms = [
+        r["Properties"]
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::CloudWatch::Alarm"
+        and any("ScalingPolicy" in json.dumps(a) or "Ref" in a for a in r["Properties"].get("AlarmActions", []))
+        and "GpuUtilization" in json.dumps(r["Properties"])
+    ]
     assert scaling_alarms == []
 
 
@@ -74,17 +86,39 @@ def dev_with(**changes) -> dict:
     return data
 
 
-@pytest.mark.parametrize(("changes", "key", "fix"), [
-    ({"models": {0: {"gpu_share": {"memory_mib": 16000}}}}, r"models\[0\]\.gpu_share\.memory_mib", "at most 14592"),  # g4dn's T4
-    ({"models": {0: {"gpu_share": {"memory_mib": 100}}}}, r"gpu_share\.memory_mib", "at least 256"),
-    ({"models": {0: {"gpu_share": {"memory_mib": 2048, "max_compute_percent": 0}}}}, r"gpu_share\.max_compute_percent", "out of range"),
-    ({"models": {0: {"gpus": 2}}}, r"models\[0\]\.gpus", "remove gpu_share"),
-    ({"models": {1: {"gpu_share": None}}}, r"gpu_share", "capacity group of their own"),
-    ({"capacity": {"max_capacity": 2}}, r"capacity\.max_capacity", "raise max_capacity to at least 4"),  # with dev's pool (tenants)
-    ({"models": {0: {"cpu": 4096}}}, r"models\[0\]\.cpu", "does not fit"),
-    ({"models": {i: {"max_tasks": 8} for i in range(3)}, "capacity": {"max_capacity": 8},
-      "deployment": {"strategy": "canary"}}, r"capacity\.max_capacity", "deploying"),
-])
+@pytest.mark.parametrize(
+    ("changes", "key", "fix"),
+    [
+        (
+            {"models": {0: {"gpu_share": {"memory_mib": 16000}}}},
+            r"models\[0\]\.gpu_share\.memory_mib",
+            "at most 14592",
+        ),  # g4dn's T4
+        ({"models": {0: {"gpu_share": {"memory_mib": 100}}}}, r"gpu_share\.memory_mib", "at least 256"),
+        (
+            {"models": {0: {"gpu_share": {"memory_mib": 2048, "max_compute_percent": 0}}}},
+            r"gpu_share\.max_compute_percent",
+            "out of range",
+        ),
+        ({"models": {0: {"gpus": 2}}}, r"models\[0\]\.gpus", "remove gpu_share"),
+        ({"models": {1: {"gpu_share": None}}}, r"gpu_share", "capacity group of their own"),
+        (
+            {"capacity": {"max_capacity": 2}},
+            r"capacity\.max_capacity",
+            "raise max_capacity to at least 4",
+        ),  # with dev's pool (tenants)
+        ({"models": {0: {"cpu": 4096}}}, r"models\[0\]\.cpu", "does not fit"),
+        (
+            {
+                "models": {i: {"max_tasks": 8} for i in range(3)},
+                "capacity": {"max_capacity": 8},
+                "deployment": {"strategy": "canary"},
+            },
+            r"capacity\.max_capacity",
+            "deploying",
+        ),
+    ],
+)
 def test_every_fit_rule_is_refused_at_synth_naming_the_key_and_the_fix(changes, key, fix):
     with pytest.raises(ConfigError, match=key) as raised:
         load_environment("dev", dev_with(**changes))
@@ -114,13 +148,22 @@ def team_stack(share: GpuShare, server=None):
     stack = cdk.Stack(app, "Team", env=cdk.Environment(account="123456789012", region="eu-west-1"))
     team = imported_team_parts(stack)
     cluster, listener = team.cluster, team.listener
-    service = ModelService(stack, "Ranker",
-                           model=ModelProps(name="ranker", version="1", cpu=1024, memory_mib=3072, gpu_share=share),
-                           logs=ServiceLogs(kms.Key.from_key_arn(stack, "Key", "arn:aws:kms:eu-west-1:123456789012:key/11111111-2222-3333-4444-555555555555")),
-                           environment_name="team", capacity=ClusterCapacity(cluster, "team-gpu-spot", "g5.xlarge"),
-                           model_source=ModelBucket(s3.Bucket.from_bucket_name(stack, "Models", "team-models")),
-                           route=ListenerRoute(listener, 7), access=ServiceAccess(allow_unauthenticated=True),
-                           **{"server": server} if server else {})
+    service = ModelService(
+        stack,
+        "Ranker",
+        model=ModelProps(name="ranker", version="1", cpu=1024, memory_mib=3072, gpu_share=share),
+        logs=ServiceLogs(
+            kms.Key.from_key_arn(
+                stack, "Key", "arn:aws:kms:eu-west-1:123456789012:key/11111111-2222-3333-4444-555555555555"
+            )
+        ),
+        environment_name="team",
+        capacity=ClusterCapacity(cluster, "team-gpu-spot", "g5.xlarge"),
+        model_source=ModelBucket(s3.Bucket.from_bucket_name(stack, "Models", "team-models")),
+        route=ListenerRoute(listener, 7),
+        access=ServiceAccess(allow_unauthenticated=True),
+        **{"server": server} if server else {},
+    )
     return app, stack, service
 
 
@@ -129,14 +172,18 @@ def test_a_team_app_runs_its_model_on_a_share_of_its_own_cluster(tmp_path):
     template = app.synth().get_stack_by_name("Team").template
     (task,) = shared_task_definitions(template).values()
     (server,) = [c for c in task["Properties"]["ContainerDefinitions"] if c.get("ResourceRequirements")]
-    assert server["ResourceRequirements"] == [{"Type": "GPU", "SharingStrategy": {"NvidiaMps": {"Memory": 4096, "MaxComputePercent": 25}}}]
+    assert server["ResourceRequirements"] == [
+        {"Type": "GPU", "SharingStrategy": {"NvidiaMps": {"Memory": 4096, "MaxComputePercent": 25}}}
+    ]
     assert cloudformation_validation_findings(__import__("pathlib").Path(app.outdir)) == []
 
 
 def test_vllm_on_a_share_sizes_its_kv_cache_from_the_share():
     from gpu_inference_constructs import VllmProps, VllmServer
 
-    _, _, service = team_stack(GpuShare(11514), VllmServer(VllmProps(), image=ecs.ContainerImage.from_registry("vllm/vllm-openai:v0.32.0")))
+    _, _, service = team_stack(
+        GpuShare(11514), VllmServer(VllmProps(), image=ecs.ContainerImage.from_registry("vllm/vllm-openai:v0.32.0"))
+    )
     command = list(service.contract.command)
     utilization = float(command[command.index("--gpu-memory-utilization") + 1])
     assert utilization == pytest.approx(0.90 * 11514 / 23028, abs=0.001)  # half an A10G, not 0.9 of it
@@ -146,7 +193,10 @@ def test_a_server_that_does_not_say_it_is_one_cuda_process_is_refused_on_a_share
     from gpu_inference_constructs import TritonServer
 
     with pytest.raises(ConfigError, match=r"models\[ranker\]\.gpu_share.*single_cuda_process"):
-        team_stack(GpuShare(4096), TritonServer(image=ecs.ContainerImage.from_registry("nvcr.io/nvidia/tritonserver:25.10-py3")))
+        team_stack(
+            GpuShare(4096),
+            TritonServer(image=ecs.ContainerImage.from_registry("nvcr.io/nvidia/tritonserver:25.10-py3")),
+        )
 
 
 def test_the_stale_findings_are_acknowledged_on_the_shared_task_definition_only(tmp_path):
@@ -157,11 +207,15 @@ def test_the_stale_findings_are_acknowledged_on_the_shared_task_definition_only(
 
     app, stack, service = team_stack(GpuShare(4096))
     plain = ecs.Ec2TaskDefinition(stack, "Plain")
-    plain.add_container("c", image=ecs.ContainerImage.from_registry("public.ecr.aws/docker/library/busybox:1.37"), memory_limit_mib=64)
+    plain.add_container(
+        "c", image=ecs.ContainerImage.from_registry("public.ecr.aws/docker/library/busybox:1.37"), memory_limit_mib=64
+    )
     default_child(plain).add_property_override("ContainerDefinitions.0.ResourceRequirements", [{"Type": "GPU"}])
     shared = default_child(service.task_definition)
-    shared.add_property_override("ContainerDefinitions.0.ResourceRequirements",
-                                 [{"Type": "GPU", "SharingStrategy": {"NvidiaMps": {"Memory": 4096, "MemoryMiB": 1}}}])
+    shared.add_property_override(
+        "ContainerDefinitions.0.ResourceRequirements",
+        [{"Type": "GPU", "SharingStrategy": {"NvidiaMps": {"Memory": 4096, "MemoryMiB": 1}}}],
+    )
     shared.add_property_override("ContainerDefinitions.0.Cpu", "lots")
     try:
         app.synth()
@@ -189,7 +243,9 @@ def test_cfn_lint_knows_sharing_strategy_and_finds_nothing_in_devs_shared_templa
             paths.append(str(path))
     assert len(paths) >= 3
     linted = subprocess.run([str(CFN_LINT), "--format", "parseable", "--", *paths], capture_output=True, text=True)
-    assert not [line for line in linted.stdout.splitlines() if ":E" in line and "ResourceRequirements" in line], linted.stdout
+    assert not [line for line in linted.stdout.splitlines() if ":E" in line and "ResourceRequirements" in line], (
+        linted.stdout
+    )
 
 
 def test_a_library_capacity_refuses_whole_and_shared_models_on_one_group():
@@ -198,7 +254,9 @@ def test_a_library_capacity_refuses_whole_and_shared_models_on_one_group():
 
     for first, second in ((None, GpuShare(2048)), (GpuShare(2048), None)):
         stack = cdk.Stack(cdk.App(), "Team", env=cdk.Environment(account="123456789012", region="us-east-1"))
-        vpc = ec2.Vpc.from_vpc_attributes(stack, "Vpc", vpc_id="vpc-1", availability_zones=["us-east-1a"], private_subnet_ids=["subnet-1"])
+        vpc = ec2.Vpc.from_vpc_attributes(
+            stack, "Vpc", vpc_id="vpc-1", availability_zones=["us-east-1a"], private_subnet_ids=["subnet-1"]
+        )
         gpus = GpuCapacity(stack, "Gpus", vpc=vpc, props=GpuCapacityProps())
         gpus.add_model(ModelProps(name="first", version="1", cpu=1024, memory_mib=3072, gpu_share=first))
         with pytest.raises(ConfigError, match=r"^models\[second\]\.gpu_share: .*capacity group of their own"):
@@ -231,14 +289,24 @@ def test_every_shared_service_is_placed_only_where_the_agent_advertises_mps(synt
     on_shares = [s for s in services if s["TaskDefinition"]["Ref"] in shared]
     assert len(on_shares) == len(shared) >= 3
     for service in on_shares:
-        assert service["PlacementConstraints"] == [{"Type": "memberOf", "Expression": f"attribute:{MPS_CAPABILITY} exists"}]
+        assert service["PlacementConstraints"] == [
+            {"Type": "memberOf", "Expression": f"attribute:{MPS_CAPABILITY} exists"}
+        ]
     whole = synthesized.inference_template("prod")
-    assert not [r for r in whole["Resources"].values() if r["Type"] == "AWS::ECS::Service" and "PlacementConstraints" in r["Properties"]]
+    assert not [
+        r
+        for r in whole["Resources"].values()
+        if r["Type"] == "AWS::ECS::Service" and "PlacementConstraints" in r["Properties"]
+    ]
 
 
 def _mps_warnings(stack) -> list[str]:
     from aws_cdk.assertions import Annotations, Match
-    return [str(w.entry.data) for w in Annotations.from_stack(stack).find_warning("*", Match.string_like_regexp(MPS_CAPABILITY))]
+
+    return [
+        str(w.entry.data)
+        for w in Annotations.from_stack(stack).find_warning("*", Match.string_like_regexp(MPS_CAPABILITY))
+    ]
 
 
 def test_a_share_on_capacity_the_library_does_not_build_warns_of_the_mps_prerequisites():
@@ -250,7 +318,9 @@ def test_a_share_on_capacity_the_library_does_not_build_warns_of_the_mps_prerequ
 
     for images, expected in ((None, 0), ({"us-east-1": "ami-0123456789abcdef0"}, 1)):
         stack = cdk.Stack(cdk.App(), "Own", env=cdk.Environment(account="123456789012", region="us-east-1"))
-        vpc = ec2.Vpc.from_vpc_attributes(stack, "Vpc", vpc_id="vpc-1", availability_zones=["us-east-1a"], private_subnet_ids=["subnet-1"])
+        vpc = ec2.Vpc.from_vpc_attributes(
+            stack, "Vpc", vpc_id="vpc-1", availability_zones=["us-east-1a"], private_subnet_ids=["subnet-1"]
+        )
         gpus = GpuCapacity(stack, "Gpus", vpc=vpc, props=GpuCapacityProps(machine_image_ids=images))
         gpus.add_model(ModelProps(name="ranker", version="1", cpu=1024, memory_mib=3072, gpu_share=GpuShare(2048)))
         assert len([w for w in _mps_warnings(stack) if "machine_image_ids" in w]) == expected

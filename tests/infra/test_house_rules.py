@@ -27,8 +27,11 @@ def sources(root: Path) -> list[Path]:
 
 
 def long_modules(root: Path, limit: int = MAX_MODULE_LINES) -> list[str]:
-    return [f"{p.relative_to(root.parent)}: {n} lines" for p in sources(root)
-            if (n := len(p.read_text().splitlines())) >= limit]
+    return [
+        f"{p.relative_to(root.parent)}: {n} lines"
+        for p in sources(root)
+        if (n := len(p.read_text().splitlines())) >= limit
+    ]
 
 
 def long_functions(root: Path, limit: int = MAX_FUNCTION_LINES) -> list[str]:
@@ -46,8 +49,11 @@ def undocumented_defaults(cls: type) -> list[str]:
     """The fields of a dataclass that have a default but no docstring after them saying ``Default``."""
     tree = ast.parse(inspect.getsource(cls))
     body = next(n for n in tree.body if isinstance(n, ast.ClassDef)).body
-    with_default = {f.name for f in dataclasses.fields(cls)
-                    if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING}
+    with_default = {
+        f.name
+        for f in dataclasses.fields(cls)
+        if f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+    }
     missing = []
     for index, statement in enumerate(body):
         if not (isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name)):
@@ -55,8 +61,15 @@ def undocumented_defaults(cls: type) -> list[str]:
         if statement.target.id not in with_default:
             continue
         after = body[index + 1] if index + 1 < len(body) else None
-        doc = after.value.value if (isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant)
-                                    and isinstance(after.value.value, str)) else ""
+        doc = (
+            after.value.value
+            if (
+                isinstance(after, ast.Expr)
+                and isinstance(after.value, ast.Constant)
+                and isinstance(after.value.value, str)
+            )
+            else ""
+        )
         if "default" not in doc.lower():
             missing.append(f"{cls.__name__}.{statement.target.id}")
     return missing
@@ -108,4 +121,7 @@ class _PlantedProps:
 
 
 def test_the_defaults_check_finds_a_planted_undocumented_default():
-    assert undocumented_defaults(_PlantedProps) == ["_PlantedProps.undocumented", "_PlantedProps.said_nothing_of_its_default"]
+    assert undocumented_defaults(_PlantedProps) == [
+        "_PlantedProps.undocumented",
+        "_PlantedProps.said_nothing_of_its_default",
+    ]

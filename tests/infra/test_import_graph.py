@@ -50,7 +50,11 @@ def import_graph(root: Path = PACKAGE) -> dict[str, set[str]]:
     # A package's __init__ re-exports its modules; importing a module through its package is not a cycle of the
     # modules themselves, so packages are left out as targets.
     packages = {module_name(p, root) for p in root.rglob("__init__.py")}
-    return {name: (imports_of(path, root) & set(modules)) - packages - {name} for name, path in modules.items() if name not in packages}
+    return {
+        name: (imports_of(path, root) & set(modules)) - packages - {name}
+        for name, path in modules.items()
+        if name not in packages
+    }
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -61,7 +65,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
         stack.append(node)
         for nxt in sorted(graph.get(node, ())):
             if state.get(nxt) == "open":
-                loop = stack[stack.index(nxt):]
+                loop = stack[stack.index(nxt) :]
                 start = loop.index(min(loop))  # the same circle reads the same wherever the walk entered it
                 found.append(loop[start:] + loop[:start] + [min(loop)])
             elif nxt not in state:
@@ -119,8 +123,12 @@ def layer_of(module: str) -> str:
 
 
 def arrows_up(graph: dict[str, set[str]]) -> list[str]:
-    return [f"{source} -> {target}" for source, targets in sorted(graph.items()) for target in sorted(targets)
-            if layer_of(target) not in SERVER_LAYERS[layer_of(source)]]
+    return [
+        f"{source} -> {target}"
+        for source, targets in sorted(graph.items())
+        for target in sorted(targets)
+        if layer_of(target) not in SERVER_LAYERS[layer_of(source)]
+    ]
 
 
 def test_the_servers_layers_import_no_arrow_up():
@@ -143,8 +151,10 @@ def test_the_layer_rule_finds_a_planted_arrow_up(tmp_path):
     (package / "engine" / "batcher.py").write_text("from ..front.admission import Admission\n")
     (package / "front" / "admission.py").write_text("from .. import settings\n")
     (package / "tools" / "conversion.py").write_text("from ..engine import batcher\n")
-    assert arrows_up(import_graph(package)) == ["inference_server.engine.batcher -> inference_server.front.admission",
-                                                "inference_server.settings -> inference_server.tools.conversion"]
+    assert arrows_up(import_graph(package)) == [
+        "inference_server.engine.batcher -> inference_server.front.admission",
+        "inference_server.settings -> inference_server.tools.conversion",
+    ]
 
 
 # Issue 56, the layers: core/ (and the sizing advisor, which runs on it) loads no aws_cdk, jsii or
@@ -173,8 +183,12 @@ def statements(tree: ast.Module, *, functions: bool) -> list[ast.stmt]:
                 for field in ("body", "orelse", "finalbody", "handlers"):
                     inner = getattr(node, field, None)
                     if isinstance(inner, list):
-                        visit([n for n in inner if isinstance(n, ast.stmt)] +
-                              [s for h in inner if isinstance(h, ast.ExceptHandler) for s in h.body], in_function)
+                        visit(
+                            [n for n in inner if isinstance(n, ast.stmt)]
+                            + [s for h in inner if isinstance(h, ast.ExceptHandler) for s in h.body],
+                            in_function,
+                        )
+
     visit(tree.body, False)
     return found
 
@@ -201,7 +215,7 @@ def loaded_modules(path: Path, root: Path, modules: set[str], *, functions: bool
             found |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom):
             base = package.split(".")
-            base = ".".join(base[:len(base) - node.level + 1]) if node.level else ""
+            base = ".".join(base[: len(base) - node.level + 1]) if node.level else ""
             target = ".".join(p for p in (base, node.module or "") if p)
             found |= {target} | {f"{target}.{a.name}" for a in node.names}
     with_parents = {".".join(m.split(".")[:i]) for m in found for i in range(1, m.count(".") + 2)}
@@ -209,8 +223,9 @@ def loaded_modules(path: Path, root: Path, modules: set[str], *, functions: bool
 
 
 def library_files(root: Path) -> dict[str, Path]:
-    return {module_name(p, root): p for p in sorted(root.rglob("*.py"))
-            if "server_image" not in p.relative_to(root).parts}
+    return {
+        module_name(p, root): p for p in sorted(root.rglob("*.py")) if "server_image" not in p.relative_to(root).parts
+    }
 
 
 def pure_layer_problems(root: Path = PACKAGE) -> list[str]:
@@ -223,9 +238,11 @@ def pure_layer_problems(root: Path = PACKAGE) -> list[str]:
     for name in files:
         layer = name.split(".")[1] if name.count(".") else ""
         if layer == "core":
-            problems |= {f"{name} imports {t} (core imports only core)"
-                         for t in loaded_modules(files[name], root, set(files), functions=True)
-                         if t.split(".")[1:2] != ["core"] and t != root.name}
+            problems |= {
+                f"{name} imports {t} (core imports only core)"
+                for t in loaded_modules(files[name], root, set(files), functions=True)
+                if t.split(".")[1:2] != ["core"] and t != root.name
+            }
         if layer not in PURE:
             continue
         seen, todo = set(), [name]
@@ -234,8 +251,9 @@ def pure_layer_problems(root: Path = PACKAGE) -> list[str]:
             if current not in seen:
                 seen.add(current)
                 todo += graph[current]
-        problems |= {f"{name} loads {m}, which imports {', '.join(cdk_imports(files[m]))}"
-                     for m in seen if cdk_imports(files[m])}
+        problems |= {
+            f"{name} loads {m}, which imports {', '.join(cdk_imports(files[m]))}" for m in seen if cdk_imports(files[m])
+        }
     return sorted(problems)
 
 
@@ -254,7 +272,8 @@ def test_the_pure_layer_rule_finds_planted_defects(tmp_path):
         (package / folder / "__init__.py").write_text("")
     (package / "__init__.py").write_text("")
     (package / "core" / "props.py").write_text(
-        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import aws_cdk\n")
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import aws_cdk\n"
+    )
     (package / "core" / "checks.py").write_text("from ..service import task\n")
     (package / "core" / "late.py").write_text("def f():\n    from .. import service\n")
     (package / "service" / "task.py").write_text("import aws_cdk as cdk\n")
@@ -279,7 +298,8 @@ def test_the_function_level_rule_finds_a_planted_import(tmp_path):
     (package / "__init__.py").write_text("")
     (package / "a.py").write_text("import aws_cdk as cdk\n\n\ndef f():\n    return cdk\n")
     (package / "b.py").write_text(
-        "class B:\n    def f(self):\n        if self:\n            from aws_cdk import aws_ecs\n")
+        "class B:\n    def f(self):\n        if self:\n            from aws_cdk import aws_ecs\n"
+    )
     assert function_level_cdk_imports(package) == {f"{NAME}.b": ["aws_cdk"]}
 
 
@@ -311,16 +331,19 @@ def test_the_package_walk_finds_a_planted_circle(tmp_path):
 
 
 def test_the_top_level_holds_subpackages_and_the_root_module_only():
-    loose = sorted(p.name for p in PACKAGE.iterdir()
-                   if p.name not in ROOT_FILES and not (p.is_dir() and (p / "__init__.py").is_file()))
+    loose = sorted(
+        p.name
+        for p in PACKAGE.iterdir()
+        if p.name not in ROOT_FILES and not (p.is_dir() and (p / "__init__.py").is_file())
+    )
     assert loose == []
 
 
 # aws_cdk imports still inside functions, in the presets and value types the sizing advisor loads: each goes when the
 # server preset protocol hands images and warnings through ServerContext (issue 56, open choices). Only shrinks.
 STILL_IN_FUNCTIONS: dict[str, list[str]] = {
-    "gpu_inference_constructs.core.server_contract": ['aws_cdk'],
-    "gpu_inference_constructs.servers.bundled": ['aws_cdk'],
-    "gpu_inference_constructs.servers.llm_checks": ['aws_cdk'],
-    "gpu_inference_constructs.servers.neuron": ['aws_cdk'],
+    "gpu_inference_constructs.core.server_contract": ["aws_cdk"],
+    "gpu_inference_constructs.servers.bundled": ["aws_cdk"],
+    "gpu_inference_constructs.servers.llm_checks": ["aws_cdk"],
+    "gpu_inference_constructs.servers.neuron": ["aws_cdk"],
 }

@@ -10,7 +10,9 @@ from tests.infra.conftest import ENVIRONMENTS
 @pytest.mark.parametrize("environment", ENVIRONMENTS)
 def test_each_model_has_its_own_stack_beside_the_network_and_shared_stacks(synthesized, environment):
     config = synthesized.stages[environment].config
-    assert sorted(synthesized.stack_ids(environment)) == sorted(["Network", "Inference", *(f"Model-{m.name}" for m in config.models)])
+    assert sorted(synthesized.stack_ids(environment)) == sorted(
+        ["Network", "Inference", *(f"Model-{m.name}" for m in config.models)]
+    )
 
 
 @pytest.mark.parametrize("environment", ENVIRONMENTS)
@@ -24,7 +26,11 @@ def test_a_model_stack_holds_that_model_only_and_keeps_its_single_stack_logical_
         prefixes = (f"Model{name}", f"Scaling{name}", f"Monitoring{name}")
         assert [k for k in resources if not k.startswith(prefixes) and k != "CDKMetadata"] == []
         types = {r["Type"] for r in resources.values()}
-        assert {"AWS::ECS::Service", "AWS::ElasticLoadBalancingV2::TargetGroup", "AWS::ElasticLoadBalancingV2::ListenerRule"} <= types
+        assert {
+            "AWS::ECS::Service",
+            "AWS::ElasticLoadBalancingV2::TargetGroup",
+            "AWS::ElasticLoadBalancingV2::ListenerRule",
+        } <= types
 
 
 @pytest.mark.parametrize("environment", ENVIRONMENTS)

@@ -66,7 +66,9 @@ def test_every_vllm_task_runs_that_liveness_check(env):
     for model in [m for m in config.models if config.server_config(m).vllm is not None]:
         health = containers(template)[model.name]["HealthCheck"]
         assert tuple(health["Command"]) == vllm_liveness(config.server_config(model).vllm.port).command
-        assert health["StartPeriod"] == MAX_HEALTH_CHECK_START_PERIOD < model.expected_load_seconds  # the load outlasts it
+        assert (
+            health["StartPeriod"] == MAX_HEALTH_CHECK_START_PERIOD < model.expected_load_seconds
+        )  # the load outlasts it
 
 
 def test_every_models_start_window_covers_its_expected_load(env):
@@ -76,11 +78,18 @@ def test_every_models_start_window_covers_its_expected_load(env):
     services = template.find_resources("AWS::ECS::Service")
     assert len(services) == len(config.models)
     for model in config.models:
-        (service,) = [s for logical_id, s in services.items() if logical_id.startswith(f"Model{model.name.replace('-', '')}Service")]
+        (service,) = [
+            s
+            for logical_id, s in services.items()
+            if logical_id.startswith(f"Model{model.name.replace('-', '')}Service")
+        ]
         assert service["Properties"]["HealthCheckGracePeriodSeconds"] >= model.expected_load_seconds
         health = containers(template)[model.name]["HealthCheck"]
         window = health["StartPeriod"] + health["Retries"] * health["Interval"]
-        assert window >= model.expected_load_seconds or tuple(health["Command"]) == vllm_liveness(config.server_config(model).vllm.port).command
+        assert (
+            window >= model.expected_load_seconds
+            or tuple(health["Command"]) == vllm_liveness(config.server_config(model).vllm.port).command
+        )
 
 
 @pytest.mark.parametrize("passes_while_loading", [False, True])
@@ -94,12 +103,21 @@ def test_a_liveness_check_that_fails_while_loading_is_refused_for_a_long_load(pa
     with pytest.raises(ConfigError) as error:
         ModelService(stack, "M", model=model, server=server, capacity=on_cluster(stack, "g5.xlarge"), **parts)
     assert error.value.key == "models[slow].expected_load_seconds"
-    assert "300 s start period + 3 x 15 s = 345 s" in error.value.detail and "passes_while_loading=True" in error.value.detail
+    assert (
+        "300 s start period + 3 x 15 s = 345 s" in error.value.detail
+        and "passes_while_loading=True" in error.value.detail
+    )
 
 
 def test_the_bundled_preset_passes_while_loading():
     """The bundled server's /health answers once it listens; /ready answers 503 while the model loads."""
     stack, parts = stack_with_placement()
-    service = ModelService(stack, "M", model=ModelProps(name="fast", version="1"), server=BundledServer(image=IMAGE),
-                           capacity=on_cluster(stack, "g5.xlarge"), **parts)
+    service = ModelService(
+        stack,
+        "M",
+        model=ModelProps(name="fast", version="1"),
+        server=BundledServer(image=IMAGE),
+        capacity=on_cluster(stack, "g5.xlarge"),
+        **parts,
+    )
     assert service.contract.liveness.passes_while_loading

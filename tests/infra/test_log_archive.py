@@ -44,14 +44,48 @@ STREAM = "arn:aws:firehose:us-east-1:222222222222:deliverystream/staging-server-
 # no fluent-bit and PyPI has no validator of plugin keys (only a tree-sitter grammar), so the file is checked here.
 COMMON_KEYS = frozenset({"Name", "Match", "Match_Regex", "Retry_Limit", "workers", "alias"})
 PLUGIN_KEYS = {
-    "s3": COMMON_KEYS | {"region", "bucket", "json_date_key", "json_date_format", "total_file_size", "upload_chunk_size",
-                         "upload_timeout", "store_dir", "store_dir_limit_size", "s3_key_format",
-                         "s3_key_format_tag_delimiters", "static_file_path", "use_put_object", "role_arn", "endpoint",
-                         "sts_endpoint", "canned_acl", "compression", "content_type", "send_content_md5",
-                         "auto_retry_requests", "log_key", "preserve_data_ordering", "storage_class", "external_id"},
-    "kinesis_firehose": COMMON_KEYS | {"region", "delivery_stream", "time_key", "time_key_format", "log_key",
-                                       "compression", "role_arn", "endpoint", "sts_endpoint", "auto_retry_requests",
-                                       "external_id"},
+    "s3": COMMON_KEYS
+    | {
+        "region",
+        "bucket",
+        "json_date_key",
+        "json_date_format",
+        "total_file_size",
+        "upload_chunk_size",
+        "upload_timeout",
+        "store_dir",
+        "store_dir_limit_size",
+        "s3_key_format",
+        "s3_key_format_tag_delimiters",
+        "static_file_path",
+        "use_put_object",
+        "role_arn",
+        "endpoint",
+        "sts_endpoint",
+        "canned_acl",
+        "compression",
+        "content_type",
+        "send_content_md5",
+        "auto_retry_requests",
+        "log_key",
+        "preserve_data_ordering",
+        "storage_class",
+        "external_id",
+    },
+    "kinesis_firehose": COMMON_KEYS
+    | {
+        "region",
+        "delivery_stream",
+        "time_key",
+        "time_key_format",
+        "log_key",
+        "compression",
+        "role_arn",
+        "endpoint",
+        "sts_endpoint",
+        "auto_retry_requests",
+        "external_id",
+    },
 }
 REQUIRED_KEYS = {"s3": ("bucket", "region"), "kinesis_firehose": ("delivery_stream", "region")}
 
@@ -84,7 +118,9 @@ def output_problems(output: dict[str, str]) -> list[str]:
         if timeout is None:
             problems.append("upload_timeout is not a time such as 10m")
         elif int(timeout.group(1)) * {"s": 1, "m": 60, "h": 3600}[timeout.group(2)] > SPOT_STOP_SECONDS:
-            problems.append("upload_timeout outlasts what a Spot notice leaves: a task's last logs are lost with its instance")
+            problems.append(
+                "upload_timeout outlasts what a Spot notice leaves: a task's last logs are lost with its instance"
+            )
         key = output.get("s3_key_format", "/")
         if not key.startswith("/"):
             problems.append("s3_key_format does not start with / (the plugin requests /<bucket><key>)")
@@ -104,23 +140,29 @@ def test_the_configuration_file_follows_the_plugins_documented_keys():
     assert all(output_problems(o) == [] for o in outputs), [output_problems(o) for o in outputs]
     assert {o["Match"] for o in outputs} == {"server-firelens*"}  # the server's records only, as FireLens tags them
     s3_output, firehose = outputs
-    assert s3_output["bucket"] == f"${{{ARCHIVE_BUCKET_VARIABLE}}}" and firehose["delivery_stream"] == f"${{{FIREHOSE_STREAM_VARIABLE}}}"
+    assert (
+        s3_output["bucket"] == f"${{{ARCHIVE_BUCKET_VARIABLE}}}"
+        and firehose["delivery_stream"] == f"${{{FIREHOSE_STREAM_VARIABLE}}}"
+    )
     assert s3_output["s3_key_format"].startswith("/firelens/staging/ranker/")
     # The server's cloudwatch_logs output sends only the line (log_key log); the archive keeps whole records: the
     # line under "log" beside its ECS metadata (task, container, stdout/stderr), which only the archive holds.
     assert all("log_key" not in o for o in outputs)
 
 
-@pytest.mark.parametrize(("defect", "problem"), [
-    ({"buckets": "b"}, "unknown key buckets"),
-    ({"s3_key_format": "firelens/%Y/$UUID.gz"}, "does not start with /"),
-    ({"s3_key_format": "/firelens/%Y.gz"}, "needs $UUID"),
-    ({"total_file_size": "2048M"}, "total_file_size"),
-    ({"upload_timeout": "ten"}, "upload_timeout"),
-    ({"upload_timeout": "10m"}, "outlasts what a Spot notice leaves"),  # the plugin's default, the archive's before
-    ({"compression": "zip"}, "compression is not gzip"),
-    ({"Name": "s4"}, "unknown plugin"),
-])
+@pytest.mark.parametrize(
+    ("defect", "problem"),
+    [
+        ({"buckets": "b"}, "unknown key buckets"),
+        ({"s3_key_format": "firelens/%Y/$UUID.gz"}, "does not start with /"),
+        ({"s3_key_format": "/firelens/%Y.gz"}, "needs $UUID"),
+        ({"total_file_size": "2048M"}, "total_file_size"),
+        ({"upload_timeout": "ten"}, "upload_timeout"),
+        ({"upload_timeout": "10m"}, "outlasts what a Spot notice leaves"),  # the plugin's default, the archive's before
+        ({"compression": "zip"}, "compression is not gzip"),
+        ({"Name": "s4"}, "unknown plugin"),
+    ],
+)
 def test_the_key_check_finds_a_planted_defect(defect, problem):
     (good,) = parse_outputs(archive_config(LogArchive(), "server", "staging", "ranker"))
     assert output_problems(good) == []
@@ -140,8 +182,13 @@ def test_every_staging_models_archive_uploads_what_it_wrote_before_sigterm_withi
     config, template = staging
     archive = config.telemetry.firelens.archive
     resources = template.to_json()["Resources"]
-    delays = {int(a["Value"]) for r in resources.values() if r["Type"] == "AWS::ElasticLoadBalancingV2::TargetGroup"
-              for a in r["Properties"]["TargetGroupAttributes"] if a["Key"] == "deregistration_delay.timeout_seconds"}
+    delays = {
+        int(a["Value"])
+        for r in resources.values()
+        if r["Type"] == "AWS::ElasticLoadBalancingV2::TargetGroup"
+        for a in r["Properties"]["TargetGroupAttributes"]
+        if a["Key"] == "deregistration_delay.timeout_seconds"
+    }
     assert max(delays) == 80 and archive.s3
     for delay in delays:
         assert SPOT_DETECTION_SECONDS + delay + archive.upload_timeout_seconds <= SPOT_NOTICE_SECONDS, delay
@@ -156,8 +203,12 @@ def test_an_archive_slower_than_the_notice_allows_is_refused_naming_the_key():
 
 def _statements(template: Template, role_fragment: str, model: str) -> list[dict]:
     prefix = f"Model{logical(model)}"
-    return [s for k, r in template.to_json()["Resources"].items() if r["Type"] == "AWS::IAM::Policy" and k.startswith(prefix)
-            and role_fragment in k for s in r["Properties"]["PolicyDocument"]["Statement"]]
+    return [
+        s
+        for k, r in template.to_json()["Resources"].items()
+        if r["Type"] == "AWS::IAM::Policy" and k.startswith(prefix) and role_fragment in k
+        for s in r["Properties"]["PolicyDocument"]["Statement"]
+    ]
 
 
 def test_staging_archives_the_servers_logs_to_s3_and_firehose_beside_cloudwatch(staging):
@@ -182,9 +233,15 @@ def test_the_execution_role_may_read_the_configuration_file_and_locate_its_bucke
         get = [s for s in statements if s["Action"] == "s3:GetObject"]
         location = [s for s in statements if s["Action"] == "s3:GetBucketLocation"]
         assert len(get) == 1 and "assets" in json.dumps(get[0]["Resource"])
-        on_bucket = [s for s in location if not json.dumps(s["Resource"]).rstrip('"]}').endswith(".conf")
-                     and "/" not in json.dumps(s["Resource"]).split("assets-", 1)[-1]]
-        assert on_bucket, f"{model.name}: no s3:GetBucketLocation on the bucket itself (ECS reads the file's bucket region)"
+        on_bucket = [
+            s
+            for s in location
+            if not json.dumps(s["Resource"]).rstrip('"]}').endswith(".conf")
+            and "/" not in json.dumps(s["Resource"]).split("assets-", 1)[-1]
+        ]
+        assert on_bucket, (
+            f"{model.name}: no s3:GetBucketLocation on the bucket itself (ECS reads the file's bucket region)"
+        )
 
 
 def test_the_task_role_writes_its_own_prefix_the_stream_and_uses_the_key_through_s3_only(staging):
@@ -204,9 +261,13 @@ def test_the_archive_key_lets_the_accounts_iam_policies_grant_it(synthesized):
     task role's identity statement takes effect; the bucket uses that key, TLS only, kept as long as the logs."""
     config = synthesized.stages["staging"].config
     shared = synthesized.template("staging", "Inference")
-    buckets = {k: r for k, r in shared["Resources"].items() if r["Type"] == "AWS::S3::Bucket" and k.startswith("LogArchive")}
+    buckets = {
+        k: r for k, r in shared["Resources"].items() if r["Type"] == "AWS::S3::Bucket" and k.startswith("LogArchive")
+    }
     (bucket,) = buckets.values()
-    encryption = bucket["Properties"]["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]["ServerSideEncryptionByDefault"]
+    encryption = bucket["Properties"]["BucketEncryption"]["ServerSideEncryptionConfiguration"][0][
+        "ServerSideEncryptionByDefault"
+    ]
     (key_id,) = [k for k, r in shared["Resources"].items() if r["Type"] == "AWS::KMS::Key" and k.startswith("LogsKey")]
     assert encryption["KMSMasterKeyID"] == {"Fn::GetAtt": [key_id, "Arn"]}
     (rule,) = bucket["Properties"]["LifecycleConfiguration"]["Rules"]
@@ -219,23 +280,41 @@ def team_app(bucket_key: bool):
     app = validated_app()
     stack = cdk.Stack(app, "Team", env=cdk.Environment(account="123456789012", region="eu-west-1"))
     team = imported_team_parts(stack)
-    key = kms.Key.from_key_arn(stack, "ArchiveKey", "arn:aws:kms:eu-west-1:123456789012:key/99999999-2222-3333-4444-555555555555")
-    bucket = s3.Bucket.from_bucket_attributes(stack, "Archive", bucket_name="team-log-archive",
-                                              encryption_key=key if bucket_key else None)
+    key = kms.Key.from_key_arn(
+        stack, "ArchiveKey", "arn:aws:kms:eu-west-1:123456789012:key/99999999-2222-3333-4444-555555555555"
+    )
+    bucket = s3.Bucket.from_bucket_attributes(
+        stack, "Archive", bucket_name="team-log-archive", encryption_key=key if bucket_key else None
+    )
     telemetry = TelemetryProps(firelens=FireLensProps(archive=LogArchive(prefix="team")))
-    ModelService(stack, "Ranker", model=ModelProps(name="ranker", version="1", cpu=1024, memory_mib=3072),
-                 logs=ServiceLogs(kms.Key.from_key_arn(stack, "Key", "arn:aws:kms:eu-west-1:123456789012:key/11111111-2222-3333-4444-555555555555"),
-                                  telemetry=telemetry, archive_bucket=bucket),
-                 environment_name="team", capacity=ClusterCapacity(team.cluster, "team-gpu", "g5.xlarge"),
-                 model_source=ModelBucket(s3.Bucket.from_bucket_name(stack, "Models", "team-models")),
-                 route=ListenerRoute(team.listener, 7), access=ServiceAccess(allow_unauthenticated=True))
+    ModelService(
+        stack,
+        "Ranker",
+        model=ModelProps(name="ranker", version="1", cpu=1024, memory_mib=3072),
+        logs=ServiceLogs(
+            kms.Key.from_key_arn(
+                stack, "Key", "arn:aws:kms:eu-west-1:123456789012:key/11111111-2222-3333-4444-555555555555"
+            ),
+            telemetry=telemetry,
+            archive_bucket=bucket,
+        ),
+        environment_name="team",
+        capacity=ClusterCapacity(team.cluster, "team-gpu", "g5.xlarge"),
+        model_source=ModelBucket(s3.Bucket.from_bucket_name(stack, "Models", "team-models")),
+        route=ListenerRoute(team.listener, 7),
+        access=ServiceAccess(allow_unauthenticated=True),
+    )
     return app.synth().get_stack_by_name("Team").template
 
 
 def test_a_teams_own_bucket_and_key_are_written_by_identity_statements_only():
     template = team_app(bucket_key=True)
-    statements = [s for r in template["Resources"].values() if r["Type"] == "AWS::IAM::Policy"
-                  for s in r["Properties"]["PolicyDocument"]["Statement"]]
+    statements = [
+        s
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::IAM::Policy"
+        for s in r["Properties"]["PolicyDocument"]["Statement"]
+    ]
     (put,) = [s for s in statements if s["Action"] == "s3:PutObject"]
     assert "team-log-archive/team/team/ranker/*" in json.dumps(put["Resource"])
     (generate,) = [s for s in statements if s["Action"] == "kms:GenerateDataKey"]
@@ -246,19 +325,26 @@ def test_a_teams_own_bucket_and_key_are_written_by_identity_statements_only():
 
 def test_a_bucket_without_a_key_gets_no_kms_statement():
     template = team_app(bucket_key=False)
-    statements = [s for r in template["Resources"].values() if r["Type"] == "AWS::IAM::Policy"
-                  for s in r["Properties"]["PolicyDocument"]["Statement"]]
+    statements = [
+        s
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::IAM::Policy"
+        for s in r["Properties"]["PolicyDocument"]["Statement"]
+    ]
     assert not any(s["Action"] == "kms:GenerateDataKey" for s in statements)
 
 
-@pytest.mark.parametrize(("props", "match"), [
-    (dict(prefix="/logs"), r"^prefix: .*letters"),
-    (dict(upload_timeout_seconds=5), r"^upload_timeout_seconds: .*range"),
-    (dict(upload_timeout_seconds=111), r"^upload_timeout_seconds: .*range"),
-    (dict(total_file_size_mib=2048), r"^total_file_size_mib: .*range"),
-    (dict(firehose_stream_arn="staging-server-logs"), r"^firehose_stream_arn: .*ARN"),
-    (dict(s3=False), r"^s3: .*firehose_stream_arn"),
-])
+@pytest.mark.parametrize(
+    ("props", "match"),
+    [
+        (dict(prefix="/logs"), r"^prefix: .*letters"),
+        (dict(upload_timeout_seconds=5), r"^upload_timeout_seconds: .*range"),
+        (dict(upload_timeout_seconds=111), r"^upload_timeout_seconds: .*range"),
+        (dict(total_file_size_mib=2048), r"^total_file_size_mib: .*range"),
+        (dict(firehose_stream_arn="staging-server-logs"), r"^firehose_stream_arn: .*ARN"),
+        (dict(s3=False), r"^s3: .*firehose_stream_arn"),
+    ],
+)
 def test_a_bad_archive_is_refused_naming_the_key(props, match):
     with pytest.raises(ConfigError, match=match):
         LogArchive(**props)
@@ -266,11 +352,15 @@ def test_a_bad_archive_is_refused_naming_the_key(props, match):
 
 def test_an_s3_archive_without_a_bucket_is_refused_naming_the_key():
     stack = cdk.Stack()
-    key = kms.Key.from_key_arn(stack, "Key", "arn:aws:kms:eu-west-1:123456789012:key/11111111-2222-3333-4444-555555555555")
+    key = kms.Key.from_key_arn(
+        stack, "Key", "arn:aws:kms:eu-west-1:123456789012:key/11111111-2222-3333-4444-555555555555"
+    )
     telemetry = TelemetryProps(firelens=FireLensProps(archive=LogArchive()))
     with pytest.raises(ConfigError, match=r"^archive_bucket: .*s3.IBucket"):
         ServiceLogs(key, telemetry=telemetry)
-    ServiceLogs(key, telemetry=TelemetryProps(firelens=FireLensProps(archive=LogArchive(s3=False, firehose_stream_arn=STREAM))))
+    ServiceLogs(
+        key, telemetry=TelemetryProps(firelens=FireLensProps(archive=LogArchive(s3=False, firehose_stream_arn=STREAM)))
+    )
 
 
 def test_cdk_json_archive_is_checked_on_load():

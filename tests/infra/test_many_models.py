@@ -32,7 +32,8 @@ def synthesize(environments: dict, outdir) -> dict:
     app.synth()
     return {
         (stage.config.name, stack.hierarchical_id.split("/")[-1]): stack.template
-        for stage in stages for stack in stage.synth().stacks
+        for stage in stages
+        for stack in stage.synth().stacks
     }
 
 
@@ -42,7 +43,9 @@ def many(tmp_path_factory) -> dict:
 
 
 def test_two_hundred_models_synthesize_into_a_stack_each(many):
-    assert sorted(stack for _, stack in many) == sorted(["Network", "Inference", *(f"Model-model-{i:03d}" for i in range(MODELS))])
+    assert sorted(stack for _, stack in many) == sorted(
+        ["Network", "Inference", *(f"Model-model-{i:03d}" for i in range(MODELS))]
+    )
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +101,9 @@ def test_the_shared_stack_grows_only_by_a_load_balancer_per_fifty_models(many, t
 
 def listener_of(rule: dict) -> int:
     """The number of the load balancer whose listener a rule sits on (read from the cross-stack reference)."""
-    (found,) = set(re.findall(r"RefLoadBalancer(\d*)(?:LoadBalancer)?Http", json.dumps(rule["Properties"]["ListenerArn"])))
+    (found,) = set(
+        re.findall(r"RefLoadBalancer(\d*)(?:LoadBalancer)?Http", json.dumps(rule["Properties"]["ListenerArn"]))
+    )
     return int(found or 1)
 
 
@@ -106,10 +111,24 @@ def test_models_spread_over_load_balancers_each_within_its_quotas(many):
     """A canary model takes two target groups: 50 a load balancer (quota 100), four load balancers for 200 models, each
     model's rule on the listener of the load balancer its config names, priorities unique per listener."""
     config = load_environment("many", many_model_environment(MODELS))
-    rules = {stack: r for (_, stack), t in many.items() for r in t["Resources"].values() if r["Type"] == "AWS::ElasticLoadBalancingV2::ListenerRule"}
-    groups = [r for t in many.values() for r in t["Resources"].values() if r["Type"] == "AWS::ElasticLoadBalancingV2::TargetGroup"]
+    rules = {
+        stack: r
+        for (_, stack), t in many.items()
+        for r in t["Resources"].values()
+        if r["Type"] == "AWS::ElasticLoadBalancingV2::ListenerRule"
+    }
+    groups = [
+        r
+        for t in many.values()
+        for r in t["Resources"].values()
+        if r["Type"] == "AWS::ElasticLoadBalancingV2::TargetGroup"
+    ]
     assert len(rules) == MODELS and len(groups) == 2 * MODELS
-    balancers = [r for r in many[("many", "Inference")]["Resources"].values() if r["Type"] == "AWS::ElasticLoadBalancingV2::LoadBalancer"]
+    balancers = [
+        r
+        for r in many[("many", "Inference")]["Resources"].values()
+        if r["Type"] == "AWS::ElasticLoadBalancingV2::LoadBalancer"
+    ]
     assert len(balancers) == LOAD_BALANCERS
     for model in config.models:
         assert listener_of(rules[f"Model-{model.name}"]) == config.server_config(model).load_balancer, model.name
@@ -117,17 +136,27 @@ def test_models_spread_over_load_balancers_each_within_its_quotas(many):
         on = [r for r in rules.values() if listener_of(r) == number]
         assert len(on) == MODELS_PER_LOAD_BALANCER and 2 * len(on) <= 100
         assert len({r["Properties"]["Priority"] for r in on}) == len(on)
-    for balancer_group in [r for r in many[("many", "Inference")]["Resources"].values()
-                           if r["Type"] == "AWS::EC2::SecurityGroup" and r["Properties"]["GroupDescription"].startswith("Inference load balancer")]:
-        assert len(balancer_group["Properties"]["SecurityGroupEgress"]) == 1, "a security group holds 60 rules by default"
+    for balancer_group in [
+        r
+        for r in many[("many", "Inference")]["Resources"].values()
+        if r["Type"] == "AWS::EC2::SecurityGroup"
+        and r["Properties"]["GroupDescription"].startswith("Inference load balancer")
+    ]:
+        assert len(balancer_group["Properties"]["SecurityGroupEgress"]) == 1, (
+            "a security group holds 60 rules by default"
+        )
 
 
 def test_each_models_url_output_is_on_its_own_load_balancer(many):
     config = load_environment("many", many_model_environment(MODELS))
     for model in config.models:
         (output,) = many[("many", f"Model-{model.name}")]["Outputs"].values()
-        (number,) = set(re.findall(r"FnGetAttLoadBalancer(\d*)(?:LoadBalancer)?[0-9A-F]{8}DNSName", json.dumps(output["Value"])))
-        assert int(number or 1) == config.server_config(model).load_balancer and output["Value"]["Fn::Join"][1][-1].startswith(f"/{model.name}/")
+        (number,) = set(
+            re.findall(r"FnGetAttLoadBalancer(\d*)(?:LoadBalancer)?[0-9A-F]{8}DNSName", json.dumps(output["Value"]))
+        )
+        assert int(number or 1) == config.server_config(model).load_balancer and output["Value"]["Fn::Join"][1][
+            -1
+        ].startswith(f"/{model.name}/")
 
 
 def changed_stacks(before: dict, after: dict) -> list[str]:

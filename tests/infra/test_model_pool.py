@@ -68,9 +68,19 @@ def test_a_pool_is_one_service_and_one_listener_rule(template):
     template.resource_count_is("AWS::ECS::Service", 1)
     template.resource_count_is("AWS::ElasticLoadBalancingV2::ListenerRule", 1)
     template.resource_count_is("AWS::ElasticLoadBalancingV2::TargetGroup", 1)
-    template.has_resource_properties("AWS::ElasticLoadBalancingV2::ListenerRule", {
-        "Conditions": [{"Field": "path-pattern", "PathPatternConfig": {
-            "Values": [f"/{POOL}/predict*", f"/{POOL}/v1/*", f"/{POOL}/v2*", f"/{POOL}/models/*"]}}]})
+    template.has_resource_properties(
+        "AWS::ElasticLoadBalancingV2::ListenerRule",
+        {
+            "Conditions": [
+                {
+                    "Field": "path-pattern",
+                    "PathPatternConfig": {
+                        "Values": [f"/{POOL}/predict*", f"/{POOL}/v1/*", f"/{POOL}/v2*", f"/{POOL}/models/*"]
+                    },
+                }
+            ]
+        },
+    )
 
 
 def server_environment(template: Template) -> dict:
@@ -91,10 +101,16 @@ def test_the_server_runs_as_the_pool_on_its_store_prefix_with_artifact_code_off(
 
 
 def test_the_task_role_reads_only_its_pools_prefix(template):
-    policies = template.find_resources("AWS::IAM::Policy", {"Properties": {"Roles": [{"Ref": Match.string_like_regexp("TaskRole")}]}})
+    policies = template.find_resources(
+        "AWS::IAM::Policy", {"Properties": {"Roles": [{"Ref": Match.string_like_regexp("TaskRole")}]}}
+    )
     (policy,) = policies.values()
     statements = policy["Properties"]["PolicyDocument"]["Statement"]
-    s3 = [s for s in statements if any(str(a).startswith("s3:") for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"]))]
+    s3 = [
+        s
+        for s in statements
+        if any(str(a).startswith("s3:") for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"]))
+    ]
     assert {s["Action"] for s in s3} == {"s3:GetObject", "s3:ListBucket"}
     (get,) = [s for s in s3 if s["Action"] == "s3:GetObject"]
     assert get["Resource"]["Fn::Join"][1][-1] == f"/pools/{POOL}/*"
@@ -123,13 +139,19 @@ def test_the_pool_scales_on_its_aggregate_load(template):
 
 def test_per_model_figures_are_a_saved_query_and_a_contributor_insights_rule(template):
     template.resource_count_is("AWS::Logs::QueryDefinition", 2)
-    template.has_resource_properties("AWS::Logs::QueryDefinition", {
-        "Name": f"gpu-inference/dev/{POOL}/top-models",
-        "QueryString": Match.string_like_regexp(r"stats sum\(PoolModelRequests\).* by PoolModel"),
-        "LogGroupNames": [{"Ref": Match.string_like_regexp("Logs")}]})
+    template.has_resource_properties(
+        "AWS::Logs::QueryDefinition",
+        {
+            "Name": f"gpu-inference/dev/{POOL}/top-models",
+            "QueryString": Match.string_like_regexp(r"stats sum\(PoolModelRequests\).* by PoolModel"),
+            "LogGroupNames": [{"Ref": Match.string_like_regexp("Logs")}],
+        },
+    )
     (rule,) = template.find_resources("AWS::CloudWatch::InsightRule").values()
     assert rule["Properties"]["RuleState"] == "ENABLED"
-    body = "".join(part if isinstance(part, str) else "LOG_GROUP" for part in rule["Properties"]["RuleBody"]["Fn::Join"][1])
+    body = "".join(
+        part if isinstance(part, str) else "LOG_GROUP" for part in rule["Properties"]["RuleBody"]["Fn::Join"][1]
+    )
     assert json.loads(body) == top_models_rule_body("LOG_GROUP")
     assert json.loads(body)["Contribution"]["Keys"] == ["$.PoolModel"]
 
@@ -148,10 +170,13 @@ def test_a_pool_entry_needs_no_version_and_its_block_is_checked():
     assert error.value.key == "models[4].pool.registered_models[1]"
 
 
-@pytest.mark.parametrize(("props", "key"), [
-    (BundledServerProps(runtime="compile"), "runtime"),
-    (BundledServerProps(result_cache_size=10), "result_cache_size"),
-])
+@pytest.mark.parametrize(
+    ("props", "key"),
+    [
+        (BundledServerProps(runtime="compile"), "runtime"),
+        (BundledServerProps(result_cache_size=10), "result_cache_size"),
+    ],
+)
 def test_a_pool_refuses_per_model_artifacts_and_a_shared_result_cache(props, key):
     with pytest.raises(ConfigError) as error:
         PoolServer(props=props, pool=PoolProps())

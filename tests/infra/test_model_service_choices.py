@@ -37,41 +37,66 @@ def test_model_service_takes_at_most_ten_keywords_and_no_image():
     assert len(keywords) <= 10, keywords
     assert "image" not in keywords
     stack, parts = stack_with_placement()
-    with pytest.raises(ConfigError, match=r"^image: .*image= -> server=BundledServer\(image=\.\.\.\)"):  # 0.2's keyword, named
-        ModelService(stack, "M", model=ModelProps(name="mm", version="1"), capacity=on_cluster(stack, "g5.xlarge"),
-                     image=ecs.ContainerImage.from_registry("vllm/vllm-openai:v0.32.0"), **parts)  # pyright: ignore[reportCallIssue]  # image= is gone: the refusal is under test
+    with pytest.raises(
+        ConfigError, match=r"^image: .*image= -> server=BundledServer\(image=\.\.\.\)"
+    ):  # 0.2's keyword, named
+        ModelService(
+            stack,
+            "M",
+            model=ModelProps(name="mm", version="1"),
+            capacity=on_cluster(stack, "g5.xlarge"),
+            image=ecs.ContainerImage.from_registry("vllm/vllm-openai:v0.32.0"),
+            **parts,
+        )  # pyright: ignore[reportCallIssue]  # image= is gone: the refusal is under test
 
 
 def test_the_choices_built_right_make_a_service():
     """The twin of the refusals below: the same parts, each of its own type, build."""
     stack, parts = stack_with_placement()
-    service = ModelService(stack, "M", model=ModelProps(name="mm", version="1"), server=complete(),
-                           capacity=on_cluster(stack, "g5.xlarge"), **parts)
+    service = ModelService(
+        stack,
+        "M",
+        model=ModelProps(name="mm", version="1"),
+        server=complete(),
+        capacity=on_cluster(stack, "g5.xlarge"),
+        **parts,
+    )
     assert service.instance_type.name == "g5.xlarge" and service.listener_rule is not None
 
 
-@pytest.mark.parametrize("key, wrong, fix", [
-    ("capacity", lambda stack, parts: on_cluster(stack, "g5.xlarge").cluster, "ClusterCapacity"),
-    ("model_source", lambda stack, parts: parts["model_source"].bucket, "ModelBucket"),
-    ("route", lambda stack, parts: parts["route"].listener, "ListenerRoute"),
-    ("logs", lambda stack, parts: parts["logs"].key, "ServiceLogs"),
-    ("access", lambda stack, parts: "allow", "ServiceAccess"),
-    ("model", lambda stack, parts: {"name": "mm"}, "ModelProps"),
-    ("server", lambda stack, parts: "vllm", "ServerContract"),
-])
+@pytest.mark.parametrize(
+    "key, wrong, fix",
+    [
+        ("capacity", lambda stack, parts: on_cluster(stack, "g5.xlarge").cluster, "ClusterCapacity"),
+        ("model_source", lambda stack, parts: parts["model_source"].bucket, "ModelBucket"),
+        ("route", lambda stack, parts: parts["route"].listener, "ListenerRoute"),
+        ("logs", lambda stack, parts: parts["logs"].key, "ServiceLogs"),
+        ("access", lambda stack, parts: "allow", "ServiceAccess"),
+        ("model", lambda stack, parts: {"name": "mm"}, "ModelProps"),
+        ("server", lambda stack, parts: "vllm", "ServerContract"),
+    ],
+)
 def test_a_wrong_type_for_a_choice_is_refused_naming_the_key(key, wrong, fix):
     stack, parts = stack_with_placement()
-    arguments: dict[str, Any] = {"model": ModelProps(name="mm", version="1"), "server": complete(),
-                                 "capacity": on_cluster(stack, "g5.xlarge"), **parts}
+    arguments: dict[str, Any] = {
+        "model": ModelProps(name="mm", version="1"),
+        "server": complete(),
+        "capacity": on_cluster(stack, "g5.xlarge"),
+        **parts,
+    }
     arguments[key] = wrong(stack, parts)
     with pytest.raises(ConfigError, match=rf"^{key}: got \w+: pass .*{fix}"):
         ModelService(stack, "M", **arguments)
 
 
 def imported(stack: cdk.Stack) -> tuple[ecs.ICluster, s3.IBucket]:
-    vpc = ec2.Vpc.from_vpc_attributes(stack, "Vpc", vpc_id="vpc-1", availability_zones=["us-east-1a"], private_subnet_ids=["subnet-1"])
-    return (ecs.Cluster.from_cluster_attributes(stack, "Cluster", cluster_name="c", vpc=vpc),
-            s3.Bucket.from_bucket_name(stack, "Bucket", "models"))
+    vpc = ec2.Vpc.from_vpc_attributes(
+        stack, "Vpc", vpc_id="vpc-1", availability_zones=["us-east-1a"], private_subnet_ids=["subnet-1"]
+    )
+    return (
+        ecs.Cluster.from_cluster_attributes(stack, "Cluster", cluster_name="c", vpc=vpc),
+        s3.Bucket.from_bucket_name(stack, "Bucket", "models"),
+    )
 
 
 def test_cluster_capacity_checks_its_inputs():
@@ -115,8 +140,13 @@ def test_listener_route_checks_its_inputs():
 def test_load_balancer_route_checks_its_inputs():
     stack, parts = stack_with_placement()
     vpc = ec2.Vpc(stack, "AlbVpc", max_azs=2)
-    alb = InferenceLoadBalancer(stack, "Alb", vpc=vpc, access_logs_bucket=s3.Bucket(stack, "Logs"),
-                                props=LoadBalancerProps(allow_http=True, ingress_cidrs=("10.0.0.0/8",)))
+    alb = InferenceLoadBalancer(
+        stack,
+        "Alb",
+        vpc=vpc,
+        access_logs_bucket=s3.Bucket(stack, "Logs"),
+        props=LoadBalancerProps(allow_http=True, ingress_cidrs=("10.0.0.0/8",)),
+    )
     assert LoadBalancerRoute(alb).priority is None and LoadBalancerRoute(alb, priority=7).priority == 7
     with pytest.raises(ConfigError, match=r"^priority: 0 .*1 to 50000"):
         LoadBalancerRoute(alb, priority=0)

@@ -11,10 +11,20 @@ from tests.infra.test_server_contract import on_cluster
 from tests.metric_math import evaluate
 from tests.scenarios import scenario_environment
 
-PER_MODEL_ALARMS = ["LatencyP95", "LatencyP99", "Target5xxRate", "UnhealthyTargets", "TasksBelowDesired", "TaskFailures"]
+PER_MODEL_ALARMS = [
+    "LatencyP95",
+    "LatencyP99",
+    "Target5xxRate",
+    "UnhealthyTargets",
+    "TasksBelowDesired",
+    "TaskFailures",
+]
 BUNDLED_SERVER_ALARMS = ["QueueDepth", "RejectedRequests", "GpuMemory", "LowGpuUtilization"]
 DEVICE_ALARMS = ("GpuMemory", "LowGpuUtilization")  # the whole GPU's figures: not for a model on a share
-VLLM_ALARMS = {"vllm_num_requests_waiting": "waiting_requests_scale_out", "vllm_kv_cache_usage_perc": "kv_cache_scale_out_percent"}
+VLLM_ALARMS = {
+    "vllm_num_requests_waiting": "waiting_requests_scale_out",
+    "vllm_kv_cache_usage_perc": "kv_cache_scale_out_percent",
+}
 # A pool's own alarms, beside a bundled model's (tests/infra/test_model_pool.py).
 POOL_ALARMS = ["PoolHitRate", "PoolLoads", "PoolLoadTimeP95", "PoolEvictions", "PoolResidentModels", "PoolFailedLoads"]
 
@@ -24,16 +34,22 @@ def alarms_of(config, model) -> list[str]:
     if config.server_config(model).vllm is not None:
         return PER_MODEL_ALARMS + list(VLLM_ALARMS)
     pool = POOL_ALARMS if config.server_config(model).pool is not None else []
-    return PER_MODEL_ALARMS + [a for a in BUNDLED_SERVER_ALARMS if model.gpu_share is None or a not in DEVICE_ALARMS] + pool
-
-
+    return (
+        PER_MODEL_ALARMS
+        + [a for a in BUNDLED_SERVER_ALARMS if model.gpu_share is None or a not in DEVICE_ALARMS]
+        + pool
+    )
 
 
 TOPIC = "NotificationsTopicAE679CBD"
 
 
 def monitoring_alarms(template):
-    return {k: a["Properties"] for k, a in template.find_resources("AWS::CloudWatch::Alarm").items() if k.startswith("Monitoring")}
+    return {
+        k: a["Properties"]
+        for k, a in template.find_resources("AWS::CloudWatch::Alarm").items()
+        if k.startswith("Monitoring")
+    }
 
 
 def alarm(template, name):
@@ -50,7 +66,9 @@ def test_every_alarm_exists_and_notifies_the_encrypted_topic(env):
         assert properties["AlarmActions"] == [{"Ref": "NotificationsTopicAE679CBD"}]
         assert properties["OKActions"] == [{"Ref": "NotificationsTopicAE679CBD"}]
         assert properties["TreatMissingData"] == "notBreaching"
-    template.has_resource_properties("AWS::SNS::Topic", {"KmsMasterKeyId": {"Fn::GetAtt": ["NotificationsKeyADCFA950", "Arn"]}})
+    template.has_resource_properties(
+        "AWS::SNS::Topic", {"KmsMasterKeyId": {"Fn::GetAtt": ["NotificationsKeyADCFA950", "Arn"]}}
+    )
 
 
 def test_latency_alarms_use_each_models_own_percentile_thresholds(env):
@@ -60,8 +78,14 @@ def test_latency_alarms_use_each_models_own_percentile_thresholds(env):
         p99 = alarm(template, f"{model.name}-LatencyP99")
         thresholds = model.latency_alarm_thresholds()
         target_groups = 2 if model.deployment.shifts_traffic else 1  # the worst of both during and after a deployment
-        assert (metric_stats(p95), p95["Threshold"]) == ([("AWS/ApplicationELB", "TargetResponseTime", "p95")] * target_groups, thresholds.latency_p95_ms / 1000)
-        assert (metric_stats(p99), p99["Threshold"]) == ([("AWS/ApplicationELB", "TargetResponseTime", "p99")] * target_groups, thresholds.latency_p99_ms / 1000)
+        assert (metric_stats(p95), p95["Threshold"]) == (
+            [("AWS/ApplicationELB", "TargetResponseTime", "p95")] * target_groups,
+            thresholds.latency_p95_ms / 1000,
+        )
+        assert (metric_stats(p99), p99["Threshold"]) == (
+            [("AWS/ApplicationELB", "TargetResponseTime", "p99")] * target_groups,
+            thresholds.latency_p99_ms / 1000,
+        )
 
 
 def test_no_latency_alarm_pages_below_its_models_own_scaling_goal(env, synthesized):
@@ -75,11 +99,22 @@ def test_no_latency_alarm_pages_below_its_models_own_scaling_goal(env, synthesiz
         own = synthesized.template(config.name, stack)["Resources"]
         alarms = template.find_resources("AWS::CloudWatch::Alarm", {"Properties": {"AlarmActions": [{"Ref": TOPIC}]}})
         # request latency only: a pool's load-time p95 (PoolLoadTime) is not a request's
-        paging = {k: r["Properties"] for k, r in alarms.items() if k in own
-                  and any(stat in ("p95", "p99") and name != "PoolLoadTime" for _, name, stat in metric_stats(r["Properties"]))}
+        paging = {
+            k: r["Properties"]
+            for k, r in alarms.items()
+            if k in own
+            and any(
+                stat in ("p95", "p99") and name != "PoolLoadTime" for _, name, stat in metric_stats(r["Properties"])
+            )
+        }
         assert len(paging) == 2, (config.name, model.name, sorted(paging))
         for logical_id, properties in paging.items():
-            assert properties["Threshold"] * 1000 >= model.scaling.latency_p95_ms, (config.name, model.name, logical_id, properties["Threshold"])
+            assert properties["Threshold"] * 1000 >= model.scaling.latency_p95_ms, (
+                config.name,
+                model.name,
+                logical_id,
+                properties["Threshold"],
+            )
 
 
 def test_the_llm_pages_at_its_own_goal_not_the_encoders(synthesized):
@@ -97,11 +132,24 @@ def test_a_paging_threshold_below_the_models_goal_is_refused_naming_both_keys():
     from gpu_inference_constructs.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match=r"^alarms.latency_p95_ms.*below the model's scaling.latency_p95_ms"):
-        ModelProps(name="llm", version="1", scaling=ModelScalingProps(latency_p95_ms=20_000), alarms=LatencyAlarmProps(latency_p95_ms=10_000))
+        ModelProps(
+            name="llm",
+            version="1",
+            scaling=ModelScalingProps(latency_p95_ms=20_000),
+            alarms=LatencyAlarmProps(latency_p95_ms=10_000),
+        )
     with pytest.raises(ConfigError, match=r"^alarms.latency_p95_ms.*above latency_p99_ms"):
         ModelProps(name="llm", version="1", alarms=LatencyAlarmProps(latency_p95_ms=60_000, latency_p99_ms=50_000))
-    model = ModelProps(name="llm", version="1", scaling=ModelScalingProps(latency_p95_ms=20_000), alarms=LatencyAlarmProps(latency_p95_ms=25_000))
-    assert (model.latency_alarm_thresholds().latency_p95_ms, model.latency_alarm_thresholds().latency_p99_ms) == (25_000, 75_000)
+    model = ModelProps(
+        name="llm",
+        version="1",
+        scaling=ModelScalingProps(latency_p95_ms=20_000),
+        alarms=LatencyAlarmProps(latency_p95_ms=25_000),
+    )
+    assert (model.latency_alarm_thresholds().latency_p95_ms, model.latency_alarm_thresholds().latency_p99_ms) == (
+        25_000,
+        75_000,
+    )
 
 
 def test_staging_refuses_an_llm_paging_threshold_below_its_goal_naming_the_model_and_both_keys():
@@ -112,7 +160,9 @@ def test_staging_refuses_an_llm_paging_threshold_below_its_goal_naming_the_model
     data = scenario_environment("staging")
     (llama,) = [m for m in data["models"] if m["name"] == "llama-13b"]
     llama["alarms"] = {"latency_p95_ms": 500}
-    with pytest.raises(ConfigError, match=r"^environment 'staging': models\[2\]\.alarms\.latency_p95_ms.*scaling\.latency_p95_ms"):
+    with pytest.raises(
+        ConfigError, match=r"^environment 'staging': models\[2\]\.alarms\.latency_p95_ms.*scaling\.latency_p95_ms"
+    ):
         load_environment("staging", data)
 
 
@@ -148,7 +198,13 @@ def test_tasks_below_desired_compares_container_insights_counts(env):
     ("suffix", "metric", "statistic", "threshold_key", "comparison"),
     [
         ("QueueDepth", "QueueDepth", "Maximum", "queue_depth", "GreaterThanOrEqualToThreshold"),
-        ("RejectedRequests", "RejectedRequests", "Sum", "rejected_requests_per_minute", "GreaterThanOrEqualToThreshold"),
+        (
+            "RejectedRequests",
+            "RejectedRequests",
+            "Sum",
+            "rejected_requests_per_minute",
+            "GreaterThanOrEqualToThreshold",
+        ),
         ("GpuMemory", "GpuMemoryUtilization", "Maximum", "gpu_memory_percent", "GreaterThanOrEqualToThreshold"),
         ("LowGpuUtilization", "GpuUtilization", "Average", "low_gpu_utilization_percent", "LessThanThreshold"),
     ],
@@ -157,7 +213,11 @@ def test_server_metric_alarms(env, suffix, metric, statistic, threshold_key, com
     config, template = env
     for model in [m for m in config.models if config.server_config(m).vllm is None]:
         if model.gpu_share is not None and suffix in DEVICE_ALARMS:
-            assert not [k for k in monitoring_alarms(template) if k.startswith("Monitoring" + f"{model.name}-{suffix}".replace("-", ""))]
+            assert not [
+                k
+                for k in monitoring_alarms(template)
+                if k.startswith("Monitoring" + f"{model.name}-{suffix}".replace("-", ""))
+            ]
             continue
         properties = alarm(template, f"{model.name}-{suffix}")
         namespace, name, stat, dimensions, _ = single_metric(properties)
@@ -186,13 +246,25 @@ def test_low_gpu_utilization_is_judged_over_hours(env):
     config, template = env
     for model in [m for m in config.models if config.server_config(m).vllm is None and m.gpu_share is None]:
         properties = alarm(template, f"{model.name}-LowGpuUtilization")
-        assert single_metric(properties)[4] == 3600 and properties["EvaluationPeriods"] == config.monitoring.low_gpu_utilization_hours
+        assert (
+            single_metric(properties)[4] == 3600
+            and properties["EvaluationPeriods"] == config.monitoring.low_gpu_utilization_hours
+        )
 
 
 def test_spot_interruption_warnings_are_counted_and_alarmed(env):
     config, template = env
-    (rule_id, rule) = next(iter(template.find_resources("AWS::Events::Rule", {"Properties": {"EventPattern": {"source": ["aws.ec2"]}}}).items()))
-    assert rule["Properties"]["EventPattern"] == {"source": ["aws.ec2"], "detail-type": ["EC2 Spot Instance Interruption Warning"]}
+    (rule_id, rule) = next(
+        iter(
+            template.find_resources(
+                "AWS::Events::Rule", {"Properties": {"EventPattern": {"source": ["aws.ec2"]}}}
+            ).items()
+        )
+    )
+    assert rule["Properties"]["EventPattern"] == {
+        "source": ["aws.ec2"],
+        "detail-type": ["EC2 Spot Instance Interruption Warning"],
+    }
     properties = alarm(template, "SpotInterruptionStorm")
     namespace, name, _, dimensions, _ = single_metric(properties)
     assert (namespace, name) == ("AWS/Events", "TriggeredRules")
@@ -230,7 +302,11 @@ def dashboard_widgets(template) -> list[dict]:
     """The dashboard's widgets, each reference in its body replaced by "<ref>"."""
     (dashboard,) = template.find_resources("AWS::CloudWatch::Dashboard").values()
     body = dashboard["Properties"]["DashboardBody"]
-    text = "".join(part if isinstance(part, str) else "<ref>" for part in body["Fn::Join"][1]) if isinstance(body, dict) else body
+    text = (
+        "".join(part if isinstance(part, str) else "<ref>" for part in body["Fn::Join"][1])
+        if isinstance(body, dict)
+        else body
+    )
     return json.loads(text)["widgets"]
 
 
@@ -249,9 +325,12 @@ def test_dashboard_finds_every_model_by_search_so_it_grows_with_the_models(env):
         for p in ("p50", "p95", "p99")
     ]
     server = graph_expressions(template, "Server latency (ms): p50 / p95 / p99, queue wait p95")
-    assert server[0] == f"SEARCH('{{GpuInference,Environment,ModelName}} MetricName=\"RequestLatency\" Environment=\"{config.name}\"', 'p50', 60)"
+    assert (
+        server[0]
+        == f"SEARCH('{{GpuInference,Environment,ModelName}} MetricName=\"RequestLatency\" Environment=\"{config.name}\"', 'p50', 60)"
+    )
     tasks = graph_expressions(template, "Tasks: running / desired")
-    assert all("ClusterName=\"<ref>\"" in expression for expression in tasks) and len(tasks) == 2
+    assert all('ClusterName="<ref>"' in expression for expression in tasks) and len(tasks) == 2
 
 
 OWN_GPU = "Each model's own GPU: busy (% of time in forwards) and memory it holds (MiB)"
@@ -265,11 +344,14 @@ def test_the_dashboard_graphs_each_models_own_gpu_figures_from_its_process(env):
     expressions = graph_expressions(template, OWN_GPU)
     assert expressions == [
         f"SEARCH('{{GpuInference,Environment,ModelName}} MetricName=\"{name}\" Environment=\"{config.name}\"', '{statistic}', 60)"
-        for name, statistic in (("ModelBusyPercent", "Average"), ("GpuMemoryUsedMiB", "Maximum"))]
+        for name, statistic in (("ModelBusyPercent", "Average"), ("GpuMemoryUsedMiB", "Maximum"))
+    ]
 
 
-TASK_START = ("Task start (s): server process start to ready, and the model's fetch, load and warm-up in it; with "
-              "runtime compile, loaded to every shape compiled (after ready)")
+TASK_START = (
+    "Task start (s): server process start to ready, and the model's fetch, load and warm-up in it; with "
+    "runtime compile, loaded to every shape compiled (after ready)"
+)
 
 
 def test_the_dashboard_graphs_each_task_start_from_the_servers_start_metrics(env):
@@ -278,8 +360,13 @@ def test_the_dashboard_graphs_each_task_start_from_the_servers_start_metrics(env
     config, template = env
     from inference_server import facts as server_names
 
-    names = (server_names.STARTUP_SECONDS, server_names.STARTUP_FETCH_SECONDS, server_names.STARTUP_LOAD_SECONDS,
-             server_names.STARTUP_WARMUP_SECONDS, server_names.STARTUP_COMPILE_SECONDS)
+    names = (
+        server_names.STARTUP_SECONDS,
+        server_names.STARTUP_FETCH_SECONDS,
+        server_names.STARTUP_LOAD_SECONDS,
+        server_names.STARTUP_WARMUP_SECONDS,
+        server_names.STARTUP_COMPILE_SECONDS,
+    )
     assert graph_expressions(template, TASK_START) == [
         f"SEARCH('{{GpuInference,Environment,ModelName}} MetricName=\"{name}\" Environment=\"{config.name}\"', 'Maximum', 60)"
         for name in names
@@ -287,7 +374,9 @@ def test_the_dashboard_graphs_each_task_start_from_the_servers_start_metrics(env
 
 
 def cost_widget(template) -> dict:
-    (widget,) = [w for w in dashboard_widgets(template) if w["properties"].get("title") == "Cost per 1M requests (USD, hourly)"]
+    (widget,) = [
+        w for w in dashboard_widgets(template) if w["properties"].get("title") == "Cost per 1M requests (USD, hourly)"
+    ]
     return widget
 
 
@@ -296,8 +385,9 @@ def gpu_cost_expression(config) -> str:
     FILLed with 0 (a group scaled to zero has no datapoints)."""
     from gpu_inference_constructs.core.instance_catalog import CATALOG
 
-    groups = [("total", config.capacity)] + [(f"FILL(total{i}, 0)", group.capacity)
-                                             for i, group in enumerate(config.capacity_groups.values(), start=1)]
+    groups = [("total", config.capacity)] + [
+        (f"FILL(total{i}, 0)", group.capacity) for i, group in enumerate(config.capacity_groups.values(), start=1)
+    ]
     parts = []
     for total, capacity in groups:
         base, share = capacity.on_demand_base_capacity, capacity.on_demand_percentage_above_base / 100
@@ -316,8 +406,9 @@ def root_volume_hourly(capacity) -> float:
 
 
 def volume_cost_expression(config) -> str:
-    groups = [("total", config.capacity)] + [(f"FILL(total{i}, 0)", group.capacity)
-                                             for i, group in enumerate(config.capacity_groups.values(), start=1)]
+    groups = [("total", config.capacity)] + [
+        (f"FILL(total{i}, 0)", group.capacity) for i, group in enumerate(config.capacity_groups.values(), start=1)
+    ]
     return " + ".join(f"{total} * {root_volume_hourly(capacity)}" for total, capacity in groups)
 
 
@@ -327,8 +418,11 @@ def pool_cost_expression(config) -> str | None:
     from gpu_inference_constructs.core.instance_catalog import CATALOG
 
     groups = [config.capacity, *(group.capacity for group in config.capacity_groups.values())]
-    terms = [f"(FILL(pool{i}, 0) * {root_volume_hourly(c)} + FILL(warming{i}, 0) * {CATALOG[c.instance_types[0]].on_demand_hourly_usd})"
-             for i, c in enumerate(groups) if c.warm_pool is not None]
+    terms = [
+        f"(FILL(pool{i}, 0) * {root_volume_hourly(c)} + FILL(warming{i}, 0) * {CATALOG[c.instance_types[0]].on_demand_hourly_usd})"
+        for i, c in enumerate(groups)
+        if c.warm_pool is not None
+    ]
     return " + ".join(terms) or None
 
 
@@ -337,12 +431,24 @@ def test_cost_per_million_requests_is_the_whole_bill_gpu_logs_and_load_balancer(
     gpu = gpu_cost_expression(config)
     logs = " + ".join(f"FILL(logbytes{i}, 0)" for i in range(len(config.models)))
     pool = pool_cost_expression(config)
-    parts = [gpu, volume_cost_expression(config), *([pool] if pool else []), f"({logs}) / 1073741824 * 0.5",
-             "(0.0225 + FILL(lcus, 0) * 0.008)"]
-    names = ("GPU instances", "GPU root volumes", *(("warm pool",) if pool else ()), "CloudWatch Logs ingestion",
-             "load balancer")
+    parts = [
+        gpu,
+        volume_cost_expression(config),
+        *([pool] if pool else []),
+        f"({logs}) / 1073741824 * 0.5",
+        "(0.0225 + FILL(lcus, 0) * 0.008)",
+    ]
+    names = (
+        "GPU instances",
+        "GPU root volumes",
+        *(("warm pool",) if pool else ()),
+        "CloudWatch Logs ingestion",
+        "load balancer",
+    )
     metrics = cost_widget(template)["properties"]["metrics"]
-    expressions = {m[0]["label"]: m[0]["expression"] for m in metrics if isinstance(m[0], dict) and "expression" in m[0]}
+    expressions = {
+        m[0]["label"]: m[0]["expression"] for m in metrics if isinstance(m[0], dict) and "expression" in m[0]
+    }
     (total_label,) = [label for label in expressions if label.startswith("USD per 1M requests, estimate")]
     assert expressions[total_label] == f"IF(requests > 0, ({' + '.join(parts)}) / requests * 1000000, 0)"
     assert "CloudWatch Logs ingestion ($0.5/GB)" in total_label and "ALB ($0.0225/h + $0.008/LCU-h)" in total_label
@@ -358,7 +464,9 @@ def test_cost_per_million_requests_is_the_whole_bill_gpu_logs_and_load_balancer(
     for m in incoming:
         assert m[0] == "AWS/Logs" and m[2] == "LogGroupName" and m[-1]["stat"] == "Sum" and m[-1]["period"] == 3600
     # the names the dashboard prices are the names the model stacks give their log groups (no cross-stack reference)
-    named_groups = {g["Properties"].get("LogGroupName") for g in template.find_resources("AWS::Logs::LogGroup").values()}
+    named_groups = {
+        g["Properties"].get("LogGroupName") for g in template.find_resources("AWS::Logs::LogGroup").values()
+    }
     assert {m[3] for m in incoming} == {f"/gpu-inference/{config.name}/{model.name}" for model in config.models}
     assert {m[3] for m in incoming} <= named_groups
     assert named["ConsumedLCUs"][-1].get("stat", "Average") == "Average"  # a dashboard omits its default stat
@@ -395,13 +503,23 @@ def test_the_dashboards_cost_agrees_with_the_sizing_advisors_arithmetic(env):
 
     config, template = env
     metrics = cost_widget(template)["properties"]["metrics"]
-    expressions = {m[0]["label"]: m[0]["expression"] for m in metrics if isinstance(m[0], dict) and "expression" in m[0]}
+    expressions = {
+        m[0]["label"]: m[0]["expression"] for m in metrics if isinstance(m[0], dict) and "expression" in m[0]
+    }
     (total,) = [e for label, e in expressions.items() if label.startswith("USD per 1M requests, estimate")]
-    values = {"total": 5, "requests": 2_000_000, "lcus": 12.0, "pool0": 2, "warming0": 1,
-              **{f"logbytes{i}": 3 * 2**30 / len(config.models) for i in range(len(config.models))},
-              **{f"total{i}": None for i in range(1, len(config.capacity_groups) + 1)}}  # scaled to zero: no data
-    purchase = Purchase(on_demand_base=config.capacity.on_demand_base_capacity,
-                        on_demand_percent=config.capacity.on_demand_percentage_above_base)
+    values = {
+        "total": 5,
+        "requests": 2_000_000,
+        "lcus": 12.0,
+        "pool0": 2,
+        "warming0": 1,
+        **{f"logbytes{i}": 3 * 2**30 / len(config.models) for i in range(len(config.models))},
+        **{f"total{i}": None for i in range(1, len(config.capacity_groups) + 1)},
+    }  # scaled to zero: no data
+    purchase = Purchase(
+        on_demand_base=config.capacity.on_demand_base_capacity,
+        on_demand_percent=config.capacity.on_demand_percentage_above_base,
+    )
     on_demand = purchase.on_demand_instances(5)
     gpu_hourly = on_demand * 1.006 + (5 - on_demand) * 0.4024
     volumes_hourly = 5 * root_volume_hourly(config.capacity)
@@ -422,15 +540,25 @@ def test_the_dashboards_cost_prices_every_capacity_group_at_its_own_type(synthes
     template = Template.from_json(synthesized.inference_template("staging"))
     (group,) = config.capacity_groups.values()
     metrics = cost_widget(template)["properties"]["metrics"]
-    expressions = {m[0]["label"]: m[0]["expression"] for m in metrics if isinstance(m[0], dict) and "expression" in m[0]}
+    expressions = {
+        m[0]["label"]: m[0]["expression"] for m in metrics if isinstance(m[0], dict) and "expression" in m[0]
+    }
     instances = [m for m in metrics if isinstance(m[0], str) and m[1] == "GroupInServiceInstances"]
     assert len(instances) == 2  # the main group and the LLM group, each its own Auto Scaling group
     values = {"total": 3, "total1": 2, "requests": 1_000_000}
-    main, llm = (Purchase(on_demand_base=c.on_demand_base_capacity, on_demand_percent=c.on_demand_percentage_above_base)
-                 for c in (config.capacity, group.capacity))
-    main_price, llm_price = (CATALOG[c.instance_types[0]].on_demand_hourly_usd for c in (config.capacity, group.capacity))
-    by_hand = (main.on_demand_instances(3) * main_price + (3 - main.on_demand_instances(3)) * main_price * 0.4
-               + llm.on_demand_instances(2) * llm_price + (2 - llm.on_demand_instances(2)) * llm_price * 0.4)
+    main, llm = (
+        Purchase(on_demand_base=c.on_demand_base_capacity, on_demand_percent=c.on_demand_percentage_above_base)
+        for c in (config.capacity, group.capacity)
+    )
+    main_price, llm_price = (
+        CATALOG[c.instance_types[0]].on_demand_hourly_usd for c in (config.capacity, group.capacity)
+    )
+    by_hand = (
+        main.on_demand_instances(3) * main_price
+        + (3 - main.on_demand_instances(3)) * main_price * 0.4
+        + llm.on_demand_instances(2) * llm_price
+        + (2 - llm.on_demand_instances(2)) * llm_price * 0.4
+    )
     assert evaluate(expressions["GPU instances (estimate)"], values) == pytest.approx(by_hand)
 
 
@@ -452,19 +580,37 @@ def test_the_librarys_model_alarms_follow_the_models_goal_without_the_app():
     from tests.infra.test_server_contract import IMAGE, stack_with_placement
 
     stack, parts = stack_with_placement()
-    model = ModelProps(name="llm", version="1", gpus=4, cpu=45056, memory_mib=163840, scaling=ModelScalingProps(latency_p95_ms=20_000))
-    service = ModelService(stack, "M", model=model, server=VllmServer(image=IMAGE),
-                           capacity=on_cluster(stack, "g5.12xlarge"), **parts)
+    model = ModelProps(
+        name="llm", version="1", gpus=4, cpu=45056, memory_mib=163840, scaling=ModelScalingProps(latency_p95_ms=20_000)
+    )
+    service = ModelService(
+        stack, "M", model=model, server=VllmServer(image=IMAGE), capacity=on_cluster(stack, "g5.12xlarge"), **parts
+    )
     topic = sns.Topic.from_topic_arn(stack, "Topic", "arn:aws:sns:us-east-1:123456789012:alarms")
-    alarms = ModelAlarms(stack, "Alarms", environment_name="test", service=service, topic=topic, props=MonitoringProps())
+    alarms = ModelAlarms(
+        stack, "Alarms", environment_name="test", service=service, topic=topic, props=MonitoringProps()
+    )
     template = Template.from_stack(stack)
-    thresholds = {a["Properties"]["AlarmName"]: a["Properties"]["Threshold"] for a in template.find_resources("AWS::CloudWatch::Alarm").values()
-                  if "AlarmName" in a["Properties"]}
-    assert (thresholds["gpu-inference-test-llm-LatencyP95"], thresholds["gpu-inference-test-llm-LatencyP99"]) == (40.0, 120.0)
+    thresholds = {
+        a["Properties"]["AlarmName"]: a["Properties"]["Threshold"]
+        for a in template.find_resources("AWS::CloudWatch::Alarm").values()
+        if "AlarmName" in a["Properties"]
+    }
+    assert (thresholds["gpu-inference-test-llm-LatencyP95"], thresholds["gpu-inference-test-llm-LatencyP99"]) == (
+        40.0,
+        120.0,
+    )
     assert alarms.latency_thresholds == LatencyAlarmThresholds(latency_p95_ms=40_000, latency_p99_ms=120_000)
     with pytest.raises(ConfigError, match=r"^latency_thresholds.latency_p95_ms.*scaling.latency_p95_ms"):
-        ModelAlarms(stack, "Low", environment_name="test", service=service, topic=topic, props=MonitoringProps(),
-                    latency_thresholds=LatencyAlarmThresholds(latency_p95_ms=500, latency_p99_ms=1500))
+        ModelAlarms(
+            stack,
+            "Low",
+            environment_name="test",
+            service=service,
+            topic=topic,
+            props=MonitoringProps(),
+            latency_thresholds=LatencyAlarmThresholds(latency_p95_ms=500, latency_p99_ms=1500),
+        )
 
 
 def test_rules_targeting_a_topic_through_topic_target_allow_this_accounts_rules_once():
@@ -481,7 +627,12 @@ def test_rules_targeting_a_topic_through_topic_target_allow_this_accounts_rules_
     stack = cdk.Stack(cdk.App(), "S", env=cdk.Environment(account="123456789012", region="us-east-1"))
     topic = sns.Topic(stack, "Topic", master_key=as_key(kms.Key(stack, "Key")))
     for index in range(3):
-        events.Rule(stack, f"Rule{index}", event_pattern=events.EventPattern(source=["aws.ec2"]), targets=[topic_target(as_topic(topic))])
+        events.Rule(
+            stack,
+            f"Rule{index}",
+            event_pattern=events.EventPattern(source=["aws.ec2"]),
+            targets=[topic_target(as_topic(topic))],
+        )
     template = Template.from_stack(stack)
     (policy,) = template.find_resources("AWS::SNS::TopicPolicy").values()
     statements = policy["Properties"]["PolicyDocument"]["Statement"]
@@ -505,9 +656,13 @@ def test_the_dashboard_prices_each_groups_warm_spare_from_managed_scalings_reser
     from gpu_inference_constructs.core.instance_catalog import CATALOG
 
     config, template = env
-    (widget,) = [w for w in dashboard_widgets(template) if w["properties"].get("title", "").startswith("Warm spare GPU capacity")]
+    (widget,) = [
+        w for w in dashboard_widgets(template) if w["properties"].get("title", "").startswith("Warm spare GPU capacity")
+    ]
     metrics = widget["properties"]["metrics"]
-    spares = [m[0] for m in metrics if isinstance(m[0], dict) and "expression" in m[0] and "warm spare" in m[0]["label"]]
+    spares = [
+        m[0] for m in metrics if isinstance(m[0], dict) and "expression" in m[0] and "warm spare" in m[0]["label"]
+    ]
     groups = [config.capacity, *(group.capacity for group in config.capacity_groups.values())]
     assert len(spares) == len(groups)
     reservations = [m for m in metrics if isinstance(m[0], str) and m[1] == "CapacityProviderReservation"]
@@ -530,8 +685,12 @@ def test_the_warm_spare_graph_prices_the_warm_pool_and_says_its_monthly_cost(env
     instance bills nothing else) and one warming at the On-Demand price; the label gives the pool's month, by hand
     150 GiB x $0.08 = $12 a stopped instance, $24 for prod's two."""
     config, template = env
-    (widget,) = [w for w in dashboard_widgets(template) if w["properties"].get("title", "").startswith("Warm spare GPU capacity")]
-    lines = [m[0] for m in widget["properties"]["metrics"] if isinstance(m[0], dict) and "warm pool" in m[0].get("label", "")]
+    (widget,) = [
+        w for w in dashboard_widgets(template) if w["properties"].get("title", "").startswith("Warm spare GPU capacity")
+    ]
+    lines = [
+        m[0] for m in widget["properties"]["metrics"] if isinstance(m[0], dict) and "warm pool" in m[0].get("label", "")
+    ]
     pool = config.capacity.warm_pool
     assert len(lines) == (1 if pool else 0) and not any(g.capacity.warm_pool for g in config.capacity_groups.values())
     if pool is None:
@@ -539,7 +698,9 @@ def test_the_warm_spare_graph_prices_the_warm_pool_and_says_its_monthly_cost(env
     (line,) = lines
     assert f"{pool.min_size} stopped" in line["label"] and "$24.00 a month" in line["label"]
     assert evaluate(line["expression"], {"pool0": 2, "warming0": 0}) == pytest.approx(2 * 150 * 0.08 / 730, abs=1e-4)
-    assert evaluate(line["expression"], {"pool0": 2, "warming0": 1}) == pytest.approx(2 * 150 * 0.08 / 730 + 1.006, abs=1e-4)
+    assert evaluate(line["expression"], {"pool0": 2, "warming0": 1}) == pytest.approx(
+        2 * 150 * 0.08 / 730 + 1.006, abs=1e-4
+    )
     assert evaluate(line["expression"], {"pool0": None, "warming0": None}) == 0  # no datapoints yet: nothing
     named = {m[1] for m in widget["properties"]["metrics"] if isinstance(m[0], str)}
     assert {"WarmPoolTotalCapacity", "WarmPoolPendingCapacity"} <= named
@@ -573,4 +734,5 @@ def test_the_dashboard_breaks_each_models_latency_into_queue_model_and_request(e
     expressions = graph_expressions(template, LATENCY_BREAKDOWN_TITLE)
     assert expressions == [
         f"SEARCH('{{GpuInference,Environment,ModelName}} MetricName=\"{name}\" Environment=\"{config.name}\"', 'Average', 60)"
-        for name in ("QueueWait", "InferenceTime", "RequestLatency", "BatchSize")]
+        for name in ("QueueWait", "InferenceTime", "RequestLatency", "BatchSize")
+    ]

@@ -12,7 +12,9 @@ def test_subnets_are_public_for_the_load_balancer_and_private_for_the_fleet(netw
     subnets = template.find_resources("AWS::EC2::Subnet")
     public = [s for s in subnets.values() if s["Properties"]["MapPublicIpOnLaunch"] is True]
     assert public == [], "no subnet hands out public IPs at launch"
-    types = sorted(tag["Value"] for s in subnets.values() for tag in s["Properties"]["Tags"] if tag["Key"] == "aws-cdk:subnet-type")
+    types = sorted(
+        tag["Value"] for s in subnets.values() for tag in s["Properties"]["Tags"] if tag["Key"] == "aws-cdk:subnet-type"
+    )
     assert types == ["Isolated"] * zones + ["Public"] * zones
 
 
@@ -26,7 +28,9 @@ def test_private_route_tables_have_no_route_to_the_internet(network):
     _, template = network
     routes = template.find_resources("AWS::EC2::Route")
     private_tables = {
-        logical_id for logical_id, table in template.find_resources("AWS::EC2::RouteTable").items() if "private" in logical_id.lower()
+        logical_id
+        for logical_id, table in template.find_resources("AWS::EC2::RouteTable").items()
+        if "private" in logical_id.lower()
     }
     for route in routes.values():
         assert route["Properties"]["RouteTableId"]["Ref"] not in private_tables
@@ -49,7 +53,9 @@ def test_each_interface_endpoint_is_private_and_guarded(network, synthesized, se
     name, template = network
     endpoints = [
         e["Properties"]
-        for e in template.find_resources("AWS::EC2::VPCEndpoint", {"Properties": {"VpcEndpointType": "Interface"}}).values()
+        for e in template.find_resources(
+            "AWS::EC2::VPCEndpoint", {"Properties": {"VpcEndpointType": "Interface"}}
+        ).values()
         if e["Properties"]["ServiceName"] == f"com.amazonaws.{synthesized.stages[name].config.region}.{service}"
     ]
     assert len(endpoints) == 1, f"one {service} endpoint"
@@ -62,7 +68,9 @@ def test_each_interface_endpoint_is_private_and_guarded(network, synthesized, se
 def test_endpoint_security_group_allows_only_https_from_the_vpc(network, synthesized):
     name, template = network
     cidr = synthesized.stages[name].config.network.vpc_cidr
-    groups = template.find_resources("AWS::EC2::SecurityGroup", {"Properties": {"GroupDescription": Match.string_like_regexp("endpoints")}})
+    groups = template.find_resources(
+        "AWS::EC2::SecurityGroup", {"Properties": {"GroupDescription": Match.string_like_regexp("endpoints")}}
+    )
     (group,) = groups.values()
     assert group["Properties"]["SecurityGroupIngress"] == [
         {"CidrIp": cidr, "Description": "HTTPS from the VPC", "FromPort": 443, "IpProtocol": "tcp", "ToPort": 443}
@@ -73,8 +81,12 @@ def test_endpoint_security_group_allows_only_https_from_the_vpc(network, synthes
 def test_flow_logs_capture_all_traffic_to_an_encrypted_log_group(network, synthesized):
     name, template = network
     retention = synthesized.stages[name].config.network.flow_log_retention_days
-    template.has_resource_properties("AWS::EC2::FlowLog", {"ResourceType": "VPC", "TrafficType": "ALL", "LogDestinationType": "cloud-watch-logs"})
-    template.has_resource_properties("AWS::Logs::LogGroup", {"KmsKeyId": {"Fn::GetAtt": [Match.any_value(), "Arn"]}, "RetentionInDays": retention})
+    template.has_resource_properties(
+        "AWS::EC2::FlowLog", {"ResourceType": "VPC", "TrafficType": "ALL", "LogDestinationType": "cloud-watch-logs"}
+    )
+    template.has_resource_properties(
+        "AWS::Logs::LogGroup", {"KmsKeyId": {"Fn::GetAtt": [Match.any_value(), "Arn"]}, "RetentionInDays": retention}
+    )
     template.has_resource_properties("AWS::KMS::Key", {"EnableKeyRotation": True})
 
 

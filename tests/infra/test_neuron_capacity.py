@@ -68,24 +68,63 @@ def neuron_app(model: ModelProps, instance_types: tuple[str, ...] = ("inf2.xlarg
     internal load balancer, one model on its own Neuron container (a ServerContract), and the dashboard."""
     app = cdk.App(context=flags())
     stack = cdk.Stack(app, "Neuron", env=cdk.Environment(account="123456789012", region=REGION))
-    vpc = ec2.Vpc.from_vpc_attributes(stack, "Vpc", vpc_id="vpc-0a1b2c3d4e5f67890", vpc_cidr_block="10.20.0.0/16",
-                                      availability_zones=[f"{REGION}a", f"{REGION}b"],
-                                      private_subnet_ids=["subnet-0bbbbbbbbbbbbbbb1", "subnet-0bbbbbbbbbbbbbbb2"])
+    vpc = ec2.Vpc.from_vpc_attributes(
+        stack,
+        "Vpc",
+        vpc_id="vpc-0a1b2c3d4e5f67890",
+        vpc_cidr_block="10.20.0.0/16",
+        availability_zones=[f"{REGION}a", f"{REGION}b"],
+        private_subnet_ids=["subnet-0bbbbbbbbbbbbbbb1", "subnet-0bbbbbbbbbbbbbbb2"],
+    )
     bucket = s3.Bucket.from_bucket_name(stack, "Models", "neuron-models-123456789012")
     topic = sns.Topic.from_topic_arn(stack, "Pager", f"arn:aws:sns:{REGION}:123456789012:neuron-pager")
     logs_key = kms.Key.from_key_arn(stack, "LogsKey", KEY_ARN)
-    capacity = NeuronCapacity(stack, "Inferentia", vpc=vpc, topic=topic,
-                              props=NeuronCapacityProps(instance_types=instance_types, on_demand_base_capacity=1))
-    alb = InferenceLoadBalancer(stack, "Alb", vpc=vpc, access_logs_bucket=bucket,
-                                props=LoadBalancerProps(internet_facing=False, allow_http=True, ingress_cidrs=("10.0.0.0/8",)))
-    service = ModelService(stack, "Encoder", model=model, server=complete(accelerator="neuron"), capacity=capacity,
-                           model_source=ModelBucket(bucket), route=alb, environment_name="neuron",
-                           logs=ServiceLogs(logs_key), access=ServiceAccess(allow_unauthenticated=True))
-    gpus = GpuCapacity(stack, "Gpus", vpc=vpc, cluster=capacity.cluster, topic=topic,
-                       props=GpuCapacityProps(instance_types=("g5.xlarge",), max_capacity=2))
-    monitoring = InferenceMonitoring(stack, "Monitoring", environment_name="neuron", model_names=[model.name],
-                                     load_balancer=alb.load_balancer, capacity=gpus, more_capacity=[capacity], topic=topic,
-                                     props=MonitoringProps(), logs_key=logs_key)
+    capacity = NeuronCapacity(
+        stack,
+        "Inferentia",
+        vpc=vpc,
+        topic=topic,
+        props=NeuronCapacityProps(instance_types=instance_types, on_demand_base_capacity=1),
+    )
+    alb = InferenceLoadBalancer(
+        stack,
+        "Alb",
+        vpc=vpc,
+        access_logs_bucket=bucket,
+        props=LoadBalancerProps(internet_facing=False, allow_http=True, ingress_cidrs=("10.0.0.0/8",)),
+    )
+    service = ModelService(
+        stack,
+        "Encoder",
+        model=model,
+        server=complete(accelerator="neuron"),
+        capacity=capacity,
+        model_source=ModelBucket(bucket),
+        route=alb,
+        environment_name="neuron",
+        logs=ServiceLogs(logs_key),
+        access=ServiceAccess(allow_unauthenticated=True),
+    )
+    gpus = GpuCapacity(
+        stack,
+        "Gpus",
+        vpc=vpc,
+        cluster=capacity.cluster,
+        topic=topic,
+        props=GpuCapacityProps(instance_types=("g5.xlarge",), max_capacity=2),
+    )
+    monitoring = InferenceMonitoring(
+        stack,
+        "Monitoring",
+        environment_name="neuron",
+        model_names=[model.name],
+        load_balancer=alb.load_balancer,
+        capacity=gpus,
+        more_capacity=[capacity],
+        topic=topic,
+        props=MonitoringProps(),
+        logs_key=logs_key,
+    )
     monitoring.add_model(service)
     return app, service
 
@@ -99,7 +138,12 @@ def synthesized(tmp_path_factory) -> dict[str, Any]:
     cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     assembly = app.synth()
     stack = assembly.get_stack_by_name("Neuron")
-    return {"app": app, "service": service, "template": stack.template, "path": Path(assembly.directory) / stack.template_file}
+    return {
+        "app": app,
+        "service": service,
+        "template": stack.template,
+        "path": Path(assembly.directory) / stack.template_file,
+    }
 
 
 def resources(template: Mapping[str, Any], kind: str) -> dict[str, dict]:
@@ -130,7 +174,9 @@ def test_the_launch_template_boots_the_neuron_ami_without_gpu_settings(synthesiz
 def test_the_gpu_group_beside_it_keeps_the_gpu_ami(synthesized):
     """The twin: the same app's CUDA group still boots the GPU AMI with GPU support on."""
     template = synthesized["template"]
-    gpu = next(t for logical_id, t in resources(template, "AWS::EC2::LaunchTemplate").items() if logical_id.startswith("Gpus"))
+    gpu = next(
+        t for logical_id, t in resources(template, "AWS::EC2::LaunchTemplate").items() if logical_id.startswith("Gpus")
+    )
     (parameter,) = [name for name, p in template["Parameters"].items() if p.get("Default") == GPU_AMI]
     assert gpu["Properties"]["LaunchTemplateData"]["ImageId"] == {"Ref": parameter}
     assert "ECS_ENABLE_GPU_SUPPORT=true" in json.dumps(gpu["Properties"]["LaunchTemplateData"]["UserData"])
@@ -138,16 +184,22 @@ def test_the_gpu_group_beside_it_keeps_the_gpu_ami(synthesized):
 
 def test_the_group_is_spot_above_its_on_demand_base_and_a_provider_of_the_cluster(synthesized):
     template = synthesized["template"]
-    group = next(g for logical_id, g in resources(template, "AWS::AutoScaling::AutoScalingGroup").items()
-                 if logical_id.startswith("Inferentia"))
+    group = next(
+        g
+        for logical_id, g in resources(template, "AWS::AutoScaling::AutoScalingGroup").items()
+        if logical_id.startswith("Inferentia")
+    )
     policy = group["Properties"]["MixedInstancesPolicy"]
     assert [o["InstanceType"] for o in policy["LaunchTemplate"]["Overrides"]] == ["inf2.xlarge"]
     assert policy["InstancesDistribution"]["OnDemandBaseCapacity"] == 1
     assert policy["InstancesDistribution"]["SpotAllocationStrategy"] == "capacity-optimized-prioritized"
     (association,) = resources(template, "AWS::ECS::ClusterCapacityProviderAssociations").values()
     assert len(association["Properties"]["CapacityProviders"]) == 2  # the Neuron and the GPU providers of one cluster
-    rules = [r for r in resources(template, "AWS::Events::Rule").values()
-             if "Inferentia2 Auto Scaling group" in r["Properties"].get("Description", "")]
+    rules = [
+        r
+        for r in resources(template, "AWS::Events::Rule").values()
+        if "Inferentia2 Auto Scaling group" in r["Properties"].get("Description", "")
+    ]
     assert len(rules) == 1
 
 
@@ -155,7 +207,8 @@ def test_the_task_maps_every_neuron_device_and_asks_for_no_gpu(synthesized):
     server = server_of(synthesized["template"])
     assert "ResourceRequirements" not in server
     assert server["LinuxParameters"]["Devices"] == [
-        {"HostPath": "/dev/neuron0", "ContainerPath": "/dev/neuron0", "Permissions": ["read", "write"]}]
+        {"HostPath": "/dev/neuron0", "ContainerPath": "/dev/neuron0", "Permissions": ["read", "write"]}
+    ]
     environment = {e["Name"]: e["Value"] for e in server["Environment"]}
     assert environment["NEURON_RT_VISIBLE_CORES"] == "0-1"  # two NeuronCore-v2 on one Inferentia2
     assert server.get("Privileged") is False
@@ -191,7 +244,9 @@ def test_every_device_of_a_larger_type_is_mapped_with_its_cores():
 
 def test_a_server_that_chooses_its_cores_keeps_its_choice():
     stack = cdk.Stack(cdk.App(), "Own", env=cdk.Environment(account="123456789012", region=REGION))
-    team_service(stack, "inf2.xlarge", MODEL, server=complete(accelerator="neuron", environment={"NEURON_RT_NUM_CORES": "1"}))
+    team_service(
+        stack, "inf2.xlarge", MODEL, server=complete(accelerator="neuron", environment={"NEURON_RT_NUM_CORES": "1"})
+    )
     environment = {e["Name"] for e in server_of(cdk.assertions.Template.from_stack(stack).to_json())["Environment"]}
     assert "NEURON_RT_NUM_CORES" in environment and "NEURON_RT_VISIBLE_CORES" not in environment
 
@@ -199,12 +254,18 @@ def test_a_server_that_chooses_its_cores_keeps_its_choice():
 def team_service(stack: cdk.Stack, instance_type: str, model: ModelProps, server=None) -> ModelService:
     """A team's own app: its imported VPC, cluster and listener, a capacity provider of its own (ClusterCapacity)."""
     team = imported_team_parts(stack)
-    return ModelService(stack, "Model", model=model, server=server or complete(accelerator="neuron" if instance_type.startswith("inf2") else "cuda"),
-                        capacity=ClusterCapacity(team.cluster, "team-neuron", instance_type),
-                        model_source=ModelBucket(s3.Bucket.from_bucket_name(stack, "Bucket", "team-models")),
-                        route=ListenerRoute(team.listener, 7), environment_name="team",
-                        logs=ServiceLogs(kms.Key.from_key_arn(stack, "Key", KEY_ARN)),
-                        access=ServiceAccess(allow_unauthenticated=True))
+    return ModelService(
+        stack,
+        "Model",
+        model=model,
+        server=server or complete(accelerator="neuron" if instance_type.startswith("inf2") else "cuda"),
+        capacity=ClusterCapacity(team.cluster, "team-neuron", instance_type),
+        model_source=ModelBucket(s3.Bucket.from_bucket_name(stack, "Bucket", "team-models")),
+        route=ListenerRoute(team.listener, 7),
+        environment_name="team",
+        logs=ServiceLogs(kms.Key.from_key_arn(stack, "Key", KEY_ARN)),
+        access=ServiceAccess(allow_unauthenticated=True),
+    )
 
 
 def test_a_team_app_on_its_own_cluster_runs_its_container_on_inf2(tmp_path):
@@ -224,11 +285,18 @@ def test_a_team_app_on_its_own_cluster_runs_its_container_on_inf2(tmp_path):
 # The placement checks: the key and the fix's keyword, refused below the boundary and passed at it. On an inf2.xlarge
 # (4 vCPU = 4096 units, 16384 MiB) the collector sidecar takes 64 units and 128 MiB, so the server needs more than
 # 2048 - 64 units (1985) or more than 8192 - 128 MiB (8065).
-@pytest.mark.parametrize("model, key, fix", [
-    (ModelProps(name="encoder", version="1", cpu=1984, memory_mib=8064), r"cpu", r"cpu to at least 1985 or memory_mib to at least 8065"),
-    (ModelProps(name="encoder", version="1", cpu=24576, memory_mib=65536, gpus=2), r"gpus", r"set gpus to 1"),
-    (ModelProps(name="encoder", version="1", gpu_share=GpuShare(2048)), r"gpu_share", r"remove gpu_share"),
-])
+@pytest.mark.parametrize(
+    "model, key, fix",
+    [
+        (
+            ModelProps(name="encoder", version="1", cpu=1984, memory_mib=8064),
+            r"cpu",
+            r"cpu to at least 1985 or memory_mib to at least 8065",
+        ),
+        (ModelProps(name="encoder", version="1", cpu=24576, memory_mib=65536, gpus=2), r"gpus", r"set gpus to 1"),
+        (ModelProps(name="encoder", version="1", gpu_share=GpuShare(2048)), r"gpu_share", r"remove gpu_share"),
+    ],
+)
 def test_the_placement_checks_refuse_naming_the_key_and_the_fix(model, key, fix):
     stack = cdk.Stack(cdk.App(), "P", env=cdk.Environment(account="123456789012", region=REGION))
     with pytest.raises(ConfigError, match=rf"^models\[encoder\]\.{key}: .*{fix}"):
@@ -248,10 +316,13 @@ def test_two_tasks_at_the_boundary_never_fit_one_instance():
     assert 2 * task_cpu > inf2.vcpus * 1024 >= task_cpu
 
 
-@pytest.mark.parametrize("server", [
-    lambda: BundledServer(image=IMAGE),
-    lambda: VllmServer(VllmProps(), image=IMAGE),
-])
+@pytest.mark.parametrize(
+    "server",
+    [
+        lambda: BundledServer(image=IMAGE),
+        lambda: VllmServer(VllmProps(), image=IMAGE),
+    ],
+)
 def test_a_cuda_preset_is_refused_on_neuron_naming_the_fix(server):
     stack = cdk.Stack(cdk.App(), "B", env=cdk.Environment(account="123456789012", region=REGION))
     with pytest.raises(ConfigError, match=r"^models\[encoder\]\.server: .*NeuronServer"):
@@ -268,11 +339,18 @@ def test_the_group_refuses_a_deployment_at_peak_it_cannot_hold():
         capacity.add_model(MODEL)
 
 
-@pytest.mark.parametrize("props, key, fix", [
-    (lambda: NeuronCapacityProps(instance_types=("g5.xlarge",)), r"instance_types\[0\]", "GpuCapacity"),
-    (lambda: NeuronCapacityProps(instance_types=("inf2.xlarge", "inf2.8xlarge")), r"instance_types\[1\]", "same size"),
-    (lambda: GpuCapacityProps(instance_types=("inf2.xlarge",)), r"instance_types\[0\]", "NeuronCapacity"),
-])
+@pytest.mark.parametrize(
+    "props, key, fix",
+    [
+        (lambda: NeuronCapacityProps(instance_types=("g5.xlarge",)), r"instance_types\[0\]", "GpuCapacity"),
+        (
+            lambda: NeuronCapacityProps(instance_types=("inf2.xlarge", "inf2.8xlarge")),
+            r"instance_types\[1\]",
+            "same size",
+        ),
+        (lambda: GpuCapacityProps(instance_types=("inf2.xlarge",)), r"instance_types\[0\]", "NeuronCapacity"),
+    ],
+)
 def test_each_capacity_refuses_the_other_kind_of_type(props, key, fix):
     with pytest.raises(ConfigError, match=rf"^{key}: .*{fix}"):
         props().resolve_instance_types()
@@ -280,8 +358,12 @@ def test_each_capacity_refuses_the_other_kind_of_type(props, key, fix):
 
 def test_the_catalog_lists_inf2_with_devices_and_cores():
     shapes = {name: (t.vcpus, t.memory_gib, t.gpus, t.neuron_cores) for name, t in NON_CUDA_CATALOG.items()}
-    assert shapes == {"inf2.xlarge": (4, 16, 1, 2), "inf2.8xlarge": (32, 128, 1, 2),
-                      "inf2.24xlarge": (96, 384, 6, 12), "inf2.48xlarge": (192, 768, 12, 24)}
+    assert shapes == {
+        "inf2.xlarge": (4, 16, 1, 2),
+        "inf2.8xlarge": (32, 128, 1, 2),
+        "inf2.24xlarge": (96, 384, 6, 12),
+        "inf2.48xlarge": (192, 768, 12, 24),
+    }
 
 
 # cdk.json: a capacity group of inf2 types is a NeuronCapacity; mixing is refused naming the key.
@@ -291,14 +373,19 @@ def staging_with_group(instance_types: list[str]) -> dict:
     for group in data.get("capacity_groups", {}).values():
         group["models"] = [m for m in group["models"] if m != name]
     data["capacity_groups"] = {k: g for k, g in data.get("capacity_groups", {}).items() if g["models"]}
-    data["capacity_groups"]["inf"] = {"capacity": {"instance_types": instance_types, "max_capacity": 8}, "models": [name]}
+    data["capacity_groups"]["inf"] = {
+        "capacity": {"instance_types": instance_types, "max_capacity": 8},
+        "models": [name],
+    }
     return data
 
 
 def test_a_group_of_inf2_types_becomes_neuron_capacity_props():
     built = with_capacity_groups(staging_with_group(["inf2.xlarge"]))
     assert isinstance(built["capacity_groups"]["inf"]["capacity"], NeuronCapacityProps)
-    assert isinstance(with_capacity_groups(scenario_environment("staging"))["capacity_groups"]["llm"]["capacity"], GpuCapacityProps)
+    assert isinstance(
+        with_capacity_groups(scenario_environment("staging"))["capacity_groups"]["llm"]["capacity"], GpuCapacityProps
+    )
 
 
 def test_mixing_neuron_and_cuda_types_in_one_group_is_refused_naming_the_key():
@@ -340,12 +427,23 @@ def neuron_entry(entry: dict) -> dict:
     more than half of an inf2.xlarge's CPU so that one task holds the instance's device."""
     from gpu_inference_constructs.servers.model_entry import MODEL_KEYS
 
-    kept = {key: value for key, value in entry.items() if key in MODEL_KEYS and key not in ("gpu_share", "shared_cache")}
-    scaling = {key: entry["scaling"][key] for key in ("requests_per_target_per_minute", "scale_out_cooldown_seconds",
-                                                       "scale_in_cooldown_seconds", "latency_p95_ms")}
+    kept = {
+        key: value for key, value in entry.items() if key in MODEL_KEYS and key not in ("gpu_share", "shared_cache")
+    }
+    scaling = {
+        key: entry["scaling"][key]
+        for key in (
+            "requests_per_target_per_minute",
+            "scale_out_cooldown_seconds",
+            "scale_in_cooldown_seconds",
+            "latency_p95_ms",
+        )
+    }
     # The scenario's network has no NAT: the DLC and the fetcher from the team's ECR mirrors, as cdk.json's dev has them.
-    mirrors = {"image": {"repository": "mirror/pytorch-inference-neuronx", "tag": "2.9.0-neuronx-py312-sdk2.31.1-ubuntu24.04"},
-               "fetcher_image": {"repository": "mirror/aws-cli", "tag": "2.32.9"}}
+    mirrors = {
+        "image": {"repository": "mirror/pytorch-inference-neuronx", "tag": "2.9.0-neuronx-py312-sdk2.31.1-ubuntu24.04"},
+        "fetcher_image": {"repository": "mirror/aws-cli", "tag": "2.32.9"},
+    }
     return {**kept, "cpu": 2048, "scaling": scaling, "neuron": {"task": "text-embedding", "neuron_cores": 2, **mirrors}}
 
 
@@ -395,8 +493,11 @@ def test_cfn_lint_finds_nothing_and_its_twin_finds_a_planted_device_error(synthe
     (tmp_path / "clean").mkdir()
     paths = checked_templates(synthesized, environment, tmp_path / "clean")
     (tmp_path / "planted.template.json").write_text(json.dumps(planted))
-    result = subprocess.run([str(CFN_LINT), "--format", "parseable", "--", *map(str, paths), str(tmp_path / "planted.template.json")],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [str(CFN_LINT), "--format", "parseable", "--", *map(str, paths), str(tmp_path / "planted.template.json")],
+        capture_output=True,
+        text=True,
+    )
     errors = [line for line in result.stdout.splitlines() if ":E" in line]
     assert [line for line in errors if "/clean/" in line] == []
     assert any(line.startswith(str(tmp_path / "planted")) and "readwrite" in line for line in errors), result.stdout
@@ -406,8 +507,12 @@ def test_checkov_finds_nothing_unexplained_and_reports_the_planted_finding(synth
     assert CHECKOV.exists(), f"{CHECKOV} is missing: run `make setup-dev`"
     checked_templates(synthesized, environment, tmp_path)
     (tmp_path / PLANTED_FILE).write_text(json.dumps(PLANTED_FINDING))
-    result = subprocess.run([str(CHECKOV), "-d", str(tmp_path), "--framework", "cloudformation", "--output", "json", "--compact"],
-                            capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        [str(CHECKOV), "-d", str(tmp_path), "--framework", "cloudformation", "--output", "json", "--compact"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     report = json.loads(result.stdout)
     failed = report["results"]["failed_checks"]
     assert {f["check_id"] for f in failed if Path(f["file_path"]).name == PLANTED_FILE} >= {"CKV_AWS_24"}

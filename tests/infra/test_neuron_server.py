@@ -43,13 +43,35 @@ from tests.infra.test_server_contract import fields_without_a_stated_default, on
 ENCODER = ModelProps(name="encoder", version="1", gpus=1, cpu=2048, memory_mib=8192)
 INF2 = NON_CUDA_CATALOG["inf2.xlarge"]
 # Every option of ``torchserve`` 0.11.0 (pytorch/serve v0.11.0, ts/arg_parser.py): the command uses no other.
-TORCHSERVE_FLAGS = frozenset({"-v", "--version", "--start", "--stop", "--ts-config", "--model-store", "--workflow-store",
-                              "--models", "--log-config", "--cpp-log-config", "--foreground", "--no-config-snapshots",
-                              "--ncs", "--plugins-path", "--ppath", "--sock-type", "--sock-name", "--host", "--port",
-                              "--metrics-config"})
+TORCHSERVE_FLAGS = frozenset(
+    {
+        "-v",
+        "--version",
+        "--start",
+        "--stop",
+        "--ts-config",
+        "--model-store",
+        "--workflow-store",
+        "--models",
+        "--log-config",
+        "--cpp-log-config",
+        "--foreground",
+        "--no-config-snapshots",
+        "--ncs",
+        "--plugins-path",
+        "--ppath",
+        "--sock-type",
+        "--sock-name",
+        "--host",
+        "--port",
+        "--metrics-config",
+    }
+)
 
 
-def neuron_contract(server: NeuronServer | None = None, model: ModelProps = ENCODER) -> tuple[cdk.Stack, ServerContract]:
+def neuron_contract(
+    server: NeuronServer | None = None, model: ModelProps = ENCODER
+) -> tuple[cdk.Stack, ServerContract]:
     stack = cdk.Stack(cdk.App(), "S", env=cdk.Environment(account="123456789012", region="us-east-1"))
     context = ServerContext(stack, model, ServiceTimingProps(), "prod", "us-east-1", "s3://b/models/encoder/1/", INF2)
     return stack, (server or NeuronServer()).contract(context)
@@ -65,9 +87,16 @@ def server_container() -> dict:
     """The contract's container pieces on a plain task definition: what ECS receives of them."""
     stack, made = neuron_contract()
     task = ecs.Ec2TaskDefinition(stack, "Task")
-    task.add_container("server", image=made.image, entry_point=list(made.entry_point or ()), command=list(made.command),
-                       environment=dict(made.environment), user=made.user, memory_limit_mib=1024,
-                       readonly_root_filesystem=made.read_only_root_filesystem)
+    task.add_container(
+        "server",
+        image=made.image,
+        entry_point=list(made.entry_point or ()),
+        command=list(made.command),
+        environment=dict(made.environment),
+        user=made.user,
+        memory_limit_mib=1024,
+        readonly_root_filesystem=made.read_only_root_filesystem,
+    )
     (definition,) = Template.from_stack(stack).find_resources("AWS::ECS::TaskDefinition").values()
     (container,) = definition["Properties"]["ContainerDefinitions"]
     return container
@@ -77,12 +106,22 @@ def test_the_contract_serves_the_published_layout_with_torchserve_on_neuron(cont
     assert contract.accelerator == "neuron"
     assert server_container["Image"] == f"public.ecr.aws/neuron/pytorch-inference-neuronx:{NEURON_DLC_TAG}"
     assert server_container["EntryPoint"][:2] == ["/bin/sh", "-c"]
-    assert server_container["Command"] == ["--ts-config", "/scratch/model/torchserve.properties",
-                                           "--log-config", "/scratch/model/log4j2.xml", "--model-store", "/scratch",
-                                           "--models", "encoder=model", "--ncs"]
+    assert server_container["Command"] == [
+        "--ts-config",
+        "/scratch/model/torchserve.properties",
+        "--log-config",
+        "/scratch/model/log4j2.xml",
+        "--model-store",
+        "/scratch",
+        "--models",
+        "encoder=model",
+        "--ncs",
+    ]
     assert contract.model_source.local_path == "/scratch/model" and not contract.model_source.server_reads_s3
     assert contract.port == 8080 and contract.readiness_path == "/predictions/encoder"
-    assert contract.public_paths == ("/predictions/encoder",) and contract.prediction_routes == ("/predictions/{model}",)
+    assert contract.public_paths == ("/predictions/encoder",) and contract.prediction_routes == (
+        "/predictions/{model}",
+    )
     assert "/ping" in contract.liveness.command[-1] and contract.liveness.passes_while_loading
     assert contract.read_only_root_filesystem and server_container["ReadonlyRootFilesystem"] is True
     assert contract.writable_paths == ("/scratch", "/tmp") and contract.user == "1000:1000"
@@ -126,8 +165,9 @@ def run_entry_point(tmp_path: Path) -> tuple[int, list[str]]:
     fake.chmod(0o755)
     shell = shutil.which("sh")
     assert shell is not None
-    process = subprocess.Popen([shell, *NEURON_ENTRY_POINT[1:], *torchserve_command("encoder")],
-                               env={"PATH": f"{tmp_path}:/usr/bin:/bin"})
+    process = subprocess.Popen(
+        [shell, *NEURON_ENTRY_POINT[1:], *torchserve_command("encoder")], env={"PATH": f"{tmp_path}:/usr/bin:/bin"}
+    )
     for _ in range(100):
         if (tmp_path / "pid").exists():
             break
@@ -168,24 +208,35 @@ def test_an_accelerator_the_contract_does_not_know_is_refused(contract):
         dataclasses.replace(contract, accelerator="tpu")  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("make, key, fix", [
-    (lambda: NeuronEcrImage(tag="latest"), "tag", "pin an exact Neuron DLC tag"),
-    (lambda: NeuronEcrImage(tag="2.1.2-neuronx-py310-sdk2.18.0-ubuntu20.04"), "tag", "mirror"),
-    (lambda: NeuronEcrImage(repository="Not A Repo"), "repository", "not an image repository"),
-    (lambda: NeuronServerProps(neuron_cores=0), "neuron_cores", "2 per Inferentia2 device"),
-    (lambda: NeuronServerProps(request_timeout_seconds=120), "request_timeout_seconds", "deregistration delay"),
-    (lambda: NeuronServerProps(port=8081), "port", "use another"),
-    (lambda: NeuronServerProps(task="torch-export"), "task", "text-embedding or text-classification"),  # type: ignore[arg-type]
-])
+@pytest.mark.parametrize(
+    "make, key, fix",
+    [
+        (lambda: NeuronEcrImage(tag="latest"), "tag", "pin an exact Neuron DLC tag"),
+        (lambda: NeuronEcrImage(tag="2.1.2-neuronx-py310-sdk2.18.0-ubuntu20.04"), "tag", "mirror"),
+        (lambda: NeuronEcrImage(repository="Not A Repo"), "repository", "not an image repository"),
+        (lambda: NeuronServerProps(neuron_cores=0), "neuron_cores", "2 per Inferentia2 device"),
+        (lambda: NeuronServerProps(request_timeout_seconds=120), "request_timeout_seconds", "deregistration delay"),
+        (lambda: NeuronServerProps(port=8081), "port", "use another"),
+        (lambda: NeuronServerProps(task="torch-export"), "task", "text-embedding or text-classification"),  # type: ignore[arg-type]
+    ],
+)
 def test_values_are_refused_naming_the_key_and_the_fix(make, key, fix):
     with pytest.raises(ConfigError, match=rf"^{key}: .*{fix}"):
         make()
 
 
-@pytest.mark.parametrize("server, model, key, fix", [
-    (NeuronServer(NeuronServerProps(neuron_cores=4)), ENCODER, r"neuron\.neuron_cores", "raise the model's gpus"),
-    (NeuronServer(), dataclasses.replace(ENCODER, environment={"NEURON_RT_NUM_CORES": "2"}), "environment", "set those keys"),
-])
+@pytest.mark.parametrize(
+    "server, model, key, fix",
+    [
+        (NeuronServer(NeuronServerProps(neuron_cores=4)), ENCODER, r"neuron\.neuron_cores", "raise the model's gpus"),
+        (
+            NeuronServer(),
+            dataclasses.replace(ENCODER, environment={"NEURON_RT_NUM_CORES": "2"}),
+            "environment",
+            "set those keys",
+        ),
+    ],
+)
 def test_what_the_model_gives_the_preset_is_checked(server, model, key, fix):
     with pytest.raises(ConfigError, match=rf"^{key}: .*{fix}"):
         neuron_contract(server, model)
@@ -204,20 +255,35 @@ def test_four_cores_fit_two_devices_and_a_mirror_is_pulled_from_ecr():
 
 
 def test_a_cdk_json_neuron_block_becomes_the_neuron_preset():
-    entry = {"name": "encoder", "version": "1", "gpus": 1, "neuron": {"task": "text-classification", "neuron_cores": 2,
-                                                                      "image": {"tag": NEURON_DLC_TAG}}}
+    entry = {
+        "name": "encoder",
+        "version": "1",
+        "gpus": 1,
+        "neuron": {"task": "text-classification", "neuron_cores": 2, "image": {"tag": NEURON_DLC_TAG}},
+    }
     model, props = split_model_entry(entry, "models[0]")
     assert model == {"name": "encoder", "version": "1", "gpus": 1}
     assert props == NeuronServerProps(task="text-classification")
     assert isinstance(server_for(props), NeuronServer)
 
 
-@pytest.mark.parametrize("entry, key, fix", [
-    ({"name": "e", "version": "1", "neuron": {"cores": 2}}, r"models\[0\]\.neuron\.cores", "allowed keys here"),
-    ({"name": "e", "version": "1", "neuron": {"image": {"tag": "latest"}}}, r"models\[0\]\.neuron\.image\.tag", "pin an exact"),
-    ({"name": "e", "version": "1", "neuron": {}, "vllm": {}}, r"models\[0\]\.neuron", "keep one block"),
-    ({"name": "e", "version": "1", "neuron": {}, "max_batch_size": 8}, r"models\[0\]\.max_batch_size", "TorchServe on Neuron"),
-])
+@pytest.mark.parametrize(
+    "entry, key, fix",
+    [
+        ({"name": "e", "version": "1", "neuron": {"cores": 2}}, r"models\[0\]\.neuron\.cores", "allowed keys here"),
+        (
+            {"name": "e", "version": "1", "neuron": {"image": {"tag": "latest"}}},
+            r"models\[0\]\.neuron\.image\.tag",
+            "pin an exact",
+        ),
+        ({"name": "e", "version": "1", "neuron": {}, "vllm": {}}, r"models\[0\]\.neuron", "keep one block"),
+        (
+            {"name": "e", "version": "1", "neuron": {}, "max_batch_size": 8},
+            r"models\[0\]\.max_batch_size",
+            "TorchServe on Neuron",
+        ),
+    ],
+)
 def test_cdk_json_neuron_blocks_are_refused_naming_the_key(entry, key, fix):
     with pytest.raises(ConfigError, match=rf"^{key}: .*{fix}"):
         split_model_entry(entry, "models[0]")
@@ -236,7 +302,7 @@ def test_the_configuration_pages_neuron_example_builds_the_server_it_describes()
     from tests.conftest import ROOT
 
     page = (ROOT / "docs" / "configuration.md").read_text()
-    section = page[page.index("## Encoders on Inferentia2 (Neuron)"):]
+    section = page[page.index("## Encoders on Inferentia2 (Neuron)") :]
     (source,) = re.findall(r"```python\n(.*?)```", section, re.S)
     namespace: dict = {}
     exec(source, namespace)  # noqa: S102  # the page's own example
@@ -255,8 +321,11 @@ def test_cdk_json_refuses_a_neuron_model_on_the_environments_gpu_capacity():
 
 
 def public_image_warnings(stack: cdk.Stack) -> list[str]:
-    return [str(w.entry.data) for w in cdk.assertions.Annotations.from_stack(stack).find_warning("*", cdk.assertions.Match.any_value())
-            if "neuron-public-image" in str(w.entry.data)]
+    return [
+        str(w.entry.data)
+        for w in cdk.assertions.Annotations.from_stack(stack).find_warning("*", cdk.assertions.Match.any_value())
+        if "neuron-public-image" in str(w.entry.data)
+    ]
 
 
 def test_public_images_warn_naming_the_keys_and_mirrors_do_not():
@@ -265,9 +334,14 @@ def test_public_images_warn_naming_the_keys_and_mirrors_do_not():
     stack, _ = neuron_contract()
     (warning,) = public_image_warnings(stack)
     assert "neuron.image" in warning and "neuron.fetcher_image" in warning and "mirror" in warning
-    entry = {"name": "encoder", "version": "1", "neuron": {
-        "image": {"repository": "mirror/pytorch-inference-neuronx", "tag": NEURON_DLC_TAG},
-        "fetcher_image": {"repository": "mirror/aws-cli", "tag": "2.32.9"}}}
+    entry = {
+        "name": "encoder",
+        "version": "1",
+        "neuron": {
+            "image": {"repository": "mirror/pytorch-inference-neuronx", "tag": NEURON_DLC_TAG},
+            "fetcher_image": {"repository": "mirror/aws-cli", "tag": "2.32.9"},
+        },
+    }
     _, props = split_model_entry(entry, "models[0]")
     server = server_for(props)
     assert isinstance(server, NeuronServer)

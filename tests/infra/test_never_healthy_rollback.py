@@ -21,12 +21,23 @@ MINUTE = 60
 
 def never_healthy_alarms(template: dict) -> dict[str, dict]:
     """Alarm name -> properties of every never-healthy alarm in ``template``."""
-    return {r["Properties"]["AlarmName"]: r["Properties"] for r in template["Resources"].values()
-            if r["Type"] == "AWS::CloudWatch::Alarm" and "-never-healthy-" in str(r["Properties"].get("AlarmName", ""))}
+    return {
+        r["Properties"]["AlarmName"]: r["Properties"]
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::CloudWatch::Alarm" and "-never-healthy-" in str(r["Properties"].get("AlarmName", ""))
+    }
 
 
-def alarm_time(alarm: dict, deployment_start: int, healthy_at: int | None, desired: int, horizon: int = 7200, *,
-               late: bool = False, new_healthy: int | None = None) -> int | None:
+def alarm_time(
+    alarm: dict,
+    deployment_start: int,
+    healthy_at: int | None,
+    desired: int,
+    horizon: int = 7200,
+    *,
+    late: bool = False,
+    new_healthy: int | None = None,
+) -> int | None:
     """Seconds after ``deployment_start`` (seconds into a minute) when ``alarm`` enters ALARM, or None.
 
     The old task set (``desired`` healthy targets in one group) serves throughout; the new set's targets turn healthy
@@ -101,7 +112,11 @@ def test_a_version_healthy_within_its_start_window_never_rolls_back(alarms, offs
         for healthy_at in (window - 1, window // 2, 10):
             for late in (False, True):
                 assert alarm_time(alarm, offset, healthy_at=healthy_at, desired=model.min_tasks, late=late) is None, (
-                    environment, model.name, healthy_at, late)
+                    environment,
+                    model.name,
+                    healthy_at,
+                    late,
+                )
 
 
 @pytest.mark.parametrize("offset", [0, 1, 30, 59])
@@ -120,19 +135,26 @@ def test_scaling_mid_deployment_does_not_roll_back_a_good_release(alarms):
     one task up read as short of healthy. Now a target group with no healthy target is what counts."""
     for environment, model, alarm, window in alarms:
         assert alarm_time(alarm, 0, healthy_at=window // 2, desired=3, new_healthy=1) is None, (environment, model.name)
-        assert all(m["MetricStat"]["Metric"]["MetricName"] != "DesiredTaskCount" for m in alarm["Metrics"] if "MetricStat" in m)
+        assert all(
+            m["MetricStat"]["Metric"]["MetricName"] != "DesiredTaskCount" for m in alarm["Metrics"] if "MetricStat" in m
+        )
 
 
 def test_the_window_is_capacity_then_the_grace_period_in_whole_minutes(alarms):
     for environment, model, _, window in alarms:
         grace = model.health_check_grace_seconds
-        assert window % MINUTE == 0 and NEW_CAPACITY_SECONDS + grace <= window < NEW_CAPACITY_SECONDS + grace + MINUTE, (environment, model.name)
+        assert (
+            window % MINUTE == 0 and NEW_CAPACITY_SECONDS + grace <= window < NEW_CAPACITY_SECONDS + grace + MINUTE
+        ), (environment, model.name)
 
 
 def test_the_simulation_sees_an_alarm_that_waits_too_long_or_too_little(alarms):
     _, model, alarm, window = alarms[0]
     slow = copy.deepcopy(alarm)
-    slow["DatapointsToAlarm"], slow["EvaluationPeriods"] = alarm["DatapointsToAlarm"] + 3, alarm["EvaluationPeriods"] + 3
+    slow["DatapointsToAlarm"], slow["EvaluationPeriods"] = (
+        alarm["DatapointsToAlarm"] + 3,
+        alarm["EvaluationPeriods"] + 3,
+    )
     fired = alarm_time(slow, 0, None, model.min_tasks)
     assert fired is not None and fired > window + MINUTE
     eager = copy.deepcopy(alarm)
@@ -144,7 +166,11 @@ def test_the_rollback_watches_the_never_healthy_alarm_by_name(synthesized, alarm
     for environment, model, alarm, _ in alarms:
         template = synthesized.inference_template(environment)
         services = [r["Properties"] for r in template["Resources"].values() if r["Type"] == "AWS::ECS::Service"]
-        watched = [s["DeploymentConfiguration"]["Alarms"] for s in services if alarm["AlarmName"] in s["DeploymentConfiguration"]["Alarms"]["AlarmNames"]]
+        watched = [
+            s["DeploymentConfiguration"]["Alarms"]
+            for s in services
+            if alarm["AlarmName"] in s["DeploymentConfiguration"]["Alarms"]["AlarmNames"]
+        ]
         assert len(watched) == 1 and watched[0]["Enable"] and watched[0]["Rollback"], (environment, model.name)
 
 
@@ -166,7 +192,18 @@ def test_the_capacity_allowance_covers_the_timelines_new_instance_phases(synthes
 
     config = synthesized.stages["prod"].config
     capacity = dataclasses.replace(config.capacity, machine_image_ids=None)
-    phases = {p.name: p.seconds for p in timeline(config.server_config(config.models[0]).bundled.scaling, capacity, weights_bytes=10**9, storage="gp3",
-                                                   new_instance=True, startup=LATEST_STARTUP)}
-    new_capacity = sum(phases[name] for name in ("capacity-provider reaction", "instance launch", "agent registration", "image pull"))
+    phases = {
+        p.name: p.seconds
+        for p in timeline(
+            config.server_config(config.models[0]).bundled.scaling,
+            capacity,
+            weights_bytes=10**9,
+            storage="gp3",
+            new_instance=True,
+            startup=LATEST_STARTUP,
+        )
+    }
+    new_capacity = sum(
+        phases[name] for name in ("capacity-provider reaction", "instance launch", "agent registration", "image pull")
+    )
     assert new_capacity <= NEW_CAPACITY_SECONDS < new_capacity + MINUTE, phases

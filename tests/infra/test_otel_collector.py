@@ -34,26 +34,84 @@ from tests.infra.test_telemetry import _environment, _text
 
 # Documented configuration keys of the components the configuration uses (ADOT v0.49.0's vendored config.schema.yaml,
 # or the component's config.go mapstructure tags where it has none: prometheus, metricstransform).
-_AWS_SESSION = {"endpoint", "external_id", "local_mode", "max_retries", "no_verify_ssl", "num_workers", "proxy_address",
-                "region", "request_timeout_seconds", "resource_arn", "role_arn"}  # internal/aws/awsutil
+_AWS_SESSION = {
+    "endpoint",
+    "external_id",
+    "local_mode",
+    "max_retries",
+    "no_verify_ssl",
+    "num_workers",
+    "proxy_address",
+    "region",
+    "request_timeout_seconds",
+    "resource_arn",
+    "role_arn",
+}  # internal/aws/awsutil
 COMPONENT_KEYS = {
-    ("receivers", "prometheus"): {"config", "trim_metric_suffixes", "target_allocator", "api_server",  # its config.go
-                                  "scrape_on_shutdown", "discovery_reload_on_startup", "initial_scrape_offset"},
+    ("receivers", "prometheus"): {
+        "config",
+        "trim_metric_suffixes",
+        "target_allocator",
+        "api_server",  # its config.go
+        "scrape_on_shutdown",
+        "discovery_reload_on_startup",
+        "initial_scrape_offset",
+    },
     ("receivers", "otlp"): {"protocols"},
     ("processors", "metricstransform"): {"transforms"},
     ("processors", "cumulativetodelta"): {"include", "exclude", "initial_value", "max_staleness"},
-    ("processors", "batch"): {"timeout", "send_batch_size", "send_batch_max_size", "metadata_keys", "metadata_cardinality_limit"},
-    ("exporters", "awsemf"): _AWS_SESSION | {
-        "detailed_metrics", "dimension_rollup_option", "eks_fargate_container_insights_enabled", "log_group_name",
-        "log_retention", "log_stream_name", "metric_declarations", "metric_descriptors", "namespace",
-        "output_destination", "parse_json_encoded_attr_values", "resource_to_telemetry_conversion",
-        "retain_initial_value_of_delta_metric", "tags", "version"},
-    ("exporters", "awsxray"): _AWS_SESSION | {"aws_log_groups", "index_all_attributes", "indexed_attributes", "telemetry"},
+    ("processors", "batch"): {
+        "timeout",
+        "send_batch_size",
+        "send_batch_max_size",
+        "metadata_keys",
+        "metadata_cardinality_limit",
+    },
+    ("exporters", "awsemf"): _AWS_SESSION
+    | {
+        "detailed_metrics",
+        "dimension_rollup_option",
+        "eks_fargate_container_insights_enabled",
+        "log_group_name",
+        "log_retention",
+        "log_stream_name",
+        "metric_declarations",
+        "metric_descriptors",
+        "namespace",
+        "output_destination",
+        "parse_json_encoded_attr_values",
+        "resource_to_telemetry_conversion",
+        "retain_initial_value_of_delta_metric",
+        "tags",
+        "version",
+    },
+    ("exporters", "awsxray"): _AWS_SESSION
+    | {"aws_log_groups", "index_all_attributes", "indexed_attributes", "telemetry"},
 }
-SCRAPE_CONFIG_KEYS = {"job_name", "metrics_path", "scrape_interval", "scrape_timeout", "static_configs", "scheme",
-                      "metric_relabel_configs", "relabel_configs", "honor_labels", "honor_timestamps", "params"}
-TRANSFORM_KEYS = {"include", "match_type", "action", "new_name", "operations", "experimental_match_labels",
-                  "submatch_case", "aggregation_type", "group_resource_labels"}
+SCRAPE_CONFIG_KEYS = {
+    "job_name",
+    "metrics_path",
+    "scrape_interval",
+    "scrape_timeout",
+    "static_configs",
+    "scheme",
+    "metric_relabel_configs",
+    "relabel_configs",
+    "honor_labels",
+    "honor_timestamps",
+    "params",
+}
+TRANSFORM_KEYS = {
+    "include",
+    "match_type",
+    "action",
+    "new_name",
+    "operations",
+    "experimental_match_labels",
+    "submatch_case",
+    "aggregation_type",
+    "group_resource_labels",
+}
 MATCH_KEYS = {"metrics", "match_type", "metric_types", "regexp"}
 DECLARATION_KEYS = {"dimensions", "label_matchers", "metric_name_selectors"}
 ROLLUP_OPTIONS = {"NoDimensionRollup", "SingleDimensionRollupOnly", "ZeroAndSingleDimensionRollup"}
@@ -83,7 +141,9 @@ def _setting_problems(config: dict) -> list[str]:
     for transform in processors.get("metricstransform", {}).get("transforms", []):
         problems += _unknown("metricstransform.transforms[]", transform, TRANSFORM_KEYS)
     for side in ("include", "exclude"):
-        problems += _unknown(f"cumulativetodelta.{side}", processors.get("cumulativetodelta", {}).get(side, {}), MATCH_KEYS)
+        problems += _unknown(
+            f"cumulativetodelta.{side}", processors.get("cumulativetodelta", {}).get(side, {}), MATCH_KEYS
+        )
     emf = exporters.get("awsemf", {})
     if emf.get("dimension_rollup_option", "NoDimensionRollup") not in ROLLUP_OPTIONS:
         problems.append(f"awsemf.dimension_rollup_option: {emf['dimension_rollup_option']!r}")
@@ -98,8 +158,11 @@ def _pipeline_problems(config: dict) -> list[str]:
         if pipeline.split("/")[0] not in ("metrics", "traces", "logs"):
             problems.append(f"pipeline {pipeline}: not a signal")
         for kind in ("receivers", "processors", "exporters"):
-            problems += [f"pipeline {pipeline}: {kind[:-1]} {name} is not defined"
-                         for name in parts.get(kind, []) if name not in config.get(kind, {})]
+            problems += [
+                f"pipeline {pipeline}: {kind[:-1]} {name} is not defined"
+                for name in parts.get(kind, [])
+                if name not in config.get(kind, {})
+            ]
     if "${" in json.dumps(config):
         problems.append("a ${...} the collector would expand as a variable")
     return problems
@@ -129,15 +192,27 @@ def test_the_configuration_keeps_to_the_documented_keys():
     assert otel_config_problems(_config()) == []
 
 
-@pytest.mark.parametrize(("plant", "finding"), [
-    (lambda c: c["exporters"]["awsemf"].update(log_group="x"), "awsemf: unknown key log_group"),
-    (lambda c: c["exporters"]["awsemf"].update(dimension_rollup_option="None"), "dimension_rollup_option"),
-    (lambda c: c["service"]["pipelines"]["metrics"]["processors"].append("filter"), "processor filter is not defined"),
-    (lambda c: c["processors"]["cumulativetodelta"]["include"].update(names=["x"]), "cumulativetodelta.include: unknown key names"),
-    (lambda c: c["receivers"]["prometheus"]["config"]["scrape_configs"][0].update(interval="15s"), "scrape_config: unknown key interval"),
-    (lambda c: c["processors"].update(transform={}), "processors.transform: not a component"),
-    (lambda c: c["exporters"]["awsemf"].update(namespace="${NAMESPACE}"), "expand as a variable"),
-])
+@pytest.mark.parametrize(
+    ("plant", "finding"),
+    [
+        (lambda c: c["exporters"]["awsemf"].update(log_group="x"), "awsemf: unknown key log_group"),
+        (lambda c: c["exporters"]["awsemf"].update(dimension_rollup_option="None"), "dimension_rollup_option"),
+        (
+            lambda c: c["service"]["pipelines"]["metrics"]["processors"].append("filter"),
+            "processor filter is not defined",
+        ),
+        (
+            lambda c: c["processors"]["cumulativetodelta"]["include"].update(names=["x"]),
+            "cumulativetodelta.include: unknown key names",
+        ),
+        (
+            lambda c: c["receivers"]["prometheus"]["config"]["scrape_configs"][0].update(interval="15s"),
+            "scrape_config: unknown key interval",
+        ),
+        (lambda c: c["processors"].update(transform={}), "processors.transform: not a component"),
+        (lambda c: c["exporters"]["awsemf"].update(namespace="${NAMESPACE}"), "expand as a variable"),
+    ],
+)
 def test_a_planted_defect_is_found(plant, finding):
     config = copy.deepcopy(_config())
     plant(config)
@@ -154,7 +229,9 @@ def _exposition() -> str:
     buckets = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0]
     for name, _ in VLLM_LATENCY_HISTOGRAMS:
         Histogram(name, "histogram", labels, buckets=buckets, registry=registry).labels("llama", "0").observe(0.2)
-    Histogram("vllm:request_e2e_time_seconds", "not collected", labels, registry=registry).labels("llama", "0").observe(1)
+    Histogram("vllm:request_e2e_time_seconds", "not collected", labels, registry=registry).labels("llama", "0").observe(
+        1
+    )
     return generate_latest(registry).decode()
 
 
@@ -169,7 +246,10 @@ def test_the_collector_renames_exactly_the_families_vllm_exports():
     for name, cloudwatch in VLLM_LATENCY_HISTOGRAMS:
         assert families[name] == "histogram" and renames[name] == cloudwatch
     assert set(renames) <= set(families)
-    assert config["processors"]["cumulativetodelta"]["include"]["metrics"] == [GEN_AI_TIME_TO_FIRST_TOKEN, GEN_AI_TIME_PER_OUTPUT_TOKEN]
+    assert config["processors"]["cumulativetodelta"]["include"]["metrics"] == [
+        GEN_AI_TIME_TO_FIRST_TOKEN,
+        GEN_AI_TIME_PER_OUTPUT_TOKEN,
+    ]
 
 
 def test_a_name_vllm_does_not_export_is_no_family():
@@ -181,7 +261,9 @@ def test_a_name_vllm_does_not_export_is_no_family():
 def test_the_emf_export_delivers_what_the_cloudwatch_agent_did_and_the_gen_ai_names():
     """Same namespace, dimensions and metric names as the agent's EMF processor, plus the two GenAI metrics."""
     config = _config()
-    agent = json.loads(collector_config(_Contract(PrometheusMetrics(metrics=VLLM_METRICS)), **PLACES)["CW_CONFIG_CONTENT"])
+    agent = json.loads(
+        collector_config(_Contract(PrometheusMetrics(metrics=VLLM_METRICS)), **PLACES)["CW_CONFIG_CONTENT"]
+    )
     processor = agent["logs"]["metrics_collected"]["prometheus"]["emf_processor"]
     (declaration,) = processor["metric_declaration"]
     emf = config["exporters"]["awsemf"]
@@ -190,25 +272,37 @@ def test_the_emf_export_delivers_what_the_cloudwatch_agent_did_and_the_gen_ai_na
     assert emf_declaration["dimensions"] == declaration["dimensions"]
     assert emf["dimension_rollup_option"] == "NoDimensionRollup"  # no extra dimension sets
     selected = {re.sub(r"\\(.)", r"\1", s).strip("^$") for s in emf_declaration["metric_name_selectors"]}
-    assert selected == {s.strip("^$") for s in declaration["metric_selectors"]} | {GEN_AI_TIME_TO_FIRST_TOKEN, GEN_AI_TIME_PER_OUTPUT_TOKEN}
+    assert selected == {s.strip("^$") for s in declaration["metric_selectors"]} | {
+        GEN_AI_TIME_TO_FIRST_TOKEN,
+        GEN_AI_TIME_PER_OUTPUT_TOKEN,
+    }
 
 
 def test_traces_still_go_to_xray_from_the_same_otlp_addresses():
     config = _config()
-    assert config["receivers"]["otlp"]["protocols"] == {"grpc": {"endpoint": OTLP_GRPC_ADDRESS}, "http": {"endpoint": OTLP_HTTP_ADDRESS}}
+    assert config["receivers"]["otlp"]["protocols"] == {
+        "grpc": {"endpoint": OTLP_GRPC_ADDRESS},
+        "http": {"endpoint": OTLP_HTTP_ADDRESS},
+    }
     assert config["service"]["pipelines"]["traces"]["exporters"] == ["awsxray"]
 
 
 def test_sglangs_histograms_go_under_the_same_names():
-    assert [cloudwatch for _, cloudwatch in SGLANG_LATENCY_HISTOGRAMS] == [GEN_AI_TIME_TO_FIRST_TOKEN, GEN_AI_TIME_PER_OUTPUT_TOKEN]
+    assert [cloudwatch for _, cloudwatch in SGLANG_LATENCY_HISTOGRAMS] == [
+        GEN_AI_TIME_TO_FIRST_TOKEN,
+        GEN_AI_TIME_PER_OUTPUT_TOKEN,
+    ]
     config = _config(_Contract(PrometheusMetrics(metrics=SGLANG_METRICS, histograms=SGLANG_LATENCY_HISTOGRAMS)))
     assert otel_config_problems(config) == []
 
 
-@pytest.mark.parametrize(("histograms", "match"), [
-    ((("vllm time", "x"),), r"^metrics\.histograms\[0\]: .*Prometheus metric name"),
-    ((("vllm:ttft", "gen ai ttft"),), r"^metrics\.histograms\[0\]: .*letters, digits"),
-])
+@pytest.mark.parametrize(
+    ("histograms", "match"),
+    [
+        ((("vllm time", "x"),), r"^metrics\.histograms\[0\]: .*Prometheus metric name"),
+        ((("vllm:ttft", "gen ai ttft"),), r"^metrics\.histograms\[0\]: .*letters, digits"),
+    ],
+)
 def test_a_histogram_misnamed_is_refused(histograms, match):
     with pytest.raises(ConfigError, match=match):
         PrometheusMetrics(metrics=VLLM_METRICS, histograms=histograms)
@@ -221,13 +315,18 @@ def test_llm_tasks_run_the_adot_collector_read_only_as_its_own_user(env):
     for model in llm_models:
         collector = collectors[model.name]
         environment = _environment(collector)
-        assert OTEL_CONFIG_VARIABLE in environment and not {"CW_CONFIG_CONTENT", "PROMETHEUS_CONFIG_CONTENT"} & set(environment)
+        assert OTEL_CONFIG_VARIABLE in environment and not {"CW_CONFIG_CONTENT", "PROMETHEUS_CONFIG_CONTENT"} & set(
+            environment
+        )
         assert collector["ReadonlyRootFilesystem"] is True and collector["User"] == OTEL_COLLECTOR_USER
         assert "aws-otel-collector" in json.dumps(collector["Image"])
         otel = json.loads(_text(environment[OTEL_CONFIG_VARIABLE]))
         assert otel_config_problems(otel) == []
         # Every vLLM metric the template reads (scaling policies, alarms) is one the collector exports.
-        selected = {re.sub(r"\\(.)", r"\1", s).strip("^$") for s in otel["exporters"]["awsemf"]["metric_declarations"][0]["metric_name_selectors"]}
+        selected = {
+            re.sub(r"\\(.)", r"\1", s).strip("^$")
+            for s in otel["exporters"]["awsemf"]["metric_declarations"][0]["metric_name_selectors"]
+        }
         read = set(re.findall(r'"(vllm_[a-z_]+)"', json.dumps(template.to_json())))
         assert read and read <= selected, read - selected
     assert DEFAULT_OTEL_COLLECTOR_IMAGE.startswith("public.ecr.aws/aws-observability/aws-otel-collector:")
@@ -238,5 +337,7 @@ def test_the_dashboard_graphs_ttft_and_time_per_output_token_per_model(env):
     (widget,) = [w for w in dashboard_widgets(template) if w["properties"].get("title") == TOKEN_LATENCY_TITLE]
     expressions = json.dumps(widget["properties"]["metrics"])
     for name in (GEN_AI_TIME_TO_FIRST_TOKEN, GEN_AI_TIME_PER_OUTPUT_TOKEN):
-        assert f'MetricName=\\\\\\"{name}\\\\\\"' in expressions or f'MetricName=\\"{name}\\"' in expressions, expressions
+        assert f'MetricName=\\\\\\"{name}\\\\\\"' in expressions or f'MetricName=\\"{name}\\"' in expressions, (
+            expressions
+        )
     assert "ModelName" in expressions and "'Average'" in expressions

@@ -48,7 +48,11 @@ IMAGE = ROOT / "inference_image"
 def build_context_files() -> dict[str, bytes]:
     """What the Dockerfile copies: the files the bundled server's image is built from."""
     files = [IMAGE / name for name in ("Dockerfile", ".dockerignore", "requirements.lock", "pyproject.toml")]
-    files += [p for p in (IMAGE / "inference_server").rglob("*") if p.suffix in (".py", ".typed") and "__pycache__" not in p.parts]
+    files += [
+        p
+        for p in (IMAGE / "inference_server").rglob("*")
+        if p.suffix in (".py", ".typed") and "__pycache__" not in p.parts
+    ]
     return {str(p.relative_to(IMAGE)): p.read_bytes() for p in files}
 
 
@@ -58,8 +62,22 @@ def wheel(tmp_path_factory) -> Path:
     # setuptools builds in constructs/build/ and keeps what an earlier build put there: a file since deleted would
     # still ship. That folder is only a build cache (ignored by git), so each build starts without it.
     shutil.rmtree(ROOT / "constructs" / "build", ignore_errors=True)
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation", "-w", str(out),
-                    str(ROOT / "constructs")], check=True, timeout=300)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(out),
+            str(ROOT / "constructs"),
+        ],
+        check=True,
+        timeout=300,
+    )
     (built,) = out.glob("gpu_inference_constructs-*.whl")
     return built
 
@@ -67,8 +85,11 @@ def wheel(tmp_path_factory) -> Path:
 def test_the_wheel_carries_the_bundled_servers_build_context(wheel):
     """Before, the image could only be built from this repository's checkout (from_asset("inference_image"))."""
     with zipfile.ZipFile(wheel) as archive:
-        shipped = {name.removeprefix("gpu_inference_constructs/server_image/"): archive.read(name)
-                   for name in archive.namelist() if name.startswith("gpu_inference_constructs/server_image/")}
+        shipped = {
+            name.removeprefix("gpu_inference_constructs/server_image/"): archive.read(name)
+            for name in archive.namelist()
+            if name.startswith("gpu_inference_constructs/server_image/")
+        }
     expected = build_context_files()
     assert len(expected) > 30 and shipped == expected
 
@@ -77,8 +98,11 @@ def test_a_team_with_only_the_wheel_synthesizes_the_bundled_server_image(wheel, 
     """Installed from the wheel alone (not this checkout), run from another directory: bundled_server_image() (BundledServer's default) stages the
     image's build context for `cdk deploy`."""
     site = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(site), str(wheel)],
-                   check=True, timeout=300)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(site), str(wheel)],
+        check=True,
+        timeout=300,
+    )
     script = (
         "import json, pathlib, aws_cdk as cdk, gpu_inference_constructs as g\n"
         "from aws_cdk import aws_ecs as ecs\n"
@@ -90,7 +114,9 @@ def test_a_team_with_only_the_wheel_synthesizes_the_bundled_server_image(wheel, 
         " for p in next(pathlib.Path('out').glob('asset.*')).rglob('*') if p.is_file())}))\n"
     )
     env = {**os.environ, "PYTHONPATH": str(site), "JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION": "1"}
-    done = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr
     found = json.loads(done.stdout.strip().splitlines()[-1])
     assert Path(found["library"]).is_relative_to(site)

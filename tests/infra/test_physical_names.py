@@ -18,7 +18,11 @@ def physical_name_properties(resource_type: str) -> list[str]:
     kind = resource_type.split("::")[-1]
     names = [p.removeprefix("/properties/") for p in schema.get("createOnlyProperties", [])]
     # Its own name (a Role's RoleName, a SecurityGroup's GroupName), not another resource's (a FlowLog's LogGroupName).
-    return [n for n in names if "/" not in n and n.endswith("Name") and (n == "Name" or kind.endswith(n.removesuffix("Name")))]
+    return [
+        n
+        for n in names
+        if "/" not in n and n.endswith("Name") and (n == "Name" or kind.endswith(n.removesuffix("Name")))
+    ]
 
 
 def named_and_kept(template: dict) -> list[str]:
@@ -33,18 +37,28 @@ def named_and_kept(template: dict) -> list[str]:
 def test_no_resource_with_a_fixed_name_is_kept_after_a_failed_create(synthesized):
     paths = synthesized.template_paths()
     templates = {p.name: json.loads(p.read_text()) for p in paths}
-    named = [(name, logical_id) for name, t in templates.items() for logical_id, r in t["Resources"].items()
-             if any(n in r.get("Properties", {}) for n in physical_name_properties(r["Type"]))]
+    named = [
+        (name, logical_id)
+        for name, t in templates.items()
+        for logical_id, r in t["Resources"].items()
+        if any(n in r.get("Properties", {}) for n in physical_name_properties(r["Type"]))
+    ]
     assert sum(1 for _, logical_id in named if "Logs" in logical_id) >= 8  # each model's log group has its name
     assert {name: found for name, t in templates.items() if (found := named_and_kept(t))} == {}
 
 
 def test_the_walk_finds_a_planted_named_retained_log_group():
-    template = {"Resources": {
-        "Named": {"Type": "AWS::Logs::LogGroup", "DeletionPolicy": "Retain", "Properties": {"LogGroupName": "/x"}},
-        "Safe": {"Type": "AWS::Logs::LogGroup", "DeletionPolicy": "RetainExceptOnCreate", "Properties": {"LogGroupName": "/y"}},
-        "Unnamed": {"Type": "AWS::Logs::LogGroup", "DeletionPolicy": "Retain", "Properties": {}},
-    }}
+    template = {
+        "Resources": {
+            "Named": {"Type": "AWS::Logs::LogGroup", "DeletionPolicy": "Retain", "Properties": {"LogGroupName": "/x"}},
+            "Safe": {
+                "Type": "AWS::Logs::LogGroup",
+                "DeletionPolicy": "RetainExceptOnCreate",
+                "Properties": {"LogGroupName": "/y"},
+            },
+            "Unnamed": {"Type": "AWS::Logs::LogGroup", "DeletionPolicy": "Retain", "Properties": {}},
+        }
+    }
     assert named_and_kept(template) == ["Named (AWS::Logs::LogGroup, LogGroupName): DeletionPolicy Retain"]
 
 
@@ -67,25 +81,41 @@ def not_auto_importable(template: dict) -> list[str]:
         if not isinstance(name, str):
             found.append(f"{logical_id}: {named[0]} is not a static name ({json.dumps(name)[:80]})")
         elif schema.get("primaryIdentifier") != [f"/properties/{named[0]}"]:
-            found.append(f"{logical_id}: {resource['Type']} is identified by {schema.get('primaryIdentifier')}, not its name")
+            found.append(
+                f"{logical_id}: {resource['Type']} is identified by {schema.get('primaryIdentifier')}, not its name"
+            )
     return found
 
 
 def test_a_removed_models_kept_log_group_is_adopted_when_the_model_comes_back(synthesized):
     templates = {p.name: json.loads(p.read_text()) for p in synthesized.template_paths()}
-    kept = [(name, logical_id) for name, t in templates.items() for logical_id, r in t["Resources"].items()
-            if r["Type"] == "AWS::Logs::LogGroup" and r.get("DeletionPolicy") in AUTO_IMPORTABLE_POLICIES
-            and "Model" in name]
+    kept = [
+        (name, logical_id)
+        for name, t in templates.items()
+        for logical_id, r in t["Resources"].items()
+        if r["Type"] == "AWS::Logs::LogGroup"
+        and r.get("DeletionPolicy") in AUTO_IMPORTABLE_POLICIES
+        and "Model" in name
+    ]
     assert len(kept) >= 8
     assert {name: found for name, t in templates.items() if (found := not_auto_importable(t))} == {}
 
 
 def test_the_import_walk_finds_a_kept_group_with_a_computed_name():
-    template = {"Resources": {
-        "Computed": {"Type": "AWS::Logs::LogGroup", "DeletionPolicy": "RetainExceptOnCreate",
-                     "Properties": {"LogGroupName": {"Fn::Join": ["", ["/x/", {"Ref": "AWS::StackName"}]]}}},
-        "Static": {"Type": "AWS::Logs::LogGroup", "DeletionPolicy": "RetainExceptOnCreate", "Properties": {"LogGroupName": "/y"}},
-    }}
+    template = {
+        "Resources": {
+            "Computed": {
+                "Type": "AWS::Logs::LogGroup",
+                "DeletionPolicy": "RetainExceptOnCreate",
+                "Properties": {"LogGroupName": {"Fn::Join": ["", ["/x/", {"Ref": "AWS::StackName"}]]}},
+            },
+            "Static": {
+                "Type": "AWS::Logs::LogGroup",
+                "DeletionPolicy": "RetainExceptOnCreate",
+                "Properties": {"LogGroupName": "/y"},
+            },
+        }
+    }
     assert [line.split(":")[0] for line in not_auto_importable(template)] == ["Computed"]
 
 

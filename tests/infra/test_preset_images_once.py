@@ -25,24 +25,30 @@ NEURON_MIRROR = NeuronEcrImage("mirror/neuron-dlc", NEURON_DLC_TAG)
 MIRROR = EcrImage("mirror/image", "1.0")
 
 
-@pytest.mark.parametrize("make, key", [
-    (lambda: NeuronServer(NeuronServerProps(image=NEURON_MIRROR), image=OWN_BUILD), "image"),
-    (lambda: NeuronServer(NeuronServerProps(fetcher_image=MIRROR), fetcher_image=OWN_BUILD), "fetcher_image"),
-    (lambda: VllmServer(VllmProps(image=MIRROR), image=OWN_BUILD), "image"),
-    (lambda: VllmServer(VllmProps(collector_image=MIRROR), collector_image=OWN_BUILD), "collector_image"),
-    (lambda: SglangServer(SglangProps(fetcher_image=MIRROR), fetcher_image=OWN_BUILD), "fetcher_image"),
-])
+@pytest.mark.parametrize(
+    "make, key",
+    [
+        (lambda: NeuronServer(NeuronServerProps(image=NEURON_MIRROR), image=OWN_BUILD), "image"),
+        (lambda: NeuronServer(NeuronServerProps(fetcher_image=MIRROR), fetcher_image=OWN_BUILD), "fetcher_image"),
+        (lambda: VllmServer(VllmProps(image=MIRROR), image=OWN_BUILD), "image"),
+        (lambda: VllmServer(VllmProps(collector_image=MIRROR), collector_image=OWN_BUILD), "collector_image"),
+        (lambda: SglangServer(SglangProps(fetcher_image=MIRROR), fetcher_image=OWN_BUILD), "fetcher_image"),
+    ],
+)
 def test_an_image_given_on_the_preset_and_in_its_props_is_refused(make, key):
     with pytest.raises(ConfigError, match=rf"^server\.{key}: is given twice.*ECR mirror.*ContainerImage"):
         make()
 
 
-@pytest.mark.parametrize("make", [
-    lambda: NeuronServer(NeuronServerProps(image=NEURON_MIRROR, fetcher_image=MIRROR)),
-    lambda: NeuronServer(image=OWN_BUILD, fetcher_image=OWN_BUILD),
-    lambda: NeuronServer(NeuronServerProps(image=NEURON_MIRROR), fetcher_image=OWN_BUILD),
-    lambda: VllmServer(VllmProps(image=MIRROR), fetcher_image=OWN_BUILD),
-    lambda: VllmServer(image=OWN_BUILD),
-])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: NeuronServer(NeuronServerProps(image=NEURON_MIRROR, fetcher_image=MIRROR)),
+        lambda: NeuronServer(image=OWN_BUILD, fetcher_image=OWN_BUILD),
+        lambda: NeuronServer(NeuronServerProps(image=NEURON_MIRROR), fetcher_image=OWN_BUILD),
+        lambda: VllmServer(VllmProps(image=MIRROR), fetcher_image=OWN_BUILD),
+        lambda: VllmServer(image=OWN_BUILD),
+    ],
+)
 def test_each_image_given_once_is_taken(make):
     make()

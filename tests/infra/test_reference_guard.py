@@ -1,6 +1,5 @@
 """A change that would replace a resource the model stacks read through a weak reference is refused at synth."""
 
-
 import aws_cdk as cdk
 import pytest
 from cfnlint.schema import PROVIDER_SCHEMA_MANAGER
@@ -11,8 +10,11 @@ from tests.conftest import scenario_context
 
 
 def templates_by_stack_name(synthesized, environment=None) -> dict:
-    return {synthesized.stack_names[key]: template for key, template in synthesized.templates.items()
-            if environment is None or key[0] == environment}
+    return {
+        synthesized.stack_names[key]: template
+        for key, template in synthesized.templates.items()
+        if environment is None or key[0] == environment
+    }
 
 
 def test_the_replacing_properties_are_cloudformations_create_only_properties():
@@ -40,13 +42,17 @@ def changed_dev(tmp_path_factory):
     (config,) = load_environments(context, only="dev")
     stage = InferenceStage(app, config)
     load_balancer = stage.shared.load_balancer
-    default_child(load_balancer.security_group).add_property_override("GroupDescription", "Inference load balancer (renamed)")
+    default_child(load_balancer.security_group).add_property_override(
+        "GroupDescription", "Inference load balancer (renamed)"
+    )
     default_child(load_balancer.listener).add_property_override("Port", 8080)
     assembly = stage.synth()
     return {stack.stack_name: stack.template for stack in assembly.stacks}
 
 
-def test_replacing_a_consumed_security_group_is_refused_and_a_listener_port_change_is_not(synthesized, changed_dev, tmp_path):
+def test_replacing_a_consumed_security_group_is_refused_and_a_listener_port_change_is_not(
+    synthesized, changed_dev, tmp_path
+):
     lock = tmp_path / LOCK_FILE
     guard(templates_by_stack_name(synthesized, "dev"), lock)  # what is deployed
     before = lock.read_text()

@@ -71,15 +71,20 @@ def task_role(world: TemplateWorld, model: str) -> str:
 
 
 def container_environment(world: TemplateWorld, model: str) -> dict:
-    (definition,) = [r for k, r in world.of_type("AWS::ECS::TaskDefinition").items()
-                     if k.startswith(f"Model{model.replace('-', '')}")]
+    (definition,) = [
+        r
+        for k, r in world.of_type("AWS::ECS::TaskDefinition").items()
+        if k.startswith(f"Model{model.replace('-', '')}")
+    ]
     server = definition["Properties"]["ContainerDefinitions"][0]
     return {e["Name"]: e["Value"] for e in server.get("Environment", [])}
 
 
 def test_only_staging_has_a_cache(synthesized):
     for env in synthesized.stages:
-        caches = TemplateWorld(synthesized.inference_template(env), "1", "r").of_type("AWS::ElastiCache::ServerlessCache")
+        caches = TemplateWorld(synthesized.inference_template(env), "1", "r").of_type(
+            "AWS::ElastiCache::ServerlessCache"
+        )
         assert len(caches) == (env == ENV), env
 
 
@@ -103,9 +108,16 @@ def test_elasticache_may_use_the_key(world):
     key policy must leave that to IAM, which an administrator's policy then allows."""
     _, cache = one(world, "AWS::ElastiCache::ServerlessCache")
     key_id = cache["Properties"]["KmsKeyId"]["Ref"]
-    deployer = principal(f"arn:aws:iam::{world.account}:role/cdk-deploy",
-                         [Policy("admin", "admin", {"Version": "2012-10-17", "Statement": [
-                             {"Effect": "Allow", "Action": "*", "Resource": "*"}]})])
+    deployer = principal(
+        f"arn:aws:iam::{world.account}:role/cdk-deploy",
+        [
+            Policy(
+                "admin",
+                "admin",
+                {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]},
+            )
+        ],
+    )
     via = {"kms:ViaService": f"elasticache.{world.region}.amazonaws.com"}
     for action in ("kms:CreateGrant", "kms:DescribeKey", "kms:Decrypt", "kms:GenerateDataKey"):
         assert world.node_may(deployer, action, world.arn(key_id), via, resource_id=key_id), action
@@ -126,7 +138,9 @@ def test_authentication_is_iam_and_the_default_user_is_off(world):
 
 
 def model_service(world: TemplateWorld, model: str) -> str:
-    (service,) = [k for k in world.of_type("AWS::ECS::Service") if k.startswith(f"Model{model.replace('-', '')}Service")]
+    (service,) = [
+        k for k in world.of_type("AWS::ECS::Service") if k.startswith(f"Model{model.replace('-', '')}Service")
+    ]
     return service
 
 
@@ -134,8 +148,11 @@ def cache_path(world: TemplateWorld) -> tuple[list[str], str]:
     """The cache's interface groups and the one client group its own group admits."""
     cache_id, _ = one(world, "AWS::ElastiCache::ServerlessCache")
     (cache_group,) = serverless_cache_groups(world.resources, cache_id)
-    (client,) = [k for k, r in world.of_type("AWS::EC2::SecurityGroup").items()
-                 if r["Properties"]["GroupDescription"].startswith(f"{ENV}-results result cache clients")]
+    (client,) = [
+        k
+        for k, r in world.of_type("AWS::EC2::SecurityGroup").items()
+        if r["Properties"]["GroupDescription"].startswith(f"{ENV}-results result cache clients")
+    ]
     return [cache_group], client
 
 
@@ -149,7 +166,9 @@ def test_only_the_cached_models_tasks_reach_the_cache(world):
     (rule,) = rules(world.resources)[cache_group]["ingress"]
     assert rule["SourceSecurityGroupId"] == {"Fn::GetAtt": [client, "GroupId"]}
     assert (rule["IpProtocol"], rule["FromPort"], rule["ToPort"]) == ("tcp", 6379, 6380)
-    assert world.resources[cache_group]["Properties"]["SecurityGroupEgress"][0]["CidrIp"] == "255.255.255.255/32"  # CDK's "no egress"
+    assert (
+        world.resources[cache_group]["Properties"]["SecurityGroupEgress"][0]["CidrIp"] == "255.255.255.255/32"
+    )  # CDK's "no egress"
     for model in CACHED:
         groups = service_groups(world.resources, model_service(world, model))
         assert client in groups and len(groups) == 2, (model, groups)  # its own group and the client group
@@ -183,8 +202,9 @@ def test_the_tasks_keep_what_their_own_group_gives_them(world, synthesized):
 def test_each_cached_model_is_told_where_the_cache_is_and_may_connect(world):
     cache_id, _ = one(world, "AWS::ElastiCache::ServerlessCache")
     cache_arn = world.resolve({"Fn::GetAtt": [cache_id, "ARN"]})  # a ServerlessCache's attribute is ARN, not Arn
-    user_id = [k for k, r in world.of_type("AWS::ElastiCache::User").items()
-               if r["Properties"]["UserName"] != "default"][0]
+    user_id = [
+        k for k, r in world.of_type("AWS::ElastiCache::User").items() if r["Properties"]["UserName"] != "default"
+    ][0]
     for model in CACHED:
         env = container_environment(world, model)
         assert env["SHARED_CACHE_IAM_USER"] == f"{ENV}-results-tasks" and env["SHARED_CACHE_NAME"] == f"{ENV}-results"
@@ -202,8 +222,11 @@ def test_each_cached_model_is_told_where_the_cache_is_and_may_connect(world):
 
 def test_alarms_reach_the_topic_and_the_cost_is_on_the_dashboard(world):
     topic = world.only("AWS::SNS::Topic")
-    alarms = {r["Properties"].get("MetricName") or "math": r["Properties"] for r in world.of_type("AWS::CloudWatch::Alarm").values()
-              if "cache" in r["Properties"].get("AlarmDescription", "").lower()}
+    alarms = {
+        r["Properties"].get("MetricName") or "math": r["Properties"]
+        for r in world.of_type("AWS::CloudWatch::Alarm").values()
+        if "cache" in r["Properties"].get("AlarmDescription", "").lower()
+    }
     assert {"Evictions", "BytesUsedForCache", "SuccessfulReadRequestLatency", "ThrottledCmds", "math"} <= set(alarms)
     for alarm in alarms.values():
         assert alarm["AlarmActions"] == alarm["OKActions"] == [{"Ref": topic}]
@@ -216,8 +239,11 @@ QUERY = re.compile(r"""^SELECT SUM\((\w+)\) FROM SCHEMA\("([^"]+)", (\w+), (\w+)
 
 
 def connection_alarm(world: TemplateWorld) -> tuple[str, dict]:
-    (item,) = [(k, r["Properties"]) for k, r in world.of_type("AWS::CloudWatch::Alarm").items()
-               if k.startswith("ResultCacheConnectionFailuresAlarm")]
+    (item,) = [
+        (k, r["Properties"])
+        for k, r in world.of_type("AWS::CloudWatch::Alarm").items()
+        if k.startswith("ResultCacheConnectionFailuresAlarm")
+    ]
     return item
 
 
@@ -242,7 +268,9 @@ def test_the_servers_failed_calls_alarm_is_one_query_over_exactly_what_they_emit
         (dimension_set,) = directive["Dimensions"]
         assert sorted(dimension_set) == sorted(dimensions), "SCHEMA matches only metrics with exactly these dimensions"
         assert metric in [d["Name"] for d in directive["Metrics"]] and document[metric] == 3
-        assert "StorageResolution" not in directive["Metrics"][0], "Metrics Insights reads high-resolution data per minute"
+        assert "StorageResolution" not in directive["Metrics"][0], (
+            "Metrics Insights reads high-resolution data per minute"
+        )
         assert document[where_key] == where_value == ENV, model
 
 
@@ -254,7 +282,10 @@ def test_the_failed_calls_alarm_fits_metrics_insights_and_is_quiet_without_data(
     assert query["Period"] == 60 and alarm["EvaluationPeriods"] * query["Period"] <= 3 * 3600
     assert alarm["TreatMissingData"] == "notBreaching"
     assert (alarm["Threshold"], alarm["EvaluationPeriods"], alarm["ComparisonOperator"]) == (
-        ResultCacheProps().errors_alarm_per_minute, 3, "GreaterThanOrEqualToThreshold")
+        ResultCacheProps().errors_alarm_per_minute,
+        3,
+        "GreaterThanOrEqualToThreshold",
+    )
 
 
 def test_the_failed_calls_alarm_can_publish_to_the_encrypted_topic(world):
@@ -264,22 +295,46 @@ def test_the_failed_calls_alarm_can_publish_to_the_encrypted_topic(world):
     alarm_id, alarm = connection_alarm(world)
     assert alarm["AlarmActions"] == alarm["OKActions"] == [{"Ref": topic}] and alarm.get("ActionsEnabled", True)
     source = {"aws:SourceAccount": world.account, "aws:SourceArn": world.arn(alarm_id)}
-    assert world.service_may("cloudwatch.amazonaws.com", "sns:Publish", topic, world.ref(topic),
-                             {"aws:SecureTransport": "true", **source})
-    assert world.service_may("cloudwatch.amazonaws.com", "kms:GenerateDataKey", key, world.arn(key),
-                             {**source, "kms:EncryptionContext:aws:sns:topicArn": world.ref(topic)})
-    theirs = {"aws:SecureTransport": "true", "aws:SourceAccount": "999999999999",
-              "aws:SourceArn": f"arn:aws:cloudwatch:{world.region}:999999999999:alarm:theirs"}
+    assert world.service_may(
+        "cloudwatch.amazonaws.com", "sns:Publish", topic, world.ref(topic), {"aws:SecureTransport": "true", **source}
+    )
+    assert world.service_may(
+        "cloudwatch.amazonaws.com",
+        "kms:GenerateDataKey",
+        key,
+        world.arn(key),
+        {**source, "kms:EncryptionContext:aws:sns:topicArn": world.ref(topic)},
+    )
+    theirs = {
+        "aws:SecureTransport": "true",
+        "aws:SourceAccount": "999999999999",
+        "aws:SourceArn": f"arn:aws:cloudwatch:{world.region}:999999999999:alarm:theirs",
+    }
     assert not world.service_may("cloudwatch.amazonaws.com", "sns:Publish", topic, world.ref(topic), theirs)
 
 
-@pytest.mark.parametrize("change, key, fix", [
-    (lambda e: e["models"][0].update(shared_cache={"ttl_seconds": 60}) or e.pop("cache"), r"models\[0\]\.shared_cache", "add a `cache` block"),
-    (lambda e: e["models"][2].update(shared_cache={"enabled": True}), r"models\[2\]\.shared_cache", "remove it"),  # vLLM has no shared cache
-    (lambda e: e["models"][0].update(shared_cache={"ttl_seconds": 0}), r"models\[0\]\.shared_cache\.ttl_seconds", "2592000"),
-    (lambda e: e["cache"].update(max_data_storage_gb=0), r"cache\.max_data_storage_gb", "1-5000"),
-    (lambda e: e["cache"].update(major_engine_version="6"), r"cache\.major_engine_version", "'7' or '8'"),
-])
+@pytest.mark.parametrize(
+    "change, key, fix",
+    [
+        (
+            lambda e: e["models"][0].update(shared_cache={"ttl_seconds": 60}) or e.pop("cache"),
+            r"models\[0\]\.shared_cache",
+            "add a `cache` block",
+        ),
+        (
+            lambda e: e["models"][2].update(shared_cache={"enabled": True}),
+            r"models\[2\]\.shared_cache",
+            "remove it",
+        ),  # vLLM has no shared cache
+        (
+            lambda e: e["models"][0].update(shared_cache={"ttl_seconds": 0}),
+            r"models\[0\]\.shared_cache\.ttl_seconds",
+            "2592000",
+        ),
+        (lambda e: e["cache"].update(max_data_storage_gb=0), r"cache\.max_data_storage_gb", "1-5000"),
+        (lambda e: e["cache"].update(major_engine_version="6"), r"cache\.major_engine_version", "'7' or '8'"),
+    ],
+)
 def test_bad_cache_configuration_names_the_key(change, key, fix):
 
     environment = scenario_environment(ENV)
@@ -308,8 +363,9 @@ def test_the_tasks_access_string_runs_the_servers_client_and_nothing_else(tmp_pa
             import inference_server.front.shared_cache as sc
 
             def connect_as_tasks(c):
-                return valkey.asyncio.Valkey(host=c.host, port=c.port, username="tasks", password="secret-token",
-                                             socket_timeout=2)
+                return valkey.asyncio.Valkey(
+                    host=c.host, port=c.port, username="tasks", password="secret-token", socket_timeout=2
+                )
 
             cache = SharedCache(config, client_factory=connect_as_tasks)
             assert await cache.connected()
@@ -322,8 +378,12 @@ def test_the_tasks_access_string_runs_the_servers_client_and_nothing_else(tmp_pa
 
         assert asyncio.run(run()) == [{"v": 1}, None]
         tasks = valkey.Valkey(host="127.0.0.1", port=server.port, username="tasks", password="secret-token")
-        for refused in (lambda: tasks.get("other"), lambda: tasks.flushall(), lambda: tasks.keys("*"),
-                        lambda: tasks.delete("ic:a")):
+        for refused in (
+            lambda: tasks.get("other"),
+            lambda: tasks.flushall(),
+            lambda: tasks.keys("*"),
+            lambda: tasks.delete("ic:a"),
+        ):
             with pytest.raises(valkey.exceptions.NoPermissionError):
                 refused()
     finally:
@@ -341,26 +401,58 @@ def team_app(services: int = 1):
     app = cdk.App()
     stack = cdk.Stack(app, "Search", env=cdk.Environment(account=ACCOUNT, region="eu-west-1"))
     vpc = ec2.Vpc.from_vpc_attributes(
-        stack, "Vpc", vpc_id="vpc-0a1b2c3d4e5f67890", vpc_cidr_block="10.20.0.0/16",
+        stack,
+        "Vpc",
+        vpc_id="vpc-0a1b2c3d4e5f67890",
+        vpc_cidr_block="10.20.0.0/16",
         availability_zones=["eu-west-1a", "eu-west-1b"],
-        private_subnet_ids=["subnet-0bbbbbbbbbbbbbbb1", "subnet-0bbbbbbbbbbbbbbb2"])
+        private_subnet_ids=["subnet-0bbbbbbbbbbbbbbb1", "subnet-0bbbbbbbbbbbbbbb2"],
+    )
     cluster = ecs.Cluster.from_cluster_attributes(stack, "Cluster", cluster_name="search-platform", vpc=vpc)
     topic = sns.Topic.from_topic_arn(stack, "Pager", f"arn:aws:sns:eu-west-1:{ACCOUNT}:search-pager")
-    logs_key = kms.Key.from_key_arn(stack, "LogsKey", f"arn:aws:kms:eu-west-1:{ACCOUNT}:key/11111111-2222-4333-8444-555555555555")
-    gpus = GpuCapacity(stack, "Gpus", vpc=vpc, cluster=cluster, topic=topic,
-                       props=GpuCapacityProps(instance_types=("g5.xlarge", "g6.xlarge"), max_capacity=16))
+    logs_key = kms.Key.from_key_arn(
+        stack, "LogsKey", f"arn:aws:kms:eu-west-1:{ACCOUNT}:key/11111111-2222-4333-8444-555555555555"
+    )
+    gpus = GpuCapacity(
+        stack,
+        "Gpus",
+        vpc=vpc,
+        cluster=cluster,
+        topic=topic,
+        props=GpuCapacityProps(instance_types=("g5.xlarge", "g6.xlarge"), max_capacity=16),
+    )
     store = ModelStore(stack, "Models", props=ModelStoreProps())
-    alb = InferenceLoadBalancer(stack, "Alb", vpc=vpc, access_logs_bucket=store.access_logs_bucket,
-                                props=LoadBalancerProps(internet_facing=False, allow_http=True, ingress_cidrs=("10.0.0.0/8",)))
-    cache = ResultCache(stack, "Cache", name="search-results", vpc=vpc,
-                        subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS), topic=topic)
+    alb = InferenceLoadBalancer(
+        stack,
+        "Alb",
+        vpc=vpc,
+        access_logs_bucket=store.access_logs_bucket,
+        props=LoadBalancerProps(internet_facing=False, allow_http=True, ingress_cidrs=("10.0.0.0/8",)),
+    )
+    cache = ResultCache(
+        stack,
+        "Cache",
+        name="search-results",
+        vpc=vpc,
+        subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
+        topic=topic,
+    )
     cache.add_connection_failure_alarm(stack, "search", topic)
     models = []
     for index in range(services):
-        model = ModelService(stack, f"Embedder{index}", model=ModelProps(name=f"embedder-{index}", version="v3"),
-                             server=BundledServer(image=ecs.ContainerImage.from_registry(f"{ACCOUNT}.dkr.ecr.eu-west-1.amazonaws.com/search/server:1.4")),
-                             capacity=gpus, model_source=store, route=alb, logs=ServiceLogs(logs_key),
-                             environment_name="search")
+        model = ModelService(
+            stack,
+            f"Embedder{index}",
+            model=ModelProps(name=f"embedder-{index}", version="v3"),
+            server=BundledServer(
+                image=ecs.ContainerImage.from_registry(f"{ACCOUNT}.dkr.ecr.eu-west-1.amazonaws.com/search/server:1.4")
+            ),
+            capacity=gpus,
+            model_source=store,
+            route=alb,
+            logs=ServiceLogs(logs_key),
+            environment_name="search",
+        )
         model.use_cache(cache)  # the one step (issue 43)
         models.append(model)
     return app, stack, cache, models, vpc
@@ -394,9 +486,14 @@ def test_a_teams_imported_vpc_and_cluster_reach_the_cache_through_the_client_gro
 def test_attaching_twice_adds_the_client_group_once_and_a_second_cache_is_refused():
     app, stack, cache, (model,), vpc = team_app()
     cache.attach(container=model.container, task_role=as_role(model.task_role), service=model.service)
-    other = ResultCache(stack, "Other", name="other-results", vpc=vpc,
-                        subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
-                        topic=sns.Topic.from_topic_arn(stack, "OtherPager", f"arn:aws:sns:eu-west-1:{ACCOUNT}:other"))
+    other = ResultCache(
+        stack,
+        "Other",
+        name="other-results",
+        vpc=vpc,
+        subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
+        topic=sns.Topic.from_topic_arn(stack, "OtherPager", f"arn:aws:sns:eu-west-1:{ACCOUNT}:other"),
+    )
     with pytest.raises(ConfigError, match=r"^service: .*another ResultCache.*one cache"):
         other.attach(container=model.container, task_role=as_role(model.task_role), service=model.service)
     template = app.synth().get_stack_by_name(stack.stack_name).template
@@ -408,8 +505,11 @@ def test_attaching_twice_adds_the_client_group_once_and_a_second_cache_is_refuse
 def test_a_service_whose_tasks_have_no_interface_of_their_own_is_refused_naming_the_fix():
     app, stack, cache, _, vpc = team_app(services=0)
     definition = ecs.Ec2TaskDefinition(stack, "Bridge", network_mode=ecs.NetworkMode.BRIDGE)
-    container = definition.add_container("app", image=ecs.ContainerImage.from_registry("public.ecr.aws/docker/library/busybox:1.37"),
-                                         memory_limit_mib=256)
+    container = definition.add_container(
+        "app",
+        image=ecs.ContainerImage.from_registry("public.ecr.aws/docker/library/busybox:1.37"),
+        memory_limit_mib=256,
+    )
     cluster = ecs.Cluster.from_cluster_attributes(stack, "BridgeCluster", cluster_name="search-platform", vpc=vpc)
     service = ecs.Ec2Service(stack, "BridgeService", cluster=cluster, task_definition=definition)
     with pytest.raises(ConfigError, match=r"^service: .*awsvpc.*client_security_group"):
@@ -424,19 +524,36 @@ def test_a_model_told_to_use_the_cache_that_none_connects_fails_synth_naming_use
 
     app, stack, cache, _, _ = team_app(services=0)
     store = ModelStore(stack, "Models2", props=ModelStoreProps())
-    vpc = ec2.Vpc.from_vpc_attributes(stack, "V2", vpc_id="vpc-0a1b2c3d4e5f67891", availability_zones=["eu-west-1a"],
-                                      private_subnet_ids=["subnet-1"])
+    vpc = ec2.Vpc.from_vpc_attributes(
+        stack, "V2", vpc_id="vpc-0a1b2c3d4e5f67891", availability_zones=["eu-west-1a"], private_subnet_ids=["subnet-1"]
+    )
     cluster = ecs.Cluster.from_cluster_attributes(stack, "C2", cluster_name="search-platform", vpc=vpc)
     listener = elbv2.ApplicationListener.from_application_listener_attributes(
-        stack, "L2", listener_arn=f"arn:aws:elasticloadbalancing:eu-west-1:{ACCOUNT}:listener/app/x/0123456789abcdef/0123456789abcdef",
-        security_group=ec2.SecurityGroup.from_security_group_id(stack, "S2", "sg-0123456789abcdef1"))
-    server = BundledServer(props=BundledServerProps(shared_cache=ModelCacheProps(enabled=True)),
-                           image=ecs.ContainerImage.from_registry(f"{ACCOUNT}.dkr.ecr.eu-west-1.amazonaws.com/search/server:1.4"))
-    model = ModelService(stack, "Cached", model=ModelProps(name="cached", version="1"), server=server,
-                         capacity=ClusterCapacity(cluster, "gpus", "g5.xlarge"), model_source=store,
-                         route=ListenerRoute(listener, 3), access=ServiceAccess(allow_unauthenticated=True),
-                         environment_name="search",
-                         logs=ServiceLogs(kms.Key.from_key_arn(stack, "K2", f"arn:aws:kms:eu-west-1:{ACCOUNT}:key/11111111-2222-4333-8444-555555555556")))
+        stack,
+        "L2",
+        listener_arn=f"arn:aws:elasticloadbalancing:eu-west-1:{ACCOUNT}:listener/app/x/0123456789abcdef/0123456789abcdef",
+        security_group=ec2.SecurityGroup.from_security_group_id(stack, "S2", "sg-0123456789abcdef1"),
+    )
+    server = BundledServer(
+        props=BundledServerProps(shared_cache=ModelCacheProps(enabled=True)),
+        image=ecs.ContainerImage.from_registry(f"{ACCOUNT}.dkr.ecr.eu-west-1.amazonaws.com/search/server:1.4"),
+    )
+    model = ModelService(
+        stack,
+        "Cached",
+        model=ModelProps(name="cached", version="1"),
+        server=server,
+        capacity=ClusterCapacity(cluster, "gpus", "g5.xlarge"),
+        model_source=store,
+        route=ListenerRoute(listener, 3),
+        access=ServiceAccess(allow_unauthenticated=True),
+        environment_name="search",
+        logs=ServiceLogs(
+            kms.Key.from_key_arn(
+                stack, "K2", f"arn:aws:kms:eu-west-1:{ACCOUNT}:key/11111111-2222-4333-8444-555555555556"
+            )
+        ),
+    )
     with pytest.raises(Exception, match=r"models\[cached\]\.shared_cache\.enabled .*use_cache"):
         app.synth()
     model.use_cache(cache)
@@ -448,17 +565,33 @@ def test_use_cache_refuses_a_server_without_a_cache_client():
 
     _, stack, cache, _, _ = team_app(services=0)
     store = ModelStore(stack, "Models3", props=ModelStoreProps())
-    vpc = ec2.Vpc.from_vpc_attributes(stack, "V3", vpc_id="vpc-0a1b2c3d4e5f67892", availability_zones=["eu-west-1a"],
-                                      private_subnet_ids=["subnet-2"])
+    vpc = ec2.Vpc.from_vpc_attributes(
+        stack, "V3", vpc_id="vpc-0a1b2c3d4e5f67892", availability_zones=["eu-west-1a"], private_subnet_ids=["subnet-2"]
+    )
     listener = elbv2.ApplicationListener.from_application_listener_attributes(
-        stack, "L3", listener_arn=f"arn:aws:elasticloadbalancing:eu-west-1:{ACCOUNT}:listener/app/y/0123456789abcdef/0123456789abcdef",
-        security_group=ec2.SecurityGroup.from_security_group_id(stack, "S3", "sg-0123456789abcdef2"))
-    model = ModelService(stack, "Llm", model=ModelProps(name="llm", version="1", cpu=12288, memory_mib=49152, gpus=4),
-                         server=VllmServer(VllmProps(), image=ecs.ContainerImage.from_registry("vllm/vllm-openai:v0.32.0")),
-                         capacity=ClusterCapacity(ecs.Cluster.from_cluster_attributes(stack, "C3", cluster_name="llm", vpc=vpc), "gpus", "g5.12xlarge"),
-                         model_source=store, route=ListenerRoute(listener, 4),
-                         access=ServiceAccess(allow_unauthenticated=True), environment_name="search",
-                         logs=ServiceLogs(kms.Key.from_key_arn(stack, "K3", f"arn:aws:kms:eu-west-1:{ACCOUNT}:key/11111111-2222-4333-8444-555555555557")))
+        stack,
+        "L3",
+        listener_arn=f"arn:aws:elasticloadbalancing:eu-west-1:{ACCOUNT}:listener/app/y/0123456789abcdef/0123456789abcdef",
+        security_group=ec2.SecurityGroup.from_security_group_id(stack, "S3", "sg-0123456789abcdef2"),
+    )
+    model = ModelService(
+        stack,
+        "Llm",
+        model=ModelProps(name="llm", version="1", cpu=12288, memory_mib=49152, gpus=4),
+        server=VllmServer(VllmProps(), image=ecs.ContainerImage.from_registry("vllm/vllm-openai:v0.32.0")),
+        capacity=ClusterCapacity(
+            ecs.Cluster.from_cluster_attributes(stack, "C3", cluster_name="llm", vpc=vpc), "gpus", "g5.12xlarge"
+        ),
+        model_source=store,
+        route=ListenerRoute(listener, 4),
+        access=ServiceAccess(allow_unauthenticated=True),
+        environment_name="search",
+        logs=ServiceLogs(
+            kms.Key.from_key_arn(
+                stack, "K3", f"arn:aws:kms:eu-west-1:{ACCOUNT}:key/11111111-2222-4333-8444-555555555557"
+            )
+        ),
+    )
     with pytest.raises(ConfigError, match=r"^server: .*BundledServer"):
         model.use_cache(cache)
 

@@ -41,8 +41,15 @@ def cache_environment(count: int, per_load_balancer: int) -> dict:
     data = scenario_environment(BASE)
     data.pop("capacity_groups", None)
     template = {**data["models"][0], "min_tasks": 1, "max_tasks": 4}
-    data["models"] = [{**template, "name": f"model-{index:04d}", "load_balancer": 1 + index // per_load_balancer,
-                       "listener_priority": 1 + index % per_load_balancer} for index in range(count)]
+    data["models"] = [
+        {
+            **template,
+            "name": f"model-{index:04d}",
+            "load_balancer": 1 + index // per_load_balancer,
+            "listener_priority": 1 + index % per_load_balancer,
+        }
+        for index in range(count)
+    ]
     data["scaling"]["schedules"] = []
     data["capacity"]["max_capacity"] = 8 * count + 4  # canary deployments run a second set of tasks at peak
     return data
@@ -95,16 +102,27 @@ def largest(tmp_path_factory) -> tuple[EnvironmentConfig, dict, list[str]]:
     app = cdk.App(context=context, outdir=str(tmp_path_factory.mktemp("largest")))
     env = cdk.Environment(account=config.account, region=config.region)
     stage = cdk.Stage(app, config.stage_name, env=env)
-    stage.node.set_context(f"availability-zones:account={config.account}:region={config.region}",
-                           list(config.network.availability_zones))
+    stage.node.set_context(
+        f"availability-zones:account={config.account}:region={config.region}", list(config.network.availability_zones)
+    )
     cdk.Validations.of(stage).add_plugins(AwsSolutionsChecks(stage))
     network = NetworkStack(stage, "Network", props=config.network, env=env)
     shared = InferenceStack(stage, "Inference", config=config, network=network.network, env=env)
     models = sample(config)
     for model in models:
-        ModelStack(stage, model_stack_id(model.name), config=config, model=model, shared=shared, network=network.network, env=env)
+        ModelStack(
+            stage,
+            model_stack_id(model.name),
+            config=config,
+            model=model,
+            shared=shared,
+            network=network.network,
+            env=env,
+        )
     app.synth()
-    templates = {stack.stack_name: stack.template for stack in stage.synth().stacks if not stack.stack_name.endswith("-Network")}
+    templates = {
+        stack.stack_name: stack.template for stack in stage.synth().stacks if not stack.stack_name.endswith("-Network")
+    }
     return config, merge_templates(templates), [m.name for m in models]
 
 
@@ -116,7 +134,9 @@ def crowded(tmp_path_factory) -> tuple[EnvironmentConfig, dict]:
     app = cdk.App(context=context, outdir=str(tmp_path_factory.mktemp("crowded")))
     stage = InferenceStage(app, config)
     app.synth()
-    templates = {stack.stack_name: stack.template for stack in stage.synth().stacks if not stack.stack_name.endswith("-Network")}
+    templates = {
+        stack.stack_name: stack.template for stack in stage.synth().stacks if not stack.stack_name.endswith("-Network")
+    }
     return config, merge_templates(templates)
 
 
@@ -132,8 +152,11 @@ def cache_groups(resources: dict) -> list[str]:
 
 
 def service_of(resources: dict, model: str) -> str:
-    (service,) = [k for k, r in resources.items()
-                  if r["Type"] == "AWS::ECS::Service" and k.startswith(f"Model{model.replace('-', '')}Service")]
+    (service,) = [
+        k
+        for k, r in resources.items()
+        if r["Type"] == "AWS::ECS::Service" and k.startswith(f"Model{model.replace('-', '')}Service")
+    ]
     return service
 
 
@@ -146,7 +169,10 @@ def test_every_alarm_stays_within_cloudwatchs_ten_metrics(environment, request):
     (cache_alarm,) = [p for k, p in alarms.items() if k.startswith("ResultCacheConnectionFailuresAlarm")]
     (query,) = cache_alarm["Metrics"]
     assert query["Expression"].startswith("SELECT SUM(SharedCacheErrors) FROM SCHEMA(")
-    assert cache_alarm["TreatMissingData"] == "notBreaching" and cache_alarm["AlarmActions"] == cache_alarm["OKActions"] != []
+    assert (
+        cache_alarm["TreatMissingData"] == "notBreaching"
+        and cache_alarm["AlarmActions"] == cache_alarm["OKActions"] != []
+    )
 
 
 @pytest.mark.parametrize("environment", ["largest", "crowded"])

@@ -18,8 +18,14 @@ from gpu_inference_constructs.shared.acknowledgements import default_child
 from tests.infra.conftest import ENVIRONMENTS
 
 SERVICE = "arn:aws:ecs:us-west-2:333333333333:service/inference/minilm-service"
-OLD, NEW = "arn:aws:ecs:us-west-2:333333333333:task-definition/minilm:7", "arn:aws:ecs:us-west-2:333333333333:task-definition/minilm:8"
-BLUE, GREEN = "arn:aws:elasticloadbalancing:us-west-2:333333333333:targetgroup/blue/1", "arn:aws:elasticloadbalancing:us-west-2:333333333333:targetgroup/green/2"
+OLD, NEW = (
+    "arn:aws:ecs:us-west-2:333333333333:task-definition/minilm:7",
+    "arn:aws:ecs:us-west-2:333333333333:task-definition/minilm:8",
+)
+BLUE, GREEN = (
+    "arn:aws:elasticloadbalancing:us-west-2:333333333333:targetgroup/blue/1",
+    "arn:aws:elasticloadbalancing:us-west-2:333333333333:targetgroup/green/2",
+)
 
 
 @dataclass
@@ -35,16 +41,32 @@ class Deployment:
         assert (cluster, services) == ("inference", ["minilm-service"])
         self.calls.append("ecs:DescribeServices")
         if self.throttled:
-            raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"}}, "DescribeServices")
-        return {"services": [{"taskDefinition": NEW, "deployments": [{"status": "PRIMARY", "taskDefinition": NEW},
-                                                                     {"status": "ACTIVE", "taskDefinition": OLD}],
-                              "loadBalancers": [{"targetGroupArn": BLUE, "advancedConfiguration": {"alternateTargetGroupArn": GREEN}}]}]}
+            raise ClientError(
+                {"Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"}}, "DescribeServices"
+            )
+        return {
+            "services": [
+                {
+                    "taskDefinition": NEW,
+                    "deployments": [
+                        {"status": "PRIMARY", "taskDefinition": NEW},
+                        {"status": "ACTIVE", "taskDefinition": OLD},
+                    ],
+                    "loadBalancers": [
+                        {"targetGroupArn": BLUE, "advancedConfiguration": {"alternateTargetGroupArn": GREEN}}
+                    ],
+                }
+            ]
+        }
 
     def describe_target_health(self, TargetGroupArn):  # noqa: N803 - boto3's keyword
         self.calls.append("elasticloadbalancing:DescribeTargetHealth")
         targets = self.old_tasks if TargetGroupArn == BLUE else self.new_tasks
-        return {"TargetHealthDescriptions": [{"Target": {"Id": ip, "Port": 8080}, "TargetHealth": {"State": state}}
-                                             for ip, state in targets.items()]}
+        return {
+            "TargetHealthDescriptions": [
+                {"Target": {"Id": ip, "Port": 8080}, "TargetHealth": {"State": state}} for ip, state in targets.items()
+            ]
+        }
 
     def list_tasks(self, cluster, serviceName, desiredStatus, nextToken=None):  # noqa: N803 - boto3's keywords
         self.calls.append("ecs:ListTasks")
@@ -55,10 +77,24 @@ class Deployment:
 
     def describe_tasks(self, cluster, tasks):
         self.calls.append("ecs:DescribeTasks")
-        return {"tasks": [{"taskArn": arn, "taskDefinitionArn": NEW if arn[5:] in self.new_tasks else OLD,
-                           "attachments": [{"type": "ElasticNetworkInterface",
-                                            "details": [{"name": "subnetId", "value": "subnet-1"}, {"name": "privateIPv4Address", "value": arn[5:]}]}]}
-                          for arn in tasks]}
+        return {
+            "tasks": [
+                {
+                    "taskArn": arn,
+                    "taskDefinitionArn": NEW if arn[5:] in self.new_tasks else OLD,
+                    "attachments": [
+                        {
+                            "type": "ElasticNetworkInterface",
+                            "details": [
+                                {"name": "subnetId", "value": "subnet-1"},
+                                {"name": "privateIPv4Address", "value": arn[5:]},
+                            ],
+                        }
+                    ],
+                }
+                for arn in tasks
+            ]
+        }
 
 
 def invoke(deployment: Deployment, now: float, details: dict) -> dict:
@@ -81,7 +117,10 @@ def run_as_ecs(deployment: Deployment, window: int, becomes_healthy_at: float | 
 
 
 def test_a_healthy_new_task_lets_the_deployment_go_on():
-    assert invoke(Deployment(new_tasks={"10.0.0.2": "healthy"}), 0, {"startWindowSeconds": 600})["hookStatus"] == "SUCCEEDED"
+    assert (
+        invoke(Deployment(new_tasks={"10.0.0.2": "healthy"}), 0, {"startWindowSeconds": 600})["hookStatus"]
+        == "SUCCEEDED"
+    )
 
 
 def test_a_new_task_still_starting_is_asked_about_again():
@@ -103,7 +142,14 @@ def test_a_version_healthy_a_second_before_the_window_ends_goes_on():
 
 
 def test_the_old_sets_healthy_targets_are_not_the_new_versions():
-    assert invoke(Deployment(old_tasks={"10.0.0.1": "healthy", "10.0.0.3": "healthy"}), 700, {"startWindowSeconds": 600, "startedAt": 0})["hookStatus"] == "FAILED"
+    assert (
+        invoke(
+            Deployment(old_tasks={"10.0.0.1": "healthy", "10.0.0.3": "healthy"}),
+            700,
+            {"startWindowSeconds": 600, "startedAt": 0},
+        )["hookStatus"]
+        == "FAILED"
+    )
 
 
 def test_one_healthy_task_is_enough_whatever_the_desired_count():
@@ -115,7 +161,9 @@ def test_one_healthy_task_is_enough_whatever_the_desired_count():
 
 def test_a_throttled_call_is_no_verdict_until_the_window_ends():
     assert invoke(Deployment(throttled=True), 10, {"startWindowSeconds": 600})["hookStatus"] == "IN_PROGRESS"
-    assert invoke(Deployment(throttled=True), 610, {"startWindowSeconds": 600, "startedAt": 0})["hookStatus"] == "FAILED"
+    assert (
+        invoke(Deployment(throttled=True), 610, {"startWindowSeconds": 600, "startedAt": 0})["hookStatus"] == "FAILED"
+    )
 
 
 def test_hook_details_as_a_json_string_are_read():
@@ -136,7 +184,10 @@ def hooked(synthesized):
             service = stack.service
             properties = resources[stack.get_logical_id(default_child(service.service))]["Properties"]
             if not model.deployment.shifts_traffic:
-                assert "LifecycleHooks" not in properties["DeploymentConfiguration"] and service.revision_health_hook is None
+                assert (
+                    "LifecycleHooks" not in properties["DeploymentConfiguration"]
+                    and service.revision_health_hook is None
+                )
                 continue
             found.append((environment, model, properties, resources, service.never_healthy_alarm.start_window_seconds))
     assert {environment for environment, *_ in found} >= {"staging", "prod"}
@@ -163,8 +214,12 @@ def revision_hook_handler_source() -> str:
 
 
 def statements_of(resources: dict, role_id: str) -> list[dict]:
-    return [statement for resource in resources.values() if resource["Type"] == "AWS::IAM::Policy"
-            and {"Ref": role_id} in resource["Properties"]["Roles"] for statement in resource["Properties"]["PolicyDocument"]["Statement"]]
+    return [
+        statement
+        for resource in resources.values()
+        if resource["Type"] == "AWS::IAM::Policy" and {"Ref": role_id} in resource["Properties"]["Roles"]
+        for statement in resource["Properties"]["PolicyDocument"]["Statement"]
+    ]
 
 
 def test_ecs_may_invoke_the_hook_and_the_hook_may_only_read(hooked):
@@ -180,8 +235,14 @@ def test_ecs_may_invoke_the_hook_and_the_hook_may_only_read(hooked):
         actions = set()
         for statement in statements_of(resources, function["Role"]["Fn::GetAtt"][0]):
             actions |= {statement["Action"]} if isinstance(statement["Action"], str) else set(statement["Action"])
-        assert actions == {"logs:CreateLogStream", "logs:PutLogEvents", "ecs:DescribeServices", "ecs:ListTasks",
-                           "ecs:DescribeTasks", "elasticloadbalancing:DescribeTargetHealth"}, (environment, model.name)
+        assert actions == {
+            "logs:CreateLogStream",
+            "logs:PutLogEvents",
+            "ecs:DescribeServices",
+            "ecs:ListTasks",
+            "ecs:DescribeTasks",
+            "elasticloadbalancing:DescribeTargetHealth",
+        }, (environment, model.name)
         assert all(action.split(":")[1].startswith(("Describe", "List", "Create", "Put")) for action in actions)
         # Every call the hook makes is granted.
         deployment = Deployment(new_tasks={"10.0.0.2": "healthy"})
@@ -196,5 +257,7 @@ def test_the_service_waits_for_ecss_grant_before_any_deployment_calls_the_hook(s
     service = stack.service
     template = synthesized.inference_template("staging")
     properties = template["Resources"][stack.get_logical_id(default_child(service.service))]
-    invoke_policy = stack.get_logical_id(default_child(service.revision_health_hook.invoke_role.node.find_child("DefaultPolicy")))
+    invoke_policy = stack.get_logical_id(
+        default_child(service.revision_health_hook.invoke_role.node.find_child("DefaultPolicy"))
+    )
     assert invoke_policy in properties.get("DependsOn", [])

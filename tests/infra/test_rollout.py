@@ -24,8 +24,20 @@ from tests.scenarios import scenario_environment
 
 STRATEGIES = {
     "rolling": {"strategy": "rolling", "alarm_names": ["team-slo-burn"]},
-    "canary": {"strategy": "canary", "step_percent": 5.0, "step_bake_minutes": 12, "bake_minutes": 7, "alarm_names": ["team-slo-burn"]},
-    "linear": {"strategy": "linear", "step_percent": 20.0, "step_bake_minutes": 4, "bake_minutes": 6, "alarm_names": ["team-slo-burn"]},
+    "canary": {
+        "strategy": "canary",
+        "step_percent": 5.0,
+        "step_bake_minutes": 12,
+        "bake_minutes": 7,
+        "alarm_names": ["team-slo-burn"],
+    },
+    "linear": {
+        "strategy": "linear",
+        "step_percent": 20.0,
+        "step_bake_minutes": 4,
+        "bake_minutes": 6,
+        "alarm_names": ["team-slo-burn"],
+    },
     "blue-green": {"strategy": "blue_green", "bake_minutes": 9, "alarm_names": ["team-slo-burn"]},
 }
 
@@ -52,7 +64,12 @@ def synthesize(environments: dict[str, dict]) -> dict[str, list[dict]]:
 def strategies():
     """prod once per strategy; only the canary keeps both models (the listener-rule test reorders them)."""
     first_model = scenario_environment("prod")["models"][:1]
-    return synthesize({name: prod_with(deployment, None if name == "canary" else first_model) for name, deployment in STRATEGIES.items()})
+    return synthesize(
+        {
+            name: prod_with(deployment, None if name == "canary" else first_model)
+            for name, deployment in STRATEGIES.items()
+        }
+    )
 
 
 class ModelView:
@@ -69,7 +86,8 @@ class ModelView:
         self.rules = {
             key: r["Properties"]
             for key, r in self.resources.items()
-            if r["Type"] == "AWS::ElasticLoadBalancingV2::ListenerRule" and self.primary_id in json.dumps(r["Properties"]["Actions"])
+            if r["Type"] == "AWS::ElasticLoadBalancingV2::ListenerRule"
+            and self.primary_id in json.dumps(r["Properties"]["Actions"])
         }
 
     @property
@@ -80,7 +98,11 @@ class ModelView:
         return self.resources[logical_id]["Properties"]
 
     def alarms_named_by_service(self) -> list[dict]:
-        refs = [name["Ref"] for name in self.service["DeploymentConfiguration"]["Alarms"]["AlarmNames"] if isinstance(name, dict)]
+        refs = [
+            name["Ref"]
+            for name in self.service["DeploymentConfiguration"]["Alarms"]["AlarmNames"]
+            if isinstance(name, dict)
+        ]
         return [self.resources[ref]["Properties"] for ref in refs]
 
 
@@ -92,7 +114,9 @@ def models(templates: list[dict]) -> dict[str, ModelView]:
                 task = template["Resources"][resource["Properties"]["TaskDefinition"]["Ref"]]["Properties"]
                 (server,) = [c for c in task["ContainerDefinitions"] if c["Name"] == "server"]
                 options = server["LogConfiguration"]["Options"]  # awslogs, or FireLens's cloudwatch_logs output
-                name = (options.get("awslogs-stream-prefix") or options["log_stream_prefix"]).split("/")[0]  # <model>/<version>
+                name = (options.get("awslogs-stream-prefix") or options["log_stream_prefix"]).split("/")[
+                    0
+                ]  # <model>/<version>
                 views[name] = ModelView(template, key)
     return views
 
@@ -108,14 +132,22 @@ def test_each_strategy_is_written_with_its_steps_and_explicit_bake_times(strateg
             assert config["DeploymentCircuitBreaker"] == {"Enable": True, "Rollback": True}
             assert "BakeTimeInMinutes" not in config and view.advanced is None
             continue
-        assert config["Strategy"] == {"canary": "CANARY", "linear": "LINEAR", "blue_green": "BLUE_GREEN"}[props.strategy]
+        assert (
+            config["Strategy"] == {"canary": "CANARY", "linear": "LINEAR", "blue_green": "BLUE_GREEN"}[props.strategy]
+        )
         assert config["BakeTimeInMinutes"] == props.bake_minutes
         # The guide documents the circuit breaker for blue/green; canary and linear rely on the never-healthy alarm.
         assert ("DeploymentCircuitBreaker" in config) == (props.strategy == "blue_green")
         if props.strategy == "canary":
-            assert config["CanaryConfiguration"] == {"CanaryPercent": props.step_percent, "CanaryBakeTimeInMinutes": props.step_bake_minutes}
+            assert config["CanaryConfiguration"] == {
+                "CanaryPercent": props.step_percent,
+                "CanaryBakeTimeInMinutes": props.step_bake_minutes,
+            }
         if props.strategy == "linear":
-            assert config["LinearConfiguration"] == {"StepPercent": props.step_percent, "StepBakeTimeInMinutes": props.step_bake_minutes}
+            assert config["LinearConfiguration"] == {
+                "StepPercent": props.step_percent,
+                "StepBakeTimeInMinutes": props.step_bake_minutes,
+            }
         # A Spot notice may stop a doomed task at once (tests/infra/test_spot_timeline.py); both sets run to the bake's end.
         assert config["MaximumPercent"] == 200 and config["MinimumHealthyPercent"] < 100
 
@@ -137,7 +169,9 @@ def test_every_strategy_rolls_back_on_the_models_alarms_and_the_users(strategies
             if dimension["Name"] == "TargetGroup"
         }
         assert watched == set(view.target_group_ids), f"{name}: rollback alarms must watch every target group"
-        names = {m["MetricStat"]["Metric"]["MetricName"] for alarm in rollback for m in alarm["Metrics"] if "MetricStat" in m}
+        names = {
+            m["MetricStat"]["Metric"]["MetricName"] for alarm in rollback for m in alarm["Metrics"] if "MetricStat" in m
+        }
         assert names == {"HTTPCode_Target_5XX_Count", "RequestCount", "TargetResponseTime"}
         for alarm in rollback:
             assert (alarm["EvaluationPeriods"], alarm["DatapointsToAlarm"]) == (ALARM_MINUTES, ALARM_MINUTES)
@@ -146,7 +180,9 @@ def test_every_strategy_rolls_back_on_the_models_alarms_and_the_users(strategies
         prod = scenario_environment("prod")
         model = next(m for m in prod["models"] if m["name"] == name)
         # The model's own latency goal, twice over; the environment's 5xx threshold.
-        assert thresholds == sorted([prod["monitoring"]["target_5xx_percent"], 2 * model["scaling"]["latency_p95_ms"] / 1000])
+        assert thresholds == sorted(
+            [prod["monitoring"]["target_5xx_percent"], 2 * model["scaling"]["latency_p95_ms"] / 1000]
+        )
 
 
 @pytest.mark.parametrize("environment", ["canary", "linear", "blue-green"])
@@ -173,8 +209,23 @@ def test_both_target_groups_check_readiness_and_drain_within_the_spot_budget(str
         groups = [view.target_group(logical_id) for logical_id in view.target_group_ids]
         assert len(groups) == (1 if environment == "rolling" else 2)
         shapes = {
-            json.dumps({k: g.get(k) for k in ("HealthCheckPath", "HealthCheckPort", "Matcher", "Port", "Protocol", "TargetType",
-                                               "HealthyThresholdCount", "UnhealthyThresholdCount", "TargetGroupAttributes")}, sort_keys=True)
+            json.dumps(
+                {
+                    k: g.get(k)
+                    for k in (
+                        "HealthCheckPath",
+                        "HealthCheckPort",
+                        "Matcher",
+                        "Port",
+                        "Protocol",
+                        "TargetType",
+                        "HealthyThresholdCount",
+                        "UnhealthyThresholdCount",
+                        "TargetGroupAttributes",
+                    )
+                },
+                sort_keys=True,
+            )
             for g in groups
         }
         assert len(shapes) == 1, "the alternate target group must be the primary's twin"
@@ -198,7 +249,10 @@ def test_dev_rolls_and_prod_canaries_in_the_real_environments(synthesized):
     for view in views("prod").values():
         config = view.service["DeploymentConfiguration"]
         assert config["Strategy"] == "CANARY" and view.alternate_id is not None
-        assert config["BakeTimeInMinutes"] >= ALARM_MINUTES and config["CanaryConfiguration"]["CanaryBakeTimeInMinutes"] >= ALARM_MINUTES
+        assert (
+            config["BakeTimeInMinutes"] >= ALARM_MINUTES
+            and config["CanaryConfiguration"]["CanaryBakeTimeInMinutes"] >= ALARM_MINUTES
+        )
 
 
 def rules_by_model(templates: list[dict]) -> dict[str, dict]:
@@ -221,7 +275,10 @@ def test_a_later_deploy_leaves_the_listener_rule_untouched(strategies):
     release["deployment"] = {"strategy": "linear", "step_percent": 10.0, "step_bake_minutes": 3, "bake_minutes": 30}
     newcomer = {**copy.deepcopy(base["models"][0]), "name": "reranker"}
     release["models"] = [newcomer] + [dict(m, version="2027-01-15", min_tasks=3) for m in reversed(base["models"])]
-    release["capacity"] = {**base["capacity"], "max_capacity": 48}  # room for the newcomer while one model deploys at peak
+    release["capacity"] = {
+        **base["capacity"],
+        "max_capacity": 48,
+    }  # room for the newcomer while one model deploys at peak
     before, after = rules_by_model(strategies["canary"]), rules_by_model(synthesize({"canary": release})["canary"])
     assert set(before) < set(after)
     for name, rule in before.items():
@@ -246,10 +303,16 @@ def test_the_readme_library_examples_synthesize_a_canary_in_a_plain_app():
     from tests.consumer.test_readme_examples import ran
 
     template = ran("canary")[1]["template"]
-    (canary,) = [ModelView(template, key) for key, r in template["Resources"].items()
-                 if r["Type"] == "AWS::ECS::Service" and "Ranker" in key]
+    (canary,) = [
+        ModelView(template, key)
+        for key, r in template["Resources"].items()
+        if r["Type"] == "AWS::ECS::Service" and "Ranker" in key
+    ]
     config = canary.service["DeploymentConfiguration"]
-    assert config["Strategy"] == "CANARY" and config["CanaryConfiguration"] == {"CanaryPercent": 10, "CanaryBakeTimeInMinutes": 10}
+    assert config["Strategy"] == "CANARY" and config["CanaryConfiguration"] == {
+        "CanaryPercent": 10,
+        "CanaryBakeTimeInMinutes": 10,
+    }
     # the built-in 5xx and latency alarms, the never-healthy alarm and the team's own
     assert len(config["Alarms"]["AlarmNames"]) == 4 and canary.alternate_id is not None
 
@@ -267,14 +330,29 @@ def route_priorities(*models: tuple[str, int | None]) -> dict[str, int]:
     from gpu_inference_constructs import InferenceLoadBalancer, LoadBalancerProps, ModelStore, ModelStoreProps
 
     stack = cdk.Stack(cdk.App(), "Team", env=cdk.Environment(account="123456789012", region="eu-west-1"))
-    vpc = ec2.Vpc.from_vpc_attributes(stack, "Vpc", vpc_id="vpc-0a1b2c3d4e5f67890", vpc_cidr_block="10.0.0.0/16",
-                                      availability_zones=["eu-west-1a"], public_subnet_ids=["subnet-0aaaaaaaaaaaaaaa1"])
-    balancer = InferenceLoadBalancer(stack, "Alb", vpc=vpc, props=LoadBalancerProps(allow_http=True, ingress_cidrs=("10.0.0.0/8",)),
-                                     access_logs_bucket=ModelStore(stack, "Models", props=ModelStoreProps()).access_logs_bucket)
+    vpc = ec2.Vpc.from_vpc_attributes(
+        stack,
+        "Vpc",
+        vpc_id="vpc-0a1b2c3d4e5f67890",
+        vpc_cidr_block="10.0.0.0/16",
+        availability_zones=["eu-west-1a"],
+        public_subnet_ids=["subnet-0aaaaaaaaaaaaaaa1"],
+    )
+    balancer = InferenceLoadBalancer(
+        stack,
+        "Alb",
+        vpc=vpc,
+        props=LoadBalancerProps(allow_http=True, ingress_cidrs=("10.0.0.0/8",)),
+        access_logs_bucket=ModelStore(stack, "Models", props=ModelStoreProps()).access_logs_bucket,
+    )
     priorities = {}
     for name, priority in models:
-        target_group = elbv2.ApplicationTargetGroup(stack, f"Tg-{name}", vpc=vpc, port=8080, target_type=elbv2.TargetType.IP)
-        priorities[name] = default_child(balancer.add_model_route(name, target_group, priority=priority), elbv2.CfnListenerRule).priority
+        target_group = elbv2.ApplicationTargetGroup(
+            stack, f"Tg-{name}", vpc=vpc, port=8080, target_type=elbv2.TargetType.IP
+        )
+        priorities[name] = default_child(
+            balancer.add_model_route(name, target_group, priority=priority), elbv2.CfnListenerRule
+        ).priority
     return priorities
 
 
@@ -286,9 +364,14 @@ def test_two_models_whose_names_give_one_priority_are_an_error_naming_both():
 
     assert {priority_from_name(name) for name in COLLIDING} == {COLLIDING_PRIORITY}
     first, second = COLLIDING
-    with pytest.raises(ConfigError, match=rf"models\[{second}\]\.listener_priority: .*{COLLIDING_PRIORITY} of '{second}'.*'{first}''s: set listener_priority"):
+    with pytest.raises(
+        ConfigError,
+        match=rf"models\[{second}\]\.listener_priority: .*{COLLIDING_PRIORITY} of '{second}'.*'{first}''s: set listener_priority",
+    ):
         route_priorities((first, None), (second, None))
-    with pytest.raises(ConfigError, match=rf"models\[{second}\]\.listener_priority: .*priority 7 of '{second}'.*'{first}''s"):
+    with pytest.raises(
+        ConfigError, match=rf"models\[{second}\]\.listener_priority: .*priority 7 of '{second}'.*'{first}''s"
+    ):
         route_priorities((first, 7), (second, 7))
 
 
@@ -296,15 +379,22 @@ def test_a_models_priority_never_depends_on_the_other_models():
     first, second = COLLIDING
     alone = route_priorities((first, None))
     assert alone == {first: COLLIDING_PRIORITY}
-    assert route_priorities((first, None), (second, 7)) == route_priorities((second, 7), (first, None)) == {**alone, second: 7}
+    assert (
+        route_priorities((first, None), (second, 7))
+        == route_priorities((second, 7), (first, None))
+        == {**alone, second: 7}
+    )
 
 
 def test_the_config_names_both_colliding_models_and_the_keys_to_set():
     first, second = COLLIDING
     base = prod_with(STRATEGIES["canary"])
     models: list[dict[str, Any]] = [dict(base["models"][0], name=first), dict(base["models"][1], name=second)]
-    with pytest.raises(Exception, match=rf"^environment 'prod': models\[1\]\.listener_priority: .*'{second}'.*'{first}''s: "
-                                        r"set models\[0\]\.listener_priority or models\[1\]\.listener_priority"):
+    with pytest.raises(
+        Exception,
+        match=rf"^environment 'prod': models\[1\]\.listener_priority: .*'{second}'.*'{first}''s: "
+        r"set models\[0\]\.listener_priority or models\[1\]\.listener_priority",
+    ):
         load_environment("prod", prod_with(STRATEGIES["canary"], models))
     models[1]["listener_priority"] = COLLIDING_PRIORITY + 1
     config = load_environment("prod", prod_with(STRATEGIES["canary"], models))
@@ -318,7 +408,9 @@ def test_switching_between_rolling_and_a_traffic_shifting_strategy_rewrites_the_
     """The one rollout change that does reach the rule: rolling forwards to one target group, canary, linear and
     blue/green forward weighted to two. Same rule (logical id, priority, paths), another action, so CloudFormation
     rewrites it; docs/deploying.md says when that is safe and how to make it so."""
-    (rolling_id, rolling), (canary_id, canary) = (rules_by_model(strategies[name])["minilm"] for name in ("rolling", "canary"))
+    (rolling_id, rolling), (canary_id, canary) = (
+        rules_by_model(strategies[name])["minilm"] for name in ("rolling", "canary")
+    )
     assert rolling_id == canary_id
     assert (rolling["Priority"], rolling["Conditions"]) == (canary["Priority"], canary["Conditions"])
     ((plain,), (weighted,)) = rolling["Actions"], canary["Actions"]
@@ -331,8 +423,11 @@ def rollback_thresholds_in(templates: list[dict]) -> dict[str, dict[str, float]]
     found = {}
     for name, view in models(templates).items():
         found[name] = {
-            next(m["MetricStat"]["Metric"]["MetricName"] for m in alarm["Metrics"] if "MetricStat" in m
-                 and m["MetricStat"]["Metric"]["MetricName"] != "RequestCount"): alarm["Threshold"]
+            next(
+                m["MetricStat"]["Metric"]["MetricName"]
+                for m in alarm["Metrics"]
+                if "MetricStat" in m and m["MetricStat"]["Metric"]["MetricName"] != "RequestCount"
+            ): alarm["Threshold"]
             for alarm in view.alarms_named_by_service()
         }
     return found
@@ -356,11 +451,17 @@ def test_a_models_rollback_block_overrides_the_derived_thresholds():
     assert (thresholds["minilm"].latency_p95_ms, thresholds["minilm"].target_5xx_percent) == (500, 1.0)
 
 
-@pytest.mark.parametrize(("rollback", "message"), [
-    ({"latency_p95_ms": 500}, r"^environment 'staging': models\[2\]\.rollback\.latency_p95_ms: 500 .*set at least 20000"),
-    ({"latency_p95_ms": 0}, r"models\[2\]\.rollback\.latency_p95_ms: 0 .*1 to 120000"),
-    ({"target_5xx_percent": 0}, r"models\[2\]\.rollback\.target_5xx_percent: 0.0 .*above 0, at most 100"),
-])
+@pytest.mark.parametrize(
+    ("rollback", "message"),
+    [
+        (
+            {"latency_p95_ms": 500},
+            r"^environment 'staging': models\[2\]\.rollback\.latency_p95_ms: 500 .*set at least 20000",
+        ),
+        ({"latency_p95_ms": 0}, r"models\[2\]\.rollback\.latency_p95_ms: 0 .*1 to 120000"),
+        ({"target_5xx_percent": 0}, r"models\[2\]\.rollback\.target_5xx_percent: 0.0 .*above 0, at most 100"),
+    ],
+)
 def test_a_rollback_threshold_the_model_would_trip_in_normal_service_is_refused(rollback, message):
     from gpu_inference_constructs.core.errors import ConfigError
 
@@ -391,15 +492,30 @@ def test_a_model_service_refuses_explicit_rollback_thresholds_below_its_models_g
     stack, parts = stack_with_placement()
     model = ModelProps(name="slow", version="1", scaling=ModelScalingProps(latency_p95_ms=2_000))
     with pytest.raises(ConfigError, match=r"^rollback_thresholds\.latency_p95_ms: 1999 .*set at least 2000"):
-        ModelService(stack, "Low", model=model, server=BundledServer(image=IMAGE), capacity=on_cluster(stack, "g5.xlarge"),
-                     rollback_thresholds=RollbackThresholds(latency_p95_ms=1999), **parts)
-    service = ModelService(stack, "AtGoal", model=model, server=BundledServer(image=IMAGE),
-                           capacity=on_cluster(stack, "g5.xlarge"),
-                           rollback_thresholds=RollbackThresholds(latency_p95_ms=2_000), **parts)
+        ModelService(
+            stack,
+            "Low",
+            model=model,
+            server=BundledServer(image=IMAGE),
+            capacity=on_cluster(stack, "g5.xlarge"),
+            rollback_thresholds=RollbackThresholds(latency_p95_ms=1999),
+            **parts,
+        )
+    service = ModelService(
+        stack,
+        "AtGoal",
+        model=model,
+        server=BundledServer(image=IMAGE),
+        capacity=on_cluster(stack, "g5.xlarge"),
+        rollback_thresholds=RollbackThresholds(latency_p95_ms=2_000),
+        **parts,
+    )
     assert default_child(service.rollback_alarms.alarms["latency_p95"], cloudwatch.CfnAlarm).threshold == 2.0
 
 
-@pytest.mark.parametrize("resource_type", ["AWS::ElasticLoadBalancingV2::ListenerRule", "AWS::ApplicationAutoScaling::ScalableTarget"])
+@pytest.mark.parametrize(
+    "resource_type", ["AWS::ElasticLoadBalancingV2::ListenerRule", "AWS::ApplicationAutoScaling::ScalableTarget"]
+)
 def test_no_listener_rule_or_scalable_target_carries_the_stage_tags(synthesized, resource_type):
     """A tag change would update the rule, which rewrites its forward weights (aws/aws-cdk#36649), or the scalable
     target, which registers the template's MinCapacity again (dropping prod's scheduled business-hours floor until

@@ -56,14 +56,14 @@ def publishes_to(resource: dict, topic: str) -> bool:
 # Alarms that intentionally notify nobody, each recognised by what it is wired to (not by its name), with the reason.
 SILENT_ALARMS = {
     "step scaling": "its only actions are step scaling policies (a scale-out signal: the bundled server's latency, GPU or "
-                    "growing queue, vLLM's waiting requests or KV cache): it fires at every routine scale-out; what deserves a "
-                    "notification (tasks below desired, latency, 5xx, vLLM signals high for 15 minutes) has its own alarm",
+    "growing queue, vLLM's waiting requests or KV cache): it fires at every routine scale-out; what deserves a "
+    "notification (tasks below desired, latency, 5xx, vLLM signals high for 15 minutes) has its own alarm",
     "deployment rollback": "ECS reads its state during a deployment and rolls the deployment back (deployment alarms); an "
-                           "alarm that notifies the topic reads the same metrics, so the condition is notified once",
+    "alarm that notifies the topic reads the same metrics, so the condition is notified once",
     "composite child": "a child of a composite alarm that notifies the topic; the composite is the one notification",
     "never-healthy rollback": "ECS reads it by name during a deployment and rolls back a version whose tasks never become "
-                              "healthy; the rolled-back deployment reaches the topic through the cluster's ECS deployment "
-                              "event rule (test_a_rolled_back_deployment_of_this_clusters_services_reaches_the_topic)",
+    "healthy; the rolled-back deployment reaches the topic through the cluster's ECS deployment "
+    "event rule (test_a_rolled_back_deployment_of_this_clusters_services_reaches_the_topic)",
 }
 
 
@@ -71,11 +71,25 @@ def alarm_metrics(properties: dict) -> frozenset:
     """(namespace, metric, statistic, dimensions) of every metric an alarm reads."""
     if "MetricName" in properties:
         statistic = properties.get("ExtendedStatistic") or properties.get("Statistic")
-        return frozenset({(properties["Namespace"], properties["MetricName"], statistic, json.dumps(properties.get("Dimensions", []), sort_keys=True))})
+        return frozenset(
+            {
+                (
+                    properties["Namespace"],
+                    properties["MetricName"],
+                    statistic,
+                    json.dumps(properties.get("Dimensions", []), sort_keys=True),
+                )
+            }
+        )
     return frozenset(
-        (m["MetricStat"]["Metric"]["Namespace"], m["MetricStat"]["Metric"]["MetricName"], m["MetricStat"]["Stat"],
-         json.dumps(m["MetricStat"]["Metric"].get("Dimensions", []), sort_keys=True))
-        for m in properties["Metrics"] if "MetricStat" in m
+        (
+            m["MetricStat"]["Metric"]["Namespace"],
+            m["MetricStat"]["Metric"]["MetricName"],
+            m["MetricStat"]["Stat"],
+            json.dumps(m["MetricStat"]["Metric"].get("Dimensions", []), sort_keys=True),
+        )
+        for m in properties["Metrics"]
+        if "MetricStat" in m
     )
 
 
@@ -88,15 +102,27 @@ def why_silent(world: TemplateWorld, alarm: str, topic: str) -> str | None:
     properties = world.resources[alarm]["Properties"]
     actions = properties.get("AlarmActions", [])
     others = properties.get("OKActions", []) + properties.get("InsufficientDataActions", [])
-    if actions and not others and all(
-        list(a) == ["Ref"] and world.resources.get(a["Ref"], {}).get("Type") == "AWS::ApplicationAutoScaling::ScalingPolicy" for a in actions
+    if (
+        actions
+        and not others
+        and all(
+            list(a) == ["Ref"]
+            and world.resources.get(a["Ref"], {}).get("Type") == "AWS::ApplicationAutoScaling::ScalingPolicy"
+            for a in actions
+        )
     ):
         return "step scaling"
     if actions or others:
         return None
-    deployment_alarms = [name for service in world.of_type("AWS::ECS::Service").values()
-                         for name in service["Properties"].get("DeploymentConfiguration", {}).get("Alarms", {}).get("AlarmNames", [])]
-    if str(properties.get("AlarmName", "")).endswith(f"-never-healthy-{alarm}") and properties["AlarmName"] in deployment_alarms:
+    deployment_alarms = [
+        name
+        for service in world.of_type("AWS::ECS::Service").values()
+        for name in service["Properties"].get("DeploymentConfiguration", {}).get("Alarms", {}).get("AlarmNames", [])
+    ]
+    if (
+        str(properties.get("AlarmName", "")).endswith(f"-never-healthy-{alarm}")
+        and properties["AlarmName"] in deployment_alarms
+    ):
         return "never-healthy rollback"
     if {"Ref": alarm} in deployment_alarms:
         reads = alarm_metrics(properties)
@@ -104,7 +130,9 @@ def why_silent(world: TemplateWorld, alarm: str, topic: str) -> str | None:
             return "deployment rollback"
         return None
     for composite in world.of_type("AWS::CloudWatch::CompositeAlarm").values():
-        if publishes_to(composite, topic) and world.ref(alarm) in json.dumps(world.resolve(composite["Properties"]["AlarmRule"])):
+        if publishes_to(composite, topic) and world.ref(alarm) in json.dumps(
+            world.resolve(composite["Properties"]["AlarmRule"])
+        ):
             return "composite child"
     return None
 
@@ -114,14 +142,20 @@ def environment(world, synthesized) -> str:
     return next(name for name, stage in synthesized.stages.items() if stage.config.account == world.account)
 
 
-def test_every_alarm_of_every_stack_notifies_the_topic_or_is_silent_for_a_listed_reason(world, environment, synthesized):
+def test_every_alarm_of_every_stack_notifies_the_topic_or_is_silent_for_a_listed_reason(
+    world, environment, synthesized
+):
     """Every alarm, in the shared stack and in each model's stack: it notifies the topic both ways (ALARM and OK) and
     is enabled, or it is one of SILENT_ALARMS. A new alarm wired to nothing fails here."""
     topic, _ = topic_and_key(world)
     seen = set()
     for stack in synthesized.stack_ids(environment):
         template = synthesized.template(environment, stack)
-        alarms = [k for k, r in template["Resources"].items() if r["Type"] in ("AWS::CloudWatch::Alarm", "AWS::CloudWatch::CompositeAlarm")]
+        alarms = [
+            k
+            for k, r in template["Resources"].items()
+            if r["Type"] in ("AWS::CloudWatch::Alarm", "AWS::CloudWatch::CompositeAlarm")
+        ]
         if stack == "Network":
             assert alarms == [], "the Network stack is outside the merged template; prove its alarms here too"
             continue
@@ -130,14 +164,17 @@ def test_every_alarm_of_every_stack_notifies_the_topic_or_is_silent_for_a_listed
         for alarm in alarms:
             properties = world.resources[alarm]["Properties"]
             if publishes_to(world.resources[alarm], topic):
-                assert properties["AlarmActions"] == [{"Ref": topic}] and properties["OKActions"] == [{"Ref": topic}], alarm
+                assert properties["AlarmActions"] == [{"Ref": topic}] and properties["OKActions"] == [{"Ref": topic}], (
+                    alarm
+                )
                 assert properties.get("ActionsEnabled", True), alarm
                 notifying += 1
             else:
                 reason = why_silent(world, alarm, topic)
                 assert reason in SILENT_ALARMS, (
                     f"{environment}/{stack} {alarm} notifies nobody and is none of {sorted(SILENT_ALARMS)}: give it "
-                    "the topic as alarm and OK action, or add its kind, with the reason, to SILENT_ALARMS")
+                    "the topic as alarm and OK action, or add its kind, with the reason, to SILENT_ALARMS"
+                )
             seen.add(alarm)
         assert notifying, f"{environment}/{stack}: no alarm of this stack notifies the topic"
     assert seen == set(world.of_type("AWS::CloudWatch::Alarm")) | set(world.of_type("AWS::CloudWatch::CompositeAlarm"))
@@ -154,9 +191,13 @@ def test_every_alarm_that_notifies_can_publish_to_the_topic_and_use_its_key(worl
     assert alarms
     for alarm in alarms:
         source = {"aws:SourceAccount": world.account, "aws:SourceArn": world.arn(alarm)}
-        assert world.service_may("cloudwatch.amazonaws.com", "sns:Publish", topic, world.ref(topic), {**TLS, **source}), alarm
+        assert world.service_may(
+            "cloudwatch.amazonaws.com", "sns:Publish", topic, world.ref(topic), {**TLS, **source}
+        ), alarm
         for action in ("kms:GenerateDataKey", "kms:Decrypt"):
-            assert world.service_may("cloudwatch.amazonaws.com", action, key, world.arn(key), {**source, **sns_key_context(world, topic)}), (alarm, action)
+            assert world.service_may(
+                "cloudwatch.amazonaws.com", action, key, world.arn(key), {**source, **sns_key_context(world, topic)}
+            ), (alarm, action)
 
 
 def test_alarms_of_another_account_or_over_plain_http_cannot_publish(world):
@@ -174,13 +215,17 @@ def test_alarms_of_another_account_or_over_plain_http_cannot_publish(world):
 def test_every_eventbridge_rule_that_notifies_can_publish_and_use_the_key(world):
     topic, key = topic_and_key(world)
     rules = [k for k, r in world.of_type("AWS::Events::Rule").items() if publishes_to(r, topic)]
-    assert len(rules) == 2 + len(world.of_type("AWS::AutoScaling::AutoScalingGroup")), "Spot warnings, deployment rollbacks, and each group's events"
+    assert len(rules) == 2 + len(world.of_type("AWS::AutoScaling::AutoScalingGroup")), (
+        "Spot warnings, deployment rollbacks, and each group's events"
+    )
     for rule in rules:
         context = {**TLS, "aws:SourceAccount": world.account, "aws:SourceArn": world.arn(rule)}
         assert world.service_may("events.amazonaws.com", "sns:Publish", topic, world.ref(topic), context), rule
         for action in ("kms:GenerateDataKey", "kms:Decrypt"):
             # SNS passes EventBridge's calls to KMS without aws:SourceAccount / aws:SourceArn (SNS developer guide).
-            assert world.service_may("events.amazonaws.com", action, key, world.arn(key), sns_key_context(world, topic)), (rule, action)
+            assert world.service_may(
+                "events.amazonaws.com", action, key, world.arn(key), sns_key_context(world, topic)
+            ), (rule, action)
 
 
 def test_eventbridge_rules_of_another_account_cannot_publish(world):
@@ -191,10 +236,15 @@ def test_eventbridge_rules_of_another_account_cannot_publish(world):
     for context in (
         {"aws:SourceAccount": OTHER_ACCOUNT, "aws:SourceArn": theirs},
         {"aws:SourceAccount": world.account, "aws:SourceArn": theirs},
-        {"aws:SourceAccount": world.account, "aws:SourceArn": f"arn:aws:events:eu-central-1:{world.account}:rule/ours-elsewhere"},
+        {
+            "aws:SourceAccount": world.account,
+            "aws:SourceArn": f"arn:aws:events:eu-central-1:{world.account}:rule/ours-elsewhere",
+        },
         {},
     ):
-        assert not world.service_may("events.amazonaws.com", "sns:Publish", topic, world.ref(topic), {**TLS, **context}), context
+        assert not world.service_may(
+            "events.amazonaws.com", "sns:Publish", topic, world.ref(topic), {**TLS, **context}
+        ), context
     ours = f"arn:aws:events:{world.region}:{world.account}:rule/ours"
     plain = {"aws:SecureTransport": "false", "aws:SourceAccount": world.account, "aws:SourceArn": ours}
     assert not world.service_may("events.amazonaws.com", "sns:Publish", topic, world.ref(topic), plain)
@@ -204,7 +254,10 @@ def test_the_topic_key_serves_this_accounts_alarms_and_topics_only(world):
     """CloudWatch -> key: another account's alarm, an alarm that is not of this account, or a message to another
     account's topic is denied. EventBridge -> key: only for messages to this account's topics. No other service."""
     topic, key = topic_and_key(world)
-    ours = {"aws:SourceAccount": world.account, "aws:SourceArn": world.arn(next(iter(world.of_type("AWS::CloudWatch::Alarm"))))}
+    ours = {
+        "aws:SourceAccount": world.account,
+        "aws:SourceArn": world.arn(next(iter(world.of_type("AWS::CloudWatch::Alarm")))),
+    }
     their_alarm = f"arn:aws:cloudwatch:{world.region}:{OTHER_ACCOUNT}:alarm:theirs"
     their_topic = {TOPIC_CONTEXT: f"arn:aws:sns:{world.region}:{OTHER_ACCOUNT}:theirs"}
     for action in ("kms:GenerateDataKey", "kms:Decrypt"):
@@ -215,9 +268,15 @@ def test_the_topic_key_serves_this_accounts_alarms_and_topics_only(world):
             ours,
             sns_key_context(world, topic),
         ):
-            assert not world.service_may("cloudwatch.amazonaws.com", action, key, world.arn(key), context), (action, context)
+            assert not world.service_may("cloudwatch.amazonaws.com", action, key, world.arn(key), context), (
+                action,
+                context,
+            )
         for context in (their_topic, {TOPIC_CONTEXT: f"arn:aws:sns:eu-central-1:{world.account}:elsewhere"}, {}):
-            assert not world.service_may("events.amazonaws.com", action, key, world.arn(key), context), (action, context)
+            assert not world.service_may("events.amazonaws.com", action, key, world.arn(key), context), (
+                action,
+                context,
+            )
         assert not world.service_may("s3.amazonaws.com", action, key, world.arn(key), sns_key_context(world, topic))
 
 
@@ -228,49 +287,90 @@ def test_the_group_event_rules_match_their_own_group_only(world):
     topic, _ = topic_and_key(world)
     groups = world.of_type("AWS::AutoScaling::AutoScalingGroup")
     for group in groups:
-        (rule,) = [r for r in world.of_type("AWS::Events::Rule").values()
-                   if publishes_to(r, topic) and r["Properties"]["EventPattern"].get("source") == ["aws.autoscaling"]
-                   and r["Properties"]["EventPattern"]["detail"]["AutoScalingGroupName"] == [{"Ref": group}]]
+        (rule,) = [
+            r
+            for r in world.of_type("AWS::Events::Rule").values()
+            if publishes_to(r, topic)
+            and r["Properties"]["EventPattern"].get("source") == ["aws.autoscaling"]
+            and r["Properties"]["EventPattern"]["detail"]["AutoScalingGroupName"] == [{"Ref": group}]
+        ]
         pattern = EventPattern.load(json.dumps(world.resolve(rule["Properties"]["EventPattern"])))
         for detail_type in GROUP_EVENT_TYPES:
             assert pattern.matches_event(autoscaling_event(world, world.ref(group), detail_type)), (group, detail_type)
-            assert not pattern.matches_event(autoscaling_event(world, "someone-elses-group", detail_type)), (group, detail_type)
+            assert not pattern.matches_event(autoscaling_event(world, "someone-elses-group", detail_type)), (
+                group,
+                detail_type,
+            )
             for other in groups:
                 if other != group:
-                    assert not pattern.matches_event(autoscaling_event(world, world.ref(other), detail_type)), (group, other)
-        assert not pattern.matches_event(autoscaling_event(world, world.ref(group), "EC2 Instance-launch Lifecycle Action"))
-        ec2: EventMessageType = {**autoscaling_event(world, world.ref(group), GROUP_EVENT_TYPES[0]), "source": "aws.ec2"}
+                    assert not pattern.matches_event(autoscaling_event(world, world.ref(other), detail_type)), (
+                        group,
+                        other,
+                    )
+        assert not pattern.matches_event(
+            autoscaling_event(world, world.ref(group), "EC2 Instance-launch Lifecycle Action")
+        )
+        ec2: EventMessageType = {
+            **autoscaling_event(world, world.ref(group), GROUP_EVENT_TYPES[0]),
+            "source": "aws.ec2",
+        }
         assert not pattern.matches_event(ec2)
 
 
 def autoscaling_event(world: TemplateWorld, group_name: str, detail_type: str) -> EventMessageType:
     """An EC2 Auto Scaling event as EventBridge delivers it (EC2 Auto Scaling user guide, "Event reference")."""
     return {
-        "version": "0", "id": "12345678-1234-1234-1234-123456789012", "detail-type": detail_type,
-        "source": "aws.autoscaling", "account": world.account, "time": "2026-12-03T10:00:00Z", "region": world.region,
-        "resources": [f"arn:aws:autoscaling:{world.region}:{world.account}:autoScalingGroup:1234:autoScalingGroupName/{group_name}",
-                      f"arn:aws:ec2:{world.region}:{world.account}:instance/i-0123456789abcdef0"],
-        "detail": {"StatusCode": "InProgress", "AutoScalingGroupName": group_name, "EC2InstanceId": "i-0123456789abcdef0",
-                   "Cause": "At 2026-12-03T10:00:00Z an instance was started in response to a difference between desired and actual capacity"},
+        "version": "0",
+        "id": "12345678-1234-1234-1234-123456789012",
+        "detail-type": detail_type,
+        "source": "aws.autoscaling",
+        "account": world.account,
+        "time": "2026-12-03T10:00:00Z",
+        "region": world.region,
+        "resources": [
+            f"arn:aws:autoscaling:{world.region}:{world.account}:autoScalingGroup:1234:autoScalingGroupName/{group_name}",
+            f"arn:aws:ec2:{world.region}:{world.account}:instance/i-0123456789abcdef0",
+        ],
+        "detail": {
+            "StatusCode": "InProgress",
+            "AutoScalingGroupName": group_name,
+            "EC2InstanceId": "i-0123456789abcdef0",
+            "Cause": "At 2026-12-03T10:00:00Z an instance was started in response to a difference between desired and actual capacity",
+        },
     }
 
 
-def deployment_event(world: TemplateWorld, cluster: str, event_name: str, reason: str, service: str = "Model-minilm-Service") -> EventMessageType:
+def deployment_event(
+    world: TemplateWorld, cluster: str, event_name: str, reason: str, service: str = "Model-minilm-Service"
+) -> EventMessageType:
     """An "ECS Deployment State Change" event as EventBridge delivers it (ECS developer guide,
     ecs_service_deployment_events): its one resource is the service's ARN, which names the cluster."""
     return {
-        "version": "0", "id": "ddca6449-b258-46c0-8653-e0e3a6example", "detail-type": "ECS Deployment State Change",
-        "source": "aws.ecs", "account": world.account, "time": "2026-12-03T10:00:00Z", "region": world.region,
+        "version": "0",
+        "id": "ddca6449-b258-46c0-8653-e0e3a6example",
+        "detail-type": "ECS Deployment State Change",
+        "source": "aws.ecs",
+        "account": world.account,
+        "time": "2026-12-03T10:00:00Z",
+        "region": world.region,
         "resources": [f"arn:aws:ecs:{world.region}:{world.account}:service/{cluster}/{service}"],
-        "detail": {"eventType": "ERROR" if event_name.endswith("FAILED") else "INFO", "eventName": event_name,
-                   "deploymentId": "ecs-svc/1234567890123456789", "updatedAt": "2026-12-03T10:00:00Z", "reason": reason},
+        "detail": {
+            "eventType": "ERROR" if event_name.endswith("FAILED") else "INFO",
+            "eventName": event_name,
+            "deploymentId": "ecs-svc/1234567890123456789",
+            "updatedAt": "2026-12-03T10:00:00Z",
+            "reason": reason,
+        },
     }
 
 
 ROLLED_BACK = [
     ("SERVICE_DEPLOYMENT_FAILED", "ECS deployment circuit breaker: task failed to start."),
     ("SERVICE_DEPLOYMENT_FAILED", "ECS deployment alarms: gpu-inference-prod-minilm-rollback in ALARM."),
-    ("SERVICE_DEPLOYMENT_IN_PROGRESS", "ECS deployment circuit breaker: rolling back to deploymentId ecs-svc/9876543210987654321."),
+    (
+        "SERVICE_DEPLOYMENT_IN_PROGRESS",
+        "ECS deployment circuit breaker: rolling back to deploymentId ecs-svc/9876543210987654321.",
+    ),
     ("SERVICE_DEPLOYMENT_IN_PROGRESS", "Rollback of service deployment to the previous service revision in progress."),
 ]
 ROUTINE = [
@@ -285,14 +385,23 @@ def test_a_rolled_back_deployment_of_this_clusters_services_reaches_the_topic(wo
     this cluster's services and not another cluster's, nor a routine start or completion; and the topic and its key
     let this very rule publish."""
     topic, key = topic_and_key(world)
-    (rule,) = [k for k, r in world.of_type("AWS::Events::Rule").items()
-               if publishes_to(r, topic) and r["Properties"]["EventPattern"].get("detail-type") == ["ECS Deployment State Change"]]
+    (rule,) = [
+        k
+        for k, r in world.of_type("AWS::Events::Rule").items()
+        if publishes_to(r, topic)
+        and r["Properties"]["EventPattern"].get("detail-type") == ["ECS Deployment State Change"]
+    ]
     pattern = EventPattern.load(json.dumps(world.resolve(world.resources[rule]["Properties"]["EventPattern"])))
     cluster = world.ref(world.only("AWS::ECS::Cluster"))
     for event_name, reason in ROLLED_BACK:
         assert pattern.matches_event(deployment_event(world, cluster, event_name, reason)), (event_name, reason)
-        assert not pattern.matches_event(deployment_event(world, "another-cluster", event_name, reason)), (event_name, reason)
-        assert not pattern.matches_event(deployment_event(world, f"{cluster}x", event_name, reason)), "a cluster whose name starts like ours"
+        assert not pattern.matches_event(deployment_event(world, "another-cluster", event_name, reason)), (
+            event_name,
+            reason,
+        )
+        assert not pattern.matches_event(deployment_event(world, f"{cluster}x", event_name, reason)), (
+            "a cluster whose name starts like ours"
+        )
         other_account = deployment_event(world, cluster, event_name, reason)
         assert "resources" in other_account  # deployment_event always names the service
         other_account["resources"] = [r.replace(world.account, OTHER_ACCOUNT) for r in other_account["resources"]]
@@ -302,7 +411,9 @@ def test_a_rolled_back_deployment_of_this_clusters_services_reaches_the_topic(wo
     context = {**TLS, "aws:SourceAccount": world.account, "aws:SourceArn": world.arn(rule)}
     assert world.service_may("events.amazonaws.com", "sns:Publish", topic, world.ref(topic), context)
     for action in ("kms:GenerateDataKey", "kms:Decrypt"):
-        assert world.service_may("events.amazonaws.com", action, key, world.arn(key), sns_key_context(world, topic)), action
+        assert world.service_may("events.amazonaws.com", action, key, world.arn(key), sns_key_context(world, topic)), (
+            action
+        )
 
 
 def test_auto_scaling_group_events_reach_the_topic(world):
@@ -318,14 +429,20 @@ def test_auto_scaling_group_events_reach_the_topic(world):
 
 def assert_group_events_reach(world, group: str, topic: str, key: str) -> None:
     # The service-linked role's managed policy allows sns:Publish but no KMS action on customer keys.
-    publish = Policy("AutoScalingServiceRolePolicy", "AutoScalingServiceRolePolicy",
-                     {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "sns:Publish", "Resource": "*"}]})
+    publish = Policy(
+        "AutoScalingServiceRolePolicy",
+        "AutoScalingServiceRolePolicy",
+        {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "sns:Publish", "Resource": "*"}]},
+    )
     role = principal(f"arn:aws:iam::{world.account}:{AUTOSCALING_ROLE}", [publish])
     for configuration in world.resources[group]["Properties"].get("NotificationConfigurations", []):
         assert configuration["TopicARN"] == {"Ref": topic}
-        assert world.node_may(role, "kms:GenerateDataKey", world.arn(key), {}, key), "the Auto Scaling service-linked role cannot use the topic's key: its notifications are dropped"
+        assert world.node_may(role, "kms:GenerateDataKey", world.arn(key), {}, key), (
+            "the Auto Scaling service-linked role cannot use the topic's key: its notifications are dropped"
+        )
     routes = [
-        k for k, r in world.of_type("AWS::Events::Rule").items()
+        k
+        for k, r in world.of_type("AWS::Events::Rule").items()
         if publishes_to(r, topic)
         and r["Properties"]["EventPattern"].get("source") == ["aws.autoscaling"]
         and r["Properties"]["EventPattern"]["detail"]["AutoScalingGroupName"] == [{"Ref": group}]
@@ -333,8 +450,10 @@ def assert_group_events_reach(world, group: str, topic: str, key: str) -> None:
     assert len(routes) == 1
     detail_types = set(world.resources[routes[0]]["Properties"]["EventPattern"]["detail-type"])
     assert detail_types == {
-        "EC2 Instance Launch Successful", "EC2 Instance Launch Unsuccessful",
-        "EC2 Instance Terminate Successful", "EC2 Instance Terminate Unsuccessful",
+        "EC2 Instance Launch Successful",
+        "EC2 Instance Launch Unsuccessful",
+        "EC2 Instance Terminate Successful",
+        "EC2 Instance Terminate Unsuccessful",
     }
 
 
@@ -353,7 +472,9 @@ def test_the_ecs_agent_can_register_and_drain_its_instance_in_this_cluster_only(
     assert world.role_may(role, "ecs:UpdateContainerInstancesState", ours, {})
     assert not world.role_may(role, "ecs:UpdateContainerInstancesState", theirs, {})
     assert world.role_may(role, "ecs:RegisterContainerInstance", world.arn(cluster), {})
-    assert not world.role_may(role, "ecs:RegisterContainerInstance", f"arn:aws:ecs:{world.region}:{world.account}:cluster/another-cluster", {})
+    assert not world.role_may(
+        role, "ecs:RegisterContainerInstance", f"arn:aws:ecs:{world.region}:{world.account}:cluster/another-cluster", {}
+    )
 
 
 # --- CloudWatch Logs -> the log keys ---------------------------------------------------------------------------
@@ -362,11 +483,21 @@ def test_the_ecs_agent_can_register_and_drain_its_instance_in_this_cluster_only(
 def test_cloudwatch_logs_can_use_the_logs_key_for_this_accounts_log_groups_only(world):
     key = world.only("AWS::KMS::Key", "LogsKey")
     service = f"logs.{world.region}.amazonaws.com"
-    groups = [k for k, r in world.of_type("AWS::Logs::LogGroup").items() if r["Properties"].get("KmsKeyId") == {"Fn::GetAtt": [key, "Arn"]}]
+    groups = [
+        k
+        for k, r in world.of_type("AWS::Logs::LogGroup").items()
+        if r["Properties"].get("KmsKeyId") == {"Fn::GetAtt": [key, "Arn"]}
+    ]
     # each model's, its never-healthy hook's (canary, linear, blue/green), the task-start function's, and (with a warm
     # pool, prod) the launch function's
-    hooks = [s for s in world.of_type("AWS::ECS::Service").values() if s["Properties"]["DeploymentConfiguration"].get("LifecycleHooks")]
-    assert len(groups) == len(world.of_type("AWS::ECS::Service")) + len(hooks) + 1 + len(world.of_type("AWS::AutoScaling::WarmPool"))
+    hooks = [
+        s
+        for s in world.of_type("AWS::ECS::Service").values()
+        if s["Properties"]["DeploymentConfiguration"].get("LifecycleHooks")
+    ]
+    assert len(groups) == len(world.of_type("AWS::ECS::Service")) + len(hooks) + 1 + len(
+        world.of_type("AWS::AutoScaling::WarmPool")
+    )
     for group in groups:
         context = {"kms:EncryptionContext:aws:logs:arn": world.log_group_arn(group)}
         for action in ("kms:GenerateDataKey", "kms:Encrypt", "kms:Decrypt"):
@@ -380,7 +511,13 @@ def test_cloudwatch_logs_can_use_the_flow_log_key_for_this_accounts_log_groups_o
     key = world.only("AWS::KMS::Key")
     (group,) = world.of_type("AWS::Logs::LogGroup")
     service = f"logs.{world.region}.amazonaws.com"
-    assert world.service_may(service, "kms:GenerateDataKey", key, world.arn(key), {"kms:EncryptionContext:aws:logs:arn": world.log_group_arn(group)})
+    assert world.service_may(
+        service,
+        "kms:GenerateDataKey",
+        key,
+        world.arn(key),
+        {"kms:EncryptionContext:aws:logs:arn": world.log_group_arn(group)},
+    )
     foreign = {"kms:EncryptionContext:aws:logs:arn": f"arn:aws:logs:{world.region}:{OTHER_ACCOUNT}:log-group:theirs"}
     assert not world.service_may(service, "kms:GenerateDataKey", key, world.arn(key), foreign)
 
@@ -429,15 +566,24 @@ def test_each_task_role_reads_its_own_model_prefix_and_nothing_else(world, model
         role = model_role(world, model, "TaskRole")
         mine = f"{objects}/models/{model}/2026-11-01/model.safetensors"
         assert world.role_may(role, "s3:GetObject", mine, TLS, bucket), model
-        assert not world.role_may(role, "s3:GetObject", mine, {"aws:SecureTransport": "false"}, bucket), "the bucket denies plain HTTP"
+        assert not world.role_may(role, "s3:GetObject", mine, {"aws:SecureTransport": "false"}, bucket), (
+            "the bucket denies plain HTTP"
+        )
         for other in [m for m in models if m != model] + [f"{model}x"]:
-            assert not world.role_may(role, "s3:GetObject", f"{objects}/models/{other}/2026-11-01/model.safetensors", TLS, bucket), (model, other)
+            assert not world.role_may(
+                role, "s3:GetObject", f"{objects}/models/{other}/2026-11-01/model.safetensors", TLS, bucket
+            ), (model, other)
         assert not world.role_may(role, "s3:GetObject", f"{objects}/other/file", TLS, bucket)
         assert not world.role_may(role, "s3:PutObject", mine, TLS, bucket)
-        assert world.role_may(role, "s3:ListBucket", objects, {**TLS, "s3:prefix": f"models/{model}/2026-11-01/"}, bucket)
+        assert world.role_may(
+            role, "s3:ListBucket", objects, {**TLS, "s3:prefix": f"models/{model}/2026-11-01/"}, bucket
+        )
         assert not world.role_may(role, "s3:ListBucket", objects, {**TLS, "s3:prefix": "models/"}, bucket)
         for pool in pools:
-            assert not world.role_may(role, "s3:GetObject", f"{objects}/pools/{pool}/registry.json", TLS, bucket), (model, pool)
+            assert not world.role_may(role, "s3:GetObject", f"{objects}/pools/{pool}/registry.json", TLS, bucket), (
+                model,
+                pool,
+            )
 
 
 def test_a_pools_task_role_reads_its_registry_and_models_and_nothing_else(world, models, pools):
@@ -447,13 +593,18 @@ def test_a_pools_task_role_reads_its_registry_and_models_and_nothing_else(world,
     objects = world.arn(bucket)
     for pool in pools:
         role = model_role(world, pool, "TaskRole")
-        registry, weights = f"{objects}/pools/{pool}/registry.json", f"{objects}/pools/{pool}/models/tenant-001/3/model.safetensors"
+        registry, weights = (
+            f"{objects}/pools/{pool}/registry.json",
+            f"{objects}/pools/{pool}/models/tenant-001/3/model.safetensors",
+        )
         assert world.role_may(role, "s3:GetObject", registry, TLS, bucket), pool
         assert world.role_may(role, "s3:GetObject", weights, TLS, bucket), pool
         assert not world.role_may(role, "s3:PutObject", registry, TLS, bucket)
         assert not world.role_may(role, "s3:GetObject", f"{objects}/pools/{pool}x/registry.json", TLS, bucket)
         for model in (m for m in models if m != pool):
-            assert not world.role_may(role, "s3:GetObject", f"{objects}/models/{model}/2026-11-01/model.safetensors", TLS, bucket)
+            assert not world.role_may(
+                role, "s3:GetObject", f"{objects}/models/{model}/2026-11-01/model.safetensors", TLS, bucket
+            )
         assert not world.role_may(role, "s3:GetObject", f"{objects}/models/{pool}/pool/model.safetensors", TLS, bucket)
         assert world.role_may(role, "s3:ListBucket", objects, {**TLS, "s3:prefix": f"pools/{pool}/models/"}, bucket)
         assert not world.role_may(role, "s3:ListBucket", objects, {**TLS, "s3:prefix": "pools/"}, bucket)
@@ -467,7 +618,9 @@ def test_each_execution_role_reads_the_api_key_secret_and_no_other(world, models
         other = f"arn:aws:secretsmanager:{world.region}:{world.account}:secret:someone-elses-AbCdEf"
         assert not world.role_may(role, "secretsmanager:GetSecretValue", other, TLS)
         task_role = model_role(world, model, "TaskRole")
-        assert not world.role_may(task_role, "secretsmanager:GetSecretValue", world.arn(secret), TLS, secret), "the task itself gets the keys only through ECS"
+        assert not world.role_may(task_role, "secretsmanager:GetSecretValue", world.arn(secret), TLS, secret), (
+            "the task itself gets the keys only through ECS"
+        )
         key = world.resources[secret]["Properties"]["KmsKeyId"]["Fn::GetAtt"][0]
         through_secrets_manager = {"kms:ViaService": f"secretsmanager.{world.region}.amazonaws.com"}
         assert world.role_may(role, "kms:Decrypt", world.arn(key), through_secrets_manager, key), model

@@ -47,11 +47,27 @@ def test_target_tracking_on_requests_per_target_with_configured_cooldowns(env):
             # Either target group may be production: requests over healthy targets of both.
             metrics = tracking["CustomizedMetricSpecification"]["Metrics"]
             (expression,) = [m for m in metrics if "Expression" in m]
-            assert expression["ReturnData"] and expression["Expression"].startswith("IF((FILL(healthy_0, 0) + FILL(healthy_1, 0)) > 0")
-            stats = sorted((m["Id"], m["MetricStat"]["Metric"]["MetricName"], m["MetricStat"]["Stat"]) for m in metrics if "MetricStat" in m)
-            assert stats == [("healthy_0", "HealthyHostCount", "Average"), ("healthy_1", "HealthyHostCount", "Average"),
-                             ("requests_0", "RequestCount", "Sum"), ("requests_1", "RequestCount", "Sum")]
-            groups = {d["Value"]["Fn::GetAtt"][0] for m in metrics if "MetricStat" in m for d in m["MetricStat"]["Metric"]["Dimensions"] if d["Name"] == "TargetGroup"}
+            assert expression["ReturnData"] and expression["Expression"].startswith(
+                "IF((FILL(healthy_0, 0) + FILL(healthy_1, 0)) > 0"
+            )
+            stats = sorted(
+                (m["Id"], m["MetricStat"]["Metric"]["MetricName"], m["MetricStat"]["Stat"])
+                for m in metrics
+                if "MetricStat" in m
+            )
+            assert stats == [
+                ("healthy_0", "HealthyHostCount", "Average"),
+                ("healthy_1", "HealthyHostCount", "Average"),
+                ("requests_0", "RequestCount", "Sum"),
+                ("requests_1", "RequestCount", "Sum"),
+            ]
+            groups = {
+                d["Value"]["Fn::GetAtt"][0]
+                for m in metrics
+                if "MetricStat" in m
+                for d in m["MetricStat"]["Metric"]["Dimensions"]
+                if d["Name"] == "TargetGroup"
+            }
             assert len(groups) == 2
         else:
             assert tracking["PredefinedMetricSpecification"]["PredefinedMetricType"] == "ALBRequestCountPerTarget"
@@ -69,9 +85,20 @@ def test_vllm_tracks_running_requests_per_task_not_requests_per_target(env):
         (policy,) = policies_of(template, targets[logical(model.name)][0], "TargetTrackingScaling")
         tracking = policy["TargetTrackingScalingPolicyConfiguration"]
         metric = tracking["CustomizedMetricSpecification"]
-        assert (metric["Namespace"], metric["MetricName"], metric["Statistic"]) == ("GpuInference", "vllm_num_requests_running", "Average")
-        assert {d["Name"]: d["Value"] for d in metric["Dimensions"]} == {"Environment": config.name, "ModelName": model.name}
-        assert tracking["TargetValue"] == config.server_config(model).vllm.running_target == (config.server_config(model).vllm.max_num_seqs * 3) // 4
+        assert (metric["Namespace"], metric["MetricName"], metric["Statistic"]) == (
+            "GpuInference",
+            "vllm_num_requests_running",
+            "Average",
+        )
+        assert {d["Name"]: d["Value"] for d in metric["Dimensions"]} == {
+            "Environment": config.name,
+            "ModelName": model.name,
+        }
+        assert (
+            tracking["TargetValue"]
+            == config.server_config(model).vllm.running_target
+            == (config.server_config(model).vllm.max_num_seqs * 3) // 4
+        )
         assert (tracking["ScaleOutCooldown"], tracking["ScaleInCooldown"]) == (
             model.scaling.scale_out_cooldown_seconds,
             model.scaling.scale_in_cooldown_seconds,
@@ -103,10 +130,20 @@ def test_step_scaling_only_adds_tasks_on_latency_gpu_queue_and_cpu_with_growing_
         gpu = [] if model.gpu_share is not None else ["GpuUtilization"]
         assert sorted(steps) == sorted(["CpuAndQueueGrowing", *gpu, "LatencyP95", "QueueBacklog"])
         # +2 at twice the threshold only where the metric can get there (a percentage, an indicator of 0 or 1 cannot).
-        expected = {"LatencyP95": [1, 2], "QueueBacklog": [1, 2], "CpuAndQueueGrowing": [1], "GpuUtilization": [1, 2] if config.server_config(model).bundled.scaling.gpu_utilization_percent * 2 < 100 else [1]}
+        expected = {
+            "LatencyP95": [1, 2],
+            "QueueBacklog": [1, 2],
+            "CpuAndQueueGrowing": [1],
+            "GpuUtilization": [1, 2]
+            if config.server_config(model).bundled.scaling.gpu_utilization_percent * 2 < 100
+            else [1],
+        }
         for name, (_logical_id, policy) in steps.items():
             adjustments = [s["ScalingAdjustment"] for s in policy["StepScalingPolicyConfiguration"]["StepAdjustments"]]
-            assert adjustments == expected[name] and policy["StepScalingPolicyConfiguration"]["Cooldown"] == model.scaling.scale_out_cooldown_seconds
+            assert (
+                adjustments == expected[name]
+                and policy["StepScalingPolicyConfiguration"]["Cooldown"] == model.scaling.scale_out_cooldown_seconds
+            )
 
         latency = step_alarm(template, steps["LatencyP95"][0])
         assert {stat[1:] for stat in metric_stats(latency)} == {("TargetResponseTime", "p95")}
@@ -114,12 +151,20 @@ def test_step_scaling_only_adds_tasks_on_latency_gpu_queue_and_cpu_with_growing_
         if model.gpu_share is None:
             gpu_alarm = step_alarm(template, steps["GpuUtilization"][0])
             namespace, name, _, dimensions, _ = single_metric(gpu_alarm)
-            assert (namespace, name, gpu_alarm["Threshold"]) == ("GpuInference", "GpuUtilization", config.server_config(model).bundled.scaling.gpu_utilization_percent)
+            assert (namespace, name, gpu_alarm["Threshold"]) == (
+                "GpuInference",
+                "GpuUtilization",
+                config.server_config(model).bundled.scaling.gpu_utilization_percent,
+            )
             assert {d["Name"]: d["Value"] for d in dimensions} == {"Environment": config.name, "ModelName": model.name}
         queue = step_alarm(template, steps["QueueBacklog"][0])
         namespace, name, statistic, dimensions, period = single_metric(queue)
-        assert (namespace, name, statistic, queue["Threshold"]) == ("GpuInference", "QueueDepth", "Maximum",
-                                                                   config.server_config(model).bundled.scaling.queue_depth_scale_out)
+        assert (namespace, name, statistic, queue["Threshold"]) == (
+            "GpuInference",
+            "QueueDepth",
+            "Maximum",
+            config.server_config(model).bundled.scaling.queue_depth_scale_out,
+        )
         # Seconds, not minutes: a 10 s period needs the metric stored at 1-second resolution (the server's EMF
         # StorageResolution 1, tests/server/front/test_api.py); 3 of 3 datapoints.
         assert (period, queue["EvaluationPeriods"], queue["DatapointsToAlarm"]) == (10, 3, 3)
@@ -143,13 +188,20 @@ def test_vllm_adds_tasks_on_latency_waiting_requests_and_kv_cache(env):
         for name, (_logical_id, policy) in steps.items():
             adjustments = [s["ScalingAdjustment"] for s in policy["StepScalingPolicyConfiguration"]["StepAdjustments"]]
             # KV-cache use is a fraction: no +2 step at twice 0.9 (tests below: every step is reachable).
-            assert adjustments == ([1] if name == "ScaleOutvllmkvcacheusageperc" and config.server_config(model).vllm.kv_cache_scale_out_percent >= 50 else [1, 2])
+            assert adjustments == (
+                [1]
+                if name == "ScaleOutvllmkvcacheusageperc"
+                and config.server_config(model).vllm.kv_cache_scale_out_percent >= 50
+                else [1, 2]
+            )
         waiting = step_alarm(template, steps["ScaleOutvllmnumrequestswaiting"][0])
         assert single_metric(waiting)[:3] == ("GpuInference", "vllm_num_requests_waiting", "Maximum")
         assert waiting["Threshold"] == config.server_config(model).vllm.waiting_requests_scale_out
         kv_cache = step_alarm(template, steps["ScaleOutvllmkvcacheusageperc"][0])
         assert single_metric(kv_cache)[:3] == ("GpuInference", "vllm_kv_cache_usage_perc", "Maximum")
-        assert kv_cache["Threshold"] == config.server_config(model).vllm.kv_cache_scale_out_percent / 100, "vLLM reports KV-cache use as a fraction"
+        assert kv_cache["Threshold"] == config.server_config(model).vllm.kv_cache_scale_out_percent / 100, (
+            "vLLM reports KV-cache use as a fraction"
+        )
         latency = step_alarm(template, steps["LatencyP95"][0])
         assert '"MetricName": "TargetResponseTime"' in json.dumps(latency) and '"p95"' in json.dumps(latency)
         assert latency["Threshold"] == model.scaling.latency_p95_ms / 1000
@@ -160,7 +212,10 @@ def test_cpu_and_growing_queue_is_one_metric_math_alarm(env):
     for model in [m for m in config.models if config.server_config(m).vllm is None]:
         alarm = step_alarm(template, step_policies(template, model.name)["CpuAndQueueGrowing"][0])
         expression = next(m for m in alarm["Metrics"] if "Expression" in m)["Expression"]
-        assert expression == f"IF(cpu > {config.server_config(model).bundled.scaling.cpu_percent} AND DIFF(queue) > 0, 1, 0)"
+        assert (
+            expression
+            == f"IF(cpu > {config.server_config(model).bundled.scaling.cpu_percent} AND DIFF(queue) > 0, 1, 0)"
+        )
         named = {m["Id"]: m["MetricStat"]["Metric"]["MetricName"] for m in alarm["Metrics"] if "MetricStat" in m}
         assert named == {"cpu": "CPUUtilization", "queue": "QueueDepth"}
         assert alarm["EvaluationPeriods"] == 3, "a short CPU spike alone does not scale"
@@ -208,7 +263,13 @@ def test_predictive_scaling_sits_on_each_service_target(env):
         assert [q["Expression"] for q in load if q.get("ReturnData")] == ["FILL(requests_0, 0) + FILL(requests_1, 0)"]
         assert [q["Id"] for q in scaling if q.get("ReturnData")] == ["requests_per_target"]
         for queries in (load, scaling):
-            groups = {d["Value"]["Fn::GetAtt"][0] for q in queries if "MetricStat" in q for d in q["MetricStat"]["Metric"]["Dimensions"] if d["Name"] == "TargetGroup"}
+            groups = {
+                d["Value"]["Fn::GetAtt"][0]
+                for q in queries
+                if "MetricStat" in q
+                for d in q["MetricStat"]["Metric"]["Dimensions"]
+                if d["Name"] == "TargetGroup"
+            }
             assert len(groups) == 2
 
 
@@ -236,19 +297,32 @@ def test_group_schedules_raise_only_the_minimum(env):
 
 # The most each step-scaled metric can be: vLLM's KV-cache use is a fraction, GPU utilisation a percentage, and
 # "CPU high and queue growing" an IF(...) of 1 or 0. Latency and waiting requests have no ceiling.
-STEP_METRIC_MAXIMUM = {"kvcacheusageperc": 1, "GpuUtilization": 100, "CpuAndQueueGrowing": 1, "LatencyP95": None, "numrequestswaiting": None,
-                       "QueueBacklog": None}  # the queue's bound is each model's max_queue_size (well above 2 x 16)
+STEP_METRIC_MAXIMUM = {
+    "kvcacheusageperc": 1,
+    "GpuUtilization": 100,
+    "CpuAndQueueGrowing": 1,
+    "LatencyP95": None,
+    "numrequestswaiting": None,
+    "QueueBacklog": None,
+}  # the queue's bound is each model's max_queue_size (well above 2 x 16)
 
 
 def unreachable_steps(template: dict) -> list[str]:
     """Step adjustments whose lower bound (alarm threshold + MetricIntervalLowerBound) the metric can never reach."""
     resources = template["Resources"]
-    thresholds = {action["Ref"]: alarm["Properties"]["Threshold"] for alarm in resources.values()
-                  if alarm["Type"] == "AWS::CloudWatch::Alarm" for action in alarm["Properties"].get("AlarmActions", [])
-                  if isinstance(action, dict) and "Ref" in action}
+    thresholds = {
+        action["Ref"]: alarm["Properties"]["Threshold"]
+        for alarm in resources.values()
+        if alarm["Type"] == "AWS::CloudWatch::Alarm"
+        for action in alarm["Properties"].get("AlarmActions", [])
+        if isinstance(action, dict) and "Ref" in action
+    }
     found = []
     for logical_id, policy in resources.items():
-        if policy["Type"] != "AWS::ApplicationAutoScaling::ScalingPolicy" or policy["Properties"].get("PolicyType") != "StepScaling":
+        if (
+            policy["Type"] != "AWS::ApplicationAutoScaling::ScalingPolicy"
+            or policy["Properties"].get("PolicyType") != "StepScaling"
+        ):
             continue
         (kind,) = [k for k in STEP_METRIC_MAXIMUM if k in logical_id]  # every step policy's metric is classified
         maximum = STEP_METRIC_MAXIMUM[kind]
@@ -263,18 +337,33 @@ def test_every_scale_out_step_is_reachable_by_its_metric(env):
     """The KV-cache policy had a +2 step at 1.8 of a 0-1 metric; GPU utilisation one at 170 %."""
     config, template = env
     merged = template.to_json()
-    assert sum(1 for r in merged["Resources"].values() if r["Properties"].get("PolicyType") == "StepScaling") >= 2 * len(config.models)
+    assert sum(
+        1 for r in merged["Resources"].values() if r["Properties"].get("PolicyType") == "StepScaling"
+    ) >= 2 * len(config.models)
     assert unreachable_steps(merged) == []
 
 
 def test_the_walk_finds_a_planted_unreachable_step():
-    template = {"Resources": {
-        "Alarm": {"Type": "AWS::CloudWatch::Alarm", "Properties": {"Threshold": 0.9, "AlarmActions": [{"Ref": "ScaleOutvllmkvcacheusagepercPolicy"}]}},
-        "ScaleOutvllmkvcacheusagepercPolicy": {"Type": "AWS::ApplicationAutoScaling::ScalingPolicy", "Properties": {
-            "PolicyType": "StepScaling", "StepScalingPolicyConfiguration": {"StepAdjustments": [
-                {"MetricIntervalLowerBound": 0, "MetricIntervalUpperBound": 0.9, "ScalingAdjustment": 1},
-                {"MetricIntervalLowerBound": 0.9, "ScalingAdjustment": 2}]}}},
-    }}
+    template = {
+        "Resources": {
+            "Alarm": {
+                "Type": "AWS::CloudWatch::Alarm",
+                "Properties": {"Threshold": 0.9, "AlarmActions": [{"Ref": "ScaleOutvllmkvcacheusagepercPolicy"}]},
+            },
+            "ScaleOutvllmkvcacheusagepercPolicy": {
+                "Type": "AWS::ApplicationAutoScaling::ScalingPolicy",
+                "Properties": {
+                    "PolicyType": "StepScaling",
+                    "StepScalingPolicyConfiguration": {
+                        "StepAdjustments": [
+                            {"MetricIntervalLowerBound": 0, "MetricIntervalUpperBound": 0.9, "ScalingAdjustment": 1},
+                            {"MetricIntervalLowerBound": 0.9, "ScalingAdjustment": 2},
+                        ]
+                    },
+                },
+            },
+        }
+    }
     assert unreachable_steps(template) == ["ScaleOutvllmkvcacheusagepercPolicy: +2 at 1.8 > 1"]
 
 
@@ -288,7 +377,12 @@ def forecast_capacity(spec: dict, requests_per_minute: float, healthy_targets: i
     from tests.metric_math import evaluate
 
     per_period = requests_per_minute * period / 60
-    values = {"requests_0": per_period * 0.7, "requests_1": per_period * 0.3, "healthy_0": healthy_targets, "healthy_1": 0}
+    values = {
+        "requests_0": per_period * 0.7,
+        "requests_1": per_period * 0.3,
+        "healthy_0": healthy_targets,
+        "healthy_1": 0,
+    }
     queries = spec["CustomizedScalingMetricSpecification"]["MetricDataQueries"]
     (scaling,) = [q["Expression"] for q in queries if q.get("ReturnData")]
     periods = {q["Id"]: period for q in queries if "MetricStat" in q}
@@ -301,10 +395,18 @@ def forecast_capacity(spec: dict, requests_per_minute: float, healthy_targets: i
 def prod_two_group_predictive_spec(synthesized) -> tuple[str, dict]:
     """prod's predictive mode and the metric specification of a model deployed by a canary (two target groups)."""
     template = synthesized.inference_template("prod")
-    policies = [r["Properties"]["PredictiveScalingPolicyConfiguration"] for r in template["Resources"].values()
-                if r["Type"] == "AWS::ApplicationAutoScaling::ScalingPolicy" and r["Properties"]["PolicyType"] == "PredictiveScaling"]
-    specs = [(policy["Mode"], spec) for policy in policies for spec in policy["MetricSpecifications"]
-             if "CustomizedScalingMetricSpecification" in spec]
+    policies = [
+        r["Properties"]["PredictiveScalingPolicyConfiguration"]
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::ApplicationAutoScaling::ScalingPolicy"
+        and r["Properties"]["PolicyType"] == "PredictiveScaling"
+    ]
+    specs = [
+        (policy["Mode"], spec)
+        for policy in policies
+        for spec in policy["MetricSpecifications"]
+        if "CustomizedScalingMetricSpecification" in spec
+    ]
     assert specs, "prod has a model deployed by a canary"
     return specs[0]
 

@@ -20,7 +20,12 @@ from tests.infra.conftest import ENVIRONMENTS
 START = datetime(2026, 12, 7, tzinfo=UTC)  # a Monday
 WEEK_MINUTES = 7 * 24 * 60
 DAY_NAMES = {name: number for number, name in enumerate(["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"])}
-MONTH_NAMES = {name: number for number, name in enumerate(["JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"], start=1)}
+MONTH_NAMES = {
+    name: number
+    for number, name in enumerate(
+        ["JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"], start=1
+    )
+}
 
 
 def field_matches(field: str, value: int, names: dict, low: int, high: int) -> bool:
@@ -95,12 +100,22 @@ def service_targets(template: dict) -> dict[str, tuple[tuple[int, int], list[Act
 def group_schedule(template: dict, prefix: str = "GpuCapacityAutoScalingGroup") -> tuple[tuple[int, int], list[Action]]:
     """The (min, max) and scheduled actions of the GPU group whose logical ID starts with ``prefix``
     (the environment's ``capacity``; a capacity group's is ``GpuCapacity<group>AutoScalingGroup``)."""
-    (group_id,) = [k for k, r in template["Resources"].items() if r["Type"] == "AWS::AutoScaling::AutoScalingGroup" and k.startswith(prefix)]
+    (group_id,) = [
+        k
+        for k, r in template["Resources"].items()
+        if r["Type"] == "AWS::AutoScaling::AutoScalingGroup" and k.startswith(prefix)
+    ]
     group = template["Resources"][group_id]
     actions = [
-        Action(r["Properties"]["Recurrence"], ZoneInfo(r["Properties"].get("TimeZone", "UTC")), r["Properties"].get("MinSize"), r["Properties"].get("MaxSize"))
+        Action(
+            r["Properties"]["Recurrence"],
+            ZoneInfo(r["Properties"].get("TimeZone", "UTC")),
+            r["Properties"].get("MinSize"),
+            r["Properties"].get("MaxSize"),
+        )
         for r in template["Resources"].values()
-        if r["Type"] == "AWS::AutoScaling::ScheduledAction" and r["Properties"]["AutoScalingGroupName"] == {"Ref": group_id}
+        if r["Type"] == "AWS::AutoScaling::ScheduledAction"
+        and r["Properties"]["AutoScalingGroupName"] == {"Ref": group_id}
     ]
     return (int(group["Properties"]["MinSize"]), int(group["Properties"]["MaxSize"])), actions
 
@@ -127,7 +142,9 @@ def test_the_cron_reader_knows_both_week_numberings():
     assert cron_matches("0 7 ? * MON-FRI *", monday_7) and cron_matches("0 7 ? * 2-6 *", monday_7)
     assert cron_matches("0 7 * * MON-FRI", monday_7) and cron_matches("0 7 * * 1-5", monday_7)
     assert not cron_matches("0 7 ? * MON-FRI *", datetime(2026, 12, 12, 7, 0))  # a Saturday
-    assert cron_matches("0/15 * ? * * *", datetime(2026, 12, 12, 7, 45)) and not cron_matches("0/15 * ? * * *", datetime(2026, 12, 12, 7, 50))
+    assert cron_matches("0/15 * ? * * *", datetime(2026, 12, 12, 7, 45)) and not cron_matches(
+        "0/15 * ? * * *", datetime(2026, 12, 12, 7, 50)
+    )
 
 
 def test_no_service_is_ever_left_where_no_signal_can_bring_it_back(environment):
@@ -135,8 +152,14 @@ def test_no_service_is_ever_left_where_no_signal_can_bring_it_back(environment):
     targets = service_targets(template)
     assert len(targets) == len(config.models)
     for target, (initial, actions) in targets.items():
-        stranded = [(START + timedelta(minutes=m)).isoformat() for m, low, high in simulate(initial, actions) if low < 1 and high > 0]
-        assert stranded == [], f"{target}: at 0 tasks with room to serve, from {stranded[:1]} ({len(stranded)} minutes a fortnight)"
+        stranded = [
+            (START + timedelta(minutes=m)).isoformat()
+            for m, low, high in simulate(initial, actions)
+            if low < 1 and high > 0
+        ]
+        assert stranded == [], (
+            f"{target}: at 0 tasks with room to serve, from {stranded[:1]} ({len(stranded)} minutes a fortnight)"
+        )
 
 
 def test_every_off_period_ends_and_the_service_serves_on_weekday_afternoons(environment):
@@ -149,7 +172,9 @@ def test_every_off_period_ends_and_the_service_serves_on_weekday_afternoons(envi
         for _, _, high in second_week + second_week:  # twice round, so an off period across the week's end counts whole
             current = current + 1 if high == 0 else 0
             longest = max(longest, current)
-        assert longest <= 3 * 24 * 60, f"{target} stays off for {longest} minutes at a stretch: an off period that does not end"
+        assert longest <= 3 * 24 * 60, (
+            f"{target} stays off for {longest} minutes at a stretch: an off period that does not end"
+        )
         for day in range(5):  # Monday to Friday, 14:00 UTC (afternoon in Europe, morning in America)
             minute = WEEK_MINUTES + day * 24 * 60 + 14 * 60
             assert second_week[minute - WEEK_MINUTES][1] >= 1, f"{target} is not serving on weekday {day} at 14:00 UTC"
@@ -172,12 +197,24 @@ def test_the_gpu_group_holds_every_services_floor_all_week(environment):
         logical = group.replace("-", "")
         models = [m for m in config.models if placement.get(m.name, "") == group]
         prefixes = tuple(f"Model{m.name.replace('-', '')}Service" for m in models)
-        placed = [(target, m.gpus) for m in models for target in [targets[k] for k in targets if k.startswith(f"Model{m.name.replace('-', '')}Service")]]
-        assert len(placed) == len(models) and all(k.startswith(prefixes) for k in targets if any(k.startswith(p) for p in prefixes))
+        placed = [
+            (target, m.gpus)
+            for m in models
+            for target in [targets[k] for k in targets if k.startswith(f"Model{m.name.replace('-', '')}Service")]
+        ]
+        assert len(placed) == len(models) and all(
+            k.startswith(prefixes) for k in targets if any(k.startswith(p) for p in prefixes)
+        )
         group_initial, group_actions = group_schedule(template, f"GpuCapacity{logical}AutoScalingGroup")
         service_runs = [list(simulate(initial, actions)) for (initial, actions), _ in placed]
         gpus_per_instance = config.group_capacity(group).smallest_instance_type().gpus
-        for (minute, group_min, group_max), *services in zip(simulate(group_initial, group_actions), *service_runs, strict=False):
-            floor = sum(low * gpus for (_, low, _), (_, gpus) in zip(services, placed, strict=False))  # a 4-GPU task takes four GPUs
+        for (minute, group_min, group_max), *services in zip(
+            simulate(group_initial, group_actions), *service_runs, strict=False
+        ):
+            floor = sum(
+                low * gpus for (_, low, _), (_, gpus) in zip(services, placed, strict=False)
+            )  # a 4-GPU task takes four GPUs
             assert group_min <= group_max, minute
-            assert floor <= group_max * gpus_per_instance, f"at minute {minute} the services' floor of {floor} GPUs exceeds the group's {group_max} x {gpus_per_instance} GPUs"
+            assert floor <= group_max * gpus_per_instance, (
+                f"at minute {minute} the services' floor of {floor} GPUs exceeds the group's {group_max} x {gpus_per_instance} GPUs"
+            )

@@ -84,8 +84,16 @@ def test_an_empty_command_is_missing_too():
         ({"readiness_path": "health"}, "server.readiness_path", "absolute URL path"),
         ({"shared_memory_mib": 32}, "server.shared_memory_mib", "out of range"),
         ({"tmpfs_mib": {"/scratch/x": 10}}, "server.tmpfs_mib[/scratch/x]", "outside the scratch volume"),
-        ({"environment": {"KEYS": "x"}, "api_keys_variable": "KEYS"}, "server.api_keys_variable", "also set as plain environment"),
-        ({"environment": {"CACHE": "s3://x/"}, "compile_cache_variable": "CACHE"}, "server.compile_cache_variable", "also set as plain environment"),
+        (
+            {"environment": {"KEYS": "x"}, "api_keys_variable": "KEYS"},
+            "server.api_keys_variable",
+            "also set as plain environment",
+        ),
+        (
+            {"environment": {"CACHE": "s3://x/"}, "compile_cache_variable": "CACHE"},
+            "server.compile_cache_variable",
+            "also set as plain environment",
+        ),
         ({"compile_cache_variable": "cache-uri"}, "server.compile_cache_variable", "not an environment variable name"),
         ({"public_paths": ("v1/*",)}, "server.public_paths", "absolute URL path pattern"),
         ({"public_paths": tuple(f"/p{i}/*" for i in range(6))}, "server.public_paths", "at most 5"),
@@ -125,9 +133,12 @@ def stack_with_placement(region: str = "us-east-1") -> tuple[cdk.Stack, dict[str
 
 
 def placement_parts(stack: cdk.Stack) -> dict[str, Any]:
-    vpc = ec2.Vpc.from_vpc_attributes(stack, "Vpc", vpc_id="vpc-1", availability_zones=["us-east-1a"], private_subnet_ids=["subnet-1"])
+    vpc = ec2.Vpc.from_vpc_attributes(
+        stack, "Vpc", vpc_id="vpc-1", availability_zones=["us-east-1a"], private_subnet_ids=["subnet-1"]
+    )
     listener = elbv2.ApplicationListener.from_application_listener_attributes(
-        stack, "Listener",
+        stack,
+        "Listener",
         listener_arn="arn:aws:elasticloadbalancing:us-east-1:123456789012:listener/app/lb/0123456789abcdef/0123456789abcdef",
         security_group=ec2.SecurityGroup.from_security_group_id(stack, "Sg", "sg-1"),
     )
@@ -135,7 +146,11 @@ def placement_parts(stack: cdk.Stack) -> dict[str, Any]:
     return dict(
         model_source=ModelBucket(s3.Bucket.from_bucket_name(stack, "Bucket", "models-bucket")),
         route=ListenerRoute(listener, 10),
-        logs=ServiceLogs(kms.Key.from_key_arn(stack, "Key", "arn:aws:kms:us-east-1:123456789012:key/11111111-2222-4333-8444-555555555555")),
+        logs=ServiceLogs(
+            kms.Key.from_key_arn(
+                stack, "Key", "arn:aws:kms:us-east-1:123456789012:key/11111111-2222-4333-8444-555555555555"
+            )
+        ),
         environment_name="test",
     )
 
@@ -153,16 +168,32 @@ def at_priority(parts: dict[str, Any], priority: int) -> dict[str, Any]:
 @pytest.mark.parametrize(
     "model, instance_type, key, message",
     [
-        (ModelProps(name="big", version="1", cpu=40000), "g5.xlarge", "models[big].cpu", "40064 CPU units does not fit on g5.xlarge"),
-        (ModelProps(name="big", version="1", memory_mib=16384), "g5.xlarge", "models[big].memory_mib", "16512 MiB does not fit on g5.xlarge"),
-        (ModelProps(name="llm", version="1", gpus=4, cpu=3072, memory_mib=12288), "g5.2xlarge",
-         "models[llm].gpus", "4 GPUs per task do not fit on g5.2xlarge (1 GPU)"),
+        (
+            ModelProps(name="big", version="1", cpu=40000),
+            "g5.xlarge",
+            "models[big].cpu",
+            "40064 CPU units does not fit on g5.xlarge",
+        ),
+        (
+            ModelProps(name="big", version="1", memory_mib=16384),
+            "g5.xlarge",
+            "models[big].memory_mib",
+            "16512 MiB does not fit on g5.xlarge",
+        ),
+        (
+            ModelProps(name="llm", version="1", gpus=4, cpu=3072, memory_mib=12288),
+            "g5.2xlarge",
+            "models[llm].gpus",
+            "4 GPUs per task do not fit on g5.2xlarge (1 GPU)",
+        ),
     ],
 )
 def test_a_task_that_does_not_fit_fails_in_the_construct_itself(model, instance_type, key, message):
     """ModelProps(cpu=40000) used to pass construction: only the app's config loader checked the fit."""
     stack, parts = stack_with_placement()
-    server = VllmServer(VllmProps(shared_memory_mib=4096), image=IMAGE) if model.gpus > 1 else BundledServer(image=IMAGE)
+    server = (
+        VllmServer(VllmProps(shared_memory_mib=4096), image=IMAGE) if model.gpus > 1 else BundledServer(image=IMAGE)
+    )
     with pytest.raises(ConfigError) as error:
         ModelService(stack, "M", model=model, server=server, capacity=on_cluster(stack, instance_type), **parts)
     assert error.value.key == key and message in error.value.detail
@@ -174,14 +205,16 @@ def test_the_fit_check_counts_the_sidecars():
     limit = int(192 * 1024 * 0.90)
     model = ModelProps(name="llm", version="1", gpus=4, cpu=45056, memory_mib=limit)
     with pytest.raises(ConfigError, match=rf"memory_mib: {limit + 768} MiB .*g5\.12xlarge"):
-        ModelService(stack, "M", model=model, server=VllmServer(image=IMAGE), capacity=on_cluster(stack, "g5.12xlarge"),
-                     **parts)
+        ModelService(
+            stack, "M", model=model, server=VllmServer(image=IMAGE), capacity=on_cluster(stack, "g5.12xlarge"), **parts
+        )
 
 
 def test_without_a_server_the_model_runs_on_the_bundled_server_and_a_misplaced_image_is_named():
     stack, parts = stack_with_placement()
-    service = ModelService(stack, "M", model=ModelProps(name="mm", version="1"), capacity=on_cluster(stack, "g5.xlarge"),
-                           **parts)
+    service = ModelService(
+        stack, "M", model=ModelProps(name="mm", version="1"), capacity=on_cluster(stack, "g5.xlarge"), **parts
+    )
     assert service.contract.name == "bundled" and service.contract.command == ("python", "-m", "inference_server")
     with pytest.raises(ConfigError, match=r"server.props.*pass an image as image="):
         BundledServer(IMAGE)  # pyright: ignore[reportArgumentType]  # deliberately misplaced image: the refusal is under test
@@ -192,12 +225,24 @@ def test_without_a_server_the_model_runs_on_the_bundled_server_and_a_misplaced_i
 def test_the_bundled_server_takes_one_gpu_and_vllm_needs_an_image():
     stack, parts = stack_with_placement()
     with pytest.raises(ConfigError, match="one GPU per task"):
-        ModelService(stack, "A", model=ModelProps(name="aa", version="1", gpus=4), server=BundledServer(image=IMAGE),
-                     capacity=on_cluster(stack, "g5.12xlarge"), **parts)
+        ModelService(
+            stack,
+            "A",
+            model=ModelProps(name="aa", version="1", gpus=4),
+            server=BundledServer(image=IMAGE),
+            capacity=on_cluster(stack, "g5.12xlarge"),
+            **parts,
+        )
     stack, parts = stack_with_placement()
     with pytest.raises(ConfigError, match=r"vllm.image: is missing"):
-        ModelService(stack, "B", model=ModelProps(name="bb", version="1", gpus=1), server=VllmServer(),
-                     capacity=on_cluster(stack, "g5.xlarge"), **parts)
+        ModelService(
+            stack,
+            "B",
+            model=ModelProps(name="bb", version="1", gpus=1),
+            server=VllmServer(),
+            capacity=on_cluster(stack, "g5.xlarge"),
+            **parts,
+        )
 
 
 def test_the_bundled_servers_stop_timing_is_read_from_the_server_itself():
@@ -205,29 +250,52 @@ def test_the_bundled_servers_stop_timing_is_read_from_the_server_itself():
     stack, parts = stack_with_placement()
     timing = gpu_inference_constructs.ServiceTimingProps(stop_timeout_seconds=80)
     server = BundledServer(BundledServerProps(drain_seconds=60, request_timeout_seconds=12), image=IMAGE)
-    service = ModelService(stack, "M", model=ModelProps(name="mm", version="1"), server=server,
-                           capacity=on_cluster(stack, "g5.xlarge"), timing=timing, **parts)
+    service = ModelService(
+        stack,
+        "M",
+        model=ModelProps(name="mm", version="1"),
+        server=server,
+        capacity=on_cluster(stack, "g5.xlarge"),
+        timing=timing,
+        **parts,
+    )
     assert service.contract.stop == StopTiming(drain_seconds=60, exit_seconds=15, longest_request_seconds=12)
-    assert service.contract.environment["DRAIN_TIMEOUT_S"] == "60" and service.contract.environment["REQUEST_TIMEOUT_S"] == "12"
+    assert (
+        service.contract.environment["DRAIN_TIMEOUT_S"] == "60"
+        and service.contract.environment["REQUEST_TIMEOUT_S"] == "12"
+    )
 
 
 @pytest.mark.parametrize("preset", [vllm_stop(), tgi_stop(), triton_stop(), bundled_stop()])
 def test_each_preset_fits_the_default_timing(preset):
     timing = gpu_inference_constructs.ServiceTimingProps()
-    deregistration_delay, stop_timeout = preset.task_timing(timing.deregistration_delay_seconds, timing.stop_timeout_seconds)
+    deregistration_delay, stop_timeout = preset.task_timing(
+        timing.deregistration_delay_seconds, timing.stop_timeout_seconds
+    )
     preset.check_fits(stop_timeout_seconds=stop_timeout, deregistration_delay_seconds=deregistration_delay)
 
 
 @pytest.mark.parametrize(
     "stop, timing, key, message",
     [
-        (StopTiming(drain_seconds=75, exit_seconds=15), dict(stop_timeout_seconds=85), "timing.stop_timeout_seconds",
-         "raise stop_timeout_seconds to 90"),
-        (StopTiming(drain_seconds=95, exit_seconds=15), dict(stop_timeout_seconds=90), "timing.deregistration_delay_seconds",
-         "shorten the delay or the server's drain"),
-        (StopTiming(drain_seconds=0, exit_seconds=20, longest_request_seconds=45),
-         dict(deregistration_delay_seconds=30, stop_timeout_seconds=80),
-         "timing.deregistration_delay_seconds", "raise deregistration_delay_seconds to 45"),
+        (
+            StopTiming(drain_seconds=75, exit_seconds=15),
+            dict(stop_timeout_seconds=85),
+            "timing.stop_timeout_seconds",
+            "raise stop_timeout_seconds to 90",
+        ),
+        (
+            StopTiming(drain_seconds=95, exit_seconds=15),
+            dict(stop_timeout_seconds=90),
+            "timing.deregistration_delay_seconds",
+            "shorten the delay or the server's drain",
+        ),
+        (
+            StopTiming(drain_seconds=0, exit_seconds=20, longest_request_seconds=45),
+            dict(deregistration_delay_seconds=30, stop_timeout_seconds=80),
+            "timing.deregistration_delay_seconds",
+            "raise deregistration_delay_seconds to 45",
+        ),
     ],
 )
 def test_a_server_that_needs_more_time_than_the_task_gives_fails_at_construction(stop, timing, key, message):
@@ -235,9 +303,15 @@ def test_a_server_that_needs_more_time_than_the_task_gives_fails_at_construction
     configuration error: the contract's stop timing against the task's stopTimeout and deregistration delay."""
     stack, parts = stack_with_placement()
     with pytest.raises(ConfigError) as error:
-        ModelService(stack, "M", model=ModelProps(name="mm", version="1"), server=complete(stop=stop),
-                     capacity=on_cluster(stack, "g5.xlarge"), timing=gpu_inference_constructs.ServiceTimingProps(**timing),
-                     **parts)
+        ModelService(
+            stack,
+            "M",
+            model=ModelProps(name="mm", version="1"),
+            server=complete(stop=stop),
+            capacity=on_cluster(stack, "g5.xlarge"),
+            timing=gpu_inference_constructs.ServiceTimingProps(**timing),
+            **parts,
+        )
     assert error.value.key == key and message in error.value.detail and "(models[mm])" in error.value.detail
 
 
@@ -252,20 +326,35 @@ def test_vllm_drains_in_flight_generations_within_the_spot_notice():
     for longest in (80, 60, 90):
         stack, parts = stack_with_placement()
         model = ModelProps(name="llm", version="1", gpus=4, cpu=45056, memory_mib=163840)
-        service = ModelService(stack, "M", model=model,
-                               server=VllmServer(VllmProps(longest_request_seconds=longest), image=IMAGE),
-                               capacity=on_cluster(stack, "g5.12xlarge"), **parts)
+        service = ModelService(
+            stack,
+            "M",
+            model=model,
+            server=VllmServer(VllmProps(longest_request_seconds=longest), image=IMAGE),
+            capacity=on_cluster(stack, "g5.12xlarge"),
+            **parts,
+        )
         template = Template.from_stack(stack)
         (task,) = template.find_resources("AWS::ECS::TaskDefinition").values()
         (server,) = [c for c in task["Properties"]["ContainerDefinitions"] if c["Name"] == "server"]
         command = server["Command"]
         drain = int(command[command.index("--shutdown-timeout") + 1])
         (group,) = template.find_resources("AWS::ElasticLoadBalancingV2::TargetGroup").values()
-        delay = int({a["Key"]: a["Value"] for a in group["Properties"]["TargetGroupAttributes"]}["deregistration_delay.timeout_seconds"])
+        delay = int(
+            {a["Key"]: a["Value"] for a in group["Properties"]["TargetGroupAttributes"]}[
+                "deregistration_delay.timeout_seconds"
+            ]
+        )
         assert delay >= longest, "the ALB lets a generation of the stated length finish before ECS sends SIGTERM"
         assert server["StopTimeout"] >= drain + VLLM_EXIT_SECONDS, "vLLM drains and exits before SIGKILL"
-        assert delay + server["StopTimeout"] <= SPOT_STOP_SECONDS, "all of it inside the Spot notice, after the agent sees it"
-        assert (delay, drain, server["StopTimeout"]) == (longest, SPOT_STOP_SECONDS - VLLM_EXIT_SECONDS - longest, SPOT_STOP_SECONDS - longest)
+        assert delay + server["StopTimeout"] <= SPOT_STOP_SECONDS, (
+            "all of it inside the Spot notice, after the agent sees it"
+        )
+        assert (delay, drain, server["StopTimeout"]) == (
+            longest,
+            SPOT_STOP_SECONDS - VLLM_EXIT_SECONDS - longest,
+            SPOT_STOP_SECONDS - longest,
+        )
         assert (service.deregistration_delay_seconds, service.stop_timeout_seconds) == (delay, server["StopTimeout"])
         assert service.contract.stop == vllm_stop(longest)
     assert drain == 0, "at 90 s the delay takes all the notice leaves: vLLM aborts at SIGTERM (its default)"
@@ -277,14 +366,27 @@ def test_the_environments_timing_still_applies_to_the_other_servers_of_the_envir
     config = synthesized.stages["staging"].config
     for model in config.models:
         template = synthesized.template("staging", f"Model-{model.name}")["Resources"]
-        delays = {int({a["Key"]: a["Value"] for a in r["Properties"]["TargetGroupAttributes"]}["deregistration_delay.timeout_seconds"])
-                  for r in template.values() if r["Type"] == "AWS::ElasticLoadBalancingV2::TargetGroup"}
+        delays = {
+            int(
+                {a["Key"]: a["Value"] for a in r["Properties"]["TargetGroupAttributes"]}[
+                    "deregistration_delay.timeout_seconds"
+                ]
+            )
+            for r in template.values()
+            if r["Type"] == "AWS::ElasticLoadBalancingV2::TargetGroup"
+        }
         (task,) = [r for r in template.values() if r["Type"] == "AWS::ECS::TaskDefinition"]
         (server,) = [c for c in task["Properties"]["ContainerDefinitions"] if c["Name"] == "server"]
         if config.server_config(model).vllm is None:
-            assert (delays, server["StopTimeout"]) == ({config.timing.deregistration_delay_seconds}, config.timing.stop_timeout_seconds)
+            assert (delays, server["StopTimeout"]) == (
+                {config.timing.deregistration_delay_seconds},
+                config.timing.stop_timeout_seconds,
+            )
         else:
-            assert (delays, server["StopTimeout"]) == ({80}, 30) and server["Command"][-3:-1] == ["--shutdown-timeout", "10"]
+            assert (delays, server["StopTimeout"]) == ({80}, 30) and server["Command"][-3:-1] == [
+                "--shutdown-timeout",
+                "10",
+            ]
 
 
 @pytest.mark.parametrize("longest", [0, 91])
@@ -309,18 +411,42 @@ def test_a_secret_needs_a_variable_in_the_contract():
     stack, parts = stack_with_placement()
     secret = secretsmanager.Secret.from_secret_name_v2(stack, "Keys", "keys")
     with pytest.raises(ConfigError, match="names no api_keys_variable"):
-        ModelService(stack, "M", model=ModelProps(name="mm", version="1"), server=complete(),
-                     capacity=on_cluster(stack, "g5.xlarge"), access=ServiceAccess(api_keys_secret=secret), **parts)
+        ModelService(
+            stack,
+            "M",
+            model=ModelProps(name="mm", version="1"),
+            server=complete(),
+            capacity=on_cluster(stack, "g5.xlarge"),
+            access=ServiceAccess(api_keys_secret=secret),
+            **parts,
+        )
 
 
 def test_a_server_that_serves_at_its_root_gets_the_prefix_stripped_and_ours_does_not():
     stack, parts = stack_with_placement()
-    ModelService(stack, "Root", model=ModelProps(name="root", version="1"), server=complete(),
-                 capacity=on_cluster(stack, "g5.xlarge"), **parts)
-    ModelService(stack, "Ours", model=ModelProps(name="ours", version="1"), server=BundledServer(image=IMAGE),
-                 capacity=on_cluster(stack, "g5.xlarge"), **at_priority(parts, 11))
-    rules = {r["Properties"]["Priority"]: r["Properties"] for r in Template.from_stack(stack).find_resources("AWS::ElasticLoadBalancingV2::ListenerRule").values()}
-    assert rules[10]["Transforms"] == [{"Type": "url-rewrite", "UrlRewriteConfig": {"Rewrites": [{"Regex": "^/root/(.*)$", "Replace": "/$1"}]}}]
+    ModelService(
+        stack,
+        "Root",
+        model=ModelProps(name="root", version="1"),
+        server=complete(),
+        capacity=on_cluster(stack, "g5.xlarge"),
+        **parts,
+    )
+    ModelService(
+        stack,
+        "Ours",
+        model=ModelProps(name="ours", version="1"),
+        server=BundledServer(image=IMAGE),
+        capacity=on_cluster(stack, "g5.xlarge"),
+        **at_priority(parts, 11),
+    )
+    rules = {
+        r["Properties"]["Priority"]: r["Properties"]
+        for r in Template.from_stack(stack).find_resources("AWS::ElasticLoadBalancingV2::ListenerRule").values()
+    }
+    assert rules[10]["Transforms"] == [
+        {"Type": "url-rewrite", "UrlRewriteConfig": {"Rewrites": [{"Regex": "^/root/(.*)$", "Replace": "/$1"}]}}
+    ]
     assert "Transforms" not in rules[11], "the bundled server serves under /<model>/ itself"
 
 
@@ -364,15 +490,20 @@ def public_signatures(obj, names: dict | None = None) -> dict[str, dict]:
         try:
             return typing.get_type_hints(function, globalns=namespace, localns=namespace)
         except NameError as error:
-            raise AssertionError(f"{function.__qualname__}: an annotation names something the library does not define ({error})") from None
+            raise AssertionError(
+                f"{function.__qualname__}: an annotation names something the library does not define ({error})"
+            ) from None
 
     if not isinstance(obj, type):
         return {obj.__name__: hints(obj)} if callable(obj) else {}
     found = {f"{obj.__name__} fields": hints(obj)} if dataclasses.is_dataclass(obj) else {}
     for name, member in inspect.getmembers(obj):
         function = member.fget if isinstance(member, property) else member
-        if (name == "__init__" or not name.startswith("_")) and inspect.isfunction(function) \
-                and function.__module__.startswith("gpu_inference_constructs"):
+        if (
+            (name == "__init__" or not name.startswith("_"))
+            and inspect.isfunction(function)
+            and function.__module__.startswith("gpu_inference_constructs")
+        ):
             found[f"{obj.__name__}.{name}"] = hints(function)
     return found
 
@@ -432,8 +563,18 @@ def test_exported_classes_have_docstrings_that_state_their_defaults():
         value = getattr(gpu_inference_constructs, name)
         if isinstance(value, type):
             assert value.__doc__ and len(value.__doc__) > 40, f"{name} needs a docstring"
-    for props in ("ModelScalingProps", "ScalingProps", "PredictiveScalingProps", "MonitoringProps", "ServerContract", "VllmProps",
-                  "LoadBalancerQuotas", "RollbackThresholds", "StopTiming", "LatencyAlarmProps"):
+    for props in (
+        "ModelScalingProps",
+        "ScalingProps",
+        "PredictiveScalingProps",
+        "MonitoringProps",
+        "ServerContract",
+        "VllmProps",
+        "LoadBalancerQuotas",
+        "RollbackThresholds",
+        "StopTiming",
+        "LatencyAlarmProps",
+    ):
         assert "efault" in getattr(gpu_inference_constructs, props).__doc__, f"{props}' docstring states its defaults"
     for props in ("ModelProps", "BundledServerProps", "ServiceTimingProps", "BundledServer"):
         assert fields_without_a_stated_default(getattr(gpu_inference_constructs, props)) == [], props
@@ -455,8 +596,13 @@ def fields_without_a_stated_default(cls: type) -> list[str]:
             continue  # a ClassVar is the class's constant, not a field
         assert isinstance(statement.target, ast.Name)  # a class body annotates plain names
         name = statement.target.id
-        doc = (following.value.value if isinstance(following, ast.Expr) and isinstance(following.value, ast.Constant)
-               and isinstance(following.value.value, str) else "")
+        doc = (
+            following.value.value
+            if isinstance(following, ast.Expr)
+            and isinstance(following.value, ast.Constant)
+            and isinstance(following.value.value, str)
+            else ""
+        )
         if not doc or (statement.value is not None and "Default" not in doc):
             missing.append(name)
     return missing
@@ -486,12 +632,35 @@ def environment_with(**changes) -> dict:
     "changes, message",
     [
         ({"capacity_groups": {}}, r"models\[2\]\.gpus: 4 GPUs .*g5\.xlarge.*capacity group"),
-        ({"capacity_groups": {"llm": {"capacity": {"instance_types": ["g5.12xlarge"]}, "models": ["nope"]}}}, r"capacity_groups\.llm\.models\[0\]: 'nope' .*model"),
-        ({"capacity_groups": {"llm": {"capacity": {"instance_types": ["g5.12xlarge"]}, "models": []}}}, r"capacity_groups.llm.models: list the models"),
-        ({"capacity_groups": {"LLM": {"capacity": {"instance_types": ["g5.12xlarge"]}, "models": ["llama-13b"]}}}, r"capacity_groups.LLM: group names"),
-        ({"capacity_groups": {"llm": {"capacity": {"instance_types": ["g5.12xlarge", "g5.2xlarge"]}, "models": ["llama-13b"]}}}, r"capacity_groups.llm.capacity.instance_types\[1\]: g5.2xlarge has shape"),
-        ({"capacity_groups": {"a": {"capacity": {"instance_types": ["g5.12xlarge"]}, "models": ["llama-13b"]},
-                              "b": {"capacity": {"instance_types": ["g6.12xlarge"]}, "models": ["llama-13b"]}}}, r"capacity_groups.b.models\[0\]: 'llama-13b' is already placed"),
+        (
+            {"capacity_groups": {"llm": {"capacity": {"instance_types": ["g5.12xlarge"]}, "models": ["nope"]}}},
+            r"capacity_groups\.llm\.models\[0\]: 'nope' .*model",
+        ),
+        (
+            {"capacity_groups": {"llm": {"capacity": {"instance_types": ["g5.12xlarge"]}, "models": []}}},
+            r"capacity_groups.llm.models: list the models",
+        ),
+        (
+            {"capacity_groups": {"LLM": {"capacity": {"instance_types": ["g5.12xlarge"]}, "models": ["llama-13b"]}}},
+            r"capacity_groups.LLM: group names",
+        ),
+        (
+            {
+                "capacity_groups": {
+                    "llm": {"capacity": {"instance_types": ["g5.12xlarge", "g5.2xlarge"]}, "models": ["llama-13b"]}
+                }
+            },
+            r"capacity_groups.llm.capacity.instance_types\[1\]: g5.2xlarge has shape",
+        ),
+        (
+            {
+                "capacity_groups": {
+                    "a": {"capacity": {"instance_types": ["g5.12xlarge"]}, "models": ["llama-13b"]},
+                    "b": {"capacity": {"instance_types": ["g6.12xlarge"]}, "models": ["llama-13b"]},
+                }
+            },
+            r"capacity_groups.b.models\[0\]: 'llama-13b' is already placed",
+        ),
     ],
 )
 def test_capacity_groups_are_validated_with_the_key_and_the_fix(changes, message):
@@ -515,36 +684,75 @@ def test_tgi_and_triton_contracts_synthesize_with_their_own_ports_paths_and_metr
 
     stack, parts = stack_with_placement()
     tgi = ServerContract(
-        name="tgi", image=IMAGE,
+        name="tgi",
+        image=IMAGE,
         command=("--model-id", "/scratch/model", "--port", "8080", "--hostname", "0.0.0.0", "--num-shard", "4"),
-        port=8080, readiness_path="/health", liveness=LivenessCheck(("CMD", "curl", "-f", "http://127.0.0.1:8080/health")),
-        user="1000:1000", model_source=ModelFromS3.copy_to_scratch(), shared_memory_mib=16384, stop=tgi_stop(),
+        port=8080,
+        readiness_path="/health",
+        liveness=LivenessCheck(("CMD", "curl", "-f", "http://127.0.0.1:8080/health")),
+        user="1000:1000",
+        model_source=ModelFromS3.copy_to_scratch(),
+        shared_memory_mib=16384,
+        stop=tgi_stop(),
         environment={"HF_HUB_OFFLINE": "1", "HOME": "/scratch/home", "HUGGINGFACE_HUB_CACHE": "/scratch/cache"},
         metrics=PrometheusMetrics(metrics=("tgi_queue_size", "tgi_batch_current_size")),
         scaling_signals=(ScalingSignal("tgi_queue_size", statistic="Maximum", scale_out_above=8),),
     )
     triton = ServerContract(
-        name="triton", image=IMAGE,
-        command=("tritonserver", "--model-repository=/scratch/model", "--http-port=8000", "--metrics-port=8002", "--exit-timeout-secs=30"),
-        port=8000, readiness_path="/v2/health/ready", liveness=LivenessCheck(("CMD", "curl", "-f", "http://127.0.0.1:8000/v2/health/live")),
-        user="1000:1000", model_source=ModelFromS3.copy_to_scratch(), shared_memory_mib=4096, stop=triton_stop(),
+        name="triton",
+        image=IMAGE,
+        command=(
+            "tritonserver",
+            "--model-repository=/scratch/model",
+            "--http-port=8000",
+            "--metrics-port=8002",
+            "--exit-timeout-secs=30",
+        ),
+        port=8000,
+        readiness_path="/v2/health/ready",
+        liveness=LivenessCheck(("CMD", "curl", "-f", "http://127.0.0.1:8000/v2/health/live")),
+        user="1000:1000",
+        model_source=ModelFromS3.copy_to_scratch(),
+        shared_memory_mib=4096,
+        stop=triton_stop(),
         metrics=PrometheusMetrics(metrics=("nv_inference_pending_request_count",), port=8002),
         scaling_signals=(ScalingSignal("nv_inference_pending_request_count", statistic="Maximum", scale_out_above=16),),
     )
-    ModelService(stack, "Tgi", model=ModelProps(name="tgi-llm", version="1", gpus=4, cpu=40960, memory_mib=131072),
-                 server=tgi, capacity=on_cluster(stack, "g5.12xlarge"), **parts)
-    ModelService(stack, "Triton", model=ModelProps(name="triton-bert", version="1"), server=triton,
-                 capacity=on_cluster(stack, "g5.xlarge"), **at_priority(parts, 11))
+    ModelService(
+        stack,
+        "Tgi",
+        model=ModelProps(name="tgi-llm", version="1", gpus=4, cpu=40960, memory_mib=131072),
+        server=tgi,
+        capacity=on_cluster(stack, "g5.12xlarge"),
+        **parts,
+    )
+    ModelService(
+        stack,
+        "Triton",
+        model=ModelProps(name="triton-bert", version="1"),
+        server=triton,
+        capacity=on_cluster(stack, "g5.xlarge"),
+        **at_priority(parts, 11),
+    )
     template = Template.from_stack(stack).to_json()
-    groups = {r["Properties"]["HealthCheckPath"]: r["Properties"]["Port"] for r in template["Resources"].values()
-              if r["Type"] == "AWS::ElasticLoadBalancingV2::TargetGroup"}
+    groups = {
+        r["Properties"]["HealthCheckPath"]: r["Properties"]["Port"]
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::ElasticLoadBalancingV2::TargetGroup"
+    }
     assert groups == {"/health": 8080, "/v2/health/ready": 8000}
     scrapes = {}
     for resource in template["Resources"].values():
         if resource["Type"] == "AWS::ECS::TaskDefinition":
             by_name = {c["Name"]: c for c in resource["Properties"]["ContainerDefinitions"]}
-            config = next(e["Value"] for e in by_name["metrics-collector"]["Environment"] if e["Name"] == "PROMETHEUS_CONFIG_CONTENT")
-            scrapes[by_name["server"]["Command"][0]] = json.loads(config)["scrape_configs"][0]["static_configs"][0]["targets"]
+            config = next(
+                e["Value"]
+                for e in by_name["metrics-collector"]["Environment"]
+                if e["Name"] == "PROMETHEUS_CONFIG_CONTENT"
+            )
+            scrapes[by_name["server"]["Command"][0]] = json.loads(config)["scrape_configs"][0]["static_configs"][0][
+                "targets"
+            ]
             gpus = by_name["server"]["ResourceRequirements"][0]["Value"]
             assert gpus == ("4" if by_name["server"]["Command"][0] == "--model-id" else "1")
     assert scrapes == {"--model-id": ["127.0.0.1:8080"], "tritonserver": ["127.0.0.1:8002"]}
@@ -558,14 +766,26 @@ def stack_with_load_balancer(longest_request_seconds, idle_timeout_seconds=None)
     stack = cdk.Stack(app, "S", env=cdk.Environment(account="123456789012", region="us-east-1"))
     vpc = ec2.Vpc(stack, "Vpc", max_azs=2)
     balancer = InferenceLoadBalancer(
-        stack, "LoadBalancer", vpc=vpc, access_logs_bucket=s3.Bucket(stack, "Logs"),
-        props=LoadBalancerProps(allow_http=True, ingress_cidrs=("10.0.0.0/8",), idle_timeout_seconds=idle_timeout_seconds),
+        stack,
+        "LoadBalancer",
+        vpc=vpc,
+        access_logs_bucket=s3.Bucket(stack, "Logs"),
+        props=LoadBalancerProps(
+            allow_http=True, ingress_cidrs=("10.0.0.0/8",), idle_timeout_seconds=idle_timeout_seconds
+        ),
         longest_request_seconds=longest_request_seconds,
     )
     parts: dict[str, Any] = dict(
-        capacity=ClusterCapacity(ecs.Cluster.from_cluster_attributes(stack, "Cluster", cluster_name="c", vpc=vpc), "gpus", "g5.xlarge"),
-        model_source=ModelBucket(s3.Bucket.from_bucket_name(stack, "Bucket", "models-bucket")), route=balancer,
-        logs=ServiceLogs(kms.Key.from_key_arn(stack, "Key", "arn:aws:kms:us-east-1:123456789012:key/11111111-2222-4333-8444-555555555555")),
+        capacity=ClusterCapacity(
+            ecs.Cluster.from_cluster_attributes(stack, "Cluster", cluster_name="c", vpc=vpc), "gpus", "g5.xlarge"
+        ),
+        model_source=ModelBucket(s3.Bucket.from_bucket_name(stack, "Bucket", "models-bucket")),
+        route=balancer,
+        logs=ServiceLogs(
+            kms.Key.from_key_arn(
+                stack, "Key", "arn:aws:kms:us-east-1:123456789012:key/11111111-2222-4333-8444-555555555555"
+            )
+        ),
         environment_name="test",
     )
     return stack, balancer, parts
@@ -595,25 +815,39 @@ def test_each_presets_keep_alive_outlasts_the_load_balancers_idle_timeout(server
         service = ModelService(stack, "M", model=model, server=VllmServer(props, image=IMAGE), **parts)
         variable = "VLLM_HTTP_TIMEOUT_KEEP_ALIVE"
     else:
-        service = ModelService(stack, "M", model=ModelProps(name="mm", version="1"), server=BundledServer(image=IMAGE), **parts)
+        service = ModelService(
+            stack, "M", model=ModelProps(name="mm", version="1"), server=BundledServer(image=IMAGE), **parts
+        )
         variable = "KEEP_ALIVE_S"
     (task,) = Template.from_stack(stack).find_resources("AWS::ECS::TaskDefinition").values()
     (container,) = [c for c in task["Properties"]["ContainerDefinitions"] if c["Name"] == "server"]
     keep_alive = int(float({e["Name"]: e["Value"] for e in container["Environment"]}[variable]))
-    assert keep_alive > balancer.idle_timeout_seconds == idle_timeout and service.contract.keep_alive_seconds == keep_alive
+    assert (
+        keep_alive > balancer.idle_timeout_seconds == idle_timeout and service.contract.keep_alive_seconds == keep_alive
+    )
 
 
 def test_a_server_keep_alive_at_or_below_the_idle_timeout_is_refused_and_an_unknown_one_is_a_warning():
     stack, _, parts = stack_with_load_balancer(100)
     with pytest.raises(ConfigError) as error:
-        ModelService(stack, "A", model=ModelProps(name="aa", version="1"), server=complete(keep_alive_seconds=110), **parts)
+        ModelService(
+            stack, "A", model=ModelProps(name="aa", version="1"), server=complete(keep_alive_seconds=110), **parts
+        )
     assert error.value.key == "server.keep_alive_seconds" and "idle timeout (110 s)" in error.value.detail
     with pytest.raises(ConfigError, match=r"timing\.keep_alive_seconds.*idle timeout"):
-        ModelService(stack, "B", model=ModelProps(name="bb", version="1"), server=BundledServer(image=IMAGE),
-                     timing=gpu_inference_constructs.ServiceTimingProps(keep_alive_seconds=75), **parts)
+        ModelService(
+            stack,
+            "B",
+            model=ModelProps(name="bb", version="1"),
+            server=BundledServer(image=IMAGE),
+            timing=gpu_inference_constructs.ServiceTimingProps(keep_alive_seconds=75),
+            **parts,
+        )
     ModelService(stack, "C", model=ModelProps(name="cc", version="1"), server=complete(keep_alive_seconds=111), **parts)
     ModelService(stack, "D", model=ModelProps(name="dd", version="1"), server=complete(), **parts)
-    warnings = Annotations.from_stack(stack).find_warning("*", Match.string_like_regexp("does not say its HTTP keep-alive"))
+    warnings = Annotations.from_stack(stack).find_warning(
+        "*", Match.string_like_regexp("does not say its HTTP keep-alive")
+    )
     assert [w.id for w in warnings] == ["/S/D"]
     message = warnings[0].entry.data
     assert isinstance(message, str)  # a warning's data is its message
@@ -625,10 +859,21 @@ def test_a_server_whose_longest_request_outlasts_the_idle_timeout_is_refused(lon
     """A custom server's StopTiming.longest_request_seconds past the load balancer's idle timeout: the client would get an
     ELB 504 that no target metric sees. Drained requests are not the point here, so the stop timing leaves room for them."""
     stack, _, parts = stack_with_load_balancer(100)
-    stop = StopTiming(drain_seconds=100, exit_seconds=10, longest_request_seconds=longest, deregistration_delay_seconds=10)
+    stop = StopTiming(
+        drain_seconds=100, exit_seconds=10, longest_request_seconds=longest, deregistration_delay_seconds=10
+    )
     with pytest.raises(ConfigError) as error:
-        ModelService(stack, "M", model=ModelProps(name="mm", version="1"), server=complete(stop=stop, keep_alive_seconds=200), **parts)
-    assert error.value.key == "server.stop.longest_request_seconds" and f"({longest} s) + 10 s outlasts" in error.value.detail
+        ModelService(
+            stack,
+            "M",
+            model=ModelProps(name="mm", version="1"),
+            server=complete(stop=stop, keep_alive_seconds=200),
+            **parts,
+        )
+    assert (
+        error.value.key == "server.stop.longest_request_seconds"
+        and f"({longest} s) + 10 s outlasts" in error.value.detail
+    )
     assert "pass longest_request_seconds" in error.value.detail and "InferenceLoadBalancer" in error.value.detail
 
 
@@ -637,28 +882,47 @@ def test_behind_a_listener_whose_idle_timeout_is_unknown_a_long_request_is_a_war
     warning (set the idle timeout to at least 90 s), not an error; behind an InferenceLoadBalancer the same is refused."""
     stack, parts = stack_with_placement()
     model = ModelProps(name="llm", version="1", gpus=1)
-    ModelService(stack, "M", model=model, server=VllmServer(VllmProps(shared_memory_mib=4096), image=IMAGE),
-                 capacity=on_cluster(stack, "g5.xlarge"), **parts)
+    ModelService(
+        stack,
+        "M",
+        model=model,
+        server=VllmServer(VllmProps(shared_memory_mib=4096), image=IMAGE),
+        capacity=on_cluster(stack, "g5.xlarge"),
+        **parts,
+    )
     (warning,) = Annotations.from_stack(stack).find_warning("*", Match.string_like_regexp("outlasts"))
     message = warning.entry.data
     assert isinstance(message, str)  # a warning's data is its message
     assert "(80 s) + 10 s" in message and "idle timeout to at least 90 s" in message
     stack, _, parts = stack_with_load_balancer(10)
     with pytest.raises(ConfigError, match=r"server.stop.longest_request_seconds.*80 s"):
-        ModelService(stack, "M", model=model, server=VllmServer(VllmProps(shared_memory_mib=4096), image=IMAGE), **parts)
+        ModelService(
+            stack, "M", model=model, server=VllmServer(VllmProps(shared_memory_mib=4096), image=IMAGE), **parts
+        )
 
 
 def test_the_models_runtime_reaches_the_bundled_server_and_is_checked():
     """models[].runtime becomes MODEL_RUNTIME (the server refuses it unless the version was published with it);
     eager leaves the environment as it was."""
     stack, parts = stack_with_placement()
-    service = ModelService(stack, "R", model=ModelProps(name="rr", version="1"),
-                           server=BundledServer(BundledServerProps(runtime="onnx"), image=IMAGE),
-                           capacity=on_cluster(stack, "g5.xlarge"), **parts)
+    service = ModelService(
+        stack,
+        "R",
+        model=ModelProps(name="rr", version="1"),
+        server=BundledServer(BundledServerProps(runtime="onnx"), image=IMAGE),
+        capacity=on_cluster(stack, "g5.xlarge"),
+        **parts,
+    )
     assert service.contract.environment["MODEL_RUNTIME"] == "onnx"
     stack, parts = stack_with_placement()
-    service = ModelService(stack, "E", model=ModelProps(name="ee", version="1"), server=BundledServer(image=IMAGE),
-                           capacity=on_cluster(stack, "g5.xlarge"), **parts)
+    service = ModelService(
+        stack,
+        "E",
+        model=ModelProps(name="ee", version="1"),
+        server=BundledServer(image=IMAGE),
+        capacity=on_cluster(stack, "g5.xlarge"),
+        **parts,
+    )
     assert "MODEL_RUNTIME" not in service.contract.environment
     with pytest.raises(ConfigError, match=r"runtime.*use one of.*int8"):
         BundledServerProps(runtime="tensorrt-llm")
@@ -677,11 +941,21 @@ def test_the_presets_run_as_a_uid_their_images_do_not_name():
 
     stack, parts = stack_with_placement()
     mirror = gpu_inference_constructs.EcrImage(repository="mirror/server", tag="1.0.0")
-    for index, (name, server) in enumerate([("vllm", VllmServer(VllmProps(image=mirror))),
-                                            ("tgi", TgiServer(TgiProps(image=mirror))),
-                                            ("triton", TritonServer(TritonProps(image=mirror)))]):
-        ModelService(stack, name.title(), model=ModelProps(name=name, version="1", gpus=4, cpu=40960, memory_mib=131072),
-                     server=server, capacity=on_cluster(stack, "g5.12xlarge"), **at_priority(parts, 20 + index))
+    for index, (name, server) in enumerate(
+        [
+            ("vllm", VllmServer(VllmProps(image=mirror))),
+            ("tgi", TgiServer(TgiProps(image=mirror))),
+            ("triton", TritonServer(TritonProps(image=mirror))),
+        ]
+    ):
+        ModelService(
+            stack,
+            name.title(),
+            model=ModelProps(name=name, version="1", gpus=4, cpu=40960, memory_mib=131072),
+            server=server,
+            capacity=on_cluster(stack, "g5.12xlarge"),
+            **at_priority(parts, 20 + index),
+        )
     servers = {}
     for logical_id, resource in Template.from_stack(stack).find_resources("AWS::ECS::TaskDefinition").items():
         (server,) = [c for c in resource["Properties"]["ContainerDefinitions"] if c["Name"] == "server"]
@@ -705,5 +979,11 @@ def test_vllm_and_tgi_refuse_a_model_environment_that_overrides_what_they_set(va
     stack, parts = stack_with_placement()
     for index, server in enumerate([VllmServer(VllmProps(image=mirror)), TgiServer(TgiProps(image=mirror))]):
         with pytest.raises(ConfigError, match=variable):
-            ModelService(stack, f"M{index}", model=model, server=server, capacity=on_cluster(stack, "g5.12xlarge"),
-                         **at_priority(parts, 30 + index))
+            ModelService(
+                stack,
+                f"M{index}",
+                model=model,
+                server=server,
+                capacity=on_cluster(stack, "g5.12xlarge"),
+                **at_priority(parts, 30 + index),
+            )

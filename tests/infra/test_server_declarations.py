@@ -54,18 +54,37 @@ BUNDLED_ONLY_ALARMS = {"QueueDepth", "RejectedRequests", "GpuMemory", "LowGpuUti
 def team_contract(**overrides) -> ServerContract:
     """A team's own server: one tracked signal, one scale-out expression, one alarm and one prediction route."""
     values = dict(
-        name="ranker", image=IMAGE, command=("serve",), port=9000, readiness_path="/ready",
-        liveness=LivenessCheck(("CMD", "serve", "--alive")), user="1000:1000",
-        model_source=ModelFromS3.server_downloads(), stop=StopTiming(drain_seconds=30, exit_seconds=10),
+        name="ranker",
+        image=IMAGE,
+        command=("serve",),
+        port=9000,
+        readiness_path="/ready",
+        liveness=LivenessCheck(("CMD", "serve", "--alive")),
+        user="1000:1000",
+        model_source=ModelFromS3.server_downloads(),
+        stop=StopTiming(drain_seconds=30, exit_seconds=10),
         metrics=PrometheusMetrics(metrics=("ranker:inflight", "ranker:backlog")),
         scaling_signals=(
             ScalingSignal("ranker_inflight", target=4, name="TrackInflight"),
-            ExpressionSignal("BacklogWhileBusy", "IF(cpu > 70 AND backlog > 10, 1, 0)",
-                             {"cpu": (SERVICE_CPU, "Average"), "backlog": ("ranker_backlog", "Maximum")},
-                             "backlog while busy", maximum=1, evaluation_periods=3),
+            ExpressionSignal(
+                "BacklogWhileBusy",
+                "IF(cpu > 70 AND backlog > 10, 1, 0)",
+                {"cpu": (SERVICE_CPU, "Average"), "backlog": ("ranker_backlog", "Maximum")},
+                "backlog while busy",
+                maximum=1,
+                evaluation_periods=3,
+            ),
         ),
-        alarms=(ServerAlarm("BacklogHigh", "ranker_backlog", "Maximum", threshold=50, periods=5,
-                            description="backlog above {threshold} for {periods} minutes"),),
+        alarms=(
+            ServerAlarm(
+                "BacklogHigh",
+                "ranker_backlog",
+                "Maximum",
+                threshold=50,
+                periods=5,
+                description="backlog above {threshold} for {periods} minutes",
+            ),
+        ),
         prediction_routes=("/rank/{collection}",),
     )
     return ServerContract(**{**values, **overrides})
@@ -77,34 +96,67 @@ def synthesize(server) -> tuple[dict[str, Any], ModelService]:
     stack = cdk.Stack(app, "S", env=cdk.Environment(account="123456789012", region="us-east-1"))
     vpc = ec2.Vpc(stack, "Vpc", max_azs=2)
     balancer = InferenceLoadBalancer(
-        stack, "LoadBalancer", vpc=vpc, access_logs_bucket=s3.Bucket(stack, "Logs"), longest_request_seconds=30,
-        props=LoadBalancerProps(allow_http=True, ingress_cidrs=("10.0.0.0/8",), waf=True))
+        stack,
+        "LoadBalancer",
+        vpc=vpc,
+        access_logs_bucket=s3.Bucket(stack, "Logs"),
+        longest_request_seconds=30,
+        props=LoadBalancerProps(allow_http=True, ingress_cidrs=("10.0.0.0/8",), waf=True),
+    )
     service = ModelService(
-        stack, "Model", model=ModelProps(name="ranker", version="1"), server=server, route=balancer,
-        capacity=ClusterCapacity(ecs.Cluster.from_cluster_attributes(stack, "Cluster", cluster_name="c", vpc=vpc), "gpus", "g5.xlarge"),
-        model_source=ModelBucket(s3.Bucket.from_bucket_name(stack, "Bucket", "models-bucket")), environment_name="test",
-        logs=ServiceLogs(kms.Key.from_key_arn(stack, "Key", "arn:aws:kms:us-east-1:123456789012:key/11111111-2222-4333-8444-555555555555")))
+        stack,
+        "Model",
+        model=ModelProps(name="ranker", version="1"),
+        server=server,
+        route=balancer,
+        capacity=ClusterCapacity(
+            ecs.Cluster.from_cluster_attributes(stack, "Cluster", cluster_name="c", vpc=vpc), "gpus", "g5.xlarge"
+        ),
+        model_source=ModelBucket(s3.Bucket.from_bucket_name(stack, "Bucket", "models-bucket")),
+        environment_name="test",
+        logs=ServiceLogs(
+            kms.Key.from_key_arn(
+                stack, "Key", "arn:aws:kms:us-east-1:123456789012:key/11111111-2222-4333-8444-555555555555"
+            )
+        ),
+    )
     ServiceScaling(stack, "Scaling", service=service)
-    ModelAlarms(stack, "Alarms", environment_name="test", service=service, topic=as_topic(sns.Topic(stack, "Topic")), props=MonitoringProps())
+    ModelAlarms(
+        stack,
+        "Alarms",
+        environment_name="test",
+        service=service,
+        topic=as_topic(sns.Topic(stack, "Topic")),
+        props=MonitoringProps(),
+    )
     return dict(Template.from_stack(stack).to_json()), service
 
 
 def policies(template: dict) -> dict[str, dict]:
     """Scaling policies by the construct ID in their logical ID (Scaling/TaskCount/Target/<id>...)."""
-    return {logical_id: resource["Properties"] for logical_id, resource in template["Resources"].items()
-            if resource["Type"] == "AWS::ApplicationAutoScaling::ScalingPolicy"}
+    return {
+        logical_id: resource["Properties"]
+        for logical_id, resource in template["Resources"].items()
+        if resource["Type"] == "AWS::ApplicationAutoScaling::ScalingPolicy"
+    }
 
 
 def alarm_names(template: dict) -> set[str]:
-    return {r["Properties"]["AlarmName"] for r in template["Resources"].values()
-            if r["Type"] == "AWS::CloudWatch::Alarm" and isinstance(r["Properties"].get("AlarmName"), str)}
+    return {
+        r["Properties"]["AlarmName"]
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::CloudWatch::Alarm" and isinstance(r["Properties"].get("AlarmName"), str)
+    }
 
 
 def prediction_regexes(template: dict) -> list[str]:
     (acl,) = [r for r in template["Resources"].values() if r["Type"] == "AWS::WAFv2::WebACL"]
     (body,) = [rule for rule in acl["Properties"]["Rules"] if rule["Name"] == "BodyRulesOffPredictions"]
     (_, predictions) = body["Statement"]["AndStatement"]["Statements"]
-    return [s["RegexMatchStatement"]["RegexString"] for s in predictions["NotStatement"]["Statement"]["OrStatement"]["Statements"]]
+    return [
+        s["RegexMatchStatement"]["RegexString"]
+        for s in predictions["NotStatement"]["Statement"]["OrStatement"]["Statements"]
+    ]
 
 
 def test_a_teams_own_contract_is_scaled_alarmed_and_routed_by_what_it_declares():
@@ -115,7 +167,10 @@ def test_a_teams_own_contract_is_scaled_alarmed_and_routed_by_what_it_declares()
     assert not any(name in ids for name in BUNDLED_ONLY_POLICIES), "no bundled-only signal for another server"
     tracked = next(p for i, p in found.items() if "TrackInflight" in i)
     specification = tracked["TargetTrackingScalingPolicyConfiguration"]
-    assert specification["TargetValue"] == 4 and specification["CustomizedMetricSpecification"]["MetricName"] == "ranker_inflight"
+    assert (
+        specification["TargetValue"] == 4
+        and specification["CustomizedMetricSpecification"]["MetricName"] == "ranker_inflight"
+    )
     assert "RequestsPerTarget" not in ids, "a signal with a target scales in: no requests-per-target tracking"
     rendered = json.dumps(template)
     assert "IF(cpu > 70 AND backlog > 10, 1, 0)" in rendered
@@ -127,7 +182,9 @@ def test_a_teams_own_contract_is_scaled_alarmed_and_routed_by_what_it_declares()
 
 
 def test_without_declared_alarms_each_scale_out_signal_gets_a_not_keeping_up_alarm():
-    contract = team_contract(alarms=None, scaling_signals=(ScalingSignal("ranker_backlog", "Maximum", scale_out_above=20),))
+    contract = team_contract(
+        alarms=None, scaling_signals=(ScalingSignal("ranker_backlog", "Maximum", scale_out_above=20),)
+    )
     assert [alarm.name for alarm in contract.server_alarms] == ["ranker_backlog"]
     template, _ = synthesize(contract)
     assert any(name.endswith("ranker-ranker_backlog") for name in alarm_names(template))

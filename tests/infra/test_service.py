@@ -32,13 +32,35 @@ def containers(template, name="server"):
 def promised(config, model):
     """What the model's server contract promises: the bundled server's, or the vLLM preset's."""
     if config.server_config(model).vllm is None:
-        path = f"v2/models/{model.name}/infer" if config.server_config(model).bundled.task in ("torch-export", "image-classification") else "predict"
+        path = (
+            f"v2/models/{model.name}/infer"
+            if config.server_config(model).bundled.task in ("torch-export", "image-classification")
+            else "predict"
+        )
         if config.server_config(model).pool is not None:  # a pool's URL names its route, and a placeholder model
-            path = "v1/embeddings" if config.server_config(model).bundled.task == "text-embedding" else "v2/models/MODEL/infer"
-        return {"port": CONTAINER_PORT, "user": "10001:10001", "readiness": "/ready", "secret": "API_KEYS", "gpus": 1, "path": path,
-                "liveness": ["CMD", "python", "-m", "inference_server.healthcheck"]}
-    return {"port": config.server_config(model).vllm.port, "user": "1000:1000", "readiness": "/health", "secret": "VLLM_API_KEY", "gpus": model.gpus,
-            "path": "v1/completions", "liveness": list(vllm_liveness(config.server_config(model).vllm.port).command)}  # passes while loading: tests/infra/test_liveness.py
+            path = (
+                "v1/embeddings"
+                if config.server_config(model).bundled.task == "text-embedding"
+                else "v2/models/MODEL/infer"
+            )
+        return {
+            "port": CONTAINER_PORT,
+            "user": "10001:10001",
+            "readiness": "/ready",
+            "secret": "API_KEYS",
+            "gpus": 1,
+            "path": path,
+            "liveness": ["CMD", "python", "-m", "inference_server.healthcheck"],
+        }
+    return {
+        "port": config.server_config(model).vllm.port,
+        "user": "1000:1000",
+        "readiness": "/health",
+        "secret": "VLLM_API_KEY",
+        "gpus": model.gpus,
+        "path": "v1/completions",
+        "liveness": list(vllm_liveness(config.server_config(model).vllm.port).command),
+    }  # passes while loading: tests/infra/test_liveness.py
 
 
 def bundled(config):
@@ -60,11 +82,20 @@ def test_each_task_reserves_its_gpus_and_the_configured_cpu_and_memory(env):
     for model in config.models:
         container = containers(template)[model.name]
         if model.gpu_share is not None:  # a share of one GPU (tests/infra/test_gpu_sharing.py)
-            assert container["ResourceRequirements"] == [{"Type": "GPU", "SharingStrategy": {"NvidiaMps": model.gpu_share.resource_requirement()["SharingStrategy"]["NvidiaMps"]}}]
+            assert container["ResourceRequirements"] == [
+                {
+                    "Type": "GPU",
+                    "SharingStrategy": {
+                        "NvidiaMps": model.gpu_share.resource_requirement()["SharingStrategy"]["NvidiaMps"]
+                    },
+                }
+            ]
         else:
             assert container["ResourceRequirements"] == [{"Type": "GPU", "Value": str(promised(config, model)["gpus"])}]
         assert (container["Cpu"], container["MemoryReservation"]) == (model.cpu, model.memory_mib)
-        assert container["PortMappings"] == [{"ContainerPort": promised(config, model)["port"], "Name": "http", "Protocol": "tcp"}]
+        assert container["PortMappings"] == [
+            {"ContainerPort": promised(config, model)["port"], "Name": "http", "Protocol": "tcp"}
+        ]
 
 
 def logical(model_name):
@@ -80,7 +111,10 @@ def test_tasks_run_on_their_capacity_groups_provider_in_awsvpc_mode(env):
         (service,) = [s for k, s in services.items() if k.startswith(f"Model{logical(model.name)}Service")]
         (strategy,) = service["Properties"]["CapacityProviderStrategy"]
         group = logical(placement.get(model.name, ""))
-        assert strategy["CapacityProvider"]["Ref"].startswith(f"GpuCapacity{group}CapacityProvider") and strategy["Weight"] == 1
+        assert (
+            strategy["CapacityProvider"]["Ref"].startswith(f"GpuCapacity{group}CapacityProvider")
+            and strategy["Weight"] == 1
+        )
         assert service["Properties"]["NetworkConfiguration"]["AwsvpcConfiguration"]["AssignPublicIp"] == "DISABLED"
     for td in template.find_resources("AWS::ECS::TaskDefinition").values():
         assert td["Properties"]["NetworkMode"] == "awsvpc"
@@ -94,8 +128,12 @@ def test_secrets_are_injected_not_in_environment(env):
         assert [s["Name"] for s in container["Secrets"]] == [promised(config, model)["secret"]]
         value_from = container["Secrets"][0]["ValueFrom"]
         # The whole secret (a JSON object of names to keys), or for vLLM the one key of its name in it.
-        assert "Ref" in value_from or ("Ref" in value_from["Fn::Join"][1][0] and config.server_config(model).vllm is not None)
-        assert not any(word in name for name in environment_of(container) for word in ("KEY", "SECRET", "TOKEN", "PASSWORD"))
+        assert "Ref" in value_from or (
+            "Ref" in value_from["Fn::Join"][1][0] and config.server_config(model).vllm is not None
+        )
+        assert not any(
+            word in name for name in environment_of(container) for word in ("KEY", "SECRET", "TOKEN", "PASSWORD")
+        )
 
 
 def test_server_environment_names_the_model_and_its_s3_uri(env):
@@ -106,7 +144,9 @@ def test_server_environment_names_the_model_and_its_s3_uri(env):
         assert environment["MODEL_VERSION"] == model.version
         assert environment["MODEL_TASK"] == props.task
         pool = config.server_config(model).pool is not None  # a pool's URI is its store prefix (test_model_pool.py)
-        assert environment["MODEL_URI"]["Fn::Join"][1][-1] == (f"/pools/{model.name}/" if pool else f"/models/{model.name}/{model.version}/")
+        assert environment["MODEL_URI"]["Fn::Join"][1][-1] == (
+            f"/pools/{model.name}/" if pool else f"/models/{model.name}/{model.version}/"
+        )
         assert environment["MAX_BATCH_SIZE"] == str(props.max_batch_size)
         assert environment["DEPLOYMENT_ENV"] == config.name
         assert environment["DRAIN_TIMEOUT_S"] == str(props.drain_seconds)
@@ -128,7 +168,9 @@ def test_the_bundled_server_runs_workers_for_its_cpu_reservation_not_for_the_hos
     assert all(environment_of(c)["WORKERS"] == "2" for c in three_vcpus)
 
 
-@pytest.mark.parametrize("cpu, workers", [(256, 1), (1024, 1), (2048, 1), (3072, 2), (3584, 2), (4096, 3), (16384, 15), (45056, 43)])
+@pytest.mark.parametrize(
+    "cpu, workers", [(256, 1), (1024, 1), (2048, 1), (3072, 2), (3584, 2), (4096, 3), (16384, 15), (45056, 43)]
+)
 def test_worker_count_formula(cpu, workers):
     from gpu_inference_constructs.servers.bundled import bundled_workers
 
@@ -140,8 +182,14 @@ def test_a_models_environment_workers_overrides_the_derived_count():
     from tests.infra.test_server_contract import IMAGE, stack_with_placement
 
     stack, parts = stack_with_placement()
-    ModelService(stack, "M", model=ModelProps(name="m1", version="1", cpu=3072, environment={"WORKERS": "4"}),
-                 server=BundledServer(image=IMAGE), capacity=on_cluster(stack, "g5.xlarge"), **parts)
+    ModelService(
+        stack,
+        "M",
+        model=ModelProps(name="m1", version="1", cpu=3072, environment={"WORKERS": "4"}),
+        server=BundledServer(image=IMAGE),
+        capacity=on_cluster(stack, "g5.xlarge"),
+        **parts,
+    )
     (container,) = containers(Template.from_stack(stack)).values()
     assert environment_of(container)["WORKERS"] == "4"
 
@@ -151,7 +199,10 @@ def test_a_models_environment_workers_that_is_not_a_worker_count_is_refused(work
     from gpu_inference_constructs import BundledServer, ModelProps
     from gpu_inference_constructs.core.errors import ConfigError
 
-    with pytest.raises(ConfigError, match=rf"^environment\.WORKERS: '{re.escape(workers)}' .*1 to 256.*leave WORKERS out.*\(2 for cpu 3072\)"):
+    with pytest.raises(
+        ConfigError,
+        match=rf"^environment\.WORKERS: '{re.escape(workers)}' .*1 to 256.*leave WORKERS out.*\(2 for cpu 3072\)",
+    ):
         BundledServer().check(ModelProps(name="m1", version="1", cpu=3072, environment={"WORKERS": workers}))
 
 
@@ -162,12 +213,19 @@ def test_a_task_on_a_large_host_starts_the_workers_its_reservation_pays_for(tmp_
     from inference_server.settings import load_settings
     from inference_server.supervisor import processes as supervisor
 
-    environment = {"MODEL_NAME": "m", "MODEL_VERSION": "1", "MODEL_URI": str(tmp_path), "MODEL_TASK": "text-embedding",
-                   "WORKERS": str(bundled_workers(3072))}
+    environment = {
+        "MODEL_NAME": "m",
+        "MODEL_VERSION": "1",
+        "MODEL_URI": str(tmp_path),
+        "MODEL_TASK": "text-embedding",
+        "WORKERS": str(bundled_workers(3072)),
+    }
     settings = load_settings([], environment)
     assert supervisor.worker_count(settings) == 2
     unset = load_settings([], {k: v for k, v in environment.items() if k != "WORKERS"})
-    assert supervisor.worker_count(unset) == max(1, supervisor.task_cpus() - 1), "without WORKERS the server counts the CPUs it sees"
+    assert supervisor.worker_count(unset) == max(1, supervisor.task_cpus() - 1), (
+        "without WORKERS the server counts the CPUs it sees"
+    )
 
 
 def test_containers_are_non_root_read_only_and_unprivileged(env):
@@ -184,7 +242,9 @@ def test_containers_are_non_root_read_only_and_unprivileged(env):
 def test_scratch_volume_is_task_scoped(env):
     _, template = env
     for td in template.find_resources("AWS::ECS::TaskDefinition").values():
-        assert td["Properties"]["Volumes"] == [{"Name": "scratch", "DockerVolumeConfiguration": {"Driver": "local", "Scope": "task"}}]
+        assert td["Properties"]["Volumes"] == [
+            {"Name": "scratch", "DockerVolumeConfiguration": {"Driver": "local", "Scope": "task"}}
+        ]
 
 
 def test_stop_timeout_and_deregistration_fit_the_spot_notice(env):
@@ -198,14 +258,24 @@ def test_stop_timeout_and_deregistration_fit_the_spot_notice(env):
         container = containers(template)[model.name]
         stop = container["StopTimeout"]
         prefix = f"Model{model.name.replace('-', '')}"
-        delays = {int({a["Key"]: a["Value"] for a in g["Properties"]["TargetGroupAttributes"]}["deregistration_delay.timeout_seconds"])
-                  for k, g in groups.items() if k.startswith(f"{prefix}TargetGroup") or k.startswith(f"{prefix}AlternateTargetGroup")}
+        delays = {
+            int(
+                {a["Key"]: a["Value"] for a in g["Properties"]["TargetGroupAttributes"]}[
+                    "deregistration_delay.timeout_seconds"
+                ]
+            )
+            for k, g in groups.items()
+            if k.startswith(f"{prefix}TargetGroup") or k.startswith(f"{prefix}AlternateTargetGroup")
+        }
         if config.server_config(model).vllm is None:
             assert (delays, stop) == ({config.timing.deregistration_delay_seconds}, config.timing.stop_timeout_seconds)
             assert int(environment_of(container)["DRAIN_TIMEOUT_S"]) < stop
         else:
             timing = vllm_stop(config.server_config(model).vllm.longest_request_seconds)
-            assert (delays, stop) == ({config.server_config(model).vllm.longest_request_seconds}, timing.seconds_after_sigterm)
+            assert (delays, stop) == (
+                {config.server_config(model).vllm.longest_request_seconds},
+                timing.seconds_after_sigterm,
+            )
         (delay,) = delays
         assert delay + stop <= SPOT_STOP_SECONDS
 
@@ -220,7 +290,9 @@ def test_logs_go_to_encrypted_groups_with_the_environment_retention(env):
         assert container["LogConfiguration"]["Options"]["mode"] == "non-blocking"
     groups = [g for k, g in template.find_resources("AWS::Logs::LogGroup").items() if k.startswith("Model")]
     servers = [g for g in groups if "LogGroupName" in g["Properties"]]  # a hook's function logs to an unnamed group
-    assert len(servers) == len(config.models)  # besides, each canary model's never-healthy hook logs (test_revision_hook)
+    assert len(servers) == len(
+        config.models
+    )  # besides, each canary model's never-healthy hook logs (test_revision_hook)
     for group in groups:
         assert group["Properties"]["RetentionInDays"] == config.log_retention_days
         assert "KmsKeyId" in group["Properties"]
@@ -239,8 +311,12 @@ def test_every_containers_log_stream_carries_the_model_version(env):
             prefix = options.get("awslogs-stream-prefix") or options["log_stream_prefix"].removesuffix("/server/")
             by_prefix.setdefault(prefix, set()).add(c["Name"])
     router = {"log-router"} if config.telemetry.firelens is not None else set()
-    expected = {f"{m.name}/{m.version}": {"server", "metrics-collector"} | router
-                | ({"scratch-owner", "model-fetch"} if config.server_config(m).vllm else set()) for m in config.models}
+    expected = {
+        f"{m.name}/{m.version}": {"server", "metrics-collector"}
+        | router
+        | ({"scratch-owner", "model-fetch"} if config.server_config(m).vllm else set())
+        for m in config.models
+    }
     assert by_prefix == expected
 
 
@@ -271,7 +347,9 @@ def test_container_health_check_is_cheap_liveness_within_ecs_limits(env):
 def test_target_groups_check_readiness_without_flapping(env):
     config, template = env
     groups = [g["Properties"] for g in template.find_resources("AWS::ElasticLoadBalancingV2::TargetGroup").values()]
-    assert {(g["Port"], g["HealthCheckPath"]) for g in groups} == {(promised(config, m)["port"], promised(config, m)["readiness"]) for m in config.models}
+    assert {(g["Port"], g["HealthCheckPath"]) for g in groups} == {
+        (promised(config, m)["port"], promised(config, m)["readiness"]) for m in config.models
+    }
     for properties in groups:
         assert (properties["TargetType"], properties["HealthCheckPort"]) == ("ip", str(properties["Port"]))
         assert properties["Matcher"] == {"HttpCode": "200"}
@@ -290,9 +368,13 @@ def test_each_model_has_a_path_rule(env):
     # A vLLM model's rule forwards its OpenAI API only: vLLM's key guards /v1 and nothing else.
     # The bundled server's: its keyed inference and metadata routes only (tests/infra/test_exposure.py).
     # A pool's adds its native route with the model in the path, /<pool>/models/<model>/predict.
-    assert patterns == sorted((f"/{m.name}/v1/*",) if config.server_config(m).vllm else (f"/{m.name}/predict*", f"/{m.name}/v1/*", f"/{m.name}/v2*")
-                              + ((f"/{m.name}/models/*",) if config.server_config(m).pool is not None else ())
-                              for m in config.models)
+    assert patterns == sorted(
+        (f"/{m.name}/v1/*",)
+        if config.server_config(m).vllm
+        else (f"/{m.name}/predict*", f"/{m.name}/v1/*", f"/{m.name}/v2*")
+        + ((f"/{m.name}/models/*",) if config.server_config(m).pool is not None else ())
+        for m in config.models
+    )
     priorities = [r["Properties"]["Priority"] for r in rules.values()]
     assert len(set(priorities)) == len(priorities) and all(1 <= p <= 50_000 for p in priorities)
 
@@ -314,8 +396,24 @@ def test_a_vllm_models_unauthenticated_routes_are_not_reachable_through_the_load
     routes without checking its API key; through our listener only /<model>/v1/... reaches it."""
     config, template = env
     for model in (m for m in config.models if config.server_config(m).vllm):
-        for unguarded in ("invocations", "pooling", "classify", "score", "rerank", "tokenize", "detokenize", "version",
-                          "metrics", "health", "ping", "reset_prefix_cache", "sleep", "wake_up", "collective_rpc", ""):
+        for unguarded in (
+            "invocations",
+            "pooling",
+            "classify",
+            "score",
+            "rerank",
+            "tokenize",
+            "detokenize",
+            "version",
+            "metrics",
+            "health",
+            "ping",
+            "reset_prefix_cache",
+            "sleep",
+            "wake_up",
+            "collective_rpc",
+            "",
+        ):
             assert routed_path(template, f"/{model.name}/{unguarded}") is None, unguarded
         assert routed_path(template, f"/{model.name}") is None
         for guarded in ("v1/completions", "v1/chat/completions", "v1/models"):
@@ -327,7 +425,11 @@ def test_a_vllm_models_unauthenticated_routes_are_not_reachable_through_the_load
 def test_unknown_paths_get_a_json_404(env):
     _, template = env
     listeners = template.find_resources("AWS::ElasticLoadBalancingV2::Listener")
-    routing = [listener for listener in listeners.values() if listener["Properties"]["DefaultActions"][0]["Type"] == "fixed-response"]
+    routing = [
+        listener
+        for listener in listeners.values()
+        if listener["Properties"]["DefaultActions"][0]["Type"] == "fixed-response"
+    ]
     assert len(routing) == 1
     response = routing[0]["Properties"]["DefaultActions"][0]["FixedResponseConfig"]
     assert response["StatusCode"] == "404" and response["ContentType"] == "application/json"
@@ -336,18 +438,25 @@ def test_unknown_paths_get_a_json_404(env):
 
 def test_https_uses_a_modern_policy_and_http_redirects_when_a_certificate_is_set(env):
     config, template = env
-    listeners = {listener["Properties"]["Port"]: listener["Properties"] for listener in template.find_resources("AWS::ElasticLoadBalancingV2::Listener").values()}
+    listeners = {
+        listener["Properties"]["Port"]: listener["Properties"]
+        for listener in template.find_resources("AWS::ElasticLoadBalancingV2::Listener").values()
+    }
     if config.load_balancer.certificate_arn:
         assert listeners[443]["Protocol"] == "HTTPS"
         assert listeners[443]["SslPolicy"] == "ELBSecurityPolicy-TLS13-1-2-2021-06"
-        assert listeners[80]["DefaultActions"] == [{"RedirectConfig": {"Port": "443", "Protocol": "HTTPS", "StatusCode": "HTTP_301"}, "Type": "redirect"}]
+        assert listeners[80]["DefaultActions"] == [
+            {"RedirectConfig": {"Port": "443", "Protocol": "HTTPS", "StatusCode": "HTTP_301"}, "Type": "redirect"}
+        ]
     else:
         assert config.load_balancer.allow_http and set(listeners) == {80}
 
 
 def test_no_environment_serves_plain_http(synthesized):
     """dev too: plain HTTP from the internet would carry the keys in cleartext (tests/infra/test_exposure.py)."""
-    assert [name for name, stage in synthesized.stages.items() if stage.config.load_balancer.certificate_arn is None] == []
+    assert [
+        name for name, stage in synthesized.stages.items() if stage.config.load_balancer.certificate_arn is None
+    ] == []
 
 
 def test_load_balancer_drops_bad_headers_logs_access_and_is_protected_in_prod(env):
@@ -365,10 +474,16 @@ def test_the_idle_timeout_carries_the_longest_request_and_every_server_keeps_con
     before the ALB does causes 502s: the bundled server's KEEP_ALIVE_S and vLLM's VLLM_HTTP_TIMEOUT_KEEP_ALIVE."""
     config, template = env
     (balancer,) = template.find_resources("AWS::ElasticLoadBalancingV2::LoadBalancer").values()
-    idle_timeout = int({a["Key"]: a["Value"] for a in balancer["Properties"]["LoadBalancerAttributes"]}["idle_timeout.timeout_seconds"])
+    idle_timeout = int(
+        {a["Key"]: a["Value"] for a in balancer["Properties"]["LoadBalancerAttributes"]}["idle_timeout.timeout_seconds"]
+    )
     longest = {m.name: config.server_of(m).longest_request_seconds for m in config.models}
-    assert longest == {m.name: config.server_config(m).vllm.longest_request_seconds if config.server_config(m).vllm
-                       else config.server_config(m).bundled.request_timeout_seconds for m in config.models}
+    assert longest == {
+        m.name: config.server_config(m).vllm.longest_request_seconds
+        if config.server_config(m).vllm
+        else config.server_config(m).bundled.request_timeout_seconds
+        for m in config.models
+    }
     assert idle_timeout >= max(longest.values()) + 10 and idle_timeout <= 4000
     for model in config.models:
         variables = environment_of(containers(template)[model.name])
@@ -398,22 +513,44 @@ def test_waf_body_rules_do_not_block_prediction_texts(env):
         return
     common = rules["AWSManagedRulesCommonRuleSet"]["Statement"]["ManagedRuleGroupStatement"]
     counted = {o["Name"] for o in common["RuleActionOverrides"] if o["ActionToUse"] == {"Count": {}}}
-    assert counted == {"SizeRestrictions_BODY", "CrossSiteScripting_BODY", "GenericLFI_BODY", "GenericRFI_BODY", "EC2MetaDataSSRF_BODY",
-                       "NoUserAgent_HEADER"}
+    assert counted == {
+        "SizeRestrictions_BODY",
+        "CrossSiteScripting_BODY",
+        "GenericLFI_BODY",
+        "GenericRFI_BODY",
+        "EC2MetaDataSSRF_BODY",
+        "NoUserAgent_HEADER",
+    }
     bad_inputs = rules["AWSManagedRulesKnownBadInputsRuleSet"]["Statement"]["ManagedRuleGroupStatement"]
-    assert {o["Name"] for o in bad_inputs["RuleActionOverrides"] if o["ActionToUse"] == {"Count": {}}} == {"Log4JRCE_BODY", "JavaDeserializationRCE_BODY"}
+    assert {o["Name"] for o in bad_inputs["RuleActionOverrides"] if o["ActionToUse"] == {"Count": {}}} == {
+        "Log4JRCE_BODY",
+        "JavaDeserializationRCE_BODY",
+    }
     scoped = rules["BodyRulesOffPredictions"]
-    assert scoped["Priority"] > max(rules[g]["Priority"] for g in ("AWSManagedRulesCommonRuleSet", "AWSManagedRulesKnownBadInputsRuleSet"))
+    assert scoped["Priority"] > max(
+        rules[g]["Priority"] for g in ("AWSManagedRulesCommonRuleSet", "AWSManagedRulesKnownBadInputsRuleSet")
+    )
     assert scoped["Action"] == {"Block": {}}
     found, off_predictions = scoped["Statement"]["AndStatement"]["Statements"]
     labels = {s["LabelMatchStatement"]["Key"] for s in found["OrStatement"]["Statements"]}
-    assert labels == {f"awswaf:managed:aws:core-rule-set:{n}_Body" for n in ("CrossSiteScripting", "GenericLFI", "GenericRFI", "EC2MetaDataSSRF")} | {
-        f"awswaf:managed:aws:known-bad-inputs:{n}_Body" for n in ("Log4JRCE", "JavaDeserializationRCE")}
+    assert labels == {
+        f"awswaf:managed:aws:core-rule-set:{n}_Body"
+        for n in ("CrossSiteScripting", "GenericLFI", "GenericRFI", "EC2MetaDataSSRF")
+    } | {f"awswaf:managed:aws:known-bad-inputs:{n}_Body" for n in ("Log4JRCE", "JavaDeserializationRCE")}
     exempt = off_predictions["NotStatement"]["Statement"]
     for model in config.models:
         for path in body_routes(config, model):
             assert waf_matches(exempt, f"/{model.name}{path}"), f"{model.name}: the body rules would block {path}"
-        for path in ("/ready", "/health", "/metrics", "/docs", "/openapi.json", f"/v2/models/{model.name}", "/predict/", "/x/predict"):
+        for path in (
+            "/ready",
+            "/health",
+            "/metrics",
+            "/docs",
+            "/openapi.json",
+            f"/v2/models/{model.name}",
+            "/predict/",
+            "/x/predict",
+        ):
             assert not waf_matches(exempt, f"/{model.name}{path}"), f"{model.name}: {path} takes no prediction body"
         assert not waf_matches(exempt, "/predict"), "the exemption is below a model's prefix only"
 
@@ -429,8 +566,12 @@ def bundled_server_routes(model_name: str, version: str) -> dict:
     from inference_server.front.service import WorkerService
     from inference_server.settings import Settings
 
-    settings = Settings(model_name=model_name, model_version=version, model_uri="/nonexistent", model_task="text-embedding")
-    client = cast(ModelClient, SimpleNamespace(status=None))  # a stand-in: building the OpenAPI document never calls the model
+    settings = Settings(
+        model_name=model_name, model_version=version, model_uri="/nonexistent", model_task="text-embedding"
+    )
+    client = cast(
+        ModelClient, SimpleNamespace(status=None)
+    )  # a stand-in: building the OpenAPI document never calls the model
     return create_app(WorkerService(settings, client=client)).openapi()["paths"]
 
 
@@ -465,14 +606,20 @@ def waf_matches(statement: dict, uri_path: str) -> bool:
         return any(waf_matches(s, uri_path) for s in statement["OrStatement"]["Statements"])
     if "NotStatement" in statement:
         return not waf_matches(statement["NotStatement"]["Statement"], uri_path)
-    (kind, match), = statement.items()
-    assert match["FieldToMatch"] == {"UriPath": {}} and match["TextTransformations"] == [{"Priority": 0, "Type": "NONE"}]
+    ((kind, match),) = statement.items()
+    assert match["FieldToMatch"] == {"UriPath": {}} and match["TextTransformations"] == [
+        {"Priority": 0, "Type": "NONE"}
+    ]
     if kind == "RegexMatchStatement":
         return re.search(match["RegexString"], uri_path) is not None
     assert kind == "ByteMatchStatement", kind
     search, where = match["SearchString"], match["PositionalConstraint"]
-    return {"EXACTLY": uri_path == search, "STARTS_WITH": uri_path.startswith(search), "ENDS_WITH": uri_path.endswith(search),
-            "CONTAINS": search in uri_path}[where]
+    return {
+        "EXACTLY": uri_path == search,
+        "STARTS_WITH": uri_path.startswith(search),
+        "ENDS_WITH": uri_path.endswith(search),
+        "CONTAINS": search in uri_path,
+    }[where]
 
 
 def test_waf_rate_limit_lets_one_client_drive_any_model_to_its_configured_peak(env):
@@ -498,10 +645,16 @@ def test_the_load_balancer_needs_one_egress_rule_per_container_port_however_many
     """A security group holds 60 rules by default: one egress rule per model's group would stop at 60 models.
     Models on the same port (every bundled-server model) share one rule; a vLLM model on 8000 adds one."""
     config, template = env
-    egress = [e["Properties"] for e in template.find_resources("AWS::EC2::SecurityGroup").values() if e["Properties"]["GroupDescription"].startswith("Inference load balancer")]
+    egress = [
+        e["Properties"]
+        for e in template.find_resources("AWS::EC2::SecurityGroup").values()
+        if e["Properties"]["GroupDescription"].startswith("Inference load balancer")
+    ]
     (balancer,) = egress
     ports = sorted({promised(config, m)["port"] for m in config.models})
-    assert sorted((r["IpProtocol"], r["FromPort"], r["ToPort"]) for r in balancer["SecurityGroupEgress"]) == [("tcp", p, p) for p in ports]
+    assert sorted((r["IpProtocol"], r["FromPort"], r["ToPort"]) for r in balancer["SecurityGroupEgress"]) == [
+        ("tcp", p, p) for p in ports
+    ]
     # The only standalone egress rule: the result cache's client group (every cached model's tasks carry it) to the
     # cache, one however many models use it (tests/infra/test_result_cache.py).
     template.resource_count_is("AWS::EC2::SecurityGroupEgress", 1 if config.cache is not None else 0)
@@ -510,8 +663,12 @@ def test_the_load_balancer_needs_one_egress_rule_per_container_port_however_many
 def test_tasks_accept_only_the_load_balancer_on_the_container_port(env):
     config, template = env
     ingress = template.find_resources("AWS::EC2::SecurityGroupIngress")
-    to_tasks = [i["Properties"] for i in ingress.values() if i["Properties"]["GroupId"]["Fn::GetAtt"][0].startswith("Model")]
-    assert sorted((r["FromPort"], r["ToPort"], r["IpProtocol"]) for r in to_tasks) == sorted((promised(config, m)["port"], promised(config, m)["port"], "tcp") for m in config.models)
+    to_tasks = [
+        i["Properties"] for i in ingress.values() if i["Properties"]["GroupId"]["Fn::GetAtt"][0].startswith("Model")
+    ]
+    assert sorted((r["FromPort"], r["ToPort"], r["IpProtocol"]) for r in to_tasks) == sorted(
+        (promised(config, m)["port"], promised(config, m)["port"], "tcp") for m in config.models
+    )
     for rule in to_tasks:
         assert rule["SourceSecurityGroupId"]["Fn::GetAtt"][0].startswith("LoadBalancerSecurityGroup")
 
@@ -531,9 +688,14 @@ def test_task_role_reads_only_its_model_prefix(env):
         collector.append("['xray:PutTelemetryRecords', 'xray:PutTraceSegments']")
         cache = ["elasticache:Connect"] if model.name in cached_models(config) else []  # on the result cache only
         archive = config.telemetry.firelens.archive if config.telemetry.firelens is not None else None
-        archived = ([*(["s3:PutObject", "kms:GenerateDataKey"] if archive.s3 else []),
-                     *(["firehose:PutRecordBatch"] if archive.firehose_stream_arn else [])]
-                    if archive is not None else [])  # the log archive's writes: tests/infra/test_log_archive.py
+        archived = (
+            [
+                *(["s3:PutObject", "kms:GenerateDataKey"] if archive.s3 else []),
+                *(["firehose:PutRecordBatch"] if archive.firehose_stream_arn else []),
+            ]
+            if archive is not None
+            else []
+        )  # the log archive's writes: tests/infra/test_log_archive.py
         assert actions == sorted(["s3:GetObject", "s3:ListBucket", *collector, *cache, *archived])
         for statement in statements:
             if str(statement["Action"]).startswith("['logs"):
@@ -547,17 +709,29 @@ def test_task_role_reads_only_its_model_prefix(env):
 
 def test_model_bucket_is_versioned_encrypted_private_logged_and_ages_out_old_versions(env):
     config, template = env
-    buckets = template.find_resources("AWS::S3::Bucket", {"Properties": {"LoggingConfiguration": {"LogFilePrefix": "s3/models/"}}})
+    buckets = template.find_resources(
+        "AWS::S3::Bucket", {"Properties": {"LoggingConfiguration": {"LogFilePrefix": "s3/models/"}}}
+    )
     (bucket,) = buckets.values()
     assert bucket["Properties"]["VersioningConfiguration"] == {"Status": "Enabled"}
     properties = bucket["Properties"]
-    assert properties["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]["ServerSideEncryptionByDefault"] == {"SSEAlgorithm": "AES256"}
+    assert properties["BucketEncryption"]["ServerSideEncryptionConfiguration"][0]["ServerSideEncryptionByDefault"] == {
+        "SSEAlgorithm": "AES256"
+    }
     assert properties["PublicAccessBlockConfiguration"] == {
-        "BlockPublicAcls": True, "BlockPublicPolicy": True, "IgnorePublicAcls": True, "RestrictPublicBuckets": True,
+        "BlockPublicAcls": True,
+        "BlockPublicPolicy": True,
+        "IgnorePublicAcls": True,
+        "RestrictPublicBuckets": True,
     }
     assert properties["LoggingConfiguration"]["LogFilePrefix"] == "s3/models/"
     rule = next(r for r in properties["LifecycleConfiguration"]["Rules"] if r["Id"] == "age-out-noncurrent-versions")
-    assert rule["NoncurrentVersionTransitions"] == [{"StorageClass": "STANDARD_IA", "TransitionInDays": config.model_store.noncurrent_versions_to_infrequent_access_days}]
+    assert rule["NoncurrentVersionTransitions"] == [
+        {
+            "StorageClass": "STANDARD_IA",
+            "TransitionInDays": config.model_store.noncurrent_versions_to_infrequent_access_days,
+        }
+    ]
     assert rule["NoncurrentVersionExpiration"] == {"NoncurrentDays": config.model_store.noncurrent_versions_expire_days}
 
 
@@ -565,19 +739,31 @@ def test_buckets_deny_plain_http(env):
     _, template = env
     for policy in template.find_resources("AWS::S3::BucketPolicy").values():
         statements = policy["Properties"]["PolicyDocument"]["Statement"]
-        assert any(s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}} for s in statements)
+        assert any(
+            s["Effect"] == "Deny" and s["Condition"] == {"Bool": {"aws:SecureTransport": "false"}} for s in statements
+        )
 
 
 def test_stateful_resources_are_retained_in_prod_only(synthesized):
     for name in ENVIRONMENTS:
         template = synthesized.template(name, "Inference")
         stateful = {
-            k: r for k, r in template["Resources"].items() if r["Type"] in ("AWS::S3::Bucket", "AWS::SecretsManager::Secret")
+            k: r
+            for k, r in template["Resources"].items()
+            if r["Type"] in ("AWS::S3::Bucket", "AWS::SecretsManager::Secret")
         }
         archive = synthesized.stages[name].config.telemetry.firelens
-        archives = {"LogArchive62E50B8E"} if archive is not None and archive.archive is not None and archive.archive.s3 else set()
-        assert set(stateful) == {"ModelStoreAccessLogsE6BA2A6E", "ModelStoreModelsB220DB3A", "ApiKeys3BB3983D", *archives}, \
-            "logical IDs stay stable"
+        archives = (
+            {"LogArchive62E50B8E"}
+            if archive is not None and archive.archive is not None and archive.archive.s3
+            else set()
+        )
+        assert set(stateful) == {
+            "ModelStoreAccessLogsE6BA2A6E",
+            "ModelStoreModelsB220DB3A",
+            "ApiKeys3BB3983D",
+            *archives,
+        }, "logical IDs stay stable"
         expected = "Retain" if name == "prod" else "Delete"
         assert {r["DeletionPolicy"] for r in stateful.values()} == {expected}, name
 
@@ -598,14 +784,20 @@ def test_image_asset_is_built_for_linux_amd64_from_a_lean_context(synthesized):
     context = synthesized.outdir / "assembly-Dev" / image["source"]["directory"]
     names = {path.name for path in context.rglob("*")}
     assert {"Dockerfile", "requirements.lock", "pyproject.toml", "__main__.py", "healthcheck.py"} <= names
-    leaked = sorted(n for n in names if n in {"__pycache__", "tests", ".pytest_cache"} or n.endswith((".pyc", ".egg-info")) or n.startswith("test_"))
+    leaked = sorted(
+        n
+        for n in names
+        if n in {"__pycache__", "tests", ".pytest_cache"} or n.endswith((".pyc", ".egg-info")) or n.startswith("test_")
+    )
     assert leaked == []
 
 
 def hadolint(dockerfile: Path) -> tuple[int, list]:
     """hadolint's exit code and its JSON findings (a list, empty when clean: a crash prints no JSON)."""
     binary = shutil.which("hadolint") or str(ROOT / ".venv" / "bin" / "hadolint")
-    result = subprocess.run([binary, "--format", "json", "--failure-threshold", "style", str(dockerfile)], capture_output=True, text=True)
+    result = subprocess.run(
+        [binary, "--format", "json", "--failure-threshold", "style", str(dockerfile)], capture_output=True, text=True
+    )
     return result.returncode, json.loads(result.stdout)
 
 
@@ -630,12 +822,18 @@ def test_vllm_models_serve_with_tensor_parallelism_over_their_gpus_from_scratch(
         assert command[command.index("--tensor-parallel-size") + 1] == str(model.gpus) == "4"
         assert server["ResourceRequirements"] == [{"Type": "GPU", "Value": "4"}]
         assert server["LinuxParameters"]["SharedMemorySize"] == config.server_config(model).vllm.shared_memory_mib
-        router = [{"Condition": "START", "ContainerName": "log-router"}] if config.telemetry.firelens is not None else []
+        router = (
+            [{"Condition": "START", "ContainerName": "log-router"}] if config.telemetry.firelens is not None else []
+        )
         assert server["DependsOn"] == [*router, {"Condition": "SUCCESS", "ContainerName": "model-fetch"}]
-        assert "vllm/vllm-openai" not in str(server["Image"]) and str(server["Image"]).count(".dkr.ecr.") == 1, "from the account's ECR mirror"
+        assert "vllm/vllm-openai" not in str(server["Image"]) and str(server["Image"]).count(".dkr.ecr.") == 1, (
+            "from the account's ECR mirror"
+        )
         fetcher = containers(template, "model-fetch")[model.name]
         uri = {e["Name"]: e["Value"] for e in fetcher["Environment"]}["MODEL_URI"]
-        assert json.dumps(uri).endswith(f'"/models/{model.name}/{model.version}/"]]}}'), "weights from the model bucket's versioned prefix"
+        assert json.dumps(uri).endswith(f'"/models/{model.name}/{model.version}/"]]}}'), (
+            "weights from the model bucket's versioned prefix"
+        )
         collector = containers(template, "metrics-collector")[model.name]
         agent = json.dumps(collector["Environment"])
         # The ADOT collector (vLLM's latency histograms, tests/infra/test_otel_collector.py) scrapes the gauges too.

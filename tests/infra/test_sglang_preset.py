@@ -60,14 +60,28 @@ LLM = ModelProps(name="llm", version="1", gpus=4, cpu=40960, memory_mib=131072)
 SECRET_ARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:team/api-keys-AbCdEf"
 
 
-def sglang_stack(props: SglangProps | None = None, model: ModelProps = LLM, instance_type: str = "g5.12xlarge",
-                 with_secret: bool = False, **extra):
+def sglang_stack(
+    props: SglangProps | None = None,
+    model: ModelProps = LLM,
+    instance_type: str = "g5.12xlarge",
+    with_secret: bool = False,
+    **extra,
+):
     """A plain cdk.App with an imported cluster and listener (stack_with_placement), one model on SGLang."""
     stack, parts = stack_with_placement()
     if with_secret:
-        extra["access"] = ServiceAccess(api_keys_secret=secretsmanager.Secret.from_secret_complete_arn(stack, "Keys", SECRET_ARN))
-    service = ModelService(stack, "M", model=model, server=SglangServer(props or SglangProps(image=MIRROR)),
-                           capacity=on_cluster(stack, instance_type), **parts, **extra)
+        extra["access"] = ServiceAccess(
+            api_keys_secret=secretsmanager.Secret.from_secret_complete_arn(stack, "Keys", SECRET_ARN)
+        )
+    service = ModelService(
+        stack,
+        "M",
+        model=model,
+        server=SglangServer(props or SglangProps(image=MIRROR)),
+        capacity=on_cluster(stack, instance_type),
+        **parts,
+        **extra,
+    )
     return stack, service
 
 
@@ -102,11 +116,18 @@ def test_the_synthesized_task_runs_sglang_as_its_contract_says():
     attributes = {a["Key"]: a["Value"] for a in group["TargetGroupAttributes"]}
     assert attributes["deregistration_delay.timeout_seconds"] == "80" and server["StopTimeout"] == 30
     (rule,) = [r["Properties"] for r in template.values() if r["Type"] == "AWS::ElasticLoadBalancingV2::ListenerRule"]
-    paths = [v for c in rule["Conditions"] if c["Field"] == "path-pattern" for v in c.get("PathPatternConfig", {}).get("Values", c.get("Values", []))]
+    paths = [
+        v
+        for c in rule["Conditions"]
+        if c["Field"] == "path-pattern"
+        for v in c.get("PathPatternConfig", {}).get("Values", c.get("Values", []))
+    ]
     assert paths == ["/llm/v1/*"], "clients reach the OpenAI API only: the key also opens SGLang's control routes"
     collector = {e["Name"]: e["Value"] for e in containers["metrics-collector"]["Environment"]}
     # The ADOT collector (its latency histograms): a Fn::Join, the log group's name is a token.
-    otel = json.loads("".join(p if isinstance(p, str) else "TOKEN" for p in collector["AOT_CONFIG_CONTENT"]["Fn::Join"][1]))
+    otel = json.loads(
+        "".join(p if isinstance(p, str) else "TOKEN" for p in collector["AOT_CONFIG_CONTENT"]["Fn::Join"][1])
+    )
     (scrape,) = otel["receivers"]["prometheus"]["config"]["scrape_configs"]
     assert scrape["static_configs"][0]["targets"] == ["127.0.0.1:30000"] and scrape["metrics_path"] == "/metrics"
     assert service.contract.metric_names == ("sglang_num_running_reqs", "sglang_num_queue_reqs", "sglang_token_usage")
@@ -139,10 +160,18 @@ def run_entry_point(tmp_path: Path, api_key: str | None) -> list[str]:
     fake = tmp_path / "python3"
     fake.write_text('#!/bin/sh\nfor arg in "$@"; do printf "%s\\n" "$arg"; done\n')
     fake.chmod(0o755)
-    environment = {"PATH": f"{tmp_path}:/usr/bin:/bin", **({SGLANG_API_KEY_VARIABLE: api_key} if api_key is not None else {})}
+    environment = {
+        "PATH": f"{tmp_path}:/usr/bin:/bin",
+        **({SGLANG_API_KEY_VARIABLE: api_key} if api_key is not None else {}),
+    }
     entry_point = [shell, *SGLANG_ENTRY_POINT[1:]]
-    done = subprocess.run([*entry_point, "--port", "30000", "--served-model-name", "a b"], env=environment,
-                          capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [*entry_point, "--port", "30000", "--served-model-name", "a b"],
+        env=environment,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return done.stdout.splitlines()
 
 
@@ -150,24 +179,31 @@ def test_the_entry_point_passes_the_command_and_adds_the_key_only_when_the_task_
     """SGLang reads its key from --api-key only: the shell adds it from the secret's variable, as one argument
     whatever it holds, and without a secret adds nothing (an empty --api-key would be refused by no one and guard nothing)."""
     launch = ["-m", "sglang.launch_server", "--port", "30000", "--served-model-name", "a b"]
-    assert run_entry_point(tmp_path, 'k3y with "quotes" and $HOME') == [*launch, "--api-key", 'k3y with "quotes" and $HOME']
+    assert run_entry_point(tmp_path, 'k3y with "quotes" and $HOME') == [
+        *launch,
+        "--api-key",
+        'k3y with "quotes" and $HOME',
+    ]
     assert run_entry_point(tmp_path, None) == launch
 
 
-@pytest.mark.parametrize("extra_args, flag_name, fix", [
-    (("--tp-size=2",), "--tp-size", "the model's gpus (ModelProps.gpus)"),
-    (("--tp", "2"), "--tp-size", "which argparse reads as it"),
-    (("--tensor-parallel-size", "2"), "--tensor-parallel-size", "ModelProps.gpus"),
-    (("--port", "8000"), "--port", "which the preset sets: set sglang.port"),
-    (("--api-key=abc",), "--api-key", "sglang.api_key_name"),
-    (("--mem-fraction-static", "0.5"), "--mem-fraction-static", "scaled to the model's gpu_share"),
-    (("--mem-frac", "0.5"), "--mem-fraction-static", "which argparse reads as it"),
-    (("--context-length", "8192"), "--context-length", "sglang.context_length"),
-    (("--host", "127.0.0.1"), "--host", "listens on 0.0.0.0"),
-    (("--model", "/scratch/other"), "--model", "copied to /scratch/model"),
-    (("--config", "/scratch/c.yaml"), "--config", "the preset refuses: the construct cannot check a config file"),
-    (("--tokenizer-worker-num", "4"), "--tokenizer-worker-num", "drains on SIGTERM"),
-])
+@pytest.mark.parametrize(
+    "extra_args, flag_name, fix",
+    [
+        (("--tp-size=2",), "--tp-size", "the model's gpus (ModelProps.gpus)"),
+        (("--tp", "2"), "--tp-size", "which argparse reads as it"),
+        (("--tensor-parallel-size", "2"), "--tensor-parallel-size", "ModelProps.gpus"),
+        (("--port", "8000"), "--port", "which the preset sets: set sglang.port"),
+        (("--api-key=abc",), "--api-key", "sglang.api_key_name"),
+        (("--mem-fraction-static", "0.5"), "--mem-fraction-static", "scaled to the model's gpu_share"),
+        (("--mem-frac", "0.5"), "--mem-fraction-static", "which argparse reads as it"),
+        (("--context-length", "8192"), "--context-length", "sglang.context_length"),
+        (("--host", "127.0.0.1"), "--host", "listens on 0.0.0.0"),
+        (("--model", "/scratch/other"), "--model", "copied to /scratch/model"),
+        (("--config", "/scratch/c.yaml"), "--config", "the preset refuses: the construct cannot check a config file"),
+        (("--tokenizer-worker-num", "4"), "--tokenizer-worker-num", "drains on SIGTERM"),
+    ],
+)
 def test_flags_the_preset_sets_or_refuses_are_refused_naming_the_key(extra_args, flag_name, fix):
     with pytest.raises(ConfigError) as error:
         SglangProps(extra_args=("--chunked-prefill-size", "4096", *extra_args))
@@ -176,20 +212,42 @@ def test_flags_the_preset_sets_or_refuses_are_refused_naming_the_key(extra_args,
 
 def test_flags_of_its_own_pass():
     """The twin: SGLang's other flags, one beginning like an owned one, go through to the command."""
-    extra = ("--chunked-prefill-size", "4096", "--enable-metrics-for-all-schedulers", "--trust-remote-code", "--model-impl", "sglang")
+    extra = (
+        "--chunked-prefill-size",
+        "4096",
+        "--enable-metrics-for-all-schedulers",
+        "--trust-remote-code",
+        "--model-impl",
+        "sglang",
+    )
     _, service = sglang_stack(SglangProps(image=MIRROR, extra_args=extra))
-    assert service.contract.command[-len(extra):] == extra
+    assert service.contract.command[-len(extra) :] == extra
 
 
-@pytest.mark.parametrize("props, key, message", [
-    (dict(mem_fraction_static=0.99), "mem_fraction_static", "0.1 to 0.95"),
-    (dict(longest_request_seconds=81), "longest_request_seconds", "allowed 1 to 80"),
-    (dict(max_running_requests=8, target_running_requests_per_task=9), "target_running_requests_per_task", "at most max_running_requests"),
-    (dict(api_key_name="a key"), "api_key_name", "not a key name"),
-    (dict(image=EcrImage("mirror/sglang", "v0.5.9-cu126")), "image", "SGLang 0.5.9: before 0.5.10 SGLang keeps idle connections a fixed 5 s"),
-    (dict(image=EcrImage("mirror/sglang", "v0.4.10.post2-cu126")), "image", "mirror lmsysorg/sglang v0.5.10 or later"),
-    (dict(kv_cache_scale_out_percent=5), "kv_cache_scale_out_percent", "out of range"),
-])
+@pytest.mark.parametrize(
+    "props, key, message",
+    [
+        (dict(mem_fraction_static=0.99), "mem_fraction_static", "0.1 to 0.95"),
+        (dict(longest_request_seconds=81), "longest_request_seconds", "allowed 1 to 80"),
+        (
+            dict(max_running_requests=8, target_running_requests_per_task=9),
+            "target_running_requests_per_task",
+            "at most max_running_requests",
+        ),
+        (dict(api_key_name="a key"), "api_key_name", "not a key name"),
+        (
+            dict(image=EcrImage("mirror/sglang", "v0.5.9-cu126")),
+            "image",
+            "SGLang 0.5.9: before 0.5.10 SGLang keeps idle connections a fixed 5 s",
+        ),
+        (
+            dict(image=EcrImage("mirror/sglang", "v0.4.10.post2-cu126")),
+            "image",
+            "mirror lmsysorg/sglang v0.5.10 or later",
+        ),
+        (dict(kv_cache_scale_out_percent=5), "kv_cache_scale_out_percent", "out of range"),
+    ],
+)
 def test_values_are_refused_naming_the_key_and_the_fix(props, key, message):
     with pytest.raises(ConfigError) as error:
         SglangProps(**props)
@@ -207,7 +265,9 @@ def test_what_the_model_gives_the_preset_is_checked():
     with pytest.raises(ConfigError, match=r"^environment.*SGLANG_TIMEOUT_KEEP_ALIVE"):
         sglang_stack(model=dataclasses.replace(LLM, environment={"SGLANG_TIMEOUT_KEEP_ALIVE": "5"}))
     with pytest.raises(ConfigError, match=r"^sglang.shared_memory_mib.*below memory_mib"):
-        sglang_stack(SglangProps(image=MIRROR, shared_memory_mib=16384), model=dataclasses.replace(LLM, memory_mib=16384))
+        sglang_stack(
+            SglangProps(image=MIRROR, shared_memory_mib=16384), model=dataclasses.replace(LLM, memory_mib=16384)
+        )
     with pytest.raises(ConfigError, match=r"server.props: RepositoryImage is not SglangProps"):
         SglangServer(IMAGE)  # pyright: ignore[reportArgumentType]  # deliberately misplaced image: the refusal is under test
 
@@ -225,7 +285,9 @@ def test_a_tensor_parallel_size_the_heads_cannot_divide_is_refused_or_warned():
         sglang_stack(SglangProps(image=MIRROR, attention_heads=40), model=dataclasses.replace(LLM, gpus=3))
     sglang_stack(SglangProps(image=MIRROR, attention_heads=40))
     warned, _ = sglang_stack(model=dataclasses.replace(LLM, gpus=3))
-    assert Annotations.from_stack(warned).find_warning("*", Match.string_like_regexp("SGLang with tensor-parallel size 3"))
+    assert Annotations.from_stack(warned).find_warning(
+        "*", Match.string_like_regexp("SGLang with tensor-parallel size 3")
+    )
     plain, _ = sglang_stack()
     assert not Annotations.from_stack(plain).find_warning("*", Match.string_like_regexp("tensor-parallel size"))
 
@@ -240,7 +302,9 @@ def test_on_a_share_sglang_sizes_its_static_memory_from_the_share_and_says_it_is
     fraction = float(flag(list(service.contract.command), "--mem-fraction-static"))
     assert fraction == pytest.approx(0.70 * 11514 / 23028, abs=0.001) and service.contract.single_cuda_process
     (task,) = shared_task_definitions(app.synth().get_stack_by_name("Team").template).values()
-    assert [c["Name"] for c in task["Properties"]["ContainerDefinitions"] if c.get("ResourceRequirements")] == ["server"]
+    assert [c["Name"] for c in task["Properties"]["ContainerDefinitions"] if c.get("ResourceRequirements")] == [
+        "server"
+    ]
     assert cloudformation_validation_findings(Path(app.outdir)) == [], "CDK's CloudFormation validation finds nothing"
     _, whole = sglang_stack(model=ModelProps(name="one", version="1"), instance_type="g5.xlarge")
     assert flag(list(whole.contract.command), "--mem-fraction-static") == "0.7" and whole.contract.single_cuda_process
@@ -252,22 +316,34 @@ def test_a_generation_of_the_stated_length_finishes_when_its_task_stops(longest)
     fit what the Spot notice leaves, before SIGKILL at stopTimeout."""
     stack, service = sglang_stack(SglangProps(image=MIRROR, longest_request_seconds=longest))
     (group,) = Template.from_stack(stack).find_resources("AWS::ElasticLoadBalancingV2::TargetGroup").values()
-    delay = int({a["Key"]: a["Value"] for a in group["Properties"]["TargetGroupAttributes"]}["deregistration_delay.timeout_seconds"])
+    delay = int(
+        {a["Key"]: a["Value"] for a in group["Properties"]["TargetGroupAttributes"]}[
+            "deregistration_delay.timeout_seconds"
+        ]
+    )
     stop_timeout = task_containers(stack)["server"]["StopTimeout"]
     assert delay == longest and stop_timeout == SPOT_STOP_SECONDS - longest >= SGLANG_EXIT_SECONDS
-    assert service.contract.stop == StopTiming(SPOT_STOP_SECONDS - SGLANG_EXIT_SECONDS - longest, SGLANG_EXIT_SECONDS, longest, longest)
+    assert service.contract.stop == StopTiming(
+        SPOT_STOP_SECONDS - SGLANG_EXIT_SECONDS - longest, SGLANG_EXIT_SECONDS, longest, longest
+    )
     timing = ServiceTimingProps()
-    delay, stop_timeout = service.contract.stop.task_timing(timing.deregistration_delay_seconds, timing.stop_timeout_seconds)
+    delay, stop_timeout = service.contract.stop.task_timing(
+        timing.deregistration_delay_seconds, timing.stop_timeout_seconds
+    )
     service.contract.stop.check_fits(stop_timeout_seconds=stop_timeout, deregistration_delay_seconds=delay)
 
 
 @pytest.mark.parametrize("idle_timeout", [90, 200])
 def test_sglangs_keep_alive_outlasts_the_load_balancers_idle_timeout(idle_timeout):
     stack, balancer, parts = stack_with_load_balancer(idle_timeout - 10)
-    service = ModelService(stack, "M", model=ModelProps(name="llm", version="1"),
-                           access=ServiceAccess(allow_unauthenticated=True),
-                           server=SglangServer(SglangProps(image=MIRROR, longest_request_seconds=min(80, idle_timeout - 10))),
-                           **parts)
+    service = ModelService(
+        stack,
+        "M",
+        model=ModelProps(name="llm", version="1"),
+        access=ServiceAccess(allow_unauthenticated=True),
+        server=SglangServer(SglangProps(image=MIRROR, longest_request_seconds=min(80, idle_timeout - 10))),
+        **parts,
+    )
     environment = {e["Name"]: e["Value"] for e in task_containers(stack)["server"]["Environment"]}
     assert int(environment["SGLANG_TIMEOUT_KEEP_ALIVE"]) > balancer.idle_timeout_seconds == idle_timeout
     assert service.contract.keep_alive_seconds == int(environment["SGLANG_TIMEOUT_KEEP_ALIVE"])
@@ -292,31 +368,50 @@ def test_sglang_is_exported_and_its_props_state_every_default():
 
 def test_tgi_warns_that_it_is_in_maintenance_naming_where_to_move_and_the_other_presets_do_not():
     stack, parts = stack_with_placement()
-    for index, (name, server) in enumerate([("tgi", TgiServer(TgiProps(image=EcrImage("mirror/tgi", "3.3.7")))),
-                                            ("vllm", VllmServer(VllmProps(image=EcrImage("mirror/vllm", "v0.32.0")))),
-                                            ("sglang", SglangServer(SglangProps(image=MIRROR)))]):
-        ModelService(stack, name.title(), model=dataclasses.replace(LLM, name=name), server=server,
-                     capacity=on_cluster(stack, "g5.12xlarge"), **at_priority(parts, 40 + index))
+    for index, (name, server) in enumerate(
+        [
+            ("tgi", TgiServer(TgiProps(image=EcrImage("mirror/tgi", "3.3.7")))),
+            ("vllm", VllmServer(VllmProps(image=EcrImage("mirror/vllm", "v0.32.0")))),
+            ("sglang", SglangServer(SglangProps(image=MIRROR))),
+        ]
+    ):
+        ModelService(
+            stack,
+            name.title(),
+            model=dataclasses.replace(LLM, name=name),
+            server=server,
+            capacity=on_cluster(stack, "g5.12xlarge"),
+            **at_priority(parts, 40 + index),
+        )
     warnings = Annotations.from_stack(stack).find_warning("*", Match.string_like_regexp(TGI_MAINTENANCE_WARNING))
     assert [w.id for w in warnings] == ["/S/Tgi"]
     message = warnings[0].entry.data
     assert isinstance(message, str)  # a warning's data is its message
-    for words in ("maintenance mode since 2025-12-11", "v3.3.7", "VllmServer(VllmProps(...))", "SglangServer(SglangProps(...))",
-                  f"acknowledge_warning('{TGI_MAINTENANCE_WARNING}')"):
+    for words in (
+        "maintenance mode since 2025-12-11",
+        "v3.3.7",
+        "VllmServer(VllmProps(...))",
+        "SglangServer(SglangProps(...))",
+        f"acknowledge_warning('{TGI_MAINTENANCE_WARNING}')",
+    ):
         assert words in message
 
 
 @pytest.mark.parametrize("acknowledged", [False, True])
 def test_the_tgi_warning_stays_until_acknowledged(acknowledged):
     stack, parts = stack_with_placement()
-    service = ModelService(stack, "Tgi", model=dataclasses.replace(LLM, name="tgi"),
-                           capacity=on_cluster(stack, "g5.12xlarge"),
-                           server=TgiServer(TgiProps(image=EcrImage("mirror/tgi", "3.3.7"))), **parts)
+    service = ModelService(
+        stack,
+        "Tgi",
+        model=dataclasses.replace(LLM, name="tgi"),
+        capacity=on_cluster(stack, "g5.12xlarge"),
+        server=TgiServer(TgiProps(image=EcrImage("mirror/tgi", "3.3.7"))),
+        **parts,
+    )
     if acknowledged:
         cdk.Annotations.of(service).acknowledge_warning(TGI_MAINTENANCE_WARNING)
     found = Annotations.from_stack(stack).find_warning("*", Match.string_like_regexp(TGI_MAINTENANCE_WARNING))
     assert bool(found) is not acknowledged
-
 
 
 def test_the_configuration_pages_sglang_example_builds_the_server_it_describes():
@@ -326,7 +421,7 @@ def test_the_configuration_pages_sglang_example_builds_the_server_it_describes()
     from tests.conftest import ROOT
 
     page = (ROOT / "docs" / "configuration.md").read_text()
-    section = page[page.index("## SGLang, and leaving TGI"):page.index("## Models in S3")]
+    section = page[page.index("## SGLang, and leaving TGI") : page.index("## Models in S3")]
     (source,) = re.findall(r"```python\n(.*?)```", section, re.S)
     namespace: dict = {}
     exec(source, namespace)  # noqa: S102  # the page's own example
@@ -336,11 +431,19 @@ def test_the_configuration_pages_sglang_example_builds_the_server_it_describes()
     assert flag(list(service.contract.command), "--context-length") == "8192"
 
 
-@pytest.mark.parametrize(("preset", "props", "other"), [(VllmServer, VllmProps, SglangProps), (SglangServer, SglangProps, VllmProps)])
+@pytest.mark.parametrize(
+    ("preset", "props", "other"), [(VllmServer, VllmProps, SglangProps), (SglangServer, SglangProps, VllmProps)]
+)
 def test_the_llm_presets_share_their_fields_and_keep_props_first(preset, props, other):
     """One shared base (llm_preset.LlmPreset): props stays the first positional argument, the images and user follow,
     and the other preset's props are refused by name."""
-    assert [f.name for f in dataclasses.fields(preset)] == ["props", "image", "user", "fetcher_image", "collector_image"]
+    assert [f.name for f in dataclasses.fields(preset)] == [
+        "props",
+        "image",
+        "user",
+        "fetcher_image",
+        "collector_image",
+    ]
     server = preset(props(), None, "2000:2000")
     assert isinstance(server.props, props) and server.user == "2000:2000" and preset().props == props()
     assert server.longest_request_seconds == server.props.longest_request_seconds

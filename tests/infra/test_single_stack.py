@@ -40,18 +40,36 @@ def template() -> Template:
     network = InferenceNetwork(stack, "Net", props=NetworkProps(availability_zones=("eu-west-1a", "eu-west-1b")))
     gpus = GpuCapacity(stack, "Gpus", vpc=network.vpc, props=GpuCapacityProps(max_capacity=8))
     store = ModelStore(stack, "Models", props=ModelStoreProps())
-    alb = InferenceLoadBalancer(stack, "Alb", vpc=network.vpc, access_logs_bucket=store.access_logs_bucket,
-                                props=LoadBalancerProps(allow_http=True, ingress_cidrs=("10.0.0.0/8",)))
+    alb = InferenceLoadBalancer(
+        stack,
+        "Alb",
+        vpc=network.vpc,
+        access_logs_bucket=store.access_logs_bucket,
+        props=LoadBalancerProps(allow_http=True, ingress_cidrs=("10.0.0.0/8",)),
+    )
     for name in ("embedder", "classifier"):
-        ModelService(stack, name.capitalize(), model=ModelProps(name=name, version="v3"), timing=ServiceTimingProps(),
-                     capacity=ClusterCapacity(gpus.cluster, gpus.capacity_provider.capacity_provider_name, "g5.xlarge"),
-                     access=ServiceAccess(subnets=network.private_subnets),
-                     # the network has no NAT: every image from their ECR
-                     server=BundledServer(image=ecs.ContainerImage.from_registry(
-                         "123456789012.dkr.ecr.eu-west-1.amazonaws.com/their-server:1")),
-                     model_source=store, route=alb, environment_name="prod",
-                     logs=ServiceLogs(as_key(kms.Key(stack, f"{name}Logs")), retention_days=30, telemetry=TelemetryProps(
-                         collector_image=EcrImage(repository="mirror/cloudwatch-agent", tag="1.300059.0b1207"))))
+        ModelService(
+            stack,
+            name.capitalize(),
+            model=ModelProps(name=name, version="v3"),
+            timing=ServiceTimingProps(),
+            capacity=ClusterCapacity(gpus.cluster, gpus.capacity_provider.capacity_provider_name, "g5.xlarge"),
+            access=ServiceAccess(subnets=network.private_subnets),
+            # the network has no NAT: every image from their ECR
+            server=BundledServer(
+                image=ecs.ContainerImage.from_registry("123456789012.dkr.ecr.eu-west-1.amazonaws.com/their-server:1")
+            ),
+            model_source=store,
+            route=alb,
+            environment_name="prod",
+            logs=ServiceLogs(
+                as_key(kms.Key(stack, f"{name}Logs")),
+                retention_days=30,
+                telemetry=TelemetryProps(
+                    collector_image=EcrImage(repository="mirror/cloudwatch-agent", tag="1.300059.0b1207")
+                ),
+            ),
+        )
     return Template.from_stack(stack)
 
 
@@ -77,8 +95,16 @@ def test_access_logging_works_without_the_bucket_policy_flag(template):
     (models,) = [k for k, b in buckets.items() if "LoggingConfiguration" in b["Properties"]]
     logging = buckets[models]["Properties"]["LoggingConfiguration"]
     target = logging["DestinationBucketName"]["Ref"]
-    (policy,) = [p for p in template.find_resources("AWS::S3::BucketPolicy").values() if p["Properties"]["Bucket"] == {"Ref": target}]
-    (grant,) = [s for s in policy["Properties"]["PolicyDocument"]["Statement"] if s.get("Principal") == {"Service": "logging.s3.amazonaws.com"}]
+    (policy,) = [
+        p
+        for p in template.find_resources("AWS::S3::BucketPolicy").values()
+        if p["Properties"]["Bucket"] == {"Ref": target}
+    ]
+    (grant,) = [
+        s
+        for s in policy["Properties"]["PolicyDocument"]["Statement"]
+        if s.get("Principal") == {"Service": "logging.s3.amazonaws.com"}
+    ]
     assert grant["Effect"] == "Allow" and grant["Action"] == "s3:PutObject"
     assert grant["Condition"]["ArnLike"]["aws:SourceArn"] == {"Fn::GetAtt": [models, "Arn"]}
     assert grant["Condition"]["StringEquals"]["aws:SourceAccount"] == "123456789012"

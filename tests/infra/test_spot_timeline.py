@@ -38,19 +38,23 @@ class TaskTiming:
 def walk(timing: TaskTiming, desired: int, doomed: int) -> list[tuple[int, str]]:
     """(second after the notice, event) until the task is gone; raises AssertionError where the notice strands it."""
     may_stop = tasks_ecs_may_stop(desired, doomed, timing.minimum_healthy_percent)
-    assert may_stop == doomed, (f"at {desired} desired, ECS may stop {may_stop} of the {doomed} tasks on the draining "
-                                f"instance before replacements are healthy (MinimumHealthyPercent "
-                                f"{timing.minimum_healthy_percent}): the rest die with the instance")
+    assert may_stop == doomed, (
+        f"at {desired} desired, ECS may stop {may_stop} of the {doomed} tasks on the draining "
+        f"instance before replacements are healthy (MinimumHealthyPercent "
+        f"{timing.minimum_healthy_percent}): the rest die with the instance"
+    )
     seen = SPOT_DETECTION_SECONDS
     sigterm = seen + timing.deregistration_delay
     exited = sigterm + min(timing.drain + timing.exit, timing.stop_timeout)
-    events = [(0, "notice"),
-              (seen, "the agent has seen it and set the instance DRAINING; the scheduler stops its tasks"),
-              (seen, "targets deregistered: no new requests, those in flight finish"),
-              (sigterm, "SIGTERM after the deregistration delay"),
-              (sigterm + timing.drain, "the server's drain ends"),
-              (exited, "the server exits"),
-              (sigterm + timing.stop_timeout, "SIGKILL bound (StopTimeout)")]
+    events = [
+        (0, "notice"),
+        (seen, "the agent has seen it and set the instance DRAINING; the scheduler stops its tasks"),
+        (seen, "targets deregistered: no new requests, those in flight finish"),
+        (sigterm, "SIGTERM after the deregistration delay"),
+        (sigterm + timing.drain, "the server's drain ends"),
+        (exited, "the server exits"),
+        (sigterm + timing.stop_timeout, "SIGKILL bound (StopTimeout)"),
+    ]
     assert timing.drain + timing.exit <= timing.stop_timeout, "ECS would SIGKILL the server mid-drain"
     assert sigterm + timing.stop_timeout <= SPOT_NOTICE_SECONDS, events
     return events
@@ -67,19 +71,40 @@ def timings(synthesized, environment: str) -> list[tuple[ModelProps, TaskTiming,
         service = stack.service
         properties = resources[stack.get_logical_id(default_child(service.service))]["Properties"]
         groups = [resources[binding["TargetGroupArn"]["Ref"]]["Properties"] for binding in properties["LoadBalancers"]]
-        delays = {int(a["Value"]) for g in groups for a in g["TargetGroupAttributes"] if a["Key"] == "deregistration_delay.timeout_seconds"}
+        delays = {
+            int(a["Value"])
+            for g in groups
+            for a in g["TargetGroupAttributes"]
+            if a["Key"] == "deregistration_delay.timeout_seconds"
+        }
         (delay,) = delays
-        (container,) = [c for c in resources[properties["TaskDefinition"]["Ref"]]["Properties"]["ContainerDefinitions"] if c["Name"] == "server"]
+        (container,) = [
+            c
+            for c in resources[properties["TaskDefinition"]["Ref"]]["Properties"]["ContainerDefinitions"]
+            if c["Name"] == "server"
+        ]
         stop = service.contract.stop
-        timing = TaskTiming(properties["DeploymentConfiguration"]["MinimumHealthyPercent"], delay, container["StopTimeout"],
-                            stop.drain_seconds, stop.exit_seconds)
-        lows = [max(1, schedule.task_range(model.min_tasks, model.max_tasks)[0]) for schedule in stage.config.scaling.schedules]
-        found.append((model, timing, list(range(min([model.min_tasks, *lows]), model.max_tasks + 1)), service.instance_type.gpus))
+        timing = TaskTiming(
+            properties["DeploymentConfiguration"]["MinimumHealthyPercent"],
+            delay,
+            container["StopTimeout"],
+            stop.drain_seconds,
+            stop.exit_seconds,
+        )
+        lows = [
+            max(1, schedule.task_range(model.min_tasks, model.max_tasks)[0])
+            for schedule in stage.config.scaling.schedules
+        ]
+        found.append(
+            (model, timing, list(range(min([model.min_tasks, *lows]), model.max_tasks + 1)), service.instance_type.gpus)
+        )
     return found
 
 
 @pytest.mark.parametrize("environment", ENVIRONMENTS)
-def test_a_spot_notice_stops_every_models_doomed_tasks_and_they_drain_before_the_instance_goes(synthesized, environment):
+def test_a_spot_notice_stops_every_models_doomed_tasks_and_they_drain_before_the_instance_goes(
+    synthesized, environment
+):
     for model, timing, desired_counts, instance_gpus in timings(synthesized, environment):
         for desired in desired_counts:
             doomed = tasks_on_one_instance(instance_gpus, model.gpus, desired)
@@ -93,7 +118,9 @@ def test_a_spot_notice_stops_every_models_doomed_tasks_and_they_drain_before_the
 @pytest.mark.parametrize("environment", ENVIRONMENTS)
 def test_a_failing_target_leaves_the_load_balancer_within_seconds(synthesized, environment):
     resources = synthesized.inference_template(environment)["Resources"]
-    for group in [r["Properties"] for r in resources.values() if r["Type"] == "AWS::ElasticLoadBalancingV2::TargetGroup"]:
+    for group in [
+        r["Properties"] for r in resources.values() if r["Type"] == "AWS::ElasticLoadBalancingV2::TargetGroup"
+    ]:
         assert group["HealthCheckIntervalSeconds"] * group["UnhealthyThresholdCount"] <= 15
 
 
@@ -116,7 +143,10 @@ def test_the_walk_finds_a_stop_that_outlasts_the_notice():
         walk(TaskTiming(0, 20, 60, 70, 15), 1, 1)
 
 
-@pytest.mark.parametrize(("min_tasks", "per_instance", "percent"), [(1, 1, 0), (2, 1, 50), (3, 1, 66), (4, 1, 75), (4, 4, 0), (4, 2, 50), (10, 1, 90)])
+@pytest.mark.parametrize(
+    ("min_tasks", "per_instance", "percent"),
+    [(1, 1, 0), (2, 1, 50), (3, 1, 66), (4, 1, 75), (4, 4, 0), (4, 2, 50), (10, 1, 90)],
+)
 def test_the_minimum_healthy_percent_by_hand(min_tasks, per_instance, percent):
     assert minimum_healthy_percent(min_tasks, per_instance) == percent
     for desired in range(min_tasks, 3 * min_tasks + 1):

@@ -51,20 +51,40 @@ MIRROR = "123456789012.dkr.ecr.eu-west-1.amazonaws.com"
 TRITON = TritonServer(image=ecs.ContainerImage.from_registry(f"{MIRROR}/tritonserver:24.08-py3"))
 
 
-def team_stack(optimizer: TargetOptimizerProps | None = OPTIMIZER, server: ServerDefinition = TRITON,
-               deployment: DeploymentProps | None = None):
+def team_stack(
+    optimizer: TargetOptimizerProps | None = OPTIMIZER,
+    server: ServerDefinition = TRITON,
+    deployment: DeploymentProps | None = None,
+):
     """A team's own app: an imported cluster, its own listener, one Triton model."""
     app = cdk.App()
     stack = cdk.Stack(app, "Team", env=cdk.Environment(account="123456789012", region="eu-west-1"))
     team = imported_team_parts(stack)
     cluster, listener = team.cluster, team.listener
-    model = ModelProps(name="ranker", version="1", cpu=1024, memory_mib=3072, target_optimizer=optimizer,
-                       deployment=deployment or DeploymentProps())
-    service = ModelService(stack, "Ranker", model=model, server=server,
-                           logs=ServiceLogs(kms.Key.from_key_arn(stack, "Key", "arn:aws:kms:eu-west-1:123456789012:key/11111111-2222-3333-4444-555555555555")),
-                           environment_name="team", capacity=ClusterCapacity(cluster, "team-gpu-spot", "g5.xlarge"),
-                           model_source=ModelBucket(s3.Bucket.from_bucket_name(stack, "Models", "team-models")),
-                           route=ListenerRoute(listener, 7), access=ServiceAccess(allow_unauthenticated=True))
+    model = ModelProps(
+        name="ranker",
+        version="1",
+        cpu=1024,
+        memory_mib=3072,
+        target_optimizer=optimizer,
+        deployment=deployment or DeploymentProps(),
+    )
+    service = ModelService(
+        stack,
+        "Ranker",
+        model=model,
+        server=server,
+        logs=ServiceLogs(
+            kms.Key.from_key_arn(
+                stack, "Key", "arn:aws:kms:eu-west-1:123456789012:key/11111111-2222-3333-4444-555555555555"
+            )
+        ),
+        environment_name="team",
+        capacity=ClusterCapacity(cluster, "team-gpu-spot", "g5.xlarge"),
+        model_source=ModelBucket(s3.Bucket.from_bucket_name(stack, "Models", "team-models")),
+        route=ListenerRoute(listener, 7),
+        access=ServiceAccess(allow_unauthenticated=True),
+    )
     return app, stack, service
 
 
@@ -80,7 +100,7 @@ def containers(template: Template) -> Mapping[str, Any]:
 def test_off_by_default_the_target_group_and_the_task_are_as_before():
     _, stack, service = team_stack(optimizer=None)
     template = Template.from_stack(stack)
-    (logical_id, group), = target_groups(template).items()
+    ((logical_id, group),) = target_groups(template).items()
     assert logical_id.startswith("RankerTargetGroup") and "Controlled" not in logical_id
     assert "TargetControlPort" not in group["Properties"] and group["Properties"]["Port"] == service.contract.port
     assert AGENT_CONTAINER_NAME not in containers(template)
@@ -89,16 +109,28 @@ def test_off_by_default_the_target_group_and_the_task_are_as_before():
 def test_the_target_group_carries_the_control_port_under_a_new_logical_id_and_routes_to_the_agent():
     _, stack, service = team_stack()
     template = Template.from_stack(stack)
-    (logical_id, group), = target_groups(template).items()
-    assert logical_id.startswith("RankerTargetGroupControlled")  # TargetControlPort is set only at creation: a new group
+    ((logical_id, group),) = target_groups(template).items()
+    assert logical_id.startswith(
+        "RankerTargetGroupControlled"
+    )  # TargetControlPort is set only at creation: a new group
     properties = group["Properties"]
     assert properties["TargetControlPort"] == OPTIMIZER.control_port
     assert properties["Port"] == OPTIMIZER.data_port
     # Readiness straight from the server: a health check queued behind a long request in the agent would fail it.
     assert properties["HealthCheckPort"] == str(service.contract.port)
     assert properties["HealthCheckPath"] == service.contract.readiness_path
-    template.has_resource_properties("AWS::ECS::Service", {"LoadBalancers": [
-        {"ContainerName": AGENT_CONTAINER_NAME, "ContainerPort": OPTIMIZER.data_port, "TargetGroupArn": Match.any_value()}]})
+    template.has_resource_properties(
+        "AWS::ECS::Service",
+        {
+            "LoadBalancers": [
+                {
+                    "ContainerName": AGENT_CONTAINER_NAME,
+                    "ContainerPort": OPTIMIZER.data_port,
+                    "TargetGroupArn": Match.any_value(),
+                }
+            ]
+        },
+    )
 
 
 def test_the_agent_runs_beside_the_server_with_its_documented_settings_and_nothing_more():
@@ -116,18 +148,27 @@ def test_the_agent_runs_beside_the_server_with_its_documented_settings_and_nothi
         "TARGET_CONTROL_MAX_CONCURRENCY": "2",
         "RUST_LOG": "info",
     }
-    assert sorted(m["ContainerPort"] for m in agent["PortMappings"]) == sorted([OPTIMIZER.data_port, OPTIMIZER.control_port])
+    assert sorted(m["ContainerPort"] for m in agent["PortMappings"]) == sorted(
+        [OPTIMIZER.data_port, OPTIMIZER.control_port]
+    )
     assert agent["ReadonlyRootFilesystem"] is True and agent["User"] == AGENT_USER and agent["Privileged"] is False
-    assert agent["LinuxParameters"]["Capabilities"]["Drop"] == ["ALL"] and "Add" not in agent["LinuxParameters"]["Capabilities"]
+    assert (
+        agent["LinuxParameters"]["Capabilities"]["Drop"] == ["ALL"]
+        and "Add" not in agent["LinuxParameters"]["Capabilities"]
+    )
     assert "Secrets" not in agent
     # The server starts after the agent, so it stops before it (ECS stops in reverse dependency order).
     assert {"Condition": "START", "ContainerName": AGENT_CONTAINER_NAME} in server["DependsOn"]
     # No AWS permission for it: the task role's statements are the same with and without the agent.
     _, plain_stack, _ = team_stack(optimizer=None)
-    policies = [json.dumps(p["Properties"]["PolicyDocument"], sort_keys=True)
-                for p in Template.from_stack(stack).find_resources("AWS::IAM::Policy").values()]
-    plain = [json.dumps(p["Properties"]["PolicyDocument"], sort_keys=True)
-             for p in Template.from_stack(plain_stack).find_resources("AWS::IAM::Policy").values()]
+    policies = [
+        json.dumps(p["Properties"]["PolicyDocument"], sort_keys=True)
+        for p in Template.from_stack(stack).find_resources("AWS::IAM::Policy").values()
+    ]
+    plain = [
+        json.dumps(p["Properties"]["PolicyDocument"], sort_keys=True)
+        for p in Template.from_stack(plain_stack).find_resources("AWS::IAM::Policy").values()
+    ]
     assert sorted(policies) == sorted(plain)
 
 
@@ -155,15 +196,22 @@ def test_the_dashboard_graphs_the_reject_metric_per_load_balancer():
     assert REJECT_METRIC in body and "TargetControlRequestCount" in body
 
 
-@pytest.mark.parametrize(("props", "key", "fix"), [
-    ({"agent_image": "public.ecr.aws/aws-elb/target-optimizer/target-control-agent:latest"}, "agent_image", "pin it"),
-    ({"agent_image": "public.ecr.aws/aws-elb/target-optimizer/target-control-agent"}, "agent_image", "pin it"),
-    ({"agent_image": "nginx:1.27"}, "agent_image", "target-control-agent"),
-    ({"max_concurrency": 0}, "max_concurrency", "out of range"),
-    ({"max_concurrency": 1001}, "max_concurrency", "out of range"),
-    ({"control_port": 8880}, "control_port", "choose another"),
-    ({"log_level": "trace"}, "log_level", "one of"),
-])
+@pytest.mark.parametrize(
+    ("props", "key", "fix"),
+    [
+        (
+            {"agent_image": "public.ecr.aws/aws-elb/target-optimizer/target-control-agent:latest"},
+            "agent_image",
+            "pin it",
+        ),
+        ({"agent_image": "public.ecr.aws/aws-elb/target-optimizer/target-control-agent"}, "agent_image", "pin it"),
+        ({"agent_image": "nginx:1.27"}, "agent_image", "target-control-agent"),
+        ({"max_concurrency": 0}, "max_concurrency", "out of range"),
+        ({"max_concurrency": 1001}, "max_concurrency", "out of range"),
+        ({"control_port": 8880}, "control_port", "choose another"),
+        ({"log_level": "trace"}, "log_level", "one of"),
+    ],
+)
 def test_props_refuse_what_cannot_work_naming_the_key_and_the_fix(props, key, fix):
     with pytest.raises(ConfigError, match=rf"{key}.*{fix}"):
         TargetOptimizerProps(**{"agent_image": AGENT, **props})
@@ -171,15 +219,20 @@ def test_props_refuse_what_cannot_work_naming_the_key_and_the_fix(props, key, fi
 
 def test_a_cdk_json_block_names_the_model_and_the_key():
     with pytest.raises(ConfigError, match=r"models\[0\]\.target_optimizer\.agent_image.*pin it"):
-        from_dict(ModelProps, {"name": "ranker", "version": "1", "target_optimizer": {"agent_image": f"{AGENT.split('@')[0]}:latest"}},
-                  "models[0]")
+        from_dict(
+            ModelProps,
+            {"name": "ranker", "version": "1", "target_optimizer": {"agent_image": f"{AGENT.split('@')[0]}:latest"}},
+            "models[0]",
+        )
 
 
 def test_the_agent_counts_when_the_task_must_fit_the_instance():
     from gpu_inference_constructs.core.instance_catalog import lookup
 
     g5 = lookup("g5.xlarge", "instance_type")
-    fits = ModelProps(name="ranker", version="1", cpu=g5.task_cpu_limit_units - 512 - 100, memory_mib=3072)  # 128 too few
+    fits = ModelProps(
+        name="ranker", version="1", cpu=g5.task_cpu_limit_units - 512 - 100, memory_mib=3072
+    )  # 128 too few
     fits.check_fits(g5, (0, 0))
     with pytest.raises(ConfigError, match=r"cpu.*does not fit"):
         replace(fits, target_optimizer=OPTIMIZER).check_fits(g5, (0, 0))
@@ -190,15 +243,24 @@ def test_ports_the_server_uses_and_a_cap_above_its_own_limit_are_refused():
         team_stack(optimizer=replace(OPTIMIZER, data_port=8000))  # Triton's HTTP port
     assert "choose another port" in str(raised.value)
     with pytest.raises(ConfigError, match=r"target_optimizer\.max_concurrency") as raised:
-        team_stack(optimizer=replace(OPTIMIZER, max_concurrency=9), server=SglangServer(props=SglangProps(max_running_requests=8),
-                                                                                    image=ecs.ContainerImage.from_registry(f"{MIRROR}/sglang:v0.4")))
+        team_stack(
+            optimizer=replace(OPTIMIZER, max_concurrency=9),
+            server=SglangServer(
+                props=SglangProps(max_running_requests=8),
+                image=ecs.ContainerImage.from_registry(f"{MIRROR}/sglang:v0.4"),
+            ),
+        )
     assert "at most 8" in str(raised.value)
 
 
 def test_a_server_that_sheds_load_itself_is_allowed_with_a_warning_naming_the_key():
     _, stack, _ = team_stack(server=VllmServer(image=ecs.ContainerImage.from_registry(f"{MIRROR}/vllm-openai:v0.6.3")))
-    messages = [str(entry.data) for construct in stack.node.find_all() for entry in construct.node.metadata
-                if entry.type == "aws:cdk:warning"]
+    messages = [
+        str(entry.data)
+        for construct in stack.node.find_all()
+        for entry in construct.node.metadata
+        if entry.type == "aws:cdk:warning"
+    ]
     assert any("target_optimizer" in m and "sheds load itself" in m for m in messages), messages
 
 
@@ -211,6 +273,10 @@ def test_cfn_lint_knows_the_control_port_and_a_planted_wrong_one_is_found(tmp_pa
     planted["Resources"][group]["Properties"]["TargetControlPort"] = "control"
     bad = tmp_path / "bad.template.json"
     bad.write_text(json.dumps(planted))
-    linted = subprocess.run([str(CFN_LINT), "--format", "parseable", "--", str(good), str(bad)], capture_output=True, text=True)
+    linted = subprocess.run(
+        [str(CFN_LINT), "--format", "parseable", "--", str(good), str(bad)], capture_output=True, text=True
+    )
     findings = [line for line in linted.stdout.splitlines() if ":E" in line]
-    assert findings and all("bad.template.json" in line and ":E3012:" in line and "'control'" in line for line in findings), linted.stdout
+    assert findings and all(
+        "bad.template.json" in line and ":E3012:" in line and "'control'" in line for line in findings
+    ), linted.stdout

@@ -23,21 +23,36 @@ from tests.infra.conftest import ENVIRONMENTS
 OTHER_ACCOUNT = "999999999999"
 # ECS developer guide, "Amazon ECS task state change events": the example event, as a service's task on EC2.
 DOCUMENTED = {
-    "version": "0", "id": "3317b2af-7005-947d-b652-f55e762e571a", "detail-type": "ECS Task State Change",
-    "source": "aws.ecs", "account": "111122223333", "time": "2020-01-23T17:57:58Z", "region": "us-west-2",
+    "version": "0",
+    "id": "3317b2af-7005-947d-b652-f55e762e571a",
+    "detail-type": "ECS Task State Change",
+    "source": "aws.ecs",
+    "account": "111122223333",
+    "time": "2020-01-23T17:57:58Z",
+    "region": "us-west-2",
     "resources": ["arn:aws:ecs:us-west-2:111122223333:task/FargateCluster/c13b4cb40f1f4fe4a2971f76ae5a47ad"],
     "detail": {
         "clusterArn": "arn:aws:ecs:us-west-2:111122223333:cluster/FargateCluster",
-        "createdAt": "2020-01-23T17:57:34.402Z", "desiredStatus": "RUNNING", "group": "service:sample",
-        "lastStatus": "RUNNING", "launchType": "EC2", "connectivityAt": "2020-01-23T17:57:38.453Z",
-        "pullStartedAt": "2020-01-23T17:57:52.103Z", "startedAt": "2020-01-23T17:57:58.103Z",
-        "pullStoppedAt": "2020-01-23T17:57:55.103Z", "updatedAt": "2020-01-23T17:57:58.103Z",
+        "createdAt": "2020-01-23T17:57:34.402Z",
+        "desiredStatus": "RUNNING",
+        "group": "service:sample",
+        "lastStatus": "RUNNING",
+        "launchType": "EC2",
+        "connectivityAt": "2020-01-23T17:57:38.453Z",
+        "pullStartedAt": "2020-01-23T17:57:52.103Z",
+        "startedAt": "2020-01-23T17:57:58.103Z",
+        "pullStoppedAt": "2020-01-23T17:57:55.103Z",
+        "updatedAt": "2020-01-23T17:57:58.103Z",
         "taskArn": "arn:aws:ecs:us-west-2:111122223333:task/FargateCluster/c13b4cb40f1f4fe4a2971f76ae5a47ad",
         "version": 4,
     },
 }
-EXPECTED = {"TaskWaitSeconds": 17.701, "TaskPullSeconds": 3.0, "TaskStartSeconds": 3.0,
-            "TaskCreatedToRunningSeconds": 23.701}
+EXPECTED = {
+    "TaskWaitSeconds": 17.701,
+    "TaskPullSeconds": 3.0,
+    "TaskStartSeconds": 3.0,
+    "TaskCreatedToRunningSeconds": 23.701,
+}
 EMF_UNITS = {"Seconds", "Microseconds", "Milliseconds", "Bytes", "Count", "Percent", "None"}
 
 
@@ -82,12 +97,16 @@ def test_the_emf_check_finds_a_missing_member():
     document = task_start_handler.handler(DOCUMENTED)
     assert document is not None
     del document["TaskPullSeconds"], document["ServiceName"]
-    assert emf_problems(document) == ["dimension ServiceName is not a string member",
-                                      "metric TaskPullSeconds is not a number member"]
+    assert emf_problems(document) == [
+        "dimension ServiceName is not a string member",
+        "metric TaskPullSeconds is not a number member",
+    ]
 
 
-@pytest.mark.parametrize("changed", [{"lastStatus": "PENDING"}, {"desiredStatus": "STOPPED"}, {"group": "family:sample"},
-                                     {"startedAt": None}])
+@pytest.mark.parametrize(
+    "changed",
+    [{"lastStatus": "PENDING"}, {"desiredStatus": "STOPPED"}, {"group": "family:sample"}, {"startedAt": None}],
+)
 def test_events_that_are_not_a_service_task_reaching_running_are_ignored(changed, capsys):
     assert task_start_handler.handler(event(**changed)) is None
     assert capsys.readouterr().out == ""
@@ -165,18 +184,33 @@ def test_the_failure_rule_matches_tasks_that_stopped_on_their_own_and_nothing_el
         assert pattern.matches_event(cluster_event(world, cluster, **stopped, stopCode=code)), code
     for code in ("ServiceSchedulerInitiated", "SpotInterruption", "UserInitiated", "TerminationNotice"):
         assert not pattern.matches_event(cluster_event(world, cluster, **stopped, stopCode=code)), code
-    assert not pattern.matches_event(cluster_event(world, cluster, stopCode="EssentialContainerExited"))  # still RUNNING
-    assert not pattern.matches_event(cluster_event(world, cluster.replace(world.account, OTHER_ACCOUNT), **stopped,
-                                                   stopCode="EssentialContainerExited"))
+    assert not pattern.matches_event(
+        cluster_event(world, cluster, stopCode="EssentialContainerExited")
+    )  # still RUNNING
+    assert not pattern.matches_event(
+        cluster_event(
+            world, cluster.replace(world.account, OTHER_ACCOUNT), **stopped, stopCode="EssentialContainerExited"
+        )
+    )
 
 
 def test_a_failed_task_becomes_one_valid_task_failures_point_and_a_scale_in_none(capsys):
-    crashed = event(lastStatus="STOPPED", desiredStatus="STOPPED", stopCode="EssentialContainerExited",
-                    stoppedReason="Essential container in task exited", stoppedAt="2026-12-05T10:00:30.000Z")
+    crashed = event(
+        lastStatus="STOPPED",
+        desiredStatus="STOPPED",
+        stopCode="EssentialContainerExited",
+        stoppedReason="Essential container in task exited",
+        stoppedAt="2026-12-05T10:00:30.000Z",
+    )
     document = task_start_handler.handler(crashed)
     assert document is not None and document["TaskFailures"] == 1 and emf_problems(document) == []
     assert json.loads(capsys.readouterr().out) == document
-    assert task_start_handler.handler({**crashed, "detail": {**crashed["detail"], "stopCode": "ServiceSchedulerInitiated"}}) is None
+    assert (
+        task_start_handler.handler(
+            {**crashed, "detail": {**crashed["detail"], "stopCode": "ServiceSchedulerInitiated"}}
+        )
+        is None
+    )
 
 
 @pytest.mark.parametrize("status", ["RUNNING", "STOPPED"])
@@ -184,11 +218,21 @@ def test_eventbridge_may_invoke_the_function_for_this_rule_only(world, status):
     function = only_function(world)
     rule = rules_of(world, function)[status]
     arn = world.arn(function)
-    assert world.service_may("events.amazonaws.com", "lambda:InvokeFunction", function, arn,
-                             {"aws:SourceArn": world.arn(rule), "aws:SourceAccount": world.account})
+    assert world.service_may(
+        "events.amazonaws.com",
+        "lambda:InvokeFunction",
+        function,
+        arn,
+        {"aws:SourceArn": world.arn(rule), "aws:SourceAccount": world.account},
+    )
     other_rule = world.arn(rule).replace("rule/", "rule/another-")
-    assert not world.service_may("events.amazonaws.com", "lambda:InvokeFunction", function, arn,
-                                 {"aws:SourceArn": other_rule, "aws:SourceAccount": world.account})
+    assert not world.service_may(
+        "events.amazonaws.com",
+        "lambda:InvokeFunction",
+        function,
+        arn,
+        {"aws:SourceArn": other_rule, "aws:SourceAccount": world.account},
+    )
 
 
 def test_the_function_writes_its_own_encrypted_log_group_and_nothing_else(world):
@@ -219,8 +263,10 @@ def test_a_team_app_records_task_starts_of_its_imported_cluster():
     cluster = ecs.Cluster.from_cluster_arn(stack, "Cluster", "arn:aws:ecs:eu-west-1:123456789012:cluster/team-gpu")
     starts = TaskStarts(stack, "TaskStarts", cluster=cluster, log_retention_days=30)
     template = assertions.Template.from_stack(stack)
-    template.has_resource_properties("AWS::Events::Rule", {"EventPattern": {"detail": {
-        "clusterArn": ["arn:aws:ecs:eu-west-1:123456789012:cluster/team-gpu"]}}})
+    template.has_resource_properties(
+        "AWS::Events::Rule",
+        {"EventPattern": {"detail": {"clusterArn": ["arn:aws:ecs:eu-west-1:123456789012:cluster/team-gpu"]}}},
+    )
     template.has_resource_properties("AWS::Logs::LogGroup", {"RetentionInDays": 30})
     template.resource_count_is("AWS::IAM::ManagedPolicy", 0)
     assert starts.function and starts.rule and starts.log_group

@@ -40,13 +40,19 @@ def test_every_task_has_a_collector_whose_otlp_receiver_sends_traces_to_xray(env
     for model in config.models:
         collector = collectors[model.name]
         otel = json.loads(_text(_environment(collector)["AOT_CONFIG_CONTENT"]))
-        assert otel["receivers"]["otlp"]["protocols"] == {"grpc": {"endpoint": OTLP_GRPC_ADDRESS}, "http": {"endpoint": OTLP_HTTP_ADDRESS}}
+        assert otel["receivers"]["otlp"]["protocols"] == {
+            "grpc": {"endpoint": OTLP_GRPC_ADDRESS},
+            "http": {"endpoint": OTLP_HTTP_ADDRESS},
+        }
         assert otel["service"]["pipelines"]["traces"]["exporters"] == ["awsxray"]
         assert "CW_CONFIG_CONTENT" not in _environment(collector)
         assert collector["Essential"] is False
         if not config.server_config(model).vllm:  # traces only: the smaller reservation, inside the task's fit check
             assert set(otel["service"]["pipelines"]) == {"traces"} and "awsemf" not in otel["exporters"]
-            assert (collector["Cpu"], collector["MemoryReservation"]) == (TRACE_COLLECTOR_CPU, TRACE_COLLECTOR_MEMORY_MIB)
+            assert (collector["Cpu"], collector["MemoryReservation"]) == (
+                TRACE_COLLECTOR_CPU,
+                TRACE_COLLECTOR_MEMORY_MIB,
+            )
 
 
 def test_the_task_role_may_only_write_traces(env):
@@ -56,7 +62,9 @@ def test_the_task_role_may_only_write_traces(env):
     for model in config.models:
         (policy,) = [p for k, p in policies.items() if k.startswith(f"Model{logical(model.name)}")]
         xray = [s for s in policy["Properties"]["PolicyDocument"]["Statement"] if "xray:" in str(s["Action"])]
-        assert xray == [{"Action": ["xray:PutTelemetryRecords", "xray:PutTraceSegments"], "Effect": "Allow", "Resource": "*"}]
+        assert xray == [
+            {"Action": ["xray:PutTelemetryRecords", "xray:PutTraceSegments"], "Effect": "Allow", "Resource": "*"}
+        ]
 
 
 def test_the_servers_send_their_spans_to_the_collector_at_the_environments_ratio(env):
@@ -114,20 +122,26 @@ def test_one_environment_of_the_tests_uses_firelens(synthesized):
     assert any(stage.config.telemetry.firelens is not None for stage in synthesized.stages.values())
 
 
-@pytest.mark.parametrize(("props", "match"), [
-    (dict(trace_sampling_ratio=1.5), r"trace_sampling_ratio.*from 0"),
-    (dict(trace_sampling_ratio=True), r"trace_sampling_ratio.*from 0"),
-])
+@pytest.mark.parametrize(
+    ("props", "match"),
+    [
+        (dict(trace_sampling_ratio=1.5), r"trace_sampling_ratio.*from 0"),
+        (dict(trace_sampling_ratio=True), r"trace_sampling_ratio.*from 0"),
+    ],
+)
 def test_a_sampling_ratio_outside_0_to_1_is_refused(props, match):
     with pytest.raises(ConfigError, match=match):
         TelemetryProps(**props)
 
 
-@pytest.mark.parametrize(("props", "match"), [
-    (dict(image="public.ecr.aws/aws-observability/aws-for-fluent-bit:2.34.0"), r"^image.*EcrImage"),
-    (dict(cpu=0), r"^cpu"),
-    (dict(memory_mib=4096), r"^memory_mib"),
-])
+@pytest.mark.parametrize(
+    ("props", "match"),
+    [
+        (dict(image="public.ecr.aws/aws-observability/aws-for-fluent-bit:2.34.0"), r"^image.*EcrImage"),
+        (dict(cpu=0), r"^cpu"),
+        (dict(memory_mib=4096), r"^memory_mib"),
+    ],
+)
 def test_a_log_router_image_that_is_no_mirror_or_with_no_cpu_is_refused(props, match):
     with pytest.raises(ConfigError, match=match):
         FireLensProps(**props)
@@ -137,8 +151,10 @@ def test_the_images_come_from_the_environments_ecr_mirrors(env):
     """Private subnets without NAT reach no public registry: the collector and the log router are pulled from the
     ECR mirrors cdk.json names (a preset's own collector_image first)."""
     config, template = env
-    mirrors = {"metrics-collector": config.telemetry.collector_image,
-               "log-router": config.telemetry.firelens.image if config.telemetry.firelens else None}
+    mirrors = {
+        "metrics-collector": config.telemetry.collector_image,
+        "log-router": config.telemetry.firelens.image if config.telemetry.firelens else None,
+    }
     for name, environment_mirror in mirrors.items():
         for model, container in containers(template, name).items():
             vllm = config.server_config(next(m for m in config.models if m.name == model)).vllm
@@ -157,11 +173,29 @@ def test_the_log_router_counts_in_the_task_fit():
 # The cloudwatch_logs output's options (Fluent Bit's "Amazon CloudWatch" output; AWS for Fluent Bit's image carries it)
 # and the keys FireLens itself reads. Debian 12 packages no fluent-bit (apt-cache policy fluent-bit: none), so the
 # configuration is checked against the documented schema, not by a Fluent Bit run.
-CLOUDWATCH_LOGS_OPTIONS = frozenset({
-    "Name", "region", "log_group_name", "log_group_template", "log_stream_prefix", "log_stream_name",
-    "log_stream_template", "log_key", "log_format", "log_retention_days", "role_arn", "auto_create_group",
-    "endpoint", "sts_endpoint", "metric_namespace", "metric_dimensions", "auto_retry_requests", "workers", "retry_limit",
-})
+CLOUDWATCH_LOGS_OPTIONS = frozenset(
+    {
+        "Name",
+        "region",
+        "log_group_name",
+        "log_group_template",
+        "log_stream_prefix",
+        "log_stream_name",
+        "log_stream_template",
+        "log_key",
+        "log_format",
+        "log_retention_days",
+        "role_arn",
+        "auto_create_group",
+        "endpoint",
+        "sts_endpoint",
+        "metric_namespace",
+        "metric_dimensions",
+        "auto_retry_requests",
+        "workers",
+        "retry_limit",
+    }
+)
 
 
 def firelens_output_problems(options: dict) -> list[str]:
@@ -186,15 +220,23 @@ def test_the_firelens_output_follows_the_cloudwatch_logs_plugins_schema(env):
             assert firelens_output_problems(server["LogConfiguration"]["Options"]) == [], model
 
 
-@pytest.mark.parametrize(("defect", "problem"), [
-    ({"log_group": "x"}, "unknown option log_group"),
-    ({"Name": "cloudwatch"}, "Name is not cloudwatch_logs"),
-    ({"log_stream_name": "s"}, "exactly one of log_stream_prefix and log_stream_name"),
-    ({"auto_create_group": "no"}, "auto_create_group is not true or false"),
-])
+@pytest.mark.parametrize(
+    ("defect", "problem"),
+    [
+        ({"log_group": "x"}, "unknown option log_group"),
+        ({"Name": "cloudwatch"}, "Name is not cloudwatch_logs"),
+        ({"log_stream_name": "s"}, "exactly one of log_stream_prefix and log_stream_name"),
+        ({"auto_create_group": "no"}, "auto_create_group is not true or false"),
+    ],
+)
 def test_the_schema_check_finds_a_planted_defect(defect, problem):
-    good = {"Name": "cloudwatch_logs", "region": "us-east-1", "log_group_name": "g", "log_stream_prefix": "m/1/server/",
-            "auto_create_group": "false"}
+    good = {
+        "Name": "cloudwatch_logs",
+        "region": "us-east-1",
+        "log_group_name": "g",
+        "log_stream_prefix": "m/1/server/",
+        "auto_create_group": "false",
+    }
     assert firelens_output_problems(good) == []
     assert any(problem in found for found in firelens_output_problems({**good, **defect}))
     assert "region is missing" in firelens_output_problems({k: v for k, v in good.items() if k != "region"})
@@ -205,9 +247,13 @@ def test_cdk_json_telemetry_is_checked_on_load():
     from tests.scenarios import scenario_environment
 
     dev = scenario_environment("dev")
-    loaded = load_environment("dev", {**dev, "telemetry": {"trace_sampling_ratio": 0.25, "firelens": {"memory_mib": 256}}})
+    loaded = load_environment(
+        "dev", {**dev, "telemetry": {"trace_sampling_ratio": 0.25, "firelens": {"memory_mib": 256}}}
+    )
     assert loaded.telemetry == TelemetryProps(trace_sampling_ratio=0.25, firelens=FireLensProps(memory_mib=256))
     with pytest.raises(ConfigError, match=r"telemetry.trace_sampling_ratio.*from 0"):
         load_environment("dev", {**dev, "telemetry": {"trace_sampling_ratio": 2}})
     with pytest.raises(ConfigError, match=r"telemetry.firelens.image.tag.*pin"):
-        load_environment("dev", {**dev, "telemetry": {"firelens": {"image": {"repository": "mirror/fluent-bit", "tag": "latest"}}}})
+        load_environment(
+            "dev", {**dev, "telemetry": {"firelens": {"image": {"repository": "mirror/fluent-bit", "tag": "latest"}}}}
+        )

@@ -54,7 +54,7 @@ def decide(rules: dict, path: str, matches: set[str]) -> str:
 
 
 def evaluate(statement: dict, path: str, labels: set[str]) -> bool:
-    (kind, body), = statement.items()
+    ((kind, body),) = statement.items()
     if kind == "AndStatement":
         return all(evaluate(s, path, labels) for s in body["Statements"])
     if kind == "OrStatement":
@@ -89,7 +89,9 @@ REQUESTS = [
 
 
 @pytest.mark.parametrize("what, matches, on_predictions, elsewhere", REQUESTS, ids=[r[0] for r in REQUESTS])
-def test_managed_rule_matches_block_attacks_but_not_prediction_texts_or_api_clients(env, what, matches, on_predictions, elsewhere):
+def test_managed_rule_matches_block_attacks_but_not_prediction_texts_or_api_clients(
+    env, what, matches, on_predictions, elsewhere
+):
     config, template = env
     rules = web_acl_rules(config, template)
     if rules is None:
@@ -105,9 +107,21 @@ def test_the_decision_walk_blocks_what_an_unoverridden_rule_matches(env):
     rules = web_acl_rules(config, template)
     if rules is None:
         pytest.skip(f"{config.name} has no web ACL")
-    stripped = {name: {**rule, "Statement": {"ManagedRuleGroupStatement": {
-        k: v for k, v in rule["Statement"]["ManagedRuleGroupStatement"].items() if k != "RuleActionOverrides"}}}
-        if "ManagedRuleGroupStatement" in rule["Statement"] else rule for name, rule in rules.items()}
+    stripped = {
+        name: {
+            **rule,
+            "Statement": {
+                "ManagedRuleGroupStatement": {
+                    k: v
+                    for k, v in rule["Statement"]["ManagedRuleGroupStatement"].items()
+                    if k != "RuleActionOverrides"
+                }
+            },
+        }
+        if "ManagedRuleGroupStatement" in rule["Statement"]
+        else rule
+        for name, rule in rules.items()
+    }
     assert decide(stripped, prediction_path(config, config.models[0]), {"Log4JRCE_BODY"}) == "BLOCK"
     assert decide(stripped, prediction_path(config, config.models[0]), {"NoUserAgent_HEADER"}) == "BLOCK"
 
@@ -143,14 +157,23 @@ def key_rules(rules: dict) -> dict:
         statement = rule["Statement"].get("RateBasedStatement")
         if statement is not None and statement["AggregateKeyType"] == "CUSTOM_KEYS":
             (key,) = statement["CustomKeys"]
-            found[key["Header"]["Name"]] = {**statement, "TextTransformations": key["Header"]["TextTransformations"], "Action": rule["Action"]}
+            found[key["Header"]["Name"]] = {
+                **statement,
+                "TextTransformations": key["Header"]["TextTransformations"],
+                "Action": rule["Action"],
+            }
     return found
 
 
 def bearer_variants(key: str = "k1") -> list[str]:
     """Authorization values a client may send for one key: the scheme in every case, spaces and tabs around the key."""
     schemes = ["".join(c.upper() if mask >> i & 1 else c for i, c in enumerate("bearer")) for mask in range(64)]
-    return [f"{scheme} {before}{key}{after}" for scheme in schemes for before in ("", " ", "  ", "\t", " \t ") for after in ("", " ", "\t ")]
+    return [
+        f"{scheme} {before}{key}{after}"
+        for scheme in schemes
+        for before in ("", " ", "  ", "\t", " \t ")
+        for after in ("", " ", "\t ")
+    ]
 
 
 def test_each_api_key_is_rate_limited_in_both_header_forms_at_the_busiest_models_peak(env):
@@ -183,6 +206,8 @@ def test_one_key_is_one_aggregation_instance_whichever_way_the_client_writes_it(
     assert len(variants) == len(bearer_variants()) > 900
     instances = {waf_transform(v, by_header["authorization"]["TextTransformations"]) for v in variants}
     assert instances <= {"bearer k1", "bearer k1 "}
-    assert len({waf_transform(v, [{"Priority": 0, "Type": "NONE"}]) for v in variants}) == len(variants), "the twin: untransformed"
+    assert len({waf_transform(v, [{"Priority": 0, "Type": "NONE"}]) for v in variants}) == len(variants), (
+        "the twin: untransformed"
+    )
     assert [v for v in ("K1", "k1 ", " k1") if server_accepts("x-api-key", v)] == []
     assert by_header["x-api-key"]["TextTransformations"] == [{"Priority": 0, "Type": "NONE"}]

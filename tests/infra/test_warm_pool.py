@@ -73,15 +73,21 @@ def test_prod_has_a_pool_of_stopped_instances_and_no_reuse_on_scale_in(prod):
     group, _ = only(template, "AWS::AutoScaling::AutoScalingGroup")
     hook, _ = only(template, "AWS::AutoScaling::LifecycleHook")
     _, pool = only(template, "AWS::AutoScaling::WarmPool")
-    assert pool["Properties"] == {"AutoScalingGroupName": {"Ref": group}, "PoolState": "Stopped", "MinSize": 2,
-                                  "MaxGroupPreparedCapacity": 2}  # an absolute size: no InstanceReusePolicy at all
+    assert pool["Properties"] == {
+        "AutoScalingGroupName": {"Ref": group},
+        "PoolState": "Stopped",
+        "MinSize": 2,
+        "MaxGroupPreparedCapacity": 2,
+    }  # an absolute size: no InstanceReusePolicy at all
     assert hook in pool["DependsOn"]  # no instance warms before the hook holds it while it pulls
 
 
 @pytest.mark.parametrize("environment", [e for e in ENVIRONMENTS if e != "prod"])
 def test_the_pool_is_off_elsewhere(synthesized, environment):
     template = synthesized.inference_template(environment)
-    assert not of_type(template, "AWS::AutoScaling::WarmPool", "") and not of_type(template, "AWS::AutoScaling::LifecycleHook", "")
+    assert not of_type(template, "AWS::AutoScaling::WarmPool", "") and not of_type(
+        template, "AWS::AutoScaling::LifecycleHook", ""
+    )
     assert WARM_POOLS_CHECK not in json.dumps(template)
     assert synthesized.stages[environment].config.capacity.warm_pool is None
 
@@ -91,9 +97,13 @@ def test_the_launch_hook_holds_a_warming_instance_for_prepare_seconds_then_conti
     assert props.warm_pool is not None
     group, _ = only(template, "AWS::AutoScaling::AutoScalingGroup")
     _, hook = only(template, "AWS::AutoScaling::LifecycleHook")
-    assert hook["Properties"] == {"AutoScalingGroupName": {"Ref": group}, "LifecycleHookName": HOOK_NAME,
-                                  "LifecycleTransition": "autoscaling:EC2_INSTANCE_LAUNCHING",
-                                  "HeartbeatTimeout": props.warm_pool.prepare_seconds, "DefaultResult": "CONTINUE"}
+    assert hook["Properties"] == {
+        "AutoScalingGroupName": {"Ref": group},
+        "LifecycleHookName": HOOK_NAME,
+        "LifecycleTransition": "autoscaling:EC2_INSTANCE_LAUNCHING",
+        "HeartbeatTimeout": props.warm_pool.prepare_seconds,
+        "DefaultResult": "CONTINUE",
+    }
     function, _ = only(template, "AWS::Lambda::Function")
     rule, _ = only(template, "AWS::Events::Rule", "GpuCapacityWarmPoolLaunches")
     assert {function, rule} <= set(hook["DependsOn"])  # a launch into service never waits for a function not yet made
@@ -133,9 +143,15 @@ def image_uri(image) -> str:
 
 def images_of(template: dict) -> list[str]:
     """The URIs of the model stacks' image assets, as their task definitions name them."""
-    found = {json.dumps(c["Image"]) for r in template["Resources"].values() if r["Type"] == "AWS::ECS::TaskDefinition"
-             for c in r["Properties"]["ContainerDefinitions"]}
-    return sorted(json.loads(i)["Fn::Sub"].replace("${AWS::URLSuffix}", "amazonaws.com") for i in found if "Fn::Sub" in i)
+    found = {
+        json.dumps(c["Image"])
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::ECS::TaskDefinition"
+        for c in r["Properties"]["ContainerDefinitions"]
+    }
+    return sorted(
+        json.loads(i)["Fn::Sub"].replace("${AWS::URLSuffix}", "amazonaws.com") for i in found if "Fn::Sub" in i
+    )
 
 
 def every_image_of(template: dict) -> dict[str, set[str]]:
@@ -174,7 +190,9 @@ def test_the_pool_pulls_every_image_a_task_runs_sidecars_included(prod):
 def test_the_instances_may_pull_the_collectors_mirror(world):
     role = world.only("AWS::IAM::Role", "GpuCapacityInstanceRole")
     mirror = f"arn:aws:ecr:{world.region}:{world.account}:repository/mirror/aws-otel-collector"
-    assert world.role_may(role, "ecr:BatchGetImage", mirror, {}) and world.role_may(role, "ecr:GetDownloadUrlForLayer", mirror, {})
+    assert world.role_may(role, "ecr:BatchGetImage", mirror, {}) and world.role_may(
+        role, "ecr:GetDownloadUrlForLayer", mirror, {}
+    )
 
 
 def test_the_instances_may_pull_the_asset_repository_and_no_other(world):
@@ -208,13 +226,24 @@ def test_the_launch_function_completes_this_groups_hook_only_and_writes_its_encr
 
 # EC2 Auto Scaling user guide, "Warm pool example events and patterns": a launch lifecycle action.
 DOCUMENTED = {
-    "version": "0", "id": "12345678-1234-1234-1234-123456789012", "detail-type": "EC2 Instance-launch Lifecycle Action",
-    "source": "aws.autoscaling", "account": "123456789012", "time": "2021-01-13T00:12:37.214Z", "region": "us-west-2",
+    "version": "0",
+    "id": "12345678-1234-1234-1234-123456789012",
+    "detail-type": "EC2 Instance-launch Lifecycle Action",
+    "source": "aws.autoscaling",
+    "account": "123456789012",
+    "time": "2021-01-13T00:12:37.214Z",
+    "region": "us-west-2",
     "resources": ["auto-scaling-group-arn"],
-    "detail": {"LifecycleActionToken": "71514b9d-6a40-4b26-8523-05e7eEXAMPLE", "AutoScalingGroupName": "my-asg",
-               "LifecycleHookName": "my-launch-lifecycle-hook", "EC2InstanceId": "i-1234567890abcdef0",
-               "LifecycleTransition": "autoscaling:EC2_INSTANCE_LAUNCHING", "NotificationMetadata": "additional-info",
-               "Origin": "EC2", "Destination": "WarmPool"},
+    "detail": {
+        "LifecycleActionToken": "71514b9d-6a40-4b26-8523-05e7eEXAMPLE",
+        "AutoScalingGroupName": "my-asg",
+        "LifecycleHookName": "my-launch-lifecycle-hook",
+        "EC2InstanceId": "i-1234567890abcdef0",
+        "LifecycleTransition": "autoscaling:EC2_INSTANCE_LAUNCHING",
+        "NotificationMetadata": "additional-info",
+        "Origin": "EC2",
+        "Destination": "WarmPool",
+    },
 }
 
 
@@ -222,34 +251,50 @@ def launch_event(world: TemplateWorld | None = None, **detail) -> dict:
     event = json.loads(json.dumps(DOCUMENTED))
     if world is not None:
         event.update(account=world.account, region=world.region)
-        event["detail"].update(AutoScalingGroupName=world.ref(world.only("AWS::AutoScaling::AutoScalingGroup")),
-                               LifecycleHookName=HOOK_NAME)
+        event["detail"].update(
+            AutoScalingGroupName=world.ref(world.only("AWS::AutoScaling::AutoScalingGroup")),
+            LifecycleHookName=HOOK_NAME,
+        )
     event["detail"].update(detail)
     return event
 
 
-@pytest.mark.parametrize("origin, destination, matches", [
-    ("WarmPool", "AutoScalingGroup", True),  # a warm start
-    ("EC2", "AutoScalingGroup", True),  # the pool is empty: a launch straight into the group
-    ("EC2", "WarmPool", False),  # warming: the heartbeat ends it
-])
+@pytest.mark.parametrize(
+    "origin, destination, matches",
+    [
+        ("WarmPool", "AutoScalingGroup", True),  # a warm start
+        ("EC2", "AutoScalingGroup", True),  # the pool is empty: a launch straight into the group
+        ("EC2", "WarmPool", False),  # warming: the heartbeat ends it
+    ],
+)
 def test_the_rule_sends_launches_into_service_of_this_groups_hook_only(world, origin, destination, matches):
     rule = world.only("AWS::Events::Rule", "GpuCapacityWarmPoolLaunches")
     pattern = EventPattern.load(json.dumps(world.resolve(world.resources[rule]["Properties"]["EventPattern"])))
     event = launch_event(world, Origin=origin, Destination=destination)
     assert pattern.matches_event(cast(EventMessageType, event)) is matches
-    for other in ({"AutoScalingGroupName": "another-group"}, {"LifecycleHookName": "ecs-managed-draining-termination-hook"}):
-        assert not pattern.matches_event(cast(EventMessageType, launch_event(world, Origin=origin, Destination=destination, **other)))
+    for other in (
+        {"AutoScalingGroupName": "another-group"},
+        {"LifecycleHookName": "ecs-managed-draining-termination-hook"},
+    ):
+        assert not pattern.matches_event(
+            cast(EventMessageType, launch_event(world, Origin=origin, Destination=destination, **other))
+        )
     function = world.only("AWS::Lambda::Function", "GpuCapacityWarmPoolLaunches")
-    assert world.service_may("events.amazonaws.com", "lambda:InvokeFunction", function, world.arn(function),
-                             {"aws:SourceArn": world.arn(rule), "aws:SourceAccount": world.account})
+    assert world.service_may(
+        "events.amazonaws.com",
+        "lambda:InvokeFunction",
+        function,
+        world.arn(function),
+        {"aws:SourceArn": world.arn(rule), "aws:SourceAccount": world.account},
+    )
 
 
 def autoscaling_client():
     import boto3
 
-    return boto3.client("autoscaling", region_name="us-west-2", aws_access_key_id="AKIDEXAMPLE",
-                        aws_secret_access_key="secret")
+    return boto3.client(
+        "autoscaling", region_name="us-west-2", aws_access_key_id="AKIDEXAMPLE", aws_secret_access_key="secret"
+    )
 
 
 def test_the_function_continues_a_launch_into_service_with_parameters_the_api_accepts(capsys):
@@ -260,10 +305,17 @@ def test_the_function_continues_a_launch_into_service_with_parameters_the_api_ac
     event = launch_event(Origin="WarmPool", Destination=INTO_SERVICE)
     detail = event["detail"]
     with Stubber(client) as stub:
-        stub.add_response("complete_lifecycle_action", {}, {
-            "LifecycleHookName": detail["LifecycleHookName"], "AutoScalingGroupName": detail["AutoScalingGroupName"],
-            "LifecycleActionToken": detail["LifecycleActionToken"], "InstanceId": detail["EC2InstanceId"],
-            "LifecycleActionResult": "CONTINUE"})
+        stub.add_response(
+            "complete_lifecycle_action",
+            {},
+            {
+                "LifecycleHookName": detail["LifecycleHookName"],
+                "AutoScalingGroupName": detail["AutoScalingGroupName"],
+                "LifecycleActionToken": detail["LifecycleActionToken"],
+                "InstanceId": detail["EC2InstanceId"],
+                "LifecycleActionResult": "CONTINUE",
+            },
+        )
         assert warm_pool_handler.handler(event, None, client) == {"completed": True}
         stub.assert_no_pending_responses()
     assert json.loads(capsys.readouterr().out)["completed"] is True
@@ -327,8 +379,13 @@ def simulate(script: str, states: list[str], tmp_path: Path) -> tuple[list[str],
     (tmp_path / "states").write_text("".join(f"{s}\n" for s in states))
     moved = script.replace("/etc/ecs/", f"{root}/etc/ecs/").replace("/usr/local/libexec/", f"{root}/usr/local/libexec/")
     (tmp_path / "user-data").write_text(moved)
-    subprocess.run(["bash", str(tmp_path / "user-data")], check=True, timeout=60, capture_output=True,
-                   env={"PATH": f"{bin_dir}:/usr/bin:/bin", "LOG": str(tmp_path / "calls"), "STATES": str(tmp_path / "states")})
+    subprocess.run(
+        ["bash", str(tmp_path / "user-data")],
+        check=True,
+        timeout=60,
+        capture_output=True,
+        env={"PATH": f"{bin_dir}:/usr/bin:/bin", "LOG": str(tmp_path / "calls"), "STATES": str(tmp_path / "states")},
+    )
     calls = (tmp_path / "calls").read_text().splitlines() if (tmp_path / "calls").exists() else []
     config = root / "etc/ecs/ecs.config"
     return calls, config.read_text() if config.exists() else ""
@@ -339,7 +396,9 @@ def lifecycle_problems(calls: list[str], state: str, images: list[str]) -> list[
     pull each image exactly once, and never start the ECS agent; going into service, start the agent and pull and log
     in to nothing."""
     problems = []
-    agent = [c for c in calls if c.startswith("systemctl") and "ecs" in c and {"start", "restart", "enable"} & set(c.split())]
+    agent = [
+        c for c in calls if c.startswith("systemctl") and "ecs" in c and {"start", "restart", "enable"} & set(c.split())
+    ]
     pulls = [c.split()[2] for c in calls if c.startswith("docker pull")]
     logins = [c for c in calls if c.startswith("docker login")]
     if state.startswith("Warmed:"):
@@ -347,7 +406,9 @@ def lifecycle_problems(calls: list[str], state: str, images: list[str]) -> list[
             problems.append(f"starts the ECS agent while warming: {agent}")
         if sorted(pulls) != sorted(images):
             problems.append(f"pulls {pulls}, not each of {images} once")
-        registries = sorted({image.split("/")[0] for image in images if ".dkr.ecr." in image})  # ECR's, not a public one
+        registries = sorted(
+            {image.split("/")[0] for image in images if ".dkr.ecr." in image}
+        )  # ECR's, not a public one
         if sorted(c.split()[-2] for c in logins) != registries or any("password=ecr-password" not in c for c in logins):
             problems.append(f"logs in {logins}, not once to each of {registries} with ECR's password")
     else:
@@ -369,7 +430,9 @@ def test_an_instance_warming_into_the_pool_pulls_each_image_once_and_never_start
     login = next(c for c in calls if c.startswith("python3"))
     assert login == f"python3 {tmp_path / 'root'}{ECR_LOGIN_PATH} us-west-2"  # the region of the image's registry
     written = (tmp_path / "root" / ECR_LOGIN_PATH.lstrip("/")).read_text()
-    assert written == Path(warm_pool_ecr_login.__file__).read_text()  # the heredoc writes the tested module, byte for byte
+    assert (
+        written == Path(warm_pool_ecr_login.__file__).read_text()
+    )  # the heredoc writes the tested module, byte for byte
 
 
 @pytest.mark.parametrize("states", [["InService"], ["404"] * 30])  # never told: not warming, so serve
@@ -382,8 +445,11 @@ def test_an_instance_going_into_service_starts_the_agent_and_pulls_nothing(prod,
 
 
 PLANTED = {
-    "starts the agent while warming": ("    systemctl start docker.service", "    systemctl start docker.service\n    systemctl start ecs"),
-    "pulls going into service": ('  Warmed:*)', "  Warmed:*|InService)"),
+    "starts the agent while warming": (
+        "    systemctl start docker.service",
+        "    systemctl start docker.service\n    systemctl start ecs",
+    ),
+    "pulls going into service": ("  Warmed:*)", "  Warmed:*|InService)"),
     "starts the agent blocking": ("systemctl start --no-block ecs.service", "systemctl start ecs.service"),
 }
 
@@ -406,15 +472,20 @@ def test_the_simulation_catches_a_planted_defect(prod, tmp_path, defect):
 def test_the_simulation_catches_an_image_pulled_twice(tmp_path):
     image = "333333333333.dkr.ecr.us-west-2.amazonaws.com/repo:tag"
     calls, _ = simulate(warm_pool_script([image, image]), ["Warmed:Stopped"], tmp_path)
-    assert lifecycle_problems(calls, "Warmed:Stopped", [image]) == [f"pulls {[image, image]}, not each of {[image]} once"]
+    assert lifecycle_problems(calls, "Warmed:Stopped", [image]) == [
+        f"pulls {[image, image]}, not each of {[image]} once"
+    ]
     assert sum(c.startswith("docker login") for c in calls) == 1  # one login per registry, however many images
 
 
 # --- The instance's ECR login -----------------------------------------------------------------------------------
 
 
-CREDENTIALS = {"AccessKeyId": "AKIDEXAMPLE", "SecretAccessKey": "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
-               "Token": "session-token"}
+CREDENTIALS = {
+    "AccessKeyId": "AKIDEXAMPLE",
+    "SecretAccessKey": "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
+    "Token": "session-token",
+}
 NOW = datetime.datetime(2026, 12, 7, 10, 30, 0, tzinfo=datetime.UTC)
 
 
@@ -424,15 +495,26 @@ def test_the_ecr_login_is_signed_exactly_as_botocore_signs_it(monkeypatch):
     from botocore.credentials import Credentials
 
     host = "api.ecr.us-west-2.amazonaws.com"
-    ours = warm_pool_ecr_login.signed_headers(host, "us-west-2", "ecr", warm_pool_ecr_login.TARGET, b"{}", CREDENTIALS, NOW)
+    ours = warm_pool_ecr_login.signed_headers(
+        host, "us-west-2", "ecr", warm_pool_ecr_login.TARGET, b"{}", CREDENTIALS, NOW
+    )
     monkeypatch.setattr(auth, "get_current_datetime", lambda: NOW)
-    request = AWSRequest(method="POST", url=f"https://{host}/", data=b"{}",
-                         headers={"Content-Type": "application/x-amz-json-1.1", "X-Amz-Target": warm_pool_ecr_login.TARGET})
-    auth.SigV4Auth(Credentials(CREDENTIALS["AccessKeyId"], CREDENTIALS["SecretAccessKey"], CREDENTIALS["Token"]),
-                   "ecr", "us-west-2").add_auth(request)
+    request = AWSRequest(
+        method="POST",
+        url=f"https://{host}/",
+        data=b"{}",
+        headers={"Content-Type": "application/x-amz-json-1.1", "X-Amz-Target": warm_pool_ecr_login.TARGET},
+    )
+    auth.SigV4Auth(
+        Credentials(CREDENTIALS["AccessKeyId"], CREDENTIALS["SecretAccessKey"], CREDENTIALS["Token"]),
+        "ecr",
+        "us-west-2",
+    ).add_auth(request)
     assert ours["authorization"] == request.headers["Authorization"]
     assert ours["x-amz-security-token"] == request.headers["X-Amz-Security-Token"]
-    planted = warm_pool_ecr_login.signed_headers(host, "us-east-1", "ecr", warm_pool_ecr_login.TARGET, b"{}", CREDENTIALS, NOW)
+    planted = warm_pool_ecr_login.signed_headers(
+        host, "us-east-1", "ecr", warm_pool_ecr_login.TARGET, b"{}", CREDENTIALS, NOW
+    )
     assert planted["authorization"] != request.headers["Authorization"]  # the comparison can fail
 
 
@@ -441,9 +523,15 @@ def test_the_ecr_login_keeps_to_the_instances_python_3_9():
     import ast
 
     tree = ast.parse(Path(warm_pool_ecr_login.__file__).read_text(), feature_version=(3, 9))
-    later = {"UTC", "removeprefix", "removesuffix", "tomllib"}  # 3.11's datetime.UTC, 3.9's own are fine, 3.11's tomllib
+    later = {
+        "UTC",
+        "removeprefix",
+        "removesuffix",
+        "tomllib",
+    }  # 3.11's datetime.UTC, 3.9's own are fine, 3.11's tomllib
     used = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)} | {
-        a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names
+    }
     assert {"UTC", "tomllib"} & used == set(), used & later
 
 
@@ -452,8 +540,14 @@ def test_the_ecr_login_returns_the_password_of_ecrs_token():
 
     def post(url, body, headers):
         sent.update(url=url, body=body, headers=headers)
-        return {"authorizationData": [{"authorizationToken": base64.b64encode(b"AWS:s3cret").decode(),
-                                       "proxyEndpoint": "https://333333333333.dkr.ecr.us-west-2.amazonaws.com"}]}
+        return {
+            "authorizationData": [
+                {
+                    "authorizationToken": base64.b64encode(b"AWS:s3cret").decode(),
+                    "proxyEndpoint": "https://333333333333.dkr.ecr.us-west-2.amazonaws.com",
+                }
+            ]
+        }
 
     assert warm_pool_ecr_login.login_password("us-west-2", CREDENTIALS, NOW, post) == "s3cret"
     assert sent["url"] == "https://api.ecr.us-west-2.amazonaws.com/" and sent["body"] == b"{}"
@@ -470,17 +564,26 @@ def team_stack(props: GpuCapacityProps) -> tuple[cdk.Stack, GpuCapacity]:
 
 
 def test_a_team_prepulls_its_own_image_and_grants_its_repository():
-    stack, capacity = team_stack(GpuCapacityProps(on_demand_base_capacity=1, warm_pool=WarmPoolProps(pool_state="Running")))
+    stack, capacity = team_stack(
+        GpuCapacityProps(on_demand_base_capacity=1, warm_pool=WarmPoolProps(pool_state="Running"))
+    )
     repository = ecr.Repository.from_repository_name(stack, "Mirror", "mirror/vllm-openai")
     capacity.prepull(repository.repository_uri_for_tag("v0.32.0"), repository)
     template = Template.from_stack(stack)
-    template.has_resource_properties("AWS::AutoScaling::WarmPool", {"PoolState": "Running", "MinSize": 1,
-                                                                     "InstanceReusePolicy": Match.absent()})
-    assert "mirror/vllm-openai:v0.32.0" in json.dumps(template.to_json()["Resources"][
-        next(iter(template.find_resources("AWS::EC2::LaunchTemplate")))]["Properties"]["LaunchTemplateData"]["UserData"])
+    template.has_resource_properties(
+        "AWS::AutoScaling::WarmPool", {"PoolState": "Running", "MinSize": 1, "InstanceReusePolicy": Match.absent()}
+    )
+    assert "mirror/vllm-openai:v0.32.0" in json.dumps(
+        template.to_json()["Resources"][next(iter(template.find_resources("AWS::EC2::LaunchTemplate")))]["Properties"][
+            "LaunchTemplateData"
+        ]["UserData"]
+    )
     (policy,) = [p for k, p in template.find_resources("AWS::IAM::Policy").items() if k.startswith("GpuInstanceRole")]
-    (pull,) = [s for s in policy["Properties"]["PolicyDocument"]["Statement"]
-               if sorted(s["Action"]) == ["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"]]
+    (pull,) = [
+        s
+        for s in policy["Properties"]["PolicyDocument"]["Statement"]
+        if sorted(s["Action"]) == ["ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"]
+    ]
     assert json.dumps(pull["Resource"]).endswith(':repository/mirror/vllm-openai"]]}')
 
 
@@ -493,21 +596,34 @@ def test_prepull_without_a_pool_is_refused_with_the_fix():
 
 def test_a_pool_on_an_all_spot_group_warns_that_aws_does_not_say_what_it_holds():
     stack, _ = team_stack(GpuCapacityProps(warm_pool=WarmPoolProps()))
-    Annotations.from_stack(stack).has_warning("*", Match.string_like_regexp("warm_pool on a group whose instances are all Spot"))
+    Annotations.from_stack(stack).has_warning(
+        "*", Match.string_like_regexp("warm_pool on a group whose instances are all Spot")
+    )
     on_demand, _ = team_stack(GpuCapacityProps(on_demand_base_capacity=1, warm_pool=WarmPoolProps()))
     Annotations.from_stack(on_demand).has_no_warning("*", Match.string_like_regexp("all Spot"))
 
 
-@pytest.mark.parametrize("pool, key, fix", [
-    ({"reuse_on_scale_in": True}, "capacity.warm_pool.reuse_on_scale_in", "a scaled-in instance is terminated"),
-    ({"pool_state": "Hibernated"}, "capacity.warm_pool.pool_state", "hibernation options"),
-    ({"pool_state": "stopped"}, "capacity.warm_pool.pool_state", "use 'Stopped'"),
-    ({"prepare_seconds": 30}, "capacity.warm_pool.prepare_seconds", "allowed 60 to 7200"),
-    ({"min_size": 0}, "capacity.warm_pool.min_size", "leave warm_pool out"),
-    ({"min_size": 40}, "capacity.warm_pool.min_size", "greater than max_capacity 36"),
-    ({"min_size": 2, "max_group_prepared_capacity": 1}, "capacity.warm_pool.max_group_prepared_capacity", "below min_size 2"),
-    ({"size": 2}, "capacity.warm_pool.size", "unknown key; allowed keys here: max_group_prepared_capacity, min_size"),
-])
+@pytest.mark.parametrize(
+    "pool, key, fix",
+    [
+        ({"reuse_on_scale_in": True}, "capacity.warm_pool.reuse_on_scale_in", "a scaled-in instance is terminated"),
+        ({"pool_state": "Hibernated"}, "capacity.warm_pool.pool_state", "hibernation options"),
+        ({"pool_state": "stopped"}, "capacity.warm_pool.pool_state", "use 'Stopped'"),
+        ({"prepare_seconds": 30}, "capacity.warm_pool.prepare_seconds", "allowed 60 to 7200"),
+        ({"min_size": 0}, "capacity.warm_pool.min_size", "leave warm_pool out"),
+        ({"min_size": 40}, "capacity.warm_pool.min_size", "greater than max_capacity 36"),
+        (
+            {"min_size": 2, "max_group_prepared_capacity": 1},
+            "capacity.warm_pool.max_group_prepared_capacity",
+            "below min_size 2",
+        ),
+        (
+            {"size": 2},
+            "capacity.warm_pool.size",
+            "unknown key; allowed keys here: max_group_prepared_capacity, min_size",
+        ),
+    ],
+)
 def test_a_bad_warm_pool_is_refused_naming_the_environment_the_key_and_the_fix(pool, key, fix):
     data = scenario_environment("prod")
     data["capacity"]["warm_pool"] = pool
@@ -519,5 +635,10 @@ def test_a_bad_warm_pool_is_refused_naming_the_environment_the_key_and_the_fix(p
 def test_the_defaults_are_a_pool_of_one_stopped_instance_held_ten_minutes():
     pool = from_dict(WarmPoolProps, {})
     assert (pool.min_size, pool.prepared_capacity, pool.pool_state, pool.prepare_seconds, pool.reuse_on_scale_in) == (
-        1, 1, "Stopped", 600, False)
+        1,
+        1,
+        "Stopped",
+        600,
+        False,
+    )
     assert WarmPoolProps(min_size=2, max_group_prepared_capacity=5).prepared_capacity == 5

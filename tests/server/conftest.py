@@ -20,10 +20,20 @@ def anyio_backend():
 
 
 def make_settings(model_uri: str | Path, **overrides) -> Settings:
-    values: dict[str, Any] = dict(model_name="tiny", model_version="1", model_uri=str(model_uri),
-                                  model_task="text-classification", max_batch_size=8, max_sequence_length=64,
-                                  max_client_batch=16, max_text_chars=2000, max_body_bytes=64 * 1024,
-                                  request_timeout_s=10.0, ready_probe_interval_s=60.0, metrics_interval_s=3600.0)
+    values: dict[str, Any] = dict(
+        model_name="tiny",
+        model_version="1",
+        model_uri=str(model_uri),
+        model_task="text-classification",
+        max_batch_size=8,
+        max_sequence_length=64,
+        max_client_batch=16,
+        max_text_chars=2000,
+        max_body_bytes=64 * 1024,
+        request_timeout_s=10.0,
+        ready_probe_interval_s=60.0,
+        metrics_interval_s=3600.0,
+    )
     values.update(overrides)
     return Settings(**values)
 
@@ -90,8 +100,9 @@ def export_service(tiny_export_dir):
 @pytest.fixture(scope="session")
 def image_service(tiny_image_dir):
     """The tiny image classifier, loaded and ready; shared, so tests must not drain or break it."""
-    service = started(make_settings(tiny_image_dir, model_name="vision", model_task="image-classification",
-                                    result_cache_size=16))
+    service = started(
+        make_settings(tiny_image_dir, model_name="vision", model_task="image-classification", result_cache_size=16)
+    )
     yield service
     service.local_model.stop()
 
@@ -109,9 +120,16 @@ MINILM_API_KEY = "sk-test-key"
 @pytest.fixture(scope="session")
 def minilm_service(minilm_dir):
     """all-MiniLM-L6-v2, loaded once for the session (behind MINILM_API_KEY, truncatable to 128 and 256)."""
-    service = started(make_settings(minilm_dir, model_name="minilm", model_task="text-embedding",
-                                    max_sequence_length=128, api_keys=(MINILM_API_KEY,),
-                                    embedding_dimensions=(128, 256)))
+    service = started(
+        make_settings(
+            minilm_dir,
+            model_name="minilm",
+            model_task="text-embedding",
+            max_sequence_length=128,
+            api_keys=(MINILM_API_KEY,),
+            embedding_dimensions=(128, 256),
+        )
+    )
     yield service
     service.local_model.stop()
 
@@ -130,8 +148,7 @@ def echo_service(tmp_path):
     services = []
 
     def make(**overrides) -> WorkerService:
-        settings = make_settings(tmp_path, model_task=None, model_handler="tests.server.fakes:EchoHandler",
-                                 **overrides)
+        settings = make_settings(tmp_path, model_task=None, model_handler="tests.server.fakes:EchoHandler", **overrides)
         service = started(settings)
         services.append(service)
         return service
@@ -165,8 +182,12 @@ def s3():
     server.start()
     host, port = server.get_host_and_port()
     with pytest.MonkeyPatch.context() as patch:
-        for name, value in {"AWS_ENDPOINT_URL_S3": f"http://{host}:{port}", "AWS_ACCESS_KEY_ID": "testing",
-                            "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}.items():
+        for name, value in {
+            "AWS_ENDPOINT_URL_S3": f"http://{host}:{port}",
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": "us-east-1",
+        }.items():
             patch.setenv(name, value)
         for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL"):
             patch.delenv(name, raising=False)

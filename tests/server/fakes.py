@@ -60,8 +60,10 @@ class EchoHandler(Handler):
         return {"text": padded, "nbytes": nbytes, "tokens": batch.lengths}
 
     def postprocess(self, outputs: Any, count: int) -> list[Any]:
-        return [{"echo": outputs["text"][i, : outputs["nbytes"][i]].tobytes().decode(),
-                 "tokens": int(outputs["tokens"][i])} for i in range(count)]
+        return [
+            {"echo": outputs["text"][i, : outputs["nbytes"][i]].tobytes().decode(), "tokens": int(outputs["tokens"][i])}
+            for i in range(count)
+        ]
 
     @property
     def served(self) -> list[tuple[int, int, list[str]]]:

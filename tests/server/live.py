@@ -21,8 +21,16 @@ def live_server(service: WorkerService) -> Iterator[str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    config = uvicorn.Config(create_app(service), host="127.0.0.1", port=port, log_config=None, access_log=False,
-                            lifespan="on", http="httptools", loop="asyncio")
+    config = uvicorn.Config(
+        create_app(service),
+        host="127.0.0.1",
+        port=port,
+        log_config=None,
+        access_log=False,
+        lifespan="on",
+        http="httptools",
+        loop="asyncio",
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, name=f"uvicorn-{port}", daemon=True)
     thread.start()

@@ -60,9 +60,18 @@ class Receiver:
             resource = _attributes(resource_spans.resource.attributes)
             for scope_spans in resource_spans.scope_spans:
                 for span in scope_spans.spans:
-                    received.append(ReceivedSpan(span.name, span.trace_id.hex(), span.span_id.hex(),
-                                                 span.parent_span_id.hex(), span.start_time_unix_nano,
-                                                 span.end_time_unix_nano, _attributes(span.attributes), resource))
+                    received.append(
+                        ReceivedSpan(
+                            span.name,
+                            span.trace_id.hex(),
+                            span.span_id.hex(),
+                            span.parent_span_id.hex(),
+                            span.start_time_unix_nano,
+                            span.end_time_unix_nano,
+                            _attributes(span.attributes),
+                            resource,
+                        )
+                    )
         with self.lock:
             self.spans.extend(received)
 

@@ -135,8 +135,10 @@ def test_the_walk_finds_a_worker_module_that_imports_the_model_side(tmp_path):
 
 
 def test_a_submit_message_reads_back_as_the_jobs_it_was_written_from():
-    items = [Encoded(3, {"input_ids": np.arange(3), "attention_mask": np.ones(3, dtype=np.int64)}),
-             Encoded(1, {"pixels": np.zeros((2, 2), dtype=np.float32)})]
+    items = [
+        Encoded(3, {"input_ids": np.arange(3), "attention_mask": np.ones(3, dtype=np.int64)}),
+        Encoded(1, {"pixels": np.zeros((2, 2), dtype=np.float32)}),
+    ]
     jobs = [Job(7, 12.5, False, items), Job(8, 13.0, True, items[1:], traced=True)]
     header, arrays = encode(Submit(jobs))
     assert header["t"] == Message.SUBMIT
@@ -144,7 +146,9 @@ def test_a_submit_message_reads_back_as_the_jobs_it_was_written_from():
     assert isinstance(message, Submit)
     read = message.jobs
     assert [(j.job_id, j.deadline, j.bypass_queue_limit, len(j.items), j.traced) for j in read] == [
-        (7, 12.5, False, 2, False), (8, 13.0, True, 1, True)]
+        (7, 12.5, False, 2, False),
+        (8, 13.0, True, 1, True),
+    ]
     for sent, got in zip([*jobs[0].items, *jobs[1].items], [*read[0].items, *read[1].items], strict=True):
         assert got.length == sent.length and list(got.data) == list(sent.data)
         assert all(np.array_equal(got.data[name], sent.data[name]) for name in sent.data)
@@ -155,8 +159,15 @@ def test_every_outcome_a_job_ends_with_arrives_as_itself():
     raised (a 4xx, 503 or 504 by its class), and anything else as a ModelError (a 500) that names it."""
     vector, named = np.arange(4, dtype=np.float32), {"logits": np.ones(2), "pooled": np.zeros(3)}
     runs = [BatchRun(10.0, 10.001, 10.004, 3, 4, 32, 21), BatchRun(10.01, 10.011, 10.02, 1, 1, 16, 9)]
-    outcomes = [JobResult(vector, 5, 0.01, 0.02), JobResult(named, 6, 0.0, 0.03, runs), DeadlineExceeded("late"),
-                InputError("too long"), ModelUnavailable("loading"), QueueFull("full"), RuntimeError("CUDA error")]
+    outcomes = [
+        JobResult(vector, 5, 0.01, 0.02),
+        JobResult(named, 6, 0.0, 0.03, runs),
+        DeadlineExceeded("late"),
+        InputError("too long"),
+        ModelUnavailable("loading"),
+        QueueFull("full"),
+        RuntimeError("CUDA error"),
+    ]
     header, arrays = encode(Results(list(enumerate(outcomes))))
     message = decode(orjson.loads(orjson.dumps(header)), arrays)
     assert isinstance(message, Results)
@@ -174,10 +185,15 @@ def test_every_outcome_a_job_ends_with_arrives_as_itself():
     assert type(failed) is ModelError and str(failed) == "RuntimeError: CUDA error"
 
 
-@pytest.mark.parametrize("message", [
-    NewWorker("3"), Stop(), Ready(),
-    Artifact("/tmp/model-cache/m/1", "task:text-embedding", "text-embedding", True, {"tokenizer": "{}"}),
-])
+@pytest.mark.parametrize(
+    "message",
+    [
+        NewWorker("3"),
+        Stop(),
+        Ready(),
+        Artifact("/tmp/model-cache/m/1", "task:text-embedding", "text-embedding", True, {"tokenizer": "{}"}),
+    ],
+)
 def test_each_control_message_reads_back_as_itself(message):
     header, arrays = encode(message)
     assert arrays == [] and decode(orjson.loads(orjson.dumps(header)), []) == message

@@ -32,8 +32,13 @@ def test_manifest_round_trip(tiny_classifier_dir):
     doc = json.loads(manifest.to_json())
     assert doc["format"] == 1 and doc["model_name"] == "tiny" and doc["version"] == "7"
     assert doc["task"] == "text-classification" and doc["created_at"].endswith("Z")
-    assert set(doc["files"]) == {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json",
-                                 "vocab.txt"}
+    assert set(doc["files"]) == {
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "vocab.txt",
+    }
     weights = tiny_classifier_dir / "model.safetensors"
     assert doc["files"]["model.safetensors"] == {"sha256": sha256_file(weights), "size": weights.stat().st_size}
     assert Manifest.from_json(manifest.to_json()) == manifest
@@ -42,21 +47,33 @@ def test_manifest_round_trip(tiny_classifier_dir):
 
 @pytest.mark.parametrize("path", ["../escape", "/etc/passwd", "a/../../b", "a\\b", "", "./a", MANIFEST_FILE])
 def test_manifest_refuses_paths_that_leave_the_model_directory(path):
-    doc = {"format": 1, "model_name": "m", "version": "1", "created_at": "now",
-           "files": {path: {"sha256": "0" * 64, "size": 1}}}
+    doc = {
+        "format": 1,
+        "model_name": "m",
+        "version": "1",
+        "created_at": "now",
+        "files": {path: {"sha256": "0" * 64, "size": 1}},
+    }
     with pytest.raises(ManifestError, match="unsafe"):
         Manifest.from_json(json.dumps(doc).encode())
 
 
-@pytest.mark.parametrize("doc", [
-    b"not json", b"[]", b'{"format": 2}',
-    b'{"format": 1, "model_name": "m", "version": "1", "created_at": "t", "files": {}}',
-    b'{"format": 1, "model_name": "m", "version": "1", "created_at": "t", "files": {"a": {"sha256": "xyz", "size": 1}}}',
-    b'{"format": 1, "model_name": "m", "version": 1, "created_at": "t", "files": {"a": {"sha256": "'
-    + b"0" * 64 + b'", "size": 1}}}',
-    b'{"format": 1, "model_name": "m", "version": "1", "created_at": "t", "files": {"a": {"sha256": "'
-    + b"0" * 64 + b'", "size": 1}}, "probe": {"text": "x", "task": "text-classification", "answer": {"label": "a"}}}',
-])
+@pytest.mark.parametrize(
+    "doc",
+    [
+        b"not json",
+        b"[]",
+        b'{"format": 2}',
+        b'{"format": 1, "model_name": "m", "version": "1", "created_at": "t", "files": {}}',
+        b'{"format": 1, "model_name": "m", "version": "1", "created_at": "t", "files": {"a": {"sha256": "xyz", "size": 1}}}',
+        b'{"format": 1, "model_name": "m", "version": 1, "created_at": "t", "files": {"a": {"sha256": "'
+        + b"0" * 64
+        + b'", "size": 1}}}',
+        b'{"format": 1, "model_name": "m", "version": "1", "created_at": "t", "files": {"a": {"sha256": "'
+        + b"0" * 64
+        + b'", "size": 1}}, "probe": {"text": "x", "task": "text-classification", "answer": {"label": "a"}}}',
+    ],
+)
 def test_malformed_manifests_are_refused(doc):
     with pytest.raises(ManifestError):
         Manifest.from_json(doc)
@@ -103,7 +120,10 @@ def test_publish_refuses_to_overwrite_a_version_unless_forced(s3, bucket, tiny_c
     (smaller / "config.json").write_text("{}")
     publish(smaller, uri, force=True)
     keys = {o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"]}
-    assert keys == {"models/tiny/1/config.json", *(f"models/tiny/1/{name}" for name in PUBLISHED_FILES)}  # stale removed
+    assert keys == {
+        "models/tiny/1/config.json",
+        *(f"models/tiny/1/{name}" for name in PUBLISHED_FILES),
+    }  # stale removed
 
 
 def test_publish_command_line(s3, bucket, tiny_classifier_dir, capsys, restore_logging):

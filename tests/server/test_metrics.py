@@ -86,7 +86,7 @@ def test_values_cloudwatch_would_reject_never_reach_the_document():
     for value in (math.nan, math.inf, -math.inf):
         stats.observe(value)  # not a number CloudWatch takes: not observed (and no error on the request path)
     assert stats.take() is None
-    for value in (0.0, -0.5, 1e-9, 2e-9, 3e-9, 1e-7, 1.0, 2.0 ** 400):
+    for value in (0.0, -0.5, 1e-9, 2e-9, 3e-9, 1e-7, 1.0, 2.0**400):
         stats.observe(value)
     distribution = stats.take()
     assert distribution is not None  # values were observed

@@ -31,14 +31,23 @@ def free_port() -> int:
 
 def server_env(model_uri: str | Path, port: int, cache: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MODEL_", "MAX_", "API_KEYS"))}
-    env.update(MODEL_NAME="tiny", MODEL_VERSION="1", MODEL_URI=str(model_uri), PORT=str(port), HOST="127.0.0.1",
-               MODEL_CACHE_DIR=str(cache), DEPLOYMENT_ENV="test", **extra)
+    env.update(
+        MODEL_NAME="tiny",
+        MODEL_VERSION="1",
+        MODEL_URI=str(model_uri),
+        PORT=str(port),
+        HOST="127.0.0.1",
+        MODEL_CACHE_DIR=str(cache),
+        DEPLOYMENT_ENV="test",
+        **extra,
+    )
     return env
 
 
 def start(env: dict[str, str], log: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "inference_server"], env=env, stdout=log.open("wb"),
-                            stderr=subprocess.STDOUT)
+    return subprocess.Popen(
+        [sys.executable, "-m", "inference_server"], env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT
+    )
 
 
 def request(port: int, method: str, path: str, body: dict | None = None, timeout: float = 30.0):
@@ -76,12 +85,21 @@ def healthcheck(port: int) -> int:
 
 def test_sigterm_under_load_drains_accepted_requests_and_exits_0(tiny_classifier_dir, tmp_path):
     port, log = free_port(), tmp_path / "server.log"
-    env = server_env(tiny_classifier_dir, port, tmp_path / "cache", MODEL_TASK="text-classification",
-                     MODEL_HANDLER="inference_server.testing:SlowClassificationHandler", SLOW_HANDLER_DELAY_S="0.05",
-                     MAX_BATCH_SIZE="4", MAX_SEQUENCE_LENGTH="32", READY_PROBE_INTERVAL_S="1",
-                     MAX_BODY_BYTES="4096", DRAIN_TIMEOUT_S="30",
-                     SLOW_REQUEST_MS="60000",  # a loaded machine makes requests slow; slow ones get a line each
-                     ACCESS_LOG_SAMPLE="0")  # by default 1 in 1000 successes gets a line: a flake over ~1000 requests
+    env = server_env(
+        tiny_classifier_dir,
+        port,
+        tmp_path / "cache",
+        MODEL_TASK="text-classification",
+        MODEL_HANDLER="inference_server.testing:SlowClassificationHandler",
+        SLOW_HANDLER_DELAY_S="0.05",
+        MAX_BATCH_SIZE="4",
+        MAX_SEQUENCE_LENGTH="32",
+        READY_PROBE_INTERVAL_S="1",
+        MAX_BODY_BYTES="4096",
+        DRAIN_TIMEOUT_S="30",
+        SLOW_REQUEST_MS="60000",  # a loaded machine makes requests slow; slow ones get a line each
+        ACCESS_LOG_SAMPLE="0",
+    )  # by default 1 in 1000 successes gets a line: a flake over ~1000 requests
     launched = time.monotonic()
     process = start(env, log)
     try:
@@ -145,7 +163,8 @@ def test_sigterm_under_load_drains_accepted_requests_and_exits_0(tiny_classifier
     (started,) = [line for line in lines if line["message"] == "metrics" and "StartupSeconds" in line]
     phases = ("StartupFetchSeconds", "StartupLoadSeconds", "StartupWarmupSeconds")
     assert {d["Name"]: d["Unit"] for d in started["_aws"]["CloudWatchMetrics"][0]["Metrics"]} == {
-        name: "Seconds" for name in ("StartupSeconds", *phases)}
+        name: "Seconds" for name in ("StartupSeconds", *phases)
+    }
     assert all(started[name] >= 0 for name in phases) and started["StartupLoadSeconds"] > 0
     assert sum(started[name] for name in phases) <= started["StartupSeconds"] <= seen_ready_after + 0.5, started
     # The imports before the fetch count too (the model process alone imports torch: well over half a second).

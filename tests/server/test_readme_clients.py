@@ -22,9 +22,14 @@ from .live import live_server
 
 README = Path(__file__).resolve().parents[2] / "inference_image" / "README.md"
 EXAMPLE = re.compile(r"```(bash|python)\n(# Example: (.+?)\n.*?)```", re.S)
-MODEL_OF = {"OpenAI embeddings with curl": "minilm", "OpenAI embeddings with the openai client": "minilm",
-            "torch-export with curl": "tabular", "torch-export with tritonclient": "tabular",
-            "image classification with curl": "vision", "image classification with tritonclient": "vision"}
+MODEL_OF = {
+    "OpenAI embeddings with curl": "minilm",
+    "OpenAI embeddings with the openai client": "minilm",
+    "torch-export with curl": "tabular",
+    "torch-export with tritonclient": "tabular",
+    "image classification with curl": "vision",
+    "image classification with tritonclient": "vision",
+}
 
 
 def examples() -> dict[str, tuple[str, str]]:
@@ -38,8 +43,11 @@ def test_every_protocol_has_a_curl_and_a_client_library_example():
 
 @pytest.fixture(scope="module")
 def servers(minilm_service, export_service, image_service):
-    with live_server(minilm_service) as minilm, live_server(export_service) as tabular, \
-            live_server(image_service) as vision:
+    with (
+        live_server(minilm_service) as minilm,
+        live_server(export_service) as tabular,
+        live_server(image_service) as vision,
+    ):
         yield {"minilm": minilm, "tabular": tabular, "vision": vision}
 
 
@@ -47,8 +55,9 @@ def run_example(title: str, address: str, cwd: Path) -> str:
     language, source = examples()[title]
     source = source.replace("localhost:8080", address)
     command = ["bash", "-euo", "pipefail", "-c", source] if language == "bash" else [sys.executable, "-c", source]
-    done = subprocess.run(command, cwd=cwd, env={**os.environ, "API_KEY": MINILM_API_KEY}, capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run(
+        command, cwd=cwd, env={**os.environ, "API_KEY": MINILM_API_KEY}, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, f"{title}:\n{done.stdout}\n{done.stderr[-3000:]}"
     return done.stdout
 

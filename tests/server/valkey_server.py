@@ -57,8 +57,25 @@ class ValkeyServer:
     def start(self, *extra: str) -> ValkeyServer:
         log = (self.directory / f"valkey-{self.port}.log").open("ab")
         self.process = subprocess.Popen(
-            [self.binary, "--bind", "127.0.0.1", "--port", str(self.port), "--save", "", "--appendonly", "no",
-             "--dir", str(self.directory), "--protected-mode", "yes", *extra], stdout=log, stderr=subprocess.STDOUT)
+            [
+                self.binary,
+                "--bind",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.directory),
+                "--protected-mode",
+                "yes",
+                *extra,
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         deadline = time.monotonic() + 20
         while True:
             assert self.process.poll() is None, (self.directory / f"valkey-{self.port}.log").read_text()

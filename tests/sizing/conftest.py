@@ -22,12 +22,27 @@ def llama_dir(root: Path, size: str) -> Path:
     h, inter = g["hidden"], g["intermediate"]
     directory = root / f"llama-2-{size}"
     directory.mkdir()
-    (directory / "config.json").write_text(json.dumps({
-        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": h, "intermediate_size": inter,
-        "num_hidden_layers": g["layers"], "num_attention_heads": g["heads"], "num_key_value_heads": g["heads"],
-        "max_position_embeddings": 4096, "vocab_size": VOCAB, "torch_dtype": "float16"}))
-    tensors = {"model.embed_tokens.weight": ("F16", (VOCAB, h)), "lm_head.weight": ("F16", (VOCAB, h)),
-               "model.norm.weight": ("F16", (h,))}
+    (directory / "config.json").write_text(
+        json.dumps(
+            {
+                "architectures": ["LlamaForCausalLM"],
+                "model_type": "llama",
+                "hidden_size": h,
+                "intermediate_size": inter,
+                "num_hidden_layers": g["layers"],
+                "num_attention_heads": g["heads"],
+                "num_key_value_heads": g["heads"],
+                "max_position_embeddings": 4096,
+                "vocab_size": VOCAB,
+                "torch_dtype": "float16",
+            }
+        )
+    )
+    tensors = {
+        "model.embed_tokens.weight": ("F16", (VOCAB, h)),
+        "lm_head.weight": ("F16", (VOCAB, h)),
+        "model.norm.weight": ("F16", (h,)),
+    }
     for layer in range(g["layers"]):
         prefix = f"model.layers.{layer}"
         for name in ("q_proj", "k_proj", "v_proj", "o_proj"):

@@ -122,7 +122,11 @@ def test_minilm_estimate_is_capped_by_the_measured_server_ceiling_and_costed(min
     assert gpu_rps > 5252 and t4.throughput.requests_per_second == 5252.0
     assert t4.throughput.bound == "HTTP server" and t4.throughput.source == "estimate"
     assert t4.tasks == 1 and t4.instances == 1  # 500 / (5252 x 0.7) = 0.14
-    assert t4.usd_per_million_requests["on_demand"] == pytest.approx(0.526 / (500 * 3600) * 1e6) == pytest.approx(0.29222, abs=1e-5)
+    assert (
+        t4.usd_per_million_requests["on_demand"]
+        == pytest.approx(0.526 / (500 * 3600) * 1e6)
+        == pytest.approx(0.29222, abs=1e-5)
+    )
 
 
 def test_the_a10g_is_costed_from_its_labelled_tensor_estimate(minilm):
@@ -133,7 +137,9 @@ def test_the_a10g_is_costed_from_its_labelled_tensor_estimate(minilm):
     assert ACCELERATORS["NVIDIA A10G"].dense_fp16_tflops is None
     assert dense_fp16_tflops("NVIDIA A10G") == (62.5, ESTIMATED_DENSE_FP16_TFLOPS["NVIDIA A10G"].basis)
     assert ESTIMATED_DENSE_FP16_TFLOPS["NVIDIA A10G"].basis.startswith("estimated, the lowest published candidate")
-    g5 = by_name(advise(from_model_dir(minilm, dtype="fp16"), Workload(500, 100, 256), Purchase(), Assumptions()))["g5.xlarge"]
+    g5 = by_name(advise(from_model_dir(minilm, dtype="fp16"), Workload(500, 100, 256), Purchase(), Assumptions()))[
+        "g5.xlarge"
+    ]
     # By hand: MiniLM's 22,713,216 parameters less its embeddings (30522 + 512) x 384 = 10,796,160 multiply per token.
     per_request = 2 * 10_796_160 * 256 + 4 * 6 * 256**2 * 384  # 6.13 GFLOP
     batch_seconds = max(32 * per_request / (62.5e12 * 0.5), 22_713_216 * 2 / (600e9 * 0.5))  # compute: 6.28 ms
@@ -144,7 +150,11 @@ def test_the_a10g_is_costed_from_its_labelled_tensor_estimate(minilm):
     assert "(62.5 TFLOPS x 1 x 0.5)" in g5.throughput.formula
     assert "NVIDIA A10G's tensor throughput is estimated, the lowest published candidate" in g5.throughput.formula
     assert g5.tasks == 1 and g5.ranked  # 500 / (5096.5 x 0.7) = 0.14
-    assert g5.usd_per_million_requests["on_demand"] == pytest.approx(1.006 / (500 * 3600) * 1e6) == pytest.approx(0.5589, abs=1e-4)
+    assert (
+        g5.usd_per_million_requests["on_demand"]
+        == pytest.approx(1.006 / (500 * 3600) * 1e6)
+        == pytest.approx(0.5589, abs=1e-4)
+    )
     assert g5.throughput.single_pass_ms == pytest.approx(per_request / (62.5e12 * 0.5) * 1000)  # batch 1: 0.196 ms
 
 
@@ -153,7 +163,9 @@ def test_without_an_estimate_a_gpu_with_no_sourced_tensor_figure_is_not_costed(m
     from gpu_inference_constructs.sizing import advisor
 
     monkeypatch.setattr(advisor, "ESTIMATED_DENSE_FP16_TFLOPS", {})
-    g5 = by_name(advise(from_model_dir(minilm, dtype="fp16"), Workload(500, 100, 256), Purchase(), Assumptions()))["g5.xlarge"]
+    g5 = by_name(advise(from_model_dir(minilm, dtype="fp16"), Workload(500, 100, 256), Purchase(), Assumptions()))[
+        "g5.xlarge"
+    ]
     assert g5.throughput is not None
     assert g5.fits and g5.throughput.requests_per_second is None and g5.throughput.source == "none"
     assert "; not costed, not estimated: an encoder's estimate needs the GPU's tensor throughput" in g5.reason
@@ -180,7 +192,9 @@ def test_bf16_does_not_fit_a_t4():
 def test_mix_uses_the_environments_on_demand_base_and_share():
     model = ModelShape(params=7_000_000_000, dtype="fp16", kind="llm", layers=32, hidden_size=4096, heads=32)
     purchase = Purchase(on_demand_base=1, on_demand_percent=50)
-    l40s = by_name(advise(model, llm_workload(concurrency=8, requests_per_second=5), purchase, Assumptions()))["g6e.xlarge"]
+    l40s = by_name(advise(model, llm_workload(concurrency=8, requests_per_second=5), purchase, Assumptions()))[
+        "g6e.xlarge"
+    ]
     n = l40s.instances
     assert n is not None  # a type that fits is sized
     on_demand = 1 + -(-(n - 1) * 50 // 100)
@@ -192,7 +206,9 @@ def test_mix_uses_the_environments_on_demand_base_and_share():
 def test_inferentia2_is_priced_but_not_costed_for_an_unbenchmarked_encoder_and_gpu_capacity_refuses_it(minilm):
     """MiniLM (6 x 384) has no Neuron benchmark: inf2 is listed with its price, not costed, not ranked (issue 46
     ranks it only for the benchmarked geometries: tests/sizing/test_neuron_ranking.py)."""
-    inf2 = by_name(advise(from_model_dir(minilm, dtype="fp16"), Workload(500, 100, 256), Purchase(), Assumptions()))["inf2.xlarge"]
+    inf2 = by_name(advise(from_model_dir(minilm, dtype="fp16"), Workload(500, 100, 256), Purchase(), Assumptions()))[
+        "inf2.xlarge"
+    ]
     assert inf2.fits and inf2.deployable and not inf2.ranked
     assert inf2.price_usd == 0.7582 and inf2.usd_per_million_requests["on_demand"] is None
     assert "not costed, the Neuron benchmarks run 128-token sequences, not 256" in inf2.reason
@@ -212,7 +228,11 @@ def test_every_catalog_figure_has_a_source_and_a_date():
         assert set(sources) == figures, entry.name
         for figure, sourced in sources.items():
             assert len(sourced.source) > 20, (entry.name, figure)
-            assert date(2025, 1, 1) <= date.fromisoformat(sourced.as_of) <= date.today(), (entry.name, figure, sourced.as_of)
+            assert date(2025, 1, 1) <= date.fromisoformat(sourced.as_of) <= date.today(), (
+                entry.name,
+                figure,
+                sourced.as_of,
+            )
     for spec in ACCELERATORS.values():
         assert spec.memory_bandwidth_gb_per_s > 0 and date.fromisoformat(spec.as_of)
     for region, prices in ON_DEMAND_HOURLY_USD.items():
@@ -239,7 +259,9 @@ def test_the_runtime_scales_the_encoder_estimate_by_its_stated_factor(minilm):
     model = from_model_dir(minilm, dtype="fp16")
     uncapped = Assumptions(server_ceiling_rps=1e9)
     eager = by_name(advise(model, Workload(500, 100, 256), Purchase(), uncapped))["g4dn.xlarge"].throughput
-    onnx = by_name(advise(model, Workload(500, 100, 256, runtime="onnx"), Purchase(), uncapped))["g4dn.xlarge"].throughput
+    onnx = by_name(advise(model, Workload(500, 100, 256, runtime="onnx"), Purchase(), uncapped))[
+        "g4dn.xlarge"
+    ].throughput
     assert eager is not None and onnx is not None and eager.requests_per_second is not None
     assert onnx.requests_per_second == pytest.approx(eager.requests_per_second * RUNTIME_FACTORS["onnx"].factor)
     assert "x 1.2 for runtime onnx (estimated:" in onnx.formula and "runtime" not in eager.formula

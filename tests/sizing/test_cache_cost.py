@@ -34,8 +34,23 @@ def test_a_hit_rate_of_one_or_more_is_refused():
 def test_the_cli_sizes_the_gpus_for_the_misses_and_says_whether_the_cache_pays(capsys):
     assert main([*ENCODER, "--requests-per-second", "2000", "--json"]) == 0
     without = json.loads(capsys.readouterr().out)
-    assert main([*ENCODER, "--requests-per-second", "2000", "--cache-hit-rate", "0.9", "--cache-value-bytes",
-                 "200", "--cache-ttl-seconds", "600", "--json"]) == 0
+    assert (
+        main(
+            [
+                *ENCODER,
+                "--requests-per-second",
+                "2000",
+                "--cache-hit-rate",
+                "0.9",
+                "--cache-value-bytes",
+                "200",
+                "--cache-ttl-seconds",
+                "600",
+                "--json",
+            ]
+        )
+        == 0
+    )
     report = json.loads(capsys.readouterr().out)
     assert report["workload"]["requests_per_second"] == pytest.approx(200)
     assert without["workload"]["requests_per_second"] == 2000

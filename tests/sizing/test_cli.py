@@ -36,7 +36,14 @@ def minilm_args(minilm, *extra):
 def test_json_has_the_field_names_scripts_read(capsys, minilm):
     data = run_json(capsys, *minilm_args(minilm))
     entry = next(e for e in data["instance_types"] if e["instance_type"] == "g4dn.xlarge")
-    for key in ("instance_type", "fits", "reason", "gpus_per_task", "decode_tokens_per_second_ceiling", "usd_per_million_requests"):
+    for key in (
+        "instance_type",
+        "fits",
+        "reason",
+        "gpus_per_task",
+        "decode_tokens_per_second_ceiling",
+        "usd_per_million_requests",
+    ):
         assert key in entry
     assert set(entry["usd_per_million_requests"]) == {"on_demand", "spot", "mix"}
     assert entry["fits"] is True and entry["decode_tokens_per_second_ceiling"] is None  # an encoder decodes nothing
@@ -48,7 +55,11 @@ def test_the_recommended_snippet_round_trips_through_the_apps_config_loader(caps
     recommendation = run_json(capsys, *minilm_args(minilm, "--name", "minilm"))["recommendation"]
     capacity, model = recommendation["capacity"], recommendation["model"]
     assert capacity["instance_types"][0] == "g4dn.xlarge"  # the cheapest with a throughput
-    assert capacity["instance_types"] == ["g4dn.xlarge", "g6.xlarge", "g5.xlarge"]  # one shape (4 vCPU, 16 GiB, 1 GPU), by cost
+    assert capacity["instance_types"] == [
+        "g4dn.xlarge",
+        "g6.xlarge",
+        "g5.xlarge",
+    ]  # one shape (4 vCPU, 16 GiB, 1 GPU), by cost
     # From the slowest listed type: the g5's A10G at its 62.5 TFLOPS estimate, 32 texts per 32 x 6.13 GFLOP / 31.25
     # TFLOPS = 5,096.5 req/s, below the server's 5,252 (the g4dn and g6 are capped there).
     per_request = 2 * (22_713_216 - (30522 + 512) * 384) * 256 + 4 * 6 * 256**2 * 384
@@ -71,20 +82,44 @@ def synthesized_task_definitions(environment: str, config) -> list[dict]:
     app = cdk.App(context=scenario_context())
     stage = InferenceStage(app, config)
     app.synth()
-    return [resource["Properties"] for stack in stage.synth().stacks for resource in stack.template["Resources"].values()
-            if resource["Type"] == "AWS::ECS::TaskDefinition"]
+    return [
+        resource["Properties"]
+        for stack in stage.synth().stacks
+        for resource in stack.template["Resources"].values()
+        if resource["Type"] == "AWS::ECS::TaskDefinition"
+    ]
 
 
 def test_an_llm_snippet_is_a_vllm_block_on_its_own_capacity_group_that_loads_and_synthesizes(capsys, llama_7b):
-    data = run_json(capsys, "--model-dir", str(llama_7b), "--tokens-per-request", "512,256", "--concurrency", "8",
-                    "--requests-per-second", "2", "--p95-ms", "30000", "--name", "llama-2-7b")
+    data = run_json(
+        capsys,
+        "--model-dir",
+        str(llama_7b),
+        "--tokens-per-request",
+        "512,256",
+        "--concurrency",
+        "8",
+        "--requests-per-second",
+        "2",
+        "--p95-ms",
+        "30000",
+        "--name",
+        "llama-2-7b",
+    )
     recommendation = data["recommendation"]
     model, capacity = recommendation["model"], recommendation["capacity"]
     best = next(e for e in data["instance_types"] if e["instance_type"] == capacity["instance_types"][0])
     assert model["gpus"] == best["gpus_per_task"] == 1
     assert model["vllm"] | {"image": None, "fetcher_image": None, "collector_image": None} == {
-        "image": None, "fetcher_image": None, "collector_image": None,
-        "max_model_len": 512 + 256, "max_num_seqs": 8, "dtype": "float16", "gpu_memory_utilization": 0.9, "shared_memory_mib": 3072}
+        "image": None,
+        "fetcher_image": None,
+        "collector_image": None,
+        "max_model_len": 512 + 256,
+        "max_num_seqs": 8,
+        "dtype": "float16",
+        "gpu_memory_utilization": 0.9,
+        "shared_memory_mib": 3072,
+    }
     assert "task" not in model and "max_batch_size" not in model  # the bundled server's keys
     assert recommendation["capacity_groups"] == {"llm": {"capacity": capacity, "models": ["llama-2-7b"]}}
     assert not any("bundled server" in note or "your own image" in note for note in recommendation["notes"])
@@ -103,14 +138,34 @@ def test_an_llm_snippet_is_a_vllm_block_on_its_own_capacity_group_that_loads_and
     assert server["Command"][server["Command"].index("--tensor-parallel-size") + 1] == "1"
     assert server["Command"][server["Command"].index("--max-model-len") + 1] == "768"
     assert server["ResourceRequirements"] == [{"Type": "GPU", "Value": "1"}]
-    assert {c["Name"] for c in task["ContainerDefinitions"]} == {"server", "scratch-owner", "model-fetch", "metrics-collector"}
+    assert {c["Name"] for c in task["ContainerDefinitions"]} == {
+        "server",
+        "scratch-owner",
+        "model-fetch",
+        "metrics-collector",
+    }
 
 
 def test_a_snippet_with_several_gpus_per_task_sets_gpus_and_loads(capsys, llama_13b):
     """13B in FP16 fits no single 24 GB A10G: two of a g5.12xlarge's four per task, and the block must say so
     (a block without gpus would load as 1-GPU tasks and still validate)."""
-    data = run_json(capsys, "--model-dir", str(llama_13b), "--tokens-per-request", "512,256", "--concurrency", "8",
-                    "--requests-per-second", "1", "--p95-ms", "60000", "--instance-types", "g5.12xlarge", "--name", "llama-2-13b")
+    data = run_json(
+        capsys,
+        "--model-dir",
+        str(llama_13b),
+        "--tokens-per-request",
+        "512,256",
+        "--concurrency",
+        "8",
+        "--requests-per-second",
+        "1",
+        "--p95-ms",
+        "60000",
+        "--instance-types",
+        "g5.12xlarge",
+        "--name",
+        "llama-2-13b",
+    )
     (g5,) = data["instance_types"]
     recommendation = data["recommendation"]
     model = recommendation["model"]
@@ -134,10 +189,23 @@ def bench_json(path: Path, gpu: str | None, runs: list[tuple[int, float, float, 
     cfg = replace(BenchConfig(), device="cuda" if gpu else "cpu", max_batch_size=64)
     results = {"setup": setup_info(cfg, "/tmp/model"), "raw_model": None, "runs": []}
     for clients, rps, p95, errors in runs:
-        result = LoadResult(concurrency=clients, duration_s=10.0, requests=int(rps * 10), errors=errors, connections=clients,
-                            throughput_rps=rps, p50_ms=p95 / 2, p95_ms=p95, p99_ms=p95 * 1.5, client_cpu_s=1.0, server_cpu_s=2.0)
+        result = LoadResult(
+            concurrency=clients,
+            duration_s=10.0,
+            requests=int(rps * 10),
+            errors=errors,
+            connections=clients,
+            throughput_rps=rps,
+            p50_ms=p95 / 2,
+            p95_ms=p95,
+            p99_ms=p95 * 1.5,
+            client_cpu_s=1.0,
+            server_cpu_s=2.0,
+        )
         results["runs"].append({"system": "ours", "model": "distilbert", **result.as_dict()})
-        results["runs"].append({"system": "ours", "model": "null", **replace(result, throughput_rps=rps * 10).as_dict()})
+        results["runs"].append(
+            {"system": "ours", "model": "null", **replace(result, throughput_rps=rps * 10).as_dict()}
+        )
     if gpu:
         results["gpu"] = gpu
     path.write_text(json.dumps(results))
@@ -145,10 +213,25 @@ def bench_json(path: Path, gpu: str | None, runs: list[tuple[int, float, float, 
 
 
 def test_measured_throughput_replaces_the_estimate_for_that_gpu(capsys, minilm, tmp_path):
-    measured = bench_json(tmp_path / "bench.json", "NVIDIA A10G", [(1, 100.0, 12.0, 0), (32, 900.0, 60.0, 0),
-                                                                   (128, 1400.0, 150.0, 0), (64, 1300.0, 90.0, 5)])
-    data = run_json(capsys, *minilm_args(minilm, "--requests-per-second", "2000", "--measured", str(measured),
-                                         "--on-demand-base", "1", "--on-demand-percent", "50"))
+    measured = bench_json(
+        tmp_path / "bench.json",
+        "NVIDIA A10G",
+        [(1, 100.0, 12.0, 0), (32, 900.0, 60.0, 0), (128, 1400.0, 150.0, 0), (64, 1300.0, 90.0, 5)],
+    )
+    data = run_json(
+        capsys,
+        *minilm_args(
+            minilm,
+            "--requests-per-second",
+            "2000",
+            "--measured",
+            str(measured),
+            "--on-demand-base",
+            "1",
+            "--on-demand-percent",
+            "50",
+        ),
+    )
     g5 = next(e for e in data["instance_types"] if e["instance_type"] == "g5.xlarge")
     # the best level with p95 <= 100 ms and no errors: 900 req/s at 32 clients (64 clients had errors)
     assert g5["throughput"]["source"] == "measured" and g5["throughput"]["requests_per_second_per_task"] == 900.0
@@ -165,8 +248,23 @@ def test_measured_throughput_replaces_the_estimate_for_that_gpu(capsys, minilm, 
 def test_measured_is_refused_for_an_llm_saying_which_format_it_reads(capsys, llama_7b, tmp_path):
     """Neither benchmark measures an LLM; the refusal says what a --measured file must hold and what to do instead."""
     measured = bench_json(tmp_path / "bench.json", "NVIDIA A10G", [(8, 900.0, 60.0, 0)])
-    assert main(["--model-dir", str(llama_7b), "--tokens-per-request", "512,256", "--requests-per-second", "2",
-                 "--p95-ms", "30000", "--measured", str(measured)]) == 2
+    assert (
+        main(
+            [
+                "--model-dir",
+                str(llama_7b),
+                "--tokens-per-request",
+                "512,256",
+                "--requests-per-second",
+                "2",
+                "--p95-ms",
+                "30000",
+                "--measured",
+                str(measured),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert "--measured: " in err and "an LLM's throughput cannot be measured with the files this reads" in err
     for field in ('"runs"', '"system": "ours"', '"throughput_rps"', '"p95_ms"', '"gpu"', "--measured-on"):
@@ -187,10 +285,18 @@ def test_a_cpu_bench_needs_measured_on_and_a_tesla_t4_name_maps_to_the_catalog(c
     assert main(minilm_args(minilm, "--measured", str(cpu))) == 2
     assert "was measured on 'cpu'" in capsys.readouterr().err
     data = run_json(capsys, *minilm_args(minilm, "--measured", str(cpu), "--measured-on", "g6.xlarge"))
-    assert next(e for e in data["instance_types"] if e["instance_type"] == "g6.xlarge")["throughput"]["source"] == "measured"
+    assert (
+        next(e for e in data["instance_types"] if e["instance_type"] == "g6.xlarge")["throughput"]["source"]
+        == "measured"
+    )
     t4 = bench_json(tmp_path / "t4.json", "Tesla T4", [(8, 300.0, 40.0, 0)])
     data = run_json(capsys, *minilm_args(minilm, "--measured", str(t4)))
-    assert next(e for e in data["instance_types"] if e["instance_type"] == "g4dn.xlarge")["throughput"]["requests_per_second_per_task"] == 300.0
+    assert (
+        next(e for e in data["instance_types"] if e["instance_type"] == "g4dn.xlarge")["throughput"][
+            "requests_per_second_per_task"
+        ]
+        == 300.0
+    )
 
 
 def test_the_plot_is_a_valid_png(capsys, minilm, tmp_path):
@@ -208,28 +314,134 @@ def test_plot_without_matplotlib_says_how_to_get_it(capsys, minilm, tmp_path, mo
 
 
 def test_environment_settings_come_from_cdk_json(capsys, minilm, tmp_path):
-    data = run_json(capsys, *minilm_args(minilm, "--environment", "dev", "--cdk-json", str(write_scenario_cdk_json(tmp_path))))
+    data = run_json(
+        capsys, *minilm_args(minilm, "--environment", "dev", "--cdk-json", str(write_scenario_cdk_json(tmp_path)))
+    )
     dev = scenario_environment("dev")
     assert data["purchase"]["region"] == dev["region"]
     assert data["purchase"]["on_demand_base"] == dev["capacity"]["on_demand_base_capacity"]
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--requests-per-second", "10"], "--model-dir: describe the model"),
-    (["--params", "7e9", "--requests-per-second", "10"], "--params: with --params also give --dtype"),
-    (["--params", "7e9", "--dtype", "fp16", "--kind", "llm", "--requests-per-second", "1", "--tokens-per-request", "1,1"],
-     "--layers: an LLM's KV cache needs its geometry"),
-    (["--params", "1e8", "--dtype", "fp16", "--kind", "encoder", "--requests-per-second", "0"], "--requests-per-second: 0.0 must be greater than 0"),
-    (["--params", "1e8", "--dtype", "fp16", "--kind", "encoder", "--requests-per-second", "5", "--tokens-per-request", "x"],
-     "--tokens-per-request: 'x'"),
-    (["--params", "1e8", "--dtype", "fp16", "--kind", "encoder", "--requests-per-second", "5", "--region", "mars-1"], "--region:"),
-    (["--params", "1e8", "--dtype", "fp16", "--kind", "encoder", "--requests-per-second", "5", "--price", "g5.xlarge=cheap"], "--price:"),
-    (["--params", "1e8", "--dtype", "fp16", "--kind", "encoder", "--requests-per-second", "5", "--measured", "/nonexistent.json"],
-     "--measured: '/nonexistent.json' does not exist"),
-    (["--params", "1e8", "--dtype", "fp16", "--kind", "encoder", "--requests-per-second", "5", "--environment", "nope"], "--environment: unknown environment 'nope'"),
-    (["--model-dir", "/nonexistent", "--requests-per-second", "5"], "--model-dir: '/nonexistent' is not a directory"),
-    (["--params", "1e8", "--dtype", "fp16", "--kind", "encoder", "--requests-per-second", "5", "--plot", "out.jpg"], "--plot: 'out.jpg': give a .png"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--requests-per-second", "10"], "--model-dir: describe the model"),
+        (["--params", "7e9", "--requests-per-second", "10"], "--params: with --params also give --dtype"),
+        (
+            [
+                "--params",
+                "7e9",
+                "--dtype",
+                "fp16",
+                "--kind",
+                "llm",
+                "--requests-per-second",
+                "1",
+                "--tokens-per-request",
+                "1,1",
+            ],
+            "--layers: an LLM's KV cache needs its geometry",
+        ),
+        (
+            ["--params", "1e8", "--dtype", "fp16", "--kind", "encoder", "--requests-per-second", "0"],
+            "--requests-per-second: 0.0 must be greater than 0",
+        ),
+        (
+            [
+                "--params",
+                "1e8",
+                "--dtype",
+                "fp16",
+                "--kind",
+                "encoder",
+                "--requests-per-second",
+                "5",
+                "--tokens-per-request",
+                "x",
+            ],
+            "--tokens-per-request: 'x'",
+        ),
+        (
+            [
+                "--params",
+                "1e8",
+                "--dtype",
+                "fp16",
+                "--kind",
+                "encoder",
+                "--requests-per-second",
+                "5",
+                "--region",
+                "mars-1",
+            ],
+            "--region:",
+        ),
+        (
+            [
+                "--params",
+                "1e8",
+                "--dtype",
+                "fp16",
+                "--kind",
+                "encoder",
+                "--requests-per-second",
+                "5",
+                "--price",
+                "g5.xlarge=cheap",
+            ],
+            "--price:",
+        ),
+        (
+            [
+                "--params",
+                "1e8",
+                "--dtype",
+                "fp16",
+                "--kind",
+                "encoder",
+                "--requests-per-second",
+                "5",
+                "--measured",
+                "/nonexistent.json",
+            ],
+            "--measured: '/nonexistent.json' does not exist",
+        ),
+        (
+            [
+                "--params",
+                "1e8",
+                "--dtype",
+                "fp16",
+                "--kind",
+                "encoder",
+                "--requests-per-second",
+                "5",
+                "--environment",
+                "nope",
+            ],
+            "--environment: unknown environment 'nope'",
+        ),
+        (
+            ["--model-dir", "/nonexistent", "--requests-per-second", "5"],
+            "--model-dir: '/nonexistent' is not a directory",
+        ),
+        (
+            [
+                "--params",
+                "1e8",
+                "--dtype",
+                "fp16",
+                "--kind",
+                "encoder",
+                "--requests-per-second",
+                "5",
+                "--plot",
+                "out.jpg",
+            ],
+            "--plot: 'out.jpg': give a .png",
+        ),
+    ],
+)
 def test_bad_arguments_get_a_clear_error(capsys, argv, message, tmp_path):
     if "--environment" in argv:  # the scenarios' cdk.json, not the one in the working directory
         argv = [*argv, "--cdk-json", str(write_scenario_cdk_json(tmp_path))]
@@ -255,9 +467,13 @@ def test_a_truncated_safetensors_file_is_refused(tmp_path, minilm):
 
 
 def test_the_module_runs_as_a_command_without_torch(minilm):
-    code = ("import sys, runpy; sys.modules['torch'] = None; sys.argv = ['sizing', '--model-dir', sys.argv[1], '--dtype', 'fp16', "
-            "'--requests-per-second', '100', '--json']; runpy.run_module('gpu_inference_constructs.sizing', run_name='__main__')")
-    done = subprocess.run([sys.executable, "-c", code, str(minilm)], capture_output=True, text=True, cwd=ROOT, check=False)
+    code = (
+        "import sys, runpy; sys.modules['torch'] = None; sys.argv = ['sizing', '--model-dir', sys.argv[1], '--dtype', 'fp16', "
+        "'--requests-per-second', '100', '--json']; runpy.run_module('gpu_inference_constructs.sizing', run_name='__main__')"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(minilm)], capture_output=True, text=True, cwd=ROOT, check=False
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads(done.stdout)["recommendation"]["capacity"]["instance_types"]
 
@@ -268,10 +484,17 @@ def test_prod_environment_mix_is_read_with_the_librarys_loader(capsys, minilm, t
     env["capacity"].update(on_demand_base_capacity=1, on_demand_percentage_above_base=50)
     env.setdefault("monitoring", {})["spot_price_fraction"] = 0.3
     path = write_scenario_cdk_json(tmp_path, {"mixed": env})
-    data = run_json(capsys, *minilm_args(minilm, "--requests-per-second", "13000", "--environment", "mixed",
-                                         "--cdk-json", str(path)))
-    assert data["purchase"] == {"region": "us-east-1", "on_demand_base": 1, "on_demand_percent": 50, "spot_fraction": 0.3,
-                                "prices": {}}
+    data = run_json(
+        capsys,
+        *minilm_args(minilm, "--requests-per-second", "13000", "--environment", "mixed", "--cdk-json", str(path)),
+    )
+    assert data["purchase"] == {
+        "region": "us-east-1",
+        "on_demand_base": 1,
+        "on_demand_percent": 50,
+        "spot_fraction": 0.3,
+        "prices": {},
+    }
     t4 = next(e for e in data["instance_types"] if e["instance_type"] == "g4dn.xlarge")
     n = t4["instances"]  # 13000 / (5252 x 0.7) = 3.54 -> 4
     assert n == 4

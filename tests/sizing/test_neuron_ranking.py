@@ -16,9 +16,19 @@ from gpu_inference_constructs.sizing.neuron_benchmarks import (
 from gpu_inference_constructs.sizing.recommend import recommend
 from gpu_inference_constructs.sizing.report import table
 
-DISTILBERT = ModelShape(params=66_362_880, dtype="fp16", kind="encoder", name="distilbert", layers=6, hidden_size=768,
-                        heads=12, intermediate_size=3072)
-BERT_BASE = ModelShape(params=109_482_240, dtype="fp16", kind="encoder", name="bert", layers=12, hidden_size=768, heads=12)
+DISTILBERT = ModelShape(
+    params=66_362_880,
+    dtype="fp16",
+    kind="encoder",
+    name="distilbert",
+    layers=6,
+    hidden_size=768,
+    heads=12,
+    intermediate_size=3072,
+)
+BERT_BASE = ModelShape(
+    params=109_482_240, dtype="fp16", kind="encoder", name="bert", layers=12, hidden_size=768, heads=12
+)
 LLAMA_7B = ModelShape(params=6_738_415_616, dtype="fp16", kind="llm", layers=32, hidden_size=4096, heads=32)
 
 
@@ -56,12 +66,30 @@ def test_an_llm_on_inf2_is_compared_only_never_ranked():
     assert inf2.throughput is None or inf2.throughput.source != "sourced"
 
 
-@pytest.mark.parametrize(("model", "tokens", "why"), [
-    (ModelShape(params=22_713_216, dtype="fp16", kind="encoder", layers=6, hidden_size=384, heads=12, intermediate_size=1536),
-     128, "no Neuron benchmark for this model class"),
-    (DISTILBERT, 256, "128-token sequences, not 256"),
-    (ModelShape(params=66_362_880, dtype="int8", kind="encoder", layers=6, hidden_size=768, heads=12), 128, "not int8"),
-])
+@pytest.mark.parametrize(
+    ("model", "tokens", "why"),
+    [
+        (
+            ModelShape(
+                params=22_713_216,
+                dtype="fp16",
+                kind="encoder",
+                layers=6,
+                hidden_size=384,
+                heads=12,
+                intermediate_size=1536,
+            ),
+            128,
+            "no Neuron benchmark for this model class",
+        ),
+        (DISTILBERT, 256, "128-token sequences, not 256"),
+        (
+            ModelShape(params=66_362_880, dtype="int8", kind="encoder", layers=6, hidden_size=768, heads=12),
+            128,
+            "not int8",
+        ),
+    ],
+)
 def test_an_encoder_without_a_matching_benchmark_is_not_costed_and_says_why(model, tokens, why):
     inf2 = by_name(advise(model, Workload(500, 100, tokens), Purchase(), Assumptions()))["inf2.xlarge"]
     assert not inf2.ranked and inf2.usd_per_million_requests["mix"] is None
@@ -82,7 +110,13 @@ def test_the_report_names_the_source_and_the_recommendation_stays_a_gpu_block_wi
 def test_every_benchmark_row_is_the_published_table():
     """The seven encoder rows of throughput_data_encoder.csv (inf2.xlarge, sequence 128), as published."""
     rows = {b.model: (round(b.inferences_per_second), b.batch_size) for b in NEURON_ENCODER_BENCHMARKS}
-    assert rows == {"albert-base-v2": (3147, 8), "bert-base-uncased": (2674, 8), "bert-large-uncased": (950, 4),
-                    "distilbert-base-uncased": (5308, 16), "google/electra-base-discriminator": (2890, 16),
-                    "roberta-base": (2920, 8), "roberta-large": (963, 4)}
+    assert rows == {
+        "albert-base-v2": (3147, 8),
+        "bert-base-uncased": (2674, 8),
+        "bert-large-uncased": (950, 4),
+        "distilbert-base-uncased": (5308, 16),
+        "google/electra-base-discriminator": (2890, 16),
+        "roberta-base": (2920, 8),
+        "roberta-large": (963, 4),
+    }
     assert json.dumps([b.geometry for b in NEURON_ENCODER_BENCHMARKS])  # plain data: the advisor needs no aws_cdk

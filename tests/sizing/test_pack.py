@@ -20,8 +20,17 @@ ROOT = Path(__file__).resolve().parents[2]
 MIB = 2**20
 # MiniLM-class, as the issue gives it: --params 22000000 --dtype fp16 --kind encoder --layers 6 --hidden-size 384
 # --heads 12 --intermediate-size 1536 --requests-per-second 50 --p95-ms 100 (256 tokens, batch 32: the server's defaults).
-ENCODER = {"params": 22000000, "dtype": "fp16", "kind": "encoder", "layers": 6, "hidden-size": 384, "heads": 12,
-           "intermediate-size": 1536, "requests-per-second": 50, "p95-ms": 100}
+ENCODER = {
+    "params": 22000000,
+    "dtype": "fp16",
+    "kind": "encoder",
+    "layers": 6,
+    "hidden-size": 384,
+    "heads": 12,
+    "intermediate-size": 1536,
+    "requests-per-second": 50,
+    "p95-ms": 100,
+}
 
 # A share's MaxComputePercent caps its task even on an idle GPU, so its largest batch sizes it: at the server's default
 # 32 a MiniLM-class share needs 24 % of a T4 (below); the packing tests give the models the largest batch their 50
@@ -30,7 +39,9 @@ SMALL_BATCH = {"max-batch-size": 4}
 
 # By hand, one MiniLM-class model on a T4 (g4dn.xlarge):
 WEIGHTS = 22e6 * 2  # bytes
-ACTIVATIONS = 32 * 256 * 2 * (4 * 384 + 1536 + 12 * 256)  # batch x tokens x bytes x (4h + intermediate + heads x tokens)
+ACTIVATIONS = (
+    32 * 256 * 2 * (4 * 384 + 1536 + 12 * 256)
+)  # batch x tokens x bytes x (4h + intermediate + heads x tokens)
 NEED_MIB = (WEIGHTS + ACTIVATIONS) / MIB  # 137.96 MiB
 ALLOCATOR_MIB = max(40, 0.25 * NEED_MIB)  # 25 % is 34.5 MiB: the 40 MiB floor (two 20 MiB segments) binds
 SHARE_MIB = math.ceil((NEED_MIB + ALLOCATOR_MIB + 512 + 9.125) / 256) * 256  # 699.1 MiB -> 768
@@ -62,7 +73,9 @@ def placement(packed) -> list[list[list[str]]]:
 
 def test_one_minilm_class_share_on_a_t4_by_hand():
     assert NEED_MIB == pytest.approx(137.96, abs=0.01) and SHARE_MIB == 768
-    assert T4_RPS == pytest.approx(2738.5, abs=0.1) and UTILISATION == pytest.approx(0.01826, abs=1e-5)  # the issue's 1.8 %
+    assert T4_RPS == pytest.approx(2738.5, abs=0.1) and UTILISATION == pytest.approx(
+        0.01826, abs=1e-5
+    )  # the issue's 1.8 %
     assert COMPUTE_PERCENT == 24 and SMALL_BATCH_PERCENT == 3 and TASK_MEMORY_MIB == 1280
     _, packed = on("g4dn.xlarge", [{**ENCODER, "name": "encoder-01"}])
     (share,) = packed.shares
@@ -79,9 +92,11 @@ def test_one_minilm_class_share_on_a_t4_by_hand():
     assert "latency 23.85 % (= 100 x 2 x 11.69 ms, a batch of 32 on the whole GPU, / 98 ms" in share.compute_formula()
     (small,) = on("g4dn.xlarge", encoders(1))[1].shares
     assert small.compute_percent == SMALL_BATCH_PERCENT and small.largest_batch == 4
-    assert share.memory_formula() == ("768 MiB = 138 MiB weights and activations (the advisor's estimate) + 40 allocator "
-                                      "reserve (estimated) + 512 CUDA context (estimated) + 9.125 cuBLAS workspaces "
-                                      "(documented), rounded up to 256")
+    assert share.memory_formula() == (
+        "768 MiB = 138 MiB weights and activations (the advisor's estimate) + 40 allocator "
+        "reserve (estimated) + 512 CUDA context (estimated) + 9.125 cuBLAS workspaces "
+        "(documented), rounded up to 256"
+    )
 
 
 def test_twenty_encoders_pack_onto_two_g4dn_xlarge_at_under_30_cents_per_million():
@@ -101,8 +116,10 @@ def test_twenty_encoders_pack_onto_two_g4dn_xlarge_at_under_30_cents_per_million
         assert usd["spot"] == pytest.approx(each * 0.4)
     dedicated = G4DN_XLARGE / (50 * 3600) * 1e6  # one whole g4dn.xlarge per model: $2.92
     assert dedicated == pytest.approx(2.9222, abs=1e-4)
-    assert all(a is not None and a.usd_per_million_requests["on_demand"] == pytest.approx(dedicated)
-               for a in result.dedicated.values())
+    assert all(
+        a is not None and a.usd_per_million_requests["on_demand"] == pytest.approx(dedicated)
+        for a in result.dedicated.values()
+    )
     assert packed.dedicated_hourly_usd["on_demand"] == pytest.approx(20 * G4DN_XLARGE)
 
 
@@ -116,8 +133,14 @@ def test_across_the_regions_types_the_twenty_cost_at_most_30_cents_and_need_at_m
     assert best.name == "g6.2xlarge" and len(best.instances) == 1
     assert best.hourly_usd["on_demand"] == pytest.approx(0.9776) and 0.9776 < 2 * G4DN_XLARGE
     each = 0.9776 / 20 / (50 * 3600) * 1e6  # $0.2716, as docs/sizing.md says
-    assert best.usd_per_million_requests["encoder-01"]["on_demand"] == pytest.approx(each) == pytest.approx(0.2716, abs=1e-4)
-    assert result.types == sorted(result.types, key=lambda t: (not t.fits, t.hourly_usd.get("on_demand", math.inf), t.name))
+    assert (
+        best.usd_per_million_requests["encoder-01"]["on_demand"]
+        == pytest.approx(each)
+        == pytest.approx(0.2716, abs=1e-4)
+    )
+    assert result.types == sorted(
+        result.types, key=lambda t: (not t.fits, t.hourly_usd.get("on_demand", math.inf), t.name)
+    )
 
 
 def test_an_instances_host_memory_and_cpu_units_each_bind():
@@ -153,8 +176,18 @@ def test_first_fit_decreasing_packs_the_largest_share_first_then_spreads():
     512 MiB so that GPU memory binds: 3 x 2,048 + 12 x 768 = 15,360 MiB > 13,824 on one T4, so at least 2 instances.
     First fit decreasing: the three wide ones and ten small on the first (6,144 + 7,680 = 13,824), two on the second.
     Spread on those two: wide to the instance with the fewest tasks (0, 1, then 0 on a tie), then the small ones."""
-    wide = [{**ENCODER, "name": f"wide-{i}", "tokens_per_request": 512, "max_batch_size": 128, "p95-ms": 2000, "cpu": 256,
-             "memory_mib": 512} for i in range(3)]
+    wide = [
+        {
+            **ENCODER,
+            "name": f"wide-{i}",
+            "tokens_per_request": 512,
+            "max_batch_size": 128,
+            "p95-ms": 2000,
+            "cpu": 256,
+            "memory_mib": 512,
+        }
+        for i in range(3)
+    ]
     small = [{**ENCODER, **SMALL_BATCH, "name": f"small-{i:02d}", "cpu": 256, "memory_mib": 512} for i in range(12)]
     wide_need = (WEIGHTS + 128 * 512 * 2 * (4 * 384 + 1536 + 12 * 512)) / MIB
     assert math.ceil((wide_need + 0.25 * wide_need + 521.125) / 256) * 256 == 2048
@@ -172,9 +205,13 @@ def test_first_fit_decreasing_packs_the_largest_share_first_then_spreads():
     assert {s.name: s.compute_percent for s in packed.shares}["wide-0"] == 10
     first, second = 2 * wide_w + 6 * small_w, wide_w + 6 * small_w
     hourly = packed.model_hourly_usd
-    assert hourly["wide-0"]["on_demand"] == pytest.approx(G4DN_XLARGE * wide_w / first) == pytest.approx(0.1238, abs=1e-4)
+    assert (
+        hourly["wide-0"]["on_demand"] == pytest.approx(G4DN_XLARGE * wide_w / first) == pytest.approx(0.1238, abs=1e-4)
+    )
     assert hourly["small-01"]["on_demand"] == pytest.approx(G4DN_XLARGE * small_w / first)
-    assert hourly["wide-1"]["on_demand"] == pytest.approx(G4DN_XLARGE * wide_w / second) == pytest.approx(0.1618, abs=1e-4)
+    assert (
+        hourly["wide-1"]["on_demand"] == pytest.approx(G4DN_XLARGE * wide_w / second) == pytest.approx(0.1618, abs=1e-4)
+    )
     assert sum(h["on_demand"] for h in hourly.values()) == pytest.approx(2 * G4DN_XLARGE)  # paid in full
 
 
@@ -199,8 +236,16 @@ def test_the_price_split_takes_the_larger_of_the_memory_and_compute_fractions():
     assert len(packed.instances) == 1
     total = 0.40 + 0.40 + 2 * 768 / 13132
     busy_hourly, quiet_hourly = G4DN_XLARGE * 0.40 / total, G4DN_XLARGE * (768 / 13132) / total  # $0.2295, $0.0335
-    assert packed.model_hourly_usd["encoder-01"]["on_demand"] == pytest.approx(busy_hourly) == pytest.approx(0.2295, abs=1e-4)
-    assert packed.model_hourly_usd["quiet-0"]["on_demand"] == pytest.approx(quiet_hourly) == pytest.approx(0.0335, abs=1e-4)
+    assert (
+        packed.model_hourly_usd["encoder-01"]["on_demand"]
+        == pytest.approx(busy_hourly)
+        == pytest.approx(0.2295, abs=1e-4)
+    )
+    assert (
+        packed.model_hourly_usd["quiet-0"]["on_demand"]
+        == pytest.approx(quiet_hourly)
+        == pytest.approx(0.0335, abs=1e-4)
+    )
     assert packed.usd_per_million_requests["encoder-01"]["on_demand"] == pytest.approx(busy_hourly / (760 * 3600) * 1e6)
     assert packed.usd_per_million_requests["quiet-0"]["on_demand"] == pytest.approx(quiet_hourly / (50 * 3600) * 1e6)
 
@@ -208,21 +253,29 @@ def test_the_price_split_takes_the_larger_of_the_memory_and_compute_fractions():
 def test_a_task_size_from_models_json_is_taken_as_given():
     _, packed = on("g4dn.xlarge", encoders(1, cpu=512, memory_mib=2048))
     (share,) = packed.shares
-    assert (share.cpu, share.task_memory_mib, share.cpu_basis, share.memory_basis) == (512, 2048, "MODELS.json", "MODELS.json")
+    assert (share.cpu, share.task_memory_mib, share.cpu_basis, share.memory_basis) == (
+        512,
+        2048,
+        "MODELS.json",
+        "MODELS.json",
+    )
 
 
-@pytest.mark.parametrize(("models", "key", "fix"), [
-    ([], "models", "at least one model"),
-    ({"name": "minilm"}, "models", "list of models"),
-    ([{**ENCODER, "name": "ab"}, dict(ENCODER)], r"models\[1\]\.name", "name the model"),
-    ([{**ENCODER, "name": "ab"}, {**ENCODER, "name": "ab"}], r"models\[1\]\.name", "rename one"),
-    ([{**ENCODER, "name": "ab", "hidden_sizes": 384}], r"models\[0\]\.hidden_sizes", "allowed keys"),
-    ([{**ENCODER, "name": "ab", "hidden_size": 384}], r"models\[0\]\.hidden_size", "keep one"),
-    ([{**ENCODER, "name": "Bad_Name"}], r"models\[0\]\.name", "2-40 lowercase letters"),
-    ([{**ENCODER, "name": "ab", "kind": "llm"}], r"models\[0\]\.kind", "size it alone"),
-    ([{**ENCODER, "name": "ab", "params": -1}], r"models\[0\]\.params", "positive number"),
-    ([{**ENCODER, "name": "ab", "cpu": 100}], r"models\[0\]\.cpu", "at least 256"),
-])
+@pytest.mark.parametrize(
+    ("models", "key", "fix"),
+    [
+        ([], "models", "at least one model"),
+        ({"name": "minilm"}, "models", "list of models"),
+        ([{**ENCODER, "name": "ab"}, dict(ENCODER)], r"models\[1\]\.name", "name the model"),
+        ([{**ENCODER, "name": "ab"}, {**ENCODER, "name": "ab"}], r"models\[1\]\.name", "rename one"),
+        ([{**ENCODER, "name": "ab", "hidden_sizes": 384}], r"models\[0\]\.hidden_sizes", "allowed keys"),
+        ([{**ENCODER, "name": "ab", "hidden_size": 384}], r"models\[0\]\.hidden_size", "keep one"),
+        ([{**ENCODER, "name": "Bad_Name"}], r"models\[0\]\.name", "2-40 lowercase letters"),
+        ([{**ENCODER, "name": "ab", "kind": "llm"}], r"models\[0\]\.kind", "size it alone"),
+        ([{**ENCODER, "name": "ab", "params": -1}], r"models\[0\]\.params", "positive number"),
+        ([{**ENCODER, "name": "ab", "cpu": 100}], r"models\[0\]\.cpu", "at least 256"),
+    ],
+)
 def test_a_bad_models_list_is_refused_naming_the_key_and_the_fix(models, key, fix):
     with pytest.raises(ConfigError, match=f"^{key}: .*{fix}"):
         pack(parse_models(models), Purchase())
@@ -231,7 +284,14 @@ def test_a_bad_models_list_is_refused_naming_the_key_and_the_fix(models, key, fi
 def test_a_model_larger_than_any_gpu_is_refused_naming_the_key_and_the_fix():
     """30B parameters in FP16 = 55.9 GiB: no single GPU of the region (the L40S's 48 GB is the largest) holds it, and a
     share is of one GPU (the 4-GPU types would hold it only over 4 GPUs)."""
-    huge = {"name": "huge", "params": 30e9, "dtype": "fp16", "kind": "encoder", "requests_per_second": 1, "p95_ms": 60000}
+    huge = {
+        "name": "huge",
+        "params": 30e9,
+        "dtype": "fp16",
+        "kind": "encoder",
+        "requests_per_second": 1,
+        "p95_ms": 60000,
+    }
     with pytest.raises(ConfigError, match=r"^models\[1\]\.params: .*smaller dtype"):
         pack(parse_models([{**ENCODER, "name": "small"}, huge]), Purchase())
 
@@ -299,7 +359,9 @@ def test_the_sizing_pages_pack_output_is_what_the_tool_prints(tmp_path, capsys):
 
     page = (ROOT / "docs" / "sizing.md").read_text()
     generator = re.search(r"^\.venv/bin/python -c '(.*?)' > twenty-encoders\.json$", page, re.M)
-    command = re.search(r"^\.venv/bin/python -m gpu_inference_constructs\.sizing (pack twenty-encoders\.json .*)$", page, re.M)
+    command = re.search(
+        r"^\.venv/bin/python -m gpu_inference_constructs\.sizing (pack twenty-encoders\.json .*)$", page, re.M
+    )
     shown = re.search(r"```\n(pack: 20 models on shared GPUs.*?)\n```", page, re.S)
     assert generator and command and shown, "docs/sizing.md lost its twenty-encoder example"
     written = io.StringIO()
@@ -313,8 +375,9 @@ def test_the_sizing_pages_pack_output_is_what_the_tool_prints(tmp_path, capsys):
     printed = capsys.readouterr().out.rstrip("\n")
     head, elided, tail = shown.group(1).partition("\n    ...\n")
     assert elided, "the page elides the fragment's middle models with a line '    ...'"
-    assert printed.startswith(head + "\n") and printed.endswith("\n" + tail), \
+    assert printed.startswith(head + "\n") and printed.endswith("\n" + tail), (
         "docs/sizing.md's pack output differs from what the tool prints: run the command and paste it"
+    )
     assert "encoder-01  0/0       768      3          1.8%  256  1,280       0.2922          2.92" in head
 
 
@@ -341,12 +404,17 @@ def test_a_models_task_reaches_the_fragment_and_the_library_code_alike():
     listing = code.split("for model, server in ", 1)[1].split(":\n", 1)[0]
     names = {name: getattr(library, name) for name in library.__all__}
     printed = eval(listing, names)  # noqa: S307 (the advisor's own output)
-    assert [(model, props) for model, props in printed] == [loaded[name] for name in ("encoder-01", "encoder-02", "embedder")]
+    assert [(model, props) for model, props in printed] == [
+        loaded[name] for name in ("encoder-01", "encoder-02", "embedder")
+    ]
     assert printed[0][1].task == "text-classification"
     capacity = eval(code.split("props=", 1)[1].split("\n", 1)[0][:-1], names)  # noqa: S307
     assert capacity == config.capacity_groups["shared"].capacity  # type: ignore[index]
 
 
 def test_a_task_the_bundled_server_does_not_know_is_refused_in_models_json():
-    with pytest.raises(ConfigError, match=r"^models\[0\]\.task: 'classify': give the bundled server's task, one of .*text-classification"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^models\[0\]\.task: 'classify': give the bundled server's task, one of .*text-classification",
+    ):
         parse_models([{**ENCODER, "name": "ab", "task": "classify"}])

@@ -22,8 +22,17 @@ from gpu_inference_constructs.sizing.pool import (
 )
 from gpu_inference_constructs.sizing.workload import Assumptions, Purchase
 
-MINILM = {"params": 22000000, "dtype": "fp16", "kind": "encoder", "layers": 6, "hidden_size": 384, "heads": 12,
-          "intermediate_size": 1536, "requests_per_second": 2, "p95_ms": 100}
+MINILM = {
+    "params": 22000000,
+    "dtype": "fp16",
+    "kind": "encoder",
+    "layers": 6,
+    "hidden_size": 384,
+    "heads": 12,
+    "intermediate_size": 1536,
+    "requests_per_second": 2,
+    "p95_ms": 100,
+}
 G4DN_XLARGE_ON_DEMAND = 0.526  # USD per hour, us-east-1 (the catalog's price)
 
 
@@ -53,18 +62,23 @@ def test_the_issues_thousand_encoders_cost_at_most_15_cents_per_million_on_two_g
     assert plan.usd_per_million_requests["on_demand"] == pytest.approx(2 * G4DN_XLARGE_ON_DEMAND / (2000 * 3600) * 1e6)
     assert plan.usd_per_million_requests["on_demand"] <= 0.15
     # Zipf(1.1) over 1,000 models, 536 resident: between the uniform's 53.6 % and the static top-536 share.
-    shares = sorted(popularity(parse_models([{**MINILM, "name": f"m{i:04d}"} for i in range(1000)]), PoolAssumptions()),
-                    reverse=True)
+    shares = sorted(
+        popularity(parse_models([{**MINILM, "name": f"m{i:04d}"} for i in range(1000)]), PoolAssumptions()),
+        reverse=True,
+    )
     assert 0.536 < plan.hit_rate < sum(shares[:536])
     assert plan.disk_rate == 0  # every other model is in the tasks' host memory
-    assert plan.load_ms["host"] == pytest.approx(weights_mib * 1.048576 / (PCIE_GB_PER_S * 0.5 * 1000) * 1000 + LOAD_OVERHEAD_MS)
+    assert plan.load_ms["host"] == pytest.approx(
+        weights_mib * 1.048576 / (PCIE_GB_PER_S * 0.5 * 1000) * 1000 + LOAD_OVERHEAD_MS
+    )
     assert plan.p95_ms_estimate is not None and plan.p95_ms_estimate <= 100
 
 
 def test_without_affinity_or_with_the_rates_as_given_the_same_pool_needs_more(thousand, g4dn_affinity):
     (shared,) = plan_pool(thousand, Purchase(), Assumptions(), PoolAssumptions(), only=["g4dn.xlarge"])
-    (given,) = plan_pool(thousand, Purchase(), Assumptions(), PoolAssumptions(popularity="given", affinity=True),
-                         only=["g4dn.xlarge"])
+    (given,) = plan_pool(
+        thousand, Purchase(), Assumptions(), PoolAssumptions(popularity="given", affinity=True), only=["g4dn.xlarge"]
+    )
     assert shared.tasks > g4dn_affinity.tasks and shared.hit_rate < g4dn_affinity.hit_rate
     # uniform rates: the pool needs every model resident somewhere: 1,000 / 268 -> 4 tasks, $0.29 per 1M
     assert (given.tasks, given.hit_rate) == (4, 1.0)
@@ -77,7 +91,7 @@ def test_che_on_uniform_popularity_is_the_resident_share(capacity, expected):
 
 
 def test_che_on_skewed_popularity_is_below_the_static_optimum():
-    shares = [i ** -1.1 for i in range(1, 1001)]
+    shares = [i**-1.1 for i in range(1, 1001)]
     total = sum(shares)
     shares = [s / total for s in shares]
     assert sum(shares[:200]) * 0.9 < lru_hit_rate(shares, 200) < sum(shares[:200])
@@ -95,7 +109,12 @@ def test_the_pool_command_prints_its_figures_and_assumptions(tmp_path, capsys):
     assert main(["pool", str(path), "--instance-types", "g4dn.xlarge", "--affinity"]) == 0
     out = capsys.readouterr().out
     assert "g4dn.xlarge" in out and "0.146" in out
-    for assumption in ("popularity: zipf:1.1", "Che's approximation", "load from host memory", "each task holds its own share"):
+    for assumption in (
+        "popularity: zipf:1.1",
+        "Che's approximation",
+        "load from host memory",
+        "each task holds its own share",
+    ):
         assert assumption in out
     assert main(["pool", str(path), "--instance-types", "g4dn.xlarge", "--affinity", "--json"]) == 0
     found = json.loads(capsys.readouterr().out)

@@ -29,8 +29,20 @@ except SystemExit as stop:
 with open(loaded_file, "w") as out:
     json.dump(sorted({{name.split(".")[0] for name in sys.modules}} & set({packages!r})), out)
 """
-MODELS = [{"name": "minilm", "params": 22_000_000, "dtype": "fp16", "kind": "encoder", "layers": 6, "hidden_size": 384,
-           "heads": 12, "intermediate_size": 1536, "requests_per_second": 50, "p95_ms": 100}]
+MODELS = [
+    {
+        "name": "minilm",
+        "params": 22_000_000,
+        "dtype": "fp16",
+        "kind": "encoder",
+        "layers": 6,
+        "hidden_size": 384,
+        "heads": 12,
+        "intermediate_size": 1536,
+        "requests_per_second": 50,
+        "p95_ms": 100,
+    }
+]
 
 
 def cdk_loaded_by(module: str, argv: list[str], tmp_path: Path, plant: str = "") -> list[str]:
@@ -40,7 +52,13 @@ def cdk_loaded_by(module: str, argv: list[str], tmp_path: Path, plant: str = "")
     environment = {k: v for k, v in os.environ.items() if not k.startswith("JSII_SILENCE")}
     done = subprocess.run(
         [sys.executable, "-c", RUNNER.format(plant=plant, packages=CDK_PACKAGES), str(loaded_file), module, *argv],
-        capture_output=True, text=True, cwd=ROOT, env=environment, check=False, timeout=120)
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=environment,
+        check=False,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     found = json.loads(loaded_file.read_text())
     if "!!" in done.stderr or "end-of-life" in done.stderr:
@@ -55,10 +73,30 @@ def entry_points(tmp_path: Path) -> dict[str, tuple[str, list[str]]]:
     template.write_text(json.dumps({"Resources": {}}))
     cdk_json = str(write_scenario_cdk_json(tmp_path))
     return {
-        "advisor": ("gpu_inference_constructs.sizing", ["--params", "1e8", "--dtype", "fp16", "--kind", "encoder",
-                                                        "--layers", "12", "--hidden-size", "768", "--heads", "12",
-                                                        "--requests-per-second", "100", "--environment", "dev",
-                                                        "--cdk-json", cdk_json, "--json"]),
+        "advisor": (
+            "gpu_inference_constructs.sizing",
+            [
+                "--params",
+                "1e8",
+                "--dtype",
+                "fp16",
+                "--kind",
+                "encoder",
+                "--layers",
+                "12",
+                "--hidden-size",
+                "768",
+                "--heads",
+                "12",
+                "--requests-per-second",
+                "100",
+                "--environment",
+                "dev",
+                "--cdk-json",
+                cdk_json,
+                "--json",
+            ],
+        ),
         "pack": ("gpu_inference_constructs.sizing", ["pack", str(models), "--json"]),
         "timeline": ("gpu_inference_constructs.sizing.timeline", ["--environment", "dev", "--cdk-json", cdk_json]),
         "scale_out": ("gpu_inference_constructs.sizing.scale_out", [str(template)]),
@@ -82,12 +120,18 @@ def test_the_check_reports_a_planted_aws_cdk_import(tmp_path):
 
 def test_the_package_exports_load_on_first_use():
     """Importing the package loads no CDK module; the first exported construct does, as `from ... import X` did."""
-    code = ("import sys, gpu_inference_constructs as p; before = 'aws_cdk' in sys.modules; p.GpuCapacity; "
-            "from gpu_inference_constructs import ModelService; print(before, 'aws_cdk' in sys.modules, "
-            "p.GpuCapacity.__module__, ModelService.__module__)")
+    code = (
+        "import sys, gpu_inference_constructs as p; before = 'aws_cdk' in sys.modules; p.GpuCapacity; "
+        "from gpu_inference_constructs import ModelService; print(before, 'aws_cdk' in sys.modules, "
+        "p.GpuCapacity.__module__, ModelService.__module__)"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
-    assert done.stdout.split() == ["False", "True", "gpu_inference_constructs.capacity.gpu_capacity",
-                                   "gpu_inference_constructs.service.model_service"]
+    assert done.stdout.split() == [
+        "False",
+        "True",
+        "gpu_inference_constructs.capacity.gpu_capacity",
+        "gpu_inference_constructs.service.model_service",
+    ]
 
 
 def test_every_export_has_a_module_to_load_from():

@@ -14,9 +14,15 @@ from ..core.instance_catalog import GpuInstanceType
 from ..shared.acknowledgements import acknowledge, default_child
 
 
-def mixed_instances_group(scope: Construct, props: CapacityGroupProps, *, vpc: ec2.IVpc, subnets: ec2.SubnetSelection,
-                          launch_template: ec2.ILaunchTemplate,
-                          instance_types: Sequence[GpuInstanceType]) -> autoscaling.AutoScalingGroup:
+def mixed_instances_group(
+    scope: Construct,
+    props: CapacityGroupProps,
+    *,
+    vpc: ec2.IVpc,
+    subnets: ec2.SubnetSelection,
+    launch_template: ec2.ILaunchTemplate,
+    instance_types: Sequence[GpuInstanceType],
+) -> autoscaling.AutoScalingGroup:
     """The group (``AutoScalingGroup``) that launches ``launch_template`` as ``instance_types``, Spot above
     ``props``' On-Demand base, rebalanced before a Spot interruption."""
     group = autoscaling.AutoScalingGroup(

@@ -51,10 +51,23 @@ class CapacityGroup(Construct, Generic[PropsT]):
     Spot, and so get interruption notices).
     """
 
-    def __init__(self, scope: Construct, construct_id: str, *, vpc: ec2.IVpc, props: PropsT,
-                 instance_types: list[GpuInstanceType], image: ec2.IMachineImage, kind: str, gpu: bool, warm_pool: bool,
-                 subnets: ec2.SubnetSelection | None, topic: sns.ITopic | None, cluster: ecs.ICluster | None,
-                 keep_capacity_providers: tuple[str, ...]) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        vpc: ec2.IVpc,
+        props: PropsT,
+        instance_types: list[GpuInstanceType],
+        image: ec2.IMachineImage,
+        kind: str,
+        gpu: bool,
+        warm_pool: bool,
+        subnets: ec2.SubnetSelection | None,
+        topic: sns.ITopic | None,
+        cluster: ecs.ICluster | None,
+        keep_capacity_providers: tuple[str, ...],
+    ) -> None:
         super().__init__(scope, construct_id)
         self.props = props
         self.services: list[ServiceDeployment] = []
@@ -66,20 +79,40 @@ class CapacityGroup(Construct, Generic[PropsT]):
         subnets = subnets or private_subnets(vpc, type(self).__name__)
         self.subnets = subnets
 
-        self.cluster = cluster or ecs.Cluster(self, "Cluster", vpc=vpc, container_insights_v2=ecs.ContainerInsights.ENHANCED)
+        self.cluster = cluster or ecs.Cluster(
+            self, "Cluster", vpc=vpc, container_insights_v2=ecs.ContainerInsights.ENHANCED
+        )
         self.security_group = instance_security_group(self, vpc, kind)
         self.instance_role = instance_role(self, kind)
         self.user_data = agent_user_data(warm_pool=warm_pool, gpu=gpu)
-        self.launch_template = gpu_launch_template(self, props, role=self.instance_role, security_group=self.security_group,
-                                                   user_data=self.user_data, image=image)
-        self.auto_scaling_group = mixed_instances_group(self, props, vpc=vpc, subnets=subnets,
-                                                        launch_template=self.launch_template, instance_types=self.instance_types)
+        self.launch_template = gpu_launch_template(
+            self,
+            props,
+            role=self.instance_role,
+            security_group=self.security_group,
+            user_data=self.user_data,
+            image=image,
+        )
+        self.auto_scaling_group = mixed_instances_group(
+            self,
+            props,
+            vpc=vpc,
+            subnets=subnets,
+            launch_template=self.launch_template,
+            instance_types=self.instance_types,
+        )
         self.own_notifications, self.topic = group_event_topic(self, topic)
         self.group_events_rule = notify_group_events(self, self.auto_scaling_group, self.topic, kind)
 
         self.capacity_provider = managed_capacity_provider(self, self.auto_scaling_group, props)
-        self.capacity_provider_association = add_to_cluster(self, self.cluster, self.capacity_provider, role=self.instance_role,
-                                                            user_data=self.user_data, keep=keep_capacity_providers)
+        self.capacity_provider_association = add_to_cluster(
+            self,
+            self.cluster,
+            self.capacity_provider,
+            role=self.instance_role,
+            user_data=self.user_data,
+            keep=keep_capacity_providers,
+        )
         grant_spot_draining(self, self.cluster, self.instance_role)
         acknowledge_agent_grants(self.instance_role)
 
@@ -92,8 +125,12 @@ class CapacityGroup(Construct, Generic[PropsT]):
         """Count a service (in devices: GPUs, or Neuron devices) that runs on this group, refusing the one whose
         deployment at peak (all services at ``max_tasks``, the one with the largest surge deploying) would not fit
         ``max_capacity`` instances."""
-        check_group_holds_deployment_at_peak(self.props.max_capacity, self.smallest_instance_type.gpus, [*self.services, service],
-                                             key=f"{self.node.id}.max_capacity")
+        check_group_holds_deployment_at_peak(
+            self.props.max_capacity,
+            self.smallest_instance_type.gpus,
+            [*self.services, service],
+            key=f"{self.node.id}.max_capacity",
+        )
         self.services.append(service)
 
     def add_prewarm(self, prewarm: CapacityPrewarm) -> autoscaling.ScheduledAction:
@@ -106,9 +143,12 @@ class CapacityGroup(Construct, Generic[PropsT]):
         )
         if prewarm.name in self._prewarms:
             added, action = self._prewarms[prewarm.name]
-            require(added == prewarm, f"capacity_prewarm.{prewarm.name}",
-                    f"{self.node.path} already has a pre-warm of this name with other settings ({added}): give each "
-                    "floor its own name")
+            require(
+                added == prewarm,
+                f"capacity_prewarm.{prewarm.name}",
+                f"{self.node.path} already has a pre-warm of this name with other settings ({added}): give each "
+                "floor its own name",
+            )
             return action
         action = self.auto_scaling_group.scale_on_schedule(
             f"Prewarm-{prewarm.name}",

@@ -15,8 +15,9 @@ from ..core.errors import require
 from ..shared.acknowledgements import acknowledge, default_policy, nag_rendering, skip_checkov
 
 
-def managed_capacity_provider(scope: Construct, group: autoscaling.AutoScalingGroup,
-                              props: CapacityGroupProps) -> ecs.AsgCapacityProvider:
+def managed_capacity_provider(
+    scope: Construct, group: autoscaling.AutoScalingGroup, props: CapacityGroupProps
+) -> ecs.AsgCapacityProvider:
     """The capacity provider (``CapacityProvider``): managed scaling at ``target_capacity_percent`` and managed
     draining."""
     return ecs.AsgCapacityProvider(
@@ -32,8 +33,15 @@ def managed_capacity_provider(scope: Construct, group: autoscaling.AutoScalingGr
     )
 
 
-def add_to_cluster(scope: Construct, cluster: ecs.ICluster, provider: ecs.AsgCapacityProvider, *, role: iam.Role,
-                   user_data: ec2.UserData, keep: tuple[str, ...]) -> ecs.CfnClusterCapacityProviderAssociations | None:
+def add_to_cluster(
+    scope: Construct,
+    cluster: ecs.ICluster,
+    provider: ecs.AsgCapacityProvider,
+    *,
+    role: iam.Role,
+    user_data: ec2.UserData,
+    keep: tuple[str, ...],
+) -> ecs.CfnClusterCapacityProviderAssociations | None:
     """Add ``provider`` to ``cluster``: through ``Cluster.add_asg_capacity_provider`` for a cluster of this app (None
     returned), else through an association (:func:`join_imported_cluster`)."""
     if isinstance(cluster, ecs.Cluster):
@@ -42,21 +50,49 @@ def add_to_cluster(scope: Construct, cluster: ecs.ICluster, provider: ecs.AsgCap
     return join_imported_cluster(scope, cluster, provider, role=role, user_data=user_data, keep=keep)
 
 
-def join_imported_cluster(scope: Construct, cluster: ecs.ICluster, provider: ecs.AsgCapacityProvider, *, role: iam.Role,
-                          user_data: ec2.UserData, keep: tuple[str, ...]) -> ecs.CfnClusterCapacityProviderAssociations:
+def join_imported_cluster(
+    scope: Construct,
+    cluster: ecs.ICluster,
+    provider: ecs.AsgCapacityProvider,
+    *,
+    role: iam.Role,
+    user_data: ec2.UserData,
+    keep: tuple[str, ...],
+) -> ecs.CfnClusterCapacityProviderAssociations:
     """What ``Cluster.add_asg_capacity_provider`` does for a cluster of this app, for an imported one: the agent
     joins the cluster by name, the instance role gets the agent's cluster-scoped actions, and the provider is
     associated with the cluster (``ClusterAssociation``), beside ``keep``, the cluster's other providers."""
     user_data.add_commands(f"echo ECS_CLUSTER={cluster.cluster_name} >> /etc/ecs/ecs.config")
-    role.add_to_principal_policy(iam.PolicyStatement(
-        actions=["ecs:DeregisterContainerInstance", "ecs:RegisterContainerInstance", "ecs:Submit*"], resources=[cluster.cluster_arn]))
-    role.add_to_principal_policy(iam.PolicyStatement(
-        actions=["ecs:Poll", "ecs:StartTelemetrySession"], resources=["*"], conditions={"ArnEquals": {"ecs:cluster": cluster.cluster_arn}}))
-    role.add_to_principal_policy(iam.PolicyStatement(
-        actions=["ecs:DiscoverPollEndpoint", "ecr:GetAuthorizationToken", "logs:CreateLogStream", "logs:PutLogEvents"], resources=["*"]))
+    role.add_to_principal_policy(
+        iam.PolicyStatement(
+            actions=["ecs:DeregisterContainerInstance", "ecs:RegisterContainerInstance", "ecs:Submit*"],
+            resources=[cluster.cluster_arn],
+        )
+    )
+    role.add_to_principal_policy(
+        iam.PolicyStatement(
+            actions=["ecs:Poll", "ecs:StartTelemetrySession"],
+            resources=["*"],
+            conditions={"ArnEquals": {"ecs:cluster": cluster.cluster_arn}},
+        )
+    )
+    role.add_to_principal_policy(
+        iam.PolicyStatement(
+            actions=[
+                "ecs:DiscoverPollEndpoint",
+                "ecr:GetAuthorizationToken",
+                "logs:CreateLogStream",
+                "logs:PutLogEvents",
+            ],
+            resources=["*"],
+        )
+    )
     for index, name in enumerate(keep):
-        require(bool(name) and name != provider.capacity_provider_name, f"keep_capacity_providers[{index}]",
-                f"{name!r}: name the cluster's other capacity providers (this group's is added)")
+        require(
+            bool(name) and name != provider.capacity_provider_name,
+            f"keep_capacity_providers[{index}]",
+            f"{name!r}: name the cluster's other capacity providers (this group's is added)",
+        )
     cdk.Annotations.of(scope).add_warning_v2(
         "gpu-inference:imported-cluster-capacity-providers",
         f"cluster {cluster.cluster_name!r} is imported: its capacity providers are set to this group's"
@@ -67,7 +103,9 @@ def join_imported_cluster(scope: Construct, cluster: ecs.ICluster, provider: ecs
         "cdk.Annotations.of(<this GpuCapacity>).acknowledge_warning('gpu-inference:imported-cluster-capacity-providers')",
     )
     return ecs.CfnClusterCapacityProviderAssociations(
-        scope, "ClusterAssociation", cluster=cluster.cluster_name,
+        scope,
+        "ClusterAssociation",
+        cluster=cluster.cluster_name,
         capacity_providers=[provider.capacity_provider_name, *keep],
         default_capacity_provider_strategy=[],
     )
@@ -79,7 +117,11 @@ def grant_spot_draining(scope: Construct, cluster: ecs.ICluster, role: iam.Role)
     stack = cdk.Stack.of(scope)
     instances = f"arn:{stack.partition}:ecs:{stack.region}:{stack.account}:container-instance/{cluster.cluster_name}/*"
     role.add_to_principal_policy(
-        iam.PolicyStatement(sid="SpotDrainingOfThisClustersInstances", actions=["ecs:UpdateContainerInstancesState"], resources=[instances])
+        iam.PolicyStatement(
+            sid="SpotDrainingOfThisClustersInstances",
+            actions=["ecs:UpdateContainerInstancesState"],
+            resources=[instances],
+        )
     )
     acknowledge(
         default_policy(role),
@@ -93,7 +135,8 @@ def acknowledge_agent_grants(role: iam.Role) -> None:
     """The findings on the ECS agent's grants that aws-cdk-lib's AsgCapacityProvider adds to ``role``'s policy."""
     policy = default_policy(role)
     skip_checkov(
-        policy, "CKV_AWS_111",
+        policy,
+        "CKV_AWS_111",
         "aws-cdk-lib's capacity provider grants the ECS agent logs:CreateLogStream and logs:PutLogEvents on * for "
         "tasks without an execution role; every task here has one, scoped to its own log group. The other writes "
         "(RegisterContainerInstance, Submit*, UpdateContainerInstancesState) are limited to this cluster.",

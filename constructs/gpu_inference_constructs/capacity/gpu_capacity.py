@@ -48,8 +48,14 @@ from .instances import machine_image
 from .warm_pool import WarmPoolLaunches, add_warm_pool
 
 # The props and the gp3 names live in gpu_capacity_props (aws_cdk-free); importable from here as before.
-__all__ = ["GP3_BASELINE_IOPS", "GP3_BASELINE_MIB_S", "Gp3Performance", "GpuCapacity", "GpuCapacityProps",
-           "root_volume_performance"]
+__all__ = [
+    "GP3_BASELINE_IOPS",
+    "GP3_BASELINE_MIB_S",
+    "Gp3Performance",
+    "GpuCapacity",
+    "GpuCapacityProps",
+    "root_volume_performance",
+]
 
 
 class GpuCapacity(CapacityGroup[GpuCapacityProps]):
@@ -91,9 +97,21 @@ class GpuCapacity(CapacityGroup[GpuCapacityProps]):
         logs_key: kms.IKey | None = None,
     ) -> None:
         props = props or GpuCapacityProps()
-        super().__init__(scope, construct_id, vpc=vpc, props=props, instance_types=props.resolve_instance_types(),
-                         image=machine_image(scope, props), kind="GPU", gpu=True, warm_pool=props.warm_pool is not None,
-                         subnets=subnets, topic=topic, cluster=cluster, keep_capacity_providers=keep_capacity_providers)
+        super().__init__(
+            scope,
+            construct_id,
+            vpc=vpc,
+            props=props,
+            instance_types=props.resolve_instance_types(),
+            image=machine_image(scope, props),
+            kind="GPU",
+            gpu=True,
+            warm_pool=props.warm_pool is not None,
+            subnets=subnets,
+            topic=topic,
+            cluster=cluster,
+            keep_capacity_providers=keep_capacity_providers,
+        )
         self.shared_services: list[SharedService] = []
         self.prepulled: list[str] = []
         self.warm_pool: autoscaling.WarmPool | None = None
@@ -101,14 +119,24 @@ class GpuCapacity(CapacityGroup[GpuCapacityProps]):
         if props.warm_pool is not None:
             all_spot = props.on_demand_base_capacity == 0 and props.on_demand_percentage_above_base == 0
             self.warm_pool, self.warm_pool_launches = add_warm_pool(
-                self, self.auto_scaling_group, props.warm_pool, all_spot=all_spot, user_data=self.user_data,
-                images=self._prepull_images, logs_key=logs_key)
+                self,
+                self.auto_scaling_group,
+                props.warm_pool,
+                all_spot=all_spot,
+                user_data=self.user_data,
+                images=self._prepull_images,
+                logs_key=logs_key,
+            )
 
     @property
     def notification_topic(self) -> sns.ITopic:
         """0.2's name of ``topic``: kept through 0.3 (legacy_keywords.RENAMES_ACCEPTED_UNTIL), with a DeprecationWarning."""
-        warnings.warn("GpuCapacity.notification_topic is renamed GpuCapacity.topic; notification_topic is removed after "
-                      f"{RENAMES_ACCEPTED_UNTIL}", DeprecationWarning, stacklevel=2)
+        warnings.warn(
+            "GpuCapacity.notification_topic is renamed GpuCapacity.topic; notification_topic is removed after "
+            f"{RENAMES_ACCEPTED_UNTIL}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         return self.topic
 
     def _prepull_images(self) -> list[str]:
@@ -126,8 +154,11 @@ class GpuCapacity(CapacityGroup[GpuCapacityProps]):
         instance from the pool finds it (ECS_IMAGE_PULL_BEHAVIOR=prefer-cached). ``repository``: the image's ECR
         repository, whose pull this grants the instance role (a public registry is not reachable from the private
         subnets). ModelService does this for its image assets; call it for images of your own."""
-        require(self.props.warm_pool is not None, "warm_pool",
-                "is not set, so nothing pre-pulls images: give the capacity a warm_pool (GpuCapacityProps.warm_pool)")
+        require(
+            self.props.warm_pool is not None,
+            "warm_pool",
+            "is not set, so nothing pre-pulls images: give the capacity a warm_pool (GpuCapacityProps.warm_pool)",
+        )
         self.prepulled.append(image_uri)
         if repository is not None:
             repository.grant_pull(self.instance_role)
@@ -137,15 +168,21 @@ class GpuCapacity(CapacityGroup[GpuCapacityProps]):
         A group holds models on whole GPUs or models on shares, never both: a GPU in MPS mode takes only MPS
         containers (ECS API reference, GpuSharingMode)."""
         shared = model.gpu_share is not None
-        check_one_kind([s.deployment.name for s in self.shared_services] + ([model.name] if shared else []),
-                       [s.name for s in self.services] + ([] if shared else [model.name]), f"models[{model.name}].gpu_share")
+        check_one_kind(
+            [s.deployment.name for s in self.shared_services] + ([model.name] if shared else []),
+            [s.name for s in self.services] + ([] if shared else [model.name]),
+            f"models[{model.name}].gpu_share",
+        )
         if not shared:
             self.add_service(service_deployment(model, in_gpus=True))
             return
         if self.props.machine_image_ids is not None:
-            cdk.Annotations.of(self).add_warning_v2(f"gpu-inference:mps-prerequisites:{model.name}", mps_prerequisites_warning(
-                model.name, "this group launches your own AMI (machine_image_ids)"))
+            cdk.Annotations.of(self).add_warning_v2(
+                f"gpu-inference:mps-prerequisites:{model.name}",
+                mps_prerequisites_warning(model.name, "this group launches your own AMI (machine_image_ids)"),
+            )
         candidate = [*self.shared_services, shared_service(model)]
-        check_shared_group_holds_deployment_at_peak(self.props.max_capacity, self.instance_types, candidate,
-                                                    key=f"{self.node.id}.max_capacity")
+        check_shared_group_holds_deployment_at_peak(
+            self.props.max_capacity, self.instance_types, candidate, key=f"{self.node.id}.max_capacity"
+        )
         self.shared_services.append(candidate[-1])

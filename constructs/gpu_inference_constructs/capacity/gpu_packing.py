@@ -54,18 +54,26 @@ class _Instance:
         return False
 
 
-def instances_for(tasks: Sequence[SharedTask], instance_type: GpuInstanceType, gpu_memory_mib: int | None = None) -> int:
+def instances_for(
+    tasks: Sequence[SharedTask], instance_type: GpuInstanceType, gpu_memory_mib: int | None = None
+) -> int:
     """Instances of ``instance_type`` that hold ``tasks``, packed first-fit decreasing by GPU memory; each GPU offers
     ``gpu_memory_mib`` (default: the type's shareable memory, what ECS registers less the MPS server's context)."""
     gpu = gpu_memory_mib or shareable_memory_mib(instance_type.gpu_model, instance_type.gpu_memory_gib)
     instances: list[_Instance] = []
     for task in sorted(tasks, key=lambda t: (t.share.memory_mib, t.cpu, t.memory_mib), reverse=True):
         if not any(instance.place(task) for instance in instances):
-            instance = _Instance([gpu] * instance_type.gpus, instance_type.task_cpu_limit_units - AGENT_RESERVED_CPU,
-                                 instance_type.task_memory_limit_mib)
-            require(instance.place(task), f"models[{task.model}]",
-                    f"one task ({task.share.memory_mib} MiB of GPU memory, {task.cpu} CPU units, {task.memory_mib} MiB) does "
-                    f"not fit an empty {instance_type.name}; shrink its gpu_share, cpu or memory_mib")
+            instance = _Instance(
+                [gpu] * instance_type.gpus,
+                instance_type.task_cpu_limit_units - AGENT_RESERVED_CPU,
+                instance_type.task_memory_limit_mib,
+            )
+            require(
+                instance.place(task),
+                f"models[{task.model}]",
+                f"one task ({task.share.memory_mib} MiB of GPU memory, {task.cpu} CPU units, {task.memory_mib} MiB) does "
+                f"not fit an empty {instance_type.name}; shrink its gpu_share, cpu or memory_mib",
+            )
             instances.append(instance)
     return len(instances)
 
@@ -81,27 +89,39 @@ class SharedService:
 def check_one_kind(shared: list[str], whole: list[str], key: str) -> None:
     """A capacity group holds models on shares or models on whole GPUs, never both: a GPU in MPS mode takes only MPS
     containers (ECS API reference, GpuSharingMode)."""
-    require(not (shared and whole), key,
-            f"{', '.join(shared)} on shares and {', '.join(whole)} on whole GPUs in one capacity group: a GPU in MPS mode "
-            "takes only shared containers; put the shared models in a capacity group of their own (capacity_groups in "
-            "cdk.json; another GpuCapacity in your own app)")
+    require(
+        not (shared and whole),
+        key,
+        f"{', '.join(shared)} on shares and {', '.join(whole)} on whole GPUs in one capacity group: a GPU in MPS mode "
+        "takes only shared containers; put the shared models in a capacity group of their own (capacity_groups in "
+        "cdk.json; another GpuCapacity in your own app)",
+    )
 
 
 def shared_service(model: ModelProps) -> SharedService:
     """``model`` (on a share) as the capacity check counts it."""
     assert model.gpu_share is not None  # only models on a share are packed
-    return SharedService(service_deployment(model), SharedTask(model.name, model.gpu_share, model.cpu, model.memory_mib))
+    return SharedService(
+        service_deployment(model), SharedTask(model.name, model.gpu_share, model.cpu, model.memory_mib)
+    )
 
 
 def tasks_at_peak(services: Sequence[SharedService]) -> list[SharedTask]:
     """Every model at ``max_tasks`` and the one with the largest surge running its deployment's count."""
     deploying = deploying_at_peak([s.deployment for s in services])
-    return [s.task for s in services
-            for _ in range(s.deployment.tasks_during_deployment if s.deployment is deploying else s.deployment.max_tasks)]
+    return [
+        s.task
+        for s in services
+        for _ in range(s.deployment.tasks_during_deployment if s.deployment is deploying else s.deployment.max_tasks)
+    ]
 
 
-def check_shared_group_holds_deployment_at_peak(max_capacity: int, instance_types: Sequence[GpuInstanceType],
-                                                services: Sequence[SharedService], key: str = "capacity.max_capacity") -> int:
+def check_shared_group_holds_deployment_at_peak(
+    max_capacity: int,
+    instance_types: Sequence[GpuInstanceType],
+    services: Sequence[SharedService],
+    key: str = "capacity.max_capacity",
+) -> int:
     """Refuse a group of ``max_capacity`` instances that cannot hold the shared services deploying at peak; returns
     the instances they need. Packed onto the smallest of ``instance_types`` with the smallest GPU among them: the
     group may launch any of them."""
@@ -110,17 +130,22 @@ def check_shared_group_holds_deployment_at_peak(max_capacity: int, instance_type
     needed = instances_for(tasks_at_peak(services), instance_type, gpu)
     deploying = deploying_at_peak([s.deployment for s in services])
     peak = sum(s.deployment.max_tasks for s in services)
-    require(max_capacity >= needed, key,
-            f"{max_capacity} instances cannot hold the shared-GPU models deploying at peak: their max_tasks add up to {peak} "
-            f"tasks and deploying {deploying.name!r} runs {deploying.tasks_during_deployment}; packed by GPU memory, CPU and "
-            f"memory onto {instance_type.name} ({instance_type.gpus} x {gpu} MiB of GPU memory each shares may use: what ECS registers less the MPS server) they need {needed}; raise max_capacity to at least {needed}, shrink the shares or lower max_tasks")
+    require(
+        max_capacity >= needed,
+        key,
+        f"{max_capacity} instances cannot hold the shared-GPU models deploying at peak: their max_tasks add up to {peak} "
+        f"tasks and deploying {deploying.name!r} runs {deploying.tasks_during_deployment}; packed by GPU memory, CPU and "
+        f"memory onto {instance_type.name} ({instance_type.gpus} x {gpu} MiB of GPU memory each shares may use: what ECS registers less the MPS server) they need {needed}; raise max_capacity to at least {needed}, shrink the shares or lower max_tasks",
+    )
     return needed
 
 
 def mps_prerequisites_warning(model: str, why: str) -> str:
     """What a shared model needs of capacity the library does not build (``why`` says whose it is)."""
-    return (f"models[{model}] runs on a GPU share and {why}: its tasks are placed only on instances with the attribute "
-            f"{MPS_CAPABILITY}, which the ECS agent ({MPS_MIN_AGENT_VERSION} or later) advertises only when "
-            "/usr/bin/nvidia-cuda-mps-control is installed and nvidia-mps.service is enabled (the ECS-optimized AL2023 "
-            "GPU AMI ships both); build the AMI from it, or check with aws ecs list-attributes --target-type "
-            f"container-instance --attribute-name {MPS_CAPABILITY} before deploying, or the tasks stay unplaced")
+    return (
+        f"models[{model}] runs on a GPU share and {why}: its tasks are placed only on instances with the attribute "
+        f"{MPS_CAPABILITY}, which the ECS agent ({MPS_MIN_AGENT_VERSION} or later) advertises only when "
+        "/usr/bin/nvidia-cuda-mps-control is installed and nvidia-mps.service is enabled (the ECS-optimized AL2023 "
+        "GPU AMI ships both); build the AMI from it, or check with aws ecs list-attributes --target-type "
+        f"container-instance --attribute-name {MPS_CAPABILITY} before deploying, or the tasks stay unplaced"
+    )

@@ -32,11 +32,14 @@ def group_event_topic(scope: Construct, topic: sns.ITopic | None) -> tuple[Notif
         "gpu-inference:capacity-own-topic",
         f"{scope.node.path} has no topic: its launches and terminations, failed ones too, go to a "
         f"topic of its own ({type(scope).__name__}.own_notifications.topic) that nobody subscribes to yet. Pass "
-        "topic= (your alarm topic), or subscribe to that one.")
+        "topic= (your alarm topic), or subscribe to that one.",
+    )
     return own, as_topic(own.topic)
 
 
-def notify_group_events(scope: Construct, group: autoscaling.AutoScalingGroup, topic: sns.ITopic, kind: str = "GPU") -> events.Rule:
+def notify_group_events(
+    scope: Construct, group: autoscaling.AutoScalingGroup, topic: sns.ITopic, kind: str = "GPU"
+) -> events.Rule:
     """Launches and terminations of ``group``, failed ones too, to ``topic`` through EventBridge (``GroupEvents``).
 
     Not the group's own notification configuration: EC2 Auto Scaling publishes those with its service-linked

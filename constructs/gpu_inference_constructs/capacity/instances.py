@@ -32,6 +32,7 @@ ECS_AGENT_SETTINGS: tuple[str, ...] = (
     "ECS_ENABLE_CONTAINER_METADATA=true",
 )
 
+
 def instance_security_group(scope: Construct, vpc: ec2.IVpc, kind: str = "GPU") -> ec2.SecurityGroup:
     """No inbound; HTTPS out, which only the VPC endpoints and the S3 gateway answer (``InstanceSecurityGroup``)."""
     group = ec2.SecurityGroup(
@@ -86,8 +87,15 @@ def machine_image(scope: Construct, props: GpuCapacityProps) -> ec2.IMachineImag
     return ec2.MachineImage.generic_linux(dict(props.machine_image_ids))
 
 
-def gpu_launch_template(scope: Construct, props: CapacityGroupProps, *, role: iam.Role, security_group: ec2.ISecurityGroup,
-                        user_data: ec2.UserData, image: ec2.IMachineImage) -> ec2.LaunchTemplate:
+def gpu_launch_template(
+    scope: Construct,
+    props: CapacityGroupProps,
+    *,
+    role: iam.Role,
+    security_group: ec2.ISecurityGroup,
+    user_data: ec2.UserData,
+    image: ec2.IMachineImage,
+) -> ec2.LaunchTemplate:
     """The launch template (``LaunchTemplate``) of ``image``: IMDSv2 only, no public IP, an encrypted gp3 root volume."""
     return ec2.LaunchTemplate(
         scope,

@@ -53,10 +53,21 @@ class NeuronCapacity(CapacityGroup[NeuronCapacityProps]):
         keep_capacity_providers: tuple[str, ...] = (),
     ) -> None:
         props = props or NeuronCapacityProps()
-        super().__init__(scope, construct_id, vpc=vpc, props=props, instance_types=props.resolve_instance_types(),
-                         image=ecs.EcsOptimizedImage.amazon_linux2023(ecs.AmiHardwareType.NEURON), kind="Inferentia2",
-                         gpu=False, warm_pool=False, subnets=subnets, topic=topic, cluster=cluster,
-                         keep_capacity_providers=keep_capacity_providers)
+        super().__init__(
+            scope,
+            construct_id,
+            vpc=vpc,
+            props=props,
+            instance_types=props.resolve_instance_types(),
+            image=ecs.EcsOptimizedImage.amazon_linux2023(ecs.AmiHardwareType.NEURON),
+            kind="Inferentia2",
+            gpu=False,
+            warm_pool=False,
+            subnets=subnets,
+            topic=topic,
+            cluster=cluster,
+            keep_capacity_providers=keep_capacity_providers,
+        )
 
     def add_model(self, model: ModelProps) -> None:
         """Count ``model``'s service on this group, one task per instance (a task holds all of its Neuron devices), and

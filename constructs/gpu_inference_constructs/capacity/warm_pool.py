@@ -59,46 +59,48 @@ def warm_pool_script(images: Sequence[str]) -> str:
     the AMI, configured above) registers at boot, and its tasks start from the cached images
     (ECS_IMAGE_PULL_BEHAVIOR=prefer-cached)."""
     words = " ".join(f"'{image}'" for image in images)
-    return "\n".join([
-        "# Warm pool (GpuCapacity): a launch into the pool pulls the task images, then Auto Scaling stops it; the agent",
-        "# (ECS_WARM_POOLS_CHECK) registers only once the target lifecycle state is InService.",
-        "imds=http://169.254.169.254/latest",
-        'imds_token=$(curl -sf -X PUT "$imds/api/token" -H "X-aws-ec2-metadata-token-ttl-seconds: 900")',
-        'target=""',
-        "for attempt in $(seq 1 30); do",
-        '  target=$(curl -sf -H "X-aws-ec2-metadata-token: $imds_token" "$imds/meta-data/autoscaling/target-lifecycle-state")',
-        '  [ -n "$target" ] && break',
-        "  sleep 2",
-        "done",
-        'echo "warm pool: target lifecycle state ${target:-unknown}"',
-        'case "$target" in',
-        "  Warmed:*)",
-        "    systemctl start docker.service",
-        f"    mkdir -p {ECR_LOGIN_PATH.rsplit('/', 1)[0]}",
-        f"    cat > {ECR_LOGIN_PATH} <<'GPU_INFERENCE_PY'",
-        ECR_LOGIN_SOURCE.rstrip("\n"),
-        "GPU_INFERENCE_PY",
-        '    logged_in=" "',
-        f"    for image in {words}; do",
-        '      registry=${image%%/*}',
-        '      case "$registry" in',
-        "        *.dkr.ecr.*)",
-        '          if [ "${logged_in#* $registry }" = "$logged_in" ]; then',
-        '            region=$(echo "$registry" | cut -d. -f4)',
-        f'            python3 {ECR_LOGIN_PATH} "$region" | docker login --username AWS --password-stdin "$registry" \\',
-        '              && logged_in="$logged_in$registry "',
-        "          fi ;;",
-        "      esac",
-        '      docker pull "$image" || echo "warm pool: could not pull $image; its task will" >&2',
-        "    done",
-        "    ;;",
-        "  *)",
-        "    # Queued behind cloud-final (ecs.service is After=cloud-final.service: a blocking start here would wait for",
-        "    # itself); the ECS-optimized AMI enables the agent anyway, an AMI of your own (machine_image_ids) may not.",
-        "    systemctl start --no-block ecs.service",
-        "    ;;",
-        "esac",
-    ])
+    return "\n".join(
+        [
+            "# Warm pool (GpuCapacity): a launch into the pool pulls the task images, then Auto Scaling stops it; the agent",
+            "# (ECS_WARM_POOLS_CHECK) registers only once the target lifecycle state is InService.",
+            "imds=http://169.254.169.254/latest",
+            'imds_token=$(curl -sf -X PUT "$imds/api/token" -H "X-aws-ec2-metadata-token-ttl-seconds: 900")',
+            'target=""',
+            "for attempt in $(seq 1 30); do",
+            '  target=$(curl -sf -H "X-aws-ec2-metadata-token: $imds_token" "$imds/meta-data/autoscaling/target-lifecycle-state")',
+            '  [ -n "$target" ] && break',
+            "  sleep 2",
+            "done",
+            'echo "warm pool: target lifecycle state ${target:-unknown}"',
+            'case "$target" in',
+            "  Warmed:*)",
+            "    systemctl start docker.service",
+            f"    mkdir -p {ECR_LOGIN_PATH.rsplit('/', 1)[0]}",
+            f"    cat > {ECR_LOGIN_PATH} <<'GPU_INFERENCE_PY'",
+            ECR_LOGIN_SOURCE.rstrip("\n"),
+            "GPU_INFERENCE_PY",
+            '    logged_in=" "',
+            f"    for image in {words}; do",
+            "      registry=${image%%/*}",
+            '      case "$registry" in',
+            "        *.dkr.ecr.*)",
+            '          if [ "${logged_in#* $registry }" = "$logged_in" ]; then',
+            '            region=$(echo "$registry" | cut -d. -f4)',
+            f'            python3 {ECR_LOGIN_PATH} "$region" | docker login --username AWS --password-stdin "$registry" \\',
+            '              && logged_in="$logged_in$registry "',
+            "          fi ;;",
+            "      esac",
+            '      docker pull "$image" || echo "warm pool: could not pull $image; its task will" >&2',
+            "    done",
+            "    ;;",
+            "  *)",
+            "    # Queued behind cloud-final (ecs.service is After=cloud-final.service: a blocking start here would wait for",
+            "    # itself); the ECS-optimized AMI enables the agent anyway, an AMI of your own (machine_image_ids) may not.",
+            "    systemctl start --no-block ecs.service",
+            "    ;;",
+            "esac",
+        ]
+    )
 
 
 class WarmPoolLaunches(Construct):
@@ -110,19 +112,35 @@ class WarmPoolLaunches(Construct):
 
     ``logs_key`` encrypts the function's log group. Attributes: ``hook``, ``rule``, ``function``, ``log_group``."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, group: autoscaling.AutoScalingGroup, props: WarmPoolProps,
-                 logs_key: kms.IKey | None = None, log_retention_days: int = 90) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        group: autoscaling.AutoScalingGroup,
+        props: WarmPoolProps,
+        logs_key: kms.IKey | None = None,
+        log_retention_days: int = 90,
+    ) -> None:
         super().__init__(scope, construct_id)
         made = inline_function(
-            self, source=HANDLER_SOURCE, timeout_seconds=15, logs_key=logs_key, log_retention_days=log_retention_days,
+            self,
+            source=HANDLER_SOURCE,
+            timeout_seconds=15,
+            logs_key=logs_key,
+            log_retention_days=log_retention_days,
             description="Completes the GPU group's launch hook for instances going into service (warm pool)",
             role_description="Completes the GPU group's launch hook for instances going into service",
-            statements=[iam.PolicyStatement(actions=["autoscaling:CompleteLifecycleAction"],
-                                            resources=[group.auto_scaling_group_arn])],
+            statements=[
+                iam.PolicyStatement(
+                    actions=["autoscaling:CompleteLifecycleAction"], resources=[group.auto_scaling_group_arn]
+                )
+            ],
             no_dead_letter_queue="A dead-letter queue would keep a lost launch event whose lifecycle action the hook's "
-                                 "heartbeat completes anyway (default result CONTINUE)",
+            "heartbeat completes anyway (default result CONTINUE)",
             not_in_vpc="Not in the VPC: the function calls the Auto Scaling API only, which the VPC has no endpoint "
-                       "for (no NAT); it reaches nothing else")
+            "for (no NAT); it reaches nothing else",
+        )
         self.function, self.log_group, role = made.function, made.log_group, made.role
         acknowledge(
             default_policy(role),
@@ -131,11 +149,17 @@ class WarmPoolLaunches(Construct):
             "it); the group's name in the ARN limits the grant to this group.",
         )
         self.rule = events.Rule(
-            self, "Rule",
+            self,
+            "Rule",
             description="Launches of the GPU group going into service: complete the warm pool's launch hook at once",
             event_pattern=into_service_pattern(group),
-            targets=[lambda_target(as_function(self.function), retry_attempts=2,
-                                   max_event_age=cdk.Duration.seconds(props.prepare_seconds))],
+            targets=[
+                lambda_target(
+                    as_function(self.function),
+                    retry_attempts=2,
+                    max_event_age=cdk.Duration.seconds(props.prepare_seconds),
+                )
+            ],
         )
         self.hook = group.add_lifecycle_hook(
             "WarmPoolPrepare",
@@ -155,14 +179,24 @@ def into_service_pattern(group: autoscaling.IAutoScalingGroup) -> events.EventPa
     return events.EventPattern(
         source=["aws.autoscaling"],
         detail_type=[LIFECYCLE_ACTION],
-        detail={"AutoScalingGroupName": [group.auto_scaling_group_name], "LifecycleHookName": [HOOK_NAME],
-                "Destination": [INTO_SERVICE]},
+        detail={
+            "AutoScalingGroupName": [group.auto_scaling_group_name],
+            "LifecycleHookName": [HOOK_NAME],
+            "Destination": [INTO_SERVICE],
+        },
     )
 
 
-def add_warm_pool(scope: Construct, group: autoscaling.AutoScalingGroup, pool: WarmPoolProps, *, all_spot: bool,
-                  user_data: ec2.UserData, images: Callable[[], Sequence[str]],
-                  logs_key: kms.IKey | None) -> tuple[autoscaling.WarmPool, WarmPoolLaunches]:
+def add_warm_pool(
+    scope: Construct,
+    group: autoscaling.AutoScalingGroup,
+    pool: WarmPoolProps,
+    *,
+    all_spot: bool,
+    user_data: ec2.UserData,
+    images: Callable[[], Sequence[str]],
+    logs_key: kms.IKey | None,
+) -> tuple[autoscaling.WarmPool, WarmPoolLaunches]:
     """``group``'s pool, its launch hook and the function that completes launches into service
     (``WarmPoolLaunches``), and the user data that pulls ``images()`` (read at synth, once every model has added its
     own) while an instance warms. Warns on a group whose instances are all Spot (``all_spot``)."""

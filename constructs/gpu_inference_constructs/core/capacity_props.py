@@ -85,17 +85,29 @@ class GpuCapacityProps:
         )
         check_group_bounds(self, "GPU", volume_hint=" (CUDA images need room: 100 or more is sensible)")
         if self.machine_image_ids is not None:
-            require(bool(self.machine_image_ids), "machine_image_ids",
-                    "is empty: give region -> AMI ID, or leave it out for the ECS-optimized GPU AMI")
+            require(
+                bool(self.machine_image_ids),
+                "machine_image_ids",
+                "is empty: give region -> AMI ID, or leave it out for the ECS-optimized GPU AMI",
+            )
             for region, image_id in self.machine_image_ids.items():
-                require(bool(re.fullmatch(r"[a-z]{2}(-[a-z]+)+-\d", region)), f"machine_image_ids.{region}",
-                        "is not a region name such as us-east-1")
-                require(bool(re.fullmatch(r"ami-([0-9a-f]{8}|[0-9a-f]{17})", image_id)), f"machine_image_ids.{region}",
-                        f"{image_id!r} is not an AMI ID (ami- and 8 or 17 hex digits)")
+                require(
+                    bool(re.fullmatch(r"[a-z]{2}(-[a-z]+)+-\d", region)),
+                    f"machine_image_ids.{region}",
+                    "is not a region name such as us-east-1",
+                )
+                require(
+                    bool(re.fullmatch(r"ami-([0-9a-f]{8}|[0-9a-f]{17})", image_id)),
+                    f"machine_image_ids.{region}",
+                    f"{image_id!r} is not an AMI ID (ami- and 8 or 17 hex digits)",
+                )
         if self.warm_pool is not None:
-            require(self.warm_pool.min_size <= self.max_capacity, "warm_pool.min_size",
-                    f"{self.warm_pool.min_size} is greater than max_capacity {self.max_capacity}; keep at most as many "
-                    "stopped instances as the group may run")
+            require(
+                self.warm_pool.min_size <= self.max_capacity,
+                "warm_pool.min_size",
+                f"{self.warm_pool.min_size} is greater than max_capacity {self.max_capacity}; keep at most as many "
+                "stopped instances as the group may run",
+            )
 
     def resolve_instance_types(self) -> list[GpuInstanceType]:
         """The catalog entries, in priority order, checked for one shape (the region: :func:`~.instance_regions.region_warning`)."""
@@ -143,15 +155,27 @@ def launches_spot(props: CapacityGroupProps) -> bool:
 def check_group_bounds(props: CapacityGroupProps, kind: str, *, volume_hint: str) -> None:
     """The checks every capacity group's props share: its types listed once each (at most 20), the Spot mix, the bounds,
     the root volume and the warm-up."""
-    require(len(props.instance_types) >= 1, "instance_types", f"list at least one {kind} instance type, preferred first")
+    require(
+        len(props.instance_types) >= 1, "instance_types", f"list at least one {kind} instance type, preferred first"
+    )
     require(
         len(set(props.instance_types)) == len(props.instance_types),
         "instance_types",
         f"{list(props.instance_types)} repeats a type",
     )
     require(len(props.instance_types) <= 20, "instance_types", "a mixed-instances policy takes at most 20 overrides")
-    require(0 <= props.on_demand_base_capacity, "on_demand_base_capacity", f"{props.on_demand_base_capacity} must be 0 or more")
-    require_range(props.on_demand_percentage_above_base, 0, 100, "on_demand_percentage_above_base", hint=" (0 = all Spot above the base)")
+    require(
+        0 <= props.on_demand_base_capacity,
+        "on_demand_base_capacity",
+        f"{props.on_demand_base_capacity} must be 0 or more",
+    )
+    require_range(
+        props.on_demand_percentage_above_base,
+        0,
+        100,
+        "on_demand_percentage_above_base",
+        hint=" (0 = all Spot above the base)",
+    )
     require(0 <= props.min_capacity, "min_capacity", f"{props.min_capacity} must be 0 or more")
     require(
         props.min_capacity <= props.max_capacity,
@@ -166,13 +190,19 @@ def check_group_bounds(props: CapacityGroupProps, kind: str, *, volume_hint: str
     )
     require_range(props.target_capacity_percent, 1, 100, "target_capacity_percent")
     require_range(props.root_volume_gib, 30, 16384, "root_volume_gib", hint=volume_hint)
-    require_range(props.root_volume_throughput_mib_s, 125, 1000, "root_volume_throughput_mib_s",
-                  hint=" (gp3: 125 MiB/s included, up to 1000 provisioned)")
+    require_range(
+        props.root_volume_throughput_mib_s,
+        125,
+        1000,
+        "root_volume_throughput_mib_s",
+        hint=" (gp3: 125 MiB/s included, up to 1000 provisioned)",
+    )
     require_range(props.instance_warmup_seconds, 0, 10000, "instance_warmup_seconds")
 
 
-def resolve_one_shape(names: tuple[str, ...], lookup_type: Callable[[str, str], GpuInstanceType],
-                      example: str) -> list[GpuInstanceType]:
+def resolve_one_shape(
+    names: tuple[str, ...], lookup_type: Callable[[str, str], GpuInstanceType], example: str
+) -> list[GpuInstanceType]:
     """The catalog entries of ``names`` (``lookup_type`` refuses what the group cannot launch), in priority order,
     all of one shape; ``example``: two types of one shape, for the fix."""
     types = [lookup_type(name, f"instance_types[{index}]") for index, name in enumerate(names)]

@@ -45,7 +45,9 @@ def tasks_for_deployment_at_peak(services: Sequence[ServiceDeployment]) -> int:
     return sum(s.max_tasks for s in services) - deploying.max_tasks + deploying.tasks_during_deployment
 
 
-def instances_for_deployment_at_peak(services: Sequence[ServiceDeployment], gpus_per_instance: int) -> tuple[int, ServiceDeployment]:
+def instances_for_deployment_at_peak(
+    services: Sequence[ServiceDeployment], gpus_per_instance: int
+) -> tuple[int, ServiceDeployment]:
     """Instances needed for :func:`tasks_for_deployment_at_peak` (one GPU per task), and the deploying service."""
     return math.ceil(tasks_for_deployment_at_peak(services) / gpus_per_instance), deploying_at_peak(services)
 

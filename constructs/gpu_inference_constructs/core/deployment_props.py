@@ -61,7 +61,11 @@ class DeploymentProps:
     """Names of existing CloudWatch alarms that also roll a deployment back. Default: () (none)."""
 
     def __post_init__(self) -> None:
-        require(self.strategy in DEFAULTS, "strategy", f"{self.strategy!r} is not a strategy; use one of: {', '.join(DEFAULTS)}")
+        require(
+            self.strategy in DEFAULTS,
+            "strategy",
+            f"{self.strategy!r} is not a strategy; use one of: {', '.join(DEFAULTS)}",
+        )
         stepped = self.strategy in STEP_RANGES
         for key in ("step_percent", "step_bake_minutes"):
             require(
@@ -86,7 +90,9 @@ class DeploymentProps:
             percent, step_bake = self.traffic_step_percent, self.step_bake
             assert percent is not None and step_bake is not None  # canary and linear have defaults for both
             require_range(percent, low, high, "step_percent", hint=f" for {self.strategy}")
-            require(math.isclose(percent * 10, round(percent * 10)), "step_percent", f"{percent} must be a multiple of 0.1")
+            require(
+                math.isclose(percent * 10, round(percent * 10)), "step_percent", f"{percent} must be a multiple of 0.1"
+            )
             self._check_bake(step_bake, "step_bake_minutes", "before the next traffic shift")
         if self.shifts_traffic:
             final_bake = self.final_bake
@@ -100,10 +106,18 @@ class DeploymentProps:
                 f"{CLOUDFORMATION_DEPLOYMENT_MINUTES} minutes (33 hours)",
             )
         unknown = sorted(set(self.rollback_alarms) - set(BUILT_IN_ALARMS))
-        require(not unknown, "rollback_alarms", f"{unknown} are not built-in alarms; use any of: {', '.join(BUILT_IN_ALARMS)}")
+        require(
+            not unknown,
+            "rollback_alarms",
+            f"{unknown} are not built-in alarms; use any of: {', '.join(BUILT_IN_ALARMS)}",
+        )
         require(len(set(self.rollback_alarms)) == len(self.rollback_alarms), "rollback_alarms", "lists an alarm twice")
         for index, name in enumerate(self.alarm_names):
-            require(0 < len(name) <= 255, f"alarm_names[{index}]", f"{name!r} is not a CloudWatch alarm name (1 to 255 characters)")
+            require(
+                0 < len(name) <= 255,
+                f"alarm_names[{index}]",
+                f"{name!r} is not a CloudWatch alarm name (1 to 255 characters)",
+            )
         require(len(set(self.alarm_names)) == len(self.alarm_names), "alarm_names", "lists an alarm twice")
         require(
             not self.shifts_traffic or bool(self.rollback_alarms or self.alarm_names),
@@ -183,7 +197,11 @@ class RollbackThresholds:
 
     def __post_init__(self) -> None:
         require_range(self.latency_p95_ms, 1, 120_000, "latency_p95_ms")
-        require(0 < self.target_5xx_percent <= 100, "target_5xx_percent", f"{self.target_5xx_percent} is out of range; a percentage above 0, at most 100")
+        require(
+            0 < self.target_5xx_percent <= 100,
+            "target_5xx_percent",
+            f"{self.target_5xx_percent} is out of range; a percentage above 0, at most 100",
+        )
 
     def check_above_scaling(self, scaling_latency_p95_ms: int, key: str = "latency_p95_ms") -> None:
         """A rollback p95 below the model's scaling target would roll back versions for latency the model is
@@ -193,8 +211,11 @@ class RollbackThresholds:
 
 # A version still this many times slower than the model's latency goal after scaling had its say is slow, not busy.
 ROLLBACK_LATENCY_FACTOR = 2
-ROLLBACK_LATENCY = GoalMultiple(ROLLBACK_LATENCY_FACTOR, "every release would roll back under load it is sized for",
-                                f"{ROLLBACK_LATENCY_FACTOR} x scaling.latency_p95_ms")
+ROLLBACK_LATENCY = GoalMultiple(
+    ROLLBACK_LATENCY_FACTOR,
+    "every release would roll back under load it is sized for",
+    f"{ROLLBACK_LATENCY_FACTOR} x scaling.latency_p95_ms",
+)
 
 
 @dataclass(frozen=True)
@@ -213,7 +234,9 @@ class RollbackProps:
     def __post_init__(self) -> None:
         RollbackThresholds(**{k: v for k, v in vars(self).items() if v is not None})  # the same ranges
 
-    def thresholds(self, scaling_latency_p95_ms: int, target_5xx_percent: float = RollbackThresholds.target_5xx_percent) -> RollbackThresholds:
+    def thresholds(
+        self, scaling_latency_p95_ms: int, target_5xx_percent: float = RollbackThresholds.target_5xx_percent
+    ) -> RollbackThresholds:
         latency = ROLLBACK_LATENCY.or_default(self.latency_p95_ms, scaling_latency_p95_ms)
         errors = self.target_5xx_percent if self.target_5xx_percent is not None else target_5xx_percent
         thresholds = RollbackThresholds(latency_p95_ms=latency, target_5xx_percent=errors)

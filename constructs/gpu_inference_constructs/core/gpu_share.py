@@ -31,9 +31,12 @@ class GpuShare:
     Default: None (ECS sets nothing and the MPS server's own default, 100 %, applies)."""
 
     def __post_init__(self) -> None:
-        require(isinstance(self.memory_mib, int) and self.memory_mib >= MIN_SHARE_MIB, "gpu_share.memory_mib",
-                f"{self.memory_mib!r}: give the GPU memory in MiB, at least {MIN_SHARE_MIB} (the CUDA context and the "
-                "model's weights, activations and allocator reserve must fit in it)")
+        require(
+            isinstance(self.memory_mib, int) and self.memory_mib >= MIN_SHARE_MIB,
+            "gpu_share.memory_mib",
+            f"{self.memory_mib!r}: give the GPU memory in MiB, at least {MIN_SHARE_MIB} (the CUDA context and the "
+            "model's weights, activations and allocator reserve must fit in it)",
+        )
         if self.max_compute_percent is not None:
             require_range(self.max_compute_percent, 1, 100, "gpu_share.max_compute_percent")
 

@@ -20,7 +20,8 @@ PAGING_P95_FACTOR = ROLLBACK_LATENCY_FACTOR
 PAGING_P99_FACTOR = 3
 MAX_THRESHOLD_MS = 3_600_000  # an ALB holds a request at most its idle timeout, 4000 s at most
 PAGING_LATENCY = GoalMultiple(
-    PAGING_P95_FACTOR, "this alarm would page under load the model is sized for",
+    PAGING_P95_FACTOR,
+    "this alarm would page under load the model is sized for",
     f"latency_p95_ms defaults to {PAGING_P95_FACTOR} x scaling.latency_p95_ms, latency_p99_ms to {PAGING_P99_FACTOR} x latency_p95_ms",
 )
 
@@ -35,8 +36,11 @@ class LatencyAlarmThresholds:
     def __post_init__(self) -> None:
         for key in ("latency_p95_ms", "latency_p99_ms"):
             require_range(getattr(self, key), 1, MAX_THRESHOLD_MS, key)
-        require(self.latency_p95_ms <= self.latency_p99_ms, "latency_p95_ms",
-                f"{self.latency_p95_ms} is above latency_p99_ms {self.latency_p99_ms}")
+        require(
+            self.latency_p95_ms <= self.latency_p99_ms,
+            "latency_p95_ms",
+            f"{self.latency_p95_ms} is above latency_p99_ms {self.latency_p99_ms}",
+        )
 
     def check_above_scaling(self, scaling_latency_p95_ms: int) -> None:
         """Neither alarm may page below the model's own p95 goal, where the service is still adding tasks."""

@@ -41,17 +41,26 @@ LEGACY_KEYWORDS: Mapping[str, Mapping[str, Legacy]] = {
         "model_service": Legacy("service=", rename="service"),
     },
     "ModelProps": {
-        "listener_priority": Legacy("ModelService(route=LoadBalancerRoute(load_balancer, priority=...)) or "
-                                    "ListenerRoute(listener, priority): routing is the service's"),
+        "listener_priority": Legacy(
+            "ModelService(route=LoadBalancerRoute(load_balancer, priority=...)) or "
+            "ListenerRoute(listener, priority): routing is the service's"
+        ),
     },
     "ModelScalingProps": {
         keyword: Legacy(f"the bundled server's props: {_BUNDLED_SCALING.format(keyword=keyword)}")
-        for keyword in ("gpu_utilization_percent", "cpu_percent", "queue_depth_scale_out", "queue_signal_period_seconds",
-                        "queue_signal_periods")
+        for keyword in (
+            "gpu_utilization_percent",
+            "cpu_percent",
+            "queue_depth_scale_out",
+            "queue_signal_period_seconds",
+            "queue_signal_periods",
+        )
     },
     "ServerContract": {
-        "bundled_metrics": Legacy("scaling_signals=... and alarms=... (the bundled server's: "
-                                  "bundled_signals.bundled_scaling_signals(...), BUNDLED_ALARMS)"),
+        "bundled_metrics": Legacy(
+            "scaling_signals=... and alarms=... (the bundled server's: "
+            "bundled_signals.bundled_scaling_signals(...), BUNDLED_ALARMS)"
+        ),
     },
     "ModelService": {
         "cluster": Legacy(_CLUSTER),
@@ -60,11 +69,14 @@ LEGACY_KEYWORDS: Mapping[str, Mapping[str, Legacy]] = {
         "model_store": Legacy("model_source=", rename="model_source"),
         "model_bucket": Legacy("model_source=ModelBucket(bucket, prefix=...)"),
         "models_prefix": Legacy("model_source=ModelBucket(bucket, prefix=...)"),
-        "load_balancer": Legacy("route=load_balancer, or route=LoadBalancerRoute(load_balancer, priority=...) "
-                                "(ListenerRoute(listener, priority, load_balancer=...) behind a listener of your own)"),
+        "load_balancer": Legacy(
+            "route=load_balancer, or route=LoadBalancerRoute(load_balancer, priority=...) "
+            "(ListenerRoute(listener, priority, load_balancer=...) behind a listener of your own)"
+        ),
         "listener": Legacy("route=ListenerRoute(listener, priority, load_balancer=None)"),
-        "listener_priority": Legacy("route=LoadBalancerRoute(load_balancer, priority=...) or "
-                                    "ListenerRoute(listener, priority)"),
+        "listener_priority": Legacy(
+            "route=LoadBalancerRoute(load_balancer, priority=...) or ListenerRoute(listener, priority)"
+        ),
         "logs_key": Legacy(_LOGS),
         "log_retention_days": Legacy(_LOGS),
         "name_prefix": Legacy(_LOGS),
@@ -82,8 +94,10 @@ C = TypeVar("C", bound=type)
 def legacy_keywords_message(name: str, used: Mapping[str, Legacy]) -> str:
     """Every 0.2 keyword of one call, each with what to write instead."""
     listed = "; ".join(f"{keyword}= -> {legacy.instead}" for keyword, legacy in used.items())
-    return (f"{name}() got {len(used)} keyword(s) of 0.2 that this version does not take (constructs/CHANGELOG.md): "
-            f"{listed}")
+    return (
+        f"{name}() got {len(used)} keyword(s) of 0.2 that this version does not take (constructs/CHANGELOG.md): "
+        f"{listed}"
+    )
 
 
 def translate(name: str, keywords: dict[str, Any]) -> dict[str, Any]:
@@ -99,8 +113,12 @@ def translate(name: str, keywords: dict[str, Any]) -> dict[str, Any]:
     translated = dict(keywords)
     for keyword, legacy in used.items():
         assert legacy.rename is not None  # renames_only
-        warnings.warn(f"{name}({keyword}=...) is renamed {legacy.rename}=...; {keyword}= is refused after "
-                      f"{RENAMES_ACCEPTED_UNTIL}", DeprecationWarning, stacklevel=3)
+        warnings.warn(
+            f"{name}({keyword}=...) is renamed {legacy.rename}=...; {keyword}= is refused after "
+            f"{RENAMES_ACCEPTED_UNTIL}",
+            DeprecationWarning,
+            stacklevel=3,
+        )
         translated[legacy.rename] = translated.pop(keyword)
     return translated
 

@@ -41,7 +41,11 @@ class LivenessCheck:
         )
         require_range(self.interval_seconds, 5, 300, "liveness.interval_seconds")
         require_range(self.timeout_seconds, 2, 60, "liveness.timeout_seconds")
-        require(self.timeout_seconds < self.interval_seconds, "liveness.timeout_seconds", f"{self.timeout_seconds} must be below interval_seconds ({self.interval_seconds})")
+        require(
+            self.timeout_seconds < self.interval_seconds,
+            "liveness.timeout_seconds",
+            f"{self.timeout_seconds} must be below interval_seconds ({self.interval_seconds})",
+        )
         require_range(self.retries, 1, 10, "liveness.retries")
 
 

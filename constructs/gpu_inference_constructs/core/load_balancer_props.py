@@ -44,7 +44,12 @@ class LoadBalancerQuotas:
     def check(self, rules: int, target_groups: int, targets: int, key: str = "models") -> None:
         for count, limit, what, field_name in (
             (rules, self.listener_rules, "listener rules (one per model)", "listener_rules"),
-            (target_groups, self.target_groups, "target groups (one per model, two with canary, linear or blue/green)", "target_groups"),
+            (
+                target_groups,
+                self.target_groups,
+                "target groups (one per model, two with canary, linear or blue/green)",
+                "target_groups",
+            ),
             (targets, self.targets, "targets at peak while one model deploys (one per task)", "targets"),
         ):
             require(
@@ -87,7 +92,9 @@ class LoadBalancerProps:
         )
         if self.certificate_arn is not None:
             require(
-                self.certificate_arn.startswith("arn:aws") and ":acm:" in self.certificate_arn and ":certificate/" in self.certificate_arn,
+                self.certificate_arn.startswith("arn:aws")
+                and ":acm:" in self.certificate_arn
+                and ":certificate/" in self.certificate_arn,
                 "certificate_arn",
                 f"{self.certificate_arn!r} is not an ACM certificate ARN (arn:aws:acm:<region>:<account>:certificate/<id>)",
             )
@@ -119,7 +126,9 @@ class LoadBalancerProps:
     @property
     def open_to_the_internet(self) -> bool:
         """Internet-facing, and some ingress CIDR takes in a good part of the internet (open_to_the_world)."""
-        return self.internet_facing and any(open_to_the_world(ipaddress.ip_network(cidr)) for cidr in self.ingress_cidrs)
+        return self.internet_facing and any(
+            open_to_the_world(ipaddress.ip_network(cidr)) for cidr in self.ingress_cidrs
+        )
 
     def idle_timeout_for(self, longest_request_seconds: int | None, model: str = "a model") -> int:
         """The ALB idle timeout for models whose longest request (the server's request timeout, vLLM's longest

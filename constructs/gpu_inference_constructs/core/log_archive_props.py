@@ -51,15 +51,24 @@ class LogArchive:
 
     def __post_init__(self) -> None:
         require(isinstance(self.s3, bool), "s3", f"{self.s3!r}: true to archive to S3, false for Firehose only")
-        require(isinstance(self.prefix, str) and bool(PREFIX.match(self.prefix)), "prefix",
-                f"{self.prefix!r}: 1-63 letters, digits or '_.-', starting with a letter or digit")
+        require(
+            isinstance(self.prefix, str) and bool(PREFIX.match(self.prefix)),
+            "prefix",
+            f"{self.prefix!r}: 1-63 letters, digits or '_.-', starting with a letter or digit",
+        )
         require_range(self.upload_timeout_seconds, 10, SPOT_STOP_SECONDS, "upload_timeout_seconds")
         require_range(self.total_file_size_mib, 1, 1024, "total_file_size_mib")
         stream = self.firehose_stream_arn
-        require(stream is None or (isinstance(stream, str) and bool(FIREHOSE_STREAM_ARN.match(stream))), "firehose_stream_arn",
-                f"{stream!r}: give a delivery stream's ARN, arn:aws:firehose:<region>:<account>:deliverystream/<name>")
-        require(self.s3 or stream is not None, "s3", "false and no firehose_stream_arn archives nothing: set either, or "
-                "leave archive out")
+        require(
+            stream is None or (isinstance(stream, str) and bool(FIREHOSE_STREAM_ARN.match(stream))),
+            "firehose_stream_arn",
+            f"{stream!r}: give a delivery stream's ARN, arn:aws:firehose:<region>:<account>:deliverystream/<name>",
+        )
+        require(
+            self.s3 or stream is not None,
+            "s3",
+            "false and no firehose_stream_arn archives nothing: set either, or leave archive out",
+        )
 
     @property
     def firehose_stream_name(self) -> str | None:
@@ -76,17 +85,35 @@ def archive_config(archive: LogArchive, server_container: str, environment_name:
     sections = []
     if archive.s3:
         key = f"/{archive.prefix}/{environment_name}/{model_name}/%Y/%m/%d/%H/%M/%S-$UUID.gz"
-        sections.append(_section("OUTPUT", [
-            ("Name", "s3"), ("Match", match), ("bucket", f"${{{ARCHIVE_BUCKET_VARIABLE}}}"),
-            ("region", f"${{{ARCHIVE_REGION_VARIABLE}}}"), ("total_file_size", f"{archive.total_file_size_mib}M"),
-            ("upload_timeout", f"{archive.upload_timeout_seconds}s"), ("use_put_object", "On"),
-            ("compression", "gzip"), ("s3_key_format", key),
-        ]))
+        sections.append(
+            _section(
+                "OUTPUT",
+                [
+                    ("Name", "s3"),
+                    ("Match", match),
+                    ("bucket", f"${{{ARCHIVE_BUCKET_VARIABLE}}}"),
+                    ("region", f"${{{ARCHIVE_REGION_VARIABLE}}}"),
+                    ("total_file_size", f"{archive.total_file_size_mib}M"),
+                    ("upload_timeout", f"{archive.upload_timeout_seconds}s"),
+                    ("use_put_object", "On"),
+                    ("compression", "gzip"),
+                    ("s3_key_format", key),
+                ],
+            )
+        )
     if archive.firehose_stream_arn is not None:
-        sections.append(_section("OUTPUT", [
-            ("Name", "kinesis_firehose"), ("Match", match), ("region", f"${{{ARCHIVE_REGION_VARIABLE}}}"),
-            ("delivery_stream", f"${{{FIREHOSE_STREAM_VARIABLE}}}"), ("time_key", "time"),
-        ]))
+        sections.append(
+            _section(
+                "OUTPUT",
+                [
+                    ("Name", "kinesis_firehose"),
+                    ("Match", match),
+                    ("region", f"${{{ARCHIVE_REGION_VARIABLE}}}"),
+                    ("delivery_stream", f"${{{FIREHOSE_STREAM_VARIABLE}}}"),
+                    ("time_key", "time"),
+                ],
+            )
+        )
     return "\n".join(sections)
 
 
@@ -97,10 +124,13 @@ def check_archive_flushes(archive: LogArchive, deregistration_delay_seconds: int
     if not archive.s3:
         return
     room = SPOT_STOP_SECONDS - deregistration_delay_seconds
-    require(archive.upload_timeout_seconds <= room, "telemetry.firelens.archive.upload_timeout_seconds",
-            f"{archive.upload_timeout_seconds} s is longer than the {room} s the {SPOT_NOTICE_SECONDS} s Spot notice leaves "
-            f"models[{model_name}] after the agent sees it ({SPOT_DETECTION_SECONDS} s) and its {deregistration_delay_seconds} s "
-            f"deregistration delay: its last records before SIGTERM could be lost with the instance; give at most {room}")
+    require(
+        archive.upload_timeout_seconds <= room,
+        "telemetry.firelens.archive.upload_timeout_seconds",
+        f"{archive.upload_timeout_seconds} s is longer than the {room} s the {SPOT_NOTICE_SECONDS} s Spot notice leaves "
+        f"models[{model_name}] after the agent sees it ({SPOT_DETECTION_SECONDS} s) and its {deregistration_delay_seconds} s "
+        f"deregistration delay: its last records before SIGTERM could be lost with the instance; give at most {room}",
+    )
 
 
 def archive_key_prefix(archive: LogArchive, environment_name: str, model_name: str) -> str:

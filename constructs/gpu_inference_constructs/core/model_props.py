@@ -76,23 +76,45 @@ class ModelProps:
             "name",
             f"{self.name!r} is not URL-safe; use 2-40 lowercase letters, digits and '-', starting with a letter (it becomes the path /{self.name}/)",
         )
-        require(bool(MODEL_VERSION.match(self.version)), "version", f"{self.version!r}: use letters, digits, '.', '_' or '-' (it becomes an S3 prefix)")
+        require(
+            bool(MODEL_VERSION.match(self.version)),
+            "version",
+            f"{self.version!r}: use letters, digits, '.', '_' or '-' (it becomes an S3 prefix)",
+        )
         require(256 <= self.cpu, "cpu", f"{self.cpu} CPU units is too small; at least 256 (1024 = one vCPU)")
         require(512 <= self.memory_mib, "memory_mib", f"{self.memory_mib} MiB is too small; at least 512")
         require_range(self.max_tasks, 1, 100, "max_tasks")
-        require(self.min_tasks <= self.max_tasks, "min_tasks", f"{self.min_tasks} must be between 1 and max_tasks ({self.max_tasks})")
+        require(
+            self.min_tasks <= self.max_tasks,
+            "min_tasks",
+            f"{self.min_tasks} must be between 1 and max_tasks ({self.max_tasks})",
+        )
         check_model_task_range(self.min_tasks, self.max_tasks)
         require_range(self.expected_load_seconds, 10, 3000, "expected_load_seconds")
-        require_range(self.gpus, 1, 12, "gpus", hint=" (GPUs per task, a 12xlarge type has 4; Neuron devices, an inf2.48xlarge has 12)")
-        require(self.gpu_share is None or self.gpus == 1, "gpus",
-                f"{self.gpus} whole GPUs and a gpu_share: a share is of one GPU (one CUDA process); remove gpu_share for "
-                "tensor parallelism over whole GPUs, or leave gpus out")
-        require(self.target_optimizer is None or isinstance(self.target_optimizer, TargetOptimizerProps), "target_optimizer",
-                f"got {type(self.target_optimizer).__name__}: pass a TargetOptimizerProps, or None")
+        require_range(
+            self.gpus,
+            1,
+            12,
+            "gpus",
+            hint=" (GPUs per task, a 12xlarge type has 4; Neuron devices, an inf2.48xlarge has 12)",
+        )
+        require(
+            self.gpu_share is None or self.gpus == 1,
+            "gpus",
+            f"{self.gpus} whole GPUs and a gpu_share: a share is of one GPU (one CUDA process); remove gpu_share for "
+            "tensor parallelism over whole GPUs, or leave gpus out",
+        )
+        require(
+            self.target_optimizer is None or isinstance(self.target_optimizer, TargetOptimizerProps),
+            "target_optimizer",
+            f"got {type(self.target_optimizer).__name__}: pass a TargetOptimizerProps, or None",
+        )
         self.rollback_thresholds()
         self.latency_alarm_thresholds()
 
-    def rollback_thresholds(self, target_5xx_percent: float = RollbackThresholds.target_5xx_percent) -> RollbackThresholds:
+    def rollback_thresholds(
+        self, target_5xx_percent: float = RollbackThresholds.target_5xx_percent
+    ) -> RollbackThresholds:
         """Where this model's rollback alarms trip: ``rollback``, else derived from its own latency goal."""
         try:
             return self.rollback.thresholds(self.scaling.latency_p95_ms, target_5xx_percent)
@@ -109,10 +131,15 @@ class ModelProps:
     def check_reserved_environment(self, reserved: tuple[str, ...], server: str) -> None:
         """``environment`` sets none of the variables the server's preset sets from its own keys."""
         clashing = sorted(set(self.environment) & set(reserved))
-        require(not clashing, "environment", f"{clashing} are set by the {server} preset from its own keys; set those keys instead")
+        require(
+            not clashing,
+            "environment",
+            f"{clashing} are set by the {server} preset from its own keys; set those keys instead",
+        )
 
-    def check_fits(self, instance_type: GpuInstanceType, sidecars: tuple[int, int],
-                   all_types: tuple[GpuInstanceType, ...] = ()) -> None:
+    def check_fits(
+        self, instance_type: GpuInstanceType, sidecars: tuple[int, int], all_types: tuple[GpuInstanceType, ...] = ()
+    ) -> None:
         """A task of this model, its server and the ``sidecars`` (CPU units, MiB) its server adds, fits ``instance_type``
         (the fleet's smallest), and its GPU share fits the smallest GPU of ``all_types`` (default: that type's). The
         target-control agent counts as one more sidecar."""
@@ -121,18 +148,29 @@ class ModelProps:
             beside = beside.plus("target-control agent", AGENT_CPU, AGENT_MEMORY_MIB)
         cpu, memory = beside
         if instance_type.neuron:
-            check_neuron_task(instance_type, devices=self.gpus, gpu_share=self.gpu_share, cpu=self.cpu + cpu,
-                              memory_mib=self.memory_mib + memory, sidecars=(cpu, memory))
+            check_neuron_task(
+                instance_type,
+                devices=self.gpus,
+                gpu_share=self.gpu_share,
+                cpu=self.cpu + cpu,
+                memory_mib=self.memory_mib + memory,
+                sidecars=(cpu, memory),
+            )
         try:
             check_task_fits(instance_type, gpus=self.gpus, cpu=self.cpu + cpu, memory_mib=self.memory_mib + memory)
         except ConfigError as error:
-            raise ConfigError(error.key, error.detail + self._value_to_write(error.key, instance_type, beside)) from None
+            raise ConfigError(
+                error.key, error.detail + self._value_to_write(error.key, instance_type, beside)
+            ) from None
         if self.gpu_share is not None:
             types = all_types or (instance_type,)
             gpu = smallest_shareable_memory_mib(types)
-            require(self.gpu_share.memory_mib <= gpu, "gpu_share.memory_mib",
-                    f"{self.gpu_share.memory_mib} MiB is more than the smallest GPU of {', '.join(t.name for t in types)} "
-                    f"offers its shares ({gpu} MiB: what ECS registers less the MPS server's context): a share is of one GPU; give at most {gpu}, or whole GPUs (remove gpu_share)")
+            require(
+                self.gpu_share.memory_mib <= gpu,
+                "gpu_share.memory_mib",
+                f"{self.gpu_share.memory_mib} MiB is more than the smallest GPU of {', '.join(t.name for t in types)} "
+                f"offers its shares ({gpu} MiB: what ECS registers less the MPS server's context): a share is of one GPU; give at most {gpu}, or whole GPUs (remove gpu_share)",
+            )
 
     def _value_to_write(self, key: str, instance_type: GpuInstanceType, beside: SidecarReservation) -> str:
         """For a task too large on ``key`` (cpu or memory_mib): the most this model may reserve there beside the
@@ -144,8 +182,11 @@ class ModelProps:
         else:
             return ""
         room = limit - beside[index - 1]
-        write = (f"write {key}: {room} at most" if room > 0
-                 else f"the sidecars alone take all of it: use an instance type with more than {limit} {unit} for tasks")
+        write = (
+            f"write {key}: {room} at most"
+            if room > 0
+            else f"the sidecars alone take all of it: use an instance type with more than {limit} {unit} for tasks"
+        )
         return f": {write} (you wrote {own}; the sidecars take {beside[index - 1]} {unit}: {beside.described(index)})"
 
     @property

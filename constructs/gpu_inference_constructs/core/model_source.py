@@ -42,9 +42,16 @@ class ModelFromS3:
     """The init containers' image. Default: None (``DEFAULT_FETCHER_IMAGE``, the AWS CLI)."""
 
     def __post_init__(self) -> None:
-        require(self.mode in ("server_downloads", "copy_to_scratch", "server_streams"), "model_source.mode",
-                f"{self.mode!r}: use 'server_downloads', 'copy_to_scratch' or 'server_streams'")
-        require(bool(re.match(r"^[A-Z_][A-Z0-9_]*$", self.uri_variable)), "model_source.uri_variable", f"{self.uri_variable!r} is not an environment variable name")
+        require(
+            self.mode in ("server_downloads", "copy_to_scratch", "server_streams"),
+            "model_source.mode",
+            f"{self.mode!r}: use 'server_downloads', 'copy_to_scratch' or 'server_streams'",
+        )
+        require(
+            bool(re.match(r"^[A-Z_][A-Z0-9_]*$", self.uri_variable)),
+            "model_source.uri_variable",
+            f"{self.uri_variable!r} is not an environment variable name",
+        )
         require(
             self.local_path.startswith(SCRATCH_PATH + "/") and bool(PATH.match(self.local_path)),
             "model_source.local_path",
@@ -56,11 +63,15 @@ class ModelFromS3:
         return cls("server_downloads", uri_variable=uri_variable)
 
     @classmethod
-    def copy_to_scratch(cls, local_path: str = f"{SCRATCH_PATH}/model", fetcher_image: ecs.ContainerImage | None = None) -> ModelFromS3:
+    def copy_to_scratch(
+        cls, local_path: str = f"{SCRATCH_PATH}/model", fetcher_image: ecs.ContainerImage | None = None
+    ) -> ModelFromS3:
         return cls("copy_to_scratch", local_path=local_path, fetcher_image=fetcher_image)
 
     @classmethod
-    def server_streams(cls, uri_variable: str = "MODEL_URI", fetcher_image: ecs.ContainerImage | None = None) -> ModelFromS3:
+    def server_streams(
+        cls, uri_variable: str = "MODEL_URI", fetcher_image: ecs.ContainerImage | None = None
+    ) -> ModelFromS3:
         return cls("server_streams", uri_variable=uri_variable, fetcher_image=fetcher_image)
 
     @property

@@ -88,17 +88,35 @@ class MonitoringProps:
             value = getattr(self, key)
             require(1 <= value <= 1440, key, f"{value} is out of range; allowed 1 to 1440 minutes")
         require(self.queue_depth >= 1, "queue_depth", f"{self.queue_depth} must be at least 1")
-        require(self.rejected_requests_per_minute >= 1, "rejected_requests_per_minute", f"{self.rejected_requests_per_minute} must be at least 1")
+        require(
+            self.rejected_requests_per_minute >= 1,
+            "rejected_requests_per_minute",
+            f"{self.rejected_requests_per_minute} must be at least 1",
+        )
         for key in ("gpu_memory_percent", "low_gpu_utilization_percent"):
             value = getattr(self, key)
             require_range(value, 1, 100, key)
         require_range(self.low_gpu_utilization_hours, 1, 24, "low_gpu_utilization_hours")
-        require(self.spot_interruptions_per_15_minutes >= 1, "spot_interruptions_per_15_minutes", f"{self.spot_interruptions_per_15_minutes} must be at least 1")
-        require(0 < self.spot_price_fraction <= 1, "spot_price_fraction", f"{self.spot_price_fraction} is out of range; a fraction of the On-Demand price above 0, at most 1")
+        require(
+            self.spot_interruptions_per_15_minutes >= 1,
+            "spot_interruptions_per_15_minutes",
+            f"{self.spot_interruptions_per_15_minutes} must be at least 1",
+        )
+        require(
+            0 < self.spot_price_fraction <= 1,
+            "spot_price_fraction",
+            f"{self.spot_price_fraction} is out of range; a fraction of the On-Demand price above 0, at most 1",
+        )
         if self.hourly_price_usd is not None:
             require(self.hourly_price_usd > 0, "hourly_price_usd", f"{self.hourly_price_usd} must be greater than 0")
-        for key in ("logs_ingestion_usd_per_gb", "load_balancer_hourly_usd", "load_balancer_lcu_hourly_usd",
-                    "gp3_gib_month_usd", "gp3_iops_month_usd", "gp3_mib_s_month_usd"):
+        for key in (
+            "logs_ingestion_usd_per_gb",
+            "load_balancer_hourly_usd",
+            "load_balancer_lcu_hourly_usd",
+            "gp3_gib_month_usd",
+            "gp3_iops_month_usd",
+            "gp3_mib_s_month_usd",
+        ):
             value = getattr(self, key)
             require(0 <= value <= 100, key, f"{value} is out of range; a price in USD from 0 to 100")
 
@@ -107,9 +125,11 @@ def root_volume_hourly_usd(capacity: CapacityGroupProps, prices: MonitoringProps
     """USD per hour of one instance's gp3 root volume: its size, and the IOPS and throughput above gp3's included
     3,000 and 125 MiB/s (billed per month of 730 hours)."""
     iops = root_volume_performance(capacity.root_volume_throughput_mib_s).get("iops", GP3_BASELINE_IOPS)
-    monthly = (capacity.root_volume_gib * prices.gp3_gib_month_usd
-               + (iops - GP3_BASELINE_IOPS) * prices.gp3_iops_month_usd
-               + (capacity.root_volume_throughput_mib_s - GP3_BASELINE_MIB_S) * prices.gp3_mib_s_month_usd)
+    monthly = (
+        capacity.root_volume_gib * prices.gp3_gib_month_usd
+        + (iops - GP3_BASELINE_IOPS) * prices.gp3_iops_month_usd
+        + (capacity.root_volume_throughput_mib_s - GP3_BASELINE_MIB_S) * prices.gp3_mib_s_month_usd
+    )
     return round(monthly / HOURS_PER_MONTH, 6)
 
 

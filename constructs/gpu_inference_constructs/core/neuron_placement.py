@@ -32,26 +32,41 @@ def visible_cores(instance_type: GpuInstanceType) -> str:
     return f"0-{instance_type.neuron_cores - 1}"
 
 
-def check_neuron_task(instance_type: GpuInstanceType, *, devices: int, gpu_share: GpuShare | None, cpu: int,
-                      memory_mib: int, sidecars: tuple[int, int]) -> None:
+def check_neuron_task(
+    instance_type: GpuInstanceType,
+    *,
+    devices: int,
+    gpu_share: GpuShare | None,
+    cpu: int,
+    memory_mib: int,
+    sidecars: tuple[int, int],
+) -> None:
     """A task reserving ``devices``, ``cpu`` units and ``memory_mib`` in all (``sidecars`` of them its sidecars') runs
     alone on an ``instance_type`` and holds every device of it."""
     name, count = instance_type.name, instance_type.gpus
-    require(gpu_share is None, "gpu_share",
-            f"a GPU share (NVIDIA MPS) on {name}, a Neuron type: Neuron devices are not shared; remove gpu_share")
-    require(devices == count, "gpus",
-            f"{devices} Neuron devices per task on {name} ({count}): ECS on EC2 does not schedule Neuron devices, so a "
-            f"task maps every device of its instance and runs alone on it; set gpus to {count}, or pick a type with "
-            f"{devices} devices")
+    require(
+        gpu_share is None,
+        "gpu_share",
+        f"a GPU share (NVIDIA MPS) on {name}, a Neuron type: Neuron devices are not shared; remove gpu_share",
+    )
+    require(
+        devices == count,
+        "gpus",
+        f"{devices} Neuron devices per task on {name} ({count}): ECS on EC2 does not schedule Neuron devices, so a "
+        f"task maps every device of its instance and runs alone on it; set gpus to {count}, or pick a type with "
+        f"{devices} devices",
+    )
     instance_cpu, instance_memory = instance_type.task_cpu_limit_units, instance_type.memory_gib * 1024
     if 2 * cpu > instance_cpu or 2 * memory_mib > instance_memory:
         return
     sidecar_cpu, sidecar_memory = sidecars
     cpu_needed = instance_cpu // 2 + 1 - sidecar_cpu
     memory_needed = instance_memory // 2 + 1 - sidecar_memory
-    require(False, "cpu",
-            f"the task reserves {cpu} CPU units and {memory_mib} MiB (sidecars included), each at most half of {name}'s "
-            f"{instance_cpu} units and {instance_memory} MiB, so ECS could place two tasks on one instance and the second "
-            f"could not open its Neuron devices; set cpu to at least {cpu_needed} or memory_mib to at least {memory_needed} "
-            "(more than half of the instance with the sidecars)")
-
+    require(
+        False,
+        "cpu",
+        f"the task reserves {cpu} CPU units and {memory_mib} MiB (sidecars included), each at most half of {name}'s "
+        f"{instance_cpu} units and {instance_memory} MiB, so ECS could place two tasks on one instance and the second "
+        f"could not open its Neuron devices; set cpu to at least {cpu_needed} or memory_mib to at least {memory_needed} "
+        "(more than half of the instance with the sidecars)",
+    )

@@ -124,8 +124,11 @@ OLD_PATHS = {
 
 def warn_moved(old: str, stacklevel: int = 3) -> str:
     new = f"{ROOT}.{OLD_PATHS[old]}"
-    warnings.warn(f"{ROOT}.{old} moved to {new} in 0.3 (import it from there, or the name from {ROOT}); the old "
-                  "path goes in 0.4", DeprecationWarning, stacklevel=stacklevel)
+    warnings.warn(
+        f"{ROOT}.{old} moved to {new} in 0.3 (import it from there, or the name from {ROOT}); the old path goes in 0.4",
+        DeprecationWarning,
+        stacklevel=stacklevel,
+    )
     return new
 
 
@@ -148,8 +151,9 @@ class _Alias(importlib.abc.Loader):
 class OldPathFinder(importlib.abc.MetaPathFinder):
     """Finds ``gpu_inference_constructs.<old>`` for every module of :data:`OLD_PATHS`."""
 
-    def find_spec(self, fullname: str, path: object = None,
-                  target: object = None) -> importlib.machinery.ModuleSpec | None:
+    def find_spec(
+        self, fullname: str, path: object = None, target: object = None
+    ) -> importlib.machinery.ModuleSpec | None:
         root, _, old = fullname.partition(".")
         if root != ROOT or old not in OLD_PATHS:
             return None

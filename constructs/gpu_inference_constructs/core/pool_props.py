@@ -76,8 +76,11 @@ class PoolProps:
             require_range(self.host_memory_budget_mib, 0, 4_194_304, "host_memory_budget_mib")
         require_range(self.disk_cache_mib, 0, 10_485_760, "disk_cache_mib")
         for index, name in enumerate(self.registered_models):
-            require(isinstance(name, str) and bool(MODEL_NAME.match(name)), f"registered_models[{index}]",
-                    f"{name!r} is not a model name: 2-40 lowercase letters, digits and '-', starting with a letter")
+            require(
+                isinstance(name, str) and bool(MODEL_NAME.match(name)),
+                f"registered_models[{index}]",
+                f"{name!r} is not a model name: 2-40 lowercase letters, digits and '-', starting with a letter",
+            )
         duplicates = sorted(name for name, count in Counter(self.registered_models).items() if count > 1)
         require(not duplicates, "registered_models", f"{duplicates} are listed twice; list each model once")
 

@@ -59,9 +59,17 @@ class PrometheusMetrics:
     Default: () (none: the CloudWatch agent)."""
 
     def __post_init__(self) -> None:
-        require(bool(self.metrics), "metrics.metrics", "list the Prometheus metrics to bring into CloudWatch (scaling and alarms use them)")
+        require(
+            bool(self.metrics),
+            "metrics.metrics",
+            "list the Prometheus metrics to bring into CloudWatch (scaling and alarms use them)",
+        )
         for index, name in enumerate(self.metrics):
-            require(bool(re.match(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$", name)), f"metrics.metrics[{index}]", f"{name!r} is not a Prometheus metric name")
+            require(
+                bool(re.match(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$", name)),
+                f"metrics.metrics[{index}]",
+                f"{name!r} is not a Prometheus metric name",
+            )
         require(bool(PATH.match(self.path)), "metrics.path", f"{self.path!r} is not an absolute URL path")
         if self.port is not None:
             require_range(self.port, 1024, 65535, "metrics.port")
@@ -69,23 +77,38 @@ class PrometheusMetrics:
         require_range(self.collector_cpu, 64, 4096, "metrics.collector_cpu")
         require_range(self.collector_memory_mib, 128, 8192, "metrics.collector_memory_mib")
         for index, (name, cloudwatch) in enumerate(self.histograms):
-            require(bool(re.match(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$", name)), f"metrics.histograms[{index}]", f"{name!r} is not a Prometheus metric name")
-            require(bool(re.match(r"^[a-zA-Z0-9_.:/-]{1,255}$", cloudwatch)), f"metrics.histograms[{index}]",
-                    f"{cloudwatch!r}: name the CloudWatch metric with letters, digits and _ . : / - (at most 255)")
+            require(
+                bool(re.match(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$", name)),
+                f"metrics.histograms[{index}]",
+                f"{name!r} is not a Prometheus metric name",
+            )
+            require(
+                bool(re.match(r"^[a-zA-Z0-9_.:/-]{1,255}$", cloudwatch)),
+                f"metrics.histograms[{index}]",
+                f"{cloudwatch!r}: name the CloudWatch metric with letters, digits and _ . : / - (at most 255)",
+            )
 
     @staticmethod
     def cloudwatch_name(prometheus_name: str) -> str:
         return prometheus_name.replace(":", "_")
 
 
-def collector_config(contract: ScrapedServer, *, environment_name: str, model_name: str, region: str, log_group_name: str) -> dict[str, str]:
+def collector_config(
+    contract: ScrapedServer, *, environment_name: str, model_name: str, region: str, log_group_name: str
+) -> dict[str, str]:
     """The CloudWatch agent's two configurations, as the environment variables it reads them from."""
     metrics = contract.metrics
     if metrics is None:
-        raise ConfigError("server.metrics", f"is not set: the {contract.name} server contract exports no Prometheus metrics to collect")
+        raise ConfigError(
+            "server.metrics",
+            f"is not set: the {contract.name} server contract exports no Prometheus metrics to collect",
+        )
     names = [PrometheusMetrics.cloudwatch_name(m) for m in metrics.metrics]
     prometheus = {
-        "global": {"scrape_interval": f"{metrics.scrape_interval_seconds}s", "scrape_timeout": f"{max(2, metrics.scrape_interval_seconds // 2)}s"},
+        "global": {
+            "scrape_interval": f"{metrics.scrape_interval_seconds}s",
+            "scrape_timeout": f"{max(2, metrics.scrape_interval_seconds // 2)}s",
+        },
         "scrape_configs": [
             {
                 "job_name": "model-server",
@@ -93,12 +116,20 @@ def collector_config(contract: ScrapedServer, *, environment_name: str, model_na
                 "static_configs": [
                     {
                         "targets": [f"127.0.0.1:{metrics.port or contract.port}"],
-                        "labels": {metric_names.DIMENSION_ENVIRONMENT: environment_name, metric_names.DIMENSION_MODEL: model_name},
+                        "labels": {
+                            metric_names.DIMENSION_ENVIRONMENT: environment_name,
+                            metric_names.DIMENSION_MODEL: model_name,
+                        },
                     }
                 ],
                 # One literal rename per metric: CloudFormation would read a "${1}" group reference as its own syntax.
                 "metric_relabel_configs": [
-                    {"source_labels": ["__name__"], "regex": re.escape(name), "target_label": "__name__", "replacement": PrometheusMetrics.cloudwatch_name(name)}
+                    {
+                        "source_labels": ["__name__"],
+                        "regex": re.escape(name),
+                        "target_label": "__name__",
+                        "replacement": PrometheusMetrics.cloudwatch_name(name),
+                    }
                     for name in metrics.metrics
                     if ":" in name
                 ],

@@ -38,8 +38,11 @@ class ResultCacheProps:
     """The ECPU price for the cost estimate, USD per million. Default: 0.0023 (us-east-1)."""
 
     def __post_init__(self) -> None:
-        require(self.major_engine_version in ("7", "8"), "major_engine_version",
-                "must be '7' or '8' (IAM authentication needs Valkey 7.2 or later)")
+        require(
+            self.major_engine_version in ("7", "8"),
+            "major_engine_version",
+            "must be '7' or '8' (IAM authentication needs Valkey 7.2 or later)",
+        )
         require(1 <= self.max_data_storage_gb <= 5000, "max_data_storage_gb", "must be 1-5000 (GB)")
         require(1000 <= self.max_ecpu_per_second <= 15_000_000, "max_ecpu_per_second", "must be 1000-15000000")
         require(0 <= self.snapshot_retention_days <= 35, "snapshot_retention_days", "must be 0-35")

@@ -27,7 +27,11 @@ class ModelScalingProps:
     """The latency goal: ALB p95 above it adds tasks (1-60000 ms). Default: 250."""
 
     def __post_init__(self) -> None:
-        require(self.requests_per_target_per_minute > 0, "requests_per_target_per_minute", f"{self.requests_per_target_per_minute} must be greater than 0")
+        require(
+            self.requests_per_target_per_minute > 0,
+            "requests_per_target_per_minute",
+            f"{self.requests_per_target_per_minute} must be greater than 0",
+        )
         for key in ("scale_out_cooldown_seconds", "scale_in_cooldown_seconds"):
             value = getattr(self, key)
             require_range(value, 0, 3600, key)

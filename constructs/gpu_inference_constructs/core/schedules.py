@@ -15,7 +15,9 @@ def check_time_zone(name: str, key: str) -> None:
     try:
         zoneinfo.ZoneInfo(name)
     except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-        raise ConfigError(key, f"{name!r} is not an IANA time zone (e.g. 'UTC', 'Europe/Berlin', 'America/New_York')") from None
+        raise ConfigError(
+            key, f"{name!r} is not an IANA time zone (e.g. 'UTC', 'Europe/Berlin', 'America/New_York')"
+        ) from None
 
 
 @dataclass(frozen=True)
@@ -38,16 +40,26 @@ class ServiceSchedule:
     ``max_tasks``)."""
 
     def __post_init__(self) -> None:
-        require(bool(re.match(r"^[A-Za-z0-9-]{1,64}$", self.name)), "name", f"{self.name!r}: use letters, digits and '-'")
+        require(
+            bool(re.match(r"^[A-Za-z0-9-]{1,64}$", self.name)), "name", f"{self.name!r}: use letters, digits and '-'"
+        )
         object.__setattr__(self, "cron", aws_cron(self.cron, "cron"))
         check_time_zone(self.time_zone, "time_zone")
         for key in ("min_tasks", "max_tasks"):
             value = getattr(self, key)
             require(value is None or value >= 0, key, f"{value} must be 0 or more")
         if self.min_tasks is not None and self.max_tasks is not None:
-            require(self.min_tasks <= self.max_tasks, "min_tasks", f"{self.min_tasks} is greater than max_tasks {self.max_tasks}")
+            require(
+                self.min_tasks <= self.max_tasks,
+                "min_tasks",
+                f"{self.min_tasks} is greater than max_tasks {self.max_tasks}",
+            )
         if self.max_tasks == 0:
-            require(self.min_tasks == 0, "min_tasks", "set min_tasks: 0 too: a schedule with max_tasks 0 turns the service off")
+            require(
+                self.min_tasks == 0,
+                "min_tasks",
+                "set min_tasks: 0 too: a schedule with max_tasks 0 turns the service off",
+            )
         if self.min_tasks == 0:
             require(
                 self.max_tasks == 0,
@@ -80,7 +92,9 @@ def check_model_task_range(min_tasks: int, max_tasks: int) -> None:
     )
 
 
-def check_schedule_task_ranges(model_name: str, model_min_tasks: int, model_max_tasks: int, schedules: Sequence[ServiceSchedule]) -> None:
+def check_schedule_task_ranges(
+    model_name: str, model_min_tasks: int, model_max_tasks: int, schedules: Sequence[ServiceSchedule]
+) -> None:
     """Every range a schedule sets for this model serves (min >= 1) or is off (max 0, min 0), and min <= max.
 
     With the model's own range serving too, a schedule that ends an off period always brings a task back.
@@ -117,7 +131,9 @@ class CapacityPrewarm:
     """The IANA time zone ``cron`` reads in. Default: "UTC"."""
 
     def __post_init__(self) -> None:
-        require(bool(re.match(r"^[A-Za-z0-9-]{1,64}$", self.name)), "name", f"{self.name!r}: use letters, digits and '-'")
+        require(
+            bool(re.match(r"^[A-Za-z0-9-]{1,64}$", self.name)), "name", f"{self.name!r}: use letters, digits and '-'"
+        )
         object.__setattr__(self, "cron", crontab_cron(self.cron, "cron"))
         check_time_zone(self.time_zone, "time_zone")
         require(self.min_capacity >= 0, "min_capacity", f"{self.min_capacity} must be 0 or more")

@@ -77,6 +77,7 @@ DEFAULT_TRACE_SAMPLING_RATIO: float = server_facts.TRACE_SAMPLE_RATIO
 BUNDLED_DEFAULT_DRAIN_SECONDS: int = server_facts.DRAIN_TIMEOUT_S
 BUNDLED_EXIT_SECONDS: int = server_facts.EXIT_GRACE_S
 
+
 def sidecar_reservation(model_source: ModelFromS3, metrics: PrometheusMetrics | None) -> SidecarReservation:
     """(CPU units, MiB) of the containers beside the server, each named (``parts``): the init containers that
     prepare scratch and copy a model to it, and the collector every task has (traces; and the server's Prometheus
@@ -94,9 +95,12 @@ def sidecar_reservation(model_source: ModelFromS3, metrics: PrometheusMetrics | 
 
 def require_props(props: object, expected: type, preset: str) -> None:
     """A preset's first argument is its props: an image given there (the 0.1 form ``BundledServer(image)``) is named."""
-    require(isinstance(props, expected), "server.props",
-            f"{type(props).__name__} is not {expected.__name__}: {preset}'s first argument is its props; "
-            "pass an image as image=")
+    require(
+        isinstance(props, expected),
+        "server.props",
+        f"{type(props).__name__} is not {expected.__name__}: {preset}'s first argument is its props; "
+        "pass an image as image=",
+    )
 
 
 def require_one_image(preset: str, props: object, images: Mapping[str, object]) -> None:
@@ -110,9 +114,12 @@ def require_one_image(preset: str, props: object, images: Mapping[str, object]) 
         default = fields[name].default if factory is dataclasses.MISSING else factory()
         if own is None or getattr(props, name) == default:
             continue
-        raise ConfigError(f"server.{name}", f"is given twice, {preset}({name}=...) and {props_type}({name}=...): give it "
-                                            f"once: {props_type}({name}=) for your ECR mirror (cdk.json's form), or "
-                                            f"{preset}({name}=) for any other ContainerImage (your own build)")
+        raise ConfigError(
+            f"server.{name}",
+            f"is given twice, {preset}({name}=...) and {props_type}({name}=...): give it "
+            f"once: {props_type}({name}=) for your ECR mirror (cdk.json's form), or "
+            f"{preset}({name}=) for any other ContainerImage (your own build)",
+        )
 
 
 # Flags whose value the contract states elsewhere: (flags, the contract's field, how to read it off the contract).
@@ -141,15 +148,28 @@ def check_command(contract: ServerContract) -> None:
         said = command_flag(contract.command, flags)
         if said is None or expected is None or cdk.Token.is_unresolved(said):
             return
-        require(said == str(expected), key,
-                f"{expected} but the {contract.name} server's command says {next(a for a in contract.command if a.split('=')[0] in flags).split('=')[0]} {said}: {fix}")
+        require(
+            said == str(expected),
+            key,
+            f"{expected} but the {contract.name} server's command says {next(a for a in contract.command if a.split('=')[0] in flags).split('=')[0]} {said}: {fix}",
+        )
 
-    agree(PORT_FLAGS, contract.port, "server.port", "set port to the port the command listens on, or change the command")
+    agree(
+        PORT_FLAGS, contract.port, "server.port", "set port to the port the command listens on, or change the command"
+    )
     metrics_port = (contract.metrics.port or contract.port) if contract.metrics is not None else None
-    agree(METRICS_PORT_FLAGS, metrics_port, "server.metrics.port",
-          "set PrometheusMetrics(port=...) to the port the command serves metrics on (default: the server's port)")
-    agree(EXIT_TIMEOUT_FLAGS, contract.stop.drain_seconds, "server.stop.drain_seconds",
-          "the server drains for as long as its --exit-timeout-secs: use triton_stop(<that value>), or change the flag")
+    agree(
+        METRICS_PORT_FLAGS,
+        metrics_port,
+        "server.metrics.port",
+        "set PrometheusMetrics(port=...) to the port the command serves metrics on (default: the server's port)",
+    )
+    agree(
+        EXIT_TIMEOUT_FLAGS,
+        contract.stop.drain_seconds,
+        "server.stop.drain_seconds",
+        "the server drains for as long as its --exit-timeout-secs: use triton_stop(<that value>), or change the flag",
+    )
 
 
 Accelerator = Literal["cuda", "neuron"]
@@ -305,16 +325,22 @@ class ServerContract(ServerDefinition):
             "user": "the uid[:gid] the server runs as (not root)",
             "model_source": "how the model gets from S3 to the server (ModelFromS3.server_downloads(), .copy_to_scratch() or .server_streams())",
             "stop": "how long the server needs after SIGTERM to drain and exit (StopTiming, e.g. vllm_stop(), tgi_stop(), triton_stop()), "
-                    "checked against the task's stop timeout and the deregistration delay",
+            "checked against the task's stop timeout and the deregistration delay",
         }
-        missing = [name for name in needs if getattr(self, name) is None or getattr(self, name) == () or getattr(self, name) == ""]
+        missing = [
+            name
+            for name in needs
+            if getattr(self, name) is None or getattr(self, name) == () or getattr(self, name) == ""
+        ]
         if missing:
             raise ConfigError(
                 f"server.{missing[0]}",
                 f"the {self.name} server contract is incomplete; missing: "
                 + "; ".join(f"{name} ({needs[name]})" for name in missing),
             )
-        require_range(self.port, 1024, 65535, "server.port", hint=" (unprivileged ports only: the container runs as non-root)")
+        require_range(
+            self.port, 1024, 65535, "server.port", hint=" (unprivileged ports only: the container runs as non-root)"
+        )
         require(
             self.readiness_path.startswith("/") and bool(PATH.match(self.readiness_path.split("?")[0])),
             "server.readiness_path",
@@ -325,41 +351,78 @@ class ServerContract(ServerDefinition):
             "server.user",
             f"{self.user!r}: give a numeric non-root uid or uid:gid such as '1000:1000' (ECS cannot check a name exists in the image)",
         )
-        require(self.accelerator in ACCELERATORS, "server.accelerator", f"{self.accelerator!r}: one of {', '.join(ACCELERATORS)}")
+        require(
+            self.accelerator in ACCELERATORS,
+            "server.accelerator",
+            f"{self.accelerator!r}: one of {', '.join(ACCELERATORS)}",
+        )
         check_command(self)
         if self.shared_memory_mib is not None:
             require_range(self.shared_memory_mib, 64, 262_144, "server.shared_memory_mib")
         for path, size in self.tmpfs_mib.items():
-            require(bool(PATH.match(path)) and not path.startswith(SCRATCH_PATH), f"server.tmpfs_mib[{path}]", "must be an absolute path outside the scratch volume")
+            require(
+                bool(PATH.match(path)) and not path.startswith(SCRATCH_PATH),
+                f"server.tmpfs_mib[{path}]",
+                "must be an absolute path outside the scratch volume",
+            )
             require_range(size, 1, 65_536, f"server.tmpfs_mib[{path}]")
         clashing = sorted(set(self.environment) & set(self.secrets))
         require(not clashing, "server.environment", f"{clashing} are set both as plain environment and as secrets")
-        require(len(self.public_paths) <= MAX_RULE_CONDITION_VALUES, "server.public_paths",
-                f"{len(self.public_paths)} patterns; a listener rule holds at most {MAX_RULE_CONDITION_VALUES} condition values")
+        require(
+            len(self.public_paths) <= MAX_RULE_CONDITION_VALUES,
+            "server.public_paths",
+            f"{len(self.public_paths)} patterns; a listener rule holds at most {MAX_RULE_CONDITION_VALUES} condition values",
+        )
         wildcards = sum(pattern.count("*") + pattern.count("?") for pattern in self.public_paths)
-        require(wildcards <= MAX_RULE_CONDITION_WILDCARDS, "server.public_paths",
-                f"{wildcards} wildcards ('*', '?') in {list(self.public_paths)}; a listener rule allows at most {MAX_RULE_CONDITION_WILDCARDS}")
+        require(
+            wildcards <= MAX_RULE_CONDITION_WILDCARDS,
+            "server.public_paths",
+            f"{wildcards} wildcards ('*', '?') in {list(self.public_paths)}; a listener rule allows at most {MAX_RULE_CONDITION_WILDCARDS}",
+        )
         for pattern in self.public_paths:
-            require(bool(PUBLIC_PATH.match(pattern)), "server.public_paths",
-                    f"{pattern!r} must be an absolute URL path pattern such as '/v1/*'")
+            require(
+                bool(PUBLIC_PATH.match(pattern)),
+                "server.public_paths",
+                f"{pattern!r} must be an absolute URL path pattern such as '/v1/*'",
+            )
         for route in self.prediction_routes:
-            require(bool(PREDICTION_ROUTE.match(route)), "server.prediction_routes",
-                    f"{route!r} must be an absolute URL path such as '/v1/completions' ('{{name}}' for one segment)")
+            require(
+                bool(PREDICTION_ROUTE.match(route)),
+                "server.prediction_routes",
+                f"{route!r} must be an absolute URL path such as '/v1/completions' ('{{name}}' for one segment)",
+            )
         if self.keep_alive_seconds is not None:
             require_range(self.keep_alive_seconds, 1, 86_400, "server.keep_alive_seconds")
         if self.queue_capacity is not None:
             require_range(self.queue_capacity, 1, 1_000_000, "server.queue_capacity")
         if self.api_keys_variable is not None:
-            require(self.api_keys_variable not in self.environment, "server.api_keys_variable", f"{self.api_keys_variable} is also set as plain environment")
+            require(
+                self.api_keys_variable not in self.environment,
+                "server.api_keys_variable",
+                f"{self.api_keys_variable} is also set as plain environment",
+            )
         if self.compile_cache_variable is not None:
-            require(bool(re.match(r"^[A-Z_][A-Z0-9_]*$", self.compile_cache_variable)), "server.compile_cache_variable",
-                    f"{self.compile_cache_variable!r} is not an environment variable name")
-            require(self.compile_cache_variable not in self.environment, "server.compile_cache_variable",
-                    f"{self.compile_cache_variable} is also set as plain environment: ModelService sets it")
+            require(
+                bool(re.match(r"^[A-Z_][A-Z0-9_]*$", self.compile_cache_variable)),
+                "server.compile_cache_variable",
+                f"{self.compile_cache_variable!r} is not an environment variable name",
+            )
+            require(
+                self.compile_cache_variable not in self.environment,
+                "server.compile_cache_variable",
+                f"{self.compile_cache_variable} is also set as plain environment: ModelService sets it",
+            )
         if self.api_key_field is not None:
-            require(self.api_keys_variable is not None, "server.api_key_field", "is set but api_keys_variable is not: name the variable that receives the key")
-            require(bool(API_KEY_NAME.match(self.api_key_field)), "server.api_key_field",
-                    f"{self.api_key_field!r} is not a key name (1-64 letters, digits, '.', '_', '-', starting with a letter or digit)")
+            require(
+                self.api_keys_variable is not None,
+                "server.api_key_field",
+                "is set but api_keys_variable is not: name the variable that receives the key",
+            )
+            require(
+                bool(API_KEY_NAME.match(self.api_key_field)),
+                "server.api_key_field",
+                f"{self.api_key_field!r} is not a key name (1-64 letters, digits, '.', '_', '-', starting with a letter or digit)",
+            )
 
     def contract(self, context: ServerContext) -> ServerContract:
         """A contract is its own definition: ``ModelService(server=ServerContract(...))``."""
@@ -407,10 +470,11 @@ class ServerContext:
     """The share of requests the server traces to the task's collector (``TelemetryProps``). Default: 0.01."""
 
 
-
 # A private ECR registry's host: <account>.dkr.ecr[-fips].<region>.amazonaws.com (.com.cn in China).
-ECR_REGISTRY = re.compile(r"^(?P<account>[0-9]{12})\.dkr\.ecr(?:-fips)?\.(?P<region>[a-z]{2}(?:-[a-z]+)+-[0-9])"
-                          r"\.amazonaws\.com(?:\.cn)?$")
+ECR_REGISTRY = re.compile(
+    r"^(?P<account>[0-9]{12})\.dkr\.ecr(?:-fips)?\.(?P<region>[a-z]{2}(?:-[a-z]+)+-[0-9])"
+    r"\.amazonaws\.com(?:\.cn)?$"
+)
 ECR_REPOSITORY_NAME = re.compile(r"^[a-z0-9]+(?:[._/-][a-z0-9]+)*$")
 
 
@@ -434,12 +498,23 @@ class EcrImage:
     def __post_init__(self) -> None:
         host = registry_host(self.repository)
         registry = ECR_REGISTRY.match(host) if host is not None else None
-        require(host is None or registry is not None, "repository",
-                f"{self.repository!r} is in {host}, not in an ECR private registry: copy the image into your account's "
-                "ECR (a mirror, or a pull-through cache rule) and give that repository's name (mirror/x) or its full "
-                "URI (<account>.dkr.ecr.<region>.amazonaws.com/mirror/x)")
-        require(bool(ECR_REPOSITORY_NAME.match(self.name)), "repository", f"{self.repository!r} is not an ECR repository name")
-        require(bool(re.match(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$", self.tag)) and self.tag != "latest", "tag", f"{self.tag!r}: pin an exact tag (not 'latest')")
+        require(
+            host is None or registry is not None,
+            "repository",
+            f"{self.repository!r} is in {host}, not in an ECR private registry: copy the image into your account's "
+            "ECR (a mirror, or a pull-through cache rule) and give that repository's name (mirror/x) or its full "
+            "URI (<account>.dkr.ecr.<region>.amazonaws.com/mirror/x)",
+        )
+        require(
+            bool(ECR_REPOSITORY_NAME.match(self.name)),
+            "repository",
+            f"{self.repository!r} is not an ECR repository name",
+        )
+        require(
+            bool(re.match(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$", self.tag)) and self.tag != "latest",
+            "tag",
+            f"{self.tag!r}: pin an exact tag (not 'latest')",
+        )
 
     @property
     def name(self) -> str:
@@ -462,9 +537,12 @@ class EcrImage:
             repository = ecr.Repository.from_repository_name(scope, construct_id, self.name)
         else:
             account, region = registry
-            partition = "aws-cn" if region.startswith("cn-") else "aws-us-gov" if region.startswith("us-gov-") else "aws"
+            partition = (
+                "aws-cn" if region.startswith("cn-") else "aws-us-gov" if region.startswith("us-gov-") else "aws"
+            )
             repository = ecr.Repository.from_repository_arn(
-                scope, construct_id, f"arn:{partition}:ecr:{region}:{account}:repository/{self.name}")
+                scope, construct_id, f"arn:{partition}:ecr:{region}:{account}:repository/{self.name}"
+            )
         return ecs.ContainerImage.from_ecr_repository(repository, self.tag)
 
 
@@ -472,5 +550,3 @@ def named_user(name: str) -> dict[str, str]:
     """USER and LOGNAME for a uid the image has no passwd entry for: Python's getpass.getuser() reads them before the
     passwd database, and torch's compile cache asks it for a user name at import (a KeyError without them)."""
     return {"USER": name, "LOGNAME": name}
-
-

@@ -19,8 +19,11 @@ SERVICE_CPU = "ecs:CPUUtilization"
 
 def require_alarm_period(period_seconds: int, key: str) -> None:
     """A period CloudWatch alarms accept: 10, 20 or 30 s (high resolution), or a multiple of 60."""
-    require(period_seconds in HIGH_RESOLUTION_PERIODS or (period_seconds >= 60 and period_seconds % 60 == 0), key,
-            f"{period_seconds} is not a CloudWatch alarm period; allowed 10, 20, 30 or a multiple of 60")
+    require(
+        period_seconds in HIGH_RESOLUTION_PERIODS or (period_seconds >= 60 and period_seconds % 60 == 0),
+        key,
+        f"{period_seconds} is not a CloudWatch alarm period; allowed 10, 20, 30 or a multiple of 60",
+    )
 
 
 @dataclass(frozen=True)
@@ -56,7 +59,11 @@ class ScalingSignal:
 
     def __post_init__(self) -> None:
         key = f"scaling_signals[{self.metric}]"
-        require((self.target is None) != (self.scale_out_above is None), key, "set exactly one of target and scale_out_above")
+        require(
+            (self.target is None) != (self.scale_out_above is None),
+            key,
+            "set exactly one of target and scale_out_above",
+        )
         value = self.target if self.target is not None else self.scale_out_above
         assert value is not None  # exactly one of them is set (checked above)
         require(value > 0, key, f"{value} must be greater than 0")
@@ -130,31 +137,52 @@ class ServerAlarm:
 
     def __post_init__(self) -> None:
         key = f"server.alarms[{self.name}]"
-        require((self.threshold is None) != (self.threshold_setting is None), key, "set exactly one of threshold and threshold_setting")
+        require(
+            (self.threshold is None) != (self.threshold_setting is None),
+            key,
+            "set exactly one of threshold and threshold_setting",
+        )
         require_range(self.periods, 1, 1440, f"{key}.periods")
         require_alarm_period(self.period_seconds, f"{key}.period_seconds")
 
     def resolved(self, settings: object) -> tuple[float, int]:
         """(threshold, periods), read from ``settings`` (the environment's MonitoringProps) where a setting names them."""
-        return (self._setting(settings, self.threshold_setting, "threshold_setting") if self.threshold is None else self.threshold,
-                self.periods if self.periods_setting is None else self._setting(settings, self.periods_setting, "periods_setting"))
+        return (
+            self._setting(settings, self.threshold_setting, "threshold_setting")
+            if self.threshold is None
+            else self.threshold,
+            self.periods
+            if self.periods_setting is None
+            else self._setting(settings, self.periods_setting, "periods_setting"),
+        )
 
     def _setting(self, settings: object, name: str | None, key: str):
-        require(hasattr(settings, str(name)), f"server.alarms[{self.name}].{key}",
-                f"{name!r} is not a field of {type(settings).__name__}: name one of its fields, or set the value itself")
+        require(
+            hasattr(settings, str(name)),
+            f"server.alarms[{self.name}].{key}",
+            f"{name!r} is not a field of {type(settings).__name__}: name one of its fields, or set the value itself",
+        )
         return getattr(settings, str(name))
 
     @classmethod
     def not_keeping_up(cls, signal: ScalingSignal) -> ServerAlarm:
         """A scale-out signal held above its threshold for 15 minutes: scaling is not keeping up."""
         assert signal.scale_out_above is not None  # only for scale-out signals
-        return cls(signal.metric, signal.metric, signal.statistic, threshold=signal.scale_out_above, periods=15,
-                   description=f"{signal.metric} ({signal.statistic}) above its scale-out threshold {signal.scale_out_above:g} "
-                               "for 15 minutes: scaling is not keeping up (max_tasks or GPU capacity)")
+        return cls(
+            signal.metric,
+            signal.metric,
+            signal.statistic,
+            threshold=signal.scale_out_above,
+            periods=15,
+            description=f"{signal.metric} ({signal.statistic}) above its scale-out threshold {signal.scale_out_above:g} "
+            "for 15 minutes: scaling is not keeping up (max_tasks or GPU capacity)",
+        )
 
 
 def alarms_of_signals(signals: tuple[ScalingSignal | ExpressionSignal, ...]) -> tuple[ServerAlarm, ...]:
     """The alarms a contract that declares none gets: one per scale-out :class:`ScalingSignal` (``not_keeping_up``)."""
-    return tuple(ServerAlarm.not_keeping_up(signal) for signal in signals
-                 if isinstance(signal, ScalingSignal) and signal.scale_out_above is not None)
-
+    return tuple(
+        ServerAlarm.not_keeping_up(signal)
+        for signal in signals
+        if isinstance(signal, ScalingSignal) and signal.scale_out_above is not None
+    )

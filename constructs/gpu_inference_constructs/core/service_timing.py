@@ -53,7 +53,12 @@ class ServiceTimingProps:
         require_range(self.deregistration_delay_seconds, 0, 3600, "deregistration_delay_seconds")
         require_range(self.stop_timeout_seconds, 2, SPOT_STOP_SECONDS, "stop_timeout_seconds")
         if self.keep_alive_seconds is not None:
-            require_range(self.keep_alive_seconds, 2, ALB_MAX_IDLE_TIMEOUT_SECONDS + KEEP_ALIVE_MARGIN_SECONDS, "keep_alive_seconds")
+            require_range(
+                self.keep_alive_seconds,
+                2,
+                ALB_MAX_IDLE_TIMEOUT_SECONDS + KEEP_ALIVE_MARGIN_SECONDS,
+                "keep_alive_seconds",
+            )
 
     def keep_alive_above(self, idle_timeout_seconds: int) -> ServiceTimingProps:
         """These timings with the servers' HTTP keep-alive resolved for a load balancer idle timeout of

@@ -51,8 +51,11 @@ def _convert(hint: Any, value: Any, key: str) -> Any:
         options = get_args(hint)
         if value is None and type(None) in options:
             return None
-        built = [option for option in options
-                 if isinstance(option, type) and dataclasses.is_dataclass(option) and isinstance(value, option)]
+        built = [
+            option
+            for option in options
+            if isinstance(option, type) and dataclasses.is_dataclass(option) and isinstance(value, option)
+        ]
         if built:
             return value
         (inner,) = [option for option in options if option is not type(None)]

@@ -13,10 +13,15 @@ def drain_after_delay(longest_request_seconds: int, exit_seconds: int, server: s
     """What the Spot notice leaves ``server`` to drain after SIGTERM, after the agent's detection time, a deregistration
     delay of ``longest_request_seconds`` (the longest generation finishes within it) and its ``exit_seconds``."""
     high = SPOT_STOP_SECONDS - exit_seconds
-    require_range(longest_request_seconds, 1, high, "longest_request_seconds",
-                  hint=f" (the deregistration delay, then {server}'s drain and {exit_seconds} s exit, fit the "
-                       f"{SPOT_STOP_SECONDS} s the {SPOT_NOTICE_SECONDS} s Spot notice leaves after the ECS agent sees it; "
-                       "bound longer generations with max_tokens)")
+    require_range(
+        longest_request_seconds,
+        1,
+        high,
+        "longest_request_seconds",
+        hint=f" (the deregistration delay, then {server}'s drain and {exit_seconds} s exit, fit the "
+        f"{SPOT_STOP_SECONDS} s the {SPOT_NOTICE_SECONDS} s Spot notice leaves after the ECS agent sees it; "
+        "bound longer generations with max_tokens)",
+    )
     return high - longest_request_seconds
 
 
@@ -60,7 +65,9 @@ class StopTiming:
         if self.longest_request_seconds is not None:
             require_range(self.longest_request_seconds, 1, 3600, "server.stop.longest_request_seconds")
         if self.deregistration_delay_seconds is not None:
-            require_range(self.deregistration_delay_seconds, 0, SPOT_NOTICE_SECONDS, "server.stop.deregistration_delay_seconds")
+            require_range(
+                self.deregistration_delay_seconds, 0, SPOT_NOTICE_SECONDS, "server.stop.deregistration_delay_seconds"
+            )
 
     def task_timing(self, deregistration_delay_seconds: int, stop_timeout_seconds: int) -> tuple[int, int]:
         """(deregistration delay, stopTimeout) of the task: the server's own when it names a delay, else the given ones."""
@@ -68,7 +75,9 @@ class StopTiming:
             return deregistration_delay_seconds, stop_timeout_seconds
         return self.deregistration_delay_seconds, self.seconds_after_sigterm
 
-    def checked_task_timing(self, deregistration_delay_seconds: int, stop_timeout_seconds: int, server: str) -> tuple[int, int]:
+    def checked_task_timing(
+        self, deregistration_delay_seconds: int, stop_timeout_seconds: int, server: str
+    ) -> tuple[int, int]:
         """:meth:`task_timing` for the environment's delay and stop timeout, refused (:meth:`check_fits`) unless
         ``server`` drains and exits within it: what ModelService builds and what the app's config checks early."""
         delay, stop_timeout = self.task_timing(deregistration_delay_seconds, stop_timeout_seconds)
@@ -80,7 +89,9 @@ class StopTiming:
         """The most the server may take from SIGTERM to exit."""
         return self.drain_seconds + self.exit_seconds
 
-    def check_fits(self, *, stop_timeout_seconds: int, deregistration_delay_seconds: int, server: str = "the server") -> None:
+    def check_fits(
+        self, *, stop_timeout_seconds: int, deregistration_delay_seconds: int, server: str = "the server"
+    ) -> None:
         """The server exits before SIGKILL, inside the Spot notice, and its requests finish before it stops serving."""
         need = self.seconds_after_sigterm
         require(
@@ -111,5 +122,9 @@ class StopTiming:
     def after_delay(cls, longest_request_seconds: int, exit_seconds: int, server: str) -> StopTiming:
         """An LLM server whose longest generation finishes within its own deregistration delay (that long), then
         drains for what the Spot notice leaves (:func:`drain_after_delay`) and exits within ``exit_seconds``."""
-        return cls(drain_after_delay(longest_request_seconds, exit_seconds, server), exit_seconds,
-                   longest_request_seconds=longest_request_seconds, deregistration_delay_seconds=longest_request_seconds)
+        return cls(
+            drain_after_delay(longest_request_seconds, exit_seconds, server),
+            exit_seconds,
+            longest_request_seconds=longest_request_seconds,
+            deregistration_delay_seconds=longest_request_seconds,
+        )

@@ -38,19 +38,28 @@ class TargetOptimizerProps:
     """The agent's ``RUST_LOG``: error, info or debug. Default: ``"info"``."""
 
     def __post_init__(self) -> None:
-        require(isinstance(self.agent_image, str) and AGENT_REPOSITORY.split("/")[-1] in self.agent_image.split("@")[0],
-                "agent_image",
-                f"{self.agent_image!r}: give the target-control agent's image ({AGENT_REPOSITORY} pinned by digest, "
-                "or your mirror of it, whose path ends in target-control-agent)")
-        require(self.agent_image.partition("@")[2].startswith("sha256:") or not self.agent_image.endswith(":latest")
-                and ":" in self.agent_image.rsplit("/", 1)[-1], "agent_image",
-                f"{self.agent_image!r} floats: pin it by digest (<image>@sha256:...) or a tag of your own mirror, so a "
-                "deployment replaces the proxy in front of every task only when you choose")
+        require(
+            isinstance(self.agent_image, str) and AGENT_REPOSITORY.split("/")[-1] in self.agent_image.split("@")[0],
+            "agent_image",
+            f"{self.agent_image!r}: give the target-control agent's image ({AGENT_REPOSITORY} pinned by digest, "
+            "or your mirror of it, whose path ends in target-control-agent)",
+        )
+        require(
+            self.agent_image.partition("@")[2].startswith("sha256:")
+            or not self.agent_image.endswith(":latest")
+            and ":" in self.agent_image.rsplit("/", 1)[-1],
+            "agent_image",
+            f"{self.agent_image!r} floats: pin it by digest (<image>@sha256:...) or a tag of your own mirror, so a "
+            "deployment replaces the proxy in front of every task only when you choose",
+        )
         require_range(self.max_concurrency, 1, MAX_CONCURRENCY_LIMIT, "max_concurrency")
         for key in ("control_port", "data_port"):
             require_range(getattr(self, key), 1024, 65535, key)
-        require(self.control_port != self.data_port, "control_port",
-                f"{self.control_port} is also data_port: the control channels need a port of their own; choose another")
+        require(
+            self.control_port != self.data_port,
+            "control_port",
+            f"{self.control_port} is also data_port: the control channels need a port of their own; choose another",
+        )
         require(self.log_level in LOG_LEVELS, "log_level", f"{self.log_level!r}: one of {', '.join(LOG_LEVELS)}")
 
     def environment(self, server_port: int) -> dict[str, str]:

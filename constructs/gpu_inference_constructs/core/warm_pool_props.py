@@ -37,21 +37,42 @@ class WarmPoolProps:
     (ReuseOnScaleIn)" for a group of an ECS capacity provider (ECS developer guide, using-warm-pool). Default: False."""
 
     def __post_init__(self) -> None:
-        require(self.min_size >= 1, "min_size", f"{self.min_size} must be at least 1 (a pool of none is no pool: leave "
-                                                "warm_pool out)")
+        require(
+            self.min_size >= 1,
+            "min_size",
+            f"{self.min_size} must be at least 1 (a pool of none is no pool: leave warm_pool out)",
+        )
         if self.max_group_prepared_capacity is not None:
-            require(self.max_group_prepared_capacity >= self.min_size, "max_group_prepared_capacity",
-                    f"{self.max_group_prepared_capacity} is below min_size {self.min_size}; give at least min_size, or "
-                    "leave it out for a pool of exactly min_size")
-        require(self.pool_state in POOL_STATES, "pool_state",
-                f"{self.pool_state!r} is not allowed; use 'Stopped' (EBS only) or 'Running'"
-                + (" (Hibernated needs the launch template's hibernation options and a root volume that holds the "
-                   "instance's RAM, which this group does not configure)" if self.pool_state == "Hibernated" else ""))
-        require_range(self.prepare_seconds, 60, 7200, "prepare_seconds",
-                      hint=" (the launch hook's heartbeat: boot and pull the images within it)")
-        require(not self.reuse_on_scale_in, "reuse_on_scale_in",
-                "is not allowed on an ECS capacity provider's group (ECS developer guide: a warm pool for ECS cannot "
-                "return instances on scale in); remove it: a scaled-in instance is terminated and the pool refills")
+            require(
+                self.max_group_prepared_capacity >= self.min_size,
+                "max_group_prepared_capacity",
+                f"{self.max_group_prepared_capacity} is below min_size {self.min_size}; give at least min_size, or "
+                "leave it out for a pool of exactly min_size",
+            )
+        require(
+            self.pool_state in POOL_STATES,
+            "pool_state",
+            f"{self.pool_state!r} is not allowed; use 'Stopped' (EBS only) or 'Running'"
+            + (
+                " (Hibernated needs the launch template's hibernation options and a root volume that holds the "
+                "instance's RAM, which this group does not configure)"
+                if self.pool_state == "Hibernated"
+                else ""
+            ),
+        )
+        require_range(
+            self.prepare_seconds,
+            60,
+            7200,
+            "prepare_seconds",
+            hint=" (the launch hook's heartbeat: boot and pull the images within it)",
+        )
+        require(
+            not self.reuse_on_scale_in,
+            "reuse_on_scale_in",
+            "is not allowed on an ECS capacity provider's group (ECS developer guide: a warm pool for ECS cannot "
+            "return instances on scale in); remove it: a scaled-in instance is terminated and the pool refills",
+        )
 
     @property
     def prepared_capacity(self) -> int:

@@ -36,8 +36,14 @@ DEFAULT_INTERFACE_ENDPOINTS: tuple[str, ...] = (
     "ec2messages",
     "xray",  # every task's collector sends its traces to X-Ray
 )
-OPTIONAL_INTERFACE_ENDPOINTS: tuple[str, ...] = ("sts", "kms", "events", "autoscaling", "application-autoscaling",
-                                                  "kinesis-firehose")
+OPTIONAL_INTERFACE_ENDPOINTS: tuple[str, ...] = (
+    "sts",
+    "kms",
+    "events",
+    "autoscaling",
+    "application-autoscaling",
+    "kinesis-firehose",
+)
 KNOWN_INTERFACE_ENDPOINTS = frozenset(DEFAULT_INTERFACE_ENDPOINTS + OPTIONAL_INTERFACE_ENDPOINTS)
 
 # An Availability Zone ID: the region's short code, then -az and a number (use1-az1, euw1-az3, apne1-az4). The same
@@ -46,14 +52,27 @@ ZONE_ID = re.compile(r"^(?P<prefix>[a-z]+[0-9]+)-az[0-9]+$")
 # Region -> the prefix of its zone IDs, for the regions the instance catalog lists GPU families in
 # (instance_catalog.REGIONS_BY_FAMILY). A region missing here is not refused: its IDs go unchecked, with a warning.
 ZONE_ID_PREFIXES: dict[str, str] = {
-    "us-east-1": "use1", "us-east-2": "use2", "us-west-1": "usw1", "us-west-2": "usw2",
-    "ca-central-1": "cac1", "sa-east-1": "sae1",
-    "eu-west-1": "euw1", "eu-west-2": "euw2", "eu-west-3": "euw3", "eu-central-1": "euc1", "eu-north-1": "eun1",
-    "ap-northeast-1": "apne1", "ap-northeast-2": "apne2", "ap-southeast-1": "apse1", "ap-southeast-2": "apse2",
+    "us-east-1": "use1",
+    "us-east-2": "use2",
+    "us-west-1": "usw1",
+    "us-west-2": "usw2",
+    "ca-central-1": "cac1",
+    "sa-east-1": "sae1",
+    "eu-west-1": "euw1",
+    "eu-west-2": "euw2",
+    "eu-west-3": "euw3",
+    "eu-central-1": "euc1",
+    "eu-north-1": "eun1",
+    "ap-northeast-1": "apne1",
+    "ap-northeast-2": "apne2",
+    "ap-southeast-1": "apse1",
+    "ap-southeast-2": "apse2",
     "ap-south-1": "aps1",
 }
-ZONE_ID_SOURCE = ("AWS Regions and Availability Zones, 'AWS Availability Zones' (docs.aws.amazon.com/global-infrastructure/"
-                  "latest/regions/aws-availability-zones.html), its table of AZ IDs by region; as of 2026-12")
+ZONE_ID_SOURCE = (
+    "AWS Regions and Availability Zones, 'AWS Availability Zones' (docs.aws.amazon.com/global-infrastructure/"
+    "latest/regions/aws-availability-zones.html), its table of AZ IDs by region; as of 2026-12"
+)
 # What lists a region's zones with their IDs, as the account that deploys sees them.
 DESCRIBE_ZONES = "aws ec2 describe-availability-zones --region {region} --query 'AvailabilityZones[].[ZoneName,ZoneId]'"
 NAMES_WARNING_ID = "gpu-inference:availability-zone-names"
@@ -91,7 +110,9 @@ class NetworkProps:
         try:
             network = ipaddress.IPv4Network(self.vpc_cidr, strict=True)
         except ValueError as error:
-            raise ConfigError("vpc_cidr", f"{self.vpc_cidr!r} is not an IPv4 network in CIDR form ({error}); e.g. '10.20.0.0/16'") from None
+            raise ConfigError(
+                "vpc_cidr", f"{self.vpc_cidr!r} is not an IPv4 network in CIDR form ({error}); e.g. '10.20.0.0/16'"
+            ) from None
         require(16 <= network.prefixlen <= 24, "vpc_cidr", f"{self.vpc_cidr!r}: the prefix must be between /16 and /24")
         require_range(self.max_azs, 1, 6, "max_azs")
         self._check_zones()
@@ -132,8 +153,11 @@ class NetworkProps:
             "account; " + DESCRIBE_ZONES.format(region="<region>") + " lists them), or by name in availability_zones",
         )
         zones, key = (self.availability_zone_ids or self.availability_zones), self.zones_key
-        require(len(zones) >= self.max_azs, key,
-                f"lists {len(zones)} zone(s) but max_azs is {self.max_azs}; list at least max_azs zones")
+        require(
+            len(zones) >= self.max_azs,
+            key,
+            f"lists {len(zones)} zone(s) but max_azs is {self.max_azs}; list at least max_azs zones",
+        )
         require(len(set(zones)) == len(zones), key, f"{list(zones)} repeats a zone")
         if self.availability_zone_ids:
             malformed = [zone for zone in zones if not ZONE_ID.match(zone)]
@@ -142,14 +166,22 @@ class NetworkProps:
                 key,
                 f"{malformed} {'is not a zone ID' if len(malformed) == 1 else 'are not zone IDs'}: a zone ID is the "
                 "region's short code, '-az' and a number, such as 'use1-az1' or 'euw1-az3'"
-                + ("; zone names such as 'us-east-1a' go in availability_zones (prefer the IDs: "
-                   + DESCRIBE_ZONES.format(region="<region>") + " shows each name's ID)"
-                   if any(zone.count("-") >= 2 for zone in malformed) else ""),
+                + (
+                    "; zone names such as 'us-east-1a' go in availability_zones (prefer the IDs: "
+                    + DESCRIBE_ZONES.format(region="<region>")
+                    + " shows each name's ID)"
+                    if any(zone.count("-") >= 2 for zone in malformed)
+                    else ""
+                ),
             )
         else:
             ids = [zone for zone in zones if ZONE_ID.match(zone)]
-            require(not ids, key, f"{ids} {'is a zone ID' if len(ids) == 1 else 'are zone IDs'}: list zone IDs in "
-                                  "availability_zone_ids instead (and drop availability_zones)")
+            require(
+                not ids,
+                key,
+                f"{ids} {'is a zone ID' if len(ids) == 1 else 'are zone IDs'}: list zone IDs in "
+                "availability_zone_ids instead (and drop availability_zones)",
+            )
 
     def zones_for(self, region: str) -> list[str]:
         """The zones the VPC uses (the first ``max_azs``, IDs or names as given), once they are checked to be of
@@ -161,8 +193,11 @@ class NetworkProps:
             else:
                 wrong = [zone for zone in zones if not zone.startswith(region)]
                 if wrong:
-                    raise ConfigError("availability_zones", f"{wrong} are not zones of region {region!r}: list its zones, such as "
-                                                          f"'{region}a', or give them by ID in availability_zone_ids")
+                    raise ConfigError(
+                        "availability_zones",
+                        f"{wrong} are not zones of region {region!r}: list its zones, such as "
+                        f"'{region}a', or give them by ID in availability_zone_ids",
+                    )
         return list(zones[: self.max_azs])
 
 
@@ -241,7 +276,12 @@ class InferenceNetwork(Construct):
             nat_gateways=props.nat_gateways,
             restrict_default_security_group=True,
             subnet_configuration=[
-                ec2.SubnetConfiguration(name="public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=props.public_subnet_mask, map_public_ip_on_launch=False),
+                ec2.SubnetConfiguration(
+                    name="public",
+                    subnet_type=ec2.SubnetType.PUBLIC,
+                    cidr_mask=props.public_subnet_mask,
+                    map_public_ip_on_launch=False,
+                ),
                 ec2.SubnetConfiguration(name="private", subnet_type=private_type, cidr_mask=props.private_subnet_mask),
             ],
         )
@@ -346,7 +386,9 @@ class _SubnetsByZoneId:
             index = self.names.index(subnet.availability_zone)
             resource = subnet.node.find_child("Subnet")
             if not isinstance(resource, ec2.CfnSubnet):  # aws-cdk-lib's Subnet changed shape: fail, never write names
-                raise TypeError(f"{subnet.node.path}/Subnet is a {type(resource).__name__}, not the CfnSubnet to place by zone ID")
+                raise TypeError(
+                    f"{subnet.node.path}/Subnet is a {type(resource).__name__}, not the CfnSubnet to place by zone ID"
+                )
             resource.availability_zone_id = self.zone_ids[index]
             resource.availability_zone = None
             if self._names[index].subnet is None:
@@ -360,7 +402,9 @@ def grant_logs_service(key: kms.IKey, region: str, account: str) -> None:
             principals=[service_principal(f"logs.{region}.amazonaws.com")],
             actions=["kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*"],
             resources=["*"],
-            conditions={"ArnLike": {"kms:EncryptionContext:aws:logs:arn": f"arn:{cdk.Aws.PARTITION}:logs:{region}:{account}:*"}},
+            conditions={
+                "ArnLike": {"kms:EncryptionContext:aws:logs:arn": f"arn:{cdk.Aws.PARTITION}:logs:{region}:{account}:*"}
+            },
         )
     )
 

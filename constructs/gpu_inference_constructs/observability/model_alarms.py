@@ -28,8 +28,16 @@ def alarm_name(environment_name: str, name: str, name_prefix: str = DEFAULT_NAME
 class AlarmGroup(Construct):
     """Alarms that notify ``topic`` on ALARM and on OK, named after the environment."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, environment_name: str, topic: sns.ITopic, props: MonitoringProps,
-                 name_prefix: str) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        environment_name: str,
+        topic: sns.ITopic,
+        props: MonitoringProps,
+        name_prefix: str,
+    ) -> None:
         super().__init__(scope, construct_id)
         check_name_prefix(name_prefix)
         self.name_prefix = name_prefix
@@ -90,7 +98,14 @@ class ModelAlarms(AlarmGroup):
         props: MonitoringProps,
         latency_thresholds: LatencyAlarmThresholds | None = None,
     ) -> None:
-        super().__init__(scope, construct_id, environment_name=environment_name, topic=topic, props=props, name_prefix=service.name_prefix)
+        super().__init__(
+            scope,
+            construct_id,
+            environment_name=environment_name,
+            topic=topic,
+            props=props,
+            name_prefix=service.name_prefix,
+        )
         name = service.model.name
         if latency_thresholds is None:
             latency_thresholds = service.model.latency_alarm_thresholds()  # ModelProps checked its alarms block
@@ -100,32 +115,70 @@ class ModelAlarms(AlarmGroup):
             except ConfigError as error:
                 raise error.within("latency_thresholds") from None
         self.latency_thresholds = latency = latency_thresholds
-        self._alarm(f"{name}-LatencyP95", service.metric_target_response_time("p95"), latency.latency_p95_ms / 1000,
-                    f"{name}: p95 latency at the load balancer above {latency.latency_p95_ms} ms for 3 minutes "
-                    f"(its scaling goal is {service.model.scaling.latency_p95_ms} ms)", periods=3)
-        self._alarm(f"{name}-LatencyP99", service.metric_target_response_time("p99"), latency.latency_p99_ms / 1000,
-                    f"{name}: p99 latency at the load balancer above {latency.latency_p99_ms} ms for 3 minutes", periods=3)
-        self._alarm(f"{name}-Target5xxRate", error_rate(service.metric_target_5xx(), service.metric_requests(), f"{name} target 5xx %"),
-                    props.target_5xx_percent, f"{name}: more than {props.target_5xx_percent}% of requests answered 5xx by the server", periods=3)
-        self._alarm(f"{name}-UnhealthyTargets", service.metric_unhealthy_hosts(), 1,
-                    f"{name}: a task failed its readiness check for {props.unhealthy_hosts_minutes} minutes", periods=props.unhealthy_hosts_minutes)
+        self._alarm(
+            f"{name}-LatencyP95",
+            service.metric_target_response_time("p95"),
+            latency.latency_p95_ms / 1000,
+            f"{name}: p95 latency at the load balancer above {latency.latency_p95_ms} ms for 3 minutes "
+            f"(its scaling goal is {service.model.scaling.latency_p95_ms} ms)",
+            periods=3,
+        )
+        self._alarm(
+            f"{name}-LatencyP99",
+            service.metric_target_response_time("p99"),
+            latency.latency_p99_ms / 1000,
+            f"{name}: p99 latency at the load balancer above {latency.latency_p99_ms} ms for 3 minutes",
+            periods=3,
+        )
+        self._alarm(
+            f"{name}-Target5xxRate",
+            error_rate(service.metric_target_5xx(), service.metric_requests(), f"{name} target 5xx %"),
+            props.target_5xx_percent,
+            f"{name}: more than {props.target_5xx_percent}% of requests answered 5xx by the server",
+            periods=3,
+        )
+        self._alarm(
+            f"{name}-UnhealthyTargets",
+            service.metric_unhealthy_hosts(),
+            1,
+            f"{name}: a task failed its readiness check for {props.unhealthy_hosts_minutes} minutes",
+            periods=props.unhealthy_hosts_minutes,
+        )
         below = cloudwatch.MathExpression(
             expression="desired - running",
-            using_metrics={"desired": service.metric_tasks("DesiredTaskCount"), "running": service.metric_tasks("RunningTaskCount")},
+            using_metrics={
+                "desired": service.metric_tasks("DesiredTaskCount"),
+                "running": service.metric_tasks("RunningTaskCount"),
+            },
             period=MINUTE,
             label=f"{name} tasks below desired",
         )
-        self._alarm(f"{name}-TasksBelowDesired", below, 1,
-                    f"{name}: fewer tasks running than desired for {props.tasks_below_desired_minutes} minutes (no GPU capacity, failing starts or image pulls)",
-                    periods=props.tasks_below_desired_minutes)
+        self._alarm(
+            f"{name}-TasksBelowDesired",
+            below,
+            1,
+            f"{name}: fewer tasks running than desired for {props.tasks_below_desired_minutes} minutes (no GPU capacity, failing starts or image pulls)",
+            periods=props.tasks_below_desired_minutes,
+        )
         failures = cloudwatch.Metric(
-            namespace=metric_names.NAMESPACE, metric_name="TaskFailures", statistic="Sum", period=cdk.Duration.minutes(5),
-            dimensions_map={"ClusterName": service.service.cluster.cluster_name, "ServiceName": service.service.service_name},
-            label=f"{name} tasks stopped on their own")
+            namespace=metric_names.NAMESPACE,
+            metric_name="TaskFailures",
+            statistic="Sum",
+            period=cdk.Duration.minutes(5),
+            dimensions_map={
+                "ClusterName": service.service.cluster.cluster_name,
+                "ServiceName": service.service.service_name,
+            },
+            label=f"{name} tasks stopped on their own",
+        )
         shared = service.model.gpu_share is not None
-        self._alarm(f"{name}-TaskFailures", failures, 1,
-                    f"{name}: a task stopped on its own (its server exited or it failed to start: TaskStarts' TaskFailures)"
-                    + ("; on a shared GPU a co-tenant's fatal GPU error restarts every model on that GPU" if shared else ""))
+        self._alarm(
+            f"{name}-TaskFailures",
+            failures,
+            1,
+            f"{name}: a task stopped on its own (its server exited or it failed to start: TaskStarts' TaskFailures)"
+            + ("; on a shared GPU a co-tenant's fatal GPU error restarts every model on that GPU" if shared else ""),
+        )
         for alarm in service.contract.server_alarms:
             if not (alarm.whole_gpu_only and shared):  # on a share the device's figures are every co-tenant's
                 self._add_server_alarm(service, alarm)
@@ -134,12 +187,19 @@ class ModelAlarms(AlarmGroup):
         """One alarm the server's contract declares, its threshold and periods from ``props`` where it names them."""
         name = service.model.name
         threshold, periods = alarm.resolved(self.props)
-        comparison = (cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD if alarm.below
-                      else cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD)
-        self._alarm(f"{name}-{alarm.name}",
-                    service.metric_server(alarm.metric, alarm.statistic, period=cdk.Duration.seconds(alarm.period_seconds)),
-                    threshold, f"{name}: " + alarm.description.format(threshold=threshold, periods=periods),
-                    periods=periods, comparison=comparison)
+        comparison = (
+            cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD
+            if alarm.below
+            else cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD
+        )
+        self._alarm(
+            f"{name}-{alarm.name}",
+            service.metric_server(alarm.metric, alarm.statistic, period=cdk.Duration.seconds(alarm.period_seconds)),
+            threshold,
+            f"{name}: " + alarm.description.format(threshold=threshold, periods=periods),
+            periods=periods,
+            comparison=comparison,
+        )
 
 
 def error_rate(errors: cloudwatch.IMetric, requests: cloudwatch.IMetric, label: str) -> cloudwatch.MathExpression:

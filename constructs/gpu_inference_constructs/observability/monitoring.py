@@ -78,18 +78,26 @@ class InferenceMonitoring(AlarmGroup):
         ``more_load_balancers``: the environment's other load balancers, each with its own ELB 5xx alarm (the cost
         metric and the dashboard read ``load_balancer`` only). ``logs_key`` encrypts the task-start function's log
         group (:class:`~.task_starts.TaskStarts`)."""
-        super().__init__(scope, construct_id, environment_name=environment_name, topic=topic, props=props, name_prefix=name_prefix)
+        super().__init__(
+            scope, construct_id, environment_name=environment_name, topic=topic, props=props, name_prefix=name_prefix
+        )
         # The ALB-wide 5xx alarm only on a load balancer this library made: on a team's shared one it would page every
         # team for any team's errors. Each model's own target 5xx alarm is ModelAlarms'.
         for number, balancer in enumerate([load_balancer, *more_load_balancers], start=1):
             if isinstance(balancer, InferenceLoadBalancer):
-                self._add_load_balancer_alarm(balancer.load_balancer, "Elb5xxRate" if number == 1 else f"Elb5xxRate{number}")
-        load_balancer = load_balancer.load_balancer if isinstance(load_balancer, InferenceLoadBalancer) else load_balancer
+                self._add_load_balancer_alarm(
+                    balancer.load_balancer, "Elb5xxRate" if number == 1 else f"Elb5xxRate{number}"
+                )
+        load_balancer = (
+            load_balancer.load_balancer if isinstance(load_balancer, InferenceLoadBalancer) else load_balancer
+        )
         self.spot_interruption_rule = events.Rule(
             self,
             "SpotInterruptions",
             description="EC2 Spot interruption warnings in this account and region (the GPU fleet's Spot instances)",
-            event_pattern=events.EventPattern(source=["aws.ec2"], detail_type=["EC2 Spot Instance Interruption Warning"]),
+            event_pattern=events.EventPattern(
+                source=["aws.ec2"], detail_type=["EC2 Spot Instance Interruption Warning"]
+            ),
             targets=[topic_target(topic)],
         )
         self.task_starts = TaskStarts(self, "TaskStarts", cluster=capacity.cluster, logs_key=logs_key)
@@ -116,7 +124,10 @@ class InferenceMonitoring(AlarmGroup):
         )
         self.costs = CostMetrics(props)
         self.metric_cost_per_million_requests, self.metric_cost_components = self.costs.cost_per_million_requests(
-            [capacity, *more_capacity], load_balancer, [service_log_group_name(environment_name, name, name_prefix) for name in model_names])
+            [capacity, *more_capacity],
+            load_balancer,
+            [service_log_group_name(environment_name, name, name_prefix) for name in model_names],
+        )
         self.metric_spare_capacity_cost = self.spare_capacity_cost([capacity, *more_capacity])
         self.metric_warm_pool_cost = self.warm_pool_cost([capacity, *more_capacity])
         self.dashboard = add_dashboard(self, self, environment_name, model_names, load_balancer, capacity)
@@ -130,9 +141,18 @@ class InferenceMonitoring(AlarmGroup):
             add_reject_widget(self.dashboard, service.model.name, service.load_balancer_full_name)
         if contract.metrics is None:
             return
-        metrics = [service.metric_server(PrometheusMetrics.cloudwatch_name(name), "Average") for name in contract.metrics.metrics]
-        self.dashboard.add_widgets(cloudwatch.GraphWidget(
-            title=f"{service.model.name}: {contract.name} server metrics (average)", left=metrics, width=24, height=6))
+        metrics = [
+            service.metric_server(PrometheusMetrics.cloudwatch_name(name), "Average")
+            for name in contract.metrics.metrics
+        ]
+        self.dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title=f"{service.model.name}: {contract.name} server metrics (average)",
+                left=metrics,
+                width=24,
+                height=6,
+            )
+        )
 
     def _add_load_balancer_alarm(self, load_balancer: elbv2.IApplicationLoadBalancer, name: str = "Elb5xxRate") -> None:
         rate = error_rate(
@@ -140,8 +160,13 @@ class InferenceMonitoring(AlarmGroup):
             load_balancer.metrics.request_count(period=MINUTE, statistic="Sum"),
             "load balancer 5xx %",
         )
-        self._alarm(name, rate, self.props.elb_5xx_percent,
-                    f"More than {self.props.elb_5xx_percent}% of requests answered 5xx by the load balancer itself (no healthy targets, timeouts)", periods=3)
+        self._alarm(
+            name,
+            rate,
+            self.props.elb_5xx_percent,
+            f"More than {self.props.elb_5xx_percent}% of requests answered 5xx by the load balancer itself (no healthy targets, timeouts)",
+            periods=3,
+        )
 
     def warm_pool_cost(self, capacities: Sequence[CapacityGroup[Any]]) -> list[cloudwatch.MathExpression]:
         """USD per hour of each group's warm pool (:meth:`CostMetrics.warm_pool_cost`)."""
@@ -173,7 +198,10 @@ def deployment_rollback_pattern(cluster: ecs.ICluster) -> events.EventPattern:
         detail={
             "$or": [
                 {"eventName": [DEPLOYMENT_FAILED]},
-                {"eventName": [DEPLOYMENT_IN_PROGRESS], "reason": [{"wildcard": reason} for reason in ROLLBACK_REASONS]},
+                {
+                    "eventName": [DEPLOYMENT_IN_PROGRESS],
+                    "reason": [{"wildcard": reason} for reason in ROLLBACK_REASONS],
+                },
             ]
         },
     )

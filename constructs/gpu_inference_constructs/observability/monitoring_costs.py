@@ -55,16 +55,19 @@ class CostMetrics:
             label=label,
         )
 
-    def _warm_pool_hourly(self, capacity: CapacityGroup[Any], index: int, period: cdk.Duration,
-                          using: dict[str, cloudwatch.IMetric]) -> str:
+    def _warm_pool_hourly(
+        self, capacity: CapacityGroup[Any], index: int, period: cdk.Duration, using: dict[str, cloudwatch.IMetric]
+    ) -> str:
         """USD per hour of ``capacity``'s warm pool (a metric math term; its metrics added to ``using``): every
         instance in it bills its root volume (a stopped one nothing else), and one warming runs On-Demand (Auto
         Scaling cannot stop a Spot instance it launched, so the pool's instances are On-Demand)."""
         pooled, warming = f"pool{index}", f"warming{index}"
         using[pooled] = self._group_metric(capacity, "WarmPoolTotalCapacity", period, "instances in the warm pool")
         using[warming] = self._group_metric(capacity, "WarmPoolPendingCapacity", period, "instances warming")
-        return (f"(FILL({pooled}, 0) * {root_volume_hourly_usd(capacity.props, self.props)} + FILL({warming}, 0) * "
-                f"{self._on_demand_price(capacity, index)})")
+        return (
+            f"(FILL({pooled}, 0) * {root_volume_hourly_usd(capacity.props, self.props)} + FILL({warming}, 0) * "
+            f"{self._on_demand_price(capacity, index)})"
+        )
 
     def warm_pool_cost(self, capacities: Sequence[CapacityGroup[Any]]) -> list[cloudwatch.MathExpression]:
         """USD per hour of each group's warm pool (the groups with one), labelled with its monthly cost at its
@@ -77,11 +80,16 @@ class CostMetrics:
             using: dict[str, cloudwatch.IMetric] = {}
             hourly = self._warm_pool_hourly(capacity, index, FIVE_MINUTES, using)
             monthly = warm_pool_monthly_usd(capacity.props, self.props)
-            lines.append(cloudwatch.MathExpression(
-                expression=hourly, using_metrics=using, period=FIVE_MINUTES,
-                label=f"{capacity.instance_types[0].name} group: warm pool, USD/h ({pool.min_size} stopped: their "
-                      f"{capacity.props.root_volume_gib} GiB gp3 root volumes, ${monthly:.2f} a month; On-Demand while "
-                      "one warms; estimate)"))
+            lines.append(
+                cloudwatch.MathExpression(
+                    expression=hourly,
+                    using_metrics=using,
+                    period=FIVE_MINUTES,
+                    label=f"{capacity.instance_types[0].name} group: warm pool, USD/h ({pool.min_size} stopped: their "
+                    f"{capacity.props.root_volume_gib} GiB gp3 root volumes, ${monthly:.2f} a month; On-Demand while "
+                    "one warms; estimate)",
+                )
+            )
         return lines
 
     def _on_demand_price(self, capacity: CapacityGroup[Any], index: int) -> float:
@@ -108,20 +116,30 @@ class CostMetrics:
             gpus = self._gpu_hourly(capacity, self._on_demand_price(capacity, index), total)
             hourly = f"({gpus} + {total} * {root_volume_hourly_usd(capacity.props, self.props)})"
             reservation = cloudwatch.Metric(
-                namespace="AWS/ECS/ManagedScaling", metric_name="CapacityProviderReservation",
-                dimensions_map={"ClusterName": capacity.cluster.cluster_name,
-                                "CapacityProviderName": capacity.capacity_provider.capacity_provider_name},
-                statistic="Average", period=FIVE_MINUTES)
-            spares.append(cloudwatch.MathExpression(
-                expression=f"IF({reserved} < 100, (1 - {reserved} / 100) * {hourly}, 0)",
-                using_metrics={total: self.instances(capacity, FIVE_MINUTES), reserved: reservation},
+                namespace="AWS/ECS/ManagedScaling",
+                metric_name="CapacityProviderReservation",
+                dimensions_map={
+                    "ClusterName": capacity.cluster.cluster_name,
+                    "CapacityProviderName": capacity.capacity_provider.capacity_provider_name,
+                },
+                statistic="Average",
                 period=FIVE_MINUTES,
-                label=f"{capacity.instance_types[0].name} group: warm spare, USD/h (target "
-                      f"{capacity.props.target_capacity_percent} %, estimate)"))
+            )
+            spares.append(
+                cloudwatch.MathExpression(
+                    expression=f"IF({reserved} < 100, (1 - {reserved} / 100) * {hourly}, 0)",
+                    using_metrics={total: self.instances(capacity, FIVE_MINUTES), reserved: reservation},
+                    period=FIVE_MINUTES,
+                    label=f"{capacity.instance_types[0].name} group: warm spare, USD/h (target "
+                    f"{capacity.props.target_capacity_percent} %, estimate)",
+                )
+            )
         return spares
 
     def cost_per_million_requests(
-        self, capacities: Sequence[CapacityGroup[Any]], load_balancer: elbv2.IApplicationLoadBalancer,
+        self,
+        capacities: Sequence[CapacityGroup[Any]],
+        load_balancer: elbv2.IApplicationLoadBalancer,
         log_group_names: Sequence[str],
     ) -> tuple[cloudwatch.MathExpression, list[cloudwatch.MathExpression]]:
         """USD per 1M requests, hourly: each capacity group's GPU instances by its purchase policy at its preferred type's
@@ -144,11 +162,18 @@ class CostMetrics:
         using["lcus"] = load_balancer.metrics.custom("ConsumedLCUs", period=HOUR, statistic="Average")
         for index, name in enumerate(log_group_names):
             using[f"logbytes{index}"] = cloudwatch.Metric(
-                namespace="AWS/Logs", metric_name="IncomingBytes", dimensions_map={"LogGroupName": name},
-                statistic="Sum", period=HOUR)
+                namespace="AWS/Logs",
+                metric_name="IncomingBytes",
+                dimensions_map={"LogGroupName": name},
+                statistic="Sum",
+                period=HOUR,
+            )
         log_bytes = " + ".join(f"FILL(logbytes{i}, 0)" for i in range(len(log_group_names))) or "0"
-        pools = [self._warm_pool_hourly(capacity, index, HOUR, using)
-                 for index, capacity in enumerate(capacities) if capacity.props.warm_pool is not None]
+        pools = [
+            self._warm_pool_hourly(capacity, index, HOUR, using)
+            for index, capacity in enumerate(capacities)
+            if capacity.props.warm_pool is not None
+        ]
         parts = {
             "GPU instances": " + ".join(gpu_parts),
             "GPU root volumes": " + ".join(volume_parts),
@@ -158,15 +183,21 @@ class CostMetrics:
         }
 
         def per_million(hourly: str, label: str) -> cloudwatch.MathExpression:
-            return cloudwatch.MathExpression(expression=f"IF(requests > 0, ({hourly}) / requests * 1000000, 0)",
-                                             using_metrics=using, period=HOUR, label=label)
+            return cloudwatch.MathExpression(
+                expression=f"IF(requests > 0, ({hourly}) / requests * 1000000, 0)",
+                using_metrics=using,
+                period=HOUR,
+                label=label,
+            )
 
-        total = per_million(" + ".join(parts.values()),
-                            f"USD per 1M requests, estimate: GPU ({', '.join(priced)}, Spot at "
-                            f"{props.spot_price_fraction:.0%}; prices {PRICES_AS_OF}) + root volumes (gp3 "
-                            f"${props.gp3_gib_month_usd}/GiB-month, provisioned IOPS and throughput) + "
-                            + ("warm pool (its instances' root volumes; On-Demand while warming) + " if pools else "")
-                            + "CloudWatch Logs ingestion "
-                            f"(${props.logs_ingestion_usd_per_gb}/GB) + ALB (${props.load_balancer_hourly_usd}/h + "
-                            f"${props.load_balancer_lcu_hourly_usd}/LCU-h)")
+        total = per_million(
+            " + ".join(parts.values()),
+            f"USD per 1M requests, estimate: GPU ({', '.join(priced)}, Spot at "
+            f"{props.spot_price_fraction:.0%}; prices {PRICES_AS_OF}) + root volumes (gp3 "
+            f"${props.gp3_gib_month_usd}/GiB-month, provisioned IOPS and throughput) + "
+            + ("warm pool (its instances' root volumes; On-Demand while warming) + " if pools else "")
+            + "CloudWatch Logs ingestion "
+            f"(${props.logs_ingestion_usd_per_gb}/GB) + ALB (${props.load_balancer_hourly_usd}/h + "
+            f"${props.load_balancer_lcu_hourly_usd}/LCU-h)",
+        )
         return total, [per_million(hourly, f"{name} (estimate)") for name, hourly in parts.items()]

@@ -36,26 +36,40 @@ class TaskStarts(Construct):
     Attributes: ``rule``, ``failure_rule``, ``function``, ``log_group``.
     """
 
-    def __init__(self, scope: Construct, construct_id: str, *, cluster: ecs.ICluster, logs_key: kms.IKey | None = None,
-                 log_retention_days: int = 90) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        cluster: ecs.ICluster,
+        logs_key: kms.IKey | None = None,
+        log_retention_days: int = 90,
+    ) -> None:
         super().__init__(scope, construct_id)
         made = inline_function(
-            self, source=HANDLER_SOURCE, timeout_seconds=10, logs_key=logs_key, log_retention_days=log_retention_days,
+            self,
+            source=HANDLER_SOURCE,
+            timeout_seconds=10,
+            logs_key=logs_key,
+            log_retention_days=log_retention_days,
             description="ECS task starts of this cluster's services, as CloudWatch metrics (created, image pull, RUNNING)",
             role_description="Writes the task-start function's own log streams, and nothing else",
             no_dead_letter_queue="A dead-letter queue would keep a lost task-start event, which is one metric point: "
-                                 "the queue and its key cost more to run than the point is worth",
+            "the queue and its key cost more to run than the point is worth",
             not_in_vpc="Not in the VPC: the function calls no AWS API and reaches nothing; it only prints to its log "
-                       "group, which Lambda writes outside the function's network")
+            "group, which Lambda writes outside the function's network",
+        )
         self.function, self.log_group = made.function, made.log_group
         self.rule = events.Rule(
-            self, "Rule",
+            self,
+            "Rule",
             description="ECS tasks of this cluster's services that reach RUNNING: their start phases become metrics",
             event_pattern=task_running_pattern(cluster),
             targets=[lambda_target(as_function(self.function), retry_attempts=2, max_event_age=cdk.Duration.hours(1))],
         )
         self.failure_rule = events.Rule(
-            self, "FailureRule",
+            self,
+            "FailureRule",
             description="ECS tasks of this cluster's services that stopped on their own: TaskFailures per service",
             event_pattern=task_failed_pattern(cluster),
             targets=[lambda_target(as_function(self.function), retry_attempts=2, max_event_age=cdk.Duration.hours(1))],
@@ -69,8 +83,12 @@ def task_running_pattern(cluster: ecs.ICluster) -> events.EventPattern:
     return events.EventPattern(
         source=["aws.ecs"],
         detail_type=["ECS Task State Change"],
-        detail={"clusterArn": [cluster.cluster_arn], "lastStatus": ["RUNNING"], "desiredStatus": ["RUNNING"],
-                "group": events.Match.prefix("service:")},
+        detail={
+            "clusterArn": [cluster.cluster_arn],
+            "lastStatus": ["RUNNING"],
+            "desiredStatus": ["RUNNING"],
+            "group": events.Match.prefix("service:"),
+        },
     )
 
 
@@ -80,6 +98,10 @@ def task_failed_pattern(cluster: ecs.ICluster) -> events.EventPattern:
     return events.EventPattern(
         source=["aws.ecs"],
         detail_type=["ECS Task State Change"],
-        detail={"clusterArn": [cluster.cluster_arn], "lastStatus": ["STOPPED"],
-                "stopCode": list(task_start_handler.FAILURE_STOP_CODES), "group": events.Match.prefix("service:")},
+        detail={
+            "clusterArn": [cluster.cluster_arn],
+            "lastStatus": ["STOPPED"],
+            "stopCode": list(task_start_handler.FAILURE_STOP_CODES),
+            "group": events.Match.prefix("service:"),
+        },
     )

@@ -39,9 +39,23 @@ from ..core.deployment_props import (
 from ..routing.target_group_metrics import TargetGroupMetrics
 
 __all__ = [
-    "ALARM_MINUTES", "BUILT_IN_ALARMS", "CIRCUIT_BREAKER_STRATEGIES", "CLOUDFORMATION_DEPLOYMENT_MINUTES", "DEFAULTS",
-    "MAX_BAKE_MINUTES", "ROLLBACK_LATENCY", "ROLLBACK_LATENCY_FACTOR", "STEP_RANGES", "DeploymentProps",
-    "RollbackAlarmNames", "RollbackAlarms", "RollbackProps", "RollbackThresholds", "Strategy", "service_options", "sum_over",
+    "ALARM_MINUTES",
+    "BUILT_IN_ALARMS",
+    "CIRCUIT_BREAKER_STRATEGIES",
+    "CLOUDFORMATION_DEPLOYMENT_MINUTES",
+    "DEFAULTS",
+    "MAX_BAKE_MINUTES",
+    "ROLLBACK_LATENCY",
+    "ROLLBACK_LATENCY_FACTOR",
+    "STEP_RANGES",
+    "DeploymentProps",
+    "RollbackAlarmNames",
+    "RollbackAlarms",
+    "RollbackProps",
+    "RollbackThresholds",
+    "Strategy",
+    "service_options",
+    "sum_over",
     "worst_of",
 ]
 
@@ -125,7 +139,9 @@ class RollbackAlarms(Construct):
             cloudwatch.MathExpression(
                 expression=f"IF(FILL(requests_{index}, 0) > 0, 100 * FILL(errors_{index}, 0) / requests_{index}, 0)",
                 using_metrics={
-                    f"errors_{index}": tg.http_code_target(elbv2.HttpCodeTarget.TARGET_5XX_COUNT, period=minute, statistic="Sum"),
+                    f"errors_{index}": tg.http_code_target(
+                        elbv2.HttpCodeTarget.TARGET_5XX_COUNT, period=minute, statistic="Sum"
+                    ),
                     f"requests_{index}": tg.request_count(period=minute, statistic="Sum"),
                 },
                 period=minute,
@@ -182,6 +198,8 @@ def service_options(props: DeploymentProps) -> dict:
     }
     if props.strategy in STEP_RANGES:
         assert step_bake is not None  # canary and linear have a default step bake
-        shift = ecs.TrafficShiftConfig(step_percent=props.traffic_step_percent, step_bake_time=cdk.Duration.minutes(step_bake))
+        shift = ecs.TrafficShiftConfig(
+            step_percent=props.traffic_step_percent, step_bake_time=cdk.Duration.minutes(step_bake)
+        )
         options[f"{props.strategy}_configuration"] = shift
     return options

@@ -85,18 +85,27 @@ class NeverHealthyAlarm(Construct):
         minutes = breaching_minutes(self.start_window_seconds)
 
         def service_metric(name: str, statistic: str) -> cloudwatch.Metric:
-            return cloudwatch.Metric(namespace=CONTAINER_INSIGHTS, metric_name=name, statistic=statistic, period=minute,
-                                     dimensions_map={"ClusterName": cluster_name, "ServiceName": service_name})
+            return cloudwatch.Metric(
+                namespace=CONTAINER_INSIGHTS,
+                metric_name=name,
+                statistic=statistic,
+                period=minute,
+                dimensions_map={"ClusterName": cluster_name, "ServiceName": service_name},
+            )
 
         # The most healthy in the minute: a minute in which both sets were up never counts.
         using: dict[str, cloudwatch.IMetric] = {"deployments": service_metric("DeploymentCount", "Maximum")}
         for index, target_group in enumerate(target_groups):
             using[f"healthy_{index}"] = target_group.custom("HealthyHostCount", statistic="Maximum", period=minute)
         short = cloudwatch.MathExpression(
-            expression=short_of_healthy_expression(len(target_groups)), using_metrics=using, period=minute,
-            label=f"{model_name}: deployment short of healthy targets (1 = yes)")
+            expression=short_of_healthy_expression(len(target_groups)),
+            using_metrics=using,
+            period=minute,
+            label=f"{model_name}: deployment short of healthy targets (1 = yes)",
+        )
         self.alarm = short.create_alarm(
-            self, "Alarm",
+            self,
+            "Alarm",
             threshold=1,
             evaluation_periods=minutes + LATE_MINUTES,
             datapoints_to_alarm=minutes,
@@ -105,7 +114,8 @@ class NeverHealthyAlarm(Construct):
             alarm_description=(
                 f"{model_name}: a target group of a deployment in progress held no healthy target for "
                 f"{self.start_window_seconds} s (GPU capacity {NEW_CAPACITY_SECONDS} s + the {health_check_grace_seconds} s "
-                "grace period); rolls the deployment back"),
+                "grace period); rolls the deployment back"
+            ),
         )
         cfn_alarm = default_child(self.alarm, cloudwatch.CfnAlarm)
         self.alarm_name = f"{name_prefix}-{cdk.Stack.of(self).get_logical_id(cfn_alarm)}"

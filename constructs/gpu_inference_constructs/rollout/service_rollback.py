@@ -19,11 +19,20 @@ from .revision_health import NeverHealthyAlarm
 from .revision_hook import RevisionHealthHook
 
 
-def add_rollback_alarms(scope: Construct, *, names: RollbackAlarmNames, model: ModelProps, thresholds: RollbackThresholds,
-                        target_groups: list[TargetGroupMetrics], service: ecs.Ec2Service, cluster: ecs.ICluster,
-                        never_healthy_prefix: str, container_insights_on: bool, logs_key: kms.IKey | None,
-                        log_retention_days: int = 90,
-                        ) -> tuple[RollbackAlarms, NeverHealthyAlarm | None, RevisionHealthHook | None]:
+def add_rollback_alarms(
+    scope: Construct,
+    *,
+    names: RollbackAlarmNames,
+    model: ModelProps,
+    thresholds: RollbackThresholds,
+    target_groups: list[TargetGroupMetrics],
+    service: ecs.Ec2Service,
+    cluster: ecs.ICluster,
+    never_healthy_prefix: str,
+    container_insights_on: bool,
+    logs_key: kms.IKey | None,
+    log_retention_days: int = 90,
+) -> tuple[RollbackAlarms, NeverHealthyAlarm | None, RevisionHealthHook | None]:
     """The model's RollbackAlarms and, for a deployment that shifts traffic, its NeverHealthyAlarm (named
     ``never_healthy_prefix`` and its logical ID) and RevisionHealthHook (its function's logs under ``logs_key``, kept
     ``log_retention_days``, the environment's); the
@@ -32,27 +41,45 @@ def add_rollback_alarms(scope: Construct, *, names: RollbackAlarmNames, model: M
     never-healthy alarm reads its metrics)."""
     deployment = model.deployment
     rollback_alarms = RollbackAlarms(
-        scope, "RollbackAlarms", model_name=model.name, target_groups=target_groups,
-        thresholds=thresholds, enabled=deployment.rollback_alarms,
+        scope,
+        "RollbackAlarms",
+        model_name=model.name,
+        target_groups=target_groups,
+        thresholds=thresholds,
+        enabled=deployment.rollback_alarms,
     )
     for alarm in rollback_alarms.alarms.values():
         names.add(alarm.alarm_name)
     never_healthy, hook = None, None
     if deployment.shifts_traffic:
         never_healthy = NeverHealthyAlarm(
-            scope, "NeverHealthy", model_name=model.name, cluster_name=cluster.cluster_name, name_prefix=never_healthy_prefix,
-            service_name=service.service_name, target_groups=target_groups,
-            health_check_grace_seconds=model.health_check_grace_seconds)
+            scope,
+            "NeverHealthy",
+            model_name=model.name,
+            cluster_name=cluster.cluster_name,
+            name_prefix=never_healthy_prefix,
+            service_name=service.service_name,
+            target_groups=target_groups,
+            health_check_grace_seconds=model.health_check_grace_seconds,
+        )
         names.add(never_healthy.alarm_name)  # by its name: the alarm itself refers to the service
-        hook = RevisionHealthHook(scope, "RevisionHealthHook", model_name=model.name, service=service, cluster=cluster,
-                                  start_window_seconds=never_healthy.start_window_seconds, logs_key=logs_key,
-                                  log_retention_days=log_retention_days)
+        hook = RevisionHealthHook(
+            scope,
+            "RevisionHealthHook",
+            model_name=model.name,
+            service=service,
+            cluster=cluster,
+            start_window_seconds=never_healthy.start_window_seconds,
+            logs_key=logs_key,
+            log_retention_days=log_retention_days,
+        )
         if not container_insights_on:
             cdk.Annotations.of(scope).add_warning_v2(
                 "gpu-inference:container-insights",
                 f"models[{model.name}] rolls a {deployment.strategy} deployment back when a target group stays without "
                 "a healthy target by Container Insights' DeploymentCount: turn Container Insights on for "
-                "your cluster (containerInsightsV2 enabled or enhanced), or that rollback alarm never fires.")
+                "your cluster (containerInsightsV2 enabled or enhanced), or that rollback alarm never fires.",
+            )
     for name in deployment.alarm_names:
         names.add(name)
     return rollback_alarms, never_healthy, hook

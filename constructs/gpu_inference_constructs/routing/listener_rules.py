@@ -20,8 +20,13 @@ def check_rule_priority(priority: int, key: str) -> None:
     require_range(priority, 1, MAX_RULE_PRIORITY, key)
 
 
-def claim_priority(claimed: dict[int, str], model_name: str, priority: int | None, key: str,
-                   fix_keys: Callable[[str], str] | None = None) -> int:
+def claim_priority(
+    claimed: dict[int, str],
+    model_name: str,
+    priority: int | None,
+    key: str,
+    fix_keys: Callable[[str], str] | None = None,
+) -> int:
     """``model_name``'s listener rule priority (``priority``, else derived from its name), recorded in ``claimed``
     (priority -> model name). One already claimed is an error under ``key`` naming both models and the keys to set
     (``fix_keys(other model)``, default: listener_priority on either)."""
@@ -35,8 +40,13 @@ def claim_priority(claimed: dict[int, str], model_name: str, priority: int | Non
     return chosen
 
 
-def duplicate_priority_detail(model_name: str, priority: int | None, other: str, chosen: int,
-                              keys: str = "listener_priority on one of the two models") -> str:
+def duplicate_priority_detail(
+    model_name: str,
+    priority: int | None,
+    other: str,
+    chosen: int,
+    keys: str = "listener_priority on one of the two models",
+) -> str:
     how = "its listener_priority" if priority is not None else "derived from its name"
     return (
         f"listener rule priority {chosen} of {model_name!r} ({how}) is already {other!r}'s: set {keys} "
@@ -52,6 +62,9 @@ def model_path_patterns(model_name: str, paths: Sequence[str] = ()) -> list[str]
     """The listener rule's path patterns of a model: its whole prefix, or just ``paths`` below it."""
     patterns = [f"/{model_name}{path}" for path in paths] if paths else [f"/{model_name}", f"/{model_name}/*"]
     for pattern in patterns:
-        require(len(pattern) <= MAX_PATH_PATTERN_CHARS, "server.public_paths",
-                f"{pattern!r} is {len(pattern)} characters; an ALB path pattern holds at most {MAX_PATH_PATTERN_CHARS}")
+        require(
+            len(pattern) <= MAX_PATH_PATTERN_CHARS,
+            "server.public_paths",
+            f"{pattern!r} is {len(pattern)} characters; an ALB path pattern holds at most {MAX_PATH_PATTERN_CHARS}",
+        )
     return patterns

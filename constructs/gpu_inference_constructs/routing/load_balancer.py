@@ -76,7 +76,9 @@ from .web_acl import (
     prediction_path_regexes as prediction_path_regexes,
 )
 
-NOT_FOUND_BODY = json.dumps({"error": {"code": "not_found", "message": "No model is served at this path; use /<model-name>/predict"}})
+NOT_FOUND_BODY = json.dumps(
+    {"error": {"code": "not_found", "message": "No model is served at this path; use /<model-name>/predict"}}
+)
 
 
 def default_subnets(vpc: ec2.IVpc, *, internet_facing: bool) -> ec2.SubnetSelection:
@@ -119,7 +121,9 @@ class InferenceLoadBalancer(Construct):
         self.waf_rate_limit = props.waf_rate_limit(configured_load)
         # Per API key: the busiest model's configured peak (one key may drive one model to its peak), whatever the
         # per-IP limit (which may be raised for many clients behind one address).
-        self.waf_rate_limit_per_key = peak_rate_limit(configured_load) if configured_load is not None else self.waf_rate_limit
+        self.waf_rate_limit_per_key = (
+            peak_rate_limit(configured_load) if configured_load is not None else self.waf_rate_limit
+        )
         self._vpc = vpc
         self._target_ports: set[int] = set()
         self._target_groups: set[str] = set()
@@ -150,8 +154,13 @@ class InferenceLoadBalancer(Construct):
                 security_group.add_ingress_rule(peer, port, "clients")
         return security_group
 
-    def _application_load_balancer(self, vpc: ec2.IVpc, props: LoadBalancerProps, access_logs_bucket: s3.IBucket,
-                                   subnets: ec2.SubnetSelection | None) -> elbv2.ApplicationLoadBalancer:
+    def _application_load_balancer(
+        self,
+        vpc: ec2.IVpc,
+        props: LoadBalancerProps,
+        access_logs_bucket: s3.IBucket,
+        subnets: ec2.SubnetSelection | None,
+    ) -> elbv2.ApplicationLoadBalancer:
         load_balancer = elbv2.ApplicationLoadBalancer(
             self,
             "LoadBalancer",
@@ -173,7 +182,9 @@ class InferenceLoadBalancer(Construct):
 
     def _listener(self, props: LoadBalancerProps) -> elbv2.ApplicationListener:
         """The listener models attach to: HTTPS (port 80 redirects) with a certificate, else HTTP; unknown paths 404."""
-        not_found = elbv2.ListenerAction.fixed_response(404, content_type="application/json", message_body=NOT_FOUND_BODY)
+        not_found = elbv2.ListenerAction.fixed_response(
+            404, content_type="application/json", message_body=NOT_FOUND_BODY
+        )
         if props.certificate_arn:
             listener = self.load_balancer.add_listener(
                 "Https",
@@ -202,13 +213,15 @@ class InferenceLoadBalancer(Construct):
         if not props.certificate_arn:
             for check in ("CKV_AWS_2", "CKV_AWS_103"):
                 skip_checkov(
-                    self.listener, check,
+                    self.listener,
+                    check,
                     "Plain HTTP only where the config says allow_http and gives no certificate (dev); staging and prod "
                     "serve HTTPS with a TLS 1.2+ policy and redirect port 80 (tests/infra/test_service.py).",
                 )
         if props.internet_facing and "0.0.0.0/0" in props.ingress_cidrs:
             skip_checkov(
-                self.security_group, "CKV_AWS_260",
+                self.security_group,
+                "CKV_AWS_260",
                 "An internet-facing endpoint takes clients from anywhere; with a certificate, port 80 only answers a "
                 "301 redirect to HTTPS; without one (dev, allow_http) it is the endpoint. Narrow ingress_cidrs to restrict.",
             )
@@ -230,7 +243,6 @@ class InferenceLoadBalancer(Construct):
 
     def _web_acl_rules(self) -> list[wafv2.CfnWebACL.RuleProperty | cdk.IResolvable]:
         return web_acl_rules(self.waf_rate_limit, self.waf_rate_limit_per_key, self.prediction_routes)
-
 
     def add_model_route(
         self,
@@ -260,7 +272,9 @@ class InferenceLoadBalancer(Construct):
         """
         self.add_prediction_routes(prediction_routes)
         self._rules += 1
-        self._target_groups.update(cdk.Names.unique_id(t) for t in (target_group, alternate_target_group) if t is not None)
+        self._target_groups.update(
+            cdk.Names.unique_id(t) for t in (target_group, alternate_target_group) if t is not None
+        )
         self.props.quotas.check(self._rules, len(self._target_groups), 0, key=f"models ({model_name})")
         if alternate_target_group is None:
             action = elbv2.ListenerAction.forward([target_group])
@@ -291,8 +305,9 @@ class InferenceLoadBalancer(Construct):
                 cidr = self._vpc.vpc_cidr_block
             except RuntimeError:  # jsii: an imported VPC without vpc_cidr_block
                 raise ConfigError(
-                    "vpc", "the load balancer's egress rule to the model tasks needs the VPC's CIDR; "
-                    "pass vpc_cidr_block to ec2.Vpc.from_vpc_attributes"
+                    "vpc",
+                    "the load balancer's egress rule to the model tasks needs the VPC's CIDR; "
+                    "pass vpc_cidr_block to ec2.Vpc.from_vpc_attributes",
                 ) from None
             self._target_ports.add(port)
             self.security_group.add_egress_rule(ec2.Peer.ipv4(cidr), ec2.Port.tcp(port), "model tasks in the VPC")

@@ -40,10 +40,11 @@ class TargetGroupMetrics:
         self.target_group = target_group
         self.load_balancer_full_name = load_balancer_full_name
         # Read once: each read of a construct's attribute is a round trip to jsii's Node.js process.
-        self._dimensions = {"LoadBalancer": load_balancer_full_name,
-                            "TargetGroup": target_group.target_group_full_name}
+        self._dimensions = {"LoadBalancer": load_balancer_full_name, "TargetGroup": target_group.target_group_full_name}
 
-    def custom(self, metric_name: str, *, statistic: str = "Average", period: cdk.Duration = MINUTE, label: str | None = None) -> cloudwatch.Metric:
+    def custom(
+        self, metric_name: str, *, statistic: str = "Average", period: cdk.Duration = MINUTE, label: str | None = None
+    ) -> cloudwatch.Metric:
         return cloudwatch.Metric(
             namespace=NAMESPACE,
             metric_name=metric_name,
@@ -59,7 +60,9 @@ class TargetGroupMetrics:
     def target_response_time(self, *, statistic: str = "Average", period: cdk.Duration = MINUTE) -> cloudwatch.Metric:
         return self.custom("TargetResponseTime", statistic=statistic, period=period)
 
-    def http_code_target(self, code: elbv2.HttpCodeTarget, *, period: cdk.Duration = MINUTE, statistic: str = "Sum") -> cloudwatch.Metric:
+    def http_code_target(
+        self, code: elbv2.HttpCodeTarget, *, period: cdk.Duration = MINUTE, statistic: str = "Sum"
+    ) -> cloudwatch.Metric:
         # CloudWatch's name of the enum member: TARGET_5XX_COUNT -> HTTPCode_Target_5XX_Count.
         return self.custom(f"HTTPCode_Target_{code.name.split('_')[1]}_Count", statistic=statistic, period=period)
 

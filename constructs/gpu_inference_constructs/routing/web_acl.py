@@ -50,12 +50,17 @@ API_KEY_HEADERS = (
     ("RateLimitPerBearerToken", "authorization", ("LOWERCASE", "COMPRESS_WHITE_SPACE")),
 )
 COUNTED_RULES = {
-    COMMON_RULE_SET: {"NoUserAgent_HEADER": "API clients need not send a User-Agent; the API key, not the header, says who calls"},
+    COMMON_RULE_SET: {
+        "NoUserAgent_HEADER": "API clients need not send a User-Agent; the API key, not the header, says who calls"
+    },
 }
 
 
-def add_web_acl(scope: Construct, load_balancer: elbv2.IApplicationLoadBalancer,
-                rules: list[wafv2.CfnWebACL.RuleProperty | cdk.IResolvable]) -> wafv2.CfnWebACL:
+def add_web_acl(
+    scope: Construct,
+    load_balancer: elbv2.IApplicationLoadBalancer,
+    rules: list[wafv2.CfnWebACL.RuleProperty | cdk.IResolvable],
+) -> wafv2.CfnWebACL:
     """The regional web ACL ``WebAcl`` (in ``scope``) with ``rules``, associated with ``load_balancer``."""
     acl = wafv2.CfnWebACL(
         scope,
@@ -65,13 +70,18 @@ def add_web_acl(scope: Construct, load_balancer: elbv2.IApplicationLoadBalancer,
         visibility_config=_visibility("InferenceWebAcl"),
         rules=rules,
     )
-    wafv2.CfnWebACLAssociation(scope, "WebAclAssociation", resource_arn=load_balancer.load_balancer_arn, web_acl_arn=acl.attr_arn)
+    wafv2.CfnWebACLAssociation(
+        scope, "WebAclAssociation", resource_arn=load_balancer.load_balancer_arn, web_acl_arn=acl.attr_arn
+    )
     return acl
 
 
-def web_acl_rules(rate_limit: int, rate_limit_per_key: int, prediction_routes: Sequence[str]) -> list[wafv2.CfnWebACL.RuleProperty | cdk.IResolvable]:
+def web_acl_rules(
+    rate_limit: int, rate_limit_per_key: int, prediction_routes: Sequence[str]
+) -> list[wafv2.CfnWebACL.RuleProperty | cdk.IResolvable]:
     """The web ACL's rules in the order they run: rate limits, the managed rule groups, then the body rules' block
     off the prediction routes."""
+
     def managed(name: str, priority: int) -> wafv2.CfnWebACL.RuleProperty:
         counted = [*BODY_RULES.get(name, {}), *COUNTED_RULES.get(name, {})]
         return wafv2.CfnWebACL.RuleProperty(
@@ -102,7 +112,9 @@ def web_acl_rules(rate_limit: int, rate_limit_per_key: int, prediction_routes: S
         # After both groups, so their body rules' labels are on the request.
         body_rules_off_predictions(prediction_routes),
     ]
-    ordered: list[wafv2.CfnWebACL.RuleProperty | cdk.IResolvable] = [_with_priority(rule, priority) for priority, rule in enumerate(rules)]
+    ordered: list[wafv2.CfnWebACL.RuleProperty | cdk.IResolvable] = [
+        _with_priority(rule, priority) for priority, rule in enumerate(rules)
+    ]
     return ordered
 
 
@@ -110,20 +122,35 @@ def rate_limits(rate_limit: int, rate_limit_per_key: int) -> list[wafv2.CfnWebAC
     """Per client IP, and per API key in each header the servers take it from: a leaked key used from many
     addresses is held to one model's configured peak. A custom-key rule skips requests without its header (AWS
     WAF developer guide, rate-based rule aggregation), so each header form needs its own rule."""
+
     def rule(name: str, **statement) -> wafv2.CfnWebACL.RuleProperty:
         return wafv2.CfnWebACL.RuleProperty(
-            name=name, priority=0, action=wafv2.CfnWebACL.RuleActionProperty(block={}),
-            statement=wafv2.CfnWebACL.StatementProperty(rate_based_statement=wafv2.CfnWebACL.RateBasedStatementProperty(**statement)),
+            name=name,
+            priority=0,
+            action=wafv2.CfnWebACL.RuleActionProperty(block={}),
+            statement=wafv2.CfnWebACL.StatementProperty(
+                rate_based_statement=wafv2.CfnWebACL.RateBasedStatementProperty(**statement)
+            ),
             visibility_config=_visibility(name),
         )
 
     per_key = [
-        rule(name, limit=rate_limit_per_key, aggregate_key_type="CUSTOM_KEYS", custom_keys=[
-            wafv2.CfnWebACL.RateBasedStatementCustomKeyProperty(header=wafv2.CfnWebACL.RateLimitHeaderProperty(
-                name=header,
-                text_transformations=[wafv2.CfnWebACL.TextTransformationProperty(priority=p, type=t) for p, t in enumerate(transformations)],
-            ))
-        ])
+        rule(
+            name,
+            limit=rate_limit_per_key,
+            aggregate_key_type="CUSTOM_KEYS",
+            custom_keys=[
+                wafv2.CfnWebACL.RateBasedStatementCustomKeyProperty(
+                    header=wafv2.CfnWebACL.RateLimitHeaderProperty(
+                        name=header,
+                        text_transformations=[
+                            wafv2.CfnWebACL.TextTransformationProperty(priority=p, type=t)
+                            for p, t in enumerate(transformations)
+                        ],
+                    )
+                )
+            ],
+        )
         for name, header, transformations in API_KEY_HEADERS
     ]
     return [rule("RateLimitPerClientIp", limit=rate_limit, aggregate_key_type="IP"), *per_key]
@@ -139,23 +166,33 @@ def body_rules_off_predictions(prediction_routes: Sequence[str]) -> wafv2.CfnWeb
     # A regex match on the URI path per prediction path (3 WCUs each), each anchored and without groups or
     # alternation (AWS WAF rejects capturing groups and limits '|' branches). The path as sent: no query string,
     # no transformation.
-    predictions = statement(or_statement=wafv2.CfnWebACL.OrStatementProperty(statements=[
-        statement(regex_match_statement=wafv2.CfnWebACL.RegexMatchStatementProperty(
-            field_to_match=wafv2.CfnWebACL.FieldToMatchProperty(uri_path={}),
-            regex_string=regex,
-            text_transformations=[wafv2.CfnWebACL.TextTransformationProperty(priority=0, type="NONE")],
-        ))
-        for regex in prediction_path_regexes(prediction_routes)
-    ]))
+    predictions = statement(
+        or_statement=wafv2.CfnWebACL.OrStatementProperty(
+            statements=[
+                statement(
+                    regex_match_statement=wafv2.CfnWebACL.RegexMatchStatementProperty(
+                        field_to_match=wafv2.CfnWebACL.FieldToMatchProperty(uri_path={}),
+                        regex_string=regex,
+                        text_transformations=[wafv2.CfnWebACL.TextTransformationProperty(priority=0, type="NONE")],
+                    )
+                )
+                for regex in prediction_path_regexes(prediction_routes)
+            ]
+        )
+    )
     found = [label(key) for rules in BODY_RULES.values() for key in rules.values() if key is not None]
     return wafv2.CfnWebACL.RuleProperty(
         name="BodyRulesOffPredictions",
         priority=0,
         action=wafv2.CfnWebACL.RuleActionProperty(block={}),
-        statement=statement(and_statement=wafv2.CfnWebACL.AndStatementProperty(statements=[
-            statement(or_statement=wafv2.CfnWebACL.OrStatementProperty(statements=found)),
-            statement(not_statement=wafv2.CfnWebACL.NotStatementProperty(statement=predictions)),
-        ])),
+        statement=statement(
+            and_statement=wafv2.CfnWebACL.AndStatementProperty(
+                statements=[
+                    statement(or_statement=wafv2.CfnWebACL.OrStatementProperty(statements=found)),
+                    statement(not_statement=wafv2.CfnWebACL.NotStatementProperty(statement=predictions)),
+                ]
+            )
+        ),
         visibility_config=_visibility("BodyRulesOffPredictions"),
     )
 
@@ -163,8 +200,12 @@ def body_rules_off_predictions(prediction_routes: Sequence[str]) -> wafv2.CfnWeb
 def _with_priority(rule: wafv2.CfnWebACL.RuleProperty, priority: int) -> wafv2.CfnWebACL.RuleProperty:
     """``rule`` at ``priority``: the web ACL's rules run in list order."""
     return wafv2.CfnWebACL.RuleProperty(
-        name=rule.name, priority=priority, action=rule.action, override_action=rule.override_action,
-        statement=rule.statement, visibility_config=rule.visibility_config,
+        name=rule.name,
+        priority=priority,
+        action=rule.action,
+        override_action=rule.override_action,
+        statement=rule.statement,
+        visibility_config=rule.visibility_config,
     )
 
 
@@ -173,9 +214,15 @@ def prediction_path_regexes(paths: Sequence[str]) -> list[str]:
     regex in the syntax AWS WAF supports (PCRE without groups or alternation here; at most 512 characters)."""
     regexes = ["^/[^/]+" + re.sub(r"\\\{[a-z_]+\\\}", "[^/]+", re.escape(path)) + "$" for path in paths]
     for regex in regexes:
-        require(len(regex) <= 512 and "(" not in regex and "|" not in regex, "prediction paths", f"{regex!r} is not a regex AWS WAF accepts")
+        require(
+            len(regex) <= 512 and "(" not in regex and "|" not in regex,
+            "prediction paths",
+            f"{regex!r} is not a regex AWS WAF accepts",
+        )
     return regexes
 
 
 def _visibility(name: str) -> wafv2.CfnWebACL.VisibilityConfigProperty:
-    return wafv2.CfnWebACL.VisibilityConfigProperty(cloud_watch_metrics_enabled=True, metric_name=name, sampled_requests_enabled=True)
+    return wafv2.CfnWebACL.VisibilityConfigProperty(
+        cloud_watch_metrics_enabled=True, metric_name=name, sampled_requests_enabled=True
+    )

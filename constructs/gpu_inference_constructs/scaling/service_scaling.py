@@ -57,7 +57,9 @@ class ServiceScaling(Construct):
         model = service.model
         props = props or model.scaling
         contract = service.contract
-        self.task_count = service.service.auto_scale_task_count(min_capacity=model.min_tasks, max_capacity=model.max_tasks)
+        self.task_count = service.service.auto_scale_task_count(
+            min_capacity=model.min_tasks, max_capacity=model.max_tasks
+        )
         target = self.task_count.node.find_child("Target")
         assert isinstance(target, appscaling.ScalableTarget), target
         self.scalable_target: appscaling.ScalableTarget = target
@@ -66,7 +68,9 @@ class ServiceScaling(Construct):
 
         # Step policies only add tasks; target tracking is what removes them. A contract whose signals only scale out
         # (none with a target) therefore also tracks requests per target, or it could never scale in.
-        if not any(isinstance(signal, ScalingSignal) and signal.target is not None for signal in contract.scaling_signals):
+        if not any(
+            isinstance(signal, ScalingSignal) and signal.target is not None for signal in contract.scaling_signals
+        ):
             self._track_requests(service, props, out_cooldown, in_cooldown)
         self._scale_out_on(
             "LatencyP95",
@@ -97,7 +101,9 @@ class ServiceScaling(Construct):
         self.prewarm_actions = self._prewarm(service, scaling.capacity_prewarm)
         self.predictive_policy = None
         if scaling.predictive.mode != "off":
-            self.predictive_policy = self._add_predictive(scaling.predictive, props, service, service.load_balancer_full_name)
+            self.predictive_policy = self._add_predictive(
+                scaling.predictive, props, service, service.load_balancer_full_name
+            )
 
     @staticmethod
     def _prewarm(service: ModelService, prewarms: tuple[CapacityPrewarm, ...]) -> list[autoscaling.ScheduledAction]:
@@ -106,15 +112,23 @@ class ServiceScaling(Construct):
         if not prewarms:
             return []
         group = service.capacity_group
-        require(group is not None, "scaling.capacity_prewarm",
-                f"model {service.model.name!r} runs on a ClusterCapacity (a capacity provider of your own), whose Auto "
-                "Scaling group the library cannot raise: schedule its minimum yourself (autoscaling.AutoScalingGroup."
-                "scale_on_schedule) and leave capacity_prewarm out of this ServiceScaling's scaling")
+        require(
+            group is not None,
+            "scaling.capacity_prewarm",
+            f"model {service.model.name!r} runs on a ClusterCapacity (a capacity provider of your own), whose Auto "
+            "Scaling group the library cannot raise: schedule its minimum yourself (autoscaling.AutoScalingGroup."
+            "scale_on_schedule) and leave capacity_prewarm out of this ServiceScaling's scaling",
+        )
         assert group is not None  # required above
         return [group.add_prewarm(prewarm) for prewarm in prewarms]
 
-    def _track_requests(self, model_service: ModelService, props: ModelScalingProps, out_cooldown: cdk.Duration,
-                        in_cooldown: cdk.Duration) -> None:
+    def _track_requests(
+        self,
+        model_service: ModelService,
+        props: ModelScalingProps,
+        out_cooldown: cdk.Duration,
+        in_cooldown: cdk.Duration,
+    ) -> None:
         """Target tracking on requests per target: of the one target group, or across both (:meth:`_track_requests_across`)."""
         if len(model_service.target_groups) > 1:
             self._track_requests_across(model_service, model_service.load_balancer_full_name, props)
@@ -132,22 +146,46 @@ class ServiceScaling(Construct):
             scale_in_cooldown=in_cooldown,
         )
 
-    def _add_signal(self, model_service: ModelService, signal: ScalingSignal | ExpressionSignal,
-                    out_cooldown: cdk.Duration, in_cooldown: cdk.Duration) -> None:
+    def _add_signal(
+        self,
+        model_service: ModelService,
+        signal: ScalingSignal | ExpressionSignal,
+        out_cooldown: cdk.Duration,
+        in_cooldown: cdk.Duration,
+    ) -> None:
         """One signal the server's contract declares: target tracking, or a step policy that adds tasks."""
         if isinstance(signal, ExpressionSignal):
             metric: cloudwatch.IMetric = signal_expression(model_service, signal)
-            self._scale_out_on(signal.policy_id, metric, signal.scale_out_above, out_cooldown,
-                               evaluation_periods=signal.evaluation_periods, maximum=signal.maximum)
+            self._scale_out_on(
+                signal.policy_id,
+                metric,
+                signal.scale_out_above,
+                out_cooldown,
+                evaluation_periods=signal.evaluation_periods,
+                maximum=signal.maximum,
+            )
         else:
-            metric = model_service.metric_server(signal.metric, signal.statistic, period=cdk.Duration.seconds(signal.period_seconds))
+            metric = model_service.metric_server(
+                signal.metric, signal.statistic, period=cdk.Duration.seconds(signal.period_seconds)
+            )
             if signal.target is not None:
-                self.task_count.scale_to_track_custom_metric(signal.policy_id, metric=metric, target_value=signal.target,
-                                                             scale_out_cooldown=out_cooldown, scale_in_cooldown=in_cooldown)
+                self.task_count.scale_to_track_custom_metric(
+                    signal.policy_id,
+                    metric=metric,
+                    target_value=signal.target,
+                    scale_out_cooldown=out_cooldown,
+                    scale_in_cooldown=in_cooldown,
+                )
             else:
                 assert signal.scale_out_above is not None  # a signal sets exactly one of target and scale_out_above
-                self._scale_out_on(signal.policy_id, metric, signal.scale_out_above, out_cooldown,
-                                   evaluation_periods=signal.evaluation_periods, maximum=signal.maximum)
+                self._scale_out_on(
+                    signal.policy_id,
+                    metric,
+                    signal.scale_out_above,
+                    out_cooldown,
+                    evaluation_periods=signal.evaluation_periods,
+                    maximum=signal.maximum,
+                )
         self.signal_metrics[signal.policy_id] = metric
 
     def _track_requests_across(
@@ -166,8 +204,12 @@ class ServiceScaling(Construct):
                         namespace="AWS/ApplicationELB",
                         metric_name=name,
                         dimensions=[
-                            appscaling.CfnScalingPolicy.TargetTrackingMetricDimensionProperty(name="LoadBalancer", value=load_balancer_full_name),
-                            appscaling.CfnScalingPolicy.TargetTrackingMetricDimensionProperty(name="TargetGroup", value=target_group.target_group_full_name),
+                            appscaling.CfnScalingPolicy.TargetTrackingMetricDimensionProperty(
+                                name="LoadBalancer", value=load_balancer_full_name
+                            ),
+                            appscaling.CfnScalingPolicy.TargetTrackingMetricDimensionProperty(
+                                name="TargetGroup", value=target_group.target_group_full_name
+                            ),
                         ],
                     ),
                 ),
@@ -196,7 +238,9 @@ class ServiceScaling(Construct):
                 target_value=props.requests_per_target_per_minute,
                 scale_out_cooldown=props.scale_out_cooldown_seconds,
                 scale_in_cooldown=props.scale_in_cooldown_seconds,
-                customized_metric_specification=appscaling.CfnScalingPolicy.CustomizedMetricSpecificationProperty(metrics=queries),
+                customized_metric_specification=appscaling.CfnScalingPolicy.CustomizedMetricSpecificationProperty(
+                    metrics=queries
+                ),
             ),
         )
 
@@ -211,7 +255,10 @@ class ServiceScaling(Construct):
     ) -> None:
         """Step policy that only adds tasks (+1 above the threshold, +2 above twice it where the metric, at most
         ``maximum``, can get there); target tracking scales in."""
-        steps = [appscaling.ScalingInterval(upper=threshold, change=0), appscaling.ScalingInterval(lower=threshold, change=1)]
+        steps = [
+            appscaling.ScalingInterval(upper=threshold, change=0),
+            appscaling.ScalingInterval(lower=threshold, change=1),
+        ]
         if maximum is None or threshold * 2 < maximum:
             steps.append(appscaling.ScalingInterval(lower=threshold * 2, change=2))
         self.task_count.scale_on_metric(
@@ -253,7 +300,9 @@ class ServiceScaling(Construct):
                         ),
                     )
                     if len(model_service.target_groups) == 1
-                    else self._requests_across_target_groups_for_prediction(model_service, load_balancer_full_name, props)
+                    else self._requests_across_target_groups_for_prediction(
+                        model_service, load_balancer_full_name, props
+                    )
                 ],
             ),
         )
@@ -282,8 +331,12 @@ class ServiceScaling(Construct):
                         namespace="AWS/ApplicationELB",
                         metric_name=name,
                         dimensions=[
-                            policy.PredictiveScalingMetricDimensionProperty(name="LoadBalancer", value=load_balancer_full_name),
-                            policy.PredictiveScalingMetricDimensionProperty(name="TargetGroup", value=target_group.target_group_full_name),
+                            policy.PredictiveScalingMetricDimensionProperty(
+                                name="LoadBalancer", value=load_balancer_full_name
+                            ),
+                            policy.PredictiveScalingMetricDimensionProperty(
+                                name="TargetGroup", value=target_group.target_group_full_name
+                            ),
                         ],
                     ),
                 ),
@@ -293,7 +346,9 @@ class ServiceScaling(Construct):
         requests = " + ".join(f"FILL(requests_{i}, 0)" for i, _ in groups)
         healthy = " + ".join(f"FILL(healthy_{i}, 0)" for i, _ in groups)
         request_stats = [stat(f"requests_{i}", "RequestCount", "Sum", tg) for i, tg in groups]
-        load = policy.PredictiveScalingMetricDataQueryProperty(id="load", expression=requests, label="requests, both target groups", return_data=True)
+        load = policy.PredictiveScalingMetricDataQueryProperty(
+            id="load", expression=requests, label="requests, both target groups", return_data=True
+        )
         per_target = policy.PredictiveScalingMetricDataQueryProperty(
             id="requests_per_target",
             expression=f"IF(({healthy}) > 0, ({requests}) / ({healthy}), {requests}) * 60 / PERIOD(requests_0)",
@@ -302,9 +357,15 @@ class ServiceScaling(Construct):
         )
         return policy.PredictiveScalingMetricSpecificationProperty(
             target_value=props.requests_per_target_per_minute,
-            customized_load_metric_specification=policy.PredictiveScalingCustomizedLoadMetricProperty(metric_data_queries=[*request_stats, load]),
+            customized_load_metric_specification=policy.PredictiveScalingCustomizedLoadMetricProperty(
+                metric_data_queries=[*request_stats, load]
+            ),
             customized_scaling_metric_specification=policy.PredictiveScalingCustomizedScalingMetricProperty(
-                metric_data_queries=[*request_stats, *[stat(f"healthy_{i}", "HealthyHostCount", "Average", tg) for i, tg in groups], per_target]
+                metric_data_queries=[
+                    *request_stats,
+                    *[stat(f"healthy_{i}", "HealthyHostCount", "Average", tg) for i, tg in groups],
+                    per_target,
+                ]
             ),
         )
 
@@ -313,8 +374,11 @@ def signal_expression(model_service: ModelService, signal: ExpressionSignal) -> 
     """An expression signal's metric math over the server's metrics (and the service's CPU), per minute."""
     minute = cdk.Duration.minutes(1)
     using: dict[str, cloudwatch.IMetric] = {
-        metric_id: model_service.service.metric_cpu_utilization(period=minute) if name == SERVICE_CPU
+        metric_id: model_service.service.metric_cpu_utilization(period=minute)
+        if name == SERVICE_CPU
         else model_service.metric_server(name, statistic)
         for metric_id, (name, statistic) in signal.metrics.items()
     }
-    return cloudwatch.MathExpression(expression=signal.expression, using_metrics=using, period=minute, label=signal.label)
+    return cloudwatch.MathExpression(
+        expression=signal.expression, using_metrics=using, period=minute, label=signal.label
+    )

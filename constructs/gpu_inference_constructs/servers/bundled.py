@@ -54,7 +54,9 @@ BUNDLED_DOCS_PATHS = ("/docs", "/openapi.json")
 MAX_BUNDLED_WORKERS: int = server_facts.MAX_WORKERS  # the server refuses more (its WORKERS)
 
 
-def bundled_stop(drain_seconds: int = BUNDLED_DEFAULT_DRAIN_SECONDS, request_timeout_seconds: int | None = None) -> StopTiming:
+def bundled_stop(
+    drain_seconds: int = BUNDLED_DEFAULT_DRAIN_SECONDS, request_timeout_seconds: int | None = None
+) -> StopTiming:
     """This repository's server: drains for ``DRAIN_TIMEOUT_S`` (default 70 s, its settings.py default), then its
     supervisor kills what is left after 15 s more and exits; no request runs past ``REQUEST_TIMEOUT_S``."""
     return StopTiming(drain_seconds, BUNDLED_EXIT_SECONDS, request_timeout_seconds)
@@ -63,10 +65,30 @@ def bundled_stop(drain_seconds: int = BUNDLED_DEFAULT_DRAIN_SECONDS, request_tim
 def bundled_environment_keys() -> tuple[str, ...]:
     """Variables the bundled preset sets from the model's own keys (ModelProps.environment may not)."""
     return (
-        "PORT", "MODEL_NAME", "MODEL_VERSION", "MODEL_URI", "MODEL_TASK", "MODEL_CACHE_DIR", "DEPLOYMENT_ENV",
-        "MAX_BATCH_SIZE", "MAX_BATCH_WAIT_MS", "MAX_QUEUE_SIZE", "MAX_SEQUENCE_LENGTH", "REQUEST_TIMEOUT_S",
-        "DRAIN_TIMEOUT_S", "KEEP_ALIVE_S", "RESULT_CACHE_SIZE", "MODEL_RUNTIME", "COMPILE_CACHE_URI", "REQUIRE_MANIFEST", "API_KEYS", "DOCS",
-        "AWS_DEFAULT_REGION", "HOME", "TMPDIR", *OTEL_ENVIRONMENT_KEYS,
+        "PORT",
+        "MODEL_NAME",
+        "MODEL_VERSION",
+        "MODEL_URI",
+        "MODEL_TASK",
+        "MODEL_CACHE_DIR",
+        "DEPLOYMENT_ENV",
+        "MAX_BATCH_SIZE",
+        "MAX_BATCH_WAIT_MS",
+        "MAX_QUEUE_SIZE",
+        "MAX_SEQUENCE_LENGTH",
+        "REQUEST_TIMEOUT_S",
+        "DRAIN_TIMEOUT_S",
+        "KEEP_ALIVE_S",
+        "RESULT_CACHE_SIZE",
+        "MODEL_RUNTIME",
+        "COMPILE_CACHE_URI",
+        "REQUIRE_MANIFEST",
+        "API_KEYS",
+        "DOCS",
+        "AWS_DEFAULT_REGION",
+        "HOME",
+        "TMPDIR",
+        *OTEL_ENVIRONMENT_KEYS,
     )
 
 
@@ -100,8 +122,12 @@ def bundled_workers_for(environment: Mapping[str, str], cpu_units: int) -> int:
 SERVER_IMAGE_DIRECTORY = Path(__file__).parents[1] / "server_image"
 
 
-def bundled_server_image(*, handler_package: str | PathLike[str] | None = None, handler: str | None = None,
-                         requirements: str | PathLike[str] | None = None) -> ecs.ContainerImage:
+def bundled_server_image(
+    *,
+    handler_package: str | PathLike[str] | None = None,
+    handler: str | None = None,
+    requirements: str | PathLike[str] | None = None,
+) -> ecs.ContainerImage:
     """The bundled server's image, built for linux/amd64 by ``cdk deploy`` (a Docker image asset; synth needs no
     Docker) from the build context this package ships: ``pip install`` is all a team needs.
 
@@ -126,17 +152,30 @@ def bundled_server_image(*, handler_package: str | PathLike[str] | None = None, 
     from .handler_image import handler_image
 
     if handler_package is None and handler is None and requirements is None:
-        return ecs.ContainerImage.from_asset(str(SERVER_IMAGE_DIRECTORY), platform=ecr_assets.Platform.LINUX_AMD64,
-                                             display_name="gpu-inference-server")
-    require(handler_package is not None, "handler_package",
-            "is missing: the team's package directory (with its pyproject.toml) goes with handler= and requirements=. "
-            "For a handler class the bundled image holds already, set ModelProps.environment['MODEL_HANDLER'] instead")
-    require(handler is not None, "handler",
-            "is missing: name the class in handler_package that the server runs, module:Class (its MODEL_HANDLER), "
-            "e.g. handler='ranking_handler.handlers:RankingHandler'")
+        return ecs.ContainerImage.from_asset(
+            str(SERVER_IMAGE_DIRECTORY), platform=ecr_assets.Platform.LINUX_AMD64, display_name="gpu-inference-server"
+        )
+    require(
+        handler_package is not None,
+        "handler_package",
+        "is missing: the team's package directory (with its pyproject.toml) goes with handler= and requirements=. "
+        "For a handler class the bundled image holds already, set ModelProps.environment['MODEL_HANDLER'] instead",
+    )
+    require(
+        handler is not None,
+        "handler",
+        "is missing: name the class in handler_package that the server runs, module:Class (its MODEL_HANDLER), "
+        "e.g. handler='ranking_handler.handlers:RankingHandler'",
+    )
     assert handler_package is not None and handler is not None  # for the type checker: required above
-    return handler_image(SERVER_IMAGE_DIRECTORY, handler_package, handler, requirements,
-                         platform=ecr_assets.Platform.LINUX_AMD64, display_name="gpu-inference-server-handler")
+    return handler_image(
+        SERVER_IMAGE_DIRECTORY,
+        handler_package,
+        handler,
+        requirements,
+        platform=ecr_assets.Platform.LINUX_AMD64,
+        display_name="gpu-inference-server-handler",
+    )
 
 
 @dataclass(frozen=True)
@@ -179,17 +218,41 @@ class BundledServerProps:
         require_range(self.max_batch_wait_ms, 0, 100, "max_batch_wait_ms", hint=" (a few ms is right)")
         require_range(self.max_queue_size, 1, 100_000, "max_queue_size")
         require_range(self.max_sequence_length, 8, 8192, "max_sequence_length")
-        require_range(self.request_timeout_seconds, 1, ALB_MAX_IDLE_TIMEOUT_SECONDS - IDLE_TIMEOUT_MARGIN_SECONDS, "request_timeout_seconds",
-                      hint=" (the load balancer's idle timeout, at most 4000 s, is derived from it)")
-        require_range(self.drain_seconds, 5, 120 - BUNDLED_EXIT_SECONDS, "drain_seconds",
-                      hint=f" (with the {BUNDLED_EXIT_SECONDS} s the server then takes to exit, inside the 2-minute Spot notice)")
-        require(self.scaling.queue_depth_scale_out < self.max_queue_size, "scaling.queue_depth_scale_out",
-                f"{self.scaling.queue_depth_scale_out} can never be passed: a task queues at most max_queue_size "
-                f"({self.max_queue_size}); lower it, or raise max_queue_size")
-        require(0 <= self.result_cache_size <= 1_000_000, "result_cache_size", f"{self.result_cache_size} is out of range; allowed 0 (off) to 1000000")
-        require(self.runtime in MODEL_RUNTIMES, "runtime", f"{self.runtime!r}: use one of {', '.join(MODEL_RUNTIMES)} (publish the version with --runtime {self.runtime})")
-        require(self.runtime == "eager" or self.task in TEXT_TASKS, "runtime",
-                f"{self.runtime!r} is built for the bundled server's text-classification and text-embedding; use eager for this model")
+        require_range(
+            self.request_timeout_seconds,
+            1,
+            ALB_MAX_IDLE_TIMEOUT_SECONDS - IDLE_TIMEOUT_MARGIN_SECONDS,
+            "request_timeout_seconds",
+            hint=" (the load balancer's idle timeout, at most 4000 s, is derived from it)",
+        )
+        require_range(
+            self.drain_seconds,
+            5,
+            120 - BUNDLED_EXIT_SECONDS,
+            "drain_seconds",
+            hint=f" (with the {BUNDLED_EXIT_SECONDS} s the server then takes to exit, inside the 2-minute Spot notice)",
+        )
+        require(
+            self.scaling.queue_depth_scale_out < self.max_queue_size,
+            "scaling.queue_depth_scale_out",
+            f"{self.scaling.queue_depth_scale_out} can never be passed: a task queues at most max_queue_size "
+            f"({self.max_queue_size}); lower it, or raise max_queue_size",
+        )
+        require(
+            0 <= self.result_cache_size <= 1_000_000,
+            "result_cache_size",
+            f"{self.result_cache_size} is out of range; allowed 0 (off) to 1000000",
+        )
+        require(
+            self.runtime in MODEL_RUNTIMES,
+            "runtime",
+            f"{self.runtime!r}: use one of {', '.join(MODEL_RUNTIMES)} (publish the version with --runtime {self.runtime})",
+        )
+        require(
+            self.runtime == "eager" or self.task in TEXT_TASKS,
+            "runtime",
+            f"{self.runtime!r} is built for the bundled server's text-classification and text-embedding; use eager for this model",
+        )
 
 
 @dataclass(frozen=True)
@@ -230,12 +293,19 @@ class BundledServer(ServerDefinition):
 
     def check(self, model: ModelProps) -> None:
         """What this preset needs of the model, checked before any construct is made."""
-        require(model.gpus == 1, "gpus", f"{model.gpus}: the bundled server uses one GPU per task; run more tasks, or serve with vLLM (VllmServer) for tensor parallelism")
+        require(
+            model.gpus == 1,
+            "gpus",
+            f"{model.gpus}: the bundled server uses one GPU per task; run more tasks, or serve with vLLM (VllmServer) for tensor parallelism",
+        )
         model.check_reserved_environment(bundled_environment_keys(), self.name)
         handler = self.handler
-        require(handler is None or "MODEL_HANDLER" not in model.environment, "environment",
-                f"['MODEL_HANDLER'] is {model.environment.get('MODEL_HANDLER')!r}, but the image was built with the handler "
-                f"{handler!r} (bundled_server_image(handler=...)), which the task sets: remove environment['MODEL_HANDLER']")
+        require(
+            handler is None or "MODEL_HANDLER" not in model.environment,
+            "environment",
+            f"['MODEL_HANDLER'] is {model.environment.get('MODEL_HANDLER')!r}, but the image was built with the handler "
+            f"{handler!r} (bundled_server_image(handler=...)), which the task sets: remove environment['MODEL_HANDLER']",
+        )
         bundled_workers_for(model.environment, model.cpu)
 
     @property

@@ -45,31 +45,78 @@ class BundledScalingProps:
         require_range(self.queue_signal_periods, 1, 10, "queue_signal_periods")
 
 
-def bundled_scaling_signals(scaling: BundledScalingProps, queue_capacity: int) -> tuple[ScalingSignal | ExpressionSignal, ...]:
+def bundled_scaling_signals(
+    scaling: BundledScalingProps, queue_capacity: int
+) -> tuple[ScalingSignal | ExpressionSignal, ...]:
     """Its model queue (high resolution, seconds), GPU utilisation, and CPU high while its queue grows (a CPU spike
     alone does not scale)."""
     return (
-        ScalingSignal(metric_names.QUEUE_DEPTH, "Maximum", scale_out_above=scaling.queue_depth_scale_out,
-                      maximum=queue_capacity, period_seconds=scaling.queue_signal_period_seconds,
-                      evaluation_periods=scaling.queue_signal_periods, name="QueueBacklog"),
-        ScalingSignal(metric_names.GPU_UTILIZATION, "Average", scale_out_above=scaling.gpu_utilization_percent,
-                      maximum=100, name="GpuUtilization", whole_gpu_only=True),
-        ExpressionSignal("CpuAndQueueGrowing", f"IF(cpu > {scaling.cpu_percent} AND DIFF(queue) > 0, 1, 0)",
-                         {"cpu": (SERVICE_CPU, "Average"), "queue": (metric_names.QUEUE_DEPTH, "Maximum")},
-                         "CPU high and queue growing", scale_out_above=1, maximum=1, evaluation_periods=3),
+        ScalingSignal(
+            metric_names.QUEUE_DEPTH,
+            "Maximum",
+            scale_out_above=scaling.queue_depth_scale_out,
+            maximum=queue_capacity,
+            period_seconds=scaling.queue_signal_period_seconds,
+            evaluation_periods=scaling.queue_signal_periods,
+            name="QueueBacklog",
+        ),
+        ScalingSignal(
+            metric_names.GPU_UTILIZATION,
+            "Average",
+            scale_out_above=scaling.gpu_utilization_percent,
+            maximum=100,
+            name="GpuUtilization",
+            whole_gpu_only=True,
+        ),
+        ExpressionSignal(
+            "CpuAndQueueGrowing",
+            f"IF(cpu > {scaling.cpu_percent} AND DIFF(queue) > 0, 1, 0)",
+            {"cpu": (SERVICE_CPU, "Average"), "queue": (metric_names.QUEUE_DEPTH, "Maximum")},
+            "CPU high and queue growing",
+            scale_out_above=1,
+            maximum=1,
+            evaluation_periods=3,
+        ),
     )
 
 
 # Thresholds from the environment's MonitoringProps; on a GPU share the device's figures are every co-tenant's (the
 # server plans within its share, docs/server.md), so the GPU alarms are for whole GPUs.
 BUNDLED_ALARMS = (
-    ServerAlarm("QueueDepth", metric_names.QUEUE_DEPTH, "Maximum", threshold_setting="queue_depth", periods=3,
-                description="server queue above {threshold} requests for 3 minutes"),
-    ServerAlarm("RejectedRequests", metric_names.REJECTED_REQUESTS, "Sum", threshold_setting="rejected_requests_per_minute",
-                periods=2, description="more than {threshold} requests a minute shed with 503 (queue full or draining)"),
-    ServerAlarm("GpuMemory", metric_names.GPU_MEMORY_UTILIZATION, "Maximum", threshold_setting="gpu_memory_percent",
-                periods=3, whole_gpu_only=True, description="GPU memory above {threshold}% (risk of CUDA out-of-memory)"),
-    ServerAlarm("LowGpuUtilization", metric_names.GPU_UTILIZATION, "Average", threshold_setting="low_gpu_utilization_percent",
-                periods_setting="low_gpu_utilization_hours", period_seconds=3600, below=True, whole_gpu_only=True,
-                description="GPU below {threshold}% busy for {periods} hours: paying for idle GPUs (lower min_tasks or add a schedule)"),
+    ServerAlarm(
+        "QueueDepth",
+        metric_names.QUEUE_DEPTH,
+        "Maximum",
+        threshold_setting="queue_depth",
+        periods=3,
+        description="server queue above {threshold} requests for 3 minutes",
+    ),
+    ServerAlarm(
+        "RejectedRequests",
+        metric_names.REJECTED_REQUESTS,
+        "Sum",
+        threshold_setting="rejected_requests_per_minute",
+        periods=2,
+        description="more than {threshold} requests a minute shed with 503 (queue full or draining)",
+    ),
+    ServerAlarm(
+        "GpuMemory",
+        metric_names.GPU_MEMORY_UTILIZATION,
+        "Maximum",
+        threshold_setting="gpu_memory_percent",
+        periods=3,
+        whole_gpu_only=True,
+        description="GPU memory above {threshold}% (risk of CUDA out-of-memory)",
+    ),
+    ServerAlarm(
+        "LowGpuUtilization",
+        metric_names.GPU_UTILIZATION,
+        "Average",
+        threshold_setting="low_gpu_utilization_percent",
+        periods_setting="low_gpu_utilization_hours",
+        period_seconds=3600,
+        below=True,
+        whole_gpu_only=True,
+        description="GPU below {threshold}% busy for {periods} hours: paying for idle GPUs (lower min_tasks or add a schedule)",
+    ),
 )

@@ -35,61 +35,96 @@ PACKAGE_DIRECTORY = "handler_package"
 REQUIREMENTS_FILE = "handler-requirements.lock"
 # Never copied from the team's package directory (beside the server's .dockerignore exclusions): environments,
 # build outputs and caches that pip does not need and that would change the asset's hash.
-PACKAGE_EXCLUDES = (".git", ".venv", "venv", ".tox", "build", "dist", "cdk.out", "node_modules", ".ruff_cache",
-                    ".DS_Store")
+PACKAGE_EXCLUDES = (
+    ".git",
+    ".venv",
+    "venv",
+    ".tox",
+    "build",
+    "dist",
+    "cdk.out",
+    "node_modules",
+    ".ruff_cache",
+    ".DS_Store",
+)
 DISABLE_ASSET_STAGING_CONTEXT = "aws:cdk:disable-asset-staging"  # aws_cdk.cx_api.DISABLE_ASSET_STAGING_CONTEXT
 SERVER_USER = "10001:10001"  # the bundled Dockerfile's USER (BundledServer runs the task as the same)
 SERVER_WORKDIR = "/scratch"
 
 
 def check_handler(handler: str) -> None:
-    require(isinstance(handler, str) and HANDLER_PATTERN.fullmatch(handler) is not None, "handler",
-            f"{handler!r} is not module:Class: name the handler class as the server's MODEL_HANDLER takes it, its "
-            "module's import path, a colon and the class the module defines, e.g. 'ranking_handler.handlers:RankingHandler'")
+    require(
+        isinstance(handler, str) and HANDLER_PATTERN.fullmatch(handler) is not None,
+        "handler",
+        f"{handler!r} is not module:Class: name the handler class as the server's MODEL_HANDLER takes it, its "
+        "module's import path, a colon and the class the module defines, e.g. 'ranking_handler.handlers:RankingHandler'",
+    )
     top = handler.split(".")[0].split(":")[0]
-    require(top != SERVER_PACKAGE, "handler",
-            f"{handler!r}: a module named {SERVER_PACKAGE} would replace the server itself; give your package its own "
-            "top-level name")
+    require(
+        top != SERVER_PACKAGE,
+        "handler",
+        f"{handler!r}: a module named {SERVER_PACKAGE} would replace the server itself; give your package its own "
+        "top-level name",
+    )
 
 
 def check_package(package: Path, handler: str) -> None:
     """The directory pip can install, holding the handler's top-level module (flat or src layout)."""
-    require(package.is_dir(), "handler_package",
-            f"{str(package)!r} is not a directory (resolved from {Path.cwd()}, where the app runs): pass the directory "
-            "that holds your handler package's pyproject.toml")
-    require(any((package / marker).is_file() for marker in PACKAGE_MARKERS), "handler_package",
-            f"{str(package)!r} has neither pyproject.toml nor setup.py, so pip cannot install it into the image: add a "
-            "pyproject.toml ([build-system] requires = [\"setuptools>=68\"], build-backend = \"setuptools.build_meta\"; "
-            "[project] name and version) beside the package's folder")
+    require(
+        package.is_dir(),
+        "handler_package",
+        f"{str(package)!r} is not a directory (resolved from {Path.cwd()}, where the app runs): pass the directory "
+        "that holds your handler package's pyproject.toml",
+    )
+    require(
+        any((package / marker).is_file() for marker in PACKAGE_MARKERS),
+        "handler_package",
+        f"{str(package)!r} has neither pyproject.toml nor setup.py, so pip cannot install it into the image: add a "
+        'pyproject.toml ([build-system] requires = ["setuptools>=68"], build-backend = "setuptools.build_meta"; '
+        "[project] name and version) beside the package's folder",
+    )
     top = handler.split(".")[0].split(":")[0]
     places = [package / top, package / f"{top}.py", package / "src" / top, package / "src" / f"{top}.py"]
-    require(any(place.exists() for place in places), "handler_package",
-            f"{str(package)!r} does not hold the handler's module {top!r}: looked for {top}/ and {top}.py, and under "
-            f"src/; put the package's folder beside its pyproject.toml, or name the module it installs in handler=")
+    require(
+        any(place.exists() for place in places),
+        "handler_package",
+        f"{str(package)!r} does not hold the handler's module {top!r}: looked for {top}/ and {top}.py, and under "
+        f"src/; put the package's folder beside its pyproject.toml, or name the module it installs in handler=",
+    )
 
 
 def check_requirements(requirements: Path) -> None:
     """A lock pip installs in hash-checking mode: every requirement pinned with its hashes."""
-    require(requirements.is_file(), "requirements",
-            f"{str(requirements)!r} is not a file (resolved from {Path.cwd()}): pass the lock of what your handler needs "
-            "beyond the server's packages, or leave requirements out")
+    require(
+        requirements.is_file(),
+        "requirements",
+        f"{str(requirements)!r} is not a file (resolved from {Path.cwd()}): pass the lock of what your handler needs "
+        "beyond the server's packages, or leave requirements out",
+    )
     text = requirements.read_text()
     joined = re.sub(r"\\\n", " ", text)
     lines = [line.split("#", 1)[0].strip() for line in joined.splitlines()]
     unhashed = [line for line in lines if line and not line.startswith("-") and "--hash=" not in line]
     if unhashed:
-        raise ConfigError("requirements", f"{str(requirements)!r}: {unhashed[0]!r} has no --hash: the image installs the "
-                          "lock with pip --require-hashes (as the server's own); write it with `uv pip compile "
-                          "--generate-hashes requirements.txt` or `pip-compile --generate-hashes`")
+        raise ConfigError(
+            "requirements",
+            f"{str(requirements)!r}: {unhashed[0]!r} has no --hash: the image installs the "
+            "lock with pip --require-hashes (as the server's own); write it with `uv pip compile "
+            "--generate-hashes requirements.txt` or `pip-compile --generate-hashes`",
+        )
 
 
 def handler_stage(handler: str, *, requirements: bool) -> str:
     """The Dockerfile lines added after the bundled server's: the team's package installed into the server's Python,
     its handler imported as the server will import it, and the server's user back."""
     lock = (
-        f"COPY {REQUIREMENTS_FILE} ./\n"
-        f"RUN python -m pip install --only-binary :all: --require-hashes -r {REQUIREMENTS_FILE}\n"
-    ) if requirements else ""
+        (
+            f"COPY {REQUIREMENTS_FILE} ./\n"
+            f"RUN python -m pip install --only-binary :all: --require-hashes -r {REQUIREMENTS_FILE}\n"
+        )
+        if requirements
+        else ""
+    )
     return (
         "\n"
         "# The team's handler, added by gpu_inference_constructs.bundled_server_image(handler_package=..., handler=...):\n"
@@ -98,7 +133,6 @@ def handler_stage(handler: str, *, requirements: bool) -> str:
         "# the build. The handler is imported and checked (a Handler subclass) as the server will, so a wrong module or\n"
         "# class fails the build, not a deployment.\n"
         "USER 0:0\n"  # root, by number (hadolint DL3066): pip installs into the base's root-owned Python
-
         "WORKDIR /build\n"
         f"{lock}"
         f"COPY {PACKAGE_DIRECTORY} ./{PACKAGE_DIRECTORY}\n"
@@ -126,14 +160,17 @@ def server_context_rules(server_directory: Path) -> tuple[list[str], list[str]]:
         elif line.startswith("**/"):
             excluded.append(line[3:])
         else:
-            raise ValueError(f"{server_directory / '.dockerignore'}: {line!r} is neither !<path> nor **/<pattern>; "
-                             "teach handler_image.server_context_rules to copy what it means")
+            raise ValueError(
+                f"{server_directory / '.dockerignore'}: {line!r} is neither !<path> nor **/<pattern>; "
+                "teach handler_image.server_context_rules to copy what it means"
+            )
     return admitted, excluded
 
 
 def _ignore(patterns: tuple[str, ...]):
     def ignore(_directory: str, names: list[str]) -> set[str]:
         return {name for name in names if any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)}
+
     return ignore
 
 
@@ -166,7 +203,9 @@ def assemble_build_context(server_directory: Path, package: Path, handler: str, 
     if requirements is not None:
         shutil.copy2(requirements, context / REQUIREMENTS_FILE)
     dockerfile = (server_directory / "Dockerfile").read_text()
-    (context / "Dockerfile").write_text(dockerfile.rstrip("\n") + "\n" + handler_stage(handler, requirements=requirements is not None))
+    (context / "Dockerfile").write_text(
+        dockerfile.rstrip("\n") + "\n" + handler_stage(handler, requirements=requirements is not None)
+    )
     return context
 
 
@@ -187,18 +226,26 @@ class BundledServerImage(ecs.ContainerImage):
         """Without asset staging (``cdk synth --no-staging`` sets this context) the asset would name the temporary
         build context itself, removed when the app exits, before ``cdk deploy`` builds it. BundledServer checks it
         before the task is made (a ConfigError); ``bind`` again for an image given to a container directly."""
-        require(not scope.node.try_get_context(DISABLE_ASSET_STAGING_CONTEXT), "handler_package",
-                "the image's build context is assembled in a temporary directory that only a staged asset outlives, and "
-                "asset staging is off (--no-staging): synth with staging on, or build the image yourself and pass it "
-                "with ModelProps.environment['MODEL_HANDLER']")
+        require(
+            not scope.node.try_get_context(DISABLE_ASSET_STAGING_CONTEXT),
+            "handler_package",
+            "the image's build context is assembled in a temporary directory that only a staged asset outlives, and "
+            "asset staging is off (--no-staging): synth with staging on, or build the image yourself and pass it "
+            "with ModelProps.environment['MODEL_HANDLER']",
+        )
 
     def bind(self, scope: Construct, container_definition: ecs.ContainerDefinition) -> ecs.ContainerImageConfig:
         self.check_staging(scope)
         return self._image.bind(scope, container_definition)
 
 
-def handler_image(server_directory: Path, handler_package: str | PathLike[str], handler: str,
-                  requirements: str | PathLike[str] | None, **asset_options) -> BundledServerImage:
+def handler_image(
+    server_directory: Path,
+    handler_package: str | PathLike[str],
+    handler: str,
+    requirements: str | PathLike[str] | None,
+    **asset_options,
+) -> BundledServerImage:
     """Check what the team passed, assemble the build context and make the image (see bundled_server_image)."""
     check_handler(handler)
     package = Path(handler_package)

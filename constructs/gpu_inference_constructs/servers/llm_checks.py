@@ -22,9 +22,12 @@ def check_heads(model: ModelProps, heads: int | None, server: str, key: str) -> 
     """The model's known attention ``heads`` divide over its GPUs (the server's own check at start)."""
     if heads is not None:
         fits = [n for n in COMMON_SIZES if heads % n == 0]
-        require(heads % model.gpus == 0, "gpus",
-                f"{model.gpus} GPUs cannot split the model's {heads} attention heads ({key}): {server} fails at "
-                f"start; give the model gpus that divide {heads} ({', '.join(map(str, fits))})")
+        require(
+            heads % model.gpus == 0,
+            "gpus",
+            f"{model.gpus} GPUs cannot split the model's {heads} attention heads ({key}): {server} fails at "
+            f"start; give the model gpus that divide {heads} ({', '.join(map(str, fits))})",
+        )
 
 
 def warn_unknown_heads(context: ServerContext, heads: int | None, server: str, key: str) -> None:
@@ -37,7 +40,8 @@ def warn_unknown_heads(context: ServerContext, heads: int | None, server: str, k
             "gpu-inference:tensor-parallel",
             f"models[{context.model.name}] runs {server} with tensor-parallel size {gpus}, which no common model's "
             f"attention heads divide (they are multiples of 8): {server} would fail at start. Use gpus 1, 2, 4 or 8, "
-            f"or give {key} (num_attention_heads in the model's config.json) so synth can check it")
+            f"or give {key} (num_attention_heads in the model's config.json) so synth can check it",
+        )
 
 
 def memory_fraction(fraction: float, context: ServerContext, server: str) -> float:
@@ -46,17 +50,25 @@ def memory_fraction(fraction: float, context: ServerContext, server: str) -> flo
     share = context.model.gpu_share
     if share is None:
         return fraction
-    require(context.instance_type is not None, "gpu_share",
-            f"{server} on a share needs the GPU it shares to size its KV cache: pass instance_type (or a GpuCapacity)")
+    require(
+        context.instance_type is not None,
+        "gpu_share",
+        f"{server} on a share needs the GPU it shares to size its KV cache: pass instance_type (or a GpuCapacity)",
+    )
     assert context.instance_type is not None  # required above
-    return round(fraction * share_fraction(share, context.instance_type.gpu_model, context.instance_type.gpu_memory_gib), 3)
+    return round(
+        fraction * share_fraction(share, context.instance_type.gpu_model, context.instance_type.gpu_memory_gib), 3
+    )
 
 
 def check_shared_memory(model: ModelProps, shared_memory_mib: int, key: str) -> None:
     """The server's /dev/shm fits below the task's memory, which it counts against."""
-    require(shared_memory_mib < model.memory_mib, key,
-            f"{shared_memory_mib} MiB of /dev/shm must be below memory_mib ({model.memory_mib}): shared memory counts "
-            "against the task's memory")
+    require(
+        shared_memory_mib < model.memory_mib,
+        key,
+        f"{shared_memory_mib} MiB of /dev/shm must be below memory_mib ({model.memory_mib}): shared memory counts "
+        "against the task's memory",
+    )
 
 
 class _Images(Protocol):
@@ -81,20 +93,32 @@ class _Preset(Protocol):
     def collector_image(self) -> ecs.ContainerImage | None: ...
 
 
-def preset_images(preset: _Preset, props: _Images, scope: Construct, image_id: str, missing: tuple[str, str]
-                  ) -> tuple[ecs.ContainerImage, ecs.ContainerImage | None, ecs.ContainerImage | None]:
+def preset_images(
+    preset: _Preset, props: _Images, scope: Construct, image_id: str, missing: tuple[str, str]
+) -> tuple[ecs.ContainerImage, ecs.ContainerImage | None, ecs.ContainerImage | None]:
     """(server, fetcher, collector) images: the preset's own ContainerImage, else its props' ECR mirror; a server
     image neither gives is a ConfigError (``missing``: its key and the fix)."""
     image = preset.image or (props.image.container_image(scope, image_id) if props.image is not None else None)
     if image is None:
         raise ConfigError(*missing)
-    fetcher = preset.fetcher_image or (props.fetcher_image.container_image(scope, "FetcherImage") if props.fetcher_image else None)
-    collector = preset.collector_image or (props.collector_image.container_image(scope, "CollectorImage") if props.collector_image else None)
+    fetcher = preset.fetcher_image or (
+        props.fetcher_image.container_image(scope, "FetcherImage") if props.fetcher_image else None
+    )
+    collector = preset.collector_image or (
+        props.collector_image.container_image(scope, "CollectorImage") if props.collector_image else None
+    )
     return image, fetcher, collector
 
 
-def load_signals(running: str, waiting: str, kv_cache: str, *, running_target: int, waiting_scale_out: int,
-                 kv_cache_scale_out_percent: int) -> tuple[ScalingSignal, ...]:
+def load_signals(
+    running: str,
+    waiting: str,
+    kv_cache: str,
+    *,
+    running_target: int,
+    waiting_scale_out: int,
+    kv_cache_scale_out_percent: int,
+) -> tuple[ScalingSignal, ...]:
     """Hold ``running_target`` running requests per task; add tasks when more than ``waiting_scale_out`` wait or the
     KV cache (a fraction, 0 to 1) is more than ``kv_cache_scale_out_percent`` full."""
     return (

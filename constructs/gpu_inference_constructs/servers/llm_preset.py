@@ -56,8 +56,11 @@ class LlmPreset(ServerDefinition, Generic[PropsT]):
 
     def __post_init__(self) -> None:
         require_props(self.props, self.props_type, type(self).__name__)
-        require_one_image(type(self).__name__, self.props, {"image": self.image, "fetcher_image": self.fetcher_image,
-                                                             "collector_image": self.collector_image})
+        require_one_image(
+            type(self).__name__,
+            self.props,
+            {"image": self.image, "fetcher_image": self.fetcher_image, "collector_image": self.collector_image},
+        )
 
     @property
     def longest_request_seconds(self) -> int:

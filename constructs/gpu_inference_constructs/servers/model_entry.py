@@ -33,15 +33,19 @@ SERVER_BLOCKS = {"vllm": "vLLM", "neuron": "TorchServe on Neuron"}
 POOL_BLOCK = "pool"
 
 
-def split_model_entry(entry: dict[str, Any], key: str, *, app_keys: frozenset[str] = frozenset()) -> tuple[dict[str, Any], ServerProps]:
+def split_model_entry(
+    entry: dict[str, Any], key: str, *, app_keys: frozenset[str] = frozenset()
+) -> tuple[dict[str, Any], ServerProps]:
     """(the entry's ModelProps keys, its server's props). ``app_keys`` are the caller's own keys, left for it to
     read; any other key is refused, and so is a bundled-server key beside a ``vllm`` block (vLLM would ignore it)."""
     for name in sorted(entry):
         if name in MOVED_KEYS:
             raise ConfigError(f"{key}.{name}", f"is no longer a key: {MOVED_KEYS[name]}")
     if isinstance(entry.get("vllm"), dict) and "longest_generation_seconds" in entry["vllm"]:
-        raise ConfigError(f"{key}.vllm.longest_generation_seconds", "is now longest_request_seconds (the same meaning, "
-                                                                      "one name with the other presets)")
+        raise ConfigError(
+            f"{key}.vllm.longest_generation_seconds",
+            "is now longest_request_seconds (the same meaning, one name with the other presets)",
+        )
     allowed = MODEL_KEYS | BUNDLED_KEYS | set(SERVER_BLOCKS) | {POOL_BLOCK} | app_keys
     unknown = sorted(set(entry) - allowed)
     if unknown:
@@ -53,15 +57,23 @@ def split_model_entry(entry: dict[str, Any], key: str, *, app_keys: frozenset[st
     if len(blocks) > 1:
         raise ConfigError(f"{key}.{blocks[1]}", f"beside a {blocks[0]} block: a model runs one server; keep one block")
     if blocks and POOL_BLOCK in entry:
-        raise ConfigError(f"{key}.{blocks[0]}", f"beside a {POOL_BLOCK} block: a pool runs the bundled server; remove "
-                                                f"the {blocks[0]} block, or the {POOL_BLOCK} block")
+        raise ConfigError(
+            f"{key}.{blocks[0]}",
+            f"beside a {POOL_BLOCK} block: a pool runs the bundled server; remove "
+            f"the {blocks[0]} block, or the {POOL_BLOCK} block",
+        )
     if blocks:
         block = blocks[0]
         if bundled_keys:
-            raise ConfigError(f"{key}.{bundled_keys[0]}", f"is a key of the bundled server, but this model runs "
-                                                          f"{SERVER_BLOCKS[block]} (its {block} block), which would ignore "
-                                                          f"it: remove it, or set the server's own key in {block}")
-        server: ServerProps = from_dict(VllmProps if block == "vllm" else NeuronServerProps, entry[block], f"{key}.{block}")
+            raise ConfigError(
+                f"{key}.{bundled_keys[0]}",
+                f"is a key of the bundled server, but this model runs "
+                f"{SERVER_BLOCKS[block]} (its {block} block), which would ignore "
+                f"it: remove it, or set the server's own key in {block}",
+            )
+        server: ServerProps = from_dict(
+            VllmProps if block == "vllm" else NeuronServerProps, entry[block], f"{key}.{block}"
+        )
     else:
         props = {name: entry[name] for name in sorted(set(entry) & BUNDLED_KEYS)}
         if bundled_scaling:

@@ -49,7 +49,8 @@ NEURON_MODEL_DIR = f"{SCRATCH_PATH}/model"
 # The DLC's own entry point (dockerd-entrypoint.py) would run TorchServe as a child and never pass the signal on.
 # The trap is set before TorchServe starts: a SIGTERM that comes at once still stops it.
 NEURON_ENTRY_POINT = (
-    "/bin/sh", "-c",
+    "/bin/sh",
+    "-c",
     "trap 'torchserve --stop --foreground; wait \"$server\"; exit 0' TERM INT; "
     'torchserve --start --foreground "$@" & server=$!; '
     'wait "$server"',
@@ -60,10 +61,27 @@ NEURON_ENTRY_POINT = (
 API_KEYS_VARIABLE = "API_KEYS"
 
 NEURON_RESERVED_ENVIRONMENT = (
-    "API_KEYS", "HOME", "TEMP", "LOG_LOCATION", "METRICS_LOCATION", "NEURON_RT_NUM_CORES", "NEURON_RT_VISIBLE_CORES",
-    "TS_INFERENCE_ADDRESS", "TS_MANAGEMENT_ADDRESS", "TS_METRICS_ADDRESS", "TS_DEFAULT_WORKERS_PER_MODEL",
-    "TS_DEFAULT_RESPONSE_TIMEOUT", "TS_JOB_QUEUE_SIZE", "TS_DISABLE_SYSTEM_METRICS", "TS_MODEL_STORE",
-    "TS_LOAD_MODELS", "MODEL_TASK", "AWS_DEFAULT_REGION", "USER", "LOGNAME", "HF_HUB_OFFLINE",
+    "API_KEYS",
+    "HOME",
+    "TEMP",
+    "LOG_LOCATION",
+    "METRICS_LOCATION",
+    "NEURON_RT_NUM_CORES",
+    "NEURON_RT_VISIBLE_CORES",
+    "TS_INFERENCE_ADDRESS",
+    "TS_MANAGEMENT_ADDRESS",
+    "TS_METRICS_ADDRESS",
+    "TS_DEFAULT_WORKERS_PER_MODEL",
+    "TS_DEFAULT_RESPONSE_TIMEOUT",
+    "TS_JOB_QUEUE_SIZE",
+    "TS_DISABLE_SYSTEM_METRICS",
+    "TS_MODEL_STORE",
+    "TS_LOAD_MODELS",
+    "MODEL_TASK",
+    "AWS_DEFAULT_REGION",
+    "USER",
+    "LOGNAME",
+    "HF_HUB_OFFLINE",
 )
 
 
@@ -72,10 +90,14 @@ def torchserve_command(model_name: str) -> tuple[str, ...]:
     log configuration, the scratch volume as the model store and the model in it, no config snapshots (they would
     be written under the working directory, on the read-only root)."""
     return (
-        "--ts-config", f"{NEURON_MODEL_DIR}/{TORCHSERVE_PROPERTIES}",
-        "--log-config", f"{NEURON_MODEL_DIR}/{TORCHSERVE_LOG_CONFIG}",
-        "--model-store", SCRATCH_PATH,
-        "--models", f"{model_name}=model",
+        "--ts-config",
+        f"{NEURON_MODEL_DIR}/{TORCHSERVE_PROPERTIES}",
+        "--log-config",
+        f"{NEURON_MODEL_DIR}/{TORCHSERVE_LOG_CONFIG}",
+        "--model-store",
+        SCRATCH_PATH,
+        "--models",
+        f"{model_name}=model",
         "--ncs",
     )
 
@@ -128,8 +150,10 @@ class NeuronServer(ServerDefinition):
     name = "neuron"
     accelerator = "neuron"  # ModelService refuses capacity other than Inferentia2 for it
     support = "experimental"
-    support_note = ("built from AWS's Neuron documentation and tested without a Neuron device (none is lent to this "
-                    "library's tests); its server, TorchServe, is in limited maintenance upstream")
+    support_note = (
+        "built from AWS's Neuron documentation and tested without a Neuron device (none is lent to this "
+        "library's tests); its server, TorchServe, is in limited maintenance upstream"
+    )
 
     def __post_init__(self) -> None:
         require_props(self.props, NeuronServerProps, type(self).__name__)
@@ -150,12 +174,18 @@ class NeuronServer(ServerDefinition):
     def check(self, model: ModelProps) -> None:
         """What this preset needs of the model, checked before any construct is made."""
         model.check_reserved_environment(NEURON_RESERVED_ENVIRONMENT, self.name)
-        require(model.gpu_share is None, f"models[{model.name}].gpu_share",
-                "a Neuron model takes whole Inferentia2 devices: remove gpu_share")
+        require(
+            model.gpu_share is None,
+            f"models[{model.name}].gpu_share",
+            "a Neuron model takes whole Inferentia2 devices: remove gpu_share",
+        )
         cores = NEURON_CORES_PER_DEVICE * model.gpus
-        require(self.props.neuron_cores <= cores, "neuron.neuron_cores",
-                f"{self.props.neuron_cores} workers need as many NeuronCores, but the task has {model.gpus} Inferentia2 "
-                f"device(s) ({cores} cores): lower neuron_cores or raise the model's gpus")
+        require(
+            self.props.neuron_cores <= cores,
+            "neuron.neuron_cores",
+            f"{self.props.neuron_cores} workers need as many NeuronCores, but the task has {model.gpus} Inferentia2 "
+            f"device(s) ({cores} cores): lower neuron_cores or raise the model's gpus",
+        )
 
     def _image(self, context: ServerContext) -> ecs.ContainerImage:
         from aws_cdk import aws_ecr as ecr
@@ -173,21 +203,31 @@ class NeuronServer(ServerDefinition):
     def _fetcher_image(self, context: ServerContext) -> ecs.ContainerImage | None:
         if self.fetcher_image is not None:
             return self.fetcher_image
-        return self.props.fetcher_image.container_image(context.scope, "FetcherImage") if self.props.fetcher_image else None
+        return (
+            self.props.fetcher_image.container_image(context.scope, "FetcherImage")
+            if self.props.fetcher_image
+            else None
+        )
 
     def _warn_public_images(self, context: ServerContext) -> None:
         """A public registry is out of reach of private subnets without NAT: the task would never pull."""
-        public = [key for key, is_public in (("neuron.image", self.image is None and self.props.image.is_public),
-                                             ("neuron.fetcher_image", self.fetcher_image is None and self.props.fetcher_image is None))
-                  if is_public]
+        public = [
+            key
+            for key, is_public in (
+                ("neuron.image", self.image is None and self.props.image.is_public),
+                ("neuron.fetcher_image", self.fetcher_image is None and self.props.fetcher_image is None),
+            )
+            if is_public
+        ]
         if public:
             import aws_cdk as cdk
 
             cdk.Annotations.of(context.scope).add_warning_v2(
                 "gpu-inference:neuron-public-image",
                 f"models[{context.model.name}] pulls {', '.join(public)} from ECR Public, which private subnets without NAT "
-                "cannot reach: mirror the images into your ECR and set those keys ({\"repository\", \"tag\"}), or give "
-                "the subnets a route to the internet")
+                'cannot reach: mirror the images into your ECR and set those keys ({"repository", "tag"}), or give '
+                "the subnets a route to the internet",
+            )
 
     def contract(self, context: ServerContext) -> ServerContract:
         model, props = context.model, self.props
@@ -198,8 +238,8 @@ class NeuronServer(ServerDefinition):
             accelerator=self.accelerator,
             # TorchServe documents metrics (Prometheus, its metrics API) and no OpenTelemetry span export.
             no_traces_reason="TorchServe exports no OpenTelemetry spans; the load balancer's request metrics and the "
-                             "server's logs are this model's only per-request record (set trace_sampling_ratio to 0 "
-                             "to silence this)",
+            "server's logs are this model's only per-request record (set trace_sampling_ratio to 0 "
+            "to silence this)",
             image=self._image(context),
             entry_point=NEURON_ENTRY_POINT,
             command=torchserve_command(model.name),

@@ -59,17 +59,26 @@ class NeuronEcrImage:
     """A pinned DLC tag (not latest). Default: the SDK 2.31.1 tag."""
 
     def __post_init__(self) -> None:
-        require(bool(re.match(r"^[a-z0-9]+(?:[._/-][a-z0-9]+)*$", self.repository)), "repository",
-                f"{self.repository!r} is not an image repository")
+        require(
+            bool(re.match(r"^[a-z0-9]+(?:[._/-][a-z0-9]+)*$", self.repository)),
+            "repository",
+            f"{self.repository!r} is not an image repository",
+        )
         match = NEURON_DLC_TAG_PATTERN.match(self.tag)
-        require(match is not None, "tag",
-                f"{self.tag!r}: pin an exact Neuron DLC tag such as {NEURON_DLC_TAG!r} (a floating tag such as 'latest' "
-                "would change the Neuron runtime under a model compiled for another)")
+        require(
+            match is not None,
+            "tag",
+            f"{self.tag!r}: pin an exact Neuron DLC tag such as {NEURON_DLC_TAG!r} (a floating tag such as 'latest' "
+            "would change the Neuron runtime under a model compiled for another)",
+        )
         assert match is not None  # required above
         sdk = (int(match[3]), int(match[4]), int(match[5]))
-        require(sdk >= NEURON_MIN_SDK, "tag",
-                f"{self.tag!r} is Neuron SDK {'.'.join(map(str, sdk))}: the preset needs TorchServe 0.11.0, in the DLCs "
-                f"from SDK {'.'.join(map(str, NEURON_MIN_SDK))}; mirror {NEURON_DLC_TAG!r}")
+        require(
+            sdk >= NEURON_MIN_SDK,
+            "tag",
+            f"{self.tag!r} is Neuron SDK {'.'.join(map(str, sdk))}: the preset needs TorchServe 0.11.0, in the DLCs "
+            f"from SDK {'.'.join(map(str, NEURON_MIN_SDK))}; mirror {NEURON_DLC_TAG!r}",
+        )
 
     @property
     def is_public(self) -> bool:
@@ -108,15 +117,28 @@ class NeuronServerProps:
 
     def __post_init__(self) -> None:
         require(isinstance(self.image, NeuronEcrImage), "image", "give the DLC's repository and tag (NeuronEcrImage)")
-        require(self.task in ("text-embedding", "text-classification"), "task",
-                f"{self.task!r}: text-embedding or text-classification (the tasks neuron_compile compiles)")
-        require_range(self.neuron_cores, 1, 24, "neuron_cores", hint=" (2 per Inferentia2 device; inf2.48xlarge has 24)")
-        require_range(self.request_timeout_seconds, 1, 60, "request_timeout_seconds",
-                      hint=" (an encoder batch takes milliseconds; the deregistration delay must cover it)")
+        require(
+            self.task in ("text-embedding", "text-classification"),
+            "task",
+            f"{self.task!r}: text-embedding or text-classification (the tasks neuron_compile compiles)",
+        )
+        require_range(
+            self.neuron_cores, 1, 24, "neuron_cores", hint=" (2 per Inferentia2 device; inf2.48xlarge has 24)"
+        )
+        require_range(
+            self.request_timeout_seconds,
+            1,
+            60,
+            "request_timeout_seconds",
+            hint=" (an encoder batch takes milliseconds; the deregistration delay must cover it)",
+        )
         require_range(self.queue_size, 1, 100_000, "queue_size")
         require_range(self.port, 1024, 65535, "port")
-        require(self.port not in (TORCHSERVE_MANAGEMENT_PORT, TORCHSERVE_METRICS_PORT), "port",
-                f"{self.port} is TorchServe's management or metrics port (on the loopback): use another")
+        require(
+            self.port not in (TORCHSERVE_MANAGEMENT_PORT, TORCHSERVE_METRICS_PORT),
+            "port",
+            f"{self.port} is TorchServe's management or metrics port (on the loopback): use another",
+        )
 
     @property
     def stop(self) -> StopTiming:

@@ -48,8 +48,13 @@ POOL_MODEL_ERRORS_FIELD = "PoolModelErrors"
 
 # What the pool preset sets beyond the bundled preset's variables (ModelProps.environment may not set them).
 POOL_ENVIRONMENT_KEYS = (
-    "POOL_NAME", "MODEL_STORE_URI", "POOL_REGISTRY_POLL_SECONDS", "POOL_GPU_MEMORY_MIB",
-    "POOL_HOST_MEMORY_MIB", "POOL_DISK_CACHE_MIB", "ALLOW_ARTIFACT_CODE",
+    "POOL_NAME",
+    "MODEL_STORE_URI",
+    "POOL_REGISTRY_POLL_SECONDS",
+    "POOL_GPU_MEMORY_MIB",
+    "POOL_HOST_MEMORY_MIB",
+    "POOL_DISK_CACHE_MIB",
+    "ALLOW_ARTIFACT_CODE",
 )
 # GPU memory the pool leaves for the CUDA context, cuBLAS workspaces and the allocator when it sizes its own budget.
 GPU_BUDGET_RESERVE = 0.10
@@ -60,21 +65,58 @@ def pool_alarms(alarms: PoolAlarmProps) -> tuple[ServerAlarm, ...]:
     """One alarm per pool metric, each over the whole pool (every task, every model), so their number never grows
     with the pool's models."""
     return (
-        ServerAlarm("PoolHitRate", POOL_HIT_RATE, "Average", threshold=alarms.hit_rate_percent, periods=ALARM_MINUTES,
-                    below=True, description="hit rate below {threshold}% for {periods} minutes: the pool reloads models "
-                                            "more than it serves them (raise gpu_memory_budget_mib or max_tasks, or split the pool)"),
-        ServerAlarm("PoolLoads", POOL_LOADS, "Sum", threshold=alarms.loads_per_minute, periods=ALARM_MINUTES,
-                    description="{threshold} or more model loads a minute for {periods} minutes"),
-        ServerAlarm("PoolLoadTimeP95", POOL_LOAD_TIME, "p95", threshold=alarms.load_time_p95_ms, periods=ALARM_MINUTES,
-                    description="p95 of a model load at or above {threshold} ms for {periods} minutes (disk or S3 tier slow)"),
-        ServerAlarm("PoolEvictions", POOL_EVICTIONS, "Sum", threshold=alarms.evictions_per_minute, periods=ALARM_MINUTES,
-                    description="{threshold} or more evictions a minute for {periods} minutes: the working set exceeds the GPU budget"),
-        ServerAlarm("PoolResidentModels", POOL_RESIDENT_MODELS, "Maximum", threshold=alarms.resident_models,
-                    periods=ALARM_MINUTES, description="{threshold} or more models resident on one task for {periods} "
-                                                       "minutes: more than the pool was sized to hold"),
-        ServerAlarm("PoolFailedLoads", POOL_FAILED_LOADS, "Sum", threshold=alarms.failed_loads_per_5_minutes,
-                    period_seconds=300, description="{threshold} or more model loads failed in 5 minutes: a registered "
-                                                    "version does not load or fails its checks (the server log names it)"),
+        ServerAlarm(
+            "PoolHitRate",
+            POOL_HIT_RATE,
+            "Average",
+            threshold=alarms.hit_rate_percent,
+            periods=ALARM_MINUTES,
+            below=True,
+            description="hit rate below {threshold}% for {periods} minutes: the pool reloads models "
+            "more than it serves them (raise gpu_memory_budget_mib or max_tasks, or split the pool)",
+        ),
+        ServerAlarm(
+            "PoolLoads",
+            POOL_LOADS,
+            "Sum",
+            threshold=alarms.loads_per_minute,
+            periods=ALARM_MINUTES,
+            description="{threshold} or more model loads a minute for {periods} minutes",
+        ),
+        ServerAlarm(
+            "PoolLoadTimeP95",
+            POOL_LOAD_TIME,
+            "p95",
+            threshold=alarms.load_time_p95_ms,
+            periods=ALARM_MINUTES,
+            description="p95 of a model load at or above {threshold} ms for {periods} minutes (disk or S3 tier slow)",
+        ),
+        ServerAlarm(
+            "PoolEvictions",
+            POOL_EVICTIONS,
+            "Sum",
+            threshold=alarms.evictions_per_minute,
+            periods=ALARM_MINUTES,
+            description="{threshold} or more evictions a minute for {periods} minutes: the working set exceeds the GPU budget",
+        ),
+        ServerAlarm(
+            "PoolResidentModels",
+            POOL_RESIDENT_MODELS,
+            "Maximum",
+            threshold=alarms.resident_models,
+            periods=ALARM_MINUTES,
+            description="{threshold} or more models resident on one task for {periods} "
+            "minutes: more than the pool was sized to hold",
+        ),
+        ServerAlarm(
+            "PoolFailedLoads",
+            POOL_FAILED_LOADS,
+            "Sum",
+            threshold=alarms.failed_loads_per_5_minutes,
+            period_seconds=300,
+            description="{threshold} or more model loads failed in 5 minutes: a registered "
+            "version does not load or fails its checks (the server log names it)",
+        ),
     )
 
 
@@ -99,10 +141,16 @@ class PoolServer(ServerDefinition):
     def __post_init__(self) -> None:
         require_props(self.props, BundledServerProps, type(self).__name__)
         require(isinstance(self.pool, PoolProps), "pool", f"got {type(self.pool).__name__}: pass a PoolProps")
-        require(self.props.runtime == "eager", "runtime",
-                f"{self.props.runtime!r}: a pool loads its models on demand with the eager runtime; leave runtime out")
-        require(self.props.result_cache_size == 0, "result_cache_size",
-                "a pool's results are not cached per task (one cache would be shared by all its models); leave it out")
+        require(
+            self.props.runtime == "eager",
+            "runtime",
+            f"{self.props.runtime!r}: a pool loads its models on demand with the eager runtime; leave runtime out",
+        )
+        require(
+            self.props.result_cache_size == 0,
+            "result_cache_size",
+            "a pool's results are not cached per task (one cache would be shared by all its models); leave it out",
+        )
 
     @property
     def _bundled(self) -> BundledServer:
@@ -163,7 +211,11 @@ class PoolServer(ServerDefinition):
             "ALLOW_ARTIFACT_CODE": "false",
         }
         docs = BUNDLED_DOCS_PATHS if self.props.api_docs else ()
-        return dataclasses.replace(base, name=self.name, environment=environment, public_paths=(*POOL_PUBLIC_PATHS, *docs),
-                                   prediction_routes=POOL_PREDICTION_ROUTES,
-                                   alarms=(*base.server_alarms, *pool_alarms(self.pool.alarms)))
-
+        return dataclasses.replace(
+            base,
+            name=self.name,
+            environment=environment,
+            public_paths=(*POOL_PUBLIC_PATHS, *docs),
+            prediction_routes=POOL_PREDICTION_ROUTES,
+            alarms=(*base.server_alarms, *pool_alarms(self.pool.alarms)),
+        )

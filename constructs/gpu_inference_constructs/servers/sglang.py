@@ -51,22 +51,27 @@ SGLANG_PORT = 30000
 SGLANG_METRICS = ("sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:token_usage")
 # SGLang's time to first token and inter-token latency, Prometheus histograms in seconds
 # (observability/metrics_collector.py), brought into CloudWatch under the OpenTelemetry GenAI names by the ADOT collector.
-SGLANG_LATENCY_HISTOGRAMS = (("sglang:time_to_first_token_seconds", GEN_AI_TIME_TO_FIRST_TOKEN),
-                             ("sglang:inter_token_latency_seconds", GEN_AI_TIME_PER_OUTPUT_TOKEN))
+SGLANG_LATENCY_HISTOGRAMS = (
+    ("sglang:time_to_first_token_seconds", GEN_AI_TIME_TO_FIRST_TOKEN),
+    ("sglang:inter_token_latency_seconds", GEN_AI_TIME_PER_OUTPUT_TOKEN),
+)
 
 # SGLang reads its API key from the command line only (``--api-key``; no variable), so the task receives the secret's
 # key in this variable and a shell adds the flag when the variable is set.
 SGLANG_API_KEY_VARIABLE = "SGLANG_API_KEY"
 SGLANG_LAUNCH = ("python3", "-m", "sglang.launch_server")
 SGLANG_ENTRY_POINT = (
-    "/bin/sh", "-c",
+    "/bin/sh",
+    "-c",
     f'exec {" ".join(SGLANG_LAUNCH)} "$@" ${{{SGLANG_API_KEY_VARIABLE}:+--api-key "${SGLANG_API_KEY_VARIABLE}"}}',
     "sglang",  # $0; the command's arguments are "$@"
 )
 
 # Flags the preset sets from its own keys (argparse also takes an unambiguous prefix: ``--tp 2`` is ``--tp-size 2``,
 # so a prefix of one of these is refused too), each with what to do instead.
-_WEIGHTS = "leave it out: SGLang serves the weights copied to /scratch/model from the model bucket (publish another version)"
+_WEIGHTS = (
+    "leave it out: SGLang serves the weights copied to /scratch/model from the model bucket (publish another version)"
+)
 _TENSOR_PARALLEL = "set the model's gpus (ModelProps.gpus): SGLang's tensor-parallel size is the task's GPUs"
 SGLANG_OWNED_FLAGS: dict[str, str] = {
     "--model-path": _WEIGHTS,
@@ -90,12 +95,20 @@ SGLANG_OWNED_FLAGS: dict[str, str] = {
 SGLANG_REFUSED_FLAGS: dict[str, str] = {
     "--config": "the construct cannot check a config file; pass its flags in extra_args",
     "--tokenizer-worker-num": "SGLang drains on SIGTERM and applies --api-key only with its one tokenizer manager "
-                              "(managers/tokenizer_manager.py, entrypoints/http_server.py); leave it out",
+    "(managers/tokenizer_manager.py, entrypoints/http_server.py); leave it out",
 }
 
 SGLANG_RESERVED_ENVIRONMENT = (
-    "HOME", "XDG_CACHE_HOME", "HF_HOME", "HF_HUB_OFFLINE", "SGLANG_TIMEOUT_KEEP_ALIVE",
-    "SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION", "AWS_DEFAULT_REGION", SGLANG_API_KEY_VARIABLE, "USER", "LOGNAME",
+    "HOME",
+    "XDG_CACHE_HOME",
+    "HF_HOME",
+    "HF_HUB_OFFLINE",
+    "SGLANG_TIMEOUT_KEEP_ALIVE",
+    "SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION",
+    "AWS_DEFAULT_REGION",
+    SGLANG_API_KEY_VARIABLE,
+    "USER",
+    "LOGNAME",
 )
 
 SGLANG_MAX_DEFAULT_SHM_MIB = 16384
@@ -143,7 +156,9 @@ def _flag_fix(arg: str) -> str | None:
     flag = name if name in known else next((f for f in known if f.startswith(name)), None)
     if flag is None:
         return None
-    said = f"{arg!r} is {flag}" + ("" if flag == name else " (a prefix of it, which argparse reads as it when unambiguous)")
+    said = f"{arg!r} is {flag}" + (
+        "" if flag == name else " (a prefix of it, which argparse reads as it when unambiguous)"
+    )
     if flag in SGLANG_REFUSED_FLAGS:
         return f"{said}, which the preset refuses: {SGLANG_REFUSED_FLAGS[flag]}"
     return f"{said}, which the preset sets: {SGLANG_OWNED_FLAGS[flag]}"
@@ -210,42 +225,71 @@ class SglangProps:
     def __post_init__(self) -> None:
         if self.image is not None:
             version = _version_of(self.image.tag)
-            require(version is None or version >= SGLANG_MIN_VERSION, "image",
-                    f"tag {self.image.tag!r} is SGLang {'.'.join(map(str, version or ()))}: before "
-                    f"{'.'.join(map(str, SGLANG_MIN_VERSION))} SGLang keeps idle connections a fixed 5 s, shorter than "
-                    "the load balancer's idle timeout (the ALB would reuse closed connections: 502s); mirror "
-                    "lmsysorg/sglang v0.5.10 or later")
+            require(
+                version is None or version >= SGLANG_MIN_VERSION,
+                "image",
+                f"tag {self.image.tag!r} is SGLang {'.'.join(map(str, version or ()))}: before "
+                f"{'.'.join(map(str, SGLANG_MIN_VERSION))} SGLang keeps idle connections a fixed 5 s, shorter than "
+                "the load balancer's idle timeout (the ALB would reuse closed connections: 502s); mirror "
+                "lmsysorg/sglang v0.5.10 or later",
+            )
         if self.attention_heads is not None:
             require_range(self.attention_heads, 1, 1024, "attention_heads")
         sglang_drain_seconds(self.longest_request_seconds)
-        require(bool(API_KEY_NAME.match(self.api_key_name)), "api_key_name",
-                f"{self.api_key_name!r} is not a key name in the API-key secret (1-64 letters, digits, '.', '_', '-', starting with a letter or digit)")
+        require(
+            bool(API_KEY_NAME.match(self.api_key_name)),
+            "api_key_name",
+            f"{self.api_key_name!r} is not a key name in the API-key secret (1-64 letters, digits, '.', '_', '-', starting with a letter or digit)",
+        )
         if self.served_model_name:
-            require(bool(re.match(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$", self.served_model_name)), "served_model_name",
-                    f"{self.served_model_name!r}: letters, digits, '.', '_', '-', '/'")
+            require(
+                bool(re.match(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$", self.served_model_name)),
+                "served_model_name",
+                f"{self.served_model_name!r}: letters, digits, '.', '_', '-', '/'",
+            )
         require_range(self.context_length, 128, 1_048_576, "context_length")
-        require(0.1 <= self.mem_fraction_static <= 0.95, "mem_fraction_static",
-                f"{self.mem_fraction_static} is out of range; a fraction from 0.1 to 0.95 (SGLang needs the rest for "
-                "activations and CUDA graphs)")
+        require(
+            0.1 <= self.mem_fraction_static <= 0.95,
+            "mem_fraction_static",
+            f"{self.mem_fraction_static} is out of range; a fraction from 0.1 to 0.95 (SGLang needs the rest for "
+            "activations and CUDA graphs)",
+        )
         require_range(self.max_running_requests, 1, 4096, "max_running_requests")
-        require(self.dtype in ("auto", "float16", "bfloat16", "float32"), "dtype",
-                f"{self.dtype!r}: auto, float16, bfloat16 or float32")
+        require(
+            self.dtype in ("auto", "float16", "bfloat16", "float32"),
+            "dtype",
+            f"{self.dtype!r}: auto, float16, bfloat16 or float32",
+        )
         if self.shared_memory_mib is not None:
-            require_range(self.shared_memory_mib, 1024, 262_144, "shared_memory_mib",
-                          hint=" (SGLang with tensor parallelism needs gigabytes of /dev/shm)")
+            require_range(
+                self.shared_memory_mib,
+                1024,
+                262_144,
+                "shared_memory_mib",
+                hint=" (SGLang with tensor parallelism needs gigabytes of /dev/shm)",
+            )
         require_range(self.port, 1024, 65535, "port")
         for index, arg in enumerate(self.extra_args):
             fix = _flag_fix(arg)
             require(fix is None, f"extra_args[{index}]", fix or "")
         if self.target_running_requests_per_task is not None:
-            require_range(self.target_running_requests_per_task, 1, self.max_running_requests,
-                          "target_running_requests_per_task", hint=" (at most max_running_requests)")
+            require_range(
+                self.target_running_requests_per_task,
+                1,
+                self.max_running_requests,
+                "target_running_requests_per_task",
+                hint=" (at most max_running_requests)",
+            )
         require_range(self.waiting_requests_scale_out, 1, 100_000, "waiting_requests_scale_out")
         require_range(self.kv_cache_scale_out_percent, 10, 100, "kv_cache_scale_out_percent")
 
     def shared_memory_for(self, memory_mib: int) -> int:
         """/dev/shm in MiB for a server container of ``memory_mib``: the setting, else half of it, at most 16384."""
-        return self.shared_memory_mib if self.shared_memory_mib is not None else min(SGLANG_MAX_DEFAULT_SHM_MIB, memory_mib // 2)
+        return (
+            self.shared_memory_mib
+            if self.shared_memory_mib is not None
+            else min(SGLANG_MAX_DEFAULT_SHM_MIB, memory_mib // 2)
+        )
 
     def model_source(self, fetcher_image: ecs.ContainerImage | None = None) -> ModelFromS3:
         """The weights copied to ``/scratch/model`` and checked, by init containers from ``fetcher_image``."""
@@ -274,11 +318,14 @@ class SglangServer(LlmPreset[SglangProps]):
 
     name = "sglang"
     support = "experimental"
-    support_note = ("built from SGLang's documentation and checked at synth; not yet run end to end on a GPU by this "
-                    "library's tests (vLLM is)")
+    support_note = (
+        "built from SGLang's documentation and checked at synth; not yet run end to end on a GPU by this "
+        "library's tests (vLLM is)"
+    )
 
     def concurrency_limit(self) -> tuple[str, int]:
         return "max_running_requests", self.props.max_running_requests
+
     props_type = SglangProps
     collected_metrics = PrometheusMetrics(metrics=SGLANG_METRICS, histograms=SGLANG_LATENCY_HISTOGRAMS)
 
@@ -298,20 +345,36 @@ class SglangServer(LlmPreset[SglangProps]):
         self.check(model)
         warn_unknown_heads(context, self.props.attention_heads, "SGLang", "sglang.attention_heads")
         image, fetcher_image, collector_image = preset_images(
-            self, props, context.scope, "SglangImage",
-            ("sglang.image", "is missing: give the ECR repository and tag of your lmsysorg/sglang mirror, or pass image= to SglangServer"))
+            self,
+            props,
+            context.scope,
+            "SglangImage",
+            (
+                "sglang.image",
+                "is missing: give the ECR repository and tag of your lmsysorg/sglang mirror, or pass image= to SglangServer",
+            ),
+        )
         source = props.model_source(fetcher_image)
         traces = props.opentelemetry and context.trace_sampling_ratio > 0
         command = (
-            "--model-path", source.local_path,
-            "--host", "0.0.0.0",
-            "--port", str(props.port),
-            "--served-model-name", props.served_model_name or model.name,
-            "--tp-size", str(model.gpus),
-            "--context-length", str(props.context_length),
-            "--mem-fraction-static", f"{memory_fraction(props.mem_fraction_static, context, 'SGLang'):g}",
-            "--max-running-requests", str(props.max_running_requests),
-            "--dtype", props.dtype,
+            "--model-path",
+            source.local_path,
+            "--host",
+            "0.0.0.0",
+            "--port",
+            str(props.port),
+            "--served-model-name",
+            props.served_model_name or model.name,
+            "--tp-size",
+            str(model.gpus),
+            "--context-length",
+            str(props.context_length),
+            "--mem-fraction-static",
+            f"{memory_fraction(props.mem_fraction_static, context, 'SGLang'):g}",
+            "--max-running-requests",
+            str(props.max_running_requests),
+            "--dtype",
+            props.dtype,
             "--enable-metrics",
             # Its spans over OTLP/gRPC (host:port, SGLang's form) to the task's collector, which sends them to X-Ray.
             *(("--enable-trace", "--otlp-traces-endpoint", OTLP_GRPC_ADDRESS) if traces else ()),
@@ -355,10 +418,13 @@ class SglangServer(LlmPreset[SglangProps]):
                 # The OpenTelemetry SDK's own variables: the service name and the parent-based ratio sampler.
                 **(otel_environment(model.name, context.trace_sampling_ratio) if traces else {}),
             },
-            no_traces_reason=(None if props.opentelemetry else
-                              "sglang.opentelemetry is false: SGLang traces only where its image carries its tracing "
-                              "extra (pip install 'sglang[tracing]'); build or mirror such an image and set "
-                              "sglang.opentelemetry to true"),
+            no_traces_reason=(
+                None
+                if props.opentelemetry
+                else "sglang.opentelemetry is false: SGLang traces only where its image carries its tracing "
+                "extra (pip install 'sglang[tracing]'); build or mirror such an image and set "
+                "sglang.opentelemetry to true"
+            ),
             # SGLang takes one literal key: the one of this name in the secret's JSON object (see SglangProps).
             api_keys_variable=SGLANG_API_KEY_VARIABLE,
             api_key_field=props.api_key_name,
@@ -366,7 +432,12 @@ class SglangServer(LlmPreset[SglangProps]):
             stop=self.stop,
             metrics=dataclasses.replace(self.collected_metrics, collector_image=collector_image),
             prediction_routes=OPENAI_PREDICTION_ROUTES,
-            scaling_signals=load_signals(running, waiting, kv_cache, running_target=props.running_target,
-                                         waiting_scale_out=props.waiting_requests_scale_out,
-                                         kv_cache_scale_out_percent=props.kv_cache_scale_out_percent),
+            scaling_signals=load_signals(
+                running,
+                waiting,
+                kv_cache,
+                running_target=props.running_target,
+                waiting_scale_out=props.waiting_requests_scale_out,
+                kv_cache_scale_out_percent=props.kv_cache_scale_out_percent,
+            ),
         )

@@ -30,20 +30,41 @@ from ..core.stop_timing import StopTiming
 # Triton's documented defaults: HTTP 8000, gRPC 8001, Prometheus metrics 8002 (/metrics); KServe v2 health paths.
 TRITON_HTTP_PORT = 8000
 TRITON_METRICS_PORT = 8002
-TRITON_METRICS = ("nv_inference_pending_request_count", "nv_inference_queue_duration_us", "nv_inference_request_success",
-                  "nv_gpu_utilization", "nv_gpu_memory_used_bytes")
+TRITON_METRICS = (
+    "nv_inference_pending_request_count",
+    "nv_inference_queue_duration_us",
+    "nv_inference_request_success",
+    "nv_gpu_utilization",
+    "nv_gpu_memory_used_bytes",
+)
 # KServe v2 inference routes (the body is the tensors).
 TRITON_PREDICTION_ROUTES = ("/v2/models/{model}/infer", "/v2/models/{model}/versions/{version}/infer")
 TRITON_UNLOAD_SECONDS = 10
-TRITON_OWNED_FLAGS = ("--model-repository", "--http-port", "--metrics-port", "--exit-timeout-secs", "--allow-grpc",
-                      "--allow-metrics", "--model-control-mode", "--strict-readiness", "--http-address")
+TRITON_OWNED_FLAGS = (
+    "--model-repository",
+    "--http-port",
+    "--metrics-port",
+    "--exit-timeout-secs",
+    "--allow-grpc",
+    "--allow-metrics",
+    "--model-control-mode",
+    "--strict-readiness",
+    "--http-address",
+)
 # TGI: the launcher's /health, /metrics on the same port (TGI documentation, "Metrics").
 TGI_PORT = 8080
 TGI_METRICS = ("tgi_queue_size", "tgi_batch_current_size")
 # TGI's routes that take a prompt: its own and the OpenAI-compatible ones.
 TGI_PREDICTION_ROUTES = ("/generate", "/generate_stream", "/v1/chat/completions", "/v1/completions")
 TGI_SHARD_EXIT_SECONDS = 20
-TGI_OWNED_FLAGS = ("--model-id", "--port", "--hostname", "--num-shard", "--max-concurrent-requests", "--huggingface-hub-cache")
+TGI_OWNED_FLAGS = (
+    "--model-id",
+    "--port",
+    "--hostname",
+    "--num-shard",
+    "--max-concurrent-requests",
+    "--huggingface-hub-cache",
+)
 TGI_PYTHON_WARNING = "gpu-inference:tgi-python-under-root"
 # Hugging Face put TGI in maintenance mode on 2025-12-11 (huggingface/text-generation-inference#3345, its README's
 # caution banner): minor fixes only from then on, v3.3.7 (2025-12-19) its last release; the banner recommends vLLM
@@ -65,23 +86,35 @@ def tgi_stop(longest_request_seconds: int = 60) -> StopTiming:
     return StopTiming(longest_request_seconds, TGI_SHARD_EXIT_SECONDS, longest_request_seconds)
 
 
-def _sidecar_images(props: TritonProps | TgiProps, context: ServerContext) -> tuple[ecs.ContainerImage | None, ecs.ContainerImage | None]:
+def _sidecar_images(
+    props: TritonProps | TgiProps, context: ServerContext
+) -> tuple[ecs.ContainerImage | None, ecs.ContainerImage | None]:
     """(model fetcher, metrics collector) images from the props' ECR mirrors, or None for the pinned public ones."""
     fetcher = props.fetcher_image.container_image(context.scope, "FetcherImage") if props.fetcher_image else None
-    collector = props.collector_image.container_image(context.scope, "CollectorImage") if props.collector_image else None
+    collector = (
+        props.collector_image.container_image(context.scope, "CollectorImage") if props.collector_image else None
+    )
     return fetcher, collector
 
 
 def _check_extra_args(extra_args: tuple[str, ...], owned: tuple[str, ...]) -> None:
     for index, arg in enumerate(extra_args):
-        require(arg.split("=")[0] not in owned, f"extra_args[{index}]", f"{arg!r} is set from its own key; set that key instead")
+        require(
+            arg.split("=")[0] not in owned,
+            f"extra_args[{index}]",
+            f"{arg!r} is set from its own key; set that key instead",
+        )
 
 
-def _image(image: EcrImage | None, override: ecs.ContainerImage | None, context: ServerContext, key: str) -> ecs.ContainerImage:
+def _image(
+    image: EcrImage | None, override: ecs.ContainerImage | None, context: ServerContext, key: str
+) -> ecs.ContainerImage:
     if override is not None:
         return override
     if image is None:
-        raise ConfigError(key, "is missing: give the ECR repository and tag of your mirror of the server's image, or pass image=")
+        raise ConfigError(
+            key, "is missing: give the ECR repository and tag of your mirror of the server's image, or pass image="
+        )
     return image.container_image(context.scope, "ServerImage")
 
 
@@ -118,8 +151,18 @@ class TritonProps:
     def __post_init__(self) -> None:
         require_range(self.http_port, 1024, 65535, "http_port")
         require_range(self.metrics_port, 1024, 65535, "metrics_port")
-        require(self.metrics_port != self.http_port, "metrics_port", f"{self.metrics_port} is also http_port: Triton needs two ports")
-        require_range(self.exit_timeout_seconds, 0, 100, "exit_timeout_seconds", hint=" (inside the 2-minute Spot notice with the 10 s unload)")
+        require(
+            self.metrics_port != self.http_port,
+            "metrics_port",
+            f"{self.metrics_port} is also http_port: Triton needs two ports",
+        )
+        require_range(
+            self.exit_timeout_seconds,
+            0,
+            100,
+            "exit_timeout_seconds",
+            hint=" (inside the 2-minute Spot notice with the 10 s unload)",
+        )
         require_range(self.pending_requests_per_task, 1, 10_000, "pending_requests_per_task")
         _check_extra_args(self.extra_args, TRITON_OWNED_FLAGS)
 
@@ -149,10 +192,18 @@ class TritonServer(ServerDefinition):
         return ServerContract(
             name=self.name,
             image=_image(props.image, self.image, context, "server.image"),
-            command=("tritonserver", f"--model-repository={repository}", f"--http-port={props.http_port}",
-                     "--allow-grpc=false", "--allow-metrics=true", f"--metrics-port={props.metrics_port}",
-                     f"--exit-timeout-secs={props.exit_timeout_seconds}", "--model-control-mode=none",
-                     "--strict-readiness=true", *props.extra_args),
+            command=(
+                "tritonserver",
+                f"--model-repository={repository}",
+                f"--http-port={props.http_port}",
+                "--allow-grpc=false",
+                "--allow-metrics=true",
+                f"--metrics-port={props.metrics_port}",
+                f"--exit-timeout-secs={props.exit_timeout_seconds}",
+                "--model-control-mode=none",
+                "--strict-readiness=true",
+                *props.extra_args,
+            ),
             port=props.http_port,
             readiness_path="/v2/health/ready",
             liveness=port_liveness(props.http_port, "/v2/health/live"),
@@ -206,8 +257,20 @@ class TgiProps:
     def __post_init__(self) -> None:
         require_range(self.port, 1024, 65535, "port")
         require_range(self.max_concurrent_requests, 1, 100_000, "max_concurrent_requests")
-        require_range(self.longest_request_seconds, 1, 90, "longest_request_seconds", hint=" (the launcher waits at most 90 s for its router)")
-        require_range(self.batch_size_per_task, 1, self.max_concurrent_requests, "batch_size_per_task", hint=" (at most max_concurrent_requests)")
+        require_range(
+            self.longest_request_seconds,
+            1,
+            90,
+            "longest_request_seconds",
+            hint=" (the launcher waits at most 90 s for its router)",
+        )
+        require_range(
+            self.batch_size_per_task,
+            1,
+            self.max_concurrent_requests,
+            "batch_size_per_task",
+            hint=" (at most max_concurrent_requests)",
+        )
         require_range(self.queue_scale_out, 1, 100_000, "queue_scale_out")
         _check_extra_args(self.extra_args, TGI_OWNED_FLAGS)
 
@@ -225,10 +288,12 @@ class TgiServer(ServerDefinition):
 
     name = "tgi"
     support = "deprecated"
-    support_note = ("Hugging Face TGI is in maintenance mode since 2025-12-11 (v3.3.7 its last release: minor fixes "
-                    "only, no new models or features; its README recommends vLLM and SGLang): move to "
-                    "server=VllmServer(VllmProps(...)) or server=SglangServer(SglangProps(...)), both OpenAI-compatible "
-                    "under /v1 (docs/configuration.md, \"SGLang, and leaving TGI\")")
+    support_note = (
+        "Hugging Face TGI is in maintenance mode since 2025-12-11 (v3.3.7 its last release: minor fixes "
+        "only, no new models or features; its README recommends vLLM and SGLang): move to "
+        "server=VllmServer(VllmProps(...)) or server=SglangServer(SglangProps(...)), both OpenAI-compatible "
+        'under /v1 (docs/configuration.md, "SGLang, and leaving TGI")'
+    )
 
     def deprecation_warning_id(self) -> str:
         return TGI_MAINTENANCE_WARNING  # its id since 0.2, which teams have acknowledged
@@ -242,8 +307,13 @@ class TgiServer(ServerDefinition):
     def contract(self, context: ServerContext) -> ServerContract:
         model, props = context.model, self.props
         # The image sets HF_HOME=/data, on the read-only root.
-        own_environment = {"HOME": f"{SCRATCH_PATH}/home", "HF_HOME": f"{SCRATCH_PATH}/cache/huggingface",
-                           "HF_HUB_OFFLINE": "1", "AWS_DEFAULT_REGION": context.region, **named_user("tgi")}
+        own_environment = {
+            "HOME": f"{SCRATCH_PATH}/home",
+            "HF_HOME": f"{SCRATCH_PATH}/cache/huggingface",
+            "HF_HUB_OFFLINE": "1",
+            "AWS_DEFAULT_REGION": context.region,
+            **named_user("tgi"),
+        }
         model.check_reserved_environment(tuple(own_environment), "tgi")
         fetcher, collector = _sidecar_images(props, context)
         model_path = f"{SCRATCH_PATH}/model"
@@ -259,9 +329,21 @@ class TgiServer(ServerDefinition):
             name=self.name,
             image=_image(props.image, self.image, context, "server.image"),
             entry_point=("text-generation-launcher",),
-            command=("--model-id", model_path, "--hostname", "0.0.0.0", "--port", str(props.port),
-                     "--num-shard", str(model.gpus), "--max-concurrent-requests", str(props.max_concurrent_requests),
-                     "--huggingface-hub-cache", f"{SCRATCH_PATH}/cache/huggingface", *props.extra_args),
+            command=(
+                "--model-id",
+                model_path,
+                "--hostname",
+                "0.0.0.0",
+                "--port",
+                str(props.port),
+                "--num-shard",
+                str(model.gpus),
+                "--max-concurrent-requests",
+                str(props.max_concurrent_requests),
+                "--huggingface-hub-cache",
+                f"{SCRATCH_PATH}/cache/huggingface",
+                *props.extra_args,
+            ),
             port=props.port,
             readiness_path="/health",
             liveness=port_liveness(props.port, "/health"),
@@ -274,6 +356,8 @@ class TgiServer(ServerDefinition):
             stop=tgi_stop(props.longest_request_seconds),
             prediction_routes=TGI_PREDICTION_ROUTES,
             metrics=PrometheusMetrics(metrics=TGI_METRICS, collector_image=collector),
-            scaling_signals=(ScalingSignal(batch, target=props.batch_size_per_task),
-                             ScalingSignal(queue, statistic="Maximum", scale_out_above=props.queue_scale_out)),
+            scaling_signals=(
+                ScalingSignal(batch, target=props.batch_size_per_task),
+                ScalingSignal(queue, statistic="Maximum", scale_out_above=props.queue_scale_out),
+            ),
         )

@@ -48,8 +48,10 @@ VLLM_LONGEST_REQUEST_SECONDS = 80
 # "vLLM and OpenTelemetry"): earlier tags exit at start with the flag. The one command that checks a mirror:
 VLLM_OPENTELEMETRY_SINCE = (0, 17, 0)
 VLLM_RELEASE_TAG = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)")
-VLLM_OPENTELEMETRY_CHECK = ("docker run --rm --entrypoint python3 <your mirror>:<tag> -c "
-                            "'import opentelemetry.sdk, opentelemetry.exporter.otlp.proto.grpc'")
+VLLM_OPENTELEMETRY_CHECK = (
+    "docker run --rm --entrypoint python3 <your mirror>:<tag> -c "
+    "'import opentelemetry.sdk, opentelemetry.exporter.otlp.proto.grpc'"
+)
 
 
 def vllm_drain_seconds(longest_request_seconds: int) -> int:
@@ -75,15 +77,38 @@ if TYPE_CHECKING:
     from aws_cdk import aws_ecs as ecs
 
 VLLM_RESERVED_ENVIRONMENT = (
-    "HOME", "XDG_CACHE_HOME", "VLLM_CACHE_ROOT", "HF_HOME", "HF_HUB_OFFLINE", "VLLM_NO_USAGE_STATS", "DO_NOT_TRACK",
-    "VLLM_HTTP_TIMEOUT_KEEP_ALIVE", "AWS_DEFAULT_REGION", "VLLM_API_KEY", "USER", "LOGNAME", *OTEL_ENVIRONMENT_KEYS,
+    "HOME",
+    "XDG_CACHE_HOME",
+    "VLLM_CACHE_ROOT",
+    "HF_HOME",
+    "HF_HUB_OFFLINE",
+    "VLLM_NO_USAGE_STATS",
+    "DO_NOT_TRACK",
+    "VLLM_HTTP_TIMEOUT_KEEP_ALIVE",
+    "AWS_DEFAULT_REGION",
+    "VLLM_API_KEY",
+    "USER",
+    "LOGNAME",
+    *OTEL_ENVIRONMENT_KEYS,
 )
 
 # What the vLLM preset sets when it streams the weights (VllmProps.weights "stream").
 VLLM_STREAM_ENVIRONMENT = ("AWS_REGION", "AWS_EC2_METADATA_DISABLED", "RUNAI_STREAMER_MEMORY_LIMIT")
-VLLM_OWNED_FLAGS = ("--model", "--port", "--host", "--tensor-parallel-size", "--served-model-name", "--max-model-len",
-                    "--gpu-memory-utilization", "--max-num-seqs", "--dtype", "--api-key", "--download-dir",
-                    "--shutdown-timeout", "--otlp-traces-endpoint")
+VLLM_OWNED_FLAGS = (
+    "--model",
+    "--port",
+    "--host",
+    "--tensor-parallel-size",
+    "--served-model-name",
+    "--max-model-len",
+    "--gpu-memory-utilization",
+    "--max-num-seqs",
+    "--dtype",
+    "--api-key",
+    "--download-dir",
+    "--shutdown-timeout",
+    "--otlp-traces-endpoint",
+)
 VLLM_STREAM_FLAGS = ("--load-format", "--model-loader-extra-config")
 # The image's own ENTRYPOINT differs by release (`vllm serve` now, `python3 -m vllm.entrypoints.openai.api_server`
 # before): the task sets it, so the command is vLLM's arguments whatever the mirror's release.
@@ -95,8 +120,10 @@ VLLM_METRICS = ("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:
 # vLLM's time to first token and time between output tokens per request, Prometheus histograms in seconds
 # (vllm/v1/metrics/loggers.py; vllm:inter_token_latency_seconds replaced vllm:time_per_output_token_seconds),
 # brought into CloudWatch under the OpenTelemetry GenAI names by the ADOT collector.
-VLLM_LATENCY_HISTOGRAMS = (("vllm:time_to_first_token_seconds", GEN_AI_TIME_TO_FIRST_TOKEN),
-                           ("vllm:inter_token_latency_seconds", GEN_AI_TIME_PER_OUTPUT_TOKEN))
+VLLM_LATENCY_HISTOGRAMS = (
+    ("vllm:time_to_first_token_seconds", GEN_AI_TIME_TO_FIRST_TOKEN),
+    ("vllm:inter_token_latency_seconds", GEN_AI_TIME_PER_OUTPUT_TOKEN),
+)
 
 
 @dataclass(frozen=True)
@@ -181,42 +208,87 @@ class VllmProps:
     true once that check passes on your image; false for no traces."""
 
     def __post_init__(self) -> None:
-        require(self.opentelemetry is None or isinstance(self.opentelemetry, bool), "opentelemetry",
-                f"{self.opentelemetry!r}: true (the image carries OpenTelemetry), false, or leave it out")
+        require(
+            self.opentelemetry is None or isinstance(self.opentelemetry, bool),
+            "opentelemetry",
+            f"{self.opentelemetry!r}: true (the image carries OpenTelemetry), false, or leave it out",
+        )
         if self.attention_heads is not None:
             require_range(self.attention_heads, 1, 1024, "attention_heads")
-        require(self.weights in ("copy", "stream"), "weights",
-                f"{self.weights!r}: 'copy' (copied to scratch and checked) or 'stream' (read from S3 by vLLM's streaming loader)")
+        require(
+            self.weights in ("copy", "stream"),
+            "weights",
+            f"{self.weights!r}: 'copy' (copied to scratch and checked) or 'stream' (read from S3 by vLLM's streaming loader)",
+        )
         for key in ("stream_buffer_mib", "stream_concurrency"):
-            require(self.weights == "stream" or getattr(self, key) is None, key,
-                    'applies only to weights "stream"; leave it out, or set weights to "stream"')
+            require(
+                self.weights == "stream" or getattr(self, key) is None,
+                key,
+                'applies only to weights "stream"; leave it out, or set weights to "stream"',
+            )
         if self.stream_buffer_mib is not None:
-            require_range(self.stream_buffer_mib, 1024, 262_144, "stream_buffer_mib",
-                          hint=" (it must hold the model's largest tensor: Llama-3-70B's embedding is 2.1 GB)")
+            require_range(
+                self.stream_buffer_mib,
+                1024,
+                262_144,
+                "stream_buffer_mib",
+                hint=" (it must hold the model's largest tensor: Llama-3-70B's embedding is 2.1 GB)",
+            )
         if self.stream_concurrency is not None:
             require_range(self.stream_concurrency, 1, 64, "stream_concurrency")
         vllm_drain_seconds(self.longest_request_seconds)
-        require(bool(API_KEY_NAME.match(self.api_key_name)), "api_key_name",
-                f"{self.api_key_name!r} is not a key name in the API-key secret (1-64 letters, digits, '.', '_', '-', starting with a letter or digit)")
+        require(
+            bool(API_KEY_NAME.match(self.api_key_name)),
+            "api_key_name",
+            f"{self.api_key_name!r} is not a key name in the API-key secret (1-64 letters, digits, '.', '_', '-', starting with a letter or digit)",
+        )
         if self.served_model_name:
-            require(bool(re.match(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$", self.served_model_name)), "served_model_name", f"{self.served_model_name!r}: letters, digits, '.', '_', '-', '/'")
+            require(
+                bool(re.match(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$", self.served_model_name)),
+                "served_model_name",
+                f"{self.served_model_name!r}: letters, digits, '.', '_', '-', '/'",
+            )
         require_range(self.max_model_len, 128, 1_048_576, "max_model_len")
-        require(0.1 <= self.gpu_memory_utilization <= 0.98, "gpu_memory_utilization", f"{self.gpu_memory_utilization} is out of range; a fraction from 0.1 to 0.98 (leave room for CUDA graphs and the runtime)")
+        require(
+            0.1 <= self.gpu_memory_utilization <= 0.98,
+            "gpu_memory_utilization",
+            f"{self.gpu_memory_utilization} is out of range; a fraction from 0.1 to 0.98 (leave room for CUDA graphs and the runtime)",
+        )
         require_range(self.max_num_seqs, 1, 4096, "max_num_seqs")
         if self.shared_memory_mib is not None:
-            require_range(self.shared_memory_mib, 1024, 262_144, "shared_memory_mib", hint=" (vLLM with tensor parallelism needs gigabytes of /dev/shm)")
+            require_range(
+                self.shared_memory_mib,
+                1024,
+                262_144,
+                "shared_memory_mib",
+                hint=" (vLLM with tensor parallelism needs gigabytes of /dev/shm)",
+            )
         require_range(self.port, 1024, 65535, "port")
         owned = VLLM_OWNED_FLAGS + (VLLM_STREAM_FLAGS if self.weights == "stream" else ())
         for index, arg in enumerate(self.extra_args):
-            require(arg.split("=")[0] not in owned, f"extra_args[{index}]", f"{arg!r} is set from its own key; set that key instead")
+            require(
+                arg.split("=")[0] not in owned,
+                f"extra_args[{index}]",
+                f"{arg!r} is set from its own key; set that key instead",
+            )
         if self.target_running_requests_per_task is not None:
-            require_range(self.target_running_requests_per_task, 1, self.max_num_seqs, "target_running_requests_per_task", hint=" (at most max_num_seqs)")
+            require_range(
+                self.target_running_requests_per_task,
+                1,
+                self.max_num_seqs,
+                "target_running_requests_per_task",
+                hint=" (at most max_num_seqs)",
+            )
         require_range(self.waiting_requests_scale_out, 1, 100_000, "waiting_requests_scale_out")
         require_range(self.kv_cache_scale_out_percent, 10, 100, "kv_cache_scale_out_percent")
 
     def shared_memory_for(self, memory_mib: int) -> int:
         """/dev/shm in MiB for a server container of ``memory_mib``: the setting, else half of it, at most 16384."""
-        return self.shared_memory_mib if self.shared_memory_mib is not None else min(VLLM_MAX_DEFAULT_SHM_MIB, memory_mib // 2)
+        return (
+            self.shared_memory_mib
+            if self.shared_memory_mib is not None
+            else min(VLLM_MAX_DEFAULT_SHM_MIB, memory_mib // 2)
+        )
 
     def model_source(self, fetcher_image: ecs.ContainerImage | None = None) -> ModelFromS3:
         """How the weights reach vLLM, its init containers from ``fetcher_image`` (default the public AWS CLI's)."""
@@ -264,6 +336,7 @@ class VllmServer(LlmPreset[VllmProps]):
 
     def concurrency_limit(self) -> tuple[str, int]:
         return "max_num_seqs", self.props.max_num_seqs
+
     props_type = VllmProps
     collected_metrics = PrometheusMetrics(metrics=VLLM_METRICS, histograms=VLLM_LATENCY_HISTOGRAMS)
 
@@ -279,18 +352,28 @@ class VllmServer(LlmPreset[VllmProps]):
         check_shared_memory(model, shm, "vllm.shared_memory_mib")
         if self.props.weights == "stream":
             buffers = model.gpus * self.props.buffer_mib
-            require(shm + buffers < model.memory_mib, "vllm.stream_buffer_mib",
-                    f"{model.gpus} x {self.props.buffer_mib} MiB of streaming buffer (one per GPU process) and {shm} MiB "
-                    f"of /dev/shm must together be below memory_mib ({model.memory_mib}): both count against the task's "
-                    "memory; lower stream_buffer_mib or raise memory_mib")
+            require(
+                shm + buffers < model.memory_mib,
+                "vllm.stream_buffer_mib",
+                f"{model.gpus} x {self.props.buffer_mib} MiB of streaming buffer (one per GPU process) and {shm} MiB "
+                f"of /dev/shm must together be below memory_mib ({model.memory_mib}): both count against the task's "
+                "memory; lower stream_buffer_mib or raise memory_mib",
+            )
 
     def contract(self, context: ServerContext) -> ServerContract:
         model, props = context.model, self.props
         self.check(model)
         warn_unknown_heads(context, self.props.attention_heads, "vLLM", "vllm.attention_heads")
         image, fetcher_image, collector_image = preset_images(
-            self, props, context.scope, "VllmImage",
-            ("vllm.image", "is missing: give the ECR repository and tag of your vllm/vllm-openai mirror, or pass image= to VllmServer"))
+            self,
+            props,
+            context.scope,
+            "VllmImage",
+            (
+                "vllm.image",
+                "is missing: give the ECR repository and tag of your vllm/vllm-openai mirror, or pass image= to VllmServer",
+            ),
+        )
         source = props.model_source(fetcher_image)
         no_traces = self.no_traces_reason
         if props.weights == "stream":
@@ -307,19 +390,31 @@ class VllmServer(LlmPreset[VllmProps]):
             streaming, model_path = (), source.local_path
         command = (
             model_path,
-            "--host", "0.0.0.0",
-            "--port", str(props.port),
-            "--served-model-name", props.served_model_name or model.name,
-            "--tensor-parallel-size", str(model.gpus),
-            "--max-model-len", str(props.max_model_len),
-            "--gpu-memory-utilization", f"{memory_fraction(props.gpu_memory_utilization, context, 'vLLM'):g}",
-            "--max-num-seqs", str(props.max_num_seqs),
-            "--dtype", props.dtype,
+            "--host",
+            "0.0.0.0",
+            "--port",
+            str(props.port),
+            "--served-model-name",
+            props.served_model_name or model.name,
+            "--tensor-parallel-size",
+            str(model.gpus),
+            "--max-model-len",
+            str(props.max_model_len),
+            "--gpu-memory-utilization",
+            f"{memory_fraction(props.gpu_memory_utilization, context, 'vLLM'):g}",
+            "--max-num-seqs",
+            str(props.max_num_seqs),
+            "--dtype",
+            props.dtype,
             # Its spans over OTLP/gRPC (vLLM's default protocol) to the task's collector, which sends them to X-Ray:
             # only where traces are sampled and the image carries OpenTelemetry (vLLM exits at start without it).
-            *(("--otlp-traces-endpoint", f"grpc://{OTLP_GRPC_ADDRESS}")
-              if no_traces is None and context.trace_sampling_ratio > 0 else ()),
-            "--shutdown-timeout", str(vllm_drain_seconds(props.longest_request_seconds)),
+            *(
+                ("--otlp-traces-endpoint", f"grpc://{OTLP_GRPC_ADDRESS}")
+                if no_traces is None and context.trace_sampling_ratio > 0
+                else ()
+            ),
+            "--shutdown-timeout",
+            str(vllm_drain_seconds(props.longest_request_seconds)),
             # Its /docs, /redoc and /openapi.json answer without the key: off (the listener forwards only /v1/* anyway).
             "--disable-fastapi-docs",
             *streaming,
@@ -371,9 +466,14 @@ class VllmServer(LlmPreset[VllmProps]):
             metrics=dataclasses.replace(self.collected_metrics, collector_image=collector_image),
             no_traces_reason=no_traces,
             prediction_routes=OPENAI_PREDICTION_ROUTES,
-            scaling_signals=load_signals(running, waiting, kv_cache, running_target=props.running_target,
-                                         waiting_scale_out=props.waiting_requests_scale_out,
-                                         kv_cache_scale_out_percent=props.kv_cache_scale_out_percent),
+            scaling_signals=load_signals(
+                running,
+                waiting,
+                kv_cache,
+                running_target=props.running_target,
+                waiting_scale_out=props.waiting_requests_scale_out,
+                kv_cache_scale_out_percent=props.kv_cache_scale_out_percent,
+            ),
         )
 
     @property
@@ -381,16 +481,22 @@ class VllmServer(LlmPreset[VllmProps]):
         """Why vLLM gets no trace flag (its image may lack OpenTelemetry), or None: ``opentelemetry`` where set, else
         what the tag of ``props.image`` says; an ``image=`` the library cannot read a release from is not vouched for."""
         props = self.props
-        fix = (f"check your image with `{VLLM_OPENTELEMETRY_CHECK}` and set vllm.opentelemetry to true, or use "
-               f"vllm/vllm-openai v{'.'.join(map(str, VLLM_OPENTELEMETRY_SINCE))} or later")
+        fix = (
+            f"check your image with `{VLLM_OPENTELEMETRY_CHECK}` and set vllm.opentelemetry to true, or use "
+            f"vllm/vllm-openai v{'.'.join(map(str, VLLM_OPENTELEMETRY_SINCE))} or later"
+        )
         if props.opentelemetry is not None:
             return None if props.opentelemetry else "vllm.opentelemetry is false (its image carries no OpenTelemetry)"
         if self.image is None and props.image is not None:
             if vllm_tag_has_opentelemetry(props.image.tag):
                 return None
-            return (f"its image tag {props.image.tag} is not a vllm/vllm-openai release the library knows carries "
-                    f"OpenTelemetry, without which vLLM exits at start: {fix}")
-        return f"the library cannot tell whether its image carries OpenTelemetry, without which vLLM exits at start: {fix}"
+            return (
+                f"its image tag {props.image.tag} is not a vllm/vllm-openai release the library knows carries "
+                f"OpenTelemetry, without which vLLM exits at start: {fix}"
+            )
+        return (
+            f"the library cannot tell whether its image carries OpenTelemetry, without which vLLM exits at start: {fix}"
+        )
 
     def _stream_environment(self, region: str) -> dict[str, str]:
         """The streamer takes its region and credentials from a boto3 session, as vLLM's boto3 does for the config

@@ -29,9 +29,12 @@ def api_keys_secret(
         scope,
         construct_id,
         description="API keys clients send in x-api-key or Authorization: Bearer, a JSON object of key names to "
-                    "keys; injected into every model task",
+        "keys; injected into every model task",
         generate_secret_string=secretsmanager.SecretStringGenerator(
-            secret_string_template="{}", generate_string_key=key_name, exclude_punctuation=True, password_length=40,
+            secret_string_template="{}",
+            generate_string_key=key_name,
+            exclude_punctuation=True,
+            password_length=40,
         ),
         encryption_key=encryption_key,
         removal_policy=removal_policy,

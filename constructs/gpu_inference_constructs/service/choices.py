@@ -43,20 +43,35 @@ class ClusterCapacity:
     On-Demand-only capacity, or a model of several tasks may run below its count on a deploy)."""
 
     def __post_init__(self) -> None:
-        require_cdk(self.cluster, ("cluster_name", "vpc"), "cluster", "an ecs.ICluster (ecs.Cluster.from_cluster_attributes for an imported one)")
-        require(isinstance(self.capacity_provider_name, str) and bool(self.capacity_provider_name), "capacity_provider_name",
-                f"{self.capacity_provider_name!r}: pass the name of the cluster's capacity provider the tasks run on")
+        require_cdk(
+            self.cluster,
+            ("cluster_name", "vpc"),
+            "cluster",
+            "an ecs.ICluster (ecs.Cluster.from_cluster_attributes for an imported one)",
+        )
+        require(
+            isinstance(self.capacity_provider_name, str) and bool(self.capacity_provider_name),
+            "capacity_provider_name",
+            f"{self.capacity_provider_name!r}: pass the name of the cluster's capacity provider the tasks run on",
+        )
         if isinstance(self.instance_type, str):
             lookup_any(self.instance_type, "instance_type")
         else:
-            require(isinstance(self.instance_type, GpuInstanceType), "instance_type",
-                    f"got {type(self.instance_type).__name__}: pass an instance type's name (such as 'g5.xlarge') or a CATALOG entry")
+            require(
+                isinstance(self.instance_type, GpuInstanceType),
+                "instance_type",
+                f"got {type(self.instance_type).__name__}: pass an instance type's name (such as 'g5.xlarge') or a CATALOG entry",
+            )
         require(isinstance(self.has_spot, bool), "has_spot", f"{self.has_spot!r}: True or False")
 
     @property
     def gpu_instance_type(self) -> GpuInstanceType:
         """``instance_type`` as its catalog entry."""
-        return lookup_any(self.instance_type, "instance_type") if isinstance(self.instance_type, str) else self.instance_type
+        return (
+            lookup_any(self.instance_type, "instance_type")
+            if isinstance(self.instance_type, str)
+            else self.instance_type
+        )
 
 
 @dataclass(frozen=True)
@@ -70,9 +85,17 @@ class ModelBucket:
     """The folder that holds one folder per model. Default: ``"models"`` (a ModelStore's)."""
 
     def __post_init__(self) -> None:
-        require_cdk(self.bucket, ("bucket_name", "arn_for_objects"), "bucket", "an s3.IBucket (s3.Bucket.from_bucket_name for an imported one)")
-        require(isinstance(self.prefix, str) and not any(c in self.prefix for c in "*? "), "prefix",
-                f"{self.prefix!r}: pass the folder that holds the models' folders, such as 'models' ('' for the bucket's root)")
+        require_cdk(
+            self.bucket,
+            ("bucket_name", "arn_for_objects"),
+            "bucket",
+            "an s3.IBucket (s3.Bucket.from_bucket_name for an imported one)",
+        )
+        require(
+            isinstance(self.prefix, str) and not any(c in self.prefix for c in "*? "),
+            "prefix",
+            f"{self.prefix!r}: pass the folder that holds the models' folders, such as 'models' ('' for the bucket's root)",
+        )
 
 
 @dataclass(frozen=True)
@@ -87,8 +110,11 @@ class LoadBalancerRoute:
     priority are refused."""
 
     def __post_init__(self) -> None:
-        require(isinstance(self.load_balancer, InferenceLoadBalancer), "load_balancer",
-                f"got {type(self.load_balancer).__name__}: pass an InferenceLoadBalancer, or use ListenerRoute for your own listener")
+        require(
+            isinstance(self.load_balancer, InferenceLoadBalancer),
+            "load_balancer",
+            f"got {type(self.load_balancer).__name__}: pass an InferenceLoadBalancer, or use ListenerRoute for your own listener",
+        )
         if self.priority is not None:
             _check_priority(self.priority)
 
@@ -116,12 +142,20 @@ class ListenerRoute:
         require_cdk(self.listener, ("listener_arn", "connections"), "listener", "an elbv2.IApplicationListener")
         _check_priority(self.priority)
         if self.load_balancer is not None:
-            require_cdk(self.load_balancer, ("load_balancer_arn", "metrics"), "load_balancer",
-                        "the listener's elbv2.IApplicationLoadBalancer (ApplicationLoadBalancer.from_application_load_balancer_attributes)")
+            require_cdk(
+                self.load_balancer,
+                ("load_balancer_arn", "metrics"),
+                "load_balancer",
+                "the listener's elbv2.IApplicationLoadBalancer (ApplicationLoadBalancer.from_application_load_balancer_attributes)",
+            )
 
 
 def _check_priority(priority: object) -> None:
-    require(isinstance(priority, int) and not isinstance(priority, bool), "priority", f"{priority!r}: a whole number, unique on the listener")
+    require(
+        isinstance(priority, int) and not isinstance(priority, bool),
+        "priority",
+        f"{priority!r}: a whole number, unique on the listener",
+    )
     assert isinstance(priority, int)
     check_rule_priority(priority, "priority")
 
@@ -142,13 +176,24 @@ class Placement:
 
 def placement_of(capacity: object) -> Placement:
     if isinstance(capacity, (GpuCapacity, NeuronCapacity)):
-        return Placement(capacity.cluster, capacity.capacity_provider.capacity_provider_name, capacity.smallest_instance_type,
-                         tuple(capacity.instance_types), capacity, capacity.has_spot)
+        return Placement(
+            capacity.cluster,
+            capacity.capacity_provider.capacity_provider_name,
+            capacity.smallest_instance_type,
+            tuple(capacity.instance_types),
+            capacity,
+            capacity.has_spot,
+        )
     if isinstance(capacity, ClusterCapacity):
         instance_type = capacity.gpu_instance_type
-        return Placement(capacity.cluster, capacity.capacity_provider_name, instance_type, (instance_type,), None, capacity.has_spot)
-    raise ConfigError("capacity", f"got {type(capacity).__name__}: pass a GpuCapacity, a NeuronCapacity, or "
-                                  "ClusterCapacity(cluster, capacity_provider_name, instance_type) for a capacity provider of your own")
+        return Placement(
+            capacity.cluster, capacity.capacity_provider_name, instance_type, (instance_type,), None, capacity.has_spot
+        )
+    raise ConfigError(
+        "capacity",
+        f"got {type(capacity).__name__}: pass a GpuCapacity, a NeuronCapacity, or "
+        "ClusterCapacity(cluster, capacity_provider_name, instance_type) for a capacity provider of your own",
+    )
 
 
 def bucket_of(model_source: object) -> ModelBucket:
@@ -157,8 +202,11 @@ def bucket_of(model_source: object) -> ModelBucket:
         return ModelBucket(model_source.bucket)
     if isinstance(model_source, ModelBucket):
         return model_source
-    raise ConfigError("model_source", f"got {type(model_source).__name__}: pass a ModelStore, or "
-                                      "ModelBucket(bucket, prefix='models') for a bucket of your own")
+    raise ConfigError(
+        "model_source",
+        f"got {type(model_source).__name__}: pass a ModelStore, or "
+        "ModelBucket(bucket, prefix='models') for a bucket of your own",
+    )
 
 
 def route_of(route: object) -> LoadBalancerRoute | ListenerRoute:
@@ -166,6 +214,9 @@ def route_of(route: object) -> LoadBalancerRoute | ListenerRoute:
         return LoadBalancerRoute(route)
     if isinstance(route, (LoadBalancerRoute, ListenerRoute)):
         return route
-    raise ConfigError("route", f"got {type(route).__name__}: pass an InferenceLoadBalancer, LoadBalancerRoute(load_balancer, "
-                               "priority) for a priority of your own, or ListenerRoute(listener, priority, load_balancer=None) "
-                               "for a listener of your own")
+    raise ConfigError(
+        "route",
+        f"got {type(route).__name__}: pass an InferenceLoadBalancer, LoadBalancerRoute(load_balancer, "
+        "priority) for a priority of your own, or ListenerRoute(listener, priority, load_balancer=None) "
+        "for a listener of your own",
+    )

@@ -27,11 +27,11 @@ ANY_IPV4 = "0.0.0.0/0"
 # Container name -> the key that takes its image's mirror in your ECR.
 MIRROR_KEYS: dict[str, str] = {
     "server": "the server's image (the preset's image=, e.g. NeuronServerProps(image=NeuronEcrImage(repository="
-              "<your mirror>)), or ServerContract.image)",
+    "<your mirror>)), or ServerContract.image)",
     "scratch-owner": "the preset's fetcher_image (ModelFromS3.fetcher_image; DEFAULT_FETCHER_IMAGE's mirror)",
     "model-fetch": "the preset's fetcher_image (ModelFromS3.fetcher_image; DEFAULT_FETCHER_IMAGE's mirror)",
     "metrics-collector": "TelemetryProps.collector_image (an LLM preset's own collector_image for the ADOT collector, "
-                         "e.g. VllmProps.collector_image)",
+    "e.g. VllmProps.collector_image)",
     "log-router": "FireLensProps.image",
     "target-control-agent": "TargetOptimizerProps.agent_image",
 }
@@ -62,18 +62,26 @@ def outside_images(task_definition: ecs.TaskDefinition) -> list[OutsideImage]:
         regions = ECR_HOST_REGION.findall(text)
         any_region = cdk.Token.is_unresolved(stack.region)  # an environment-agnostic stack: any ECR is taken as its own
         in_region_ecr = (not isinstance(image, str) and not regions) or (
-            bool(regions) and all(any_region or region == stack.region for region in regions))
+            bool(regions) and all(any_region or region == stack.region for region in regions)
+        )
         if not in_region_ecr:
-            found.append(OutsideImage(child.container_name, text if isinstance(image, str) else "an ECR image of another region"))
+            found.append(
+                OutsideImage(child.container_name, text if isinstance(image, str) else "an ECR image of another region")
+            )
     return found
 
 
 def subnet_egress(vpc: ec2.IVpc, subnets: ec2.SubnetSelection) -> dict[str, Egress]:
     """Each selected subnet (by construct path or ID) -> whether it has a route out that an awsvpc task can use: the
     app's own subnets by their routes, an imported VPC's isolated subnets none, other imported subnets unknown."""
-    selected = vpc.select_subnets(subnet_type=subnets.subnet_type, subnet_group_name=subnets.subnet_group_name,
-                                  subnets=subnets.subnets, availability_zones=subnets.availability_zones,
-                                  one_per_az=subnets.one_per_az, subnet_filters=subnets.subnet_filters)
+    selected = vpc.select_subnets(
+        subnet_type=subnets.subnet_type,
+        subnet_group_name=subnets.subnet_group_name,
+        subnets=subnets.subnets,
+        availability_zones=subnets.availability_zones,
+        one_per_az=subnets.one_per_az,
+        subnet_filters=subnets.subnet_filters,
+    )
     root = vpc.node.root
     routes = [c for c in root.node.find_all() if isinstance(c, ec2.CfnRoute) and c.destination_cidr_block == ANY_IPV4]
     internet_gateways = {c.ref for c in root.node.find_all() if isinstance(c, ec2.CfnInternetGateway)}
@@ -91,8 +99,13 @@ def subnet_egress(vpc: ec2.IVpc, subnets: ec2.SubnetSelection) -> dict[str, Egre
     return egress
 
 
-def check_images_reachable(scope: Construct, model_name: str, task_definition: ecs.TaskDefinition, vpc: ec2.IVpc,
-                           instance_subnets: ec2.SubnetSelection | None) -> None:
+def check_images_reachable(
+    scope: Construct,
+    model_name: str,
+    task_definition: ecs.TaskDefinition,
+    vpc: ec2.IVpc,
+    instance_subnets: ec2.SubnetSelection | None,
+) -> None:
     """A ConfigError naming each outside image's mirror key where some of the instances' subnets have no route out; a
     warning where their routes cannot be known (imported subnets; ``instance_subnets`` None: a capacity provider of the
     team's own, whose instances synth cannot see)."""
@@ -102,8 +115,10 @@ def check_images_reachable(scope: Construct, model_name: str, task_definition: e
     by_key: dict[str, list[OutsideImage]] = {}
     for image in outside:
         by_key.setdefault(image.mirror_key, []).append(image)
-    listed = "; ".join(f"{' and '.join(image.container for image in images)} pull(s) {images[0].image}: set {key} to "
-                       "your ECR mirror" for key, images in by_key.items())
+    listed = "; ".join(
+        f"{' and '.join(image.container for image in images)} pull(s) {images[0].image}: set {key} to your ECR mirror"
+        for key, images in by_key.items()
+    )
     egress = subnet_egress(vpc, instance_subnets) if instance_subnets is not None else {}
     closed = sorted(name for name, state in egress.items() if state == "none")
     if closed:
@@ -112,12 +127,17 @@ def check_images_reachable(scope: Construct, model_name: str, task_definition: e
             f"models[{model_name}]'s instances pull its images (ECS on EC2 pulls through the instance's network "
             f"interface) in subnets with no route to the internet ({', '.join(closed)}: no NAT gateway; the instances "
             f"get no public IP), so they cannot pull images from outside your ECR: {listed}. Or give the capacity "
-            "subnets with a NAT gateway (NetworkProps(nat_gateways=1), GpuCapacity(subnets=...))")
+            "subnets with a NAT gateway (NetworkProps(nat_gateways=1), GpuCapacity(subnets=...))",
+        )
     unknown = sorted(name for name, state in egress.items() if state == "unknown")
     if unknown or instance_subnets is None:
-        where = (f"imported subnets ({', '.join(unknown)}) whose routes synth cannot see" if unknown else
-                 "the instances of your own capacity provider, whose subnets synth cannot see")
+        where = (
+            f"imported subnets ({', '.join(unknown)}) whose routes synth cannot see"
+            if unknown
+            else "the instances of your own capacity provider, whose subnets synth cannot see"
+        )
         cdk.Annotations.of(scope).add_warning_v2(
             PUBLIC_IMAGE_WARNING_ID,
             f"models[{model_name}]'s images are pulled by {where}, and some are outside your ECR: {listed}; or make "
-            "sure those subnets route to a NAT gateway.")
+            "sure those subnets route to a NAT gateway.",
+        )

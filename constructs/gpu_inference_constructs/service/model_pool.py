@@ -53,12 +53,31 @@ class ModelPool(ModelService):
         rollback_thresholds: RollbackThresholds | None = None,
     ) -> None:
         server = server or PoolServer()
-        require(isinstance(server, PoolServer), "server",
-                f"got {type(server).__name__}: a pool runs PoolServer(props=BundledServerProps(...), pool=PoolProps(...))")
+        require(
+            isinstance(server, PoolServer),
+            "server",
+            f"got {type(server).__name__}: a pool runs PoolServer(props=BundledServerProps(...), pool=PoolProps(...))",
+        )
         super().__init__(
-            scope, construct_id, model=model, environment_name=environment_name, capacity=capacity,
-            model_source=ModelBucket(bucket_of(model_store).bucket, POOLS_PREFIX), route=route, logs=logs,
-            server=server, access=access, timing=timing, rollback_thresholds=rollback_thresholds)
+            scope,
+            construct_id,
+            model=model,
+            environment_name=environment_name,
+            capacity=capacity,
+            model_source=ModelBucket(bucket_of(model_store).bucket, POOLS_PREFIX),
+            route=route,
+            logs=logs,
+            server=server,
+            access=access,
+            timing=timing,
+            rollback_thresholds=rollback_thresholds,
+        )
         self.read_prefix = pool_prefix(model.name)
-        self.queries = PoolQueries(self, "Queries", log_group=self.log_group, pool_name=model.name,
-                                   environment_name=environment_name, name_prefix=logs.name_prefix)
+        self.queries = PoolQueries(
+            self,
+            "Queries",
+            log_group=self.log_group,
+            pool_name=model.name,
+            environment_name=environment_name,
+            name_prefix=logs.name_prefix,
+        )

@@ -147,8 +147,14 @@ class ModelService(Construct):
         rollback_thresholds: RollbackThresholds | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
-        _require_types(model=model, environment_name=environment_name, logs=logs, access=access, timing=timing,
-                       rollback_thresholds=rollback_thresholds)
+        _require_types(
+            model=model,
+            environment_name=environment_name,
+            logs=logs,
+            access=access,
+            timing=timing,
+            rollback_thresholds=rollback_thresholds,
+        )
         access = access or ServiceAccess()
         chosen_route = route_of(route)
         self._listener_key = listener_key(chosen_route.listener)
@@ -167,15 +173,19 @@ class ModelService(Construct):
         if placement.capacity_group is None:
             warn_if_unlisted(self, self.instance_type, cdk.Stack.of(self).region, "capacity.instance_type")
             cdk.Annotations.of(self).add_warning_v2(
-                *cluster_capacity_warning(placement.capacity_provider_name, self.instance_type, model))
+                *cluster_capacity_warning(placement.capacity_provider_name, self.instance_type, model)
+            )
         source = bucket_of(model_source)
         if isinstance(chosen_route, ListenerRoute):
             claim_listener_priority(self, chosen_route.listener, chosen_route.priority, model.name)
         server = server or BundledServer()
-        require(isinstance(server, ServerDefinition), "server",
-                f"got {type(server).__name__}: pass a server definition (BundledServer, VllmServer, SglangServer, "
-                "TritonServer, TgiServer, NeuronServer, a class of your own that subclasses ServerDefinition) or a "
-                "ServerContract")
+        require(
+            isinstance(server, ServerDefinition),
+            "server",
+            f"got {type(server).__name__}: pass a server definition (BundledServer, VllmServer, SglangServer, "
+            "TritonServer, TgiServer, NeuronServer, a class of your own that subclasses ServerDefinition) or a "
+            "ServerContract",
+        )
         # The server's use of a shared result cache (BundledServerProps.shared_cache): True needs use_cache by synth.
         self._cache_props = server.cache_client()
         self.node.add_validation(_CacheAttached(self))
@@ -184,24 +194,52 @@ class ModelService(Construct):
         uri = model_uri(source.bucket, source.prefix, model.name, model.version)
         self._telemetry = logs.telemetry
         self._logs_key, self._log_retention_days = logs.key, logs.retention_days
-        start_period = self._contract_and_checks(server, placement, chosen_route, timing or ServiceTimingProps(), access, uri)
+        start_period = self._contract_and_checks(
+            server, placement, chosen_route, timing or ServiceTimingProps(), access, uri
+        )
         self.log_group = _log_group(self, logs, environment_name, model.name)
-        self._task = ServiceTask(self, model=model, contract=self.contract, source=source, uri=uri,
-                                 region=cdk.Stack.of(self).region, environment_name=environment_name,
-                                 log_group=self.log_group, stop_timeout_seconds=self.stop_timeout_seconds,
-                                 health_check_start_period=start_period, api_keys_secret=access.api_keys_secret,
-                                 telemetry=logs.telemetry, archive_bucket=logs.archive_bucket,
-                                 instance_type=self.instance_type)
-        self.task_role, self.task_definition, self.container = self._task.task_role, self._task.task_definition, self._task.container
+        self._task = ServiceTask(
+            self,
+            model=model,
+            contract=self.contract,
+            source=source,
+            uri=uri,
+            region=cdk.Stack.of(self).region,
+            environment_name=environment_name,
+            log_group=self.log_group,
+            stop_timeout_seconds=self.stop_timeout_seconds,
+            health_check_start_period=start_period,
+            api_keys_secret=access.api_keys_secret,
+            telemetry=logs.telemetry,
+            archive_bucket=logs.archive_bucket,
+            instance_type=self.instance_type,
+        )
+        self.task_role, self.task_definition, self.container = (
+            self._task.task_role,
+            self._task.task_definition,
+            self._task.container,
+        )
         self.scratch_owner, self.model_fetcher = self._task.scratch_owner, self._task.model_fetcher
         self.metrics_collector = self._task.metrics_collector
         self._serve(placement, chosen_route, subnets, rollback_thresholds)
-        check_images_reachable(self, model.name, self.task_definition, placement.cluster.vpc,
-                               placement.capacity_group.subnets if placement.capacity_group is not None else None)
+        check_images_reachable(
+            self,
+            model.name,
+            self.task_definition,
+            placement.cluster.vpc,
+            placement.capacity_group.subnets if placement.capacity_group is not None else None,
+        )
         claim_model_name(self, self.name_prefix, environment_name, model.name, self._listener_key)
 
-    def _contract_and_checks(self, server: ServerDefinition, placement: Placement, route: LoadBalancerRoute | ListenerRoute,
-                             timing: ServiceTimingProps, access: ServiceAccess, uri: str) -> int:
+    def _contract_and_checks(
+        self,
+        server: ServerDefinition,
+        placement: Placement,
+        route: LoadBalancerRoute | ListenerRoute,
+        timing: ServiceTimingProps,
+        access: ServiceAccess,
+        uri: str,
+    ) -> int:
         """The server's contract for this model (``contract``), checked against the load balancer, the instance
         and the access it is given; the task timing it gets; the model joins a GpuCapacity's packing. Returns the
         server's health-check start period."""
@@ -216,8 +254,18 @@ class ModelService(Construct):
         region = cdk.Stack.of(self).region
         check_runs_on(server.name, server.accelerator, self.instance_type, f"models[{model.name}].server")
         self._note_support(server)
-        contract = server.contract(ServerContext(self, model, timing, self.environment_name, region, uri, self.instance_type,
-                                                 self._telemetry.trace_sampling_ratio))
+        contract = server.contract(
+            ServerContext(
+                self,
+                model,
+                timing,
+                self.environment_name,
+                region,
+                uri,
+                self.instance_type,
+                self._telemetry.trace_sampling_ratio,
+            )
+        )
         check_contract(server, contract, model)
         check_accelerator(contract, self.instance_type, model.name)
         check_target_optimizer(self, server, model, contract)
@@ -225,8 +273,14 @@ class ModelService(Construct):
         self._warn(idle_timeout_warnings(contract, idle_timeout, model.name, known=balancer is not None))
         check_fits(model, contract, self.instance_type, placement.fleet_types, self._telemetry.log_router_reservation)
         if model.gpu_share is not None and placement.capacity_group is None:
-            self._warn([(f"gpu-inference:mps-prerequisites:{model.name}", mps_prerequisites_warning(
-                model.name, "its capacity provider is your own (ClusterCapacity)"))])
+            self._warn(
+                [
+                    (
+                        f"gpu-inference:mps-prerequisites:{model.name}",
+                        mps_prerequisites_warning(model.name, "its capacity provider is your own (ClusterCapacity)"),
+                    )
+                ]
+            )
         if placement.capacity_group is not None:
             try:
                 placement.capacity_group.add_model(model)
@@ -243,12 +297,23 @@ class ModelService(Construct):
             self._warn(unauthenticated_warnings(contract, model.name, open_to_the_internet))
         return health_check_start_period(model, contract)
 
-    def _serve(self, placement: Placement, route: LoadBalancerRoute | ListenerRoute, subnets: ec2.SubnetSelection,
-               rollback_thresholds: RollbackThresholds) -> None:
+    def _serve(
+        self,
+        placement: Placement,
+        route: LoadBalancerRoute | ListenerRoute,
+        subnets: ec2.SubnetSelection,
+        rollback_thresholds: RollbackThresholds,
+    ) -> None:
         """The service on its capacity, behind its route, with the alarms that roll its deployments back."""
         model, contract, deployment = self.model, self.contract, self.model.deployment
-        self.security_group = task_security_group(self, vpc=placement.cluster.vpc, model_name=model.name, port=contract.port, route=route,
-                                                  target_optimizer=model.target_optimizer)
+        self.security_group = task_security_group(
+            self,
+            vpc=placement.cluster.vpc,
+            model_name=model.name,
+            port=contract.port,
+            route=route,
+            target_optimizer=model.target_optimizer,
+        )
         self._rollback_alarm_names = RollbackAlarmNames()
         self._has_spot = placement.has_spot
         self.minimum_healthy_percent = self._draining_percent(model.min_tasks)
@@ -257,7 +322,9 @@ class ModelService(Construct):
             "Service",
             cluster=placement.cluster,
             task_definition=self.task_definition,
-            capacity_provider_strategies=[ecs.CapacityProviderStrategy(capacity_provider=placement.capacity_provider_name, weight=1)],
+            capacity_provider_strategies=[
+                ecs.CapacityProviderStrategy(capacity_provider=placement.capacity_provider_name, weight=1)
+            ],
             security_groups=[self.security_group],
             vpc_subnets=subnets,
             min_healthy_percent=self.minimum_healthy_percent,
@@ -267,7 +334,9 @@ class ModelService(Construct):
             health_check_grace_period=cdk.Duration.seconds(model.health_check_grace_seconds),
             # A share runs only where the agent advertises MPS (gpu_share.MPS_CAPABILITY); elsewhere ECS would start it
             # on a GPU without the MPS server and its limits unenforced.
-            placement_constraints=[ecs.PlacementConstraint.member_of(MPS_PLACEMENT_EXPRESSION)] if model.gpu_share else None,
+            placement_constraints=[ecs.PlacementConstraint.member_of(MPS_PLACEMENT_EXPRESSION)]
+            if model.gpu_share
+            else None,
             placement_strategies=[
                 ecs.PlacementStrategy.spread_across(ecs.BuiltInAttributes.AVAILABILITY_ZONE),
                 ecs.PlacementStrategy.spread_across_instances(),
@@ -282,19 +351,42 @@ class ModelService(Construct):
         self.service.node.add_dependency(placement.cluster)
         capacity = placement.capacity_group
         if capacity is not None and capacity.capacity_provider_association is not None:
-            self.service.node.add_dependency(capacity.capacity_provider_association)  # an imported cluster's association
-        targets = ServiceTargets(self, model_name=model.name, contract=contract, route=route, vpc=placement.cluster.vpc,
-                                 deregistration_delay_seconds=self.deregistration_delay_seconds,
-                                 shifts_traffic=deployment.shifts_traffic, target_optimizer=model.target_optimizer)
-        self.target_groups, self.target_group, self.listener_rule = targets.target_groups, targets.target_group, targets.listener_rule
-        self.load_balancer_full_name, self.target_group_metrics = targets.load_balancer_full_name, targets.target_group_metrics
+            self.service.node.add_dependency(
+                capacity.capacity_provider_association
+            )  # an imported cluster's association
+        targets = ServiceTargets(
+            self,
+            model_name=model.name,
+            contract=contract,
+            route=route,
+            vpc=placement.cluster.vpc,
+            deregistration_delay_seconds=self.deregistration_delay_seconds,
+            shifts_traffic=deployment.shifts_traffic,
+            target_optimizer=model.target_optimizer,
+        )
+        self.target_groups, self.target_group, self.listener_rule = (
+            targets.target_groups,
+            targets.target_group,
+            targets.listener_rule,
+        )
+        self.load_balancer_full_name, self.target_group_metrics = (
+            targets.load_balancer_full_name,
+            targets.target_group_metrics,
+        )
         targets.attach(self.service, self.container)
         self.rollback_alarms, self.never_healthy_alarm, self.revision_health_hook = add_rollback_alarms(
-            self, names=self._rollback_alarm_names, model=model, thresholds=rollback_thresholds,
-            target_groups=self.target_group_metrics, service=self.service, cluster=placement.cluster,
+            self,
+            names=self._rollback_alarm_names,
+            model=model,
+            thresholds=rollback_thresholds,
+            target_groups=self.target_group_metrics,
+            service=self.service,
+            cluster=placement.cluster,
             never_healthy_prefix=f"{self.name_prefix}-{self.environment_name}-{model.name}-never-healthy",
-            container_insights_on=capacity is not None, logs_key=self._logs_key,
-            log_retention_days=self._log_retention_days)
+            container_insights_on=capacity is not None,
+            logs_key=self._logs_key,
+            log_retention_days=self._log_retention_days,
+        )
         self._task.acknowledge_findings()
         if deployment.shifts_traffic:
             acknowledge_traffic_shifting(self.service, deployment)
@@ -305,13 +397,17 @@ class ModelService(Construct):
         """An experimental preset gets a synth note, a deprecated one a warning, each naming why."""
         where = f"models[{self.model.name}].server"
         if server.support == "experimental":
-            cdk.Annotations.of(self).add_info(f"{where}: the {server.name} preset is experimental: {server.support_note}")
+            cdk.Annotations.of(self).add_info(
+                f"{where}: the {server.name} preset is experimental: {server.support_note}"
+            )
         elif server.support == "deprecated":
             warning_id = server.deprecation_warning_id()
             cdk.Annotations.of(self).add_warning_v2(
-                warning_id, f"{where}: the {server.name} preset is deprecated: {server.support_note}. It keeps working; "
+                warning_id,
+                f"{where}: the {server.name} preset is deprecated: {server.support_note}. It keeps working; "
                 f"plan the move, and until then acknowledge it: cdk.Annotations.of(<this ModelService>)"
-                f".acknowledge_warning('{warning_id}')")
+                f".acknowledge_warning('{warning_id}')",
+            )
 
     def _warn(self, warnings: list[SynthWarning]) -> None:
         for warning_id, message in warnings:
@@ -330,19 +426,30 @@ class ModelService(Construct):
         if percent < self.minimum_healthy_percent:
             self.minimum_healthy_percent = percent
             default_child(self.service, ecs.CfnService).add_property_override(
-                "DeploymentConfiguration.MinimumHealthyPercent", percent)
+                "DeploymentConfiguration.MinimumHealthyPercent", percent
+            )
 
     def use_cache(self, cache: ResultCache, props: ModelCacheProps | None = None) -> None:
         """Connect this model's tasks to ``cache``, in one step: the server's cache settings (``props``, default the
         bundled server's ``shared_cache``), elasticache:Connect and the client security group (ResultCache.attach)."""
-        require(self._cache_props is not None, "server",
-                f"the {self.contract.name} server has no client of the shared result cache: only the bundled server "
-                "(BundledServer) reads it; remove use_cache for this model")
+        require(
+            self._cache_props is not None,
+            "server",
+            f"the {self.contract.name} server has no client of the shared result cache: only the bundled server "
+            "(BundledServer) reads it; remove use_cache for this model",
+        )
         assert self._cache_props is not None  # required above
-        require(self._cache_props.enabled is not False, f"models[{self.model.name}].shared_cache.enabled",
-                "is false: remove use_cache for this model, or enable its shared_cache")
-        cache.attach(container=self.container, task_role=as_role(self.task_role), service=self.service,
-                     props=props or self._cache_props)
+        require(
+            self._cache_props.enabled is not False,
+            f"models[{self.model.name}].shared_cache.enabled",
+            "is false: remove use_cache for this model, or enable its shared_cache",
+        )
+        cache.attach(
+            container=self.container,
+            task_role=as_role(self.task_role),
+            service=self.service,
+            props=props or self._cache_props,
+        )
 
     @property
     def result_cache(self) -> ResultCache | None:
@@ -365,30 +472,50 @@ class ModelService(Construct):
         two versions that serve side by side during a deployment stay apart, whatever the server logs."""
         return self._task.log_stream_prefix
 
-    def metric_server(self, name: str, statistic: str, period: cdk.Duration = cdk.Duration.minutes(1)) -> cloudwatch.Metric:
+    def metric_server(
+        self, name: str, statistic: str, period: cdk.Duration = cdk.Duration.minutes(1)
+    ) -> cloudwatch.Metric:
         """A metric the server emits in EMF (see metric_names), for this model in this environment."""
         return cloudwatch.Metric(
             namespace=metric_names.NAMESPACE,
             metric_name=name,
-            dimensions_map={metric_names.DIMENSION_ENVIRONMENT: self.environment_name, metric_names.DIMENSION_MODEL: self.model.name},
+            dimensions_map={
+                metric_names.DIMENSION_ENVIRONMENT: self.environment_name,
+                metric_names.DIMENSION_MODEL: self.model.name,
+            },
             statistic=statistic,
             period=period,
             label=f"{self.model.name} {name} {statistic}",
         )
 
     def metric_requests(self, period: cdk.Duration = cdk.Duration.minutes(1)) -> cloudwatch.IMetric:
-        return sum_over([tg.request_count(period=period) for tg in self.target_group_metrics], f"{self.model.name} requests")
+        return sum_over(
+            [tg.request_count(period=period) for tg in self.target_group_metrics], f"{self.model.name} requests"
+        )
 
-    def metric_target_response_time(self, statistic: str, period: cdk.Duration = cdk.Duration.minutes(1)) -> cloudwatch.IMetric:
+    def metric_target_response_time(
+        self, statistic: str, period: cdk.Duration = cdk.Duration.minutes(1)
+    ) -> cloudwatch.IMetric:
         """ALB TargetResponseTime in seconds (``p50``, ``p95``, ``p99``, ...)."""
-        return worst_of([tg.target_response_time(statistic=statistic, period=period) for tg in self.target_group_metrics], f"{self.model.name} {statistic}")
+        return worst_of(
+            [tg.target_response_time(statistic=statistic, period=period) for tg in self.target_group_metrics],
+            f"{self.model.name} {statistic}",
+        )
 
     def metric_target_5xx(self, period: cdk.Duration = cdk.Duration.minutes(1)) -> cloudwatch.IMetric:
-        return sum_over([tg.http_code_target(elbv2.HttpCodeTarget.TARGET_5XX_COUNT, period=period, statistic="Sum") for tg in self.target_group_metrics],
-                        f"{self.model.name} target 5xx")
+        return sum_over(
+            [
+                tg.http_code_target(elbv2.HttpCodeTarget.TARGET_5XX_COUNT, period=period, statistic="Sum")
+                for tg in self.target_group_metrics
+            ],
+            f"{self.model.name} target 5xx",
+        )
 
     def metric_unhealthy_hosts(self, period: cdk.Duration = cdk.Duration.minutes(1)) -> cloudwatch.IMetric:
-        return sum_over([tg.unhealthy_host_count(period=period, statistic="Maximum") for tg in self.target_group_metrics], f"{self.model.name} unhealthy targets")
+        return sum_over(
+            [tg.unhealthy_host_count(period=period, statistic="Maximum") for tg in self.target_group_metrics],
+            f"{self.model.name} unhealthy targets",
+        )
 
     def metric_tasks(self, name: str, period: cdk.Duration = cdk.Duration.minutes(1)) -> cloudwatch.Metric:
         """Container Insights task counts: ``RunningTaskCount``, ``DesiredTaskCount`` or ``PendingTaskCount``."""
@@ -416,8 +543,11 @@ class ModelService(Construct):
 
 def _log_group(scope: Construct, props: ServiceLogs, environment_name: str, model_name: str) -> aws_logs.LogGroup:
     return aws_logs.LogGroup(
-        scope, "Logs", log_group_name=service_log_group_name(environment_name, model_name, props.name_prefix),
-        encryption_key=props.key, retention=retention_days(props.retention_days, "logs.retention_days"),
+        scope,
+        "Logs",
+        log_group_name=service_log_group_name(environment_name, model_name, props.name_prefix),
+        encryption_key=props.key,
+        retention=retention_days(props.retention_days, "logs.retention_days"),
         # Kept when the model is removed, but not after a failed first create: with a fixed name, a group kept
         # then makes the retry (or adding the model back) fail with "already exists".
         removal_policy=cdk.RemovalPolicy.RETAIN_ON_UPDATE_OR_DELETE,
@@ -428,7 +558,10 @@ _PROPS_TYPES: dict[str, tuple[type, str]] = {
     "model": (ModelProps, "a ModelProps"),
     "environment_name": (str, "the environment's name, such as 'prod'"),
     "logs": (ServiceLogs, "ServiceLogs(key, retention_days=90, name_prefix='gpu-inference')"),
-    "access": (ServiceAccess, "ServiceAccess(api_keys_secret=None, allow_unauthenticated=False, subnets=None), or None"),
+    "access": (
+        ServiceAccess,
+        "ServiceAccess(api_keys_secret=None, allow_unauthenticated=False, subnets=None), or None",
+    ),
     "timing": (ServiceTimingProps, "a ServiceTimingProps, or None"),
     "rollback_thresholds": (RollbackThresholds, "a RollbackThresholds, or None"),
 }
@@ -438,8 +571,11 @@ def _require_types(**given: object) -> None:
     """Each of ModelService's props is its own type (None where optional), or a ConfigError naming the key."""
     for key, value in given.items():
         expected, what = _PROPS_TYPES[key]
-        require(isinstance(value, expected) or (value is None and what.endswith("or None")), key,
-                f"got {type(value).__name__}: pass {what}")
+        require(
+            isinstance(value, expected) or (value is None and what.endswith("or None")),
+            key,
+            f"got {type(value).__name__}: pass {what}",
+        )
 
 
 @jsii.implements(IValidation)
@@ -455,6 +591,8 @@ class _CacheAttached:
         props = service._cache_props
         if props is None or props.enabled is not True or service.result_cache is not None:
             return []
-        return [f"models[{service.model.name}].shared_cache.enabled is true but no ResultCache is connected: add a "
-                "ResultCache to the app and call ModelService.use_cache(cache) for this model, or set enabled to "
-                "false"]
+        return [
+            f"models[{service.model.name}].shared_cache.enabled is true but no ResultCache is connected: add a "
+            "ResultCache to the app and call ModelService.use_cache(cache) for this model, or set enabled to "
+            "false"
+        ]

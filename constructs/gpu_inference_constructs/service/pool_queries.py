@@ -18,21 +18,25 @@ from ..servers.pool import (
     POOL_MODEL_REQUESTS_FIELD,
 )
 
-TOP_MODELS_QUERY = "\n".join((
-    f"fields {POOL_MODEL_FIELD}, {POOL_MODEL_REQUESTS_FIELD}, {POOL_MODEL_LATENCY_P95_FIELD}, {POOL_MODEL_ERRORS_FIELD}",
-    f"| filter ispresent({POOL_MODEL_FIELD})",
-    f"| stats sum({POOL_MODEL_REQUESTS_FIELD}) as requests, sum({POOL_MODEL_ERRORS_FIELD}) as errors, "
-    f"max({POOL_MODEL_LATENCY_P95_FIELD}) as worst_interval_p95_ms by {POOL_MODEL_FIELD}",
-    "| sort requests desc",
-    "| limit 100",
-))
+TOP_MODELS_QUERY = "\n".join(
+    (
+        f"fields {POOL_MODEL_FIELD}, {POOL_MODEL_REQUESTS_FIELD}, {POOL_MODEL_LATENCY_P95_FIELD}, {POOL_MODEL_ERRORS_FIELD}",
+        f"| filter ispresent({POOL_MODEL_FIELD})",
+        f"| stats sum({POOL_MODEL_REQUESTS_FIELD}) as requests, sum({POOL_MODEL_ERRORS_FIELD}) as errors, "
+        f"max({POOL_MODEL_LATENCY_P95_FIELD}) as worst_interval_p95_ms by {POOL_MODEL_FIELD}",
+        "| sort requests desc",
+        "| limit 100",
+    )
+)
 # A model's p95 over time: edit the model's name in the filter (a saved query takes no parameters).
-MODEL_LATENCY_QUERY = "\n".join((
-    f"fields {POOL_MODEL_FIELD}, {POOL_MODEL_REQUESTS_FIELD}, {POOL_MODEL_LATENCY_P95_FIELD}",
-    f"| filter {POOL_MODEL_FIELD} = \"MODEL-NAME\"",
-    f"| stats sum({POOL_MODEL_REQUESTS_FIELD}) as requests, pct({POOL_MODEL_LATENCY_P95_FIELD}, 95) as p95_ms by bin(5m)",
-    "| sort @timestamp desc",
-))
+MODEL_LATENCY_QUERY = "\n".join(
+    (
+        f"fields {POOL_MODEL_FIELD}, {POOL_MODEL_REQUESTS_FIELD}, {POOL_MODEL_LATENCY_P95_FIELD}",
+        f'| filter {POOL_MODEL_FIELD} = "MODEL-NAME"',
+        f"| stats sum({POOL_MODEL_REQUESTS_FIELD}) as requests, pct({POOL_MODEL_LATENCY_P95_FIELD}, 95) as p95_ms by bin(5m)",
+        "| sort @timestamp desc",
+    )
+)
 
 
 def top_models_rule_body(log_group_name: str) -> dict:
@@ -55,16 +59,36 @@ class PoolQueries(Construct):
     ``<name_prefix>-<environment>-<pool>-...``. Attributes: ``top_models_query``, ``model_latency_query``
     (CfnQueryDefinition), ``top_models_rule`` (CfnInsightRule)."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, log_group: logs.ILogGroup, pool_name: str,
-                 environment_name: str, name_prefix: str) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        log_group: logs.ILogGroup,
+        pool_name: str,
+        environment_name: str,
+        name_prefix: str,
+    ) -> None:
         super().__init__(scope, construct_id)
         stem = f"{name_prefix}/{environment_name}/{pool_name}"
         self.top_models_query = logs.CfnQueryDefinition(
-            self, "TopModels", name=f"{stem}/top-models", query_string=TOP_MODELS_QUERY,
-            log_group_names=[log_group.log_group_name])
+            self,
+            "TopModels",
+            name=f"{stem}/top-models",
+            query_string=TOP_MODELS_QUERY,
+            log_group_names=[log_group.log_group_name],
+        )
         self.model_latency_query = logs.CfnQueryDefinition(
-            self, "ModelLatency", name=f"{stem}/model-latency", query_string=MODEL_LATENCY_QUERY,
-            log_group_names=[log_group.log_group_name])
+            self,
+            "ModelLatency",
+            name=f"{stem}/model-latency",
+            query_string=MODEL_LATENCY_QUERY,
+            log_group_names=[log_group.log_group_name],
+        )
         self.top_models_rule = cloudwatch.CfnInsightRule(
-            self, "TopModelsRule", rule_name=f"{name_prefix}-{environment_name}-{pool_name}-top-models",
-            rule_state="ENABLED", rule_body=json.dumps(top_models_rule_body(log_group.log_group_name)))
+            self,
+            "TopModelsRule",
+            rule_name=f"{name_prefix}-{environment_name}-{pool_name}-top-models",
+            rule_state="ENABLED",
+            rule_body=json.dumps(top_models_rule_body(log_group.log_group_name)),
+        )

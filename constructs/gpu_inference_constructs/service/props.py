@@ -35,11 +35,19 @@ class ServiceLogs:
     its ``encryption_key`` if a KMS key encrypts it). Default: None (required only by such an archive)."""
 
     def __post_init__(self) -> None:
-        require(isinstance(self.telemetry, TelemetryProps), "telemetry", f"got {type(self.telemetry).__name__}: pass a TelemetryProps")
+        require(
+            isinstance(self.telemetry, TelemetryProps),
+            "telemetry",
+            f"got {type(self.telemetry).__name__}: pass a TelemetryProps",
+        )
         firelens = self.telemetry.firelens
         if firelens is not None and firelens.archive is not None and firelens.archive.s3:
-            require_cdk(self.archive_bucket, ("bucket_arn",), "archive_bucket",
-                        "an s3.IBucket for telemetry.firelens.archive (s3.Bucket.from_bucket_attributes for your own)")
+            require_cdk(
+                self.archive_bucket,
+                ("bucket_arn",),
+                "archive_bucket",
+                "an s3.IBucket for telemetry.firelens.archive (s3.Bucket.from_bucket_attributes for your own)",
+            )
         require_cdk(self.key, ("key_arn",), "key", "a kms.IKey (kms.Key.from_key_arn for an imported one)")
         retention_days(self.retention_days, "retention_days")
         check_name_prefix(self.name_prefix)
@@ -63,6 +71,13 @@ class ServiceAccess:
     def __post_init__(self) -> None:
         if self.api_keys_secret is not None:
             require_cdk(self.api_keys_secret, ("secret_arn",), "api_keys_secret", "a secretsmanager.ISecret, or None")
-        require(isinstance(self.allow_unauthenticated, bool), "allow_unauthenticated", f"{self.allow_unauthenticated!r}: True or False")
-        require(self.subnets is None or isinstance(self.subnets, ec2.SubnetSelection), "subnets",
-                f"got {type(self.subnets).__name__}: pass an ec2.SubnetSelection, or None")
+        require(
+            isinstance(self.allow_unauthenticated, bool),
+            "allow_unauthenticated",
+            f"{self.allow_unauthenticated!r}: True or False",
+        )
+        require(
+            self.subnets is None or isinstance(self.subnets, ec2.SubnetSelection),
+            "subnets",
+            f"got {type(self.subnets).__name__}: pass an ec2.SubnetSelection, or None",
+        )

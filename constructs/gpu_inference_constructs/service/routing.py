@@ -31,9 +31,15 @@ from .target_optimizer import (
 )
 
 
-def task_security_group(scope: Construct, *, vpc: ec2.IVpc, model_name: str, port: int,
-                        route: LoadBalancerRoute | ListenerRoute,
-                        target_optimizer: TargetOptimizerProps | None = None) -> ec2.SecurityGroup:
+def task_security_group(
+    scope: Construct,
+    *,
+    vpc: ec2.IVpc,
+    model_name: str,
+    port: int,
+    route: LoadBalancerRoute | ListenerRoute,
+    target_optimizer: TargetOptimizerProps | None = None,
+) -> ec2.SecurityGroup:
     """The tasks' group: the load balancer in on the container port (the agent's data and control ports with a
     ``target_optimizer``, and the server's port for health checks only), HTTPS out to the VPC endpoints."""
     health_check_port, port = port, traffic_port(port, target_optimizer)
@@ -59,16 +65,27 @@ class ServiceTargets:
     where ``shifts_traffic``), ``target_group`` (production), ``listener_rule``, ``load_balancer_full_name``,
     ``target_group_metrics``. With a ``target_optimizer`` both target groups get its control port."""
 
-    def __init__(self, scope: Construct, *, model_name: str, contract: ServerContract, route: LoadBalancerRoute | ListenerRoute,
-                 vpc: ec2.IVpc, deregistration_delay_seconds: int, shifts_traffic: bool,
-                 target_optimizer: TargetOptimizerProps | None = None) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        *,
+        model_name: str,
+        contract: ServerContract,
+        route: LoadBalancerRoute | ListenerRoute,
+        vpc: ec2.IVpc,
+        deregistration_delay_seconds: int,
+        shifts_traffic: bool,
+        target_optimizer: TargetOptimizerProps | None = None,
+    ) -> None:
         self._contract = contract
         self._shifts_traffic = shifts_traffic
         self._target_optimizer = target_optimizer
         # Both target groups health-check readiness and drain alike: either may be production after a deployment.
         target_group_ids = ("TargetGroup", "AlternateTargetGroup") if shifts_traffic else ("TargetGroup",)
-        self.target_groups = [_target_group(scope, target_group_id, vpc, contract, deregistration_delay_seconds, target_optimizer)
-                              for target_group_id in target_group_ids]
+        self.target_groups = [
+            _target_group(scope, target_group_id, vpc, contract, deregistration_delay_seconds, target_optimizer)
+            for target_group_id in target_group_ids
+        ]
         self.target_group = self.target_groups[0]
         self.listener_rule = _listener_rule(scope, model_name, contract, route, self.target_groups)
         self.load_balancer_full_name = _load_balancer_full_name(route)
@@ -90,8 +107,14 @@ class ServiceTargets:
         ).attach_to_application_target_group(self.target_group)
 
 
-def _target_group(scope: Construct, construct_id: str, vpc: ec2.IVpc, contract: ServerContract,
-                  deregistration_delay_seconds: int, target_optimizer: TargetOptimizerProps | None) -> elbv2.ApplicationTargetGroup:
+def _target_group(
+    scope: Construct,
+    construct_id: str,
+    vpc: ec2.IVpc,
+    contract: ServerContract,
+    deregistration_delay_seconds: int,
+    target_optimizer: TargetOptimizerProps | None,
+) -> elbv2.ApplicationTargetGroup:
     port = traffic_port(contract.port, target_optimizer)
     target_group = elbv2.ApplicationTargetGroup(
         scope,
@@ -116,12 +139,23 @@ def _target_group(scope: Construct, construct_id: str, vpc: ec2.IVpc, contract: 
     return target_group
 
 
-def _listener_rule(scope: Construct, model_name: str, contract: ServerContract, route: LoadBalancerRoute | ListenerRoute,
-                   target_groups: Sequence[elbv2.ApplicationTargetGroup]) -> elbv2.ApplicationListenerRule:
+def _listener_rule(
+    scope: Construct,
+    model_name: str,
+    contract: ServerContract,
+    route: LoadBalancerRoute | ListenerRoute,
+    target_groups: Sequence[elbv2.ApplicationTargetGroup],
+) -> elbv2.ApplicationListenerRule:
     """``/<model>`` and ``/<model>/*`` (or only the contract's public paths below it) to the target groups."""
     if isinstance(route, LoadBalancerRoute):
-        rule = route.load_balancer.add_model_route(model_name, *target_groups, scope=scope, paths=contract.public_paths,
-                                                   priority=route.priority, prediction_routes=contract.prediction_routes)
+        rule = route.load_balancer.add_model_route(
+            model_name,
+            *target_groups,
+            scope=scope,
+            paths=contract.public_paths,
+            priority=route.priority,
+            prediction_routes=contract.prediction_routes,
+        )
     else:
         rule = elbv2.ApplicationListenerRule(
             scope,
@@ -158,5 +192,8 @@ def _forward(target_groups: Sequence[elbv2.IApplicationTargetGroup]) -> elbv2.Li
         return elbv2.ListenerAction.forward(list(target_groups))
     production, alternate = target_groups
     return elbv2.ListenerAction.weighted_forward(
-        [elbv2.WeightedTargetGroup(target_group=production, weight=100), elbv2.WeightedTargetGroup(target_group=alternate, weight=0)]
+        [
+            elbv2.WeightedTargetGroup(target_group=production, weight=100),
+            elbv2.WeightedTargetGroup(target_group=alternate, weight=0),
+        ]
     )

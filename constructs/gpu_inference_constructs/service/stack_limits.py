@@ -28,20 +28,26 @@ def watch_stack_resources(scope: Construct) -> None:
 
 def resources_of(stack: cdk.Stack, construct: IConstruct) -> int:
     """The CloudFormation resources ``construct`` and what it holds declare in ``stack`` (not in nested stacks)."""
-    return sum(1 for item in construct.node.find_all() if isinstance(item, cdk.CfnResource) and cdk.Stack.of(item) is stack)
+    return sum(
+        1 for item in construct.node.find_all() if isinstance(item, cdk.CfnResource) and cdk.Stack.of(item) is stack
+    )
 
 
 def stack_resource_detail(stack: cdk.Stack) -> tuple[int, str]:
     """(the stack's resource count, its largest parts: '<child id> <count>', the five largest)."""
-    parts = sorted(((resources_of(stack, child), child.node.id) for child in stack.node.children),
-                   key=lambda part: (-part[0], part[1]))
+    parts = sorted(
+        ((resources_of(stack, child), child.node.id) for child in stack.node.children),
+        key=lambda part: (-part[0], part[1]),
+    )
     total = sum(count for count, _ in parts)
     return total, ", ".join(f"{name} {count}" for count, name in parts[:5] if count)
 
 
-FIX = ("give each model a stack of its own (stacks_per_model(scope, model_names, ...): the shared capacity, load "
-       "balancer and network in one stack, each model's service, scaling and alarms in its own; constructs/README.md, "
-       "\"Many models\")")
+FIX = (
+    "give each model a stack of its own (stacks_per_model(scope, model_names, ...): the shared capacity, load "
+    "balancer and network in one stack, each model's service, scaling and alarms in its own; constructs/README.md, "
+    '"Many models")'
+)
 
 
 @jsii.implements(IValidation)
@@ -53,18 +59,27 @@ class _StackResources:
         stack = self._stack
         total, largest = stack_resource_detail(stack)
         if total > MAX_STACK_RESOURCES:
-            return [f"stack {stack.node.path} declares {total} resources, more than CloudFormation's "
-                    f"{MAX_STACK_RESOURCES} a stack (TooManyResourcesInStack); the most: {largest}; {FIX}"]
+            return [
+                f"stack {stack.node.path} declares {total} resources, more than CloudFormation's "
+                f"{MAX_STACK_RESOURCES} a stack (TooManyResourcesInStack); the most: {largest}; {FIX}"
+            ]
         if total >= WARN_AT:
             cdk.Annotations.of(stack).add_warning_v2(
                 "gpu-inference:stack-resources",
                 f"stack {stack.node.path} declares {total} of CloudFormation's {MAX_STACK_RESOURCES} resources a stack "
-                f"(the most: {largest}): a few more models will not fit; {FIX}")
+                f"(the most: {largest}): a few more models will not fit; {FIX}",
+            )
         return []
 
 
-def stacks_per_model(scope: Construct, model_names: Sequence[str], *, id_prefix: str = "Model",
-                     env: cdk.Environment | None = None, **stack_props) -> dict[str, cdk.Stack]:
+def stacks_per_model(
+    scope: Construct,
+    model_names: Sequence[str],
+    *,
+    id_prefix: str = "Model",
+    env: cdk.Environment | None = None,
+    **stack_props,
+) -> dict[str, cdk.Stack]:
     """A stack for each of ``model_names`` in ``scope`` (an App or a Stage), with the construct id
     ``<id_prefix>-<model>`` and ``env`` (default None: the scope's) and ``stack_props`` (cdk.StackProps' keywords:
     ``termination_protection``, ``tags``, ...): model name -> stack. Build each model's ModelService, ServiceScaling

@@ -40,7 +40,9 @@ REJECT_METRIC = "TargetControlRequestRejectCount"
 REQUEST_METRIC = "TargetControlRequestCount"
 
 
-def check_target_optimizer(scope: Construct, server: ServerDefinition, model: ModelProps, contract: ServerContract) -> None:
+def check_target_optimizer(
+    scope: Construct, server: ServerDefinition, model: ModelProps, contract: ServerContract
+) -> None:
     """Refuse what cannot work (ports the server already uses, a cap above the server's own limit); warn where the
     server already sheds load itself."""
     optimizer = model.target_optimizer
@@ -51,20 +53,26 @@ def check_target_optimizer(scope: Construct, server: ServerDefinition, model: Mo
         taken.setdefault(contract.metrics.port, "the server's metrics port")
     for key in ("data_port", "control_port"):
         port = getattr(optimizer, key)
-        require(port not in taken, f"models[{model.name}].target_optimizer.{key}",
-                f"{port} is {taken.get(port)} in the same task (one network namespace): choose another port")
+        require(
+            port not in taken,
+            f"models[{model.name}].target_optimizer.{key}",
+            f"{port} is {taken.get(port)} in the same task (one network namespace): choose another port",
+        )
     own = server.concurrency_limit()
     if own is not None and optimizer.max_concurrency > own[1]:
         limit_key, own_limit = own
-        raise ConfigError(f"models[{model.name}].target_optimizer.max_concurrency",
-                          f"{optimizer.max_concurrency} is above the server's own {limit_key} ({own_limit}): the server "
-                          f"would queue what the load balancer thinks it runs; give at most {own_limit}")
+        raise ConfigError(
+            f"models[{model.name}].target_optimizer.max_concurrency",
+            f"{optimizer.max_concurrency} is above the server's own {limit_key} ({own_limit}): the server "
+            f"would queue what the load balancer thinks it runs; give at most {own_limit}",
+        )
     if server.sheds_load_itself:
         cdk.Annotations.of(scope).add_warning_v2(
             "gpu-inference:target-optimizer-beside-admission",
             f"models[{model.name}].target_optimizer: the {server.name} server sheds load itself (it answers 503 once full, and "
             "least-outstanding-requests routing already favours idle tasks); the agent adds a proxy hop and a second "
-            "cap. Remove target_optimizer unless you mean both.")
+            "cap. Remove target_optimizer unless you mean both.",
+        )
 
 
 def target_group_id(construct_id: str, optimizer: TargetOptimizerProps | None) -> str:
@@ -86,8 +94,12 @@ def set_control_port(target_group: elbv2.ApplicationTargetGroup, optimizer: Targ
     default_child(target_group, elbv2.CfnTargetGroup).target_control_port = optimizer.control_port
 
 
-def admit_agent_ports(security_group: ec2.SecurityGroup, route: LoadBalancerRoute | ListenerRoute,
-                      optimizer: TargetOptimizerProps | None, health_check_port: int) -> None:
+def admit_agent_ports(
+    security_group: ec2.SecurityGroup,
+    route: LoadBalancerRoute | ListenerRoute,
+    optimizer: TargetOptimizerProps | None,
+    health_check_port: int,
+) -> None:
     """The load balancer in on the control port, and on the server's own port for health checks, beside the data
     port (which attaching the target group admits)."""
     if optimizer is None:
@@ -95,21 +107,30 @@ def admit_agent_ports(security_group: ec2.SecurityGroup, route: LoadBalancerRout
     for port, why in ((optimizer.control_port, "target control"), (health_check_port, "health checks")):
         if isinstance(route, LoadBalancerRoute):
             route.load_balancer.allow_to_targets_on(port)
-            security_group.connections.allow_from(route.load_balancer.load_balancer, ec2.Port.tcp(port), f"load balancer: {why}")
+            security_group.connections.allow_from(
+                route.load_balancer.load_balancer, ec2.Port.tcp(port), f"load balancer: {why}"
+            )
         else:
             security_group.connections.allow_from(route.listener, ec2.Port.tcp(port), f"load balancer: {why}")
 
 
-def registered_container(server: ecs.ContainerDefinition, optimizer: TargetOptimizerProps | None,
-                         server_port: int) -> tuple[str, int]:
+def registered_container(
+    server: ecs.ContainerDefinition, optimizer: TargetOptimizerProps | None, server_port: int
+) -> tuple[str, int]:
     """(container name, port) the service registers in the target groups: the agent's data port when it runs."""
     if optimizer is None:
         return server.container_name, server_port
     return AGENT_CONTAINER_NAME, optimizer.data_port
 
 
-def add_target_control_agent(scope: Construct, task: ecs.TaskDefinition, server: ecs.ContainerDefinition, model: ModelProps,
-                             contract: ServerContract, logging: ecs.LogDriver) -> ecs.ContainerDefinition | None:
+def add_target_control_agent(
+    scope: Construct,
+    task: ecs.TaskDefinition,
+    server: ecs.ContainerDefinition,
+    model: ModelProps,
+    contract: ServerContract,
+    logging: ecs.LogDriver,
+) -> ecs.ContainerDefinition | None:
     """The agent container in ``task`` when ``model`` opts in: essential (a task without it receives no traffic),
     non-root, read-only root, every capability dropped, no AWS permissions (it calls no AWS API). The server starts
     after it and, as ECS stops containers in reverse dependency order, stops before it: the agent passes the server's
@@ -136,23 +157,41 @@ def add_target_control_agent(scope: Construct, task: ecs.TaskDefinition, server:
         user=AGENT_USER,
         linux_parameters=parameters,
     )
-    server.add_container_dependencies(ecs.ContainerDependency(container=agent, condition=ecs.ContainerDependencyCondition.START))
+    server.add_container_dependencies(
+        ecs.ContainerDependency(container=agent, condition=ecs.ContainerDependencyCondition.START)
+    )
     return agent
 
 
 def reject_metric(load_balancer_full_name: str) -> cloudwatch.Metric:
     """Requests the load balancer rejected because no target had capacity: per load balancer (AWS publishes no
     TargetGroup dimension), so every opted-in model behind it counts together."""
-    return cloudwatch.Metric(namespace="AWS/ApplicationELB", metric_name=REJECT_METRIC,
-                             dimensions_map={"LoadBalancer": load_balancer_full_name}, statistic="Sum",
-                             period=cdk.Duration.minutes(1), label="rejected: no target had capacity")
+    return cloudwatch.Metric(
+        namespace="AWS/ApplicationELB",
+        metric_name=REJECT_METRIC,
+        dimensions_map={"LoadBalancer": load_balancer_full_name},
+        statistic="Sum",
+        period=cdk.Duration.minutes(1),
+        label="rejected: no target had capacity",
+    )
 
 
 def add_reject_widget(dashboard: cloudwatch.Dashboard, model_name: str, load_balancer_full_name: str) -> None:
     """The reject metric, and what was forwarded, on the environment's dashboard for an opted-in model."""
-    forwarded = cloudwatch.Metric(namespace="AWS/ApplicationELB", metric_name=REQUEST_METRIC,
-                                  dimensions_map={"LoadBalancer": load_balancer_full_name}, statistic="Sum",
-                                  period=cdk.Duration.minutes(1), label="forwarded to agents")
-    dashboard.add_widgets(cloudwatch.GraphWidget(
-        title=f"{model_name}: Target Optimizer requests per minute (per load balancer)",
-        left=[reject_metric(load_balancer_full_name)], right=[forwarded], width=24, height=6))
+    forwarded = cloudwatch.Metric(
+        namespace="AWS/ApplicationELB",
+        metric_name=REQUEST_METRIC,
+        dimensions_map={"LoadBalancer": load_balancer_full_name},
+        statistic="Sum",
+        period=cdk.Duration.minutes(1),
+        label="forwarded to agents",
+    )
+    dashboard.add_widgets(
+        cloudwatch.GraphWidget(
+            title=f"{model_name}: Target Optimizer requests per minute (per load balancer)",
+            left=[reject_metric(load_balancer_full_name)],
+            right=[forwarded],
+            width=24,
+            height=6,
+        )
+    )

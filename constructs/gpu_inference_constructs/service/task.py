@@ -89,11 +89,24 @@ class ServiceTask:
     collector every task has), ``log_router`` (FireLens's, or None), ``acknowledgements`` (ContainerAcknowledgements).
     On a Neuron ``instance_type`` the server maps the instance's Neuron devices instead of asking for GPUs."""
 
-    def __init__(self, scope: Construct, *, model: ModelProps, contract: ServerContract, source: ModelBucket, uri: str,
-                 region: str, environment_name: str, log_group: logs.LogGroup, stop_timeout_seconds: int,
-                 health_check_start_period: int, api_keys_secret: secretsmanager.ISecret | None,
-                 telemetry: TelemetryProps | None = None, archive_bucket: s3.IBucket | None = None,
-                 instance_type: GpuInstanceType | None = None) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        *,
+        model: ModelProps,
+        contract: ServerContract,
+        source: ModelBucket,
+        uri: str,
+        region: str,
+        environment_name: str,
+        log_group: logs.LogGroup,
+        stop_timeout_seconds: int,
+        health_check_start_period: int,
+        api_keys_secret: secretsmanager.ISecret | None,
+        telemetry: TelemetryProps | None = None,
+        archive_bucket: s3.IBucket | None = None,
+        instance_type: GpuInstanceType | None = None,
+    ) -> None:
         self._scope = scope
         self._telemetry = telemetry or TelemetryProps()
         self._environment_name = environment_name
@@ -129,7 +142,8 @@ class ServiceTask:
             cdk.Annotations.of(scope).add_warning_v2(
                 NO_TRACES_WARNING,
                 f"telemetry.trace_sampling_ratio is {self._telemetry.trace_sampling_ratio:g} but the {contract.name} "
-                f"server of models[{model.name}] sends no traces: {contract.no_traces_reason}")
+                f"server of models[{model.name}] sends no traces: {contract.no_traces_reason}",
+            )
         self.compile_cache_prefix: str | None = None
         self.container = self._add_server(uri, stop_timeout_seconds, health_check_start_period, api_keys_secret)
         self.log_router = self._add_log_router() if self._telemetry.firelens is not None else None
@@ -139,9 +153,12 @@ class ServiceTask:
         last_init = self.model_fetcher or self.scratch_owner
         if last_init is not None:  # the server starts once the init containers succeeded, one after the other
             self.container.add_container_dependencies(
-                ecs.ContainerDependency(container=last_init, condition=ecs.ContainerDependencyCondition.SUCCESS))
+                ecs.ContainerDependency(container=last_init, condition=ecs.ContainerDependencyCondition.SUCCESS)
+            )
         self.metrics_collector = self._add_metrics_collector()
-        self.target_control_agent = add_target_control_agent(scope, self.task_definition, self.container, model, contract, self.log_driver())
+        self.target_control_agent = add_target_control_agent(
+            scope, self.task_definition, self.container, model, contract, self.log_driver()
+        )
 
     @property
     def log_stream_prefix(self) -> str:
@@ -167,11 +184,17 @@ class ServiceTask:
         if self._neuron is not None and not set(NEURON_CORE_VARIABLES) & set(environment):
             environment[NEURON_CORES_VARIABLE] = visible_cores(self._neuron)
         if contract.compile_cache_variable is not None:
-            self.compile_cache_prefix = cache_prefix = compile_cache_prefix(self._source.prefix, model.name, model.version)
+            self.compile_cache_prefix = cache_prefix = compile_cache_prefix(
+                self._source.prefix, model.name, model.version
+            )
             environment[contract.compile_cache_variable] = f"s3://{bucket.bucket_name}/{cache_prefix}"
             self.task_role.add_to_principal_policy(
-                iam.PolicyStatement(actions=["s3:PutObject"], resources=[bucket.arn_for_objects(f"{cache_prefix}*")],
-                                    conditions={"Null": {"s3:if-none-match": "false"}}))
+                iam.PolicyStatement(
+                    actions=["s3:PutObject"],
+                    resources=[bucket.arn_for_objects(f"{cache_prefix}*")],
+                    conditions={"Null": {"s3:if-none-match": "false"}},
+                )
+            )
         return environment
 
     def _server_secrets(self, api_keys_secret: secretsmanager.ISecret | None) -> dict[str, ecs.Secret]:
@@ -180,18 +203,22 @@ class ServiceTask:
         if api_keys_secret is None:
             return secrets
         assert contract.api_keys_variable is not None  # service_checks.check_api_keys_variable
-        secrets[contract.api_keys_variable] = ecs.Secret.from_secrets_manager(api_keys_secret, field=contract.api_key_field)
+        secrets[contract.api_keys_variable] = ecs.Secret.from_secrets_manager(
+            api_keys_secret, field=contract.api_key_field
+        )
         if contract.api_key_field is not None and api_keys_secret.secret_full_arn is None:
             cdk.Annotations.of(self._scope).add_warning_v2(
                 "gpu-inference:partial-secret-arn",
                 f"models[{self._model.name}] reads the key {contract.api_key_field!r} of an API-key secret imported by name: "
                 "ECS gets its partial ARN (no random suffix) with a JSON key, which Secrets Manager resolves only "
                 "when no other secret's name starts with the same name. Import it with "
-                "secretsmanager.Secret.from_secret_complete_arn (the ARN with its six-character suffix).")
+                "secretsmanager.Secret.from_secret_complete_arn (the ARN with its six-character suffix).",
+            )
         return secrets
 
-    def _add_server(self, uri: str, stop_timeout_seconds: int, start_period: int,
-                    api_keys_secret: secretsmanager.ISecret | None) -> ecs.ContainerDefinition:
+    def _add_server(
+        self, uri: str, stop_timeout_seconds: int, start_period: int, api_keys_secret: secretsmanager.ISecret | None
+    ) -> ecs.ContainerDefinition:
         contract, model = self._contract, self._model
         environment = self._server_environment(uri)
         secrets = self._server_secrets(api_keys_secret)
@@ -199,12 +226,23 @@ class ServiceTask:
             self._scope, "LinuxParameters", init_process_enabled=True, shared_memory_size=contract.shared_memory_mib
         )
         if self._neuron is not None:  # ECS on EC2 maps Neuron devices only this way (neuron_placement.py)
-            linux_parameters.add_devices(*(
-                ecs.Device(host_path=path, container_path=path, permissions=[ecs.DevicePermission.READ, ecs.DevicePermission.WRITE])
-                for path in neuron_device_paths(self._neuron)))
+            linux_parameters.add_devices(
+                *(
+                    ecs.Device(
+                        host_path=path,
+                        container_path=path,
+                        permissions=[ecs.DevicePermission.READ, ecs.DevicePermission.WRITE],
+                    )
+                    for path in neuron_device_paths(self._neuron)
+                )
+            )
         for path, size in contract.tmpfs_mib.items():
             linux_parameters.add_tmpfs(
-                ecs.Tmpfs(container_path=path, size=size, mount_options=[ecs.TmpfsMountOption.NOSUID, ecs.TmpfsMountOption.NODEV])
+                ecs.Tmpfs(
+                    container_path=path,
+                    size=size,
+                    mount_options=[ecs.TmpfsMountOption.NOSUID, ecs.TmpfsMountOption.NODEV],
+                )
             )
         liveness = contract.liveness
         container = self.task_definition.add_container(
@@ -235,7 +273,9 @@ class ServiceTask:
         )
         if model.gpu_share is not None:
             write_share(self.task_definition, SERVER_CONTAINER_INDEX, model.gpu_share)
-        container.add_mount_points(ecs.MountPoint(container_path=SCRATCH_PATH, source_volume="scratch", read_only=False))
+        container.add_mount_points(
+            ecs.MountPoint(container_path=SCRATCH_PATH, source_volume="scratch", read_only=False)
+        )
         return container
 
     def _fetcher_image(self) -> ecs.ContainerImage:
@@ -251,8 +291,10 @@ class ServiceTask:
             image=self._fetcher_image(),
             essential=False,
             entry_point=["/bin/sh", "-c"],
-            command=[f'set -eu; mkdir -p "$MODEL_DIR" {SCRATCH_PATH}/home {SCRATCH_PATH}/cache {SCRATCH_PATH}/tmp; '
-                     f'chown -R "$SERVER_USER" {SCRATCH_PATH}'],
+            command=[
+                f'set -eu; mkdir -p "$MODEL_DIR" {SCRATCH_PATH}/home {SCRATCH_PATH}/cache {SCRATCH_PATH}/tmp; '
+                f'chown -R "$SERVER_USER" {SCRATCH_PATH}'
+            ],
             cpu=FETCHER_CPU,
             memory_reservation_mib=FETCHER_MEMORY_MIB,
             environment={"MODEL_DIR": contract.model_source.local_path, "SERVER_USER": contract.user},
@@ -263,7 +305,8 @@ class ServiceTask:
             linux_parameters=_capabilities(self._scope, "ScratchOwnerLinuxParameters", keep=[ecs.Capability.CHOWN]),
         )
         self.acknowledgements.add(
-            "scratch-owner", "user",
+            "scratch-owner",
+            "user",
             "Root with every capability dropped but CHOWN: Docker creates the task's scratch volume owned by root, and "
             "only root may hand it to the server's user. It runs mkdir and chown, reads no input and exits; the model "
             "fetch and the server run as that user.",
@@ -299,7 +342,9 @@ class ServiceTask:
             linux_parameters=_capabilities(self._scope, "FetcherLinuxParameters", keep=[]),
         )
         fetcher.add_mount_points(ecs.MountPoint(container_path=SCRATCH_PATH, source_volume="scratch", read_only=False))
-        fetcher.add_container_dependencies(ecs.ContainerDependency(container=owner, condition=ecs.ContainerDependencyCondition.SUCCESS))
+        fetcher.add_container_dependencies(
+            ecs.ContainerDependency(container=owner, condition=ecs.ContainerDependencyCondition.SUCCESS)
+        )
         return fetcher
 
     def _add_metrics_collector(self) -> ecs.ContainerDefinition:
@@ -309,8 +354,12 @@ class ServiceTask:
         CloudWatch agent (root, writing its root: acknowledged) only for Prometheus metrics without histograms."""
         metrics = self._contract.metrics
         adot = metrics is None or bool(metrics.histograms)
-        arguments = dict(environment_name=self._environment_name, model_name=self._model.name, region=self._region,
-                         log_group_name=self._log_group.log_group_name)
+        arguments = dict(
+            environment_name=self._environment_name,
+            model_name=self._model.name,
+            region=self._region,
+            log_group_name=self._log_group.log_group_name,
+        )
         if metrics is None:
             environment = otel_traces_config(region=self._region)
         elif adot:
@@ -335,7 +384,8 @@ class ServiceTask:
         if not adot:
             for what in ("user", "readonly_root_filesystem"):
                 self.acknowledgements.add(
-                    "metrics-collector", what,
+                    "metrics-collector",
+                    what,
                     "The CloudWatch agent image runs as its default user, root, and its entrypoint writes the translated "
                     "configuration and state under /opt/aws/amazon-cloudwatch-agent; every capability is dropped, it is "
                     "not essential, reads only the task's loopback and writes only this model's log group and X-Ray.",
@@ -364,7 +414,8 @@ class ServiceTask:
                 f"the {self._contract.name} server's Prometheus metrics have no histogram, so its collector is the "
                 f"CloudWatch agent, pulled from ECR Public ({DEFAULT_COLLECTOR_IMAGE}): telemetry.collector_image mirrors "
                 "the ADOT collector; set the preset's collector_image (PrometheusMetrics.collector_image) to your ECR "
-                "mirror of the CloudWatch agent")
+                "mirror of the CloudWatch agent",
+            )
         return ecs.ContainerImage.from_registry(DEFAULT_COLLECTOR_IMAGE)
 
     def _server_log_driver(self) -> ecs.LogDriver:
@@ -373,14 +424,16 @@ class ServiceTask:
         from)."""
         if self._telemetry.firelens is None:
             return self.log_driver()
-        return ecs.LogDrivers.firelens(options={
-            "Name": "cloudwatch_logs",
-            "region": self._region,
-            "log_group_name": self._log_group.log_group_name,
-            "log_stream_prefix": f"{self.log_stream_prefix}/server/",
-            "auto_create_group": "false",
-            "log_key": FIRELENS_LOG_KEY,
-        })
+        return ecs.LogDrivers.firelens(
+            options={
+                "Name": "cloudwatch_logs",
+                "region": self._region,
+                "log_group_name": self._log_group.log_group_name,
+                "log_stream_prefix": f"{self.log_stream_prefix}/server/",
+                "auto_create_group": "false",
+                "log_key": FIRELENS_LOG_KEY,
+            }
+        )
 
     def _add_log_router(self) -> ecs.ContainerDefinition:
         """FireLens's Fluent Bit (``log-router``): the server starts once it runs; its own logs go through awslogs. It
@@ -390,12 +443,26 @@ class ServiceTask:
         archive = firelens.archive
         router = self.task_definition.add_firelens_log_router(
             "log-router",
-            image=(firelens.image.container_image(self._scope, "LogRouterImage") if firelens.image is not None
-                   else ecs.ContainerImage.from_registry(DEFAULT_LOG_ROUTER_IMAGE)),
-            firelens_config=(ecs.FirelensConfig(type=ecs.FirelensLogRouterType.FLUENTBIT) if archive is None else
-                             firelens_config_with_archive(self._scope, self.task_definition, archive, server_container="server",
-                                                          environment_name=self._environment_name, model_name=self._model.name)),
-            environment=(archive_environment(archive, self._archive_bucket, self._region) if archive is not None else None),
+            image=(
+                firelens.image.container_image(self._scope, "LogRouterImage")
+                if firelens.image is not None
+                else ecs.ContainerImage.from_registry(DEFAULT_LOG_ROUTER_IMAGE)
+            ),
+            firelens_config=(
+                ecs.FirelensConfig(type=ecs.FirelensLogRouterType.FLUENTBIT)
+                if archive is None
+                else firelens_config_with_archive(
+                    self._scope,
+                    self.task_definition,
+                    archive,
+                    server_container="server",
+                    environment_name=self._environment_name,
+                    model_name=self._model.name,
+                )
+            ),
+            environment=(
+                archive_environment(archive, self._archive_bucket, self._region) if archive is not None else None
+            ),
             essential=True,
             cpu=firelens.cpu,
             memory_reservation_mib=firelens.memory_mib,
@@ -405,30 +472,43 @@ class ServiceTask:
             linux_parameters=_capabilities(self._scope, "LogRouterLinuxParameters", keep=[]),
         )
         self.acknowledgements.add(
-            "log-router", "user",
+            "log-router",
+            "user",
             "FireLens requires its Fluent Bit container to run as root: it creates the unix socket the ECS agent and "
             "the Docker log driver write to in a root-owned host directory (aws/containers-roadmap#2122). Every "
             "capability is dropped and it writes only this model's log group.",
         )
         self.acknowledgements.add(
-            "log-router", "readonly_root_filesystem",
+            "log-router",
+            "readonly_root_filesystem",
             "AWS for Fluent Bit fails to start on a read-only root filesystem (fluent/fluent-bit#7308, "
             "aws/aws-for-fluent-bit#928): it writes its generated configuration and buffers there. It reads only the "
             "log driver's socket and sends only to this model's log group.",
         )
         self.container.add_container_dependencies(
-            ecs.ContainerDependency(container=router, condition=ecs.ContainerDependencyCondition.START))
+            ecs.ContainerDependency(container=router, condition=ecs.ContainerDependencyCondition.START)
+        )
         self._grant_log_writes()
         if archive is not None:
-            grant_archive_writes(self._scope, self.task_role, archive, self._archive_bucket, self._region,
-                                 environment_name=self._environment_name, model_name=self._model.name)
+            grant_archive_writes(
+                self._scope,
+                self.task_role,
+                archive,
+                self._archive_bucket,
+                self._region,
+                environment_name=self._environment_name,
+                model_name=self._model.name,
+            )
         return router
 
     def _grant_log_writes(self) -> None:
         """The task role writes this model's log group: the collector's EMF metrics and FireLens's router both do."""
-        self.task_role.add_to_principal_policy(iam.PolicyStatement(
-            actions=["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
-            resources=[self._log_group.log_group_arn]))
+        self.task_role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
+                resources=[self._log_group.log_group_arn],
+            )
+        )
 
     def acknowledge_findings(self) -> None:
         """cdk-nag's findings on the task definition, the execution role and the task role, each with its reason."""
@@ -461,9 +541,15 @@ class ServiceTask:
             "nothing else in the bucket. Asserted by tests/infra/test_service.py::test_task_role_reads_only_its_model_prefix.",
         )
         firelens = self._telemetry.firelens
-        if firelens is not None and firelens.archive is not None and firelens.archive.s3 and self._archive_bucket is not None:
+        if (
+            firelens is not None
+            and firelens.archive is not None
+            and firelens.archive.s3
+            and self._archive_bucket is not None
+        ):
             archived = self._archive_bucket.arn_for_objects(
-                f"{archive_key_prefix(firelens.archive, self._environment_name, self._model.name)}*")
+                f"{archive_key_prefix(firelens.archive, self._environment_name, self._model.name)}*"
+            )
             acknowledge_when_resolved(
                 default_policy(self.task_role),
                 lambda: f"AwsSolutions-IAM5[Resource::{nag_rendering(scope, archived)}]",

@@ -20,12 +20,19 @@ def write_share(task_definition: ecs.TaskDefinition, container_index: int, share
     (AWS::ECS::TaskDefinition ResourceRequirement, SharingStrategy, NvidiaMpsAllocation). Remove it when the pin moves:
     ``ecs.ContainerDefinition``'s own GPU sharing option then writes the same JSON."""
     resource = default_child(task_definition)
-    resource.add_property_override(f"ContainerDefinitions.{container_index}.ResourceRequirements", [share.resource_requirement()])
+    resource.add_property_override(
+        f"ContainerDefinitions.{container_index}.ResourceRequirements", [share.resource_requirement()]
+    )
     # The CloudFormation reference (AWS::ECS::TaskDefinition ResourceRequirement) makes Value and SharingStrategy
     # alternatives; aws-cdk-lib 2.275's validation schema predates it. Acknowledged on this task definition only.
-    cdk.Validations.of(resource).acknowledge(*(cdk.Acknowledgment(
-        id=finding,
-        reason="ResourceRequirements carry SharingStrategy.NvidiaMps instead of Value, as the CloudFormation reference "
-               "for AWS::ECS::TaskDefinition ResourceRequirement and SharingStrategy documents (GPU sharing, ECS agent "
-               "1.107.0); aws-cdk-lib 2.275's validation schema predates it, and cfn-lint 1.58 checks the shape")
-        for finding in STALE_FINDINGS))
+    cdk.Validations.of(resource).acknowledge(
+        *(
+            cdk.Acknowledgment(
+                id=finding,
+                reason="ResourceRequirements carry SharingStrategy.NvidiaMps instead of Value, as the CloudFormation reference "
+                "for AWS::ECS::TaskDefinition ResourceRequirement and SharingStrategy documents (GPU sharing, ECS agent "
+                "1.107.0); aws-cdk-lib 2.275's validation schema predates it, and cfn-lint 1.58 checks the shape",
+            )
+            for finding in STALE_FINDINGS
+        )
+    )

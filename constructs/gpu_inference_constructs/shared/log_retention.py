@@ -29,5 +29,7 @@ _BY_DAYS = {
 def retention_days(days: int, key: str) -> logs.RetentionDays:
     """The RetentionDays member for ``days``, or a ConfigError naming ``key`` and the allowed values."""
     if days not in _BY_DAYS:
-        raise ConfigError(key, f"{days} is not a CloudWatch Logs retention period; allowed days: {', '.join(map(str, _BY_DAYS))}")
+        raise ConfigError(
+            key, f"{days} is not a CloudWatch Logs retention period; allowed days: {', '.join(map(str, _BY_DAYS))}"
+        )
     return _BY_DAYS[days]

@@ -53,25 +53,37 @@ def _from_this_account(scope: IConstruct, service: str, source_arn_tail: str) ->
     stack = cdk.Stack.of(scope)
     return {
         "StringEquals": {"aws:SourceAccount": stack.account},
-        "ArnLike": {"aws:SourceArn": f"arn:{stack.partition}:{service}:{stack.region}:{stack.account}:{source_arn_tail}"},
+        "ArnLike": {
+            "aws:SourceArn": f"arn:{stack.partition}:{service}:{stack.region}:{stack.account}:{source_arn_tail}"
+        },
     }
 
 
 def _publish_statement(sid: str, principal: str, topic: sns.ITopic, conditions: dict) -> iam.PolicyStatement:
-    return iam.PolicyStatement(sid=sid, principals=[service_principal(principal)], actions=["sns:Publish"],
-                               resources=[topic.topic_arn], conditions=conditions)
+    return iam.PolicyStatement(
+        sid=sid,
+        principals=[service_principal(principal)],
+        actions=["sns:Publish"],
+        resources=[topic.topic_arn],
+        conditions=conditions,
+    )
 
 
 def alarms_publish_statement(scope: IConstruct, topic: sns.ITopic) -> iam.PolicyStatement:
     """Topic policy: this account's CloudWatch alarms (in this region) may publish to ``topic``."""
-    return _publish_statement("AlarmsOfThisAccountPublish", "cloudwatch.amazonaws.com", topic,
-                              _from_this_account(scope, "cloudwatch", "alarm:*"))
+    return _publish_statement(
+        "AlarmsOfThisAccountPublish",
+        "cloudwatch.amazonaws.com",
+        topic,
+        _from_this_account(scope, "cloudwatch", "alarm:*"),
+    )
 
 
 def rules_publish_statement(scope: IConstruct, topic: sns.ITopic) -> iam.PolicyStatement:
     """Topic policy: this account's EventBridge rules (in this region, any event bus) may publish to ``topic``."""
-    return _publish_statement("RulesOfThisAccountPublish", "events.amazonaws.com", topic,
-                              _from_this_account(scope, "events", "rule/*"))
+    return _publish_statement(
+        "RulesOfThisAccountPublish", "events.amazonaws.com", topic, _from_this_account(scope, "events", "rule/*")
+    )
 
 
 def alarms_use_key_statement(scope: IConstruct) -> iam.PolicyStatement:
@@ -81,7 +93,10 @@ def alarms_use_key_statement(scope: IConstruct) -> iam.PolicyStatement:
         principals=[service_principal("cloudwatch.amazonaws.com")],
         actions=KEY_ACTIONS,
         resources=["*"],
-        conditions={**_from_this_account(scope, "cloudwatch", "alarm:*"), "StringLike": {TOPIC_ARN_CONTEXT: _this_accounts_topics(scope)}},
+        conditions={
+            **_from_this_account(scope, "cloudwatch", "alarm:*"),
+            "StringLike": {TOPIC_ARN_CONTEXT: _this_accounts_topics(scope)},
+        },
     )
 
 
@@ -136,7 +151,9 @@ class NotificationTopic(Construct):
         super().__init__(scope, construct_id)
         for index, email in enumerate(emails):
             require("@" in email and " " not in email, f"alarm_emails[{index}]", f"{email!r} is not an email address")
-        self.key = kms.Key(self, "Key", description="Encrypts the alarm and fleet-event topic", enable_key_rotation=True)
+        self.key = kms.Key(
+            self, "Key", description="Encrypts the alarm and fleet-event topic", enable_key_rotation=True
+        )
         self.key.add_to_resource_policy(alarms_use_key_statement(self))
         self.topic = sns.Topic(self, "Topic", master_key=as_key(self.key), enforce_ssl=True)
         self.topic.add_to_resource_policy(alarms_publish_statement(self, as_topic(self.topic)))

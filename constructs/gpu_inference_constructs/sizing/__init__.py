@@ -14,7 +14,23 @@ from .safetensors_header import read_header
 from .workload import Assumptions, Measurement, Purchase, Workload
 
 __all__ = [
-    "Assumptions", "Measurement", "ModelShape", "PackModel", "PackResult", "Purchase", "Recommendation", "TypeAdvice",
-    "Workload", "advise", "from_model_dir", "pack", "parse_models", "read_header", "read_measurement", "read_models",
-    "recommend", "types_in_region", "validate",
+    "Assumptions",
+    "Measurement",
+    "ModelShape",
+    "PackModel",
+    "PackResult",
+    "Purchase",
+    "Recommendation",
+    "TypeAdvice",
+    "Workload",
+    "advise",
+    "from_model_dir",
+    "pack",
+    "parse_models",
+    "read_header",
+    "read_measurement",
+    "read_models",
+    "recommend",
+    "types_in_region",
+    "validate",
 ]

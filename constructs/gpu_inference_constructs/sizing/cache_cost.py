@@ -33,8 +33,13 @@ class CacheCost:
         return self.hourly_usd * HOURS_PER_MONTH
 
 
-def cache_cost(requests_per_second: float, hit_rate: float, value_bytes: int, ttl_seconds: int,
-               props: ResultCacheProps = ResultCacheProps()) -> CacheCost:
+def cache_cost(
+    requests_per_second: float,
+    hit_rate: float,
+    value_bytes: int,
+    ttl_seconds: int,
+    props: ResultCacheProps = ResultCacheProps(),
+) -> CacheCost:
     if not 0 <= hit_rate < 1:
         raise ConfigError("--cache-hit-rate", f"{hit_rate:g}: give the share of requests the cache answers, 0 to 0.99")
     if value_bytes < 1 or ttl_seconds < 1:
@@ -49,13 +54,17 @@ def cache_cost(requests_per_second: float, hit_rate: float, value_bytes: int, tt
 
 
 def describe(cost: CacheCost, gpu_hourly_without: float | None, gpu_hourly_with: float | None) -> list[str]:
-    lines = [f"Shared cache at {cost.hit_rate:.0%} hits: the GPUs are sized for {cost.gpu_requests_per_second:g} req/s; "
-             f"the cache costs ${cost.hourly_usd:.3f}/h (${cost.monthly_usd:,.0f}/month: storage "
-             f"{cost.stored_gb:.2f} GB ${cost.storage_hourly_usd:.3f}/h, {cost.ecpu_per_second:,.0f} ECPU/s "
-             f"${cost.requests_hourly_usd:.3f}/h)"]
+    lines = [
+        f"Shared cache at {cost.hit_rate:.0%} hits: the GPUs are sized for {cost.gpu_requests_per_second:g} req/s; "
+        f"the cache costs ${cost.hourly_usd:.3f}/h (${cost.monthly_usd:,.0f}/month: storage "
+        f"{cost.stored_gb:.2f} GB ${cost.storage_hourly_usd:.3f}/h, {cost.ecpu_per_second:,.0f} ECPU/s "
+        f"${cost.requests_hourly_usd:.3f}/h)"
+    ]
     if gpu_hourly_without is not None and gpu_hourly_with is not None:
         saved = gpu_hourly_without - gpu_hourly_with
         verdict = "pays" if saved > cost.hourly_usd else "does not pay"
-        lines.append(f"GPUs ${gpu_hourly_without:.2f}/h without the cache, ${gpu_hourly_with:.2f}/h with it: "
-                     f"it saves ${saved:.2f}/h against its ${cost.hourly_usd:.3f}/h, so it {verdict}")
+        lines.append(
+            f"GPUs ${gpu_hourly_without:.2f}/h without the cache, ${gpu_hourly_with:.2f}/h with it: "
+            f"it saves ${saved:.2f}/h against its ${cost.hourly_usd:.3f}/h, so it {verdict}"
+        )
     return lines

@@ -47,12 +47,20 @@ max_batch_size, runtime, or model_dir instead of params), a name, and optionally
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m gpu_inference_constructs.sizing", description=__doc__, epilog=EXAMPLES,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m gpu_inference_constructs.sizing",
+        description=__doc__,
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     model = p.add_argument_group("the model (--model-dir, or --params with --dtype and --kind)")
-    model.add_argument("--model-dir", help="a Hugging Face model directory: config.json and *.safetensors (only headers are read)")
+    model.add_argument(
+        "--model-dir", help="a Hugging Face model directory: config.json and *.safetensors (only headers are read)"
+    )
     model.add_argument("--params", type=float, help="parameter count, e.g. 7e9")
-    model.add_argument("--dtype", choices=sorted(BYTES_PER_PARAM), help="precision it is served in (default: as stored)")
+    model.add_argument(
+        "--dtype", choices=sorted(BYTES_PER_PARAM), help="precision it is served in (default: as stored)"
+    )
     model.add_argument("--kind", choices=("encoder", "llm"), help="default: from config.json's architectures")
     model.add_argument("--layers", type=int, help="geometry for --params (sizes KV cache and activations)")
     model.add_argument("--hidden-size", type=int)
@@ -61,52 +69,96 @@ def parser() -> argparse.ArgumentParser:
     model.add_argument("--intermediate-size", type=int, help="default: 4 x hidden size")
     load = p.add_argument_group("the traffic")
     load.add_argument("--requests-per-second", type=float, required=True)
-    load.add_argument("--p95-ms", type=float, default=float(ModelScalingProps.latency_p95_ms),
-                      help="latency goal (default %(default)g, ModelScalingProps')")
-    load.add_argument("--tokens-per-request", help=f"encoders: tokens per text (default {BundledServerProps.max_sequence_length}, "
-                                                   "BundledServerProps.max_sequence_length); LLMs: PROMPT,OUTPUT (required)")
-    load.add_argument("--concurrency", type=int, default=1, help="LLMs: sequences one task decodes together (default 1)")
-    load.add_argument("--runtime", choices=sorted(RUNTIME_FACTORS), default="eager",
-                      help="encoders: BundledServerProps.runtime; its throughput factor (measured or estimated) scales the estimate")
-    load.add_argument("--max-batch-size", type=int, default=BundledServerProps.max_batch_size,
-                      help="encoders: the server's largest batch (default %(default)s)")
+    load.add_argument(
+        "--p95-ms",
+        type=float,
+        default=float(ModelScalingProps.latency_p95_ms),
+        help="latency goal (default %(default)g, ModelScalingProps')",
+    )
+    load.add_argument(
+        "--tokens-per-request",
+        help=f"encoders: tokens per text (default {BundledServerProps.max_sequence_length}, "
+        "BundledServerProps.max_sequence_length); LLMs: PROMPT,OUTPUT (required)",
+    )
+    load.add_argument(
+        "--concurrency", type=int, default=1, help="LLMs: sequences one task decodes together (default 1)"
+    )
+    load.add_argument(
+        "--runtime",
+        choices=sorted(RUNTIME_FACTORS),
+        default="eager",
+        help="encoders: BundledServerProps.runtime; its throughput factor (measured or estimated) scales the estimate",
+    )
+    load.add_argument(
+        "--max-batch-size",
+        type=int,
+        default=BundledServerProps.max_batch_size,
+        help="encoders: the server's largest batch (default %(default)s)",
+    )
     buy = p.add_argument_group("where and how it is bought")
     buy.add_argument("--region", help="default: the --environment's, else us-east-1")
-    buy.add_argument("--environment", help="read region, On-Demand base and share and Spot price fraction from cdk.json")
+    buy.add_argument(
+        "--environment", help="read region, On-Demand base and share and Spot price fraction from cdk.json"
+    )
     buy.add_argument("--cdk-json", default="cdk.json", help="with --environment (default %(default)s)")
     buy.add_argument("--on-demand-base", type=int)
     buy.add_argument("--on-demand-percent", type=int, help="On-Demand share above the base, 0-100")
-    buy.add_argument("--spot-fraction", type=float, help=f"Spot price / On-Demand (default {MonitoringProps.spot_price_fraction})")
-    buy.add_argument("--price", action="append", default=[], metavar="TYPE=USD", help="your own hourly price (repeatable)")
+    buy.add_argument(
+        "--spot-fraction", type=float, help=f"Spot price / On-Demand (default {MonitoringProps.spot_price_fraction})"
+    )
+    buy.add_argument(
+        "--price", action="append", default=[], metavar="TYPE=USD", help="your own hourly price (repeatable)"
+    )
     buy.add_argument("--instance-types", help="compare only these, comma-separated")
     measured = p.add_argument_group("measurements and assumptions")
-    measured.add_argument("--measured", metavar="FILE", help="a bench JSON (make bench, python -m bench.gpu_bench): measured throughput")
-    measured.add_argument("--measured-on", metavar="TYPE", help="the instance type the measurement stands for (needed for a CPU run)")
+    measured.add_argument(
+        "--measured", metavar="FILE", help="a bench JSON (make bench, python -m bench.gpu_bench): measured throughput"
+    )
+    measured.add_argument(
+        "--measured-on", metavar="TYPE", help="the instance type the measurement stands for (needed for a CPU run)"
+    )
     defaults = Assumptions()
-    measured.add_argument("--efficiency", type=float, default=defaults.efficiency, help="fraction of peak reached (default %(default)s)")
-    measured.add_argument("--vram-headroom", type=float, default=defaults.vram_headroom, help="GPU memory kept free (default %(default)s)")
-    measured.add_argument("--target-utilization", type=float, default=defaults.target_utilization, help="default %(default)s")
-    measured.add_argument("--peak-factor", type=float, default=defaults.peak_factor, help="max_tasks / tasks (default %(default)s)")
+    measured.add_argument(
+        "--efficiency", type=float, default=defaults.efficiency, help="fraction of peak reached (default %(default)s)"
+    )
+    measured.add_argument(
+        "--vram-headroom", type=float, default=defaults.vram_headroom, help="GPU memory kept free (default %(default)s)"
+    )
+    measured.add_argument(
+        "--target-utilization", type=float, default=defaults.target_utilization, help="default %(default)s"
+    )
+    measured.add_argument(
+        "--peak-factor", type=float, default=defaults.peak_factor, help="max_tasks / tasks (default %(default)s)"
+    )
     cache = p.add_argument_group("a shared result cache (the environment's `cache`)")
-    cache.add_argument("--cache-hit-rate", type=float, help="share of requests the cache answers (0-0.99): the GPUs "
-                                                            "are sized for the rest, and the cache's cost is shown")
-    cache.add_argument("--cache-value-bytes", type=int, default=2048, help="bytes of one stored prediction "
-                                                                          "(default %(default)s)")
+    cache.add_argument(
+        "--cache-hit-rate",
+        type=float,
+        help="share of requests the cache answers (0-0.99): the GPUs "
+        "are sized for the rest, and the cache's cost is shown",
+    )
+    cache.add_argument(
+        "--cache-value-bytes", type=int, default=2048, help="bytes of one stored prediction (default %(default)s)"
+    )
     cache.add_argument("--cache-ttl-seconds", type=int, default=3600, help="the models' TTL (default %(default)s)")
     out = p.add_argument_group("output")
     out.add_argument("--name", help="the model's name in the snippet (default: the directory's)")
     out.add_argument("--version", default="1", help="the model's version in the snippet (its S3 prefix)")
     out.add_argument("--json", action="store_true", help="machine-readable output")
-    out.add_argument("--plot", metavar="FILE.png", help="write a PNG of cost and throughput per type (needs matplotlib)")
+    out.add_argument(
+        "--plot", metavar="FILE.png", help="write a PNG of cost and throughput per type (needs matplotlib)"
+    )
     return p
 
 
 def pack_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m gpu_inference_constructs.sizing pack", epilog=PACK_EXAMPLE,
+        prog="python -m gpu_inference_constructs.sizing pack",
+        epilog=PACK_EXAMPLE,
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Many small models on shared GPUs (ECS GPU sharing, NVIDIA MPS): each model's gpu_share, the fewest "
-                    "instances, USD per 1M requests shared against dedicated, and the cdk.json blocks.")
+        "instances, USD per 1M requests shared against dedicated, and the cdk.json blocks.",
+    )
     p.add_argument("models", metavar="MODELS.json", help="a JSON list of models (see below)")
     p.add_argument("--region", default="us-east-1", help="default %(default)s")
     p.add_argument("--instance-types", help="compare only these, comma-separated (default: the region's CUDA types)")
@@ -123,17 +175,25 @@ def run_pack(args: argparse.Namespace) -> int:
 
 def pool_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m gpu_inference_constructs.sizing pool", formatter_class=argparse.RawDescriptionHelpFormatter,
+        prog="python -m gpu_inference_constructs.sizing pool",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Many sparse models in one pool (ModelPool): tasks that hold what their GPU budget takes and load "
-                    "the rest on demand; the hit rate, load times, tasks and USD per 1M requests, with every assumption "
-                    "printed. MODELS.json as for `sizing pack`.")
+        "the rest on demand; the hit rate, load times, tasks and USD per 1M requests, with every assumption "
+        "printed. MODELS.json as for `sizing pack`.",
+    )
     p.add_argument("models", metavar="MODELS.json", help="a JSON list of models (as for sizing pack)")
     p.add_argument("--region", default="us-east-1", help="default %(default)s")
     p.add_argument("--instance-types", help="compare only these, comma-separated (default: the region's CUDA types)")
-    p.add_argument("--popularity", default=PoolAssumptions.popularity,
-                   help="'given' (MODELS.json's rates) or 'zipf:S' (ranked Zipf(S), the same total; default %(default)s)")
-    p.add_argument("--affinity", action="store_true",
-                   help="each task holds its own share of the models (split them over pools of one task each)")
+    p.add_argument(
+        "--popularity",
+        default=PoolAssumptions.popularity,
+        help="'given' (MODELS.json's rates) or 'zipf:S' (ranked Zipf(S), the same total; default %(default)s)",
+    )
+    p.add_argument(
+        "--affinity",
+        action="store_true",
+        help="each task holds its own share of the models (split them over pools of one task each)",
+    )
     p.add_argument("--min-tasks", type=int, default=PoolAssumptions.min_tasks, help="default %(default)s (one per AZ)")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     return p
@@ -176,8 +236,9 @@ def run(args: argparse.Namespace) -> int:
     cache_lines: list[str] = []
     cost = None
     if args.cache_hit_rate is not None:
-        cost = cache_cost(workload.requests_per_second, args.cache_hit_rate, args.cache_value_bytes,
-                          args.cache_ttl_seconds)
+        cost = cache_cost(
+            workload.requests_per_second, args.cache_hit_rate, args.cache_value_bytes, args.cache_ttl_seconds
+        )
         without = _cheapest_mix(advise(model, workload, purchase, assumptions, measurement, only))
         workload = replace(workload, requests_per_second=cost.gpu_requests_per_second)
     advice = advise(model, workload, purchase, assumptions, measurement, only)
@@ -189,8 +250,12 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         if not args.plot.lower().endswith(".png"):
             raise ConfigError("--plot", f"{args.plot!r}: give a .png file name")
-        plot(advice, args.plot, f"{model.name} ({model.dtype}), {workload.requests_per_second:g} req/s, p95 <= "
-                                f"{workload.p95_ms:g} ms, {purchase.region}")
+        plot(
+            advice,
+            args.plot,
+            f"{model.name} ({model.dtype}), {workload.requests_per_second:g} req/s, p95 <= "
+            f"{workload.p95_ms:g} ms, {purchase.region}",
+        )
     if args.json:
         report = as_json(advice, recommendation, model, workload, purchase, assumptions, measurement)
         if cost is not None:
@@ -220,18 +285,33 @@ def _model(args: argparse.Namespace) -> ModelShape:
             model = replace(model, name=args.name)
     elif args.params:
         if not args.dtype or not args.kind:
-            raise ConfigError("--params", "with --params also give --dtype (fp16, bf16, fp32, int8, int4) and --kind (encoder, llm)")
-        model = ModelShape(params=int(args.params), dtype=args.dtype, kind=args.kind, name=args.name or "model",
-                           layers=args.layers, hidden_size=args.hidden_size, heads=args.heads,
-                           kv_heads=args.kv_heads, intermediate_size=args.intermediate_size)
+            raise ConfigError(
+                "--params", "with --params also give --dtype (fp16, bf16, fp32, int8, int4) and --kind (encoder, llm)"
+            )
+        model = ModelShape(
+            params=int(args.params),
+            dtype=args.dtype,
+            kind=args.kind,
+            name=args.name or "model",
+            layers=args.layers,
+            hidden_size=args.hidden_size,
+            heads=args.heads,
+            kv_heads=args.kv_heads,
+            intermediate_size=args.intermediate_size,
+        )
     else:
-        raise ConfigError("--model-dir", "describe the model: --model-dir DIR, or --params N --dtype D --kind encoder|llm")
+        raise ConfigError(
+            "--model-dir", "describe the model: --model-dir DIR, or --params N --dtype D --kind encoder|llm"
+        )
     geometry = [args.layers, args.hidden_size, args.heads]
     if args.params and any(geometry) and not all(geometry):
         raise ConfigError("--layers", "give --layers, --hidden-size and --heads together (or none)")
     if model.kind == "llm" and not model.has_geometry:
-        raise ConfigError("--layers", "an LLM's KV cache needs its geometry: pass --model-dir, or --layers, --hidden-size "
-                                      "and --heads (and --kv-heads with grouped-query attention)")
+        raise ConfigError(
+            "--layers",
+            "an LLM's KV cache needs its geometry: pass --model-dir, or --layers, --hidden-size "
+            "and --heads (and --kv-heads with grouped-query attention)",
+        )
     return model
 
 
@@ -245,13 +325,22 @@ def _workload(args: argparse.Namespace, model: ModelShape) -> Workload:
     try:
         tokens = [int(p) for p in parts]
     except ValueError:
-        raise ConfigError("--tokens-per-request", f"{raw!r}: give N (encoders) or PROMPT,OUTPUT (LLMs), whole numbers") from None
+        raise ConfigError(
+            "--tokens-per-request", f"{raw!r}: give N (encoders) or PROMPT,OUTPUT (LLMs), whole numbers"
+        ) from None
     if model.kind == "llm" and len(tokens) != 2:
         raise ConfigError("--tokens-per-request", f"{raw!r}: an LLM needs PROMPT,OUTPUT, e.g. 512,256")
     if len(tokens) > 2:
         raise ConfigError("--tokens-per-request", f"{raw!r}: give N or PROMPT,OUTPUT")
-    return Workload(args.requests_per_second, args.p95_ms, tokens[0], tokens[1] if len(tokens) > 1 else 0,
-                    args.concurrency, args.max_batch_size, runtime=args.runtime)
+    return Workload(
+        args.requests_per_second,
+        args.p95_ms,
+        tokens[0],
+        tokens[1] if len(tokens) > 1 else 0,
+        args.concurrency,
+        args.max_batch_size,
+        runtime=args.runtime,
+    )
 
 
 def _purchase(args: argparse.Namespace) -> Purchase:
@@ -289,5 +378,9 @@ def _from_environment(path: Path, name: str) -> tuple[str, int, int, float]:
     data = environments[name]
     capacity = from_dict(GpuCapacityProps, data.get("capacity", {}), f"environments.{name}.capacity")
     monitoring = from_dict(MonitoringProps, data.get("monitoring", {}), f"environments.{name}.monitoring")
-    return (data.get("region", "us-east-1"), capacity.on_demand_base_capacity, capacity.on_demand_percentage_above_base,
-            monitoring.spot_price_fraction)
+    return (
+        data.get("region", "us-east-1"),
+        capacity.on_demand_base_capacity,
+        capacity.on_demand_percentage_above_base,
+        monitoring.spot_price_fraction,
+    )

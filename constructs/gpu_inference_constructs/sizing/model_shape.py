@@ -112,7 +112,9 @@ def from_model_dir(directory: str | Path, dtype: str | None = None, kind: Kind |
         raise ConfigError("--model-dir", f"{str(directory)!r} is not a directory")
     config_path = directory / "config.json"
     if not config_path.is_file():
-        raise ConfigError("--model-dir", f"{str(directory)!r} has no config.json (a Hugging Face model directory has one)")
+        raise ConfigError(
+            "--model-dir", f"{str(directory)!r} has no config.json (a Hugging Face model directory has one)"
+        )
     try:
         config = json.loads(config_path.read_text())
     except json.JSONDecodeError as error:
@@ -120,20 +122,27 @@ def from_model_dir(directory: str | Path, dtype: str | None = None, kind: Kind |
     config = {**config.get("text_config", {}), **config} if isinstance(config, dict) else {}
     files = sorted(directory.glob("*.safetensors"))
     if not files:
-        raise ConfigError("--model-dir", f"{str(directory)!r} has no *.safetensors file; save the model with "
-                                         "safe_serialization=True, or pass --params and --dtype")
+        raise ConfigError(
+            "--model-dir",
+            f"{str(directory)!r} has no *.safetensors file; save the model with "
+            "safe_serialization=True, or pass --params and --dtype",
+        )
     params, bytes_by_dtype = 0, dict[str, float]()
     for file in files:
         for tensor in read_header(file).values():
             if tensor.dtype in _BUFFER_DTYPES:
                 continue
             params += tensor.elements
-            bytes_by_dtype[tensor.dtype] = bytes_by_dtype.get(tensor.dtype, 0) + tensor.elements * DTYPE_BYTES[tensor.dtype]
+            bytes_by_dtype[tensor.dtype] = (
+                bytes_by_dtype.get(tensor.dtype, 0) + tensor.elements * DTYPE_BYTES[tensor.dtype]
+            )
     # The most bytes; the first seen of equals (as Counter.most_common).
     stored = sorted(bytes_by_dtype.items(), key=lambda item: item[1], reverse=True)[0][0]
     if dtype is None:
         if stored not in _SAFETENSORS_DTYPES:
-            raise ConfigError("--dtype", f"the weights are stored as {stored}; say how they will be served with --dtype")
+            raise ConfigError(
+                "--dtype", f"the weights are stored as {stored}; say how they will be served with --dtype"
+            )
         dtype = _SAFETENSORS_DTYPES[stored]
     heads = config.get("num_attention_heads") or config.get("n_head") or config.get("n_heads")  # n_heads: DistilBERT
     return ModelShape(

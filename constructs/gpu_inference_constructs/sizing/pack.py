@@ -48,32 +48,41 @@ from .pool import pool_note
 from .workload import Assumptions, Purchase
 
 
-def pack(models: list[PackModel], purchase: Purchase, assumptions: Assumptions | None = None,
-         only: list[str] | None = None) -> PackResult:
+def pack(
+    models: list[PackModel], purchase: Purchase, assumptions: Assumptions | None = None, only: list[str] | None = None
+) -> PackResult:
     """Shares, packing and prices of ``models`` on each candidate type; the cheapest packing's cdk.json blocks."""
     assumptions = assumptions or Assumptions()
     if not models:
         raise ConfigError("models", f"the list is empty: give at least one model, e.g. {EXAMPLE}")
     types = candidate_types(purchase, only)
     names = [t.name for t in types]
-    advice = {m.name: {a.name: a for a in advise(m.shape, m.workload, purchase, assumptions, only=names)} for m in models}
+    advice = {
+        m.name: {a.name: a for a in advise(m.shape, m.workload, purchase, assumptions, only=names)} for m in models
+    }
     results = [pack_type(t, models, advice, purchase, assumptions) for t in types]
     for index, model in enumerate(models):
         if all(model.name in r.refusals for r in results):
             _refuse(index, model, results)
     results.sort(key=lambda r: (not r.fits, r.hourly_usd.get("on_demand", math.inf), r.name))
-    dedicated = {m.name: next((a for a in sorted(advice[m.name].values(), key=_dedicated_order) if a.ranked), None)
-                 for m in models}
+    dedicated = {
+        m.name: next((a for a in sorted(advice[m.name].values(), key=_dedicated_order) if a.ranked), None)
+        for m in models
+    }
     result = PackResult(models, purchase, assumptions, results, dedicated)
     if result.best is None:
-        raise ConfigError("models", "each model packs on some candidate type, but no type holds them all: "
-                                    + "; ".join(f"{r.name}: {r.reason}" for r in results)
-                                    + ". Split MODELS.json into files whose models share a type, or pass --instance-types")
+        raise ConfigError(
+            "models",
+            "each model packs on some candidate type, but no type holds them all: "
+            + "; ".join(f"{r.name}: {r.reason}" for r in results)
+            + ". Split MODELS.json into files whose models share a type, or pass --instance-types",
+        )
     recommend_snippet(result, assumptions)
     best = result.best
     total_rps = sum(m.workload.requests_per_second for m in models)
-    note = pool_note(models, purchase, assumptions, best.name,
-                     best.hourly_usd.get("on_demand", math.inf) / (total_rps * 3600) * 1e6)
+    note = pool_note(
+        models, purchase, assumptions, best.name, best.hourly_usd.get("on_demand", math.inf) / (total_rps * 3600) * 1e6
+    )
     if note is not None:
         result.notes.append(note)
     return result
@@ -85,8 +94,13 @@ def _dedicated_order(advice: TypeAdvice) -> tuple[float, str]:
 
 
 # What to change when a model has no share on any type, by the kind of refusal (the first kind all types share).
-REFUSAL_KEYS = {"memory": "params", "compute": "requests_per_second", "latency": "p95_ms", "task": "memory_mib",
-                "other": "dtype"}
+REFUSAL_KEYS = {
+    "memory": "params",
+    "compute": "requests_per_second",
+    "latency": "p95_ms",
+    "task": "memory_mib",
+    "other": "dtype",
+}
 
 
 def _refuse(index: int, model: PackModel, results: list[TypePack]) -> None:
@@ -94,12 +108,17 @@ def _refuse(index: int, model: PackModel, results: list[TypePack]) -> None:
     why = {r.name: r.refusals[model.name] for r in results}
     if all(r.kind == "memory" for r in why.values()):
         largest = max(results, key=lambda r: r.gpu_budget_mib)
-        raise ConfigError(f"models[{index}].params",
-                          f"{model.name!r} is larger than any candidate GPU can share: {why[largest.name].text}. Serve it "
-                          "in a smaller dtype (int8 halves the weights), or give it whole GPUs: leave it out of "
-                          "MODELS.json and size it with python -m gpu_inference_constructs.sizing (it splits a model "
-                          "over GPUs)")
+        raise ConfigError(
+            f"models[{index}].params",
+            f"{model.name!r} is larger than any candidate GPU can share: {why[largest.name].text}. Serve it "
+            "in a smaller dtype (int8 halves the weights), or give it whole GPUs: leave it out of "
+            "MODELS.json and size it with python -m gpu_inference_constructs.sizing (it splits a model "
+            "over GPUs)",
+        )
     kinds = {r.kind for r in why.values()}
     kind = next(k for k in ("compute", "latency", "task", "memory", "other") if k in kinds)
-    raise ConfigError(f"models[{index}].{REFUSAL_KEYS[kind]}", f"{model.name!r} cannot be packed on any candidate type: "
-                                                               + "; ".join(f"{name}: {r.text}" for name, r in why.items()))
+    raise ConfigError(
+        f"models[{index}].{REFUSAL_KEYS[kind]}",
+        f"{model.name!r} cannot be packed on any candidate type: "
+        + "; ".join(f"{name}: {r.text}" for name, r in why.items()),
+    )

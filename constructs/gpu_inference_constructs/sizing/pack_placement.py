@@ -75,14 +75,27 @@ class TypePack:
         return {k: sum(s.advice.hourly_usd.get(k, 0.0) for s in self.shares) for k in ("on_demand", "spot")}
 
 
-def pack_type(instance: GpuInstanceType, models: list[PackModel], advice: dict[str, dict[str, TypeAdvice]],
-               purchase: Purchase, assumptions: Assumptions) -> TypePack:
+def pack_type(
+    instance: GpuInstanceType,
+    models: list[PackModel],
+    advice: dict[str, dict[str, TypeAdvice]],
+    purchase: Purchase,
+    assumptions: Assumptions,
+) -> TypePack:
     first = advice[models[0].name][instance.name]
-    gpu_budget = int(shareable_memory_mib(instance.gpu_model, instance.gpu_memory_gib) * (1 - assumptions.vram_headroom))
+    gpu_budget = int(
+        shareable_memory_mib(instance.gpu_model, instance.gpu_memory_gib) * (1 - assumptions.vram_headroom)
+    )
     sidecar_cpu, sidecar_memory = BundledServer().sidecar_reservation
-    result = TypePack(instance, first.price_usd, first.price_source, gpu_budget,
-                      instance.task_cpu_limit_units - AGENT_RESERVED_CPU, instance.task_memory_limit_mib,
-                      (sidecar_cpu, sidecar_memory))
+    result = TypePack(
+        instance,
+        first.price_usd,
+        first.price_source,
+        gpu_budget,
+        instance.task_cpu_limit_units - AGENT_RESERVED_CPU,
+        instance.task_memory_limit_mib,
+        (sidecar_cpu, sidecar_memory),
+    )
     for model in models:
         share = share_on(model, advice[model.name][instance.name], instance, gpu_budget, assumptions)
         if isinstance(share, Refusal):
@@ -91,17 +104,27 @@ def pack_type(instance: GpuInstanceType, models: list[PackModel], advice: dict[s
         cpu, memory = share.cpu + sidecar_cpu, share.task_memory_mib + sidecar_memory
         if cpu > result.cpu_budget or memory > result.memory_budget_mib:
             result.refusals[model.name] = Refusal(
-                "task", f"one task ({cpu} CPU units, {memory} MiB with its sidecars) is more than a task may reserve on "
-                        f"{instance.name} ({result.cpu_budget} units, {result.memory_budget_mib} MiB): give it a smaller "
-                        "cpu or memory_mib")
+                "task",
+                f"one task ({cpu} CPU units, {memory} MiB with its sidecars) is more than a task may reserve on "
+                f"{instance.name} ({result.cpu_budget} units, {result.memory_budget_mib} MiB): give it a smaller "
+                "cpu or memory_mib",
+            )
             continue
         result.shares.append(share)
     if result.refusals:
         result.shares = []
         return result
     tasks = [Placed(s, t) for s in result.shares for t in range(s.tasks)]
-    tasks.sort(key=lambda p: (-p.share.memory_mib, -p.share.compute_percent, -p.share.cpu, -p.share.task_memory_mib,
-                              p.share.name, p.task))
+    tasks.sort(
+        key=lambda p: (
+            -p.share.memory_mib,
+            -p.share.compute_percent,
+            -p.share.cpu,
+            -p.share.task_memory_mib,
+            p.share.name,
+            p.task,
+        )
+    )
     placed = _first_fit(tasks, result)
     spread = _spread(tasks, result, len(placed))
     result.instances, result.placement = (spread, "spread") if spread is not None else (placed, "first-fit")
@@ -113,12 +136,14 @@ def _fits(instance: Instance, gpu: int, task: Placed, result: TypePack) -> bool:
     on_gpu = instance.gpus[gpu]
     everyone = instance.tasks
     tasks = len(everyone) + 1  # each with its sidecars
-    return (sum(p.share.memory_mib for p in on_gpu) + task.share.memory_mib <= result.gpu_budget_mib
-            and sum(p.share.compute_percent for p in on_gpu) + task.share.compute_percent <= 100
-            and len(on_gpu) < MPS_CLIENTS_PER_GPU.value
-            and sum(p.share.cpu for p in everyone) + task.share.cpu + tasks * result.sidecars[0] <= result.cpu_budget
-            and sum(p.share.task_memory_mib for p in everyone) + task.share.task_memory_mib + tasks * result.sidecars[1]
-            <= result.memory_budget_mib)
+    return (
+        sum(p.share.memory_mib for p in on_gpu) + task.share.memory_mib <= result.gpu_budget_mib
+        and sum(p.share.compute_percent for p in on_gpu) + task.share.compute_percent <= 100
+        and len(on_gpu) < MPS_CLIENTS_PER_GPU.value
+        and sum(p.share.cpu for p in everyone) + task.share.cpu + tasks * result.sidecars[0] <= result.cpu_budget
+        and sum(p.share.task_memory_mib for p in everyone) + task.share.task_memory_mib + tasks * result.sidecars[1]
+        <= result.memory_budget_mib
+    )
 
 
 def _empty(result: TypePack) -> Instance:

@@ -58,17 +58,21 @@ class Share:
         return GpuShare(self.memory_mib, self.compute_percent)
 
     def memory_formula(self) -> str:
-        return (f"{self.memory_mib:,} MiB = {self.need_mib:,.0f} MiB weights and activations (the advisor's estimate) + "
-                f"{self.allocator_mib:,.0f} allocator reserve ({ALLOCATOR_RESERVE.label}) + {CUDA_CONTEXT_MIB.value:g} CUDA "
-                f"context ({CUDA_CONTEXT_MIB.label}) + {CUBLAS_WORKSPACE_MIB.value:g} cuBLAS workspaces "
-                f"({CUBLAS_WORKSPACE_MIB.label}), rounded up to {SHARE_GRANULARITY_MIB}")
+        return (
+            f"{self.memory_mib:,} MiB = {self.need_mib:,.0f} MiB weights and activations (the advisor's estimate) + "
+            f"{self.allocator_mib:,.0f} allocator reserve ({ALLOCATOR_RESERVE.label}) + {CUDA_CONTEXT_MIB.value:g} CUDA "
+            f"context ({CUDA_CONTEXT_MIB.label}) + {CUBLAS_WORKSPACE_MIB.value:g} cuBLAS workspaces "
+            f"({CUBLAS_WORKSPACE_MIB.label}), rounded up to {SHARE_GRANULARITY_MIB}"
+        )
 
     def compute_formula(self) -> str:
-        return (f"{self.compute_percent} % = max(throughput {self.throughput_percent:.2f} % (utilisation "
-                f"{self.utilisation:.2%} of the GPU, the advisor's estimate, / target), latency {self.latency_percent:.2f} % "
-                f"(= 100 x 2 x {self.largest_batch_ms:.2f} ms, a batch of {self.largest_batch} on the whole GPU, / "
-                f"{self.latency_room_ms:g} ms, p95 less the batch wait: MaxComputePercent caps the task even on an idle "
-                "GPU, so its largest batch, and the one queued behind it, must finish within p95 at the cap)), rounded up")
+        return (
+            f"{self.compute_percent} % = max(throughput {self.throughput_percent:.2f} % (utilisation "
+            f"{self.utilisation:.2%} of the GPU, the advisor's estimate, / target), latency {self.latency_percent:.2f} % "
+            f"(= 100 x 2 x {self.largest_batch_ms:.2f} ms, a batch of {self.largest_batch} on the whole GPU, / "
+            f"{self.latency_room_ms:g} ms, p95 less the batch wait: MaxComputePercent caps the task even on an idle "
+            "GPU, so its largest batch, and the one queued behind it, must finish within p95 at the cap)), rounded up"
+        )
 
 
 @dataclass(frozen=True)
@@ -79,8 +83,9 @@ class Refusal:
     text: str
 
 
-def share_on(model: PackModel, advice: TypeAdvice, instance: GpuInstanceType, gpu_budget: int,
-           assumptions: Assumptions) -> Share | Refusal:
+def share_on(
+    model: PackModel, advice: TypeAdvice, instance: GpuInstanceType, gpu_budget: int, assumptions: Assumptions
+) -> Share | Refusal:
     """The model's share on ``instance``, or why it has none."""
     if advice.memory is None or not advice.fits:
         return Refusal("memory" if advice.memory is not None else "other", advice.reason)
@@ -90,17 +95,24 @@ def share_on(model: PackModel, advice: TypeAdvice, instance: GpuInstanceType, gp
     if throughput is None or not throughput.requests_per_second or advice.tasks is None:
         return Refusal("other", f"not costed ({throughput.formula if throughput else advice.reason})")
     if advice.too_slow:
-        return Refusal("latency", f"misses its latency goal even on the whole GPU ({advice.reason.rsplit('; ', 1)[-1]})")
+        return Refusal(
+            "latency", f"misses its latency goal even on the whole GPU ({advice.reason.rsplit('; ', 1)[-1]})"
+        )
     if throughput.gpu_requests_per_second is None or throughput.largest_batch_ms is None:
-        return Refusal("other", f"no estimate of the whole GPU's throughput to size a compute share from ({throughput.source})")
+        return Refusal(
+            "other", f"no estimate of the whole GPU's throughput to size a compute share from ({throughput.source})"
+        )
     need = advice.memory.total_gib * 1024
     allocator = max(ALLOCATOR_RESERVE_MIN_MIB, ALLOCATOR_RESERVE.value * need)
     total = need + allocator + CUDA_CONTEXT_MIB.value + CUBLAS_WORKSPACE_MIB.value
     memory = math.ceil(total / SHARE_GRANULARITY_MIB - 1e-9) * SHARE_GRANULARITY_MIB
     if memory > gpu_budget:
-        return Refusal("memory", f"needs {memory:,} MiB of GPU memory ({need:,.0f} MiB weights and activations + allocator, "
-                                 f"CUDA context and cuBLAS), more than one {instance.gpu_model} of {instance.name} offers "
-                                 f"shares ({gpu_budget:,} MiB)")
+        return Refusal(
+            "memory",
+            f"needs {memory:,} MiB of GPU memory ({need:,.0f} MiB weights and activations + allocator, "
+            f"CUDA context and cuBLAS), more than one {instance.gpu_model} of {instance.name} offers "
+            f"shares ({gpu_budget:,} MiB)",
+        )
     tasks = advice.tasks
     per_task = model.workload.requests_per_second / tasks
     utilisation = per_task / throughput.gpu_requests_per_second
@@ -111,16 +123,37 @@ def share_on(model: PackModel, advice: TypeAdvice, instance: GpuInstanceType, gp
     latency_percent = 100 * 2 * throughput.largest_batch_ms / room
     needed = max(throughput_percent, latency_percent)
     if needed > 100:
-        return Refusal("compute", f"needs {needed:.0f} % of one {instance.gpu_model}'s compute per task (utilisation "
-                                  f"{utilisation:.1%} at {per_task:g} req/s over the {assumptions.target_utilization:.0%} "
-                                  "target, or its largest batch within p95): give it whole GPUs")
+        return Refusal(
+            "compute",
+            f"needs {needed:.0f} % of one {instance.gpu_model}'s compute per task (utilisation "
+            f"{utilisation:.1%} at {per_task:g} req/s over the {assumptions.target_utilization:.0%} "
+            "target, or its largest batch within p95): give it whole GPUs",
+        )
     percent = max(1, math.ceil(needed - 1e-9))
     cpu, cpu_basis = _task_cpu(model, per_task, assumptions)
     task_memory, memory_basis = _task_memory(model)
     capacity = min(throughput.gpu_requests_per_second * percent / 100, assumptions.server_ceiling_rps)
     largest = throughput.max_batch_size or model.workload.max_batch_size
-    return Share(model, advice, tasks, need, allocator, memory, utilisation, throughput_percent, latency_percent, percent,
-                 largest, throughput.largest_batch_ms, room, cpu, cpu_basis, task_memory, memory_basis, capacity)
+    return Share(
+        model,
+        advice,
+        tasks,
+        need,
+        allocator,
+        memory,
+        utilisation,
+        throughput_percent,
+        latency_percent,
+        percent,
+        largest,
+        throughput.largest_batch_ms,
+        room,
+        cpu,
+        cpu_basis,
+        task_memory,
+        memory_basis,
+        capacity,
+    )
 
 
 def _task_cpu(model: PackModel, per_task_rps: float, assumptions: Assumptions) -> tuple[int, str]:
@@ -128,9 +161,11 @@ def _task_cpu(model: PackModel, per_task_rps: float, assumptions: Assumptions) -
         return model.cpu, "MODELS.json"
     units = 1024 * per_task_rps / (SERVER_CEILING_RPS * assumptions.target_utilization)
     cpu = max(TASK_CPU_GRANULARITY, math.ceil(units / TASK_CPU_GRANULARITY - 1e-9) * TASK_CPU_GRANULARITY)
-    return cpu, (f"estimated: 1024 x {per_task_rps:g} req/s / ({SERVER_CEILING_RPS:,.0f} req/s per core x "
-                 f"{assumptions.target_utilization:g}) = {units:.0f} units, at least {TASK_CPU_GRANULARITY} (measured ceiling: "
-                 f"{SERVER_CEILING_SOURCE}); a reservation is a CPU share under contention, not a cap")
+    return cpu, (
+        f"estimated: 1024 x {per_task_rps:g} req/s / ({SERVER_CEILING_RPS:,.0f} req/s per core x "
+        f"{assumptions.target_utilization:g}) = {units:.0f} units, at least {TASK_CPU_GRANULARITY} (measured ceiling: "
+        f"{SERVER_CEILING_SOURCE}); a reservation is a CPU share under contention, not a cap"
+    )
 
 
 def _task_memory(model: PackModel) -> tuple[int, str]:
@@ -139,5 +174,7 @@ def _task_memory(model: PackModel) -> tuple[int, str]:
     weights = model.shape.weight_bytes / MIB
     total = SERVER_PROCESSES_MIB.value + CUDA_HOST_MIB.value + weights
     memory = math.ceil(total / TASK_MEMORY_GRANULARITY_MIB - 1e-9) * TASK_MEMORY_GRANULARITY_MIB
-    return memory, (f"{SERVER_PROCESSES_MIB.value:g} MiB server processes (measured) + {CUDA_HOST_MIB.value:g} CUDA host "
-                    f"side (estimated) + {weights:,.0f} weights, rounded up to {TASK_MEMORY_GRANULARITY_MIB}")
+    return memory, (
+        f"{SERVER_PROCESSES_MIB.value:g} MiB server processes (measured) + {CUDA_HOST_MIB.value:g} CUDA host "
+        f"side (estimated) + {weights:,.0f} weights, rounded up to {TASK_MEMORY_GRANULARITY_MIB}"
+    )

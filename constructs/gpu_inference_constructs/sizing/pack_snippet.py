@@ -32,27 +32,42 @@ def recommend_snippet(result: PackResult, assumptions: Assumptions) -> None:
     best = result.best
     assert best is not None
     percents = {s.name: s.compute_percent for s in best.shares}
-    fallbacks = [t for t in result.types[1:] if t.fits and t.instance_type.shape == best.instance_type.shape
-                 and t.gpu_budget_mib >= best.gpu_budget_mib
-                 and all(s.compute_percent <= percents[s.name] and s.memory_mib <= _memory(best, s.name) for s in t.shares)]
+    fallbacks = [
+        t
+        for t in result.types[1:]
+        if t.fits
+        and t.instance_type.shape == best.instance_type.shape
+        and t.gpu_budget_mib >= best.gpu_budget_mib
+        and all(s.compute_percent <= percents[s.name] and s.memory_mib <= _memory(best, s.name) for s in t.shares)
+    ]
     chosen = [best, *fallbacks][:MAX_INSTANCE_TYPES]
     blocks = []
     for share in best.shares:
         max_tasks = min(MAX_TASKS, math.ceil(share.tasks * assumptions.peak_factor))
-        block = {"name": share.name, "version": share.model.version, "task": share.model.task or DEFAULT_TASK,
-                 "cpu": share.cpu, "memory_mib": share.task_memory_mib,
-                 "gpu_share": {"memory_mib": share.memory_mib, "max_compute_percent": share.compute_percent},
-                 "min_tasks": min(share.tasks, MAX_TASKS), "max_tasks": max_tasks,
-                 "max_batch_size": max(1, min(512, _batch(share))),
-                 "max_sequence_length": max(8, min(8192, share.model.workload.tokens_per_request)),
-                 "scaling": {"requests_per_target_per_minute": max(1, math.floor(share.requests_per_second_per_task
-                                                                                 * assumptions.target_utilization * 60)),
-                             "latency_p95_ms": max(1, min(60_000, round(share.model.workload.p95_ms)))}}
+        block = {
+            "name": share.name,
+            "version": share.model.version,
+            "task": share.model.task or DEFAULT_TASK,
+            "cpu": share.cpu,
+            "memory_mib": share.task_memory_mib,
+            "gpu_share": {"memory_mib": share.memory_mib, "max_compute_percent": share.compute_percent},
+            "min_tasks": min(share.tasks, MAX_TASKS),
+            "max_tasks": max_tasks,
+            "max_batch_size": max(1, min(512, _batch(share))),
+            "max_sequence_length": max(8, min(8192, share.model.workload.tokens_per_request)),
+            "scaling": {
+                "requests_per_target_per_minute": max(
+                    1, math.floor(share.requests_per_second_per_task * assumptions.target_utilization * 60)
+                ),
+                "latency_p95_ms": max(1, min(60_000, round(share.model.workload.p95_ms))),
+            },
+        }
         blocks.append(block)
     models = [_model_props(block, f"models[{i}]") for i, block in enumerate(blocks)]
     # The instances the app's own check counts for a deployment at peak (it returns them when they fit).
-    peak = check_shared_group_holds_deployment_at_peak(UNBOUNDED, [t.instance_type for t in chosen],
-                                                       [shared_service(m) for m in models])
+    peak = check_shared_group_holds_deployment_at_peak(
+        UNBOUNDED, [t.instance_type for t in chosen], [shared_service(m) for m in models]
+    )
     purchase = result.purchase
     max_capacity = max(len(best.instances), peak)
     result.capacity = {
@@ -78,10 +93,14 @@ def recommend_snippet(result: PackResult, assumptions: Assumptions) -> None:
     untasked = [share.name for share in best.shares if share.model.task is None]
     if untasked:
         named = ", ".join(untasked[:3]) + (f" and {len(untasked) - 3} more" if len(untasked) > 3 else "")
-        result.notes.append(f"task: {named} name no task in MODELS.json, so the fragment and the code say "
-                            f"{DEFAULT_TASK!r}; give each model's \"task\" there (text-classification, ...)")
+        result.notes.append(
+            f"task: {named} name no task in MODELS.json, so the fragment and the code say "
+            f'{DEFAULT_TASK!r}; give each model\'s "task" there (text-classification, ...)'
+        )
     if len(chosen) > 1:
-        result.notes.append(f"fallback types of the same shape, GPU memory and no slower GPU: {', '.join(t.name for t in chosen[1:])}")
+        result.notes.append(
+            f"fallback types of the same shape, GPU memory and no slower GPU: {', '.join(t.name for t in chosen[1:])}"
+        )
     validate(result)
 
 
@@ -114,8 +133,14 @@ def validate(result: PackResult) -> tuple[GpuCapacityProps, list[ModelProps]]:
             server.check(model)
             model.check_fits(smallest, server.sidecar_reservation)
             models.append(model)
-        check_shared_group_holds_deployment_at_peak(capacity.max_capacity, capacity.resolve_instance_types(),
-                                                    [shared_service(m) for m in models], key=f"{key}.max_capacity")
+        check_shared_group_holds_deployment_at_peak(
+            capacity.max_capacity,
+            capacity.resolve_instance_types(),
+            [shared_service(m) for m in models],
+            key=f"{key}.max_capacity",
+        )
     except ConfigError as error:
-        raise ConfigError(error.key, f"the packed snippet does not validate (a bug in the advisor): {error.detail}") from None
+        raise ConfigError(
+            error.key, f"the packed snippet does not validate (a bug in the advisor): {error.detail}"
+        ) from None
     return capacity, models

@@ -38,9 +38,15 @@ from .pack_figures import ALLOCATOR_RESERVE, CUBLAS_WORKSPACE_MIB, CUDA_CONTEXT_
 from .pack_models import PackModel
 from .workload import Assumptions, Purchase
 
-PCIE_GB_PER_S = 15.75  # PCIe 3.0 x16, the T4's and A10G's host link, per direction (PCI-SIG: 8 GT/s x 16 lanes, 128b/130b)
-DISK_MB_PER_S = 125.0  # gp3's baseline throughput (Amazon EBS volume types): the task's scratch volume is on the root volume
-LOAD_OVERHEAD_MS = 5.0  # building the module and its tokenizer around weights already in memory: estimated, not measured
+PCIE_GB_PER_S = (
+    15.75  # PCIe 3.0 x16, the T4's and A10G's host link, per direction (PCI-SIG: 8 GT/s x 16 lanes, 128b/130b)
+)
+DISK_MB_PER_S = (
+    125.0  # gp3's baseline throughput (Amazon EBS volume types): the task's scratch volume is on the root volume
+)
+LOAD_OVERHEAD_MS = (
+    5.0  # building the module and its tokenizer around weights already in memory: estimated, not measured
+)
 MAX_TASKS = 100
 # Above this share of misses a request's p95 includes a load.
 P95_MISS_SHARE = 0.05
@@ -58,8 +64,11 @@ class PoolAssumptions:
     """Fewest tasks (one per Availability Zone). Default: 2."""
 
     def __post_init__(self) -> None:
-        require(self.popularity == "given" or _zipf_exponent(self.popularity) is not None, "--popularity",
-                f"{self.popularity!r}: 'given', or 'zipf:S' with S above 0 such as zipf:1.1")
+        require(
+            self.popularity == "given" or _zipf_exponent(self.popularity) is not None,
+            "--popularity",
+            f"{self.popularity!r}: 'given', or 'zipf:S' with S above 0 such as zipf:1.1",
+        )
         require(1 <= self.min_tasks <= MAX_TASKS, "--min-tasks", f"{self.min_tasks}: 1 to {MAX_TASKS}")
 
 
@@ -108,7 +117,7 @@ def popularity(models: list[PackModel], assumptions: PoolAssumptions) -> list[fl
     ranked = sorted(range(len(models)), key=lambda i: (-rates[i], models[i].name))
     weights = [0.0] * len(models)
     for rank, index in enumerate(ranked, start=1):
-        weights[index] = rank ** -exponent
+        weights[index] = rank**-exponent
     norm = sum(weights)
     return [w / norm for w in weights]
 
@@ -132,13 +141,25 @@ def lru_hit_rate(shares: list[float], capacity: int) -> float:
     return sum(p * (1 - math.exp(-p * high)) for p in shares)
 
 
-def plan_type(instance: GpuInstanceType, models: list[PackModel], advice: dict[str, TypeAdvice], purchase: Purchase,
-              assumptions: Assumptions, pool: PoolAssumptions) -> PoolPlan:
+def plan_type(
+    instance: GpuInstanceType,
+    models: list[PackModel],
+    advice: dict[str, TypeAdvice],
+    purchase: Purchase,
+    assumptions: Assumptions,
+    pool: PoolAssumptions,
+) -> PoolPlan:
     """The fewest tasks of ``instance`` that serve ``models`` as one pool within the target utilisation."""
     name = instance.name
     found = [advice[m.name] for m in models]
-    unfit = next((a for a in found if a.memory is None or a.throughput is None or a.throughput.requests_per_second is None
-                  or not a.fits), None)
+    unfit = next(
+        (
+            a
+            for a in found
+            if a.memory is None or a.throughput is None or a.throughput.requests_per_second is None or not a.fits
+        ),
+        None,
+    )
     if unfit is not None:
         return PoolPlan(name, False, f"a model does not fit or has no throughput estimate here: {unfit.reason}")
     weights = [a.memory.weights_gib * 1024 for a in found if a.memory is not None]
@@ -148,22 +169,33 @@ def plan_type(instance: GpuInstanceType, models: list[PackModel], advice: dict[s
     usable = found[0].memory.usable_gib * 1024 if found[0].memory is not None else 0.0
     budget = usable - CUDA_CONTEXT_MIB.value - CUBLAS_WORKSPACE_MIB.value - max(plans) * reserve
     gpu_models = int(budget // (mean_weights * reserve))
-    host_models = int(max(0.0, instance.task_memory_limit_mib - SERVER_PROCESSES_MIB.value - CUDA_HOST_MIB.value) // mean_weights)
+    host_models = int(
+        max(0.0, instance.task_memory_limit_mib - SERVER_PROCESSES_MIB.value - CUDA_HOST_MIB.value) // mean_weights
+    )
     if gpu_models < 1:
-        return PoolPlan(name, False, f"no model fits the GPU budget ({budget:.0f} MiB after the context and batch plan)")
+        return PoolPlan(
+            name, False, f"no model fits the GPU budget ({budget:.0f} MiB after the context and batch plan)"
+        )
     shares = popularity(models, pool)
     total_rps = sum(m.workload.requests_per_second for m in models)
     # requests per second a task's GPU sustains, weighted by what each model asks
-    seconds_per_request = sum(p / a.throughput.requests_per_second for p, a in zip(shares, found, strict=True)
-                              if a.throughput is not None and a.throughput.requests_per_second)
+    seconds_per_request = sum(
+        p / a.throughput.requests_per_second
+        for p, a in zip(shares, found, strict=True)
+        if a.throughput is not None and a.throughput.requests_per_second
+    )
     pcie = PCIE_GB_PER_S * assumptions.efficiency * 1000  # MB/s
     host_ms = mean_weights * 1.048576 / pcie * 1000 + LOAD_OVERHEAD_MS
     disk_ms = mean_weights * 1.048576 / DISK_MB_PER_S * 1000 + host_ms
     target = assumptions.target_utilization
-    shared_hit = None if pool.affinity else (lru_hit_rate(shares, gpu_models), lru_hit_rate(shares, gpu_models + host_models))
+    shared_hit = (
+        None if pool.affinity else (lru_hit_rate(shares, gpu_models), lru_hit_rate(shares, gpu_models + host_models))
+    )
     for tasks in range(pool.min_tasks, MAX_TASKS + 1):
-        hit, in_memory = shared_hit or (lru_hit_rate(shares, gpu_models * tasks),
-                                        lru_hit_rate(shares, (gpu_models + host_models) * tasks))
+        hit, in_memory = shared_hit or (
+            lru_hit_rate(shares, gpu_models * tasks),
+            lru_hit_rate(shares, (gpu_models + host_models) * tasks),
+        )
         per_task = total_rps / tasks
         busy = {
             "gpu": per_task * seconds_per_request,
@@ -173,9 +205,13 @@ def plan_type(instance: GpuInstanceType, models: list[PackModel], advice: dict[s
         if max(busy.values()) <= target:
             break
     else:
-        return PoolPlan(name, False, f"{MAX_TASKS} tasks do not keep GPU, PCIe and disk under {target:.0%}: the "
-                                     "models' working set is larger than the pool's tiers; raise the share on the GPU "
-                                     "(--affinity), or serve the busiest models as their own services")
+        return PoolPlan(
+            name,
+            False,
+            f"{MAX_TASKS} tasks do not keep GPU, PCIe and disk under {target:.0%}: the "
+            "models' working set is larger than the pool's tiers; raise the share on the GPU "
+            "(--affinity), or serve the busiest models as their own services",
+        )
     instances = math.ceil(tasks / instance.gpus)
     price = found[0].price_usd
     hourly = {"on_demand": instances * price, "spot": instances * price * purchase.spot_fraction}
@@ -183,10 +219,21 @@ def plan_type(instance: GpuInstanceType, models: list[PackModel], advice: dict[s
     misses = 1 - hit
     p95 = pass_ms + (disk_ms if 1 - in_memory > P95_MISS_SHARE else host_ms if misses > P95_MISS_SHARE else 0.0)
     return PoolPlan(
-        name, True, tasks=tasks, instances=instances, gpu_models_per_task=gpu_models, host_models_per_task=host_models,
-        hit_rate=hit, host_rate=in_memory - hit, disk_rate=1 - in_memory, load_ms={"host": host_ms, "disk": disk_ms},
-        utilization=busy, p95_ms_estimate=p95, hourly_usd=hourly,
-        usd_per_million_requests={k: v / (total_rps * 3600) * 1e6 for k, v in hourly.items()})
+        name,
+        True,
+        tasks=tasks,
+        instances=instances,
+        gpu_models_per_task=gpu_models,
+        host_models_per_task=host_models,
+        hit_rate=hit,
+        host_rate=in_memory - hit,
+        disk_rate=1 - in_memory,
+        load_ms={"host": host_ms, "disk": disk_ms},
+        utilization=busy,
+        p95_ms_estimate=p95,
+        hourly_usd=hourly,
+        usd_per_million_requests={k: v / (total_rps * 3600) * 1e6 for k, v in hourly.items()},
+    )
 
 
 def _shape_key(model: PackModel) -> tuple:
@@ -194,8 +241,13 @@ def _shape_key(model: PackModel) -> tuple:
     return (model.shape, replace(model.workload, requests_per_second=1.0))
 
 
-def plan_pool(models: list[PackModel], purchase: Purchase, assumptions: Assumptions | None = None,
-              pool: PoolAssumptions | None = None, only: list[str] | None = None) -> list[PoolPlan]:
+def plan_pool(
+    models: list[PackModel],
+    purchase: Purchase,
+    assumptions: Assumptions | None = None,
+    pool: PoolAssumptions | None = None,
+    only: list[str] | None = None,
+) -> list[PoolPlan]:
     """One PoolPlan per candidate type, cheapest On-Demand first (those that cannot hold the pool last)."""
     assumptions, pool = assumptions or Assumptions(), pool or PoolAssumptions()
     if not models:
@@ -207,15 +259,20 @@ def plan_pool(models: list[PackModel], purchase: Purchase, assumptions: Assumpti
         key = _shape_key(model)
         if key not in by_shape:
             by_shape[key] = {a.name: a for a in advise(model.shape, model.workload, purchase, assumptions, only=names)}
-    plans = [plan_type(t, models, {m.name: by_shape[_shape_key(m)][t.name] for m in models}, purchase, assumptions, pool)
-             for t in types]
+    plans = [
+        plan_type(t, models, {m.name: by_shape[_shape_key(m)][t.name] for m in models}, purchase, assumptions, pool)
+        for t in types
+    ]
     plans.sort(key=lambda p: (not p.fits, p.usd_per_million_requests.get("on_demand", math.inf), p.instance_type))
     return plans
 
 
 def pool_assumptions_text(pool: PoolAssumptions, assumptions: Assumptions) -> list[str]:
-    routing = ("each task holds its own share of the models (--affinity: a pool per task)" if pool.affinity else
-               "every task caches from every model (the load balancer's least-outstanding routing; --affinity to split)")
+    routing = (
+        "each task holds its own share of the models (--affinity: a pool per task)"
+        if pool.affinity
+        else "every task caches from every model (the load balancer's least-outstanding routing; --affinity to split)"
+    )
     return [
         f"popularity: {pool.popularity} ({'MODELS.json rates' if pool.popularity == 'given' else 'ranked by MODELS.json rates, same total'})",
         f"routing: {routing}; at least {pool.min_tasks} tasks",
@@ -230,8 +287,10 @@ def pool_assumptions_text(pool: PoolAssumptions, assumptions: Assumptions) -> li
 def pool_table(plans: list[PoolPlan], models: list[PackModel], pool: PoolAssumptions, assumptions: Assumptions) -> str:
     total = sum(m.workload.requests_per_second for m in models)
     lines = [f"A pool of {len(models)} models, {total:,.0f} requests/s in all (ModelPool: one service, one rule):", ""]
-    lines.append(f"{'type':<14}{'tasks':>6}{'inst':>6}{'on GPU':>8}{'in host':>8}{'hit':>8}{'host':>7}{'disk':>7}"
-                 f"{'p95 ms':>8}{'$/h OD':>9}{'$/1M OD':>9}{'$/1M Spot':>10}")
+    lines.append(
+        f"{'type':<14}{'tasks':>6}{'inst':>6}{'on GPU':>8}{'in host':>8}{'hit':>8}{'host':>7}{'disk':>7}"
+        f"{'p95 ms':>8}{'$/h OD':>9}{'$/1M OD':>9}{'$/1M Spot':>10}"
+    )
     for plan in plans:
         if not plan.fits:
             lines.append(f"{plan.instance_type:<14}  cannot: {plan.reason}")
@@ -240,23 +299,31 @@ def pool_table(plans: list[PoolPlan], models: list[PackModel], pool: PoolAssumpt
             f"{plan.instance_type:<14}{plan.tasks:>6}{plan.instances:>6}{plan.gpu_models_per_task:>8}"
             f"{plan.host_models_per_task:>8}{plan.hit_rate:>8.1%}{plan.host_rate:>7.1%}{plan.disk_rate:>7.1%}"
             f"{plan.p95_ms_estimate or 0:>8.0f}{plan.hourly_usd['on_demand']:>9.3f}"
-            f"{plan.usd_per_million_requests['on_demand']:>9.3f}{plan.usd_per_million_requests['spot']:>10.3f}")
+            f"{plan.usd_per_million_requests['on_demand']:>9.3f}{plan.usd_per_million_requests['spot']:>10.3f}"
+        )
     lines += ["", "Assumptions (not measurements; make bench-pool measures hit rates and load times on a CPU):"]
     lines += [f"  - {text}" for text in pool_assumptions_text(pool, assumptions)]
     return "\n".join(lines)
 
 
 def pool_json(plans: list[PoolPlan], pool: PoolAssumptions, assumptions: Assumptions) -> dict:
-    return {"assumptions": {**asdict(pool), "text": pool_assumptions_text(pool, assumptions)},
-            "types": [asdict(plan) for plan in plans]}
+    return {
+        "assumptions": {**asdict(pool), "text": pool_assumptions_text(pool, assumptions)},
+        "types": [asdict(plan) for plan in plans],
+    }
 
 
 # ``sizing pack`` weighs a pool from this many models on.
 POOL_HINT_MODELS = 20
 
 
-def pool_note(models: list[PackModel], purchase: Purchase, assumptions: Assumptions, instance_type: str,
-              shared_usd_per_million: float) -> str | None:
+def pool_note(
+    models: list[PackModel],
+    purchase: Purchase,
+    assumptions: Assumptions,
+    instance_type: str,
+    shared_usd_per_million: float,
+) -> str | None:
     """What ``sizing pack`` says of a pool of ``models`` on ``instance_type`` where it costs less per request than the
     packing's ``shared_usd_per_million`` (many sparse models), with and without affinity; None otherwise."""
     if len(models) < POOL_HINT_MODELS:
@@ -266,10 +333,15 @@ def pool_note(models: list[PackModel], purchase: Purchase, assumptions: Assumpti
         pool = PoolAssumptions(affinity=affinity)
         (plan,) = plan_pool(models, purchase, assumptions, pool, only=[instance_type])
         if plan.fits and plan.usd_per_million_requests["on_demand"] < shared_usd_per_million:
-            figures.append(f"{plan.tasks} x {instance_type}, ${plan.usd_per_million_requests['on_demand']:.3f} per 1M "
-                           f"On-Demand at a {plan.hit_rate:.1%} hit rate{' with --affinity' if affinity else ''}")
+            figures.append(
+                f"{plan.tasks} x {instance_type}, ${plan.usd_per_million_requests['on_demand']:.3f} per 1M "
+                f"On-Demand at a {plan.hit_rate:.1%} hit rate{' with --affinity' if affinity else ''}"
+            )
     if not figures:
         return None
-    return (f"{len(models)} models: a pool (ModelPool, one service for all) would serve them on " + "; or ".join(figures)
-            + f" (popularity {PoolAssumptions.popularity} and the load times assumed there): python -m "
-              "gpu_inference_constructs.sizing pool MODELS.json prints every assumption")
+    return (
+        f"{len(models)} models: a pool (ModelPool, one service for all) would serve them on "
+        + "; or ".join(figures)
+        + f" (popularity {PoolAssumptions.popularity} and the load times assumed there): python -m "
+        "gpu_inference_constructs.sizing pool MODELS.json prints every assumption"
+    )

@@ -73,15 +73,30 @@ class Recommendation:
         return {"capacity_groups": self.capacity_groups, "models": [self.model]}
 
 
-def recommend(advice: list[TypeAdvice], model: ModelShape, workload: Workload, purchase: Purchase,
-              assumptions: Assumptions, name: str | None = None, version: str = "1") -> Recommendation | None:
+def recommend(
+    advice: list[TypeAdvice],
+    model: ModelShape,
+    workload: Workload,
+    purchase: Purchase,
+    assumptions: Assumptions,
+    name: str | None = None,
+    version: str = "1",
+) -> Recommendation | None:
     ranked = [a for a in advice if a.ranked and a.instance_type.cuda]
     if not ranked:
         return None
     best = ranked[0]
     shape = best.instance_type.shape
-    same_shape = [a for a in advice if a.fits and a.deployable and a.instance_type.cuda and not a.too_slow
-                  and a.instance_type.shape == shape and a.gpus_per_task == best.gpus_per_task]
+    same_shape = [
+        a
+        for a in advice
+        if a.fits
+        and a.deployable
+        and a.instance_type.cuda
+        and not a.too_slow
+        and a.instance_type.shape == shape
+        and a.gpus_per_task == best.gpus_per_task
+    ]
     best_rps = _priced_rps(best)
     chosen = [a for a in same_shape if (rps := _rps(a)) is None or rps >= best_rps * MIN_FALLBACK_SPEED][:20]
     dropped = [a.name for a in same_shape if a not in chosen]
@@ -90,16 +105,26 @@ def recommend(advice: list[TypeAdvice], model: ModelShape, workload: Workload, p
     per_task = _priced_rps(slowest)
     tasks = max(1, math.ceil(workload.requests_per_second / (per_task * assumptions.target_utilization) - 1e-9))
     notes = _neuron_notes(advice, best)
-    notes += [f"fallback types slower than {MIN_FALLBACK_SPEED:.0%} of {best.name}'s throughput left out (they would "
-             f"need more tasks than the fleet is sized for): {', '.join(dropped)}"] if dropped else []
+    notes += (
+        [
+            f"fallback types slower than {MIN_FALLBACK_SPEED:.0%} of {best.name}'s throughput left out (they would "
+            f"need more tasks than the fleet is sized for): {', '.join(dropped)}"
+        ]
+        if dropped
+        else []
+    )
     unknown = [a.name for a in chosen if _rps(a) is None]
     if unknown:
-        notes.append(f"throughput of {', '.join(unknown)} is not known (no sourced figure, no --measured): measure it "
-                     "before relying on it as a fallback")
+        notes.append(
+            f"throughput of {', '.join(unknown)} is not known (no sourced figure, no --measured): measure it "
+            "before relying on it as a fallback"
+        )
     max_tasks = min(MAX_TASKS, math.ceil(tasks * assumptions.peak_factor))
     if tasks > MAX_TASKS:
-        notes.append(f"{tasks} tasks are needed but a model's max_tasks is at most {MAX_TASKS}: split the traffic over "
-                     "several models or environments, or pick a faster type")
+        notes.append(
+            f"{tasks} tasks are needed but a model's max_tasks is at most {MAX_TASKS}: split the traffic over "
+            "several models or environments, or pick a faster type"
+        )
         tasks = MAX_TASKS
     per_instance = best.tasks_per_instance
     instance = best.instance_type
@@ -140,29 +165,50 @@ def recommend(advice: list[TypeAdvice], model: ModelShape, workload: Workload, p
         "latency_p95_ms": max(1, min(60_000, round(workload.p95_ms))),
     }
     if llm:
-        block |= {"expected_load_seconds": LLM_EXPECTED_LOAD_SECONDS, "scaling": scaling,
-                  "vllm": _vllm(model, workload, assumptions, memory)}
+        block |= {
+            "expected_load_seconds": LLM_EXPECTED_LOAD_SECONDS,
+            "scaling": scaling,
+            "vllm": _vllm(model, workload, assumptions, memory),
+        }
     else:
         batch = priced_throughput(best).max_batch_size or workload.max_batch_size
-        block |= {"max_batch_size": max(1, min(512, batch)),
-                  "max_sequence_length": max(8, min(8192, workload.tokens_per_request)), "scaling": scaling}
+        block |= {
+            "max_batch_size": max(1, min(512, batch)),
+            "max_sequence_length": max(8, min(8192, workload.tokens_per_request)),
+            "scaling": scaling,
+        }
     if slowest is not best:
-        notes.append(f"requests_per_target_per_minute is {slowest.name}'s (the slowest listed type), so a fallback "
-                     "instance is never asked for more than it sustains")
+        notes.append(
+            f"requests_per_target_per_minute is {slowest.name}'s (the slowest listed type), so a fallback "
+            "instance is never asked for more than it sustains"
+        )
     if llm:
-        notes.append(f"served by vLLM on a capacity group of its own ('{LLM_GROUP}': types whose GPUs hold the model), "
-                     "beside the environment's capacity: add capacity_groups and the model to the environment")
-        per_task_gpus = (f"vLLM runs tensor parallel over {best.gpus_per_task} GPUs per task" if best.gpus_per_task > 1
-                         else "one GPU per task")
-        notes.append(f"gpus {best.gpus_per_task}: {per_task_gpus}, {per_instance} task{'s' if per_instance > 1 else ''} "
-                     f"per {instance.name}")
-        notes.append(f"vllm.image, fetcher_image and collector_image are ECR mirrors ({VLLM_IMAGE['repository']}:"
-                     f"{VLLM_IMAGE['tag']}, ...): mirror them into the environment's account first "
-                     "(docs/configuration.md, 'LLMs on 4-GPU instances (vLLM)')")
+        notes.append(
+            f"served by vLLM on a capacity group of its own ('{LLM_GROUP}': types whose GPUs hold the model), "
+            "beside the environment's capacity: add capacity_groups and the model to the environment"
+        )
+        per_task_gpus = (
+            f"vLLM runs tensor parallel over {best.gpus_per_task} GPUs per task"
+            if best.gpus_per_task > 1
+            else "one GPU per task"
+        )
+        notes.append(
+            f"gpus {best.gpus_per_task}: {per_task_gpus}, {per_instance} task{'s' if per_instance > 1 else ''} "
+            f"per {instance.name}"
+        )
+        notes.append(
+            f"vllm.image, fetcher_image and collector_image are ECR mirrors ({VLLM_IMAGE['repository']}:"
+            f"{VLLM_IMAGE['tag']}, ...): mirror them into the environment's account first "
+            "(docs/configuration.md, 'LLMs on 4-GPU instances (vLLM)')"
+        )
         if model.dtype in ("int8", "int4"):
-            notes.append("quantised weights: vllm.dtype is auto and vLLM reads the quantisation from the checkpoint's config")
-        notes.append(f"expected_load_seconds {LLM_EXPECTED_LOAD_SECONDS} is an assumption (copy, load and CUDA graph "
-                     "capture); time one task's start and set it")
+            notes.append(
+                "quantised weights: vllm.dtype is auto and vLLM reads the quantisation from the checkpoint's config"
+            )
+        notes.append(
+            f"expected_load_seconds {LLM_EXPECTED_LOAD_SECONDS} is an assumption (copy, load and CUDA graph "
+            "capture); time one task's start and set it"
+        )
     if purchase.on_demand_base > capacity["on_demand_base_capacity"]:
         notes.append("on_demand_base_capacity lowered to max_capacity")
     return Recommendation(capacity, block, notes, LLM_GROUP if llm else None)
@@ -196,10 +242,13 @@ def validate(recommendation: Recommendation, region: str) -> tuple[GpuCapacityPr
         server = server_for(server_props)
         server.check(model)
         model.check_fits(smallest, server.sidecar_reservation)
-        check_group_holds_deployment_at_peak(capacity.max_capacity, smallest.gpus, [service_deployment(model, in_gpus=True)],
-                                             key=f"{key}.max_capacity")
+        check_group_holds_deployment_at_peak(
+            capacity.max_capacity, smallest.gpus, [service_deployment(model, in_gpus=True)], key=f"{key}.max_capacity"
+        )
     except ConfigError as error:
-        raise ConfigError(error.key, f"the recommended snippet does not validate (a bug in the advisor): {error.detail}") from None
+        raise ConfigError(
+            error.key, f"the recommended snippet does not validate (a bug in the advisor): {error.detail}"
+        ) from None
     return capacity, model
 
 
@@ -226,7 +275,11 @@ def _neuron_notes(advice: list[TypeAdvice], best: TypeAdvice) -> list[str]:
     cannot be one of its overrides); the note says what serving there takes."""
     best_cost = best.usd_per_million_requests["mix"] or 0.0  # ranked: priced
     costs = {a.name: a.usd_per_million_requests["mix"] or 0.0 for a in advice if a.ranked and not a.instance_type.cuda}
-    return [f"{name} costs ${cost:,.3f} per million requests (mix) against {best.name}'s ${best_cost:,.3f}, on a "
-            "sourced Neuron benchmark (not measured): "
-            "serving it takes NeuronCapacity (an inf2 capacity group), the Neuron serving preset and a compile at "
-            "publish time; the block below is the cheapest CUDA type" for name, cost in costs.items() if cost < best_cost]
+    return [
+        f"{name} costs ${cost:,.3f} per million requests (mix) against {best.name}'s ${best_cost:,.3f}, on a "
+        "sourced Neuron benchmark (not measured): "
+        "serving it takes NeuronCapacity (an inf2 capacity group), the Neuron serving preset and a compile at "
+        "publish time; the block below is the cheapest CUDA type"
+        for name, cost in costs.items()
+        if cost < best_cost
+    ]

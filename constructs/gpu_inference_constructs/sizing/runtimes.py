@@ -18,13 +18,25 @@ class RuntimeFactor:
 
 RUNTIME_FACTORS: dict[str, RuntimeFactor] = {
     "eager": RuntimeFactor(1.0, "measured", "the reference"),
-    "compile": RuntimeFactor(1.2, "estimated", "torch.compile with CUDA graphs removes per-kernel launch overhead, which "
-                             "dominates small batches (published: DistilBERT on L40S 2.88 ms eager, 0.46 ms compiled, batch 1); "
-                             "taken at 1.2 for full batches until bench.gpu_bench measures it"),
-    "onnx": RuntimeFactor(1.2, "estimated", "ONNX Runtime's CUDA/TensorRT FP16 fused attention and layer norm; taken at 1.2 "
-                          "until bench.gpu_bench measures it"),
-    "int8": RuntimeFactor(1.0, "estimated", "INT8 dynamic quantisation is a CPU runtime (ONNX Runtime's CPU provider): on a GPU "
-                          "it gains nothing, so no gain is counted"),
+    "compile": RuntimeFactor(
+        1.2,
+        "estimated",
+        "torch.compile with CUDA graphs removes per-kernel launch overhead, which "
+        "dominates small batches (published: DistilBERT on L40S 2.88 ms eager, 0.46 ms compiled, batch 1); "
+        "taken at 1.2 for full batches until bench.gpu_bench measures it",
+    ),
+    "onnx": RuntimeFactor(
+        1.2,
+        "estimated",
+        "ONNX Runtime's CUDA/TensorRT FP16 fused attention and layer norm; taken at 1.2 "
+        "until bench.gpu_bench measures it",
+    ),
+    "int8": RuntimeFactor(
+        1.0,
+        "estimated",
+        "INT8 dynamic quantisation is a CPU runtime (ONNX Runtime's CPU provider): on a GPU "
+        "it gains nothing, so no gain is counted",
+    ),
 }
 
 

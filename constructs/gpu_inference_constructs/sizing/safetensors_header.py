@@ -18,8 +18,22 @@ from ..core.errors import ConfigError
 
 # Bytes per element of each safetensors dtype.
 DTYPE_BYTES: dict[str, float] = {
-    "F64": 8, "I64": 8, "U64": 8, "F32": 4, "I32": 4, "U32": 4, "F16": 2, "BF16": 2, "I16": 2, "U16": 2,
-    "F8_E4M3": 1, "F8_E5M2": 1, "I8": 1, "U8": 1, "BOOL": 1, "F4": 0.5,
+    "F64": 8,
+    "I64": 8,
+    "U64": 8,
+    "F32": 4,
+    "I32": 4,
+    "U32": 4,
+    "F16": 2,
+    "BF16": 2,
+    "I16": 2,
+    "U16": 2,
+    "F8_E4M3": 1,
+    "F8_E5M2": 1,
+    "I8": 1,
+    "U8": 1,
+    "BOOL": 1,
+    "F4": 0.5,
 }
 MAX_HEADER_BYTES = 100 * 1024 * 1024  # the reference implementation's own limit
 
@@ -66,8 +80,11 @@ def read_header(path: str | Path) -> dict[str, TensorInfo]:
             raise ConfigError(key, f"tensor {name!r}: unknown dtype {dtype!r}")
         info = TensorInfo(dtype, shape)
         if not (0 <= begin <= end <= data_bytes) or end - begin != math.ceil(info.elements * DTYPE_BYTES[dtype]):
-            raise ConfigError(key, f"tensor {name!r}: data_offsets {begin}..{end} do not match its shape {list(shape)} "
-                                   f"and dtype {dtype} in a data section of {data_bytes} bytes (truncated file?)")
+            raise ConfigError(
+                key,
+                f"tensor {name!r}: data_offsets {begin}..{end} do not match its shape {list(shape)} "
+                f"and dtype {dtype} in a data section of {data_bytes} bytes (truncated file?)",
+            )
         tensors[name] = info
     return tensors
 

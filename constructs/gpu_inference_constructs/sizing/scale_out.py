@@ -30,9 +30,13 @@ PUBLISH_DELAY = {
     "ecs": (60.0, "AWS-documented: ECS service CPU is a 1-minute metric unless high resolution is configured"),
 }
 INGEST_DELAY = (10.0, "estimated: CloudWatch Logs EMF extraction and metric availability (no documented bound)")
-TARGET_TRACKING = {"period_s": 60, "evaluation_periods": 3, "datapoints_to_alarm": 3,
-                   "source": "estimated: the scale-out alarm Application Auto Scaling creates for target tracking "
-                             "(seen as 3 datapoints of 60 s; not documented as a contract)"}
+TARGET_TRACKING = {
+    "period_s": 60,
+    "evaluation_periods": 3,
+    "datapoints_to_alarm": 3,
+    "source": "estimated: the scale-out alarm Application Auto Scaling creates for target tracking "
+    "(seen as 3 datapoints of 60 s; not documented as a contract)",
+}
 
 
 @dataclass(frozen=True)
@@ -57,7 +61,7 @@ class ScaleOutPath:
         while True:
             end = start + self.period_s
             breaching.append(end > onset if partial_counts else start >= onset)
-            window = breaching[-self.evaluation_periods:]
+            window = breaching[-self.evaluation_periods :]
             if end >= 0 and sum(window) >= self.datapoints_to_alarm:
                 return end + ingest
             start = end
@@ -82,12 +86,20 @@ def _publisher(namespace: str | None, metric: str | None, period_s: int) -> str:
 def _alarm_metric(alarm: dict) -> tuple[int, str | None, str | None, str]:
     """(period, namespace, metric name, statistic): the slowest metric of a math alarm."""
     if "Period" in alarm:
-        return (int(alarm["Period"]), alarm.get("Namespace"), alarm.get("MetricName"),
-                alarm.get("Statistic") or alarm.get("ExtendedStatistic") or "Average")
+        return (
+            int(alarm["Period"]),
+            alarm.get("Namespace"),
+            alarm.get("MetricName"),
+            alarm.get("Statistic") or alarm.get("ExtendedStatistic") or "Average",
+        )
     stats = [q["MetricStat"] for q in alarm.get("Metrics", []) if "MetricStat" in q]
     slowest = max(stats, key=lambda stat: (stat["Period"], stat["Metric"].get("Namespace") != metric_names.NAMESPACE))
-    return (int(slowest["Period"]), slowest["Metric"].get("Namespace"), slowest["Metric"].get("MetricName"),
-            "Math" if len(stats) > 1 else slowest["Stat"])
+    return (
+        int(slowest["Period"]),
+        slowest["Metric"].get("Namespace"),
+        slowest["Metric"].get("MetricName"),
+        "Math" if len(stats) > 1 else slowest["Stat"],
+    )
 
 
 def scale_out_paths(template: dict) -> list[ScaleOutPath]:
@@ -107,20 +119,40 @@ def scale_out_paths(template: dict) -> list[ScaleOutPath]:
             if max(adjustments) <= 0:
                 continue  # a scale-in policy
             period, namespace, metric, statistic = _alarm_metric(props)
-            paths.append(ScaleOutPath(policy_id, "step", period, int(props["EvaluationPeriods"]),
-                                      int(props.get("DatapointsToAlarm", props["EvaluationPeriods"])),
-                                      _publisher(namespace, metric, period), f"+{max(adjustments)} tasks",
-                                      int(step.get("Cooldown", 300)), statistic))
+            paths.append(
+                ScaleOutPath(
+                    policy_id,
+                    "step",
+                    period,
+                    int(props["EvaluationPeriods"]),
+                    int(props.get("DatapointsToAlarm", props["EvaluationPeriods"])),
+                    _publisher(namespace, metric, period),
+                    f"+{max(adjustments)} tasks",
+                    int(step.get("Cooldown", 300)),
+                    statistic,
+                )
+            )
     for policy_id, policy in resources.items():
         config = policy.get("Properties", {}).get("TargetTrackingScalingPolicyConfiguration")
         if policy["Type"] != "AWS::ApplicationAutoScaling::ScalingPolicy" or not config:
             continue
         predefined = config.get("PredefinedMetricSpecification", {}).get("PredefinedMetricType", "")
-        namespace = "AWS/ApplicationELB" if predefined.startswith("ALB") or "RequestCount" in json.dumps(config) else None
-        paths.append(ScaleOutPath(policy_id, "target-tracking", TARGET_TRACKING["period_s"],
-                                  TARGET_TRACKING["evaluation_periods"], TARGET_TRACKING["datapoints_to_alarm"],
-                                  _publisher(namespace, None, 60), "desired x (metric / target): 3 x the tasks",
-                                  int(config.get("ScaleOutCooldown", 300)), "Sum"))
+        namespace = (
+            "AWS/ApplicationELB" if predefined.startswith("ALB") or "RequestCount" in json.dumps(config) else None
+        )
+        paths.append(
+            ScaleOutPath(
+                policy_id,
+                "target-tracking",
+                TARGET_TRACKING["period_s"],
+                TARGET_TRACKING["evaluation_periods"],
+                TARGET_TRACKING["datapoints_to_alarm"],
+                _publisher(namespace, None, 60),
+                "desired x (metric / target): 3 x the tasks",
+                int(config.get("ScaleOutCooldown", 300)),
+                "Sum",
+            )
+        )
     return paths
 
 
@@ -139,17 +171,24 @@ def first_decisions(template: dict) -> list[Decision]:
 
 def report(name: str, template: dict) -> str:
     decisions = first_decisions(template)
-    lines = [f"{name}: a 3 x load step; first scale-out decision (seconds after the step, best-worst over the phase "
-             f"of the period boundaries)"]
+    lines = [
+        f"{name}: a 3 x load step; first scale-out decision (seconds after the step, best-worst over the phase "
+        f"of the period boundaries)"
+    ]
     for d in decisions:
         p = d.path
-        lines.append(f"  {d.best_s:5.0f}-{d.worst_s:<5.0f} {p.name} ({p.kind}: {p.period_s} s x {p.datapoints_to_alarm} "
-                     f"of {p.evaluation_periods}, {p.statistic}, published by {p.publisher}) {p.adjustment}, "
-                     f"cooldown {p.cooldown_s} s")
+        lines.append(
+            f"  {d.best_s:5.0f}-{d.worst_s:<5.0f} {p.name} ({p.kind}: {p.period_s} s x {p.datapoints_to_alarm} "
+            f"of {p.evaluation_periods}, {p.statistic}, published by {p.publisher}) {p.adjustment}, "
+            f"cooldown {p.cooldown_s} s"
+        )
     if decisions:
         lines.append(f"  first decision: {decisions[0].worst_s:.0f} s at worst ({decisions[0].path.name})")
-    lines.append("  delays: " + "; ".join(f"{key} {value[0]:g} s ({value[1]})" for key, value in PUBLISH_DELAY.items())
-                 + f"; ingestion {INGEST_DELAY[0]:g} s ({INGEST_DELAY[1]}); target tracking: {TARGET_TRACKING['source']}")
+    lines.append(
+        "  delays: "
+        + "; ".join(f"{key} {value[0]:g} s ({value[1]})" for key, value in PUBLISH_DELAY.items())
+        + f"; ingestion {INGEST_DELAY[0]:g} s ({INGEST_DELAY[1]}); target tracking: {TARGET_TRACKING['source']}"
+    )
     return "\n".join(lines)
 
 

@@ -34,14 +34,25 @@ MIB = 1024 * 1024
 # The latest `python -m bench.startup --repeats 3` on the 2-core build machine (2026-12-05 07:23 UTC, load average 1.1;
 # the run before, 2026-12-04 at load average 10-12, gave 38.0 s): our server's median start-to-ready and, within that
 # run, model fetched -> model loaded and the warm-up before ready.
-LATEST_STARTUP = {"ours_median_s": 5.88, "bare_median_s": 6.07, "load_s": 3.53, "warmup_s": 0.15,
-                  "command": "python -m bench.startup --repeats 3"}
+LATEST_STARTUP = {
+    "ours_median_s": 5.88,
+    "bare_median_s": 6.07,
+    "load_s": 3.53,
+    "warmup_s": 0.15,
+    "command": "python -m bench.startup --repeats 3",
+}
 # The latest `python -m bench.startup --compile` (2026-12-05 19:2x UTC, load average 1.2, MAX_BATCH_SIZE 4) of a runtime
 # "compile" model, ready on its eager forward, starting with the compile cache its version's first task saved: model
 # fetched -> model loaded (restoring the cache within it), the warm-up before ready, and when every shape had compiled
 # (from the start; the first task, with no cache, and this one).
-LATEST_COMPILE_STARTUP = {"cached_load_s": 3.18, "restore_s": 0.14, "cached_warmup_s": 0.12, "cached_compiled_s": 29.8,
-                          "first_compiled_s": 110.5, "command": "python -m bench.startup --compile"}
+LATEST_COMPILE_STARTUP = {
+    "cached_load_s": 3.18,
+    "restore_s": 0.14,
+    "cached_warmup_s": 0.12,
+    "cached_compiled_s": 29.8,
+    "first_compiled_s": 110.5,
+    "command": "python -m bench.startup --compile",
+}
 # vLLM's own start (its image, not our server): torch.compile and CUDA-graph capture, 54 s without its cache and 7 s
 # with it (issue 22's anchor, vLLM's published figures), and the load from the page cache (an estimate).
 VLLM_COMPILE_S, VLLM_CACHED_COMPILE_S = 54.0, 7.0
@@ -81,68 +92,142 @@ class Phase:
     source: str
 
 
-def _weights_phases(weights_bytes: int, storage: str, throughput_mib_s: int = GP3_BASELINE_MIB_S,
-                    vcpus: int = CHECK_PARALLEL) -> list[Phase]:
+def _weights_phases(
+    weights_bytes: int, storage: str, throughput_mib_s: int = GP3_BASELINE_MIB_S, vcpus: int = CHECK_PARALLEL
+) -> list[Phase]:
     if storage == "gp3":  # built: the capacity's root volume at root_volume_throughput_mib_s, then model_fetch's check
-        volume = ("a default gp3 volume" if throughput_mib_s <= GP3_BASELINE_MIB_S
-                  else "gp3 with root_volume_throughput_mib_s provisioned")
+        volume = (
+            "a default gp3 volume"
+            if throughput_mib_s <= GP3_BASELINE_MIB_S
+            else "gp3 with root_volume_throughput_mib_s provisioned"
+        )
         return [
-            Phase("weights copy", weights_bytes / (throughput_mib_s * MIB), DOCUMENTED,
-                  f"{weights_bytes / 1e9:.1f} GB onto {volume} at {throughput_mib_s} MiB/s (EC2 API "
-                  "EbsBlockDevice.Throughput)"),
-            Phase("weights check", weights_bytes / (min(CHECK_PARALLEL, vcpus) * SHA256SUM_GB_S * 1e9), MEASURED,
-                  f"SHA-256 of every 16 MiB piece, {CHECK_PARALLEL} at once on the instance's {vcpus} vCPUs, at "
-                  f"sha256sum's {SHA256SUM_GB_S} GB/s a core (coreutils 9.1 here; a fetcher image with openssl hashes "
-                  "at 1.24 GB/s), read from the page cache"),
+            Phase(
+                "weights copy",
+                weights_bytes / (throughput_mib_s * MIB),
+                DOCUMENTED,
+                f"{weights_bytes / 1e9:.1f} GB onto {volume} at {throughput_mib_s} MiB/s (EC2 API "
+                "EbsBlockDevice.Throughput)",
+            ),
+            Phase(
+                "weights check",
+                weights_bytes / (min(CHECK_PARALLEL, vcpus) * SHA256SUM_GB_S * 1e9),
+                MEASURED,
+                f"SHA-256 of every 16 MiB piece, {CHECK_PARALLEL} at once on the instance's {vcpus} vCPUs, at "
+                f"sha256sum's {SHA256SUM_GB_S} GB/s a core (coreutils 9.1 here; a fetcher image with openssl hashes "
+                "at 1.24 GB/s), read from the page cache",
+            ),
         ]
-    if storage in ("s3-parallel", "gp3-provisioned"):  # the bundled server: ranged GETs, each piece hashed as it streams
+    if storage in (
+        "s3-parallel",
+        "gp3-provisioned",
+    ):  # the bundled server: ranged GETs, each piece hashed as it streams
         rate_mib_s = GP3_MAX_MIB_S if storage == "gp3-provisioned" else throughput_mib_s
         volume, network = rate_mib_s * MIB, PIECE_FETCH_CONNECTIONS * S3_CONNECTION_MB_S * 1e6
         rate = min(volume, network)
-        binds = (f"the volume's {rate_mib_s} MiB/s" if volume <= network else
-                 f"{PIECE_FETCH_CONNECTIONS} connections at about {S3_CONNECTION_MB_S:g} MB/s each (not AWS-documented)")
-        return [Phase("weights", max(1.0, weights_bytes / rate), ESTIMATED,
-                      f"{weights_bytes / 1e9:.1f} GB as the bundled server's {PIECE_FETCH_CONNECTIONS} parallel ranged "
-                      f"GETs, each 16 MiB piece hashed as it streams (no second read); bound by {binds}")]
+        binds = (
+            f"the volume's {rate_mib_s} MiB/s"
+            if volume <= network
+            else f"{PIECE_FETCH_CONNECTIONS} connections at about {S3_CONNECTION_MB_S:g} MB/s each (not AWS-documented)"
+        )
+        return [
+            Phase(
+                "weights",
+                max(1.0, weights_bytes / rate),
+                ESTIMATED,
+                f"{weights_bytes / 1e9:.1f} GB as the bundled server's {PIECE_FETCH_CONNECTIONS} parallel ranged "
+                f"GETs, each 16 MiB piece hashed as it streams (no second read); bound by {binds}",
+            )
+        ]
     if storage == "stream":  # VllmProps(weights="stream"): vLLM's Run:ai Model Streamer, S3 to GPU memory
-        return [Phase("weights and load", weights_bytes / (STREAMER_GIB_S * 1024 * MIB), ESTIMATED,
-                      f"{weights_bytes / 1e9:.1f} GB streamed from S3 into GPU memory at {STREAMER_GIB_S} GiB/s (Run:ai "
-                      "Model Streamer's published Llama-3-8B figure on g5.12xlarge, not AWS's; a slower instance network "
-                      "binds lower); no copy and no digest check")]
+        return [
+            Phase(
+                "weights and load",
+                weights_bytes / (STREAMER_GIB_S * 1024 * MIB),
+                ESTIMATED,
+                f"{weights_bytes / 1e9:.1f} GB streamed from S3 into GPU memory at {STREAMER_GIB_S} GiB/s (Run:ai "
+                "Model Streamer's published Llama-3-8B figure on g5.12xlarge, not AWS's; a slower instance network "
+                "binds lower); no copy and no digest check",
+            )
+        ]
     raise ConfigError("--storage", f"{storage!r}: choose gp3, gp3-provisioned, stream or s3-parallel")
 
 
 def _load_and_warmup_phases(startup: dict, storage: str, compiled: bool) -> list[Phase]:
     c = LATEST_COMPILE_STARTUP
-    load = ([] if storage == "stream" else [  # the streamer loads as it reads
-        Phase("model load", c["cached_load_s"], MEASURED,
-              f"model fetched to model loaded, restoring the compile cache its version's first task saved "
-              f"({c['restore_s']:g} s) within it ({c['command']}, MiniLM on CPU)")
-        if compiled else
-        Phase("model load", startup["load_s"], MEASURED, f"model fetched to model loaded ({startup['command']}, "
-              "MiniLM on CPU; a GPU load of a larger model is longer)")])
+    load = (
+        []
+        if storage == "stream"
+        else [  # the streamer loads as it reads
+            Phase(
+                "model load",
+                c["cached_load_s"],
+                MEASURED,
+                f"model fetched to model loaded, restoring the compile cache its version's first task saved "
+                f"({c['restore_s']:g} s) within it ({c['command']}, MiniLM on CPU)",
+            )
+            if compiled
+            else Phase(
+                "model load",
+                startup["load_s"],
+                MEASURED,
+                f"model fetched to model loaded ({startup['command']}, "
+                "MiniLM on CPU; a GPU load of a larger model is longer)",
+            )
+        ]
+    )
     if not compiled:
-        return [*load, Phase("warm-up before ready", startup["warmup_s"], MEASURED,
-                             f"batch 1 at every length (WARMUP=first; {startup['command']})")]
-    return [*load, Phase("warm-up before ready", c["cached_warmup_s"], MEASURED,
-                         f"runtime compile: ready on the eager forward, batch 1 at every length; every shape then "
-                         f"compiles while idle, all {c['cached_compiled_s']:g} s from the start with the cache "
-                         f"({c['first_compiled_s']:g} s for the version's first task, without one; {c['command']}, "
-                         "CPU), traffic running eagerly until its shape has; a GPU's compile (CUDA graphs, "
-                         "autotuning) is not measured here")]
+        return [
+            *load,
+            Phase(
+                "warm-up before ready",
+                startup["warmup_s"],
+                MEASURED,
+                f"batch 1 at every length (WARMUP=first; {startup['command']})",
+            ),
+        ]
+    return [
+        *load,
+        Phase(
+            "warm-up before ready",
+            c["cached_warmup_s"],
+            MEASURED,
+            f"runtime compile: ready on the eager forward, batch 1 at every length; every shape then "
+            f"compiles while idle, all {c['cached_compiled_s']:g} s from the start with the cache "
+            f"({c['first_compiled_s']:g} s for the version's first task, without one; {c['command']}, "
+            "CPU), traffic running eagerly until its shape has; a GPU's compile (CUDA graphs, "
+            "autotuning) is not measured here",
+        ),
+    ]
 
 
 def _vllm_start_phases(weights_bytes: int, storage: str) -> list[Phase]:
-    load = [] if storage == "stream" else [  # the streamer loads as it reads
-        Phase("model load", weights_bytes / (VLLM_LOAD_GB_S * 1e9), ESTIMATED,
-              f"{weights_bytes / 1e9:.1f} GB of safetensors from the scratch volume's page cache into GPU memory at "
-              f"about {VLLM_LOAD_GB_S:g} GB/s; not measured here")]
-    return [*load, Phase("vLLM compile and CUDA graphs", VLLM_COMPILE_S, ESTIMATED,
-                         f"vLLM's torch.compile and CUDA-graph capture before /health answers: {VLLM_COMPILE_S:g} s "
-                         f"without its compile cache, {VLLM_CACHED_COMPILE_S:g} s with it (vLLM's published figures, "
-                         "issue 22's anchor); the cache (VLLM_CACHE_ROOT) is on the task's scratch volume, so every "
-                         "new task pays the first. vLLM's imports and engine start before it are not counted: no "
-                         "figure is measured or published for them")]
+    load = (
+        []
+        if storage == "stream"
+        else [  # the streamer loads as it reads
+            Phase(
+                "model load",
+                weights_bytes / (VLLM_LOAD_GB_S * 1e9),
+                ESTIMATED,
+                f"{weights_bytes / 1e9:.1f} GB of safetensors from the scratch volume's page cache into GPU memory at "
+                f"about {VLLM_LOAD_GB_S:g} GB/s; not measured here",
+            )
+        ]
+    )
+    return [
+        *load,
+        Phase(
+            "vLLM compile and CUDA graphs",
+            VLLM_COMPILE_S,
+            ESTIMATED,
+            f"vLLM's torch.compile and CUDA-graph capture before /health answers: {VLLM_COMPILE_S:g} s "
+            f"without its compile cache, {VLLM_CACHED_COMPILE_S:g} s with it (vLLM's published figures, "
+            "issue 22's anchor); the cache (VLLM_CACHE_ROOT) is on the task's scratch volume, so every "
+            "new task pays the first. vLLM's imports and engine start before it are not counted: no "
+            "figure is measured or published for them",
+        ),
+    ]
 
 
 def _images(sidecars: tuple[str, ...]) -> tuple[float, str]:
@@ -153,83 +238,161 @@ def _images(sidecars: tuple[str, ...]) -> tuple[float, str]:
 
 def _new_instance_phases(capacity: GpuCapacityProps, warm_start: bool, sidecars: tuple[str, ...]) -> list[Phase]:
     gb, images = _images(sidecars)
-    reaction = Phase("capacity-provider reaction", 90.0, ESTIMATED,
-                     "managed scaling is a target tracking policy on CapacityProviderReservation, a 1-minute metric "
-                     "(ECS API reference, ManagedScaling); its alarm's datapoints are not documented, and ECS owns the "
-                     "group's desired capacity, so no policy of ours may act sooner (ECS developer guide)")
+    reaction = Phase(
+        "capacity-provider reaction",
+        90.0,
+        ESTIMATED,
+        "managed scaling is a target tracking policy on CapacityProviderReservation, a 1-minute metric "
+        "(ECS API reference, ManagedScaling); its alarm's datapoints are not documented, and ECS owns the "
+        "group's desired capacity, so no policy of ours may act sooner (ECS developer guide)",
+    )
     if warm_start:
         return [
             reaction,
-            Phase("start from the warm pool", WARM_START_S, ESTIMATED,
-                  "a stopped instance of the pool started and booted: the launch's boot without the first boot's "
-                  "work (cloud-init's per-instance modules, the root volume's first reads from the AMI's snapshot); "
-                  "AWS put a warm-pool start at 'as low as 30 seconds' (the feature's launch, 2021, as InfoQ "
-                  "reported it), not counting a GPU AMI's driver load. The launch hook's Pending:Wait is completed "
-                  "by the group's launch function while the instance boots"),
-            Phase("agent registration", 15.0, ESTIMATED,
-                  "ECS agent start and RegisterContainerInstance; ECS_WARM_POOLS_CHECK finds the target lifecycle "
-                  "state already InService, so the agent does not wait"),
-            Phase("image pull", 0.0, DOCUMENTED,
-                  "ECS_IMAGE_PULL_BEHAVIOR=prefer-cached (ECS agent configuration) starts the task from the images the "
-                  f"instance pulled while it warmed: every image the task runs ({images}; ModelService prepulls each "
-                  "container's, GpuCapacity.prepull); an image changed since then pulls only its changed layers"),
+            Phase(
+                "start from the warm pool",
+                WARM_START_S,
+                ESTIMATED,
+                "a stopped instance of the pool started and booted: the launch's boot without the first boot's "
+                "work (cloud-init's per-instance modules, the root volume's first reads from the AMI's snapshot); "
+                "AWS put a warm-pool start at 'as low as 30 seconds' (the feature's launch, 2021, as InfoQ "
+                "reported it), not counting a GPU AMI's driver load. The launch hook's Pending:Wait is completed "
+                "by the group's launch function while the instance boots",
+            ),
+            Phase(
+                "agent registration",
+                15.0,
+                ESTIMATED,
+                "ECS agent start and RegisterContainerInstance; ECS_WARM_POOLS_CHECK finds the target lifecycle "
+                "state already InService, so the agent does not wait",
+            ),
+            Phase(
+                "image pull",
+                0.0,
+                DOCUMENTED,
+                "ECS_IMAGE_PULL_BEHAVIOR=prefer-cached (ECS agent configuration) starts the task from the images the "
+                f"instance pulled while it warmed: every image the task runs ({images}; ModelService prepulls each "
+                "container's, GpuCapacity.prepull); an image changed since then pulls only its changed layers",
+            ),
         ]
     return [
         reaction,
         Phase("instance launch", 60.0, ESTIMATED, "EC2 pending to running and the AL2023 GPU AMI's boot"),
         Phase("agent registration", 15.0, ESTIMATED, "ECS agent start and RegisterContainerInstance"),
-        Phase("image pull", AMI_CACHED_START_S, ESTIMATED,
-              f"every image the task runs ({images}) is in the AMI (capacity.machine_image_ids) and prefer-cached "
-              "uses them; a volume from "
-              "a snapshot loads its blocks on first read: a PyTorch image cached on an EBS snapshot starts a pod "
-              "in under 5 s (EKS blueprints, issue 22's anchor)")
-        if capacity.machine_image_ids else
-        Phase("image pull", gb * 1000 / ECR_PULL_MB_S, ESTIMATED,
-              f"every image the task runs, {images} = {gb:g} GB, at {ECR_PULL_MB_S:g} MB/s pull and extract (the "
-              "sidecars' before the task starts too); prefer-cached skips them only on an instance that ran them "
-              "before, or with the images in the AMI (capacity.machine_image_ids)"),
+        Phase(
+            "image pull",
+            AMI_CACHED_START_S,
+            ESTIMATED,
+            f"every image the task runs ({images}) is in the AMI (capacity.machine_image_ids) and prefer-cached "
+            "uses them; a volume from "
+            "a snapshot loads its blocks on first read: a PyTorch image cached on an EBS snapshot starts a pod "
+            "in under 5 s (EKS blueprints, issue 22's anchor)",
+        )
+        if capacity.machine_image_ids
+        else Phase(
+            "image pull",
+            gb * 1000 / ECR_PULL_MB_S,
+            ESTIMATED,
+            f"every image the task runs, {images} = {gb:g} GB, at {ECR_PULL_MB_S:g} MB/s pull and extract (the "
+            "sidecars' before the task starts too); prefer-cached skips them only on an instance that ran them "
+            "before, or with the images in the AMI (capacity.machine_image_ids)",
+        ),
     ]
 
 
-def timeline(scaling: BundledScalingProps, capacity: GpuCapacityProps, *, weights_bytes: int, storage: str,
-             new_instance: bool, startup: dict, bundled_server: bool = True, compiled: bool = False,
-             warm_start: bool = False, sidecars: tuple[str, ...] = ("collector",)) -> list[Phase]:
+def timeline(
+    scaling: BundledScalingProps,
+    capacity: GpuCapacityProps,
+    *,
+    weights_bytes: int,
+    storage: str,
+    new_instance: bool,
+    startup: dict,
+    bundled_server: bool = True,
+    compiled: bool = False,
+    warm_start: bool = False,
+    sidecars: tuple[str, ...] = ("collector",),
+) -> list[Phase]:
     """The phases from a load step to the new task serving: on warm spare capacity, or (``new_instance``) on an
     instance that a scale-out launches, or (``warm_start`` too) starts from the group's warm pool. ``sidecars``: the
     images the task pulls beside the server's (SIDECAR_IMAGE_GB's names; default: the collector every task runs)."""
     if warm_start and not new_instance:
         raise ValueError("warm_start is a way of getting a new instance: pass new_instance=True with it")
     if bundled_server:
-        signal = ScaleOutPath("QueueBacklog", "step", scaling.queue_signal_period_seconds, scaling.queue_signal_periods,
-                              scaling.queue_signal_periods, "server-signal", "", 0, "Maximum")
-        detection = Phase("detection and alarm", signal.range_s()[1], ESTIMATED,
-                          f"worst phase of sizing.scale_out: {PUBLISH_DELAY['server-signal'][1]}; "
-                          f"{scaling.queue_signal_periods} x {scaling.queue_signal_period_seconds} s periods "
-                          f"(CloudWatch PutMetricAlarm, high resolution); {INGEST_DELAY[1]}")
+        signal = ScaleOutPath(
+            "QueueBacklog",
+            "step",
+            scaling.queue_signal_period_seconds,
+            scaling.queue_signal_periods,
+            scaling.queue_signal_periods,
+            "server-signal",
+            "",
+            0,
+            "Maximum",
+        )
+        detection = Phase(
+            "detection and alarm",
+            signal.range_s()[1],
+            ESTIMATED,
+            f"worst phase of sizing.scale_out: {PUBLISH_DELAY['server-signal'][1]}; "
+            f"{scaling.queue_signal_periods} x {scaling.queue_signal_period_seconds} s periods "
+            f"(CloudWatch PutMetricAlarm, high resolution); {INGEST_DELAY[1]}",
+        )
     else:
-        detection = Phase("detection and alarm", 190.0, ESTIMATED, "ALB p95 latency, 2 x 60 s datapoints after "
-                          "ELB's first 60 s datapoint (sizing.scale_out)")
-    phases = [detection,
-              Phase("ECS service reaction", 5.0, ESTIMATED, "Application Auto Scaling sets the desired count; ECS "
-                    "places the task, or holds it PROVISIONING when no instance has room")]
+        detection = Phase(
+            "detection and alarm",
+            190.0,
+            ESTIMATED,
+            "ALB p95 latency, 2 x 60 s datapoints after ELB's first 60 s datapoint (sizing.scale_out)",
+        )
+    phases = [
+        detection,
+        Phase(
+            "ECS service reaction",
+            5.0,
+            ESTIMATED,
+            "Application Auto Scaling sets the desired count; ECS "
+            "places the task, or holds it PROVISIONING when no instance has room",
+        ),
+    ]
     if new_instance:
         phases += _new_instance_phases(capacity, warm_start, sidecars)
     else:
-        phases.append(Phase("image pull", 0.0, DOCUMENTED, "ECS_IMAGE_PULL_BEHAVIOR=prefer-cached: the warm instance "
-                            "already has the image (ECS agent configuration)"))
-    weights = _weights_phases(weights_bytes, storage, capacity.root_volume_throughput_mib_s,
-                              capacity.resolve_instance_types()[0].vcpus)
+        phases.append(
+            Phase(
+                "image pull",
+                0.0,
+                DOCUMENTED,
+                "ECS_IMAGE_PULL_BEHAVIOR=prefer-cached: the warm instance "
+                "already has the image (ECS agent configuration)",
+            )
+        )
+    weights = _weights_phases(
+        weights_bytes, storage, capacity.root_volume_throughput_mib_s, capacity.resolve_instance_types()[0].vcpus
+    )
+    phases += (
+        [
+            Phase(
+                "container start and imports",
+                startup["ours_median_s"] - startup["load_s"] - startup["warmup_s"],
+                MEASURED,
+                f"our server's start-to-ready less load and warm-up ({startup['command']}, CPU)",
+            ),
+            *weights,
+            *_load_and_warmup_phases(startup, storage, compiled),
+        ]
+        if bundled_server
+        else [*weights, *_vllm_start_phases(weights_bytes, storage)]
+    )
     phases += [
-        Phase("container start and imports", startup["ours_median_s"] - startup["load_s"] - startup["warmup_s"],
-              MEASURED, f"our server's start-to-ready less load and warm-up ({startup['command']}, CPU)"),
-        *weights,
-        *_load_and_warmup_phases(startup, storage, compiled),
-    ] if bundled_server else [*weights, *_vllm_start_phases(weights_bytes, storage)]
-    phases += [
-        Phase("health checks", float(TARGET_HEALTH_CHECK.seconds_to_healthy), DOCUMENTED,
-              f"the target group's {TARGET_HEALTH_CHECK.healthy_threshold} healthy checks "
-              f"{TARGET_HEALTH_CHECK.interval_seconds} s apart (our template; ELB: healthy after HealthyThresholdCount "
-              "consecutive successes)"),
+        Phase(
+            "health checks",
+            float(TARGET_HEALTH_CHECK.seconds_to_healthy),
+            DOCUMENTED,
+            f"the target group's {TARGET_HEALTH_CHECK.healthy_threshold} healthy checks "
+            f"{TARGET_HEALTH_CHECK.interval_seconds} s apart (our template; ELB: healthy after HealthyThresholdCount "
+            "consecutive successes)",
+        ),
     ]
     return phases
 
@@ -240,15 +403,17 @@ def warm_pool_cost(capacity: GpuCapacityProps, prices: MonitoringProps, on_deman
     assert pool is not None
     volume_month = root_volume_hourly_usd(capacity, prices) * HOURS_PER_MONTH
     spot = on_demand_hourly_usd * prices.spot_price_fraction
-    return (f"warm pool: {pool.min_size} stopped instance(s) x their {capacity.root_volume_gib} GiB gp3 root volume "
-            f"(${volume_month:.2f} a month each at ${prices.gp3_gib_month_usd}/GiB-month with provisioned IOPS and "
-            f"throughput, the dashboard's prices) = ${warm_pool_monthly_usd(capacity, prices):.2f} a month "
-            f"[{ESTIMATED}: list prices; a stopped instance bills its EBS volumes only, EC2 Auto Scaling user guide]; "
-            f"each warming runs one instance On-Demand for up to prepare_seconds {pool.prepare_seconds} s "
-            f"(${on_demand_hourly_usd * pool.prepare_seconds / 3600:.2f} at ${on_demand_hourly_usd}/h); a pooled "
-            f"instance is On-Demand (Auto Scaling cannot stop a Spot instance it launched), "
-            f"${on_demand_hourly_usd - spot:.2f}/h more than a Spot one (at {prices.spot_price_fraction:.0%}) while it "
-            "serves, until scale-in terminates it")
+    return (
+        f"warm pool: {pool.min_size} stopped instance(s) x their {capacity.root_volume_gib} GiB gp3 root volume "
+        f"(${volume_month:.2f} a month each at ${prices.gp3_gib_month_usd}/GiB-month with provisioned IOPS and "
+        f"throughput, the dashboard's prices) = ${warm_pool_monthly_usd(capacity, prices):.2f} a month "
+        f"[{ESTIMATED}: list prices; a stopped instance bills its EBS volumes only, EC2 Auto Scaling user guide]; "
+        f"each warming runs one instance On-Demand for up to prepare_seconds {pool.prepare_seconds} s "
+        f"(${on_demand_hourly_usd * pool.prepare_seconds / 3600:.2f} at ${on_demand_hourly_usd}/h); a pooled "
+        f"instance is On-Demand (Auto Scaling cannot stop a Spot instance it launched), "
+        f"${on_demand_hourly_usd - spot:.2f}/h more than a Spot one (at {prices.spot_price_fraction:.0%}) while it "
+        "serves, until scale-in terminates it"
+    )
 
 
 def goal_line(label: str, cold: list[Phase], warm: list[Phase]) -> str:
@@ -256,9 +421,11 @@ def goal_line(label: str, cold: list[Phase], warm: list[Phase]) -> str:
     cold_s, warm_s = (sum(p.seconds for p in phases) for phases in (cold, warm))
     verdict = "met" if warm_s <= GOAL_S else f"not met, {warm_s - GOAL_S:.0f} s over"
     largest = max(warm, key=lambda p: p.seconds)
-    return (f"{label}, a task that needs a new instance: {cold_s:.0f} s launched, {warm_s:.0f} s from the warm pool; "
-            f"goal {GOAL_S:.0f} s: {verdict} (largest phase left: {largest.name}, {largest.seconds:.0f} s, "
-            f"{largest.basis})")
+    return (
+        f"{label}, a task that needs a new instance: {cold_s:.0f} s launched, {warm_s:.0f} s from the warm pool; "
+        f"goal {GOAL_S:.0f} s: {verdict} (largest phase left: {largest.name}, {largest.seconds:.0f} s, "
+        f"{largest.basis})"
+    )
 
 
 def render(title: str, phases: list[Phase]) -> str:
@@ -279,17 +446,22 @@ def _environment(path: Path, name: str) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m gpu_inference_constructs.sizing.timeline", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m gpu_inference_constructs.sizing.timeline",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--environment", required=True)
     p.add_argument("--cdk-json", default="cdk.json")
     p.add_argument("--model", help="a model of the environment (default: its first)")
     p.add_argument("--weights-gb", type=float, default=0.1, help="the model's weights (default 0.1: MiniLM-size)")
-    p.add_argument("--storage",
-                   help="how the weights arrive; default: the model's own: s3-parallel (the bundled server's fetch onto "
-                        "the root volume at its provisioned rate), gp3 (the copy-to-scratch init container's copy, then "
-                        "check: vLLM's weights copy) or stream (vLLM's weights stream); gp3-provisioned: s3-parallel at "
-                        "1,000 MiB/s")
+    p.add_argument(
+        "--storage",
+        help="how the weights arrive; default: the model's own: s3-parallel (the bundled server's fetch onto "
+        "the root volume at its provisioned rate), gp3 (the copy-to-scratch init container's copy, then "
+        "check: vLLM's weights copy) or stream (vLLM's weights stream); gp3-provisioned: s3-parallel at "
+        "1,000 MiB/s",
+    )
     p.add_argument("--startup", help="the JSON of python -m bench.startup (default: the latest recorded run)")
     args = p.parse_args(argv)
     try:
@@ -299,41 +471,64 @@ def main(argv: list[str] | None = None) -> int:
         if args.model and model is None:
             raise ConfigError("--model", f"{args.model!r} is not a model of {args.environment}")
         block = (model or {}).get("scaling", {})
-        scaling = from_dict(BundledScalingProps, {key: value for key, value in block.items()
-                                                  if key in {f.name for f in fields(BundledScalingProps)}}, "models[].scaling")
+        scaling = from_dict(
+            BundledScalingProps,
+            {key: value for key, value in block.items() if key in {f.name for f in fields(BundledScalingProps)}},
+            "models[].scaling",
+        )
         name = (model or {}).get("name")
         group = next((g for g in data.get("capacity_groups", {}).values() if name in g.get("models", [])), data)
         capacity = from_dict(GpuCapacityProps, group.get("capacity", {}), f"environments.{args.environment}.capacity")
         prices = from_dict(MonitoringProps, data.get("monitoring", {}), f"environments.{args.environment}.monitoring")
-        on_demand = ((prices.hourly_price_usd if group is data else None)
-                     or CATALOG[capacity.instance_types[0]].on_demand_hourly_usd)
+        on_demand = (prices.hourly_price_usd if group is data else None) or CATALOG[
+            capacity.instance_types[0]
+        ].on_demand_hourly_usd
         vllm = (model or {}).get("vllm")
         storage = args.storage or (("stream" if vllm.get("weights") == "stream" else "gp3") if vllm else "s3-parallel")
         if vllm and storage not in ("gp3", "stream"):
-            raise ConfigError("--storage", f"{storage!r} is the bundled server's fetch; a vLLM model's weights are "
-                                           "copied (gp3) or streamed (stream)")
+            raise ConfigError(
+                "--storage",
+                f"{storage!r} is the bundled server's fetch; a vLLM model's weights are "
+                "copied (gp3) or streamed (stream)",
+            )
         _weights_phases(1, storage)  # refuses an unknown storage
         startup = LATEST_STARTUP
         if args.startup:
             measured = json.loads(Path(args.startup).read_text())
             median = sorted(measured["ours"], key=lambda run: run["seconds"])[len(measured["ours"]) // 2]["phases"]
-            startup = {"ours_median_s": measured["ours_median_s"], "bare_median_s": measured["bare_median_s"],
-                       "load_s": median["model loaded"] - median["model fetched"],
-                       "warmup_s": median["warm-up done"] - median["model loaded"], "command": args.startup}
+            startup = {
+                "ours_median_s": measured["ours_median_s"],
+                "bare_median_s": measured["bare_median_s"],
+                "load_s": median["model loaded"] - median["model fetched"],
+                "warmup_s": median["warm-up done"] - median["model loaded"],
+                "command": args.startup,
+            }
     except ConfigError as error:
         print(f"timeline: error: {error}", file=sys.stderr)
         return 2
     bundled = not vllm
-    sidecars = ("collector", *(("log router",) if data.get("telemetry", {}).get("firelens") else ()),
-                *(("fetcher",) if vllm else ()))
-    common: dict[str, Any] = dict(weights_bytes=int(args.weights_gb * 1e9), storage=storage, startup=startup,
-                                  bundled_server=bundled, compiled=bundled and (model or {}).get("runtime") == "compile",
-                                  sidecars=sidecars)
+    sidecars = (
+        "collector",
+        *(("log router",) if data.get("telemetry", {}).get("firelens") else ()),
+        *(("fetcher",) if vllm else ()),
+    )
+    common: dict[str, Any] = dict(
+        weights_bytes=int(args.weights_gb * 1e9),
+        storage=storage,
+        startup=startup,
+        bundled_server=bundled,
+        compiled=bundled and (model or {}).get("runtime") == "compile",
+        sidecars=sidecars,
+    )
     name = (model or {}).get("name", "model")
     spare = capacity.target_capacity_percent < 100
-    print(render(f"{args.environment}/{name}, a task on warm spare capacity"
-                 + ("" if spare else " (none kept: target_capacity_percent 100)"),
-                 timeline(scaling, capacity, new_instance=False, **common)))
+    print(
+        render(
+            f"{args.environment}/{name}, a task on warm spare capacity"
+            + ("" if spare else " (none kept: target_capacity_percent 100)"),
+            timeline(scaling, capacity, new_instance=False, **common),
+        )
+    )
     cold = timeline(scaling, capacity, new_instance=True, **common)
     print(render(f"{args.environment}/{name}, a task that needs a new instance", cold))
     if capacity.warm_pool is not None:

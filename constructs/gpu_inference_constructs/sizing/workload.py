@@ -11,8 +11,10 @@ from .runtimes import RUNTIME_FACTORS
 # `make bench` of 2026-12-05 on the 2-core build machine (bench/README.md, "Latest results"). One HTTP worker per
 # task, though a task with more vCPUs runs more (2 workers: 1.71 x in the same run).
 SERVER_CEILING_RPS = 5252.0
-SERVER_CEILING_SOURCE = ("our server with a null model and one HTTP worker, make bench 2026-12-05 on a 2-core build "
-                         "machine (bench/README.md)")
+SERVER_CEILING_SOURCE = (
+    "our server with a null model and one HTTP worker, make bench 2026-12-05 on a 2-core build "
+    "machine (bench/README.md)"
+)
 
 
 @dataclass(frozen=True)
@@ -34,14 +36,18 @@ class Workload:
     def __post_init__(self) -> None:
         _positive(self.requests_per_second, "--requests-per-second", "requests per second, e.g. 200")
         _positive(self.p95_ms, "--p95-ms", "milliseconds, e.g. 250")
-        _positive(self.prompt_tokens, "--tokens-per-request", "tokens, e.g. 128 (encoders) or 512,256 (LLMs: prompt,output)")
+        _positive(
+            self.prompt_tokens, "--tokens-per-request", "tokens, e.g. 128 (encoders) or 512,256 (LLMs: prompt,output)"
+        )
         if self.output_tokens < 0:
             raise ConfigError("--tokens-per-request", f"{self.output_tokens} output tokens must be 0 or more")
         _positive(self.concurrency, "--concurrency", "sequences decoded together per task, e.g. 8")
         if self.runtime not in RUNTIME_FACTORS:
             raise ConfigError("--runtime", f"{self.runtime!r}: use one of {', '.join(RUNTIME_FACTORS)}")
         if not 1 <= self.max_batch_size <= 512:
-            raise ConfigError("--max-batch-size", f"{self.max_batch_size} is out of range; allowed 1 to 512 (BundledServerProps)")
+            raise ConfigError(
+                "--max-batch-size", f"{self.max_batch_size} is out of range; allowed 1 to 512 (BundledServerProps)"
+            )
 
     @property
     def tokens_per_request(self) -> int:
@@ -97,7 +103,9 @@ class Assumptions:
         for key, low, high in (("efficiency", 0, 1), ("vram_headroom", 0, 0.9), ("target_utilization", 0, 1)):
             value = getattr(self, key)
             if not low < value <= high and not (key == "vram_headroom" and value == 0):
-                raise ConfigError(f"--{key.replace('_', '-')}", f"{value} is out of range; a fraction above {low}, at most {high}")
+                raise ConfigError(
+                    f"--{key.replace('_', '-')}", f"{value} is out of range; a fraction above {low}, at most {high}"
+                )
         if self.peak_factor < 1:
             raise ConfigError("--peak-factor", f"{self.peak_factor} must be at least 1")
         _positive(self.server_ceiling_rps, "--server-ceiling-rps", "requests per second")

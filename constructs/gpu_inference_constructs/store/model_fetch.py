@@ -37,7 +37,7 @@ def fetch_script() -> str:
         # wc -c's count compared as a number: some wc implementations pad it with spaces
         'check_size() { actual=$(wc -c < "$MODEL_DIR/$2" 2>/dev/null) || actual=-1; '
         'if ! [ "$actual" -eq "$1" ] 2>/dev/null; then echo "$2: FAILED (not $1 bytes)" >> "$failed"; fi; }; '
-        f'running=0; pause() {{ running=$((running + 1)); if [ $((running % {CHECK_PARALLEL})) -eq 0 ]; then wait; fi; }}; '
+        f"running=0; pause() {{ running=$((running + 1)); if [ $((running % {CHECK_PARALLEL})) -eq 0 ]; then wait; fi; }}; "
         'outside() { case "/$1/" in */../*) echo "$1: FAILED (outside the model directory)" >> "$failed"; return 0;; esac; return 1; }; '
         'not_sha256() { if [ "${#1}" -ne 64 ]; then return 0; fi; case "$1" in *[!0-9a-f]*) return 0;; esac; return 1; }; '
         # A file with piece digests is checked piece by piece, CHECK_PARALLEL pieces at once, and by its size; its
@@ -52,19 +52,19 @@ def fetch_script() -> str:
         f'echo "$sum $size $bytes $index $name: FAILED (not a {SHA256PIECES_FILE} line)" >> "$failed"; continue; fi; '
         'if outside "$name"; then continue; fi; '
         'if [ "$index" -eq 0 ]; then finish; cur="$name"; cur_size="$size"; cur_bytes="$bytes"; next=0; '
-        'need=$(( (size + bytes - 1) / bytes )); '
+        "need=$(( (size + bytes - 1) / bytes )); "
         'pieced="$pieced$name\n"; check_size "$size" "$name"; fi; '
         'if [ "$name" != "$cur" ] || [ "$index" -ne "$next" ]; then '
         f'echo "$name: FAILED (piece $index out of order in {SHA256PIECES_FILE})" >> "$failed"; continue; fi; '
         # every line of a file must give the size and piece bytes its first line gave
         'if [ "$size" != "$cur_size" ] || [ "$bytes" != "$cur_bytes" ]; then '
         f'echo "$name: FAILED (piece $index disagrees with piece 0 in {SHA256PIECES_FILE})" >> "$failed"; continue; fi; '
-        'next=$((next + 1)); '
+        "next=$((next + 1)); "
         'check_piece "$sum" "$bytes" "$index" "$name" & pause; '
         f'done < "$MODEL_DIR/{SHA256PIECES_FILE}"; finish; fi; '
         "listed=0; "
         'while read -r sum name || [ -n "$sum" ]; do '  # a last line without its newline is read too
-        'name=${name#\\*}; '  # sha256sum's binary-mode marker
+        "name=${name#\\*}; "  # sha256sum's binary-mode marker
         'if not_sha256 "$sum" || [ -z "$name" ]; then echo "$sum $name: FAILED (not a SHA256SUMS line)" >> "$failed"; continue; fi; '
         'if outside "$name"; then continue; fi; '
         "listed=$((listed + 1)); "

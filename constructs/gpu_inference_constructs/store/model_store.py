@@ -56,7 +56,11 @@ class ModelStoreProps:
             f"{self.noncurrent_versions_expire_days} must be greater than noncurrent_versions_to_infrequent_access_days "
             f"({self.noncurrent_versions_to_infrequent_access_days})",
         )
-        require(self.access_log_retention_days >= 1, "access_log_retention_days", f"{self.access_log_retention_days} must be at least 1")
+        require(
+            self.access_log_retention_days >= 1,
+            "access_log_retention_days",
+            f"{self.access_log_retention_days} must be at least 1",
+        )
 
 
 class ModelStore(Construct):
@@ -86,7 +90,8 @@ class ModelStore(Construct):
             removal_policy=removal,
         )
         skip_checkov(
-            self.access_logs_bucket, "CKV_AWS_18",
+            self.access_logs_bucket,
+            "CKV_AWS_18",
             "This is the access-log bucket (S3 server access logs of the model bucket, ALB access logs): logging it into "
             "itself would log each log delivery, and into another bucket would only move the question there.",
         )
@@ -110,7 +115,9 @@ class ModelStore(Construct):
                     ],
                     noncurrent_version_expiration=cdk.Duration.days(props.noncurrent_versions_expire_days),
                 ),
-                s3.LifecycleRule(id="abort-incomplete-uploads", abort_incomplete_multipart_upload_after=cdk.Duration.days(7)),
+                s3.LifecycleRule(
+                    id="abort-incomplete-uploads", abort_incomplete_multipart_upload_after=cdk.Duration.days(7)
+                ),
             ],
             removal_policy=removal,
         )

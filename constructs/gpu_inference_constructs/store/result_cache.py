@@ -45,52 +45,99 @@ class ResultCache(Construct):
     tasks, or pass it in your own tasks' security groups), ``key``, ``user_id``, ``alarms``. ``attach`` gives a model's
     tasks access."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, name: str, vpc: ec2.IVpc,
-                 subnets: ec2.SubnetSelection, topic: sns.ITopic, props: ResultCacheProps = ResultCacheProps(),
-                 key: kms.IKey | None = None) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        name: str,
+        vpc: ec2.IVpc,
+        subnets: ec2.SubnetSelection,
+        topic: sns.ITopic,
+        props: ResultCacheProps = ResultCacheProps(),
+        key: kms.IKey | None = None,
+    ) -> None:
         super().__init__(scope, construct_id)
-        require(bool(NAME.match(name)), "name", f"{name!r}: 2-40 lowercase letters, digits or '-', starting with a letter")
+        require(
+            bool(NAME.match(name)), "name", f"{name!r}: 2-40 lowercase letters, digits or '-', starting with a letter"
+        )
         self.props = props
         self.cache_name = name
-        self.key = key or kms.Key(self, "Key", description=f"Encrypts the {name} result cache at rest",
-                                  enable_key_rotation=True)
-        self.security_group = ec2.SecurityGroup(self, "SecurityGroup", vpc=vpc, allow_all_outbound=False,
-                                                description=f"{name} result cache: only attached model tasks")
+        self.key = key or kms.Key(
+            self, "Key", description=f"Encrypts the {name} result cache at rest", enable_key_rotation=True
+        )
+        self.security_group = ec2.SecurityGroup(
+            self,
+            "SecurityGroup",
+            vpc=vpc,
+            allow_all_outbound=False,
+            description=f"{name} result cache: only attached model tasks",
+        )
         # One group every client shares: the cache's group admits it once, so its rules do not grow with the models
         # (a security group holds 60 inbound rules by default). Clients carry it beside their own group.
         self.client_security_group = ec2.SecurityGroup(
-            self, "ClientSecurityGroup", vpc=vpc, allow_all_outbound=False,
-            description=f"{name} result cache clients: the model tasks that use it; out to the cache only")
-        self.client_security_group.connections.allow_to(self.security_group, CACHE_PORTS,
-                                                        "result cache clients to the cache")
+            self,
+            "ClientSecurityGroup",
+            vpc=vpc,
+            allow_all_outbound=False,
+            description=f"{name} result cache clients: the model tasks that use it; out to the cache only",
+        )
+        self.client_security_group.connections.allow_to(
+            self.security_group, CACHE_PORTS, "result cache clients to the cache"
+        )
         # aws-cdk-lib 2.275 drops its inline "no traffic" egress placeholder when a rule to another group is added,
         # although that rule is a separate resource; a group created with no inline egress rule gets EC2's default
         # allow-all egress (CloudFormation AWS::EC2::SecurityGroup). Put it back: clients reach the cache only.
-        self.client_security_group.add_egress_rule(ec2.Peer.ipv4("255.255.255.255/32"),
-                                                   ec2.Port.icmp_type_and_code(252, 86), "Disallow all traffic")
+        self.client_security_group.add_egress_rule(
+            ec2.Peer.ipv4("255.255.255.255/32"), ec2.Port.icmp_type_and_code(252, 86), "Disallow all traffic"
+        )
         self.user_id = f"{name}-tasks"
-        tasks_user = elasticache.CfnUser(self, "TasksUser", engine="valkey", user_id=self.user_id,
-                                         user_name=self.user_id,  # IAM users: name and id must be the same
-                                         access_string=ACCESS_STRING,
-                                         authentication_mode={"Type": "iam"})
-        default_user = elasticache.CfnUser(self, "DefaultUser", engine="valkey", user_id=f"{name}-default",
-                                           user_name="default", access_string="off -@all",
-                                           authentication_mode={"Type": "no-password-required"})
-        group = elasticache.CfnUserGroup(self, "UserGroup", engine="valkey", user_group_id=f"{name}-users",
-                                         user_ids=[tasks_user.ref, default_user.ref])  # Ref: the user id
+        tasks_user = elasticache.CfnUser(
+            self,
+            "TasksUser",
+            engine="valkey",
+            user_id=self.user_id,
+            user_name=self.user_id,  # IAM users: name and id must be the same
+            access_string=ACCESS_STRING,
+            authentication_mode={"Type": "iam"},
+        )
+        default_user = elasticache.CfnUser(
+            self,
+            "DefaultUser",
+            engine="valkey",
+            user_id=f"{name}-default",
+            user_name="default",
+            access_string="off -@all",
+            authentication_mode={"Type": "no-password-required"},
+        )
+        group = elasticache.CfnUserGroup(
+            self,
+            "UserGroup",
+            engine="valkey",
+            user_group_id=f"{name}-users",
+            user_ids=[tasks_user.ref, default_user.ref],
+        )  # Ref: the user id
         self.tasks_user_arn = tasks_user.attr_arn
         subnet_ids = vpc.select_subnets(**_selection(subnets)).subnet_ids
         self.cache = elasticache.CfnServerlessCache(
-            self, "Cache", serverless_cache_name=name, engine="valkey",
-            major_engine_version=props.major_engine_version, description="Shared model results (GPU inference)",
-            kms_key_id=self.key.key_id, security_group_ids=[self.security_group.security_group_id],
-            subnet_ids=subnet_ids, user_group_id=group.ref,
+            self,
+            "Cache",
+            serverless_cache_name=name,
+            engine="valkey",
+            major_engine_version=props.major_engine_version,
+            description="Shared model results (GPU inference)",
+            kms_key_id=self.key.key_id,
+            security_group_ids=[self.security_group.security_group_id],
+            subnet_ids=subnet_ids,
+            user_group_id=group.ref,
             snapshot_retention_limit=props.snapshot_retention_days or None,
             cache_usage_limits=elasticache.CfnServerlessCache.CacheUsageLimitsProperty(
                 data_storage=elasticache.CfnServerlessCache.DataStorageProperty(
-                    maximum=props.max_data_storage_gb, unit="GB"),
-                ecpu_per_second=elasticache.CfnServerlessCache.ECPUPerSecondProperty(
-                    maximum=props.max_ecpu_per_second)))
+                    maximum=props.max_data_storage_gb, unit="GB"
+                ),
+                ecpu_per_second=elasticache.CfnServerlessCache.ECPUPerSecondProperty(maximum=props.max_ecpu_per_second),
+            ),
+        )
         self.endpoint_address = self.cache.attr_endpoint_address
         self.endpoint_port = self.cache.attr_endpoint_port
         self.cache_arn = self.cache.attr_arn
@@ -98,19 +145,29 @@ class ResultCache(Construct):
 
     # -- access ---------------------------------------------------------------------------------------------
 
-    def attach(self, *, container: ecs.ContainerDefinition, task_role: iam.IRole, service: ecs.BaseService,
-               props: ModelCacheProps = ModelCacheProps()) -> None:
+    def attach(
+        self,
+        *,
+        container: ecs.ContainerDefinition,
+        task_role: iam.IRole,
+        service: ecs.BaseService,
+        props: ModelCacheProps = ModelCacheProps(),
+    ) -> None:
         """Give one model's tasks the cache: the server's SHARED_CACHE_* environment, elasticache:Connect on the
         cache and its user, and the network path: ``client_security_group`` added to ``service``'s tasks (awsvpc
         network mode). Nothing is added to the cache's side, so any number of services may attach."""
-        require(service.task_definition.network_mode == ecs.NetworkMode.AWS_VPC, "service",
-                f"{service.node.path} does not use the awsvpc network mode, so its tasks cannot carry the cache's client "
-                "security group: use NetworkMode.AWS_VPC (ModelService does), or give your tasks "
-                "ResultCache.client_security_group yourself and attach only the environment and role")
+        require(
+            service.task_definition.network_mode == ecs.NetworkMode.AWS_VPC,
+            "service",
+            f"{service.node.path} does not use the awsvpc network mode, so its tasks cannot carry the cache's client "
+            "security group: use NetworkMode.AWS_VPC (ModelService does), or give your tasks "
+            "ResultCache.client_security_group yourself and attach only the environment and role",
+        )
         for name, value in self.environment(props).items():
             container.add_environment(name, value)
-        task_role.add_to_principal_policy(iam.PolicyStatement(
-            actions=["elasticache:Connect"], resources=[self.cache_arn, self.tasks_user_arn]))
+        task_role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["elasticache:Connect"], resources=[self.cache_arn, self.tasks_user_arn])
+        )
         self.add_client(service)
 
     def add_client(self, service: ecs.BaseService) -> None:
@@ -121,14 +178,20 @@ class ResultCache(Construct):
         cache = cache_of(service)
         if cache is self:
             return
-        require(cache is None, "service", f"{service.node.path} is already a client of another ResultCache: a service's "
-                                          "tasks can carry one cache's client security group through attach")
+        require(
+            cache is None,
+            "service",
+            f"{service.node.path} is already a client of another ResultCache: a service's "
+            "tasks can carry one cache's client security group through attach",
+        )
         _CacheClient(service, f"ResultCacheClient{self.node.addr}", self)
         cfn = service.node.default_child
         assert isinstance(cfn, ecs.CfnService)
         groups = [group.security_group_id for group in service.connections.security_groups]
-        cfn.add_property_override("NetworkConfiguration.AwsvpcConfiguration.SecurityGroups",
-                                  [*groups, self.client_security_group.security_group_id])
+        cfn.add_property_override(
+            "NetworkConfiguration.AwsvpcConfiguration.SecurityGroups",
+            [*groups, self.client_security_group.security_group_id],
+        )
 
     def environment(self, props: ModelCacheProps) -> dict[str, str]:
         return {
@@ -143,10 +206,16 @@ class ResultCache(Construct):
 
     # -- metrics, alarms, cost --------------------------------------------------------------------------------
 
-    def metric(self, name: str, statistic: str = "Maximum",
-               period: cdk.Duration = cdk.Duration.minutes(1)) -> cloudwatch.Metric:
-        return cloudwatch.Metric(namespace="AWS/ElastiCache", metric_name=name,
-                                 dimensions_map={"clusterId": self.cache_name}, statistic=statistic, period=period)
+    def metric(
+        self, name: str, statistic: str = "Maximum", period: cdk.Duration = cdk.Duration.minutes(1)
+    ) -> cloudwatch.Metric:
+        return cloudwatch.Metric(
+            namespace="AWS/ElastiCache",
+            metric_name=name,
+            dimensions_map={"clusterId": self.cache_name},
+            statistic=statistic,
+            period=period,
+        )
 
     def metric_cost_per_hour(self) -> cloudwatch.MathExpression:
         """USD an hour: data stored (at least the metered minimum) plus the ECPUs consumed."""
@@ -154,54 +223,91 @@ class ResultCache(Construct):
         hour = cdk.Duration.hours(1)
         return cloudwatch.MathExpression(
             expression=f"MAX([bytes / 1000000000, {p.minimum_metered_gb}]) * {p.storage_usd_per_gb_hour}"
-                       f" + ecpu / 1000000 * {p.usd_per_million_ecpu}",
-            using_metrics={"bytes": self.metric("BytesUsedForCache", "Average", hour),
-                           "ecpu": self.metric("ElastiCacheProcessingUnits", "Sum", hour)},
-            label=f"{self.cache_name} result cache USD/hour", period=hour)
+            f" + ecpu / 1000000 * {p.usd_per_million_ecpu}",
+            using_metrics={
+                "bytes": self.metric("BytesUsedForCache", "Average", hour),
+                "ecpu": self.metric("ElastiCacheProcessingUnits", "Sum", hour),
+            },
+            label=f"{self.cache_name} result cache USD/hour",
+            period=hour,
+        )
 
     def _alarms(self, topic: sns.ITopic) -> list[cloudwatch.Alarm]:
         p = self.props
         limit_bytes = p.max_data_storage_gb * 1e9
         specs = [
-            ("Evictions", self.metric("Evictions", "Sum", cdk.Duration.minutes(5)), 1, 1,
-             "The cache evicts results before their TTL: raise cache.max_data_storage_gb or lower the models' TTLs"),
-            ("Memory", self.metric("BytesUsedForCache", "Maximum", cdk.Duration.minutes(5)),
-             limit_bytes * p.memory_alarm_percent / 100, 3,
-             f"The cache holds over {p.memory_alarm_percent} % of its {p.max_data_storage_gb} GB limit"),
-            ("ReadLatency", self.metric("SuccessfulReadRequestLatency", "p99"), p.read_latency_alarm_us, 5,
-             "Cache reads are slow (p99 in µs): the servers time out and fall back to the GPUs"),
-            ("Throttled", self.metric("ThrottledCmds", "Sum"), 1, 3,
-             "The cache throttles commands: raise cache.max_ecpu_per_second"),
+            (
+                "Evictions",
+                self.metric("Evictions", "Sum", cdk.Duration.minutes(5)),
+                1,
+                1,
+                "The cache evicts results before their TTL: raise cache.max_data_storage_gb or lower the models' TTLs",
+            ),
+            (
+                "Memory",
+                self.metric("BytesUsedForCache", "Maximum", cdk.Duration.minutes(5)),
+                limit_bytes * p.memory_alarm_percent / 100,
+                3,
+                f"The cache holds over {p.memory_alarm_percent} % of its {p.max_data_storage_gb} GB limit",
+            ),
+            (
+                "ReadLatency",
+                self.metric("SuccessfulReadRequestLatency", "p99"),
+                p.read_latency_alarm_us,
+                5,
+                "Cache reads are slow (p99 in µs): the servers time out and fall back to the GPUs",
+            ),
+            (
+                "Throttled",
+                self.metric("ThrottledCmds", "Sum"),
+                1,
+                3,
+                "The cache throttles commands: raise cache.max_ecpu_per_second",
+            ),
         ]
         alarms = []
         for name, metric, threshold, periods, description in specs:
-            alarm = metric.create_alarm(self, f"{name}Alarm", threshold=threshold, evaluation_periods=periods,
-                                        comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-                                        treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
-                                        alarm_description=description)
+            alarm = metric.create_alarm(
+                self,
+                f"{name}Alarm",
+                threshold=threshold,
+                evaluation_periods=periods,
+                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+                alarm_description=description,
+            )
             alarm.add_alarm_action(sns_action(topic))
             alarm.add_ok_action(sns_action(topic))
             alarms.append(alarm)
         return alarms
 
-    def add_connection_failure_alarm(self, scope: Construct, environment_name: str,
-                                     topic: sns.ITopic) -> cloudwatch.Alarm:
+    def add_connection_failure_alarm(
+        self, scope: Construct, environment_name: str, topic: sns.ITopic
+    ) -> cloudwatch.Alarm:
         """The servers' own failed cache calls (timeouts, refused or failed connections), every model of the
         environment together, as one CloudWatch Metrics Insights query: it counts as one metric however many models
         report (a metric-math alarm takes at most 10), and a model added later is counted without a change here.
         Metrics Insights alarms read the last 3 hours only and need a period: 1 minute, 3 in a row."""
-        require(bool(QUERY_VALUE.match(environment_name)), "environment_name",
-                f"{environment_name!r} cannot be quoted in a Metrics Insights query: use letters, digits, '-', '_', '.'")
+        require(
+            bool(QUERY_VALUE.match(environment_name)),
+            "environment_name",
+            f"{environment_name!r} cannot be quoted in a Metrics Insights query: use letters, digits, '-', '_', '.'",
+        )
         period = cdk.Duration.minutes(1)
-        total = cloudwatch.MathExpression(expression=self.connection_failure_query(environment_name),
-                                          label="failed cache calls", period=period)
-        alarm = total.create_alarm(scope, "ResultCacheConnectionFailuresAlarm",
-                                   threshold=self.props.errors_alarm_per_minute, evaluation_periods=3,
-                                   comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-                                   # No model reports an error while none is attached or every call succeeds.
-                                   treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
-                                   alarm_description="The model servers cannot reach the result cache (their circuit "
-                                                     "opens and every request runs on the GPUs)")
+        total = cloudwatch.MathExpression(
+            expression=self.connection_failure_query(environment_name), label="failed cache calls", period=period
+        )
+        alarm = total.create_alarm(
+            scope,
+            "ResultCacheConnectionFailuresAlarm",
+            threshold=self.props.errors_alarm_per_minute,
+            evaluation_periods=3,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            # No model reports an error while none is attached or every call succeeds.
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            alarm_description="The model servers cannot reach the result cache (their circuit "
+            "opens and every request runs on the GPUs)",
+        )
         alarm.add_alarm_action(sns_action(topic))
         alarm.add_ok_action(sns_action(topic))
         return alarm
@@ -210,13 +316,22 @@ class ResultCache(Construct):
     def connection_failure_query(environment_name: str) -> str:
         """The Metrics Insights query of the environment's failed cache calls: the servers' SharedCacheErrors under
         their exact dimension set (Environment, ModelName), summed over every model."""
-        return (f'SELECT SUM({m.SHARED_CACHE_ERRORS}) FROM SCHEMA("{m.NAMESPACE}", {m.DIMENSION_ENVIRONMENT}, '
-                f"{m.DIMENSION_MODEL}) WHERE {m.DIMENSION_ENVIRONMENT} = '{environment_name}'")
+        return (
+            f'SELECT SUM({m.SHARED_CACHE_ERRORS}) FROM SCHEMA("{m.NAMESPACE}", {m.DIMENSION_ENVIRONMENT}, '
+            f"{m.DIMENSION_MODEL}) WHERE {m.DIMENSION_ENVIRONMENT} = '{environment_name}'"
+        )
 
 
 def _selection(subnets: ec2.SubnetSelection) -> dict:
-    return {k: v for k, v in {"subnet_type": subnets.subnet_type, "subnets": subnets.subnets,
-                              "subnet_group_name": subnets.subnet_group_name}.items() if v is not None}
+    return {
+        k: v
+        for k, v in {
+            "subnet_type": subnets.subnet_type,
+            "subnets": subnets.subnets,
+            "subnet_group_name": subnets.subnet_group_name,
+        }.items()
+        if v is not None
+    }
 
 
 class _CacheClient(Construct):

@@ -48,8 +48,15 @@ def written_config(config_text: str) -> Path:
     return path
 
 
-def firelens_config_with_archive(scope: Construct, task_definition: ecs.TaskDefinition, archive: LogArchive, *,
-                                 server_container: str, environment_name: str, model_name: str) -> ecs.FirelensConfig:
+def firelens_config_with_archive(
+    scope: Construct,
+    task_definition: ecs.TaskDefinition,
+    archive: LogArchive,
+    *,
+    server_container: str,
+    environment_name: str,
+    model_name: str,
+) -> ecs.FirelensConfig:
     """The router's FireLens configuration naming the file, and the execution role's reads of it: ``s3:GetObject`` on
     the object and ``s3:GetBucketLocation`` on its bucket (ECS developer guide, task execution role, "Amazon S3 file
     storage permissions"). CDK adds the second on ``value.split("/")[0]``, which in an environment-agnostic stack (a
@@ -59,15 +66,18 @@ def firelens_config_with_archive(scope: Construct, task_definition: ecs.TaskDefi
         cdk.Annotations.of(scope).add_warning_v2(
             "gpu-inference:firehose-endpoint",
             "The log router sends to Firehose: a VPC without NAT needs the com.amazonaws.<region>.kinesis-firehose "
-            "interface endpoint (interface_endpoints: kinesis-firehose), or the records stay in the router.")
+            "interface endpoint (interface_endpoints: kinesis-firehose), or the records stay in the router.",
+        )
     asset = archive_config_asset(scope, archive_config(archive, server_container, environment_name, model_name))
     object_arn = asset.bucket.arn_for_objects(asset.s3_object_key)
     task_definition.add_to_execution_role_policy(
-        iam.PolicyStatement(actions=["s3:GetBucketLocation"], resources=[asset.bucket.bucket_arn]))
+        iam.PolicyStatement(actions=["s3:GetBucketLocation"], resources=[asset.bucket.bucket_arn])
+    )
     return ecs.FirelensConfig(
         type=ecs.FirelensLogRouterType.FLUENTBIT,
-        options=ecs.FirelensOptions(config_file_type=ecs.FirelensConfigFileType.S3, config_file_value=object_arn,
-                                    enable_ecs_log_metadata=True),
+        options=ecs.FirelensOptions(
+            config_file_type=ecs.FirelensConfigFileType.S3, config_file_value=object_arn, enable_ecs_log_metadata=True
+        ),
     )
 
 
@@ -81,28 +91,45 @@ def archive_environment(archive: LogArchive, bucket: s3.IBucket | None, region: 
     return environment
 
 
-def grant_archive_writes(scope: Construct, task_role: iam.Role, archive: LogArchive, bucket: s3.IBucket | None,
-                         region: str, *, environment_name: str, model_name: str) -> None:
+def grant_archive_writes(
+    scope: Construct,
+    task_role: iam.Role,
+    archive: LogArchive,
+    bucket: s3.IBucket | None,
+    region: str,
+    *,
+    environment_name: str,
+    model_name: str,
+) -> None:
     """The task role (Fluent Bit's credentials) may put objects under this model's prefix only, use the bucket's KMS
     key for that through S3 only (PutObject with SSE-KMS needs ``kms:GenerateDataKey``; the key's policy must let
     the account's IAM policies grant it, as kms.Key's default policy does), and put record batches into the one
     stream. Identity statements only: an imported bucket or key is never changed. A bucket imported without its key
     (``Bucket.from_bucket_name``) may still be SSE-KMS, which the app cannot see: a warning names the fix."""
     if archive.s3 and bucket is not None:
-        task_role.add_to_principal_policy(iam.PolicyStatement(
-            actions=["s3:PutObject"],
-            resources=[bucket.arn_for_objects(f"{archive_key_prefix(archive, environment_name, model_name)}*")]))
+        task_role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["s3:PutObject"],
+                resources=[bucket.arn_for_objects(f"{archive_key_prefix(archive, environment_name, model_name)}*")],
+            )
+        )
         if bucket.encryption_key is not None:
-            task_role.add_to_principal_policy(iam.PolicyStatement(
-                actions=["kms:GenerateDataKey"], resources=[bucket.encryption_key.key_arn],
-                conditions={"StringEquals": {"kms:ViaService": f"s3.{region}.amazonaws.com"}}))
+            task_role.add_to_principal_policy(
+                iam.PolicyStatement(
+                    actions=["kms:GenerateDataKey"],
+                    resources=[bucket.encryption_key.key_arn],
+                    conditions={"StringEquals": {"kms:ViaService": f"s3.{region}.amazonaws.com"}},
+                )
+            )
         elif not isinstance(bucket, s3.Bucket):
             cdk.Annotations.of(scope).add_warning_v2(
                 UNKNOWN_ENCRYPTION_WARNING_ID,
                 f"ServiceLogs.archive_bucket {bucket.node.id!r} is imported without its encryption key, so the task role "
                 "gets no kms:GenerateDataKey: if the bucket's default encryption is SSE-KMS, Fluent Bit's PutObject is "
                 "denied at run time. Import it with s3.Bucket.from_bucket_attributes(..., encryption_key=<its key>) "
-                "(the grant is then added), or acknowledge this warning for an SSE-S3 bucket.")
+                "(the grant is then added), or acknowledge this warning for an SSE-S3 bucket.",
+            )
     if archive.firehose_stream_arn is not None:
-        task_role.add_to_principal_policy(iam.PolicyStatement(
-            actions=["firehose:PutRecordBatch"], resources=[archive.firehose_stream_arn]))
+        task_role.add_to_principal_policy(
+            iam.PolicyStatement(actions=["firehose:PutRecordBatch"], resources=[archive.firehose_stream_arn])
+        )

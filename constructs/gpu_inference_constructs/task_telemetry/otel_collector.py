@@ -42,18 +42,24 @@ def otel_traces_config(*, region: str) -> dict[str, str]:
         "receivers": {"otlp": _otlp_receiver()},
         "processors": {"batch": {}},
         "exporters": {"awsxray": {"region": region}},
-        "service": {"pipelines": {"traces": {"receivers": ["otlp"], "processors": ["batch"], "exporters": ["awsxray"]}}},
+        "service": {
+            "pipelines": {"traces": {"receivers": ["otlp"], "processors": ["batch"], "exporters": ["awsxray"]}}
+        },
     }
     return {OTEL_CONFIG_VARIABLE: json.dumps(config, sort_keys=True)}
 
 
-def otel_collector_config(contract: ScrapedServer, *, environment_name: str, model_name: str, region: str,
-                          log_group_name: str) -> dict[str, str]:
+def otel_collector_config(
+    contract: ScrapedServer, *, environment_name: str, model_name: str, region: str, log_group_name: str
+) -> dict[str, str]:
     """The ADOT collector's configuration as the environment variable it reads it from: Prometheus scrape ->
     rename -> histograms to deltas -> EMF into the model's log group; OTLP spans -> X-Ray."""
     metrics = contract.metrics
     if metrics is None or not metrics.histograms:
-        raise ConfigError("server.metrics.histograms", f"is empty: the {contract.name} server has no histogram to collect; use collector_config")
+        raise ConfigError(
+            "server.metrics.histograms",
+            f"is empty: the {contract.name} server has no histogram to collect; use collector_config",
+        )
     histogram_names = [cloudwatch for _, cloudwatch in metrics.histograms]
     renames = {**{name: metrics.cloudwatch_name(name) for name in metrics.metrics}, **dict(metrics.histograms)}
     scrape = {
@@ -61,10 +67,15 @@ def otel_collector_config(contract: ScrapedServer, *, environment_name: str, mod
         "metrics_path": metrics.path,
         "scrape_interval": f"{metrics.scrape_interval_seconds}s",
         "scrape_timeout": f"{max(2, metrics.scrape_interval_seconds // 2)}s",
-        "static_configs": [{
-            "targets": [f"127.0.0.1:{metrics.port or contract.port}"],
-            "labels": {metric_names.DIMENSION_ENVIRONMENT: environment_name, metric_names.DIMENSION_MODEL: model_name},
-        }],
+        "static_configs": [
+            {
+                "targets": [f"127.0.0.1:{metrics.port or contract.port}"],
+                "labels": {
+                    metric_names.DIMENSION_ENVIRONMENT: environment_name,
+                    metric_names.DIMENSION_MODEL: model_name,
+                },
+            }
+        ],
     }
     config = {
         "receivers": {
@@ -73,10 +84,13 @@ def otel_collector_config(contract: ScrapedServer, *, environment_name: str, mod
         },
         "processors": {
             # Renamed after the scrape, not by metric_relabel_configs: a relabelled histogram loses its type.
-            "metricstransform": {"transforms": [
-                {"include": source, "match_type": "strict", "action": "update", "new_name": target}
-                for source, target in renames.items() if source != target
-            ]},
+            "metricstransform": {
+                "transforms": [
+                    {"include": source, "match_type": "strict", "action": "update", "new_name": target}
+                    for source, target in renames.items()
+                    if source != target
+                ]
+            },
             # Prometheus histograms are cumulative; the EMF exporter sends a histogram's count and sum as they come.
             "cumulativetodelta": {"include": {"metrics": histogram_names, "match_type": "strict"}},
             "batch": {},
@@ -88,18 +102,25 @@ def otel_collector_config(contract: ScrapedServer, *, environment_name: str, mod
                 "log_group_name": log_group_name,
                 "log_stream_name": "metrics-collector",
                 "dimension_rollup_option": "NoDimensionRollup",
-                "metric_declarations": [{
-                    "dimensions": [[metric_names.DIMENSION_ENVIRONMENT, metric_names.DIMENSION_MODEL]],
-                    "metric_name_selectors": [f"^{re.escape(name)}$" for name in sorted(set(renames.values()))],
-                }],
+                "metric_declarations": [
+                    {
+                        "dimensions": [[metric_names.DIMENSION_ENVIRONMENT, metric_names.DIMENSION_MODEL]],
+                        "metric_name_selectors": [f"^{re.escape(name)}$" for name in sorted(set(renames.values()))],
+                    }
+                ],
             },
             "awsxray": {"region": region},
         },
-        "service": {"pipelines": {
-            "metrics": {"receivers": ["prometheus"], "processors": ["metricstransform", "cumulativetodelta", "batch"],
-                        "exporters": ["awsemf"]},
-            "traces": {"receivers": ["otlp"], "processors": ["batch"], "exporters": ["awsxray"]},
-        }},
+        "service": {
+            "pipelines": {
+                "metrics": {
+                    "receivers": ["prometheus"],
+                    "processors": ["metricstransform", "cumulativetodelta", "batch"],
+                    "exporters": ["awsemf"],
+                },
+                "traces": {"receivers": ["otlp"], "processors": ["batch"], "exporters": ["awsxray"]},
+            }
+        },
     }
     # JSON is YAML: the collector's YAML provider reads it as one line.
     return {OTEL_CONFIG_VARIABLE: json.dumps(config, sort_keys=True)}

@@ -32,8 +32,13 @@ DEFAULT_LOG_ROUTER_IMAGE = "public.ecr.aws/aws-observability/aws-for-fluent-bit:
 # from, and a plain line as the text awslogs would have sent; the S3 archive's outputs keep the whole record.
 FIRELENS_LOG_KEY = "log"
 # Variables the presets set for OpenTelemetry (a model's environment may not).
-OTEL_ENVIRONMENT_KEYS = ("OTEL_SERVICE_NAME", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_TRACES_SAMPLER",
-                         "OTEL_TRACES_SAMPLER_ARG", "OTEL_EXPORTER_OTLP_TRACES_INSECURE")
+OTEL_ENVIRONMENT_KEYS = (
+    "OTEL_SERVICE_NAME",
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_TRACES_SAMPLER",
+    "OTEL_TRACES_SAMPLER_ARG",
+    "OTEL_EXPORTER_OTLP_TRACES_INSECURE",
+)
 
 
 @dataclass(frozen=True)
@@ -53,12 +58,18 @@ class FireLensProps:
     file the router reads from S3). Default: None (CloudWatch Logs only)."""
 
     def __post_init__(self) -> None:
-        require(self.image is None or isinstance(self.image, EcrImage), "image",
-                f"got {type(self.image).__name__}: an EcrImage(repository, tag) of your mirror, or None")
+        require(
+            self.image is None or isinstance(self.image, EcrImage),
+            "image",
+            f"got {type(self.image).__name__}: an EcrImage(repository, tag) of your mirror, or None",
+        )
         require_range(self.cpu, 32, 1024, "cpu")
         require_range(self.memory_mib, 64, 2048, "memory_mib")
-        require(self.archive is None or isinstance(self.archive, LogArchive), "archive",
-                f"got {type(self.archive).__name__}: a LogArchive, or None")
+        require(
+            self.archive is None or isinstance(self.archive, LogArchive),
+            "archive",
+            f"got {type(self.archive).__name__}: a LogArchive, or None",
+        )
 
 
 @dataclass(frozen=True)
@@ -77,8 +88,11 @@ class TelemetryProps:
 
     def __post_init__(self) -> None:
         ratio = self.trace_sampling_ratio
-        require(isinstance(ratio, (int, float)) and not isinstance(ratio, bool) and 0 <= ratio <= 1,
-                "trace_sampling_ratio", f"{ratio!r}: give a share from 0 (trace nothing) to 1 (every request)")
+        require(
+            isinstance(ratio, (int, float)) and not isinstance(ratio, bool) and 0 <= ratio <= 1,
+            "trace_sampling_ratio",
+            f"{ratio!r}: give a share from 0 (trace nothing) to 1 (every request)",
+        )
 
     @property
     def log_router_reservation(self) -> tuple[int, int]:
@@ -99,5 +113,7 @@ def otel_environment(service_name: str, sampling_ratio: float) -> dict[str, str]
 def with_traces(collector_environment: dict[str, str], region: str) -> dict[str, str]:
     """The CloudWatch agent's configuration (``CW_CONFIG_CONTENT``) with its OTLP receiver exporting to X-Ray."""
     agent = json.loads(collector_environment.get("CW_CONFIG_CONTENT", json.dumps({"agent": {"region": region}})))
-    agent["traces"] = {"traces_collected": {"otlp": {"grpc_endpoint": OTLP_GRPC_ADDRESS, "http_endpoint": OTLP_HTTP_ADDRESS}}}
+    agent["traces"] = {
+        "traces_collected": {"otlp": {"grpc_endpoint": OTLP_GRPC_ADDRESS, "http_endpoint": OTLP_HTTP_ADDRESS}}
+    }
     return {**collector_environment, "CW_CONFIG_CONTENT": json.dumps(agent, sort_keys=True)}

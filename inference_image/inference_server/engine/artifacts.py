@@ -43,7 +43,7 @@ def parse_s3_uri(uri: str) -> tuple[str, str]:
     """(bucket, prefix), the prefix ending in '/' unless empty."""
     if not uri.startswith("s3://"):
         raise ArtifactError(f"not an s3:// URI: {uri!r}")
-    bucket, _, prefix = uri[len("s3://"):].partition("/")
+    bucket, _, prefix = uri[len("s3://") :].partition("/")
     if not bucket:
         raise ArtifactError(f"no bucket in {uri!r}")
     prefix = prefix.strip("/")
@@ -136,18 +136,24 @@ def _fetch_s3(uri: str, cache_dir: Path, require_manifest: bool) -> ModelArtifac
         if manifest is None:
             problems = list(pool.map(lambda p: _download_whole(client, bucket, prefix, target, p, None), paths))
         else:
-            needed = [p for p, ok in zip(paths, pool.map(lambda p: _is_cached(target, p, manifest.files[p]), paths),
-                                         strict=True) if not ok]
+            needed = [
+                p
+                for p, ok in zip(
+                    paths, pool.map(lambda p: _is_cached(target, p, manifest.files[p]), paths), strict=True
+                )
+                if not ok
+            ]
             problems = _download_checked(pool, client, bucket, prefix, target, manifest, needed)
     problems = [p for p in problems if p]
     if problems:
         raise ArtifactError("model files do not match the manifest: " + "; ".join(sorted(problems)))
-    for stale in (unlisted_files(target, manifest) if manifest else []):
+    for stale in unlisted_files(target, manifest) if manifest else []:
         (target / stale).unlink()
     size = sum((target / p).stat().st_size for p in paths)
-    log.info("model downloaded and verified" if manifest else "model downloaded",
-             extra={"model_uri": uri, "files": len(paths), "bytes": size,
-                    "seconds": round(time.monotonic() - started, 3)})
+    log.info(
+        "model downloaded and verified" if manifest else "model downloaded",
+        extra={"model_uri": uri, "files": len(paths), "bytes": size, "seconds": round(time.monotonic() - started, 3)},
+    )
     return ModelArtifact(target, manifest)
 
 
@@ -155,8 +161,9 @@ def _is_cached(target: Path, relpath: str, entry: FileEntry) -> bool:
     return (target / relpath).is_file() and verify_file(target / relpath, relpath, entry) is None
 
 
-def _download_checked(pool: ThreadPoolExecutor, client, bucket: str, prefix: str, target: Path, manifest: Manifest,
-                      paths: list[str]) -> list[str | None]:
+def _download_checked(
+    pool: ThreadPoolExecutor, client, bucket: str, prefix: str, target: Path, manifest: Manifest, paths: list[str]
+) -> list[str | None]:
     """Every piece of every file at once on the pool, each checked as it streams; a file without piece digests is
     downloaded whole and hashed after. Whatever happens, every file this opened is closed, and kept only when each
     of its pieces matched."""
@@ -169,8 +176,11 @@ def _download_checked(pool: ThreadPoolExecutor, client, bucket: str, prefix: str
             entry = manifest.files[relpath]
             pieces = pieces_of(entry, manifest.piece_bytes)
             if pieces is None:
-                log.warning("published before piece digests: the file is hashed after its download; publish the "
-                            "version again to check it while it streams", extra={"file": relpath})
+                log.warning(
+                    "published before piece digests: the file is hashed after its download; publish the "
+                    "version again to check it while it streams",
+                    extra={"file": relpath},
+                )
                 whole.append(pool.submit(_download_whole, client, bucket, prefix, target, relpath, entry))
                 continue
             file = StreamedFile(target / relpath, entry.size)
@@ -203,7 +213,9 @@ def _download_checked(pool: ThreadPoolExecutor, client, bucket: str, prefix: str
     return problems + [f.result() for f in whole]
 
 
-def _download_whole(client, bucket: str, prefix: str, target: Path, relpath: str, entry: FileEntry | None) -> str | None:
+def _download_whole(
+    client, bucket: str, prefix: str, target: Path, relpath: str, entry: FileEntry | None
+) -> str | None:
     dest = target / relpath
     dest.parent.mkdir(parents=True, exist_ok=True)
     partial = dest.with_name(dest.name + ".partial")
@@ -222,7 +234,7 @@ def _list_keys(client, bucket: str, prefix: str) -> list[str]:
     paths = []
     for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
         for obj in page.get("Contents", []):
-            relpath = obj["Key"][len(prefix):]
+            relpath = obj["Key"][len(prefix) :]
             if relpath and not relpath.endswith("/"):
                 try:
                     check_relative_path(relpath)

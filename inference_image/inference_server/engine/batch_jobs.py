@@ -67,6 +67,13 @@ def deliver(items: list[QueuedInput], outputs: Any, run: BatchRun, finished: flo
                 log.exception("cannot assemble a job's outputs")
                 settle(job.future, error=exc)
                 continue
-            settle(job.future, result=JobResult(outputs_of_job, job.input_tokens,
-                                                 finished - job.enqueued - job.inference_s, job.inference_s,
-                                                 job.batches))
+            settle(
+                job.future,
+                result=JobResult(
+                    outputs_of_job,
+                    job.input_tokens,
+                    finished - job.enqueued - job.inference_s,
+                    job.inference_s,
+                    job.batches,
+                ),
+            )

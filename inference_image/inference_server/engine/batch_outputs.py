@@ -28,5 +28,5 @@ def gather_rows(rows: list[tuple[Any, int]]) -> Any:
         return {name: stack_rows([out[name][row] for out, row in rows]) for name in first}
     if len(rows) == 1:
         out, row = rows[0]
-        return out[row: row + 1]
+        return out[row : row + 1]
     return stack_rows([out[row] for out, row in rows])

@@ -74,19 +74,28 @@ def _stop_at_exit(ref: weakref.ref) -> None:
 
 
 class Batcher:
-    def __init__(self, load: Callable[[], Handler], *, max_batch_size: int, max_wait_s: float, max_queue_size: int,
-                 max_sequence_length: int, pad_batches: bool = False, compile: bool = False,
-                 warmup: str = "first",
-                 on_batch: Callable[[int], None] = lambda size: None,
-                 on_cycle: Callable[[], None] = lambda: None,
-                 on_queue_change: Callable[[int], None] = lambda queued: None,
-                 on_fatal: Callable[[BaseException], None] = lambda exc: None,
-                 is_fatal: Callable[[BaseException], bool] = lambda exc: False,
-                 on_all_warm: Callable[[], None] = lambda: None,
-                 before_ready: Callable[[Handler], None] = lambda handler: None,
-                 fit_batch: Callable[[Handler, int], int] | None = None,
-                 batch_times: BatchTimes | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        load: Callable[[], Handler],
+        *,
+        max_batch_size: int,
+        max_wait_s: float,
+        max_queue_size: int,
+        max_sequence_length: int,
+        pad_batches: bool = False,
+        compile: bool = False,
+        warmup: str = "first",
+        on_batch: Callable[[int], None] = lambda size: None,
+        on_cycle: Callable[[], None] = lambda: None,
+        on_queue_change: Callable[[int], None] = lambda queued: None,
+        on_fatal: Callable[[BaseException], None] = lambda exc: None,
+        is_fatal: Callable[[BaseException], bool] = lambda exc: False,
+        on_all_warm: Callable[[], None] = lambda: None,
+        before_ready: Callable[[Handler], None] = lambda handler: None,
+        fit_batch: Callable[[Handler, int], int] | None = None,
+        batch_times: BatchTimes | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._load = load
         self.max_batch_size = max_batch_size
         self.max_wait_s = max_wait_s
@@ -152,8 +161,9 @@ class Batcher:
     def failed(self) -> bool:
         return self.error is not None
 
-    def submit(self, items: list[Encoded], deadline: float, *, bypass_queue_limit: bool = False,
-               traced: bool = False) -> Future:
+    def submit(
+        self, items: list[Encoded], deadline: float, *, bypass_queue_limit: bool = False, traced: bool = False
+    ) -> Future:
         """Queue preprocessed inputs; the future gets a JobResult (a traced job's with the batches it ran in), or
         DeadlineExceeded, InputError, ModelUnavailable, or the model's error. Raises QueueFull when the queue has no
         room for all the inputs."""
@@ -236,11 +246,18 @@ class Batcher:
             later = shapes if compiles else [shape for shape in shapes if shape[0] > 1]
         else:
             warmed = self._warm_short_shapes(handler, shapes)
-        log.info("warm-up done", extra={"batch_sizes": sorted({size for size, _ in warmed}), "lengths": self.lengths,
-                                        "shapes": len(warmed), "shapes_left": len(later),
-                                        "left_to_traffic": len(self.unwarmed),
-                                        "compiled": compiles and self.warmup == "all",
-                                        "seconds": round(self._clock() - started, 3)})
+        log.info(
+            "warm-up done",
+            extra={
+                "batch_sizes": sorted({size for size, _ in warmed}),
+                "lengths": self.lengths,
+                "shapes": len(warmed),
+                "shapes_left": len(later),
+                "left_to_traffic": len(self.unwarmed),
+                "compiled": compiles and self.warmup == "all",
+                "seconds": round(self._clock() - started, 3),
+            },
+        )
         return later
 
     def _warm_short_shapes(self, handler: Handler, shapes: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -327,9 +344,15 @@ class Batcher:
             with self._surviving("background warm-up of a shape failed", size, length):
                 self._warm_shape(handler, size, length)
         if not self._cold:
-            log.info("background warm-up done", extra={"batch_sizes": self.batch_sizes, "lengths": self.lengths,
-                                                       "compiled": compiles,
-                                                       "seconds": round(self._clock() - self._cold_started, 3)})
+            log.info(
+                "background warm-up done",
+                extra={
+                    "batch_sizes": self.batch_sizes,
+                    "lengths": self.lengths,
+                    "compiled": compiles,
+                    "seconds": round(self._clock() - self._cold_started, 3),
+                },
+            )
             self._on_all_warm()
 
     def _serve(self) -> None:

@@ -67,7 +67,9 @@ def restore(uri: str, key: str, directories: dict[str, Path]) -> bool:
     try:
         return _restore(uri, key, directories)
     except Exception as exc:  # the scratch volume full, a cleanup that failed: still only a compile to redo
-        log.warning("compile cache unusable; compiling afresh", extra={"compile_cache": _where(uri, key), "error": str(exc)})
+        log.warning(
+            "compile cache unusable; compiling afresh", extra={"compile_cache": _where(uri, key), "error": str(exc)}
+        )
         return False
 
 
@@ -78,11 +80,16 @@ def _restore(uri: str, key: str, directories: dict[str, Path]) -> bool:
         try:
             _download(uri, key, archive)
         except FileNotFoundError:
-            log.info("no compile cache yet (or none this task may read); compiling afresh",
-                     extra={"compile_cache": _where(uri, key)})
+            log.info(
+                "no compile cache yet (or none this task may read); compiling afresh",
+                extra={"compile_cache": _where(uri, key)},
+            )
             return False
         except Exception as exc:
-            log.warning("compile cache unreadable; compiling afresh", extra={"compile_cache": _where(uri, key), "error": str(exc)})
+            log.warning(
+                "compile cache unreadable; compiling afresh",
+                extra={"compile_cache": _where(uri, key), "error": str(exc)},
+            )
             return False
         size = archive.stat().st_size
         try:
@@ -97,10 +104,14 @@ def _restore(uri: str, key: str, directories: dict[str, Path]) -> bool:
         except Exception as exc:
             for directory in directories.values():  # nothing half-copied for Inductor to load
                 shutil.rmtree(directory, ignore_errors=True)
-            log.warning("compile cache unusable; compiling afresh", extra={"compile_cache": _where(uri, key), "error": str(exc)})
+            log.warning(
+                "compile cache unusable; compiling afresh", extra={"compile_cache": _where(uri, key), "error": str(exc)}
+            )
             return False
-    log.info("compile cache restored", extra={"compile_cache": _where(uri, key), "bytes": size,
-                                              "seconds": round(time.monotonic() - started, 3)})
+    log.info(
+        "compile cache restored",
+        extra={"compile_cache": _where(uri, key), "bytes": size, "seconds": round(time.monotonic() - started, 3)},
+    )
     return True
 
 
@@ -165,8 +176,10 @@ def save(uri: str, key: str, directories: dict[str, Path]) -> bool:
     except Exception as exc:
         log.warning("compile cache not saved", extra={"compile_cache": _where(uri, key), "error": str(exc)})
         return False
-    log.info("compile cache saved" if written else "compile cache already saved by another task",
-             extra={"compile_cache": _where(uri, key), "bytes": size})
+    log.info(
+        "compile cache saved" if written else "compile cache already saved by another task",
+        extra={"compile_cache": _where(uri, key), "bytes": size},
+    )
     return written
 
 

@@ -34,5 +34,9 @@ class GpuSampler:
         except Exception as exc:
             log.warning("GPU sample failed", extra={"error": repr(exc)})
             return {}
-        return {m.GPU_UTILIZATION: float(util.gpu),
-                m.GPU_MEMORY_UTILIZATION: round(100.0 * float(memory.used) / float(memory.total), 2) if memory.total else 0.0}
+        return {
+            m.GPU_UTILIZATION: float(util.gpu),
+            m.GPU_MEMORY_UTILIZATION: round(100.0 * float(memory.used) / float(memory.total), 2)
+            if memory.total
+            else 0.0,
+        }

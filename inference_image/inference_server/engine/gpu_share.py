@@ -33,8 +33,10 @@ EVERY_DEVICE = "*"
 RESERVE_FRACTION = 0.1
 _LIMIT = re.compile(r"(\d+)([MG])B?", re.IGNORECASE)
 _DEVICE = re.compile(r"\d+|GPU-[0-9A-Fa-f-]+")
-_FORMS = "a limit per device, e.g. 0=2048M or 0=1G,1=512MB (an ordinal or a GPU-<uuid>, '=', an integer and M or G), " \
-         "or one limit for every device, e.g. 2048M"
+_FORMS = (
+    "a limit per device, e.g. 0=2048M or 0=1G,1=512MB (an ordinal or a GPU-<uuid>, '=', an integer and M or G), "
+    "or one limit for every device, e.g. 2048M"
+)
 
 
 class ShareTooSmall(SettingsError):
@@ -104,8 +106,11 @@ def _limit_mib(text: str, raw: str) -> int:
 
 
 def _malformed(raw: str, why: str) -> SettingsError:
-    return SettingsError(MEMORY_VARIABLE, f"{raw!r}: {why}; expected {_FORMS} (NVIDIA MPS's format, which ECS sets "
-                                          "from the task definition's gpu_share.memory_mib)")
+    return SettingsError(
+        MEMORY_VARIABLE,
+        f"{raw!r}: {why}; expected {_FORMS} (NVIDIA MPS's format, which ECS sets "
+        "from the task definition's gpu_share.memory_mib)",
+    )
 
 
 def parse_compute_percent(raw: str) -> float:
@@ -115,8 +120,11 @@ def parse_compute_percent(raw: str) -> float:
     except ValueError:
         percent = math.nan
     if not 0 < percent <= 100:
-        raise SettingsError(COMPUTE_VARIABLE, f"{raw!r}: expected a percentage above 0 and at most 100 (ECS sets it "
-                                              "from the task definition's gpu_share.max_compute_percent)")
+        raise SettingsError(
+            COMPUTE_VARIABLE,
+            f"{raw!r}: expected a percentage above 0 and at most 100 (ECS sets it "
+            "from the task definition's gpu_share.max_compute_percent)",
+        )
     return percent
 
 
@@ -130,17 +138,23 @@ class BatchPlan:
 
     def fields(self) -> dict[str, Any]:
         """For the log line."""
-        return {"limit_mib": self.limit_mib, "reserve_fraction": RESERVE_FRACTION,
-                "weights_mib": _mib(self.weights_bytes), "input_mib": _mib(self.input_bytes),
-                "batch_mib": _mib(self.batch_bytes), "largest_batch": self.largest_batch}
+        return {
+            "limit_mib": self.limit_mib,
+            "reserve_fraction": RESERVE_FRACTION,
+            "weights_mib": _mib(self.weights_bytes),
+            "input_mib": _mib(self.input_bytes),
+            "batch_mib": _mib(self.batch_bytes),
+            "largest_batch": self.largest_batch,
+        }
 
 
 def _mib(size: int | None) -> float | None:
     return None if size is None else round(size / MIB, 3)
 
 
-def plan_batches(limit_mib: int, weights_bytes: int, batch_bytes: Callable[[int], int | None],
-                 max_batch_size: int, length: int) -> BatchPlan:
+def plan_batches(
+    limit_mib: int, weights_bytes: int, batch_bytes: Callable[[int], int | None], max_batch_size: int, length: int
+) -> BatchPlan:
     """The largest batch (at most max_batch_size) whose estimate, with the weights, fits in the limit less
     RESERVE_FRACTION; batch_bytes(n) is what a batch of n inputs of `length` needs beyond the weights (None: unknown).
     Raises ShareTooSmall when not even one input fits."""
@@ -165,10 +179,12 @@ def share_needed_mib(weights_bytes: int, batch_bytes: int) -> int:
 def _too_small(limit_mib: int, weights_bytes: int, one: int | None, length: int) -> str:
     one_text = "" if one is None else f" plus {_mib(one)} MiB for one input of {length} tokens"
     shorter = " or a smaller MAX_SEQUENCE_LENGTH" if one is not None and length > 1 else ""
-    return (f"the GPU share of {limit_mib} MiB cannot hold the model: it needs {_mib(weights_bytes)} MiB of "
-            f"weights{one_text}, and {int(RESERVE_FRACTION * 100)} % of the share is kept for the allocator and "
-            f"the CUDA libraries; give the model a larger gpu_share.memory_mib (at least "
-            f"{share_needed_mib(weights_bytes, one or 0)} MiB){shorter}")
+    return (
+        f"the GPU share of {limit_mib} MiB cannot hold the model: it needs {_mib(weights_bytes)} MiB of "
+        f"weights{one_text}, and {int(RESERVE_FRACTION * 100)} % of the share is kept for the allocator and "
+        f"the CUDA libraries; give the model a larger gpu_share.memory_mib (at least "
+        f"{share_needed_mib(weights_bytes, one or 0)} MiB){shorter}"
+    )
 
 
 def measure_input_bytes(handler: Any, length: int, device: Any) -> int:
@@ -183,8 +199,10 @@ def measure_input_bytes(handler: Any, length: int, device: Any) -> int:
     try:
         handler.forward(batch_for(handler, [handler.warmup_input(length)], 1, length))
     except torch.cuda.OutOfMemoryError:
-        raise ShareTooSmall(f"a forward of one input of {length} tokens ran out of GPU memory with "
-                            f"{_mib(before)} MiB held; give the model a larger gpu_share.memory_mib or a smaller "
-                            "MAX_SEQUENCE_LENGTH") from None
+        raise ShareTooSmall(
+            f"a forward of one input of {length} tokens ran out of GPU memory with "
+            f"{_mib(before)} MiB held; give the model a larger gpu_share.memory_mib or a smaller "
+            "MAX_SEQUENCE_LENGTH"
+        ) from None
     torch.cuda.synchronize(device)
     return max(0, torch.cuda.max_memory_allocated(device) - before)

@@ -50,6 +50,7 @@ from .probe_check import check_probe
 
 log = logging.getLogger("inference_server.model")
 
+
 class WorkerLink:
     """The model side of one HTTP worker's link: a reader thread submits its jobs; results are sent back in one
     frame per batcher cycle."""
@@ -128,8 +129,13 @@ class ModelRunner:
     """Loads the model on the inference thread, serves every worker link, reports readiness in the status page
     and emits the model's interval metrics (batch sizes, queue depth, GPU)."""
 
-    def __init__(self, settings: Settings, status: StatusPage,
-                 on_exit: Callable[[int], None] = lambda code: None, server_started_at: float | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        status: StatusPage,
+        on_exit: Callable[[int], None] = lambda code: None,
+        server_started_at: float | None = None,
+    ) -> None:
         self.started_at = server_started_at if server_started_at is not None else time.time()
         self.start_phases: dict[str, float] = {}  # wall-clock times of the start's steps
         import torch
@@ -154,17 +160,25 @@ class ModelRunner:
         self._stop = threading.Event()
         self._queue_peak = 0  # the deepest queue since the last signal document
         self.share: gpu_share.GpuShare | None = None  # read as the model loads
-        self.batcher = Batcher(self._load_handler, max_batch_size=s.max_batch_size,
-                               max_wait_s=s.max_batch_wait_ms / 1000, max_queue_size=s.max_queue_size,
-                               max_sequence_length=s.max_sequence_length, pad_batches=self.compile,
-                               compile=self.compile,
-                               warmup=s.warmup,
-                               on_batch=self.batch_sizes.observe, on_cycle=self._flush_links,
-                               on_queue_change=self._on_queue_change,
-                               on_fatal=self._on_fatal, is_fatal=self._is_fatal,
-                               on_all_warm=self._on_all_warm, before_ready=self._check_probe,
-                               fit_batch=self._fit_share,
-                               batch_times=BatchTimes(status.table))
+        self.batcher = Batcher(
+            self._load_handler,
+            max_batch_size=s.max_batch_size,
+            max_wait_s=s.max_batch_wait_ms / 1000,
+            max_queue_size=s.max_queue_size,
+            max_sequence_length=s.max_sequence_length,
+            pad_batches=self.compile,
+            compile=self.compile,
+            warmup=s.warmup,
+            on_batch=self.batch_sizes.observe,
+            on_cycle=self._flush_links,
+            on_queue_change=self._on_queue_change,
+            on_fatal=self._on_fatal,
+            is_fatal=self._is_fatal,
+            on_all_warm=self._on_all_warm,
+            before_ready=self._check_probe,
+            fit_batch=self._fit_share,
+            batch_times=BatchTimes(status.table),
+        )
         self._is_cuda_error = is_cuda_error
         self._save_compile_cache: Callable[[], object] | None = None  # set when a compile finds no cache to restore
         self.manifest: Manifest | None = None  # the fetched version's, once fetched
@@ -221,15 +235,28 @@ class ModelRunner:
         self.start_phases["fetched"] = time.time()
         self.manifest = manifest = artifact.manifest
         if manifest and (manifest.model_name, manifest.version) != (s.model_name, s.model_version):
-            log.warning("the manifest names another model or version",
-                        extra={"manifest_model": manifest.model_name, "manifest_version": manifest.version})
+            log.warning(
+                "the manifest names another model or version",
+                extra={"manifest_model": manifest.model_name, "manifest_version": manifest.version},
+            )
         cls, source = resolve_handler_class(s, artifact.directory, manifest)
         handler = cls()
         task = s.model_task or (manifest.task if manifest else None)
-        ctx = LoadContext(artifact.directory, self.device, self.dtype, s.max_sequence_length, self.compile,
-                          s.allow_artifact_code, task, manifest, s.max_batch_size, runtime=s.model_runtime)
-        artifact_message = Artifact(model_dir=str(artifact.directory), handler=source, task=task,
-                                    manifest=manifest is not None, shared=None)
+        ctx = LoadContext(
+            artifact.directory,
+            self.device,
+            self.dtype,
+            s.max_sequence_length,
+            self.compile,
+            s.allow_artifact_code,
+            task,
+            manifest,
+            s.max_batch_size,
+            runtime=s.model_runtime,
+        )
+        artifact_message = Artifact(
+            model_dir=str(artifact.directory), handler=source, task=task, manifest=manifest is not None, shared=None
+        )
         # The workers load their preprocessing (a tokenizer) while this process loads weights and warms up: at once,
         # or, where this handler shares what it loaded (handlers/base.py), once it has.
         shares = handler.shares_preprocessing(ctx)
@@ -248,17 +275,30 @@ class ModelRunner:
         if self.device.type == "cuda":
             self.gpu = self._gpu_sampler(self._device_identity()[0])
         self.start_phases["loaded"] = time.time()
-        log.info("model loaded", extra={"handler": f"{cls.__module__}.{cls.__qualname__}", "device": str(self.device),
-                                        "dtype": str(self.dtype).removeprefix("torch."), "compile": self.compile,
-                                        "runtime": s.model_runtime,
-                                        "seconds": round(time.monotonic() - started, 3)})
+        log.info(
+            "model loaded",
+            extra={
+                "handler": f"{cls.__module__}.{cls.__qualname__}",
+                "device": str(self.device),
+                "dtype": str(self.dtype).removeprefix("torch."),
+                "compile": self.compile,
+                "runtime": s.model_runtime,
+                "seconds": round(time.monotonic() - started, 3),
+            },
+        )
         return handler
 
     def _check_probe(self, handler: Handler) -> None:
         """Once warm, before ready: the model answers the manifest's probe as it did at publish (model_check.py)."""
         s = self.settings
-        check_probe(handler, self.manifest, model_name=s.model_name, version=s.model_version,
-                    runtime=s.model_runtime, device_type=self.device.type)
+        check_probe(
+            handler,
+            self.manifest,
+            model_name=s.model_name,
+            version=s.model_version,
+            runtime=s.model_runtime,
+            device_type=self.device.type,
+        )
 
     def _device_identity(self) -> tuple[int, str | None]:
         """The model's device as a GPU share names it: its ordinal and its UUID (0 and None on the CPU)."""
@@ -271,9 +311,14 @@ class ModelRunner:
     def _read_share(self) -> None:
         self.share = share = gpu_share.read_share(os.environ)
         if share is not None:
-            log.info("GPU share", extra={"memory_limit": os.environ.get(gpu_share.MEMORY_VARIABLE),
-                                         "memory_mib": share.memory_mib(*self._device_identity()),
-                                         "compute_percent": share.compute_percent})
+            log.info(
+                "GPU share",
+                extra={
+                    "memory_limit": os.environ.get(gpu_share.MEMORY_VARIABLE),
+                    "memory_mib": share.memory_mib(*self._device_identity()),
+                    "compute_percent": share.compute_percent,
+                },
+            )
 
     def _fit_share(self, handler: Handler, length: int) -> int:
         """On the inference thread, once loaded: the largest batch of inputs of up to `length` that fits the GPU
@@ -300,14 +345,25 @@ class ModelRunner:
 
     def _log_plan(self, plan: gpu_share.BatchPlan, length: int, needed_for_max_mib: int) -> None:
         s = self.settings
-        log.info("batch sizes planned within the GPU share", extra={
-            **plan.fields(), "max_batch_size": s.max_batch_size, "length": length,
-            "compute_percent": self.share.compute_percent if self.share is not None else None})
+        log.info(
+            "batch sizes planned within the GPU share",
+            extra={
+                **plan.fields(),
+                "max_batch_size": s.max_batch_size,
+                "length": length,
+                "compute_percent": self.share.compute_percent if self.share is not None else None,
+            },
+        )
         if plan.largest_batch < s.max_batch_size:
-            log.warning("MAX_BATCH_SIZE does not fit the GPU share; serving smaller batches", extra={
-                "max_batch_size": s.max_batch_size, "largest_batch": plan.largest_batch,
-                "fix": f"set MAX_BATCH_SIZE to at most {plan.largest_batch}, or gpu_share.memory_mib to at least "
-                       f"{needed_for_max_mib} MiB for batches of {s.max_batch_size}"})
+            log.warning(
+                "MAX_BATCH_SIZE does not fit the GPU share; serving smaller batches",
+                extra={
+                    "max_batch_size": s.max_batch_size,
+                    "largest_batch": plan.largest_batch,
+                    "fix": f"set MAX_BATCH_SIZE to at most {plan.largest_batch}, or gpu_share.memory_mib to at least "
+                    f"{needed_for_max_mib} MiB for batches of {s.max_batch_size}",
+                },
+            )
 
     @staticmethod
     def _shared_preprocessing(handler: Handler) -> dict[str, Any] | None:
@@ -315,8 +371,9 @@ class ModelRunner:
         try:
             return handler.shared_preprocessing()
         except Exception as exc:
-            log.warning("the workers load their own preprocessing: sharing it failed", exc_info=exc,
-                        extra={"error": repr(exc)})
+            log.warning(
+                "the workers load their own preprocessing: sharing it failed", exc_info=exc, extra={"error": repr(exc)}
+            )
             return None
 
     def _restore_compile_cache(self, uri: str) -> None:
@@ -325,9 +382,16 @@ class ModelRunner:
         from . import compile_cache
 
         s = self.settings
-        key = compile_cache.cache_key(self._torch.__version__, compile_cache.device_kind(self.device), {
-            "dtype": str(self.dtype), "runtime": s.model_runtime, "max_batch_size": s.max_batch_size,
-            "max_sequence_length": s.max_sequence_length})
+        key = compile_cache.cache_key(
+            self._torch.__version__,
+            compile_cache.device_kind(self.device),
+            {
+                "dtype": str(self.dtype),
+                "runtime": s.model_runtime,
+                "max_batch_size": s.max_batch_size,
+                "max_sequence_length": s.max_sequence_length,
+            },
+        )
         directories = compile_cache.cache_directories()
         if not compile_cache.restore(uri, key, directories):
             self._save_compile_cache = functools.partial(compile_cache.save, uri, key, directories)
@@ -367,21 +431,38 @@ class ModelRunner:
         """Once per start: seconds from the server's process start to ready, and the model's fetch, load and warm-up
         within them (the dashboard's "Task start" graph)."""
         p = self.start_phases  # all three set: ready follows a load
-        self._emit({m.STARTUP_SECONDS: ready_at - self.started_at, m.STARTUP_FETCH_SECONDS: p["fetched"] - p["fetch started"],
-                    m.STARTUP_LOAD_SECONDS: p["loaded"] - p["fetched"], m.STARTUP_WARMUP_SECONDS: ready_at - p["loaded"]})
+        self._emit(
+            {
+                m.STARTUP_SECONDS: ready_at - self.started_at,
+                m.STARTUP_FETCH_SECONDS: p["fetched"] - p["fetch started"],
+                m.STARTUP_LOAD_SECONDS: p["loaded"] - p["fetched"],
+                m.STARTUP_WARMUP_SECONDS: ready_at - p["loaded"],
+            }
+        )
 
     def _emit(self, values: dict[str, float]) -> None:
         """One EMF document of the model process's start."""
         s = self.settings
-        log.info("metrics", extra={"fields": emf.document(s.deployment_env, s.model_name,
-                                                          {name: round(value, 3) for name, value in values.items()},
-                                                          {"model_version": s.model_version, "process": "model"})})
+        log.info(
+            "metrics",
+            extra={
+                "fields": emf.document(
+                    s.deployment_env,
+                    s.model_name,
+                    {name: round(value, 3) for name, value in values.items()},
+                    {"model_version": s.model_version, "process": "model"},
+                )
+            },
+        )
 
     def _on_fatal(self, exc: BaseException) -> None:
         self.status.set(Slot.STATE, ModelState.FAILED)
         if self.batcher.ready.is_set():
-            log.critical("model failure; exiting so the task is replaced", exc_info=exc,
-                         extra={"error": str(exc), "cuda_error": self._is_cuda_error(exc)})
+            log.critical(
+                "model failure; exiting so the task is replaced",
+                exc_info=exc,
+                extra={"error": str(exc), "cuda_error": self._is_cuda_error(exc)},
+            )
             code = 1
         else:
             _log_refusal(exc)
@@ -400,8 +481,17 @@ class ModelRunner:
         queued = self.batcher.queued
         peak, self._queue_peak = max(self._queue_peak, queued), queued
         s = self.settings
-        log.info("metrics", extra={"fields": emf.document(s.deployment_env, s.model_name, {m.QUEUE_DEPTH: peak},
-                                                          {"model_version": s.model_version, "process": "model"})})
+        log.info(
+            "metrics",
+            extra={
+                "fields": emf.document(
+                    s.deployment_env,
+                    s.model_name,
+                    {m.QUEUE_DEPTH: peak},
+                    {"model_version": s.model_version, "process": "model"},
+                )
+            },
+        )
 
     def emit_interval_metrics(self) -> None:
         values: dict[str, Any] = {}
@@ -414,8 +504,14 @@ class ModelRunner:
         values[m.GPU_MEMORY_USED_MIB] = round(memory / gpu_share.MIB, 1)
         values[m.MODEL_BUSY_PERCENT] = busy
         s = self.settings
-        log.info("metrics", extra={"fields": emf.document(s.deployment_env, s.model_name, values,
-                                                          {"model_version": s.model_version, "process": "model"})})
+        log.info(
+            "metrics",
+            extra={
+                "fields": emf.document(
+                    s.deployment_env, s.model_name, values, {"model_version": s.model_version, "process": "model"}
+                )
+            },
+        )
 
     def _gpu_memory_used(self) -> int:
         """Bytes this process holds on its GPU (the caching allocator's reserve: what counts against a share)."""
@@ -426,8 +522,11 @@ def _log_refusal(exc: BaseException) -> None:
     """Before ready: why the model will not serve (the expected refusals need no traceback)."""
     expected = isinstance(exc, (ArtifactError, SettingsError, ModelCheckError))
     wrong_model = isinstance(exc, ModelCheckError)
-    log.critical("wrong model; refusing to start" if wrong_model else "model load failed; refusing to start",
-                 exc_info=None if expected else exc, extra={"error": str(exc), "error_type": type(exc).__name__})
+    log.critical(
+        "wrong model; refusing to start" if wrong_model else "model load failed; refusing to start",
+        exc_info=None if expected else exc,
+        extra={"error": str(exc), "error_type": type(exc).__name__},
+    )
 
 
 def _larger_estimate(handler: Handler, length: int, measured_one: int, size: int) -> int:

@@ -41,8 +41,10 @@ def pieces_of(entry: FileEntry, piece_bytes: int) -> list[Piece] | None:
     """The ranges to fetch, each with the digest it must have; None when the manifest has no digests for the
     pieces of a file larger than one piece."""
     if entry.pieces:
-        return [Piece(i, i * piece_bytes, min(entry.size, (i + 1) * piece_bytes), digest)
-                for i, digest in enumerate(entry.pieces)]
+        return [
+            Piece(i, i * piece_bytes, min(entry.size, (i + 1) * piece_bytes), digest)
+            for i, digest in enumerate(entry.pieces)
+        ]
     if entry.size <= piece_bytes:
         return [Piece(0, 0, entry.size, entry.sha256)]
     return None
@@ -87,7 +89,11 @@ class StreamedFile:
                 raise SizeMismatch(f"size {head.get('ContentLength')} != 0 in the manifest")
             return self._check(piece, hashlib.sha256())
         # A file of one piece is named alone; a piece of a larger one also by its byte range.
-        where = f"piece {piece.index} (bytes {piece.start}-{piece.end - 1}): " if self.size > piece.end - piece.start else ""
+        where = (
+            f"piece {piece.index} (bytes {piece.start}-{piece.end - 1}): "
+            if self.size > piece.end - piece.start
+            else ""
+        )
         for attempt in range(1, PIECE_ATTEMPTS + 1):
             try:
                 return self._fetch_once(client, bucket, key, piece)

@@ -79,8 +79,9 @@ def describe(answer: dict[str, Any]) -> str:
     return f"label {answer['label']} ({scores})"
 
 
-def check_probe(handler: Any, manifest: Manifest | None, *, model_name: str, version: str, runtime: str,
-                device_type: str) -> None:
+def check_probe(
+    handler: Any, manifest: Manifest | None, *, model_name: str, version: str, runtime: str, device_type: str
+) -> None:
     """At start, once warm: refuse (ModelCheckError) a model whose answer to the manifest's probe text differs from
     the one recorded at publish; warn where the manifest records none."""
     from ..handlers.hf import HuggingFaceHandler
@@ -89,27 +90,44 @@ def check_probe(handler: Any, manifest: Manifest | None, *, model_name: str, ver
         return
     recorded = manifest.probe
     if recorded is None:
-        log.warning("the manifest records no probe answer, so readiness cannot prove this is the published model",
-                    extra={"model_version": version,
-                           "fix": f"publish the version again with this image's python -m inference_server.publish "
-                                  f"--task {handler.task}"})
+        log.warning(
+            "the manifest records no probe answer, so readiness cannot prove this is the published model",
+            extra={
+                "model_version": version,
+                "fix": f"publish the version again with this image's python -m inference_server.publish "
+                f"--task {handler.task}",
+            },
+        )
         return
     observed = probe_answer(handler, recorded["text"])
     gate = probe_gate(runtime, device_type)
     difference = probe_difference(recorded["answer"], observed, gate)
-    serving = {"task": handler.task, "runtime": runtime, "device": device_type, "gate": gate,
-               "versions": library_versions()}
+    serving = {
+        "task": handler.task,
+        "runtime": runtime,
+        "device": device_type,
+        "gate": gate,
+        "versions": library_versions(),
+    }
     if difference is not None:
         raise ModelCheckError(_mismatch(model_name, version, recorded, observed, serving, difference))
     log.info("the model answered the probe as published", extra={"model_version": version, "gate": gate})
 
 
-def _mismatch(model_name: str, version: str, recorded: dict[str, Any], observed: dict[str, Any],
-              serving: dict[str, Any], difference: str) -> str:
-    return (f"model {model_name} version {version} does not answer as published: to the probe text "
-            f"{recorded['text']!r} publish recorded {describe(recorded['answer'])} [{_setup(recorded)}] and this "
-            f"server answers {describe(observed)} [{_setup(serving)}]: {difference}. Likely cause: "
-            f"{_likely_cause(recorded, serving)}.")
+def _mismatch(
+    model_name: str,
+    version: str,
+    recorded: dict[str, Any],
+    observed: dict[str, Any],
+    serving: dict[str, Any],
+    difference: str,
+) -> str:
+    return (
+        f"model {model_name} version {version} does not answer as published: to the probe text "
+        f"{recorded['text']!r} publish recorded {describe(recorded['answer'])} [{_setup(recorded)}] and this "
+        f"server answers {describe(observed)} [{_setup(serving)}]: {difference}. Likely cause: "
+        f"{_likely_cause(recorded, serving)}."
+    )
 
 
 def _setup(facts: dict[str, Any]) -> str:
@@ -119,19 +137,29 @@ def _setup(facts: dict[str, Any]) -> str:
 
 def _likely_cause(recorded: dict[str, Any], serving: dict[str, Any]) -> str:
     if recorded.get("task") != serving["task"]:
-        return (f"a different task: the version was published for {recorded.get('task')} and this server runs "
-                f"{serving['task']}; set MODEL_TASK={recorded.get('task')} (or leave it unset), or publish the model "
-                f"again with --task {serving['task']}")
-    causes = ["different weights (a MODEL_HANDLER or handler.py that loads others, or a manifest edited after "
-              "publish); if this is the model you mean to serve, publish it again so that its manifest records its "
-              "answer"]
+        return (
+            f"a different task: the version was published for {recorded.get('task')} and this server runs "
+            f"{serving['task']}; set MODEL_TASK={recorded.get('task')} (or leave it unset), or publish the model "
+            f"again with --task {serving['task']}"
+        )
+    causes = [
+        "different weights (a MODEL_HANDLER or handler.py that loads others, or a manifest edited after "
+        "publish); if this is the model you mean to serve, publish it again so that its manifest records its "
+        "answer"
+    ]
     if _releases(recorded.get("versions", {})) != _releases(serving["versions"]):
-        causes.insert(0, "a different runtime: this image's torch or transformers is not the one the version was "
-                         "published with; publish it again with this image")
+        causes.insert(
+            0,
+            "a different runtime: this image's torch or transformers is not the one the version was "
+            "published with; publish it again with this image",
+        )
     elif serving["runtime"] != REFERENCE["runtime"] or serving["device"] != REFERENCE["device"]:
-        causes.insert(0, f"a different runtime: MODEL_RUNTIME={serving['runtime']} on {serving['device']} answers "
-                         f"beyond the {serving['gate']} accuracy gate's tolerance; start it with MODEL_RUNTIME=eager "
-                         f"(and PRECISION=fp32 on a GPU) to tell the runtime from the model")
+        causes.insert(
+            0,
+            f"a different runtime: MODEL_RUNTIME={serving['runtime']} on {serving['device']} answers "
+            f"beyond the {serving['gate']} accuracy gate's tolerance; start it with MODEL_RUNTIME=eager "
+            f"(and PRECISION=fp32 on a GPU) to tell the runtime from the model",
+        )
     return "; or ".join(causes)
 
 

@@ -36,11 +36,15 @@ def _predict_errors(with_auth: bool) -> dict[int | str, dict[str, Any]]:
         400: _error("Malformed JSON, an empty body, a bad Content-Length or a bad X-Request-Timeout-Ms"),
         413: _error("The body is over MAX_BODY_BYTES"),
         415: _error("The body is not application/json"),
-        422: _error("The JSON does not match the schema (empty or oversize text, too many texts, extra fields, "
-                    "wrong types) or the model cannot take the input"),
+        422: _error(
+            "The JSON does not match the schema (empty or oversize text, too many texts, extra fields, "
+            "wrong types) or the model cannot take the input"
+        ),
         500: _error("Inference failed"),
-        503: _error("Loading, draining, the queue is full or would make the request miss its deadline, or the "
-                    "model failed", headers=_RETRY_AFTER),
+        503: _error(
+            "Loading, draining, the queue is full or would make the request miss its deadline, or the model failed",
+            headers=_RETRY_AFTER,
+        ),
         504: _error("No result within REQUEST_TIMEOUT_S"),
     }
     if with_auth:
@@ -91,8 +95,9 @@ def create_app(service: WorkerService) -> FastAPI:
     settings = service.settings
     schemas = build_schemas(settings, service.prediction_model)
     PredictRequest, BatchRequest = schemas.predict_request, schemas.batch_request
-    api_key = APIKeyHeader(name="x-api-key", auto_error=False,
-                           description="One of API_KEYS (also accepted as Authorization: Bearer <key>)")
+    api_key = APIKeyHeader(
+        name="x-api-key", auto_error=False, description="One of API_KEYS (also accepted as Authorization: Bearer <key>)"
+    )
     # The key itself is checked by FrontDoor before the body is read; this documents it.
     auth = [Security(api_key)] if settings.api_keys else []
     model = settings.model_name
@@ -102,38 +107,68 @@ def create_app(service: WorkerService) -> FastAPI:
         service.start(on_loop=True)  # idempotent; whoever created the service stops it (test clients restart lifespans)
         yield
 
-    app = InferenceApp(title=f"{model} inference", version=__version__, lifespan=lifespan, openapi_url=None,
-                  docs_url=None, redoc_url=None, redirect_slashes=False,
-                  description="Dynamic-batching model server. Errors are "
-                              "`{\"error\": {\"code\": ..., \"message\": ...}}`.")
+    app = InferenceApp(
+        title=f"{model} inference",
+        version=__version__,
+        lifespan=lifespan,
+        openapi_url=None,
+        docs_url=None,
+        redoc_url=None,
+        redirect_slashes=False,
+        description='Dynamic-batching model server. Errors are `{"error": {"code": ..., "message": ...}}`.',
+    )
     router = APIRouter()
 
-    @router.get("/health", response_model=HealthResponse, tags=["probes"],
-                summary="Liveness: the process is up (never shed, never behind auth)")
+    @router.get(
+        "/health",
+        response_model=HealthResponse,
+        tags=["probes"],
+        summary="Liveness: the process is up (never shed, never behind auth)",
+    )
     async def health() -> Response:
         raise _ANSWERED_BY_FRONT_DOOR
 
-    @router.get("/ready", response_model=ReadyResponse, tags=["probes"],
-                summary="Readiness: model loaded, warmed up and a recent test inference succeeded",
-                responses={503: _error("Loading, draining, or no recent successful test inference")})
+    @router.get(
+        "/ready",
+        response_model=ReadyResponse,
+        tags=["probes"],
+        summary="Readiness: model loaded, warmed up and a recent test inference succeeded",
+        responses={503: _error("Loading, draining, or no recent successful test inference")},
+    )
     async def ready() -> Response:
         raise _ANSWERED_BY_FRONT_DOOR
 
-    @router.get("/metrics", tags=["probes"], summary="Prometheus metrics",
-                response_class=Response,
-                responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}})
+    @router.get(
+        "/metrics",
+        tags=["probes"],
+        summary="Prometheus metrics",
+        response_class=Response,
+        responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
+    )
     async def metrics() -> Response:
         return Response(service.metrics.prometheus_text(), media_type=PROMETHEUS_CONTENT_TYPE)
 
     # The predict routes, /health and /ready are answered by FrontDoor (middleware.py), which every request
     # passes first (InferenceApp.__call__); these definitions only document them in the OpenAPI document.
-    @router.post("/predict", response_model=schemas.predict_response, tags=["predict"], dependencies=auth,
-                 summary="Predict one text", responses=_predict_errors(bool(auth)))
+    @router.post(
+        "/predict",
+        response_model=schemas.predict_response,
+        tags=["predict"],
+        dependencies=auth,
+        summary="Predict one text",
+        responses=_predict_errors(bool(auth)),
+    )
     async def predict(body: PredictRequest) -> Response:  # type: ignore[valid-type]
         raise _ANSWERED_BY_FRONT_DOOR
 
-    @router.post("/predict/batch", response_model=schemas.batch_response, tags=["predict"], dependencies=auth,
-                 summary=f"Predict up to {settings.max_client_batch} texts", responses=_predict_errors(bool(auth)))
+    @router.post(
+        "/predict/batch",
+        response_model=schemas.batch_response,
+        tags=["predict"],
+        dependencies=auth,
+        summary=f"Predict up to {settings.max_client_batch} texts",
+        responses=_predict_errors(bool(auth)),
+    )
     async def predict_batch(body: BatchRequest) -> Response:  # type: ignore[valid-type]
         raise _ANSWERED_BY_FRONT_DOOR
 
@@ -151,7 +186,14 @@ def create_app(service: WorkerService) -> FastAPI:
     # The protocols' routes pass FrontDoor's gate (key, shedding, body size) on their way to FastAPI; their errors
     # leave in the protocol's own error body.
     gated = {**{path: "embeddings" for path in embedding_paths}, **{path: "infer" for path in infer_paths}}
-    front_door = FrontDoor(app.serve_rest, service=service, model_prefix=f"/{model}", predict_request=PredictRequest,
-                           batch_request=BatchRequest, gated_paths=gated, any_content_type_paths=infer_paths)
+    front_door = FrontDoor(
+        app.serve_rest,
+        service=service,
+        model_prefix=f"/{model}",
+        predict_request=PredictRequest,
+        batch_request=BatchRequest,
+        gated_paths=gated,
+        any_content_type_paths=infer_paths,
+    )
     app.front_door = ProtocolErrorMiddleware(front_door, model_name=model)
     return app

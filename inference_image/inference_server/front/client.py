@@ -96,8 +96,9 @@ class ModelClient:
     def model_failed(self) -> bool:
         return self.failed or self.status.state == ModelState.FAILED
 
-    def submit(self, items: list[Encoded], deadline: float, *, bypass_queue_limit: bool = False,
-               traced: bool = False) -> asyncio.Future:
+    def submit(
+        self, items: list[Encoded], deadline: float, *, bypass_queue_limit: bool = False, traced: bool = False
+    ) -> asyncio.Future:
         """From the event loop: an asyncio future of the JobResult (or the error); a traced job's JobResult carries
         the batches it ran in."""
         loop = asyncio.get_running_loop()

@@ -15,9 +15,18 @@ from starlette.types import ExceptionHandler
 
 log = logging.getLogger(__name__)
 
-STATUS_CODES = {400: "invalid_json", 401: "unauthorized", 404: "not_found", 405: "method_not_allowed",
-                413: "payload_too_large", 415: "unsupported_media_type", 422: "invalid_request",
-                500: "internal_error", 503: "unavailable", 504: "timeout"}
+STATUS_CODES = {
+    400: "invalid_json",
+    401: "unauthorized",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+    422: "invalid_request",
+    500: "internal_error",
+    503: "unavailable",
+    504: "timeout",
+}
 
 
 class ApiError(Exception):
@@ -39,8 +48,7 @@ def overloaded(detail: str) -> ApiError:
 
 
 def model_unavailable() -> ApiError:
-    return ApiError(503, "model_unavailable", "the model failed; this instance is being replaced",
-                    {"Retry-After": "1"})
+    return ApiError(503, "model_unavailable", "the model failed; this instance is being replaced", {"Retry-After": "1"})
 
 
 def error_body(code: str, message: str, details: list[dict[str, Any]] | None = None) -> bytes:
@@ -50,16 +58,27 @@ def error_body(code: str, message: str, details: list[dict[str, Any]] | None = N
     return orjson.dumps({"error": error})
 
 
-def error_response(status: int, code: str, message: str, headers: Mapping[str, str] | None = None,
-                   details: list[dict[str, Any]] | None = None) -> Response:
-    return Response(error_body(code, message, details), status_code=status, headers=dict(headers or {}),
-                    media_type="application/json")
+def error_response(
+    status: int,
+    code: str,
+    message: str,
+    headers: Mapping[str, str] | None = None,
+    details: list[dict[str, Any]] | None = None,
+) -> Response:
+    return Response(
+        error_body(code, message, details),
+        status_code=status,
+        headers=dict(headers or {}),
+        media_type="application/json",
+    )
 
 
 def _validation_details(exc: RequestValidationError) -> list[dict[str, Any]]:
     # Without "input": the offending text could be megabytes long, or private.
-    return [{"loc": [str(part) for part in err.get("loc", ())], "type": err.get("type", ""), "msg": err.get("msg", "")}
-            for err in exc.errors()]
+    return [
+        {"loc": [str(part) for part in err.get("loc", ())], "type": err.get("type", ""), "msg": err.get("msg", "")}
+        for err in exc.errors()
+    ]
 
 
 async def _api_error(request: Request, exc: ApiError) -> Response:
@@ -72,8 +91,9 @@ async def _validation_error(request: Request, exc: RequestValidationError) -> Re
         return error_response(400, "invalid_json", "the body is not valid JSON")
     if any(err.get("type") == "missing" and tuple(err.get("loc", ())) == ("body",) for err in errors):
         return error_response(400, "invalid_json", "the body is empty; send a JSON object")
-    return error_response(422, "invalid_request", "the request does not match the schema",
-                          details=_validation_details(exc))
+    return error_response(
+        422, "invalid_request", "the request does not match the schema", details=_validation_details(exc)
+    )
 
 
 async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:

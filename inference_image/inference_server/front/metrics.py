@@ -25,27 +25,44 @@ class Metrics:
     def __init__(self, model_name: str, model_version: str) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
-        Gauge("model_info", "The served model", ["model", "version"], registry=r).labels(model_name, model_version).set(1)
-        self.requests = Counter("requests", "Predict requests by endpoint and status", ["endpoint", "status"],
-                                registry=r)
-        self.request_latency = Histogram("request_latency_seconds", "Latency of successful predict requests", registry=r,
-                                         buckets=_LATENCY_BUCKETS)
-        self.queue_wait = Histogram("queue_wait_seconds", "Time a request spent queued", registry=r,
-                                    buckets=_LATENCY_BUCKETS)
-        self.inference_time = Histogram("inference_seconds", "Model time of a request's batches", registry=r,
-                                        buckets=_LATENCY_BUCKETS)
-        self.key_requests = Counter("key_requests", "Requests by API key name ('-': no valid key, a 401) and "
-                                    "status; never the key itself", ["key", "status"], registry=r)
+        Gauge("model_info", "The served model", ["model", "version"], registry=r).labels(model_name, model_version).set(
+            1
+        )
+        self.requests = Counter(
+            "requests", "Predict requests by endpoint and status", ["endpoint", "status"], registry=r
+        )
+        self.request_latency = Histogram(
+            "request_latency_seconds", "Latency of successful predict requests", registry=r, buckets=_LATENCY_BUCKETS
+        )
+        self.queue_wait = Histogram(
+            "queue_wait_seconds", "Time a request spent queued", registry=r, buckets=_LATENCY_BUCKETS
+        )
+        self.inference_time = Histogram(
+            "inference_seconds", "Model time of a request's batches", registry=r, buckets=_LATENCY_BUCKETS
+        )
+        self.key_requests = Counter(
+            "key_requests",
+            "Requests by API key name ('-': no valid key, a 401) and status; never the key itself",
+            ["key", "status"],
+            registry=r,
+        )
         self.rejected = Counter("rejected_requests", "503s from a full queue or draining", registry=r)
         self.timed_out = Counter("timed_out_requests", "504s: requests past their deadline", registry=r)
         self.cache_hits = Counter("cache_hits", "Result cache hits", registry=r)
         self.cache_misses = Counter("cache_misses", "Result cache misses", registry=r)
         self.queue_depth = Gauge("queue_depth", "Inputs waiting for the model", registry=r)
         self.ready = Gauge("ready", "1 when the server is ready for traffic", registry=r)
-        self.gpu_memory_used = Gauge("gpu_memory_used_mib", "GPU memory the model process holds (torch's reserved "
-                                     "memory, MiB; 0 on CPU), as of its last metrics interval", registry=r)
-        self.model_busy = Gauge("model_busy_percent", "Percent of the model process's last metrics interval its "
-                                "inference thread spent in forwards", registry=r)
+        self.gpu_memory_used = Gauge(
+            "gpu_memory_used_mib",
+            "GPU memory the model process holds (torch's reserved "
+            "memory, MiB; 0 on CPU), as of its last metrics interval",
+            registry=r,
+        )
+        self.model_busy = Gauge(
+            "model_busy_percent",
+            "Percent of the model process's last metrics interval its inference thread spent in forwards",
+            registry=r,
+        )
         self._lock = threading.Lock()
         self._interval = {m.REJECTED_REQUESTS: 0, m.TIMED_OUT_REQUESTS: 0, m.CACHE_HITS: 0, m.CACHE_MISSES: 0}
         self._statuses: Tally = Tally()
@@ -119,8 +136,11 @@ class Metrics:
             values: dict[str, Any] = dict(self._interval)
             self._interval = dict.fromkeys(self._interval, 0)
             statuses, self._statuses = self._statuses, Tally()
-        for name, stats in ((m.REQUEST_LATENCY, self.latency), (m.QUEUE_WAIT, self.queue_wait_ms),
-                            (m.INFERENCE_TIME, self.inference_ms)):
+        for name, stats in (
+            (m.REQUEST_LATENCY, self.latency),
+            (m.QUEUE_WAIT, self.queue_wait_ms),
+            (m.INFERENCE_TIME, self.inference_ms),
+        ):
             distribution = stats.take()
             if distribution is not None:
                 values[name] = distribution

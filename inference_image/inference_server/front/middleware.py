@@ -85,8 +85,9 @@ class AccessLog:
     """Which requests get a line: errors and slow requests up to a rate each (the rest counted: a server that is
     slow for everyone logs a few examples a second, not every request), and a sample of the rest."""
 
-    def __init__(self, sample: float, slow_ms: float, errors_per_s: int = ERROR_LINES_PER_S,
-                 slow_per_s: int = SLOW_LINES_PER_S) -> None:
+    def __init__(
+        self, sample: float, slow_ms: float, errors_per_s: int = ERROR_LINES_PER_S, slow_per_s: int = SLOW_LINES_PER_S
+    ) -> None:
         self.sample, self.slow_ms = sample, slow_ms
         self._errors, self._slow = _LinesPerSecond(errors_per_s), _LinesPerSecond(slow_per_s)
         self.suppressed = 0
@@ -123,8 +124,14 @@ def _timeout_s(raw: bytes) -> float:
 
 
 def _validation_error(exc: ValidationError) -> ApiError:
-    details = [{"loc": ["body", *(str(part) for part in err.get("loc", ()))], "type": err.get("type", ""),
-                "msg": err.get("msg", "")} for err in exc.errors()]
+    details = [
+        {
+            "loc": ["body", *(str(part) for part in err.get("loc", ()))],
+            "type": err.get("type", ""),
+            "msg": err.get("msg", ""),
+        }
+        for err in exc.errors()
+    ]
     error = ApiError(422, "invalid_request", "the request does not match the schema")
     error.details = details  # type: ignore[attr-defined]
     return error
@@ -149,9 +156,16 @@ class _IdentifiedResponse:
 
 
 class FrontDoor:
-    def __init__(self, app: ASGIApp, service: WorkerService, model_prefix: str,
-                 predict_request: type[BaseModel], batch_request: type[BaseModel],
-                 gated_paths: Mapping[str, str] | None = None, any_content_type_paths: Collection[str] = ()) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        service: WorkerService,
+        model_prefix: str,
+        predict_request: type[BaseModel],
+        batch_request: type[BaseModel],
+        gated_paths: Mapping[str, str] | None = None,
+        any_content_type_paths: Collection[str] = (),
+    ) -> None:
         self.app, self.service = app, service
         self.tracing = service.tracing  # None: nothing traced
         # path -> the endpoint label of its metrics; bodies of any_content_type_paths may be binary.
@@ -166,12 +180,20 @@ class FrontDoor:
         service.take_suppressed = self.access.take_suppressed
         self.routes: dict[str, str] = {}
         for prefix in ("", model_prefix):
-            self.routes.update({f"{prefix}/predict": "predict", f"{prefix}/predict/batch": "batch",
-                                f"{prefix}/health": "health", f"{prefix}/ready": "ready"})
+            self.routes.update(
+                {
+                    f"{prefix}/predict": "predict",
+                    f"{prefix}/predict/batch": "batch",
+                    f"{prefix}/health": "health",
+                    f"{prefix}/ready": "ready",
+                }
+            )
         self.open = frozenset(f"{prefix}{route}" for prefix in ("", model_prefix) for route in OPEN_ROUTES)
-        self.quiet = frozenset(p for p, r in self.routes.items() if r in ("health", "ready")) | \
-            frozenset(("/metrics", f"{model_prefix}/metrics")) | \
-            frozenset(f"{prefix}/v2/health/{probe}" for prefix in ("", model_prefix) for probe in ("live", "ready"))
+        self.quiet = (
+            frozenset(p for p, r in self.routes.items() if r in ("health", "ready"))
+            | frozenset(("/metrics", f"{model_prefix}/metrics"))
+            | frozenset(f"{prefix}/v2/health/{probe}" for prefix in ("", model_prefix) for probe in ("live", "ready"))
+        )
         self._shed_starts: dict[str, tuple[list[tuple[bytes, bytes]], bytes]] = {}
         self._ready_body = orjson.dumps({"status": "ready"})  # says no more than the status: nothing to learn from it
 
@@ -198,8 +220,9 @@ class FrontDoor:
                 fields["api_key"] = key_name
             if route in ("predict", "batch") and method == "POST":
                 status = await self._predict(route, scope, receive, send, rid_header, fields, trace)
-                self.service.metrics.observe_request(route if route == "predict" else "batch", status,
-                                                     time.perf_counter() - started)
+                self.service.metrics.observe_request(
+                    route if route == "predict" else "batch", status, time.perf_counter() - started
+                )
             elif route is None and method == "POST" and path in self.gated:
                 status = await self._gated(scope, receive, send, rid_header, fields, trace)
                 self.service.metrics.observe_request(self.gated[path], status, time.perf_counter() - started)
@@ -225,15 +248,35 @@ class FrontDoor:
             if self.api_keys and path not in self.open:
                 self.service.metrics.observe_key(key_name or NO_KEY, status)
             if path not in self.quiet and SHED not in fields and self.access.wants(status, ms):
-                access_log.info("request", extra={"fields": {
-                    "request_id": rid, "method": method, "path": path, "status": status, "total_ms": round(ms, 3),
-                    "model": self.model, "model_version": self.version, **fields}})
+                access_log.info(
+                    "request",
+                    extra={
+                        "fields": {
+                            "request_id": rid,
+                            "method": method,
+                            "path": path,
+                            "status": status,
+                            "total_ms": round(ms, 3),
+                            "model": self.model,
+                            "model_version": self.version,
+                            **fields,
+                        }
+                    },
+                )
 
-    async def _gated(self, scope: Scope, receive: Receive, send: Send, rid_header: tuple[bytes, bytes],
-                     fields: dict[str, Any], trace: RequestTrace | None) -> int:
+    async def _gated(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        rid_header: tuple[bytes, bytes],
+        fields: dict[str, Any],
+        trace: RequestTrace | None,
+    ) -> int:
         """The gate of the predict routes, then the FastAPI route, whose streamed body is counted (413)."""
-        _, answered = await self._admit(scope, send, rid_header, fields, trace,
-                                        json_only=scope["path"] not in self.any_content_type)
+        _, answered = await self._admit(
+            scope, send, rid_header, fields, trace, json_only=scope["path"] not in self.any_content_type
+        )
         if answered is not None:
             return answered
         scope[LOG_FIELDS], scope[TRACE] = fields, trace
@@ -255,10 +298,20 @@ class FrontDoor:
             self.service.in_flight -= 1
         return response.status
 
-    async def _respond(self, send: Send, status: int, body: bytes, rid_header: tuple[bytes, bytes],
-                       extra: list[tuple[bytes, bytes]] | None = None) -> int:
-        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                   rid_header, *(extra or ())]
+    async def _respond(
+        self,
+        send: Send,
+        status: int,
+        body: bytes,
+        rid_header: tuple[bytes, bytes],
+        extra: list[tuple[bytes, bytes]] | None = None,
+    ) -> int:
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            rid_header,
+            *(extra or ()),
+        ]
         await send({"type": "http.response.start", "status": status, "headers": headers})
         await send({"type": "http.response.body", "body": body})
         return status
@@ -268,8 +321,16 @@ class FrontDoor:
         body = error_body(error.code, error.message, getattr(error, "details", None))
         return await self._respond(send, error.status, body, rid_header, extra)
 
-    async def _predict(self, route: str, scope: Scope, receive: Receive, send: Send,
-                       rid_header: tuple[bytes, bytes], fields: dict[str, Any], trace: RequestTrace | None) -> int:
+    async def _predict(
+        self,
+        route: str,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        rid_header: tuple[bytes, bytes],
+        fields: dict[str, Any],
+        trace: RequestTrace | None,
+    ) -> int:
         service = self.service
         deadline, answered = await self._admit(scope, send, rid_header, fields, trace)
         if answered is not None:
@@ -278,8 +339,9 @@ class FrontDoor:
         try:
             kind = service.input_kind
             if kind not in (None, "text"):
-                raise ApiError(422, "invalid_input", f"{self.model} takes {kind}, not text: use POST "
-                                                     f"/v2/models/{self.model}/infer")
+                raise ApiError(
+                    422, "invalid_input", f"{self.model} takes {kind}, not text: use POST /v2/models/{self.model}/infer"
+                )
             body = await self._read_body(receive)
             texts = self._texts(route, body)
             fields["items"] = len(texts)
@@ -314,8 +376,15 @@ class FrontDoor:
                 matched = name
         return matched
 
-    async def _admit(self, scope: Scope, send: Send, rid_header: tuple[bytes, bytes], fields: dict[str, Any],
-                     trace: RequestTrace | None, json_only: bool = True) -> tuple[float | None, int | None]:
+    async def _admit(
+        self,
+        scope: Scope,
+        send: Send,
+        rid_header: tuple[bytes, bytes],
+        fields: dict[str, Any],
+        trace: RequestTrace | None,
+        json_only: bool = True,
+    ) -> tuple[float | None, int | None]:
         """The gate before the body (:meth:`_check`): (the deadline, None) when admitted, else (None, the status of
         the answer sent: the check's error or the shed 503)."""
         try:
@@ -348,10 +417,18 @@ class FrontDoor:
         self.service.check_serving()
         if json_only and (content_type is None or not _is_json(content_type)):
             raise ApiError(415, "unsupported_media_type", "send the body as application/json")
-        if not json_only and content_type is not None and not (
-                _is_json(content_type) or content_type.split(b";", 1)[0].strip().lower() == b"application/octet-stream"):
-            raise ApiError(415, "unsupported_media_type", "send application/json, or binary tensor data as "
-                                                          "application/octet-stream")
+        if (
+            not json_only
+            and content_type is not None
+            and not (
+                _is_json(content_type) or content_type.split(b";", 1)[0].strip().lower() == b"application/octet-stream"
+            )
+        ):
+            raise ApiError(
+                415,
+                "unsupported_media_type",
+                "send application/json, or binary tensor data as application/octet-stream",
+            )
         if content_length is not None:
             if not content_length.isdigit():
                 raise ApiError(400, "invalid_content_length", "Content-Length is not a number")
@@ -366,8 +443,13 @@ class FrontDoor:
             error = overloaded(reason)
             body = error_body(error.code, error.message)
             start = self._shed_starts[reason] = (
-                [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                 *((k.lower().encode(), v.encode()) for k, v in error.headers.items())], body)
+                [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    *((k.lower().encode(), v.encode()) for k, v in error.headers.items()),
+                ],
+                body,
+            )
         fields[SHED] = True
         await send({"type": "http.response.start", "status": 503, "headers": [*start[0], rid_header]})
         await send({"type": "http.response.body", "body": start[1]})
@@ -409,8 +491,11 @@ class FrontDoor:
                         return [text]
                 else:
                     texts = obj.get("texts")
-                    if (type(texts) is list and 0 < len(texts) <= self.max_batch
-                            and all(type(t) is str and 0 < len(t) <= self.max_chars for t in texts)):
+                    if (
+                        type(texts) is list
+                        and 0 < len(texts) <= self.max_batch
+                        and all(type(t) is str and 0 < len(t) <= self.max_chars for t in texts)
+                    ):
                         return texts
         model = self.predict_request if route == "predict" else self.batch_request
         try:

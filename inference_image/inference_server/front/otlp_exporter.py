@@ -62,8 +62,10 @@ class OtlpExporter(SpanProcessor):
         self.batch_size = min(int(_positive(environ.get("OTEL_BSP_MAX_EXPORT_BATCH_SIZE"), 512)), self.max_queue)
         self.timeout_s = _positive(_variable(environ, "TIMEOUT"), 10)
         self.gzip = _variable(environ, "COMPRESSION").strip().lower() == "gzip"
-        self.headers = {**parse_env_headers(_variable(environ, "HEADERS"), liberal=True),
-                        "content-type": "application/x-protobuf"}
+        self.headers = {
+            **parse_env_headers(_variable(environ, "HEADERS"), liberal=True),
+            "content-type": "application/x-protobuf",
+        }
         if self.gzip:
             self.headers["content-encoding"] = "gzip"
         self._queue: collections.deque[ReadableSpan] = collections.deque()
@@ -135,13 +137,20 @@ class OtlpExporter(SpanProcessor):
         while True:
             reused = link.connection is not None
             try:
-                status = await asyncio.wait_for(link.post(self.endpoint, self.headers, body),
-                                                max(0.1, deadline - time.monotonic()))
+                status = await asyncio.wait_for(
+                    link.post(self.endpoint, self.headers, body), max(0.1, deadline - time.monotonic())
+                )
                 if 200 <= status < 300:
                     return
                 retried, reason = status in RETRIED, f"HTTP {status}"
-            except (OSError, EOFError, ValueError, TimeoutError, asyncio.IncompleteReadError,
-                    asyncio.LimitOverrunError) as error:  # refused, reset, timed out, a bad URL or answer
+            except (
+                OSError,
+                EOFError,
+                ValueError,
+                TimeoutError,
+                asyncio.IncompleteReadError,
+                asyncio.LimitOverrunError,
+            ) as error:  # refused, reset, timed out, a bad URL or answer
                 link.close()
                 if reused:
                     continue  # the endpoint closed an idle connection: a new one, now
@@ -205,14 +214,17 @@ class _Link:
             self.connection = None
         if self.connection is None:
             secure = ssl.create_default_context() if url.scheme == "https" else None
-            reader, writer = await asyncio.open_connection(url.hostname, url.port or (443 if secure else 80),
-                                                           ssl=secure, limit=HEAD_LIMIT)
+            reader, writer = await asyncio.open_connection(
+                url.hostname, url.port or (443 if secure else 80), ssl=secure, limit=HEAD_LIMIT
+            )
             self.connection = (loop, reader, writer)
         _, reader, writer = self.connection
         path = (url.path or "/") + (f"?{url.query}" if url.query else "")
         head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
-        writer.write(f"POST {path} HTTP/1.1\r\nhost: {url.netloc}\r\ncontent-length: {len(body)}\r\n{head}\r\n"
-                     .encode("latin-1") + body)
+        writer.write(
+            f"POST {path} HTTP/1.1\r\nhost: {url.netloc}\r\ncontent-length: {len(body)}\r\n{head}\r\n".encode("latin-1")
+            + body
+        )
         await writer.drain()
         status, close = await _read_answer(reader)
         if close:

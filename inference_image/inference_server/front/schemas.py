@@ -53,22 +53,40 @@ class Schemas:
 
 
 def build_schemas(settings: Settings, prediction_model: type[BaseModel] | None) -> Schemas:
-    text = Annotated[str, StringConstraints(min_length=1, max_length=settings.max_text_chars),
-                     AfterValidator(_encodable)]
+    text = Annotated[
+        str, StringConstraints(min_length=1, max_length=settings.max_text_chars), AfterValidator(_encodable)
+    ]
     prediction: Any = prediction_model or Any
     return Schemas(
         predict_request=create_model(
-            "PredictRequest", __config__=STRICT,
-            text=(text, Field(description=f"1 to {settings.max_text_chars} characters",
-                              examples=["The service was quick and friendly."]))),
+            "PredictRequest",
+            __config__=STRICT,
+            text=(
+                text,
+                Field(
+                    description=f"1 to {settings.max_text_chars} characters",
+                    examples=["The service was quick and friendly."],
+                ),
+            ),
+        ),
         batch_request=create_model(
-            "PredictBatchRequest", __config__=STRICT,
+            "PredictBatchRequest",
+            __config__=STRICT,
             # list[text], list[prediction]: types built at run time, which a type checker sees as variables.
-            texts=(list[text], Field(min_length=1, max_length=settings.max_client_batch,  # pyright: ignore[reportInvalidTypeForm]
-                                     description=f"1 to {settings.max_client_batch} texts",
-                                     examples=[["First text.", "Second text."]]))),
-        predict_response=create_model("PredictResponse", model=(str, ...), version=(str, ...),
-                                      prediction=(prediction, ...)),
-        batch_response=create_model("PredictBatchResponse", model=(str, ...), version=(str, ...),
-                                    predictions=(list[prediction], ...)),  # pyright: ignore[reportInvalidTypeForm]
+            texts=(
+                list[text],
+                Field(
+                    min_length=1,
+                    max_length=settings.max_client_batch,  # pyright: ignore[reportInvalidTypeForm]
+                    description=f"1 to {settings.max_client_batch} texts",
+                    examples=[["First text.", "Second text."]],
+                ),
+            ),
+        ),
+        predict_response=create_model(
+            "PredictResponse", model=(str, ...), version=(str, ...), prediction=(prediction, ...)
+        ),
+        batch_response=create_model(
+            "PredictBatchResponse", model=(str, ...), version=(str, ...), predictions=(list[prediction], ...)
+        ),  # pyright: ignore[reportInvalidTypeForm]
     )

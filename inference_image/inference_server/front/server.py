@@ -49,8 +49,10 @@ class DrainingServer(uvicorn.Server):
             self.should_exit = True
             return
         self._draining = True
-        log.info("signal received; draining", extra={"signal": signal.Signals(sig).name,
-                                                     "drain_timeout_s": self.service.settings.drain_timeout_s})
+        log.info(
+            "signal received; draining",
+            extra={"signal": signal.Signals(sig).name, "drain_timeout_s": self.service.settings.drain_timeout_s},
+        )
         self._loop.call_soon_threadsafe(self._start_drain)
 
     def _start_drain(self) -> None:
@@ -89,10 +91,20 @@ def run_worker(settings: Settings, service: WorkerService, listen: socket.socket
     """Serve HTTP on `listen` (shared by every worker) until drained or told to stop."""
     app = create_app(service)
     # uvicorn annotates timeout_keep_alive as int, but a float works (it is a call_later delay): keep the setting's.
-    config = uvicorn.Config(app, loop="uvloop", http="httptools", lifespan="on", log_config=None,
-                            log_level=settings.log_level.lower(), access_log=False,
-                            timeout_keep_alive=cast(int, settings.keep_alive_s), timeout_graceful_shutdown=5,
-                            server_header=False, backlog=2048, proxy_headers=False)
+    config = uvicorn.Config(
+        app,
+        loop="uvloop",
+        http="httptools",
+        lifespan="on",
+        log_config=None,
+        log_level=settings.log_level.lower(),
+        access_log=False,
+        timeout_keep_alive=cast(int, settings.keep_alive_s),
+        timeout_graceful_shutdown=5,
+        server_header=False,
+        backlog=2048,
+        proxy_headers=False,
+    )
     server = DrainingServer(config, service)
     # The app, its schemas and the imports never die: keep full collections, which a request's allocations
     # trigger now and then, from rescanning them (on the hot path of sheds, too).

@@ -65,14 +65,18 @@ class WorkerService:
         self.tracing = tracing_from(s, worker)  # None: no OTLP endpoint, nothing traced
         self.cache = ResultCache(s.result_cache_size, s.model_version)
         shared = config_from_settings(s)
-        self.shared_cache = None if shared is None else SharedCache(
-            shared, metrics=SharedCacheMetrics(self.metrics.registry))
+        self.shared_cache = (
+            None if shared is None else SharedCache(shared, metrics=SharedCacheMetrics(self.metrics.registry))
+        )
         self.metrics.bind_gauges(lambda: self.status.queued, lambda: self.readiness() is None)
         self.metrics.bind_model_gauges(lambda: self.status.gpu_memory_used_mib, lambda: self.status.model_busy_percent)
         times = BatchTimes(self.status.table if self.status is not None else [0] * SLOTS)
-        self.admission = Admission(times, lambda: self.status.queued,
-                                   margin_s=s.max_batch_wait_ms / 1000 + ADMISSION_MARGIN_S,
-                                   headroom=ADMISSION_HEADROOM)
+        self.admission = Admission(
+            times,
+            lambda: self.status.queued,
+            margin_s=s.max_batch_wait_ms / 1000 + ADMISSION_MARGIN_S,
+            headroom=ADMISSION_HEADROOM,
+        )
         self.draining = False
         self.in_flight = 0
         self.exit_code = 0
@@ -154,9 +158,20 @@ class WorkerService:
             cls = handler_class_from(info.handler, model_dir)
             handler = cls()
             manifest = read_manifest(model_dir) if info.manifest else None
-            handler.load_preprocessing(LoadContext(model_dir, "cpu", None, s.max_sequence_length, False,
-                                                   s.allow_artifact_code, info.task, manifest,
-                                                   s.max_batch_size, shared=info.shared))
+            handler.load_preprocessing(
+                LoadContext(
+                    model_dir,
+                    "cpu",
+                    None,
+                    s.max_sequence_length,
+                    False,
+                    s.allow_artifact_code,
+                    info.task,
+                    manifest,
+                    s.max_batch_size,
+                    shared=info.shared,
+                )
+            )
         except Exception as exc:
             self.load_error = exc
             log.critical("preprocessing load failed", exc_info=exc, extra={"error": str(exc)})
@@ -193,8 +208,12 @@ class WorkerService:
         inference did not fail with an error of its own."""
         times = self.admission.times
         compiling = times.compiling_s()
-        return (compiling is not None and compiling < MAX_COMPILE_S and not self._probe_error
-                and (self._probed_ok or times.served))
+        return (
+            compiling is not None
+            and compiling < MAX_COMPILE_S
+            and not self._probe_error
+            and (self._probed_ok or times.served)
+        )
 
     def _probe_loop(self) -> None:
         while not self._stop.is_set():
@@ -275,23 +294,32 @@ class WorkerService:
             raise not_ready("loading")
         return self.handler
 
-    async def predict(self, texts: list[Any], log_fields: dict[str, Any], *, use_cache: bool = True,
-                      options: dict[str, Any] | None = None, deadline: float | None = None,
-                      trace: RequestTrace | None = None) -> list[Any]:
+    async def predict(
+        self,
+        texts: list[Any],
+        log_fields: dict[str, Any],
+        *,
+        use_cache: bool = True,
+        options: dict[str, Any] | None = None,
+        deadline: float | None = None,
+        trace: RequestTrace | None = None,
+    ) -> list[Any]:
         """Predictions for inputs of the handler's input_kind (the name `texts` is historical): the in-process
         LRU first, then the shared cache (one round trip), then the model; what the model computed is stored in
         both. ``options``: the request's options that change a prediction (part of every cache key);
         ``deadline``: time.monotonic() by which to answer (at most REQUEST_TIMEOUT_S from now); ``trace``: a
         sampled request's, which gets the phases' spans."""
         cache, shared = self.cache, self.shared_cache
-        cacheable = use_cache and (cache.enabled or shared is not None) and all(
-            isinstance(t, (str, bytes)) for t in texts)
+        cacheable = (
+            use_cache and (cache.enabled or shared is not None) and all(isinstance(t, (str, bytes)) for t in texts)
+        )
         if not cacheable:
             return await self._infer(texts, log_fields, deadline, trace)
         lookup = time.monotonic() if trace is not None else 0.0
         scope = orjson.dumps(options, option=orjson.OPT_SORT_KEYS) if options else b""
-        keys = [cache.key(scope + normalised_input(t)) if scope else cache.key(t)
-                for t in texts] if cache.enabled else []
+        keys = (
+            [cache.key(scope + normalised_input(t)) if scope else cache.key(t) for t in texts] if cache.enabled else []
+        )
         predictions: list[Any] = [cache.get(k) for k in keys] if keys else [None] * len(texts)
         missing = [i for i, p in enumerate(predictions) if p is None]
         if cache.enabled:
@@ -313,8 +341,9 @@ class WorkerService:
             log_fields["shared_cache_hits"] = len(missing) - len(still)
             missing, shared_keys = [i for i, _ in still], [k for _, k in still]
         if trace is not None:
-            trace.child("cache lookup", lookup, time.monotonic(), {"cache.inputs": len(texts),
-                                                                   "cache.misses": len(missing)})
+            trace.child(
+                "cache lookup", lookup, time.monotonic(), {"cache.inputs": len(texts), "cache.misses": len(missing)}
+            )
         if not missing:
             return predictions
         fresh = await self._infer([texts[i] for i in missing], log_fields, deadline, trace)
@@ -330,8 +359,9 @@ class WorkerService:
         cls = type(self.handler) if self.handler is not None else self.handler_class
         return self.settings.model_task or (cls.__name__ if cls is not None else "unknown")
 
-    async def _infer(self, texts: list[Any], log_fields: dict[str, Any], deadline: float | None,
-                     trace: RequestTrace | None = None) -> list[Any]:
+    async def _infer(
+        self, texts: list[Any], log_fields: dict[str, Any], deadline: float | None, trace: RequestTrace | None = None
+    ) -> list[Any]:
         handler = self.handler
         if handler is None:
             raise not_ready("loading")
@@ -346,14 +376,16 @@ class WorkerService:
                 trace.child("preprocess", started, submitted, {"inputs": len(texts)})
             # Now the inputs' lengths are known: their own length bucket's batch times.
             admission = self.admission
-            if items and not admission.can_finish(deadline - time.monotonic(), len(items),
-                                                  max(item.length for item in items)):
+            if items and not admission.can_finish(
+                deadline - time.monotonic(), len(items), max(item.length for item in items)
+            ):
                 self.metrics.record_rejected()
                 raise overloaded(WOULD_MISS_DEADLINE)
             admission.at_model += len(items)
             try:
-                result = await asyncio.wait_for(self.client.submit(items, deadline, traced=trace is not None),
-                                                deadline - time.monotonic())
+                result = await asyncio.wait_for(
+                    self.client.submit(items, deadline, traced=trace is not None), deadline - time.monotonic()
+                )
             finally:
                 admission.at_model -= len(items)
         except QueueFull as exc:
@@ -371,8 +403,11 @@ class WorkerService:
         except Exception as exc:
             log.error("inference failed", extra={"error": str(exc)})
             raise ApiError(500, "internal_error", "inference failed") from None
-        log_fields.update(input_tokens=result.input_tokens, queue_wait_ms=round(result.queue_wait_s * 1000, 3),
-                          inference_ms=round(result.inference_s * 1000, 3))
+        log_fields.update(
+            input_tokens=result.input_tokens,
+            queue_wait_ms=round(result.queue_wait_s * 1000, 3),
+            inference_ms=round(result.inference_s * 1000, 3),
+        )
         self.metrics.observe_model_time(result.queue_wait_s, result.inference_s)
         if trace is None:
             return handler.postprocess(result.outputs, len(texts))
@@ -418,9 +453,14 @@ class WorkerService:
         if self.shared_cache is not None:
             values.update(self.shared_cache.metrics.take_interval())
         s = self.settings
-        fields = {"model_version": s.model_version, "process": "worker", "worker": self.worker,
-                  "requests_by_status": statuses, "requests_by_key": self.metrics.take_key_counts(),
-                  "access_log_suppressed": self.take_suppressed()}
+        fields = {
+            "model_version": s.model_version,
+            "process": "worker",
+            "worker": self.worker,
+            "requests_by_status": statuses,
+            "requests_by_key": self.metrics.take_key_counts(),
+            "access_log_suppressed": self.take_suppressed(),
+        }
         log.info("metrics", extra={"fields": emf.document(s.deployment_env, s.model_name, values, fields)})
 
     # Set by the app's access log: how many error lines it left out since the last call (rate limit).

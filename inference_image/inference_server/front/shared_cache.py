@@ -66,9 +66,13 @@ class CircuitBreaker:
     `open_for_s`, then one trial call goes through (half open); its success closes the circuit, its failure
     opens it again."""
 
-    def __init__(self, failures_to_open: int, open_for_s: float,
-                 clock: Callable[[], float] = time.monotonic,
-                 on_change: Callable[[str], None] = lambda state: None) -> None:
+    def __init__(
+        self,
+        failures_to_open: int,
+        open_for_s: float,
+        clock: Callable[[], float] = time.monotonic,
+        on_change: Callable[[str], None] = lambda state: None,
+    ) -> None:
         self.failures_to_open, self.open_for_s = failures_to_open, open_for_s
         self._clock, self._on_change = clock, on_change
         self.state = CLOSED
@@ -105,6 +109,7 @@ class CircuitBreaker:
 
 
 # -- keys and values ---------------------------------------------------------------------------------------------
+
 
 def normalised_input(value: str | bytes) -> bytes:
     """The bytes an input is hashed from: its type (text or raw bytes) and its exact contents. No Unicode or
@@ -157,8 +162,10 @@ def _untag(value: Any) -> Any:
 
 # -- authentication ------------------------------------------------------------------------------------------------
 
-def iam_auth_token(user_id: str, cache_name: str, region: str, *, serverless: bool = True,
-                   credentials: Any = None) -> str:
+
+def iam_auth_token(
+    user_id: str, cache_name: str, region: str, *, serverless: bool = True, credentials: Any = None
+) -> str:
     """An ElastiCache IAM authentication token: a SigV4-presigned `connect` request for the user (valid 15 min;
     ElastiCache ends IAM-authenticated connections after 12 h, and a reconnect signs a new one)."""
     import botocore.session
@@ -199,8 +206,14 @@ def connect(config: SharedCacheConfig) -> Any:
         auth["credential_provider"] = _IamCredentials(config)
     elif config.auth_token:
         auth["password"] = config.auth_token
-    common: dict[str, Any] = dict(host=config.host, port=config.port, ssl=config.tls, socket_timeout=config.connect_timeout_s,
-                  socket_connect_timeout=config.connect_timeout_s, **auth)
+    common: dict[str, Any] = dict(
+        host=config.host,
+        port=config.port,
+        ssl=config.tls,
+        socket_timeout=config.connect_timeout_s,
+        socket_connect_timeout=config.connect_timeout_s,
+        **auth,
+    )
     if config.cluster:
         return ValkeyCluster(**common)
     return Valkey(**common, retry_on_timeout=False)
@@ -208,11 +221,18 @@ def connect(config: SharedCacheConfig) -> Any:
 
 # -- the cache -----------------------------------------------------------------------------------------------------
 
+
 class SharedCacheMetrics:
     """Per-interval counts and the latency distribution for the EMF document, plus Prometheus series."""
 
-    COUNTS = (m.SHARED_CACHE_HITS, m.SHARED_CACHE_MISSES, m.SHARED_CACHE_ERRORS, m.SHARED_CACHE_SKIPPED,
-              m.SHARED_CACHE_OVERSIZED, m.SHARED_CACHE_STORED)
+    COUNTS = (
+        m.SHARED_CACHE_HITS,
+        m.SHARED_CACHE_MISSES,
+        m.SHARED_CACHE_ERRORS,
+        m.SHARED_CACHE_SKIPPED,
+        m.SHARED_CACHE_OVERSIZED,
+        m.SHARED_CACHE_STORED,
+    )
 
     def __init__(self, registry: Any = None) -> None:
         self._lock = threading.Lock()
@@ -222,10 +242,16 @@ class SharedCacheMetrics:
         self._prometheus = None
         if registry is not None:
             from prometheus_client import Counter, Enum
-            self._prometheus = Counter("shared_cache_events", "Shared result cache events", ["event"],
-                                       registry=registry)
-            self._state = Enum("shared_cache_circuit", "The shared cache's circuit", states=[CLOSED, OPEN, HALF_OPEN],
-                               registry=registry)
+
+            self._prometheus = Counter(
+                "shared_cache_events", "Shared result cache events", ["event"], registry=registry
+            )
+            self._state = Enum(
+                "shared_cache_circuit",
+                "The shared cache's circuit",
+                states=[CLOSED, OPEN, HALF_OPEN],
+                registry=registry,
+            )
 
     def count(self, name: str, n: int = 1) -> None:
         if not n:
@@ -252,9 +278,14 @@ class SharedCacheMetrics:
 
 
 class SharedCache:
-    def __init__(self, config: SharedCacheConfig, *, metrics: SharedCacheMetrics | None = None,
-                 client_factory: Callable[[SharedCacheConfig], Any] = connect,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        config: SharedCacheConfig,
+        *,
+        metrics: SharedCacheMetrics | None = None,
+        client_factory: Callable[[SharedCacheConfig], Any] = connect,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.config = config
         self.metrics = metrics or SharedCacheMetrics()
         self._client_factory = client_factory
@@ -359,7 +390,7 @@ class SharedCache:
         start = 0
         for wanted, waiter in batch:
             if not waiter.done():
-                waiter.set_result(values[start:start + len(wanted)])
+                waiter.set_result(values[start : start + len(wanted)])
             start += len(wanted)
 
     async def _lookup(self, keys: list[str]) -> list[Any | None]:
@@ -460,8 +491,16 @@ def config_from_settings(settings: Any, environ: Mapping[str, str] | None = None
             raise SettingsError("AWS_REGION", "is required with SHARED_CACHE_IAM_USER (IAM tokens sign it)")
         if s.shared_cache_auth_token:
             raise SettingsError("SHARED_CACHE_AUTH_TOKEN", "set it or SHARED_CACHE_IAM_USER, not both")
-    return SharedCacheConfig(host=host, port=port, tls=s.shared_cache_tls, cluster=s.shared_cache_cluster,
-                             auth_token=s.shared_cache_auth_token, iam_user=s.shared_cache_iam_user,
-                             cache_name=s.shared_cache_name, region=region, ttl_s=s.shared_cache_ttl_s,
-                             max_value_bytes=s.shared_cache_max_value_bytes,
-                             timeout_s=s.shared_cache_timeout_ms / 1000)
+    return SharedCacheConfig(
+        host=host,
+        port=port,
+        tls=s.shared_cache_tls,
+        cluster=s.shared_cache_cluster,
+        auth_token=s.shared_cache_auth_token,
+        iam_user=s.shared_cache_iam_user,
+        cache_name=s.shared_cache_name,
+        region=region,
+        ttl_s=s.shared_cache_ttl_s,
+        max_value_bytes=s.shared_cache_max_value_bytes,
+        timeout_s=s.shared_cache_timeout_ms / 1000,
+    )

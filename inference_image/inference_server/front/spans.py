@@ -64,18 +64,27 @@ def sampler_of(settings: Settings) -> tuple[bool, float]:
     if ratio is not None:
         return True, ratio
     name = os.environ.get("OTEL_TRACES_SAMPLER", "").strip().lower()
-    return {"always_on": (False, 1.0), "always_off": (False, 0.0), "traceidratio": (False, _sampler_argument()),
-            "parentbased_always_off": (True, 0.0)}.get(name, (True, 1.0))
+    return {
+        "always_on": (False, 1.0),
+        "always_off": (False, 0.0),
+        "traceidratio": (False, _sampler_argument()),
+        "parentbased_always_off": (True, 0.0),
+    }.get(name, (True, 1.0))
 
 
 def resource_of(settings: Settings, worker: int) -> Resource:
     """The SDK's resource: OTEL_RESOURCE_ATTRIBUTES (read by the SDK), then the service's name (OTEL_SERVICE_NAME,
     else the model's) and the model's own attributes, later ones winning."""
-    return Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME") or settings.model_name,
-                            "service.version": settings.model_version,
-                            "deployment.environment.name": settings.deployment_env,
-                            "model.name": settings.model_name, "model.version": settings.model_version,
-                            "worker": worker})
+    return Resource.create(
+        {
+            "service.name": os.environ.get("OTEL_SERVICE_NAME") or settings.model_name,
+            "service.version": settings.model_version,
+            "deployment.environment.name": settings.deployment_env,
+            "model.name": settings.model_name,
+            "model.version": settings.model_version,
+            "worker": worker,
+        }
+    )
 
 
 def new_trace_id(low: int) -> int:
@@ -107,8 +116,7 @@ class RequestTrace:
 
     __slots__ = ("started", "_tracer", "_span", "_context", "_offset_ns")
 
-    def __init__(self, tracer: trace.Tracer, parent: Context | None, name: str,
-                 attributes: Mapping[str, Any]) -> None:
+    def __init__(self, tracer: trace.Tracer, parent: Context | None, name: str, attributes: Mapping[str, Any]) -> None:
         self._offset_ns = time.time_ns() - time.monotonic_ns()
         self.started = time.monotonic()
         self._tracer = tracer
@@ -132,8 +140,12 @@ class RequestTrace:
         if runs:
             self.child("queue wait", submitted, min(run.picked for run in runs))
         for run in runs:
-            batch = {"batch.size": run.size, "batch.padded_size": run.padded_size,
-                     "batch.sequence_bucket": run.sequence_bucket, "batch.sequence_length": run.sequence_length}
+            batch = {
+                "batch.size": run.size,
+                "batch.padded_size": run.padded_size,
+                "batch.sequence_bucket": run.sequence_bucket,
+                "batch.sequence_length": run.sequence_length,
+            }
             self.child("batch formation", run.picked, run.collated, batch)
             self.child("forward", run.collated, run.forward_end, batch)
 
@@ -152,8 +164,9 @@ class Tracing:
         self._bound = round(ratio * (TRACE_ID_LIMIT + 1))
         self._ids = _DecidedIds()
         self.exporter = OtlpExporter(endpoint)
-        self.provider = TracerProvider(sampler=ALWAYS_ON, resource=resource_of(settings, worker),
-                                       id_generator=self._ids, shutdown_on_exit=False)
+        self.provider = TracerProvider(
+            sampler=ALWAYS_ON, resource=resource_of(settings, worker), id_generator=self._ids, shutdown_on_exit=False
+        )
         self.provider.add_span_processor(self.exporter)
         self._tracer = self.provider.get_tracer(*SCOPE)
         self._model = {"model.name": settings.model_name, "model.version": settings.model_version}
@@ -174,12 +187,18 @@ class Tracing:
             return None
         parent = None
         if caller.span_id is not None and caller.sampled is not None:
-            remote = SpanContext(caller.trace_id, caller.span_id, is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED))
+            remote = SpanContext(
+                caller.trace_id, caller.span_id, is_remote=True, trace_flags=TraceFlags(TraceFlags.SAMPLED)
+            )
             parent = trace.set_span_in_context(NonRecordingSpan(remote))
         else:  # no parent here (a new trace, or the load balancer's Root alone): the trace's first span, its id kept
             self._ids.next_trace_id = caller.trace_id
-        return RequestTrace(self._tracer, parent, f"{method} {path}",
-                            {**self._model, "http.request.method": method, "url.path": path, "request.id": request_id})
+        return RequestTrace(
+            self._tracer,
+            parent,
+            f"{method} {path}",
+            {**self._model, "http.request.method": method, "url.path": path, "request.id": request_id},
+        )
 
     def flush(self, timeout_ms: int = 30000) -> bool:
         return self.exporter.flush(timeout_ms)

@@ -25,7 +25,10 @@ def tracing_from(settings: Settings, worker: int = 0) -> Tracing | None:
     try:
         from .spans import Tracing
     except ImportError as missing:
-        raise SettingsError("OTEL_EXPORTER_OTLP_ENDPOINT", f"set, but the OpenTelemetry SDK is not installed "
-                            f"({missing.name}): install the server's tracing extra (pip install "
-                            f"'inference-server[tracing]'), or unset the endpoint") from missing
+        raise SettingsError(
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            f"set, but the OpenTelemetry SDK is not installed "
+            f"({missing.name}): install the server's tracing extra (pip install "
+            f"'inference-server[tracing]'), or unset the endpoint",
+        ) from missing
     return Tracing(settings, endpoint, worker)

@@ -11,9 +11,22 @@ from ..settings import Settings, SettingsError
 from .base import INPUT_KINDS, Handler, LoadContext
 from .batch import Batch
 
-__all__ = ["INPUT_KINDS", "Batch", "Encoded", "Handler", "HandlerError", "check_handler_path", "InputError", "LoadContext",
-           "ARTIFACT_HANDLER_FILE", "handler_class",
-           "artifact_handler_class", "builtin_handler_class", "handler_class_from", "resolve_handler_class"]
+__all__ = [
+    "INPUT_KINDS",
+    "Batch",
+    "Encoded",
+    "Handler",
+    "HandlerError",
+    "check_handler_path",
+    "InputError",
+    "LoadContext",
+    "ARTIFACT_HANDLER_FILE",
+    "handler_class",
+    "artifact_handler_class",
+    "builtin_handler_class",
+    "handler_class_from",
+    "resolve_handler_class",
+]
 
 ARTIFACT_HANDLER_FILE = "handler.py"
 ARTIFACT_HANDLER_CLASS = "ModelHandler"
@@ -28,8 +41,12 @@ def builtin_handler_class(task: str) -> type[Handler]:
     from .hf import TextClassificationHandler, TextEmbeddingHandler
     from .image import ImageClassificationHandler
 
-    return {"text-classification": TextClassificationHandler, "text-embedding": TextEmbeddingHandler,
-            "torch-export": TorchExportHandler, "image-classification": ImageClassificationHandler}[task]
+    return {
+        "text-classification": TextClassificationHandler,
+        "text-embedding": TextEmbeddingHandler,
+        "torch-export": TorchExportHandler,
+        "image-classification": ImageClassificationHandler,
+    }[task]
 
 
 def check_handler_path(import_path: str) -> None:

@@ -138,8 +138,10 @@ class Handler:
         """HTTP worker: one Encoded per input (of input_kind), in order. Raise InputError for an input the model
         cannot take. By default a "tensors" row (already checked against signature()) as it is."""
         if self.input_kind != "tensors":
-            raise NotImplementedError(f"{type(self).__name__}.preprocess: a {self.input_kind!r} handler turns its "
-                                      "inputs into arrays (a tokenizer, an image decoder); only tensors pass as they are")
+            raise NotImplementedError(
+                f"{type(self).__name__}.preprocess: a {self.input_kind!r} handler turns its "
+                "inputs into arrays (a tokenizer, an image decoder); only tensors pass as they are"
+            )
         return [Encoded(1, {name: np.asarray(value) for name, value in row.items()}) for row in inputs]
 
     def postprocess(self, outputs: Any, count: int) -> list[Any]:
@@ -155,11 +157,14 @@ class Handler:
         default the signature's outputs stacked from postprocess's rows (a dict per row, or the one output's row)."""
         signature = self.signature()
         if signature is None:
-            raise NotImplementedError(f"{type(self).__name__}.to_tensors: a handler without a signature() has no "
-                                      "output tensors")
+            raise NotImplementedError(
+                f"{type(self).__name__}.to_tensors: a handler without a signature() has no output tensors"
+            )
         if predictions and isinstance(predictions[0], dict):
-            return {spec.name: np.stack([p[spec.name] for p in predictions]).astype(spec.dtype, copy=False)
-                    for spec in signature.outputs}
+            return {
+                spec.name: np.stack([p[spec.name] for p in predictions]).astype(spec.dtype, copy=False)
+                for spec in signature.outputs
+            }
         (spec,) = signature.outputs
         return {spec.name: np.stack([np.asarray(p) for p in predictions]).astype(spec.dtype, copy=False)}
 
@@ -192,8 +197,11 @@ class Handler:
         reuse), so a reload is a copy, not a load from disk. By default every torch module among the attributes, and
         the ``device`` attribute where the handler keeps one; False where there is no module to move (the pool then
         unloads the model and loads it from disk when asked again)."""
-        modules = [value for value in vars(self).values() if callable(getattr(value, "to", None))
-                   and callable(getattr(value, "parameters", None))]
+        modules = [
+            value
+            for value in vars(self).values()
+            if callable(getattr(value, "to", None)) and callable(getattr(value, "parameters", None))
+        ]
         if not modules:
             return False
         for module in modules:
@@ -214,8 +222,7 @@ class Handler:
         signature = self.signature() if self.input_kind == "tensors" else None
         if signature is None:
             return "readiness probe"
-        return {spec.name: np.zeros(spec.row_shape, dtype=spec.dtype)
-                for spec in signature.inputs}
+        return {spec.name: np.zeros(spec.row_shape, dtype=spec.dtype) for spec in signature.inputs}
 
     def signature(self) -> Signature | None:
         """HTTP worker: the model's tensors for the Open Inference Protocol; None: not served over /v2."""

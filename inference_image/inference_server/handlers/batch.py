@@ -27,8 +27,13 @@ class Batch:
         return len(self.lengths)
 
 
-def pad_batch(items: Sequence[Encoded], size: int, seq_len: int, sequence_inputs: Collection[str] = (),
-              pad_values: Mapping[str, float] | None = None) -> Batch:
+def pad_batch(
+    items: Sequence[Encoded],
+    size: int,
+    seq_len: int,
+    sequence_inputs: Collection[str] = (),
+    pad_values: Mapping[str, float] | None = None,
+) -> Batch:
     """``items`` (at most ``size``, each at most ``seq_len`` long) as one Batch of ``size`` rows."""
     lengths = np.zeros(size, dtype=np.int64)
     lengths[: len(items)] = [item.length for item in items]
@@ -44,8 +49,9 @@ def pad_batch(items: Sequence[Encoded], size: int, seq_len: int, sequence_inputs
     return Batch(arrays, lengths, len(items), seq_len)
 
 
-def stack_rows(rows: Sequence[np.ndarray], size: int | None = None, shape: tuple[int, ...] | None = None,
-               fill: float = 0) -> np.ndarray:
+def stack_rows(
+    rows: Sequence[np.ndarray], size: int | None = None, shape: tuple[int, ...] | None = None, fill: float = 0
+) -> np.ndarray:
     """``rows`` as one array of ``size`` rows (default: as many as there are) of ``shape`` (default: the largest
     row's), each row at the start of its own and the rest ``fill``."""
     if shape is None:
@@ -63,4 +69,6 @@ def stack_rows(rows: Sequence[np.ndarray], size: int | None = None, shape: tuple
 
 def batch_for(handler: object, items: Sequence[Encoded], size: int, seq_len: int) -> Batch:
     """``items`` padded as ``handler`` (a Handler) asks: its ``sequence_inputs`` and ``pad_values``."""
-    return pad_batch(items, size, seq_len, getattr(handler, "sequence_inputs", ()), getattr(handler, "pad_values", None))
+    return pad_batch(
+        items, size, seq_len, getattr(handler, "sequence_inputs", ()), getattr(handler, "pad_values", None)
+    )

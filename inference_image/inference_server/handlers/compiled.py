@@ -28,8 +28,9 @@ def shape_key(args: tuple[Any, ...]) -> tuple[Any, ...]:
 
 
 class CompiledForward:
-    def __init__(self, eager: Callable[..., Any], build: Callable[[], Callable[..., Any]], *,
-                 cuda_graphs: bool = False) -> None:
+    def __init__(
+        self, eager: Callable[..., Any], build: Callable[[], Callable[..., Any]], *, cuda_graphs: bool = False
+    ) -> None:
         self._eager = eager
         self._build = build  # makes the compiled callable (torch.compile), at the first compiling()
         self._cuda_graphs = cuda_graphs  # mode="reduce-overhead": each compiled call begins a CUDA graph step

@@ -73,13 +73,18 @@ def _keys(doc: Any, key: str, required: set[str], optional: set[str]) -> dict:
     missing = sorted(required - doc.keys())
     _require(not missing, key, f"missing {', '.join(missing)}")
     unknown = sorted(doc.keys() - required - optional)
-    _require(not unknown, key, f"unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(required | optional))}")
+    _require(
+        not unknown, key, f"unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(required | optional))}"
+    )
     return doc
 
 
 def _int(value: Any, key: str, minimum: int, maximum: int) -> int:
-    _require(type(value) is int and minimum <= value <= maximum, key,
-             f"must be an integer from {minimum} to {maximum}, got {value!r}")
+    _require(
+        type(value) is int and minimum <= value <= maximum,
+        key,
+        f"must be an integer from {minimum} to {maximum}, got {value!r}",
+    )
     return value
 
 
@@ -91,12 +96,19 @@ def _bool(value: Any, key: str) -> bool:
 def _tensor(doc: Any, key: str) -> TensorSpec:
     _keys(doc, key, {"name", "datatype", "shape"}, set())
     name, datatype, shape = doc["name"], doc["datatype"], doc["shape"]
-    _require(isinstance(name, str) and 0 < len(name) <= 64 and name.isprintable(), f"{key}.name",
-             "must be a printable string of 1 to 64 characters")
-    _require(datatype in TORCH_DATATYPES, f"{key}.datatype", f"must be one of {', '.join(TORCH_DATATYPES)}, "
-                                                               f"got {datatype!r}")
-    _require(isinstance(shape, list) and 1 <= len(shape) <= MAX_RANK, f"{key}.shape",
-             f"must be a list of 1 to {MAX_RANK} dimensions")
+    _require(
+        isinstance(name, str) and 0 < len(name) <= 64 and name.isprintable(),
+        f"{key}.name",
+        "must be a printable string of 1 to 64 characters",
+    )
+    _require(
+        datatype in TORCH_DATATYPES, f"{key}.datatype", f"must be one of {', '.join(TORCH_DATATYPES)}, got {datatype!r}"
+    )
+    _require(
+        isinstance(shape, list) and 1 <= len(shape) <= MAX_RANK,
+        f"{key}.shape",
+        f"must be a list of 1 to {MAX_RANK} dimensions",
+    )
     _require(shape[0] == BATCH, f"{key}.shape", "the first dimension must be -1, the dynamic batch dimension")
     for i, dim in enumerate(shape[1:], 1):
         _int(dim, f"{key}.shape[{i}]", 1, 1 << 24)
@@ -113,9 +125,13 @@ def _tensors(doc: Any, key: str) -> tuple[TensorSpec, ...]:
 
 
 def _triple(value: Any, key: str, positive: bool) -> tuple[float, float, float]:
-    _require(isinstance(value, list) and len(value) == 3
-             and all(type(v) in (int, float) and math.isfinite(v) and (v > 0 or not positive) for v in value),
-             key, f"must be three {'positive ' if positive else ''}numbers (R, G, B)")
+    _require(
+        isinstance(value, list)
+        and len(value) == 3
+        and all(type(v) in (int, float) and math.isfinite(v) and (v > 0 or not positive) for v in value),
+        key,
+        f"must be three {'positive ' if positive else ''}numbers (R, G, B)",
+    )
     return tuple(float(v) for v in value)  # type: ignore[return-value]
 
 
@@ -124,22 +140,34 @@ def _image(doc: Any, inputs: tuple[TensorSpec, ...], outputs: tuple[TensorSpec, 
     crop = _int(doc["crop"], "image.crop", 1, 4096)
     resize = _int(doc["resize"], "image.resize", crop, 8192)
     labels = doc["labels"]
-    _require(isinstance(labels, list) and bool(labels) and all(isinstance(x, str) and x for x in labels), "image.labels",
-             "must be a non-empty list of non-empty strings")
-    _require(len(inputs) == 1 and inputs[0].datatype in ("FP32", "FP16") and inputs[0].shape[1:] == (3, crop, crop),
-             "inputs", f"an image classifier takes one FP32 tensor of shape [-1, 3, {crop}, {crop}] (image.crop)")
-    _require(len(outputs) == 1 and outputs[0].datatype in ("FP32", "FP16", "FP64")
-             and outputs[0].shape[1:] == (len(labels),),
-             "outputs", f"an image classifier returns one float tensor of shape [-1, {len(labels)}] "
-                        "(one score per label)")
+    _require(
+        isinstance(labels, list) and bool(labels) and all(isinstance(x, str) and x for x in labels),
+        "image.labels",
+        "must be a non-empty list of non-empty strings",
+    )
+    _require(
+        len(inputs) == 1 and inputs[0].datatype in ("FP32", "FP16") and inputs[0].shape[1:] == (3, crop, crop),
+        "inputs",
+        f"an image classifier takes one FP32 tensor of shape [-1, 3, {crop}, {crop}] (image.crop)",
+    )
+    _require(
+        len(outputs) == 1
+        and outputs[0].datatype in ("FP32", "FP16", "FP64")
+        and outputs[0].shape[1:] == (len(labels),),
+        "outputs",
+        f"an image classifier returns one float tensor of shape [-1, {len(labels)}] (one score per label)",
+    )
     top_k = _int(doc["top_k"], "image.top_k", 1, len(labels)) if "top_k" in doc else min(5, len(labels))
     return ImagePreprocessing(
-        resize=resize, crop=crop,
+        resize=resize,
+        crop=crop,
         mean=_triple(doc.get("mean", [0.0, 0.0, 0.0]), "image.mean", positive=False),
         std=_triple(doc.get("std", [1.0, 1.0, 1.0]), "image.std", positive=True),
-        labels=tuple(labels), top_k=top_k,
+        labels=tuple(labels),
+        top_k=top_k,
         max_pixels=_int(doc.get("max_pixels", DEFAULT_MAX_PIXELS), "image.max_pixels", 1, 1 << 30),
-        softmax=_bool(doc.get("softmax", True), "image.softmax"))
+        softmax=_bool(doc.get("softmax", True), "image.softmax"),
+    )
 
 
 def parse_declaration(data: bytes, *, image: bool) -> Declaration:
@@ -149,13 +177,21 @@ def parse_declaration(data: bytes, *, image: bool) -> Declaration:
         doc = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         raise DeclarationError("(file)", f"not valid JSON: {exc}") from None
-    _keys(doc, "(top level)", {"format", "inputs", "outputs"} | ({"image"} if image else set()),
-          {"program", "fp16_safe"})
+    _keys(
+        doc, "(top level)", {"format", "inputs", "outputs"} | ({"image"} if image else set()), {"program", "fp16_safe"}
+    )
     _require(doc["format"] == FORMAT and type(doc["format"]) is int, "format", f"must be {FORMAT}")
     program = doc.get("program", "model.pt2")
-    _require(isinstance(program, str) and program.endswith(".pt2") and "/" not in program and "\\" not in program
-             and PurePosixPath(program).name == program and program != ".pt2", "program",
-             "must be the file name of a .pt2 archive beside model.json")
+    _require(
+        isinstance(program, str)
+        and program.endswith(".pt2")
+        and "/" not in program
+        and "\\" not in program
+        and PurePosixPath(program).name == program
+        and program != ".pt2",
+        "program",
+        "must be the file name of a .pt2 archive beside model.json",
+    )
     fp16_safe = _bool(doc.get("fp16_safe", False), "fp16_safe")
     inputs, outputs = _tensors(doc["inputs"], "inputs"), _tensors(doc["outputs"], "outputs")
     return Declaration(program, inputs, outputs, fp16_safe, _image(doc["image"], inputs, outputs) if image else None)
@@ -164,8 +200,9 @@ def parse_declaration(data: bytes, *, image: bool) -> Declaration:
 def read_declaration(model_dir: Path, *, image: bool) -> Declaration:
     path = model_dir / DECLARATION_FILE
     if not path.is_file():
-        raise DeclarationError("(file)", f"not found in {model_dir}; a torch.export model needs model.pt2 and "
-                                         "model.json beside it")
+        raise DeclarationError(
+            "(file)", f"not found in {model_dir}; a torch.export model needs model.pt2 and model.json beside it"
+        )
     declaration = parse_declaration(path.read_bytes(), image=image)
     if not (model_dir / declaration.program).is_file():
         raise DeclarationError("program", f"{declaration.program} not found in {model_dir}")

@@ -51,13 +51,16 @@ class TorchExportHandler(Handler):
         if ctx.compile and ctx.device.type == "cuda":
             module = self.module
             self._run = self.compiled_forward = CompiledForward(
-                module, lambda: compile_per_shape(module, "reduce-overhead"), cuda_graphs=True)
+                module, lambda: compile_per_shape(module, "reduce-overhead"), cuda_graphs=True
+            )
 
     def signature(self) -> Signature:
         return self.declaration.signature
 
     def preprocess(self, inputs: list[Any]) -> list[Encoded]:
-        return [Encoded(1, self._row(row)) for row in inputs]  # rows checked against the declaration, as /predict sends them
+        return [
+            Encoded(1, self._row(row)) for row in inputs
+        ]  # rows checked against the declaration, as /predict sends them
 
     def _row(self, row: Any) -> dict[str, np.ndarray]:
         if not isinstance(row, dict) or set(row) != {spec.name for spec in self._inputs}:
@@ -66,8 +69,10 @@ class TorchExportHandler(Handler):
         for spec in self._inputs:
             array = np.asarray(row[spec.name])
             if array.dtype != spec.dtype or array.shape != spec.row_shape:
-                raise InputError(f"{spec.name}: expected {spec.datatype} of shape {list(spec.row_shape)} per row, "
-                                 f"got {array.dtype} of shape {list(array.shape)}")
+                raise InputError(
+                    f"{spec.name}: expected {spec.datatype} of shape {list(spec.row_shape)} per row, "
+                    f"got {array.dtype} of shape {list(array.shape)}"
+                )
             arrays[spec.name] = array
         return arrays
 
@@ -83,14 +88,16 @@ class TorchExportHandler(Handler):
 
         from .export_program import torch_dtype
 
-        tensors = [torch.from_numpy(batch.arrays[spec.name]).to(self.device, non_blocking=True) for spec in self._inputs]
+        tensors = [
+            torch.from_numpy(batch.arrays[spec.name]).to(self.device, non_blocking=True) for spec in self._inputs
+        ]
         with torch.inference_mode(), torch.autocast("cuda", dtype=torch.float16, enabled=self.autocast):
             result = self._run(*tensors)
         leaves = torch.utils._pytree.tree_leaves(result)
         if len(leaves) != len(self._outputs):
-            raise RuntimeError(f"the program returned {len(leaves)} tensors, model.json declares "
-                               f"{len(self._outputs)}")
+            raise RuntimeError(f"the program returned {len(leaves)} tensors, model.json declares {len(self._outputs)}")
         # .cpu() copies results out of CUDA graph memory; autocast outputs go back to the declared dtype.
-        return {spec.name: leaf.to(torch_dtype(spec.datatype)).cpu().numpy()
-                for leaf, spec in zip(leaves, self._outputs, strict=False)}
-
+        return {
+            spec.name: leaf.to(torch_dtype(spec.datatype)).cpu().numpy()
+            for leaf, spec in zip(leaves, self._outputs, strict=False)
+        }

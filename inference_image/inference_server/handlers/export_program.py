@@ -19,9 +19,17 @@ import torch
 
 from .declaration import Declaration
 
-_TORCH_DTYPES = {"BOOL": torch.bool, "UINT8": torch.uint8, "INT8": torch.int8, "INT16": torch.int16,
-                 "INT32": torch.int32, "INT64": torch.int64, "FP16": torch.float16, "FP32": torch.float32,
-                 "FP64": torch.float64}
+_TORCH_DTYPES = {
+    "BOOL": torch.bool,
+    "UINT8": torch.uint8,
+    "INT8": torch.int8,
+    "INT16": torch.int16,
+    "INT32": torch.int32,
+    "INT64": torch.int64,
+    "FP16": torch.float16,
+    "FP32": torch.float32,
+    "FP64": torch.float64,
+}
 _TENSOR_CONSTANT_PREFIX = "tensor_"
 _LOAD_LOCK = threading.Lock()  # torch.export's deserializer is process-global state
 
@@ -41,20 +49,30 @@ def check_archive(path: Path) -> None:
             names = archive.namelist()
             for name in names:
                 parts = name.split("/")
-                if len(parts) >= 3 and parts[-3] == "data" and parts[-2] in ("weights", "constants") \
-                        and name.endswith(".pt"):
-                    raise ProgramError(f"{path.name}: {name} is a pickle (legacy format); re-save the program "
-                                       "with torch.export.save from torch >= 2.7")
+                if (
+                    len(parts) >= 3
+                    and parts[-3] == "data"
+                    and parts[-2] in ("weights", "constants")
+                    and name.endswith(".pt")
+                ):
+                    raise ProgramError(
+                        f"{path.name}: {name} is a pickle (legacy format); re-save the program "
+                        "with torch.export.save from torch >= 2.7"
+                    )
                 if name.endswith(("_weights_config.json", "_constants_config.json")):
                     config = json.loads(archive.read(name)).get("config", {})
                     for fqn, entry in config.items():
                         if entry.get("use_pickle"):
-                            raise ProgramError(f"{path.name}: {fqn} is stored as a pickle (a tensor subclass?); "
-                                               "export plain tensors")
-                        if name.endswith("_constants_config.json") and \
-                                not str(entry.get("path_name", "")).startswith(_TENSOR_CONSTANT_PREFIX):
-                            raise ProgramError(f"{path.name}: constant {fqn} is a custom object, which loads with "
-                                               "pickle; export plain tensors")
+                            raise ProgramError(
+                                f"{path.name}: {fqn} is stored as a pickle (a tensor subclass?); export plain tensors"
+                            )
+                        if name.endswith("_constants_config.json") and not str(entry.get("path_name", "")).startswith(
+                            _TENSOR_CONSTANT_PREFIX
+                        ):
+                            raise ProgramError(
+                                f"{path.name}: constant {fqn} is a custom object, which loads with "
+                                "pickle; export plain tensors"
+                            )
     except (zipfile.BadZipFile, OSError, ValueError, AttributeError) as exc:
         if isinstance(exc, ProgramError):
             raise
@@ -90,8 +108,10 @@ def check_program(program: torch.export.ExportedProgram, declaration: Declaratio
     placeholders = {node.name: node for node in program.graph.nodes if node.op == "placeholder"}
     user_inputs = program.graph_signature.user_inputs
     if len(user_inputs) != len(declaration.inputs):
-        raise ProgramError(f"the program takes {len(user_inputs)} input(s) {list(user_inputs)}; model.json declares "
-                           f"{len(declaration.inputs)} ({[s.name for s in declaration.inputs]}), in call order")
+        raise ProgramError(
+            f"the program takes {len(user_inputs)} input(s) {list(user_inputs)}; model.json declares "
+            f"{len(declaration.inputs)} ({[s.name for s in declaration.inputs]}), in call order"
+        )
     for name, spec in zip(user_inputs, declaration.inputs, strict=False):
         value = placeholders[name].meta.get("val")
         if not isinstance(value, torch.Tensor):
@@ -100,12 +120,15 @@ def check_program(program: torch.export.ExportedProgram, declaration: Declaratio
         if value.dtype != torch_dtype(spec.datatype):
             raise ProgramError(f"{where}: the program takes {value.dtype}, model.json declares {spec.datatype}")
         if value.dim() != len(spec.shape):
-            raise ProgramError(f"{where}: the program takes {value.dim()} dimensions, model.json declares "
-                               f"{list(spec.shape)}")
+            raise ProgramError(
+                f"{where}: the program takes {value.dim()} dimensions, model.json declares {list(spec.shape)}"
+            )
         batch = value.shape[0]
         if not isinstance(batch, torch.SymInt):
-            raise ProgramError(f"{where}: the batch dimension is static ({batch}); export with dynamic_shapes="
-                               "{..: {0: torch.export.Dim('batch')}}")
+            raise ProgramError(
+                f"{where}: the batch dimension is static ({batch}); export with dynamic_shapes="
+                "{..: {0: torch.export.Dim('batch')}}"
+            )
         for i, (dim, declared) in enumerate(zip(value.shape[1:], spec.shape[1:], strict=False), 1):
             if isinstance(dim, torch.SymInt) or dim != declared:
                 raise ProgramError(f"{where}: dimension {i} is {dim} in the program, {declared} in model.json")
@@ -113,12 +136,16 @@ def check_program(program: torch.export.ExportedProgram, declaration: Declaratio
         if bounds is not None:
             lower, upper = bounds.lower, bounds.upper
             if lower > 1 or upper < max_batch_size:
-                raise ProgramError(f"{where}: the program's batch dimension spans {lower}..{upper}; it must "
-                                   f"cover 1..{max_batch_size} (MAX_BATCH_SIZE)")
+                raise ProgramError(
+                    f"{where}: the program's batch dimension spans {lower}..{upper}; it must "
+                    f"cover 1..{max_batch_size} (MAX_BATCH_SIZE)"
+                )
     outputs = program.graph_signature.user_outputs
     if len(outputs) != len(declaration.outputs):
-        raise ProgramError(f"the program returns {len(outputs)} tensor(s); model.json declares "
-                           f"{len(declaration.outputs)} ({[s.name for s in declaration.outputs]}), in return order")
+        raise ProgramError(
+            f"the program returns {len(outputs)} tensor(s); model.json declares "
+            f"{len(declaration.outputs)} ({[s.name for s in declaration.outputs]}), in return order"
+        )
     nodes = {node.name: node for node in program.graph.nodes}
     for name, spec in zip(outputs, declaration.outputs, strict=False):
         value = nodes[name].meta.get("val") if name in nodes else None
@@ -128,7 +155,9 @@ def check_program(program: torch.export.ExportedProgram, declaration: Declaratio
         if value.dtype != torch_dtype(spec.datatype):
             raise ProgramError(f"{where}: the program returns {value.dtype}, model.json declares {spec.datatype}")
         if value.dim() != len(spec.shape) or any(
-                isinstance(dim, torch.SymInt) or dim != declared for dim, declared in zip(value.shape[1:],
-                                                                                       spec.shape[1:], strict=False)):
-            raise ProgramError(f"{where}: the program returns shape {list(value.shape)}, model.json declares "
-                               f"{list(spec.shape)}")
+            isinstance(dim, torch.SymInt) or dim != declared
+            for dim, declared in zip(value.shape[1:], spec.shape[1:], strict=False)
+        ):
+            raise ProgramError(
+                f"{where}: the program returns shape {list(value.shape)}, model.json declares {list(spec.shape)}"
+            )

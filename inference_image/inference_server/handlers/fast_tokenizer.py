@@ -57,8 +57,9 @@ class FastTokenizer:
         return [encoding.ids for encoding in self._tokenizer.encode_batch(texts, add_special_tokens=True)]
 
 
-def worker_tokenizer(tokenizer: Any, max_length: int, encode: Callable[[list[str]], list[list[int]]]
-                     ) -> dict[str, str] | None:
+def worker_tokenizer(
+    tokenizer: Any, max_length: int, encode: Callable[[list[str]], list[list[int]]]
+) -> dict[str, str] | None:
     """transformers' fast ``tokenizer`` serialised, with the truncation side FastTokenizer rebuilds it with; None
     (logged with why) where it cannot stand in for ``encode`` (the handler's own encoding with ``tokenizer``, at
     ``max_length``) in the workers."""

@@ -72,10 +72,12 @@ class HuggingFaceHandler(Handler):
             hf_logging.disable_progress_bar()
             hf_logging.disable_default_handler()  # its records go to the root logger's JSON lines instead
             hf_logging.enable_propagation()
-            self.tokenizer = AutoTokenizer.from_pretrained(ctx.model_dir, local_files_only=True,
-                                                           trust_remote_code=ctx.allow_artifact_code)
-            self.config = AutoConfig.from_pretrained(ctx.model_dir, local_files_only=True,
-                                                     trust_remote_code=ctx.allow_artifact_code)
+            self.tokenizer = AutoTokenizer.from_pretrained(
+                ctx.model_dir, local_files_only=True, trust_remote_code=ctx.allow_artifact_code
+            )
+            self.config = AutoConfig.from_pretrained(
+                ctx.model_dir, local_files_only=True, trust_remote_code=ctx.allow_artifact_code
+            )
         positions = getattr(self.config, "max_position_embeddings", None) or ctx.max_sequence_length
         self.max_length = min(ctx.max_sequence_length, positions)
         self.pad_id = self.tokenizer.pad_token_id or 0
@@ -94,8 +96,9 @@ class HuggingFaceHandler(Handler):
             self._encode = FastTokenizer(tokenizer["json"], self.max_length, tokenizer["truncation_side"]).encode
             self._read_shared(shared)
         except Exception as exc:
-            logging.getLogger(__name__).warning("what the model process shared did not load; loading transformers'",
-                                                extra={"error": repr(exc)})
+            logging.getLogger(__name__).warning(
+                "what the model process shared did not load; loading transformers'", extra={"error": repr(exc)}
+            )
             return False
         return True
 
@@ -124,8 +127,14 @@ class HuggingFaceHandler(Handler):
         """What _shared_config wrote, in a worker."""
 
     def _encode_with_transformers(self, texts: list[str]) -> list[list[int]]:
-        return self.tokenizer(texts, truncation=True, max_length=self.max_length, padding=False,
-                              return_attention_mask=False, return_token_type_ids=False)["input_ids"]
+        return self.tokenizer(
+            texts,
+            truncation=True,
+            max_length=self.max_length,
+            padding=False,
+            return_attention_mask=False,
+            return_token_type_ids=False,
+        )["input_ids"]
 
     def load(self, ctx: LoadContext) -> None:
         import torch  # model process only: HTTP workers never import it
@@ -145,7 +154,8 @@ class HuggingFaceHandler(Handler):
             self._run = self.compiled_forward = CompiledForward(
                 self._forward_tensors,
                 lambda: compile_per_shape(self._forward_tensors, "reduce-overhead" if cuda else "default"),
-                cuda_graphs=cuda)
+                cuda_graphs=cuda,
+            )
 
     def weights_bytes(self) -> int:
         return self._onnx_file.stat().st_size if self._onnx_file is not None else super().weights_bytes()
@@ -172,8 +182,12 @@ class HuggingFaceHandler(Handler):
 
     def _auto_kwargs(self, ctx: LoadContext) -> dict[str, Any]:
         # use_safetensors: never unpickle weights (torch.load) from an artifact.
-        return {"dtype": ctx.dtype, "local_files_only": True, "use_safetensors": True,
-                "trust_remote_code": ctx.allow_artifact_code}
+        return {
+            "dtype": ctx.dtype,
+            "local_files_only": True,
+            "use_safetensors": True,
+            "trust_remote_code": ctx.allow_artifact_code,
+        }
 
     def preprocess(self, texts: list[str]) -> list[Encoded]:
         if not texts:  # transformers' tokenizer raises on none, `tokenizers` returns none: the same for both
@@ -195,7 +209,7 @@ class HuggingFaceHandler(Handler):
 
         input_ids = batch.arrays["input_ids"].astype(np.int64)
         attention_mask = (np.arange(batch.seq_len) < batch.lengths[:, None]).astype(np.int64)
-        attention_mask[batch.count:, 0] = 1  # padding rows attend to one token, so they stay NaN-free
+        attention_mask[batch.count :, 0] = 1  # padding rows attend to one token, so they stay NaN-free
         tensors = [torch.from_numpy(input_ids), torch.from_numpy(attention_mask)]
         if self.use_token_types:
             tensors.append(torch.zeros_like(tensors[0]))
@@ -204,8 +218,9 @@ class HuggingFaceHandler(Handler):
             # .cpu() copies the result out of the CUDA graph's memory before the next replay.
             return self._run(*tensors).cpu().numpy()
 
-    def _forward_tensors(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                         token_type_ids: torch.Tensor | None = None) -> torch.Tensor:
+    def _forward_tensors(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, token_type_ids: torch.Tensor | None = None
+    ) -> torch.Tensor:
         kwargs = {"input_ids": input_ids, "attention_mask": attention_mask}
         if token_type_ids is not None:
             kwargs["token_type_ids"] = token_type_ids
@@ -244,20 +259,29 @@ class TextClassificationHandler(HuggingFaceHandler):
         return torch.sigmoid(logits) if self.multi_label else torch.softmax(logits, dim=-1)
 
     def signature(self) -> Signature:
-        return Signature((TEXT_INPUT,), (TensorSpec("label", "BYTES", (-1,)), TensorSpec("score", "FP32", (-1,)),
-                                         TensorSpec("scores", "FP32", (-1, len(self.labels)))))
+        return Signature(
+            (TEXT_INPUT,),
+            (
+                TensorSpec("label", "BYTES", (-1,)),
+                TensorSpec("score", "FP32", (-1,)),
+                TensorSpec("scores", "FP32", (-1, len(self.labels))),
+            ),
+        )
 
     def to_tensors(self, predictions: list[Any]) -> dict[str, np.ndarray]:
-        return {"label": np.array([p["label"].encode() for p in predictions], dtype=object),
-                "score": np.array([p["score"] for p in predictions], dtype=np.float32),
-                "scores": np.array([[p["scores"][label] for label in self.labels] for p in predictions],
-                                   dtype=np.float32)}
+        return {
+            "label": np.array([p["label"].encode() for p in predictions], dtype=object),
+            "score": np.array([p["score"] for p in predictions], dtype=np.float32),
+            "scores": np.array([[p["scores"][label] for label in self.labels] for p in predictions], dtype=np.float32),
+        }
 
     def postprocess(self, outputs: np.ndarray, count: int) -> list[dict[str, Any]]:
         probs = outputs[:count]
         best = probs.argmax(axis=1)
-        return [{"label": self.labels[b], "score": row[b], "scores": dict(zip(self.labels, row, strict=False))}
-                for row, b in zip(probs, best, strict=False)]
+        return [
+            {"label": self.labels[b], "score": row[b], "scores": dict(zip(self.labels, row, strict=False))}
+            for row, b in zip(probs, best, strict=False)
+        ]
 
 
 class TextEmbeddingHandler(HuggingFaceHandler):

@@ -77,9 +77,11 @@ class ImageClassificationHandler(TorchExportHandler):
 
     def signature(self) -> Signature:
         k = self.prep.top_k
-        return Signature(inputs=(TensorSpec("image", "BYTES", (-1,)),),
-                         outputs=(TensorSpec("labels", "BYTES", (-1, k)), TensorSpec("scores", "FP32", (-1, k))),
-                         platform="pytorch_torch_export")
+        return Signature(
+            inputs=(TensorSpec("image", "BYTES", (-1,)),),
+            outputs=(TensorSpec("labels", "BYTES", (-1, k)), TensorSpec("scores", "FP32", (-1, k))),
+            platform="pytorch_torch_export",
+        )
 
     def preprocess(self, inputs: list[Any]) -> list[Encoded]:
         name, dtype = self._pixels.name, self._pixels.dtype

@@ -95,8 +95,10 @@ def check_published(runtime: str, model_dir: Path, manifest: Any) -> None:
         if runtime not in gates:
             raise RuntimeConversionError(
                 f"MODEL_RUNTIME={runtime} but this version was not published with it (manifest runtimes: "
-                f"{', '.join(sorted(gates)) or 'none'}); publish it with --runtime {runtime}")
+                f"{', '.join(sorted(gates)) or 'none'}); publish it with --runtime {runtime}"
+            )
     file = required_file(runtime)
     if file is not None and not (model_dir / file).is_file():
-        raise RuntimeConversionError(f"MODEL_RUNTIME={runtime} needs {file} in the model directory; publish the "
-                                     f"version with --runtime {runtime}")
+        raise RuntimeConversionError(
+            f"MODEL_RUNTIME={runtime} needs {file} in the model directory; publish the version with --runtime {runtime}"
+        )

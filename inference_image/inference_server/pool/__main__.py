@@ -28,8 +28,14 @@ def main() -> int:
     server = PoolServer(settings)
     server.start()
     try:
-        uvicorn.run(server.app, host=settings.host, port=settings.port, access_log=False, log_config=None,
-                    timeout_graceful_shutdown=30)
+        uvicorn.run(
+            server.app,
+            host=settings.host,
+            port=settings.port,
+            access_log=False,
+            log_config=None,
+            timeout_graceful_shutdown=30,
+        )
     finally:
         server.stop()
     return 0

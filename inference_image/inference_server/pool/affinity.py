@@ -21,7 +21,7 @@ def _weight(model: str, task: str) -> int:
 
 def candidates(model: str, tasks: Sequence[str], spread: int = 1) -> list[str]:
     """The ``spread`` tasks that serve ``model``, best first."""
-    return sorted(tasks, key=lambda task: _weight(model, task), reverse=True)[:max(1, spread)]
+    return sorted(tasks, key=lambda task: _weight(model, task), reverse=True)[: max(1, spread)]
 
 
 def route(model: str, tasks: Sequence[str], outstanding: Callable[[str], int], spread: int = 1) -> str:

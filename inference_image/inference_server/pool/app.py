@@ -34,8 +34,9 @@ MAX_TEXT_CHARS = 100_000
 
 
 def _json(content: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
-    return Response(orjson.dumps(content, option=orjson.OPT_SERIALIZE_NUMPY), status, headers,
-                    media_type="application/json")
+    return Response(
+        orjson.dumps(content, option=orjson.OPT_SERIALIZE_NUMPY), status, headers, media_type="application/json"
+    )
 
 
 def _error(exc: PoolError, oip: bool = False) -> Response:
@@ -60,18 +61,26 @@ def _texts(value: Any, what: str, limit: int) -> list[str]:
 
 
 class PoolApp:
-    def __init__(self, pool: ModelPool, *, request_timeout_s: float = 10.0, max_client_batch: int = 64,
-                 api_keys: tuple[tuple[str, str], ...] = ()) -> None:
+    def __init__(
+        self,
+        pool: ModelPool,
+        *,
+        request_timeout_s: float = 10.0,
+        max_client_batch: int = 64,
+        api_keys: tuple[tuple[str, str], ...] = (),
+    ) -> None:
         self.pool = pool
         self.request_timeout_s, self.max_client_batch = request_timeout_s, max_client_batch
         self._keys = [key.encode() for _, key in api_keys]
         prefix = f"/{pool.pool}"
         routes = [Route(path, self.health, methods=["GET"]) for path in ("/health", f"{prefix}/health")]
         routes += [Route(path, self.ready, methods=["GET"]) for path in ("/ready", f"{prefix}/ready")]
-        routes += [Route(f"{prefix}/v1/embeddings", self.embeddings, methods=["POST"]),
-                   Route(f"{prefix}/v1/models", self.list_models, methods=["GET"]),
-                   Route(f"{prefix}/v2/models/{{name}}/infer", self.infer, methods=["POST"]),
-                   Route(f"{prefix}/models/{{name}}/predict", self.predict, methods=["POST"])]
+        routes += [
+            Route(f"{prefix}/v1/embeddings", self.embeddings, methods=["POST"]),
+            Route(f"{prefix}/v1/models", self.list_models, methods=["GET"]),
+            Route(f"{prefix}/v2/models/{{name}}/infer", self.infer, methods=["POST"]),
+            Route(f"{prefix}/models/{{name}}/predict", self.predict, methods=["POST"]),
+        ]
         self.app = Starlette(routes=routes)
 
     async def __call__(self, scope, receive, send) -> None:
@@ -93,8 +102,9 @@ class PoolApp:
     async def list_models(self, request: Request) -> Response:
         registry = self.pool.registry
         names = sorted(registry.models) if registry else []
-        return _json({"object": "list", "data": [{"id": n, "object": "model", "owned_by": self.pool.pool}
-                                                 for n in names]})
+        return _json(
+            {"object": "list", "data": [{"id": n, "object": "model", "owned_by": self.pool.pool} for n in names]}
+        )
 
     async def embeddings(self, request: Request) -> Response:
         try:
@@ -109,8 +119,9 @@ class PoolApp:
         except PoolError as exc:
             return _error(exc)
         data = [{"object": "embedding", "index": i, "embedding": p["embedding"]} for i, p in enumerate(predictions)]
-        return _json({"object": "list", "data": data, "model": name,
-                      "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
+        return _json(
+            {"object": "list", "data": data, "model": name, "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+        )
 
     async def predict(self, request: Request) -> Response:
         name = request.path_params["name"]
@@ -119,8 +130,11 @@ class PoolApp:
             single = "text" in body
             if single == ("texts" in body) or set(body) - {"text", "texts"}:
                 raise PoolError(422, "invalid_input", 'send {"text": "..."} or {"texts": ["...", ...]}')
-            texts = _texts(body["text"] if single else body["texts"], '"text"' if single else '"texts"',
-                           1 if single else self.max_client_batch)
+            texts = _texts(
+                body["text"] if single else body["texts"],
+                '"text"' if single else '"texts"',
+                1 if single else self.max_client_batch,
+            )
             predictions, _ = await self.run(name, texts)
         except PoolError as exc:
             return _error(exc)
@@ -144,19 +158,21 @@ class PoolApp:
             return _error(exc, oip=True)
         except NotImplementedError as exc:
             return _json({"error": str(exc)}, 400)
-        tensors = [Tensor(key, datatype_of(value.dtype) if value.dtype != object else "BYTES", tuple(value.shape),
-                          value) for key, value in outputs.items()]
+        tensors = [
+            Tensor(key, datatype_of(value.dtype) if value.dtype != object else "BYTES", tuple(value.shape), value)
+            for key, value in outputs.items()
+        ]
         request_id = body.get("id")
-        encoded, _ = encode_response(name, version, request_id if isinstance(request_id, str) else None,
-                                     tensors, set())
+        encoded, _ = encode_response(name, version, request_id if isinstance(request_id, str) else None, tensors, set())
         return Response(encoded, media_type="application/json")
 
     # -- the model ---------------------------------------------------------------------------------------------
 
     async def _body(self, request: Request) -> dict[str, Any]:
         if self._keys:
-            given = (request.headers.get("x-api-key") or request.headers.get("authorization", "")
-                     .removeprefix("Bearer ")).encode()
+            given = (
+                request.headers.get("x-api-key") or request.headers.get("authorization", "").removeprefix("Bearer ")
+            ).encode()
             if not any(hmac.compare_digest(given, key) for key in self._keys):
                 raise PoolError(401, "unauthorized", "missing or wrong x-api-key")
         raw = await request.body()

@@ -59,8 +59,16 @@ class StoreLoader:
     """Loads pool models from a ModelStore onto one device, with the built-in handler of each manifest's task (or
     MODEL_HANDLER for every model). A model's own code (trust_remote_code, handler.py) is never run in a pool."""
 
-    def __init__(self, store: ModelStore, *, device_setting: str = "auto", precision: str = "auto",
-                 max_batch_size: int = 32, max_sequence_length: int = 256, model_handler: str | None = None) -> None:
+    def __init__(
+        self,
+        store: ModelStore,
+        *,
+        device_setting: str = "auto",
+        precision: str = "auto",
+        max_batch_size: int = 32,
+        max_sequence_length: int = 256,
+        model_handler: str | None = None,
+    ) -> None:
         import torch
 
         from ..engine.device import select_device, select_dtype
@@ -85,17 +93,29 @@ class StoreLoader:
         try:
             cls = self._handler_class or builtin_handler_class(task or "")
         except Exception as exc:
-            raise LoadError(f"model {name} version {version}: its manifest names no task the pool serves "
-                            f"({task!r}); publish it with --task") from exc
+            raise LoadError(
+                f"model {name} version {version}: its manifest names no task the pool serves "
+                f"({task!r}); publish it with --task"
+            ) from exc
         handler = cls()
-        ctx = LoadContext(artifact.directory, self.device, self.dtype, self.max_sequence_length, False, False, task,
-                          manifest, self.max_batch_size)
+        ctx = LoadContext(
+            artifact.directory,
+            self.device,
+            self.dtype,
+            self.max_sequence_length,
+            False,
+            False,
+            task,
+            manifest,
+            self.max_batch_size,
+        )
         try:
             handler.load_preprocessing(ctx)
             handler.load(ctx)
             if fetched.verified_now or (name, version) not in self._probed:  # files unchanged since they passed
-                check_probe(handler, manifest, model_name=name, version=version, runtime="eager",
-                            device_type=self.device.type)
+                check_probe(
+                    handler, manifest, model_name=name, version=version, runtime="eager", device_type=self.device.type
+                )
                 self._probed.add((name, version))
             weights = handler.weights_bytes()
             plan = handler.activation_bytes(self.max_batch_size, handler.max_length or self.max_sequence_length) or 0
@@ -126,4 +146,3 @@ class StoreLoader:
             log.exception("a handler's unload failed; its memory is freed when nothing references it")
         if self.device.type == "cuda":
             self._torch.cuda.empty_cache()
-

@@ -88,8 +88,12 @@ class PoolMetrics:
     def take(self, resident: int) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
         """(metric values, properties, one line's fields per model) of the interval since the last call."""
         with self._lock:
-            values: dict[str, Any] = {m.POOL_RESIDENT_MODELS: resident, m.POOL_LOADS: self.loads,
-                                      m.POOL_EVICTIONS: self.evictions, m.POOL_FAILED_LOADS: self.failed_loads}
+            values: dict[str, Any] = {
+                m.POOL_RESIDENT_MODELS: resident,
+                m.POOL_LOADS: self.loads,
+                m.POOL_EVICTIONS: self.evictions,
+                m.POOL_FAILED_LOADS: self.failed_loads,
+            }
             if self.requests:
                 values[m.POOL_HIT_RATE] = round(100 * self.hits / self.requests, 2)
             values[m.REJECTED_REQUESTS] = self.shed + self.refused
@@ -98,15 +102,26 @@ class PoolMetrics:
                 distribution = stats.take()
                 if distribution is not None:
                     values[name] = distribution
-            per_model = [{"PoolModel": name, "PoolModelRequests": len(ms),
-                          "PoolModelLatencyP95": round(_percentile(ms, 0.95), 2),
-                          "PoolModelErrors": self.errors_by_model.get(name, 0)}
-                         for name, ms in self.latency_by_model.items()]
-            per_model += [{"PoolModel": name, "PoolModelRequests": 0, "PoolModelLatencyP95": None,
-                           "PoolModelErrors": errors}
-                          for name, errors in self.errors_by_model.items() if name not in self.latency_by_model]
-            properties = {"requests": self.requests, "misses_by_tier": dict(self.misses_by_tier),
-                          "refused_failed_model": self.refused, "shed": self.shed}
+            per_model = [
+                {
+                    "PoolModel": name,
+                    "PoolModelRequests": len(ms),
+                    "PoolModelLatencyP95": round(_percentile(ms, 0.95), 2),
+                    "PoolModelErrors": self.errors_by_model.get(name, 0),
+                }
+                for name, ms in self.latency_by_model.items()
+            ]
+            per_model += [
+                {"PoolModel": name, "PoolModelRequests": 0, "PoolModelLatencyP95": None, "PoolModelErrors": errors}
+                for name, errors in self.errors_by_model.items()
+                if name not in self.latency_by_model
+            ]
+            properties = {
+                "requests": self.requests,
+                "misses_by_tier": dict(self.misses_by_tier),
+                "refused_failed_model": self.refused,
+                "shed": self.shed,
+            }
             self._reset()
         return values, properties, per_model
 

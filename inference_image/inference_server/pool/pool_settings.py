@@ -59,8 +59,10 @@ class PoolSettings:
 
     def __post_init__(self) -> None:
         if not self.store_uri.rstrip("/").endswith(pool_prefix(self.pool_name).rstrip("/")):
-            raise SettingsError("MODEL_STORE_URI", f"must end in {pool_prefix(self.pool_name)} (the pool's own prefix), "
-                                                   f"got {self.store_uri!r}")
+            raise SettingsError(
+                "MODEL_STORE_URI",
+                f"must end in {pool_prefix(self.pool_name)} (the pool's own prefix), got {self.store_uri!r}",
+            )
 
     @property
     def gpu_memory_bytes(self) -> int | None:

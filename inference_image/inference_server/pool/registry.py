@@ -74,8 +74,11 @@ class Registry:
         return Registry(self.pool, {k: v for k, v in self.models.items() if k != model}, self.revision + 1)
 
     def to_json(self) -> bytes:
-        doc = {"pool": self.pool, "models": {name: {"version": v} for name, v in sorted(self.models.items())},
-               "revision": self.revision}
+        doc = {
+            "pool": self.pool,
+            "models": {name: {"version": v} for name, v in sorted(self.models.items())},
+            "revision": self.revision,
+        }
         return orjson.dumps(doc, option=orjson.OPT_INDENT_2)
 
     @classmethod

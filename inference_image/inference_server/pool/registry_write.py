@@ -39,15 +39,21 @@ def update_registry(client, bucket: str, pool: str, change: Callable[[Registry],
         updated = change(current)
         condition = {"IfMatch": etag} if etag else {"IfNoneMatch": "*"}
         try:
-            client.put_object(Bucket=bucket, Key=pool_prefix(pool) + REGISTRY_FILE, Body=updated.to_json(),
-                              ContentType="application/json", **condition)
+            client.put_object(
+                Bucket=bucket,
+                Key=pool_prefix(pool) + REGISTRY_FILE,
+                Body=updated.to_json(),
+                ContentType="application/json",
+                **condition,
+            )
         except Exception as exc:
             if s3_error_code(exc) in CONFLICT_CODES:
                 log.info("the registry changed meanwhile; reading it again", extra={"pool": pool})
                 continue
             raise
-        log.info("pool registry written", extra={"pool": pool, "revision": updated.revision,
-                                                 "models": len(updated.models)})
+        log.info(
+            "pool registry written", extra={"pool": pool, "revision": updated.revision, "models": len(updated.models)}
+        )
         return updated
     raise RegistryError(f"pool {pool}'s registry kept changing under {ATTEMPTS} attempts; try again")
 
@@ -57,9 +63,11 @@ def set_version(client, bucket: str, pool: str, model: str, version: str) -> Reg
     under the pool: a version that was never published completely is never registered."""
     prefix = pool_prefix(pool) + model_prefix(model, version)
     if read_s3_manifest(client, bucket, prefix) is None:
-        raise RegistryError(f"s3://{bucket}/{prefix}{MANIFEST_FILE} does not exist: publish the version first "
-                            f"(python -m inference_server.publish DIR s3://{bucket}/ --pool {pool} "
-                            f"--model-name {model} --version {version})")
+        raise RegistryError(
+            f"s3://{bucket}/{prefix}{MANIFEST_FILE} does not exist: publish the version first "
+            f"(python -m inference_server.publish DIR s3://{bucket}/ --pool {pool} "
+            f"--model-name {model} --version {version})"
+        )
     return update_registry(client, bucket, pool, lambda registry: registry.with_version(model, version))
 
 

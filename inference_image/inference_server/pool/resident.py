@@ -67,9 +67,18 @@ class Budgets:
 
 
 class ModelPool:
-    def __init__(self, pool: str, loader: Loader, budgets: Budgets, *, max_batch_size: int = 32,
-                 max_queue_size: int = 256, load_threads: int = 2, metrics: PoolMetrics | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        pool: str,
+        loader: Loader,
+        budgets: Budgets,
+        *,
+        max_batch_size: int = 32,
+        max_queue_size: int = 256,
+        load_threads: int = 2,
+        metrics: PoolMetrics | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.pool = check_model_name(pool)
         self.loader, self.budgets = loader, budgets
         self.registry: Registry | None = None  # None until first read: not ready
@@ -121,8 +130,10 @@ class ModelPool:
                     self._retire(model)
                 elif version != model.version and (name, version) not in self._failed:
                     self._load(name, version)
-        log.info("pool registry applied", extra={"pool": self.pool, "revision": registry.revision,
-                                                 "models": len(registry.models)})
+        log.info(
+            "pool registry applied",
+            extra={"pool": self.pool, "revision": registry.revision, "models": len(registry.models)},
+        )
 
     # -- requests ----------------------------------------------------------------------------------------------
 
@@ -159,23 +170,30 @@ class ModelPool:
                     version = previous  # the registered version is refused: the one that served before serves on
                 elif model is None or model.version == version:
                     self.metrics.record_refused()
-                    raise PoolError(503, "model_failed", f"model {name} version {version} failed to load: "
-                                    f"{failure.error}", max(1.0, failure.until - self._clock()))
+                    raise PoolError(
+                        503,
+                        "model_failed",
+                        f"model {name} version {version} failed to load: {failure.error}",
+                        max(1.0, failure.until - self._clock()),
+                    )
             if model is not None and not model.on_device and (model.version == version or self._keeps_serving(name)):
                 version = model.version  # in host memory: a copy back to the device
             queued = (name, version) not in self._loads
             # A load not started yet waits for the loads ahead of it too.
             ahead = len(self._loads) // self.load_threads if queued else 0
-            expected = (self._expected_load_s(name, version) * (1 + ahead)
-                        + self.scheduler.expected_wait_s(None, inputs))
+            expected = self._expected_load_s(name, version) * (1 + ahead) + self.scheduler.expected_wait_s(None, inputs)
             shed = expected > remaining
             # A shed request still starts its model's load for the requests after it, unless the loads already
             # queued keep every load thread busy: a load nobody waits for would only delay the ones somebody does.
             future = None if shed and queued and len(self._loads) >= self.load_threads else self._load(name, version)
         if shed or future is None:
             self.metrics.record_shed()
-            raise PoolError(503, "overloaded", f"model {name} is loading and would not answer within the deadline",
-                            max(1.0, expected))
+            raise PoolError(
+                503,
+                "overloaded",
+                f"model {name} is loading and would not answer within the deadline",
+                max(1.0, expected),
+            )
         try:
             # shield: one waiter's timeout must not cancel the load every other waiter shares (single flight)
             loaded, tier = await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(future)), remaining)
@@ -242,8 +260,10 @@ class ModelPool:
         except InputError as exc:
             raise PoolError(422, "invalid_input", str(exc)) from None
         except Exception as exc:
-            log.error("inference failed", extra={"pool": self.pool, "model": model.name,
-                                                 "model_version": model.version, "error": repr(exc)})
+            log.error(
+                "inference failed",
+                extra={"pool": self.pool, "model": model.name, "model_version": model.version, "error": repr(exc)},
+            )
             raise PoolError(500, "internal_error", "inference failed") from None
         return result
 
@@ -315,9 +335,17 @@ class ModelPool:
                 self.models[name] = loaded
                 if old is not None:
                     self._retire(old)
-            log.info("pool model loaded", extra={"pool": self.pool, "model": name, "model_version": version,
-                                                 "tier": tier, "seconds": round(seconds, 3),
-                                                 "cost_mib": round(loaded.cost_bytes / 2**20, 1)})
+            log.info(
+                "pool model loaded",
+                extra={
+                    "pool": self.pool,
+                    "model": name,
+                    "model_version": version,
+                    "tier": tier,
+                    "seconds": round(seconds, 3),
+                    "cost_mib": round(loaded.cost_bytes / 2**20, 1),
+                },
+            )
             return loaded, tier
         finally:
             with self._lock:
@@ -325,8 +353,9 @@ class ModelPool:
                 self._load_started.pop(key, None)
 
     def _no_room(self) -> PoolError:
-        return PoolError(503, "overloaded", f"pool {self.pool}'s device memory is held by models with requests in "
-                         "flight; retry", 1.0)
+        return PoolError(
+            503, "overloaded", f"pool {self.pool}'s device memory is held by models with requests in flight; retry", 1.0
+        )
 
     def _expected_cost(self, name: str) -> int:
         """Device bytes a model will need: its own from an earlier load, else the median of the models loaded."""
@@ -343,9 +372,17 @@ class ModelPool:
             self._failed[key] = Failure(error, self._clock() + backoff, count)
         self.metrics.record_failed_load()
         serving = self.models.get(key[0])
-        log.error("pool model refused", extra={"pool": self.pool, "model": key[0], "model_version": key[1],
-                                               "error": error, "retry_after_s": backoff,
-                                               "serving_version": serving.version if serving else None})
+        log.error(
+            "pool model refused",
+            extra={
+                "pool": self.pool,
+                "model": key[0],
+                "model_version": key[1],
+                "error": error,
+                "retry_after_s": backoff,
+                "serving_version": serving.version if serving else None,
+            },
+        )
 
     # -- budgets -----------------------------------------------------------------------------------------------
 
@@ -382,8 +419,9 @@ class ModelPool:
         room = self.budgets.host_bytes
         if model.host_bytes <= room and self.loader.to_host(model):
             model.on_device = False
-            hosted = sorted((m for m in self.models.values() if not m.on_device and m.in_flight == 0),
-                            key=lambda m: m.last_used)
+            hosted = sorted(
+                (m for m in self.models.values() if not m.on_device and m.in_flight == 0), key=lambda m: m.last_used
+            )
             while self.host_bytes() > room and hosted:
                 dropped = hosted.pop(0)
                 del self.models[dropped.name]
@@ -411,6 +449,11 @@ class ModelPool:
 
     def figures(self) -> dict[str, Any]:
         with self._lock:
-            return {"resident_models": self.resident, "host_models": len(self.models) - self.resident,
-                    "device_mib": round(self.device_bytes() / 2**20, 1), "host_mib": round(self.host_bytes() / 2**20, 1),
-                    "loading": len(self._loads), "failed": len(self._failed)}
+            return {
+                "resident_models": self.resident,
+                "host_models": len(self.models) - self.resident,
+                "device_mib": round(self.device_bytes() / 2**20, 1),
+                "host_mib": round(self.host_bytes() / 2**20, 1),
+                "loading": len(self._loads),
+                "failed": len(self._failed),
+            }

@@ -131,8 +131,9 @@ class Scheduler:
             collated = self._clock()
             outputs = as_numpy(handler.forward(batch))
         except Exception as exc:
-            log.exception("batch failed", extra={"model": model.name, "model_version": model.version,
-                                                 "batch_size": len(live)})
+            log.exception(
+                "batch failed", extra={"model": model.name, "model_version": model.version, "batch_size": len(live)}
+            )
             for item in live:
                 settle(item.job.future, error=exc)
             return

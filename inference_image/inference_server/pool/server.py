@@ -22,15 +22,33 @@ class PoolServer:
     def __init__(self, settings: PoolSettings, loader: Loader | None = None, store: ModelStore | None = None) -> None:
         s = self.settings = settings
         self.store = store or ModelStore(s.store_uri, s.cache_dir, s.disk_cache_bytes)
-        loader = loader or StoreLoader(self.store, device_setting=s.device, precision=s.precision,
-                                       max_batch_size=s.max_batch_size, max_sequence_length=s.max_sequence_length,
-                                       model_handler=s.model_handler)
-        budgets = Budgets(s.gpu_memory_bytes, s.host_memory_bytes, s.max_resident_models, s.load_backoff_s,
-                          s.max_load_backoff_s, s.load_estimate_s)
-        self.pool = ModelPool(s.pool_name, loader, budgets, max_batch_size=s.max_batch_size,
-                              max_queue_size=s.max_queue_size, load_threads=s.load_threads)
-        self.app = PoolApp(self.pool, request_timeout_s=s.request_timeout_s, max_client_batch=s.max_client_batch,
-                           api_keys=s.api_keys)
+        loader = loader or StoreLoader(
+            self.store,
+            device_setting=s.device,
+            precision=s.precision,
+            max_batch_size=s.max_batch_size,
+            max_sequence_length=s.max_sequence_length,
+            model_handler=s.model_handler,
+        )
+        budgets = Budgets(
+            s.gpu_memory_bytes,
+            s.host_memory_bytes,
+            s.max_resident_models,
+            s.load_backoff_s,
+            s.max_load_backoff_s,
+            s.load_estimate_s,
+        )
+        self.pool = ModelPool(
+            s.pool_name,
+            loader,
+            budgets,
+            max_batch_size=s.max_batch_size,
+            max_queue_size=s.max_queue_size,
+            load_threads=s.load_threads,
+        )
+        self.app = PoolApp(
+            self.pool, request_timeout_s=s.request_timeout_s, max_client_batch=s.max_client_batch, api_keys=s.api_keys
+        )
         self._etag: str | None = None
         self._stop = threading.Event()
 
@@ -66,9 +84,14 @@ class PoolServer:
     def emit_metrics(self) -> None:
         values, properties, per_model = self.pool.metrics.take(self.pool.resident)
         values[QUEUE_DEPTH] = self.pool.scheduler.total_queued
-        properties.update(self.pool.figures(), disk_cache_mib=round(self.store.disk_bytes / 2**20, 1),
-                          disk_evictions=self.store.disk_evictions)
-        log.info("metrics", extra={"fields": pool_document(self.settings.deployment_env, self.settings.pool_name,
-                                                           values, properties)})
+        properties.update(
+            self.pool.figures(),
+            disk_cache_mib=round(self.store.disk_bytes / 2**20, 1),
+            disk_evictions=self.store.disk_evictions,
+        )
+        log.info(
+            "metrics",
+            extra={"fields": pool_document(self.settings.deployment_env, self.settings.pool_name, values, properties)},
+        )
         for fields in per_model:
             log.info(POOL_MODEL_MESSAGE, extra={"fields": fields})

@@ -125,17 +125,27 @@ class Supervisor:
 
     def _spawn(self, role: str, index: int, fds: dict[str, int], **options) -> Child:
         fds = {**fds, "status": self.status.fd, "alive": self._alive_r}
-        env = {**os.environ, CHILD_ENV: orjson.dumps({"role": role, "index": index, "fds": fds, **options,
-                                                     "settings": settings_environment(self.settings)}).decode()}
-        process = subprocess.Popen([sys.executable, "-m", "inference_server.supervisor.children"], env=env,
-                                   pass_fds=tuple(fds.values()), stdin=subprocess.DEVNULL)
+        env = {
+            **os.environ,
+            CHILD_ENV: orjson.dumps(
+                {"role": role, "index": index, "fds": fds, **options, "settings": settings_environment(self.settings)}
+            ).decode(),
+        }
+        process = subprocess.Popen(
+            [sys.executable, "-m", "inference_server.supervisor.children"],
+            env=env,
+            pass_fds=tuple(fds.values()),
+            stdin=subprocess.DEVNULL,
+        )
         child = Child(role, index, process, os.pidfd_open(process.pid))
         self.selector.register(child.pidfd, selectors.EVENT_READ, child)
         log.info("process started", extra={"role": role, "index": index, "pid": process.pid})
         return child
 
     def _start_model(self) -> None:
-        self.model = self._spawn("model", 0, {"control": self._model_control.fileno()}, server_started_at=self.started_at)
+        self.model = self._spawn(
+            "model", 0, {"control": self._model_control.fileno()}, server_started_at=self.started_at
+        )
         self._model_control.close()
         self.status.set(Slot.MODEL_PID, self.model.process.pid)
 
@@ -143,12 +153,18 @@ class Supervisor:
         link = LinkEnds()
         message = orjson.dumps(encode(NewWorker(str(index)))[0])
         socket.send_fds(self.control, [message], [link.model_sock.fileno(), link.requests_fd, link.responses_fd])
-        self.workers[index] = self._spawn("worker", index, {"listen": self.listen.fileno(),
-                                                            "link": link.worker_sock.fileno(),
-                                                            "requests": link.requests_fd,
-                                                            "responses": link.responses_fd},
-                                          # A replacement joins ready workers: it accepts once ready itself.
-                                          ready_before_serving=self.status.state == ModelState.READY)
+        self.workers[index] = self._spawn(
+            "worker",
+            index,
+            {
+                "listen": self.listen.fileno(),
+                "link": link.worker_sock.fileno(),
+                "requests": link.requests_fd,
+                "responses": link.responses_fd,
+            },
+            # A replacement joins ready workers: it accepts once ready itself.
+            ready_before_serving=self.status.state == ModelState.READY,
+        )
         link.worker_sock.close()
         link.model_sock.close()
         link.close_ring_fds()
@@ -189,8 +205,10 @@ class Supervisor:
         for number in received:
             name = signal.Signals(number).name
             if not self.stopping:
-                log.info("signal received; draining", extra={"signal": name,
-                                                             "drain_timeout_s": self.settings.drain_timeout_s})
+                log.info(
+                    "signal received; draining",
+                    extra={"signal": name, "drain_timeout_s": self.settings.drain_timeout_s},
+                )
                 self._stop_all(draining=True)
             else:  # a second signal: hurry the workers along
                 for child in self.workers.values():
@@ -240,8 +258,8 @@ class Supervisor:
                 self.status.set(Slot.STATE, ModelState.FAILED)
                 if not self.stopping:
                     (log.error if reported else log.critical)(
-                        "the model process exited; stopping the workers and failing the task",
-                        extra={"exit_code": code})
+                        "the model process exited; stopping the workers and failing the task", extra={"exit_code": code}
+                    )
                 self.exit_code = code if code > 0 else 1
                 if not self.stopping:
                     self._stop_all(draining=False)
@@ -255,8 +273,10 @@ class Supervisor:
         while self.restarts and now - self.restarts[0] > 60:
             self.restarts.popleft()
         if len(self.restarts) >= MAX_WORKER_RESTARTS or self.model is None:
-            log.critical("HTTP workers keep dying; failing the task",
-                         extra={"worker": child.index, "exit_code": code, "restarts_last_minute": len(self.restarts)})
+            log.critical(
+                "HTTP workers keep dying; failing the task",
+                extra={"worker": child.index, "exit_code": code, "restarts_last_minute": len(self.restarts)},
+            )
             self.exit_code = 1
             self._stop_all(draining=False)
             return

@@ -85,8 +85,18 @@ def _handler(model_dir: Path, task: str, runtime: str, max_batch_size: int = 32)
     import torch
 
     handler = builtin_handler_class(task)()
-    ctx = LoadContext(model_dir, torch.device("cpu"), torch.float32, 256, runtime == "compile", False, task, None,
-                      max_batch_size, runtime=runtime)
+    ctx = LoadContext(
+        model_dir,
+        torch.device("cpu"),
+        torch.float32,
+        256,
+        runtime == "compile",
+        False,
+        task,
+        None,
+        max_batch_size,
+        runtime=runtime,
+    )
     handler.load_preprocessing(ctx)
     handler.load(ctx)
     return handler
@@ -118,8 +128,16 @@ def export_onnx(model_dir: Path, task: str, target: Path) -> None:
     args = tuple(sample if n != "token_type_ids" else torch.zeros_like(sample) for n in names)
     axes = {n: {0: "batch", 1: "sequence"} for n in names} | {"output": {0: "batch"}}
     with torch.inference_mode():
-        torch.onnx.export(Forward().eval(), args, str(target), dynamo=False, input_names=names,
-                          output_names=["output"], dynamic_axes=axes, opset_version=OPSET)
+        torch.onnx.export(
+            Forward().eval(),
+            args,
+            str(target),
+            dynamo=False,
+            input_names=names,
+            output_names=["output"],
+            dynamic_axes=axes,
+            opset_version=OPSET,
+        )
 
 
 def quantize_int8(source: Path, target: Path) -> None:
@@ -127,8 +145,14 @@ def quantize_int8(source: Path, target: Path) -> None:
 
     # Per-channel INT8 weights of the weight MatMuls only: quantising the embedding Gather and the activation x
     # activation MatMuls of attention (Q.K, P.V) cost MiniLM its gate (min cosine 0.85-0.96).
-    quantize_dynamic(str(source), str(target), weight_type=QuantType.QInt8, per_channel=True,
-                     op_types_to_quantize=["MatMul"], extra_options={"MatMulConstBOnly": True})
+    quantize_dynamic(
+        str(source),
+        str(target),
+        weight_type=QuantType.QInt8,
+        per_channel=True,
+        op_types_to_quantize=["MatMul"],
+        extra_options={"MatMulConstBOnly": True},
+    )
 
 
 def convert(model_dir: Path, task: str, runtime: str) -> Path | None:
@@ -137,8 +161,9 @@ def convert(model_dir: Path, task: str, runtime: str) -> Path | None:
     if runtime == "eager":
         return None
     if task not in CONVERTIBLE_TASKS:
-        raise RuntimeConversionError(f"runtime {runtime!r} is built for tasks {', '.join(CONVERTIBLE_TASKS)}; "
-                                     f"{task!r} serves eager only")
+        raise RuntimeConversionError(
+            f"runtime {runtime!r} is built for tasks {', '.join(CONVERTIBLE_TASKS)}; {task!r} serves eager only"
+        )
     if runtime == "compile":
         return None
     target = model_dir / ONNX_FILES[runtime]
@@ -167,7 +192,7 @@ def _outputs(handler, texts: tuple[str, ...]):
     rows = []
     with compiling(handler):  # the compiled forward itself, not the eager one it serves with until then
         for start in range(0, len(encoded), 16):
-            chunk = encoded[start:start + 16]
+            chunk = encoded[start : start + 16]
             seq = longest if len(chunk) == 16 else max(e.length for e in chunk)
             rows.append(np.asarray(handler.forward(batch_for(handler, chunk, len(chunk), seq)))[: len(chunk)])
     return np.concatenate(rows)
@@ -182,15 +207,23 @@ def gate(model_dir: Path, task: str, runtime: str, texts: tuple[str, ...] = GATE
     if candidate.shape != reference.shape or not np.isfinite(candidate).all():
         return GateResult(runtime, task, "shape and finite", 0.0, 1.0, False, len(texts))
     if task == "text-embedding":
-        cos = (reference * candidate).sum(axis=1) / (np.linalg.norm(reference, axis=1)
-                                                      * np.linalg.norm(candidate, axis=1) + 1e-12)
+        cos = (reference * candidate).sum(axis=1) / (
+            np.linalg.norm(reference, axis=1) * np.linalg.norm(candidate, axis=1) + 1e-12
+        )
         value, threshold = float(cos.min()), MIN_COSINE[runtime]
         return GateResult(runtime, task, "min cosine", value, threshold, value >= threshold, len(texts))
     same = float((reference.argmax(axis=1) == candidate.argmax(axis=1)).mean())
     diff = float(np.abs(reference - candidate).max())
     passed = same >= MIN_SAME_LABEL and diff <= MAX_PROBABILITY_DIFF[runtime]
-    return GateResult(runtime, task, f"same label (>= {MIN_SAME_LABEL}); max probability diff {diff:.2e} "
-                      f"(<= {MAX_PROBABILITY_DIFF[runtime]})", same, MIN_SAME_LABEL, passed, len(texts))
+    return GateResult(
+        runtime,
+        task,
+        f"same label (>= {MIN_SAME_LABEL}); max probability diff {diff:.2e} (<= {MAX_PROBABILITY_DIFF[runtime]})",
+        same,
+        MIN_SAME_LABEL,
+        passed,
+        len(texts),
+    )
 
 
 def convert_and_gate(model_dir: Path, task: str, runtime: str) -> GateResult:
@@ -202,13 +235,20 @@ def convert_and_gate(model_dir: Path, task: str, runtime: str) -> GateResult:
     if not result.passed:
         if target is not None:
             target.unlink(missing_ok=True)
-        raise RuntimeConversionError(f"runtime {runtime!r} failed its accuracy gate against eager: {result.metric} "
-                                     f"{result.value:.5f} < {result.threshold} over {result.inputs} inputs")
+        raise RuntimeConversionError(
+            f"runtime {runtime!r} failed its accuracy gate against eager: {result.metric} "
+            f"{result.value:.5f} < {result.threshold} over {result.inputs} inputs"
+        )
     return result
 
 
 def record_probe(model_dir: Path, task: str) -> dict[str, Any]:
     """Publish's step: load the model as the gates do (checking its checkpoint) and record its answer to PROBE_TEXT."""
     handler = reference_handler(model_dir, task)
-    return {"text": PROBE_TEXT, "task": task, **REFERENCE, "versions": library_versions(),
-            "answer": probe_answer(handler, PROBE_TEXT)}
+    return {
+        "text": PROBE_TEXT,
+        "task": task,
+        **REFERENCE,
+        "versions": library_versions(),
+        "answer": probe_answer(handler, PROBE_TEXT),
+    }

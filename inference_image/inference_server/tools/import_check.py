@@ -10,8 +10,19 @@ import pkgutil
 import sys
 
 # Imported inside functions (so a worker never loads torch, and the CPU path never loads NVML).
-LAZY_IMPORTS = ("torch", "torch.export", "transformers", "tokenizers", "safetensors", "PIL.Image", "pynvml",
-                "boto3", "botocore.config", "uvloop", "httptools")
+LAZY_IMPORTS = (
+    "torch",
+    "torch.export",
+    "transformers",
+    "tokenizers",
+    "safetensors",
+    "PIL.Image",
+    "pynvml",
+    "boto3",
+    "botocore.config",
+    "uvloop",
+    "httptools",
+)
 IMAGE_CODECS = ("jpg", "zlib")  # JPEG, and PNG's deflate
 
 
@@ -35,8 +46,10 @@ def main() -> int:
     import tarfile
 
     if not hasattr(tarfile, "data_filter"):  # Python 3.11.4+: the compile cache is unpacked with filter="data"
-        failures.append(f"tarfile has no data filter (Python {sys.version.split()[0]}; 3.11.4 or later unpacks the "
-                        "compile cache safely)")
+        failures.append(
+            f"tarfile has no data filter (Python {sys.version.split()[0]}; 3.11.4 or later unpacks the "
+            "compile cache safely)"
+        )
     for failure in failures:
         print(f"import check: {failure}", file=sys.stderr)
     if not failures:

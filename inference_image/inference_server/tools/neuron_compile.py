@@ -26,14 +26,16 @@ from ..settings import MODEL_NAME_PATTERN
 from .neuron_layout import MODEL_FILE, CompiledEncoder, write_layout
 
 COMPILE_COMMAND = (
-    "docker run --rm --device /dev/neuron0 -v \"$PWD\":/work -w /work "
+    'docker run --rm --device /dev/neuron0 -v "$PWD":/work -w /work '
     "public.ecr.aws/neuron/pytorch-inference-neuronx:2.9.0-neuronx-py312-sdk2.31.1-ubuntu24.04 "
     "env PYTHONPATH=inference_image python -m inference_server.tools.neuron_compile ./checkpoint ./compiled "
     "--task text-embedding --model-name encoder --batch-size 16 --sequence-length 128"
 )
-MISSING_NEURON = ("torch-neuronx is not installed here: it comes only from the Neuron package index "
-                  "(pip.repos.neuron.amazonaws.com) and compiles on an Inferentia2 or Trainium instance. Run the compile "
-                  f"inside the Neuron DLC on an inf2 instance, from the repository root: {COMPILE_COMMAND}")
+MISSING_NEURON = (
+    "torch-neuronx is not installed here: it comes only from the Neuron package index "
+    "(pip.repos.neuron.amazonaws.com) and compiles on an Inferentia2 or Trainium instance. Run the compile "
+    f"inside the Neuron DLC on an inf2 instance, from the repository root: {COMPILE_COMMAND}"
+)
 VERSIONED = ("torch", "torch-neuronx", "neuronx-cc", "transformers")
 
 Trace = Callable[[Any, tuple[Any, ...], Sequence[str]], Any]
@@ -88,9 +90,19 @@ def _versions() -> dict[str, str]:
     return found
 
 
-def compile_encoder(checkpoint: Path, out_dir: Path, *, task: str, model_name: str, batch_size: int = 16,
-                    sequence_length: int = 128, max_batch_delay_ms: int = 5, compiler_args: Sequence[str] = (),
-                    trace: Trace = neuron_trace, compiler: str = "torch-neuronx") -> CompiledEncoder:
+def compile_encoder(
+    checkpoint: Path,
+    out_dir: Path,
+    *,
+    task: str,
+    model_name: str,
+    batch_size: int = 16,
+    sequence_length: int = 128,
+    max_batch_delay_ms: int = 5,
+    compiler_args: Sequence[str] = (),
+    trace: Trace = neuron_trace,
+    compiler: str = "torch-neuronx",
+) -> CompiledEncoder:
     """Trace the checkpoint's encoder for ``batch_size`` x ``sequence_length`` with ``trace`` and write the layout."""
     import torch
     from transformers import AutoModel, AutoModelForSequenceClassification, AutoTokenizer
@@ -106,21 +118,42 @@ def compile_encoder(checkpoint: Path, out_dir: Path, *, task: str, model_name: s
     tokenizer = AutoTokenizer.from_pretrained(str(checkpoint))
     loader = AutoModelForSequenceClassification if task == "text-classification" else AutoModel
     model = loader.from_pretrained(str(checkpoint))
-    labels = tuple(str(model.config.id2label[i]) for i in range(model.config.num_labels)) if task == "text-classification" else ()
-    example = tokenizer([PROBE_TEXT] * batch_size, padding="max_length", truncation=True, max_length=sequence_length,
-                        return_tensors="pt")
+    labels = (
+        tuple(str(model.config.id2label[i]) for i in range(model.config.num_labels))
+        if task == "text-classification"
+        else ()
+    )
+    example = tokenizer(
+        [PROBE_TEXT] * batch_size,
+        padding="max_length",
+        truncation=True,
+        max_length=sequence_length,
+        return_tensors="pt",
+    )
     with torch.no_grad():
         traced = trace(encoder_graph(model, task), (example["input_ids"], example["attention_mask"]), compiler_args)
-    compiled = CompiledEncoder(task, batch_size, sequence_length, max_batch_delay_ms, compiler, tuple(compiler_args),
-                               PROBE_TEXT, labels, _versions())
+    compiled = CompiledEncoder(
+        task,
+        batch_size,
+        sequence_length,
+        max_batch_delay_ms,
+        compiler,
+        tuple(compiler_args),
+        PROBE_TEXT,
+        labels,
+        _versions(),
+    )
     write_layout(out_dir, checkpoint, model_name, compiled)
     torch.jit.save(traced, str(out_dir / MODEL_FILE))
     return compiled
 
 
 def parser() -> argparse.ArgumentParser:
-    parsed = argparse.ArgumentParser(prog="python -m inference_server.tools.neuron_compile", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parsed = argparse.ArgumentParser(
+        prog="python -m inference_server.tools.neuron_compile",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parsed.add_argument("checkpoint", type=Path, help="a Hugging Face checkpoint directory")
     parsed.add_argument("out", type=Path, help="where the layout is written (then publish it)")
     parsed.add_argument("--task", required=True, choices=TEXT_TASKS)
@@ -128,8 +161,13 @@ def parser() -> argparse.ArgumentParser:
     parsed.add_argument("--batch-size", type=int, default=16, choices=range(1, 257), metavar="1-256")
     parsed.add_argument("--sequence-length", type=int, default=128, choices=range(8, 8193), metavar="8-8192")
     parsed.add_argument("--max-batch-delay-ms", type=int, default=5, choices=range(0, 1001), metavar="0-1000")
-    parsed.add_argument("--compiler-arg", action="append", default=[], dest="compiler_args",
-                        help="passed to neuronx-cc through torch_neuronx.trace (repeatable)")
+    parsed.add_argument(
+        "--compiler-arg",
+        action="append",
+        default=[],
+        dest="compiler_args",
+        help="passed to neuronx-cc through torch_neuronx.trace (repeatable)",
+    )
     return parsed
 
 
@@ -137,15 +175,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         require_neuron()
-        compiled = compile_encoder(args.checkpoint, args.out, task=args.task, model_name=args.model_name,
-                                   batch_size=args.batch_size, sequence_length=args.sequence_length,
-                                   max_batch_delay_ms=args.max_batch_delay_ms, compiler_args=args.compiler_args)
+        compiled = compile_encoder(
+            args.checkpoint,
+            args.out,
+            task=args.task,
+            model_name=args.model_name,
+            batch_size=args.batch_size,
+            sequence_length=args.sequence_length,
+            max_batch_delay_ms=args.max_batch_delay_ms,
+            compiler_args=args.compiler_args,
+        )
     except NeuronCompileError as error:
         print(f"neuron_compile: {error}", file=sys.stderr)
         return 2
-    print(f"neuron_compile: {args.out} holds {args.model_name} for {compiled.task}, batch {compiled.batch_size} x "
-          f"{compiled.sequence_length} tokens; publish it: python -m inference_server.publish {args.out} "
-          f"s3://<bucket>/models/{args.model_name}/<version>/")
+    print(
+        f"neuron_compile: {args.out} holds {args.model_name} for {compiled.task}, batch {compiled.batch_size} x "
+        f"{compiled.sequence_length} tokens; publish it: python -m inference_server.publish {args.out} "
+        f"s3://<bucket>/models/{args.model_name}/<version>/"
+    )
     return 0
 
 

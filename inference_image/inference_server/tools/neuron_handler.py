@@ -41,8 +41,10 @@ class Encoder:
         self.task: str = self.facts["task"]
         served = os.environ.get("MODEL_TASK", self.task)
         if served != self.task:
-            raise RuntimeError(f"the model was compiled for {self.task}, but the server was told to serve {served}: "
-                               "publish a version compiled for the served task, or set the preset's task")
+            raise RuntimeError(
+                f"the model was compiled for {self.task}, but the server was told to serve {served}: "
+                "publish a version compiled for the served task, or set the preset's task"
+            )
         self.batch_size: int = self.facts["batch_size"]
         self.sequence_length: int = self.facts["sequence_length"]
         self.labels: list[str] = self.facts.get("labels", [])
@@ -55,13 +57,14 @@ class Encoder:
 
         answers: list[dict[str, Any]] = []
         for start in range(0, len(texts), self.batch_size):
-            chunk = texts[start:start + self.batch_size]
+            chunk = texts[start : start + self.batch_size]
             padded = chunk + [""] * (self.batch_size - len(chunk))
-            tokens = self.tokenizer(padded, padding="max_length", truncation=True, max_length=self.sequence_length,
-                                    return_tensors="pt")
+            tokens = self.tokenizer(
+                padded, padding="max_length", truncation=True, max_length=self.sequence_length, return_tensors="pt"
+            )
             with torch.no_grad():
                 output = self.model(tokens["input_ids"], tokens["attention_mask"])
-            answers += [self._answer(row) for row in output[:len(chunk)]]
+            answers += [self._answer(row) for row in output[: len(chunk)]]
         return answers
 
     def _answer(self, row: Any) -> dict[str, Any]:
@@ -134,7 +137,11 @@ def handle(data: list[dict[str, Any]] | None, context: Any) -> list[Any] | None:
     errors: dict[int, str] = {}
     for index, request in enumerate(data):
         # A request without a body is the load balancer's health check (it carries no key): the fixed probe text.
-        if _api_keys and has_body(request) and not carries_a_key(context.get_all_request_header(index) or {}, _api_keys):
+        if (
+            _api_keys
+            and has_body(request)
+            and not carries_a_key(context.get_all_request_header(index) or {}, _api_keys)
+        ):
             texts.append(None)
             errors[index] = UNAUTHORIZED
             context.set_response_status(401, "Unauthorized", idx=index)

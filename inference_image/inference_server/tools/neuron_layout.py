@@ -19,8 +19,17 @@ MODEL_CONFIG_FILE = "model-config.yaml"
 PROPERTIES_FILE = "torchserve.properties"
 LOG_CONFIG_FILE = "log4j2.xml"
 MANIFEST_PATH = "MAR-INF/MANIFEST.json"
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt", "merges.txt",
-                   "vocab.json", "sentencepiece.bpe.model", "spiece.model", "config.json")
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "vocab.txt",
+    "merges.txt",
+    "vocab.json",
+    "sentencepiece.bpe.model",
+    "spiece.model",
+    "config.json",
+)
 TORCHSERVE_VERSION = "0.11.0"  # the DLCs' (aws-neuron/deep-learning-containers README, "Other Packages")
 
 # TorchServe reads TS_* variables only with this set (docs/configuration.md, v0.11.0); the preset sets the rest.
@@ -63,22 +72,41 @@ class CompiledEncoder:
     versions: dict[str, str]
 
     def to_json(self) -> dict[str, Any]:
-        return {"format": 1, "task": self.task, "batch_size": self.batch_size, "sequence_length": self.sequence_length,
-                "model_file": MODEL_FILE, "compiler": self.compiler, "compiler_args": list(self.compiler_args),
-                "probe_text": self.probe_text, "labels": list(self.labels), "versions": self.versions}
+        return {
+            "format": 1,
+            "task": self.task,
+            "batch_size": self.batch_size,
+            "sequence_length": self.sequence_length,
+            "model_file": MODEL_FILE,
+            "compiler": self.compiler,
+            "compiler_args": list(self.compiler_args),
+            "probe_text": self.probe_text,
+            "labels": list(self.labels),
+            "versions": self.versions,
+        }
 
 
 def torchserve_manifest(model_name: str) -> dict[str, Any]:
-    return {"createdOn": "", "runtime": "python", "archiverVersion": TORCHSERVE_VERSION,
-            "model": {"modelName": model_name, "modelVersion": "1.0", "handler": HANDLER_FILE,
-                      "configFile": MODEL_CONFIG_FILE}}
+    return {
+        "createdOn": "",
+        "runtime": "python",
+        "archiverVersion": TORCHSERVE_VERSION,
+        "model": {
+            "modelName": model_name,
+            "modelVersion": "1.0",
+            "handler": HANDLER_FILE,
+            "configFile": MODEL_CONFIG_FILE,
+        },
+    }
 
 
 def model_config(compiled: CompiledEncoder) -> str:
     """TorchServe's per-model settings: batches of the compiled size, gathered for at most ``max_batch_delay_ms``."""
-    return (f"batchSize: {compiled.batch_size}\n"
-            f"maxBatchDelay: {compiled.max_batch_delay_ms}\n"
-            "deviceType: cpu\n")  # the NeuronCore is the handler's; TorchServe must not look for CUDA devices
+    return (
+        f"batchSize: {compiled.batch_size}\n"
+        f"maxBatchDelay: {compiled.max_batch_delay_ms}\n"
+        "deviceType: cpu\n"
+    )  # the NeuronCore is the handler's; TorchServe must not look for CUDA devices
 
 
 def write_layout(out_dir: Path, checkpoint: Path, model_name: str, compiled: CompiledEncoder) -> list[str]:

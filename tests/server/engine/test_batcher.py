@@ -171,7 +171,8 @@ def test_ready_comes_after_batch_1_at_every_length_and_every_larger_batch_expect
 
 
 def test_no_request_waits_behind_a_long_warm_up_forward_and_a_shape_left_to_traffic_answers_correctly(
-        batchers, monkeypatch):
+    batchers, monkeypatch
+):
     """A long shape never runs as a warm-up, before ready or after (here the background warm-up of a model that
     compiles would start at ready): a warm-up forward of (2, 64) or larger would hold every request behind it."""
     from inference_server.engine import batcher as batcher_module
@@ -187,8 +188,7 @@ def test_no_request_waits_behind_a_long_warm_up_forward_and_a_shape_left_to_traf
     clock, held, announced = Clock(), threading.Event(), threading.Event()
     handler = HoldsLongWarmUps(clock, COSTS)
     try:
-        batcher, _ = batchers(handler, max_batch_size=8, max_sequence_length=64, clock=clock,
-                              on_all_warm=announced.set)
+        batcher, _ = batchers(handler, max_batch_size=8, max_sequence_length=64, clock=clock, on_all_warm=announced.set)
         warm_at_ready = list(handler.warmups)
         for texts in (["a"], [words(40)] * 8, ["a b"] * 3, [words(20)], [words(40)] * 2):
             result = batcher.submit(texts, clock() + FAR).result(5)  # well past the model's time: it is idle
@@ -247,6 +247,7 @@ def test_a_failing_warm_up_shape_past_batch_1_is_logged_and_the_model_keeps_serv
 @pytest.mark.parametrize("warmup", ["first", "all"])
 def test_every_shape_warm_is_announced_once_and_failures_are_counted(batchers, warmup):
     """The compile cache is saved on this callback: once, and only after the last shape."""
+
     class FailsInTheMiddle(EchoHandler):
         failed = 0
 
@@ -259,8 +260,13 @@ def test_every_shape_warm_is_announced_once_and_failures_are_counted(batchers, w
 
     announced: list[tuple[int, int]] = []
     handler = FailsInTheMiddle()
-    batcher, _ = batchers(handler, max_batch_size=8, max_sequence_length=64, warmup=warmup,
-                          on_all_warm=lambda: announced.append((len(set(handler.warmups)), handler.failed)))
+    batcher, _ = batchers(
+        handler,
+        max_batch_size=8,
+        max_sequence_length=64,
+        warmup=warmup,
+        on_all_warm=lambda: announced.append((len(set(handler.warmups)), handler.failed)),
+    )
     wait_for(lambda: announced)
     time.sleep(0.2)
     failed = 1 if warmup == "first" else 0
@@ -291,8 +297,7 @@ def test_after_ready_the_background_compile_waits_and_traffic_or_a_stop_does_not
 
 def test_an_unknown_warmup_mode_is_refused():
     with pytest.raises(ValueError, match=r"warmup.*one of"):
-        Batcher(EchoHandler, max_batch_size=8, max_wait_s=0, max_queue_size=8, max_sequence_length=64,
-                warmup="some")
+        Batcher(EchoHandler, max_batch_size=8, max_wait_s=0, max_queue_size=8, max_sequence_length=64, warmup="some")
 
 
 def test_length_buckets_stop_at_the_handlers_limit(batchers):
@@ -467,8 +472,9 @@ def test_a_load_failure_is_reported_and_never_ready():
     def load():
         raise OSError("no weights")
 
-    batcher = Batcher(load, max_batch_size=4, max_wait_s=0, max_queue_size=4, max_sequence_length=16,
-                      on_fatal=fatal.append)
+    batcher = Batcher(
+        load, max_batch_size=4, max_wait_s=0, max_queue_size=4, max_sequence_length=16, on_fatal=fatal.append
+    )
     batcher.start()
     batcher._thread.join(RESULT_TIMEOUT)
     assert not batcher.ready.is_set() and batcher.failed
@@ -549,8 +555,13 @@ def test_a_compiling_model_is_ready_on_its_eager_forward_and_compiles_every_shap
     handler = CompilingHandler()
     handler.compile_gate.clear()
     announced: list[int] = []
-    batcher, _ = batchers(handler, max_batch_size=8, max_sequence_length=64, pad_batches=True,
-                          on_all_warm=lambda: announced.append(handler.compiled.compiled_shapes))
+    batcher, _ = batchers(
+        handler,
+        max_batch_size=8,
+        max_sequence_length=64,
+        pad_batches=True,
+        on_all_warm=lambda: announced.append(handler.compiled.compiled_shapes),
+    )
     assert handler.sides(warmup=True) == [("eager", 1, 16), ("eager", 1, 32), ("eager", 1, 64)]  # ready: no compile
     handler.compile_gate.set()
     wait_for(lambda: announced)
@@ -575,8 +586,9 @@ def test_traffic_of_a_shape_not_yet_compiled_runs_eagerly_behind_at_most_one_com
     assert [p["echo"] for p in preds(future.result(RESULT_TIMEOUT))] == [words(20)]
     assert handler.sides(warmup=False) == [("eager", 1, 32)]
     wait_for(lambda: len(handler.sides(warmup=True)) > 3 + COMPILE_RUNS)
-    assert handler.sides(warmup=True)[3:3 + COMPILE_RUNS + 1] == [("compiled", 1, 16)] * COMPILE_RUNS + [
-        ("compiled", 1, 32)]  # the request went between two compiles, not after the rest
+    assert handler.sides(warmup=True)[3 : 3 + COMPILE_RUNS + 1] == [("compiled", 1, 16)] * COMPILE_RUNS + [
+        ("compiled", 1, 32)
+    ]  # the request went between two compiles, not after the rest
 
 
 def test_while_a_shape_compiles_the_workers_admission_counts_the_model_busy_for_the_last_compiles_time(batchers):
@@ -585,8 +597,14 @@ def test_while_a_shape_compiles_the_workers_admission_counts_the_model_busy_for_
     handler.hold_shape = (1, 32)  # the second to compile, after (1, 16) took 0.2 s
     handler.compile_gate.clear()
     announced = threading.Event()
-    batchers(handler, max_batch_size=8, max_sequence_length=64, pad_batches=True, batch_times=times,
-             on_all_warm=announced.set)
+    batchers(
+        handler,
+        max_batch_size=8,
+        max_sequence_length=64,
+        pad_batches=True,
+        batch_times=times,
+        on_all_warm=announced.set,
+    )
     assert handler.compile_entered.wait(RESULT_TIMEOUT)
     assert times.compiling_s() is not None and times.running == 0
     assert times.estimate_s(0, 1, 16) >= 0.2  # the last compile's time, then its own batch
@@ -610,8 +628,15 @@ def test_a_shape_that_fails_to_compile_keeps_serving_eagerly(batchers, caplog, w
     announced: list[int] = []
     seeds = SeedLog([0] * SLOTS)
     handler = CompilingHandler(fail_shape=(2, 16), fail_run=fail_run, compile_s=0.1)
-    batcher, _ = batchers(handler, max_batch_size=8, max_sequence_length=64, pad_batches=True, warmup=warmup,
-                          batch_times=seeds, on_all_warm=lambda: announced.append(handler.compiled.compiled_shapes))
+    batcher, _ = batchers(
+        handler,
+        max_batch_size=8,
+        max_sequence_length=64,
+        pad_batches=True,
+        warmup=warmup,
+        batch_times=seeds,
+        on_all_warm=lambda: announced.append(handler.compiled.compiled_shapes),
+    )
     wait_for(lambda: announced)
     assert announced == [len(EVERY_SHAPE) - 1] and batcher.warm_failures == 1
     assert "a shape failed to compile; it runs eagerly" in caplog.text

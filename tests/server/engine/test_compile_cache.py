@@ -43,7 +43,9 @@ def test_the_key_names_torch_python_the_device_kind_and_the_settings_that_shape_
 
 def test_the_directories_are_the_ones_the_server_points_torch_at():
     assert compile_cache.cache_directories({"TORCHINDUCTOR_CACHE_DIR": "/s/i", "TRITON_CACHE_DIR": "/s/t"}) == {
-        "torchinductor": Path("/s/i"), "triton": Path("/s/t")}
+        "torchinductor": Path("/s/i"),
+        "triton": Path("/s/t"),
+    }
 
 
 @pytest.fixture(params=["s3", "directory"])
@@ -106,9 +108,15 @@ def member(name: str, kind: bytes = tarfile.REGTYPE, size: int = 0, **attributes
     return info
 
 
-@pytest.mark.parametrize("data", [b"not a gzip archive", raw_archive([member("../../escape", size=1)]),
-                                  raw_archive([member("torchinductor/out", tarfile.SYMTYPE, linkname="/etc/passwd")])],
-                         ids=["corrupt", "parent-path", "link-out"])
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"not a gzip archive",
+        raw_archive([member("../../escape", size=1)]),
+        raw_archive([member("torchinductor/out", tarfile.SYMTYPE, linkname="/etc/passwd")]),
+    ],
+    ids=["corrupt", "parent-path", "link-out"],
+)
 def test_an_unusable_or_hostile_archive_is_refused_and_nothing_lands_outside(store, tmp_path, data, request, caplog):
     put(store, data, request.getfixturevalue("s3") if store.startswith("s3://") else None)
     directories = caches(tmp_path / "task")
@@ -147,11 +155,15 @@ def test_an_archive_over_a_size_limit_is_refused(store, tmp_path, monkeypatch, l
     assert any("more than 10" in getattr(record, "error", "") for record in caplog.records), caplog.records
 
 
-@pytest.mark.parametrize("members", [
-    [member("torchinductor/inner", tarfile.SYMTYPE, linkname="k")],  # a link, even inside
-    [member("torchinductor/k"), member("torchinductor/hard", tarfile.LNKTYPE, linkname="torchinductor/k")],
-    [member("torchinductor/sparse", tarfile.GNUTYPE_SPARSE, size=0)],  # unpacks small, copies large
-], ids=["symlink", "hard-link", "sparse"])
+@pytest.mark.parametrize(
+    "members",
+    [
+        [member("torchinductor/inner", tarfile.SYMTYPE, linkname="k")],  # a link, even inside
+        [member("torchinductor/k"), member("torchinductor/hard", tarfile.LNKTYPE, linkname="torchinductor/k")],
+        [member("torchinductor/sparse", tarfile.GNUTYPE_SPARSE, size=0)],  # unpacks small, copies large
+    ],
+    ids=["symlink", "hard-link", "sparse"],
+)
 def test_only_plain_files_and_directories_are_unpacked(tmp_path, members, caplog):
     store = tmp_path / "store"
     store.mkdir()
@@ -175,7 +187,9 @@ def test_a_body_longer_than_its_head_said_is_cut_off(monkeypatch, tmp_path, capl
             return {"ContentLength": 5, "ETag": '"e"'}
 
         def get_object(self, **_):
-            return {"Body": types.SimpleNamespace(iter_chunks=lambda size: iter([b"x" * 8, b"x" * 8]), close=lambda: None)}
+            return {
+                "Body": types.SimpleNamespace(iter_chunks=lambda size: iter([b"x" * 8, b"x" * 8]), close=lambda: None)
+            }
 
     monkeypatch.setattr(compile_cache, "s3_client", lambda workers: Lying())
     monkeypatch.setattr(compile_cache, "MAX_ARCHIVE_BYTES", 10)
@@ -207,8 +221,15 @@ def test_a_store_that_cannot_be_written_costs_nothing(tmp_path, caplog):
 
 
 def test_the_setting_reads_compile_cache_uri():
-    settings = load_settings([], {"MODEL_NAME": "m", "MODEL_VERSION": "1", "MODEL_URI": "/m",
-                                  "COMPILE_CACHE_URI": "s3://b/models/m/.compile-cache/1/"})
+    settings = load_settings(
+        [],
+        {
+            "MODEL_NAME": "m",
+            "MODEL_VERSION": "1",
+            "MODEL_URI": "/m",
+            "COMPILE_CACHE_URI": "s3://b/models/m/.compile-cache/1/",
+        },
+    )
     assert settings.compile_cache_uri == "s3://b/models/m/.compile-cache/1/"
     assert load_settings([], {"MODEL_NAME": "m", "MODEL_VERSION": "1", "MODEL_URI": "/m"}).compile_cache_uri is None
 
@@ -219,8 +240,11 @@ def test_the_runner_restores_before_the_model_compiles_and_saves_once_every_shap
     calls: list[str] = []
     saved = threading.Event()
     monkeypatch.setattr(compile_cache, "restore", lambda uri, key, dirs: calls.append(f"restore {uri}") or False)
-    monkeypatch.setattr(compile_cache, "save",
-                        lambda uri, key, dirs: calls.append(f"save {uri} {threading.current_thread().name}") or saved.set())
+    monkeypatch.setattr(
+        compile_cache,
+        "save",
+        lambda uri, key, dirs: calls.append(f"save {uri} {threading.current_thread().name}") or saved.set(),
+    )
     runner = bare_runner()
     runner._restore_compile_cache("s3://b/p/")
     assert calls == ["restore s3://b/p/"]
@@ -237,22 +261,32 @@ def bare_runner(warm_failures: int = 0):
     from inference_server.engine import model_runner
 
     runner = model_runner.ModelRunner.__new__(model_runner.ModelRunner)  # only what the two methods read
-    vars(runner).update(_save_compile_cache=None, device=torch.device("cpu"), dtype=torch.float32, _torch=torch, compile=True,
-                        start_phases={"loaded": time.time() - 2.5},
-                        settings=load_settings([], {"MODEL_NAME": "m", "MODEL_VERSION": "1", "MODEL_URI": "/m"}),
-                        batcher=types.SimpleNamespace(warm_failures=warm_failures))
+    vars(runner).update(
+        _save_compile_cache=None,
+        device=torch.device("cpu"),
+        dtype=torch.float32,
+        _torch=torch,
+        compile=True,
+        start_phases={"loaded": time.time() - 2.5},
+        settings=load_settings([], {"MODEL_NAME": "m", "MODEL_VERSION": "1", "MODEL_URI": "/m"}),
+        batcher=types.SimpleNamespace(warm_failures=warm_failures),
+    )
     return runner
 
 
-@pytest.mark.parametrize("restored, warm_failures", [(True, 0), (False, 1), (False, 0)],
-                         ids=["restored", "a-shape-failed", "saves"])
+@pytest.mark.parametrize(
+    "restored, warm_failures", [(True, 0), (False, 1), (False, 0)], ids=["restored", "a-shape-failed", "saves"]
+)
 def test_nothing_is_saved_after_a_restore_or_when_a_shape_failed_to_warm(monkeypatch, restored, warm_failures):
     from inference_server.engine import model_runner
 
     threads: list[str] = []  # the save's thread, recorded instead of started: no race with the assertion
     monkeypatch.setattr(compile_cache, "restore", lambda uri, key, dirs: restored)
-    monkeypatch.setattr(model_runner.threading, "Thread",
-                        lambda target, name, daemon: types.SimpleNamespace(start=lambda: threads.append(name)))
+    monkeypatch.setattr(
+        model_runner.threading,
+        "Thread",
+        lambda target, name, daemon: types.SimpleNamespace(start=lambda: threads.append(name)),
+    )
     runner = bare_runner(warm_failures)
     runner._restore_compile_cache("s3://b/p/")
     runner._on_all_warm()
@@ -266,7 +300,9 @@ def test_once_every_shape_has_compiled_a_gpu_hands_the_eager_forwards_cached_mem
     emptied: list[bool] = []
     runner = bare_runner()
     runner.device = torch.device(device)
-    vars(runner).update(_torch=types.SimpleNamespace(cuda=types.SimpleNamespace(empty_cache=lambda: emptied.append(True))))
+    vars(runner).update(
+        _torch=types.SimpleNamespace(cuda=types.SimpleNamespace(empty_cache=lambda: emptied.append(True)))
+    )
     runner._on_all_warm()
     assert emptied == ([True] if device == "cuda" else [])
 

@@ -38,21 +38,43 @@ from ..conftest import infer, make_settings, model_handler, wait_ready
 UUID = "GPU-8932f937-d72c-4106-c12f-20bd9faed9f6"
 
 
-@pytest.mark.parametrize(("raw", "limits"), [
-    ("0=2048M", {"0": 2048}),
-    ("2048M", {EVERY_DEVICE: 2048}),
-    ("0=1G,1=512MB", {"0": 1024, "1": 512}),  # NVIDIA's own example
-    ("3G", {EVERY_DEVICE: 3072}),
-    (f"{UUID}=2G", {UUID: 2048}),
-    ("GPU-8932f937=900M", {"GPU-8932f937": 900}),  # an abbreviated UUID, as CUDA_VISIBLE_DEVICES takes
-    (" 0 = 2G , 1=1gb ", {"0": 2048, "1": 1024}),
-])
+@pytest.mark.parametrize(
+    ("raw", "limits"),
+    [
+        ("0=2048M", {"0": 2048}),
+        ("2048M", {EVERY_DEVICE: 2048}),
+        ("0=1G,1=512MB", {"0": 1024, "1": 512}),  # NVIDIA's own example
+        ("3G", {EVERY_DEVICE: 3072}),
+        (f"{UUID}=2G", {UUID: 2048}),
+        ("GPU-8932f937=900M", {"GPU-8932f937": 900}),  # an abbreviated UUID, as CUDA_VISIBLE_DEVICES takes
+        (" 0 = 2G , 1=1gb ", {"0": 2048, "1": 1024}),
+    ],
+)
 def test_each_documented_form_of_the_memory_limit_is_read(raw, limits):
     assert parse_memory_limit(raw) == limits
 
 
-@pytest.mark.parametrize("raw", ["2048", "2048K", "2T", "1.5G", "2 GB", "0=", "=2G", "0=2G,0=1G", "0=0M", "x=2G",
-                                 "2G,1G", "0=2G;1=1G", "-1=2G", "0=2G,", "0:2G", "MIG-1=2G"])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "2048",
+        "2048K",
+        "2T",
+        "1.5G",
+        "2 GB",
+        "0=",
+        "=2G",
+        "0=2G,0=1G",
+        "0=0M",
+        "x=2G",
+        "2G,1G",
+        "0=2G;1=1G",
+        "-1=2G",
+        "0=2G,",
+        "0:2G",
+        "MIG-1=2G",
+    ],
+)
 def test_a_malformed_memory_limit_is_refused_naming_the_variable_and_the_forms(raw):
     with pytest.raises(SettingsError) as refused:
         parse_memory_limit(raw)
@@ -89,8 +111,12 @@ def test_a_device_takes_its_ordinals_limit_else_its_uuids_else_the_one_for_every
 
 
 def test_main_refuses_a_malformed_share_before_starting_anything(monkeypatch, capsys, restore_logging, tmp_path):
-    for name, value in {"MODEL_NAME": "m", "MODEL_VERSION": "1", "MODEL_URI": str(tmp_path),
-                        MEMORY_VARIABLE: "2048"}.items():
+    for name, value in {
+        "MODEL_NAME": "m",
+        "MODEL_VERSION": "1",
+        "MODEL_URI": str(tmp_path),
+        MEMORY_VARIABLE: "2048",
+    }.items():
         monkeypatch.setenv(name, value)
     assert main([]) == 2
     line = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
@@ -98,6 +124,7 @@ def test_main_refuses_a_malformed_share_before_starting_anything(monkeypatch, ca
 
 
 # -- the plan -------------------------------------------------------------------------------------------------------
+
 
 def linear(per_input: int):
     return lambda size: size * per_input
@@ -117,7 +144,12 @@ def test_a_model_that_cannot_fit_one_input_is_refused_with_what_it_needs_and_the
         plan_batches(100, 50 * MIB, linear(60 * MIB), 32, 512)
     message = str(refused.value)
     assert refused.value.variable == MEMORY_VARIABLE
-    assert "GPU share of 100 MiB" in message and "50.0 MiB of weights" in message and "60.0 MiB for one input" in message and "512 tokens" in message
+    assert (
+        "GPU share of 100 MiB" in message
+        and "50.0 MiB of weights" in message
+        and "60.0 MiB for one input" in message
+        and "512 tokens" in message
+    )
     assert "gpu_share.memory_mib (at least 123 MiB)" in message and "MAX_SEQUENCE_LENGTH" in message  # 110 / 0.9
 
 
@@ -180,6 +212,7 @@ def test_a_measuring_forward_that_runs_out_of_the_shares_memory_is_a_refusal(mon
 
 # -- the server on a share (CPU: the same plan, on the handler's estimate) --------------------------------------------
 
+
 def start_on_a_share(monkeypatch, model_dir, limit: str, **overrides) -> LocalModel:
     monkeypatch.setenv(MEMORY_VARIABLE, limit)
     monkeypatch.setenv(COMPUTE_VARIABLE, "50")
@@ -223,8 +256,10 @@ def test_the_batches_warmed_and_served_are_clamped_within_the_share(monkeypatch,
         plan = lines["batch sizes planned within the GPU share"]
         assert (plan["limit_mib"], plan["largest_batch"], plan["max_batch_size"], plan["length"]) == (1, largest, 8, 64)
         assert plan["weights_mib"] > 0 and plan["input_mib"] > 0
-        assert f"MAX_BATCH_SIZE to at most {largest}" in lines[
-            "MAX_BATCH_SIZE does not fit the GPU share; serving smaller batches"]["fix"]
+        assert (
+            f"MAX_BATCH_SIZE to at most {largest}"
+            in lines["MAX_BATCH_SIZE does not fit the GPU share; serving smaller batches"]["fix"]
+        )
     finally:
         local.stop()
 
@@ -234,10 +269,15 @@ def test_the_estimate_of_a_text_model_grows_with_the_batch_and_the_square_of_the
     assert handler.activation_bytes(8, 64) == 8 * handler.activation_bytes(1, 64)
     assert handler.activation_bytes(1, 128) > 2 * handler.activation_bytes(1, 64)
     weights = sum(p.numel() * p.element_size() for p in handler.model.parameters())
-    assert weights <= handler.weights_bytes() <= weights + sum(b.numel() * b.element_size() for b in handler.model.buffers())
+    assert (
+        weights
+        <= handler.weights_bytes()
+        <= weights + sum(b.numel() * b.element_size() for b in handler.model.buffers())
+    )
 
 
 # -- the model process's own figures --------------------------------------------------------------------------------
+
 
 class Clock:
     def __init__(self) -> None:

@@ -9,8 +9,12 @@ import pytest
 
 from ..conftest import infer, make_settings, model_handler, started
 
-SENTENCES = ["A man is eating food.", "A man is eating a piece of bread.", "A man is riding a horse.",
-             "The new movie is awesome and everyone should see it twice, or maybe three times. " * 3]
+SENTENCES = [
+    "A man is eating food.",
+    "A man is eating a piece of bread.",
+    "A man is riding a horse.",
+    "The new movie is awesome and everyone should see it twice, or maybe three times. " * 3,
+]
 
 
 def embed(service, texts: list[str]) -> np.ndarray:
@@ -41,8 +45,9 @@ def test_warmup_inputs_have_exactly_the_bucket_length(embedder_service):
         assert handler.warmup_input(length).length == length
 
 
-def test_a_ready_server_answers_at_shapes_it_has_not_warmed_with_the_same_embeddings(tiny_embedder_dir,
-                                                                                    embedder_service, monkeypatch):
+def test_a_ready_server_answers_at_shapes_it_has_not_warmed_with_the_same_embeddings(
+    tiny_embedder_dir, embedder_service, monkeypatch
+):
     from inference_server.engine import batcher as batcher_module
 
     monkeypatch.setattr(batcher_module, "SHORT_FORWARD_S", 0.0)  # no batch past 1 counts as short: only batch 1 warms
@@ -73,13 +78,13 @@ def test_minilm_matches_sentence_transformers(minilm_service, minilm_dir):
     assert similarity[0, 1] > similarity[0, 2] + 0.2
 
 
-ARTIFACT_HANDLER = '''
+ARTIFACT_HANDLER = """
 from tests.server.fakes import EchoHandler
 
 
 class ModelHandler(EchoHandler):
     pass
-'''
+"""
 
 
 @pytest.mark.parametrize("allowed", [False, True])

@@ -21,7 +21,7 @@ WEIGHTS = "model.safetensors"
 def test_a_file_larger_than_a_piece_lists_each_pieces_digest(tiny_classifier_dir):
     manifest = build_manifest(tiny_classifier_dir, "tiny", "1", piece_bytes=PIECE)
     data = (tiny_classifier_dir / WEIGHTS).read_bytes()
-    expected = [hashlib.sha256(data[i:i + PIECE]).hexdigest() for i in range(0, len(data), PIECE)]
+    expected = [hashlib.sha256(data[i : i + PIECE]).hexdigest() for i in range(0, len(data), PIECE)]
     assert len(expected) > 1 and manifest.files[WEIGHTS].pieces == tuple(expected)
     assert manifest.files[WEIGHTS].sha256 == sha256_file(tiny_classifier_dir / WEIGHTS)
     assert manifest.files["config.json"].pieces == ()  # one piece: its digest is the file's
@@ -39,17 +39,28 @@ def test_a_manifest_of_small_files_lists_no_pieces_and_says_its_piece_size(tiny_
 
 
 def _doc(size: int, pieces, piece_bytes=4) -> bytes:
-    return json.dumps({"format": 1, "model_name": "m", "version": "1", "created_at": "t", "piece_bytes": piece_bytes,
-                       "files": {"w": {"sha256": "0" * 64, "size": size, "pieces": pieces}}}).encode()
+    return json.dumps(
+        {
+            "format": 1,
+            "model_name": "m",
+            "version": "1",
+            "created_at": "t",
+            "piece_bytes": piece_bytes,
+            "files": {"w": {"sha256": "0" * 64, "size": size, "pieces": pieces}},
+        }
+    ).encode()
 
 
-@pytest.mark.parametrize("doc", [
-    _doc(10, ["0" * 64] * 2),  # 10 bytes in 4-byte pieces are 3 pieces
-    _doc(10, ["0" * 64] * 2 + ["xyz"]),
-    _doc(4, ["0" * 64]),  # one piece: its digest is the file's, so none are listed
-    _doc(10, "0" * 64),
-    _doc(10, ["0" * 64] * 3, piece_bytes=0),
-])
+@pytest.mark.parametrize(
+    "doc",
+    [
+        _doc(10, ["0" * 64] * 2),  # 10 bytes in 4-byte pieces are 3 pieces
+        _doc(10, ["0" * 64] * 2 + ["xyz"]),
+        _doc(4, ["0" * 64]),  # one piece: its digest is the file's, so none are listed
+        _doc(10, "0" * 64),
+        _doc(10, ["0" * 64] * 3, piece_bytes=0),
+    ],
+)
 def test_malformed_piece_digests_are_refused(doc):
     with pytest.raises(ManifestError, match="piece"):
         Manifest.from_json(doc)
@@ -87,13 +98,13 @@ def ranges(monkeypatch):
     return seen
 
 
-def test_each_piece_is_checked_as_it_streams_and_no_file_is_read_back(published, tiny_classifier_dir, tmp_path,
-                                                                       ranges):
+def test_each_piece_is_checked_as_it_streams_and_no_file_is_read_back(published, tiny_classifier_dir, tmp_path, ranges):
     artifact = fetch_model(published, tmp_path, require_manifest=True)
     data = (tiny_classifier_dir / WEIGHTS).read_bytes()
     assert (artifact.directory / WEIGHTS).read_bytes() == data
     assert sorted(ranges[WEIGHTS], key=lambda r: int(r.split("-")[0])) == [
-        f"{i}-{min(len(data), i + PIECE) - 1}" for i in range(0, len(data), PIECE)]
+        f"{i}-{min(len(data), i + PIECE) - 1}" for i in range(0, len(data), PIECE)
+    ]
     assert len(ranges["config.json"]) == 1
     assert not list(artifact.directory.rglob("*.partial"))
 
@@ -105,7 +116,7 @@ def _replace(s3, bucket: str, key: str, change) -> None:
 
 def test_a_corrupted_piece_is_named_and_nothing_is_left_behind(s3, bucket, published, tmp_path):
     flip = 3 * PIECE + 5
-    _replace(s3, bucket, f"models/tiny/1/{WEIGHTS}", lambda b: b[:flip] + bytes([b[flip] ^ 1]) + b[flip + 1:])
+    _replace(s3, bucket, f"models/tiny/1/{WEIGHTS}", lambda b: b[:flip] + bytes([b[flip] ^ 1]) + b[flip + 1 :])
     with pytest.raises(ArtifactError, match=rf"{WEIGHTS}: piece 3 .*sha256"):
         fetch_model(published, tmp_path, require_manifest=True)
     directory = tmp_path / "models" / bucket / "models/tiny/1"
@@ -146,8 +157,9 @@ def test_a_stream_that_keeps_breaking_fails_the_fetch(published, tmp_path, monke
     assert not list(tmp_path.rglob("*.partial"))
 
 
-def test_a_manifest_without_piece_digests_is_checked_after_the_download(s3, bucket, published, tiny_classifier_dir,
-                                                                       tmp_path, caplog):
+def test_a_manifest_without_piece_digests_is_checked_after_the_download(
+    s3, bucket, published, tiny_classifier_dir, tmp_path, caplog
+):
     """As one published before pieces existed with a file larger than one piece."""
     key = "models/tiny/1/manifest.json"
     doc = json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read())

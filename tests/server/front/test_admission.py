@@ -129,8 +129,9 @@ def test_the_table_lives_in_the_status_page_and_a_reader_sees_the_writer():
 
 def test_batcher_publishes_warm_up_and_batch_times():
     times = BatchTimes([0] * SLOTS)
-    batcher = Batcher(EchoHandler, max_batch_size=4, max_wait_s=0.001, max_queue_size=16, max_sequence_length=32,
-                      batch_times=times)
+    batcher = Batcher(
+        EchoHandler, max_batch_size=4, max_wait_s=0.001, max_queue_size=16, max_sequence_length=32, batch_times=times
+    )
     batcher.start()
     try:
         assert batcher.ready.wait(10)
@@ -162,6 +163,7 @@ def test_a_burst_in_one_loop_iteration_counts_this_workers_own_inputs():
 
 # -- through the app ----------------------------------------------------------------------------------------------
 
+
 async def _call(app, headers: list[tuple[bytes, bytes]], body: bytes = b'{"text": "a"}'):
     """The front door directly: (status, headers, body, how many times the body was received)."""
     sent, received = [], []
@@ -173,8 +175,12 @@ async def _call(app, headers: list[tuple[bytes, bytes]], body: bytes = b'{"text"
     async def send(message):
         sent.append(message)
 
-    scope = {"type": "http", "method": "POST", "path": "/predict", "headers": [
-        (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *headers]}
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/predict",
+        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *headers],
+    }
     await app(scope, receive, send)
     return sent[0]["status"], dict(sent[0]["headers"]), sent[1]["body"], len(received)
 
@@ -276,8 +282,14 @@ def test_a_compile_is_published_as_such_and_a_batch_is_not():
     assert times.compiling_s() is None and times.running == 8
 
 
-CASES = ["compiling", "not compiling", "compiling too long", "compiling, an error", "compiling, a new worker",
-         "compiling, never served"]
+CASES = [
+    "compiling",
+    "not compiling",
+    "compiling too long",
+    "compiling, an error",
+    "compiling, a new worker",
+    "compiling, never served",
+]
 
 
 @pytest.mark.parametrize("case", CASES)

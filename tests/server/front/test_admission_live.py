@@ -37,24 +37,34 @@ def test_under_overload_every_200_is_within_its_deadline_and_the_rest_are_503(ti
     port, log = free_port(), tmp_path / "server.log"
     # Batches of at most 2: 24 clients would queue 12 batches deep without admission; the deadline allows 4
     # batches (of however long a batch takes on this machine now).
-    env = server_env(tiny_classifier_dir, port, tmp_path / "cache", MODEL_TASK="text-classification",
-                     MODEL_HANDLER="inference_server.testing:SlowClassificationHandler",
-                     SLOW_HANDLER_DELAY_S=str(BATCH_S), MAX_BATCH_SIZE="2", MAX_SEQUENCE_LENGTH="32", WORKERS="1",
-                     OMP_NUM_THREADS="1")
+    env = server_env(
+        tiny_classifier_dir,
+        port,
+        tmp_path / "cache",
+        MODEL_TASK="text-classification",
+        MODEL_HANDLER="inference_server.testing:SlowClassificationHandler",
+        SLOW_HANDLER_DELAY_S=str(BATCH_S),
+        MAX_BATCH_SIZE="2",
+        MAX_SEQUENCE_LENGTH="32",
+        WORKERS="1",
+        OMP_NUM_THREADS="1",
+    )
     process = start(env, log)
     try:
         wait_until_ready(process, port, log)
         batch_ms = sorted(_one_ms(port) for _ in range(5))[2]
         deadline_ms = 4 * batch_ms
         # The bench's load generator: one uvloop thread, so its own delays stay small beside the deadline.
-        requests = encode_requests("127.0.0.1", port, "/predict", [BODY],
-                                   {"X-Request-Timeout-Ms": f"{deadline_ms:.0f}"})
+        requests = encode_requests(
+            "127.0.0.1", port, "/predict", [BODY], {"X-Request-Timeout-Ms": f"{deadline_ms:.0f}"}
+        )
         # Counted on the client's clock, which starts when it writes the request; the server's starts when its
         # worker reads it. Between them: the load generator's and the worker's own lag at ~8,000 rejections a
         # second on the two cores they share here, up to about a batch (without admission the 200s would wait
         # 12 batches).
-        result = run_load("127.0.0.1", port, requests, CLIENTS, 0.3, SECONDS, min_per_client=0,
-                          deadline_ms=deadline_ms + batch_ms)
+        result = run_load(
+            "127.0.0.1", port, requests, CLIENTS, 0.3, SECONDS, min_per_client=0, deadline_ms=deadline_ms + batch_ms
+        )
         assert _one_ms(port) > 0 and process.poll() is None  # after the overload the server serves
     finally:
         process.terminate()
@@ -67,4 +77,3 @@ def test_under_overload_every_200_is_within_its_deadline_and_the_rest_are_503(ti
     not_ok = sum(n for code, n in counts.items() if code != 200)
     assert result.errors == not_ok, (result.errors, counts)  # every error is an answer: no broken connection
     assert result.within_deadline <= counts.get(200, 0)
-

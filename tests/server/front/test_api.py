@@ -53,8 +53,18 @@ async def test_predict_batch_keeps_order_and_matches_single_predictions(classifi
         assert prediction["scores"] == pytest.approx(single.json()["prediction"]["scores"], abs=1e-5)
 
 
-@pytest.mark.parametrize("path", ["/tiny/predict", "/tiny/health", "/tiny/ready", "/tiny/metrics",
-                                  "/tiny/openapi.json", "/tiny/docs", "/tiny/predict/batch"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/tiny/predict",
+        "/tiny/health",
+        "/tiny/ready",
+        "/tiny/metrics",
+        "/tiny/openapi.json",
+        "/tiny/docs",
+        "/tiny/predict/batch",
+    ],
+)
 async def test_every_route_is_also_under_the_model_name(classifier_app, path):
     async with client(classifier_app) as c:
         if "predict" in path:
@@ -70,12 +80,24 @@ async def test_openapi_documents_every_error_status(classifier_app):
         doc = (await c.get("/openapi.json")).json()
         prefixed = (await c.get("/tiny/openapi.json")).json()
     oip = ["/v2/models/{model_name}", "/v2/models/{model_name}/versions/{model_version}"]
-    assert set(doc["paths"]) == {"/health", "/ready", "/metrics", "/predict", "/predict/batch", "/v1/embeddings",
-                                 "/v1/models", "/v1/models/{model_id}", "/v2", "/v2/health/live", "/v2/health/ready",
-                                 *oip, *(f"{p}/ready" for p in oip), *(f"{p}/infer" for p in oip)}
+    assert set(doc["paths"]) == {
+        "/health",
+        "/ready",
+        "/metrics",
+        "/predict",
+        "/predict/batch",
+        "/v1/embeddings",
+        "/v1/models",
+        "/v1/models/{model_id}",
+        "/v2",
+        "/v2/health/live",
+        "/v2/health/ready",
+        *oip,
+        *(f"{p}/ready" for p in oip),
+        *(f"{p}/infer" for p in oip),
+    }
     for path in ("/predict", "/predict/batch"):
-        assert set(doc["paths"][path]["post"]["responses"]) == {"200", "400", "413", "415", "422", "500", "503",
-                                                                "504"}
+        assert set(doc["paths"][path]["post"]["responses"]) == {"200", "400", "413", "415", "422", "500", "503", "504"}
     predict_request = doc["components"]["schemas"]["PredictRequest"]
     assert predict_request["additionalProperties"] is False
     assert predict_request["properties"]["text"]["maxLength"] == 2000
@@ -205,8 +227,14 @@ BAD_INPUTS = [
     ("number in batch", "/predict/batch", {"texts": ["a", 2]}, None, 422, "invalid_request"),
     ("string instead of list", "/predict/batch", {"texts": "a"}, None, 422, "invalid_request"),
     ("text/plain", "/predict", b'{"text": "a"}', {"content-type": "text/plain"}, 415, "unsupported_media_type"),
-    ("form", "/predict", b"text=a", {"content-type": "application/x-www-form-urlencoded"}, 415,
-     "unsupported_media_type"),
+    (
+        "form",
+        "/predict",
+        b"text=a",
+        {"content-type": "application/x-www-form-urlencoded"},
+        415,
+        "unsupported_media_type",
+    ),
     ("no content type", "/predict", b'{"text": "a"}', {"content-type": ""}, 415, "unsupported_media_type"),
     ("body over the limit", "/predict", {"text": "a" * 70_000}, None, 413, "payload_too_large"),
 ]
@@ -251,10 +279,20 @@ async def test_bad_content_length_is_refused_before_reading(classifier_service):
     async def send(message):
         messages.append(message)
 
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
-             "path": "/predict", "raw_path": b"/predict", "query_string": b"", "root_path": "", "scheme": "http",
-             "server": ("test", 80), "client": ("c", 1),
-             "headers": [(b"content-type", b"application/json"), (b"content-length", b"12abc")]}
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "path": "/predict",
+        "raw_path": b"/predict",
+        "query_string": b"",
+        "root_path": "",
+        "scheme": "http",
+        "server": ("test", 80),
+        "client": ("c", 1),
+        "headers": [(b"content-type", b"application/json"), (b"content-length", b"12abc")],
+    }
     await app(scope, receive, send)
     assert messages[0]["status"] == 400
     scope["headers"][1] = (b"content-length", b"99999999")
@@ -262,10 +300,18 @@ async def test_bad_content_length_is_refused_before_reading(classifier_service):
     assert messages[2]["status"] == 413
 
 
-@pytest.mark.parametrize("method,path,status", [("GET", "/predict", 405), ("PUT", "/predict/batch", 405),
-                                                ("POST", "/health", 405), ("DELETE", "/ready", 405),
-                                                ("GET", "/nope", 404), ("GET", "/predict/", 404),
-                                                ("GET", "/other-model/predict", 404)])
+@pytest.mark.parametrize(
+    "method,path,status",
+    [
+        ("GET", "/predict", 405),
+        ("PUT", "/predict/batch", 405),
+        ("POST", "/health", 405),
+        ("DELETE", "/ready", 405),
+        ("GET", "/nope", 404),
+        ("GET", "/predict/", 404),
+        ("GET", "/other-model/predict", 404),
+    ],
+)
 async def test_unknown_routes_and_wrong_methods_get_json(classifier_app, method, path, status):
     async with client(classifier_app) as c:
         r = await c.request(method, path)
@@ -368,24 +414,41 @@ async def test_api_keys_guard_every_route_but_the_probes(echo_service, caplog):
     async with client(app) as c:
         missing = await c.post("/predict", json={"text": "a"})
         wrong = await c.post("/predict", json={"text": "a"}, headers={"x-api-key": "first-ke"})
-        wrong_before_bad_body = await c.post("/predict", content=b"{", headers={"x-api-key": "nope",
-                                                                                  "content-type": "text/plain"})
+        wrong_before_bad_body = await c.post(
+            "/predict", content=b"{", headers={"x-api-key": "nope", "content-type": "text/plain"}
+        )
         first = await c.post("/predict", json={"text": "a"}, headers={"x-api-key": "first-key"})
         with caplog.at_level(logging.INFO, logger="inference_server.access"):
-            second = await c.post("/tiny/predict/batch", json={"texts": ["a"]},
-                                  headers={"authorization": "Bearer second-key"})
+            second = await c.post(
+                "/tiny/predict/batch", json={"texts": ["a"]}, headers={"authorization": "Bearer second-key"}
+            )
         probes = [await c.get(p) for p in ("/health", "/ready", "/metrics", "/tiny/health", "/tiny/ready")]
-        keyless = {p: await c.get(p) for p in ("/openapi.json", "/docs", "/tiny/openapi.json", "/v1/models",
-                                               "/tiny/v1/models", "/tiny/v2", "/tiny/v2/models/tiny/ready",
-                                               "/tiny/v2/health/live", "/no-such-route", "/tiny/later-route")}
+        keyless = {
+            p: await c.get(p)
+            for p in (
+                "/openapi.json",
+                "/docs",
+                "/tiny/openapi.json",
+                "/v1/models",
+                "/tiny/v1/models",
+                "/tiny/v2",
+                "/tiny/v2/models/tiny/ready",
+                "/tiny/v2/health/live",
+                "/no-such-route",
+                "/tiny/later-route",
+            )
+        }
         keyed = {p: await c.get(p, headers={"x-api-key": "second-key"}) for p in keyless}
         metrics = (await c.get("/metrics")).text
     for r in (missing, wrong, wrong_before_bad_body, *keyless.values()):
         assert r.status_code == 401, (r.request.url, r.status_code)
     assert first.status_code == 200 and second.status_code == 200
     assert [r.status_code for r in probes] == [200] * 5
-    assert {p: r.status_code for p, r in keyed.items()} == {**dict.fromkeys(keyless, 200), "/no-such-route": 404,
-                                                           "/tiny/later-route": 404}
+    assert {p: r.status_code for p, r in keyed.items()} == {
+        **dict.fromkeys(keyless, 200),
+        "/no-such-route": 404,
+        "/tiny/later-route": 404,
+    }
     doc = keyed["/openapi.json"].json()
     assert doc["components"]["securitySchemes"]["APIKeyHeader"]["name"] == "x-api-key"
     assert "401" in doc["paths"]["/predict"]["post"]["responses"]
@@ -401,12 +464,15 @@ async def test_the_access_log_names_the_key_never_shows_it(echo_service, caplog)
     service = echo_service(api_keys=(("team-a", "team-a-secret"),), access_log_sample=1.0)
     async with client(create_app(service)) as c:
         with caplog.at_level(logging.INFO, logger="inference_server.access"):
-            assert (await c.post("/predict", json={"text": "a"}, headers={"x-api-key": "team-a-secret"})).status_code == 200
+            assert (
+                await c.post("/predict", json={"text": "a"}, headers={"x-api-key": "team-a-secret"})
+            ).status_code == 200
             assert (await c.post("/predict", json={"text": "a"}, headers={"x-api-key": "guess"})).status_code == 401
     lines = [json.loads(JsonFormatter().format(r)) for r in caplog.records if r.getMessage() == "request"]
     assert [(line.get("api_key"), line["status"]) for line in lines] == [("team-a", 200), (None, 401)]
-    assert not any("team-a-secret" in JsonFormatter().format(r) or "guess" in JsonFormatter().format(r)
-                   for r in caplog.records)
+    assert not any(
+        "team-a-secret" in JsonFormatter().format(r) or "guess" in JsonFormatter().format(r) for r in caplog.records
+    )
 
 
 async def test_rotation_two_keys_live_at_once_then_one_revoked_alone(echo_service):
@@ -420,8 +486,10 @@ async def test_rotation_two_keys_live_at_once_then_one_revoked_alone(echo_servic
 
     async def statuses(app):
         async with client(app) as c:
-            return [(await c.post("/predict", json={"text": "a"}, headers={"x-api-key": key})).status_code
-                    for key in ("a-old-key", "a-new-key", "b-key")]
+            return [
+                (await c.post("/predict", json={"text": "a"}, headers={"x-api-key": key})).status_code
+                for key in ("a-old-key", "a-new-key", "b-key")
+            ]
 
     assert await statuses(rotating) == [200, 200, 200]
     assert await statuses(revoked) == [401, 200, 200]
@@ -435,9 +503,20 @@ async def test_paths_that_only_look_like_a_probe_need_the_key(echo_service):
     async def status(path: str) -> int:
         # As uvicorn hands a raw request line over (percent-decoded, dot segments kept); an HTTP client would
         # normalise "..", which an attacker's need not.
-        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET", "scheme": "http",
-                 "path": path, "raw_path": path.encode(), "root_path": "", "query_string": b"", "headers": [],
-                 "server": ("127.0.0.1", 8080), "client": ("127.0.0.1", 1)}
+        scope = {
+            "type": "http",
+            "asgi": {"version": "3.0"},
+            "http_version": "1.1",
+            "method": "GET",
+            "scheme": "http",
+            "path": path,
+            "raw_path": path.encode(),
+            "root_path": "",
+            "query_string": b"",
+            "headers": [],
+            "server": ("127.0.0.1", 8080),
+            "client": ("127.0.0.1", 1),
+        }
         sent = []
 
         async def receive():
@@ -449,8 +528,15 @@ async def test_paths_that_only_look_like_a_probe_need_the_key(echo_service):
         await app(scope, receive, send)
         return next(m["status"] for m in sent if m["type"] == "http.response.start")
 
-    for path in ("/tiny/v1/../metrics", "/tiny/predict/../ready", "/tiny/v2/../health", "/tiny/metrics/",
-                 "/tiny//metrics", "/TINY/metrics", "/tiny/health/x"):
+    for path in (
+        "/tiny/v1/../metrics",
+        "/tiny/predict/../ready",
+        "/tiny/v2/../health",
+        "/tiny/metrics/",
+        "/tiny//metrics",
+        "/TINY/metrics",
+        "/tiny/health/x",
+    ):
         assert await status(path) == 401, path
     assert await status("/tiny/metrics") == 200  # the exact probe path, for a local scrape
 
@@ -478,11 +564,19 @@ async def test_each_worker_and_the_model_write_one_emf_document_per_interval(ech
         runner._on_queue_change(0)
         runner.emit_signals()
         runner.emit_signals()
-    worker, model, signal, quiet = [json.loads(JsonFormatter().format(r)) for r in caplog.records if r.getMessage() == "metrics"]
+    worker, model, signal, quiet = [
+        json.loads(JsonFormatter().format(r)) for r in caplog.records if r.getMessage() == "metrics"
+    ]
     names = {d["Name"]: d["Unit"] for d in worker["_aws"]["CloudWatchMetrics"][0]["Metrics"]}
-    assert names == {m.REJECTED_REQUESTS: "Count", m.TIMED_OUT_REQUESTS: "Count", m.CACHE_HITS: "Count",
-                     m.CACHE_MISSES: "Count", m.REQUEST_LATENCY: "Milliseconds", m.QUEUE_WAIT: "Milliseconds",
-                     m.INFERENCE_TIME: "Milliseconds"}
+    assert names == {
+        m.REJECTED_REQUESTS: "Count",
+        m.TIMED_OUT_REQUESTS: "Count",
+        m.CACHE_HITS: "Count",
+        m.CACHE_MISSES: "Count",
+        m.REQUEST_LATENCY: "Milliseconds",
+        m.QUEUE_WAIT: "Milliseconds",
+        m.INFERENCE_TIME: "Milliseconds",
+    }
     assert worker[m.REJECTED_REQUESTS] == 1 and worker[m.TIMED_OUT_REQUESTS] == 0
     assert (worker[m.CACHE_HITS], worker[m.CACHE_MISSES]) == (2, 1)
     assert worker["requests_by_status"] == {"200": 3, "422": 1}
@@ -491,12 +585,15 @@ async def test_each_worker_and_the_model_write_one_emf_document_per_interval(ech
     assert latency["Min"] <= min(latency["Values"]) * 1.05 and max(latency["Values"]) <= latency["Max"] * 1.05
     assert worker[m.DIMENSION_ENVIRONMENT] == "local" and worker[m.DIMENSION_MODEL] == "tiny"
     assert model["_aws"]["CloudWatchMetrics"][0]["Metrics"] == [
-        {"Name": m.BATCH_SIZE, "Unit": "Count"}, {"Name": m.GPU_MEMORY_USED_MIB, "Unit": "Megabytes"},
-        {"Name": m.MODEL_BUSY_PERCENT, "Unit": "Percent"}]
+        {"Name": m.BATCH_SIZE, "Unit": "Count"},
+        {"Name": m.GPU_MEMORY_USED_MIB, "Unit": "Megabytes"},
+        {"Name": m.MODEL_BUSY_PERCENT, "Unit": "Percent"},
+    ]
     assert model[m.BATCH_SIZE] == {"Values": [1], "Counts": [3], "Min": 1, "Max": 1, "Sum": 3, "Count": 3}
     # The scale-out signal: its own document, stored at 1-second resolution, the peak since the last one.
-    assert signal["_aws"]["CloudWatchMetrics"][0]["Metrics"] == [{"Name": m.QUEUE_DEPTH, "Unit": "Count",
-                                                                  "StorageResolution": 1}]
+    assert signal["_aws"]["CloudWatchMetrics"][0]["Metrics"] == [
+        {"Name": m.QUEUE_DEPTH, "Unit": "Count", "StorageResolution": 1}
+    ]
     assert (signal[m.QUEUE_DEPTH], quiet[m.QUEUE_DEPTH]) == (7, 0)
     assert service.metrics.take_interval()[0][m.REJECTED_REQUESTS] == 0  # counts are per interval
 
@@ -528,6 +625,8 @@ def test_the_result_cache_never_answers_for_another_model_version():
 
 
 def test_static_log_fields_name_the_version_on_every_line():
-    record = logging.LogRecord("inference_server.front.service", logging.WARNING, "", 0, "model loaded slowly", (), None)
+    record = logging.LogRecord(
+        "inference_server.front.service", logging.WARNING, "", 0, "model loaded slowly", (), None
+    )
     line = json.loads(JsonFormatter({"model": "tiny", "model_version": "7"}).format(record))
     assert (line["model"], line["model_version"], line["message"]) == ("tiny", "7", "model loaded slowly")

@@ -41,8 +41,8 @@ def png_bomb(width: int = 50_000, height: int = 50_000) -> bytes:
     """A 1x1 PNG whose header claims width x height pixels: tiny on the wire, gigabytes if decoded."""
     data = bytearray(image_bytes("PNG", 0, (1, 1)))
     ihdr = data.index(b"IHDR")
-    data[ihdr + 4: ihdr + 12] = struct.pack(">II", width, height)
-    data[ihdr + 17: ihdr + 21] = struct.pack(">I", zlib.crc32(bytes(data[ihdr: ihdr + 17])))
+    data[ihdr + 4 : ihdr + 12] = struct.pack(">II", width, height)
+    data[ihdr + 17 : ihdr + 21] = struct.pack(">I", zlib.crc32(bytes(data[ihdr : ihdr + 17])))
     return bytes(data)
 
 
@@ -70,16 +70,21 @@ def expected_tabular(model_dir) -> tuple[np.ndarray, np.ndarray]:
 
 @pytest.mark.parametrize("binary", [False, True], ids=["json", "binary"])
 @pytest.mark.parametrize("prefix", ["", "/tabular"], ids=["root", "model-path"])
-def test_tritonclient_infers_a_torch_export_model_like_the_model_in_process(export_server, tiny_export_dir, binary,
-                                                                              prefix):
+def test_tritonclient_infers_a_torch_export_model_like_the_model_in_process(
+    export_server, tiny_export_dir, binary, prefix
+):
     http = tritonclient_http
     with http.InferenceServerClient(export_server + prefix) as triton:
-        inputs = [http.InferInput("features", list(FEATURES.shape), "FP32"),
-                  http.InferInput("counts", list(COUNTS.shape), "INT64")]
+        inputs = [
+            http.InferInput("features", list(FEATURES.shape), "FP32"),
+            http.InferInput("counts", list(COUNTS.shape), "INT64"),
+        ]
         inputs[0].set_data_from_numpy(FEATURES, binary_data=binary)
         inputs[1].set_data_from_numpy(COUNTS, binary_data=binary)
-        outputs = [http.InferRequestedOutput("probabilities", binary_data=binary),
-                   http.InferRequestedOutput("total", binary_data=binary)]
+        outputs = [
+            http.InferRequestedOutput("probabilities", binary_data=binary),
+            http.InferRequestedOutput("total", binary_data=binary),
+        ]
         result = triton.infer("tabular", inputs, outputs=outputs, request_id="r-1")
     probabilities, total = expected_tabular(tiny_export_dir)
     got_probabilities, got_total = result.as_numpy("probabilities"), result.as_numpy("total")
@@ -98,10 +103,14 @@ def test_tritonclient_sees_health_readiness_and_metadata(export_server):
         metadata = triton.get_model_metadata("tabular")
         assert "binary_tensor_data" in triton.get_server_metadata()["extensions"]
     assert metadata["versions"] == ["1"]
-    assert metadata["inputs"] == [{"name": "features", "datatype": "FP32", "shape": [-1, 4]},
-                                  {"name": "counts", "datatype": "INT64", "shape": [-1, 2]}]
-    assert metadata["outputs"] == [{"name": "probabilities", "datatype": "FP32", "shape": [-1, 3]},
-                                   {"name": "total", "datatype": "FP32", "shape": [-1]}]
+    assert metadata["inputs"] == [
+        {"name": "features", "datatype": "FP32", "shape": [-1, 4]},
+        {"name": "counts", "datatype": "INT64", "shape": [-1, 2]},
+    ]
+    assert metadata["outputs"] == [
+        {"name": "probabilities", "datatype": "FP32", "shape": [-1, 3]},
+        {"name": "total", "datatype": "FP32", "shape": [-1]},
+    ]
 
 
 def test_tritonclient_classifies_images_sent_as_bytes(image_server, tiny_image_dir):
@@ -146,8 +155,10 @@ GOOD_COUNTS = {"name": "counts", "shape": [1, 2], "datatype": "INT64", "data": [
 
 def binary_request(header: dict, *chunks: bytes, claimed: int | None = None) -> tuple[bytes, dict[str, str]]:
     head = json.dumps(header).encode()
-    return head + b"".join(chunks), {"inference-header-content-length": str(claimed or len(head)),
-                                     "content-type": "application/octet-stream"}
+    return head + b"".join(chunks), {
+        "inference-header-content-length": str(claimed or len(head)),
+        "content-type": "application/octet-stream",
+    }
 
 
 def bin_input(name: str, datatype: str, shape: list[int], size: int) -> dict:
@@ -163,10 +174,12 @@ BAD_JSON_REQUESTS = {
     "huge declared shape": infer_body([{**GOOD_FEATURES, "shape": [10**9, 10**9, 4]}, GOOD_COUNTS]),
     "negative dimension": infer_body([{**GOOD_FEATURES, "shape": [-1, 4]}, GOOD_COUNTS]),
     "batch sizes differ": infer_body([{**GOOD_FEATURES, "shape": [2, 4], "data": [0] * 8}, GOOD_COUNTS]),
-    "batch over MAX_CLIENT_BATCH": infer_body([{**GOOD_FEATURES, "shape": [17, 4], "data": [0] * 68},
-                                               {**GOOD_COUNTS, "shape": [17, 2], "data": [0] * 34}]),
-    "empty batch": infer_body([{**GOOD_FEATURES, "shape": [0, 4], "data": []},
-                               {**GOOD_COUNTS, "shape": [0, 2], "data": []}]),
+    "batch over MAX_CLIENT_BATCH": infer_body(
+        [{**GOOD_FEATURES, "shape": [17, 4], "data": [0] * 68}, {**GOOD_COUNTS, "shape": [17, 2], "data": [0] * 34}]
+    ),
+    "empty batch": infer_body(
+        [{**GOOD_FEATURES, "shape": [0, 4], "data": []}, {**GOOD_COUNTS, "shape": [0, 2], "data": []}]
+    ),
     "strings for numbers": infer_body([{**GOOD_FEATURES, "data": ["1", "2", "3", "4"]}, GOOD_COUNTS]),
     "floats for integers": infer_body([GOOD_FEATURES, {**GOOD_COUNTS, "data": [1.5, 2]}]),
     "integer out of range": infer_body([GOOD_FEATURES, {**GOOD_COUNTS, "data": [2**70, 2]}]),
@@ -206,12 +219,16 @@ BAD_BINARY_REQUESTS = {
     "binary data left over": binary_request(BINARY_HEADER, FEATURE_BYTES, COUNT_BYTES, b"\0" * 8),
     "size does not match the shape": binary_request(
         {"inputs": [bin_input("features", "FP32", [1, 4], 12), bin_input("counts", "INT64", [1, 2], 20)]},
-        FEATURE_BYTES, COUNT_BYTES),
+        FEATURE_BYTES,
+        COUNT_BYTES,
+    ),
     "header length past the body": binary_request(BINARY_HEADER, FEATURE_BYTES, COUNT_BYTES, claimed=10**6),
     "header length cuts the JSON": binary_request(BINARY_HEADER, FEATURE_BYTES, COUNT_BYTES, claimed=20),
     "huge declared binary shape": binary_request(
         {"inputs": [bin_input("features", "FP32", [2**40, 4], 2**46), bin_input("counts", "INT64", [1, 2], 16)]},
-        FEATURE_BYTES, COUNT_BYTES),
+        FEATURE_BYTES,
+        COUNT_BYTES,
+    ),
 }
 
 
@@ -226,15 +243,20 @@ async def test_bad_binary_tensors_get_a_400(export_service, request_):
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize("headers, status", [
-    ({"inference-header-content-length": "abc"}, 400),
-    ({"content-encoding": "gzip"}, 415),
-    ({"content-type": "text/plain"}, 415),
-], ids=["bad header length", "compressed", "text"])
+@pytest.mark.parametrize(
+    "headers, status",
+    [
+        ({"inference-header-content-length": "abc"}, 400),
+        ({"content-encoding": "gzip"}, 415),
+        ({"content-type": "text/plain"}, 415),
+    ],
+    ids=["bad header length", "compressed", "text"],
+)
 async def test_bad_headers_get_a_clear_4xx(export_service, headers, status):
     async with client(create_app(export_service)) as c:
-        r = await c.post("/v2/models/tabular/infer", content=json.dumps(infer_body([GOOD_FEATURES, GOOD_COUNTS])),
-                         headers=headers)
+        r = await c.post(
+            "/v2/models/tabular/infer", content=json.dumps(infer_body([GOOD_FEATURES, GOOD_COUNTS])), headers=headers
+        )
     assert r.status_code == status, r.text
     assert isinstance(r.json()["error"], str)
 
@@ -274,8 +296,10 @@ async def test_a_bytes_element_that_runs_past_its_tensor_gets_a_400(image_servic
 async def test_a_text_classifier_answers_over_the_protocol_as_over_predict(classifier_service):
     texts = ["the food was good", "terrible slow service"]
     async with client(create_app(classifier_service)) as c:
-        r = await c.post("/tiny/v2/models/tiny/infer",
-                         json={"inputs": [{"name": "text", "shape": [2], "datatype": "BYTES", "data": texts}]})
+        r = await c.post(
+            "/tiny/v2/models/tiny/infer",
+            json={"inputs": [{"name": "text", "shape": [2], "datatype": "BYTES", "data": texts}]},
+        )
         batch = (await c.post("/predict/batch", json={"texts": texts})).json()["predictions"]
         metadata = (await c.get("/v2/models/tiny")).json()
     assert r.status_code == 200, r.text
@@ -305,8 +329,9 @@ async def test_predict_on_a_tensor_model_points_to_the_protocol(export_service):
 
 @pytest.mark.anyio
 async def test_infer_is_behind_the_api_key_and_counted_in_the_metrics(tiny_export_dir):
-    service = started(make_settings(tiny_export_dir, model_name="tabular", model_task="torch-export",
-                                    api_keys=("sesame",)))
+    service = started(
+        make_settings(tiny_export_dir, model_name="tabular", model_task="torch-export", api_keys=("sesame",))
+    )
     try:
         async with client(create_app(service)) as c:
             body = infer_body([GOOD_FEATURES, GOOD_COUNTS])
@@ -330,6 +355,14 @@ async def test_the_openapi_document_lists_the_statuses_the_protocols_answer(expo
         doc = (await c.get("/openapi.json")).json()
     infer = doc["paths"]["/v2/models/{model_name}/infer"]["post"]
     assert set(infer["responses"]) == {"200", "400", "404", "413", "415", "500", "503", "504"}
-    assert set(doc["paths"]["/v1/embeddings"]["post"]["responses"]) == {"200", "400", "404", "413", "415", "500",
-                                                                       "503", "504"}
+    assert set(doc["paths"]["/v1/embeddings"]["post"]["responses"]) == {
+        "200",
+        "400",
+        "404",
+        "413",
+        "415",
+        "500",
+        "503",
+        "504",
+    }
     assert doc["paths"]["/v2/models/{model_name}"]["get"]["parameters"][0]["schema"]["enum"] == ["tabular"]

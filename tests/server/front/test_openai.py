@@ -17,8 +17,11 @@ from inference_server.front.app import create_app
 from ..conftest import MINILM_API_KEY
 from ..live import live_server
 
-SENTENCES = ["A man is eating food.", "A man is riding a horse.",
-             "The new movie is awesome and everyone should see it twice. " * 4]
+SENTENCES = [
+    "A man is eating food.",
+    "A man is riding a horse.",
+    "The new movie is awesome and everyone should see it twice. " * 4,
+]
 KEY = MINILM_API_KEY
 TOLERANCE = 2e-4
 
@@ -77,8 +80,9 @@ def test_a_single_string_input(openai_client, reference):
 
 @pytest.mark.parametrize("encoding_format", ["float", "base64"])
 def test_dimensions_truncates_and_normalises_again(openai_client, reference, encoding_format):
-    response = openai_client.embeddings.create(model="minilm", input=SENTENCES, dimensions=128,
-                                               encoding_format=encoding_format)
+    response = openai_client.embeddings.create(
+        model="minilm", input=SENTENCES, dimensions=128, encoding_format=encoding_format
+    )
     vectors = vectors_of(response, encoding_format)
     assert vectors.shape == (3, 128)
     expected = reference[:, :128] / np.linalg.norm(reference[:, :128], axis=1, keepdims=True)
@@ -91,9 +95,17 @@ def test_a_size_the_model_was_not_declared_for_is_a_bad_request(openai_client):
     assert raised.value.param == "dimensions" and "128" in raised.value.message
 
 
-@pytest.mark.parametrize("kwargs", [{"input": ""}, {"input": []}, {"input": ["a"] * 17}, {"input": [[1, 2, 3]]},
-                                    {"input": "a", "encoding_format": "int8"}],
-                         ids=["empty text", "no inputs", "too many inputs", "token arrays", "unknown encoding"])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"input": ""},
+        {"input": []},
+        {"input": ["a"] * 17},
+        {"input": [[1, 2, 3]]},
+        {"input": "a", "encoding_format": "int8"},
+    ],
+    ids=["empty text", "no inputs", "too many inputs", "token arrays", "unknown encoding"],
+)
 def test_bad_requests_raise_the_clients_bad_request_error(openai_client, kwargs):
     with pytest.raises(openai.BadRequestError) as raised:
         openai_client.embeddings.create(model="minilm", **kwargs)

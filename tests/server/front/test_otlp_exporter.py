@@ -33,10 +33,14 @@ def trace(tracer: Tracer, name: str = "POST /predict", status: int = 200) -> Non
 
 
 def test_spans_arrive_with_the_variables_headers_gzip_and_resource():
-    environ = {"OTEL_EXPORTER_OTLP_HEADERS": "x-team=ml%20platform,authorization=Bearer%20k,broken",
-               "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION": "gzip"}
+    environ = {
+        "OTEL_EXPORTER_OTLP_HEADERS": "x-team=ml%20platform,authorization=Bearer%20k,broken",
+        "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION": "gzip",
+    }
     with otlp_receiver() as receiver:
-        exporter, tracer = exporting(OtlpExporter(f"{receiver.endpoint}/v1/traces", environ), {"service.name": "m", "worker": 1})
+        exporter, tracer = exporting(
+            OtlpExporter(f"{receiver.endpoint}/v1/traces", environ), {"service.name": "m", "worker": 1}
+        )
         trace(tracer, status=503)
         assert exporter.flush(5000)
         exporter.shutdown()
@@ -52,7 +56,9 @@ def test_spans_arrive_with_the_variables_headers_gzip_and_resource():
 def test_a_retryable_status_is_retried_and_another_is_not(caplog):
     with otlp_receiver() as receiver:
         receiver.refuse[:] = [503]
-        exporter, tracer = exporting(OtlpExporter(f"{receiver.endpoint}/v1/traces", {"OTEL_EXPORTER_OTLP_TIMEOUT": "5"}))
+        exporter, tracer = exporting(
+            OtlpExporter(f"{receiver.endpoint}/v1/traces", {"OTEL_EXPORTER_OTLP_TIMEOUT": "5"})
+        )
         trace(tracer)
         assert exporter.flush(8000)
         assert len(receiver.posts) == 2 and len(receiver.spans) == 2  # refused once, then accepted
@@ -72,8 +78,11 @@ async def arrived(receiver, spans: int, within_s: float = 10.0) -> None:
 
 
 def test_full_batches_leave_from_the_loop_over_one_kept_alive_connection_and_a_dropped_one_is_replaced_at_once():
-    environ = {"OTEL_BSP_SCHEDULE_DELAY": "60000", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "2",
-               "OTEL_EXPORTER_OTLP_TIMEOUT": "0.5"}  # no time for a retry's pause: only an immediate one can succeed
+    environ = {
+        "OTEL_BSP_SCHEDULE_DELAY": "60000",
+        "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "2",
+        "OTEL_EXPORTER_OTLP_TIMEOUT": "0.5",
+    }  # no time for a retry's pause: only an immediate one can succeed
 
     async def traced(receiver) -> None:
         exporter, tracer = exporting(OtlpExporter(f"{receiver.endpoint}/v1/traces", environ))
@@ -93,7 +102,11 @@ def test_full_batches_leave_from_the_loop_over_one_kept_alive_connection_and_a_d
 
 
 def test_spans_left_at_the_loops_end_are_sent_by_flush_and_a_full_queue_drops_new_spans():
-    environ = {"OTEL_BSP_SCHEDULE_DELAY": "60000", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "4", "OTEL_BSP_MAX_QUEUE_SIZE": "6"}
+    environ = {
+        "OTEL_BSP_SCHEDULE_DELAY": "60000",
+        "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "4",
+        "OTEL_BSP_MAX_QUEUE_SIZE": "6",
+    }
 
     async def traced(tracer: Tracer) -> None:
         trace(tracer)  # 2 spans, waiting for the schedule delay when the loop ends
@@ -103,7 +116,9 @@ def test_spans_left_at_the_loops_end_are_sent_by_flush_and_a_full_queue_drops_ne
         asyncio.run(traced(tracer))
         assert receiver.spans == [] and exporter.flush(5000) and len(receiver.spans) == 2
         exporter.shutdown()
-    blocked, blocked_tracer = exporting(OtlpExporter("http://127.0.0.1:9/v1/traces", {**environ, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "100"}))
+    blocked, blocked_tracer = exporting(
+        OtlpExporter("http://127.0.0.1:9/v1/traces", {**environ, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "100"})
+    )
     for _ in range(4):
         trace(blocked_tracer)
     assert blocked.dropped == 2  # 6 queued, the fourth request's 2 spans found no room
@@ -123,5 +138,10 @@ def test_resource_attributes_merge_as_the_sdk_merges_them(tmp_path, monkeypatch)
     monkeypatch.setenv("OTEL_RESOURCE_ATTRIBUTES", "team=ml%20platform,model.name=overridden")
     monkeypatch.setenv("OTEL_SERVICE_NAME", "search")
     found = resource_of(make_settings(tmp_path), 2).attributes
-    assert (found["team"], found["service.name"], found["model.name"], found["worker"]) == ("ml platform", "search", "tiny", 2)
+    assert (found["team"], found["service.name"], found["model.name"], found["worker"]) == (
+        "ml platform",
+        "search",
+        "tiny",
+        2,
+    )
     assert (found["telemetry.sdk.name"], found["telemetry.sdk.language"]) == ("opentelemetry", "python")

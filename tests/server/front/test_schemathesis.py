@@ -24,15 +24,21 @@ from inference_server.testing import (
 
 from ..conftest import make_settings, wait_ready
 
-SETTINGS = settings(max_examples=40, deadline=None, derandomize=True, database=None,
-                    suppress_health_check=cast("list[HealthCheck]", list(HealthCheck)))  # HealthCheckMeta.__iter__ is untyped
+SETTINGS = settings(
+    max_examples=40,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=cast("list[HealthCheck]", list(HealthCheck)),
+)  # HealthCheckMeta.__iter__ is untyped
 API_KEY = "sesame"
 MODEL_DIR = Path(tempfile.mkdtemp(prefix="schemathesis-model-"))
 EMBEDDER_DIR, EXPORT_DIR, IMAGE_DIR = (MODEL_DIR / "embedder", MODEL_DIR / "export", MODEL_DIR / "image")
 SERVICES = {
     "open": local_service(make_settings(MODEL_DIR)),
-    "keyed": local_service(make_settings(MODEL_DIR, model_task=None, model_handler="tests.server.fakes:EchoHandler",
-                                         api_keys=(API_KEY,))),
+    "keyed": local_service(
+        make_settings(MODEL_DIR, model_task=None, model_handler="tests.server.fakes:EchoHandler", api_keys=(API_KEY,))
+    ),
     # The protocols' routes (/v1, /v2) on each kind of input: text, tensors, image bytes.
     "embedder": local_service(make_settings(EMBEDDER_DIR, model_task="text-embedding", embedding_dimensions=(16,))),
     "export": local_service(make_settings(EXPORT_DIR, model_task="torch-export", api_keys=(API_KEY,))),

@@ -79,6 +79,7 @@ def cached_services(tiny_classifier_dir, valkey_server):
 
 def predict(service, texts, **options):
     """Predictions through the service (each call on a new event loop, so a new client: connect first)."""
+
     async def run():
         assert await service.shared_cache.connected(), "the shared cache did not connect"
         predictions = await service.predict(texts, {}, options=options or None)
@@ -93,6 +94,7 @@ def counts(service) -> dict:
 
 
 # -- through the service ------------------------------------------------------------------------------------------
+
 
 def test_a_second_service_answers_from_the_cache_without_running_the_model(cached_services, valkey_server):
     first, first_model = cached_services()
@@ -200,6 +202,7 @@ def test_a_hung_cache_times_out_fast(cached_services, valkey_server):
 
 # -- the parts ----------------------------------------------------------------------------------------------------
 
+
 def test_the_circuit_opens_after_failures_and_a_trial_success_closes_it():
     now = [0.0]
     states = []
@@ -223,8 +226,14 @@ def test_the_circuit_opens_after_failures_and_a_trial_success_closes_it():
 
 
 def test_values_round_trip_exactly():
-    value = {"label": "pos", "score": np.float32(0.9), "scores": {"pos": np.float32(0.9), "neg": np.float32(0.1)},
-             "embedding": np.arange(6, dtype=np.float16).reshape(2, 3), "ids": [1, 2], "n": None}
+    value = {
+        "label": "pos",
+        "score": np.float32(0.9),
+        "scores": {"pos": np.float32(0.9), "neg": np.float32(0.1)},
+        "embedding": np.arange(6, dtype=np.float16).reshape(2, 3),
+        "ids": [1, 2],
+        "n": None,
+    }
     back = decode_value(encode_value(value))
     assert back["score"].dtype == np.float32 and back["score"] == value["score"]
     assert back["embedding"].dtype == np.float16 and back["embedding"].shape == (2, 3)
@@ -297,18 +306,32 @@ def test_settings_name_the_variable_at_fault(tmp_path):
     with pytest.raises(SettingsError, match="SHARED_CACHE_NAME"):
         config(shared_cache_endpoint="cache:6379", shared_cache_iam_user="tasks")
     with pytest.raises(SettingsError, match="AWS_REGION"):
-        config_from_settings(make_settings(tmp_path, shared_cache_endpoint="c:6379", shared_cache_iam_user="u",
-                                           shared_cache_name="n"), {})
-    made = config(shared_cache_endpoint="cache.example:6379", shared_cache_iam_user="tasks", shared_cache_name="c",
-                  shared_cache_ttl_s=60, shared_cache_cluster=True)
+        config_from_settings(
+            make_settings(tmp_path, shared_cache_endpoint="c:6379", shared_cache_iam_user="u", shared_cache_name="n"),
+            {},
+        )
+    made = config(
+        shared_cache_endpoint="cache.example:6379",
+        shared_cache_iam_user="tasks",
+        shared_cache_name="c",
+        shared_cache_ttl_s=60,
+        shared_cache_cluster=True,
+    )
     assert made is not None
     assert (made.host, made.port, made.tls, made.cluster, made.ttl_s, made.region) == (
-        "cache.example", 6379, True, True, 60, "eu-west-1")
+        "cache.example",
+        6379,
+        True,
+        True,
+        60,
+        "eu-west-1",
+    )
 
 
 def test_iam_tokens_are_presigned_connect_requests():
-    token = iam_auth_token("model-tasks", "staging-results", "eu-west-1",
-                           credentials=Credentials("AKIDEXAMPLE", "secret"))
+    token = iam_auth_token(
+        "model-tasks", "staging-results", "eu-west-1", credentials=Credentials("AKIDEXAMPLE", "secret")
+    )
     assert not token.startswith("http")
     parts = urlsplit("http://" + token)
     query = parse_qs(parts.query)

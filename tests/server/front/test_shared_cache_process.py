@@ -19,8 +19,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.timing]
 def shared_cache_events(port: int) -> dict[str, float]:
     status, body = request(port, "GET", "/metrics")
     assert status == 200
-    return {event: float(value) for event, value in
-            re.findall(r'shared_cache_events_total\{event="(\w+)"\} ([0-9.e+]+)', body.decode())}
+    return {
+        event: float(value)
+        for event, value in re.findall(r'shared_cache_events_total\{event="(\w+)"\} ([0-9.e+]+)', body.decode())
+    }
 
 
 @pytest.fixture(scope="module")
@@ -32,9 +34,19 @@ def two_servers(tiny_classifier_dir, tmp_path_factory):
     try:
         for name in ("a", "b"):
             port = free_port()
-            env = server_env(tiny_classifier_dir, port, tmp_path / f"cache-{name}", MODEL_TASK="text-classification",
-                             WORKERS="1", RESULT_CACHE_SIZE="0", MAX_BATCH_SIZE="8", MAX_SEQUENCE_LENGTH="64", SHARED_CACHE_ENDPOINT=valkey.endpoint,
-                             SHARED_CACHE_TLS="false", SHARED_CACHE_TIMEOUT_MS="50")
+            env = server_env(
+                tiny_classifier_dir,
+                port,
+                tmp_path / f"cache-{name}",
+                MODEL_TASK="text-classification",
+                WORKERS="1",
+                RESULT_CACHE_SIZE="0",
+                MAX_BATCH_SIZE="8",
+                MAX_SEQUENCE_LENGTH="64",
+                SHARED_CACHE_ENDPOINT=valkey.endpoint,
+                SHARED_CACHE_TLS="false",
+                SHARED_CACHE_TIMEOUT_MS="50",
+            )
             processes.append((start(env, tmp_path / f"server-{name}.log"), port, tmp_path / f"server-{name}.log"))
             ports.append(port)
         for process, port, log in processes:
@@ -62,8 +74,11 @@ def until(condition, timeout: float, message: str) -> None:
 
 def test_a_result_computed_by_one_process_is_a_hit_on_the_other(two_servers):
     valkey, (a, b) = two_servers
-    until(lambda: predict(a, "warm")[0] == 200 and shared_cache_events(a).get("stored", 0) >= 1, 30,
-          "process a never stored a prediction")
+    until(
+        lambda: predict(a, "warm")[0] == 200 and shared_cache_events(a).get("stored", 0) >= 1,
+        30,
+        "process a never stored a prediction",
+    )
     status, from_a = predict(a, "computed once")
     until(lambda: valkey.client().dbsize() >= 2, 10, "process a's prediction was not stored")
     probes = iter(range(1000))
@@ -93,8 +108,15 @@ def test_the_cache_stopping_under_load_costs_no_request(two_servers):
             results.append((phase[0], status, time.monotonic() - started))
             i += 1
 
-    until(lambda: predict(port, texts[0])[0] == 200 and shared_cache_events(port).get("hits", 0) >= 1
-          or predict(port, texts[0])[0] != 200, 30, "the cache never answered")
+    until(
+        lambda: (
+            predict(port, texts[0])[0] == 200
+            and shared_cache_events(port).get("hits", 0) >= 1
+            or predict(port, texts[0])[0] != 200
+        ),
+        30,
+        "the cache never answered",
+    )
     threads = [threading.Thread(target=client, args=(n,)) for n in range(8)]
     for thread in threads:
         thread.start()
@@ -107,8 +129,11 @@ def test_the_cache_stopping_under_load_costs_no_request(two_servers):
         hits_before = shared_cache_events(port).get("hits", 0)
         valkey.start()
         returned = time.monotonic()
-        until(lambda: shared_cache_events(port).get("hits", 0) > hits_before + 20, 30,
-              "no cache hits within 30 s of the cache's return")
+        until(
+            lambda: shared_cache_events(port).get("hits", 0) > hits_before + 20,
+            30,
+            "no cache hits within 30 s of the cache's return",
+        )
         recovered_s = time.monotonic() - returned
     finally:
         stop.set()

@@ -43,8 +43,15 @@ ECHO = {"model_task": None, "model_handler": "tests.server.fakes:EchoHandler"}  
 def traced(tmp_path_factory, receiver):
     """A service on the fake EchoHandler, tracing to the receiver at ratio 0: only a caller's sampled trace is
     traced."""
-    service = started(make_settings(tmp_path_factory.mktemp("echo"), result_cache_size=100, trace_sample_ratio=0.0,
-                                    otel_exporter_otlp_endpoint=receiver.endpoint, **ECHO))
+    service = started(
+        make_settings(
+            tmp_path_factory.mktemp("echo"),
+            result_cache_size=100,
+            trace_sample_ratio=0.0,
+            otel_exporter_otlp_endpoint=receiver.endpoint,
+            **ECHO,
+        )
+    )
     yield service, create_app(service)
     service.local_model.stop()
 
@@ -65,7 +72,10 @@ async def test_a_sampled_traceparent_parents_the_request_span_and_its_phases(tra
     [root] = [span for span in spans if span.name == "POST /predict/batch"]
     assert root.parent_span_id == PARENT_SPAN  # the caller's span, honoured at ratio 0
     assert {key: root.attributes[key] for key in ("model.name", "model.version", "http.response.status_code")} == {
-        "model.name": "tiny", "model.version": "1", "http.response.status_code": 200}
+        "model.name": "tiny",
+        "model.version": "1",
+        "http.response.status_code": 200,
+    }
     assert root.attributes["request.id"] == response.headers["x-request-id"]
     assert (root.resource["service.name"], root.resource["model.version"]) == ("tiny", "1")
     assert root.attributes["url.path"] == "/predict/batch"
@@ -98,8 +108,9 @@ async def test_a_cached_answer_has_no_model_spans(traced, receiver):
     service, app = traced
     trace = "0af7651916cd43dd8448eb211c80319c"
     for _ in range(2):  # the second is the cache's
-        response = await post(app, "/predict", {"text": "asked twice"},
-                              {"traceparent": f"00-{trace}-b7ad6b7169203331-01"})
+        response = await post(
+            app, "/predict", {"text": "asked twice"}, {"traceparent": f"00-{trace}-b7ad6b7169203331-01"}
+        )
         assert response.status_code == 200
     assert service.tracing.flush()
     names = [span.name for span in receiver.by_trace(trace)]
@@ -109,8 +120,11 @@ async def test_a_cached_answer_has_no_model_spans(traced, receiver):
 
 def test_ratio_0_without_a_parent_exports_nothing_and_an_unsampled_parent_is_honoured(tmp_path):
     with otlp_receiver() as receiver:
-        tracing = tracing_from(make_settings(tmp_path, trace_sample_ratio=0.0,
-                                             otel_exporter_otlp_traces_endpoint=f"{receiver.endpoint}/v1/traces"))
+        tracing = tracing_from(
+            make_settings(
+                tmp_path, trace_sample_ratio=0.0, otel_exporter_otlp_traces_endpoint=f"{receiver.endpoint}/v1/traces"
+            )
+        )
         assert tracing is not None
         alb_root_only = [(b"x-amzn-trace-id", f"Root={ALB_ROOT}".encode())]
         assert tracing.start([], "POST", "/predict", "r1") is None
@@ -118,8 +132,9 @@ def test_ratio_0_without_a_parent_exports_nothing_and_an_unsampled_parent_is_hon
         tracing.shutdown()
         assert receiver.posts == []
     with otlp_receiver() as receiver:
-        tracing = tracing_from(make_settings(tmp_path, trace_sample_ratio=1.0,
-                                             otel_exporter_otlp_endpoint=receiver.endpoint + "/"))
+        tracing = tracing_from(
+            make_settings(tmp_path, trace_sample_ratio=1.0, otel_exporter_otlp_endpoint=receiver.endpoint + "/")
+        )
         assert tracing is not None
         unsampled_parent = [(b"traceparent", f"00-{PARENT_TRACE}-{PARENT_SPAN}-00".encode())]
         assert tracing.start(unsampled_parent, "POST", "/predict", "r3") is None
@@ -131,14 +146,22 @@ def test_ratio_0_without_a_parent_exports_nothing_and_an_unsampled_parent_is_hon
         assert (span.trace_id, span.parent_span_id) == (ALB_TRACE, "")  # the load balancer's trace, first span here
 
 
-@pytest.mark.parametrize(("sampler", "argument", "ratio", "decided"), [
-    (None, None, 0.25, (True, 0.25)), ("parentbased_traceidratio", "0.5", 0.5, (True, 0.5)),
-    ("parentbased_traceidratio", None, 1.0, (True, 1.0)), ("parentbased_traceidratio", "2", 1.0, (True, 1.0)),
-    ("parentbased_traceidratio", "0.1", 0.1, (True, 0.1)), ("always_on", None, None, (False, 1.0)),
-    ("always_off", None, None, (False, 0.0)), ("traceidratio", "0.5", None, (False, 0.5)),
-    ("parentbased_always_off", None, None, (True, 0.0)), ("parentbased_always_on", None, None, (True, 1.0)),
-    ("jaeger_remote", None, None, (True, 1.0)),
-])
+@pytest.mark.parametrize(
+    ("sampler", "argument", "ratio", "decided"),
+    [
+        (None, None, 0.25, (True, 0.25)),
+        ("parentbased_traceidratio", "0.5", 0.5, (True, 0.5)),
+        ("parentbased_traceidratio", None, 1.0, (True, 1.0)),
+        ("parentbased_traceidratio", "2", 1.0, (True, 1.0)),
+        ("parentbased_traceidratio", "0.1", 0.1, (True, 0.1)),
+        ("always_on", None, None, (False, 1.0)),
+        ("always_off", None, None, (False, 0.0)),
+        ("traceidratio", "0.5", None, (False, 0.5)),
+        ("parentbased_always_off", None, None, (True, 0.0)),
+        ("parentbased_always_on", None, None, (True, 1.0)),
+        ("jaeger_remote", None, None, (True, 1.0)),
+    ],
+)
 def test_the_standard_sampler_variables_choose_the_sampler(tmp_path, monkeypatch, sampler, argument, ratio, decided):
     """parent_based_ratio: the parent-based ratio, None for another sampler; sampler_of: (whether a caller's sampled
     flag decides, the share of the other requests traced), as the SDK reads the variables."""
@@ -203,19 +226,42 @@ service.local_model.stop()
     assert done.returncode == 0 and done.stdout.strip() == "200 None [] []", done.stdout + done.stderr[-3000:]
 
 
-@pytest.mark.parametrize(("headers", "expected"), [
-    ([(b"traceparent", f"00-{PARENT_TRACE}-{PARENT_SPAN}-01".encode())],
-     Incoming(int(PARENT_TRACE, 16), int(PARENT_SPAN, 16), True)),
-    ([(b"traceparent", f"00-{PARENT_TRACE}-{PARENT_SPAN}-00".encode()), (b"x-amzn-trace-id", b"Root=" + ALB_ROOT.encode())],
-     Incoming(int(PARENT_TRACE, 16), int(PARENT_SPAN, 16), False)),
-    ([(b"traceparent", b"00-zz-00f067aa0ba902b7-01"), (b"x-amzn-trace-id", f"Root={ALB_ROOT};Sampled=1".encode())],
-     Incoming(int(ALB_TRACE, 16), None, None)),
-    ([(b"x-amzn-trace-id", f"Self=1-67891234-12456789abcdef012345678;Root={ALB_ROOT};Parent=53995c3f42cd8ad8;"
-                           "Sampled=0".encode())], Incoming(int(ALB_TRACE, 16), 0x53995c3f42cd8ad8, False)),
-    ([(b"traceparent", f"00-{'0' * 32}-{PARENT_SPAN}-01".encode())], None),
-    ([(b"x-amzn-trace-id", b"Root=2-5759e988-bd862e3fe1be46a994272793")], None),
-    ([], None),
-])
+@pytest.mark.parametrize(
+    ("headers", "expected"),
+    [
+        (
+            [(b"traceparent", f"00-{PARENT_TRACE}-{PARENT_SPAN}-01".encode())],
+            Incoming(int(PARENT_TRACE, 16), int(PARENT_SPAN, 16), True),
+        ),
+        (
+            [
+                (b"traceparent", f"00-{PARENT_TRACE}-{PARENT_SPAN}-00".encode()),
+                (b"x-amzn-trace-id", b"Root=" + ALB_ROOT.encode()),
+            ],
+            Incoming(int(PARENT_TRACE, 16), int(PARENT_SPAN, 16), False),
+        ),
+        (
+            [
+                (b"traceparent", b"00-zz-00f067aa0ba902b7-01"),
+                (b"x-amzn-trace-id", f"Root={ALB_ROOT};Sampled=1".encode()),
+            ],
+            Incoming(int(ALB_TRACE, 16), None, None),
+        ),
+        (
+            [
+                (
+                    b"x-amzn-trace-id",
+                    f"Self=1-67891234-12456789abcdef012345678;Root={ALB_ROOT};Parent=53995c3f42cd8ad8;"
+                    "Sampled=0".encode(),
+                )
+            ],
+            Incoming(int(ALB_TRACE, 16), 0x53995C3F42CD8AD8, False),
+        ),
+        ([(b"traceparent", f"00-{'0' * 32}-{PARENT_SPAN}-01".encode())], None),
+        ([(b"x-amzn-trace-id", b"Root=2-5759e988-bd862e3fe1be46a994272793")], None),
+        ([], None),
+    ],
+)
 def test_the_trace_context_of_the_headers(headers, expected):
     assert incoming(headers) == expected
 
@@ -223,8 +269,10 @@ def test_the_trace_context_of_the_headers(headers, expected):
 def test_the_endpoint_settings(tmp_path):
     base = {"MODEL_NAME": "tiny", "MODEL_VERSION": "1", "MODEL_URI": str(tmp_path)}
     assert load_settings([], base).traces_endpoint is None
-    assert load_settings([], {**base, "OTEL_EXPORTER_OTLP_ENDPOINT": "http://localhost:4318"}).traces_endpoint == \
-        "http://localhost:4318/v1/traces"
+    assert (
+        load_settings([], {**base, "OTEL_EXPORTER_OTLP_ENDPOINT": "http://localhost:4318"}).traces_endpoint
+        == "http://localhost:4318/v1/traces"
+    )
     both = {**base, "OTEL_EXPORTER_OTLP_ENDPOINT": "http://a:4318", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://b/t"}
     assert load_settings([], both).traces_endpoint == "http://b/t"
     with pytest.raises(SettingsError, match=r"OTEL_EXPORTER_OTLP_ENDPOINT.*http:// or https:// URL"):

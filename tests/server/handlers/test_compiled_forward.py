@@ -37,8 +37,13 @@ def test_a_shape_runs_eagerly_until_it_has_compiled_inside_compiling():
         forward(np.zeros((1, 16)))
     forward(np.zeros((1, 16)))
     forward(np.zeros((2, 16)))
-    assert sides.ran == [("eager", (1, 16)), ("compiled", (1, 16)), ("compiled", (1, 16)), ("compiled", (1, 16)),
-                         ("eager", (2, 16))]
+    assert sides.ran == [
+        ("eager", (1, 16)),
+        ("compiled", (1, 16)),
+        ("compiled", (1, 16)),
+        ("compiled", (1, 16)),
+        ("eager", (2, 16)),
+    ]
     assert forward.compiled_shapes == 1
 
 
@@ -110,6 +115,7 @@ def test_with_torch_compile_dynamo_traces_only_inside_compiling():
 @pytest.mark.parametrize("compiled_side", ["faithful", "wrong"])
 def test_the_compile_gate_checks_the_compiled_forward(compiled_side, tiny_embedder_dir, monkeypatch):
     """Served eagerly until compiled, a compiled forward that answers wrong would pass a gate that ran eager."""
+
     def fake_compile(fn, **options):
         return fn if compiled_side == "faithful" else (lambda *tensors: -fn(*tensors))
 

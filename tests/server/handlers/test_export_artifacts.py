@@ -62,13 +62,16 @@ def test_bad_declarations_are_refused_naming_the_key(data, message):
     assert message in str(raised.value)
 
 
-@pytest.mark.parametrize("image, message", [
-    ({"crop": 8}, "inputs: an image classifier takes one FP32 tensor of shape [-1, 3, 8, 8]"),
-    ({"labels": ["a", "b"]}, "outputs: an image classifier returns one float tensor of shape [-1, 2]"),
-    ({"top_k": 9}, "image.top_k: must be an integer from 1 to 4"),
-    ({"std": [1, 0, 1]}, "image.std: must be three positive numbers"),
-    ({"resize": 4}, "image.resize: must be an integer from 16"),
-])
+@pytest.mark.parametrize(
+    "image, message",
+    [
+        ({"crop": 8}, "inputs: an image classifier takes one FP32 tensor of shape [-1, 3, 8, 8]"),
+        ({"labels": ["a", "b"]}, "outputs: an image classifier returns one float tensor of shape [-1, 2]"),
+        ({"top_k": 9}, "image.top_k: must be an integer from 1 to 4"),
+        ({"std": [1, 0, 1]}, "image.std: must be three positive numbers"),
+        ({"resize": 4}, "image.resize: must be an integer from 16"),
+    ],
+)
 def test_bad_image_preprocessing_is_refused(image, message):
     doc = image_model_json()
     doc["image"].update(image)
@@ -120,9 +123,16 @@ def exported(tmp_path, dynamic: dict | None, batch=2):
 
 
 def double_declaration(datatype: str = "FP32") -> Declaration:
-    return parse_declaration(orjson.dumps({
-        "format": 1, "inputs": [{"name": "x", "datatype": datatype, "shape": [-1, 3]}],
-        "outputs": [{"name": "y", "datatype": "FP32", "shape": [-1, 3]}]}), image=False)
+    return parse_declaration(
+        orjson.dumps(
+            {
+                "format": 1,
+                "inputs": [{"name": "x", "datatype": datatype, "shape": [-1, 3]}],
+                "outputs": [{"name": "y", "datatype": "FP32", "shape": [-1, 3]}],
+            }
+        ),
+        image=False,
+    )
 
 
 def test_a_program_must_match_its_declaration(tmp_path):
@@ -189,8 +199,15 @@ def test_the_service_serves_an_image_classifier_from_s3_with_its_manifests_task(
     from inference_server.__main__ import resolve_task
 
     publish(tiny_image_dir, f"s3://{bucket}/models/vision/3/", task="image-classification")
-    settings = resolve_task(make_settings(f"s3://{bucket}/models/vision/3/", model_name="vision", model_version="3",
-                                          model_task=None, model_cache_dir=tmp_path))
+    settings = resolve_task(
+        make_settings(
+            f"s3://{bucket}/models/vision/3/",
+            model_name="vision",
+            model_version="3",
+            model_task=None,
+            model_cache_dir=tmp_path,
+        )
+    )
     assert settings.model_task == "image-classification"
     service = started(settings)
     try:

@@ -63,10 +63,13 @@ def test_a_tokenizer_that_truncates_on_the_left_is_shared_truncating_on_the_left
     assert ids != FastTokenizer(shared["json"], 16, "right").encode([long_text])
 
 
-@pytest.mark.parametrize(("handler_class", "fixture"), [(TextClassificationHandler, "tiny_classifier_dir"),
-                                                         (TextEmbeddingHandler, "tiny_embedder_dir")])
+@pytest.mark.parametrize(
+    ("handler_class", "fixture"),
+    [(TextClassificationHandler, "tiny_classifier_dir"), (TextEmbeddingHandler, "tiny_embedder_dir")],
+)
 def test_a_worker_loaded_from_what_the_model_process_shares_answers_as_one_that_loads_transformers(
-        request, handler_class, fixture):
+    request, handler_class, fixture
+):
     directory = request.getfixturevalue(fixture)
     model_side = handler_class()
     assert model_side.shares_preprocessing(context(directory))
@@ -87,7 +90,9 @@ def test_a_worker_loaded_from_what_the_model_process_shares_answers_as_one_that_
     assert repr(worker.postprocess(outputs, 3)) == repr(model_side.postprocess(outputs, 3))
 
 
-def test_the_workers_get_the_tokenizer_as_transformers_configured_it_not_as_its_file_says(tiny_classifier_dir, tmp_path):
+def test_the_workers_get_the_tokenizer_as_transformers_configured_it_not_as_its_file_says(
+    tiny_classifier_dir, tmp_path
+):
     """tokenizer.json without lowercasing where tokenizer_config.json says do_lower_case: transformers lowercases,
     and so does the tokenizer the workers get (the file alone would not)."""
     directory = Path(shutil.copytree(tiny_classifier_dir, tmp_path / "model"))
@@ -113,7 +118,9 @@ def off_by_one(encode):
 
 
 def reasons(caplog) -> list[str]:
-    return [record.reason for record in caplog.records if record.getMessage() == "the workers load transformers' tokenizer"]
+    return [
+        record.reason for record in caplog.records if record.getMessage() == "the workers load transformers' tokenizer"
+    ]
 
 
 def test_each_tokenizer_that_cannot_stand_in_keeps_transformers_and_says_why(tiny_classifier_dir, caplog):
@@ -124,8 +131,11 @@ def test_each_tokenizer_that_cannot_stand_in_keeps_transformers_and_says_why(tin
     assert worker_tokenizer(type("Slow", (), {"is_fast": False, "backend_tokenizer": None})(), 64, encode) is None
     tokenizer.split_special_tokens = True
     assert worker_tokenizer(tokenizer, 64, encode) is None
-    assert reasons(caplog) == ["a probe text encodes to other ids", "not a fast tokenizer",
-                               "it splits special tokens (transformers sets that on the backend for every call)"]
+    assert reasons(caplog) == [
+        "a probe text encodes to other ids",
+        "not a fast tokenizer",
+        "it splits special tokens (transformers sets that on the backend for every call)",
+    ]
 
 
 def test_artifact_code_and_subclasses_keep_transformers_in_the_workers(tiny_classifier_dir):

@@ -33,16 +33,24 @@ def png(size: tuple[int, int], colour: tuple[int, int, int]) -> bytes:
 
 
 def binary_infer(data: bytes) -> tuple[bytes, dict[str, str]]:
-    header = json.dumps({"inputs": [{"name": "image", "datatype": "BYTES", "shape": [1],
-                                     "parameters": {"binary_data_size": 4 + len(data)}}]}).encode()
+    header = json.dumps(
+        {
+            "inputs": [
+                {"name": "image", "datatype": "BYTES", "shape": [1], "parameters": {"binary_data_size": 4 + len(data)}}
+            ]
+        }
+    ).encode()
     return header + len(data).to_bytes(4, "little") + data, {
-        "inference-header-content-length": str(len(header)), "content-type": "application/octet-stream"}
+        "inference-header-content-length": str(len(header)),
+        "content-type": "application/octet-stream",
+    }
 
 
 @pytest.fixture(scope="module")
 def vision(tiny_image_dir):
-    service = started(make_settings(tiny_image_dir, model_name="vision", model_task="image-classification",
-                                    max_body_bytes=1 << 20))
+    service = started(
+        make_settings(tiny_image_dir, model_name="vision", model_task="image-classification", max_body_bytes=1 << 20)
+    )
     yield service
     service.local_model.stop()
 
@@ -114,8 +122,10 @@ def test_a_small_image_is_not_held_behind_a_large_decode(vision, tiny_image_dir)
 async def test_decodes_waiting_for_the_workers_threads_are_bounded(tiny_image_dir):
     body, headers = binary_infer(png((8, 8), (9, 9, 9)))
     async with vision_with_held_decodes(tiny_image_dir, max_queue_size=3) as (_, held, client):
-        requests = [asyncio.ensure_future(client.post("/v2/models/vision/infer", content=body, headers=headers))
-                    for _ in range(5)]
+        requests = [
+            asyncio.ensure_future(client.post("/v2/models/vision/infer", content=body, headers=headers))
+            for _ in range(5)
+        ]
         deadline = time.monotonic() + 10
         while sum(task.done() for task in requests) < 2 and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
@@ -134,7 +144,11 @@ async def test_time_waiting_for_a_decode_counts_against_the_request_timeout(tiny
     """REQUEST_TIMEOUT_S bounds the whole request, decode included (the stop timing relies on it), and an input the
     threads are still decoding keeps counting against max_queue_size after its request timed out."""
     body, headers = binary_infer(png((8, 8), (9, 9, 9)))
-    async with vision_with_held_decodes(tiny_image_dir, max_queue_size=1, request_timeout_s=0.5) as (service, held, client):
+    async with vision_with_held_decodes(tiny_image_dir, max_queue_size=1, request_timeout_s=0.5) as (
+        service,
+        held,
+        client,
+    ):
         began = time.monotonic()
         first = await client.post("/v2/models/vision/infer", content=body, headers=headers)
         waited = time.monotonic() - began

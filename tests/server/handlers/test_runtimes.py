@@ -41,6 +41,7 @@ def test_onnx_conversions_pass_their_gates_on_both_tasks(runtime, embedder_copy,
 
 def _broken_export(original):
     """Exports a model whose weight rows were reversed: the file is valid ONNX, its answers wrong."""
+
     def export(model_dir, task, target):
         import torch
 
@@ -59,6 +60,7 @@ def _broken_export(original):
             original(model_dir, task, target)
         finally:
             conversion._handler = real
+
     return export
 
 

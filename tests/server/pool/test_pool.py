@@ -28,8 +28,17 @@ class Clock:
         return self.now
 
 
-def make_pool(loader: FakeLoader, models: dict[str, str], *, device_mib: int | None = None, host_mib: int = 0,
-              max_resident: int = 0, clock=time.monotonic, load_threads: int = 2, **budget) -> ModelPool:
+def make_pool(
+    loader: FakeLoader,
+    models: dict[str, str],
+    *,
+    device_mib: int | None = None,
+    host_mib: int = 0,
+    max_resident: int = 0,
+    clock=time.monotonic,
+    load_threads: int = 2,
+    **budget,
+) -> ModelPool:
     budgets = Budgets(device_mib * MIB if device_mib else None, host_mib * MIB, max_resident, **budget)
     pool = ModelPool("pool-a", loader, budgets, max_batch_size=4, load_threads=load_threads, clock=clock)
     pool.apply_registry(Registry("pool-a", models))
@@ -136,6 +145,7 @@ def test_a_hot_model_cannot_starve_a_cold_one():
     loader = FakeLoader()
     pool = make_pool(loader, {"hot": "1", "cold": "2"})
     try:
+
         async def main():
             await serve(pool, "hot")
             await serve(pool, "cold")

@@ -42,9 +42,17 @@ def server(store, tmp_path):
     servers: list[PoolServer] = []
 
     def make(**overrides) -> PoolServer:
-        settings = load_pool_settings({}, pool_name=POOL, store_uri=store, cache_dir=tmp_path / "cache",
-                                      max_batch_size=8, max_sequence_length=64, metrics_interval_s=3600.0,
-                                      registry_poll_s=3600.0, **overrides)
+        settings = load_pool_settings(
+            {},
+            pool_name=POOL,
+            store_uri=store,
+            cache_dir=tmp_path / "cache",
+            max_batch_size=8,
+            max_sequence_length=64,
+            metrics_interval_s=3600.0,
+            registry_poll_s=3600.0,
+            **overrides,
+        )
         made = PoolServer(settings)
         made.start()
         servers.append(made)
@@ -68,8 +76,10 @@ def spy_fetches(server: PoolServer) -> list[tuple[str, str]]:
 
 
 def oip(client: TestClient, model: str, texts: list[str]):
-    return client.post(f"/{POOL}/v2/models/{model}/infer",
-                       json={"inputs": [{"name": "text", "datatype": "BYTES", "shape": [len(texts)], "data": texts}]})
+    return client.post(
+        f"/{POOL}/v2/models/{model}/infer",
+        json={"inputs": [{"name": "text", "datatype": "BYTES", "shape": [len(texts)], "data": texts}]},
+    )
 
 
 def wait_for_version(client: TestClient, server: PoolServer, model: str, version: str) -> None:
@@ -98,11 +108,17 @@ def test_every_protocol_serves_a_registered_model_by_name(server):
         assert [m["id"] for m in listed] == ["clf", "emb"]
 
 
-@pytest.mark.parametrize("path, body", [
-    ("/{pool}/models/ghost/predict", {"text": "x"}),
-    ("/{pool}/v2/models/ghost/infer", {"inputs": [{"name": "text", "datatype": "BYTES", "shape": [1], "data": ["x"]}]}),
-    ("/{pool}/v1/embeddings", {"model": "ghost", "input": "x"}),
-])
+@pytest.mark.parametrize(
+    "path, body",
+    [
+        ("/{pool}/models/ghost/predict", {"text": "x"}),
+        (
+            "/{pool}/v2/models/ghost/infer",
+            {"inputs": [{"name": "text", "datatype": "BYTES", "shape": [1], "data": ["x"]}]},
+        ),
+        ("/{pool}/v1/embeddings", {"model": "ghost", "input": "x"}),
+    ],
+)
 def test_an_unknown_model_is_a_404_naming_the_pool_and_never_fetched(server, path, body):
     app = server()
     fetched = spy_fetches(app)
@@ -139,8 +155,23 @@ def test_the_registry_moves_rolls_back_and_removes_without_a_restart(server, s3,
     with TestClient(app.app) as client:
         first = oip(client, "clf", ["good service"]).json()
         assert first["model_version"] == "1"
-        assert publish_cli.main([str(second_classifier_dir), f"s3://{bucket}/", "--pool", POOL, "--model-name", "clf",
-                                 "--version", "2", "--task", "text-classification"]) == 0
+        assert (
+            publish_cli.main(
+                [
+                    str(second_classifier_dir),
+                    f"s3://{bucket}/",
+                    "--pool",
+                    POOL,
+                    "--model-name",
+                    "clf",
+                    "--version",
+                    "2",
+                    "--task",
+                    "text-classification",
+                ]
+            )
+            == 0
+        )
         wait_for_version(client, app, "clf", "2")
         assert oip(client, "clf", ["good service"]).json()["outputs"] != first["outputs"]  # other weights
         assert publish_cli.main(["--pool", POOL, "--store", f"s3://{bucket}/", "--set-version", "clf=1"]) == 0
@@ -154,10 +185,10 @@ def test_the_registry_moves_rolls_back_and_removes_without_a_restart(server, s3,
 
 
 def test_a_version_whose_files_do_not_match_its_manifest_is_refused_and_the_previous_serves(
-        server, s3, bucket, second_classifier_dir):
+    server, s3, bucket, second_classifier_dir
+):
     app = server()
-    publish_to_pool(second_classifier_dir, f"s3://{bucket}/", POOL, "clf", "3", task="text-classification",
-                    client=s3)
+    publish_to_pool(second_classifier_dir, f"s3://{bucket}/", POOL, "clf", "3", task="text-classification", client=s3)
     s3.put_object(Bucket=bucket, Key=f"pools/{POOL}/models/clf/3/model.safetensors", Body=b"tampered")
     with TestClient(app.app) as client:
         app.pool.apply_registry(Registry(POOL, {"clf": "1", "emb": "1"}, 99))  # clf 1 serving first
@@ -178,7 +209,7 @@ def test_a_version_that_fails_its_published_probe_is_refused_and_the_previous_se
         source = f"pools/{POOL}/models/clf/1/"
         for obj in s3.list_objects_v2(Bucket=bucket, Prefix=source)["Contents"]:
             body = s3.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read()
-            name = obj["Key"][len(source):]
+            name = obj["Key"][len(source) :]
             if name == "manifest.json":  # the same files, but a probe answer the weights do not give
                 doc = orjson.loads(body)
                 doc["version"] = "4"
@@ -237,9 +268,17 @@ def test_a_concurrent_registry_write_is_retried_not_lost(s3, bucket, store, monk
     assert "emb" not in registry.models  # the other change survived
 
 
-@pytest.mark.parametrize("body", [b"[]", b"{}", b'{"pool": "p", "models": {"A": {"version": "1"}}}',
-                                  b'{"pool": "p", "models": {"a": {"version": "../1"}}}',
-                                  b'{"pool": "p", "models": {"a": "1"}}', b'{"pool": "p", "models": {}, "revision": -1}'])
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"[]",
+        b"{}",
+        b'{"pool": "p", "models": {"A": {"version": "1"}}}',
+        b'{"pool": "p", "models": {"a": {"version": "../1"}}}',
+        b'{"pool": "p", "models": {"a": "1"}}',
+        b'{"pool": "p", "models": {}, "revision": -1}',
+    ],
+)
 def test_a_malformed_registry_is_refused(body):
     with pytest.raises(RegistryError):
         Registry.from_json(body)
@@ -250,13 +289,13 @@ def test_the_store_uri_must_be_the_pools_own_prefix():
         load_pool_settings({"POOL_NAME": POOL, "MODEL_STORE_URI": "s3://bucket/pools/other/"})
     with pytest.raises(SettingsError, match="POOL_NAME"):
         load_pool_settings({"MODEL_STORE_URI": "s3://bucket/pools/other/"})
-    settings = load_pool_settings({"POOL_NAME": POOL, "MODEL_STORE_URI": f"s3://bucket/pools/{POOL}/",
-                                   "POOL_GPU_MEMORY_MIB": "2048"})
+    settings = load_pool_settings(
+        {"POOL_NAME": POOL, "MODEL_STORE_URI": f"s3://bucket/pools/{POOL}/", "POOL_GPU_MEMORY_MIB": "2048"}
+    )
     assert settings.gpu_memory_bytes == 2048 << 20 and settings.registry_poll_s == 10.0
 
 
-def test_a_verified_file_is_not_hashed_again_until_it_changes_then_it_is_and_is_refused(tmp_path,
-                                                                                        tiny_classifier_dir):
+def test_a_verified_file_is_not_hashed_again_until_it_changes_then_it_is_and_is_refused(tmp_path, tiny_classifier_dir):
     import shutil
 
     from inference_server.engine.artifacts import ArtifactError
@@ -291,13 +330,25 @@ def test_pool_metrics_are_one_document_and_one_line_per_model_with_requests(serv
     records = [r for r in caplog.records if r.name == "inference_server.pool.server"]
     (document,) = [r.fields for r in records if r.getMessage() == "metrics"]  # type: ignore[attr-defined]
     names = {m["Name"] for m in document["_aws"]["CloudWatchMetrics"][0]["Metrics"]}
-    assert names == {facts.POOL_RESIDENT_MODELS, facts.POOL_HIT_RATE, facts.POOL_LOADS, facts.POOL_LOAD_TIME,
-                     facts.POOL_EVICTIONS, facts.POOL_FAILED_LOADS, facts.REQUEST_LATENCY, facts.QUEUE_DEPTH,
-                     facts.REJECTED_REQUESTS, facts.TIMED_OUT_REQUESTS}
+    assert names == {
+        facts.POOL_RESIDENT_MODELS,
+        facts.POOL_HIT_RATE,
+        facts.POOL_LOADS,
+        facts.POOL_LOAD_TIME,
+        facts.POOL_EVICTIONS,
+        facts.POOL_FAILED_LOADS,
+        facts.REQUEST_LATENCY,
+        facts.QUEUE_DEPTH,
+        facts.REJECTED_REQUESTS,
+        facts.TIMED_OUT_REQUESTS,
+    }
     assert document[facts.REQUEST_LATENCY]["Count"] == 3 and document[facts.POOL_LOAD_TIME]["Count"] == 2
     assert document["ModelName"] == POOL and document[facts.POOL_HIT_RATE] == pytest.approx(100 / 3, abs=0.01)
-    lines = {r.fields["PoolModel"]: r.fields for r in records  # type: ignore[attr-defined]
-             if r.getMessage() == facts.POOL_MODEL_MESSAGE}
+    lines = {
+        r.fields["PoolModel"]: r.fields
+        for r in records  # type: ignore[attr-defined]
+        if r.getMessage() == facts.POOL_MODEL_MESSAGE
+    }
     assert set(lines) == {"clf", "emb"} and lines["clf"]["PoolModelRequests"] == 2
     assert set(lines["clf"]) == set(facts.POOL_MODEL_FIELDS)
 
@@ -315,10 +366,18 @@ def test_api_keys_guard_every_model_route_but_not_the_probes(server):
     app = server(api_keys=(("team", "sk-pool"),))
     with TestClient(app.app) as client:
         assert client.post(f"/{POOL}/models/clf/predict", json={"text": "x"}).status_code == 401
-        assert client.post(f"/{POOL}/v1/embeddings", json={"model": "emb", "input": "x"},
-                           headers={"x-api-key": "wrong"}).status_code == 401
-        assert client.post(f"/{POOL}/models/clf/predict", json={"text": "x"},
-                           headers={"Authorization": "Bearer sk-pool"}).status_code == 200
+        assert (
+            client.post(
+                f"/{POOL}/v1/embeddings", json={"model": "emb", "input": "x"}, headers={"x-api-key": "wrong"}
+            ).status_code
+            == 401
+        )
+        assert (
+            client.post(
+                f"/{POOL}/models/clf/predict", json={"text": "x"}, headers={"Authorization": "Bearer sk-pool"}
+            ).status_code
+            == 200
+        )
         assert client.get(f"/{POOL}/ready").status_code == 200 and client.get("/health").status_code == 200
 
 

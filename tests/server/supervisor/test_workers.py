@@ -59,8 +59,16 @@ def loads_torch(pid: int) -> bool:
 @pytest.fixture
 def two_workers(tiny_classifier_dir, tmp_path):
     port, log = free_port(), tmp_path / "server.log"
-    env = server_env(tiny_classifier_dir, port, tmp_path / "cache", MODEL_TASK="text-classification", WORKERS="2",
-                     MAX_SEQUENCE_LENGTH="32", MAX_BATCH_SIZE="4", READY_PROBE_INTERVAL_S="1")
+    env = server_env(
+        tiny_classifier_dir,
+        port,
+        tmp_path / "cache",
+        MODEL_TASK="text-classification",
+        WORKERS="2",
+        MAX_SEQUENCE_LENGTH="32",
+        MAX_BATCH_SIZE="4",
+        READY_PROBE_INTERVAL_S="1",
+    )
     process = start(env, log)
     try:
         wait_until_ready(process, port, log)
@@ -75,7 +83,10 @@ def two_workers(tiny_classifier_dir, tmp_path):
             assert {"/memfd:inference-status", "/memfd:inference-requests", "/memfd:inference-responses"} <= set(mapped)
         # The workers tokenize with tokenizer.json, which the model process found to encode as transformers does:
         # neither transformers nor torch is loaded in them (handlers/fast_tokenizer.py).
-        assert {(role, loads_torch(pid)) for (role, _), pid in started_pids(log).items()} == {("model", True), ("worker", False)}
+        assert {(role, loads_torch(pid)) for (role, _), pid in started_pids(log).items()} == {
+            ("model", True),
+            ("worker", False),
+        }
         yield process, port, log
     finally:
         if process.poll() is None:
@@ -134,7 +145,7 @@ def test_a_killed_model_process_fails_every_workers_readiness_at_once_and_the_ta
     # are released a few milliseconds apart, so one worker may still say ready just after another failed.)
     for worker in workers:
         statuses = [answer[0] for answer in answers if answer[1] == worker]
-        assert 200 not in statuses[statuses.index(503):], answers
+        assert 200 not in statuses[statuses.index(503) :], answers
     assert process.wait(30) == 1, log.read_text()
     messages = [line["message"] for line in json_lines(log)]
     assert "the model process exited; stopping the workers and failing the task" in messages
@@ -142,8 +153,14 @@ def test_a_killed_model_process_fails_every_workers_readiness_at_once_and_the_ta
 
 def test_workers_that_keep_dying_fail_the_task_with_exit_1(tiny_classifier_dir, tmp_path):
     port, log = free_port(), tmp_path / "server.log"
-    env = server_env(tiny_classifier_dir, port, tmp_path / "cache", MODEL_TASK="text-classification", WORKERS="1",
-                     MAX_SEQUENCE_LENGTH="32")
+    env = server_env(
+        tiny_classifier_dir,
+        port,
+        tmp_path / "cache",
+        MODEL_TASK="text-classification",
+        WORKERS="1",
+        MAX_SEQUENCE_LENGTH="32",
+    )
     process = start(env, log)
     try:
         wait_until_ready(process, port, log)
@@ -179,8 +196,13 @@ def test_a_killed_worker_is_replaced_then_sigterm_under_load_drains_every_worker
         assert time.monotonic() < deadline and process.poll() is None, log.read_text()
         time.sleep(0.1)
     replacement = started_pids(log)[("worker", 0)]
-    while not any(line["message"] == "Application startup complete." and line.get("pid") == replacement
-                  for line in json_lines(log)) and time.monotonic() < deadline:
+    while (
+        not any(
+            line["message"] == "Application startup complete." and line.get("pid") == replacement
+            for line in json_lines(log)
+        )
+        and time.monotonic() < deadline
+    ):
         time.sleep(0.1)
     statuses = [request(port, "POST", "/predict", {"text": f"still here {i}"})[0] for i in range(20)]
     assert statuses == [200] * 20  # the replacement accepts only once it is ready
@@ -188,8 +210,11 @@ def test_a_killed_worker_is_replaced_then_sigterm_under_load_drains_every_worker
     assert "an HTTP worker exited; replacing it" in [line["message"] for line in json_lines(log)]
     # The dead worker's rings are unmapped by the model process as soon as its link closed: only the two live
     # workers' rings (and the status page) stay mapped there.
-    assert shared_mappings(pids[("model", 0)]) == {"/memfd:inference-status": 1, "/memfd:inference-requests": 2,
-                                                   "/memfd:inference-responses": 2}
+    assert shared_mappings(pids[("model", 0)]) == {
+        "/memfd:inference-status": 1,
+        "/memfd:inference-requests": 2,
+        "/memfd:inference-responses": 2,
+    }
 
     results: list[object] = []
     stop = threading.Event()

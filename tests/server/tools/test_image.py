@@ -32,14 +32,33 @@ class Resolution:
     report: Path
 
 
-def _resolve(*requirements: str, workdir: Path, file: Path = IMAGE / "requirements.txt") -> tuple[subprocess.Popen, Path]:
+def _resolve(
+    *requirements: str, workdir: Path, file: Path = IMAGE / "requirements.txt"
+) -> tuple[subprocess.Popen, Path]:
     """pip resolving ``file`` (and ``requirements``) for the base image, started: the caller waits."""
     workdir.mkdir()
     report = workdir / "report.json"
-    command = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
-               "--report", str(report), "--python-version", dockerfile_arg("BASE_PYTHON"), "--implementation", "cp",
-               "--only-binary", ":all:", *(arg for p in PLATFORMS for arg in ("--platform", p)),
-               "-r", str(file), *requirements]
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--dry-run",
+        "--ignore-installed",
+        "--quiet",
+        "--report",
+        str(report),
+        "--python-version",
+        dockerfile_arg("BASE_PYTHON"),
+        "--implementation",
+        "cp",
+        "--only-binary",
+        ":all:",
+        *(arg for p in PLATFORMS for arg in ("--platform", p)),
+        "-r",
+        str(file),
+        *requirements,
+    ]
     return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True), report
 
 
@@ -91,8 +110,10 @@ def test_the_base_image_tag_and_its_pinned_torch_agree():
 def test_the_requirements_resolve_with_the_base_images_python_and_torch(resolutions):
     done = resolutions["requirements"]
     assert done.returncode == 0, done.stderr[-3000:]
-    installed = {item["metadata"]["name"].lower().replace("_", "-"): item["metadata"]["version"]
-                 for item in json.loads(done.report.read_text())["install"]}
+    installed = {
+        item["metadata"]["name"].lower().replace("_", "-"): item["metadata"]["version"]
+        for item in json.loads(done.report.read_text())["install"]
+    }
     assert installed["torch"].split("+")[0] == dockerfile_arg("BASE_TORCH")  # nothing asks pip for another torch
     for line in (IMAGE / "requirements.txt").read_text().splitlines():
         if "==" in line and not line.startswith("#"):
@@ -112,8 +133,10 @@ def test_the_lock_installs_in_hash_checking_mode_for_the_base_images_python_with
     matches, every dependency of every locked package is itself in the lock, and none needs the base's torch."""
     done = resolutions["lock"]
     assert done.returncode == 0, done.stderr[-3000:]
-    installed = {re.sub(r"[-_.]+", "-", item["metadata"]["name"]).lower(): item["metadata"]["version"]
-                 for item in json.loads(done.report.read_text())["install"]}
+    installed = {
+        re.sub(r"[-_.]+", "-", item["metadata"]["name"]).lower(): item["metadata"]["version"]
+        for item in json.loads(done.report.read_text())["install"]
+    }
     locked = dict(re.findall(r"^([a-z0-9-]+)==(\S+) ", (IMAGE / "requirements.lock").read_text(), re.MULTILINE))
     assert installed == locked and "torch" not in installed
 
@@ -130,14 +153,21 @@ def test_the_build_imports_every_server_module_the_lazy_libraries_and_the_image_
 
     build = (IMAGE / "Dockerfile").read_text()
     assert "&& python -P -m inference_server.tools.import_check \\" in build  # in the install RUN, before rm -rf /build
-    on_disk = {".".join(path.relative_to(IMAGE).with_suffix("").parts).removesuffix(".__init__")
-               for path in (IMAGE / "inference_server").rglob("*.py")}
+    on_disk = {
+        ".".join(path.relative_to(IMAGE).with_suffix("").parts).removesuffix(".__init__")
+        for path in (IMAGE / "inference_server").rglob("*.py")
+    }
     assert set(import_check.server_modules()) == on_disk - {"inference_server"}
-    assert {"inference_server.handlers.image", "inference_server.handlers.export",
-            "inference_server.front.protocols.oip", "inference_server.front.protocols.openai"} <= on_disk
+    assert {
+        "inference_server.handlers.image",
+        "inference_server.handlers.export",
+        "inference_server.front.protocols.oip",
+        "inference_server.front.protocols.openai",
+    } <= on_disk
     assert {"PIL.Image", "torch.export"} <= set(import_check.LAZY_IMPORTS)
-    done = subprocess.run([sys.executable, "-P", "-m", "inference_server.tools.import_check"], capture_output=True,
-                          text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-P", "-m", "inference_server.tools.import_check"], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
 
 

@@ -73,8 +73,9 @@ def write_local_version(model_dir: Path, task: str, *, probe: bool = True, runti
     from inference_server.tools.conversion import record_probe
 
     recorded = record_probe(model_dir, task) if probe else None
-    (model_dir / MANIFEST_FILE).write_bytes(build_manifest(model_dir, "tiny", "1", task, runtimes=runtimes,
-                                                           probe=recorded).to_json())
+    (model_dir / MANIFEST_FILE).write_bytes(
+        build_manifest(model_dir, "tiny", "1", task, runtimes=runtimes, probe=recorded).to_json()
+    )
 
 
 def recorded_probe(model_dir: Path) -> dict:
@@ -91,11 +92,13 @@ def set_classifier_bias(model_dir: Path, bias: list[float]) -> None:
     weights = load_file(model_dir / "model.safetensors")
     weights["classifier.bias"] = torch.tensor(bias)
     save_file(weights, model_dir / "model.safetensors", metadata={"format": "pt"})
-    (model_dir / MANIFEST_FILE).write_bytes(build_manifest(model_dir, "tiny", "1", "text-classification",
-                                                           probe=recorded_probe(model_dir)).to_json())
+    (model_dir / MANIFEST_FILE).write_bytes(
+        build_manifest(model_dir, "tiny", "1", "text-classification", probe=recorded_probe(model_dir)).to_json()
+    )
 
 
 # -- a checkpoint without what its task needs --------------------------------------------------------------------------
+
 
 def test_publish_refuses_a_classifier_without_its_head(s3, bucket, headless_dir):
     with pytest.raises(PublishError) as refused:
@@ -108,10 +111,13 @@ def test_publish_refuses_a_classifier_without_its_head(s3, bucket, headless_dir)
     assert "Contents" not in s3.list_objects_v2(Bucket=bucket)  # nothing uploaded
 
 
-@pytest.mark.parametrize(("id2label", "named"), [
-    ({"0": "LABEL_0", "1": "LABEL_1"}, r"placeholder .*\(LABEL_0, LABEL_1\)"),
-    ({}, "id2label is empty"),
-])
+@pytest.mark.parametrize(
+    ("id2label", "named"),
+    [
+        ({"0": "LABEL_0", "1": "LABEL_1"}, r"placeholder .*\(LABEL_0, LABEL_1\)"),
+        ({}, "id2label is empty"),
+    ],
+)
 def test_publish_refuses_a_classifier_without_label_names(s3, bucket, classifier_copy, id2label, named):
     edit_config(classifier_copy, id2label=id2label, label2id={v: int(k) for k, v in id2label.items()})
     with pytest.raises(PublishError) as refused:
@@ -126,7 +132,7 @@ def test_the_server_refuses_to_start_a_classifier_without_its_head(headless_dir)
     message = refusal(make_settings(headless_dir, model_task="text-classification"))
     assert re.search(r"text-classification: .*lack classifier\.bias, classifier\.weight", message)
     readme = (ROOT / "inference_image" / "README.md").read_text()
-    documented = re.findall(r"```text\n(.*?)```", readme[readme.index("### A wrong model is refused"):], re.S)[0]
+    documented = re.findall(r"```text\n(.*?)```", readme[readme.index("### A wrong model is refused") :], re.S)[0]
     assert message == documented.replace("\n", " ").strip().replace("<dir>", str(headless_dir))
 
 
@@ -152,8 +158,10 @@ def test_a_body_without_its_pooler_serves_embeddings_but_not_classification(tmp_
 
 # -- the probe --------------------------------------------------------------------------------------------------------
 
-def test_publish_records_the_probe_answer_and_the_server_answers_it_alike(s3, bucket, tiny_classifier_dir, tmp_path,
-                                                                         caplog):
+
+def test_publish_records_the_probe_answer_and_the_server_answers_it_alike(
+    s3, bucket, tiny_classifier_dir, tmp_path, caplog
+):
     from inference_server.engine.artifacts import read_manifest_at
     from inference_server.engine.probe_check import PROBE_TEXT
 
@@ -163,7 +171,11 @@ def test_publish_records_the_probe_answer_and_the_server_answers_it_alike(s3, bu
     assert manifest is not None and manifest.probe is not None
     probe = manifest.probe
     assert (probe["text"], probe["task"], probe["runtime"], probe["device"]) == (
-        PROBE_TEXT, "text-classification", "eager", "cpu")
+        PROBE_TEXT,
+        "text-classification",
+        "eager",
+        "cpu",
+    )
     assert list(probe["answer"]["scores"]) == ["negative", "positive"]
     with caplog.at_level(logging.INFO, "inference_server.engine.probe_check"):
         service = start_until_settled(make_settings(uri, model_cache_dir=tmp_path))
@@ -213,7 +225,9 @@ def test_a_model_served_under_another_task_than_published_refuses_to_become_read
     write_local_version(classifier_copy, "text-classification")
     message = refusal(make_settings(classifier_copy, model_task="text-embedding"))
     assert "an embedding of 32 values" in message and "different tasks" in message
-    assert re.search(r"published for text-classification .*runs text-embedding; set MODEL_TASK=text-classification", message)
+    assert re.search(
+        r"published for text-classification .*runs text-embedding; set MODEL_TASK=text-classification", message
+    )
 
 
 def test_a_manifest_without_a_probe_starts_with_a_warning(classifier_copy, caplog):
@@ -223,10 +237,12 @@ def test_a_manifest_without_a_probe_starts_with_a_warning(classifier_copy, caplo
     try:
         assert service.readiness() is None
         [warning] = [r for r in caplog.records if r.levelno == logging.WARNING]
-        assert warning.getMessage() == ("the manifest records no probe answer, so readiness cannot prove this is the "
-                                        "published model")
-        assert warning.fix == ("publish the version again with this image's python -m inference_server.publish "
-                               "--task text-classification")
+        assert warning.getMessage() == (
+            "the manifest records no probe answer, so readiness cannot prove this is the published model"
+        )
+        assert warning.fix == (
+            "publish the version again with this image's python -m inference_server.publish --task text-classification"
+        )
     finally:
         service.local_model.stop()
 

@@ -57,37 +57,75 @@ def neuron_stub(monkeypatch):
 @pytest.fixture(scope="module")
 def compiled_embedder(tmp_path_factory, tiny_embedder_dir) -> Path:
     out = tmp_path_factory.mktemp("neuron-embedder")
-    compile_encoder(tiny_embedder_dir, out, task="text-embedding", model_name="encoder", batch_size=4,
-                    sequence_length=16, trace=cpu_trace)
+    compile_encoder(
+        tiny_embedder_dir,
+        out,
+        task="text-embedding",
+        model_name="encoder",
+        batch_size=4,
+        sequence_length=16,
+        trace=cpu_trace,
+    )
     return out
 
 
 @pytest.fixture(scope="module")
 def compiled_classifier(tmp_path_factory, tiny_classifier_dir) -> Path:
     out = tmp_path_factory.mktemp("neuron-classifier")
-    compile_encoder(tiny_classifier_dir, out, task="text-classification", model_name="sentiment", batch_size=2,
-                    sequence_length=16, trace=cpu_trace)
+    compile_encoder(
+        tiny_classifier_dir,
+        out,
+        task="text-classification",
+        model_name="sentiment",
+        batch_size=2,
+        sequence_length=16,
+        trace=cpu_trace,
+    )
     return out
 
 
 def test_the_layout_is_torchserves_unarchived_model_and_publish_checksums_all_of_it(compiled_embedder):
     files = {str(p.relative_to(compiled_embedder)) for p in compiled_embedder.rglob("*") if p.is_file()}
-    assert {MANIFEST_PATH, HANDLER_FILE, MODEL_FILE, NEURON_FILE, MODEL_CONFIG_FILE, PROPERTIES_FILE, LOG_CONFIG_FILE,
-            "tokenizer.json", "config.json"} <= files
+    assert {
+        MANIFEST_PATH,
+        HANDLER_FILE,
+        MODEL_FILE,
+        NEURON_FILE,
+        MODEL_CONFIG_FILE,
+        PROPERTIES_FILE,
+        LOG_CONFIG_FILE,
+        "tokenizer.json",
+        "config.json",
+    } <= files
     manifest = json.loads((compiled_embedder / MANIFEST_PATH).read_text())
     assert manifest["runtime"] == "python"
-    assert manifest["model"] == {"modelName": "encoder", "modelVersion": "1.0", "handler": "handler.py",
-                                 "configFile": "model-config.yaml"}
-    assert (compiled_embedder / MODEL_CONFIG_FILE).read_text().splitlines() == ["batchSize: 4", "maxBatchDelay: 5", "deviceType: cpu"]
+    assert manifest["model"] == {
+        "modelName": "encoder",
+        "modelVersion": "1.0",
+        "handler": "handler.py",
+        "configFile": "model-config.yaml",
+    }
+    assert (compiled_embedder / MODEL_CONFIG_FILE).read_text().splitlines() == [
+        "batchSize: 4",
+        "maxBatchDelay: 5",
+        "deviceType: cpu",
+    ]
     assert "enable_envvars_config=true" in (compiled_embedder / PROPERTIES_FILE).read_text()
     facts = json.loads((compiled_embedder / NEURON_FILE).read_text())
-    assert (facts["task"], facts["batch_size"], facts["sequence_length"], facts["compiler"]) == ("text-embedding", 4, 16, "torch-neuronx")
+    assert (facts["task"], facts["batch_size"], facts["sequence_length"], facts["compiler"]) == (
+        "text-embedding",
+        4,
+        16,
+        "torch-neuronx",
+    )
     published = build_manifest(compiled_embedder, "encoder", "1")
     assert set(published.files) == files
     assert published.to_sha256sums().decode().count("\n") == len(files)
 
 
-def test_the_handler_embeds_batches_of_any_size_and_answers_the_probe_for_a_bodiless_request(compiled_embedder, neuron_stub):
+def test_the_handler_embeds_batches_of_any_size_and_answers_the_probe_for_a_bodiless_request(
+    compiled_embedder, neuron_stub
+):
     context = Context(compiled_embedder)
     assert neuron_handler.handle(None, context) is None
     texts = [{"body": {"inputs": f"text number {i}"}} for i in range(6)]  # more than one compiled batch of 4
@@ -104,7 +142,9 @@ def test_the_handler_embeds_batches_of_any_size_and_answers_the_probe_for_a_bodi
 def test_a_malformed_request_gets_400_and_the_rest_of_its_batch_its_answers(compiled_embedder, neuron_stub):
     context = Context(compiled_embedder)
     neuron_handler.handle(None, context)
-    answers = neuron_handler.handle([{"body": b"not json"}, {"body": {"inputs": "fine"}}, {"body": {"text": "x"}}], context)
+    answers = neuron_handler.handle(
+        [{"body": b"not json"}, {"body": {"inputs": "fine"}}, {"body": {"text": "x"}}], context
+    )
     assert answers is not None
     assert context.statuses == {0: 400, 2: 400}
     assert "embedding" in answers[1] and answers[0]["error"].startswith("the body must be JSON")
@@ -113,7 +153,9 @@ def test_a_malformed_request_gets_400_and_the_rest_of_its_batch_its_answers(comp
 def test_the_classifier_answers_its_labels(compiled_classifier, tiny_classifier_dir, neuron_stub):
     context = Context(compiled_classifier)
     neuron_handler.handle(None, context)
-    answers = neuron_handler.handle([{"body": {"inputs": "great"}}, {"body": {"inputs": "awful"}}, {"body": {"inputs": "fine"}}], context)
+    answers = neuron_handler.handle(
+        [{"body": {"inputs": "great"}}, {"body": {"inputs": "awful"}}, {"body": {"inputs": "fine"}}], context
+    )
     labels = json.loads((tiny_classifier_dir / "config.json").read_text())["id2label"].values()
     assert answers is not None and all(a["label"] in labels and 0 < a["score"] <= 1 for a in answers)
 
@@ -132,12 +174,15 @@ def test_without_torch_neuronx_the_compile_stops_at_once_naming_where_it_runs(tm
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--task", "torch-export", "--model-name", "m"], "invalid choice"),
-    (["--task", "text-embedding"], "--model-name"),
-    (["--task", "text-embedding", "--model-name", "m", "--batch-size", "0"], "--batch-size"),
-    (["--task", "text-embedding", "--model-name", "m", "--sequence-length", "4"], "--sequence-length"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--task", "torch-export", "--model-name", "m"], "invalid choice"),
+        (["--task", "text-embedding"], "--model-name"),
+        (["--task", "text-embedding", "--model-name", "m", "--batch-size", "0"], "--batch-size"),
+        (["--task", "text-embedding", "--model-name", "m", "--sequence-length", "4"], "--sequence-length"),
+    ],
+)
 def test_arguments_are_parsed_strictly(argv, message, capsys):
     with pytest.raises(SystemExit):
         neuron_compile.parser().parse_args(["ckpt", "out", *argv])
@@ -156,15 +201,25 @@ def test_with_api_keys_a_request_needs_one_and_the_health_check_does_not(compile
     headers = {0: {"X-Api-Key": "k-one"}, 1: {"authorization": "Bearer k-two"}, 2: {"x-api-key": "wrong"}, 3: {}}
     context = Context(compiled_embedder, headers)
     neuron_handler.handle(None, context)
-    answers = neuron_handler.handle([{"body": {"inputs": "a"}}, {"body": {"inputs": "b"}}, {"body": {"inputs": "c"}},
-                                     {"body": {"inputs": "d"}}, {"body": b""}], context)
+    answers = neuron_handler.handle(
+        [
+            {"body": {"inputs": "a"}},
+            {"body": {"inputs": "b"}},
+            {"body": {"inputs": "c"}},
+            {"body": {"inputs": "d"}},
+            {"body": b""},
+        ],
+        context,
+    )
     assert answers is not None
     assert context.statuses == {2: 401, 3: 401}
     assert "embedding" in answers[0] and "embedding" in answers[1] and "embedding" in answers[4]
     assert answers[2] == answers[3] == {"error": neuron_handler.UNAUTHORIZED}
 
 
-def test_without_api_keys_every_request_is_answered_and_a_malformed_secret_stops_the_load(compiled_embedder, neuron_stub, monkeypatch):
+def test_without_api_keys_every_request_is_answered_and_a_malformed_secret_stops_the_load(
+    compiled_embedder, neuron_stub, monkeypatch
+):
     monkeypatch.delenv(neuron_handler.API_KEYS_VARIABLE, raising=False)
     context = Context(compiled_embedder)
     neuron_handler.handle(None, context)

@@ -54,8 +54,9 @@ def rewrite(protocol: str, status: int, body: bytes) -> tuple[int, bytes] | None
     if status == 422:
         status = 400
     if details:
-        message = f"{message}: " + "; ".join(f"{'.'.join(str(p) for p in d.get('loc', []))}: {d.get('msg', '')}"
-                                             for d in details if isinstance(d, dict))
+        message = f"{message}: " + "; ".join(
+            f"{'.'.join(str(p) for p in d.get('loc', []))}: {d.get('msg', '')}" for d in details if isinstance(d, dict)
+        )
     if protocol == OPENAI:
         return status, openai_body(status, message, _param(details), code)
     return status, orjson.dumps({"error": message})

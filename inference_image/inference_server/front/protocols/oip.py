@@ -2,7 +2,6 @@
 gate (API key, shedding, body limit), batcher, deadline and metrics. Errors are the protocol's {"error": "..."}
 (see protocols.errors)."""
 
-
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
@@ -107,8 +106,10 @@ def _oip_error(description: str) -> dict[str, Any]:
 
 def _infer_errors(with_auth: bool) -> dict[int | str, dict[str, Any]]:
     errors: dict[int | str, dict[str, Any]] = {
-        400: _oip_error("Malformed request: bad JSON, unknown or missing tensors, wrong datatype or shape, "
-                        "data that does not match the shape, truncated binary data, an undecodable image"),
+        400: _oip_error(
+            "Malformed request: bad JSON, unknown or missing tensors, wrong datatype or shape, "
+            "data that does not match the shape, truncated binary data, an undecodable image"
+        ),
         404: _oip_error("No such model or version"),
         413: _oip_error("The body is over MAX_BODY_BYTES"),
         415: _oip_error("Not JSON or binary tensor data, or a compressed body"),
@@ -125,8 +126,9 @@ def _json(content: Any, status: int = 200) -> Response:
     return Response(orjson.dumps(content), status_code=status, media_type="application/json")
 
 
-def request_items(inputs: list[Tensor], signature: Signature, input_kind: str, *, max_batch: int,
-                  max_text_chars: int) -> list[Any]:
+def request_items(
+    inputs: list[Tensor], signature: Signature, input_kind: str, *, max_batch: int, max_text_chars: int
+) -> list[Any]:
     """The request's tensors as one input per batch row, in the handler's input_kind. Raises TensorError."""
     given = {tensor.name: tensor for tensor in inputs}
     declared = [spec.name for spec in signature.inputs]
@@ -142,8 +144,10 @@ def request_items(inputs: list[Tensor], signature: Signature, input_kind: str, *
         if tensor.datatype != spec.datatype:
             raise TensorError(f"input {spec.name!r}: datatype {tensor.datatype}, the model takes {spec.datatype}")
         if len(tensor.shape) != len(spec.shape) or tensor.shape[1:] != spec.shape[1:]:
-            raise TensorError(f"input {spec.name!r}: shape {list(tensor.shape)}, the model takes "
-                              f"{list(spec.shape)} (-1: any batch size)")
+            raise TensorError(
+                f"input {spec.name!r}: shape {list(tensor.shape)}, the model takes "
+                f"{list(spec.shape)} (-1: any batch size)"
+            )
         if batch is None:
             batch = tensor.shape[0]
         elif tensor.shape[0] != batch:
@@ -171,8 +175,9 @@ def request_items(inputs: list[Tensor], signature: Signature, input_kind: str, *
     return texts
 
 
-def output_tensors(request: InferRequest, signature: Signature, arrays: dict[str, np.ndarray]
-                   ) -> tuple[list[Tensor], set[str]]:
+def output_tensors(
+    request: InferRequest, signature: Signature, arrays: dict[str, np.ndarray]
+) -> tuple[list[Tensor], set[str]]:
     """The outputs to return (all, or the requested ones in their order) and which of them go as binary."""
     declared = [spec.name for spec in signature.outputs]
     if request.outputs is None:
@@ -182,6 +187,7 @@ def output_tensors(request: InferRequest, signature: Signature, arrays: dict[str
         if unknown:
             raise TensorError(f"unknown output(s) {unknown}; the model returns {declared}")
         chosen = [(o.name, request.binary_output if o.binary is None else o.binary) for o in request.outputs]
+
     def datatype(name: str) -> str:
         spec = signature.output(name)
         assert spec is not None  # chosen names are declared outputs
@@ -213,8 +219,9 @@ async def _infer(service: WorkerService, request: Request, signature: Callable[[
     settings = service.settings
     encoding = request.headers.get("content-encoding", "identity").strip().lower()
     if encoding != "identity":
-        raise ApiError(415, "unsupported_media_type", f"Content-Encoding {encoding} is not supported; send the "
-                                                      "body uncompressed")
+        raise ApiError(
+            415, "unsupported_media_type", f"Content-Encoding {encoding} is not supported; send the body uncompressed"
+        )
     raw_length = request.headers.get(HEADER_LENGTH)
     if raw_length is not None and not raw_length.strip().isdigit():
         raise ApiError(400, "invalid_request", f"{HEADER_LENGTH} must be a non-negative integer")
@@ -223,8 +230,13 @@ async def _infer(service: WorkerService, request: Request, signature: Callable[[
     body = await request.body()
     try:
         parsed = decode_request(body, int(raw_length) if raw_length is not None else None)
-        items = request_items(parsed.inputs, sig, handler.input_kind, max_batch=settings.max_client_batch,
-                              max_text_chars=settings.max_text_chars)
+        items = request_items(
+            parsed.inputs,
+            sig,
+            handler.input_kind,
+            max_batch=settings.max_client_batch,
+            max_text_chars=settings.max_text_chars,
+        )
     except TensorError as exc:
         raise ApiError(400, "invalid_request", str(exc)) from None
     fields = request.scope[LOG_FIELDS]
@@ -232,24 +244,28 @@ async def _infer(service: WorkerService, request: Request, signature: Callable[[
     predictions = await service.predict(items, fields, trace=request.scope.get(TRACE))
     try:
         tensors, binary = output_tensors(parsed, sig, handler.to_tensors(predictions))
-        content, header_length = encode_response(settings.model_name, settings.model_version, parsed.id, tensors, binary)
+        content, header_length = encode_response(
+            settings.model_name, settings.model_version, parsed.id, tensors, binary
+        )
     except TensorError as exc:
         raise ApiError(400, "invalid_request", str(exc)) from None
     if header_length is None:
         return Response(content, media_type="application/json")
-    return Response(content, media_type="application/octet-stream",
-                    headers={HEADER_LENGTH: str(header_length)})
+    return Response(content, media_type="application/octet-stream", headers={HEADER_LENGTH: str(header_length)})
 
 
 def _infer_doc() -> dict[str, Any]:
     """The infer routes' request body in OpenAPI: only the JSON form can be described; the binary form is in the
     description."""
-    return {"requestBody": {
-        "required": True,
-        "description": f"JSON tensors; or the binary tensor data extension: a JSON header of {HEADER_LENGTH} "
-                       "bytes (that header says how many), then each binary input's bytes in order, sent as "
-                       "application/octet-stream",
-        "content": {"application/json": {"schema": _inline(_InferenceRequest.model_json_schema())}}}}
+    return {
+        "requestBody": {
+            "required": True,
+            "description": f"JSON tensors; or the binary tensor data extension: a JSON header of {HEADER_LENGTH} "
+            "bytes (that header says how many), then each binary input's bytes in order, sent as "
+            "application/octet-stream",
+            "content": {"application/json": {"schema": _inline(_InferenceRequest.model_json_schema())}},
+        }
+    }
 
 
 def add_oip_routes(app: FastAPI, service: WorkerService, prefixes: list[str], auth: list[Any]) -> list[str]:
@@ -261,9 +277,14 @@ def add_oip_routes(app: FastAPI, service: WorkerService, prefixes: list[str], au
 
     def check_model(model_name: str, model_version: str | None) -> None:
         if model_name != model or model_version not in (None, version):
-            raise ApiError(404, "not_found", f"no model {model_name!r}"
-                           + (f" version {model_version!r}" if model_version else "") + f"; this server has "
-                           f"{model!r} version {version!r}")
+            raise ApiError(
+                404,
+                "not_found",
+                f"no model {model_name!r}"
+                + (f" version {model_version!r}" if model_version else "")
+                + f"; this server has "
+                f"{model!r} version {version!r}",
+            )
 
     def signature() -> Signature:
         sig = service.loaded_handler().signature()
@@ -279,8 +300,12 @@ def add_oip_routes(app: FastAPI, service: WorkerService, prefixes: list[str], au
     async def live() -> Response:
         return _json({"live": True})
 
-    @router.get("/v2/health/ready", response_model=ServerReady, summary="Readiness, as /ready",
-                responses={**unauthorized, 503: _oip_error("Loading, draining, or no recent successful test inference")})
+    @router.get(
+        "/v2/health/ready",
+        response_model=ServerReady,
+        summary="Readiness, as /ready",
+        responses={**unauthorized, 503: _oip_error("Loading, draining, or no recent successful test inference")},
+    )
     async def ready() -> Response:
         reason = service.readiness()
         if reason is not None:
@@ -290,9 +315,15 @@ def add_oip_routes(app: FastAPI, service: WorkerService, prefixes: list[str], au
     async def metadata(request: Request, model_name: str, model_version: str | None) -> Response:
         check_model(model_name, model_version)
         sig = signature()
-        return _json({"name": model, "versions": [version], "platform": sig.platform,
-                      "inputs": [spec.metadata() for spec in sig.inputs],
-                      "outputs": [spec.metadata() for spec in sig.outputs]})
+        return _json(
+            {
+                "name": model,
+                "versions": [version],
+                "platform": sig.platform,
+                "inputs": [spec.metadata() for spec in sig.inputs],
+                "outputs": [spec.metadata() for spec in sig.outputs],
+            }
+        )
 
     async def model_ready(request: Request, model_name: str, model_version: str | None) -> Response:
         check_model(model_name, model_version)
@@ -316,25 +347,52 @@ def add_oip_routes(app: FastAPI, service: WorkerService, prefixes: list[str], au
         return endpoint
 
     def versioned(route):
-        async def endpoint(request: Request, model_name: ModelName, model_version: ModelVersion  # pyright: ignore[reportInvalidTypeForm]
-                           ) -> Response:
+        async def endpoint(
+            request: Request,
+            model_name: ModelName,
+            model_version: ModelVersion,  # pyright: ignore[reportInvalidTypeForm]
+        ) -> Response:
             return await route(request, model_name, model_version)
 
         return endpoint
 
-    for path, route in (("/v2/models/{model_name}", unversioned),
-                        ("/v2/models/{model_name}/versions/{model_version}", versioned)):
-        router.add_api_route(path, route(metadata), methods=["GET"], response_model=ModelMetadata,
-                             summary="Model metadata: input and output tensors",
-                             responses={**unauthorized, 404: _oip_error("No such model or version"),
-                                        503: _oip_error("The model is loading")})
-        router.add_api_route(f"{path}/ready", route(model_ready), methods=["GET"], response_model=ModelReady,
-                             summary="Model readiness",
-                             responses={**unauthorized, 404: _oip_error("No such model or version"),
-                                        503: _oip_error("Loading, draining, or failing")})
-        router.add_api_route(f"{path}/infer", route(infer), methods=["POST"], response_model=InferenceResponse,
-                             summary="Inference: JSON tensors, or the binary tensor data extension",
-                             responses=_infer_errors(bool(auth)), openapi_extra=_infer_doc())
+    for path, route in (
+        ("/v2/models/{model_name}", unversioned),
+        ("/v2/models/{model_name}/versions/{model_version}", versioned),
+    ):
+        router.add_api_route(
+            path,
+            route(metadata),
+            methods=["GET"],
+            response_model=ModelMetadata,
+            summary="Model metadata: input and output tensors",
+            responses={
+                **unauthorized,
+                404: _oip_error("No such model or version"),
+                503: _oip_error("The model is loading"),
+            },
+        )
+        router.add_api_route(
+            f"{path}/ready",
+            route(model_ready),
+            methods=["GET"],
+            response_model=ModelReady,
+            summary="Model readiness",
+            responses={
+                **unauthorized,
+                404: _oip_error("No such model or version"),
+                503: _oip_error("Loading, draining, or failing"),
+            },
+        )
+        router.add_api_route(
+            f"{path}/infer",
+            route(infer),
+            methods=["POST"],
+            response_model=InferenceResponse,
+            summary="Inference: JSON tensors, or the binary tensor data extension",
+            responses=_infer_errors(bool(auth)),
+            openapi_extra=_infer_doc(),
+        )
     app.include_router(router)
     for prefix in prefixes:
         app.include_router(router, prefix=prefix, include_in_schema=False)

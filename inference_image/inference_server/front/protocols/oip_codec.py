@@ -72,12 +72,14 @@ def _parameters(doc: Any, where: str) -> dict[str, Any]:
 
 
 def _shape(value: Any, where: str, budget: int) -> tuple[tuple[int, ...], int]:
-    _require(isinstance(value, list) and len(value) <= MAX_RANK
-             and all(type(d) is int and d >= 0 for d in value),
-             f"{where}.shape must be a list of at most {MAX_RANK} non-negative integers")
+    _require(
+        isinstance(value, list) and len(value) <= MAX_RANK and all(type(d) is int and d >= 0 for d in value),
+        f"{where}.shape must be a list of at most {MAX_RANK} non-negative integers",
+    )
     count = math.prod(value)  # Python ints: no overflow
-    _require(count <= budget, f"{where}.shape {value} declares {count} elements, more than the request can carry "
-                              f"({budget})")
+    _require(
+        count <= budget, f"{where}.shape {value} declares {count} elements, more than the request can carry ({budget})"
+    )
     return tuple(value), count
 
 
@@ -117,8 +119,10 @@ def _json_data(data: Any, datatype: str, shape: tuple[int, ...], count: int, whe
         _require(kind in "iu" or array.size == 0, f"{where}: {datatype} data must be integers")
         if array.size:
             info = np.iinfo(dtype)
-            _require(int(array.min()) >= info.min and int(array.max()) <= info.max,
-                     f"{where}: a value is out of range for {datatype}")
+            _require(
+                int(array.min()) >= info.min and int(array.max()) <= info.max,
+                f"{where}: a value is out of range for {datatype}",
+            )
     else:
         _require(kind in "iuf" or array.size == 0, f"{where}: {datatype} data must be numbers")
     return array.astype(dtype).reshape(shape)
@@ -134,7 +138,7 @@ def _binary_bytes(raw: memoryview, count: int, where: str) -> np.ndarray:
         (length,) = _LENGTH.unpack_from(raw, offset)
         offset += 4
         _require(offset + length <= end, f"{where}: a BYTES element of {length} bytes runs past its tensor data")
-        items.append(bytes(raw[offset: offset + length]))
+        items.append(bytes(raw[offset : offset + length]))
         offset += length
     _require(len(items) == count, f"{where}: {len(items)} BYTES elements for {count} declared")
     array = np.empty(count, dtype=object)
@@ -147,8 +151,10 @@ def decode_request(body: bytes, header_length: int | None) -> InferRequest:
     if header_length is None:
         header, binary = body, memoryview(b"")
     else:
-        _require(0 < header_length <= len(body), f"Inference-Header-Content-Length {header_length} is outside the "
-                                                 f"body of {len(body)} bytes")
+        _require(
+            0 < header_length <= len(body),
+            f"Inference-Header-Content-Length {header_length} is outside the body of {len(body)} bytes",
+        )
         header, binary = body[:header_length], memoryview(body)[header_length:]
     try:
         doc = orjson.loads(header)
@@ -156,14 +162,18 @@ def decode_request(body: bytes, header_length: int | None) -> InferRequest:
         raise TensorError(f"the request header is not valid JSON: {exc}") from None
     _object(doc, "the request", {"id", "inputs", "outputs", "parameters"}, {"inputs"})
     request_id = doc.get("id")
-    _require(request_id is None or (isinstance(request_id, str) and len(request_id) <= 256),
-             "id must be a string of at most 256 characters")
+    _require(
+        request_id is None or (isinstance(request_id, str) and len(request_id) <= 256),
+        "id must be a string of at most 256 characters",
+    )
     parameters = _parameters(doc.get("parameters"), "the request")
     binary_output = parameters.get("binary_data_output", False)
     _require(type(binary_output) is bool, "parameters.binary_data_output must be true or false")
     inputs_doc = doc["inputs"]
-    _require(isinstance(inputs_doc, list) and 0 < len(inputs_doc) <= MAX_TENSORS,
-             f"inputs must be a list of 1 to {MAX_TENSORS} tensors")
+    _require(
+        isinstance(inputs_doc, list) and 0 < len(inputs_doc) <= MAX_TENSORS,
+        f"inputs must be a list of 1 to {MAX_TENSORS} tensors",
+    )
     budget = len(body)  # no element takes less than one byte on the wire
     inputs, offset = [], 0
     for i, item in enumerate(inputs_doc):
@@ -172,8 +182,9 @@ def decode_request(body: bytes, header_length: int | None) -> InferRequest:
         name, datatype = item["name"], item["datatype"]
         _require(isinstance(name, str) and bool(name), f"{where}.name must be a non-empty string")
         where = f"input {name!r}"
-        _require(datatype in DATATYPES, f"{where}: unsupported datatype {datatype!r}; use one of "
-                                        f"{', '.join(DATATYPES)}")
+        _require(
+            datatype in DATATYPES, f"{where}: unsupported datatype {datatype!r}; use one of {', '.join(DATATYPES)}"
+        )
         shape, count = _shape(item["shape"], where, budget)
         size = _parameters(item.get("parameters"), where).get("binary_data_size")
         if size is None:
@@ -181,19 +192,25 @@ def decode_request(body: bytes, header_length: int | None) -> InferRequest:
             data = _json_data(item["data"], datatype, shape, count, where)
         else:
             _require("data" not in item, f"{where}: give data or binary_data_size, not both")
-            _require(header_length is not None, f"{where}: binary_data_size needs an "
-                                                 "Inference-Header-Content-Length header")
+            _require(
+                header_length is not None, f"{where}: binary_data_size needs an Inference-Header-Content-Length header"
+            )
             _require(type(size) is int and size >= 0, f"{where}: binary_data_size must be a non-negative integer")
-            _require(offset + size <= len(binary), f"{where}: binary data truncated ({len(binary) - offset} of "
-                                                   f"{size} bytes left)")
-            raw = binary[offset: offset + size]
+            _require(
+                offset + size <= len(binary),
+                f"{where}: binary data truncated ({len(binary) - offset} of {size} bytes left)",
+            )
+            raw = binary[offset : offset + size]
             offset += size
             if datatype == "BYTES":
                 data = _binary_bytes(raw, count, where).reshape(shape)
             else:
                 dtype = DATATYPES[datatype]
-                _require(size == count * dtype.itemsize, f"{where}: binary_data_size {size} != {count} elements x "
-                                                         f"{dtype.itemsize} bytes for {datatype} {list(shape)}")
+                _require(
+                    size == count * dtype.itemsize,
+                    f"{where}: binary_data_size {size} != {count} elements x "
+                    f"{dtype.itemsize} bytes for {datatype} {list(shape)}",
+                )
                 data = np.frombuffer(raw, dtype=dtype).reshape(shape)
         inputs.append(Tensor(name, datatype, shape, data))
     names = [t.name for t in inputs]
@@ -213,8 +230,10 @@ def _requested_outputs(doc: Any) -> list[RequestedOutput] | None:
         parameters = _parameters(item.get("parameters"), f"outputs[{i}]")
         binary = parameters.get("binary_data")
         _require(binary is None or type(binary) is bool, f"outputs[{i}].parameters.binary_data must be true or false")
-        _require(not parameters.get("classification"), "the classification extension is not supported; request "
-                                                       "the labels output")
+        _require(
+            not parameters.get("classification"),
+            "the classification extension is not supported; request the labels output",
+        )
         outputs.append(RequestedOutput(item["name"], binary))
     return outputs
 
@@ -235,8 +254,9 @@ def _binary_elements(array: np.ndarray, datatype: str) -> bytes:
     return np.ascontiguousarray(array, dtype=DATATYPES[datatype]).tobytes()
 
 
-def encode_response(model_name: str, model_version: str, request_id: str | None, outputs: list[Tensor],
-                    binary: set[str]) -> tuple[bytes, int | None]:
+def encode_response(
+    model_name: str, model_version: str, request_id: str | None, outputs: list[Tensor], binary: set[str]
+) -> tuple[bytes, int | None]:
     """(body, header length): the header length is None when no output is binary (a plain JSON body)."""
     doc: dict[str, Any] = {"model_name": model_name, "model_version": model_version}
     if request_id is not None:
