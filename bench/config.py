@@ -82,9 +82,9 @@ class BenchConfig:
     # the warm-up is over (issue 40: the first seconds after ready against the settled figure); 0: skip.
     first_client_s: float = 10.0
     compile_startup: bool = True  # ours with MODEL_RUNTIME=compile: first start, and with its compile cache (~2.5 min)
-    # Our server with tracing off against tracing at the default sampling (bench/tracing_cost.py): this many rounds, each
-    # a fresh pair of servers up at once, each level run on both (two processes of one server differ by up to 4 % by
-    # themselves, σ about 3.9 %: the median of 8 rounds' ratios has a standard error of about 1.7 %); 0: skip.
+    # Our server with tracing off against tracing at the default sampling (bench/tracing_cost.py): this many rounds,
+    # each a fresh pair of servers up at once, each level run on both (two processes of one server differ by up to 4 %
+    # by themselves, σ about 3.9 %: the median of 8 rounds' ratios has a standard error of about 1.7 %); 0: skip.
     tracing_rounds: int = 8
     tracing_concurrency: tuple[int, ...] = (1, 64)  # the p95 at one client, the throughput at saturation
     output_dir: Path = RESULTS_DIR

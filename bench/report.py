@@ -348,9 +348,9 @@ def table(results: dict) -> str:
             speedup = _ratio(_field(o, "throughput_rps"), _field(b, "throughput_rps"))
             lines.append(
                 f"{level:>7} {_num(_field(o, 'throughput_rps')):>10} {_num(_field(o, 'p50_ms')):>7} "
-                f"{_num(_field(o, 'p95_ms')):>7} {_num(_field(o, 'p99_ms')):>7} | {_num(_field(p, 'throughput_rps')):>10} "
-                f"{_num(_field(p, 'p95_ms')):>7} | {_num(_field(b, 'throughput_rps')):>10} "
-                f"{_num(_field(b, 'p95_ms')):>7} | {_num(speedup, 2):>7} "
+                f"{_num(_field(o, 'p95_ms')):>7} {_num(_field(o, 'p99_ms')):>7} | "
+                f"{_num(_field(p, 'throughput_rps')):>10} {_num(_field(p, 'p95_ms')):>7} | "
+                f"{_num(_field(b, 'throughput_rps')):>10} {_num(_field(b, 'p95_ms')):>7} | {_num(speedup, 2):>7} "
                 f"{_num(_ratio(_field(o, 'p95_ms'), _field(b, 'p95_ms')), 2):>5}"
             )
         two = [r for r in series(results, OURS_2W, model)]

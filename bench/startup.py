@@ -263,8 +263,8 @@ def first_client_medians(clients: list[dict]) -> dict:
 # The compile starts' MAX_BATCH_SIZE: each start compiles every shape, 12 at 4 (batch 1, 2, 4 at four lengths) rather
 # than 24 at the default 32; readiness needs batch 1 at every length either way.
 COMPILE_MAX_BATCH = 4
-# The server's log messages that end each wait (inference_server/engine/compile_cache.py, model_runner.py, batcher.py): the
-# first is the one measured, the others end the wait without a figure.
+# The server's log messages that end each wait (inference_server/engine/compile_cache.py, model_runner.py, batcher.py):
+# the first is the one measured, the others end the wait without a figure.
 SAVED = (
     "compile cache saved",
     "compile cache not saved",

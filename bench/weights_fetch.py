@@ -1,7 +1,7 @@
 """Weights from S3 to a checked file: the bundled server's fetch, each piece hashed as it streams
-(inference_server.engine.piece_fetch), against boto3's own transfer manager (s3transfer's ``download_file``, the AWS CLI's
-engine, given the same 16 connections and 16 MiB ranges) alone and followed by the SHA-256 read-back the server did
-before (timed on its own: what streaming removes). One object, one S3 stand-in (bench.range_server, its own process,
+(inference_server.engine.piece_fetch), against boto3's own transfer manager (s3transfer's ``download_file``, the AWS
+CLI's engine, given the same 16 connections and 16 MiB ranges) alone and followed by the SHA-256 read-back the server
+did before (timed on its own: what streaming removes). One object, one S3 stand-in (bench.range_server, its own process,
 serving ranges from the page cache with sendfile; moto reads the whole object for every ranged GET), the three
 alternating, ``repeats`` times each.
 

@@ -79,9 +79,9 @@ CDK_JSON_KEYS = {"timing": "service"}
 @dataclass(frozen=True)
 class ModelServerConfig:
     """How the app serves one ``models[]`` entry: its server's props (``BundledServerProps`` from the entry's own
-    keys, or its ``vllm`` or ``neuron`` block), which of the environment's load balancers carries it, and at which listener rule
-    priority. With ``pool`` (the entry's ``pool`` block) the entry is a model pool: one service for every model of its
-    registry, on the bundled server's ``props``."""
+    keys, or its ``vllm`` or ``neuron`` block), which of the environment's load balancers carries it, and at which
+    listener rule priority. With ``pool`` (the entry's ``pool`` block) the entry is a model pool: one service for every
+    model of its registry, on the bundled server's ``props``."""
 
     props: ServerProps = field(default_factory=BundledServerProps)
     load_balancer: int = 1

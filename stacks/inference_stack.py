@@ -63,14 +63,16 @@ class InferenceStack(cdk.Stack):
             topic=as_topic(self.notifications.topic),
             logs_key=as_key(self.logs_key),
         )
-        # Capacity of another shape (4-GPU instances for tensor-parallel models, Inferentia2): more providers of the same cluster.
+        # Capacity of another shape (4-GPU instances for tensor-parallel models, Inferentia2): more providers of the
+        # same cluster.
         self.capacity_groups: dict[str, GpuCapacity | NeuronCapacity] = {
             name: self._capacity_group(name, group.capacity, network) for name, group in config.capacity_groups.items()
         }
         self._placement = config.model_placement()
         self.model_store = ModelStore(self, "ModelStore", props=config.model_store)
 
-        # Its own key, so only roles this account grants (the tasks' execution roles, through Secrets Manager) decrypt it.
+        # Its own key, so only roles this account grants (the tasks' execution roles, through Secrets Manager) decrypt
+        # it.
         self.api_keys_key = kms.Key(
             self,
             "ApiKeysKey",

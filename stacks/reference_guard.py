@@ -64,7 +64,8 @@ MIGRATION = (
     "identifier, losing their traffic. Migrate without an outage: add the new resource under a new construct id beside "
     "the old one and point the consumers at it (a new logical ID renames the output, so `cdk deploy --all` updates "
     "every model stack), deploy, then remove the old one and deploy again. To accept an outage instead, synth with "
-    f"-c {ACCEPT_CONTEXT_KEY}=true (it records the change in {LOCK_FILE}) and deploy every model stack after the shared one"
+    f"-c {ACCEPT_CONTEXT_KEY}=true (it records the change in {LOCK_FILE}) and deploy every model stack after the "
+    "shared one"
 )
 
 
@@ -89,7 +90,8 @@ def consumed_fingerprints(templates: Mapping[str, dict]) -> dict[str, dict]:
 
 
 def check(lock: Mapping[str, dict], current: Mapping[str, dict]) -> list[str]:
-    """What would be replaced under a consumer: one line per recorded output whose resource's replacing properties changed."""
+    """What would be replaced under a consumer: one line per recorded output whose resource's replacing properties
+    changed."""
     problems = []
     for key, now in current.items():
         before = lock.get(key)
@@ -102,8 +104,8 @@ def check(lock: Mapping[str, dict], current: Mapping[str, dict]) -> list[str]:
         )
         if changed:
             problems.append(
-                f"{now['type']} {now['resource']} in {key.split('/')[0]} would be replaced ({', '.join(changed)} changed) "
-                f"under {', '.join(now['consumers'])}: {MIGRATION}"
+                f"{now['type']} {now['resource']} in {key.split('/')[0]} would be replaced ({', '.join(changed)} "
+                f"changed) under {', '.join(now['consumers'])}: {MIGRATION}"
             )
     return problems
 

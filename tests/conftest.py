@@ -232,7 +232,8 @@ def single_metric(properties):
 
 
 def merge_templates(templates: dict) -> dict:
-    """Several stacks' templates (by stack name) as one, each cross-stack reference between them resolved to what it points at.
+    """Several stacks' templates (by stack name) as one, each cross-stack reference between them resolved to what it
+    points at.
 
     The model stacks keep the logical IDs they had in the single-stack layout, so a promise about "the
     environment" is checked once over the union; a reference to a stack outside ``templates`` stays as it is.

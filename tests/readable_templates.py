@@ -2,9 +2,10 @@
 
 One line per value where it fits in WIDTH characters, CloudFormation's short forms for intrinsics (`!Ref`, `!GetAtt`,
 `!ImportValue`, and `!StackOutput Stack.Output` for CDK's cross-region `Fn::GetStackOutput`), lists of
-`{Key|Name, Value}` (tags, dimensions, environment variables) as a mapping, and no `aws:cdk:path` metadata (the logical id says it). Asset hashes are `<hash>`. A model stack
-that repeats an earlier one of its environment (the same server, another model) is written as the lines that differ
-from it, with both models' names read as `<model>`, so each environment shows one stack per server kind in full.
+`{Key|Name, Value}` (tags, dimensions, environment variables) as a mapping, and no `aws:cdk:path` metadata (the logical
+id says it). Asset hashes are `<hash>`. A model stack that repeats an earlier one of its environment (the same server,
+another model) is written as the lines that differ from it, with both models' names read as `<model>`, so each
+environment shows one stack per server kind in full.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """`make lint` runs ruff (check and format) and pyright with the repository's pyproject.toml over the whole tree, and
 `make test` holds the whole tree to them (test_the_repository_is_ruff_clean, test_the_repository_is_ruff_formatted,
-test_the_repository_is_pyright_clean). The other tests are the twins: the same CLIs, the same configuration, on planted defects they must report."""
+test_the_repository_is_pyright_clean). The other tests are the twins: the same CLIs, the same configuration, on planted
+defects they must report."""
 
 from __future__ import annotations
 
@@ -94,6 +95,13 @@ def test_the_repository_is_pyright_clean():
     )
 
 
+def comment_line(columns: int) -> str:
+    """A comment of words ``columns`` wide (E501 leaves a line of one long word alone)."""
+    line = ("# " + "word " * columns)[:columns]
+    assert len(line) == columns and not line.endswith(" ")
+    return line + "\n"
+
+
 def test_ruff_reports_each_selected_family_on_planted_defects(tmp_path):
     planted = tmp_path / "planted.py"
     planted.write_text(
@@ -103,15 +111,15 @@ def test_ruff_reports_each_selected_family_on_planted_defects(tmp_path):
         "def f(x: Optional[int], items=[]) -> None:\n"  # UP045, B006
         "    print(undefined_name)\n"  # F821
         "    l = 1\n"  # E741
-        "    return os.sep, l\n"
+        "    return os.sep, l\n" + comment_line(121)  # E501: one column past the limit
     )
     code, found = ruff(planted)
-    assert code == 1 and {"F401", "F821", "I001", "UP045", "B006", "E741"} <= found, found
+    assert code == 1 and {"F401", "F821", "I001", "UP045", "B006", "E741", "E501"} <= found, found
 
 
 def test_ruff_passes_a_clean_file(tmp_path):
     clean = tmp_path / "clean.py"
-    clean.write_text("import os\n\n\ndef f(x: int | None) -> str:\n    return os.sep * (x or 1)\n")
+    clean.write_text("import os\n\n\ndef f(x: int | None) -> str:\n    return os.sep * (x or 1)\n" + comment_line(120))
     assert ruff(clean) == (0, set())
 
 

@@ -22,8 +22,8 @@ RUNTIME_VARIABLE = "MODEL_RUNTIME"
 TASK_VARIABLE = "MODEL_TASK"
 DRAIN_VARIABLE = "DRAIN_TIMEOUT_S"
 WORKERS_VARIABLE = "WORKERS"
-# Request spans: the OTLP/HTTP base URL of the task's collector (unset: nothing traced), and the share of requests traced
-# where the caller's trace context does not decide (parent-based).
+# Request spans: the OTLP/HTTP base URL of the task's collector (unset: nothing traced), and the share of requests
+# traced where the caller's trace context does not decide (parent-based).
 TRACES_ENDPOINT_VARIABLE = "OTEL_EXPORTER_OTLP_ENDPOINT"
 TRACE_SAMPLE_RATIO_VARIABLE = "TRACE_SAMPLE_RATIO"
 # The default share: a sampled request costs its worker about 0.43 ms (mostly the OTLP encoding; bench.tracing_cost),

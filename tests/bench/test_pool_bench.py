@@ -1,5 +1,5 @@
-"""`python -m bench.pool` end to end at small sizes (the harness works, its figures are sane; no timing targets), and the
-routing simulation's arithmetic checked by hand."""
+"""`python -m bench.pool` end to end at small sizes (the harness works, its figures are sane; no timing targets), and
+the routing simulation's arithmetic checked by hand."""
 
 from __future__ import annotations
 

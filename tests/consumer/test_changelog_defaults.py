@@ -1,6 +1,6 @@
 """Issue 53: the changelog said ``TelemetryProps(trace_sampling_ratio=0.05)`` where the code and the page default to
-0.01. Every ``Name(keyword=value)`` with a literal value in the Unreleased and 0.3.0 sections, of an exported name that has
-that keyword, says the keyword's default."""
+0.01. Every ``Name(keyword=value)`` with a literal value in the Unreleased and 0.3.0 sections, of an exported name that
+has that keyword, says the keyword's default."""
 
 from __future__ import annotations
 

@@ -96,7 +96,8 @@ def test_the_checker_reports_a_planted_broken_link(tmp_path):
     (tmp_path / "pic.png").write_bytes(b"")
     (tmp_path / "README.md").write_text(
         "# Front door\n\n"
-        "[ok](docs/guide.md) [ok anchor](docs/guide.md#rolling-out-a-new-version) [second](docs/guide.md#rolling-out-a-new-version-1)\n"
+        "[ok](docs/guide.md) [ok anchor](docs/guide.md#rolling-out-a-new-version) "
+        "[second](docs/guide.md#rolling-out-a-new-version-1)\n"
         "![ok image](pic.png) [here](#front-door) [web](https://example.com/missing.md)\n"
         "[gone](docs/missing.md)\n"
         "[bad anchor](docs/guide.md#rolling-back)\n"

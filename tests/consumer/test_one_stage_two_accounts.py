@@ -27,7 +27,8 @@ from gpu_inference_constructs.service.checks import check_model_name_free, claim
 
 
 class ServingStack(cdk.Stack):
-    """The team's one stack: an imported VPC, GPU capacity, an internal load balancer and the encoder (or ``models``)."""
+    """The team's one stack: an imported VPC, GPU capacity, an internal load balancer and the encoder (or
+    ``models``)."""
 
     def __init__(
         self,

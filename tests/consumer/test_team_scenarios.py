@@ -234,7 +234,8 @@ def warnings_of(stack: cdk.Stack) -> list[str]:
 
 
 def test_a_type_the_catalog_does_not_list_for_the_region_is_a_warning_naming_the_table():
-    """eu-west-1 offers g6e, the catalog's table does not list it: a warning (cdk synth --strict fails), not an error."""
+    """eu-west-1 offers g6e, the catalog's table does not list it: a warning (cdk synth --strict fails), not an
+    error."""
     app, stack, vpc = team_stack("Unlisted")
     GpuCapacity(stack, "Gpus", vpc=vpc, props=GpuCapacityProps(instance_types=("g6e.xlarge",)))
     GpuCapacity(stack, "Listed", vpc=vpc, props=GpuCapacityProps(instance_types=("g5.xlarge",)))

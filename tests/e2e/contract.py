@@ -50,7 +50,8 @@ class ModelContract:
 
 
 def load_contracts(template: dict | Path, environment_name: str) -> list[ModelContract]:
-    """Each model service's contract, from a template (or its file) that holds the services, their target groups and rules."""
+    """Each model service's contract, from a template (or its file) that holds the services, their target groups and
+    rules."""
     document: dict = json.loads(template.read_text()) if isinstance(template, Path) else template
     resources = document["Resources"]
 
@@ -240,15 +241,18 @@ def disagreements_with_dockerfile(contract: ModelContract, dockerfile: Dockerfil
     )
     check(
         str(contract.container_port) == contract.environment.get("PORT") == dockerfile.environment.get("PORT"),
-        f"container port {contract.container_port}, task definition PORT={contract.environment.get('PORT')} and Dockerfile PORT={dockerfile.environment.get('PORT')} must agree",
+        f"container port {contract.container_port}, task definition PORT={contract.environment.get('PORT')} and "
+        f"Dockerfile PORT={dockerfile.environment.get('PORT')} must agree",
     )
     check(
         contract.health_check_port == contract.container_port,
-        f"target group health-checks port {contract.health_check_port} but the container listens on {contract.container_port}",
+        f"target group health-checks port {contract.health_check_port} but the container listens on "
+        f"{contract.container_port}",
     )
     check(
         contract.health_check_command[1:] == dockerfile.health_check_command,
-        f"task definition health check {contract.health_check_command} differs from the Dockerfile's HEALTHCHECK {dockerfile.health_check_command}",
+        f"task definition health check {contract.health_check_command} differs from the Dockerfile's HEALTHCHECK "
+        f"{dockerfile.health_check_command}",
     )
     check(
         contract.user == dockerfile.user,

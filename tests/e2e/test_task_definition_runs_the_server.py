@@ -251,7 +251,8 @@ def wait_until_ready(process: subprocess.Popen, url: str, success: str, deadline
             pass
         time.sleep(0.25)
     pytest.fail(
-        f"{url} did not answer {success} within the health-check grace period ({deadline_s} s):\n{log.read_text()[-4000:]}"
+        f"{url} did not answer {success} within the health-check grace period "
+        f"({deadline_s} s):\n{log.read_text()[-4000:]}"
     )
 
 

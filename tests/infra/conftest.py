@@ -37,7 +37,8 @@ CAPACITY_GROUPS = _capacity_groups()
     scope="module", params=CAPACITY_GROUPS, ids=[f"{env}-{group or 'default'}" for env, group in CAPACITY_GROUPS]
 )
 def capacity_group(request, synthesized):
-    """(GpuCapacityProps, Template of only that GPU capacity's resources) for each environment's capacity and capacity groups."""
+    """(GpuCapacityProps, Template of only that GPU capacity's resources) for each environment's capacity and capacity
+    groups."""
     environment, group = request.param
     config = synthesized.stages[environment].config
     template = synthesized.inference_template(environment)

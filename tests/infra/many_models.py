@@ -31,9 +31,9 @@ MODELS_PER_LOAD_BALANCER = 50
 
 
 def many_model_environment(count: int, base: str = "prod") -> dict:
-    """``base``'s settings (tests/scenarios.py) serving ``count`` models, each a copy of its first with ``base``'s canary deployment, the
-    first 50 on load balancer 1, the next 50 on 2, and so on (``models[].load_balancer``, recorded as a platform team
-    would: a new model goes on a load balancer with room, and no other model moves)."""
+    """``base``'s settings (tests/scenarios.py) serving ``count`` models, each a copy of its first with ``base``'s
+    canary deployment, the first 50 on load balancer 1, the next 50 on 2, and so on (``models[].load_balancer``,
+    recorded as a platform team would: a new model goes on a load balancer with room, and no other model moves)."""
     data = scenario_environment(base)
     template = {**data["models"][0], "min_tasks": 1, "max_tasks": 4}
     data["models"] = [
@@ -113,14 +113,16 @@ def markdown(rows: list[dict]) -> str:
         return f"{size / 1000:,.0f} KB" if size < 1_000_000 else f"{size / 1_000_000:,.1f} MB"
 
     lines = [
-        "| models | synth | stacks | load balancers | Network stack | shared stack | largest model stack | all model stacks | all stacks |",
+        "| models | synth | stacks | load balancers | Network stack | shared stack | largest model stack | all model "
+        "stacks | all stacks |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
-            f"| {r['models']} | {r['seconds']} s | {r['stacks']} | {r['load_balancers']} | {kb(r['network_bytes'])}, {r['network_resources']} resources "
-            f"| {kb(r['shared_bytes'])}, {r['shared_resources']} | {kb(r['largest_model_bytes'])}, {r['model_resources']} "
-            f"| {kb(r['models_bytes'])}, {r['models_resources']} | {kb(r['all_bytes'])}, {r['all_resources']} |"
+            f"| {r['models']} | {r['seconds']} s | {r['stacks']} | {r['load_balancers']} | {kb(r['network_bytes'])}, "
+            f"{r['network_resources']} resources | {kb(r['shared_bytes'])}, {r['shared_resources']} | "
+            f"{kb(r['largest_model_bytes'])}, {r['model_resources']} | {kb(r['models_bytes'])}, "
+            f"{r['models_resources']} | {kb(r['all_bytes'])}, {r['all_resources']} |"
         )
     return "\n".join(lines)
 

@@ -1,4 +1,5 @@
-"""Whether EC2 lets one network interface open a TCP connection to another, from a synthesized template's security groups.
+"""Whether EC2 lets one network interface open a TCP connection to another, from a synthesized template's security
+groups.
 
 EC2's rules, as the VPC user guide states them: an interface's groups are one set of rules (any rule of any group
 allows); the sender needs an egress rule and the receiver an ingress rule, each naming the other side by a group it
@@ -42,7 +43,8 @@ def group_id(value) -> str | None:
 
 
 def rules(resources: dict) -> dict[str, dict[str, list[dict]]]:
-    """Security group logical ID -> {"ingress": [...], "egress": [...]}: inline rules, standalone rules, EC2's default."""
+    """Security group logical ID -> {"ingress": [...], "egress": [...]}: inline rules, standalone rules, EC2's
+    default."""
     found: dict[str, dict[str, list[dict]]] = {}
     for logical_id, resource in resources.items():
         if resource["Type"] == "AWS::EC2::SecurityGroup":

@@ -134,7 +134,8 @@ def test_bad_capacity_config_is_refused(path, value, message):
 
 
 def test_an_instance_type_the_catalog_does_not_list_in_the_region_loads():
-    """The catalog's region table is behind AWS: GpuCapacity warns at synth (test_team_scenarios), the loader does not refuse."""
+    """The catalog's region table is behind AWS: GpuCapacity warns at synth (test_team_scenarios), the loader does not
+    refuse."""
     data = with_change("region", "eu-west-3")
     data["network"]["availability_zone_ids"] = ["euw3-az1", "euw3-az2"]
     data["load_balancer"]["certificate_arn"] = data["load_balancer"]["certificate_arn"].replace(
@@ -338,7 +339,8 @@ def test_non_text_tasks_are_accepted_for_a_model(task):
 
 
 def test_a_capacity_group_holds_a_multi_gpu_models_deployment_at_peak_counted_in_gpus():
-    """staging's llama-13b: 4 GPUs a task, max_tasks 2, canary (a second full set while it deploys): 16 GPUs, 4 g5.12xlarge."""
+    """staging's llama-13b: 4 GPUs a task, max_tasks 2, canary (a second full set while it deploys): 16 GPUs, 4
+    g5.12xlarge."""
     data = scenario_environment("staging")
     data["capacity_groups"]["llm"]["capacity"]["max_capacity"] = 3
     with pytest.raises(

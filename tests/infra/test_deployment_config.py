@@ -98,7 +98,8 @@ def test_linear_steps_are_counted_as_cloudformation_counts_them(percent, steps):
 @pytest.mark.parametrize("strategy", ["canary", "linear", "blue_green"])
 def test_a_traffic_shifting_deployment_peaks_at_twice_the_tasks_whatever_rolling_allows(strategy):
     """A traffic-shifting deployment starts a whole second set behind the alternate target group; a rolling one runs
-    up to its maximum percent. Below 200 % the two differ, so the traffic-shifting count cannot come from the rolling one."""
+    up to its maximum percent. Below 200 % the two differ, so the traffic-shifting count cannot come from the rolling
+    one."""
     assert DeploymentProps(strategy=strategy).peak_tasks(6, max_healthy_percent=150) == 12
     assert DeploymentProps(strategy=strategy).peak_tasks(6, max_healthy_percent=100) == 12
     assert DeploymentProps(strategy="rolling").peak_tasks(6, max_healthy_percent=150) == 9

@@ -126,8 +126,9 @@ def test_every_fit_rule_is_refused_at_synth_naming_the_key_and_the_fix(changes, 
 
 
 def test_the_packing_by_hand():
-    """T4s offer their shares 14,592 MiB (15,360 less 512 reserved and 256 for the MPS server): three 4096 MiB shares fit one GPU, a fourth needs the next; CPU binds before GPU memory
-    at 1024 units a task on 4 vCPU (3584 usable: three tasks)."""
+    """T4s offer their shares 14,592 MiB (15,360 less 512 reserved and 256 for the MPS server): three 4096 MiB shares
+    fit one GPU, a fourth needs the next; CPU binds before GPU memory at 1024 units a task on 4 vCPU (3584 usable: three
+    tasks)."""
     g4dn = lookup("g4dn.xlarge", "instance_type")
     small = [SharedTask(f"m{i}", GpuShare(4096), 512, 1024) for i in range(4)]
     assert instances_for(small[:3], g4dn) == 1 and instances_for(small, g4dn) == 2

@@ -136,7 +136,8 @@ def test_the_servers_layers_import_no_arrow_up():
 
 
 def test_the_servers_facts_import_nothing():
-    """The library loads facts.py by its path, without the server installed (gpu_inference_constructs.core.server_facts)."""
+    """The library loads facts.py by its path, without the server installed
+    (gpu_inference_constructs.core.server_facts)."""
     tree = ast.parse((SERVER / "facts.py").read_text())
     assert not [node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))]
 

@@ -30,7 +30,8 @@ POOL_ALARMS = ["PoolHitRate", "PoolLoads", "PoolLoadTimeP95", "PoolEvictions", "
 
 
 def alarms_of(config, model) -> list[str]:
-    """The alarms a model has: every model's, then its server's (ours: from our metrics; vLLM: its scale-out signals)."""
+    """The alarms a model has: every model's, then its server's (ours: from our metrics; vLLM: its scale-out
+    signals)."""
     if config.server_config(model).vllm is not None:
         return PER_MODEL_ALARMS + list(VLLM_ALARMS)
     pool = POOL_ALARMS if config.server_config(model).pool is not None else []
@@ -321,13 +322,14 @@ def test_dashboard_finds_every_model_by_search_so_it_grows_with_the_models(env):
     config, template = env
     latency = graph_expressions(template, "Latency at the load balancer (s): p50 / p95 / p99")
     assert latency == [
-        f"SEARCH('{{AWS/ApplicationELB,LoadBalancer,TargetGroup}} MetricName=\"TargetResponseTime\" LoadBalancer=\"<ref>\"', '{p}', 60)"
+        f'SEARCH(\'{{AWS/ApplicationELB,LoadBalancer,TargetGroup}} MetricName="TargetResponseTime" '
+        f"LoadBalancer=\"<ref>\"', '{p}', 60)"
         for p in ("p50", "p95", "p99")
     ]
     server = graph_expressions(template, "Server latency (ms): p50 / p95 / p99, queue wait p95")
     assert (
-        server[0]
-        == f"SEARCH('{{GpuInference,Environment,ModelName}} MetricName=\"RequestLatency\" Environment=\"{config.name}\"', 'p50', 60)"
+        server[0] == f'SEARCH(\'{{GpuInference,Environment,ModelName}} MetricName="RequestLatency" '
+        f"Environment=\"{config.name}\"', 'p50', 60)"
     )
     tasks = graph_expressions(template, "Tasks: running / desired")
     assert all('ClusterName="<ref>"' in expression for expression in tasks) and len(tasks) == 2
@@ -343,7 +345,8 @@ def test_the_dashboard_graphs_each_models_own_gpu_figures_from_its_process(env):
     config, template = env
     expressions = graph_expressions(template, OWN_GPU)
     assert expressions == [
-        f"SEARCH('{{GpuInference,Environment,ModelName}} MetricName=\"{name}\" Environment=\"{config.name}\"', '{statistic}', 60)"
+        f'SEARCH(\'{{GpuInference,Environment,ModelName}} MetricName="{name}" Environment="{config.name}"\', '
+        f"'{statistic}', 60)"
         for name, statistic in (("ModelBusyPercent", "Average"), ("GpuMemoryUsedMiB", "Maximum"))
     ]
 
@@ -368,7 +371,8 @@ def test_the_dashboard_graphs_each_task_start_from_the_servers_start_metrics(env
         server_names.STARTUP_COMPILE_SECONDS,
     )
     assert graph_expressions(template, TASK_START) == [
-        f"SEARCH('{{GpuInference,Environment,ModelName}} MetricName=\"{name}\" Environment=\"{config.name}\"', 'Maximum', 60)"
+        f'SEARCH(\'{{GpuInference,Environment,ModelName}} MetricName="{name}" Environment="{config.name}"\', '
+        "'Maximum', 60)"
         for name in names
     ]
 
@@ -419,7 +423,8 @@ def pool_cost_expression(config) -> str | None:
 
     groups = [config.capacity, *(group.capacity for group in config.capacity_groups.values())]
     terms = [
-        f"(FILL(pool{i}, 0) * {root_volume_hourly(c)} + FILL(warming{i}, 0) * {CATALOG[c.instance_types[0]].on_demand_hourly_usd})"
+        f"(FILL(pool{i}, 0) * {root_volume_hourly(c)} + FILL(warming{i}, 0) * "
+        f"{CATALOG[c.instance_types[0]].on_demand_hourly_usd})"
         for i, c in enumerate(groups)
         if c.warm_pool is not None
     ]
@@ -497,8 +502,9 @@ def test_cost_prices_are_settings_with_ranges():
 
 
 def test_the_dashboards_cost_agrees_with_the_sizing_advisors_arithmetic(env):
-    """At 5 instances, 2M requests an hour, 3 GiB of logs and 12 LCUs, the total equals GPU (the advisor's On-Demand/Spot
-    split and prices) + logs + ALB, by hand; the advisor's GPU-only figure for the same fleet is the GPU part."""
+    """At 5 instances, 2M requests an hour, 3 GiB of logs and 12 LCUs, the total equals GPU (the advisor's
+    On-Demand/Spot split and prices) + logs + ALB, by hand; the advisor's GPU-only figure for the same fleet is the GPU
+    part."""
     from gpu_inference_constructs.sizing import Purchase
 
     config, template = env
@@ -733,6 +739,7 @@ def test_the_dashboard_breaks_each_models_latency_into_queue_model_and_request(e
     config, template = env
     expressions = graph_expressions(template, LATENCY_BREAKDOWN_TITLE)
     assert expressions == [
-        f"SEARCH('{{GpuInference,Environment,ModelName}} MetricName=\"{name}\" Environment=\"{config.name}\"', 'Average', 60)"
+        f'SEARCH(\'{{GpuInference,Environment,ModelName}} MetricName="{name}" Environment="{config.name}"\', '
+        "'Average', 60)"
         for name in ("QueueWait", "InferenceTime", "RequestLatency", "BatchSize")
     ]

@@ -439,7 +439,8 @@ def neuron_entry(entry: dict) -> dict:
             "latency_p95_ms",
         )
     }
-    # The scenario's network has no NAT: the DLC and the fetcher from the team's ECR mirrors, as cdk.json's dev has them.
+    # The scenario's network has no NAT: the DLC and the fetcher from the team's ECR mirrors, as cdk.json's dev has
+    # them.
     mirrors = {
         "image": {"repository": "mirror/pytorch-inference-neuronx", "tag": "2.9.0-neuronx-py312-sdk2.31.1-ubuntu24.04"},
         "fetcher_image": {"repository": "mirror/aws-cli", "tag": "2.32.9"},

@@ -95,8 +95,8 @@ def test_the_wheel_carries_the_bundled_servers_build_context(wheel):
 
 
 def test_a_team_with_only_the_wheel_synthesizes_the_bundled_server_image(wheel, tmp_path):
-    """Installed from the wheel alone (not this checkout), run from another directory: bundled_server_image() (BundledServer's default) stages the
-    image's build context for `cdk deploy`."""
+    """Installed from the wheel alone (not this checkout), run from another directory: bundled_server_image()
+    (BundledServer's default) stages the image's build context for `cdk deploy`."""
     site = tmp_path / "site"
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(site), str(wheel)],
@@ -108,10 +108,12 @@ def test_a_team_with_only_the_wheel_synthesizes_the_bundled_server_image(wheel, 
         "from aws_cdk import aws_ecs as ecs\n"
         "app = cdk.App(outdir='out')\n"
         "stack = cdk.Stack(app, 'Team')\n"
-        "ecs.Ec2TaskDefinition(stack, 'Task').add_container('server', image=g.bundled_server_image(), memory_limit_mib=512)\n"
+        "ecs.Ec2TaskDefinition(stack, 'Task').add_container('server', image=g.bundled_server_image(), "
+        "memory_limit_mib=512)\n"
         "app.synth()\n"
-        "print(json.dumps({'library': g.__file__, 'staged': sorted(str(p.relative_to(next(pathlib.Path('out').glob('asset.*'))))"
-        " for p in next(pathlib.Path('out').glob('asset.*')).rglob('*') if p.is_file())}))\n"
+        "print(json.dumps({'library': g.__file__, 'staged': "
+        "sorted(str(p.relative_to(next(pathlib.Path('out').glob('asset.*')))) for p in "
+        "next(pathlib.Path('out').glob('asset.*')).rglob('*') if p.is_file())}))\n"
     )
     env = {**os.environ, "PYTHONPATH": str(site), "JSII_SILENCE_WARNING_UNTESTED_NODE_VERSION": "1"}
     done = subprocess.run(

@@ -1,4 +1,5 @@
-"""A resource with a fixed physical name is never kept after a failed create: the retry would fail with "already exists"."""
+"""A resource with a fixed physical name is never kept after a failed create: the retry would fail with "already
+exists"."""
 
 import json
 

@@ -289,7 +289,8 @@ def test_the_failed_calls_alarm_fits_metrics_insights_and_is_quiet_without_data(
 
 
 def test_the_failed_calls_alarm_can_publish_to_the_encrypted_topic(world):
-    """Both ways (ALARM and OK), and SNS and its key let CloudWatch publish for this alarm (not for another account's)."""
+    """Both ways (ALARM and OK), and SNS and its key let CloudWatch publish for this alarm (not for another
+    account's)."""
     topic = world.only("AWS::SNS::Topic")
     key = world.resources[topic]["Properties"]["KmsMasterKeyId"]["Fn::GetAtt"][0]
     alarm_id, alarm = connection_alarm(world)

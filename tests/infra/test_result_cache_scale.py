@@ -36,8 +36,9 @@ BASE = "staging"  # the environment with the cache; canary deployments take two 
 
 
 def cache_environment(count: int, per_load_balancer: int) -> dict:
-    """``BASE`` serving ``count`` copies of its first model (ours, with its shared_cache settings), ``per_load_balancer``
-    on each load balancer in turn, each with its own listener priority there; no vLLM model, no capacity group."""
+    """``BASE`` serving ``count`` copies of its first model (ours, with its shared_cache settings),
+    ``per_load_balancer`` on each load balancer in turn, each with its own listener priority there; no vLLM model, no
+    capacity group."""
     data = scenario_environment(BASE)
     data.pop("capacity_groups", None)
     template = {**data["models"][0], "min_tasks": 1, "max_tasks": 4}
@@ -141,7 +142,8 @@ def crowded(tmp_path_factory) -> tuple[EnvironmentConfig, dict]:
 
 
 def alarm_metric_count(properties: dict) -> int:
-    """What CloudWatch counts against a math alarm's 10: its MetricStat queries, and one for a Metrics Insights query."""
+    """What CloudWatch counts against a math alarm's 10: its MetricStat queries, and one for a Metrics Insights
+    query."""
     queries = properties.get("Metrics", [])
     return sum(1 for q in queries if "MetricStat" in q or q.get("Expression", "").lstrip().upper().startswith("SELECT"))
 

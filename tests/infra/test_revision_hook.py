@@ -131,7 +131,8 @@ def test_a_new_task_still_starting_is_asked_about_again():
 
 @pytest.mark.parametrize("new_tasks", [{}, {"10.0.0.2": "unhealthy"}, {"10.0.0.2": "initial"}])
 def test_a_version_never_healthy_fails_when_its_window_ends(new_tasks):
-    """No new task at all (its files are missing: the server exits at start), one failing readiness, one still loading."""
+    """No new task at all (its files are missing: the server exits at start), one failing readiness, one still
+    loading."""
     status, at = run_as_ecs(Deployment(new_tasks=new_tasks), window=600, becomes_healthy_at=None)
     assert status == "FAILED" and 600 <= at <= 600 + revision_hook_handler.RETRY_SECONDS
 

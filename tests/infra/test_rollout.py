@@ -148,7 +148,8 @@ def test_each_strategy_is_written_with_its_steps_and_explicit_bake_times(strateg
                 "StepPercent": props.step_percent,
                 "StepBakeTimeInMinutes": props.step_bake_minutes,
             }
-        # A Spot notice may stop a doomed task at once (tests/infra/test_spot_timeline.py); both sets run to the bake's end.
+        # A Spot notice may stop a doomed task at once (tests/infra/test_spot_timeline.py); both sets run to the bake's
+        # end.
         assert config["MaximumPercent"] == 200 and config["MinimumHealthyPercent"] < 100
 
 
@@ -366,7 +367,8 @@ def test_two_models_whose_names_give_one_priority_are_an_error_naming_both():
     first, second = COLLIDING
     with pytest.raises(
         ConfigError,
-        match=rf"models\[{second}\]\.listener_priority: .*{COLLIDING_PRIORITY} of '{second}'.*'{first}''s: set listener_priority",
+        match=rf"models\[{second}\]\.listener_priority: .*{COLLIDING_PRIORITY} of '{second}'.*'{first}''s: "
+        r"set listener_priority",
     ):
         route_priorities((first, None), (second, None))
     with pytest.raises(

@@ -55,14 +55,14 @@ def publishes_to(resource: dict, topic: str) -> bool:
 
 # Alarms that intentionally notify nobody, each recognised by what it is wired to (not by its name), with the reason.
 SILENT_ALARMS = {
-    "step scaling": "its only actions are step scaling policies (a scale-out signal: the bundled server's latency, GPU or "
-    "growing queue, vLLM's waiting requests or KV cache): it fires at every routine scale-out; what deserves a "
+    "step scaling": "its only actions are step scaling policies (a scale-out signal: the bundled server's latency, GPU "
+    "or growing queue, vLLM's waiting requests or KV cache): it fires at every routine scale-out; what deserves a "
     "notification (tasks below desired, latency, 5xx, vLLM signals high for 15 minutes) has its own alarm",
-    "deployment rollback": "ECS reads its state during a deployment and rolls the deployment back (deployment alarms); an "
-    "alarm that notifies the topic reads the same metrics, so the condition is notified once",
+    "deployment rollback": "ECS reads its state during a deployment and rolls the deployment back (deployment alarms); "
+    "an alarm that notifies the topic reads the same metrics, so the condition is notified once",
     "composite child": "a child of a composite alarm that notifies the topic; the composite is the one notification",
-    "never-healthy rollback": "ECS reads it by name during a deployment and rolls back a version whose tasks never become "
-    "healthy; the rolled-back deployment reaches the topic through the cluster's ECS deployment "
+    "never-healthy rollback": "ECS reads it by name during a deployment and rolls back a version whose tasks never "
+    "become healthy; the rolled-back deployment reaches the topic through the cluster's ECS deployment "
     "event rule (test_a_rolled_back_deployment_of_this_clusters_services_reaches_the_topic)",
 }
 
@@ -335,7 +335,8 @@ def autoscaling_event(world: TemplateWorld, group_name: str, detail_type: str) -
             "StatusCode": "InProgress",
             "AutoScalingGroupName": group_name,
             "EC2InstanceId": "i-0123456789abcdef0",
-            "Cause": "At 2026-12-03T10:00:00Z an instance was started in response to a difference between desired and actual capacity",
+            "Cause": "At 2026-12-03T10:00:00Z an instance was started in response to a difference between desired and "
+            "actual capacity",
         },
     }
 

@@ -421,7 +421,8 @@ def test_the_predictive_forecast_over_both_target_groups_plans_what_the_per_minu
 
 
 def test_the_forecast_model_sees_a_scaling_metric_that_is_not_per_minute(synthesized):
-    """The twin: the expression before the fix (requests per healthy target per period) plans 60 x at an hourly period."""
+    """The twin: the expression before the fix (requests per healthy target per period) plans 60 x at an hourly
+    period."""
     _, spec = prod_two_group_predictive_spec(synthesized)
     for query in spec["CustomizedScalingMetricSpecification"]["MetricDataQueries"]:
         if query.get("ReturnData"):

@@ -216,5 +216,6 @@ def test_the_gpu_group_holds_every_services_floor_all_week(environment):
             )  # a 4-GPU task takes four GPUs
             assert group_min <= group_max, minute
             assert floor <= group_max * gpus_per_instance, (
-                f"at minute {minute} the services' floor of {floor} GPUs exceeds the group's {group_max} x {gpus_per_instance} GPUs"
+                f"at minute {minute} the services' floor of {floor} GPUs exceeds the group's {group_max} x "
+                f"{gpus_per_instance} GPUs"
             )

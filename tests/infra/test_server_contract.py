@@ -200,7 +200,8 @@ def test_a_task_that_does_not_fit_fails_in_the_construct_itself(model, instance_
 
 
 def test_the_fit_check_counts_the_sidecars():
-    """vLLM's scratch-owner, fetcher and collector reserve CPU and memory too: a server sized to the limit alone does not fit."""
+    """vLLM's scratch-owner, fetcher and collector reserve CPU and memory too: a server sized to the limit alone does
+    not fit."""
     stack, parts = stack_with_placement()
     limit = int(192 * 1024 * 0.90)
     model = ModelProps(name="llm", version="1", gpus=4, cpu=45056, memory_mib=limit)
@@ -759,7 +760,8 @@ def test_tgi_and_triton_contracts_synthesize_with_their_own_ports_paths_and_metr
 
 
 def stack_with_load_balancer(longest_request_seconds, idle_timeout_seconds=None):
-    """A stack with an InferenceLoadBalancer built for ``longest_request_seconds``, and the parts a ModelService needs."""
+    """A stack with an InferenceLoadBalancer built for ``longest_request_seconds``, and the parts a ModelService
+    needs."""
     from gpu_inference_constructs import InferenceLoadBalancer, LoadBalancerProps
 
     app = cdk.App()
@@ -807,7 +809,8 @@ def test_the_load_balancers_idle_timeout_follows_the_longest_request_and_never_d
 
 @pytest.mark.parametrize("server, idle_timeout", [("bundled", 60), ("bundled", 110), ("vllm", 90), ("vllm", 200)])
 def test_each_presets_keep_alive_outlasts_the_load_balancers_idle_timeout(server, idle_timeout):
-    """The bundled server's KEEP_ALIVE_S and vLLM's VLLM_HTTP_TIMEOUT_KEEP_ALIVE follow the load balancer they are behind."""
+    """The bundled server's KEEP_ALIVE_S and vLLM's VLLM_HTTP_TIMEOUT_KEEP_ALIVE follow the load balancer they are
+    behind."""
     stack, balancer, parts = stack_with_load_balancer(idle_timeout - 10)
     if server == "vllm":
         model = ModelProps(name="llm", version="1", gpus=1)
@@ -856,8 +859,9 @@ def test_a_server_keep_alive_at_or_below_the_idle_timeout_is_refused_and_an_unkn
 
 @pytest.mark.parametrize("longest", [101, 3600])
 def test_a_server_whose_longest_request_outlasts_the_idle_timeout_is_refused(longest):
-    """A custom server's StopTiming.longest_request_seconds past the load balancer's idle timeout: the client would get an
-    ELB 504 that no target metric sees. Drained requests are not the point here, so the stop timing leaves room for them."""
+    """A custom server's StopTiming.longest_request_seconds past the load balancer's idle timeout: the client would get
+    an ELB 504 that no target metric sees. Drained requests are not the point here, so the stop timing leaves room for
+    them."""
     stack, _, parts = stack_with_load_balancer(100)
     stop = StopTiming(
         drain_seconds=100, exit_seconds=10, longest_request_seconds=longest, deregistration_delay_seconds=10
@@ -879,7 +883,8 @@ def test_a_server_whose_longest_request_outlasts_the_idle_timeout_is_refused(lon
 
 def test_behind_a_listener_whose_idle_timeout_is_unknown_a_long_request_is_a_warning_naming_the_timeout_to_set():
     """ModelService(listener=...) cannot know the load balancer's idle timeout: vLLM's 80 s generations get a synth
-    warning (set the idle timeout to at least 90 s), not an error; behind an InferenceLoadBalancer the same is refused."""
+    warning (set the idle timeout to at least 90 s), not an error; behind an InferenceLoadBalancer the same is
+    refused."""
     stack, parts = stack_with_placement()
     model = ModelProps(name="llm", version="1", gpus=1)
     ModelService(

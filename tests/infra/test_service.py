@@ -557,7 +557,8 @@ def test_waf_body_rules_do_not_block_prediction_texts(env):
 
 def bundled_server_routes(model_name: str, version: str) -> dict:
     """The OpenAPI paths of the bundled server itself (inference_image/), built for ``model_name``: {path: operations}.
-    Every route is served at /<route> and at /<model>/<route> (inference_server/app.py); the document lists the first."""
+    Every route is served at /<route> and at /<model>/<route> (inference_server/app.py); the document lists the
+    first."""
     from types import SimpleNamespace
     from typing import cast
 
@@ -582,7 +583,8 @@ VLLM_BODY_ROUTES = ("/v1/completions", "/v1/chat/completions", "/v1/embeddings")
 def body_routes(config, model) -> list[str]:
     """The paths below the model's prefix whose requests carry a body (prompt, texts, tensors), with each path
     parameter set to the value the server accepts: derived from the bundled server's own routes, so a route added
-    to the server that the WAF would inspect as a body fails the test until BUNDLED_PREDICTION_ROUTES (the bundled server's declaration) has it."""
+    to the server that the WAF would inspect as a body fails the test until BUNDLED_PREDICTION_ROUTES (the bundled
+    server's declaration) has it."""
     if config.server_config(model).vllm is not None:
         return list(VLLM_BODY_ROUTES)
     paths = []
@@ -700,7 +702,8 @@ def test_task_role_reads_only_its_model_prefix(env):
         for statement in statements:
             if str(statement["Action"]).startswith("['logs"):
                 assert statement["Resource"]["Fn::GetAtt"][0].startswith(f"Model{model.name.replace('-', '')}Logs")
-        prefix = f"{'pools' if config.server_config(model).pool is not None else 'models'}/{model.name}/"  # a pool's: its registry
+        # a pool's: its registry
+        prefix = f"{'pools' if config.server_config(model).pool is not None else 'models'}/{model.name}/"
         get = next(s for s in statements if s["Action"] == "s3:GetObject")
         assert get["Resource"]["Fn::Join"][1][-1] == f"/{prefix}*"
         listing = next(s for s in statements if s["Action"] == "s3:ListBucket")
@@ -841,7 +844,8 @@ def test_vllm_models_serve_with_tensor_parallelism_over_their_gpus_from_scratch(
 
 
 def test_the_per_environment_model_kind_tests_have_a_subject(synthesized):
-    """Tests here and in test_scaling, test_monitoring and test_liveness check `[m for m in config.models if config.server_config(m).vllm
+    """Tests here and in test_scaling, test_monitoring and test_liveness check
+    `[m for m in config.models if config.server_config(m).vllm
     ...]` per environment: vacuous where an environment has no such model. This keeps each kind served somewhere,
     so those loops cannot all be empty."""
     served = [stage.config.server_config(m) for stage in synthesized.stages.values() for m in stage.config.models]

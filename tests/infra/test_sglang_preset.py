@@ -177,7 +177,8 @@ def run_entry_point(tmp_path: Path, api_key: str | None) -> list[str]:
 
 def test_the_entry_point_passes_the_command_and_adds_the_key_only_when_the_task_has_one(tmp_path):
     """SGLang reads its key from --api-key only: the shell adds it from the secret's variable, as one argument
-    whatever it holds, and without a secret adds nothing (an empty --api-key would be refused by no one and guard nothing)."""
+    whatever it holds, and without a secret adds nothing (an empty --api-key would be refused by no one and guard
+    nothing)."""
     launch = ["-m", "sglang.launch_server", "--port", "30000", "--served-model-name", "a b"]
     assert run_entry_point(tmp_path, 'k3y with "quotes" and $HOME') == [
         *launch,
@@ -273,7 +274,8 @@ def test_what_the_model_gives_the_preset_is_checked():
 
 
 def test_the_fit_check_counts_the_sidecars():
-    """SGLang's scratch-owner, fetcher and collector reserve memory too: a server sized to the limit alone does not fit."""
+    """SGLang's scratch-owner, fetcher and collector reserve memory too: a server sized to the limit alone does not
+    fit."""
     limit = int(192 * 1024 * 0.90)
     with pytest.raises(ConfigError, match=rf"memory_mib: {limit + 768} MiB .*g5\.12xlarge"):
         sglang_stack(model=dataclasses.replace(LLM, cpu=45056, memory_mib=limit))

@@ -62,7 +62,8 @@ def containers(stack: cdk.Stack) -> dict:
 
 
 def test_gpus_per_task_come_from_the_model_alone():
-    """ModelProps(gpus=4) with a custom contract gave the task the contract's 1 GPU; the contract has no GPU field now."""
+    """ModelProps(gpus=4) with a custom contract gave the task the contract's 1 GPU; the contract has no GPU field
+    now."""
     stack, parts = stack_with_placement()
     ModelService(
         stack,

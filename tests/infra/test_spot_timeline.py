@@ -1,10 +1,11 @@
 """A Spot notice, walked against each environment's synthesized templates: the ECS agent sees the notice (within
-SPOT_DETECTION_SECONDS: it polls the instance metadata once a second, then sets the instance DRAINING), the scheduler stops the doomed tasks at once (the service's MinimumHealthyPercent lets it at every desired count
-the model can run at), the load balancer deregisters each target and lets its requests finish for the deregistration
-delay, ECS sends SIGTERM, the server drains and exits before SIGKILL (the container's StopTimeout), all before EC2
-reclaims the instance 120 s after the notice. A target that fails without draining is out of the load balancer
-within seconds. Where the notice takes every task of the model (one task; all on one instance) no minimum keeps it
-serving; there the minimum keeps deploys and other drains replacements-first (tests/infra/test_minimum_healthy_percent.py)."""
+SPOT_DETECTION_SECONDS: it polls the instance metadata once a second, then sets the instance DRAINING), the scheduler
+stops the doomed tasks at once (the service's MinimumHealthyPercent lets it at every desired count the model can run
+at), the load balancer deregisters each target and lets its requests finish for the deregistration delay, ECS sends
+SIGTERM, the server drains and exits before SIGKILL (the container's StopTimeout), all before EC2 reclaims the instance
+120 s after the notice. A target that fails without draining is out of the load balancer within seconds. Where the
+notice takes every task of the model (one task; all on one instance) no minimum keeps it serving; there the minimum
+keeps deploys and other drains replacements-first (tests/infra/test_minimum_healthy_percent.py)."""
 
 from __future__ import annotations
 

@@ -128,8 +128,8 @@ def test_the_decision_walk_blocks_what_an_unoverridden_rule_matches(env):
 
 def waf_transform(value: str, transformations: list[dict]) -> str:
     """AWS WAF's text transformations used here, in priority order (AWS WAF developer guide, "Text transformations":
-    COMPRESS_WHITE_SPACE turns tab, newline, carriage return, form feed, vertical tab and non-breaking space into a space
-    and runs of spaces into one)."""
+    COMPRESS_WHITE_SPACE turns tab, newline, carriage return, form feed, vertical tab and non-breaking space into a
+    space and runs of spaces into one)."""
     for step in sorted(transformations, key=lambda t: t["Priority"]):
         if step["Type"] == "LOWERCASE":
             value = value.lower()

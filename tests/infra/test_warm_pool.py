@@ -197,7 +197,10 @@ def test_the_instances_may_pull_the_collectors_mirror(world):
 
 def test_the_instances_may_pull_the_asset_repository_and_no_other(world):
     role = world.only("AWS::IAM::Role", "GpuCapacityInstanceRole")
-    repository = f"arn:aws:ecr:{world.region}:{world.account}:repository/cdk-hnb659fds-container-assets-{world.account}-{world.region}"
+    repository = (
+        f"arn:aws:ecr:{world.region}:{world.account}:repository/"
+        f"cdk-hnb659fds-container-assets-{world.account}-{world.region}"
+    )
     for action in ("ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer", "ecr:BatchCheckLayerAvailability"):
         assert world.role_may(role, action, repository, {}), action
     assert not world.role_may(role, "ecr:BatchGetImage", repository.replace("container-assets", "other"), {})
@@ -209,7 +212,10 @@ def test_the_launch_function_completes_this_groups_hook_only_and_writes_its_encr
     properties = world.resources[function]["Properties"]
     role = properties["Role"]["Fn::GetAtt"][0]
     group = world.ref(world.only("AWS::AutoScaling::AutoScalingGroup"))
-    ours = f"arn:aws:autoscaling:{world.region}:{world.account}:autoScalingGroup:0d3e2b1a-1111-2222-3333-444455556666:autoScalingGroupName/{group}"
+    ours = (
+        f"arn:aws:autoscaling:{world.region}:{world.account}:autoScalingGroup:0d3e2b1a-1111-2222-3333-444455556666:"
+        f"autoScalingGroupName/{group}"
+    )
     assert world.role_may(role, "autoscaling:CompleteLifecycleAction", ours, {})
     assert not world.role_may(role, "autoscaling:CompleteLifecycleAction", ours.replace(group, "another-group"), {})
     assert not world.role_may(role, "autoscaling:SetDesiredCapacity", ours, {})  # ECS owns the desired capacity
@@ -349,7 +355,8 @@ def test_the_deployed_function_is_the_tested_module(world, tmp_path):
 
 
 STUBS = {
-    # IMDSv2: a token, then the target lifecycle state, one line of $STATES per call ("404": not there yet, curl -f fails)
+    # IMDSv2: a token, then the target lifecycle state, one line of $STATES per call ("404": not there yet, curl -f
+    # fails)
     "curl": """last="${@: -1}"
 echo "curl $last" >> "$LOG"
 case "$last" in
@@ -360,7 +367,8 @@ case "$last" in
     echo -n "$state" ;;
   *) exit 22 ;;
 esac""",
-    "docker": """if [ "$1" = login ]; then echo "docker $* password=$(cat)" >> "$LOG"; else echo "docker $*" >> "$LOG"; fi""",
+    "docker": """if [ "$1" = login ]; then echo "docker $* password=$(cat)" >> "$LOG"; """
+    """else echo "docker $*" >> "$LOG"; fi""",
     "python3": """echo "python3 $*" >> "$LOG"; echo ecr-password""",
     "systemctl": """echo "systemctl $*" >> "$LOG\"""",
     "sleep": """echo "sleep $*" >> "$LOG\"""",

@@ -65,7 +65,8 @@ def test_manifest_refuses_paths_that_leave_the_model_directory(path):
         b"[]",
         b'{"format": 2}',
         b'{"format": 1, "model_name": "m", "version": "1", "created_at": "t", "files": {}}',
-        b'{"format": 1, "model_name": "m", "version": "1", "created_at": "t", "files": {"a": {"sha256": "xyz", "size": 1}}}',
+        b'{"format": 1, "model_name": "m", "version": "1", "created_at": "t", '
+        b'"files": {"a": {"sha256": "xyz", "size": 1}}}',
         b'{"format": 1, "model_name": "m", "version": 1, "created_at": "t", "files": {"a": {"sha256": "'
         + b"0" * 64
         + b'", "size": 1}}}',

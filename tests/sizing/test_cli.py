@@ -185,7 +185,8 @@ def test_a_snippet_with_several_gpus_per_task_sets_gpus_and_loads(capsys, llama_
 
 
 def bench_json(path: Path, gpu: str | None, runs: list[tuple[int, float, float, int]]) -> Path:
-    """The JSON bench/run.py writes: setup_info, runs of LoadResult.as_dict() per system, and gpu_bench's device name."""
+    """The JSON bench/run.py writes: setup_info, runs of LoadResult.as_dict() per system, and gpu_bench's device
+    name."""
     cfg = replace(BenchConfig(), device="cuda" if gpu else "cpu", max_batch_size=64)
     results = {"setup": setup_info(cfg, "/tmp/model"), "raw_model": None, "runs": []}
     for clients, rps, p95, errors in runs:
@@ -468,8 +469,9 @@ def test_a_truncated_safetensors_file_is_refused(tmp_path, minilm):
 
 def test_the_module_runs_as_a_command_without_torch(minilm):
     code = (
-        "import sys, runpy; sys.modules['torch'] = None; sys.argv = ['sizing', '--model-dir', sys.argv[1], '--dtype', 'fp16', "
-        "'--requests-per-second', '100', '--json']; runpy.run_module('gpu_inference_constructs.sizing', run_name='__main__')"
+        "import sys, runpy; sys.modules['torch'] = None; sys.argv = ['sizing', '--model-dir', sys.argv[1], '--dtype', "
+        "'fp16', '--requests-per-second', '100', '--json']; runpy.run_module('gpu_inference_constructs.sizing', "
+        "run_name='__main__')"
     )
     done = subprocess.run(
         [sys.executable, "-c", code, str(minilm)], capture_output=True, text=True, cwd=ROOT, check=False

@@ -51,7 +51,8 @@ def test_an_encoder_of_a_benchmarked_geometry_ranks_inf2_first_by_cost_per_milli
 
 
 def test_the_slowest_benchmark_of_a_shared_geometry_stands_for_it():
-    """BERT-base, RoBERTa-base, ELECTRA-base and ALBERT-base share 12 x 768 x 12 x 3072: BERT-base's 2,674/s is taken."""
+    """BERT-base, RoBERTa-base, ELECTRA-base and ALBERT-base share 12 x 768 x 12 x 3072: BERT-base's 2,674/s is
+    taken."""
     benchmark, _ = neuron_benchmark(BERT_BASE, 128)
     assert benchmark is not None and benchmark.model == "bert-base-uncased" and benchmark.batch_size == 8
     inf2 = by_name(advise(BERT_BASE, Workload(1000, 100, 64), Purchase(), Assumptions()))["inf2.xlarge"]

@@ -1,5 +1,6 @@
-"""`python -m gpu_inference_constructs.sizing pack`: shares, packing and price split against arithmetic done by hand from
-the rules in sizing/pack.py's docstring; the refusals; the fragment through the app's own loader; docs/sizing.md's table."""
+"""`python -m gpu_inference_constructs.sizing pack`: shares, packing and price split against arithmetic done by hand
+from the rules in sizing/pack.py's docstring; the refusals; the fragment through the app's own loader; docs/sizing.md's
+table."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ from gpu_inference_constructs.sizing.pack import pack, parse_models, read_models
 ROOT = Path(__file__).resolve().parents[2]
 MIB = 2**20
 # MiniLM-class, as the issue gives it: --params 22000000 --dtype fp16 --kind encoder --layers 6 --hidden-size 384
-# --heads 12 --intermediate-size 1536 --requests-per-second 50 --p95-ms 100 (256 tokens, batch 32: the server's defaults).
+# --heads 12 --intermediate-size 1536 --requests-per-second 50 --p95-ms 100 (256 tokens, batch 32: the server's
+# defaults).
 ENCODER = {
     "params": 22000000,
     "dtype": "fp16",

@@ -50,8 +50,8 @@ def mixed_instances_group(
     acknowledge(
         default_child(group),
         "AwsSolutions-EC26",
-        "cdk-nag reads only AutoScalingGroup.LaunchTemplate and throws on a mixed-instances policy (cdklabs/cdk-nag#1902). "
-        "The launch template's root volume is encrypted gp3: asserted by "
+        "cdk-nag reads only AutoScalingGroup.LaunchTemplate and throws on a mixed-instances policy "
+        "(cdklabs/cdk-nag#1902). The launch template's root volume is encrypted gp3: asserted by "
         "tests/infra/test_capacity.py::test_launch_template_root_volume_is_encrypted_gp3.",
     )
     return group

@@ -99,8 +99,9 @@ def join_imported_cluster(
         + (f" and {', '.join(keep)}" if keep else "")
         + " (AWS::ECS::ClusterCapacityProviderAssociations calls PutClusterCapacityProviders, which replaces the "
         "cluster's list). Name the cluster's other capacity providers in keep_capacity_providers, or they are "
-        "removed from it; only one stack may associate capacity providers with one cluster. Once checked, acknowledge it: "
-        "cdk.Annotations.of(<this GpuCapacity>).acknowledge_warning('gpu-inference:imported-cluster-capacity-providers')",
+        "removed from it; only one stack may associate capacity providers with one cluster. Once checked, acknowledge "
+        "it: cdk.Annotations.of(<this GpuCapacity>)"
+        ".acknowledge_warning('gpu-inference:imported-cluster-capacity-providers')",
     )
     return ecs.CfnClusterCapacityProviderAssociations(
         scope,
@@ -112,8 +113,8 @@ def join_imported_cluster(
 
 
 def grant_spot_draining(scope: Construct, cluster: ecs.ICluster, role: iam.Role) -> None:
-    """On a Spot interruption notice the ECS agent sets its own instance to DRAINING (ECS_ENABLE_SPOT_INSTANCE_DRAINING):
-    ``role`` may do so for ``cluster``'s container instances."""
+    """On a Spot interruption notice the ECS agent sets its own instance to DRAINING
+    (ECS_ENABLE_SPOT_INSTANCE_DRAINING): ``role`` may do so for ``cluster``'s container instances."""
     stack = cdk.Stack.of(scope)
     instances = f"arn:{stack.partition}:ecs:{stack.region}:{stack.account}:container-instance/{cluster.cluster_name}/*"
     role.add_to_principal_policy(
@@ -127,7 +128,8 @@ def grant_spot_draining(scope: Construct, cluster: ecs.ICluster, role: iam.Role)
         default_policy(role),
         f"AwsSolutions-IAM5[Resource::{nag_rendering(scope, instances)}]",
         "Spot draining: the ECS agent sets its own container instance to DRAINING; instance IDs are not known "
-        "in advance, so the grant covers this cluster's container instances (the cluster name is in the ARN) and no other.",
+        "in advance, so the grant covers this cluster's container instances "
+        "(the cluster name is in the ARN) and no other.",
     )
 
 
@@ -151,5 +153,6 @@ def acknowledge_agent_grants(role: iam.Role) -> None:
     acknowledge(
         policy,
         "AwsSolutions-IAM5[Action::ecs:Submit*]",
-        "Added by aws-cdk-lib's AsgCapacityProvider: the ECS agent's ecs:Submit* state-change calls, limited to this cluster's ARN.",
+        "Added by aws-cdk-lib's AsgCapacityProvider: the ECS agent's ecs:Submit* state-change calls, "
+        "limited to this cluster's ARN.",
     )

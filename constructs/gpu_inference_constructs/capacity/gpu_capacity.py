@@ -69,15 +69,15 @@ class GpuCapacity(CapacityGroup[GpuCapacityProps]):
     by default (None) it makes its own cluster. An imported cluster gets the group through an
     ``AWS::ECS::ClusterCapacityProviderAssociations`` resource, which sets the cluster's whole list of capacity
     providers (PutClusterCapacityProviders): name the cluster's other providers in ``keep_capacity_providers``
-    (default none), or they are removed from it; the construct warns so. Tasks in awsvpc mode get their own security groups; use
-    :meth:`allow_ingress_from` only for bridge- or host-mode tasks on these instances.
+    (default none), or they are removed from it; the construct warns so. Tasks in awsvpc mode get their own security
+    groups; use :meth:`allow_ingress_from` only for bridge- or host-mode tasks on these instances.
 
     ``props`` default to GpuCapacityProps() (g5.xlarge falling back to g4dn.xlarge, all Spot, 0 to 8 instances).
     ``topic`` (default None: a NotificationTopic of its own, ``own_notifications``, with a synth warning
     that names the key) receives the group's launches and terminations, failed ones too (``group_events_rule``).
 
-    With ``props.warm_pool``: ``warm_pool`` (the AWS::AutoScaling::WarmPool), ``warm_pool_launches`` (the launch hook and
-    the function that completes launches into service, :class:`~.warm_pool.WarmPoolLaunches`, whose log group
+    With ``props.warm_pool``: ``warm_pool`` (the AWS::AutoScaling::WarmPool), ``warm_pool_launches`` (the launch hook
+    and the function that completes launches into service, :class:`~.warm_pool.WarmPoolLaunches`, whose log group
     ``logs_key`` encrypts; default None: CloudWatch Logs' own encryption) and :meth:`prepull` (the images a warming
     instance pulls; ``prepulled``). Without one, those attributes are None and ``prepull`` is refused.
     """
@@ -130,7 +130,8 @@ class GpuCapacity(CapacityGroup[GpuCapacityProps]):
 
     @property
     def notification_topic(self) -> sns.ITopic:
-        """0.2's name of ``topic``: kept through 0.3 (legacy_keywords.RENAMES_ACCEPTED_UNTIL), with a DeprecationWarning."""
+        """0.2's name of ``topic``: kept through 0.3 (legacy_keywords.RENAMES_ACCEPTED_UNTIL), with a
+        DeprecationWarning."""
         warnings.warn(
             "GpuCapacity.notification_topic is renamed GpuCapacity.topic; notification_topic is removed after "
             f"{RENAMES_ACCEPTED_UNTIL}",

@@ -2,10 +2,10 @@
 
 ECS places a shared task on a GPU with its share's memory free, and the task's CPU and memory on the instance (ECS API
 reference, NvidiaMpsAllocation); a GPU's memory is what the agent registers, its total less the driver's reserve, and
-the MPS server's own context comes out of it too (gpu_share.shareable_memory_mib). How capacity-provider managed scaling counts GPU memory is not documented, so the
-group's ``max_capacity`` is checked here by packing the tasks, as the deployment at peak runs them: every model at
-``max_tasks`` and the one with the largest surge deploying (deployment_capacity.py), first-fit decreasing by GPU
-memory onto instances of the group's smallest type.
+the MPS server's own context comes out of it too (gpu_share.shareable_memory_mib). How capacity-provider managed scaling
+counts GPU memory is not documented, so the group's ``max_capacity`` is checked here by packing the tasks, as the
+deployment at peak runs them: every model at ``max_tasks`` and the one with the largest surge deploying
+(deployment_capacity.py), first-fit decreasing by GPU memory onto instances of the group's smallest type.
 """
 
 from __future__ import annotations
@@ -71,8 +71,8 @@ def instances_for(
             require(
                 instance.place(task),
                 f"models[{task.model}]",
-                f"one task ({task.share.memory_mib} MiB of GPU memory, {task.cpu} CPU units, {task.memory_mib} MiB) does "
-                f"not fit an empty {instance_type.name}; shrink its gpu_share, cpu or memory_mib",
+                f"one task ({task.share.memory_mib} MiB of GPU memory, {task.cpu} CPU units, {task.memory_mib} MiB) "
+                f"does not fit an empty {instance_type.name}; shrink its gpu_share, cpu or memory_mib",
             )
             instances.append(instance)
     return len(instances)
@@ -133,9 +133,11 @@ def check_shared_group_holds_deployment_at_peak(
     require(
         max_capacity >= needed,
         key,
-        f"{max_capacity} instances cannot hold the shared-GPU models deploying at peak: their max_tasks add up to {peak} "
-        f"tasks and deploying {deploying.name!r} runs {deploying.tasks_during_deployment}; packed by GPU memory, CPU and "
-        f"memory onto {instance_type.name} ({instance_type.gpus} x {gpu} MiB of GPU memory each shares may use: what ECS registers less the MPS server) they need {needed}; raise max_capacity to at least {needed}, shrink the shares or lower max_tasks",
+        f"{max_capacity} instances cannot hold the shared-GPU models deploying at peak: their max_tasks add up to "
+        f"{peak} tasks and deploying {deploying.name!r} runs {deploying.tasks_during_deployment}; packed by GPU "
+        f"memory, CPU and memory onto {instance_type.name} ({instance_type.gpus} x {gpu} MiB of GPU memory each shares "
+        f"may use: what ECS registers less the MPS server) they need {needed}; raise max_capacity to at least "
+        f"{needed}, shrink the shares or lower max_tasks",
     )
     return needed
 

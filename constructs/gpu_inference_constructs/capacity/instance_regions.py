@@ -22,8 +22,8 @@ def region_warning(instance_type: GpuInstanceType, region: str, key: str) -> str
         f"{key}: the catalog does not list {instance_type.name!r} in region {region!r} (gpu_inference_constructs."
         f"instance_catalog.REGIONS_BY_FAMILY, from {source.source}, {source.as_of}; {instance_type.family} listed in: "
         f"{', '.join(sorted(regions))}). Check the type is offered there (aws ec2 describe-instance-type-offerings "
-        f"--region {region} --filters Name=instance-type,Values={instance_type.name}); if it is, this warning is only the "
-        "table being behind"
+        f"--region {region} --filters Name=instance-type,Values={instance_type.name}); if it is, this warning is only "
+        "the table being behind"
     )
 
 

@@ -47,7 +47,8 @@ def instance_security_group(scope: Construct, vpc: ec2.IVpc, kind: str = "GPU") 
 
 
 def instance_role(scope: Construct, kind: str = "GPU") -> iam.Role:
-    """The instances' role (``InstanceRole``): Session Manager here; the capacity provider adds the ECS agent's grants."""
+    """The instances' role (``InstanceRole``): Session Manager here; the capacity provider adds the ECS agent's
+    grants."""
     role = iam.Role(
         scope,
         "InstanceRole",
@@ -96,7 +97,8 @@ def gpu_launch_template(
     user_data: ec2.UserData,
     image: ec2.IMachineImage,
 ) -> ec2.LaunchTemplate:
-    """The launch template (``LaunchTemplate``) of ``image``: IMDSv2 only, no public IP, an encrypted gp3 root volume."""
+    """The launch template (``LaunchTemplate``) of ``image``: IMDSv2 only, no public IP, an encrypted gp3 root
+    volume."""
     return ec2.LaunchTemplate(
         scope,
         "LaunchTemplate",

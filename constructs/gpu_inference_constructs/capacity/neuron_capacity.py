@@ -29,8 +29,8 @@ class NeuronCapacity(CapacityGroup[NeuronCapacityProps]):
     """An ECS capacity provider managing a mixed Spot/On-Demand Auto Scaling group of Inferentia2 instances.
 
     Keyword arguments and attributes as GpuCapacity's (capacity_group.py: ``cluster``, ``auto_scaling_group``,
-    ``capacity_provider``, ``launch_template``, ``instance_types``, ``smallest_instance_type``, ...), without a warm pool:
-    ``cluster`` (default None: a cluster of its own) is usually the environment's, so the Neuron group is another
+    ``capacity_provider``, ``launch_template``, ``instance_types``, ``smallest_instance_type``, ...), without a warm
+    pool: ``cluster`` (default None: a cluster of its own) is usually the environment's, so the Neuron group is another
     capacity provider of it; an imported cluster gets it through an association (name its other providers in
     ``keep_capacity_providers``). ``topic`` (default None: a topic of its own, with a synth warning) receives the
     group's launches and terminations.

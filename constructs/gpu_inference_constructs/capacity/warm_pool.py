@@ -61,13 +61,19 @@ def warm_pool_script(images: Sequence[str]) -> str:
     words = " ".join(f"'{image}'" for image in images)
     return "\n".join(
         [
-            "# Warm pool (GpuCapacity): a launch into the pool pulls the task images, then Auto Scaling stops it; the agent",
+            (
+                "# Warm pool (GpuCapacity): a launch into the pool pulls the task images, then Auto Scaling stops it; "
+                "the agent"
+            ),
             "# (ECS_WARM_POOLS_CHECK) registers only once the target lifecycle state is InService.",
             "imds=http://169.254.169.254/latest",
             'imds_token=$(curl -sf -X PUT "$imds/api/token" -H "X-aws-ec2-metadata-token-ttl-seconds: 900")',
             'target=""',
             "for attempt in $(seq 1 30); do",
-            '  target=$(curl -sf -H "X-aws-ec2-metadata-token: $imds_token" "$imds/meta-data/autoscaling/target-lifecycle-state")',
+            (
+                '  target=$(curl -sf -H "X-aws-ec2-metadata-token: $imds_token" '
+                '"$imds/meta-data/autoscaling/target-lifecycle-state")'
+            ),
             '  [ -n "$target" ] && break',
             "  sleep 2",
             "done",
@@ -86,7 +92,10 @@ def warm_pool_script(images: Sequence[str]) -> str:
             "        *.dkr.ecr.*)",
             '          if [ "${logged_in#* $registry }" = "$logged_in" ]; then',
             '            region=$(echo "$registry" | cut -d. -f4)',
-            f'            python3 {ECR_LOGIN_PATH} "$region" | docker login --username AWS --password-stdin "$registry" \\',
+            (
+                f'            python3 {ECR_LOGIN_PATH} "$region" '
+                '| docker login --username AWS --password-stdin "$registry" \\'
+            ),
             '              && logged_in="$logged_in$registry "',
             "          fi ;;",
             "      esac",
@@ -94,8 +103,14 @@ def warm_pool_script(images: Sequence[str]) -> str:
             "    done",
             "    ;;",
             "  *)",
-            "    # Queued behind cloud-final (ecs.service is After=cloud-final.service: a blocking start here would wait for",
-            "    # itself); the ECS-optimized AMI enables the agent anyway, an AMI of your own (machine_image_ids) may not.",
+            (
+                "    # Queued behind cloud-final (ecs.service is After=cloud-final.service: "
+                "a blocking start here would wait for"
+            ),
+            (
+                "    # itself); the ECS-optimized AMI enables the agent anyway, an AMI of your own "
+                "(machine_image_ids) may not."
+            ),
             "    systemctl start --no-block ecs.service",
             "    ;;",
             "esac",

@@ -81,7 +81,8 @@ class GpuCapacityProps:
         require(
             self.instance_weights is None,
             "instance_weights",
-            "ECS capacity providers do not support instance weighting; list types of one shape in priority order in instance_types instead",
+            "ECS capacity providers do not support instance weighting; list types of one shape in priority order in "
+            "instance_types instead",
         )
         check_group_bounds(self, "GPU", volume_hint=" (CUDA images need room: 100 or more is sensible)")
         if self.machine_image_ids is not None:
@@ -110,7 +111,8 @@ class GpuCapacityProps:
             )
 
     def resolve_instance_types(self) -> list[GpuInstanceType]:
-        """The catalog entries, in priority order, checked for one shape (the region: :func:`~.instance_regions.region_warning`)."""
+        """The catalog entries, in priority order, checked for one shape (the region:
+        :func:`~.instance_regions.region_warning`)."""
         return resolve_one_shape(self.instance_types, lookup, "g5.xlarge and g4dn.xlarge")
 
     def smallest_instance_type(self) -> GpuInstanceType:
@@ -186,7 +188,8 @@ def check_group_bounds(props: CapacityGroupProps, kind: str, *, volume_hint: str
     require(
         props.on_demand_base_capacity <= props.max_capacity,
         "on_demand_base_capacity",
-        f"{props.on_demand_base_capacity} is greater than max_capacity {props.max_capacity}; the base must fit in the group",
+        f"{props.on_demand_base_capacity} is greater than max_capacity {props.max_capacity}; "
+        "the base must fit in the group",
     )
     require_range(props.target_capacity_percent, 1, 100, "target_capacity_percent")
     require_range(props.root_volume_gib, 30, 16384, "root_volume_gib", hint=volume_hint)

@@ -62,6 +62,7 @@ def check_group_holds_deployment_at_peak(
         key,
         f"{max_capacity} instances cannot hold a deployment at peak: the models' max_tasks add up to {peak} tasks, "
         f"and deploying {deploying.name!r} runs up to {deploying.tasks_during_deployment} of its tasks "
-        f"({deploying.percent}% of {deploying.max_tasks}), so {peak - deploying.max_tasks + deploying.tasks_during_deployment} "
-        f"GPUs = {needed} instances of {gpus_per_instance} GPU are needed; raise max_capacity to at least {needed} or lower max_tasks",
+        f"({deploying.percent}% of {deploying.max_tasks}), so "
+        f"{peak - deploying.max_tasks + deploying.tasks_during_deployment} GPUs = {needed} instances of "
+        f"{gpus_per_instance} GPU are needed; raise max_capacity to at least {needed} or lower max_tasks",
     )

@@ -225,8 +225,8 @@ class RollbackProps:
     ``target_5xx_percent`` defaults to the environment's ``monitoring.target_5xx_percent`` (1 % in the library)."""
 
     latency_p95_ms: int | None = None
-    """:attr:`RollbackThresholds.latency_p95_ms` for this model, at least its ``scaling.latency_p95_ms``. Default: None (computed: ``ROLLBACK_LATENCY_FACTOR`` (2) x the model's
-    ``scaling.latency_p95_ms``)."""
+    """:attr:`RollbackThresholds.latency_p95_ms` for this model, at least its ``scaling.latency_p95_ms``. Default: None
+    (computed: ``ROLLBACK_LATENCY_FACTOR`` (2) x the model's ``scaling.latency_p95_ms``)."""
     target_5xx_percent: float | None = None
     """:attr:`RollbackThresholds.target_5xx_percent` for this model. Default: None (the environment's
     ``monitoring.target_5xx_percent``; 1.0 in the library)."""

@@ -166,7 +166,8 @@ NON_CUDA_CATALOG: dict[str, GpuInstanceType] = {
 
 @dataclass(frozen=True)
 class AcceleratorSpec:
-    """Per device. ``dense_fp16_tflops`` is tensor throughput without structured sparsity; None where no source publishes it."""
+    """Per device. ``dense_fp16_tflops`` is tensor throughput without structured sparsity; None where no source
+    publishes it."""
 
     memory_bandwidth_gb_per_s: float
     dense_fp16_tflops: float | None
@@ -234,9 +235,9 @@ class Sourced:
 
 _SHAPES = Sourced(
     "vCPUs, memory and GPU count: the Accelerated computing table of the Amazon EC2 instance types page (recorded "
-    "2026-12-02); re-checked 2026-12-03 against meta-pytorch/torchx torchx/specs/named_resources_aws.py (g4dn, g5, g6e, "
-    "'taken from aws.amazon.com/ec2/instance-types') and public instance maps listing g6 (xlarge to 16xlarge: 4 to 64 "
-    "vCPUs at 4 GiB each, 12xlarge 48 vCPUs, 192 GiB, 4 GPUs)",
+    "2026-12-02); re-checked 2026-12-03 against meta-pytorch/torchx torchx/specs/named_resources_aws.py (g4dn, g5, "
+    "g6e, 'taken from aws.amazon.com/ec2/instance-types') and public instance maps listing g6 (xlarge to 16xlarge: 4 "
+    "to 64 vCPUs at 4 GiB each, 12xlarge 48 vCPUs, 192 GiB, 4 GPUs)",
     "2026-12-03",
 )
 SHAPE_SOURCES: dict[str, Sourced] = {
@@ -298,7 +299,8 @@ PRICE_SOURCES_BY_FAMILY: dict[str, Sourced] = {
 
 
 def figure_sources(instance_type: GpuInstanceType) -> dict[str, Sourced]:
-    """Each figure of a catalog entry (its fields but the name, its regions, its accelerator's) -> its source and date."""
+    """Each figure of a catalog entry (its fields but the name, its regions, its accelerator's) -> its source and
+    date."""
     shape, gpu = SHAPE_SOURCES[instance_type.family], GPU_SOURCES[instance_type.gpu_model]
     spec = ACCELERATORS[instance_type.gpu_model]
     accelerator = Sourced(spec.source, spec.as_of)
@@ -390,9 +392,10 @@ def lookup(name: str, key: str) -> GpuInstanceType:
     if name in NON_CUDA_CATALOG:
         raise ConfigError(
             key,
-            f"{name!r} is an {NON_CUDA_CATALOG[name].gpu_model} (Neuron, not CUDA) instance type: the GPU capacity construct "
-            "launches CUDA GPU types only (GPU AMI, NVIDIA runtime, CUDA image). Put Inferentia types in a NeuronCapacity "
-            "(NeuronCapacityProps: the Neuron AMI, /dev/neuron device mappings) of their own; pick a g4dn, g5, g6 or g6e type here",
+            f"{name!r} is an {NON_CUDA_CATALOG[name].gpu_model} (Neuron, not CUDA) instance type: the GPU capacity "
+            "construct launches CUDA GPU types only (GPU AMI, NVIDIA runtime, CUDA image). Put Inferentia types in a "
+            "NeuronCapacity (NeuronCapacityProps: the Neuron AMI, /dev/neuron device mappings) of their own; pick a "
+            "g4dn, g5, g6 or g6e type here",
         )
     instance_type = CATALOG.get(name)
     if instance_type is None:

@@ -22,7 +22,8 @@ MAX_THRESHOLD_MS = 3_600_000  # an ALB holds a request at most its idle timeout,
 PAGING_LATENCY = GoalMultiple(
     PAGING_P95_FACTOR,
     "this alarm would page under load the model is sized for",
-    f"latency_p95_ms defaults to {PAGING_P95_FACTOR} x scaling.latency_p95_ms, latency_p99_ms to {PAGING_P99_FACTOR} x latency_p95_ms",
+    f"latency_p95_ms defaults to {PAGING_P95_FACTOR} x scaling.latency_p95_ms, "
+    f"latency_p99_ms to {PAGING_P99_FACTOR} x latency_p95_ms",
 )
 
 

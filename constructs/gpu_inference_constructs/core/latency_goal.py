@@ -28,6 +28,6 @@ class GoalMultiple:
         require(
             value_ms >= goal_ms,
             key,
-            f"{value_ms} ms is below the model's scaling.latency_p95_ms ({goal_ms} ms): the service adds tasks only above "
-            f"that p95, so {self.consequence}; set at least {goal_ms} (or leave it out: {self.if_left_out})",
+            f"{value_ms} ms is below the model's scaling.latency_p95_ms ({goal_ms} ms): the service adds tasks only "
+            f"above that p95, so {self.consequence}; set at least {goal_ms} (or leave it out: {self.if_left_out})",
         )

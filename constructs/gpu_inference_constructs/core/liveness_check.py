@@ -37,7 +37,8 @@ class LivenessCheck:
         require(
             len(self.command) >= 2 and self.command[0] in ("CMD", "CMD-SHELL"),
             "liveness.command",
-            f"{list(self.command)} must start with 'CMD' or 'CMD-SHELL' followed by the check, e.g. ('CMD', 'curl', '-f', 'http://127.0.0.1:8000/health')",
+            f"{list(self.command)} must start with 'CMD' or 'CMD-SHELL' followed by the check, e.g. ('CMD', 'curl', "
+            "'-f', 'http://127.0.0.1:8000/health')",
         )
         require_range(self.interval_seconds, 5, 300, "liveness.interval_seconds")
         require_range(self.timeout_seconds, 2, 60, "liveness.timeout_seconds")

@@ -56,7 +56,8 @@ class LoadBalancerQuotas:
                 count <= limit,
                 key,
                 f"{count} {what} exceed the load balancer's quota of {limit}: serve fewer models or tasks on this load "
-                f"balancer (spread them over more), or raise the quota with AWS and set load_balancer.quotas.{field_name}",
+                "balancer (spread them over more), or raise the quota with AWS and set "
+                f"load_balancer.quotas.{field_name}",
             )
 
 
@@ -68,19 +69,22 @@ class LoadBalancerProps:
     internet_facing: bool = True
     """Reachable from the internet (else only inside the VPC). Default: true."""
     certificate_arn: str | None = None
-    """An ACM certificate in the load balancer's region: HTTPS, and port 80 only redirects. Default: None (set allow_http for plain HTTP)."""
+    """An ACM certificate in the load balancer's region: HTTPS, and port 80 only redirects. Default: None (set
+    allow_http for plain HTTP)."""
     allow_http: bool = False
     """Serve plain HTTP without a certificate (development; refused where open to the internet). Default: false."""
     ingress_cidrs: tuple[str, ...] = ("0.0.0.0/0",)
     """The CIDR blocks that may reach the listeners. Default: ("0.0.0.0/0",)."""
     idle_timeout_seconds: int | None = None
-    """The ALB idle timeout (1-4000). Default: None (derived from the longest request of the models behind it, ``idle_timeout_for``)."""
+    """The ALB idle timeout (1-4000). Default: None (derived from the longest request of the models behind it,
+    ``idle_timeout_for``)."""
     deletion_protection: bool = True
     """The load balancer refuses deletion. Default: true."""
     waf: bool = False
     """An AWS WAF web ACL with rate limits and AWS's managed rule groups. Default: false."""
     waf_rate_limit_per_5_minutes: int | None = None
-    """Requests per client IP in 5 minutes (100-2000000000). Default: None (what the busiest model serves at max_tasks)."""
+    """Requests per client IP in 5 minutes (100-2000000000). Default: None (what the busiest model serves at
+    max_tasks)."""
     quotas: LoadBalancerQuotas = LoadBalancerQuotas()
     """The account's Elastic Load Balancing quotas. Default: LoadBalancerQuotas()."""
 
@@ -88,7 +92,8 @@ class LoadBalancerProps:
         require(
             self.certificate_arn is not None or self.allow_http,
             "certificate_arn",
-            "is not set and allow_http is false; set an ACM certificate ARN for HTTPS, or allow_http: true for a development environment",
+            "is not set and allow_http is false; set an ACM certificate ARN for HTTPS, or allow_http: true for a "
+            "development environment",
         )
         if self.certificate_arn is not None:
             require(
@@ -96,7 +101,8 @@ class LoadBalancerProps:
                 and ":acm:" in self.certificate_arn
                 and ":certificate/" in self.certificate_arn,
                 "certificate_arn",
-                f"{self.certificate_arn!r} is not an ACM certificate ARN (arn:aws:acm:<region>:<account>:certificate/<id>)",
+                f"{self.certificate_arn!r} is not an ACM certificate ARN "
+                "(arn:aws:acm:<region>:<account>:certificate/<id>)",
             )
         if self.idle_timeout_seconds is not None:
             require_range(self.idle_timeout_seconds, 1, ALB_MAX_IDLE_TIMEOUT_SECONDS, "idle_timeout_seconds")
@@ -141,9 +147,10 @@ class LoadBalancerProps:
         require(
             need <= ALB_MAX_IDLE_TIMEOUT_SECONDS,
             "idle_timeout_seconds",
-            f"{model}'s longest request ({longest_request_seconds} s) + {IDLE_TIMEOUT_MARGIN_SECONDS} s is more than the "
-            f"{ALB_MAX_IDLE_TIMEOUT_SECONDS} s idle timeout an Application Load Balancer allows: a response that sends "
-            "nothing for that long gets an ELB 504; bound the request (its request timeout, max_tokens) or stream the response",
+            f"{model}'s longest request ({longest_request_seconds} s) + {IDLE_TIMEOUT_MARGIN_SECONDS} s is more than "
+            f"the {ALB_MAX_IDLE_TIMEOUT_SECONDS} s idle timeout an Application Load Balancer allows: a response that "
+            "sends nothing for that long gets an ELB 504; bound the request (its request timeout, "
+            "max_tokens) or stream the response",
         )
         if self.idle_timeout_seconds is None:
             return max(ALB_DEFAULT_IDLE_TIMEOUT_SECONDS, need)
@@ -168,9 +175,10 @@ class LoadBalancerProps:
         require(
             self.waf_rate_limit_per_5_minutes >= peak,
             "waf_rate_limit_per_5_minutes",
-            f"{self.waf_rate_limit_per_5_minutes} is below {load.busiest_model}'s configured peak ({load.one_model_at_peak} "
-            f"requests a minute at max_tasks = {peak} in 5 minutes): WAF would answer one client 403 before the model scales "
-            f"to its maximum; set at least {peak}, or leave it out to derive it from the peak",
+            f"{self.waf_rate_limit_per_5_minutes} is below {load.busiest_model}'s configured peak "
+            f"({load.one_model_at_peak} requests a minute at max_tasks = {peak} in 5 minutes): WAF would answer one "
+            f"client 403 before the model scales to its maximum; set at least {peak}, "
+            "or leave it out to derive it from the peak",
         )
         return self.waf_rate_limit_per_5_minutes
 

@@ -127,9 +127,10 @@ def check_archive_flushes(archive: LogArchive, deregistration_delay_seconds: int
     require(
         archive.upload_timeout_seconds <= room,
         "telemetry.firelens.archive.upload_timeout_seconds",
-        f"{archive.upload_timeout_seconds} s is longer than the {room} s the {SPOT_NOTICE_SECONDS} s Spot notice leaves "
-        f"models[{model_name}] after the agent sees it ({SPOT_DETECTION_SECONDS} s) and its {deregistration_delay_seconds} s "
-        f"deregistration delay: its last records before SIGTERM could be lost with the instance; give at most {room}",
+        f"{archive.upload_timeout_seconds} s is longer than the {room} s the {SPOT_NOTICE_SECONDS} s Spot notice "
+        f"leaves models[{model_name}] after the agent sees it ({SPOT_DETECTION_SECONDS} s) and its "
+        f"{deregistration_delay_seconds} s deregistration delay: its last records before SIGTERM could be lost with "
+        f"the instance; give at most {room}",
     )
 
 

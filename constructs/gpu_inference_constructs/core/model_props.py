@@ -74,7 +74,8 @@ class ModelProps:
         require(
             bool(MODEL_NAME.match(self.name)),
             "name",
-            f"{self.name!r} is not URL-safe; use 2-40 lowercase letters, digits and '-', starting with a letter (it becomes the path /{self.name}/)",
+            f"{self.name!r} is not URL-safe; use 2-40 lowercase letters, digits and '-', starting with a letter (it "
+            f"becomes the path /{self.name}/)",
         )
         require(
             bool(MODEL_VERSION.match(self.version)),
@@ -140,9 +141,9 @@ class ModelProps:
     def check_fits(
         self, instance_type: GpuInstanceType, sidecars: tuple[int, int], all_types: tuple[GpuInstanceType, ...] = ()
     ) -> None:
-        """A task of this model, its server and the ``sidecars`` (CPU units, MiB) its server adds, fits ``instance_type``
-        (the fleet's smallest), and its GPU share fits the smallest GPU of ``all_types`` (default: that type's). The
-        target-control agent counts as one more sidecar."""
+        """A task of this model, its server and the ``sidecars`` (CPU units, MiB) its server adds, fits
+        ``instance_type`` (the fleet's smallest), and its GPU share fits the smallest GPU of ``all_types`` (default:
+        that type's). The target-control agent counts as one more sidecar."""
         beside = reservation_of(sidecars)
         if self.target_optimizer is not None:
             beside = beside.plus("target-control agent", AGENT_CPU, AGENT_MEMORY_MIB)
@@ -169,7 +170,8 @@ class ModelProps:
                 self.gpu_share.memory_mib <= gpu,
                 "gpu_share.memory_mib",
                 f"{self.gpu_share.memory_mib} MiB is more than the smallest GPU of {', '.join(t.name for t in types)} "
-                f"offers its shares ({gpu} MiB: what ECS registers less the MPS server's context): a share is of one GPU; give at most {gpu}, or whole GPUs (remove gpu_share)",
+                f"offers its shares ({gpu} MiB: what ECS registers less the MPS server's context): a share is of one "
+                f"GPU; give at most {gpu}, or whole GPUs (remove gpu_share)",
             )
 
     def _value_to_write(self, key: str, instance_type: GpuInstanceType, beside: SidecarReservation) -> str:

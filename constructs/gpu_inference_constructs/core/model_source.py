@@ -55,7 +55,8 @@ class ModelFromS3:
         require(
             self.local_path.startswith(SCRATCH_PATH + "/") and bool(PATH.match(self.local_path)),
             "model_source.local_path",
-            f"{self.local_path!r} must be a path under the scratch volume {SCRATCH_PATH}/ (the only place the task can write)",
+            f"{self.local_path!r} must be a path under the scratch volume {SCRATCH_PATH}/ "
+            "(the only place the task can write)",
         )
 
     @classmethod

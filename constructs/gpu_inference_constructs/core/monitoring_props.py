@@ -52,10 +52,11 @@ class MonitoringProps:
     spot_price_fraction: float = 0.4
     """Spot's price as a fraction of On-Demand, for the cost estimate. Default: 0.4."""
     hourly_price_usd: float | None = None
-    """The first capacity group's On-Demand price per hour. Default: None (the catalog's price of its preferred type)."""
+    """The first capacity group's On-Demand price per hour. Default: None (the catalog's price of its preferred
+    type)."""
     # us-east-1 list prices for the rest of the bill per request, read 2026-12-03: CloudWatch Logs standard-class
-    # ingestion per GB (CloudWatch pricing, https://aws.amazon.com/cloudwatch/pricing/), ALB per hour and per LCU-hour (Elastic Load Balancing
-    # pricing page's US-East-1 examples). Set your region's or your negotiated rates here.
+    # ingestion per GB (CloudWatch pricing, https://aws.amazon.com/cloudwatch/pricing/), ALB per hour and per LCU-hour
+    # (Elastic Load Balancing pricing page's US-East-1 examples). Set your region's or your negotiated rates here.
     logs_ingestion_usd_per_gb: float = 0.50
     """CloudWatch Logs standard-class ingestion per GB (us-east-1, read 2026-12-03). Default: 0.50."""
     load_balancer_hourly_usd: float = 0.0225
@@ -78,7 +79,8 @@ class MonitoringProps:
                 key,
                 f"is no longer an environment setting: each model pages at its own latency goal. Remove it, and set "
                 f"models[].alarms.{key} where a model needs another threshold than the default (latency_p95_ms "
-                f"{PAGING_P95_FACTOR} x its scaling.latency_p95_ms, latency_p99_ms {PAGING_P99_FACTOR} x latency_p95_ms; "
+                f"{PAGING_P95_FACTOR} x its scaling.latency_p95_ms, "
+                f"latency_p99_ms {PAGING_P99_FACTOR} x latency_p95_ms; "
                 "in Python: ModelProps(alarms=LatencyAlarmProps(...)))",
             )
         for key in ("target_5xx_percent", "elb_5xx_percent"):
@@ -135,8 +137,8 @@ def root_volume_hourly_usd(capacity: CapacityGroupProps, prices: MonitoringProps
 
 def warm_pool_monthly_usd(capacity: CapacityGroupProps, prices: MonitoringProps) -> float:
     """USD a month of the group's warm pool at its minimum size (``warm_pool.min_size`` stopped instances): a stopped
-    instance bills its EBS volumes only (EC2 Auto Scaling user guide, warm pools), here its root volume with the IOPS and
-    throughput above gp3's included (:func:`root_volume_hourly_usd`). 0 without a pool. Each warming also runs one
+    instance bills its EBS volumes only (EC2 Auto Scaling user guide, warm pools), here its root volume with the IOPS
+    and throughput above gp3's included (:func:`root_volume_hourly_usd`). 0 without a pool. Each warming also runs one
     instance On-Demand for up to ``warm_pool.prepare_seconds``, which the dashboard counts as it happens."""
     if capacity.warm_pool is None:
         return 0.0

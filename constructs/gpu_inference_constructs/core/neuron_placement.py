@@ -67,6 +67,6 @@ def check_neuron_task(
         "cpu",
         f"the task reserves {cpu} CPU units and {memory_mib} MiB (sidecars included), each at most half of {name}'s "
         f"{instance_cpu} units and {instance_memory} MiB, so ECS could place two tasks on one instance and the second "
-        f"could not open its Neuron devices; set cpu to at least {cpu_needed} or memory_mib to at least {memory_needed} "
-        "(more than half of the instance with the sidecars)",
+        f"could not open its Neuron devices; set cpu to at least {cpu_needed} or memory_mib to at least "
+        f"{memory_needed} (more than half of the instance with the sidecars)",
     )

@@ -31,8 +31,8 @@ class ScrapedServer(Protocol):
 class PrometheusMetrics:
     """The server exposes Prometheus metrics; a CloudWatch agent sidecar scrapes ``path`` on the
     server's port every ``scrape_interval_seconds`` and writes the ``metrics`` listed (names as the
-    server exposes them; on ``port``, default the server's own) to CloudWatch through the model's log group (EMF), in namespace
-    ``GpuInference`` with the model's Environment and ModelName dimensions. Names are imported
+    server exposes them; on ``port``, default the server's own) to CloudWatch through the model's log group (EMF), in
+    namespace ``GpuInference`` with the model's Environment and ModelName dimensions. Names are imported
     with ':' replaced by '_' (``vllm:num_requests_waiting`` becomes ``vllm_num_requests_waiting``).
     """
 

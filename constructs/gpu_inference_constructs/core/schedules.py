@@ -104,7 +104,8 @@ def check_schedule_task_ranges(
         require(
             low <= high,
             f"scaling.schedules[{index}].min_tasks",
-            f"{low} is greater than max_tasks {high} for model {model_name!r} (its own range is {model_min_tasks}-{model_max_tasks})",
+            f"{low} is greater than max_tasks {high} for model {model_name!r} (its own range is "
+            f"{model_min_tasks}-{model_max_tasks})",
         )
         require(
             low >= 1 or high == 0,

@@ -43,9 +43,8 @@ if TYPE_CHECKING:
     from aws_cdk import aws_ecs as ecs
     from constructs import Construct
 
-    from .result_cache_props import (
-        ModelCacheProps,  # aws_cdk is imported where a construct is built, so the props load without it (the sizing advisor)
-    )
+    # aws_cdk is imported where a construct is built, so the props load without it (the sizing advisor)
+    from .result_cache_props import ModelCacheProps
 
 ROOT_USERS = frozenset({"0", "root"})
 USER = re.compile(r"^[0-9]+(:[0-9]+)?$")
@@ -151,7 +150,8 @@ def check_command(contract: ServerContract) -> None:
         require(
             said == str(expected),
             key,
-            f"{expected} but the {contract.name} server's command says {next(a for a in contract.command if a.split('=')[0] in flags).split('=')[0]} {said}: {fix}",
+            f"{expected} but the {contract.name} server's command says "
+            f"{next(a for a in contract.command if a.split('=')[0] in flags).split('=')[0]} {said}: {fix}",
         )
 
     agree(
@@ -261,7 +261,8 @@ class ServerContract(ServerDefinition):
     tmpfs_mib: Mapping[str, int] = field(default_factory=dict)
     """Writable in-memory paths outside the scratch volume, path -> MiB. Default: none."""
     read_only_root_filesystem: bool = True
-    """The root filesystem is read-only; ``/scratch`` (a task-scoped volume) and ``tmpfs_mib`` are writable. Default: true."""
+    """The root filesystem is read-only; ``/scratch`` (a task-scoped volume) and ``tmpfs_mib`` are writable.
+    Default: true."""
     environment: Mapping[str, str] = field(default_factory=dict)
     """Plain environment variables. Default: none."""
     secrets: Mapping[str, ecs.Secret] = field(default_factory=dict)
@@ -284,7 +285,8 @@ class ServerContract(ServerDefinition):
     the contract does not say)."""
     scaling_signals: tuple[ScalingSignal | ExpressionSignal, ...] = ()
     """The server's metrics that scale it, beside ALB p95 latency (always) and requests per target (unless some signal
-    has a ``target``: step policies only add tasks, so without one requests per target also scales in). Default: none."""
+    has a ``target``: step policies only add tasks, so without one requests per target also scales in).
+    Default: none."""
     alarms: tuple[ServerAlarm, ...] | None = None
     """The alarms on the server's metrics. Default: None (one per scale-out :class:`ScalingSignal`, held above its
     threshold for 15 minutes: scaling is not keeping up)."""
@@ -307,7 +309,8 @@ class ServerContract(ServerDefinition):
     """The variable in which a server that compiles at start finds its S3 compile cache (``ModelService`` sets it and
     lets the task role create objects there). Default: None (no cache)."""
     single_cuda_process: bool = False
-    """The server uses the GPU from one process only, which a GPU share (NVIDIA MPS) needs. Default: false (not known)."""
+    """The server uses the GPU from one process only, which a GPU share (NVIDIA MPS) needs. Default: false (not
+    known)."""
     accelerator: Accelerator = "cuda"
     """The accelerator the server's image and model are built for: ``cuda`` (NVIDIA GPUs) or ``neuron`` (AWS
     Inferentia2/Trainium, a Neuron-compiled model); ``ModelService`` refuses capacity of the other kind.
@@ -318,14 +321,17 @@ class ServerContract(ServerDefinition):
     def __post_init__(self) -> None:
         needs = {
             "image": "the container image (ecs.ContainerImage)",
-            "command": "the command that starts the server, e.g. ('vllm', 'serve', ...): the template must say what runs",
+            "command": "the command that starts the server, e.g. ('vllm', 'serve', ...): "
+            "the template must say what runs",
             "port": "the TCP port the server listens on (target group, security group and health checks use it)",
-            "readiness_path": "the HTTP path that answers 200 once the server can serve (the target group's health check)",
+            "readiness_path": "the HTTP path that answers 200 once the server can serve "
+            "(the target group's health check)",
             "liveness": "a cheap container health check (LivenessCheck) so ECS replaces a wedged container",
             "user": "the uid[:gid] the server runs as (not root)",
-            "model_source": "how the model gets from S3 to the server (ModelFromS3.server_downloads(), .copy_to_scratch() or .server_streams())",
-            "stop": "how long the server needs after SIGTERM to drain and exit (StopTiming, e.g. vllm_stop(), tgi_stop(), triton_stop()), "
-            "checked against the task's stop timeout and the deregistration delay",
+            "model_source": "how the model gets from S3 to the server (ModelFromS3.server_downloads(), "
+            ".copy_to_scratch() or .server_streams())",
+            "stop": "how long the server needs after SIGTERM to drain and exit (StopTiming, e.g. vllm_stop(), "
+            "tgi_stop(), triton_stop()), checked against the task's stop timeout and the deregistration delay",
         }
         missing = [
             name
@@ -349,7 +355,8 @@ class ServerContract(ServerDefinition):
         require(
             bool(USER.match(self.user)) and self.user.split(":")[0] not in ROOT_USERS,
             "server.user",
-            f"{self.user!r}: give a numeric non-root uid or uid:gid such as '1000:1000' (ECS cannot check a name exists in the image)",
+            f"{self.user!r}: give a numeric non-root uid or uid:gid such as '1000:1000' "
+            "(ECS cannot check a name exists in the image)",
         )
         require(
             self.accelerator in ACCELERATORS,
@@ -371,13 +378,15 @@ class ServerContract(ServerDefinition):
         require(
             len(self.public_paths) <= MAX_RULE_CONDITION_VALUES,
             "server.public_paths",
-            f"{len(self.public_paths)} patterns; a listener rule holds at most {MAX_RULE_CONDITION_VALUES} condition values",
+            f"{len(self.public_paths)} patterns; "
+            f"a listener rule holds at most {MAX_RULE_CONDITION_VALUES} condition values",
         )
         wildcards = sum(pattern.count("*") + pattern.count("?") for pattern in self.public_paths)
         require(
             wildcards <= MAX_RULE_CONDITION_WILDCARDS,
             "server.public_paths",
-            f"{wildcards} wildcards ('*', '?') in {list(self.public_paths)}; a listener rule allows at most {MAX_RULE_CONDITION_WILDCARDS}",
+            f"{wildcards} wildcards ('*', '?') in {list(self.public_paths)}; a listener rule allows at most "
+            f"{MAX_RULE_CONDITION_WILDCARDS}",
         )
         for pattern in self.public_paths:
             require(
@@ -421,7 +430,8 @@ class ServerContract(ServerDefinition):
             require(
                 bool(API_KEY_NAME.match(self.api_key_field)),
                 "server.api_key_field",
-                f"{self.api_key_field!r} is not a key name (1-64 letters, digits, '.', '_', '-', starting with a letter or digit)",
+                f"{self.api_key_field!r} is not a key name (1-64 letters, digits, '.', '_', '-', "
+                "starting with a letter or digit)",
             )
 
     def contract(self, context: ServerContext) -> ServerContract:
@@ -430,7 +440,8 @@ class ServerContract(ServerDefinition):
 
     @property
     def sidecar_reservation(self) -> SidecarReservation:
-        """(CPU units, MiB) ECS reserves beside the server container for this contract: see :func:`sidecar_reservation`."""
+        """(CPU units, MiB) ECS reserves beside the server container for this contract: see
+        :func:`sidecar_reservation`."""
         return sidecar_reservation(self.model_source, self.metrics)
 
     @property

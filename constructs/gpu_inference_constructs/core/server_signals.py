@@ -146,7 +146,8 @@ class ServerAlarm:
         require_alarm_period(self.period_seconds, f"{key}.period_seconds")
 
     def resolved(self, settings: object) -> tuple[float, int]:
-        """(threshold, periods), read from ``settings`` (the environment's MonitoringProps) where a setting names them."""
+        """(threshold, periods), read from ``settings`` (the environment's MonitoringProps) where a setting names
+        them."""
         return (
             self._setting(settings, self.threshold_setting, "threshold_setting")
             if self.threshold is None
@@ -174,8 +175,8 @@ class ServerAlarm:
             signal.statistic,
             threshold=signal.scale_out_above,
             periods=15,
-            description=f"{signal.metric} ({signal.statistic}) above its scale-out threshold {signal.scale_out_above:g} "
-            "for 15 minutes: scaling is not keeping up (max_tasks or GPU capacity)",
+            description=f"{signal.metric} ({signal.statistic}) above its scale-out threshold "
+            f"{signal.scale_out_above:g} for 15 minutes: scaling is not keeping up (max_tasks or GPU capacity)",
         )
 
 

@@ -12,9 +12,10 @@ from .load_balancer_props import ALB_MAX_IDLE_TIMEOUT_SECONDS
 SPOT_NOTICE_SECONDS = 120
 SPOT_DETECTION_SECONDS = 10
 """How late in the notice ECS starts stopping the tasks, kept free of every stop: the agent polls the instance
-metadata's spot/instance-action once a second and then calls UpdateContainerInstancesState DRAINING (aws/amazon-ecs-agent
-agent/app/agent.go, startSpotInstanceDrainingPoller), and the scheduler then stops the instance's tasks; neither the
-call's retries nor the scheduler's delay is documented, so 10 s is a conservative figure (docs/aws-facts.md)."""
+metadata's spot/instance-action once a second and then calls UpdateContainerInstancesState DRAINING
+(aws/amazon-ecs-agent agent/app/agent.go, startSpotInstanceDrainingPoller), and the scheduler then stops the instance's
+tasks; neither the call's retries nor the scheduler's delay is documented, so 10 s is a conservative figure
+(docs/aws-facts.md)."""
 SPOT_STOP_SECONDS = SPOT_NOTICE_SECONDS - SPOT_DETECTION_SECONDS
 """What the notice leaves a task, from the scheduler's stop to the instance's end: deregistration delay, drain, exit."""
 # A server's HTTP keep-alive outlasts the load balancer's idle timeout by this much, so the ALB, not the server,
@@ -36,7 +37,8 @@ class ServiceTimingProps:
     deregistration_delay_seconds: int = 20
     """How long the target group lets in-flight requests finish after the target is deregistered. Default: 20."""
     stop_timeout_seconds: int = 90
-    """ECS's ``stopTimeout``: SIGKILL this long after SIGTERM. Default: 90 (the bundled server's 70 s drain + 15 s exit)."""
+    """ECS's ``stopTimeout``: SIGKILL this long after SIGTERM. Default: 90 (the bundled server's 70 s drain + 15 s
+    exit)."""
     keep_alive_seconds: int | None = None
     """How long the servers keep an idle HTTP connection. Default: the load balancer's idle timeout plus
     KEEP_ALIVE_MARGIN_SECONDS (75 s behind the ALB's default 60 s; :meth:`keep_alive_above`)."""
@@ -46,9 +48,9 @@ class ServiceTimingProps:
         require(
             total <= SPOT_STOP_SECONDS,
             "stop_timeout_seconds",
-            f"deregistration_delay_seconds ({self.deregistration_delay_seconds}) + stop_timeout_seconds ({self.stop_timeout_seconds}) "
-            f"= {total} s exceeds the {SPOT_STOP_SECONDS} s the {SPOT_NOTICE_SECONDS} s Spot interruption notice leaves after "
-            f"the ECS agent sees it ({SPOT_DETECTION_SECONDS} s); shorten either",
+            f"deregistration_delay_seconds ({self.deregistration_delay_seconds}) + stop_timeout_seconds "
+            f"({self.stop_timeout_seconds}) = {total} s exceeds the {SPOT_STOP_SECONDS} s the {SPOT_NOTICE_SECONDS} s "
+            f"Spot interruption notice leaves after the ECS agent sees it ({SPOT_DETECTION_SECONDS} s); shorten either",
         )
         require_range(self.deregistration_delay_seconds, 0, 3600, "deregistration_delay_seconds")
         require_range(self.stop_timeout_seconds, 2, SPOT_STOP_SECONDS, "stop_timeout_seconds")
@@ -69,8 +71,8 @@ class ServiceTimingProps:
         require(
             self.keep_alive_seconds > idle_timeout_seconds,
             "keep_alive_seconds",
-            f"{self.keep_alive_seconds} must exceed the load balancer's idle timeout ({idle_timeout_seconds} s), or the ALB "
-            f"reuses connections the server closed and answers 502; set at least {idle_timeout_seconds + 1}, or leave it "
-            f"out for the idle timeout + {KEEP_ALIVE_MARGIN_SECONDS} s",
+            f"{self.keep_alive_seconds} must exceed the load balancer's idle timeout ({idle_timeout_seconds} s), or "
+            f"the ALB reuses connections the server closed and answers 502; set at least {idle_timeout_seconds + 1}, "
+            f"or leave it out for the idle timeout + {KEEP_ALIVE_MARGIN_SECONDS} s",
         )
         return self

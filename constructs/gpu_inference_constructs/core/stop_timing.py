@@ -70,7 +70,8 @@ class StopTiming:
             )
 
     def task_timing(self, deregistration_delay_seconds: int, stop_timeout_seconds: int) -> tuple[int, int]:
-        """(deregistration delay, stopTimeout) of the task: the server's own when it names a delay, else the given ones."""
+        """(deregistration delay, stopTimeout) of the task: the server's own when it names a delay, else the given
+        ones."""
         if self.deregistration_delay_seconds is None:
             return deregistration_delay_seconds, stop_timeout_seconds
         return self.deregistration_delay_seconds, self.seconds_after_sigterm
@@ -98,24 +99,26 @@ class StopTiming:
             deregistration_delay_seconds + need <= SPOT_STOP_SECONDS,
             "deregistration_delay_seconds",
             f"{deregistration_delay_seconds} s of deregistration delay + the {need} s {server} needs after SIGTERM "
-            f"(drain {self.drain_seconds} + exit {self.exit_seconds}) = {deregistration_delay_seconds + need} s exceeds the "
-            f"{SPOT_STOP_SECONDS} s the {SPOT_NOTICE_SECONDS} s Spot interruption notice leaves after the ECS agent sees it "
-            f"({SPOT_DETECTION_SECONDS} s); shorten the delay or the server's drain",
+            f"(drain {self.drain_seconds} + exit {self.exit_seconds}) = {deregistration_delay_seconds + need} s "
+            f"exceeds the {SPOT_STOP_SECONDS} s the {SPOT_NOTICE_SECONDS} s Spot interruption notice leaves after the "
+            f"ECS agent sees it ({SPOT_DETECTION_SECONDS} s); shorten the delay or the server's drain",
         )
         require(
             need <= stop_timeout_seconds,
             "stop_timeout_seconds",
-            f"{stop_timeout_seconds} s is shorter than the {need} s {server} needs after SIGTERM (drain {self.drain_seconds} "
-            f"+ exit {self.exit_seconds}): ECS would SIGKILL it mid-drain; raise stop_timeout_seconds to {need} or shorten the drain",
+            f"{stop_timeout_seconds} s is shorter than the {need} s {server} needs after SIGTERM (drain "
+            f"{self.drain_seconds} + exit {self.exit_seconds}): ECS would SIGKILL it mid-drain; raise "
+            f"stop_timeout_seconds to {need} or shorten the drain",
         )
         if self.longest_request_seconds is not None:
             window = deregistration_delay_seconds + self.drain_seconds
             require(
                 window >= self.longest_request_seconds,
                 "deregistration_delay_seconds",
-                f"{deregistration_delay_seconds} s of deregistration delay + {self.drain_seconds} s of drain = {window} s is "
-                f"shorter than the longest request {server} serves ({self.longest_request_seconds} s): requests in flight "
-                f"when the task stops would be cut; raise deregistration_delay_seconds to {self.longest_request_seconds - self.drain_seconds}",
+                f"{deregistration_delay_seconds} s of deregistration delay + {self.drain_seconds} s of drain = "
+                f"{window} s is shorter than the longest request {server} serves ({self.longest_request_seconds} s): "
+                "requests in flight when the task stops would be cut; raise deregistration_delay_seconds to "
+                f"{self.longest_request_seconds - self.drain_seconds}",
             )
 
     @classmethod

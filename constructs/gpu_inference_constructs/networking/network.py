@@ -98,7 +98,8 @@ class NetworkProps:
     nat_gateways: int = 0
     """0: no route to the internet, AWS through the endpoints only; up to ``max_azs``. Default: 0."""
     interface_endpoints: tuple[str, ...] = DEFAULT_INTERFACE_ENDPOINTS
-    """Interface endpoints by service name (the S3 gateway endpoint is always added). Default: DEFAULT_INTERFACE_ENDPOINTS."""
+    """Interface endpoints by service name (the S3 gateway endpoint is always added).
+    Default: DEFAULT_INTERFACE_ENDPOINTS."""
     flow_log_retention_days: int = 90
     """Days the flow log group keeps its events (a CloudWatch Logs retention period). Default: 90."""
     public_subnet_mask: int = 24
@@ -131,7 +132,8 @@ class NetworkProps:
         require(
             network.prefixlen < self.private_subnet_mask <= 28 and network.prefixlen < self.public_subnet_mask <= 28,
             "private_subnet_mask",
-            f"subnet masks /{self.public_subnet_mask} and /{self.private_subnet_mask} must be longer than the VPC's /{network.prefixlen} and at most /28",
+            f"subnet masks /{self.public_subnet_mask} and /{self.private_subnet_mask} must be longer than the VPC's "
+            f"/{network.prefixlen} and at most /28",
         )
 
     @property
@@ -202,7 +204,8 @@ class NetworkProps:
 
 
 def _check_zone_ids_of(zone_ids: Sequence[str], region: str) -> None:
-    """Each of ``zone_ids`` is a zone of ``region`` (a region missing from ZONE_ID_PREFIXES passes: see zone_warning)."""
+    """Each of ``zone_ids`` is a zone of ``region`` (a region missing from ZONE_ID_PREFIXES passes: see
+    zone_warning)."""
     prefix = ZONE_ID_PREFIXES.get(region)
     if prefix is None:
         return
@@ -230,9 +233,10 @@ def zone_warning(props: NetworkProps, region: str) -> tuple[str, str] | None:
         if unresolved or region in ZONE_ID_PREFIXES:
             return None
         return UNCHECKED_IDS_WARNING_ID, (
-            f"availability_zone_ids: region {region!r} is not in gpu_inference_constructs.networking.network.ZONE_ID_PREFIXES "
-            f"(from {ZONE_ID_SOURCE}), so {list(props.availability_zone_ids)} could not be checked to be its zones "
-            f"(one of another region fails only at deploy). Check them with {DESCRIBE_ZONES.format(region=region)}, "
+            f"availability_zone_ids: region {region!r} is not in "
+            f"gpu_inference_constructs.networking.network.ZONE_ID_PREFIXES (from {ZONE_ID_SOURCE}), so "
+            f"{list(props.availability_zone_ids)} could not be checked to be its zones (one of another region fails "
+            f"only at deploy). Check them with {DESCRIBE_ZONES.format(region=region)}, "
             "and add the region's prefix to the table"
         )
     prefix = ZONE_ID_PREFIXES.get(region, "<code>")
@@ -343,8 +347,10 @@ class InferenceNetwork(Construct):
         handler = provider.node.find_child("Handler")
         reasons = {
             "CKV_AWS_115": "Runs once per deployment, invoked by CloudFormation: a concurrency limit protects nothing.",
-            "CKV_AWS_116": "CloudFormation invokes it and fails the deployment if it fails: a dead-letter queue would hold nothing to act on.",
-            "CKV_AWS_117": "It calls only the EC2 API to revoke the default group's rules; inside the VPC it would need an EC2 endpoint for no gain.",
+            "CKV_AWS_116": "CloudFormation invokes it and fails the deployment if it fails: a dead-letter queue would "
+            "hold nothing to act on.",
+            "CKV_AWS_117": "It calls only the EC2 API to revoke the default group's rules; inside the VPC it would "
+            "need an EC2 endpoint for no gain.",
         }
         for check, reason in reasons.items():
             skip_checkov(handler, check, f"aws-cdk-lib's default-security-group custom resource. {reason}")

@@ -64,7 +64,8 @@ def graph(title: str, left: list, right: list | None = None, unit: str = "") -> 
 
 @dataclass(frozen=True)
 class Searches:
-    """The environment's metrics by search: per target group of its load balancer, per model, per service of its cluster."""
+    """The environment's metrics by search: per target group of its load balancer, per model, per service of its
+    cluster."""
 
     environment_name: str
     """The environment whose models' metrics are found. Required."""
@@ -75,7 +76,8 @@ class Searches:
 
     def per_target_group(self, metric: str, statistic: str, label: str) -> cloudwatch.MathExpression:
         return search(
-            f'{{AWS/ApplicationELB,LoadBalancer,TargetGroup}} MetricName="{metric}" LoadBalancer="{full_name_of(self.load_balancer)}"',
+            f'{{AWS/ApplicationELB,LoadBalancer,TargetGroup}} MetricName="{metric}" '
+            f'LoadBalancer="{full_name_of(self.load_balancer)}"',
             statistic,
             f"{label} ${{PROP('Dim.TargetGroup')}}",
         )
@@ -119,8 +121,11 @@ def add_dashboard(
     dashboard.add_widgets(
         cloudwatch.TextWidget(
             markdown=f"# GPU inference: {environment_name}\nModels: {', '.join(model_names)}\n\n"
-            f"Each model's alarms are named `{alarm_name_prefix(environment_name, monitoring.name_prefix)}<model>-<alarm>`: "
-            f"[all alarms of this environment](https://console.aws.amazon.com/cloudwatch/home#alarmsV2:?search={alarm_name_prefix(environment_name, monitoring.name_prefix)})",
+            "Each model's alarms are named "
+            f"`{alarm_name_prefix(environment_name, monitoring.name_prefix)}<model>-<alarm>`: "
+            "[all alarms of this environment]"
+            "(https://console.aws.amazon.com/cloudwatch/home#alarmsV2:?search="
+            f"{alarm_name_prefix(environment_name, monitoring.name_prefix)})",
             width=24,
             height=2,
         )

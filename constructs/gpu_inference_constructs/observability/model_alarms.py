@@ -21,7 +21,8 @@ MINUTE = cdk.Duration.minutes(1)
 
 
 def alarm_name(environment_name: str, name: str, name_prefix: str = DEFAULT_NAME_PREFIX) -> str:
-    """The name an alarm of this environment carries: in the console, in every notification, in ``alarm_name_prefix``."""
+    """The name an alarm of this environment carries: in the console, in every notification, in
+    ``alarm_name_prefix``."""
     return f"{alarm_name_prefix(environment_name, name_prefix)}{name}"
 
 
@@ -81,10 +82,10 @@ class ModelAlarms(AlarmGroup):
     their own (TaskStarts' ``TaskFailures``, written for the clusters InferenceMonitoring watches). Then the alarms
     the server's contract declares (``contract.server_alarms``; one marked ``whole_gpu_only`` not on a GPU share, where
     the device's figures are every co-tenant's): the bundled server's queue depth, shed requests, GPU memory and idle
-    GPUs; by default one per scale-out signal, held above its threshold for 15 minutes (scaling is not keeping up). Latency thresholds: ``latency_thresholds`` (default
-    ``service.model.latency_alarm_thresholds()``: the model's ``alarms``, else 2 x and 6 x its
-    ``scaling.latency_p95_ms``; never below that goal); the others: ``props`` (MonitoringProps, defaults there).
-    Attributes: ``alarms`` (name -> Alarm), ``latency_thresholds``.
+    GPUs; by default one per scale-out signal, held above its threshold for 15 minutes (scaling is not keeping up).
+    Latency thresholds: ``latency_thresholds`` (default ``service.model.latency_alarm_thresholds()``: the model's
+    ``alarms``, else 2 x and 6 x its ``scaling.latency_p95_ms``; never below that goal); the others: ``props``
+    (MonitoringProps, defaults there). Attributes: ``alarms`` (name -> Alarm), ``latency_thresholds``.
     """
 
     def __init__(
@@ -157,7 +158,8 @@ class ModelAlarms(AlarmGroup):
             f"{name}-TasksBelowDesired",
             below,
             1,
-            f"{name}: fewer tasks running than desired for {props.tasks_below_desired_minutes} minutes (no GPU capacity, failing starts or image pulls)",
+            f"{name}: fewer tasks running than desired for {props.tasks_below_desired_minutes} minutes (no GPU "
+            "capacity, failing starts or image pulls)",
             periods=props.tasks_below_desired_minutes,
         )
         failures = cloudwatch.Metric(

@@ -104,7 +104,8 @@ class InferenceMonitoring(AlarmGroup):
         self.deployment_rollback_rule = events.Rule(
             self,
             "DeploymentRollbacks",
-            description="ECS deployments of this cluster's services that failed or are being rolled back (circuit breaker or rollback alarms)",
+            description="ECS deployments of this cluster's services that failed or are being rolled back (circuit "
+            "breaker or rollback alarms)",
             event_pattern=deployment_rollback_pattern(capacity.cluster),
             targets=[topic_target(topic)],
         )
@@ -120,7 +121,8 @@ class InferenceMonitoring(AlarmGroup):
             "SpotInterruptionStorm",
             self.metric_spot_interruptions,
             props.spot_interruptions_per_15_minutes,
-            "Spot capacity is being reclaimed repeatedly: On-Demand base and the g4dn fallback carry the load; consider a higher On-Demand share",
+            "Spot capacity is being reclaimed repeatedly: On-Demand base and the g4dn fallback carry the load; "
+            "consider a higher On-Demand share",
         )
         self.costs = CostMetrics(props)
         self.metric_cost_per_million_requests, self.metric_cost_components = self.costs.cost_per_million_requests(
@@ -164,7 +166,8 @@ class InferenceMonitoring(AlarmGroup):
             name,
             rate,
             self.props.elb_5xx_percent,
-            f"More than {self.props.elb_5xx_percent}% of requests answered 5xx by the load balancer itself (no healthy targets, timeouts)",
+            f"More than {self.props.elb_5xx_percent}% of requests answered 5xx by the load balancer itself "
+            "(no healthy targets, timeouts)",
             periods=3,
         )
 
@@ -177,8 +180,8 @@ class InferenceMonitoring(AlarmGroup):
         return self.costs.spare_capacity_cost(capacities)
 
 
-# ("ECS deployment circuit breaker: rolling back to deploymentId ..."). The alarm rollbacks and the blue/green, canary and
-# linear strategies document no event names of their own, so both are matched, and the reason in either spelling.
+# ("ECS deployment circuit breaker: rolling back to deploymentId ..."). The alarm rollbacks and the blue/green, canary
+# and linear strategies document no event names of their own, so both are matched, and the reason in either spelling.
 DEPLOYMENT_STATE_CHANGE = "ECS Deployment State Change"
 DEPLOYMENT_FAILED = "SERVICE_DEPLOYMENT_FAILED"
 DEPLOYMENT_IN_PROGRESS = "SERVICE_DEPLOYMENT_IN_PROGRESS"

@@ -142,8 +142,8 @@ class CostMetrics:
         load_balancer: elbv2.IApplicationLoadBalancer,
         log_group_names: Sequence[str],
     ) -> tuple[cloudwatch.MathExpression, list[cloudwatch.MathExpression]]:
-        """USD per 1M requests, hourly: each capacity group's GPU instances by its purchase policy at its preferred type's
-        price (``hourly_price_usd`` overrides the first group's), log bytes ingested, the ALB's hour and LCUs.
+        """USD per 1M requests, hourly: each capacity group's GPU instances by its purchase policy at its preferred
+        type's price (``hourly_price_usd`` overrides the first group's), log bytes ingested, the ALB's hour and LCUs.
 
         ConsumedLCUs is the load balancer's billed capacity (AWS re:Post: the usage averaged over time that billing
         uses), so its hourly Average is that hour's LCU-hours. IncomingBytes is the uncompressed volume ingested, which
@@ -179,7 +179,8 @@ class CostMetrics:
             "GPU root volumes": " + ".join(volume_parts),
             **({"warm pool": " + ".join(pools)} if pools else {}),
             "CloudWatch Logs ingestion": f"({log_bytes}) / {GIB} * {props.logs_ingestion_usd_per_gb}",
-            "load balancer": f"({props.load_balancer_hourly_usd} + FILL(lcus, 0) * {props.load_balancer_lcu_hourly_usd})",
+            "load balancer": f"({props.load_balancer_hourly_usd} + FILL(lcus, 0) * "
+            f"{props.load_balancer_lcu_hourly_usd})",
         }
 
         def per_million(hourly: str, label: str) -> cloudwatch.MathExpression:

@@ -52,7 +52,8 @@ class TaskStarts(Construct):
             timeout_seconds=10,
             logs_key=logs_key,
             log_retention_days=log_retention_days,
-            description="ECS task starts of this cluster's services, as CloudWatch metrics (created, image pull, RUNNING)",
+            description="ECS task starts of this cluster's services, as CloudWatch metrics (created, "
+            "image pull, RUNNING)",
             role_description="Writes the task-start function's own log streams, and nothing else",
             no_dead_letter_queue="A dead-letter queue would keep a lost task-start event, which is one metric point: "
             "the queue and its key cost more to run than the point is worth",

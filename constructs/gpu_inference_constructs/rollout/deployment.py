@@ -72,7 +72,8 @@ class _Names:
 class RollbackAlarmNames:
     """The alarm names a service rolls back on; alarms added later still reach the template.
 
-    (aws-cdk-lib's ``enable_deployment_alarms`` drops the names of a second call: it concatenates into a discarded list.)
+    (aws-cdk-lib's ``enable_deployment_alarms`` drops the names of a second call: it concatenates into a discarded
+    list.)
     """
 
     def __init__(self) -> None:
@@ -121,7 +122,8 @@ def worst_of(metrics: Sequence[cloudwatch.Metric | cloudwatch.MathExpression], l
 
 class RollbackAlarms(Construct):
     """The built-in rollback alarms of one model, each watching every target group the model serves from, so a
-    canary's errors count however little traffic it has (``target_groups``: the TargetGroupMetrics of each). Attribute ``alarms``: name (``BUILT_IN_ALARMS``) -> Alarm."""
+    canary's errors count however little traffic it has (``target_groups``: the TargetGroupMetrics of each). Attribute
+    ``alarms``: name (``BUILT_IN_ALARMS``) -> Alarm."""
 
     def __init__(
         self,
@@ -154,8 +156,8 @@ class RollbackAlarms(Construct):
             "target_5xx_rate": (
                 worst_of(per_group_rates, f"{model_name} target 5xx % (worst target group)"),
                 thresholds.target_5xx_percent,
-                f"{model_name}: more than {thresholds.target_5xx_percent}% of a target group's requests answered 5xx for "
-                f"{ALARM_MINUTES} minutes; rolls back a deployment in progress",
+                f"{model_name}: more than {thresholds.target_5xx_percent}% of a target group's requests answered 5xx "
+                f"for {ALARM_MINUTES} minutes; rolls back a deployment in progress",
             ),
             "latency_p95": (
                 worst_of(latencies, f"{model_name} p95 (worst target group)"),

@@ -64,8 +64,9 @@ class NeverHealthyAlarm(Construct):
     ``cluster_name`` and ``service_name`` dimension Container Insights' DeploymentCount, which the cluster must
     publish (GpuCapacity turns Container Insights on; an imported cluster's owner must). The name is fixed, since the
     service names the alarm and the alarm names the service, which CloudFormation can resolve only by a name; it is
-    ``name_prefix`` followed by the alarm's logical ID, so a change of logical ID is a change of name too (CloudFormation
-    creates the replacement before deleting the old one, which a name kept across the change would refuse)."""
+    ``name_prefix`` followed by the alarm's logical ID, so a change of logical ID is a change of name too
+    (CloudFormation creates the replacement before deleting the old one, which a name kept across the change would
+    refuse)."""
 
     def __init__(
         self,
@@ -113,8 +114,8 @@ class NeverHealthyAlarm(Construct):
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
             alarm_description=(
                 f"{model_name}: a target group of a deployment in progress held no healthy target for "
-                f"{self.start_window_seconds} s (GPU capacity {NEW_CAPACITY_SECONDS} s + the {health_check_grace_seconds} s "
-                "grace period); rolls the deployment back"
+                f"{self.start_window_seconds} s (GPU capacity {NEW_CAPACITY_SECONDS} s + the "
+                f"{health_check_grace_seconds} s grace period); rolls the deployment back"
             ),
         )
         cfn_alarm = default_child(self.alarm, cloudwatch.CfnAlarm)

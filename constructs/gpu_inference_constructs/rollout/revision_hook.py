@@ -78,8 +78,10 @@ class RevisionHealthHook(Construct):
             timeout_seconds=60,
             logs_key=logs_key,
             log_retention_days=log_retention_days,
-            description=f"{model_name}: rolls back a deployment whose new tasks never become healthy (ECS hook, {HOOK_STAGE})",
-            role_description=f"{model_name}'s deployment hook: reads ECS services and tasks and their target health, nothing else",
+            description=f"{model_name}: rolls back a deployment whose new tasks never become healthy "
+            f"(ECS hook, {HOOK_STAGE})",
+            role_description=f"{model_name}'s deployment hook: "
+            "reads ECS services and tasks and their target health, nothing else",
             no_dead_letter_queue="ECS invokes the hook synchronously and reads its answer; an invocation that fails "
             "rolls the deployment back, so there is no event to keep",
             not_in_vpc="Not in the VPC: it calls only the ECS and Elastic Load Balancing APIs, from Lambda's network",

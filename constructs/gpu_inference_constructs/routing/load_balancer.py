@@ -94,13 +94,14 @@ def default_subnets(vpc: ec2.IVpc, *, internet_facing: bool) -> ec2.SubnetSelect
 class InferenceLoadBalancer(Construct):
     """Attributes: ``load_balancer``, ``listener`` (the one that routes to models), ``security_group``,
     ``web_acl`` (or None), ``idle_timeout_seconds``, ``waf_rate_limit`` (per client IP) and ``waf_rate_limit_per_key``
-    (per API key, in x-api-key or Authorization: Bearer), both per 5 minutes. Models attach with :meth:`add_model_route`.
+    (per API key, in x-api-key or Authorization: Bearer), both per 5 minutes. Models attach with
+    :meth:`add_model_route`.
 
-    ``longest_request_seconds`` is the longest request of the models it will carry (``ModelProps.longest_request_seconds``):
-    the idle timeout is derived from it (:meth:`LoadBalancerProps.idle_timeout_for`), and a ModelService whose server
-    takes longer, or keeps connections alive for less, is refused when it attaches. ``subnets`` (default: public
-    subnets when internet-facing; else the VPC's isolated subnets, or its private ones where it has none) is where
-    the load balancer's nodes are."""
+    ``longest_request_seconds`` is the longest request of the models it will carry
+    (``ModelProps.longest_request_seconds``): the idle timeout is derived from it
+    (:meth:`LoadBalancerProps.idle_timeout_for`), and a ModelService whose server takes longer, or keeps connections
+    alive for less, is refused when it attaches. ``subnets`` (default: public subnets when internet-facing; else the
+    VPC's isolated subnets, or its private ones where it has none) is where the load balancer's nodes are."""
 
     def __init__(
         self,
@@ -223,7 +224,8 @@ class InferenceLoadBalancer(Construct):
                 self.security_group,
                 "CKV_AWS_260",
                 "An internet-facing endpoint takes clients from anywhere; with a certificate, port 80 only answers a "
-                "301 redirect to HTTPS; without one (dev, allow_http) it is the endpoint. Narrow ingress_cidrs to restrict.",
+                "301 redirect to HTTPS; without one (dev, allow_http) it is the endpoint. "
+                "Narrow ingress_cidrs to restrict.",
             )
             acknowledge(
                 default_child(self.security_group),

@@ -34,8 +34,8 @@ class ServiceScaling(Construct):
     tasks; target tracking removes them). ``scaling`` adds schedules and predictive scaling. The load balancer's name
     is the service's (``service.load_balancer_full_name``): ModelService is the one place that takes it.
 
-    ``scaling.capacity_prewarm`` raises the minimum of the capacity group the model runs on (``CapacityGroup.add_prewarm``,
-    once per group); on a ClusterCapacity it is refused.
+    ``scaling.capacity_prewarm`` raises the minimum of the capacity group the model runs on
+    (``CapacityGroup.add_prewarm``, once per group); on a ClusterCapacity it is refused.
 
     Attributes: ``task_count`` (ScalableTaskCount), ``scalable_target``, ``prewarm_actions`` (the group's scheduled
     actions of ``scaling.capacity_prewarm``), ``predictive_policy`` (or None),
@@ -129,7 +129,8 @@ class ServiceScaling(Construct):
         out_cooldown: cdk.Duration,
         in_cooldown: cdk.Duration,
     ) -> None:
-        """Target tracking on requests per target: of the one target group, or across both (:meth:`_track_requests_across`)."""
+        """Target tracking on requests per target: of the one target group, or across both
+        (:meth:`_track_requests_across`)."""
         if len(model_service.target_groups) > 1:
             self._track_requests_across(model_service, model_service.load_balancer_full_name, props)
             return

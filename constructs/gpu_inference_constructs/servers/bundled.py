@@ -183,7 +183,8 @@ class BundledServerProps:
     """How the bundled server serves one model: its task, batching, timeouts, runtime and caches."""
 
     task: str = "text-embedding"
-    """What the model does: text-embedding, text-classification, torch-export or image-classification. Default: text-embedding."""
+    """What the model does: text-embedding, text-classification, torch-export or image-classification.
+    Default: text-embedding."""
     max_batch_size: int = 32
     """Most requests one forward pass batches (1-512). Default: 32."""
     max_batch_wait_ms: int = 2
@@ -193,7 +194,8 @@ class BundledServerProps:
     max_sequence_length: int = 256
     """Tokens per text; longer texts are truncated (8-8192). Default: 256."""
     request_timeout_seconds: int = 10
-    """The longest one request may run, and its default deadline; the load balancer's idle timeout follows it. Default: 10."""
+    """The longest one request may run, and its default deadline; the load balancer's idle timeout follows it.
+    Default: 10."""
     drain_seconds: int = BUNDLED_DEFAULT_DRAIN_SECONDS
     """After SIGTERM, how long the server finishes the requests it accepted (its DRAIN_TIMEOUT_S); it then takes up to
     15 s more to exit, and both must fit the environment's ``ServiceTimingProps.stop_timeout_seconds``. Default: 70."""
@@ -246,12 +248,14 @@ class BundledServerProps:
         require(
             self.runtime in MODEL_RUNTIMES,
             "runtime",
-            f"{self.runtime!r}: use one of {', '.join(MODEL_RUNTIMES)} (publish the version with --runtime {self.runtime})",
+            f"{self.runtime!r}: use one of {', '.join(MODEL_RUNTIMES)} "
+            f"(publish the version with --runtime {self.runtime})",
         )
         require(
             self.runtime == "eager" or self.task in TEXT_TASKS,
             "runtime",
-            f"{self.runtime!r} is built for the bundled server's text-classification and text-embedding; use eager for this model",
+            f"{self.runtime!r} is built for the bundled server's text-classification and text-embedding; "
+            "use eager for this model",
         )
 
 
@@ -296,15 +300,17 @@ class BundledServer(ServerDefinition):
         require(
             model.gpus == 1,
             "gpus",
-            f"{model.gpus}: the bundled server uses one GPU per task; run more tasks, or serve with vLLM (VllmServer) for tensor parallelism",
+            f"{model.gpus}: the bundled server uses one GPU per task; run more tasks, or serve with vLLM (VllmServer) "
+            "for tensor parallelism",
         )
         model.check_reserved_environment(bundled_environment_keys(), self.name)
         handler = self.handler
         require(
             handler is None or "MODEL_HANDLER" not in model.environment,
             "environment",
-            f"['MODEL_HANDLER'] is {model.environment.get('MODEL_HANDLER')!r}, but the image was built with the handler "
-            f"{handler!r} (bundled_server_image(handler=...)), which the task sets: remove environment['MODEL_HANDLER']",
+            f"['MODEL_HANDLER'] is {model.environment.get('MODEL_HANDLER')!r}, but the image was built with the "
+            f"handler {handler!r} (bundled_server_image(handler=...)), which the task sets: remove "
+            "environment['MODEL_HANDLER']",
         )
         bundled_workers_for(model.environment, model.cpu)
 

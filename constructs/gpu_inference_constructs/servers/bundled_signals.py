@@ -26,7 +26,8 @@ class BundledScalingProps:
     """The thresholds of the bundled server's own scaling signals (cdk.json: in the model's ``scaling`` block)."""
 
     gpu_utilization_percent: int = 85
-    """GPU utilisation above which tasks are added (whole GPUs only: on a share it is every co-tenant's). Default: 85."""
+    """GPU utilisation above which tasks are added (whole GPUs only: on a share it is every co-tenant's).
+    Default: 85."""
     cpu_percent: int = 80
     """Service CPU above which a growing queue adds tasks. Default: 80."""
     queue_depth_scale_out: int = 16
@@ -117,6 +118,7 @@ BUNDLED_ALARMS = (
         period_seconds=3600,
         below=True,
         whole_gpu_only=True,
-        description="GPU below {threshold}% busy for {periods} hours: paying for idle GPUs (lower min_tasks or add a schedule)",
+        description="GPU below {threshold}% busy for {periods} hours: paying for idle GPUs "
+        "(lower min_tasks or add a schedule)",
     ),
 )

@@ -57,7 +57,8 @@ def check_handler(handler: str) -> None:
         isinstance(handler, str) and HANDLER_PATTERN.fullmatch(handler) is not None,
         "handler",
         f"{handler!r} is not module:Class: name the handler class as the server's MODEL_HANDLER takes it, its "
-        "module's import path, a colon and the class the module defines, e.g. 'ranking_handler.handlers:RankingHandler'",
+        "module's import path, a colon and the class the module defines, e.g. "
+        "'ranking_handler.handlers:RankingHandler'",
     )
     top = handler.split(".")[0].split(":")[0]
     require(
@@ -127,10 +128,14 @@ def handler_stage(handler: str, *, requirements: bool) -> str:
     )
     return (
         "\n"
-        "# The team's handler, added by gpu_inference_constructs.bundled_server_image(handler_package=..., handler=...):\n"
-        "# the bundled server above, unchanged, then the team's package installed into the same Python. --no-deps: what\n"
-        "# the package needs beyond the server's packages comes from its hashed lock (requirements=), or pip check fails\n"
-        "# the build. The handler is imported and checked (a Handler subclass) as the server will, so a wrong module or\n"
+        "# The team's handler, added by gpu_inference_constructs.bundled_server_image("
+        "handler_package=..., handler=...):\n"
+        "# the bundled server above, unchanged, then the team's package installed into the same Python. "
+        "--no-deps: what\n"
+        "# the package needs beyond the server's packages comes from its hashed lock (requirements=), "
+        "or pip check fails\n"
+        "# the build. The handler is imported and checked (a Handler subclass) as the server will, "
+        "so a wrong module or\n"
         "# class fails the build, not a deployment.\n"
         "USER 0:0\n"  # root, by number (hadolint DL3066): pip installs into the base's root-owned Python
         "WORKDIR /build\n"

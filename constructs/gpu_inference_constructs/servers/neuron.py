@@ -224,8 +224,9 @@ class NeuronServer(ServerDefinition):
 
             cdk.Annotations.of(context.scope).add_warning_v2(
                 "gpu-inference:neuron-public-image",
-                f"models[{context.model.name}] pulls {', '.join(public)} from ECR Public, which private subnets without NAT "
-                'cannot reach: mirror the images into your ECR and set those keys ({"repository", "tag"}), or give '
+                f"models[{context.model.name}] pulls {', '.join(public)} from ECR Public, which private subnets "
+                "without NAT cannot reach: mirror the images into your ECR and set those keys "
+                f'({{"repository", "tag"}}), or give '
                 "the subnets a route to the internet",
             )
 
@@ -258,7 +259,8 @@ class NeuronServer(ServerDefinition):
             stop=self.stop,
             prediction_routes=("/predictions/{model}",),
             # TorchServe 0.11.0 checks no key (its token plugin is not in the DLC): the published handler does, against
-            # the environment's API-key secret. Clients reach predictions and nothing else (not /ping, /models, /metrics).
+            # the environment's API-key secret. Clients reach predictions and nothing else (not /ping, /models,
+            # /metrics).
             public_paths=(f"/predictions/{model.name}",),
             api_keys_variable=API_KEYS_VARIABLE,
         )

@@ -99,16 +99,19 @@ class NeuronServerProps:
     (``NEURON_RT_NUM_CORES=1``); each worker runs the compiled batch size. Each field's default is stated under it."""
 
     image: NeuronEcrImage = NeuronEcrImage()
-    """The DLC image. Default: ``public.ecr.aws/neuron/pytorch-inference-neuronx:2.9.0-neuronx-py312-sdk2.31.1-ubuntu24.04``."""
+    """The DLC image.
+    Default: ``public.ecr.aws/neuron/pytorch-inference-neuronx:2.9.0-neuronx-py312-sdk2.31.1-ubuntu24.04``."""
     task: Literal["text-embedding", "text-classification"] = "text-embedding"
     """What the compiled model answers (it must be the task it was compiled for). Default: "text-embedding"."""
     neuron_cores: int = NEURON_CORES_PER_DEVICE
-    """TorchServe workers, one per NeuronCore (2 per Inferentia2 device × the model's ``gpus``). Default: 2 (inf2.xlarge)."""
+    """TorchServe workers, one per NeuronCore (2 per Inferentia2 device × the model's ``gpus``). Default: 2
+    (inf2.xlarge)."""
     request_timeout_seconds: int = 10
     """TorchServe's response timeout (``TS_DEFAULT_RESPONSE_TIMEOUT``): a batch that takes longer restarts its worker.
     Default: 10."""
     queue_size: int = 100
-    """Requests TorchServe queues per model before it answers 503 (``TS_JOB_QUEUE_SIZE``). Default: 100 (TorchServe's)."""
+    """Requests TorchServe queues per model before it answers 503 (``TS_JOB_QUEUE_SIZE``). Default: 100
+    (TorchServe's)."""
     port: int = TORCHSERVE_PORT
     """TorchServe's inference port. Default: 8080 (the DLC's)."""
     fetcher_image: EcrImage | None = None

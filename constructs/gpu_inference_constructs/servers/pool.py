@@ -97,7 +97,8 @@ def pool_alarms(alarms: PoolAlarmProps) -> tuple[ServerAlarm, ...]:
             "Sum",
             threshold=alarms.evictions_per_minute,
             periods=ALARM_MINUTES,
-            description="{threshold} or more evictions a minute for {periods} minutes: the working set exceeds the GPU budget",
+            description="{threshold} or more evictions a minute for {periods} minutes: "
+            "the working set exceeds the GPU budget",
         ),
         ServerAlarm(
             "PoolResidentModels",

@@ -1,4 +1,5 @@
-"""The SGLang preset: SGLang's OpenAI-compatible server (``python3 -m sglang.launch_server``), its props and its contract.
+"""The SGLang preset: SGLang's OpenAI-compatible server (``python3 -m sglang.launch_server``), its props and its
+contract.
 
 What the contract says of SGLang was read in its source (the PyPI wheel of sglang 0.5.23, and 0.4.10.post2, 0.5.5,
 0.5.9 and 0.5.10 where a behaviour changed) and its documentation (docs.sglang.io, "Server Arguments" and
@@ -46,11 +47,12 @@ from .prediction_routes import OPENAI_PREDICTION_ROUTES
 # SGLang's own default port (``--port``, fields/serving.py).
 SGLANG_PORT = 30000
 # sglang:num_running_reqs and sglang:num_queue_reqs are the scheduler's running batch and waiting queue;
-# sglang:token_usage is the KV pool in use, 0 to 1 (evictable prefix cache not counted) (observability/metrics_collector.py,
-# managers/scheduler_components/pool_stats_observer.py).
+# sglang:token_usage is the KV pool in use, 0 to 1 (evictable prefix cache not counted)
+# (observability/metrics_collector.py, managers/scheduler_components/pool_stats_observer.py).
 SGLANG_METRICS = ("sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:token_usage")
 # SGLang's time to first token and inter-token latency, Prometheus histograms in seconds
-# (observability/metrics_collector.py), brought into CloudWatch under the OpenTelemetry GenAI names by the ADOT collector.
+# (observability/metrics_collector.py), brought into CloudWatch under the OpenTelemetry GenAI names by the ADOT
+# collector.
 SGLANG_LATENCY_HISTOGRAMS = (
     ("sglang:time_to_first_token_seconds", GEN_AI_TIME_TO_FIRST_TOKEN),
     ("sglang:inter_token_latency_seconds", GEN_AI_TIME_PER_OUTPUT_TOKEN),
@@ -192,7 +194,8 @@ class SglangProps:
     port: int = SGLANG_PORT
     """The port SGLang serves on, metrics included (``--port``). Default: 30000 (SGLang's own)."""
     extra_args: tuple[str, ...] = ()
-    """More of SGLang's flags, after the preset's; those the preset sets (or a prefix of one) are refused. Default: ()."""
+    """More of SGLang's flags, after the preset's; those the preset sets (or a prefix of one) are refused.
+    Default: ()."""
     target_running_requests_per_task: int | None = None
     """Running requests per task that target tracking holds (``sglang:num_running_reqs``). Default: None (3/4 of
     ``max_running_requests``)."""
@@ -239,7 +242,8 @@ class SglangProps:
         require(
             bool(API_KEY_NAME.match(self.api_key_name)),
             "api_key_name",
-            f"{self.api_key_name!r} is not a key name in the API-key secret (1-64 letters, digits, '.', '_', '-', starting with a letter or digit)",
+            f"{self.api_key_name!r} is not a key name in the API-key secret (1-64 letters, digits, '.', '_', '-', "
+            "starting with a letter or digit)",
         )
         if self.served_model_name:
             require(
@@ -351,7 +355,8 @@ class SglangServer(LlmPreset[SglangProps]):
             "SglangImage",
             (
                 "sglang.image",
-                "is missing: give the ECR repository and tag of your lmsysorg/sglang mirror, or pass image= to SglangServer",
+                "is missing: give the ECR repository and tag of your lmsysorg/sglang mirror, "
+                "or pass image= to SglangServer",
             ),
         )
         source = props.model_source(fetcher_image)

@@ -277,7 +277,8 @@ class TgiProps:
 
 @dataclass(frozen=True)
 class TgiServer(ServerDefinition):
-    """The TGI preset: ``props`` (default TgiProps()); ``image`` overrides ``props.image``; ``user`` (default 1000:1000)."""
+    """The TGI preset: ``props`` (default TgiProps()); ``image`` overrides ``props.image``; ``user`` (default
+    1000:1000)."""
 
     props: TgiProps = TgiProps()
     """How TGI serves the model. Default: TgiProps()."""

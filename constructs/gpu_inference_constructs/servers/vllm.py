@@ -138,15 +138,15 @@ class VllmProps:
     hold the model's largest tensor, and the buffers count against the task's memory) with ``stream_concurrency``
     S3 clients (default None: the streamer's own), and on several GPUs each rank reads its share
     (``{"distributed": true}``).
-    ``--tensor-parallel-size`` is the model's ``gpus``. Defaults: ``served_model_name`` the model's name; ``max_model_len`` 4096;
-    ``gpu_memory_utilization`` 0.90; ``max_num_seqs`` 64; ``dtype`` auto; ``shared_memory_mib`` None: half the
-    model's ``memory_mib``, at most 16384 (NCCL and the engine's worker processes use /dev/shm, which counts against
-    the task's memory, so the default always fits the model's default 12288 MiB); port 8000; readiness ``/health``.
-    ``longest_request_seconds`` (default 80, at most 90): the longest generation that still finishes when its task
-    stops (scale-in, deployment, Spot): it is the deregistration delay of the model's target groups, and vLLM's
+    ``--tensor-parallel-size`` is the model's ``gpus``. Defaults: ``served_model_name`` the model's name;
+    ``max_model_len`` 4096; ``gpu_memory_utilization`` 0.90; ``max_num_seqs`` 64; ``dtype`` auto; ``shared_memory_mib``
+    None: half the model's ``memory_mib``, at most 16384 (NCCL and the engine's worker processes use /dev/shm, which
+    counts against the task's memory, so the default always fits the model's default 12288 MiB); port 8000; readiness
+    ``/health``. ``longest_request_seconds`` (default 80, at most 90): the longest generation that still finishes when
+    its task stops (scale-in, deployment, Spot): it is the deregistration delay of the model's target groups, and vLLM's
     ``--shutdown-timeout`` gets the rest of the 2-minute Spot notice after the agent's 10 s to see it, the delay and
-    vLLM's 20 s exit (10 s by default), the container's ``stopTimeout`` that drain plus the exit (30 s). See :func:`vllm_stop`.
-    Scaling: hold ``target_running_requests_per_task`` (default 3/4 of ``max_num_seqs``) running
+    vLLM's 20 s exit (10 s by default), the container's ``stopTimeout`` that drain plus the exit (30 s). See
+    :func:`vllm_stop`. Scaling: hold ``target_running_requests_per_task`` (default 3/4 of ``max_num_seqs``) running
     requests per task; add tasks when more than ``waiting_requests_scale_out`` requests wait or the
     KV cache is more than ``kv_cache_scale_out_percent`` full. ``image``: a mirror in your ECR of
     ``vllm/vllm-openai`` (no public registry is reachable from private subnets without NAT);
@@ -171,7 +171,8 @@ class VllmProps:
     dtype: Literal["auto", "float16", "bfloat16", "float32"] = "auto"
     """Weights' and activations' type (``--dtype``). Default: "auto"."""
     shared_memory_mib: int | None = None
-    """/dev/shm (NCCL and the engine's workers use it; it counts against the task's memory). Default: None (half the model's ``memory_mib``, at most 16384)."""
+    """/dev/shm (NCCL and the engine's workers use it; it counts against the task's memory). Default: None (half the
+    model's ``memory_mib``, at most 16384)."""
     port: int = 8000
     """The port vLLM listens on. Default: 8000."""
     extra_args: tuple[str, ...] = ()
@@ -202,10 +203,10 @@ class VllmProps:
     tensor-parallel GPUs (the model's ``gpus``) and exits at start when they do not divide. Default: None (not
     known: synth warns on a size no common model's heads divide)."""
     opentelemetry: bool | None = None
-    """The image carries OpenTelemetry, which ``--otlp-traces-endpoint`` needs (vLLM exits at start without it, "OpenTelemetry
-    is not available"). Default: None (read off ``image``'s tag: ``vllm/vllm-openai`` v0.17.0 and later carry it;
-    for any other image vLLM gets no trace flag, with a synth warning naming :data:`VLLM_OPENTELEMETRY_CHECK`). Set
-    true once that check passes on your image; false for no traces."""
+    """The image carries OpenTelemetry, which ``--otlp-traces-endpoint`` needs (vLLM exits at start without it,
+    "OpenTelemetry is not available"). Default: None (read off ``image``'s tag: ``vllm/vllm-openai`` v0.17.0 and later
+    carry it; for any other image vLLM gets no trace flag, with a synth warning naming
+    :data:`VLLM_OPENTELEMETRY_CHECK`). Set true once that check passes on your image; false for no traces."""
 
     def __post_init__(self) -> None:
         require(
@@ -218,7 +219,8 @@ class VllmProps:
         require(
             self.weights in ("copy", "stream"),
             "weights",
-            f"{self.weights!r}: 'copy' (copied to scratch and checked) or 'stream' (read from S3 by vLLM's streaming loader)",
+            f"{self.weights!r}: 'copy' (copied to scratch and checked) or 'stream' "
+            "(read from S3 by vLLM's streaming loader)",
         )
         for key in ("stream_buffer_mib", "stream_concurrency"):
             require(
@@ -240,7 +242,8 @@ class VllmProps:
         require(
             bool(API_KEY_NAME.match(self.api_key_name)),
             "api_key_name",
-            f"{self.api_key_name!r} is not a key name in the API-key secret (1-64 letters, digits, '.', '_', '-', starting with a letter or digit)",
+            f"{self.api_key_name!r} is not a key name in the API-key secret (1-64 letters, digits, '.', '_', '-', "
+            "starting with a letter or digit)",
         )
         if self.served_model_name:
             require(
@@ -252,7 +255,8 @@ class VllmProps:
         require(
             0.1 <= self.gpu_memory_utilization <= 0.98,
             "gpu_memory_utilization",
-            f"{self.gpu_memory_utilization} is out of range; a fraction from 0.1 to 0.98 (leave room for CUDA graphs and the runtime)",
+            f"{self.gpu_memory_utilization} is out of range; a fraction from 0.1 to 0.98 "
+            "(leave room for CUDA graphs and the runtime)",
         )
         require_range(self.max_num_seqs, 1, 4096, "max_num_seqs")
         if self.shared_memory_mib is not None:
@@ -371,7 +375,8 @@ class VllmServer(LlmPreset[VllmProps]):
             "VllmImage",
             (
                 "vllm.image",
-                "is missing: give the ECR repository and tag of your vllm/vllm-openai mirror, or pass image= to VllmServer",
+                "is missing: give the ECR repository and tag of your vllm/vllm-openai mirror, "
+                "or pass image= to VllmServer",
             ),
         )
         source = props.model_source(fetcher_image)
@@ -479,7 +484,8 @@ class VllmServer(LlmPreset[VllmProps]):
     @property
     def no_traces_reason(self) -> str | None:
         """Why vLLM gets no trace flag (its image may lack OpenTelemetry), or None: ``opentelemetry`` where set, else
-        what the tag of ``props.image`` says; an ``image=`` the library cannot read a release from is not vouched for."""
+        what the tag of ``props.image`` says; an ``image=`` the library cannot read a release from is not vouched
+        for."""
         props = self.props
         fix = (
             f"check your image with `{VLLM_OPENTELEMETRY_CHECK}` and set vllm.opentelemetry to true, or use "

@@ -28,7 +28,8 @@ SynthWarning = tuple[str, str]
 
 
 def service_log_group_name(environment_name: str, model_name: str, name_prefix: str = DEFAULT_NAME_PREFIX) -> str:
-    """A model service's log group: named, so the environment's dashboard can price its ingestion without a reference."""
+    """A model service's log group: named, so the environment's dashboard can price its ingestion without a
+    reference."""
     return f"/{name_prefix}/{environment_name}/{model_name}"
 
 
@@ -206,8 +207,8 @@ def idle_timeout_warnings(
     if longest is not None and longest + IDLE_TIMEOUT_MARGIN_SECONDS > idle_timeout:
         refuse(
             "server.stop.longest_request_seconds",
-            f"the {contract.name} server's longest request ({longest} s) + {IDLE_TIMEOUT_MARGIN_SECONDS} s outlasts the "
-            f"load balancer's idle timeout ({idle_timeout} s): the client would get an ELB 504",
+            f"the {contract.name} server's longest request ({longest} s) + {IDLE_TIMEOUT_MARGIN_SECONDS} s outlasts "
+            f"the load balancer's idle timeout ({idle_timeout} s): the client would get an ELB 504",
             "pass longest_request_seconds (at least this model's) to its InferenceLoadBalancer, or raise "
             "load_balancer.idle_timeout_seconds"
             if known
@@ -226,7 +227,8 @@ def idle_timeout_warnings(
         refuse(
             "server.keep_alive_seconds",
             f"the {contract.name} server keeps idle connections {contract.keep_alive_seconds} s, not longer than the "
-            f"load balancer's idle timeout ({idle_timeout} s): the ALB would reuse connections the server closed (502s)",
+            f"load balancer's idle timeout ({idle_timeout} s): "
+            "the ALB would reuse connections the server closed (502s)",
             f"set the server's keep-alive above {idle_timeout} s",
         )
     return warnings
@@ -255,7 +257,8 @@ def check_fits(
 
 
 def task_timing(contract: ServerContract, timing: ServiceTimingProps, model_name: str) -> tuple[int, int]:
-    """(deregistration delay, stopTimeout) in seconds: ``timing``'s, or the contract's own, checked against each other."""
+    """(deregistration delay, stopTimeout) in seconds: ``timing``'s, or the contract's own, checked against each
+    other."""
     try:
         return contract.stop.checked_task_timing(
             timing.deregistration_delay_seconds, timing.stop_timeout_seconds, f"the {contract.name} server"
@@ -278,7 +281,8 @@ def unauthenticated_warnings(
     """No key and nothing that says who may call: an error where the load balancer is known to be open to the
     internet, a warning where it is not known (``open_to_the_internet`` None: your own listener)."""
     fix = (
-        "pass access=ServiceAccess(api_keys_secret=...) (a Secrets Manager secret holding a JSON object of key names to keys)"
+        "pass access=ServiceAccess(api_keys_secret=...) "
+        "(a Secrets Manager secret holding a JSON object of key names to keys)"
         if contract.api_keys_variable is not None
         else f"the {contract.name} server takes no API key: put an authenticating proxy in front of it"
     )
@@ -314,9 +318,10 @@ def health_check_start_period(model: ModelProps, contract: ServerContract) -> in
         f"models[{model.name}].expected_load_seconds",
         f"{model.expected_load_seconds} s is longer than the {contract.name} server's liveness check allows while "
         f"loading ({start_period} s start period + {liveness.retries} x {liveness.interval_seconds} s = "
-        f"{liveness.start_window_seconds(start_period)} s; ECS caps the start period at {MAX_HEALTH_CHECK_START_PERIOD} s): ECS "
-        "would replace the container mid-load, in a loop. Give the server a liveness check that passes while it loads "
-        "(LivenessCheck(passes_while_loading=True); the target group's readiness check gates traffic), or load faster",
+        f"{liveness.start_window_seconds(start_period)} s; ECS caps the start period at "
+        f"{MAX_HEALTH_CHECK_START_PERIOD} s): ECS would replace the container mid-load, in a loop. Give the server a "
+        "liveness check that passes while it loads (LivenessCheck(passes_while_loading=True); the target group's "
+        "readiness check gates traffic), or load faster",
     )
     return start_period
 

@@ -27,7 +27,8 @@ def require_cdk(value: object, members: tuple[str, ...], key: str, what: str) ->
 
 @dataclass(frozen=True)
 class ClusterCapacity:
-    """Tasks on a capacity provider of a cluster of your own (the other options are a GpuCapacity or a NeuronCapacity)."""
+    """Tasks on a capacity provider of a cluster of your own (the other options are a GpuCapacity or a
+    NeuronCapacity)."""
 
     cluster: ecs.ICluster
     """The cluster (an imported one: ``ecs.Cluster.from_cluster_attributes``). Required."""
@@ -60,7 +61,8 @@ class ClusterCapacity:
             require(
                 isinstance(self.instance_type, GpuInstanceType),
                 "instance_type",
-                f"got {type(self.instance_type).__name__}: pass an instance type's name (such as 'g5.xlarge') or a CATALOG entry",
+                f"got {type(self.instance_type).__name__}: pass an instance type's name "
+                "(such as 'g5.xlarge') or a CATALOG entry",
             )
         require(isinstance(self.has_spot, bool), "has_spot", f"{self.has_spot!r}: True or False")
 
@@ -94,7 +96,8 @@ class ModelBucket:
         require(
             isinstance(self.prefix, str) and not any(c in self.prefix for c in "*? "),
             "prefix",
-            f"{self.prefix!r}: pass the folder that holds the models' folders, such as 'models' ('' for the bucket's root)",
+            f"{self.prefix!r}: pass the folder that holds the models' folders, such as 'models' "
+            "('' for the bucket's root)",
         )
 
 
@@ -113,7 +116,8 @@ class LoadBalancerRoute:
         require(
             isinstance(self.load_balancer, InferenceLoadBalancer),
             "load_balancer",
-            f"got {type(self.load_balancer).__name__}: pass an InferenceLoadBalancer, or use ListenerRoute for your own listener",
+            f"got {type(self.load_balancer).__name__}: pass an InferenceLoadBalancer, "
+            "or use ListenerRoute for your own listener",
         )
         if self.priority is not None:
             _check_priority(self.priority)
@@ -130,7 +134,8 @@ class ListenerRoute:
     the listener's connections reach the tasks."""
 
     listener: elbv2.IApplicationListener
-    """Any ALB listener (an imported one: ``ApplicationListener.from_lookup`` or ``from_application_listener_attributes``). Required."""
+    """Any ALB listener (an imported one: ``ApplicationListener.from_lookup`` or
+    ``from_application_listener_attributes``). Required."""
     priority: int
     """The rule's priority, unique on that listener (1-50000). Required."""
     load_balancer: elbv2.IApplicationLoadBalancer | None = None
@@ -146,7 +151,8 @@ class ListenerRoute:
                 self.load_balancer,
                 ("load_balancer_arn", "metrics"),
                 "load_balancer",
-                "the listener's elbv2.IApplicationLoadBalancer (ApplicationLoadBalancer.from_application_load_balancer_attributes)",
+                "the listener's elbv2.IApplicationLoadBalancer "
+                "(ApplicationLoadBalancer.from_application_load_balancer_attributes)",
             )
 
 

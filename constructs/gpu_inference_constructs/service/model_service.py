@@ -244,7 +244,8 @@ class ModelService(Construct):
         and the access it is given; the task timing it gets; the model joins a GpuCapacity's packing. Returns the
         server's health-check start period."""
         model = self.model
-        # Behind an InferenceLoadBalancer its idle timeout is known; behind another listener, the ALB's default is assumed.
+        # Behind an InferenceLoadBalancer its idle timeout is known; behind another listener, the ALB's default is
+        # assumed.
         balancer = route.load_balancer if isinstance(route, LoadBalancerRoute) else None
         idle_timeout = balancer.idle_timeout_seconds if balancer is not None else ALB_DEFAULT_IDLE_TIMEOUT_SECONDS
         try:

@@ -20,7 +20,8 @@ from ..servers.pool import (
 
 TOP_MODELS_QUERY = "\n".join(
     (
-        f"fields {POOL_MODEL_FIELD}, {POOL_MODEL_REQUESTS_FIELD}, {POOL_MODEL_LATENCY_P95_FIELD}, {POOL_MODEL_ERRORS_FIELD}",
+        f"fields {POOL_MODEL_FIELD}, {POOL_MODEL_REQUESTS_FIELD}, {POOL_MODEL_LATENCY_P95_FIELD}, "
+        f"{POOL_MODEL_ERRORS_FIELD}",
         f"| filter ispresent({POOL_MODEL_FIELD})",
         f"| stats sum({POOL_MODEL_REQUESTS_FIELD}) as requests, sum({POOL_MODEL_ERRORS_FIELD}) as errors, "
         f"max({POOL_MODEL_LATENCY_P95_FIELD}) as worst_interval_p95_ms by {POOL_MODEL_FIELD}",
@@ -33,7 +34,8 @@ MODEL_LATENCY_QUERY = "\n".join(
     (
         f"fields {POOL_MODEL_FIELD}, {POOL_MODEL_REQUESTS_FIELD}, {POOL_MODEL_LATENCY_P95_FIELD}",
         f'| filter {POOL_MODEL_FIELD} = "MODEL-NAME"',
-        f"| stats sum({POOL_MODEL_REQUESTS_FIELD}) as requests, pct({POOL_MODEL_LATENCY_P95_FIELD}, 95) as p95_ms by bin(5m)",
+        f"| stats sum({POOL_MODEL_REQUESTS_FIELD}) as requests, pct({POOL_MODEL_LATENCY_P95_FIELD}, 95) as p95_ms by "
+        "bin(5m)",
         "| sort @timestamp desc",
     )
 )

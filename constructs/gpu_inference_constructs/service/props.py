@@ -22,7 +22,8 @@ class ServiceLogs:
     its server's logs take there and the share of its requests traced to X-Ray (``telemetry``)."""
 
     key: kms.IKey
-    """The KMS key that encrypts the log group (it must let CloudWatch Logs use it: ``grant_logs_service``). Required."""
+    """The KMS key that encrypts the log group (it must let CloudWatch Logs use it: ``grant_logs_service``).
+    Required."""
     retention_days: int = 90
     """How long log events are kept, one of CloudWatch Logs' retention periods. Default: 90."""
     name_prefix: str = DEFAULT_NAME_PREFIX

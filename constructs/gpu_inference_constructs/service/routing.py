@@ -178,7 +178,8 @@ def _listener_rule(
 
 
 def _load_balancer_full_name(route: LoadBalancerRoute | ListenerRoute) -> str:
-    """What dimensions the target groups' metrics: the route's load balancer's name, else parsed from its listener's ARN."""
+    """What dimensions the target groups' metrics: the route's load balancer's name, else parsed from its listener's
+    ARN."""
     if isinstance(route, LoadBalancerRoute):
         return route.load_balancer.load_balancer.load_balancer_full_name
     if route.load_balancer is not None:

@@ -69,9 +69,9 @@ def check_target_optimizer(
     if server.sheds_load_itself:
         cdk.Annotations.of(scope).add_warning_v2(
             "gpu-inference:target-optimizer-beside-admission",
-            f"models[{model.name}].target_optimizer: the {server.name} server sheds load itself (it answers 503 once full, and "
-            "least-outstanding-requests routing already favours idle tasks); the agent adds a proxy hop and a second "
-            "cap. Remove target_optimizer unless you mean both.",
+            f"models[{model.name}].target_optimizer: the {server.name} server sheds load itself (it answers 503 once "
+            "full, and least-outstanding-requests routing already favours idle tasks); the agent adds a proxy hop and "
+            "a second cap. Remove target_optimizer unless you mean both.",
         )
 
 

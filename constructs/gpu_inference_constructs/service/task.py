@@ -209,9 +209,9 @@ class ServiceTask:
         if contract.api_key_field is not None and api_keys_secret.secret_full_arn is None:
             cdk.Annotations.of(self._scope).add_warning_v2(
                 "gpu-inference:partial-secret-arn",
-                f"models[{self._model.name}] reads the key {contract.api_key_field!r} of an API-key secret imported by name: "
-                "ECS gets its partial ARN (no random suffix) with a JSON key, which Secrets Manager resolves only "
-                "when no other secret's name starts with the same name. Import it with "
+                f"models[{self._model.name}] reads the key {contract.api_key_field!r} of an API-key secret imported by "
+                "name: ECS gets its partial ARN (no random suffix) with a JSON key, which Secrets Manager resolves "
+                "only when no other secret's name starts with the same name. Import it with "
                 "secretsmanager.Secret.from_secret_complete_arn (the ARN with its six-character suffix).",
             )
         return secrets
@@ -386,9 +386,10 @@ class ServiceTask:
                 self.acknowledgements.add(
                     "metrics-collector",
                     what,
-                    "The CloudWatch agent image runs as its default user, root, and its entrypoint writes the translated "
-                    "configuration and state under /opt/aws/amazon-cloudwatch-agent; every capability is dropped, it is "
-                    "not essential, reads only the task's loopback and writes only this model's log group and X-Ray.",
+                    "The CloudWatch agent image runs as its default user, root, and its entrypoint writes the "
+                    "translated configuration and state under /opt/aws/amazon-cloudwatch-agent; every capability is "
+                    "dropped, it is not essential, reads only the task's loopback and writes only this model's log "
+                    "group and X-Ray.",
                 )
         if metrics is not None:
             self._grant_log_writes()
@@ -412,9 +413,9 @@ class ServiceTask:
             cdk.Annotations.of(self._scope).add_warning_v2(
                 "gpu-inference:cloudwatch-agent-public-image",
                 f"the {self._contract.name} server's Prometheus metrics have no histogram, so its collector is the "
-                f"CloudWatch agent, pulled from ECR Public ({DEFAULT_COLLECTOR_IMAGE}): telemetry.collector_image mirrors "
-                "the ADOT collector; set the preset's collector_image (PrometheusMetrics.collector_image) to your ECR "
-                "mirror of the CloudWatch agent",
+                f"CloudWatch agent, pulled from ECR Public ({DEFAULT_COLLECTOR_IMAGE}): telemetry.collector_image "
+                "mirrors the ADOT collector; set the preset's collector_image (PrometheusMetrics.collector_image) to "
+                "your ECR mirror of the CloudWatch agent",
             )
         return ecs.ContainerImage.from_registry(DEFAULT_COLLECTOR_IMAGE)
 
@@ -516,29 +517,31 @@ class ServiceTask:
         acknowledge(
             default_policy(self.task_role),
             "AwsSolutions-IAM5[Resource::*]",
-            "The collector sends traces with xray:PutTraceSegments and xray:PutTelemetryRecords only (AWSXrayWriteOnlyAccess "
-            "less its sampling reads), which support no resource-level permissions. Asserted by "
-            "tests/infra/test_telemetry.py::test_the_task_role_may_only_write_traces.",
+            "The collector sends traces with xray:PutTraceSegments and xray:PutTelemetryRecords only "
+            "(AWSXrayWriteOnlyAccess less its sampling reads), which support no resource-level permissions. Asserted "
+            "by tests/infra/test_telemetry.py::test_the_task_role_may_only_write_traces.",
         )
         acknowledge(
             default_child(self.task_definition),
             "AwsSolutions-ECS2",
             "Only non-secret settings (model name, version, S3 URI, batch and timeout limits) are plain environment; "
-            "API keys come from Secrets Manager. Asserted by tests/infra/test_service.py::test_secrets_are_injected_not_in_environment.",
+            "API keys come from Secrets Manager. Asserted by "
+            "tests/infra/test_service.py::test_secrets_are_injected_not_in_environment.",
         )
         execution_policy = default_policy(self.task_definition.obtain_execution_role())
         acknowledge(
             execution_policy,
             "AwsSolutions-IAM5[Resource::*]",
-            "Added by aws-cdk-lib for the ECS execution role: ecr:GetAuthorizationToken has no resource-level permissions. "
-            "Image pulls, log writes and secret reads are scoped to their ARNs.",
+            "Added by aws-cdk-lib for the ECS execution role: ecr:GetAuthorizationToken has no resource-level "
+            "permissions. Image pulls, log writes and secret reads are scoped to their ARNs.",
         )
         read_prefix = f"{self._read_prefix}*"
         acknowledge_when_resolved(
             default_policy(self.task_role),
             lambda: f"AwsSolutions-IAM5[Resource::{nag_rendering(scope, bucket.arn_for_objects(read_prefix))}]",
             "The task reads every object under its own model's prefix (versions are folders under it); "
-            "nothing else in the bucket. Asserted by tests/infra/test_service.py::test_task_role_reads_only_its_model_prefix.",
+            "nothing else in the bucket. Asserted by "
+            "tests/infra/test_service.py::test_task_role_reads_only_its_model_prefix.",
         )
         firelens = self._telemetry.firelens
         if (
@@ -561,8 +564,9 @@ class ServiceTask:
             acknowledge_when_resolved(
                 default_policy(self.task_role),
                 lambda: f"AwsSolutions-IAM5[Resource::{nag_rendering(scope, cache_objects)}]",
-                "The server creates its compile cache, one archive per torch version, GPU kind and compile settings, under its own model "
-                "version's .compile-cache/ folder, never replacing one (s3:if-none-match); it writes nowhere else. Asserted by "
+                "The server creates its compile cache, one archive per torch version, GPU kind and compile settings, "
+                "under its own model version's .compile-cache/ folder, never replacing one (s3:if-none-match); it "
+                "writes nowhere else. Asserted by "
                 "tests/consumer/test_compile_cache.py::test_the_task_may_read_its_cache_and_only_create_one_and_write_nothing_else.",
             )
 

@@ -29,9 +29,10 @@ def write_share(task_definition: ecs.TaskDefinition, container_index: int, share
         *(
             cdk.Acknowledgment(
                 id=finding,
-                reason="ResourceRequirements carry SharingStrategy.NvidiaMps instead of Value, as the CloudFormation reference "
-                "for AWS::ECS::TaskDefinition ResourceRequirement and SharingStrategy documents (GPU sharing, ECS agent "
-                "1.107.0); aws-cdk-lib 2.275's validation schema predates it, and cfn-lint 1.58 checks the shape",
+                reason="ResourceRequirements carry SharingStrategy.NvidiaMps instead of Value, as the CloudFormation "
+                "reference for AWS::ECS::TaskDefinition ResourceRequirement and SharingStrategy documents (GPU "
+                "sharing, ECS agent 1.107.0); aws-cdk-lib 2.275's validation schema predates it, "
+                "and cfn-lint 1.58 checks the shape",
             )
             for finding in STALE_FINDINGS
         )

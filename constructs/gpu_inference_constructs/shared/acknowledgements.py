@@ -80,7 +80,8 @@ def nag_rendering(scope: IConstruct, value: Any) -> str:
 
 
 def skip_checkov(resource: IConstruct, check_id: str, reason: str) -> None:
-    """Skip one checkov check on one CloudFormation resource, with the reason a reviewer reads (``Metadata.checkov.skip``)."""
+    """Skip one checkov check on one CloudFormation resource, with the reason a reviewer reads
+    (``Metadata.checkov.skip``)."""
     cfn = resource if isinstance(resource, cdk.CfnResource) else default_child(resource)
     skips = list((cfn.get_metadata("checkov") or {}).get("skip", []))
     skips.append({"id": check_id, "comment": reason})

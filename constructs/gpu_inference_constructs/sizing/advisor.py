@@ -54,20 +54,20 @@ class EstimatedFigure:
 ESTIMATED_DENSE_FP16_TFLOPS: dict[str, EstimatedFigure] = {
     "NVIDIA A10G": EstimatedFigure(
         62.5,
-        "estimated, the lowest published candidate: NVIDIA's A10 datasheet gives the A10 125 TFLOPS FP16 tensor dense (250 "
-        "with sparsity), but the A10G is an AWS-only GA102 whose tensor throughput is below the A10's (Baseten, 'NVIDIA "
-        "A10 vs A10G for ML model inference': the A10 prioritises tensor compute, the A10G CUDA cores); third-party "
-        "tables list 62.5 (e.g. the gpu_catalog.json of huggingface.co/RajBhope/gpu-runtime-predictor, which gives it 80 "
-        "SMs), half the A10's, as GeForce GA102 parts run FP16 with FP32 accumulation at half the professional parts' "
-        "rate (GA102 whitepaper, recalled, not re-read). 62.5 errs slow: a g5 costs more here, never less; measure one "
-        "task (python -m bench.gpu_bench on a g5) and pass --measured",
+        "estimated, the lowest published candidate: NVIDIA's A10 datasheet gives the A10 125 TFLOPS FP16 tensor dense "
+        "(250 with sparsity), but the A10G is an AWS-only GA102 whose tensor throughput is below the A10's (Baseten, "
+        "'NVIDIA A10 vs A10G for ML model inference': the A10 prioritises tensor compute, the A10G CUDA cores); "
+        "third-party tables list 62.5 (e.g. the gpu_catalog.json of huggingface.co/RajBhope/gpu-runtime-predictor, "
+        "which gives it 80 SMs), half the A10's, as GeForce GA102 parts run FP16 with FP32 accumulation at half the "
+        "professional parts' rate (GA102 whitepaper, recalled, not re-read). 62.5 errs slow: a g5 costs more here, "
+        "never less; measure one task (python -m bench.gpu_bench on a g5) and pass --measured",
     ),
 }
 
 
 def dense_fp16_tflops(gpu_model: str) -> tuple[float | None, str]:
-    """The GPU's dense FP16 tensor TFLOPS and where it comes from: the catalog's sourced figure, else a labelled estimate
-    (ESTIMATED_DENSE_FP16_TFLOPS), else None."""
+    """The GPU's dense FP16 tensor TFLOPS and where it comes from: the catalog's sourced figure, else a labelled
+    estimate (ESTIMATED_DENSE_FP16_TFLOPS), else None."""
     spec = ACCELERATORS[gpu_model]
     if spec.dense_fp16_tflops is not None:
         return spec.dense_fp16_tflops, f"sourced: {spec.source}"
@@ -99,7 +99,8 @@ class Throughput:
     source: str  # "measured", "estimate", "sourced" (a published benchmark: Inferentia2) or NOT_ESTIMATED
     formula: str
     bound: str = ""
-    """What limits the rate: "HTTP server", "GPU compute", "GPU memory bandwidth" or "measured". Default: "" (none named)."""
+    """What limits the rate: "HTTP server", "GPU compute", "GPU memory bandwidth" or "measured". Default: "" (none
+    named)."""
     tokens_per_second: float | None = None
     """LLMs: one task's decode rate at the concurrency. Default: None (encoders)."""
     p95_ms_estimate: float | None = None
@@ -347,7 +348,8 @@ def _fit_reason(model: ModelShape, workload: Workload, instance: GpuInstanceType
         )
     else:
         parts.append(
-            f"{_gib(memory.activations_gib)} GiB activations (batch {workload.max_batch_size} x {workload.prompt_tokens} tokens)"
+            f"{_gib(memory.activations_gib)} GiB activations (batch {workload.max_batch_size} x "
+            f"{workload.prompt_tokens} tokens)"
             if memory.activations_gib is not None
             else "activations not sized (no geometry: pass --model-dir, or --layers, --hidden-size and --heads)"
         )
@@ -359,7 +361,8 @@ def _fit_reason(model: ModelShape, workload: Workload, instance: GpuInstanceType
         return f"fits: {used}"
     smaller = {"fp32": "fp16", "fp16": "int8", "bf16": "int8", "int8": "int4"}.get(model.dtype)
     hint = (
-        f"; quantised to {smaller} the weights take {model.params * {'fp16': 2, 'int8': 1, 'int4': 0.5}[smaller] / gpus / GIB:.1f} GiB"
+        f"; quantised to {smaller} the weights take "
+        f"{model.params * {'fp16': 2, 'int8': 1, 'int4': 0.5}[smaller] / gpus / GIB:.1f} GiB"
         if smaller
         else ""
     )
@@ -419,9 +422,10 @@ def encoder_throughput(
     )
     formula = (
         f"estimate: batch {b} / max({b} x {per_request / 1e9:.2f} GFLOP per request / ({tflops:g} TFLOPS"
-        f" x {gpus} x {eff:g}), {model.weight_bytes / 1e9:.2f} GB / ({spec.memory_bandwidth_gb_per_s:g} GB/s x {gpus} x {eff:g}))"
-        f" = {gpu_rps:,.0f} req/s on the GPU, capped at the server's {assumptions.server_ceiling_rps:,.0f} req/s "
-        f"({SERVER_CEILING_SOURCE}); FLOPs per request = 2 x {model.compute_params / 1e6:.1f}M parameters x {s} tokens"
+        f" x {gpus} x {eff:g}), {model.weight_bytes / 1e9:.2f} GB / ({spec.memory_bandwidth_gb_per_s:g} GB/s x {gpus} "
+        f"x {eff:g})) = {gpu_rps:,.0f} req/s on the GPU, capped at the server's {assumptions.server_ceiling_rps:,.0f} "
+        f"req/s ({SERVER_CEILING_SOURCE}); FLOPs per request = 2 x {model.compute_params / 1e6:.1f}M parameters x {s} "
+        "tokens"
         + (" + attention 4 x layers x tokens^2 x hidden" if attention else "")
         + (
             f"; x {runtime.factor:g} for runtime {workload.runtime} ({runtime.source}: {runtime.basis})"
@@ -494,9 +498,9 @@ def llm_throughput(
         notes.append("KV-cache reads not counted (no geometry)")
     formula = (
         f"estimate: decode step = max((weights {model.weight_bytes / 1e9:.1f} GB + KV reads {kv_read / 1e9:.2f} GB) / "
-        f"({spec.memory_bandwidth_gb_per_s:g} GB/s x {gpus} x {eff:g}), 2 x params x {c} / tensor FLOPS) = {step * 1000:.1f} ms "
-        f"for {c} sequences; prefill = 2 x params x {prompt} tokens / ({tflops or 'n/a'} TFLOPS x {gpus} x {eff:g}) "
-        f"= {prefill * 1000:.1f} ms; req/s = 1 / (prefill + {output} x step / {c})"
+        f"({spec.memory_bandwidth_gb_per_s:g} GB/s x {gpus} x {eff:g}), 2 x params x {c} / tensor FLOPS) = "
+        f"{step * 1000:.1f} ms for {c} sequences; prefill = 2 x params x {prompt} tokens / ({tflops or 'n/a'} TFLOPS x "
+        f"{gpus} x {eff:g}) = {prefill * 1000:.1f} ms; req/s = 1 / (prefill + {output} x step / {c})"
         + (f"; {'; '.join(notes)}" if notes else "")
         + (
             f"; {instance.gpu_model}'s tensor throughput is {tflops_source}"

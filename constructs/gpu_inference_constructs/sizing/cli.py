@@ -29,16 +29,20 @@ from .report import as_json, dumps, table
 from .runtimes import RUNTIME_FACTORS
 from .workload import Assumptions, Purchase, Workload
 
+# A source line ending in one backslash goes on in the next (the help prints one line); "\\" is the shell's.
 EXAMPLES = """examples:
-  python -m gpu_inference_constructs.sizing --model-dir ./all-MiniLM-L6-v2 --dtype fp16 --requests-per-second 500 --p95-ms 100
-  python -m gpu_inference_constructs.sizing --params 7e9 --dtype fp16 --kind llm --layers 32 --hidden-size 4096 --heads 32 \\
+  python -m gpu_inference_constructs.sizing --model-dir ./all-MiniLM-L6-v2 --dtype fp16 --requests-per-second 500 \
+--p95-ms 100
+  python -m gpu_inference_constructs.sizing --params 7e9 --dtype fp16 --kind llm --layers 32 --hidden-size 4096 \
+--heads 32 \\
       --tokens-per-request 512,256 --concurrency 8 --requests-per-second 2 --p95-ms 20000 --environment prod --json
   python -m gpu_inference_constructs.sizing --model-dir DIR --dtype fp16 --requests-per-second 300 \\
       --measured bench/results/gpu/bench.json --plot sizing.png
   python -m gpu_inference_constructs.sizing pack MODELS.json --region us-east-1   (many small models on shared GPUs:
       python -m gpu_inference_constructs.sizing pack --help)
 """
-PACK_EXAMPLE = """MODELS.json is a list of models with the single-model advisor's keys, '_' or '-' alike (params, dtype, kind,
+PACK_EXAMPLE = """MODELS.json is a list of models with the single-model advisor's keys, '_' or '-' alike (params, \
+dtype, kind,
 layers, hidden_size, heads, kv_heads, intermediate_size, requests_per_second, p95_ms, tokens_per_request,
 max_batch_size, runtime, or model_dir instead of params), a name, and optionally version, cpu and memory_mib:
   [{"name": "minilm", "params": 22000000, "dtype": "fp16", "kind": "encoder", "layers": 6, "hidden_size": 384,
@@ -156,8 +160,8 @@ def pack_parser() -> argparse.ArgumentParser:
         prog="python -m gpu_inference_constructs.sizing pack",
         epilog=PACK_EXAMPLE,
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Many small models on shared GPUs (ECS GPU sharing, NVIDIA MPS): each model's gpu_share, the fewest "
-        "instances, USD per 1M requests shared against dedicated, and the cdk.json blocks.",
+        description="Many small models on shared GPUs (ECS GPU sharing, NVIDIA MPS): each model's gpu_share, the "
+        "fewest instances, USD per 1M requests shared against dedicated, and the cdk.json blocks.",
     )
     p.add_argument("models", metavar="MODELS.json", help="a JSON list of models (see below)")
     p.add_argument("--region", default="us-east-1", help="default %(default)s")

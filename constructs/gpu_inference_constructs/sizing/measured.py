@@ -26,7 +26,8 @@ ACCEPTED_FORMAT = (
 
 
 def refuse_llm(path: str) -> ConfigError:
-    """The bench formats hold requests/s of our encoder server per load level: nothing an LLM's decoding can be sized from."""
+    """The bench formats hold requests/s of our encoder server per load level: nothing an LLM's decoding can be sized
+    from."""
     return ConfigError(
         "--measured",
         f"{path!r}: an LLM's throughput cannot be measured with the files this reads. --measured accepts "

@@ -46,7 +46,8 @@ class ModelShape:
     context_limit: int | None = None
     """max_position_embeddings: the longest sequence the model takes. Default: None (not checked)."""
     source: str = "flags"
-    """Where the shape came from: "flags", or the model directory's config.json and safetensors headers. Default: "flags"."""
+    """Where the shape came from: "flags", or the model directory's config.json and safetensors headers.
+    Default: "flags"."""
 
     def __post_init__(self) -> None:
         if self.params <= 0:

@@ -16,11 +16,11 @@ advisor's own figures on that type (``advise``):
   TASK_MEMORY (measured server processes + estimated CUDA host side + the weights once more while loading).
 
 Packing: first-fit decreasing by GPU memory onto the fewest instances, a GPU taking tasks while their shares' memory
-fits its share budget (what ECS registers for the GPU, less the MPS server's context and the advisor's --vram-headroom) and their compute percents sum to at most
-100 and it has fewer than MPS_CLIENTS_PER_GPU clients, an instance while its tasks' CPU units and memory fit what a
-task may reserve there (instance_catalog's task limits, less AGENT_RESERVED_CPU). Then, on that many instances, the
-tasks are spread as ECS's placement (spread across instances) would, largest first onto the instance with the fewest
-tasks; if that does not fit, the first-fit placement stands.
+fits its share budget (what ECS registers for the GPU, less the MPS server's context and the advisor's --vram-headroom)
+and their compute percents sum to at most 100 and it has fewer than MPS_CLIENTS_PER_GPU clients, an instance while its
+tasks' CPU units and memory fit what a task may reserve there (instance_catalog's task limits, less AGENT_RESERVED_CPU).
+Then, on that many instances, the tasks are spread as ECS's placement (spread across instances) would, largest first
+onto the instance with the fewest tasks; if that does not fit, the first-fit placement stands.
 
 Price: each instance's hourly price is split across its tasks in proportion to the larger of each task's GPU memory
 fraction and compute fraction of the instance; the instance is paid in full by its tasks, idle room included. A model's

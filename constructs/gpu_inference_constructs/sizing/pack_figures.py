@@ -67,8 +67,8 @@ CUDA_HOST_MIB = Figure(
     512,
     "estimated",
     "CUDA's host side (driver, runtime and libraries mapped at context creation): a process's resident memory grew "
-    "1,122 MiB at its first .to('cuda') when every kernel was loaded eagerly (pytorch/pytorch issue #12873, 2018); lazy "
-    "module loading, PyTorch's default since 1.13, cut the device side from 636 to 274 MiB (PR #86509): 1,122 x "
+    "1,122 MiB at its first .to('cuda') when every kernel was loaded eagerly (pytorch/pytorch issue #12873, 2018); "
+    "lazy module loading, PyTorch's default since 1.13, cut the device side from 636 to 274 MiB (PR #86509): 1,122 x "
     "274 / 636 = 483, taken as 512. Not measured: bench.startup runs on the CPU",
 )
 

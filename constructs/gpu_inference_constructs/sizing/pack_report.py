@@ -218,8 +218,8 @@ def table(result: PackResult) -> str:
         f"({best.gpu_budget_mib:,} MiB x GPUs), compute % / (100 x GPUs)); the instance is paid in full by its tasks. "
         "Dedicated: the single-model advisor's figure, whole GPUs, on its cheapest type (per type: --json).",
         f"Assumptions (flags of the single-model advisor): efficiency {assumptions.efficiency:g} of peak, "
-        f"{assumptions.vram_headroom:.0%} of GPU memory kept free, tasks at {assumptions.target_utilization:.0%} utilisation, "
-        f"max_tasks = {assumptions.peak_factor:g} x tasks",
+        f"{assumptions.vram_headroom:.0%} of GPU memory kept free, tasks at {assumptions.target_utilization:.0%} "
+        f"utilisation, max_tasks = {assumptions.peak_factor:g} x tasks",
         "",
         "Library code (the same props, for an app of your own: GpuCapacity and ModelService):",
         library_code(result),

@@ -60,17 +60,18 @@ class Share:
     def memory_formula(self) -> str:
         return (
             f"{self.memory_mib:,} MiB = {self.need_mib:,.0f} MiB weights and activations (the advisor's estimate) + "
-            f"{self.allocator_mib:,.0f} allocator reserve ({ALLOCATOR_RESERVE.label}) + {CUDA_CONTEXT_MIB.value:g} CUDA "
-            f"context ({CUDA_CONTEXT_MIB.label}) + {CUBLAS_WORKSPACE_MIB.value:g} cuBLAS workspaces "
+            f"{self.allocator_mib:,.0f} allocator reserve ({ALLOCATOR_RESERVE.label}) + {CUDA_CONTEXT_MIB.value:g} "
+            f"CUDA context ({CUDA_CONTEXT_MIB.label}) + {CUBLAS_WORKSPACE_MIB.value:g} cuBLAS workspaces "
             f"({CUBLAS_WORKSPACE_MIB.label}), rounded up to {SHARE_GRANULARITY_MIB}"
         )
 
     def compute_formula(self) -> str:
         return (
             f"{self.compute_percent} % = max(throughput {self.throughput_percent:.2f} % (utilisation "
-            f"{self.utilisation:.2%} of the GPU, the advisor's estimate, / target), latency {self.latency_percent:.2f} % "
-            f"(= 100 x 2 x {self.largest_batch_ms:.2f} ms, a batch of {self.largest_batch} on the whole GPU, / "
-            f"{self.latency_room_ms:g} ms, p95 less the batch wait: MaxComputePercent caps the task even on an idle "
+            f"{self.utilisation:.2%} of the GPU, the advisor's estimate, / target), latency "
+            f"{self.latency_percent:.2f} % (= 100 x 2 x {self.largest_batch_ms:.2f} ms, a batch of "
+            f"{self.largest_batch} on the whole GPU, / {self.latency_room_ms:g} ms, p95 less the batch wait: "
+            "MaxComputePercent caps the task even on an idle "
             "GPU, so its largest batch, and the one queued behind it, must finish within p95 at the cap)), rounded up"
         )
 

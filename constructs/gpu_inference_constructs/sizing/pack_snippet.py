@@ -80,11 +80,11 @@ def recommend_snippet(result: PackResult, assumptions: Assumptions) -> None:
     result.model_blocks = blocks
     deploying = deploying_at_peak([service_deployment(m) for m in models])
     result.notes = [
-        f"capacity_groups.{GROUP}: the shared models run on a capacity group of their own, since a GPU in MPS mode takes "
-        "only MPS containers (ECS API reference, GpuSharingMode); add it beside the environment's capacity",
+        f"capacity_groups.{GROUP}: the shared models run on a capacity group of their own, since a GPU in MPS mode "
+        "takes only MPS containers (ECS API reference, GpuSharingMode); add it beside the environment's capacity",
         f"max_capacity {max_capacity}: every model at max_tasks and {deploying.name!r} deploying "
-        f"({deploying.tasks_during_deployment} tasks) need {peak} instances packed by GPU memory, CPU and memory as ECS "
-        f"places them (the app's own check, gpu_packing.check_shared_group_holds_deployment_at_peak); "
+        f"({deploying.tasks_during_deployment} tasks) need {peak} instances packed by GPU memory, CPU and memory as "
+        "ECS places them (the app's own check, gpu_packing.check_shared_group_holds_deployment_at_peak); "
         f"{len(best.instances)} hold{'s' if len(best.instances) == 1 else ''} the models at min_tasks",
         "ECS places a shared task by GPU memory only, and max_compute_percent is a limit, not a reservation (ECS API "
         "reference, NvidiaMpsAllocation): the percents on one GPU sum to at most 100 in this packing, but a task that "

@@ -57,7 +57,8 @@ class PoolAssumptions:
     """The pool's own modelling choices, printed with every figure."""
 
     popularity: str = "zipf:1.1"
-    """``given`` (MODELS.json's rates) or ``zipf:S`` (ranked Zipf(S) over the models, the same total). Default: zipf:1.1."""
+    """``given`` (MODELS.json's rates) or ``zipf:S`` (ranked Zipf(S) over the models, the same total).
+    Default: zipf:1.1."""
     affinity: bool = False
     """Each task holds its own share of the models (a pool per task), not a cache of all of them. Default: False."""
     min_tasks: int = 2
@@ -274,7 +275,8 @@ def pool_assumptions_text(pool: PoolAssumptions, assumptions: Assumptions) -> li
         else "every task caches from every model (the load balancer's least-outstanding routing; --affinity to split)"
     )
     return [
-        f"popularity: {pool.popularity} ({'MODELS.json rates' if pool.popularity == 'given' else 'ranked by MODELS.json rates, same total'})",
+        f"popularity: {pool.popularity} "
+        f"({'MODELS.json rates' if pool.popularity == 'given' else 'ranked by MODELS.json rates, same total'})",
         f"routing: {routing}; at least {pool.min_tasks} tasks",
         f"hit rate: Che's approximation of LRU over the tasks' GPU budgets (weights + {ALLOCATOR_RESERVE.value:.0%} "
         "allocator reserve per model; one CUDA context and one batch plan per task)",

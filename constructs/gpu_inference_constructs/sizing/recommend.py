@@ -37,8 +37,8 @@ from .workload import Assumptions, Purchase, Workload
 MAX_TASKS = 100  # ModelProps.max_tasks' upper bound
 MIN_FALLBACK_SPEED = 0.5  # a fallback type must sustain at least this fraction of the first type's throughput
 LLM_GROUP = "llm"
-# ECR mirrors, as staging names them (docs/configuration.md, "LLMs on 4-GPU instances"): vLLM at the version the preset is
-# tested with, the fetcher and the LLM presets' collector (ADOT) at the library's pinned public images' tags.
+# ECR mirrors, as staging names them (docs/configuration.md, "LLMs on 4-GPU instances"): vLLM at the version the preset
+# is tested with, the fetcher and the LLM presets' collector (ADOT) at the library's pinned public images' tags.
 VLLM_IMAGE = {"repository": "mirror/vllm-openai", "tag": "v0.32.0"}
 FETCHER_IMAGE = {"repository": "mirror/aws-cli", "tag": DEFAULT_FETCHER_IMAGE.rsplit(":", 1)[1]}
 COLLECTOR_IMAGE = {"repository": "mirror/aws-otel-collector", "tag": DEFAULT_OTEL_COLLECTOR_IMAGE.rsplit(":", 1)[1]}

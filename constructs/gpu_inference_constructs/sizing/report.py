@@ -119,14 +119,16 @@ def table(
     llm = model.kind == "llm"
     head = (
         f"{model.name}: {model.params / 1e9:.3g}B parameters, {model.dtype}, {model.kind} "
-        f"({model.weight_bytes / 1e9:.2f} GB of weights); {workload.requests_per_second:g} req/s, p95 <= {workload.p95_ms:g} ms, "
+        f"({model.weight_bytes / 1e9:.2f} GB of weights); {workload.requests_per_second:g} req/s, p95 <= "
+        f"{workload.p95_ms:g} ms, "
         + (
-            f"{workload.prompt_tokens} prompt + {workload.output_tokens} output tokens, {workload.concurrency} sequences per task"
+            f"{workload.prompt_tokens} prompt + {workload.output_tokens} output tokens, "
+            f"{workload.concurrency} sequences per task"
             if llm
             else f"{workload.prompt_tokens} tokens per text, batch <= {workload.max_batch_size}"
         )
-        + f"; {purchase.region}, Spot at {purchase.spot_fraction:.0%} of On-Demand, On-Demand base {purchase.on_demand_base}"
-        f" + {purchase.on_demand_percent}% above it"
+        + f"; {purchase.region}, Spot at {purchase.spot_fraction:.0%} of On-Demand, On-Demand base "
+        f"{purchase.on_demand_base} + {purchase.on_demand_percent}% above it"
     )
     columns = (
         ["type", "fits", "GPUs/task", "mem GiB/GPU"]

@@ -1,4 +1,5 @@
-"""How much one task's encoder throughput changes with the model's runtime (BundledServerProps.runtime), against eager FP16.
+"""How much one task's encoder throughput changes with the model's runtime (BundledServerProps.runtime), against eager
+FP16.
 
 Each factor says where it comes from: "measured" (python -m bench on the same inputs, ratio to eager) or
 "estimated" (no GPU run yet: python -m bench.gpu_bench on the instance type, then --measured, replaces it).

@@ -97,7 +97,8 @@ class Assumptions:
     peak_factor: float = 2.0
     """max_tasks = tasks needed x this. Default: 2.0."""
     server_ceiling_rps: float = SERVER_CEILING_RPS
-    """One task's requests per second at most: our server's measured HTTP ceiling. Default: SERVER_CEILING_RPS (5252)."""
+    """One task's requests per second at most: our server's measured HTTP ceiling. Default: SERVER_CEILING_RPS
+    (5252)."""
 
     def __post_init__(self) -> None:
         for key, low, high in (("efficiency", 0, 1), ("vram_headroom", 0, 0.9), ("target_utilization", 0, 1)):

@@ -48,13 +48,14 @@ class ModelStoreProps:
         require(
             self.noncurrent_versions_to_infrequent_access_days >= 30,
             "noncurrent_versions_to_infrequent_access_days",
-            f"{self.noncurrent_versions_to_infrequent_access_days} is too short; S3 moves objects to Standard-IA after 30 days at the earliest",
+            f"{self.noncurrent_versions_to_infrequent_access_days} is too short; S3 moves objects to Standard-IA after "
+            "30 days at the earliest",
         )
         require(
             self.noncurrent_versions_expire_days > self.noncurrent_versions_to_infrequent_access_days,
             "noncurrent_versions_expire_days",
-            f"{self.noncurrent_versions_expire_days} must be greater than noncurrent_versions_to_infrequent_access_days "
-            f"({self.noncurrent_versions_to_infrequent_access_days})",
+            f"{self.noncurrent_versions_expire_days} must be greater than "
+            f"noncurrent_versions_to_infrequent_access_days ({self.noncurrent_versions_to_infrequent_access_days})",
         )
         require(
             self.access_log_retention_days >= 1,
@@ -92,8 +93,8 @@ class ModelStore(Construct):
         skip_checkov(
             self.access_logs_bucket,
             "CKV_AWS_18",
-            "This is the access-log bucket (S3 server access logs of the model bucket, ALB access logs): logging it into "
-            "itself would log each log delivery, and into another bucket would only move the question there.",
+            "This is the access-log bucket (S3 server access logs of the model bucket, ALB access logs): logging it "
+            "into itself would log each log delivery, and into another bucket would only move the question there.",
         )
 
         self.bucket = s3.Bucket(

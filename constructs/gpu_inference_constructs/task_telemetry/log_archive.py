@@ -124,10 +124,11 @@ def grant_archive_writes(
         elif not isinstance(bucket, s3.Bucket):
             cdk.Annotations.of(scope).add_warning_v2(
                 UNKNOWN_ENCRYPTION_WARNING_ID,
-                f"ServiceLogs.archive_bucket {bucket.node.id!r} is imported without its encryption key, so the task role "
-                "gets no kms:GenerateDataKey: if the bucket's default encryption is SSE-KMS, Fluent Bit's PutObject is "
-                "denied at run time. Import it with s3.Bucket.from_bucket_attributes(..., encryption_key=<its key>) "
-                "(the grant is then added), or acknowledge this warning for an SSE-S3 bucket.",
+                f"ServiceLogs.archive_bucket {bucket.node.id!r} is imported without its encryption key, so the task "
+                "role gets no kms:GenerateDataKey: if the bucket's default encryption is SSE-KMS, Fluent Bit's "
+                "PutObject is denied at run time. Import it with s3.Bucket.from_bucket_attributes(..., "
+                "encryption_key=<its key>) (the grant is then added), "
+                "or acknowledge this warning for an SSE-S3 bucket.",
             )
     if archive.firehose_stream_arn is not None:
         task_role.add_to_principal_policy(

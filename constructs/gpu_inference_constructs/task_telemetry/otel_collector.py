@@ -1,10 +1,11 @@
 """The collector of a server whose Prometheus metrics include histograms (the LLM presets' time to first token and
 inter-token latency), and of a server that exports no Prometheus metrics (traces only: the bundled server's): the AWS
 Distro for OpenTelemetry (ADOT) collector, configured from one environment variable (``AOT_CONFIG_CONTENT``), as its
-image's non-root user on a read-only root filesystem. The CloudWatch agent's Prometheus pipeline drops histograms; this collector scrapes the
-same gauges into the same CloudWatch metrics (namespace, names, Environment and ModelName dimensions, the model's
-log group), sends each histogram per scrape as a statistic set (count, sum) under the OpenTelemetry GenAI name, and
-receives the server's OTLP spans for X-Ray as the agent did. Free of aws_cdk (the sizing advisor loads it)."""
+image's non-root user on a read-only root filesystem. The CloudWatch agent's Prometheus pipeline drops histograms; this
+collector scrapes the same gauges into the same CloudWatch metrics (namespace, names, Environment and ModelName
+dimensions, the model's log group), sends each histogram per scrape as a statistic set (count, sum) under the
+OpenTelemetry GenAI name, and receives the server's OTLP spans for X-Ray as the agent did. Free of aws_cdk (the sizing
+advisor loads it)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """A model task's traces and log route: the OpenTelemetry settings its server gets, the traces section of the
 CloudWatch agent's configuration (its OTLP receiver, exporting to X-Ray, where a server's Prometheus metrics have no
 histogram; every other task's collector is the ADOT collector, otel_collector.py), and whether its logs go through
-a FireLens log router (:class:`TelemetryProps`). Free of aws_cdk, so cdk.json builds it and the sizing advisor loads it."""
+a FireLens log router (:class:`TelemetryProps`). Free of aws_cdk, so cdk.json builds it and the sizing advisor loads
+it."""
 
 from __future__ import annotations
 
@@ -78,7 +79,9 @@ class TelemetryProps:
 
     trace_sampling_ratio: float = DEFAULT_TRACE_SAMPLING_RATIO
     """The share of requests without a sampled parent that the server traces (0-1, ``OTEL_TRACES_SAMPLER_ARG`` of
-    ``parentbased_traceidratio``; 0 records none). Default: 0.01: the bundled server measured a sampled request at about 0.43 ms of its worker (mostly the OTLP encoding), so 5 % cost a null model about 10 % of its saturated throughput (bench.tracing_cost); X-Ray also bills per trace recorded."""
+    ``parentbased_traceidratio``; 0 records none). Default: 0.01: the bundled server measured a sampled request at about
+    0.43 ms of its worker (mostly the OTLP encoding), so 5 % cost a null model about 10 % of its saturated throughput
+    (bench.tracing_cost); X-Ray also bills per trace recorded."""
     firelens: FireLensProps | None = None
     """Route the server's logs through FireLens. Default: None (the awslogs driver: no sidecar to reserve)."""
     collector_image: EcrImage | None = None

@@ -80,7 +80,8 @@ _ANSWERED_BY_FRONT_DOOR = RuntimeError("FrontDoor answers this route before Fast
 
 
 class InferenceApp(FastAPI):
-    """FastAPI behind the FrontDoor (inside the protocols' error rewriting): the hot routes never enter FastAPI's middleware stack."""
+    """FastAPI behind the FrontDoor (inside the protocols' error rewriting): the hot routes never enter FastAPI's
+    middleware stack."""
 
     front_door: ProtocolErrorMiddleware
 

@@ -50,8 +50,8 @@ def _positive(text: str | None, default: float) -> float:
 
 
 class OtlpExporter(SpanProcessor):
-    """The SDK's spans, queued as they end (on the event loop), leave in batches: every schedule delay, or at once when a
-    batch is full, one export at a time, sent by a task on the loop that added them. A full queue drops the new spans
+    """The SDK's spans, queued as they end (on the event loop), leave in batches: every schedule delay, or at once when
+    a batch is full, one export at a time, sent by a task on the loop that added them. A full queue drops the new spans
     (as the SDK's processor does) and counts them in ``dropped``. :meth:`flush` and :meth:`shutdown` send what is
     left, called on the loop's thread (blocking it) or once its loop has ended (as a worker exits)."""
 

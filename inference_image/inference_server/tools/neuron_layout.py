@@ -35,7 +35,8 @@ TORCHSERVE_VERSION = "0.11.0"  # the DLCs' (aws-neuron/deep-learning-containers 
 # TorchServe reads TS_* variables only with this set (docs/configuration.md, v0.11.0); the preset sets the rest.
 # The JVM's heap stays small beside the workers: the DLC's own vmargs (common/config.properties).
 PROPERTIES = """enable_envvars_config=true
-vmargs=-XX:+UseContainerSupport -XX:InitialRAMPercentage=8.0 -XX:MaxRAMPercentage=10.0 -XX:-UseLargePages -XX:+UseG1GC -XX:+ExitOnOutOfMemoryError
+vmargs=-XX:+UseContainerSupport -XX:InitialRAMPercentage=8.0 -XX:MaxRAMPercentage=10.0 -XX:-UseLargePages \
+-XX:+UseG1GC -XX:+ExitOnOutOfMemoryError
 """
 # Everything to the container's output (CloudWatch through the task's log driver), nothing to files on disk; the
 # access log and TorchServe's metric log lines are dropped (one line per request would cost more than the encoder).

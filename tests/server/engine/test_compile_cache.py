@@ -1,5 +1,5 @@
-"""torch.compile's cache kept between tasks (inference_server.engine.compile_cache): saved once, restored by the next task,
-and a missing, corrupt, oversized or hostile archive costs only the compile it would have saved. Against S3 (moto)
+"""torch.compile's cache kept between tasks (inference_server.engine.compile_cache): saved once, restored by the next
+task, and a missing, corrupt, oversized or hostile archive costs only the compile it would have saved. Against S3 (moto)
 and a directory. What it saves in a start is measured by `python -m bench.startup --compile` (bench/README.md)."""
 
 from __future__ import annotations

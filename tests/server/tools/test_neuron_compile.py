@@ -196,7 +196,8 @@ def test_a_model_name_the_service_cannot_route_is_refused(tmp_path, tiny_embedde
 
 def test_with_api_keys_a_request_needs_one_and_the_health_check_does_not(compiled_embedder, neuron_stub, monkeypatch):
     """The environment's API-key secret (the contract's api_keys_variable): x-api-key or Authorization: Bearer, in any
-    header case; a wrong or missing key gets 401 and the rest of the batch its answers; a bodiless health check passes."""
+    header case; a wrong or missing key gets 401 and the rest of the batch its answers; a bodiless health check
+    passes."""
     monkeypatch.setenv(neuron_handler.API_KEYS_VARIABLE, json.dumps({"default": "k-one", "team-b": "k-two"}))
     headers = {0: {"X-Api-Key": "k-one"}, 1: {"authorization": "Bearer k-two"}, 2: {"x-api-key": "wrong"}, 3: {}}
     context = Context(compiled_embedder, headers)
