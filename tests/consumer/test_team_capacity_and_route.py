@@ -23,6 +23,7 @@ from gpu_inference_constructs import (
     BoundModelSource,
     BoundRoute,
     ConfigError,
+    ModelPool,
     ModelProps,
     ModelService,
     ModelSource,
@@ -199,3 +200,36 @@ def test_a_choice_whose_bind_returns_something_else_is_refused_naming_the_key():
         team_model(stack, team, capacity=Sloppy())
     with pytest.raises(NotImplementedError, match=r"Unfinished\.bind: return a BoundRoute"):
         team_model(stack, team, "other", route=Unfinished())
+
+
+def test_a_route_whose_conditions_pass_albs_five_values_is_refused_at_synth():
+    """The bundled server's three path patterns and three host names: six match values, where ALB takes five."""
+    stack, team = team_stack()
+
+    @dataclasses.dataclass(frozen=True)
+    class ThreeHosts(ServiceRoute):
+        def bind(self, service: Construct) -> BoundRoute:
+            hosts = ["a.search.example.com", "b.search.example.com", "c.search.example.com"]
+            return BoundRoute(team.listener, 8, conditions=(elbv2.ListenerCondition.host_headers(hosts),))
+
+    with pytest.raises(ConfigError, match=r"^route\.conditions: 6 match values .*3 path patterns.*at most 5"):
+        team_model(stack, team, route=ThreeHosts())
+
+
+def test_a_pool_on_the_teams_model_source_reads_the_pools_folder_of_its_bucket():
+    stack, team = team_stack()
+    ModelPool(
+        stack,
+        "Pool",
+        model=ModelProps(name="tenants", version="1"),
+        environment_name="team",
+        capacity=TeamCapacity(team.cluster),
+        model_store=TeamArtifacts(s3.Bucket.from_bucket_name(stack, "Artifacts", "team-artifacts")),
+        route=HostRoute(team.listener, HOST, 9),
+        logs=ServiceLogs(kms.Key.from_key_arn(stack, "Key", KEY_ARN)),
+        access=ServiceAccess(allow_unauthenticated=True),
+    )
+    template = dict(Template.from_stack(stack).to_json())
+    statements = [s for p in resources(template, "AWS::IAM::Policy") for s in p["PolicyDocument"]["Statement"]]
+    reads = [str(s["Resource"]) for s in statements if s["Action"] == "s3:GetObject"]
+    assert reads and all("pools/tenants/" in r and "serving" not in r for r in reads)
