@@ -216,6 +216,31 @@ def test_a_route_whose_conditions_pass_albs_five_values_is_refused_at_synth():
         team_model(stack, team, route=ThreeHosts())
 
 
+@pytest.mark.parametrize(
+    "conditions, field",
+    [
+        ((elbv2.ListenerCondition.path_patterns(["/v3/*"]),), "path-pattern"),
+        (
+            (
+                elbv2.ListenerCondition.host_headers(["a.search.example.com"]),
+                elbv2.ListenerCondition.host_headers(["b.search.example.com"]),
+            ),
+            "host-header",
+        ),
+    ],
+)
+def test_a_second_condition_of_a_kind_alb_takes_once_is_refused_at_synth(conditions, field):
+    stack, team = team_stack()
+
+    @dataclasses.dataclass(frozen=True)
+    class Doubled(ServiceRoute):
+        def bind(self, service: Construct) -> BoundRoute:
+            return BoundRoute(team.listener, 8, conditions=conditions)
+
+    with pytest.raises(ConfigError, match=rf"^route\.conditions: {field}: an ALB rule takes one condition of each"):
+        team_model(stack, team, route=Doubled())
+
+
 def test_a_pool_on_the_teams_model_source_reads_the_pools_folder_of_its_bucket():
     stack, team = team_stack()
     ModelPool(

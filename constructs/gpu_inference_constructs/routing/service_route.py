@@ -110,7 +110,16 @@ class BoundRoute:
         )
         assert self.priority is not None  # required above
         patterns = rule.path_patterns()
-        values = len(patterns) + sum(_match_values(c.render_raw_condition()) for c in self.conditions)
+        raw = [c.render_raw_condition() for c in self.conditions]
+        fields = [condition.get("field") if isinstance(condition, dict) else None for condition in raw]
+        twice = sorted(f for f, most in ONE_PER_RULE.items() if fields.count(f) > most)
+        require(
+            not twice,
+            "route.conditions",
+            f"{', '.join(map(str, twice))}: an ALB rule takes one condition of each of {', '.join(ONE_PER_RULE)}, and "
+            "the model's path patterns are the route's own: match several values in one condition instead",
+        )
+        values = len(patterns) + sum(_match_values(condition) for condition in raw)
         require(
             values <= MAX_RULE_CONDITION_VALUES,
             "route.conditions",
@@ -134,6 +143,11 @@ class BoundRoute:
         """Let the load balancer reach the tasks on another ``port`` (the Target Optimizer's control port, the
         server's for health checks), ``why`` said in the rule."""
         tasks.connections.allow_from(self.listener, ec2.Port.tcp(port), f"load balancer: {why}")
+
+
+# ALB: "Each rule can optionally include up to one of each of the following conditions" (rule-condition-types); the
+# model's path patterns are the rule's one path-pattern condition. Field -> how many a route's conditions may add.
+ONE_PER_RULE = {"host-header": 1, "http-request-method": 1, "path-pattern": 0, "source-ip": 1}
 
 
 def _match_values(raw: object) -> int:
