@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from .capacity.capacity_group import CapacityGroup
     from .capacity.gpu_capacity import GpuCapacity, GpuCapacityProps
     from .capacity.neuron_capacity import NeuronCapacity, NeuronCapacityProps
+    from .capacity.service_capacity import BoundCapacity, ClusterCapacity, ManagedCapacity, ServiceCapacity
     from .capacity.warm_pool import WarmPoolLaunches, WarmPoolProps
     from .core.deployment_capacity import ServiceDeployment
     from .core.errors import ConfigError
@@ -49,6 +50,8 @@ if TYPE_CHECKING:
     from .observability.task_starts import TaskStarts
     from .rollout.deployment import DeploymentProps, RollbackAlarms, RollbackProps, RollbackThresholds
     from .routing.load_balancer import ConfiguredLoad, InferenceLoadBalancer, LoadBalancerProps, LoadBalancerQuotas
+    from .routing.load_balancer_route import LoadBalancerRoute
+    from .routing.service_route import BoundRoute, ListenerRoute, RouteRule, ServiceRoute
     from .routing.target_group_metrics import TargetGroupMetrics
     from .scaling.service_scaling import ServiceScaling
     from .servers.bundled import BundledServer, BundledServerProps, bundled_server_image, bundled_stop
@@ -60,13 +63,13 @@ if TYPE_CHECKING:
     from .servers.tgi_triton import TgiProps, TgiServer, TritonProps, TritonServer, tgi_stop, triton_stop
     from .servers.vllm import VllmProps, VllmServer, vllm_stop
     from .service.api_keys import api_keys_secret
-    from .service.choices import ClusterCapacity, ListenerRoute, LoadBalancerRoute, ModelBucket
     from .service.model_pool import ModelPool
     from .service.model_service import ModelService
     from .service.pool_queries import PoolQueries
     from .service.props import ServiceAccess, ServiceLogs
     from .service.stack_limits import MAX_STACK_RESOURCES, stacks_per_model
     from .shared.notifications import NotificationTopic, topic_target
+    from .store.model_bucket import BoundModelSource, ModelBucket, ModelSource
     from .store.model_store import ModelStore, ModelStoreProps
     from .store.result_cache import ModelCacheProps, ResultCache, ResultCacheProps
     from .task_telemetry.otel_collector import (
@@ -78,11 +81,19 @@ if TYPE_CHECKING:
 
 
 __all__ = [
+    "BoundCapacity",
+    "BoundModelSource",
+    "BoundRoute",
     "CapacityGroup",
     "ClusterCapacity",
     "ListenerRoute",
     "LoadBalancerRoute",
+    "ManagedCapacity",
     "ModelBucket",
+    "ModelSource",
+    "RouteRule",
+    "ServiceCapacity",
+    "ServiceRoute",
     "ServiceAccess",
     "ServiceLogs",
     "TelemetryProps",
@@ -187,10 +198,18 @@ __all__ = [
 # runtime; `from gpu_inference_constructs import X` and type checkers see the names as before.
 _MODULE_OF = {
     "CapacityGroup": "capacity.capacity_group",
-    "ClusterCapacity": "service.choices",
-    "ListenerRoute": "service.choices",
-    "LoadBalancerRoute": "service.choices",
-    "ModelBucket": "service.choices",
+    "BoundCapacity": "capacity.service_capacity",
+    "BoundModelSource": "store.model_bucket",
+    "BoundRoute": "routing.service_route",
+    "ClusterCapacity": "capacity.service_capacity",
+    "ListenerRoute": "routing.service_route",
+    "LoadBalancerRoute": "routing.load_balancer_route",
+    "ManagedCapacity": "capacity.service_capacity",
+    "ModelBucket": "store.model_bucket",
+    "ModelSource": "store.model_bucket",
+    "RouteRule": "routing.service_route",
+    "ServiceCapacity": "capacity.service_capacity",
+    "ServiceRoute": "routing.service_route",
     "ServiceAccess": "service.props",
     "ServiceLogs": "service.props",
     "TelemetryProps": "task_telemetry.telemetry",

@@ -1,7 +1,8 @@
 """A team's own server preset, written as a team would in a plain cdk.App() with imported parts: a class that
 subclasses ServerDefinition, builds its contract and declares what it knows. By declaring them it gets the Target
 Optimizer's cap check, the shared cache's client check and the accelerator check, with no change to the library; the
-library asks the object (no server class is named anywhere in it: the grep test below)."""
+library asks the object (no server class is named anywhere in it: the grep test below; nor is a built-in capacity,
+model source or route class asked about: ModelService binds its choices and asks the bound objects)."""
 
 from __future__ import annotations
 
@@ -142,6 +143,62 @@ def server_class_questions(path: Path) -> list[str]:
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in PRESETS:
             found.append(f"{path.name}:{node.lineno} the string {node.value!r}")
     return found
+
+
+# The built-in choices of ModelService's capacity, model_source and route: the service binds each (choices.py) and
+# asks the bound object, never which class it was given.
+CHOICES = {
+    "CapacityGroup",
+    "ClusterCapacity",
+    "GpuCapacity",
+    "InferenceLoadBalancer",
+    "ListenerRoute",
+    "LoadBalancerRoute",
+    "ModelBucket",
+    "ModelStore",
+    "NeuronCapacity",
+}
+# (module, class) where a type check is a construct checking its own argument, not a choice being told apart. Only
+# shrinks.
+OWN_ARGUMENT_CHECKS = {
+    ("load_balancer_route.py", "InferenceLoadBalancer"),  # LoadBalancerRoute's load_balancer is one
+    ("monitoring.py", "InferenceLoadBalancer"),  # InferenceMonitoring: the ALB-wide 5xx alarm only on the library's
+}
+
+
+def choice_class_questions(path: Path) -> list[str]:
+    """Where a module asks which built-in capacity, model source or route class an object is: isinstance/issubclass
+    on one (the ladders the choices were resolved by)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in ("isinstance", "issubclass")
+            and len(node.args) > 1
+        ):
+            named = {n.id for n in ast.walk(node.args[1]) if isinstance(n, ast.Name)} & CHOICES
+            named -= {cls for module, cls in OWN_ARGUMENT_CHECKS if module == path.name}
+            if named:
+                found.append(f"{path.name}:{node.lineno} {node.func.id} on {sorted(named)}")
+    return found
+
+
+def test_no_module_of_the_library_asks_which_capacity_source_or_route_class_it_holds():
+    modules = [path for path in sorted(LIBRARY.rglob("*.py")) if path.name != "__init__.py"]
+    assert len(modules) > 50 and [q for path in modules for q in choice_class_questions(path)] == []
+
+
+def test_the_grep_finds_a_planted_choice_ladder(tmp_path):
+    """The twin: the ladders choices.py and the service held before issue 56's open choices."""
+    planted = tmp_path / "choices.py"
+    planted.write_text(
+        "def placement_of(capacity):\n    if isinstance(capacity, (GpuCapacity, NeuronCapacity)):\n        pass\n"
+        "    if isinstance(capacity, ClusterCapacity):\n        pass\n"
+        "def route_of(route):\n"
+        "    return isinstance(route, InferenceLoadBalancer) or issubclass(route, ListenerRoute)\n"
+    )
+    assert len(choice_class_questions(planted)) == 4
 
 
 def test_no_module_of_the_library_asks_which_server_class_it_holds():

@@ -14,6 +14,10 @@ from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_s3 as s3
 
 from gpu_inference_constructs import (
+    CATALOG,
+    BoundCapacity,
+    BoundModelSource,
+    BoundRoute,
     ClusterCapacity,
     ConfigError,
     InferenceLoadBalancer,
@@ -23,8 +27,11 @@ from gpu_inference_constructs import (
     ModelBucket,
     ModelProps,
     ModelService,
+    ModelSource,
     ServiceAccess,
+    ServiceCapacity,
     ServiceLogs,
+    ServiceRoute,
 )
 from tests.infra.test_server_contract import complete, on_cluster, stack_with_placement
 
@@ -45,9 +52,9 @@ def test_model_service_takes_at_most_ten_keywords_and_no_image():
             "M",
             model=ModelProps(name="mm", version="1"),
             capacity=on_cluster(stack, "g5.xlarge"),
-            image=ecs.ContainerImage.from_registry("vllm/vllm-openai:v0.32.0"),
+            image=ecs.ContainerImage.from_registry("vllm/vllm-openai:v0.32.0"),  # pyright: ignore[reportCallIssue]  # image= is gone: the refusal is under test
             **parts,
-        )  # pyright: ignore[reportCallIssue]  # image= is gone: the refusal is under test
+        )
 
 
 def test_the_choices_built_right_make_a_service():
@@ -171,3 +178,52 @@ def test_service_logs_and_access_check_their_inputs():
         ServiceAccess(api_keys_secret="team/api-keys")  # pyright: ignore[reportArgumentType]  # the refusal is under test
     with pytest.raises(ConfigError, match=r"^subnets: got list: .*ec2\.SubnetSelection"):
         ServiceAccess(subnets=["subnet-1"])  # pyright: ignore[reportArgumentType]  # the refusal is under test
+
+
+def test_the_open_types_factories_build_the_built_in_choices():
+    stack, parts = stack_with_placement()
+    cluster, bucket, listener = (
+        on_cluster(stack, "g5.xlarge").cluster,
+        parts["model_source"].bucket,
+        parts["route"].listener,
+    )
+    assert ServiceCapacity.from_capacity_provider(cluster, "gpus", "g5.xlarge", has_spot=False) == ClusterCapacity(
+        cluster, "gpus", "g5.xlarge", has_spot=False
+    )
+    assert ModelSource.from_bucket(bucket, "serving") == ModelBucket(bucket, "serving")
+    assert ServiceRoute.from_listener(listener, 10) == ListenerRoute(listener, 10)
+    bound = ClusterCapacity(cluster, "gpus", "g5.xlarge").bind(stack)
+    assert bound.capacity_provider_names == ["gpus"] and bound.fleet == (CATALOG["g5.xlarge"],)
+    assert bound.group is None and bound.has_spot
+
+
+def test_what_a_teams_bind_returns_is_checked_naming_the_key():
+    stack, parts = stack_with_placement()
+    cluster, bucket, listener = (
+        on_cluster(stack, "g5.xlarge").cluster,
+        parts["model_source"].bucket,
+        parts["route"].listener,
+    )
+    gpus = ecs.CapacityProviderStrategy(capacity_provider="gpus", weight=1)
+    assert BoundCapacity(cluster, [gpus], CATALOG["g5.xlarge"]).capacity_provider_names == ["gpus"]
+    with pytest.raises(ConfigError, match=r"^capacity\.capacity_provider_strategies: \(\): pass at least one"):
+        BoundCapacity(cluster, (), CATALOG["g5.xlarge"])
+    spot = ecs.CapacityProviderStrategy(capacity_provider="spot", base=1, weight=3)
+    for wrong in (
+        (spot, ecs.CapacityProviderStrategy(capacity_provider="od", base=1)),
+        (ecs.CapacityProviderStrategy(capacity_provider="gpus"),),
+    ):
+        with pytest.raises(ConfigError, match=r"^capacity\.capacity_provider_strategies: ECS takes a base on one"):
+            BoundCapacity(cluster, wrong, CATALOG["g5.xlarge"])
+    with pytest.raises(ConfigError, match=r"^capacity\.instance_type: pass catalog entries"):
+        BoundCapacity(cluster, (gpus,), "g5.xlarge")  # pyright: ignore[reportArgumentType]  # the refusal is under test
+    with pytest.raises(ConfigError, match=r"^capacity\.cluster: got str"):
+        BoundCapacity("team-gpu", (gpus,), CATALOG["g5.xlarge"])  # pyright: ignore[reportArgumentType]  # under test
+    with pytest.raises(ConfigError, match=r"^model_source\.prefix: 'a b': pass the folder"):
+        BoundModelSource(bucket, "a b")
+    with pytest.raises(ConfigError, match=r"^route\.priority: 0 .*1 to 50000"):
+        BoundRoute(listener, 0)
+    with pytest.raises(ConfigError, match=r"^route\.conditions: .*ListenerCondition"):
+        BoundRoute(listener, 5, conditions=("ranker.example.com",))  # pyright: ignore[reportArgumentType]  # under test
+    with pytest.raises(ConfigError, match=r"^route\.priority: is None: a rule on a listener needs a priority"):
+        BoundRoute(listener).add_rule(stack, None)  # pyright: ignore[reportArgumentType]  # refused before the rule is read

@@ -23,6 +23,7 @@ from ..core.capacity_props import CapacityGroupProps, launches_spot
 from ..core.deployment_capacity import ServiceDeployment, check_group_holds_deployment_at_peak
 from ..core.errors import require
 from ..core.instance_catalog import GpuInstanceType
+from ..core.model_props import ModelProps
 from ..core.schedules import CapacityPrewarm
 from ..networking.subnet_selection import private_subnets
 from .auto_scaling_group import mixed_instances_group
@@ -35,11 +36,12 @@ from .capacity_provider import (
 from .group_events import group_event_topic, notify_group_events
 from .instance_regions import warn_if_unlisted
 from .instances import agent_user_data, gpu_launch_template, instance_role, instance_security_group
+from .service_capacity import BoundCapacity, ServiceCapacity
 
 PropsT = TypeVar("PropsT", bound=CapacityGroupProps)
 
 
-class CapacityGroup(Construct, Generic[PropsT]):
+class CapacityGroup(Construct, ServiceCapacity, Generic[PropsT]):
     """An ECS capacity provider managing a mixed Spot/On-Demand Auto Scaling group of accelerated instances, in a
     cluster. The base of GpuCapacity and NeuronCapacity, which document their keyword arguments.
 
@@ -49,6 +51,9 @@ class CapacityGroup(Construct, Generic[PropsT]):
     preferred first), ``smallest_instance_type`` (what every task must fit), ``topic``, ``own_notifications``,
     ``group_events_rule``, ``services`` (the deployments counted on it), ``has_spot`` (whether its instances may be
     Spot, and so get interruption notices).
+
+    A ServiceCapacity: a ModelService placed on it (``capacity=`` the group) runs on its capacity provider, is counted
+    on it (``add_model``) and has its images pulled ahead where the group keeps a warm pool (``prepull_task``).
     """
 
     def __init__(
@@ -115,6 +120,27 @@ class CapacityGroup(Construct, Generic[PropsT]):
         )
         grant_spot_draining(self, self.cluster, self.instance_role)
         acknowledge_agent_grants(self.instance_role)
+
+    def bind(self, service: Construct) -> BoundCapacity:
+        return BoundCapacity(
+            self.cluster,
+            (ecs.CapacityProviderStrategy(capacity_provider=self.capacity_provider.capacity_provider_name, weight=1),),
+            self.smallest_instance_type,
+            fleet_types=tuple(self.instance_types),
+            has_spot=self.has_spot,
+            group=self,
+            instance_subnets=self.subnets,
+            depends_on=() if self.capacity_provider_association is None else (self.capacity_provider_association,),
+        )
+
+    def add_model(self, model: ModelProps) -> None:
+        """Count ``model``'s service on this group (GpuCapacity and NeuronCapacity say how: in GPUs or GPU shares, or
+        one task per instance)."""
+        raise NotImplementedError(f"{type(self).__name__}.add_model")
+
+    def prepull_task(self, service: Construct, task_definition: ecs.TaskDefinition) -> None:
+        """Nothing: a group without a warm pool starts every instance when it is needed (GpuCapacity's pulls
+        ahead)."""
 
     @property
     def has_spot(self) -> bool:

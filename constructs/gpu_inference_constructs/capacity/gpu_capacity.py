@@ -164,6 +164,21 @@ class GpuCapacity(CapacityGroup[GpuCapacityProps]):
         if repository is not None:
             repository.grant_pull(self.instance_role)
 
+    def prepull_task(self, service: Construct, task_definition: ecs.TaskDefinition) -> None:
+        """With a warm pool, every image a task of ``service`` runs (the server's and each sidecar's and init
+        container's: collector, log router, fetcher) is pulled while an instance warms, so a task started on an instance
+        from the pool pulls none (:meth:`prepull`); the instances may pull each ECR repository in ``service`` that the
+        task's images come from (the asset's, the mirrors'). An image from a public registry is pulled where the
+        subnets reach it. Without a warm pool, nothing."""
+        if self.warm_pool is None:
+            return
+        for container in task_definition.node.children:
+            if isinstance(container, ecs.ContainerDefinition):
+                self.prepull(container.image_name)
+        for repository in service.node.find_all():
+            if isinstance(repository, ecr.RepositoryBase):
+                repository.grant_pull(self.instance_role)
+
     def add_model(self, model: ModelProps) -> None:
         """Count ``model``'s service on this group: in whole GPUs (:meth:`add_service`), or packed by its GPU share.
         A group holds models on whole GPUs or models on shares, never both: a GPU in MPS mode takes only MPS

@@ -27,3 +27,9 @@ def require(condition: bool, key: str, message: str) -> None:
 def require_range(value: float, low: float, high: float, key: str, hint: str = "") -> None:
     """``low <= value <= high``, or a ConfigError naming ``key`` and the allowed range."""
     require(low <= value <= high, key, f"{value} is out of range; allowed {low} to {high}{hint}")
+
+
+def require_cdk(value: object, members: tuple[str, ...], key: str, what: str) -> None:
+    """``value`` is an aws-cdk-lib object with ``members`` (how a jsii interface such as ``ecs.ICluster`` is told at
+    run time), or a ConfigError naming ``key`` and ``what`` to pass."""
+    require(all(hasattr(value, member) for member in members), key, f"got {type(value).__name__}: pass {what}")

@@ -1,6 +1,7 @@
 """How a request reaches a model's tasks: ``InferenceLoadBalancer`` and its props, listener rules, the web ACL, the
-target groups' readiness check and their metrics (``TargetGroupMetrics``). Imported on first use, like the package
-root's names."""
+target groups' readiness check and their metrics (``TargetGroupMetrics``); ``ServiceRoute``, the open type of how
+requests reach a ModelService (``bind`` gives a ``BoundRoute``), with ``LoadBalancerRoute`` and ``ListenerRoute``.
+Imported on first use, like the package root's names."""
 
 from typing import TYPE_CHECKING
 
@@ -8,21 +9,33 @@ from ..core.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from .load_balancer import ConfiguredLoad, InferenceLoadBalancer, LoadBalancerProps, LoadBalancerQuotas
+    from .load_balancer_route import LoadBalancerRoute
+    from .service_route import BoundRoute, ListenerRoute, RouteRule, ServiceRoute
     from .target_group_metrics import TargetGroupMetrics
 
 __all__ = [
+    "BoundRoute",
     "ConfiguredLoad",
     "InferenceLoadBalancer",
+    "ListenerRoute",
     "LoadBalancerProps",
     "LoadBalancerQuotas",
+    "LoadBalancerRoute",
+    "RouteRule",
+    "ServiceRoute",
     "TargetGroupMetrics",
 ]
 
 _MODULE_OF = {
+    "BoundRoute": "service_route",
     "ConfiguredLoad": "load_balancer",
     "InferenceLoadBalancer": "load_balancer",
+    "ListenerRoute": "service_route",
     "LoadBalancerProps": "load_balancer",
     "LoadBalancerQuotas": "load_balancer",
+    "LoadBalancerRoute": "load_balancer_route",
+    "RouteRule": "service_route",
+    "ServiceRoute": "service_route",
     "TargetGroupMetrics": "target_group_metrics",
 }
 

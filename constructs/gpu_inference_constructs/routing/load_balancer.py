@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import aws_cdk as cdk
 from aws_cdk import aws_certificatemanager as acm
@@ -59,6 +60,7 @@ from .listener_rules import (
 from .listener_rules import (
     priority_from_name as priority_from_name,
 )
+from .service_route import BoundRoute, RouteRule, ServiceRoute
 from .web_acl import (
     API_KEY_HEADERS as API_KEY_HEADERS,
 )
@@ -91,7 +93,7 @@ def default_subnets(vpc: ec2.IVpc, *, internet_facing: bool) -> ec2.SubnetSelect
     return private_subnets(vpc, "InferenceLoadBalancer (internal)")
 
 
-class InferenceLoadBalancer(Construct):
+class InferenceLoadBalancer(Construct, ServiceRoute):
     """Attributes: ``load_balancer``, ``listener`` (the one that routes to models), ``security_group``,
     ``web_acl`` (or None), ``idle_timeout_seconds``, ``waf_rate_limit`` (per client IP) and ``waf_rate_limit_per_key``
     (per API key, in x-api-key or Authorization: Bearer), both per 5 minutes. Models attach with
@@ -99,9 +101,13 @@ class InferenceLoadBalancer(Construct):
 
     ``longest_request_seconds`` is the longest request of the models it will carry
     (``ModelProps.longest_request_seconds``): the idle timeout is derived from it
-    (:meth:`LoadBalancerProps.idle_timeout_for`), and a ModelService whose server takes longer, or keeps connections
-    alive for less, is refused when it attaches. ``subnets`` (default: public subnets when internet-facing; else the
-    VPC's isolated subnets, or its private ones where it has none) is where the load balancer's nodes are."""
+    (:meth:`LoadBalancerProps.idle_timeout_for`), and a ModelService whose server
+    takes longer, or keeps connections alive for less, is refused when it attaches. ``subnets`` (default: public
+    subnets when internet-facing; else the VPC's isolated subnets, or its private ones where it has none) is where
+    the load balancer's nodes are.
+
+    A ServiceRoute: a ModelService given it as ``route`` gets a rule on ``listener`` whose priority is derived from the
+    model's name (``LoadBalancerRoute(load_balancer, priority)`` for one of your choosing)."""
 
     def __init__(
         self,
@@ -296,6 +302,17 @@ class InferenceLoadBalancer(Construct):
             action=action,
         )
 
+    def bind(self, service: Construct, priority: int | None = None) -> BoundRoute:
+        """``service``'s route on this load balancer: its rule at ``priority``, else derived from the model's name."""
+        return LoadBalancerBinding(
+            self.listener,
+            load_balancer_full_name=self.load_balancer.load_balancer_full_name,
+            idle_timeout_seconds=self.idle_timeout_seconds,
+            open_to_the_internet=self.props.open_to_the_internet,
+            balancer=self,
+            rule_priority=priority,
+        )
+
     def allow_to(self, peer: ec2.IConnectable, port: ec2.Port) -> None:
         self.security_group.connections.allow_to(peer, port, "load balancer to model tasks")
 
@@ -318,3 +335,32 @@ class InferenceLoadBalancer(Construct):
     def base_url(self) -> str:
         scheme = "https" if self.props.certificate_arn else "http"
         return f"{scheme}://{self.load_balancer.load_balancer_dns_name}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoadBalancerBinding(BoundRoute):
+    """A model's route on an InferenceLoadBalancer: the load balancer makes the rule and claims its priority
+    (``rule_priority``, else derived from the model's name) and keeps one egress rule per task port."""
+
+    balancer: InferenceLoadBalancer
+    """The load balancer. Required."""
+    rule_priority: int | None = None
+    """The rule's priority. Default: None (derived from the model's name)."""
+
+    def add_rule(self, service: Construct, rule: RouteRule) -> elbv2.ApplicationListenerRule:
+        return self.balancer.add_model_route(
+            rule.model_name,
+            *rule.target_groups,
+            scope=service,
+            paths=rule.paths,
+            priority=self.rule_priority,
+            prediction_routes=rule.prediction_routes,
+        )
+
+    def allow_traffic(self, tasks: ec2.SecurityGroup, port: int) -> None:
+        # Attaching the target group admits the balancer's group on the traffic port; it needs one egress rule.
+        self.balancer.allow_to_targets_on(port)
+
+    def allow_port(self, tasks: ec2.SecurityGroup, port: int, why: str) -> None:
+        self.balancer.allow_to_targets_on(port)
+        tasks.connections.allow_from(self.balancer.load_balancer, ec2.Port.tcp(port), f"load balancer: {why}")

@@ -337,9 +337,12 @@ REGISTERED_GPUS = (
 )
 
 
-def cluster_capacity_warning(provider: str, instance_type: GpuInstanceType, model: ModelProps) -> SynthWarning:
-    """A capacity provider of the team's own: synth cannot see what its instances run, and a task that needs GPUs
-    (or Neuron devices) is never placed on an instance that offers none (it waits in PROVISIONING)."""
+def cluster_capacity_warning(
+    capacity: str, providers: list[str], instance_type: GpuInstanceType, model: ModelProps
+) -> SynthWarning:
+    """A capacity provider of the team's own (``capacity``: the class of the choice, ``providers`` its strategy's):
+    synth cannot see what its instances run, and a task that needs GPUs (or Neuron devices) is never placed on an
+    instance that offers none (it waits in PROVISIONING)."""
     if instance_type.neuron:
         needs = (
             "Inferentia2 instances on the ECS-optimized Neuron AMI (SSM /aws/service/ecs/optimized-ami/"
@@ -362,7 +365,8 @@ def cluster_capacity_warning(provider: str, instance_type: GpuInstanceType, mode
     )
     return (
         CLUSTER_CAPACITY_AMI_WARNING_ID,
-        f"capacity: ClusterCapacity's provider {provider!r} is not the library's, so synth cannot see what it runs. "
+        f"capacity: {capacity}'s provider {', '.join(repr(p) for p in providers)} is not the library's, so synth "
+        "cannot see what it runs. "
         f"models[{model.name}] needs {needs}; elsewhere its tasks are never placed (ECS reports "
         f"SERVICE_TASK_PLACEMENT_FAILURE). Check: {check}. On such a provider {stall}.",
     )

@@ -3,19 +3,20 @@ one listener rule (``/<pool>/...``), with per-model figures queryable from its l
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from constructs import Construct
 
-from ..capacity.gpu_capacity import GpuCapacity
-from ..capacity.neuron_capacity import NeuronCapacity
+from ..capacity.service_capacity import ServiceCapacity
 from ..core.errors import require
 from ..core.model_props import ModelProps
 from ..core.pool_props import POOLS_PREFIX, pool_prefix
 from ..core.service_timing import ServiceTimingProps
 from ..rollout.deployment import RollbackThresholds
-from ..routing.load_balancer import InferenceLoadBalancer
+from ..routing.service_route import ServiceRoute
 from ..servers.pool import PoolServer
-from ..store.model_store import ModelStore
-from .choices import ClusterCapacity, ListenerRoute, LoadBalancerRoute, ModelBucket, bucket_of
+from ..store.model_bucket import BoundModelSource, ModelSource
+from .choices import bucket_of
 from .model_service import ModelService
 from .pool_queries import PoolQueries
 from .props import ServiceAccess, ServiceLogs
@@ -43,9 +44,9 @@ class ModelPool(ModelService):
         *,
         model: ModelProps,
         environment_name: str,
-        capacity: GpuCapacity | NeuronCapacity | ClusterCapacity,
-        model_store: ModelStore | ModelBucket,
-        route: InferenceLoadBalancer | LoadBalancerRoute | ListenerRoute,
+        capacity: ServiceCapacity,
+        model_store: ModelSource,
+        route: ServiceRoute,
         logs: ServiceLogs,
         server: PoolServer | None = None,
         access: ServiceAccess | None = None,
@@ -64,7 +65,7 @@ class ModelPool(ModelService):
             model=model,
             environment_name=environment_name,
             capacity=capacity,
-            model_source=ModelBucket(bucket_of(model_store).bucket, POOLS_PREFIX),
+            model_source=_PoolsOf(model_store),
             route=route,
             logs=logs,
             server=server,
@@ -81,3 +82,13 @@ class ModelPool(ModelService):
             environment_name=environment_name,
             name_prefix=logs.name_prefix,
         )
+
+
+@dataclass(frozen=True)
+class _PoolsOf(ModelSource):
+    """The pools' folder of ``source``'s bucket: its ``pools/``, whatever folder the source keeps models in."""
+
+    source: object
+
+    def bind(self, service: Construct) -> BoundModelSource:
+        return BoundModelSource(bucket_of(self.source, service, key="model_store").bucket, POOLS_PREFIX)

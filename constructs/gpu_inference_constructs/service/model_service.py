@@ -6,16 +6,14 @@ import aws_cdk as cdk
 import jsii
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_ec2 as ec2
-from aws_cdk import aws_ecr as ecr
 from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 from aws_cdk import aws_logs
 from constructs import Construct, IValidation
 
-from ..capacity.gpu_capacity import GpuCapacity
 from ..capacity.gpu_packing import mps_prerequisites_warning
 from ..capacity.instance_regions import warn_if_unlisted
-from ..capacity.neuron_capacity import NeuronCapacity
+from ..capacity.service_capacity import BoundCapacity, ServiceCapacity
 from ..core import metric_names
 from ..core.errors import ConfigError, require
 from ..core.gpu_share import MPS_PLACEMENT_EXPRESSION
@@ -27,12 +25,14 @@ from ..core.service_timing import ServiceTimingProps
 from ..networking.subnet_selection import private_subnets
 from ..rollout.deployment import RollbackAlarmNames, RollbackThresholds, service_options, sum_over, worst_of
 from ..rollout.service_rollback import acknowledge_traffic_shifting, add_rollback_alarms
-from ..routing.load_balancer import ALB_DEFAULT_IDLE_TIMEOUT_SECONDS, InferenceLoadBalancer
+from ..routing.load_balancer import ALB_DEFAULT_IDLE_TIMEOUT_SECONDS
+from ..routing.service_route import BoundRoute, ServiceRoute
 from ..servers.bundled import BundledServer
 from ..shared.acknowledgements import default_child
 from ..shared.cdk_interfaces import as_role
 from ..shared.log_retention import retention_days
-from ..store.model_store import ModelStore, model_uri
+from ..store.model_bucket import ModelSource
+from ..store.model_store import model_uri
 from ..store.result_cache import ModelCacheProps, ResultCache, cache_of
 from .checks import (  # DEFAULT_NAME_PREFIX, check_name_prefix, service_log_group_name: re-exported for monitoring.py
     DEFAULT_NAME_PREFIX,
@@ -54,16 +54,7 @@ from .checks import (  # DEFAULT_NAME_PREFIX, check_name_prefix, service_log_gro
     task_timing,
     unauthenticated_warnings,
 )
-from .choices import (
-    ClusterCapacity,
-    ListenerRoute,
-    LoadBalancerRoute,
-    ModelBucket,
-    Placement,
-    bucket_of,
-    placement_of,
-    route_of,
-)
+from .choices import bucket_of, placement_of, route_of
 from .image_egress import check_images_reachable
 from .props import ServiceAccess, ServiceLogs
 from .routing import ServiceTargets, task_security_group
@@ -83,7 +74,8 @@ __all__ = [
 class ModelService(Construct):
     """One model as an ECS service on GPU capacity, behind an ALB listener, from its server contract.
 
-    Three choices, each a type of its own (service_choices.py):
+    Three choices, each an open type whose ``bind`` says what the service needs (choices.py); a class of your own
+    that subclasses one works as the library's do (``ServiceCapacity``, ``ModelSource``, ``ServiceRoute``):
 
     - ``capacity``, where the tasks run: a GpuCapacity, a NeuronCapacity (Inferentia2: the task maps the instance's
       ``/dev/neuron*`` devices, asks for no GPU, and runs one per instance), or ``ClusterCapacity(cluster,
@@ -109,7 +101,7 @@ class ModelService(Construct):
 
     - ``model``, ``environment_name``, ``name_prefix``, ``contract`` (the server's ServerContract), ``url_path``
       (``/<model>/``), ``instance_type`` (the smallest the tasks may land on), ``capacity_group`` (the GpuCapacity or
-      NeuronCapacity the tasks run on; None on a ClusterCapacity).
+      NeuronCapacity the tasks run on: the bound capacity's ``group``; None on a ClusterCapacity).
     - The task (service_task.py): ``task_role``, ``task_definition``, ``container`` (the server), ``scratch_owner``
       and ``model_fetcher`` (the init containers, or None), ``metrics_collector`` (or None), ``log_group``,
       ``log_stream_prefix`` (``<model>/<version>``).
@@ -137,9 +129,9 @@ class ModelService(Construct):
         *,
         model: ModelProps,
         environment_name: str,
-        capacity: GpuCapacity | NeuronCapacity | ClusterCapacity,
-        model_source: ModelStore | ModelBucket,
-        route: InferenceLoadBalancer | LoadBalancerRoute | ListenerRoute,
+        capacity: ServiceCapacity,
+        model_source: ModelSource,
+        route: ServiceRoute,
         logs: ServiceLogs,
         server: ServerDefinition | None = None,
         access: ServiceAccess | None = None,
@@ -156,7 +148,7 @@ class ModelService(Construct):
             rollback_thresholds=rollback_thresholds,
         )
         access = access or ServiceAccess()
-        chosen_route = route_of(route)
+        chosen_route = route_of(route, self)
         self._listener_key = listener_key(chosen_route.listener)
         check_model_name_free(self, logs.name_prefix, environment_name, model.name, self._listener_key)
         self.name_prefix = logs.name_prefix
@@ -167,16 +159,9 @@ class ModelService(Construct):
         self.model = model
         self.environment_name = environment_name
         self.url_path = f"/{model.name}/"
-        placement = placement_of(capacity)
-        self.instance_type = placement.instance_type
-        self.capacity_group = placement.capacity_group
-        if placement.capacity_group is None:
-            warn_if_unlisted(self, self.instance_type, cdk.Stack.of(self).region, "capacity.instance_type")
-            cdk.Annotations.of(self).add_warning_v2(
-                *cluster_capacity_warning(placement.capacity_provider_name, self.instance_type, model)
-            )
-        source = bucket_of(model_source)
-        if isinstance(chosen_route, ListenerRoute):
+        placement = self._place(capacity)
+        source = bucket_of(model_source, self)
+        if chosen_route.priority is not None:
             claim_listener_priority(self, chosen_route.listener, chosen_route.priority, model.name)
         server = server or BundledServer()
         require(
@@ -195,7 +180,7 @@ class ModelService(Construct):
         self._telemetry = logs.telemetry
         self._logs_key, self._log_retention_days = logs.key, logs.retention_days
         start_period = self._contract_and_checks(
-            server, placement, chosen_route, timing or ServiceTimingProps(), access, uri
+            server, placement, chosen_route, timing or ServiceTimingProps(), access, uri, type(capacity).__name__
         )
         self.log_group = _log_group(self, logs, environment_name, model.name)
         self._task = ServiceTask(
@@ -227,27 +212,43 @@ class ModelService(Construct):
             model.name,
             self.task_definition,
             placement.cluster.vpc,
-            placement.capacity_group.subnets if placement.capacity_group is not None else None,
+            placement.instance_subnets,
         )
         claim_model_name(self, self.name_prefix, environment_name, model.name, self._listener_key)
+
+    def _place(self, capacity: ServiceCapacity) -> BoundCapacity:
+        """``capacity`` bound to this service (``instance_type``, ``capacity_group``); on capacity the library does
+        not manage, the warnings of what its instances must offer."""
+        placement = placement_of(capacity, self)
+        self.instance_type = placement.instance_type
+        self.capacity_group = placement.group
+        if placement.group is None:
+            warn_if_unlisted(self, self.instance_type, cdk.Stack.of(self).region, "capacity.instance_type")
+            names = placement.capacity_provider_names
+            cdk.Annotations.of(self).add_warning_v2(
+                *cluster_capacity_warning(type(capacity).__name__, names, self.instance_type, self.model)
+            )
+        return placement
 
     def _contract_and_checks(
         self,
         server: ServerDefinition,
-        placement: Placement,
-        route: LoadBalancerRoute | ListenerRoute,
+        placement: BoundCapacity,
+        route: BoundRoute,
         timing: ServiceTimingProps,
         access: ServiceAccess,
         uri: str,
+        capacity_name: str,
     ) -> int:
         """The server's contract for this model (``contract``), checked against the load balancer, the instance
         and the access it is given; the task timing it gets; the model joins a GpuCapacity's packing. Returns the
         server's health-check start period."""
         model = self.model
-        # Behind an InferenceLoadBalancer its idle timeout is known; behind another listener, the ALB's default is
-        # assumed.
-        balancer = route.load_balancer if isinstance(route, LoadBalancerRoute) else None
-        idle_timeout = balancer.idle_timeout_seconds if balancer is not None else ALB_DEFAULT_IDLE_TIMEOUT_SECONDS
+        # Where the route knows its idle timeout (an InferenceLoadBalancer's), that; else the ALB's default is assumed.
+        known = route.idle_timeout_seconds is not None
+        idle_timeout = (
+            ALB_DEFAULT_IDLE_TIMEOUT_SECONDS if route.idle_timeout_seconds is None else route.idle_timeout_seconds
+        )
         try:
             timing = timing.keep_alive_above(idle_timeout)
         except ConfigError as error:
@@ -271,20 +272,20 @@ class ModelService(Construct):
         check_accelerator(contract, self.instance_type, model.name)
         check_target_optimizer(self, server, model, contract)
         self.contract = contract
-        self._warn(idle_timeout_warnings(contract, idle_timeout, model.name, known=balancer is not None))
-        check_fits(model, contract, self.instance_type, placement.fleet_types, self._telemetry.log_router_reservation)
-        if model.gpu_share is not None and placement.capacity_group is None:
+        self._warn(idle_timeout_warnings(contract, idle_timeout, model.name, known=known))
+        check_fits(model, contract, self.instance_type, placement.fleet, self._telemetry.log_router_reservation)
+        if model.gpu_share is not None and placement.group is None:
             self._warn(
                 [
                     (
                         f"gpu-inference:mps-prerequisites:{model.name}",
-                        mps_prerequisites_warning(model.name, "its capacity provider is your own (ClusterCapacity)"),
+                        mps_prerequisites_warning(model.name, f"its capacity provider is your own ({capacity_name})"),
                     )
                 ]
             )
-        if placement.capacity_group is not None:
+        if placement.group is not None:
             try:
-                placement.capacity_group.add_model(model)
+                placement.group.add_model(model)
             except ConfigError as error:
                 raise ConfigError(f"capacity ({error.key})", f"{error.detail} (adding models[{model.name}])") from None
         self.deregistration_delay_seconds, self.stop_timeout_seconds = task_timing(contract, timing, model.name)
@@ -294,14 +295,13 @@ class ModelService(Construct):
         if access.api_keys_secret is not None:
             check_api_keys_variable(contract)
         elif not access.allow_unauthenticated:
-            open_to_the_internet = balancer.props.open_to_the_internet if balancer is not None else None
-            self._warn(unauthenticated_warnings(contract, model.name, open_to_the_internet))
+            self._warn(unauthenticated_warnings(contract, model.name, route.open_to_the_internet))
         return health_check_start_period(model, contract)
 
     def _serve(
         self,
-        placement: Placement,
-        route: LoadBalancerRoute | ListenerRoute,
+        placement: BoundCapacity,
+        route: BoundRoute,
         subnets: ec2.SubnetSelection,
         rollback_thresholds: RollbackThresholds,
     ) -> None:
@@ -323,9 +323,7 @@ class ModelService(Construct):
             "Service",
             cluster=placement.cluster,
             task_definition=self.task_definition,
-            capacity_provider_strategies=[
-                ecs.CapacityProviderStrategy(capacity_provider=placement.capacity_provider_name, weight=1)
-            ],
+            capacity_provider_strategies=list(placement.capacity_provider_strategies),
             security_groups=[self.security_group],
             vpc_subnets=subnets,
             min_healthy_percent=self.minimum_healthy_percent,
@@ -350,11 +348,8 @@ class ModelService(Construct):
         # The association is a child of the cluster, created at synth: depending on the cluster covers it. Across
         # stacks this becomes a dependency on the stack that holds the cluster.
         self.service.node.add_dependency(placement.cluster)
-        capacity = placement.capacity_group
-        if capacity is not None and capacity.capacity_provider_association is not None:
-            self.service.node.add_dependency(
-                capacity.capacity_provider_association
-            )  # an imported cluster's association
+        for dependency in placement.depends_on:  # an imported cluster's association
+            self.service.node.add_dependency(dependency)
         targets = ServiceTargets(
             self,
             model_name=model.name,
@@ -384,15 +379,15 @@ class ModelService(Construct):
             service=self.service,
             cluster=placement.cluster,
             never_healthy_prefix=f"{self.name_prefix}-{self.environment_name}-{model.name}-never-healthy",
-            container_insights_on=capacity is not None,
+            container_insights_on=placement.group is not None,
             logs_key=self._logs_key,
             log_retention_days=self._log_retention_days,
         )
         self._task.acknowledge_findings()
         if deployment.shifts_traffic:
             acknowledge_traffic_shifting(self.service, deployment)
-        if isinstance(capacity, GpuCapacity) and capacity.warm_pool is not None:
-            self._prepull_on(capacity)
+        if placement.group is not None:
+            placement.group.prepull_task(self, self.task_definition)
 
     def _note_support(self, server: ServerDefinition) -> None:
         """An experimental preset gets a synth note, a deprecated one a warning, each naming why."""
@@ -528,18 +523,6 @@ class ModelService(Construct):
             period=period,
             label=f"{self.model.name} {name}",
         )
-
-    def _prepull_on(self, capacity: GpuCapacity) -> None:
-        """Every image a task of this model runs (the server's and each sidecar's and init container's: collector, log
-        router, fetcher) is pulled by ``capacity``'s warm pool while an instance warms, so a task started on an instance
-        from the pool pulls none (GpuCapacity.prepull); the instances may pull each ECR repository the task's images
-        come from (the asset's, the mirrors'). An image from a public registry is pulled where the subnets reach it."""
-        for container in self.task_definition.node.children:
-            if isinstance(container, ecs.ContainerDefinition):
-                capacity.prepull(container.image_name)
-        for repository in self.node.find_all():
-            if isinstance(repository, ecr.RepositoryBase):
-                repository.grant_pull(capacity.instance_role)
 
 
 def _log_group(scope: Construct, props: ServiceLogs, environment_name: str, model_name: str) -> aws_logs.LogGroup:

@@ -15,12 +15,10 @@ from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 from constructs import Construct
 
 from ..core.server_contract import ServerContract
-from ..routing.load_balancer import model_path_patterns
-from ..routing.target_group_metrics import TargetGroupMetrics, load_balancer_name_from_listener_arn
-from ..routing.target_group_metrics import load_balancer_full_name as full_name_of
+from ..routing.service_route import BoundRoute, RouteRule
+from ..routing.target_group_metrics import TargetGroupMetrics
 from ..routing.target_health import TARGET_HEALTH_CHECK
 from ..shared.acknowledgements import default_child
-from .choices import ListenerRoute, LoadBalancerRoute
 from .target_optimizer import (
     TargetOptimizerProps,
     admit_agent_ports,
@@ -37,7 +35,7 @@ def task_security_group(
     vpc: ec2.IVpc,
     model_name: str,
     port: int,
-    route: LoadBalancerRoute | ListenerRoute,
+    route: BoundRoute,
     target_optimizer: TargetOptimizerProps | None = None,
 ) -> ec2.SecurityGroup:
     """The tasks' group: the load balancer in on the container port (the agent's data and control ports with a
@@ -51,11 +49,7 @@ def task_security_group(
         allow_all_outbound=False,
     )
     security_group.add_egress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "HTTPS to VPC endpoints and the S3 gateway")
-    if isinstance(route, LoadBalancerRoute):
-        # Attaching the target group admits the balancer's group on the container port; it needs one egress rule.
-        route.load_balancer.allow_to_targets_on(port)
-    else:
-        security_group.connections.allow_from(route.listener, ec2.Port.tcp(port), "load balancer")
+    route.allow_traffic(security_group, port)
     admit_agent_ports(security_group, route, target_optimizer, health_check_port)
     return security_group
 
@@ -71,7 +65,7 @@ class ServiceTargets:
         *,
         model_name: str,
         contract: ServerContract,
-        route: LoadBalancerRoute | ListenerRoute,
+        route: BoundRoute,
         vpc: ec2.IVpc,
         deregistration_delay_seconds: int,
         shifts_traffic: bool,
@@ -88,7 +82,7 @@ class ServiceTargets:
         ]
         self.target_group = self.target_groups[0]
         self.listener_rule = _listener_rule(scope, model_name, contract, route, self.target_groups)
-        self.load_balancer_full_name = _load_balancer_full_name(route)
+        self.load_balancer_full_name = route.metrics_load_balancer_name()
         self.target_group_metrics = [TargetGroupMetrics(tg, self.load_balancer_full_name) for tg in self.target_groups]
 
     def attach(self, service: ecs.Ec2Service, container: ecs.ContainerDefinition) -> None:
@@ -143,28 +137,14 @@ def _listener_rule(
     scope: Construct,
     model_name: str,
     contract: ServerContract,
-    route: LoadBalancerRoute | ListenerRoute,
+    route: BoundRoute,
     target_groups: Sequence[elbv2.ApplicationTargetGroup],
 ) -> elbv2.ApplicationListenerRule:
     """``/<model>`` and ``/<model>/*`` (or only the contract's public paths below it) to the target groups."""
-    if isinstance(route, LoadBalancerRoute):
-        rule = route.load_balancer.add_model_route(
-            model_name,
-            *target_groups,
-            scope=scope,
-            paths=contract.public_paths,
-            priority=route.priority,
-            prediction_routes=contract.prediction_routes,
-        )
-    else:
-        rule = elbv2.ApplicationListenerRule(
-            scope,
-            "Route",
-            listener=route.listener,
-            priority=route.priority,
-            conditions=[elbv2.ListenerCondition.path_patterns(model_path_patterns(model_name, contract.public_paths))],
-            action=_forward(target_groups),
-        )
+    rule = route.add_rule(
+        scope,
+        RouteRule(model_name, tuple(target_groups), tuple(contract.public_paths), tuple(contract.prediction_routes)),
+    )
     if contract.serves_at_root:
         default_child(rule, elbv2.CfnListenerRule).transforms = [
             elbv2.CfnListenerRule.TransformProperty(
@@ -175,26 +155,3 @@ def _listener_rule(
             )
         ]
     return rule
-
-
-def _load_balancer_full_name(route: LoadBalancerRoute | ListenerRoute) -> str:
-    """What dimensions the target groups' metrics: the route's load balancer's name, else parsed from its listener's
-    ARN."""
-    if isinstance(route, LoadBalancerRoute):
-        return route.load_balancer.load_balancer.load_balancer_full_name
-    if route.load_balancer is not None:
-        return full_name_of(route.load_balancer)
-    return load_balancer_name_from_listener_arn(route.listener.listener_arn)
-
-
-def _forward(target_groups: Sequence[elbv2.IApplicationTargetGroup]) -> elbv2.ListenerAction:
-    """Forward to the one target group, or weighted 100 / 0 to both (deployments shift the weights)."""
-    if len(target_groups) == 1:
-        return elbv2.ListenerAction.forward(list(target_groups))
-    production, alternate = target_groups
-    return elbv2.ListenerAction.weighted_forward(
-        [
-            elbv2.WeightedTargetGroup(target_group=production, weight=100),
-            elbv2.WeightedTargetGroup(target_group=alternate, weight=0),
-        ]
-    )

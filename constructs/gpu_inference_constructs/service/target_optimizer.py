@@ -25,8 +25,8 @@ from constructs import Construct
 
 from ..core.errors import ConfigError, require
 from ..core.target_optimizer_props import AGENT_CPU, AGENT_MEMORY_MIB, TargetOptimizerProps
+from ..routing.service_route import BoundRoute
 from ..shared.acknowledgements import default_child
-from .choices import ListenerRoute, LoadBalancerRoute
 
 if TYPE_CHECKING:
     from ..core.model_props import ModelProps
@@ -96,7 +96,7 @@ def set_control_port(target_group: elbv2.ApplicationTargetGroup, optimizer: Targ
 
 def admit_agent_ports(
     security_group: ec2.SecurityGroup,
-    route: LoadBalancerRoute | ListenerRoute,
+    route: BoundRoute,
     optimizer: TargetOptimizerProps | None,
     health_check_port: int,
 ) -> None:
@@ -105,13 +105,7 @@ def admit_agent_ports(
     if optimizer is None:
         return
     for port, why in ((optimizer.control_port, "target control"), (health_check_port, "health checks")):
-        if isinstance(route, LoadBalancerRoute):
-            route.load_balancer.allow_to_targets_on(port)
-            security_group.connections.allow_from(
-                route.load_balancer.load_balancer, ec2.Port.tcp(port), f"load balancer: {why}"
-            )
-        else:
-            security_group.connections.allow_from(route.listener, ec2.Port.tcp(port), f"load balancer: {why}")
+        route.allow_port(security_group, port, why)
 
 
 def registered_container(

@@ -36,6 +36,7 @@ from ..shared.acknowledgements import (
     nag_rendering,
 )
 from ..shared.cdk_interfaces import as_role, service_principal
+from ..store.model_bucket import BoundModelSource
 from ..store.model_fetch import fetch_script
 from ..store.model_store import compile_cache_prefix, grant_read_prefix, model_read_prefix
 from ..task_telemetry.log_archive import archive_environment, firelens_config_with_archive, grant_archive_writes
@@ -54,7 +55,6 @@ from ..task_telemetry.telemetry import (
     TelemetryProps,
     with_traces,
 )
-from .choices import ModelBucket
 from .target_optimizer import add_target_control_agent
 from .task_gpu_share import write_share
 
@@ -95,7 +95,7 @@ class ServiceTask:
         *,
         model: ModelProps,
         contract: ServerContract,
-        source: ModelBucket,
+        source: BoundModelSource,
         uri: str,
         region: str,
         environment_name: str,

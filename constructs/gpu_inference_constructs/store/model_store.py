@@ -16,11 +16,12 @@ from constructs import Construct
 from ..core.errors import require
 from ..shared.acknowledgements import default_child, skip_checkov
 from ..shared.cdk_interfaces import service_principal
+from .model_bucket import MODELS_PREFIX as MODELS_PREFIX
+from .model_bucket import BoundModelSource, ModelSource
 from .published_files import MANIFEST_FILE as MANIFEST_FILE
 from .published_files import SHA256PIECES_FILE as SHA256PIECES_FILE
 from .published_files import SHA256SUMS_FILE as SHA256SUMS_FILE
 
-MODELS_PREFIX = "models"
 ACCESS_LOGS_PREFIX = "s3/models/"
 
 
@@ -64,8 +65,10 @@ class ModelStoreProps:
         )
 
 
-class ModelStore(Construct):
-    """Attributes: ``bucket`` (models), ``access_logs_bucket`` (S3 server access logs and ALB access logs)."""
+class ModelStore(Construct, ModelSource):
+    """Attributes: ``bucket`` (models), ``access_logs_bucket`` (S3 server access logs and ALB access logs).
+
+    A ModelSource: a ModelService given it as ``model_source`` reads its model under ``models/`` of ``bucket``."""
 
     def __init__(self, scope: Construct, construct_id: str, *, props: ModelStoreProps) -> None:
         super().__init__(scope, construct_id)
@@ -148,6 +151,9 @@ class ModelStore(Construct):
                 },
             )
         )
+
+    def bind(self, service: Construct) -> BoundModelSource:
+        return BoundModelSource(self.bucket, MODELS_PREFIX)
 
     def uri(self, model_name: str, version: str) -> str:
         return f"s3://{self.bucket.bucket_name}/{model_prefix(model_name, version)}"
