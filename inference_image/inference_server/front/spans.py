@@ -30,7 +30,7 @@ from .. import __version__
 from ..link_messages import JobResult
 from .otlp_exporter import OtlpExporter
 from .trace_context import Incoming, incoming
-from .tracing import TraceSettings
+from .trace_settings import TraceSettings
 
 SHUTDOWN_FLUSH_MS = 2000  # at the worker's exit: the spans not yet sent get this long to go
 TRACE_ID_LIMIT = (1 << 64) - 1  # a ratio sampler reads a trace id's low 64 bits (the SDK's TraceIdRatioBased)

@@ -6,37 +6,15 @@ installs it): an endpoint set without it is a settings error at start, not a ser
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from ..settings import SettingsError
 
 if TYPE_CHECKING:
     from .spans import Tracing
+    from .trace_settings import TraceSettings
 
 TRACE = "inference_server.trace"  # scope key: the request's RequestTrace, for the protocols' routes (None: unsampled)
-
-
-class TraceSettings(Protocol):
-    """What tracing reads of a server's settings (a single model's Settings, a pool's PoolSettings)."""
-
-    @property
-    def traces_endpoint(self) -> str | None: ...
-
-    @property
-    def trace_sample_ratio(self) -> float: ...
-
-    @property
-    def deployment_env(self) -> str: ...
-
-    @property
-    def trace_service(self) -> tuple[str, str]:
-        """The resource's service name and version."""
-        ...
-
-    @property
-    def trace_attributes(self) -> dict[str, str]:
-        """The resource's and every request span's attributes naming what the server serves."""
-        ...
 
 
 def tracing_from(settings: TraceSettings, worker: int = 0) -> Tracing | None:
