@@ -56,7 +56,7 @@ def _percentiles(values: list[float]) -> dict[str, float]:
     }
 
 
-def _publish_local(source: Path, root: Path, name: str, task: str, manifest_json: bytes | None = None) -> bytes:
+def publish_local(source: Path, root: Path, name: str, task: str, manifest_json: bytes | None = None) -> bytes:
     """source's files as pools/<pool>/models/<name>/1/ under root (hard links where they can be), with the published
     files; returns the manifest JSON (reused, renamed, for copies of one model)."""
     target = root / "models" / name / "1"
@@ -88,10 +88,10 @@ def build_store(work: Path, models: int, miss_model: Path) -> Path:
 
     tiny = build_tiny_bert(work / "tiny", "text-classification")
     root = work / "store" / "pools" / POOL
-    manifest = _publish_local(tiny, root, "m0", "text-classification")
+    manifest = publish_local(tiny, root, "m0", "text-classification")
     for index in range(1, models):
-        _publish_local(tiny, root, f"m{index}", "text-classification", manifest)
-    _publish_local(miss_model, root, "minilm", "text-embedding")
+        publish_local(tiny, root, f"m{index}", "text-classification", manifest)
+    publish_local(miss_model, root, "minilm", "text-embedding")
     names = {f"m{i}": "1" for i in range(models)} | {"minilm": "1"}
     (root / REGISTRY_FILE).write_bytes(Registry(POOL, names).to_json())
     return root
@@ -115,10 +115,18 @@ def _server(store: str, cache: Path, store_object: ModelStore | None = None, **s
     return server
 
 
+def _synchronize() -> None:
+    if DEVICE["setting"] == "cuda":
+        import torch
+
+        torch.cuda.synchronize()
+
+
 async def _timed(server: PoolServer, name: str) -> tuple[float, float, str]:
     """(the request's seconds, of which its model's load, where the model was found)."""
     started = time.perf_counter()
     model, tier = await server.pool.acquire(name, time.monotonic() + 30)
+    _synchronize()  # a copy to the GPU may still be under way when the call returns
     loaded = time.perf_counter()
     server.pool.release(model)
     await server.app.run(name, [TEXT])
@@ -305,12 +313,18 @@ def _s3_server(store: Path, work: Path) -> PoolServer:
 def _process_figures() -> dict[str, float]:
     with open("/proc/self/statm") as statm:
         resident_pages = int(statm.read().split()[1])
-    return {
+    figures = {
         "rss_mib": round(resident_pages * os.sysconf("SC_PAGE_SIZE") / 2**20, 1),
         "descriptors": len(os.listdir("/proc/self/fd")),
         "threads": threading.active_count(),
         "os_threads": len(os.listdir("/proc/self/task")),
     }
+    if DEVICE["setting"] == "cuda":  # what the loads and unloads leave on the GPU
+        import torch
+
+        figures["gpu_allocated_mib"] = round(torch.cuda.memory_allocated() / 2**20, 1)
+        figures["gpu_reserved_mib"] = round(torch.cuda.memory_reserved() / 2**20, 1)
+    return figures
 
 
 def load_evict_cycles(store: Path, work: Path, cycles: int) -> dict[str, Any]:

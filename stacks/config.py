@@ -315,12 +315,7 @@ class EnvironmentConfig:
         """Whether the model uses the environment's shared result cache (the bundled server's, when there is one)."""
         served = self.server_config(model)
         bundled = served.bundled
-        return (
-            self.cache is not None
-            and bundled is not None
-            and served.pool is None
-            and bundled.shared_cache.enabled is not False
-        )
+        return self.cache is not None and bundled is not None and bundled.shared_cache.enabled is not False
 
     def _check_load_balancers(self) -> None:
         """Each load balancer's models fit its quotas; numbers run 1..N with none empty; per load balancer, the WAF

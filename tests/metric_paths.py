@@ -3,7 +3,13 @@ namespaces (ECS/ContainerInsights only where the cluster turns it on), else the 
 emits it, through the path it takes: the server's EMF lines through its log driver (awslogs, or FireLens's
 cloudwatch_logs output sending the line as written, ``log_key log``), or the task's collector (its configuration
 selects the metric for its EMF exporter). Which container emits what is the library's own declaration: the
-contract's ``emf_metrics`` (the server writes them) and its Prometheus ``metrics`` (the collector brings them)."""
+contract's ``emf_metrics`` (the server writes them) and its Prometheus ``metrics`` (the collector brings them).
+
+A read over periods under a minute (a high-resolution alarm: the queue's scale-out) needs more than delivery: the
+server must store the metric at 1-second resolution and write it at least twice a period, or some periods hold no
+datapoint. How often and at which resolution the bundled servers write each metric is read off the servers
+themselves, as the task's environment configures them (:func:`server_emissions`): a pool's documents are made by its
+own PoolServer."""
 
 from __future__ import annotations
 
@@ -11,8 +17,10 @@ import contextlib
 import functools
 import io
 import json
+import logging
 import re
 from dataclasses import dataclass
+from typing import Any, cast
 
 import aws_cdk as cdk
 
@@ -40,6 +48,8 @@ class MetricRead:
     """Its ModelName dimension; None where it has none (a SEARCH over every model, a per-service metric)."""
     search: bool = False
     """A dashboard's SEARCH: it graphs whatever matches, nothing where the environment runs no server that emits it."""
+    period_s: int | None = None
+    """The alarm's period; None where the reader sets none (a target tracking policy, a dashboard)."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +61,9 @@ class ModelTask:
     task_definition: dict
     emf_metrics: frozenset[str]
     collected_metrics: frozenset[str]
+    emissions: dict[str, tuple[float, int]] | None = None
+    """metric -> (seconds between two of its datapoints, its storage resolution) as the bundled server (single model
+    or pool) the task's environment configures writes it; None for another server."""
 
 
 def model_tasks(stage, template: dict) -> list[ModelTask]:
@@ -62,15 +75,107 @@ def model_tasks(stage, template: dict) -> list[ModelTask]:
         logical_id = cdk.Stack.of(service).resolve(resource.logical_id)
         contract = service.contract
         histograms = {cloudwatch for _, cloudwatch in contract.metrics.histograms} if contract.metrics else set()
+        definition = template["Resources"][logical_id]
         tasks.append(
             ModelTask(
                 service.model.name,
-                template["Resources"][logical_id],
+                definition,
                 frozenset(contract.emf_metrics),
                 frozenset(contract.metric_names) | histograms,
+                server_emissions(server_environment(definition)) if contract.emf_metrics else None,
             )
         )
     return tasks
+
+
+def server_environment(task_definition: dict) -> dict[str, str]:
+    (server,) = [c for c in task_definition["Properties"]["ContainerDefinitions"] if c["Name"] == "server"]
+    return {e["Name"]: _text(e["Value"]) for e in server.get("Environment", [])}
+
+
+class _Documents(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.documents: list[dict[str, Any]] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        fields = getattr(record, "fields", None)
+        if isinstance(fields, dict) and "_aws" in fields:
+            self.documents.append(fields)
+
+
+def _definitions(documents: list[dict[str, Any]]) -> dict[str, int]:
+    """metric -> its storage resolution, from EMF documents (60 where the definition names none: EMF's default)."""
+    return {
+        metric["Name"]: metric.get("StorageResolution", 60)
+        for document in documents
+        for directive in document["_aws"]["CloudWatchMetrics"]
+        for metric in directive["Metrics"]
+    }
+
+
+def _pool_emissions(environment: dict[str, str]) -> dict[str, tuple[float, int]]:
+    """The pool server's documents for one idle interval, each of its two emitters once: the scale-out signal's
+    (every SIGNAL_INTERVAL_S) and the interval's (every METRICS_INTERVAL_S)."""
+    from inference_server.pool.pool_settings import load_pool_settings
+    from inference_server.pool.server import PoolServer
+
+    settings = load_pool_settings(environment)
+    server = PoolServer(settings, loader=cast(Any, object()))  # no model is loaded: only its emitters run
+    logger, capture = logging.getLogger("inference_server.pool.server"), _Documents()
+    logger.addHandler(capture)
+    level, logger.level = logger.level, logging.INFO
+    try:
+        server.emit_signals()
+        signals, capture.documents = capture.documents, []
+        server.emit_metrics()
+        interval = capture.documents
+    finally:
+        logger.removeHandler(capture)
+        logger.setLevel(level)
+    return {
+        **{name: (settings.metrics_interval_s, resolution) for name, resolution in _definitions(interval).items()},
+        **{name: (settings.signal_interval_s, resolution) for name, resolution in _definitions(signals).items()},
+    }
+
+
+def _single_model_emissions(environment: dict[str, str]) -> dict[str, tuple[float, int]]:
+    """The single-model server: the model process's signal document (every SIGNAL_INTERVAL_S) holds the high-resolution
+    metrics, every other document comes every METRICS_INTERVAL_S (inference_server/engine/model_runner.py)."""
+    from inference_server import emf
+    from inference_server.settings import load_settings
+
+    settings = load_settings([], environment)
+    return {
+        name: (settings.signal_interval_s, 1) if name in emf.HIGH_RESOLUTION else (settings.metrics_interval_s, 60)
+        for name in emf.UNITS
+    }
+
+
+def server_emissions(environment: dict[str, str]) -> dict[str, tuple[float, int]]:
+    """metric -> (seconds between two datapoints, storage resolution) of the bundled server ``environment`` runs."""
+    if "POOL_NAME" in environment:
+        return _pool_emissions(environment)
+    return _single_model_emissions(environment)
+
+
+def resolution_problem(task: ModelTask, metric: str, period_s: int | None) -> str | None:
+    """Why a read of ``metric`` over ``period_s`` periods finds some without a datapoint, or None: under a minute the
+    server must store it at 1-second resolution (CloudWatch: a 10, 20 or 30 s period needs a high-resolution metric)
+    and write it at least twice a period (a timer's drift moves a datapoint per period across the boundary)."""
+    if period_s is None or period_s >= 60 or task.emissions is None or metric not in task.emf_metrics:
+        return None
+    if metric not in task.emissions:
+        return f"a {period_s} s period reads it, but the server writes it in no document"
+    interval, resolution = task.emissions[metric]
+    if resolution != 1:
+        return f"a {period_s} s period reads it, but the server stores it at {resolution}-second resolution"
+    if interval > period_s / 2:
+        return (
+            f"a {period_s} s period reads it, but the server writes it every {interval:g} s: periods without a "
+            f"datapoint (write it at least every {period_s / 2:g} s)"
+        )
+    return None
 
 
 def metric_reads(template: dict) -> list[MetricRead]:
@@ -99,14 +204,19 @@ def _dimensions(dimensions) -> dict:
 def _metric_specification(reader: str, spec: dict) -> list[MetricRead]:
     """An alarm's or a customized metric specification's metrics: one metric, or metric math (stats and SEARCHes)."""
     if "MetricName" in spec:
-        return [MetricRead(reader, spec["Namespace"], spec["MetricName"], _model(_dimensions(spec.get("Dimensions"))))]
+        model = _model(_dimensions(spec.get("Dimensions")))
+        return [MetricRead(reader, spec["Namespace"], spec["MetricName"], model, period_s=spec.get("Period"))]
     reads = []
     for query in spec.get("Metrics", []):
         if "MetricStat" in query:
             metric = query["MetricStat"]["Metric"]
             reads.append(
                 MetricRead(
-                    reader, metric["Namespace"], metric["MetricName"], _model(_dimensions(metric.get("Dimensions")))
+                    reader,
+                    metric["Namespace"],
+                    metric["MetricName"],
+                    _model(_dimensions(metric.get("Dimensions"))),
+                    period_s=query["MetricStat"].get("Period"),
                 )
             )
         elif isinstance(query.get("Expression"), str):
@@ -305,7 +415,11 @@ def undeliverable(template: dict, tasks: list[ModelTask]) -> list[str]:
                 found.append(f"{what}: the task-start function writes it, but {function_problem}")
         elif read.model is not None:
             task = by_model.get(read.model)
-            problem = "no model of that name has a task" if task is None else delivery_problem(task, read.name)
+            problem = (
+                "no model of that name has a task"
+                if task is None
+                else delivery_problem(task, read.name) or resolution_problem(task, read.name, read.period_s)
+            )
             if problem is not None:
                 found.append(f"{what}: {problem}")
         elif read.search and not any(read.name in task.emf_metrics | task.collected_metrics for task in tasks):

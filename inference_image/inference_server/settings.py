@@ -327,11 +327,17 @@ class Settings:
 
     @property
     def traces_endpoint(self) -> str | None:
-        """Where the spans go: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, else OTEL_EXPORTER_OTLP_ENDPOINT's /v1/traces."""
-        if self.otel_exporter_otlp_traces_endpoint:
-            return self.otel_exporter_otlp_traces_endpoint
-        base = self.otel_exporter_otlp_endpoint
-        return f"{base.rstrip('/')}/v1/traces" if base else None
+        return traces_endpoint(self.otel_exporter_otlp_endpoint, self.otel_exporter_otlp_traces_endpoint)
+
+    @property
+    def trace_service(self) -> tuple[str, str]:
+        """The spans' service name and version (OTEL_SERVICE_NAME, when set, names the service instead)."""
+        return self.model_name, self.model_version
+
+    @property
+    def trace_attributes(self) -> dict[str, str]:
+        """What every span of this server says about what it serves."""
+        return {"model.name": self.model_name, "model.version": self.model_version}
 
     @property
     def model_is_s3(self) -> bool:
@@ -343,6 +349,14 @@ class Settings:
 
     def replace(self, **changes: Any) -> Settings:
         return dataclasses.replace(self, **changes)
+
+
+def traces_endpoint(base: str | None, traces: str | None) -> str | None:
+    """Where the spans go: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT (``traces``), else OTEL_EXPORTER_OTLP_ENDPOINT's
+    (``base``) /v1/traces; None: nothing traced."""
+    if traces:
+        return traces
+    return f"{base.rstrip('/')}/v1/traces" if base else None
 
 
 def env_name(f: dataclasses.Field) -> str:

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .handlers import LoadContext
 from .handlers.batch import Batch
 from .handlers.hf import TextClassificationHandler
 
@@ -182,7 +183,14 @@ def reference_module(model_dir: str | Path):
 
 class SlowClassificationHandler(TextClassificationHandler):
     """The tiny BERT's classifier with a pause in every batch (SLOW_HANDLER_DELAY_S, default 0.05 s), so tests can
-    catch requests in flight."""
+    catch requests in flight; and in a pool, the load of the model named SLOW_HANDLER_LOAD_MODEL takes
+    SLOW_HANDLER_LOAD_S longer (a load in progress when the server stops)."""
+
+    def load(self, ctx: LoadContext) -> None:
+        slow = os.environ.get("SLOW_HANDLER_LOAD_MODEL")
+        if slow and ctx.manifest is not None and ctx.manifest.model_name == slow:
+            time.sleep(float(os.environ.get("SLOW_HANDLER_LOAD_S", "0")))
+        super().load(ctx)
 
     def forward(self, batch: Batch) -> Any:
         time.sleep(float(os.environ.get("SLOW_HANDLER_DELAY_S", "0.05")))

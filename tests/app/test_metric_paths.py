@@ -3,13 +3,17 @@ CloudWatch: each is followed back to the container that emits it and the path it
 every environment; a planted twin of each broken path is caught."""
 
 import copy
+import dataclasses
 import re
 
 import pytest
 
+from gpu_inference_constructs.servers.pool import POOL_METRICS
 from inference_server import emf
 from tests.app.test_checks import ENVIRONMENTS
-from tests.metric_paths import metric_reads, model_tasks, undeliverable
+from tests.metric_paths import metric_reads, model_tasks, server_emissions, server_environment, undeliverable
+
+POOL = "tenants"  # dev's pool
 
 
 @pytest.fixture(scope="module")
@@ -95,3 +99,32 @@ def test_a_metric_no_container_emits_is_caught(environments):
         },
     }
     assert any("NoSuchMetric" in line and "no container" in line for line in undeliverable(template, tasks))
+
+
+def test_the_pools_metrics_are_followed_and_its_queue_signal_fits_its_scale_out_alarm(environments):
+    """The pool's reads are in the walk (its alarms, its scaling on the queue at 10 s periods), and its server writes
+    the queue as the single-model server does: at 1-second resolution, every 5 s (the pool's own PoolServer, as the
+    task's environment configures it; it wrote it every 10 s in its interval document before)."""
+    template, tasks = environments["dev"]
+    (pool,) = [task for task in tasks if task.model == POOL]
+    reads = [read for read in metric_reads(template) if read.model == POOL]
+    assert {read.name for read in reads} >= {"QueueDepth", *POOL_METRICS}
+    assert any(read.name == "QueueDepth" and read.period_s == 10 for read in reads)  # the queue's scale-out alarm
+    assert pool.emissions is not None and pool.emissions["QueueDepth"] == (5.0, 1)
+    assert {name for name, (_, resolution) in pool.emissions.items() if resolution == 1} == {"QueueDepth"}
+    single = next(task for task in tasks if task.emissions is not None and task.model != POOL)
+    assert single.emissions is not None and single.emissions["QueueDepth"] == pool.emissions["QueueDepth"]
+
+
+def test_a_pool_writing_its_queue_once_a_period_is_caught(environments):
+    """The planted twin: the pool's queue signal every 10 s, as its interval document carried it, under the 10 s
+    periods of its scale-out alarm."""
+    template, tasks = environments["dev"]
+    (pool,) = [task for task in tasks if task.model == POOL]
+    definition = copy.deepcopy(pool.task_definition)
+    (server,) = [c for c in definition["Properties"]["ContainerDefinitions"] if c["Name"] == "server"]
+    server["Environment"].append({"Name": "SIGNAL_INTERVAL_S", "Value": "10"})
+    emissions = server_emissions(server_environment(definition))
+    slow = dataclasses.replace(pool, task_definition=definition, emissions=emissions)
+    found = undeliverable(template, [slow if task is pool else task for task in tasks])
+    assert any(f"GpuInference/QueueDepth of {POOL}" in line and "every 10 s" in line for line in found), found

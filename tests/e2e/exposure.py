@@ -1,7 +1,7 @@
-"""What a client on the internet can reach of one model: every route of the bundled server (its own OpenAPI
-document, plus the routes outside it) as the client sends it, whether the model's listener rule forwards it (the
-ALB's path-pattern matching), and what the route is for. Used against the synthesized rule (tests/infra) and
-against the server the task definition starts (tests/e2e)."""
+"""What a client on the internet can reach of one model or pool: every route of the bundled server (its own OpenAPI
+document, plus the routes outside it) or of the pool's server (its app's routes) as the client sends it, whether the
+listener rule forwards it (the ALB's path-pattern matching), and what the route is for. Used against the synthesized
+rule (tests/infra) and against the server the task definition starts (tests/e2e)."""
 
 from __future__ import annotations
 
@@ -42,6 +42,16 @@ PUBLIC_ROUTES = {
             "/v2/models/{model_name}/versions/{model_version}/ready",
         )
     },
+}
+
+
+# A pool's routes below /<pool> (inference_server/pool/app.py): the model is in the path or the body; the probes are
+# the bare PROBE_ROUTES' (a pool has no /metrics).
+POOL_PUBLIC_ROUTES = {
+    ("POST", "/v1/embeddings"): "inference",
+    ("POST", "/v2/models/{name}/infer"): "inference",
+    ("POST", "/models/{name}/predict"): "inference",
+    ("GET", "/v1/models"): "metadata",
 }
 
 
@@ -114,3 +124,18 @@ def exposure_problems(table: list[Route], model: str) -> list[str]:
         if under_prefix and route.intended_public and not route.forwarded:
             problems.append(f"{route.method} {route.path} ({route.purpose}) is not forwarded: clients cannot reach it")
     return problems
+
+
+def pool_route_table(routes: list[tuple[str, str]], pool: str, patterns: list[str]) -> list[Route]:
+    """Every (method, path template) the pool's app routes, as a client sends it (a model named ``x``), and bare
+    below the load balancer (which no rule forwards: the pool answers those with its 401 or 404)."""
+    table = []
+    for method, template in dict.fromkeys(routes):
+        relative = template.removeprefix(f"/{pool}")
+        purpose = (
+            "probe" if (method, relative) in PROBE_ROUTES else POOL_PUBLIC_ROUTES.get((method, relative), "unlisted")
+        )
+        path = re.sub(r"\{[^}]+\}", "x", relative)
+        for sent in dict.fromkeys((f"/{pool}{path}", path)):
+            table.append(Route(method, sent, purpose, forwarded(patterns, sent)))
+    return table

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from typing import Any, cast
 
 import httpx
 import pytest
@@ -35,7 +36,7 @@ from gpu_inference_constructs.servers.bundled import BUNDLED_DOCS_PATHS, BUNDLED
 from gpu_inference_constructs.servers.model_entry import split_model_entry
 from gpu_inference_constructs.shared.cdk_interfaces import as_secret
 from tests.e2e.contract import load_contracts
-from tests.e2e.exposure import Route, exposure_problems, forwarded, route_table
+from tests.e2e.exposure import Route, exposure_problems, forwarded, pool_route_table, route_table
 from tests.infra.test_server_contract import IMAGE, at_priority, complete, on_cluster, stack_with_placement
 
 ENVIRONMENTS = ["dev", "staging", "prod"]
@@ -175,6 +176,100 @@ def test_a_route_the_server_adds_under_a_forwarded_wildcard_is_found_until_it_is
     doc = {**doc, "paths": {**doc["paths"], "/v2/admin": {"post": {}}}}
     problems = exposure_problems(route_table(doc, "minilm", contract.path_patterns, False), "minilm")
     assert problems == ["POST /minilm/v2/admin (unlisted) is forwarded to the internet"]
+
+
+def pool_contracts(synthesized):
+    return [
+        c
+        for env in ENVIRONMENTS
+        for c in load_contracts(synthesized.inference_template(env), env)
+        if "POOL_NAME" in c.environment
+    ]
+
+
+def pool_app(contract, tmp_path):
+    """The pool server's app as the task definition configures it (its key from the secret as the shared stack
+    generates it); no model is loaded: every answer below comes before one would be."""
+    from inference_server.pool.pool_settings import load_pool_settings
+    from inference_server.pool.server import PoolServer
+
+    environ = {name: value for name, value in contract.environment.items() if isinstance(value, str)}
+    environ.update(
+        MODEL_STORE_URI=str(tmp_path / "pools" / contract.model_name),
+        MODEL_CACHE_DIR=str(tmp_path / "cache"),
+        **{name: json.dumps({"default": KEY}) for name in contract.secret_names},
+    )
+    return PoolServer(load_pool_settings(environ), loader=cast(Any, object())).app
+
+
+def pool_routes(app) -> list[tuple[str, str]]:
+    """(method, path template) of every route the pool's app declares."""
+    return [(method, route.path) for route in app.app.routes for method in sorted(route.methods - {"HEAD"})]
+
+
+def answered_without_a_key(app, table: list[Route]) -> list[str]:
+    """Each forwarded route that answers a request without a key, or with a wrong one, with anything but 401; and
+    each that a request with the key gets a 401 from."""
+
+    async def walk() -> list[str]:
+        found = []
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as client:
+            for route in (r for r in table if r.forwarded):
+                body = {} if route.method == "POST" else None
+                for headers in ({}, {"x-api-key": "wrong"}):
+                    status = (await client.request(route.method, route.path, json=body, headers=headers)).status_code
+                    if status != 401:
+                        found.append(f"{route.method} {route.path} answers {status} without a valid key")
+                keyed = await client.request(route.method, route.path, json=body, headers={"x-api-key": KEY})
+                if keyed.status_code == 401:
+                    found.append(f"{route.method} {route.path} refuses the key")
+        return found
+
+    return asyncio.run(walk())
+
+
+def test_the_pools_rule_forwards_exactly_its_keyed_routes_and_its_server_refuses_them_without_a_key(
+    synthesized, tmp_path
+):
+    """The pool's routes walked as a model's are: the rule forwards its inference and metadata routes (every model
+    through them) and never its probes; its server answers each forwarded route only with the key (the model list,
+    a GET with no body, answered without one before)."""
+    (contract,) = pool_contracts(synthesized)
+    pool = contract.model_name
+    assert contract.secret_names == ["API_KEYS"]
+    app = pool_app(contract, tmp_path)
+    table = pool_route_table(pool_routes(app), pool, contract.path_patterns)
+    assert {(r.method, r.path) for r in table if r.forwarded} == {
+        ("POST", f"/{pool}/v1/embeddings"),
+        ("POST", f"/{pool}/v2/models/x/infer"),
+        ("POST", f"/{pool}/models/x/predict"),
+        ("GET", f"/{pool}/v1/models"),
+    }
+    assert exposure_problems(table, pool) == []
+    assert answered_without_a_key(app, table) == []
+
+    async def probes() -> list[int]:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as client:
+            return [(await client.get(path)).status_code for path in ("/health", f"/{pool}/health")]
+
+    assert asyncio.run(probes()) == [200, 200]  # the target group's and the container's, without a key
+
+
+def test_a_pool_route_without_the_key_check_or_a_rule_forwarding_its_probes_is_found(synthesized, tmp_path):
+    """The walk can fail: a pool app that lets one route past its key check (as its model list was), and a rule
+    forwarding the whole prefix (the probes with it)."""
+    (contract,) = pool_contracts(synthesized)
+    pool = contract.model_name
+    app = pool_app(contract, tmp_path)
+    app.gate.open_paths = app.gate.open_paths | {f"/{pool}/v1/models"}  # the planted route: no key asked
+    table = pool_route_table(pool_routes(app), pool, contract.path_patterns)
+    assert answered_without_a_key(app, table) == [
+        f"GET /{pool}/v1/models answers 200 without a valid key",
+        f"GET /{pool}/v1/models answers 200 without a valid key",
+    ]
+    whole = exposure_problems(pool_route_table(pool_routes(app), pool, [f"/{pool}/*"]), pool)
+    assert f"GET /{pool}/health (probe) is forwarded to the internet" in whole
+    assert f"GET /{pool}/ready (probe) is forwarded to the internet" in whole
 
 
 def test_api_docs_are_forwarded_behind_the_key_only_when_turned_on():

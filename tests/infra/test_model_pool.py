@@ -15,10 +15,15 @@ from aws_cdk.assertions import Match, Template
 
 from gpu_inference_constructs.core.errors import ConfigError
 from gpu_inference_constructs.core.pool_props import PoolProps
+from gpu_inference_constructs.core.service_timing import SPOT_STOP_SECONDS
 from gpu_inference_constructs.servers.bundled import BundledServerProps
 from gpu_inference_constructs.servers.model_entry import pool_of_entry, split_model_entry
 from gpu_inference_constructs.servers.pool import POOL_METRICS, PoolServer
 from gpu_inference_constructs.service.pool_queries import top_models_rule_body
+from gpu_inference_constructs.task_telemetry.telemetry import OTLP_HTTP_ADDRESS, OTLP_HTTP_ENDPOINT
+from inference_server.facts import EXIT_GRACE_S
+from inference_server.front.shared_cache import config_from_settings
+from inference_server.pool.pool_settings import PoolSettings, load_pool_settings
 from stacks.config import load_environment
 from stacks.stage import InferenceStage
 from tests.conftest import metric_stats, scenario_context, single_metric
@@ -87,6 +92,72 @@ def server_environment(template: Template) -> dict:
     (definition,) = template.find_resources("AWS::ECS::TaskDefinition").values()
     server = next(c for c in definition["Properties"]["ContainerDefinitions"] if c["Name"] == "server")
     return {e["Name"]: e["Value"] for e in server["Environment"]}
+
+
+def task_containers(template: Template) -> dict[str, dict]:
+    (definition,) = template.find_resources("AWS::ECS::TaskDefinition").values()
+    return {c["Name"]: c for c in definition["Properties"]["ContainerDefinitions"]}
+
+
+def text(value) -> str:
+    """A template string, an Fn::Join's tokens read as a placeholder."""
+    if isinstance(value, dict):
+        delimiter, parts = value["Fn::Join"]
+        return delimiter.join(part if isinstance(part, str) else "TOKEN" for part in parts)
+    return value
+
+
+def pool_settings(template: Template, **resolved: str) -> PoolSettings:
+    """The pool server's settings as the task's environment configures them (what python -m inference_server reads);
+    ``resolved``: variables whose value is a token at synth, as the task will see them."""
+    environment = {name: text(value) for name, value in server_environment(template).items()}
+    return load_pool_settings({**environment, **resolved})
+
+
+def test_the_pool_server_drains_and_exits_within_the_tasks_stop_timeout_inside_the_spot_notice(template):
+    """The server's own bound (DRAIN_TIMEOUT_S, then EXIT_GRACE_S: inference_server/pool/__main__.py, a load in
+    progress not waited for) fits the container's stopTimeout, and with the target group's deregistration delay the
+    Spot notice; its keep-alive outlasts the load balancer's idle timeout. The pool's server read no drain setting
+    before: uvicorn's 30 s graceful shutdown, then a wait for any load."""
+    settings = pool_settings(template)
+    stop = task_containers(template)["server"]["StopTimeout"]
+    assert settings.drain_timeout_s + EXIT_GRACE_S <= stop
+    (group,) = template.find_resources("AWS::ElasticLoadBalancingV2::TargetGroup").values()
+    attributes = {a["Key"]: a["Value"] for a in group["Properties"]["TargetGroupAttributes"]}
+    assert int(attributes["deregistration_delay.timeout_seconds"]) + stop <= SPOT_STOP_SECONDS
+    assert settings.keep_alive_s == float(server_environment(template)["KEEP_ALIVE_S"])
+
+
+def test_the_pool_server_sends_its_request_spans_to_the_tasks_collector(template):
+    """As for a model service: the collector sidecar's OTLP receiver on the loopback, traces to X-Ray, and the pool's
+    server configured to send there (it read no OTLP setting before, so it traced nothing)."""
+    settings = pool_settings(template)
+    assert settings.traces_endpoint == f"{OTLP_HTTP_ENDPOINT}/v1/traces"
+    assert (settings.trace_service[0], settings.trace_attributes) == (POOL, {"pool.name": POOL})
+    collector = task_containers(template)["metrics-collector"]
+    otel = json.loads(text({e["Name"]: e["Value"] for e in collector["Environment"]}["AOT_CONFIG_CONTENT"]))
+    assert otel["receivers"]["otlp"]["protocols"]["http"] == {"endpoint": OTLP_HTTP_ADDRESS}
+    assert otel["service"]["pipelines"]["traces"]["exporters"] == ["awsxray"]
+
+
+def test_a_pool_in_an_environment_with_the_shared_cache_is_its_client(tmp_path):
+    """dev with staging's cache block: the pool's task gets the cache's SHARED_CACHE_* variables (and may connect), and
+    its server reads them (a pool's use_cache was refused before: its server read no cache)."""
+    dev = dev_with_registered(50)
+    dev["cache"] = copy.deepcopy(scenario_environments()["staging"]["cache"])
+    cached = Template.from_json(pool_template(dev, tmp_path))
+    environment = server_environment(cached)
+    assert environment["SHARED_CACHE_TLS"] == "true" and "SHARED_CACHE_ENDPOINT" in environment
+    assert text(environment["SHARED_CACHE_ENDPOINT"]) == "TOKEN:TOKEN"  # the cache's address and port
+    settings = pool_settings(cached, SHARED_CACHE_ENDPOINT="cache.example:6379")
+    config = config_from_settings(settings, {"AWS_REGION": "us-east-1"})
+    assert config is not None and config.iam_user == text(environment["SHARED_CACHE_IAM_USER"])
+    statements = [
+        statement
+        for policy in cached.find_resources("AWS::IAM::Policy").values()
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+    ]
+    assert any(statement["Action"] == "elasticache:Connect" for statement in statements)
 
 
 def test_the_server_runs_as_the_pool_on_its_store_prefix_with_artifact_code_off(template):

@@ -12,6 +12,7 @@ from ..core.errors import require
 from ..core.gpu_share import registered_memory_mib
 from ..core.model_props import ModelProps
 from ..core.pool_props import PoolAlarmProps, PoolProps
+from ..core.result_cache_props import ModelCacheProps
 from ..core.server_contract import ServerContext, ServerContract, ServerDefinition, require_props
 from ..core.server_signals import ServerAlarm
 from ..core.stop_timing import StopTiming
@@ -138,6 +139,11 @@ class PoolServer(ServerDefinition):
 
     name = "pool"
     sheds_load_itself = True  # the bundled server's admission: 503 once its queue is full
+
+    def cache_client(self) -> ModelCacheProps:
+        """The pool's server reads the shared result cache as the bundled server does (``props.shared_cache``), its keys
+        naming the pool, the model and its registered version (``ModelPool.use_cache``)."""
+        return self.props.shared_cache
 
     def __post_init__(self) -> None:
         require_props(self.props, BundledServerProps, type(self).__name__)

@@ -42,6 +42,7 @@ from ..link_messages import (
     encode,
 )
 from ..manifest import Manifest
+from ..queue_signal import QueuePeak, signal_document
 from ..settings import Settings, SettingsError
 from . import gpu_share
 from .artifacts import ArtifactError, fetch_model
@@ -158,7 +159,7 @@ class ModelRunner:
         self.batch_sizes = IntervalStats()
         self.exit_code = 0
         self._stop = threading.Event()
-        self._queue_peak = 0  # the deepest queue since the last signal document
+        self._queue_peak = QueuePeak()  # the deepest queue since the last signal document
         self.share: gpu_share.GpuShare | None = None  # read as the model loads
         self.batcher = Batcher(
             self._load_handler,
@@ -473,25 +474,16 @@ class ModelRunner:
 
     def _on_queue_change(self, queued: int) -> None:
         self.status.set(Slot.QUEUED, queued)
-        if queued > self._queue_peak:
-            self._queue_peak = queued
+        self._queue_peak.observe(queued)
 
     def emit_signals(self) -> None:
         """The scale-out signal, every SIGNAL_INTERVAL_S at high resolution: the deepest queue since the last one."""
-        queued = self.batcher.queued
-        peak, self._queue_peak = max(self._queue_peak, queued), queued
+        peak = self._queue_peak.take(self.batcher.queued)
         s = self.settings
-        log.info(
-            "metrics",
-            extra={
-                "fields": emf.document(
-                    s.deployment_env,
-                    s.model_name,
-                    {m.QUEUE_DEPTH: peak},
-                    {"model_version": s.model_version, "process": "model"},
-                )
-            },
+        document = signal_document(
+            s.deployment_env, s.model_name, peak, {"model_version": s.model_version, "process": "model"}
         )
+        log.info("metrics", extra={"fields": document})
 
     def emit_interval_metrics(self) -> None:
         values: dict[str, Any] = {}

@@ -10,12 +10,9 @@ SLOW_LINES_PER_S a second) and a sample of the rest."""
 from __future__ import annotations
 
 import hmac
-import itertools
 import json
 import logging
-import os
 import random
-import re
 import time
 from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
@@ -27,6 +24,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .errors import ApiError, error_body, not_ready, overloaded
 from .service import WorkerService
+from .trace_context import request_id
 from .tracing import TRACE
 
 if TYPE_CHECKING:
@@ -37,7 +35,6 @@ log = logging.getLogger(__name__)
 LOG_FIELDS = "inference_server.log"  # scope key: a dict the routes add log fields to
 ERROR_LINES_PER_S = 20
 SLOW_LINES_PER_S = 2
-_TRACE_ROOT = re.compile(rb"(?:^|;)\s*Root=([A-Za-z0-9-]{1,64})")
 _JSON_HEADERS = [(b"content-type", b"application/json")]
 _NUMPY = orjson.OPT_SERIALIZE_NUMPY
 # Answered without a key (below / and /<model>): what the target group, the container health check and a local
@@ -47,20 +44,6 @@ NO_KEY = "-"  # the key-name label of requests without a valid key (no key name 
 SHED = "shed"  # a log field: the request was shed (no access log line)
 TIMEOUT_HEADER = b"x-request-timeout-ms"  # the client's deadline, milliseconds from arrival
 _LONGEST_MS = 1e12
-
-
-_ID_PREFIX = os.urandom(8).hex()  # per process: ids stay unique across workers and restarts
-_ID_COUNTER = itertools.count()
-
-
-def request_id(headers: list[tuple[bytes, bytes]]) -> str:
-    """The Root of X-Amzn-Trace-Id, or a new id (32 hex characters)."""
-    for name, value in headers:
-        if name == b"x-amzn-trace-id":
-            match = _TRACE_ROOT.search(value)
-            if match:
-                return match.group(1).decode()
-    return f"{_ID_PREFIX}{next(_ID_COUNTER):016x}"
 
 
 class _LinesPerSecond:

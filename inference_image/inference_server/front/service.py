@@ -122,6 +122,10 @@ class WorkerService:
         if self.tracing is not None:
             self.tracing.shutdown()
 
+    @property
+    def drain_timeout_s(self) -> float:
+        return self.settings.drain_timeout_s
+
     def begin_drain(self) -> None:
         if not self.draining:
             self.draining = True

@@ -28,16 +28,16 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, Status,
 
 from .. import __version__
 from ..link_messages import JobResult
-from ..settings import Settings
 from .otlp_exporter import OtlpExporter
 from .trace_context import Incoming, incoming
+from .trace_settings import TraceSettings
 
 SHUTDOWN_FLUSH_MS = 2000  # at the worker's exit: the spans not yet sent get this long to go
 TRACE_ID_LIMIT = (1 << 64) - 1  # a ratio sampler reads a trace id's low 64 bits (the SDK's TraceIdRatioBased)
 SCOPE = ("inference_server", __version__)
 
 
-def parent_based_ratio(settings: Settings) -> float | None:
+def parent_based_ratio(settings: TraceSettings) -> float | None:
     """The share of requests traced where the caller does not decide: OTEL_TRACES_SAMPLER_ARG when
     OTEL_TRACES_SAMPLER is parentbased_traceidratio (1 when missing or not a share, as the SDK reads it), else
     TRACE_SAMPLE_RATIO when OTEL_TRACES_SAMPLER is unset; None for any other standard sampler."""
@@ -57,7 +57,7 @@ def _sampler_argument() -> float:
     return ratio if 0 <= ratio <= 1 else 1.0
 
 
-def sampler_of(settings: Settings) -> tuple[bool, float]:
+def sampler_of(settings: TraceSettings) -> tuple[bool, float]:
     """(whether a caller's sampled flag decides, the share of the other requests traced), as the SDK reads
     OTEL_TRACES_SAMPLER (an unknown name is its default, parentbased_always_on)."""
     ratio = parent_based_ratio(settings)
@@ -72,16 +72,16 @@ def sampler_of(settings: Settings) -> tuple[bool, float]:
     }.get(name, (True, 1.0))
 
 
-def resource_of(settings: Settings, worker: int) -> Resource:
+def resource_of(settings: TraceSettings, worker: int) -> Resource:
     """The SDK's resource: OTEL_RESOURCE_ATTRIBUTES (read by the SDK), then the service's name (OTEL_SERVICE_NAME,
-    else the model's) and the model's own attributes, later ones winning."""
+    else the model's or the pool's) and what the server serves (the model, or the pool), later ones winning."""
+    name, version = settings.trace_service
     return Resource.create(
         {
-            "service.name": os.environ.get("OTEL_SERVICE_NAME") or settings.model_name,
-            "service.version": settings.model_version,
+            "service.name": os.environ.get("OTEL_SERVICE_NAME") or name,
+            "service.version": version,
             "deployment.environment.name": settings.deployment_env,
-            "model.name": settings.model_name,
-            "model.version": settings.model_version,
+            **settings.trace_attributes,
             "worker": worker,
         }
     )
@@ -149,6 +149,10 @@ class RequestTrace:
             self.child("batch formation", run.picked, run.collated, batch)
             self.child("forward", run.collated, run.forward_end, batch)
 
+    def set(self, attributes: Mapping[str, Any]) -> None:
+        """Attributes known only once the request is under way (a pool's model, and whether it was a hit)."""
+        self._span.set_attributes(attributes)
+
     def end(self, status: int) -> None:
         self._span.set_attribute("http.response.status_code", status)
         if status >= 500:
@@ -159,7 +163,7 @@ class RequestTrace:
 class Tracing:
     """A worker's sampler, tracer and span processor; start() opens a request's trace when it is sampled."""
 
-    def __init__(self, settings: Settings, endpoint: str, worker: int = 0) -> None:
+    def __init__(self, settings: TraceSettings, endpoint: str, worker: int = 0) -> None:
         self._parent_decides, ratio = sampler_of(settings)
         self._bound = round(ratio * (TRACE_ID_LIMIT + 1))
         self._ids = _DecidedIds()
@@ -169,7 +173,7 @@ class Tracing:
         )
         self.provider.add_span_processor(self.exporter)
         self._tracer = self.provider.get_tracer(*SCOPE)
-        self._model = {"model.name": settings.model_name, "model.version": settings.model_version}
+        self._model = settings.trace_attributes
 
     def start(self, headers: list[tuple[bytes, bytes]], method: str, path: str, request_id: str) -> RequestTrace | None:
         """The request's trace, or None when it is not sampled: a caller that says whether it sampled decides (under

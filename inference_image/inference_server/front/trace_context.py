@@ -5,7 +5,14 @@ the trace is the one the load balancer's request is in."""
 
 from __future__ import annotations
 
+import itertools
+import os
+import re
 from typing import NamedTuple
+
+_TRACE_ROOT = re.compile(rb"(?:^|;)\s*Root=([A-Za-z0-9-]{1,64})")
+_ID_PREFIX = os.urandom(8).hex()  # per process: ids stay unique across workers and restarts
+_ID_COUNTER = itertools.count()
 
 
 class Incoming(NamedTuple):
@@ -70,3 +77,13 @@ def _amazon(value: bytes) -> Incoming | None:
     if not trace_id:
         return None
     return Incoming(trace_id, span_id, sampled if span_id is not None else None)
+
+
+def request_id(headers: list[tuple[bytes, bytes]]) -> str:
+    """The request's id: the Root of X-Amzn-Trace-Id (the load balancer's), or a new one (32 hex characters)."""
+    for name, value in headers:
+        if name == b"x-amzn-trace-id":
+            match = _TRACE_ROOT.search(value)
+            if match:
+                return match.group(1).decode()
+    return f"{_ID_PREFIX}{next(_ID_COUNTER):016x}"

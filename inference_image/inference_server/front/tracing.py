@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING
 from ..settings import SettingsError
 
 if TYPE_CHECKING:
-    from ..settings import Settings
     from .spans import Tracing
+    from .trace_settings import TraceSettings
 
 TRACE = "inference_server.trace"  # scope key: the request's RequestTrace, for the protocols' routes (None: unsampled)
 
 
-def tracing_from(settings: Settings, worker: int = 0) -> Tracing | None:
+def tracing_from(settings: TraceSettings, worker: int = 0) -> Tracing | None:
     """The worker's tracing when an OTLP endpoint is set (and OTEL_SDK_DISABLED is not true), else None."""
     endpoint = settings.traces_endpoint
     if endpoint is None or os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":

@@ -8,5 +8,7 @@
 - resident.py: the pool itself: single-flight loads, the GPU memory and host memory budgets, LRU eviction, failed
   loads and their backoff, deadline admission that counts a pending load, registry changes.
 - metrics.py: the pool's EMF documents (figures that do not grow with the model count).
-- app.py / __main__.py: the HTTP routes (OpenAI, Open Inference Protocol, native) under /<pool>/.
+- gate.py: what every request passes before its route (the API key, the drain, its span), as the single model's front.
+- app.py / __main__.py: the HTTP routes (OpenAI, Open Inference Protocol, native) under /<pool>/, behind the shared
+  result cache when there is one; the process, draining on SIGTERM as the single-model server does.
 """

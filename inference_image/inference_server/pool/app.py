@@ -7,14 +7,16 @@
 - GET /<pool>/v1/models: the registered models.
 
 A model name that is not plain is a 400 and one the registry does not name a 404 naming the pool; neither reaches
-storage. Errors are {"error": {"code": ..., "message": ...}} (OIP: {"error": "..."}), a 503 with Retry-After."""
+storage. Errors are {"error": {"code": ..., "message": ...}} (OIP: {"error": "..."}), a 503 with Retry-After.
+
+Before every route but the probes, the gate (gate.py): the API key, the drain, the request's span. A sampled request's
+span gets its model, version, hit or miss and the load it waited for as attributes here."""
 
 from __future__ import annotations
 
-import hmac
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 from starlette.applications import Starlette
@@ -23,14 +25,22 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from ..front.protocols.oip_codec import Tensor, encode_response
+from ..front.shared_cache import SharedCache, input_key, key_prefix
+from ..front.tracing import TRACE
 from ..inputs import InputError
 from ..tensor_spec import datatype_of
+from .gate import Gate
+from .loaded import DEVICE
 from .resident import ModelPool, PoolError
+
+if TYPE_CHECKING:
+    from ..front.spans import RequestTrace, Tracing
 
 log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 1 << 20
 MAX_TEXT_CHARS = 100_000
+PROBES = ("/health", "/ready")  # answered without a key, for the target group and the container health check
 
 
 def _json(content: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -68,10 +78,13 @@ class PoolApp:
         request_timeout_s: float = 10.0,
         max_client_batch: int = 64,
         api_keys: tuple[tuple[str, str], ...] = (),
+        tracing: Tracing | None = None,
+        drain_timeout_s: float = 70.0,
+        shared_cache: SharedCache | None = None,
     ) -> None:
         self.pool = pool
         self.request_timeout_s, self.max_client_batch = request_timeout_s, max_client_batch
-        self._keys = [key.encode() for _, key in api_keys]
+        self.shared_cache = shared_cache  # None: no SHARED_CACHE_ENDPOINT
         prefix = f"/{pool.pool}"
         routes = [Route(path, self.health, methods=["GET"]) for path in ("/health", f"{prefix}/health")]
         routes += [Route(path, self.ready, methods=["GET"]) for path in ("/ready", f"{prefix}/ready")]
@@ -82,9 +95,17 @@ class PoolApp:
             Route(f"{prefix}/models/{{name}}/predict", self.predict, methods=["POST"]),
         ]
         self.app = Starlette(routes=routes)
+        self.gate = Gate(
+            self.app,
+            open_paths=frozenset(path for probe in PROBES for path in (probe, f"{prefix}{probe}")),
+            api_keys=api_keys,
+            tracing=tracing,
+            drain_timeout_s=drain_timeout_s,
+            on_draining_refusal=pool.metrics.record_shed,
+        )
 
     async def __call__(self, scope, receive, send) -> None:
-        await self.app(scope, receive, send)
+        await self.gate(scope, receive, send)
 
     # -- probes ------------------------------------------------------------------------------------------------
 
@@ -92,7 +113,10 @@ class PoolApp:
         return _json({"status": "ok"})
 
     async def ready(self, request: Request) -> Response:
-        """Ready once the registry has been read: a pool loads its models on demand, none before."""
+        """Ready once the registry has been read: a pool loads its models on demand, none before; not while draining
+        (the load balancer stops sending)."""
+        if self.gate.draining:
+            return _json({"error": {"code": "draining", "message": "this task is stopping"}}, 503)
         if self.pool.ready:
             return _json({"status": "ready", **self.pool.figures()})
         return _json({"error": {"code": "not_ready", "message": "the registry has not been read yet"}}, 503)
@@ -113,7 +137,7 @@ class PoolApp:
             if not isinstance(name, str):
                 raise _bad('"model" must name a model of the pool')
             texts = _texts(body.get("input"), '"input"', self.max_client_batch)
-            predictions, tokens = await self.run(name, texts)
+            predictions, tokens = await self.predictions(name, texts, request.scope.get(TRACE))
             if not all(isinstance(p, dict) and "embedding" in p for p in predictions):
                 raise PoolError(400, "invalid_request", f"model {name!r} is not an embedding model")
         except PoolError as exc:
@@ -135,7 +159,7 @@ class PoolApp:
                 '"text"' if single else '"texts"',
                 1 if single else self.max_client_batch,
             )
-            predictions, _ = await self.run(name, texts)
+            predictions, _ = await self.predictions(name, texts, request.scope.get(TRACE))
         except PoolError as exc:
             return _error(exc)
         return _json({"prediction": predictions[0]} if single else {"predictions": predictions})
@@ -153,7 +177,7 @@ class PoolApp:
             texts = _texts(tensor.get("data"), "the input tensor's data", self.max_client_batch)
             if tensor.get("shape") != [len(texts)]:
                 raise _bad(f"the input tensor's shape must be [{len(texts)}]")
-            (outputs, version), _ = await self.run(name, texts, as_tensors=True)
+            outputs, _, version = await self.run(name, texts, request.scope.get(TRACE), as_tensors=True)
         except PoolError as exc:
             return _error(exc, oip=True)
         except NotImplementedError as exc:
@@ -169,12 +193,6 @@ class PoolApp:
     # -- the model ---------------------------------------------------------------------------------------------
 
     async def _body(self, request: Request) -> dict[str, Any]:
-        if self._keys:
-            given = (
-                request.headers.get("x-api-key") or request.headers.get("authorization", "").removeprefix("Bearer ")
-            ).encode()
-            if not any(hmac.compare_digest(given, key) for key in self._keys):
-                raise PoolError(401, "unauthorized", "missing or wrong x-api-key")
         raw = await request.body()
         if len(raw) > MAX_BODY_BYTES:
             raise PoolError(413, "too_large", f"the body is over {MAX_BODY_BYTES} bytes")
@@ -186,19 +204,60 @@ class PoolApp:
             raise _bad("the body must be a JSON object")
         return body
 
-    async def run(self, name: str, texts: list[str], as_tensors: bool = False) -> tuple[Any, int]:
-        """The model's predictions for texts, and their token count (or, as_tensors: (the predictions as the
-        handler's output tensors, the model's version)). Everything that reads the handler runs while the model is
-        held: a registry change may retire and unload it the moment it is released."""
+    async def predictions(self, name: str, texts: list[str], trace: RequestTrace | None) -> tuple[list[Any], int]:
+        """:meth:`run` behind the shared result cache when there is one: the inputs found under (pool, model,
+        registered version, input) are answered from it (no load, no model), the rest run and are stored under the
+        version that served them, so a registry move to another version finds none of the old one's. The token
+        count is the inputs the model ran."""
+        shared = self.shared_cache
+        if shared is None:
+            predictions, tokens, _ = await self.run(name, texts, trace)
+            return predictions, tokens
+        started = time.monotonic()
+        version = self.pool.version_for(name)  # 400 or 404 before the cache is asked
+        keys = [input_key(pool_key_prefix(self.pool.pool, name, version), text) for text in texts]
+        found = await shared.get_many(keys)
+        missing = [index for index, prediction in enumerate(found) if prediction is None]
+        if trace is not None:
+            trace.child(
+                "cache lookup", started, time.monotonic(), {"cache.inputs": len(texts), "cache.misses": len(missing)}
+            )
+        if not missing:
+            if trace is not None:
+                trace.set({"model.name": name, "model.version": version, "pool.result": "cached"})
+            self.pool.metrics.record_cached(name, time.monotonic() - started)
+            return found, 0
+        fresh, tokens, served = await self.run(name, [texts[index] for index in missing], trace)
+        predictions = list(found)
+        for index, prediction in zip(missing, fresh, strict=True):
+            predictions[index] = prediction
+        if served == version:
+            shared.store_many([(keys[index], prediction) for index, prediction in zip(missing, fresh, strict=True)])
+        return predictions, tokens
+
+    async def run(
+        self, name: str, texts: list[str], trace: RequestTrace | None = None, as_tensors: bool = False
+    ) -> tuple[Any, int, str]:
+        """The model's predictions for texts (as_tensors: as the handler's output tensors), their token count and the
+        version that served them. Everything that reads the handler runs while the model is
+        held: a registry change may retire and unload it the moment it is released. ``trace``: a sampled request's,
+        which gets the model, hit or miss, the load waited for, and the phases' spans."""
         pool = self.pool
         started = time.monotonic()
         deadline = started + self.request_timeout_s
         pool.version_for(name)  # 400 or 404 before anything is counted against the name
+        if trace is not None:
+            trace.set({"model.name": name})
         try:
             model, tier = await pool.acquire(name, deadline, len(texts))
         except PoolError:
             pool.metrics.record_error(name)
             raise
+        acquired = time.monotonic()
+        if trace is not None:
+            trace.set(_acquired_attributes(model.version, tier, acquired - started))
+            if tier != DEVICE:
+                trace.child("model load", started, acquired, {"pool.tier": tier})
         try:
             handler = model.handler
             if handler.input_kind != "text":
@@ -211,10 +270,17 @@ class PoolApp:
             if reason is not None:
                 pool.metrics.record_shed()
                 raise PoolError(503, "overloaded", f"model {name}: {reason}", 1.0)
-            result = await pool.infer(model, items, deadline)
+            submitted = time.monotonic()
+            if trace is not None:
+                trace.child("preprocess", acquired, submitted, {"inputs": len(texts)})
+            result = await pool.infer(model, items, deadline, traced=trace is not None)
+            postprocessing = time.monotonic()
             predictions = handler.postprocess(result.outputs, len(texts))
             if as_tensors:
-                predictions = (handler.to_tensors(predictions), model.version)
+                predictions = handler.to_tensors(predictions)
+            if trace is not None:
+                trace.model(submitted, result)
+                trace.child("postprocess", postprocessing, time.monotonic())
         except PoolError as exc:
             pool.metrics.record_error(name)
             if exc.status == 504:
@@ -223,4 +289,22 @@ class PoolApp:
         finally:
             pool.release(model)
         pool.metrics.record_request(name, tier, time.monotonic() - started)
-        return predictions, result.input_tokens
+        return predictions, result.input_tokens, model.version
+
+
+def _acquired_attributes(version: str, tier: str, waited_s: float) -> dict[str, Any]:
+    """A request span's pool attributes: the version that served, a hit (on the device) or a miss (and the tier it
+    was loaded from: host memory, local disk or S3), and how long the request waited for its model."""
+    return {
+        "model.version": version,
+        "pool.result": "hit" if tier == DEVICE else "miss",
+        "pool.tier": tier,
+        "pool.load_ms": round(waited_s * 1000, 3),
+    }
+
+
+def pool_key_prefix(pool: str, model: str, version: str) -> str:
+    """The shared cache's key prefix of a pool's model version: the single-model server's form
+    (``ic:<model>:<version>:<task>:<options hash>:``) with ``<pool>/<model>`` as the model and ``pool`` as the task, so
+    no pool's keys meet another's or a single model's."""
+    return key_prefix(f"{pool}/{model}", version, "pool")

@@ -35,6 +35,7 @@ class PoolMetrics:
         self.load_times = IntervalStats(exact=False)
         self.timed_out = 0
         self.requests = 0
+        self.cached = 0  # answered by the shared result cache
         self.hits = 0
         self.misses_by_tier: dict[str, int] = {}
         self.loads = 0
@@ -52,6 +53,13 @@ class PoolMetrics:
                 self.hits += 1
             else:
                 self.misses_by_tier[tier] = self.misses_by_tier.get(tier, 0) + 1
+            self.latency_by_model.setdefault(model, []).append(latency_s * 1000)
+            self.latency.observe(latency_s * 1000)
+
+    def record_cached(self, model: str, latency_s: float) -> None:
+        """A request the shared result cache answered whole: no model ran, so it is no hit or miss of the pool's."""
+        with self._lock:
+            self.cached += 1
             self.latency_by_model.setdefault(model, []).append(latency_s * 1000)
             self.latency.observe(latency_s * 1000)
 
@@ -118,6 +126,7 @@ class PoolMetrics:
             ]
             properties = {
                 "requests": self.requests,
+                "cached_requests": self.cached,
                 "misses_by_tier": dict(self.misses_by_tier),
                 "refused_failed_model": self.refused,
                 "shed": self.shed,

@@ -9,8 +9,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import facts
-from ..settings import SettingsError, _api_keys, _choice, _float, _int, _log_level, _model_name, _opt_str, _str
+from .. import __version__, facts
+from ..settings import (
+    SettingsError,
+    _api_keys,
+    _bool,
+    _choice,
+    _float,
+    _fraction,
+    _int,
+    _log_level,
+    _model_name,
+    _opt_str,
+    _opt_url,
+    _str,
+    traces_endpoint,
+)
 from .registry import RegistryError, pool_prefix
 
 MIB = 1024 * 1024
@@ -52,10 +66,36 @@ class PoolSettings:
     max_sequence_length: int = _field("MAX_SEQUENCE_LENGTH", _int(8, 65536), 256)
     max_client_batch: int = _field("MAX_CLIENT_BATCH", _int(1, 4096), 64)
     request_timeout_s: float = _field("REQUEST_TIMEOUT_S", _float(0, exclusive=True), 10.0)
+    # On SIGTERM: readiness fails and new requests get 503 at once; the accepted ones get this long to finish (a load
+    # in progress is not waited for past it). The library sets it with the task's stopTimeout (bundled_stop).
+    drain_timeout_s: float = _field("DRAIN_TIMEOUT_S", _float(0), float(facts.DRAIN_TIMEOUT_S))
+    keep_alive_s: float = _field("KEEP_ALIVE_S", _float(0, exclusive=True), 75.0)  # above the ALB's idle timeout
     api_keys: tuple[tuple[str, str], ...] = _field("API_KEYS", _api_keys, ())
     deployment_env: str = _field("DEPLOYMENT_ENV", _str, "local")
     log_level: str = _field("LOG_LEVEL", _log_level, "INFO")
     metrics_interval_s: float = _field("METRICS_INTERVAL_S", _float(0, exclusive=True), 10.0)
+    # The scale-out signal (QueueDepth, high resolution, the deepest queue since the last): keep at most half the
+    # scaling alarms' 10 s period, so each period holds a datapoint.
+    signal_interval_s: float = _field("SIGNAL_INTERVAL_S", _float(0, exclusive=True), 5.0)
+    # The shared result cache (Valkey/ElastiCache), as the single-model server reads it (settings.py): keys name the
+    # pool, the model and its registered version; unset: no shared cache.
+    shared_cache_endpoint: str | None = _field("SHARED_CACHE_ENDPOINT", _opt_str, None)
+    shared_cache_tls: bool = _field("SHARED_CACHE_TLS", _bool, True)
+    shared_cache_cluster: bool = _field("SHARED_CACHE_CLUSTER", _bool, False)
+    shared_cache_auth_token: str | None = dataclasses.field(
+        default=None,
+        repr=False,
+        metadata={"variable": "SHARED_CACHE_AUTH_TOKEN", "parse": _opt_str, "required": False},
+    )
+    shared_cache_iam_user: str | None = _field("SHARED_CACHE_IAM_USER", _opt_str, None)
+    shared_cache_name: str | None = _field("SHARED_CACHE_NAME", _opt_str, None)
+    shared_cache_ttl_s: int = _field("SHARED_CACHE_TTL_S", _int(1, 30 * 86400), 3600)
+    shared_cache_max_value_bytes: int = _field("SHARED_CACHE_MAX_VALUE_BYTES", _int(64, 16 * 1048576), 65536)
+    shared_cache_timeout_ms: float = _field("SHARED_CACHE_TIMEOUT_MS", _float(0, exclusive=True), 50.0)
+    # Request spans over OTLP/HTTP to the task's collector (the `tracing` extra); unset: nothing traced.
+    otel_exporter_otlp_endpoint: str | None = _field("OTEL_EXPORTER_OTLP_ENDPOINT", _opt_url, None)
+    otel_exporter_otlp_traces_endpoint: str | None = _field("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", _opt_url, None)
+    trace_sample_ratio: float = _field("TRACE_SAMPLE_RATIO", _fraction, facts.TRACE_SAMPLE_RATIO)
 
     def __post_init__(self) -> None:
         if not self.store_uri.rstrip("/").endswith(pool_prefix(self.pool_name).rstrip("/")):
@@ -63,6 +103,19 @@ class PoolSettings:
                 "MODEL_STORE_URI",
                 f"must end in {pool_prefix(self.pool_name)} (the pool's own prefix), got {self.store_uri!r}",
             )
+
+    @property
+    def traces_endpoint(self) -> str | None:
+        return traces_endpoint(self.otel_exporter_otlp_endpoint, self.otel_exporter_otlp_traces_endpoint)
+
+    @property
+    def trace_service(self) -> tuple[str, str]:
+        return self.pool_name, __version__
+
+    @property
+    def trace_attributes(self) -> dict[str, str]:
+        """A request's model is an attribute of its own span (model.name, model.version), set once it is known."""
+        return {"pool.name": self.pool_name}
 
     @property
     def gpu_memory_bytes(self) -> int | None:

@@ -102,13 +102,20 @@ class ModelPool:
     def start(self) -> None:
         self.scheduler.start()
 
-    def stop(self) -> None:
-        self.scheduler.stop()
-        self._executor.shutdown(wait=True, cancel_futures=True)
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """The inference thread (its batch finishes, within timeout_s), the loads not started yet, then every model.
+        A load in progress is not waited for: a process that exits with one running leaves it (see loading())."""
+        self.scheduler.stop(timeout_s)
+        self._executor.shutdown(wait=False, cancel_futures=True)
         with self._lock:
             models, self.models = list(self.models.values()), {}
         for model in models:
             self.loader.unload(model)
+
+    def loading(self) -> int:
+        """Loads running now (on a load thread, not finished)."""
+        with self._lock:
+            return sum(1 for future in self._loads.values() if future.running())
 
     @property
     def ready(self) -> bool:
@@ -241,10 +248,11 @@ class ModelPool:
             return "the queue ahead would miss the deadline"
         return None
 
-    async def infer(self, model: LoadedModel, items: list[Any], deadline: float) -> Any:
-        """Run preprocessed inputs on ``model`` (held by the caller); the job's outputs."""
+    async def infer(self, model: LoadedModel, items: list[Any], deadline: float, traced: bool = False) -> Any:
+        """Run preprocessed inputs on ``model`` (held by the caller); the job's outputs (traced: with the batches it
+        ran in)."""
         try:
-            future = self.scheduler.submit(model, items, deadline)
+            future = self.scheduler.submit(model, items, deadline, traced)
         except QueueFull as exc:
             self.metrics.record_shed()
             raise PoolError(503, "overloaded", str(exc), 1.0) from None

@@ -16,6 +16,7 @@ from ..engine.batch_outputs import as_numpy
 from ..handlers.batch import batch_for
 from ..inputs import Encoded
 from ..link_messages import BatchRun, DeadlineExceeded, ModelUnavailable, QueueFull
+from ..queue_signal import QueuePeak
 from .loaded import LoadedModel
 
 log = logging.getLogger(__name__)
@@ -28,6 +29,8 @@ class Scheduler:
         self._cond = threading.Condition()
         self._queues: OrderedDict[LoadedModel, deque[QueuedInput]] = OrderedDict()  # models with work, in turn
         self._stopping = False
+        self._total = 0  # inputs queued for every model
+        self.queue_peak = QueuePeak()  # the deepest total since the last scale-out signal
         self.running: LoadedModel | None = None
         self.batch_seconds = 0.005  # a recent batch's time (deadline admission's estimate of a turn)
         self._thread = threading.Thread(target=self._run, name="pool-inference", daemon=True)
@@ -42,7 +45,7 @@ class Scheduler:
         if self._thread.is_alive():
             self._thread.join(timeout)
         with self._cond:
-            queues, self._queues = list(self._queues.values()), OrderedDict()
+            queues, self._queues, self._total = list(self._queues.values()), OrderedDict(), 0
         for queue in queues:
             for item in queue:
                 settle(item.job.future, error=ModelUnavailable("the server is shutting down"))
@@ -54,8 +57,7 @@ class Scheduler:
     @property
     def total_queued(self) -> int:
         """Inputs queued for every model (the pool's QueueDepth)."""
-        with self._cond:
-            return sum(len(queue) for queue in self._queues.values())
+        return self._total
 
     @property
     def busy_models(self) -> int:
@@ -68,8 +70,11 @@ class Scheduler:
         batches = (ahead + inputs + self.max_batch_size - 1) // self.max_batch_size
         return batches * max(1, self.busy_models) * self.batch_seconds
 
-    def submit(self, model: LoadedModel, items: list[Encoded], deadline: float) -> Future:
+    def submit(self, model: LoadedModel, items: list[Encoded], deadline: float, traced: bool = False) -> Future:
+        """Queue a job's inputs for ``model``; traced: the job keeps the batches it ran in (its spans)."""
         job = Job(items, deadline, self._clock())
+        if traced:
+            job.batches = []
         job.results = [None] * len(items)
         job.remaining = len(items)
         job.input_tokens = sum(item.length for item in items)
@@ -84,6 +89,8 @@ class Scheduler:
                     del self._queues[model]
                 raise QueueFull(f"model {model.name}'s queue holds {len(queue)} of {self.max_queue_size} inputs")
             queue.extend(QueuedInput(job, index, item) for index, item in enumerate(items))
+            self._total += len(items)
+            self.queue_peak.observe(self._total)
             self._cond.notify()
         return job.future
 
@@ -96,6 +103,7 @@ class Scheduler:
                 return None
             model, queue = self._queues.popitem(last=False)
             items = [queue.popleft() for _ in range(min(self.max_batch_size, len(queue)))]
+            self._total -= len(items)
             if queue:
                 self._queues[model] = queue
             self.running = model

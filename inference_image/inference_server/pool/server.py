@@ -1,5 +1,6 @@
-"""A pool server put together from its settings: the store, the loader, the pool, the registry's polling and the
-EMF interval documents; run by python -m inference_server.pool."""
+"""A pool server put together from its settings: the store, the loader, the pool, the registry's polling, the EMF
+interval documents and the scale-out signal, the request spans, and the drain on SIGTERM (front/draining.py asks it
+what is in flight); run by python -m inference_server.pool."""
 
 from __future__ import annotations
 
@@ -7,7 +8,10 @@ import logging
 import threading
 
 from .. import emf
-from ..facts import POOL_MODEL_MESSAGE, QUEUE_DEPTH
+from ..facts import POOL_MODEL_MESSAGE
+from ..front.shared_cache import SharedCache, config_from_settings
+from ..front.tracing import tracing_from
+from ..queue_signal import signal_document
 from .app import PoolApp
 from .loaded import Loader, StoreLoader
 from .metrics import pool_document
@@ -46,23 +50,56 @@ class PoolServer:
             max_queue_size=s.max_queue_size,
             load_threads=s.load_threads,
         )
+        self.tracing = tracing_from(s)  # None: no OTLP endpoint, nothing traced
+        shared = config_from_settings(s)
+        self.shared_cache = None if shared is None else SharedCache(shared)  # None: no SHARED_CACHE_ENDPOINT
         self.app = PoolApp(
-            self.pool, request_timeout_s=s.request_timeout_s, max_client_batch=s.max_client_batch, api_keys=s.api_keys
+            self.pool,
+            request_timeout_s=s.request_timeout_s,
+            max_client_batch=s.max_client_batch,
+            api_keys=s.api_keys,
+            tracing=self.tracing,
+            drain_timeout_s=s.drain_timeout_s,
+            shared_cache=self.shared_cache,
         )
         self._etag: str | None = None
         self._stop = threading.Event()
+        self._draining = threading.Event()
 
     def start(self) -> None:
         self.pool.start()
         self.poll_registry()
         threading.Thread(target=self._poll_loop, name="pool-registry", daemon=True).start()
         emf.start_emitting("pool-metrics", self.settings.metrics_interval_s, self._stop, self.emit_metrics)
+        emf.start_emitting("pool-signals", self.settings.signal_interval_s, self._stop, self.emit_signals)
 
-    def stop(self) -> None:
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """The last interval's figures, then the pool (a load in progress is left to the process's exit, not waited
+        for) and the spans not sent yet; within about ``timeout_s``."""
         if not self._stop.is_set():
             self._stop.set()
             self.emit_metrics()
-            self.pool.stop()
+            self.pool.stop(timeout_s)
+            if self.tracing is not None:
+                self.tracing.shutdown()
+
+    # -- draining: what front/draining.py asks (a Drainable) ---------------------------------------------------
+
+    @property
+    def drain_timeout_s(self) -> float:
+        return self.settings.drain_timeout_s
+
+    @property
+    def in_flight(self) -> int:
+        return self.app.gate.in_flight
+
+    def begin_drain(self) -> None:
+        """No new requests (503), readiness fails, and no registry change starts a load."""
+        self._draining.set()
+        self.app.gate.begin_drain()
+
+    async def wait_drained(self, timeout: float) -> bool:
+        return await self.app.gate.wait_drained(timeout)
 
     def poll_registry(self) -> bool:
         """Read the registry (a conditional GET: unchanged costs no body) and apply a change; False on a failed read,
@@ -79,11 +116,13 @@ class PoolServer:
 
     def _poll_loop(self) -> None:
         while not self._stop.wait(self.settings.registry_poll_s):
-            self.poll_registry()
+            if not self._draining.is_set():
+                self.poll_registry()
 
     def emit_metrics(self) -> None:
         values, properties, per_model = self.pool.metrics.take(self.pool.resident)
-        values[QUEUE_DEPTH] = self.pool.scheduler.total_queued
+        if self.shared_cache is not None:
+            values.update(self.shared_cache.metrics.take_interval())
         properties.update(
             self.pool.figures(),
             disk_cache_mib=round(self.store.disk_bytes / 2**20, 1),
@@ -95,3 +134,10 @@ class PoolServer:
         )
         for fields in per_model:
             log.info(POOL_MODEL_MESSAGE, extra={"fields": fields})
+
+    def emit_signals(self) -> None:
+        """The scale-out signal, every SIGNAL_INTERVAL_S at high resolution: the deepest queue (every model's inputs
+        together) since the last one, as the single-model server's model process writes it (queue_signal.py)."""
+        s = self.settings
+        peak = self.pool.scheduler.queue_peak.take(self.pool.scheduler.total_queued)
+        log.info("metrics", extra={"fields": signal_document(s.deployment_env, s.pool_name, peak, {"process": "pool"})})
