@@ -8,5 +8,7 @@
 - resident.py: the pool itself: single-flight loads, the GPU memory and host memory budgets, LRU eviction, failed
   loads and their backoff, deadline admission that counts a pending load, registry changes.
 - metrics.py: the pool's EMF documents (figures that do not grow with the model count).
+- affinity.py, peers.py, peer_router.py: model affinity between the pool's tasks: which task owns a model, who the
+  tasks are (a static list or DNS), and the one hop that sends a request to its model's owner.
 - app.py / __main__.py: the HTTP routes (OpenAI, Open Inference Protocol, native) under /<pool>/.
 """

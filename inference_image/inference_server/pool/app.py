@@ -7,13 +7,19 @@
 - GET /<pool>/v1/models: the registered models.
 
 A model name that is not plain is a 400 and one the registry does not name a 404 naming the pool; neither reaches
-storage. Errors are {"error": {"code": ..., "message": ...}} (OIP: {"error": "..."}), a 503 with Retry-After."""
+storage. Errors are {"error": {"code": ..., "message": ...}} (OIP: {"error": "..."}), a 503 with Retry-After.
+
+With peers (peer_router.py), a request for a model another live task owns is forwarded to it once, after the key,
+body size and model name are checked here; X-Request-Timeout-Ms (milliseconds, REQUEST_TIMEOUT_S at most) sets a
+request's deadline, and a hop sets it to what is left."""
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import logging
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 import orjson
@@ -25,12 +31,14 @@ from starlette.routing import Route
 from ..front.protocols.oip_codec import Tensor, encode_response
 from ..inputs import InputError
 from ..tensor_spec import datatype_of
+from .peer_router import FORWARDED_HEADER, TIMEOUT_HEADER, PeerRouter
 from .resident import ModelPool, PoolError
 
 log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 1 << 20
 MAX_TEXT_CHARS = 100_000
+LONGEST_TIMEOUT_MS = 1e12
 
 
 def _json(content: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -68,8 +76,9 @@ class PoolApp:
         request_timeout_s: float = 10.0,
         max_client_batch: int = 64,
         api_keys: tuple[tuple[str, str], ...] = (),
+        router: PeerRouter | None = None,
     ) -> None:
-        self.pool = pool
+        self.pool, self.router = pool, router
         self.request_timeout_s, self.max_client_batch = request_timeout_s, max_client_batch
         self._keys = [key.encode() for _, key in api_keys]
         prefix = f"/{pool.pool}"
@@ -81,7 +90,15 @@ class PoolApp:
             Route(f"{prefix}/v2/models/{{name}}/infer", self.infer, methods=["POST"]),
             Route(f"{prefix}/models/{{name}}/predict", self.predict, methods=["POST"]),
         ]
-        self.app = Starlette(routes=routes)
+        self.app = Starlette(routes=routes, lifespan=self._lifespan)
+
+    @contextlib.asynccontextmanager
+    async def _lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            if self.router is not None:
+                await self.router.aclose()
 
     async def __call__(self, scope, receive, send) -> None:
         await self.app(scope, receive, send)
@@ -108,12 +125,16 @@ class PoolApp:
 
     async def embeddings(self, request: Request) -> Response:
         try:
-            body = await self._body(request)
+            deadline = self._deadline(request)
+            raw, body = await self._body(request)
             name = body.get("model")
             if not isinstance(name, str):
                 raise _bad('"model" must name a model of the pool')
+            answer = await self._forward(request, name, raw, deadline)
+            if answer is not None:
+                return answer
             texts = _texts(body.get("input"), '"input"', self.max_client_batch)
-            predictions, tokens = await self.run(name, texts)
+            predictions, tokens = await self.run(name, texts, deadline)
             if not all(isinstance(p, dict) and "embedding" in p for p in predictions):
                 raise PoolError(400, "invalid_request", f"model {name!r} is not an embedding model")
         except PoolError as exc:
@@ -126,7 +147,11 @@ class PoolApp:
     async def predict(self, request: Request) -> Response:
         name = request.path_params["name"]
         try:
-            body = await self._body(request)
+            deadline = self._deadline(request)
+            raw, body = await self._body(request)
+            answer = await self._forward(request, name, raw, deadline)
+            if answer is not None:
+                return answer
             single = "text" in body
             if single == ("texts" in body) or set(body) - {"text", "texts"}:
                 raise PoolError(422, "invalid_input", 'send {"text": "..."} or {"texts": ["...", ...]}')
@@ -135,7 +160,7 @@ class PoolApp:
                 '"text"' if single else '"texts"',
                 1 if single else self.max_client_batch,
             )
-            predictions, _ = await self.run(name, texts)
+            predictions, _ = await self.run(name, texts, deadline)
         except PoolError as exc:
             return _error(exc)
         return _json({"prediction": predictions[0]} if single else {"predictions": predictions})
@@ -143,7 +168,11 @@ class PoolApp:
     async def infer(self, request: Request) -> Response:
         name = request.path_params["name"]
         try:
-            body = await self._body(request)
+            deadline = self._deadline(request)
+            raw, body = await self._body(request)
+            answer = await self._forward(request, name, raw, deadline)
+            if answer is not None:
+                return answer
             inputs = body.get("inputs")
             if not isinstance(inputs, list) or len(inputs) != 1 or not isinstance(inputs[0], dict):
                 raise _bad("a pool model takes one input tensor: a BYTES tensor of texts")
@@ -153,7 +182,7 @@ class PoolApp:
             texts = _texts(tensor.get("data"), "the input tensor's data", self.max_client_batch)
             if tensor.get("shape") != [len(texts)]:
                 raise _bad(f"the input tensor's shape must be [{len(texts)}]")
-            (outputs, version), _ = await self.run(name, texts, as_tensors=True)
+            (outputs, version), _ = await self.run(name, texts, deadline, as_tensors=True)
         except PoolError as exc:
             return _error(exc, oip=True)
         except NotImplementedError as exc:
@@ -168,7 +197,40 @@ class PoolApp:
 
     # -- the model ---------------------------------------------------------------------------------------------
 
-    async def _body(self, request: Request) -> dict[str, Any]:
+    def _deadline(self, request: Request) -> float:
+        """When the request must be answered: X-Request-Timeout-Ms from now (a hop sets it), REQUEST_TIMEOUT_S at
+        most."""
+        budget_s = self.request_timeout_s
+        raw = request.headers.get(TIMEOUT_HEADER)
+        if raw is not None:
+            try:
+                ms = float(raw)
+            except ValueError:
+                ms = -1.0
+            if not 0 <= ms <= LONGEST_TIMEOUT_MS:  # NaN and infinity too
+                raise _bad("X-Request-Timeout-Ms is not a non-negative number of milliseconds")
+            budget_s = min(budget_s, ms / 1000)
+        return time.monotonic() + budget_s
+
+    async def _forward(self, request: Request, name: str, raw: bytes, deadline: float) -> Response | None:
+        """The owner's answer when another live task owns ``name`` and this request was not forwarded already;
+        None: serve it here. The name is checked here first (400, 404): a bad one never crosses the hop."""
+        router = self.router
+        if router is None:
+            return None
+        self.pool.version_for(name)
+        if FORWARDED_HEADER in request.headers:
+            router.note_served_for_peer()
+            return None
+        owner = router.owner(name)
+        if owner is None:
+            return None
+        answer = await router.forward(owner, request.url.path, raw, request.headers, deadline)
+        if answer is None:
+            return None
+        return Response(answer.body, answer.status, answer.headers)
+
+    async def _body(self, request: Request) -> tuple[bytes, dict[str, Any]]:
         if self._keys:
             given = (
                 request.headers.get("x-api-key") or request.headers.get("authorization", "").removeprefix("Bearer ")
@@ -184,15 +246,18 @@ class PoolApp:
             raise _bad("the body is not JSON") from None
         if not isinstance(body, dict):
             raise _bad("the body must be a JSON object")
-        return body
+        return raw, body
 
-    async def run(self, name: str, texts: list[str], as_tensors: bool = False) -> tuple[Any, int]:
+    async def run(
+        self, name: str, texts: list[str], deadline: float | None = None, as_tensors: bool = False
+    ) -> tuple[Any, int]:
         """The model's predictions for texts, and their token count (or, as_tensors: (the predictions as the
         handler's output tensors, the model's version)). Everything that reads the handler runs while the model is
         held: a registry change may retire and unload it the moment it is released."""
         pool = self.pool
         started = time.monotonic()
-        deadline = started + self.request_timeout_s
+        if deadline is None:
+            deadline = started + self.request_timeout_s
         pool.version_for(name)  # 400 or 404 before anything is counted against the name
         try:
             model, tier = await pool.acquire(name, deadline, len(texts))

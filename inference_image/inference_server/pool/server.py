@@ -1,5 +1,6 @@
-"""A pool server put together from its settings: the store, the loader, the pool, the registry's polling and the
-EMF interval documents; run by python -m inference_server.pool."""
+"""A pool server put together from its settings: the store, the loader, the pool, the registry's polling, the peers
+and the router of model affinity (when POOL_PEERS or POOL_PEER_DNS_NAME names them) and the EMF interval documents;
+run by python -m inference_server.pool."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from ..facts import POOL_MODEL_MESSAGE, QUEUE_DEPTH
 from .app import PoolApp
 from .loaded import Loader, StoreLoader
 from .metrics import pool_document
+from .peer_router import PeerRouter
+from .peers import DnsPeers, Peers, StaticPeers
 from .pool_settings import PoolSettings
 from .resident import Budgets, ModelPool
 from .store import ModelStore
@@ -46,14 +49,31 @@ class PoolServer:
             max_queue_size=s.max_queue_size,
             load_threads=s.load_threads,
         )
+        self.peers = peers_of(s)
+        self.router = (
+            PeerRouter(
+                self.peers,
+                connect_timeout_s=s.peer_connect_timeout_s,
+                down_s=s.peer_down_s,
+                hot_share=s.peer_hot_share,
+            )
+            if self.peers is not None
+            else None
+        )
         self.app = PoolApp(
-            self.pool, request_timeout_s=s.request_timeout_s, max_client_batch=s.max_client_batch, api_keys=s.api_keys
+            self.pool,
+            request_timeout_s=s.request_timeout_s,
+            max_client_batch=s.max_client_batch,
+            api_keys=s.api_keys,
+            router=self.router,
         )
         self._etag: str | None = None
         self._stop = threading.Event()
 
     def start(self) -> None:
         self.pool.start()
+        if self.peers is not None:
+            self.peers.start()
         self.poll_registry()
         threading.Thread(target=self._poll_loop, name="pool-registry", daemon=True).start()
         emf.start_emitting("pool-metrics", self.settings.metrics_interval_s, self._stop, self.emit_metrics)
@@ -61,6 +81,8 @@ class PoolServer:
     def stop(self) -> None:
         if not self._stop.is_set():
             self._stop.set()
+            if self.peers is not None:
+                self.peers.stop()
             self.emit_metrics()
             self.pool.stop()
 
@@ -89,9 +111,20 @@ class PoolServer:
             disk_cache_mib=round(self.store.disk_bytes / 2**20, 1),
             disk_evictions=self.store.disk_evictions,
         )
+        if self.router is not None:
+            properties.update({f"peer_{name}": count for name, count in self.router.take().items()})
         log.info(
             "metrics",
             extra={"fields": pool_document(self.settings.deployment_env, self.settings.pool_name, values, properties)},
         )
         for fields in per_model:
             log.info(POOL_MODEL_MESSAGE, extra={"fields": fields})
+
+
+def peers_of(settings: PoolSettings) -> Peers | None:
+    """The pool's tasks from POOL_PEERS or POOL_PEER_DNS_NAME; None when neither is set (no affinity)."""
+    if settings.peers:
+        return StaticPeers(settings.peers, settings.port)
+    if settings.peer_dns_name:
+        return DnsPeers(settings.peer_dns_name, settings.port, refresh_s=settings.peer_refresh_s)
+    return None
