@@ -63,6 +63,7 @@ if TYPE_CHECKING:
     from .service.choices import ClusterCapacity, ListenerRoute, LoadBalancerRoute, ModelBucket
     from .service.model_pool import ModelPool
     from .service.model_service import ModelService
+    from .service.pool_discovery import PoolDiscovery
     from .service.pool_queries import PoolQueries
     from .service.props import ServiceAccess, ServiceLogs
     from .service.stack_limits import MAX_STACK_RESOURCES, stacks_per_model
@@ -135,6 +136,7 @@ __all__ = [
     "NeuronServerProps",
     "NotificationTopic",
     "PoolAlarmProps",
+    "PoolDiscovery",
     "PoolProps",
     "PoolQueries",
     "PoolServer",
@@ -241,6 +243,7 @@ _MODULE_OF = {
     "NotificationTopic": "shared.notifications",
     "PoolAlarmProps": "core.pool_props",
     "PoolProps": "core.pool_props",
+    "PoolDiscovery": "service.pool_discovery",
     "PoolQueries": "service.pool_queries",
     "PoolServer": "servers.pool",
     "topic_target": "shared.notifications",
