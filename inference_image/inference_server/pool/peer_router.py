@@ -12,7 +12,7 @@ holds N tasks' worth of distinct models instead of N copies of one working set.
   here. A peer that took the request but did not answer by the deadline is left out too; the request's time is
   spent, so it is a 504.
 - Hot models: one owner per model would put all of a hot model's traffic on one task (Zipf(1.1) over 1,000 models
-  gives the top model 18 % of all requests: at 4 tasks its owner serves about 1.5 times a task's even share). Each
+  gives the top model 18 % of all requests: at 4 tasks the busiest task serves 1.30 times a task's even share). Each
   task counts the models of the requests entering it; a model whose share would put more than ``hot_share`` of a
   task's even share on one owner gets as many owners as bring it under (its next-ranked tasks), and the requests
   that enter elsewhere take them in turn. The extra owners hold a model every task sees often, so the hit rate does
