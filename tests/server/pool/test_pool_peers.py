@@ -196,6 +196,8 @@ def test_the_owners_4xx_cross_the_hop_and_a_bad_name_never_does(tmp_path):
         assert entry.counts["forwarded"] == 2 and pool[1].counts["served_for_peers"] == 2
         for name, status in (("ghost", 404), ("Bad_Name", 400)):
             assert predict(entry.address, name).status_code == status
+        late = predict(entry.address, model, headers={TIMEOUT_HEADER: "soon"})
+        assert late.status_code == 400 and "X-Request-Timeout-Ms" in late.json()["error"]["message"]
         assert entry.counts["forwarded"] == 2  # decided where they landed
 
 
