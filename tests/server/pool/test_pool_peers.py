@@ -314,6 +314,15 @@ def test_dns_peers_are_the_a_records_with_the_servers_port_and_this_task_among_t
     assert peers.self_address == "10.0.0.1:8080"
 
 
+def test_dns_peers_look_the_name_up_in_the_systems_resolver_and_find_this_task():
+    port = free_port()
+    peers = DnsPeers("localhost", port)  # the default resolver: getaddrinfo's A records, as in a task
+    assert peers.refresh()
+    assert peers.addresses() == (f"127.0.0.1:{port}",) and peers.self_address == f"127.0.0.1:{port}"
+    missing = DnsPeers("no-such-task.invalid", port)
+    assert not missing.refresh() and missing.addresses() == () and missing.lookups_failed == 1
+
+
 def test_dns_peers_keep_the_union_of_recent_answers_and_age_out_a_stopped_task():
     dns = FakeDns()
     everyone = [f"10.0.1.{i}" for i in range(DNS_ANSWER_LIMIT + 4)]  # more tasks than one answer holds
