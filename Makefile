@@ -259,10 +259,12 @@ bench-cache: setup-dev
 	$(BYTECODE_ON) $(PY) -m bench.shared_cache --model $(or $(MODEL),timed)
 
 # A model pool on one core: 1,000 tiny models and MiniLM in a local store, hit/miss latency per tier, Zipf(1.1)
-# open-loop hit rate, 10,000 load/evict cycles; then the routing simulation (bench/README.md, "Model pools").
+# open-loop hit rate, 10,000 load/evict cycles; then the routing simulation driving the servers' own router, and the
+# hop's added latency between two real pool servers (bench/README.md, "Model pools").
 bench-pool: setup-dev
 	$(BYTECODE_ON) $(PY) -m bench.pool $(BENCH_ARGS)
 	$(BYTECODE_ON) $(PY) -m bench.pool_routing
+	$(BYTECODE_ON) $(PY) -m bench.pool_hop
 
 clean:
 	rm -rf cdk.out .pytest_cache

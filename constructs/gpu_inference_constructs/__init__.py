@@ -65,6 +65,7 @@ if TYPE_CHECKING:
     from .service.api_keys import api_keys_secret
     from .service.model_pool import ModelPool
     from .service.model_service import ModelService
+    from .service.pool_discovery import PoolDiscovery
     from .service.pool_queries import PoolQueries
     from .service.props import ServiceAccess, ServiceLogs
     from .service.stack_limits import MAX_STACK_RESOURCES, stacks_per_model
@@ -146,6 +147,7 @@ __all__ = [
     "NeuronServerProps",
     "NotificationTopic",
     "PoolAlarmProps",
+    "PoolDiscovery",
     "PoolProps",
     "PoolQueries",
     "PoolServer",
@@ -260,6 +262,7 @@ _MODULE_OF = {
     "NotificationTopic": "shared.notifications",
     "PoolAlarmProps": "core.pool_props",
     "PoolProps": "core.pool_props",
+    "PoolDiscovery": "service.pool_discovery",
     "PoolQueries": "service.pool_queries",
     "PoolServer": "servers.pool",
     "topic_target": "shared.notifications",

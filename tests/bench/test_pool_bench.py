@@ -1,5 +1,6 @@
-"""`python -m bench.pool` end to end at small sizes (the harness works, its figures are sane; no timing targets), and
-the routing simulation's arithmetic checked by hand."""
+"""`python -m bench.pool` end to end at small sizes (the harness works, its figures are sane; no timing targets), the
+routing simulation's arithmetic checked by hand and its use of the servers' own router, and the hop bench between
+two real pool servers at a small size."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from bench.pool_hop import measure
 from bench.pool_routing import best_possible, simulate, slots_for
-from inference_server.pool.affinity import candidates, route
+from inference_server.pool.affinity import candidates
+from inference_server.pool.peer_router import PeerRouter
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -75,9 +78,25 @@ def test_the_best_possible_hit_rate_is_the_top_slots_share_of_zipf():
 def test_affinity_keeps_each_model_on_its_own_tasks_and_beats_least_outstanding_at_four_tasks():
     tasks = ["t0", "t1", "t2", "t3"]
     assert candidates("m1", tasks, 2) == candidates("m1", list(reversed(tasks)), 2)  # the order of tasks is no input
-    assert route("m1", tasks, {"t0": 0, "t1": 0, "t2": 0, "t3": 0}.__getitem__) == candidates("m1", tasks)[0]
     moved = sum(candidates(f"m{i}", tasks)[0] != candidates(f"m{i}", tasks[:3])[0] for i in range(1000))
     assert 150 < moved < 350  # a task leaving moves about a quarter of the models: its own
-    plain = simulate(models=200, slots=40, tasks=4, requests=20000, routing="least-outstanding")["hit_rate"]
-    affinity = simulate(models=200, slots=40, tasks=4, requests=20000, routing="affinity")["hit_rate"]
-    assert affinity > plain + 0.05
+    plain = simulate(models=200, slots=40, tasks=4, requests=20000, routing="least-outstanding")
+    routed = simulate(models=200, slots=40, tasks=4, requests=20000, routing="peer-router")
+    assert routed["hit_rate"] > plain["hit_rate"] + 0.05
+    assert (
+        plain["forwarded"] == 0 and 0.6 < routed["forwarded"] < 0.9
+    )  # three quarters enter a task that is not the owner
+
+
+def test_the_routing_simulation_drives_the_servers_own_router(monkeypatch):
+    routed = simulate(models=200, slots=40, tasks=4, requests=5000, routing="peer-router")
+    monkeypatch.setattr(PeerRouter, "owner", lambda self, model: None)  # a router that keeps every request
+    kept = simulate(models=200, slots=40, tasks=4, requests=5000, routing="peer-router")
+    plain = simulate(models=200, slots=40, tasks=4, requests=5000, routing="least-outstanding")
+    assert kept == plain != routed
+
+
+def test_the_hop_bench_measures_both_paths_between_two_real_servers():
+    report = measure(30)
+    assert report["direct"]["n"] == report["hop"]["n"] == 30
+    assert report["hop"]["p50_ms"] > 0 and report["direct"]["p50_ms"] > 0

@@ -171,6 +171,63 @@ def test_the_server_runs_as_the_pool_on_its_store_prefix_with_artifact_code_off(
     assert store[0] == "s3://" and store[-1] == f"/pools/{POOL}/"
 
 
+def server_port(template: Template) -> int:
+    (definition,) = template.find_resources("AWS::ECS::TaskDefinition").values()
+    server = next(c for c in definition["Properties"]["ContainerDefinitions"] if c["Name"] == "server")
+    return server["PortMappings"][0]["ContainerPort"]
+
+
+def test_the_pools_tasks_register_as_a_records_in_a_namespace_of_their_own(template):
+    namespace = f"{POOL}.dev.gpu-inference.internal"
+    template.resource_count_is("AWS::ServiceDiscovery::PrivateDnsNamespace", 1)
+    (namespace_id,) = template.find_resources(
+        "AWS::ServiceDiscovery::PrivateDnsNamespace", {"Properties": {"Name": namespace, "Vpc": Match.any_value()}}
+    )
+    (registry_id,) = template.find_resources(
+        "AWS::ServiceDiscovery::Service",
+        {
+            "Properties": {
+                "Name": "tasks",
+                "NamespaceId": {"Fn::GetAtt": [namespace_id, "Id"]},
+                # Every task's address in one answer (up to eight), re-read by the servers every 5 s.
+                "DnsConfig": {"DnsRecords": [{"Type": "A", "TTL": 10}], "RoutingPolicy": "MULTIVALUE"},
+            }
+        },
+    )
+    template.has_resource_properties(
+        "AWS::ECS::Service", {"ServiceRegistries": [{"RegistryArn": {"Fn::GetAtt": [registry_id, "Arn"]}}]}
+    )
+    assert server_environment(template)["POOL_PEER_DNS_NAME"] == f"tasks.{namespace}"
+
+
+def test_the_tasks_admit_each_other_on_the_server_port_only(template):
+    port = server_port(template)
+    (group_id,) = template.find_resources("AWS::EC2::SecurityGroup", {"Properties": {"VpcId": Match.any_value()}})
+    itself = {"Fn::GetAtt": [group_id, "GroupId"]}
+    template.has_resource_properties(
+        "AWS::EC2::SecurityGroupIngress",
+        {"GroupId": itself, "SourceSecurityGroupId": itself, "IpProtocol": "tcp", "FromPort": port, "ToPort": port},
+    )
+    template.has_resource_properties(
+        "AWS::EC2::SecurityGroupEgress",
+        {
+            "GroupId": itself,
+            "DestinationSecurityGroupId": itself,
+            "IpProtocol": "tcp",
+            "FromPort": port,
+            "ToPort": port,
+        },
+    )
+    peer_rules = [
+        rule["Properties"]
+        for kind in ("AWS::EC2::SecurityGroupIngress", "AWS::EC2::SecurityGroupEgress")
+        for rule in template.find_resources(kind).values()
+        if itself
+        in (rule["Properties"].get("SourceSecurityGroupId"), rule["Properties"].get("DestinationSecurityGroupId"))
+    ]
+    assert len(peer_rules) == 2 and all(r["FromPort"] == r["ToPort"] == port for r in peer_rules)
+
+
 def test_the_task_role_reads_only_its_pools_prefix(template):
     policies = template.find_resources(
         "AWS::IAM::Policy", {"Properties": {"Roles": [{"Ref": Match.string_like_regexp("TaskRole")}]}}

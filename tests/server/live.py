@@ -8,6 +8,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import uvicorn
 
@@ -15,14 +16,18 @@ from inference_server.front.app import create_app
 from inference_server.front.service import WorkerService
 
 
-@contextmanager
-def live_server(service: WorkerService) -> Iterator[str]:
-    """Yields "127.0.0.1:<port>" while the app on service is served."""
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+        return s.getsockname()[1]
+
+
+@contextmanager
+def live_asgi(app: Any, port: int | None = None) -> Iterator[str]:
+    """Yields "127.0.0.1:<port>" while ``app`` is served by uvicorn (lifespan on) on ``port`` (default: a free one)."""
+    port = port or free_port()
     config = uvicorn.Config(
-        create_app(service),
+        app,
         host="127.0.0.1",
         port=port,
         log_config=None,
@@ -43,3 +48,10 @@ def live_server(service: WorkerService) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(10)
+
+
+@contextmanager
+def live_server(service: WorkerService) -> Iterator[str]:
+    """Yields "127.0.0.1:<port>" while the app on service is served."""
+    with live_asgi(create_app(service)) as address:
+        yield address

@@ -56,7 +56,10 @@ POOL_ENVIRONMENT_KEYS = (
     "POOL_HOST_MEMORY_MIB",
     "POOL_DISK_CACHE_MIB",
     "ALLOW_ARTIFACT_CODE",
+    "POOL_PEER_DNS_NAME",
 )
+# The name whose A records are the pool's running tasks (ModelPool's PoolDiscovery sets it on the container).
+POOL_PEER_DNS_NAME = "POOL_PEER_DNS_NAME"
 # GPU memory the pool leaves for the CUDA context, cuBLAS workspaces and the allocator when it sizes its own budget.
 GPU_BUDGET_RESERVE = 0.10
 ALARM_MINUTES = 15

@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from .choices import ClusterCapacity, ListenerRoute, LoadBalancerRoute, ModelBucket
     from .model_pool import ModelPool
     from .model_service import ModelService
+    from .pool_discovery import PoolDiscovery
     from .pool_queries import PoolQueries
     from .props import ServiceAccess, ServiceLogs
     from .stack_limits import MAX_STACK_RESOURCES, stacks_per_model
@@ -23,6 +24,7 @@ __all__ = [
     "ModelBucket",
     "ModelPool",
     "ModelService",
+    "PoolDiscovery",
     "PoolQueries",
     "ServiceAccess",
     "ServiceLogs",
@@ -38,6 +40,7 @@ _MODULE_OF = {
     "ModelBucket": "choices",
     "ModelPool": "model_pool",
     "ModelService": "model_service",
+    "PoolDiscovery": "pool_discovery",
     "PoolQueries": "pool_queries",
     "ServiceAccess": "props",
     "ServiceLogs": "props",

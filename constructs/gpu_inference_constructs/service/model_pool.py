@@ -14,10 +14,11 @@ from ..core.pool_props import POOLS_PREFIX, pool_prefix
 from ..core.service_timing import ServiceTimingProps
 from ..rollout.deployment import RollbackThresholds
 from ..routing.service_route import ServiceRoute
-from ..servers.pool import PoolServer
+from ..servers.pool import POOL_PEER_DNS_NAME, PoolServer
 from ..store.model_bucket import BoundModelSource, ModelSource
 from .choices import bucket_of
 from .model_service import ModelService
+from .pool_discovery import PoolDiscovery
 from .pool_queries import PoolQueries
 from .props import ServiceAccess, ServiceLogs
 
@@ -33,9 +34,11 @@ class ModelPool(ModelService):
 
     The other arguments are ModelService's; so are its attributes (give it to ServiceScaling and ModelAlarms as any
     model service: they add the pool's alarms from its contract). The pool's task role reads ``pools/<name>/*``
-    only, and its models run no code of their own (``ALLOW_ARTIFACT_CODE=false``). More attributes: ``queries``
-    (PoolQueries: the saved Logs Insights queries and the Contributor Insights rule of the per-model figures),
-    ``read_prefix`` (``pools/<name>/``)."""
+    only, and its models run no code of their own (``ALLOW_ARTIFACT_CODE=false``). Its tasks find each other in a
+    Cloud Map namespace of the pool's own and forward each request to the task that owns its model (model affinity,
+    docs/server.md "Routing"). More attributes: ``queries`` (PoolQueries: the saved Logs Insights queries and the
+    Contributor Insights rule of the per-model figures), ``read_prefix`` (``pools/<name>/``), ``discovery``
+    (PoolDiscovery: the namespace, the Cloud Map service, and ``dns_name``, the server's POOL_PEER_DNS_NAME)."""
 
     def __init__(
         self,
@@ -74,6 +77,18 @@ class ModelPool(ModelService):
             rollback_thresholds=rollback_thresholds,
         )
         self.read_prefix = pool_prefix(model.name)
+        self.discovery = PoolDiscovery(
+            self,
+            "Discovery",
+            service=self.service,
+            vpc=self.service.cluster.vpc,
+            security_group=self.security_group,
+            port=self.contract.port,
+            pool_name=model.name,
+            environment_name=environment_name,
+            name_prefix=logs.name_prefix,
+        )
+        self.container.add_environment(POOL_PEER_DNS_NAME, self.discovery.dns_name)
         self.queries = PoolQueries(
             self,
             "Queries",

@@ -10,12 +10,18 @@ A model name that is not plain is a 400 and one the registry does not name a 404
 storage. Errors are {"error": {"code": ..., "message": ...}} (OIP: {"error": "..."}), a 503 with Retry-After.
 
 Before every route but the probes, the gate (gate.py): the API key, the drain, the request's span. A sampled request's
-span gets its model, version, hit or miss and the load it waited for as attributes here."""
+span gets its model, version, hit or miss and the load it waited for as attributes here.
+
+With peers (peer_router.py), a request for a model another live task owns is forwarded to it once, after the key,
+body size and model name are checked here; X-Request-Timeout-Ms (milliseconds, REQUEST_TIMEOUT_S at most) sets a
+request's deadline, and a hop sets it to what is left."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -31,6 +37,7 @@ from ..inputs import InputError
 from ..tensor_spec import datatype_of
 from .gate import Gate
 from .loaded import DEVICE
+from .peer_router import FORWARDED_HEADER, TIMEOUT_HEADER, PeerRouter
 from .resident import ModelPool, PoolError
 
 if TYPE_CHECKING:
@@ -41,6 +48,7 @@ log = logging.getLogger(__name__)
 MAX_BODY_BYTES = 1 << 20
 MAX_TEXT_CHARS = 100_000
 PROBES = ("/health", "/ready")  # answered without a key, for the target group and the container health check
+LONGEST_TIMEOUT_MS = 1e12
 
 
 def _json(content: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -81,8 +89,9 @@ class PoolApp:
         tracing: Tracing | None = None,
         drain_timeout_s: float = 70.0,
         shared_cache: SharedCache | None = None,
+        router: PeerRouter | None = None,
     ) -> None:
-        self.pool = pool
+        self.pool, self.router = pool, router
         self.request_timeout_s, self.max_client_batch = request_timeout_s, max_client_batch
         self.shared_cache = shared_cache  # None: no SHARED_CACHE_ENDPOINT
         prefix = f"/{pool.pool}"
@@ -94,7 +103,7 @@ class PoolApp:
             Route(f"{prefix}/v2/models/{{name}}/infer", self.infer, methods=["POST"]),
             Route(f"{prefix}/models/{{name}}/predict", self.predict, methods=["POST"]),
         ]
-        self.app = Starlette(routes=routes)
+        self.app = Starlette(routes=routes, lifespan=self._lifespan)
         self.gate = Gate(
             self.app,
             open_paths=frozenset(path for probe in PROBES for path in (probe, f"{prefix}{probe}")),
@@ -103,6 +112,14 @@ class PoolApp:
             drain_timeout_s=drain_timeout_s,
             on_draining_refusal=pool.metrics.record_shed,
         )
+
+    @contextlib.asynccontextmanager
+    async def _lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            if self.router is not None:
+                await self.router.aclose()
 
     async def __call__(self, scope, receive, send) -> None:
         await self.gate(scope, receive, send)
@@ -132,12 +149,16 @@ class PoolApp:
 
     async def embeddings(self, request: Request) -> Response:
         try:
-            body = await self._body(request)
+            deadline = self._deadline(request)
+            raw, body = await self._body(request)
             name = body.get("model")
             if not isinstance(name, str):
                 raise _bad('"model" must name a model of the pool')
+            answer = await self._forward(request, name, raw, deadline)
+            if answer is not None:
+                return answer
             texts = _texts(body.get("input"), '"input"', self.max_client_batch)
-            predictions, tokens = await self.predictions(name, texts, request.scope.get(TRACE))
+            predictions, tokens = await self.predictions(name, texts, request.scope.get(TRACE), deadline)
             if not all(isinstance(p, dict) and "embedding" in p for p in predictions):
                 raise PoolError(400, "invalid_request", f"model {name!r} is not an embedding model")
         except PoolError as exc:
@@ -150,7 +171,11 @@ class PoolApp:
     async def predict(self, request: Request) -> Response:
         name = request.path_params["name"]
         try:
-            body = await self._body(request)
+            deadline = self._deadline(request)
+            raw, body = await self._body(request)
+            answer = await self._forward(request, name, raw, deadline)
+            if answer is not None:
+                return answer
             single = "text" in body
             if single == ("texts" in body) or set(body) - {"text", "texts"}:
                 raise PoolError(422, "invalid_input", 'send {"text": "..."} or {"texts": ["...", ...]}')
@@ -159,7 +184,7 @@ class PoolApp:
                 '"text"' if single else '"texts"',
                 1 if single else self.max_client_batch,
             )
-            predictions, _ = await self.predictions(name, texts, request.scope.get(TRACE))
+            predictions, _ = await self.predictions(name, texts, request.scope.get(TRACE), deadline)
         except PoolError as exc:
             return _error(exc)
         return _json({"prediction": predictions[0]} if single else {"predictions": predictions})
@@ -167,7 +192,11 @@ class PoolApp:
     async def infer(self, request: Request) -> Response:
         name = request.path_params["name"]
         try:
-            body = await self._body(request)
+            deadline = self._deadline(request)
+            raw, body = await self._body(request)
+            answer = await self._forward(request, name, raw, deadline)
+            if answer is not None:
+                return answer
             inputs = body.get("inputs")
             if not isinstance(inputs, list) or len(inputs) != 1 or not isinstance(inputs[0], dict):
                 raise _bad("a pool model takes one input tensor: a BYTES tensor of texts")
@@ -177,7 +206,7 @@ class PoolApp:
             texts = _texts(tensor.get("data"), "the input tensor's data", self.max_client_batch)
             if tensor.get("shape") != [len(texts)]:
                 raise _bad(f"the input tensor's shape must be [{len(texts)}]")
-            outputs, _, version = await self.run(name, texts, request.scope.get(TRACE), as_tensors=True)
+            outputs, _, version = await self.run(name, texts, request.scope.get(TRACE), deadline, as_tensors=True)
         except PoolError as exc:
             return _error(exc, oip=True)
         except NotImplementedError as exc:
@@ -192,7 +221,40 @@ class PoolApp:
 
     # -- the model ---------------------------------------------------------------------------------------------
 
-    async def _body(self, request: Request) -> dict[str, Any]:
+    def _deadline(self, request: Request) -> float:
+        """When the request must be answered: X-Request-Timeout-Ms from now (a hop sets it), REQUEST_TIMEOUT_S at
+        most."""
+        budget_s = self.request_timeout_s
+        raw = request.headers.get(TIMEOUT_HEADER)
+        if raw is not None:
+            try:
+                ms = float(raw)
+            except ValueError:
+                ms = -1.0
+            if not 0 <= ms <= LONGEST_TIMEOUT_MS:  # NaN and infinity too
+                raise _bad("X-Request-Timeout-Ms is not a non-negative number of milliseconds")
+            budget_s = min(budget_s, ms / 1000)
+        return time.monotonic() + budget_s
+
+    async def _forward(self, request: Request, name: str, raw: bytes, deadline: float) -> Response | None:
+        """The owner's answer when another live task owns ``name`` and this request was not forwarded already;
+        None: serve it here. The name is checked here first (400, 404): a bad one never crosses the hop."""
+        router = self.router
+        if router is None:
+            return None
+        self.pool.version_for(name)
+        if FORWARDED_HEADER in request.headers:
+            router.note_served_for_peer()
+            return None
+        owner = router.owner(name)
+        if owner is None:
+            return None
+        answer = await router.forward(owner, request.url.path, raw, request.headers, deadline)
+        if answer is None:
+            return None
+        return Response(answer.body, answer.status, answer.headers)
+
+    async def _body(self, request: Request) -> tuple[bytes, dict[str, Any]]:
         raw = await request.body()
         if len(raw) > MAX_BODY_BYTES:
             raise PoolError(413, "too_large", f"the body is over {MAX_BODY_BYTES} bytes")
@@ -202,16 +264,18 @@ class PoolApp:
             raise _bad("the body is not JSON") from None
         if not isinstance(body, dict):
             raise _bad("the body must be a JSON object")
-        return body
+        return raw, body
 
-    async def predictions(self, name: str, texts: list[str], trace: RequestTrace | None) -> tuple[list[Any], int]:
+    async def predictions(
+        self, name: str, texts: list[str], trace: RequestTrace | None, deadline: float | None = None
+    ) -> tuple[list[Any], int]:
         """:meth:`run` behind the shared result cache when there is one: the inputs found under (pool, model,
         registered version, input) are answered from it (no load, no model), the rest run and are stored under the
         version that served them, so a registry move to another version finds none of the old one's. The token
         count is the inputs the model ran."""
         shared = self.shared_cache
         if shared is None:
-            predictions, tokens, _ = await self.run(name, texts, trace)
+            predictions, tokens, _ = await self.run(name, texts, trace, deadline)
             return predictions, tokens
         started = time.monotonic()
         version = self.pool.version_for(name)  # 400 or 404 before the cache is asked
@@ -227,7 +291,7 @@ class PoolApp:
                 trace.set({"model.name": name, "model.version": version, "pool.result": "cached"})
             self.pool.metrics.record_cached(name, time.monotonic() - started)
             return found, 0
-        fresh, tokens, served = await self.run(name, [texts[index] for index in missing], trace)
+        fresh, tokens, served = await self.run(name, [texts[index] for index in missing], trace, deadline)
         predictions = list(found)
         for index, prediction in zip(missing, fresh, strict=True):
             predictions[index] = prediction
@@ -236,7 +300,12 @@ class PoolApp:
         return predictions, tokens
 
     async def run(
-        self, name: str, texts: list[str], trace: RequestTrace | None = None, as_tensors: bool = False
+        self,
+        name: str,
+        texts: list[str],
+        trace: RequestTrace | None = None,
+        deadline: float | None = None,
+        as_tensors: bool = False,
     ) -> tuple[Any, int, str]:
         """The model's predictions for texts (as_tensors: as the handler's output tensors), their token count and the
         version that served them. Everything that reads the handler runs while the model is
@@ -244,7 +313,8 @@ class PoolApp:
         which gets the model, hit or miss, the load waited for, and the phases' spans."""
         pool = self.pool
         started = time.monotonic()
-        deadline = started + self.request_timeout_s
+        if deadline is None:
+            deadline = started + self.request_timeout_s
         pool.version_for(name)  # 400 or 404 before anything is counted against the name
         if trace is not None:
             trace.set({"model.name": name})

@@ -25,9 +25,18 @@ from ..settings import (
     _str,
     traces_endpoint,
 )
+from .affinity import DEFAULT_HOT_SHARE
+from .peers import split_address
 from .registry import RegistryError, pool_prefix
 
 MIB = 1024 * 1024
+
+
+def _addresses(raw: str) -> tuple[str, ...]:
+    addresses = tuple(part.strip() for part in raw.split(",") if part.strip())
+    for address in addresses:
+        split_address(address)
+    return addresses
 
 
 def _field(variable: str, parse: Callable[[str], Any], default: Any, *, required: bool = False) -> Any:
@@ -96,8 +105,23 @@ class PoolSettings:
     otel_exporter_otlp_endpoint: str | None = _field("OTEL_EXPORTER_OTLP_ENDPOINT", _opt_url, None)
     otel_exporter_otlp_traces_endpoint: str | None = _field("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", _opt_url, None)
     trace_sample_ratio: float = _field("TRACE_SAMPLE_RATIO", _fraction, facts.TRACE_SAMPLE_RATIO)
+    # Model affinity (peer_router.py): the pool's tasks, each owning the models rendezvous hashing gives it. Either
+    # a fixed list of host:port (comma-separated), or the DNS name whose A records are the pool service's tasks
+    # (ECS service discovery in Cloud Map: what the CDK side sets). Neither: every request is served where it lands.
+    peers: tuple[str, ...] = _field("POOL_PEERS", _addresses, ())
+    peer_dns_name: str | None = _field("POOL_PEER_DNS_NAME", _opt_str, None)
+    peer_refresh_s: float = _field("POOL_PEER_REFRESH_SECONDS", _float(0, exclusive=True), 5.0)  # DNS look-ups
+    # A peer that does not take a connection within this is left out, and the request served here.
+    peer_connect_timeout_s: float = _field("POOL_PEER_CONNECT_TIMEOUT_S", _float(0, exclusive=True), 0.5)
+    # How long a peer that failed a hop is left out (its models fall to the next-ranked task) before it is tried again.
+    peer_down_s: float = _field("POOL_PEER_DOWN_SECONDS", _float(0, exclusive=True), 10.0)
+    # A model whose traffic would put more than this share of a task's even load on one owner gets more owners (its
+    # next-ranked tasks); 0: one owner a model.
+    peer_hot_share: float = _field("POOL_PEER_HOT_SHARE", _float(0), DEFAULT_HOT_SHARE)
 
     def __post_init__(self) -> None:
+        if self.peers and self.peer_dns_name:
+            raise SettingsError("POOL_PEERS", "set POOL_PEERS or POOL_PEER_DNS_NAME, not both")
         if not self.store_uri.rstrip("/").endswith(pool_prefix(self.pool_name).rstrip("/")):
             raise SettingsError(
                 "MODEL_STORE_URI",

@@ -1,6 +1,7 @@
-"""A pool server put together from its settings: the store, the loader, the pool, the registry's polling, the EMF
-interval documents and the scale-out signal, the request spans, and the drain on SIGTERM (front/draining.py asks it
-what is in flight); run by python -m inference_server.pool."""
+"""A pool server put together from its settings: the store, the loader, the pool, the registry's polling, the peers
+and the router of model affinity (when POOL_PEERS or POOL_PEER_DNS_NAME names them), the EMF interval documents and
+the scale-out signal, the request spans, and the drain on SIGTERM (front/draining.py asks it what is in flight); run by
+python -m inference_server.pool."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from ..queue_signal import signal_document
 from .app import PoolApp
 from .loaded import Loader, StoreLoader
 from .metrics import pool_document
+from .peer_router import PeerRouter
+from .peers import DnsPeers, Peers, StaticPeers
 from .pool_settings import PoolSettings
 from .resident import Budgets, ModelPool
 from .store import ModelStore
@@ -53,6 +56,17 @@ class PoolServer:
         self.tracing = tracing_from(s)  # None: no OTLP endpoint, nothing traced
         shared = config_from_settings(s)
         self.shared_cache = None if shared is None else SharedCache(shared)  # None: no SHARED_CACHE_ENDPOINT
+        self.peers = peers_of(s)
+        self.router = (
+            PeerRouter(
+                self.peers,
+                connect_timeout_s=s.peer_connect_timeout_s,
+                down_s=s.peer_down_s,
+                hot_share=s.peer_hot_share,
+            )
+            if self.peers is not None
+            else None
+        )
         self.app = PoolApp(
             self.pool,
             request_timeout_s=s.request_timeout_s,
@@ -61,6 +75,7 @@ class PoolServer:
             tracing=self.tracing,
             drain_timeout_s=s.drain_timeout_s,
             shared_cache=self.shared_cache,
+            router=self.router,
         )
         self._etag: str | None = None
         self._stop = threading.Event()
@@ -68,6 +83,8 @@ class PoolServer:
 
     def start(self) -> None:
         self.pool.start()
+        if self.peers is not None:
+            self.peers.start()
         self.poll_registry()
         threading.Thread(target=self._poll_loop, name="pool-registry", daemon=True).start()
         emf.start_emitting("pool-metrics", self.settings.metrics_interval_s, self._stop, self.emit_metrics)
@@ -78,6 +95,8 @@ class PoolServer:
         for) and the spans not sent yet; within about ``timeout_s``."""
         if not self._stop.is_set():
             self._stop.set()
+            if self.peers is not None:
+                self.peers.stop()
             self.emit_metrics()
             self.pool.stop(timeout_s)
             if self.tracing is not None:
@@ -128,6 +147,8 @@ class PoolServer:
             disk_cache_mib=round(self.store.disk_bytes / 2**20, 1),
             disk_evictions=self.store.disk_evictions,
         )
+        if self.router is not None:
+            properties.update({f"peer_{name}": count for name, count in self.router.take().items()})
         log.info(
             "metrics",
             extra={"fields": pool_document(self.settings.deployment_env, self.settings.pool_name, values, properties)},
@@ -141,3 +162,12 @@ class PoolServer:
         s = self.settings
         peak = self.pool.scheduler.queue_peak.take(self.pool.scheduler.total_queued)
         log.info("metrics", extra={"fields": signal_document(s.deployment_env, s.pool_name, peak, {"process": "pool"})})
+
+
+def peers_of(settings: PoolSettings) -> Peers | None:
+    """The pool's tasks from POOL_PEERS or POOL_PEER_DNS_NAME; None when neither is set (no affinity)."""
+    if settings.peers:
+        return StaticPeers(settings.peers, settings.port)
+    if settings.peer_dns_name:
+        return DnsPeers(settings.peer_dns_name, settings.port, refresh_s=settings.peer_refresh_s)
+    return None
