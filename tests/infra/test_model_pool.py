@@ -16,10 +16,10 @@ from aws_cdk.assertions import Match, Template
 from gpu_inference_constructs.core.errors import ConfigError
 from gpu_inference_constructs.core.pool_props import PoolProps
 from gpu_inference_constructs.servers.bundled import BundledServerProps
-from gpu_inference_constructs.servers.model_entry import pool_of_entry, split_model_entry
 from gpu_inference_constructs.servers.pool import POOL_METRICS, PoolServer
 from gpu_inference_constructs.service.pool_queries import top_models_rule_body
 from stacks.config import load_environment
+from stacks.model_entry import pool_of_entry, split_model_entry
 from stacks.stage import InferenceStage
 from tests.conftest import metric_stats, scenario_context, single_metric
 from tests.scenarios import scenario_environments

@@ -7,18 +7,21 @@ from typing import TYPE_CHECKING
 from ..core.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
+    from .listener_rules import ListenerPriorities
     from .load_balancer import ConfiguredLoad, InferenceLoadBalancer, LoadBalancerProps, LoadBalancerQuotas
     from .target_group_metrics import TargetGroupMetrics
 
 __all__ = [
     "ConfiguredLoad",
     "InferenceLoadBalancer",
+    "ListenerPriorities",
     "LoadBalancerProps",
     "LoadBalancerQuotas",
     "TargetGroupMetrics",
 ]
 
 _MODULE_OF = {
+    "ListenerPriorities": "listener_rules",
     "ConfiguredLoad": "load_balancer",
     "InferenceLoadBalancer": "load_balancer",
     "LoadBalancerProps": "load_balancer",
