@@ -58,10 +58,12 @@ def validate_service(
         lambda: check_runs_on(server.name, server.accelerator, instance_type, f"models[{model.name}].server")
     )
     problems = [*runs_on, *problems_of(lambda: server.check(model))]
-    fits = runs_on or problems_of(  # a task for the other accelerator is not sized for this one
+    # A task for the other accelerator is not sized for this one; a task that fits no instance is not counted on it.
+    unfit = runs_on or problems_of(
         lambda: check_fits(model, server, instance_type, fleet_types, telemetry.log_router_reservation)
     )
-    problems += [] if runs_on else fits
+    if not runs_on:
+        problems += unfit
     stop = problems_of(lambda: task_timing(server, timing, model.name))
     problems += stop
     firelens = telemetry.firelens
@@ -70,7 +72,7 @@ def validate_service(
         delay, _ = task_timing(server, timing, model.name)
         problems += problems_of(lambda: check_archive_flushes(archive, delay, model.name))
     problems += problems_of(lambda: check_schedule_task_ranges(model.name, model.min_tasks, model.max_tasks, schedules))
-    if not fits and not isinstance(capacity, GpuInstanceType):  # the group counts tasks that fit its instances
+    if not unfit and not isinstance(capacity, GpuInstanceType):
         group = capacity
         problems += problems_of(lambda: _check_joins(model, group, beside))
     return problems
