@@ -18,6 +18,7 @@ from gpu_inference_constructs import (
     DeploymentProps,
     GpuCapacityProps,
     GpuInstanceType,
+    ListenerPriorities,
     LoadBalancerProps,
     ModelCacheProps,
     ModelProps,
@@ -28,6 +29,7 @@ from gpu_inference_constructs import (
     NeuronServer,
     PoolProps,
     PoolServer,
+    Problem,
     ResultCacheProps,
     RollbackThresholds,
     ScalingProps,
@@ -36,29 +38,16 @@ from gpu_inference_constructs import (
     VllmProps,
     VllmServer,
     from_dict,
-)
-from gpu_inference_constructs.capacity.gpu_packing import (
-    check_one_kind,
-    check_shared_group_holds_deployment_at_peak,
-    shared_service,
-)
-from gpu_inference_constructs.core.deployment_capacity import (
-    check_group_holds_deployment_at_peak,
+    is_neuron_type,
+    require,
+    require_range,
+    retention_days,
+    service_deployment,
     tasks_for_deployment_at_peak,
+    validate_service,
 )
-from gpu_inference_constructs.core.errors import require, require_range
-from gpu_inference_constructs.core.instance_catalog import is_neuron_type
-from gpu_inference_constructs.core.model_props import service_deployment
-from gpu_inference_constructs.core.schedules import check_schedule_task_ranges
-from gpu_inference_constructs.routing.load_balancer import check_rule_priority, claim_priority
-from gpu_inference_constructs.servers.model_entry import (
-    ServerProps,
-    longest_request_key,
-    pool_of_entry,
-    server_for,
-    split_model_entry,
-)
-from gpu_inference_constructs.shared.log_retention import retention_days
+
+from .model_entry import ServerProps, longest_request_key, pool_of_entry, server_for, split_model_entry
 
 CONTEXT_KEY = "environments"
 ENVIRONMENT_NAME = re.compile(r"^[a-z][a-z0-9-]{1,20}$")
@@ -96,8 +85,6 @@ class ModelServerConfig:
             "load_balancer",
             hint=" (which of the environment's load balancers serves it)",
         )
-        if self.listener_priority is not None:
-            check_rule_priority(self.listener_priority, "listener_priority")
 
     @property
     def server(self) -> BundledServer | VllmServer | NeuronServer | PoolServer:
@@ -225,7 +212,7 @@ class EnvironmentConfig:
         smallest = {group: self.group_capacity(group).smallest_instance_type() for group in {"", *self.capacity_groups}}
         seen: set[str] = set()
         names = [model.name for model in self.models]
-        priorities: dict[int, dict[int, str]] = {}  # load balancer -> listener rule priority -> the model that has it
+        priorities: dict[int, ListenerPriorities] = {}  # load balancer -> its listener's rule priorities
         for index, model in enumerate(self.models):
             require(
                 model.name not in seen,
@@ -234,8 +221,7 @@ class EnvironmentConfig:
             )
             seen.add(model.name)
             served = self.server_config(model)
-            claim_priority(
-                priorities.setdefault(served.load_balancer, {}),
+            priorities.setdefault(served.load_balancer, ListenerPriorities()).claim(
                 model.name,
                 served.listener_priority,
                 f"models[{index}].listener_priority",
@@ -244,65 +230,40 @@ class EnvironmentConfig:
                 ),
             )
             group = placement.get(model.name, "")
-            server = self.server_config(model).server
-            self._check_accelerator(index, model, server, group, smallest[group])
-            try:
-                server.check(model)
-                sidecars = server.sidecar_reservation.plus(
-                    "FireLens log router", *self.telemetry.log_router_reservation
-                )
-                model.check_fits(smallest[group], sidecars, tuple(self.group_capacity(group).resolve_instance_types()))
-            except ConfigError as error:
-                where = (
-                    ""
-                    if error.key not in ("gpus", "cpu", "memory_mib")
-                    else (
-                        f" (it runs on capacity_groups.{group})"
-                        if group
-                        else " (it runs on capacity; place it in a capacity group of a larger shape)"
-                    )
-                )
-                raise ConfigError(f"models[{index}].{error.key}", error.detail + where) from None
-            self._check_stop(index, model, server)
-            check_schedule_task_ranges(model.name, model.min_tasks, model.max_tasks, self.scaling.schedules)
-        for group in ["", *self.capacity_groups]:
-            placed = [m for m in self.models if placement.get(m.name, "") == group]
-            if not placed:
-                continue
-            key = f"capacity_groups.{group}.capacity.max_capacity" if group else "capacity.max_capacity"
-            shared = [m for m in placed if m.gpu_share is not None]
-            if shared:
-                check_one_kind(
-                    [m.name for m in shared],
-                    [m.name for m in placed if m.gpu_share is None],
-                    f"models[{self.models.index(shared[0])}].gpu_share",
-                )
-                check_shared_group_holds_deployment_at_peak(
-                    self.group_capacity(group).max_capacity,
-                    self.group_capacity(group).resolve_instance_types(),
-                    [shared_service(m) for m in placed],
-                    key=key,
-                )
-                continue
-            # Counted in GPUs: a task of a 4-GPU model takes four of an instance's GPUs.
-            check_group_holds_deployment_at_peak(
-                self.group_capacity(group).max_capacity,
-                smallest[group].gpus,
-                [service_deployment(m, in_gpus=True) for m in placed],
-                key=key,
-            )
+            self._check_accelerator(index, model, self.server_config(model).server, group, smallest[group])
+        problems: dict[str, Problem] = {}
+        joined: dict[str, list[ModelProps]] = {}  # capacity group -> the models counted on it so far
+        for index, model in enumerate(self.models):
+            group = placement.get(model.name, "")
+            found = self.model_problems(index, model, group, joined.setdefault(group, []))
+            for problem in found:
+                if problem.key.endswith("capacity.max_capacity"):  # reported once, as the group's last model finds it
+                    problems[problem.key] = problem
+                elif problem.key.startswith(tuple(ENVIRONMENT_PREFIXES.values())):  # one key: the first model's
+                    problems.setdefault(problem.key, problem)
+                else:
+                    problems[f"{index} {problem.key}"] = problem
+            if all(problem.key.endswith("capacity.max_capacity") for problem in found):
+                joined[group].append(model)  # a model refused for itself is not counted again for the next
+        if problems:
+            raise ConfigError.of(list(problems.values()))
         self._check_load_balancers()
 
-    def _check_stop(
-        self, index: int, model: ModelProps, server: BundledServer | VllmServer | NeuronServer | PoolServer
-    ) -> None:
-        """The server drains and exits within the task's stop timeout and the Spot notice (as ModelService checks)."""
-        try:
-            server.stop.checked_task_timing(
-                self.timing.deregistration_delay_seconds, self.timing.stop_timeout_seconds, f"the {server.name} server"
-            )
-        except ConfigError as error:
-            raise ConfigError(f"service.{error.key}", f"{error.detail} (models[{index}], {model.name})") from None
+    def model_problems(self, index: int, model: ModelProps, group: str, beside: list[ModelProps]) -> list[Problem]:
+        """Every problem the constructs would refuse ``models[index]`` for (the library's validate_service), on
+        capacity group ``group`` ("": ``capacity``) after the models ``beside`` it, at its cdk.json keys:
+        ``models[<index>]``, its server's keys inside the entry (``models[<index>].vllm...``), ``service`` for
+        ModelService's ``timing``, the group's ``capacity``."""
+        found = validate_service(
+            model,
+            server=self.server_of(model),
+            capacity=self.group_capacity(group),
+            beside=beside,
+            timing=self.timing,
+            telemetry=self.telemetry,
+            schedules=self.scaling.schedules,
+        )
+        return [cdk_json_problem(problem, index, model.name, group) for problem in found]
 
     def server_config(self, model: ModelProps) -> ModelServerConfig:
         """How ``model`` (one of ``models``) is served."""
@@ -477,6 +438,33 @@ def quota_use(models: list[ModelProps]) -> QuotaUse:
     }
 
 
+# The entry's keys whose problem is the task's size on its instance: where the model runs says where to look.
+TASK_SIZE_KEYS = frozenset({"gpus", "cpu", "memory_mib"})
+# Keys of validate_service's problems outside the model's entry (ModelService's timing is cdk.json's service).
+ENVIRONMENT_PREFIXES = {"timing.": "service.", "telemetry.": "telemetry.", "scaling.schedules": "scaling.schedules"}
+
+
+def cdk_json_problem(problem: Problem, index: int, model_name: str, group: str) -> Problem:
+    """``problem`` of ``models[index]`` (named ``model_name``, on capacity group ``group``, "" for ``capacity``) at
+    its cdk.json key: ``models[<name>]`` becomes ``models[<index>]``, a server's own key (``vllm.max_model_len``)
+    nests in the entry, ``timing`` is ``service``, ``capacity`` the group's. The detail is the library's, with where
+    the model runs added to a task that does not fit."""
+    key, detail = problem.key, problem.detail
+    if key == "capacity.max_capacity":
+        return Problem(f"capacity_groups.{group}.{key}" if group else key, detail)
+    for prefix, cdk_json in ENVIRONMENT_PREFIXES.items():
+        if key.startswith(prefix):
+            return Problem(cdk_json + key.removeprefix(prefix), detail)
+    key = key.removeprefix(f"models[{model_name}]").removeprefix(".")
+    if key in TASK_SIZE_KEYS:
+        detail += (
+            f" (it runs on capacity_groups.{group})"
+            if group
+            else " (it runs on capacity; place it in a capacity group of a larger shape)"
+        )
+    return Problem(f"models[{index}].{key}" if key else f"models[{index}]", detail)
+
+
 def load_environments(context: Mapping[str, Any], only: str | None = None) -> list[EnvironmentConfig]:
     """All environments in ``context[CONTEXT_KEY]`` (or just ``only``), validated."""
     environments = context.get(CONTEXT_KEY)
@@ -507,7 +495,8 @@ def load_environment(name: str, data: Any) -> EnvironmentConfig:
         )
     except ConfigError as error:
         key, detail = as_cdk_json(error)
-        raise ConfigError(f"environment {name!r}: {key}", detail) from None
+        problems = [Problem(*as_cdk_json(ConfigError(problem.key, problem.detail))) for problem in error.problems]
+        raise ConfigError(f"environment {name!r}: {key}", detail, problems) from None
 
 
 def with_field_names(data: dict) -> dict:

@@ -16,14 +16,14 @@ if TYPE_CHECKING:
     from .capacity.neuron_capacity import NeuronCapacity, NeuronCapacityProps
     from .capacity.service_capacity import BoundCapacity, ClusterCapacity, ManagedCapacity, ServiceCapacity
     from .capacity.warm_pool import WarmPoolLaunches, WarmPoolProps
-    from .core.deployment_capacity import ServiceDeployment
-    from .core.errors import ConfigError
+    from .core.deployment_capacity import ServiceDeployment, tasks_for_deployment_at_peak
+    from .core.errors import ConfigError, Problem, require, require_range
     from .core.gpu_share import GpuShare
-    from .core.instance_catalog import CATALOG, GpuInstanceType
+    from .core.instance_catalog import CATALOG, GpuInstanceType, is_neuron_type
     from .core.latency_alarms import LatencyAlarmProps, LatencyAlarmThresholds
     from .core.log_archive_props import LogArchive
-    from .core.model_props import ModelProps
-    from .core.pool_props import PoolAlarmProps, PoolProps
+    from .core.model_props import ModelProps, service_deployment
+    from .core.pool_props import DEFAULT_POOL_VERSION, PoolAlarmProps, PoolProps
     from .core.scaling_props import ModelScalingProps, PredictiveScalingProps, ScalingProps
     from .core.schedules import CapacityPrewarm, ServiceSchedule
     from .core.server_contract import (
@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from .observability.monitoring import InferenceMonitoring, ModelAlarms, MonitoringProps
     from .observability.task_starts import TaskStarts
     from .rollout.deployment import DeploymentProps, RollbackAlarms, RollbackProps, RollbackThresholds
+    from .routing.listener_rules import ListenerPriorities
     from .routing.load_balancer import ConfiguredLoad, InferenceLoadBalancer, LoadBalancerProps, LoadBalancerQuotas
     from .routing.load_balancer_route import LoadBalancerRoute
     from .routing.service_route import BoundRoute, ListenerRoute, RouteRule, ServiceRoute
@@ -63,12 +64,15 @@ if TYPE_CHECKING:
     from .servers.tgi_triton import TgiProps, TgiServer, TritonProps, TritonServer, tgi_stop, triton_stop
     from .servers.vllm import VllmProps, VllmServer, vllm_stop
     from .service.api_keys import api_keys_secret
+    from .service.checks import CheckedServer
     from .service.model_pool import ModelPool
     from .service.model_service import ModelService
     from .service.pool_discovery import PoolDiscovery
     from .service.pool_queries import PoolQueries
     from .service.props import ServiceAccess, ServiceLogs
     from .service.stack_limits import MAX_STACK_RESOURCES, stacks_per_model
+    from .service.validation import validate_service
+    from .shared.log_retention import retention_days
     from .shared.notifications import NotificationTopic, topic_target
     from .store.model_bucket import BoundModelSource, ModelBucket, ModelSource
     from .store.model_store import ModelStore, ModelStoreProps
@@ -105,12 +109,14 @@ __all__ = [
     "BundledServerProps",
     "CATALOG",
     "CapacityPrewarm",
+    "CheckedServer",
     "ConfigError",
     "ConfiguredLoad",
     "DEFAULT_COLLECTOR_IMAGE",
     "DEFAULT_FETCHER_IMAGE",
     "DEFAULT_INTERFACE_ENDPOINTS",
     "DEFAULT_OTEL_COLLECTOR_IMAGE",
+    "DEFAULT_POOL_VERSION",
     "DeploymentProps",
     "EcrImage",
     "ExpressionSignal",
@@ -125,6 +131,7 @@ __all__ = [
     "InferenceNetwork",
     "LatencyAlarmProps",
     "LatencyAlarmThresholds",
+    "ListenerPriorities",
     "LivenessCheck",
     "LoadBalancerProps",
     "LoadBalancerQuotas",
@@ -152,6 +159,7 @@ __all__ = [
     "PoolQueries",
     "PoolServer",
     "PredictiveScalingProps",
+    "Problem",
     "PrometheusMetrics",
     "ResultCache",
     "ResultCacheProps",
@@ -188,10 +196,17 @@ __all__ = [
     "bundled_stop",
     "from_dict",
     "grant_logs_service",
+    "is_neuron_type",
+    "require",
+    "require_range",
+    "retention_days",
+    "service_deployment",
     "stacks_per_model",
+    "tasks_for_deployment_at_peak",
     "tgi_stop",
     "topic_target",
     "triton_stop",
+    "validate_service",
     "vllm_stop",
 ]
 
@@ -199,6 +214,17 @@ __all__ = [
 # Imported on first use, so that the pure-Python parts (the sizing advisor) run without loading aws_cdk and its Node
 # runtime; `from gpu_inference_constructs import X` and type checkers see the names as before.
 _MODULE_OF = {
+    "retention_days": "shared.log_retention",
+    "tasks_for_deployment_at_peak": "core.deployment_capacity",
+    "service_deployment": "core.model_props",
+    "ListenerPriorities": "routing.listener_rules",
+    "CheckedServer": "service.checks",
+    "validate_service": "service.validation",
+    "DEFAULT_POOL_VERSION": "core.pool_props",
+    "is_neuron_type": "core.instance_catalog",
+    "require_range": "core.errors",
+    "require": "core.errors",
+    "Problem": "core.errors",
     "CapacityGroup": "capacity.capacity_group",
     "BoundCapacity": "capacity.service_capacity",
     "BoundModelSource": "store.model_bucket",

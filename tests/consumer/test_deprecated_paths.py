@@ -16,7 +16,7 @@ from typing import cast
 import pytest
 
 import gpu_inference_constructs
-from gpu_inference_constructs.core.old_paths import OLD_PATHS
+from gpu_inference_constructs.core.old_paths import GONE, OLD_PATHS
 
 # The flat modules of the 0.2.0 release (constructs/gpu_inference_constructs/*.py at its commit, d19250c).
 MODULES_0_2 = [
@@ -63,7 +63,16 @@ def fresh_import(path: str) -> tuple[ModuleType, list[warnings.WarningMessage]]:
 
 
 def test_every_0_2_module_has_a_new_home():
-    assert sorted(set(MODULES_0_2) - set(OLD_PATHS)) == []
+    assert sorted(set(MODULES_0_2) - set(OLD_PATHS) - set(GONE)) == []
+
+
+@pytest.mark.parametrize("gone", sorted(GONE))
+def test_a_module_the_app_took_over_is_refused_naming_what_replaces_it(gone):
+    """cdk.json's model entry moved to the app (stacks/model_entry.py): its old paths say so instead of a bare
+    ModuleNotFoundError."""
+    sys.modules.pop(f"gpu_inference_constructs.{gone}", None)
+    with pytest.raises(ModuleNotFoundError, match=r"is gone: .*stacks/model_entry\.py.*validate_service"):
+        importlib.import_module(f"gpu_inference_constructs.{gone}")
 
 
 @pytest.mark.parametrize("old", sorted(OLD_PATHS))

@@ -33,8 +33,8 @@ from gpu_inference_constructs import (
 )
 from gpu_inference_constructs.core.server_contract import MAX_RULE_CONDITION_VALUES, MAX_RULE_CONDITION_WILDCARDS
 from gpu_inference_constructs.servers.bundled import BUNDLED_DOCS_PATHS, BUNDLED_PUBLIC_PATHS, BundledServerProps
-from gpu_inference_constructs.servers.model_entry import split_model_entry
 from gpu_inference_constructs.shared.cdk_interfaces import as_secret
+from stacks.model_entry import split_model_entry
 from tests.e2e.contract import load_contracts
 from tests.e2e.exposure import Route, exposure_problems, forwarded, pool_route_table, route_table
 from tests.infra.test_server_contract import IMAGE, at_priority, complete, on_cluster, stack_with_placement

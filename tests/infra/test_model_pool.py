@@ -17,7 +17,6 @@ from gpu_inference_constructs.core.errors import ConfigError
 from gpu_inference_constructs.core.pool_props import PoolProps
 from gpu_inference_constructs.core.service_timing import SPOT_STOP_SECONDS
 from gpu_inference_constructs.servers.bundled import BundledServerProps
-from gpu_inference_constructs.servers.model_entry import pool_of_entry, split_model_entry
 from gpu_inference_constructs.servers.pool import POOL_METRICS, PoolServer
 from gpu_inference_constructs.service.pool_queries import top_models_rule_body
 from gpu_inference_constructs.task_telemetry.telemetry import OTLP_HTTP_ADDRESS, OTLP_HTTP_ENDPOINT
@@ -25,6 +24,7 @@ from inference_server.facts import EXIT_GRACE_S
 from inference_server.front.shared_cache import config_from_settings
 from inference_server.pool.pool_settings import PoolSettings, load_pool_settings
 from stacks.config import load_environment
+from stacks.model_entry import pool_of_entry, split_model_entry
 from stacks.stage import InferenceStage
 from tests.conftest import metric_stats, scenario_context, single_metric
 from tests.scenarios import scenario_environments

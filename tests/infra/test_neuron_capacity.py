@@ -425,7 +425,7 @@ def test_cdk_nag_finds_nothing_unacknowledged_on_the_neuron_app(synthesized):
 def neuron_entry(entry: dict) -> dict:
     """A scenario model's entry served by the Neuron preset (its ``neuron`` block) instead of the bundled server, with
     more than half of an inf2.xlarge's CPU so that one task holds the instance's device."""
-    from gpu_inference_constructs.servers.model_entry import MODEL_KEYS
+    from stacks.model_entry import MODEL_KEYS
 
     kept = {
         key: value for key, value in entry.items() if key in MODEL_KEYS and key not in ("gpu_share", "shared_cache")

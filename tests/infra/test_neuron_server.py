@@ -34,10 +34,10 @@ from gpu_inference_constructs import (
 )
 from gpu_inference_constructs.core.instance_catalog import CATALOG, NON_CUDA_CATALOG
 from gpu_inference_constructs.core.server_contract import ServerContract, command_flag
-from gpu_inference_constructs.servers.model_entry import server_for, split_model_entry
 from gpu_inference_constructs.servers.neuron import NEURON_ENTRY_POINT, torchserve_command
 from gpu_inference_constructs.servers.neuron_props import NEURON_DLC_TAG, TORCHSERVE_EXIT_SECONDS, neuron_stop
-from gpu_inference_constructs.service.checks import check_accelerator
+from gpu_inference_constructs.service.checks import check_runs_on
+from stacks.model_entry import server_for, split_model_entry
 from tests.infra.test_server_contract import fields_without_a_stated_default, on_cluster, stack_with_placement
 
 ENCODER = ModelProps(name="encoder", version="1", gpus=1, cpu=2048, memory_mib=8192)
@@ -198,9 +198,9 @@ def test_modelservice_refuses_gpu_capacity_for_a_neuron_model():
 def test_a_cuda_server_is_refused_on_inferentia(contract):
     cuda = dataclasses.replace(contract, accelerator="cuda", name="bundled")
     with pytest.raises(ConfigError, match=r"^models\[encoder\]\.server: .*GPU capacity.*NeuronServer"):
-        check_accelerator(cuda, INF2, "encoder")
-    check_accelerator(contract, INF2, "encoder")
-    check_accelerator(cuda, CATALOG["g5.xlarge"], "encoder")
+        check_runs_on(cuda.name, cuda.accelerator, INF2, "models[encoder].server")
+    check_runs_on(contract.name, contract.accelerator, INF2, "models[encoder].server")
+    check_runs_on(cuda.name, cuda.accelerator, CATALOG["g5.xlarge"], "models[encoder].server")
 
 
 def test_an_accelerator_the_contract_does_not_know_is_refused(contract):

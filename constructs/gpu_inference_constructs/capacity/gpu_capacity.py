@@ -33,17 +33,12 @@ from ..core.capacity_props import (
     GpuCapacityProps,
     root_volume_performance,
 )
+from ..core.deployment_capacity import ServiceDeployment
 from ..core.errors import require
 from ..core.legacy_keywords import RENAMES_ACCEPTED_UNTIL, accepts_legacy_keywords
-from ..core.model_props import ModelProps, service_deployment
+from ..core.model_props import ModelProps
 from .capacity_group import CapacityGroup
-from .gpu_packing import (
-    SharedService,
-    check_one_kind,
-    check_shared_group_holds_deployment_at_peak,
-    mps_prerequisites_warning,
-    shared_service,
-)
+from .gpu_packing import SharedService, check_joins_group, mps_prerequisites_warning
 from .instances import machine_image
 from .warm_pool import WarmPoolLaunches, add_warm_pool
 
@@ -180,25 +175,24 @@ class GpuCapacity(CapacityGroup[GpuCapacityProps]):
                 repository.grant_pull(self.instance_role)
 
     def add_model(self, model: ModelProps) -> None:
-        """Count ``model``'s service on this group: in whole GPUs (:meth:`add_service`), or packed by its GPU share.
-        A group holds models on whole GPUs or models on shares, never both: a GPU in MPS mode takes only MPS
-        containers (ECS API reference, GpuSharingMode)."""
-        shared = model.gpu_share is not None
-        check_one_kind(
-            [s.deployment.name for s in self.shared_services] + ([model.name] if shared else []),
-            [s.name for s in self.services] + ([] if shared else [model.name]),
-            f"models[{model.name}].gpu_share",
+        """Count ``model``'s service on this group: in whole GPUs, or packed by its GPU share
+        (:func:`gpu_packing.check_joins_group`, which validate_service runs too). A group holds models on whole GPUs
+        or models on shares, never both: a GPU in MPS mode takes only MPS containers (ECS API reference,
+        GpuSharingMode)."""
+        joined = check_joins_group(
+            model,
+            self.props.max_capacity,
+            self.instance_types,
+            self.services,
+            self.shared_services,
+            key=f"{self.node.id}.max_capacity",
         )
-        if not shared:
-            self.add_service(service_deployment(model, in_gpus=True))
+        if isinstance(joined, ServiceDeployment):
+            self.services.append(joined)
             return
         if self.props.machine_image_ids is not None:
             cdk.Annotations.of(self).add_warning_v2(
                 f"gpu-inference:mps-prerequisites:{model.name}",
                 mps_prerequisites_warning(model.name, "this group launches your own AMI (machine_image_ids)"),
             )
-        candidate = [*self.shared_services, shared_service(model)]
-        check_shared_group_holds_deployment_at_peak(
-            self.props.max_capacity, self.instance_types, candidate, key=f"{self.node.id}.max_capacity"
-        )
-        self.shared_services.append(candidate[-1])
+        self.shared_services.append(joined)

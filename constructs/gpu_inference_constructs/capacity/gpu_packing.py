@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..core.deployment_capacity import ServiceDeployment, deploying_at_peak
+from ..core.deployment_capacity import ServiceDeployment, check_group_holds_deployment_at_peak, deploying_at_peak
 from ..core.errors import require
 from ..core.gpu_share import (
     MPS_CAPABILITY,
@@ -140,6 +140,34 @@ def check_shared_group_holds_deployment_at_peak(
         f"{needed}, shrink the shares or lower max_tasks",
     )
     return needed
+
+
+def check_joins_group(
+    model: ModelProps,
+    max_capacity: int,
+    instance_types: Sequence[GpuInstanceType],
+    whole: Sequence[ServiceDeployment],
+    shared: Sequence[SharedService],
+    key: str,
+) -> ServiceDeployment | SharedService:
+    """``model`` joins a capacity group of at most ``max_capacity`` instances of ``instance_types`` that already runs
+    ``whole`` (services on whole GPUs or devices, counted in them) and ``shared`` (services on GPU shares): one kind
+    per group (:func:`check_one_kind`) and room for a deployment at peak (``key``: the group's max_capacity). Returns
+    what the group counts for the model."""
+    on_share = model.gpu_share is not None
+    check_one_kind(
+        [s.deployment.name for s in shared] + ([model.name] if on_share else []),
+        [s.name for s in whole] + ([] if on_share else [model.name]),
+        f"models[{model.name}].gpu_share",
+    )
+    if not on_share:
+        service = service_deployment(model, in_gpus=True)
+        smallest = min(instance_types, key=lambda t: (t.memory_gib, t.vcpus))  # the type every task must fit
+        check_group_holds_deployment_at_peak(max_capacity, smallest.gpus, [*whole, service], key=key)
+        return service
+    joined = shared_service(model)
+    check_shared_group_holds_deployment_at_peak(max_capacity, instance_types, [*shared, joined], key=key)
+    return joined
 
 
 def mps_prerequisites_warning(model: str, why: str) -> str:

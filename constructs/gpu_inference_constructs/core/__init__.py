@@ -9,14 +9,14 @@ from typing import TYPE_CHECKING
 from .lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
-    from .deployment_capacity import ServiceDeployment
-    from .errors import ConfigError
+    from .deployment_capacity import ServiceDeployment, tasks_for_deployment_at_peak
+    from .errors import ConfigError, Problem, require, require_range
     from .gpu_share import GpuShare
-    from .instance_catalog import CATALOG, GpuInstanceType
+    from .instance_catalog import CATALOG, GpuInstanceType, is_neuron_type
     from .latency_alarms import LatencyAlarmProps, LatencyAlarmThresholds
     from .log_archive_props import LogArchive
-    from .model_props import ModelProps
-    from .pool_props import PoolAlarmProps, PoolProps
+    from .model_props import ModelProps, service_deployment
+    from .pool_props import DEFAULT_POOL_VERSION, PoolAlarmProps, PoolProps
     from .scaling_props import ModelScalingProps, PredictiveScalingProps, ScalingProps
     from .schedules import CapacityPrewarm, ServiceSchedule
     from .server_contract import (
@@ -45,6 +45,7 @@ __all__ = [
     "ConfigError",
     "DEFAULT_COLLECTOR_IMAGE",
     "DEFAULT_FETCHER_IMAGE",
+    "DEFAULT_POOL_VERSION",
     "EcrImage",
     "ExpressionSignal",
     "GpuInstanceType",
@@ -59,6 +60,7 @@ __all__ = [
     "PoolAlarmProps",
     "PoolProps",
     "PredictiveScalingProps",
+    "Problem",
     "PrometheusMetrics",
     "ScalingProps",
     "ScalingSignal",
@@ -73,9 +75,21 @@ __all__ = [
     "StopTiming",
     "TargetOptimizerProps",
     "from_dict",
+    "is_neuron_type",
+    "require",
+    "require_range",
+    "service_deployment",
+    "tasks_for_deployment_at_peak",
 ]
 
 _MODULE_OF = {
+    "tasks_for_deployment_at_peak": "deployment_capacity",
+    "service_deployment": "model_props",
+    "DEFAULT_POOL_VERSION": "pool_props",
+    "is_neuron_type": "instance_catalog",
+    "require_range": "errors",
+    "require": "errors",
+    "Problem": "errors",
     "CATALOG": "instance_catalog",
     "CapacityPrewarm": "schedules",
     "ConfigError": "errors",

@@ -54,7 +54,6 @@ OLD_PATHS = {
     "log_retention": "shared.log_retention",
     "metric_names": "core.metric_names",
     "model_alarms": "observability.model_alarms",
-    "model_entry": "servers.model_entry",
     "model_fetch": "store.model_fetch",
     "model_pool": "service.model_pool",
     "model_props": "core.model_props",
@@ -121,6 +120,14 @@ OLD_PATHS = {
 }
 """Old module (under the package root) -> its new module (the same)."""
 
+GONE = {
+    old: "cdk.json's model entry is the app's form after 0.3.0 (stacks/model_entry.py in the library's repository): "
+    "give the constructs the typed props (ModelProps, and a preset such as VllmServer(props=VllmProps(...))), and "
+    "validate them with validate_service"
+    for old in ("model_entry", "servers.model_entry")
+}
+"""Old module -> why it is gone from the library and what to use instead (an import of it raises that)."""
+
 
 def warn_moved(old: str, stacklevel: int = 3) -> str:
     new = f"{ROOT}.{OLD_PATHS[old]}"
@@ -149,12 +156,15 @@ class _Alias(importlib.abc.Loader):
 
 
 class OldPathFinder(importlib.abc.MetaPathFinder):
-    """Finds ``gpu_inference_constructs.<old>`` for every module of :data:`OLD_PATHS`."""
+    """Finds ``gpu_inference_constructs.<old>`` for every module of :data:`OLD_PATHS`; refuses each of :data:`GONE`
+    naming what replaces it."""
 
     def find_spec(
         self, fullname: str, path: object = None, target: object = None
     ) -> importlib.machinery.ModuleSpec | None:
         root, _, old = fullname.partition(".")
+        if root == ROOT and old in GONE:
+            raise ModuleNotFoundError(f"{fullname} is gone: {GONE[old]}", name=fullname)
         if root != ROOT or old not in OLD_PATHS:
             return None
         return importlib.machinery.ModuleSpec(fullname, _Alias(old))

@@ -1,4 +1,5 @@
-"""Build the library's props dataclasses from plain JSON-like data (``cdk.json`` context).
+"""Build the library's props dataclasses from plain JSON-like data (an app's configuration: this repository's app
+reads ``cdk.json`` context with it, in its own form, stacks/config.py).
 
 Strict: unknown keys, missing required keys and values of the wrong type are errors that
 name the key path. Range and cross-field checks live in each dataclass's ``__post_init__``

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from ..core.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
+    from .listener_rules import ListenerPriorities
     from .load_balancer import ConfiguredLoad, InferenceLoadBalancer, LoadBalancerProps, LoadBalancerQuotas
     from .load_balancer_route import LoadBalancerRoute
     from .service_route import BoundRoute, ListenerRoute, RouteRule, ServiceRoute
@@ -18,6 +19,7 @@ __all__ = [
     "ConfiguredLoad",
     "InferenceLoadBalancer",
     "ListenerRoute",
+    "ListenerPriorities",
     "LoadBalancerProps",
     "LoadBalancerQuotas",
     "LoadBalancerRoute",
@@ -28,6 +30,7 @@ __all__ = [
 
 _MODULE_OF = {
     "BoundRoute": "service_route",
+    "ListenerPriorities": "listener_rules",
     "ConfiguredLoad": "load_balancer",
     "InferenceLoadBalancer": "load_balancer",
     "ListenerRoute": "service_route",

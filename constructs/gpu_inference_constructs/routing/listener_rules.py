@@ -40,6 +40,22 @@ def claim_priority(
     return chosen
 
 
+class ListenerPriorities:
+    """The rule priorities of one listener's models, claimed as InferenceLoadBalancer claims each model's rule (an app
+    can check its models' priorities before any load balancer exists): a model's own priority (1 to 50000), else one
+    derived from its name; a priority claimed twice is a ConfigError at ``key`` naming both models and the keys to
+    set (``fix_keys(other model)``; default: listener_priority on one of the two)."""
+
+    def __init__(self) -> None:
+        self.claimed: dict[int, str] = {}  # priority -> the model whose rule has it
+
+    def claim(
+        self, model_name: str, priority: int | None, key: str, fix_keys: Callable[[str], str] | None = None
+    ) -> int:
+        """The priority of ``model_name``'s rule, now claimed."""
+        return claim_priority(self.claimed, model_name, priority, key, fix_keys)
+
+
 def duplicate_priority_detail(
     model_name: str,
     priority: int | None,

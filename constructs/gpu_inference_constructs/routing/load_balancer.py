@@ -48,11 +48,11 @@ from .listener_rules import (
     MAX_RULE_PRIORITY as MAX_RULE_PRIORITY,
 )
 from .listener_rules import (
-    check_rule_priority as check_rule_priority,
+    ListenerPriorities,
+    model_path_patterns,
 )
 from .listener_rules import (
-    claim_priority,
-    model_path_patterns,
+    check_rule_priority as check_rule_priority,
 )
 from .listener_rules import (
     duplicate_priority_detail as duplicate_priority_detail,
@@ -141,7 +141,7 @@ class InferenceLoadBalancer(Construct, ServiceRoute):
         self._acknowledge_openness(props)
         self.prediction_routes: tuple[str, ...] = SHIPPED_PREDICTION_ROUTES
         self.web_acl = add_web_acl(self, self.load_balancer, self._web_acl_rules()) if props.waf else None
-        self._priorities: dict[int, str] = {}  # priority -> the model whose rule has it
+        self._priorities = ListenerPriorities()
 
     def _client_security_group(self, vpc: ec2.IVpc, props: LoadBalancerProps) -> ec2.SecurityGroup:
         """The load balancer's own group: the listener ports from the configured clients, no egress until a model's
@@ -297,7 +297,7 @@ class InferenceLoadBalancer(Construct, ServiceRoute):
             scope or self,
             f"Route-{model_name}" if scope is None else "Route",
             listener=self.listener,
-            priority=claim_priority(self._priorities, model_name, priority, f"models[{model_name}].listener_priority"),
+            priority=self._priorities.claim(model_name, priority, f"models[{model_name}].listener_priority"),
             conditions=[elbv2.ListenerCondition.path_patterns(model_path_patterns(model_name, paths))],
             action=action,
         )

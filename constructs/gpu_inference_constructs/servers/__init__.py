@@ -1,7 +1,6 @@
 """The server presets, each turning its props and the ``ModelProps`` into a ``ServerContract``: the bundled server (and
-its image with a team's handler), vLLM, SGLang, Triton, TGI, Neuron; and cdk.json's model entry (which preset an
-entry names). Importable without aws_cdk (the sizing advisor reads them). Imported on first use, like the package
-root's names."""
+its image with a team's handler), vLLM, SGLang, Triton, TGI, Neuron. Importable without aws_cdk (the sizing advisor
+reads them). Imported on first use, like the package root's names."""
 
 from typing import TYPE_CHECKING
 

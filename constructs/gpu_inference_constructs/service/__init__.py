@@ -8,6 +8,7 @@ from ..core.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from .api_keys import api_keys_secret
+    from .checks import CheckedServer
     from .choices import ClusterCapacity, ListenerRoute, LoadBalancerRoute, ModelBucket
     from .model_pool import ModelPool
     from .model_service import ModelService
@@ -15,8 +16,10 @@ if TYPE_CHECKING:
     from .pool_queries import PoolQueries
     from .props import ServiceAccess, ServiceLogs
     from .stack_limits import MAX_STACK_RESOURCES, stacks_per_model
+    from .validation import validate_service
 
 __all__ = [
+    "CheckedServer",
     "ClusterCapacity",
     "ListenerRoute",
     "LoadBalancerRoute",
@@ -30,9 +33,12 @@ __all__ = [
     "ServiceLogs",
     "api_keys_secret",
     "stacks_per_model",
+    "validate_service",
 ]
 
 _MODULE_OF = {
+    "CheckedServer": "checks",
+    "validate_service": "validation",
     "ClusterCapacity": "choices",
     "ListenerRoute": "choices",
     "LoadBalancerRoute": "choices",

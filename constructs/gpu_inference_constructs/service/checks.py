@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import weakref
 from dataclasses import dataclass
+from typing import Protocol
 
 import aws_cdk as cdk
 from aws_cdk import aws_elasticloadbalancingv2 as elbv2
@@ -17,6 +18,8 @@ from ..core.instance_catalog import GpuInstanceType
 from ..core.model_props import ModelProps
 from ..core.server_contract import ServerContract
 from ..core.service_timing import ServiceTimingProps
+from ..core.stop_timing import StopTiming
+from ..core.task_size import SidecarReservation
 from ..routing.load_balancer import IDLE_TIMEOUT_MARGIN_SECONDS, MAX_RULE_PRIORITY
 
 # ECS caps a container health check's startPeriod at 300 s (ECS API HealthCheck).
@@ -25,6 +28,25 @@ DEFAULT_NAME_PREFIX = "gpu-inference"
 NAME_PREFIX = re.compile(r"^[a-z][a-z0-9-]{1,31}$")
 
 SynthWarning = tuple[str, str]
+
+
+class CheckedServer(Protocol):
+    """What the checks read of a server before its contract is built: a preset (BundledServer, VllmServer, ...) or a
+    ServerContract."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def accelerator(self) -> str: ...  # "cuda" or "neuron" (ServerDefinition.accelerator)
+
+    @property
+    def stop(self) -> StopTiming: ...
+
+    @property
+    def sidecar_reservation(self) -> SidecarReservation: ...
+
+    def check(self, model: ModelProps) -> None: ...
 
 
 def service_log_group_name(environment_name: str, model_name: str, name_prefix: str = DEFAULT_NAME_PREFIX) -> str:
@@ -158,12 +180,6 @@ def check_contract(server: object, contract: object, model: ModelProps) -> None:
     )
 
 
-def check_accelerator(contract: ServerContract, instance_type: GpuInstanceType, model_name: str) -> None:
-    """The server's accelerator is the capacity's: a Neuron-compiled model cannot run on an NVIDIA GPU, nor a CUDA
-    image on Inferentia."""
-    check_runs_on(contract.name, contract.accelerator, instance_type, f"models[{model_name}].server")
-
-
 def check_runs_on(server: str, accelerator: str, instance_type: GpuInstanceType, key: str) -> None:
     """``server``, built for ``accelerator`` (``cuda`` or ``neuron``), runs on ``instance_type``'s accelerator, or a
     ConfigError at ``key`` naming the fix (a preset declares its accelerator, so this holds before its contract is
@@ -234,34 +250,37 @@ def idle_timeout_warnings(
     return warnings
 
 
-def check_fits(
-    model: ModelProps,
-    contract: ServerContract,
-    instance_type: GpuInstanceType,
-    fleet_types: tuple[GpuInstanceType, ...],
-    log_router: tuple[int, int] = (0, 0),
-) -> None:
-    """The server's /dev/shm fits its memory, and the task (server, sidecars and a FireLens ``log_router``'s
-    (CPU units, MiB)) fits the smallest instance."""
+def check_shared_memory(model: ModelProps, contract: ServerContract) -> None:
+    """The server's /dev/shm fits its memory."""
     if contract.shared_memory_mib is not None:
         require(
             contract.shared_memory_mib < model.memory_mib,
             "shared_memory_mib",
             f"{contract.shared_memory_mib} MiB of /dev/shm must be below the server's memory_mib ({model.memory_mib})",
         )
+
+
+def check_fits(
+    model: ModelProps,
+    server: CheckedServer,
+    instance_type: GpuInstanceType,
+    fleet_types: tuple[GpuInstanceType, ...],
+    log_router: tuple[int, int] = (0, 0),
+) -> None:
+    """The task (server, sidecars and a FireLens ``log_router``'s (CPU units, MiB)) fits the smallest instance."""
     try:
-        sidecars = contract.sidecar_reservation.plus("FireLens log router", *log_router)
+        sidecars = server.sidecar_reservation.plus("FireLens log router", *log_router)
         model.check_fits(instance_type, sidecars, fleet_types)
     except ConfigError as error:
         raise ConfigError(f"models[{model.name}].{error.key}", error.detail) from None
 
 
-def task_timing(contract: ServerContract, timing: ServiceTimingProps, model_name: str) -> tuple[int, int]:
-    """(deregistration delay, stopTimeout) in seconds: ``timing``'s, or the contract's own, checked against each
+def task_timing(server: CheckedServer, timing: ServiceTimingProps, model_name: str) -> tuple[int, int]:
+    """(deregistration delay, stopTimeout) in seconds: ``timing``'s, or the server's own, checked against each
     other."""
     try:
-        return contract.stop.checked_task_timing(
-            timing.deregistration_delay_seconds, timing.stop_timeout_seconds, f"the {contract.name} server"
+        return server.stop.checked_task_timing(
+            timing.deregistration_delay_seconds, timing.stop_timeout_seconds, f"the {server.name} server"
         )
     except ConfigError as error:
         raise ConfigError(f"timing.{error.key}", f"{error.detail} (models[{model_name}])") from None

@@ -15,10 +15,9 @@ from ..capacity.gpu_packing import mps_prerequisites_warning
 from ..capacity.instance_regions import warn_if_unlisted
 from ..capacity.service_capacity import BoundCapacity, ServiceCapacity
 from ..core import metric_names
-from ..core.errors import ConfigError, require
+from ..core.errors import ConfigError, raise_problems, require
 from ..core.gpu_share import MPS_PLACEMENT_EXPRESSION
 from ..core.legacy_keywords import accepts_legacy_keywords
-from ..core.log_archive_props import check_archive_flushes
 from ..core.model_props import ROLLING_MAX_HEALTHY_PERCENT, ModelProps
 from ..core.server_contract import ServerContext, ServerDefinition
 from ..core.service_timing import ServiceTimingProps
@@ -37,13 +36,12 @@ from ..store.result_cache import ModelCacheProps, ResultCache, cache_of
 from .checks import (  # DEFAULT_NAME_PREFIX, check_name_prefix, service_log_group_name: re-exported for monitoring.py
     DEFAULT_NAME_PREFIX,
     SynthWarning,
-    check_accelerator,
     check_api_keys_variable,
     check_contract,
-    check_fits,
     check_model_name_free,
     check_name_prefix,
     check_runs_on,
+    check_shared_memory,
     claim_listener_priority,
     claim_model_name,
     cluster_capacity_warning,
@@ -62,6 +60,7 @@ from .spot_draining import deployment_minimum_percent, tasks_on_one_instance
 from .stack_limits import watch_stack_resources
 from .target_optimizer import check_target_optimizer
 from .task import ServiceTask
+from .validation import validate_service
 
 __all__ = [
     "DEFAULT_NAME_PREFIX",
@@ -269,11 +268,23 @@ class ModelService(Construct):
             )
         )
         check_contract(server, contract, model)
-        check_accelerator(contract, self.instance_type, model.name)
         check_target_optimizer(self, server, model, contract)
         self.contract = contract
         self._warn(idle_timeout_warnings(contract, idle_timeout, model.name, known=known))
-        check_fits(model, contract, self.instance_type, placement.fleet, self._telemetry.log_router_reservation)
+        try:
+            check_shared_memory(model, contract)
+        except ConfigError as error:
+            raise error.within(f"models[{model.name}]") from None
+        raise_problems(
+            validate_service(
+                model,
+                server=contract,
+                capacity=self.instance_type,  # the group's own check runs as the model joins it (add_model)
+                fleet_types=placement.fleet,
+                timing=timing,
+                telemetry=self._telemetry,
+            )
+        )
         if model.gpu_share is not None and placement.group is None:
             self._warn(
                 [
@@ -289,9 +300,6 @@ class ModelService(Construct):
             except ConfigError as error:
                 raise ConfigError(f"capacity ({error.key})", f"{error.detail} (adding models[{model.name}])") from None
         self.deregistration_delay_seconds, self.stop_timeout_seconds = task_timing(contract, timing, model.name)
-        firelens = self._telemetry.firelens
-        if firelens is not None and firelens.archive is not None:
-            check_archive_flushes(firelens.archive, self.deregistration_delay_seconds, model.name)
         if access.api_keys_secret is not None:
             check_api_keys_variable(contract)
         elif not access.allow_unauthenticated:

@@ -7,11 +7,17 @@ from typing import TYPE_CHECKING
 from ..core.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
+    from .log_retention import retention_days
     from .notifications import NotificationTopic, topic_target
 
-__all__: list[str] = ["NotificationTopic", "topic_target"]
+__all__: list[str] = [
+    "NotificationTopic",
+    "retention_days",
+    "topic_target",
+]
 
 _MODULE_OF = {
+    "retention_days": "log_retention",
     "NotificationTopic": "notifications",
     "topic_target": "notifications",
 }

@@ -6,9 +6,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ..servers.model_entry import server_for, split_model_entry
 from .pack_result import PackResult
 from .pack_snippet import validate
+from .snippet_props import block_props
 
 
 def props_source(value: Any) -> str:
@@ -34,14 +34,11 @@ def _default(item: dataclasses.Field) -> Any:
 def library_code(result: PackResult) -> str:
     """The fragment's capacity group and models as ``GpuCapacity`` and ``ModelService`` arguments."""
     capacity, models = validate(result)
-    servers = [
-        server_for(split_model_entry(block, f"models[{index}]")[1]).props
-        for index, block in enumerate(result.model_blocks)
-    ]
+    servers = [block_props(block, f"models[{index}]")[1].props for index, block in enumerate(result.model_blocks)]
     pairs = ",\n    ".join(
         f"({props_source(model)}, {props_source(props)})" for model, props in zip(models, servers, strict=True)
     )
-    server = type(server_for(split_model_entry(result.model_blocks[0], "models[0]")[1])).__name__
+    server = type(block_props(result.model_blocks[0], "models[0]")[1]).__name__
     return (
         f'shared = GpuCapacity(stack, "SharedGpus", vpc=vpc, props={props_source(capacity)})\n'
         f"for model, server in [\n    {pairs},\n]:\n"

@@ -12,10 +12,10 @@ from ..core.errors import ConfigError
 from ..core.model_props import ModelProps, service_deployment
 from ..core.settings import from_dict
 from ..servers.bundled import BundledServerProps
-from ..servers.model_entry import server_for, split_model_entry
 from .pack_placement import TypePack
 from .pack_result import GROUP, PackResult
 from .pack_shares import Share
+from .snippet_props import block_props
 from .workload import Assumptions
 
 MAX_TASKS = 100  # ModelProps.max_tasks' upper bound
@@ -114,8 +114,7 @@ def _memory(result: TypePack, name: str) -> int:
 
 
 def _model_props(block: dict, key: str) -> ModelProps:
-    entry, _ = split_model_entry(block, key)
-    return from_dict(ModelProps, entry, key)
+    return block_props(block, key)[0]
 
 
 def validate(result: PackResult) -> tuple[GpuCapacityProps, list[ModelProps]]:
@@ -127,9 +126,7 @@ def validate(result: PackResult) -> tuple[GpuCapacityProps, list[ModelProps]]:
         smallest = capacity.smallest_instance_type()
         models = []
         for index, block in enumerate(result.model_blocks):
-            entry, server_props = split_model_entry(block, f"models[{index}]")
-            model = from_dict(ModelProps, entry, f"models[{index}]")
-            server = server_for(server_props)
+            model, server = block_props(block, f"models[{index}]")
             server.check(model)
             model.check_fits(smallest, server.sidecar_reservation)
             models.append(model)

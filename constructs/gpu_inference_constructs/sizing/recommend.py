@@ -27,11 +27,11 @@ from ..core.model_props import AGENT_RESERVED_CPU, ROLLING_MAX_HEALTHY_PERCENT, 
 from ..core.server_contract import DEFAULT_FETCHER_IMAGE
 from ..core.settings import from_dict
 from ..servers.bundled import BundledServer
-from ..servers.model_entry import server_for, split_model_entry
 from ..servers.vllm import VllmServer
 from ..task_telemetry.otel_collector import DEFAULT_OTEL_COLLECTOR_IMAGE
 from .advisor import TypeAdvice, priced_throughput
 from .model_shape import ModelShape
+from .snippet_props import block_props
 from .workload import Assumptions, Purchase, Workload
 
 MAX_TASKS = 100  # ModelProps.max_tasks' upper bound
@@ -236,10 +236,8 @@ def validate(recommendation: Recommendation, region: str) -> tuple[GpuCapacityPr
     key = f"capacity_groups.{group}.capacity" if group else "capacity"
     try:
         capacity = from_dict(GpuCapacityProps, recommendation.capacity, key)
-        entry, server_props = split_model_entry(recommendation.model, "models[0]")
-        model = from_dict(ModelProps, entry, "models[0]")
+        model, server = block_props(recommendation.model, "models[0]")
         smallest = capacity.smallest_instance_type()
-        server = server_for(server_props)
         server.check(model)
         model.check_fits(smallest, server.sidecar_reservation)
         check_group_holds_deployment_at_peak(

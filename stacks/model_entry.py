@@ -1,22 +1,27 @@
-"""One model as a plain JSON-like entry (a ``models[]`` item of cdk.json, or the sizing advisor's snippet): the
-server-neutral ModelProps keys beside either the bundled server's keys, a ``vllm`` block or a ``neuron`` block. An
-entry with a ``pool`` block is a model pool: the bundled server's keys beside it serve every model of the pool. The
-entry stays flat for whoever writes it; here it is split into what the library keeps apart."""
+"""One ``models[]`` entry of cdk.json: the server-neutral ModelProps keys beside either the bundled server's keys, a
+``vllm`` block or a ``neuron`` block. An entry with a ``pool`` block is a model pool: the bundled server's keys beside
+it serve every model of the pool. The entry stays flat for whoever writes it; here it is split into what the library
+keeps apart (the app's form: the library takes the typed props)."""
 
 from __future__ import annotations
 
 import dataclasses
 from typing import Any
 
-from ..core.errors import ConfigError
-from ..core.model_props import ModelProps
-from ..core.pool_props import DEFAULT_POOL_VERSION, PoolProps
-from ..core.settings import from_dict
-from .bundled import BundledServer, BundledServerProps
-from .bundled_signals import BundledScalingProps
-from .neuron import NeuronServer
-from .neuron_props import NeuronServerProps
-from .vllm import VllmProps, VllmServer
+from gpu_inference_constructs import (
+    DEFAULT_POOL_VERSION,
+    BundledScalingProps,
+    BundledServer,
+    BundledServerProps,
+    ConfigError,
+    ModelProps,
+    NeuronServer,
+    NeuronServerProps,
+    PoolProps,
+    VllmProps,
+    VllmServer,
+    from_dict,
+)
 
 MODEL_KEYS = frozenset(f.name for f in dataclasses.fields(ModelProps))
 BUNDLED_KEYS = frozenset(f.name for f in dataclasses.fields(BundledServerProps)) - {"scaling"}
