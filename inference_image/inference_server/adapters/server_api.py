@@ -68,10 +68,12 @@ def _message(raw: bytes) -> str:
     except ValueError:
         return raw.decode(errors="replace")[:500]
     if isinstance(doc, dict):
-        inner = doc.get("error") if isinstance(doc.get("error"), dict) else doc
+        error = doc.get("error")
+        inner: dict[str, Any] = error if isinstance(error, dict) else doc
         for key in ("message", "error_message", "detail"):
-            if isinstance(inner.get(key), str):
-                return inner[key][:500]
+            value = inner.get(key)
+            if isinstance(value, str):
+                return value[:500]
     return str(doc)[:500]
 
 

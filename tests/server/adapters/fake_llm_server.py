@@ -26,7 +26,7 @@ class FakeLlmServer:
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # noqa: N802
-                fake.handle(self, "GET", None)
+                fake.handle(self, "GET", {})
 
             def do_POST(self) -> None:  # noqa: N802
                 length = int(self.headers.get("content-length") or 0)
@@ -53,7 +53,7 @@ class FakeLlmServer:
         with self.lock:
             self.adapters.clear()
 
-    def handle(self, request: BaseHTTPRequestHandler, method: str, body: dict | None) -> None:
+    def handle(self, request: BaseHTTPRequestHandler, method: str, body: dict) -> None:
         def answer(code: int, doc: dict) -> None:
             raw = json.dumps(doc).encode()
             request.send_response(code)
