@@ -1,9 +1,12 @@
 """Loading and unloading a LoRA adapter through the LLM server's HTTP API, one small class per server.
 
-vLLM (with VLLM_ALLOW_RUNTIME_LORA_UPDATING=True): POST /v1/load_lora_adapter {"lora_name", "lora_path"}, POST
-/v1/unload_lora_adapter {"lora_name"}; GET /v1/models lists the base model and each adapter it serves (an adapter's
-card names the base as its "parent"). SGLang: POST /load_lora_adapter and /unload_lora_adapter with the same bodies.
-Both are behind the server's API key when it has one (Authorization: Bearer). docs/lora-adapters.md cites the sources.
+vLLM (with VLLM_ALLOW_RUNTIME_LORA_UPDATING=True): POST /v1/load_lora_adapter {"lora_name", "lora_path",
+"load_inplace"}, POST /v1/unload_lora_adapter {"lora_name"}; GET /v1/models lists the base model and each adapter it
+serves (an adapter's card names the base as its "parent"). A new version replaces the old in place (load_inplace): the
+name never stops serving, and a version that fails to load leaves the previous one serving. SGLang: POST
+/load_lora_adapter and /unload_lora_adapter with the same bodies and no in-place load: a new version is an unload, then
+a load. Both are behind the server's API key when it has one (Authorization: Bearer). docs/lora-adapters.md cites the
+sources.
 """
 
 from __future__ import annotations
@@ -28,7 +31,14 @@ class ServerApi(Protocol):
         them (the caller keeps its own record)."""
         ...
 
-    def load(self, name: str, path: str) -> None: ...
+    def load(self, name: str, path: str, *, replacing: bool = False) -> None:
+        """Serve the adapter at ``path`` as ``name``; ``replacing``: the server serves ``name`` already."""
+        ...
+
+    @property
+    def keeps_previous_on_failure(self) -> bool:
+        """Whether a replacing load that fails leaves the previous version serving."""
+        ...
 
     def unload(self, name: str) -> None:
         """Unload ``name``; an adapter the server does not have is already unloaded."""
@@ -82,8 +92,10 @@ class VllmApi(_Http):
         cards = self.call("GET", "/v1/models", timeout_s=5).get("data", [])
         return {card["id"] for card in cards if isinstance(card, dict) and card.get("parent")}
 
-    def load(self, name: str, path: str) -> None:
-        self.call("POST", "/v1/load_lora_adapter", {"lora_name": name, "lora_path": path})
+    keeps_previous_on_failure = True
+
+    def load(self, name: str, path: str, *, replacing: bool = False) -> None:
+        self.call("POST", "/v1/load_lora_adapter", {"lora_name": name, "lora_path": path, "load_inplace": replacing})
 
     def unload(self, name: str) -> None:
         try:
@@ -98,7 +110,11 @@ class SglangApi(_Http):
         self.call("GET", "/health", timeout_s=5)
         return None  # its adapters are not listed by /v1/models; a load's answer names them (loaded_adapters)
 
-    def load(self, name: str, path: str) -> None:
+    keeps_previous_on_failure = False
+
+    def load(self, name: str, path: str, *, replacing: bool = False) -> None:
+        if replacing:
+            self.unload(name)
         answer = self.call("POST", "/load_lora_adapter", {"lora_name": name, "lora_path": path})
         if isinstance(answer, dict) and answer.get("success") is False:
             raise ServerError(200, str(answer.get("error_message") or answer))

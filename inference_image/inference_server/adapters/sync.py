@@ -3,7 +3,8 @@
 - removed from the registry: unloaded from the server, then its files deleted (never the other way round);
 - added, or moved to another version: its manifest read, refused without a download where its rank is above
   ADAPTER_MAX_RANK or it is not an adapter of this base; else downloaded and verified (files.py), then loaded (a move
-  unloads the old version first: vLLM and SGLang refuse a name they already serve) and the old version's files deleted;
+  replaces the old version: in place on vLLM, so a failed move leaves the old one serving) and the old version's files
+  deleted;
 - a failed download or load is named in the status and the logs and not tried again before its backoff (doubling per
   failure, capped), nor again at all while the registry still names the refused version of a refused adapter;
 - a server that no longer lists an adapter this sidecar loaded (it restarted) gets it loaded again.
@@ -185,15 +186,13 @@ class AdapterSync:
 
     def _load(self, name: str, version: str, path: Path, *, in_server: bool) -> None:
         old = self.loaded.get(name)
+        started = self.clock()
         try:
-            if old is not None or in_server:
-                self.server.unload(name)  # a move: the server refuses a name it already serves
-                self.loaded.pop(name, None)
-                if old is not None and old != version:
-                    self.files.delete(name, old)
-            started = self.clock()
-            self.server.load(name, str(path))
+            self.server.load(name, str(path), replacing=old is not None or in_server)
         except ServerError as exc:
+            if old is not None and not self.server.keeps_previous_on_failure:
+                del self.loaded[name]  # unloaded before the failed load
+                self.files.delete(name, old)
             self._fail(name, version, f"load: {exc}")
             return
         seconds = self.clock() - started
@@ -202,6 +201,8 @@ class AdapterSync:
         self.failed.pop(name, None)
         self.metrics.record_load(name, seconds)
         log.info("adapter loaded", extra={"adapter": name, "version": version, "previous": old, "seconds": seconds})
+        if old is not None and old != version:
+            self.files.delete(name, old)
 
     def _remove(self, name: str) -> None:
         version = self.loaded[name]

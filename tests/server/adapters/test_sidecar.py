@@ -161,11 +161,35 @@ def test_a_version_move_loads_the_new_version_and_deletes_the_old(s3, bucket, se
     published("alpha", "2", seed=1)
     car.poll()
     assert fake.adapters["alpha"] == str(tmp_path / "adapters" / "alpha" / "2")
-    assert fake.calls[-2:] == [("unload", "alpha"), ("load", "alpha")]
+    assert fake.calls[-1] == ("load", "alpha") and ("unload", "alpha") not in fake.calls, "in place: never a 404"
     assert not (tmp_path / "adapters" / "alpha" / "1").exists()
     registry_s3.set_version(s3, bucket, AdapterRegistry, BASE, "alpha", "1")  # roll back
     car.poll()
     assert fake.adapters["alpha"].endswith("alpha/1") and car.sync.status.loaded == {"alpha": "1"}
+
+
+def test_a_version_that_fails_to_load_leaves_the_previous_serving_on_vllm(server, sidecar, published, tmp_path):
+    published("alpha", "1")
+    fake = server()
+    car = sidecar(fake)
+    car.poll()
+    fake.fail_loads["alpha"] = "Loading lora alpha failed: shape mismatch"
+    published("alpha", "2", seed=1)
+    car.poll()
+    status = car.sync.status
+    assert fake.adapters["alpha"].endswith("alpha/1") and status.loaded == {"alpha": "1"}
+    assert status.failed["alpha"].version == "2" and status.ready, "the failed version is named; the old one serves"
+    assert (tmp_path / "adapters" / "alpha" / "1").is_dir()
+
+
+def test_an_sglang_move_unloads_then_loads(server, sidecar, published):
+    published("alpha", "1")
+    fake = server("sglang")
+    car = sidecar(fake)
+    car.poll()
+    published("alpha", "2", seed=1)
+    car.poll()
+    assert fake.calls[-2:] == [("unload", "alpha"), ("load", "alpha")] and fake.adapters["alpha"].endswith("alpha/2")
 
 
 def test_an_adapter_above_the_max_rank_is_refused_without_a_download_and_named(server, sidecar, published, tmp_path):
@@ -221,8 +245,8 @@ def test_a_sidecar_restart_takes_over_adapters_the_server_already_has(server, si
     published("alpha")
     fake = server()
     sidecar(fake).poll()
-    sidecar(fake).poll()  # a new sidecar process: the server answers 400 to a second load of the same name
-    assert "alpha" in fake.adapters and fake.calls[-2:] == [("unload", "alpha"), ("load", "alpha")]
+    sidecar(fake).poll()  # a new sidecar process: it loads the registered version in place of what the server has
+    assert "alpha" in fake.adapters and fake.calls == [("load", "alpha"), ("load", "alpha")]
 
 
 def test_sglang_endpoints_are_used_for_an_sglang_server(server, sidecar, published):
