@@ -106,6 +106,8 @@ TORCH_LINKS ?= $(if $(wildcard /opt/wheels/torch-*),/opt/wheels,https://download
 UV_LOCK = $(VENV)/bin/uv pip compile --quiet --generate-hashes --python-version 3.11 --python-platform x86_64-manylinux_2_28 \
 	--no-emit-package torch --no-emit-package gpu-inference-constructs --no-emit-package inference-server
 
+# The adapter-sync sidecar's lock (its Dockerfile stage, on python:3.11-slim: boto3 and orjson) is constrained by the
+# dev lock like the app's.
 # The image's lock (inference_image/requirements.lock, installed by its Dockerfile with --require-hashes) is resolved
 # for the base image: its Python (BASE_PYTHON in the Dockerfile), glibc 2.35 (Ubuntu 22.04), wheels only, and beside
 # the base's torch (BASE_TORCH), so every pin also satisfies that torch. torch and what only torch brings (its CUDA
@@ -122,6 +124,8 @@ lock: | $(UV)
 	$(UV_LOCK) --find-links $(TORCH_LINKS) requirements-dev.txt -o requirements-dev.lock
 	$(UV_LOCK) -c requirements-dev.lock requirements.txt -o requirements.lock
 	$(UV_LOCK) requirements-checkov.txt -o requirements-checkov.lock
+	$(UV_LOCK) -c requirements-dev.lock inference_image/requirements-adapter-sync.txt \
+		-o inference_image/requirements-adapter-sync.lock
 	set -euo pipefail; base=$$(mktemp -d); trap 'rm -rf "$$base"' EXIT; \
 	echo 'torch==$(call IMAGE_ARG,BASE_TORCH)' > "$$base/requirements.txt"; \
 	$(UV_IMAGE) --no-header --no-annotate "$$base/requirements.txt" | sed 's/==.*//' | sort > "$$base/torch"; \
@@ -230,7 +234,7 @@ $(VLLM_STAMP):
 	touch $@
 
 e2e-vllm: setup-dev $(VLLM_STAMP)
-	$(PYTEST) -m vllm_cpu tests/e2e/test_vllm_task_definition.py -s
+	$(PYTEST) -m vllm_cpu tests/e2e/test_vllm_task_definition.py tests/e2e/test_vllm_lora_adapters.py -s
 
 update-snapshots: setup-dev
 	$(PYTEST) tests/app tests/consumer -k snapshot --snapshot-update

@@ -16,6 +16,7 @@ LOCKS = {
     "requirements-dev.txt": "requirements-dev.lock",
     "requirements-checkov.txt": "requirements-checkov.lock",
     "inference_image/requirements.txt": "inference_image/requirements.lock",
+    "inference_image/requirements-adapter-sync.txt": "inference_image/requirements-adapter-sync.lock",
 }
 UNLOCKED = {"torch"}  # installed beside the lock: its CPU build is a local file (Makefile, TORCH)
 PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9_.-]*)(?:\[[^\]]*\])?==([^\s;\\]+)", re.MULTILINE)
@@ -100,19 +101,31 @@ def image_lock_problems(lock: Path) -> list[str]:
     ]
 
 
+# Each stage of the image's Dockerfile and the lock it installs.
+STAGE_LOCKS = {"server": "requirements.lock", "adapter-sync": "requirements-adapter-sync.lock"}
+
+
 def dockerfile_problems(dockerfile: Path) -> list[str]:
-    """The image's pip install: from the lock, in hash-checking mode, wheels only."""
+    """Each stage's pip install: from its lock, in hash-checking mode, wheels only."""
     text = re.sub(r"\\\n\s*", " ", dockerfile.read_text())
-    installs = [line for line in text.splitlines() if line.startswith("RUN ") and re.search(r"pip install .*-r ", line)]
-    problems = [] if installs else [f"{dockerfile.name} installs no requirements file"]
-    for line in installs:
-        problems += [
-            f"{dockerfile.name}: {line!r} lacks {flag}"
-            for flag in ("-r requirements.lock", "--require-hashes", "--only-binary :all:")
-            if flag not in line
-        ]
-    if not re.search(r"^COPY requirements\.lock ", text, re.MULTILINE):
-        problems.append(f"{dockerfile.name} does not COPY requirements.lock")
+    problems = []
+    for stage in re.split(r"^FROM ", text, flags=re.MULTILINE)[1:]:
+        name = stage.split("\n", 1)[0].rsplit(" AS ", 1)[-1].strip()
+        lock = STAGE_LOCKS.get(name)
+        if lock is None:
+            problems.append(f"{dockerfile.name}: stage {name!r} is not one of {sorted(STAGE_LOCKS)}")
+            continue
+        lines = stage.splitlines()
+        installs = [line for line in lines if line.startswith("RUN ") and re.search(r"pip install .*-r ", line)]
+        problems += [] if installs else [f"{dockerfile.name}: stage {name} installs no requirements file"]
+        for line in installs:
+            problems += [
+                f"{dockerfile.name}: {line!r} lacks {flag}"
+                for flag in (f"-r {lock}", "--require-hashes", "--only-binary :all:")
+                if flag not in line
+            ]
+        if not re.search(rf"^COPY {re.escape(lock)} ", stage, re.MULTILINE):
+            problems.append(f"{dockerfile.name}: stage {name} does not COPY {lock}")
     return problems
 
 
@@ -164,7 +177,7 @@ def test_a_dockerfile_that_installs_without_the_lock_or_its_hashes_is_found(tmp_
     assert planted[0] in text
     dockerfile.write_text(text.replace(planted[0], planted[1]))
     problems = dockerfile_problems(dockerfile)
-    assert len(problems) == 1 and missing in problems[0], problems
+    assert problems and all(missing in p for p in problems), problems  # one per stage the plant reaches
 
 
 def app_lock_problems(app_lock: Path, dev_lock: Path) -> list[str]:

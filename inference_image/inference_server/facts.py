@@ -78,6 +78,16 @@ POOL_FAILED_LOADS = "PoolFailedLoads"  # Count, loads refused (fetch, verificati
 POOL_MODEL_MESSAGE = "pool model"  # the per-model line's message
 POOL_MODEL_FIELDS = ("PoolModel", "PoolModelRequests", "PoolModelLatencyP95", "PoolModelErrors")
 
+# LoRA adapters: the adapter-sync sidecar of an LLM service (adapters/), per task and poll; the base model is the
+# ModelName dimension. Which adapter loaded, and how long it took, are properties of the same lines (never a dimension),
+# so the metric count does not grow with the adapters.
+ADAPTER_LOADS = "AdapterLoads"  # Count, adapters loaded into the server (added, moved, reloaded)
+ADAPTER_LOAD_SECONDS = "AdapterLoadSeconds"  # Seconds, per load: the server's load call (files already verified)
+ADAPTER_FAILED_LOADS = "AdapterFailedLoads"  # Count, loads refused or failed (each retried after its backoff)
+ADAPTERS_REGISTERED = "AdaptersRegistered"  # Count, adapters the registry names
+ADAPTERS_LOADED = "AdaptersLoaded"  # Count, adapters this task's server serves at their registered version
+ADAPTER_METRIC_NAMES = (ADAPTER_LOADS, ADAPTER_LOAD_SECONDS, ADAPTER_FAILED_LOADS, ADAPTERS_REGISTERED, ADAPTERS_LOADED)
+
 METRIC_NAMES = (
     REQUEST_LATENCY,
     QUEUE_WAIT,

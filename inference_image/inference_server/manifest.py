@@ -11,9 +11,13 @@ server checks before it is ready:
               "versions": {"torch": "...", "transformers": "..."},
               "answer": {"label": "positive", "scores": {"negative": 0.01, "positive": 0.99}}}
 
-(an embedder's answer is {"embedding": [...]}, the whole vector). A file larger than one piece also lists the SHA-256
-of each consecutive ``piece_bytes`` piece, so the loader can check each ranged GET as it streams (piece_fetch.py)
-instead of reading the whole file back to hash it.
+(an embedder's answer is {"embedding": [...]}, the whole vector). A LoRA adapter's manifest (publish --adapter) also
+records what it was checked against:
+
+    "kind": "lora-adapter", "base_model": "<base>", "rank": 8, "target_modules": ["q_proj", "v_proj"]
+
+A file larger than one piece also lists the SHA-256 of each consecutive ``piece_bytes`` piece, so the loader can check
+each ranged GET as it streams (piece_fetch.py) instead of reading the whole file back to hash it.
 """
 
 from __future__ import annotations
@@ -49,6 +53,45 @@ class ManifestError(Exception):
     """The manifest is malformed, or files do not match it."""
 
 
+ADAPTER_KIND = "lora-adapter"
+
+
+@dataclass(frozen=True)
+class AdapterFacts:
+    """A LoRA adapter's facts, checked against its base model at publish."""
+
+    base_model: str
+    rank: int
+    target_modules: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": ADAPTER_KIND,
+            "base_model": self.base_model,
+            "rank": self.rank,
+            "target_modules": list(self.target_modules),
+        }
+
+    @classmethod
+    def from_doc(cls, doc: dict[str, Any]) -> AdapterFacts | None:
+        if doc.get("kind") is None:
+            return None
+        modules = doc.get("target_modules")
+        if not (
+            doc["kind"] == ADAPTER_KIND
+            and isinstance(doc.get("base_model"), str)
+            and type(doc.get("rank")) is int
+            and doc["rank"] > 0
+            and isinstance(modules, list)
+            and all(isinstance(m, str) for m in modules)
+        ):
+            raise ManifestError(
+                f'{MANIFEST_FILE}: an adapter needs "kind": "{ADAPTER_KIND}", a string "base_model", a positive '
+                f'"rank" and a list of "target_modules"'
+            )
+        return cls(doc["base_model"], doc["rank"], tuple(modules))
+
+
 @dataclass(frozen=True)
 class FileEntry:
     sha256: str
@@ -67,6 +110,7 @@ class Manifest:
     runtimes: dict[str, dict[str, Any]] = field(default_factory=dict)
     piece_bytes: int = PIECE_BYTES
     probe: dict[str, Any] | None = None  # the answer publish recorded (model_check.record_probe); None before probes
+    adapter: AdapterFacts | None = None  # a LoRA adapter's facts (publish --adapter); None for a model
 
     def to_json(self) -> bytes:
         doc: dict[str, Any] = {"format": FORMAT, "model_name": self.model_name, "version": self.version}
@@ -77,6 +121,8 @@ class Manifest:
             doc["runtimes"] = self.runtimes
         if self.probe:
             doc["probe"] = self.probe
+        if self.adapter:
+            doc.update(self.adapter.to_json())
         doc["piece_bytes"] = self.piece_bytes  # always: a reader's default must not decide which files have pieces
         doc["files"] = {
             path: {"sha256": e.sha256, "size": e.size, **({"pieces": list(e.pieces)} if e.pieces else {})}
@@ -148,7 +194,15 @@ class Manifest:
                 f'{{"embedding": [numbers]}} or {{"label": string, "scores": {{label: number}}}}'
             )
         return cls(
-            doc["model_name"], doc["version"], entries, doc.get("task"), doc["created_at"], runtimes, piece_bytes, probe
+            doc["model_name"],
+            doc["version"],
+            entries,
+            doc.get("task"),
+            doc["created_at"],
+            runtimes,
+            piece_bytes,
+            probe,
+            AdapterFacts.from_doc(doc),
         )
 
 
@@ -226,6 +280,7 @@ def build_manifest(
     runtimes: dict[str, dict[str, Any]] | None = None,
     piece_bytes: int = PIECE_BYTES,
     probe: dict[str, Any] | None = None,
+    adapter: AdapterFacts | None = None,
 ) -> Manifest:
     paths = model_files(directory)
     if not paths:
@@ -234,7 +289,16 @@ def build_manifest(
         check_relative_path(path)
     with ThreadPoolExecutor(workers) as pool:
         files = dict(zip(paths, pool.map(lambda p: file_entry(directory / p, piece_bytes), paths), strict=True))
-    return Manifest(model_name, version, files, task, runtimes=runtimes or {}, piece_bytes=piece_bytes, probe=probe)
+    return Manifest(
+        model_name,
+        version,
+        files,
+        task,
+        runtimes=runtimes or {},
+        piece_bytes=piece_bytes,
+        probe=probe,
+        adapter=adapter,
+    )
 
 
 def verify_file(path: Path, relpath: str, entry: FileEntry) -> str | None:

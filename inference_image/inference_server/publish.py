@@ -9,6 +9,17 @@ or to a model pool (docs/server.md, "Model pools"), which publishes it under s3:
     python -m inference_server.publish --pool <pool> --store s3://bucket/ --set-version <m>=<v>   # move or roll back
     python -m inference_server.publish --pool <pool> --store s3://bucket/ --remove <m>
 
+or a LoRA adapter (PEFT's adapter_config.json and adapter_model.safetensors) for an LLM service's base model, checked
+against the base (its id, its modules, the rank limit), published under s3://bucket/adapters/<base>/<adapter>/<version>/
+and registered in the base's adapter registry (docs/lora-adapters.md):
+
+    python -m inference_server.publish --adapter ./my-adapter s3://bucket/ --base <base> --base-model BASE \
+        --model-name <adapter> --version <v> [--max-rank 16]
+    python -m inference_server.publish --base <base> --store s3://bucket/ --set-version <adapter>=<v>
+    python -m inference_server.publish --base <base> --store s3://bucket/ --remove <adapter>
+
+(BASE: the base model's local directory or its published version, s3://bucket/models/<base>/<version>/.)
+
 Every file is uploaded first, then SHA256SUMS (the same digests for `sha256sum --check`) and SHA256PIECES (the
 16 MiB pieces' digests of each larger file, for the copy-to-scratch fetcher), and manifest.json last, so a version
 with a manifest is complete. A torch-export or
@@ -32,6 +43,10 @@ from pathlib import Path
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from .adapters.base_model import read_base_model
+from .adapters.check import check_adapter
+from .adapters.peft_config import AdapterError
+from .adapters.registry import AdapterRegistry, adapter_prefix
 from .engine.artifacts import DOWNLOAD_WORKERS, ArtifactError, parse_s3_uri, s3_client
 from .engine.probe_check import PROBED_TASKS, describe
 from .facts import RUNTIMES, TASKS
@@ -45,12 +60,14 @@ from .manifest import (
     PUBLISHED_FILES,
     SHA256PIECES_FILE,
     SHA256SUMS_FILE,
+    AdapterFacts,
     Manifest,
     ManifestError,
     build_manifest,
 )
 from .pool.registry import RegistryError, model_prefix, pool_prefix
 from .pool.registry_write import remove_model, set_version
+from .registry import s3 as registry_s3
 from .settings import MODEL_NAME_PATTERN
 from .tools.conversion import convert_and_gate, record_probe
 
@@ -80,6 +97,7 @@ def publish(
     client=None,
     runtimes: Sequence[str] = (),
     piece_bytes: int = PIECE_BYTES,
+    adapter: AdapterFacts | None = None,
 ) -> Manifest:
     if not model_dir.is_dir():
         raise PublishError(f"{model_dir} is not a directory")
@@ -114,7 +132,7 @@ def publish(
         gates[runtime] = result.to_json()
         log.info("runtime converted and gated", extra=gates[runtime])
     manifest = build_manifest(
-        model_dir, model_name, version, task, runtimes=gates, piece_bytes=piece_bytes, probe=probe
+        model_dir, model_name, version, task, runtimes=gates, piece_bytes=piece_bytes, probe=probe, adapter=adapter
     )
 
     def upload(relpath: str) -> None:
@@ -172,7 +190,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("model_dir", type=Path, nargs="?", help="local model directory")
+    parser.add_argument("model_dir", nargs="?", help="local model directory")
     parser.add_argument("uri", nargs="?", help="s3://bucket/models/<model-name>/<version>/ (with --pool: s3://bucket/)")
     parser.add_argument("--task", choices=TASKS, help="recorded in the manifest; the server's default MODEL_TASK")
     parser.add_argument("--model-name", help="default: taken from the URI")
@@ -195,18 +213,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="register MODEL at VERSION (already published to the pool): add, move or roll back",
     )
     parser.add_argument("--remove", metavar="MODEL", help="take MODEL out of the pool's registry")
+    parser.add_argument("--adapter", metavar="DIR", type=Path, help="publish this PEFT LoRA adapter (with --base)")
+    parser.add_argument(
+        "--base", help="the base model whose adapter registry --adapter, --set-version, --remove change"
+    )
+    parser.add_argument(
+        "--base-model",
+        metavar="BASE",
+        help="with --adapter: the base model to check it against, a local directory or s3://bucket/models/<base>/<v>/",
+    )
+    parser.add_argument("--max-rank", type=int, help="with --adapter: refuse an adapter of a higher LoRA rank")
     args = parser.parse_args(argv)
     configure_logging()
     try:
+        if args.pool and args.base:
+            raise PublishError("give --pool (a model pool) or --base (an LLM's adapters), not both")
         if args.pool:
             _pool_command(args)
+        elif args.base or args.adapter:
+            _adapter_command(args)
         elif args.set_version or args.remove or args.store:
-            raise PublishError("--set-version, --remove and --store change a pool's registry: give --pool")
+            raise PublishError(
+                "--set-version, --remove and --store change a registry: give --pool (a model pool) or --base (adapters)"
+            )
         elif args.model_dir is None or args.uri is None:
             raise PublishError("give a model directory and s3://bucket/models/<model-name>/<version>/")
         else:
             publish(
-                args.model_dir,
+                Path(args.model_dir),
                 args.uri,
                 task=args.task,
                 model_name=args.model_name,
@@ -214,7 +248,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 force=args.force,
                 runtimes=args.runtimes,
             )
-    except (PublishError, ArtifactError, ManifestError, RegistryError, BotoCoreError, ClientError) as exc:
+    except (PublishError, AdapterError, ArtifactError, ManifestError, RegistryError, BotoCoreError, ClientError) as exc:
         log.error("publish refused", extra={"error": str(exc)})
         return 1
     return 0
@@ -241,7 +275,7 @@ def _pool_command(args: argparse.Namespace) -> None:
     if args.model_dir is None or args.uri is None or not args.model_name or not args.version:
         raise PublishError("--pool publishes DIR s3://bucket/ --model-name <m> --version <v>")
     publish_to_pool(
-        args.model_dir,
+        Path(args.model_dir),
         args.uri,
         args.pool,
         args.model_name,
@@ -282,6 +316,73 @@ def publish_to_pool(
         piece_bytes=piece_bytes,
     )
     set_version(client, bucket, pool, model_name, version)
+    return manifest
+
+
+def _adapter_command(args: argparse.Namespace) -> None:
+    """--base: publish and register an adapter (--adapter), or (--set-version, --remove) change the registry alone."""
+    if not args.base:
+        raise PublishError("--adapter needs --base <base-model>: the LLM service's base model whose registry it joins")
+    changes = [flag for flag in (args.set_version, args.remove) if flag]
+    if changes:
+        if len(changes) > 1 or args.adapter is not None or not args.store:
+            raise PublishError("give one of --set-version or --remove, with --store s3://bucket/ and no --adapter")
+        bucket, _ = parse_s3_uri(args.store)
+        client = s3_client()
+        if args.remove:
+            registry_s3.remove(client, bucket, AdapterRegistry, args.base, args.remove)
+            return
+        adapter, sep, version = args.set_version.partition("=")
+        if not sep:
+            raise PublishError(f"--set-version takes ADAPTER=VERSION, got {args.set_version!r}")
+        registry_s3.set_version(client, bucket, AdapterRegistry, args.base, adapter, version)
+        return
+    store = args.uri or args.model_dir
+    if args.adapter is None or not store or (args.uri and args.model_dir) or not args.base_model:
+        raise PublishError(
+            "--adapter publishes DIR s3://bucket/ --base <base> --base-model BASE --model-name <a> --version <v>"
+        )
+    if not args.model_name or not args.version:
+        raise PublishError(
+            "--adapter needs --model-name (the adapter's name, what clients send as model) and --version"
+        )
+    publish_adapter(
+        args.adapter,
+        store,
+        args.base,
+        args.base_model,
+        args.model_name,
+        args.version,
+        max_rank=args.max_rank,
+        force=args.force,
+    )
+
+
+def publish_adapter(
+    adapter_dir: Path,
+    store: str,
+    base: str,
+    base_model: str,
+    name: str,
+    version: str,
+    *,
+    max_rank: int | None = None,
+    force: bool = False,
+    client=None,
+) -> Manifest:
+    """Check a PEFT adapter against its base model (the base's id, its modules, the rank limit), publish it under
+    s3://bucket/adapters/<base>/<name>/<version>/ with its manifest, then register that version in the base's adapter
+    registry: a refused adapter uploads nothing, and the registry names only complete versions."""
+    if not adapter_dir.is_dir():
+        raise PublishError(f"{adapter_dir} is not a directory")
+    if max_rank is not None and max_rank < 1:
+        raise PublishError(f"--max-rank must be a positive integer, got {max_rank}")
+    bucket, _ = parse_s3_uri(store)
+    uri = f"s3://{bucket}/{adapter_prefix(base, name, version)}"
+    client = client or s3_client()
+    facts = check_adapter(adapter_dir, read_base_model(base_model, base, client), base, max_rank)
+    manifest = publish(adapter_dir, uri, model_name=name, version=version, force=force, client=client, adapter=facts)
+    registry_s3.set_version(client, bucket, AdapterRegistry, base, name, version)
     return manifest
 
 

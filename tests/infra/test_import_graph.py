@@ -108,9 +108,14 @@ SERVER_LAYERS = {
     "engine": {"shared", "handlers", "engine"},
     "supervisor": {"shared", "handlers", "front", "engine", "supervisor"},
     "tools": {"shared", "handlers", "front", "engine", "tools"},
+    # The versioned registry documents in the store (a pool's, an LLM's adapters'), read and written with the engine's
+    # S3 pieces.
+    "registry": {"shared", "engine", "registry"},
     # A model pool's server: one process holding both sides (its own front, the engine's fetch and batch pieces).
-    "pool": {"shared", "handlers", "front", "engine", "pool"},
-    "commands": {"shared", "handlers", "front", "engine", "supervisor", "tools", "pool"},
+    "pool": {"shared", "handlers", "front", "engine", "registry", "pool"},
+    # LoRA adapters: publish's checks and the adapter-sync sidecar (its own process, its own image: no front, no handlers).
+    "adapters": {"shared", "engine", "registry", "adapters"},
+    "commands": {"shared", "handlers", "front", "engine", "supervisor", "tools", "registry", "pool", "adapters"},
 }
 SERVER_COMMANDS = {"__main__", "healthcheck", "publish", "testing"}
 

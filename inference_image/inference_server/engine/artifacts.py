@@ -157,6 +157,17 @@ def _fetch_s3(uri: str, cache_dir: Path, require_manifest: bool) -> ModelArtifac
     return ModelArtifact(target, manifest)
 
 
+def download_verified(client, bucket: str, prefix: str, target: Path, manifest: Manifest) -> None:
+    """Every file the manifest lists, from s3://bucket/prefix into target, each checked as it streams (piece by piece)
+    or hashed after; ArtifactError listing every file that does not match."""
+    target.mkdir(parents=True, exist_ok=True)
+    with ThreadPoolExecutor(DOWNLOAD_WORKERS) as pool:
+        problems = _download_checked(pool, client, bucket, prefix, target, manifest, list(manifest.files))
+    problems = [p for p in problems if p]
+    if problems:
+        raise ArtifactError("files do not match the manifest: " + "; ".join(sorted(problems)))
+
+
 def _is_cached(target: Path, relpath: str, entry: FileEntry) -> bool:
     return (target / relpath).is_file() and verify_file(target / relpath, relpath, entry) is None
 

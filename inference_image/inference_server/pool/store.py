@@ -14,7 +14,8 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..engine.artifacts import ArtifactError, ModelArtifact, fetch_model, is_not_found, parse_s3_uri, s3_client
+from ..engine.artifacts import ArtifactError, ModelArtifact, fetch_model, parse_s3_uri, s3_client
+from ..registry.s3 import read_if_changed
 from .registry import REGISTRY_FILE, Registry, RegistryError, model_prefix
 
 log = logging.getLogger(__name__)
@@ -79,17 +80,7 @@ class ModelStore:
             tag = str(hash(body))
             return (None, tag) if tag == etag else (Registry.from_json(body), tag)
         bucket, prefix = parse_s3_uri(self.uri)
-        extra = {"IfNoneMatch": etag} if etag else {}
-        try:
-            response = self.client.get_object(Bucket=bucket, Key=prefix + REGISTRY_FILE, **extra)
-        except Exception as exc:
-            code = getattr(exc, "response", {}).get("Error", {}).get("Code")
-            if code in ("304", "NotModified"):
-                return None, etag
-            if is_not_found(exc):
-                return Registry(_pool_of(self.uri)), None
-            raise
-        return Registry.from_json(response["Body"].read()), response.get("ETag")
+        return read_if_changed(self.client, bucket, prefix + REGISTRY_FILE, Registry, _pool_of(self.uri), etag)
 
     # -- model versions ----------------------------------------------------------------------------------------
 

@@ -251,20 +251,21 @@ def test_publish_refuses_to_register_a_version_never_published(s3, bucket, store
 
 def test_a_concurrent_registry_write_is_retried_not_lost(s3, bucket, store, monkeypatch):
     from inference_server.pool import registry_write
+    from inference_server.registry import s3 as shared  # the pool's and the adapters' one implementation
 
-    real = registry_write.read_registry
+    real = shared.read_registry
     raced = []
 
-    def racing(client, bucket_, pool):
-        result = real(client, bucket_, pool)
+    def racing(client, bucket_, kind, owner):
+        result = real(client, bucket_, kind, owner)
         if not raced:  # another publisher writes between this read and its write
             raced.append(True)
-            registry_write.update_registry(client, bucket_, pool, lambda r: r.without("emb"))
+            registry_write.update_registry(client, bucket_, owner, lambda r: r.without("emb"))
         return result
 
-    monkeypatch.setattr(registry_write, "read_registry", racing)
+    monkeypatch.setattr(shared, "read_registry", racing)
     registry_write.set_version(s3, bucket, POOL, "clf", "1")
-    registry, _ = real(s3, bucket, POOL)
+    registry, _ = registry_write.read_registry(s3, bucket, POOL)
     assert "emb" not in registry.models  # the other change survived
 
 
