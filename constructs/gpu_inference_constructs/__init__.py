@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from .core.instance_catalog import CATALOG, GpuInstanceType
     from .core.latency_alarms import LatencyAlarmProps, LatencyAlarmThresholds
     from .core.log_archive_props import LogArchive
+    from .core.lora_settings import LoraBaseModel, LoraSettings
     from .core.model_props import ModelProps
     from .core.pool_props import PoolAlarmProps, PoolProps
     from .core.scaling_props import ModelScalingProps, PredictiveScalingProps, ScalingProps
@@ -88,6 +89,8 @@ __all__ = [
     "TelemetryProps",
     "FireLensProps",
     "LogArchive",
+    "LoraBaseModel",
+    "LoraSettings",
     "BundledScalingProps",
     "BundledServer",
     "BundledServerProps",
@@ -196,6 +199,8 @@ _MODULE_OF = {
     "TelemetryProps": "task_telemetry.telemetry",
     "FireLensProps": "task_telemetry.telemetry",
     "LogArchive": "core.log_archive_props",
+    "LoraBaseModel": "core.lora_settings",
+    "LoraSettings": "core.lora_settings",
     "BundledScalingProps": "servers.bundled_signals",
     "bundled_stop": "servers.bundled",
     "ExpressionSignal": "core.server_contract",

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from .instance_catalog import CATALOG, GpuInstanceType
     from .latency_alarms import LatencyAlarmProps, LatencyAlarmThresholds
     from .log_archive_props import LogArchive
+    from .lora_settings import LoraBaseModel, LoraSettings
     from .model_props import ModelProps
     from .pool_props import PoolAlarmProps, PoolProps
     from .scaling_props import ModelScalingProps, PredictiveScalingProps, ScalingProps
@@ -53,6 +54,8 @@ __all__ = [
     "LatencyAlarmThresholds",
     "LivenessCheck",
     "LogArchive",
+    "LoraBaseModel",
+    "LoraSettings",
     "ModelFromS3",
     "ModelProps",
     "ModelScalingProps",
@@ -89,6 +92,8 @@ _MODULE_OF = {
     "LatencyAlarmThresholds": "latency_alarms",
     "LivenessCheck": "server_contract",
     "LogArchive": "log_archive_props",
+    "LoraBaseModel": "lora_settings",
+    "LoraSettings": "lora_settings",
     "ModelFromS3": "server_contract",
     "ModelProps": "model_props",
     "ModelScalingProps": "scaling_props",

@@ -24,6 +24,7 @@ from .choices import ListenerRoute, LoadBalancerRoute
 from .target_optimizer import (
     TargetOptimizerProps,
     admit_agent_ports,
+    admit_port,
     registered_container,
     set_control_port,
     target_group_id,
@@ -39,10 +40,12 @@ def task_security_group(
     port: int,
     route: LoadBalancerRoute | ListenerRoute,
     target_optimizer: TargetOptimizerProps | None = None,
+    health_check_port: int | None = None,
 ) -> ec2.SecurityGroup:
     """The tasks' group: the load balancer in on the container port (the agent's data and control ports with a
-    ``target_optimizer``, and the server's port for health checks only), HTTPS out to the VPC endpoints."""
-    health_check_port, port = port, traffic_port(port, target_optimizer)
+    ``target_optimizer``, and the server's port for health checks only), and on ``health_check_port`` where the
+    health checks go elsewhere (the adapter sidecar's ``/ready``); HTTPS out to the VPC endpoints."""
+    health_check_port, port = health_check_port or port, traffic_port(port, target_optimizer)
     security_group = ec2.SecurityGroup(
         scope,
         "SecurityGroup",
@@ -57,6 +60,8 @@ def task_security_group(
     else:
         security_group.connections.allow_from(route.listener, ec2.Port.tcp(port), "load balancer")
     admit_agent_ports(security_group, route, target_optimizer, health_check_port)
+    if target_optimizer is None and health_check_port != port:
+        admit_port(security_group, route, health_check_port, "load balancer: health checks")
     return security_group
 
 
@@ -126,8 +131,8 @@ def _target_group(
         deregistration_delay=cdk.Duration.seconds(deregistration_delay_seconds),
         load_balancing_algorithm_type=elbv2.TargetGroupLoadBalancingAlgorithmType.LEAST_OUTSTANDING_REQUESTS,
         health_check=elbv2.HealthCheck(
-            path=contract.readiness_path,
-            port=str(contract.port),
+            path=contract.health_check_path,
+            port=str(contract.health_check_port),
             healthy_http_codes="200",
             interval=cdk.Duration.seconds(TARGET_HEALTH_CHECK.interval_seconds),
             timeout=cdk.Duration.seconds(TARGET_HEALTH_CHECK.timeout_seconds),

@@ -105,13 +105,18 @@ def admit_agent_ports(
     if optimizer is None:
         return
     for port, why in ((optimizer.control_port, "target control"), (health_check_port, "health checks")):
-        if isinstance(route, LoadBalancerRoute):
-            route.load_balancer.allow_to_targets_on(port)
-            security_group.connections.allow_from(
-                route.load_balancer.load_balancer, ec2.Port.tcp(port), f"load balancer: {why}"
-            )
-        else:
-            security_group.connections.allow_from(route.listener, ec2.Port.tcp(port), f"load balancer: {why}")
+        admit_port(security_group, route, port, f"load balancer: {why}")
+
+
+def admit_port(
+    security_group: ec2.SecurityGroup, route: LoadBalancerRoute | ListenerRoute, port: int, why: str
+) -> None:
+    """The route's load balancer in on ``port`` (and, for an InferenceLoadBalancer, its egress rule to it)."""
+    if isinstance(route, LoadBalancerRoute):
+        route.load_balancer.allow_to_targets_on(port)
+        security_group.connections.allow_from(route.load_balancer.load_balancer, ec2.Port.tcp(port), why)
+    else:
+        security_group.connections.allow_from(route.listener, ec2.Port.tcp(port), why)
 
 
 def registered_container(
