@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from .capacity.gpu_capacity import GpuCapacity, GpuCapacityProps
     from .capacity.neuron_capacity import NeuronCapacity, NeuronCapacityProps
     from .capacity.warm_pool import WarmPoolLaunches, WarmPoolProps
+    from .core.adapter_sync import AdapterSync
     from .core.deployment_capacity import ServiceDeployment
     from .core.errors import ConfigError
     from .core.gpu_share import GpuShare
@@ -79,6 +80,7 @@ if TYPE_CHECKING:
 
 
 __all__ = [
+    "AdapterSync",
     "CapacityGroup",
     "ClusterCapacity",
     "ListenerRoute",
@@ -199,6 +201,7 @@ _MODULE_OF = {
     "TelemetryProps": "task_telemetry.telemetry",
     "FireLensProps": "task_telemetry.telemetry",
     "LogArchive": "core.log_archive_props",
+    "AdapterSync": "core.adapter_sync",
     "LoraBaseModel": "core.lora_settings",
     "LoraSettings": "core.lora_settings",
     "BundledScalingProps": "servers.bundled_signals",

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from .lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
+    from .adapter_sync import AdapterSync
     from .deployment_capacity import ServiceDeployment
     from .errors import ConfigError
     from .gpu_share import GpuShare
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     from .task_size import SidecarReservation
 
 __all__ = [
+    "AdapterSync",
     "CATALOG",
     "CapacityPrewarm",
     "ConfigError",
@@ -92,6 +94,7 @@ _MODULE_OF = {
     "LatencyAlarmThresholds": "latency_alarms",
     "LivenessCheck": "server_contract",
     "LogArchive": "log_archive_props",
+    "AdapterSync": "adapter_sync",
     "LoraBaseModel": "lora_settings",
     "LoraSettings": "lora_settings",
     "ModelFromS3": "server_contract",

@@ -440,12 +440,12 @@ class VllmServer(LlmPreset[VllmProps]):
                 if no_traces is None and context.trace_sampling_ratio > 0
                 else ()
             ),
+            *self._lora_flags(),
             "--shutdown-timeout",
             str(vllm_drain_seconds(props.longest_request_seconds)),
             # Its /docs, /redoc and /openapi.json answer without the key: off (the listener forwards only /v1/* anyway).
             "--disable-fastapi-docs",
             *streaming,
-            *self._lora_flags(),
             *props.extra_args,
         )
         lora = props.lora
