@@ -18,6 +18,7 @@ from gpu_inference_constructs import (
     NeuronServer,
     NeuronServerProps,
     PoolProps,
+    ServerDefinition,
     VllmProps,
     VllmServer,
     from_dict,
@@ -36,6 +37,8 @@ ServerProps = BundledServerProps | VllmProps | NeuronServerProps
 SERVER_BLOCKS = {"vllm": "vLLM", "neuron": "TorchServe on Neuron"}
 # An entry's block that makes it a model pool (PoolProps), beside the bundled server's keys.
 POOL_BLOCK = "pool"
+# LoRA adapters are a setting of a server that takes them (its block's ``lora``), never of the entry itself.
+LORA_KEY = "lora"
 
 
 def split_model_entry(
@@ -51,7 +54,7 @@ def split_model_entry(
             f"{key}.vllm.longest_generation_seconds",
             "is now longest_request_seconds (the same meaning, one name with the other presets)",
         )
-    allowed = MODEL_KEYS | BUNDLED_KEYS | set(SERVER_BLOCKS) | {POOL_BLOCK} | app_keys
+    allowed = MODEL_KEYS | BUNDLED_KEYS | set(SERVER_BLOCKS) | {POOL_BLOCK, LORA_KEY} | app_keys
     unknown = sorted(set(entry) - allowed)
     if unknown:
         raise ConfigError(f"{key}.{unknown[0]}", f"unknown key; allowed keys here: {', '.join(sorted(allowed))}")
@@ -85,12 +88,26 @@ def split_model_entry(
             assert isinstance(scaling, dict)  # bundled_scaling is empty otherwise
             props["scaling"] = {name: scaling[name] for name in bundled_scaling}
         server = from_dict(BundledServerProps, props, key)
+    if LORA_KEY in entry:
+        refuse_entry_lora(server_for(server), blocks[0] if blocks else None, f"{key}.{LORA_KEY}")
     model = {name: value for name, value in entry.items() if name in MODEL_KEYS}
     if POOL_BLOCK in entry:
         model.setdefault("version", DEFAULT_POOL_VERSION)
     if bundled_scaling:
         model["scaling"] = {name: value for name, value in model["scaling"].items() if name not in BUNDLED_SCALING_KEYS}
     return model, server
+
+
+def refuse_entry_lora(server: ServerDefinition, block: str | None, key: str) -> None:
+    """A ``lora`` key beside the entry's server: inside the block of a server that takes adapters, refused with the
+    server's own answer (``takes_lora_adapters``) otherwise."""
+    if server.takes_lora_adapters and block is not None:
+        raise ConfigError(key, f"goes inside the {block} block ({block}.lora): it is a setting of the server")
+    raise ConfigError(
+        key,
+        f"the {server.name} server cannot serve LoRA adapters; serve the model with vLLM (a vllm block with "
+        "vllm.lora) or SGLang (SglangProps.lora), or remove it",
+    )
 
 
 def server_for(props: ServerProps) -> BundledServer | VllmServer | NeuronServer:

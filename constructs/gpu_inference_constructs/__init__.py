@@ -16,12 +16,14 @@ if TYPE_CHECKING:
     from .capacity.neuron_capacity import NeuronCapacity, NeuronCapacityProps
     from .capacity.service_capacity import BoundCapacity, ClusterCapacity, ManagedCapacity, ServiceCapacity
     from .capacity.warm_pool import WarmPoolLaunches, WarmPoolProps
+    from .core.adapter_sync import AdapterSync
     from .core.deployment_capacity import ServiceDeployment, tasks_for_deployment_at_peak
     from .core.errors import ConfigError, Problem, require, require_range
     from .core.gpu_share import GpuShare
     from .core.instance_catalog import CATALOG, GpuInstanceType, is_neuron_type
     from .core.latency_alarms import LatencyAlarmProps, LatencyAlarmThresholds
     from .core.log_archive_props import LogArchive
+    from .core.lora_settings import LoraBaseModel, LoraSettings
     from .core.model_props import ModelProps, service_deployment
     from .core.pool_props import DEFAULT_POOL_VERSION, PoolAlarmProps, PoolProps
     from .core.scaling_props import ModelScalingProps, PredictiveScalingProps, ScalingProps
@@ -86,6 +88,7 @@ if TYPE_CHECKING:
 
 
 __all__ = [
+    "AdapterSync",
     "BoundCapacity",
     "BoundModelSource",
     "BoundRoute",
@@ -104,6 +107,8 @@ __all__ = [
     "TelemetryProps",
     "FireLensProps",
     "LogArchive",
+    "LoraBaseModel",
+    "LoraSettings",
     "BundledScalingProps",
     "BundledServer",
     "BundledServerProps",
@@ -243,6 +248,9 @@ _MODULE_OF = {
     "TelemetryProps": "task_telemetry.telemetry",
     "FireLensProps": "task_telemetry.telemetry",
     "LogArchive": "core.log_archive_props",
+    "AdapterSync": "core.adapter_sync",
+    "LoraBaseModel": "core.lora_settings",
+    "LoraSettings": "core.lora_settings",
     "BundledScalingProps": "servers.bundled_signals",
     "bundled_stop": "servers.bundled",
     "ExpressionSignal": "core.server_contract",

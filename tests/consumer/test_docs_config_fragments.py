@@ -121,9 +121,12 @@ def test_the_docs_config_fragments_are_found():
     """The pages' cdk.json fragments, counted: one lost (or no longer recognised as cdk.json) fails here."""
     pages = sorted({where.split(":")[0] for where, _ in CONFIG_BLOCKS})
     assert pages == ["docs/configuration.md", "docs/server.md", "docs/sizing.md"], pages
-    assert len(CONFIG_BLOCKS) == 10, [
-        where for where, _ in CONFIG_BLOCKS
-    ]  # 7th: the warm pool, 8th: telemetry, 9th: the log archive, 10th: a model pool (configuration.md)
+    assert len(CONFIG_BLOCKS) == 11, [
+        where
+        for where, _ in CONFIG_BLOCKS
+        # 7th: the warm pool, 8th: telemetry, 9th: the log archive, 10th: a model pool, 11th: LoRA adapters
+        # (configuration.md)
+    ]
 
 
 @pytest.mark.parametrize(("where", "text"), CONFIG_BLOCKS, ids=[where for where, _ in CONFIG_BLOCKS])

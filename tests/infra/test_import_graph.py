@@ -113,7 +113,8 @@ SERVER_LAYERS = {
     "registry": {"shared", "engine", "registry"},
     # A model pool's server: one process holding both sides (its own front, the engine's fetch and batch pieces).
     "pool": {"shared", "handlers", "front", "engine", "registry", "pool"},
-    # LoRA adapters: publish's checks and the adapter-sync sidecar (its own process, its own image: no front, no handlers).
+    # LoRA adapters: publish's checks and the adapter-sync sidecar (its own process, its own image: no front, no
+    # handlers).
     "adapters": {"shared", "engine", "registry", "adapters"},
     "commands": {"shared", "handlers", "front", "engine", "supervisor", "tools", "registry", "pool", "adapters"},
 }

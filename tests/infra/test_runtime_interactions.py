@@ -611,6 +611,38 @@ def test_a_pools_task_role_reads_its_registry_and_models_and_nothing_else(world,
         assert not world.role_may(role, "s3:ListBucket", objects, {**TLS, "s3:prefix": "pools/"}, bucket)
 
 
+def adapter_tasks(world: TemplateWorld) -> dict[str, str]:
+    """Model name -> task role of each task definition with an ``adapter-sync`` sidecar (its registry's folder)."""
+    found = {}
+    for task in world.of_type("AWS::ECS::TaskDefinition").values():
+        for container in task["Properties"]["ContainerDefinitions"]:
+            if container["Name"] == "adapter-sync":
+                environment = {e["Name"]: world.resolve(e["Value"]) for e in container["Environment"]}
+                model = environment["ADAPTER_REGISTRY_URI"].split("/adapters/")[1].split("/")[0]
+                found[model] = task["Properties"]["TaskRoleArn"]["Fn::GetAtt"][0]
+    return found
+
+
+def test_a_task_with_lora_adapters_reads_its_models_adapters_and_registry_and_nothing_else(world, synthesized):
+    """The sidecar's reads through the task role and the model store's bucket policy together (TLS only); staging's
+    llama-13b serves adapters, the other environments none."""
+    bucket = world.only("AWS::S3::Bucket", "ModelStoreModels")
+    objects = world.arn(bucket)
+    tasks = adapter_tasks(world)
+    with_lora = "staging" if world.account == synthesized.stages["staging"].config.account else None
+    assert (sorted(tasks) == ["llama-13b"]) if with_lora else not tasks
+    for model, role in tasks.items():
+        registry = f"{objects}/adapters/{model}/registry.json"
+        weights = f"{objects}/adapters/{model}/customer-007/2/adapter_model.safetensors"
+        assert world.role_may(role, "s3:GetObject", registry, TLS, bucket)
+        assert world.role_may(role, "s3:GetObject", weights, TLS, bucket)
+        assert not world.role_may(role, "s3:GetObject", registry, {"aws:SecureTransport": "false"}, bucket)
+        assert not world.role_may(role, "s3:PutObject", registry, TLS, bucket)
+        assert not world.role_may(role, "s3:GetObject", f"{objects}/adapters/{model}x/registry.json", TLS, bucket)
+        assert world.role_may(role, "s3:ListBucket", objects, {**TLS, "s3:prefix": f"adapters/{model}/a/1/"}, bucket)
+        assert not world.role_may(role, "s3:ListBucket", objects, {**TLS, "s3:prefix": "adapters/"}, bucket)
+
+
 def test_each_execution_role_reads_the_api_key_secret_and_no_other(world, models):
     secret = world.only("AWS::SecretsManager::Secret")
     for model in models:

@@ -9,12 +9,14 @@ from typing import TYPE_CHECKING
 from .lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
+    from .adapter_sync import AdapterSync
     from .deployment_capacity import ServiceDeployment, tasks_for_deployment_at_peak
     from .errors import ConfigError, Problem, require, require_range
     from .gpu_share import GpuShare
     from .instance_catalog import CATALOG, GpuInstanceType, is_neuron_type
     from .latency_alarms import LatencyAlarmProps, LatencyAlarmThresholds
     from .log_archive_props import LogArchive
+    from .lora_settings import LoraBaseModel, LoraSettings
     from .model_props import ModelProps, service_deployment
     from .pool_props import DEFAULT_POOL_VERSION, PoolAlarmProps, PoolProps
     from .scaling_props import ModelScalingProps, PredictiveScalingProps, ScalingProps
@@ -40,6 +42,7 @@ if TYPE_CHECKING:
     from .task_size import SidecarReservation
 
 __all__ = [
+    "AdapterSync",
     "CATALOG",
     "CapacityPrewarm",
     "ConfigError",
@@ -54,6 +57,8 @@ __all__ = [
     "LatencyAlarmThresholds",
     "LivenessCheck",
     "LogArchive",
+    "LoraBaseModel",
+    "LoraSettings",
     "ModelFromS3",
     "ModelProps",
     "ModelScalingProps",
@@ -103,6 +108,9 @@ _MODULE_OF = {
     "LatencyAlarmThresholds": "latency_alarms",
     "LivenessCheck": "server_contract",
     "LogArchive": "log_archive_props",
+    "AdapterSync": "adapter_sync",
+    "LoraBaseModel": "lora_settings",
+    "LoraSettings": "lora_settings",
     "ModelFromS3": "server_contract",
     "ModelProps": "model_props",
     "ModelScalingProps": "scaling_props",

@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
+from .adapter_sync import ADAPTER_READY_PATH, ADAPTER_SYNC_CPU, ADAPTER_SYNC_MEMORY_MIB, AdapterSync
 from .errors import ConfigError, require, require_range
 from .instance_catalog import GpuInstanceType
 from .legacy_keywords import with_legacy_keywords
@@ -77,11 +78,13 @@ BUNDLED_DEFAULT_DRAIN_SECONDS: int = server_facts.DRAIN_TIMEOUT_S
 BUNDLED_EXIT_SECONDS: int = server_facts.EXIT_GRACE_S
 
 
-def sidecar_reservation(model_source: ModelFromS3, metrics: PrometheusMetrics | None) -> SidecarReservation:
+def sidecar_reservation(
+    model_source: ModelFromS3, metrics: PrometheusMetrics | None, adapter_sync: bool = False
+) -> SidecarReservation:
     """(CPU units, MiB) of the containers beside the server, each named (``parts``): the init containers that
-    prepare scratch and copy a model to it, and the collector every task has (traces; and the server's Prometheus
-    metrics, with ``metrics``' own reservation). The one calculation of a task's size, for the constructs and the
-    app's config alike."""
+    prepare scratch and copy a model to it, the collector every task has (traces; and the server's Prometheus
+    metrics, with ``metrics``' own reservation) and, for a server with LoRA adapters (``adapter_sync``), the
+    ``adapter-sync`` sidecar. The one calculation of a task's size, for the constructs and the app's config alike."""
     count = model_source.init_containers
     init = "scratch owner and model fetcher" if count == FETCH_CONTAINERS else "scratch owner"
     parts = [(init, count * FETCHER_CPU, count * FETCHER_MEMORY_MIB)] if count else []
@@ -89,6 +92,8 @@ def sidecar_reservation(model_source: ModelFromS3, metrics: PrometheusMetrics | 
         parts.append(("metrics collector", metrics.collector_cpu, metrics.collector_memory_mib))
     else:
         parts.append(("trace collector", TRACE_COLLECTOR_CPU, TRACE_COLLECTOR_MEMORY_MIB))
+    if adapter_sync:
+        parts.append(("adapter sync", ADAPTER_SYNC_CPU, ADAPTER_SYNC_MEMORY_MIB))
     return SidecarReservation(tuple(parts))
 
 
@@ -195,6 +200,9 @@ class ServerDefinition(ABC):
     sheds_load_itself: bool = False
     """The server answers 503 itself once full (its own admission), so a load balancer's concurrency cap in front of
     it is a second one (a synth warning where ``target_optimizer`` is set). Default: false."""
+    takes_lora_adapters: bool = False
+    """The server serves LoRA adapters over its base model (its props take ``lora``: vLLM, SGLang); a ``lora`` setting
+    for any other server is refused. Default: false."""
 
     @abstractmethod
     def contract(self, context: ServerContext) -> ServerContract:
@@ -311,6 +319,10 @@ class ServerContract(ServerDefinition):
     single_cuda_process: bool = False
     """The server uses the GPU from one process only, which a GPU share (NVIDIA MPS) needs. Default: false (not
     known)."""
+    adapter_sync: AdapterSync | None = None
+    """The server serves LoRA adapters kept in step with the adapter registry by the task's ``adapter-sync`` sidecar,
+    whose ``/ready`` the target group checks (docs/lora-adapters.md). Needs a model source with init containers (the
+    scratch owner hands the adapters' volume to the server's user). Default: None (no adapters)."""
     accelerator: Accelerator = "cuda"
     """The accelerator the server's image and model are built for: ``cuda`` (NVIDIA GPUs) or ``neuron`` (AWS
     Inferentia2/Trainium, a Neuron-compiled model); ``ModelService`` refuses capacity of the other kind.
@@ -421,6 +433,8 @@ class ServerContract(ServerDefinition):
                 "server.compile_cache_variable",
                 f"{self.compile_cache_variable} is also set as plain environment: ModelService sets it",
             )
+        if self.adapter_sync is not None:
+            self.adapter_sync.check_beside(self.port, self.model_source)
         if self.api_key_field is not None:
             require(
                 self.api_keys_variable is not None,
@@ -442,7 +456,18 @@ class ServerContract(ServerDefinition):
     def sidecar_reservation(self) -> SidecarReservation:
         """(CPU units, MiB) ECS reserves beside the server container for this contract: see
         :func:`sidecar_reservation`."""
-        return sidecar_reservation(self.model_source, self.metrics)
+        return sidecar_reservation(self.model_source, self.metrics, self.adapter_sync is not None)
+
+    @property
+    def health_check_port(self) -> int:
+        """The port the target groups check: the adapter sidecar's where adapters are served, else the server's."""
+        return self.adapter_sync.ready_port if self.adapter_sync is not None else self.port
+
+    @property
+    def health_check_path(self) -> str:
+        """The path the target groups check: the adapter sidecar's ``/ready`` (every registered adapter served), else
+        ``readiness_path``."""
+        return ADAPTER_READY_PATH if self.adapter_sync is not None else self.readiness_path
 
     @property
     def writable_paths(self) -> tuple[str, ...]:

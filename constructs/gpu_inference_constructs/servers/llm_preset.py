@@ -7,15 +7,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Generic, Protocol, TypeVar
 
+from ..core.adapter_sync import AdapterSync, ServerKind
+from ..core.lora_settings import LoraSettings
 from ..core.server_contract import (
     ModelFromS3,
     PrometheusMetrics,
+    ServerContext,
     ServerDefinition,
     require_one_image,
     require_props,
     sidecar_reservation,
 )
 from ..core.task_size import SidecarReservation
+from .llm_checks import memory_fraction
 
 if TYPE_CHECKING:
     from aws_cdk import aws_ecs as ecs
@@ -26,6 +30,8 @@ class LlmProps(Protocol):
 
     @property
     def longest_request_seconds(self) -> int: ...
+    @property
+    def lora(self) -> LoraSettings | None: ...
     def model_source(self, fetcher_image: ecs.ContainerImage | None = None) -> ModelFromS3: ...
 
 
@@ -53,6 +59,9 @@ class LlmPreset(ServerDefinition, Generic[PropsT]):
     """The props class ``props`` must be an instance of (each preset sets it)."""
     collected_metrics: ClassVar[PrometheusMetrics]
     """The server's Prometheus metrics and histograms the collector brings in (each preset sets it)."""
+    takes_lora_adapters = True
+    adapter_server: ClassVar[ServerKind]
+    """Which server's adapter endpoints the ``adapter-sync`` sidecar calls (each preset sets it)."""
 
     def __post_init__(self) -> None:
         require_props(self.props, self.props_type, type(self).__name__)
@@ -66,6 +75,27 @@ class LlmPreset(ServerDefinition, Generic[PropsT]):
     def longest_request_seconds(self) -> int:
         return self.props.longest_request_seconds
 
+    def adapter_sync_for(
+        self, context: ServerContext, fraction: float, context_tokens: int, dtype: str, fraction_key: str
+    ) -> AdapterSync | None:
+        """With ``props.lora``: the ``adapter-sync`` sidecar, once the adapter slots are checked against what each GPU
+        has left at ``fraction`` of it (the props' ``fraction_key``, scaled to a GPU share) after the weights and one
+        ``context_tokens`` sequence's KV cache; else None."""
+        lora = self.props.lora
+        if lora is None:
+            return None
+        from .lora_contract import adapter_sync  # its image needs aws_cdk, which the sizing advisor never loads
+
+        return adapter_sync(
+            lora,
+            context,
+            self.adapter_server,
+            fraction=memory_fraction(fraction, context, self.name),
+            context_tokens=context_tokens,
+            element_bytes=4 if dtype == "float32" else 2,
+            fraction_key=fraction_key,
+        )
+
     @property
     def sidecar_reservation(self) -> SidecarReservation:
-        return sidecar_reservation(self.props.model_source(), self.collected_metrics)
+        return sidecar_reservation(self.props.model_source(), self.collected_metrics, self.props.lora is not None)

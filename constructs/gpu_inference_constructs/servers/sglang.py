@@ -16,6 +16,7 @@ from typing import Literal
 from aws_cdk import aws_ecs as ecs
 
 from ..core.errors import require, require_range
+from ..core.lora_settings import LoraSettings
 from ..core.model_props import ModelProps
 from ..core.server_contract import (
     API_KEY_NAME,
@@ -92,6 +93,12 @@ SGLANG_OWNED_FLAGS: dict[str, str] = {
     "--enable-trace": "set sglang.opentelemetry (the preset traces at the environment's trace_sampling_ratio)",
     "--otlp-traces-endpoint": "leave it out: the preset sends SGLang's spans to the task's collector",
     "--download-dir": "leave it out: the weights are on the scratch volume and the task never reaches a model hub",
+    "--enable-lora": "set sglang.lora (the task's adapter-sync sidecar loads the registry's adapters)",
+    "--lora-paths": "set sglang.lora and register the adapters (publish --adapter): the sidecar loads them",
+    "--max-loras-per-batch": "set sglang.lora.max_gpu_adapters",
+    "--max-loaded-loras": "set sglang.lora.max_cpu_adapters",
+    "--max-lora-rank": "set sglang.lora.max_rank",
+    "--lora-target-modules": "set sglang.lora.target_modules",
 }
 # Flags that would undo what the contract promises: why, and what to do instead.
 SGLANG_REFUSED_FLAGS: dict[str, str] = {
@@ -224,6 +231,10 @@ class SglangProps:
     SGLang may trace (``--enable-trace --otlp-traces-endpoint`` to the task's collector, at the environment's
     sampling ratio). Default: false (SGLang's docs install these separately; no trace flags, and a synth warning
     where the environment samples traces)."""
+    lora: LoraSettings | None = None
+    """LoRA adapters over the model, from the adapter registry (``--enable-lora``, ``--max-loras-per-batch``,
+    ``--max-loaded-loras``, ``--max-lora-rank``, ``--lora-target-modules``; loaded at run time by the task's
+    ``adapter-sync`` sidecar). Default: None (no adapters)."""
 
     def __post_init__(self) -> None:
         if self.image is not None:
@@ -286,6 +297,15 @@ class SglangProps:
             )
         require_range(self.waiting_requests_scale_out, 1, 100_000, "waiting_requests_scale_out")
         require_range(self.kv_cache_scale_out_percent, 10, 100, "kv_cache_scale_out_percent")
+        lora = self.lora
+        if lora is not None and lora.max_cpu_adapters is not None and lora.expected_adapters is not None:
+            require(
+                lora.max_cpu_adapters >= lora.expected_adapters,
+                "lora.max_cpu_adapters",
+                f"{lora.max_cpu_adapters} is below expected_adapters ({lora.expected_adapters}): "
+                "SGLang refuses to load "
+                "more than --max-loaded-loras, so a task would never serve them all; raise it, or leave it out",
+            )
 
     def shared_memory_for(self, memory_mib: int) -> int:
         """/dev/shm in MiB for a server container of ``memory_mib``: the setting, else half of it, at most 16384."""
@@ -331,6 +351,7 @@ class SglangServer(LlmPreset[SglangProps]):
         return "max_running_requests", self.props.max_running_requests
 
     props_type = SglangProps
+    adapter_server = "sglang"
     collected_metrics = PrometheusMetrics(metrics=SGLANG_METRICS, histograms=SGLANG_LATENCY_HISTOGRAMS)
 
     @property
@@ -383,7 +404,11 @@ class SglangServer(LlmPreset[SglangProps]):
             "--enable-metrics",
             # Its spans over OTLP/gRPC (host:port, SGLang's form) to the task's collector, which sends them to X-Ray.
             *(("--enable-trace", "--otlp-traces-endpoint", OTLP_GRPC_ADDRESS) if traces else ()),
+            *self._lora_flags(),
             *props.extra_args,
+        )
+        sync = self.adapter_sync_for(
+            context, props.mem_fraction_static, props.context_length, props.dtype, "mem_fraction_static"
         )
         running, waiting, kv_cache = (PrometheusMetrics.cloudwatch_name(m) for m in SGLANG_METRICS)
         return ServerContract(
@@ -436,6 +461,7 @@ class SglangServer(LlmPreset[SglangProps]):
             keep_alive_seconds=context.timing.keep_alive_seconds,
             stop=self.stop,
             metrics=dataclasses.replace(self.collected_metrics, collector_image=collector_image),
+            adapter_sync=sync,
             prediction_routes=OPENAI_PREDICTION_ROUTES,
             scaling_signals=load_signals(
                 running,
@@ -445,4 +471,22 @@ class SglangServer(LlmPreset[SglangProps]):
                 waiting_scale_out=props.waiting_requests_scale_out,
                 kv_cache_scale_out_percent=props.kv_cache_scale_out_percent,
             ),
+        )
+
+    def _lora_flags(self) -> tuple[str, ...]:
+        """SGLang's LoRA flags (docs.sglang.io, "LoRA Serving"): on, the adapter slots per batch and in host memory, the
+        largest rank and the target modules (both needed when adapters are loaded only at run time)."""
+        lora = self.props.lora
+        if lora is None:
+            return ()
+        loaded = ("--max-loaded-loras", str(lora.max_cpu_adapters)) if lora.max_cpu_adapters is not None else ()
+        return (
+            "--enable-lora",
+            "--max-loras-per-batch",
+            str(lora.max_gpu_adapters),
+            "--max-lora-rank",
+            str(lora.max_rank),
+            "--lora-target-modules",
+            *(lora.target_modules or ("all",)),
+            *loaded,
         )

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from ..core.errors import require, require_range
+from ..core.lora_settings import LoraSettings
 from ..core.model_props import ModelProps
 from ..core.server_contract import (
     API_KEY_NAME,
@@ -89,6 +90,7 @@ VLLM_RESERVED_ENVIRONMENT = (
     "VLLM_API_KEY",
     "USER",
     "LOGNAME",
+    "VLLM_ALLOW_RUNTIME_LORA_UPDATING",
     *OTEL_ENVIRONMENT_KEYS,
 )
 
@@ -108,7 +110,16 @@ VLLM_OWNED_FLAGS = (
     "--download-dir",
     "--shutdown-timeout",
     "--otlp-traces-endpoint",
+    "--enable-lora",
+    "--max-loras",
+    "--max-lora-rank",
+    "--max-cpu-loras",
 )
+# The ranks vLLM's --max-lora-rank takes (vllm/config/lora.py, MaxLoRARanks).
+VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+# With adapters, vLLM's /v1/load_lora_adapter and /v1/unload_lora_adapter answer any holder of the key (runtime
+# updating is on for the adapter-sync sidecar): clients reach only the inference routes and the model list.
+VLLM_LORA_PUBLIC_PATHS = ("/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/models", "/v1/responses*")
 VLLM_STREAM_FLAGS = ("--load-format", "--model-loader-extra-config")
 # The image's own ENTRYPOINT differs by release (`vllm serve` now, `python3 -m vllm.entrypoints.openai.api_server`
 # before): the task sets it, so the command is vLLM's arguments whatever the mirror's release.
@@ -207,6 +218,9 @@ class VllmProps:
     "OpenTelemetry is not available"). Default: None (read off ``image``'s tag: ``vllm/vllm-openai`` v0.17.0 and later
     carry it; for any other image vLLM gets no trace flag, with a synth warning naming
     :data:`VLLM_OPENTELEMETRY_CHECK`). Set true once that check passes on your image; false for no traces."""
+    lora: LoraSettings | None = None
+    """LoRA adapters over the model, from the adapter registry (``--enable-lora``, ``--max-loras``, ``--max-cpu-loras``,
+    ``--max-lora-rank``; runtime loading by the task's ``adapter-sync`` sidecar). Default: None (no adapters)."""
 
     def __post_init__(self) -> None:
         require(
@@ -285,6 +299,18 @@ class VllmProps:
             )
         require_range(self.waiting_requests_scale_out, 1, 100_000, "waiting_requests_scale_out")
         require_range(self.kv_cache_scale_out_percent, 10, 100, "kv_cache_scale_out_percent")
+        if self.lora is not None:
+            require(
+                self.lora.max_rank in VLLM_LORA_RANKS,
+                "lora.max_rank",
+                f"{self.lora.max_rank}: vLLM's --max-lora-rank takes one of {', '.join(map(str, VLLM_LORA_RANKS))}; "
+                "give the smallest of them at or above your adapters' rank",
+            )
+            require(
+                not self.lora.target_modules,
+                "lora.target_modules",
+                "vLLM takes adapters on every module it supports and has no flag for them; leave it out (SGLang only)",
+            )
 
     def shared_memory_for(self, memory_mib: int) -> int:
         """/dev/shm in MiB for a server container of ``memory_mib``: the setting, else half of it, at most 16384."""
@@ -342,6 +368,7 @@ class VllmServer(LlmPreset[VllmProps]):
         return "max_num_seqs", self.props.max_num_seqs
 
     props_type = VllmProps
+    adapter_server = "vllm"
     collected_metrics = PrometheusMetrics(metrics=VLLM_METRICS, histograms=VLLM_LATENCY_HISTOGRAMS)
 
     @property
@@ -418,12 +445,17 @@ class VllmServer(LlmPreset[VllmProps]):
                 if no_traces is None and context.trace_sampling_ratio > 0
                 else ()
             ),
+            *self._lora_flags(),
             "--shutdown-timeout",
             str(vllm_drain_seconds(props.longest_request_seconds)),
             # Its /docs, /redoc and /openapi.json answer without the key: off (the listener forwards only /v1/* anyway).
             "--disable-fastapi-docs",
             *streaming,
             *props.extra_args,
+        )
+        lora = props.lora
+        sync = self.adapter_sync_for(
+            context, props.gpu_memory_utilization, props.max_model_len, props.dtype, "gpu_memory_utilization"
         )
         waiting, kv_cache = (PrometheusMetrics.cloudwatch_name(m) for m in VLLM_METRICS[1:])
         running = PrometheusMetrics.cloudwatch_name(VLLM_METRICS[0])
@@ -438,7 +470,7 @@ class VllmServer(LlmPreset[VllmProps]):
             readiness_path="/health",
             # vLLM's --api-key guards /v1 only: /invocations, /pooling, /score, /rerank, /tokenize and its control
             # routes answer without a key (docs.vllm.ai, "Security"). Clients reach the OpenAI API and nothing else.
-            public_paths=("/v1/*",),
+            public_paths=VLLM_LORA_PUBLIC_PATHS if lora is not None else ("/v1/*",),
             liveness=vllm_liveness(props.port),
             user=self.user,
             model_source=source,
@@ -462,6 +494,8 @@ class VllmServer(LlmPreset[VllmProps]):
                 **otel_environment(model.name, context.trace_sampling_ratio),
                 "OTEL_EXPORTER_OTLP_TRACES_INSECURE": "true",
                 **(self._stream_environment(context.region) if props.weights == "stream" else {}),
+                # The adapter-sync sidecar loads and unloads adapters through /v1/load_lora_adapter while vLLM runs.
+                **({"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"} if lora is not None else {}),
             },
             # vLLM takes one literal key: the one of this name in the secret's JSON object (see VllmProps).
             api_keys_variable="VLLM_API_KEY",
@@ -470,6 +504,7 @@ class VllmServer(LlmPreset[VllmProps]):
             stop=self.stop,
             metrics=dataclasses.replace(self.collected_metrics, collector_image=collector_image),
             no_traces_reason=no_traces,
+            adapter_sync=sync,
             prediction_routes=OPENAI_PREDICTION_ROUTES,
             scaling_signals=load_signals(
                 running,
@@ -503,6 +538,15 @@ class VllmServer(LlmPreset[VllmProps]):
         return (
             f"the library cannot tell whether its image carries OpenTelemetry, without which vLLM exits at start: {fix}"
         )
+
+    def _lora_flags(self) -> tuple[str, ...]:
+        """vLLM's LoRA flags (vllm/config/lora.py): on, the adapter slots on the GPU and in host memory, the largest
+        rank."""
+        lora = self.props.lora
+        if lora is None:
+            return ()
+        cpu = ("--max-cpu-loras", str(lora.max_cpu_adapters)) if lora.max_cpu_adapters is not None else ()
+        return ("--enable-lora", "--max-loras", str(lora.max_gpu_adapters), "--max-lora-rank", str(lora.max_rank), *cpu)
 
     def _stream_environment(self, region: str) -> dict[str, str]:
         """The streamer takes its region and credentials from a boto3 session, as vLLM's boto3 does for the config

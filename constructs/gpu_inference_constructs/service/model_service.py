@@ -102,7 +102,8 @@ class ModelService(Construct):
       (``/<model>/``), ``instance_type`` (the smallest the tasks may land on), ``capacity_group`` (the GpuCapacity or
       NeuronCapacity the tasks run on: the bound capacity's ``group``; None on a ClusterCapacity).
     - The task (service_task.py): ``task_role``, ``task_definition``, ``container`` (the server), ``scratch_owner``
-      and ``model_fetcher`` (the init containers, or None), ``metrics_collector`` (or None), ``log_group``,
+      and ``model_fetcher`` (the init containers, or None), ``metrics_collector`` (or None), ``adapter_sync`` (the
+      LoRA adapters' sidecar of a server with ``lora``, or None), ``log_group``,
       ``log_stream_prefix`` (``<model>/<version>``).
     - The service: ``service``, ``security_group``, ``minimum_healthy_percent`` (spot_draining.py: never 0; below
       100 only where the capacity ``has_spot`` and the model's tasks can span instances),
@@ -204,7 +205,7 @@ class ModelService(Construct):
             self._task.container,
         )
         self.scratch_owner, self.model_fetcher = self._task.scratch_owner, self._task.model_fetcher
-        self.metrics_collector = self._task.metrics_collector
+        self.metrics_collector, self.adapter_sync = self._task.metrics_collector, self._task.adapter_sync
         self._serve(placement, chosen_route, subnets, rollback_thresholds)
         check_images_reachable(
             self,
@@ -322,6 +323,7 @@ class ModelService(Construct):
             port=contract.port,
             route=route,
             target_optimizer=model.target_optimizer,
+            health_check_port=contract.health_check_port,
         )
         self._rollback_alarm_names = RollbackAlarmNames()
         self._has_spot = placement.has_spot

@@ -37,10 +37,12 @@ def task_security_group(
     port: int,
     route: BoundRoute,
     target_optimizer: TargetOptimizerProps | None = None,
+    health_check_port: int | None = None,
 ) -> ec2.SecurityGroup:
     """The tasks' group: the load balancer in on the container port (the agent's data and control ports with a
-    ``target_optimizer``, and the server's port for health checks only), HTTPS out to the VPC endpoints."""
-    health_check_port, port = port, traffic_port(port, target_optimizer)
+    ``target_optimizer``, and the server's port for health checks only), and on ``health_check_port`` where the
+    health checks go elsewhere (the adapter sidecar's ``/ready``); HTTPS out to the VPC endpoints."""
+    health_check_port, port = health_check_port or port, traffic_port(port, target_optimizer)
     security_group = ec2.SecurityGroup(
         scope,
         "SecurityGroup",
@@ -51,6 +53,8 @@ def task_security_group(
     security_group.add_egress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "HTTPS to VPC endpoints and the S3 gateway")
     route.allow_traffic(security_group, port)
     admit_agent_ports(security_group, route, target_optimizer, health_check_port)
+    if target_optimizer is None and health_check_port != port:
+        route.allow_port(security_group, health_check_port, "health checks")
     return security_group
 
 
@@ -120,8 +124,8 @@ def _target_group(
         deregistration_delay=cdk.Duration.seconds(deregistration_delay_seconds),
         load_balancing_algorithm_type=elbv2.TargetGroupLoadBalancingAlgorithmType.LEAST_OUTSTANDING_REQUESTS,
         health_check=elbv2.HealthCheck(
-            path=contract.readiness_path,
-            port=str(contract.port),
+            path=contract.health_check_path,
+            port=str(contract.health_check_port),
             healthy_http_codes="200",
             interval=cdk.Duration.seconds(TARGET_HEALTH_CHECK.interval_seconds),
             timeout=cdk.Duration.seconds(TARGET_HEALTH_CHECK.timeout_seconds),

@@ -1,6 +1,7 @@
 """A model's ECS task: its role, its task definition, the server container, the init containers that own and fill
 the scratch volume (``scratch-owner``, ``model-fetch``), the collector sidecar (traces to X-Ray; the server's
-Prometheus metrics) and, where the environment chooses FireLens, the log router.
+Prometheus metrics), for a server with LoRA adapters the ``adapter-sync`` sidecar and, where the environment chooses
+FireLens, the log router.
 
 Built in the ModelService's own scope, with the construct IDs it always had, so every logical ID stays."""
 
@@ -14,6 +15,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
+from ..core.adapter_sync import ADAPTER_DIRECTORY, ADAPTER_VOLUME
 from ..core.errors import require
 from ..core.instance_catalog import GpuInstanceType
 from ..core.log_archive_props import archive_key_prefix
@@ -55,6 +57,7 @@ from ..task_telemetry.telemetry import (
     TelemetryProps,
     with_traces,
 )
+from .adapter_sidecar import add_adapter_sync
 from .target_optimizer import add_target_control_agent
 from .task_gpu_share import write_share
 
@@ -86,7 +89,8 @@ class ContainerAcknowledgements:
 class ServiceTask:
     """Builds one model's task in ``scope``. Attributes: ``task_role``, ``task_definition``, ``container`` (the
     server), ``scratch_owner`` and ``model_fetcher`` (the init containers, or None), ``metrics_collector`` (the
-    collector every task has), ``log_router`` (FireLens's, or None), ``acknowledgements`` (ContainerAcknowledgements).
+    collector every task has), ``adapter_sync`` (the LoRA adapters' sidecar, or None), ``log_router`` (FireLens's, or
+    None), ``acknowledgements`` (ContainerAcknowledgements).
     On a Neuron ``instance_type`` the server maps the instance's Neuron devices instead of asking for GPUs."""
 
     def __init__(
@@ -132,9 +136,10 @@ class ServiceTask:
             task_role=as_role(self.task_role),
             volumes=[
                 ecs.Volume(
-                    name="scratch",
+                    name=name,
                     docker_volume_configuration=ecs.DockerVolumeConfiguration(scope=ecs.Scope.TASK, driver="local"),
                 )
+                for name in ("scratch", *((ADAPTER_VOLUME,) if contract.adapter_sync is not None else ()))
             ],
         )
         self.acknowledgements = ContainerAcknowledgements(self.task_definition)
@@ -156,6 +161,23 @@ class ServiceTask:
                 ecs.ContainerDependency(container=last_init, condition=ecs.ContainerDependencyCondition.SUCCESS)
             )
         self.metrics_collector = self._add_metrics_collector()
+        self.adapter_sync = None
+        if contract.adapter_sync is not None:
+            assert self.scratch_owner is not None  # ServerContract requires init containers with adapter_sync
+            self.adapter_sync = add_adapter_sync(
+                scope,
+                self.task_definition,
+                contract,
+                contract.adapter_sync,
+                server=self.container,
+                scratch_owner=self.scratch_owner,
+                task_role=self.task_role,
+                bucket=source.bucket,
+                model_name=model.name,
+                region=region,
+                logging=self.log_driver(),
+                api_keys_secret=api_keys_secret,
+            )
         self.target_control_agent = add_target_control_agent(
             scope, self.task_definition, self.container, model, contract, self.log_driver()
         )
@@ -276,6 +298,10 @@ class ServiceTask:
         container.add_mount_points(
             ecs.MountPoint(container_path=SCRATCH_PATH, source_volume="scratch", read_only=False)
         )
+        if contract.adapter_sync is not None:  # the sidecar writes the adapters; the server only reads them
+            container.add_mount_points(
+                ecs.MountPoint(container_path=ADAPTER_DIRECTORY, source_volume=ADAPTER_VOLUME, read_only=True)
+            )
         return container
 
     def _fetcher_image(self) -> ecs.ContainerImage:
@@ -286,6 +312,8 @@ class ServiceTask:
         which Docker creates root-owned, to the server's user; it reads nothing. The server starts after it
         succeeded."""
         contract = self._contract
+        # A server with LoRA adapters: the adapters' volume too, which its sidecar (the server's user) fills.
+        adapters = f" {ADAPTER_DIRECTORY}" if contract.adapter_sync is not None else ""
         owner = self.task_definition.add_container(
             "scratch-owner",
             image=self._fetcher_image(),
@@ -293,7 +321,7 @@ class ServiceTask:
             entry_point=["/bin/sh", "-c"],
             command=[
                 f'set -eu; mkdir -p "$MODEL_DIR" {SCRATCH_PATH}/home {SCRATCH_PATH}/cache {SCRATCH_PATH}/tmp; '
-                f'chown -R "$SERVER_USER" {SCRATCH_PATH}'
+                f'chown -R "$SERVER_USER" {SCRATCH_PATH}{adapters}'
             ],
             cpu=FETCHER_CPU,
             memory_reservation_mib=FETCHER_MEMORY_MIB,
@@ -312,6 +340,10 @@ class ServiceTask:
             "fetch and the server run as that user.",
         )
         owner.add_mount_points(ecs.MountPoint(container_path=SCRATCH_PATH, source_volume="scratch", read_only=False))
+        if adapters:
+            owner.add_mount_points(
+                ecs.MountPoint(container_path=ADAPTER_DIRECTORY, source_volume=ADAPTER_VOLUME, read_only=False)
+            )
         return owner
 
     def _add_model_fetcher(self, uri: str, region: str) -> ecs.ContainerDefinition:

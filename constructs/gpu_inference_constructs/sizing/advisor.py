@@ -3,8 +3,10 @@
 The formulas (every estimate in the report names the one it used):
 - weights = parameters x bytes per parameter; split over the GPUs of a task (tensor parallel)
 - LLM KV cache = 2 x layers x kv_heads x head_dim x bytes x (prompt + output) x concurrency
+- LoRA adapters (LLMs) = slots on the GPU x rank x (in + out of each target module) x layers x bytes, half of each
+  module's pair split over tensor-parallel GPUs (core/lora_memory.py, the synth check's own model)
 - encoder activations (peak, one layer) = batch x sequence x bytes x (4 x hidden + intermediate + heads x sequence)
-- it fits when weights + KV cache or activations <= GPU memory x (1 - headroom)
+- it fits when weights + KV cache or activations + adapters <= GPU memory x (1 - headroom)
 - decode ceiling per sequence = memory bandwidth / weight bytes (every token reads every weight)
 - a GPU pass takes max(FLOPs / (tensor FLOPS x efficiency), bytes read / (bandwidth x efficiency)); where the catalog
   records no tensor throughput (the A10G), ESTIMATED_DENSE_FP16_TFLOPS gives a labelled estimate and the formula says so
@@ -27,6 +29,7 @@ from ..core.instance_catalog import (
     GpuInstanceType,
     on_demand_price,
 )
+from ..core.lora_memory import adapter_bytes_per_gpu, module_dimensions
 from .model_shape import ModelShape
 from .neuron_benchmarks import ACCELERATOR as NEURON_ACCELERATOR
 from .neuron_benchmarks import BENCHMARK_SEQUENCE_LENGTH, NEURON_BENCHMARK_SOURCE, NeuronBenchmark, neuron_benchmark
@@ -83,10 +86,12 @@ class Memory:
     weights_gib: float
     kv_cache_gib: float | None
     activations_gib: float | None
+    adapters_gib: float | None = None
+    """LoRA adapter slots on the GPU (Workload.lora_resident at lora_rank). Default: None (no adapters)."""
 
     @property
     def total_gib(self) -> float:
-        return self.weights_gib + (self.kv_cache_gib or 0) + (self.activations_gib or 0)
+        return self.weights_gib + (self.kv_cache_gib or 0) + (self.activations_gib or 0) + (self.adapters_gib or 0)
 
     @property
     def fits(self) -> bool:
@@ -324,18 +329,23 @@ def memory_per_gpu(
     usable = instance.gpu_memory_gib * (1 - assumptions.vram_headroom)
     weights = model.weight_bytes / gpus / GIB
     act_bytes = 4 if model.dtype == "fp32" else 2
-    kv = activations = None
+    kv = activations = adapters = None
     geometry, kv_per_token = model.geometry, model.kv_bytes_per_token
     if geometry is not None and kv_per_token is not None:  # both set exactly when model.has_geometry
-        _, h, heads = geometry
+        layers, h, heads = geometry
         inter = model.intermediate_size or 4 * h
         if model.kind == "llm":
             kv = kv_per_token * workload.tokens_per_request * workload.concurrency / gpus / GIB
             activations = workload.prompt_tokens * (4 * h + inter) * act_bytes / gpus / GIB
+            if workload.lora_resident:  # adapters keep the model's precision (FP16 beside integer weights)
+                dimensions = module_dimensions(h, inter, (model.kv_heads or heads) * (h // heads))
+                element = model.bytes_per_param if model.dtype in ("fp32", "fp16", "bf16") else 2
+                one = adapter_bytes_per_gpu(dimensions, layers, workload.lora_rank, element, gpus)
+                adapters = workload.lora_resident * one / GIB
         else:
             b, s = workload.max_batch_size, workload.prompt_tokens
             activations = b * s * act_bytes * (4 * h + inter + heads * s) / gpus / GIB
-    return Memory(usable, weights, kv, activations)
+    return Memory(usable, weights, kv, activations, adapters)
 
 
 def _fit_reason(model: ModelShape, workload: Workload, instance: GpuInstanceType, gpus: int, memory: Memory) -> str:
@@ -355,6 +365,11 @@ def _fit_reason(model: ModelShape, workload: Workload, instance: GpuInstanceType
         )
     if model.kind == "llm" and memory.activations_gib is not None:
         parts.append(f"{_gib(memory.activations_gib)} GiB prefill activations")
+    if memory.adapters_gib is not None:
+        parts.append(
+            f"{_gib(memory.adapters_gib)} GiB LoRA adapters ({workload.lora_resident} on the GPU at rank "
+            f"{workload.lora_rank})"
+        )
     where = f"one {instance.gpu_model}" if gpus == 1 else f"each of {gpus} {instance.gpu_model} GPUs (tensor parallel)"
     used = f"{' + '.join(parts)} = {_gib(memory.total_gib)} of {memory.usable_gib:.1f} GiB usable on {where}"
     if memory.fits:

@@ -14,6 +14,9 @@ from ..core.monitoring_props import MonitoringProps
 from ..core.scaling_props import ModelScalingProps
 from ..core.settings import from_dict
 from ..servers.bundled import BundledServerProps
+from .adapters import as_json as adapters_json
+from .adapters import compare_adapters
+from .adapters import table as adapters_table
 from .advisor import advise
 from .cache_cost import cache_cost, describe
 from .measured import read_measurement, refuse_llm
@@ -40,6 +43,9 @@ EXAMPLES = """examples:
       --measured bench/results/gpu/bench.json --plot sizing.png
   python -m gpu_inference_constructs.sizing pack MODELS.json --region us-east-1   (many small models on shared GPUs:
       python -m gpu_inference_constructs.sizing pack --help)
+  python -m gpu_inference_constructs.sizing adapters --adapters 100 --params 7e9 --dtype fp16 --kind llm --layers 32 \
+      --hidden-size 4096 --heads 32 --intermediate-size 11008 --tokens-per-request 512,256 --requests-per-second 0.5 \
+      --lora-rank 16 --lora-resident 8   (100 LoRA fine-tunes on one base against 100 services, per 1M tokens)
 """
 PACK_EXAMPLE = """MODELS.json is a list of models with the single-model advisor's keys, '_' or '-' alike (params, \
 dtype, kind,
@@ -93,6 +99,7 @@ def parser() -> argparse.ArgumentParser:
         default="eager",
         help="encoders: BundledServerProps.runtime; its throughput factor (measured or estimated) scales the estimate",
     )
+    _add_lora_arguments(load)
     load.add_argument(
         "--max-batch-size",
         type=int,
@@ -155,6 +162,18 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _add_lora_arguments(group: argparse._ArgumentGroup) -> None:
+    group.add_argument(
+        "--lora-rank", type=int, default=0, help="LLMs with LoRA adapters: the largest rank (lora.max_rank)"
+    )
+    group.add_argument(
+        "--lora-resident",
+        type=int,
+        default=0,
+        help="LLMs with LoRA adapters: adapter slots on the GPU (lora.max_gpu_adapters), counted in its memory",
+    )
+
+
 def pack_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m gpu_inference_constructs.sizing pack",
@@ -212,7 +231,34 @@ def run_pool(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"pack": (pack_parser, run_pack), "pool": (pool_parser, run_pool)}
+def adapters_parser() -> argparse.ArgumentParser:
+    p = parser()
+    p.prog = "python -m gpu_inference_constructs.sizing adapters"
+    p.description = (
+        "Many LoRA fine-tunes of one LLM: one service serving every adapter over one base (vllm.lora) against one "
+        "service per fine-tune, in USD per 1M tokens. The model and traffic flags are the advisor's; "
+        "--requests-per-second is every fine-tune's together, split evenly."
+    )
+    p.add_argument("--adapters", type=int, default=100, help="the fine-tunes of the one base (default %(default)s)")
+    return p
+
+
+def run_adapters(args: argparse.Namespace) -> int:
+    model = _model(args)
+    workload = _workload(args, model)
+    purchase = _purchase(args)
+    assumptions = Assumptions(args.efficiency, args.vram_headroom, args.target_utilization, args.peak_factor)
+    only = [t.strip() for t in args.instance_types.split(",") if t.strip()] if args.instance_types else None
+    result = compare_adapters(model, workload, purchase, assumptions, args.adapters, only)
+    print(dumps(adapters_json(result)) if args.json else adapters_table(result, model, workload, purchase))
+    return 0
+
+
+COMMANDS = {
+    "pack": (pack_parser, run_pack),
+    "pool": (pool_parser, run_pool),
+    "adapters": (adapters_parser, run_adapters),
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -344,6 +390,8 @@ def _workload(args: argparse.Namespace, model: ModelShape) -> Workload:
         args.concurrency,
         args.max_batch_size,
         runtime=args.runtime,
+        lora_rank=args.lora_rank,
+        lora_resident=args.lora_resident,
     )
 
 

@@ -35,6 +35,7 @@ def type_entry(a: TypeAdvice) -> dict:
             "weights": _round(a.memory.weights_gib, 2),
             "kv_cache": _round(a.memory.kv_cache_gib, 2),
             "activations": _round(a.memory.activations_gib, 3),
+            **({"lora_adapters": _round(a.memory.adapters_gib, 3)} if a.memory.adapters_gib is not None else {}),
             "total": _round(a.memory.total_gib, 2),
         },
         "decode_tokens_per_second_ceiling": _round(a.decode_tokens_per_second_ceiling, 2),

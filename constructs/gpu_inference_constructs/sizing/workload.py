@@ -32,6 +32,10 @@ class Workload:
     """Encoders: the server's wait to fill a batch, added to a request's latency. Default: 2."""
     runtime: str = "eager"
     """Encoders: BundledServerProps.runtime; scales the estimate by sizing.runtimes' factor. Default: "eager"."""
+    lora_rank: int = 0
+    """LLMs with LoRA adapters: the server's largest rank (``lora.max_rank``). Default: 0 (no adapters)."""
+    lora_resident: int = 0
+    """LLMs with LoRA adapters: adapter slots on the GPU (``lora.max_gpu_adapters``). Default: 0 (no adapters)."""
 
     def __post_init__(self) -> None:
         _positive(self.requests_per_second, "--requests-per-second", "requests per second, e.g. 200")
@@ -44,6 +48,10 @@ class Workload:
         _positive(self.concurrency, "--concurrency", "sequences decoded together per task, e.g. 8")
         if self.runtime not in RUNTIME_FACTORS:
             raise ConfigError("--runtime", f"{self.runtime!r}: use one of {', '.join(RUNTIME_FACTORS)}")
+        if (self.lora_rank > 0) != (self.lora_resident > 0) or min(self.lora_rank, self.lora_resident) < 0:
+            raise ConfigError(
+                "--lora-rank", "give --lora-rank and --lora-resident together, both positive (or neither)"
+            )
         if not 1 <= self.max_batch_size <= 512:
             raise ConfigError(
                 "--max-batch-size", f"{self.max_batch_size} is out of range; allowed 1 to 512 (BundledServerProps)"

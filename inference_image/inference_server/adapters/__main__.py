@@ -64,7 +64,8 @@ class Sidecar:
         status = self.sync.step(registry)
         now = time.monotonic()
         if self.last_emitted is not None and now - self.last_emitted < self.settings.poll_s and not self.metrics.events:
-            return  # while it tries every second (starting), one line per ADAPTER_POLL_SECONDS unless something happened
+            # while it tries every second (starting), one line per ADAPTER_POLL_SECONDS unless something happened
+            return
         self.last_emitted = now
         values, properties = self.metrics.take(len(status.registered), status.to_json()["loaded"])
         properties.update(missing=status.missing, failed=sorted(status.failed))

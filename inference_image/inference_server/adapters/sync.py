@@ -10,7 +10,8 @@
 - a server that no longer lists an adapter this sidecar loaded (it restarted) gets it loaded again.
 
 Readiness (ready.py): the server answers, the registry has been read, and every registered adapter is loaded at its
-registered version, or failed or refused (named in the body). A failure does not hold readiness: one bad adapter must not
+registered version, or failed or refused (named in the body). A failure does not hold readiness: one bad adapter must
+not
 take every task of the service out of its target group; its requests get the server's 404 until a retry loads it."""
 
 from __future__ import annotations

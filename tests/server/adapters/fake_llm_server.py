@@ -1,5 +1,6 @@
 """A stand-in for vLLM's (or SGLang's) OpenAI-compatible server, as far as LoRA adapters go: load and unload by name
-and path (refusing a name it already serves unless loaded in place, and a path without adapter_config.json), /v1/models listing the base and
+and path (refusing a name it already serves unless loaded in place, and a path without adapter_config.json),
+/v1/models listing the base and
 each adapter with the base as its "parent", completions answered for the base and a loaded adapter and 404 for any
 other model, all behind an API key. It records every call, and can be made to fail a load or to stop answering."""
 

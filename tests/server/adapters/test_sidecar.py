@@ -1,5 +1,6 @@
 """The adapter-sync sidecar against moto S3 and a fake vLLM (or SGLang) server: a task's first sync (/ready 503 until
-every registered adapter is loaded, then 200), an adapter added, removed (unloaded before its files go), moved to another
+every registered adapter is loaded, then 200), an adapter added, removed (unloaded before its files go), moved to
+another
 version, one refused for its rank, a failed load's backoff, a server that lost its adapters, and the settings."""
 
 from __future__ import annotations
