@@ -40,7 +40,6 @@ STILL_LONG: frozenset[tuple[str, str]] = frozenset(
         ("gpu_inference_constructs/sizing/recommend.py", "recommend"),
         ("gpu_inference_constructs/sizing/timeline.py", "module"),
         ("inference_server/front/app.py", "create_app"),
-        ("inference_server/front/middleware.py", "module"),
         ("inference_server/front/protocols/oip.py", "add_oip_routes"),
         ("inference_server/front/protocols/openai.py", "add_openai_routes"),
         ("inference_server/front/shared_cache.py", "module"),
