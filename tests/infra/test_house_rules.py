@@ -42,7 +42,6 @@ STILL_LONG: frozenset[tuple[str, str]] = frozenset(
         ("inference_server/front/app.py", "create_app"),
         ("inference_server/front/protocols/oip.py", "add_oip_routes"),
         ("inference_server/front/protocols/openai.py", "add_openai_routes"),
-        ("inference_server/front/shared_cache.py", "module"),
     }
 )
 
