@@ -39,7 +39,6 @@ STILL_LONG: frozenset[tuple[str, str]] = frozenset(
         ("gpu_inference_constructs/sizing/pack_report.py", "table"),
         ("gpu_inference_constructs/sizing/recommend.py", "recommend"),
         ("gpu_inference_constructs/sizing/timeline.py", "module"),
-        ("inference_server/front/protocols/openai.py", "add_openai_routes"),
     }
 )
 
