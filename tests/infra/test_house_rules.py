@@ -38,7 +38,6 @@ STILL_LONG: frozenset[tuple[str, str]] = frozenset(
         ("gpu_inference_constructs/sizing/cli.py", "parser"),
         ("gpu_inference_constructs/sizing/pack_report.py", "table"),
         ("gpu_inference_constructs/sizing/recommend.py", "recommend"),
-        ("gpu_inference_constructs/sizing/timeline.py", "module"),
     }
 )
 
