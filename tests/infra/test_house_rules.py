@@ -36,7 +36,6 @@ STILL_LONG: frozenset[tuple[str, str]] = frozenset(
         ("gpu_inference_constructs/service/task.py", "module"),
         ("gpu_inference_constructs/sizing/advisor.py", "module"),
         ("gpu_inference_constructs/sizing/cli.py", "parser"),
-        ("gpu_inference_constructs/sizing/recommend.py", "recommend"),
     }
 )
 
