@@ -34,7 +34,6 @@ STILL_LONG: frozenset[tuple[str, str]] = frozenset(
         ("gpu_inference_constructs/service/model_service.py", "module"),
         ("gpu_inference_constructs/service/model_service.py", "ModelService.__init__"),
         ("gpu_inference_constructs/service/task.py", "module"),
-        ("gpu_inference_constructs/sizing/cli.py", "parser"),
     }
 )
 
