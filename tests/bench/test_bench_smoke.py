@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from bench.config import all_systems
-from inference_server.front.middleware import ERROR_LINES_PER_S, SLOW_LINES_PER_S
+from inference_server.front.access_log import ERROR_LINES_PER_S, SLOW_LINES_PER_S
 
 # The most HTTP workers a bench system runs (ours-2w): each worker rate-limits its own error and slow lines.
 MAX_WORKERS = 2

@@ -121,6 +121,7 @@ def test_only_the_model_process_imports_the_model_side():
     model side)."""
     assert importers_of_the_model_side(Path(inference_server.__file__).parent) == {
         "inference_server.engine.model_runner",  # the batcher
+        "inference_server.engine.worker_link",  # the batcher: a link's jobs, in the model process
         "inference_server.supervisor.children",  # run_model, the model process's entry
         "inference_server.testing",  # LocalModel: the model side in a test's threads
     }

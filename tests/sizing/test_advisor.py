@@ -132,7 +132,7 @@ def test_minilm_estimate_is_capped_by_the_measured_server_ceiling_and_costed(min
 def test_the_a10g_is_costed_from_its_labelled_tensor_estimate(minilm):
     """The catalog keeps sourced figures only (none for the A10G); the advisor costs a g5 from the labelled estimate,
     62.5 dense FP16 TFLOPS, and says so in the formula."""
-    from gpu_inference_constructs.sizing.advisor import ESTIMATED_DENSE_FP16_TFLOPS, dense_fp16_tflops
+    from gpu_inference_constructs.sizing.throughput import ESTIMATED_DENSE_FP16_TFLOPS, dense_fp16_tflops
 
     assert ACCELERATORS["NVIDIA A10G"].dense_fp16_tflops is None
     assert dense_fp16_tflops("NVIDIA A10G") == (62.5, ESTIMATED_DENSE_FP16_TFLOPS["NVIDIA A10G"].basis)
@@ -160,9 +160,9 @@ def test_the_a10g_is_costed_from_its_labelled_tensor_estimate(minilm):
 
 def test_without_an_estimate_a_gpu_with_no_sourced_tensor_figure_is_not_costed(minilm, monkeypatch):
     """The twin: take the A10G's estimate away and a g5 is 'not estimated', as before it was recorded."""
-    from gpu_inference_constructs.sizing import advisor
+    from gpu_inference_constructs.sizing import throughput
 
-    monkeypatch.setattr(advisor, "ESTIMATED_DENSE_FP16_TFLOPS", {})
+    monkeypatch.setattr(throughput, "ESTIMATED_DENSE_FP16_TFLOPS", {})
     g5 = by_name(advise(from_model_dir(minilm, dtype="fp16"), Workload(500, 100, 256), Purchase(), Assumptions()))[
         "g5.xlarge"
     ]

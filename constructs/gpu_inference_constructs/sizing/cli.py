@@ -63,20 +63,7 @@ def parser() -> argparse.ArgumentParser:
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    model = p.add_argument_group("the model (--model-dir, or --params with --dtype and --kind)")
-    model.add_argument(
-        "--model-dir", help="a Hugging Face model directory: config.json and *.safetensors (only headers are read)"
-    )
-    model.add_argument("--params", type=float, help="parameter count, e.g. 7e9")
-    model.add_argument(
-        "--dtype", choices=sorted(BYTES_PER_PARAM), help="precision it is served in (default: as stored)"
-    )
-    model.add_argument("--kind", choices=("encoder", "llm"), help="default: from config.json's architectures")
-    model.add_argument("--layers", type=int, help="geometry for --params (sizes KV cache and activations)")
-    model.add_argument("--hidden-size", type=int)
-    model.add_argument("--heads", type=int)
-    model.add_argument("--kv-heads", type=int, help="default: --heads (no grouped-query attention)")
-    model.add_argument("--intermediate-size", type=int, help="default: 4 x hidden size")
+    _add_model_arguments(p)
     load = p.add_argument_group("the traffic")
     load.add_argument("--requests-per-second", type=float, required=True)
     load.add_argument(
@@ -121,6 +108,36 @@ def parser() -> argparse.ArgumentParser:
         "--price", action="append", default=[], metavar="TYPE=USD", help="your own hourly price (repeatable)"
     )
     buy.add_argument("--instance-types", help="compare only these, comma-separated")
+    _add_assumption_arguments(p)
+    _add_cache_arguments(p)
+    out = p.add_argument_group("output")
+    out.add_argument("--name", help="the model's name in the snippet (default: the directory's)")
+    out.add_argument("--version", default="1", help="the model's version in the snippet (its S3 prefix)")
+    out.add_argument("--json", action="store_true", help="machine-readable output")
+    out.add_argument(
+        "--plot", metavar="FILE.png", help="write a PNG of cost and throughput per type (needs matplotlib)"
+    )
+    return p
+
+
+def _add_model_arguments(p: argparse.ArgumentParser) -> None:
+    model = p.add_argument_group("the model (--model-dir, or --params with --dtype and --kind)")
+    model.add_argument(
+        "--model-dir", help="a Hugging Face model directory: config.json and *.safetensors (only headers are read)"
+    )
+    model.add_argument("--params", type=float, help="parameter count, e.g. 7e9")
+    model.add_argument(
+        "--dtype", choices=sorted(BYTES_PER_PARAM), help="precision it is served in (default: as stored)"
+    )
+    model.add_argument("--kind", choices=("encoder", "llm"), help="default: from config.json's architectures")
+    model.add_argument("--layers", type=int, help="geometry for --params (sizes KV cache and activations)")
+    model.add_argument("--hidden-size", type=int)
+    model.add_argument("--heads", type=int)
+    model.add_argument("--kv-heads", type=int, help="default: --heads (no grouped-query attention)")
+    model.add_argument("--intermediate-size", type=int, help="default: 4 x hidden size")
+
+
+def _add_assumption_arguments(p: argparse.ArgumentParser) -> None:
     measured = p.add_argument_group("measurements and assumptions")
     measured.add_argument(
         "--measured", metavar="FILE", help="a bench JSON (make bench, python -m bench.gpu_bench): measured throughput"
@@ -141,6 +158,9 @@ def parser() -> argparse.ArgumentParser:
     measured.add_argument(
         "--peak-factor", type=float, default=defaults.peak_factor, help="max_tasks / tasks (default %(default)s)"
     )
+
+
+def _add_cache_arguments(p: argparse.ArgumentParser) -> None:
     cache = p.add_argument_group("a shared result cache (the environment's `cache`)")
     cache.add_argument(
         "--cache-hit-rate",
@@ -152,14 +172,6 @@ def parser() -> argparse.ArgumentParser:
         "--cache-value-bytes", type=int, default=2048, help="bytes of one stored prediction (default %(default)s)"
     )
     cache.add_argument("--cache-ttl-seconds", type=int, default=3600, help="the models' TTL (default %(default)s)")
-    out = p.add_argument_group("output")
-    out.add_argument("--name", help="the model's name in the snippet (default: the directory's)")
-    out.add_argument("--version", default="1", help="the model's version in the snippet (its S3 prefix)")
-    out.add_argument("--json", action="store_true", help="machine-readable output")
-    out.add_argument(
-        "--plot", metavar="FILE.png", help="write a PNG of cost and throughput per type (needs matplotlib)"
-    )
-    return p
 
 
 def _add_lora_arguments(group: argparse._ArgumentGroup) -> None:

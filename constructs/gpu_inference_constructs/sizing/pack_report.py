@@ -127,13 +127,9 @@ def _ranges(names: list[str]) -> str:
     return names[0] if len(names) == 1 else f"{names[0]} .. {names[-1]} ({len(names)} models)"
 
 
-def table(result: PackResult) -> str:
-    purchase, assumptions = result.purchase, result.assumptions
-    lines = [
-        f"pack: {len(result.models)} models on shared GPUs (ECS GPU sharing, NVIDIA MPS); {purchase.region}, Spot at "
-        f"{purchase.spot_fraction:.0%} of On-Demand",
-        "",
-    ]
+def _type_lines(result: PackResult) -> list[str]:
+    """Each instance type: how many, tasks on each, the shared and the dedicated hourly price; then those that cannot
+    pack, and why."""
     rows = []
     for t in result.types:
         if not t.fits:
@@ -152,17 +148,15 @@ def table(result: PackResult) -> str:
                 _money(t.dedicated_hourly_usd["spot"]),
             ]
         )
-    lines += _table(["type", "GPUs", "inst", "tasks/inst", "shared $/h OD", "Spot", "dedicated $/h OD", "Spot"], rows)
+    lines = _table(["type", "GPUs", "inst", "tasks/inst", "shared $/h OD", "Spot", "dedicated $/h OD", "Spot"], rows)
     unfit = [t for t in result.types if not t.fits]
     if unfit:
         lines += ["", "Cannot pack:"] + [f"  {t.name}: {t.reason}" for t in unfit]
-    best = result.best
-    assert best is not None  # pack() refuses a list no type holds
-    lines += [
-        "",
-        f"{best.name} x {len(best.instances)} ({best.placement}; GPU memory for shares {best.gpu_budget_mib:,} MiB "
-        f"per GPU, tasks may reserve {best.cpu_budget:,} CPU units and {best.memory_budget_mib:,} MiB per instance):",
-    ]
+    return lines
+
+
+def _share_lines(result: PackResult, best: TypePack) -> list[str]:
+    """Each model's share on the best type: where it runs, its reservations and its price against a dedicated GPU."""
     where = {}
     for n, instance in enumerate(best.instances):
         for g, gpu in enumerate(instance.gpus):
@@ -188,7 +182,7 @@ def table(result: PackResult) -> str:
                 alone.name if alone else "-",
             ]
         )
-    lines += _table(
+    return _table(
         [
             "model",
             "inst/GPU",
@@ -205,6 +199,24 @@ def table(result: PackResult) -> str:
         ],
         rows,
     )
+
+
+def table(result: PackResult) -> str:
+    purchase, assumptions = result.purchase, result.assumptions
+    lines = [
+        f"pack: {len(result.models)} models on shared GPUs (ECS GPU sharing, NVIDIA MPS); {purchase.region}, Spot at "
+        f"{purchase.spot_fraction:.0%} of On-Demand",
+        "",
+    ]
+    lines += _type_lines(result)
+    best = result.best
+    assert best is not None  # pack() refuses a list no type holds
+    lines += [
+        "",
+        f"{best.name} x {len(best.instances)} ({best.placement}; GPU memory for shares {best.gpu_budget_mib:,} MiB "
+        f"per GPU, tasks may reserve {best.cpu_budget:,} CPU units and {best.memory_budget_mib:,} MiB per instance):",
+    ]
+    lines += _share_lines(result, best)
     lines += ["", "Shares (estimates; each figure's basis under --json's figures):"]
     for text, names in _grouped(best, lambda s: f"GPU memory {s.memory_formula()}; compute {s.compute_formula()}"):
         lines.append(f"  {_ranges(names)}: {text}")

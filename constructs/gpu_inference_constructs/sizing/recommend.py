@@ -23,6 +23,7 @@ from ..core.deployment_capacity import (
     instances_for_deployment_at_peak,
 )
 from ..core.errors import ConfigError
+from ..core.instance_catalog import GpuInstanceType
 from ..core.model_props import AGENT_RESERVED_CPU, ROLLING_MAX_HEALTHY_PERCENT, ModelProps, service_deployment
 from ..core.server_contract import DEFAULT_FETCHER_IMAGE
 from ..core.settings import from_dict
@@ -73,19 +74,9 @@ class Recommendation:
         return {"capacity_groups": self.capacity_groups, "models": [self.model]}
 
 
-def recommend(
-    advice: list[TypeAdvice],
-    model: ModelShape,
-    workload: Workload,
-    purchase: Purchase,
-    assumptions: Assumptions,
-    name: str | None = None,
-    version: str = "1",
-) -> Recommendation | None:
-    ranked = [a for a in advice if a.ranked and a.instance_type.cuda]
-    if not ranked:
-        return None
-    best = ranked[0]
+def _same_shape_fallbacks(advice: list[TypeAdvice], best: TypeAdvice) -> tuple[list[TypeAdvice], list[str]]:
+    """The types the capacity may fall back to (best first): its shape and GPUs per task, not much slower than it;
+    and the names of those left out as too slow."""
     shape = best.instance_type.shape
     same_shape = [
         a
@@ -100,12 +91,12 @@ def recommend(
     best_rps = _priced_rps(best)
     chosen = [a for a in same_shape if (rps := _rps(a)) is None or rps >= best_rps * MIN_FALLBACK_SPEED][:20]
     dropped = [a.name for a in same_shape if a not in chosen]
-    known = [a for a in chosen if a.throughput and a.throughput.requests_per_second]
-    slowest = min(known, key=_priced_rps)
-    per_task = _priced_rps(slowest)
-    tasks = max(1, math.ceil(workload.requests_per_second / (per_task * assumptions.target_utilization) - 1e-9))
-    notes = _neuron_notes(advice, best)
-    notes += (
+    return chosen, dropped
+
+
+def _fallback_notes(best: TypeAdvice, chosen: list[TypeAdvice], dropped: list[str]) -> list[str]:
+    """The fallback types left out as too slow, and those whose throughput is not known."""
+    notes = (
         [
             f"fallback types slower than {MIN_FALLBACK_SPEED:.0%} of {best.name}'s throughput left out (they would "
             f"need more tasks than the fleet is sized for): {', '.join(dropped)}"
@@ -119,6 +110,62 @@ def recommend(
             f"throughput of {', '.join(unknown)} is not known (no sourced figure, no --measured): measure it "
             "before relying on it as a fallback"
         )
+    return notes
+
+
+def _llm_notes(model: ModelShape, best: TypeAdvice, per_instance: int, instance: GpuInstanceType) -> list[str]:
+    """What an LLM's recommendation needs said: its own capacity group, its GPUs per task, the images to mirror, a
+    quantised checkpoint, and the assumed load time."""
+    notes: list[str] = []
+    notes.append(
+        f"served by vLLM on a capacity group of its own ('{LLM_GROUP}': types whose GPUs hold the model), "
+        "beside the environment's capacity: add capacity_groups and the model to the environment"
+    )
+    per_task_gpus = (
+        f"vLLM runs tensor parallel over {best.gpus_per_task} GPUs per task"
+        if best.gpus_per_task > 1
+        else "one GPU per task"
+    )
+    notes.append(
+        f"gpus {best.gpus_per_task}: {per_task_gpus}, {per_instance} task{'s' if per_instance > 1 else ''} "
+        f"per {instance.name}"
+    )
+    notes.append(
+        f"vllm.image, fetcher_image and collector_image are ECR mirrors ({VLLM_IMAGE['repository']}:"
+        f"{VLLM_IMAGE['tag']}, ...): mirror them into the environment's account first "
+        "(docs/configuration.md, 'LLMs on 4-GPU instances (vLLM)')"
+    )
+    if model.dtype in ("int8", "int4"):
+        notes.append(
+            "quantised weights: vllm.dtype is auto and vLLM reads the quantisation from the checkpoint's config"
+        )
+    notes.append(
+        f"expected_load_seconds {LLM_EXPECTED_LOAD_SECONDS} is an assumption (copy, load and CUDA graph "
+        "capture); time one task's start and set it"
+    )
+    return notes
+
+
+def recommend(
+    advice: list[TypeAdvice],
+    model: ModelShape,
+    workload: Workload,
+    purchase: Purchase,
+    assumptions: Assumptions,
+    name: str | None = None,
+    version: str = "1",
+) -> Recommendation | None:
+    ranked = [a for a in advice if a.ranked and a.instance_type.cuda]
+    if not ranked:
+        return None
+    best = ranked[0]
+    chosen, dropped = _same_shape_fallbacks(advice, best)
+    known = [a for a in chosen if a.throughput and a.throughput.requests_per_second]
+    slowest = min(known, key=_priced_rps)
+    per_task = _priced_rps(slowest)
+    tasks = max(1, math.ceil(workload.requests_per_second / (per_task * assumptions.target_utilization) - 1e-9))
+    notes = _neuron_notes(advice, best)
+    notes += _fallback_notes(best, chosen, dropped)
     max_tasks = min(MAX_TASKS, math.ceil(tasks * assumptions.peak_factor))
     if tasks > MAX_TASKS:
         notes.append(
@@ -183,32 +230,7 @@ def recommend(
             "instance is never asked for more than it sustains"
         )
     if llm:
-        notes.append(
-            f"served by vLLM on a capacity group of its own ('{LLM_GROUP}': types whose GPUs hold the model), "
-            "beside the environment's capacity: add capacity_groups and the model to the environment"
-        )
-        per_task_gpus = (
-            f"vLLM runs tensor parallel over {best.gpus_per_task} GPUs per task"
-            if best.gpus_per_task > 1
-            else "one GPU per task"
-        )
-        notes.append(
-            f"gpus {best.gpus_per_task}: {per_task_gpus}, {per_instance} task{'s' if per_instance > 1 else ''} "
-            f"per {instance.name}"
-        )
-        notes.append(
-            f"vllm.image, fetcher_image and collector_image are ECR mirrors ({VLLM_IMAGE['repository']}:"
-            f"{VLLM_IMAGE['tag']}, ...): mirror them into the environment's account first "
-            "(docs/configuration.md, 'LLMs on 4-GPU instances (vLLM)')"
-        )
-        if model.dtype in ("int8", "int4"):
-            notes.append(
-                "quantised weights: vllm.dtype is auto and vLLM reads the quantisation from the checkpoint's config"
-            )
-        notes.append(
-            f"expected_load_seconds {LLM_EXPECTED_LOAD_SECONDS} is an assumption (copy, load and CUDA graph "
-            "capture); time one task's start and set it"
-        )
+        notes += _llm_notes(model, best, per_instance, instance)
     if purchase.on_demand_base > capacity["on_demand_base_capacity"]:
         notes.append("on_demand_base_capacity lowered to max_capacity")
     return Recommendation(capacity, block, notes, LLM_GROUP if llm else None)

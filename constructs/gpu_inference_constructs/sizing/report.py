@@ -6,9 +6,10 @@ import json
 from dataclasses import asdict
 
 from ..core.instance_catalog import ACCELERATORS
-from .advisor import ESTIMATED_DENSE_FP16_TFLOPS, TypeAdvice
+from .advisor import TypeAdvice
 from .model_shape import ModelShape
 from .recommend import Recommendation
+from .throughput import ESTIMATED_DENSE_FP16_TFLOPS
 from .workload import Assumptions, Measurement, Purchase, Workload
 
 

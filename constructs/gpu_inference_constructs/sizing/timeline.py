@@ -14,82 +14,43 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 from ..core.capacity_props import GpuCapacityProps
 from ..core.errors import ConfigError
 from ..core.instance_catalog import CATALOG
-from ..core.monitoring_props import HOURS_PER_MONTH, MonitoringProps, root_volume_hourly_usd, warm_pool_monthly_usd
+from ..core.monitoring_props import MonitoringProps
 from ..core.settings import from_dict
 from ..routing.target_health import TARGET_HEALTH_CHECK
 from ..servers.bundled_signals import BundledScalingProps
 from ..store.model_fetch import CHECK_PARALLEL
 from .scale_out import INGEST_DELAY, PUBLISH_DELAY, ScaleOutPath
-
-MEASURED, DOCUMENTED, ESTIMATED = "measured here", "AWS-documented", "estimated"
-MIB = 1024 * 1024
-
-# The latest `python -m bench.startup --repeats 3` on the 2-core build machine (2026-12-05 07:23 UTC, load average 1.1;
-# the run before, 2026-12-04 at load average 10-12, gave 38.0 s): our server's median start-to-ready and, within that
-# run, model fetched -> model loaded and the warm-up before ready.
-LATEST_STARTUP = {
-    "ours_median_s": 5.88,
-    "bare_median_s": 6.07,
-    "load_s": 3.53,
-    "warmup_s": 0.15,
-    "command": "python -m bench.startup --repeats 3",
-}
-# The latest `python -m bench.startup --compile` (2026-12-05 19:2x UTC, load average 1.2, MAX_BATCH_SIZE 4) of a runtime
-# "compile" model, ready on its eager forward, starting with the compile cache its version's first task saved: model
-# fetched -> model loaded (restoring the cache within it), the warm-up before ready, and when every shape had compiled
-# (from the start; the first task, with no cache, and this one).
-LATEST_COMPILE_STARTUP = {
-    "cached_load_s": 3.18,
-    "restore_s": 0.14,
-    "cached_warmup_s": 0.12,
-    "cached_compiled_s": 29.8,
-    "first_compiled_s": 110.5,
-    "command": "python -m bench.startup --compile",
-}
-# vLLM's own start (its image, not our server): torch.compile and CUDA-graph capture, 54 s without its cache and 7 s
-# with it (issue 22's anchor, vLLM's published figures), and the load from the page cache (an estimate).
-VLLM_COMPILE_S, VLLM_CACHED_COMPILE_S = 54.0, 7.0
-VLLM_LOAD_GB_S = 2.0
-GP3_BASELINE_MIB_S = 125  # gp3 without provisioned throughput
-GP3_MAX_MIB_S = 1000
-STREAMER_GIB_S = 3.5  # Run:ai Model Streamer, Llama-3-8B from S3 on g5.12xlarge (issue 22's anchor)
-IMAGE_GB = 8.0  # a CUDA PyTorch runtime image, compressed layers (estimate; see the Dockerfile's base)
-# The images a task pulls beside the server's, compressed (estimates of their order, not measured here: no Docker):
-# the metrics and traces collector every task runs (the CloudWatch agent, or the ADOT collector), FireLens's AWS for
-# Fluent Bit where the environment routes logs through it, and the AWS CLI of the init containers (the LLM presets').
-SIDECAR_IMAGE_GB = {"collector": 0.25, "log router": 0.1, "fetcher": 0.15}
-ECR_PULL_MB_S = 60.0  # pull and extract together, one image, estimate
-AMI_CACHED_START_S = 5.0  # the images already on the AMI's snapshot (see the image pull phase's source)
-# A stopped instance of the warm pool started and booted: the launch's boot (60 s, the "instance launch" phase) without
-# the first boot's work; AWS put a warm-pool instance's start at "as low as 30 seconds" (EC2 Auto Scaling warm pools'
-# launch, 2021, as InfoQ reported it), and the GPU AMI's driver load is not in that figure: an estimate.
-WARM_START_S = 40.0
-GOAL_S = 180.0  # issue 44: a task that needs a new instance serves within three minutes of a load step (prod)
-# `head -c 2G /dev/zero > f; time sha256sum f` on the build machine (coreutils 9.1): 2 GiB in 9.5 s (`openssl dgst
-# -sha256 f`, SHA-NI: 1.74 s). The fetcher's check hashes each 16 MiB piece SHA256PIECES lists as a process of its
-# own, CHECK_PARALLEL at once (model_fetch.py), so a model's size, not its largest file, sets the check: the aws-cli
-# fetcher image is counted with sha256sum.
-SHA256SUM_GB_S = 0.225
-# The bundled server's fetch (inference_server.artifacts.DOWNLOAD_WORKERS ranged GETs at once). One S3 connection
-# carries on the order of 80-100 MB/s (reported by users, e.g. gitlab-runner MR 6473; AWS documents only "use
-# concurrent connections" and 8-16 MB ranges); an estimate.
-PIECE_FETCH_CONNECTIONS = 16
-S3_CONNECTION_MB_S = 90.0
-
-
-@dataclass(frozen=True)
-class Phase:
-    name: str
-    seconds: float
-    basis: str  # MEASURED, DOCUMENTED or ESTIMATED
-    source: str
+from .timeline_figures import (
+    AMI_CACHED_START_S,
+    DOCUMENTED,
+    ECR_PULL_MB_S,
+    ESTIMATED,
+    GP3_BASELINE_MIB_S,
+    GP3_MAX_MIB_S,
+    IMAGE_GB,
+    LATEST_COMPILE_STARTUP,
+    LATEST_STARTUP,
+    MEASURED,
+    MIB,
+    PIECE_FETCH_CONNECTIONS,
+    S3_CONNECTION_MB_S,
+    SHA256SUM_GB_S,
+    SIDECAR_IMAGE_GB,
+    STREAMER_GIB_S,
+    VLLM_CACHED_COMPILE_S,
+    VLLM_COMPILE_S,
+    VLLM_LOAD_GB_S,
+    WARM_START_S,
+    Phase,
+)
+from .timeline_report import goal_line, render, warm_pool_cost
 
 
 def _weights_phases(
@@ -395,44 +356,6 @@ def timeline(
         ),
     ]
     return phases
-
-
-def warm_pool_cost(capacity: GpuCapacityProps, prices: MonitoringProps, on_demand_hourly_usd: float) -> str:
-    """What the group's warm pool costs, as the dashboard prices it (monitoring.warm_pool_monthly_usd)."""
-    pool = capacity.warm_pool
-    assert pool is not None
-    volume_month = root_volume_hourly_usd(capacity, prices) * HOURS_PER_MONTH
-    spot = on_demand_hourly_usd * prices.spot_price_fraction
-    return (
-        f"warm pool: {pool.min_size} stopped instance(s) x their {capacity.root_volume_gib} GiB gp3 root volume "
-        f"(${volume_month:.2f} a month each at ${prices.gp3_gib_month_usd}/GiB-month with provisioned IOPS and "
-        f"throughput, the dashboard's prices) = ${warm_pool_monthly_usd(capacity, prices):.2f} a month "
-        f"[{ESTIMATED}: list prices; a stopped instance bills its EBS volumes only, EC2 Auto Scaling user guide]; "
-        f"each warming runs one instance On-Demand for up to prepare_seconds {pool.prepare_seconds} s "
-        f"(${on_demand_hourly_usd * pool.prepare_seconds / 3600:.2f} at ${on_demand_hourly_usd}/h); a pooled "
-        f"instance is On-Demand (Auto Scaling cannot stop a Spot instance it launched), "
-        f"${on_demand_hourly_usd - spot:.2f}/h more than a Spot one (at {prices.spot_price_fraction:.0%}) while it "
-        "serves, until scale-in terminates it"
-    )
-
-
-def goal_line(label: str, cold: list[Phase], warm: list[Phase]) -> str:
-    """The new-instance figure against the goal, and the largest phase left when it is missed."""
-    cold_s, warm_s = (sum(p.seconds for p in phases) for phases in (cold, warm))
-    verdict = "met" if warm_s <= GOAL_S else f"not met, {warm_s - GOAL_S:.0f} s over"
-    largest = max(warm, key=lambda p: p.seconds)
-    return (
-        f"{label}, a task that needs a new instance: {cold_s:.0f} s launched, {warm_s:.0f} s from the warm pool; "
-        f"goal {GOAL_S:.0f} s: {verdict} (largest phase left: {largest.name}, {largest.seconds:.0f} s, "
-        f"{largest.basis})"
-    )
-
-
-def render(title: str, phases: list[Phase]) -> str:
-    total = sum(p.seconds for p in phases)
-    lines = [f"{title}: {total:.0f} s from the load step to serving"]
-    lines += [f"  {p.seconds:6.0f} s  {p.name:<28} [{p.basis}] {p.source}" for p in phases]
-    return "\n".join(lines)
 
 
 def _environment(path: Path, name: str) -> dict:

@@ -37,6 +37,7 @@ from ..handlers.compiled import compiling
 from ..link_messages import BatchRun, DeadlineExceeded, JobResult, ModelUnavailable, QueueFull
 from .batch_jobs import Job, QueuedInput, deliver, settle
 from .batch_outputs import as_numpy
+from .buckets import bucket_of, size_buckets
 from .busy_time import BusyTime
 
 __all__ = ["Batcher", "DeadlineExceeded", "JobResult", "ModelUnavailable", "QueueFull", "size_buckets"]
@@ -56,15 +57,6 @@ WARM_AFTER_READY_S = 1.0
 SHORT_FORWARD_S = 0.02
 # Runs of each shape's compile warm-up: the first compiles, CUDA graphs record on a later one.
 COMPILE_RUNS = 3
-
-
-def size_buckets(limit: int, smallest: int = 1) -> list[int]:
-    """Powers of two from `smallest` below limit, then limit itself."""
-    sizes, size = [], smallest
-    while size < limit:
-        sizes.append(size)
-        size *= 2
-    return [*sizes, limit]
 
 
 def _stop_at_exit(ref: weakref.ref) -> None:
@@ -401,7 +393,7 @@ class Batcher:
                 self._buckets[self._length_bucket(item.length)].append(QueuedInput(job, index, item))
 
     def _length_bucket(self, length: int) -> int:
-        return self.lengths[min(bisect.bisect_left(self.lengths, length), len(self.lengths) - 1)]
+        return bucket_of(self.lengths, length)
 
     def _dropped(self, job: Job, now: float, count: int = 1) -> bool:
         """True (and the inputs leave the queue) when the job was cancelled, failed, or is past its deadline."""

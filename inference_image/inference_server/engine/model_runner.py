@@ -11,8 +11,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import Future
+from collections.abc import Callable
 from typing import Any
 
 from .. import emf
@@ -30,16 +29,8 @@ from ..interval_stats import IntervalStats
 from ..ipc import Channel, ModelState, Slot, StatusPage
 from ..link_messages import (
     Artifact,
-    Job,
-    JobResult,
     LinkMessage,
-    ModelUnavailable,
-    QueueFull,
     Ready,
-    Results,
-    Submit,
-    decode,
-    encode,
 )
 from ..manifest import Manifest
 from ..queue_signal import QueuePeak, signal_document
@@ -48,82 +39,9 @@ from . import gpu_share
 from .artifacts import ArtifactError, fetch_model
 from .batcher import Batcher
 from .probe_check import check_probe
+from .worker_link import WorkerLink
 
 log = logging.getLogger("inference_server.model")
-
-
-class WorkerLink:
-    """The model side of one HTTP worker's link: a reader thread submits its jobs; results are sent back in one
-    frame per batcher cycle."""
-
-    def __init__(self, runner: ModelRunner, channel: Channel, name: str) -> None:
-        self.runner, self.channel, self.name = runner, channel, name
-        self._pending: list[tuple[int, JobResult | BaseException]] = []  # (job id, its outcome)
-        self._lock = threading.Lock()
-        self._futures: dict[int, Future] = {}
-        self.closed = False
-        self._thread = threading.Thread(target=self._read, name=f"link-{name}", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def send(self, message: LinkMessage) -> None:
-        if self.closed:
-            return
-        try:
-            self.channel.send(*encode(message))
-        except OSError:
-            self.closed = True
-
-    def _read(self) -> None:
-        while True:
-            frames = self.channel.receive()
-            if not frames:
-                break
-            for header, arrays in frames:
-                message = decode(header, arrays)
-                if isinstance(message, Submit):
-                    self._submit(message.jobs)
-            self.flush()
-        self.closed = True
-        for future in list(self._futures.values()):
-            future.cancel()  # the batcher drops cancelled jobs before they run
-        self._futures.clear()
-        self.channel.close()  # unmaps the link's rings now, not when a later link or a GC comes along
-        self.runner.remove_link(self)
-        log.info("worker link closed", extra={"link": self.name})
-
-    def _submit(self, jobs: Sequence[Job]) -> None:
-        batcher = self.runner.batcher
-        for job_id, deadline, bypass, items, traced in jobs:
-            try:
-                future = batcher.submit(items, deadline, bypass_queue_limit=bypass, traced=traced)
-            except (QueueFull, ModelUnavailable) as exc:
-                self._add(job_id, exc)
-                continue
-            self._futures[job_id] = future
-            future.add_done_callback(lambda f, job_id=job_id: self._done(job_id, f))
-
-    def _done(self, job_id: int, future: Future) -> None:
-        self._futures.pop(job_id, None)
-        if future.cancelled():
-            return
-        error = future.exception()
-        self._add(job_id, future.result() if error is None else error)
-
-    def _add(self, job_id: int, outcome: JobResult | BaseException) -> None:
-        with self._lock:
-            self._pending.append((job_id, outcome))
-
-    def flush(self) -> None:
-        with self._lock:
-            pending, self._pending = self._pending, []
-        if not pending or self.closed:
-            return
-        try:
-            self.channel.send(*encode(Results(pending)))
-        except OSError:
-            self.closed = True
 
 
 class ModelRunner:

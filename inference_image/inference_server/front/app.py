@@ -18,7 +18,7 @@ from .middleware import FrontDoor
 from .protocols.errors import ProtocolErrorMiddleware, drop_rewritten_statuses
 from .protocols.oip import add_oip_routes
 from .protocols.openai import add_openai_routes
-from .schemas import ErrorResponse, HealthResponse, ReadyResponse, build_schemas
+from .schemas import ErrorResponse, HealthResponse, ReadyResponse, Schemas, build_schemas
 from .service import WorkerService
 
 _JSON_OPTIONS = orjson.OPT_SERIALIZE_NUMPY
@@ -92,32 +92,10 @@ class InferenceApp(FastAPI):
         await super().__call__(scope, receive, send)
 
 
-def create_app(service: WorkerService) -> FastAPI:
+def _documented_routes(service: WorkerService, schemas: Schemas, auth: list[Any]) -> APIRouter:
+    """The probes' and the predict routes, as the OpenAPI document shows them."""
     settings = service.settings
-    schemas = build_schemas(settings, service.prediction_model)
     PredictRequest, BatchRequest = schemas.predict_request, schemas.batch_request
-    api_key = APIKeyHeader(
-        name="x-api-key", auto_error=False, description="One of API_KEYS (also accepted as Authorization: Bearer <key>)"
-    )
-    # The key itself is checked by FrontDoor before the body is read; this documents it.
-    auth = [Security(api_key)] if settings.api_keys else []
-    model = settings.model_name
-
-    @asynccontextmanager
-    async def lifespan(app: FastAPI):
-        service.start(on_loop=True)  # idempotent; whoever created the service stops it (test clients restart lifespans)
-        yield
-
-    app = InferenceApp(
-        title=f"{model} inference",
-        version=__version__,
-        lifespan=lifespan,
-        openapi_url=None,
-        docs_url=None,
-        redoc_url=None,
-        redirect_slashes=False,
-        description='Dynamic-batching model server. Errors are `{"error": {"code": ..., "message": ...}}`.',
-    )
     router = APIRouter()
 
     @router.get(
@@ -173,6 +151,36 @@ def create_app(service: WorkerService) -> FastAPI:
     async def predict_batch(body: BatchRequest) -> Response:  # type: ignore[valid-type]
         raise _ANSWERED_BY_FRONT_DOOR
 
+    return router
+
+
+def create_app(service: WorkerService) -> FastAPI:
+    settings = service.settings
+    schemas = build_schemas(settings, service.prediction_model)
+    PredictRequest, BatchRequest = schemas.predict_request, schemas.batch_request
+    api_key = APIKeyHeader(
+        name="x-api-key", auto_error=False, description="One of API_KEYS (also accepted as Authorization: Bearer <key>)"
+    )
+    # The key itself is checked by FrontDoor before the body is read; this documents it.
+    auth = [Security(api_key)] if settings.api_keys else []
+    model = settings.model_name
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        service.start(on_loop=True)  # idempotent; whoever created the service stops it (test clients restart lifespans)
+        yield
+
+    app = InferenceApp(
+        title=f"{model} inference",
+        version=__version__,
+        lifespan=lifespan,
+        openapi_url=None,
+        docs_url=None,
+        redoc_url=None,
+        redirect_slashes=False,
+        description='Dynamic-batching model server. Errors are `{"error": {"code": ..., "message": ...}}`.',
+    )
+    router = _documented_routes(service, schemas, auth)
     app.include_router(router)
     app.include_router(router, prefix=f"/{model}", include_in_schema=False)
     embedding_paths = add_openai_routes(app, service, [f"/{model}"], auth)

@@ -4,15 +4,14 @@ routes (gated_paths: /v1/embeddings, /v2/.../infer) pass the same gate on their 
 every path but the probes (/health, /ready, /metrics: for the target group, the container health check and a
 local scrape, never forwarded by the load balancer) needs a valid key first, known route or not, so a route added
 later is private until listed in OPEN_ROUTES. Every request is counted in the interval metrics, by key name too;
-an access log line is written for errors (at most ERROR_LINES_PER_S a second), slow requests (at most
-SLOW_LINES_PER_S a second) and a sample of the rest."""
+an access log line is written for errors, slow requests (each up to a rate: access_log.py) and a sample of the
+rest."""
 
 from __future__ import annotations
 
 import hmac
 import json
 import logging
-import random
 import time
 from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
@@ -22,6 +21,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from .access_log import AccessLog
 from .errors import ApiError, error_body, not_ready, overloaded
 from .service import WorkerService
 from .trace_context import request_id
@@ -33,8 +33,6 @@ if TYPE_CHECKING:
 access_log = logging.getLogger("inference_server.access")
 log = logging.getLogger(__name__)
 LOG_FIELDS = "inference_server.log"  # scope key: a dict the routes add log fields to
-ERROR_LINES_PER_S = 20
-SLOW_LINES_PER_S = 2
 _JSON_HEADERS = [(b"content-type", b"application/json")]
 _NUMPY = orjson.OPT_SERIALIZE_NUMPY
 # Answered without a key (below / and /<model>): what the target group, the container health check and a local
@@ -46,48 +44,6 @@ TIMEOUT_HEADER = b"x-request-timeout-ms"  # the client's deadline, milliseconds 
 _LONGEST_MS = 1e12
 
 
-class _LinesPerSecond:
-    """At most `limit` lines in each second of the monotonic clock."""
-
-    __slots__ = ("limit", "_second", "_lines")
-
-    def __init__(self, limit: int) -> None:
-        self.limit, self._second, self._lines = limit, 0, 0
-
-    def take(self) -> bool:
-        second = int(time.monotonic())
-        if second != self._second:
-            self._second, self._lines = second, 0
-        if self._lines < self.limit:
-            self._lines += 1
-            return True
-        return False
-
-
-class AccessLog:
-    """Which requests get a line: errors and slow requests up to a rate each (the rest counted: a server that is
-    slow for everyone logs a few examples a second, not every request), and a sample of the rest."""
-
-    def __init__(
-        self, sample: float, slow_ms: float, errors_per_s: int = ERROR_LINES_PER_S, slow_per_s: int = SLOW_LINES_PER_S
-    ) -> None:
-        self.sample, self.slow_ms = sample, slow_ms
-        self._errors, self._slow = _LinesPerSecond(errors_per_s), _LinesPerSecond(slow_per_s)
-        self.suppressed = 0
-        self._random = random.random
-
-    def wants(self, status: int, ms: float) -> bool:
-        budget = self._errors if status >= 400 else self._slow if ms >= self.slow_ms else None
-        if budget is None:
-            return self.sample > 0 and self._random() < self.sample
-        if budget.take():
-            return True
-        self.suppressed += 1
-        return False
-
-    def take_suppressed(self) -> int:
-        n, self.suppressed = self.suppressed, 0
-        return n
 
 
 def _is_json(content_type: bytes) -> bool:

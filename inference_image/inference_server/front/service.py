@@ -21,10 +21,11 @@ from ..link_messages import DeadlineExceeded, ModelUnavailable, QueueFull
 from ..settings import Settings, SettingsError
 from .admission import Admission
 from .cache import ResultCache
+from .cache_values import input_key, key_prefix, normalised_input
 from .client import ModelClient
 from .errors import ApiError, draining, model_unavailable, not_ready, overloaded
 from .metrics import Metrics
-from .shared_cache import SharedCache, SharedCacheMetrics, config_from_settings, input_key, key_prefix, normalised_input
+from .shared_cache import SharedCache, SharedCacheMetrics, config_from_settings
 from .tracing import tracing_from
 
 if TYPE_CHECKING:

@@ -5,16 +5,12 @@ pipeline after (in the background: a store never delays a response). The cache i
 dependency: every call has a short timeout, and errors open a circuit that skips the cache until a trial call
 succeeds, so a slow or absent cache costs a request at most one timeout and then nothing.
 
-Keys name the model, its version, the task and a hash of the request's options and of the normalised input:
-``ic:<model>:<version>:<task>:<options hash>:<input hash>``; no input ever appears in a key. Values are JSON
-(orjson) with numpy arrays and scalars tagged by dtype, so a hit answers exactly what the model answered.
+Its keys and values are cache_values.py's.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import hashlib
 import logging
 import threading
 import time
@@ -22,17 +18,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-import orjson
-
 from .. import facts as m
 from ..interval_stats import IntervalStats
+from .cache_values import decode_value, encode_value
 
 log = logging.getLogger(__name__)
 
-KEY_PREFIX = "ic"
 CLOSED, OPEN, HALF_OPEN = "closed", "open", "half_open"
-_ND, _NP = "\x00nd", "\x00np"  # tags of an encoded numpy array / scalar (no JSON object from a handler has them)
 
 
 @dataclass(frozen=True)
@@ -106,58 +98,6 @@ class CircuitBreaker:
     def _set(self, state: str) -> None:
         self.state = state
         self._on_change(state)
-
-
-# -- keys and values ---------------------------------------------------------------------------------------------
-
-
-def normalised_input(value: str | bytes) -> bytes:
-    """The bytes an input is hashed from: its type (text or raw bytes) and its exact contents. No Unicode or
-    whitespace folding: a tokenizer may tell such inputs apart, and a cache must never change an answer."""
-    return b"b" + value if isinstance(value, bytes) else b"s" + value.encode("utf-8", "surrogatepass")
-
-
-def key_prefix(model: str, version: str, task: str, options: Mapping[str, Any] | None = None) -> str:
-    opts = orjson.dumps(dict(options or {}), option=orjson.OPT_SORT_KEYS)
-    return f"{KEY_PREFIX}:{model}:{version}:{task}:{hashlib.blake2b(opts, digest_size=8).hexdigest()}:"
-
-
-def input_key(prefix: str, value: str | bytes) -> str:
-    return prefix + hashlib.blake2b(normalised_input(value), digest_size=16).hexdigest()
-
-
-def _tag_numpy(value: Any) -> Any:
-    if isinstance(value, np.ndarray):
-        if value.dtype == object:
-            raise TypeError("object arrays are not cached")
-        data = np.ascontiguousarray(value)
-        return {_ND: [data.dtype.str, list(data.shape), base64.b64encode(data.tobytes()).decode()]}
-    if isinstance(value, np.generic):
-        return {_NP: [value.dtype.str, base64.b64encode(value.tobytes()).decode()]}
-    raise TypeError(f"{type(value).__name__} is not cached")
-
-
-def encode_value(prediction: Any) -> bytes:
-    return orjson.dumps(prediction, default=_tag_numpy)
-
-
-def decode_value(raw: bytes) -> Any:
-    return _untag(orjson.loads(raw))
-
-
-def _untag(value: Any) -> Any:
-    if isinstance(value, dict):
-        if len(value) == 1:
-            if _ND in value:
-                dtype, shape, data = value[_ND]
-                return np.frombuffer(base64.b64decode(data), dtype=np.dtype(dtype)).reshape(shape).copy()
-            if _NP in value:
-                dtype, data = value[_NP]
-                return np.frombuffer(base64.b64decode(data), dtype=np.dtype(dtype))[0]
-        return {k: _untag(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_untag(v) for v in value]
-    return value
 
 
 # -- authentication ------------------------------------------------------------------------------------------------

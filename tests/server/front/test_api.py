@@ -158,7 +158,7 @@ async def test_sampled_and_slow_requests_get_an_access_line_without_metrics(echo
 
 
 def test_errors_are_logged_up_to_a_rate_limit_and_the_rest_counted():
-    from inference_server.front.middleware import AccessLog
+    from inference_server.front.access_log import AccessLog
 
     access = AccessLog(sample=0.0, slow_ms=1e9, errors_per_s=3)
     assert [access.wants(503, 0.1) for _ in range(5)] == [True, True, True, False, False]
@@ -167,7 +167,7 @@ def test_errors_are_logged_up_to_a_rate_limit_and_the_rest_counted():
 
 
 def test_slow_requests_are_logged_up_to_their_own_rate():
-    from inference_server.front.middleware import SLOW_LINES_PER_S, AccessLog
+    from inference_server.front.access_log import SLOW_LINES_PER_S, AccessLog
 
     access = AccessLog(sample=0.0, slow_ms=100.0, errors_per_s=3)
     assert sum(access.wants(200, 150.0) for _ in range(50)) == SLOW_LINES_PER_S  # everyone slow: a few examples
@@ -177,7 +177,7 @@ def test_slow_requests_are_logged_up_to_their_own_rate():
 
 
 def test_the_default_sample_is_well_under_one_percent():
-    from inference_server.front.middleware import AccessLog
+    from inference_server.front.access_log import AccessLog
     from inference_server.settings import Settings
 
     default = Settings.__dataclass_fields__["access_log_sample"].default

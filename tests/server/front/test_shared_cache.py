@@ -15,6 +15,7 @@ import pytest
 from botocore.credentials import Credentials
 
 from inference_server import facts as m
+from inference_server.front.cache_values import decode_value, encode_value, input_key, key_prefix
 from inference_server.front.shared_cache import (
     CLOSED,
     HALF_OPEN,
@@ -23,11 +24,7 @@ from inference_server.front.shared_cache import (
     SharedCache,
     SharedCacheConfig,
     config_from_settings,
-    decode_value,
-    encode_value,
     iam_auth_token,
-    input_key,
-    key_prefix,
 )
 from inference_server.settings import SettingsError
 

@@ -268,6 +268,57 @@ def _infer_doc() -> dict[str, Any]:
     }
 
 
+def _add_server_routes(
+    router: APIRouter, service: WorkerService, unauthorized: dict[int | str, dict[str, Any]]
+) -> None:
+    """The server's metadata, liveness and readiness."""
+
+    @router.get("/v2", response_model=ServerMetadata, summary="Server metadata", responses=unauthorized)
+    async def server_metadata() -> Response:
+        return _json({"name": SERVER_NAME, "version": __version__, "extensions": ["binary_tensor_data"]})
+
+    @router.get("/v2/health/live", response_model=ServerLive, summary="Liveness", responses=unauthorized)
+    async def live() -> Response:
+        return _json({"live": True})
+
+    @router.get(
+        "/v2/health/ready",
+        response_model=ServerReady,
+        summary="Readiness, as /ready",
+        responses={**unauthorized, 503: _oip_error("Loading, draining, or no recent successful test inference")},
+    )
+    async def ready() -> Response:
+        reason = service.readiness()
+        if reason is not None:
+            raise not_ready(reason)
+        return _json({"ready": True})
+
+
+def _model_path_endpoints(model: str, version: str) -> tuple[Callable, Callable]:
+    """Wrappers that make a model route an endpoint of the unversioned path and of the versioned one."""
+    # Any name and version are accepted (others get a 404); the document names the served ones.
+    ModelName = Annotated[str, Path(json_schema_extra={"enum": [model]})]
+    ModelVersion = Annotated[str, Path(json_schema_extra={"enum": [version]})]
+
+    def unversioned(route):
+        async def endpoint(request: Request, model_name: ModelName) -> Response:  # pyright: ignore[reportInvalidTypeForm]
+            return await route(request, model_name, None)
+
+        return endpoint
+
+    def versioned(route):
+        async def endpoint(
+            request: Request,
+            model_name: ModelName,  # pyright: ignore[reportInvalidTypeForm]
+            model_version: ModelVersion,  # pyright: ignore[reportInvalidTypeForm]
+        ) -> Response:
+            return await route(request, model_name, model_version)
+
+        return endpoint
+
+    return unversioned, versioned
+
+
 def add_oip_routes(app: FastAPI, service: WorkerService, prefixes: list[str], auth: list[Any]) -> list[str]:
     """Add the /v2 routes at each prefix; returns the infer paths, for the predict gate."""
     settings = service.settings
@@ -292,25 +343,7 @@ def add_oip_routes(app: FastAPI, service: WorkerService, prefixes: list[str], au
             raise ApiError(404, "not_found", f"the handler of {model!r} declares no tensors for this protocol")
         return sig
 
-    @router.get("/v2", response_model=ServerMetadata, summary="Server metadata", responses=unauthorized)
-    async def server_metadata() -> Response:
-        return _json({"name": SERVER_NAME, "version": __version__, "extensions": ["binary_tensor_data"]})
-
-    @router.get("/v2/health/live", response_model=ServerLive, summary="Liveness", responses=unauthorized)
-    async def live() -> Response:
-        return _json({"live": True})
-
-    @router.get(
-        "/v2/health/ready",
-        response_model=ServerReady,
-        summary="Readiness, as /ready",
-        responses={**unauthorized, 503: _oip_error("Loading, draining, or no recent successful test inference")},
-    )
-    async def ready() -> Response:
-        reason = service.readiness()
-        if reason is not None:
-            raise not_ready(reason)
-        return _json({"ready": True})
+    _add_server_routes(router, service, unauthorized)
 
     async def metadata(request: Request, model_name: str, model_version: str | None) -> Response:
         check_model(model_name, model_version)
@@ -336,25 +369,7 @@ def add_oip_routes(app: FastAPI, service: WorkerService, prefixes: list[str], au
         check_model(model_name, model_version)
         return await _infer(service, request, signature)
 
-    # Any name and version are accepted (others get a 404); the document names the served ones.
-    ModelName = Annotated[str, Path(json_schema_extra={"enum": [model]})]
-    ModelVersion = Annotated[str, Path(json_schema_extra={"enum": [version]})]
-
-    def unversioned(route):
-        async def endpoint(request: Request, model_name: ModelName) -> Response:  # pyright: ignore[reportInvalidTypeForm]
-            return await route(request, model_name, None)
-
-        return endpoint
-
-    def versioned(route):
-        async def endpoint(
-            request: Request,
-            model_name: ModelName,
-            model_version: ModelVersion,  # pyright: ignore[reportInvalidTypeForm]
-        ) -> Response:
-            return await route(request, model_name, model_version)
-
-        return endpoint
+    unversioned, versioned = _model_path_endpoints(model, version)
 
     for path, route in (
         ("/v2/models/{model_name}", unversioned),

@@ -118,6 +118,35 @@ def encode_vectors(vectors: np.ndarray, encoding_format: str) -> list[Any]:
     return [row.astype(np.float32) for row in vectors]  # orjson writes float32 arrays as JSON numbers
 
 
+def _add_model_routes(
+    router: APIRouter, model: str, created: int, auth: list[Any], unauthorized: dict[int | str, dict[str, Any]]
+) -> None:
+    """The model list and the model: the one this server serves."""
+    model_object = {"id": model, "object": "model", "created": created, "owned_by": OWNER}
+
+    @router.get(
+        "/v1/models",
+        response_model=ModelList,
+        summary="List models (OpenAI-compatible)",
+        dependencies=auth,
+        responses=unauthorized,
+    )
+    async def list_models() -> Response:
+        return Response(orjson.dumps({"object": "list", "data": [model_object]}), media_type="application/json")
+
+    @router.get(
+        "/v1/models/{model_id}",
+        response_model=ModelObject,
+        summary="Retrieve a model (OpenAI-compatible)",
+        dependencies=auth,
+        responses=dict(sorted({404: _error("No such model"), **unauthorized}.items())),
+    )
+    async def retrieve_model(model_id: Annotated[str, Path(json_schema_extra={"enum": [model]})]) -> Response:
+        if model_id != model:
+            raise ApiError(404, "model_not_found", f"The model `{model_id}` does not exist; this server has `{model}`")
+        return Response(orjson.dumps(model_object), media_type="application/json")
+
+
 def add_openai_routes(app: FastAPI, service: WorkerService, prefixes: list[str], auth: list[Any]) -> list[str]:
     """Add the /v1 routes at each prefix; returns the embeddings paths, for the predict gate."""
     settings = service.settings
@@ -127,7 +156,6 @@ def add_openai_routes(app: FastAPI, service: WorkerService, prefixes: list[str],
         model, settings.max_text_chars, settings.max_client_batch, settings.embedding_dimensions
     )
     router = APIRouter(tags=["openai"])
-    model_object = {"id": model, "object": "model", "created": created, "owned_by": OWNER}
     errors = {
         400: _error("Invalid request: schema violation, unknown `dimensions`, or a model without embeddings"),
         404: _error("No such model"),
@@ -194,27 +222,7 @@ def add_openai_routes(app: FastAPI, service: WorkerService, prefixes: list[str],
 
     unauthorized: dict[int | str, dict[str, Any]] = {401: errors[401]} if auth else {}
 
-    @router.get(
-        "/v1/models",
-        response_model=ModelList,
-        summary="List models (OpenAI-compatible)",
-        dependencies=auth,
-        responses=unauthorized,
-    )
-    async def list_models() -> Response:
-        return Response(orjson.dumps({"object": "list", "data": [model_object]}), media_type="application/json")
-
-    @router.get(
-        "/v1/models/{model_id}",
-        response_model=ModelObject,
-        summary="Retrieve a model (OpenAI-compatible)",
-        dependencies=auth,
-        responses=dict(sorted({404: _error("No such model"), **unauthorized}.items())),
-    )
-    async def retrieve_model(model_id: Annotated[str, Path(json_schema_extra={"enum": [model]})]) -> Response:
-        if model_id != model:
-            raise ApiError(404, "model_not_found", f"The model `{model_id}` does not exist; this server has `{model}`")
-        return Response(orjson.dumps(model_object), media_type="application/json")
+    _add_model_routes(router, model, created, auth, unauthorized)
 
     app.include_router(router)
     for prefix in prefixes:
