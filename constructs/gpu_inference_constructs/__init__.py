@@ -51,8 +51,9 @@ if TYPE_CHECKING:
     from .routing.load_balancer import ConfiguredLoad, InferenceLoadBalancer, LoadBalancerProps, LoadBalancerQuotas
     from .routing.target_group_metrics import TargetGroupMetrics
     from .scaling.service_scaling import ServiceScaling
-    from .servers.bundled import BundledServer, BundledServerProps, bundled_server_image, bundled_stop
+    from .servers.bundled import BundledServer, BundledServerProps, bundled_stop
     from .servers.bundled_signals import BundledScalingProps
+    from .servers.handler_image import bundled_server_image
     from .servers.neuron import NeuronServer
     from .servers.neuron_props import NeuronEcrImage, NeuronServerProps
     from .servers.pool import PoolServer
@@ -65,6 +66,7 @@ if TYPE_CHECKING:
     from .service.model_service import ModelService
     from .service.pool_queries import PoolQueries
     from .service.props import ServiceAccess, ServiceLogs
+    from .service.server_context import CdkServerContext
     from .service.stack_limits import MAX_STACK_RESOURCES, stacks_per_model
     from .shared.notifications import NotificationTopic, topic_target
     from .store.model_store import ModelStore, ModelStoreProps
@@ -79,6 +81,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CapacityGroup",
+    "CdkServerContext",
     "ClusterCapacity",
     "ListenerRoute",
     "LoadBalancerRoute",
@@ -187,6 +190,7 @@ __all__ = [
 # runtime; `from gpu_inference_constructs import X` and type checkers see the names as before.
 _MODULE_OF = {
     "CapacityGroup": "capacity.capacity_group",
+    "CdkServerContext": "service.server_context",
     "ClusterCapacity": "service.choices",
     "ListenerRoute": "service.choices",
     "LoadBalancerRoute": "service.choices",
@@ -206,7 +210,7 @@ _MODULE_OF = {
     "api_keys_secret": "service.api_keys",
     "BundledServer": "servers.bundled",
     "BundledServerProps": "servers.bundled",
-    "bundled_server_image": "servers.bundled",
+    "bundled_server_image": "servers.handler_image",
     "DeploymentProps": "rollout.deployment",
     "RollbackAlarms": "rollout.deployment",
     "RollbackProps": "rollout.deployment",

@@ -23,13 +23,13 @@ from aws_cdk.assertions import Template
 
 import gpu_inference_constructs
 from gpu_inference_constructs import (
+    CdkServerContext,
     ConfigError,
     ModelProps,
     ModelService,
     NeuronEcrImage,
     NeuronServer,
     NeuronServerProps,
-    ServerContext,
     ServiceTimingProps,
 )
 from gpu_inference_constructs.core.instance_catalog import CATALOG, NON_CUDA_CATALOG
@@ -73,7 +73,9 @@ def neuron_contract(
     server: NeuronServer | None = None, model: ModelProps = ENCODER
 ) -> tuple[cdk.Stack, ServerContract]:
     stack = cdk.Stack(cdk.App(), "S", env=cdk.Environment(account="123456789012", region="us-east-1"))
-    context = ServerContext(stack, model, ServiceTimingProps(), "prod", "us-east-1", "s3://b/models/encoder/1/", INF2)
+    context = CdkServerContext(
+        stack, model, ServiceTimingProps(), "prod", "us-east-1", "s3://b/models/encoder/1/", INF2
+    )
     return stack, (server or NeuronServer()).contract(context)
 
 

@@ -13,9 +13,11 @@ if TYPE_CHECKING:
     from .model_service import ModelService
     from .pool_queries import PoolQueries
     from .props import ServiceAccess, ServiceLogs
+    from .server_context import CdkServerContext
     from .stack_limits import MAX_STACK_RESOURCES, stacks_per_model
 
 __all__ = [
+    "CdkServerContext",
     "ClusterCapacity",
     "ListenerRoute",
     "LoadBalancerRoute",
@@ -31,6 +33,7 @@ __all__ = [
 ]
 
 _MODULE_OF = {
+    "CdkServerContext": "server_context",
     "ClusterCapacity": "choices",
     "ListenerRoute": "choices",
     "LoadBalancerRoute": "choices",

@@ -22,7 +22,7 @@ from ..core.gpu_share import MPS_PLACEMENT_EXPRESSION
 from ..core.legacy_keywords import accepts_legacy_keywords
 from ..core.log_archive_props import check_archive_flushes
 from ..core.model_props import ROLLING_MAX_HEALTHY_PERCENT, ModelProps
-from ..core.server_contract import ServerContext, ServerDefinition
+from ..core.server_contract import ServerDefinition
 from ..core.service_timing import ServiceTimingProps
 from ..networking.subnet_selection import private_subnets
 from ..rollout.deployment import RollbackAlarmNames, RollbackThresholds, service_options, sum_over, worst_of
@@ -67,6 +67,7 @@ from .choices import (
 from .image_egress import check_images_reachable
 from .props import ServiceAccess, ServiceLogs
 from .routing import ServiceTargets, task_security_group
+from .server_context import CdkServerContext
 from .spot_draining import deployment_minimum_percent, tasks_on_one_instance
 from .stack_limits import watch_stack_resources
 from .target_optimizer import check_target_optimizer
@@ -255,7 +256,7 @@ class ModelService(Construct):
         check_runs_on(server.name, server.accelerator, self.instance_type, f"models[{model.name}].server")
         self._note_support(server)
         contract = server.contract(
-            ServerContext(
+            CdkServerContext(
                 self,
                 model,
                 timing,
