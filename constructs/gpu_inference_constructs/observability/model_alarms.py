@@ -9,6 +9,7 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from ..core import metric_names
+from ..core.alarm_thresholds import PAGING_MINUTES
 from ..core.errors import ConfigError
 from ..core.latency_alarms import LatencyAlarmThresholds
 from ..core.monitoring_props import MonitoringProps
@@ -119,23 +120,23 @@ class ModelAlarms(AlarmGroup):
             f"{name}-LatencyP95",
             service.metric_target_response_time("p95"),
             latency.latency_p95_ms / 1000,
-            f"{name}: p95 latency at the load balancer above {latency.latency_p95_ms} ms for 3 minutes "
+            f"{name}: p95 latency at the load balancer above {latency.latency_p95_ms} ms for {PAGING_MINUTES} minutes "
             f"(its scaling goal is {service.model.scaling.latency_p95_ms} ms)",
-            periods=3,
+            periods=PAGING_MINUTES,
         )
         self._alarm(
             f"{name}-LatencyP99",
             service.metric_target_response_time("p99"),
             latency.latency_p99_ms / 1000,
-            f"{name}: p99 latency at the load balancer above {latency.latency_p99_ms} ms for 3 minutes",
-            periods=3,
+            f"{name}: p99 latency at the load balancer above {latency.latency_p99_ms} ms for {PAGING_MINUTES} minutes",
+            periods=PAGING_MINUTES,
         )
         self._alarm(
             f"{name}-Target5xxRate",
             error_rate(service.metric_target_5xx(), service.metric_requests(), f"{name} target 5xx %"),
             props.target_5xx_percent,
             f"{name}: more than {props.target_5xx_percent}% of requests answered 5xx by the server",
-            periods=3,
+            periods=PAGING_MINUTES,
         )
         self._alarm(
             f"{name}-UnhealthyTargets",

@@ -18,6 +18,7 @@ from constructs import Construct
 
 from ..capacity.capacity_group import CapacityGroup
 from ..capacity.gpu_capacity import GpuCapacity
+from ..core.alarm_thresholds import PAGING_MINUTES
 from ..core.monitoring_props import HOURS_PER_MONTH as HOURS_PER_MONTH
 from ..core.monitoring_props import MonitoringProps
 from ..core.monitoring_props import root_volume_hourly_usd as root_volume_hourly_usd
@@ -165,7 +166,7 @@ class InferenceMonitoring(AlarmGroup):
             rate,
             self.props.elb_5xx_percent,
             f"More than {self.props.elb_5xx_percent}% of requests answered 5xx by the load balancer itself (no healthy targets, timeouts)",
-            periods=3,
+            periods=PAGING_MINUTES,
         )
 
     def warm_pool_cost(self, capacities: Sequence[CapacityGroup[Any]]) -> list[cloudwatch.MathExpression]:
