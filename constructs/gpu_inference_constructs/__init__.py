@@ -68,6 +68,7 @@ if TYPE_CHECKING:
     from .service.props import ServiceAccess, ServiceLogs
     from .service.server_context import CdkServerContext
     from .service.stack_limits import MAX_STACK_RESOURCES, stacks_per_model
+    from .shared.environment import InferenceEnvironment
     from .shared.notifications import NotificationTopic, topic_target
     from .store.model_store import ModelStore, ModelStoreProps
     from .store.result_cache import ModelCacheProps, ResultCache, ResultCacheProps
@@ -80,6 +81,7 @@ if TYPE_CHECKING:
 
 
 __all__ = [
+    "InferenceEnvironment",
     "CapacityGroup",
     "CdkServerContext",
     "ClusterCapacity",
@@ -189,6 +191,7 @@ __all__ = [
 # Imported on first use, so that the pure-Python parts (the sizing advisor) run without loading aws_cdk and its Node
 # runtime; `from gpu_inference_constructs import X` and type checkers see the names as before.
 _MODULE_OF = {
+    "InferenceEnvironment": "shared.environment",
     "CapacityGroup": "capacity.capacity_group",
     "CdkServerContext": "service.server_context",
     "ClusterCapacity": "service.choices",

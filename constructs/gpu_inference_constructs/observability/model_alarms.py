@@ -17,6 +17,7 @@ from ..core.server_signals import ServerAlarm
 from ..service.checks import alarm_name_prefix as alarm_name_prefix
 from ..service.model_service import DEFAULT_NAME_PREFIX, ModelService, check_name_prefix
 from ..shared.cdk_interfaces import sns_action
+from ..shared.environment import InferenceEnvironment, require_identity
 
 MINUTE = cdk.Duration.minutes(1)
 
@@ -85,6 +86,8 @@ class ModelAlarms(AlarmGroup):
     GPUs; by default one per scale-out signal, held above its threshold for 15 minutes (scaling is not keeping up). Latency thresholds: ``latency_thresholds`` (default
     ``service.model.latency_alarm_thresholds()``: the model's ``alarms``, else 2 x and 6 x its
     ``scaling.latency_p95_ms``; never below that goal); the others: ``props`` (MonitoringProps, defaults there).
+    The environment's name and topic are the service's ``environment`` (``ModelService(environment=...)``); for a
+    service built with 0.2's keywords, give ``environment_name`` and ``topic`` here.
     Attributes: ``alarms`` (name -> Alarm), ``latency_thresholds``.
     """
 
@@ -93,12 +96,18 @@ class ModelAlarms(AlarmGroup):
         scope: Construct,
         construct_id: str,
         *,
-        environment_name: str,
         service: ModelService,
-        topic: sns.ITopic,
         props: MonitoringProps,
+        environment_name: str | None = None,
+        topic: sns.ITopic | None = None,
         latency_thresholds: LatencyAlarmThresholds | None = None,
     ) -> None:
+        environment = service.environment
+        if environment is not None:
+            InferenceEnvironment.refuse_beside("ModelAlarms", environment_name=environment_name, topic=topic)
+            environment_name, topic = environment.name, environment.topic
+        require_identity("ModelAlarms", {"environment_name=": environment_name, "topic=": topic})
+        assert environment_name is not None and topic is not None  # required above
         super().__init__(
             scope,
             construct_id,

@@ -14,6 +14,7 @@ from ..core.service_timing import ServiceTimingProps
 from ..rollout.deployment import RollbackThresholds
 from ..routing.load_balancer import InferenceLoadBalancer
 from ..servers.pool import PoolServer
+from ..shared.environment import InferenceEnvironment
 from ..store.model_store import ModelStore
 from .choices import ClusterCapacity, ListenerRoute, LoadBalancerRoute, ModelBucket, bucket_of
 from .model_service import ModelService
@@ -42,11 +43,12 @@ class ModelPool(ModelService):
         construct_id: str,
         *,
         model: ModelProps,
-        environment_name: str,
         capacity: GpuCapacity | NeuronCapacity | ClusterCapacity,
         model_store: ModelStore | ModelBucket,
         route: InferenceLoadBalancer | LoadBalancerRoute | ListenerRoute,
-        logs: ServiceLogs,
+        environment: InferenceEnvironment | None = None,
+        logs: ServiceLogs | None = None,
+        environment_name: str | None = None,
         server: PoolServer | None = None,
         access: ServiceAccess | None = None,
         timing: ServiceTimingProps | None = None,
@@ -62,6 +64,7 @@ class ModelPool(ModelService):
             scope,
             construct_id,
             model=model,
+            environment=environment,
             environment_name=environment_name,
             capacity=capacity,
             model_source=ModelBucket(bucket_of(model_store).bucket, POOLS_PREFIX),
@@ -78,6 +81,6 @@ class ModelPool(ModelService):
             "Queries",
             log_group=self.log_group,
             pool_name=model.name,
-            environment_name=environment_name,
-            name_prefix=logs.name_prefix,
+            environment_name=self.environment_name,
+            name_prefix=self.name_prefix,
         )

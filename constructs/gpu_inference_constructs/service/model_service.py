@@ -31,6 +31,7 @@ from ..routing.load_balancer import ALB_DEFAULT_IDLE_TIMEOUT_SECONDS, InferenceL
 from ..servers.bundled import BundledServer
 from ..shared.acknowledgements import default_child
 from ..shared.cdk_interfaces import as_role
+from ..shared.environment import InferenceEnvironment
 from ..shared.log_retention import retention_days
 from ..store.model_store import ModelStore, model_uri
 from ..store.result_cache import ModelCacheProps, ResultCache, cache_of
@@ -65,7 +66,7 @@ from .choices import (
     route_of,
 )
 from .image_egress import check_images_reachable
-from .props import ServiceAccess, ServiceLogs
+from .props import ServiceAccess, ServiceLogs, service_identity
 from .routing import ServiceTargets, task_security_group
 from .server_context import CdkServerContext
 from .spot_draining import deployment_minimum_percent, tasks_on_one_instance
@@ -97,9 +98,11 @@ class ModelService(Construct):
       ``ListenerRoute(listener, priority, load_balancer=None)`` for a listener of your own (see ListenerRoute).
 
     ``server`` (default BundledServer(): this library's server with BundledServerProps' defaults) is what runs: a
-    preset such as VllmServer, TritonServer or TgiServer, or a ServerContract for any other server. ``logs``
-    (ServiceLogs: the KMS key, retention and name prefix of the log group ``/<prefix>/<environment>/<model>``) and
-    ``access`` (ServiceAccess: API keys, allow_unauthenticated, the tasks' subnets; default ServiceAccess()) are
+    preset such as VllmServer, TritonServer or TgiServer, or a ServerContract for any other server. ``environment``
+    (InferenceEnvironment: the environment's name, name prefix, alarm topic, logs key and log retention, given once;
+    0.2's ``environment_name`` with ``logs=ServiceLogs(key, retention_days, name_prefix)`` still works, not beside
+    it), ``logs`` (ServiceLogs: the log route and trace sampling of the log group ``/<prefix>/<environment>/<model>``)
+    and ``access`` (ServiceAccess: API keys, allow_unauthenticated, the tasks' subnets; default ServiceAccess()) are
     documented on their props. ``timing`` defaults to ServiceTimingProps().
 
     How a new version goes out follows ``model.deployment`` (rolling, canary, linear, blue/green);
@@ -108,9 +111,10 @@ class ModelService(Construct):
 
     Attributes:
 
-    - ``model``, ``environment_name``, ``name_prefix``, ``contract`` (the server's ServerContract), ``url_path``
-      (``/<model>/``), ``instance_type`` (the smallest the tasks may land on), ``capacity_group`` (the GpuCapacity or
-      NeuronCapacity the tasks run on; None on a ClusterCapacity).
+    - ``model``, ``environment`` (the InferenceEnvironment, or None), ``environment_name``, ``name_prefix``,
+      ``contract`` (the server's ServerContract), ``url_path`` (``/<model>/``), ``instance_type`` (the smallest the
+      tasks may land on), ``capacity_group`` (the GpuCapacity or NeuronCapacity the tasks run on; None on a
+      ClusterCapacity).
     - The task (service_task.py): ``task_role``, ``task_definition``, ``container`` (the server), ``scratch_owner``
       and ``model_fetcher`` (the init containers, or None), ``metrics_collector`` (or None), ``log_group``,
       ``log_stream_prefix`` (``<model>/<version>``).
@@ -137,21 +141,24 @@ class ModelService(Construct):
         construct_id: str,
         *,
         model: ModelProps,
-        environment_name: str,
         capacity: GpuCapacity | NeuronCapacity | ClusterCapacity,
         model_source: ModelStore | ModelBucket,
         route: InferenceLoadBalancer | LoadBalancerRoute | ListenerRoute,
-        logs: ServiceLogs,
+        environment: InferenceEnvironment | None = None,
+        logs: ServiceLogs | None = None,
+        environment_name: str | None = None,
         server: ServerDefinition | None = None,
         access: ServiceAccess | None = None,
         timing: ServiceTimingProps | None = None,
         rollback_thresholds: RollbackThresholds | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
+        _require_types(logs=logs)
+        environment_name, logs = service_identity(environment, environment_name, logs)
+        assert logs.key is not None and logs.retention_days is not None and logs.name_prefix is not None  # completed
         _require_types(
             model=model,
             environment_name=environment_name,
-            logs=logs,
             access=access,
             timing=timing,
             rollback_thresholds=rollback_thresholds,
@@ -161,6 +168,7 @@ class ModelService(Construct):
         self._listener_key = listener_key(chosen_route.listener)
         check_model_name_free(self, logs.name_prefix, environment_name, model.name, self._listener_key)
         self.name_prefix = logs.name_prefix
+        self.environment = environment
         if rollback_thresholds is None:
             rollback_thresholds = model.rollback_thresholds()  # ModelProps checked its rollback block
         else:
@@ -543,6 +551,7 @@ class ModelService(Construct):
 
 
 def _log_group(scope: Construct, props: ServiceLogs, environment_name: str, model_name: str) -> aws_logs.LogGroup:
+    assert props.retention_days is not None and props.name_prefix is not None  # service_identity completed them
     return aws_logs.LogGroup(
         scope,
         "Logs",
@@ -558,7 +567,7 @@ def _log_group(scope: Construct, props: ServiceLogs, environment_name: str, mode
 _PROPS_TYPES: dict[str, tuple[type, str]] = {
     "model": (ModelProps, "a ModelProps"),
     "environment_name": (str, "the environment's name, such as 'prod'"),
-    "logs": (ServiceLogs, "ServiceLogs(key, retention_days=90, name_prefix='gpu-inference')"),
+    "logs": (ServiceLogs, "ServiceLogs(key=None, retention_days=None, name_prefix=None, telemetry=...), or None"),
     "access": (
         ServiceAccess,
         "ServiceAccess(api_keys_secret=None, allow_unauthenticated=False, subnets=None), or None",
