@@ -201,28 +201,9 @@ class NeuronServer(ServerDefinition):
             return self.fetcher_image
         return context.ecr_image(self.props.fetcher_image, "FetcherImage") if self.props.fetcher_image else None
 
-    def _warn_public_images(self, context: ServerContext) -> None:
-        """A public registry is out of reach of private subnets without NAT: the task would never pull."""
-        public = [
-            key
-            for key, is_public in (
-                ("neuron.image", self.image is None and self.props.image.is_public),
-                ("neuron.fetcher_image", self.fetcher_image is None and self.props.fetcher_image is None),
-            )
-            if is_public
-        ]
-        if public:
-            context.warn(
-                "gpu-inference:neuron-public-image",
-                f"models[{context.model.name}] pulls {', '.join(public)} from ECR Public, which private subnets without NAT "
-                'cannot reach: mirror the images into your ECR and set those keys ({"repository", "tag"}), or give '
-                "the subnets a route to the internet",
-            )
-
     def contract(self, context: ServerContext) -> ServerContract:
         model, props = context.model, self.props
         self.check(model)
-        self._warn_public_images(context)
         return ServerContract(
             name=self.name,
             accelerator=self.accelerator,
