@@ -97,9 +97,10 @@ class Team:
 
 def template_with_the_0_2_keywords() -> Any:
     team = Team("Search", environment=False)
-    service = team.service(
-        environment_name="search", logs=ServiceLogs(team.key, retention_days=30, name_prefix="search-team")
-    )
+    with pytest.warns(DeprecationWarning, match="renamed environment="):
+        service = team.service(
+            environment_name="search", logs=ServiceLogs(team.key, retention_days=30, name_prefix="search-team")
+        )
     ModelAlarms(
         team.stack, "Alarms", environment_name="search", service=service, topic=team.topic, props=MonitoringProps()
     )
@@ -150,6 +151,9 @@ def test_a_keyword_beside_the_environment_is_refused_naming_it():
         team.service("A", "alpha", environment=environment, environment_name="search")
     assert raised.value.key == "environment_name" and "environment=" in raised.value.detail
     with pytest.raises(ConfigError) as raised:
+        team.service("D", "delta", environment=environment.name, logs=ServiceLogs())
+    assert raised.value.key == "environment" and "logs=ServiceLogs(key)" in raised.value.detail
+    with pytest.raises(ConfigError) as raised:
         team.service("B", "beta", environment=environment, logs=ServiceLogs(team.key))
     assert raised.value.key == "logs.key"
     service = team.service("C", "gamma", environment=environment, logs=ServiceLogs())
@@ -167,12 +171,12 @@ def test_a_keyword_beside_the_environment_is_refused_naming_it():
 def test_without_the_environment_the_missing_part_is_named():
     team = Team("Missing")
     with pytest.raises(ConfigError) as raised:
-        team.service("A", "alpha", environment_name="search", logs=ServiceLogs())
+        team.service("A", "alpha", environment="search", logs=ServiceLogs())
     assert raised.value.key == "environment" and "InferenceEnvironment" in raised.value.detail
     with pytest.raises(ConfigError) as raised:
         team.service("B", "beta", logs=ServiceLogs(team.key))
-    assert raised.value.key == "environment" and "environment_name=" in raised.value.detail
-    service = team.service("C", "gamma", environment_name="search", logs=ServiceLogs(team.key))
+    assert raised.value.key == "environment" and "name as environment=" in raised.value.detail
+    service = team.service("C", "gamma", environment="search", logs=ServiceLogs(team.key))
     with pytest.raises(ConfigError) as raised:
         ModelAlarms(team.stack, "Alarms", service=service, environment_name="search", props=MonitoringProps())
     assert raised.value.key == "environment" and "topic=" in raised.value.detail

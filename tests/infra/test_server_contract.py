@@ -218,7 +218,7 @@ def placement_parts(stack: cdk.Stack) -> dict[str, Any]:
                 stack, "Key", "arn:aws:kms:us-east-1:123456789012:key/11111111-2222-4333-8444-555555555555"
             )
         ),
-        environment_name="test",
+        environment="test",
     )
 
 

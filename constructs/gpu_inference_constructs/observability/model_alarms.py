@@ -76,6 +76,19 @@ class AlarmGroup(Construct):
         return alarm
 
 
+def alarms_identity(
+    service: ModelService, environment_name: str | None, topic: sns.ITopic | None
+) -> tuple[str, sns.ITopic]:
+    """(environment name, topic) of a service's alarms: its environment's, or, for a service built with the
+    environment's name alone, the ones given."""
+    if (environment := service.environment) is not None:
+        InferenceEnvironment.refuse_beside("ModelAlarms", environment_name=environment_name, topic=topic)
+        return environment.name, environment.topic
+    require_identity("ModelAlarms", {"environment_name=": environment_name, "topic=": topic})
+    assert environment_name is not None and topic is not None  # required above
+    return environment_name, topic
+
+
 class ModelAlarms(AlarmGroup):
     """The alarms of one model service (they live with the service, in its stack), to ``topic``.
 
@@ -102,12 +115,7 @@ class ModelAlarms(AlarmGroup):
         topic: sns.ITopic | None = None,
         latency_thresholds: LatencyAlarmThresholds | None = None,
     ) -> None:
-        environment = service.environment
-        if environment is not None:
-            InferenceEnvironment.refuse_beside("ModelAlarms", environment_name=environment_name, topic=topic)
-            environment_name, topic = environment.name, environment.topic
-        require_identity("ModelAlarms", {"environment_name=": environment_name, "topic=": topic})
-        assert environment_name is not None and topic is not None  # required above
+        environment_name, topic = alarms_identity(service, environment_name, topic)
         super().__init__(
             scope,
             construct_id,

@@ -46,7 +46,7 @@ class ModelPool(ModelService):
         capacity: GpuCapacity | NeuronCapacity | ClusterCapacity,
         model_store: ModelStore | ModelBucket,
         route: InferenceLoadBalancer | LoadBalancerRoute | ListenerRoute,
-        environment: InferenceEnvironment | None = None,
+        environment: InferenceEnvironment | str | None = None,
         logs: ServiceLogs | None = None,
         environment_name: str | None = None,
         server: PoolServer | None = None,
@@ -54,6 +54,11 @@ class ModelPool(ModelService):
         timing: ServiceTimingProps | None = None,
         rollback_thresholds: RollbackThresholds | None = None,
     ) -> None:
+        require(
+            environment_name is None or environment is None,
+            "environment_name",
+            "is given beside environment=, which takes an InferenceEnvironment or the environment's name: give one",
+        )
         server = server or PoolServer()
         require(
             isinstance(server, PoolServer),
@@ -64,8 +69,7 @@ class ModelPool(ModelService):
             scope,
             construct_id,
             model=model,
-            environment=environment,
-            environment_name=environment_name,
+            environment=environment if environment_name is None else environment_name,
             capacity=capacity,
             model_source=ModelBucket(bucket_of(model_store).bucket, POOLS_PREFIX),
             route=route,

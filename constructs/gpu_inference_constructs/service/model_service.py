@@ -100,9 +100,9 @@ class ModelService(Construct):
     ``server`` (default BundledServer(): this library's server with BundledServerProps' defaults) is what runs: a
     preset such as VllmServer, TritonServer or TgiServer, or a ServerContract for any other server. ``environment``
     (InferenceEnvironment: the environment's name, name prefix, alarm topic, logs key and log retention, given once;
-    0.2's ``environment_name`` with ``logs=ServiceLogs(key, retention_days, name_prefix)`` still works, not beside
-    it), ``logs`` (ServiceLogs: the log route and trace sampling of the log group ``/<prefix>/<environment>/<model>``)
-    and ``access`` (ServiceAccess: API keys, allow_unauthenticated, the tasks' subnets; default ServiceAccess()) are
+    or, as before, the environment's name with ``logs=ServiceLogs(key, retention_days, name_prefix)``; 0.2's
+    ``environment_name=`` is renamed ``environment=``: it warns until 0.4), ``logs`` (ServiceLogs: the log route
+    and trace sampling of the log group ``/<prefix>/<environment>/<model>``) and ``access`` (ServiceAccess: API keys, allow_unauthenticated, the tasks' subnets; default ServiceAccess()) are
     documented on their props. ``timing`` defaults to ServiceTimingProps().
 
     How a new version goes out follows ``model.deployment`` (rolling, canary, linear, blue/green);
@@ -144,37 +144,26 @@ class ModelService(Construct):
         capacity: GpuCapacity | NeuronCapacity | ClusterCapacity,
         model_source: ModelStore | ModelBucket,
         route: InferenceLoadBalancer | LoadBalancerRoute | ListenerRoute,
-        environment: InferenceEnvironment | None = None,
+        environment: InferenceEnvironment | str | None = None,
         logs: ServiceLogs | None = None,
-        environment_name: str | None = None,
         server: ServerDefinition | None = None,
         access: ServiceAccess | None = None,
         timing: ServiceTimingProps | None = None,
         rollback_thresholds: RollbackThresholds | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
-        _require_types(logs=logs)
-        environment_name, logs = service_identity(environment, environment_name, logs)
-        assert logs.key is not None and logs.retention_days is not None and logs.name_prefix is not None  # completed
-        _require_types(
-            model=model,
-            environment_name=environment_name,
-            access=access,
-            timing=timing,
-            rollback_thresholds=rollback_thresholds,
-        )
+        logs = self._take_identity(environment, logs)
+        environment_name = self.environment_name
+        _require_types(model=model, access=access, timing=timing, rollback_thresholds=rollback_thresholds)
         access = access or ServiceAccess()
         chosen_route = route_of(route)
         self._listener_key = listener_key(chosen_route.listener)
-        check_model_name_free(self, logs.name_prefix, environment_name, model.name, self._listener_key)
-        self.name_prefix = logs.name_prefix
-        self.environment = environment
+        check_model_name_free(self, self.name_prefix, environment_name, model.name, self._listener_key)
         if rollback_thresholds is None:
             rollback_thresholds = model.rollback_thresholds()  # ModelProps checked its rollback block
         else:
             rollback_thresholds.check_above_scaling(model.scaling.latency_p95_ms, "rollback_thresholds.latency_p95_ms")
         self.model = model
-        self.environment_name = environment_name
         self.url_path = f"/{model.name}/"
         placement = placement_of(capacity)
         self.instance_type = placement.instance_type
@@ -202,7 +191,6 @@ class ModelService(Construct):
         subnets = access.subnets or private_subnets(placement.cluster.vpc, f"ModelService {model.name!r} (its tasks)")
         uri = model_uri(source.bucket, source.prefix, model.name, model.version)
         self._telemetry = logs.telemetry
-        self._logs_key, self._log_retention_days = logs.key, logs.retention_days
         start_period = self._contract_and_checks(
             server, placement, chosen_route, timing or ServiceTimingProps(), access, uri
         )
@@ -239,6 +227,16 @@ class ModelService(Construct):
             placement.capacity_group.subnets if placement.capacity_group is not None else None,
         )
         claim_model_name(self, self.name_prefix, environment_name, model.name, self._listener_key)
+
+    def _take_identity(self, environment: InferenceEnvironment | str | None, logs: ServiceLogs | None) -> ServiceLogs:
+        """The environment's name and the model's complete logs (:func:`~.props.service_identity`), kept as the
+        attributes ``environment``, ``environment_name`` and ``name_prefix``."""
+        self.environment_name, logs = service_identity(environment, logs)
+        assert logs.key is not None and logs.retention_days is not None and logs.name_prefix is not None  # completed
+        self.environment = environment if isinstance(environment, InferenceEnvironment) else None
+        self.name_prefix: str = logs.name_prefix
+        self._logs_key, self._log_retention_days = logs.key, logs.retention_days
+        return logs
 
     def _contract_and_checks(
         self,
@@ -566,8 +564,6 @@ def _log_group(scope: Construct, props: ServiceLogs, environment_name: str, mode
 
 _PROPS_TYPES: dict[str, tuple[type, str]] = {
     "model": (ModelProps, "a ModelProps"),
-    "environment_name": (str, "the environment's name, such as 'prod'"),
-    "logs": (ServiceLogs, "ServiceLogs(key=None, retention_days=None, name_prefix=None, telemetry=...), or None"),
     "access": (
         ServiceAccess,
         "ServiceAccess(api_keys_secret=None, allow_unauthenticated=False, subnets=None), or None",

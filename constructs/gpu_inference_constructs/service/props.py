@@ -92,21 +92,27 @@ class ServiceLogs:
 
 
 def service_identity(
-    environment: InferenceEnvironment | None, environment_name: str | None, logs: ServiceLogs | None
+    environment: InferenceEnvironment | str | None, logs: ServiceLogs | None
 ) -> tuple[str, ServiceLogs]:
-    """(the environment's name, the model's complete logs) for a ModelService: from ``environment``, or from the
-    0.2 keywords ``environment_name`` and ``logs`` (``key`` set), never both."""
-    if environment is not None:
-        require(
-            isinstance(environment, InferenceEnvironment),
-            "environment",
-            f"got {type(environment).__name__}: pass an InferenceEnvironment",
-        )
-        InferenceEnvironment.refuse_beside("ModelService", environment_name=environment_name)
+    """(the environment's name, the model's complete logs) for a ModelService: from ``environment``, an
+    InferenceEnvironment, or from the environment's name with ``logs`` (``key`` set), 0.2's form."""
+    require(
+        logs is None or isinstance(logs, ServiceLogs),
+        "logs",
+        f"got {type(logs).__name__}: pass ServiceLogs(key=None, retention_days=None, name_prefix=None, telemetry=...)",
+    )
+    if isinstance(environment, InferenceEnvironment):
         return environment.name, (logs or ServiceLogs()).of_environment(environment)
-    require_identity("ModelService", {"environment_name=": environment_name, "logs=ServiceLogs(key)": logs})
-    assert environment_name is not None and logs is not None  # required above
-    return environment_name, logs.of_environment(None)
+    require(
+        environment is None or isinstance(environment, str),
+        "environment",
+        f"got {type(environment).__name__}: pass an InferenceEnvironment (or the environment's name, such as 'prod')",
+    )
+    require_identity(
+        "ModelService", {"the environment's name as environment=": environment, "logs=ServiceLogs(key)": logs}
+    )
+    assert environment is not None and logs is not None  # required above
+    return environment, logs.of_environment(None)
 
 
 @dataclass(frozen=True)
