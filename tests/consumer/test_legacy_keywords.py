@@ -90,7 +90,7 @@ def test_a_02_call_with_five_old_keywords_gets_one_config_error_naming_all_five_
             stack,
             "Embedder",
             model=ModelProps(name="embedder", version="v3"),
-            environment_name="search",
+            environment_name="search",  # pyright: ignore[reportCallIssue]  # 0.2's keyword: the refusal is under test
             capacity=gpus,
             route=alb,
             **of_02,
@@ -166,7 +166,7 @@ def test_the_changelogs_attach_row_connects_the_cache_the_shared_cache_check_loo
         stack,
         "Embedder",
         model=ModelProps(name="embedder", version="v3"),
-        environment_name="search",
+        environment="search",
         server=BundledServer(BundledServerProps(shared_cache=ModelCacheProps(enabled=True))),
         capacity=gpus,
         model_source=ModelBucket(bucket),

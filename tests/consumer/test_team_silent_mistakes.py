@@ -99,7 +99,7 @@ def model_service(
         model_source=ModelBucket(bucket),
         route=alb,
         logs=ServiceLogs(key, telemetry=telemetry or TelemetryProps(), archive_bucket=archive_bucket),
-        environment_name="search",
+        environment="search",
     )
 
 
