@@ -15,6 +15,7 @@ from constructs import Construct
 from gpu_inference_constructs import (
     GpuCapacity,
     GpuCapacityProps,
+    InferenceEnvironment,
     InferenceLoadBalancer,
     InferenceMonitoring,
     InferenceNetwork,
@@ -54,14 +55,20 @@ class InferenceStack(cdk.Stack):
             self, "LogsKey", description="Encrypts the model servers' log groups", enable_key_rotation=True
         )
         grant_logs_service(as_key(self.logs_key), self.region, self.account)
+        # Who the environment's constructs belong to, given once to each (its models' too, from their stacks).
+        self.inference_environment = InferenceEnvironment(
+            name=config.name,
+            topic=as_topic(self.notifications.topic),
+            logs_key=as_key(self.logs_key),
+            log_retention_days=config.log_retention_days,
+        )
         self.capacity = GpuCapacity(
             self,
             "GpuCapacity",
             vpc=network.vpc,
             subnets=network.private_subnets,
             props=config.capacity,
-            topic=as_topic(self.notifications.topic),
-            logs_key=as_key(self.logs_key),
+            environment=self.inference_environment,
         )
         # Capacity of another shape (4-GPU instances for tensor-parallel models, Inferentia2): more providers of the
         # same cluster.
@@ -105,15 +112,13 @@ class InferenceStack(cdk.Stack):
         self.monitoring = InferenceMonitoring(
             self,
             "Monitoring",
-            environment_name=config.name,
+            environment=self.inference_environment,
             model_names=[model.name for model in config.models],
             load_balancer=self.load_balancer,
             capacity=self.capacity,
-            topic=as_topic(self.notifications.topic),
             props=config.monitoring,
             more_capacity=list(self.capacity_groups.values()),
             more_load_balancers=[lb for number, lb in self.load_balancers.items() if number != 1],
-            logs_key=as_key(self.logs_key),
         )
         self.result_cache = self._result_cache(config, network, config.cache) if config.cache is not None else None
         firelens = config.telemetry.firelens
@@ -213,7 +218,7 @@ class InferenceStack(cdk.Stack):
                 vpc=network.vpc,
                 subnets=network.private_subnets,
                 props=props,
-                topic=as_topic(self.notifications.topic),
+                environment=self.inference_environment,
                 cluster=self.capacity.cluster,
             )
         return GpuCapacity(
@@ -222,9 +227,8 @@ class InferenceStack(cdk.Stack):
             vpc=network.vpc,
             subnets=network.private_subnets,
             props=props,
-            topic=as_topic(self.notifications.topic),
+            environment=self.inference_environment,
             cluster=self.capacity.cluster,
-            logs_key=as_key(self.logs_key),
         )
 
     def capacity_for(self, model_name: str) -> GpuCapacity | NeuronCapacity:

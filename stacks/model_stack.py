@@ -29,7 +29,6 @@ from gpu_inference_constructs import (
     ServiceScaling,
 )
 from gpu_inference_constructs.service.task import NO_TRACES_WARNING
-from gpu_inference_constructs.shared.cdk_interfaces import as_key, as_topic
 
 from .config import EnvironmentConfig, ModelServerConfig
 from .inference_stack import InferenceStack
@@ -59,12 +58,7 @@ class ModelStack(cdk.Stack):
         served = config.server_config(model)
         capacity = shared.capacity_for(model.name)
         route = LoadBalancerRoute(load_balancer, priority=served.listener_priority)
-        logs = ServiceLogs(
-            key=as_key(shared.logs_key),
-            retention_days=config.log_retention_days,
-            telemetry=config.telemetry,
-            archive_bucket=self._log_archive(shared),
-        )
+        logs = ServiceLogs(telemetry=config.telemetry, archive_bucket=self._log_archive(shared))
         access = ServiceAccess(api_keys_secret=self._api_keys(shared), subnets=network.private_subnets)
         rollback = config.rollback_thresholds_for(model)
         # One image asset for every bundled model and pool (the same directory): `cdk deploy` builds and pushes it once.
@@ -74,7 +68,7 @@ class ModelStack(cdk.Stack):
                 self,
                 f"Model-{model.name}",
                 model=model,
-                environment_name=config.name,
+                environment=shared.inference_environment,
                 capacity=capacity,
                 model_store=shared.model_store,
                 route=route,
@@ -89,7 +83,7 @@ class ModelStack(cdk.Stack):
                 self,
                 f"Model-{model.name}",
                 model=model,
-                environment_name=config.name,
+                environment=shared.inference_environment,
                 capacity=capacity,
                 model_source=shared.model_store,
                 route=route,
@@ -116,14 +110,7 @@ class ModelStack(cdk.Stack):
             # The shared stack pre-warms `capacity` only (docs/configuration.md), not the group a model may run on.
             scaling=replace(config.scaling, capacity_prewarm=()),
         )
-        self.alarms = ModelAlarms(
-            self,
-            "Monitoring",
-            environment_name=config.name,
-            service=self.service,
-            topic=as_topic(shared.notifications.topic),
-            props=config.monitoring,
-        )
+        self.alarms = ModelAlarms(self, "Monitoring", service=self.service, props=config.monitoring)
         shared.monitoring.add_model(self.service)  # its server's own metrics on the environment's dashboard
         self._grant_api_keys_decrypt(shared)
         if shared.result_cache is not None and config.uses_cache(model):

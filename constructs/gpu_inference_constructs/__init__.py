@@ -57,8 +57,9 @@ if TYPE_CHECKING:
     from .routing.service_route import BoundRoute, ListenerRoute, RouteRule, ServiceRoute
     from .routing.target_group_metrics import TargetGroupMetrics
     from .scaling.service_scaling import ServiceScaling
-    from .servers.bundled import BundledServer, BundledServerProps, bundled_server_image, bundled_stop
+    from .servers.bundled import BundledServer, BundledServerProps, bundled_stop
     from .servers.bundled_signals import BundledScalingProps
+    from .servers.handler_image import bundled_server_image
     from .servers.neuron import NeuronServer
     from .servers.neuron_props import NeuronEcrImage, NeuronServerProps
     from .servers.pool import PoolServer
@@ -72,8 +73,10 @@ if TYPE_CHECKING:
     from .service.pool_discovery import PoolDiscovery
     from .service.pool_queries import PoolQueries
     from .service.props import ServiceAccess, ServiceLogs
+    from .service.server_context import CdkServerContext
     from .service.stack_limits import MAX_STACK_RESOURCES, stacks_per_model
     from .service.validation import validate_service
+    from .shared.environment import InferenceEnvironment
     from .shared.log_retention import retention_days
     from .shared.notifications import NotificationTopic, topic_target
     from .store.model_bucket import BoundModelSource, ModelBucket, ModelSource
@@ -92,7 +95,9 @@ __all__ = [
     "BoundCapacity",
     "BoundModelSource",
     "BoundRoute",
+    "InferenceEnvironment",
     "CapacityGroup",
+    "CdkServerContext",
     "ClusterCapacity",
     "ListenerRoute",
     "LoadBalancerRoute",
@@ -219,6 +224,8 @@ __all__ = [
 # Imported on first use, so that the pure-Python parts (the sizing advisor) run without loading aws_cdk and its Node
 # runtime; `from gpu_inference_constructs import X` and type checkers see the names as before.
 _MODULE_OF = {
+    "InferenceEnvironment": "shared.environment",
+    "CdkServerContext": "service.server_context",
     "retention_days": "shared.log_retention",
     "tasks_for_deployment_at_peak": "core.deployment_capacity",
     "service_deployment": "core.model_props",
@@ -261,7 +268,7 @@ _MODULE_OF = {
     "api_keys_secret": "service.api_keys",
     "BundledServer": "servers.bundled",
     "BundledServerProps": "servers.bundled",
-    "bundled_server_image": "servers.bundled",
+    "bundled_server_image": "servers.handler_image",
     "DeploymentProps": "rollout.deployment",
     "RollbackAlarms": "rollout.deployment",
     "RollbackProps": "rollout.deployment",

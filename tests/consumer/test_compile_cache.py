@@ -64,7 +64,7 @@ def team_app(runtime: str) -> tuple[dict, TemplateWorld, str]:
         capacity=capacity,
         model_source=ModelBucket(store.bucket),
         route=alb,
-        environment_name="search",
+        environment="search",
         logs=ServiceLogs(
             kms.Key.from_key_arn(
                 stack, "LogsKey", f"arn:aws:kms:{REGION}:{ACCOUNT}:key/11111111-2222-4333-8444-555555555555"

@@ -126,3 +126,18 @@ def test_every_0_2_name_still_imports_from_the_root():
         if name in gpu_inference_constructs.__all__ and getattr(gpu_inference_constructs, name, None) is None
     ]
     assert missing == []
+
+
+def test_bundled_server_image_at_its_0_3_0_path_warns_and_is_the_moved_function():
+    """Issue 56: it moved to servers.handler_image (it needs aws_cdk; servers.bundled loads without it); 0.2's
+    ``bundled_server`` path reaches it too."""
+    from gpu_inference_constructs.servers import bundled, handler_image
+
+    with pytest.warns(DeprecationWarning, match=r"servers\.handler_image"):
+        assert bundled.bundled_server_image is handler_image.bundled_server_image
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        old = importlib.import_module("gpu_inference_constructs.bundled_server")
+        assert old.bundled_server_image is gpu_inference_constructs.bundled_server_image
+    with pytest.raises(AttributeError):
+        bundled.no_such_name  # noqa: B018  # pyright: ignore[reportAttributeAccessIssue]

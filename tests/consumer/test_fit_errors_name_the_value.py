@@ -51,7 +51,7 @@ def llm(memory_mib: int = 28672, cpu: int = 2048) -> None:
         capacity=gpus,
         model_source=ModelBucket(bucket),
         route=alb,
-        environment_name="chat",
+        environment="chat",
         logs=ServiceLogs(logs_key(stack), telemetry=TelemetryProps(firelens=FireLensProps())),
     )
 

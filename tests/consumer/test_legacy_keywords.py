@@ -69,7 +69,8 @@ def test_every_row_of_the_table_is_in_the_changelog():
     assert unlisted(rows, CHANGELOG.read_text()) == []
 
 
-def test_a_02_call_with_four_old_keywords_gets_one_config_error_naming_all_four_with_what_to_write():
+def test_a_02_call_with_five_old_keywords_gets_one_config_error_naming_all_five_with_what_to_write():
+    """0.2's environment_name= is a rename since issue 56's InferenceEnvironment: among others it is named too."""
     stack, vpc = team_stack("Migrated")
     bucket = s3.Bucket.from_bucket_name(stack, "Models", f"search-models-{ACCOUNT}")
     key = kms.Key.from_key_arn(
@@ -89,15 +90,16 @@ def test_a_02_call_with_four_old_keywords_gets_one_config_error_naming_all_four_
             stack,
             "Embedder",
             model=ModelProps(name="embedder", version="v3"),
-            environment_name="search",
+            environment_name="search",  # pyright: ignore[reportCallIssue]  # 0.2's keyword: the refusal is under test
             capacity=gpus,
             route=alb,
             **of_02,
         )
     error = raised.value
-    assert error.key == "model_bucket, models_prefix, logs_key, log_retention_days"
+    assert error.key == "environment_name, model_bucket, models_prefix, logs_key, log_retention_days"
     message = str(error)
-    assert "ModelService() got 4 keyword(s) of 0.2" in message
+    assert "ModelService() got 5 keyword(s) of 0.2" in message
+    assert "environment_name= -> environment= (an InferenceEnvironment" in message
     assert "model_bucket= -> model_source=ModelBucket(bucket, prefix=...)" in message
     assert "models_prefix= -> model_source=ModelBucket(bucket, prefix=...)" in message
     assert "logs_key= -> logs=ServiceLogs(key, retention_days=..., name_prefix=...)" in message
@@ -164,7 +166,7 @@ def test_the_changelogs_attach_row_connects_the_cache_the_shared_cache_check_loo
         stack,
         "Embedder",
         model=ModelProps(name="embedder", version="v3"),
-        environment_name="search",
+        environment="search",
         server=BundledServer(BundledServerProps(shared_cache=ModelCacheProps(enabled=True))),
         capacity=gpus,
         model_source=ModelBucket(bucket),

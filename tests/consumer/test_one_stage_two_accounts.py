@@ -71,7 +71,7 @@ class ServingStack(cdk.Stack):
                 model_source=ModelBucket(bucket),
                 route=self.alb,
                 logs=ServiceLogs(key),
-                environment_name=environment_name,
+                environment=environment_name,
             )
 
 
@@ -146,5 +146,5 @@ def test_one_name_twice_on_one_listener_is_refused_naming_the_path():
                     stack, "OtherKey", "arn:aws:kms:eu-west-1:111111111111:key/11111111-2222-4333-8444-555555555555"
                 )
             ),
-            environment_name="staging",
+            environment="staging",
         )

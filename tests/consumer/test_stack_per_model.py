@@ -96,7 +96,7 @@ def add_model(stack: cdk.Stack, name: str, parts: dict) -> None:
         model_source=ModelBucket(parts["bucket"]),
         route=parts["alb"],
         logs=ServiceLogs(parts["key"], telemetry=MIRRORED),
-        environment_name="prod",
+        environment="prod",
     )
     ServiceScaling(stack, f"{name}-scaling", service=service)
     ModelAlarms(

@@ -83,7 +83,7 @@ def team_app(server: ServerDefinition, instance_type: str = "g5.xlarge", max_con
         "Ranker",
         model=model,
         server=server,
-        environment_name="team",
+        environment="team",
         logs=ServiceLogs(kms.Key.from_key_arn(stack, "Key", KEY_ARN)),
         capacity=ClusterCapacity(team.cluster, "team-gpu", instance_type),
         model_source=ModelBucket(s3.Bucket.from_bucket_name(stack, "Models", "team-models")),

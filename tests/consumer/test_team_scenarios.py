@@ -106,7 +106,7 @@ def triton_app():
         capacity=gpus,
         model_source=ModelBucket(bucket),
         route=alb,
-        environment_name="prod",
+        environment="prod",
         logs=ServiceLogs(logs_key(stack), name_prefix="vision-team"),
     )
     ServiceScaling(stack, "DetectorScaling", service=detector)
@@ -153,7 +153,7 @@ def vllm_app():
         model_source=ModelBucket(bucket),
         route=ListenerRoute(listener, 310, load_balancer=load_balancer),
         logs=ServiceLogs(logs_key(stack)),
-        environment_name="chat",
+        environment="chat",
     )
     ServiceScaling(stack, "LlamaScaling", service=llama)
     monitoring = InferenceMonitoring(
@@ -202,7 +202,7 @@ def embedding_app():
         model_source=ModelBucket(bucket),
         route=alb,
         logs=ServiceLogs(logs_key(stack)),
-        environment_name="search",
+        environment="search",
     )
     ServiceScaling(stack, "EmbedderScaling", service=embedder)
     return app, stack

@@ -58,7 +58,7 @@ def synthesized(
         "Chat",
         model=ModelProps(name="chat", version="1", cpu=2048, memory_mib=10240),
         server=server,
-        environment_name="team",
+        environment="team",
         logs=ServiceLogs(
             kms.Key.from_key_arn(stack, "Key", KEY),
             telemetry=TelemetryProps(trace_sampling_ratio=ratio, collector_image=collector_image),

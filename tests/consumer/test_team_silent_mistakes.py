@@ -99,7 +99,7 @@ def model_service(
         model_source=ModelBucket(bucket),
         route=alb,
         logs=ServiceLogs(key, telemetry=telemetry or TelemetryProps(), archive_bucket=archive_bucket),
-        environment_name="search",
+        environment="search",
     )
 
 
@@ -151,6 +151,25 @@ def test_the_neuron_dlc_from_ecr_public_names_neuron_server_props_image():
         )
     assert "the server's image" in raised.value.key and "NeuronServerProps(image=" in str(raised.value)
     assert "fetcher_image" in raised.value.key
+
+
+def test_the_neuron_dlc_from_ecr_public_behind_a_nat_gateway_pulls_without_a_warning():
+    """Issue 56: NeuronServer warned of its public images (gpu-inference:neuron-public-image) whatever the network,
+    NAT or not; the one egress check, which reads the instances' routes, covers its images as every other."""
+    stack = team_stack("NeuronNat")
+    network = InferenceNetwork(
+        stack, "Net", props=NetworkProps(availability_zone_ids=("euw1-az1", "euw1-az2"), nat_gateways=1)
+    )
+    inferentia = NeuronCapacity(stack, "Inferentia", vpc=network.vpc)
+    service = model_service(
+        stack,
+        network.vpc,
+        capacity=inferentia,
+        server=NeuronServer(),
+        model=ModelProps(name="encoder", version="v1", cpu=2048, memory_mib=8192),
+    )
+    assert service.contract.image is not None
+    assert warnings_of(stack, "public-image") == []
 
 
 def test_mirrors_or_a_nat_gateway_let_the_task_pull():

@@ -89,7 +89,7 @@ def team_app(gpus: int, instance_type: str, **props) -> tuple[cdk.App, dict]:
         capacity=capacity,
         model_source=ModelBucket(bucket),
         route=alb,
-        environment_name="chat",
+        environment="chat",
         logs=ServiceLogs(
             kms.Key.from_key_arn(
                 stack, "LogsKey", f"arn:aws:kms:{REGION}:{ACCOUNT}:key/11111111-2222-4333-8444-555555555555"

@@ -103,7 +103,7 @@ def contract(tmp_path_factory):
         route=alb,
         # Key and Secret as the interfaces they implement: their stubs name some method parameters differently.
         logs=ServiceLogs(as_key(kms.Key(stack, "Key", enable_key_rotation=True))),
-        environment_name="e2e",
+        environment="e2e",
         access=ServiceAccess(api_keys_secret=as_secret(secretsmanager.Secret(stack, "ApiKeys"))),
     )
     template = app.synth().get_stack_by_name("Llm").template

@@ -158,7 +158,7 @@ def team_stack(share: GpuShare, server=None):
                 stack, "Key", "arn:aws:kms:eu-west-1:123456789012:key/11111111-2222-3333-4444-555555555555"
             )
         ),
-        environment_name="team",
+        environment="team",
         capacity=ClusterCapacity(cluster, "team-gpu-spot", "g5.xlarge"),
         model_source=ModelBucket(s3.Bucket.from_bucket_name(stack, "Models", "team-models")),
         route=ListenerRoute(listener, 7),

@@ -168,7 +168,7 @@ def task_environment(
         model_source=ModelBucket(bucket),
         route=alb,
         logs=ServiceLogs(logs_key),
-        environment_name="prod",
+        environment="prod",
     )
     # Where ModelService finds a task's image assets (GpuCapacity.prepull: the warm pool pulls them): as before.
     assert isinstance(service.container.node.try_find_child("AssetImage"), ecr_assets.DockerImageAsset)

@@ -296,7 +296,9 @@ def test_the_pure_layer_rule_finds_planted_defects(tmp_path):
 
 
 def test_no_module_imports_aws_cdk_inside_a_function():
-    assert function_level_cdk_imports() == STILL_IN_FUNCTIONS
+    """The presets load without aws_cdk because they ask their ServerContext for images and warnings (a
+    ``CdkServerContext`` from service/), not because their aws_cdk imports hide in functions."""
+    assert function_level_cdk_imports() == {}
 
 
 def test_the_function_level_rule_finds_a_planted_import(tmp_path):
@@ -344,13 +346,3 @@ def test_the_top_level_holds_subpackages_and_the_root_module_only():
         if p.name not in ROOT_FILES and not (p.is_dir() and (p / "__init__.py").is_file())
     )
     assert loose == []
-
-
-# aws_cdk imports still inside functions, in the presets and value types the sizing advisor loads: each goes when the
-# server preset protocol hands images and warnings through ServerContext (issue 56, open choices). Only shrinks.
-STILL_IN_FUNCTIONS: dict[str, list[str]] = {
-    "gpu_inference_constructs.core.server_contract": ["aws_cdk"],
-    "gpu_inference_constructs.servers.bundled": ["aws_cdk"],
-    "gpu_inference_constructs.servers.llm_checks": ["aws_cdk"],
-    "gpu_inference_constructs.servers.neuron": ["aws_cdk"],
-}

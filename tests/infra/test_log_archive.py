@@ -298,7 +298,7 @@ def team_app(bucket_key: bool):
             telemetry=telemetry,
             archive_bucket=bucket,
         ),
-        environment_name="team",
+        environment="team",
         capacity=ClusterCapacity(team.cluster, "team-gpu", "g5.xlarge"),
         model_source=ModelBucket(s3.Bucket.from_bucket_name(stack, "Models", "team-models")),
         route=ListenerRoute(team.listener, 7),

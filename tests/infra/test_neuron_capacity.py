@@ -101,7 +101,7 @@ def neuron_app(model: ModelProps, instance_types: tuple[str, ...] = ("inf2.xlarg
         capacity=capacity,
         model_source=ModelBucket(bucket),
         route=alb,
-        environment_name="neuron",
+        environment="neuron",
         logs=ServiceLogs(logs_key),
         access=ServiceAccess(allow_unauthenticated=True),
     )
@@ -262,7 +262,7 @@ def team_service(stack: cdk.Stack, instance_type: str, model: ModelProps, server
         capacity=ClusterCapacity(team.cluster, "team-neuron", instance_type),
         model_source=ModelBucket(s3.Bucket.from_bucket_name(stack, "Bucket", "team-models")),
         route=ListenerRoute(team.listener, 7),
-        environment_name="team",
+        environment="team",
         logs=ServiceLogs(kms.Key.from_key_arn(stack, "Key", KEY_ARN)),
         access=ServiceAccess(allow_unauthenticated=True),
     )

@@ -452,7 +452,7 @@ def team_app(services: int = 1):
             model_source=store,
             route=alb,
             logs=ServiceLogs(logs_key),
-            environment_name="search",
+            environment="search",
         )
         model.use_cache(cache)  # the one step (issue 43)
         models.append(model)
@@ -548,7 +548,7 @@ def test_a_model_told_to_use_the_cache_that_none_connects_fails_synth_naming_use
         model_source=store,
         route=ListenerRoute(listener, 3),
         access=ServiceAccess(allow_unauthenticated=True),
-        environment_name="search",
+        environment="search",
         logs=ServiceLogs(
             kms.Key.from_key_arn(
                 stack, "K2", f"arn:aws:kms:eu-west-1:{ACCOUNT}:key/11111111-2222-4333-8444-555555555556"
@@ -586,7 +586,7 @@ def test_use_cache_refuses_a_server_without_a_cache_client():
         model_source=store,
         route=ListenerRoute(listener, 4),
         access=ServiceAccess(allow_unauthenticated=True),
-        environment_name="search",
+        environment="search",
         logs=ServiceLogs(
             kms.Key.from_key_arn(
                 stack, "K3", f"arn:aws:kms:eu-west-1:{ACCOUNT}:key/11111111-2222-4333-8444-555555555557"

@@ -21,6 +21,7 @@ from gpu_inference_constructs import (
     BundledServerProps,
     ClusterCapacity,
     ConfigError,
+    EcrImage,
     ListenerRoute,
     LivenessCheck,
     ModelBucket,
@@ -29,13 +30,16 @@ from gpu_inference_constructs import (
     ModelService,
     PrometheusMetrics,
     ScalingSignal,
+    ServerContext,
     ServerContract,
     ServiceAccess,
     ServiceLogs,
+    ServiceTimingProps,
     StopTiming,
     VllmProps,
     VllmServer,
 )
+from gpu_inference_constructs.core.server_contract import holds_token
 from gpu_inference_constructs.servers.bundled import bundled_stop
 from gpu_inference_constructs.servers.tgi_triton import tgi_stop, triton_stop
 from gpu_inference_constructs.servers.vllm import vllm_stop
@@ -105,6 +109,69 @@ def test_contract_values_are_checked(overrides, key, message):
     assert error.value.key == key and message in error.value.detail
 
 
+@pytest.mark.parametrize(
+    "value",
+    [
+        cdk.Aws.REGION,
+        cdk.Token.as_string(cdk.Fn.ref("Port")),
+        cdk.Token.as_string(cdk.Token.as_number(cdk.Fn.ref("Port"))),
+        cdk.Token.as_list(cdk.Fn.ref("Ports"))[0],
+        f"--port={cdk.Aws.ACCOUNT_ID}",
+        "8000",
+        "${Token}",
+        "#{Token[]}",
+        "",
+    ],
+)
+def test_the_contracts_token_test_is_cdks(value):
+    """core/ reads CDK's string encoding of a token without loading aws_cdk: it agrees with cdk.Token.is_unresolved."""
+    assert holds_token(value) == cdk.Token.is_unresolved(value)
+
+
+def test_a_flag_whose_value_is_a_token_is_not_compared_and_a_literal_one_is():
+    """A port known only at deploy cannot contradict the contract at synth; a literal one can."""
+    port = cdk.Token.as_string(cdk.Fn.ref("Port"))
+    assert complete(command=("serve", "--port", port)).port == 9000
+    with pytest.raises(ConfigError) as error:
+        complete(command=("serve", "--port", "8000"))
+    assert error.value.key == "server.port" and "--port 8000" in error.value.detail
+
+
+@dataclasses.dataclass(frozen=True)
+class RecordingContext(ServerContext):
+    """A context of no CDK app: what a preset asks it for is recorded, and images are their names."""
+
+    asked: list[str] = dataclasses.field(default_factory=list)
+
+    def warn(self, warning_id: str, message: str) -> None:
+        self.asked.append(f"warn {warning_id}")
+
+    def ecr_image(self, image: EcrImage, construct_id: str) -> Any:
+        self.asked.append(f"ecr {construct_id}")
+        return f"{image.name}:{image.tag}"
+
+    def registry_image(self, reference: str) -> Any:
+        self.asked.append("registry")
+        return reference
+
+    def asset_image(self, directory: str, display_name: str, target: str | None = None) -> Any:
+        self.asked.append(f"asset {display_name}")
+        return display_name
+
+
+def test_a_preset_asks_its_context_for_its_image_and_a_hand_made_context_is_refused():
+    """Issue 56: the presets make images (and warnings) through the context ModelService hands them, not by importing
+    aws_cdk: the bundled preset's contract builds against a context of no CDK app. ServerContext itself is abstract."""
+    model = ModelProps(name="encoder", version="1")
+    context = RecordingContext(
+        cast(Any, None), model, ServiceTimingProps(), "prod", "eu-west-1", "s3://b/models/encoder/1/"
+    )
+    assert BundledServer().contract(context).image == "gpu-inference-server"
+    assert context.asked == ["asset gpu-inference-server"]
+    with pytest.raises(TypeError, match="abstract"):
+        ServerContext(cast(Any, None), model, ServiceTimingProps(), "prod", "eu-west-1", "s3://b/m/1/")  # type: ignore[abstract]
+
+
 def test_liveness_and_signals_are_checked():
     with pytest.raises(ConfigError, match=r"^liveness\.command: .*'CMD' or 'CMD-SHELL'"):
         LivenessCheck(("curl", "-f", "http://127.0.0.1/health"))
@@ -151,7 +218,7 @@ def placement_parts(stack: cdk.Stack) -> dict[str, Any]:
                 stack, "Key", "arn:aws:kms:us-east-1:123456789012:key/11111111-2222-4333-8444-555555555555"
             )
         ),
-        environment_name="test",
+        environment="test",
     )
 
 

@@ -113,7 +113,7 @@ def synthesize(server) -> tuple[dict[str, Any], ModelService]:
             ecs.Cluster.from_cluster_attributes(stack, "Cluster", cluster_name="c", vpc=vpc), "gpus", "g5.xlarge"
         ),
         model_source=ModelBucket(s3.Bucket.from_bucket_name(stack, "Bucket", "models-bucket")),
-        environment_name="test",
+        environment="test",
         logs=ServiceLogs(
             kms.Key.from_key_arn(
                 stack, "Key", "arn:aws:kms:us-east-1:123456789012:key/11111111-2222-4333-8444-555555555555"

@@ -236,7 +236,7 @@ def test_the_same_model_name_twice_is_refused_as_a_name_taken_not_a_priority_cla
             model=ModelProps(name="first", version="2"),
             server=contract(),
             capacity=on_cluster(other, "g5.xlarge"),
-            **{**at_priority(other_parts, 12), "environment_name": "prod"},
+            **{**at_priority(other_parts, 12), "environment": "prod"},
         )
     listener = elbv2.ApplicationListener.from_application_listener_attributes(
         other,
@@ -250,7 +250,7 @@ def test_the_same_model_name_twice_is_refused_as_a_name_taken_not_a_priority_cla
         model=ModelProps(name="first", version="2"),
         server=contract(),
         capacity=on_cluster(other, "g5.xlarge"),
-        **{**other_parts, "route": ListenerRoute(listener, 12), "environment_name": "prod"},
+        **{**other_parts, "route": ListenerRoute(listener, 12), "environment": "prod"},
     )
 
 

@@ -61,7 +61,7 @@ def template() -> Template:
             ),
             model_source=store,
             route=alb,
-            environment_name="prod",
+            environment="prod",
             logs=ServiceLogs(
                 as_key(kms.Key(stack, f"{name}Logs")),
                 retention_days=30,

@@ -20,6 +20,7 @@ from constructs import Construct
 
 from ..core.model_props import ModelProps, service_deployment
 from ..core.neuron_capacity_props import NeuronCapacityProps
+from ..shared.environment import InferenceEnvironment
 from .capacity_group import CapacityGroup
 
 __all__ = ["NeuronCapacity", "NeuronCapacityProps"]
@@ -33,7 +34,7 @@ class NeuronCapacity(CapacityGroup[NeuronCapacityProps]):
     pool: ``cluster`` (default None: a cluster of its own) is usually the environment's, so the Neuron group is another
     capacity provider of it; an imported cluster gets it through an association (name its other providers in
     ``keep_capacity_providers``). ``topic`` (default None: a topic of its own, with a synth warning) receives the
-    group's launches and terminations.
+    group's launches and terminations; ``environment`` (an InferenceEnvironment; default None) gives it once.
 
     A model placed on it (ModelService with ``capacity=`` this) maps every Neuron device of the instance type
     (``ModelProps.gpus`` = its devices), gets no GPU resource requirement, and reserves more than half of the
@@ -51,8 +52,12 @@ class NeuronCapacity(CapacityGroup[NeuronCapacityProps]):
         topic: sns.ITopic | None = None,
         cluster: ecs.ICluster | None = None,
         keep_capacity_providers: tuple[str, ...] = (),
+        environment: InferenceEnvironment | None = None,
     ) -> None:
         props = props or NeuronCapacityProps()
+        if environment is not None:
+            InferenceEnvironment.refuse_beside("NeuronCapacity", topic=topic)
+            topic = environment.topic
         super().__init__(
             scope,
             construct_id,

@@ -8,14 +8,15 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
+from .alarm_thresholds import ERROR_RATE_PERCENT, ROLLBACK_LATENCY_FACTOR, ROLLBACK_LATENCY_P95_MS
+from .alarm_thresholds import ROLLBACK_MINUTES as ALARM_MINUTES
 from .errors import require, require_range
 from .latency_goal import GoalMultiple
 
 Strategy = Literal["rolling", "canary", "linear", "blue_green"]
 BUILT_IN_ALARMS = ("target_5xx_rate", "latency_p95")
-# The built-in rollback alarms breach after this many one-minute periods; a bake shorter than that ends
-# before they can fire, so traffic would move on (or the old tasks stop) with the alarm still evaluating.
-ALARM_MINUTES = 3
+# ALARM_MINUTES: the built-in rollback alarms breach after this many one-minute periods; a bake shorter than that
+# ends before they can fire, so traffic would move on (or the old tasks stop) with the alarm still evaluating.
 MAX_BAKE_MINUTES = 1440  # ECS API limit for every bake time
 # CloudFormation rejects canary and linear deployments whose configured bake times exceed 33 hours (it times out at 36).
 CLOUDFORMATION_DEPLOYMENT_MINUTES = 33 * 60
@@ -186,12 +187,12 @@ class DeploymentProps:
 @dataclass(frozen=True)
 class RollbackThresholds:
     """Where one model's built-in rollback alarms trip, each for 3 minutes (RollbackProps says how a model's are
-    chosen). Defaults: p95 latency of a target group at or above ``latency_p95_ms`` 500, or ``target_5xx_percent``
-    1.0 % of its requests answered 5xx."""
+    chosen; every number is alarm_thresholds.py's). Defaults: p95 latency of a target group at or above
+    ``latency_p95_ms`` 500, or ``target_5xx_percent`` 1.0 % of its requests answered 5xx."""
 
-    latency_p95_ms: int = 500
+    latency_p95_ms: int = ROLLBACK_LATENCY_P95_MS
     """The p95 latency of a target group, in ms, at or above which the latency alarm trips, 1-120000. Default: 500."""
-    target_5xx_percent: float = 1.0
+    target_5xx_percent: float = ERROR_RATE_PERCENT
     """The share of a target group's requests answered 5xx, in percent, at or above which the error alarm trips
     (above 0, at most 100). Default: 1.0."""
 
@@ -209,8 +210,6 @@ class RollbackThresholds:
         ROLLBACK_LATENCY.check(self.latency_p95_ms, scaling_latency_p95_ms, key)
 
 
-# A version still this many times slower than the model's latency goal after scaling had its say is slow, not busy.
-ROLLBACK_LATENCY_FACTOR = 2
 ROLLBACK_LATENCY = GoalMultiple(
     ROLLBACK_LATENCY_FACTOR,
     "every release would roll back under load it is sized for",

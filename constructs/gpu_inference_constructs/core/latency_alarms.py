@@ -10,14 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .deployment_props import ROLLBACK_LATENCY_FACTOR
+from .alarm_thresholds import PAGING_P95_FACTOR, PAGING_P99_FACTOR
 from .errors import require, require_range
 from .latency_goal import GoalMultiple
 
-# A p95 still this many times the goal after scaling had its say pages (the rollback alarm trips at the same p95).
-PAGING_P95_FACTOR = ROLLBACK_LATENCY_FACTOR
-# The tail's threshold, as a multiple of the p95 one: 250 ms goal -> 500 ms p95 -> 1500 ms p99.
-PAGING_P99_FACTOR = 3
 MAX_THRESHOLD_MS = 3_600_000  # an ALB holds a request at most its idle timeout, 4000 s at most
 PAGING_LATENCY = GoalMultiple(
     PAGING_P95_FACTOR,

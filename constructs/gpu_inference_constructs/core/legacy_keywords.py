@@ -63,6 +63,9 @@ LEGACY_KEYWORDS: Mapping[str, Mapping[str, Legacy]] = {
         ),
     },
     "ModelService": {
+        "environment_name": Legacy(
+            "environment= (an InferenceEnvironment, or the environment's name as before)", rename="environment"
+        ),
         "cluster": Legacy(_CLUSTER),
         "capacity_provider_name": Legacy(_CLUSTER),
         "instance_type": Legacy(_CLUSTER),

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .alarm_thresholds import ERROR_RATE_PERCENT, PAGING_P95_FACTOR, PAGING_P99_FACTOR
 from .capacity_props import GP3_BASELINE_IOPS, GP3_BASELINE_MIB_S, CapacityGroupProps, root_volume_performance
 from .errors import require, require_range
-from .latency_alarms import PAGING_P95_FACTOR, PAGING_P99_FACTOR
 
 HOURS_PER_MONTH = 730  # how AWS turns a monthly EBS price into an hourly one (Amazon EBS pricing examples)
 
@@ -29,9 +29,9 @@ class MonitoringProps:
     """Refused: each model pages at its own latency goal (``ModelProps.alarms``). Default: None."""
     latency_p99_ms: int | None = None
     """Refused, as ``latency_p95_ms``. Default: None."""
-    target_5xx_percent: float = 1.0
+    target_5xx_percent: float = ERROR_RATE_PERCENT
     """Share of a model's requests answered 5xx by its server that alarms. Default: 1.0."""
-    elb_5xx_percent: float = 1.0
+    elb_5xx_percent: float = ERROR_RATE_PERCENT
     """Share of requests answered 5xx by the load balancer itself that alarms. Default: 1.0."""
     unhealthy_hosts_minutes: int = 3
     """Minutes a task fails its readiness check before it alarms (1-1440). Default: 3."""

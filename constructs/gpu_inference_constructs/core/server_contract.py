@@ -142,15 +142,25 @@ def command_flag(command: Sequence[str], flags: Sequence[str]) -> str | None:
     return found
 
 
+# How aws-cdk-lib writes a value it resolves only at synth or deploy into a string (its token encoding,
+# "${Token[NAME.1]}"): cdk.Token.is_unresolved's test of a string, read without loading aws_cdk. (A list token's
+# element, "#{Token[...]}", is no string token to it.)
+TOKEN_IN_TEXT = re.compile(r"\$\{Token\[[a-zA-Z0-9:._-]+\]\}")
+
+
+def holds_token(text: str) -> bool:
+    """Whether ``text`` holds a CDK token (a value known only at synth or deploy): ``cdk.Token.is_unresolved``."""
+    return bool(TOKEN_IN_TEXT.search(text))
+
+
 def check_command(contract: ServerContract) -> None:
     """What the command says agrees with the contract: the port the target group checks, the port the metrics
     sidecar scrapes, and the drain the stop timing budgets (a contradiction would synthesize a service that never
     passes its health check, scrapes nothing, or is killed mid-drain)."""
-    import aws_cdk as cdk
 
     def agree(flags: Sequence[str], expected: int | None, key: str, fix: str) -> None:
         said = command_flag(contract.command, flags)
-        if said is None or expected is None or cdk.Token.is_unresolved(said):
+        if said is None or expected is None or holds_token(said):
             return
         require(
             said == str(expected),
@@ -485,8 +495,10 @@ class ServerContract(ServerDefinition):
 
 
 @dataclass(frozen=True)
-class ServerContext:
-    """What a preset may use to build its contract for one model."""
+class ServerContext(ABC):
+    """What a preset may use to build its contract for one model: the model, the environment and, through its methods,
+    the images and synth warnings that need aws_cdk (``CdkServerContext`` gives them: ``ModelService`` hands a preset
+    one), so a preset's module loads without aws_cdk (the sizing advisor reads the presets)."""
 
     scope: Construct
     """Where the preset makes its constructs (images from ECR). Required."""
@@ -504,6 +516,25 @@ class ServerContext:
     """The smallest type the model's tasks run on. Default: None (not known)."""
     trace_sampling_ratio: float = DEFAULT_TRACE_SAMPLING_RATIO
     """The share of requests the server traces to the task's collector (``TelemetryProps``). Default: 0.01."""
+
+    @abstractmethod
+    def warn(self, warning_id: str, message: str) -> None:
+        """A synth warning on the model's service, acknowledgeable by ``warning_id``
+        (``Annotations.add_warning_v2``)."""
+
+    @abstractmethod
+    def ecr_image(self, image: EcrImage, construct_id: str) -> ecs.ContainerImage:
+        """``image``, an ECR repository's pinned tag, as a ContainerImage (``construct_id``: the imported
+        repository's)."""
+
+    @abstractmethod
+    def registry_image(self, reference: str) -> ecs.ContainerImage:
+        """A public registry's image (``repository:tag``) as a ContainerImage."""
+
+    @abstractmethod
+    def asset_image(self, directory: str, display_name: str, target: str | None = None) -> ecs.ContainerImage:
+        """An image ``cdk deploy`` builds for linux/amd64 from the build context ``directory`` (its Dockerfile's stage
+        ``target``; default None: the last stage)."""
 
 
 # A private ECR registry's host: <account>.dkr.ecr[-fips].<region>.amazonaws.com (.com.cn in China).
@@ -563,23 +594,6 @@ class EcrImage:
         host = registry_host(self.repository)
         match = ECR_REGISTRY.match(host) if host is not None else None
         return (match["account"], match["region"]) if match is not None else None
-
-    def container_image(self, scope: Construct, construct_id: str) -> ecs.ContainerImage:
-        from aws_cdk import aws_ecr as ecr
-        from aws_cdk import aws_ecs as ecs
-
-        registry = self.registry
-        if registry is None:
-            repository = ecr.Repository.from_repository_name(scope, construct_id, self.name)
-        else:
-            account, region = registry
-            partition = (
-                "aws-cn" if region.startswith("cn-") else "aws-us-gov" if region.startswith("us-gov-") else "aws"
-            )
-            repository = ecr.Repository.from_repository_arn(
-                scope, construct_id, f"arn:{partition}:ecr:{region}:{account}:repository/{self.name}"
-            )
-        return ecs.ContainerImage.from_ecr_repository(repository, self.tag)
 
 
 def named_user(name: str) -> dict[str, str]:

@@ -8,7 +8,11 @@ import importlib.util
 from pathlib import Path
 from types import ModuleType
 
-FACTS_FILE = Path(__file__).parents[1] / "server_image" / "inference_server" / "facts.py"
+# The bundled server's Docker build context (Dockerfile, requirements, the inference_server package), shipped in this
+# package's wheel: in the repository a link to inference_image/, so both build the same asset (the same hash).
+SERVER_IMAGE_DIRECTORY = Path(__file__).parents[1] / "server_image"
+SERVER_IMAGE_NAME = "gpu-inference-server"  # the image asset's display name
+FACTS_FILE = SERVER_IMAGE_DIRECTORY / "inference_server" / "facts.py"
 
 
 def _load(path: Path) -> ModuleType:

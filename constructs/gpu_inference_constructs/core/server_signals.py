@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from .alarm_thresholds import NOT_KEEPING_UP_MINUTES
 from .errors import require, require_range
 
 HIGH_RESOLUTION_PERIODS = (10, 20, 30)  # CloudWatch PutMetricAlarm: only for metrics stored at 1-second resolution
@@ -174,9 +175,10 @@ class ServerAlarm:
             signal.metric,
             signal.statistic,
             threshold=signal.scale_out_above,
-            periods=15,
+            periods=NOT_KEEPING_UP_MINUTES,
             description=f"{signal.metric} ({signal.statistic}) above its scale-out threshold "
-            f"{signal.scale_out_above:g} for 15 minutes: scaling is not keeping up (max_tasks or GPU capacity)",
+            f"{signal.scale_out_above:g} for {NOT_KEEPING_UP_MINUTES} minutes: scaling is not keeping up "
+            "(max_tasks or GPU capacity)",
         )
 
 

@@ -9,6 +9,7 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from ..core import metric_names
+from ..core.alarm_thresholds import PAGING_MINUTES
 from ..core.errors import ConfigError
 from ..core.latency_alarms import LatencyAlarmThresholds
 from ..core.monitoring_props import MonitoringProps
@@ -16,6 +17,7 @@ from ..core.server_signals import ServerAlarm
 from ..service.checks import alarm_name_prefix as alarm_name_prefix
 from ..service.model_service import DEFAULT_NAME_PREFIX, ModelService, check_name_prefix
 from ..shared.cdk_interfaces import sns_action
+from ..shared.environment import InferenceEnvironment, require_identity
 
 MINUTE = cdk.Duration.minutes(1)
 
@@ -75,6 +77,19 @@ class AlarmGroup(Construct):
         return alarm
 
 
+def alarms_identity(
+    service: ModelService, environment_name: str | None, topic: sns.ITopic | None
+) -> tuple[str, sns.ITopic]:
+    """(environment name, topic) of a service's alarms: its environment's, or, for a service built with the
+    environment's name alone, the ones given."""
+    if (environment := service.environment) is not None:
+        InferenceEnvironment.refuse_beside("ModelAlarms", environment_name=environment_name, topic=topic)
+        return environment.name, environment.topic
+    require_identity("ModelAlarms", {"environment_name=": environment_name, "topic=": topic})
+    assert environment_name is not None and topic is not None  # required above
+    return environment_name, topic
+
+
 class ModelAlarms(AlarmGroup):
     """The alarms of one model service (they live with the service, in its stack), to ``topic``.
 
@@ -85,7 +100,9 @@ class ModelAlarms(AlarmGroup):
     GPUs; by default one per scale-out signal, held above its threshold for 15 minutes (scaling is not keeping up).
     Latency thresholds: ``latency_thresholds`` (default ``service.model.latency_alarm_thresholds()``: the model's
     ``alarms``, else 2 x and 6 x its ``scaling.latency_p95_ms``; never below that goal); the others: ``props``
-    (MonitoringProps, defaults there). Attributes: ``alarms`` (name -> Alarm), ``latency_thresholds``.
+    (MonitoringProps, defaults there). The environment's name and topic are the service's ``environment``
+    (``ModelService(environment=...)``); for a service built with 0.2's keywords, give ``environment_name`` and
+    ``topic`` here. Attributes: ``alarms`` (name -> Alarm), ``latency_thresholds``.
     """
 
     def __init__(
@@ -93,12 +110,13 @@ class ModelAlarms(AlarmGroup):
         scope: Construct,
         construct_id: str,
         *,
-        environment_name: str,
         service: ModelService,
-        topic: sns.ITopic,
         props: MonitoringProps,
+        environment_name: str | None = None,
+        topic: sns.ITopic | None = None,
         latency_thresholds: LatencyAlarmThresholds | None = None,
     ) -> None:
+        environment_name, topic = alarms_identity(service, environment_name, topic)
         super().__init__(
             scope,
             construct_id,
@@ -120,23 +138,23 @@ class ModelAlarms(AlarmGroup):
             f"{name}-LatencyP95",
             service.metric_target_response_time("p95"),
             latency.latency_p95_ms / 1000,
-            f"{name}: p95 latency at the load balancer above {latency.latency_p95_ms} ms for 3 minutes "
+            f"{name}: p95 latency at the load balancer above {latency.latency_p95_ms} ms for {PAGING_MINUTES} minutes "
             f"(its scaling goal is {service.model.scaling.latency_p95_ms} ms)",
-            periods=3,
+            periods=PAGING_MINUTES,
         )
         self._alarm(
             f"{name}-LatencyP99",
             service.metric_target_response_time("p99"),
             latency.latency_p99_ms / 1000,
-            f"{name}: p99 latency at the load balancer above {latency.latency_p99_ms} ms for 3 minutes",
-            periods=3,
+            f"{name}: p99 latency at the load balancer above {latency.latency_p99_ms} ms for {PAGING_MINUTES} minutes",
+            periods=PAGING_MINUTES,
         )
         self._alarm(
             f"{name}-Target5xxRate",
             error_rate(service.metric_target_5xx(), service.metric_requests(), f"{name} target 5xx %"),
             props.target_5xx_percent,
             f"{name}: more than {props.target_5xx_percent}% of requests answered 5xx by the server",
-            periods=3,
+            periods=PAGING_MINUTES,
         )
         self._alarm(
             f"{name}-UnhealthyTargets",

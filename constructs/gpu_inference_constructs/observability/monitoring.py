@@ -18,6 +18,7 @@ from constructs import Construct
 
 from ..capacity.capacity_group import CapacityGroup
 from ..capacity.gpu_capacity import GpuCapacity
+from ..core.alarm_thresholds import PAGING_MINUTES
 from ..core.monitoring_props import HOURS_PER_MONTH as HOURS_PER_MONTH
 from ..core.monitoring_props import MonitoringProps
 from ..core.monitoring_props import root_volume_hourly_usd as root_volume_hourly_usd
@@ -26,6 +27,7 @@ from ..core.prometheus_metrics import PrometheusMetrics
 from ..routing.load_balancer import InferenceLoadBalancer
 from ..service.model_service import DEFAULT_NAME_PREFIX, ModelService, service_log_group_name
 from ..service.target_optimizer import add_reject_widget
+from ..shared.environment import InferenceEnvironment, require_identity
 from ..shared.notifications import topic_target
 from .environment_dashboard import add_dashboard
 from .environment_dashboard import search as search
@@ -63,21 +65,37 @@ class InferenceMonitoring(AlarmGroup):
         scope: Construct,
         construct_id: str,
         *,
-        environment_name: str,
         model_names: Sequence[str],
         load_balancer: InferenceLoadBalancer | elbv2.IApplicationLoadBalancer,
         capacity: GpuCapacity,
-        topic: sns.ITopic,
         props: MonitoringProps,
+        environment: InferenceEnvironment | None = None,
         more_capacity: Sequence[CapacityGroup[Any]] = (),
         more_load_balancers: Sequence[InferenceLoadBalancer | elbv2.IApplicationLoadBalancer] = (),
-        name_prefix: str = DEFAULT_NAME_PREFIX,
+        environment_name: str | None = None,
+        topic: sns.ITopic | None = None,
+        name_prefix: str | None = None,
         logs_key: kms.IKey | None = None,
     ) -> None:
-        """``more_capacity``: the environment's other capacity groups (other GPU shapes), priced at their own types.
+        """``environment``: the environment's name, name prefix, topic and logs key (which encrypts the task-start
+        function's log group, :class:`~.task_starts.TaskStarts`), given once; 0.2's ``environment_name``, ``topic``,
+        ``name_prefix`` (default ``"gpu-inference"``) and ``logs_key`` (default None) still work, not beside it.
+        ``more_capacity``: the environment's other capacity groups (other GPU shapes), priced at their own types.
         ``more_load_balancers``: the environment's other load balancers, each with its own ELB 5xx alarm (the cost
-        metric and the dashboard read ``load_balancer`` only). ``logs_key`` encrypts the task-start function's log
-        group (:class:`~.task_starts.TaskStarts`)."""
+        metric and the dashboard read ``load_balancer`` only)."""
+        if environment is not None:
+            InferenceEnvironment.refuse_beside(
+                "InferenceMonitoring",
+                environment_name=environment_name,
+                topic=topic,
+                name_prefix=name_prefix,
+                logs_key=logs_key,
+            )
+            environment_name, topic = environment.name, environment.topic
+            name_prefix, logs_key = environment.name_prefix, environment.logs_key
+        require_identity("InferenceMonitoring", {"environment_name=": environment_name, "topic=": topic})
+        assert environment_name is not None and topic is not None  # required above
+        name_prefix = DEFAULT_NAME_PREFIX if name_prefix is None else name_prefix
         super().__init__(
             scope, construct_id, environment_name=environment_name, topic=topic, props=props, name_prefix=name_prefix
         )
@@ -168,7 +186,7 @@ class InferenceMonitoring(AlarmGroup):
             self.props.elb_5xx_percent,
             f"More than {self.props.elb_5xx_percent}% of requests answered 5xx by the load balancer itself "
             "(no healthy targets, timeouts)",
-            periods=3,
+            periods=PAGING_MINUTES,
         )
 
     def warm_pool_cost(self, capacities: Sequence[CapacityGroup[Any]]) -> list[cloudwatch.MathExpression]:

@@ -7,8 +7,9 @@ from typing import TYPE_CHECKING
 from ..core.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
-    from .bundled import BundledServer, BundledServerProps, bundled_server_image, bundled_stop
+    from .bundled import BundledServer, BundledServerProps, bundled_stop
     from .bundled_signals import BundledScalingProps
+    from .handler_image import bundled_server_image
     from .neuron import NeuronServer
     from .neuron_props import NeuronEcrImage, NeuronServerProps
     from .pool import PoolServer
@@ -55,7 +56,7 @@ _MODULE_OF = {
     "TritonServer": "tgi_triton",
     "VllmProps": "vllm",
     "VllmServer": "vllm",
-    "bundled_server_image": "bundled",
+    "bundled_server_image": "handler_image",
     "bundled_stop": "bundled",
     "tgi_stop": "tgi_triton",
     "triton_stop": "tgi_triton",

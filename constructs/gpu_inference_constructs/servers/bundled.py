@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from os import PathLike
-from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from ..core.errors import require, require_range
 from ..core.load_balancer_props import ALB_MAX_IDLE_TIMEOUT_SECONDS, IDLE_TIMEOUT_MARGIN_SECONDS
@@ -25,6 +24,8 @@ from ..core.server_contract import (
     require_props,
     sidecar_reservation,
 )
+from ..core.server_facts import SERVER_IMAGE_DIRECTORY as SERVER_IMAGE_DIRECTORY
+from ..core.server_facts import SERVER_IMAGE_NAME
 from ..core.server_facts import server as server_facts
 from ..core.stop_timing import StopTiming
 from ..core.task_size import SidecarReservation
@@ -33,6 +34,7 @@ from .bundled_signals import BUNDLED_ALARMS, BUNDLED_PREDICTION_ROUTES, BundledS
 
 if TYPE_CHECKING:
     from aws_cdk import aws_ecs as ecs
+    from constructs import Construct
 
 # The bundled server's own facts (inference_server/facts.py): its MODEL_RUNTIME values, tasks and port.
 MODEL_RUNTIMES: tuple[str, ...] = server_facts.RUNTIMES
@@ -117,67 +119,6 @@ def bundled_workers_for(environment: Mapping[str, str], cpu_units: int) -> int:
     return int(raw)
 
 
-# The bundled server's Docker build context (Dockerfile, requirements, the inference_server package), shipped in this
-# package's wheel: in the repository a link to inference_image/, so both build the same asset (the same hash).
-SERVER_IMAGE_DIRECTORY = Path(__file__).parents[1] / "server_image"
-
-
-def bundled_server_image(
-    *,
-    handler_package: str | PathLike[str] | None = None,
-    handler: str | None = None,
-    requirements: str | PathLike[str] | None = None,
-) -> ecs.ContainerImage:
-    """The bundled server's image, built for linux/amd64 by ``cdk deploy`` (a Docker image asset; synth needs no
-    Docker) from the build context this package ships: ``pip install`` is all a team needs.
-
-    With ``handler_package`` and ``handler``, the same image with a team's own handler in it (a
-    ``BundledServerImage``; ``BundledServer(image=...)`` then sets ``MODEL_HANDLER`` in the task definition):
-
-    - ``handler_package``: the directory of the team's Python package, with its ``pyproject.toml`` (or
-      ``setup.py``) and the handler's module in it (flat or ``src/`` layout); relative to the directory the app runs
-      in, as every CDK asset path. Installed with ``pip install --no-deps`` into the server's Python. Default: None
-      (the bundled server's image alone).
-    - ``handler``: the handler class, ``module:Class``, a subclass of ``inference_server.handlers.Handler`` (the
-      server's ``MODEL_HANDLER``). Required with ``handler_package``. Default: None.
-    - ``requirements``: a lock of what the package needs beyond the server's own packages, every line pinned with
-      ``--hash`` (``uv pip compile --generate-hashes``), installed with ``pip --require-hashes``. Default: None.
-
-    Synth refuses (``ConfigError``, naming the argument and the fix) a directory without ``pyproject.toml`` or
-    ``setup.py`` or without the handler's module, a handler that is not ``module:Class``, and a lock line without a
-    hash; the image build (``cdk deploy``) imports the handler and fails if it is not a ``Handler`` subclass."""
-    from aws_cdk import aws_ecr_assets as ecr_assets
-    from aws_cdk import aws_ecs as ecs
-
-    from .handler_image import handler_image
-
-    if handler_package is None and handler is None and requirements is None:
-        return ecs.ContainerImage.from_asset(
-            str(SERVER_IMAGE_DIRECTORY), platform=ecr_assets.Platform.LINUX_AMD64, display_name="gpu-inference-server"
-        )
-    require(
-        handler_package is not None,
-        "handler_package",
-        "is missing: the team's package directory (with its pyproject.toml) goes with handler= and requirements=. "
-        "For a handler class the bundled image holds already, set ModelProps.environment['MODEL_HANDLER'] instead",
-    )
-    require(
-        handler is not None,
-        "handler",
-        "is missing: name the class in handler_package that the server runs, module:Class (its MODEL_HANDLER), "
-        "e.g. handler='ranking_handler.handlers:RankingHandler'",
-    )
-    assert handler_package is not None and handler is not None  # for the type checker: required above
-    return handler_image(
-        SERVER_IMAGE_DIRECTORY,
-        handler_package,
-        handler,
-        requirements,
-        platform=ecr_assets.Platform.LINUX_AMD64,
-        display_name="gpu-inference-server-handler",
-    )
-
-
 @dataclass(frozen=True)
 class BundledServerProps:
     """How the bundled server serves one model: its task, batching, timeouts, runtime and caches."""
@@ -259,6 +200,16 @@ class BundledServerProps:
         )
 
 
+@runtime_checkable
+class HandlerImage(Protocol):
+    """An image of the bundled server with a team's handler in it (``bundled_server_image(handler=...)`` makes one, a
+    ``BundledServerImage``): the handler it runs, and the check that its build context outlives synth."""
+
+    handler: str
+
+    def check_staging(self, scope: Construct) -> None: ...
+
+
 @dataclass(frozen=True)
 class BundledServer(ServerDefinition):
     """This repository's server (inference_image/): one GPU, port 8080, ``/ready``, uid 10001,
@@ -317,18 +268,12 @@ class BundledServer(ServerDefinition):
     @property
     def handler(self) -> str | None:
         """The team's handler the image was built with (``bundled_server_image(handler=...)``), else None."""
-        if self.image is None:
-            return None
-        from .handler_image import BundledServerImage  # aws_cdk's: none is loaded while an image is None (the advisor)
-
-        return self.image.handler if isinstance(self.image, BundledServerImage) else None
+        return self.image.handler if isinstance(self.image, HandlerImage) else None
 
     def contract(self, context: ServerContext) -> ServerContract:
         model, timing, props = context.model, context.timing, self.props
         self.check(model)
-        from .handler_image import BundledServerImage
-
-        if isinstance(self.image, BundledServerImage):
+        if isinstance(self.image, HandlerImage):
             self.image.check_staging(context.scope)
         environment = {
             **model.environment,
@@ -362,7 +307,7 @@ class BundledServer(ServerDefinition):
             name=self.name,
             # The model process alone uses the GPU; the HTTP workers tokenize on the CPU.
             single_cuda_process=True,
-            image=self.image or bundled_server_image(),
+            image=self.image or context.asset_image(str(SERVER_IMAGE_DIRECTORY), SERVER_IMAGE_NAME),
             command=BUNDLED_COMMAND,
             port=BUNDLED_PORT,
             readiness_path=BUNDLED_READINESS_PATH,
@@ -385,3 +330,19 @@ class BundledServer(ServerDefinition):
             queue_capacity=props.max_queue_size,
             stop=self.stop,
         )
+
+
+def __getattr__(name: str) -> object:
+    """``bundled_server_image``, 0.3.0's path: it moved to ``servers.handler_image`` (it needs aws_cdk, this module
+    does not load it). Warns; remove in 0.4."""
+    if name != "bundled_server_image":
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    warnings.warn(
+        f"{__name__}.bundled_server_image moved to gpu_inference_constructs.servers.handler_image (import it from "
+        "there, or from gpu_inference_constructs); the old path goes in 0.4",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    from .handler_image import bundled_server_image
+
+    return bundled_server_image

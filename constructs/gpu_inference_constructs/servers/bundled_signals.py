@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..core import metric_names
+from ..core.alarm_thresholds import PAGING_MINUTES, SHED_MINUTES
 from ..core.errors import require_range
 from ..core.server_signals import SERVICE_CPU, ExpressionSignal, ScalingSignal, ServerAlarm, require_alarm_period
 
@@ -89,15 +90,15 @@ BUNDLED_ALARMS = (
         metric_names.QUEUE_DEPTH,
         "Maximum",
         threshold_setting="queue_depth",
-        periods=3,
-        description="server queue above {threshold} requests for 3 minutes",
+        periods=PAGING_MINUTES,
+        description="server queue above {threshold} requests for {periods} minutes",
     ),
     ServerAlarm(
         "RejectedRequests",
         metric_names.REJECTED_REQUESTS,
         "Sum",
         threshold_setting="rejected_requests_per_minute",
-        periods=2,
+        periods=SHED_MINUTES,
         description="more than {threshold} requests a minute shed with 503 (queue full or draining)",
     ),
     ServerAlarm(
@@ -105,7 +106,7 @@ BUNDLED_ALARMS = (
         metric_names.GPU_MEMORY_UTILIZATION,
         "Maximum",
         threshold_setting="gpu_memory_percent",
-        periods=3,
+        periods=PAGING_MINUTES,
         whole_gpu_only=True,
         description="GPU memory above {threshold}% (risk of CUDA out-of-memory)",
     ),

@@ -1,6 +1,6 @@
-"""The bundled server's image with a team's own handler package installed (``bundled_server_image(handler_package=...,
-handler=...)``): its Docker build context, assembled at synth, and the image that tells ``BundledServer`` which
-handler to run (``MODEL_HANDLER``).
+"""The bundled server's image (``bundled_server_image()``), and the same with a team's own handler package installed
+(``bundled_server_image(handler_package=..., handler=...)``): its Docker build context, assembled at synth, and the
+image that tells ``BundledServer`` which handler to run (``MODEL_HANDLER``).
 
 The build context is the bundled server's own (the files its ``.dockerignore`` admits), the team's package as
 ``handler_package/``, optionally the team's hashed lock as ``handler-requirements.lock``, and a Dockerfile that is the
@@ -18,10 +18,13 @@ import tempfile
 from os import PathLike
 from pathlib import Path
 
+from aws_cdk import aws_ecr_assets as ecr_assets
 from aws_cdk import aws_ecs as ecs
 from constructs import Construct
 
 from ..core.errors import ConfigError, require
+from ..core.server_facts import SERVER_IMAGE_DIRECTORY, SERVER_IMAGE_NAME
+from ..shared.container_images import asset_image
 
 # module.path:ClassName, as the server's MODEL_HANDLER takes it (inference_server.handlers.handler_class): a class
 # the module defines at its top level, so no dotted class path.
@@ -261,3 +264,52 @@ def handler_image(
     directory = assemble_build_context(server_directory, package, handler, lock)
     image = ecs.ContainerImage.from_asset(str(directory), **asset_options)
     return BundledServerImage(image, handler=handler, directory=directory)
+
+
+def bundled_server_image(
+    *,
+    handler_package: str | PathLike[str] | None = None,
+    handler: str | None = None,
+    requirements: str | PathLike[str] | None = None,
+) -> ecs.ContainerImage:
+    """The bundled server's image, built for linux/amd64 by ``cdk deploy`` (a Docker image asset; synth needs no
+    Docker) from the build context this package ships: ``pip install`` is all a team needs.
+
+    With ``handler_package`` and ``handler``, the same image with a team's own handler in it (a
+    ``BundledServerImage``; ``BundledServer(image=...)`` then sets ``MODEL_HANDLER`` in the task definition):
+
+    - ``handler_package``: the directory of the team's Python package, with its ``pyproject.toml`` (or
+      ``setup.py``) and the handler's module in it (flat or ``src/`` layout); relative to the directory the app runs
+      in, as every CDK asset path. Installed with ``pip install --no-deps`` into the server's Python. Default: None
+      (the bundled server's image alone).
+    - ``handler``: the handler class, ``module:Class``, a subclass of ``inference_server.handlers.Handler`` (the
+      server's ``MODEL_HANDLER``). Required with ``handler_package``. Default: None.
+    - ``requirements``: a lock of what the package needs beyond the server's own packages, every line pinned with
+      ``--hash`` (``uv pip compile --generate-hashes``), installed with ``pip --require-hashes``. Default: None.
+
+    Synth refuses (``ConfigError``, naming the argument and the fix) a directory without ``pyproject.toml`` or
+    ``setup.py`` or without the handler's module, a handler that is not ``module:Class``, and a lock line without a
+    hash; the image build (``cdk deploy``) imports the handler and fails if it is not a ``Handler`` subclass."""
+    if handler_package is None and handler is None and requirements is None:
+        return asset_image(str(SERVER_IMAGE_DIRECTORY), SERVER_IMAGE_NAME)
+    require(
+        handler_package is not None,
+        "handler_package",
+        "is missing: the team's package directory (with its pyproject.toml) goes with handler= and requirements=. "
+        "For a handler class the bundled image holds already, set ModelProps.environment['MODEL_HANDLER'] instead",
+    )
+    require(
+        handler is not None,
+        "handler",
+        "is missing: name the class in handler_package that the server runs, module:Class (its MODEL_HANDLER), "
+        "e.g. handler='ranking_handler.handlers:RankingHandler'",
+    )
+    assert handler_package is not None and handler is not None  # for the type checker: required above
+    return handler_image(
+        SERVER_IMAGE_DIRECTORY,
+        handler_package,
+        handler,
+        requirements,
+        platform=ecr_assets.Platform.LINUX_AMD64,
+        display_name="gpu-inference-server-handler",
+    )

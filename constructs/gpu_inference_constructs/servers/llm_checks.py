@@ -13,7 +13,6 @@ from ..core.server_contract import EcrImage, ScalingSignal, ServerContext
 
 if TYPE_CHECKING:
     from aws_cdk import aws_ecs as ecs
-    from constructs import Construct
 
 COMMON_SIZES = (1, 2, 4, 8)  # common models' head counts are multiples of 8
 
@@ -32,11 +31,9 @@ def check_heads(model: ModelProps, heads: int | None, server: str, key: str) -> 
 
 def warn_unknown_heads(context: ServerContext, heads: int | None, server: str, key: str) -> None:
     """Where the heads are not known, a warning on a tensor-parallel size no common model's heads divide."""
-    import aws_cdk as cdk  # here, so the checks load without aws_cdk (the sizing advisor)
-
     gpus = context.model.gpus
     if heads is None and COMMON_SIZES[-1] % gpus != 0:
-        cdk.Annotations.of(context.scope).add_warning_v2(
+        context.warn(
             "gpu-inference:tensor-parallel",
             f"models[{context.model.name}] runs {server} with tensor-parallel size {gpus}, which no common model's "
             f"attention heads divide (they are multiples of 8): {server} would fail at start. Use gpus 1, 2, 4 or 8, "
@@ -94,18 +91,18 @@ class _Preset(Protocol):
 
 
 def preset_images(
-    preset: _Preset, props: _Images, scope: Construct, image_id: str, missing: tuple[str, str]
+    preset: _Preset, props: _Images, context: ServerContext, image_id: str, missing: tuple[str, str]
 ) -> tuple[ecs.ContainerImage, ecs.ContainerImage | None, ecs.ContainerImage | None]:
     """(server, fetcher, collector) images: the preset's own ContainerImage, else its props' ECR mirror; a server
     image neither gives is a ConfigError (``missing``: its key and the fix)."""
-    image = preset.image or (props.image.container_image(scope, image_id) if props.image is not None else None)
+    image = preset.image or (context.ecr_image(props.image, image_id) if props.image is not None else None)
     if image is None:
         raise ConfigError(*missing)
     fetcher = preset.fetcher_image or (
-        props.fetcher_image.container_image(scope, "FetcherImage") if props.fetcher_image else None
+        context.ecr_image(props.fetcher_image, "FetcherImage") if props.fetcher_image else None
     )
     collector = preset.collector_image or (
-        props.collector_image.container_image(scope, "CollectorImage") if props.collector_image else None
+        context.ecr_image(props.collector_image, "CollectorImage") if props.collector_image else None
     )
     return image, fetcher, collector
 

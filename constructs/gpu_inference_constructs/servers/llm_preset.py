@@ -20,6 +20,7 @@ from ..core.server_contract import (
 )
 from ..core.task_size import SidecarReservation
 from .llm_checks import memory_fraction
+from .lora_contract import adapter_sync
 
 if TYPE_CHECKING:
     from aws_cdk import aws_ecs as ecs
@@ -84,8 +85,6 @@ class LlmPreset(ServerDefinition, Generic[PropsT]):
         lora = self.props.lora
         if lora is None:
             return None
-        from .lora_contract import adapter_sync  # its image needs aws_cdk, which the sizing advisor never loads
-
         return adapter_sync(
             lora,
             context,

@@ -4,10 +4,6 @@ left after the weights and the KV cache of one longest sequence (core/lora_memor
 
 from __future__ import annotations
 
-import aws_cdk as cdk
-from aws_cdk import aws_ecr_assets as ecr_assets
-from aws_cdk import aws_ecs as ecs
-
 from ..core.adapter_sync import ADAPTER_SYNC_CONTAINER, AdapterSync, ServerKind
 from ..core.errors import require
 from ..core.lora_memory import GIB
@@ -16,17 +12,6 @@ from ..core.server_contract import ServerContext
 from .bundled import SERVER_IMAGE_DIRECTORY
 
 LORA_MEMORY_UNCHECKED = "gpu-inference:lora-memory-unchecked"
-
-
-def adapter_sync_image() -> ecs.ContainerImage:
-    """The ``adapter-sync`` image, built for linux/amd64 by ``cdk deploy`` from the package's own copy of
-    inference_image/ (Dockerfile target ``adapter-sync``: Python, boto3 and the server package's adapter code)."""
-    return ecs.ContainerImage.from_asset(
-        str(SERVER_IMAGE_DIRECTORY),
-        target=ADAPTER_SYNC_CONTAINER,
-        platform=ecr_assets.Platform.LINUX_AMD64,
-        display_name="gpu-inference-adapter-sync",
-    )
 
 
 def adapter_sync(
@@ -52,10 +37,12 @@ def adapter_sync(
         element_bytes=element_bytes,
         fraction_key=fraction_key,
     )
+    # Default: built by ``cdk deploy`` from the package's own copy of inference_image/ (Dockerfile target
+    # ``adapter-sync``: Python, boto3 and the server package's adapter code).
     image = (
-        lora.sidecar_image.container_image(context.scope, "AdapterSyncImage")
+        context.ecr_image(lora.sidecar_image, "AdapterSyncImage")
         if lora.sidecar_image is not None
-        else adapter_sync_image()
+        else context.asset_image(str(SERVER_IMAGE_DIRECTORY), "gpu-inference-adapter-sync", ADAPTER_SYNC_CONTAINER)
     )
     return AdapterSync(kind, lora.max_rank, image, lora.poll_seconds)
 
@@ -73,7 +60,7 @@ def _check_adapter_memory(
     model, instance = context.model, context.instance_type
     if lora.base is None or instance is None:
         missing = f"{block}.lora.base (the base model's params and geometry)" if lora.base is None else "the GPU"
-        cdk.Annotations.of(context.scope).add_warning_v2(
+        context.warn(
             LORA_MEMORY_UNCHECKED,
             f"models[{model.name}]: synth cannot check that {lora.max_gpu_adapters} LoRA adapter slots at rank "
             f"{lora.max_rank} fit the GPU's memory beside the weights: {missing} is not known. Give {block}.lora.base "

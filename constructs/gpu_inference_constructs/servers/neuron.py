@@ -16,6 +16,7 @@ from ..core.errors import require
 from ..core.model_props import ModelProps
 from ..core.server_contract import (
     SCRATCH_PATH,
+    EcrImage,
     ModelFromS3,
     ServerContext,
     ServerContract,
@@ -36,7 +37,7 @@ from .neuron_props import (
     NeuronServerProps,
 )
 
-if TYPE_CHECKING:  # aws_cdk is imported where the contract is built, so cdk.json's parsing loads without it
+if TYPE_CHECKING:  # images come through the ServerContext, so cdk.json's parsing loads without aws_cdk
     from aws_cdk import aws_ecs as ecs
 
 # Written by neuron_compile into the published version (inference_server/tools/neuron_layout.py).
@@ -188,52 +189,21 @@ class NeuronServer(ServerDefinition):
         )
 
     def _image(self, context: ServerContext) -> ecs.ContainerImage:
-        from aws_cdk import aws_ecr as ecr
-        from aws_cdk import aws_ecs as ecs
-
         if self.image is not None:
             return self.image
         image = self.props.image
         if image.is_public:
-            return ecs.ContainerImage.from_registry(f"{image.repository}:{image.tag}")
-
-        repository = ecr.Repository.from_repository_name(context.scope, "NeuronImage", image.repository)
-        return ecs.ContainerImage.from_ecr_repository(repository, image.tag)
+            return context.registry_image(f"{image.repository}:{image.tag}")
+        return context.ecr_image(EcrImage(image.repository, image.tag), "NeuronImage")
 
     def _fetcher_image(self, context: ServerContext) -> ecs.ContainerImage | None:
         if self.fetcher_image is not None:
             return self.fetcher_image
-        return (
-            self.props.fetcher_image.container_image(context.scope, "FetcherImage")
-            if self.props.fetcher_image
-            else None
-        )
-
-    def _warn_public_images(self, context: ServerContext) -> None:
-        """A public registry is out of reach of private subnets without NAT: the task would never pull."""
-        public = [
-            key
-            for key, is_public in (
-                ("neuron.image", self.image is None and self.props.image.is_public),
-                ("neuron.fetcher_image", self.fetcher_image is None and self.props.fetcher_image is None),
-            )
-            if is_public
-        ]
-        if public:
-            import aws_cdk as cdk
-
-            cdk.Annotations.of(context.scope).add_warning_v2(
-                "gpu-inference:neuron-public-image",
-                f"models[{context.model.name}] pulls {', '.join(public)} from ECR Public, which private subnets "
-                "without NAT cannot reach: mirror the images into your ECR and set those keys "
-                f'({{"repository", "tag"}}), or give '
-                "the subnets a route to the internet",
-            )
+        return context.ecr_image(self.props.fetcher_image, "FetcherImage") if self.props.fetcher_image else None
 
     def contract(self, context: ServerContext) -> ServerContract:
         model, props = context.model, self.props
         self.check(model)
-        self._warn_public_images(context)
         return ServerContract(
             name=self.name,
             accelerator=self.accelerator,

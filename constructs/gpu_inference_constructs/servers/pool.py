@@ -8,6 +8,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from ..core.alarm_thresholds import NOT_KEEPING_UP_MINUTES
 from ..core.errors import require
 from ..core.gpu_share import registered_memory_mib
 from ..core.model_props import ModelProps
@@ -62,7 +63,6 @@ POOL_ENVIRONMENT_KEYS = (
 POOL_PEER_DNS_NAME = "POOL_PEER_DNS_NAME"
 # GPU memory the pool leaves for the CUDA context, cuBLAS workspaces and the allocator when it sizes its own budget.
 GPU_BUDGET_RESERVE = 0.10
-ALARM_MINUTES = 15
 
 
 def pool_alarms(alarms: PoolAlarmProps) -> tuple[ServerAlarm, ...]:
@@ -74,7 +74,7 @@ def pool_alarms(alarms: PoolAlarmProps) -> tuple[ServerAlarm, ...]:
             POOL_HIT_RATE,
             "Average",
             threshold=alarms.hit_rate_percent,
-            periods=ALARM_MINUTES,
+            periods=NOT_KEEPING_UP_MINUTES,
             below=True,
             description="hit rate below {threshold}% for {periods} minutes: the pool reloads models "
             "more than it serves them (raise gpu_memory_budget_mib or max_tasks, or split the pool)",
@@ -84,7 +84,7 @@ def pool_alarms(alarms: PoolAlarmProps) -> tuple[ServerAlarm, ...]:
             POOL_LOADS,
             "Sum",
             threshold=alarms.loads_per_minute,
-            periods=ALARM_MINUTES,
+            periods=NOT_KEEPING_UP_MINUTES,
             description="{threshold} or more model loads a minute for {periods} minutes",
         ),
         ServerAlarm(
@@ -92,7 +92,7 @@ def pool_alarms(alarms: PoolAlarmProps) -> tuple[ServerAlarm, ...]:
             POOL_LOAD_TIME,
             "p95",
             threshold=alarms.load_time_p95_ms,
-            periods=ALARM_MINUTES,
+            periods=NOT_KEEPING_UP_MINUTES,
             description="p95 of a model load at or above {threshold} ms for {periods} minutes (disk or S3 tier slow)",
         ),
         ServerAlarm(
@@ -100,7 +100,7 @@ def pool_alarms(alarms: PoolAlarmProps) -> tuple[ServerAlarm, ...]:
             POOL_EVICTIONS,
             "Sum",
             threshold=alarms.evictions_per_minute,
-            periods=ALARM_MINUTES,
+            periods=NOT_KEEPING_UP_MINUTES,
             description="{threshold} or more evictions a minute for {periods} minutes: "
             "the working set exceeds the GPU budget",
         ),
@@ -109,7 +109,7 @@ def pool_alarms(alarms: PoolAlarmProps) -> tuple[ServerAlarm, ...]:
             POOL_RESIDENT_MODELS,
             "Maximum",
             threshold=alarms.resident_models,
-            periods=ALARM_MINUTES,
+            periods=NOT_KEEPING_UP_MINUTES,
             description="{threshold} or more models resident on one task for {periods} "
             "minutes: more than the pool was sized to hold",
         ),

@@ -372,7 +372,7 @@ class SglangServer(LlmPreset[SglangProps]):
         image, fetcher_image, collector_image = preset_images(
             self,
             props,
-            context.scope,
+            context,
             "SglangImage",
             (
                 "sglang.image",

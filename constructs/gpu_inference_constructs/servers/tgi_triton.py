@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import aws_cdk as cdk
 from aws_cdk import aws_ecs as ecs
 
 from ..core.errors import ConfigError, require, require_range
@@ -90,10 +89,8 @@ def _sidecar_images(
     props: TritonProps | TgiProps, context: ServerContext
 ) -> tuple[ecs.ContainerImage | None, ecs.ContainerImage | None]:
     """(model fetcher, metrics collector) images from the props' ECR mirrors, or None for the pinned public ones."""
-    fetcher = props.fetcher_image.container_image(context.scope, "FetcherImage") if props.fetcher_image else None
-    collector = (
-        props.collector_image.container_image(context.scope, "CollectorImage") if props.collector_image else None
-    )
+    fetcher = context.ecr_image(props.fetcher_image, "FetcherImage") if props.fetcher_image else None
+    collector = context.ecr_image(props.collector_image, "CollectorImage") if props.collector_image else None
     return fetcher, collector
 
 
@@ -115,7 +112,7 @@ def _image(
         raise ConfigError(
             key, "is missing: give the ECR repository and tag of your mirror of the server's image, or pass image="
         )
-    return image.container_image(context.scope, "ServerImage")
+    return context.ecr_image(image, "ServerImage")
 
 
 @dataclass(frozen=True)
@@ -319,7 +316,7 @@ class TgiServer(ServerDefinition):
         fetcher, collector = _sidecar_images(props, context)
         model_path = f"{SCRATCH_PATH}/model"
         queue, batch = (PrometheusMetrics.cloudwatch_name(m) for m in TGI_METRICS)
-        cdk.Annotations.of(context.scope).add_warning_v2(
+        context.warn(
             TGI_PYTHON_WARNING,
             f"TGI images from 3.1 install their Python under /root (mode 0700): run as {self.user} the launcher cannot "
             "load libpython and exits (huggingface/text-generation-inference#3082). Mirror an image that opens it "

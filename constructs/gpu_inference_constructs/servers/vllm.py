@@ -398,7 +398,7 @@ class VllmServer(LlmPreset[VllmProps]):
         image, fetcher_image, collector_image = preset_images(
             self,
             props,
-            context.scope,
+            context,
             "VllmImage",
             (
                 "vllm.image",

@@ -15,11 +15,13 @@ if TYPE_CHECKING:
     from .pool_discovery import PoolDiscovery
     from .pool_queries import PoolQueries
     from .props import ServiceAccess, ServiceLogs
+    from .server_context import CdkServerContext
     from .stack_limits import MAX_STACK_RESOURCES, stacks_per_model
     from .validation import validate_service
 
 __all__ = [
     "CheckedServer",
+    "CdkServerContext",
     "ClusterCapacity",
     "ListenerRoute",
     "LoadBalancerRoute",
@@ -39,6 +41,7 @@ __all__ = [
 _MODULE_OF = {
     "CheckedServer": "checks",
     "validate_service": "validation",
+    "CdkServerContext": "server_context",
     "ClusterCapacity": "choices",
     "ListenerRoute": "choices",
     "LoadBalancerRoute": "choices",

@@ -4,7 +4,6 @@ names where they collide, listener priorities) remember, per app, what earlier s
 
 from __future__ import annotations
 
-import re
 import weakref
 from dataclasses import dataclass
 from typing import Protocol
@@ -21,11 +20,11 @@ from ..core.service_timing import ServiceTimingProps
 from ..core.stop_timing import StopTiming
 from ..core.task_size import SidecarReservation
 from ..routing.load_balancer import IDLE_TIMEOUT_MARGIN_SECONDS, MAX_RULE_PRIORITY
+from ..shared.environment import DEFAULT_NAME_PREFIX as DEFAULT_NAME_PREFIX
+from ..shared.environment import check_name_prefix as check_name_prefix
 
 # ECS caps a container health check's startPeriod at 300 s (ECS API HealthCheck).
 MAX_HEALTH_CHECK_START_PERIOD = 300
-DEFAULT_NAME_PREFIX = "gpu-inference"
-NAME_PREFIX = re.compile(r"^[a-z][a-z0-9-]{1,31}$")
 
 SynthWarning = tuple[str, str]
 
@@ -53,15 +52,6 @@ def service_log_group_name(environment_name: str, model_name: str, name_prefix: 
     """A model service's log group: named, so the environment's dashboard can price its ingestion without a
     reference."""
     return f"/{name_prefix}/{environment_name}/{model_name}"
-
-
-def check_name_prefix(name_prefix: str) -> None:
-    require(
-        isinstance(name_prefix, str) and bool(NAME_PREFIX.match(name_prefix)),
-        "name_prefix",
-        f"{name_prefix!r}: use 2-32 lowercase letters, digits and '-', starting with a letter (it starts log-group, "
-        "alarm and dashboard names; give each team or app its own so two stacks in one account do not collide)",
-    )
 
 
 def alarm_name_prefix(environment_name: str, name_prefix: str = DEFAULT_NAME_PREFIX) -> str:

@@ -15,6 +15,7 @@ from ..core.service_timing import ServiceTimingProps
 from ..rollout.deployment import RollbackThresholds
 from ..routing.service_route import ServiceRoute
 from ..servers.pool import POOL_PEER_DNS_NAME, PoolServer
+from ..shared.environment import InferenceEnvironment
 from ..store.model_bucket import BoundModelSource, ModelSource
 from .choices import bucket_of
 from .model_service import ModelService
@@ -46,16 +47,22 @@ class ModelPool(ModelService):
         construct_id: str,
         *,
         model: ModelProps,
-        environment_name: str,
         capacity: ServiceCapacity,
         model_store: ModelSource,
         route: ServiceRoute,
-        logs: ServiceLogs,
+        environment: InferenceEnvironment | str | None = None,
+        logs: ServiceLogs | None = None,
+        environment_name: str | None = None,
         server: PoolServer | None = None,
         access: ServiceAccess | None = None,
         timing: ServiceTimingProps | None = None,
         rollback_thresholds: RollbackThresholds | None = None,
     ) -> None:
+        require(
+            environment_name is None or environment is None,
+            "environment_name",
+            "is given beside environment=, which takes an InferenceEnvironment or the environment's name: give one",
+        )
         server = server or PoolServer()
         require(
             isinstance(server, PoolServer),
@@ -66,7 +73,7 @@ class ModelPool(ModelService):
             scope,
             construct_id,
             model=model,
-            environment_name=environment_name,
+            environment=environment if environment_name is None else environment_name,
             capacity=capacity,
             model_source=_PoolsOf(model_store),
             route=route,
@@ -85,8 +92,8 @@ class ModelPool(ModelService):
             security_group=self.security_group,
             port=self.contract.port,
             pool_name=model.name,
-            environment_name=environment_name,
-            name_prefix=logs.name_prefix,
+            environment_name=self.environment_name,
+            name_prefix=self.name_prefix,
         )
         self.container.add_environment(POOL_PEER_DNS_NAME, self.discovery.dns_name)
         self.queries = PoolQueries(
@@ -94,8 +101,8 @@ class ModelPool(ModelService):
             "Queries",
             log_group=self.log_group,
             pool_name=model.name,
-            environment_name=environment_name,
-            name_prefix=logs.name_prefix,
+            environment_name=self.environment_name,
+            name_prefix=self.name_prefix,
         )
 
 

@@ -19,7 +19,7 @@ from ..core.errors import ConfigError, raise_problems, require
 from ..core.gpu_share import MPS_PLACEMENT_EXPRESSION
 from ..core.legacy_keywords import accepts_legacy_keywords
 from ..core.model_props import ROLLING_MAX_HEALTHY_PERCENT, ModelProps
-from ..core.server_contract import ServerContext, ServerDefinition
+from ..core.server_contract import ServerDefinition
 from ..core.service_timing import ServiceTimingProps
 from ..networking.subnet_selection import private_subnets
 from ..rollout.deployment import RollbackAlarmNames, RollbackThresholds, service_options, sum_over, worst_of
@@ -29,6 +29,7 @@ from ..routing.service_route import BoundRoute, ServiceRoute
 from ..servers.bundled import BundledServer
 from ..shared.acknowledgements import default_child
 from ..shared.cdk_interfaces import as_role
+from ..shared.environment import InferenceEnvironment
 from ..shared.log_retention import retention_days
 from ..store.model_bucket import ModelSource
 from ..store.model_store import model_uri
@@ -54,8 +55,9 @@ from .checks import (  # DEFAULT_NAME_PREFIX, check_name_prefix, service_log_gro
 )
 from .choices import bucket_of, placement_of, route_of
 from .image_egress import check_images_reachable
-from .props import ServiceAccess, ServiceLogs
+from .props import ServiceAccess, ServiceLogs, service_identity
 from .routing import ServiceTargets, task_security_group
+from .server_context import CdkServerContext
 from .spot_draining import deployment_minimum_percent, tasks_on_one_instance
 from .stack_limits import watch_stack_resources
 from .target_optimizer import check_target_optimizer
@@ -87,10 +89,13 @@ class ModelService(Construct):
       ``ListenerRoute(listener, priority, load_balancer=None)`` for a listener of your own (see ListenerRoute).
 
     ``server`` (default BundledServer(): this library's server with BundledServerProps' defaults) is what runs: a
-    preset such as VllmServer, TritonServer or TgiServer, or a ServerContract for any other server. ``logs``
-    (ServiceLogs: the KMS key, retention and name prefix of the log group ``/<prefix>/<environment>/<model>``) and
-    ``access`` (ServiceAccess: API keys, allow_unauthenticated, the tasks' subnets; default ServiceAccess()) are
-    documented on their props. ``timing`` defaults to ServiceTimingProps().
+    preset such as VllmServer, TritonServer or TgiServer, or a ServerContract for any other server. ``environment``
+    (InferenceEnvironment: the environment's name, name prefix, alarm topic, logs key and log retention, given once;
+    or, as before, the environment's name with ``logs=ServiceLogs(key, retention_days, name_prefix)``; 0.2's
+    ``environment_name=`` is renamed ``environment=``: it warns until 0.4), ``logs`` (ServiceLogs: the log route
+    and trace sampling of the log group ``/<prefix>/<environment>/<model>``) and ``access`` (ServiceAccess: API keys,
+    allow_unauthenticated, the tasks' subnets; default ServiceAccess()) are documented on their props. ``timing``
+    defaults to ServiceTimingProps().
 
     How a new version goes out follows ``model.deployment`` (rolling, canary, linear, blue/green);
     ``rollback_thresholds`` (default ``model.rollback_thresholds()``: ``model.rollback``, else twice the model's
@@ -98,9 +103,10 @@ class ModelService(Construct):
 
     Attributes:
 
-    - ``model``, ``environment_name``, ``name_prefix``, ``contract`` (the server's ServerContract), ``url_path``
-      (``/<model>/``), ``instance_type`` (the smallest the tasks may land on), ``capacity_group`` (the GpuCapacity or
-      NeuronCapacity the tasks run on: the bound capacity's ``group``; None on a ClusterCapacity).
+    - ``model``, ``environment`` (the InferenceEnvironment, or None), ``environment_name``, ``name_prefix``,
+      ``contract`` (the server's ServerContract), ``url_path`` (``/<model>/``), ``instance_type`` (the smallest the
+      tasks may land on), ``capacity_group`` (the GpuCapacity or NeuronCapacity the tasks run on: the bound
+      capacity's ``group``; None on a ClusterCapacity).
     - The task (service_task.py): ``task_role``, ``task_definition``, ``container`` (the server), ``scratch_owner``
       and ``model_fetcher`` (the init containers, or None), ``metrics_collector`` (or None), ``adapter_sync`` (the
       LoRA adapters' sidecar of a server with ``lora``, or None), ``log_group``,
@@ -128,36 +134,29 @@ class ModelService(Construct):
         construct_id: str,
         *,
         model: ModelProps,
-        environment_name: str,
         capacity: ServiceCapacity,
         model_source: ModelSource,
         route: ServiceRoute,
-        logs: ServiceLogs,
+        environment: InferenceEnvironment | str | None = None,
+        logs: ServiceLogs | None = None,
         server: ServerDefinition | None = None,
         access: ServiceAccess | None = None,
         timing: ServiceTimingProps | None = None,
         rollback_thresholds: RollbackThresholds | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
-        _require_types(
-            model=model,
-            environment_name=environment_name,
-            logs=logs,
-            access=access,
-            timing=timing,
-            rollback_thresholds=rollback_thresholds,
-        )
+        logs = self._take_identity(environment, logs)
+        environment_name = self.environment_name
+        _require_types(model=model, access=access, timing=timing, rollback_thresholds=rollback_thresholds)
         access = access or ServiceAccess()
         chosen_route = route_of(route, self)
         self._listener_key = listener_key(chosen_route.listener)
-        check_model_name_free(self, logs.name_prefix, environment_name, model.name, self._listener_key)
-        self.name_prefix = logs.name_prefix
+        check_model_name_free(self, self.name_prefix, environment_name, model.name, self._listener_key)
         if rollback_thresholds is None:
             rollback_thresholds = model.rollback_thresholds()  # ModelProps checked its rollback block
         else:
             rollback_thresholds.check_above_scaling(model.scaling.latency_p95_ms, "rollback_thresholds.latency_p95_ms")
         self.model = model
-        self.environment_name = environment_name
         self.url_path = f"/{model.name}/"
         placement = self._place(capacity)
         source = bucket_of(model_source, self)
@@ -178,7 +177,6 @@ class ModelService(Construct):
         subnets = access.subnets or private_subnets(placement.cluster.vpc, f"ModelService {model.name!r} (its tasks)")
         uri = model_uri(source.bucket, source.prefix, model.name, model.version)
         self._telemetry = logs.telemetry
-        self._logs_key, self._log_retention_days = logs.key, logs.retention_days
         start_period = self._contract_and_checks(
             server, placement, chosen_route, timing or ServiceTimingProps(), access, uri, type(capacity).__name__
         )
@@ -230,6 +228,16 @@ class ModelService(Construct):
             )
         return placement
 
+    def _take_identity(self, environment: InferenceEnvironment | str | None, logs: ServiceLogs | None) -> ServiceLogs:
+        """The environment's name and the model's complete logs (:func:`~.props.service_identity`), kept as the
+        attributes ``environment``, ``environment_name`` and ``name_prefix``."""
+        self.environment_name, logs = service_identity(environment, logs)
+        assert logs.key is not None and logs.retention_days is not None and logs.name_prefix is not None  # completed
+        self.environment = environment if isinstance(environment, InferenceEnvironment) else None
+        self.name_prefix: str = logs.name_prefix
+        self._logs_key, self._log_retention_days = logs.key, logs.retention_days
+        return logs
+
     def _contract_and_checks(
         self,
         server: ServerDefinition,
@@ -257,7 +265,7 @@ class ModelService(Construct):
         check_runs_on(server.name, server.accelerator, self.instance_type, f"models[{model.name}].server")
         self._note_support(server)
         contract = server.contract(
-            ServerContext(
+            CdkServerContext(
                 self,
                 model,
                 timing,
@@ -536,6 +544,7 @@ class ModelService(Construct):
 
 
 def _log_group(scope: Construct, props: ServiceLogs, environment_name: str, model_name: str) -> aws_logs.LogGroup:
+    assert props.retention_days is not None and props.name_prefix is not None  # service_identity completed them
     return aws_logs.LogGroup(
         scope,
         "Logs",
@@ -550,8 +559,6 @@ def _log_group(scope: Construct, props: ServiceLogs, environment_name: str, mode
 
 _PROPS_TYPES: dict[str, tuple[type, str]] = {
     "model": (ModelProps, "a ModelProps"),
-    "environment_name": (str, "the environment's name, such as 'prod'"),
-    "logs": (ServiceLogs, "ServiceLogs(key, retention_days=90, name_prefix='gpu-inference')"),
     "access": (
         ServiceAccess,
         "ServiceAccess(api_keys_secret=None, allow_unauthenticated=False, subnets=None), or None",

@@ -38,6 +38,7 @@ from ..shared.acknowledgements import (
     nag_rendering,
 )
 from ..shared.cdk_interfaces import as_role, service_principal
+from ..shared.container_images import ecr_image
 from ..store.model_bucket import BoundModelSource
 from ..store.model_fetch import fetch_script
 from ..store.model_store import compile_cache_prefix, grant_read_prefix, model_read_prefix
@@ -439,7 +440,7 @@ class ServiceTask:
             return metrics.collector_image
         if adot:
             if mirror is not None:
-                return mirror.container_image(self._scope, "CollectorImage")
+                return ecr_image(self._scope, mirror, "CollectorImage")
             return ecs.ContainerImage.from_registry(DEFAULT_OTEL_COLLECTOR_IMAGE)
         if mirror is not None:
             cdk.Annotations.of(self._scope).add_warning_v2(
@@ -477,7 +478,7 @@ class ServiceTask:
         router = self.task_definition.add_firelens_log_router(
             "log-router",
             image=(
-                firelens.image.container_image(self._scope, "LogRouterImage")
+                ecr_image(self._scope, firelens.image, "LogRouterImage")
                 if firelens.image is not None
                 else ecs.ContainerImage.from_registry(DEFAULT_LOG_ROUTER_IMAGE)
             ),

@@ -25,6 +25,7 @@ from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from ..core import metric_names as m
+from ..core.alarm_thresholds import PAGING_MINUTES
 from ..core.errors import require
 from ..core.result_cache_props import ModelCacheProps as ModelCacheProps
 from ..core.result_cache_props import ResultCacheProps
@@ -301,7 +302,7 @@ class ResultCache(Construct):
             scope,
             "ResultCacheConnectionFailuresAlarm",
             threshold=self.props.errors_alarm_per_minute,
-            evaluation_periods=3,
+            evaluation_periods=PAGING_MINUTES,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
             # No model reports an error while none is attached or every call succeeds.
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,

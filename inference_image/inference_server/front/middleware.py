@@ -44,8 +44,6 @@ TIMEOUT_HEADER = b"x-request-timeout-ms"  # the client's deadline, milliseconds 
 _LONGEST_MS = 1e12
 
 
-
-
 def _is_json(content_type: bytes) -> bool:
     media = content_type.split(b";", 1)[0].strip().lower()
     return media == b"application/json" or (media.startswith(b"application/") and media.endswith(b"+json"))
