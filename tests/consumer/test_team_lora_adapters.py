@@ -94,7 +94,7 @@ def team_app(server, instance_type: str = "g6e.xlarge") -> tuple[cdk.App, cdk.St
         capacity=capacity,
         model_source=ModelBucket(bucket),
         route=alb,
-        environment_name="chat",
+        environment="chat",
         access=ServiceAccess(api_keys_secret=secretsmanager.Secret.from_secret_complete_arn(stack, "Keys", SECRET_ARN)),
         logs=ServiceLogs(
             kms.Key.from_key_arn(

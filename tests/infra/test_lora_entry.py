@@ -22,7 +22,7 @@ from gpu_inference_constructs import (
     VllmServer,
 )
 from gpu_inference_constructs.core.lora_settings import lora_fit
-from gpu_inference_constructs.servers.model_entry import refuse_entry_lora, split_model_entry
+from stacks.model_entry import refuse_entry_lora, split_model_entry
 
 GIB = 2**30
 MODEL = {"name": "llama", "version": "1", "gpus": 1, "cpu": 3072, "memory_mib": 24576}

@@ -74,10 +74,10 @@ def build_schemas(settings: Settings, prediction_model: type[BaseModel] | None) 
             __config__=STRICT,
             # list[text], list[prediction]: types built at run time, which a type checker sees as variables.
             texts=(
-                list[text],
+                list[text],  # pyright: ignore[reportInvalidTypeForm]
                 Field(
                     min_length=1,
-                    max_length=settings.max_client_batch,  # pyright: ignore[reportInvalidTypeForm]
+                    max_length=settings.max_client_batch,
                     description=f"1 to {settings.max_client_batch} texts",
                     examples=[["First text.", "Second text."]],
                 ),
@@ -87,6 +87,9 @@ def build_schemas(settings: Settings, prediction_model: type[BaseModel] | None) 
             "PredictResponse", model=(str, ...), version=(str, ...), prediction=(prediction, ...)
         ),
         batch_response=create_model(
-            "PredictBatchResponse", model=(str, ...), version=(str, ...), predictions=(list[prediction], ...)
-        ),  # pyright: ignore[reportInvalidTypeForm]
+            "PredictBatchResponse",
+            model=(str, ...),
+            version=(str, ...),
+            predictions=(list[prediction], ...),  # pyright: ignore[reportInvalidTypeForm]
+        ),
     )

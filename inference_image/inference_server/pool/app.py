@@ -30,8 +30,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from ..front.cache_values import input_key, key_prefix
 from ..front.protocols.oip_codec import Tensor, encode_response
-from ..front.shared_cache import SharedCache, input_key, key_prefix
+from ..front.shared_cache import SharedCache
 from ..front.tracing import TRACE
 from ..inputs import InputError
 from ..tensor_spec import datatype_of
