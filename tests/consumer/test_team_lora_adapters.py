@@ -10,6 +10,8 @@ server (its whole drain) before the sidecar; vLLM's load/unload routes are never
 
 from __future__ import annotations
 
+import dataclasses
+
 import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_ec2 as ec2
@@ -41,6 +43,7 @@ from gpu_inference_constructs import (
 )
 from gpu_inference_constructs.core.adapter_sync import ADAPTER_SYNC_CPU, ADAPTER_SYNC_MEMORY_MIB
 from gpu_inference_constructs.servers.lora_contract import LORA_MEMORY_UNCHECKED
+from inference_server.adapters.sidecar_settings import SidecarSettings, load_sidecar_settings
 from tests.infra.aws_policies import TemplateWorld
 
 ACCOUNT, REGION = "123456789012", "eu-west-1"
@@ -155,6 +158,7 @@ def test_the_sidecar_gets_the_seams_environment_resolved_to_this_task(template, 
     sidecar, server = by_name["adapter-sync"], by_name["server"]
     assert sidecar["Command"] == ["python", "-m", "inference_server.adapters"]
     assert resolved_environment(world, sidecar) == {
+        "DEPLOYMENT_ENV": "chat",
         "ADAPTER_REGISTRY_URI": f"s3://{BUCKET}/adapters/llama/registry.json",
         "ADAPTER_DIR": "/adapters",
         "ADAPTER_SERVER_URL": f"http://127.0.0.1:{server['PortMappings'][0]['ContainerPort']}",
@@ -165,6 +169,12 @@ def test_the_sidecar_gets_the_seams_environment_resolved_to_this_task(template, 
         "AWS_REGION": REGION,
         "AWS_DEFAULT_REGION": REGION,
     }
+    # What the library sets is what the sidecar reads: its own settings parse it (a name it does not know would be
+    # ignored there, so each one is also one of its fields).
+    variables = {field.metadata["variable"] for field in dataclasses.fields(SidecarSettings)}
+    assert set(resolved_environment(world, sidecar)) - {"AWS_REGION", "AWS_DEFAULT_REGION"} <= variables
+    settings = load_sidecar_settings({**resolved_environment(world, sidecar), "ADAPTER_SERVER_API_KEY": "k"})
+    assert (settings.deployment_env, settings.ready_port, settings.server_kind) == ("chat", 8081, "vllm")
     # The same key vLLM takes (VLLM_API_KEY), from the same secret and JSON key.
     (sidecar_key,) = sidecar["Secrets"]
     (server_key,) = [s for s in server["Secrets"] if s["Name"] == "VLLM_API_KEY"]

@@ -78,9 +78,13 @@ class AdapterSync:
             f"{self.ready_port} is the server's own port: give the sidecar another",
         )
 
-    def environment(self, *, bucket_name: str, model_name: str, server_port: int, region: str) -> dict[str, str]:
-        """The sidecar's environment (the API key comes as a secret, ``ADAPTER_SERVER_API_KEY``)."""
+    def environment(
+        self, *, bucket_name: str, model_name: str, server_port: int, region: str, environment_name: str
+    ) -> dict[str, str]:
+        """The sidecar's environment (the API key comes as a secret, ``ADAPTER_SERVER_API_KEY``;
+        ``DEPLOYMENT_ENV`` is its metrics' Environment dimension, as the bundled server's)."""
         return {
+            "DEPLOYMENT_ENV": environment_name,
             "ADAPTER_REGISTRY_URI": registry_uri(bucket_name, model_name),
             "ADAPTER_DIR": ADAPTER_DIRECTORY,
             "ADAPTER_SERVER_URL": f"http://127.0.0.1:{server_port}",

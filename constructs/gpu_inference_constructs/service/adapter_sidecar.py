@@ -40,6 +40,7 @@ def add_adapter_sync(
     bucket: s3.IBucket,
     model_name: str,
     region: str,
+    environment_name: str,
     logging: ecs.LogDriver,
     api_keys_secret: secretsmanager.ISecret | None,
 ) -> ecs.ContainerDefinition:
@@ -63,7 +64,11 @@ def add_adapter_sync(
         cpu=ADAPTER_SYNC_CPU,
         memory_reservation_mib=ADAPTER_SYNC_MEMORY_MIB,
         environment=sync.environment(
-            bucket_name=bucket.bucket_name, model_name=model_name, server_port=contract.port, region=region
+            bucket_name=bucket.bucket_name,
+            model_name=model_name,
+            server_port=contract.port,
+            region=region,
+            environment_name=environment_name,
         ),
         secrets=secrets,
         port_mappings=[ecs.PortMapping(container_port=sync.ready_port, protocol=ecs.Protocol.TCP, name="ready")],

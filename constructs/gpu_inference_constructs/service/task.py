@@ -176,6 +176,7 @@ class ServiceTask:
                 bucket=source.bucket,
                 model_name=model.name,
                 region=region,
+                environment_name=environment_name,
                 logging=self.log_driver(),
                 api_keys_secret=api_keys_secret,
             )
