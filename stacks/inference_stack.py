@@ -6,10 +6,13 @@ ones the single-stack layout had, so these resources keep their logical IDs.
 
 from __future__ import annotations
 
+from typing import cast
+
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sns as sns
 from constructs import Construct
 
 from gpu_inference_constructs import (
@@ -28,8 +31,6 @@ from gpu_inference_constructs import (
     api_keys_secret,
     grant_logs_service,
 )
-from gpu_inference_constructs.shared.acknowledgements import default_child
-from gpu_inference_constructs.shared.cdk_interfaces import as_key, as_topic, service_principal
 
 from .config import EnvironmentConfig
 
@@ -54,12 +55,12 @@ class InferenceStack(cdk.Stack):
         self.logs_key = kms.Key(
             self, "LogsKey", description="Encrypts the model servers' log groups", enable_key_rotation=True
         )
-        grant_logs_service(as_key(self.logs_key), self.region, self.account)
+        grant_logs_service(cast(kms.IKey, self.logs_key), self.region, self.account)
         # Who the environment's constructs belong to, given once to each (its models' too, from their stacks).
         self.inference_environment = InferenceEnvironment(
             name=config.name,
-            topic=as_topic(self.notifications.topic),
-            logs_key=as_key(self.logs_key),
+            topic=cast(sns.ITopic, self.notifications.topic),
+            logs_key=cast(kms.IKey, self.logs_key),
             log_retention_days=config.log_retention_days,
         )
         self.capacity = GpuCapacity(
@@ -89,7 +90,7 @@ class InferenceStack(cdk.Stack):
         )
         # A JSON object of key names to keys: one per client, so one can be revoked alone (docs/security.md).
         self.api_keys = api_keys_secret(
-            self, "ApiKeys", encryption_key=as_key(self.api_keys_key), removal_policy=retain
+            self, "ApiKeys", encryption_key=cast(kms.IKey, self.api_keys_key), removal_policy=retain
         )
 
         # One load balancer per number models[].load_balancer names; the first keeps the single-balancer construct ID.
@@ -150,7 +151,7 @@ class InferenceStack(cdk.Stack):
             self,
             "LogArchive",
             encryption=s3.BucketEncryption.KMS,
-            encryption_key=as_key(self.logs_key),
+            encryption_key=cast(kms.IKey, self.logs_key),
             bucket_key_enabled=True,
             enforce_ssl=True,
             block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
@@ -162,12 +163,12 @@ class InferenceStack(cdk.Stack):
         # Access logging granted by bucket policy whatever the feature flags (an ACL fails on BucketOwnerEnforced), as
         # ModelStore does for the model bucket.
         access_logs, prefix = self.model_store.access_logs_bucket, "log-archive/"
-        default_child(bucket, s3.CfnBucket).logging_configuration = s3.CfnBucket.LoggingConfigurationProperty(
+        cast(s3.CfnBucket, bucket.node.default_child).logging_configuration = s3.CfnBucket.LoggingConfigurationProperty(
             destination_bucket_name=access_logs.bucket_name, log_file_prefix=prefix
         )
         access_logs.add_to_resource_policy(
             iam.PolicyStatement(
-                principals=[service_principal("logging.s3.amazonaws.com")],
+                principals=[cast(iam.IPrincipal, iam.ServicePrincipal("logging.s3.amazonaws.com"))],
                 actions=["s3:PutObject"],
                 resources=[access_logs.arn_for_objects(f"{prefix}*")],
                 conditions={
@@ -192,10 +193,10 @@ class InferenceStack(cdk.Stack):
             name=f"{config.name}-results",
             vpc=network.vpc,
             subnets=network.private_subnets,
-            topic=as_topic(self.notifications.topic),
+            topic=cast(sns.ITopic, self.notifications.topic),
             props=props,
         )
-        cache.add_connection_failure_alarm(self, config.name, as_topic(self.notifications.topic))
+        cache.add_connection_failure_alarm(self, config.name, cast(sns.ITopic, self.notifications.topic))
         self.monitoring.dashboard.add_widgets(
             cdk.aws_cloudwatch.GraphWidget(
                 title="Result cache cost (USD an hour) and hit rate",

@@ -17,6 +17,7 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from gpu_inference_constructs import (
+    NO_TRACES_WARNING,
     InferenceLoadBalancer,
     InferenceNetwork,
     LoadBalancerRoute,
@@ -28,7 +29,6 @@ from gpu_inference_constructs import (
     ServiceLogs,
     ServiceScaling,
 )
-from gpu_inference_constructs.service.task import NO_TRACES_WARNING
 
 from .config import EnvironmentConfig, ModelServerConfig
 from .inference_stack import InferenceStack

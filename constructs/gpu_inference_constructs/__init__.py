@@ -75,6 +75,7 @@ if TYPE_CHECKING:
     from .service.props import ServiceAccess, ServiceLogs
     from .service.server_context import CdkServerContext
     from .service.stack_limits import MAX_STACK_RESOURCES, stacks_per_model
+    from .service.task import NO_TRACES_WARNING
     from .service.validation import validate_service
     from .shared.environment import InferenceEnvironment
     from .shared.log_retention import retention_days
@@ -91,6 +92,7 @@ if TYPE_CHECKING:
 
 
 __all__ = [
+    "NO_TRACES_WARNING",
     "AdapterSync",
     "BoundCapacity",
     "BoundModelSource",
@@ -224,6 +226,7 @@ __all__ = [
 # Imported on first use, so that the pure-Python parts (the sizing advisor) run without loading aws_cdk and its Node
 # runtime; `from gpu_inference_constructs import X` and type checkers see the names as before.
 _MODULE_OF = {
+    "NO_TRACES_WARNING": "service.task",
     "InferenceEnvironment": "shared.environment",
     "CdkServerContext": "service.server_context",
     "retention_days": "shared.log_retention",
