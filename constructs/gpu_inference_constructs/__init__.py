@@ -330,7 +330,7 @@ _MODULE_OF = {
     "GEN_AI_TIME_PER_OUTPUT_TOKEN": "task_telemetry.otel_collector",
     "GEN_AI_TIME_TO_FIRST_TOKEN": "task_telemetry.otel_collector",
     "DEFAULT_FETCHER_IMAGE": "core.server_contract",
-    "EcrImage": "core.server_contract",
+    "EcrImage": "core.ecr_image",
     "LivenessCheck": "core.server_contract",
     "ModelFromS3": "core.server_contract",
     "PrometheusMetrics": "core.server_contract",
