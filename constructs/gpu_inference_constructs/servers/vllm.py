@@ -408,51 +408,7 @@ class VllmServer(LlmPreset[VllmProps]):
         )
         source = props.model_source(fetcher_image)
         no_traces = self.no_traces_reason
-        if props.weights == "stream":
-            streaming: tuple[str, ...] = ("--load-format", "runai_streamer")
-            loader: dict[str, object] = {}
-            if props.stream_concurrency is not None:
-                loader["concurrency"] = props.stream_concurrency
-            if model.gpus > 1:  # each rank reads its share of the files and the ranks exchange the rest
-                loader["distributed"] = True
-            if loader:
-                streaming += ("--model-loader-extra-config", json.dumps(loader, separators=(",", ":")))
-            model_path = context.model_uri
-        else:
-            streaming, model_path = (), source.local_path
-        command = (
-            model_path,
-            "--host",
-            "0.0.0.0",
-            "--port",
-            str(props.port),
-            "--served-model-name",
-            props.served_model_name or model.name,
-            "--tensor-parallel-size",
-            str(model.gpus),
-            "--max-model-len",
-            str(props.max_model_len),
-            "--gpu-memory-utilization",
-            f"{memory_fraction(props.gpu_memory_utilization, context, 'vLLM'):g}",
-            "--max-num-seqs",
-            str(props.max_num_seqs),
-            "--dtype",
-            props.dtype,
-            # Its spans over OTLP/gRPC (vLLM's default protocol) to the task's collector, which sends them to X-Ray:
-            # only where traces are sampled and the image carries OpenTelemetry (vLLM exits at start without it).
-            *(
-                ("--otlp-traces-endpoint", f"grpc://{OTLP_GRPC_ADDRESS}")
-                if no_traces is None and context.trace_sampling_ratio > 0
-                else ()
-            ),
-            *self._lora_flags(),
-            "--shutdown-timeout",
-            str(vllm_drain_seconds(props.longest_request_seconds)),
-            # Its /docs, /redoc and /openapi.json answer without the key: off (the listener forwards only /v1/* anyway).
-            "--disable-fastapi-docs",
-            *streaming,
-            *props.extra_args,
-        )
+        command = self._command(context, source, no_traces)
         lora = props.lora
         sync = self.adapter_sync_for(
             context, props.gpu_memory_utilization, props.max_model_len, props.dtype, "gpu_memory_utilization"
@@ -476,27 +432,7 @@ class VllmServer(LlmPreset[VllmProps]):
             model_source=source,
             shared_memory_mib=props.shared_memory_for(model.memory_mib),
             tmpfs_mib={"/tmp": 2048},
-            environment={
-                **model.environment,
-                "HOME": f"{SCRATCH_PATH}/home",
-                "XDG_CACHE_HOME": f"{SCRATCH_PATH}/cache",
-                "VLLM_CACHE_ROOT": f"{SCRATCH_PATH}/cache/vllm",
-                "HF_HOME": f"{SCRATCH_PATH}/cache/huggingface",
-                # Never reach a model hub: the weights are on the scratch volume, or streamed from the model bucket.
-                "HF_HUB_OFFLINE": "1",
-                "VLLM_NO_USAGE_STATS": "1",
-                "DO_NOT_TRACK": "1",
-                # Above the ALB idle timeout, or the ALB reuses connections vLLM closed (502s).
-                "VLLM_HTTP_TIMEOUT_KEEP_ALIVE": str(context.timing.keep_alive_seconds),
-                "AWS_DEFAULT_REGION": context.region,
-                # The image has no passwd entry for the task's uid (it runs as root, or as its own uid 2000).
-                **named_user("vllm"),
-                **otel_environment(model.name, context.trace_sampling_ratio),
-                "OTEL_EXPORTER_OTLP_TRACES_INSECURE": "true",
-                **(self._stream_environment(context.region) if props.weights == "stream" else {}),
-                # The adapter-sync sidecar loads and unloads adapters through /v1/load_lora_adapter while vLLM runs.
-                **({"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"} if lora is not None else {}),
-            },
+            environment=self._environment(context),
             # vLLM takes one literal key: the one of this name in the secret's JSON object (see VllmProps).
             api_keys_variable="VLLM_API_KEY",
             api_key_field=props.api_key_name,
@@ -538,6 +474,83 @@ class VllmServer(LlmPreset[VllmProps]):
         return (
             f"the library cannot tell whether its image carries OpenTelemetry, without which vLLM exits at start: {fix}"
         )
+
+    def _command(self, context: ServerContext, source: ModelFromS3, no_traces: str | None) -> tuple[str, ...]:
+        """vLLM's arguments for this model: its weights (copied to scratch by ``source``, or streamed from the model
+        bucket), its port and name, its parallelism and memory, its traces, LoRA, its drain and the props' extra
+        arguments."""
+        model, props = context.model, self.props
+        if props.weights == "stream":
+            streaming: tuple[str, ...] = ("--load-format", "runai_streamer")
+            loader: dict[str, object] = {}
+            if props.stream_concurrency is not None:
+                loader["concurrency"] = props.stream_concurrency
+            if model.gpus > 1:  # each rank reads its share of the files and the ranks exchange the rest
+                loader["distributed"] = True
+            if loader:
+                streaming += ("--model-loader-extra-config", json.dumps(loader, separators=(",", ":")))
+            model_path = context.model_uri
+        else:
+            streaming, model_path = (), source.local_path
+        return (
+            model_path,
+            "--host",
+            "0.0.0.0",
+            "--port",
+            str(props.port),
+            "--served-model-name",
+            props.served_model_name or model.name,
+            "--tensor-parallel-size",
+            str(model.gpus),
+            "--max-model-len",
+            str(props.max_model_len),
+            "--gpu-memory-utilization",
+            f"{memory_fraction(props.gpu_memory_utilization, context, 'vLLM'):g}",
+            "--max-num-seqs",
+            str(props.max_num_seqs),
+            "--dtype",
+            props.dtype,
+            # Its spans over OTLP/gRPC (vLLM's default protocol) to the task's collector, which sends them to X-Ray:
+            # only where traces are sampled and the image carries OpenTelemetry (vLLM exits at start without it).
+            *(
+                ("--otlp-traces-endpoint", f"grpc://{OTLP_GRPC_ADDRESS}")
+                if no_traces is None and context.trace_sampling_ratio > 0
+                else ()
+            ),
+            *self._lora_flags(),
+            "--shutdown-timeout",
+            str(vllm_drain_seconds(props.longest_request_seconds)),
+            # Its /docs, /redoc and /openapi.json answer without the key: off (the listener forwards only /v1/* anyway).
+            "--disable-fastapi-docs",
+            *streaming,
+            *props.extra_args,
+        )
+
+    def _environment(self, context: ServerContext) -> dict[str, str]:
+        """The server container's environment: the model's own, scratch for its caches, no model hub or usage
+        reports, the keep-alive, the region, a user name, OpenTelemetry's variables, the streamer's and LoRA's."""
+        model, props, lora = context.model, self.props, self.props.lora
+        return {
+            **model.environment,
+            "HOME": f"{SCRATCH_PATH}/home",
+            "XDG_CACHE_HOME": f"{SCRATCH_PATH}/cache",
+            "VLLM_CACHE_ROOT": f"{SCRATCH_PATH}/cache/vllm",
+            "HF_HOME": f"{SCRATCH_PATH}/cache/huggingface",
+            # Never reach a model hub: the weights are on the scratch volume, or streamed from the model bucket.
+            "HF_HUB_OFFLINE": "1",
+            "VLLM_NO_USAGE_STATS": "1",
+            "DO_NOT_TRACK": "1",
+            # Above the ALB idle timeout, or the ALB reuses connections vLLM closed (502s).
+            "VLLM_HTTP_TIMEOUT_KEEP_ALIVE": str(context.timing.keep_alive_seconds),
+            "AWS_DEFAULT_REGION": context.region,
+            # The image has no passwd entry for the task's uid (it runs as root, or as its own uid 2000).
+            **named_user("vllm"),
+            **otel_environment(model.name, context.trace_sampling_ratio),
+            "OTEL_EXPORTER_OTLP_TRACES_INSECURE": "true",
+            **(self._stream_environment(context.region) if props.weights == "stream" else {}),
+            # The adapter-sync sidecar loads and unloads adapters through /v1/load_lora_adapter while vLLM runs.
+            **({"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"} if lora is not None else {}),
+        }
 
     def _lora_flags(self) -> tuple[str, ...]:
         """vLLM's LoRA flags (vllm/config/lora.py): on, the adapter slots on the GPU and in host memory, the largest
