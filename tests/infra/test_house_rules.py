@@ -27,7 +27,6 @@ MAX_MODEL_SERVICE_KEYWORDS = 10
 STILL_LONG: frozenset[tuple[str, str]] = frozenset(
     {
         ("gpu_inference_constructs/service/model_service.py", "module"),
-        ("gpu_inference_constructs/service/task.py", "module"),
     }
 )
 
