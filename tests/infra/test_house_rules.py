@@ -26,13 +26,7 @@ MAX_MODEL_SERVICE_KEYWORDS = 10
 # shrink: an entry that is no longer long fails test_every_still_long_entry_still_is_long until it leaves the list.
 STILL_LONG: frozenset[tuple[str, str]] = frozenset(
     {
-        ("gpu_inference_constructs/core/server_contract.py", "module"),
-        ("gpu_inference_constructs/core/server_contract.py", "ServerContract.__post_init__"),
-        ("gpu_inference_constructs/servers/sglang.py", "SglangServer.contract"),
-        ("gpu_inference_constructs/servers/vllm.py", "module"),
-        ("gpu_inference_constructs/servers/vllm.py", "VllmServer.contract"),
         ("gpu_inference_constructs/service/model_service.py", "module"),
-        ("gpu_inference_constructs/service/task.py", "module"),
     }
 )
 

@@ -11,6 +11,7 @@ from .lazy_exports import lazy_exports
 if TYPE_CHECKING:
     from .adapter_sync import AdapterSync
     from .deployment_capacity import ServiceDeployment, tasks_for_deployment_at_peak
+    from .ecr_image import EcrImage
     from .errors import ConfigError, Problem, require, require_range
     from .gpu_share import GpuShare
     from .instance_catalog import CATALOG, GpuInstanceType, is_neuron_type
@@ -24,7 +25,6 @@ if TYPE_CHECKING:
     from .server_contract import (
         DEFAULT_COLLECTOR_IMAGE,
         DEFAULT_FETCHER_IMAGE,
-        EcrImage,
         ExpressionSignal,
         LivenessCheck,
         ModelFromS3,
@@ -100,7 +100,7 @@ _MODULE_OF = {
     "ConfigError": "errors",
     "DEFAULT_COLLECTOR_IMAGE": "server_contract",
     "DEFAULT_FETCHER_IMAGE": "server_contract",
-    "EcrImage": "server_contract",
+    "EcrImage": "ecr_image",
     "ExpressionSignal": "server_contract",
     "GpuInstanceType": "instance_catalog",
     "GpuShare": "gpu_share",

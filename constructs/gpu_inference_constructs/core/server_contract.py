@@ -15,14 +15,15 @@ leaves out something the infrastructure needs fails with a message naming it.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from .adapter_sync import ADAPTER_READY_PATH, ADAPTER_SYNC_CPU, ADAPTER_SYNC_MEMORY_MIB, AdapterSync
+from .ecr_image import EcrImage as EcrImage
+from .ecr_image import registry_host as registry_host
 from .errors import ConfigError, require, require_range
 from .instance_catalog import GpuInstanceType
 from .legacy_keywords import with_legacy_keywords
@@ -31,8 +32,13 @@ from .liveness_check import port_liveness as port_liveness
 from .model_props import ModelProps
 from .model_source import FETCH_CONTAINERS as FETCH_CONTAINERS
 from .model_source import PATH, SCRATCH_PATH, ModelFromS3
+from .preset_arguments import require_one_image as require_one_image
+from .preset_arguments import require_props as require_props
 from .prometheus_metrics import PrometheusMetrics
 from .prometheus_metrics import collector_config as collector_config
+from .server_command import check_command
+from .server_command import command_flag as command_flag
+from .server_command import holds_token as holds_token
 from .server_facts import server as server_facts
 from .server_signals import ExpressionSignal, ScalingSignal, ServerAlarm, alarms_of_signals
 from .service_timing import ServiceTimingProps
@@ -95,96 +101,6 @@ def sidecar_reservation(
     if adapter_sync:
         parts.append(("adapter sync", ADAPTER_SYNC_CPU, ADAPTER_SYNC_MEMORY_MIB))
     return SidecarReservation(tuple(parts))
-
-
-def require_props(props: object, expected: type, preset: str) -> None:
-    """A preset's first argument is its props: an image given there (the 0.1 form ``BundledServer(image)``) is named."""
-    require(
-        isinstance(props, expected),
-        "server.props",
-        f"{type(props).__name__} is not {expected.__name__}: {preset}'s first argument is its props; "
-        "pass an image as image=",
-    )
-
-
-def require_one_image(preset: str, props: object, images: Mapping[str, object]) -> None:
-    """Each image of ``images`` (field name -> the ``preset``'s own value, a ContainerImage or None) given once: on
-    the preset (any ContainerImage) or in its ``props`` (an ECR mirror, cdk.json's form), not both. The preset's
-    would win; both given is refused rather than one ignored."""
-    fields = {item.name: item for item in dataclasses.fields(props)}  # type: ignore[arg-type]  # props are dataclasses
-    props_type = type(props).__name__
-    for name, own in images.items():
-        factory = fields[name].default_factory
-        default = fields[name].default if factory is dataclasses.MISSING else factory()
-        if own is None or getattr(props, name) == default:
-            continue
-        raise ConfigError(
-            f"server.{name}",
-            f"is given twice, {preset}({name}=...) and {props_type}({name}=...): give it "
-            f"once: {props_type}({name}=) for your ECR mirror (cdk.json's form), or "
-            f"{preset}({name}=) for any other ContainerImage (your own build)",
-        )
-
-
-# Flags whose value the contract states elsewhere: (flags, the contract's field, how to read it off the contract).
-PORT_FLAGS = ("--port", "--http-port")
-METRICS_PORT_FLAGS = ("--metrics-port", "--prometheus-port")
-EXIT_TIMEOUT_FLAGS = ("--exit-timeout-secs",)
-
-
-def command_flag(command: Sequence[str], flags: Sequence[str]) -> str | None:
-    """The value the last of ``flags`` gets in ``command`` (``--flag value`` or ``--flag=value``), or None."""
-    found = None
-    for index, arg in enumerate(command):
-        name, equals, value = arg.partition("=")
-        if name in flags:
-            found = value if equals else (command[index + 1] if index + 1 < len(command) else "")
-    return found
-
-
-# How aws-cdk-lib writes a value it resolves only at synth or deploy into a string (its token encoding,
-# "${Token[NAME.1]}"): cdk.Token.is_unresolved's test of a string, read without loading aws_cdk. (A list token's
-# element, "#{Token[...]}", is no string token to it.)
-TOKEN_IN_TEXT = re.compile(r"\$\{Token\[[a-zA-Z0-9:._-]+\]\}")
-
-
-def holds_token(text: str) -> bool:
-    """Whether ``text`` holds a CDK token (a value known only at synth or deploy): ``cdk.Token.is_unresolved``."""
-    return bool(TOKEN_IN_TEXT.search(text))
-
-
-def check_command(contract: ServerContract) -> None:
-    """What the command says agrees with the contract: the port the target group checks, the port the metrics
-    sidecar scrapes, and the drain the stop timing budgets (a contradiction would synthesize a service that never
-    passes its health check, scrapes nothing, or is killed mid-drain)."""
-
-    def agree(flags: Sequence[str], expected: int | None, key: str, fix: str) -> None:
-        said = command_flag(contract.command, flags)
-        if said is None or expected is None or holds_token(said):
-            return
-        require(
-            said == str(expected),
-            key,
-            f"{expected} but the {contract.name} server's command says "
-            f"{next(a for a in contract.command if a.split('=')[0] in flags).split('=')[0]} {said}: {fix}",
-        )
-
-    agree(
-        PORT_FLAGS, contract.port, "server.port", "set port to the port the command listens on, or change the command"
-    )
-    metrics_port = (contract.metrics.port or contract.port) if contract.metrics is not None else None
-    agree(
-        METRICS_PORT_FLAGS,
-        metrics_port,
-        "server.metrics.port",
-        "set PrometheusMetrics(port=...) to the port the command serves metrics on (default: the server's port)",
-    )
-    agree(
-        EXIT_TIMEOUT_FLAGS,
-        contract.stop.drain_seconds,
-        "server.stop.drain_seconds",
-        "the server drains for as long as its --exit-timeout-secs: use triton_stop(<that value>), or change the flag",
-    )
 
 
 Accelerator = Literal["cuda", "neuron"]
@@ -341,6 +257,17 @@ class ServerContract(ServerDefinition):
     """The server's name in messages and graphs. Default: custom."""
 
     def __post_init__(self) -> None:
+        self._require_complete()
+        self._check_container()
+        self._check_routes()
+        self._check_serving()
+        self._check_variables()
+        if self.adapter_sync is not None:
+            self.adapter_sync.check_beside(self.port, self.model_source)
+        self._check_api_key_field()
+
+    def _require_complete(self) -> None:
+        """Every field the infrastructure needs is given: a missing one is named, with what it is for."""
         needs = {
             "image": "the container image (ecs.ContainerImage)",
             "command": "the command that starts the server, e.g. ('vllm', 'serve', ...): "
@@ -366,6 +293,10 @@ class ServerContract(ServerDefinition):
                 f"the {self.name} server contract is incomplete; missing: "
                 + "; ".join(f"{name} ({needs[name]})" for name in missing),
             )
+
+    def _check_container(self) -> None:
+        """The container's port, readiness path, user, accelerator, command, shared memory, tmpfs mounts and
+        environment are each valid."""
         require_range(
             self.port, 1024, 65535, "server.port", hint=" (unprivileged ports only: the container runs as non-root)"
         )
@@ -397,6 +328,9 @@ class ServerContract(ServerDefinition):
             require_range(size, 1, 65_536, f"server.tmpfs_mib[{path}]")
         clashing = sorted(set(self.environment) & set(self.secrets))
         require(not clashing, "server.environment", f"{clashing} are set both as plain environment and as secrets")
+
+    def _check_routes(self) -> None:
+        """The public paths fit one listener rule and, like the prediction routes, are URL paths."""
         require(
             len(self.public_paths) <= MAX_RULE_CONDITION_VALUES,
             "server.public_paths",
@@ -422,10 +356,17 @@ class ServerContract(ServerDefinition):
                 "server.prediction_routes",
                 f"{route!r} must be an absolute URL path such as '/v1/completions' ('{{name}}' for one segment)",
             )
+
+    def _check_serving(self) -> None:
+        """The keep-alive and the queue capacity, when given, are in range."""
         if self.keep_alive_seconds is not None:
             require_range(self.keep_alive_seconds, 1, 86_400, "server.keep_alive_seconds")
         if self.queue_capacity is not None:
             require_range(self.queue_capacity, 1, 1_000_000, "server.queue_capacity")
+
+    def _check_variables(self) -> None:
+        """The variables ModelService sets (the API keys', the compile cache's) are names the environment leaves
+        free."""
         if self.api_keys_variable is not None:
             require(
                 self.api_keys_variable not in self.environment,
@@ -443,8 +384,9 @@ class ServerContract(ServerDefinition):
                 "server.compile_cache_variable",
                 f"{self.compile_cache_variable} is also set as plain environment: ModelService sets it",
             )
-        if self.adapter_sync is not None:
-            self.adapter_sync.check_beside(self.port, self.model_source)
+
+    def _check_api_key_field(self) -> None:
+        """The key of the API-key secret the server reads is a key name, for a variable that receives it."""
         if self.api_key_field is not None:
             require(
                 self.api_keys_variable is not None,
@@ -535,65 +477,6 @@ class ServerContext(ABC):
     def asset_image(self, directory: str, display_name: str, target: str | None = None) -> ecs.ContainerImage:
         """An image ``cdk deploy`` builds for linux/amd64 from the build context ``directory`` (its Dockerfile's stage
         ``target``; default None: the last stage)."""
-
-
-# A private ECR registry's host: <account>.dkr.ecr[-fips].<region>.amazonaws.com (.com.cn in China).
-ECR_REGISTRY = re.compile(
-    r"^(?P<account>[0-9]{12})\.dkr\.ecr(?:-fips)?\.(?P<region>[a-z]{2}(?:-[a-z]+)+-[0-9])"
-    r"\.amazonaws\.com(?:\.cn)?$"
-)
-ECR_REPOSITORY_NAME = re.compile(r"^[a-z0-9]+(?:[._/-][a-z0-9]+)*$")
-
-
-def registry_host(reference: str) -> str | None:
-    """The registry an image reference's first component names, Docker's rule: one with a dot or a colon, or
-    ``localhost`` (``public.ecr.aws/x``, ``ghcr.io/x``); None for a bare name (``vllm/vllm-openai``: Docker Hub)."""
-    first, slash, _ = reference.partition("/")
-    return first if slash and ("." in first or ":" in first or first == "localhost") else None
-
-
-@dataclass(frozen=True)
-class EcrImage:
-    """An image in an ECR repository of the deploying account and region (a mirror of a public image)."""
-
-    repository: str
-    """The ECR repository's name (``mirror/vllm-openai``), or its full URI
-    (``<account>.dkr.ecr.<region>.amazonaws.com/mirror/vllm-openai``, e.g. copied from the console). Required."""
-    tag: str
-    """A pinned tag (not latest). Required."""
-
-    def __post_init__(self) -> None:
-        host = registry_host(self.repository)
-        registry = ECR_REGISTRY.match(host) if host is not None else None
-        require(
-            host is None or registry is not None,
-            "repository",
-            f"{self.repository!r} is in {host}, not in an ECR private registry: copy the image into your account's "
-            "ECR (a mirror, or a pull-through cache rule) and give that repository's name (mirror/x) or its full "
-            "URI (<account>.dkr.ecr.<region>.amazonaws.com/mirror/x)",
-        )
-        require(
-            bool(ECR_REPOSITORY_NAME.match(self.name)),
-            "repository",
-            f"{self.repository!r} is not an ECR repository name",
-        )
-        require(
-            bool(re.match(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$", self.tag)) and self.tag != "latest",
-            "tag",
-            f"{self.tag!r}: pin an exact tag (not 'latest')",
-        )
-
-    @property
-    def name(self) -> str:
-        """The repository's name, without a registry the URI gave."""
-        return self.repository.split("/", 1)[1] if registry_host(self.repository) is not None else self.repository
-
-    @property
-    def registry(self) -> tuple[str, str] | None:
-        """(account, region) of a full URI; None for a name (the deploying account and region)."""
-        host = registry_host(self.repository)
-        match = ECR_REGISTRY.match(host) if host is not None else None
-        return (match["account"], match["region"]) if match is not None else None
 
 
 def named_user(name: str) -> dict[str, str]:

@@ -54,13 +54,13 @@ _MODULE_OF = {
     "TgiServer": "tgi_triton",
     "TritonProps": "tgi_triton",
     "TritonServer": "tgi_triton",
-    "VllmProps": "vllm",
+    "VllmProps": "vllm_props",
     "VllmServer": "vllm",
     "bundled_server_image": "handler_image",
     "bundled_stop": "bundled",
     "tgi_stop": "tgi_triton",
     "triton_stop": "tgi_triton",
-    "vllm_stop": "vllm",
+    "vllm_stop": "vllm_stop",
 }
 
 

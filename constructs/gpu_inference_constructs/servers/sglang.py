@@ -44,6 +44,9 @@ from .llm_checks import (
 )
 from .llm_preset import LlmPreset
 from .prediction_routes import OPENAI_PREDICTION_ROUTES
+from .sglang_flags import SGLANG_OWNED_FLAGS as SGLANG_OWNED_FLAGS
+from .sglang_flags import SGLANG_REFUSED_FLAGS as SGLANG_REFUSED_FLAGS
+from .sglang_flags import flag_fix
 
 # SGLang's own default port (``--port``, fields/serving.py).
 SGLANG_PORT = 30000
@@ -69,43 +72,6 @@ SGLANG_ENTRY_POINT = (
     f'exec {" ".join(SGLANG_LAUNCH)} "$@" ${{{SGLANG_API_KEY_VARIABLE}:+--api-key "${SGLANG_API_KEY_VARIABLE}"}}',
     "sglang",  # $0; the command's arguments are "$@"
 )
-
-# Flags the preset sets from its own keys (argparse also takes an unambiguous prefix: ``--tp 2`` is ``--tp-size 2``,
-# so a prefix of one of these is refused too), each with what to do instead.
-_WEIGHTS = (
-    "leave it out: SGLang serves the weights copied to /scratch/model from the model bucket (publish another version)"
-)
-_TENSOR_PARALLEL = "set the model's gpus (ModelProps.gpus): SGLang's tensor-parallel size is the task's GPUs"
-SGLANG_OWNED_FLAGS: dict[str, str] = {
-    "--model-path": _WEIGHTS,
-    "--model": _WEIGHTS,
-    "--port": "set sglang.port",
-    "--host": "leave it out: the preset listens on 0.0.0.0 so the load balancer reaches it",
-    "--tp-size": _TENSOR_PARALLEL,
-    "--tensor-parallel-size": _TENSOR_PARALLEL,
-    "--served-model-name": "set sglang.served_model_name",
-    "--context-length": "set sglang.context_length",
-    "--mem-fraction-static": "set sglang.mem_fraction_static (scaled to the model's gpu_share on a share)",
-    "--max-running-requests": "set sglang.max_running_requests",
-    "--dtype": "set sglang.dtype",
-    "--api-key": "set sglang.api_key_name (the key of that name in the API-key secret reaches SGLang)",
-    "--enable-metrics": "leave it out: metrics are always on (scaling reads them)",
-    "--enable-trace": "set sglang.opentelemetry (the preset traces at the environment's trace_sampling_ratio)",
-    "--otlp-traces-endpoint": "leave it out: the preset sends SGLang's spans to the task's collector",
-    "--download-dir": "leave it out: the weights are on the scratch volume and the task never reaches a model hub",
-    "--enable-lora": "set sglang.lora (the task's adapter-sync sidecar loads the registry's adapters)",
-    "--lora-paths": "set sglang.lora and register the adapters (publish --adapter): the sidecar loads them",
-    "--max-loras-per-batch": "set sglang.lora.max_gpu_adapters",
-    "--max-loaded-loras": "set sglang.lora.max_cpu_adapters",
-    "--max-lora-rank": "set sglang.lora.max_rank",
-    "--lora-target-modules": "set sglang.lora.target_modules",
-}
-# Flags that would undo what the contract promises: why, and what to do instead.
-SGLANG_REFUSED_FLAGS: dict[str, str] = {
-    "--config": "the construct cannot check a config file; pass its flags in extra_args",
-    "--tokenizer-worker-num": "SGLang drains on SIGTERM and applies --api-key only with its one tokenizer manager "
-    "(managers/tokenizer_manager.py, entrypoints/http_server.py); leave it out",
-}
 
 SGLANG_RESERVED_ENVIRONMENT = (
     "HOME",
@@ -153,24 +119,6 @@ def sglang_stop(longest_request_seconds: int = SGLANG_LONGEST_REQUEST_SECONDS) -
 def _version_of(tag: str) -> tuple[int, int, int] | None:
     match = TAG_VERSION.match(tag)
     return (int(match[1]), int(match[2]), int(match[3])) if match else None
-
-
-def _flag_fix(arg: str) -> str | None:
-    """Why ``arg`` is refused and what to do instead, for a flag the preset sets or refuses, or an unambiguous prefix of
-    one (argparse reads an exact name first, then a prefix); None for any other argument."""
-    name = arg.split("=")[0]
-    if not name.startswith("--") or len(name) <= 3:
-        return None
-    known = {**SGLANG_OWNED_FLAGS, **SGLANG_REFUSED_FLAGS}
-    flag = name if name in known else next((f for f in known if f.startswith(name)), None)
-    if flag is None:
-        return None
-    said = f"{arg!r} is {flag}" + (
-        "" if flag == name else " (a prefix of it, which argparse reads as it when unambiguous)"
-    )
-    if flag in SGLANG_REFUSED_FLAGS:
-        return f"{said}, which the preset refuses: {SGLANG_REFUSED_FLAGS[flag]}"
-    return f"{said}, which the preset sets: {SGLANG_OWNED_FLAGS[flag]}"
 
 
 @dataclass(frozen=True)
@@ -285,7 +233,7 @@ class SglangProps:
             )
         require_range(self.port, 1024, 65535, "port")
         for index, arg in enumerate(self.extra_args):
-            fix = _flag_fix(arg)
+            fix = flag_fix(arg)
             require(fix is None, f"extra_args[{index}]", fix or "")
         if self.target_running_requests_per_task is not None:
             require_range(
@@ -382,31 +330,7 @@ class SglangServer(LlmPreset[SglangProps]):
         )
         source = props.model_source(fetcher_image)
         traces = props.opentelemetry and context.trace_sampling_ratio > 0
-        command = (
-            "--model-path",
-            source.local_path,
-            "--host",
-            "0.0.0.0",
-            "--port",
-            str(props.port),
-            "--served-model-name",
-            props.served_model_name or model.name,
-            "--tp-size",
-            str(model.gpus),
-            "--context-length",
-            str(props.context_length),
-            "--mem-fraction-static",
-            f"{memory_fraction(props.mem_fraction_static, context, 'SGLang'):g}",
-            "--max-running-requests",
-            str(props.max_running_requests),
-            "--dtype",
-            props.dtype,
-            "--enable-metrics",
-            # Its spans over OTLP/gRPC (host:port, SGLang's form) to the task's collector, which sends them to X-Ray.
-            *(("--enable-trace", "--otlp-traces-endpoint", OTLP_GRPC_ADDRESS) if traces else ()),
-            *self._lora_flags(),
-            *props.extra_args,
-        )
+        command = self._command(context, source.local_path, traces)
         sync = self.adapter_sync_for(
             context, props.mem_fraction_static, props.context_length, props.dtype, "mem_fraction_static"
         )
@@ -432,22 +356,7 @@ class SglangServer(LlmPreset[SglangProps]):
             model_source=source,
             shared_memory_mib=props.shared_memory_for(model.memory_mib),
             tmpfs_mib={"/tmp": 2048},  # its Prometheus multiprocess directory and torch's compile caches
-            environment={
-                **model.environment,
-                "HOME": f"{SCRATCH_PATH}/home",
-                "XDG_CACHE_HOME": f"{SCRATCH_PATH}/cache",
-                "HF_HOME": f"{SCRATCH_PATH}/cache/huggingface",
-                # Never reach a model hub: the weights are on the scratch volume.
-                "HF_HUB_OFFLINE": "1",
-                # Above the ALB idle timeout, or the ALB reuses connections SGLang closed (502s); SGLang's default is 5.
-                "SGLANG_TIMEOUT_KEEP_ALIVE": str(context.timing.keep_alive_seconds),
-                "SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION": "true",
-                "AWS_DEFAULT_REGION": context.region,
-                # The image has no passwd entry for the task's uid.
-                **named_user("sglang"),
-                # The OpenTelemetry SDK's own variables: the service name and the parent-based ratio sampler.
-                **(otel_environment(model.name, context.trace_sampling_ratio) if traces else {}),
-            },
+            environment=self._environment(context, traces),
             no_traces_reason=(
                 None
                 if props.opentelemetry
@@ -472,6 +381,57 @@ class SglangServer(LlmPreset[SglangProps]):
                 kv_cache_scale_out_percent=props.kv_cache_scale_out_percent,
             ),
         )
+
+    def _command(self, context: ServerContext, local_path: str, traces: bool) -> tuple[str, ...]:
+        """SGLang's arguments for this model: where its weights are, its port and name, its parallelism and memory, its
+        metrics and traces, LoRA and the props' extra arguments."""
+        model, props = context.model, self.props
+        return (
+            "--model-path",
+            local_path,
+            "--host",
+            "0.0.0.0",
+            "--port",
+            str(props.port),
+            "--served-model-name",
+            props.served_model_name or model.name,
+            "--tp-size",
+            str(model.gpus),
+            "--context-length",
+            str(props.context_length),
+            "--mem-fraction-static",
+            f"{memory_fraction(props.mem_fraction_static, context, 'SGLang'):g}",
+            "--max-running-requests",
+            str(props.max_running_requests),
+            "--dtype",
+            props.dtype,
+            "--enable-metrics",
+            # Its spans over OTLP/gRPC (host:port, SGLang's form) to the task's collector, which sends them to X-Ray.
+            *(("--enable-trace", "--otlp-traces-endpoint", OTLP_GRPC_ADDRESS) if traces else ()),
+            *self._lora_flags(),
+            *props.extra_args,
+        )
+
+    def _environment(self, context: ServerContext, traces: bool) -> dict[str, str]:
+        """The server container's environment: the model's own, scratch for its caches, no model hub, the keep-alive,
+        the health check's generation, the region, a user name and OpenTelemetry's variables."""
+        model = context.model
+        return {
+            **model.environment,
+            "HOME": f"{SCRATCH_PATH}/home",
+            "XDG_CACHE_HOME": f"{SCRATCH_PATH}/cache",
+            "HF_HOME": f"{SCRATCH_PATH}/cache/huggingface",
+            # Never reach a model hub: the weights are on the scratch volume.
+            "HF_HUB_OFFLINE": "1",
+            # Above the ALB idle timeout, or the ALB reuses connections SGLang closed (502s); SGLang's default is 5.
+            "SGLANG_TIMEOUT_KEEP_ALIVE": str(context.timing.keep_alive_seconds),
+            "SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION": "true",
+            "AWS_DEFAULT_REGION": context.region,
+            # The image has no passwd entry for the task's uid.
+            **named_user("sglang"),
+            # The OpenTelemetry SDK's own variables: the service name and the parent-based ratio sampler.
+            **(otel_environment(model.name, context.trace_sampling_ratio) if traces else {}),
+        }
 
     def _lora_flags(self) -> tuple[str, ...]:
         """SGLang's LoRA flags (docs.sglang.io, "LoRA Serving"): on, the adapter slots per batch and in host memory, the

@@ -16,31 +16,18 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from ..core.adapter_sync import ADAPTER_DIRECTORY, ADAPTER_VOLUME
-from ..core.errors import require
 from ..core.instance_catalog import GpuInstanceType
-from ..core.log_archive_props import archive_key_prefix
 from ..core.model_props import ModelProps
 from ..core.neuron_placement import NEURON_CORE_VARIABLES, NEURON_CORES_VARIABLE, neuron_device_paths, visible_cores
 from ..core.server_contract import (
     DEFAULT_COLLECTOR_IMAGE,
-    DEFAULT_FETCHER_IMAGE,
-    FETCHER_CPU,
-    FETCHER_MEMORY_MIB,
     SCRATCH_PATH,
     ServerContract,
     collector_config,
 )
-from ..shared.acknowledgements import (
-    acknowledge,
-    acknowledge_when_resolved,
-    default_child,
-    default_policy,
-    nag_rendering,
-)
 from ..shared.cdk_interfaces import as_role, service_principal
 from ..shared.container_images import ecr_image
 from ..store.model_bucket import BoundModelSource
-from ..store.model_fetch import fetch_script
 from ..store.model_store import compile_cache_prefix, grant_read_prefix, model_read_prefix
 from ..task_telemetry.log_archive import archive_environment, firelens_config_with_archive, grant_archive_writes
 from ..task_telemetry.otel_collector import (
@@ -59,32 +46,18 @@ from ..task_telemetry.telemetry import (
     with_traces,
 )
 from .adapter_sidecar import add_adapter_sync
+from .container_acknowledgements import CONTAINER_ACKNOWLEDGEMENTS as CONTAINER_ACKNOWLEDGEMENTS
+from .container_acknowledgements import ContainerAcknowledgements as ContainerAcknowledgements
+from .init_containers import add_model_fetcher, add_scratch_owner
+from .linux_parameters import capabilities
 from .target_optimizer import add_target_control_agent
+from .task_findings import acknowledge_task_findings
 from .task_gpu_share import write_share
 
-# Task-definition metadata: container name -> {'user' | 'readonly_root_filesystem': why it is root / writable}.
-CONTAINER_ACKNOWLEDGEMENTS = "gpu-inference:container-acknowledgements"
 # A server that sends no spans where the environment samples traces (ServerContract.no_traces_reason).
 NO_TRACES_WARNING = "gpu-inference:server-sends-no-traces"
 # The server is the task definition's first container: the init containers and sidecars are added after it.
 SERVER_CONTAINER_INDEX = 0
-
-
-class ContainerAcknowledgements:
-    """Why a container of one task definition runs as root or writes its root filesystem, in the task definition's
-    metadata (``CONTAINER_ACKNOWLEDGEMENTS``)."""
-
-    def __init__(self, task_definition: ecs.TaskDefinition) -> None:
-        self._task_definition = task_definition
-        self._reasons: dict[str, dict[str, str]] = {}
-
-    def add(self, container_name: str, what: str, reason: str) -> None:
-        """Record why ``container_name`` is not non-root (``what`` "user") or has a writable root filesystem
-        ("readonly_root_filesystem")."""
-        require(what in ("user", "readonly_root_filesystem"), "what", f"{what!r}: 'user' or 'readonly_root_filesystem'")
-        require(len(reason) >= 60, "reason", "say why, in a sentence a reviewer would accept")
-        self._reasons.setdefault(container_name, {})[what] = reason
-        default_child(self._task_definition).add_metadata(CONTAINER_ACKNOWLEDGEMENTS, self._reasons)
 
 
 class ServiceTask:
@@ -154,8 +127,16 @@ class ServiceTask:
         self.container = self._add_server(uri, stop_timeout_seconds, health_check_start_period, api_keys_secret)
         self.log_router = self._add_log_router() if self._telemetry.firelens is not None else None
         model_source = contract.model_source
-        self.scratch_owner = self._add_scratch_owner() if model_source.init_containers else None
-        self.model_fetcher = self._add_model_fetcher(uri, region) if model_source.mode == "copy_to_scratch" else None
+        self.scratch_owner = (
+            add_scratch_owner(scope, self.task_definition, contract, self.log_driver(), self.acknowledgements)
+            if model_source.init_containers
+            else None
+        )
+        self.model_fetcher = (
+            add_model_fetcher(scope, self.task_definition, contract, self.scratch_owner, uri, region, self.log_driver())
+            if model_source.mode == "copy_to_scratch"
+            else None
+        )
         last_init = self.model_fetcher or self.scratch_owner
         if last_init is not None:  # the server starts once the init containers succeeded, one after the other
             self.container.add_container_dependencies(
@@ -306,81 +287,6 @@ class ServiceTask:
             )
         return container
 
-    def _fetcher_image(self) -> ecs.ContainerImage:
-        return self._contract.model_source.fetcher_image or ecs.ContainerImage.from_registry(DEFAULT_FETCHER_IMAGE)
-
-    def _add_scratch_owner(self) -> ecs.ContainerDefinition:
-        """The init container ``scratch-owner`` (root, CHOWN only): creates scratch's folders and hands the volume,
-        which Docker creates root-owned, to the server's user; it reads nothing. The server starts after it
-        succeeded."""
-        contract = self._contract
-        # A server with LoRA adapters: the adapters' volume too, which its sidecar (the server's user) fills.
-        adapters = f" {ADAPTER_DIRECTORY}" if contract.adapter_sync is not None else ""
-        owner = self.task_definition.add_container(
-            "scratch-owner",
-            image=self._fetcher_image(),
-            essential=False,
-            entry_point=["/bin/sh", "-c"],
-            command=[
-                f'set -eu; mkdir -p "$MODEL_DIR" {SCRATCH_PATH}/home {SCRATCH_PATH}/cache {SCRATCH_PATH}/tmp; '
-                f'chown -R "$SERVER_USER" {SCRATCH_PATH}{adapters}'
-            ],
-            cpu=FETCHER_CPU,
-            memory_reservation_mib=FETCHER_MEMORY_MIB,
-            environment={"MODEL_DIR": contract.model_source.local_path, "SERVER_USER": contract.user},
-            logging=self.log_driver(),
-            readonly_root_filesystem=True,
-            privileged=False,
-            user="0",
-            linux_parameters=_capabilities(self._scope, "ScratchOwnerLinuxParameters", keep=[ecs.Capability.CHOWN]),
-        )
-        self.acknowledgements.add(
-            "scratch-owner",
-            "user",
-            "Root with every capability dropped but CHOWN: Docker creates the task's scratch volume owned by root, and "
-            "only root may hand it to the server's user. It runs mkdir and chown, reads no input and exits; the model "
-            "fetch and the server run as that user.",
-        )
-        owner.add_mount_points(ecs.MountPoint(container_path=SCRATCH_PATH, source_volume="scratch", read_only=False))
-        if adapters:
-            owner.add_mount_points(
-                ecs.MountPoint(container_path=ADAPTER_DIRECTORY, source_volume=ADAPTER_VOLUME, read_only=False)
-            )
-        return owner
-
-    def _add_model_fetcher(self, uri: str, region: str) -> ecs.ContainerDefinition:
-        """The init container ``model-fetch``, after ``scratch-owner``, as the server's user: copy the model's S3
-        prefix to scratch, check the files against the SHA256SUMS that publish wrote beside the manifest, side by side
-        (model_fetch.py; a prefix without a manifest is copied unverified, and says so), exit 0."""
-        owner = self.scratch_owner
-        assert owner is not None  # every copy_to_scratch source has one
-        fetcher = self.task_definition.add_container(
-            "model-fetch",
-            image=self._fetcher_image(),
-            essential=False,
-            entry_point=["/bin/sh", "-c"],
-            command=[fetch_script()],
-            cpu=FETCHER_CPU,
-            memory_reservation_mib=FETCHER_MEMORY_MIB,
-            environment={
-                "MODEL_URI": uri,
-                "MODEL_DIR": self._contract.model_source.local_path,
-                "AWS_DEFAULT_REGION": region,
-                "HOME": f"{SCRATCH_PATH}/tmp",
-                "TMPDIR": f"{SCRATCH_PATH}/tmp",
-            },
-            logging=self.log_driver(),
-            readonly_root_filesystem=True,
-            privileged=False,
-            user=self._contract.user,
-            linux_parameters=_capabilities(self._scope, "FetcherLinuxParameters", keep=[]),
-        )
-        fetcher.add_mount_points(ecs.MountPoint(container_path=SCRATCH_PATH, source_volume="scratch", read_only=False))
-        fetcher.add_container_dependencies(
-            ecs.ContainerDependency(container=owner, condition=ecs.ContainerDependencyCondition.SUCCESS)
-        )
-        return fetcher
-
     def _add_metrics_collector(self) -> ecs.ContainerDefinition:
         """The collector sidecar: receives the server's spans over OTLP on the task's loopback and sends them to
         X-Ray, and scrapes the server's Prometheus metrics where the contract has some. The ADOT collector, as its
@@ -413,7 +319,7 @@ class ServiceTask:
             # The agent writes its translated configuration under /opt/aws; the ADOT collector writes nothing.
             readonly_root_filesystem=adot,
             user=OTEL_COLLECTOR_USER if adot else None,
-            linux_parameters=_capabilities(self._scope, "CollectorLinuxParameters", keep=[]),
+            linux_parameters=capabilities(self._scope, "CollectorLinuxParameters", keep=[]),
         )
         if not adot:
             for what in ("user", "readonly_root_filesystem"):
@@ -504,7 +410,7 @@ class ServiceTask:
             logging=self.log_driver(),
             privileged=False,
             readonly_root_filesystem=False,
-            linux_parameters=_capabilities(self._scope, "LogRouterLinuxParameters", keep=[]),
+            linux_parameters=capabilities(self._scope, "LogRouterLinuxParameters", keep=[]),
         )
         self.acknowledgements.add(
             "log-router",
@@ -547,67 +453,15 @@ class ServiceTask:
 
     def acknowledge_findings(self) -> None:
         """cdk-nag's findings on the task definition, the execution role and the task role, each with its reason."""
-        scope, bucket = self._scope, self._source.bucket
-        acknowledge(
-            default_policy(self.task_role),
-            "AwsSolutions-IAM5[Resource::*]",
-            "The collector sends traces with xray:PutTraceSegments and xray:PutTelemetryRecords only "
-            "(AWSXrayWriteOnlyAccess less its sampling reads), which support no resource-level permissions. Asserted "
-            "by tests/infra/test_telemetry.py::test_the_task_role_may_only_write_traces.",
+        acknowledge_task_findings(
+            self._scope,
+            self.task_role,
+            self.task_definition,
+            self._source.bucket,
+            read_prefix=self._read_prefix,
+            firelens=self._telemetry.firelens,
+            archive_bucket=self._archive_bucket,
+            environment_name=self._environment_name,
+            model_name=self._model.name,
+            compile_cache_prefix=self.compile_cache_prefix,
         )
-        acknowledge(
-            default_child(self.task_definition),
-            "AwsSolutions-ECS2",
-            "Only non-secret settings (model name, version, S3 URI, batch and timeout limits) are plain environment; "
-            "API keys come from Secrets Manager. Asserted by "
-            "tests/infra/test_service.py::test_secrets_are_injected_not_in_environment.",
-        )
-        execution_policy = default_policy(self.task_definition.obtain_execution_role())
-        acknowledge(
-            execution_policy,
-            "AwsSolutions-IAM5[Resource::*]",
-            "Added by aws-cdk-lib for the ECS execution role: ecr:GetAuthorizationToken has no resource-level "
-            "permissions. Image pulls, log writes and secret reads are scoped to their ARNs.",
-        )
-        read_prefix = f"{self._read_prefix}*"
-        acknowledge_when_resolved(
-            default_policy(self.task_role),
-            lambda: f"AwsSolutions-IAM5[Resource::{nag_rendering(scope, bucket.arn_for_objects(read_prefix))}]",
-            "The task reads every object under its own model's prefix (versions are folders under it); "
-            "nothing else in the bucket. Asserted by "
-            "tests/infra/test_service.py::test_task_role_reads_only_its_model_prefix.",
-        )
-        firelens = self._telemetry.firelens
-        if (
-            firelens is not None
-            and firelens.archive is not None
-            and firelens.archive.s3
-            and self._archive_bucket is not None
-        ):
-            archived = self._archive_bucket.arn_for_objects(
-                f"{archive_key_prefix(firelens.archive, self._environment_name, self._model.name)}*"
-            )
-            acknowledge_when_resolved(
-                default_policy(self.task_role),
-                lambda: f"AwsSolutions-IAM5[Resource::{nag_rendering(scope, archived)}]",
-                "Fluent Bit's S3 output puts objects with generated names (time and a UUID) under this model's own "
-                "archive prefix, nowhere else, and reads nothing. Asserted by tests/infra/test_log_archive.py.",
-            )
-        if self.compile_cache_prefix is not None:
-            cache_objects = bucket.arn_for_objects(f"{self.compile_cache_prefix}*")
-            acknowledge_when_resolved(
-                default_policy(self.task_role),
-                lambda: f"AwsSolutions-IAM5[Resource::{nag_rendering(scope, cache_objects)}]",
-                "The server creates its compile cache, one archive per torch version, GPU kind and compile settings, "
-                "under its own model version's .compile-cache/ folder, never replacing one (s3:if-none-match); it "
-                "writes nowhere else. Asserted by "
-                "tests/consumer/test_compile_cache.py::test_the_task_may_read_its_cache_and_only_create_one_and_write_nothing_else.",
-            )
-
-
-def _capabilities(scope: Construct, construct_id: str, keep: list[ecs.Capability]) -> ecs.LinuxParameters:
-    parameters = ecs.LinuxParameters(scope, construct_id, init_process_enabled=True)
-    parameters.drop_capabilities(ecs.Capability.ALL)
-    if keep:
-        parameters.add_capabilities(*keep)
-    return parameters
