@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
+from ..core.adapter_sync import REQUEST_LOG_DIRECTORY, REQUEST_LOG_MIDDLEWARE
 from ..core.errors import require, require_range
 from ..core.lora_settings import LoraSettings
 from ..core.model_props import ModelProps
@@ -36,6 +37,7 @@ from .llm_checks import (
     warn_unknown_heads,
 )
 from .llm_preset import LlmPreset
+from .lora_contract import request_log_source
 from .prediction_routes import OPENAI_PREDICTION_ROUTES
 
 # vLLM 0.32 (vllm/engine/arg_utils.py, config/vllm.py): ``--shutdown-timeout N`` (default 0). On SIGTERM the API
@@ -333,7 +335,11 @@ class VllmProps:
 
     @property
     def reserved_environment(self) -> tuple[str, ...]:
-        return VLLM_RESERVED_ENVIRONMENT + (VLLM_STREAM_ENVIRONMENT if self.weights == "stream" else ())
+        return (
+            VLLM_RESERVED_ENVIRONMENT
+            + (VLLM_STREAM_ENVIRONMENT if self.weights == "stream" else ())
+            + (("PYTHONPATH",) if self.lora is not None else ())  # the request-log middleware's folder
+        )
 
     @property
     def running_target(self) -> int:
@@ -457,6 +463,8 @@ class VllmServer(LlmPreset[VllmProps]):
         sync = self.adapter_sync_for(
             context, props.gpu_memory_utilization, props.max_model_len, props.dtype, "gpu_memory_utilization"
         )
+        if sync is not None:  # the scratch owner writes the middleware that --middleware names
+            sync = dataclasses.replace(sync, request_log=request_log_source())
         waiting, kv_cache = (PrometheusMetrics.cloudwatch_name(m) for m in VLLM_METRICS[1:])
         running = PrometheusMetrics.cloudwatch_name(VLLM_METRICS[0])
         return ServerContract(
@@ -495,7 +503,12 @@ class VllmServer(LlmPreset[VllmProps]):
                 "OTEL_EXPORTER_OTLP_TRACES_INSECURE": "true",
                 **(self._stream_environment(context.region) if props.weights == "stream" else {}),
                 # The adapter-sync sidecar loads and unloads adapters through /v1/load_lora_adapter while vLLM runs.
-                **({"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"} if lora is not None else {}),
+                # ... and imports the request-log middleware the scratch owner wrote.
+                **(
+                    {"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True", "PYTHONPATH": REQUEST_LOG_DIRECTORY}
+                    if lora is not None
+                    else {}
+                ),
             },
             # vLLM takes one literal key: the one of this name in the secret's JSON object (see VllmProps).
             api_keys_variable="VLLM_API_KEY",
@@ -546,7 +559,18 @@ class VllmServer(LlmPreset[VllmProps]):
         if lora is None:
             return ()
         cpu = ("--max-cpu-loras", str(lora.max_cpu_adapters)) if lora.max_cpu_adapters is not None else ()
-        return ("--enable-lora", "--max-loras", str(lora.max_gpu_adapters), "--max-lora-rank", str(lora.max_rank), *cpu)
+        return (
+            "--enable-lora",
+            "--max-loras",
+            str(lora.max_gpu_adapters),
+            "--max-lora-rank",
+            str(lora.max_rank),
+            *cpu,
+            # One log line per request naming its adapter (vLLM's own request metrics name only the base model):
+            # vllm/entrypoints/serve/middleware/register.py imports the path and adds a class with add_middleware.
+            "--middleware",
+            REQUEST_LOG_MIDDLEWARE,
+        )
 
     def _stream_environment(self, region: str) -> dict[str, str]:
         """The streamer takes its region and credentials from a boto3 session, as vLLM's boto3 does for the config

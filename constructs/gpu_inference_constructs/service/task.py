@@ -15,7 +15,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
-from ..core.adapter_sync import ADAPTER_DIRECTORY, ADAPTER_VOLUME
+from ..core.adapter_sync import ADAPTER_DIRECTORY, ADAPTER_VOLUME, REQUEST_LOG_DIRECTORY, REQUEST_LOG_MODULE
 from ..core.errors import require
 from ..core.instance_catalog import GpuInstanceType
 from ..core.log_archive_props import archive_key_prefix
@@ -316,6 +316,15 @@ class ServiceTask:
         contract = self._contract
         # A server with LoRA adapters: the adapters' volume too, which its sidecar (the server's user) fills.
         adapters = f" {ADAPTER_DIRECTORY}" if contract.adapter_sync is not None else ""
+        request_log = contract.adapter_sync.request_log if contract.adapter_sync is not None else None
+        # The server's request-log middleware, written before the chown (root keeps no DAC_OVERRIDE to write into
+        # the server user's folders), from the environment: the shell writes it byte for byte.
+        write_request_log = (
+            f'mkdir -p {REQUEST_LOG_DIRECTORY}; printf "%s" "$REQUEST_LOG_SOURCE" > '
+            f"{REQUEST_LOG_DIRECTORY}/{REQUEST_LOG_MODULE}.py; "
+            if request_log is not None
+            else ""
+        )
         owner = self.task_definition.add_container(
             "scratch-owner",
             image=self._fetcher_image(),
@@ -323,11 +332,15 @@ class ServiceTask:
             entry_point=["/bin/sh", "-c"],
             command=[
                 f'set -eu; mkdir -p "$MODEL_DIR" {SCRATCH_PATH}/home {SCRATCH_PATH}/cache {SCRATCH_PATH}/tmp; '
-                f'chown -R "$SERVER_USER" {SCRATCH_PATH}{adapters}'
+                f'{write_request_log}chown -R "$SERVER_USER" {SCRATCH_PATH}{adapters}'
             ],
             cpu=FETCHER_CPU,
             memory_reservation_mib=FETCHER_MEMORY_MIB,
-            environment={"MODEL_DIR": contract.model_source.local_path, "SERVER_USER": contract.user},
+            environment={
+                "MODEL_DIR": contract.model_source.local_path,
+                "SERVER_USER": contract.user,
+                **({"REQUEST_LOG_SOURCE": request_log} if request_log is not None else {}),
+            },
             logging=self.log_driver(),
             readonly_root_filesystem=True,
             privileged=False,
