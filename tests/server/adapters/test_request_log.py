@@ -101,8 +101,7 @@ def test_an_error_inside_it_passes_the_request_through(client, capsys, monkeypat
     def broken(*args, **kwargs):
         raise RuntimeError("planted")
 
-    monkeypatch.setattr(request_log.json, "dumps", broken)
-    monkeypatch.setattr(request_log.json, "loads", broken)
+    monkeypatch.setattr(request_log.json, "dumps", broken)  # the body is read, the line's writing fails
     body = b'{"model": "sql-lora"}'
     response = client.post("/v1/completions", content=body)
     assert response.status_code == 200 and response.content == body
