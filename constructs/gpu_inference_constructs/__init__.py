@@ -66,6 +66,7 @@ if TYPE_CHECKING:
     from .servers.sglang import SglangProps, SglangServer
     from .servers.tgi_triton import TgiProps, TgiServer, TritonProps, TritonServer, tgi_stop, triton_stop
     from .servers.vllm import VllmProps, VllmServer, vllm_stop
+    from .service.adapter_queries import AdapterQueries
     from .service.api_keys import api_keys_secret
     from .service.checks import CheckedServer
     from .service.model_pool import ModelPool
@@ -169,6 +170,7 @@ __all__ = [
     "PoolDiscovery",
     "PoolProps",
     "PoolQueries",
+    "AdapterQueries",
     "PoolServer",
     "PredictiveScalingProps",
     "Problem",
@@ -308,6 +310,7 @@ _MODULE_OF = {
     "PoolProps": "core.pool_props",
     "PoolDiscovery": "service.pool_discovery",
     "PoolQueries": "service.pool_queries",
+    "AdapterQueries": "service.adapter_queries",
     "PoolServer": "servers.pool",
     "topic_target": "shared.notifications",
     "TgiProps": "servers.tgi_triton",

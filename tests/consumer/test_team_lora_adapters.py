@@ -11,6 +11,10 @@ server (its whole drain) before the sidecar; vLLM's load/unload routes are never
 from __future__ import annotations
 
 import dataclasses
+import json
+import subprocess
+import sys
+from pathlib import Path
 
 import aws_cdk as cdk
 import pytest
@@ -43,6 +47,7 @@ from gpu_inference_constructs import (
 )
 from gpu_inference_constructs.core.adapter_sync import ADAPTER_SYNC_CPU, ADAPTER_SYNC_MEMORY_MIB
 from gpu_inference_constructs.servers.lora_contract import LORA_MEMORY_UNCHECKED
+from inference_server.adapters import request_log
 from inference_server.adapters.sidecar_settings import SidecarSettings, load_sidecar_settings
 from tests.infra.aws_policies import TemplateWorld
 
@@ -321,9 +326,68 @@ def test_sglang_with_adapters_gets_its_own_flags_and_the_sidecar_calls_its_endpo
     assert flag(command, "--max-loaded-loras") == "128"
     assert flag(command, "--max-lora-rank") == "16"
     assert flag(command, "--lora-target-modules") == "all"
+    # SGLang has no --middleware: no request-log middleware, no saved adapter queries.
+    assert "--middleware" not in command and "REQUEST_LOG_SOURCE" not in json.dumps(by_name["scratch-owner"])
+    assert not [r for r in template["Resources"].values() if r["Type"] == "AWS::Logs::QueryDefinition"]
     environment = resolved_environment(world, by_name["adapter-sync"])
     assert environment["ADAPTER_SERVER_KIND"] == "sglang"
     assert environment["ADAPTER_SERVER_URL"] == "http://127.0.0.1:30000"
     with pytest.raises(ConfigError) as error:
         SglangProps(lora=LoraSettings(max_cpu_adapters=50, expected_adapters=100))
     assert error.value.key == "lora.max_cpu_adapters" and "refuses to load" in error.value.detail
+
+
+def server_start_chain(by_name: dict) -> list[str]:
+    """The containers the server waits on to succeed, nearest first (each init container waits on the one before)."""
+    chain, name = [], "server"
+    while True:
+        successes = [d["ContainerName"] for d in by_name[name].get("DependsOn", []) if d["Condition"] == "SUCCESS"]
+        if not successes:
+            return chain
+        (name,) = successes
+        chain.append(name)
+
+
+def test_the_scratch_owner_writes_the_request_log_middleware_before_vllm_starts_and_imports_it(
+    template, world, tmp_path
+):
+    """Run the scratch owner's shell command as ECS would (paths moved under tmp_path), then import what it wrote
+    from the server's PYTHONPATH and name the class vLLM's --middleware names: the bytes are the middleware's."""
+    by_name = containers(template)
+    assert server_start_chain(by_name)[-1] == "scratch-owner"  # the server starts once it succeeded
+    server, owner = by_name["server"], by_name["scratch-owner"]
+    command = [world.resolve(part) for part in server["Command"]]
+    middleware = flag(command, "--middleware")
+    python_path = resolved_environment(world, server)["PYTHONPATH"]
+    owner_environment = resolved_environment(world, owner)
+    assert owner_environment["REQUEST_LOG_SOURCE"] == Path(request_log.__file__).read_text()
+    script = owner["Command"][0].replace("/scratch", str(tmp_path / "scratch")).replace("/adapters", str(tmp_path))
+    script = script.replace('chown -R "$SERVER_USER"', "true")  # the chown is root's; the write comes before it
+    subprocess.run(["/bin/sh", "-c", script], env={**owner_environment, "PATH": "/usr/bin:/bin"}, check=True)
+    folder = tmp_path / "scratch" / Path(python_path).relative_to("/scratch")
+    module, name = middleware.rsplit(".", 1)  # as vLLM splits it (vllm/entrypoints/serve/middleware/register.py)
+    assert (folder / f"{module}.py").read_bytes() == Path(request_log.__file__).read_bytes()
+    probe = f"import {module}; assert callable({module}.{name}(app=None))"
+    subprocess.run(
+        [sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(folder)!r}); {probe}"], check=True
+    )
+
+
+def test_requests_per_adapter_are_two_saved_queries_over_the_models_log_group(template, world):
+    queries = {
+        world.resolve(q["Properties"]["Name"]): q["Properties"]
+        for q in template["Resources"].values()
+        if q["Type"] == "AWS::Logs::QueryDefinition"
+    }
+    assert set(queries) == {"gpu-inference/chat/llama/top-adapters", "gpu-inference/chat/llama/adapter-latency"}
+    (log_group,) = [k for k, r in template["Resources"].items() if r["Type"] == "AWS::Logs::LogGroup"]
+    for query in queries.values():
+        assert query["LogGroupNames"] == [{"Ref": log_group}]
+        assert f'filter message = "{request_log.MESSAGE}"' in query["QueryString"]
+    top, latency = queries["gpu-inference/chat/llama/top-adapters"], queries["gpu-inference/chat/llama/adapter-latency"]
+    assert "count(*) as requests" in top["QueryString"] and "by AdapterName" in top["QueryString"]
+    assert "pct(LatencyMs, 95)" in latency["QueryString"] and "bin(5m)" in latency["QueryString"]
+    # No metric per adapter: no alarm, dashboard or metric filter names the adapter field (only the middleware's
+    # source, in the task definition, and the queries do).
+    skipped = ("AWS::Logs::QueryDefinition", "AWS::ECS::TaskDefinition")
+    assert "AdapterName" not in json.dumps([r for r in template["Resources"].values() if r["Type"] not in skipped])

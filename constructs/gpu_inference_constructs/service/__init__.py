@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from ..core.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
+    from .adapter_queries import AdapterQueries
     from .api_keys import api_keys_secret
     from .checks import CheckedServer
     from .choices import ClusterCapacity, ListenerRoute, LoadBalancerRoute, ModelBucket
@@ -20,6 +21,7 @@ if TYPE_CHECKING:
     from .validation import validate_service
 
 __all__ = [
+    "AdapterQueries",
     "CheckedServer",
     "CdkServerContext",
     "ClusterCapacity",
@@ -39,6 +41,7 @@ __all__ = [
 ]
 
 _MODULE_OF = {
+    "AdapterQueries": "adapter_queries",
     "CheckedServer": "checks",
     "validate_service": "validation",
     "CdkServerContext": "server_context",

@@ -6,7 +6,7 @@ from __future__ import annotations
 from aws_cdk import aws_ecs as ecs
 from constructs import Construct
 
-from ..core.adapter_sync import ADAPTER_DIRECTORY, ADAPTER_VOLUME
+from ..core.adapter_sync import ADAPTER_DIRECTORY, ADAPTER_VOLUME, REQUEST_LOG_DIRECTORY, REQUEST_LOG_MODULE
 from ..core.server_contract import DEFAULT_FETCHER_IMAGE, FETCHER_CPU, FETCHER_MEMORY_MIB, SCRATCH_PATH, ServerContract
 from ..store.model_fetch import fetch_script
 from .container_acknowledgements import ContainerAcknowledgements
@@ -30,6 +30,15 @@ def add_scratch_owner(
     succeeded."""
     # A server with LoRA adapters: the adapters' volume too, which its sidecar (the server's user) fills.
     adapters = f" {ADAPTER_DIRECTORY}" if contract.adapter_sync is not None else ""
+    request_log = contract.adapter_sync.request_log if contract.adapter_sync is not None else None
+    # The server's request-log middleware, written before the chown (root keeps no DAC_OVERRIDE to write into the
+    # server user's folders), from the environment: the shell writes it byte for byte.
+    write_request_log = (
+        f'mkdir -p {REQUEST_LOG_DIRECTORY}; printf "%s" "$REQUEST_LOG_SOURCE" > '
+        f"{REQUEST_LOG_DIRECTORY}/{REQUEST_LOG_MODULE}.py; "
+        if request_log is not None
+        else ""
+    )
     owner = task_definition.add_container(
         "scratch-owner",
         image=fetcher_image(contract),
@@ -37,11 +46,15 @@ def add_scratch_owner(
         entry_point=["/bin/sh", "-c"],
         command=[
             f'set -eu; mkdir -p "$MODEL_DIR" {SCRATCH_PATH}/home {SCRATCH_PATH}/cache {SCRATCH_PATH}/tmp; '
-            f'chown -R "$SERVER_USER" {SCRATCH_PATH}{adapters}'
+            f'{write_request_log}chown -R "$SERVER_USER" {SCRATCH_PATH}{adapters}'
         ],
         cpu=FETCHER_CPU,
         memory_reservation_mib=FETCHER_MEMORY_MIB,
-        environment={"MODEL_DIR": contract.model_source.local_path, "SERVER_USER": contract.user},
+        environment={
+            "MODEL_DIR": contract.model_source.local_path,
+            "SERVER_USER": contract.user,
+            **({"REQUEST_LOG_SOURCE": request_log} if request_log is not None else {}),
+        },
         logging=logging,
         readonly_root_filesystem=True,
         privileged=False,

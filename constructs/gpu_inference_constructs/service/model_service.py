@@ -34,6 +34,7 @@ from ..shared.log_retention import retention_days
 from ..store.model_bucket import ModelSource
 from ..store.model_store import model_uri
 from ..store.result_cache import ModelCacheProps, ResultCache, cache_of
+from .adapter_queries import AdapterQueries
 from .checks import (  # DEFAULT_NAME_PREFIX, check_name_prefix, service_log_group_name: re-exported for monitoring.py
     DEFAULT_NAME_PREFIX,
     SynthWarning,
@@ -109,7 +110,9 @@ class ModelService(Construct):
       capacity's ``group``; None on a ClusterCapacity).
     - The task (service_task.py): ``task_role``, ``task_definition``, ``container`` (the server), ``scratch_owner``
       and ``model_fetcher`` (the init containers, or None), ``metrics_collector`` (or None), ``adapter_sync`` (the
-      LoRA adapters' sidecar of a server with ``lora``, or None), ``log_group``,
+      LoRA adapters' sidecar of a server with ``lora``, or None), ``log_group``, ``adapter_queries`` (the saved
+      Logs Insights queries of requests and latency per adapter, where the server logs each request's adapter; or
+      None),
       ``log_stream_prefix`` (``<model>/<version>``).
     - The service: ``service``, ``security_group``, ``minimum_healthy_percent`` (spot_draining.py: never 0; below
       100 only where the capacity ``has_spot`` and the model's tasks can span instances),
@@ -204,6 +207,18 @@ class ModelService(Construct):
         )
         self.scratch_owner, self.model_fetcher = self._task.scratch_owner, self._task.model_fetcher
         self.metrics_collector, self.adapter_sync = self._task.metrics_collector, self._task.adapter_sync
+        self.adapter_queries = (
+            AdapterQueries(
+                self,
+                "AdapterQueries",
+                log_group=self.log_group,
+                model_name=model.name,
+                environment_name=environment_name,
+                name_prefix=self.name_prefix,
+            )
+            if self.contract.adapter_sync is not None and self.contract.adapter_sync.request_log is not None
+            else None
+        )
         self._serve(placement, chosen_route, subnets, rollback_thresholds)
         check_images_reachable(
             self,

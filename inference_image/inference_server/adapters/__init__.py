@@ -15,4 +15,7 @@ The sidecar, one job a module:
 - ready.py: GET /ready, 200 once the server answers and every registered adapter is loaded (or failed: named).
 - metrics.py: its EMF documents (load count and time, adapters registered and loaded).
 - __main__.py: the loop.
+
+In the server's own process (vLLM's --middleware; standard library only, written to the task's scratch volume):
+- request_log.py: one JSON line per inference request: the adapter, the status, the latency to the response's end.
 """
