@@ -9,7 +9,7 @@ import re
 import pytest
 
 from gpu_inference_constructs.servers.pool import POOL_METRICS
-from inference_server import emf
+from inference_server import emf, facts
 from tests.app.test_checks import ENVIRONMENTS
 from tests.metric_paths import metric_reads, model_tasks, server_emissions, server_environment, undeliverable
 
@@ -35,9 +35,12 @@ def test_every_metric_that_scales_alarms_or_graphs_is_delivered(environments, en
 
 
 def test_the_server_declares_every_metric_it_writes_as_emf(environments):
-    """The emitter map's bundled half is the server's own: the metrics its EMF documents can hold."""
+    """The emitter map's bundled half is the server's own: the metrics its EMF documents can hold, but the adapter
+    sidecar's (the same EMF writer, another process: no alarm, scaling policy or dashboard reads those)."""
     (bundled,) = {task.emf_metrics for _, tasks in environments.values() for task in tasks if task.emf_metrics}
-    assert bundled == set(emf.UNITS)
+    assert bundled == set(emf.UNITS) - set(facts.ADAPTER_METRIC_NAMES)
+    read = {r.name for template, _ in environments.values() for r in metric_reads(template)}
+    assert not read & set(facts.ADAPTER_METRIC_NAMES), "an adapter metric is read: follow it in tests/metric_paths.py"
 
 
 def _server_options(task) -> dict:

@@ -74,7 +74,8 @@ def run_container(
         else "s3://bucket/models/llama-13b/1/"
         for e in container["Environment"]
     }
-    script = container["Command"][0].replace("/scratch", str(scratch))
+    # Staging's llama-13b serves LoRA adapters: the scratch owner hands their volume (/adapters) over too.
+    script = container["Command"][0].replace("/scratch", str(scratch)).replace("/adapters", str(tmp_path / "adapters"))
     env = {"PATH": path, "FAKE_S3_PREFIX": str(prefix), "CHOWN_LOG": str(tmp_path / "chown"), **environment}
     return subprocess.run([*container["EntryPoint"], script], env=env, capture_output=True, text=True, timeout=60)
 
@@ -112,7 +113,12 @@ def test_a_published_model_is_verified_copied_and_handed_to_the_servers_user(fet
     assert (model / "model-00002-of-00002.safetensors").read_bytes() == (
         published / "model-00002-of-00002.safetensors"
     ).read_bytes()
-    assert (tmp_path / "chown").read_text().split() == ["-R", "1000:1000", str(tmp_path / "scratch")]
+    assert (tmp_path / "chown").read_text().split() == [
+        "-R",
+        "1000:1000",
+        str(tmp_path / "scratch"),
+        str(tmp_path / "adapters"),
+    ]
     assert "not verified" not in done.stderr
 
 
@@ -127,7 +133,12 @@ def test_a_tampered_file_stops_the_task_before_the_server_starts(fetcher, tmp_pa
         and "model-00001-of-00002.safetensors: FAILED" in done.stdout + done.stderr
     )
     # Only scratch-owner's chown, before the fetch; the server depends on model-fetch's SUCCESS (test_service.py).
-    assert (tmp_path / "chown").read_text().split() == ["-R", "1000:1000", str(tmp_path / "scratch")]
+    assert (tmp_path / "chown").read_text().split() == [
+        "-R",
+        "1000:1000",
+        str(tmp_path / "scratch"),
+        str(tmp_path / "adapters"),
+    ]
 
 
 def test_a_missing_file_stops_the_task(fetcher, tmp_path, published):

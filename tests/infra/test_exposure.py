@@ -349,8 +349,13 @@ def test_the_vllm_rule_forwards_only_the_prefix_its_key_guards(synthesized):
     (llm,) = [
         c for c in load_contracts(synthesized.inference_template("staging"), "staging") if not c.runs_bundled_image
     ]
-    assert llm.path_patterns == [f"/{llm.model_name}/v1/*"]
-    for path in VLLM_UNGUARDED:
+    # Staging's vLLM serves LoRA adapters: its rule forwards the inference routes only, never the adapter loading that
+    # runtime updating opens to any key holder (docs/lora-adapters.md).
+    assert llm.path_patterns == [
+        f"/{llm.model_name}/v1/{route}"
+        for route in ("chat/completions", "completions", "embeddings", "models", "responses*")
+    ]
+    for path in (*VLLM_UNGUARDED, "/v1/load_lora_adapter", "/v1/unload_lora_adapter"):
         assert not forwarded(llm.path_patterns, f"/{llm.model_name}{path}"), path
     for path in VLLM_KEYED:
         assert forwarded(llm.path_patterns, f"/{llm.model_name}{path}"), path

@@ -47,7 +47,8 @@ IMAGE = ROOT / "inference_image"
 
 def build_context_files() -> dict[str, bytes]:
     """What the Dockerfile copies: the files the bundled server's image is built from."""
-    files = [IMAGE / name for name in ("Dockerfile", ".dockerignore", "requirements.lock", "pyproject.toml")]
+    names = ("Dockerfile", ".dockerignore", "requirements.lock", "requirements-adapter-sync.lock", "pyproject.toml")
+    files = [IMAGE / name for name in names]
     files += [
         p
         for p in (IMAGE / "inference_server").rglob("*")
