@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from aws_cdk.assertions import Template
 
+from gpu_inference_constructs.core.adapter_sync import ADAPTER_READY_PATH, ADAPTER_READY_PORT
 from gpu_inference_constructs.core.service_timing import SPOT_STOP_SECONDS
 from gpu_inference_constructs.servers.bundled import BUNDLED_PORT as CONTAINER_PORT
 from gpu_inference_constructs.servers.vllm import vllm_liveness, vllm_stop
@@ -29,8 +30,26 @@ def containers(template, name="server"):
     return found
 
 
+# With LoRA adapters a vLLM model's rule forwards vLLM's inference routes only, never /v1/load_lora_adapter or
+# /v1/unload_lora_adapter (any holder of the key could swap the adapters out): docs/lora-adapters.md.
+VLLM_LORA_ROUTES = ("/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/models", "/v1/responses*")
+
+
+def lora(config, model) -> bool:
+    """Whether the model serves LoRA adapters (``vllm.lora``): its task runs the adapter-sync sidecar."""
+    vllm = config.server_config(model).vllm
+    return vllm is not None and vllm.lora is not None
+
+
+def pooled(config, model) -> bool:
+    """Whether the model is a pool (a ``pool`` block): its tasks forward requests to each other (model affinity)."""
+    return config.server_config(model).pool is not None
+
+
 def promised(config, model):
-    """What the model's server contract promises: the bundled server's, or the vLLM preset's."""
+    """What the model's server contract promises: the bundled server's, or the vLLM preset's. ``health_check`` is the
+    target groups' (port, path): the server's readiness, or with LoRA adapters the adapter-sync sidecar's ``/ready``
+    (ready once every registered adapter is served); ``routes`` are what the listener rule forwards below the model."""
     if config.server_config(model).vllm is None:
         path = (
             f"v2/models/{model.name}/infer"
@@ -47,15 +66,20 @@ def promised(config, model):
             "port": CONTAINER_PORT,
             "user": "10001:10001",
             "readiness": "/ready",
+            "health_check": (CONTAINER_PORT, "/ready"),
+            "routes": ("/predict*", "/v1/*", "/v2*") + (("/models/*",) if pooled(config, model) else ()),
             "secret": "API_KEYS",
             "gpus": 1,
             "path": path,
             "liveness": ["CMD", "python", "-m", "inference_server.healthcheck"],
         }
+    port = config.server_config(model).vllm.port
     return {
-        "port": config.server_config(model).vllm.port,
+        "port": port,
         "user": "1000:1000",
         "readiness": "/health",
+        "health_check": (ADAPTER_READY_PORT, ADAPTER_READY_PATH) if lora(config, model) else (port, "/health"),
+        "routes": VLLM_LORA_ROUTES if lora(config, model) else ("/v1/*",),
         "secret": "VLLM_API_KEY",
         "gpus": model.gpus,
         "path": "v1/completions",
@@ -236,14 +260,28 @@ def test_containers_are_non_root_read_only_and_unprivileged(env):
         assert container["ReadonlyRootFilesystem"] is True
         assert container["Privileged"] is False
         assert container["LinuxParameters"]["InitProcessEnabled"] is True
-        assert container["MountPoints"] == [{"ContainerPath": "/scratch", "ReadOnly": False, "SourceVolume": "scratch"}]
+        # With LoRA adapters the server reads the adapters the sidecar downloads, and cannot write them.
+        adapters = (
+            [{"ContainerPath": "/adapters", "ReadOnly": True, "SourceVolume": "adapters"}]
+            if lora(config, model)
+            else []
+        )
+        assert container["MountPoints"] == [
+            {"ContainerPath": "/scratch", "ReadOnly": False, "SourceVolume": "scratch"},
+            *adapters,
+        ]
 
 
 def test_scratch_volume_is_task_scoped(env):
-    _, template = env
-    for td in template.find_resources("AWS::ECS::TaskDefinition").values():
+    """Every task's scratch, and a LoRA model's adapters, live in docker volumes that go with the task."""
+    config, template = env
+    definitions = template.find_resources("AWS::ECS::TaskDefinition")
+    assert len(definitions) == len(config.models)
+    for model in config.models:
+        (td,) = [d for k, d in definitions.items() if k.startswith(f"Model{logical(model.name)}")]
+        names = ["scratch", *(["adapters"] if lora(config, model) else [])]
         assert td["Properties"]["Volumes"] == [
-            {"Name": "scratch", "DockerVolumeConfiguration": {"Driver": "local", "Scope": "task"}}
+            {"Name": name, "DockerVolumeConfiguration": {"Driver": "local", "Scope": "task"}} for name in names
         ]
 
 
@@ -315,6 +353,7 @@ def test_every_containers_log_stream_carries_the_model_version(env):
         f"{m.name}/{m.version}": {"server", "metrics-collector"}
         | router
         | ({"scratch-owner", "model-fetch"} if config.server_config(m).vllm else set())
+        | ({"adapter-sync"} if lora(config, m) else set())
         for m in config.models
     }
     assert by_prefix == expected
@@ -347,11 +386,12 @@ def test_container_health_check_is_cheap_liveness_within_ecs_limits(env):
 def test_target_groups_check_readiness_without_flapping(env):
     config, template = env
     groups = [g["Properties"] for g in template.find_resources("AWS::ElasticLoadBalancingV2::TargetGroup").values()]
-    assert {(g["Port"], g["HealthCheckPath"]) for g in groups} == {
-        (promised(config, m)["port"], promised(config, m)["readiness"]) for m in config.models
+    # Traffic goes to the server's port; the check asks the server's readiness, or with LoRA adapters the sidecar's.
+    assert {(g["Port"], int(g["HealthCheckPort"]), g["HealthCheckPath"]) for g in groups} == {
+        (promised(config, m)["port"], *promised(config, m)["health_check"]) for m in config.models
     }
     for properties in groups:
-        assert (properties["TargetType"], properties["HealthCheckPort"]) == ("ip", str(properties["Port"]))
+        assert properties["TargetType"] == "ip"
         assert properties["Matcher"] == {"HttpCode": "200"}
         # A new task takes traffic 10 s after it is ready (tests/sizing: the timeline); a failing one (a Spot instance
         # reclaimed before its tasks drained) loses it after three misses, 15 s, not one slow answer.
@@ -364,16 +404,15 @@ def test_target_groups_check_readiness_without_flapping(env):
 def test_each_model_has_a_path_rule(env):
     config, template = env
     rules = template.find_resources("AWS::ElasticLoadBalancingV2::ListenerRule")
-    patterns = sorted(tuple(r["Properties"]["Conditions"][0]["PathPatternConfig"]["Values"]) for r in rules.values())
-    # A vLLM model's rule forwards its OpenAI API only: vLLM's key guards /v1 and nothing else.
-    # The bundled server's: its keyed inference and metadata routes only (tests/infra/test_exposure.py).
-    # A pool's adds its native route with the model in the path, /<pool>/models/<model>/predict.
+    patterns = sorted(
+        tuple(sorted(r["Properties"]["Conditions"][0]["PathPatternConfig"]["Values"])) for r in rules.values()
+    )
+    # A vLLM model's rule forwards its OpenAI API only: vLLM's key guards /v1 and nothing else; with LoRA adapters
+    # its inference routes only (not /v1/load_lora_adapter). The bundled server's: its keyed inference and metadata
+    # routes only (tests/infra/test_exposure.py). A pool's adds its native route with the model in the path,
+    # /<pool>/models/<model>/predict.
     assert patterns == sorted(
-        (f"/{m.name}/v1/*",)
-        if config.server_config(m).vllm
-        else (f"/{m.name}/predict*", f"/{m.name}/v1/*", f"/{m.name}/v2*")
-        + ((f"/{m.name}/models/*",) if config.server_config(m).pool is not None else ())
-        for m in config.models
+        tuple(sorted(f"/{m.name}{route}" for route in promised(config, m)["routes"])) for m in config.models
     )
     priorities = [r["Properties"]["Priority"] for r in rules.values()]
     assert len(set(priorities)) == len(priorities) and all(1 <= p <= 50_000 for p in priorities)
@@ -417,7 +456,12 @@ def test_a_vllm_models_unauthenticated_routes_are_not_reachable_through_the_load
             assert routed_path(template, f"/{model.name}/{unguarded}") is None, unguarded
         assert routed_path(template, f"/{model.name}") is None
         for guarded in ("v1/completions", "v1/chat/completions", "v1/models"):
-            assert routed_path(template, f"/{model.name}/{guarded}") == f"/{model.name}/v1/*"
+            pattern = f"/{model.name}/{guarded}" if lora(config, model) else f"/{model.name}/v1/*"
+            assert routed_path(template, f"/{model.name}/{guarded}") == pattern
+        if lora(config, model):  # the adapter API stays the sidecar's: no client swaps the served adapters out
+            assert routed_path(template, f"/{model.name}/v1/responses/resp_1") == f"/{model.name}/v1/responses*"
+            for control in ("v1/load_lora_adapter", "v1/unload_lora_adapter", "v1/", "v1/completion"):
+                assert routed_path(template, f"/{model.name}/{control}") is None, control
     for model in (m for m in config.models if not config.server_config(m).vllm):
         assert routed_path(template, f"/{model.name}/predict") == f"/{model.name}/predict*"
 
@@ -645,7 +689,8 @@ def cached_models(config) -> list[str]:
 
 def test_the_load_balancer_needs_one_egress_rule_per_container_port_however_many_models(env):
     """A security group holds 60 rules by default: one egress rule per model's group would stop at 60 models.
-    Models on the same port (every bundled-server model) share one rule; a vLLM model on 8000 adds one."""
+    Models on the same port (every bundled-server model) share one rule; a vLLM model on 8000 adds one, and a LoRA
+    model's health check on the adapter-sync sidecar's port one more."""
     config, template = env
     egress = [
         e["Properties"]
@@ -653,26 +698,68 @@ def test_the_load_balancer_needs_one_egress_rule_per_container_port_however_many
         if e["Properties"]["GroupDescription"].startswith("Inference load balancer")
     ]
     (balancer,) = egress
-    ports = sorted({promised(config, m)["port"] for m in config.models})
+    ports = sorted(
+        {promised(config, m)["port"] for m in config.models}
+        | {promised(config, m)["health_check"][0] for m in config.models}
+    )
     assert sorted((r["IpProtocol"], r["FromPort"], r["ToPort"]) for r in balancer["SecurityGroupEgress"]) == [
         ("tcp", p, p) for p in ports
     ]
-    # The only standalone egress rule: the result cache's client group (every cached model's tasks carry it) to the
-    # cache, one however many models use it (tests/infra/test_result_cache.py).
-    template.resource_count_is("AWS::EC2::SecurityGroupEgress", 1 if config.cache is not None else 0)
+    # The standalone egress rules: the result cache's client group (every cached model's tasks carry it) to the
+    # cache, one however many models use it (tests/infra/test_result_cache.py); and each pool's tasks to their own
+    # group on the server's port (model affinity forwards a request to the task that owns its model).
+    standalone = [e["Properties"] for e in template.find_resources("AWS::EC2::SecurityGroupEgress").values()]
+    to_cache = [e for e in standalone if e["GroupId"]["Fn::GetAtt"][0].startswith("ResultCacheClientSecurityGroup")]
+    assert len(to_cache) == (1 if config.cache is not None else 0)
+    peers = [e for e in standalone if e not in to_cache]
+    assert sorted(
+        (e["GroupId"]["Fn::GetAtt"][0], e["DestinationSecurityGroupId"]["Fn::GetAtt"][0], e["FromPort"], e["ToPort"])
+        for e in peers
+    ) == sorted(
+        (group, group, promised(config, m)["port"], promised(config, m)["port"])
+        for m in config.models
+        if pooled(config, m)
+        for group in [task_security_group(template, m)]
+    )
+    assert all(e["IpProtocol"] == "tcp" for e in peers)
+
+
+def task_security_group(template, model) -> str:
+    """The logical ID of the model's tasks' security group."""
+    (group,) = [
+        k
+        for k, g in template.find_resources("AWS::EC2::SecurityGroup").items()
+        if k.startswith(f"Model{logical(model.name)}SecurityGroup")
+    ]
+    return group
 
 
 def test_tasks_accept_only_the_load_balancer_on_the_container_port(env):
+    """A task admits the load balancer on its server's port and on its health check's (the adapter-sync sidecar's
+    with LoRA adapters), and a pool's task its own pool's peers on the server's port; nothing else."""
     config, template = env
     ingress = template.find_resources("AWS::EC2::SecurityGroupIngress")
     to_tasks = [
         i["Properties"] for i in ingress.values() if i["Properties"]["GroupId"]["Fn::GetAtt"][0].startswith("Model")
     ]
-    assert sorted((r["FromPort"], r["ToPort"], r["IpProtocol"]) for r in to_tasks) == sorted(
-        (promised(config, m)["port"], promised(config, m)["port"], "tcp") for m in config.models
-    )
-    for rule in to_tasks:
-        assert rule["SourceSecurityGroupId"]["Fn::GetAtt"][0].startswith("LoadBalancerSecurityGroup")
+    balancer = "LoadBalancerSecurityGroup"
+    expected = []
+    for m in config.models:
+        group, port, health = (
+            task_security_group(template, m),
+            promised(config, m)["port"],
+            promised(config, m)["health_check"][0],
+        )
+        expected += [(group, balancer, p, p, "tcp") for p in sorted({port, health})]
+        expected += [(group, group, port, port, "tcp")] if pooled(config, m) else []
+
+    def source(rule) -> str:
+        group = rule["SourceSecurityGroupId"]["Fn::GetAtt"][0]
+        return balancer if group.startswith(balancer) else group
+
+    assert sorted(
+        (r["GroupId"]["Fn::GetAtt"][0], source(r), r["FromPort"], r["ToPort"], r["IpProtocol"]) for r in to_tasks
+    ) == sorted(expected), "every source is the load balancer or the task's own pool"
 
 
 def test_task_role_reads_only_its_model_prefix(env):
@@ -698,16 +785,21 @@ def test_task_role_reads_only_its_model_prefix(env):
             if archive is not None
             else []
         )  # the log archive's writes: tests/infra/test_log_archive.py
-        assert actions == sorted(["s3:GetObject", "s3:ListBucket", *collector, *cache, *archived])
+        # a pool's: its registry; with LoRA adapters, the adapter-sync sidecar's adapters/<model>/ besides
+        prefixes = [f"{'pools' if pooled(config, model) else 'models'}/{model.name}/"]
+        prefixes += [f"adapters/{model.name}/"] if lora(config, model) else []
+        listings = ["s3:ListBucket"] * len(prefixes)
+        assert actions == sorted(["s3:GetObject", *listings, *collector, *cache, *archived])
         for statement in statements:
             if str(statement["Action"]).startswith("['logs"):
                 assert statement["Resource"]["Fn::GetAtt"][0].startswith(f"Model{model.name.replace('-', '')}Logs")
-        # a pool's: its registry
-        prefix = f"{'pools' if config.server_config(model).pool is not None else 'models'}/{model.name}/"
         get = next(s for s in statements if s["Action"] == "s3:GetObject")
-        assert get["Resource"]["Fn::Join"][1][-1] == f"/{prefix}*"
-        listing = next(s for s in statements if s["Action"] == "s3:ListBucket")
-        assert listing["Condition"] == {"StringLike": {"s3:prefix": [prefix, f"{prefix}*"]}}
+        objects = get["Resource"] if isinstance(get["Resource"], list) else [get["Resource"]]
+        assert sorted(r["Fn::Join"][1][-1] for r in objects) == sorted(f"/{prefix}*" for prefix in prefixes)
+        listed = [s["Condition"] for s in statements if s["Action"] == "s3:ListBucket"]
+        assert sorted(listed, key=json.dumps) == sorted(
+            ({"StringLike": {"s3:prefix": [prefix, f"{prefix}*"]}} for prefix in prefixes), key=json.dumps
+        )
 
 
 def test_model_bucket_is_versioned_encrypted_private_logged_and_ages_out_old_versions(env):
@@ -828,7 +920,9 @@ def test_vllm_models_serve_with_tensor_parallelism_over_their_gpus_from_scratch(
         router = (
             [{"Condition": "START", "ContainerName": "log-router"}] if config.telemetry.firelens is not None else []
         )
-        assert server["DependsOn"] == [*router, {"Condition": "SUCCESS", "ContainerName": "model-fetch"}]
+        # With LoRA adapters the server starts once the adapter-sync sidecar has (so ECS stops the server first).
+        sync = [{"Condition": "START", "ContainerName": "adapter-sync"}] if lora(config, model) else []
+        assert server["DependsOn"] == [*router, {"Condition": "SUCCESS", "ContainerName": "model-fetch"}, *sync]
         assert "vllm/vllm-openai" not in str(server["Image"]) and str(server["Image"]).count(".dkr.ecr.") == 1, (
             "from the account's ECR mirror"
         )
