@@ -2,23 +2,18 @@
 
 from __future__ import annotations
 
-import dataclasses
-import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..engine.artifacts import ArtifactError, parse_s3_uri
+from ..env_settings import env_field, values_from_env
 from ..registry.document import REGISTRY_FILE, RegistryError
 from ..settings import SettingsError, _choice, _float, _int, _log_level, _opt_str, _str
 from .registry import base_prefix
 
 SERVER_KINDS = ("vllm", "sglang")
-
-
-def _field(variable: str, parse: Callable[[str], Any], default: Any, *, required: bool = False) -> Any:
-    return dataclasses.field(default=default, metadata={"variable": variable, "parse": parse, "required": required})
 
 
 def _opt_int(raw: str) -> int | None:
@@ -28,21 +23,21 @@ def _opt_int(raw: str) -> int | None:
 @dataclass(frozen=True)
 class SidecarSettings:
     # s3://<bucket>/adapters/<base-model>/registry.json: the only registry it reads; versions are read beside it.
-    registry_uri: str = _field("ADAPTER_REGISTRY_URI", _str, "", required=True)
-    adapter_dir: Path = _field("ADAPTER_DIR", lambda raw: Path(_str(raw)), Path("/adapters"))  # the shared volume
-    server_url: str = _field("ADAPTER_SERVER_URL", _str, "http://127.0.0.1:8000")
-    server_kind: str = _field("ADAPTER_SERVER_KIND", _choice(*SERVER_KINDS), "vllm")
-    server_api_key: str | None = _field("ADAPTER_SERVER_API_KEY", _opt_str, None)
+    registry_uri: str = env_field("ADAPTER_REGISTRY_URI", _str, "", required=True)
+    adapter_dir: Path = env_field("ADAPTER_DIR", lambda raw: Path(_str(raw)), Path("/adapters"))  # the shared volume
+    server_url: str = env_field("ADAPTER_SERVER_URL", _str, "http://127.0.0.1:8000")
+    server_kind: str = env_field("ADAPTER_SERVER_KIND", _choice(*SERVER_KINDS), "vllm")
+    server_api_key: str | None = env_field("ADAPTER_SERVER_API_KEY", _opt_str, None)
     # The bound on a registry change reaching this task is poll + download + load.
-    poll_s: float = _field("ADAPTER_POLL_SECONDS", _float(0, exclusive=True), 10.0)
-    max_rank: int | None = _field("ADAPTER_MAX_RANK", _opt_int, None)  # None: the server's own check alone
-    ready_port: int = _field("ADAPTER_READY_PORT", _int(1, 65535), 8081)
+    poll_s: float = env_field("ADAPTER_POLL_SECONDS", _float(0, exclusive=True), 10.0)
+    max_rank: int | None = env_field("ADAPTER_MAX_RANK", _opt_int, None)  # None: the server's own check alone
+    ready_port: int = env_field("ADAPTER_READY_PORT", _int(1, 65535), 8081)
     # After a failed load (or download) the adapter is not tried again for this long; doubles per failure, to the cap.
-    backoff_s: float = _field("ADAPTER_LOAD_BACKOFF_SECONDS", _float(0, exclusive=True), 10.0)
-    max_backoff_s: float = _field("ADAPTER_MAX_LOAD_BACKOFF_SECONDS", _float(0, exclusive=True), 600.0)
-    request_timeout_s: float = _field("ADAPTER_SERVER_TIMEOUT_SECONDS", _float(0, exclusive=True), 120.0)
-    deployment_env: str = _field("DEPLOYMENT_ENV", _str, "local")  # the Environment dimension of its metrics
-    log_level: str = _field("LOG_LEVEL", _log_level, "INFO")
+    backoff_s: float = env_field("ADAPTER_LOAD_BACKOFF_SECONDS", _float(0, exclusive=True), 10.0)
+    max_backoff_s: float = env_field("ADAPTER_MAX_LOAD_BACKOFF_SECONDS", _float(0, exclusive=True), 600.0)
+    request_timeout_s: float = env_field("ADAPTER_SERVER_TIMEOUT_SECONDS", _float(0, exclusive=True), 120.0)
+    deployment_env: str = env_field("DEPLOYMENT_ENV", _str, "local")  # the Environment dimension of its metrics
+    log_level: str = env_field("LOG_LEVEL", _log_level, "INFO")
 
     def __post_init__(self) -> None:
         try:
@@ -77,17 +72,4 @@ class SidecarSettings:
 
 def load_sidecar_settings(env: Mapping[str, str] | None = None, **overrides: Any) -> SidecarSettings:
     """Settings from the environment (and keyword overrides, for tests); SettingsError names the variable."""
-    env = os.environ if env is None else env
-    values: dict[str, Any] = {}
-    for f in dataclasses.fields(SidecarSettings):
-        variable = f.metadata["variable"]
-        if f.name in overrides:
-            values[f.name] = overrides[f.name]
-        elif variable in env:
-            try:
-                values[f.name] = f.metadata["parse"](env[variable])
-            except ValueError as exc:
-                raise SettingsError(variable, str(exc)) from None
-        elif f.metadata["required"]:
-            raise SettingsError(variable, "is required for the adapter sidecar")
-    return SidecarSettings(**values)
+    return SidecarSettings(**values_from_env(SidecarSettings, env, overrides, "the adapter sidecar"))

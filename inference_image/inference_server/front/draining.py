@@ -9,8 +9,9 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable, Mapping
 from types import FrameType
-from typing import Protocol
+from typing import Any, Protocol
 
 import uvicorn
 
@@ -20,6 +21,23 @@ FATAL_EXIT_GRACE_S = 15.0  # after a fatal error, how long a graceful shutdown m
 # connection the kernel queued, or one accepted whose request is not parsed yet, is not in flight; closing under it
 # resets it (the last worker's close resets the whole accept queue), so the server answers those first (503).
 DRAIN_QUIET_S = 0.5
+
+
+async def wait_until_answered(
+    in_flight: Callable[[], int], timeout: float, logger: logging.Logger, fields: Mapping[str, Any] | None = None
+) -> bool:
+    """Until the accepted requests (``in_flight()``) have been answered (True), or ``timeout`` seconds (False); logs
+    either end on ``logger`` with ``fields``."""
+    deadline = time.monotonic() + timeout
+    while in_flight():
+        if time.monotonic() >= deadline:
+            logger.warning(
+                "drain timeout; exiting with work in flight", extra={"in_flight": in_flight(), **(fields or {})}
+            )
+            return False
+        await asyncio.sleep(0.02)
+    logger.info("drained", extra=dict(fields or {}))
+    return True
 
 
 class Drainable(Protocol):

@@ -23,6 +23,7 @@ from .admission import Admission
 from .cache import ResultCache
 from .cache_values import input_key, key_prefix, normalised_input
 from .client import ModelClient
+from .draining import wait_until_answered
 from .errors import ApiError, draining, model_unavailable, not_ready, overloaded
 from .metrics import Metrics
 from .shared_cache import SharedCache, SharedCacheMetrics, config_from_settings
@@ -134,14 +135,7 @@ class WorkerService:
 
     async def wait_drained(self, timeout: float) -> bool:
         """Wait until accepted requests have finished; False if the timeout came first."""
-        deadline = time.monotonic() + timeout
-        while self.in_flight:
-            if time.monotonic() >= deadline:
-                log.warning("drain timeout; exiting with work in flight", extra={"in_flight": self.in_flight})
-                return False
-            await asyncio.sleep(0.02)
-        log.info("drained", extra={"worker": self.worker})
-        return True
+        return await wait_until_answered(lambda: self.in_flight, timeout, log, {"worker": self.worker})
 
     def _load_loop(self) -> None:
         """Load this worker's preprocessing from the model directory the model process fetched (while it loads

@@ -10,16 +10,15 @@
 
 from __future__ import annotations
 
-import asyncio
 import hmac
 import logging
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ..front.draining import wait_until_answered
 from ..front.trace_context import request_id
 from ..front.tracing import TRACE
 
@@ -107,11 +106,4 @@ class Gate:
 
     async def wait_drained(self, timeout: float) -> bool:
         """Until the accepted requests have been answered (True), or the timeout (False)."""
-        deadline = time.monotonic() + timeout
-        while self.in_flight:
-            if time.monotonic() >= deadline:
-                log.warning("drain timeout; exiting with work in flight", extra={"in_flight": self.in_flight})
-                return False
-            await asyncio.sleep(0.02)
-        log.info("drained")
-        return True
+        return await wait_until_answered(lambda: self.in_flight, timeout, log)
