@@ -3,18 +3,14 @@
 from __future__ import annotations
 
 import aws_cdk as cdk
-import jsii
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_ecs as ecs
-from aws_cdk import aws_elasticloadbalancingv2 as elbv2
-from aws_cdk import aws_logs
-from constructs import Construct, IValidation
+from constructs import Construct
 
 from ..capacity.gpu_packing import mps_prerequisites_warning
 from ..capacity.instance_regions import warn_if_unlisted
 from ..capacity.service_capacity import BoundCapacity, ServiceCapacity
-from ..core import metric_names
 from ..core.errors import ConfigError, raise_problems, require
 from ..core.gpu_share import MPS_PLACEMENT_EXPRESSION
 from ..core.legacy_keywords import accepts_legacy_keywords
@@ -22,7 +18,7 @@ from ..core.model_props import ROLLING_MAX_HEALTHY_PERCENT, ModelProps
 from ..core.server_contract import ServerDefinition
 from ..core.service_timing import ServiceTimingProps
 from ..networking.subnet_selection import private_subnets
-from ..rollout.deployment import RollbackAlarmNames, RollbackThresholds, service_options, sum_over, worst_of
+from ..rollout.deployment import RollbackAlarmNames, RollbackThresholds, service_options
 from ..rollout.service_rollback import acknowledge_traffic_shifting, add_rollback_alarms
 from ..routing.load_balancer import ALB_DEFAULT_IDLE_TIMEOUT_SECONDS
 from ..routing.service_route import BoundRoute, ServiceRoute
@@ -30,7 +26,6 @@ from ..servers.bundled import BundledServer
 from ..shared.acknowledgements import default_child
 from ..shared.cdk_interfaces import as_role
 from ..shared.environment import InferenceEnvironment
-from ..shared.log_retention import retention_days
 from ..store.model_bucket import ModelSource
 from ..store.model_store import model_uri
 from ..store.result_cache import ModelCacheProps, ResultCache, cache_of
@@ -59,6 +54,8 @@ from .image_egress import check_images_reachable
 from .props import ServiceAccess, ServiceLogs, service_identity
 from .routing import ServiceTargets, task_security_group
 from .server_context import CdkServerContext
+from .service_inputs import CacheAttached, require_prop_types, service_log_group
+from .service_metrics import ServiceMetrics
 from .spot_draining import deployment_minimum_percent, tasks_on_one_instance
 from .stack_limits import watch_stack_resources
 from .target_optimizer import check_target_optimizer
@@ -73,7 +70,7 @@ __all__ = [
 ]
 
 
-class ModelService(Construct):
+class ModelService(Construct, ServiceMetrics):
     """One model as an ECS service on GPU capacity, behind an ALB listener, from its server contract.
 
     Three choices, each an open type whose ``bind`` says what the service needs (choices.py); a class of your own
@@ -150,7 +147,7 @@ class ModelService(Construct):
         super().__init__(scope, construct_id)
         logs = self._take_identity(environment, logs)
         environment_name = self.environment_name
-        _require_types(model=model, access=access, timing=timing, rollback_thresholds=rollback_thresholds)
+        require_prop_types(model=model, access=access, timing=timing, rollback_thresholds=rollback_thresholds)
         access = access or ServiceAccess()
         chosen_route = route_of(route, self)
         self._listener_key = listener_key(chosen_route.listener)
@@ -175,7 +172,7 @@ class ModelService(Construct):
         )
         # The server's use of a shared result cache (BundledServerProps.shared_cache): True needs use_cache by synth.
         self._cache_props = server.cache_client()
-        self.node.add_validation(_CacheAttached(self))
+        self.node.add_validation(CacheAttached(self))
         watch_stack_resources(self)
         subnets = access.subnets or private_subnets(placement.cluster.vpc, f"ModelService {model.name!r} (its tasks)")
         uri = model_uri(source.bucket, source.prefix, model.name, model.version)
@@ -183,7 +180,7 @@ class ModelService(Construct):
         start_period = self._contract_and_checks(
             server, placement, chosen_route, timing or ServiceTimingProps(), access, uri, type(capacity).__name__
         )
-        self.log_group = _log_group(self, logs, environment_name, model.name)
+        self.log_group = service_log_group(self, logs, environment_name, model.name)
         self._task = ServiceTask(
             self,
             model=model,
@@ -500,115 +497,3 @@ class ModelService(Construct):
         """``<model>/<version>``: every container's log stream is ``<model>/<version>/<container>/<task id>``, so the
         two versions that serve side by side during a deployment stay apart, whatever the server logs."""
         return self._task.log_stream_prefix
-
-    def metric_server(
-        self, name: str, statistic: str, period: cdk.Duration = cdk.Duration.minutes(1)
-    ) -> cloudwatch.Metric:
-        """A metric the server emits in EMF (see metric_names), for this model in this environment."""
-        return cloudwatch.Metric(
-            namespace=metric_names.NAMESPACE,
-            metric_name=name,
-            dimensions_map={
-                metric_names.DIMENSION_ENVIRONMENT: self.environment_name,
-                metric_names.DIMENSION_MODEL: self.model.name,
-            },
-            statistic=statistic,
-            period=period,
-            label=f"{self.model.name} {name} {statistic}",
-        )
-
-    def metric_requests(self, period: cdk.Duration = cdk.Duration.minutes(1)) -> cloudwatch.IMetric:
-        return sum_over(
-            [tg.request_count(period=period) for tg in self.target_group_metrics], f"{self.model.name} requests"
-        )
-
-    def metric_target_response_time(
-        self, statistic: str, period: cdk.Duration = cdk.Duration.minutes(1)
-    ) -> cloudwatch.IMetric:
-        """ALB TargetResponseTime in seconds (``p50``, ``p95``, ``p99``, ...)."""
-        return worst_of(
-            [tg.target_response_time(statistic=statistic, period=period) for tg in self.target_group_metrics],
-            f"{self.model.name} {statistic}",
-        )
-
-    def metric_target_5xx(self, period: cdk.Duration = cdk.Duration.minutes(1)) -> cloudwatch.IMetric:
-        return sum_over(
-            [
-                tg.http_code_target(elbv2.HttpCodeTarget.TARGET_5XX_COUNT, period=period, statistic="Sum")
-                for tg in self.target_group_metrics
-            ],
-            f"{self.model.name} target 5xx",
-        )
-
-    def metric_unhealthy_hosts(self, period: cdk.Duration = cdk.Duration.minutes(1)) -> cloudwatch.IMetric:
-        return sum_over(
-            [tg.unhealthy_host_count(period=period, statistic="Maximum") for tg in self.target_group_metrics],
-            f"{self.model.name} unhealthy targets",
-        )
-
-    def metric_tasks(self, name: str, period: cdk.Duration = cdk.Duration.minutes(1)) -> cloudwatch.Metric:
-        """Container Insights task counts: ``RunningTaskCount``, ``DesiredTaskCount`` or ``PendingTaskCount``."""
-        return cloudwatch.Metric(
-            namespace="ECS/ContainerInsights",
-            metric_name=name,
-            dimensions_map={"ClusterName": self.service.cluster.cluster_name, "ServiceName": self.service.service_name},
-            statistic="Average",
-            period=period,
-            label=f"{self.model.name} {name}",
-        )
-
-
-def _log_group(scope: Construct, props: ServiceLogs, environment_name: str, model_name: str) -> aws_logs.LogGroup:
-    assert props.retention_days is not None and props.name_prefix is not None  # service_identity completed them
-    return aws_logs.LogGroup(
-        scope,
-        "Logs",
-        log_group_name=service_log_group_name(environment_name, model_name, props.name_prefix),
-        encryption_key=props.key,
-        retention=retention_days(props.retention_days, "logs.retention_days"),
-        # Kept when the model is removed, but not after a failed first create: with a fixed name, a group kept
-        # then makes the retry (or adding the model back) fail with "already exists".
-        removal_policy=cdk.RemovalPolicy.RETAIN_ON_UPDATE_OR_DELETE,
-    )
-
-
-_PROPS_TYPES: dict[str, tuple[type, str]] = {
-    "model": (ModelProps, "a ModelProps"),
-    "access": (
-        ServiceAccess,
-        "ServiceAccess(api_keys_secret=None, allow_unauthenticated=False, subnets=None), or None",
-    ),
-    "timing": (ServiceTimingProps, "a ServiceTimingProps, or None"),
-    "rollback_thresholds": (RollbackThresholds, "a RollbackThresholds, or None"),
-}
-
-
-def _require_types(**given: object) -> None:
-    """Each of ModelService's props is its own type (None where optional), or a ConfigError naming the key."""
-    for key, value in given.items():
-        expected, what = _PROPS_TYPES[key]
-        require(
-            isinstance(value, expected) or (value is None and what.endswith("or None")),
-            key,
-            f"got {type(value).__name__}: pass {what}",
-        )
-
-
-@jsii.implements(IValidation)
-class _CacheAttached:
-    """A model whose server was told to use the shared cache (``shared_cache.enabled`` True) and that no
-    ResultCache was connected to by synth: its tasks would never learn of any cache."""
-
-    def __init__(self, service: ModelService) -> None:
-        self._service = service
-
-    def validate(self) -> list[str]:
-        service = self._service
-        props = service._cache_props
-        if props is None or props.enabled is not True or service.result_cache is not None:
-            return []
-        return [
-            f"models[{service.model.name}].shared_cache.enabled is true but no ResultCache is connected: add a "
-            "ResultCache to the app and call ModelService.use_cache(cache) for this model, or set enabled to "
-            "false"
-        ]
