@@ -4,12 +4,13 @@ three scaling signals their metrics give (running requests, waiting requests, KV
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Protocol
 
 from ..core.errors import ConfigError, require
 from ..core.gpu_share import share_fraction
 from ..core.model_props import ModelProps
-from ..core.server_contract import EcrImage, ScalingSignal, ServerContext
+from ..core.server_contract import API_KEY_NAME, EcrImage, ScalingSignal, ServerContext
 
 if TYPE_CHECKING:
     from aws_cdk import aws_ecs as ecs
@@ -123,3 +124,23 @@ def load_signals(
         ScalingSignal(waiting, statistic="Maximum", scale_out_above=waiting_scale_out),
         ScalingSignal(kv_cache, statistic="Maximum", scale_out_above=kv_cache_scale_out_percent / 100, maximum=1),
     )
+
+
+SERVED_MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$")
+
+
+def check_llm_names(api_key_name: str, served_model_name: str) -> None:
+    """An LLM preset's props' names: the API-key secret's key it takes, and the model name it answers to (empty: the
+    model's own)."""
+    require(
+        bool(API_KEY_NAME.match(api_key_name)),
+        "api_key_name",
+        f"{api_key_name!r} is not a key name in the API-key secret (1-64 letters, digits, '.', '_', '-', "
+        "starting with a letter or digit)",
+    )
+    if served_model_name:
+        require(
+            bool(SERVED_MODEL_NAME.match(served_model_name)),
+            "served_model_name",
+            f"{served_model_name!r}: letters, digits, '.', '_', '-', '/'",
+        )

@@ -19,7 +19,6 @@ from ..core.errors import require, require_range
 from ..core.lora_settings import LoraSettings
 from ..core.model_props import ModelProps
 from ..core.server_contract import (
-    API_KEY_NAME,
     DEFAULT_API_KEY_NAME,
     SCRATCH_PATH,
     EcrImage,
@@ -36,6 +35,7 @@ from ..task_telemetry.otel_collector import GEN_AI_TIME_PER_OUTPUT_TOKEN, GEN_AI
 from ..task_telemetry.telemetry import OTLP_GRPC_ADDRESS, otel_environment
 from .llm_checks import (
     check_heads,
+    check_llm_names,
     check_shared_memory,
     load_signals,
     memory_fraction,
@@ -198,18 +198,7 @@ class SglangProps:
         if self.attention_heads is not None:
             require_range(self.attention_heads, 1, 1024, "attention_heads")
         sglang_drain_seconds(self.longest_request_seconds)
-        require(
-            bool(API_KEY_NAME.match(self.api_key_name)),
-            "api_key_name",
-            f"{self.api_key_name!r} is not a key name in the API-key secret (1-64 letters, digits, '.', '_', '-', "
-            "starting with a letter or digit)",
-        )
-        if self.served_model_name:
-            require(
-                bool(re.match(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$", self.served_model_name)),
-                "served_model_name",
-                f"{self.served_model_name!r}: letters, digits, '.', '_', '-', '/'",
-            )
+        check_llm_names(self.api_key_name, self.served_model_name)
         require_range(self.context_length, 128, 1_048_576, "context_length")
         require(
             0.1 <= self.mem_fraction_static <= 0.95,

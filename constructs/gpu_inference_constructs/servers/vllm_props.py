@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from ..core.errors import require, require_range
 from ..core.lora_settings import LoraSettings
-from ..core.server_contract import API_KEY_NAME, DEFAULT_API_KEY_NAME, SCRATCH_PATH, EcrImage, ModelFromS3
+from ..core.server_contract import DEFAULT_API_KEY_NAME, SCRATCH_PATH, EcrImage, ModelFromS3
 from ..task_telemetry.telemetry import OTEL_ENVIRONMENT_KEYS
+from .llm_checks import check_llm_names
 from .vllm_stop import VLLM_LONGEST_REQUEST_SECONDS, vllm_drain_seconds
 
 if TYPE_CHECKING:
@@ -177,18 +177,7 @@ class VllmProps:
         if self.stream_concurrency is not None:
             require_range(self.stream_concurrency, 1, 64, "stream_concurrency")
         vllm_drain_seconds(self.longest_request_seconds)
-        require(
-            bool(API_KEY_NAME.match(self.api_key_name)),
-            "api_key_name",
-            f"{self.api_key_name!r} is not a key name in the API-key secret (1-64 letters, digits, '.', '_', '-', "
-            "starting with a letter or digit)",
-        )
-        if self.served_model_name:
-            require(
-                bool(re.match(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$", self.served_model_name)),
-                "served_model_name",
-                f"{self.served_model_name!r}: letters, digits, '.', '_', '-', '/'",
-            )
+        check_llm_names(self.api_key_name, self.served_model_name)
         require_range(self.max_model_len, 128, 1_048_576, "max_model_len")
         require(
             0.1 <= self.gpu_memory_utilization <= 0.98,
