@@ -33,6 +33,7 @@ def make_settings(model_uri: str | Path, **overrides) -> Settings:
         request_timeout_s=10.0,
         ready_probe_interval_s=60.0,
         metrics_interval_s=3600.0,
+        signal_interval_s=3600.0,  # tests call emit_signals(); the loop's "metrics" lines would join theirs
     )
     values.update(overrides)
     return Settings(**values)

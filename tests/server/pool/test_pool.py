@@ -21,8 +21,20 @@ FAR = 30.0  # seconds: a deadline no test reaches
 
 
 class Clock:
+    """time.monotonic() moved on by what a test adds to ``now``: the pool's backoffs read it, while its scheduler
+    keeps the real clock, so the two agree on a deadline (a clock of its own origin would put every deadline in the
+    past, or far off, by the machine's uptime)."""
+
     def __init__(self) -> None:
-        self.now = 1000.0
+        self.offset = 0.0
+
+    @property
+    def now(self) -> float:
+        return time.monotonic() + self.offset
+
+    @now.setter
+    def now(self, value: float) -> None:
+        self.offset = value - time.monotonic()
 
     def __call__(self) -> float:
         return self.now
@@ -60,9 +72,10 @@ def pools():
 
 
 async def serve(pool: ModelPool, name: str, texts=("x",)) -> list[float]:
-    model, _ = await pool.acquire(name, time.monotonic() + FAR, len(texts))
+    deadline = pool._clock() + FAR
+    model, _ = await pool.acquire(name, deadline, len(texts))
     try:
-        result = await pool.infer(model, model.handler.preprocess(list(texts)), time.monotonic() + FAR)
+        result = await pool.infer(model, model.handler.preprocess(list(texts)), deadline)
         return model.handler.postprocess(result.outputs, len(texts))
     finally:
         pool.release(model)

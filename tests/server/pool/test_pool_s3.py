@@ -50,6 +50,7 @@ def server(store, tmp_path):
             max_batch_size=8,
             max_sequence_length=64,
             metrics_interval_s=3600.0,
+            signal_interval_s=3600.0,  # the scale-out signal also logs "metrics"
             registry_poll_s=3600.0,
             **overrides,
         )
