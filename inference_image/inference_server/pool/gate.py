@@ -3,7 +3,8 @@
 
 - the API key (x-api-key, or Authorization: Bearer), on every path, known route or not, so a route added later is
   private until it is made a probe;
-- the drain: once SIGTERM came (front/draining.py calls begin_drain), 503 ``draining`` with Retry-After;
+- the drain: once SIGTERM came (front/draining.py calls begin_drain), 503 ``draining`` with Retry-After and
+  DRAINING_HEADER, by which a peer that forwarded the request knows to serve it itself (peer_router.py);
 - the request's span, when it is sampled (front/spans.py), its status set as the answer starts; the routes add their
   phases and the pool's attributes (app.py);
 - the requests in flight, which the drain waits for."""
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 DRAINING_RETRY_AFTER_S = 5  # what a request refused while draining is told: another task serves it by then
+DRAINING_HEADER = "x-pool-draining"  # on the 503 of a draining task: the request was refused unread, serve it elsewhere
 
 
 async def _refuse(send: Send, status: int, code: str, message: str, headers: list[tuple[bytes, bytes]]) -> None:
@@ -63,8 +65,8 @@ class Gate:
             return await _refuse(send, 401, "unauthorized", "missing or wrong x-api-key", [])
         if self.draining:
             self._on_draining_refusal()
-            retry = [(b"retry-after", str(DRAINING_RETRY_AFTER_S).encode())]
-            return await _refuse(send, 503, "draining", "this task is stopping; retry", retry)
+            marks = [(b"retry-after", str(DRAINING_RETRY_AFTER_S).encode()), (DRAINING_HEADER.encode(), b"1")]
+            return await _refuse(send, 503, "draining", "this task is stopping; retry", marks)
         method, path = scope["method"], scope["path"]
         trace = None
         if self.tracing is not None and method == "POST":

@@ -9,8 +9,9 @@ holds N tasks' worth of distinct models instead of N copies of one working set.
   times out by the same deadline; its answer (any status, 4xx included) is the client's.
 - Failure: a peer that refuses or cannot be reached within ``connect_timeout_s`` or breaks the connection is left
   out for ``down_s`` (its models fall to the next-ranked live task, this one included) and this request is served
-  here. A peer that took the request but did not answer by the deadline is left out too; the request's time is
-  spent, so it is a 504.
+  here. A draining peer (its 503 carries gate.DRAINING_HEADER: it refused the request unread) is left out the same
+  way until its tasks' list drops it, and the request is served here. A peer that took the request but did not
+  answer by the deadline is left out too; the request's time is spent, so it is a 504.
 - Hot models: one owner per model would put all of a hot model's traffic on one task (Zipf(1.1) over 1,000 models
   gives the top model 18 % of all requests: at 4 tasks the busiest task serves 1.30 times a task's even share). Each
   task counts the models of the requests entering it; a model whose share would put more than ``hot_share`` of a
@@ -33,6 +34,7 @@ from typing import Any
 import httpx2
 
 from .affinity import DEFAULT_HOT_SHARE, candidates
+from .gate import DRAINING_HEADER
 from .peers import Peers
 from .resident import PoolError
 
@@ -165,6 +167,11 @@ class PeerRouter:
             self.counts["timed_out"] += 1
             log.warning("pool peer did not answer by the deadline", extra={"peer": owner})
             raise PoolError(504, "timeout", "the pool task that holds the model did not answer in time") from None
+        if answer.status_code == 503 and DRAINING_HEADER in answer.headers:
+            self.mark_down(owner)
+            self.counts["failed_over"] += 1
+            log.info("pool peer draining; serving here", extra={"peer": owner})
+            return None
         self.counts["forwarded"] += 1
         kept = {name: answer.headers[name] for name in ANSWER_HEADERS if name in answer.headers}
         return Forwarded(answer.status_code, answer.content, kept)

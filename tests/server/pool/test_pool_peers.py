@@ -1,7 +1,8 @@
 """Model affinity between real pool servers (uvicorn on loopback ports, fake loaders, a static peer list): a request
 entering any task is answered by the model's owner (only the owner's loader ever loads it), a dead peer's models are
-served where the request lands, a forwarded request is never forwarded again, and the deadline and the owner's 4xx
-cross the hop. Then the peer sources: the static list and DNS (looked up with a fake resolver)."""
+served where the request lands, and so are a draining peer's, a forwarded request is never forwarded again, and the
+deadline and the owner's 4xx cross the hop. Then the peer sources: the static list and DNS (looked up with a fake
+resolver)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import httpx2
 import pytest
 
 from inference_server.pool.affinity import DEFAULT_HOT_SHARE, candidates
+from inference_server.pool.gate import DRAINING_HEADER
 from inference_server.pool.peer_router import FORWARDED_HEADER, HOT_WINDOW, TIMEOUT_HEADER, PeerRouter
 from inference_server.pool.peers import DNS_ANSWER_LIMIT, DnsPeers, StaticPeers, is_local
 from inference_server.pool.pool_settings import load_pool_settings
@@ -74,6 +76,7 @@ def tasks_on(tmp_path: Path, ports: list[int], peers: list[tuple[str, ...]], **o
                 port=port,
                 peers=listed,
                 metrics_interval_s=3600.0,
+                signal_interval_s=3600.0,  # the scale-out signal also logs "metrics"
                 registry_poll_s=3600.0,
                 **overrides,
             )
@@ -143,6 +146,22 @@ def test_a_dead_peers_models_are_served_where_the_request_lands_then_by_the_next
         again = predict(entry.address, model)  # the dead peer is left out: the next-ranked live task owns it now
         assert again.status_code == 200 and entry.counts["failed_over"] == 1
         assert owner_of(model, pool).loaded(model)
+
+
+def test_a_draining_owners_models_are_served_where_the_request_lands_and_it_is_left_out(tmp_path):
+    with tasks(tmp_path, 2) as pool:
+        entry, owner = pool
+        model = next(m for m in MODELS if owner_of(m, pool) is owner)
+        owner.server.begin_drain()
+        direct = predict(owner.address, model)  # what the ALB's retry would get from it: refused unread
+        assert direct.status_code == 503 and direct.headers[DRAINING_HEADER] == "1"
+        answer = predict(entry.address, model)
+        assert answer.status_code == 200 and answer.json() == {"prediction": 1.0}
+        assert DRAINING_HEADER not in answer.headers
+        assert entry.loaded(model) and not owner.loaded(model)
+        assert entry.counts["failed_over"] == 1 and entry.counts["forwarded"] == 0
+        assert owner.address not in entry.router.live()
+        assert predict(entry.address, model).status_code == 200 and entry.counts["failed_over"] == 1  # no second try
 
 
 def test_a_forwarded_request_is_served_where_it_lands_so_two_tasks_that_disagree_never_loop(tmp_path):
