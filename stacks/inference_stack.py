@@ -190,13 +190,12 @@ class InferenceStack(cdk.Stack):
         cache = ResultCache(
             self,
             "ResultCache",
-            name=f"{config.name}-results",
             vpc=network.vpc,
             subnets=network.private_subnets,
-            topic=cast(sns.ITopic, self.notifications.topic),
             props=props,
+            environment=self.inference_environment,
         )
-        cache.add_connection_failure_alarm(self, config.name, cast(sns.ITopic, self.notifications.topic))
+        cache.add_connection_failure_alarm(self)
         self.monitoring.dashboard.add_widgets(
             cdk.aws_cloudwatch.GraphWidget(
                 title="Result cache cost (USD an hour) and hit rate",

@@ -28,7 +28,9 @@ from gpu_inference_constructs import (
     ModelProps,
     ModelService,
     MonitoringProps,
+    ResultCache,
     ServiceLogs,
+    WarmPoolProps,
 )
 
 ACCOUNT, REGION = "123456789012", "eu-west-1"
@@ -123,9 +125,39 @@ def both() -> tuple[dict, dict, ModelService, InferenceEnvironment]:
     return template_with_the_0_2_keywords(), once, service, environment
 
 
+TASK_STARTS_LOGS = "MonitoringTaskStartsLogs5F13D460"
+
+
 def test_the_environment_given_once_builds_the_template_the_0_2_keywords_build(both):
+    """But for one fix: 0.2's InferenceMonitoring had no retention keyword, so its task-start function kept its logs
+    90 days whatever the environment's retention; the environment's reaches it now."""
     legacy, once, _, _ = both
+    retention = legacy["Resources"][TASK_STARTS_LOGS]["Properties"]
+    assert retention["RetentionInDays"] == 90
+    retention["RetentionInDays"] = 30
     assert json.dumps(once, sort_keys=True) == json.dumps(legacy, sort_keys=True)
+
+
+def test_the_environments_retention_reaches_every_log_group_it_makes_the_functions_too(both):
+    _, once, _, _ = both
+    groups = {k: r["Properties"] for k, r in once["Resources"].items() if r["Type"] == "AWS::Logs::LogGroup"}
+    assert TASK_STARTS_LOGS in groups and len(groups) >= 2
+    assert {k: g["RetentionInDays"] for k, g in groups.items()} == dict.fromkeys(groups, 30)
+    team = Team("Warm")
+    warm = GpuCapacity(
+        team.stack,
+        "WarmGpus",
+        vpc=team.vpc,
+        props=GpuCapacityProps(instance_types=("g5.xlarge",), on_demand_base_capacity=1, warm_pool=WarmPoolProps()),
+        environment=team.environment(log_retention_days=14),
+    )
+    assert warm.warm_pool_launches is not None
+    (group,) = [
+        r["Properties"]
+        for k, r in Template.from_stack(team.stack).to_json()["Resources"].items()
+        if r["Type"] == "AWS::Logs::LogGroup" and k.startswith("WarmGpus")
+    ]
+    assert group["RetentionInDays"] == 14 and group["KmsKeyId"] == KEY_ARN
 
 
 def test_each_part_of_the_identity_reaches_what_it_names(both):
@@ -203,3 +235,41 @@ def test_the_environment_checks_its_own_parts(changes, key):
     with pytest.raises(ConfigError) as raised:
         InferenceEnvironment(**{**values, **changes})
     assert raised.value.key == key
+
+
+def result_cache(team: Team, construct_id: str = "Results", **identity) -> ResultCache:
+    subnets = ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS)
+    return ResultCache(team.stack, construct_id, vpc=team.vpc, subnets=subnets, **identity)
+
+
+def test_a_result_cache_takes_the_environment_once_and_builds_what_its_keywords_build():
+    keywords = Team("Cache")
+    cache = result_cache(keywords, name="search-results", topic=keywords.topic)
+    cache.add_connection_failure_alarm(keywords.stack, "search", keywords.topic)
+    once = Team("Cache")
+    environment = once.environment()
+    from_environment = result_cache(once, environment=environment)
+    from_environment.add_connection_failure_alarm(once.stack)
+    templates = [Template.from_stack(team.stack).to_json() for team in (keywords, once)]
+    assert json.dumps(templates[0], sort_keys=True) == json.dumps(templates[1], sort_keys=True)
+    assert from_environment.inference_environment is environment and from_environment.cache_name == "search-results"
+    alarms = [r["Properties"] for r in templates[1]["Resources"].values() if r["Type"] == "AWS::CloudWatch::Alarm"]
+    failures = next(a for a in alarms if "Metrics" in a)
+    assert failures["Metrics"][0]["Expression"].endswith("WHERE Environment = 'search'")
+    assert all(a["AlarmActions"] == [TOPIC_ARN] for a in alarms)
+
+
+def test_a_result_caches_identity_beside_its_environment_or_missing_without_one_is_refused_by_key():
+    team = Team("CacheMistakes")
+    with pytest.raises(ConfigError, match=r"^topic: .*beside environment="):
+        result_cache(team, environment=team.environment(), topic=team.topic)
+    with pytest.raises(ConfigError, match=r"^environment: .*topic="):
+        result_cache(team, "NoTopic", name="search-results")
+    with pytest.raises(ConfigError, match=r"^name: 'Prod_EU-results'.*name="):
+        result_cache(team, "BadName", environment=team.environment(name="Prod_EU"))
+    cache = result_cache(team, "Given", environment=team.environment())
+    with pytest.raises(ConfigError, match=r"^environment_name: .*beside environment="):
+        cache.add_connection_failure_alarm(team.stack, "search")
+    bare = result_cache(team, "Bare", name="bare-results", topic=team.topic)
+    with pytest.raises(ConfigError, match=r"^environment: .*environment_name="):
+        bare.add_connection_failure_alarm(team.stack)

@@ -37,7 +37,7 @@ from ..core.deployment_capacity import ServiceDeployment
 from ..core.errors import require
 from ..core.legacy_keywords import RENAMES_ACCEPTED_UNTIL, accepts_legacy_keywords
 from ..core.model_props import ModelProps
-from ..shared.environment import InferenceEnvironment
+from ..shared.environment import DEFAULT_LOG_RETENTION_DAYS, InferenceEnvironment
 from .capacity_group import CapacityGroup
 from .gpu_packing import SharedService, check_joins_group, mps_prerequisites_warning
 from .instances import machine_image
@@ -71,7 +71,8 @@ class GpuCapacity(CapacityGroup[GpuCapacityProps]):
     ``props`` default to GpuCapacityProps() (g5.xlarge falling back to g4dn.xlarge, all Spot, 0 to 8 instances).
     ``topic`` (default None: a NotificationTopic of its own, ``own_notifications``, with a synth warning
     that names the key) receives the group's launches and terminations, failed ones too (``group_events_rule``).
-    ``environment`` (an InferenceEnvironment; default None) gives ``topic`` and ``logs_key`` once, not beside them.
+    ``environment`` (an InferenceEnvironment; default None) gives ``topic`` and ``logs_key`` once, not beside them,
+    and the retention of the warm pool function's log group (default without one: 90 days).
 
     With ``props.warm_pool``: ``warm_pool`` (the AWS::AutoScaling::WarmPool), ``warm_pool_launches`` (the launch hook
     and the function that completes launches into service, :class:`~.warm_pool.WarmPoolLaunches`, whose log group
@@ -95,9 +96,11 @@ class GpuCapacity(CapacityGroup[GpuCapacityProps]):
         environment: InferenceEnvironment | None = None,
     ) -> None:
         props = props or GpuCapacityProps()
+        log_retention_days = DEFAULT_LOG_RETENTION_DAYS
         if environment is not None:
             InferenceEnvironment.refuse_beside("GpuCapacity", topic=topic, logs_key=logs_key)
             topic, logs_key = environment.topic, environment.logs_key
+            log_retention_days = environment.log_retention_days
         super().__init__(
             scope,
             construct_id,
@@ -127,6 +130,7 @@ class GpuCapacity(CapacityGroup[GpuCapacityProps]):
                 user_data=self.user_data,
                 images=self._prepull_images,
                 logs_key=logs_key,
+                log_retention_days=log_retention_days,
             )
 
     @property

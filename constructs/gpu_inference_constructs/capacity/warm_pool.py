@@ -34,6 +34,7 @@ from ..core.warm_pool_props import POOL_STATES as POOL_STATES
 from ..core.warm_pool_props import WarmPoolProps as WarmPoolProps
 from ..shared.acknowledgements import acknowledge, default_policy, nag_rendering
 from ..shared.cdk_interfaces import as_function, lambda_target
+from ..shared.environment import DEFAULT_LOG_RETENTION_DAYS
 from ..shared.inline_function import inline_function
 
 # The agent setting that keeps a warming instance out of the cluster (ECS developer guide, using-warm-pool).
@@ -135,7 +136,7 @@ class WarmPoolLaunches(Construct):
         group: autoscaling.AutoScalingGroup,
         props: WarmPoolProps,
         logs_key: kms.IKey | None = None,
-        log_retention_days: int = 90,
+        log_retention_days: int = DEFAULT_LOG_RETENTION_DAYS,
     ) -> None:
         super().__init__(scope, construct_id)
         made = inline_function(
@@ -211,6 +212,7 @@ def add_warm_pool(
     user_data: ec2.UserData,
     images: Callable[[], Sequence[str]],
     logs_key: kms.IKey | None,
+    log_retention_days: int = DEFAULT_LOG_RETENTION_DAYS,
 ) -> tuple[autoscaling.WarmPool, WarmPoolLaunches]:
     """``group``'s pool, its launch hook and the function that completes launches into service
     (``WarmPoolLaunches``), and the user data that pulls ``images()`` (read at synth, once every model has added its
@@ -223,7 +225,9 @@ def add_warm_pool(
             "group is not documented in the sources found (docs/aws-facts.md, Issue 44); give the group an "
             "On-Demand share (on_demand_base_capacity) or check describe-warm-pool after the first deploy",
         )
-    launches = WarmPoolLaunches(scope, "WarmPoolLaunches", group=group, props=pool, logs_key=logs_key)
+    launches = WarmPoolLaunches(
+        scope, "WarmPoolLaunches", group=group, props=pool, logs_key=logs_key, log_retention_days=log_retention_days
+    )
     warm_pool = group.add_warm_pool(
         min_size=pool.min_size,
         max_group_prepared_capacity=pool.prepared_capacity,

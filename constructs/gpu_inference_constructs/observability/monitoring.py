@@ -27,7 +27,7 @@ from ..core.prometheus_metrics import PrometheusMetrics
 from ..routing.load_balancer import InferenceLoadBalancer
 from ..service.model_service import DEFAULT_NAME_PREFIX, ModelService, service_log_group_name
 from ..service.target_optimizer import add_reject_widget
-from ..shared.environment import InferenceEnvironment, require_identity
+from ..shared.environment import DEFAULT_LOG_RETENTION_DAYS, InferenceEnvironment, require_identity
 from ..shared.notifications import topic_target
 from .environment_dashboard import add_dashboard
 from .environment_dashboard import search as search
@@ -77,9 +77,10 @@ class InferenceMonitoring(AlarmGroup):
         name_prefix: str | None = None,
         logs_key: kms.IKey | None = None,
     ) -> None:
-        """``environment``: the environment's name, name prefix, topic and logs key (which encrypts the task-start
-        function's log group, :class:`~.task_starts.TaskStarts`), given once; 0.2's ``environment_name``, ``topic``,
-        ``name_prefix`` (default ``"gpu-inference"``) and ``logs_key`` (default None) still work, not beside it.
+        """``environment``: the environment's name, name prefix, topic, logs key and log retention (the task-start
+        function's log group's, :class:`~.task_starts.TaskStarts`; 90 days without one), given once; 0.2's
+        ``environment_name``, ``topic``, ``name_prefix`` (default ``"gpu-inference"``) and ``logs_key`` (default None)
+        still work, not beside it.
         ``more_capacity``: the environment's other capacity groups (other GPU shapes), priced at their own types.
         ``more_load_balancers``: the environment's other load balancers, each with its own ELB 5xx alarm (the cost
         metric and the dashboard read ``load_balancer`` only)."""
@@ -93,6 +94,7 @@ class InferenceMonitoring(AlarmGroup):
             )
             environment_name, topic = environment.name, environment.topic
             name_prefix, logs_key = environment.name_prefix, environment.logs_key
+        log_retention_days = environment.log_retention_days if environment is not None else DEFAULT_LOG_RETENTION_DAYS
         require_identity("InferenceMonitoring", {"environment_name=": environment_name, "topic=": topic})
         assert environment_name is not None and topic is not None  # required above
         name_prefix = DEFAULT_NAME_PREFIX if name_prefix is None else name_prefix
@@ -118,7 +120,9 @@ class InferenceMonitoring(AlarmGroup):
             ),
             targets=[topic_target(topic)],
         )
-        self.task_starts = TaskStarts(self, "TaskStarts", cluster=capacity.cluster, logs_key=logs_key)
+        self.task_starts = TaskStarts(
+            self, "TaskStarts", cluster=capacity.cluster, logs_key=logs_key, log_retention_days=log_retention_days
+        )
         self.deployment_rollback_rule = events.Rule(
             self,
             "DeploymentRollbacks",

@@ -14,6 +14,7 @@ from aws_cdk import aws_kms as kms
 from constructs import Construct
 
 from ..shared.cdk_interfaces import as_function, lambda_target
+from ..shared.environment import DEFAULT_LOG_RETENTION_DAYS
 from ..shared.inline_function import inline_function
 from . import task_start_handler
 
@@ -43,7 +44,7 @@ class TaskStarts(Construct):
         *,
         cluster: ecs.ICluster,
         logs_key: kms.IKey | None = None,
-        log_retention_days: int = 90,
+        log_retention_days: int = DEFAULT_LOG_RETENTION_DAYS,
     ) -> None:
         super().__init__(scope, construct_id)
         made = inline_function(

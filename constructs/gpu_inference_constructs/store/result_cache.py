@@ -30,6 +30,7 @@ from ..core.errors import require
 from ..core.result_cache_props import ModelCacheProps as ModelCacheProps
 from ..core.result_cache_props import ResultCacheProps
 from ..shared.cdk_interfaces import sns_action
+from ..shared.environment import InferenceEnvironment, require_identity
 
 CACHE_PORTS = ec2.Port.tcp_range(6379, 6380)  # the endpoint and the reader endpoint
 # What the servers' client runs (GET, MGET, SET, the connection and slot-map commands), on their keys only.
@@ -41,27 +42,33 @@ QUERY_VALUE = re.compile(r"^[A-Za-z0-9_.-]{1,255}$")
 
 class ResultCache(Construct):
     """Attributes: ``cache`` (the CfnServerlessCache), ``cache_name``, ``endpoint_address``, ``endpoint_port``,
-    ``security_group`` (the cache's: it admits ``client_security_group`` on the cache ports, one rule),
+    ``inference_environment`` (the InferenceEnvironment it was given, or None; ``environment()`` is the tasks'
+    variables), ``security_group`` (the cache's: it admits ``client_security_group`` on the cache ports, one rule),
     ``client_security_group`` (every client's: egress to the cache ports only; ``attach`` adds it to a service's
     tasks, or pass it in your own tasks' security groups), ``key``, ``user_id``, ``alarms``. ``attach`` gives a model's
-    tasks access."""
+    tasks access.
+
+    ``environment``: the environment's topic (the cache's alarms) and name (the default cache name,
+    ``<environment>-results``, and the failed-call alarm's query), given once; without one, ``topic`` and ``name`` are
+    required (0.3's form). ``name``: the ElastiCache cache name, 2-40 lowercase letters, digits or '-'. ``key``
+    encrypts the cache at rest; default None: a key of its own, rotated yearly."""
 
     def __init__(
         self,
         scope: Construct,
         construct_id: str,
         *,
-        name: str,
         vpc: ec2.IVpc,
         subnets: ec2.SubnetSelection,
-        topic: sns.ITopic,
+        name: str | None = None,
+        topic: sns.ITopic | None = None,
         props: ResultCacheProps = ResultCacheProps(),
         key: kms.IKey | None = None,
+        environment: InferenceEnvironment | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
-        require(
-            bool(NAME.match(name)), "name", f"{name!r}: 2-40 lowercase letters, digits or '-', starting with a letter"
-        )
+        name, topic = _identity(environment, name, topic)
+        self.inference_environment = environment
         self.props = props
         self.cache_name = name
         self.key = key or kms.Key(
@@ -283,12 +290,19 @@ class ResultCache(Construct):
         return alarms
 
     def add_connection_failure_alarm(
-        self, scope: Construct, environment_name: str, topic: sns.ITopic
+        self, scope: Construct, environment_name: str | None = None, topic: sns.ITopic | None = None
     ) -> cloudwatch.Alarm:
         """The servers' own failed cache calls (timeouts, refused or failed connections), every model of the
         environment together, as one CloudWatch Metrics Insights query: it counts as one metric however many models
         report (a metric-math alarm takes at most 10), and a model added later is counted without a change here.
-        Metrics Insights alarms read the last 3 hours only and need a period: 1 minute, 3 in a row."""
+        Metrics Insights alarms read the last 3 hours only and need a period: 1 minute, 3 in a row.
+        ``environment_name`` and ``topic``: the cache's ``environment``'s, or given here where it has none."""
+        environment = self.inference_environment
+        if environment is not None:
+            InferenceEnvironment.refuse_beside("ResultCache", environment_name=environment_name, topic=topic)
+            environment_name, topic = environment.name, environment.topic
+        require_identity("ResultCache", {"environment_name=": environment_name, "topic=": topic})
+        assert environment_name is not None and topic is not None  # required above
         require(
             bool(QUERY_VALUE.match(environment_name)),
             "environment_name",
@@ -321,6 +335,26 @@ class ResultCache(Construct):
             f'SELECT SUM({m.SHARED_CACHE_ERRORS}) FROM SCHEMA("{m.NAMESPACE}", {m.DIMENSION_ENVIRONMENT}, '
             f"{m.DIMENSION_MODEL}) WHERE {m.DIMENSION_ENVIRONMENT} = '{environment_name}'"
         )
+
+
+def _identity(
+    environment: InferenceEnvironment | None, name: str | None, topic: sns.ITopic | None
+) -> tuple[str, sns.ITopic]:
+    """The cache's name and topic: the environment's (its name makes ``<environment>-results`` unless ``name`` is
+    given), or both given without one."""
+    if environment is not None:
+        InferenceEnvironment.refuse_beside("ResultCache", topic=topic)
+        topic = environment.topic
+        name = f"{environment.name}-results" if name is None else name
+    require_identity("ResultCache", {"topic=": topic})
+    require(
+        isinstance(name, str) and bool(NAME.match(name)),
+        "name",
+        f"{name!r}: 2-40 lowercase letters, digits or '-', starting with a letter (pass name=, or environment= "
+        "whose name makes '<environment>-results')",
+    )
+    assert name is not None and topic is not None  # required above
+    return name, topic
 
 
 def _selection(subnets: ec2.SubnetSelection) -> dict:
