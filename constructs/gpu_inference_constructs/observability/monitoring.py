@@ -84,6 +84,7 @@ class InferenceMonitoring(AlarmGroup):
         ``more_capacity``: the environment's other capacity groups (other GPU shapes), priced at their own types.
         ``more_load_balancers``: the environment's other load balancers, each with its own ELB 5xx alarm (the cost
         metric and the dashboard read ``load_balancer`` only)."""
+        log_retention_days = DEFAULT_LOG_RETENTION_DAYS
         if environment is not None:
             InferenceEnvironment.refuse_beside(
                 "InferenceMonitoring",
@@ -94,7 +95,7 @@ class InferenceMonitoring(AlarmGroup):
             )
             environment_name, topic = environment.name, environment.topic
             name_prefix, logs_key = environment.name_prefix, environment.logs_key
-        log_retention_days = environment.log_retention_days if environment is not None else DEFAULT_LOG_RETENTION_DAYS
+            log_retention_days = environment.log_retention_days
         require_identity("InferenceMonitoring", {"environment_name=": environment_name, "topic=": topic})
         assert environment_name is not None and topic is not None  # required above
         name_prefix = DEFAULT_NAME_PREFIX if name_prefix is None else name_prefix

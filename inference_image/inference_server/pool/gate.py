@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hmac
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 import orjson
@@ -29,9 +29,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 DRAINING_RETRY_AFTER_S = 5  # what a request refused while draining is told: another task serves it by then
 DRAINING_HEADER = "x-pool-draining"  # on the 503 of a draining task: the request was refused unread, serve it elsewhere
+_DRAINING_MARKS = ((b"retry-after", str(DRAINING_RETRY_AFTER_S).encode()), (DRAINING_HEADER.encode(), b"1"))
 
 
-async def _refuse(send: Send, status: int, code: str, message: str, headers: list[tuple[bytes, bytes]]) -> None:
+async def _refuse(send: Send, status: int, code: str, message: str, headers: Sequence[tuple[bytes, bytes]]) -> None:
     body = orjson.dumps({"error": {"code": code, "message": message}})
     start = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *headers]
     await send({"type": "http.response.start", "status": status, "headers": start})
@@ -65,8 +66,7 @@ class Gate:
             return await _refuse(send, 401, "unauthorized", "missing or wrong x-api-key", [])
         if self.draining:
             self._on_draining_refusal()
-            marks = [(b"retry-after", str(DRAINING_RETRY_AFTER_S).encode()), (DRAINING_HEADER.encode(), b"1")]
-            return await _refuse(send, 503, "draining", "this task is stopping; retry", marks)
+            return await _refuse(send, 503, "draining", "this task is stopping; retry", _DRAINING_MARKS)
         method, path = scope["method"], scope["path"]
         trace = None
         if self.tracing is not None and method == "POST":

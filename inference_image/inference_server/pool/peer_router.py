@@ -158,9 +158,8 @@ class PeerRouter:
             self.counts["failed_over"] += 1
             return None
         except (httpx2.NetworkError, httpx2.RemoteProtocolError, httpx2.ConnectTimeout) as exc:
-            self.mark_down(owner)
-            self.counts["failed_over"] += 1
             log.warning("pool peer failed; serving here", extra={"peer": owner, "error": repr(exc)})
+            self._fail_over(owner)
             return None
         except httpx2.TimeoutException:
             self.mark_down(owner)
@@ -168,13 +167,17 @@ class PeerRouter:
             log.warning("pool peer did not answer by the deadline", extra={"peer": owner})
             raise PoolError(504, "timeout", "the pool task that holds the model did not answer in time") from None
         if answer.status_code == 503 and DRAINING_HEADER in answer.headers:
-            self.mark_down(owner)
-            self.counts["failed_over"] += 1
             log.info("pool peer draining; serving here", extra={"peer": owner})
+            self._fail_over(owner)
             return None
         self.counts["forwarded"] += 1
         kept = {name: answer.headers[name] for name in ANSWER_HEADERS if name in answer.headers}
         return Forwarded(answer.status_code, answer.content, kept)
+
+    def _fail_over(self, owner: str) -> None:
+        """``owner`` is left out for ``down_s``; the request is served here."""
+        self.mark_down(owner)
+        self.counts["failed_over"] += 1
 
     def note_served_for_peer(self) -> None:
         self.counts["served_for_peers"] += 1
