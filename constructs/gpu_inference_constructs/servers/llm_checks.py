@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Protocol
 
-from ..core.errors import ConfigError, require
+from ..core.errors import ConfigError, require, require_range
 from ..core.gpu_share import share_fraction
 from ..core.model_props import ModelProps
 from ..core.server_contract import API_KEY_NAME, EcrImage, ScalingSignal, ServerContext
@@ -124,6 +124,24 @@ def load_signals(
         ScalingSignal(waiting, statistic="Maximum", scale_out_above=waiting_scale_out),
         ScalingSignal(kv_cache, statistic="Maximum", scale_out_above=kv_cache_scale_out_percent / 100, maximum=1),
     )
+
+
+def check_load_signal_props(
+    running_target: int | None,
+    max_running: int,
+    max_running_key: str,
+    *,
+    waiting_scale_out: int,
+    kv_cache_scale_out_percent: int,
+) -> None:
+    """The props ``load_signals`` reads: the running requests a task holds (at most the server's ``max_running``,
+    named by ``max_running_key``), the waiting requests and the KV cache percentage that add tasks."""
+    if running_target is not None:
+        require_range(
+            running_target, 1, max_running, "target_running_requests_per_task", hint=f" (at most {max_running_key})"
+        )
+    require_range(waiting_scale_out, 1, 100_000, "waiting_requests_scale_out")
+    require_range(kv_cache_scale_out_percent, 10, 100, "kv_cache_scale_out_percent")
 
 
 SERVED_MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$")

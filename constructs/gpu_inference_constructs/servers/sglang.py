@@ -36,6 +36,7 @@ from ..task_telemetry.telemetry import OTLP_GRPC_ADDRESS, otel_environment
 from .llm_checks import (
     check_heads,
     check_llm_names,
+    check_load_signal_props,
     check_shared_memory,
     load_signals,
     memory_fraction,
@@ -224,16 +225,13 @@ class SglangProps:
         for index, arg in enumerate(self.extra_args):
             fix = flag_fix(arg)
             require(fix is None, f"extra_args[{index}]", fix or "")
-        if self.target_running_requests_per_task is not None:
-            require_range(
-                self.target_running_requests_per_task,
-                1,
-                self.max_running_requests,
-                "target_running_requests_per_task",
-                hint=" (at most max_running_requests)",
-            )
-        require_range(self.waiting_requests_scale_out, 1, 100_000, "waiting_requests_scale_out")
-        require_range(self.kv_cache_scale_out_percent, 10, 100, "kv_cache_scale_out_percent")
+        check_load_signal_props(
+            self.target_running_requests_per_task,
+            self.max_running_requests,
+            "max_running_requests",
+            waiting_scale_out=self.waiting_requests_scale_out,
+            kv_cache_scale_out_percent=self.kv_cache_scale_out_percent,
+        )
         lora = self.lora
         if lora is not None and lora.max_cpu_adapters is not None and lora.expected_adapters is not None:
             require(

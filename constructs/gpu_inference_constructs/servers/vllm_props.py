@@ -9,7 +9,7 @@ from ..core.errors import require, require_range
 from ..core.lora_settings import LoraSettings
 from ..core.server_contract import DEFAULT_API_KEY_NAME, SCRATCH_PATH, EcrImage, ModelFromS3
 from ..task_telemetry.telemetry import OTEL_ENVIRONMENT_KEYS
-from .llm_checks import check_llm_names
+from .llm_checks import check_llm_names, check_load_signal_props
 from .vllm_stop import VLLM_LONGEST_REQUEST_SECONDS, vllm_drain_seconds
 
 if TYPE_CHECKING:
@@ -202,16 +202,13 @@ class VllmProps:
                 f"extra_args[{index}]",
                 f"{arg!r} is set from its own key; set that key instead",
             )
-        if self.target_running_requests_per_task is not None:
-            require_range(
-                self.target_running_requests_per_task,
-                1,
-                self.max_num_seqs,
-                "target_running_requests_per_task",
-                hint=" (at most max_num_seqs)",
-            )
-        require_range(self.waiting_requests_scale_out, 1, 100_000, "waiting_requests_scale_out")
-        require_range(self.kv_cache_scale_out_percent, 10, 100, "kv_cache_scale_out_percent")
+        check_load_signal_props(
+            self.target_running_requests_per_task,
+            self.max_num_seqs,
+            "max_num_seqs",
+            waiting_scale_out=self.waiting_requests_scale_out,
+            kv_cache_scale_out_percent=self.kv_cache_scale_out_percent,
+        )
         if self.lora is not None:
             require(
                 self.lora.max_rank in VLLM_LORA_RANKS,
